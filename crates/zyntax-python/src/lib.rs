@@ -1,0 +1,56 @@
+//! `zyntax._native`: the PyO3 extension module behind the `zyntax` package.
+//!
+//! The Python-facing contract lives in `python/zyntax/` (façade, stubs);
+//! this crate only maps Rust APIs and errors onto Python objects. Every
+//! entry point runs inside [`errors::guard`] so that no Rust panic reaches
+//! Python as `PanicException`.
+
+mod errors;
+
+use pyo3::prelude::*;
+
+/// Native core of zyntax (HIR builder, verifier, compilers).
+#[pymodule(gil_used = false)]
+mod _native {
+    use pyo3::prelude::*;
+
+    #[pymodule_export]
+    use crate::errors::{
+        CompileError, CudaError, InternalError, LaunchError, ParseError, VerifyError, ZyntaxError,
+    };
+
+    #[pymodule_export]
+    use super::build_info;
+
+    #[pymodule_init]
+    fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {
+        m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+        m.add("build_profile", super::build_profile())?;
+        Ok(())
+    }
+}
+
+fn build_profile() -> &'static str {
+    if cfg!(debug_assertions) {
+        "debug"
+    } else {
+        "release"
+    }
+}
+
+/// Describes how this extension was built: version, profile and which
+/// optional components (LLVM backend, interpreter, CLI) are compiled in.
+#[pyfunction]
+fn build_info(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
+    errors::guard(|| {
+        let d = pyo3::types::PyDict::new(py);
+        d.set_item("version", env!("CARGO_PKG_VERSION"))?;
+        d.set_item("profile", build_profile())?;
+        d.set_item("target", std::env::consts::ARCH)?;
+        d.set_item("hir", false)?;
+        d.set_item("llvm", false)?;
+        d.set_item("interp", false)?;
+        d.set_item("cli", false)?;
+        Ok(d)
+    })
+}

@@ -1,0 +1,28 @@
+"""zyntax: an ahead-of-time GPU compiler backend.
+
+Build HIR from Python with :mod:`zyntax.hir`, verify it, print it as ``.zir``
+text, and (where the backend is compiled in) lower it to PTX or native code.
+"""
+
+from zyntax._native import __version__, build_info
+from zyntax.errors import (
+    CompileError,
+    CudaError,
+    InternalError,
+    LaunchError,
+    ParseError,
+    VerifyError,
+    ZyntaxError,
+)
+
+__all__ = [
+    "CompileError",
+    "CudaError",
+    "InternalError",
+    "LaunchError",
+    "ParseError",
+    "VerifyError",
+    "ZyntaxError",
+    "__version__",
+    "build_info",
+]

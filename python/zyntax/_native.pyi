@@ -3,6 +3,19 @@
 
 from typing import Any
 
+__all__ = [
+    "CompileError",
+    "CudaError",
+    "InternalError",
+    "LaunchError",
+    "ParseError",
+    "VerifyError",
+    "ZyntaxError",
+    "__version__",
+    "build_info",
+    "build_profile",
+]
+
 __version__: str
 build_profile: str
 

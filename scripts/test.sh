@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Runs every check: formatting, clippy, Rust tests, the Python extension, ruff, mypy, pytest.
+# GPU tests (marker `gpu`) are skipped on machines without an NVIDIA GPU.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+cd "$ZYNTAX_ROOT"
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "dependencies"
+scripts/deps.sh
+activate_venv
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "cargo clippy -D warnings"
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+
+step "cargo test"
+cargo test --workspace --quiet
+
+step "build the Python extension ($ZYNTAX_PY_PROFILE profile)"
+scripts/build-python.sh
+
+step "ruff"
+ruff check python tests/python examples
+ruff format --check python tests/python examples
+
+step "mypy"
+mypy python/zyntax
+python -m mypy.stubtest zyntax._native --allowlist .mypy-stubtest-allowlist
+
+step "pytest"
+python -m pytest -q tests/python

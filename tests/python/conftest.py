@@ -1,0 +1,38 @@
+"""Shared pytest configuration for the zyntax Python tests."""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+
+
+@functools.cache
+def gpu_available() -> bool:
+    """True when an NVIDIA driver is loadable and reports at least one device."""
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    if cuda.cuInit(0) != 0:
+        return False
+    count = ctypes.c_int(0)
+    return cuda.cuDeviceGetCount(ctypes.byref(count)) == 0 and count.value > 0
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Tests under tests/python/gpu are GPU tests whether or not they carry the marker.
+    for item in items:
+        if "gpu" in Path(str(item.fspath)).parts:
+            item.add_marker(pytest.mark.gpu)
+    if gpu_available():
+        return
+    skip = pytest.mark.skip(reason="no NVIDIA GPU/driver on this machine")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)

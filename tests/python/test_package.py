@@ -1,0 +1,79 @@
+"""The package imports, exposes its declared API and maps errors correctly."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+import zyntax
+from conftest import ROOT
+from zyntax import errors
+
+
+def test_all_names_exist() -> None:
+    for name in zyntax.__all__:
+        assert hasattr(zyntax, name), name
+
+
+def test_version_matches_cargo() -> None:
+    # The workspace version is the first `version = "..."` in the root manifest.
+    m = re.search(r'^version\s*=\s*"([^"]+)"', (ROOT / "Cargo.toml").read_text(), re.M)
+    assert m is not None
+    assert zyntax.__version__ == m.group(1)
+
+
+def test_build_info() -> None:
+    info = zyntax.build_info()
+    assert info["version"] == zyntax.__version__
+    assert info["profile"] in {"debug", "release"}
+    assert isinstance(info["hir"], bool)
+
+
+@pytest.mark.parametrize(
+    "cls",
+    [
+        errors.VerifyError,
+        errors.ParseError,
+        errors.CompileError,
+        errors.CudaError,
+        errors.LaunchError,
+        errors.InternalError,
+    ],
+)
+def test_error_hierarchy(cls: type[Exception]) -> None:
+    assert issubclass(cls, zyntax.ZyntaxError)
+    assert issubclass(cls, Exception)
+    assert cls.__module__ == "zyntax"
+    with pytest.raises(zyntax.ZyntaxError, match="boom"):
+        raise cls("boom")
+
+
+def test_errors_are_distinct() -> None:
+    classes = {
+        errors.VerifyError,
+        errors.ParseError,
+        errors.CompileError,
+        errors.CudaError,
+        errors.LaunchError,
+    }
+    for a in classes:
+        for b in classes - {a}:
+            assert not issubclass(a, b)
+
+
+def test_cli_entry_point_runs() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "zyntax.cli", "--help"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if not zyntax.build_info()["cli"]:
+        assert proc.returncode == 2
+        assert "command-line driver" in proc.stderr
+    else:
+        assert proc.returncode == 0, proc.stderr
+        assert "compile" in proc.stdout

@@ -1,0 +1,8 @@
+//! The NVPTX backend: target machines per arch, kernel annotations, PTX
+//! emission and `ptxas` validation.
+
+pub mod ptxas;
+pub mod target;
+
+pub use ptxas::{Ptxas, PtxasError, PtxasOutput};
+pub use target::{emit_assembly, initialize, PtxTarget, TRIPLE};

@@ -1,0 +1,193 @@
+//! Running NVIDIA's `ptxas` to validate PTX (and produce a cubin).
+//!
+//! `ptxas` comes from the PyPI package `nvidia-cuda-nvcc-cu12` (12.9.x accepts
+//! sm_70 … sm_90a). [`Ptxas::locate`] looks, in order, at `$ZYNTAX_PTXAS`, at the
+//! `nvidia.cuda_nvcc` package of `$ZYNTAX_PYTHON` / `python3` / `python`, and at
+//! `ptxas` on `PATH`. A missing ptxas is an error, never a silent skip.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use zyntax_hir::Arch;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PtxasError {
+    /// No ptxas could be found; `tried` lists every place looked at.
+    #[error(
+        "ptxas not found (tried: {}); install it with `pip install nvidia-cuda-nvcc-cu12` \
+         or set ZYNTAX_PTXAS to its path",
+        tried.join(", ")
+    )]
+    NotFound { tried: Vec<String> },
+
+    /// Running ptxas or handling its files failed.
+    #[error("ptxas: {context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// ptxas rejected the PTX. The PTX is kept at `ptx_path` for reproduction.
+    #[error(
+        "ptxas rejected the PTX for {arch} (exit status {status}):\n{log}\n\
+         PTX kept at {}; reproduce with: {repro}",
+        ptx_path.display()
+    )]
+    Rejected {
+        arch: Arch,
+        status: String,
+        log: String,
+        ptx_path: PathBuf,
+        repro: String,
+    },
+}
+
+/// What ptxas produced for accepted PTX.
+#[derive(Clone, Debug)]
+pub struct PtxasOutput {
+    /// The cubin (ELF) for the arch.
+    pub cubin: Vec<u8>,
+    /// ptxas' messages (with `-v`: registers, spills, shared memory per kernel).
+    pub log: String,
+}
+
+/// A located `ptxas` executable.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ptxas {
+    path: PathBuf,
+}
+
+impl fmt::Display for Ptxas {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.path.display())
+    }
+}
+
+impl Ptxas {
+    /// Use a specific ptxas binary.
+    pub fn at(path: impl Into<PathBuf>) -> Ptxas {
+        Ptxas { path: path.into() }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Find ptxas (see the module docs for the search order).
+    pub fn locate() -> Result<Ptxas, PtxasError> {
+        let mut tried = Vec::new();
+        if let Some(p) = std::env::var_os("ZYNTAX_PTXAS") {
+            let p = PathBuf::from(p);
+            if p.is_file() {
+                return Ok(Ptxas { path: p });
+            }
+            tried.push(format!("$ZYNTAX_PTXAS={}", p.display()));
+        }
+        let mut pythons: Vec<String> = Vec::new();
+        if let Ok(py) = std::env::var("ZYNTAX_PYTHON") {
+            pythons.push(py);
+        }
+        pythons.push("python3".into());
+        pythons.push("python".into());
+        // `nvidia.cuda_nvcc` is a namespace package: it has `__path__` but no `__file__`.
+        let script = "import nvidia.cuda_nvcc as m; print(list(m.__path__)[0])";
+        for py in &pythons {
+            let out = Command::new(py).args(["-c", script]).output();
+            match out {
+                Ok(o) if o.status.success() => {
+                    let dir = String::from_utf8_lossy(&o.stdout).trim().to_string();
+                    let p = Path::new(&dir).join("bin").join("ptxas");
+                    if p.is_file() {
+                        return Ok(Ptxas { path: p });
+                    }
+                    tried.push(p.display().to_string());
+                }
+                _ => tried.push(format!("{py} -c 'import nvidia.cuda_nvcc'")),
+            }
+        }
+        if let Some(paths) = std::env::var_os("PATH") {
+            for dir in std::env::split_paths(&paths) {
+                let p = dir.join("ptxas");
+                if p.is_file() {
+                    return Ok(Ptxas { path: p });
+                }
+            }
+        }
+        tried.push("ptxas on PATH".into());
+        Err(PtxasError::NotFound { tried })
+    }
+
+    /// `ptxas --version`, last line (e.g. `Build cuda_12.9.r12.9/compiler.36037853_0`).
+    pub fn version(&self) -> Result<String, PtxasError> {
+        let out = Command::new(&self.path)
+            .arg("--version")
+            .output()
+            .map_err(|source| PtxasError::Io {
+                context: format!("running {} --version", self.path.display()),
+                source,
+            })?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        Ok(text
+            .lines()
+            .find(|l| l.contains("release"))
+            .unwrap_or_else(|| text.lines().last().unwrap_or(""))
+            .trim()
+            .to_string())
+    }
+
+    /// Assemble `ptx` for `arch` with `-Werror` (warnings are errors) and `-v`.
+    /// On rejection the PTX is kept in a fresh temporary directory and its path
+    /// is part of the error.
+    pub fn assemble(&self, ptx: &str, arch: Arch) -> Result<PtxasOutput, PtxasError> {
+        let dir = tempfile::Builder::new()
+            .prefix("zyntax-ptxas-")
+            .tempdir()
+            .map_err(|source| PtxasError::Io {
+                context: "creating a temp dir".into(),
+                source,
+            })?;
+        let ptx_path = dir.path().join("module.ptx");
+        let cubin_path = dir.path().join("module.cubin");
+        std::fs::write(&ptx_path, ptx).map_err(|source| PtxasError::Io {
+            context: format!("writing {}", ptx_path.display()),
+            source,
+        })?;
+        let arch_flag = format!("-arch={}", arch.name());
+        let out = Command::new(&self.path)
+            .arg(&arch_flag)
+            .arg("-Werror")
+            .arg("-v")
+            .arg(&ptx_path)
+            .arg("-o")
+            .arg(&cubin_path)
+            .output()
+            .map_err(|source| PtxasError::Io {
+                context: format!("running {}", self.path.display()),
+                source,
+            })?;
+        let mut log = String::from_utf8_lossy(&out.stderr).into_owned();
+        log.push_str(&String::from_utf8_lossy(&out.stdout));
+        if !out.status.success() {
+            let kept = dir.keep();
+            let ptx_path = kept.join("module.ptx");
+            let repro = format!(
+                "{} {arch_flag} -Werror {} -o /dev/null",
+                self.path.display(),
+                ptx_path.display()
+            );
+            return Err(PtxasError::Rejected {
+                arch,
+                status: out.status.to_string(),
+                log,
+                ptx_path,
+                repro,
+            });
+        }
+        let cubin = std::fs::read(&cubin_path).map_err(|source| PtxasError::Io {
+            context: format!("reading {}", cubin_path.display()),
+            source,
+        })?;
+        Ok(PtxasOutput { cubin, log })
+    }
+}

@@ -1,0 +1,45 @@
+//! # zyntax-hir
+//!
+//! The high-level IR every zyntax front-end produces and every backend consumes:
+//! a typed SSA IR with blocks that take parameters, whose instruction set
+//! includes the GPU primitives (thread/block indices, barriers, fences, shared
+//! memory, scoped atomics, warp shuffle/vote/match, tensor-core MMA, async copy).
+//!
+//! - [`types`]: scalar, vector, array, pointer (with address space) and MMA fragment types.
+//! - [`op`]: the instruction set and its `.zir` mnemonics.
+//! - [`ir`]: functions (arenas of values, blocks, instructions) and modules.
+//! - [`builder`]: [`FunctionBuilder`] with structured if/for helpers.
+//! - [`verify`]: the verifier; every invariant it checks is listed there.
+//! - [`printer`] / [`parser`]: the `.zir` text format (see `docs/zir.md`).
+//! - [`arch`]: which instructions each target arch and PTX version allows.
+//!
+//! This crate knows nothing of LLVM, CUDA or Python.
+
+pub mod arch;
+pub mod builder;
+pub mod entities;
+pub mod error;
+pub mod ir;
+pub mod op;
+pub mod parser;
+pub mod printer;
+pub mod target;
+pub mod types;
+pub mod verify;
+
+pub use builder::{frag_type, normalize_int, BuildResult, ForFrame, FunctionBuilder, IfFrame};
+pub use entities::{BlockId, InstId, ValueId};
+pub use error::{BuildError, Diagnostic, Loc, ParseError, VerifyError};
+pub use ir::{
+    BlockCall, BlockData, Constraints, Function, FunctionKind, InstData, KernelInfo, Module,
+    ValueData, ValueDef,
+};
+pub use op::{
+    AtomicOp, BinOp, CacheHint, CmpOp, ConstValue, Dim, MatchMode, Op, OpClass, OptLevel, Scope,
+    ShflMode, UnOp, VoteMode,
+};
+pub use parser::{parse_module, parse_module_named};
+pub use printer::{print_function, print_inst, print_module};
+pub use target::{Arch, PtxVersion};
+pub use types::{AddrSpace, FragKind, FragType, Layout, MmaShape, ScalarType, Type};
+pub use verify::{verify_function, verify_module};

@@ -1,0 +1,407 @@
+//! The instruction set: one `Op` enum plus the table of mnemonics used by the
+//! printer and parser. Adding an op: see `docs/add-an-hir-op.md`.
+//!
+//! Operand conventions (the verifier enforces them; `args` order as listed):
+//!
+//! | op | args | results |
+//! |---|---|---|
+//! | `const` | – | 1 scalar (type given) |
+//! | binary (`add` … `shr`) | a, b (same type) | 1, type of a |
+//! | unary (`neg` … `ceil`) | a | 1, type of a |
+//! | `fma` | a, b, c (float) | 1 |
+//! | `cmp.*` | a, b | 1 bool |
+//! | `select` | cond, a, b | 1 |
+//! | `cast`, `bitcast` | a | 1 (type given) |
+//! | `load` | ptr | 1, pointee |
+//! | `store` | ptr, value | – |
+//! | `ptr_add` | ptr, index (int) | 1, ptr type |
+//! | `ptr_cast` | ptr | 1 (type given) |
+//! | `alloca`, `shared_alloc`, `dyn_shared` | – | 1 ptr |
+//! | `extract` / `insert` | vec / vec, scalar | 1 |
+//! | special registers | – | 1 u32 |
+//! | `barrier`, `fence.*`, `cp.async.commit`, `cp.async.wait` | – | – |
+//! | `warp_sync` | mask (u32) | – |
+//! | `atomic.<op>.<scope>` | ptr, value | 1 old value |
+//! | `atomic.cas.<scope>` | ptr, expected, desired | 1 old value |
+//! | `shfl.<mode>` | mask, value, lane/delta/lanemask (u32) | 1 |
+//! | `vote.ballot` / `vote.any` / `vote.all` | mask, pred | 1 u32 / bool |
+//! | `match.any` / `match.all` | mask, value | u32 / u32, bool |
+//! | `mma.load.<layout>` | ptr, ldm (u32) | 1 frag |
+//! | `mma.fill` | scalar | 1 acc frag |
+//! | `mma` | a, b, c | 1 acc frag |
+//! | `mma.store.<layout>` | ptr, frag, ldm | – |
+//! | `cp.async.<hint>.<bytes>` | dst (shared ptr), src (global ptr) | – |
+//! | `call @f` | arguments | callee's returns |
+//! | `jump` / `br` / `return` / `unreachable` | – / cond / values / – | – |
+
+use crate::types::{FragType, Layout};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+macro_rules! named_enum {
+    ($(#[$m:meta])* $name:ident { $($variant:ident => $text:literal),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum $name { $($variant),+ }
+
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+            pub fn name(self) -> &'static str {
+                match self { $($name::$variant => $text),+ }
+            }
+            pub fn from_name(s: &str) -> Option<$name> {
+                match s { $($text => Some($name::$variant),)+ _ => None }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+    };
+}
+
+named_enum!(
+    /// A grid dimension.
+    Dim { X => "x", Y => "y", Z => "z" }
+);
+
+named_enum!(
+    /// Memory scope of fences and atomics: CTA (`.cta`), GPU (`.gpu`), system (`.sys`).
+    Scope { Block => "block", Device => "device", System => "system" }
+);
+
+named_enum!(
+    /// Two-operand arithmetic and bitwise ops. Integer division and shifts follow
+    /// the signedness of the operand type.
+    BinOp {
+        Add => "add", Sub => "sub", Mul => "mul", Div => "div", Rem => "rem",
+        Min => "min", Max => "max", And => "and", Or => "or", Xor => "xor",
+        Shl => "shl", Shr => "shr",
+    }
+);
+
+named_enum!(
+    /// One-operand ops. `not` is bitwise (logical on bool); the math functions take floats.
+    UnOp {
+        Neg => "neg", Not => "not", Abs => "abs", Sqrt => "sqrt", Rsqrt => "rsqrt",
+        Exp => "exp", Log => "log", Sin => "sin", Cos => "cos", Tanh => "tanh",
+        Floor => "floor", Ceil => "ceil",
+    }
+);
+
+impl UnOp {
+    /// Whether this op is defined only on floats.
+    pub fn float_only(self) -> bool {
+        !matches!(self, UnOp::Neg | UnOp::Not | UnOp::Abs)
+    }
+}
+
+named_enum!(
+    /// Comparisons. Integer comparisons follow signedness; float comparisons are ordered
+    /// (false if either side is NaN) except `ne`, which is unordered (true on NaN).
+    CmpOp { Eq => "eq", Ne => "ne", Lt => "lt", Le => "le", Gt => "gt", Ge => "ge" }
+);
+
+named_enum!(
+    /// Read-modify-write atomics (CAS is a separate op). `inc`/`dec` are PTX's
+    /// wrapping forms on u32: `inc`: old >= v ? 0 : old+1; `dec`: (old == 0 || old > v) ? v : old-1.
+    AtomicOp {
+        Add => "add", Sub => "sub", Min => "min", Max => "max", And => "and", Or => "or",
+        Xor => "xor", Exch => "exch", Inc => "inc", Dec => "dec",
+    }
+);
+
+named_enum!(
+    /// Warp shuffle modes.
+    ShflMode { Idx => "idx", Up => "up", Down => "down", Xor => "xor" }
+);
+
+named_enum!(
+    /// Warp vote modes.
+    VoteMode { Ballot => "ballot", Any => "any", All => "all" }
+);
+
+named_enum!(
+    /// Warp match modes.
+    MatchMode { Any => "any", All => "all" }
+);
+
+named_enum!(
+    /// Cache hint of `cp.async`: `ca` caches in L1 and L2, `cg` in L2 only (16-byte copies only).
+    CacheHint { Ca => "ca", Cg => "cg" }
+);
+
+named_enum!(
+    /// Optimization level of a function. `Olatency` is O3 tuned for the latency of
+    /// one call (see the critical-path optimizer).
+    OptLevel { O0 => "O0", O1 => "O1", O2 => "O2", O3 => "O3", Os => "Os", Olatency => "Olatency" }
+);
+
+impl Default for OptLevel {
+    fn default() -> OptLevel {
+        OptLevel::O3
+    }
+}
+
+/// A constant's value. Integers are stored as the two's-complement bits truncated
+/// to the type's width (sign-extended to i64 for signed types); floats as the bits
+/// of the `f64` holding the value exactly, so that equality and hashing are exact.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ConstValue {
+    Int(i64),
+    Float(u64),
+    Bool(bool),
+}
+
+impl ConstValue {
+    pub fn float(v: f64) -> ConstValue {
+        ConstValue::Float(v.to_bits())
+    }
+    pub fn as_f64(self) -> Option<f64> {
+        match self {
+            ConstValue::Float(b) => Some(f64::from_bits(b)),
+            _ => None,
+        }
+    }
+}
+
+/// An HIR instruction's operation and immediates. Operands are SSA values kept
+/// in `InstData::args`; branch targets in `InstData::targets`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Op {
+    // --- scalar
+    Const(ConstValue),
+    Binary(BinOp),
+    Unary(UnOp),
+    Fma,
+    Cmp(CmpOp),
+    Select,
+    /// Numeric conversion (int<->int by the source's signedness, int<->float, float<->float, bool->int).
+    Cast,
+    /// Reinterpret the bits of a value as another type of the same size.
+    Bitcast,
+    /// Read one lane of a vector.
+    Extract(u32),
+    /// Replace one lane of a vector.
+    Insert(u32),
+
+    // --- memory
+    Load,
+    Store,
+    PtrAdd,
+    /// Address-space cast to or from `generic`, or a change of pointee type.
+    PtrCast,
+    /// Per-thread stack memory: `count` elements in `local`.
+    Alloca {
+        elem: crate::types::Type,
+        count: u64,
+    },
+    /// Static shared memory of the block: `count` elements.
+    SharedAlloc {
+        elem: crate::types::Type,
+        count: u64,
+    },
+    /// Pointer to the block's dynamic shared memory (size set at launch).
+    DynShared {
+        elem: crate::types::Type,
+    },
+
+    // --- GPU: indices
+    ThreadIdx(Dim),
+    BlockIdx(Dim),
+    BlockDim(Dim),
+    GridDim(Dim),
+    LaneId,
+
+    // --- GPU: synchronization
+    Barrier,
+    Fence(Scope),
+    WarpSync,
+
+    // --- GPU: atomics
+    Atomic {
+        op: AtomicOp,
+        scope: Scope,
+    },
+    AtomicCas {
+        scope: Scope,
+    },
+
+    // --- GPU: warp collectives
+    Shfl {
+        mode: ShflMode,
+        width: u32,
+    },
+    Vote(VoteMode),
+    Match(MatchMode),
+
+    // --- GPU: tensor cores
+    MmaLoad {
+        frag: FragType,
+        layout: Layout,
+    },
+    MmaFill,
+    Mma,
+    MmaStore {
+        layout: Layout,
+    },
+
+    // --- GPU: async copy
+    CpAsync {
+        bytes: u32,
+        cache: CacheHint,
+    },
+    CpAsyncCommit,
+    CpAsyncWait(u32),
+
+    // --- calls and control flow
+    Call(String),
+    Jump,
+    Branch,
+    Return,
+    Unreachable,
+}
+
+/// Broad classes of ops, used by the verifier's placement rules and the docs.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum OpClass {
+    Scalar,
+    Memory,
+    Gpu,
+    Call,
+    Terminator,
+}
+
+impl Op {
+    pub fn class(&self) -> OpClass {
+        use Op::*;
+        match self {
+            Const(_) | Binary(_) | Unary(_) | Fma | Cmp(_) | Select | Cast | Bitcast
+            | Extract(_) | Insert(_) => OpClass::Scalar,
+            Load | Store | PtrAdd | PtrCast | Alloca { .. } => OpClass::Memory,
+            SharedAlloc { .. }
+            | DynShared { .. }
+            | ThreadIdx(_)
+            | BlockIdx(_)
+            | BlockDim(_)
+            | GridDim(_)
+            | LaneId
+            | Barrier
+            | Fence(_)
+            | WarpSync
+            | Atomic { .. }
+            | AtomicCas { .. }
+            | Shfl { .. }
+            | Vote(_)
+            | Match(_)
+            | MmaLoad { .. }
+            | MmaFill
+            | Mma
+            | MmaStore { .. }
+            | CpAsync { .. }
+            | CpAsyncCommit
+            | CpAsyncWait(_) => OpClass::Gpu,
+            Call(_) => OpClass::Call,
+            Jump | Branch | Return | Unreachable => OpClass::Terminator,
+        }
+    }
+
+    pub fn is_terminator(&self) -> bool {
+        self.class() == OpClass::Terminator
+    }
+
+    /// GPU-only ops may not appear in host functions.
+    pub fn is_gpu(&self) -> bool {
+        self.class() == OpClass::Gpu
+    }
+
+    /// Whether the op may read or write memory or synchronize (so it is never
+    /// removed or reordered by passes).
+    pub fn has_side_effects(&self) -> bool {
+        use Op::*;
+        matches!(
+            self,
+            Store
+                | Barrier
+                | Fence(_)
+                | WarpSync
+                | Atomic { .. }
+                | AtomicCas { .. }
+                | MmaStore { .. }
+                | CpAsync { .. }
+                | CpAsyncCommit
+                | CpAsyncWait(_)
+                | Call(_)
+        ) || self.is_terminator()
+    }
+
+    /// Warp-collective ops: every thread named in the mask (all 32 for MMA) must execute them together.
+    pub fn is_warp_collective(&self) -> bool {
+        use Op::*;
+        matches!(
+            self,
+            WarpSync | Shfl { .. } | Vote(_) | Match(_) | MmaLoad { .. } | Mma | MmaStore { .. }
+        )
+    }
+
+    /// The mnemonic as written in `.zir`, without operands and types
+    /// (e.g. `add`, `atomic.cas.device`, `shfl.down`, `cp.async.cg.16`, `call`).
+    pub fn mnemonic(&self) -> String {
+        use Op::*;
+        match self {
+            Const(_) => "const".into(),
+            Binary(b) => b.name().into(),
+            Unary(u) => u.name().into(),
+            Fma => "fma".into(),
+            Cmp(c) => format!("cmp.{c}"),
+            Select => "select".into(),
+            Cast => "cast".into(),
+            Bitcast => "bitcast".into(),
+            Extract(_) => "extract".into(),
+            Insert(_) => "insert".into(),
+            Load => "load".into(),
+            Store => "store".into(),
+            PtrAdd => "ptr_add".into(),
+            PtrCast => "ptr_cast".into(),
+            Alloca { .. } => "alloca".into(),
+            SharedAlloc { .. } => "shared_alloc".into(),
+            DynShared { .. } => "dyn_shared".into(),
+            ThreadIdx(d) => format!("thread_idx.{d}"),
+            BlockIdx(d) => format!("block_idx.{d}"),
+            BlockDim(d) => format!("block_dim.{d}"),
+            GridDim(d) => format!("grid_dim.{d}"),
+            LaneId => "lane_id".into(),
+            Barrier => "barrier".into(),
+            Fence(s) => format!("fence.{s}"),
+            WarpSync => "warp_sync".into(),
+            Atomic { op, scope } => format!("atomic.{op}.{scope}"),
+            AtomicCas { scope } => format!("atomic.cas.{scope}"),
+            Shfl { mode, .. } => format!("shfl.{mode}"),
+            Vote(m) => format!("vote.{m}"),
+            Match(m) => format!("match.{m}"),
+            MmaLoad { layout, .. } => format!("mma.load.{layout}"),
+            MmaFill => "mma.fill".into(),
+            Mma => "mma".into(),
+            MmaStore { layout } => format!("mma.store.{layout}"),
+            CpAsync { bytes, cache } => format!("cp.async.{cache}.{bytes}"),
+            CpAsyncCommit => "cp.async.commit".into(),
+            CpAsyncWait(_) => "cp.async.wait".into(),
+            Call(_) => "call".into(),
+            Jump => "jump".into(),
+            Branch => "br".into(),
+            Return => "return".into(),
+            Unreachable => "unreachable".into(),
+        }
+    }
+}
+
+impl fmt::Display for Layout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}

@@ -1,0 +1,236 @@
+//! The `.zir` printer. Its output reads back through [`crate::parse_module`]
+//! to an equal module (for canonical modules; see [`crate::Function::canonicalize`]).
+//! The grammar is documented in `docs/zir.md`.
+
+use crate::entities::InstId;
+use crate::ir::{BlockCall, Function, FunctionKind, Module};
+use crate::op::{ConstValue, Op, OptLevel};
+use crate::types::Type;
+use std::fmt::Write;
+
+/// Print a whole module.
+pub fn print_module(m: &Module) -> String {
+    let mut out = String::new();
+    let _ = write!(out, "module {}", quote(&m.name));
+    if !m.targets.is_empty() {
+        let names: Vec<&str> = m.targets.iter().map(|a| a.name()).collect();
+        let _ = write!(out, " targets({})", names.join(", "));
+    }
+    if let Some(p) = m.ptx_version {
+        let _ = write!(out, " ptx({p})");
+    }
+    out.push('\n');
+    for f in &m.functions {
+        out.push('\n');
+        out.push_str(&print_function(f));
+    }
+    out
+}
+
+/// Quote a string with `"` and escape `"`, `\` and control characters.
+pub fn quote(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => {
+                let _ = write!(out, "\\u{{{:x}}}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// The function header: kind, name, returns and attributes, up to (not including) `{`.
+pub fn print_function_header(f: &Function) -> String {
+    let mut out = String::new();
+    let _ = write!(out, "{} @{}", f.kind.keyword(), f.name);
+    if !f.returns.is_empty() {
+        let rets: Vec<String> = f.returns.iter().map(Type::to_string).collect();
+        let _ = write!(out, " -> {}", rets.join(", "));
+    }
+    if let FunctionKind::Kernel(k) = &f.kind {
+        if let Some([x, y, z]) = k.max_threads {
+            let _ = write!(out, " max_threads({x}, {y}, {z})");
+        }
+        if let Some(n) = k.min_blocks {
+            let _ = write!(out, " min_blocks({n})");
+        }
+        if let Some(n) = k.max_registers {
+            let _ = write!(out, " max_registers({n})");
+        }
+        if k.shared_bytes != 0 {
+            let _ = write!(out, " shared_bytes({})", k.shared_bytes);
+        }
+        if let Some(a) = k.arch {
+            let _ = write!(out, " arch({a})");
+        }
+    }
+    for flag in f.constraints.flag_names() {
+        let _ = write!(out, " {flag}");
+    }
+    if f.constraints.opt_level != OptLevel::default() {
+        let _ = write!(out, " opt({})", f.constraints.opt_level);
+    }
+    out
+}
+
+/// Print one function.
+pub fn print_function(f: &Function) -> String {
+    let mut out = print_function_header(f);
+    out.push_str(" {\n");
+    for b in &f.layout {
+        let Some(bd) = f.blocks.get(b.index()) else {
+            continue;
+        };
+        let _ = write!(out, "{b}");
+        if !bd.params.is_empty() {
+            let params: Vec<String> = bd.params.iter().map(|v| typed_value(f, *v)).collect();
+            let _ = write!(out, "({})", params.join(", "));
+        }
+        out.push_str(":\n");
+        for i in &bd.insts {
+            let _ = writeln!(out, "    {}", print_inst(f, *i));
+        }
+    }
+    out.push_str("}\n");
+    out
+}
+
+fn typed_value(f: &Function, v: crate::ValueId) -> String {
+    match f.values.get(v.index()) {
+        Some(d) => format!("{v}: {}", d.ty),
+        None => format!("{v}: <invalid>"),
+    }
+}
+
+fn block_call(c: &BlockCall) -> String {
+    if c.args.is_empty() {
+        c.block.to_string()
+    } else {
+        let args: Vec<String> = c.args.iter().map(ToString::to_string).collect();
+        format!("{}({})", c.block, args.join(", "))
+    }
+}
+
+/// Format a float constant so that it reads back to the same bits.
+pub fn format_float(bits: u64) -> String {
+    let v = f64::from_bits(bits);
+    if v.is_nan() {
+        format!("nan:0x{bits:016x}")
+    } else if v.is_infinite() {
+        if v > 0.0 {
+            "inf".into()
+        } else {
+            "-inf".into()
+        }
+    } else {
+        // `{:?}` gives the shortest text that parses back to the same f64.
+        format!("{v:?}")
+    }
+}
+
+/// Format a constant for the type it has.
+pub fn format_const(c: ConstValue, ty: Option<&Type>) -> String {
+    match c {
+        ConstValue::Bool(b) => b.to_string(),
+        ConstValue::Float(bits) => format_float(bits),
+        ConstValue::Int(v) => match ty.and_then(Type::as_scalar) {
+            Some(s) if s.is_unsigned() => {
+                let bits = s.bits();
+                let mask = if bits == 64 {
+                    u64::MAX
+                } else {
+                    (1u64 << bits) - 1
+                };
+                ((v as u64) & mask).to_string()
+            }
+            _ => v.to_string(),
+        },
+    }
+}
+
+/// Print one instruction (without indentation or newline).
+pub fn print_inst(f: &Function, inst: InstId) -> String {
+    let Some(d) = f.insts.get(inst.index()) else {
+        return format!("<invalid {inst}>");
+    };
+    let mut out = String::new();
+    if !d.results.is_empty() {
+        let rs: Vec<String> = d.results.iter().map(|v| typed_value(f, *v)).collect();
+        let _ = write!(out, "{} = ", rs.join(", "));
+    }
+    out.push_str(&d.op.mnemonic());
+    let args: Vec<String> = d.args.iter().map(ToString::to_string).collect();
+    let args = args.join(", ");
+    let result_ty = d
+        .results
+        .first()
+        .and_then(|v| f.values.get(v.index()))
+        .map(|v| &v.ty);
+    // Immediates and operands, per op.
+    match &d.op {
+        Op::Const(c) => {
+            let _ = write!(out, " {}", format_const(*c, result_ty));
+        }
+        Op::Extract(lane) => {
+            let _ = write!(out, " {args}, {lane}");
+        }
+        Op::Insert(lane) => {
+            let _ = write!(out, " {args}, {lane}");
+        }
+        Op::Alloca { elem, count } | Op::SharedAlloc { elem, count } => {
+            let _ = write!(out, " {elem}, {count}");
+        }
+        Op::DynShared { elem } => {
+            let _ = write!(out, " {elem}");
+        }
+        Op::Shfl { width, .. } => {
+            let _ = write!(out, " {args} width {width}");
+        }
+        Op::CpAsyncWait(n) => {
+            let _ = write!(out, " {n}");
+        }
+        Op::Call(name) => {
+            let _ = write!(out, " @{name}");
+            if !args.is_empty() {
+                let _ = write!(out, " {args}");
+            }
+        }
+        Op::Jump => {
+            if let Some(t) = d.targets.first() {
+                let _ = write!(out, " {}", block_call(t));
+            }
+        }
+        Op::Branch => {
+            let targets: Vec<String> = d.targets.iter().map(block_call).collect();
+            let _ = write!(out, " {args}");
+            for t in targets {
+                let _ = write!(out, ", {t}");
+            }
+        }
+        _ => {
+            if !args.is_empty() {
+                let _ = write!(out, " {args}");
+            }
+        }
+    }
+    out
+}
+
+impl std::fmt::Display for Module {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&print_module(self))
+    }
+}
+
+impl std::fmt::Display for Function {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&print_function(self))
+    }
+}

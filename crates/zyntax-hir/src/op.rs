@@ -140,6 +140,7 @@ named_enum!(
     OptLevel { O0 => "O0", O1 => "O1", O2 => "O2", O3 => "O3", Os => "Os", Olatency => "Olatency" }
 );
 
+#[allow(clippy::derivable_impls)] // the variants come from a macro without `#[default]`
 impl Default for OptLevel {
     fn default() -> OptLevel {
         OptLevel::O3

@@ -1,1 +1,321 @@
-//! Which instructions and types each target arch and PTX version allow (being written).
+//! Which instructions and types each target arch and PTX version allow.
+//!
+//! LLVM's NVPTX backend aborts the process ("Cannot select") on an intrinsic
+//! the target lacks, and `ptxas` rejects PTX that uses an instruction newer
+//! than the `.target`/`.version` it declares. So every GPU instruction that is
+//! not available on the baseline (sm_70, PTX 6.0) has a row in [`FEATURES`],
+//! and [`inst_requirements`] maps an instruction (op plus operand types) to the
+//! rows it needs. The verifier checks every kernel and device function against
+//! every arch it is compiled for; [`check_arch`] does the same for one arch
+//! chosen at compile time.
+//!
+//! | feature | min arch | min PTX | why |
+//! |---|---|---|---|
+//! | any instruction | sm_70 | 6.0 | zyntax's oldest target; `shfl.sync`, `vote.sync`, `bar.warp.sync`, scoped atomics, `fence.acq_rel` |
+//! | `bf16` values (any type containing bf16) | sm_80 | 7.0 | `cvt` to/from bf16 and bf16 arithmetic |
+//! | `match.any` / `match.all` | sm_70 | 6.0 | `match.sync` |
+//! | `atomic.add` on `f16` | sm_70 | 6.3 | `atom.add.noftz.f16` |
+//! | `atomic.add` on `bf16` | sm_90 | 7.8 | `atom.add.noftz.bf16` |
+//! | MMA, f16, m16n16k16 | sm_70 | 6.0 | `wmma.*.m16n16k16.f16` |
+//! | MMA, f16, m32n8k16 / m8n32k16 | sm_70 | 6.1 | `wmma` shapes added in PTX 6.1 |
+//! | MMA, bf16 | sm_80 | 7.0 | `wmma.*.bf16` |
+//! | `cp.async`, `cp.async.commit`, `cp.async.wait` | sm_80 | 7.0 | `cp.async.*` |
+//!
+//! Each arch also has a minimum PTX version (`.target sm_XX` is rejected by
+//! `ptxas` under an older `.version`): see [`min_ptx`]. The PTX versions LLVM 19
+//! can emit are 6.0–6.5, 7.0–7.8 and 8.0–8.5 ([`ptx_supported`]).
+
+use crate::entities::{BlockId, InstId};
+use crate::error::{Diagnostic, VerifyError};
+use crate::ir::{Function, InstData, Module};
+use crate::op::{AtomicOp, Op};
+use crate::printer::print_inst;
+use crate::target::{Arch, PtxVersion};
+use crate::types::{MmaShape, ScalarType, Type};
+
+/// A feature some instructions need: the oldest arch and PTX version that have it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Feature {
+    /// Short name used in diagnostics and docs.
+    pub name: &'static str,
+    pub arch: Arch,
+    pub ptx: PtxVersion,
+}
+
+impl Feature {
+    /// Whether `arch` with PTX `ptx` provides this feature.
+    pub fn available(&self, arch: Arch, ptx: PtxVersion) -> bool {
+        arch >= self.arch && ptx >= self.ptx
+    }
+}
+
+const fn feature(name: &'static str, arch: Arch, major: u32, minor: u32) -> Feature {
+    Feature {
+        name,
+        arch,
+        ptx: PtxVersion::new(major, minor),
+    }
+}
+
+pub const BASELINE: Feature = feature("baseline", Arch::Sm70, 6, 0);
+pub const BF16: Feature = feature("bf16 values", Arch::Sm80, 7, 0);
+pub const MATCH: Feature = feature("match.sync", Arch::Sm70, 6, 0);
+pub const ATOMIC_ADD_F16: Feature = feature("atomic add on f16", Arch::Sm70, 6, 3);
+pub const ATOMIC_ADD_BF16: Feature = feature("atomic add on bf16", Arch::Sm90, 7, 8);
+pub const WMMA_F16: Feature = feature("wmma f16 m16n16k16", Arch::Sm70, 6, 0);
+pub const WMMA_F16_SHAPES: Feature = feature("wmma f16 m32n8k16/m8n32k16", Arch::Sm70, 6, 1);
+pub const WMMA_BF16: Feature = feature("wmma bf16", Arch::Sm80, 7, 0);
+pub const CP_ASYNC: Feature = feature("cp.async", Arch::Sm80, 7, 0);
+
+/// Every row of the gating table.
+pub const FEATURES: &[Feature] = &[
+    BASELINE,
+    BF16,
+    MATCH,
+    ATOMIC_ADD_F16,
+    ATOMIC_ADD_BF16,
+    WMMA_F16,
+    WMMA_F16_SHAPES,
+    WMMA_BF16,
+    CP_ASYNC,
+];
+
+/// The oldest PTX ISA version whose `.target` accepts `arch`.
+pub fn min_ptx(arch: Arch) -> PtxVersion {
+    match arch {
+        Arch::Sm70 => PtxVersion::new(6, 0),
+        Arch::Sm75 => PtxVersion::new(6, 3),
+        Arch::Sm80 => PtxVersion::new(7, 0),
+        Arch::Sm86 => PtxVersion::new(7, 1),
+        Arch::Sm89 | Arch::Sm90 => PtxVersion::new(7, 8),
+        Arch::Sm90a => PtxVersion::new(8, 0),
+    }
+}
+
+/// Whether LLVM 19 can emit this PTX version (`ptx60` … `ptx85`).
+pub fn ptx_supported(v: PtxVersion) -> bool {
+    match v.major {
+        6 => v.minor <= 5,
+        7 => v.minor <= 8,
+        8 => v.minor <= 5,
+        _ => false,
+    }
+}
+
+/// Most shared memory (static + dynamic) one block may use on `arch`, in bytes
+/// (the opt-in maximum of the CUDA programming guide's compute capability table).
+pub fn max_shared_bytes(arch: Arch) -> u64 {
+    match arch {
+        Arch::Sm70 => 96 * 1024,
+        Arch::Sm75 => 64 * 1024,
+        Arch::Sm80 => 163 * 1024,
+        Arch::Sm86 | Arch::Sm89 => 99 * 1024,
+        Arch::Sm90 | Arch::Sm90a => 227 * 1024,
+    }
+}
+
+/// Whether a type mentions bf16 anywhere (vector, array, pointee, fragment).
+pub fn mentions_bf16(t: &Type) -> bool {
+    match t {
+        Type::Scalar(s) | Type::Vector(s, _) => *s == ScalarType::BF16,
+        Type::Array(e, _) | Type::Ptr(_, e) => mentions_bf16(e),
+        Type::Frag(fr) => fr.elem == ScalarType::BF16,
+    }
+}
+
+/// The features an instruction needs beyond the baseline, given the types of
+/// its operands and results (`None` where an id is out of range: that is the
+/// verifier's structural error, not an arch one).
+pub fn op_requirements(op: &Op, args: &[Option<&Type>], results: &[Option<&Type>]) -> Vec<Feature> {
+    let mut out = Vec::new();
+    let any_bf16 = args
+        .iter()
+        .chain(results)
+        .flatten()
+        .any(|t| mentions_bf16(t))
+        || match op {
+            Op::Alloca { elem, .. } | Op::SharedAlloc { elem, .. } | Op::DynShared { elem } => {
+                mentions_bf16(elem)
+            }
+            Op::MmaLoad { frag, .. } => frag.elem == ScalarType::BF16,
+            _ => false,
+        };
+    if any_bf16 {
+        out.push(BF16);
+    }
+    let arg_scalar = |n: usize| args.get(n).copied().flatten().and_then(Type::as_scalar);
+    match op {
+        Op::Match(_) => out.push(MATCH),
+        Op::Atomic {
+            op: AtomicOp::Add, ..
+        } => match arg_scalar(1) {
+            Some(ScalarType::F16) => out.push(ATOMIC_ADD_F16),
+            Some(ScalarType::BF16) => out.push(ATOMIC_ADD_BF16),
+            _ => {}
+        },
+        Op::MmaLoad { frag, .. } => out.push(wmma_feature(frag.elem, frag.shape)),
+        Op::Mma | Op::MmaStore { .. } | Op::MmaFill => {
+            // The fragment operand (first frag among args/results) decides.
+            let frag = args.iter().chain(results).flatten().find_map(|t| match t {
+                Type::Frag(fr) => Some(*fr),
+                _ => None,
+            });
+            if let Some(fr) = frag {
+                // For `mma` the input element type decides; accumulators are f16/f32.
+                let elem = match (op, args.first().copied().flatten()) {
+                    (Op::Mma, Some(Type::Frag(a))) => a.elem,
+                    _ => fr.elem,
+                };
+                out.push(wmma_feature(elem, fr.shape));
+            }
+        }
+        Op::CpAsync { .. } | Op::CpAsyncCommit | Op::CpAsyncWait(_) => out.push(CP_ASYNC),
+        _ => {}
+    }
+    out
+}
+
+fn wmma_feature(elem: ScalarType, shape: MmaShape) -> Feature {
+    match (elem, shape) {
+        (ScalarType::BF16, _) => WMMA_BF16,
+        (_, MmaShape::M16N16K16) => WMMA_F16,
+        _ => WMMA_F16_SHAPES,
+    }
+}
+
+/// The features one instruction of `f` needs.
+pub fn inst_requirements(f: &Function, d: &InstData) -> Vec<Feature> {
+    let ty = |v: &crate::ValueId| f.values.get(v.index()).map(|x| &x.ty);
+    let args: Vec<Option<&Type>> = d.args.iter().map(ty).collect();
+    let results: Vec<Option<&Type>> = d.results.iter().map(ty).collect();
+    op_requirements(&d.op, &args, &results)
+}
+
+/// Check a module for one arch, whatever its declared targets: every kernel and
+/// device function, with the module's PTX version (or the arch's default).
+/// Only arch rules are checked here; run [`crate::verify_module`] as well.
+pub fn check_arch(m: &Module, arch: Arch) -> Result<(), VerifyError> {
+    let mut diags = Vec::new();
+    check_ptx_for(m, arch, &mut diags);
+    for f in m.functions.iter().filter(|f| f.kind.is_gpu()) {
+        check_function(f, &[arch], m.ptx_version, &mut diags);
+    }
+    if diags.is_empty() {
+        Ok(())
+    } else {
+        Err(VerifyError { diagnostics: diags })
+    }
+}
+
+/// The PTX version used for `arch` in `m`.
+pub fn ptx_for(m: &Module, arch: Arch) -> PtxVersion {
+    m.ptx_version.unwrap_or_else(|| arch.default_ptx())
+}
+
+/// Module-level check of an explicit PTX version against one arch.
+pub(crate) fn check_ptx_for(m: &Module, arch: Arch, diags: &mut Vec<Diagnostic>) {
+    if let Some(v) = m.ptx_version {
+        if v < min_ptx(arch) {
+            diags.push(module_diag(format!(
+                "ptx({v}) is too old for {arch}, which needs PTX {} or newer",
+                min_ptx(arch)
+            )));
+        }
+    }
+}
+
+pub(crate) fn module_diag(message: String) -> Diagnostic {
+    Diagnostic {
+        function: String::new(),
+        block: None,
+        inst: None,
+        inst_text: None,
+        loc: None,
+        message,
+    }
+}
+
+/// Check every instruction and block parameter of a GPU function against each
+/// arch in `archs`. Ids out of range are skipped (the verifier reports them).
+pub(crate) fn check_function(
+    f: &Function,
+    archs: &[Arch],
+    ptx: Option<PtxVersion>,
+    diags: &mut Vec<Diagnostic>,
+) {
+    let missing = |needs: &[Feature]| -> Vec<String> {
+        let mut out = Vec::new();
+        for &arch in archs {
+            let p = ptx.unwrap_or_else(|| arch.default_ptx());
+            for feat in needs {
+                if !feat.available(arch, p) {
+                    out.push(format!(
+                        "{} needs {} and PTX {}, but this function is compiled for {arch} with PTX {p}",
+                        feat.name, feat.arch, feat.ptx
+                    ));
+                }
+            }
+        }
+        out.dedup();
+        out
+    };
+    for b in &f.layout {
+        let Some(bd) = f.blocks.get(b.index()) else {
+            continue;
+        };
+        let bf16_param = bd
+            .params
+            .iter()
+            .filter_map(|v| f.values.get(v.index()))
+            .any(|v| mentions_bf16(&v.ty));
+        if bf16_param {
+            for message in missing(&[BF16]) {
+                diags.push(block_diag(f, *b, format!("a block parameter's {message}")));
+            }
+        }
+        for i in &bd.insts {
+            let Some(d) = f.insts.get(i.index()) else {
+                continue;
+            };
+            let needs = inst_requirements(f, d);
+            for message in missing(&needs) {
+                diags.push(inst_diag(f, *b, *i, d, message));
+            }
+        }
+    }
+    let bf16_return = f.returns.iter().any(mentions_bf16);
+    if bf16_return {
+        for message in missing(&[BF16]) {
+            diags.push(Diagnostic {
+                function: f.name.clone(),
+                block: None,
+                inst: None,
+                inst_text: None,
+                loc: f.loc.clone(),
+                message: format!("a return type's {message}"),
+            });
+        }
+    }
+}
+
+fn block_diag(f: &Function, b: BlockId, message: String) -> Diagnostic {
+    Diagnostic {
+        function: f.name.clone(),
+        block: Some(b),
+        inst: None,
+        inst_text: None,
+        loc: f.loc.clone(),
+        message,
+    }
+}
+
+fn inst_diag(f: &Function, b: BlockId, i: InstId, d: &InstData, message: String) -> Diagnostic {
+    Diagnostic {
+        function: f.name.clone(),
+        block: Some(b),
+        inst: Some(i),
+        inst_text: Some(print_inst(f, i)),
+        loc: d.loc.clone(),
+        message,
+    }
+}

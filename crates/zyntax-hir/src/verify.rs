@@ -1,16 +1,152 @@
-//! The verifier (being written).
+//! The verifier: the gate before lowering. A module it accepts lowers to LLVM
+//! IR that LLVM's verifier accepts and to PTX that `ptxas` accepts for every
+//! target the module declares. It never panics, whatever the input (ids are
+//! checked before any indexing), and it reports every problem it finds, each
+//! as a [`Diagnostic`] naming function, block, instruction and source location.
+//!
+//! The full reference, with the reasons, is `docs/hir.md`. Invariants checked:
+//!
+//! **Module**
+//! - function names are identifiers (`[A-Za-z_][A-Za-z0-9_]*`, not `_` alone,
+//!   not starting with `llvm` or `__nv`), at most 1024 bytes, unique;
+//! - `ptx_version`, if set, is one LLVM 19 emits (6.0–6.5, 7.0–7.8, 8.0–8.5)
+//!   and is at least the minimum of every arch a function is compiled for
+//!   ([`crate::arch::min_ptx`]).
+//!
+//! **Function header**
+//! - kernels return nothing; kernel parameters are scalars, vectors or
+//!   pointers to `global`, `generic` or `constant` memory;
+//! - host functions use no fragment type anywhere;
+//! - kernel metadata: `max_threads` each ≥ 1, x, y ≤ 1024, z ≤ 64, product ≤ 1024;
+//!   `min_blocks` in 1..=32 and only with `max_threads`; `max_registers` in
+//!   1..=255; `shared_bytes` ≤ 227 KiB; static shared memory of the kernel
+//!   (its `shared_alloc`s plus those of the device functions it calls) ≤ 48 KiB
+//!   (`ptxas` rejects more); static + `shared_bytes` ≤ the arch's per-block maximum;
+//! - arenas hold at most 2^24 entries each.
+//!
+//! **Structure**
+//! - the layout is non-empty, names existing blocks, each once; blocks and
+//!   instructions not reached from the layout are ignored (as
+//!   [`Function::canonicalize`] drops them);
+//! - every placed instruction id exists and sits in exactly one block;
+//! - every block is non-empty, ends in a terminator and has none before the end;
+//! - every value is defined exactly once, and its [`ValueDef`] names where
+//!   (block parameter `n` of its block, result `n` of its instruction);
+//! - the entry block's parameters are the function's parameters; the entry
+//!   block is not a branch target;
+//! - `jump` has one target, `br` two, no other instruction has targets; each
+//!   target is a block of the layout and gets as many arguments as it has
+//!   parameters, of the same types;
+//! - `return` operands match the function's return types.
+//!
+//! **SSA**
+//! - dominators are computed (Cooper–Harvey–Kennedy) over the blocks
+//!   reachable from the entry; every use in a reachable block is dominated by
+//!   its definition (in the same block: defined by an earlier instruction or a
+//!   parameter);
+//! - unreachable blocks are allowed and fully type-checked, but may only use
+//!   values defined in the entry block or earlier in the same block (they are
+//!   not dominated by anything else, and lowering emits them in layout order).
+//!
+//! **Types** (per op; the operand table is in [`crate::op`])
+//! - value types are scalars, vectors (2, 4 or 8 lanes of a non-bool scalar),
+//!   pointers or fragments, never arrays; a pointee is a memory type (scalar,
+//!   vector, pointer, array of ≥ 1 elements of a memory type, at most 2^40
+//!   bytes); fragments: A/B of f16 or bf16 with a layout, accumulators of f32 or
+//!   f16 without one;
+//! - every op has its number of operands and results, with the types in
+//!   `docs/hir.md` (e.g. binary operands and result share one scalar type;
+//!   `rem`, `shl`, `shr` take integers; `and`/`or`/`xor` integers or bool; math
+//!   unary ops floats; `cast` between numeric types or from bool, never to bool
+//!   or pointers; `bitcast` between non-bool scalars/vectors of one size;
+//!   constants fit their type);
+//! - memory: loads and stores through pointers to non-array memory types, no
+//!   stores to `constant`; `ptr_add` takes an integer index; `ptr_cast` keeps the
+//!   address space or casts to or from `generic`; allocation counts ≥ 1 and
+//!   sizes bounded (alloca ≤ 512 KiB, shared_alloc ≤ 48 KiB).
+//!
+//! **GPU**
+//! - no GPU instruction in a host function;
+//! - atomics go through pointers to `global`, `shared` or `generic` memory,
+//!   with the value type equal to the pointee, and only the op/type
+//!   combinations PTX has (table in `docs/hir.md`); `cas` on 32/64-bit integers;
+//! - `shfl`: mask and lane `u32`, value a 32- or 64-bit scalar, width a power of
+//!   two in 1..=32; `vote`: mask `u32`, predicate bool; `match`: 32/64-bit integers;
+//! - MMA: fragment kinds, shapes and element types agree, loads use the A/B
+//!   fragment's layout, memory operands point to the fragment's element type in
+//!   `global`/`shared`/`generic`, `ldm` is `u32`;
+//! - `cp.async`: `ptr<shared>` destination, `ptr<global>` source, 4, 8 or 16
+//!   bytes, `cg` only with 16; `cp.async.wait n` with n ≤ 31;
+//! - calls: the callee exists; host calls host, GPU functions call device
+//!   functions; kernels are never called; arguments and results match.
+//!   Recursion is allowed (PTX supports it).
+//! - `no_alloc` functions reach no `alloca` (through calls either).
+//! - every GPU function passes [`crate::arch`]'s gating table for each arch it
+//!   is compiled for: a kernel's `arch` if set, else the module's targets; a
+//!   device function the module's targets plus the `arch` of every kernel that
+//!   reaches it.
+//!
+//! Not checked statically: a `barrier` in divergent control flow (the
+//! interpreter reports it at run time), memory bounds, data races.
 
-use crate::error::VerifyError;
-use crate::ir::{Function, Module};
+use std::collections::HashMap;
+
+use crate::arch;
+use crate::entities::{BlockId, InstId, ValueId};
+use crate::error::{Diagnostic, Loc, VerifyError};
+use crate::ir::{Function, FunctionKind, InstData, KernelInfo, Module, ValueDef};
+use crate::op::{AtomicOp, BinOp, CacheHint, CmpOp, ConstValue, MatchMode, Op, UnOp, VoteMode};
+use crate::printer::print_inst;
+use crate::target::Arch;
+use crate::types::{AddrSpace, FragKind, FragType, ScalarType, Type};
+
+/// Largest arena (values, blocks or instructions) the verifier accepts.
+pub const MAX_ARENA: usize = 1 << 24;
+/// Largest `alloca` in bytes (CUDA's local memory per thread).
+pub const MAX_ALLOCA_BYTES: u64 = 512 * 1024;
+/// Largest static shared memory of a kernel in bytes (`ptxas` limit).
+pub const MAX_STATIC_SHARED_BYTES: u64 = 48 * 1024;
+/// Largest `shared_bytes` of a kernel (sm_90's per-block maximum).
+pub const MAX_SHARED_BYTES: u64 = 227 * 1024;
+/// Largest memory type in bytes.
+const MAX_TYPE_BYTES: u64 = 1 << 40;
 
 /// Verify a whole module.
 pub fn verify_module(m: &Module) -> Result<(), VerifyError> {
-    let mut diagnostics = Vec::new();
-    for f in &m.functions {
-        if let Err(e) = verify_function(m, f) {
-            diagnostics.extend(e.diagnostics);
+    let mut diags = Vec::new();
+    check_module_header(m, &mut diags);
+    let archs = compile_archs(m);
+    for (n, f) in m.functions.iter().enumerate() {
+        verify_function_into(m, f, &mut diags);
+        if f.kind.is_gpu() {
+            arch::check_function(f, &archs[n], m.ptx_version, &mut diags);
         }
     }
+    finish(diags)
+}
+
+/// Verify one function in the context of its module (including the arch
+/// gating for the archs it is compiled for, but not module-wide rules such as
+/// unique names).
+pub fn verify_function(m: &Module, f: &Function) -> Result<(), VerifyError> {
+    let mut diags = Vec::new();
+    verify_function_into(m, f, &mut diags);
+    if f.kind.is_gpu() {
+        let archs = compile_archs(m);
+        let n = m.functions.iter().position(|g| std::ptr::eq(g, f));
+        let mine = match n {
+            Some(n) => archs[n].clone(),
+            None => own_archs(m, f),
+        };
+        arch::check_function(f, &mine, m.ptx_version, &mut diags);
+    }
+    finish(diags)
+}
+
+/// Re-exported for callers that compile for an arch the module does not list.
+pub use crate::arch::check_arch;
+
+fn finish(diagnostics: Vec<Diagnostic>) -> Result<(), VerifyError> {
     if diagnostics.is_empty() {
         Ok(())
     } else {
@@ -18,7 +154,1670 @@ pub fn verify_module(m: &Module) -> Result<(), VerifyError> {
     }
 }
 
-/// Verify one function in the context of its module.
-pub fn verify_function(_m: &Module, _f: &Function) -> Result<(), VerifyError> {
+// ------------------------------------------------------------------ module
+
+fn check_module_header(m: &Module, diags: &mut Vec<Diagnostic>) {
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    for f in &m.functions {
+        if let Some(msg) = name_problem(&f.name) {
+            diags.push(fn_diag(f, msg));
+        }
+        let count = seen.entry(f.name.as_str()).or_insert(0);
+        *count += 1;
+        if *count == 2 {
+            diags.push(fn_diag(
+                f,
+                format!("function name @{} is defined more than once", f.name),
+            ));
+        }
+    }
+    if let Some(v) = m.ptx_version {
+        if !arch::ptx_supported(v) {
+            diags.push(arch::module_diag(format!(
+                "ptx({v}) is not a PTX version LLVM 19 can emit (6.0-6.5, 7.0-7.8, 8.0-8.5)"
+            )));
+        }
+        let mut all: Vec<Arch> = m.targets.clone();
+        all.extend(m.kernels().filter_map(|k| k.kind.kernel_info()?.arch));
+        all.sort();
+        all.dedup();
+        for a in all {
+            arch::check_ptx_for(m, a, diags);
+        }
+    }
+}
+
+fn name_problem(name: &str) -> Option<String> {
+    let mut chars = name.chars();
+    let ok_first = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    let ok_rest = chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !ok_first || !ok_rest || name == "_" {
+        return Some(format!(
+            "function name {name:?} is not an identifier ([A-Za-z_][A-Za-z0-9_]*, not `_` alone)"
+        ));
+    }
+    if name.len() > 1024 {
+        return Some("function name is longer than 1024 bytes".into());
+    }
+    if name.starts_with("llvm") || name.starts_with("__nv") {
+        return Some(format!(
+            "function name @{name} is reserved (names starting with `llvm` or `__nv` belong to LLVM and libdevice)"
+        ));
+    }
+    None
+}
+
+/// For each function, the archs it is compiled for: kernels their own `arch` or
+/// the module's targets; device functions the module's targets plus the
+/// `arch` of every kernel that reaches them through calls.
+fn compile_archs(m: &Module) -> Vec<Vec<Arch>> {
+    let index: HashMap<&str, usize> = m
+        .functions
+        .iter()
+        .enumerate()
+        .map(|(n, f)| (f.name.as_str(), n))
+        .collect();
+    let mut out: Vec<Vec<Arch>> = m.functions.iter().map(|f| own_archs(m, f)).collect();
+    for (k, f) in m.functions.iter().enumerate() {
+        let Some(a) = f.kind.kernel_info().and_then(|i| i.arch) else {
+            continue;
+        };
+        // Every device function this kernel reaches is compiled for `a` too.
+        for n in reachable_callees(m, &index, k) {
+            if matches!(m.functions[n].kind, FunctionKind::Device) && !out[n].contains(&a) {
+                out[n].push(a);
+            }
+        }
+    }
+    out
+}
+
+fn own_archs(m: &Module, f: &Function) -> Vec<Arch> {
+    match f.kind.kernel_info().and_then(|k| k.arch) {
+        Some(a) => vec![a],
+        None => {
+            let mut t = m.targets.clone();
+            t.sort();
+            t.dedup();
+            t
+        }
+    }
+}
+
+/// Indices of the functions reachable through calls from function `start` (excluding it unless recursive).
+fn reachable_callees(m: &Module, index: &HashMap<&str, usize>, start: usize) -> Vec<usize> {
+    let mut seen = vec![false; m.functions.len()];
+    let mut stack = vec![start];
+    let mut out = Vec::new();
+    while let Some(n) = stack.pop() {
+        for callee in callees(&m.functions[n]) {
+            if let Some(&c) = index.get(callee) {
+                if !seen[c] {
+                    seen[c] = true;
+                    out.push(c);
+                    stack.push(c);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Names called by placed instructions of `f`.
+fn callees(f: &Function) -> impl Iterator<Item = &str> {
+    placed_insts(f).filter_map(|d| match &d.op {
+        Op::Call(name) => Some(name.as_str()),
+        _ => None,
+    })
+}
+
+fn placed_insts(f: &Function) -> impl Iterator<Item = &InstData> {
+    f.layout
+        .iter()
+        .filter_map(|b| f.blocks.get(b.index()))
+        .flat_map(|bd| bd.insts.iter())
+        .filter_map(|i| f.insts.get(i.index()))
+}
+
+// ------------------------------------------------------------------ diagnostics
+
+fn fn_diag(f: &Function, message: String) -> Diagnostic {
+    Diagnostic {
+        function: f.name.clone(),
+        block: None,
+        inst: None,
+        inst_text: None,
+        loc: f.loc.clone(),
+        message,
+    }
+}
+
+struct Ctx<'a> {
+    m: &'a Module,
+    f: &'a Function,
+    diags: &'a mut Vec<Diagnostic>,
+    /// Where each value is defined: (block, position); params at 0, inst k at k+1.
+    def_site: Vec<Option<(BlockId, usize)>>,
+    /// Position of each block in the layout, if placed.
+    layout_pos: Vec<Option<usize>>,
+}
+
+impl Ctx<'_> {
+    fn func_err(&mut self, message: impl Into<String>) {
+        let d = fn_diag(self.f, message.into());
+        self.diags.push(d);
+    }
+    fn block_err(&mut self, b: BlockId, message: impl Into<String>) {
+        let loc = self.block_loc(b);
+        self.diags.push(Diagnostic {
+            function: self.f.name.clone(),
+            block: Some(b),
+            inst: None,
+            inst_text: None,
+            loc,
+            message: message.into(),
+        });
+    }
+    fn inst_err(&mut self, b: BlockId, i: InstId, message: impl Into<String>) {
+        let loc = self.f.insts.get(i.index()).and_then(|d| d.loc.clone());
+        self.diags.push(Diagnostic {
+            function: self.f.name.clone(),
+            block: Some(b),
+            inst: Some(i),
+            inst_text: Some(print_inst(self.f, i)),
+            loc: loc.or_else(|| self.f.loc.clone()),
+            message: message.into(),
+        });
+    }
+    /// A block's location: that of its first instruction, else the function's.
+    fn block_loc(&self, b: BlockId) -> Option<Loc> {
+        self.f
+            .blocks
+            .get(b.index())
+            .and_then(|bd| bd.insts.first())
+            .and_then(|i| self.f.insts.get(i.index()))
+            .and_then(|d| d.loc.clone())
+            .or_else(|| self.f.loc.clone())
+    }
+    fn ty(&self, v: ValueId) -> Option<&Type> {
+        self.f.values.get(v.index()).map(|d| &d.ty)
+    }
+}
+
+// ------------------------------------------------------------------ function
+
+fn verify_function_into(m: &Module, f: &Function, diags: &mut Vec<Diagnostic>) {
+    let mut cx = Ctx {
+        m,
+        f,
+        diags,
+        def_site: Vec::new(),
+        layout_pos: Vec::new(),
+    };
+    for (what, n) in [
+        ("values", f.values.len()),
+        ("blocks", f.blocks.len()),
+        ("instructions", f.insts.len()),
+        ("layout entries", f.layout.len()),
+    ] {
+        if n > MAX_ARENA {
+            cx.func_err(format!("too many {what}: {n} (at most {MAX_ARENA})"));
+            return;
+        }
+    }
+    check_header(&mut cx);
+    if f.layout.is_empty() {
+        cx.func_err("function has no blocks (the layout is empty)");
+        return;
+    }
+    check_layout(&mut cx);
+    check_defs(&mut cx);
+    check_entry(&mut cx);
+    check_blocks(&mut cx);
+    check_value_types(&mut cx);
+    check_insts(&mut cx);
+    check_dominance(&mut cx);
+    check_no_alloc(&mut cx);
+}
+
+fn check_header(cx: &mut Ctx) {
+    let f = cx.f;
+    for t in &f.returns {
+        if let Some(msg) = value_type_problem(t) {
+            cx.func_err(format!("return type {t}: {msg}"));
+        }
+    }
+    match &f.kind {
+        FunctionKind::Kernel(info) => {
+            if !f.returns.is_empty() {
+                cx.func_err("a kernel returns nothing; write results through pointers");
+            }
+            check_kernel_info(cx, info);
+        }
+        FunctionKind::Host => {
+            if f.returns.iter().any(mentions_frag) {
+                cx.func_err("host functions cannot use fragment types");
+            }
+        }
+        FunctionKind::Device => {}
+    }
+}
+
+fn check_kernel_info(cx: &mut Ctx, k: &KernelInfo) {
+    if let Some([x, y, z]) = k.max_threads {
+        if x == 0 || y == 0 || z == 0 {
+            cx.func_err(format!(
+                "max_threads({x}, {y}, {z}): every dimension must be at least 1"
+            ));
+        } else if x > 1024 || y > 1024 || z > 64 {
+            cx.func_err(format!(
+                "max_threads({x}, {y}, {z}): x and y are at most 1024 and z at most 64"
+            ));
+        } else if u64::from(x) * u64::from(y) * u64::from(z) > 1024 {
+            cx.func_err(format!(
+                "max_threads({x}, {y}, {z}): a block has at most 1024 threads, this allows {}",
+                u64::from(x) * u64::from(y) * u64::from(z)
+            ));
+        }
+    }
+    if let Some(n) = k.min_blocks {
+        if k.max_threads.is_none() {
+            cx.func_err("min_blocks needs max_threads (PTX .minnctapersm requires .maxntid)");
+        }
+        if !(1..=32).contains(&n) {
+            cx.func_err(format!("min_blocks({n}) must be in 1..=32"));
+        }
+    }
+    if let Some(n) = k.max_registers {
+        if !(1..=255).contains(&n) {
+            cx.func_err(format!("max_registers({n}) must be in 1..=255"));
+        }
+    }
+    let dynamic = u64::from(k.shared_bytes);
+    if dynamic > MAX_SHARED_BYTES {
+        cx.func_err(format!(
+            "shared_bytes({dynamic}) exceeds the largest per-block shared memory of any target ({MAX_SHARED_BYTES} bytes)"
+        ));
+    }
+    let static_bytes = kernel_static_shared(cx.m, cx.f);
+    if static_bytes > MAX_STATIC_SHARED_BYTES {
+        cx.func_err(format!(
+            "static shared memory of this kernel and the device functions it calls is {static_bytes} bytes; at most {MAX_STATIC_SHARED_BYTES} (use dyn_shared for more)"
+        ));
+    }
+    let archs = own_archs(cx.m, cx.f);
+    for a in archs {
+        let max = arch::max_shared_bytes(a);
+        if static_bytes + dynamic > max {
+            cx.func_err(format!(
+                "{static_bytes} bytes of static plus {dynamic} bytes of dynamic shared memory exceed {a}'s per-block maximum of {max} bytes"
+            ));
+        }
+    }
+}
+
+/// Static shared memory of a kernel: its `shared_alloc`s plus those of every function it reaches.
+fn kernel_static_shared(m: &Module, f: &Function) -> u64 {
+    let index: HashMap<&str, usize> = m
+        .functions
+        .iter()
+        .enumerate()
+        .map(|(n, g)| (g.name.as_str(), n))
+        .collect();
+    let mut total = own_static_shared(f);
+    let me = m.functions.iter().position(|g| std::ptr::eq(g, f));
+    let reached = match me {
+        Some(n) => reachable_callees(m, &index, n),
+        None => {
+            // Not in the module: follow its direct callees.
+            let mut out = Vec::new();
+            for c in callees(f) {
+                if let Some(&n) = index.get(c) {
+                    out.push(n);
+                    out.extend(reachable_callees(m, &index, n));
+                }
+            }
+            out.sort_unstable();
+            out.dedup();
+            out
+        }
+    };
+    for n in reached {
+        if Some(n) != me {
+            total = total.saturating_add(own_static_shared(&m.functions[n]));
+        }
+    }
+    total
+}
+
+fn own_static_shared(f: &Function) -> u64 {
+    placed_insts(f)
+        .filter_map(|d| match &d.op {
+            Op::SharedAlloc { elem, count } => elem.size_bytes().map(|s| s.saturating_mul(*count)),
+            _ => None,
+        })
+        .fold(0u64, u64::saturating_add)
+}
+
+fn check_layout(cx: &mut Ctx) {
+    let f = cx.f;
+    cx.layout_pos = vec![None; f.blocks.len()];
+    for (n, b) in f.layout.iter().enumerate() {
+        if !f.has_block(*b) {
+            cx.func_err(format!(
+                "layout entry {n} names {b}, which does not exist ({} blocks)",
+                f.blocks.len()
+            ));
+        } else if cx.layout_pos[b.index()].is_some() {
+            cx.block_err(*b, format!("{b} appears more than once in the layout"));
+        } else {
+            cx.layout_pos[b.index()] = Some(n);
+        }
+    }
+}
+
+/// Placed blocks in layout order (each once, existing).
+fn placed_blocks(cx: &Ctx) -> Vec<BlockId> {
+    cx.f.layout
+        .iter()
+        .enumerate()
+        .filter(|(n, b)| cx.layout_pos.get(b.index()).copied().flatten() == Some(*n))
+        .map(|(_, b)| *b)
+        .collect()
+}
+
+fn check_defs(cx: &mut Ctx) {
+    let f = cx.f;
+    cx.def_site = vec![None; f.values.len()];
+    let mut inst_site: Vec<Option<BlockId>> = vec![None; f.insts.len()];
+    for b in placed_blocks(cx) {
+        let bd = &f.blocks[b.index()];
+        for (n, v) in bd.params.iter().enumerate() {
+            let Some(vd) = f.values.get(v.index()) else {
+                cx.block_err(
+                    b,
+                    format!(
+                        "parameter {n} is {v}, which does not exist ({} values)",
+                        f.values.len()
+                    ),
+                );
+                continue;
+            };
+            if cx.def_site[v.index()].is_some() {
+                cx.block_err(b, format!("{v} is defined more than once"));
+                continue;
+            }
+            cx.def_site[v.index()] = Some((b, 0));
+            if vd.def != ValueDef::Param(b, n as u32) {
+                cx.block_err(
+                    b,
+                    format!(
+                        "{v} is parameter {n} of {b} but its definition says {}",
+                        def_text(vd.def)
+                    ),
+                );
+            }
+        }
+        for (k, i) in bd.insts.iter().enumerate() {
+            let Some(d) = f.insts.get(i.index()) else {
+                cx.block_err(
+                    b,
+                    format!(
+                        "position {k} holds {i}, which does not exist ({} instructions)",
+                        f.insts.len()
+                    ),
+                );
+                continue;
+            };
+            if let Some(other) = inst_site[i.index()] {
+                cx.inst_err(
+                    b,
+                    *i,
+                    format!("{i} is placed more than once (also in {other})"),
+                );
+                continue;
+            }
+            inst_site[i.index()] = Some(b);
+            for (n, v) in d.results.iter().enumerate() {
+                let Some(vd) = f.values.get(v.index()) else {
+                    cx.inst_err(
+                        b,
+                        *i,
+                        format!(
+                            "result {n} is {v}, which does not exist ({} values)",
+                            f.values.len()
+                        ),
+                    );
+                    continue;
+                };
+                if cx.def_site[v.index()].is_some() {
+                    cx.inst_err(b, *i, format!("{v} is defined more than once"));
+                    continue;
+                }
+                cx.def_site[v.index()] = Some((b, k + 1));
+                if vd.def != ValueDef::Result(*i, n as u32) {
+                    cx.inst_err(
+                        b,
+                        *i,
+                        format!(
+                            "{v} is result {n} of {i} but its definition says {}",
+                            def_text(vd.def)
+                        ),
+                    );
+                }
+            }
+        }
+    }
+}
+
+fn def_text(d: ValueDef) -> String {
+    match d {
+        ValueDef::Param(b, n) => format!("parameter {n} of {b}"),
+        ValueDef::Result(i, n) => format!("result {n} of {i}"),
+    }
+}
+
+fn check_entry(cx: &mut Ctx) {
+    let f = cx.f;
+    let Some(entry) = f.entry().filter(|b| f.has_block(*b)) else {
+        return;
+    };
+    let params = f.blocks[entry.index()].params.clone();
+    for v in params {
+        let Some(t) = cx.ty(v).cloned() else { continue };
+        match &f.kind {
+            FunctionKind::Kernel(_) => {
+                let ok = match &t {
+                    Type::Scalar(_) | Type::Vector(..) => true,
+                    Type::Ptr(space, _) => matches!(
+                        space,
+                        AddrSpace::Global | AddrSpace::Generic | AddrSpace::Constant
+                    ),
+                    _ => false,
+                };
+                if !ok {
+                    cx.block_err(
+                        entry,
+                        format!(
+                            "kernel parameter {v} has type {t}; kernel parameters are scalars, vectors or pointers to global, generic or constant memory"
+                        ),
+                    );
+                }
+            }
+            FunctionKind::Host => {
+                if mentions_frag(&t) {
+                    cx.block_err(
+                        entry,
+                        format!("parameter {v}: host functions cannot use fragment types"),
+                    );
+                }
+            }
+            FunctionKind::Device => {}
+        }
+    }
+}
+
+fn check_blocks(cx: &mut Ctx) {
+    let f = cx.f;
+    for b in placed_blocks(cx) {
+        let insts = &f.blocks[b.index()].insts;
+        if insts.is_empty() {
+            cx.block_err(b, format!("{b} is empty; every block ends in a terminator"));
+            continue;
+        }
+        let last = insts.len() - 1;
+        for (k, i) in insts.iter().enumerate() {
+            let Some(d) = f.insts.get(i.index()) else {
+                continue;
+            };
+            let term = d.op.is_terminator();
+            if k < last && term {
+                cx.inst_err(
+                    b,
+                    *i,
+                    format!(
+                        "terminator `{}` in the middle of {b}; only the last instruction may be a terminator",
+                        d.op.mnemonic()
+                    ),
+                );
+            } else if k == last && !term {
+                cx.inst_err(
+                    b,
+                    *i,
+                    format!(
+                        "{b} ends with `{}`, which is not a terminator (jump, br, return or unreachable)",
+                        d.op.mnemonic()
+                    ),
+                );
+            }
+        }
+    }
+}
+
+fn check_value_types(cx: &mut Ctx) {
+    let f = cx.f;
+    let host = matches!(f.kind, FunctionKind::Host);
+    for b in placed_blocks(cx) {
+        for v in f.blocks[b.index()].params.clone() {
+            let Some(t) = cx.ty(v).cloned() else { continue };
+            if let Some(msg) = value_type_problem(&t) {
+                cx.block_err(b, format!("parameter {v}: {msg}"));
+            } else if host && mentions_frag(&t) {
+                cx.block_err(
+                    b,
+                    format!("parameter {v}: host functions cannot use fragment types"),
+                );
+            }
+        }
+        for i in f.blocks[b.index()].insts.clone() {
+            let Some(d) = f.insts.get(i.index()) else {
+                continue;
+            };
+            for v in &d.results {
+                let Some(t) = cx.ty(*v).cloned() else {
+                    continue;
+                };
+                if let Some(msg) = value_type_problem(&t) {
+                    cx.inst_err(b, i, format!("result {v}: {msg}"));
+                } else if host && mentions_frag(&t) {
+                    cx.inst_err(
+                        b,
+                        i,
+                        format!("result {v}: host functions cannot use fragment types"),
+                    );
+                }
+            }
+        }
+    }
+}
+
+fn mentions_frag(t: &Type) -> bool {
+    match t {
+        Type::Frag(_) => true,
+        Type::Ptr(_, e) | Type::Array(e, _) => mentions_frag(e),
+        _ => false,
+    }
+}
+
+/// Why `t` cannot be the type of an SSA value, if it cannot.
+pub fn value_type_problem(t: &Type) -> Option<String> {
+    match t {
+        Type::Scalar(_) => None,
+        Type::Vector(s, n) => {
+            if !matches!(n, 2 | 4 | 8) {
+                Some(format!("vector {t} must have 2, 4 or 8 lanes"))
+            } else if s.is_bool() {
+                Some(format!("vector {t}: vectors of bool are not supported"))
+            } else {
+                None
+            }
+        }
+        Type::Array(..) => Some(format!(
+            "array {t} is not a value type (arrays live in memory: use a pointer to it)"
+        )),
+        Type::Ptr(_, pointee) => {
+            memory_type_problem(pointee).map(|m| format!("pointee of {t}: {m}"))
+        }
+        Type::Frag(fr) => frag_problem(fr),
+    }
+}
+
+/// Why `t` cannot live in memory (be a pointee or an allocation's element), if it cannot.
+pub fn memory_type_problem(t: &Type) -> Option<String> {
+    match t {
+        Type::Scalar(_) | Type::Vector(..) | Type::Ptr(..) => value_type_problem(t),
+        Type::Array(e, n) => {
+            if *n == 0 {
+                Some(format!("array {t} must have at least one element"))
+            } else if let Some(m) = memory_type_problem(e) {
+                Some(m)
+            } else {
+                match t.size_bytes() {
+                    Some(s) if s <= MAX_TYPE_BYTES => None,
+                    _ => Some(format!("array {t} is larger than 2^40 bytes")),
+                }
+            }
+        }
+        Type::Frag(_) => Some(format!(
+            "fragment {t} cannot live in memory (use mma.store)"
+        )),
+    }
+}
+
+fn frag_problem(fr: &FragType) -> Option<String> {
+    match fr.kind {
+        FragKind::A | FragKind::B => {
+            if !matches!(fr.elem, ScalarType::F16 | ScalarType::BF16) {
+                return Some(format!("{fr}: A/B fragments hold f16 or bf16"));
+            }
+            if fr.layout.is_none() {
+                return Some(format!("{fr}: A/B fragments carry a layout (row or col)"));
+            }
+        }
+        FragKind::Acc => {
+            if !matches!(fr.elem, ScalarType::F16 | ScalarType::F32) {
+                return Some(format!("{fr}: accumulators hold f32 or f16"));
+            }
+            if fr.layout.is_some() {
+                return Some(format!("{fr}: accumulators carry no layout"));
+            }
+        }
+    }
+    None
+}
+
+// ------------------------------------------------------------------ instructions
+
+fn check_insts(cx: &mut Ctx) {
+    let f = cx.f;
+    for b in placed_blocks(cx) {
+        for i in f.blocks[b.index()].insts.clone() {
+            let Some(d) = f.insts.get(i.index()) else {
+                continue;
+            };
+            check_inst(cx, b, i, d);
+        }
+    }
+}
+
+/// Result of type-checking one instruction: `Err(message)` on the first problem.
+type Check = Result<(), String>;
+
+fn check_inst(cx: &mut Ctx, b: BlockId, i: InstId, d: &InstData) {
+    let f = cx.f;
+    // Operands and results that do not exist: report and stop (types unknown).
+    let mut missing = false;
+    for (what, vs) in [("operand", &d.args), ("result", &d.results)] {
+        for v in vs.iter() {
+            if !f.has_value(*v) {
+                cx.inst_err(
+                    b,
+                    i,
+                    format!("{what} {v} does not exist ({} values)", f.values.len()),
+                );
+                missing = true;
+            }
+        }
+    }
+    for t in &d.targets {
+        for v in &t.args {
+            if !f.has_value(*v) {
+                cx.inst_err(
+                    b,
+                    i,
+                    format!(
+                        "branch argument {v} does not exist ({} values)",
+                        f.values.len()
+                    ),
+                );
+                missing = true;
+            }
+        }
+    }
+    if !d.op.is_terminator() && !d.targets.is_empty() {
+        cx.inst_err(b, i, "only jump and br have branch targets");
+    }
+    if d.op.is_gpu() && matches!(f.kind, FunctionKind::Host) {
+        cx.inst_err(
+            b,
+            i,
+            format!(
+                "GPU instruction `{}` in host function @{}; use a kernel or device function",
+                d.op.mnemonic(),
+                f.name
+            ),
+        );
+    }
+    if missing {
+        return;
+    }
+    let args: Vec<&Type> = d.args.iter().map(|v| &f.values[v.index()].ty).collect();
+    let results: Vec<&Type> = d.results.iter().map(|v| &f.values[v.index()].ty).collect();
+    if let Err(msg) = check_op(cx, b, d, &args, &results) {
+        cx.inst_err(b, i, msg);
+    }
+}
+
+fn arity(d: &InstData, args: usize, results: usize) -> Check {
+    if d.args.len() != args || d.results.len() != results {
+        return Err(format!(
+            "`{}` takes {args} operand{} and gives {results} result{}, got {} and {}",
+            d.op.mnemonic(),
+            if args == 1 { "" } else { "s" },
+            if results == 1 { "" } else { "s" },
+            d.args.len(),
+            d.results.len()
+        ));
+    }
     Ok(())
+}
+
+fn same(what: &str, got: &Type, want: &Type) -> Check {
+    if got != want {
+        return Err(format!("{what} has type {got}, expected {want}"));
+    }
+    Ok(())
+}
+
+fn scalar(t: &Type) -> Option<ScalarType> {
+    t.as_scalar()
+}
+
+fn is_u32(t: &Type) -> bool {
+    *t == Type::U32
+}
+
+fn want_u32(what: &str, t: &Type) -> Check {
+    if !is_u32(t) {
+        return Err(format!("{what} must be u32, got {t}"));
+    }
+    Ok(())
+}
+
+fn gpu_mem_ptr<'t>(what: &str, t: &'t Type) -> Result<(AddrSpace, &'t Type), String> {
+    match t {
+        Type::Ptr(space, pointee)
+            if matches!(
+                space,
+                AddrSpace::Global | AddrSpace::Shared | AddrSpace::Generic
+            ) =>
+        {
+            Ok((*space, pointee))
+        }
+        _ => Err(format!(
+            "{what} must be a pointer to global, shared or generic memory, got {t}"
+        )),
+    }
+}
+
+fn check_op(cx: &mut Ctx, b: BlockId, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
+    let f = cx.f;
+    let mn = d.op.mnemonic();
+    match &d.op {
+        Op::Const(c) => {
+            arity(d, 0, 1)?;
+            check_const(*c, r[0])
+        }
+        Op::Binary(op) => {
+            arity(d, 2, 1)?;
+            if a[0] != a[1] {
+                return Err(format!(
+                    "`{mn}` operands must have the same type, got {} and {}",
+                    a[0], a[1]
+                ));
+            }
+            same("the result", r[0], a[0])?;
+            let Some(s) = scalar(a[0]) else {
+                return Err(format!(
+                    "`{mn}` takes scalars, got {} (extract vector lanes first)",
+                    a[0]
+                ));
+            };
+            let ok = match op {
+                BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Min | BinOp::Max => {
+                    s.is_int() || s.is_float()
+                }
+                BinOp::Rem | BinOp::Shl | BinOp::Shr => s.is_int(),
+                BinOp::And | BinOp::Or | BinOp::Xor => s.is_int() || s.is_bool(),
+            };
+            if !ok {
+                let want = match op {
+                    BinOp::Rem | BinOp::Shl | BinOp::Shr => "integers",
+                    BinOp::And | BinOp::Or | BinOp::Xor => "integers or bool",
+                    _ => "integers or floats",
+                };
+                return Err(format!("`{mn}` takes {want}, got {s}"));
+            }
+            Ok(())
+        }
+        Op::Unary(op) => {
+            arity(d, 1, 1)?;
+            same("the result", r[0], a[0])?;
+            let Some(s) = scalar(a[0]) else {
+                return Err(format!("`{mn}` takes a scalar, got {}", a[0]));
+            };
+            let ok = match op {
+                UnOp::Neg => s.is_int() || s.is_float(),
+                UnOp::Not => s.is_int() || s.is_bool(),
+                UnOp::Abs => s.is_signed() || s.is_float(),
+                _ => s.is_float(),
+            };
+            if !ok {
+                let want = match op {
+                    UnOp::Neg => "an integer or a float",
+                    UnOp::Not => "an integer or bool",
+                    UnOp::Abs => "a signed integer or a float",
+                    _ => "a float",
+                };
+                return Err(format!("`{mn}` takes {want}, got {s}"));
+            }
+            Ok(())
+        }
+        Op::Fma => {
+            arity(d, 3, 1)?;
+            if !a[0].is_float() {
+                return Err(format!("`fma` takes floats, got {}", a[0]));
+            }
+            same("operand 2", a[1], a[0])?;
+            same("operand 3", a[2], a[0])?;
+            same("the result", r[0], a[0])
+        }
+        Op::Cmp(op) => {
+            arity(d, 2, 1)?;
+            if a[0] != a[1] {
+                return Err(format!(
+                    "`{mn}` operands must have the same type, got {} and {}",
+                    a[0], a[1]
+                ));
+            }
+            same("the result", r[0], &Type::BOOL)?;
+            let eq_only = matches!(op, CmpOp::Eq | CmpOp::Ne);
+            let ok = match a[0] {
+                Type::Scalar(s) => s.is_int() || s.is_float() || (s.is_bool() && eq_only),
+                Type::Ptr(..) => eq_only,
+                _ => false,
+            };
+            if !ok {
+                return Err(format!(
+                    "`{mn}` compares integers or floats (bool and pointers with eq/ne only), got {}",
+                    a[0]
+                ));
+            }
+            Ok(())
+        }
+        Op::Select => {
+            arity(d, 3, 1)?;
+            same("the condition", a[0], &Type::BOOL)?;
+            if a[1] != a[2] {
+                return Err(format!(
+                    "`select` operands must have the same type, got {} and {}",
+                    a[1], a[2]
+                ));
+            }
+            if matches!(a[1], Type::Frag(_)) {
+                return Err("`select` cannot choose between fragments".into());
+            }
+            same("the result", r[0], a[1])
+        }
+        Op::Cast => {
+            arity(d, 1, 1)?;
+            let (Some(from), Some(to)) = (scalar(a[0]), scalar(r[0])) else {
+                return Err(format!(
+                    "`cast` converts between scalar numeric types, got {} to {} (use ptr_cast for pointers)",
+                    a[0], r[0]
+                ));
+            };
+            if to.is_bool() {
+                return Err(format!(
+                    "`cast` to bool is not defined; compare with zero (cmp.ne) instead of casting {from}"
+                ));
+            }
+            Ok(())
+        }
+        Op::Bitcast => {
+            arity(d, 1, 1)?;
+            let plain =
+                |t: &Type| matches!(t, Type::Scalar(s) | Type::Vector(s, _) if !s.is_bool());
+            if !plain(a[0]) || !plain(r[0]) {
+                return Err(format!(
+                    "`bitcast` reinterprets non-bool scalars or vectors, got {} to {} (use ptr_cast for pointers)",
+                    a[0], r[0]
+                ));
+            }
+            if a[0].size_bytes() != r[0].size_bytes() {
+                return Err(format!(
+                    "`bitcast` needs types of one size, got {} ({} bytes) to {} ({} bytes)",
+                    a[0],
+                    a[0].size_bytes().unwrap_or(0),
+                    r[0],
+                    r[0].size_bytes().unwrap_or(0)
+                ));
+            }
+            Ok(())
+        }
+        Op::Extract(lane) => {
+            arity(d, 1, 1)?;
+            let Type::Vector(s, n) = a[0] else {
+                return Err(format!("`extract` needs a vector, got {}", a[0]));
+            };
+            if lane >= n {
+                return Err(format!("lane {lane} is out of range for {}", a[0]));
+            }
+            same("the result", r[0], &Type::Scalar(*s))
+        }
+        Op::Insert(lane) => {
+            arity(d, 2, 1)?;
+            let Type::Vector(s, n) = a[0] else {
+                return Err(format!("`insert` needs a vector, got {}", a[0]));
+            };
+            if lane >= n {
+                return Err(format!("lane {lane} is out of range for {}", a[0]));
+            }
+            same("the inserted value", a[1], &Type::Scalar(*s))?;
+            same("the result", r[0], a[0])
+        }
+        Op::Load => {
+            arity(d, 1, 1)?;
+            let Type::Ptr(_, pointee) = a[0] else {
+                return Err(format!("`load` needs a pointer, got {}", a[0]));
+            };
+            if let Type::Array(..) = **pointee {
+                return Err(format!(
+                    "cannot load a whole array ({pointee}); ptr_cast to the element type and load elements"
+                ));
+            }
+            same("the result", r[0], pointee)
+        }
+        Op::Store => {
+            arity(d, 2, 0)?;
+            let Type::Ptr(space, pointee) = a[0] else {
+                return Err(format!("`store` needs a pointer, got {}", a[0]));
+            };
+            if *space == AddrSpace::Constant {
+                return Err("constant memory is read-only".into());
+            }
+            if let Type::Array(..) = **pointee {
+                return Err(format!(
+                    "cannot store a whole array ({pointee}); ptr_cast to the element type and store elements"
+                ));
+            }
+            if a[1] != &**pointee {
+                return Err(format!(
+                    "stored value has type {}, but the pointer points to {pointee}",
+                    a[1]
+                ));
+            }
+            Ok(())
+        }
+        Op::PtrAdd => {
+            arity(d, 2, 1)?;
+            if !a[0].is_ptr() {
+                return Err(format!("`ptr_add` needs a pointer, got {}", a[0]));
+            }
+            if !a[1].is_int() {
+                return Err(format!("`ptr_add` index must be an integer, got {}", a[1]));
+            }
+            same("the result", r[0], a[0])
+        }
+        Op::PtrCast => {
+            arity(d, 1, 1)?;
+            let (Type::Ptr(from, _), Type::Ptr(to, _)) = (a[0], r[0]) else {
+                return Err(format!(
+                    "`ptr_cast` converts pointers, got {} to {}",
+                    a[0], r[0]
+                ));
+            };
+            if from != to && *from != AddrSpace::Generic && *to != AddrSpace::Generic {
+                return Err(format!(
+                    "`ptr_cast` from {from} to {to}: address spaces change only to or from generic (cast through generic)"
+                ));
+            }
+            Ok(())
+        }
+        Op::Alloca { elem, count } => {
+            arity(d, 0, 1)?;
+            check_alloc(elem, *count, MAX_ALLOCA_BYTES, "alloca")?;
+            same(
+                "the result",
+                r[0],
+                &Type::ptr(AddrSpace::Local, elem.clone()),
+            )
+        }
+        Op::SharedAlloc { elem, count } => {
+            arity(d, 0, 1)?;
+            check_alloc(elem, *count, MAX_STATIC_SHARED_BYTES, "shared_alloc")?;
+            same(
+                "the result",
+                r[0],
+                &Type::ptr(AddrSpace::Shared, elem.clone()),
+            )
+        }
+        Op::DynShared { elem } => {
+            arity(d, 0, 1)?;
+            if let Some(m) = memory_type_problem(elem) {
+                return Err(format!("dyn_shared element: {m}"));
+            }
+            same(
+                "the result",
+                r[0],
+                &Type::ptr(AddrSpace::Shared, elem.clone()),
+            )
+        }
+        Op::ThreadIdx(_) | Op::BlockIdx(_) | Op::BlockDim(_) | Op::GridDim(_) | Op::LaneId => {
+            arity(d, 0, 1)?;
+            same("the result", r[0], &Type::U32)
+        }
+        Op::Barrier | Op::Fence(_) | Op::CpAsyncCommit => arity(d, 0, 0),
+        Op::CpAsyncWait(n) => {
+            arity(d, 0, 0)?;
+            if *n > 31 {
+                return Err(format!("cp.async.wait {n}: at most 31 pending groups"));
+            }
+            Ok(())
+        }
+        Op::WarpSync => {
+            arity(d, 1, 0)?;
+            want_u32("the mask", a[0])
+        }
+        Op::Atomic { op, .. } => {
+            arity(d, 2, 1)?;
+            let (_, pointee) = gpu_mem_ptr("the atomic's pointer", a[0])?;
+            if a[1] != pointee {
+                return Err(format!(
+                    "atomic value has type {}, but the pointer points to {pointee}",
+                    a[1]
+                ));
+            }
+            same("the result", r[0], a[1])?;
+            check_atomic_type(*op, a[1])
+        }
+        Op::AtomicCas { .. } => {
+            arity(d, 3, 1)?;
+            let (_, pointee) = gpu_mem_ptr("the atomic's pointer", a[0])?;
+            same("the expected value", a[1], pointee)?;
+            same("the desired value", a[2], pointee)?;
+            same("the result", r[0], pointee)?;
+            if !matches!(
+                scalar(pointee),
+                Some(ScalarType::I32 | ScalarType::U32 | ScalarType::I64 | ScalarType::U64)
+            ) {
+                return Err(format!(
+                    "atomic.cas works on i32, u32, i64 or u64, got {pointee} (bitcast floats to the same-size integer)"
+                ));
+            }
+            Ok(())
+        }
+        Op::Shfl { width, .. } => {
+            arity(d, 3, 1)?;
+            want_u32("the mask", a[0])?;
+            want_u32("the lane operand", a[2])?;
+            if !matches!(
+                scalar(a[1]),
+                Some(
+                    ScalarType::I32
+                        | ScalarType::U32
+                        | ScalarType::F32
+                        | ScalarType::I64
+                        | ScalarType::U64
+                        | ScalarType::F64
+                )
+            ) {
+                return Err(format!(
+                    "shuffled value must be i32, u32, f32, i64, u64 or f64, got {}",
+                    a[1]
+                ));
+            }
+            if !(1..=32).contains(width) || !width.is_power_of_two() {
+                return Err(format!(
+                    "shuffle width {width} must be a power of two in 1..=32"
+                ));
+            }
+            same("the result", r[0], a[1])
+        }
+        Op::Vote(mode) => {
+            arity(d, 2, 1)?;
+            want_u32("the mask", a[0])?;
+            same("the predicate", a[1], &Type::BOOL)?;
+            let want = if *mode == VoteMode::Ballot {
+                Type::U32
+            } else {
+                Type::BOOL
+            };
+            same("the result", r[0], &want)
+        }
+        Op::Match(mode) => {
+            let n = if *mode == MatchMode::All { 2 } else { 1 };
+            arity(d, 2, n)?;
+            want_u32("the mask", a[0])?;
+            if !matches!(
+                scalar(a[1]),
+                Some(ScalarType::I32 | ScalarType::U32 | ScalarType::I64 | ScalarType::U64)
+            ) {
+                return Err(format!(
+                    "matched value must be i32, u32, i64 or u64, got {} (bitcast floats)",
+                    a[1]
+                ));
+            }
+            same("the first result", r[0], &Type::U32)?;
+            if n == 2 {
+                same("the second result", r[1], &Type::BOOL)?;
+            }
+            Ok(())
+        }
+        Op::MmaLoad { frag, layout } => {
+            arity(d, 2, 1)?;
+            if let Some(m) = frag_problem(frag) {
+                return Err(m);
+            }
+            if frag.kind != FragKind::Acc && frag.layout != Some(*layout) {
+                return Err(format!(
+                    "mma.load.{layout} of {frag}: A/B fragments load with their own layout ({})",
+                    frag.layout.map_or("none", |l| l.name())
+                ));
+            }
+            let (_, pointee) = gpu_mem_ptr("the mma.load pointer", a[0])?;
+            same("the pointee", pointee, &Type::Scalar(frag.elem))?;
+            want_u32("ldm", a[1])?;
+            same("the result", r[0], &Type::Frag(*frag))
+        }
+        Op::MmaFill => {
+            arity(d, 1, 1)?;
+            let Type::Frag(fr) = r[0] else {
+                return Err(format!("mma.fill gives a fragment, got {}", r[0]));
+            };
+            if fr.kind != FragKind::Acc {
+                return Err(format!("mma.fill fills accumulators, got {fr}"));
+            }
+            same("the fill value", a[0], &Type::Scalar(fr.elem))
+        }
+        Op::Mma => {
+            arity(d, 3, 1)?;
+            let (Type::Frag(fa), Type::Frag(fb), Type::Frag(fc)) = (a[0], a[1], a[2]) else {
+                return Err(format!(
+                    "mma takes fragments a, b, acc, got {}, {}, {}",
+                    a[0], a[1], a[2]
+                ));
+            };
+            if fa.kind != FragKind::A || fb.kind != FragKind::B || fc.kind != FragKind::Acc {
+                return Err(format!(
+                    "mma takes an A, a B and an accumulator fragment in that order, got {fa}, {fb}, {fc}"
+                ));
+            }
+            if fa.shape != fb.shape || fa.shape != fc.shape {
+                return Err(format!(
+                    "mma fragments must have one shape, got {}, {}, {}",
+                    fa.shape.name(),
+                    fb.shape.name(),
+                    fc.shape.name()
+                ));
+            }
+            if fa.elem != fb.elem {
+                return Err(format!(
+                    "mma A and B hold one element type, got {} and {}",
+                    fa.elem, fb.elem
+                ));
+            }
+            if fa.elem == ScalarType::BF16 && fc.elem != ScalarType::F32 {
+                return Err(format!("bf16 mma accumulates in f32, got {}", fc.elem));
+            }
+            same("the result", r[0], a[2])
+        }
+        Op::MmaStore { .. } => {
+            arity(d, 3, 0)?;
+            let Type::Frag(fr) = a[1] else {
+                return Err(format!("mma.store stores a fragment, got {}", a[1]));
+            };
+            if fr.kind != FragKind::Acc {
+                return Err(format!("mma.store stores accumulators, got {fr}"));
+            }
+            let (_, pointee) = gpu_mem_ptr("the mma.store pointer", a[0])?;
+            same("the pointee", pointee, &Type::Scalar(fr.elem))?;
+            want_u32("ldm", a[2])
+        }
+        Op::CpAsync { bytes, cache } => {
+            arity(d, 2, 0)?;
+            if !matches!(a[0], Type::Ptr(AddrSpace::Shared, _)) {
+                return Err(format!(
+                    "cp.async destination must be a pointer to shared memory, got {}",
+                    a[0]
+                ));
+            }
+            if !matches!(a[1], Type::Ptr(AddrSpace::Global, _)) {
+                return Err(format!(
+                    "cp.async source must be a pointer to global memory, got {}",
+                    a[1]
+                ));
+            }
+            if !matches!(bytes, 4 | 8 | 16) {
+                return Err(format!("cp.async copies 4, 8 or 16 bytes, got {bytes}"));
+            }
+            if *cache == CacheHint::Cg && *bytes != 16 {
+                return Err(format!(
+                    "cp.async.cg copies 16 bytes only, got {bytes} (use ca)"
+                ));
+            }
+            Ok(())
+        }
+        Op::Call(name) => check_call(cx, d, name, a, r),
+        Op::Jump | Op::Branch => check_branch(cx, b, d, a),
+        Op::Return => {
+            if !d.results.is_empty() {
+                return Err("return has no results".into());
+            }
+            if a.len() != f.returns.len() {
+                return Err(format!(
+                    "return gives {} value{}, but @{} returns {}",
+                    a.len(),
+                    if a.len() == 1 { "" } else { "s" },
+                    f.name,
+                    f.returns.len()
+                ));
+            }
+            for (n, (got, want)) in a.iter().zip(&f.returns).enumerate() {
+                same(&format!("returned value {n}"), got, want)?;
+            }
+            Ok(())
+        }
+        Op::Unreachable => arity(d, 0, 0),
+    }
+}
+
+fn check_const(c: ConstValue, t: &Type) -> Check {
+    let Some(s) = scalar(t) else {
+        return Err(format!("constants are scalars, got {t}"));
+    };
+    match c {
+        ConstValue::Int(v) => {
+            if !s.is_int() {
+                return Err(format!("integer constant {v} for non-integer type {s}"));
+            }
+            if crate::builder::normalize_int(s, v) != v {
+                return Err(format!(
+                    "integer constant {v} does not fit {s} (store it truncated to the type's width)"
+                ));
+            }
+            Ok(())
+        }
+        ConstValue::Float(bits) => {
+            if !s.is_float() {
+                return Err(format!("float constant for non-float type {s}"));
+            }
+            let v = f64::from_bits(bits);
+            let max = match s {
+                ScalarType::F16 => 65504.0,
+                ScalarType::BF16 => 3.389_531_389_251_535_5e38,
+                ScalarType::F32 => f64::from(f32::MAX),
+                _ => f64::MAX,
+            };
+            if v.is_finite() && v.abs() > max {
+                return Err(format!(
+                    "float constant {v} overflows {s} (largest finite {max}); write inf explicitly"
+                ));
+            }
+            Ok(())
+        }
+        ConstValue::Bool(_) => {
+            if !s.is_bool() {
+                return Err(format!("bool constant for type {s}"));
+            }
+            Ok(())
+        }
+    }
+}
+
+fn check_alloc(elem: &Type, count: u64, max: u64, what: &str) -> Check {
+    if let Some(m) = memory_type_problem(elem) {
+        return Err(format!("{what} element: {m}"));
+    }
+    if count == 0 {
+        return Err(format!("{what} needs a count of at least 1"));
+    }
+    let bytes = elem.size_bytes().and_then(|s| s.checked_mul(count));
+    match bytes {
+        Some(n) if n <= max => Ok(()),
+        _ => Err(format!("{what} of {count} x {elem} exceeds {max} bytes")),
+    }
+}
+
+/// Which atomic ops PTX has for which types (see `docs/hir.md`).
+fn check_atomic_type(op: AtomicOp, t: &Type) -> Check {
+    use ScalarType as S;
+    let s = scalar(t);
+    let int32_64 = matches!(s, Some(S::I32 | S::U32 | S::I64 | S::U64));
+    let ok = match op {
+        AtomicOp::Add => int32_64 || matches!(s, Some(S::F16 | S::BF16 | S::F32 | S::F64)),
+        AtomicOp::Sub
+        | AtomicOp::Min
+        | AtomicOp::Max
+        | AtomicOp::And
+        | AtomicOp::Or
+        | AtomicOp::Xor => int32_64,
+        AtomicOp::Exch => int32_64 || matches!(s, Some(S::F32 | S::F64)),
+        AtomicOp::Inc | AtomicOp::Dec => s == Some(S::U32),
+    };
+    if ok {
+        return Ok(());
+    }
+    let want = match op {
+        AtomicOp::Add => "i32, u32, i64, u64, f16, bf16, f32 or f64",
+        AtomicOp::Exch => "i32, u32, i64, u64, f32 or f64",
+        AtomicOp::Inc | AtomicOp::Dec => "u32",
+        _ => "i32, u32, i64 or u64",
+    };
+    Err(format!("atomic.{op} works on {want}, got {t}"))
+}
+
+fn check_call(cx: &Ctx, d: &InstData, name: &str, a: &[&Type], r: &[&Type]) -> Check {
+    let f = cx.f;
+    let Some(callee) = cx.m.function(name) else {
+        return Err(format!("call to @{name}, which is not in the module"));
+    };
+    match (&f.kind, &callee.kind) {
+        (_, FunctionKind::Kernel(_)) => {
+            return Err(format!(
+                "@{name} is a kernel; kernels are launched, not called"
+            ))
+        }
+        (FunctionKind::Host, FunctionKind::Device) => {
+            return Err(format!(
+                "host function calls device function @{name}; launch a kernel instead"
+            ))
+        }
+        (FunctionKind::Kernel(_) | FunctionKind::Device, FunctionKind::Host) => {
+            return Err(format!("GPU function calls host function @{name}"))
+        }
+        _ => {}
+    }
+    let params: Vec<Option<&Type>> = callee
+        .entry()
+        .and_then(|b| callee.blocks.get(b.index()))
+        .map(|bd| {
+            bd.params
+                .iter()
+                .map(|v| callee.values.get(v.index()).map(|x| &x.ty))
+                .collect()
+        })
+        .unwrap_or_default();
+    if a.len() != params.len() {
+        return Err(format!(
+            "@{name} takes {} argument{}, got {}",
+            params.len(),
+            if params.len() == 1 { "" } else { "s" },
+            a.len()
+        ));
+    }
+    for (n, (got, want)) in a.iter().zip(&params).enumerate() {
+        if let Some(want) = want {
+            same(&format!("argument {n}"), got, want)?;
+        }
+    }
+    if d.results.len() != callee.returns.len() {
+        return Err(format!(
+            "@{name} returns {} value{}, the call has {} result{}",
+            callee.returns.len(),
+            if callee.returns.len() == 1 { "" } else { "s" },
+            d.results.len(),
+            if d.results.len() == 1 { "" } else { "s" }
+        ));
+    }
+    for (n, (got, want)) in r.iter().zip(&callee.returns).enumerate() {
+        same(&format!("result {n}"), got, want)?;
+    }
+    Ok(())
+}
+
+fn check_branch(cx: &mut Ctx, b: BlockId, d: &InstData, a: &[&Type]) -> Check {
+    let f = cx.f;
+    let is_jump = d.op == Op::Jump;
+    let (nargs, ntargets) = if is_jump { (0, 1) } else { (1, 2) };
+    if d.args.len() != nargs || !d.results.is_empty() || d.targets.len() != ntargets {
+        return Err(format!(
+            "`{}` takes {nargs} operand{}, {ntargets} target{} and no results, got {}, {} and {}",
+            d.op.mnemonic(),
+            if nargs == 1 { "" } else { "s" },
+            if ntargets == 1 { "" } else { "s" },
+            d.args.len(),
+            d.targets.len(),
+            d.results.len()
+        ));
+    }
+    if !is_jump {
+        same("the branch condition", a[0], &Type::BOOL)?;
+    }
+    let entry = f.entry();
+    let mut problems = Vec::new();
+    for t in &d.targets {
+        let tb = t.block;
+        if !f.has_block(tb) {
+            problems.push(format!(
+                "target {tb} does not exist ({} blocks)",
+                f.blocks.len()
+            ));
+            continue;
+        }
+        if cx.layout_pos[tb.index()].is_none() {
+            problems.push(format!("target {tb} is not in the layout"));
+            continue;
+        }
+        if Some(tb) == entry {
+            problems.push(format!(
+                "target {tb} is the entry block, which cannot be branched to (add a loop header block)"
+            ));
+        }
+        let params = &f.blocks[tb.index()].params;
+        if params.len() != t.args.len() {
+            problems.push(format!(
+                "{tb} takes {} argument{}, got {}",
+                params.len(),
+                if params.len() == 1 { "" } else { "s" },
+                t.args.len()
+            ));
+            continue;
+        }
+        for (n, (arg, p)) in t.args.iter().zip(params).enumerate() {
+            let (Some(at), Some(pt)) = (cx.ty(*arg), cx.ty(*p)) else {
+                continue;
+            };
+            if at != pt {
+                problems.push(format!(
+                    "argument {n} to {tb} ({arg}) has type {at}, but the parameter {p} has type {pt}"
+                ));
+            }
+        }
+    }
+    let _ = b;
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("; "))
+    }
+}
+
+// ------------------------------------------------------------------ dominance
+
+fn check_dominance(cx: &mut Ctx) {
+    let f = cx.f;
+    let blocks = placed_blocks(cx);
+    let nb = f.blocks.len();
+    let Some(&entry) = blocks.first() else {
+        return;
+    };
+    if f.entry() != Some(entry) {
+        // The first layout entry is invalid; structure errors already reported.
+        return;
+    }
+    // Successors of each placed block.
+    let mut succs: Vec<Vec<usize>> = vec![Vec::new(); nb];
+    for &b in &blocks {
+        if let Some(d) = f.blocks[b.index()]
+            .insts
+            .last()
+            .and_then(|i| f.insts.get(i.index()))
+        {
+            for t in &d.targets {
+                if cx
+                    .layout_pos
+                    .get(t.block.index())
+                    .copied()
+                    .flatten()
+                    .is_some()
+                {
+                    succs[b.index()].push(t.block.index());
+                }
+            }
+        }
+    }
+    // Reverse postorder from the entry (iterative DFS).
+    let mut rpo_num = vec![usize::MAX; nb];
+    let mut postorder = Vec::new();
+    let mut visited = vec![false; nb];
+    let mut stack: Vec<(usize, usize)> = vec![(entry.index(), 0)];
+    visited[entry.index()] = true;
+    while let Some(top) = stack.last_mut() {
+        let (node, next) = *top;
+        if next < succs[node].len() {
+            top.1 += 1;
+            let s = succs[node][next];
+            if !visited[s] {
+                visited[s] = true;
+                stack.push((s, 0));
+            }
+        } else {
+            postorder.push(node);
+            stack.pop();
+        }
+    }
+    let rpo: Vec<usize> = postorder.iter().rev().copied().collect();
+    for (n, &blk) in rpo.iter().enumerate() {
+        rpo_num[blk] = n;
+    }
+    let mut preds: Vec<Vec<usize>> = vec![Vec::new(); nb];
+    for &blk in &rpo {
+        for &s in &succs[blk] {
+            preds[s].push(blk);
+        }
+    }
+    // Cooper, Harvey, Kennedy: "A Simple, Fast Dominance Algorithm".
+    let mut idom = vec![usize::MAX; nb];
+    idom[entry.index()] = entry.index();
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for &blk in rpo.iter().skip(1) {
+            let mut new_idom = usize::MAX;
+            for &p in &preds[blk] {
+                if idom[p] == usize::MAX {
+                    continue;
+                }
+                new_idom = if new_idom == usize::MAX {
+                    p
+                } else {
+                    intersect(&idom, &rpo_num, p, new_idom)
+                };
+            }
+            if new_idom != usize::MAX && idom[blk] != new_idom {
+                idom[blk] = new_idom;
+                changed = true;
+            }
+        }
+    }
+    let dominates = |a: usize, mut b: usize| -> bool {
+        loop {
+            if a == b {
+                return true;
+            }
+            let up = idom[b];
+            if up == b || up == usize::MAX {
+                return false;
+            }
+            b = up;
+        }
+    };
+    for &b in &blocks {
+        let reachable = visited[b.index()];
+        for (k, i) in f.blocks[b.index()].insts.clone().into_iter().enumerate() {
+            let Some(d) = f.insts.get(i.index()) else {
+                continue;
+            };
+            let uses = d
+                .args
+                .iter()
+                .chain(d.targets.iter().flat_map(|t| t.args.iter()));
+            let mut problems = Vec::new();
+            for &v in uses {
+                if !f.has_value(v) {
+                    continue; // reported by check_inst
+                }
+                let Some((db, dpos)) = cx.def_site[v.index()] else {
+                    problems.push(format!(
+                        "uses {v}, which no placed block parameter or instruction defines"
+                    ));
+                    continue;
+                };
+                let upos = k + 1;
+                let ok = if db == b {
+                    dpos < upos
+                } else if reachable {
+                    visited[db.index()] && dominates(db.index(), b.index())
+                } else {
+                    db == entry
+                };
+                if !ok {
+                    let why = if db == b {
+                        format!("{v} is used before it is defined")
+                    } else if reachable {
+                        format!("the definition of {v} in {db} does not dominate this use")
+                    } else {
+                        format!(
+                            "{b} is unreachable from the entry, so it may only use values defined in itself or the entry block; {v} is defined in {db}"
+                        )
+                    };
+                    problems.push(why);
+                }
+            }
+            if !problems.is_empty() {
+                cx.inst_err(b, i, problems.join("; "));
+            }
+        }
+    }
+}
+
+fn intersect(idom: &[usize], rpo_num: &[usize], mut a: usize, mut b: usize) -> usize {
+    while a != b {
+        while rpo_num[a] > rpo_num[b] {
+            a = idom[a];
+        }
+        while rpo_num[b] > rpo_num[a] {
+            b = idom[b];
+        }
+    }
+    a
+}
+
+// ------------------------------------------------------------------ constraints
+
+fn check_no_alloc(cx: &mut Ctx) {
+    let f = cx.f;
+    if !f.constraints.no_alloc {
+        return;
+    }
+    // Own allocas.
+    for b in placed_blocks(cx) {
+        for i in f.blocks[b.index()].insts.clone() {
+            if let Some(Op::Alloca { .. }) = f.insts.get(i.index()).map(|d| &d.op) {
+                cx.inst_err(b, i, "alloca in a no_alloc function");
+            }
+        }
+    }
+    // Allocas reached through calls.
+    let m = cx.m;
+    let index: HashMap<&str, usize> = m
+        .functions
+        .iter()
+        .enumerate()
+        .map(|(n, g)| (g.name.as_str(), n))
+        .collect();
+    let mut reached: Vec<usize> = Vec::new();
+    for c in callees(f) {
+        if let Some(&n) = index.get(c) {
+            reached.push(n);
+            reached.extend(reachable_callees(m, &index, n));
+        }
+    }
+    reached.sort_unstable();
+    reached.dedup();
+    for n in reached {
+        let g = &m.functions[n];
+        if std::ptr::eq(g, f) {
+            continue;
+        }
+        if placed_insts(g).any(|d| matches!(d.op, Op::Alloca { .. })) {
+            cx.func_err(format!(
+                "no_alloc function reaches @{}, which uses alloca",
+                g.name
+            ));
+        }
+    }
 }

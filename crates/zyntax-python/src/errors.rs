@@ -46,6 +46,12 @@ create_exception!(
 );
 create_exception!(
     zyntax,
+    BuildError,
+    ZyntaxError,
+    "The HIR builder was misused (unknown name, wrong operand, closed builder, ...)."
+);
+create_exception!(
+    zyntax,
     InternalError,
     ZyntaxError,
     "A bug in zyntax (an internal invariant failed); please report it."

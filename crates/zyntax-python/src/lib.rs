@@ -6,6 +6,9 @@
 //! Python as `PanicException`.
 
 mod errors;
+mod hir;
+mod loc;
+mod types;
 
 use pyo3::prelude::*;
 
@@ -16,7 +19,17 @@ mod _native {
 
     #[pymodule_export]
     use crate::errors::{
-        CompileError, CudaError, InternalError, LaunchError, ParseError, VerifyError, ZyntaxError,
+        BuildError, CompileError, CudaError, InternalError, LaunchError, ParseError, VerifyError,
+        ZyntaxError,
+    };
+
+    #[pymodule_export]
+    use crate::types::{array, frag, ptr, vec, PyHirType};
+
+    #[pymodule_export]
+    use crate::hir::{
+        parse_zir, ForRange, FunctionBuilder, HirModule, IfBranch, IfElse, IfScope, Loop, PyBlock,
+        PyValue,
     };
 
     #[pymodule_export]
@@ -26,6 +39,8 @@ mod _native {
     fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.add("__version__", env!("CARGO_PKG_VERSION"))?;
         m.add("build_profile", super::build_profile())?;
+        m.add("FULL_MASK", crate::hir::FULL_MASK)?;
+        crate::types::add_scalars(m)?;
         Ok(())
     }
 }
@@ -47,7 +62,7 @@ fn build_info(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
         d.set_item("version", env!("CARGO_PKG_VERSION"))?;
         d.set_item("profile", build_profile())?;
         d.set_item("target", std::env::consts::ARCH)?;
-        d.set_item("hir", false)?;
+        d.set_item("hir", true)?;
         d.set_item("llvm", false)?;
         d.set_item("interp", false)?;
         d.set_item("cli", false)?;

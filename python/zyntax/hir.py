@@ -1,0 +1,100 @@
+"""Build zyntax HIR from Python.
+
+A `Module` holds functions; `Module.kernel()`, `device_function()` and
+`host_function()` return a `FunctionBuilder` with one method per HIR
+instruction. Structured control flow uses context managers::
+
+    from zyntax import hir
+
+    m = hir.Module("demo", targets=["sm_80"])
+    with m.kernel("fill", [hir.ptr("global", hir.f32), hir.u32], max_threads=256) as b:
+        out, n = b.params
+        i = b.block_idx() * b.block_dim() + b.thread_idx()
+        with b.if_(i < n):
+            b.store(b.ptr_add(out, i), 1.0)
+    m.verify()
+    print(m.to_zir())
+
+Operands may be `Value`s or Python numbers; numbers become constants of the
+type the other operands (or the instruction) imply. Every instruction records
+the calling Python file:line, so verifier errors point at your code.
+"""
+
+from __future__ import annotations
+
+from zyntax._native import (
+    FULL_MASK,
+    ForRange,
+    FunctionBuilder,
+    IfBranch,
+    IfElse,
+    IfScope,
+    Loop,
+    Module,
+    Type,
+    array,
+    bf16,
+    bool_,
+    f16,
+    f32,
+    f64,
+    frag,
+    i8,
+    i16,
+    i32,
+    i64,
+    parse_zir,
+    ptr,
+    u8,
+    u16,
+    u32,
+    u64,
+    vec,
+)
+from zyntax._native import Block as Block
+from zyntax._native import Value as Value
+
+#: Scalar types by `.zir` name.
+SCALARS: dict[str, Type] = {
+    str(t): t for t in (bool_, i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64)
+}
+
+
+def type_(text: str) -> Type:
+    """Parses a type from its `.zir` spelling, e.g. ``type_("ptr<shared, f32>")``."""
+    return Type.parse(text)
+
+
+__all__ = [
+    "FULL_MASK",
+    "SCALARS",
+    "Block",
+    "ForRange",
+    "FunctionBuilder",
+    "IfBranch",
+    "IfElse",
+    "IfScope",
+    "Loop",
+    "Module",
+    "Type",
+    "Value",
+    "array",
+    "bf16",
+    "bool_",
+    "f16",
+    "f32",
+    "f64",
+    "frag",
+    "i8",
+    "i16",
+    "i32",
+    "i64",
+    "parse_zir",
+    "ptr",
+    "type_",
+    "u8",
+    "u16",
+    "u32",
+    "u64",
+    "vec",
+]

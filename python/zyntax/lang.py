@@ -1,0 +1,265 @@
+"""The GPU language of ``@zyntax.kernel``: scalar types, array annotations and primitives.
+
+Everything here is a marker that the kernel front-end recognises while it
+translates a kernel's AST to HIR. Outside a kernel, the scalar types convert
+like numpy (``zyntax.f32(1.5)`` is ``numpy.float32(1.5)``) and every GPU
+primitive raises :class:`~zyntax.frontend.errors.KernelError` ("... can only be
+used inside a @zyntax.kernel"). See ``docs/kernels.md``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from zyntax.frontend.errors import KernelError
+
+__all__ = [
+    "Array",
+    "DType",
+    "abs",
+    "async_commit",
+    "async_copy",
+    "async_wait",
+    "atomic",
+    "bf16",
+    "block_dim",
+    "block_idx",
+    "ceil",
+    "cos",
+    "exp",
+    "f16",
+    "f32",
+    "f64",
+    "floor",
+    "fma",
+    "grid",
+    "grid_dim",
+    "gridsize",
+    "i8",
+    "i16",
+    "i32",
+    "i64",
+    "lane_id",
+    "local",
+    "log",
+    "match_all_sync",
+    "match_any_sync",
+    "max",
+    "min",
+    "mma",
+    "rsqrt",
+    "shared",
+    "shfl_down_sync",
+    "shfl_sync",
+    "shfl_up_sync",
+    "shfl_xor_sync",
+    "sin",
+    "sqrt",
+    "syncthreads",
+    "syncwarp",
+    "tanh",
+    "thread_idx",
+    "threadfence",
+    "threadfence_block",
+    "threadfence_system",
+    "u8",
+    "u16",
+    "u32",
+    "u64",
+    "vote_all_sync",
+    "vote_any_sync",
+    "vote_ballot_sync",
+    "warp_size",
+]
+
+
+class DType:
+    """A scalar type: annotation (``x: zyntax.f32``), cast (``zyntax.f32(v)``), dtype argument."""
+
+    def __init__(self, name: str, np_dtype: Any) -> None:
+        self.name = name
+        self.np_dtype = np.dtype(np_dtype) if np_dtype is not None else None
+
+    def __call__(self, value: Any) -> Any:
+        if self.np_dtype is None:
+            raise KernelError(f"zyntax.{self.name}(...) can only be used inside a @zyntax.kernel")
+        return self.np_dtype.type(value)
+
+    def __repr__(self) -> str:
+        return f"zyntax.{self.name}"
+
+    def __getitem__(self, ndim: int) -> ArraySpec:
+        """``zyntax.f32[2]`` is shorthand for ``zyntax.Array[zyntax.f32, 2]``."""
+        return ArraySpec(self, int(ndim))
+
+
+bool_ = DType("bool", np.bool_)
+i8 = DType("i8", np.int8)
+i16 = DType("i16", np.int16)
+i32 = DType("i32", np.int32)
+i64 = DType("i64", np.int64)
+u8 = DType("u8", np.uint8)
+u16 = DType("u16", np.uint16)
+u32 = DType("u32", np.uint32)
+u64 = DType("u64", np.uint64)
+f16 = DType("f16", np.float16)
+# numpy has no bfloat16: bf16 arrays come from device buffers only.
+bf16 = DType("bf16", None)
+f32 = DType("f32", np.float32)
+f64 = DType("f64", np.float64)
+
+DTYPES: dict[str, DType] = {
+    d.name: d for d in (bool_, i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64)
+}
+
+
+def dtype_of_numpy(dt: Any) -> DType | None:
+    """The zyntax scalar type of a numpy dtype, if any."""
+    d = np.dtype(dt)
+    for t in DTYPES.values():
+        if t.np_dtype is not None and t.np_dtype == d:
+            return t
+    return None
+
+
+class ArraySpec:
+    """``Array[dtype, ndim]`` or ``Array[dtype, ndim, "C"]``: an N-d array parameter."""
+
+    def __init__(self, dtype: DType, ndim: int, layout: str = "A") -> None:
+        if not isinstance(dtype, DType):
+            raise TypeError(f"Array element type must be a zyntax scalar type, got {dtype!r}")
+        if ndim not in (1, 2, 3):
+            raise TypeError(f"arrays have 1 to 3 dimensions, got {ndim}")
+        if layout not in ("A", "C"):
+            raise TypeError(f"layout must be 'A' (any strides) or 'C' (contiguous), got {layout!r}")
+        self.dtype = dtype
+        self.ndim = ndim
+        self.layout = layout
+
+    def __repr__(self) -> str:
+        tail = f", {self.layout!r}" if self.layout != "A" else ""
+        return f"zyntax.Array[{self.dtype!r}, {self.ndim}{tail}]"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ArraySpec) and (self.dtype.name, self.ndim, self.layout) == (
+            other.dtype.name,
+            other.ndim,
+            other.layout,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.dtype.name, self.ndim, self.layout))
+
+
+class _ArrayFactory:
+    def __getitem__(self, item: Any) -> ArraySpec:
+        if not isinstance(item, tuple):
+            item = (item, 1)
+        return ArraySpec(*item)
+
+    def __repr__(self) -> str:
+        return "zyntax.Array"
+
+
+Array = _ArrayFactory()
+
+
+class Primitive:
+    """A GPU primitive: only meaningful inside a kernel, where the front-end lowers it."""
+
+    def __init__(self, qualname: str) -> None:
+        self.qualname = qualname
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise KernelError(
+            f"zyntax.lang.{self.qualname}() can only be used inside a @zyntax.kernel "
+            "or @zyntax.func function"
+        )
+
+    def __repr__(self) -> str:
+        return f"<zyntax primitive {self.qualname}>"
+
+
+class _Namespace:
+    def __init__(self, prefix: str, names: list[str]) -> None:
+        self._prefix = prefix
+        for n in names:
+            setattr(self, n, Primitive(f"{prefix}.{n}"))
+
+    def __repr__(self) -> str:
+        return f"<zyntax.lang.{self._prefix}>"
+
+
+class _Dim3:
+    """``thread_idx.x`` etc.: reading an attribute outside a kernel raises."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, dim: str) -> Any:
+        if dim.startswith("_"):
+            raise AttributeError(dim)
+        raise KernelError(
+            f"zyntax.lang.{self._name}.{dim} can only be used inside a @zyntax.kernel"
+        )
+
+    def __repr__(self) -> str:
+        return f"<zyntax.lang.{self._name}>"
+
+
+thread_idx = _Dim3("thread_idx")
+block_idx = _Dim3("block_idx")
+block_dim = _Dim3("block_dim")
+grid_dim = _Dim3("grid_dim")
+
+warp_size = 32
+
+grid = Primitive("grid")
+gridsize = Primitive("gridsize")
+lane_id = Primitive("lane_id")
+syncthreads = Primitive("syncthreads")
+syncwarp = Primitive("syncwarp")
+threadfence_block = Primitive("threadfence_block")
+threadfence = Primitive("threadfence")
+threadfence_system = Primitive("threadfence_system")
+
+shared = _Namespace("shared", ["array", "dynamic"])
+local = _Namespace("local", ["array"])
+atomic = _Namespace(
+    "atomic",
+    ["add", "sub", "min", "max", "and_", "or_", "xor", "exch", "inc", "dec", "cas"],
+)
+
+shfl_sync = Primitive("shfl_sync")
+shfl_up_sync = Primitive("shfl_up_sync")
+shfl_down_sync = Primitive("shfl_down_sync")
+shfl_xor_sync = Primitive("shfl_xor_sync")
+vote_ballot_sync = Primitive("vote_ballot_sync")
+vote_any_sync = Primitive("vote_any_sync")
+vote_all_sync = Primitive("vote_all_sync")
+match_any_sync = Primitive("match_any_sync")
+match_all_sync = Primitive("match_all_sync")
+
+mma = _Namespace("mma", ["load_a", "load_b", "load_c", "fill", "mma", "store"])
+
+async_copy = Primitive("async_copy")
+async_commit = Primitive("async_commit")
+async_wait = Primitive("async_wait")
+
+# Math: device-side these lower to HIR unary ops; outside a kernel they raise too,
+# so that a kernel body run as plain Python fails loudly instead of half-working.
+sqrt = Primitive("sqrt")
+rsqrt = Primitive("rsqrt")
+exp = Primitive("exp")
+log = Primitive("log")
+sin = Primitive("sin")
+cos = Primitive("cos")
+tanh = Primitive("tanh")
+floor = Primitive("floor")
+ceil = Primitive("ceil")
+fma = Primitive("fma")
+min = Primitive("min")  # noqa: A001 - the kernel language's own min
+max = Primitive("max")  # noqa: A001
+abs = Primitive("abs")  # noqa: A001

@@ -1,8 +1,260 @@
-//! zyntax-llvm: HIR → LLVM IR lowering and the NVPTX backend.
+//! # zyntax-llvm
 //!
-//! (Phase 1: target machines and ptxas; the HIR lowering follows.)
+//! HIR → LLVM IR lowering and the NVPTX backend (PTX emission through LLVM 19,
+//! `ptxas` validation).
+//!
+//! ```no_run
+//! use zyntax_hir::{parse_module, Arch};
+//! use zyntax_llvm::{compile_ptx, Options};
+//! let m = parse_module(&std::fs::read_to_string("saxpy.zir").unwrap()).unwrap();
+//! let out = compile_ptx(&m, &Options::new(Arch::Sm80)).unwrap();
+//! println!("{}", out.ptx);
+//! ```
+//!
+//! Pipeline of [`compile_ptx`], each stage timed in [`Timings`]:
+//!
+//! 1. **verify**: zyntax's HIR verifier, for the module's declared targets plus
+//!    the requested arch (so arch gating is checked for what we emit); only an
+//!    accepted module is lowered;
+//! 2. **lower**: [`lower::lower_module`] builds LLVM IR (see `docs/lowering.md`);
+//! 3. **llvm_verify**: LLVM's module verifier; a failure is a
+//!    [`CompileError::LlvmVerify`] (a zyntax bug), never an abort;
+//! 4. **optimize**: LLVM's `default<On>` pipeline for the effective level;
+//! 5. **codegen**: the NVPTX target machine prints PTX.
+//!
+//! Output is deterministic: the same module and options give byte-identical PTX.
+//!
+//! Feature gating: the NVPTX backend is always compiled in. The `compute`
+//! feature exists (and does nothing here) so that workspace and Python feature
+//! lists can name it; gating NVPTX inside this crate would only remove a few
+//! hundred kilobytes of LLVM target code from a library that links LLVM anyway.
+//! A CPU `host` module will sit beside `nvptx` and share [`lower`]'s type mapping.
 
 pub mod error;
+pub mod lower;
 pub mod nvptx;
 
 pub use error::{CompileError, CompileResult};
+pub use nvptx::{PtxTarget, Ptxas, PtxasError, PtxasOutput};
+
+use inkwell::context::Context;
+use inkwell::passes::PassBuilderOptions;
+use inkwell::OptimizationLevel;
+use std::time::{Duration, Instant};
+use zyntax_hir::{Arch, Module, OptLevel, PtxVersion};
+
+/// What to compile for.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Options {
+    pub arch: Arch,
+    /// PTX ISA version; default: the module's `ptx(...)`, else [`Arch::default_ptx`].
+    pub ptx_version: Option<PtxVersion>,
+    /// Optimization level for the whole module; default: the functions' own
+    /// `opt_level` when they agree, else O3. Functions marked O0 keep `optnone`.
+    pub opt_level: Option<OptLevel>,
+}
+
+impl Options {
+    pub fn new(arch: Arch) -> Options {
+        Options {
+            arch,
+            ptx_version: None,
+            opt_level: None,
+        }
+    }
+    pub fn with_opt_level(mut self, level: OptLevel) -> Options {
+        self.opt_level = Some(level);
+        self
+    }
+    pub fn with_ptx_version(mut self, ptx: PtxVersion) -> Options {
+        self.ptx_version = Some(ptx);
+        self
+    }
+}
+
+/// Wall-clock time per stage.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Timings {
+    pub verify: Duration,
+    pub lower: Duration,
+    pub llvm_verify: Duration,
+    pub optimize: Duration,
+    pub codegen: Duration,
+}
+
+impl Timings {
+    pub fn total(&self) -> Duration {
+        self.verify + self.lower + self.llvm_verify + self.optimize + self.codegen
+    }
+    /// `(stage name, duration)` in pipeline order.
+    pub fn stages(&self) -> [(&'static str, Duration); 5] {
+        [
+            ("verify", self.verify),
+            ("lower", self.lower),
+            ("llvm_verify", self.llvm_verify),
+            ("optimize", self.optimize),
+            ("codegen", self.codegen),
+        ]
+    }
+}
+
+/// The result of [`compile_ptx`].
+#[derive(Clone, Debug)]
+pub struct CompileOutput {
+    /// PTX assembly text.
+    pub ptx: String,
+    /// The LLVM IR that went into code generation (after optimization).
+    pub llvm_ir: String,
+    pub arch: Arch,
+    pub ptx_version: PtxVersion,
+    /// Kernel entry points in the PTX, in module order.
+    pub kernels: Vec<String>,
+    pub timings: Timings,
+}
+
+/// The PTX version a compile uses: the option, else the module's, else the arch default.
+fn ptx_version(m: &Module, opts: &Options) -> PtxVersion {
+    opts.ptx_version
+        .or(m.ptx_version)
+        .unwrap_or_else(|| opts.arch.default_ptx())
+}
+
+/// The resolved target and optimization level of a compile.
+fn resolve(m: &Module, opts: &Options) -> CompileResult<(PtxTarget, OptLevel)> {
+    let arch = opts.arch;
+    let ptx = ptx_version(m, opts);
+    if ptx < zyntax_hir::arch::min_ptx(arch) || !zyntax_hir::arch::ptx_supported(ptx) {
+        return Err(CompileError::Unsupported(format!(
+            "PTX {ptx} cannot target {arch}: LLVM 19 emits PTX 6.0-6.5, 7.0-7.8 and 8.0-8.5, \
+             and {arch} needs at least PTX {}",
+            zyntax_hir::arch::min_ptx(arch)
+        )));
+    }
+    let target = PtxTarget::with_ptx(arch, ptx);
+    let level = match opts.opt_level {
+        Some(l) => l,
+        None => {
+            let mut levels = lower::selected_functions(m, &target).map(|f| f.constraints.opt_level);
+            match levels.next() {
+                Some(first) if levels.all(|l| l == first) => first,
+                _ => OptLevel::O3,
+            }
+        }
+    };
+    Ok((target, level))
+}
+
+fn pipeline(level: OptLevel) -> (&'static str, OptimizationLevel) {
+    match level {
+        OptLevel::O0 => ("default<O0>", OptimizationLevel::None),
+        OptLevel::O1 => ("default<O1>", OptimizationLevel::Less),
+        OptLevel::O2 => ("default<O2>", OptimizationLevel::Default),
+        OptLevel::Os => ("default<Os>", OptimizationLevel::Aggressive),
+        OptLevel::O3 | OptLevel::Olatency => ("default<O3>", OptimizationLevel::Aggressive),
+    }
+}
+
+/// Run zyntax's verifier on the module, then its arch gating for the arch
+/// and PTX version being compiled (which need not be a declared target).
+fn verify_for(m: &Module, opts: &Options) -> CompileResult<()> {
+    zyntax_hir::verify_module(m)?;
+    if opts.ptx_version.is_some_and(|p| Some(p) != m.ptx_version) {
+        let mut copy = m.clone();
+        copy.ptx_version = opts.ptx_version;
+        zyntax_hir::arch::check_arch(&copy, opts.arch)?;
+    } else {
+        zyntax_hir::arch::check_arch(m, opts.arch)?;
+    }
+    Ok(())
+}
+
+struct Compiled {
+    llvm_ir: String,
+    ptx: Option<String>,
+    target: PtxTarget,
+    timings: Timings,
+}
+
+fn compile_inner(m: &Module, opts: &Options, emit_ptx: bool) -> CompileResult<Compiled> {
+    let mut timings = Timings::default();
+    let t = Instant::now();
+    verify_for(m, opts)?;
+    timings.verify = t.elapsed();
+
+    let (target, level) = resolve(m, opts)?;
+    let (passes, cg_level) = pipeline(level);
+    let tm = target.machine(cg_level)?;
+    let ctx = Context::create();
+
+    let t = Instant::now();
+    let module = lower::lower_module(&ctx, m, &target, &tm)?;
+    timings.lower = t.elapsed();
+
+    let t = Instant::now();
+    module.verify().map_err(|e| CompileError::LlvmVerify {
+        module: m.name.clone(),
+        message: e.to_string_lossy().into_owned(),
+    })?;
+    timings.llvm_verify = t.elapsed();
+
+    let t = Instant::now();
+    module
+        .run_passes(passes, &tm, PassBuilderOptions::create())
+        .map_err(|e| CompileError::internal("optimizer", e.to_string_lossy().into_owned()))?;
+    module.verify().map_err(|e| CompileError::LlvmVerify {
+        module: m.name.clone(),
+        message: format!("after optimization: {}", e.to_string_lossy()),
+    })?;
+    timings.optimize = t.elapsed();
+
+    let llvm_ir = module.print_to_string().to_string_lossy().into_owned();
+    let ptx = if emit_ptx {
+        let t = Instant::now();
+        let ptx = nvptx::emit_assembly(&tm, &module)?;
+        timings.codegen = t.elapsed();
+        Some(ptx)
+    } else {
+        None
+    };
+    Ok(Compiled {
+        llvm_ir,
+        ptx,
+        target,
+        timings,
+    })
+}
+
+/// Compile a module to PTX for `opts.arch`.
+pub fn compile_ptx(m: &Module, opts: &Options) -> CompileResult<CompileOutput> {
+    let c = compile_inner(m, opts, true)?;
+    let target = c.target;
+    let kernels = lower::selected_functions(m, &target)
+        .filter(|f| f.is_kernel())
+        .map(|f| f.name.clone())
+        .collect();
+    Ok(CompileOutput {
+        ptx: c.ptx.unwrap_or_default(),
+        llvm_ir: c.llvm_ir,
+        arch: target.arch,
+        ptx_version: target.ptx,
+        kernels,
+        timings: c.timings,
+    })
+}
+
+/// The module's LLVM IR for `opts.arch`, after the optimization pipeline
+/// (use `opt_level: Some(O0)` to see the direct lowering).
+pub fn emit_llvm(m: &Module, opts: &Options) -> CompileResult<String> {
+    Ok(compile_inner(m, opts, false)?.llvm_ir)
+}
+
+/// Compile and check the PTX with `ptxas -Werror` for the same arch.
+pub fn compile_and_validate(
+    m: &Module,
+    opts: &Options,
+    ptxas: &Ptxas,
+) -> CompileResult<(CompileOutput, PtxasOutput)> {
+    let out = compile_ptx(m, opts)?;
+    let cubin = ptxas.assemble(&out.ptx, out.arch)?;
+    Ok((out, cubin))
+}

@@ -1,6 +1,7 @@
 //! The NVPTX backend: target machines per arch, kernel annotations, PTX
 //! emission and `ptxas` validation.
 
+pub mod annotations;
 pub mod ptxas;
 pub mod target;
 

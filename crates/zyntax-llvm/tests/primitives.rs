@@ -58,3 +58,499 @@ fn saxpy_all_archs() {
         );
     }
 }
+
+fn kernel(name: &str, params: &[Type]) -> FunctionBuilder {
+    FunctionBuilder::kernel(name, params)
+}
+
+fn finish(b: FunctionBuilder) -> Module {
+    let name = b.name().to_string();
+    let mut b = b;
+    b.ret(&[]).unwrap();
+    module(&name, vec![b.finish().unwrap()])
+}
+
+/// Warp sum with shfl.down, written by lane 0.
+#[test]
+fn shfl_down_reduction() {
+    let mut b = kernel("warp_sum", &[gptr(Type::F32), gptr(Type::F32)]);
+    let (inp, out) = (b.param(0), b.param(1));
+    let tid = b.thread_idx(Dim::X).unwrap();
+    let p = b.ptr_add(inp, tid).unwrap();
+    let mut v = b.load(p).unwrap();
+    let mask = b.iconst(Type::U32, -1).unwrap();
+    for delta in [16, 8, 4, 2, 1] {
+        let d = b.iconst(Type::U32, delta).unwrap();
+        let o = b.shfl(ShflMode::Down, mask, v, d, 32).unwrap();
+        v = b.add(v, o).unwrap();
+    }
+    let lane = b.lane_id().unwrap();
+    let zero = b.iconst(Type::U32, 0).unwrap();
+    let first = b.cmp(CmpOp::Eq, lane, zero).unwrap();
+    let f = b.begin_if(first, &[]).unwrap();
+    b.store(out, v).unwrap();
+    b.end_if(f, &[]).unwrap();
+    for (_, ptx) in check_archs(&finish(b), Arch::Sm70) {
+        // width 32, clamp 31: c = 0x1f
+        assert_in_order(&ptx, &["shfl.sync.down.b32", "31, -1;", "%laneid"]);
+    }
+}
+
+#[test]
+fn shfl_modes_and_widths() {
+    let mut b = kernel("shfl_all", &[gptr(Type::U32), gptr(Type::F64)]);
+    let (pi, pd) = (b.param(0), b.param(1));
+    let x = b.load(pi).unwrap();
+    let y = b.load(pd).unwrap();
+    let mask = b.iconst(Type::U32, 0xffff).unwrap();
+    let one = b.iconst(Type::U32, 1).unwrap();
+    let a = b.shfl(ShflMode::Idx, mask, x, one, 32).unwrap();
+    let c = b.shfl(ShflMode::Up, mask, a, one, 16).unwrap();
+    let e = b.shfl(ShflMode::Xor, mask, c, one, 8).unwrap();
+    let f64v = b.shfl(ShflMode::Down, mask, y, one, 4).unwrap();
+    b.store(pi, e).unwrap();
+    b.store(pd, f64v).unwrap();
+    for (_, ptx) in check_archs(&finish(b), Arch::Sm70) {
+        // c operand = ((32 - width) << 8) | clamp
+        assert_in_order(&ptx, &["shfl.sync.idx.b32", "1, 31, 65535;"]);
+        assert_in_order(&ptx, &["shfl.sync.up.b32", "1, 4096, 65535;"]);
+        assert_in_order(&ptx, &["shfl.sync.bfly.b32", "1, 6175, 65535;"]);
+        // A 64-bit value moves as two 32-bit shuffles.
+        assert_in_order(
+            &ptx,
+            &[
+                "shfl.sync.down.b32",
+                "7199, 65535;",
+                "shfl.sync.down.b32",
+                "7199, 65535;",
+            ],
+        );
+    }
+}
+
+fn atomic_kernel(space: AddrSpace, scope: Scope, op: AtomicOp, t: Type) -> Module {
+    let name = format!(
+        "atomic_{}_{}_{}_{}",
+        space.name(),
+        scope.name(),
+        op.name(),
+        t
+    );
+    let mut b = kernel(&name, &[gptr(t.clone()), gptr(t.clone())]);
+    let (p, out) = (b.param(0), b.param(1));
+    let target = match space {
+        AddrSpace::Global => p,
+        AddrSpace::Generic => b
+            .ptr_cast(p, Type::ptr(AddrSpace::Generic, t.clone()))
+            .unwrap(),
+        AddrSpace::Shared => b.shared_alloc(t.clone(), 32).unwrap(),
+        _ => unreachable!(),
+    };
+    let v = b.load(out).unwrap();
+    let old = b.atomic(op, scope, target, v).unwrap();
+    b.store(out, old).unwrap();
+    finish(b)
+}
+
+#[test]
+fn atomic_scopes_are_explicit_in_ptx() {
+    for (scope, s) in [
+        (Scope::Block, "cta"),
+        (Scope::Device, "gpu"),
+        (Scope::System, "sys"),
+    ] {
+        let m = atomic_kernel(AddrSpace::Global, scope, AtomicOp::Add, Type::U32);
+        for (_, ptx) in check_archs(&m, Arch::Sm70) {
+            assert_in_order(&ptx, &[&format!("atom.{s}.global.add.u32")]);
+        }
+        let m = atomic_kernel(AddrSpace::Generic, scope, AtomicOp::Max, Type::I64);
+        for (_, ptx) in check_archs(&m, Arch::Sm70) {
+            assert_in_order(&ptx, &[&format!("atom.{s}.max.s64")]);
+        }
+        let m = atomic_kernel(AddrSpace::Global, scope, AtomicOp::Min, Type::U32);
+        for (_, ptx) in check_archs(&m, Arch::Sm70) {
+            assert_in_order(&ptx, &[&format!("atom.{s}.global.min.u32")]);
+        }
+    }
+}
+
+#[test]
+fn shared_atomics_use_atom_shared() {
+    for (op, t, needle) in [
+        (AtomicOp::Add, Type::U32, "atom.shared.add.u32"),
+        (AtomicOp::Add, Type::F32, "atom.shared.add.f32"),
+        (AtomicOp::Max, Type::I32, "atom.shared.max.s32"),
+        (AtomicOp::Min, Type::U64, "atom.shared.min.u64"),
+        (AtomicOp::Inc, Type::U32, "atom.shared.inc.u32"),
+        (AtomicOp::Dec, Type::U32, "atom.shared.dec.u32"),
+        (AtomicOp::Exch, Type::F32, "atom.shared.exch.b32"),
+    ] {
+        let m = atomic_kernel(AddrSpace::Shared, Scope::Block, op, t);
+        for (_, ptx) in check_archs(&m, Arch::Sm70) {
+            assert_in_order(&ptx, &[needle]);
+        }
+    }
+}
+
+#[test]
+fn atomic_sub_is_add_of_negation() {
+    let m = atomic_kernel(AddrSpace::Global, Scope::Device, AtomicOp::Sub, Type::I32);
+    for (_, ptx) in check_archs(&m, Arch::Sm70) {
+        assert_in_order(&ptx, &["neg.s32", "atom.gpu.global.add.u32"]);
+    }
+}
+
+#[test]
+fn atomic_cas_scoped() {
+    for (scope, s) in [
+        (Scope::Block, "cta"),
+        (Scope::Device, "gpu"),
+        (Scope::System, "sys"),
+    ] {
+        let mut b = kernel("cas", &[gptr(Type::U64), gptr(Type::U64)]);
+        let (p, out) = (b.param(0), b.param(1));
+        let e = b.load(out).unwrap();
+        let one = b.iconst(Type::U64, 1).unwrap();
+        let d = b.add(e, one).unwrap();
+        let old = b.atomic_cas(scope, p, e, d).unwrap();
+        b.store(out, old).unwrap();
+        for (_, ptx) in check_archs(&finish(b), Arch::Sm70) {
+            assert_in_order(&ptx, &[&format!("atom.{s}.global.cas.b64")]);
+        }
+    }
+}
+
+#[test]
+fn half_atomics_gated() {
+    let m = atomic_kernel(AddrSpace::Global, Scope::Device, AtomicOp::Add, Type::F16);
+    for (_, ptx) in check_archs(&m, Arch::Sm70) {
+        assert_in_order(&ptx, &["atom.gpu.global.add.noftz.f16"]);
+    }
+    let m = atomic_kernel(AddrSpace::Global, Scope::Block, AtomicOp::Add, Type::BF16);
+    for (_, ptx) in check_archs(&m, Arch::Sm90) {
+        assert_in_order(&ptx, &["atom.cta.global.add.noftz.bf16"]);
+    }
+    let err = zyntax_llvm::compile_ptx(&m, &zyntax_llvm::Options::new(Arch::Sm80)).unwrap_err();
+    assert!(matches!(err, zyntax_llvm::CompileError::Verify(_)), "{err}");
+}
+
+#[test]
+fn barriers_fences_warp_sync() {
+    let mut b = kernel("sync", &[gptr(Type::U32)]);
+    let p = b.param(0);
+    b.barrier().unwrap();
+    b.fence(Scope::Block).unwrap();
+    b.fence(Scope::Device).unwrap();
+    b.fence(Scope::System).unwrap();
+    let mask = b.load(p).unwrap();
+    b.warp_sync(mask).unwrap();
+    for (_, ptx) in check_archs(&finish(b), Arch::Sm70) {
+        assert_in_order(
+            &ptx,
+            &[
+                "bar.sync 	0;",
+                "membar.cta;",
+                "membar.gl;",
+                "membar.sys;",
+                "bar.warp.sync",
+            ],
+        );
+    }
+}
+
+#[test]
+fn vote_and_match() {
+    let mut b = kernel(
+        "vote_match",
+        &[gptr(Type::U32), gptr(Type::U64), gptr(Type::U32)],
+    );
+    let (p, q, out) = (b.param(0), b.param(1), b.param(2));
+    let x = b.load(p).unwrap();
+    let y = b.load(q).unwrap();
+    let mask = b.iconst(Type::U32, -1).unwrap();
+    let zero = b.iconst(Type::U32, 0).unwrap();
+    let pred = b.cmp(CmpOp::Ne, x, zero).unwrap();
+    let ballot = b.vote(VoteMode::Ballot, mask, pred).unwrap();
+    let any = b.vote(VoteMode::Any, mask, pred).unwrap();
+    let all = b.vote(VoteMode::All, mask, pred).unwrap();
+    let m_any = b.match_(MatchMode::Any, mask, x).unwrap()[0];
+    let m_all = b.match_(MatchMode::All, mask, y).unwrap();
+    let s1 = b.select(any, ballot, m_any).unwrap();
+    let s2 = b.select(all, s1, m_all[0]).unwrap();
+    let s3 = b.select(m_all[1], s2, zero).unwrap();
+    b.store(out, s3).unwrap();
+    for (_, ptx) in check_archs(&finish(b), Arch::Sm70) {
+        assert_in_order(&ptx, &["vote.sync.ballot.b32"]);
+        assert_in_order(&ptx, &["vote.sync.any.pred"]);
+        assert_in_order(&ptx, &["vote.sync.all.pred"]);
+        assert_in_order(&ptx, &["match.any.sync.b32"]);
+        assert_in_order(&ptx, &["match.all.sync.b64"]);
+    }
+}
+
+fn wmma_kernel(
+    elem: ScalarType,
+    acc: ScalarType,
+    shape: MmaShape,
+    la: Layout,
+    lb: Layout,
+    space: AddrSpace,
+) -> Module {
+    let name = format!(
+        "wmma_{}_{}_{}_{}_{}_{}",
+        elem,
+        acc,
+        shape.name(),
+        la.name(),
+        lb.name(),
+        space.name()
+    );
+    let mut b = kernel(
+        &name,
+        &[
+            gptr(Type::Scalar(elem)),
+            gptr(Type::Scalar(elem)),
+            gptr(Type::Scalar(acc)),
+        ],
+    );
+    let (pa, pb, pc) = (b.param(0), b.param(1), b.param(2));
+    let (pa, pb) = match space {
+        AddrSpace::Global => (pa, pb),
+        AddrSpace::Generic => (
+            b.ptr_cast(pa, Type::ptr(AddrSpace::Generic, Type::Scalar(elem)))
+                .unwrap(),
+            b.ptr_cast(pb, Type::ptr(AddrSpace::Generic, Type::Scalar(elem)))
+                .unwrap(),
+        ),
+        AddrSpace::Shared => {
+            let s = b.shared_alloc(Type::Scalar(elem), 512).unwrap();
+            let off = b.iconst(Type::U32, 256).unwrap();
+            (s, b.ptr_add(s, off).unwrap())
+        }
+        _ => unreachable!(),
+    };
+    let ld = b.iconst(Type::U32, 16).unwrap();
+    let fa = frag_type(FragKind::A, shape, elem, Some(la));
+    let fb = frag_type(FragKind::B, shape, elem, Some(lb));
+    let fc = frag_type(FragKind::Acc, shape, acc, None);
+    let a = b.mma_load(fa, la, pa, ld).unwrap();
+    let bb = b.mma_load(fb, lb, pb, ld).unwrap();
+    let c = b.mma_load(fc, Layout::Row, pc, ld).unwrap();
+    let d = b.mma(a, bb, c).unwrap();
+    b.mma_store(Layout::Col, pc, d, ld).unwrap();
+    finish(b)
+}
+
+#[test]
+fn wmma_f16_m16n16k16() {
+    let m = wmma_kernel(
+        ScalarType::F16,
+        ScalarType::F32,
+        MmaShape::M16N16K16,
+        Layout::Row,
+        Layout::Col,
+        AddrSpace::Global,
+    );
+    for (_, ptx) in check_archs(&m, Arch::Sm70) {
+        assert_in_order(
+            &ptx,
+            &[
+                "wmma.load.a.sync.aligned.row.m16n16k16.global.f16",
+                "wmma.load.b.sync.aligned.col.m16n16k16.global.f16",
+                "wmma.load.c.sync.aligned.row.m16n16k16.global.f32",
+                "wmma.mma.sync.aligned.row.col.m16n16k16.f32.f32",
+                "wmma.store.d.sync.aligned.col.m16n16k16.global.f32",
+            ],
+        );
+    }
+    let m = wmma_kernel(
+        ScalarType::F16,
+        ScalarType::F16,
+        MmaShape::M32N8K16,
+        Layout::Col,
+        Layout::Row,
+        AddrSpace::Shared,
+    );
+    for (_, ptx) in check_archs(&m, Arch::Sm70) {
+        assert_in_order(
+            &ptx,
+            &[
+                "wmma.load.a.sync.aligned.col.m32n8k16.shared.f16",
+                "wmma.mma.sync.aligned.col.row.m32n8k16.f16.f16",
+            ],
+        );
+    }
+}
+
+#[test]
+fn wmma_bf16_needs_sm80() {
+    let m = wmma_kernel(
+        ScalarType::BF16,
+        ScalarType::F32,
+        MmaShape::M16N16K16,
+        Layout::Row,
+        Layout::Row,
+        AddrSpace::Generic,
+    );
+    for (_, ptx) in check_archs(&m, Arch::Sm80) {
+        assert_in_order(
+            &ptx,
+            &[
+                "wmma.load.a.sync.aligned.row.m16n16k16.bf16",
+                "wmma.mma.sync.aligned.row.row.m16n16k16.f32.bf16.bf16.f32",
+            ],
+        );
+    }
+    let err = zyntax_llvm::compile_ptx(&m, &zyntax_llvm::Options::new(Arch::Sm75)).unwrap_err();
+    assert!(matches!(err, zyntax_llvm::CompileError::Verify(_)), "{err}");
+}
+
+#[test]
+fn mma_fill_accumulator() {
+    let mut b = kernel("fill", &[gptr(Type::F16)]);
+    let p = b.param(0);
+    let zero = b.fconst(Type::F16, 0.5).unwrap();
+    let fc = frag_type(FragKind::Acc, MmaShape::M16N16K16, ScalarType::F16, None);
+    let c = b.mma_fill(fc, zero).unwrap();
+    let ld = b.iconst(Type::U32, 16).unwrap();
+    b.mma_store(Layout::Row, p, c, ld).unwrap();
+    for (_, ptx) in check_archs(&finish(b), Arch::Sm70) {
+        assert_in_order(
+            &ptx,
+            &["wmma.store.d.sync.aligned.row.m16n16k16.global.f16"],
+        );
+    }
+}
+
+#[test]
+fn cp_async_variants() {
+    let mut b = kernel("cp", &[gptr(Type::F32)]);
+    let src = b.param(0);
+    let s = b.shared_alloc(Type::F32, 64).unwrap();
+    b.cp_async(16, CacheHint::Cg, s, src).unwrap();
+    b.cp_async(16, CacheHint::Ca, s, src).unwrap();
+    b.cp_async(8, CacheHint::Ca, s, src).unwrap();
+    b.cp_async(4, CacheHint::Ca, s, src).unwrap();
+    b.cp_async_commit().unwrap();
+    b.cp_async_wait(0).unwrap();
+    b.barrier().unwrap();
+    let v = b.load(s).unwrap();
+    b.store(src, v).unwrap();
+    let m = finish(b);
+    for (_, ptx) in check_archs(&m, Arch::Sm80) {
+        assert_in_order(
+            &ptx,
+            &[
+                "cp.async.cg.shared.global [",
+                "], 16;",
+                "cp.async.ca.shared.global [",
+                "], 16;",
+                "cp.async.ca.shared.global [",
+                "], 8;",
+                "cp.async.ca.shared.global [",
+                "], 4;",
+                "cp.async.commit_group;",
+                "cp.async.wait_group 0;",
+            ],
+        );
+    }
+    assert!(zyntax_llvm::compile_ptx(&m, &zyntax_llvm::Options::new(Arch::Sm75)).is_err());
+}
+
+#[test]
+fn kernel_annotations() {
+    let mut b = kernel("bounded", &[gptr(Type::U32)]);
+    if let Some(k) = b.kernel_info_mut() {
+        k.max_threads = Some([128, 2, 1]);
+        k.min_blocks = Some(4);
+        k.max_registers = Some(64);
+    }
+    let p = b.param(0);
+    let t = b.thread_idx(Dim::X).unwrap();
+    b.store(p, t).unwrap();
+    let m = finish(b);
+    for (_, ptx) in check_archs(&m, Arch::Sm70) {
+        assert_in_order(
+            &ptx,
+            &[
+                ".visible .entry bounded(",
+                ".maxntid 128, 2, 1",
+                ".minnctapersm 4",
+                ".maxnreg 64",
+                "{",
+            ],
+        );
+    }
+    let ir = zyntax_llvm::emit_llvm(&m, &zyntax_llvm::Options::new(Arch::Sm80)).unwrap();
+    assert!(ir.contains("define ptx_kernel void @bounded"), "{ir}");
+    assert!(ir.contains("!\"maxntidx\", i32 128"), "{ir}");
+    assert!(ir.contains("!\"kernel\", i32 1"), "{ir}");
+}
+
+#[test]
+fn shared_memory_static_and_dynamic() {
+    let mut b = kernel("smem", &[gptr(Type::F32)]);
+    let p = b.param(0);
+    let s = b.shared_alloc(Type::F32, 256).unwrap();
+    let d = b.dyn_shared(Type::F32).unwrap();
+    let t = b.thread_idx(Dim::X).unwrap();
+    let ps = b.ptr_add(s, t).unwrap();
+    let pd = b.ptr_add(d, t).unwrap();
+    let v = b.load(p).unwrap();
+    b.store(ps, v).unwrap();
+    b.barrier().unwrap();
+    let w = b.load(ps).unwrap();
+    b.store(pd, w).unwrap();
+    for (_, ptx) in check_archs(&finish(b), Arch::Sm70) {
+        assert_in_order(
+            &ptx,
+            &[".extern .shared .align 16 .b8 __zyntax_dyn_shared[];"],
+        );
+        assert_in_order(
+            &ptx,
+            &[".shared .align 16 .b8 __zyntax_shared_smem_0[1024];"],
+        );
+        assert_in_order(
+            &ptx,
+            &[
+                "st.shared.f32",
+                "bar.sync",
+                "ld.shared.f32",
+                "st.shared.f32",
+            ],
+        );
+    }
+}
+
+#[test]
+fn special_registers() {
+    let mut b = kernel("sregs", &[gptr(Type::U32)]);
+    let p = b.param(0);
+    let mut acc = b.lane_id().unwrap();
+    for d in [Dim::X, Dim::Y, Dim::Z] {
+        for v in [
+            b.thread_idx(d),
+            b.block_idx(d),
+            b.block_dim(d),
+            b.grid_dim(d),
+        ] {
+            acc = b.add(acc, v.unwrap()).unwrap();
+        }
+    }
+    b.store(p, acc).unwrap();
+    for (_, ptx) in check_archs(&finish(b), Arch::Sm70) {
+        for r in [
+            "%laneid",
+            "%tid.x",
+            "%tid.y",
+            "%tid.z",
+            "%ctaid.x",
+            "%ctaid.z",
+            "%ntid.y",
+            "%nctaid.x",
+            "%nctaid.z",
+        ] {
+            assert_in_order(&ptx, &[r]);
+        }
+    }
+}

@@ -591,7 +591,7 @@ impl<'ctx> FnLowering<'_, 'ctx> {
             BasicValueEnum::StructValue(s) => s,
             other => return Err(self.bug(format!("{v} is not a fragment: {other:?}"))),
         };
-        (0..s.count_fields())
+        (0..s.get_type().count_fields())
             .map(|i| Ok(self.b.build_extract_value(s, i, "")?.into()))
             .collect()
     }

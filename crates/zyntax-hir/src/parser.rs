@@ -497,7 +497,10 @@ impl Parser {
             )
         })?;
         if v < 0 || v > i128::from(max) {
-            return Err(self.error_at(&t, format!("{what} `{text}` is out of range (0 to {max})")));
+            return Err(self.error_at(
+                &t,
+                format!("`{text}` is out of range for {what} (0 to {max})"),
+            ));
         }
         self.next();
         // In range of u64 by the check above.

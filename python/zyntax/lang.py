@@ -13,8 +13,6 @@ from typing import Any
 
 import numpy as np
 
-from zyntax.frontend.errors import KernelError
-
 __all__ = [
     "Array",
     "DType",
@@ -75,6 +73,13 @@ __all__ = [
 ]
 
 
+def _outside(what: str) -> Exception:
+    # Imported here: zyntax.frontend imports this module.
+    from zyntax.frontend.errors import KernelError
+
+    return KernelError(f"{what} can only be used inside a @zyntax.kernel or @zyntax.func function")
+
+
 class DType:
     """A scalar type: annotation (``x: zyntax.f32``), cast (``zyntax.f32(v)``), dtype argument."""
 
@@ -84,7 +89,7 @@ class DType:
 
     def __call__(self, value: Any) -> Any:
         if self.np_dtype is None:
-            raise KernelError(f"zyntax.{self.name}(...) can only be used inside a @zyntax.kernel")
+            raise _outside(f"zyntax.{self.name}(...)")
         return self.np_dtype.type(value)
 
     def __repr__(self) -> str:
@@ -173,10 +178,7 @@ class Primitive:
         self.qualname = qualname
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        raise KernelError(
-            f"zyntax.lang.{self.qualname}() can only be used inside a @zyntax.kernel "
-            "or @zyntax.func function"
-        )
+        raise _outside(f"zyntax.lang.{self.qualname}()")
 
     def __repr__(self) -> str:
         return f"<zyntax primitive {self.qualname}>"
@@ -201,9 +203,7 @@ class _Dim3:
     def __getattr__(self, dim: str) -> Any:
         if dim.startswith("_"):
             raise AttributeError(dim)
-        raise KernelError(
-            f"zyntax.lang.{self._name}.{dim} can only be used inside a @zyntax.kernel"
-        )
+        raise _outside(f"zyntax.lang.{self._name}.{dim}")
 
     def __repr__(self) -> str:
         return f"<zyntax.lang.{self._name}>"
@@ -260,6 +260,6 @@ tanh = Primitive("tanh")
 floor = Primitive("floor")
 ceil = Primitive("ceil")
 fma = Primitive("fma")
-min = Primitive("min")  # noqa: A001 - the kernel language's own min
-max = Primitive("max")  # noqa: A001
-abs = Primitive("abs")  # noqa: A001
+min = Primitive("min")
+max = Primitive("max")
+abs = Primitive("abs")

@@ -319,8 +319,8 @@ def quote(s: str) -> str:
             out.append("\\n")
         elif c == "\t":
             out.append("\\t")
-        elif ord(c) < 32 or ord(c) == 127:
-            out.append("\\u{%x}" % ord(c))
+        elif ord(c) < 32 or 127 <= ord(c) < 160:
+            out.append(f"\\u{{{ord(c):x}}}")
         else:
             out.append(c)
     out.append('"')

@@ -1,0 +1,519 @@
+"""``@zyntax.kernel`` and ``@zyntax.func``: the decorator objects and their dispatcher.
+
+A :class:`Kernel` specialises its Python function per *signature* (the
+zyntax types of the arguments: scalar type, or array element type, rank and
+layout), like Numba's dispatcher. Each signature is translated to HIR once
+(:class:`Variant`) and compiled to PTX once per arch, memoised in memory and in
+the on-disk PTX cache (:mod:`zyntax.frontend.cache`).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar, overload
+
+import numpy as np
+
+from zyntax import lang
+from zyntax.frontend import ir
+from zyntax.frontend.errors import (
+    KernelArgumentError,
+    KernelError,
+    KernelTypeError,
+    raise_trimmed,
+)
+from zyntax.frontend.translator import (
+    ArrayParam,
+    FunctionTranslator,
+    ModuleContext,
+    ParamSpec,
+    SourceInfo,
+    load_source,
+    mangle,
+    param_hir_types,
+    spec_from_annotation,
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+Dim3 = tuple[int, int, int]
+
+
+def _dim3(v: int | Sequence[int], what: str) -> Dim3:
+    if isinstance(v, (int, np.integer)):
+        t = [int(v)]
+    else:
+        try:
+            t = [int(x) for x in v]
+        except TypeError:
+            raise KernelArgumentError(f"{what} must be an int or a tuple of 1 to 3 ints") from None
+    if not 1 <= len(t) <= 3 or any(x <= 0 for x in t):
+        raise KernelArgumentError(f"{what} must be 1 to 3 positive ints, got {v!r}")
+    t += [1] * (3 - len(t))
+    return (t[0], t[1], t[2])
+
+
+# --------------------------------------------------------------------------- argument typing
+
+
+def _array_like(a: Any) -> tuple[Any, tuple[int, ...], tuple[int, ...]] | None:
+    """(dtype, shape, strides in bytes) of a numpy or device array, else None."""
+    if isinstance(a, np.ndarray):
+        return a.dtype, a.shape, a.strides
+    dt = getattr(a, "dtype", None)
+    shape = getattr(a, "shape", None)
+    if dt is not None and shape is not None and hasattr(a, "strides"):
+        return dt, tuple(shape), tuple(a.strides)
+    return None
+
+
+def _dtype_name(dt: Any) -> str | None:
+    if isinstance(dt, lang.DType):
+        return dt.name
+    if isinstance(dt, str) and dt in ir.SCALAR_NAMES:
+        return dt
+    name = str(dt)
+    if name in ir.SCALAR_NAMES:
+        return name
+    try:
+        d = lang.dtype_of_numpy(dt)
+    except TypeError:
+        return None
+    return d.name if d is not None else None
+
+
+def spec_of_value(a: Any) -> ParamSpec:
+    """The signature entry of one launch argument (Triton's rule for Python numbers)."""
+    if isinstance(a, bool) or isinstance(a, np.bool_):
+        return ir.BOOL
+    if isinstance(a, int):
+        return ir.I32 if -(2**31) <= a < 2**31 else ir.I64
+    if isinstance(a, float):
+        return ir.F32
+    if isinstance(a, np.generic):
+        n = _dtype_name(a.dtype)
+        if n is not None:
+            return ir.scalar(n)
+    arr = _array_like(a)
+    if arr is not None:
+        dt, shape, strides = arr
+        n = _dtype_name(dt)
+        if n is None:
+            raise KernelArgumentError(f"arrays of dtype {dt} are not supported")
+        if not 1 <= len(shape) <= 3:
+            raise KernelArgumentError(f"arrays must have 1 to 3 dimensions, got {len(shape)}")
+        item = ir.scalar(n).size_bytes
+        contiguous = strides[-1] == item or shape[-1] == 1
+        return ArrayParam(ir.scalar(n), len(shape), "C" if contiguous else "A")
+    raise KernelArgumentError(f"cannot pass {type(a).__name__} to a kernel")
+
+
+def spec_of_sig_entry(x: Any) -> ParamSpec:
+    """A signature entry given by the user: a zyntax type, a spec, or an example value."""
+    s = spec_from_annotation(x)
+    if s is not None:
+        return s
+    if isinstance(x, (ir.Scalar, ArrayParam)):
+        return x
+    return spec_of_value(x)
+
+
+def specs_compatible(want: ParamSpec, got: ParamSpec) -> bool:
+    if isinstance(want, ir.Scalar):
+        return isinstance(got, ir.Scalar)
+    if not isinstance(got, ArrayParam):
+        return False
+    return (
+        want.dtype == got.dtype
+        and want.ndim == got.ndim
+        and (want.layout == "A" or got.layout == "C")
+    )
+
+
+# --------------------------------------------------------------------------- variants
+
+
+@dataclass
+class Variant:
+    """One signature of a kernel, translated to HIR."""
+
+    kernel_name: str
+    specs: tuple[ParamSpec, ...]
+    module: ir.Module
+    hir_text: str
+    param_types: list[str]
+    ptx: dict[str, str] = field(default_factory=dict)  # arch -> PTX text
+    native: dict[str, Any] = field(default_factory=dict)  # loaded CUDA functions by device
+    binder: Callable[..., list[Any]] | None = None
+
+    def metadata(self) -> dict[str, Any]:
+        return {
+            "kernels": [self.kernel_name],
+            "params": self.param_types,
+            "signature": [str(s) for s in self.specs],
+        }
+
+
+def _make_binder(specs: tuple[ParamSpec, ...]) -> Callable[..., list[Any]]:
+    """Flatten launch arguments to HIR parameters (the array ABI), built once per signature."""
+    plan: list[tuple[str, Any]] = []
+    for s in specs:
+        if isinstance(s, ir.Scalar):
+            plan.append(("scalar", s))
+        else:
+            plan.append(("array", s))
+
+    def bind(args: Sequence[Any]) -> list[Any]:
+        out: list[Any] = []
+        for (kind, s), a in zip(plan, args, strict=True):
+            if kind == "scalar":
+                out.append(a)
+            else:
+                arr = _array_like(a)
+                assert arr is not None
+                _, shape, strides = arr
+                item = s.dtype.size_bytes
+                out.append(a)
+                out.extend(int(x) for x in shape)
+                out.extend(int(x) // item for x in strides)
+        return out
+
+    return bind
+
+
+# --------------------------------------------------------------------------- decorator objects
+
+
+class _Translatable:
+    def __init__(self, pyfunc: Callable[..., Any]) -> None:
+        self.pyfunc = pyfunc
+        functools.update_wrapper(self, pyfunc)
+        self.__name__: str = pyfunc.__name__
+        self._source: SourceInfo | None = None
+        self._sig = inspect.signature(pyfunc)
+
+    def source(self) -> SourceInfo:
+        if self._source is None:
+            self._source = load_source(self.pyfunc, "kernel")
+        return self._source
+
+    def signature_specs(self) -> list[ParamSpec] | None:
+        """Parameter specs from annotations when every parameter is annotated, else None."""
+        out: list[ParamSpec] = []
+        for p in self._sig.parameters.values():
+            ann = p.annotation
+            if isinstance(ann, str):
+                try:
+                    ann = eval(ann, self.pyfunc.__globals__)
+                except Exception:
+                    return None
+            s = spec_from_annotation(ann)
+            if s is None:
+                return None
+            out.append(s)
+        return out
+
+    def partial_specs(self) -> list[ParamSpec | None]:
+        out: list[ParamSpec | None] = []
+        for p in self._sig.parameters.values():
+            ann = p.annotation
+            if isinstance(ann, str):
+                try:
+                    ann = eval(ann, self.pyfunc.__globals__)
+                except Exception:
+                    ann = None
+            out.append(spec_from_annotation(ann))
+        return out
+
+
+class DeviceFunction(_Translatable):
+    """A ``@zyntax.func``: callable from kernels, specialised per call signature."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise KernelError(
+            f"@zyntax.func '{self.__name__}' can only be called inside a @zyntax.kernel"
+        )
+
+    def __repr__(self) -> str:
+        return f"<zyntax.func {self.__name__}>"
+
+
+# Hooks: tests and tools count compilations and launches through these.
+compile_hooks: list[Callable[[dict[str, Any]], None]] = []
+
+
+class Kernel(_Translatable):
+    """A ``@zyntax.kernel``: launch with ``k[grid, block](*args)`` or ``k.launch(...)``."""
+
+    def __init__(
+        self,
+        pyfunc: Callable[..., Any],
+        *,
+        max_threads: int | Sequence[int] | None = None,
+        min_blocks: int | None = None,
+        max_registers: int | None = None,
+        device: str = "auto",
+    ) -> None:
+        super().__init__(pyfunc)
+        self.max_threads = _dim3(max_threads, "max_threads") if max_threads is not None else None
+        self.min_blocks = min_blocks
+        self.max_registers = max_registers
+        if device not in ("auto", "gpu", "cpu"):
+            raise ValueError("device must be 'auto', 'gpu' or 'cpu'")
+        self.device = device
+        self._variants: dict[tuple[ParamSpec, ...], Variant] = {}
+        self._lock = threading.Lock()
+        self._pinned = self.partial_specs()
+
+    def __repr__(self) -> str:
+        return f"<zyntax.kernel {self.__name__}>"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise KernelError(
+            f"kernel '{self.__name__}' must be launched with a grid: "
+            f"{self.__name__}[grid, block](...) or {self.__name__}.launch(..., grid=, block=)"
+        )
+
+    # ---------------------------------------------------------------- signatures
+    def _param_error(self, index: int, message: str) -> KernelArgumentError:
+        """A launch error pointing at the parameter in the def line."""
+        try:
+            src = self.source()
+            arg = src.tree.args.args[index]
+            return KernelArgumentError(
+                message,
+                file=src.file,
+                line=arg.lineno + src.line_offset,
+                col=arg.col_offset + 1 + src.col_offset,
+                end_col=(arg.end_col_offset or arg.col_offset) + 1 + src.col_offset,
+                kernel=self.__name__,
+            )
+        except KernelError:
+            return KernelArgumentError(message)
+
+    def specs_for(self, args: Sequence[Any]) -> tuple[ParamSpec, ...]:
+        params = list(self._sig.parameters)
+        if len(args) != len(params):
+            raise KernelArgumentError(
+                f"kernel '{self.__name__}' takes {len(params)} argument(s) "
+                f"({', '.join(params)}) but {len(args)} were given"
+            )
+        out: list[ParamSpec] = []
+        for i, (a, pinned) in enumerate(zip(args, self._pinned, strict=True)):
+            try:
+                got = spec_of_value(a)
+            except KernelArgumentError as e:
+                raise self._param_error(i, f"argument '{params[i]}': {e.message}") from None
+            if pinned is None:
+                out.append(got)
+                continue
+            if not specs_compatible(pinned, got):
+                raise self._param_error(
+                    i,
+                    f"argument '{params[i]}' should be {pinned} but got {got}",
+                )
+            out.append(pinned)
+        return tuple(out)
+
+    def _sig_specs(self, sig: Sequence[Any] | None) -> tuple[ParamSpec, ...]:
+        if sig is None:
+            full = self.signature_specs()
+            if full is None:
+                if len(self._variants) == 1:
+                    return next(iter(self._variants))
+                raise KernelTypeError(
+                    f"kernel '{self.__name__}' is not fully annotated: pass a signature, "
+                    "e.g. k.hir((zyntax.Array[zyntax.f32, 1], zyntax.i32))"
+                )
+            return tuple(full)
+        return tuple(spec_of_sig_entry(x) for x in sig)
+
+    # ---------------------------------------------------------------- translation
+    def variant(self, specs: tuple[ParamSpec, ...]) -> Variant:
+        v = self._variants.get(specs)
+        if v is not None:
+            return v
+        with self._lock:
+            v = self._variants.get(specs)
+            if v is None:
+                v = self._translate(specs)
+                self._variants[specs] = v
+        return v
+
+    def _translate(self, specs: tuple[ParamSpec, ...]) -> Variant:
+        mod = ir.Module(self.__name__)
+        ctx = ModuleContext(mod)
+        tr = FunctionTranslator(
+            self.pyfunc,
+            list(specs),
+            kind="kernel",
+            name=self.__name__,
+            ctx=ctx,
+            source=self.source(),
+        )
+        fn = tr.translate()
+        if self.max_threads is not None:
+            x, y, z = self.max_threads
+            fn.attrs.append(f"max_threads({x}, {y}, {z})")
+        if self.min_blocks is not None:
+            fn.attrs.append(f"min_blocks({self.min_blocks})")
+        if self.max_registers is not None:
+            fn.attrs.append(f"max_registers({self.max_registers})")
+        # The kernel first, then the device functions it calls.
+        mod.functions.insert(0, fn)
+        params: list[str] = []
+        for s in specs:
+            params.extend(str(t) for t in param_hir_types(s))
+        return Variant(self.__name__, specs, mod, mod.print(), params, binder=_make_binder(specs))
+
+    # ---------------------------------------------------------------- inspection
+    def hir(self, sig: Sequence[Any] | None = None) -> str:
+        """The HIR (``.zir`` text) of the kernel specialised for ``sig``."""
+        try:
+            return self.variant(self._sig_specs(sig)).hir_text
+        except KernelError as e:
+            raise_trimmed(e)
+            raise
+
+    def native_module(self, sig: Sequence[Any] | None = None) -> Any:
+        """The specialisation as a verified native ``zyntax.hir.Module``."""
+        from zyntax.frontend import pipeline
+
+        try:
+            return pipeline.native_module(self.variant(self._sig_specs(sig)))
+        except KernelError as e:
+            raise_trimmed(e)
+            raise
+
+    def ptx(self, sig: Sequence[Any] | None = None, arch: str | None = None) -> str:
+        """PTX for ``sig`` (through the disk cache)."""
+        from zyntax.frontend import pipeline
+
+        try:
+            v = self.variant(self._sig_specs(sig))
+            return pipeline.ptx_for(v, pipeline.resolve_arch(arch))
+        except KernelError as e:
+            raise_trimmed(e)
+            raise
+
+    def llvm(self, sig: Sequence[Any] | None = None, arch: str | None = None) -> str:
+        """LLVM IR for ``sig`` (not cached)."""
+        from zyntax.frontend import pipeline
+
+        try:
+            v = self.variant(self._sig_specs(sig))
+            return pipeline.llvm_for(v, pipeline.resolve_arch(arch))
+        except KernelError as e:
+            raise_trimmed(e)
+            raise
+
+    # ---------------------------------------------------------------- launch
+    def __getitem__(self, config: Any) -> Callable[..., None]:
+        if not isinstance(config, tuple) or len(config) not in (2, 3, 4):
+            raise KernelArgumentError(
+                f"launch configuration must be [grid, block] or [grid, block, shared_mem"
+                f"[, stream]], got {config!r}"
+            )
+        grid, block = config[0], config[1]
+        shared_mem = config[2] if len(config) > 2 else 0
+        stream = config[3] if len(config) > 3 else None
+
+        def launcher(*args: Any) -> None:
+            self.launch(*args, grid=grid, block=block, shared_mem=shared_mem, stream=stream)
+
+        return launcher
+
+    def launch(
+        self,
+        *args: Any,
+        grid: int | Sequence[int],
+        block: int | Sequence[int],
+        shared_mem: int = 0,
+        stream: Any = None,
+        device: str | None = None,
+    ) -> None:
+        """Launch over ``grid`` blocks of ``block`` threads on the GPU (or the CPU interpreter)."""
+        from zyntax.frontend import pipeline
+
+        try:
+            g, b = _dim3(grid, "grid"), _dim3(block, "block")
+            v = self.variant(self.specs_for(args))
+            where = device or self.device
+            if where == "auto":
+                where = "gpu" if pipeline.gpu_available() else "cpu"
+            if where == "cpu":
+                pipeline.run_interp(v, args, g, b, shared_mem)
+            else:
+                pipeline.run_gpu(v, args, g, b, shared_mem, stream)
+        except KernelError as e:
+            raise_trimmed(e)
+
+    def run_cpu(
+        self,
+        *args: Any,
+        grid: int | Sequence[int],
+        block: int | Sequence[int],
+        shared_mem: int = 0,
+    ) -> None:
+        """Run through the reference interpreter (``zyntax.interp``): no GPU needed."""
+        self.launch(*args, grid=grid, block=block, shared_mem=shared_mem, device="cpu")
+
+    @property
+    def signatures(self) -> list[tuple[ParamSpec, ...]]:
+        return list(self._variants)
+
+
+@overload
+def kernel(fn: F) -> Kernel: ...
+@overload
+def kernel(
+    fn: None = None,
+    *,
+    max_threads: int | Sequence[int] | None = None,
+    min_blocks: int | None = None,
+    max_registers: int | None = None,
+    device: str = "auto",
+) -> Callable[[F], Kernel]: ...
+
+
+def kernel(
+    fn: Callable[..., Any] | None = None,
+    *,
+    max_threads: int | Sequence[int] | None = None,
+    min_blocks: int | None = None,
+    max_registers: int | None = None,
+    device: str = "auto",
+) -> Kernel | Callable[[Callable[..., Any]], Kernel]:
+    """Make a GPU kernel entry point from a Python function (see ``docs/kernels.md``)."""
+
+    def wrap(f: Callable[..., Any]) -> Kernel:
+        return Kernel(
+            f,
+            max_threads=max_threads,
+            min_blocks=min_blocks,
+            max_registers=max_registers,
+            device=device,
+        )
+
+    return wrap(fn) if fn is not None else wrap
+
+
+def func(fn: Callable[..., Any]) -> DeviceFunction:
+    """Make a device function, callable from kernels and other device functions."""
+    return DeviceFunction(fn)
+
+
+__all__ = [
+    "DeviceFunction",
+    "Kernel",
+    "Variant",
+    "compile_hooks",
+    "func",
+    "kernel",
+    "mangle",
+    "spec_of_value",
+]

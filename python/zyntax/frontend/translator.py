@@ -1,0 +1,2029 @@
+"""Python AST -> HIR translation for ``@zyntax.kernel`` and ``@zyntax.func``.
+
+Design:
+
+- **SSA by block parameters.** Mutable locals become SSA values through Braun et
+  al.'s on-the-fly construction: each block records the current definition of
+  every variable; reads that cross block boundaries create block parameters
+  (incomplete ones in loop headers until the back edges are known) and trivial
+  parameters are removed. Nothing goes through memory, so the interpreter and
+  LLVM both see plain SSA.
+- **Types.** Every variable has one type for the whole function. It starts as
+  the type of its first assignment (or its annotation); when a later
+  assignment needs a wider type (``acc = 0`` then ``acc += x[i]`` with ``x``
+  f32), the variable is widened and the function translated again, so the
+  first assignment is materialised with the final type. Python literals are
+  weakly typed (they take the other operand's type), like JAX and Triton.
+- **Arrays.** An N-d array parameter is a ``ptr<global, T>`` plus N ``i64``
+  shapes and N ``i64`` strides in elements (see ``docs/kernels.md``, "ABI").
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import inspect
+import math
+import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from zyntax import lang
+from zyntax.frontend import ir
+from zyntax.frontend.errors import (
+    KernelError,
+    KernelNameError,
+    KernelSyntaxError,
+    KernelTypeError,
+)
+from zyntax.frontend.ir import BOOL, F32, F64, I32, I64, U32, Block, Frag, HType, Ptr, Scalar, Value
+
+# --------------------------------------------------------------------------- operands
+
+
+@dataclass(frozen=True)
+class Lit:
+    """A compile-time constant (Python int, float or bool): weakly typed."""
+
+    value: int | float | bool
+
+
+@dataclass
+class ArrayView:
+    """An N-d view: element pointer plus shapes and strides (in elements)."""
+
+    ptr: Value
+    dtype: Scalar
+    shape: list[Value | int | None]
+    strides: list[Value | int]
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def space(self) -> str:
+        ty = self.ptr.resolve().ty
+        assert isinstance(ty, Ptr)
+        return ty.space
+
+
+@dataclass
+class TupleVal:
+    items: list[Operand]
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A Python object used by name: module, type, primitive, device function, string."""
+
+    obj: Any
+
+
+Operand = Value | Lit | ArrayView | TupleVal | Ref
+
+
+# --------------------------------------------------------------------------- parameter specs
+
+
+@dataclass(frozen=True)
+class ArrayParam:
+    dtype: Scalar
+    ndim: int
+    layout: str = "A"  # "C": the last stride is known to be 1
+    space: str = "global"
+
+    def __str__(self) -> str:
+        tail = "" if self.layout == "A" else f", {self.layout}"
+        sp = "" if self.space == "global" else f" {self.space}"
+        return f"array({self.dtype}, {self.ndim}{tail}){sp}"
+
+
+ParamSpec = Scalar | ArrayParam
+
+
+def param_hir_types(spec: ParamSpec) -> list[HType]:
+    """The HIR parameters one Python parameter becomes (the array ABI)."""
+    if isinstance(spec, Scalar):
+        return [spec]
+    return [Ptr(spec.space, spec.dtype)] + [I64] * (2 * spec.ndim)
+
+
+def spec_from_annotation(ann: Any) -> ParamSpec | None:
+    if isinstance(ann, lang.DType):
+        return ir.scalar(ann.name)
+    if isinstance(ann, lang.ArraySpec):
+        return ArrayParam(ir.scalar(ann.dtype.name), ann.ndim, ann.layout)
+    return None
+
+
+def mangle(spec: ParamSpec) -> str:
+    if isinstance(spec, Scalar):
+        return spec.name
+    sp = "" if spec.space == "global" else spec.space[0]
+    return f"{spec.dtype.name}{spec.ndim}{spec.layout.lower()}{sp}"
+
+
+# --------------------------------------------------------------------------- type rules
+
+
+def default_type(v: int | float | bool) -> Scalar:
+    if isinstance(v, bool):
+        return BOOL
+    if isinstance(v, int):
+        return I32 if -(2**31) <= v < 2**31 else I64
+    return F32
+
+
+def promote(a: Scalar, b: Scalar) -> Scalar | None:
+    """The common type of two operand types, or None when an explicit cast is needed."""
+    if a == b:
+        return a
+    if a.is_bool:
+        return b
+    if b.is_bool:
+        return a
+    if a.is_float and b.is_float:
+        if {a.name, b.name} == {"f16", "bf16"}:
+            return F32
+        return a if a.bits >= b.bits else b
+    if a.is_float:
+        return a
+    if b.is_float:
+        return b
+    if a.is_signed == b.is_signed:
+        return a if a.bits >= b.bits else b
+    s, u = (a, b) if a.is_signed else (b, a)
+    if s.bits > u.bits:
+        return s
+    if u.bits < 64:
+        return ir.scalar(f"i{2 * u.bits}")
+    return None
+
+
+def lit_type_with(lit: Lit, other: Scalar) -> Scalar:
+    """The type a literal takes next to a typed operand."""
+    v = lit.value
+    if isinstance(v, bool):
+        return other if not other.is_bool else BOOL
+    if isinstance(v, int):
+        return other if not other.is_bool else default_type(v)
+    if other.is_float:
+        return other
+    return F64 if other.bits == 64 else F32
+
+
+_PY_BINOPS: dict[type, Callable[[Any, Any], Any]] = {
+    ast.Add: lambda a, b: a + b,
+    ast.Sub: lambda a, b: a - b,
+    ast.Mult: lambda a, b: a * b,
+    ast.Div: lambda a, b: a / b,
+    ast.FloorDiv: lambda a, b: a // b,
+    ast.Mod: lambda a, b: a % b,
+    ast.Pow: lambda a, b: a**b,
+    ast.LShift: lambda a, b: a << b,
+    ast.RShift: lambda a, b: a >> b,
+    ast.BitAnd: lambda a, b: a & b,
+    ast.BitOr: lambda a, b: a | b,
+    ast.BitXor: lambda a, b: a ^ b,
+}
+_HIR_BINOPS = {
+    ast.Add: "add",
+    ast.Sub: "sub",
+    ast.Mult: "mul",
+    ast.LShift: "shl",
+    ast.RShift: "shr",
+    ast.BitAnd: "and",
+    ast.BitOr: "or",
+    ast.BitXor: "xor",
+}
+_CMPOPS = {
+    ast.Eq: "eq",
+    ast.NotEq: "ne",
+    ast.Lt: "lt",
+    ast.LtE: "le",
+    ast.Gt: "gt",
+    ast.GtE: "ge",
+}
+_PY_CMP: dict[str, Callable[[Any, Any], bool]] = {
+    "eq": lambda a, b: a == b,
+    "ne": lambda a, b: a != b,
+    "lt": lambda a, b: a < b,
+    "le": lambda a, b: a <= b,
+    "gt": lambda a, b: a > b,
+    "ge": lambda a, b: a >= b,
+}
+_OP_SYMBOL = {
+    ast.Add: "+",
+    ast.Sub: "-",
+    ast.Mult: "*",
+    ast.Div: "/",
+    ast.FloorDiv: "//",
+    ast.Mod: "%",
+    ast.Pow: "**",
+    ast.LShift: "<<",
+    ast.RShift: ">>",
+    ast.BitAnd: "&",
+    ast.BitOr: "|",
+    ast.BitXor: "^",
+    ast.MatMult: "@",
+}
+
+# Math functions by object identity: lang.*, math.*, numpy.* all map to HIR unary ops.
+_UNARY_MATH = ("sqrt", "exp", "log", "sin", "cos", "tanh", "floor", "ceil")
+MATH_FUNCS: dict[int, str] = {}
+for _n in _UNARY_MATH:
+    for _mod in (lang, math, np):
+        MATH_FUNCS[id(getattr(_mod, _n))] = _n
+MATH_FUNCS[id(lang.rsqrt)] = "rsqrt"
+for _obj in (lang.fma, getattr(math, "fma", lang.fma)):
+    MATH_FUNCS[id(_obj)] = "fma"
+for _obj in (lang.min, builtins.min, np.minimum, np.fmin):
+    MATH_FUNCS[id(_obj)] = "min"
+for _obj in (lang.max, builtins.max, np.maximum, np.fmax):
+    MATH_FUNCS[id(_obj)] = "max"
+for _obj in (lang.abs, builtins.abs, math.fabs, np.abs):
+    MATH_FUNCS[id(_obj)] = "abs"
+
+_ATOMIC_NAMES = {
+    "add": "add",
+    "sub": "sub",
+    "min": "min",
+    "max": "max",
+    "and_": "and",
+    "or_": "or",
+    "xor": "xor",
+    "exch": "exch",
+    "inc": "inc",
+    "dec": "dec",
+}
+_SCOPES = {
+    "block": "block",
+    "cta": "block",
+    "device": "device",
+    "gpu": "device",
+    "system": "system",
+}
+_MMA_SHAPES = ("m16n16k16", "m32n8k16", "m8n32k16")
+
+
+class _Restart(Exception):
+    """A variable was widened: translate the function again."""
+
+
+# --------------------------------------------------------------------------- module context
+
+
+@dataclass
+class ModuleContext:
+    """Functions of the module being built: the entry plus specialised device functions."""
+
+    module: ir.Module
+    device_funcs: dict[tuple[int, tuple[ParamSpec, ...]], tuple[str, list[HType]]] = field(
+        default_factory=dict
+    )
+    in_progress: set[int] = field(default_factory=set)
+    # Python source objects that went into this module (for cache keys and AOT).
+    sources: list[Any] = field(default_factory=list)
+
+
+@dataclass
+class SourceInfo:
+    tree: ast.FunctionDef
+    file: str
+    line_offset: int
+    col_offset: int
+
+
+def load_source(pyfunc: Callable[..., Any], what: str) -> SourceInfo:
+    try:
+        lines, first = inspect.getsourcelines(pyfunc)
+        file = inspect.getsourcefile(pyfunc) or pyfunc.__code__.co_filename
+    except (OSError, TypeError) as e:
+        raise KernelError(
+            f"cannot read the source of {what} '{pyfunc.__name__}': kernels must be defined "
+            f"in a file ({e})"
+        ) from None
+    src = "".join(lines)
+    dedented = textwrap.dedent(src)
+    col = len(lines[0]) - len(lines[0].lstrip()) if lines else 0
+    tree = ast.parse(dedented)
+    fdef = tree.body[0]
+    if not isinstance(fdef, ast.FunctionDef):
+        raise KernelError(f"{what} '{pyfunc.__name__}' must be a plain def function")
+    return SourceInfo(fdef, file, first - 1, col)
+
+
+# --------------------------------------------------------------------------- translator
+
+
+class FunctionTranslator:
+    """Translates one Python function, specialised on parameter specs, into an ir.Function."""
+
+    def __init__(
+        self,
+        pyfunc: Callable[..., Any],
+        specs: list[ParamSpec],
+        *,
+        kind: str,
+        name: str,
+        ctx: ModuleContext,
+        source: SourceInfo | None = None,
+    ) -> None:
+        self.pyfunc = pyfunc
+        self.specs = specs
+        self.kind = kind
+        self.name = name
+        self.ctx = ctx
+        self.src = source or load_source(pyfunc, "kernel" if kind == "kernel" else "function")
+        self.var_types: dict[str, HType] = {}
+        self.ret_types: list[HType] | None = None
+        self.ret_annotated = False
+        self._scan()
+
+    # ---------------------------------------------------------------- errors
+    def where(self, node: ast.AST | None) -> dict[str, Any]:
+        if node is None or not hasattr(node, "lineno"):
+            return {"file": self.src.file}
+        line = node.lineno + self.src.line_offset
+        col = node.col_offset + 1 + self.src.col_offset
+        end_col = None
+        if getattr(node, "end_lineno", None) == node.lineno and node.end_col_offset is not None:
+            end_col = node.end_col_offset + 1 + self.src.col_offset
+        return {
+            "file": self.src.file,
+            "line": line,
+            "col": col,
+            "end_col": end_col,
+            "kernel": self.pyfunc.__name__,
+        }
+
+    def error(
+        self, node: ast.AST | None, message: str, cls: type[KernelError] = KernelSyntaxError
+    ) -> KernelError:
+        return cls(message, **self.where(node))
+
+    # ---------------------------------------------------------------- pre-scan
+    def _scan(self) -> None:
+        """Count assignments per name: single-assignment constants stay compile-time."""
+        self.assign_count: dict[str, int] = {}
+        self.rebound: set[str] = set()  # names assigned by augmented assignment or for targets
+        fdef = self.src.tree
+        for node in ast.walk(fdef):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                self.assign_count[node.id] = self.assign_count.get(node.id, 0) + 1
+            if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+                self.rebound.add(node.target.id)
+                self.assign_count[node.target.id] = self.assign_count.get(node.target.id, 0) + 1
+            if isinstance(node, ast.For):
+                for t in ast.walk(node.target):
+                    if isinstance(t, ast.Name):
+                        self.rebound.add(t.id)
+            if isinstance(node, (ast.FunctionDef, ast.Lambda, ast.ClassDef)) and node is not fdef:
+                raise self.error(node, "nested functions and classes are not supported in kernels")
+            if isinstance(node, (ast.Global, ast.Nonlocal)):
+                raise self.error(node, "'global'/'nonlocal' are not supported in kernels")
+        self.locals = set(self.assign_count) | {a.arg for a in fdef.args.args}
+
+    # ---------------------------------------------------------------- driver
+    def translate(self) -> ir.Function:
+        for _ in range(16):
+            try:
+                return self._translate_once()
+            except _Restart:
+                continue
+        raise self.error(self.src.tree, "type inference did not converge", KernelTypeError)
+
+    def _translate_once(self) -> ir.Function:
+        fdef = self.src.tree
+        a = fdef.args
+        if a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs or a.defaults:
+            raise self.error(
+                fdef, "kernel parameters must be plain positional parameters without defaults"
+            )
+        if len(a.args) != len(self.specs):
+            raise self.error(
+                fdef,
+                f"'{fdef.name}' takes {len(a.args)} parameters but got {len(self.specs)} types",
+                KernelTypeError,
+            )
+        hir_params: list[HType] = []
+        for s in self.specs:
+            hir_params.extend(param_hir_types(s))
+        if self.kind == "device" and self.ret_types is None and fdef.returns is not None:
+            ann = self._eval_annotation(fdef.returns)
+            if isinstance(ann, lang.DType):
+                self.ret_types = [ir.scalar(ann.name)]
+            elif isinstance(ann, tuple) and all(isinstance(t, lang.DType) for t in ann):
+                self.ret_types = [ir.scalar(t.name) for t in ann]
+            elif ann is None:
+                self.ret_types = []
+            else:
+                raise self.error(fdef.returns, "return annotation must be a zyntax scalar type")
+            self.ret_annotated = True
+        self.fn = ir.Function(
+            self.name,
+            self.kind,
+            hir_params,
+            (self.ret_types or []) if self.kind == "device" else [],
+        )
+        self.fn.loc = (self.src.file, fdef.lineno + self.src.line_offset, 1)
+        self.defs: dict[str, dict[int, Value]] = {}
+        self.sealed: set[int] = set()
+        self.incomplete: dict[int, dict[str, Value]] = {}
+        self.static: dict[str, Operand] = {}
+        self.loops: list[tuple[Block, Block]] = []  # (continue target, break target)
+        self.depth = 0
+        self.hidden = 0
+        self.saw_return_value = False
+        self.seal(self.fn.entry)
+        params = list(self.fn.entry.params)
+        for arg, spec in zip(a.args, self.specs, strict=True):
+            if isinstance(spec, Scalar):
+                v = params.pop(0)
+                self.var_types.setdefault(arg.arg, spec)
+                if self.var_types[arg.arg] != spec:
+                    self.write_var(
+                        arg.arg, self.fn.entry, self._convert(v, self.var_types[arg.arg], arg)
+                    )
+                else:
+                    self.write_var(arg.arg, self.fn.entry, v)
+            else:
+                ptr = params.pop(0)
+                shapes: list[Value | int | None] = [params.pop(0) for _ in range(spec.ndim)]
+                strides: list[Value | int] = [params.pop(0) for _ in range(spec.ndim)]
+                if spec.layout == "C":
+                    strides[-1] = 1
+                if arg.arg in self.assign_count:
+                    raise self.error(arg, f"array parameter '{arg.arg}' cannot be reassigned")
+                self.static[arg.arg] = ArrayView(ptr, spec.dtype, shapes, strides)
+        body = fdef.body
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            body = body[1:]  # docstring
+        self.stmts(body)
+        if not self.fn.terminated:
+            if self.kind == "device" and self.ret_types:
+                raise self.error(
+                    fdef,
+                    f"'{fdef.name}' returns a value on some paths but not at its end",
+                    KernelTypeError,
+                )
+            self.fn.emit0("return", [])
+        if self.kind == "device" and self.ret_types is None:
+            self.ret_types = []
+        return self.fn
+
+    # ---------------------------------------------------------------- SSA
+    def write_var(self, name: str, block: Block, v: Value) -> None:
+        self.defs.setdefault(name, {})[block.name] = v
+
+    def read_var(self, name: str, block: Block) -> Value | None:
+        d = self.defs.get(name, {}).get(block.name)
+        if d is not None:
+            return d.resolve()
+        return self._read_var_rec(name, block)
+
+    def _read_var_rec(self, name: str, block: Block) -> Value | None:
+        ty = self.var_types.get(name)
+        val: Value | None
+        if block.name not in self.sealed:
+            if ty is None:
+                return None
+            val = self.fn.add_param(block, ty)
+            self.incomplete.setdefault(block.name, {})[name] = val
+        elif not block.preds:
+            return None
+        elif len(block.preds) == 1:
+            val = self.read_var(name, block.preds[0])
+        else:
+            if ty is None:
+                return None
+            p = self.fn.add_param(block, ty)
+            self.write_var(name, block, p)
+            val = self._add_phi_operands(name, block, p)
+        if val is not None:
+            self.write_var(name, block, val)
+        return val
+
+    def _add_phi_operands(self, name: str, block: Block, p: Value) -> Value | None:
+        for pred in block.preds:
+            v = self.read_var(name, pred)
+            if v is None:
+                # Undefined on this path: drop the parameter again; the read fails.
+                self._drop_param(block, p)
+                return None
+            term = self.fn.terminator_of(pred)
+            assert term is not None
+            for t in term.targets:
+                if t.block is block:
+                    t.args.append(v)
+        return self._try_remove_trivial(block, p)
+
+    def _drop_param(self, block: Block, p: Value) -> None:
+        i = block.params.index(p)
+        del block.params[i]
+        for pred in block.preds:
+            term = self.fn.terminator_of(pred)
+            if term is None:
+                continue
+            for t in term.targets:
+                if t.block is block and len(t.args) > i:
+                    del t.args[i]
+        defs = self.defs
+        for name in list(defs):
+            if defs[name].get(block.name) is p:
+                del defs[name][block.name]
+
+    def _try_remove_trivial(self, block: Block, p: Value) -> Value:
+        i = block.params.index(p)
+        same: Value | None = None
+        for pred in block.preds:
+            term = self.fn.terminator_of(pred)
+            assert term is not None
+            for t in term.targets:
+                if t.block is not block:
+                    continue
+                op = t.args[i].resolve()
+                if op is p or op is same:
+                    continue
+                if same is not None:
+                    return p
+                same = op
+        if same is None:
+            return p
+        del block.params[i]
+        for pred in block.preds:
+            term = self.fn.terminator_of(pred)
+            assert term is not None
+            for t in term.targets:
+                if t.block is block:
+                    del t.args[i]
+        self.fn.replace(p, same)
+        return same
+
+    def seal(self, block: Block) -> None:
+        pending = self.incomplete.pop(block.name, {})
+        self.sealed.add(block.name)
+        for name, p in pending.items():
+            if p not in block.params:
+                continue
+            if not block.preds:
+                continue
+            r = self._add_phi_operands(name, block, p)
+            if r is None:
+                raise self.error(
+                    self._cur_node,
+                    f"local variable '{name}' might be used before it is assigned "
+                    "(assign it before the loop)",
+                    KernelNameError,
+                )
+
+    # ---------------------------------------------------------------- helpers
+    _cur_node: ast.AST | None = None
+
+    @property
+    def block(self) -> Block:
+        assert self.fn.current is not None
+        return self.fn.current
+
+    def set_loc(self, node: ast.AST) -> None:
+        self._cur_node = node
+        w = self.where(node)
+        if "line" in w:
+            self.fn.loc = (w["file"], w["line"], w["col"])
+
+    def const(self, ty: Scalar, v: int | float | bool) -> Value:
+        if ty.is_bool:
+            return self.fn.const(BOOL, bool(v))
+        if ty.is_float:
+            return self.fn.const(ty, float(v))
+        if isinstance(v, float) and not v.is_integer():
+            raise KernelTypeError(f"cannot use {v!r} as {ty}")
+        return self.fn.const(ty, int(v))
+
+    def value(self, op: Operand, node: ast.AST, ty: Scalar | None = None) -> Value:
+        """Materialise an operand as an SSA value (converting to ``ty`` if given)."""
+        if isinstance(op, Lit):
+            t = ty or default_type(op.value)
+            if t.is_int and isinstance(op.value, float):
+                if ty is not None:
+                    # Explicit target type (cast): truncate like int().
+                    return self.const(t, int(op.value))
+                raise self.error(node, f"cannot use float {op.value!r} as {t}", KernelTypeError)
+            return self.const(t, op.value)
+        if isinstance(op, Value):
+            return self._convert(op, ty, node) if ty is not None else op
+        raise self.error(node, f"expected a scalar value, got {describe(op)}", KernelTypeError)
+
+    def _convert(self, v: Value, ty: HType | None, node: ast.AST) -> Value:
+        src = v.resolve().ty
+        if ty is None or src == ty:
+            return v
+        if not isinstance(src, Scalar) or not isinstance(ty, Scalar):
+            raise self.error(node, f"cannot convert {src} to {ty}", KernelTypeError)
+        if ty.is_bool:
+            zero = self.const(src, 0)
+            return self.fn.emit1("cmp.ne", [v, zero], BOOL)
+        if src.is_bool and ty.is_float:
+            v = self.fn.emit1("cast", [v], I32)
+        return self.fn.emit1("cast", [v], ty)
+
+    def scalar_type(self, op: Operand, node: ast.AST) -> Scalar:
+        if isinstance(op, Lit):
+            return default_type(op.value)
+        if isinstance(op, Value):
+            t = op.resolve().ty
+            if isinstance(t, Scalar):
+                return t
+        raise self.error(node, f"expected a scalar value, got {describe(op)}", KernelTypeError)
+
+    def to_bool(self, op: Operand, node: ast.AST) -> Value | bool:
+        if isinstance(op, Lit):
+            return bool(op.value)
+        v = self.value(op, node)
+        t = v.resolve().ty
+        if t == BOOL:
+            return v
+        return self._convert(v, BOOL, node)
+
+    # ---------------------------------------------------------------- statements
+    def stmts(self, body: list[ast.stmt]) -> None:
+        for s in body:
+            if self.fn.terminated:
+                return  # the rest is unreachable (after return/break/continue)
+            self.stmt(s)
+
+    def stmt(self, s: ast.stmt) -> None:
+        self.set_loc(s)
+        meth = getattr(self, "stmt_" + type(s).__name__, None)
+        if meth is None:
+            raise self.error(s, f"'{_stmt_name(s)}' statements are not supported in kernels")
+        meth(s)
+
+    def stmt_Pass(self, s: ast.Pass) -> None:
+        pass
+
+    def stmt_Expr(self, s: ast.Expr) -> None:
+        if isinstance(s.value, ast.Constant) and isinstance(s.value.value, str):
+            return  # a string used as a comment
+        self.expr(s.value)
+
+    def stmt_Assign(self, s: ast.Assign) -> None:
+        val = self.expr(s.value)
+        for t in s.targets:
+            self.assign(t, val, s.value)
+
+    def stmt_AnnAssign(self, s: ast.AnnAssign) -> None:
+        if not isinstance(s.target, ast.Name):
+            raise self.error(s.target, "annotated assignment needs a plain name")
+        ann = self._eval_annotation(s.annotation)
+        if not isinstance(ann, lang.DType):
+            raise self.error(s.annotation, "local annotations must be zyntax scalar types")
+        ty = ir.scalar(ann.name)
+        old = self.var_types.get(s.target.id)
+        if old is not None and old != ty:
+            raise self.error(
+                s, f"'{s.target.id}' is {old} elsewhere but annotated {ty}", KernelTypeError
+            )
+        self.var_types[s.target.id] = ty
+        if s.value is not None:
+            self.assign(s.target, self.expr(s.value), s.value)
+
+    def stmt_AugAssign(self, s: ast.AugAssign) -> None:
+        if isinstance(s.target, ast.Name):
+            cur = self.load_name(s.target.id, s.target)
+            new = self.binop(s.op, cur, self.expr(s.value), s)
+            self.assign(s.target, new, s)
+        elif isinstance(s.target, ast.Subscript):
+            view, idx = self._subscript_parts(s.target)
+            ptr = self.element_ptr(view, idx, s.target)
+            cur = self.fn.emit1("load", [ptr], view.dtype)
+            new = self.binop(s.op, cur, self.expr(s.value), s)
+            self.fn.emit0("store", [ptr, self.value(new, s, view.dtype)])
+        else:
+            raise self.error(s.target, "unsupported target of augmented assignment")
+
+    def assign(self, target: ast.expr, val: Operand, node: ast.AST) -> None:
+        if isinstance(target, ast.Name):
+            self.assign_name(target.id, val, target)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            if not isinstance(val, TupleVal) or len(val.items) != len(target.elts):
+                n = len(val.items) if isinstance(val, TupleVal) else 1
+                raise self.error(
+                    target,
+                    f"cannot unpack {n} value(s) into {len(target.elts)} targets",
+                    KernelTypeError,
+                )
+            for t, v in zip(target.elts, val.items, strict=True):
+                self.assign(t, v, node)
+        elif isinstance(target, ast.Subscript):
+            view, idx = self._subscript_parts(target)
+            ptr = self.element_ptr(view, idx, target)
+            self.fn.emit0("store", [ptr, self.value(val, node, view.dtype)])
+        else:
+            raise self.error(target, "unsupported assignment target")
+
+    def assign_name(self, name: str, val: Operand, node: ast.AST) -> None:
+        if name in self.static and not isinstance(self.static[name], Lit):
+            raise self.error(node, f"'{name}' is an array/object binding and cannot be reassigned")
+        single = self.assign_count.get(name, 0) <= 1 and name not in self.rebound
+        if isinstance(val, (ArrayView, Ref, TupleVal)):
+            if not single:
+                raise self.error(
+                    node,
+                    f"'{name}' holds {describe(val)} and must be assigned exactly once",
+                    KernelTypeError,
+                )
+            if isinstance(val, ArrayView) and self.depth:
+                raise self.error(
+                    node, f"array '{name}' must be created at the top level of the kernel"
+                )
+            if isinstance(val, TupleVal):
+                raise self.error(node, "assign tuples by unpacking them: a, b = ...")
+            self.static[name] = val
+            return
+        if isinstance(val, Lit) and single and name not in self.var_types:
+            self.static[name] = val  # a compile-time constant
+            return
+        ty = self.var_types.get(name)
+        if isinstance(val, Lit):
+            if ty is None:
+                ty = default_type(val.value)
+                self.var_types[name] = ty
+            elif isinstance(ty, Scalar):
+                lt = lit_type_with(val, ty)
+                j = promote(ty, lt)
+                if j is not None and j != ty:
+                    self.var_types[name] = j
+                    raise _Restart
+            self.write_var(
+                name, self.block, self.value(val, node, ty if isinstance(ty, Scalar) else None)
+            )
+            return
+        assert isinstance(val, Value)
+        vt = val.resolve().ty
+        if ty is None:
+            self.var_types[name] = vt
+            self.write_var(name, self.block, val)
+            return
+        if vt != ty:
+            if not isinstance(ty, Scalar) or not isinstance(vt, Scalar):
+                raise self.error(node, f"'{name}' is {ty} but is assigned {vt}", KernelTypeError)
+            j = promote(ty, vt)
+            if j is None:
+                raise self.error(
+                    node,
+                    f"'{name}' is {ty} but is assigned {vt}; convert explicitly, e.g. "
+                    f"zyntax.{ty}(...)",
+                    KernelTypeError,
+                )
+            if j != ty:
+                self.var_types[name] = j
+                raise _Restart
+            val = self._convert(val, ty, node)
+        self.write_var(name, self.block, val)
+
+    def stmt_If(self, s: ast.If) -> None:
+        cond = self.to_bool(self.expr(s.test), s.test)
+        if isinstance(cond, bool):  # compile-time condition: translate one side only
+            self.stmts(s.body if cond else s.orelse)
+            return
+        then_b, merge = self.fn.new_block(), self.fn.new_block()
+        else_b = self.fn.new_block() if s.orelse else merge
+        self.fn.branch(cond, then_b, else_b)
+        self.seal(then_b)
+        if else_b is not merge:
+            self.seal(else_b)
+        self.depth += 1
+        self.fn.switch_to(then_b)
+        self.stmts(s.body)
+        if not self.fn.terminated:
+            self.fn.jump(merge)
+        if s.orelse:
+            self.fn.switch_to(else_b)
+            self.stmts(s.orelse)
+            if not self.fn.terminated:
+                self.fn.jump(merge)
+        self.depth -= 1
+        self.fn.switch_to(merge)
+        self.seal(merge)
+        if not merge.preds:
+            self._dead()
+
+    def _dead(self) -> None:
+        # Nothing reaches here (both branches left): terminate so that the rest is skipped.
+        self.fn.emit0("unreachable", [])
+
+    def stmt_While(self, s: ast.While) -> None:
+        if s.orelse:
+            raise self.error(s, "'while ... else' is not supported in kernels")
+        header, body, exit_b = self.fn.new_block(), self.fn.new_block(), self.fn.new_block()
+        self.fn.jump(header)
+        self.fn.switch_to(header)
+        cond = self.to_bool(self.expr(s.test), s.test)
+        if cond is False:
+            self.fn.jump(exit_b)
+        elif cond is True:
+            self.fn.jump(body)
+        else:
+            self.fn.branch(cond, body, exit_b)
+        self.seal(body)
+        self.loops.append((header, exit_b))
+        self.depth += 1
+        self.fn.switch_to(body)
+        self.stmts(s.body)
+        if not self.fn.terminated:
+            self.fn.jump(header)
+        self.depth -= 1
+        self.loops.pop()
+        self.seal(header)
+        self.fn.switch_to(exit_b)
+        self.seal(exit_b)
+        if not exit_b.preds:
+            self._dead()
+
+    def stmt_For(self, s: ast.For) -> None:
+        if s.orelse:
+            raise self.error(s, "'for ... else' is not supported in kernels")
+        it = s.iter
+        if not (
+            isinstance(it, ast.Call)
+            and isinstance(self._peek_ref(it.func), Ref)
+            and self._peek_ref(it.func).obj is range  # type: ignore[union-attr]
+        ):
+            raise self.error(it, "kernels can only loop over range(...)")
+        if it.keywords or not 1 <= len(it.args) <= 3:
+            raise self.error(it, "range() takes 1 to 3 positional arguments")
+        ops = [self.expr(a) for a in it.args]
+        if len(ops) == 1:
+            ops = [Lit(0), ops[0], Lit(1)]
+        elif len(ops) == 2:
+            ops = [ops[0], ops[1], Lit(1)]
+        start, stop, step = ops
+        # Type of the induction variable: the common type of the bounds.
+        ty: Scalar | None = None
+        for o in ops:
+            if isinstance(o, Value):
+                t = self.scalar_type(o, it)
+                if not t.is_int:
+                    raise self.error(
+                        it, f"range() bounds must be integers, got {t}", KernelTypeError
+                    )
+                ty = t if ty is None else promote(ty, t)
+            elif not (
+                isinstance(o, Lit) and isinstance(o.value, int) and not isinstance(o.value, bool)
+            ):
+                raise self.error(it, "range() bounds must be integers", KernelTypeError)
+        if ty is None:
+            vals = [o.value for o in ops if isinstance(o, Lit)]
+            ty = I32 if all(-(2**31) <= int(v) < 2**31 for v in vals) else I64
+        if isinstance(step, Lit) and step.value == 0:
+            raise self.error(it, "range() step must not be zero", KernelTypeError)
+        if isinstance(s.target, ast.Name):
+            tname = s.target.id
+            old = self.var_types.get(tname)
+            if old is not None and old != ty:
+                j = promote(old, ty) if isinstance(old, Scalar) else None
+                if j is None:
+                    raise self.error(
+                        s.target, f"'{tname}' is {old} but loops over {ty}", KernelTypeError
+                    )
+                if j != old:
+                    self.var_types[tname] = j
+                    raise _Restart
+                ty = j
+        else:
+            raise self.error(s.target, "the loop variable must be a plain name")
+        self.hidden += 1
+        iv = f"$iv{self.hidden}"
+        self.var_types[iv] = ty
+        start_v = self.value(start, s.iter, ty)
+        stop_v = self.value(stop, s.iter, ty)
+        step_v = self.value(step, s.iter, ty)
+        self.write_var(iv, self.block, start_v)
+        header, body = self.fn.new_block(), self.fn.new_block()
+        latch, exit_b = self.fn.new_block(), self.fn.new_block()
+        self.fn.jump(header)
+        self.fn.switch_to(header)
+        cur = self.read_var(iv, header)
+        assert cur is not None
+        if isinstance(step, Lit):
+            cmp = "cmp.lt" if step.value > 0 else "cmp.gt"
+            cond = self.fn.emit1(cmp, [cur, stop_v], BOOL)
+        else:
+            # Dynamic step: (step > 0 and i < stop) or (step < 0 and i > stop).
+            zero = self.const(ty, 0)
+            pos = self.fn.emit1("cmp.gt", [step_v, zero], BOOL)
+            lt = self.fn.emit1("cmp.lt", [cur, stop_v], BOOL)
+            gt = self.fn.emit1("cmp.gt", [cur, stop_v], BOOL)
+            cond = self.fn.emit1("select", [pos, lt, gt], BOOL)
+        self.fn.branch(cond, body, exit_b)
+        self.seal(body)
+        self.fn.switch_to(body)
+        self.assign_name(tname, cur, s.target)
+        self.loops.append((latch, exit_b))
+        self.depth += 1
+        self.stmts(s.body)
+        if not self.fn.terminated:
+            self.fn.jump(latch)
+        self.depth -= 1
+        self.loops.pop()
+        self.fn.switch_to(latch)
+        self.seal(latch)
+        if latch.preds:
+            cur2 = self.read_var(iv, latch)
+            assert cur2 is not None
+            nxt = self.fn.emit1("add", [cur2, step_v], ty)
+            self.write_var(iv, latch, nxt)
+            self.fn.jump(header)
+        else:
+            self.fn.emit0("unreachable", [])
+        self.seal(header)
+        self.fn.switch_to(exit_b)
+        self.seal(exit_b)
+
+    def stmt_Break(self, s: ast.Break) -> None:
+        if not self.loops:
+            raise self.error(s, "'break' outside a loop")
+        self.fn.jump(self.loops[-1][1])
+
+    def stmt_Continue(self, s: ast.Continue) -> None:
+        if not self.loops:
+            raise self.error(s, "'continue' outside a loop")
+        self.fn.jump(self.loops[-1][0])
+
+    def stmt_Return(self, s: ast.Return) -> None:
+        if self.kind == "kernel":
+            if s.value is not None and not (
+                isinstance(s.value, ast.Constant) and s.value.value is None
+            ):
+                raise self.error(s.value, "kernels cannot return a value; store it into an array")
+            self.fn.emit0("return", [])
+            return
+        if s.value is None:
+            vals: list[Operand] = []
+        else:
+            r = self.expr(s.value)
+            vals = list(r.items) if isinstance(r, TupleVal) else [r]
+        if self.ret_types is None:
+            tys: list[HType] = []
+            for v, in_ in zip(vals, [s.value] * len(vals), strict=False):
+                tys.append(self.scalar_type(v, in_ or s))
+            self.ret_types = tys
+            raise _Restart
+        if len(vals) != len(self.ret_types):
+            raise self.error(
+                s,
+                f"returns {len(vals)} value(s) here but {len(self.ret_types)} elsewhere",
+                KernelTypeError,
+            )
+        out = []
+        for v, t in zip(vals, self.ret_types, strict=True):
+            assert isinstance(t, Scalar)
+            vt = self.scalar_type(v, s)
+            if isinstance(v, Value) and vt != t:
+                j = promote(t, vt)
+                if j is None or (j != t and self.ret_annotated):
+                    raise self.error(
+                        s, f"returns {vt} here but the function returns {t}", KernelTypeError
+                    )
+                if j != t:
+                    self.ret_types = [j if x is t else x for x in self.ret_types]
+                    raise _Restart
+            out.append(self.value(v, s, t))
+        self.fn.emit0("return", out)
+
+    # ---------------------------------------------------------------- expressions
+    def expr(self, e: ast.expr) -> Operand:
+        meth = getattr(self, "expr_" + type(e).__name__, None)
+        if meth is None:
+            raise self.error(e, f"{_expr_name(e)} is not supported in kernels")
+        prev = self.fn.loc
+        self.set_loc(e)
+        r: Operand = meth(e)
+        self.fn.loc = prev
+        return r
+
+    def expr_Constant(self, e: ast.Constant) -> Operand:
+        v = e.value
+        if isinstance(v, (bool, int, float)):
+            return Lit(v)
+        if isinstance(v, str) or v is None:
+            return Ref(v)
+        raise self.error(e, f"constant {v!r} is not supported in kernels")
+
+    def expr_Name(self, e: ast.Name) -> Operand:
+        return self.load_name(e.id, e)
+
+    def load_name(self, name: str, node: ast.AST) -> Operand:
+        if name in self.static:
+            return self.static[name]
+        if name in self.locals:
+            v = self.read_var(name, self.block)
+            if v is None:
+                raise self.error(
+                    node,
+                    f"local variable '{name}' might be used before it is assigned",
+                    KernelNameError,
+                )
+            return v
+        return self.global_operand(name, node)
+
+    def global_operand(self, name: str, node: ast.AST) -> Operand:
+        f = self.pyfunc
+        found = False
+        obj: Any = None
+        code = f.__code__
+        if f.__closure__ and name in code.co_freevars:
+            cell = f.__closure__[code.co_freevars.index(name)]
+            try:
+                obj, found = cell.cell_contents, True
+            except ValueError:
+                found = False
+        if not found and name in f.__globals__:
+            obj, found = f.__globals__[name], True
+        if not found and hasattr(builtins, name):
+            obj, found = getattr(builtins, name), True
+        if not found:
+            raise self.error(node, f"name '{name}' is not defined", KernelNameError)
+        return self.wrap_object(obj, name, node)
+
+    def wrap_object(self, obj: Any, name: str, node: ast.AST) -> Operand:
+        if isinstance(obj, (bool, int, float)):
+            return Lit(obj)
+        if isinstance(obj, np.generic) and np.isscalar(obj):
+            return Lit(obj.item())
+        if isinstance(obj, tuple) and all(isinstance(x, (int, float, bool)) for x in obj):
+            return TupleVal([Lit(x) for x in obj])
+        return Ref(obj)
+
+    def _peek_ref(self, e: ast.expr) -> Operand | None:
+        if isinstance(e, ast.Name) and e.id not in self.locals and e.id not in self.static:
+            try:
+                return self.global_operand(e.id, e)
+            except KernelError:
+                return None
+        return None
+
+    def expr_Attribute(self, e: ast.Attribute) -> Operand:
+        base = self.expr(e.value)
+        attr = e.attr
+        if isinstance(base, Ref):
+            obj = base.obj
+            if isinstance(obj, lang._Dim3):
+                if attr not in ("x", "y", "z"):
+                    raise self.error(e, f"{obj._name} has no attribute '{attr}' (use x, y or z)")
+                v = self.fn.emit1(f"{obj._name}.{attr}", [], U32)
+                return self.fn.emit1("cast", [v], I32)
+            if not hasattr(obj, attr):
+                raise self.error(
+                    e,
+                    f"'{getattr(obj, '__name__', obj)!s}' has no attribute '{attr}'",
+                    KernelNameError,
+                )
+            return self.wrap_object(getattr(obj, attr), attr, e)
+        if isinstance(base, ArrayView):
+            if attr == "shape":
+                return TupleVal([self._dim_operand(s, e) for s in base.shape])
+            if attr == "ndim":
+                return Lit(base.ndim)
+            if attr == "size":
+                acc: Operand = Lit(1)
+                for s in base.shape:
+                    acc = self.binop(ast.Mult(), acc, self._dim_operand(s, e), e)
+                return acc
+            raise self.error(
+                e, f"arrays have no attribute '{attr}' in kernels (use shape, ndim, size)"
+            )
+        raise self.error(e, f"{describe(base)} has no attribute '{attr}'")
+
+    def _dim_operand(self, s: Value | int | None, node: ast.AST) -> Operand:
+        if s is None:
+            raise self.error(node, "the size of dynamic shared memory is not known in the kernel")
+        return Lit(s) if isinstance(s, int) else s
+
+    def expr_Tuple(self, e: ast.Tuple) -> Operand:
+        return TupleVal([self.expr(x) for x in e.elts])
+
+    expr_List = expr_Tuple  # type: ignore[assignment]
+
+    def expr_Subscript(self, e: ast.Subscript) -> Operand:
+        base = self.expr(e.value)
+        if isinstance(base, TupleVal):
+            idx = self.expr(e.slice)
+            if not isinstance(idx, Lit) or not isinstance(idx.value, int):
+                raise self.error(e.slice, "tuples can only be indexed by constants")
+            try:
+                return base.items[idx.value]
+            except IndexError:
+                raise self.error(e.slice, "tuple index out of range", KernelTypeError) from None
+        if not isinstance(base, ArrayView):
+            raise self.error(e.value, f"cannot index {describe(base)}", KernelTypeError)
+        idx_ops = self._index_list(e.slice)
+        if len(idx_ops) > base.ndim:
+            raise self.error(
+                e, f"too many indices: array has {base.ndim} dimension(s)", KernelTypeError
+            )
+        if len(idx_ops) < base.ndim:
+            # Partial indexing: a view of the remaining dimensions (a[i][j] works).
+            ptr = self.element_ptr(
+                ArrayView(
+                    base.ptr, base.dtype, base.shape[: len(idx_ops)], base.strides[: len(idx_ops)]
+                ),
+                idx_ops,
+                e,
+            )
+            n = len(idx_ops)
+            return ArrayView(ptr, base.dtype, base.shape[n:], base.strides[n:])
+        ptr = self.element_ptr(base, idx_ops, e)
+        return self.fn.emit1("load", [ptr], base.dtype)
+
+    def _index_list(self, sl: ast.expr) -> list[Operand]:
+        if isinstance(sl, ast.Slice):
+            raise self.error(sl, "slices are not supported in kernels; index element by element")
+        if isinstance(sl, ast.Tuple):
+            return [self.expr(x) for x in sl.elts]
+        return [self.expr(sl)]
+
+    def _subscript_parts(self, t: ast.Subscript) -> tuple[ArrayView, list[Operand]]:
+        base = self.expr(t.value)
+        if not isinstance(base, ArrayView):
+            raise self.error(t.value, f"cannot store into {describe(base)}", KernelTypeError)
+        idx = self._index_list(t.slice)
+        if len(idx) != base.ndim:
+            raise self.error(
+                t,
+                f"array has {base.ndim} dimension(s) but {len(idx)} indices were given",
+                KernelTypeError,
+            )
+        return base, idx
+
+    def element_ptr(self, view: ArrayView, idx: list[Operand], node: ast.AST) -> Value:
+        # Global arrays index in i64 (their shapes are i64); shared/local in i32 (small, constant).
+        ity = I64 if view.space in ("global", "generic") else I32
+        off: Operand = Lit(0)
+        for i, (ix, st) in enumerate(zip(idx, view.strides, strict=False)):
+            t = self.scalar_type(ix, node)
+            if not (t.is_int or (isinstance(ix, Lit) and isinstance(ix.value, int))):
+                raise self.error(
+                    node, f"array index {i} must be an integer, got {t}", KernelTypeError
+                )
+            ixv: Operand = ix if isinstance(ix, Lit) else self.value(ix, node, ity)
+            stv: Operand = Lit(st) if isinstance(st, int) else self.value(st, node, ity)
+            term = self._arith("mul", ixv, stv, ity, node)
+            off = self._arith("add", off, term, ity, node)
+        if isinstance(off, Lit) and off.value == 0:
+            return view.ptr
+        return self.fn.emit1(
+            "ptr_add", [view.ptr, self.value(off, node, ity)], view.ptr.resolve().ty
+        )
+
+    def _arith(self, op: str, a: Operand, b: Operand, ty: Scalar, node: ast.AST) -> Operand:
+        """Index arithmetic with folding of constant zeros and ones."""
+        if isinstance(a, Lit) and isinstance(b, Lit):
+            return Lit(a.value + b.value if op == "add" else a.value * b.value)
+        if op == "add":
+            if isinstance(a, Lit) and a.value == 0:
+                return b
+            if isinstance(b, Lit) and b.value == 0:
+                return a
+        if op == "mul":
+            if (isinstance(a, Lit) and a.value == 0) or (isinstance(b, Lit) and b.value == 0):
+                return Lit(0)
+            if isinstance(a, Lit) and a.value == 1:
+                return b
+            if isinstance(b, Lit) and b.value == 1:
+                return a
+        return self.fn.emit1(op, [self.value(a, node, ty), self.value(b, node, ty)], ty)
+
+    def expr_BinOp(self, e: ast.BinOp) -> Operand:
+        return self.binop(e.op, self.expr(e.left), self.expr(e.right), e)
+
+    def binop(self, op: ast.operator, a: Operand, b: Operand, node: ast.AST) -> Operand:
+        sym = _OP_SYMBOL.get(type(op), "?")
+        if isinstance(a, Lit) and isinstance(b, Lit):
+            try:
+                return Lit(_PY_BINOPS[type(op)](a.value, b.value))
+            except (ZeroDivisionError, KeyError, OverflowError, ValueError) as ex:
+                raise self.error(
+                    node, f"cannot evaluate constant expression: {ex}", KernelTypeError
+                ) from None
+        if isinstance(a, TupleVal) or isinstance(b, TupleVal):
+            raise self.error(node, f"unsupported operand types for {sym}: tuples", KernelTypeError)
+        ta = self._op_type(a, b, node)
+        tb = self._op_type(b, a, node)
+        t = promote(ta, tb)
+        if t is None:
+            raise self.error(
+                node,
+                f"unsupported operand types for {sym}: {ta} and {tb} (convert explicitly, e.g. "
+                f"zyntax.i64(x))",
+                KernelTypeError,
+            )
+        if isinstance(op, ast.Div):
+            if not t.is_float:
+                t = F64 if t.bits == 64 else F32
+            return self.fn.emit1("div", [self.value(a, node, t), self.value(b, node, t)], t)
+        if isinstance(op, ast.Pow):
+            if isinstance(b, Lit) and isinstance(b.value, int) and 0 <= b.value <= 8:
+                av = self.value(a, node, t)
+                if b.value == 0:
+                    return self.const(t, 1)
+                r = av
+                for _ in range(b.value - 1):
+                    r = self.fn.emit1("mul", [r, av], t)
+                return r
+            raise self.error(
+                node, "'**' needs a small constant integer exponent (0..8)", KernelTypeError
+            )
+        if isinstance(op, ast.MatMult):
+            raise self.error(node, "'@' is not supported in kernels (use zyntax.lang.mma)")
+        if t.is_bool:
+            t = I32 if not isinstance(op, (ast.BitAnd, ast.BitOr, ast.BitXor)) else BOOL
+        av, bv = self.value(a, node, t), self.value(b, node, t)
+        if (
+            isinstance(op, (ast.LShift, ast.RShift, ast.BitAnd, ast.BitOr, ast.BitXor))
+            and t.is_float
+        ):
+            raise self.error(node, f"'{sym}' needs integer operands, got {t}", KernelTypeError)
+        if isinstance(op, ast.FloorDiv):
+            return self.floordiv(av, bv, t)
+        if isinstance(op, ast.Mod):
+            return self.mod(av, bv, t)
+        return self.fn.emit1(_HIR_BINOPS[type(op)], [av, bv], t)
+
+    def _op_type(self, x: Operand, other: Operand, node: ast.AST) -> Scalar:
+        if isinstance(x, Lit):
+            if isinstance(other, Lit):
+                return default_type(x.value)
+            return lit_type_with(x, self.scalar_type(other, node))
+        return self.scalar_type(x, node)
+
+    def floordiv(self, a: Value, b: Value, t: Scalar) -> Value:
+        """Python's floor division: rounds toward negative infinity."""
+        f = self.fn
+        if t.is_float:
+            q = f.emit1("div", [a, b], t)
+            return f.emit1("floor", [q], t)
+        q = f.emit1("div", [a, b], t)
+        if t.is_unsigned:
+            return q
+        r = f.emit1("rem", [a, b], t)
+        zero = self.const(t, 0)
+        nz = f.emit1("cmp.ne", [r, zero], BOOL)
+        rneg = f.emit1("cmp.lt", [r, zero], BOOL)
+        bneg = f.emit1("cmp.lt", [b, zero], BOOL)
+        diff = f.emit1("xor", [rneg, bneg], BOOL)
+        adj = f.emit1("and", [nz, diff], BOOL)
+        one = self.const(t, 1)
+        qm = f.emit1("sub", [q, one], t)
+        return f.emit1("select", [adj, qm, q], t)
+
+    def mod(self, a: Value, b: Value, t: Scalar) -> Value:
+        """Python's modulo: the result has the divisor's sign."""
+        f = self.fn
+        if t.is_float:
+            q = f.emit1("floor", [f.emit1("div", [a, b], t)], t)
+            return f.emit1("sub", [a, f.emit1("mul", [q, b], t)], t)
+        r = f.emit1("rem", [a, b], t)
+        if t.is_unsigned:
+            return r
+        zero = self.const(t, 0)
+        nz = f.emit1("cmp.ne", [r, zero], BOOL)
+        rneg = f.emit1("cmp.lt", [r, zero], BOOL)
+        bneg = f.emit1("cmp.lt", [b, zero], BOOL)
+        diff = f.emit1("xor", [rneg, bneg], BOOL)
+        adj = f.emit1("and", [nz, diff], BOOL)
+        rb = f.emit1("add", [r, b], t)
+        return f.emit1("select", [adj, rb, r], t)
+
+    def expr_UnaryOp(self, e: ast.UnaryOp) -> Operand:
+        v = self.expr(e.operand)
+        if isinstance(e.op, ast.Not):
+            c = self.to_bool(v, e.operand)
+            if isinstance(c, bool):
+                return Lit(not c)
+            return self.fn.emit1("not", [c], BOOL)
+        if isinstance(v, Lit):
+            if isinstance(e.op, ast.USub):
+                return Lit(-v.value)
+            if isinstance(e.op, ast.UAdd):
+                return v
+            if isinstance(e.op, ast.Invert) and isinstance(v.value, int):
+                return Lit(~v.value)
+        t = self.scalar_type(v, e)
+        val = self.value(v, e)
+        if isinstance(e.op, ast.UAdd):
+            return val
+        if isinstance(e.op, ast.USub):
+            if t.is_bool:
+                val, t = self._convert(val, I32, e), I32
+            return self.fn.emit1("neg", [val], t)
+        if isinstance(e.op, ast.Invert):
+            if not t.is_int:
+                raise self.error(e, f"'~' needs an integer operand, got {t}", KernelTypeError)
+            return self.fn.emit1("not", [val], t)
+        raise self.error(e, "unsupported unary operator")
+
+    def expr_BoolOp(self, e: ast.BoolOp) -> Operand:
+        is_and = isinstance(e.op, ast.And)
+        # Short-circuit through blocks: `i < n and a[i] > 0` must not load when i >= n.
+        merge = self.fn.new_block()
+        result = self.fn.add_param(merge, BOOL)
+        folded: bool | None = None
+        for k, sub in enumerate(e.values):
+            c = self.to_bool(self.expr(sub), sub)
+            last = k == len(e.values) - 1
+            if isinstance(c, bool):
+                if c != is_and or last:
+                    # Decides the result (False for and, True for or) or is the last operand.
+                    cv = self.fn.const(BOOL, c)
+                    self.fn.jump(merge, [cv])
+                    folded = c
+                    break
+                continue  # neutral constant operand
+            if last:
+                self.fn.jump(merge, [c])
+                break
+            nxt = self.fn.new_block()
+            short = self.fn.const(BOOL, not is_and)
+            if is_and:
+                self.fn.emit("br", [c], [], targets=[ir.Target(nxt, []), ir.Target(merge, [short])])
+            else:
+                self.fn.emit("br", [c], [], targets=[ir.Target(merge, [short]), ir.Target(nxt, [])])
+            self.seal(nxt)
+            self.fn.switch_to(nxt)
+        if not merge.preds:
+            return Lit(bool(folded))
+        self.fn.switch_to(merge)
+        self.seal(merge)
+        return result
+
+    def expr_Compare(self, e: ast.Compare) -> Operand:
+        left = self.expr(e.left)
+        if len(e.ops) == 1:
+            return self.compare(e.ops[0], left, self.expr(e.comparators[0]), e)
+        # a < b < c: short-circuit chain evaluating b once.
+        merge = self.fn.new_block()
+        result = self.fn.add_param(merge, BOOL)
+        for k, (op, comp) in enumerate(zip(e.ops, e.comparators, strict=True)):
+            right = self.expr(comp)
+            c = self.compare(op, left, right, e)
+            cv = c if isinstance(c, Value) else self.fn.const(BOOL, bool(c.value))  # type: ignore[union-attr]
+            if k == len(e.ops) - 1:
+                self.fn.jump(merge, [cv])
+            else:
+                nxt = self.fn.new_block()
+                f = self.fn.const(BOOL, False)
+                self.fn.emit("br", [cv], [], targets=[ir.Target(nxt, []), ir.Target(merge, [f])])
+                self.seal(nxt)
+                self.fn.switch_to(nxt)
+            left = right
+        self.fn.switch_to(merge)
+        self.seal(merge)
+        return result
+
+    def compare(self, op: ast.cmpop, a: Operand, b: Operand, node: ast.AST) -> Operand:
+        name = _CMPOPS.get(type(op))
+        if name is None:
+            raise self.error(
+                node, f"'{type(op).__name__}' comparisons are not supported in kernels"
+            )
+        if isinstance(a, Lit) and isinstance(b, Lit):
+            return Lit(_PY_CMP[name](a.value, b.value))
+        ta, tb = self._op_type(a, b, node), self._op_type(b, a, node)
+        t = promote(ta, tb)
+        if t is None:
+            raise self.error(
+                node, f"cannot compare {ta} with {tb}; convert one side explicitly", KernelTypeError
+            )
+        return self.fn.emit1(f"cmp.{name}", [self.value(a, node, t), self.value(b, node, t)], BOOL)
+
+    def expr_IfExp(self, e: ast.IfExp) -> Operand:
+        c = self.to_bool(self.expr(e.test), e.test)
+        if isinstance(c, bool):
+            return self.expr(e.body if c else e.orelse)
+        then_b, else_b, merge = self.fn.new_block(), self.fn.new_block(), self.fn.new_block()
+        self.fn.branch(c, then_b, else_b)
+        self.seal(then_b)
+        self.seal(else_b)
+        self.fn.switch_to(then_b)
+        tv = self.expr(e.body)
+        then_end = self.block
+        self.fn.switch_to(else_b)
+        ev = self.expr(e.orelse)
+        else_end = self.block
+        ta, tb = self._op_type(tv, ev, e), self._op_type(ev, tv, e)
+        t = promote(ta, tb)
+        if t is None:
+            raise self.error(e, f"the branches have types {ta} and {tb}", KernelTypeError)
+        res = self.fn.add_param(merge, t)
+        self.fn.current = then_end
+        self.fn.jump(merge, [self.value(tv, e.body, t)])
+        self.fn.current = else_end
+        self.fn.jump(merge, [self.value(ev, e.orelse, t)])
+        self.fn.switch_to(merge)
+        self.seal(merge)
+        return res
+
+    # ---------------------------------------------------------------- calls
+    def expr_Call(self, e: ast.Call) -> Operand:
+        callee = self.expr(e.func)
+        if not isinstance(callee, Ref):
+            raise self.error(e.func, f"{describe(callee)} is not callable", KernelTypeError)
+        obj = callee.obj
+        args = [self.expr(a) for a in e.args]
+        if any(isinstance(a, ast.Starred) for a in e.args):
+            raise self.error(e, "*args are not supported in kernels")
+        kwargs = {}
+        for kw in e.keywords:
+            if kw.arg is None:
+                raise self.error(e, "**kwargs are not supported in kernels")
+            kwargs[kw.arg] = self.expr(kw.value)
+        return self.call(obj, args, kwargs, e)
+
+    def call(
+        self, obj: Any, args: list[Operand], kwargs: dict[str, Operand], e: ast.Call
+    ) -> Operand:
+        from zyntax.frontend.kernel import DeviceFunction, Kernel
+
+        if isinstance(obj, lang.DType):
+            if len(args) != 1 or kwargs:
+                raise self.error(e, f"{obj!r}() takes exactly one argument", KernelTypeError)
+            return self.value(args[0], e, ir.scalar(obj.name))
+        if obj is float:
+            return self.value(self._one(args, kwargs, e, "float"), e, F32)
+        if obj is int:
+            return self.value(self._one(args, kwargs, e, "int"), e, I32)
+        if obj is bool:
+            a = self._one(args, kwargs, e, "bool")
+            c = self.to_bool(a, e)
+            return Lit(c) if isinstance(c, bool) else c
+        if obj is len:
+            a = self._one(args, kwargs, e, "len")
+            if not isinstance(a, ArrayView):
+                raise self.error(e, "len() needs an array", KernelTypeError)
+            return self._dim_operand(a.shape[0], e)
+        if obj is range:
+            raise self.error(e, "range() can only be used as the iterable of a for loop")
+        fname = MATH_FUNCS.get(id(obj))
+        if fname is not None:
+            return self.math(fname, args, kwargs, e)
+        if isinstance(obj, DeviceFunction):
+            return self.call_device(obj, args, kwargs, e)
+        if isinstance(obj, Kernel):
+            raise self.error(
+                e, f"kernel '{obj.__name__}' cannot be called from device code; use @zyntax.func"
+            )
+        if isinstance(obj, lang.Primitive):
+            handler = getattr(self, "prim_" + obj.qualname.replace(".", "_").rstrip("_"), None)
+            if handler is None:
+                raise self.error(e, f"primitive {obj.qualname} is not supported yet")
+            try:
+                return handler(e, *args, **kwargs)  # type: ignore[no-any-return]
+            except TypeError as ex:
+                if isinstance(ex, KernelError):
+                    raise
+                raise self.error(e, f"zyntax.lang.{obj.qualname}: {ex}", KernelTypeError) from None
+        raise self.error(
+            e,
+            f"cannot call {getattr(obj, '__name__', repr(obj))!s} in a kernel: only @zyntax.func "
+            "functions, math functions, casts and zyntax.lang primitives",
+        )
+
+    def _one(
+        self, args: list[Operand], kwargs: dict[str, Operand], e: ast.AST, what: str
+    ) -> Operand:
+        if len(args) != 1 or kwargs:
+            raise self.error(e, f"{what}() takes exactly one argument", KernelTypeError)
+        return args[0]
+
+    def math(
+        self, fname: str, args: list[Operand], kwargs: dict[str, Operand], e: ast.Call
+    ) -> Operand:
+        if kwargs:
+            raise self.error(e, f"{fname}() takes no keyword arguments", KernelTypeError)
+        if fname in ("min", "max"):
+            if len(args) < 2:
+                raise self.error(e, f"{fname}() needs at least two arguments", KernelTypeError)
+            acc = args[0]
+            for b in args[1:]:
+                if isinstance(acc, Lit) and isinstance(b, Lit):
+                    acc = Lit(
+                        min(acc.value, b.value) if fname == "min" else max(acc.value, b.value)
+                    )
+                    continue
+                ta, tb = self._op_type(acc, b, e), self._op_type(b, acc, e)
+                t = promote(ta, tb)
+                if t is None:
+                    raise self.error(e, f"{fname}() of {ta} and {tb}", KernelTypeError)
+                acc = self.fn.emit1(fname, [self.value(acc, e, t), self.value(b, e, t)], t)
+            return acc
+        if fname == "fma":
+            if len(args) != 3:
+                raise self.error(e, "fma() takes 3 arguments", KernelTypeError)
+            t: Scalar | None = None
+            for a in args:
+                if isinstance(a, Value):
+                    at = self.scalar_type(a, e)
+                    t = at if t is None else promote(t, at)
+            if t is None or not t.is_float:
+                t = F32 if t is None or t.bits < 64 else F64
+            return self.fn.emit1("fma", [self.value(a, e, t) for a in args], t)
+        if len(args) != 1:
+            raise self.error(e, f"{fname}() takes 1 argument", KernelTypeError)
+        a = args[0]
+        if isinstance(a, Lit):
+            if fname == "abs":
+                return Lit(builtins.abs(a.value))
+            a = self.value(a, e, F32)
+        t = self.scalar_type(a, e)
+        if fname == "abs":
+            if t.is_bool or t.is_unsigned:
+                return a
+            return self.fn.emit1("abs", [self.value(a, e)], t)
+        if not t.is_float:
+            t = F64 if t.bits == 64 else F32
+        return self.fn.emit1(fname, [self.value(a, e, t)], t)
+
+    def call_device(
+        self, df: Any, args: list[Operand], kwargs: dict[str, Operand], e: ast.Call
+    ) -> Operand:
+        if kwargs:
+            raise self.error(e, "device functions take positional arguments only", KernelTypeError)
+        specs: list[ParamSpec] = []
+        flat: list[Value] = []
+        for a in args:
+            if isinstance(a, ArrayView):
+                layout = "C" if isinstance(a.strides[-1], int) and a.strides[-1] == 1 else "A"
+                specs.append(ArrayParam(a.dtype, a.ndim, layout, a.space))
+                flat.append(a.ptr)
+                for s in a.shape:
+                    if s is None:
+                        raise self.error(e, "dynamic shared memory cannot be passed to functions")
+                    flat.append(
+                        self.value(Lit(s), e, I64) if isinstance(s, int) else self.value(s, e, I64)
+                    )
+                for st in a.strides:
+                    flat.append(
+                        self.value(Lit(st), e, I64)
+                        if isinstance(st, int)
+                        else self.value(st, e, I64)
+                    )
+            elif isinstance(a, (Lit, Value)):
+                t = self.scalar_type(a, e)
+                specs.append(t)
+                flat.append(self.value(a, e, t))
+            else:
+                raise self.error(
+                    e, f"cannot pass {describe(a)} to a device function", KernelTypeError
+                )
+        pinned = df.signature_specs()
+        if pinned is not None:
+            if len(pinned) != len(specs):
+                raise self.error(
+                    e,
+                    f"'{df.__name__}' takes {len(pinned)} arguments, got {len(specs)}",
+                    KernelTypeError,
+                )
+            flat = []
+            specs2: list[ParamSpec] = []
+            for a, want in zip(args, pinned, strict=True):
+                if isinstance(want, Scalar):
+                    flat.append(self.value(a, e, want))
+                    specs2.append(want)
+                else:
+                    raise self.error(
+                        e,
+                        "annotate only scalar parameters of device functions",
+                        KernelTypeError,
+                    )
+            specs = specs2
+        name, rets = self.ctx_device(df, specs, e)
+        results = self.fn.emit("call", flat, rets, {"callee": name})
+        if not results:
+            return Ref(None)
+        if len(results) == 1:
+            return results[0]
+        return TupleVal(list(results))
+
+    def ctx_device(self, df: Any, specs: list[ParamSpec], e: ast.AST) -> tuple[str, list[HType]]:
+        key = (id(df), tuple(specs))
+        got = self.ctx.device_funcs.get(key)
+        if got is not None:
+            return got
+        if id(df) in self.ctx.in_progress:
+            raise self.error(e, f"recursive call of '{df.__name__}' is not supported")
+        self.ctx.in_progress.add(id(df))
+        try:
+            name = f"{df.__name__}__{'_'.join(mangle(s) for s in specs) or 'v'}"
+            tr = FunctionTranslator(
+                df.pyfunc, specs, kind="device", name=name, ctx=self.ctx, source=df.source()
+            )
+            fn = tr.translate()
+        finally:
+            self.ctx.in_progress.discard(id(df))
+        rets = list(tr.ret_types or [])
+        self.ctx.device_funcs[key] = (name, rets)
+        self.ctx.module.functions.append(fn)
+        self.ctx.sources.append(df.pyfunc)
+        return name, rets
+
+    # ---------------------------------------------------------------- primitives
+    def _u32(self, op: Operand, node: ast.AST) -> Value:
+        return self.value(op, node, U32)
+
+    def _const_int(self, op: Operand, node: ast.AST, what: str) -> int:
+        if isinstance(op, Lit) and isinstance(op.value, int) and not isinstance(op.value, bool):
+            return op.value
+        raise self.error(node, f"{what} must be a compile-time integer constant", KernelTypeError)
+
+    def _str(self, op: Operand, node: ast.AST, what: str, allowed: tuple[str, ...]) -> str:
+        if isinstance(op, Ref) and isinstance(op.obj, str) and op.obj in allowed:
+            return op.obj
+        raise self.error(
+            node, f"{what} must be one of {', '.join(map(repr, allowed))}", KernelTypeError
+        )
+
+    def _dtype(self, op: Operand, node: ast.AST) -> Scalar:
+        if isinstance(op, Ref):
+            if isinstance(op.obj, lang.DType):
+                return ir.scalar(op.obj.name)
+            try:
+                d = lang.dtype_of_numpy(op.obj)
+            except TypeError:
+                d = None
+            if d is not None:
+                return ir.scalar(d.name)
+        raise self.error(
+            node, "dtype must be a zyntax scalar type such as zyntax.f32", KernelTypeError
+        )
+
+    def _global_dim(self, d: str) -> Value:
+        f = self.fn
+        b = f.emit1("cast", [f.emit1(f"block_idx.{d}", [], U32)], I32)
+        n = f.emit1("cast", [f.emit1(f"block_dim.{d}", [], U32)], I32)
+        t = f.emit1("cast", [f.emit1(f"thread_idx.{d}", [], U32)], I32)
+        return f.emit1("add", [f.emit1("mul", [b, n], I32), t], I32)
+
+    def prim_grid(self, e: ast.AST, ndim: Operand) -> Operand:
+        n = self._const_int(ndim, e, "grid(ndim)")
+        if n not in (1, 2, 3):
+            raise self.error(e, "grid(ndim) takes 1, 2 or 3", KernelTypeError)
+        vals: list[Operand] = [self._global_dim(d) for d in "xyz"[:n]]
+        return vals[0] if n == 1 else TupleVal(vals)
+
+    def prim_gridsize(self, e: ast.AST, ndim: Operand) -> Operand:
+        n = self._const_int(ndim, e, "gridsize(ndim)")
+        if n not in (1, 2, 3):
+            raise self.error(e, "gridsize(ndim) takes 1, 2 or 3", KernelTypeError)
+        vals: list[Operand] = []
+        for d in "xyz"[:n]:
+            bd = self.fn.emit1("cast", [self.fn.emit1(f"block_dim.{d}", [], U32)], I32)
+            gd = self.fn.emit1("cast", [self.fn.emit1(f"grid_dim.{d}", [], U32)], I32)
+            vals.append(self.fn.emit1("mul", [bd, gd], I32))
+        return vals[0] if n == 1 else TupleVal(vals)
+
+    def prim_lane_id(self, e: ast.AST) -> Operand:
+        return self.fn.emit1("cast", [self.fn.emit1("lane_id", [], U32)], I32)
+
+    def prim_syncthreads(self, e: ast.AST) -> Operand:
+        self.fn.emit0("barrier", [])
+        return Ref(None)
+
+    def prim_syncwarp(self, e: ast.AST, mask: Operand = Lit(0xFFFFFFFF)) -> Operand:
+        self.fn.emit0("warp_sync", [self._u32(mask, e)])
+        return Ref(None)
+
+    def prim_threadfence_block(self, e: ast.AST) -> Operand:
+        self.fn.emit0("fence.block", [])
+        return Ref(None)
+
+    def prim_threadfence(self, e: ast.AST) -> Operand:
+        self.fn.emit0("fence.device", [])
+        return Ref(None)
+
+    def prim_threadfence_system(self, e: ast.AST) -> Operand:
+        self.fn.emit0("fence.system", [])
+        return Ref(None)
+
+    def _shape(self, shape: Operand, e: ast.AST) -> list[int]:
+        items = shape.items if isinstance(shape, TupleVal) else [shape]
+        dims = [self._const_int(s, e, "shape") for s in items]
+        if not 1 <= len(dims) <= 3 or any(d <= 0 for d in dims):
+            raise self.error(e, "shape must have 1 to 3 positive dimensions", KernelTypeError)
+        return dims
+
+    def _static_array(
+        self, op: str, space: str, shape: Operand, dtype: Operand, e: ast.AST
+    ) -> ArrayView:
+        dims = self._shape(shape, e)
+        t = self._dtype(dtype, e)
+        count = math.prod(dims)
+        ptr = self.fn.emit1(op, [], Ptr(space, t), elem=t, count=count)
+        strides = [math.prod(dims[k + 1 :]) for k in range(len(dims))]
+        return ArrayView(ptr, t, list(dims), list(strides))
+
+    def prim_shared_array(self, e: ast.AST, shape: Operand, dtype: Operand) -> Operand:
+        return self._static_array("shared_alloc", "shared", shape, dtype, e)
+
+    def prim_local_array(self, e: ast.AST, shape: Operand, dtype: Operand) -> Operand:
+        return self._static_array("alloca", "local", shape, dtype, e)
+
+    def prim_shared_dynamic(self, e: ast.AST, dtype: Operand) -> Operand:
+        t = self._dtype(dtype, e)
+        ptr = self.fn.emit1("dyn_shared", [], Ptr("shared", t), elem=t)
+        return ArrayView(ptr, t, [None], [1])
+
+    def _atomic(
+        self, name: str, e: ast.AST, arr: Operand, index: Operand, *vals: Operand, scope: Operand
+    ) -> Operand:
+        if not isinstance(arr, ArrayView):
+            raise self.error(
+                e, f"atomic.{name} needs an array as its first argument", KernelTypeError
+            )
+        idx = index.items if isinstance(index, TupleVal) else [index]
+        if len(idx) != arr.ndim:
+            raise self.error(
+                e,
+                f"array has {arr.ndim} dimension(s) but {len(idx)} indices were given",
+                KernelTypeError,
+            )
+        sc = _SCOPES[self._str(scope, e, "scope", tuple(_SCOPES))]
+        ptr = self.element_ptr(arr, idx, e)
+        args = [self.value(v, e, arr.dtype) for v in vals]
+        return self.fn.emit1(f"atomic.{name}.{sc}", [ptr, *args], arr.dtype)
+
+    def __getattr__(self, name: str) -> Any:
+        # prim_atomic_<op>: one handler per atomic op.
+        if name.startswith("prim_atomic_"):
+            op = name[len("prim_atomic_") :]
+            if op == "cas":
+
+                def cas(
+                    e: ast.AST,
+                    arr: Operand,
+                    index: Operand,
+                    expected: Operand,
+                    desired: Operand,
+                    scope: Operand = Ref("device"),
+                ) -> Operand:
+                    return self._atomic("cas", e, arr, index, expected, desired, scope=scope)
+
+                return cas
+            key = op if op in _ATOMIC_NAMES else op + "_"
+            if key in _ATOMIC_NAMES:
+                hir = _ATOMIC_NAMES[key]
+
+                def rmw(
+                    e: ast.AST,
+                    arr: Operand,
+                    index: Operand,
+                    value: Operand,
+                    scope: Operand = Ref("device"),
+                ) -> Operand:
+                    return self._atomic(hir, e, arr, index, value, scope=scope)
+
+                return rmw
+        raise AttributeError(name)
+
+    def _shfl(
+        self, mode: str, e: ast.AST, mask: Operand, value: Operand, lane: Operand, width: Operand
+    ) -> Operand:
+        w = self._const_int(width, e, "width")
+        if w not in (1, 2, 4, 8, 16, 32):
+            raise self.error(e, "width must be a power of two up to 32", KernelTypeError)
+        v = self.value(value, e)
+        return self.fn.emit1(
+            f"shfl.{mode}", [self._u32(mask, e), v, self._u32(lane, e)], v.resolve().ty, width=w
+        )
+
+    def prim_shfl_sync(
+        self, e: ast.AST, mask: Operand, value: Operand, src_lane: Operand, width: Operand = Lit(32)
+    ) -> Operand:
+        return self._shfl("idx", e, mask, value, src_lane, width)
+
+    def prim_shfl_up_sync(
+        self, e: ast.AST, mask: Operand, value: Operand, delta: Operand, width: Operand = Lit(32)
+    ) -> Operand:
+        return self._shfl("up", e, mask, value, delta, width)
+
+    def prim_shfl_down_sync(
+        self, e: ast.AST, mask: Operand, value: Operand, delta: Operand, width: Operand = Lit(32)
+    ) -> Operand:
+        return self._shfl("down", e, mask, value, delta, width)
+
+    def prim_shfl_xor_sync(
+        self,
+        e: ast.AST,
+        mask: Operand,
+        value: Operand,
+        lane_mask: Operand,
+        width: Operand = Lit(32),
+    ) -> Operand:
+        return self._shfl("xor", e, mask, value, lane_mask, width)
+
+    def _vote(self, mode: str, e: ast.AST, mask: Operand, pred: Operand) -> Operand:
+        p = self.to_bool(pred, e)
+        pv = p if isinstance(p, Value) else self.fn.const(BOOL, p)
+        return self.fn.emit1(
+            f"vote.{mode}", [self._u32(mask, e), pv], U32 if mode == "ballot" else BOOL
+        )
+
+    def prim_vote_ballot_sync(self, e: ast.AST, mask: Operand, pred: Operand) -> Operand:
+        return self._vote("ballot", e, mask, pred)
+
+    def prim_vote_any_sync(self, e: ast.AST, mask: Operand, pred: Operand) -> Operand:
+        return self._vote("any", e, mask, pred)
+
+    def prim_vote_all_sync(self, e: ast.AST, mask: Operand, pred: Operand) -> Operand:
+        return self._vote("all", e, mask, pred)
+
+    def prim_match_any_sync(self, e: ast.AST, mask: Operand, value: Operand) -> Operand:
+        return self.fn.emit1("match.any", [self._u32(mask, e), self.value(value, e)], U32)
+
+    def prim_match_all_sync(self, e: ast.AST, mask: Operand, value: Operand) -> Operand:
+        r = self.fn.emit("match.all", [self._u32(mask, e), self.value(value, e)], [U32, BOOL])
+        return TupleVal(list(r))
+
+    def _mma_ptr(self, arr: Operand, offset: Operand, e: ast.AST) -> tuple[Value, Scalar]:
+        if not isinstance(arr, ArrayView):
+            raise self.error(e, "MMA load/store needs an array", KernelTypeError)
+        flat = ArrayView(arr.ptr, arr.dtype, [None], [1])
+        return self.element_ptr(flat, [offset], e), arr.dtype
+
+    def _mma_load(
+        self,
+        kind: str,
+        e: ast.AST,
+        arr: Operand,
+        ldm: Operand,
+        layout: Operand,
+        shape: Operand,
+        offset: Operand,
+    ) -> Operand:
+        lay = self._str(layout, e, "layout", ("row", "col"))
+        shp = self._str(shape, e, "shape", _MMA_SHAPES)
+        ptr, dt = self._mma_ptr(arr, offset, e)
+        fr = Frag(kind, shp, dt, None if kind == "acc" else lay)
+        return self.fn.emit1(f"mma.load.{lay}", [ptr, self._u32(ldm, e)], fr, frag=fr)
+
+    def prim_mma_load_a(
+        self,
+        e: ast.AST,
+        arr: Operand,
+        ldm: Operand,
+        layout: Operand = Ref("row"),
+        shape: Operand = Ref("m16n16k16"),
+        offset: Operand = Lit(0),
+    ) -> Operand:
+        return self._mma_load("a", e, arr, ldm, layout, shape, offset)
+
+    def prim_mma_load_b(
+        self,
+        e: ast.AST,
+        arr: Operand,
+        ldm: Operand,
+        layout: Operand = Ref("row"),
+        shape: Operand = Ref("m16n16k16"),
+        offset: Operand = Lit(0),
+    ) -> Operand:
+        return self._mma_load("b", e, arr, ldm, layout, shape, offset)
+
+    def prim_mma_load_c(
+        self,
+        e: ast.AST,
+        arr: Operand,
+        ldm: Operand,
+        layout: Operand = Ref("row"),
+        shape: Operand = Ref("m16n16k16"),
+        offset: Operand = Lit(0),
+    ) -> Operand:
+        return self._mma_load("acc", e, arr, ldm, layout, shape, offset)
+
+    def prim_mma_fill(
+        self,
+        e: ast.AST,
+        value: Operand,
+        shape: Operand = Ref("m16n16k16"),
+        dtype: Operand = Ref(lang.f32),
+    ) -> Operand:
+        shp = self._str(shape, e, "shape", _MMA_SHAPES)
+        t = self._dtype(dtype, e)
+        fr = Frag("acc", shp, t, None)
+        return self.fn.emit1("mma.fill", [self.value(value, e, t)], fr)
+
+    def prim_mma_mma(self, e: ast.AST, a: Operand, b: Operand, c: Operand) -> Operand:
+        vals = [self.value(x, e) if isinstance(x, Value) else None for x in (a, b, c)]
+        if any(v is None or not isinstance(v.resolve().ty, Frag) for v in vals):
+            raise self.error(e, "mma.mma(a, b, c) needs three fragments", KernelTypeError)
+        cv = vals[2]
+        assert cv is not None
+        return self.fn.emit1("mma", [v for v in vals if v is not None], cv.resolve().ty)
+
+    def prim_mma_store(
+        self,
+        e: ast.AST,
+        arr: Operand,
+        frag: Operand,
+        ldm: Operand,
+        layout: Operand = Ref("row"),
+        offset: Operand = Lit(0),
+    ) -> Operand:
+        lay = self._str(layout, e, "layout", ("row", "col"))
+        ptr, _ = self._mma_ptr(arr, offset, e)
+        if not isinstance(frag, Value) or not isinstance(frag.resolve().ty, Frag):
+            raise self.error(e, "mma.store needs a fragment", KernelTypeError)
+        self.fn.emit0(f"mma.store.{lay}", [ptr, frag, self._u32(ldm, e)])
+        return Ref(None)
+
+    def prim_async_copy(
+        self,
+        e: ast.AST,
+        dst: Operand,
+        dst_index: Operand,
+        src: Operand,
+        src_index: Operand,
+        nbytes: Operand = Lit(16),
+        cache: Operand = Ref("ca"),
+    ) -> Operand:
+        n = self._const_int(nbytes, e, "nbytes")
+        if n not in (4, 8, 16):
+            raise self.error(e, "async_copy copies 4, 8 or 16 bytes", KernelTypeError)
+        hint = self._str(cache, e, "cache", ("ca", "cg"))
+        ptrs = []
+        for arr, idx in ((dst, dst_index), (src, src_index)):
+            if not isinstance(arr, ArrayView):
+                raise self.error(e, "async_copy needs arrays", KernelTypeError)
+            items = idx.items if isinstance(idx, TupleVal) else [idx]
+            ptrs.append(self.element_ptr(arr, items, e))
+        self.fn.emit0(f"cp.async.{hint}.{n}", ptrs)
+        return Ref(None)
+
+    def prim_async_commit(self, e: ast.AST) -> Operand:
+        self.fn.emit0("cp.async.commit", [])
+        return Ref(None)
+
+    def prim_async_wait(self, e: ast.AST, pending: Operand = Lit(0)) -> Operand:
+        self.fn.emit0("cp.async.wait", [], pending=self._const_int(pending, e, "pending"))
+        return Ref(None)
+
+    def _eval_annotation(self, node: ast.expr) -> Any:
+        try:
+            code = compile(ast.Expression(node), self.src.file, "eval")
+            ns = dict(self.pyfunc.__globals__)
+            return eval(code, ns)
+        except Exception as ex:
+            raise self.error(node, f"cannot evaluate annotation: {ex}", KernelTypeError) from None
+
+
+def describe(op: Operand) -> str:
+    if isinstance(op, Value):
+        return f"a {op.resolve().ty} value"
+    if isinstance(op, Lit):
+        return f"the constant {op.value!r}"
+    if isinstance(op, ArrayView):
+        return f"an array of {op.dtype} with {op.ndim} dimension(s)"
+    if isinstance(op, TupleVal):
+        return f"a tuple of {len(op.items)}"
+    o = op.obj
+    if o is None:
+        return "None"
+    return f"{getattr(o, '__name__', type(o).__name__)!s}"
+
+
+def _stmt_name(s: ast.stmt) -> str:
+    return {
+        "With": "with",
+        "AsyncWith": "async with",
+        "Try": "try",
+        "Raise": "raise",
+        "Assert": "assert",
+        "Delete": "del",
+        "Import": "import",
+        "ImportFrom": "from ... import",
+        "AsyncFor": "async for",
+        "Match": "match",
+    }.get(type(s).__name__, type(s).__name__)
+
+
+def _expr_name(e: ast.expr) -> str:
+    return {
+        "ListComp": "a list comprehension",
+        "DictComp": "a dict comprehension",
+        "SetComp": "a set comprehension",
+        "GeneratorExp": "a generator expression",
+        "Lambda": "lambda",
+        "Dict": "a dict",
+        "Set": "a set",
+        "JoinedStr": "an f-string",
+        "Await": "await",
+        "Yield": "yield",
+        "YieldFrom": "yield from",
+        "NamedExpr": "':=' (walrus)",
+        "Starred": "'*' unpacking",
+        "Slice": "a slice",
+    }.get(type(e).__name__, type(e).__name__)

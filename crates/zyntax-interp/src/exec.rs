@@ -1,0 +1,1428 @@
+//! The executor: blocks run one after another; in a block, warps run one
+//! after another, each until all its lanes are blocked (barrier, collective)
+//! or exited; a barrier releases when every warp is blocked and every
+//! non-exited thread waits at the same barrier instruction.
+//!
+//! In a warp every lane has its own pc; the lanes at the lowest pc among the
+//! runnable ones run together, one instruction for all of them per step
+//! (lockstep), so divergent paths reconverge where they meet. A warp
+//! collective runs when every non-exited lane named in the masks of the lanes
+//! that reached it has reached the same instruction.
+
+use crate::decode::{DOp, Edge, MemTy, Program, Special, VLoc, FRAG_ELEMS};
+use crate::memory::{self, Access, Alloc, Fault, Memory};
+use crate::scalar;
+use crate::{InterpError, Result, Trap, TrapKind};
+use zyntax_hir::{
+    AddrSpace, AtomicOp, FragKind, FragType, Layout, MatchMode, Module, ScalarType, ShflMode,
+    VoteMode,
+};
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum St {
+    Run,
+    /// Waiting at a warp collective.
+    Coll,
+    /// Waiting at a barrier.
+    Bar,
+    Done,
+}
+
+struct Warp {
+    regs: Vec<u64>,
+    frags: Vec<f64>,
+    pc: [u32; 32],
+    st: [St; 32],
+    /// Lanes that exist (the last warp of a block may be partial).
+    exist: u32,
+    base_tid: u32,
+}
+
+#[derive(Clone)]
+struct CpCopy {
+    dst: u64,
+    bytes: [u8; 16],
+    len: usize,
+}
+
+#[derive(Default)]
+struct CpThread {
+    open: Vec<CpCopy>,
+    groups: std::collections::VecDeque<Vec<CpCopy>>,
+}
+
+pub struct Launch {
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub shared_bytes: u64,
+}
+
+pub struct Exec<'a> {
+    m: &'a Module,
+    p: &'a Program,
+    pub mem: Memory,
+    fuel: u64,
+    fuel_total: u64,
+    grid: [u32; 3],
+    bdim: [u32; 3],
+    bid: [u32; 3],
+    tids: Vec<[u32; 3]>,
+    shared_ids: Vec<u32>,
+    dyn_id: u32,
+    local_base: u32,
+    nthreads: u32,
+    warps: Vec<Warp>,
+    cp: Vec<CpThread>,
+    scratch: Vec<u64>,
+    fscratch: Vec<f64>,
+    /// Return values of the entry (host calls), as slot bits.
+    pub returned: Option<Vec<Vec<u64>>>,
+    /// Warp-steps and thread-instructions executed.
+    pub steps: u64,
+}
+
+/// What a trap needs to say where it happened.
+struct Ctx<'a> {
+    m: &'a Module,
+    p: &'a Program,
+    tids: &'a [[u32; 3]],
+    bid: [u32; 3],
+}
+
+impl Ctx<'_> {
+    fn trap(&self, kind: TrapKind, pc: u32, tid: u32, message: String) -> InterpError {
+        let (function, inst) = match self.p.insts.get(pc as usize) {
+            Some(di) => match self.m.functions.get(di.func as usize) {
+                Some(f) => (f.name.clone(), zyntax_hir::print_inst(f, di.inst)),
+                None => (String::new(), String::new()),
+            },
+            None => (String::new(), String::new()),
+        };
+        let kernel = self
+            .m
+            .functions
+            .get(self.p.entry)
+            .map_or(String::new(), |f| f.name.clone());
+        InterpError::Trap(Box::new(Trap {
+            kind,
+            kernel,
+            function,
+            inst,
+            thread: self.tids.get(tid as usize).copied().unwrap_or([tid, 0, 0]),
+            block: self.bid,
+            message,
+        }))
+    }
+
+    fn fault(&self, f: Fault, pc: u32, tid: u32, what: &str, tids: &[[u32; 3]]) -> InterpError {
+        let (kind, msg) = match f {
+            Fault::Null => (TrapKind::NullPointer, format!("{what} through a null pointer")),
+            Fault::BadPointer(p) => (
+                TrapKind::InvalidPointer,
+                format!("{what} through an invalid pointer 0x{p:016x}"),
+            ),
+            Fault::OutOfBounds {
+                name,
+                size,
+                offset,
+                len,
+            } => (
+                TrapKind::OutOfBounds,
+                format!(
+                    "{what} of {size} bytes at byte offset {offset} (element index {}) is outside {name} of {len} bytes",
+                    if size > 0 { offset.div_euclid(size as i64) } else { offset }
+                ),
+            ),
+            Fault::Misaligned {
+                name,
+                offset,
+                align,
+            } => (
+                TrapKind::Misaligned,
+                format!("{what} at byte offset {offset} of {name} is not {align}-byte aligned"),
+            ),
+            Fault::WrongSpace { name, have, want } => (
+                TrapKind::AddressSpace,
+                format!("{what}: pointer into {name} ({have}) used as a {want} pointer"),
+            ),
+            Fault::ReadOnly { name } => (TrapKind::ReadOnly, format!("{what} writes to {name}, which is read-only")),
+            Fault::Race {
+                name,
+                offset,
+                what: kind,
+                other_tid,
+            } => {
+                let o = tids.get(other_tid as usize).copied().unwrap_or([other_tid, 0, 0]);
+                (
+                    TrapKind::DataRace,
+                    format!(
+                        "data race ({kind}) on byte offset {offset} of {name}: thread ({}, {}, {}) accessed it in the same barrier interval",
+                        o[0], o[1], o[2]
+                    ),
+                )
+            }
+            Fault::Uninit { name, offset } => (
+                TrapKind::UninitializedRead,
+                format!("{what} reads uninitialized byte offset {offset} of {name}"),
+            ),
+        };
+        self.trap(kind, pc, tid, msg)
+    }
+}
+
+#[inline]
+fn lanes(mut m: u32) -> impl Iterator<Item = usize> {
+    std::iter::from_fn(move || {
+        if m == 0 {
+            None
+        } else {
+            let l = m.trailing_zeros() as usize;
+            m &= m - 1;
+            Some(l)
+        }
+    })
+}
+
+#[inline]
+fn r(regs: &[u64], slot: u32, l: usize) -> u64 {
+    regs[slot as usize * 32 + l]
+}
+
+#[inline]
+fn w(regs: &mut [u64], slot: u32, l: usize, v: u64) {
+    regs[slot as usize * 32 + l] = v;
+}
+
+/// Element `i` of a packed vector starting at `slot`.
+#[inline]
+fn vget(regs: &[u64], slot: u32, l: usize, mt: MemTy, i: u32) -> u64 {
+    let es = mt.elem.size_bytes() as u32;
+    let bit = i * es * 8;
+    let v = r(regs, slot + bit / 64, l);
+    (v >> (bit % 64)) & scalar::mask(es * 8)
+}
+
+#[inline]
+fn vset(regs: &mut [u64], slot: u32, l: usize, mt: MemTy, i: u32, x: u64) {
+    let es = mt.elem.size_bytes() as u32;
+    let bit = i * es * 8;
+    let m = scalar::mask(es * 8) << (bit % 64);
+    let s = slot + bit / 64;
+    let old = r(regs, s, l);
+    w(regs, s, l, (old & !m) | ((x << (bit % 64)) & m));
+}
+
+impl<'a> Exec<'a> {
+    /// Set up memory for a launch: `buffers` are the global/constant buffers (ids 1..).
+    pub fn new(
+        m: &'a Module,
+        p: &'a Program,
+        buffers: Vec<Alloc>,
+        launch: &Launch,
+        checks: bool,
+        fuel: u64,
+    ) -> Exec<'a> {
+        let mut mem = Memory::new(checks);
+        for b in buffers {
+            mem.add(b);
+        }
+        let mut shared_ids = Vec::new();
+        for (bytes, name) in &p.shared {
+            let mut a = Alloc::new(vec![0; *bytes as usize], AddrSpace::Shared, name.clone());
+            if checks {
+                a.shadow = vec![memory::Shadow::default(); *bytes as usize];
+            }
+            shared_ids.push(mem.add(a));
+        }
+        let mut dyn_alloc = Alloc::new(
+            vec![0; launch.shared_bytes as usize],
+            AddrSpace::Shared,
+            "dynamic shared memory".into(),
+        );
+        if checks {
+            dyn_alloc.shadow = vec![memory::Shadow::default(); launch.shared_bytes as usize];
+        }
+        let dyn_id = mem.add(dyn_alloc);
+        let [bx, by, bz] = launch.block;
+        let nthreads = bx * by * bz;
+        let local_base = mem.allocs.len() as u32;
+        for (bytes, name) in &p.locals {
+            for t in 0..nthreads {
+                mem.add(Alloc::new(
+                    vec![0; *bytes as usize],
+                    AddrSpace::Local,
+                    format!("{name} of thread #{t}"),
+                ));
+            }
+        }
+        let tids = (0..nthreads)
+            .map(|t| [t % bx, (t / bx) % by, t / (bx * by)])
+            .collect();
+        let nwarps = nthreads.div_ceil(32);
+        let warps = (0..nwarps)
+            .map(|wi| {
+                let n = (nthreads - wi * 32).min(32);
+                Warp {
+                    regs: vec![0; p.nslots.max(1) * 32],
+                    frags: vec![0.0; p.nfrags * FRAG_ELEMS],
+                    pc: [0; 32],
+                    st: [St::Done; 32],
+                    exist: if n == 32 { u32::MAX } else { (1u32 << n) - 1 },
+                    base_tid: wi * 32,
+                }
+            })
+            .collect();
+        Exec {
+            m,
+            p,
+            mem,
+            fuel,
+            fuel_total: fuel,
+            grid: launch.grid,
+            bdim: launch.block,
+            bid: [0; 3],
+            tids,
+            shared_ids,
+            dyn_id,
+            local_base,
+            nthreads,
+            warps,
+            cp: (0..nthreads).map(|_| CpThread::default()).collect(),
+            scratch: Vec::new(),
+            fscratch: Vec::new(),
+            returned: None,
+            steps: 0,
+        }
+    }
+
+    /// Run every block of the grid with `args` (slot bits per parameter).
+    pub fn run(&mut self, args: &[Vec<u64>]) -> Result<()> {
+        let [gx, gy, gz] = self.grid;
+        for z in 0..gz {
+            for y in 0..gy {
+                for x in 0..gx {
+                    self.bid = [x, y, z];
+                    self.run_block(args)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn reset_block(&mut self) {
+        let first_shared = self.shared_ids.first().copied().unwrap_or(self.dyn_id) as usize;
+        let end = self.local_base as usize + self.p.locals.len() * self.nthreads as usize;
+        for a in &mut self.mem.allocs[first_shared..end] {
+            a.data.fill(0);
+            for s in &mut a.shadow {
+                s.init = false;
+            }
+        }
+        self.mem.epoch = self.mem.epoch.wrapping_add(1);
+        for c in &mut self.cp {
+            c.open.clear();
+            c.groups.clear();
+        }
+    }
+
+    fn run_block(&mut self, args: &[Vec<u64>]) -> Result<()> {
+        self.reset_block();
+        let p = self.p;
+        for warp in &mut self.warps {
+            for l in 0..32 {
+                let live = warp.exist & (1 << l) != 0;
+                warp.st[l] = if live { St::Run } else { St::Done };
+                warp.pc[l] = 0;
+            }
+            for ((loc, _), bits) in p.params.iter().zip(args) {
+                if let VLoc::Slots(s, n) = loc {
+                    for k in 0..*n {
+                        let v = bits.get(k as usize).copied().unwrap_or(0);
+                        let base = (s + k) as usize * 32;
+                        warp.regs[base..base + 32].fill(v);
+                    }
+                }
+            }
+        }
+        loop {
+            for wi in 0..self.warps.len() {
+                self.run_warp(wi)?;
+            }
+            // Every warp is blocked or done: release a barrier or report why not.
+            let mut bar: Option<(u32, u32)> = None;
+            for warp in &self.warps {
+                for l in lanes(warp.exist) {
+                    match warp.st[l] {
+                        St::Done => {}
+                        St::Bar => {
+                            let tid = warp.base_tid + l as u32;
+                            match bar {
+                                None => bar = Some((warp.pc[l], tid)),
+                                Some((pc, first)) if pc != warp.pc[l] => {
+                                    let cx = self.ctx_full();
+                                    let o =
+                                        cx.tids.get(first as usize).copied().unwrap_or_default();
+                                    let there = cx.trap(
+                                        TrapKind::DivergentBarrier,
+                                        pc,
+                                        first,
+                                        String::new(),
+                                    );
+                                    let there = match there {
+                                        InterpError::Trap(t) => {
+                                            format!("`{}` in @{}", t.inst, t.function)
+                                        }
+                                        _ => String::new(),
+                                    };
+                                    return Err(cx.trap(
+                                        TrapKind::DivergentBarrier,
+                                        warp.pc[l],
+                                        tid,
+                                        format!(
+                                            "divergent barrier: this thread waits here while thread ({}, {}, {}) waits at {there}",
+                                            o[0], o[1], o[2]
+                                        ),
+                                    ));
+                                }
+                                Some(_) => {}
+                            }
+                        }
+                        St::Run | St::Coll => {
+                            return Err(InterpError::Internal(
+                                "a warp stopped with runnable lanes".into(),
+                            ))
+                        }
+                    }
+                }
+            }
+            if bar.is_none() {
+                return Ok(());
+            }
+            for warp in &mut self.warps {
+                for l in 0..32 {
+                    if warp.st[l] == St::Bar {
+                        warp.st[l] = St::Run;
+                        warp.pc[l] += 1;
+                    }
+                }
+            }
+            self.mem.epoch = self.mem.epoch.wrapping_add(1);
+        }
+    }
+
+    pub fn fuel_left(&self) -> u64 {
+        self.fuel
+    }
+
+    fn run_warp(&mut self, wi: usize) -> Result<()> {
+        loop {
+            let warp = &self.warps[wi];
+            let mut pc = u32::MAX;
+            let mut mask = 0u32;
+            for l in lanes(warp.exist) {
+                if warp.st[l] == St::Run {
+                    let lp = warp.pc[l];
+                    if lp < pc {
+                        pc = lp;
+                        mask = 1 << l;
+                    } else if lp == pc {
+                        mask |= 1 << l;
+                    }
+                }
+            }
+            if mask != 0 {
+                self.run_group(wi, pc, mask)?;
+                continue;
+            }
+            // No runnable lane: run a collective whose lanes have all arrived, or stop.
+            let mut waiting = 0u32;
+            for l in lanes(warp.exist) {
+                if warp.st[l] == St::Coll {
+                    waiting |= 1 << l;
+                }
+            }
+            if waiting == 0 {
+                return Ok(());
+            }
+            let mut progressed = false;
+            let mut rest = waiting;
+            while rest != 0 {
+                let l0 = rest.trailing_zeros() as usize;
+                let cpc = self.warps[wi].pc[l0];
+                let mut group = 0u32;
+                for l in lanes(rest) {
+                    if self.warps[wi].pc[l] == cpc {
+                        group |= 1 << l;
+                    }
+                }
+                rest &= !group;
+                if self.collective_ready(wi, cpc, group)? == 0 {
+                    for l in lanes(group) {
+                        self.warps[wi].st[l] = St::Run;
+                    }
+                    self.run_group(wi, cpc, group)?;
+                    progressed = true;
+                    break;
+                }
+            }
+            if !progressed {
+                let warp = &self.warps[wi];
+                let l0 = waiting.trailing_zeros() as usize;
+                let cpc = warp.pc[l0];
+                let missing = self.collective_ready(wi, cpc, waiting & self.same_pc(wi, cpc))?;
+                let ml = missing.trailing_zeros() as usize;
+                let why = match warp.st.get(ml) {
+                    Some(St::Bar) => "waits at a barrier",
+                    Some(St::Coll) => "waits at a different warp collective",
+                    _ => "cannot reach it",
+                };
+                let tid = warp.base_tid + l0 as u32;
+                let other = self.tids[(warp.base_tid as usize + ml).min(self.tids.len() - 1)];
+                return Err(self.ctx_full().trap(
+                    TrapKind::DivergentWarp,
+                    cpc,
+                    tid,
+                    format!(
+                        "warp collective deadlock: lane {ml} (thread ({}, {}, {})) is named in the mask but {why}",
+                        other[0], other[1], other[2]
+                    ),
+                ));
+            }
+        }
+    }
+
+    fn same_pc(&self, wi: usize, pc: u32) -> u32 {
+        let warp = &self.warps[wi];
+        let mut m = 0;
+        for l in lanes(warp.exist) {
+            if warp.pc[l] == pc && matches!(warp.st[l], St::Coll | St::Run) {
+                m |= 1 << l;
+            }
+        }
+        m
+    }
+
+    fn ctx_full(&self) -> Ctx<'_> {
+        Ctx {
+            m: self.m,
+            p: self.p,
+            tids: &self.tids,
+            bid: self.bid,
+        }
+    }
+
+    /// Lanes a collective at `pc` reached by `group` still waits for (0: ready).
+    fn collective_ready(&self, wi: usize, pc: u32, group: u32) -> Result<u32> {
+        let warp = &self.warps[wi];
+        let live = {
+            let mut m = 0u32;
+            for l in lanes(warp.exist) {
+                if warp.st[l] != St::Done {
+                    m |= 1 << l;
+                }
+            }
+            m
+        };
+        let Some(di) = self.p.insts.get(pc as usize) else {
+            return Err(InterpError::Internal("pc out of range".into()));
+        };
+        let mask_slot = match &di.op {
+            DOp::WarpSync { mask }
+            | DOp::Shfl { mask, .. }
+            | DOp::Vote { mask, .. }
+            | DOp::Match { mask, .. } => Some(*mask),
+            _ => None,
+        };
+        let required = match mask_slot {
+            Some(s) => {
+                let mut req = 0u32;
+                for l in lanes(group) {
+                    let m = r(&warp.regs, s, l) as u32;
+                    if m & (1 << l) == 0 {
+                        return Err(self.ctx_full().trap(
+                            TrapKind::InvalidCollective,
+                            pc,
+                            warp.base_tid + l as u32,
+                            format!(
+                                "member mask 0x{m:08x} does not include the executing lane {l}"
+                            ),
+                        ));
+                    }
+                    req |= m;
+                }
+                req & live
+            }
+            // MMA: the whole warp.
+            None => live,
+        };
+        Ok(required & !group)
+    }
+
+    /// Run the lanes `mask`, all at `pc`, until they diverge, block or exit.
+    #[allow(clippy::too_many_lines)]
+    fn run_group(&mut self, wi: usize, mut pc: u32, mut mask: u32) -> Result<()> {
+        let p = self.p;
+        let m = self.m;
+        loop {
+            let cnt = u64::from(mask.count_ones());
+            if self.fuel < cnt {
+                return Err(InterpError::FuelExhausted {
+                    fuel: self.fuel_total,
+                });
+            }
+            self.fuel -= cnt;
+            self.steps += 1;
+            let Some(di) = p.insts.get(pc as usize) else {
+                return Err(InterpError::Internal(format!("pc {pc} out of range")));
+            };
+            let ctx = Ctx {
+                m,
+                p,
+                tids: &self.tids,
+                bid: self.bid,
+            };
+            let warp = &mut self.warps[wi];
+            let base = warp.base_tid;
+            let regs = &mut warp.regs;
+            let mem = &mut self.mem;
+            match &di.op {
+                DOp::Const { dst, bits } => {
+                    for l in lanes(mask) {
+                        w(regs, *dst, l, *bits);
+                    }
+                }
+                DOp::Bin { op, ty, dst, a, b } => {
+                    let (op, ty) = (*op, *ty);
+                    if mask == u32::MAX {
+                        let (d0, a0, b0) = (*dst as usize * 32, *a as usize * 32, *b as usize * 32);
+                        for l in 0..32 {
+                            regs[d0 + l] = scalar::binary(op, ty, regs[a0 + l], regs[b0 + l]);
+                        }
+                    } else {
+                        for l in lanes(mask) {
+                            let v = scalar::binary(op, ty, r(regs, *a, l), r(regs, *b, l));
+                            w(regs, *dst, l, v);
+                        }
+                    }
+                }
+                DOp::BinV { op, mt, dst, a, b } => {
+                    for l in lanes(mask) {
+                        for i in 0..mt.n {
+                            let v = scalar::binary(
+                                *op,
+                                mt.elem,
+                                vget(regs, *a, l, *mt, i),
+                                vget(regs, *b, l, *mt, i),
+                            );
+                            vset(regs, *dst, l, *mt, i, v);
+                        }
+                    }
+                }
+                DOp::Un { op, ty, dst, a } => {
+                    for l in lanes(mask) {
+                        let v = scalar::unary(*op, *ty, r(regs, *a, l));
+                        w(regs, *dst, l, v);
+                    }
+                }
+                DOp::UnV { op, mt, dst, a } => {
+                    for l in lanes(mask) {
+                        for i in 0..mt.n {
+                            let v = scalar::unary(*op, mt.elem, vget(regs, *a, l, *mt, i));
+                            vset(regs, *dst, l, *mt, i, v);
+                        }
+                    }
+                }
+                DOp::Fma { ty, dst, a, b, c } => {
+                    for l in lanes(mask) {
+                        let v = scalar::fma(*ty, r(regs, *a, l), r(regs, *b, l), r(regs, *c, l));
+                        w(regs, *dst, l, v);
+                    }
+                }
+                DOp::Cmp { op, ty, dst, a, b } => {
+                    for l in lanes(mask) {
+                        let v = scalar::compare(*op, *ty, r(regs, *a, l), r(regs, *b, l));
+                        w(regs, *dst, l, u64::from(v));
+                    }
+                }
+                DOp::Select { dst, cond, a, b, n } => {
+                    for l in lanes(mask) {
+                        let src = if r(regs, *cond, l) & 1 != 0 { *a } else { *b };
+                        for k in 0..*n {
+                            let v = r(regs, src + k, l);
+                            w(regs, dst + k, l, v);
+                        }
+                    }
+                }
+                DOp::Cast { from, to, dst, a } => {
+                    for l in lanes(mask) {
+                        let v = scalar::cast(*from, *to, r(regs, *a, l));
+                        w(regs, *dst, l, v);
+                    }
+                }
+                DOp::Copy { dst, a, n } => {
+                    for l in lanes(mask) {
+                        for k in 0..*n {
+                            let v = r(regs, a + k, l);
+                            w(regs, dst + k, l, v);
+                        }
+                    }
+                }
+                DOp::Extract { mt, lane, dst, v } => {
+                    for l in lanes(mask) {
+                        let x = vget(regs, *v, l, *mt, *lane);
+                        w(regs, *dst, l, x);
+                    }
+                }
+                DOp::Insert {
+                    mt,
+                    lane,
+                    dst,
+                    v,
+                    s,
+                } => {
+                    for l in lanes(mask) {
+                        for k in 0..mt.slots() {
+                            let x = r(regs, v + k, l);
+                            w(regs, dst + k, l, x);
+                        }
+                        let x = r(regs, *s, l);
+                        vset(regs, *dst, l, *mt, *lane, x);
+                    }
+                }
+                DOp::Load { mt, dst, ptr } => {
+                    let size = mt.size as usize;
+                    for l in lanes(mask) {
+                        let tid = base + l as u32;
+                        let pv = r(regs, *ptr, l);
+                        if size <= 8 {
+                            let v = mem
+                                .load(pv, size, u64::from(mt.align), tid)
+                                .map_err(|f| ctx.fault(f, pc, tid, "load", &self.tids))?;
+                            let v = if mt.elem == ScalarType::Bool {
+                                u64::from(v != 0)
+                            } else {
+                                v
+                            };
+                            w(regs, *dst, l, v);
+                        } else {
+                            let (id, off) = mem
+                                .check(pv, size, u64::from(mt.align), Access::Read, tid)
+                                .map_err(|f| ctx.fault(f, pc, tid, "load", &self.tids))?;
+                            for k in 0..mt.slots() {
+                                let chunk = (size - k as usize * 8).min(8);
+                                let v = mem.read(id, off + k as usize * 8, chunk);
+                                w(regs, dst + k, l, v);
+                            }
+                        }
+                    }
+                }
+                DOp::Store { mt, ptr, val } => {
+                    let size = mt.size as usize;
+                    for l in lanes(mask) {
+                        let tid = base + l as u32;
+                        let pv = r(regs, *ptr, l);
+                        let (id, off) = mem
+                            .check(pv, size, u64::from(mt.align), Access::Write, tid)
+                            .map_err(|f| ctx.fault(f, pc, tid, "store", &self.tids))?;
+                        for k in 0..mt.slots() {
+                            let chunk = (size - k as usize * 8).min(8);
+                            let v = r(regs, val + k, l);
+                            mem.write(id, off + k as usize * 8, chunk, v);
+                        }
+                    }
+                }
+                DOp::PtrAdd {
+                    dst,
+                    ptr,
+                    idx,
+                    idx_ty,
+                    elem_size,
+                } => {
+                    let (bits, signed, es) = (idx_ty.bits(), idx_ty.is_signed(), *elem_size as i64);
+                    for l in lanes(mask) {
+                        let i = r(regs, *idx, l);
+                        let i = if signed {
+                            scalar::sext(i, bits)
+                        } else {
+                            i as i64
+                        };
+                        let v = memory::ptr_add(r(regs, *ptr, l), i.wrapping_mul(es));
+                        w(regs, *dst, l, v);
+                    }
+                }
+                DOp::PtrToSpace { dst, a, space } => {
+                    for l in lanes(mask) {
+                        let pv = r(regs, *a, l);
+                        if let Some(have) = mem.space_of(pv) {
+                            if have != *space {
+                                let tid = base + l as u32;
+                                let name = mem.allocs[memory::ptr_id(pv) as usize].name.clone();
+                                return Err(ctx.fault(
+                                    Fault::WrongSpace {
+                                        name,
+                                        have,
+                                        want: *space,
+                                    },
+                                    pc,
+                                    tid,
+                                    "ptr_cast",
+                                    &self.tids,
+                                ));
+                            }
+                        }
+                        w(regs, *dst, l, pv);
+                    }
+                }
+                DOp::Alloca { dst, k } => {
+                    for l in lanes(mask) {
+                        let id = self.local_base + k * self.nthreads + base + l as u32;
+                        w(regs, *dst, l, memory::make_ptr(id, 0));
+                    }
+                }
+                DOp::SharedAlloc { dst, k } => {
+                    let v = memory::make_ptr(self.shared_ids[*k as usize], 0);
+                    for l in lanes(mask) {
+                        w(regs, *dst, l, v);
+                    }
+                }
+                DOp::DynShared { dst } => {
+                    let v = memory::make_ptr(self.dyn_id, 0);
+                    for l in lanes(mask) {
+                        w(regs, *dst, l, v);
+                    }
+                }
+                DOp::Special { dst, which } => {
+                    for l in lanes(mask) {
+                        let t = self.tids[(base + l as u32) as usize];
+                        let v = match which {
+                            Special::Tid(d) => t[*d],
+                            Special::Bid(d) => self.bid[*d],
+                            Special::BDim(d) => self.bdim[*d],
+                            Special::GDim(d) => self.grid[*d],
+                            Special::Lane => l as u32,
+                        };
+                        w(regs, *dst, l, u64::from(v));
+                    }
+                }
+                DOp::Nop => {}
+                DOp::Barrier => {
+                    for l in lanes(mask) {
+                        warp.st[l] = St::Bar;
+                        warp.pc[l] = pc;
+                    }
+                    return Ok(());
+                }
+                DOp::Atomic {
+                    op,
+                    ty,
+                    dst,
+                    ptr,
+                    val,
+                } => {
+                    let size = ty.size_bytes() as usize;
+                    for l in lanes(mask) {
+                        let tid = base + l as u32;
+                        let pv = r(regs, *ptr, l);
+                        let (id, off) = mem
+                            .check(pv, size, size as u64, Access::Atomic, tid)
+                            .map_err(|f| ctx.fault(f, pc, tid, "atomic", &self.tids))?;
+                        let old = mem.read(id, off, size);
+                        let new = atomic_apply(*op, *ty, old, r(regs, *val, l));
+                        mem.write(id, off, size, new);
+                        w(regs, *dst, l, old);
+                    }
+                }
+                DOp::Cas {
+                    ty,
+                    dst,
+                    ptr,
+                    exp,
+                    des,
+                } => {
+                    let size = ty.size_bytes() as usize;
+                    for l in lanes(mask) {
+                        let tid = base + l as u32;
+                        let pv = r(regs, *ptr, l);
+                        let (id, off) = mem
+                            .check(pv, size, size as u64, Access::Atomic, tid)
+                            .map_err(|f| ctx.fault(f, pc, tid, "atomic.cas", &self.tids))?;
+                        let old = mem.read(id, off, size);
+                        if old == r(regs, *exp, l) {
+                            mem.write(id, off, size, r(regs, *des, l));
+                        }
+                        w(regs, *dst, l, old);
+                    }
+                }
+                DOp::MmaFill {
+                    frag,
+                    dst,
+                    val,
+                    val_ty,
+                } => {
+                    let (rows, cols) = frag_dims(*frag);
+                    let n = (rows * cols) as usize;
+                    let fb = *dst as usize * FRAG_ELEMS;
+                    for l in lanes(mask) {
+                        let x = to_frag_elem(frag.elem, scalar::to_f64(*val_ty, r(regs, *val, l)));
+                        let mut e = l;
+                        while e < n {
+                            warp.frags[fb + e] = x;
+                            e += 32;
+                        }
+                    }
+                }
+                DOp::CpAsync { bytes, dst, src } => {
+                    let n = *bytes as usize;
+                    for l in lanes(mask) {
+                        let tid = base + l as u32;
+                        let (dv, sv) = (r(regs, *dst, l), r(regs, *src, l));
+                        // Both ends are checked when the copy is issued; the source is read now
+                        // and the destination written at the matching wait.
+                        let (sid, soff) =
+                            mem.check(sv, n, n as u64, Access::Read, tid).map_err(|f| {
+                                ctx.fault(f, pc, tid, "cp.async source read", &self.tids)
+                            })?;
+                        if mem.space_of(dv) != Some(AddrSpace::Shared) && memory::ptr_id(dv) != 0 {
+                            let name = mem
+                                .allocs
+                                .get(memory::ptr_id(dv) as usize)
+                                .map_or(String::new(), |a| a.name.clone());
+                            let have = mem.space_of(dv).unwrap_or(AddrSpace::Generic);
+                            return Err(ctx.fault(
+                                Fault::WrongSpace {
+                                    name,
+                                    have,
+                                    want: AddrSpace::Shared,
+                                },
+                                pc,
+                                tid,
+                                "cp.async destination",
+                                &self.tids,
+                            ));
+                        }
+                        let mut copy = CpCopy {
+                            dst: dv,
+                            bytes: [0; 16],
+                            len: n,
+                        };
+                        copy.bytes[..n].copy_from_slice(&mem.allocs[sid].data[soff..soff + n]);
+                        // Bounds of the destination, without touching its shadow state.
+                        let saved = mem.checks;
+                        mem.checks = false;
+                        let chk = mem.check(dv, n, n as u64, Access::Write, tid);
+                        mem.checks = saved;
+                        chk.map_err(|f| {
+                            ctx.fault(f, pc, tid, "cp.async destination write", &self.tids)
+                        })?;
+                        self.cp[tid as usize].open.push(copy);
+                    }
+                }
+                DOp::CpCommit => {
+                    for l in lanes(mask) {
+                        let c = &mut self.cp[(base + l as u32) as usize];
+                        let g = std::mem::take(&mut c.open);
+                        c.groups.push_back(g);
+                    }
+                }
+                DOp::CpWait(n) => {
+                    for l in lanes(mask) {
+                        let tid = base + l as u32;
+                        let c = &mut self.cp[tid as usize];
+                        while c.groups.len() > *n as usize {
+                            let Some(g) = c.groups.pop_front() else { break };
+                            for copy in g {
+                                let (id, off) = mem
+                                    .check(copy.dst, copy.len, 1, Access::Write, tid)
+                                    .map_err(|f| {
+                                        ctx.fault(f, pc, tid, "cp.async completion", &self.tids)
+                                    })?;
+                                mem.allocs[id].data[off..off + copy.len]
+                                    .copy_from_slice(&copy.bytes[..copy.len]);
+                            }
+                        }
+                    }
+                }
+                DOp::Jump(e) => {
+                    let e = &p.edges[*e as usize];
+                    edge_copies(warp, e, mask, &mut self.scratch, &mut self.fscratch);
+                    pc = e.pc;
+                    continue;
+                }
+                DOp::Br { cond, t, e } => {
+                    let mut tmask = 0u32;
+                    for l in lanes(mask) {
+                        if r(&warp.regs, *cond, l) & 1 != 0 {
+                            tmask |= 1 << l;
+                        }
+                    }
+                    let emask = mask & !tmask;
+                    let (te, ee) = (&p.edges[*t as usize], &p.edges[*e as usize]);
+                    if emask == 0 {
+                        edge_copies(warp, te, mask, &mut self.scratch, &mut self.fscratch);
+                        pc = te.pc;
+                        continue;
+                    }
+                    if tmask == 0 {
+                        edge_copies(warp, ee, mask, &mut self.scratch, &mut self.fscratch);
+                        pc = ee.pc;
+                        continue;
+                    }
+                    edge_copies(warp, te, tmask, &mut self.scratch, &mut self.fscratch);
+                    edge_copies(warp, ee, emask, &mut self.scratch, &mut self.fscratch);
+                    for l in lanes(tmask) {
+                        warp.pc[l] = te.pc;
+                    }
+                    for l in lanes(emask) {
+                        warp.pc[l] = ee.pc;
+                    }
+                    return Ok(());
+                }
+                DOp::Exit { rets } => {
+                    if self.returned.is_none() && !p.returns.is_empty() {
+                        let l = mask.trailing_zeros() as usize;
+                        let vals = p.ret_lists[*rets as usize]
+                            .iter()
+                            .map(|loc| match loc {
+                                VLoc::Slots(s, n) => {
+                                    (0..*n).map(|k| r(&warp.regs, s + k, l)).collect()
+                                }
+                                VLoc::Frag(_) => Vec::new(),
+                            })
+                            .collect();
+                        self.returned = Some(vals);
+                    }
+                    for l in lanes(mask) {
+                        warp.st[l] = St::Done;
+                    }
+                    return Ok(());
+                }
+                DOp::Unreachable => {
+                    let tid = base + mask.trailing_zeros();
+                    return Err(ctx.trap(
+                        TrapKind::Unreachable,
+                        pc,
+                        tid,
+                        "reached `unreachable`".into(),
+                    ));
+                }
+                op if op.is_collective() => {
+                    // Gather lanes already waiting here; run only when everyone named has arrived.
+                    let mut group = mask;
+                    for l in lanes(warp.exist) {
+                        if warp.st[l] == St::Coll && warp.pc[l] == pc {
+                            group |= 1 << l;
+                        }
+                    }
+                    let missing = self.collective_ready(wi, pc, group)?;
+                    let warp = &mut self.warps[wi];
+                    if missing != 0 {
+                        for l in lanes(mask) {
+                            warp.st[l] = St::Coll;
+                            warp.pc[l] = pc;
+                        }
+                        return Ok(());
+                    }
+                    for l in lanes(group) {
+                        warp.st[l] = St::Run;
+                    }
+                    mask = group;
+                    self.collective(wi, pc, mask)?;
+                }
+                _ => {
+                    return Err(InterpError::Internal("unhandled op".into()));
+                }
+            }
+            pc += 1;
+            // Lanes that were waiting may have joined; keep their pcs in step lazily.
+            let warp = &mut self.warps[wi];
+            for l in lanes(mask) {
+                warp.pc[l] = pc;
+            }
+        }
+    }
+
+    /// Execute a warp collective for the lanes `group` (all at `pc`).
+    #[allow(clippy::too_many_lines)]
+    fn collective(&mut self, wi: usize, pc: u32, group: u32) -> Result<()> {
+        let p = self.p;
+        let ctx = Ctx {
+            m: self.m,
+            p,
+            tids: &self.tids,
+            bid: self.bid,
+        };
+        let warp = &mut self.warps[wi];
+        let base = warp.base_tid;
+        let op = &p.insts[pc as usize].op;
+        match op {
+            DOp::WarpSync { .. } => {}
+            DOp::Shfl {
+                mode,
+                width,
+                dst,
+                mask,
+                val,
+                lane,
+                n,
+            } => {
+                let segmask = (32 - width) & 31;
+                let cval = if *mode == ShflMode::Up { 0 } else { 31 };
+                for l in lanes(group) {
+                    let li = l as i32;
+                    let b = (r(&warp.regs, *lane, l) & 31) as i32;
+                    let seg = segmask as i32;
+                    let max_lane = (li & seg) | (cval & !seg & 31);
+                    let min_lane = li & seg;
+                    let (j, ok) = match mode {
+                        ShflMode::Up => {
+                            let j = li - b;
+                            (j, j >= max_lane)
+                        }
+                        ShflMode::Down => {
+                            let j = li + b;
+                            (j, j <= max_lane)
+                        }
+                        ShflMode::Xor => {
+                            let j = li ^ b;
+                            (j, j <= max_lane)
+                        }
+                        ShflMode::Idx => {
+                            let j = min_lane | (b & !seg & 31);
+                            (j, j <= max_lane)
+                        }
+                    };
+                    let mm = r(&warp.regs, *mask, l) as u32 & group;
+                    // Out of the segment: own value (PTX). A source lane that does not
+                    // take part: own value too (PTX leaves it undefined).
+                    let j = if ok && (0..32).contains(&j) && mm & (1 << j) != 0 {
+                        j as usize
+                    } else {
+                        l
+                    };
+                    for k in 0..*n {
+                        let v = r(&warp.regs, val + k, j);
+                        w(&mut warp.regs, dst + k, l, v);
+                    }
+                }
+            }
+            DOp::Vote {
+                mode,
+                dst,
+                mask,
+                pred,
+            } => {
+                let mut ballot_all = 0u32;
+                for l in lanes(group) {
+                    if r(&warp.regs, *pred, l) & 1 != 0 {
+                        ballot_all |= 1 << l;
+                    }
+                }
+                for l in lanes(group) {
+                    let mm = r(&warp.regs, *mask, l) as u32 & group;
+                    let b = ballot_all & mm;
+                    let v = match mode {
+                        VoteMode::Ballot => u64::from(b),
+                        VoteMode::Any => u64::from(b != 0),
+                        VoteMode::All => u64::from(b == mm),
+                    };
+                    w(&mut warp.regs, *dst, l, v);
+                }
+            }
+            DOp::Match {
+                mode,
+                dst,
+                dst2,
+                mask,
+                val,
+                n,
+            } => {
+                let eq = |regs: &[u64], a: usize, b: usize| {
+                    (0..*n).all(|k| r(regs, val + k, a) == r(regs, val + k, b))
+                };
+                let mut out = [(0u32, false); 32];
+                for l in lanes(group) {
+                    let mm = r(&warp.regs, *mask, l) as u32 & group;
+                    let mut same = 0u32;
+                    for j in lanes(mm) {
+                        if eq(&warp.regs, l, j) {
+                            same |= 1 << j;
+                        }
+                    }
+                    out[l] = match mode {
+                        MatchMode::Any => (same, false),
+                        MatchMode::All => {
+                            if same == mm {
+                                (mm, true)
+                            } else {
+                                (0, false)
+                            }
+                        }
+                    };
+                }
+                for l in lanes(group) {
+                    w(&mut warp.regs, *dst, l, u64::from(out[l].0));
+                    if *mode == MatchMode::All {
+                        w(&mut warp.regs, *dst2, l, u64::from(out[l].1));
+                    }
+                }
+            }
+            DOp::MmaLoad {
+                frag,
+                layout,
+                dst,
+                ptr,
+                ldm,
+            } => {
+                let l0 = mma_lanes(&ctx, warp, group, pc)?;
+                let tid = base + l0 as u32;
+                let (pv, ld) = uniform2(&ctx, warp, group, *ptr, *ldm, pc, "mma.load")?;
+                let (rows, cols) = frag_dims(*frag);
+                let es = frag.elem.size_bytes();
+                mma_align(&ctx, &self.mem, pv, ld, es, pc, tid)?;
+                let fb = *dst as usize * FRAG_ELEMS;
+                for i in 0..rows {
+                    for j in 0..cols {
+                        let idx = match layout {
+                            Layout::Row => i * ld + j,
+                            Layout::Col => j * ld + i,
+                        };
+                        let ep = memory::ptr_add(pv, (idx * es) as i64);
+                        let bits = self
+                            .mem
+                            .load(ep, es as usize, es, tid)
+                            .map_err(|f| ctx.fault(f, pc, tid, "mma.load", &self.tids))?;
+                        warp.frags[fb + (i * cols + j) as usize] = scalar::to_f64(frag.elem, bits);
+                    }
+                }
+            }
+            DOp::Mma {
+                a,
+                b,
+                c,
+                d,
+                fa,
+                fb,
+                fc,
+            } => {
+                mma_lanes(&ctx, warp, group, pc)?;
+                let (m_, n_, k_) = fa.shape.dims();
+                let (m_, n_, k_) = (m_ as usize, n_ as usize, k_ as usize);
+                let (ab, bb, cb, db) = (
+                    *a as usize * FRAG_ELEMS,
+                    *b as usize * FRAG_ELEMS,
+                    *c as usize * FRAG_ELEMS,
+                    *d as usize * FRAG_ELEMS,
+                );
+                let _ = fb;
+                self.fscratch.clear();
+                for i in 0..m_ {
+                    for j in 0..n_ {
+                        // Exact products in f64, summed in f64, rounded once to the accumulator type.
+                        let mut s = warp.frags[cb + i * n_ + j];
+                        for k in 0..k_ {
+                            s += warp.frags[ab + i * k_ + k] * warp.frags[bb + k * n_ + j];
+                        }
+                        self.fscratch.push(to_frag_elem(fc.elem, s));
+                    }
+                }
+                warp.frags[db..db + m_ * n_].copy_from_slice(&self.fscratch);
+            }
+            DOp::MmaStore {
+                layout,
+                frag,
+                ptr,
+                src,
+                ldm,
+            } => {
+                let l0 = mma_lanes(&ctx, warp, group, pc)?;
+                let tid = base + l0 as u32;
+                let (pv, ld) = uniform2(&ctx, warp, group, *ptr, *ldm, pc, "mma.store")?;
+                let (rows, cols) = frag_dims(*frag);
+                let es = frag.elem.size_bytes();
+                mma_align(&ctx, &self.mem, pv, ld, es, pc, tid)?;
+                let fb = *src as usize * FRAG_ELEMS;
+                for i in 0..rows {
+                    for j in 0..cols {
+                        let idx = match layout {
+                            Layout::Row => i * ld + j,
+                            Layout::Col => j * ld + i,
+                        };
+                        let ep = memory::ptr_add(pv, (idx * es) as i64);
+                        let x = warp.frags[fb + (i * cols + j) as usize];
+                        let bits = if frag.elem.is_float() {
+                            scalar::float_from_f64(frag.elem, x)
+                        } else {
+                            (x as i64 as u64) & scalar::mask(frag.elem.bits())
+                        };
+                        self.mem
+                            .store(ep, es as usize, es, bits, tid)
+                            .map_err(|f| ctx.fault(f, pc, tid, "mma.store", &self.tids))?;
+                    }
+                }
+            }
+            _ => return Err(InterpError::Internal("not a collective".into())),
+        }
+        Ok(())
+    }
+}
+
+/// The (rows, cols) of a fragment.
+fn frag_dims(f: FragType) -> (u64, u64) {
+    let (m, n, k) = f.shape.dims();
+    let (m, n, k) = (u64::from(m), u64::from(n), u64::from(k));
+    match f.kind {
+        FragKind::A => (m, k),
+        FragKind::B => (k, n),
+        FragKind::Acc => (m, n),
+    }
+}
+
+/// A value rounded to a fragment's element type, kept as f64.
+fn to_frag_elem(elem: ScalarType, x: f64) -> f64 {
+    if elem.is_float() {
+        scalar::to_f64(elem, scalar::float_from_f64(elem, x))
+    } else {
+        // Integer accumulators wrap to their width.
+        let bits = (x as i64 as u64) & scalar::mask(elem.bits());
+        scalar::to_f64(elem, bits)
+    }
+}
+
+fn mma_lanes(ctx: &Ctx, warp: &Warp, group: u32, pc: u32) -> Result<usize> {
+    if group != u32::MAX {
+        let missing = (!group).trailing_zeros();
+        return Err(ctx.trap(
+            TrapKind::InvalidCollective,
+            pc,
+            warp.base_tid + group.trailing_zeros(),
+            format!(
+                "MMA needs all 32 lanes of the warp; lane {missing} has exited or does not exist"
+            ),
+        ));
+    }
+    Ok(0)
+}
+
+fn uniform2(
+    ctx: &Ctx,
+    warp: &Warp,
+    group: u32,
+    a: u32,
+    b: u32,
+    pc: u32,
+    what: &str,
+) -> Result<(u64, u64)> {
+    let l0 = group.trailing_zeros() as usize;
+    let (x, y) = (r(&warp.regs, a, l0), r(&warp.regs, b, l0) & 0xffff_ffff);
+    for l in lanes(group) {
+        if r(&warp.regs, a, l) != x || (r(&warp.regs, b, l) & 0xffff_ffff) != y {
+            return Err(ctx.trap(
+                TrapKind::InvalidCollective,
+                pc,
+                warp.base_tid + l as u32,
+                format!("{what}: pointer and ldm must be the same in every lane (lane {l} differs from lane {l0})"),
+            ));
+        }
+    }
+    Ok((x, y))
+}
+
+fn mma_align(ctx: &Ctx, mem: &Memory, pv: u64, ld: u64, es: u64, pc: u32, tid: u32) -> Result<()> {
+    let off = memory::ptr_offset(pv);
+    if off.rem_euclid(32) != 0 || (ld * es) & 15 != 0 {
+        let name = mem
+            .allocs
+            .get(memory::ptr_id(pv) as usize)
+            .map_or(String::new(), |a| a.name.clone());
+        return Err(ctx.trap(
+            TrapKind::Misaligned,
+            pc,
+            tid,
+            format!(
+                "MMA tile at byte offset {off} of {name} with ldm {ld}: the address must be 32-byte aligned and ldm a multiple of 16 bytes"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn atomic_apply(op: AtomicOp, ty: ScalarType, old: u64, v: u64) -> u64 {
+    use zyntax_hir::BinOp;
+    match op {
+        AtomicOp::Add => scalar::binary(BinOp::Add, ty, old, v),
+        AtomicOp::Sub => scalar::binary(BinOp::Sub, ty, old, v),
+        AtomicOp::Min => scalar::binary(BinOp::Min, ty, old, v),
+        AtomicOp::Max => scalar::binary(BinOp::Max, ty, old, v),
+        AtomicOp::And => old & v,
+        AtomicOp::Or => old | v,
+        AtomicOp::Xor => old ^ v,
+        AtomicOp::Exch => v,
+        // PTX atom.inc/dec (unsigned comparison).
+        AtomicOp::Inc => {
+            if old >= v {
+                0
+            } else {
+                old + 1
+            }
+        }
+        AtomicOp::Dec => {
+            if old == 0 || old > v {
+                v
+            } else {
+                old - 1
+            }
+        }
+    }
+}
+
+/// Bind a branch's arguments to its target's parameters for the lanes `mask`.
+fn edge_copies(
+    warp: &mut Warp,
+    e: &Edge,
+    mask: u32,
+    scratch: &mut Vec<u64>,
+    fscratch: &mut Vec<f64>,
+) {
+    if !e.copies.is_empty() {
+        if e.copies.len() == 1 {
+            let (s, d) = e.copies[0];
+            for l in lanes(mask) {
+                let v = r(&warp.regs, s, l);
+                w(&mut warp.regs, d, l, v);
+            }
+        } else {
+            for l in lanes(mask) {
+                scratch.clear();
+                for (s, _) in &e.copies {
+                    scratch.push(r(&warp.regs, *s, l));
+                }
+                for ((_, d), v) in e.copies.iter().zip(scratch.iter()) {
+                    w(&mut warp.regs, *d, l, *v);
+                }
+            }
+        }
+    }
+    if !e.frag_copies.is_empty() {
+        // Each lane owns fragment elements e with e % 32 == lane.
+        for l in lanes(mask) {
+            fscratch.clear();
+            for (s, _) in &e.frag_copies {
+                let mut k = l;
+                while k < FRAG_ELEMS {
+                    fscratch.push(warp.frags[*s as usize * FRAG_ELEMS + k]);
+                    k += 32;
+                }
+            }
+            let mut it = fscratch.iter();
+            for (_, d) in &e.frag_copies {
+                let mut k = l;
+                while k < FRAG_ELEMS {
+                    if let Some(v) = it.next() {
+                        warp.frags[*d as usize * FRAG_ELEMS + k] = *v;
+                    }
+                    k += 32;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,471 @@
+//! # zyntax-interp
+//!
+//! The reference interpreter: it gives every verified HIR module an exact
+//! meaning on any machine. Kernels run over a grid of blocks; a block's
+//! threads run in warps of 32 in lockstep (shuffle/vote/match with PTX's
+//! masks and widths, MMA fragments as warp-collective values), wait at
+//! barriers, share per-block shared memory, and issue atomics and `cp.async`
+//! copies. Host functions run as a single thread.
+//!
+//! Program faults (out-of-bounds access, `unreachable`, a data race or an
+//! uninitialized read in shared memory, a divergent barrier or warp
+//! collective) are [`InterpError::Trap`]s carrying the kernel, instruction,
+//! thread and block; interpreter limits are [`InterpError::Unsupported`],
+//! [`InterpError::FuelExhausted`] or [`InterpError::Internal`]. Nothing panics
+//! on user input. The semantics are written down in `docs/semantics.md`.
+//!
+//! ```
+//! use zyntax_hir::*;
+//! use zyntax_interp::{Arg, Interpreter};
+//! let mut b = FunctionBuilder::kernel("iota", &[Type::ptr(AddrSpace::Global, Type::U32)]);
+//! let out = b.param(0);
+//! let tid = b.thread_idx(Dim::X).unwrap();
+//! let p = b.ptr_add(out, tid).unwrap();
+//! b.store(p, tid).unwrap();
+//! b.ret(&[]).unwrap();
+//! let mut m = Module::new("demo");
+//! m.functions.push(b.finish().unwrap());
+//! let mut bufs = vec![vec![0u8; 4 * 64]];
+//! Interpreter::new(&m).unwrap()
+//!     .launch("iota", [1, 1, 1], [64, 1, 1], 0, &[Arg::Buffer(0)], &mut bufs)
+//!     .unwrap();
+//! assert_eq!(bufs[0][4 * 5], 5);
+//! ```
+
+pub mod decode;
+mod exec;
+pub mod memory;
+pub mod scalar;
+
+use std::fmt;
+use zyntax_hir::{AddrSpace, FunctionKind, Module, ScalarType, Type, VerifyError};
+
+pub type Result<T> = std::result::Result<T, InterpError>;
+
+/// What kind of program fault a [`Trap`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TrapKind {
+    OutOfBounds,
+    Misaligned,
+    NullPointer,
+    InvalidPointer,
+    /// A pointer used as (or cast to) an address space it does not point into.
+    AddressSpace,
+    /// A write to constant memory.
+    ReadOnly,
+    Unreachable,
+    /// Two threads touched one shared-memory byte in one barrier interval, one of them writing.
+    DataRace,
+    /// A read of shared memory nothing wrote in this block.
+    UninitializedRead,
+    /// Threads of a block wait at different barriers (or a barrier some threads never reach).
+    DivergentBarrier,
+    /// A warp collective whose named lanes do not all arrive (deadlock).
+    DivergentWarp,
+    /// A malformed collective: mask without the executing lane, MMA in a partial
+    /// warp, lanes disagreeing on a pointer that must be uniform.
+    InvalidCollective,
+}
+
+impl TrapKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            TrapKind::OutOfBounds => "out-of-bounds access",
+            TrapKind::Misaligned => "misaligned access",
+            TrapKind::NullPointer => "null pointer access",
+            TrapKind::InvalidPointer => "invalid pointer",
+            TrapKind::AddressSpace => "address space violation",
+            TrapKind::ReadOnly => "write to read-only memory",
+            TrapKind::Unreachable => "unreachable executed",
+            TrapKind::DataRace => "shared memory data race",
+            TrapKind::UninitializedRead => "uninitialized shared memory read",
+            TrapKind::DivergentBarrier => "divergent barrier",
+            TrapKind::DivergentWarp => "divergent warp collective",
+            TrapKind::InvalidCollective => "invalid warp collective",
+        }
+    }
+}
+
+/// A program fault, with where it happened.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Trap {
+    pub kind: TrapKind,
+    /// The launched kernel (or called host function).
+    pub kernel: String,
+    /// The function the instruction belongs to (differs from `kernel` inside a callee).
+    pub function: String,
+    /// The instruction, as `.zir` prints it.
+    pub inst: String,
+    pub thread: [u32; 3],
+    pub block: [u32; 3],
+    pub message: String,
+}
+
+impl fmt::Display for Trap {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let [tx, ty, tz] = self.thread;
+        let [bx, by, bz] = self.block;
+        write!(
+            f,
+            "{}: {} in @{}",
+            self.kind.name(),
+            self.message,
+            self.function
+        )?;
+        if self.function != self.kernel {
+            write!(f, " (called from kernel @{})", self.kernel)?;
+        }
+        write!(
+            f,
+            ", `{}`, thread ({tx}, {ty}, {tz}), block ({bx}, {by}, {bz})",
+            self.inst
+        )
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum InterpError {
+    /// The program faulted.
+    #[error("{0}")]
+    Trap(Box<Trap>),
+    /// The instruction budget ran out (likely an endless loop or a spin-wait on another block).
+    #[error("fuel exhausted: the program executed more than {fuel} thread-instructions")]
+    FuelExhausted { fuel: u64 },
+    #[error("{0}")]
+    Verify(#[from] VerifyError),
+    /// Bad grid/block, missing kernel, wrong arguments.
+    #[error("invalid launch: {0}")]
+    Launch(String),
+    /// Valid HIR the interpreter does not implement.
+    #[error("unsupported by the interpreter: {0}")]
+    Unsupported(String),
+    /// A bug in the interpreter.
+    #[error("internal interpreter error: {0}")]
+    Internal(String),
+}
+
+impl InterpError {
+    pub fn trap(&self) -> Option<&Trap> {
+        match self {
+            InterpError::Trap(t) => Some(t),
+            _ => None,
+        }
+    }
+    pub fn trap_kind(&self) -> Option<TrapKind> {
+        self.trap().map(|t| t.kind)
+    }
+}
+
+/// Interpreter settings.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Shared-memory race and uninitialized-read checks (bounds are always checked).
+    pub checks: bool,
+    /// Instruction budget per launch or call, counted per thread-instruction.
+    pub fuel: u64,
+    /// Run the HIR verifier before executing.
+    pub verify: bool,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            checks: true,
+            fuel: 1 << 34,
+            verify: true,
+        }
+    }
+}
+
+/// An argument of a launch or call. Scalars convert to the parameter's type
+/// (integers must be representable; floats round to nearest even).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Arg {
+    /// A pointer to the start of `buffers[i]`.
+    Buffer(usize),
+    /// A pointer `offset` bytes into `buffers[i]`.
+    BufferAt(usize, u64),
+    Null,
+    Int(i128),
+    Float(f64),
+    Bool(bool),
+}
+
+/// A returned value: its type and its bits (vectors: packed little-endian in 64-bit words).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Value {
+    pub ty: Type,
+    pub bits: Vec<u64>,
+}
+
+impl Value {
+    fn scalar(&self) -> Option<(ScalarType, u64)> {
+        Some((self.ty.as_scalar()?, *self.bits.first()?))
+    }
+    /// The value as an f64 (floats and integers up to 2^53 exactly; bool 0/1).
+    pub fn as_f64(&self) -> Option<f64> {
+        self.scalar().map(|(s, b)| scalar::to_f64(s, b))
+    }
+    /// An integer or bool value, sign-extended by its type.
+    pub fn as_i128(&self) -> Option<i128> {
+        let (s, b) = self.scalar()?;
+        if s.is_float() {
+            return None;
+        }
+        Some(if s.is_signed() {
+            i128::from(scalar::sext(b, s.bits()))
+        } else {
+            i128::from(b)
+        })
+    }
+    /// For a pointer into a caller's buffer: (buffer index, byte offset).
+    pub fn as_buffer_ptr(&self) -> Option<(usize, i64)> {
+        if !self.ty.is_ptr() {
+            return None;
+        }
+        let p = *self.bits.first()?;
+        let id = memory::ptr_id(p) as usize;
+        (id >= 1).then(|| (id - 1, memory::ptr_offset(p)))
+    }
+}
+
+/// What a launch did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Thread-instructions executed.
+    pub instructions: u64,
+    /// Warp steps (one instruction for a group of lanes in lockstep).
+    pub warp_steps: u64,
+}
+
+/// Runs functions of one module.
+pub struct Interpreter<'m> {
+    module: &'m Module,
+    pub options: Options,
+}
+
+/// Hardware limits checked at launch (those of sm_70 … sm_90).
+const MAX_BLOCK: [u32; 3] = [1024, 1024, 64];
+const MAX_THREADS: u32 = 1024;
+const MAX_GRID: [u32; 3] = [i32::MAX as u32, 65535, 65535];
+const MAX_SHARED: u64 = 227 * 1024;
+
+impl<'m> Interpreter<'m> {
+    /// An interpreter with default options; verifies the module.
+    pub fn new(module: &'m Module) -> Result<Interpreter<'m>> {
+        Self::with_options(module, Options::default())
+    }
+
+    pub fn with_options(module: &'m Module, options: Options) -> Result<Interpreter<'m>> {
+        if options.verify {
+            zyntax_hir::verify_module(module)?;
+        }
+        Ok(Interpreter { module, options })
+    }
+
+    fn find(&self, name: &str) -> Result<usize> {
+        self.module
+            .functions
+            .iter()
+            .position(|f| f.name == name)
+            .ok_or_else(|| {
+                InterpError::Launch(format!(
+                    "no function @{name} in module {}",
+                    self.module.name
+                ))
+            })
+    }
+
+    /// Launch kernel `name` over `grid` blocks of `block` threads with
+    /// `shared_bytes` of dynamic shared memory (0: the kernel's declared
+    /// default). Pointer arguments refer to `buffers`, which the kernel reads
+    /// and writes in place.
+    pub fn launch(
+        &self,
+        name: &str,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared_bytes: u64,
+        args: &[Arg],
+        buffers: &mut [Vec<u8>],
+    ) -> Result<Stats> {
+        let fi = self.find(name)?;
+        let f = &self.module.functions[fi];
+        let FunctionKind::Kernel(info) = &f.kind else {
+            return Err(InterpError::Launch(format!(
+                "@{name} is a {} function, not a kernel (use call)",
+                f.kind.keyword()
+            )));
+        };
+        for d in 0..3 {
+            if grid[d] == 0 || block[d] == 0 {
+                return Err(InterpError::Launch(format!(
+                    "grid {grid:?} and block {block:?} must be at least 1 in every dimension"
+                )));
+            }
+            if block[d] > MAX_BLOCK[d] || grid[d] > MAX_GRID[d] {
+                return Err(InterpError::Launch(format!(
+                    "grid {grid:?} / block {block:?} exceed the limits (block {MAX_BLOCK:?}, grid {MAX_GRID:?})"
+                )));
+            }
+        }
+        let threads = u64::from(block[0]) * u64::from(block[1]) * u64::from(block[2]);
+        if threads > u64::from(MAX_THREADS) {
+            return Err(InterpError::Launch(format!(
+                "block {block:?} has {threads} threads; at most {MAX_THREADS}"
+            )));
+        }
+        if let Some(mt) = info.max_threads {
+            if block.iter().zip(mt.iter()).any(|(b, m)| b > m) {
+                return Err(InterpError::Launch(format!(
+                    "block {block:?} exceeds the kernel's max_threads {mt:?}"
+                )));
+            }
+        }
+        let shared_bytes = if shared_bytes == 0 {
+            u64::from(info.shared_bytes)
+        } else {
+            shared_bytes
+        };
+        let prog = decode::decode(self.module, fi)?;
+        let static_shared: u64 = prog.shared.iter().map(|s| s.0).sum();
+        if static_shared + shared_bytes > MAX_SHARED {
+            return Err(InterpError::Launch(format!(
+                "{static_shared} bytes of static and {shared_bytes} of dynamic shared memory exceed {MAX_SHARED}"
+            )));
+        }
+        self.run(&prog, [grid, block], shared_bytes, args, buffers)
+            .map(|(s, _)| s)
+    }
+
+    /// Call host (or device) function `name` as a single thread and return its results.
+    pub fn call(&self, name: &str, args: &[Arg], buffers: &mut [Vec<u8>]) -> Result<Vec<Value>> {
+        let fi = self.find(name)?;
+        let f = &self.module.functions[fi];
+        if f.is_kernel() {
+            return Err(InterpError::Launch(format!(
+                "@{name} is a kernel (use launch)"
+            )));
+        }
+        let prog = decode::decode(self.module, fi)?;
+        let (_, ret) = self.run(&prog, [[1, 1, 1], [1, 1, 1]], 0, args, buffers)?;
+        let ret = ret.unwrap_or_default();
+        Ok(f.returns
+            .iter()
+            .zip(ret)
+            .map(|(ty, bits)| Value {
+                ty: ty.clone(),
+                bits,
+            })
+            .collect())
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn run(
+        &self,
+        prog: &decode::Program,
+        dims: [[u32; 3]; 2],
+        shared_bytes: u64,
+        args: &[Arg],
+        buffers: &mut [Vec<u8>],
+    ) -> Result<(Stats, Option<Vec<Vec<u64>>>)> {
+        let fname = &self.module.functions[prog.entry].name;
+        if args.len() != prog.params.len() {
+            return Err(InterpError::Launch(format!(
+                "@{fname} takes {} arguments, got {}",
+                prog.params.len(),
+                args.len()
+            )));
+        }
+        // Buffer spaces and names from the parameters that point at them.
+        let mut spaces = vec![AddrSpace::Global; buffers.len()];
+        let mut names: Vec<Option<String>> = vec![None; buffers.len()];
+        let mut bits = Vec::with_capacity(args.len());
+        for (k, (arg, (_, ty))) in args.iter().zip(&prog.params).enumerate() {
+            bits.push(arg_bits(fname, k, *arg, ty, buffers.len())?);
+            if let (Arg::Buffer(i) | Arg::BufferAt(i, _), Some(space)) = (arg, ty.addr_space()) {
+                if space == AddrSpace::Constant {
+                    spaces[*i] = AddrSpace::Constant;
+                }
+                if names[*i].is_none() {
+                    names[*i] = Some(format!("{} buffer of parameter {k}", spaces[*i]));
+                }
+            }
+        }
+        let allocs = buffers
+            .iter_mut()
+            .enumerate()
+            .map(|(i, b)| {
+                memory::Alloc::new(
+                    std::mem::take(b),
+                    spaces[i],
+                    names[i].take().unwrap_or_else(|| format!("buffer #{i}")),
+                )
+            })
+            .collect();
+        let launch = exec::Launch {
+            grid: dims[0],
+            block: dims[1],
+            shared_bytes,
+        };
+        let mut ex = exec::Exec::new(
+            self.module,
+            prog,
+            allocs,
+            &launch,
+            self.options.checks,
+            self.options.fuel,
+        );
+        let res = ex.run(&bits);
+        // Hand the buffers back whatever happened.
+        for (i, b) in buffers.iter_mut().enumerate() {
+            if let Some(a) = ex.mem.allocs.get_mut(i + 1) {
+                *b = std::mem::take(&mut a.data);
+            }
+        }
+        res?;
+        let stats = Stats {
+            instructions: self.options.fuel - ex.fuel_left(),
+            warp_steps: ex.steps,
+        };
+        Ok((stats, ex.returned.take()))
+    }
+}
+
+/// The slot bits of an argument for a parameter of type `ty`.
+fn arg_bits(fname: &str, k: usize, arg: Arg, ty: &Type, nbuf: usize) -> Result<Vec<u64>> {
+    let bad = |what: String| InterpError::Launch(format!("@{fname} argument {k} ({ty}): {what}"));
+    match (ty, arg) {
+        (Type::Ptr(..), Arg::Buffer(i) | Arg::BufferAt(i, _)) => {
+            if i >= nbuf {
+                return Err(bad(format!("buffer #{i} does not exist ({nbuf} given)")));
+            }
+            let off = if let Arg::BufferAt(_, o) = arg { o } else { 0 };
+            if off >= 1 << (memory::OFFSET_BITS - 1) {
+                return Err(bad("offset too large".into()));
+            }
+            Ok(vec![memory::make_ptr(i as u32 + 1, off as i64)])
+        }
+        (Type::Ptr(..), Arg::Null) => Ok(vec![0]),
+        (Type::Scalar(s), Arg::Bool(b)) if s.is_bool() => Ok(vec![u64::from(b)]),
+        (Type::Scalar(s), Arg::Int(v)) if s.is_int() || s.is_bool() => {
+            let bitsz = s.bits();
+            let (lo, hi): (i128, i128) = if s.is_bool() {
+                (0, 1)
+            } else if s.is_signed() {
+                (-(1i128 << (bitsz - 1)), (1i128 << (bitsz - 1)) - 1)
+            } else {
+                (0, (1i128 << bitsz) - 1)
+            };
+            if v < lo || v > hi {
+                return Err(bad(format!("{v} is out of range")));
+            }
+            Ok(vec![(v as u64) & scalar::mask(bitsz)])
+        }
+        (Type::Scalar(s), Arg::Int(v)) if s.is_float() => {
+            Ok(vec![scalar::float_from_f64(*s, v as f64)])
+        }
+        (Type::Scalar(s), Arg::Float(x)) if s.is_float() => Ok(vec![scalar::float_from_f64(*s, x)]),
+        (_, a) => Err(bad(format!("cannot pass {a:?}"))),
+    }
+}

@@ -1,0 +1,479 @@
+//! Scalar semantics: every value is held as the bits of its type in the low
+//! bits of a `u64` (upper bits zero). Integer ops wrap; float ops are IEEE-754
+//! with round-to-nearest-even; f16/bf16 ops are computed in f64 and rounded
+//! once (exact for add/sub/mul/div/sqrt because f64 has more than 2p+2 bits).
+//! See `docs/semantics.md` for the definitions where PTX leaves a choice.
+
+use half::{bf16, f16};
+use zyntax_hir::{BinOp, CmpOp, ScalarType, UnOp};
+
+/// Mask of the low `bits` bits.
+#[inline]
+pub fn mask(bits: u32) -> u64 {
+    if bits >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits) - 1
+    }
+}
+
+/// Sign-extend the low `bits` bits.
+#[inline]
+pub fn sext(v: u64, bits: u32) -> i64 {
+    if bits >= 64 {
+        v as i64
+    } else {
+        let s = 64 - bits;
+        ((v << s) as i64) >> s
+    }
+}
+
+/// The value of `bits` of type `ty` as an f64 (exact for every float type and
+/// for integers up to 2^53).
+#[inline]
+pub fn to_f64(ty: ScalarType, v: u64) -> f64 {
+    match ty {
+        ScalarType::F16 => f16::from_bits(v as u16).to_f64(),
+        ScalarType::BF16 => bf16::from_bits(v as u16).to_f64(),
+        ScalarType::F32 => f64::from(f32::from_bits(v as u32)),
+        ScalarType::F64 => f64::from_bits(v),
+        ScalarType::Bool => (v & 1) as f64,
+        s if s.is_signed() => sext(v, s.bits()) as f64,
+        _ => v as f64,
+    }
+}
+
+/// Round an f64 to a float type (round to nearest even) and give its bits.
+#[inline]
+pub fn float_from_f64(ty: ScalarType, x: f64) -> u64 {
+    match ty {
+        ScalarType::F16 => u64::from(f16::from_f64(x).to_bits()),
+        ScalarType::BF16 => u64::from(bf16::from_f64(x).to_bits()),
+        ScalarType::F32 => u64::from((x as f32).to_bits()),
+        _ => x.to_bits(),
+    }
+}
+
+/// Whether `op` is defined on `ty` (checked once when decoding).
+pub fn binop_defined(op: BinOp, ty: ScalarType) -> bool {
+    match ty {
+        ScalarType::Bool => matches!(op, BinOp::And | BinOp::Or | BinOp::Xor),
+        t if t.is_float() => matches!(
+            op,
+            BinOp::Add
+                | BinOp::Sub
+                | BinOp::Mul
+                | BinOp::Div
+                | BinOp::Rem
+                | BinOp::Min
+                | BinOp::Max
+        ),
+        _ => true,
+    }
+}
+
+pub fn unop_defined(op: UnOp, ty: ScalarType) -> bool {
+    if ty.is_float() {
+        op != UnOp::Not
+    } else if ty == ScalarType::Bool {
+        op == UnOp::Not
+    } else {
+        !op.float_only()
+    }
+}
+
+/// IEEE min with NaN ignored (PTX `min.f32`), and -0 < +0.
+#[inline]
+fn fmin(a: f64, b: f64) -> f64 {
+    if a.is_nan() {
+        return b;
+    }
+    if b.is_nan() {
+        return a;
+    }
+    if a == b {
+        // Equal (possibly +0/-0): prefer the negative zero.
+        if a.is_sign_negative() {
+            a
+        } else {
+            b
+        }
+    } else if a < b {
+        a
+    } else {
+        b
+    }
+}
+
+#[inline]
+fn fmax(a: f64, b: f64) -> f64 {
+    if a.is_nan() {
+        return b;
+    }
+    if b.is_nan() {
+        return a;
+    }
+    if a == b {
+        if a.is_sign_negative() {
+            b
+        } else {
+            a
+        }
+    } else if a > b {
+        a
+    } else {
+        b
+    }
+}
+
+#[inline]
+fn f32op(op: BinOp, a: f32, b: f32) -> f32 {
+    match op {
+        BinOp::Add => a + b,
+        BinOp::Sub => a - b,
+        BinOp::Mul => a * b,
+        BinOp::Div => a / b,
+        BinOp::Rem => a % b,
+        BinOp::Min => fmin(f64::from(a), f64::from(b)) as f32,
+        BinOp::Max => fmax(f64::from(a), f64::from(b)) as f32,
+        _ => f32::NAN,
+    }
+}
+
+#[inline]
+fn f64op(op: BinOp, a: f64, b: f64) -> f64 {
+    match op {
+        BinOp::Add => a + b,
+        BinOp::Sub => a - b,
+        BinOp::Mul => a * b,
+        BinOp::Div => a / b,
+        BinOp::Rem => a % b,
+        BinOp::Min => fmin(a, b),
+        BinOp::Max => fmax(a, b),
+        _ => f64::NAN,
+    }
+}
+
+/// A binary op on two values of type `ty` (defined by [`binop_defined`]).
+#[inline]
+pub fn binary(op: BinOp, ty: ScalarType, a: u64, b: u64) -> u64 {
+    match ty {
+        ScalarType::F32 => {
+            u64::from(f32op(op, f32::from_bits(a as u32), f32::from_bits(b as u32)).to_bits())
+        }
+        ScalarType::F64 => f64op(op, f64::from_bits(a), f64::from_bits(b)).to_bits(),
+        ScalarType::F16 | ScalarType::BF16 => {
+            float_from_f64(ty, f64op(op, to_f64(ty, a), to_f64(ty, b)))
+        }
+        _ => int_binary(op, ty, a, b),
+    }
+}
+
+#[inline]
+fn int_binary(op: BinOp, ty: ScalarType, a: u64, b: u64) -> u64 {
+    let w = ty.bits();
+    let m = mask(w);
+    let signed = ty.is_signed();
+    let r = match op {
+        BinOp::Add => a.wrapping_add(b),
+        BinOp::Sub => a.wrapping_sub(b),
+        BinOp::Mul => a.wrapping_mul(b),
+        // Division by zero gives all ones (PTX div.u; we use the same for signed).
+        BinOp::Div => {
+            if b == 0 {
+                u64::MAX
+            } else if signed {
+                sext(a, w).wrapping_div(sext(b, w)) as u64
+            } else {
+                a / b
+            }
+        }
+        // Remainder by zero gives the dividend.
+        BinOp::Rem => {
+            if b == 0 {
+                a
+            } else if signed {
+                sext(a, w).wrapping_rem(sext(b, w)) as u64
+            } else {
+                a % b
+            }
+        }
+        BinOp::Min | BinOp::Max => {
+            let less = if signed {
+                sext(a, w) < sext(b, w)
+            } else {
+                a < b
+            };
+            if less == (op == BinOp::Min) {
+                a
+            } else {
+                b
+            }
+        }
+        BinOp::And => a & b,
+        BinOp::Or => a | b,
+        BinOp::Xor => a ^ b,
+        // Shift amounts are unsigned and clamp at the width (PTX shl/shr).
+        BinOp::Shl => {
+            if b >= u64::from(w) {
+                0
+            } else {
+                a << b
+            }
+        }
+        BinOp::Shr => {
+            if signed {
+                let amt = b.min(u64::from(w) - 1);
+                (sext(a, w) >> amt) as u64
+            } else if b >= u64::from(w) {
+                0
+            } else {
+                a >> b
+            }
+        }
+    };
+    r & m
+}
+
+/// A unary op (defined by [`unop_defined`]). Math functions are computed in
+/// f64 and rounded once to the type.
+#[inline]
+pub fn unary(op: UnOp, ty: ScalarType, a: u64) -> u64 {
+    if ty.is_float() {
+        if ty == ScalarType::F32 {
+            let x = f32::from_bits(a as u32);
+            let r = match op {
+                UnOp::Neg => -x,
+                UnOp::Abs => x.abs(),
+                UnOp::Sqrt => x.sqrt(),
+                UnOp::Floor => x.floor(),
+                UnOp::Ceil => x.ceil(),
+                _ => return float_from_f64(ty, float_math(op, f64::from(x))),
+            };
+            return u64::from(r.to_bits());
+        }
+        let x = to_f64(ty, a);
+        return match op {
+            // Sign-bit ops are exact on the bits (also for NaN).
+            UnOp::Neg => a ^ (1u64 << (ty.bits() - 1)),
+            UnOp::Abs => a & !(1u64 << (ty.bits() - 1)),
+            _ => float_from_f64(ty, float_math(op, x)),
+        };
+    }
+    let w = ty.bits();
+    let m = mask(w);
+    match op {
+        UnOp::Neg => a.wrapping_neg() & m,
+        UnOp::Not => !a & m,
+        UnOp::Abs => {
+            if ty.is_signed() {
+                (sext(a, w).wrapping_abs() as u64) & m
+            } else {
+                a
+            }
+        }
+        _ => a,
+    }
+}
+
+fn float_math(op: UnOp, x: f64) -> f64 {
+    match op {
+        UnOp::Neg => -x,
+        UnOp::Abs => x.abs(),
+        UnOp::Sqrt => x.sqrt(),
+        UnOp::Rsqrt => 1.0 / x.sqrt(),
+        UnOp::Exp => x.exp(),
+        UnOp::Log => x.ln(),
+        UnOp::Sin => x.sin(),
+        UnOp::Cos => x.cos(),
+        UnOp::Tanh => x.tanh(),
+        UnOp::Floor => x.floor(),
+        UnOp::Ceil => x.ceil(),
+        UnOp::Not => f64::NAN,
+    }
+}
+
+/// Fused multiply-add with a single rounding for f32/f64.
+#[inline]
+pub fn fma(ty: ScalarType, a: u64, b: u64, c: u64) -> u64 {
+    match ty {
+        ScalarType::F32 => {
+            let r = f32::from_bits(a as u32)
+                .mul_add(f32::from_bits(b as u32), f32::from_bits(c as u32));
+            u64::from(r.to_bits())
+        }
+        ScalarType::F64 => f64::from_bits(a)
+            .mul_add(f64::from_bits(b), f64::from_bits(c))
+            .to_bits(),
+        // The product of two f16/bf16 is exact in f64; the sum is rounded to f64, then to the type.
+        _ => float_from_f64(ty, to_f64(ty, a).mul_add(to_f64(ty, b), to_f64(ty, c))),
+    }
+}
+
+/// Comparison; float comparisons are ordered except `ne`.
+#[inline]
+pub fn compare(op: CmpOp, ty: ScalarType, a: u64, b: u64) -> bool {
+    if ty.is_float() {
+        let (x, y) = if ty == ScalarType::F32 {
+            (
+                f64::from(f32::from_bits(a as u32)),
+                f64::from(f32::from_bits(b as u32)),
+            )
+        } else {
+            (to_f64(ty, a), to_f64(ty, b))
+        };
+        return match op {
+            CmpOp::Eq => x == y,
+            CmpOp::Ne => x != y,
+            CmpOp::Lt => x < y,
+            CmpOp::Le => x <= y,
+            CmpOp::Gt => x > y,
+            CmpOp::Ge => x >= y,
+        };
+    }
+    let ord = if ty.is_signed() {
+        let w = ty.bits();
+        sext(a, w).cmp(&sext(b, w))
+    } else {
+        a.cmp(&b)
+    };
+    match op {
+        CmpOp::Eq => ord.is_eq(),
+        CmpOp::Ne => ord.is_ne(),
+        CmpOp::Lt => ord.is_lt(),
+        CmpOp::Le => ord.is_le(),
+        CmpOp::Gt => ord.is_gt(),
+        CmpOp::Ge => ord.is_ge(),
+    }
+}
+
+/// Numeric conversion. Float to int truncates toward zero and saturates (NaN
+/// gives 0), as PTX `cvt.rzi.sat`; int to float rounds to nearest even; bool
+/// converts to 0/1 and anything to bool is `!= 0`.
+pub fn cast(from: ScalarType, to: ScalarType, a: u64) -> u64 {
+    if from == to {
+        return a;
+    }
+    if to == ScalarType::Bool {
+        return u64::from(if from.is_float() {
+            to_f64(from, a) != 0.0
+        } else {
+            a != 0
+        });
+    }
+    if from.is_float() {
+        let x = to_f64(from, a);
+        if to.is_float() {
+            return float_from_f64(to, x);
+        }
+        // `as` saturates and maps NaN to 0.
+        let m = mask(to.bits());
+        return match to {
+            ScalarType::I8 => (x as i8) as u64 & m,
+            ScalarType::I16 => (x as i16) as u64 & m,
+            ScalarType::I32 => (x as i32) as u64 & m,
+            ScalarType::I64 => (x as i64) as u64,
+            ScalarType::U8 => u64::from(x as u8),
+            ScalarType::U16 => u64::from(x as u16),
+            ScalarType::U32 => u64::from(x as u32),
+            _ => x as u64,
+        };
+    }
+    // From an integer or bool.
+    let wide: i128 = if from.is_signed() {
+        i128::from(sext(a, from.bits()))
+    } else {
+        i128::from(a)
+    };
+    if to.is_float() {
+        return match to {
+            ScalarType::F64 => (wide as f64).to_bits(),
+            ScalarType::F32 => u64::from((wide as f32).to_bits()),
+            // Exact through f64 for |x| <= 2^53; beyond that the value
+            // overflows f16 anyway and bf16 may see a double rounding.
+            _ => float_from_f64(to, wide as f64),
+        };
+    }
+    (wide as u64) & mask(to.bits())
+}
+
+/// Bits of `x` as a value of `ty` for constants given as f64 / i64.
+pub fn const_bits(ty: ScalarType, c: zyntax_hir::ConstValue) -> u64 {
+    match c {
+        zyntax_hir::ConstValue::Bool(b) => u64::from(b),
+        zyntax_hir::ConstValue::Int(v) => {
+            if ty.is_float() {
+                float_from_f64(ty, v as f64)
+            } else {
+                (v as u64) & mask(ty.bits())
+            }
+        }
+        zyntax_hir::ConstValue::Float(bits) => {
+            let x = f64::from_bits(bits);
+            if ty.is_float() {
+                float_from_f64(ty, x)
+            } else {
+                cast(ScalarType::F64, ty, bits)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn int_wrap_and_div0() {
+        assert_eq!(binary(BinOp::Add, ScalarType::U8, 200, 100), 44);
+        assert_eq!(binary(BinOp::Div, ScalarType::U32, 7, 0), 0xffff_ffff);
+        assert_eq!(binary(BinOp::Div, ScalarType::I32, 7, 0), 0xffff_ffff);
+        assert_eq!(binary(BinOp::Rem, ScalarType::I32, 7, 0), 7);
+        let min = 0x8000_0000u64;
+        assert_eq!(binary(BinOp::Div, ScalarType::I32, min, 0xffff_ffff), min);
+        assert_eq!(binary(BinOp::Shr, ScalarType::I32, min, 40), 0xffff_ffff);
+        assert_eq!(binary(BinOp::Shl, ScalarType::U32, 1, 32), 0);
+        assert_eq!(binary(BinOp::Min, ScalarType::I8, 0xff, 1), 0xff);
+        assert_eq!(binary(BinOp::Min, ScalarType::U8, 0xff, 1), 1);
+    }
+
+    #[test]
+    fn floats() {
+        let h = |x: f32| u64::from(f16::from_f32(x).to_bits());
+        // 1 + 2^-11 is a tie in f16: rounds to even (1.0).
+        let r = binary(
+            BinOp::Add,
+            ScalarType::F16,
+            h(1.0),
+            u64::from(f16::from_f64(2f64.powi(-11)).to_bits()),
+        );
+        assert_eq!(r, h(1.0));
+        assert_eq!(
+            cast(
+                ScalarType::F32,
+                ScalarType::I32,
+                u64::from(f32::NAN.to_bits())
+            ),
+            0
+        );
+        assert_eq!(
+            cast(ScalarType::F32, ScalarType::U8, u64::from(300f32.to_bits())),
+            255
+        );
+        assert!(compare(
+            CmpOp::Ne,
+            ScalarType::F32,
+            u64::from(f32::NAN.to_bits()),
+            0
+        ));
+        assert!(!compare(
+            CmpOp::Eq,
+            ScalarType::F32,
+            u64::from(f32::NAN.to_bits()),
+            u64::from(f32::NAN.to_bits())
+        ));
+        let nz = u64::from((-0.0f32).to_bits());
+        assert_eq!(binary(BinOp::Min, ScalarType::F32, 0, nz), nz);
+        assert_eq!(binary(BinOp::Max, ScalarType::F32, nz, 0), 0);
+    }
+}

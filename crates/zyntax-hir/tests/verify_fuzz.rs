@@ -1,0 +1,378 @@
+//! The verifier never panics: random garbage functions (random ops, types and
+//! ids, many out of range) and random corruptions of valid functions. And
+//! whatever it accepts is structurally sound.
+
+use proptest::prelude::*;
+use zyntax_hir::*;
+
+fn scalar() -> impl Strategy<Value = ScalarType> {
+    (0usize..ScalarType::ALL.len()).prop_map(|n| ScalarType::ALL[n])
+}
+
+fn space() -> impl Strategy<Value = AddrSpace> {
+    (0usize..AddrSpace::ALL.len()).prop_map(|n| AddrSpace::ALL[n])
+}
+
+fn frag() -> impl Strategy<Value = FragType> {
+    (
+        0u8..3,
+        0usize..3,
+        scalar(),
+        proptest::option::of(any::<bool>()),
+    )
+        .prop_map(|(k, s, elem, l)| FragType {
+            kind: [FragKind::A, FragKind::B, FragKind::Acc][k as usize],
+            shape: MmaShape::ALL[s],
+            elem,
+            layout: l.map(|row| if row { Layout::Row } else { Layout::Col }),
+        })
+}
+
+fn ty() -> impl Strategy<Value = Type> {
+    let leaf = prop_oneof![
+        4 => scalar().prop_map(Type::Scalar),
+        1 => (scalar(), 0u32..10).prop_map(|(s, n)| Type::Vector(s, n)),
+        1 => frag().prop_map(Type::Frag),
+    ];
+    leaf.prop_recursive(3, 8, 2, |inner| {
+        prop_oneof![
+            (space(), inner.clone()).prop_map(|(s, t)| Type::ptr(s, t)),
+            (inner, prop_oneof![Just(0u64), 1u64..5, Just(u64::MAX)])
+                .prop_map(|(t, n)| Type::array(t, n)),
+        ]
+    })
+}
+
+/// Every op variant, chosen by `n`, with immediates from `k`, `c` and `t`.
+fn op(n: u8, k: u32, c: i64, t: Type, fr: FragType, name: String) -> Op {
+    match n % 44 {
+        0 => Op::Const(ConstValue::Int(c)),
+        1 => Op::Const(ConstValue::Float(c as u64)),
+        2 => Op::Const(ConstValue::Bool(c & 1 == 1)),
+        3 => Op::Binary(BinOp::ALL[k as usize % BinOp::ALL.len()]),
+        4 => Op::Unary(UnOp::ALL[k as usize % UnOp::ALL.len()]),
+        5 => Op::Fma,
+        6 => Op::Cmp(CmpOp::ALL[k as usize % CmpOp::ALL.len()]),
+        7 => Op::Select,
+        8 => Op::Cast,
+        9 => Op::Bitcast,
+        10 => Op::Extract(k % 10),
+        11 => Op::Insert(k % 10),
+        12 => Op::Load,
+        13 => Op::Store,
+        14 => Op::PtrAdd,
+        15 => Op::PtrCast,
+        16 => Op::Alloca {
+            elem: t,
+            count: c as u64,
+        },
+        17 => Op::SharedAlloc {
+            elem: t,
+            count: c as u64 % 100_000,
+        },
+        18 => Op::DynShared { elem: t },
+        19 => Op::ThreadIdx(Dim::ALL[k as usize % 3]),
+        20 => Op::BlockIdx(Dim::ALL[k as usize % 3]),
+        21 => Op::BlockDim(Dim::ALL[k as usize % 3]),
+        22 => Op::GridDim(Dim::ALL[k as usize % 3]),
+        23 => Op::LaneId,
+        24 => Op::Barrier,
+        25 => Op::Fence(Scope::ALL[k as usize % 3]),
+        26 => Op::WarpSync,
+        27 => Op::Atomic {
+            op: AtomicOp::ALL[k as usize % AtomicOp::ALL.len()],
+            scope: Scope::ALL[(k as usize / 16) % 3],
+        },
+        28 => Op::AtomicCas {
+            scope: Scope::ALL[k as usize % 3],
+        },
+        29 => Op::Shfl {
+            mode: ShflMode::ALL[k as usize % 4],
+            width: (c as u32) % 70,
+        },
+        30 => Op::Vote(VoteMode::ALL[k as usize % 3]),
+        31 => Op::Match(MatchMode::ALL[k as usize % 2]),
+        32 => Op::MmaLoad {
+            frag: fr,
+            layout: if k & 1 == 0 { Layout::Row } else { Layout::Col },
+        },
+        33 => Op::MmaFill,
+        34 => Op::Mma,
+        35 => Op::MmaStore {
+            layout: if k & 1 == 0 { Layout::Row } else { Layout::Col },
+        },
+        36 => Op::CpAsync {
+            bytes: k % 20,
+            cache: if c & 1 == 0 {
+                CacheHint::Ca
+            } else {
+                CacheHint::Cg
+            },
+        },
+        37 => Op::CpAsyncCommit,
+        38 => Op::CpAsyncWait(k % 40),
+        39 => Op::Call(name),
+        40 => Op::Jump,
+        41 => Op::Branch,
+        42 => Op::Return,
+        _ => Op::Unreachable,
+    }
+}
+
+/// Ids mostly in a small range (so some are valid), sometimes huge.
+fn id() -> impl Strategy<Value = u32> {
+    prop_oneof![8 => 0u32..12, 1 => Just(u32::MAX), 1 => any::<u32>()]
+}
+
+fn ids(max: usize) -> impl Strategy<Value = Vec<u32>> {
+    proptest::collection::vec(id(), 0..max)
+}
+
+fn inst() -> impl Strategy<Value = InstData> {
+    (
+        (any::<u8>(), any::<u32>(), any::<i64>(), ty(), frag()),
+        prop_oneof![
+            Just("f0".to_string()),
+            Just("f1".to_string()),
+            Just("nope".to_string())
+        ],
+        ids(4),
+        ids(3),
+        proptest::collection::vec((id(), ids(3)), 0..3),
+    )
+        .prop_map(
+            |((n, k, c, t, fr), name, args, results, targets)| InstData {
+                op: op(n, k, c, t, fr, name),
+                args: args.into_iter().map(ValueId).collect(),
+                results: results.into_iter().map(ValueId).collect(),
+                targets: targets
+                    .into_iter()
+                    .map(|(b, a)| BlockCall {
+                        block: BlockId(b),
+                        args: a.into_iter().map(ValueId).collect(),
+                    })
+                    .collect(),
+                loc: None,
+            },
+        )
+}
+
+fn kind() -> impl Strategy<Value = FunctionKind> {
+    let info = (
+        proptest::option::of((0u32..2000, 0u32..2000, 0u32..100).prop_map(|(x, y, z)| [x, y, z])),
+        proptest::option::of(0u32..40),
+        proptest::option::of(0u32..300),
+        prop_oneof![Just(0u32), 0u32..300_000, Just(u32::MAX)],
+        proptest::option::of((0usize..Arch::ALL.len()).prop_map(|n| Arch::ALL[n])),
+    )
+        .prop_map(
+            |(max_threads, min_blocks, max_registers, shared_bytes, arch)| KernelInfo {
+                max_threads,
+                min_blocks,
+                max_registers,
+                shared_bytes,
+                arch,
+            },
+        );
+    prop_oneof![
+        Just(FunctionKind::Host),
+        Just(FunctionKind::Device),
+        info.prop_map(FunctionKind::Kernel),
+    ]
+}
+
+fn function(name: &'static str) -> impl Strategy<Value = Function> {
+    (
+        kind(),
+        proptest::collection::vec(ty(), 0..3),
+        proptest::collection::vec(
+            (
+                ty(),
+                prop_oneof![
+                    (id(), 0u32..4).prop_map(|(b, n)| ValueDef::Param(BlockId(b), n)),
+                    (id(), 0u32..4).prop_map(|(i, n)| ValueDef::Result(InstId(i), n)),
+                ],
+            ),
+            0..12,
+        ),
+        proptest::collection::vec((ids(4), ids(6)), 0..5),
+        proptest::collection::vec(inst(), 0..12),
+        ids(6),
+        any::<bool>(),
+    )
+        .prop_map(
+            move |(kind, returns, values, blocks, insts, layout, no_alloc)| {
+                let mut f = Function::new(name, kind, returns);
+                f.constraints.no_alloc = no_alloc;
+                f.values = values
+                    .into_iter()
+                    .map(|(ty, def)| ValueData { ty, def })
+                    .collect();
+                f.blocks = blocks
+                    .into_iter()
+                    .map(|(p, i)| BlockData {
+                        params: p.into_iter().map(ValueId).collect(),
+                        insts: i.into_iter().map(InstId).collect(),
+                    })
+                    .collect();
+                f.insts = insts;
+                f.layout = layout.into_iter().map(BlockId).collect();
+                f
+            },
+        )
+}
+
+fn module() -> impl Strategy<Value = Module> {
+    (
+        function("f0"),
+        function("f1"),
+        proptest::collection::vec((0usize..Arch::ALL.len()).prop_map(|n| Arch::ALL[n]), 0..3),
+        proptest::option::of((5u32..10, 0u32..10).prop_map(|(a, b)| PtxVersion::new(a, b))),
+    )
+        .prop_map(|(f0, f1, targets, ptx_version)| Module {
+            name: "fuzz".into(),
+            targets,
+            ptx_version,
+            functions: vec![f0, f1],
+        })
+}
+
+/// What acceptance promises to every consumer: ids in range, values defined
+/// where they say, every placed block terminated.
+fn assert_sound(m: &Module) {
+    for f in &m.functions {
+        assert!(!f.layout.is_empty());
+        for b in &f.layout {
+            let bd = f.blocks.get(b.index()).expect("layout block exists");
+            for (n, v) in bd.params.iter().enumerate() {
+                let vd = f.values.get(v.index()).expect("param exists");
+                assert_eq!(vd.def, ValueDef::Param(*b, n as u32));
+            }
+            let last = bd.insts.last().expect("block non-empty");
+            for i in &bd.insts {
+                let d = f.insts.get(i.index()).expect("inst exists");
+                assert_eq!(d.op.is_terminator(), i == last);
+                for (n, v) in d.results.iter().enumerate() {
+                    let vd = f.values.get(v.index()).expect("result exists");
+                    assert_eq!(vd.def, ValueDef::Result(*i, n as u32));
+                }
+                for v in d
+                    .args
+                    .iter()
+                    .chain(d.targets.iter().flat_map(|t| t.args.iter()))
+                {
+                    assert!(f.has_value(*v));
+                }
+                for t in &d.targets {
+                    assert!(f.layout.contains(&t.block));
+                }
+            }
+        }
+    }
+}
+
+fn check(m: &Module) {
+    match verify_module(m) {
+        Ok(()) => assert_sound(m),
+        Err(e) => {
+            assert!(!e.diagnostics.is_empty());
+            let _ = e.to_string();
+        }
+    }
+    for f in &m.functions {
+        let _ = verify_function(m, f);
+    }
+    for a in Arch::ALL {
+        let _ = zyntax_hir::arch::check_arch(m, a);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn garbage_never_panics(m in module()) {
+        check(&m);
+    }
+
+    #[test]
+    fn corrupted_valid_functions_never_panic(
+        edits in proptest::collection::vec((0u8..8, any::<u32>(), id()), 1..4)
+    ) {
+        let mut m = valid_module();
+        for (what, at, to) in edits {
+            let f = &mut m.functions[(at as usize) % 2];
+            let n = at as usize;
+            match what {
+                0 if !f.insts.is_empty() => {
+                    let len = f.insts.len();
+                    let d = &mut f.insts[n % len];
+                    if !d.args.is_empty() {
+                        let k = n % d.args.len();
+                        d.args[k] = ValueId(to);
+                    }
+                }
+                1 if !f.insts.is_empty() => {
+                    let len = f.insts.len();
+                    let d = &mut f.insts[n % len];
+                    if let Some(t) = d.targets.first_mut() {
+                        t.block = BlockId(to);
+                    }
+                }
+                2 if !f.blocks.is_empty() => {
+                    let len = f.blocks.len();
+                    f.blocks[n % len].insts.retain(|i| i.0 != to);
+                }
+                3 if !f.blocks.is_empty() => {
+                    let len = f.blocks.len();
+                    f.blocks[n % len].params.push(ValueId(to));
+                }
+                4 if !f.values.is_empty() => {
+                    let len = f.values.len();
+                    f.values[n % len].ty = Type::Scalar(ScalarType::ALL[to as usize % 13]);
+                }
+                5 if !f.layout.is_empty() => {
+                    let len = f.layout.len();
+                    f.layout.swap(0, n % len);
+                }
+                6 if !f.insts.is_empty() => {
+                    let len = f.insts.len();
+                    f.insts[n % len].results.push(ValueId(to));
+                }
+                _ => {
+                    let len = f.layout.len();
+                    f.layout.truncate(n % (len + 1));
+                }
+            }
+        }
+        check(&m);
+    }
+}
+
+/// A kernel with a loop, an if and a call to a device function.
+fn valid_module() -> Module {
+    let mut d = FunctionBuilder::device("f1", &[Type::I32], &[Type::I32]);
+    let x = d.param(0);
+    let y = d.add(x, x).unwrap();
+    d.ret(&[y]).unwrap();
+    let dev = d.finish().unwrap();
+
+    let mut k =
+        FunctionBuilder::kernel("f0", &[Type::ptr(AddrSpace::Global, Type::I32), Type::I32]);
+    let (out, n) = (k.param(0), k.param(1));
+    let zero = k.iconst(Type::I32, 0).unwrap();
+    let one = k.iconst(Type::I32, 1).unwrap();
+    let fr = k.begin_for(zero, n, one, &[zero]).unwrap();
+    let r = k.call("f1", &[fr.iv], &[Type::I32]).unwrap();
+    let s = k.add(fr.carried[0], r[0]).unwrap();
+    let done = k.end_for(fr, &[s]).unwrap();
+    let c = k.cmp(CmpOp::Gt, done[0], zero).unwrap();
+    let iff = k.begin_if(c, &[]).unwrap();
+    k.store(out, done[0]).unwrap();
+    k.end_if(iff, &[]).unwrap();
+    k.ret(&[]).unwrap();
+    let mut m = Module::new("valid");
+    m.functions = vec![k.finish().unwrap(), dev];
+    assert!(verify_module(&m).is_ok());
+    m
+}

@@ -15,9 +15,7 @@ def build() -> hir.Module:
     m = hir.Module("cp_async_double_buffer", targets=["sm_80", "sm_90"])
     f4 = hir.vec(hir.f32, 4)
     gptr = hir.ptr("global", f4)
-    with m.kernel(
-        "scale_tiles", [gptr, gptr, hir.u32, hir.f32], max_threads=TILE
-    ) as b:
+    with m.kernel("scale_tiles", [gptr, gptr, hir.u32, hir.f32], max_threads=TILE) as b:
         src, out, tiles, scale = b.params
         buf = b.shared_alloc(f4, 2 * TILE)  # two buffers back to back
         tid = b.thread_idx()

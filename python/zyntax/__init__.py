@@ -4,8 +4,10 @@ Build HIR from Python with :mod:`zyntax.hir`, verify it, print it as ``.zir``
 text, and (where the backend is compiled in) lower it to PTX or native code.
 """
 
+from zyntax import hir
 from zyntax._native import __version__, build_info
 from zyntax.errors import (
+    BuildError,
     CompileError,
     CudaError,
     InternalError,
@@ -16,6 +18,7 @@ from zyntax.errors import (
 )
 
 __all__ = [
+    "BuildError",
     "CompileError",
     "CudaError",
     "InternalError",
@@ -25,4 +28,5 @@ __all__ = [
     "ZyntaxError",
     "__version__",
     "build_info",
+    "hir",
 ]

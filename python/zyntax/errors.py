@@ -9,10 +9,12 @@ the precise subclass; this module only re-exports them::
     ├── CompileError    lowering / code generation failed
     ├── CudaError       the CUDA driver failed, or no driver/GPU is present
     ├── LaunchError     a kernel launch was rejected
+    ├── BuildError      the HIR builder was misused (unknown name, closed builder, ...)
     └── InternalError   a zyntax bug (never a user error)
 """
 
 from zyntax._native import (
+    BuildError,
     CompileError,
     CudaError,
     InternalError,
@@ -23,6 +25,7 @@ from zyntax._native import (
 )
 
 __all__ = [
+    "BuildError",
     "CompileError",
     "CudaError",
     "InternalError",

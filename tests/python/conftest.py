@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
+# The example builder scripts are importable as modules (`import saxpy`).
+sys.path.insert(0, str(EXAMPLES))
 
 
 @functools.cache

@@ -1873,9 +1873,11 @@ impl FunctionBuilder {
         let (params, rets) = match (declared, returns) {
             (_, Some(r)) => (Vec::new(), to_types(r)?),
             (Some((p, r)), None) => (p, r),
-            (None, None) => return Err(BuildError::new_err(format!(
+            (None, None) => {
+                return Err(BuildError::new_err(format!(
                 "unknown function @{name}: declare it in this module first, or pass returns=[...]"
-            ))),
+            )))
+            }
         };
         let ops = self.sh.opnds(args)?;
         let vals = self.sh.run_n(py, |fb| {

@@ -143,12 +143,14 @@ pub fn to_type(obj: &Bound<'_, PyAny>) -> PyResult<Type> {
     if let Ok(s) = obj.cast::<PyString>() {
         return parse_type_text(&s.to_cow()?);
     }
-    // numpy dtypes and scalar classes: `np.dtype(obj).name` without importing numpy eagerly.
-    if obj.hasattr("dtype")?
-        || obj
-            .getattr("__module__")
-            .is_ok_and(|m| m.extract::<String>().is_ok_and(|m| m.starts_with("numpy")))
-    {
+    // numpy dtypes (instances of numpy.dtypes.*) and scalar classes (np.float32),
+    // recognised by module so that numpy is imported only when one is passed.
+    let from_numpy = |o: &Bound<'_, PyAny>| {
+        o.getattr("__module__")
+            .and_then(|m| m.extract::<String>())
+            .is_ok_and(|m| m == "numpy" || m.starts_with("numpy."))
+    };
+    if from_numpy(obj) || from_numpy(obj.get_type().as_any()) {
         let np = obj.py().import("numpy")?;
         if let Ok(dt) = np.getattr("dtype")?.call1((obj,)) {
             let name: String = dt.getattr("name")?.extract()?;

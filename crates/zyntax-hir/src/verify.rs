@@ -948,7 +948,6 @@ fn check_op(cx: &mut Ctx, b: BlockId, d: &InstData, a: &[&Type], r: &[&Type]) ->
                     a[0], a[1]
                 ));
             }
-            same("the result", r[0], a[0])?;
             let Some(s) = scalar(a[0]) else {
                 return Err(format!(
                     "`{mn}` takes scalars, got {} (extract vector lanes first)",
@@ -970,11 +969,10 @@ fn check_op(cx: &mut Ctx, b: BlockId, d: &InstData, a: &[&Type], r: &[&Type]) ->
                 };
                 return Err(format!("`{mn}` takes {want}, got {s}"));
             }
-            Ok(())
+            same("the result", r[0], a[0])
         }
         Op::Unary(op) => {
             arity(d, 1, 1)?;
-            same("the result", r[0], a[0])?;
             let Some(s) = scalar(a[0]) else {
                 return Err(format!("`{mn}` takes a scalar, got {}", a[0]));
             };
@@ -993,7 +991,7 @@ fn check_op(cx: &mut Ctx, b: BlockId, d: &InstData, a: &[&Type], r: &[&Type]) ->
                 };
                 return Err(format!("`{mn}` takes {want}, got {s}"));
             }
-            Ok(())
+            same("the result", r[0], a[0])
         }
         Op::Fma => {
             arity(d, 3, 1)?;

@@ -696,7 +696,9 @@ fn binary_typing() {
             "`add` takes integers or floats, got bool",
         ),
     ] {
-        let f = kernel_with(&[t.clone()], |b, p| b.binary(op, p[0], p[0]).map(|_| ()));
+        let f = kernel_with(std::slice::from_ref(&t), |b, p| {
+            b.binary(op, p[0], p[0]).map(|_| ())
+        });
         bad_inst(f, op.name(), want);
     }
 
@@ -782,7 +784,9 @@ fn cmp_select_cast_bitcast_typing() {
 #[test]
 fn vector_lanes_and_types() {
     let v4 = Type::Vector(ScalarType::F32, 4);
-    let f = kernel_with(&[v4.clone()], |b, p| b.extract(p[0], 4).map(|_| ()));
+    let f = kernel_with(std::slice::from_ref(&v4), |b, p| {
+        b.extract(p[0], 4).map(|_| ())
+    });
     bad_inst(f, "extract", "lane 4 is out of range for vec<f32, 4>");
     let f = kernel_with(&[v4.clone(), Type::F64], |b, p| {
         b.insert(p[0], p[1], 1).map(|_| ())

@@ -25,6 +25,7 @@ impl fmt::Display for Loc {
 /// One problem the verifier found, with where it is.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Diagnostic {
+    /// The function, or empty for a module-level problem.
     pub function: String,
     pub block: Option<BlockId>,
     pub inst: Option<InstId>,
@@ -39,7 +40,12 @@ impl fmt::Display for Diagnostic {
         if let Some(loc) = &self.loc {
             write!(f, "{loc}: ")?;
         }
-        write!(f, "in @{}", self.function)?;
+        // An empty function name marks a module-level problem (e.g. the PTX version).
+        if self.function.is_empty() {
+            f.write_str("in module")?;
+        } else {
+            write!(f, "in @{}", self.function)?;
+        }
         if let Some(b) = self.block {
             write!(f, ", {b}")?;
         }

@@ -1538,6 +1538,7 @@ fn ptx_version_rules() {
         "ptx(7.0) is too old for sm_86, which needs PTX 7.1 or newer",
     );
     assert_eq!(d.function, "");
+    assert!(d.to_string().starts_with("in module: ptx(7.0)"), "{d}");
     m.ptx_version = Some(PtxVersion::new(9, 0));
     err(&m, "ptx(9.0) is not a PTX version LLVM 19 can emit");
     m.ptx_version = Some(PtxVersion::new(6, 9));

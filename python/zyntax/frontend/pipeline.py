@@ -1,0 +1,245 @@
+"""From a translated :class:`~zyntax.frontend.kernel.Variant` to PTX, LLVM IR, and launches.
+
+The front-end's HIR text goes to the native core through ``zyntax.hir.parse_zir``
+(the ``.zir`` printer/parser round-trip is exact), is verified there, and is
+compiled by ``zyntax.compile`` (LLVM NVPTX), run by ``zyntax.interp`` (the
+reference interpreter) or loaded and launched by ``zyntax.cuda``. Each of those
+is looked up when first needed, so the front-end imports on any build.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from zyntax.frontend import cache
+from zyntax.frontend.errors import KernelArgumentError, KernelError
+
+if TYPE_CHECKING:
+    from zyntax.frontend.kernel import Variant
+
+Dim3 = tuple[int, int, int]
+
+#: Default arch when no GPU is present and none is named (``ZYNTAX_ARCH`` overrides).
+DEFAULT_ARCH = "sm_80"
+
+
+def _zyntax() -> Any:
+    import zyntax
+
+    return zyntax
+
+
+def zyntax_version() -> str:
+    return str(_zyntax().__version__)
+
+
+# --------------------------------------------------------------------------- native module
+
+
+def native_module(v: Variant) -> Any:
+    """The variant as a verified ``zyntax.hir.Module`` (memoised on the variant)."""
+    m = v.native.get("module")
+    if m is None:
+        from zyntax import hir
+
+        m = hir.parse_zir(v.hir_text, f"<kernel {v.kernel_name}>")
+        m.verify()
+        v.native["module"] = m
+    return m
+
+
+# --------------------------------------------------------------------------- arch
+
+
+@functools.cache
+def _device_arch() -> str | None:
+    if not gpu_available():
+        return None
+    try:
+        cuda = _zyntax().cuda
+        dev = cuda.Device(0) if hasattr(cuda, "Device") else None
+        cc = getattr(dev, "compute_capability", None)
+        if callable(cc):
+            cc = cc()
+        if cc is None:
+            return None
+        major, minor = cc
+        sm = int(major) * 10 + int(minor)
+        best = None
+        for a in cache.DEFAULT_PTX:
+            n = int(a[3:5])
+            if a != "sm_90a" and n <= sm:
+                best = a
+        return best
+    except Exception:
+        return None
+
+
+def resolve_arch(arch: str | None) -> str:
+    a = arch or os.environ.get("ZYNTAX_ARCH") or _device_arch() or DEFAULT_ARCH
+    if a not in cache.DEFAULT_PTX:
+        raise KernelError(f"unknown arch {a!r}; expected one of {', '.join(cache.DEFAULT_PTX)}")
+    return a
+
+
+# --------------------------------------------------------------------------- compile
+
+
+def _compile(v: Variant, arch: str) -> Any:
+    z = _zyntax()
+    fn = getattr(z, "compile", None)
+    if fn is None:
+        raise z.CompileError(
+            "zyntax.compile is not available in this build (the LLVM backend is not compiled in)"
+        )
+    return fn(native_module(v), backend="nvptx", arch=arch)
+
+
+def _field(res: Any, *names: str) -> str | None:
+    if isinstance(res, str):
+        return res
+    for n in names:
+        x = res.get(n) if isinstance(res, dict) else getattr(res, n, None)
+        if isinstance(x, str):
+            return x
+    return None
+
+
+def cache_key(v: Variant, arch: str) -> str:
+    return cache.cache_key(v.hir_text, arch, cache.DEFAULT_PTX[arch], zyntax_version())
+
+
+def ptx_for(v: Variant, arch: str) -> str:
+    """PTX for one variant: memory, then the disk cache, then the compiler."""
+    got = v.ptx.get(arch)
+    if got is not None:
+        return got
+    key = cache_key(v, arch)
+    hit = cache.load(key)
+    if hit is not None:
+        v.ptx[arch] = hit[0]
+        return hit[0]
+    t0 = time.perf_counter()
+    res = _compile(v, arch)
+    ptx = _field(res, "ptx")
+    if ptx is None:
+        raise _zyntax().InternalError(f"zyntax.compile returned no PTX ({type(res).__name__})")
+    elapsed = time.perf_counter() - t0
+    meta = dict(v.metadata(), arch=arch, ptx_version=cache.DEFAULT_PTX[arch])
+    meta["zyntax_version"] = zyntax_version()
+    cache.store(key, ptx, meta)
+    v.ptx[arch] = ptx
+    from zyntax.frontend.kernel import compile_hooks
+
+    for hook in list(compile_hooks):
+        hook({"kernel": v.kernel_name, "arch": arch, "key": key, "seconds": elapsed})
+    return ptx
+
+
+def llvm_for(v: Variant, arch: str) -> str:
+    res = _compile(v, arch)
+    text = None if isinstance(res, str) else _field(res, "llvm_ir", "llvm", "ll")
+    if text is None:
+        raise _zyntax().CompileError("this build's zyntax.compile does not return LLVM IR")
+    return text
+
+
+# --------------------------------------------------------------------------- launches
+
+
+def gpu_available() -> bool:
+    try:
+        cuda = _zyntax().cuda
+    except AttributeError:
+        try:
+            import zyntax.cuda as cuda  # type: ignore[import-not-found, no-redef]
+        except ImportError:
+            return False
+    for name in ("is_available", "available"):
+        f = getattr(cuda, name, None)
+        if callable(f):
+            try:
+                return bool(f())
+            except Exception:
+                return False
+    f = getattr(cuda, "device_count", None)
+    if callable(f):
+        try:
+            return int(f()) > 0
+        except Exception:
+            return False
+    return False
+
+
+def _host_args(v: Variant, args: Sequence[Any]) -> tuple[list[Any], list[tuple[Any, Any]]]:
+    """Flatten arguments for the interpreter; non-contiguous arrays go through a copy."""
+    staged: list[Any] = []
+    copies: list[tuple[Any, Any]] = []
+    for a, s in zip(args, v.specs, strict=True):
+        if isinstance(a, np.ndarray) and not a.flags.c_contiguous:
+            c = np.ascontiguousarray(a)
+            copies.append((a, c))
+            staged.append(c)
+        else:
+            staged.append(a)
+        del s
+    assert v.binder is not None
+    return v.binder(staged), copies
+
+
+def run_interp(v: Variant, args: Sequence[Any], grid: Dim3, block: Dim3, shared_mem: int) -> None:
+    try:
+        from zyntax import interp  # type: ignore[attr-defined]
+    except ImportError:
+        raise KernelError(
+            "the interpreter (zyntax.interp) is not available in this build"
+        ) from None
+    for a in args:
+        if not isinstance(a, (np.ndarray, np.generic, int, float, bool)):
+            raise KernelArgumentError(
+                f"run_cpu takes numpy arrays and scalars, got {type(a).__name__}"
+            )
+    flat, copies = _host_args(v, args)
+    interp.launch(
+        native_module(v), v.kernel_name, flat, grid=grid, block=block, shared_mem=shared_mem
+    )
+    for orig, c in copies:
+        orig[...] = c
+
+
+def run_gpu(
+    v: Variant, args: Sequence[Any], grid: Dim3, block: Dim3, shared_mem: int, stream: Any
+) -> None:
+    z = _zyntax()
+    try:
+        cuda = z.cuda
+    except AttributeError:
+        import zyntax.cuda as cuda  # type: ignore[import-not-found, no-redef]
+    arch = resolve_arch(None)
+    func = v.native.get(("function", arch))
+    if func is None:
+        ptx = ptx_for(v, arch)
+        mod = cuda.load_ptx(ptx) if hasattr(cuda, "load_ptx") else cuda.Module(ptx)
+        func = mod.function(v.kernel_name) if hasattr(mod, "function") else mod[v.kernel_name]
+        v.native[("function", arch)] = func
+    # numpy arrays travel to the device and back (like Numba's auto-transfer).
+    staged: list[Any] = []
+    back: list[tuple[Any, Any]] = []
+    for a in args:
+        if isinstance(a, np.ndarray):
+            d = cuda.to_device(np.ascontiguousarray(a))
+            back.append((a, d))
+            staged.append(d)
+        else:
+            staged.append(a)
+    assert v.binder is not None
+    flat = v.binder(staged)
+    cuda.launch(func, grid, block, flat, shared_mem=shared_mem, stream=stream)
+    for orig, d in back:
+        orig[...] = d.copy_to_host() if hasattr(d, "copy_to_host") else d.to_numpy()

@@ -30,3 +30,44 @@ __all__ = [
     "build_info",
     "hir",
 ]
+
+# The @zyntax.kernel front-end (python/zyntax/frontend/, python/zyntax/lang.py).
+from zyntax import lang
+from zyntax.frontend import KernelError, func, kernel
+from zyntax.lang import (
+    Array,
+    bf16,
+    bool_,
+    f16,
+    f32,
+    f64,
+    i8,
+    i16,
+    i32,
+    i64,
+    u8,
+    u16,
+    u32,
+    u64,
+)
+
+__all__ += [
+    "Array",
+    "KernelError",
+    "bf16",
+    "bool_",
+    "f16",
+    "f32",
+    "f64",
+    "func",
+    "i8",
+    "i16",
+    "i32",
+    "i64",
+    "kernel",
+    "lang",
+    "u8",
+    "u16",
+    "u32",
+    "u64",
+]

@@ -15,7 +15,7 @@
 //!
 //! **Function header**
 //! - kernels return nothing; kernel parameters are scalars, vectors or
-//!   pointers to `global`, `generic` or `constant` memory;
+//!   pointers to `global`, `generic` or `constant` memory, 4 KiB in all;
 //! - host functions use no fragment type anywhere;
 //! - kernel metadata: `max_threads` each ≥ 1, x, y ≤ 1024, z ≤ 64, product ≤ 1024;
 //!   `min_blocks` in 1..=32 and only with `max_threads`; `max_registers` in
@@ -36,7 +36,8 @@
 //!   block is not a branch target;
 //! - `jump` has one target, `br` two, no other instruction has targets; each
 //!   target is a block of the layout and gets as many arguments as it has
-//!   parameters, of the same types;
+//!   parameters, of the same types; a `br` whose targets are one block passes
+//!   both the same arguments; a block with parameters has a predecessor;
 //! - `return` operands match the function's return types.
 //!
 //! **SSA**
@@ -108,6 +109,8 @@ pub const MAX_ALLOCA_BYTES: u64 = 512 * 1024;
 pub const MAX_STATIC_SHARED_BYTES: u64 = 48 * 1024;
 /// Largest `shared_bytes` of a kernel (sm_90's per-block maximum).
 pub const MAX_SHARED_BYTES: u64 = 227 * 1024;
+/// Largest total size of a kernel's parameters (PTX's 4 KiB parameter space).
+pub const MAX_KERNEL_PARAM_BYTES: u64 = 4096;
 /// Largest memory type in bytes.
 const MAX_TYPE_BYTES: u64 = 1 << 40;
 
@@ -625,6 +628,20 @@ fn check_entry(cx: &mut Ctx) {
         return;
     };
     let params = f.blocks[entry.index()].params.clone();
+    if f.is_kernel() {
+        let bytes: u64 = params
+            .iter()
+            .filter_map(|v| cx.ty(*v).and_then(Type::size_bytes))
+            .fold(0, u64::saturating_add);
+        if bytes > MAX_KERNEL_PARAM_BYTES {
+            cx.block_err(
+                entry,
+                format!(
+                    "kernel parameters take {bytes} bytes; PTX allows at most {MAX_KERNEL_PARAM_BYTES} (pass a pointer to a struct in memory)"
+                ),
+            );
+        }
+    }
     for v in params {
         let Some(t) = cx.ty(v).cloned() else { continue };
         match &f.kind {
@@ -1566,6 +1583,15 @@ fn check_branch(cx: &mut Ctx, b: BlockId, d: &InstData, a: &[&Type]) -> Check {
     }
     let entry = f.entry();
     let mut problems = Vec::new();
+    if let [t0, t1] = d.targets.as_slice() {
+        // LLVM allows two phi entries for one predecessor only if they agree.
+        if t0.block == t1.block && t0.args != t1.args {
+            problems.push(format!(
+                "both targets are {} but pass different arguments; use select on the arguments and a jump",
+                t0.block
+            ));
+        }
+    }
     for t in &d.targets {
         let tb = t.block;
         if !f.has_block(tb) {
@@ -1670,6 +1696,21 @@ fn check_dominance(cx: &mut Ctx) {
     let rpo: Vec<usize> = postorder.iter().rev().copied().collect();
     for (n, &blk) in rpo.iter().enumerate() {
         rpo_num[blk] = n;
+    }
+    // A parameter needs an incoming value: LLVM rejects a phi with no entries.
+    let mut has_pred = vec![false; nb];
+    for &b in &blocks {
+        for &s in &succs[b.index()] {
+            has_pred[s] = true;
+        }
+    }
+    for &b in blocks.iter().skip(1) {
+        if !has_pred[b.index()] && !f.blocks[b.index()].params.is_empty() {
+            cx.block_err(
+                b,
+                format!("{b} has parameters but no branch targets it; remove the parameters"),
+            );
+        }
     }
     let mut preds: Vec<Vec<usize>> = vec![Vec::new(); nb];
     for &blk in &rpo {

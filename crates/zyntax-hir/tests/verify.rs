@@ -1675,3 +1675,52 @@ fn verify_function_checks_one_function() {
     let e = verify_function(&m, &bad).unwrap_err();
     assert!(e.diagnostics.iter().all(|d| d.function == "bad"));
 }
+
+#[test]
+fn llvm_phi_rules() {
+    // br to one block twice with different arguments.
+    let mut b = FunctionBuilder::device("d", &[Type::BOOL, Type::I32, Type::I32], &[Type::I32]);
+    let (c, x, y) = (b.param(0), b.param(1), b.param(2));
+    let join = b.create_block(&[Type::I32]);
+    b.branch(c, join, &[x], join, &[y]).unwrap();
+    b.switch_to(join);
+    let p = b.block_params(join).unwrap()[0];
+    b.ret(&[p]).unwrap();
+    let f = b.finish().unwrap();
+    let d = err(
+        &module(vec![f.clone()]),
+        "both targets are block1 but pass different arguments",
+    );
+    assert_at(&d, &f, "br");
+    // Same arguments are fine.
+    let mut f2 = f;
+    let br = find_inst(&f2, "br").1;
+    f2.insts[br.index()].targets[1].args = vec![ValueId(1)];
+    ok(&module(vec![f2]));
+
+    // A block with parameters that nothing branches to.
+    let mut b = FunctionBuilder::device("d", &[Type::I32], &[Type::I32]);
+    let x = b.param(0);
+    b.ret(&[x]).unwrap();
+    let dead = b.create_block(&[Type::I32]);
+    b.switch_to(dead);
+    let p = b.block_params(dead).unwrap()[0];
+    b.ret(&[p]).unwrap();
+    let d = err(
+        &module(vec![b.finish().unwrap()]),
+        "block1 has parameters but no branch targets it",
+    );
+    assert_eq!((d.block, d.inst), (Some(BlockId(1)), None));
+}
+
+#[test]
+fn kernel_parameter_space_is_bounded() {
+    let params = vec![Type::Vector(ScalarType::F64, 8); 65];
+    let f = kernel_with(&params, |_, _| Ok(()));
+    err(
+        &module(vec![f]),
+        "kernel parameters take 4160 bytes; PTX allows at most 4096",
+    );
+    let params = vec![Type::Vector(ScalarType::F64, 8); 64];
+    ok(&module(vec![kernel_with(&params, |_, _| Ok(()))]));
+}

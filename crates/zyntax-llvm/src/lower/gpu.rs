@@ -188,7 +188,7 @@ impl<'ctx> FnLowering<'_, 'ctx> {
         })
     }
 
-    fn to_asm(
+    fn reinterpret(
         &mut self,
         x: BasicValueEnum<'ctx>,
         t: BasicTypeEnum<'ctx>,
@@ -257,12 +257,12 @@ impl<'ctx> FnLowering<'_, 'ctx> {
             self.space_suffix(space)?,
             op.name(),
         );
-        let xa = self.to_asm(x, at)?;
+        let xa = self.reinterpret(x, at)?;
         let constraints = format!("={cons},l,{cons},~{{memory}}");
         let r = self
             .asm(&text, &constraints, Some(at), &[ptr.into(), xa.into()])?
             .ok_or_else(|| self.bug("atom returned nothing"))?;
-        self.to_asm(r, x.get_type())
+        self.reinterpret(r, x.get_type())
     }
 
     /// Compare-and-swap of raw bits; returns the old bits.
@@ -318,9 +318,9 @@ impl<'ctx> FnLowering<'_, 'ctx> {
         let e = self.val(ev)?;
         let n = self.val(self.arg(d, 2)?)?;
         let it: BasicTypeEnum = self.int_ty(bits)?.into();
-        let (eb, nb) = (self.to_asm(e, it)?, self.to_asm(n, it)?);
+        let (eb, nb) = (self.reinterpret(e, it)?, self.reinterpret(n, it)?);
         let old = self.cas_bits(ptr, space, scope, eb, nb)?;
-        let r = self.to_asm(old, e.get_type())?;
+        let r = self.reinterpret(old, e.get_type())?;
         self.set(self.result(d, 0)?, r);
         Ok(())
     }
@@ -353,14 +353,14 @@ impl<'ctx> FnLowering<'_, 'ctx> {
         self.b.position_at_end(loop_bb);
         let phi = self.b.build_phi(it, "")?;
         let old_bits = phi.as_basic_value();
-        let old = self.to_asm(old_bits, vt)?;
+        let old = self.reinterpret(old_bits, vt)?;
         let new = match op {
             AtomicOp::Min => self.intrinsic_value("llvm.minnum", &[vt], &[old.into(), x.into()])?,
             AtomicOp::Max => self.intrinsic_value("llvm.maxnum", &[vt], &[old.into(), x.into()])?,
             AtomicOp::Exch => x,
             _ => return Err(self.bug(format!("CAS loop for {op}"))),
         };
-        let new_bits = self.to_asm(new, it.into())?;
+        let new_bits = self.reinterpret(new, it.into())?;
         let prev = self.cas_bits(ptr, space, scope, old_bits, new_bits)?;
         let same = self.b.build_int_compare(
             IntPredicate::EQ,
@@ -378,14 +378,14 @@ impl<'ctx> FnLowering<'_, 'ctx> {
         ]);
         self.b.build_conditional_branch(same, done_bb, loop_bb)?;
         self.b.position_at_end(done_bb);
-        self.to_asm(old_bits, vt)
+        self.reinterpret(old_bits, vt)
     }
 
     // ------------------------------------------------------------------ warp collectives
 
     /// Bring a value of scalar type `s` into the `i32`/`f32` a `.b32` warp op
     /// moves. Returns the 32-bit value(s): one, or (lo, hi) for 64-bit types.
-    fn to_b32(
+    fn split_b32(
         &mut self,
         x: BasicValueEnum<'ctx>,
         s: ScalarType,
@@ -395,7 +395,7 @@ impl<'ctx> FnLowering<'_, 'ctx> {
         Ok(match s.bits() {
             32 => vec![x],
             64 => {
-                let bits = self.to_asm(x, ctx.i64_type().into())?.into_int_value();
+                let bits = self.reinterpret(x, ctx.i64_type().into())?.into_int_value();
                 let lo = self.b.build_int_truncate(bits, i32t, "")?;
                 let shifted = self.b.build_right_shift(
                     bits,
@@ -408,13 +408,13 @@ impl<'ctx> FnLowering<'_, 'ctx> {
             }
             n => {
                 let narrow = self.int_ty(n)?;
-                let bits = self.to_asm(x, narrow.into())?.into_int_value();
+                let bits = self.reinterpret(x, narrow.into())?.into_int_value();
                 vec![self.b.build_int_z_extend(bits, i32t, "")?.into()]
             }
         })
     }
 
-    fn from_b32(
+    fn join_b32(
         &mut self,
         parts: &[BasicValueEnum<'ctx>],
         s: ScalarType,
@@ -422,19 +422,19 @@ impl<'ctx> FnLowering<'_, 'ctx> {
     ) -> CompileResult<BasicValueEnum<'ctx>> {
         let ctx = self.ctx();
         match (s.bits(), parts) {
-            (32, [v]) => self.to_asm(*v, t),
+            (32, [v]) => self.reinterpret(*v, t),
             (64, [lo, hi]) => {
                 let i64t = ctx.i64_type();
                 let lo = self.b.build_int_z_extend(lo.into_int_value(), i64t, "")?;
                 let hi = self.b.build_int_z_extend(hi.into_int_value(), i64t, "")?;
                 let hi = self.b.build_left_shift(hi, i64t.const_int(32, false), "")?;
                 let bits = self.b.build_or(lo, hi, "")?;
-                self.to_asm(bits.into(), t)
+                self.reinterpret(bits.into(), t)
             }
             (n, [v]) => {
                 let narrow = self.int_ty(n)?;
                 let bits = self.b.build_int_truncate(v.into_int_value(), narrow, "")?;
-                self.to_asm(bits.into(), t)
+                self.reinterpret(bits.into(), t)
             }
             _ => Err(self.bug("bad warp operand split")),
         }
@@ -461,7 +461,7 @@ impl<'ctx> FnLowering<'_, 'ctx> {
         let parts = if s == ScalarType::F32 {
             vec![x]
         } else {
-            self.to_b32(x, s)?
+            self.split_b32(x, s)?
         };
         let mut out = Vec::with_capacity(parts.len());
         for p in parts {
@@ -473,7 +473,7 @@ impl<'ctx> FnLowering<'_, 'ctx> {
         let r = if s == ScalarType::F32 {
             out[0]
         } else {
-            self.from_b32(&out, s, x.get_type())?
+            self.join_b32(&out, s, x.get_type())?
         };
         self.set(self.result(d, 0)?, r);
         Ok(())
@@ -498,10 +498,13 @@ impl<'ctx> FnLowering<'_, 'ctx> {
         let s = self.scalar_of(v)?;
         let x = self.val(v)?;
         let (arg, w) = if s.bits() == 64 {
-            (self.to_asm(x, self.ctx().i64_type().into())?, "i64")
+            (self.reinterpret(x, self.ctx().i64_type().into())?, "i64")
         } else {
-            let parts = self.to_b32(x, s)?;
-            (self.to_asm(parts[0], self.ctx().i32_type().into())?, "i32")
+            let parts = self.split_b32(x, s)?;
+            (
+                self.reinterpret(parts[0], self.ctx().i32_type().into())?,
+                "i32",
+            )
         };
         match mode {
             MatchMode::Any => {

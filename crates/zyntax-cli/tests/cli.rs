@@ -1,0 +1,174 @@
+//! The `zyntax` binary end to end: outputs, exit codes, error format.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn zyntax() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_zyntax"))
+}
+
+fn example(name: &str) -> PathBuf {
+    let manifest = std::fs::canonicalize(env!("CARGO_MANIFEST_DIR")).unwrap();
+    manifest.join("../../examples").join(name)
+}
+
+fn tmp(name: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("zyntax-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+#[test]
+fn compiles_example_to_ptx_file_and_validates() {
+    let out = std::env::temp_dir().join(format!("zyntax-saxpy-{}.ptx", std::process::id()));
+    let st = zyntax()
+        .args([
+            "compile",
+            "--backend",
+            "nvptx",
+            "--arch",
+            "sm_90a",
+            "--validate",
+        ])
+        .arg(example("saxpy.zir"))
+        .arg("-o")
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let ptx = std::fs::read_to_string(&out).unwrap();
+    assert!(ptx.contains(".target sm_90a"), "{ptx}");
+    assert!(ptx.contains(".version 8.0"), "{ptx}");
+    assert!(ptx.contains(".visible .entry saxpy("), "{ptx}");
+    let _ = std::fs::remove_file(out);
+}
+
+#[test]
+fn emits_llvm_ir() {
+    for args in [
+        &["--backend", "llvm"][..],
+        &["--backend", "nvptx", "--emit", "llvm"][..],
+    ] {
+        let o = zyntax()
+            .arg("compile")
+            .args(args)
+            .args(["--arch", "sm_80", "--opt", "O0"])
+            .arg(example("saxpy.zir"))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let ir = String::from_utf8(o.stdout).unwrap();
+        assert!(
+            ir.contains("target triple = \"nvptx64-nvidia-cuda\""),
+            "{ir}"
+        );
+        assert!(ir.contains("define ptx_kernel void @saxpy"), "{ir}");
+        assert!(ir.contains("!nvvm.annotations"), "{ir}");
+    }
+}
+
+#[test]
+fn parse_error_is_one_line_with_location() {
+    let p = tmp(
+        "bad.zir",
+        "module \"x\"\nkernel @k {\nblock0(v0: u32):\n    v1: u32 = frob v0\n    return\n}\n",
+    );
+    let o = zyntax().arg("compile").arg(&p).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8(o.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with(&format!("{}:4:15: error:", p.display())),
+        "{err}"
+    );
+    assert!(
+        !err.contains("panicked") && !err.contains("backtrace"),
+        "{err}"
+    );
+    assert!(o.stdout.is_empty());
+}
+
+#[test]
+fn verify_error_names_the_instruction_location() {
+    let o = zyntax()
+        .args(["compile", "--arch", "sm_75"])
+        .arg(example("cp_async_copy.zir"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8(o.stderr).unwrap();
+    let first = err.lines().next().unwrap();
+    assert!(first.contains("cp_async_copy.zir:"), "{err}");
+    assert!(
+        first.contains(": error: ") && first.contains("cp.async needs sm_80"),
+        "{err}"
+    );
+}
+
+#[test]
+fn missing_input_and_bad_arch_fail_cleanly() {
+    let o = zyntax()
+        .args(["compile", "/nonexistent/x.zir"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).starts_with("error: /nonexistent/x.zir"));
+    let o = zyntax()
+        .args(["compile", "--arch", "sm_99", "x.zir"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown arch `sm_99`"));
+    let o = zyntax()
+        .args(["compile", "--backend", "llvm", "--emit", "ptx", "x.zir"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+}
+
+#[test]
+fn help_documents_every_option() {
+    let o = zyntax().args(["compile", "--help"]).output().unwrap();
+    let h = String::from_utf8(o.stdout).unwrap();
+    for opt in [
+        "--backend",
+        "--arch",
+        "--emit",
+        "--ptx",
+        "--opt",
+        "--validate",
+        "--timings",
+        "--output",
+    ] {
+        assert!(h.contains(opt), "help lacks {opt}:\n{h}");
+    }
+    let o = zyntax().arg("archs").output().unwrap();
+    let a = String::from_utf8(o.stdout).unwrap();
+    assert!(
+        a.contains("sm_70") && a.contains("sm_90a") && a.contains("PTX 8.0"),
+        "{a}"
+    );
+}
+
+#[test]
+fn reads_standard_input() {
+    use std::io::Write;
+    let text = std::fs::read_to_string(example("saxpy.zir")).unwrap();
+    let mut child = zyntax()
+        .args(["compile", "--arch", "sm_70", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stdout).contains(".target sm_70"));
+}

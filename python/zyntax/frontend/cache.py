@@ -105,7 +105,7 @@ def load(key: str) -> tuple[str, dict[str, Any]] | None:
 
 
 def store(key: str, ptx: str, meta: dict[str, Any]) -> Path | None:
-    """Write an entry atomically; returns the PTX path (None when the cache is off or unwritable)."""
+    """Write an entry atomically; returns the PTX path (None: cache off or unwritable)."""
     if not enabled():
         return None
     d = cache_dir()

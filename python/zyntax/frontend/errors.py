@@ -15,7 +15,6 @@ from __future__ import annotations
 import linecache
 import os
 from types import TracebackType
-from typing import Any
 
 from zyntax.errors import ZyntaxError
 
@@ -98,11 +97,3 @@ def trim_traceback(exc: BaseException) -> BaseException:
         t.tb_next = head
         head = t
     return exc.with_traceback(head)
-
-
-def raise_trimmed(exc: BaseException) -> Any:
-    """Re-raise ``exc`` without internal frames and without the internal context chain."""
-    exc = trim_traceback(exc)
-    exc.__cause__ = None
-    exc.__suppress_context__ = True
-    raise exc

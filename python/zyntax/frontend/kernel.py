@@ -24,7 +24,7 @@ from zyntax.frontend.errors import (
     KernelArgumentError,
     KernelError,
     KernelTypeError,
-    raise_trimmed,
+    trim_traceback,
 )
 from zyntax.frontend.translator import (
     ArrayParam,
@@ -88,16 +88,17 @@ def _dtype_name(dt: Any) -> str | None:
 
 def spec_of_value(a: Any) -> ParamSpec:
     """The signature entry of one launch argument (Triton's rule for Python numbers)."""
-    if isinstance(a, bool) or isinstance(a, np.bool_):
+    if isinstance(a, (bool, np.bool_)):
         return ir.BOOL
+    if isinstance(a, np.generic):
+        n = _dtype_name(a.dtype)
+        if n is None:
+            raise KernelArgumentError(f"scalars of dtype {a.dtype} are not supported")
+        return ir.scalar(n)
     if isinstance(a, int):
         return ir.I32 if -(2**31) <= a < 2**31 else ir.I64
     if isinstance(a, float):
         return ir.F32
-    if isinstance(a, np.generic):
-        n = _dtype_name(a.dtype)
-        if n is not None:
-            return ir.scalar(n)
     arr = _array_like(a)
     if arr is not None:
         dt, shape, strides = arr
@@ -376,8 +377,7 @@ class Kernel(_Translatable):
         try:
             return self.variant(self._sig_specs(sig)).hir_text
         except KernelError as e:
-            raise_trimmed(e)
-            raise
+            raise trim_traceback(e) from None
 
     def native_module(self, sig: Sequence[Any] | None = None) -> Any:
         """The specialisation as a verified native ``zyntax.hir.Module``."""
@@ -386,8 +386,7 @@ class Kernel(_Translatable):
         try:
             return pipeline.native_module(self.variant(self._sig_specs(sig)))
         except KernelError as e:
-            raise_trimmed(e)
-            raise
+            raise trim_traceback(e) from None
 
     def ptx(self, sig: Sequence[Any] | None = None, arch: str | None = None) -> str:
         """PTX for ``sig`` (through the disk cache)."""
@@ -397,8 +396,7 @@ class Kernel(_Translatable):
             v = self.variant(self._sig_specs(sig))
             return pipeline.ptx_for(v, pipeline.resolve_arch(arch))
         except KernelError as e:
-            raise_trimmed(e)
-            raise
+            raise trim_traceback(e) from None
 
     def llvm(self, sig: Sequence[Any] | None = None, arch: str | None = None) -> str:
         """LLVM IR for ``sig`` (not cached)."""
@@ -408,8 +406,7 @@ class Kernel(_Translatable):
             v = self.variant(self._sig_specs(sig))
             return pipeline.llvm_for(v, pipeline.resolve_arch(arch))
         except KernelError as e:
-            raise_trimmed(e)
-            raise
+            raise trim_traceback(e) from None
 
     # ---------------------------------------------------------------- launch
     def __getitem__(self, config: Any) -> Callable[..., None]:
@@ -450,7 +447,7 @@ class Kernel(_Translatable):
             else:
                 pipeline.run_gpu(v, args, g, b, shared_mem, stream)
         except KernelError as e:
-            raise_trimmed(e)
+            raise trim_traceback(e) from None
 
     def run_cpu(
         self,

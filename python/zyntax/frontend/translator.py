@@ -745,7 +745,7 @@ class FunctionTranslator:
                 raise self.error(node, "assign tuples by unpacking them: a, b = ...")
             self.static[name] = val
             return
-        if isinstance(val, Lit) and single and name not in self.var_types:
+        if isinstance(val, Lit) and single and not self.depth and name not in self.var_types:
             self.static[name] = val  # a compile-time constant
             return
         ty = self.var_types.get(name)
@@ -1204,6 +1204,8 @@ class FunctionTranslator:
 
     def binop(self, op: ast.operator, a: Operand, b: Operand, node: ast.AST) -> Operand:
         sym = _OP_SYMBOL.get(type(op), "?")
+        if isinstance(op, ast.MatMult):
+            raise self.error(node, "'@' is not supported in kernels (use zyntax.lang.mma)")
         if isinstance(a, Lit) and isinstance(b, Lit):
             try:
                 return Lit(_PY_BINOPS[type(op)](a.value, b.value))

@@ -6,6 +6,7 @@ text, and (where the backend is compiled in) lower it to PTX or native code.
 
 from zyntax import hir
 from zyntax._native import __version__, build_info
+from zyntax.compiler import compile, compile_ptx, validate_ptx
 from zyntax.errors import (
     BuildError,
     CompileError,
@@ -28,7 +29,10 @@ __all__ = [
     "ZyntaxError",
     "__version__",
     "build_info",
+    "compile",
+    "compile_ptx",
     "hir",
+    "validate_ptx",
 ]
 
 # The @zyntax.kernel front-end (python/zyntax/frontend/, python/zyntax/lang.py).

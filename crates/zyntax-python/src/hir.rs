@@ -122,7 +122,7 @@ fn parse_arch(s: &str) -> PyResult<Arch> {
     enum_name("arch", s, &Arch::ALL, Arch::from_name, Arch::name)
 }
 
-fn parse_ptx(s: &str) -> PyResult<PtxVersion> {
+pub fn parse_ptx(s: &str) -> PyResult<PtxVersion> {
     let bad = || BuildError::new_err(format!("invalid PTX version '{s}' (expected e.g. '7.8')"));
     let (a, b) = s.split_once('.').ok_or_else(bad)?;
     Ok(PtxVersion::new(
@@ -171,7 +171,7 @@ fn module_from(m: zh::Module) -> HirModule {
     }
 }
 
-fn verify_error(py: Python<'_>, e: zh::VerifyError) -> PyErr {
+pub fn verify_error(py: Python<'_>, e: zh::VerifyError) -> PyErr {
     let err = VerifyError::new_err(e.to_string());
     let diags = PyList::empty(py);
     for d in &e.diagnostics {

@@ -5,6 +5,8 @@
 //! entry point runs inside [`errors::guard`] so that no Rust panic reaches
 //! Python as `PanicException`.
 
+#[cfg(feature = "llvm")]
+mod compile;
 mod errors;
 mod hir;
 mod loc;
@@ -35,6 +37,10 @@ mod _native {
     #[pymodule_export]
     use super::build_info;
 
+    #[cfg(feature = "llvm")]
+    #[pymodule_export]
+    use crate::compile::{compile_ptx, emit_llvm, ptxas_assemble};
+
     #[pymodule_init]
     fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -63,7 +69,7 @@ fn build_info(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
         d.set_item("profile", build_profile())?;
         d.set_item("target", std::env::consts::ARCH)?;
         d.set_item("hir", true)?;
-        d.set_item("llvm", false)?;
+        d.set_item("llvm", cfg!(feature = "llvm"))?;
         d.set_item("interp", false)?;
         d.set_item("cli", false)?;
         Ok(d)

@@ -279,7 +279,12 @@ pub fn streaming_loads(f: &Function) -> Vec<StreamingLoad> {
                 if d.op != Op::Load {
                     continue;
                 }
-                let Some(ValueDef::Result(ai, _)) = d.args.first().and_then(|a| f.values.get(a.index())).map(|v| v.def) else {
+                let Some(ValueDef::Result(ai, _)) = d
+                    .args
+                    .first()
+                    .and_then(|a| f.values.get(a.index()))
+                    .map(|v| v.def)
+                else {
                     continue;
                 };
                 let Some(ad) = f.insts.get(ai.index()) else {

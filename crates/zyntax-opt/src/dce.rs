@@ -12,7 +12,11 @@ pub fn dce(f: &mut Function) -> usize {
             let Some(d) = f.insts.get(i.index()) else {
                 continue;
             };
-            for v in d.args.iter().chain(d.targets.iter().flat_map(|t| t.args.iter())) {
+            for v in d
+                .args
+                .iter()
+                .chain(d.targets.iter().flat_map(|t| t.args.iter()))
+            {
                 if let Some(u) = used.get_mut(v.index()) {
                     *u = true;
                 }
@@ -32,8 +36,12 @@ pub fn dce(f: &mut Function) -> usize {
                         return true;
                     };
                     // Loads stay: with bounds checks they may report an error.
-                    let pure = !d.op.has_side_effects() && d.op != Op::Load && !d.results.is_empty();
-                    let dead = d.results.iter().all(|r| !used.get(r.index()).copied().unwrap_or(true));
+                    let pure =
+                        !d.op.has_side_effects() && d.op != Op::Load && !d.results.is_empty();
+                    let dead = d
+                        .results
+                        .iter()
+                        .all(|r| !used.get(r.index()).copied().unwrap_or(true));
                     !(pure && dead)
                 })
                 .collect();

@@ -5,7 +5,9 @@
 //! `return` of the copy becomes a `jump` to a continuation block whose
 //! parameters *are* the call's former results, so no use needs rewriting.
 
-use zyntax_hir::{BlockCall, BlockData, BlockId, Function, InstData, InstId, Op, ValueData, ValueDef, ValueId};
+use zyntax_hir::{
+    BlockCall, BlockData, BlockId, Function, InstData, InstId, Op, ValueData, ValueDef, ValueId,
+};
 
 /// Inline the call `call` (an instruction of `f` in block `block`) with a copy of `callee`.
 /// Returns false (and changes nothing) if the call does not match the callee's signature.
@@ -103,7 +105,11 @@ pub fn inline_call(f: &mut Function, block: BlockId, call: InstId, callee: &Func
     }
 
     // Layout: caller block, copied blocks, continuation.
-    let at = f.layout.iter().position(|b| *b == block).map_or(f.layout.len(), |p| p + 1);
+    let at = f
+        .layout
+        .iter()
+        .position(|b| *b == block)
+        .map_or(f.layout.len(), |p| p + 1);
     let mut new_blocks: Vec<BlockId> = callee.layout.iter().map(|b| mb(*b)).collect();
     new_blocks.push(cont);
     f.layout.splice(at..at, new_blocks);

@@ -60,7 +60,13 @@ pub struct Report {
 
 impl Report {
     /// Record an action for `function` (creating its entry if needed).
-    pub fn add(&mut self, function: &str, pass: &str, what: impl Into<String>, why: impl Into<String>) {
+    pub fn add(
+        &mut self,
+        function: &str,
+        pass: &str,
+        what: impl Into<String>,
+        why: impl Into<String>,
+    ) {
         if let Some(fr) = self.functions.iter_mut().find(|f| f.name == function) {
             fr.actions.push(Action {
                 pass: pass.into(),
@@ -88,7 +94,11 @@ impl fmt::Display for Report {
             } else {
                 fr.constraints.join(", ")
             };
-            writeln!(f, "@{} ({}, {}; constraints: {flags})", fr.name, fr.kind, fr.opt_level)?;
+            writeln!(
+                f,
+                "@{} ({}, {}; constraints: {flags})",
+                fr.name, fr.kind, fr.opt_level
+            )?;
             for a in &fr.actions {
                 writeln!(f, "  [{}] {} — {}", a.pass, a.what, a.why)?;
             }
@@ -109,7 +119,11 @@ pub struct ConstraintViolation {
 
 impl fmt::Display for ConstraintViolation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "@{}: constraint `{}` cannot be met: {}", self.function, self.constraint, self.reason)?;
+        write!(
+            f,
+            "@{}: constraint `{}` cannot be met: {}",
+            self.function, self.constraint, self.reason
+        )?;
         for s in &self.sites {
             write!(f, "\n    {s}")?;
         }
@@ -262,7 +276,9 @@ pub fn optimize(m: &Module) -> Result<Optimized, ConstraintError> {
                 violations.push(ConstraintViolation {
                     function: f.name.clone(),
                     constraint: "inline_always".into(),
-                    reason: "a kernel entry point is launched, never called, so it cannot be inlined".into(),
+                    reason:
+                        "a kernel entry point is launched, never called, so it cannot be inlined"
+                            .into(),
                     sites: Vec::new(),
                 });
             } else if let Some(cycle) = analysis::find_cycle_from(m, &f.name) {
@@ -271,7 +287,11 @@ pub fn optimize(m: &Module) -> Result<Optimized, ConstraintError> {
                     constraint: "inline_always".into(),
                     reason: format!(
                         "the function is recursive ({}), so it cannot be inlined into every caller",
-                        cycle.iter().map(|n| format!("@{n}")).collect::<Vec<_>>().join(" -> ")
+                        cycle
+                            .iter()
+                            .map(|n| format!("@{n}"))
+                            .collect::<Vec<_>>()
+                            .join(" -> ")
                     ),
                     sites: Vec::new(),
                 });
@@ -306,7 +326,9 @@ pub fn optimize(m: &Module) -> Result<Optimized, ConstraintError> {
                 })
                 .collect();
             for (b, i, name) in sites {
-                let Some(callee) = m.function(&name) else { continue };
+                let Some(callee) = m.function(&name) else {
+                    continue;
+                };
                 if callee.name == f.name || analysis::is_recursive(m, &name) {
                     continue;
                 }
@@ -322,11 +344,21 @@ pub fn optimize(m: &Module) -> Result<Optimized, ConstraintError> {
                 };
                 let Some(why) = why else { continue };
                 if inline::size(&f) + n > MAX_INLINED_SIZE {
-                    report.add(&f.name, "inline", format!("did not inline @{name}"), "function would exceed the inlining size limit");
+                    report.add(
+                        &f.name,
+                        "inline",
+                        format!("did not inline @{name}"),
+                        "function would exceed the inlining size limit",
+                    );
                     continue;
                 }
                 if inline::inline_call(&mut f, b, i, callee) {
-                    report.add(&f.name, "inline", format!("inlined call to @{name} ({n} instructions)"), why);
+                    report.add(
+                        &f.name,
+                        "inline",
+                        format!("inlined call to @{name} ({n} instructions)"),
+                        why,
+                    );
                     changed = true;
                 }
             }
@@ -337,7 +369,12 @@ pub fn optimize(m: &Module) -> Result<Optimized, ConstraintError> {
         if level != OptLevel::O0 {
             let removed = dce::dce(&mut f);
             if removed > 0 {
-                report.add(&f.name, "dce", format!("removed {removed} dead instruction(s)"), "results unused and no side effects");
+                report.add(
+                    &f.name,
+                    "dce",
+                    format!("removed {removed} dead instruction(s)"),
+                    "results unused and no side effects",
+                );
             }
         }
         f.canonicalize();
@@ -372,9 +409,19 @@ fn plan_function(f: &Function, report: &mut Report) -> FunctionPlan {
     p.opt_level = effective_level(f);
     let name = f.name.as_str();
     if p.opt_level != c.opt_level {
-        report.add(name, "pipeline", format!("opt_level {} raised to {}", c.opt_level, p.opt_level), "critical_path asks for the latency pipeline");
+        report.add(
+            name,
+            "pipeline",
+            format!("opt_level {} raised to {}", c.opt_level, p.opt_level),
+            "critical_path asks for the latency pipeline",
+        );
     }
-    report.add(name, "pipeline", format!("level {}", p.opt_level), level_summary(p.opt_level));
+    report.add(
+        name,
+        "pipeline",
+        format!("level {}", p.opt_level),
+        level_summary(p.opt_level),
+    );
     match p.opt_level {
         OptLevel::O0 => p.optnone = true,
         OptLevel::Os => {
@@ -388,7 +435,12 @@ fn plan_function(f: &Function, report: &mut Report) -> FunctionPlan {
         p.no_stack_protector = true;
         p.align = Some(64);
         p.vectorize_loops = p.opt_level != OptLevel::Os;
-        report.add(name, "attributes", "hot, nounwind, no stack protector, entry and loop headers aligned to 64 bytes", "critical_path: keep the call path short and the hot code cache-line aligned");
+        report.add(
+            name,
+            "attributes",
+            "hot, nounwind, no stack protector, entry and loop headers aligned to 64 bytes",
+            "critical_path: keep the call path short and the hot code cache-line aligned",
+        );
         let loops = analysis::loops(f);
         if p.vectorize_loops && !loops.is_empty() {
             report.add(name, "loops", format!("vectorization requested on {} loop(s) (llvm.loop.vectorize.enable)", loops.len()), "critical_path: lower per-call latency of loops; the vectorizer still proves legality");
@@ -396,12 +448,28 @@ fn plan_function(f: &Function, report: &mut Report) -> FunctionPlan {
         if p.opt_level != OptLevel::Os {
             p.prefetch = analysis::streaming_loads(f);
             for s in &p.prefetch {
-                report.add(name, "prefetch", format!("software prefetch {} elements ahead for load {}", s.distance, s.load), format!("streaming load over the induction variable of loop {}", s.header));
+                report.add(
+                    name,
+                    "prefetch",
+                    format!(
+                        "software prefetch {} elements ahead for load {}",
+                        s.distance, s.load
+                    ),
+                    format!(
+                        "streaming load over the induction variable of loop {}",
+                        s.header
+                    ),
+                );
             }
         }
     }
     if c.inline_always {
-        report.add(name, "inline", "marked always-inline for the backend", "inline_always (also inlined in HIR into every caller in this module)");
+        report.add(
+            name,
+            "inline",
+            "marked always-inline for the backend",
+            "inline_always (also inlined in HIR into every caller in this module)",
+        );
     }
     if p.bounds_checks {
         report.add(name, "bounds", "bounds checks on every access through a pointer of known origin; integer division checked", "no_bounds_check not set: an out-of-bounds access raises an error instead of crashing");

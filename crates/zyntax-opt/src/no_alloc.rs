@@ -64,7 +64,12 @@ pub fn frame_bytes(f: &Function) -> u64 {
 
 /// Deepest stack (own allocas plus the deepest callee chain), `None` when a
 /// cycle or an undefined callee makes it unbounded.
-fn max_stack(m: &Module, name: &str, memo: &mut BTreeMap<String, Option<u64>>, depth: u32) -> Option<u64> {
+fn max_stack(
+    m: &Module,
+    name: &str,
+    memo: &mut BTreeMap<String, Option<u64>>,
+    depth: u32,
+) -> Option<u64> {
     if let Some(v) = memo.get(name) {
         return *v;
     }
@@ -94,7 +99,11 @@ pub fn allocation_sites(m: &Module, f: &Function) -> Vec<AllocSite> {
             loc: f.loc.as_ref().map(|l| l.to_string()),
             reason: format!(
                 "recursion needs unbounded stack: call cycle {}",
-                cycle.iter().map(|n| format!("@{n}")).collect::<Vec<_>>().join(" -> ")
+                cycle
+                    .iter()
+                    .map(|n| format!("@{n}"))
+                    .collect::<Vec<_>>()
+                    .join(" -> ")
             ),
         });
     }

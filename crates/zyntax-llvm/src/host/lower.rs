@@ -205,7 +205,12 @@ pub struct ModuleInfo<'m> {
 
 impl<'m> ModuleInfo<'m> {
     pub fn new(m: &'m Module, plans: &[FunctionPlan], cpu: &str, features: &str) -> Self {
-        let checked = |f: &Function| plans.iter().find(|p| p.name == f.name).is_none_or(|p| p.bounds_checks);
+        let checked = |f: &Function| {
+            plans
+                .iter()
+                .find(|p| p.name == f.name)
+                .is_none_or(|p| p.bounds_checks)
+        };
         let mut can_fail = BTreeSet::new();
         for f in &m.functions {
             let direct = f.insts_in_order().any(|(_, i)| {
@@ -230,7 +235,10 @@ impl<'m> ModuleInfo<'m> {
                 if can_fail.contains(&f.name) {
                     continue;
                 }
-                if zyntax_opt::analysis::callees(f).iter().any(|c| can_fail.contains(c)) {
+                if zyntax_opt::analysis::callees(f)
+                    .iter()
+                    .any(|c| can_fail.contains(c))
+                {
                     can_fail.insert(f.name.clone());
                     changed = true;
                 }
@@ -243,7 +251,8 @@ impl<'m> ModuleInfo<'m> {
         let mut off = 0u64;
         for f in &m.functions {
             for (_, i) in f.insts_in_order() {
-                if let Some(Op::SharedAlloc { elem, count }) = f.insts.get(i.index()).map(|d| &d.op) {
+                if let Some(Op::SharedAlloc { elem, count }) = f.insts.get(i.index()).map(|d| &d.op)
+                {
                     let align = elem.align_bytes().max(16);
                     off = off.div_ceil(align) * align;
                     shared_offsets.insert((f.name.clone(), i), off);
@@ -280,7 +289,11 @@ pub fn signature(f: &Function) -> LResult<Sig> {
     let mut params = Vec::new();
     let mut ptr_params = Vec::new();
     for (k, t) in f.param_types().iter().enumerate() {
-        let ty = vty(t).ok_or_else(|| err(format!("parameter {k} has type {t}, which the CPU backend cannot pass")))?;
+        let ty = vty(t).ok_or_else(|| {
+            err(format!(
+                "parameter {k} has type {t}, which the CPU backend cannot pass"
+            ))
+        })?;
         params.push((ty, format!("%a{k}")));
         if t.is_ptr() {
             ptr_params.push(k);
@@ -292,10 +305,17 @@ pub fn signature(f: &Function) -> LResult<Sig> {
     let multi_ret = f.returns.len() > 1;
     let ret = match f.returns.len() {
         0 => "void".to_string(),
-        1 => vty(&f.returns[0]).ok_or_else(|| err(format!("return type {} is not supported on the CPU", f.returns[0])))?,
+        1 => vty(&f.returns[0]).ok_or_else(|| {
+            err(format!(
+                "return type {} is not supported on the CPU",
+                f.returns[0]
+            ))
+        })?,
         _ => {
             for t in &f.returns {
-                mty(t).filter(|_| t.size_bytes().is_some_and(|b| b <= 8)).ok_or_else(|| err(format!("return type {t} does not fit a return slot")))?;
+                mty(t)
+                    .filter(|_| t.size_bytes().is_some_and(|b| b <= 8))
+                    .ok_or_else(|| err(format!("return type {t} does not fit a return slot")))?;
             }
             params.push(("ptr".into(), "%rets".into()));
             "void".to_string()
@@ -401,7 +421,10 @@ impl FnLower<'_> {
             self.fid.to_string(),
         ];
         for (k, v) in fields.iter().enumerate() {
-            let _ = writeln!(self.fails, "  %{l}.p{k} = getelementptr i64, ptr %err, i64 {k}");
+            let _ = writeln!(
+                self.fails,
+                "  %{l}.p{k} = getelementptr i64, ptr %err, i64 {k}"
+            );
             let _ = writeln!(self.fails, "  store i64 {v}, ptr %{l}.p{k}");
         }
         let _ = writeln!(self.fails, "  br label %zx.fail");
@@ -411,7 +434,9 @@ impl FnLower<'_> {
     /// Branch to `fail_label` when `bad` holds (marked unlikely), else continue in a new block.
     fn guard(&mut self, bad: &str, fail_label: &str) {
         let ok = self.label();
-        self.emit(format!("br i1 {bad}, label %{fail_label}, label %{ok}, !prof !0"));
+        self.emit(format!(
+            "br i1 {bad}, label %{fail_label}, label %{ok}, !prof !0"
+        ));
         self.open(ok);
     }
 
@@ -421,7 +446,8 @@ impl FnLower<'_> {
             return Ok(());
         }
         let origin = self.origins.get(ptr.index()).copied().flatten();
-        let (Some(origin), Some(off)) = (origin, self.offs.get(ptr.index()).cloned().flatten()) else {
+        let (Some(origin), Some(off)) = (origin, self.offs.get(ptr.index()).cloned().flatten())
+        else {
             self.unchecked += 1;
             return Ok(());
         };
@@ -433,7 +459,12 @@ impl FnLower<'_> {
         let (param, elem) = match origin {
             Origin::Param(k) => {
                 let t = self.f.param_types().get(k as usize).cloned();
-                let es = t.as_ref().and_then(|t| t.pointee()).and_then(|p| p.size_bytes()).unwrap_or(1).max(1);
+                let es = t
+                    .as_ref()
+                    .and_then(|t| t.pointee())
+                    .and_then(|p| p.size_bytes())
+                    .unwrap_or(1)
+                    .max(1);
                 (i64::from(k), es)
             }
             _ => (-1, 1),
@@ -474,7 +505,10 @@ impl FnLower<'_> {
 
     fn ctx_u32(&mut self, base: u64, d: u64) -> String {
         let p = self.t();
-        self.emit(format!("{p} = getelementptr i8, ptr %ctx, i64 {}", base + 4 * d));
+        self.emit(format!(
+            "{p} = getelementptr i8, ptr %ctx, i64 {}",
+            base + 4 * d
+        ));
         let v = self.t();
         self.emit(format!("{v} = load i32, ptr {p}, align 4"));
         v
@@ -495,14 +529,18 @@ impl FnLower<'_> {
             }
         }
         for (_, i) in f.insts_in_order() {
-            let Some(d) = f.insts.get(i.index()) else { continue };
+            let Some(d) = f.insts.get(i.index()) else {
+                continue;
+            };
             if let (Op::Const(c), Some(r)) = (&d.op, d.results.first()) {
                 let t = self.ty(*r)?;
                 let lit = match (c, t.as_scalar()) {
                     (ConstValue::Int(v), Some(s)) if s.is_int() => Some(int_lit(s, *v)),
                     (ConstValue::Bool(b), _) => Some(b.to_string()),
                     (ConstValue::Float(_), Some(ScalarType::F64)) => c.as_f64().map(f64_lit),
-                    (ConstValue::Float(_), Some(ScalarType::F32)) => c.as_f64().map(|v| f64_lit(f64::from(v as f32))),
+                    (ConstValue::Float(_), Some(ScalarType::F32)) => {
+                        c.as_f64().map(|v| f64_lit(f64::from(v as f32)))
+                    }
                     _ => None,
                 };
                 if let Some(l) = lit {
@@ -525,9 +563,14 @@ impl FnLower<'_> {
         for (k, p) in f.params().iter().enumerate() {
             if f.value_type(*p).is_ptr() {
                 self.offs[p.index()] = Some("0".into());
-                let es = f.value_type(*p).pointee().and_then(|t| t.size_bytes()).unwrap_or(1);
+                let es = f
+                    .value_type(*p)
+                    .pointee()
+                    .and_then(|t| t.size_bytes())
+                    .unwrap_or(1);
                 let _ = writeln!(self.entry_text, "  %lenb{k} = mul i64 %len{k}, {es}");
-                self.lens_bytes.insert(Origin::Param(k as u32), format!("%lenb{k}"));
+                self.lens_bytes
+                    .insert(Origin::Param(k as u32), format!("%lenb{k}"));
             }
         }
         // Block params with an origin get an offset phi.
@@ -542,7 +585,10 @@ impl FnLower<'_> {
             }
         }
         if sig.gpu {
-            let _ = writeln!(self.entry_text, "  %shp = getelementptr i8, ptr %ctx, i64 {CTX_SHARED}");
+            let _ = writeln!(
+                self.entry_text,
+                "  %shp = getelementptr i8, ptr %ctx, i64 {CTX_SHARED}"
+            );
             let _ = writeln!(self.entry_text, "  %shbase = load ptr, ptr %shp, align 8");
         }
         self.cur_label = "zx.body".into();
@@ -563,8 +609,18 @@ impl FnLower<'_> {
         let mut out = String::new();
         let params: Vec<String> = sig.params.iter().map(|(t, n)| format!("{t} {n}")).collect();
         let attrs = self.attrs();
-        let align = self.plan.align.map(|a| format!(" align {a}")).unwrap_or_default();
-        let _ = writeln!(out, "define {} {}({}) {attrs}{align} {{", sig.ret, gname(&f.name), params.join(", "));
+        let align = self
+            .plan
+            .align
+            .map(|a| format!(" align {a}"))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "define {} {}({}) {attrs}{align} {{",
+            sig.ret,
+            gname(&f.name),
+            params.join(", ")
+        );
         let _ = writeln!(out, "zx.entry:");
         out.push_str(&self.entry_text);
         let _ = writeln!(out, "  br label %b{}", entry.0);
@@ -590,13 +646,26 @@ impl FnLower<'_> {
                         }
                         let parts: Vec<String> = inc
                             .iter()
-                            .map(|(vals, _, from)| format!("[ {}, %{from} ]", vals.get(k).cloned().unwrap_or_else(|| "poison".into())))
+                            .map(|(vals, _, from)| {
+                                format!(
+                                    "[ {}, %{from} ]",
+                                    vals.get(k).cloned().unwrap_or_else(|| "poison".into())
+                                )
+                            })
                             .collect();
                         let _ = writeln!(out, "  %v{} = phi {t} {}", p.0, parts.join(", "));
                         if self.offs.get(p.index()).cloned().flatten().is_some() {
                             let parts: Vec<String> = inc
                                 .iter()
-                                .map(|(_, offs, from)| format!("[ {}, %{from} ]", offs.get(k).cloned().flatten().unwrap_or_else(|| "0".into())))
+                                .map(|(_, offs, from)| {
+                                    format!(
+                                        "[ {}, %{from} ]",
+                                        offs.get(k)
+                                            .cloned()
+                                            .flatten()
+                                            .unwrap_or_else(|| "0".into())
+                                    )
+                                })
                                 .collect();
                             let _ = writeln!(out, "  %o{} = phi i64 {}", p.0, parts.join(", "));
                         }
@@ -644,7 +713,10 @@ impl FnLower<'_> {
             vals.push(self.op(*a)?);
             offs.push(self.offs.get(a.index()).cloned().flatten());
         }
-        self.incoming.entry(target.block).or_default().push((vals, offs, from_label.to_string()));
+        self.incoming
+            .entry(target.block)
+            .or_default()
+            .push((vals, offs, from_label.to_string()));
         Ok(())
     }
 
@@ -664,7 +736,8 @@ impl FnLower<'_> {
         if self.plan.no_unroll {
             items.push("!2".into());
         }
-        self.meta.push(format!("!{id} = distinct !{{{}}}", items.join(", ")));
+        self.meta
+            .push(format!("!{id} = distinct !{{{}}}", items.join(", ")));
         format!(", !llvm.loop !{id}")
     }
 
@@ -688,7 +761,11 @@ impl FnLower<'_> {
         match &d.op {
             Op::Const(c) => {
                 let t = rty.clone().unwrap_or(Type::I32);
-                if self.ops.get(res.map_or(0, |v| v.index())).is_some_and(|s| s.starts_with('%')) {
+                if self
+                    .ops
+                    .get(res.map_or(0, |v| v.index()))
+                    .is_some_and(|s| s.starts_with('%'))
+                {
                     let v = c.as_f64().unwrap_or(0.0);
                     let tt = self.vt(&t)?;
                     self.emit(format!("{r} = fptrunc double {} to {tt}", f64_lit(v)));
@@ -709,13 +786,21 @@ impl FnLower<'_> {
             Op::Fma => {
                 let t = self.ty(arg(0)?)?;
                 let ops = [self.op(arg(0)?)?, self.op(arg(1)?)?, self.op(arg(2)?)?];
-                self.float_op(&t, &r, |me, tt, x| {
-                    let m = mangle_from(tt);
-                    me.decl(format!("declare {tt} @llvm.fma.{m}({tt}, {tt}, {tt})"));
-                    let o = me.t();
-                    me.emit(format!("{o} = call {tt} @llvm.fma.{m}({tt} {}, {tt} {}, {tt} {})", x[0], x[1], x[2]));
-                    Ok(o)
-                }, &ops)?;
+                self.float_op(
+                    &t,
+                    &r,
+                    |me, tt, x| {
+                        let m = mangle_from(tt);
+                        me.decl(format!("declare {tt} @llvm.fma.{m}({tt}, {tt}, {tt})"));
+                        let o = me.t();
+                        me.emit(format!(
+                            "{o} = call {tt} @llvm.fma.{m}({tt} {}, {tt} {}, {tt} {})",
+                            x[0], x[1], x[2]
+                        ));
+                        Ok(o)
+                    },
+                    &ops,
+                )?;
             }
             Op::Cmp(c) => {
                 let (a, bb) = (arg(0)?, arg(1)?);
@@ -761,7 +846,11 @@ impl FnLower<'_> {
                 let tt = self.vt(&t)?;
                 let (c, a, bb) = (self.op(arg(0)?)?, self.op(arg(1)?)?, self.op(arg(2)?)?);
                 self.emit(format!("{r} = select i1 {c}, {tt} {a}, {tt} {bb}"));
-                if let (Some(rv), Some(o1), Some(o2)) = (res, self.offs.get(arg(1)?.index()).cloned().flatten(), self.offs.get(arg(2)?.index()).cloned().flatten()) {
+                if let (Some(rv), Some(o1), Some(o2)) = (
+                    res,
+                    self.offs.get(arg(1)?.index()).cloned().flatten(),
+                    self.offs.get(arg(2)?.index()).cloned().flatten(),
+                ) {
                     if self.origins.get(rv.index()).copied().flatten().is_some() {
                         let o = format!("%o{}", rv.0);
                         self.emit(format!("{o} = select i1 {c}, i64 {o1}, i64 {o2}"));
@@ -782,7 +871,9 @@ impl FnLower<'_> {
                 let to = rty.clone().unwrap_or(Type::I32);
                 let (ft, tt) = (self.vt(&from)?, self.vt(&to)?);
                 let ao = self.op(a)?;
-                if from.elem_scalar() == Some(ScalarType::Bool) || to.elem_scalar() == Some(ScalarType::Bool) {
+                if from.elem_scalar() == Some(ScalarType::Bool)
+                    || to.elem_scalar() == Some(ScalarType::Bool)
+                {
                     return self.e("bitcast of bool is not supported");
                 }
                 let how = match (from.is_ptr(), to.is_ptr()) {
@@ -851,7 +942,9 @@ impl FnLower<'_> {
                 };
                 let i64v = self.ext64(idx)?;
                 let po = self.op(p)?;
-                self.emit(format!("{r} = getelementptr inbounds {m}, ptr {po}, i64 {i64v}"));
+                self.emit(format!(
+                    "{r} = getelementptr inbounds {m}, ptr {po}, i64 {i64v}"
+                ));
                 if let (Some(rv), Some(o)) = (res, self.offs.get(p.index()).cloned().flatten()) {
                     let sz = pointee.size_bytes().unwrap_or(1);
                     let x = self.t();
@@ -874,7 +967,10 @@ impl FnLower<'_> {
                     return self.e(format!("cannot allocate {elem}"));
                 };
                 let al = elem.align_bytes().max(1);
-                let _ = writeln!(self.entry_text, "  {r} = alloca {m}, i64 {count}, align {al}");
+                let _ = writeln!(
+                    self.entry_text,
+                    "  {r} = alloca {m}, i64 {count}, align {al}"
+                );
                 if let Some(rv) = res {
                     self.offs[rv.index()] = Some("0".into());
                     let bytes = elem.size_bytes().unwrap_or(0).saturating_mul(*count);
@@ -882,7 +978,12 @@ impl FnLower<'_> {
                 }
             }
             Op::SharedAlloc { elem, count } => {
-                let off = self.mi.shared_offsets.get(&(f.name.clone(), i)).copied().unwrap_or(0);
+                let off = self
+                    .mi
+                    .shared_offsets
+                    .get(&(f.name.clone(), i))
+                    .copied()
+                    .unwrap_or(0);
                 if !sig.gpu {
                     return self.e("shared_alloc outside a GPU function");
                 }
@@ -914,7 +1015,11 @@ impl FnLower<'_> {
                 self.emit(format!("{r} = add i32 {v}, 0"));
             }
             Op::LaneId => {
-                let (tx, ty_, tz) = (self.ctx_u32(CTX_TID, 0), self.ctx_u32(CTX_TID, 1), self.ctx_u32(CTX_TID, 2));
+                let (tx, ty_, tz) = (
+                    self.ctx_u32(CTX_TID, 0),
+                    self.ctx_u32(CTX_TID, 1),
+                    self.ctx_u32(CTX_TID, 2),
+                );
                 let (bx, by) = (self.ctx_u32(CTX_BDIM, 0), self.ctx_u32(CTX_BDIM, 1));
                 let a = self.t();
                 self.emit(format!("{a} = mul i32 {tz}, {by}"));
@@ -952,19 +1057,27 @@ impl FnLower<'_> {
                     (AtomicOp::Dec, _, _) => "udec_wrap",
                 };
                 let (po, vo) = (self.op(p)?, self.op(v)?);
-                self.emit(format!("{r} = atomicrmw {name} ptr {po}, {tt} {vo} seq_cst, align {}", t.align_bytes()));
+                self.emit(format!(
+                    "{r} = atomicrmw {name} ptr {po}, {tt} {vo} seq_cst, align {}",
+                    t.align_bytes()
+                ));
             }
             Op::AtomicCas { .. } => {
                 let (p, e, dsr) = (arg(0)?, arg(1)?, arg(2)?);
                 let t = self.ty(e)?;
                 if !t.is_int() {
-                    return self.e(format!("atomic.cas on {t} is not supported on the CPU (integers only)"));
+                    return self.e(format!(
+                        "atomic.cas on {t} is not supported on the CPU (integers only)"
+                    ));
                 }
                 let tt = self.vt(&t)?;
                 self.check_access(p, t.size_bytes().unwrap_or(1), i)?;
                 let (po, eo, dso) = (self.op(p)?, self.op(e)?, self.op(dsr)?);
                 let x = self.t();
-                self.emit(format!("{x} = cmpxchg ptr {po}, {tt} {eo}, {tt} {dso} seq_cst seq_cst, align {}", t.align_bytes()));
+                self.emit(format!(
+                    "{x} = cmpxchg ptr {po}, {tt} {eo}, {tt} {dso} seq_cst seq_cst, align {}",
+                    t.align_bytes()
+                ));
                 self.emit(format!("{r} = extractvalue {{ {tt}, i1 }} {x}, 0"));
             }
             Op::Call(name) => self.call(name, &d.args, &d.results, i)?,
@@ -986,7 +1099,11 @@ impl FnLower<'_> {
                 let mut labels = Vec::new();
                 let mut edges = Vec::new();
                 for t in &d.targets {
-                    if t.args.is_empty() && f.blocks.get(t.block.index()).is_some_and(|bd| bd.params.is_empty()) {
+                    if t.args.is_empty()
+                        && f.blocks
+                            .get(t.block.index())
+                            .is_some_and(|bd| bd.params.is_empty())
+                    {
                         let from = self.cur_label.clone();
                         self.edge(t, &from)?;
                         labels.push(format!("b{}", t.block.0));
@@ -1006,7 +1123,10 @@ impl FnLower<'_> {
                 } else {
                     String::new()
                 };
-                self.emit(format!("br i1 {c}, label %{}, label %{}{md0}", labels[0], labels[1]));
+                self.emit(format!(
+                    "br i1 {c}, label %{}, label %{}{md0}",
+                    labels[0], labels[1]
+                ));
                 for (l, t) in edges {
                     self.open(l.clone());
                     self.edge(&t, &l)?;
@@ -1044,7 +1164,10 @@ impl FnLower<'_> {
                 self.emit(format!("br label %{l}"));
             }
             other => {
-                return self.e(format!("`{}` cannot run on the CPU backend", other.mnemonic()));
+                return self.e(format!(
+                    "`{}` cannot run on the CPU backend",
+                    other.mnemonic()
+                ));
             }
         }
         Ok(())
@@ -1058,7 +1181,9 @@ impl FnLower<'_> {
             return Ok(());
         };
         let pointee = self.ty(base)?.pointee().cloned().unwrap_or(Type::U8);
-        let Some(m) = mty(&pointee) else { return Ok(()) };
+        let Some(m) = mty(&pointee) else {
+            return Ok(());
+        };
         let i64v = self.ext64(idx)?;
         let bo = self.op(base)?;
         let n = self.t();
@@ -1067,7 +1192,9 @@ impl FnLower<'_> {
         // No `inbounds`: the prefetched address may lie past the end (prefetch never faults).
         self.emit(format!("{p} = getelementptr {m}, ptr {bo}, i64 {n}"));
         self.decl("declare void @llvm.prefetch.p0(ptr, i32, i32, i32)");
-        self.emit(format!("call void @llvm.prefetch.p0(ptr {p}, i32 0, i32 3, i32 1)"));
+        self.emit(format!(
+            "call void @llvm.prefetch.p0(ptr {p}, i32 0, i32 3, i32 1)"
+        ));
         Ok(())
     }
 
@@ -1089,7 +1216,10 @@ impl FnLower<'_> {
         let half = t.elem_scalar().is_some_and(is_half);
         if half {
             let wide = widen(t);
-            let xs: Vec<String> = ops.iter().map(|o| self.conv("fpext", &tt, o, &wide)).collect();
+            let xs: Vec<String> = ops
+                .iter()
+                .map(|o| self.conv("fpext", &tt, o, &wide))
+                .collect();
             let o = body(self, &wide, &xs)?;
             self.emit(format!("{r} = fptrunc {wide} {o} to {tt}"));
         } else {
@@ -1099,7 +1229,15 @@ impl FnLower<'_> {
         Ok(())
     }
 
-    fn binary(&mut self, op: BinOp, t: &Type, a: &str, b: &str, r: &str, inst: InstId) -> LResult<()> {
+    fn binary(
+        &mut self,
+        op: BinOp,
+        t: &Type,
+        a: &str,
+        b: &str,
+        r: &str,
+        inst: InstId,
+    ) -> LResult<()> {
         let Some(s) = t.elem_scalar() else {
             return self.e(format!("`{}` on {t}", op.name()));
         };
@@ -1115,18 +1253,26 @@ impl FnLower<'_> {
                 BinOp::Max => "max",
                 _ => return self.e(format!("`{}` is not defined on floats", op.name())),
             };
-            return self.float_op(t, r, |me, wt, x| {
-                let o = me.t();
-                if name == "min" || name == "max" {
-                    let m = mangle_from(wt);
-                    let iname = if name == "min" { "minnum" } else { "maxnum" };
-                    me.decl(format!("declare {wt} @llvm.{iname}.{m}({wt}, {wt})"));
-                    me.emit(format!("{o} = call {wt} @llvm.{iname}.{m}({wt} {}, {wt} {})", x[0], x[1]));
-                } else {
-                    me.emit(format!("{o} = {name} {wt} {}, {wt} {}", x[0], x[1]));
-                }
-                Ok(o)
-            }, &[a.to_string(), b.to_string()]);
+            return self.float_op(
+                t,
+                r,
+                |me, wt, x| {
+                    let o = me.t();
+                    if name == "min" || name == "max" {
+                        let m = mangle_from(wt);
+                        let iname = if name == "min" { "minnum" } else { "maxnum" };
+                        me.decl(format!("declare {wt} @llvm.{iname}.{m}({wt}, {wt})"));
+                        me.emit(format!(
+                            "{o} = call {wt} @llvm.{iname}.{m}({wt} {}, {wt} {})",
+                            x[0], x[1]
+                        ));
+                    } else {
+                        me.emit(format!("{o} = {name} {wt} {}, {}", x[0], x[1]));
+                    }
+                    Ok(o)
+                },
+                &[a.to_string(), b.to_string()],
+            );
         }
         let signed = s.is_signed();
         let bits = s.bits();
@@ -1151,7 +1297,10 @@ impl FnLower<'_> {
             BinOp::Shl | BinOp::Shr => {
                 let splat = |v: String| -> String {
                     match t {
-                        Type::Vector(_, n) => format!("<{}>", vec![format!("{} {v}", sname(s)); *n as usize].join(", ")),
+                        Type::Vector(_, n) => format!(
+                            "<{}>",
+                            vec![format!("{} {v}", sname(s)); *n as usize].join(", ")
+                        ),
                         _ => v,
                     }
                 };
@@ -1164,7 +1313,10 @@ impl FnLower<'_> {
                     let m = mangle(t);
                     self.decl(format!("declare {tt} @llvm.umin.{m}({tt}, {tt})"));
                     let c = self.t();
-                    self.emit(format!("{c} = call {tt} @llvm.umin.{m}({tt} {b}, {tt} {})", splat((bits - 1).to_string())));
+                    self.emit(format!(
+                        "{c} = call {tt} @llvm.umin.{m}({tt} {b}, {tt} {})",
+                        splat((bits - 1).to_string())
+                    ));
                     self.emit(format!("{r} = ashr {tt} {a}, {c}"));
                 } else {
                     let sh = self.t();
@@ -1173,7 +1325,20 @@ impl FnLower<'_> {
                     let big = self.t();
                     self.emit(format!("{big} = icmp uge {tt} {b}, {bw}"));
                     let _ = cmpt;
-                    self.emit(format!("{r} = select {} {big}, {tt} zeroinitializer, {tt} {sh}", if matches!(t, Type::Vector(..)) { format!("<{} x i1>", match t { Type::Vector(_, n) => *n, _ => 1 }) } else { "i1".into() }));
+                    self.emit(format!(
+                        "{r} = select {} {big}, {tt} zeroinitializer, {tt} {sh}",
+                        if matches!(t, Type::Vector(..)) {
+                            format!(
+                                "<{} x i1>",
+                                match t {
+                                    Type::Vector(_, n) => *n,
+                                    _ => 1,
+                                }
+                            )
+                        } else {
+                            "i1".into()
+                        }
+                    ));
                 }
             }
             BinOp::Div | BinOp::Rem => {
@@ -1223,7 +1388,10 @@ impl FnLower<'_> {
                 UnOp::Not => {
                     let ones = if s.is_bool() { "true" } else { "-1" };
                     let ones = match t {
-                        Type::Vector(_, n) => format!("<{}>", vec![format!("{tt_} {ones}", tt_ = sname(s)); *n as usize].join(", ")),
+                        Type::Vector(_, n) => format!(
+                            "<{}>",
+                            vec![format!("{tt_} {ones}", tt_ = sname(s)); *n as usize].join(", ")
+                        ),
                         _ => ones.to_string(),
                     };
                     self.emit(format!("{r} = xor {tt} {a}, {ones}"));
@@ -1237,41 +1405,59 @@ impl FnLower<'_> {
             }
             return Ok(());
         }
-        self.float_op(t, r, |me, wt, x| {
-            let m = mangle_from(wt);
-            let o = me.t();
-            let intr = |me: &mut Self, n: &str, o: &str, x: &str| {
-                me.decl(format!("declare {wt} @llvm.{n}.{m}({wt})"));
-                me.emit(format!("{o} = call {wt} @llvm.{n}.{m}({wt} {x})"));
-            };
-            match op {
-                UnOp::Neg => me.emit(format!("{o} = fneg {wt} {}", x[0])),
-                UnOp::Not => return me.e("`not` is not defined on floats"),
-                UnOp::Abs => intr(me, "fabs", &o, &x[0]),
-                UnOp::Sqrt => intr(me, "sqrt", &o, &x[0]),
-                UnOp::Exp => intr(me, "exp", &o, &x[0]),
-                UnOp::Log => intr(me, "log", &o, &x[0]),
-                UnOp::Sin => intr(me, "sin", &o, &x[0]),
-                UnOp::Cos => intr(me, "cos", &o, &x[0]),
-                UnOp::Tanh => intr(me, "tanh", &o, &x[0]),
-                UnOp::Floor => intr(me, "floor", &o, &x[0]),
-                UnOp::Ceil => intr(me, "ceil", &o, &x[0]),
-                UnOp::Rsqrt => {
-                    let q = me.t();
-                    intr(me, "sqrt", &q, &x[0]);
-                    let one = match wt {
-                        "double" | "float" => "1.0".to_string(),
-                        _ => {
-                            let n = wt.split(" x ").next().unwrap_or("<1").trim_start_matches('<').to_string();
-                            let e = wt.split(" x ").nth(1).unwrap_or("float>").trim_end_matches('>').to_string();
-                            format!("<{}>", vec![format!("{e} 1.0"); n.parse().unwrap_or(1)].join(", "))
-                        }
-                    };
-                    me.emit(format!("{o} = fdiv {wt} {one}, {q}"));
+        self.float_op(
+            t,
+            r,
+            |me, wt, x| {
+                let m = mangle_from(wt);
+                let o = me.t();
+                let intr = |me: &mut Self, n: &str, o: &str, x: &str| {
+                    me.decl(format!("declare {wt} @llvm.{n}.{m}({wt})"));
+                    me.emit(format!("{o} = call {wt} @llvm.{n}.{m}({wt} {x})"));
+                };
+                match op {
+                    UnOp::Neg => me.emit(format!("{o} = fneg {wt} {}", x[0])),
+                    UnOp::Not => return me.e("`not` is not defined on floats"),
+                    UnOp::Abs => intr(me, "fabs", &o, &x[0]),
+                    UnOp::Sqrt => intr(me, "sqrt", &o, &x[0]),
+                    UnOp::Exp => intr(me, "exp", &o, &x[0]),
+                    UnOp::Log => intr(me, "log", &o, &x[0]),
+                    UnOp::Sin => intr(me, "sin", &o, &x[0]),
+                    UnOp::Cos => intr(me, "cos", &o, &x[0]),
+                    UnOp::Tanh => intr(me, "tanh", &o, &x[0]),
+                    UnOp::Floor => intr(me, "floor", &o, &x[0]),
+                    UnOp::Ceil => intr(me, "ceil", &o, &x[0]),
+                    UnOp::Rsqrt => {
+                        let q = me.t();
+                        intr(me, "sqrt", &q, &x[0]);
+                        let one = match wt {
+                            "double" | "float" => "1.0".to_string(),
+                            _ => {
+                                let n = wt
+                                    .split(" x ")
+                                    .next()
+                                    .unwrap_or("<1")
+                                    .trim_start_matches('<')
+                                    .to_string();
+                                let e = wt
+                                    .split(" x ")
+                                    .nth(1)
+                                    .unwrap_or("float>")
+                                    .trim_end_matches('>')
+                                    .to_string();
+                                format!(
+                                    "<{}>",
+                                    vec![format!("{e} 1.0"); n.parse().unwrap_or(1)].join(", ")
+                                )
+                            }
+                        };
+                        me.emit(format!("{o} = fdiv {wt} {one}, {q}"));
+                    }
                 }
-            }
-            Ok(o)
-        }, &[a.to_string()])
+                Ok(o)
+            },
+            &[a.to_string()],
+        )
     }
 
     fn cast(&mut self, from: &Type, to: &Type, a: &str, r: &str) -> LResult<()> {
@@ -1331,14 +1517,26 @@ impl FnLower<'_> {
         Ok(())
     }
 
-    fn call(&mut self, name: &str, args: &[ValueId], results: &[ValueId], inst: InstId) -> LResult<()> {
+    fn call(
+        &mut self,
+        name: &str,
+        args: &[ValueId],
+        results: &[ValueId],
+        inst: InstId,
+    ) -> LResult<()> {
         let m = self.mi.m;
         let Some(callee) = m.function(name) else {
-            return self.e(format!("call to @{name}, which is not defined in the module"));
+            return self.e(format!(
+                "call to @{name}, which is not defined in the module"
+            ));
         };
         let csig = signature(callee)?;
         if args.len() != callee.params().len() {
-            return self.e(format!("call to @{name} passes {} arguments, it takes {}", args.len(), callee.params().len()));
+            return self.e(format!(
+                "call to @{name} passes {} arguments, it takes {}",
+                args.len(),
+                callee.params().len()
+            ));
         }
         let mut parts = Vec::new();
         for a in args {
@@ -1348,9 +1546,15 @@ impl FnLower<'_> {
         let ptypes = callee.param_types();
         for k in &csig.ptr_params {
             let a = args[*k];
-            let es = ptypes[*k].pointee().and_then(|t| t.size_bytes()).unwrap_or(1).max(1);
+            let es = ptypes[*k]
+                .pointee()
+                .and_then(|t| t.size_bytes())
+                .unwrap_or(1)
+                .max(1);
             let origin = self.origins.get(a.index()).copied().flatten();
-            let known = origin.and_then(|o| self.lens_bytes.get(&o).cloned()).zip(self.offs.get(a.index()).cloned().flatten());
+            let known = origin
+                .and_then(|o| self.lens_bytes.get(&o).cloned())
+                .zip(self.offs.get(a.index()).cloned().flatten());
             match known {
                 Some((lenb, off)) => {
                     let rem = self.t();
@@ -1367,7 +1571,11 @@ impl FnLower<'_> {
         }
         let slots = if csig.multi_ret {
             let s = format!("%rs{}", inst.0);
-            let _ = writeln!(self.entry_text, "  {s} = alloca [{} x i64], align 8", results.len());
+            let _ = writeln!(
+                self.entry_text,
+                "  {s} = alloca [{} x i64], align 8",
+                results.len()
+            );
             parts.push(format!("ptr {s}"));
             Some(s)
         } else {
@@ -1458,7 +1666,11 @@ pub fn lower_module(
 ) -> LResult<(String, Vec<LoweredFn>)> {
     let m = mi.m;
     let mut out = String::new();
-    let _ = writeln!(out, "; zyntax host lowering of module `{}`", m.name.replace('\n', " "));
+    let _ = writeln!(
+        out,
+        "; zyntax host lowering of module `{}`",
+        m.name.replace('\n', " ")
+    );
     let _ = writeln!(out, "target datalayout = \"{datalayout}\"");
     let _ = writeln!(out, "target triple = \"{triple}\"");
     let mut meta = Vec::new();
@@ -1466,8 +1678,17 @@ pub fn lower_module(
     let mut lowered = Vec::new();
     let default_plans: Vec<FunctionPlan> = m.functions.iter().map(FunctionPlan::defaults).collect();
     // Device functions are lowered only when some CPU kernel may reach them.
-    let mut needed: BTreeSet<String> = m.functions.iter().filter(|f| !f.kind.is_gpu()).map(|f| f.name.clone()).collect();
-    let mut work: Vec<String> = needed.iter().cloned().chain(cpu_kernels.iter().cloned()).collect();
+    let mut needed: BTreeSet<String> = m
+        .functions
+        .iter()
+        .filter(|f| !f.kind.is_gpu())
+        .map(|f| f.name.clone())
+        .collect();
+    let mut work: Vec<String> = needed
+        .iter()
+        .cloned()
+        .chain(cpu_kernels.iter().cloned())
+        .collect();
     needed.extend(cpu_kernels.iter().cloned());
     while let Some(n) = work.pop() {
         if let Some(f) = m.function(&n) {
@@ -1482,7 +1703,10 @@ pub fn lower_module(
         if !needed.contains(&f.name) {
             continue;
         }
-        let plan = plans.iter().find(|p| p.name == f.name).unwrap_or(&default_plans[fid]);
+        let plan = plans
+            .iter()
+            .find(|p| p.name == f.name)
+            .unwrap_or(&default_plans[fid]);
         let mut prefetch = BTreeMap::new();
         for s in &plan.prefetch {
             prefetch.insert(s.load, (s.addr, s.distance));
@@ -1514,7 +1738,11 @@ pub fn lower_module(
         let (checks, unchecked) = (fl.checks, fl.unchecked);
         out.push_str(&text);
         let sig = signature(f)?;
-        let slots_ok = f.param_types().iter().chain(f.returns.iter()).all(|t| t.is_ptr() || matches!(t, Type::Scalar(_)));
+        let slots_ok = f
+            .param_types()
+            .iter()
+            .chain(f.returns.iter())
+            .all(|t| t.is_ptr() || matches!(t, Type::Scalar(_)));
         let mut lf = LoweredFn {
             name: f.name.clone(),
             checks,
@@ -1571,12 +1799,19 @@ fn call_args(f: &Function, sig: &Sig, out: &mut String) -> Vec<String> {
 }
 
 fn target_attrs(mi: &ModuleInfo<'_>) -> String {
-    format!("nounwind \"target-cpu\"=\"{}\" \"target-features\"=\"{}\"", mi.cpu, mi.features)
+    format!(
+        "nounwind \"target-cpu\"=\"{}\" \"target-features\"=\"{}\"",
+        mi.cpu, mi.features
+    )
 }
 
 fn slots_wrapper(f: &Function, sig: &Sig, attrs: &str) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "define void {}(ptr %args, ptr %lens, ptr %rets, ptr %err) {attrs} {{", gname(&format!("{}.zx_slots", f.name)));
+    let _ = writeln!(
+        out,
+        "define void {}(ptr %args, ptr %lens, ptr %rets, ptr %err) {attrs} {{",
+        gname(&format!("{}.zx_slots", f.name))
+    );
     let _ = writeln!(out, "entry:");
     let mut parts = call_args(f, sig, &mut out);
     if sig.multi_ret {
@@ -1602,20 +1837,34 @@ fn slots_wrapper(f: &Function, sig: &Sig, attrs: &str) -> String {
 
 fn block_runner(f: &Function, sig: &Sig, attrs: &str) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "define void {}(ptr %args, ptr %lens, ptr %err, ptr %ctx) {attrs} {{", gname(&format!("{}.zx_block", f.name)));
+    let _ = writeln!(
+        out,
+        "define void {}(ptr %args, ptr %lens, ptr %err, ptr %ctx) {attrs} {{",
+        gname(&format!("{}.zx_block", f.name))
+    );
     let _ = writeln!(out, "entry:");
     let mut parts = call_args(f, sig, &mut out);
     parts.push("ptr %err".into());
     parts.push("ptr %ctx".into());
     for (k, n) in ["bx", "by", "bz"].iter().enumerate() {
-        let _ = writeln!(out, "  %{n}.p = getelementptr i8, ptr %ctx, i64 {}", CTX_BDIM + 4 * k as u64);
+        let _ = writeln!(
+            out,
+            "  %{n}.p = getelementptr i8, ptr %ctx, i64 {}",
+            CTX_BDIM + 4 * k as u64
+        );
         let _ = writeln!(out, "  %{n} = load i32, ptr %{n}.p");
     }
     let _ = writeln!(out, "  %bxy = mul i32 %bx, %by\n  %n = mul i32 %bxy, %bz\n  %tx.p = getelementptr i8, ptr %ctx, i64 0\n  %ty.p = getelementptr i8, ptr %ctx, i64 4\n  %tz.p = getelementptr i8, ptr %ctx, i64 8");
-    let _ = writeln!(out, "  %empty = icmp eq i32 %n, 0\n  br i1 %empty, label %done, label %loop");
+    let _ = writeln!(
+        out,
+        "  %empty = icmp eq i32 %n, 0\n  br i1 %empty, label %done, label %loop"
+    );
     let _ = writeln!(out, "loop:\n  %t = phi i32 [ 0, %entry ], [ %t1, %next ]");
     let _ = writeln!(out, "  %tx = urem i32 %t, %bx\n  %q = udiv i32 %t, %bx\n  %ty = urem i32 %q, %by\n  %tz = udiv i32 %t, %bxy");
-    let _ = writeln!(out, "  store i32 %tx, ptr %tx.p\n  store i32 %ty, ptr %ty.p\n  store i32 %tz, ptr %tz.p");
+    let _ = writeln!(
+        out,
+        "  store i32 %tx, ptr %tx.p\n  store i32 %ty, ptr %ty.p\n  store i32 %tz, ptr %tz.p"
+    );
     let _ = writeln!(out, "  call void {}({})", gname(&f.name), parts.join(", "));
     let _ = writeln!(out, "  %e = load i64, ptr %err\n  %bad = icmp ne i64 %e, 0\n  br i1 %bad, label %done, label %next");
     let _ = writeln!(out, "next:\n  %t1 = add i32 %t, 1\n  %more = icmp ult i32 %t1, %n\n  br i1 %more, label %loop, label %done");
@@ -1642,7 +1891,11 @@ pub fn pipeline_for(plans: &[FunctionPlan]) -> (String, Option<&'static str>) {
         OptLevel::O3 => 4,
         OptLevel::Olatency => 5,
     };
-    let top = plans.iter().map(|p| p.opt_level).max_by_key(|l| rank(*l)).unwrap_or(OptLevel::O3);
+    let top = plans
+        .iter()
+        .map(|p| p.opt_level)
+        .max_by_key(|l| rank(*l))
+        .unwrap_or(OptLevel::O3);
     let base = match top {
         OptLevel::O0 => "default<O0>",
         OptLevel::Os => "default<Os>",

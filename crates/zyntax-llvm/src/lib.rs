@@ -31,6 +31,7 @@
 //! A CPU `host` module will sit beside `nvptx` and share [`lower`]'s type mapping.
 
 pub mod error;
+pub mod host;
 pub mod lower;
 pub mod nvptx;
 

@@ -545,3 +545,31 @@ fn deeply_nested_types_are_an_error_not_a_stack_overflow() {
     let e = parse_module(&text).expect_err("too deep");
     assert!(e.message.contains("nested more than"), "{e}");
 }
+
+#[test]
+fn crlf_tabs_and_multiline_headers_parse_the_same() {
+    let canonical = parse_module(ALL_OPS).expect("parse");
+    let crlf = ALL_OPS.replace('\n', "\r\n").replace("    ", "\t");
+    assert_eq!(parse_module(&crlf).expect("crlf"), canonical);
+    let spread = "module \"m\"\n\nkernel @k\n    max_threads(32)\n    no_alloc\n{\nblock0(\n    v0: u32,\n    v1: u32\n): jump block1\nblock1:\n    return\n}";
+    let m = parse_module(spread).expect("multi-line header and parameters");
+    assert_eq!(
+        print_module(&m),
+        "module \"m\"\n\nkernel @k max_threads(32, 1, 1) no_alloc {\nblock0(v0: u32, v1: u32):\n    jump block1\nblock1:\n    return\n}\n"
+    );
+}
+
+#[test]
+fn the_first_error_in_the_text_wins() {
+    // A lexical error later in the file does not hide an earlier syntax error.
+    let e = parse_module("module \"m\"\nfoo\n#").expect_err("bad");
+    assert_eq!((e.loc.line, e.loc.col), (2, 1), "{e}");
+    // Of an undefined value and an undefined block, the one used first is reported.
+    let e =
+        parse_module("module \"m\"\nhost @f {\nblock0:\n    jump block5(v7)\n}").expect_err("bad");
+    assert_eq!(e.message, "undefined block `block5`");
+    let e =
+        parse_module("module \"m\"\nhost @f {\nblock0(v0: bool):\n    br v3, block0, block9\n}")
+            .expect_err("bad");
+    assert_eq!(e.message, "undefined value `v3`");
+}

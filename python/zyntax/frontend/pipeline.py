@@ -91,14 +91,14 @@ def resolve_arch(arch: str | None) -> str:
 # --------------------------------------------------------------------------- compile
 
 
-def _compile(v: Variant, arch: str) -> Any:
+def _compile(v: Variant, arch: str, emit: str = "ptx") -> Any:
     z = _zyntax()
     fn = getattr(z, "compile", None)
     if fn is None:
         raise z.CompileError(
             "zyntax.compile is not available in this build (the LLVM backend is not compiled in)"
         )
-    return fn(native_module(v), backend="nvptx", arch=arch)
+    return fn(native_module(v), backend="nvptx", arch=arch, emit=emit)
 
 
 def _field(res: Any, *names: str) -> str | None:
@@ -143,8 +143,8 @@ def ptx_for(v: Variant, arch: str) -> str:
 
 
 def llvm_for(v: Variant, arch: str) -> str:
-    res = _compile(v, arch)
-    text = None if isinstance(res, str) else _field(res, "llvm_ir", "llvm", "ll")
+    res = _compile(v, arch, emit="llvm")
+    text = _field(res, "llvm_ir", "llvm", "ll")
     if text is None:
         raise _zyntax().CompileError("this build's zyntax.compile does not return LLVM IR")
     return text

@@ -1,0 +1,119 @@
+"""@zyntax.kernel to PTX: every example kernel passes ptxas, and the disk cache
+makes a second process compile nothing. A missing ptxas fails, never skips."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import zyntax
+from conftest import ROOT
+
+
+def example(name: str):  # type: ignore[no-untyped-def]
+    """Import examples/kernels/<name>.py under a private module name."""
+    key = f"zk_{name}"
+    if key not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            key, ROOT / "examples" / "kernels" / f"{name}.py"
+        )
+        assert spec is not None and spec.loader is not None
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[key] = mod
+        spec.loader.exec_module(mod)
+    return sys.modules[key]
+
+
+F32 = np.float32
+A1 = zyntax.Array[zyntax.f32, 1]
+A2 = zyntax.Array[zyntax.f32, 2]
+KERNELS = [
+    ("vector_add", "vector_add", (A1, A1, A1)),
+    ("vector_add", "saxpy", None),
+    ("transpose", "transpose", (A2, A2)),
+    ("sgemm", "sgemm", (A2, A2, A2)),
+    ("reduction", "block_sum", (A1, A1)),
+    ("reduction", "warp_shuffle_sum", (A1, A1)),
+    ("scan", "block_scan", (A1, A1)),
+    ("histogram", "histogram", (zyntax.Array[zyntax.i32, 1], zyntax.Array[zyntax.u32, 1])),
+    ("softmax", "softmax", (A2, A2)),
+]
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ZYNTAX_CACHE_DIR", str(tmp_path / "zcache"))
+
+
+@pytest.mark.parametrize("arch", ["sm_70", "sm_90"])
+@pytest.mark.parametrize(("mod", "name", "sig"), KERNELS, ids=[k[1] for k in KERNELS])
+def test_example_kernels_pass_ptxas(mod: str, name: str, sig: tuple | None, arch: str) -> None:
+    k = getattr(example(mod), name)
+    ptx = k.ptx(sig, arch=arch)
+    assert f".target {arch}" in ptx
+    assert f".entry {name}(" in ptx
+    out = zyntax.validate_ptx(ptx, arch)
+    assert out.cubin[:4] == b"\x7fELF"
+
+
+def test_ptx_is_deterministic_and_llvm_is_available() -> None:
+    sgemm = example("sgemm")
+    sig = (A2, A2, A2)
+    p1 = sgemm.sgemm.ptx(sig, arch="sm_80")
+    sgemm.sgemm._variants.clear()  # translate again from the source
+    assert sgemm.sgemm.ptx(sig, arch="sm_80") == p1
+    ll = sgemm.sgemm.llvm(sig, arch="sm_80")
+    assert "define" in ll and "sgemm" in ll
+
+
+_SCRIPT = textwrap.dedent(
+    """
+    import hashlib, importlib.util, json
+    from zyntax.frontend import compile_hooks
+    spec = importlib.util.spec_from_file_location("zk_sgemm", {path!r})
+    sgemm = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sgemm)
+    seen = []
+    compile_hooks.append(seen.append)
+    ptx = sgemm.sgemm.ptx(({a2}, {a2}, {a2}), arch="sm_80")
+    print(json.dumps({{"compiles": len(seen), "sha": hashlib.sha256(ptx.encode()).hexdigest()}}))
+    """
+).format(
+    path=str(ROOT / "examples" / "kernels" / "sgemm.py"),
+    a2="sgemm.zyntax.Array[sgemm.zyntax.f32, 2]",
+)
+
+
+def _run(tmp: Path) -> dict[str, object]:
+    env = dict(os.environ, ZYNTAX_CACHE_DIR=str(tmp), PYTHONPATH=str(ROOT / "python"))
+    r = subprocess.run(
+        [sys.executable, "-c", _SCRIPT], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def test_second_process_compiles_nothing_and_corrupt_entries_are_rebuilt(tmp_path: Path) -> None:
+    first = _run(tmp_path)
+    assert first["compiles"] == 1
+    second = _run(tmp_path)
+    assert second == {"compiles": 0, "sha": first["sha"]}
+    entries = sorted((tmp_path / "ptx_cache").iterdir())
+    assert [p.suffix for p in entries] == [".json", ".ptx"]
+    meta = json.loads(entries[0].read_text())
+    assert meta["kernels"] == ["sgemm"] and meta["arch"] == "sm_80"
+    assert meta["params"][0] == "ptr<global, f32>"
+    # Corrupt the PTX: the next process notices, recompiles and repairs the entry.
+    entries[1].write_text(entries[1].read_text()[:100])
+    third = _run(tmp_path)
+    assert third == {"compiles": 1, "sha": first["sha"]}
+    assert hashlib.sha256(entries[1].read_bytes()).hexdigest() == first["sha"]

@@ -472,6 +472,7 @@ impl<'a> Exec<'a> {
                 let missing = self.collective_ready(wi, cpc, waiting & self.same_pc(wi, cpc))?;
                 let ml = missing.trailing_zeros() as usize;
                 let why = match warp.st.get(ml) {
+                    Some(St::Done) => "has exited",
                     Some(St::Bar) => "waits at a barrier",
                     Some(St::Coll) => "waits at a different warp collective",
                     _ => "cannot reach it",
@@ -514,15 +515,9 @@ impl<'a> Exec<'a> {
     /// Lanes a collective at `pc` reached by `group` still waits for (0: ready).
     fn collective_ready(&self, wi: usize, pc: u32, group: u32) -> Result<u32> {
         let warp = &self.warps[wi];
-        let live = {
-            let mut m = 0u32;
-            for l in lanes(warp.exist) {
-                if warp.st[l] != St::Done {
-                    m |= 1 << l;
-                }
-            }
-            m
-        };
+        // Exited lanes stay required: a collective naming a lane that has exited
+        // never completes (PTX leaves it undefined; we report it).
+        let live = warp.exist;
         let Some(di) = self.p.insts.get(pc as usize) else {
             return Err(InterpError::Internal("pc out of range".into()));
         };

@@ -151,7 +151,7 @@ fn shuffle_with_partial_mask_and_64_bit_values() {
     for lane in 0..32 {
         let want = if lane % 2 == 1 {
             0
-        } else if lns[lane] % 2 == 0 {
+        } else if lns[lane] & 1 == 0 {
             vals[lns[lane] as usize]
         } else {
             vals[lane]
@@ -236,8 +236,8 @@ fn vote_and_match() {
                 (1 << active) - 1
             };
             let mut ballot = 0u32;
-            for l in 0..active as usize {
-                if vals[l] & 1 == 1 {
+            for (l, v) in vals.iter().enumerate().take(active as usize) {
+                if v & 1 == 1 {
                     ballot |= 1 << l;
                 }
             }
@@ -263,8 +263,8 @@ fn vote_and_match() {
                 ];
                 assert_eq!(got[l], want, "active {active} lane {l} vals {vals:?}");
             }
-            for l in active as usize..32 {
-                assert_eq!(got[l], [0; 6], "inactive lane {l} wrote");
+            for (l, g) in got.iter().enumerate().skip(active as usize) {
+                assert_eq!(*g, [0; 6], "inactive lane {l} wrote");
             }
         }
     }

@@ -177,40 +177,61 @@ def gpu_available() -> bool:
     return False
 
 
-def _host_args(v: Variant, args: Sequence[Any]) -> tuple[list[Any], list[tuple[Any, Any]]]:
-    """Flatten arguments for the interpreter; non-contiguous arrays go through a copy."""
-    staged: list[Any] = []
-    copies: list[tuple[Any, Any]] = []
+def _interp_launch() -> Any:
+    from zyntax import _native
+
+    fn = getattr(_native, "interp_launch", None)
+    if fn is None:
+        raise KernelError("the interpreter (zyntax.interp) is not available in this build")
+    return fn
+
+
+def run_interp(
+    v: Variant,
+    args: Sequence[Any],
+    grid: Dim3,
+    block: Dim3,
+    shared_mem: int,
+    *,
+    checks: bool = True,
+) -> dict[str, Any]:
+    """Run one launch on the reference interpreter; numpy arrays are updated in place.
+
+    Each array travels as a contiguous byte buffer (a copy for strided views),
+    so shapes and strides passed to the kernel describe that buffer.
+    """
+    from zyntax.frontend.translator import ArrayParam
+
+    launch = _interp_launch()
+    flat: list[Any] = []
+    buffers: list[bytes] = []
+    arrays: list[tuple[np.ndarray, np.ndarray]] = []
     for a, s in zip(args, v.specs, strict=True):
-        if isinstance(a, np.ndarray) and not a.flags.c_contiguous:
+        if isinstance(s, ArrayParam):
+            if not isinstance(a, np.ndarray):
+                raise KernelArgumentError(f"run_cpu takes numpy arrays, got {type(a).__name__}")
             c = np.ascontiguousarray(a)
-            copies.append((a, c))
-            staged.append(c)
+            flat.append(("buffer", len(buffers)))
+            buffers.append(c.tobytes())
+            arrays.append((a, c))
+            flat.extend(int(x) for x in c.shape)
+            flat.extend(int(x) // c.itemsize for x in c.strides)
         else:
-            staged.append(a)
-        del s
-    assert v.binder is not None
-    return v.binder(staged), copies
-
-
-def run_interp(v: Variant, args: Sequence[Any], grid: Dim3, block: Dim3, shared_mem: int) -> None:
-    try:
-        from zyntax import interp  # type: ignore[attr-defined]
-    except ImportError:
-        raise KernelError(
-            "the interpreter (zyntax.interp) is not available in this build"
-        ) from None
-    for a in args:
-        if not isinstance(a, (np.ndarray, np.generic, int, float, bool)):
-            raise KernelArgumentError(
-                f"run_cpu takes numpy arrays and scalars, got {type(a).__name__}"
-            )
-    flat, copies = _host_args(v, args)
-    interp.launch(
-        native_module(v), v.kernel_name, flat, grid=grid, block=block, shared_mem=shared_mem
+            flat.append(a.item() if isinstance(a, np.generic) else a)
+    out, stats = launch(
+        native_module(v),
+        v.kernel_name,
+        list(grid),
+        list(block),
+        flat,
+        buffers,
+        shared_bytes=shared_mem,
+        checks=checks,
     )
-    for orig, c in copies:
-        orig[...] = c
+    for (orig, c), before, data in zip(arrays, buffers, out, strict=True):
+        if data != before:  # read-only inputs stay untouched
+            orig[...] = np.frombuffer(data, dtype=c.dtype).reshape(c.shape)
+    return dict(stats)
 
 
 def run_gpu(

@@ -1,0 +1,218 @@
+//! CUDA graphs: capture work queued on a stream, instantiate, replay, and
+//! update kernel arguments of an instantiated graph in place.
+
+use crate::device::Device;
+use crate::error::{check, CudaError, LaunchError, Result};
+use crate::kernel::{stream_raw, Kernel, KernelArg, LaunchConfig};
+use crate::stream::Stream;
+use cudarc::driver::sys::{self, CUgraph, CUgraphExec, CUgraphNode, CUgraphNodeType};
+use std::sync::Arc;
+
+struct RawGraph(CUgraph);
+// SAFETY: graph handles may be used from any thread when access is not
+// concurrent; `Graph` is only mutated through the driver, which serialises.
+unsafe impl Send for RawGraph {}
+unsafe impl Sync for RawGraph {}
+
+struct GraphInner {
+    raw: RawGraph,
+    device: Device,
+}
+
+impl Drop for GraphInner {
+    fn drop(&mut self) {
+        if self.device.bind().is_ok() {
+            // SAFETY: we own the graph; executables made from it do not need it.
+            unsafe {
+                let _ = sys::cuGraphDestroy(self.raw.0);
+            }
+        }
+    }
+}
+
+/// A captured (not yet executable) graph.
+#[derive(Clone)]
+pub struct Graph {
+    inner: Arc<GraphInner>,
+}
+
+#[derive(Clone, Copy)]
+struct RawNode(CUgraphNode);
+// SAFETY: node handles are identifiers, only passed to the driver.
+unsafe impl Send for RawNode {}
+unsafe impl Sync for RawNode {}
+
+impl Graph {
+    /// # Safety
+    /// `raw` must be a valid graph of `device`'s context that nobody else destroys.
+    pub(crate) unsafe fn from_raw(device: &Device, raw: CUgraph) -> Graph {
+        Graph {
+            inner: Arc::new(GraphInner {
+                raw: RawGraph(raw),
+                device: device.clone(),
+            }),
+        }
+    }
+
+    fn nodes(&self) -> Result<Vec<RawNode>> {
+        self.inner.device.bind()?;
+        let mut n = 0usize;
+        // SAFETY: querying the count only.
+        check(
+            unsafe { sys::cuGraphGetNodes(self.inner.raw.0, std::ptr::null_mut(), &mut n) },
+            "cuGraphGetNodes",
+        )?;
+        let mut v = vec![std::ptr::null_mut(); n];
+        // SAFETY: `v` has room for `n` handles.
+        check(
+            unsafe { sys::cuGraphGetNodes(self.inner.raw.0, v.as_mut_ptr(), &mut n) },
+            "cuGraphGetNodes",
+        )?;
+        v.truncate(n);
+        Ok(v.into_iter().map(RawNode).collect())
+    }
+
+    /// Total nodes (kernels, copies, memsets, ...).
+    pub fn num_nodes(&self) -> Result<usize> {
+        Ok(self.nodes()?.len())
+    }
+
+    /// Kernel nodes in the order the driver lists them, which is the order
+    /// they were captured in.
+    fn kernel_nodes(&self) -> Result<Vec<RawNode>> {
+        let mut out = Vec::new();
+        for n in self.nodes()? {
+            let mut t = CUgraphNodeType::CU_GRAPH_NODE_TYPE_EMPTY;
+            // SAFETY: valid node; writes one enum.
+            check(
+                unsafe { sys::cuGraphNodeGetType(n.0, &mut t) },
+                "cuGraphNodeGetType",
+            )?;
+            if t == CUgraphNodeType::CU_GRAPH_NODE_TYPE_KERNEL {
+                out.push(n);
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn num_kernel_nodes(&self) -> Result<usize> {
+        Ok(self.kernel_nodes()?.len())
+    }
+
+    /// Makes an executable graph.
+    pub fn instantiate(&self) -> Result<GraphExec> {
+        let kernel_nodes = self.kernel_nodes()?;
+        self.inner.device.bind()?;
+        let mut exec: CUgraphExec = std::ptr::null_mut();
+        // SAFETY: valid graph; writes one handle we then own.
+        check(
+            unsafe { sys::cuGraphInstantiateWithFlags(&mut exec, self.inner.raw.0, 0) },
+            "cuGraphInstantiate",
+        )?;
+        Ok(GraphExec {
+            raw: RawExec(exec),
+            graph: self.clone(),
+            kernel_nodes,
+        })
+    }
+}
+
+struct RawExec(CUgraphExec);
+// SAFETY: executable graph handles may be used from any thread.
+unsafe impl Send for RawExec {}
+unsafe impl Sync for RawExec {}
+
+/// An instantiated graph: replay it with [`GraphExec::launch`].
+pub struct GraphExec {
+    raw: RawExec,
+    /// Kept alive: the kernel node handles below belong to it.
+    graph: Graph,
+    kernel_nodes: Vec<RawNode>,
+}
+
+impl Drop for GraphExec {
+    fn drop(&mut self) {
+        if self.graph.inner.device.bind().is_ok() {
+            // SAFETY: we own the executable graph.
+            unsafe {
+                let _ = sys::cuGraphExecDestroy(self.raw.0);
+            }
+        }
+    }
+}
+
+impl GraphExec {
+    /// Queues one replay of the whole graph on `stream` (legacy default when `None`).
+    pub fn launch(&self, stream: Option<&Stream>) -> Result<()> {
+        let dev = &self.graph.inner.device;
+        let s = stream_raw(dev, stream)?;
+        dev.bind()?;
+        // SAFETY: valid executable graph and stream of the same device.
+        check(
+            unsafe { sys::cuGraphLaunch(self.raw.0, s) },
+            "cuGraphLaunch",
+        )
+    }
+
+    pub fn num_kernel_nodes(&self) -> usize {
+        self.kernel_nodes.len()
+    }
+
+    /// Replaces the arguments (and optionally the launch configuration) of
+    /// the `index`-th captured kernel launch for future replays. The node
+    /// must run `kernel`; arguments are validated like a launch.
+    ///
+    /// # Safety
+    /// As for [`Kernel::launch`]: future replays read and write the new buffers.
+    pub unsafe fn set_kernel_args(
+        &self,
+        index: usize,
+        kernel: &Kernel,
+        cfg: Option<&LaunchConfig>,
+        args: &[KernelArg<'_>],
+    ) -> Result<()> {
+        let node = *self.kernel_nodes.get(index).ok_or_else(|| {
+            CudaError::Invalid(format!(
+                "graph has {} kernel node(s); index {index} is out of range",
+                self.kernel_nodes.len()
+            ))
+        })?;
+        let dev = &self.graph.inner.device;
+        if kernel.device() != dev {
+            return Err(CudaError::Invalid(
+                "kernel and graph are on different devices".to_owned(),
+            ));
+        }
+        dev.bind()?;
+        let mut p: sys::CUDA_KERNEL_NODE_PARAMS = std::mem::zeroed();
+        check(
+            sys::cuGraphKernelNodeGetParams_v2(node.0, &mut p),
+            "cuGraphKernelNodeGetParams",
+        )?;
+        if p.func != kernel.raw() {
+            return Err(LaunchError::new(
+                kernel.name(),
+                format!("kernel node {index} of the graph runs a different kernel"),
+            )
+            .into());
+        }
+        if let Some(c) = cfg {
+            kernel.check_config(c)?;
+            p.gridDimX = c.grid[0];
+            p.gridDimY = c.grid[1];
+            p.gridDimZ = c.grid[2];
+            p.blockDimX = c.block[0];
+            p.blockDimY = c.block[1];
+            p.blockDimZ = c.block[2];
+            p.sharedMemBytes = c.shared_bytes;
+        }
+        let mut pb = kernel.marshal(args)?;
+        p.kernelParams = pb.as_mut_ptr();
+        p.extra = std::ptr::null_mut();
+        // The driver copies the parameter values during this call.
+        check(
+            sys::cuGraphExecKernelNodeSetParams_v2(self.raw.0, node.0, &p),
+            "cuGraphExecKernelNodeSetParams",
+        )
+    }
+}

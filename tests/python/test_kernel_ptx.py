@@ -117,3 +117,51 @@ def test_second_process_compiles_nothing_and_corrupt_entries_are_rebuilt(tmp_pat
     third = _run(tmp_path)
     assert third == {"compiles": 1, "sha": first["sha"]}
     assert hashlib.sha256(entries[1].read_bytes()).hexdigest() == first["sha"]
+
+
+_AOT_FILE = """
+import zyntax
+from zyntax import lang
+
+
+@zyntax.kernel
+def scale(x: zyntax.Array[zyntax.f32, 1], s: zyntax.f32, n: zyntax.i32):
+    i = lang.grid(1)
+    if i < n:
+        x[i] = x[i] * s
+
+
+@zyntax.kernel
+def untyped(x, n):
+    x[0] = n
+"""
+
+
+def test_aot_compile_file(tmp_path: Path) -> None:
+    from zyntax.frontend import aot
+
+    src = tmp_path / "kernels.py"
+    src.write_text(_AOT_FILE)
+    res = aot.compile_file(src, "sm_80", tmp_path / "out")
+    assert res.kernels == ["scale"]
+    assert res.skipped and res.skipped[0][0] == "untyped"
+    ptx = (tmp_path / "out" / "scale.ptx").read_text()
+    assert ".entry scale(" in ptx
+    assert zyntax.validate_ptx(ptx, "sm_80").cubin[:4] == b"\x7fELF"
+    meta = json.loads((tmp_path / "out" / "scale.json").read_text())
+    assert meta["params"] == ["ptr<global, f32>", "i64", "i64", "f32", "i32"]
+    assert meta["source"] == "kernels.py:7"  # the def line
+    # One kernel to a named .ptx file; content-addressed layout.
+    one = aot.compile_file(src, "sm_90", tmp_path / "one.ptx")
+    assert (tmp_path / "one.ptx").read_text().count(".entry") == 1 and one.written
+    keyed = aot.compile_file(src, "sm_80", tmp_path / "cache", cache_layout=True)
+    stem = keyed.written[0].stem
+    assert len(stem) == 64 and (tmp_path / "cache" / f"{stem}.json").exists()
+    # A file without any annotated kernel is an error.
+    bad = tmp_path / "bad.py"
+    bad.write_text(_AOT_FILE.split("@zyntax.kernel\ndef scale")[0] + _AOT_FILE.split("\n\n\n")[-1])
+    with pytest.raises(zyntax.ZyntaxError, match="no fully annotated"):
+        aot.compile_file(bad, "sm_80", tmp_path / "bad")
+    # The command-line form.
+    assert aot.main([str(src), "--arch", "sm_75", "-o", str(tmp_path / "cli")]) == 0
+    assert (tmp_path / "cli" / "scale.ptx").exists()

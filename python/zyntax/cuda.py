@@ -1,0 +1,256 @@
+"""The CUDA runtime: devices, modules, kernel launches, memory, streams, events, graphs.
+
+Needs only an NVIDIA driver at run time (``libcuda`` is loaded on first use);
+on a machine without one, importing works and every call that needs the GPU
+raises :class:`zyntax.CudaError` saying why (``err.kind`` is ``"no_driver"``
+or ``"no_device"``)::
+
+    import numpy as np
+    import zyntax
+    from zyntax import cuda
+
+    module = build_saxpy()                       # a zyntax.hir.Module
+    mod = cuda.load_hir(module)                  # compile for this GPU, load, keep signatures
+    saxpy = mod.kernel("saxpy")
+    x, y = cuda.to_device(xh), cuda.to_device(yh)
+    saxpy[(n + 255) // 256, 256](n, 2.0, x, y)   # or saxpy.launch(grid, block, *args)
+    result = y.to_host()
+
+Kernel arguments: Python ``int``/``float``/``bool``, numpy scalars,
+:class:`DeviceArray`, and any object with ``__cuda_array_interface__`` (CuPy,
+PyTorch, Numba) or ``__dlpack__`` (JAX, ...). Launches are checked against
+the kernel's signature and the device's limits before reaching the driver
+(:class:`zyntax.LaunchError`), and are asynchronous; ``to_host`` and the
+``synchronize`` methods wait with the GIL released.
+
+Memory safety: the runtime checks types, counts, devices and limits, but
+cannot know which indices a kernel touches; arrays must be large enough for
+the launch, and arrays used on a non-default stream must stay alive until
+that stream is synchronized.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from zyntax import _native
+from zyntax.errors import CudaError, LaunchError
+
+__all__ = [
+    "CudaError",
+    "Device",
+    "DeviceArray",
+    "Event",
+    "Graph",
+    "GraphExec",
+    "Kernel",
+    "LaunchError",
+    "Launcher",
+    "Module",
+    "PinnedBuffer",
+    "Stream",
+    "as_device_array",
+    "capture",
+    "device_arch",
+    "device_count",
+    "driver_version",
+    "empty",
+    "empty_cache",
+    "from_cuda_array_interface",
+    "from_dlpack",
+    "is_available",
+    "load_hir",
+    "load_module",
+    "memory_stats",
+    "module_cache_len",
+    "pinned_empty",
+    "set_memory_limit",
+    "synchronize",
+    "to_device",
+    "zeros",
+]
+
+if not hasattr(_native, "CudaDevice"):  # pragma: no cover - builds without the `cuda` feature
+    raise ImportError("this build of zyntax has no CUDA runtime (built without the `cuda` feature)")
+
+Device = _native.CudaDevice
+Stream = _native.CudaStream
+Event = _native.CudaEvent
+Module = _native.CudaModule
+Kernel = _native.CudaKernel
+Launcher = _native.CudaLauncher
+Graph = _native.CudaGraph
+GraphExec = _native.CudaGraphExec
+PinnedBuffer = _native.CudaPinnedBuffer
+DeviceArray = _native.DeviceArray
+
+is_available = _native.cuda_is_available
+device_count = _native.cuda_device_count
+driver_version = _native.cuda_driver_version
+synchronize = _native.cuda_synchronize
+empty = _native.cuda_empty
+from_cuda_array_interface = _native.cuda_from_cuda_array_interface
+from_dlpack = _native.cuda_from_dlpack
+module_cache_len = _native.cuda_module_cache_len
+
+#: The archs zyntax can compile for, lowest first (see zyntax.hir targets).
+_ARCHS = ("sm_70", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90")
+
+
+def to_device(
+    array: Any, device: int = 0, stream: Stream | None = None, sync: bool = True
+) -> DeviceArray:
+    """Copies a host array (anything ``numpy.asarray`` accepts) to a new DeviceArray.
+
+    With ``sync=False`` the copy is only queued on `stream`: keep `array`
+    alive and unchanged until the stream is synchronized.
+    """
+    host = np.ascontiguousarray(array)
+    return _native.cuda_to_device(host, device, stream, sync)
+
+
+def zeros(
+    shape: int | tuple[int, ...], dtype: Any = np.float32, device: int = 0,
+    stream: Stream | None = None,
+) -> DeviceArray:
+    """A zero-filled DeviceArray (the fill is queued on `stream`)."""
+    a = empty(shape, dtype, device, stream)
+    a.zero_(stream)
+    return a
+
+
+def as_device_array(obj: Any, device: int = 0) -> DeviceArray:
+    """A DeviceArray view of `obj` without copying when it is already on the
+    GPU (DeviceArray, ``__cuda_array_interface__``, ``__dlpack__``), else a copy
+    of the host array."""
+    if isinstance(obj, DeviceArray):
+        return obj
+    if hasattr(obj, "__cuda_array_interface__"):
+        return from_cuda_array_interface(obj)
+    if hasattr(obj, "__dlpack_device__") and obj.__dlpack_device__()[0] in (2, 13):
+        return from_dlpack(obj)
+    return to_device(obj, device)
+
+
+def pinned_empty(shape: int | tuple[int, ...], dtype: Any = np.float32, device: int = 0) -> Any:
+    """A numpy array in page-locked host memory (truly asynchronous copies,
+    and copies that may be captured into graphs). Zero-filled."""
+    dt = np.dtype(dtype)
+    shp = (shape,) if isinstance(shape, int) else tuple(shape)
+    count = 1
+    for d in shp:
+        count *= d
+    buf = PinnedBuffer(count * dt.itemsize, device)
+    # numpy keeps `buf` alive as the array's base.
+    return np.asarray(buf).view(dt).reshape(shp)
+
+
+def _image_of(image: Any) -> str | bytes:
+    if isinstance(image, (str, bytes)):
+        return image
+    if isinstance(image, os.PathLike):
+        with open(image, "rb") as f:
+            data = f.read()
+        # cubin (ELF) and fatbin images stay bytes; anything else is PTX text.
+        if data.startswith(b"\x7fELF") or data.startswith(b"\x50\xed\x55\xba"):
+            return data
+        return data.decode()
+    ptx = getattr(image, "ptx", None)
+    if isinstance(ptx, str):
+        return ptx
+    raise TypeError(f"cannot load a module from {type(image).__name__}; pass PTX text or cubin bytes")
+
+
+def _zir_of(hir: Any) -> str | None:
+    if hir is None or isinstance(hir, str):
+        return hir
+    to_zir = getattr(hir, "to_zir", None)
+    if to_zir is None:
+        raise TypeError("hir must be .zir text or a zyntax.hir.Module")
+    text: str = to_zir()
+    return text
+
+
+def load_module(image: Any, device: int = 0, *, hir: Any = None) -> Module:
+    """Loads PTX (``str``), a cubin/fatbin (``bytes``), a path, or a compile
+    result with a ``.ptx`` attribute. Pass the module's HIR (a
+    ``zyntax.hir.Module`` or ``.zir`` text) as `hir` to check launches
+    against the HIR signatures and launch bounds; otherwise the PTX
+    parameter list is used. Loaded modules are cached per process."""
+    return Module.load(_image_of(image), device, _zir_of(hir))
+
+
+def device_arch(device: int = 0) -> str:
+    """The zyntax target for `device`: its own ``sm_XY`` when zyntax supports
+    it, else the highest supported arch below it (the driver JIT-compiles the
+    PTX forward)."""
+    dev = Device(device)
+    major, minor = dev.compute_capability
+    cc = major * 10 + minor
+    best = _ARCHS[0]
+    for a in _ARCHS:
+        if int(a[3:]) <= cc:
+            best = a
+    return best
+
+
+def load_hir(module: Any, device: int = 0, arch: str | None = None) -> Module:
+    """Compiles a ``zyntax.hir.Module`` to PTX for `device` (or `arch`) and
+    loads it with its HIR signatures."""
+    from zyntax.compiler import compile as _compile
+
+    target = arch or device_arch(device)
+    ptx = _compile(module, backend="nvptx", arch=target)
+    return load_module(ptx, device, hir=module)
+
+
+@contextlib.contextmanager
+def capture(stream: Stream, mode: str = "thread_local") -> Iterator[_Capture]:
+    """Captures the zyntax launches and copies queued on `stream` into a graph::
+
+        with cuda.capture(s) as cap:
+            k.launch(grid, block, x, y, stream=s)
+        g = cap.graph.instantiate()
+        g.launch(s)
+
+    Allocate memory before the capture: the pool's allocations are not graph
+    nodes. Host copies inside a capture need pinned memory (`pinned_empty`).
+    """
+    cap = _Capture()
+    stream.begin_capture(mode)
+    try:
+        yield cap
+    finally:
+        # End the capture even when the body failed, so the stream is usable again.
+        graph = stream.end_capture()
+    cap.graph = graph
+
+
+class _Capture:
+    """Holds the graph once the `capture` block has ended."""
+
+    graph: Graph
+
+    def __repr__(self) -> str:
+        return f"<capture graph={getattr(self, 'graph', None)!r}>"
+
+
+def memory_stats(device: int = 0) -> dict[str, Any]:
+    """Counters of the device's memory pool (bytes in use, cached, peak, hits, ...)."""
+    stats: dict[str, Any] = Device(device).memory_stats()
+    return stats
+
+
+def set_memory_limit(limit: int | None, device: int = 0) -> None:
+    """Caps the pool's in-use plus cached bytes on `device` (``None``: no cap)."""
+    Device(device).set_memory_limit(limit)
+
+
+def empty_cache(device: int = 0) -> None:
+    """Returns the pool's cached blocks on `device` to the driver."""
+    Device(device).empty_cache()

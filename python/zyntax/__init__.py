@@ -4,7 +4,7 @@ Build HIR from Python with :mod:`zyntax.hir`, verify it, print it as ``.zir``
 text, and (where the backend is compiled in) lower it to PTX or native code.
 """
 
-from zyntax import hir
+from zyntax import hir, interp
 from zyntax._native import __version__, build_info
 from zyntax.compiler import compile, compile_ptx, validate_ptx
 from zyntax.errors import (
@@ -14,6 +14,7 @@ from zyntax.errors import (
     InternalError,
     LaunchError,
     ParseError,
+    TrapError,
     VerifyError,
     ZyntaxError,
 )
@@ -25,6 +26,7 @@ __all__ = [
     "InternalError",
     "LaunchError",
     "ParseError",
+    "TrapError",
     "VerifyError",
     "ZyntaxError",
     "__version__",
@@ -32,6 +34,7 @@ __all__ = [
     "compile",
     "compile_ptx",
     "hir",
+    "interp",
     "validate_ptx",
 ]
 

@@ -9,6 +9,7 @@ the precise subclass; this module only re-exports them::
     ├── CompileError    lowering / code generation failed
     ├── CudaError       the CUDA driver failed, or no driver/GPU is present
     ├── LaunchError     a kernel launch was rejected
+    ├── TrapError       the interpreter stopped a program fault (out of bounds, race, ...)
     ├── BuildError      the HIR builder was misused (unknown name, closed builder, ...)
     └── InternalError   a zyntax bug (never a user error)
 """
@@ -20,6 +21,7 @@ from zyntax._native import (
     InternalError,
     LaunchError,
     ParseError,
+    TrapError,
     VerifyError,
     ZyntaxError,
 )
@@ -31,6 +33,7 @@ __all__ = [
     "InternalError",
     "LaunchError",
     "ParseError",
+    "TrapError",
     "VerifyError",
     "ZyntaxError",
 ]

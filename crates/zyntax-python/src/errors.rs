@@ -46,6 +46,12 @@ create_exception!(
 );
 create_exception!(
     zyntax,
+    TrapError,
+    ZyntaxError,
+    "The reference interpreter stopped a program fault (out-of-bounds access, data race, ...)."
+);
+create_exception!(
+    zyntax,
     BuildError,
     ZyntaxError,
     "The HIR builder was misused (unknown name, wrong operand, closed builder, ...)."

@@ -487,6 +487,29 @@ impl HirModule {
         )
     }
 
+    /// `(param_types, return_types)` of a function of this module.
+    fn signature(&self, name: &str) -> PyResult<(Vec<PyHirType>, Vec<PyHirType>)> {
+        let st = lock(&self.inner.state)?;
+        match st.decls.iter().find(|d| d.name == name) {
+            Some(d) => Ok((
+                d.params.iter().cloned().map(PyHirType).collect(),
+                d.returns.iter().cloned().map(PyHirType).collect(),
+            )),
+            None => Err(BuildError::new_err(format!(
+                "module '{}' has no function @{name}",
+                st.name
+            ))),
+        }
+    }
+
+    /// Whether function `name` is a kernel, a device or a host function.
+    fn kind(&self, name: &str) -> PyResult<&'static str> {
+        let m = self.hir()?;
+        m.function(name).map(|f| f.kind.keyword()).ok_or_else(|| {
+            BuildError::new_err(format!("module '{}' has no function @{name}", m.name))
+        })
+    }
+
     /// Runs the verifier; raises `VerifyError` (with a `diagnostics` list) on failure.
     fn verify(&self, py: Python<'_>) -> PyResult<()> {
         let m = self.hir()?;

@@ -7,8 +7,12 @@
 
 #[cfg(feature = "llvm")]
 mod compile;
+#[cfg(feature = "cuda")]
+mod cuda;
 mod errors;
 mod hir;
+#[cfg(feature = "interp")]
+mod interp;
 mod loc;
 mod types;
 
@@ -21,8 +25,8 @@ mod _native {
 
     #[pymodule_export]
     use crate::errors::{
-        BuildError, CompileError, CudaError, InternalError, LaunchError, ParseError, VerifyError,
-        ZyntaxError,
+        BuildError, CompileError, CudaError, InternalError, LaunchError, ParseError, TrapError,
+        VerifyError, ZyntaxError,
     };
 
     #[pymodule_export]
@@ -41,12 +45,18 @@ mod _native {
     #[pymodule_export]
     use crate::compile::{compile_ptx, emit_llvm, ptxas_assemble};
 
+    #[cfg(feature = "interp")]
+    #[pymodule_export]
+    use crate::interp::{interp_call, interp_launch};
+
     #[pymodule_init]
     fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.add("__version__", env!("CARGO_PKG_VERSION"))?;
         m.add("build_profile", super::build_profile())?;
         m.add("FULL_MASK", crate::hir::FULL_MASK)?;
         crate::types::add_scalars(m)?;
+        #[cfg(feature = "cuda")]
+        crate::cuda::register(m)?;
         Ok(())
     }
 }
@@ -70,7 +80,7 @@ fn build_info(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
         d.set_item("target", std::env::consts::ARCH)?;
         d.set_item("hir", true)?;
         d.set_item("llvm", cfg!(feature = "llvm"))?;
-        d.set_item("interp", false)?;
+        d.set_item("interp", cfg!(feature = "interp"))?;
         d.set_item("cli", false)?;
         Ok(d)
     })

@@ -1,0 +1,165 @@
+"""Run HIR on the CPU with the reference interpreter (exact GPU semantics).
+
+``launch(module, "saxpy", grid, block, n, a, x, y)`` runs a kernel over a grid;
+numpy arrays passed for pointer parameters are read and written in place.
+``call(module, "dot", x, y, n)`` runs a host or device function as one thread
+and returns its result(s). Program faults (out-of-bounds access, shared-memory
+data races, divergent barriers, ...) raise `TrapError` naming the instruction,
+thread and block.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from zyntax import _native
+from zyntax.errors import LaunchError, ZyntaxError
+from zyntax.hir import Module, Type
+
+__all__ = ["Dim3", "call", "launch"]
+
+Dim3 = int | Sequence[int]
+
+_NUMPY_OF = {
+    "bool": "bool",
+    "i8": "int8",
+    "i16": "int16",
+    "i32": "int32",
+    "i64": "int64",
+    "u8": "uint8",
+    "u16": "uint16",
+    "u32": "uint32",
+    "u64": "uint64",
+    "f16": "float16",
+    "f32": "float32",
+    "f64": "float64",
+}
+
+
+def _native_fn(name: str) -> Any:
+    fn = getattr(_native, name, None)
+    if fn is None:
+        raise ZyntaxError("this build of zyntax has no interpreter (built without `interp`)")
+    return fn
+
+
+def _dim3(d: Dim3, what: str) -> tuple[int, int, int]:
+    if isinstance(d, int):
+        return (d, 1, 1)
+    t = tuple(int(x) for x in d)
+    if not 1 <= len(t) <= 3:
+        raise LaunchError(f"{what} must be an int or 1 to 3 ints, got {d!r}")
+    x, y, z = (*t, 1, 1)[:3]
+    return (x, y, z)
+
+
+def _scalar_of(t: Type) -> str | None:
+    """numpy dtype name of a pointer's element (through vectors and arrays)."""
+    while t.kind in ("vector", "array") and t.elem is not None:
+        t = t.elem
+    return _NUMPY_OF.get(str(t))
+
+
+class _Marshal:
+    """Maps Python arguments to interpreter arguments and byte buffers."""
+
+    def __init__(self, fname: str, params: Sequence[Type]) -> None:
+        self.fname = fname
+        self.params = params
+        self.buffers: list[bytes] = []
+        self.arrays: list[np.ndarray[Any, Any]] = []
+        self.index_of: dict[int, int] = {}
+
+    def arg(self, k: int, a: Any) -> Any:
+        ty = self.params[k]
+        if isinstance(a, np.ndarray):
+            if not ty.is_ptr:
+                raise TypeError(f"@{self.fname} argument {k} is {ty}; got a numpy array")
+            assert ty.elem is not None
+            want = _scalar_of(ty.elem)
+            if want is not None and a.dtype != np.dtype(want):
+                raise TypeError(
+                    f"@{self.fname} argument {k} points to {ty.elem}; "
+                    f"got an array of {a.dtype} (expected {want})"
+                )
+            if id(a) not in self.index_of:
+                self.index_of[id(a)] = len(self.buffers)
+                self.buffers.append(np.ascontiguousarray(a).tobytes())
+                self.arrays.append(a)
+            return ("buffer", self.index_of[id(a)])
+        if isinstance(a, np.generic):
+            return a.item()
+        return a
+
+    def write_back(self, buffers: Sequence[bytes]) -> None:
+        for arr, data in zip(self.arrays, buffers, strict=True):
+            arr[...] = np.frombuffer(data, dtype=arr.dtype).reshape(arr.shape)
+
+
+def _marshal(module: Module, name: str, args: Sequence[Any]) -> tuple[_Marshal, list[Any]]:
+    params, _ = module.signature(name)
+    if len(args) != len(params):
+        raise LaunchError(f"@{name} takes {len(params)} arguments, got {len(args)}")
+    m = _Marshal(name, params)
+    return m, [m.arg(k, a) for k, a in enumerate(args)]
+
+
+def launch(
+    module: Module,
+    kernel: str,
+    grid: Dim3,
+    block: Dim3,
+    *args: Any,
+    shared_bytes: int = 0,
+    checks: bool = True,
+    fuel: int | None = None,
+) -> dict[str, int]:
+    """Runs `kernel` over ``grid`` blocks of ``block`` threads.
+
+    numpy arrays are passed by pointer and updated in place; numbers pass by
+    value. Returns the run's statistics (thread-instructions, warp steps).
+    """
+    marshal, conv = _marshal(module, kernel, args)
+    try:
+        bufs, stats = _native_fn("interp_launch")(
+            module,
+            kernel,
+            _dim3(grid, "grid"),
+            _dim3(block, "block"),
+            conv,
+            marshal.buffers,
+            shared_bytes=shared_bytes,
+            checks=checks,
+            fuel=fuel,
+        )
+    except ZyntaxError as e:
+        if hasattr(e, "buffers"):
+            marshal.write_back(e.buffers)
+        raise
+    marshal.write_back(bufs)
+    result: dict[str, int] = stats
+    return result
+
+
+def call(
+    module: Module,
+    function: str,
+    *args: Any,
+    checks: bool = True,
+    fuel: int | None = None,
+) -> Any:
+    """Runs host or device function `function` as one thread and returns
+    ``None``, its single result, or a tuple of results."""
+    marshal, conv = _marshal(module, function, args)
+    results, bufs = _native_fn("interp_call")(
+        module, function, conv, marshal.buffers, checks=checks, fuel=fuel
+    )
+    marshal.write_back(bufs)
+    if not results:
+        return None
+    if len(results) == 1:
+        return results[0]
+    return tuple(results)

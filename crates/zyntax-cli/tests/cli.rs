@@ -172,3 +172,33 @@ fn reads_standard_input() {
     assert!(o.status.success());
     assert!(String::from_utf8_lossy(&o.stdout).contains(".target sm_70"));
 }
+
+#[test]
+fn ptx_is_byte_identical_across_processes() {
+    let run = || {
+        let o = zyntax()
+            .args(["compile", "--arch", "sm_80"])
+            .arg(example("mma_tile.zir"))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        o.stdout
+    };
+    let (a, b) = (run(), run());
+    assert!(!a.is_empty());
+    assert_eq!(a, b);
+}
+
+#[test]
+fn binary_links_llvm_statically() {
+    let o = Command::new("ldd")
+        .arg(env!("CARGO_BIN_EXE_zyntax"))
+        .output()
+        .expect("ldd");
+    let libs = String::from_utf8_lossy(&o.stdout);
+    for bad in [
+        "libLLVM", "libz3", "libxml2", "libffi", "libzstd", "libz.so",
+    ] {
+        assert!(!libs.contains(bad), "{bad} is dynamically linked:\n{libs}");
+    }
+}

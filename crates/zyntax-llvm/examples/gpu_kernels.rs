@@ -26,7 +26,16 @@ fn at(b: &mut FunctionBuilder, p: ValueId, i: ValueId) -> ValueId {
 
 /// saxpy(a, x, y, out, n)
 fn saxpy() -> Function {
-    let mut b = FunctionBuilder::kernel("saxpy", &[Type::F32, g(Type::F32), g(Type::F32), g(Type::F32), Type::U32]);
+    let mut b = FunctionBuilder::kernel(
+        "saxpy",
+        &[
+            Type::F32,
+            g(Type::F32),
+            g(Type::F32),
+            g(Type::F32),
+            Type::U32,
+        ],
+    );
     let (a, x, y, o, n) = (b.param(0), b.param(1), b.param(2), b.param(3), b.param(4));
     let i = gid(&mut b);
     let inb = b.cmp(CmpOp::Lt, i, n).unwrap();
@@ -47,7 +56,15 @@ fn saxpy() -> Function {
 fn shfl() -> Function {
     let mut b = FunctionBuilder::kernel(
         "shfl",
-        &[g(Type::U32), g(Type::F64), g(Type::U32), g(Type::U32), g(Type::U32), g(Type::U32), g(Type::F64)],
+        &[
+            g(Type::U32),
+            g(Type::F64),
+            g(Type::U32),
+            g(Type::U32),
+            g(Type::U32),
+            g(Type::U32),
+            g(Type::F64),
+        ],
     );
     let p: Vec<ValueId> = (0..7).map(|i| b.param(i)).collect();
     let t = b.thread_idx(Dim::X).unwrap();
@@ -81,10 +98,23 @@ fn shfl() -> Function {
 fn atomics() -> Function {
     let mut b = FunctionBuilder::kernel(
         "atomics",
-        &[g(Type::U32), g(Type::F32), g(Type::I32), g(Type::U64), g(Type::U64), g(Type::U32)],
+        &[
+            g(Type::U32),
+            g(Type::F32),
+            g(Type::I32),
+            g(Type::U64),
+            g(Type::U64),
+            g(Type::U32),
+        ],
     );
-    let (cnt, fsum, mx, slots, olds, shout) =
-        (b.param(0), b.param(1), b.param(2), b.param(3), b.param(4), b.param(5));
+    let (cnt, fsum, mx, slots, olds, shout) = (
+        b.param(0),
+        b.param(1),
+        b.param(2),
+        b.param(3),
+        b.param(4),
+        b.param(5),
+    );
     let i = gid(&mut b);
     let one = b.iconst(Type::U32, 1).unwrap();
     let idx: Vec<ValueId> = (0..6).map(|k| b.iconst(Type::U32, k).unwrap()).collect();
@@ -115,7 +145,9 @@ fn atomics() -> Function {
     let ti = b.cast(t, Type::I32).unwrap();
     let k500 = b.iconst(Type::I32, 500).unwrap();
     let val = b.sub(ti, k500).unwrap();
-    let gmx = b.ptr_cast(mx, Type::ptr(AddrSpace::Generic, Type::I32)).unwrap();
+    let gmx = b
+        .ptr_cast(mx, Type::ptr(AddrSpace::Generic, Type::I32))
+        .unwrap();
     b.atomic(AtomicOp::Max, Scope::System, gmx, val).unwrap();
     // cas: slot[i] == i ? 2i : unchanged
     let ps = at(&mut b, slots, i);
@@ -137,7 +169,8 @@ fn atomics() -> Function {
     b.barrier().unwrap();
     let f = b.begin_if(first, &[]).unwrap();
     let total = b.load(s).unwrap();
-    b.atomic(AtomicOp::Add, Scope::Device, shout, total).unwrap();
+    b.atomic(AtomicOp::Add, Scope::Device, shout, total)
+        .unwrap();
     b.end_if(f, &[]).unwrap();
     b.ret(&[]).unwrap();
     b.finish().unwrap()
@@ -161,7 +194,10 @@ fn vote() -> Function {
     let any = b.cast(any, Type::U32).unwrap();
     let all = b.cast(all, Type::U32).unwrap();
     let mp = b.cast(mall[1], Type::U32).unwrap();
-    for (n, x) in [ballot, any, all, many, mall[0], mp].into_iter().enumerate() {
+    for (n, x) in [ballot, any, all, many, mall[0], mp]
+        .into_iter()
+        .enumerate()
+    {
         let q = at(&mut b, p[n + 1], i);
         b.store(q, x).unwrap();
     }
@@ -175,7 +211,12 @@ fn wmma(name: &str, elem: ScalarType, acc: ScalarType, shape: MmaShape) -> Funct
     let _ = m;
     let mut b = FunctionBuilder::kernel(
         name,
-        &[g(Type::Scalar(elem)), g(Type::Scalar(elem)), g(Type::Scalar(acc)), g(Type::Scalar(acc))],
+        &[
+            g(Type::Scalar(elem)),
+            g(Type::Scalar(elem)),
+            g(Type::Scalar(acc)),
+            g(Type::Scalar(acc)),
+        ],
     );
     let (pa, pb, pc, pd) = (b.param(0), b.param(1), b.param(2), b.param(3));
     let lda = b.iconst(Type::U32, i64::from(k)).unwrap(); // A row-major M x K
@@ -226,7 +267,18 @@ fn cp_async() -> Function {
 fn intops() -> Function {
     let mut b = FunctionBuilder::kernel(
         "intops",
-        &[g(Type::I32), g(Type::I32), g(Type::U32), g(Type::I32), g(Type::I32), g(Type::I32), g(Type::I32), g(Type::U32), g(Type::I32), g(Type::I32)],
+        &[
+            g(Type::I32),
+            g(Type::I32),
+            g(Type::U32),
+            g(Type::I32),
+            g(Type::I32),
+            g(Type::I32),
+            g(Type::I32),
+            g(Type::U32),
+            g(Type::I32),
+            g(Type::I32),
+        ],
     );
     let p: Vec<ValueId> = (0..10).map(|i| b.param(i)).collect();
     let i = gid(&mut b);
@@ -259,7 +311,14 @@ fn intops() -> Function {
 fn casts() -> Function {
     let mut b = FunctionBuilder::kernel(
         "casts",
-        &[g(Type::F32), g(Type::I32), g(Type::U8), g(Type::F16), g(Type::F32), g(Type::F32)],
+        &[
+            g(Type::F32),
+            g(Type::I32),
+            g(Type::U8),
+            g(Type::F16),
+            g(Type::F32),
+            g(Type::F32),
+        ],
     );
     let p: Vec<ValueId> = (0..6).map(|i| b.param(i)).collect();
     let i = gid(&mut b);
@@ -283,7 +342,7 @@ fn casts() -> Function {
 /// math(x f32, y f64, exp, log, sin, cos, tanh, rsqrt, sqrt, sqrt64, exp64, abs)
 fn math() -> Function {
     let mut params = vec![g(Type::F32), g(Type::F64)];
-    params.extend(std::iter::repeat_n(g(Type::F32), 7));
+    params.extend(std::iter::repeat(g(Type::F32)).take(7));
     params.extend([g(Type::F64), g(Type::F64), g(Type::F32)]);
     let mut b = FunctionBuilder::kernel("math", &params);
     let p: Vec<ValueId> = (0..params.len()).map(|i| b.param(i)).collect();
@@ -363,7 +422,10 @@ fn main() {
         eprintln!("usage: gpu_kernels OUT_DIR [ARCH]");
         std::process::exit(2);
     };
-    let arch = args.get(2).and_then(|a| Arch::from_name(a)).unwrap_or(Arch::Sm80);
+    let arch = args
+        .get(2)
+        .and_then(|a| Arch::from_name(a))
+        .unwrap_or(Arch::Sm80);
     std::fs::create_dir_all(dir).expect("create OUT_DIR");
     let mut m = Module::new("gpu_check");
     m.functions = vec![
@@ -371,11 +433,36 @@ fn main() {
         shfl(),
         atomics(),
         vote(),
-        wmma("wmma_f16_f32", ScalarType::F16, ScalarType::F32, MmaShape::M16N16K16),
-        wmma("wmma_f16_f16", ScalarType::F16, ScalarType::F16, MmaShape::M16N16K16),
-        wmma("wmma_f16_m32n8k16", ScalarType::F16, ScalarType::F32, MmaShape::M32N8K16),
-        wmma("wmma_bf16_f32", ScalarType::BF16, ScalarType::F32, MmaShape::M16N16K16),
-        wmma("wmma_bf16_m8n32k16", ScalarType::BF16, ScalarType::F32, MmaShape::M8N32K16),
+        wmma(
+            "wmma_f16_f32",
+            ScalarType::F16,
+            ScalarType::F32,
+            MmaShape::M16N16K16,
+        ),
+        wmma(
+            "wmma_f16_f16",
+            ScalarType::F16,
+            ScalarType::F16,
+            MmaShape::M16N16K16,
+        ),
+        wmma(
+            "wmma_f16_m32n8k16",
+            ScalarType::F16,
+            ScalarType::F32,
+            MmaShape::M32N8K16,
+        ),
+        wmma(
+            "wmma_bf16_f32",
+            ScalarType::BF16,
+            ScalarType::F32,
+            MmaShape::M16N16K16,
+        ),
+        wmma(
+            "wmma_bf16_m8n32k16",
+            ScalarType::BF16,
+            ScalarType::F32,
+            MmaShape::M8N32K16,
+        ),
         cp_async(),
         intops(),
         casts(),

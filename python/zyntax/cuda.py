@@ -115,7 +115,9 @@ def to_device(
 
 
 def zeros(
-    shape: int | tuple[int, ...], dtype: Any = np.float32, device: int = 0,
+    shape: int | tuple[int, ...],
+    dtype: Any = np.float32,
+    device: int = 0,
     stream: Stream | None = None,
 ) -> DeviceArray:
     """A zero-filled DeviceArray (the fill is queued on `stream`)."""
@@ -163,7 +165,9 @@ def _image_of(image: Any) -> str | bytes:
     ptx = getattr(image, "ptx", None)
     if isinstance(ptx, str):
         return ptx
-    raise TypeError(f"cannot load a module from {type(image).__name__}; pass PTX text or cubin bytes")
+    raise TypeError(
+        f"cannot load a module from {type(image).__name__}; pass PTX text or cubin bytes"
+    )
 
 
 def _zir_of(hir: Any) -> str | None:

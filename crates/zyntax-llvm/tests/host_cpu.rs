@@ -246,6 +246,7 @@ fn loops_bounds_checks_and_critical_path() {
         jit.llvm_ir.contains("llvm.prefetch"),
         "no prefetch in optimized IR"
     );
+    eprintln!("notes: {:?}", jit.report.notes);
     let checked = jit
         .functions
         .iter()

@@ -56,6 +56,9 @@ pub struct FunctionReport {
 pub struct Report {
     pub module: String,
     pub functions: Vec<FunctionReport>,
+    /// Module-wide notes from the backend (e.g. LLVM's reasons for not
+    /// vectorizing a loop that critical_path asked to vectorize).
+    pub notes: Vec<String>,
 }
 
 impl Report {
@@ -102,6 +105,9 @@ impl fmt::Display for Report {
             for a in &fr.actions {
                 writeln!(f, "  [{}] {} — {}", a.pass, a.what, a.why)?;
             }
+        }
+        for n in &self.notes {
+            writeln!(f, "note: {n}")?;
         }
         Ok(())
     }
@@ -246,6 +252,7 @@ pub fn optimize(m: &Module) -> Result<Optimized, ConstraintError> {
                 actions: Vec::new(),
             })
             .collect(),
+        notes: Vec::new(),
     };
 
     // 1. Constraint proofs.

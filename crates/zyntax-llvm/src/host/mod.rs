@@ -125,6 +125,54 @@ pub struct CpuTarget {
 
 static INIT: Once = Once::new();
 
+/// LLVM diagnostics (optimization remarks, warnings) collected for the report
+/// instead of being printed on stderr.
+#[derive(Default)]
+struct Diags(Mutex<Vec<String>>);
+
+extern "C" fn on_diagnostic(
+    di: llvm_sys::prelude::LLVMDiagnosticInfoRef,
+    ctx: *mut std::ffi::c_void,
+) {
+    if ctx.is_null() || di.is_null() {
+        return;
+    }
+    // SAFETY: ctx is the `Diags` installed by `with_diagnostics`, alive until it uninstalls the handler.
+    let d = unsafe { &*(ctx as *const Diags) };
+    // SAFETY: di is valid for the duration of the callback; the message is ours to dispose.
+    let p = unsafe { llvm_sys::core::LLVMGetDiagInfoDescription(di) };
+    if p.is_null() {
+        return;
+    }
+    let s = unsafe { std::ffi::CStr::from_ptr(p) }
+        .to_string_lossy()
+        .into_owned();
+    unsafe { llvm_sys::core::LLVMDisposeMessage(p) };
+    if let Ok(mut v) = d.0.lock() {
+        if v.len() < 32 && !v.contains(&s) {
+            v.push(s);
+        }
+    }
+}
+
+/// Run `f` with LLVM diagnostics of `ctx` captured; returns them with f's result.
+fn with_diagnostics<T>(ctx: &Context, f: impl FnOnce() -> T) -> (T, Vec<String>) {
+    let d = Box::new(Diags::default());
+    let raw = ctx.raw();
+    // SAFETY: the handler and its context pointer are removed before `d` is dropped.
+    unsafe {
+        llvm_sys::core::LLVMContextSetDiagnosticHandler(
+            raw,
+            Some(on_diagnostic),
+            (&*d as *const Diags).cast_mut().cast(),
+        )
+    };
+    let out = f();
+    unsafe { llvm_sys::core::LLVMContextSetDiagnosticHandler(raw, None, std::ptr::null_mut()) };
+    let notes = d.0.lock().map(|v| v.clone()).unwrap_or_default();
+    (out, notes)
+}
+
 /// Register the native target and MCJIT, and align loop headers to 64 bytes
 /// (LLVM has no per-loop IR attribute for this; the option is process-wide and
 /// only affects code the host backend generates, NVPTX ignores it).
@@ -434,10 +482,12 @@ pub struct Artifact {
 
 /// Compile `m` ahead of time. Exported symbols use the ABI described in [`lower`].
 pub fn emit(m: &Module, opts: &HostOptions, what: Emit) -> HostResult<Artifact> {
-    let p = prepare(m, opts)?;
+    let mut p = prepare(m, opts)?;
     let tm = machine(&p.target, RelocMode::PIC)?;
     let ctx = Context::create();
-    let module = build_llvm(&ctx, &p, &tm)?;
+    let (module, notes) = with_diagnostics(&ctx, || build_llvm(&ctx, &p, &tm));
+    let module = module?;
+    p.report.notes.extend(notes);
     let symbols = module
         .get_functions()
         .filter(|f| f.count_basic_blocks() > 0)
@@ -543,29 +593,40 @@ pub fn jit(m: &Module, opts: &HostOptions) -> HostResult<HostModule> {
         llvm_ir: String::new(),
         shared_bytes: p.shared_bytes,
     };
-    let module = build_llvm(ctx, &p, &tm)?;
-    hm.llvm_ir = module.print_to_string().to_string_lossy().into_owned();
-    let engine = module
-        .create_jit_execution_engine(OptimizationLevel::Aggressive)
-        .map_err(|e| internal("JIT", e.to_string_lossy()))?;
-    for f in &mut hm.functions {
-        let has = |n: &str| {
-            module
-                .get_function(n)
-                .is_some_and(|v| v.count_basic_blocks() > 0)
-        };
-        if has(&f.name) {
-            f.addr = engine.get_function_address(&f.name).unwrap_or(0);
+    let (built, notes) = with_diagnostics(ctx, || -> HostResult<_> {
+        let module = build_llvm(ctx, &p, &tm)?;
+        let engine = module
+            .create_jit_execution_engine(OptimizationLevel::Aggressive)
+            .map_err(|e| internal("JIT", e.to_string_lossy()))?;
+        // Machine code is generated on the first lookup: do it while diagnostics are captured.
+        let mut addrs = Vec::new();
+        for f in &p.functions {
+            let look = |n: &str| {
+                let defined = module
+                    .get_function(n)
+                    .is_some_and(|v| v.count_basic_blocks() > 0);
+                if defined {
+                    engine.get_function_address(n).unwrap_or(0)
+                } else {
+                    0
+                }
+            };
+            addrs.push((
+                look(&f.name),
+                look(&format!("{}.zx_slots", f.name)),
+                look(&format!("{}.zx_block", f.name)),
+            ));
         }
-        let s = format!("{}.zx_slots", f.name);
-        if has(&s) {
-            f.slots = engine.get_function_address(&s).unwrap_or(0);
-        }
-        let b = format!("{}.zx_block", f.name);
-        if has(&b) {
-            f.block = engine.get_function_address(&b).unwrap_or(0);
-        }
+        Ok((module, engine, addrs))
+    });
+    let (module, engine, addrs) = built?;
+    for (f, (a, s, b)) in hm.functions.iter_mut().zip(addrs) {
+        f.addr = a;
+        f.slots = s;
+        f.block = b;
     }
+    hm.report.notes.extend(notes);
+    hm.llvm_ir = module.print_to_string().to_string_lossy().into_owned();
     hm.engine = Some(engine);
     Ok(hm)
 }

@@ -14,8 +14,8 @@ use crate::memory::{self, Access, Alloc, Fault, Memory};
 use crate::scalar;
 use crate::{InterpError, Result, Trap, TrapKind};
 use zyntax_hir::{
-    AddrSpace, AtomicOp, FragKind, FragType, Layout, MatchMode, Module, ScalarType, ShflMode,
-    VoteMode,
+    AddrSpace, AtomicOp, BinOp, FragKind, FragType, Layout, MatchMode, Module, ScalarType,
+    ShflMode, VoteMode,
 };
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -588,6 +588,19 @@ impl<'a> Exec<'a> {
                 }
                 DOp::Bin { op, ty, dst, a, b } => {
                     let (op, ty) = (*op, *ty);
+                    // Integer division by zero traps, as the lowering does (`trap;`).
+                    if matches!(op, BinOp::Div | BinOp::Rem) && !ty.is_float() {
+                        for l in lanes(mask) {
+                            if r(regs, *b, l) == 0 {
+                                return Err(ctx.trap(
+                                    TrapKind::DivisionByZero,
+                                    pc,
+                                    base + l as u32,
+                                    format!("integer {op} by zero"),
+                                ));
+                            }
+                        }
+                    }
                     if mask == u32::MAX {
                         let (d0, a0, b0) = (*dst as usize * 32, *a as usize * 32, *b as usize * 32);
                         for l in 0..32 {
@@ -601,6 +614,18 @@ impl<'a> Exec<'a> {
                     }
                 }
                 DOp::BinV { op, mt, dst, a, b } => {
+                    if matches!(op, BinOp::Div | BinOp::Rem) && !mt.elem.is_float() {
+                        for l in lanes(mask) {
+                            if (0..mt.n).any(|i| vget(regs, *b, l, *mt, i) == 0) {
+                                return Err(ctx.trap(
+                                    TrapKind::DivisionByZero,
+                                    pc,
+                                    base + l as u32,
+                                    format!("integer {op} by zero"),
+                                ));
+                            }
+                        }
+                    }
                     for l in lanes(mask) {
                         for i in 0..mt.n {
                             let v = scalar::binary(
@@ -1342,7 +1367,6 @@ fn mma_align(ctx: &Ctx, mem: &Memory, pv: u64, ld: u64, es: u64, pc: u32, tid: u
 }
 
 fn atomic_apply(op: AtomicOp, ty: ScalarType, old: u64, v: u64) -> u64 {
-    use zyntax_hir::BinOp;
     match op {
         AtomicOp::Add => scalar::binary(BinOp::Add, ty, old, v),
         AtomicOp::Sub => scalar::binary(BinOp::Sub, ty, old, v),

@@ -54,6 +54,8 @@ pub enum TrapKind {
     /// A write to constant memory.
     ReadOnly,
     Unreachable,
+    /// Integer `div`/`rem` by zero (the compiled code executes `trap;`).
+    DivisionByZero,
     /// Two threads touched one shared-memory byte in one barrier interval, one of them writing.
     DataRace,
     /// A read of shared memory nothing wrote in this block.
@@ -77,6 +79,7 @@ impl TrapKind {
             TrapKind::AddressSpace => "address space violation",
             TrapKind::ReadOnly => "write to read-only memory",
             TrapKind::Unreachable => "unreachable executed",
+            TrapKind::DivisionByZero => "integer division by zero",
             TrapKind::DataRace => "shared memory data race",
             TrapKind::UninitializedRead => "uninitialized shared memory read",
             TrapKind::DivergentBarrier => "divergent barrier",

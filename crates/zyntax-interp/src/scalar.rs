@@ -178,7 +178,8 @@ fn int_binary(op: BinOp, ty: ScalarType, a: u64, b: u64) -> u64 {
         BinOp::Add => a.wrapping_add(b),
         BinOp::Sub => a.wrapping_sub(b),
         BinOp::Mul => a.wrapping_mul(b),
-        // Division by zero gives all ones (PTX div.u; we use the same for signed).
+        // Division by zero traps in the executor before getting here; the value
+        // (all ones, as PTX div.u gives) is only for direct callers.
         BinOp::Div => {
             if b == 0 {
                 u64::MAX

@@ -61,24 +61,9 @@ def native_module(v: Variant) -> Any:
 def _device_arch() -> str | None:
     if not gpu_available():
         return None
-    try:
-        cuda = _zyntax().cuda
-        dev = cuda.Device(0) if hasattr(cuda, "Device") else None
-        cc = getattr(dev, "compute_capability", None)
-        if callable(cc):
-            cc = cc()
-        if cc is None:
-            return None
-        major, minor = cc
-        sm = int(major) * 10 + int(minor)
-        best = None
-        for a in cache.DEFAULT_PTX:
-            n = int(a[3:5])
-            if a != "sm_90a" and n <= sm:
-                best = a
-        return best
-    except Exception:
-        return None
+    from zyntax import cuda
+
+    return str(cuda.device_arch(0))
 
 
 def resolve_arch(arch: str | None) -> str:
@@ -153,28 +138,15 @@ def llvm_for(v: Variant, arch: str) -> str:
 # --------------------------------------------------------------------------- launches
 
 
+@functools.cache
 def gpu_available() -> bool:
+    """Whether a CUDA driver and device are usable (checked once per process)."""
     try:
-        cuda = _zyntax().cuda
-    except AttributeError:
-        try:
-            import zyntax.cuda as cuda  # type: ignore[import-not-found, no-redef]
-        except ImportError:
-            return False
-    for name in ("is_available", "available"):
-        f = getattr(cuda, name, None)
-        if callable(f):
-            try:
-                return bool(f())
-            except Exception:
-                return False
-    f = getattr(cuda, "device_count", None)
-    if callable(f):
-        try:
-            return int(f()) > 0
-        except Exception:
-            return False
-    return False
+        from zyntax import cuda
+
+        return bool(cuda.is_available())
+    except Exception:
+        return False
 
 
 def _interp_launch() -> Any:
@@ -237,30 +209,29 @@ def run_interp(
 def run_gpu(
     v: Variant, args: Sequence[Any], grid: Dim3, block: Dim3, shared_mem: int, stream: Any
 ) -> None:
-    z = _zyntax()
-    try:
-        cuda = z.cuda
-    except AttributeError:
-        import zyntax.cuda as cuda  # type: ignore[import-not-found, no-redef]
+    """Launch on the GPU through ``zyntax.cuda``; numpy arrays are copied in and back."""
+    from zyntax import cuda
+
     arch = resolve_arch(None)
     func = v.native.get(("function", arch))
     if func is None:
         ptx = ptx_for(v, arch)
-        mod = cuda.load_ptx(ptx) if hasattr(cuda, "load_ptx") else cuda.Module(ptx)
-        func = mod.function(v.kernel_name) if hasattr(mod, "function") else mod[v.kernel_name]
+        mod = cuda.load_module(ptx, hir=v.hir_text)
+        func = mod.kernel(v.kernel_name)
         v.native[("function", arch)] = func
     # numpy arrays travel to the device and back (like Numba's auto-transfer).
     staged: list[Any] = []
     back: list[tuple[Any, Any]] = []
     for a in args:
         if isinstance(a, np.ndarray):
-            d = cuda.to_device(np.ascontiguousarray(a))
+            d = cuda.to_device(a)
             back.append((a, d))
             staged.append(d)
         else:
             staged.append(a)
     assert v.binder is not None
     flat = v.binder(staged)
-    cuda.launch(func, grid, block, flat, shared_mem=shared_mem, stream=stream)
+    func.launch(grid, block, *flat, shared_mem=shared_mem or None, stream=stream)
     for orig, d in back:
-        orig[...] = d.copy_to_host() if hasattr(d, "copy_to_host") else d.to_numpy()
+        if orig.flags.writeable:
+            orig[...] = d.to_host(stream)

@@ -293,6 +293,10 @@ pub enum DOp {
         rets: u32,
     },
     Unreachable,
+    /// A recursive call; indexes [`Program::rec_calls`].
+    CallRec {
+        call: u32,
+    },
 }
 
 impl DOp {
@@ -334,6 +338,16 @@ pub struct Program {
     /// Per-thread allocas: (bytes, name).
     pub locals: Vec<(u64, String)>,
     pub uses_frags: bool,
+    /// Recursive call sites (see [`DOp::CallRec`]).
+    pub rec_calls: Vec<RecCall>,
+}
+
+/// A recursive call: run `callee` as a nested single-thread activation.
+#[derive(Clone, Debug)]
+pub struct RecCall {
+    pub callee: usize,
+    pub args: Vec<VLoc>,
+    pub results: Vec<VLoc>,
 }
 
 struct Pending {
@@ -383,6 +397,7 @@ pub fn decode(m: &Module, entry: usize) -> Result<Program> {
             shared: Vec::new(),
             locals: Vec::new(),
             uses_frags: false,
+            rec_calls: Vec::new(),
         },
         pending: Vec::new(),
     };
@@ -950,9 +965,25 @@ impl Decoder<'_> {
                     return bad(&format!("call to unknown function @{name}"));
                 };
                 if chain.contains(&callee) {
-                    return bad(&format!(
-                        "recursive call to @{name} (the interpreter inlines calls and does not support recursion)"
-                    ));
+                    // A recursive call cannot be inlined: it runs as a nested
+                    // activation of the callee's own program (see the executor).
+                    let args: Vec<VLoc> = d.args.iter().map(|v| cx.loc(*v)).collect();
+                    let results: Vec<VLoc> = d.results.iter().map(|v| cx.loc(*v)).collect();
+                    if args
+                        .iter()
+                        .chain(&results)
+                        .any(|l| matches!(l, VLoc::Frag(_)))
+                    {
+                        return bad("fragments cannot be passed through a recursive call");
+                    }
+                    self.p.rec_calls.push(RecCall {
+                        callee,
+                        args,
+                        results,
+                    });
+                    return Ok(DOp::CallRec {
+                        call: self.p.rec_calls.len() as u32 - 1,
+                    });
                 }
                 let mut chain2 = chain.to_vec();
                 chain2.push(callee);

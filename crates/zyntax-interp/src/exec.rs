@@ -13,6 +13,9 @@ use crate::decode::{DOp, Edge, MemTy, Program, Special, VLoc, FRAG_ELEMS};
 use crate::memory::{self, Access, Alloc, Fault, Memory};
 use crate::scalar;
 use crate::{InterpError, Result, Trap, TrapKind};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
 use zyntax_hir::{
     AddrSpace, AtomicOp, BinOp, FragKind, FragType, Layout, MatchMode, Module, ScalarType,
     ShflMode, VoteMode,
@@ -79,7 +82,16 @@ pub struct Exec<'a> {
     pub returned: Option<Vec<Vec<u64>>>,
     /// Warp-steps and thread-instructions executed.
     pub steps: u64,
+    /// Nesting depth of recursive activations (0: the launch itself).
+    depth: u32,
+    /// Lane id of the thread a nested activation runs for.
+    lane_base: u32,
+    /// Programs of recursively called functions, decoded once per launch.
+    progs: Rc<RefCell<HashMap<usize, Rc<Program>>>>,
 }
+
+/// Deepest recursion the interpreter runs (GPU stacks are small too).
+const MAX_DEPTH: u32 = 200;
 
 /// What a trap needs to say where it happened.
 struct Ctx<'a> {
@@ -292,6 +304,9 @@ impl<'a> Exec<'a> {
             fscratch: Vec::new(),
             returned: None,
             steps: 0,
+            depth: 0,
+            lane_base: 0,
+            progs: Rc::default(),
         }
     }
 
@@ -310,6 +325,10 @@ impl<'a> Exec<'a> {
     }
 
     fn reset_block(&mut self) {
+        if self.depth > 0 {
+            // A nested activation shares the block's memory; its locals are fresh.
+            return;
+        }
         let first_shared = self.shared_ids.first().copied().unwrap_or(self.dyn_id) as usize;
         let end = self.local_base as usize + self.p.locals.len() * self.nthreads as usize;
         for a in &mut self.mem.allocs[first_shared..end] {
@@ -819,7 +838,7 @@ impl<'a> Exec<'a> {
                             Special::Bid(d) => self.bid[*d],
                             Special::BDim(d) => self.bdim[*d],
                             Special::GDim(d) => self.grid[*d],
-                            Special::Lane => l as u32,
+                            Special::Lane => l as u32 + self.lane_base,
                         };
                         w(regs, *dst, l, u64::from(v));
                     }
@@ -1016,6 +1035,12 @@ impl<'a> Exec<'a> {
                     }
                     return Ok(());
                 }
+                DOp::CallRec { call } => {
+                    let call = *call;
+                    for l in lanes(mask) {
+                        self.call_rec(wi, pc, l, call)?;
+                    }
+                }
                 DOp::Unreachable => {
                     let tid = base + mask.trailing_zeros();
                     return Err(ctx.trap(
@@ -1059,6 +1084,124 @@ impl<'a> Exec<'a> {
                 warp.pc[l] = pc;
             }
         }
+    }
+
+    /// Run recursive call `k` for lane `l` as a nested single-thread
+    /// activation sharing this launch's memory; its allocas live until it returns.
+    fn call_rec(&mut self, wi: usize, pc: u32, l: usize, k: u32) -> Result<()> {
+        let p = self.p;
+        let tid = self.warps[wi].base_tid + l as u32;
+        let Some(rc) = p.rec_calls.get(k as usize) else {
+            return Err(InterpError::Internal("bad recursive call index".into()));
+        };
+        if self.depth >= MAX_DEPTH {
+            return Err(self.ctx_full().trap(
+                TrapKind::StackOverflow,
+                pc,
+                tid,
+                format!("recursion deeper than {MAX_DEPTH} calls"),
+            ));
+        }
+        let cached = self.progs.borrow().get(&rc.callee).cloned();
+        let prog = match cached {
+            Some(prog) => prog,
+            None => {
+                let prog = crate::decode::decode(self.m, rc.callee)?;
+                if !prog.shared.is_empty()
+                    || prog
+                        .insts
+                        .iter()
+                        .any(|i| i.op.is_collective() || matches!(i.op, DOp::Barrier))
+                {
+                    let name = self
+                        .m
+                        .functions
+                        .get(rc.callee)
+                        .map_or("", |f| f.name.as_str());
+                    return Err(InterpError::Unsupported(format!(
+                        "@{name} is called recursively and uses shared_alloc, a barrier or a warp collective"
+                    )));
+                }
+                let prog = Rc::new(prog);
+                self.progs.borrow_mut().insert(rc.callee, prog.clone());
+                prog
+            }
+        };
+        let args: Vec<Vec<u64>> = rc
+            .args
+            .iter()
+            .map(|loc| match loc {
+                VLoc::Slots(s, n) => (0..*n).map(|k| r(&self.warps[wi].regs, s + k, l)).collect(),
+                VLoc::Frag(_) => Vec::new(),
+            })
+            .collect();
+        let mut mem = std::mem::replace(&mut self.mem, Memory::new(false));
+        let allocs_before = mem.allocs.len();
+        let local_base = allocs_before as u32;
+        for (bytes, name) in &prog.locals {
+            mem.add(Alloc::new(
+                vec![0; *bytes as usize],
+                AddrSpace::Local,
+                format!("{name} (depth {})", self.depth + 1),
+            ));
+        }
+        let mut sub = Exec {
+            m: self.m,
+            p: &prog,
+            mem,
+            fuel: self.fuel,
+            fuel_total: self.fuel_total,
+            grid: self.grid,
+            bdim: self.bdim,
+            bid: self.bid,
+            tids: vec![self.tids[tid as usize]],
+            shared_ids: Vec::new(),
+            dyn_id: self.dyn_id,
+            local_base,
+            nthreads: 1,
+            warps: vec![Warp {
+                regs: vec![0; prog.nslots.max(1) * 32],
+                frags: Vec::new(),
+                pc: [0; 32],
+                st: [St::Done; 32],
+                exist: 1,
+                base_tid: 0,
+            }],
+            cp: vec![CpThread::default()],
+            scratch: Vec::new(),
+            fscratch: Vec::new(),
+            returned: None,
+            steps: 0,
+            depth: self.depth + 1,
+            lane_base: self.lane_base + l as u32,
+            progs: self.progs.clone(),
+        };
+        let res = sub.run_block(&args);
+        let returned = sub.returned.take();
+        let (fuel, steps) = (sub.fuel, sub.steps);
+        let mut mem = std::mem::replace(&mut sub.mem, Memory::new(false));
+        drop(sub);
+        // The activation's allocas die with it (pointers to them become invalid).
+        mem.allocs.truncate(allocs_before);
+        self.mem = mem;
+        self.fuel = fuel;
+        self.steps += steps;
+        res?;
+        let vals = returned.unwrap_or_default();
+        let warp = &mut self.warps[wi];
+        for (loc, bits) in rc.results.iter().zip(vals) {
+            if let VLoc::Slots(s, n) = loc {
+                for k in 0..*n {
+                    w(
+                        &mut warp.regs,
+                        s + k,
+                        l,
+                        bits.get(k as usize).copied().unwrap_or(0),
+                    );
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Execute a warp collective for the lanes `group` (all at `pc`).

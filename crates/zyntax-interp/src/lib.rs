@@ -56,6 +56,8 @@ pub enum TrapKind {
     Unreachable,
     /// Integer `div`/`rem` by zero (the compiled code executes `trap;`).
     DivisionByZero,
+    /// Recursion deeper than the interpreter's limit.
+    StackOverflow,
     /// Two threads touched one shared-memory byte in one barrier interval, one of them writing.
     DataRace,
     /// A read of shared memory nothing wrote in this block.
@@ -80,6 +82,7 @@ impl TrapKind {
             TrapKind::ReadOnly => "write to read-only memory",
             TrapKind::Unreachable => "unreachable executed",
             TrapKind::DivisionByZero => "integer division by zero",
+            TrapKind::StackOverflow => "stack overflow",
             TrapKind::DataRace => "shared memory data race",
             TrapKind::UninitializedRead => "uninitialized shared memory read",
             TrapKind::DivergentBarrier => "divergent barrier",
@@ -252,6 +255,8 @@ const MAX_BLOCK: [u32; 3] = [1024, 1024, 64];
 const MAX_THREADS: u32 = 1024;
 const MAX_GRID: [u32; 3] = [i32::MAX as u32, 65535, 65535];
 const MAX_SHARED: u64 = 227 * 1024;
+/// Stack of the thread that runs programs with recursive calls (reserved, not committed).
+const RECURSION_STACK: usize = 512 << 20;
 
 impl<'m> Interpreter<'m> {
     /// An interpreter with default options; verifies the module.
@@ -395,43 +400,60 @@ impl<'m> Interpreter<'m> {
                 }
             }
         }
-        let allocs = buffers
-            .iter_mut()
-            .enumerate()
-            .map(|(i, b)| {
-                memory::Alloc::new(
-                    std::mem::take(b),
-                    spaces[i],
-                    names[i].take().unwrap_or_else(|| format!("buffer #{i}")),
-                )
-            })
-            .collect();
-        let launch = exec::Launch {
-            grid: dims[0],
-            block: dims[1],
-            shared_bytes,
-        };
-        let mut ex = exec::Exec::new(
-            self.module,
-            prog,
-            allocs,
-            &launch,
-            self.options.checks,
-            self.options.fuel,
-        );
-        let res = ex.run(&bits);
-        // Hand the buffers back whatever happened.
-        for (i, b) in buffers.iter_mut().enumerate() {
-            if let Some(a) = ex.mem.allocs.get_mut(i + 1) {
-                *b = std::mem::take(&mut a.data);
+        let checks = self.options.checks;
+        let fuel = self.options.fuel;
+        let module = self.module;
+        let mut work = move || -> Result<(Stats, Option<Vec<Vec<u64>>>)> {
+            let allocs = buffers
+                .iter_mut()
+                .enumerate()
+                .map(|(i, b)| {
+                    memory::Alloc::new(
+                        std::mem::take(b),
+                        spaces[i],
+                        names[i].take().unwrap_or_else(|| format!("buffer #{i}")),
+                    )
+                })
+                .collect();
+            let launch = exec::Launch {
+                grid: dims[0],
+                block: dims[1],
+                shared_bytes,
+            };
+            let mut ex = exec::Exec::new(module, prog, allocs, &launch, checks, fuel);
+            let res = ex.run(&bits);
+            // Hand the buffers back whatever happened.
+            for (i, b) in buffers.iter_mut().enumerate() {
+                if let Some(a) = ex.mem.allocs.get_mut(i + 1) {
+                    *b = std::mem::take(&mut a.data);
+                }
             }
-        }
-        res?;
-        let stats = Stats {
-            instructions: self.options.fuel - ex.fuel_left(),
-            warp_steps: ex.steps,
+            res?;
+            let stats = Stats {
+                instructions: fuel - ex.fuel_left(),
+                warp_steps: ex.steps,
+            };
+            Ok((stats, ex.returned.take()))
         };
-        Ok((stats, ex.returned.take()))
+        if prog.rec_calls.is_empty() {
+            return work();
+        }
+        // Recursive activations nest on the Rust stack: give them room.
+        std::thread::scope(|s| {
+            std::thread::Builder::new()
+                .name("zyntax-interp".into())
+                .stack_size(RECURSION_STACK)
+                .spawn_scoped(s, work)
+                .map_err(|e| {
+                    InterpError::Internal(format!("cannot start the interpreter thread: {e}"))
+                })?
+                .join()
+                .unwrap_or_else(|_| {
+                    Err(InterpError::Internal(
+                        "the interpreter thread panicked".into(),
+                    ))
+                })
+        })
     }
 }
 

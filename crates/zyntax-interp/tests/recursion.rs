@@ -68,8 +68,8 @@ fn recursive_device_function_per_thread() {
     it.launch("k", [1, 1, 1], [20, 1, 1], 0, &[Arg::Buffer(0)], &mut bufs)
         .unwrap();
     let got = bytes_u64(&bufs[0]);
-    for t in 0..20 {
-        assert_eq!(got[t], fib_ref(t as u64), "thread {t}");
+    for (t, v) in got.iter().enumerate().take(20) {
+        assert_eq!(*v, fib_ref(t as u64), "thread {t}");
     }
     assert!(got[20..].iter().all(|v| *v == 0));
 }

@@ -531,12 +531,12 @@ impl ParamBuffer {
 }
 
 /// Whether memory of element type `have` may be passed where the kernel
-/// expects a pointer to `want`: same type; integers of the same width
-/// (signedness is the kernel's view); or a byte pointer (a raw view).
+/// expects a pointer to `want`: the same type, integers of the same width
+/// (signedness is the kernel's view of the bits), or bools as bytes.
 pub fn elem_compatible(want: ScalarType, have: ScalarType) -> bool {
     want == have
         || (want.is_int() && have.is_int() && want.size_bytes() == have.size_bytes())
-        || matches!(want, ScalarType::U8 | ScalarType::I8)
+        || (matches!(want, ScalarType::U8 | ScalarType::I8) && have == ScalarType::Bool)
 }
 
 fn int_range(s: ScalarType) -> (i128, i128) {
@@ -777,7 +777,7 @@ mod tests {
         let e = enc(f32p.clone(), p(Some(0), Some(ScalarType::F64))).unwrap_err();
         assert!(e.contains("f64"), "{e}");
         assert!(enc(f32p.clone(), KernelArg::Float(1.0)).is_err());
-        // Integers of one width are interchangeable; bytes accept anything.
+        // Integers of one width are interchangeable; byte pointers take bools.
         let i32p = ParamKind::Ptr {
             elem: Some(ScalarType::I32),
         };
@@ -785,7 +785,9 @@ mod tests {
         let u8p = ParamKind::Ptr {
             elem: Some(ScalarType::U8),
         };
-        assert!(enc(u8p, p(None, Some(ScalarType::F64))).is_ok());
+        assert!(enc(u8p.clone(), p(None, Some(ScalarType::Bool))).is_ok());
+        assert!(enc(u8p.clone(), p(None, Some(ScalarType::U16))).is_err());
+        assert!(enc(u8p, p(None, Some(ScalarType::F64))).is_err());
         // PTX-only 8-byte integer params take pointers or integers.
         let raw = ParamKind::Raw {
             bytes: 8,

@@ -1826,7 +1826,8 @@ fn convert_arg<'a>(
             let (dt, id): (i32, i32) = a.call_method0("__dlpack_device__")?.extract()?;
             if !matches!(dt, KDL_CUDA | KDL_CUDA_MANAGED) {
                 return Err(bad(format!(
-                    "{} is in host memory; device memory is needed (copy it with zyntax.cuda.to_device)",
+                    "{} is a host array (DLPack device type {dt}); device memory is needed \
+                     (copy it with zyntax.cuda.to_device)",
                     type_name(a)
                 )));
             }

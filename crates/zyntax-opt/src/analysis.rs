@@ -322,6 +322,16 @@ pub fn streaming_loads(f: &Function) -> Vec<StreamingLoad> {
     out
 }
 
+/// Whether the loop at `header` carries a float value around (a reduction
+/// that stays scalar: strict IEEE order forbids vectorizing it).
+pub fn carries_float(f: &Function, header: BlockId) -> bool {
+    f.blocks.get(header.index()).is_some_and(|bd| {
+        bd.params
+            .iter()
+            .any(|p| f.has_value(*p) && f.value_type(*p).is_float())
+    })
+}
+
 /// The block defining each value (params: their block; results: the instruction's block).
 pub fn value_blocks(f: &Function) -> Vec<Option<BlockId>> {
     let mut out = vec![None; f.values.len()];

@@ -453,7 +453,24 @@ fn plan_function(f: &Function, report: &mut Report) -> FunctionPlan {
             report.add(name, "loops", format!("vectorization requested on {} loop(s) (llvm.loop.vectorize.enable)", loops.len()), "critical_path: lower per-call latency of loops; the vectorizer still proves legality");
         }
         if p.opt_level != OptLevel::Os {
-            p.prefetch = analysis::streaming_loads(f);
+            // A prefetch call inside a loop stops LLVM's vectorizer, so only loops
+            // that stay scalar anyway (a float accumulator in strict IEEE order)
+            // get one; vectorizable streams rely on the hardware prefetcher.
+            let (scalar, vector): (Vec<_>, Vec<_>) = analysis::streaming_loads(f)
+                .into_iter()
+                .partition(|s| analysis::carries_float(f, s.header));
+            for s in &vector {
+                report.add(
+                    name,
+                    "prefetch",
+                    format!("no software prefetch for load {}", s.load),
+                    format!(
+                        "loop {} is vectorizable and a prefetch call would block the vectorizer",
+                        s.header
+                    ),
+                );
+            }
+            p.prefetch = scalar;
             for s in &p.prefetch {
                 report.add(
                     name,

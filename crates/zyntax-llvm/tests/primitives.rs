@@ -554,3 +554,109 @@ fn special_registers() {
         }
     }
 }
+
+/// `constant` pointers are read-only global memory: `ld.global.nc`.
+#[test]
+fn constant_pointers_load_through_the_read_only_path() {
+    let mut b = kernel(
+        "ro",
+        &[Type::ptr(AddrSpace::Constant, Type::F32), gptr(Type::F32)],
+    );
+    let (c, o) = (b.param(0), b.param(1));
+    let t = b.thread_idx(Dim::X).unwrap();
+    let pc = b.ptr_add(c, t).unwrap();
+    let v = b.load(pc).unwrap();
+    let gen = b
+        .ptr_cast(pc, Type::ptr(AddrSpace::Generic, Type::F32))
+        .unwrap();
+    let w = b.load(gen).unwrap();
+    let s = b.add(v, w).unwrap();
+    let po = b.ptr_add(o, t).unwrap();
+    b.store(po, s).unwrap();
+    for (_, ptx) in check_archs(&finish(b), Arch::Sm70) {
+        assert_in_order(&ptx, &["ld.global.nc.f32"]);
+        assert_not(&ptx, "ld.const");
+    }
+}
+
+/// A kernel pinned to an arch appears only in that arch's PTX.
+#[test]
+fn kernel_arch_pin_selects_kernels() {
+    let mut a = kernel("everywhere", &[gptr(Type::U32)]);
+    let p = a.param(0);
+    let t = a.thread_idx(Dim::X).unwrap();
+    a.store(p, t).unwrap();
+    let mut h = kernel("hopper_only", &[gptr(Type::U32)]);
+    if let Some(k) = h.kernel_info_mut() {
+        k.arch = Some(Arch::Sm90);
+    }
+    let p = h.param(0);
+    let t = h.thread_idx(Dim::Y).unwrap();
+    h.store(p, t).unwrap();
+    a.ret(&[]).unwrap();
+    h.ret(&[]).unwrap();
+    let m = module("pinned", vec![a.finish().unwrap(), h.finish().unwrap()]);
+    let p80 = compile_checked(&m, Arch::Sm80);
+    assert!(
+        p80.contains(".entry everywhere(") && !p80.contains("hopper_only"),
+        "{p80}"
+    );
+    let out = compile(&m, Arch::Sm90);
+    assert!(out.ptx.contains(".entry hopper_only("), "{}", out.ptx);
+    assert_eq!(
+        out.kernels,
+        vec!["everywhere".to_string(), "hopper_only".to_string()]
+    );
+}
+
+/// Options: PTX version override and its checks; timings are filled in.
+#[test]
+fn options_ptx_version_and_timings() {
+    use zyntax_llvm::{compile_ptx, CompileError, Options};
+    let m = saxpy();
+    let out = compile_ptx(
+        &m,
+        &Options::new(Arch::Sm80).with_ptx_version(PtxVersion::new(8, 3)),
+    )
+    .unwrap();
+    assert!(out.ptx.contains(".version 8.3"));
+    ptxas().assemble(&out.ptx, Arch::Sm80).unwrap();
+    assert!(out.timings.total() > std::time::Duration::ZERO);
+    assert_eq!(out.timings.stages().len(), 5);
+    let err = compile_ptx(
+        &m,
+        &Options::new(Arch::Sm90).with_ptx_version(PtxVersion::new(7, 0)),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(err, CompileError::Verify(_) | CompileError::Unsupported(_)),
+        "{err}"
+    );
+    assert!(!err.is_internal());
+    let err = compile_ptx(
+        &m,
+        &Options::new(Arch::Sm80).with_ptx_version(PtxVersion::new(9, 0)),
+    )
+    .unwrap_err();
+    assert!(!err.is_internal(), "{err}");
+    // O0 keeps the direct lowering visible in the IR.
+    let ir =
+        zyntax_llvm::emit_llvm(&m, &Options::new(Arch::Sm80).with_opt_level(OptLevel::O0)).unwrap();
+    assert!(ir.contains("call float @llvm.fma.f32"), "{ir}");
+    assert!(ir.contains("@llvm.nvvm.read.ptx.sreg.tid.x"), "{ir}");
+}
+
+/// Division by zero traps; signed MIN / -1 is guarded.
+#[test]
+fn integer_division_is_guarded() {
+    let mut b = kernel("divs", &[gptr(Type::I32), gptr(Type::I32)]);
+    let (p, q) = (b.param(0), b.param(1));
+    let x = b.load(p).unwrap();
+    let y = b.load(q).unwrap();
+    let d = b.binary(BinOp::Div, x, y).unwrap();
+    b.store(p, d).unwrap();
+    for (_, ptx) in check_archs(&finish(b), Arch::Sm70) {
+        assert_in_order(&ptx, &["setp.eq.s32", "trap;"]);
+        assert_in_order(&ptx, &["div.s32"]);
+    }
+}

@@ -649,10 +649,13 @@ impl<'a, 'ctx> FnLowering<'a, 'ctx> {
                 let to = self.hir_ty(r).addr_space();
                 let pv = self.ptr(p)?;
                 let v = match (from, to) {
-                    (Some(a), Some(b)) if a == b => pv,
                     (Some(_), Some(b)) => {
-                        self.b
-                            .build_address_space_cast(pv, ty::ptr_type(self.l.ctx, b), "")?
+                        let to_ty = ty::ptr_type(self.l.ctx, b);
+                        if pv.get_type() == to_ty {
+                            pv // same LLVM space (only the pointee changes)
+                        } else {
+                            self.b.build_address_space_cast(pv, to_ty, "")?
+                        }
                     }
                     _ => return Err(self.bug("ptr_cast of a non-pointer")),
                 };
@@ -1119,6 +1122,14 @@ impl<'a, 'ctx> FnLowering<'a, 'ctx> {
         let mt = ty::memory_type(self.l.ctx, t)?;
         let v = self.b.build_load(mt, ptr, "")?;
         set_align(v.as_instruction_value(), t.align_bytes());
+        if self.hir_ty(p).addr_space() == Some(zyntax_hir::AddrSpace::Constant) {
+            if let Some(inst) = v.as_instruction_value() {
+                let kind = self.l.ctx.get_kind_id("invariant.load");
+                let empty = self.l.ctx.metadata_node(&[]);
+                inst.set_metadata(empty, kind)
+                    .map_err(|e| self.bug(format!("invariant.load: {e}")))?;
+            }
+        }
         if t.is_bool() {
             let zero = self.l.ctx.i8_type().const_zero();
             return Ok(self

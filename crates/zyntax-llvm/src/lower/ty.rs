@@ -7,7 +7,7 @@
 //! | `f16`, `bf16`, `f32`, `f64` | `half`, `bfloat`, `float`, `double` | same |
 //! | `vec<T, n>` | `<n x T>` | same |
 //! | `[T; n]` | `[n x T]` | same |
-//! | `ptr<space, T>` | `ptr addrspace(space)` (opaque) | same |
+//! | `ptr<space, T>` | `ptr addrspace(space)` (opaque; `constant` → 1, see [`llvm_space`]) | same |
 //! | `frag<…>` | a struct of the WMMA registers (see [`frag_regs`]) | – |
 
 use crate::error::{CompileError, CompileResult};
@@ -75,9 +75,20 @@ pub fn scalar_type<'ctx>(ctx: &'ctx Context, s: ScalarType) -> BasicTypeEnum<'ct
     }
 }
 
+/// The LLVM address space of an HIR one. `constant` pointers reach kernels
+/// from the runtime's allocations (HIR declares no `__constant__` banks), so
+/// they are read-only *global* memory: LLVM address space 1, with loads marked
+/// `!invariant.load` (→ `ld.global.nc`, the read-only data path).
+pub fn llvm_space(space: zyntax_hir::AddrSpace) -> u16 {
+    match space {
+        zyntax_hir::AddrSpace::Constant => 1,
+        other => other.number() as u16,
+    }
+}
+
 /// LLVM pointer type of an address space.
 pub fn ptr_type(ctx: &Context, space: zyntax_hir::AddrSpace) -> inkwell::types::PointerType<'_> {
-    ctx.ptr_type(AddressSpace::from(space.number() as u16))
+    ctx.ptr_type(AddressSpace::from(llvm_space(space)))
 }
 
 /// The type of an SSA value of HIR type `t`.

@@ -9,7 +9,6 @@ the on-disk PTX cache (:mod:`zyntax.frontend.cache`).
 
 from __future__ import annotations
 
-import functools
 import inspect
 import threading
 from collections.abc import Callable, Sequence
@@ -148,7 +147,7 @@ class Variant:
     hir_text: str
     param_types: list[str]
     ptx: dict[str, str] = field(default_factory=dict)  # arch -> PTX text
-    native: dict[str, Any] = field(default_factory=dict)  # loaded CUDA functions by device
+    native: dict[Any, Any] = field(default_factory=dict)  # loaded CUDA functions by device
     binder: Callable[..., list[Any]] | None = None
 
     def metadata(self) -> dict[str, Any]:
@@ -192,8 +191,11 @@ def _make_binder(specs: tuple[ParamSpec, ...]) -> Callable[..., list[Any]]:
 class _Translatable:
     def __init__(self, pyfunc: Callable[..., Any]) -> None:
         self.pyfunc = pyfunc
-        functools.update_wrapper(self, pyfunc)
         self.__name__: str = pyfunc.__name__
+        self.__qualname__: str = pyfunc.__qualname__
+        self.__doc__ = pyfunc.__doc__
+        self.__module__ = pyfunc.__module__
+        self.__wrapped__ = pyfunc
         self._source: SourceInfo | None = None
         self._sig = inspect.signature(pyfunc)
 

@@ -27,7 +27,7 @@ import math
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -109,7 +109,8 @@ def param_hir_types(spec: ParamSpec) -> list[HType]:
     """The HIR parameters one Python parameter becomes (the array ABI)."""
     if isinstance(spec, Scalar):
         return [spec]
-    return [Ptr(spec.space, spec.dtype)] + [I64] * (2 * spec.ndim)
+    out: list[HType] = [Ptr(spec.space, spec.dtype)]
+    return out + [I64] * (2 * spec.ndim)
 
 
 def spec_from_annotation(ann: Any) -> ParamSpec | None:
@@ -348,11 +349,13 @@ class FunctionTranslator:
     def where(self, node: ast.AST | None) -> dict[str, Any]:
         if node is None or not hasattr(node, "lineno"):
             return {"file": self.src.file}
-        line = node.lineno + self.src.line_offset
-        col = node.col_offset + 1 + self.src.col_offset
+        lineno: int = getattr(node, "lineno", 1)
+        line = lineno + self.src.line_offset
+        col = int(getattr(node, "col_offset", 0)) + 1 + self.src.col_offset
         end_col = None
-        if getattr(node, "end_lineno", None) == node.lineno and node.end_col_offset is not None:
-            end_col = node.end_col_offset + 1 + self.src.col_offset
+        end = getattr(node, "end_col_offset", None)
+        if getattr(node, "end_lineno", None) == lineno and end is not None:
+            end_col = int(end) + 1 + self.src.col_offset
         return {
             "file": self.src.file,
             "line": line,
@@ -1055,7 +1058,7 @@ class FunctionTranslator:
         if isinstance(obj, (bool, int, float)):
             return Lit(obj)
         if isinstance(obj, np.generic) and np.isscalar(obj):
-            return Lit(obj.item())
+            return Lit(cast(np.generic, obj).item())
         if isinstance(obj, tuple) and all(isinstance(x, (int, float, bool)) for x in obj):
             return TupleVal([Lit(x) for x in obj])
         return Ref(obj)
@@ -1108,7 +1111,7 @@ class FunctionTranslator:
     def expr_Tuple(self, e: ast.Tuple) -> Operand:
         return TupleVal([self.expr(x) for x in e.elts])
 
-    expr_List = expr_Tuple  # type: ignore[assignment]
+    expr_List = expr_Tuple
 
     def expr_Subscript(self, e: ast.Subscript) -> Operand:
         base = self.expr(e.value)
@@ -1527,14 +1530,14 @@ class FunctionTranslator:
         if fname == "fma":
             if len(args) != 3:
                 raise self.error(e, "fma() takes 3 arguments", KernelTypeError)
-            t: Scalar | None = None
+            ft: Scalar | None = None
             for a in args:
                 if isinstance(a, Value):
                     at = self.scalar_type(a, e)
-                    t = at if t is None else promote(t, at)
-            if t is None or not t.is_float:
-                t = F32 if t is None or t.bits < 64 else F64
-            return self.fn.emit1("fma", [self.value(a, e, t) for a in args], t)
+                    ft = at if ft is None else (promote(ft, at) or F64)
+            if ft is None or not ft.is_float:
+                ft = F32 if ft is None or ft.bits < 64 else F64
+            return self.fn.emit1("fma", [self.value(a, e, ft) for a in args], ft)
         if len(args) != 1:
             raise self.error(e, f"{fname}() takes 1 argument", KernelTypeError)
         a = args[0]
@@ -1747,7 +1750,7 @@ class FunctionTranslator:
             raise self.error(
                 e, f"atomic.{name} needs an array as its first argument", KernelTypeError
             )
-        idx = index.items if isinstance(index, TupleVal) else [index]
+        idx: list[Operand] = index.items if isinstance(index, TupleVal) else [index]
         if len(idx) != arr.ndim:
             raise self.error(
                 e,
@@ -1960,7 +1963,7 @@ class FunctionTranslator:
         for arr, idx in ((dst, dst_index), (src, src_index)):
             if not isinstance(arr, ArrayView):
                 raise self.error(e, "async_copy needs arrays", KernelTypeError)
-            items = idx.items if isinstance(idx, TupleVal) else [idx]
+            items: list[Operand] = idx.items if isinstance(idx, TupleVal) else [idx]
             ptrs.append(self.element_ptr(arr, items, e))
         self.fn.emit0(f"cp.async.{hint}.{n}", ptrs)
         return Ref(None)

@@ -492,13 +492,6 @@ impl Decoder<'_> {
         if pc > MAX_INSTS {
             return unsupported(f, None, "program too large after inlining calls");
         }
-        let ret_list = match &ret {
-            RetTo::Exit => {
-                self.p.ret_lists.push(Vec::new());
-                Some(self.p.ret_lists.len() - 1)
-            }
-            RetTo::Call { .. } => None,
-        };
         let cx = FnCx {
             f,
             fi,
@@ -507,7 +500,7 @@ impl Decoder<'_> {
         };
         for b in &f.layout {
             for &i in &f.blocks[b.index()].insts {
-                let op = self.decode_inst(&cx, i, &ret, ret_list, &chain)?;
+                let op = self.decode_inst(&cx, i, &ret, &chain)?;
                 self.p.insts.push(DInst {
                     op,
                     func: fi as u32,
@@ -548,14 +541,7 @@ impl Decoder<'_> {
         Ok(self.p.edges.len() as u32 - 1)
     }
 
-    fn decode_inst(
-        &mut self,
-        cx: &FnCx,
-        i: InstId,
-        ret: &RetTo,
-        ret_list: Option<usize>,
-        chain: &[usize],
-    ) -> Result<DOp> {
+    fn decode_inst(&mut self, cx: &FnCx, i: InstId, ret: &RetTo, chain: &[usize]) -> Result<DOp> {
         let f = cx.f;
         let d = &f.insts[i.index()];
         let bad = |msg: &str| unsupported::<DOp>(f, Some(i), msg.to_string());
@@ -1022,9 +1008,11 @@ impl Decoder<'_> {
                 let vals: Vec<VLoc> = d.args.iter().map(|v| cx.loc(*v)).collect();
                 match ret {
                     RetTo::Exit => {
-                        let k = ret_list.unwrap_or(0);
-                        self.p.ret_lists[k] = vals;
-                        DOp::Exit { rets: k as u32 }
+                        // One list per `return`: a function may return from several blocks.
+                        self.p.ret_lists.push(vals);
+                        DOp::Exit {
+                            rets: self.p.ret_lists.len() as u32 - 1,
+                        }
                     }
                     RetTo::Call { cont, results } => {
                         let mut e = Edge {

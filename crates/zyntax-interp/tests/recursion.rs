@@ -93,3 +93,38 @@ fn endless_recursion_is_a_stack_overflow() {
         "{e}"
     );
 }
+
+/// sign(x) with three `return`s, called (inlined) from a host function and run directly.
+#[test]
+fn functions_with_several_returns() {
+    let mut b = FunctionBuilder::host("sign", &[Type::I32], &[Type::I32]);
+    let x = b.param(0);
+    let zero = b.iconst(Type::I32, 0).unwrap();
+    let neg = b.cmp(CmpOp::Lt, x, zero).unwrap();
+    let fr = b.begin_if(neg, &[]).unwrap();
+    let m1 = b.iconst(Type::I32, -1).unwrap();
+    b.ret(&[m1]).unwrap();
+    b.end_if(fr, &[]).unwrap();
+    let pos = b.cmp(CmpOp::Gt, x, zero).unwrap();
+    let fr = b.begin_if(pos, &[]).unwrap();
+    let p1 = b.iconst(Type::I32, 1).unwrap();
+    b.ret(&[p1]).unwrap();
+    b.end_if(fr, &[]).unwrap();
+    b.ret(&[zero]).unwrap();
+    let sign = b.finish().unwrap();
+    let mut b = FunctionBuilder::host("twice_sign", &[Type::I32], &[Type::I32]);
+    let x = b.param(0);
+    let s = b.call("sign", &[x], &[Type::I32]).unwrap()[0];
+    let d = b.add(s, s).unwrap();
+    b.ret(&[d]).unwrap();
+    let mut m = Module::new("rets");
+    m.functions.push(sign);
+    m.functions.push(b.finish().unwrap());
+    let it = Interpreter::new(&m).unwrap();
+    for (x, want) in [(-5i128, -1i128), (0, 0), (7, 1)] {
+        let r = it.call("sign", &[Arg::Int(x)], &mut []).unwrap();
+        assert_eq!(r[0].as_i128(), Some(want), "sign({x})");
+        let r = it.call("twice_sign", &[Arg::Int(x)], &mut []).unwrap();
+        assert_eq!(r[0].as_i128(), Some(2 * want), "twice_sign({x})");
+    }
+}

@@ -165,3 +165,23 @@ def test_aot_compile_file(tmp_path: Path) -> None:
     # The command-line form.
     assert aot.main([str(src), "--arch", "sm_75", "-o", str(tmp_path / "cli")]) == 0
     assert (tmp_path / "cli" / "scale.ptx").exists()
+
+
+def test_arch_gating_errors_point_at_the_python_line() -> None:
+    from zyntax import lang
+
+    @zyntax.kernel
+    def staged(x: zyntax.Array[zyntax.f32, 1]):
+        buf = lang.shared.array(64, zyntax.f32)
+        lang.async_copy(buf, 0, x, 0, 16)
+        lang.async_wait(0)
+        x[0] = buf[1]
+
+    with pytest.raises(zyntax.KernelError) as info:
+        staged.ptx(arch="sm_70")
+    e = info.value
+    assert e.file == __file__
+    assert "cp.async needs sm_80" in str(e)
+    line = Path(__file__).read_text().splitlines()[(e.line or 0) - 1]
+    assert line.strip() == "lang.async_copy(buf, 0, x, 0, 16)"
+    assert ".target sm_80" in staged.ptx(arch="sm_80")

@@ -149,6 +149,8 @@ class Variant:
     ptx: dict[str, str] = field(default_factory=dict)  # arch -> PTX text
     native: dict[Any, Any] = field(default_factory=dict)  # loaded CUDA functions by device
     binder: Callable[..., list[Any]] | None = None
+    #: Python source location of every instruction, per function, in canonical order.
+    locs: list[list[tuple[str, int, int] | None]] = field(default_factory=list)
 
     def metadata(self) -> dict[str, Any]:
         return {
@@ -371,7 +373,16 @@ class Kernel(_Translatable):
         params: list[str] = []
         for s in specs:
             params.extend(str(t) for t in param_hir_types(s))
-        return Variant(self.__name__, specs, mod, mod.print(), params, binder=_make_binder(specs))
+        locs = [[i.loc for b in f.reachable_layout() for i in b.insts] for f in mod.functions]
+        return Variant(
+            self.__name__,
+            specs,
+            mod,
+            mod.print(),
+            params,
+            binder=_make_binder(specs),
+            locs=locs,
+        )
 
     # ---------------------------------------------------------------- inspection
     def hir(self, sig: Sequence[Any] | None = None) -> str:

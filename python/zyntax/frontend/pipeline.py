@@ -9,10 +9,12 @@ is looked up when first needed, so the front-end imports on any build.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import json
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -43,15 +45,51 @@ def zyntax_version() -> str:
 
 
 def native_module(v: Variant) -> Any:
-    """The variant as a verified ``zyntax.hir.Module`` (memoised on the variant)."""
+    """The variant as a verified ``zyntax.hir.Module`` (memoised on the variant).
+
+    The ``.zir`` text carries no source locations, so they are attached through
+    the module's JSON form: verifier diagnostics then name the kernel's Python
+    file:line:column.
+    """
     m = v.native.get("module")
     if m is None:
         from zyntax import hir
 
         m = hir.parse_zir(v.hir_text, f"<kernel {v.kernel_name}>")
-        m.verify()
+        doc = json.loads(m.to_json())
+        funcs = doc.get("functions", [])
+        if len(funcs) == len(v.locs):
+            for f, locs in zip(funcs, v.locs, strict=True):
+                insts = f.get("insts", [])
+                if len(insts) != len(locs):
+                    continue
+                for inst, loc in zip(insts, locs, strict=True):
+                    if loc is not None:
+                        inst["loc"] = {"file": loc[0], "line": loc[1], "col": loc[2]}
+            m = hir.Module.from_json(json.dumps(doc))
+        with located_errors():
+            m.verify()
         v.native["module"] = m
     return m
+
+
+@contextlib.contextmanager
+def located_errors() -> Iterator[None]:
+    """Turn a VerifyError about the kernel's code into a KernelError at its Python line."""
+    from zyntax.errors import VerifyError
+
+    try:
+        yield
+    except VerifyError as e:
+        for d in getattr(e, "diagnostics", None) or []:
+            loc = d.get("loc") if isinstance(d, dict) else None
+            if loc and loc[0] and not str(loc[0]).startswith("<"):
+                text = d.get("inst_text")
+                msg = str(d.get("message", e))
+                if text:
+                    msg += f" (HIR: `{text}` in @{d.get('function')})"
+                raise KernelError(msg, file=loc[0], line=loc[1], col=loc[2]) from e
+        raise
 
 
 # --------------------------------------------------------------------------- arch
@@ -83,7 +121,9 @@ def _compile(v: Variant, arch: str, emit: str = "ptx") -> Any:
         raise z.CompileError(
             "zyntax.compile is not available in this build (the LLVM backend is not compiled in)"
         )
-    return fn(native_module(v), backend="nvptx", arch=arch, emit=emit)
+    mod = native_module(v)
+    with located_errors():
+        return fn(mod, backend="nvptx", arch=arch, emit=emit)
 
 
 def _field(res: Any, *names: str) -> str | None:

@@ -32,4 +32,4 @@ mypy python/zyntax
 python -m mypy.stubtest zyntax._native --allowlist .mypy-stubtest-allowlist
 
 step "pytest"
-python -m pytest -q tests/python
+python -m pytest -q tests/python tests/gpu

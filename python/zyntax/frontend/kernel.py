@@ -43,6 +43,8 @@ Dim3 = tuple[int, int, int]
 
 
 def _dim3(v: int | Sequence[int], what: str) -> Dim3:
+    if type(v) is int and v > 0:  # the common case, checked first for launch speed
+        return (v, 1, 1)
     if isinstance(v, (int, np.integer)):
         t = [int(v)]
     else:
@@ -83,6 +85,22 @@ def _dtype_name(dt: Any) -> str | None:
     except TypeError:
         return None
     return d.name if d is not None else None
+
+
+def _fast_key(a: Any) -> Any:
+    """A cheap key that determines ``spec_of_value(a)`` (used to skip it on repeat launches)."""
+    t = type(a)
+    if t is int:
+        return int if -(2**31) <= a < 2**31 else "i64"
+    if t is float or t is bool:
+        return t
+    shape = getattr(a, "shape", None)
+    if shape is not None:
+        if not shape:
+            return (t, a.dtype)
+        strides = a.strides
+        return (t, a.dtype, len(shape), strides[-1] == a.itemsize or shape[-1] == 1)
+    return None  # unusual objects: always the full signature
 
 
 def spec_of_value(a: Any) -> ParamSpec:
@@ -162,26 +180,17 @@ class Variant:
 
 def _make_binder(specs: tuple[ParamSpec, ...]) -> Callable[..., list[Any]]:
     """Flatten launch arguments to HIR parameters (the array ABI), built once per signature."""
-    plan: list[tuple[str, Any]] = []
-    for s in specs:
-        if isinstance(s, ir.Scalar):
-            plan.append(("scalar", s))
-        else:
-            plan.append(("array", s))
+    items = [s.dtype.size_bytes if isinstance(s, ArrayParam) else 0 for s in specs]
 
     def bind(args: Sequence[Any]) -> list[Any]:
         out: list[Any] = []
-        for (kind, s), a in zip(plan, args, strict=True):
-            if kind == "scalar":
+        for item, a in zip(items, args, strict=True):
+            if not item:
                 out.append(a)
             else:
-                arr = _array_like(a)
-                assert arr is not None
-                _, shape, strides = arr
-                item = s.dtype.size_bytes
                 out.append(a)
-                out.extend(int(x) for x in shape)
-                out.extend(int(x) // item for x in strides)
+                out.extend(a.shape)
+                out.extend([x // item for x in a.strides])
         return out
 
     return bind
@@ -271,6 +280,7 @@ class Kernel(_Translatable):
             raise ValueError("device must be 'auto', 'gpu' or 'cpu'")
         self.device = device
         self._variants: dict[tuple[ParamSpec, ...], Variant] = {}
+        self._fast: dict[tuple[Any, ...], Variant] = {}
         self._lock = threading.Lock()
         self._pinned = self.partial_specs()
 
@@ -432,8 +442,16 @@ class Kernel(_Translatable):
         shared_mem = config[2] if len(config) > 2 else 0
         stream = config[3] if len(config) > 3 else None
 
+        try:
+            g, b = _dim3(grid, "grid"), _dim3(block, "block")
+        except KernelError as e:
+            raise trim_traceback(e) from None
+
         def launcher(*args: Any) -> None:
-            self.launch(*args, grid=grid, block=block, shared_mem=shared_mem, stream=stream)
+            try:
+                self._launch(args, g, b, shared_mem, stream, None)
+            except KernelError as e:
+                raise trim_traceback(e) from None
 
         return launcher
 
@@ -447,20 +465,38 @@ class Kernel(_Translatable):
         device: str | None = None,
     ) -> None:
         """Launch over ``grid`` blocks of ``block`` threads on the GPU (or the CPU interpreter)."""
-        from zyntax.frontend import pipeline
-
         try:
             g, b = _dim3(grid, "grid"), _dim3(block, "block")
-            v = self.variant(self.specs_for(args))
-            where = device or self.device
-            if where == "auto":
-                where = "gpu" if pipeline.gpu_available() else "cpu"
-            if where == "cpu":
-                pipeline.run_interp(v, args, g, b, shared_mem)
-            else:
-                pipeline.run_gpu(v, args, g, b, shared_mem, stream)
+            self._launch(args, g, b, shared_mem, stream, device)
         except KernelError as e:
             raise trim_traceback(e) from None
+
+    def _launch(
+        self,
+        args: tuple[Any, ...],
+        g: Dim3,
+        b: Dim3,
+        shared_mem: int,
+        stream: Any,
+        device: str | None,
+    ) -> None:
+        from zyntax.frontend import pipeline
+
+        # Dispatch on a cheap per-argument key first; the full signature (and the
+        # checks against annotations) is computed once per new key.
+        key = tuple([_fast_key(a) for a in args])
+        v = self._fast.get(key)
+        if v is None:
+            v = self.variant(self.specs_for(args))
+            if None not in key:
+                self._fast[key] = v
+        where = device or self.device
+        if where == "auto":
+            where = "gpu" if pipeline.gpu_available() else "cpu"
+        if where == "cpu":
+            pipeline.run_interp(v, args, g, b, shared_mem)
+        else:
+            pipeline.run_gpu(v, args, g, b, shared_mem, stream)
 
     def run_cpu(
         self,

@@ -241,3 +241,56 @@ def test_row_softmax() -> None:
     e = np.exp(x - x.max(axis=1, keepdims=True))
     assert np.allclose(out, e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-7)
     assert math.isclose(float(out.sum()), 3.0, rel_tol=1e-5)
+
+
+def test_mixed_width_types_and_local_arrays() -> None:
+    @zyntax.kernel
+    def mix(h, d, b, out):
+        i = lang.grid(1)
+        tmp = lang.local.array(3, zyntax.f64)
+        if i < len(h):
+            tmp[0] = zyntax.f64(h[i])
+            tmp[1] = d[i]
+            tmp[2] = b[i]
+            out[i] = tmp[0] * tmp[1] + tmp[2] - zyntax.f64(zyntax.i8(b[i]))
+
+    n = 50
+    h = rng.random(n).astype(np.float16)
+    d = rng.random(n)
+    b = rng.integers(0, 256, n).astype(np.uint8)
+    out = np.zeros(n)
+    mix.run_cpu(h, d, b, out, grid=2, block=32)
+    want = h.astype(np.float64) * d + b - b.astype(np.int8).astype(np.float64)
+    assert np.allclose(out, want, rtol=1e-12)
+
+
+def test_warp_vote_match_and_shuffle_xor() -> None:
+    full = 0xFFFFFFFF
+
+    @zyntax.kernel
+    def warp(x, keys, ballots, matches, sums):
+        i = lang.grid(1)
+        lane = lang.lane_id()
+        v = x[i]
+        ballots[i] = lang.vote_ballot_sync(full, v > 0.5)
+        matches[i] = lang.match_any_sync(full, keys[i])
+        s = v
+        for k in range(5):
+            s += lang.shfl_xor_sync(full, s, 1 << k)
+        sums[i] = s if lane >= 0 else 0.0
+
+    n = 64
+    x = rng.random(n).astype(F32)
+    keys = rng.integers(0, 3, n).astype(np.int32)
+    ballots = np.zeros(n, np.uint32)
+    matches = np.zeros(n, np.uint32)
+    sums = np.zeros(n, F32)
+    warp.run_cpu(x, keys, ballots, matches, sums, grid=1, block=64)
+    for w in range(2):
+        lanes = slice(32 * w, 32 * w + 32)
+        bits = sum(1 << k for k in range(32) if x[lanes][k] > 0.5)
+        assert (ballots[lanes] == bits).all()
+        for k in range(32):
+            want = sum(1 << j for j in range(32) if keys[lanes][j] == keys[lanes][k])
+            assert matches[lanes][k] == want
+        assert np.allclose(sums[lanes], x[lanes].sum(), rtol=1e-5)

@@ -229,10 +229,13 @@ def capture(stream: Stream, mode: str = "thread_local") -> Iterator[_Capture]:
     stream.begin_capture(mode)
     try:
         yield cap
-    finally:
-        # End the capture even when the body failed, so the stream is usable again.
-        graph = stream.end_capture()
-    cap.graph = graph
+    except BaseException:
+        # End the (possibly invalidated) capture so the stream is usable again,
+        # and report the body's error rather than the capture's.
+        with contextlib.suppress(CudaError):
+            stream.end_capture()
+        raise
+    cap.graph = stream.end_capture()
 
 
 class _Capture:

@@ -1554,11 +1554,14 @@ impl CudaModule {
             Ok(CudaKernel::new(self.inner.kernel(name, sig).py(py)?))
         })
     }
+    /// `module.saxpy` is `module.kernel("saxpy")`; a missing kernel is an
+    /// AttributeError here, so `hasattr` and `getattr(m, x, default)` work.
     fn __getattr__(&self, py: Python<'_>, name: &str) -> PyResult<CudaKernel> {
-        if name.starts_with("__") {
+        if name.starts_with('_') {
             return Err(pyo3::exceptions::PyAttributeError::new_err(name.to_owned()));
         }
         self.kernel(py, name)
+            .map_err(|e| pyo3::exceptions::PyAttributeError::new_err(e.to_string()))
     }
 }
 

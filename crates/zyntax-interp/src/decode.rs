@@ -543,7 +543,9 @@ impl Decoder<'_> {
 
     fn decode_inst(&mut self, cx: &FnCx, i: InstId, ret: &RetTo, chain: &[usize]) -> Result<DOp> {
         let f = cx.f;
-        let d = &f.insts[i.index()];
+        let Some(d) = f.insts.get(i.index()) else {
+            return unsupported(f, None, format!("{i} does not exist"));
+        };
         let bad = |msg: &str| unsupported::<DOp>(f, Some(i), msg.to_string());
         let arg = |k: usize| -> Result<u32> {
             match d.args.get(k) {

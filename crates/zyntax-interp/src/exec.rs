@@ -1077,12 +1077,9 @@ impl<'a> Exec<'a> {
                     return Err(InterpError::Internal("unhandled op".into()));
                 }
             }
+            // Per-lane pcs are written only when the group stops (barrier,
+            // divergence, collective wait, exit); until then `pc` is the truth.
             pc += 1;
-            // Lanes that were waiting may have joined; keep their pcs in step lazily.
-            let warp = &mut self.warps[wi];
-            for l in lanes(mask) {
-                warp.pc[l] = pc;
-            }
         }
     }
 

@@ -24,6 +24,7 @@ import ast
 import builtins
 import inspect
 import math
+import re
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -1492,7 +1493,10 @@ class FunctionTranslator:
             except TypeError as ex:
                 if isinstance(ex, KernelError):
                     raise
-                raise self.error(e, f"zyntax.lang.{obj.qualname}: {ex}", KernelTypeError) from None
+                why = re.sub(r"^\S*prim_\w+\(\) ", "", str(ex))
+                raise self.error(
+                    e, f"zyntax.lang.{obj.qualname}(): {why}", KernelTypeError
+                ) from None
         raise self.error(
             e,
             f"cannot call {getattr(obj, '__name__', repr(obj))!s} in a kernel: only @zyntax.func "
@@ -1987,7 +1991,7 @@ class FunctionTranslator:
 
 def describe(op: Operand) -> str:
     if isinstance(op, Value):
-        return f"a {op.resolve().ty} value"
+        return f"a value of type {op.resolve().ty}"
     if isinstance(op, Lit):
         return f"the constant {op.value!r}"
     if isinstance(op, ArrayView):

@@ -6,6 +6,7 @@ import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 import zyntax
@@ -77,3 +78,15 @@ def test_cli_entry_point_runs() -> None:
     else:
         assert proc.returncode == 0, proc.stderr
         assert "compile" in proc.stdout
+
+
+def test_readme_python_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    text = (ROOT / "README.md").read_text()
+    m = re.search(r"```python\n(.*?)```", text, re.S)
+    assert m is not None
+    scope: dict[str, object] = {}
+    exec(compile(m.group(1), "README.md", "exec"), scope)
+    y = scope["y"]
+    assert isinstance(y, np.ndarray)
+    np.testing.assert_array_equal(y, np.full(1000, 3.0, np.float32))
+    assert "kernel @saxpy" in capsys.readouterr().out

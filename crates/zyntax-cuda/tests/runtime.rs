@@ -1,0 +1,205 @@
+//! Runtime tests. Without a driver (CI) they check that every entry point
+//! returns a `CudaError` instead of panicking; with a GPU they also run a
+//! hand-written saxpy, graphs and the launch checks.
+
+use zyntax_cuda::{
+    quick_run, CudaError, Device, DeviceBuffer, KernelArg, LaunchConfig, Module, QuickArg,
+    Signature, Stream,
+};
+use zyntax_hir::{AddrSpace, Type};
+
+const SAXPY: &str = r#".version 7.0
+.target sm_70
+.address_size 64
+.visible .entry saxpy(
+    .param .u32 saxpy_n,
+    .param .f32 saxpy_a,
+    .param .u64 .ptr .global .align 4 saxpy_x,
+    .param .u64 .ptr .global .align 4 saxpy_y
+)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<6>;
+    .reg .f32 %f<5>;
+    .reg .b64 %rd<8>;
+    ld.param.u32 %r1, [saxpy_n];
+    ld.param.f32 %f1, [saxpy_a];
+    ld.param.u64 %rd1, [saxpy_x];
+    ld.param.u64 %rd2, [saxpy_y];
+    mov.u32 %r2, %ctaid.x;
+    mov.u32 %r3, %ntid.x;
+    mov.u32 %r4, %tid.x;
+    mad.lo.s32 %r5, %r2, %r3, %r4;
+    setp.ge.u32 %p1, %r5, %r1;
+    @%p1 bra DONE;
+    cvta.to.global.u64 %rd3, %rd1;
+    cvta.to.global.u64 %rd4, %rd2;
+    mul.wide.u32 %rd5, %r5, 4;
+    add.s64 %rd6, %rd3, %rd5;
+    add.s64 %rd7, %rd4, %rd5;
+    ld.global.f32 %f2, [%rd6];
+    ld.global.f32 %f3, [%rd7];
+    fma.rn.f32 %f4, %f1, %f2, %f3;
+    st.global.f32 [%rd7], %f4;
+DONE:
+    ret;
+}
+"#;
+
+fn gpu() -> Option<Device> {
+    if !zyntax_cuda::is_available() {
+        eprintln!("no GPU: skipping the device part of this test");
+        return None;
+    }
+    Some(Device::get(0).expect("device 0"))
+}
+
+/// Deterministic but non-trivial inputs (no rand dependency needed).
+fn inputs(n: usize) -> (Vec<f32>, Vec<f32>) {
+    let x = (0..n)
+        .map(|i| 0.5 + (i * 7919 % 1000) as f32 / 1000.0)
+        .collect();
+    let y = (0..n)
+        .map(|i| 1.0 + (i * 104_729 % 997) as f32 / 997.0)
+        .collect();
+    (x, y)
+}
+
+#[test]
+fn without_a_driver_every_entry_point_is_an_error() {
+    if zyntax_cuda::is_available() {
+        return;
+    }
+    let e = Device::get(0).unwrap_err();
+    assert!(
+        matches!(e, CudaError::NoDriver { .. } | CudaError::NoDevice { .. }),
+        "{e}"
+    );
+    assert!(e.to_string().contains("CUDA"), "{e}");
+    assert!(zyntax_cuda::device_count().is_err());
+    let mut args = [QuickArg::Int(1)];
+    assert!(quick_run(SAXPY, "saxpy", [1, 1, 1], [1, 1, 1], &mut args).is_err());
+}
+
+#[test]
+fn saxpy_matches_the_host() {
+    let Some(dev) = gpu() else { return };
+    let m = Module::load_ptx(&dev, SAXPY).unwrap();
+    let sig = Signature::from_types(&[
+        Type::U32,
+        Type::F32,
+        Type::ptr(AddrSpace::Global, Type::F32),
+        Type::ptr(AddrSpace::Global, Type::F32),
+    ])
+    .unwrap();
+    let k = m.kernel("saxpy", Some(sig)).unwrap();
+    let n = 100_003usize;
+    let (x, y) = inputs(n);
+    let (dx, dy) = (
+        DeviceBuffer::from_slice(&dev, &x).unwrap(),
+        DeviceBuffer::from_slice(&dev, &y).unwrap(),
+    );
+    let a = 1.75f32;
+    let args = [
+        KernelArg::Int(n as i128),
+        KernelArg::Float(f64::from(a)),
+        KernelArg::Buffer(&dx),
+        KernelArg::Buffer(&dy),
+    ];
+    // SAFETY: both buffers hold n f32 and the kernel guards i < n.
+    unsafe { k.launch(&LaunchConfig::for_n(n as u64, 256), None, &args) }.unwrap();
+    let out: Vec<f32> = dy.to_vec().unwrap();
+    for i in 0..n {
+        assert_eq!(out[i], a.mul_add(x[i], y[i]), "element {i}");
+    }
+    // A rejected launch leaves everything usable.
+    let bad = LaunchConfig {
+        grid: [1, 1, 1],
+        block: [4096, 1, 1],
+        shared_bytes: 0,
+    };
+    // SAFETY: rejected before reaching the driver.
+    let e = unsafe { k.launch(&bad, None, &args) }.unwrap_err();
+    assert!(matches!(e, CudaError::Launch(_)), "{e}");
+    let e = unsafe { k.launch(&LaunchConfig::for_n(1, 1), None, &args[..3]) }.unwrap_err();
+    assert!(e.to_string().contains("expected 4 argument"), "{e}");
+    dev.synchronize().unwrap();
+}
+
+#[test]
+fn quick_run_copies_buffers_back() {
+    let Some(_dev) = gpu() else { return };
+    let n = 4096usize;
+    let (x, y) = inputs(n);
+    let bytes = |v: &[f32]| v.iter().flat_map(|f| f.to_le_bytes()).collect::<Vec<u8>>();
+    let mut args = [
+        QuickArg::Int(n as i128),
+        QuickArg::Float(2.0),
+        QuickArg::Buffer(bytes(&x)),
+        QuickArg::Buffer(bytes(&y)),
+    ];
+    let r = quick_run(SAXPY, "saxpy", [16, 1, 1], [256, 1, 1], &mut args).unwrap();
+    assert!(r.kernel_ms >= 0.0);
+    let QuickArg::Buffer(out) = &args[3] else {
+        panic!("argument kinds changed")
+    };
+    for (i, c) in out.chunks(4).enumerate() {
+        let v = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+        assert_eq!(v, 2.0f32.mul_add(x[i], y[i]));
+    }
+}
+
+#[test]
+fn graph_replays_and_updates() {
+    let Some(dev) = gpu() else { return };
+    let k = Module::load_ptx(&dev, SAXPY)
+        .unwrap()
+        .kernel("saxpy", None)
+        .unwrap();
+    let n = 1000usize;
+    let (x, y) = inputs(n);
+    let dx = DeviceBuffer::from_slice(&dev, &x).unwrap();
+    let dy = DeviceBuffer::from_slice(&dev, &y).unwrap();
+    let s = Stream::new(&dev, false).unwrap();
+    let cfg = LaunchConfig::for_n(n as u64, 128);
+    let args = [
+        KernelArg::Int(n as i128),
+        KernelArg::Float(1.0),
+        KernelArg::Buffer(&dx),
+        KernelArg::Buffer(&dy),
+    ];
+    s.begin_capture(zyntax_cuda::CaptureMode::ThreadLocal)
+        .unwrap();
+    // SAFETY: captured, run later on buffers of n elements.
+    unsafe { k.launch(&cfg, Some(&s), &args) }.unwrap();
+    let g = s.end_capture().unwrap();
+    assert_eq!(g.num_kernel_nodes().unwrap(), 1);
+    let ex = g.instantiate().unwrap();
+    for _ in 0..3 {
+        ex.launch(Some(&s)).unwrap();
+    }
+    s.synchronize().unwrap();
+    let out: Vec<f32> = dy.to_vec().unwrap();
+    for i in 0..n {
+        let mut want = y[i];
+        for _ in 0..3 {
+            want = 1.0f32.mul_add(x[i], want);
+        }
+        assert_eq!(out[i], want, "element {i}");
+    }
+    let dz = DeviceBuffer::from_slice(&dev, &y).unwrap();
+    let new_args = [
+        KernelArg::Int(n as i128),
+        KernelArg::Float(-1.0),
+        KernelArg::Buffer(&dx),
+        KernelArg::Buffer(&dz),
+    ];
+    // SAFETY: same sizes as the captured launch.
+    unsafe { ex.set_kernel_args(0, &k, None, &new_args) }.unwrap();
+    ex.launch(Some(&s)).unwrap();
+    s.synchronize().unwrap();
+    let out: Vec<f32> = dz.to_vec().unwrap();
+    for i in 0..n {
+        assert_eq!(out[i], (-1.0f32).mul_add(x[i], y[i]), "element {i}");
+    }
+}

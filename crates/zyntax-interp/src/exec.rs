@@ -88,6 +88,8 @@ pub struct Exec<'a> {
     lane_base: u32,
     /// Programs of recursively called functions, decoded once per launch.
     progs: Rc<RefCell<HashMap<usize, Rc<Program>>>>,
+    /// The launched function.
+    root: usize,
 }
 
 /// Deepest recursion the interpreter runs (GPU stacks are small too).
@@ -99,6 +101,8 @@ struct Ctx<'a> {
     p: &'a Program,
     tids: &'a [[u32; 3]],
     bid: [u32; 3],
+    /// The launched function (nested activations run other programs).
+    root: usize,
 }
 
 impl Ctx<'_> {
@@ -113,7 +117,7 @@ impl Ctx<'_> {
         let kernel = self
             .m
             .functions
-            .get(self.p.entry)
+            .get(self.root)
             .map_or(String::new(), |f| f.name.clone());
         InterpError::Trap(Box::new(Trap {
             kind,
@@ -307,6 +311,7 @@ impl<'a> Exec<'a> {
             depth: 0,
             lane_base: 0,
             progs: Rc::default(),
+            root: p.entry,
         }
     }
 
@@ -528,6 +533,7 @@ impl<'a> Exec<'a> {
             p: self.p,
             tids: &self.tids,
             bid: self.bid,
+            root: self.root,
         }
     }
 
@@ -594,6 +600,7 @@ impl<'a> Exec<'a> {
                 p,
                 tids: &self.tids,
                 bid: self.bid,
+                root: self.root,
             };
             let warp = &mut self.warps[wi];
             let base = warp.base_tid;
@@ -1172,6 +1179,7 @@ impl<'a> Exec<'a> {
             depth: self.depth + 1,
             lane_base: self.lane_base + l as u32,
             progs: self.progs.clone(),
+            root: self.root,
         };
         let res = sub.run_block(&args);
         let returned = sub.returned.take();
@@ -1210,6 +1218,7 @@ impl<'a> Exec<'a> {
             p,
             tids: &self.tids,
             bid: self.bid,
+            root: self.root,
         };
         let warp = &mut self.warps[wi];
         let base = warp.base_tid;

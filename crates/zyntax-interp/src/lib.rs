@@ -177,7 +177,7 @@ impl Default for Options {
     fn default() -> Options {
         Options {
             checks: true,
-            fuel: 1 << 34,
+            fuel: 1 << 32,
             verify: true,
         }
     }

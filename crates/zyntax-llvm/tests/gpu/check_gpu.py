@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 import cupy as cp
 import numpy as np
@@ -32,12 +32,12 @@ def shfl(mod: cp.RawModule) -> None:
     k((1,), (n,), (cp.asarray(v), cp.asarray(d), *outs, od))
     lanes = np.arange(n)
     base = (lanes // 32) * 32
-    l = lanes % 32
-    exp_idx = v[base + (l & ~7) + 3]
-    exp_up = np.where((l & 15) < 1, v, v[np.maximum(lanes - 1, 0)])
-    exp_down = np.where(l + 2 >= 32, v, v[np.minimum(lanes + 2, n - 1)])
-    exp_xor = v[base + (l ^ 5)]
-    exp_d = np.where(l + 1 >= 32, d, d[np.minimum(lanes + 1, n - 1)])
+    ln = lanes % 32
+    exp_idx = v[base + (ln & ~7) + 3]
+    exp_up = np.where((ln & 15) < 1, v, v[np.maximum(lanes - 1, 0)])
+    exp_down = np.where(ln + 2 >= 32, v, v[np.minimum(lanes + 2, n - 1)])
+    exp_xor = v[base + (ln ^ 5)]
+    exp_d = np.where(ln + 1 >= 32, d, d[np.minimum(lanes + 1, n - 1)])
     for name, got, exp in [
         ("idx/8", outs[0], exp_idx),
         ("up/16", outs[1], exp_up),
@@ -110,7 +110,9 @@ def bf16_to_f32(bits: np.ndarray) -> np.ndarray:
     return (bits.astype(np.uint32) << 16).view(np.float32)
 
 
-def wmma_case(mod: cp.RawModule, name: str, m: int, n: int, kk: int, bf16: bool, acc16: bool) -> None:
+def wmma_case(
+    mod: cp.RawModule, name: str, m: int, n: int, kk: int, bf16: bool, acc16: bool
+) -> None:
     k = mod.get_function(name)
     a = RNG.uniform(-1, 1, (m, kk)).astype(np.float32)
     b = RNG.uniform(-1, 1, (kk, n)).astype(np.float32)
@@ -129,7 +131,9 @@ def wmma_case(mod: cp.RawModule, name: str, m: int, n: int, kk: int, bf16: bool,
     k((1,), (32,), (a_dev, b_dev, cp.asarray(c_host), d))
     expect = a_f @ b_f + c_host.astype(np.float32)
     tol = 2e-2 if acc16 else 1e-4
-    np.testing.assert_allclose(cp.asnumpy(d).astype(np.float32), expect, rtol=tol, atol=tol, err_msg=name)
+    np.testing.assert_allclose(
+        cp.asnumpy(d).astype(np.float32), expect, rtol=tol, atol=tol, err_msg=name
+    )
 
 
 def wmma(mod: cp.RawModule) -> None:
@@ -159,7 +163,11 @@ def intops(mod: cp.RawModule) -> None:
     a[4:8] = [7, -7, 7, -7]
     b[4:8] = [2, 2, -2, -2]
     s = RNG.integers(0, 40, n, dtype=np.int64).astype(np.uint32)
-    outs = [cp.zeros(n, cp.int32) for _ in range(4)] + [cp.zeros(n, cp.uint32)] + [cp.zeros(n, cp.int32) for _ in range(2)]
+    outs = (
+        [cp.zeros(n, cp.int32) for _ in range(4)]
+        + [cp.zeros(n, cp.uint32)]
+        + [cp.zeros(n, cp.int32) for _ in range(2)]
+    )
     k((n // 128,), (128,), (cp.asarray(a), cp.asarray(b), cp.asarray(s), *outs))
     got = [cp.asnumpy(o) for o in outs]
 
@@ -180,13 +188,40 @@ def intops(mod: cp.RawModule) -> None:
             max(x, y),
         ]
         for j, e in enumerate(exp):
-            assert int(got[j][i]) == e, (["div", "rem", "shl", "shr", "ushr", "min", "max"][j], x, y, sh, int(got[j][i]), e)
+            assert int(got[j][i]) == e, (
+                ["div", "rem", "shl", "shr", "ushr", "min", "max"][j],
+                x,
+                y,
+                sh,
+                int(got[j][i]),
+                e,
+            )
 
 
 def casts(mod: cp.RawModule) -> None:
     k = mod.get_function("casts")
-    special = [np.nan, np.inf, -np.inf, 3e9, -3e9, 1.5, -1.5, 255.7, 300.0, -5.0, 131008.0, 1e-8, 0.1, 2.5]
-    x = np.concatenate([np.array(special, np.float32), RNG.uniform(-1e5, 1e5, 128 - len(special)).astype(np.float32)])
+    special = [
+        np.nan,
+        np.inf,
+        -np.inf,
+        3e9,
+        -3e9,
+        1.5,
+        -1.5,
+        255.7,
+        300.0,
+        -5.0,
+        131008.0,
+        1e-8,
+        0.1,
+        2.5,
+    ]
+    x = np.concatenate(
+        [
+            np.array(special, np.float32),
+            RNG.uniform(-1e5, 1e5, 128 - len(special)).astype(np.float32),
+        ]
+    )
     n = len(x)
     o_i32, o_u8 = cp.zeros(n, cp.int32), cp.zeros(n, cp.uint8)
     o_f16, o_lf, o_bf = cp.zeros(n, cp.float16), cp.zeros(n, cp.float32), cp.zeros(n, cp.float32)
@@ -196,10 +231,16 @@ def casts(mod: cp.RawModule) -> None:
         e_i32 = np.where(np.isnan(x), 0, np.clip(t, -(2**31), 2**31 - 1)).astype(np.int64)
         e_u8 = np.where(np.isnan(x), 0, np.clip(t, 0, 255)).astype(np.int64)
         e_f16 = x.astype(np.float16)
-    np.testing.assert_array_equal(cp.asnumpy(o_i32).astype(np.int64), e_i32, err_msg="f32->i32 saturating")
-    np.testing.assert_array_equal(cp.asnumpy(o_u8).astype(np.int64), e_u8, err_msg="f32->u8 saturating")
+    np.testing.assert_array_equal(
+        cp.asnumpy(o_i32).astype(np.int64), e_i32, err_msg="f32->i32 saturating"
+    )
+    np.testing.assert_array_equal(
+        cp.asnumpy(o_u8).astype(np.int64), e_u8, err_msg="f32->u8 saturating"
+    )
     np.testing.assert_array_equal(cp.asnumpy(o_f16), e_f16, err_msg="f32->f16")
-    np.testing.assert_array_equal(cp.asnumpy(o_lf), e_i32.astype(np.float32), err_msg="i32->i64->f32")
+    np.testing.assert_array_equal(
+        cp.asnumpy(o_lf), e_i32.astype(np.float32), err_msg="i32->i64->f32"
+    )
     e_bf = bf16_to_f32(to_bf16_bits(e_f16.astype(np.float32)))
     np.testing.assert_array_equal(cp.asnumpy(o_bf), e_bf, err_msg="f16->bf16->f32")
 
@@ -223,10 +264,12 @@ def math(mod: cp.RawModule) -> None:
         ("rsqrt", 1 / np.sqrt(pos), 2e-5, 0),
         ("sqrt", np.sqrt(pos.astype(np.float32)), 1e-7, 0),
     ]
-    for (name, exp, rtol, atol), got in zip(checks, outs32):
+    for (name, exp, rtol, atol), got in zip(checks, outs32, strict=True):
         np.testing.assert_allclose(cp.asnumpy(got), exp, rtol=rtol, atol=atol, err_msg=name)
     np.testing.assert_allclose(cp.asnumpy(s64), np.sqrt(np.abs(y)), rtol=1e-15, err_msg="sqrt f64")
-    np.testing.assert_allclose(cp.asnumpy(e64), np.exp(y), rtol=2e-5, err_msg="exp f64 (f32 precision)")
+    np.testing.assert_allclose(
+        cp.asnumpy(e64), np.exp(y), rtol=2e-5, err_msg="exp f64 (f32 precision)"
+    )
     np.testing.assert_array_equal(cp.asnumpy(ab), np.abs(x), err_msg="abs")
 
 
@@ -236,7 +279,11 @@ def saxpy(mod: cp.RawModule) -> None:
     x = RNG.standard_normal(n).astype(np.float32)
     y = RNG.standard_normal(n).astype(np.float32)
     out = cp.zeros(n + 24, cp.float32)
-    k(((n + 127) // 128,), (128,), (np.float32(2.5), cp.asarray(x), cp.asarray(y), out, np.uint32(n)))
+    k(
+        ((n + 127) // 128,),
+        (128,),
+        (np.float32(2.5), cp.asarray(x), cp.asarray(y), out, np.uint32(n)),
+    )
     got = cp.asnumpy(out)
     np.testing.assert_allclose(got[:n], 2.5 * x + y, rtol=1e-6, atol=1e-6)
     assert not got[n:].any(), "wrote past n"
@@ -250,7 +297,12 @@ def dyn_rev(mod: cp.RawModule) -> None:
     k((blocks,), (t,), (cp.asarray(src), dst, sums), shared_mem=t * 4)
     s = src.reshape(blocks, t)
     np.testing.assert_array_equal(cp.asnumpy(dst).reshape(blocks, t), s[:, ::-1])
-    np.testing.assert_allclose(cp.asnumpy(sums).reshape(blocks, t), np.cumsum(s, axis=1, dtype=np.float32), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        cp.asnumpy(sums).reshape(blocks, t),
+        np.cumsum(s, axis=1, dtype=np.float32),
+        rtol=1e-5,
+        atol=1e-5,
+    )
 
 
 CHECKS: list[tuple[str, Callable[[cp.RawModule], None]]] = [

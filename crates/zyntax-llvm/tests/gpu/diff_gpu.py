@@ -44,8 +44,14 @@ def main() -> int:
                     f"first thread {t}: gpu {int(g[t]):#x} interp {int(e[t]):#x}"
                 )
     dev = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
-    report = {"device": dev, "arch": manifest["arch"], "seed": manifest["seed"], "opt": manifest.get("opt", "O3"),
-              "kernels": len(manifest["cases"]), "failures": failures}
+    report = {
+        "device": dev,
+        "arch": manifest["arch"],
+        "seed": manifest["seed"],
+        "opt": manifest.get("opt", "O3"),
+        "kernels": len(manifest["cases"]),
+        "failures": failures,
+    }
     print(json.dumps(report, indent=2))
     if len(sys.argv) > 2:
         json.dump(report, open(sys.argv[2], "w"), indent=2)

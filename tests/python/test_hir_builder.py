@@ -9,10 +9,11 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import zyntax
-from zyntax import hir
+from zyntax import hir, interp
 
 HERE = Path(__file__).resolve()
 G_F32 = hir.ptr("global", hir.f32)
@@ -583,3 +584,23 @@ def test_json_with_bad_ids_is_rejected_not_crashed() -> None:
     with pytest.raises(zyntax.VerifyError):
         broken.verify()
     broken.to_zir()  # printing an invalid module must not crash either
+
+
+def test_if_else_without_else_branch() -> None:
+    def body(b: hir.FunctionBuilder) -> None:
+        p, n = b.params[1], b.params[3]
+        with b.if_else(n > 2) as (then, _):
+            with then:
+                b.store(p, n)
+
+    m = kernel_module(body)
+    m.verify()
+    text = m.function_zir("k")
+    # then-branch, empty else-branch and merge: both fall through to the merge block.
+    assert text.count("jump ") == 2
+    assert hir.parse_zir(m.to_zir()) == m
+    # On the interpreter the store in the then-branch happens only when n > 2.
+    for n_val, want in ((5, 5), (1, 7)):
+        out = np.full(1, 7, np.uint32)
+        interp.launch(m, "k", 1, 1, np.zeros(1, np.float32), out, 0.0, n_val)
+        assert out[0] == want

@@ -369,8 +369,14 @@ impl<'a> Exec<'a> {
             }
         }
         loop {
+            // Warps run in turn until every one is blocked or done; a warp
+            // that used up its time slice is resumed in the next round.
+            let mut yielded = false;
             for wi in 0..self.warps.len() {
-                self.run_warp(wi)?;
+                yielded |= self.run_warp(wi)?;
+            }
+            if yielded {
+                continue;
             }
             // Every warp is blocked or done: release a barrier or report why not.
             let mut bar: Option<(u32, u32)> = None;
@@ -438,11 +444,17 @@ impl<'a> Exec<'a> {
         self.fuel
     }
 
-    fn run_warp(&mut self, wi: usize) -> Result<()> {
+    /// Run warp `wi` until all its lanes are blocked or done (false), or its
+    /// time slice ends while other warps could run (true).
+    fn run_warp(&mut self, wi: usize) -> Result<bool> {
+        let mut slice_used = 0u32;
+        // After a group yields, the next pick starts above its pc (round robin).
+        let mut after: Option<u32> = None;
         loop {
             let warp = &self.warps[wi];
             let mut pc = u32::MAX;
             let mut mask = 0u32;
+            let (mut pc2, mut mask2) = (u32::MAX, 0u32);
             for l in lanes(warp.exist) {
                 if warp.st[l] == St::Run {
                     let lp = warp.pc[l];
@@ -452,10 +464,28 @@ impl<'a> Exec<'a> {
                     } else if lp == pc {
                         mask |= 1 << l;
                     }
+                    if after.is_some_and(|a| lp > a) {
+                        if lp < pc2 {
+                            pc2 = lp;
+                            mask2 = 1 << l;
+                        } else if lp == pc2 {
+                            mask2 |= 1 << l;
+                        }
+                    }
                 }
             }
+            if mask2 != 0 {
+                (pc, mask) = (pc2, mask2);
+            }
+            after = None;
             if mask != 0 {
-                self.run_group(wi, pc, mask)?;
+                if self.run_group(wi, pc, mask)? {
+                    slice_used += 1;
+                    if slice_used >= WARP_SLICES && self.warps.len() > 1 {
+                        return Ok(true);
+                    }
+                    after = Some(pc_of_group(&self.warps[wi], mask));
+                }
                 continue;
             }
             // No runnable lane: run a collective whose lanes have all arrived, or stop.
@@ -466,7 +496,7 @@ impl<'a> Exec<'a> {
                 }
             }
             if waiting == 0 {
-                return Ok(());
+                return Ok(false);
             }
             let mut progressed = false;
             let mut rest = waiting;
@@ -484,7 +514,7 @@ impl<'a> Exec<'a> {
                     for l in lanes(group) {
                         self.warps[wi].st[l] = St::Run;
                     }
-                    self.run_group(wi, cpc, group)?;
+                    let _ = self.run_group(wi, cpc, group)?;
                     progressed = true;
                     break;
                 }
@@ -580,9 +610,12 @@ impl<'a> Exec<'a> {
 
     /// Run the lanes `mask`, all at `pc`, until they diverge, block or exit.
     #[allow(clippy::too_many_lines)]
-    fn run_group(&mut self, wi: usize, mut pc: u32, mut mask: u32) -> Result<()> {
+    /// Returns true when the group stopped only because its time slice ended
+    /// (`GROUP_SLICE` backward branches); its lanes stay runnable at their pc.
+    fn run_group(&mut self, wi: usize, mut pc: u32, mut mask: u32) -> Result<bool> {
         let p = self.p;
         let m = self.m;
+        let mut back = 0u32;
         loop {
             let cnt = u64::from(mask.count_ones());
             if self.fuel < cnt {
@@ -856,7 +889,7 @@ impl<'a> Exec<'a> {
                         warp.st[l] = St::Bar;
                         warp.pc[l] = pc;
                     }
-                    return Ok(());
+                    return Ok(false);
                 }
                 DOp::Atomic {
                     op,
@@ -991,6 +1024,12 @@ impl<'a> Exec<'a> {
                 DOp::Jump(e) => {
                     let e = &p.edges[*e as usize];
                     edge_copies(warp, e, mask, &mut self.scratch, &mut self.fscratch);
+                    if e.pc <= pc {
+                        back += 1;
+                        if back >= GROUP_SLICE {
+                            return Ok(yield_group(warp, mask, e.pc));
+                        }
+                    }
                     pc = e.pc;
                     continue;
                 }
@@ -1003,14 +1042,16 @@ impl<'a> Exec<'a> {
                     }
                     let emask = mask & !tmask;
                     let (te, ee) = (&p.edges[*t as usize], &p.edges[*e as usize]);
-                    if emask == 0 {
-                        edge_copies(warp, te, mask, &mut self.scratch, &mut self.fscratch);
-                        pc = te.pc;
-                        continue;
-                    }
-                    if tmask == 0 {
-                        edge_copies(warp, ee, mask, &mut self.scratch, &mut self.fscratch);
-                        pc = ee.pc;
+                    if emask == 0 || tmask == 0 {
+                        let e = if emask == 0 { te } else { ee };
+                        edge_copies(warp, e, mask, &mut self.scratch, &mut self.fscratch);
+                        if e.pc <= pc {
+                            back += 1;
+                            if back >= GROUP_SLICE {
+                                return Ok(yield_group(warp, mask, e.pc));
+                            }
+                        }
+                        pc = e.pc;
                         continue;
                     }
                     edge_copies(warp, te, tmask, &mut self.scratch, &mut self.fscratch);
@@ -1021,7 +1062,7 @@ impl<'a> Exec<'a> {
                     for l in lanes(emask) {
                         warp.pc[l] = ee.pc;
                     }
-                    return Ok(());
+                    return Ok(false);
                 }
                 DOp::Exit { rets } => {
                     if self.returned.is_none() && !p.returns.is_empty() {
@@ -1040,7 +1081,7 @@ impl<'a> Exec<'a> {
                     for l in lanes(mask) {
                         warp.st[l] = St::Done;
                     }
-                    return Ok(());
+                    return Ok(false);
                 }
                 DOp::CallRec { call } => {
                     let call = *call;
@@ -1072,7 +1113,7 @@ impl<'a> Exec<'a> {
                             warp.st[l] = St::Coll;
                             warp.pc[l] = pc;
                         }
-                        return Ok(());
+                        return Ok(false);
                     }
                     for l in lanes(group) {
                         warp.st[l] = St::Run;
@@ -1433,6 +1474,24 @@ impl<'a> Exec<'a> {
         }
         Ok(())
     }
+}
+
+/// Backward branches a lockstep group takes before it lets the warp's other
+/// groups run (forward progress for spin loops, as on sm_70+).
+const GROUP_SLICE: u32 = 256;
+/// Group time slices a warp uses before the block's other warps get a turn.
+const WARP_SLICES: u32 = 16;
+
+/// Park a group that used its time slice at `pc`, still runnable.
+fn yield_group(warp: &mut Warp, mask: u32, pc: u32) -> bool {
+    for l in lanes(mask) {
+        warp.pc[l] = pc;
+    }
+    true
+}
+
+fn pc_of_group(warp: &Warp, mask: u32) -> u32 {
+    warp.pc[mask.trailing_zeros() as usize & 31]
 }
 
 /// The (rows, cols) of a fragment.

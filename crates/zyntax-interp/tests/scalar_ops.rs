@@ -208,3 +208,102 @@ fn float_ops_are_ieee() {
         }
     }
 }
+
+const NUMERIC: [ScalarType; 10] = [
+    ScalarType::I8,
+    ScalarType::I16,
+    ScalarType::I32,
+    ScalarType::I64,
+    ScalarType::U8,
+    ScalarType::U16,
+    ScalarType::U32,
+    ScalarType::U64,
+    ScalarType::F32,
+    ScalarType::F64,
+];
+
+/// `x as T` for every numeric T, as (is_float, i128 value or f64 bits).
+macro_rules! casts {
+    ($x:expr) => {{
+        let x = $x;
+        vec![
+            (false, x as i8 as i128),
+            (false, x as i16 as i128),
+            (false, x as i32 as i128),
+            (false, x as i64 as i128),
+            (false, x as u8 as i128),
+            (false, x as u16 as i128),
+            (false, x as u32 as i128),
+            (false, x as u64 as i128),
+            (true, f64::from(x as f32).to_bits() as i128),
+            (true, (x as f64).to_bits() as i128),
+        ]
+    }};
+}
+
+#[test]
+fn casts_between_every_numeric_type() {
+    let mut rng = Rng::new(53);
+    for from in NUMERIC {
+        let targets: Vec<ScalarType> = NUMERIC.to_vec();
+        let rets: Vec<Type> = targets.iter().map(|t| Type::Scalar(*t)).collect();
+        let mut b = FunctionBuilder::host("c", &[Type::Scalar(from)], &rets);
+        let x = b.param(0);
+        let outs: Vec<ValueId> = targets
+            .iter()
+            .map(|t| {
+                if *t == from {
+                    x
+                } else {
+                    b.cast(x, Type::Scalar(*t)).unwrap()
+                }
+            })
+            .collect();
+        b.ret(&outs).unwrap();
+        let mut m = Module::new("casts");
+        m.functions.push(b.finish().unwrap());
+        let it = Interpreter::new(&m).unwrap();
+        for round in 0..100 {
+            let r64 = rng.next_u64();
+            let fval = match round % 4 {
+                0 => f64::from(rng.f32(-300.0, 300.0)),
+                1 => f64::from(rng.f32(-5e9, 5e9)),
+                2 => [f64::NAN, f64::INFINITY, -1e30, 1e30, -0.0, 255.5, -128.5][round / 4 % 7],
+                _ => (r64 as i64) as f64,
+            };
+            let bits = from.bits();
+            let ival: i128 = if from.is_signed() {
+                i128::from(((r64 << (64 - bits)) as i64) >> (64 - bits))
+            } else {
+                i128::from(r64 >> (64 - bits))
+            };
+            let (arg, want) = match from {
+                ScalarType::I8 => (Arg::Int(ival), casts!(ival as i8)),
+                ScalarType::I16 => (Arg::Int(ival), casts!(ival as i16)),
+                ScalarType::I32 => (Arg::Int(ival), casts!(ival as i32)),
+                ScalarType::I64 => (Arg::Int(ival), casts!(ival as i64)),
+                ScalarType::U8 => (Arg::Int(ival), casts!(ival as u8)),
+                ScalarType::U16 => (Arg::Int(ival), casts!(ival as u16)),
+                ScalarType::U32 => (Arg::Int(ival), casts!(ival as u32)),
+                ScalarType::U64 => (Arg::Int(ival), casts!(ival as u64)),
+                ScalarType::F32 => (Arg::Float(fval), casts!(fval as f32)),
+                _ => (Arg::Float(fval), casts!(fval)),
+            };
+            let r = it.call("c", &[arg], &mut []).unwrap();
+            for ((v, (is_f, w)), t) in r.iter().zip(want).zip(&targets) {
+                let got = if is_f {
+                    v.as_f64().unwrap().to_bits() as i128
+                } else {
+                    v.as_i128().unwrap()
+                };
+                let nan_ok = is_f
+                    && f64::from_bits(got as u64).is_nan()
+                    && f64::from_bits(w as u64).is_nan();
+                assert!(
+                    got == w || nan_ok,
+                    "{from} -> {t}: arg {arg:?}: got {got}, want {w}"
+                );
+            }
+        }
+    }
+}

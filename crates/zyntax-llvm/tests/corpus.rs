@@ -757,6 +757,180 @@ fn control_cases(out: &mut Vec<Case>) {
     });
 }
 
+/// Less common shapes: pointer values, odd parameter types, fragments across
+/// calls, recursion, shared memory in device functions, `unreachable`.
+fn edge_cases(out: &mut Vec<Case>) {
+    // Pointers as values: stored, loaded, compared, selected, carried through a loop.
+    let pp = Type::ptr(AddrSpace::Global, Type::ptr(AddrSpace::Global, Type::F32));
+    let mut b = FunctionBuilder::kernel("ptr_values", &[pp, gptr(Type::F32), Type::I64, Type::U8]);
+    let (pp, p, i64i, u8i) = (b.param(0), b.param(1), b.param(2), b.param(3));
+    let q = b.load(pp).unwrap();
+    let q1 = b.ptr_add(q, i64i).unwrap();
+    let q2 = b.ptr_add(p, u8i).unwrap();
+    let same = b.cmp(CmpOp::Eq, q1, q2).unwrap();
+    let sel = b.select(same, q1, q2).unwrap();
+    b.store(pp, sel).unwrap();
+    let zero = b.iconst(Type::U32, 0).unwrap();
+    let three = b.iconst(Type::U32, 3).unwrap();
+    let one = b.iconst(Type::U32, 1).unwrap();
+    let lp = b.begin_for(zero, three, one, &[sel]).unwrap();
+    let cur = lp.carried[0];
+    let nxt = b.ptr_add(cur, one).unwrap();
+    let res = b.end_for(lp, &[nxt]).unwrap();
+    let f = b.fconst(Type::F32, 1.0).unwrap();
+    b.store(res[0], f).unwrap();
+    b.ret(&[]).unwrap();
+    out.push(Case {
+        module: module("ptr_values", vec![b.finish().unwrap()]),
+        min: Arch::Sm70,
+        expect: vec![],
+    });
+
+    // Kernel parameters of every by-value kind.
+    let params = [
+        Type::BOOL,
+        Type::I8,
+        Type::U16,
+        Type::F16,
+        Type::F64,
+        Type::Vector(ScalarType::F32, 4),
+        Type::Vector(ScalarType::U8, 2),
+        gptr(Type::F32),
+    ];
+    let mut b = FunctionBuilder::kernel("param_kinds", &params);
+    let ps: Vec<ValueId> = (0..params.len()).map(|i| b.param(i)).collect();
+    let h = b.cast(ps[3], Type::F32).unwrap();
+    let d = b.cast(ps[4], Type::F32).unwrap();
+    let l = b.extract(ps[5], 2).unwrap();
+    let c = b.cast(ps[1], Type::F32).unwrap();
+    let u = b.cast(ps[2], Type::F32).unwrap();
+    let e = b.extract(ps[6], 1).unwrap();
+    let e = b.cast(e, Type::F32).unwrap();
+    let mut acc = b.add(h, d).unwrap();
+    for v in [l, c, u, e] {
+        acc = b.add(acc, v).unwrap();
+    }
+    let zf = b.fconst(Type::F32, 0.0).unwrap();
+    let r = b.select(ps[0], acc, zf).unwrap();
+    b.store(ps[7], r).unwrap();
+    b.ret(&[]).unwrap();
+    out.push(Case {
+        module: module("param_kinds", vec![b.finish().unwrap()]),
+        min: Arch::Sm70,
+        expect: vec![],
+    });
+
+    // Fragments passed to and returned from a device function.
+    let fa = frag_type(
+        FragKind::A,
+        MmaShape::M16N16K16,
+        ScalarType::F16,
+        Some(Layout::Row),
+    );
+    let fb = frag_type(
+        FragKind::B,
+        MmaShape::M16N16K16,
+        ScalarType::F16,
+        Some(Layout::Col),
+    );
+    let fc = frag_type(FragKind::Acc, MmaShape::M16N16K16, ScalarType::F32, None);
+    let mut d = FunctionBuilder::device(
+        "mma_step",
+        &[Type::Frag(fa), Type::Frag(fb), Type::Frag(fc)],
+        &[Type::Frag(fc)],
+    );
+    let (x, y, z) = (d.param(0), d.param(1), d.param(2));
+    let r = d.mma(x, y, z).unwrap();
+    d.ret(&[r]).unwrap();
+    let mut k = FunctionBuilder::kernel("mma_calls", &[gptr(Type::F16), gptr(Type::F32)]);
+    let (pa, pc) = (k.param(0), k.param(1));
+    let ld = k.iconst(Type::U32, 16).unwrap();
+    let a = k.mma_load(fa, Layout::Row, pa, ld).unwrap();
+    let bb = k.mma_load(fb, Layout::Col, pa, ld).unwrap();
+    let z0 = k.fconst(Type::F32, 0.0).unwrap();
+    let c = k.mma_fill(fc, z0).unwrap();
+    let c = k.call("mma_step", &[a, bb, c], &[Type::Frag(fc)]).unwrap()[0];
+    let c = k.call("mma_step", &[a, bb, c], &[Type::Frag(fc)]).unwrap()[0];
+    k.mma_store(Layout::Row, pc, c, ld).unwrap();
+    k.ret(&[]).unwrap();
+    let m = module("mma_calls", vec![d.finish().unwrap(), k.finish().unwrap()]);
+    out.push(Case {
+        module: m,
+        min: Arch::Sm70,
+        expect: vec!["wmma.mma.sync".into()],
+    });
+
+    // Recursion (PTX supports it) and a device function with its own shared memory,
+    // called from two kernels.
+    let mut f = FunctionBuilder::device("fact", &[Type::U64], &[Type::U64]);
+    let n = f.param(0);
+    let one = f.iconst(Type::U64, 1).unwrap();
+    let small = f.cmp(CmpOp::Le, n, one).unwrap();
+    let mut fr = f.begin_if(small, &[Type::U64]).unwrap();
+    f.begin_else(&mut fr, &[one]).unwrap();
+    let n1 = f.sub(n, one).unwrap();
+    let r = f.call("fact", &[n1], &[Type::U64]).unwrap()[0];
+    let prod = f.mul(n, r).unwrap();
+    let res = f.end_if(fr, &[prod]).unwrap();
+    f.ret(&[res[0]]).unwrap();
+    let mut s = FunctionBuilder::device("stage", &[Type::U32], &[Type::U32]);
+    let v = s.param(0);
+    let sh = s.shared_alloc(Type::U32, 32).unwrap();
+    let lane = s.lane_id().unwrap();
+    let slot = s.ptr_add(sh, lane).unwrap();
+    s.store(slot, v).unwrap();
+    s.barrier().unwrap();
+    let m31 = s.iconst(Type::U32, 31).unwrap();
+    let other = s.sub(m31, lane).unwrap();
+    let q = s.ptr_add(sh, other).unwrap();
+    let w = s.load(q).unwrap();
+    s.ret(&[w]).unwrap();
+    let mut kernels = Vec::new();
+    for name in ["rec_a", "rec_b"] {
+        let mut k = FunctionBuilder::kernel(name, &[gptr(Type::U64), gptr(Type::U32)]);
+        let (p, u) = (k.param(0), k.param(1));
+        let x = k.load(p).unwrap();
+        let y = k.call("fact", &[x], &[Type::U64]).unwrap()[0];
+        k.store(p, y).unwrap();
+        let t = k.load(u).unwrap();
+        let t2 = k.call("stage", &[t], &[Type::U32]).unwrap()[0];
+        k.store(u, t2).unwrap();
+        k.ret(&[]).unwrap();
+        kernels.push(k.finish().unwrap());
+    }
+    let mut fs = vec![f.finish().unwrap(), s.finish().unwrap()];
+    fs.extend(kernels);
+    out.push(Case {
+        module: module("recursion_shared", fs),
+        min: Arch::Sm70,
+        expect: vec![".entry rec_a(".into(), ".entry rec_b(".into()],
+    });
+
+    // An empty kernel, and one whose else-branch is `unreachable`.
+    let mut e = FunctionBuilder::kernel("empty", &[]);
+    e.ret(&[]).unwrap();
+    let mut u = FunctionBuilder::kernel("unreach", &[gptr(Type::U32)]);
+    let p = u.param(0);
+    let v = u.load(p).unwrap();
+    let z = u.iconst(Type::U32, 0).unwrap();
+    let c = u.cmp(CmpOp::Ne, v, z).unwrap();
+    let mut fr = u.begin_if(c, &[]).unwrap();
+    u.store(p, z).unwrap();
+    u.begin_else(&mut fr, &[]).unwrap();
+    u.unreachable().unwrap();
+    u.end_if(fr, &[]).unwrap();
+    u.ret(&[]).unwrap();
+    let m = module(
+        "empty_unreach",
+        vec![e.finish().unwrap(), u.finish().unwrap()],
+    );
+    out.push(Case {
+        module: m,
+        min: Arch::Sm70,
+        expect: vec![".entry empty(".into()],
+    });
+}
+
 fn all_cases() -> Vec<Case> {
     let mut out = Vec::new();
     binary_cases(&mut out);
@@ -769,6 +943,7 @@ fn all_cases() -> Vec<Case> {
     mma_cases(&mut out);
     cp_async_cases(&mut out);
     control_cases(&mut out);
+    edge_cases(&mut out);
     out
 }
 

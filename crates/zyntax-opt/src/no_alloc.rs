@@ -91,27 +91,28 @@ fn max_stack(
 /// Every allocation reachable from `f` (empty: proved allocation-free).
 pub fn allocation_sites(m: &Module, f: &Function) -> Vec<AllocSite> {
     let mut sites = Vec::new();
-    if let Some(cycle) = find_cycle_from(m, &f.name) {
-        sites.push(AllocSite {
-            function: f.name.clone(),
-            block: None,
-            inst: None,
-            loc: f.loc.as_ref().map(|l| l.to_string()),
-            reason: format!(
-                "recursion needs unbounded stack: call cycle {}",
-                cycle
-                    .iter()
-                    .map(|n| format!("@{n}"))
-                    .collect::<Vec<_>>()
-                    .join(" -> ")
-            ),
-        });
-    }
     // Walk every function reachable from f once.
     let mut seen = vec![f.name.clone()];
     let mut work = vec![f.name.clone()];
     while let Some(name) = work.pop() {
         let Some(g) = m.function(&name) else { continue };
+        // Recursion anywhere below f makes its stack depth unbounded.
+        if let Some(cycle) = find_cycle_from(m, &g.name) {
+            sites.push(AllocSite {
+                function: g.name.clone(),
+                block: None,
+                inst: None,
+                loc: g.loc.as_ref().map(|l| l.to_string()),
+                reason: format!(
+                    "recursion needs unbounded stack: call cycle {}",
+                    cycle
+                        .iter()
+                        .map(|n| format!("@{n}"))
+                        .collect::<Vec<_>>()
+                        .join(" -> ")
+                ),
+            });
+        }
         for (b, i) in g.insts_in_order() {
             let Some(d) = g.insts.get(i.index()) else {
                 continue;

@@ -11,6 +11,8 @@ mod compile;
 mod cuda;
 mod errors;
 mod hir;
+#[cfg(feature = "llvm")]
+mod host;
 #[cfg(feature = "interp")]
 mod interp;
 mod loc;
@@ -40,6 +42,10 @@ mod _native {
 
     #[pymodule_export]
     use super::build_info;
+
+    #[cfg(feature = "llvm")]
+    #[pymodule_export]
+    use crate::host::{cpu_compile, cpu_target, CpuFunction, CpuModule};
 
     #[cfg(feature = "llvm")]
     #[pymodule_export]

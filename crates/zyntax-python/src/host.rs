@@ -1,0 +1,634 @@
+//! The CPU backend for Python: `cpu_compile(module) -> CpuModule`, whose
+//! functions are called with numpy arrays and scalars (`module["f"](x, 3)`)
+//! and whose barrier-free kernels launch over blocks in parallel
+//! (`module.launch("k", grid, block, *args)`); other kernels fall back to the
+//! reference interpreter when it is compiled in.
+//!
+//! Arrays cross through `__array_interface__` (so the abi3 extension needs no
+//! numpy headers): the dtype must equal the pointee type, the array must be
+//! C-contiguous and writeable, and its length is passed to the generated code
+//! for bounds checks. A wrong argument raises `TypeError` with the signature;
+//! a failed run-time check raises `TrapError` naming the function and index.
+
+use crate::errors::{guard, CompileError, InternalError, LaunchError, TrapError};
+use crate::hir::{verify_error, HirModule};
+use pyo3::exceptions::PyTypeError;
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyList, PyTuple};
+use std::sync::Arc;
+use zyntax_hir::{OptLevel, ScalarType, Type};
+use zyntax_llvm::host::{
+    self, HostError, HostFnKind, HostFunction, HostModule, HostOptions, Scalar,
+};
+
+fn host_error(py: Python<'_>, e: HostError) -> PyErr {
+    match e {
+        HostError::Verify(v) => verify_error(py, v),
+        HostError::Argument(m) => PyTypeError::new_err(m),
+        HostError::Runtime(r) => {
+            let err = TrapError::new_err(r.message.clone());
+            let v = err.value(py);
+            let kind = match r.code {
+                1 => "out_of_bounds",
+                2 => "division_by_zero",
+                4 => "unreachable",
+                _ => "runtime",
+            };
+            let _ = v.setattr("kind", kind);
+            let _ = v.setattr("function", r.function.clone());
+            let _ = v.setattr("entry", r.entry.clone());
+            let _ = v.setattr("index", r.index);
+            let _ = v.setattr("param", r.param);
+            let _ = v.setattr("length", r.len);
+            err
+        }
+        e @ HostError::Internal { .. } => InternalError::new_err(e.to_string()),
+        e @ HostError::NotFound(_) => pyo3::exceptions::PyKeyError::new_err(e.to_string()),
+        e => CompileError::new_err(e.to_string()),
+    }
+}
+
+/// numpy's `typestr` for a scalar type (little-endian host).
+fn typestr(s: ScalarType) -> Option<&'static str> {
+    Some(match s {
+        ScalarType::Bool => "|b1",
+        ScalarType::I8 => "|i1",
+        ScalarType::U8 => "|u1",
+        ScalarType::I16 => "<i2",
+        ScalarType::U16 => "<u2",
+        ScalarType::I32 => "<i4",
+        ScalarType::U32 => "<u4",
+        ScalarType::I64 => "<i8",
+        ScalarType::U64 => "<u8",
+        ScalarType::F16 => "<f2",
+        ScalarType::F32 => "<f4",
+        ScalarType::F64 => "<f8",
+        ScalarType::BF16 => return None,
+    })
+}
+
+fn dtype_name(s: ScalarType) -> &'static str {
+    match s {
+        ScalarType::Bool => "bool",
+        ScalarType::I8 => "int8",
+        ScalarType::U8 => "uint8",
+        ScalarType::I16 => "int16",
+        ScalarType::U16 => "uint16",
+        ScalarType::I32 => "int32",
+        ScalarType::U32 => "uint32",
+        ScalarType::I64 => "int64",
+        ScalarType::U64 => "uint64",
+        ScalarType::F16 => "float16",
+        ScalarType::BF16 => "bfloat16",
+        ScalarType::F32 => "float32",
+        ScalarType::F64 => "float64",
+    }
+}
+
+fn type_error(f: &HostFunction, k: usize, msg: String) -> PyErr {
+    PyTypeError::new_err(format!("{}: argument {k}: {msg}", f.signature()))
+}
+
+/// One pointer argument: (address, element count in pointee units, byte length).
+fn array_arg(
+    py: Python<'_>,
+    f: &HostFunction,
+    k: usize,
+    t: &Type,
+    obj: &Bound<'_, PyAny>,
+) -> PyResult<(u64, u64)> {
+    let Some((es, per)) = host::pointee_elem(t) else {
+        return Err(type_error(f, k, format!("cannot pass an array for {t}")));
+    };
+    let want = dtype_name(es);
+    let Ok(ai) = obj.getattr(intern!(py, "__array_interface__")) else {
+        return Err(type_error(
+            f,
+            k,
+            format!(
+                "expected a numpy array of {want} for {t}, got {}",
+                obj.get_type().name()?
+            ),
+        ));
+    };
+    let ai = ai
+        .cast_into::<PyDict>()
+        .map_err(|_| type_error(f, k, "__array_interface__ is not a dict".into()))?;
+    let ts: String = ai
+        .get_item("typestr")?
+        .ok_or_else(|| type_error(f, k, "no typestr".into()))?
+        .extract()?;
+    if Some(ts.as_str()) != typestr(es) {
+        return Err(type_error(
+            f,
+            k,
+            format!(
+                "array of dtype {} does not match {t} (need {want})",
+                ScalarType::ALL
+                    .iter()
+                    .find(|s| typestr(**s) == Some(ts.as_str()))
+                    .map_or(ts.as_str(), |s| dtype_name(*s))
+            ),
+        ));
+    }
+    let (addr, readonly): (usize, bool) = ai
+        .get_item("data")?
+        .ok_or_else(|| type_error(f, k, "no data".into()))?
+        .extract()?;
+    if readonly {
+        return Err(type_error(f, k, "array is read-only".into()));
+    }
+    let shape: Vec<usize> = ai
+        .get_item("shape")?
+        .ok_or_else(|| type_error(f, k, "no shape".into()))?
+        .extract()?;
+    let count: usize = shape.iter().product();
+    if let Some(st) = ai.get_item("strides")? {
+        if !st.is_none() {
+            let strides: Vec<isize> = st.extract()?;
+            let mut expect = es.size_bytes() as isize;
+            for (d, s) in shape.iter().zip(strides.iter()).rev() {
+                if *d > 1 && *s != expect {
+                    return Err(type_error(
+                        f,
+                        k,
+                        "array must be C-contiguous (use numpy.ascontiguousarray)".into(),
+                    ));
+                }
+                expect *= *d as isize;
+            }
+        }
+    }
+    if addr == 0 && count > 0 {
+        return Err(type_error(f, k, "array has no data".into()));
+    }
+    Ok((addr as u64, count as u64 / per.max(1)))
+}
+
+fn scalar_arg(f: &HostFunction, k: usize, s: ScalarType, obj: &Bound<'_, PyAny>) -> PyResult<u64> {
+    let v = if s.is_bool() {
+        if obj.cast::<PyBool>().is_err() && obj.get_type().name()?.to_string() != "bool" {
+            return Err(type_error(
+                f,
+                k,
+                format!("expected bool, got {}", obj.get_type().name()?),
+            ));
+        }
+        Scalar::Bool(obj.is_truthy()?)
+    } else if s.is_int() {
+        if obj.cast::<PyBool>().is_ok()
+            || obj.cast::<PyFloat>().is_ok()
+            || obj.hasattr("__index__").ok() != Some(true)
+        {
+            return Err(type_error(
+                f,
+                k,
+                format!(
+                    "expected an integer for {s}, got {}",
+                    obj.get_type().name()?
+                ),
+            ));
+        }
+        match obj.extract::<i64>() {
+            Ok(x) => Scalar::Int(x),
+            Err(_) => Scalar::UInt(
+                obj.extract::<u64>()
+                    .map_err(|_| type_error(f, k, format!("{obj} does not fit {s}")))?,
+            ),
+        }
+    } else {
+        if obj.cast::<PyBool>().is_ok() {
+            return Err(type_error(
+                f,
+                k,
+                format!("expected a float for {s}, got bool"),
+            ));
+        }
+        Scalar::Float(obj.extract::<f64>().map_err(|_| {
+            type_error(
+                f,
+                k,
+                format!(
+                    "expected a float for {s}, got {}",
+                    obj.get_type()
+                        .name()
+                        .map(|n| n.to_string())
+                        .unwrap_or_default()
+                ),
+            )
+        })?)
+    };
+    host::scalar_slot(s, v).map_err(|m| type_error(f, k, m))
+}
+
+fn pack(
+    py: Python<'_>,
+    f: &HostFunction,
+    args: &Bound<'_, PyTuple>,
+) -> PyResult<(Vec<u64>, Vec<u64>)> {
+    if args.len() != f.params.len() {
+        return Err(PyTypeError::new_err(format!(
+            "{} takes {} argument(s), got {}",
+            f.signature(),
+            f.params.len(),
+            args.len()
+        )));
+    }
+    let mut slots = Vec::with_capacity(args.len());
+    let mut lens = vec![0u64; args.len()];
+    for (k, (obj, t)) in args.iter().zip(&f.params).enumerate() {
+        match t {
+            Type::Ptr(..) => {
+                let (a, n) = array_arg(py, f, k, t, &obj)?;
+                slots.push(a);
+                lens[k] = n;
+            }
+            Type::Scalar(s) => slots.push(scalar_arg(f, k, *s, &obj)?),
+            other => {
+                return Err(type_error(
+                    f,
+                    k,
+                    format!("{other} parameters cannot be passed from Python"),
+                ))
+            }
+        }
+    }
+    Ok((slots, lens))
+}
+
+fn to_py(py: Python<'_>, v: Scalar) -> PyResult<Py<PyAny>> {
+    Ok(match v {
+        Scalar::Bool(b) => PyBool::new(py, b).to_owned().into_any().unbind(),
+        Scalar::Int(x) => x.into_pyobject(py)?.into_any().unbind(),
+        Scalar::UInt(x) => x.into_pyobject(py)?.into_any().unbind(),
+        Scalar::Float(x) => x.into_pyobject(py)?.into_any().unbind(),
+    })
+}
+
+fn dims(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<[u32; 3]> {
+    if let Ok(n) = obj.extract::<u32>() {
+        return Ok([n, 1, 1]);
+    }
+    let v: Vec<u32> = obj.extract().map_err(|_| {
+        LaunchError::new_err(format!("{what} must be an int or a tuple of up to 3 ints"))
+    })?;
+    if v.is_empty() || v.len() > 3 {
+        return Err(LaunchError::new_err(format!(
+            "{what} must have 1 to 3 dimensions"
+        )));
+    }
+    let mut d = [1u32; 3];
+    d[..v.len()].copy_from_slice(&v);
+    Ok(d)
+}
+
+/// A module compiled to native code for this CPU.
+#[pyclass(frozen, name = "CpuModule", module = "zyntax")]
+pub struct CpuModule {
+    m: Arc<HostModule>,
+    #[allow(dead_code)] // used by the interpreter fallback
+    source: zyntax_hir::Module,
+}
+
+/// One compiled host function; calling it runs the native code.
+#[pyclass(frozen, name = "CpuFunction", module = "zyntax")]
+pub struct CpuFunction {
+    m: Arc<HostModule>,
+    idx: usize,
+}
+
+impl CpuFunction {
+    fn f(&self) -> &HostFunction {
+        &self.m.functions[self.idx]
+    }
+}
+
+#[pymethods]
+impl CpuFunction {
+    #[pyo3(signature = (*args))]
+    fn __call__(&self, py: Python<'_>, args: &Bound<'_, PyTuple>) -> PyResult<Py<PyAny>> {
+        let f = self.f();
+        let (slots, lens) = pack(py, f, args)?;
+        // SAFETY: pack checked every argument against the signature and measured every array.
+        let r = guard(|| Ok(unsafe { self.m.call_slots(&f.name, &slots, &lens) }))?
+            .map_err(|e| host_error(py, e))?;
+        let vals: Vec<Scalar> = f
+            .returns
+            .iter()
+            .zip(r)
+            .map(|(t, b)| host::slot_scalar(t, b))
+            .collect();
+        match vals.len() {
+            0 => Ok(py.None()),
+            1 => to_py(py, vals[0]),
+            _ => {
+                let items: Vec<Py<PyAny>> = vals
+                    .into_iter()
+                    .map(|v| to_py(py, v))
+                    .collect::<PyResult<_>>()?;
+                Ok(PyTuple::new(py, items)?.into_any().unbind())
+            }
+        }
+    }
+
+    #[getter]
+    fn name(&self) -> String {
+        self.f().name.clone()
+    }
+
+    #[getter]
+    fn signature(&self) -> String {
+        self.f().signature()
+    }
+
+    /// Native latency per call: times `n` calls (after a warm-up) with the
+    /// cycle counter; returns `{"median_ns", "p99_ns", "min_ns", "mean_ns", "n"}`.
+    #[pyo3(signature = (*args, n=100_000))]
+    fn time<'py>(
+        &self,
+        py: Python<'py>,
+        args: &Bound<'py, PyTuple>,
+        n: usize,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let f = self.f();
+        let (slots, lens) = pack(py, f, args)?;
+        let s = guard(|| {
+            Ok(host::bench::time_slots(
+                &self.m,
+                &f.name,
+                &slots,
+                &lens,
+                n.max(1),
+            ))
+        })?
+        .map_err(|e| host_error(py, e))?;
+        let (med, p99) = host::bench::median_p99(&s);
+        let d = PyDict::new(py);
+        d.set_item("median_ns", med)?;
+        d.set_item("p99_ns", p99)?;
+        d.set_item("min_ns", s.first().copied().unwrap_or(0.0))?;
+        d.set_item("mean_ns", s.iter().sum::<f64>() / s.len().max(1) as f64)?;
+        d.set_item("n", s.len())?;
+        Ok(d)
+    }
+
+    /// Address of the native entry (lowered ABI, see docs/cpu.md).
+    #[getter]
+    fn address(&self) -> usize {
+        self.f().address()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<CpuFunction {}>", self.f().signature())
+    }
+}
+
+fn kind_name(k: &HostFnKind) -> &'static str {
+    match k {
+        HostFnKind::Host => "host",
+        HostFnKind::CpuKernel => "cpu_kernel",
+        HostFnKind::InterpKernel(_) => "interp_kernel",
+        HostFnKind::Device => "device",
+    }
+}
+
+#[pymethods]
+impl CpuModule {
+    /// The callable for host function `name`.
+    fn __getitem__(&self, name: &str) -> PyResult<CpuFunction> {
+        let idx = self
+            .m
+            .functions
+            .iter()
+            .position(|f| f.name == name)
+            .ok_or_else(|| pyo3::exceptions::PyKeyError::new_err(format!("no function @{name}")))?;
+        if self.m.functions[idx].kind != HostFnKind::Host {
+            return Err(PyTypeError::new_err(format!(
+                "@{name} is a {} function; launch kernels with CpuModule.launch",
+                kind_name(&self.m.functions[idx].kind)
+            )));
+        }
+        Ok(CpuFunction {
+            m: self.m.clone(),
+            idx,
+        })
+    }
+
+    /// Call host function `name` with numpy arrays and scalars.
+    #[pyo3(signature = (name, *args))]
+    fn call(&self, py: Python<'_>, name: &str, args: &Bound<'_, PyTuple>) -> PyResult<Py<PyAny>> {
+        self.__getitem__(name)?.__call__(py, args)
+    }
+
+    /// Launch kernel `name` over `grid` blocks of `block` threads. CPU kernels
+    /// run blocks in parallel on all cores; kernels with barriers, warp ops or
+    /// MMA run on the reference interpreter. Returns `"cpu"` or `"interp"`.
+    #[pyo3(signature = (name, grid, block, *args, shared_bytes=0))]
+    fn launch(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        grid: &Bound<'_, PyAny>,
+        block: &Bound<'_, PyAny>,
+        args: &Bound<'_, PyTuple>,
+        shared_bytes: usize,
+    ) -> PyResult<&'static str> {
+        let f = self.m.function(name).map_err(|e| host_error(py, e))?;
+        let (g, b) = (dims(grid, "grid")?, dims(block, "block")?);
+        match &f.kind {
+            HostFnKind::CpuKernel => {
+                let (slots, lens) = pack(py, f, args)?;
+                let m = self.m.clone();
+                let n = f.name.clone();
+                // SAFETY: pack checked the arguments; the arrays stay alive (borrowed by `args`) during the launch.
+                let r = py.detach(|| {
+                    guard(|| Ok(unsafe { m.launch_slots(&n, g, b, &slots, &lens, shared_bytes) }))
+                })?;
+                r.map_err(|e| host_error(py, e))?;
+                Ok("cpu")
+            }
+            HostFnKind::InterpKernel(why) => {
+                self.interp_launch(py, f, g, b, args, shared_bytes, why)
+            }
+            _ => Err(PyTypeError::new_err(format!(
+                "{} is not a kernel",
+                f.signature()
+            ))),
+        }
+    }
+
+    /// Every function: name, kind (`host`, `cpu_kernel`, `interp_kernel`,
+    /// `device`), signature, bounds checks emitted / left unchecked, and for
+    /// interpreter kernels the ops that keep them off the CPU.
+    #[getter]
+    fn functions<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let out = PyList::empty(py);
+        for f in &self.m.functions {
+            let d = PyDict::new(py);
+            d.set_item("name", &f.name)?;
+            d.set_item("kind", kind_name(&f.kind))?;
+            d.set_item("signature", f.signature())?;
+            d.set_item("checks", f.checks)?;
+            d.set_item("unchecked", f.unchecked)?;
+            if let HostFnKind::InterpKernel(w) = &f.kind {
+                d.set_item("interp_reason", w.clone())?;
+            }
+            out.append(d)?;
+        }
+        Ok(out)
+    }
+
+    /// The optimizer's report as JSON text (see `report_text` for prose).
+    #[getter]
+    fn report_json(&self) -> String {
+        self.m.report.to_json()
+    }
+
+    #[getter]
+    fn report_text(&self) -> String {
+        self.m.report.to_string()
+    }
+
+    /// Optimized LLVM IR.
+    #[getter]
+    fn llvm_ir(&self) -> String {
+        self.m.llvm_ir.clone()
+    }
+
+    /// `{"triple", "cpu", "features"}` the code was compiled for.
+    #[getter]
+    fn target<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("triple", &self.m.target.triple)?;
+        d.set_item("cpu", &self.m.target.cpu)?;
+        d.set_item("features", &self.m.target.features)?;
+        Ok(d)
+    }
+}
+
+impl CpuModule {
+    #[cfg(feature = "interp")]
+    #[allow(clippy::too_many_arguments)]
+    fn interp_launch(
+        &self,
+        py: Python<'_>,
+        f: &HostFunction,
+        g: [u32; 3],
+        b: [u32; 3],
+        args: &Bound<'_, PyTuple>,
+        shared_bytes: usize,
+        _why: &[String],
+    ) -> PyResult<&'static str> {
+        use zyntax_interp::{Arg, Interpreter};
+        let (slots, lens) = pack(py, f, args)?;
+        // Copy arrays into interpreter buffers and back: the interpreter owns its memory model.
+        let mut bufs: Vec<Vec<u8>> = Vec::new();
+        let mut iargs = Vec::new();
+        let mut ptrs = Vec::new();
+        for (k, t) in f.params.iter().enumerate() {
+            match t {
+                Type::Ptr(..) => {
+                    let (es, per) = host::pointee_elem(t).unwrap_or((ScalarType::U8, 1));
+                    let bytes = (lens[k] * per * es.size_bytes()) as usize;
+                    // SAFETY: array_arg validated this address for `bytes` bytes of a writeable array.
+                    let src = unsafe { std::slice::from_raw_parts(slots[k] as *const u8, bytes) };
+                    iargs.push(Arg::Buffer(bufs.len()));
+                    ptrs.push((bufs.len(), slots[k], bytes));
+                    bufs.push(src.to_vec());
+                }
+                Type::Scalar(s) => {
+                    let v = host::slot_scalar(t, slots[k]);
+                    iargs.push(match v {
+                        Scalar::Bool(x) => Arg::Bool(x),
+                        Scalar::Int(x) => Arg::Int(x.into()),
+                        Scalar::UInt(x) => Arg::Int(x.into()),
+                        Scalar::Float(x) => {
+                            let _ = s;
+                            Arg::Float(x)
+                        }
+                    });
+                }
+                _ => return Err(type_error(f, k, "unsupported parameter".into())),
+            }
+        }
+        let interp =
+            Interpreter::new(&self.source).map_err(|e| CompileError::new_err(e.to_string()))?;
+        interp
+            .launch(&f.name, g, b, shared_bytes as u64, &iargs, &mut bufs)
+            .map_err(|e| TrapError::new_err(format!("interpreter: {e}")))?;
+        for (i, addr, bytes) in ptrs {
+            // SAFETY: as above; the buffer has the same length.
+            unsafe { std::ptr::copy_nonoverlapping(bufs[i].as_ptr(), addr as *mut u8, bytes) };
+        }
+        Ok("interp")
+    }
+
+    #[cfg(not(feature = "interp"))]
+    #[allow(clippy::too_many_arguments)]
+    fn interp_launch(
+        &self,
+        _py: Python<'_>,
+        f: &HostFunction,
+        _g: [u32; 3],
+        _b: [u32; 3],
+        _args: &Bound<'_, PyTuple>,
+        _s: usize,
+        why: &[String],
+    ) -> PyResult<&'static str> {
+        Err(CompileError::new_err(format!(
+            "@{} uses {} and cannot run on the CPU backend; this build has no interpreter",
+            f.name,
+            why.join(", ")
+        )))
+    }
+}
+
+/// Compile a module's host functions (and barrier-free kernels) to native
+/// code for this CPU. `cpu`/`features` override the detected host CPU;
+/// `opt_level` replaces every function's level.
+#[pyfunction]
+#[pyo3(signature = (module, *, cpu=None, features=None, opt_level=None, interp_kernels=None))]
+pub fn cpu_compile(
+    py: Python<'_>,
+    module: &Bound<'_, HirModule>,
+    cpu: Option<String>,
+    features: Option<String>,
+    opt_level: Option<&str>,
+    interp_kernels: Option<Vec<String>>,
+) -> PyResult<CpuModule> {
+    let m = module.get().hir()?;
+    let opt_level = match opt_level {
+        Some(l) => Some(crate::types::enum_name(
+            "opt level",
+            l,
+            OptLevel::ALL,
+            OptLevel::from_name,
+            OptLevel::name,
+        )?),
+        None => None,
+    };
+    let opts = HostOptions {
+        cpu,
+        features,
+        opt_level,
+        force_interp: interp_kernels.unwrap_or_default(),
+    };
+    let r = py.detach(|| guard(|| Ok(host::jit(&m, &opts))))?;
+    let hm = r.map_err(|e| host_error(py, e))?;
+    Ok(CpuModule {
+        m: Arc::new(hm),
+        source: m,
+    })
+}
+
+/// The host CPU as LLVM detects it: `{"triple", "cpu", "features"}`.
+#[pyfunction]
+pub fn cpu_target(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let t = host::CpuTarget::detect();
+    let d = PyDict::new(py);
+    d.set_item("triple", t.triple)?;
+    d.set_item("cpu", t.cpu)?;
+    d.set_item("features", t.features)?;
+    Ok(d)
+}

@@ -1,0 +1,327 @@
+"""CPU backend (`zyntax._native.cpu_compile`): every host example and the CPU
+kernels against numpy and the reference interpreter, on fresh random inputs;
+argument and bounds errors; constraint errors; the optimizer report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from zyntax import _native as native
+from zyntax import hir
+from zyntax.errors import CompileError, TrapError
+
+try:
+    from zyntax import interp
+except ImportError:  # a build without the interpreter: compare with numpy only
+    interp = None  # type: ignore[assignment]
+
+ROOT = Path(__file__).resolve().parents[2]
+rng = np.random.default_rng()
+
+
+def load(rel: str) -> hir.Module:
+    path = ROOT / rel
+    return hir.parse_zir(path.read_text(), str(path))
+
+
+def interp_call(m: hir.Module, name: str, *args: Any) -> Any:
+    return None if interp is None else interp.call(m, name, *args)
+
+
+# ---------------------------------------------------------------- host examples
+
+
+def test_host_latency_example_matches_numpy_and_interpreter() -> None:
+    m = load("examples/host_latency.zir")
+    cm = native.cpu_compile(m)
+    for n in (1, 7, int(rng.integers(100, 3000))):
+        x, y = rng.uniform(-1, 1, n), rng.uniform(-1, 1, n)
+        got = cm["dot"](x, y, n)
+        assert got == pytest.approx(float(x @ y), rel=1e-12, abs=1e-12)
+        ref = interp_call(m, "dot", x, y, n)
+        if ref is not None:
+            assert got == ref  # same fma order: bit-identical
+        lo, hi = sorted(rng.uniform(-5, 5, 2))
+        assert cm["clamp_score"](x, y, n, lo, hi) == min(max(got, lo), hi)
+
+
+def test_critical_host_example() -> None:
+    m = load("examples/critical_host.zir")
+    cm = native.cpu_compile(m)
+    cap = int(rng.integers(4, 64))
+    ring = rng.uniform(-10, 10, cap)
+    for _ in range(50):
+        head = int(rng.integers(0, 1000))
+        k = int(rng.integers(1, cap + 1))
+        v = float(rng.uniform(-10, 10))
+        expect = ring.copy()
+        expect[head % cap] = v
+        want = np.mean([expect[(head + cap - i) % cap] for i in range(k)])
+        got = cm["push_and_average"](ring, cap, head, v, k)
+        np.testing.assert_array_equal(ring, expect)
+        assert got == pytest.approx(want, rel=1e-12)
+    for _ in range(200):
+        pos, qty, lim = (int(v) for v in rng.integers(-1000, 1000, 3))
+        px, notional = float(rng.uniform(1, 200)), float(rng.uniform(0, 1e5))
+        want = abs(pos + qty) <= lim and abs(qty * px) <= notional
+        got = cm["risk_check"](pos, qty, lim, px, notional)
+        assert got is want
+        ref = interp_call(m, "risk_check", pos, qty, lim, px, notional)
+        if ref is not None:
+            assert bool(ref) is got
+
+
+# ---------------------------------------------------------------- trading functions (benches)
+
+
+def book_ref(prices: list[float], sizes: list[float], cap: int, price: float, size: float) -> None:
+    """Reference sorted-book update on Python lists."""
+    pos = sum(1 for p in prices if p < price)
+    if pos < len(prices) and prices[pos] == price:
+        if size != 0.0:
+            sizes[pos] = size
+        else:
+            del prices[pos], sizes[pos]
+        return
+    if size == 0.0 or len(prices) >= cap:
+        return
+    prices.insert(pos, price)
+    sizes.insert(pos, size)
+
+
+def test_trading_orderbook_random_updates() -> None:
+    cm = native.cpu_compile(load("benches/zir/trading.zir"))
+    cap = 32
+    prices, sizes = np.zeros(cap), np.zeros(cap)
+    ref_p: list[float] = []
+    ref_s: list[float] = []
+    depth = 0
+    grid = np.round(100 + np.arange(48) * 0.25, 2)
+    for _ in range(2000):
+        price = float(rng.choice(grid))
+        size = 0.0 if rng.random() < 0.35 else float(rng.integers(1, 100))
+        depth = cm["orderbook_update"](prices, sizes, depth, cap, price, size)
+        book_ref(ref_p, ref_s, cap, price, size)
+        assert depth == len(ref_p)
+        np.testing.assert_array_equal(prices[:depth], ref_p)
+        np.testing.assert_array_equal(sizes[:depth], ref_s)
+
+
+def test_trading_ma_signal_and_position_and_risk() -> None:
+    cm = native.cpu_compile(load("benches/zir/trading.zir"))
+    cap, fast, slow = 64, 8, 32
+    ring = np.zeros(cap)
+    state = np.zeros(2, dtype=np.int64)
+    hist: list[float] = []
+    for _ in range(500):
+        p = float(100 + rng.normal())
+        got = cm["ma_signal"](ring, state, cap, p, fast, slow)
+        hist.append(p)
+        last = hist[-cap:]
+        f = np.sum(last[::-1][: min(fast, len(last))]) / min(fast, len(last))
+        s = np.sum(last[::-1][: min(slow, len(last))]) / min(slow, len(last))
+        want = 1 if f > s else (-1 if f < s else 0)
+        # Sums in the same order as the loop, so ties are exact; compare robustly anyway.
+        if abs(f - s) > 1e-9:
+            assert got == want
+    pos = np.array([0.0, 0.0, 0.0])
+    q, avg, realized = 0.0, 0.0, 0.0
+    for _ in range(500):
+        fq = float(rng.integers(-20, 21))
+        fp = float(np.round(rng.uniform(90, 110), 2))
+        nq = q + fq
+        if q * fq >= 0:
+            navg = (q * avg + fq * fp) / nq if nq != 0 else 0.0
+            pnl = 0.0
+        else:
+            closed = min(abs(fq), abs(q)) * (1.0 if q > 0 else -1.0)
+            pnl = closed * (fp - avg)
+            navg = fp if abs(fq) > abs(q) else avg
+        navg = 0.0 if nq == 0 else navg
+        got = cm["position_update"](pos, fq, fp)
+        q, avg, realized = nq, navg, realized + pnl
+        assert got == pytest.approx(pnl, rel=1e-9, abs=1e-9)
+        np.testing.assert_allclose(pos, [q, avg, realized], rtol=1e-9, atol=1e-9)
+    for _ in range(300):
+        a = (int(rng.integers(-500, 500)), int(rng.integers(-500, 500)), float(rng.uniform(90, 110)),
+             100.0, int(rng.integers(0, 800)), float(rng.uniform(0, 6e4)), 0.05)
+        want = abs(a[0] + a[1]) <= a[4] and abs(a[1] * a[2]) <= a[5] and abs(a[2] - a[3]) <= a[6] * a[3]
+        assert cm["risk_check"](*a) is want
+
+
+# ---------------------------------------------------------------- kernels
+
+
+GRID_STRIDE_SUM = """
+module "gsum" targets(sm_80)
+
+kernel @gsum {
+block0(v0: ptr<global, f32>, v1: ptr<global, u32>, v2: ptr<global, f32>, v3: u32):
+    v4: u32 = block_idx.x
+    v5: u32 = block_dim.x
+    v6: u32 = mul v4, v5
+    v7: u32 = thread_idx.x
+    v8: u32 = add v6, v7
+    v9: u32 = grid_dim.x
+    v10: u32 = mul v9, v5
+    jump block1(v8)
+block1(v11: u32):
+    v12: bool = cmp.lt v11, v3
+    br v12, block2, block3
+block2:
+    v13: ptr<global, f32> = ptr_add v0, v11
+    v14: f32 = load v13
+    v15: f32 = mul v14, v14
+    v16: ptr<global, f32> = ptr_add v2, v11
+    store v16, v15
+    v17: u32 = const 1
+    v18: u32 = atomic.add.device v1, v17
+    v19: u32 = add v11, v10
+    jump block1(v19)
+block3:
+    return
+}
+"""
+
+
+def test_cpu_kernels_match_numpy_and_interpreter() -> None:
+    m = load("examples/saxpy.zir")
+    cm = native.cpu_compile(m)
+    assert {f["name"]: f["kind"] for f in cm.functions}["saxpy"] == "cpu_kernel"
+    n = int(rng.integers(1000, 5000))
+    a = np.float32(rng.uniform(-2, 2))
+    x = rng.uniform(-1, 1, n).astype(np.float32)
+    y = rng.uniform(-1, 1, n).astype(np.float32)
+    want = (a * x + y).astype(np.float32)
+    y_interp = y.copy()
+    assert cm.launch("saxpy", (n + 255) // 256, 256, n, a, x, y) == "cpu"
+    np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6)
+    if interp is not None:
+        interp.launch(m, "saxpy", (n + 255) // 256, 256, n, a, x, y_interp)
+        np.testing.assert_array_equal(y, y_interp)
+
+    m2 = hir.parse_zir(GRID_STRIDE_SUM)
+    cm2 = native.cpu_compile(m2)
+    n = int(rng.integers(10_000, 50_000))
+    x = rng.uniform(-3, 3, n).astype(np.float32)
+    cnt = np.zeros(1, dtype=np.uint32)
+    out = np.zeros(n, dtype=np.float32)
+    assert cm2.launch("gsum", 7, 64, x, cnt, out, n) == "cpu"
+    np.testing.assert_array_equal(out, x * x)
+    assert int(cnt[0]) == n
+
+
+def test_barrier_kernels_fall_back_to_the_interpreter() -> None:
+    m = load("examples/histogram.zir")
+    cm = native.cpu_compile(m)
+    info = {f["name"]: f for f in cm.functions}["histogram"]
+    assert info["kind"] == "interp_kernel" and "barrier" in info["interp_reason"]
+    data = rng.integers(0, 256, int(rng.integers(500, 3000))).astype(np.uint8)
+    bins = np.zeros(256, dtype=np.uint32)
+    if interp is None:
+        with pytest.raises(CompileError):
+            cm.launch("histogram", 4, 64, data, len(data), bins)
+        return
+    assert cm.launch("histogram", 4, 64, data, len(data), bins) == "interp"
+    np.testing.assert_array_equal(bins, np.bincount(data, minlength=256))
+
+
+# ---------------------------------------------------------------- errors and report
+
+
+def test_wrong_arguments_raise_type_error_with_signature() -> None:
+    cm = native.cpu_compile(load("examples/host_latency.zir"))
+    x = rng.uniform(size=8)
+    sig = "@dot(ptr<generic, f64>, ptr<generic, f64>, u64) -> f64"
+    with pytest.raises(TypeError, match=r"@dot\(ptr<generic, f64>.*float32"):
+        cm["dot"](x, x.astype(np.float32), 8)
+    with pytest.raises(TypeError, match="takes 3 argument"):
+        cm["dot"](x, x)
+    with pytest.raises(TypeError, match="expected an integer"):
+        cm["dot"](x, x, 8.0)
+    with pytest.raises(TypeError, match="does not fit u64"):
+        cm["dot"](x, x, -1)
+    with pytest.raises(TypeError, match="C-contiguous"):
+        cm["dot"](x[::2], x[::2], 4)
+    ro = x.copy()
+    ro.flags.writeable = False
+    with pytest.raises(TypeError, match="read-only"):
+        cm["dot"](ro, x, 8)
+    with pytest.raises(TypeError, match="numpy array"):
+        cm["dot"]([1.0] * 8, x, 8)
+    assert cm["dot"].signature == sig
+
+
+def test_out_of_bounds_raises_trap_error_naming_function_and_index() -> None:
+    cm = native.cpu_compile(load("examples/host_latency.zir"))
+    n = int(rng.integers(5, 50))
+    x, y = rng.uniform(size=n), rng.uniform(size=n - 2)
+    with pytest.raises(TrapError, match=rf"@dot: index {n - 2} out of bounds for parameter 1") as e:
+        cm["dot"](x, y, n)
+    assert e.value.index == n - 2 and e.value.length == n - 2 and e.value.function == "dot"
+
+
+def test_unmeetable_constraints_are_compile_errors() -> None:
+    # The verifier rejects allocas under no_alloc; the optimizer proves the
+    # rest: recursion reachable from the function means unbounded stack.
+    rec = """
+module "bad"
+
+host @fact -> i64 {
+block0(v0: i64):
+    v1: i64 = const 1
+    v2: bool = cmp.le v0, v1
+    br v2, block1, block2
+block1:
+    return v1
+block2:
+    v3: i64 = sub v0, v1
+    v4: i64 = call @fact v3
+    v5: i64 = mul v0, v4
+    return v5
+}
+
+host @top -> i64 no_alloc {
+block0(v0: i64):
+    v1: i64 = call @fact v0
+    return v1
+}
+"""
+    with pytest.raises(CompileError, match=r"@top: constraint `no_alloc` cannot be met[\s\S]*@fact -> @fact"):
+        native.cpu_compile(hir.parse_zir(rec))
+    # Without the constraint the same module compiles and runs.
+    ok = native.cpu_compile(hir.parse_zir(rec.replace(" no_alloc", "")))
+    assert ok["top"](10) == 3628800
+    cp0 = """
+module "cp0"
+
+host @f -> i64 critical_path opt(O0) {
+block0(v0: i64):
+    return v0
+}
+"""
+    with pytest.raises(CompileError, match=r"@f: constraint `critical_path` cannot be met: opt_level O0"):
+        native.cpu_compile(hir.parse_zir(cp0))
+
+
+def test_report_lists_what_the_optimizer_did() -> None:
+    cm = native.cpu_compile(load("benches/zir/trading.zir"))
+    rep = json.loads(cm.report_json)
+    fns = {f["name"]: f for f in rep["functions"]}
+    assert set(fns) == {"orderbook_update", "risk_check", "ma_signal", "position_update"}
+    for f in fns.values():
+        passes = {a["pass"] for a in f["actions"]}
+        assert {"no_alloc", "pipeline", "attributes", "bounds", "target"} <= passes, passes
+        assert f["opt_level"] == "O3"
+    assert "hot" in cm.llvm_ir and "@orderbook_update" in cm.llvm_ir
+    assert "opt_level O3 raised to Olatency" in cm.report_text
+    t = native.cpu_target()
+    assert cm.target["cpu"] == t["cpu"] and t["cpu"]
+    generic = native.cpu_compile(load("benches/zir/trading.zir"), cpu="x86-64", features="")
+    assert generic.target["cpu"] == "x86-64"
+    assert generic["risk_check"](1, 2, 100.0, 100.0, 10, 1e6, 0.1) is True

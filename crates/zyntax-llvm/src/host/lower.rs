@@ -335,6 +335,9 @@ pub fn signature(f: &Function) -> LResult<Sig> {
     })
 }
 
+/// One edge into a block: argument operands, their byte offsets (pointers of known origin), source label.
+type Incoming = (Vec<String>, Vec<Option<String>>, String);
+
 struct FnLower<'a> {
     mi: &'a ModuleInfo<'a>,
     f: &'a Function,
@@ -349,7 +352,7 @@ struct FnLower<'a> {
     cur: String,
     cur_label: String,
     tmp: usize,
-    incoming: BTreeMap<BlockId, Vec<(Vec<String>, Vec<Option<String>>, String)>>,
+    incoming: BTreeMap<BlockId, Vec<Incoming>>,
     fails: String,
     meta: &'a mut Vec<String>,
     decls: &'a mut BTreeSet<String>,

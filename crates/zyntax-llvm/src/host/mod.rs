@@ -71,7 +71,7 @@ pub enum HostError {
     NotFound(String),
     /// The generated code reported a run-time error (bounds, division by zero).
     #[error(transparent)]
-    Runtime(#[from] RuntimeError),
+    Runtime(Box<RuntimeError>),
     /// Running the system linker for a shared library failed.
     #[error("linking the shared library failed: {0}")]
     Link(String),
@@ -83,6 +83,12 @@ fn internal(stage: &'static str, m: impl Into<String>) -> HostError {
     HostError::Internal {
         stage,
         message: m.into(),
+    }
+}
+
+impl From<RuntimeError> for HostError {
+    fn from(e: RuntimeError) -> HostError {
+        HostError::Runtime(Box::new(e))
     }
 }
 

@@ -307,3 +307,71 @@ fn casts_between_every_numeric_type() {
         }
     }
 }
+
+#[test]
+fn unary_ops() {
+    let mut rng = Rng::new(54);
+    // Integers: neg, not, abs (wrapping at the minimum).
+    let mut b = FunctionBuilder::host("i", &[Type::I32], &[Type::I32, Type::I32, Type::I32]);
+    let x = b.param(0);
+    let outs = [UnOp::Neg, UnOp::Not, UnOp::Abs].map(|op| b.unary(op, x).unwrap());
+    b.ret(&outs).unwrap();
+    // f32: exact ops bit for bit; math functions within 1 ulp of f64 math.
+    let exact = [UnOp::Neg, UnOp::Abs, UnOp::Sqrt, UnOp::Floor, UnOp::Ceil];
+    let math = [
+        UnOp::Rsqrt,
+        UnOp::Exp,
+        UnOp::Log,
+        UnOp::Sin,
+        UnOp::Cos,
+        UnOp::Tanh,
+    ];
+    let n = exact.len() + math.len();
+    let mut b2 = FunctionBuilder::host("f", &[Type::F32], &vec![Type::F32; n]);
+    let y = b2.param(0);
+    let outs2: Vec<ValueId> = exact
+        .iter()
+        .chain(&math)
+        .map(|op| b2.unary(*op, y).unwrap())
+        .collect();
+    b2.ret(&outs2).unwrap();
+    let mut m = Module::new("un");
+    m.functions.push(b.finish().unwrap());
+    m.functions.push(b2.finish().unwrap());
+    let it = Interpreter::new(&m).unwrap();
+    for v in [
+        0i32,
+        1,
+        -1,
+        i32::MIN,
+        i32::MAX,
+        rng.u32() as i32,
+        rng.u32() as i32,
+    ] {
+        let r = it.call("i", &[Arg::Int(v.into())], &mut []).unwrap();
+        let got: Vec<i128> = r.iter().map(|x| x.as_i128().unwrap()).collect();
+        let want = [v.wrapping_neg(), !v, v.wrapping_abs()].map(i128::from);
+        assert_eq!(got, want, "{v}");
+    }
+    for _ in 0..200 {
+        let v = rng.f32(0.01, 20.0) * if rng.below(2) == 0 { -1.0 } else { 1.0 };
+        let r = it.call("f", &[Arg::Float(v.into())], &mut []).unwrap();
+        let got: Vec<f32> = r.iter().map(|x| x.as_f64().unwrap() as f32).collect();
+        let want_exact = [-v, v.abs(), v.sqrt(), v.floor(), v.ceil()];
+        for (k, (g, w)) in got.iter().zip(want_exact).enumerate() {
+            assert!(
+                g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()),
+                "exact op {k} of {v}: {g} vs {w}"
+            );
+        }
+        let x = f64::from(v);
+        let want_math = [1.0 / x.sqrt(), x.exp(), x.ln(), x.sin(), x.cos(), x.tanh()];
+        for (k, (g, w)) in got[exact.len()..].iter().zip(want_math).enumerate() {
+            if w.is_nan() {
+                assert!(g.is_nan(), "math op {k} of {v}");
+            } else {
+                assert_eq!(*g, w as f32, "math op {k} of {v}: rounded once from f64");
+            }
+        }
+    }
+}

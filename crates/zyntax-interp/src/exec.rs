@@ -90,6 +90,8 @@ pub struct Exec<'a> {
     progs: Rc<RefCell<HashMap<usize, Rc<Program>>>>,
     /// The launched function.
     root: usize,
+    /// Whether the program issues `cp.async` (else per-thread copy state is never touched).
+    uses_cp: bool,
 }
 
 /// Deepest recursion the interpreter runs (GPU stacks are small too).
@@ -312,6 +314,7 @@ impl<'a> Exec<'a> {
             lane_base: 0,
             progs: Rc::default(),
             root: p.entry,
+            uses_cp: p.insts.iter().any(|i| matches!(i.op, DOp::CpAsync { .. })),
         }
     }
 
@@ -343,9 +346,11 @@ impl<'a> Exec<'a> {
             }
         }
         self.mem.epoch = self.mem.epoch.wrapping_add(1);
-        for c in &mut self.cp {
-            c.open.clear();
-            c.groups.clear();
+        if self.uses_cp {
+            for c in &mut self.cp {
+                c.open.clear();
+                c.groups.clear();
+            }
         }
     }
 
@@ -1221,6 +1226,7 @@ impl<'a> Exec<'a> {
             lane_base: self.lane_base + l as u32,
             progs: self.progs.clone(),
             root: self.root,
+            uses_cp: false,
         };
         let res = sub.run_block(&args);
         let returned = sub.returned.take();

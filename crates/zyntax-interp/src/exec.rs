@@ -264,10 +264,11 @@ impl<'a> Exec<'a> {
         let [bx, by, bz] = launch.block;
         let nthreads = bx * by * bz;
         let local_base = mem.allocs.len() as u32;
-        for (bytes, name) in &p.locals {
+        // Local memory is materialized when the `alloca` runs (see `DOp::Alloca`).
+        for (_, name) in &p.locals {
             for t in 0..nthreads {
                 mem.add(Alloc::new(
-                    vec![0; *bytes as usize],
+                    Vec::new(),
                     AddrSpace::Local,
                     format!("{name} of thread #{t}"),
                 ));
@@ -338,12 +339,17 @@ impl<'a> Exec<'a> {
             return;
         }
         let first_shared = self.shared_ids.first().copied().unwrap_or(self.dyn_id) as usize;
-        let end = self.local_base as usize + self.p.locals.len() * self.nthreads as usize;
-        for a in &mut self.mem.allocs[first_shared..end] {
+        let local_base = self.local_base as usize;
+        let end = local_base + self.p.locals.len() * self.nthreads as usize;
+        for a in &mut self.mem.allocs[first_shared..local_base] {
             a.data.fill(0);
             for s in &mut a.shadow {
                 s.init = false;
             }
+        }
+        // Locals come back (zeroed) when their `alloca` runs in the new block.
+        for a in &mut self.mem.allocs[local_base..end] {
+            a.data.clear();
         }
         self.mem.epoch = self.mem.epoch.wrapping_add(1);
         if self.uses_cp {
@@ -858,8 +864,15 @@ impl<'a> Exec<'a> {
                     }
                 }
                 DOp::Alloca { dst, k } => {
+                    let size = p.locals.get(*k as usize).map_or(0, |x| x.0 as usize);
                     for l in lanes(mask) {
                         let id = self.local_base + k * self.nthreads + base + l as u32;
+                        // First execution in this block: zeroed memory (a re-execution keeps it).
+                        let data = &mut mem.allocs[id as usize].data;
+                        if data.len() != size {
+                            data.clear();
+                            data.resize(size, 0);
+                        }
                         w(regs, *dst, l, memory::make_ptr(id, 0));
                     }
                 }

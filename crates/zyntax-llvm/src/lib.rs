@@ -77,9 +77,11 @@ impl Options {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Timings {
     pub verify: Duration,
+    /// Target machine and LLVM context creation, then the HIR → LLVM lowering.
     pub lower: Duration,
     pub llvm_verify: Duration,
     pub optimize: Duration,
+    /// PTX emission (and printing the IR into `llvm_ir`).
     pub codegen: Duration,
 }
 
@@ -182,14 +184,16 @@ fn compile_inner(m: &Module, opts: &Options, emit_ptx: bool) -> CompileResult<Co
     verify_for(m, opts)?;
     timings.verify = t.elapsed();
 
+    let t = Instant::now();
     let (target, level) = resolve(m, opts)?;
     let (passes, cg_level) = pipeline(level);
     let tm = target.machine(cg_level)?;
     let ctx = Context::create();
+    let setup = t.elapsed();
 
     let t = Instant::now();
     let module = lower::lower_module(&ctx, m, &target, &tm)?;
-    timings.lower = t.elapsed();
+    timings.lower = setup + t.elapsed();
 
     let t = Instant::now();
     module.verify().map_err(|e| CompileError::LlvmVerify {
@@ -208,15 +212,14 @@ fn compile_inner(m: &Module, opts: &Options, emit_ptx: bool) -> CompileResult<Co
     })?;
     timings.optimize = t.elapsed();
 
+    let t = Instant::now();
     let llvm_ir = module.print_to_string().to_string_lossy().into_owned();
     let ptx = if emit_ptx {
-        let t = Instant::now();
-        let ptx = nvptx::emit_assembly(&tm, &module)?;
-        timings.codegen = t.elapsed();
-        Some(ptx)
+        Some(nvptx::emit_assembly(&tm, &module)?)
     } else {
         None
     };
+    timings.codegen = t.elapsed();
     Ok(Compiled {
         llvm_ir,
         ptx,

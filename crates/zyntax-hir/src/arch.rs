@@ -58,7 +58,7 @@ const fn feature(name: &'static str, arch: Arch, major: u32, minor: u32) -> Feat
 }
 
 pub const BASELINE: Feature = feature("baseline", Arch::Sm70, 6, 0);
-pub const BF16: Feature = feature("bf16 values", Arch::Sm80, 7, 0);
+pub const BF16: Feature = feature("bf16", Arch::Sm80, 7, 0);
 pub const MATCH: Feature = feature("match.sync", Arch::Sm70, 6, 0);
 pub const ATOMIC_ADD_F16: Feature = feature("atomic add on f16", Arch::Sm70, 6, 3);
 pub const ATOMIC_ADD_BF16: Feature = feature("atomic add on bf16", Arch::Sm90, 7, 8);
@@ -270,7 +270,11 @@ pub(crate) fn check_function(
             .any(|v| mentions_bf16(&v.ty));
         if bf16_param {
             for message in missing(&[BF16]) {
-                diags.push(block_diag(f, *b, format!("a block parameter's {message}")));
+                diags.push(block_diag(
+                    f,
+                    *b,
+                    format!("bf16 block parameter: {message}"),
+                ));
             }
         }
         for i in &bd.insts {
@@ -292,7 +296,7 @@ pub(crate) fn check_function(
                 inst: None,
                 inst_text: None,
                 loc: f.loc.clone(),
-                message: format!("a return type's {message}"),
+                message: format!("bf16 return type: {message}"),
             });
         }
     }

@@ -453,7 +453,7 @@ fn check_kernel_info(cx: &mut Ctx, k: &KernelInfo) {
     let archs = own_archs(cx.m, cx.f);
     for a in archs {
         let max = arch::max_shared_bytes(a);
-        if static_bytes + dynamic > max {
+        if static_bytes.saturating_add(dynamic) > max {
             cx.func_err(format!(
                 "{static_bytes} bytes of static plus {dynamic} bytes of dynamic shared memory exceed {a}'s per-block maximum of {max} bytes"
             ));
@@ -1742,18 +1742,32 @@ fn check_dominance(cx: &mut Ctx) {
             }
         }
     }
-    let dominates = |a: usize, mut b: usize| -> bool {
-        loop {
-            if a == b {
-                return true;
-            }
-            let up = idom[b];
-            if up == b || up == usize::MAX {
-                return false;
-            }
-            b = up;
+    // Number the dominator tree (pre/post order) so each query is O(1):
+    // a dominates b iff b's interval lies inside a's.
+    let mut children: Vec<Vec<usize>> = vec![Vec::new(); nb];
+    for &blk in rpo.iter().skip(1) {
+        if idom[blk] != usize::MAX {
+            children[idom[blk]].push(blk);
         }
-    };
+    }
+    let (mut pre, mut post) = (vec![0usize; nb], vec![0usize; nb]);
+    let mut clock = 0usize;
+    let mut walk: Vec<(usize, usize)> = vec![(entry.index(), 0)];
+    pre[entry.index()] = clock;
+    while let Some(top) = walk.last_mut() {
+        let (node, next) = *top;
+        if let Some(&c) = children[node].get(next) {
+            top.1 += 1;
+            clock += 1;
+            pre[c] = clock;
+            walk.push((c, 0));
+        } else {
+            clock += 1;
+            post[node] = clock;
+            walk.pop();
+        }
+    }
+    let dominates = |a: usize, b: usize| pre[a] <= pre[b] && post[b] <= post[a];
     for &b in &blocks {
         let reachable = visited[b.index()];
         for (k, i) in f.blocks[b.index()].insts.clone().into_iter().enumerate() {

@@ -1477,10 +1477,10 @@ fn bf16_needs_sm80() {
     assert!(
         e.diagnostics.iter().any(|d| d.block == Some(BlockId(0))
             && d.inst.is_none()
-            && d.message.contains("bf16 values needs sm_80")),
+            && d.message.contains("bf16 needs sm_80")),
         "{e}"
     );
-    let d = err(&m, "bf16 values needs sm_80");
+    let d = err(&m, "bf16 needs sm_80");
     assert!(d.message.contains("sm_75"));
     ok(&module_for(&[Arch::Sm80], vec![f.clone()]));
     // A bf16 wmma needs sm_80 as well.
@@ -1723,4 +1723,20 @@ fn kernel_parameter_space_is_bounded() {
     );
     let params = vec![Type::Vector(ScalarType::F64, 8); 64];
     ok(&module(vec![kernel_with(&params, |_, _| Ok(()))]));
+}
+
+#[test]
+fn huge_sizes_do_not_overflow() {
+    // Found by verify_fuzz: static shared size saturates, plus u32::MAX dynamic bytes.
+    let mut f = kernel_with(&[], |b, _| {
+        b.shared_alloc(Type::array(Type::F64, u64::MAX / 4), 3)
+            .map(|_| ())
+    });
+    f.kind = FunctionKind::Kernel(KernelInfo {
+        shared_bytes: u32::MAX,
+        ..Default::default()
+    });
+    let m = module_for(&[Arch::Sm90], vec![f]);
+    err(&m, "larger than 2^40 bytes");
+    err(&m, "shared_bytes(4294967295) exceeds");
 }

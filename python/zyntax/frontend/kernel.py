@@ -94,13 +94,28 @@ def _fast_key(a: Any) -> Any:
         return int if -(2**31) <= a < 2**31 else "i64"
     if t is float or t is bool:
         return t
-    shape = getattr(a, "shape", None)
-    if shape is not None:
-        if not shape:
-            return (t, a.dtype)
-        strides = a.strides
-        return (t, a.dtype, len(shape), strides[-1] == a.itemsize or shape[-1] == 1)
-    return None  # unusual objects: always the full signature
+    if t is np.ndarray:
+        if not a.ndim:
+            return None
+        return (t, a.dtype, a.ndim, a.strides[-1] == a.itemsize or a.shape[-1] == 1)
+    if t is _device_array_type():
+        s = a.strides
+        return (t, a.typestr, len(s), s[-1] == a.itemsize or a.shape[-1] == 1)
+    if isinstance(a, np.generic):
+        return (t, a.dtype)
+    return None  # other objects: always the full signature
+
+
+_DEVICE_ARRAY: list[type] = []
+
+
+def _device_array_type() -> type | None:
+    """zyntax.cuda.DeviceArray, looked up once (None in builds without CUDA)."""
+    if not _DEVICE_ARRAY:
+        from zyntax import _native
+
+        _DEVICE_ARRAY.append(getattr(_native, "DeviceArray", type(None)))
+    return _DEVICE_ARRAY[0]
 
 
 def spec_of_value(a: Any) -> ParamSpec:
@@ -495,8 +510,14 @@ class Kernel(_Translatable):
             where = "gpu" if pipeline.gpu_available() else "cpu"
         if where == "cpu":
             pipeline.run_interp(v, args, g, b, shared_mem)
-        else:
-            pipeline.run_gpu(v, args, g, b, shared_mem, stream)
+            return
+        func = v.native.get("gpu")
+        if func is not None and np.ndarray not in [type(a) for a in args]:
+            # The hot path: device arrays and scalars straight to the runtime.
+            assert v.binder is not None
+            func.launch(g, b, *v.binder(args), shared_mem=shared_mem or None, stream=stream)
+            return
+        pipeline.run_gpu(v, args, g, b, shared_mem, stream)
 
     def run_cpu(
         self,

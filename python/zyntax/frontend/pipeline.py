@@ -252,13 +252,14 @@ def run_gpu(
     """Launch on the GPU through ``zyntax.cuda``; numpy arrays are copied in and back."""
     from zyntax import cuda
 
-    arch = resolve_arch(None)
-    func = v.native.get(("function", arch))
+    func = v.native.get("gpu")
     if func is None:
+        # The arch is read once per variant: the loaded function is kept for every launch.
+        arch = resolve_arch(None)
         ptx = ptx_for(v, arch)
         mod = cuda.load_module(ptx, hir=v.hir_text)
         func = mod.kernel(v.kernel_name)
-        v.native[("function", arch)] = func
+        v.native["gpu"] = func
     # numpy arrays travel to the device and back (like Numba's auto-transfer).
     staged: list[Any] = []
     back: list[tuple[Any, Any]] = []

@@ -342,7 +342,7 @@ fn casts() -> Function {
 /// math(x f32, y f64, exp, log, sin, cos, tanh, rsqrt, sqrt, sqrt64, exp64, abs)
 fn math() -> Function {
     let mut params = vec![g(Type::F32), g(Type::F64)];
-    params.extend(std::iter::repeat(g(Type::F32)).take(7));
+    params.extend((0..7).map(|_| g(Type::F32)));
     params.extend([g(Type::F64), g(Type::F64), g(Type::F32)]);
     let mut b = FunctionBuilder::kernel("math", &params);
     let p: Vec<ValueId> = (0..params.len()).map(|i| b.param(i)).collect();

@@ -61,3 +61,31 @@ fn every_example_compiles_on_every_applicable_arch() {
     }
     assert!(compiled > 0);
 }
+
+/// Compiles run concurrently (the Python binding releases the GIL) and still
+/// give the same bytes.
+#[test]
+fn concurrent_compiles_agree() {
+    let text = std::fs::read_to_string(examples_dir().join("reduce_sum.zir")).unwrap();
+    let m = zyntax_hir::parse_module(&text).unwrap();
+    let reference = compile(&m, Arch::Sm80).ptx;
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4)
+            .map(|i| {
+                let m = &m;
+                s.spawn(move || {
+                    let arch = if i % 2 == 0 { Arch::Sm80 } else { Arch::Sm90 };
+                    (arch, compile(m, arch).ptx)
+                })
+            })
+            .collect();
+        for h in handles {
+            let (arch, ptx) = h.join().unwrap();
+            if arch == Arch::Sm80 {
+                assert_eq!(ptx, reference);
+            } else {
+                assert!(ptx.contains(".target sm_90"));
+            }
+        }
+    });
+}

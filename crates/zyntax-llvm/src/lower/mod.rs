@@ -60,7 +60,7 @@ pub fn selected_functions<'h>(
         FunctionKind::Host => false,
         FunctionKind::Device => true,
         // A kernel pinned to another arch is compiled in that arch's PTX only.
-        FunctionKind::Kernel(k) => k.arch.map_or(true, |a| a == arch),
+        FunctionKind::Kernel(k) => k.arch.unwrap_or(arch) == arch,
     })
 }
 

@@ -12,7 +12,7 @@
 //!   operand is defined before use; block parameters become `phi`s whose
 //!   incoming values are filled in once all blocks exist (back edges);
 //! - scalar ops follow the operand type (signedness picks `sdiv`/`udiv`,
-//!   `ashr`/`lshr`, `icmp slt`/`ult`, `sitofp`/`uitofp`); GPU ops are in [`gpu`].
+//!   `ashr`/`lshr`, `icmp slt`/`ult`, `sitofp`/`uitofp`); GPU ops are in `gpu.rs`.
 //!
 //! Semantics chosen where LLVM would otherwise have undefined behaviour
 //! (documented in `docs/lowering.md`): integer division or remainder by zero

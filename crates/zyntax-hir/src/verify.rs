@@ -8,7 +8,8 @@
 //!
 //! **Module**
 //! - function names are identifiers (`[A-Za-z_][A-Za-z0-9_]*`, not `_` alone,
-//!   not starting with `llvm` or `__nv`), at most 1024 bytes, unique;
+//!   not starting with `__`, not a C runtime or libm symbol the backends call
+//!   such as `memcpy` or `sinf`), at most 1024 bytes, unique;
 //! - `ptx_version`, if set, is one LLVM 19 emits (6.0–6.5, 7.0–7.8, 8.0–8.5)
 //!   and is at least the minimum of every arch a function is compiled for
 //!   ([`crate::arch::min_ptx`]).
@@ -190,6 +191,17 @@ fn check_module_header(m: &Module, diags: &mut Vec<Diagnostic>) {
     }
 }
 
+/// Symbols the backends call implicitly (LLVM lowers memory intrinsics and
+/// math to them, the CUDA runtime provides `vprintf`/`malloc`); a function of
+/// that name would silently replace them.
+const RESERVED_NAMES: &[&str] = &[
+    "main", "memcpy", "memmove", "memset", "memcmp", "malloc", "free", "calloc", "realloc",
+    "abort", "exit", "printf", "vprintf", "puts", "sqrt", "sqrtf", "exp", "expf", "exp2", "exp2f",
+    "log", "logf", "log2", "log2f", "sin", "sinf", "cos", "cosf", "tanh", "tanhf", "floor",
+    "floorf", "ceil", "ceilf", "fma", "fmaf", "fmin", "fminf", "fmax", "fmaxf", "fabs", "fabsf",
+    "pow", "powf", "fmod", "fmodf",
+];
+
 fn name_problem(name: &str) -> Option<String> {
     let mut chars = name.chars();
     let ok_first = chars
@@ -204,9 +216,14 @@ fn name_problem(name: &str) -> Option<String> {
     if name.len() > 1024 {
         return Some("function name is longer than 1024 bytes".into());
     }
-    if name.starts_with("llvm") || name.starts_with("__nv") {
+    if name.starts_with("__") {
         return Some(format!(
-            "function name @{name} is reserved (names starting with `llvm` or `__nv` belong to LLVM and libdevice)"
+            "function name @{name} is reserved (names starting with `__` belong to the C runtime and libdevice)"
+        ));
+    }
+    if RESERVED_NAMES.contains(&name) {
+        return Some(format!(
+            "function name @{name} is reserved: the backends call the C runtime or libm function of that name"
         ));
     }
     None

@@ -1436,7 +1436,8 @@ fn function_names() {
         ("a-b", "is not an identifier"),
         ("", "is not an identifier"),
         ("_", "is not an identifier"),
-        ("llvm_memcpy", "is reserved"),
+        ("memcpy", "is reserved: the backends call"),
+        ("sinf", "is reserved"),
         ("__nv_sinf", "is reserved"),
     ] {
         let mut f = saxpy();

@@ -45,11 +45,3 @@ def dev() -> Any:
 def rng() -> np.random.Generator:
     # Fresh inputs every run; the seed is printed on failure by pytest's repr of the test.
     return np.random.default_rng()
-
-
-def optional_import(name: str) -> Any:
-    """A peer library (cupy, torch, ...) or None when it is missing or broken."""
-    try:
-        return __import__(name)
-    except Exception:
-        return None

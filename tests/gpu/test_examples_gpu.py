@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from gpu_helpers import EXAMPLES
 
 import zyntax
-from conftest import EXAMPLES
 from zyntax import cuda, hir
 
 pytestmark = pytest.mark.gpu

@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 import ptx_kernels
 import pytest
+from gpu_helpers import EXAMPLES, optional_import
 
 import zyntax
-from conftest import EXAMPLES, optional_import
 from zyntax import cuda
 
 pytestmark = pytest.mark.gpu

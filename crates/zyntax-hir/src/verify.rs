@@ -3,6 +3,9 @@
 //! target the module declares. It never panics, whatever the input (ids are
 //! checked before any indexing), and it reports every problem it finds, each
 //! as a [`Diagnostic`] naming function, block, instruction and source location.
+//! Type rules report the first problem of each instruction; structure and
+//! dominance problems are reported on their own, so one instruction may carry
+//! several diagnostics.
 //!
 //! The full reference, with the reasons, is `docs/hir.md`. Invariants checked:
 //!

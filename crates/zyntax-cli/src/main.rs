@@ -40,9 +40,11 @@ struct CompileArgs {
     /// The `.zir` module to compile (`-` reads standard input).
     input: PathBuf,
 
-    /// Backend: `nvptx` emits PTX (or, with `--emit llvm`, the LLVM IR fed to
-    /// the NVPTX code generator); `llvm` emits that LLVM IR. The host (CPU)
-    /// backend is not part of this command yet.
+    /// Backend: `nvptx` compiles GPU functions to PTX (`--emit ptx`, default)
+    /// or to the LLVM IR fed to the NVPTX code generator (`--emit llvm`);
+    /// `llvm` compiles host functions (and barrier-free kernels) for the CPU
+    /// through LLVM: `--emit llvm` (optimized IR, default), `asm`, `obj` or
+    /// `so` (a shared library; needs `cc`).
     #[arg(long, value_enum, default_value_t = Backend::Nvptx)]
     backend: Backend,
 
@@ -51,9 +53,20 @@ struct CompileArgs {
     #[arg(long, value_parser = parse_arch)]
     arch: Option<Arch>,
 
-    /// What to write: `ptx` (default for nvptx) or `llvm` (LLVM IR text).
+    /// What to write: `ptx` or `llvm` with `--backend nvptx`; `llvm`, `asm`,
+    /// `obj` or `so` with `--backend llvm` (`obj` and `so` need `-o`).
     #[arg(long, value_enum)]
     emit: Option<Emit>,
+
+    /// CPU for `--backend llvm` (LLVM name, e.g. `znver3`, or `generic` for
+    /// portable code). Default: this machine's, or $ZYNTAX_CPU.
+    #[arg(long)]
+    cpu: Option<String>,
+
+    /// LLVM CPU feature string for `--backend llvm` (e.g. `+avx2,+fma`).
+    /// Default: this machine's, or $ZYNTAX_CPU_FEATURES.
+    #[arg(long)]
+    features: Option<String>,
 
     /// PTX ISA version, e.g. 7.8. Default: the module's `ptx(...)`, else the
     /// arch's default (see `zyntax archs`).
@@ -87,8 +100,16 @@ enum Backend {
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
 enum Emit {
+    /// PTX assembly (nvptx).
     Ptx,
+    /// LLVM IR text.
     Llvm,
+    /// Native assembly (llvm).
+    Asm,
+    /// A relocatable object file (llvm).
+    Obj,
+    /// A shared library (llvm).
+    So,
 }
 
 fn parse_arch(s: &str) -> Result<Arch, String> {
@@ -163,6 +184,9 @@ fn compile(args: &CompileArgs) -> CliResult {
     let module = zyntax_hir::parse_module_named(&text, Some(&display))
         .map_err(|e| vec![format!("{}: error: {}", e.loc, e.message)])?;
 
+    if args.backend == Backend::Llvm {
+        return compile_host(args, &module, &display);
+    }
     let arch = args
         .arch
         .or_else(|| module.targets.first().copied())
@@ -170,14 +194,15 @@ fn compile(args: &CompileArgs) -> CliResult {
     let mut opts = Options::new(arch);
     opts.ptx_version = args.ptx;
     opts.opt_level = args.opt;
-    let emit = match (args.backend, args.emit) {
-        (Backend::Llvm, Some(Emit::Ptx)) => {
-            return Err(one(
-                "--backend llvm emits LLVM IR; use --backend nvptx for PTX",
-            ))
-        }
-        (Backend::Llvm, _) => Emit::Llvm,
-        (Backend::Nvptx, e) => e.unwrap_or(Emit::Ptx),
+    if args.cpu.is_some() || args.features.is_some() {
+        return Err(one("--cpu and --features apply to --backend llvm only"));
+    }
+    let emit = match args.emit {
+        None | Some(Emit::Ptx) => Emit::Ptx,
+        Some(Emit::Llvm) => Emit::Llvm,
+        Some(_) => return Err(one(
+            "--backend nvptx emits ptx or llvm; asm, obj and so are for --backend llvm (the CPU)",
+        )),
     };
 
     let (text, timings) = match emit {
@@ -186,7 +211,7 @@ fn compile(args: &CompileArgs) -> CliResult {
                 zyntax_llvm::emit_llvm(&module, &opts).map_err(|e| error_lines(&display, e))?;
             (ir, None)
         }
-        Emit::Ptx => {
+        _ => {
             let out =
                 zyntax_llvm::compile_ptx(&module, &opts).map_err(|e| error_lines(&display, e))?;
             if args.validate {
@@ -211,6 +236,62 @@ fn compile(args: &CompileArgs) -> CliResult {
             std::fs::write(path, text).map_err(|e| one(format!("{}: {e}", path.display())))?
         }
         None => print!("{text}"),
+    }
+    Ok(())
+}
+
+/// `--backend llvm`: the CPU backend (`zyntax_llvm::host`).
+fn compile_host(args: &CompileArgs, module: &zyntax_hir::Module, display: &str) -> CliResult {
+    use zyntax_llvm::host::{self, HostError, HostOptions};
+    let what = match args.emit {
+        None | Some(Emit::Llvm) => host::Emit::LlvmIr,
+        Some(Emit::Asm) => host::Emit::Asm,
+        Some(Emit::Obj) => host::Emit::Object,
+        Some(Emit::So) => host::Emit::SharedLib,
+        Some(Emit::Ptx) => {
+            return Err(one(
+                "--backend llvm compiles for the CPU; use --backend nvptx for PTX",
+            ))
+        }
+    };
+    if args.validate || args.arch.is_some() || args.ptx.is_some() {
+        return Err(one(
+            "--arch, --ptx and --validate apply to --backend nvptx only",
+        ));
+    }
+    let binary = matches!(what, host::Emit::Object | host::Emit::SharedLib);
+    if binary && args.output.is_none() {
+        return Err(one(
+            "--emit obj and --emit so write binary files: give -o FILE",
+        ));
+    }
+    let opts = HostOptions {
+        cpu: args.cpu.clone(),
+        features: args.features.clone(),
+        opt_level: args.opt,
+        ..HostOptions::default()
+    };
+    let art = host::emit(module, &opts, what).map_err(|e| match e {
+        HostError::Verify(v) => error_lines(display, CompileError::Verify(v)),
+        other => {
+            let text = other.to_string();
+            let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+            if let Some(first) = lines.first_mut() {
+                *first = format!("{display}: error: {first}");
+            }
+            lines
+        }
+    })?;
+    match &args.output {
+        Some(path) => {
+            std::fs::write(path, &art.bytes).map_err(|e| one(format!("{}: {e}", path.display())))?
+        }
+        None => {
+            use std::io::Write;
+            std::io::stdout()
+                .write_all(&art.bytes)
+                .map_err(|e| one(format!("writing standard output: {e}")))?;
+        }
     }
     Ok(())
 }

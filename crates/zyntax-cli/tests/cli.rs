@@ -46,26 +46,82 @@ fn compiles_example_to_ptx_file_and_validates() {
 }
 
 #[test]
-fn emits_llvm_ir() {
+fn emits_nvptx_llvm_ir() {
+    let o = zyntax()
+        .args([
+            "compile",
+            "--backend",
+            "nvptx",
+            "--emit",
+            "llvm",
+            "--arch",
+            "sm_80",
+            "--opt",
+            "O0",
+        ])
+        .arg(example("saxpy.zir"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let ir = String::from_utf8(o.stdout).unwrap();
+    assert!(
+        ir.contains("target triple = \"nvptx64-nvidia-cuda\""),
+        "{ir}"
+    );
+    assert!(ir.contains("define ptx_kernel void @saxpy"), "{ir}");
+    assert!(ir.contains("!nvvm.annotations"), "{ir}");
+}
+
+#[test]
+fn llvm_backend_compiles_host_code_for_the_cpu() {
+    let o = zyntax()
+        .args(["compile", "--backend", "llvm"])
+        .arg(example("critical_host.zir"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let ir = String::from_utf8(o.stdout).unwrap();
+    assert!(ir.contains("target triple = \"x86_64"), "{ir}");
+    let o = zyntax()
+        .args([
+            "compile",
+            "--backend",
+            "llvm",
+            "--emit",
+            "asm",
+            "--cpu",
+            "generic",
+        ])
+        .arg(example("critical_host.zir"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains(".text"));
+    let obj = std::env::temp_dir().join(format!("zyntax-host-{}.o", std::process::id()));
+    let st = zyntax()
+        .args(["compile", "--backend", "llvm", "--emit", "obj", "-o"])
+        .arg(&obj)
+        .arg(example("critical_host.zir"))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let bytes = std::fs::read(&obj).unwrap();
+    assert!(bytes.starts_with(b"\x7fELF"));
+    let _ = std::fs::remove_file(obj);
+    // Binary output needs -o; nvptx-only flags are refused.
     for args in [
-        &["--backend", "llvm"][..],
-        &["--backend", "nvptx", "--emit", "llvm"][..],
+        &["--emit", "obj"][..],
+        &["--arch", "sm_80"][..],
+        &["--emit", "ptx"][..],
     ] {
         let o = zyntax()
-            .arg("compile")
+            .args(["compile", "--backend", "llvm"])
             .args(args)
-            .args(["--arch", "sm_80", "--opt", "O0"])
-            .arg(example("saxpy.zir"))
+            .arg(example("critical_host.zir"))
             .output()
             .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        let ir = String::from_utf8(o.stdout).unwrap();
-        assert!(
-            ir.contains("target triple = \"nvptx64-nvidia-cuda\""),
-            "{ir}"
-        );
-        assert!(ir.contains("define ptx_kernel void @saxpy"), "{ir}");
-        assert!(ir.contains("!nvvm.annotations"), "{ir}");
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        assert!(String::from_utf8_lossy(&o.stderr).starts_with("error: "));
     }
 }
 
@@ -122,10 +178,12 @@ fn missing_input_and_bad_arch_fail_cleanly() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("unknown arch `sm_99`"));
     let o = zyntax()
-        .args(["compile", "--backend", "llvm", "--emit", "ptx", "x.zir"])
+        .args(["compile", "--backend", "nvptx", "--emit", "obj"])
+        .arg(example("saxpy.zir"))
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--backend nvptx emits ptx or llvm"));
 }
 
 #[test]

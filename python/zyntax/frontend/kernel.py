@@ -18,7 +18,7 @@ from typing import Any, TypeVar, overload
 import numpy as np
 
 from zyntax import lang
-from zyntax.frontend import ir
+from zyntax.frontend import ir, pipeline
 from zyntax.frontend.errors import (
     KernelArgumentError,
     KernelError,
@@ -104,6 +104,41 @@ def _fast_key(a: Any) -> Any:
     if isinstance(a, np.generic):
         return (t, a.dtype)
     return None  # other objects: always the full signature
+
+
+def _key_and_flat(args: Sequence[Any]) -> tuple[tuple[Any, ...] | None, list[Any]]:
+    """Dispatch key and flattened HIR arguments in one pass, for device arrays and scalars.
+
+    The key determines the signature exactly as ``spec_of_value`` would; (None, [])
+    when some argument needs the general path (host arrays, other objects).
+    """
+    da = _device_array_type()
+    key: list[Any] = []
+    flat: list[Any] = []
+    for a in args:
+        t = type(a)
+        if t is da:
+            st = a.strides
+            shp = a.shape
+            item = a.itemsize
+            if not st:
+                return None, []
+            key.append((t, a.typestr, len(st), st[-1] == item or shp[-1] == 1))
+            flat.append(a)
+            flat.extend(shp)
+            flat.extend([x // item for x in st])
+        elif t is int:
+            key.append(int if -(2**31) <= a < 2**31 else "i64")
+            flat.append(a)
+        elif t is float or t is bool:
+            key.append(t)
+            flat.append(a)
+        elif isinstance(a, np.generic):
+            key.append((t, a.dtype))
+            flat.append(a)
+        else:
+            return None, []
+    return tuple(key), flat
 
 
 _DEVICE_ARRAY: list[type] = []
@@ -296,6 +331,8 @@ class Kernel(_Translatable):
         self.device = device
         self._variants: dict[tuple[ParamSpec, ...], Variant] = {}
         self._fast: dict[tuple[Any, ...], Variant] = {}
+        # Loaded GPU functions by _key_and_flat key (None until the first GPU launch).
+        self._hot: dict[tuple[Any, ...], Any] | None = None
         self._lock = threading.Lock()
         self._pinned = self.partial_specs()
 
@@ -419,7 +456,6 @@ class Kernel(_Translatable):
 
     def native_module(self, sig: Sequence[Any] | None = None) -> Any:
         """The specialisation as a verified native ``zyntax.hir.Module``."""
-        from zyntax.frontend import pipeline
 
         try:
             return pipeline.native_module(self.variant(self._sig_specs(sig)))
@@ -428,7 +464,6 @@ class Kernel(_Translatable):
 
     def ptx(self, sig: Sequence[Any] | None = None, arch: str | None = None) -> str:
         """PTX for ``sig`` (through the disk cache)."""
-        from zyntax.frontend import pipeline
 
         try:
             v = self.variant(self._sig_specs(sig))
@@ -438,7 +473,6 @@ class Kernel(_Translatable):
 
     def llvm(self, sig: Sequence[Any] | None = None, arch: str | None = None) -> str:
         """LLVM IR for ``sig`` (not cached)."""
-        from zyntax.frontend import pipeline
 
         try:
             v = self.variant(self._sig_specs(sig))
@@ -495,29 +529,34 @@ class Kernel(_Translatable):
         stream: Any,
         device: str | None,
     ) -> None:
-        from zyntax.frontend import pipeline
-
+        hot = self._hot
+        if hot is not None and device is None:
+            # The hot path: device arrays and scalars, a signature seen before on the GPU.
+            key, flat = _key_and_flat(args)
+            func = hot.get(key) if key is not None else None
+            if func is not None:
+                func.launch(g, b, *flat, shared_mem=shared_mem or None, stream=stream)
+                return
         # Dispatch on a cheap per-argument key first; the full signature (and the
         # checks against annotations) is computed once per new key.
-        key = tuple([_fast_key(a) for a in args])
-        v = self._fast.get(key)
+        fkey = tuple([_fast_key(a) for a in args])
+        v = self._fast.get(fkey)
         if v is None:
             v = self.variant(self.specs_for(args))
-            if None not in key:
-                self._fast[key] = v
+            if None not in fkey:
+                self._fast[fkey] = v
         where = device or self.device
         if where == "auto":
             where = "gpu" if pipeline.gpu_available() else "cpu"
         if where == "cpu":
             pipeline.run_interp(v, args, g, b, shared_mem)
             return
-        func = v.native.get("gpu")
-        if func is not None and np.ndarray not in [type(a) for a in args]:
-            # The hot path: device arrays and scalars straight to the runtime.
-            assert v.binder is not None
-            func.launch(g, b, *v.binder(args), shared_mem=shared_mem or None, stream=stream)
-            return
         pipeline.run_gpu(v, args, g, b, shared_mem, stream)
+        key, _ = _key_and_flat(args)
+        if key is not None and device in (None, "gpu") and self.device != "cpu":
+            if self._hot is None:
+                self._hot = {}
+            self._hot[key] = v.native["gpu"]
 
     def run_cpu(
         self,

@@ -396,7 +396,7 @@ impl<'a, 'ctx> FnLowering<'a, 'ctx> {
             let insts = self.f.block(*blk).insts.clone();
             for i in insts {
                 self.current = Some(i);
-                self.lower_inst(i, *blk)?;
+                self.lower_inst(i)?;
             }
             self.current = None;
         }
@@ -554,7 +554,7 @@ impl<'a, 'ctx> FnLowering<'a, 'ctx> {
             .ok_or_else(|| self.bug(format!("missing operand {n}")))
     }
 
-    fn lower_inst(&mut self, i: InstId, blk: BlockId) -> CompileResult<()> {
+    fn lower_inst(&mut self, i: InstId) -> CompileResult<()> {
         let f: &'a hir::Function = self.f;
         let d: &'a hir::InstData = f.inst(i);
         match &d.op {
@@ -680,7 +680,7 @@ impl<'a, 'ctx> FnLowering<'a, 'ctx> {
                     .targets
                     .first()
                     .ok_or_else(|| self.bug("jump without target"))?;
-                self.bind_args(t, blk)?;
+                self.bind_args(t)?;
                 self.b.build_unconditional_branch(self.bb(t.block)?)?;
             }
             Op::Branch => {
@@ -689,8 +689,8 @@ impl<'a, 'ctx> FnLowering<'a, 'ctx> {
                     [t, e] => (t, e),
                     _ => return Err(self.bug("br needs two targets")),
                 };
-                self.bind_args(t, blk)?;
-                self.bind_args(e, blk)?;
+                self.bind_args(t)?;
+                self.bind_args(e)?;
                 self.b
                     .build_conditional_branch(c, self.bb(t.block)?, self.bb(e.block)?)?;
             }
@@ -715,8 +715,7 @@ impl<'a, 'ctx> FnLowering<'a, 'ctx> {
     }
 
     /// Record the arguments a branch passes to its target's parameters.
-    fn bind_args(&mut self, t: &hir::BlockCall, from: BlockId) -> CompileResult<()> {
-        let _ = from;
+    fn bind_args(&mut self, t: &hir::BlockCall) -> CompileResult<()> {
         // The HIR block may have been split (division checks): the branch
         // leaves from the block the builder is in now.
         let pred = self

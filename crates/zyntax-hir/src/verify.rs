@@ -20,7 +20,8 @@
 //! **Function header**
 //! - kernels return nothing; kernel parameters are scalars, vectors or
 //!   pointers to `global`, `generic` or `constant` memory, 4 KiB in all;
-//! - host functions use no fragment type anywhere;
+//! - host functions use no fragment type anywhere; a host function with
+//!   several return values returns each in 8 bytes or less (the CPU ABI's slots);
 //! - kernel metadata: `max_threads` each ≥ 1, x, y ≤ 1024, z ≤ 64, product ≤ 1024;
 //!   `min_blocks` in 1..=32 and only with `max_threads`; `max_registers` in
 //!   1..=255; `shared_bytes` ≤ 227 KiB; static shared memory of the kernel
@@ -422,6 +423,16 @@ fn check_header(cx: &mut Ctx) {
         FunctionKind::Host => {
             if f.returns.iter().any(mentions_frag) {
                 cx.func_err("host functions cannot use fragment types");
+            }
+            // The CPU ABI returns several values through 8-byte slots.
+            if f.returns.len() > 1 {
+                for t in &f.returns {
+                    if t.size_bytes().is_some_and(|b| b > 8) {
+                        cx.func_err(format!(
+                            "return type {t} is larger than 8 bytes; a host function returning several values returns each in an 8-byte slot"
+                        ));
+                    }
+                }
             }
         }
         FunctionKind::Device => {}

@@ -1741,3 +1741,22 @@ fn huge_sizes_do_not_overflow() {
     err(&m, "larger than 2^40 bytes");
     err(&m, "shared_bytes(4294967295) exceeds");
 }
+
+#[test]
+fn host_multi_returns_fit_slots() {
+    let v4 = Type::Vector(ScalarType::F32, 4);
+    let mut h = FunctionBuilder::host("h", std::slice::from_ref(&v4), &[v4.clone(), Type::U64]);
+    let x = h.param(0);
+    let z = h.iconst(Type::U64, 0).unwrap();
+    h.ret(&[x, z]).unwrap();
+    let d = err(
+        &module(vec![h.finish().unwrap()]),
+        "return type vec<f32, 4> is larger than 8 bytes",
+    );
+    assert_eq!((d.function.as_str(), d.block), ("h", None));
+    // One return of any size is fine.
+    let mut h = FunctionBuilder::host("h", std::slice::from_ref(&v4), std::slice::from_ref(&v4));
+    let x = h.param(0);
+    h.ret(&[x]).unwrap();
+    ok(&module(vec![h.finish().unwrap()]));
+}

@@ -171,6 +171,18 @@ fn verify_for(m: &Module, opts: &Options) -> CompileResult<()> {
     Ok(())
 }
 
+/// LLVM's module verifier as a [`CompileError::LlvmVerify`] (never an abort).
+pub fn verify_llvm(
+    module: &inkwell::module::Module<'_>,
+    name: &str,
+    context: &str,
+) -> CompileResult<()> {
+    module.verify().map_err(|e| CompileError::LlvmVerify {
+        module: name.to_string(),
+        message: format!("{context}{}", e.to_string_lossy()),
+    })
+}
+
 struct Compiled {
     llvm_ir: String,
     ptx: Option<String>,
@@ -196,20 +208,14 @@ fn compile_inner(m: &Module, opts: &Options, emit_ptx: bool) -> CompileResult<Co
     timings.lower = setup + t.elapsed();
 
     let t = Instant::now();
-    module.verify().map_err(|e| CompileError::LlvmVerify {
-        module: m.name.clone(),
-        message: e.to_string_lossy().into_owned(),
-    })?;
+    verify_llvm(&module, &m.name, "")?;
     timings.llvm_verify = t.elapsed();
 
     let t = Instant::now();
     module
         .run_passes(passes, &tm, PassBuilderOptions::create())
         .map_err(|e| CompileError::internal("optimizer", e.to_string_lossy().into_owned()))?;
-    module.verify().map_err(|e| CompileError::LlvmVerify {
-        module: m.name.clone(),
-        message: format!("after optimization: {}", e.to_string_lossy()),
-    })?;
+    verify_llvm(&module, &m.name, "after optimization: ")?;
     timings.optimize = t.elapsed();
 
     let t = Instant::now();
@@ -261,4 +267,36 @@ pub fn compile_and_validate(
     let out = compile_ptx(m, opts)?;
     let cubin = ptxas.assemble(&out.ptx, out.arch)?;
     Ok((out, cubin))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Broken IR (a block without a terminator) is reported, not aborted on.
+    #[test]
+    fn llvm_verifier_failure_is_an_internal_error() {
+        let ctx = Context::create();
+        let module = ctx.create_module("broken");
+        let f = module.add_function("f", ctx.void_type().fn_type(&[], false), None);
+        ctx.append_basic_block(f, "entry");
+        let err = verify_llvm(&module, "broken", "").unwrap_err();
+        assert!(err.is_internal());
+        let text = err.to_string();
+        assert!(
+            text.contains("internal compiler error") && text.contains("broken"),
+            "{text}"
+        );
+        assert!(
+            text.contains("terminator") || text.contains("well formed"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn pipeline_levels() {
+        assert_eq!(pipeline(OptLevel::O0).0, "default<O0>");
+        assert_eq!(pipeline(OptLevel::Olatency).0, "default<O3>");
+        assert_eq!(pipeline(OptLevel::Os).0, "default<Os>");
+    }
 }

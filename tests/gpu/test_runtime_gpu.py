@@ -216,6 +216,21 @@ def test_device_array_roundtrip_and_metadata(rng: np.random.Generator) -> None:
         d.copy_to_host(np.empty(3))
 
 
+def test_dlpack_roundtrip_keeps_memory_alive(rng: np.random.Generator) -> None:
+    h = rng.standard_normal((33, 17)).astype(F32)
+    d = cuda.to_device(h)
+    unconsumed = d.__dlpack__(stream=None)  # freed by the capsule's destructor
+    del unconsumed
+    d2 = cuda.from_dlpack(d)  # consumes our own capsule
+    assert d2.ptr == d.ptr and d2.shape == (33, 17) and d2.dtype == F32
+    assert d2.strides == d.strides
+    del d  # d2 keeps the block alive through the exported tensor
+    np.testing.assert_array_equal(d2.to_host(), h)
+    d3 = cuda.from_cuda_array_interface(d2)
+    np.testing.assert_array_equal(d3.to_host(), h)
+    assert cuda.as_device_array(d3) is d3
+
+
 def test_pool_reuses_blocks_counts_and_limits(dev: Any) -> None:
     cuda.synchronize()
     s0 = cuda.memory_stats()

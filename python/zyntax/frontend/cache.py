@@ -75,9 +75,9 @@ def _atomic_write(path: Path, data: str) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
+            # No fsync: the rename keeps readers from seeing partial files, and the
+            # checksum catches anything a crash leaves behind.
             f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         try:

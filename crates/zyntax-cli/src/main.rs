@@ -83,6 +83,11 @@ struct CompileArgs {
     #[arg(long)]
     validate: bool,
 
+    /// Assemble with ptxas (as --validate) and print each kernel's registers,
+    /// stack, spills, shared memory and barriers to standard error.
+    #[arg(long)]
+    resources: bool,
+
     /// Print per-stage compile times to standard error.
     #[arg(long)]
     timings: bool,
@@ -214,11 +219,26 @@ fn compile(args: &CompileArgs) -> CliResult {
         _ => {
             let out =
                 zyntax_llvm::compile_ptx(&module, &opts).map_err(|e| error_lines(&display, e))?;
-            if args.validate {
+            if args.validate || args.resources {
                 let ptxas = Ptxas::locate().map_err(one)?;
-                ptxas
+                let asm = ptxas
                     .assemble(&out.ptx, out.arch)
                     .map_err(|e| error_lines(&display, e.into()))?;
+                if args.resources {
+                    for k in asm.kernels() {
+                        eprintln!(
+                            "{}: {} registers, {} B stack, {} B spill stores, {} B spill loads, \
+                             {} B shared, {} barriers",
+                            k.name,
+                            k.registers,
+                            k.stack_bytes,
+                            k.spill_store_bytes,
+                            k.spill_load_bytes,
+                            k.shared_bytes,
+                            k.barriers
+                        );
+                    }
+                }
             }
             (out.ptx, Some(out.timings))
         }

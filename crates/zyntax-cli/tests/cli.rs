@@ -260,3 +260,19 @@ fn binary_links_llvm_statically() {
         assert!(!libs.contains(bad), "{bad} is dynamically linked:\n{libs}");
     }
 }
+
+#[test]
+fn resources_report_registers_per_kernel() {
+    let o = zyntax()
+        .args(["compile", "--arch", "sm_80", "--resources"])
+        .arg(example("reduce_sum.zir"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let err = String::from_utf8(o.stderr).unwrap();
+    let line = err
+        .lines()
+        .find(|l| l.contains(" registers, "))
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(line.contains("barriers"), "{line}");
+}

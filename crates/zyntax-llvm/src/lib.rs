@@ -36,7 +36,7 @@ pub mod lower;
 pub mod nvptx;
 
 pub use error::{CompileError, CompileResult};
-pub use nvptx::{PtxTarget, Ptxas, PtxasError, PtxasOutput};
+pub use nvptx::{KernelResources, PtxTarget, Ptxas, PtxasError, PtxasOutput};
 
 use inkwell::context::Context;
 use inkwell::passes::PassBuilderOptions;

@@ -108,3 +108,60 @@ fn ptx_features_spell_arch_and_version() {
     assert_eq!(PtxTarget::new(Arch::Sm90a).features(), "+ptx80,+sm_90a");
     assert_eq!(PtxTarget::new(Arch::Sm70).features(), "+ptx64,+sm_70");
 }
+
+#[test]
+fn ptxas_reports_kernel_resources() {
+    let ptxas = Ptxas::locate().expect("ptxas");
+    let ptx = toy_ptx(PtxTarget::new(Arch::Sm80));
+    let out = ptxas.assemble(&ptx, Arch::Sm80).unwrap();
+    let ks = out.kernels();
+    assert_eq!(ks.len(), 1, "{}", out.log);
+    let k = &ks[0];
+    assert_eq!(k.name, "toy");
+    assert!(k.registers > 0 && k.registers < 64, "{k:?}\n{}", out.log);
+    assert_eq!(k.spill_store_bytes, 0);
+    assert!(k.const_bytes > 0, "{k:?}");
+}
+
+#[test]
+fn resource_log_parser() {
+    let log = "ptxas info    : 0 bytes gmem\n\
+ptxas info    : Compiling entry function 'block_sum' for 'sm_80'\n\
+ptxas info    : Function properties for block_sum\n    \
+16 bytes stack frame, 8 bytes spill stores, 4 bytes spill loads\n\
+ptxas info    : Used 13 registers, used 1 barriers, 128 bytes smem, 372 bytes cmem[0]\n\
+ptxas info    : Function properties for helper\n    \
+32 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n\
+ptxas info    : Compiling entry function 'k2' for 'sm_70'\n\
+ptxas info    : Function properties for k2\n    \
+0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n\
+ptxas info    : Used 10 registers, 380 bytes cmem[0]\n";
+    let out = zyntax_llvm::PtxasOutput {
+        cubin: Vec::new(),
+        log: log.into(),
+    };
+    let ks = out.kernels();
+    assert_eq!(ks.len(), 2);
+    assert_eq!(
+        ks[0],
+        zyntax_llvm::KernelResources {
+            name: "block_sum".into(),
+            registers: 13,
+            barriers: 1,
+            stack_bytes: 16,
+            spill_store_bytes: 8,
+            spill_load_bytes: 4,
+            shared_bytes: 128,
+            const_bytes: 372,
+        }
+    );
+    assert_eq!(
+        (
+            ks[1].name.as_str(),
+            ks[1].registers,
+            ks[1].const_bytes,
+            ks[1].stack_bytes
+        ),
+        ("k2", 10, 380, 0)
+    );
+}

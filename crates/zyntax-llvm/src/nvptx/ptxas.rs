@@ -52,6 +52,80 @@ pub struct PtxasOutput {
     pub log: String,
 }
 
+/// Per-kernel resource usage as `ptxas -v` reports it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KernelResources {
+    pub name: String,
+    pub registers: u32,
+    pub barriers: u32,
+    pub stack_bytes: u32,
+    pub spill_store_bytes: u32,
+    pub spill_load_bytes: u32,
+    /// Static shared memory.
+    pub shared_bytes: u32,
+    /// Constant bank 0 (kernel parameters and driver data).
+    pub const_bytes: u32,
+}
+
+/// The leading unsigned integer of `s` (after spaces), if any.
+fn leading_u32(s: &str) -> Option<u32> {
+    let s = s.trim_start();
+    let end = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    s[..end].parse().ok()
+}
+
+impl PtxasOutput {
+    /// Parse the `-v` log into one record per kernel entry, in log order.
+    pub fn kernels(&self) -> Vec<KernelResources> {
+        let mut out: Vec<KernelResources> = Vec::new();
+        // The function the next "stack frame" line belongs to, if it is an entry.
+        let mut props_for: Option<usize> = None;
+        for line in self.log.lines() {
+            if let Some(rest) = line.split("Compiling entry function '").nth(1) {
+                let name = rest.split('\'').next().unwrap_or("").to_string();
+                out.push(KernelResources {
+                    name,
+                    ..KernelResources::default()
+                });
+                props_for = None;
+            } else if let Some(rest) = line.split("Function properties for ").nth(1) {
+                let name = rest.trim();
+                props_for = out.iter().position(|k| k.name == name);
+            } else if line.contains("bytes stack frame") {
+                if let Some(k) = props_for.and_then(|i| out.get_mut(i)) {
+                    for part in line.split(',') {
+                        let v = leading_u32(part).unwrap_or(0);
+                        if part.contains("stack frame") {
+                            k.stack_bytes = v;
+                        } else if part.contains("spill stores") {
+                            k.spill_store_bytes = v;
+                        } else if part.contains("spill loads") {
+                            k.spill_load_bytes = v;
+                        }
+                    }
+                }
+                props_for = None;
+            } else if let Some(rest) = line.split("Used ").nth(1) {
+                let Some(k) = out.last_mut() else { continue };
+                for part in rest.split(',') {
+                    let part = part.trim().trim_start_matches("used ");
+                    let v = leading_u32(part).unwrap_or(0);
+                    if part.contains("registers") {
+                        k.registers = v;
+                    } else if part.contains("barriers") {
+                        k.barriers = v;
+                    } else if part.contains("smem") {
+                        k.shared_bytes = v;
+                    } else if part.contains("cmem[0]") {
+                        k.const_bytes = v;
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
 /// A located `ptxas` executable.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Ptxas {

@@ -713,7 +713,12 @@ class CudaGraphExec:
 @final
 class CudaModule:
     @staticmethod
-    def load(image: str | bytes, device: int = 0, zir: str | None = None) -> CudaModule: ...
+    def load(
+        image: str | bytes,
+        device: int = 0,
+        zir: str | None = None,
+        signatures: dict[str, dict[str, Any]] | None = None,
+    ) -> CudaModule: ...
     @property
     def kernel_names(self) -> list[str]: ...
     @property

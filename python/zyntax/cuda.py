@@ -64,6 +64,7 @@ __all__ = [
     "from_cuda_array_interface",
     "from_dlpack",
     "is_available",
+    "load_cached",
     "load_hir",
     "load_module",
     "memory_stats",
@@ -180,13 +181,43 @@ def _zir_of(hir: Any) -> str | None:
     return text
 
 
-def load_module(image: Any, device: int = 0, *, hir: Any = None) -> Module:
+def load_module(
+    image: Any,
+    device: int = 0,
+    *,
+    hir: Any = None,
+    signatures: dict[str, dict[str, Any]] | None = None,
+) -> Module:
     """Loads PTX (``str``), a cubin/fatbin (``bytes``), a path, or a compile
     result with a ``.ptx`` attribute. Pass the module's HIR (a
-    ``zyntax.hir.Module`` or ``.zir`` text) as `hir` to check launches
-    against the HIR signatures and launch bounds; otherwise the PTX
-    parameter list is used. Loaded modules are cached per process."""
-    return Module.load(_image_of(image), device, _zir_of(hir))
+    ``zyntax.hir.Module`` or ``.zir`` text) as `hir`, or per-kernel
+    `signatures` (``{name: {"params": [".zir type", ...], "max_threads":
+    [x, y, z], "shared_bytes": n}}``), to check launches against the HIR
+    types and launch bounds; otherwise the PTX parameter list is used.
+    Loaded modules are cached per process."""
+    return Module.load(_image_of(image), device, _zir_of(hir), signatures)
+
+
+def load_cached(entry: str | os.PathLike[str], device: int = 0) -> Module:
+    """Loads a ``ptx_cache`` entry (``<key>.ptx`` with its ``<key>.json``):
+    `entry` is the path of either file or of the key without a suffix. The
+    JSON's parameter layout and launch bounds become the kernels' signatures."""
+    import json
+    from pathlib import Path
+
+    base = Path(entry)
+    if base.suffix in (".ptx", ".json"):
+        base = base.with_suffix("")
+    meta = json.loads(base.with_suffix(".json").read_text())
+    ptx = base.with_suffix(".ptx").read_text()
+    sigs: dict[str, dict[str, Any]] = {}
+    for name, launch in meta.get("launch", {}).items():
+        sigs[name] = {
+            "params": [p["type"] for p in launch.get("params", [])],
+            "max_threads": launch.get("max_threads"),
+            "shared_bytes": launch.get("dynamic_shared_bytes") or 0,
+        }
+    return load_module(ptx, device, signatures=sigs)
 
 
 def device_arch(device: int = 0) -> str:

@@ -109,3 +109,31 @@ def test_example_launch_bounds_are_enforced() -> None:
         k.launch(1, 512, cuda.zeros(4, np.uint8), 4, cuda.zeros(256, np.uint32))
     with pytest.raises(zyntax.LaunchError, match="u8"):
         k.launch(1, 256, cuda.zeros(4, np.uint16), 4, cuda.zeros(256, np.uint32))
+
+
+def test_ptx_cache_entries_load_with_their_signatures(dev: Any, rng: np.random.Generator) -> None:
+    import json
+
+    entries = sorted((EXAMPLES.parent / "ptx_cache").glob("*.json"))
+    assert entries, "ptx_cache/ has no entries"
+    loaded = 0
+    for meta_path in entries:
+        meta = json.loads(meta_path.read_text())
+        arch = meta["arch"]
+        if int(arch[3:5]) > dev.compute_capability[0] * 10 + dev.compute_capability[1]:
+            continue
+        mod = cuda.load_cached(meta_path)
+        for name, launch in meta["launch"].items():
+            k = mod.kernel(name)
+            assert k.num_params == len(launch["params"])
+            if launch.get("max_threads"):
+                assert k.max_threads == tuple(launch["max_threads"])
+            loaded += 1
+        if "histogram" in meta["kernels"]:
+            k = mod.kernel("histogram")
+            n = int(rng.integers(1, 1_000_000))
+            data = rng.integers(0, 256, n, dtype=np.uint8)
+            hist = cuda.zeros(256, np.uint32)
+            k.launch(dev.sm_count, 256, cuda.to_device(data), n, hist)
+            np.testing.assert_array_equal(hist.to_host(), np.bincount(data, minlength=256))
+    assert loaded > 0

@@ -1492,22 +1492,70 @@ pub struct CudaModule {
     inner: zc::Module,
     /// Kernel signatures from the module's HIR, when it was given.
     hir: Option<zyntax_hir::Module>,
+    /// Kernel signatures given explicitly (e.g. from a ptx_cache entry's JSON).
+    sigs: std::collections::HashMap<String, zc::Signature>,
+}
+
+/// `{"params": ["ptr<global, f32>", "u32"], "max_threads": [256, 1, 1] | None,
+/// "shared_bytes": 0}` to a signature; the types in `.zir` spelling.
+fn signature_from_dict(name: &str, d: &Bound<'_, PyAny>) -> PyResult<zc::Signature> {
+    let d = d.cast::<PyDict>()?;
+    let bad = |m: String| PyTypeError::new_err(format!("signature of `{name}`: {m}"));
+    let params: Vec<String> = d
+        .get_item("params")?
+        .ok_or_else(|| bad("missing 'params'".to_owned()))?
+        .extract()?;
+    let types = params
+        .iter()
+        .map(|t| crate::types::parse_type_text(t))
+        .collect::<PyResult<Vec<_>>>()?;
+    let mut sig = zc::Signature::from_types(&types).map_err(|e| bad(e.to_string()))?;
+    if let Some(m) = d.get_item("max_threads")? {
+        if !m.is_none() {
+            let v: Vec<u32> = m.extract()?;
+            sig.max_threads = match v.as_slice() {
+                [x] => Some([*x, 1, 1]),
+                [x, y] => Some([*x, *y, 1]),
+                [x, y, z] => Some([*x, *y, *z]),
+                _ => return Err(bad("max_threads needs 1 to 3 ints".to_owned())),
+            };
+        }
+    }
+    for key in ["shared_bytes", "dynamic_shared_bytes"] {
+        if let Some(b) = d.get_item(key)? {
+            if !b.is_none() {
+                sig.shared_bytes = b.extract()?;
+            }
+        }
+    }
+    Ok(sig)
 }
 
 #[pymethods]
 impl CudaModule {
     /// Loads `image` (PTX text as `str`/`bytes`, or cubin/fatbin bytes) on
     /// `device`. `zir`, the module's `.zir` text, gives kernels their HIR
-    /// signatures (stricter argument checks, launch bounds).
+    /// signatures (stricter argument checks, launch bounds); `signatures`
+    /// gives them explicitly: `{kernel: {"params": [type, ...],
+    /// "max_threads": [x, y, z] | None, "shared_bytes": int}}`.
     #[staticmethod]
-    #[pyo3(signature = (image, device=0, zir=None))]
+    #[pyo3(signature = (image, device=0, zir=None, signatures=None))]
     fn load(
         py: Python<'_>,
         image: &Bound<'_, PyAny>,
         device: u32,
         zir: Option<&str>,
+        signatures: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         guard(|| {
+            let mut sigs = std::collections::HashMap::new();
+            if let Some(d) = signatures {
+                for (k, v) in d.iter() {
+                    let name: String = k.extract()?;
+                    let sig = signature_from_dict(&name, &v)?;
+                    sigs.insert(name, sig);
+                }
+            }
             let dev = self::device(py, device)?;
             let hir = match zir {
                 Some(t) => Some(zyntax_hir::parse_module(t).map_err(|e| {
@@ -1527,7 +1575,7 @@ impl CudaModule {
                     type_name(image)
                 )));
             };
-            Ok(CudaModule { inner, hir })
+            Ok(CudaModule { inner, hir, sigs })
         })
     }
     /// Kernel names declared in the PTX.
@@ -1547,9 +1595,13 @@ impl CudaModule {
     /// given at load) or else from the PTX.
     fn kernel(&self, py: Python<'_>, name: &str) -> PyResult<CudaKernel> {
         guard(|| {
-            let sig = match self.hir.as_ref().and_then(|m| m.function(name)) {
-                Some(f) => Some(zc::Signature::from_function(f).py(py)?),
-                None => None,
+            let sig = match (
+                self.sigs.get(name),
+                self.hir.as_ref().and_then(|m| m.function(name)),
+            ) {
+                (Some(s), _) => Some(s.clone()),
+                (None, Some(f)) => Some(zc::Signature::from_function(f).py(py)?),
+                (None, None) => None,
             };
             Ok(CudaKernel::new(self.inner.kernel(name, sig).py(py)?))
         })

@@ -112,6 +112,11 @@ def test_second_process_compiles_nothing_and_corrupt_entries_are_rebuilt(tmp_pat
     meta = json.loads(entries[0].read_text())
     assert meta["kernels"] == ["sgemm"] and meta["arch"] == "sm_80"
     assert meta["params"][0] == "ptr<global, f32>"
+    # The ptx_cache/ schema: zyntax.cuda.load_cached reads the launch section.
+    launch = meta["launch"]["sgemm"]
+    assert [p["type"] for p in launch["params"]] == meta["params"]
+    assert launch["dynamic_shared_bytes"] == 0 and meta["module"] == "sgemm"
+    assert meta["source"].endswith("sgemm.py:14")  # the def line
     # Corrupt the PTX: the next process notices, recompiles and repairs the entry.
     entries[1].write_text(entries[1].read_text()[:100])
     third = _run(tmp_path)

@@ -220,11 +220,27 @@ class Variant:
     #: Python source location of every instruction, per function, in canonical order.
     locs: list[list[tuple[str, int, int] | None]] = field(default_factory=list)
 
+    #: Launch bounds of the kernel (``max_threads`` as [x, y, z], ``min_blocks``, ...).
+    bounds: dict[str, Any] = field(default_factory=dict)
+    source: str = ""
+
     def metadata(self) -> dict[str, Any]:
+        """The cache entry's JSON (the ``ptx_cache/`` schema, see ptx_cache/README.md)."""
+        launch = {
+            "params": [{"index": i, "type": t} for i, t in enumerate(self.param_types)],
+            "max_threads": self.bounds.get("max_threads"),
+            "min_blocks": self.bounds.get("min_blocks"),
+            "max_registers": self.bounds.get("max_registers"),
+            "dynamic_shared_bytes": 0,
+        }
         return {
             "kernels": [self.kernel_name],
             "params": self.param_types,
             "signature": [str(s) for s in self.specs],
+            "launch": {self.kernel_name: launch},
+            "module": self.kernel_name,
+            "options": {},
+            "source": self.source,
         }
 
 
@@ -414,6 +430,7 @@ class Kernel(_Translatable):
     def _translate(self, specs: tuple[ParamSpec, ...]) -> Variant:
         mod = ir.Module(self.__name__)
         ctx = ModuleContext(mod)
+        src = self.source()
         tr = FunctionTranslator(
             self.pyfunc,
             list(specs),
@@ -444,6 +461,12 @@ class Kernel(_Translatable):
             params,
             binder=_make_binder(specs),
             locs=locs,
+            bounds={
+                "max_threads": list(self.max_threads) if self.max_threads else None,
+                "min_blocks": self.min_blocks,
+                "max_registers": self.max_registers,
+            },
+            source=f"{src.file}:{src.tree.lineno + src.line_offset}",
         )
 
     # ---------------------------------------------------------------- inspection

@@ -20,6 +20,7 @@ from zyntax.frontend.kernel import Kernel
 pytestmark = pytest.mark.gpu
 rng = np.random.default_rng()
 F32 = np.float32
+F32C = zyntax.Array[zyntax.f32, 1, "C"]  # a contiguous f32 vector
 
 
 def _on_gpu(self: Kernel, *args: Any, grid: Any, block: Any, shared_mem: int = 0) -> None:
@@ -99,3 +100,24 @@ def test_async_copy() -> None:
     y = np.zeros_like(x)
     stage[2, 128](x, y)
     assert np.allclose(y.reshape(2, 128), x.reshape(2, 128)[:, ::-1] * 2)
+
+
+def test_cache_entries_load_with_cuda_load_cached(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from zyntax import cuda
+    from zyntax.frontend import cache
+
+    monkeypatch.setenv("ZYNTAX_CACHE_DIR", str(tmp_path))
+
+    @zyntax.kernel(max_threads=128)
+    def twice(x: F32C, n: zyntax.i32):
+        i = lang.grid(1)
+        if i < n:
+            x[i] = x[i] * 2.0
+
+    twice.ptx()
+    (entry,) = sorted(cache.cache_dir().glob("*.ptx"))
+    k = cuda.load_cached(entry).kernel("twice")
+    x = rng.random(300).astype(F32)
+    d = cuda.to_device(x)
+    k.launch(3, 128, d, 300, 1, 300, 1, 300)  # ptr, shape, stride, n
+    assert np.allclose(d.to_host(), 2 * x)

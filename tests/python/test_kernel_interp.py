@@ -294,3 +294,61 @@ def test_warp_vote_match_and_shuffle_xor() -> None:
             want = sum(1 << j for j in range(32) if keys[lanes][j] == keys[lanes][k])
             assert matches[lanes][k] == want
         assert np.allclose(sums[lanes], x[lanes].sum(), rtol=1e-5)
+
+
+def test_three_dimensional_arrays_and_grid() -> None:
+    @zyntax.kernel
+    def add3(a, b, out):
+        x, y, z = lang.grid(3)
+        if x < a.shape[0] and y < a.shape[1] and z < a.shape[2]:
+            out[x, y, z] = a[x, y, z] + b[x][y][z] * zyntax.f32(a.size)
+
+    a = rng.random((5, 3, 4)).astype(F32)
+    b = rng.random((4, 3, 5)).astype(F32).transpose(2, 1, 0)  # strided view
+    out = np.zeros((5, 3, 4), F32)
+    add3.run_cpu(a, b, out, grid=(1, 1, 1), block=(8, 4, 4))
+    assert np.allclose(out, a + b * a.size)
+
+
+def test_compare_and_swap_loop() -> None:
+    @zyntax.kernel
+    def cas_count(counter, hits):
+        i = lang.grid(1)
+        if i < len(hits):
+            while True:
+                old = counter[0]
+                if lang.atomic.cas(counter, 0, old, old + 1) == old:
+                    hits[i] = old
+                    break
+
+    hits = np.full(70, -1, np.int32)
+    counter = np.zeros(1, np.int32)
+    cas_count.run_cpu(counter, hits, grid=3, block=32)
+    assert counter[0] == 70
+    assert sorted(hits.tolist()) == list(range(70))  # every thread got a distinct ticket
+
+
+def test_tensor_core_tile_and_async_copy_match_numpy() -> None:
+    @zyntax.kernel
+    def tile(a, b, c):
+        sa = lang.shared.array(256, zyntax.f16)
+        t = lang.thread_idx.x
+        for k in range(t * 8, 256, 256):  # 32 lanes x 8 halves: one 16-byte copy each
+            lang.async_copy(sa, k, a, k, 16, "cg")
+        lang.async_commit()
+        lang.async_wait(0)
+        lang.syncthreads()
+        fa = lang.mma.load_a(sa, 16)
+        fb = lang.mma.load_b(b, 16, layout="col")
+        acc = lang.mma.load_c(c, 16)
+        acc = lang.mma.mma(fa, fb, acc)
+        lang.mma.store(c, acc, 16)
+
+    a = rng.random((16, 16)).astype(np.float16)
+    b = rng.random((16, 16)).astype(np.float16)
+    c0 = rng.random((16, 16)).astype(F32)
+    c = c0.ravel().copy()
+    # b is read column-major: pass its transpose's rows.
+    tile.run_cpu(a.ravel(), np.ascontiguousarray(b.T).ravel(), c, grid=1, block=32)
+    want = a.astype(F32) @ b.astype(F32) + c0
+    assert np.allclose(c.reshape(16, 16), want, rtol=1e-2, atol=1e-2)

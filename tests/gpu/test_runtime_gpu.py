@@ -258,6 +258,15 @@ def test_pool_reuses_blocks_counts_and_limits(dev: Any) -> None:
         cuda.set_memory_limit(None)
     cuda.empty_cache()
     assert cuda.memory_stats()["cached_bytes"] == 0
+    # Blocks cached for a stream go to the default stream when it is destroyed.
+    s = cuda.Stream()
+    c = cuda.empty(1 << 20, F32, stream=s)
+    del c
+    del s
+    hits = cuda.memory_stats()["cache_hits"]
+    d = cuda.empty(1 << 20, F32)
+    assert cuda.memory_stats()["cache_hits"] == hits + 1
+    del d
 
 
 def test_pinned_memory_async_copies(rng: np.random.Generator) -> None:

@@ -4,7 +4,8 @@
 //! Pool reuse is stream-ordered: a freed block goes back to a free list keyed
 //! by (size class, stream it was allocated on) and is only handed out again
 //! for allocations on that same stream, so work still queued there that uses
-//! the old block runs before any new use. Using a block on another stream and
+//! the old block runs before any new use. Dropping a stream synchronizes it
+//! and moves its cached blocks to the legacy default stream's lists. Using a block on another stream and
 //! dropping it while that work is pending is the caller's responsibility
 //! (synchronize first), as with PyTorch's caching allocator.
 
@@ -164,6 +165,28 @@ impl Pool {
         }
         st.stats.cached_bytes += class;
         st.free.entry((class, stream_key)).or_default().push(ptr);
+    }
+
+    /// Moves the cached blocks of a stream that is going away to the legacy
+    /// default stream's free lists, so they stay reusable (and a new stream
+    /// that gets the same handle cannot pick up blocks with pending work).
+    /// The caller has synchronized the stream, so the blocks are idle.
+    pub(crate) fn retire_stream(&self, stream_key: usize) {
+        if stream_key == 0 {
+            return;
+        }
+        let mut st = self.lock();
+        let keys: Vec<(u64, usize)> = st
+            .free
+            .keys()
+            .filter(|k| k.1 == stream_key)
+            .copied()
+            .collect();
+        for k in keys {
+            if let Some(mut blocks) = st.free.remove(&k) {
+                st.free.entry((k.0, 0)).or_default().append(&mut blocks);
+            }
+        }
     }
 
     /// Caps in-use plus cached bytes (`None`: no cap); trims the cache to fit.

@@ -22,9 +22,14 @@ struct StreamInner {
 impl Drop for StreamInner {
     fn drop(&mut self) {
         if self.owned && self.device.bind().is_ok() {
-            // SAFETY: we created the stream; pending work still completes after
-            // cuStreamDestroy returns (documented driver behaviour).
+            // Wait for the stream's work so the pool can hand its cached
+            // blocks to other streams; then destroy it.
+            // SAFETY: we created the stream and nobody else holds it.
             unsafe {
+                let synced = sys::cuStreamSynchronize(self.raw.0) == CUresult::CUDA_SUCCESS;
+                if synced {
+                    self.device.pool().retire_stream(self.raw.0 as usize);
+                }
                 let _ = sys::cuStreamDestroy_v2(self.raw.0);
             }
         }

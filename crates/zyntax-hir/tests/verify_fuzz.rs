@@ -376,3 +376,179 @@ fn valid_module() -> Module {
     assert!(verify_module(&m).is_ok());
     m
 }
+
+/// An open structured construct while building a random program.
+enum Frame {
+    If {
+        frame: IfFrame,
+        /// Values visible before the `if`.
+        outer: Vec<ValueId>,
+        in_else: bool,
+    },
+    For {
+        frame: ForFrame,
+        outer: Vec<ValueId>,
+    },
+}
+
+/// Drive the builder from random bytes: arithmetic on visible i32 values,
+/// nested if/else yielding a value, counted loops carrying one. Every such
+/// program is valid, so the verifier must accept it (no false rejections).
+fn structured_program(code: &[u8], kind: FunctionKind) -> Function {
+    let gpu = kind.is_gpu();
+    let out_ty = if gpu {
+        Type::ptr(AddrSpace::Global, Type::I32)
+    } else {
+        Type::ptr(AddrSpace::Generic, Type::I32)
+    };
+    let mut b = FunctionBuilder::new("p", kind, &[out_ty, Type::I32, Type::I32], &[]);
+    let out = b.param(0);
+    let mut vis: Vec<ValueId> = vec![b.param(1), b.param(2)];
+    let mut stack: Vec<Frame> = Vec::new();
+    let pick = |vis: &[ValueId], n: u8| vis[n as usize % vis.len()];
+    for w in code.chunks(3) {
+        let (op, x, y) = (w[0] % 10, *w.get(1).unwrap_or(&0), *w.get(2).unwrap_or(&1));
+        match op {
+            0..=3 => {
+                let bop = [BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::Xor][op as usize];
+                let v = b.binary(bop, pick(&vis, x), pick(&vis, y)).unwrap();
+                vis.push(v);
+            }
+            4 if stack.len() < 6 => {
+                let c = b.cmp(CmpOp::Lt, pick(&vis, x), pick(&vis, y)).unwrap();
+                let frame = b.begin_if(c, &[Type::I32]).unwrap();
+                stack.push(Frame::If {
+                    frame,
+                    outer: vis.clone(),
+                    in_else: false,
+                });
+            }
+            5 => {
+                if let Some(Frame::If {
+                    frame,
+                    outer,
+                    in_else,
+                }) = stack.last_mut()
+                {
+                    if !*in_else {
+                        let yield_v = pick(&vis, x);
+                        b.begin_else(frame, &[yield_v]).unwrap();
+                        *in_else = true;
+                        vis = outer.clone();
+                    }
+                }
+            }
+            6 | 8 => match stack.pop() {
+                Some(Frame::If {
+                    mut frame,
+                    outer,
+                    in_else,
+                }) => {
+                    let yield_v = pick(&vis, x);
+                    if !in_else {
+                        b.begin_else(&mut frame, &[yield_v]).unwrap();
+                    }
+                    vis = outer;
+                    let else_v = pick(&vis, y);
+                    let merged = b.end_if(frame, &[else_v]).unwrap();
+                    vis.extend(merged);
+                }
+                Some(Frame::For { frame, outer }) => {
+                    let next = pick(&vis, x);
+                    vis = outer;
+                    let done = b.end_for(frame, &[next]).unwrap();
+                    vis.extend(done);
+                }
+                None => {}
+            },
+            7 if stack.len() < 6 => {
+                let zero = b.iconst(Type::I32, 0).unwrap();
+                let n = b.iconst(Type::I32, i64::from(x % 5)).unwrap();
+                let one = b.iconst(Type::I32, 1).unwrap();
+                let init = pick(&vis, y);
+                let frame = b.begin_for(zero, n, one, &[init]).unwrap();
+                let outer = vis.clone();
+                vis.push(frame.iv);
+                vis.push(frame.carried[0]);
+                stack.push(Frame::For { frame, outer });
+            }
+            _ => {
+                b.store(out, pick(&vis, x)).unwrap();
+                if gpu && x % 4 == 0 {
+                    b.barrier().unwrap();
+                }
+            }
+        }
+    }
+    while let Some(f) = stack.pop() {
+        match f {
+            Frame::If {
+                mut frame,
+                outer,
+                in_else,
+            } => {
+                let v = *vis.last().unwrap();
+                if !in_else {
+                    b.begin_else(&mut frame, &[v]).unwrap();
+                }
+                vis = outer;
+                let e = *vis.last().unwrap();
+                let merged = b.end_if(frame, &[e]).unwrap();
+                vis.extend(merged);
+            }
+            Frame::For { frame, outer } => {
+                let v = *vis.last().unwrap();
+                vis = outer;
+                let done = b.end_for(frame, &[v]).unwrap();
+                vis.extend(done);
+            }
+        }
+    }
+    b.store(out, *vis.last().unwrap()).unwrap();
+    b.ret(&[]).unwrap();
+    b.finish().unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 500, ..ProptestConfig::default() })]
+
+    #[test]
+    fn structured_programs_verify(code in proptest::collection::vec(any::<u8>(), 0..120), host in any::<bool>()) {
+        let kind = if host {
+            FunctionKind::Host
+        } else {
+            FunctionKind::Kernel(KernelInfo::default())
+        };
+        let mut m = Module::new("p");
+        m.targets = vec![Arch::Sm70];
+        m.functions.push(structured_program(&code, kind));
+        if let Err(e) = verify_module(&m) {
+            panic!("{e}\n{}", print_module(&m));
+        }
+        assert_sound(&m);
+        // Printing and parsing gives a module that verifies too.
+        let again = parse_module(&print_module(&m)).unwrap();
+        prop_assert!(verify_module(&again).is_ok());
+    }
+}
+
+#[test]
+fn structured_generator_nests() {
+    // for { if { op } else { for { op } } } with ops around.
+    let code = [
+        0, 0, 1, 7, 3, 0, 4, 1, 2, 1, 0, 1, 5, 0, 0, 7, 2, 1, 2, 3, 1, 8, 0, 0, 6, 1, 0, 8, 2, 0,
+        9, 1, 0,
+    ];
+    for kind in [
+        FunctionKind::Host,
+        FunctionKind::Kernel(KernelInfo::default()),
+    ] {
+        let f = structured_program(&code, kind);
+        assert!(f.blocks.len() >= 9, "{f}");
+        let mut m = Module::new("p");
+        m.functions.push(f);
+        if let Err(e) = verify_module(&m) {
+            panic!("{e}");
+        }
+    }
+}

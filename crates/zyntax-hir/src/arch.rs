@@ -170,7 +170,41 @@ pub fn op_requirements(op: &Op, args: &[Option<&Type>], results: &[Option<&Type>
             }
         }
         Op::CpAsync { .. } | Op::CpAsyncCommit | Op::CpAsyncWait(_) => out.push(CP_ASYNC),
-        _ => {}
+        // Baseline everywhere (listed, not `_`, so a new op must be classified here).
+        Op::Atomic { .. }
+        | Op::Const(_)
+        | Op::Binary(_)
+        | Op::Unary(_)
+        | Op::Fma
+        | Op::Cmp(_)
+        | Op::Select
+        | Op::Cast
+        | Op::Bitcast
+        | Op::Extract(_)
+        | Op::Insert(_)
+        | Op::Load
+        | Op::Store
+        | Op::PtrAdd
+        | Op::PtrCast
+        | Op::Alloca { .. }
+        | Op::SharedAlloc { .. }
+        | Op::DynShared { .. }
+        | Op::ThreadIdx(_)
+        | Op::BlockIdx(_)
+        | Op::BlockDim(_)
+        | Op::GridDim(_)
+        | Op::LaneId
+        | Op::Barrier
+        | Op::Fence(_)
+        | Op::WarpSync
+        | Op::AtomicCas { .. }
+        | Op::Shfl { .. }
+        | Op::Vote(_)
+        | Op::Call(_)
+        | Op::Jump
+        | Op::Branch
+        | Op::Return
+        | Op::Unreachable => {}
     }
     out
 }

@@ -119,5 +119,5 @@ def test_cache_entries_load_with_cuda_load_cached(tmp_path, monkeypatch) -> None
     k = cuda.load_cached(entry).kernel("twice")
     x = rng.random(300).astype(F32)
     d = cuda.to_device(x)
-    k.launch(3, 128, d, 300, 1, 300, 1, 300)  # ptr, shape, stride, n
+    k.launch(3, 128, d, 300, 1, 300)  # ptr, shape, stride (elements), n
     assert np.allclose(d.to_host(), 2 * x)

@@ -2,8 +2,8 @@
  * Times any implementation through a function pointer (C, a Numba cfunc, or
  * the zyntax JIT entry with its lowered ABI): arguments are re-read through
  * volatile loads before each call so nothing is hoisted, and each call is
- * bracketed by rdtsc; the caller subtracts `empty_ticks` and converts ticks
- * to ns. Every implementation goes through the same loop. */
+ * batch of calls bracketed by rdtsc; the caller subtracts `empty_ticks`,
+ * divides by the batch and converts ticks to ns. Every implementation goes through the same loop. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <x86intrin.h>
@@ -32,19 +32,23 @@ typedef double (*pu_zx)(double *, double, double, int64_t, void *);
 static volatile double vsink;
 
 #define V(x) (*(volatile __typeof__(x) *)&(x))
+/* One sample = `batch` calls between two rdtsc reads: the TSC of some CPUs
+ * (AMD Zen) advances in steps of ~25 ticks, too coarse for one call. */
 #define LOOP(CALL)                                   \
     for (int64_t i = 0; i < n + warm; i++) {         \
-        READ;                                        \
         uint64_t a = __rdtsc();                      \
-        __typeof__(CALL) r = CALL;                   \
+        for (int64_t j = 0; j < batch; j++) {        \
+            READ;                                    \
+            __typeof__(CALL) r = CALL;               \
+            vsink = (double)r;                       \
+        }                                            \
         uint64_t b = __rdtsc();                      \
-        vsink = (double)r;                           \
         if (i >= warm) out[i - warm] = b - a;        \
     }
 
 /* kind: 0 = C ABI (C, Numba cfunc), 1 = zyntax ABI (lengths + error record). */
 void time_orderbook(int kind, void *fn, double *prices, double *sizes, int64_t depth, int64_t cap,
-                    double price, double size, int64_t len, int64_t n, int64_t warm, uint64_t *out) {
+                    double price, double size, int64_t len, int64_t n, int64_t warm, int64_t batch, uint64_t *out) {
     int64_t err[6] = {0};
     double p, s; int64_t d, c;
 #define READ p = V(price); s = V(size); d = V(depth); c = V(cap)
@@ -54,7 +58,7 @@ void time_orderbook(int kind, void *fn, double *prices, double *sizes, int64_t d
 }
 
 void time_risk(int kind, void *fn, int64_t position, int64_t qty, double price, double ref,
-               int64_t max_pos, double max_notional, double band, int64_t n, int64_t warm, uint64_t *out) {
+               int64_t max_pos, double max_notional, double band, int64_t n, int64_t warm, int64_t batch, uint64_t *out) {
     int64_t err[6] = {0};
     int64_t a0, a1, a4; double a2, a3, a5, a6;
 #define READ a0 = V(position); a1 = V(qty); a2 = V(price); a3 = V(ref); a4 = V(max_pos); a5 = V(max_notional); a6 = V(band)
@@ -64,7 +68,7 @@ void time_risk(int kind, void *fn, int64_t position, int64_t qty, double price, 
 }
 
 void time_ma(int kind, void *fn, double *ring, int64_t *state, int64_t cap, double price,
-             int64_t fast, int64_t slow, int64_t n, int64_t warm, uint64_t *out) {
+             int64_t fast, int64_t slow, int64_t n, int64_t warm, int64_t batch, uint64_t *out) {
     int64_t err[6] = {0};
     int64_t c, fa, sl; double p;
 #define READ c = V(cap); p = V(price); fa = V(fast); sl = V(slow)
@@ -74,7 +78,7 @@ void time_ma(int kind, void *fn, double *ring, int64_t *state, int64_t cap, doub
 }
 
 void time_position(int kind, void *fn, double *pos, double qty, double price, int64_t n,
-                   int64_t warm, uint64_t *out) {
+                   int64_t warm, int64_t batch, uint64_t *out) {
     int64_t err[6] = {0};
     double q, p;
 #define READ q = V(qty); p = V(price)

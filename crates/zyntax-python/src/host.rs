@@ -15,7 +15,8 @@ use crate::hir::{verify_error, HirModule};
 use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyList, PyTuple};
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyTuple};
+use std::ffi::{c_char, c_int, c_void};
 use std::sync::Arc;
 use zyntax_hir::{OptLevel, ScalarType, Type};
 use zyntax_llvm::host::{
@@ -90,7 +91,101 @@ fn type_error(f: &HostFunction, k: usize, msg: String) -> PyErr {
     PyTypeError::new_err(format!("{}: argument {k}: {msg}", f.signature()))
 }
 
-/// One pointer argument: (address, element count in pointee units, byte length).
+/// numpy's `PyArrayInterface` (the C struct behind `__array_struct__`).
+#[repr(C)]
+struct ArrayInterface {
+    two: c_int,
+    nd: c_int,
+    typekind: c_char,
+    itemsize: c_int,
+    flags: c_int,
+    shape: *const isize,
+    strides: *const isize,
+    data: *mut c_void,
+    descr: *mut pyo3::ffi::PyObject,
+}
+const NPY_C_CONTIGUOUS: c_int = 0x1;
+const NPY_NOTSWAPPED: c_int = 0x200;
+const NPY_WRITEABLE: c_int = 0x400;
+
+/// (typekind, itemsize) of a scalar type in numpy's array interface.
+fn kind_size(s: ScalarType) -> (u8, c_int) {
+    let k = if s.is_bool() {
+        b'b'
+    } else if s.is_float() {
+        b'f'
+    } else if s.is_signed() {
+        b'i'
+    } else {
+        b'u'
+    };
+    (k, s.size_bytes() as c_int)
+}
+
+/// Fast path for numpy arrays: `__array_struct__` is a capsule around a C
+/// struct, far cheaper than building the `__array_interface__` dict. `None`
+/// when the object has none (then the dict path runs).
+fn array_struct(
+    py: Python<'_>,
+    f: &HostFunction,
+    k: usize,
+    t: &Type,
+    obj: &Bound<'_, PyAny>,
+) -> Option<PyResult<(u64, u64)>> {
+    let (es, per) = host::pointee_elem(t)?;
+    let cap = obj.getattr(intern!(py, "__array_struct__")).ok()?;
+    // SAFETY: a capsule pointer is valid while `cap` lives; numpy names it NULL.
+    let p = unsafe { pyo3::ffi::PyCapsule_GetPointer(cap.as_ptr(), std::ptr::null()) }
+        as *const ArrayInterface;
+    if p.is_null() {
+        let _ = PyErr::take(py);
+        return None;
+    }
+    // SAFETY: numpy keeps the struct alive as long as the capsule.
+    let ai = unsafe { &*p };
+    if ai.two != 2 {
+        return None;
+    }
+    let (kind, size) = kind_size(es);
+    if ai.typekind as u8 != kind || ai.itemsize != size || ai.flags & NPY_NOTSWAPPED == 0 {
+        let got = ScalarType::ALL
+            .iter()
+            .find(|s| kind_size(**s) == (ai.typekind as u8, ai.itemsize))
+            .map_or_else(
+                || format!("{}{}", ai.typekind as u8 as char, ai.itemsize),
+                |s| dtype_name(*s).to_string(),
+            );
+        return Some(Err(type_error(
+            f,
+            k,
+            format!(
+                "array of dtype {got} does not match {t} (need {})",
+                dtype_name(es)
+            ),
+        )));
+    }
+    if ai.flags & NPY_WRITEABLE == 0 {
+        return Some(Err(type_error(f, k, "array is read-only".into())));
+    }
+    let nd = usize::try_from(ai.nd).unwrap_or(0);
+    // SAFETY: shape has nd entries.
+    let shape = if nd == 0 || ai.shape.is_null() {
+        &[][..]
+    } else {
+        unsafe { std::slice::from_raw_parts(ai.shape, nd) }
+    };
+    let count: usize = shape.iter().map(|d| usize::try_from(*d).unwrap_or(0)).product();
+    if ai.flags & NPY_C_CONTIGUOUS == 0 && count > 1 {
+        return Some(Err(type_error(
+            f,
+            k,
+            "array must be C-contiguous (use numpy.ascontiguousarray)".into(),
+        )));
+    }
+    Some(Ok((ai.data as u64, count as u64 / per.max(1))))
+}
+
+/// One pointer argument: (address, element count in pointee units).
 fn array_arg(
     py: Python<'_>,
     f: &HostFunction,
@@ -101,6 +196,9 @@ fn array_arg(
     let Some((es, per)) = host::pointee_elem(t) else {
         return Err(type_error(f, k, format!("cannot pass an array for {t}")));
     };
+    if let Some(r) = array_struct(py, f, k, t, obj) {
+        return r;
+    }
     let want = dtype_name(es);
     let Ok(ai) = obj.getattr(intern!(py, "__array_interface__")) else {
         return Err(type_error(
@@ -167,6 +265,21 @@ fn array_arg(
 }
 
 fn scalar_arg(f: &HostFunction, k: usize, s: ScalarType, obj: &Bound<'_, PyAny>) -> PyResult<u64> {
+    // Fast paths for exact Python bool/int/float; numpy scalars take the general path below.
+    if obj.is_exact_instance_of::<PyFloat>() && s.is_float() {
+        let v = obj.extract::<f64>()?;
+        return host::scalar_slot(s, Scalar::Float(v)).map_err(|m| type_error(f, k, m));
+    }
+    if obj.is_exact_instance_of::<PyInt>() && s.is_int() {
+        let v = match obj.extract::<i64>() {
+            Ok(x) => Scalar::Int(x),
+            Err(_) => Scalar::UInt(
+                obj.extract::<u64>()
+                    .map_err(|_| type_error(f, k, format!("{obj} does not fit {s}")))?,
+            ),
+        };
+        return host::scalar_slot(s, v).map_err(|m| type_error(f, k, m));
+    }
     let v = if s.is_bool() {
         if obj.cast::<PyBool>().is_err() && obj.get_type().name()?.to_string() != "bool" {
             return Err(type_error(
@@ -342,14 +455,16 @@ impl CpuFunction {
         self.f().signature()
     }
 
-    /// Native latency per call: times `n` calls (after a warm-up) with the
-    /// cycle counter; returns `{"median_ns", "p99_ns", "min_ns", "mean_ns", "n"}`.
-    #[pyo3(signature = (*args, n=100_000))]
+    /// Native latency per call from the crate's Rust harness: `n` samples of
+    /// `batch` calls each (after a warm-up), timed with the cycle counter;
+    /// returns `{"median_ns", "p99_ns", "min_ns", "mean_ns", "n", "batch"}` per call.
+    #[pyo3(signature = (*args, n=100_000, batch=16))]
     fn time<'py>(
         &self,
         py: Python<'py>,
         args: &Bound<'py, PyTuple>,
         n: usize,
+        batch: usize,
     ) -> PyResult<Bound<'py, PyDict>> {
         let f = self.f();
         let (slots, lens) = pack(py, f, args)?;
@@ -360,6 +475,7 @@ impl CpuFunction {
                 &slots,
                 &lens,
                 n.max(1),
+                batch,
             ))
         })?
         .map_err(|e| host_error(py, e))?;
@@ -370,6 +486,7 @@ impl CpuFunction {
         d.set_item("min_ns", s.first().copied().unwrap_or(0.0))?;
         d.set_item("mean_ns", s.iter().sum::<f64>() / s.len().max(1) as f64)?;
         d.set_item("n", s.len())?;
+        d.set_item("batch", batch)?;
         Ok(d)
     }
 

@@ -1084,18 +1084,17 @@ impl HostModule {
         }
     }
 
-    /// Per-call latency of a host function: calls it `n` times through its
-    /// native entry from a JIT'd timing loop (arguments re-read through
-    /// volatile loads so nothing is hoisted) and returns nanoseconds per call,
-    /// sorted. See [`bench::time_function`].
+    /// Per-call latency of a host function through its slot entry: `n`
+    /// samples of `batch` calls each, in ns per call, sorted (see [`bench::time_slots`]).
     pub fn time_calls(
         &self,
         name: &str,
         args: &[u64],
         lens: &[u64],
         n: usize,
+        batch: usize,
     ) -> HostResult<Vec<f64>> {
-        bench::time_slots(self, name, args, lens, n)
+        bench::time_slots(self, name, args, lens, n, batch)
     }
 }
 
@@ -1127,14 +1126,18 @@ pub mod bench {
         }
     }
 
-    /// Nanoseconds per call of the slot entry (each call timed with rdtsc,
-    /// minus the median cost of an empty timed region), sorted ascending.
+    /// Nanoseconds per call of the slot entry: `n` samples, each `batch`
+    /// calls between two cycle-counter reads (the TSC of some CPUs, e.g. AMD
+    /// Zen, advances in steps of ~10 ns, too coarse for one call), minus the
+    /// median cost of an empty bracket; sorted ascending. The slot array is
+    /// passed through `black_box` on every call so nothing is hoisted.
     pub fn time_slots(
         m: &HostModule,
         name: &str,
         args: &[u64],
         lens: &[u64],
         n: usize,
+        batch: usize,
     ) -> HostResult<Vec<f64>> {
         let f = m.function(name)?;
         if f.slots == 0 {
@@ -1150,9 +1153,9 @@ pub mod bench {
                 f.params.len()
             )));
         }
-        let all_lens = lens;
+        let batch = batch.max(1);
         type SlotFn = unsafe extern "C" fn(*const u64, *const u64, *mut u64, *mut ErrRecord);
-        // SAFETY: as in call_slots.
+        // SAFETY: `slots` is the address of lower::slots_wrapper's function.
         let func: SlotFn = unsafe { std::mem::transmute::<usize, SlotFn>(f.slots) };
         let mut rets = vec![0u64; f.returns.len().max(1)];
         let mut err = ErrRecord::default();
@@ -1166,31 +1169,29 @@ pub mod bench {
         }
         empty.sort_unstable();
         let overhead = empty[empty.len() / 2];
-        for _ in 0..n.min(10_000) {
-            // Warm-up: caches, branch predictors, frequency.
-            unsafe {
-                func(
-                    std::hint::black_box(args.as_ptr()),
-                    all_lens.as_ptr(),
-                    rets.as_mut_ptr(),
-                    &mut err,
-                )
-            };
-        }
-        let mut out = Vec::with_capacity(n);
-        for _ in 0..n {
-            let a = rdtsc();
+        let mut call = || {
             // SAFETY: the caller passed arguments valid for this function.
             unsafe {
                 func(
                     std::hint::black_box(args.as_ptr()),
-                    all_lens.as_ptr(),
+                    lens.as_ptr(),
                     rets.as_mut_ptr(),
                     &mut err,
                 )
-            };
+            }
+        };
+        for _ in 0..n.min(10_000) * batch {
+            // Warm-up: caches, branch predictors, clock frequency.
+            call();
+        }
+        let mut out = Vec::with_capacity(n);
+        for _ in 0..n {
+            let a = rdtsc();
+            for _ in 0..batch {
+                call();
+            }
             let b = rdtsc();
-            out.push(((b - a).saturating_sub(overhead)) as f64 / per_ns);
+            out.push((b - a).saturating_sub(overhead) as f64 / per_ns / batch as f64);
         }
         if err.code != 0 {
             return Err(m.runtime_error(name, &err).into());

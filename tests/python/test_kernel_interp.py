@@ -352,3 +352,14 @@ def test_tensor_core_tile_and_async_copy_match_numpy() -> None:
     tile.run_cpu(a.ravel(), np.ascontiguousarray(b.T).ravel(), c, grid=1, block=32)
     want = a.astype(F32) @ b.astype(F32) + c0
     assert np.allclose(c.reshape(16, 16), want, rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize(
+    "name", ["vector_add", "transpose", "sgemm", "reduction", "scan", "histogram", "softmax"]
+)
+def test_example_scripts_run(name: str) -> None:
+    """Each example's __main__ block checks itself against numpy (GPU if present, else CPU)."""
+    import runpy
+
+    got = runpy.run_path(str(ROOT / "examples" / "kernels" / f"{name}.py"), run_name="__main__")
+    assert any(isinstance(v, zyntax.frontend.Kernel) for v in got.values())

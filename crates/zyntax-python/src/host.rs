@@ -174,7 +174,10 @@ fn array_struct(
     } else {
         unsafe { std::slice::from_raw_parts(ai.shape, nd) }
     };
-    let count: usize = shape.iter().map(|d| usize::try_from(*d).unwrap_or(0)).product();
+    let count: usize = shape
+        .iter()
+        .map(|d| usize::try_from(*d).unwrap_or(0))
+        .product();
     if ai.flags & NPY_C_CONTIGUOUS == 0 && count > 1 {
         return Some(Err(type_error(
             f,

@@ -21,6 +21,10 @@
 //! | MMA, bf16 | sm_80 | 7.0 | `wmma.*.bf16` |
 //! | `cp.async`, `cp.async.commit`, `cp.async.wait` | sm_80 | 7.0 | `cp.async.*` |
 //!
+//! Kernel metadata is checked per arch too: static + dynamic shared memory
+//! against [`max_shared_bytes`], `min_blocks` against [`max_blocks_per_sm`]
+//! and, with `max_threads` in whole warps, [`max_threads_per_sm`].
+//!
 //! Each arch also has a minimum PTX version (`.target sm_XX` is rejected by
 //! `ptxas` under an older `.version`): see [`min_ptx`]. The PTX versions LLVM 19
 //! can emit are 6.0–6.5, 7.0–7.8 and 8.0–8.5 ([`ptx_supported`]).
@@ -113,6 +117,27 @@ pub fn max_shared_bytes(arch: Arch) -> u64 {
         Arch::Sm90 | Arch::Sm90a => 227 * 1024,
     }
 }
+
+/// Most resident blocks per SM (`.minnctapersm` above it is a `ptxas` warning).
+pub fn max_blocks_per_sm(arch: Arch) -> u64 {
+    match arch {
+        Arch::Sm70 | Arch::Sm80 | Arch::Sm90 | Arch::Sm90a => 32,
+        Arch::Sm75 | Arch::Sm86 => 16,
+        Arch::Sm89 => 24,
+    }
+}
+
+/// Most resident threads per SM (`.minnctapersm` × `.maxntid`, in whole warps, above it is a `ptxas` warning).
+pub fn max_threads_per_sm(arch: Arch) -> u64 {
+    match arch {
+        Arch::Sm70 | Arch::Sm80 | Arch::Sm90 | Arch::Sm90a => 2048,
+        Arch::Sm75 => 1024,
+        Arch::Sm86 | Arch::Sm89 => 1536,
+    }
+}
+
+/// Smallest `max_registers` `ptxas` accepts without raising it (and warning).
+pub const MIN_MAX_REGISTERS: u32 = 24;
 
 /// Whether a type mentions bf16 anywhere (vector, array, pointee, fragment).
 pub fn mentions_bf16(t: &Type) -> bool {
@@ -232,7 +257,7 @@ pub fn check_arch(m: &Module, arch: Arch) -> Result<(), VerifyError> {
     let mut diags = Vec::new();
     check_ptx_for(m, arch, &mut diags);
     for f in m.functions.iter().filter(|f| f.kind.is_gpu()) {
-        check_function(f, &[arch], m.ptx_version, &mut diags);
+        check_function(m, f, &[arch], m.ptx_version, &mut diags);
     }
     if diags.is_empty() {
         Ok(())
@@ -272,11 +297,17 @@ pub(crate) fn module_diag(message: String) -> Diagnostic {
 /// Check every instruction and block parameter of a GPU function against each
 /// arch in `archs`. Ids out of range are skipped (the verifier reports them).
 pub(crate) fn check_function(
+    m: &Module,
     f: &Function,
     archs: &[Arch],
     ptx: Option<PtxVersion>,
     diags: &mut Vec<Diagnostic>,
 ) {
+    if let Some(k) = f.kind.kernel_info() {
+        for &arch in archs {
+            check_kernel_limits(m, f, k, arch, diags);
+        }
+    }
     let missing = |needs: &[Feature]| -> Vec<String> {
         let mut out = Vec::new();
         for &arch in archs {
@@ -332,6 +363,54 @@ pub(crate) fn check_function(
                 loc: f.loc.clone(),
                 message: format!("bf16 return type: {message}"),
             });
+        }
+    }
+}
+
+/// A kernel's resource metadata against one arch's limits.
+fn check_kernel_limits(
+    m: &Module,
+    f: &Function,
+    k: &crate::ir::KernelInfo,
+    arch: Arch,
+    diags: &mut Vec<Diagnostic>,
+) {
+    let mut err = |message: String| {
+        diags.push(Diagnostic {
+            function: f.name.clone(),
+            block: None,
+            inst: None,
+            inst_text: None,
+            loc: f.loc.clone(),
+            message,
+        })
+    };
+    let static_bytes = crate::verify::kernel_static_shared(m, f);
+    let dynamic = u64::from(k.shared_bytes);
+    let max = max_shared_bytes(arch);
+    if static_bytes.saturating_add(dynamic) > max {
+        err(format!(
+            "{static_bytes} bytes of static plus {dynamic} bytes of dynamic shared memory exceed {arch}'s per-block maximum of {max} bytes"
+        ));
+    }
+    if let Some(n) = k.min_blocks {
+        let n = u64::from(n);
+        if n > max_blocks_per_sm(arch) {
+            err(format!(
+                "min_blocks({n}) exceeds the {} resident blocks per SM of {arch}",
+                max_blocks_per_sm(arch)
+            ));
+        } else if let Some([x, y, z]) = k.max_threads {
+            let threads = u64::from(x)
+                .saturating_mul(u64::from(y))
+                .saturating_mul(u64::from(z));
+            let warps_threads = threads.div_ceil(32) * 32;
+            if n.saturating_mul(warps_threads) > max_threads_per_sm(arch) {
+                err(format!(
+                    "min_blocks({n}) blocks of {threads} threads ({warps_threads} in whole warps) exceed the {} resident threads per SM of {arch}",
+                    max_threads_per_sm(arch)
+                ));
+            }
         }
     }
 }

@@ -24,9 +24,13 @@
 //!   several return values returns each in 8 bytes or less (the CPU ABI's slots);
 //! - kernel metadata: `max_threads` each ≥ 1, x, y ≤ 1024, z ≤ 64, product ≤ 1024;
 //!   `min_blocks` in 1..=32 and only with `max_threads`; `max_registers` in
-//!   1..=255; `shared_bytes` ≤ 227 KiB; static shared memory of the kernel
-//!   (its `shared_alloc`s plus those of the device functions it calls) ≤ 48 KiB
-//!   (`ptxas` rejects more); static + `shared_bytes` ≤ the arch's per-block maximum;
+//!   24..=255 (`ptxas` raises smaller caps, a warning); `shared_bytes` ≤ 227 KiB;
+//!   static shared memory of the kernel (its `shared_alloc`s plus those of the
+//!   device functions it calls) ≤ 48 KiB (`ptxas` rejects more);
+//! - per arch it is compiled for (in [`crate::arch`], so [`check_arch`] covers
+//!   it too): static + `shared_bytes` ≤ the arch's per-block maximum;
+//!   `min_blocks` ≤ the arch's resident blocks per SM, and `min_blocks` × the
+//!   block's threads rounded up to whole warps ≤ its resident threads per SM;
 //! - arenas hold at most 2^24 entries each.
 //!
 //! **Structure**
@@ -127,7 +131,7 @@ pub fn verify_module(m: &Module) -> Result<(), VerifyError> {
     for (n, f) in m.functions.iter().enumerate() {
         verify_function_into(m, f, &mut diags);
         if f.kind.is_gpu() {
-            arch::check_function(f, &archs[n], m.ptx_version, &mut diags);
+            arch::check_function(m, f, &archs[n], m.ptx_version, &mut diags);
         }
     }
     finish(diags)
@@ -146,7 +150,7 @@ pub fn verify_function(m: &Module, f: &Function) -> Result<(), VerifyError> {
             Some(n) => archs[n].clone(),
             None => own_archs(m, f),
         };
-        arch::check_function(f, &mine, m.ptx_version, &mut diags);
+        arch::check_function(m, f, &mine, m.ptx_version, &mut diags);
     }
     finish(diags)
 }
@@ -465,8 +469,12 @@ fn check_kernel_info(cx: &mut Ctx, k: &KernelInfo) {
         }
     }
     if let Some(n) = k.max_registers {
-        if !(1..=255).contains(&n) {
-            cx.func_err(format!("max_registers({n}) must be in 1..=255"));
+        if !(arch::MIN_MAX_REGISTERS..=255).contains(&n) {
+            cx.func_err(format!(
+                "max_registers({n}) must be in {}..=255 (ptxas raises smaller caps to {})",
+                arch::MIN_MAX_REGISTERS,
+                arch::MIN_MAX_REGISTERS
+            ));
         }
     }
     let dynamic = u64::from(k.shared_bytes);
@@ -481,19 +489,12 @@ fn check_kernel_info(cx: &mut Ctx, k: &KernelInfo) {
             "static shared memory of this kernel and the device functions it calls is {static_bytes} bytes; at most {MAX_STATIC_SHARED_BYTES} (use dyn_shared for more)"
         ));
     }
-    let archs = own_archs(cx.m, cx.f);
-    for a in archs {
-        let max = arch::max_shared_bytes(a);
-        if static_bytes.saturating_add(dynamic) > max {
-            cx.func_err(format!(
-                "{static_bytes} bytes of static plus {dynamic} bytes of dynamic shared memory exceed {a}'s per-block maximum of {max} bytes"
-            ));
-        }
-    }
+    // Per-arch limits (shared memory, occupancy) are checked in `arch`, so
+    // that `check_arch` covers archs the module does not list.
 }
 
 /// Static shared memory of a kernel: its `shared_alloc`s plus those of every function it reaches.
-fn kernel_static_shared(m: &Module, f: &Function) -> u64 {
+pub(crate) fn kernel_static_shared(m: &Module, f: &Function) -> u64 {
     let index: HashMap<&str, usize> = m
         .functions
         .iter()

@@ -1372,7 +1372,7 @@ fn kernel_metadata_rules() {
             max_registers: Some(0),
             ..Default::default()
         }),
-        "max_registers(0) must be in 1..=255",
+        "max_registers(0) must be in 24..=255",
     );
     err(
         &kernel_info(KernelInfo {
@@ -1759,4 +1759,68 @@ fn host_multi_returns_fit_slots() {
     let x = h.param(0);
     h.ret(&[x]).unwrap();
     ok(&module(vec![h.finish().unwrap()]));
+}
+
+#[test]
+fn kernel_limits_per_arch() {
+    // ptxas raises register caps below 24 (with a warning).
+    let m = kernel_info(KernelInfo {
+        max_registers: Some(16),
+        ..Default::default()
+    });
+    err(&m, "max_registers(16) must be in 24..=255");
+    ok(&kernel_info(KernelInfo {
+        max_registers: Some(24),
+        ..Default::default()
+    }));
+
+    // Resident blocks per SM: 16 on sm_75 and sm_86, 24 on sm_89, 32 elsewhere.
+    let occ = |x: u32, blocks: u32, arch: Arch| {
+        let mut m = kernel_info(KernelInfo {
+            max_threads: Some([x, 1, 1]),
+            min_blocks: Some(blocks),
+            ..Default::default()
+        });
+        m.targets = vec![arch];
+        m
+    };
+    ok(&occ(1, 16, Arch::Sm75));
+    let d = err(
+        &occ(1, 17, Arch::Sm75),
+        "min_blocks(17) exceeds the 16 resident blocks per SM of sm_75",
+    );
+    assert_eq!((d.function.as_str(), d.block), ("k", None));
+    ok(&occ(1, 24, Arch::Sm89));
+    err(
+        &occ(1, 25, Arch::Sm89),
+        "exceeds the 24 resident blocks per SM of sm_89",
+    );
+    ok(&occ(1, 32, Arch::Sm90));
+    // Resident threads per SM, counted in whole warps: 1024 on sm_75, 1536 on sm_86/89, 2048 elsewhere.
+    ok(&occ(1024, 2, Arch::Sm80));
+    err(
+        &occ(1024, 2, Arch::Sm75),
+        "exceed the 1024 resident threads per SM of sm_75",
+    );
+    ok(&occ(512, 3, Arch::Sm86));
+    err(
+        &occ(300, 5, Arch::Sm86),
+        "min_blocks(5) blocks of 300 threads (320 in whole warps) exceed the 1536 resident threads per SM of sm_86",
+    );
+    // check_arch applies the same limits to an arch the module does not list.
+    let m = occ(1024, 2, Arch::Sm80);
+    assert!(check_arch(&m, Arch::Sm80).is_ok());
+    let e = check_arch(&m, Arch::Sm75).unwrap_err();
+    assert!(
+        e.to_string().contains("resident threads per SM of sm_75"),
+        "{e}"
+    );
+    let mut m = kernel_info(KernelInfo {
+        shared_bytes: 100_000,
+        ..Default::default()
+    });
+    m.targets.clear();
+    ok(&m);
+    assert!(check_arch(&m, Arch::Sm80).is_ok());
+    assert!(check_arch(&m, Arch::Sm75).is_err());
 }

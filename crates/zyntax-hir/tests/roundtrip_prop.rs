@@ -722,8 +722,12 @@ fn gen_function(
         let threads = [(256, 1, 1), (32, 4, 2), (1024, 1, 1), (16, 16, 4)];
         let (x, y, z) = g.rng.pick(&threads);
         let with_threads = g.rng.chance(60);
-        let min_blocks = g.rng.chance(40).then(|| 1 + g.rng.below(32) as u32);
-        let max_registers = g.rng.chance(40).then(|| 1 + g.rng.below(255) as u32);
+        // Within every target's occupancy limits (the verifier checks them per
+        // arch: at most 16 blocks and 1536 threads per SM on sm_86) and ptxas's
+        // register floor of 24.
+        let per_sm = (1536 / (x * y * z) as usize).min(16);
+        let min_blocks = g.rng.chance(40).then(|| 1 + g.rng.below(per_sm) as u32);
+        let max_registers = g.rng.chance(40).then(|| 24 + g.rng.below(232) as u32);
         let shared_bytes = if g.rng.chance(40) {
             g.rng.below(40_000) as u32
         } else {

@@ -32,8 +32,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -353,7 +354,7 @@ def check_agreement(cm: Any, cfn: dict[str, Any], nb: dict[str, Any] | None) -> 
         for name, r, args in outs[1:]:
             if not np.isclose(float(r), float(ref[1])):
                 raise SystemExit(f"{case.name}: {name} returned {r}, zyntax {ref[1]}")
-            for x, y in zip(args, ref[2]):
+            for x, y in zip(args, ref[2], strict=True):
                 if isinstance(x, np.ndarray) and not np.allclose(x, y):
                     raise SystemExit(f"{case.name}: {name} left different state than zyntax")
 
@@ -363,7 +364,12 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("-n", type=int, default=50_000, help="timed samples per implementation")
-    ap.add_argument("--batch", type=int, default=16, help="calls per timed sample (the TSC step is ~10 ns on AMD Zen)")
+    ap.add_argument(
+        "--batch",
+        type=int,
+        default=16,
+        help="calls per timed sample (the TSC step is ~10 ns on AMD Zen)",
+    )
     ap.add_argument("--cc", default=os.environ.get("CC", "gcc"))
     ap.add_argument("--out", type=Path, default=None)
     opts = ap.parse_args()
@@ -443,9 +449,12 @@ def main() -> None:
         "commit": commit,
         "date": today.strftime("%Y-%m-%d"),
         "notes": {
-            "method": "same C loop for every impl, calling through a function pointer with arguments re-read by volatile loads; "
-                      "one sample = `batch` calls between two rdtsc reads (the TSC advances in ~25-tick steps here); "
-                      "empty-bracket median subtracted; median and p99 over samples, per call",
+            "method": (
+                "same C loop for every impl, calling through a function pointer with "
+                "arguments re-read by volatile loads; one sample = `batch` calls between "
+                "two rdtsc reads (the TSC advances in ~25-tick steps here); empty-bracket "
+                "median subtracted; median and p99 over samples, per call"
+            ),
             "batch": batch,
             "tsc_ticks_per_ns": round(per_ns, 4),
             "empty_bracket_ticks": overhead,

@@ -148,9 +148,20 @@ def test_trading_ma_signal_and_position_and_risk() -> None:
         assert got == pytest.approx(pnl, rel=1e-9, abs=1e-9)
         np.testing.assert_allclose(pos, [q, avg, realized], rtol=1e-9, atol=1e-9)
     for _ in range(300):
-        a = (int(rng.integers(-500, 500)), int(rng.integers(-500, 500)), float(rng.uniform(90, 110)),
-             100.0, int(rng.integers(0, 800)), float(rng.uniform(0, 6e4)), 0.05)
-        want = abs(a[0] + a[1]) <= a[4] and abs(a[1] * a[2]) <= a[5] and abs(a[2] - a[3]) <= a[6] * a[3]
+        a = (
+            int(rng.integers(-500, 500)),
+            int(rng.integers(-500, 500)),
+            float(rng.uniform(90, 110)),
+            100.0,
+            int(rng.integers(0, 800)),
+            float(rng.uniform(0, 6e4)),
+            0.05,
+        )
+        want = (
+            abs(a[0] + a[1]) <= a[4]
+            and abs(a[1] * a[2]) <= a[5]
+            and abs(a[2] - a[3]) <= a[6] * a[3]
+        )
         assert cm["risk_check"](*a) is want
 
 
@@ -292,7 +303,9 @@ block0(v0: i64):
     return v1
 }
 """
-    with pytest.raises(CompileError, match=r"@top: constraint `no_alloc` cannot be met[\s\S]*@fact -> @fact"):
+    with pytest.raises(
+        CompileError, match=r"@top: constraint `no_alloc` cannot be met[\s\S]*@fact -> @fact"
+    ):
         native.cpu_compile(hir.parse_zir(rec))
     # Without the constraint the same module compiles and runs.
     ok = native.cpu_compile(hir.parse_zir(rec.replace(" no_alloc", "")))
@@ -305,7 +318,9 @@ block0(v0: i64):
     return v0
 }
 """
-    with pytest.raises(CompileError, match=r"@f: constraint `critical_path` cannot be met: opt_level O0"):
+    with pytest.raises(
+        CompileError, match=r"@f: constraint `critical_path` cannot be met: opt_level O0"
+    ):
         native.cpu_compile(hir.parse_zir(cp0))
 
 

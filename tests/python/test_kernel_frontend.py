@@ -171,6 +171,18 @@ def test_dispatch_specs_from_arguments() -> None:
     assert str(spec_of_value(np.zeros((3, 4), F32).T)) == "array(f32, 2)"
 
 
+def test_signatures_as_strings() -> None:
+    a = np.zeros(4, np.int32)
+    f = np.zeros(4, F32)
+    by_value = kd.arith.hir((a, a, f, a, a))
+    assert (
+        kd.arith.hir(("i32[1, C]", "i32[1, C]", "f32[1, C]", "i32[1, C]", "i32[1, C]")) == by_value
+    )
+    assert kd.widen.hir(("f32[1]", "f32[1]")) == kd.widen.hir()
+    with pytest.raises(zyntax.KernelError, match="cannot read the type"):
+        kd.widen.hir(("float32", "f32[1]"))
+
+
 def test_c_layout_folds_the_last_stride() -> None:
     @zyntax.kernel
     def copy2(a, b):
@@ -399,6 +411,7 @@ def test_wrong_argument_at_launch_points_at_parameter() -> None:
     _check_points_at(info.value, "x: zyntax.Array")
     info = _raise(typed.run_cpu, np.zeros(3, F32), grid=1, block=1)
     assert "takes 2 argument(s) (x, n) but 1 were given" in str(info.value)
+    _check_points_at(info.value, "def typed(")
 
 
 def test_traceback_is_trimmed_of_internal_frames() -> None:

@@ -10,6 +10,7 @@ the on-disk PTX cache (:mod:`zyntax.frontend.cache`).
 from __future__ import annotations
 
 import inspect
+import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -187,6 +188,13 @@ def spec_of_sig_entry(x: Any) -> ParamSpec:
         return s
     if isinstance(x, (ir.Scalar, ArrayParam)):
         return x
+    if isinstance(x, str):
+        # "f32", "f32[2]" (any strides) or "f32[2, C]" (contiguous).
+        m = re.fullmatch(r"\s*(\w+)\s*(?:\[\s*([123])\s*(?:,\s*([AC])\s*)?\])?\s*", x)
+        if m is None or m.group(1) not in ir.SCALAR_NAMES:
+            raise KernelArgumentError(f"cannot read the type {x!r} (e.g. 'f32' or 'f32[2]')")
+        t = ir.scalar(m.group(1))
+        return t if m.group(2) is None else ArrayParam(t, int(m.group(2)), m.group(3) or "A")
     return spec_of_value(x)
 
 
@@ -362,6 +370,21 @@ class Kernel(_Translatable):
         )
 
     # ---------------------------------------------------------------- signatures
+    def _def_error(self, message: str) -> KernelArgumentError:
+        """A launch error pointing at the kernel's def line."""
+        try:
+            src = self.source()
+            d = src.tree
+            return KernelArgumentError(
+                message,
+                file=src.file,
+                line=d.lineno + src.line_offset,
+                col=d.col_offset + 1 + src.col_offset,
+                kernel=self.__name__,
+            )
+        except KernelError:
+            return KernelArgumentError(message)
+
     def _param_error(self, index: int, message: str) -> KernelArgumentError:
         """A launch error pointing at the parameter in the def line."""
         try:
@@ -381,7 +404,7 @@ class Kernel(_Translatable):
     def specs_for(self, args: Sequence[Any]) -> tuple[ParamSpec, ...]:
         params = list(self._sig.parameters)
         if len(args) != len(params):
-            raise KernelArgumentError(
+            raise self._def_error(
                 f"kernel '{self.__name__}' takes {len(params)} argument(s) "
                 f"({', '.join(params)}) but {len(args)} were given"
             )

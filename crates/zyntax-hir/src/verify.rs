@@ -73,7 +73,7 @@
 //! - memory: loads and stores through pointers to non-array memory types, no
 //!   stores to `constant`; `ptr_add` takes an integer index; `ptr_cast` keeps the
 //!   address space or casts to or from `generic`; allocation counts ≥ 1 and
-//!   sizes bounded (alloca ≤ 512 KiB, shared_alloc ≤ 48 KiB).
+//!   sizes bounded (allocas ≤ 512 KiB per function in all, shared_alloc ≤ 48 KiB).
 //!
 //! **GPU**
 //! - no GPU instruction in a host function;
@@ -408,6 +408,22 @@ fn verify_function_into(m: &Module, f: &Function, diags: &mut Vec<Diagnostic>) {
     check_insts(&mut cx);
     check_dominance(&mut cx);
     check_no_alloc(&mut cx);
+    check_alloca_total(&mut cx);
+}
+
+/// Each `alloca` is bounded on its own (in `check_op`); their sum must fit too.
+fn check_alloca_total(cx: &mut Ctx) {
+    let total = placed_insts(cx.f)
+        .filter_map(|d| match &d.op {
+            Op::Alloca { elem, count } => elem.size_bytes().map(|s| s.saturating_mul(*count)),
+            _ => None,
+        })
+        .fold(0u64, u64::saturating_add);
+    if total > MAX_ALLOCA_BYTES {
+        cx.func_err(format!(
+            "the allocas of this function take {total} bytes; at most {MAX_ALLOCA_BYTES} in all (CUDA's local memory per thread)"
+        ));
+    }
 }
 
 fn check_header(cx: &mut Ctx) {

@@ -1824,3 +1824,16 @@ fn kernel_limits_per_arch() {
     assert!(check_arch(&m, Arch::Sm80).is_ok());
     assert!(check_arch(&m, Arch::Sm75).is_err());
 }
+
+#[test]
+fn alloca_total_is_bounded() {
+    let f = kernel_with(&[], |b, _| {
+        b.alloca(Type::F32, 100_000)?;
+        b.alloca(Type::F32, 100_000).map(|_| ())
+    });
+    let d = err(
+        &module(vec![f]),
+        "the allocas of this function take 800000 bytes; at most 524288",
+    );
+    assert_eq!((d.function.as_str(), d.block), ("k", None));
+}

@@ -363,3 +363,21 @@ def test_example_scripts_run(name: str) -> None:
 
     got = runpy.run_path(str(ROOT / "examples" / "kernels" / f"{name}.py"), run_name="__main__")
     assert any(isinstance(v, zyntax.frontend.Kernel) for v in got.values())
+
+
+def test_mma_fragment_carried_through_a_k_loop() -> None:
+    @zyntax.kernel
+    def mma_k(a, b, c, k_dim):
+        acc = lang.mma.fill(0.0)
+        for k in range(0, k_dim, 16):
+            fa = lang.mma.load_a(a, k_dim, offset=k)
+            fb = lang.mma.load_b(b, 16, offset=k * 16)
+            acc = lang.mma.mma(fa, fb, acc)
+        lang.mma.store(c, acc, 16)
+
+    k_dim = 48
+    a = rng.random((16, k_dim)).astype(np.float16)
+    b = rng.random((k_dim, 16)).astype(np.float16)
+    c = np.zeros(256, F32)
+    mma_k.run_cpu(a.ravel(), b.ravel(), c, k_dim, grid=1, block=32)
+    assert np.allclose(c.reshape(16, 16), a.astype(F32) @ b.astype(F32), rtol=1e-3, atol=1e-3)

@@ -19,8 +19,10 @@ Peers compile an equivalent CUDA C (or Triton) kernel in the same process:
   (``warmup``: Python front-end through cubin, no launch).
 
 Peers that fail to import are skipped. Results: medians of ``--repeat`` runs,
-metric ``ms_per_kernel`` (plus ``ms_stage_*`` rows for zyntax's pipeline
-stages), written to ``benches/results/compile-<device-short>-<yyyymmdd>.json``
+metric ``ms_per_kernel`` (wall time; zyntax and NVRTC alternate compile by
+compile, and their rows also carry ``min``, ``cpu_ms`` -- the process CPU time,
+which a loaded machine does not inflate -- and, for zyntax, ``stages_ms``),
+written to ``benches/results/compile-<device-short>-<yyyymmdd>.json``
 (format in shared/design/GPU_RUNS.md); device ``cpu-<model>`` without a GPU.
 
     python benches/compile.py [--arch sm_90] [--repeat 31] [--out-dir DIR] [--quick]
@@ -342,6 +344,9 @@ def bench_in_process(
         stages: dict[str, list[float]] = {}
         ours: list[float] = []
         peer: list[float] = []
+        # CPU time of the process per compile: what a loaded shared machine does not inflate.
+        ours_cpu: list[float] = []
+        peer_cpu: list[float] = []
         src = CUDA_SOURCES.get(name) if nv is not None else None
         if nv is not None and src is not None:
             try:
@@ -350,17 +355,19 @@ def bench_in_process(
                 print(f"  (nvrtc {name} failed: {e})", file=sys.stderr)
                 src = None
         for _ in range(repeat):
-            t0 = time.perf_counter()
+            c0, t0 = time.process_time(), time.perf_counter()
             r, parse = zyntax_compile(name, text, arch)
             ours.append((time.perf_counter() - t0) * 1e3)
+            ours_cpu.append((time.process_time() - c0) * 1e3)
             stages.setdefault("parse", []).append(parse * 1e3)
             for k, v in r.timings.items():
                 stages.setdefault(k, []).append(v * 1e3)
             if nv is not None and src is not None:
                 code = unique_comment() + src
-                t0 = time.perf_counter()
+                c0, t0 = time.process_time(), time.perf_counter()
                 nv.compile_ptx(code, name, opts)
                 peer.append((time.perf_counter() - t0) * 1e3)
+                peer_cpu.append((time.process_time() - c0) * 1e3)
         res.add(
             name,
             "zyntax",
@@ -369,6 +376,7 @@ def bench_in_process(
             True,
             arch=arch,
             min=round(min(ours), 4),
+            cpu_ms=round(statistics.median(ours_cpu), 4),
             # Median milliseconds per stage: parse, verify, lower, llvm_verify, optimize, codegen.
             stages_ms={k: round(statistics.median(v), 4) for k, v in stages.items()},
         )
@@ -380,6 +388,7 @@ def bench_in_process(
                 statistics.median(peer),
                 True,
                 min=round(min(peer), 4),
+                cpu_ms=round(statistics.median(peer_cpu), 4),
                 version=nv.version,
                 output="ptx",
             )
@@ -538,7 +547,8 @@ def main() -> int:
         "load_after": [round(x, 2) for x in os.getloadavg()],
         "cpus": os.cpu_count(),
         "what": "median wall time of one in-process compile from source text to PTX "
-        "(cupy: to a loaded cubin; triton: to cubin), nothing cached",
+        "(cupy: to a loaded cubin; triton: to cubin), nothing cached; cpu_ms: median "
+        "process CPU time of the same compiles",
     }
     res.write(a.out_dir)
     return 0

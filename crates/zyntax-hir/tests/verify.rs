@@ -1837,3 +1837,23 @@ fn alloca_total_is_bounded() {
     );
     assert_eq!((d.function.as_str(), d.block), ("k", None));
 }
+
+#[test]
+fn long_block_chains_verify_without_recursion() {
+    // 50k blocks in a chain, each using the previous block's value: the
+    // dominator walk and the DFS are iterative, so no stack overflow.
+    let mut b = FunctionBuilder::device("chain", &[Type::I32], &[Type::I32]);
+    let mut v = b.param(0);
+    for _ in 0..50_000 {
+        let next = b.create_block(&[]);
+        b.jump(next, &[]).unwrap();
+        b.switch_to(next);
+        v = b.add(v, v).unwrap();
+    }
+    b.ret(&[v]).unwrap();
+    let f = b.finish().unwrap();
+    let start = std::time::Instant::now();
+    ok(&module(vec![f]));
+    // Generous bound: linear work, debug build, shared machine.
+    assert!(start.elapsed().as_secs() < 20, "{:?}", start.elapsed());
+}

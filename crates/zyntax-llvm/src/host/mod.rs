@@ -152,8 +152,22 @@ extern "C" fn on_diagnostic(
     }
     let s = unsafe { std::ffi::CStr::from_ptr(p) }
         .to_string_lossy()
-        .into_owned();
+        .replace("<unknown>:0:0: ", "");
+    // SAFETY: as above.
+    let severity = unsafe { llvm_sys::core::LLVMGetDiagInfoSeverity(di) };
+    // Keep warnings, errors and the vectorizer's verdicts; drop the flood of
+    // other remarks (instruction counts, SLP costs) the handler also receives.
+    let keep = !matches!(
+        severity,
+        llvm_sys::LLVMDiagnosticSeverity::LLVMDSRemark
+            | llvm_sys::LLVMDiagnosticSeverity::LLVMDSNote
+    ) || s.contains("not vectorized")
+        || s.contains("vectorized loop");
+    // SAFETY: the message came from LLVMGetDiagInfoDescription.
     unsafe { llvm_sys::core::LLVMDisposeMessage(p) };
+    if !keep {
+        return;
+    }
     if let Ok(mut v) = d.0.lock() {
         if v.len() < 32 && !v.contains(&s) {
             v.push(s);

@@ -238,7 +238,7 @@ def test_check_mode_reports_a_stale_bundle(tmp_path: Path) -> None:
 def test_every_key_input_changes_the_key() -> None:
     path = ROOT / "examples" / "saxpy.zir"
     zir = bpc.canonical_zir(hir.parse_zir(path.read_text(), path.name))
-    base = ("sm_90", "7.8", "0.1.0", {})
+    base: tuple[str, str, str, dict[str, str]] = ("sm_90", "7.8", "0.1.0", {})
     k0 = bpc.entry_key(zir, *base)
     assert k0 == bpc.entry_key(zir, *base)  # stable
     assert re.fullmatch(r"[0-9a-f]{64}", k0)

@@ -155,6 +155,80 @@ pub fn verify_function(m: &Module, f: &Function) -> Result<(), VerifyError> {
     finish(diags)
 }
 
+/// The module as `.zir` text with each diagnostic printed as a `; error:`
+/// comment under what it is about (module, function header, block label or
+/// instruction), Cranelift style. The result still parses.
+pub fn print_with_errors(m: &Module, e: &VerifyError) -> String {
+    use crate::printer::{print_function_header, print_module};
+    use std::fmt::Write;
+    let note = |out: &mut String, indent: &str, d: &Diagnostic| {
+        for (n, line) in d.message.lines().enumerate() {
+            let lead = if n == 0 { "; error: " } else { ";        " };
+            let _ = writeln!(out, "{indent}{lead}{line}");
+        }
+    };
+    let mut out = String::new();
+    // The module line, then module-level errors.
+    let text = print_module(&Module {
+        functions: Vec::new(),
+        ..m.clone()
+    });
+    out.push_str(text.trim_end());
+    out.push('\n');
+    for d in e.diagnostics.iter().filter(|d| d.function.is_empty()) {
+        note(&mut out, "", d);
+    }
+    for f in &m.functions {
+        let mine: Vec<&Diagnostic> = e
+            .diagnostics
+            .iter()
+            .filter(|d| d.function == f.name && !f.name.is_empty())
+            .collect();
+        let _ = writeln!(out, "\n{} {{", print_function_header(f));
+        for d in mine
+            .iter()
+            .filter(|d| d.block.is_none() && d.inst.is_none())
+        {
+            note(&mut out, "", d);
+        }
+        for b in &f.layout {
+            let Some(bd) = f.blocks.get(b.index()) else {
+                continue;
+            };
+            let params: Vec<String> = bd
+                .params
+                .iter()
+                .map(|v| match f.values.get(v.index()) {
+                    Some(vd) => format!("{v}: {}", vd.ty),
+                    None => format!("{v}: <invalid>"),
+                })
+                .collect();
+            if params.is_empty() {
+                let _ = writeln!(out, "{b}:");
+            } else {
+                let _ = writeln!(out, "{b}({}):", params.join(", "));
+            }
+            for d in mine
+                .iter()
+                .filter(|d| d.block == Some(*b) && d.inst.is_none())
+            {
+                note(&mut out, "    ", d);
+            }
+            for i in &bd.insts {
+                let _ = writeln!(out, "    {}", print_inst(f, *i));
+                for d in mine
+                    .iter()
+                    .filter(|d| d.block == Some(*b) && d.inst == Some(*i))
+                {
+                    note(&mut out, "    ", d);
+                }
+            }
+        }
+        out.push_str("}\n");
+    }
+    out
+}
+
 /// Re-exported for callers that compile for an arch the module does not list.
 pub use crate::arch::check_arch;
 

@@ -277,6 +277,7 @@ fn check(m: &Module) {
         Err(e) => {
             assert!(!e.diagnostics.is_empty());
             let _ = e.to_string();
+            let _ = zyntax_hir::verify::print_with_errors(m, &e);
         }
     }
     for f in &m.functions {

@@ -118,3 +118,30 @@ block2:
         panic!("{e}");
     }
 }
+
+#[test]
+fn errors_print_inline_and_the_text_still_parses() {
+    let text = r#"module "m" targets(sm_75)
+
+kernel @k {
+block0(v0: ptr<global, f32>, v1: i32):
+    v2: f32 = sqrt v1
+    v3: ptr<shared, f32> = shared_alloc f32, 4
+    cp.async.ca.4 v3, v0
+    return
+}
+"#;
+    let m = parse_module(text).unwrap();
+    let e = verify_module(&m).unwrap_err();
+    let shown = zyntax_hir::verify::print_with_errors(&m, &e);
+    assert!(
+        shown.contains("    v2: f32 = sqrt v1\n    ; error: `sqrt` takes a float, got i32\n"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("    cp.async.ca.4 v3, v0\n    ; error: cp.async needs sm_80"),
+        "{shown}"
+    );
+    // Comments only: the annotated text reads back to the same module.
+    assert_eq!(parse_module(&shown).unwrap(), m);
+}

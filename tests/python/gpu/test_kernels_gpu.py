@@ -30,7 +30,9 @@ def _on_gpu(self: Kernel, *args: Any, grid: Any, block: Any, shared_mem: int = 0
 CPU_TESTS: list[tuple[str, Callable[[], None]]] = [
     (name, fn)
     for name, fn in inspect.getmembers(cpu_suite, inspect.isfunction)
-    if name.startswith("test_") and fn.__module__ == cpu_suite.__name__
+    if name.startswith("test_")
+    and fn.__module__ == cpu_suite.__name__
+    and not inspect.signature(fn).parameters  # parametrized ones are run below
 ]
 
 
@@ -38,6 +40,16 @@ CPU_TESTS: list[tuple[str, Callable[[], None]]] = [
 def test_cpu_suite_on_device(test: Callable[[], None], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(Kernel, "run_cpu", _on_gpu)
     test()
+
+
+@pytest.mark.parametrize(
+    "name", ["vector_add", "transpose", "sgemm", "reduction", "scan", "histogram", "softmax"]
+)
+def test_example_scripts_on_device(name: str) -> None:
+    from zyntax.frontend import pipeline
+
+    assert pipeline.gpu_available()  # so the scripts' kern[grid, block] runs on the GPU
+    cpu_suite.test_example_scripts_run(name)
 
 
 def test_device_arrays_and_launch_syntax() -> None:

@@ -1014,7 +1014,7 @@ fn check_inst(cx: &mut Ctx, b: BlockId, i: InstId, d: &InstData) {
     }
     let args: Vec<&Type> = d.args.iter().map(|v| &f.values[v.index()].ty).collect();
     let results: Vec<&Type> = d.results.iter().map(|v| &f.values[v.index()].ty).collect();
-    if let Err(msg) = check_op(cx, b, d, &args, &results) {
+    if let Err(msg) = check_op(cx, d, &args, &results) {
         cx.inst_err(b, i, msg);
     }
 }
@@ -1071,7 +1071,7 @@ fn gpu_mem_ptr<'t>(what: &str, t: &'t Type) -> Result<(AddrSpace, &'t Type), Str
     }
 }
 
-fn check_op(cx: &mut Ctx, b: BlockId, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
+fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
     let f = cx.f;
     let mn = d.op.mnemonic();
     match &d.op {
@@ -1518,7 +1518,7 @@ fn check_op(cx: &mut Ctx, b: BlockId, d: &InstData, a: &[&Type], r: &[&Type]) ->
             Ok(())
         }
         Op::Call(name) => check_call(cx, d, name, a, r),
-        Op::Jump | Op::Branch => check_branch(cx, b, d, a),
+        Op::Jump | Op::Branch => check_branch(cx, d, a),
         Op::Return => {
             if !d.results.is_empty() {
                 return Err("return has no results".into());
@@ -1685,7 +1685,7 @@ fn check_call(cx: &Ctx, d: &InstData, name: &str, a: &[&Type], r: &[&Type]) -> C
     Ok(())
 }
 
-fn check_branch(cx: &mut Ctx, b: BlockId, d: &InstData, a: &[&Type]) -> Check {
+fn check_branch(cx: &Ctx, d: &InstData, a: &[&Type]) -> Check {
     let f = cx.f;
     let is_jump = d.op == Op::Jump;
     let (nargs, ntargets) = if is_jump { (0, 1) } else { (1, 2) };
@@ -1753,7 +1753,6 @@ fn check_branch(cx: &mut Ctx, b: BlockId, d: &InstData, a: &[&Type]) -> Check {
             }
         }
     }
-    let _ = b;
     if problems.is_empty() {
         Ok(())
     } else {

@@ -284,7 +284,10 @@ fn scalar_arg(f: &HostFunction, k: usize, s: ScalarType, obj: &Bound<'_, PyAny>)
         return host::scalar_slot(s, v).map_err(|m| type_error(f, k, m));
     }
     let v = if s.is_bool() {
-        if obj.cast::<PyBool>().is_err() && obj.get_type().name()?.to_string() != "bool" {
+        let name = obj.get_type().name()?;
+        // numpy's bool scalar type is `numpy.bool` (numpy 2) or `numpy.bool_`.
+        let np_bool = matches!(name.to_cow()?.as_ref(), "bool" | "bool_");
+        if obj.cast::<PyBool>().is_err() && !np_bool {
             return Err(type_error(
                 f,
                 k,

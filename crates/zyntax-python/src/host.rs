@@ -341,6 +341,33 @@ fn scalar_arg(f: &HostFunction, k: usize, s: ScalarType, obj: &Bound<'_, PyAny>)
     host::scalar_slot(s, v).map_err(|m| type_error(f, k, m))
 }
 
+fn pack_into(
+    py: Python<'_>,
+    f: &HostFunction,
+    args: &Bound<'_, PyTuple>,
+    slots: &mut [u64],
+    lens: &mut [u64],
+) -> PyResult<()> {
+    for (k, (obj, t)) in args.iter().zip(&f.params).enumerate() {
+        match t {
+            Type::Ptr(..) => {
+                let (a, n) = array_arg(py, f, k, t, &obj)?;
+                slots[k] = a;
+                lens[k] = n;
+            }
+            Type::Scalar(s) => slots[k] = scalar_arg(f, k, *s, &obj)?,
+            other => {
+                return Err(type_error(
+                    f,
+                    k,
+                    format!("{other} parameters cannot be passed from Python"),
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
 fn pack(
     py: Python<'_>,
     f: &HostFunction,
@@ -354,26 +381,27 @@ fn pack(
             args.len()
         )));
     }
-    let mut slots = Vec::with_capacity(args.len());
+    let mut slots = vec![0u64; args.len()];
     let mut lens = vec![0u64; args.len()];
-    for (k, (obj, t)) in args.iter().zip(&f.params).enumerate() {
-        match t {
-            Type::Ptr(..) => {
-                let (a, n) = array_arg(py, f, k, t, &obj)?;
-                slots.push(a);
-                lens[k] = n;
-            }
-            Type::Scalar(s) => slots.push(scalar_arg(f, k, *s, &obj)?),
-            other => {
-                return Err(type_error(
-                    f,
-                    k,
-                    format!("{other} parameters cannot be passed from Python"),
-                ))
-            }
+    pack_into(py, f, args, &mut slots, &mut lens)?;
+    Ok((slots, lens))
+}
+
+/// Python value(s) of the result slots: None, one scalar, or a tuple.
+fn results(py: Python<'_>, f: &HostFunction, rets: &[u64]) -> PyResult<Py<PyAny>> {
+    match f.returns.len() {
+        0 => Ok(py.None()),
+        1 => to_py(py, host::slot_scalar(&f.returns[0], rets[0])),
+        _ => {
+            let items: Vec<Py<PyAny>> = f
+                .returns
+                .iter()
+                .zip(rets)
+                .map(|(t, b)| to_py(py, host::slot_scalar(t, *b)))
+                .collect::<PyResult<_>>()?;
+            Ok(PyTuple::new(py, items)?.into_any().unbind())
         }
     }
-    Ok((slots, lens))
 }
 
 fn to_py(py: Python<'_>, v: Scalar) -> PyResult<Py<PyAny>> {
@@ -428,27 +456,36 @@ impl CpuFunction {
     #[pyo3(signature = (*args))]
     fn __call__(&self, py: Python<'_>, args: &Bound<'_, PyTuple>) -> PyResult<Py<PyAny>> {
         let f = self.f();
-        let (slots, lens) = pack(py, f, args)?;
-        // SAFETY: pack checked every argument against the signature and measured every array.
-        let r = guard(|| Ok(unsafe { self.m.call_slots(&f.name, &slots, &lens) }))?
-            .map_err(|e| host_error(py, e))?;
-        let vals: Vec<Scalar> = f
-            .returns
-            .iter()
-            .zip(r)
-            .map(|(t, b)| host::slot_scalar(t, b))
-            .collect();
-        match vals.len() {
-            0 => Ok(py.None()),
-            1 => to_py(py, vals[0]),
-            _ => {
-                let items: Vec<Py<PyAny>> = vals
-                    .into_iter()
-                    .map(|v| to_py(py, v))
-                    .collect::<PyResult<_>>()?;
-                Ok(PyTuple::new(py, items)?.into_any().unbind())
-            }
+        let n = f.params.len();
+        // Stack buffers for the common case: a Python call should not allocate.
+        const SMALL: usize = 12;
+        if n > SMALL || f.returns.len() > SMALL {
+            let (slots, lens) = pack(py, f, args)?;
+            let mut rets = vec![0u64; f.returns.len().max(1)];
+            // SAFETY: pack checked every argument against the signature and measured every array.
+            guard(|| Ok(unsafe { self.m.call_slots_into(self.idx, &slots, &lens, &mut rets) }))?
+                .map_err(|e| host_error(py, e))?;
+            return results(py, f, &rets);
         }
+        if args.len() != n {
+            return Err(PyTypeError::new_err(format!(
+                "{} takes {} argument(s), got {}",
+                f.signature(),
+                n,
+                args.len()
+            )));
+        }
+        let (mut slots, mut lens, mut rets) = ([0u64; SMALL], [0u64; SMALL], [0u64; SMALL]);
+        pack_into(py, f, args, &mut slots[..n], &mut lens[..n])?;
+        // SAFETY: pack_into checked every argument against the signature and measured every array.
+        guard(|| {
+            Ok(unsafe {
+                self.m
+                    .call_slots_into(self.idx, &slots[..n], &lens[..n], &mut rets)
+            })
+        })?
+        .map_err(|e| host_error(py, e))?;
+        results(py, f, &rets)
     }
 
     #[getter]

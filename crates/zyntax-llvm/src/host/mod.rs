@@ -911,6 +911,40 @@ impl HostModule {
         Ok(rets)
     }
 
+    /// [`Self::call_slots`] by function index, writing results into `rets`
+    /// (one slot per result) without allocating: the Python call path.
+    ///
+    /// # Safety
+    /// As [`Self::call_slots`].
+    pub unsafe fn call_slots_into(
+        &self,
+        idx: usize,
+        args: &[u64],
+        lens: &[u64],
+        rets: &mut [u64],
+    ) -> HostResult<()> {
+        let Some(f) = self.functions.get(idx) else {
+            return Err(HostError::NotFound(format!("#{idx}")));
+        };
+        if f.slots == 0
+            || args.len() != f.params.len()
+            || lens.len() != f.params.len()
+            || rets.len() < f.returns.len().max(1)
+        {
+            // The checked path gives the precise message.
+            return unsafe { self.call_slots(&f.name, args, lens).map(|_| ()) };
+        }
+        let mut err = ErrRecord::default();
+        type SlotFn = unsafe extern "C" fn(*const u64, *const u64, *mut u64, *mut ErrRecord);
+        // SAFETY: `slots` is the address of lower::slots_wrapper's function for `f`.
+        let func: SlotFn = unsafe { std::mem::transmute::<usize, SlotFn>(f.slots) };
+        unsafe { func(args.as_ptr(), lens.as_ptr(), rets.as_mut_ptr(), &mut err) };
+        if err.code != 0 {
+            return Err(self.runtime_error(&f.name, &err).into());
+        }
+        Ok(())
+    }
+
     /// Turn an error record into a message naming the function, parameter and index.
     pub fn runtime_error(&self, entry: &str, e: &ErrRecord) -> RuntimeError {
         let func = usize::try_from(e.func)

@@ -250,13 +250,19 @@ pub fn inst_requirements(f: &Function, d: &InstData) -> Vec<Feature> {
     op_requirements(&d.op, &args, &results)
 }
 
-/// Check a module for one arch, whatever its declared targets: every kernel and
-/// device function, with the module's PTX version (or the arch's default).
+/// Check a module for one arch, whatever its declared targets: every device
+/// function and every kernel not pinned to another arch (what the PTX for
+/// `arch` holds), with the module's PTX version (or the arch's default).
 /// Only arch rules are checked here; run [`crate::verify_module`] as well.
 pub fn check_arch(m: &Module, arch: Arch) -> Result<(), VerifyError> {
     let mut diags = Vec::new();
     check_ptx_for(m, arch, &mut diags);
-    for f in m.functions.iter().filter(|f| f.kind.is_gpu()) {
+    // As lowering selects them: device functions always, kernels unless pinned to another arch.
+    let selected = m.functions.iter().filter(|f| match f.kind.kernel_info() {
+        Some(k) => k.arch.unwrap_or(arch) == arch,
+        None => f.kind.is_gpu(),
+    });
+    for f in selected {
         check_function(m, f, &[arch], m.ptx_version, &mut diags);
     }
     if diags.is_empty() {

@@ -93,8 +93,8 @@
 //! - `no_alloc` functions reach no `alloca` (through calls either).
 //! - every GPU function passes [`crate::arch`]'s gating table for each arch it
 //!   is compiled for: a kernel's `arch` if set, else the module's targets; a
-//!   device function the module's targets plus the `arch` of every kernel that
-//!   reaches it.
+//!   device function every arch the module is compiled for (the targets plus
+//!   every kernel's `arch`: each arch's PTX holds every device function).
 //!
 //! Not checked statically: a `barrier` in divergent control flow (the
 //! interpreter reports it at run time), memory bounds, data races.
@@ -146,9 +146,10 @@ pub fn verify_function(m: &Module, f: &Function) -> Result<(), VerifyError> {
     if f.kind.is_gpu() {
         let archs = compile_archs(m);
         let n = m.functions.iter().position(|g| std::ptr::eq(g, f));
-        let mine = match n {
-            Some(n) => archs[n].clone(),
-            None => own_archs(m, f),
+        let mine = match (n, &f.kind) {
+            (Some(n), _) => archs[n].clone(),
+            (None, FunctionKind::Device) => module_archs(m),
+            (None, _) => own_archs(m, f),
         };
         arch::check_function(m, f, &mine, m.ptx_version, &mut diags);
     }
@@ -263,11 +264,7 @@ fn check_module_header(m: &Module, diags: &mut Vec<Diagnostic>) {
                 "ptx({v}) is not a PTX version LLVM 19 can emit (6.0-6.5, 7.0-7.8, 8.0-8.5)"
             )));
         }
-        let mut all: Vec<Arch> = m.targets.clone();
-        all.extend(m.kernels().filter_map(|k| k.kind.kernel_info()?.arch));
-        all.sort();
-        all.dedup();
-        for a in all {
+        for a in module_archs(m) {
             arch::check_ptx_for(m, a, diags);
         }
     }
@@ -311,29 +308,27 @@ fn name_problem(name: &str) -> Option<String> {
     None
 }
 
-/// For each function, the archs it is compiled for: kernels their own `arch` or
-/// the module's targets; device functions the module's targets plus the
-/// `arch` of every kernel that reaches them through calls.
+/// For each function, the archs it is compiled for: a kernel its own `arch`
+/// or else the module's targets; a device function every arch the module is
+/// compiled for (targets plus every kernel's `arch`), because the PTX of each
+/// arch holds every device function.
 fn compile_archs(m: &Module) -> Vec<Vec<Arch>> {
-    let index: HashMap<&str, usize> = m
-        .functions
+    m.functions
         .iter()
-        .enumerate()
-        .map(|(n, f)| (f.name.as_str(), n))
-        .collect();
-    let mut out: Vec<Vec<Arch>> = m.functions.iter().map(|f| own_archs(m, f)).collect();
-    for (k, f) in m.functions.iter().enumerate() {
-        let Some(a) = f.kind.kernel_info().and_then(|i| i.arch) else {
-            continue;
-        };
-        // Every device function this kernel reaches is compiled for `a` too.
-        for n in reachable_callees(m, &index, k) {
-            if matches!(m.functions[n].kind, FunctionKind::Device) && !out[n].contains(&a) {
-                out[n].push(a);
-            }
-        }
-    }
-    out
+        .map(|f| match f.kind {
+            FunctionKind::Device => module_archs(m),
+            _ => own_archs(m, f),
+        })
+        .collect()
+}
+
+/// Every arch the module is compiled for: its targets and the kernels' `arch`.
+fn module_archs(m: &Module) -> Vec<Arch> {
+    let mut all = m.targets.clone();
+    all.extend(m.kernels().filter_map(|k| k.kind.kernel_info()?.arch));
+    all.sort();
+    all.dedup();
+    all
 }
 
 fn own_archs(m: &Module, f: &Function) -> Vec<Arch> {

@@ -1857,3 +1857,40 @@ fn long_block_chains_verify_without_recursion() {
     // Generous bound: linear work, debug build, shared machine.
     assert!(start.elapsed().as_secs() < 20, "{:?}", start.elapsed());
 }
+
+#[test]
+fn pinned_kernels_and_device_functions_follow_lowering() {
+    // A kernel pinned to sm_80 may use cp.async in a module targeting sm_75:
+    // the sm_75 PTX does not hold it, so check_arch(sm_75) skips it.
+    let mut k = cp_async_kernel();
+    k.kind = FunctionKind::Kernel(KernelInfo {
+        arch: Some(Arch::Sm80),
+        ..Default::default()
+    });
+    let m = module_for(&[Arch::Sm75], vec![k, saxpy()]);
+    ok(&m);
+    assert!(check_arch(&m, Arch::Sm75).is_ok());
+    assert!(check_arch(&m, Arch::Sm80).is_ok());
+
+    // Every arch's PTX holds every device function: one using cp.async fails
+    // when any kernel is pinned to an older arch, even if that kernel never calls it.
+    let mut d = FunctionBuilder::device(
+        "stage",
+        &[Type::ptr(AddrSpace::Shared, Type::F32), gptr(Type::F32)],
+        &[],
+    );
+    let (s, g) = (d.param(0), d.param(1));
+    d.cp_async(4, CacheHint::Ca, s, g).unwrap();
+    d.ret(&[]).unwrap();
+    let dev = d.finish().unwrap();
+    let mut old = saxpy();
+    old.kind = FunctionKind::Kernel(KernelInfo {
+        arch: Some(Arch::Sm70),
+        ..Default::default()
+    });
+    let m = module_for(&[Arch::Sm80], vec![dev.clone(), old]);
+    let d = err(&m, "cp.async needs sm_80");
+    assert_eq!(d.function, "stage");
+    assert!(d.message.contains("sm_70"), "{d}");
+    ok(&module_for(&[Arch::Sm80], vec![dev, saxpy()]));
+}

@@ -430,3 +430,56 @@ def test_edge_semantics_match_interpreter() -> None:
         ref = np.zeros(n, dtype=np.float16)
         interp.call(m, "h16", xs, ref, n)
         np.testing.assert_array_equal(out, ref)
+
+
+SHARED_NO_BARRIER = """
+module "shm" targets(sm_80)
+
+kernel @scale_lane {
+block0(v0: ptr<global, f32>, v1: ptr<global, f32>, v2: ptr<global, u32>, v3: u32):
+    v4: ptr<shared, f32> = shared_alloc f32, 128
+    v5: u32 = thread_idx.x
+    v6: u32 = block_idx.x
+    v7: u32 = block_dim.x
+    v8: u32 = mul v6, v7
+    v9: u32 = add v8, v5
+    v10: bool = cmp.lt v9, v3
+    br v10, block1, block2
+block1:
+    v11: ptr<global, f32> = ptr_add v0, v9
+    v12: f32 = load v11
+    v13: f32 = const 2.0
+    v14: f32 = mul v12, v13
+    v15: ptr<shared, f32> = ptr_add v4, v5
+    store v15, v14
+    v16: f32 = load v15
+    v17: ptr<global, f32> = ptr_add v1, v9
+    store v17, v16
+    v18: u32 = lane_id
+    v19: ptr<global, u32> = ptr_add v2, v9
+    store v19, v18
+    jump block2
+block2:
+    return
+}
+"""
+
+
+def test_cpu_kernel_with_shared_memory_and_lane_id() -> None:
+    m = hir.parse_zir(SHARED_NO_BARRIER)
+    cm = native.cpu_compile(m)
+    n = int(rng.integers(500, 3000))
+    x = rng.uniform(-5, 5, n).astype(np.float32)
+    out, lane = np.zeros(n, dtype=np.float32), np.zeros(n, dtype=np.uint32)
+    blocks = (n + 127) // 128
+    assert cm.launch("scale_lane", blocks, 128, x, out, lane, n) == "cpu"
+    np.testing.assert_array_equal(out, x * np.float32(2.0))
+    np.testing.assert_array_equal(lane, np.arange(n, dtype=np.uint32) % 128 % 32)
+    if interp is not None:
+        out2, lane2 = np.zeros_like(out), np.zeros_like(lane)
+        interp.launch(m, "scale_lane", blocks, 128, x, out2, lane2, n)
+        np.testing.assert_array_equal(out, out2)
+        np.testing.assert_array_equal(lane, lane2)
+    # A block larger than the shared array: the bounds check reports it.
+    with pytest.raises(TrapError, match="out of bounds"):
+        cm.launch("scale_lane", 1, 256, x, out, lane, n)

@@ -483,3 +483,43 @@ def test_cpu_kernel_with_shared_memory_and_lane_id() -> None:
     # A block larger than the shared array: the bounds check reports it.
     with pytest.raises(TrapError, match="out of bounds"):
         cm.launch("scale_lane", 1, 256, x, out, lane, n)
+
+
+def test_aot_shared_library_runs_through_ctypes(tmp_path: Path) -> None:
+    """`cpu_emit(..., "so")` gives a library whose exported functions follow the
+    documented ABI: parameters, one length per array, then the error record."""
+    import ctypes
+
+    m = load("examples/host_latency.zir")
+    so, report, symbols = native.cpu_emit(m, "so", cpu="x86-64", features="")
+    assert "dot" in symbols and "dot.zx_slots" in symbols
+    assert "@dot (host, Olatency" in report
+    path = tmp_path / "libhost_latency.so"
+    path.write_bytes(so)
+    lib = ctypes.CDLL(str(path))
+    dot = lib.dot
+    dot.restype = ctypes.c_double
+    u64 = ctypes.c_uint64
+    dot.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        u64,
+        ctypes.c_int64,
+        ctypes.c_int64,
+        ctypes.c_void_p,
+    ]
+    n = int(rng.integers(10, 2000))
+    x, y = rng.uniform(-1, 1, n), rng.uniform(-1, 1, n)
+    err = np.zeros(6, dtype=np.int64)
+    got = dot(x.ctypes.data, y.ctypes.data, n, n, n, err.ctypes.data)
+    assert err[0] == 0
+    assert got == pytest.approx(float(x @ y), rel=1e-12, abs=1e-12)
+    # The same library reports an out-of-bounds read through the error record.
+    got = dot(x.ctypes.data, y.ctypes.data, n, n, n - 1, err.ctypes.data)
+    assert err[0] == 1 and err[1] == 1 and err[2] == n - 1 and err[3] == n - 1
+    obj, _, _ = native.cpu_emit(m, "obj")
+    assert obj[:4] == b"\x7fELF"
+    asm, _, _ = native.cpu_emit(m, "asm")
+    assert b"dot:" in asm
+    with pytest.raises(CompileError, match="unknown output kind"):
+        native.cpu_emit(m, "exe")

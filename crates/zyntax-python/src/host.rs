@@ -792,3 +792,53 @@ pub fn cpu_target(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     d.set_item("features", t.features)?;
     Ok(d)
 }
+
+/// Ahead-of-time compilation for the CPU: `kind` is `"obj"`, `"so"`, `"asm"`
+/// or `"llvm"`; returns `(bytes, report_text, symbols)`. Exported functions use
+/// the ABI in docs/cpu.md (parameters, one length per array, an error record).
+#[pyfunction]
+#[pyo3(signature = (module, kind="obj", *, cpu=None, features=None, opt_level=None))]
+pub fn cpu_emit<'py>(
+    py: Python<'py>,
+    module: &Bound<'py, HirModule>,
+    kind: &str,
+    cpu: Option<String>,
+    features: Option<String>,
+    opt_level: Option<&str>,
+) -> PyResult<(Bound<'py, pyo3::types::PyBytes>, String, Vec<String>)> {
+    let m = module.get().hir()?;
+    let what = match kind {
+        "obj" => host::Emit::Object,
+        "so" => host::Emit::SharedLib,
+        "asm" => host::Emit::Asm,
+        "llvm" => host::Emit::LlvmIr,
+        other => {
+            return Err(CompileError::new_err(format!(
+                "unknown output kind '{other}' (expected one of: obj, so, asm, llvm)"
+            )))
+        }
+    };
+    let opt_level = match opt_level {
+        Some(l) => Some(crate::types::enum_name(
+            "opt level",
+            l,
+            OptLevel::ALL,
+            OptLevel::from_name,
+            OptLevel::name,
+        )?),
+        None => None,
+    };
+    let opts = HostOptions {
+        cpu,
+        features,
+        opt_level,
+        force_interp: Vec::new(),
+    };
+    let r = py.detach(|| guard(|| Ok(host::emit(&m, &opts, what))))?;
+    let art = r.map_err(|e| host_error(py, e))?;
+    Ok((
+        pyo3::types::PyBytes::new(py, &art.bytes),
+        art.report.to_string(),
+        art.symbols,
+    ))
+}

@@ -45,7 +45,7 @@ mod _native {
 
     #[cfg(feature = "llvm")]
     #[pymodule_export]
-    use crate::host::{cpu_compile, cpu_target, CpuFunction, CpuModule};
+    use crate::host::{cpu_compile, cpu_emit, cpu_target, CpuFunction, CpuModule};
 
     #[cfg(feature = "llvm")]
     #[pymodule_export]

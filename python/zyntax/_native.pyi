@@ -10,6 +10,8 @@ __all__ = [
     "Block",
     "BuildError",
     "CompileError",
+    "CpuFunction",
+    "CpuModule",
     "CudaDevice",
     "CudaError",
     "CudaEvent",
@@ -43,6 +45,9 @@ __all__ = [
     "build_info",
     "build_profile",
     "compile_ptx",
+    "cpu_compile",
+    "cpu_emit",
+    "cpu_target",
     "cuda_device_count",
     "cuda_driver_version",
     "cuda_empty",
@@ -602,6 +607,60 @@ def emit_llvm(
     opt_level: str | None = None,
 ) -> str: ...
 def ptxas_assemble(ptx: str, arch: str, ptxas: str | None = None) -> dict[str, Any]: ...
+
+# ---------------------------------------------------------------- CPU backend (src/host.rs, `llvm`)
+
+@final
+class CpuFunction:
+    def __call__(self, *args: Any) -> Any: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def signature(self) -> str: ...
+    def time(self, *args: Any, n: int = 100_000, batch: int = 16) -> dict[str, float]: ...
+    @property
+    def address(self) -> int: ...
+
+@final
+class CpuModule:
+    def __getitem__(self, key: str, /) -> CpuFunction: ...
+    def call(self, name: str, *args: Any) -> Any: ...
+    def launch(
+        self,
+        name: str,
+        grid: int | Sequence[int],
+        block: int | Sequence[int],
+        *args: Any,
+        shared_bytes: int = 0,
+    ) -> str: ...
+    @property
+    def functions(self) -> list[dict[str, Any]]: ...
+    @property
+    def report_json(self) -> str: ...
+    @property
+    def report_text(self) -> str: ...
+    @property
+    def llvm_ir(self) -> str: ...
+    @property
+    def target(self) -> dict[str, str]: ...
+
+def cpu_compile(
+    module: Module,
+    *,
+    cpu: str | None = None,
+    features: str | None = None,
+    opt_level: str | None = None,
+    interp_kernels: list[str] | None = None,
+) -> CpuModule: ...
+def cpu_emit(
+    module: Module,
+    kind: str = "obj",
+    *,
+    cpu: str | None = None,
+    features: str | None = None,
+    opt_level: str | None = None,
+) -> tuple[bytes, str, list[str]]: ...
+def cpu_target() -> dict[str, str]: ...
 
 # ---------------------------------------------------------------- interpreter (feature `interp`)
 

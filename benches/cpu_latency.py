@@ -68,7 +68,7 @@ def tsc_per_ns(lib: ctypes.CDLL) -> float:
     t0, c0 = time.perf_counter_ns(), lib.zx_rdtsc()
     time.sleep(0.3)
     t1, c1 = time.perf_counter_ns(), lib.zx_rdtsc()
-    return (c1 - c0) / (t1 - t0)
+    return float(c1 - c0) / float(t1 - t0)
 
 
 P = ctypes.c_void_p
@@ -203,8 +203,8 @@ def c_args(args: tuple[Any, ...]) -> tuple[Any, ...]:
 def numba_impls() -> dict[str, tuple[Callable[..., Any], int]] | None:
     """Numba @njit versions and @cfunc wrappers (address) with the C signatures."""
     try:
-        import numba  # type: ignore[import-untyped]
-        from numba import cfunc, njit, types  # type: ignore[import-untyped]
+        import numba  # type: ignore[import-not-found,import-untyped,unused-ignore]
+        from numba import cfunc, njit, types  # type: ignore[import-not-found,import-untyped,unused-ignore]
     except ImportError:
         return None
 
@@ -285,7 +285,7 @@ def numba_impls() -> dict[str, tuple[Callable[..., Any], int]] | None:
 
     f64p = types.CPointer(types.float64)
     i64p = types.CPointer(types.int64)
-    from numba import carray  # type: ignore[import-untyped]
+    from numba import carray  # type: ignore[import-not-found,import-untyped,unused-ignore]
 
     @cfunc(types.int64(f64p, f64p, types.int64, types.int64, types.float64, types.float64))
     def ob_c(p, s, depth, cap, price, size):  # type: ignore[no-untyped-def]
@@ -477,12 +477,12 @@ def main() -> None:
     for r in rows:
         if r["case"] not in cases_seen:
             cases_seen.append(r["case"])
-    for c in cases_seen:
-        line = [f"{c:32}"]
+    for case_name in cases_seen:
+        cells = [f"{case_name:32}"]
         for r in rows:
-            if r["case"] == c:
-                line.append(f"{r['impl']}:{r['metric']}={r['value']:.1f}")
-        print("  ".join(line))
+            if r["case"] == case_name:
+                cells.append(f"{r['impl']}:{r['metric']}={r['value']:.1f}")
+        print("  ".join(cells))
 
 
 if __name__ == "__main__":

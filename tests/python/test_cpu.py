@@ -274,7 +274,8 @@ def test_out_of_bounds_raises_trap_error_naming_function_and_index() -> None:
     x, y = rng.uniform(size=n), rng.uniform(size=n - 2)
     with pytest.raises(TrapError, match=rf"@dot: index {n - 2} out of bounds for parameter 1") as e:
         cm["dot"](x, y, n)
-    assert e.value.index == n - 2 and e.value.length == n - 2 and e.value.function == "dot"
+    info = {a: getattr(e.value, a) for a in ("index", "length", "function")}
+    assert info == {"index": n - 2, "length": n - 2, "function": "dot"}
 
 
 def test_unmeetable_constraints_are_compile_errors() -> None:

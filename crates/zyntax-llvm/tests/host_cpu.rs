@@ -477,5 +477,8 @@ fn aot_object_and_shared_library() {
     assert_eq!(&so.bytes[..4], b"\x7fELF");
     assert_eq!(so.target.cpu, "x86-64");
     let asm = host::emit(&m, &HostOptions::default(), Emit::Asm).unwrap();
-    assert!(String::from_utf8_lossy(&asm.bytes).contains("dot:"));
+    let text = String::from_utf8_lossy(&asm.bytes);
+    assert!(text.contains("dot:"));
+    // critical_path: the function entry and its innermost loop on 64 bytes.
+    assert!(text.matches(".p2align\t6").count() >= 2, "{text}");
 }

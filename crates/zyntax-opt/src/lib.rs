@@ -163,7 +163,7 @@ pub struct FunctionPlan {
     pub hot: bool,
     /// Drop the stack protector.
     pub no_stack_protector: bool,
-    /// Align the function entry and loop headers to this many bytes.
+    /// Align the function entry and innermost loop headers to this many bytes.
     pub align: Option<u32>,
     /// Ask the vectorizer to vectorize every loop (it still checks legality).
     pub vectorize_loops: bool,
@@ -222,7 +222,7 @@ pub fn level_summary(level: OptLevel) -> &'static str {
         OptLevel::O2 => "HIR dead-code elimination; LLVM default<O2> (vectorizers on)",
         OptLevel::O3 => "HIR dead-code elimination; LLVM default<O3> (aggressive inlining, unrolling, vectorization)",
         OptLevel::Os => "HIR dead-code elimination; LLVM default<Os>, optsize attribute, no unrolling, no prefetch",
-        OptLevel::Olatency => "O3 plus the latency pipeline: small callees inlined in HIR, hot/nounwind/no stack protector, 64-byte aligned entry and loops, vectorization hints, software prefetch of streaming loads, and a final sroa/gvn/instcombine/vectorize/tailcallelim/dce pass",
+        OptLevel::Olatency => "O3 plus the latency pipeline: small callees inlined in HIR, hot/nounwind/no stack protector, 64-byte aligned entry and innermost loops, vectorization hints, software prefetch of streaming loads, and a final sroa/gvn/instcombine/vectorize/tailcallelim/dce pass",
     }
 }
 
@@ -445,7 +445,7 @@ fn plan_function(f: &Function, report: &mut Report) -> FunctionPlan {
         report.add(
             name,
             "attributes",
-            "hot, nounwind, no stack protector, entry and loop headers aligned to 64 bytes",
+            "hot, nounwind, no stack protector, entry and innermost loop headers aligned to 64 bytes",
             "critical_path: keep the call path short and the hot code cache-line aligned",
         );
         let loops = analysis::loops(f);

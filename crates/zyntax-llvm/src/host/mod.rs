@@ -193,9 +193,11 @@ fn with_diagnostics<T>(ctx: &Context, f: impl FnOnce() -> T) -> (T, Vec<String>)
     (out, notes)
 }
 
-/// Register the native target and MCJIT, and align loop headers to 64 bytes
-/// (LLVM has no per-loop IR attribute for this; the option is process-wide and
-/// only affects code the host backend generates, NVPTX ignores it).
+/// Register the native target and MCJIT, and align innermost loop headers to
+/// 64 bytes. LLVM has no IR attribute for loop alignment and `-align-loops`
+/// belongs to llc's flags, not the library; the X86 backend's
+/// `x86-experimental-pref-innermost-loop-alignment` is the knob the library
+/// reads. It is process-wide and only affects x86 code generation.
 pub fn initialize() -> HostResult<()> {
     let mut res = Ok(());
     INIT.call_once(|| {
@@ -203,7 +205,10 @@ pub fn initialize() -> HostResult<()> {
             res = Err(internal("native target", e));
             return;
         }
-        let args = [c"zyntax".as_ptr(), c"-align-loops=64".as_ptr()];
+        let args = [
+            c"zyntax".as_ptr(),
+            c"-x86-experimental-pref-innermost-loop-alignment=6".as_ptr(),
+        ];
         // SAFETY: two valid NUL-terminated strings; called once, before any codegen of ours.
         unsafe {
             llvm_sys::support::LLVMParseCommandLineOptions(2, args.as_ptr(), std::ptr::null())

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# One batch of GPU work on a lent CUDA machine (see shared/design/GPU_RUNS.md):
+# installs the wheel carried in .device/, runs every GPU test and the GPU
+# benches, and writes logs and bench JSON under $OUT (default ./gpu-out).
+# Usage on the device:  ZYNTAX_COMMIT=<sha> bash scripts/gpu_batch.sh [tests|benches|all]
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+what="${1:-all}"
+OUT="${OUT:-$PWD/gpu-out}"
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+python3 -m pip install -q --no-index --no-deps --target /tmp/site .device/*.whl || exit 1
+export PYTHONPATH=/tmp/site
+# The carried wheel provides the native module; Python sources come from this tree,
+# so a wheel built a few commits ago still tests the current package code.
+find python/zyntax -name '*.py' -o -name '*.pyi' | while read -r f; do
+    mkdir -p "/tmp/site/zyntax/$(dirname "${f#python/zyntax/}")"
+    cp "$f" "/tmp/site/zyntax/${f#python/zyntax/}"
+done
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/device.txt"
+python3 -c "import zyntax, zyntax.cuda as c; print('zyntax', zyntax.__version__, 'devices', c.device_count())" 2>&1 | tee -a "$OUT/device.txt"
+
+if [[ "$what" == tests || "$what" == all ]]; then
+    python3 -m pytest -q -rfEs -p no:cacheprovider tests/gpu tests/python/gpu 2>&1 | tee "$OUT/gpu_tests.log" | tail -40
+fi
+if [[ "$what" == benches || "$what" == all ]]; then
+    mkdir -p "$OUT/results"
+    timeout 150 python3 benches/launch.py --out-dir "$OUT/results" 2>&1 | tail -15
+    timeout 120 python3 benches/bandwidth.py --out-dir "$OUT/results" 2>&1 | tail -8
+    timeout 150 python3 benches/compile.py --out-dir "$OUT/results" --repeat 21 --slow-repeat 3 2>&1 | tail -20
+    timeout 120 python3 benches/frontend.py --out "$OUT/results" 2>&1 | tail -12
+fi

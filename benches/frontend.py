@@ -235,7 +235,10 @@ def main() -> None:
     ap.add_argument("--launches", type=int, default=2000)
     ap.add_argument("--repeat", type=int, default=1)
     args = ap.parse_args()
-    sys.path.insert(0, str(ROOT / "python"))
+    try:
+        import zyntax._native  # noqa: F401  (an installed zyntax wins over the source tree)
+    except ImportError:
+        sys.path.insert(0, str(ROOT / "python"))
     from zyntax import cuda
 
     if not cuda.is_available():

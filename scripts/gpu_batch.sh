@@ -21,7 +21,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/dev
 python3 -c "import zyntax, zyntax.cuda as c; print('zyntax', zyntax.__version__, 'devices', c.device_count())" 2>&1 | tee -a "$OUT/device.txt"
 
 if [[ "$what" == tests || "$what" == all ]]; then
-    python3 -m pytest -q -rfEs -p no:cacheprovider tests/gpu tests/python/gpu 2>&1 | tee "$OUT/gpu_tests.log" | tail -40
+    python3 -m pytest -q -rfEs -p no:cacheprovider -m gpu tests/gpu tests/python/gpu 2>&1 | tee "$OUT/gpu_tests.log" | tail -40
 fi
 if [[ "$what" == benches || "$what" == all ]]; then
     mkdir -p "$OUT/results"

@@ -1,6 +1,8 @@
 """Run HIR on the CPU with the reference interpreter (exact GPU semantics).
 
-``launch(module, "saxpy", grid, block, n, a, x, y)`` runs a kernel over a grid;
+``launch(module, "saxpy", grid, block, n, a, x, y)`` (or ``launch(module, grid,
+block, ...)`` for a module's only kernel, or ``launch(kern, grid, block, ...)``
+for a ``@zyntax.kernel``) runs a kernel over a grid;
 numpy arrays passed for pointer parameters are read and written in place.
 ``call(module, "dot", x, y, n)`` runs a host or device function as one thread
 and returns its result(s). Program faults (out-of-bounds access, shared-memory
@@ -108,24 +110,53 @@ def _marshal(module: Module, name: str, args: Sequence[Any]) -> tuple[_Marshal, 
 
 
 def launch(
-    module: Module,
-    kernel: str,
-    grid: Dim3,
-    block: Dim3,
+    target: Any,
     *args: Any,
     shared_bytes: int = 0,
     checks: bool = True,
     fuel: int | None = None,
-) -> dict[str, int]:
-    """Runs `kernel` over ``grid`` blocks of ``block`` threads.
+) -> dict[str, int] | None:
+    """Runs a kernel over a grid on the interpreter.
+
+    Accepted forms::
+
+        launch(module, "saxpy", grid, block, *args)  # a kernel of a module, by name
+        launch(module, grid, block, *args)           # the module's only kernel
+        launch(kern, grid, block, *args)             # a @zyntax.kernel function
 
     numpy arrays are passed by pointer and updated in place; numbers pass by
-    value. Returns the run's statistics (thread-instructions, warp steps).
+    value. Returns the run's statistics (thread-instructions, warp steps) for
+    HIR modules; ``None`` for ``@zyntax.kernel`` functions, which specialise on
+    the arguments first (see ``Kernel.run_cpu``).
     """
-    marshal, conv = _marshal(module, kernel, args)
+    if not isinstance(target, Module):
+        run_cpu = getattr(target, "run_cpu", None)
+        if run_cpu is None:
+            raise TypeError(
+                "interp.launch takes a zyntax.hir.Module or a @zyntax.kernel function, "
+                f"got {type(target).__name__}"
+            )
+        if len(args) < 2:
+            raise LaunchError("interp.launch(kernel, grid, block, *args) needs grid and block")
+        run_cpu(*args[2:], grid=args[0], block=args[1], shared_mem=shared_bytes)
+        return None
+    if args and isinstance(args[0], str):
+        kernel, rest = args[0], args[1:]
+    else:
+        kernels = target.kernels
+        if len(kernels) != 1:
+            raise LaunchError(
+                f"module {target.name!r} has {len(kernels)} kernels ({', '.join(kernels)}); "
+                "name the one to launch: launch(module, name, grid, block, *args)"
+            )
+        kernel, rest = kernels[0], args
+    if len(rest) < 2:
+        raise LaunchError(f"launching @{kernel} needs a grid and a block size")
+    grid, block, kargs = rest[0], rest[1], rest[2:]
+    marshal, conv = _marshal(target, kernel, kargs)
     try:
         bufs, stats = _native_fn("interp_launch")(
-            module,
+            target,
             kernel,
             _dim3(grid, "grid"),
             _dim3(block, "block"),

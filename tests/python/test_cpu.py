@@ -524,3 +524,20 @@ def test_aot_shared_library_runs_through_ctypes(tmp_path: Path) -> None:
     assert b"dot:" in asm
     with pytest.raises(CompileError, match="unknown output kind"):
         native.cpu_emit(m, "exe")
+
+
+def test_public_cpu_module_matches_native() -> None:
+    """``zyntax.cpu`` is the documented entry point of the CPU backend."""
+    import saxpy  # examples/saxpy.py
+    import zyntax
+
+    cm = zyntax.cpu.compile(saxpy.build())
+    n = 300
+    rng = np.random.default_rng()
+    x = rng.standard_normal(n).astype(np.float32)
+    y = rng.standard_normal(n).astype(np.float32)
+    a = np.float32(rng.uniform(-2, 2))
+    want = a * x + y
+    cm.launch("saxpy", (n + 63) // 64, 64, np.uint32(n), a, x, y)
+    np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6)
+    assert zyntax.cpu.target()["triple"].startswith(("x86_64", "aarch64"))

@@ -33,3 +33,6 @@ python -m mypy.stubtest zyntax._native --allowlist .mypy-stubtest-allowlist
 
 step "pytest"
 python -m pytest -q tests/python tests/gpu
+
+step "packaging: release wheel into fresh venvs (with and without [compute])"
+scripts/smoke_wheel.sh

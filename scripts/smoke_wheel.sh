@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Packaging check: builds the release abi3 wheel, installs it into fresh
+# virtual environments (with and without the `compute` extra) and runs a smoke
+# test in each: compile saxpy to PTX (and, with `compute`, validate it with
+# ptxas). Also checks that the native module carries no libLLVM/libz3/libxml2
+# dependency and prints the wheel's size.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+activate_venv
+cd "$ZYNTAX_ROOT"
+
+out="$(mktemp -d)"
+trap 'rm -rf "$out"' EXIT
+maturin build --release --quiet -o "$out/dist"
+whl="$(ls "$out"/dist/zyntax-*.whl)"
+echo "wheel: $(basename "$whl") ($(du -h "$whl" | cut -f1))"
+
+mkdir "$out/unpacked"
+python -m zipfile -e "$whl" "$out/unpacked"
+if ldd "$out"/unpacked/zyntax/_native*.so | grep -E 'libLLVM|libz3|libxml2'; then
+    echo "smoke: the native module links LLVM/z3/libxml2 dynamically" >&2
+    exit 1
+fi
+
+smoke='
+import sys, zyntax
+from zyntax import hir
+m = hir.Module("saxpy", targets=["sm_80"])
+g = hir.ptr("global", hir.f32)
+with m.kernel("saxpy", [hir.u32, hir.f32, g, g]) as b:
+    n, a, x, y = b.params
+    i = b.block_idx("x") * b.block_dim("x") + b.thread_idx("x")
+    with b.if_(i < n):
+        yi = b.ptr_add(y, i)
+        b.store(yi, b.fma(a, b.load(b.ptr_add(x, i)), b.load(yi)))
+ptx = zyntax.compile(m, backend="nvptx", arch="sm_80")
+assert ".entry saxpy" in ptx and "fma.rn.f32" in ptx, ptx
+if sys.argv[1] == "compute":
+    zyntax.validate_ptx(ptx, "sm_80")
+print("smoke ok:", sys.argv[1], zyntax.__version__)
+'
+for extra in compute plain; do
+    python -m venv "$out/venv-$extra"
+    spec="zyntax @ file://$whl"
+    [[ $extra == compute ]] && spec="zyntax[compute] @ file://$whl"
+    "$out/venv-$extra/bin/python" -m pip install -q --disable-pip-version-check "$spec"
+    (cd "$out" && env -u ZYNTAX_PTXAS "$out/venv-$extra/bin/python" -c "$smoke" "$extra")
+    (cd "$out" && "$out/venv-$extra/bin/zyntax" --help >/dev/null)
+done

@@ -276,3 +276,163 @@ fn resources_report_registers_per_kernel() {
         .unwrap_or_else(|| panic!("{err}"));
     assert!(line.contains("barriers"), "{line}");
 }
+
+#[test]
+fn report_prints_the_optimizer_report() {
+    // To stderr while the code goes to stdout...
+    let o = zyntax()
+        .args(["compile", "--backend", "llvm", "--report"])
+        .arg(example("critical_host.zir"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let err = String::from_utf8(o.stderr).unwrap();
+    assert!(
+        err.starts_with("optimization report for module `critical_host`"),
+        "{err}"
+    );
+    assert!(
+        err.contains("@push_and_average (host, Olatency; constraints: critical_path, no_alloc)"),
+        "{err}"
+    );
+    assert!(err.contains("[no_alloc] proved allocation-free"), "{err}");
+    assert!(String::from_utf8_lossy(&o.stdout).contains("define"));
+    // ...and to stdout, as JSON, when the code goes to a file.
+    let ll = std::env::temp_dir().join(format!("zyntax-report-{}.ll", std::process::id()));
+    let o = zyntax()
+        .args(["compile", "--backend", "llvm", "--report=json", "-o"])
+        .arg(&ll)
+        .arg(example("critical_host.zir"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8(o.stdout).unwrap();
+    assert!(out.trim_start().starts_with('{'), "{out}");
+    assert!(out.contains("\"module\": \"critical_host\""), "{out}");
+    assert!(out.contains("\"name\": \"risk_check\""), "{out}");
+    assert!(std::fs::read_to_string(&ll).unwrap().contains("define"));
+    let _ = std::fs::remove_file(ll);
+    // Only the CPU backend has a report.
+    let o = zyntax()
+        .args(["compile", "--report"])
+        .arg(example("saxpy.zir"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--backend llvm only"));
+    let h = zyntax().args(["compile", "--help"]).output().unwrap();
+    let h = String::from_utf8(h.stdout).unwrap();
+    for opt in [
+        "--report", "--kernel", "--grid", "--block", "--shared", "--seed", "rand:N", "range:N",
+        "fill:N:V",
+    ] {
+        assert!(h.contains(opt), "help lacks {opt}:\n{h}");
+    }
+}
+
+#[test]
+fn python_input_points_to_the_pip_command() {
+    let o = zyntax()
+        .args(["compile", "--backend", "nvptx"])
+        .arg(example("kernels/vector_add.py"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8(o.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("python -m zyntax.cli"), "{err}");
+}
+
+/// `--backend cuda` argument mistakes are caught before any GPU is needed.
+#[test]
+fn cuda_backend_checks_arguments_first() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["1000", "2.5", "rand:1000"], "takes 4 argument(s)"),
+        (
+            &["1000", "2.5", "rand:1000", "ones:5"],
+            "argument 4 (`ones:5`",
+        ),
+        (
+            &["-1", "2.5", "rand:1000", "range:1000"],
+            "-1 does not fit u32",
+        ),
+        (
+            &["rand:9", "2.5", "rand:1000", "range:1000"],
+            "expected an integer",
+        ),
+        (
+            &["--kernel", "nope", "1", "2", "3", "4"],
+            "no kernel `nope` (kernels: saxpy)",
+        ),
+        (&["--emit", "ptx", "1", "2", "3", "4"], "writes no code"),
+    ];
+    for (args, want) in cases {
+        let o = zyntax()
+            .args(["compile", "--backend", "cuda"])
+            .arg(example("saxpy.zir"))
+            .args(*args)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8(o.stderr).unwrap();
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+    let o = zyntax()
+        .args(["compile", "--backend", "cuda", "--grid", "0"])
+        .arg(example("saxpy.zir"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    // Kernel arguments belong to --backend cuda.
+    let o = zyntax()
+        .arg("compile")
+        .arg(example("saxpy.zir"))
+        .arg("1")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--backend cuda only"));
+}
+
+/// Runs saxpy on the GPU where there is one (y = 3 * 2 + i, so the sum is
+/// 3 * 2 * 1000 + 999 * 1000 / 2); elsewhere one clear line and status 1.
+#[test]
+fn cuda_backend_runs_or_fails_with_one_line() {
+    let o = zyntax()
+        .args([
+            "compile",
+            "--backend",
+            "cuda",
+            "--grid",
+            "4",
+            "--block",
+            "256",
+        ])
+        .arg(example("saxpy.zir"))
+        .args(["1000", "3", "fill:1000:2", "range:1000"])
+        .output()
+        .unwrap();
+    let (out, err) = (
+        String::from_utf8(o.stdout).unwrap(),
+        String::from_utf8(o.stderr).unwrap(),
+    );
+    if o.status.success() {
+        assert!(out.starts_with("kernel saxpy on "), "{out}");
+        assert!(out.contains(" ms\n"), "{out}");
+        assert!(
+            out.contains("arg 4 (f32[1000]): [6, 7, 8, 9, 10, 11, 12, 13, ...] sum=505500 "),
+            "{out}"
+        );
+        assert!(out.contains("arg 3 (f32[1000]): [2, 2, 2"), "{out}");
+    } else {
+        assert_eq!(o.status.code(), Some(1));
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.starts_with("error: cuda: ")
+                && (err.contains("CUDA driver not available") || err.contains("no CUDA device")),
+            "{err}"
+        );
+        assert!(out.is_empty(), "{out}");
+    }
+}

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The main job: build zyntax (Python extension + `zyntax` CLI), build every
-# example kernel with the Python builder, verify it, write its .zir, compile it
-# to PTX with `zyntax compile --backend nvptx --validate` (ptxas-checked), and
-# run SAXPY on the reference interpreter against numpy.
+# The main job: build zyntax (the Python extension, which carries the `zyntax`
+# command), build every example kernel with the Python builder, verify it,
+# write its .zir, compile it to PTX with `zyntax compile --backend nvptx
+# --validate` (ptxas-checked), and run SAXPY on the reference interpreter
+# against numpy.
 # Outputs land in $CARGO_TARGET_DIR/demo (default target/demo).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
@@ -12,8 +13,9 @@ scripts/build-python.sh
 activate_venv
 
 target_dir="${CARGO_TARGET_DIR:-$ZYNTAX_ROOT/target}"
-cargo build --quiet --profile "$ZYNTAX_PY_PROFILE" -p zyntax-cli
-zyntax_bin="$target_dir/$ZYNTAX_PY_PROFILE/zyntax"
+# The console script installed with the package (the same command as the
+# cargo-built `zyntax` binary, run through zyntax._native.cli_main).
+zyntax_bin="$ZYNTAX_VENV/bin/zyntax"
 out="$target_dir/demo"
 mkdir -p "$out"
 

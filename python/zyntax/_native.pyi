@@ -44,6 +44,7 @@ __all__ = [
     "bool_",
     "build_info",
     "build_profile",
+    "cli_main",
     "compile_ptx",
     "cpu_compile",
     "cpu_emit",
@@ -83,6 +84,7 @@ build_profile: str
 FULL_MASK: int
 
 def build_info() -> dict[str, Any]: ...
+def cli_main(argv: Sequence[str]) -> int: ...
 
 # ---------------------------------------------------------------- errors
 

@@ -2,20 +2,121 @@
 
 The command itself is implemented in Rust (crate ``zyntax-cli``) and reached
 through the native module so that the pip-installed command and the cargo-built
-binary behave identically.
+binary behave identically. One case stays in Python: ``zyntax compile
+kernels.py`` compiles the ``@zyntax.kernel`` functions of a Python file, which
+needs the Python front-end (:func:`zyntax.frontend.aot.compile_file`).
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Sequence
 
 from zyntax import _native
 
+# Options of ``zyntax compile`` (Rust) that take a value: skipped when looking
+# for the input file, so ``-o out.py`` is not mistaken for one.
+_VALUE_OPTIONS = frozenset(
+    {
+        "--backend",
+        "--arch",
+        "--emit",
+        "--cpu",
+        "--features",
+        "--ptx",
+        "--opt",
+        "-o",
+        "--output",
+        "--kernel",
+        "--grid",
+        "--block",
+        "--shared",
+        "--seed",
+        "--device",
+    }
+)
+
+
+def _compile_input(args: Sequence[str]) -> str | None:
+    """The input of a ``compile`` command line, or None for other commands."""
+    if not args or args[0] != "compile":
+        return None
+    it = iter(args[1:])
+    for a in it:
+        if a == "--":
+            return next(it, None)
+        if a in _VALUE_OPTIONS:
+            next(it, None)
+        elif not a.startswith("-") or a == "-":
+            return a
+    return None
+
+
+def _python_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="zyntax compile",
+        description=(
+            "Compile every fully annotated @zyntax.kernel of a Python file to PTX: "
+            "<OUTPUT>/<kernel>.ptx plus <kernel>.json (parameter layout, arch, PTX version, "
+            "source), or the PTX file itself when OUTPUT ends with .ptx and the file holds "
+            "one kernel."
+        ),
+    )
+    ap.add_argument("input", help="the Python file (kernels.py)")
+    ap.add_argument(
+        "--backend",
+        default="nvptx",
+        choices=["nvptx"],
+        help="Python kernels compile to PTX only (default: nvptx)",
+    )
+    ap.add_argument("--arch", default="sm_80", help="target arch (default: sm_80)")
+    ap.add_argument(
+        "-o",
+        "--output",
+        default=".",
+        help="output directory, or a .ptx file for a single kernel (default: .)",
+    )
+    ap.add_argument(
+        "--cache-layout",
+        action="store_true",
+        help="name outputs by content hash, as in ptx_cache/",
+    )
+    return ap
+
+
+def _compile_python(args: Sequence[str]) -> int:
+    from zyntax.frontend import aot
+    from zyntax.frontend.errors import KernelError
+
+    ns = _python_parser().parse_args(list(args))
+    try:
+        res = aot.compile_file(ns.input, ns.arch, ns.output, cache_layout=ns.cache_layout)
+    except KernelError as e:
+        # One line per problem, as the Rust command prints them (file:line:col first).
+        if e.file is not None and e.line is not None:
+            where = f"{e.file}:{e.line}:{e.col or 1}"
+            inside = f" (in kernel '{e.kernel}')" if e.kernel else ""
+            print(f"{where}: error: {e.message}{inside}", file=sys.stderr)
+        else:
+            print(f"error: {e}", file=sys.stderr)
+        return 1
+    except Exception as e:  # a compile or I/O failure: one message, never a traceback
+        print(f"{ns.input}: error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    for p in res.written:
+        print(p)
+    for name, why in res.skipped:
+        print(f"skipped {name}: {why}", file=sys.stderr)
+    return 0
+
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the zyntax command line with ``argv`` (default: ``sys.argv``)."""
-    args = list(sys.argv if argv is None else ["zyntax", *argv])
+    """Run the zyntax command line with ``argv`` (default: ``sys.argv[1:]``)."""
+    rest = list(sys.argv[1:] if argv is None else argv)
+    inp = _compile_input(rest)
+    if inp is not None and inp.endswith(".py"):
+        return _compile_python(rest[1:])
     cli_main = getattr(_native, "cli_main", None)
     if cli_main is None:
         print(
@@ -24,7 +125,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    code: int = cli_main(args)
+    # The Rust side writes to the process's file descriptors directly.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    code: int = cli_main(["zyntax", *rest])
     return code
 
 

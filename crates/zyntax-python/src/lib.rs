@@ -43,6 +43,10 @@ mod _native {
     #[pymodule_export]
     use super::build_info;
 
+    #[cfg(feature = "cli")]
+    #[pymodule_export]
+    use super::cli_main;
+
     #[cfg(feature = "llvm")]
     #[pymodule_export]
     use crate::host::{cpu_compile, cpu_emit, cpu_target, CpuFunction, CpuModule};
@@ -87,7 +91,16 @@ fn build_info(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
         d.set_item("hir", true)?;
         d.set_item("llvm", cfg!(feature = "llvm"))?;
         d.set_item("interp", cfg!(feature = "interp"))?;
-        d.set_item("cli", false)?;
+        d.set_item("cli", cfg!(feature = "cli"))?;
         Ok(d)
     })
+}
+
+/// Runs the `zyntax` command line (crate `zyntax-cli`) with `argv` (including
+/// the program name) and returns its exit status. Output goes straight to the
+/// process's stdout/stderr; the GIL is released meanwhile.
+#[cfg(feature = "cli")]
+#[pyfunction]
+fn cli_main(py: Python<'_>, argv: Vec<String>) -> PyResult<i32> {
+    errors::guard(|| Ok(py.detach(|| zyntax_cli::run(argv))))
 }

@@ -31,8 +31,9 @@ step "mypy"
 mypy python/zyntax
 python -m mypy.stubtest zyntax._native --allowlist .mypy-stubtest-allowlist
 
-step "pytest"
-python -m pytest -q tests/python tests/gpu
-
 step "packaging: release wheel into fresh venvs (with and without [compute])"
 scripts/smoke_wheel.sh
+
+# Last, so that the test runner's summary closes the output.
+step "pytest"
+python -m pytest -q tests/python tests/gpu

@@ -1,0 +1,186 @@
+"""The pip-installed ``zyntax`` command: ``.zir`` through the Rust CLI, ``.py`` through the
+Python front-end, ``--report``, and ``--backend cuda`` (one clear line without a GPU)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+import zyntax
+from conftest import EXAMPLES, ROOT, gpu_available
+
+pytestmark = pytest.mark.skipif(
+    not zyntax.build_info()["cli"], reason="extension built without the cli feature"
+)
+
+SCRIPT = Path(sys.executable).parent / "zyntax"
+
+
+def launchers() -> list[list[str]]:
+    """``python -m zyntax.cli`` and, where installed, the ``zyntax`` console script."""
+    out = [[sys.executable, "-m", "zyntax.cli"]]
+    if SCRIPT.exists():
+        out.append([str(SCRIPT)])
+    return out
+
+
+def run(cmd: Sequence[str], *args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*cmd, *map(str, args)], capture_output=True, text=True, check=False, cwd=ROOT
+    )
+
+
+@pytest.mark.parametrize("cmd", launchers(), ids=lambda c: Path(c[-1]).name)
+def test_zir_to_ptx_on_stdout(cmd: list[str]) -> None:
+    p = run(cmd, "compile", "--backend", "nvptx", "examples/saxpy.zir", "--arch", "sm_80")
+    assert p.returncode == 0, p.stderr
+    assert ".visible .entry saxpy(" in p.stdout
+    assert ".target sm_80" in p.stdout
+    assert p.stderr == ""
+    # Byte-identical to the library (and hence to the cargo-built binary's output).
+    module = zyntax.hir.parse_zir((EXAMPLES / "saxpy.zir").read_text())
+    assert p.stdout == zyntax.compile(module, arch="sm_80")
+
+
+@pytest.mark.parametrize("cmd", launchers(), ids=lambda c: Path(c[-1]).name)
+def test_bad_input_is_one_line_with_location(cmd: list[str], tmp_path: Path) -> None:
+    bad = tmp_path / "bad.zir"
+    bad.write_text(
+        'module "x"\nkernel @k {\nblock0(v0: u32):\n    v1: u32 = frob v0\n    return\n}\n'
+    )
+    p = run(cmd, "compile", bad)
+    assert p.returncode == 1
+    assert p.stdout == ""
+    assert p.stderr.count("\n") == 1, p.stderr
+    assert p.stderr.startswith(f"{bad}:4:15: error:"), p.stderr
+    assert "Traceback" not in p.stderr and "panicked" not in p.stderr
+    p = run(cmd, "compile", tmp_path / "missing.zir")
+    assert p.returncode == 1
+    assert p.stderr.startswith("error: ") and p.stderr.count("\n") == 1, p.stderr
+
+
+def test_help_version_and_archs() -> None:
+    cmd = launchers()[-1]
+    p = run(cmd, "--version")
+    assert p.returncode == 0 and zyntax.__version__ in p.stdout
+    p = run(cmd, "compile", "--help")
+    assert p.returncode == 0
+    for opt in ("--backend", "--report", "--kernel", "--grid", "rand:N", "kernels.py"):
+        assert opt in p.stdout, opt
+    p = run(cmd, "archs")
+    assert p.returncode == 0
+    assert p.stdout.splitlines()[0].split()[0] == "sm_70"
+    p = run(cmd, "compile", "--backend", "metal", "examples/saxpy.zir")
+    assert p.returncode == 2 and "metal" in p.stderr
+
+
+@pytest.mark.parametrize("cmd", launchers(), ids=lambda c: Path(c[-1]).name)
+def test_python_kernels_to_directory(cmd: list[str], tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    p = run(cmd, "compile", "--backend", "nvptx", "examples/kernels/vector_add.py",
+            "--arch", "sm_80", "-o", out)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == [str(out / "saxpy.ptx"), str(out / "saxpy.json")]
+    # vector_add has no annotations: it cannot be compiled ahead of time.
+    assert "skipped vector_add" in p.stderr
+    ptx = (out / "saxpy.ptx").read_text()
+    assert ".entry saxpy" in ptx and ".target sm_80" in ptx
+    meta = json.loads((out / "saxpy.json").read_text())
+    assert meta["arch"] == "sm_80"
+    assert meta["source"].startswith("vector_add.py:")
+    # The PTX is what ptxas accepts (a missing ptxas fails this test).
+    zyntax.validate_ptx(ptx, "sm_80")
+
+
+def test_python_kernels_to_one_ptx_file(tmp_path: Path) -> None:
+    target = tmp_path / "saxpy.ptx"
+    p = run(launchers()[0], "compile", "examples/kernels/vector_add.py", "--arch", "sm_90",
+            "--output", target)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    ptx = target.read_text()
+    assert ".target sm_90" in ptx and ".entry saxpy" in ptx
+    assert target.with_suffix(".json").exists()
+
+
+def test_python_kernel_errors(tmp_path: Path) -> None:
+    cmd = launchers()[0]
+    # No fully annotated kernel in the file.
+    p = run(cmd, "compile", "examples/kernels/sgemm.py", "-o", tmp_path)
+    assert p.returncode == 1
+    assert "no fully annotated @zyntax.kernel" in p.stderr
+    assert "Traceback" not in p.stderr
+    # An error in the kernel's source: file:line:col first, one line.
+    src = tmp_path / "broken.py"
+    src.write_text(
+        "import zyntax\n"
+        "from zyntax import lang\n"
+        "\n"
+        "\n"
+        "@zyntax.kernel\n"
+        "def broken(x: zyntax.Array[zyntax.f32, 1]):\n"
+        "    i = lang.grid(1)\n"
+        "    x[i] = undefined_name\n"
+    )
+    p = run(cmd, "compile", src, "-o", tmp_path / "o")
+    assert p.returncode == 1
+    assert p.stderr.count("\n") == 1, p.stderr
+    assert p.stderr.startswith(f"{src}:8:"), p.stderr
+    assert ": error: " in p.stderr and "undefined_name" in p.stderr
+    assert "Traceback" not in p.stderr
+    # Options that mean nothing for Python files are usage errors.
+    p = run(cmd, "compile", "--emit", "llvm", "examples/kernels/vector_add.py")
+    assert p.returncode == 2 and "--emit" in p.stderr
+    p = run(cmd, "compile", "--backend", "llvm", "examples/kernels/vector_add.py")
+    assert p.returncode == 2 and "nvptx" in p.stderr
+
+
+def test_output_named_py_is_not_the_input(tmp_path: Path) -> None:
+    # `-o x.py` is an option value, not a Python input: this goes to the Rust CLI.
+    out = tmp_path / "x.py"
+    p = run(launchers()[0], "compile", "-o", out, "examples/saxpy.zir")
+    assert p.returncode == 0, p.stderr
+    assert ".entry saxpy" in out.read_text()
+
+
+def test_report_for_the_cpu_backend(tmp_path: Path) -> None:
+    cmd = launchers()[-1]
+    p = run(cmd, "compile", "--backend", "llvm", "--report", "examples/critical_host.zir")
+    assert p.returncode == 0, p.stderr
+    assert "define" in p.stdout
+    assert p.stderr.startswith("optimization report for module `critical_host`")
+    assert "@risk_check (host, " in p.stderr
+    obj = tmp_path / "host.o"
+    p = run(cmd, "compile", "--backend", "llvm", "--emit", "obj", "--report=json",
+            "-o", obj, "examples/critical_host.zir")  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    report = json.loads(p.stdout)
+    assert report["module"] == "critical_host"
+    names = {f["name"] for f in report["functions"]}
+    assert {"push_and_average", "risk_check"} <= names
+    assert obj.read_bytes().startswith(b"\x7fELF")
+
+
+def test_cuda_backend_runs_or_fails_with_one_line() -> None:
+    # y = 3 * 2 + i over 1000 elements: sum = 6000 + 499500.
+    p = run(launchers()[-1], "compile", "--backend", "cuda", "examples/saxpy.zir",
+            "--grid", "4", "--block", "256", "1000", "3", "fill:1000:2", "range:1000")  # fmt: skip
+    if gpu_available():
+        assert p.returncode == 0, p.stderr
+        assert p.stdout.startswith("kernel saxpy on ")
+        assert "arg 4 (f32[1000]): [6, 7, 8, 9, 10, 11, 12, 13, ...] sum=505500 " in p.stdout
+    else:
+        assert p.returncode == 1
+        assert p.stdout == ""
+        assert p.stderr.count("\n") == 1, p.stderr
+        assert p.stderr.startswith("error: cuda: ")
+        assert "CUDA driver not available" in p.stderr or "no CUDA device" in p.stderr
+    # A wrong argument is reported before any GPU is needed.
+    p = run(launchers()[0], "compile", "--backend", "cuda", "examples/saxpy.zir",
+            "1000", "3", "rand:10")  # fmt: skip
+    assert p.returncode == 1
+    assert "takes 4 argument(s)" in p.stderr

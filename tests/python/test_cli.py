@@ -82,8 +82,17 @@ def test_help_version_and_archs() -> None:
 @pytest.mark.parametrize("cmd", launchers(), ids=lambda c: Path(c[-1]).name)
 def test_python_kernels_to_directory(cmd: list[str], tmp_path: Path) -> None:
     out = tmp_path / "out"
-    p = run(cmd, "compile", "--backend", "nvptx", "examples/kernels/vector_add.py",
-            "--arch", "sm_80", "-o", out)  # fmt: skip
+    p = run(
+        cmd,
+        "compile",
+        "--backend",
+        "nvptx",
+        "examples/kernels/vector_add.py",
+        "--arch",
+        "sm_80",
+        "-o",
+        out,
+    )
     assert p.returncode == 0, p.stderr
     assert p.stdout.split() == [str(out / "saxpy.ptx"), str(out / "saxpy.json")]
     # vector_add has no annotations: it cannot be compiled ahead of time.
@@ -99,8 +108,15 @@ def test_python_kernels_to_directory(cmd: list[str], tmp_path: Path) -> None:
 
 def test_python_kernels_to_one_ptx_file(tmp_path: Path) -> None:
     target = tmp_path / "saxpy.ptx"
-    p = run(launchers()[0], "compile", "examples/kernels/vector_add.py", "--arch", "sm_90",
-            "--output", target)  # fmt: skip
+    p = run(
+        launchers()[0],
+        "compile",
+        "examples/kernels/vector_add.py",
+        "--arch",
+        "sm_90",
+        "--output",
+        target,
+    )
     assert p.returncode == 0, p.stderr
     ptx = target.read_text()
     assert ".target sm_90" in ptx and ".entry saxpy" in ptx
@@ -155,8 +171,18 @@ def test_report_for_the_cpu_backend(tmp_path: Path) -> None:
     assert p.stderr.startswith("optimization report for module `critical_host`")
     assert "@risk_check (host, " in p.stderr
     obj = tmp_path / "host.o"
-    p = run(cmd, "compile", "--backend", "llvm", "--emit", "obj", "--report=json",
-            "-o", obj, "examples/critical_host.zir")  # fmt: skip
+    p = run(
+        cmd,
+        "compile",
+        "--backend",
+        "llvm",
+        "--emit",
+        "obj",
+        "--report=json",
+        "-o",
+        obj,
+        "examples/critical_host.zir",
+    )
     assert p.returncode == 0, p.stderr
     report = json.loads(p.stdout)
     assert report["module"] == "critical_host"
@@ -167,8 +193,21 @@ def test_report_for_the_cpu_backend(tmp_path: Path) -> None:
 
 def test_cuda_backend_runs_or_fails_with_one_line() -> None:
     # y = 3 * 2 + i over 1000 elements: sum = 6000 + 499500.
-    p = run(launchers()[-1], "compile", "--backend", "cuda", "examples/saxpy.zir",
-            "--grid", "4", "--block", "256", "1000", "3", "fill:1000:2", "range:1000")  # fmt: skip
+    p = run(
+        launchers()[-1],
+        "compile",
+        "--backend",
+        "cuda",
+        "examples/saxpy.zir",
+        "--grid",
+        "4",
+        "--block",
+        "256",
+        "1000",
+        "3",
+        "fill:1000:2",
+        "range:1000",
+    )
     if gpu_available():
         assert p.returncode == 0, p.stderr
         assert p.stdout.startswith("kernel saxpy on ")
@@ -180,7 +219,8 @@ def test_cuda_backend_runs_or_fails_with_one_line() -> None:
         assert p.stderr.startswith("error: cuda: ")
         assert "CUDA driver not available" in p.stderr or "no CUDA device" in p.stderr
     # A wrong argument is reported before any GPU is needed.
-    p = run(launchers()[0], "compile", "--backend", "cuda", "examples/saxpy.zir",
-            "1000", "3", "rand:10")  # fmt: skip
+    p = run(
+        launchers()[0], "compile", "--backend", "cuda", "examples/saxpy.zir", "1000", "3", "rand:10"
+    )
     assert p.returncode == 1
     assert "takes 4 argument(s)" in p.stderr

@@ -128,7 +128,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     # The Rust side writes to the process's file descriptors directly.
     sys.stdout.flush()
     sys.stderr.flush()
-    code: int = cli_main(["zyntax", *rest])
+    try:
+        code: int = cli_main(["zyntax", *rest])
+    except Exception as e:  # an internal error: one line, never a traceback
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     return code
 
 

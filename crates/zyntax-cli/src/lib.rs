@@ -242,7 +242,9 @@ pub fn run(args: Vec<String>) -> i32 {
             e.exit_code()
         }
         Ok(cli) => {
-            let result = match cli.command {
+            // A bug must still end as one clear line and status 1, not an abort
+            // (and, inside Python, not an exception out of cli_main).
+            let result = std::panic::catch_unwind(|| match cli.command {
                 Command::Compile(args) => compile(&args),
                 Command::Archs => {
                     let mut text = String::new();
@@ -251,7 +253,17 @@ pub fn run(args: Vec<String>) -> i32 {
                     }
                     write_stdout(text.as_bytes())
                 }
-            };
+            })
+            .unwrap_or_else(|payload| {
+                let msg = payload
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown panic payload".to_owned());
+                Err(one(format!(
+                    "internal error (Rust panic): {msg}; please report this as a zyntax bug"
+                )))
+            });
             match result {
                 Ok(()) => 0,
                 Err(lines) => {

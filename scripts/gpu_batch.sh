@@ -2,7 +2,9 @@
 # One batch of GPU work on a lent CUDA machine (see shared/design/GPU_RUNS.md):
 # installs the wheel carried in .device/, runs every GPU test and the GPU
 # benches, and writes logs and bench JSON under $OUT (default ./gpu-out).
-# Usage on the device:  ZYNTAX_COMMIT=<sha> bash scripts/gpu_batch.sh [tests|benches|all]
+# Usage on the device:  ZYNTAX_COMMIT=<sha> bash scripts/gpu_batch.sh [tests|benches|sanitize|all]
+# (`sanitize` runs the example-kernel GPU tests under compute-sanitizer memcheck and
+# racecheck; it needs an H100 machine, see GPU_RUNS.md.)
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 what="${1:-all}"
@@ -29,4 +31,13 @@ if [[ "$what" == benches || "$what" == all ]]; then
     timeout 120 python3 benches/bandwidth.py --out-dir "$OUT/results" 2>&1 | tail -8
     timeout 150 python3 benches/compile.py --out-dir "$OUT/results" --repeat 21 --slow-repeat 3 2>&1 | tail -20
     timeout 120 python3 benches/frontend.py --out "$OUT/results" 2>&1 | tail -12
+fi
+if [[ "$what" == sanitize || "$what" == all ]] && command -v compute-sanitizer >/dev/null; then
+    for tool in memcheck racecheck; do
+        timeout 200 compute-sanitizer --tool "$tool" --error-exitcode 3 --target-processes all \
+            python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_examples_gpu.py \
+            >"$OUT/sanitizer-$tool.log" 2>&1
+        echo "compute-sanitizer $tool: exit $? ($(grep -c 'ERROR SUMMARY: 0 errors' "$OUT/sanitizer-$tool.log") clean summaries)"
+        tail -3 "$OUT/sanitizer-$tool.log"
+    done
 fi

@@ -25,6 +25,7 @@ import argparse
 import datetime
 import json
 import os
+import importlib.util
 import subprocess
 import sys
 import tempfile
@@ -120,7 +121,10 @@ def child(code: str, env: dict[str, str]) -> float | None:
 
 
 def first_calls(rows: list[dict[str, Any]], repeat: int) -> None:
-    py = str(ROOT / "python") + os.pathsep + os.environ.get("PYTHONPATH", "")
+    py = os.environ.get("PYTHONPATH", "")
+    if importlib.util.find_spec("zyntax._native") is None:
+        # No installed zyntax: the children use the source tree (with a built extension).
+        py = str(ROOT / "python") + os.pathsep + py
     for _ in range(repeat):
         with tempfile.TemporaryDirectory() as zc, tempfile.TemporaryDirectory() as tc:
             env = {"PYTHONPATH": py, "ZYNTAX_CACHE_DIR": zc}

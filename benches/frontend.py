@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import importlib.util
 import json
 import os
-import importlib.util
 import subprocess
 import sys
 import tempfile

@@ -142,6 +142,100 @@ def _key_and_flat(args: Sequence[Any]) -> tuple[tuple[Any, ...] | None, list[Any
     return tuple(key), flat
 
 
+#: Launch configurations whose launchers a kernel keeps (see ``Kernel.__getitem__``).
+_LAUNCHER_CACHE_SIZE = 64
+
+
+def _config_key(config: Any) -> tuple[Any, ...] | None:
+    """``config`` when it is a tuple of exact ints or tuples of them, else None.
+
+    Only such configurations are cached: ``1.0 == 1`` must not find the launcher
+    of ``[1, 256]``, and streams are not kept alive by the cache.
+    """
+    if type(config) is not tuple:
+        return None
+    for x in config:
+        if type(x) is not int:
+            if type(x) is not tuple:
+                return None
+            for y in x:
+                if type(y) is not int:
+                    return None
+    return config
+
+
+_FACTORIES: dict[tuple[Any, ...], Callable[[Any], Callable[[tuple[Any, ...]], bool]] | None] = {}
+
+
+def _fast_launch_factory(
+    key: tuple[Any, ...], args: Sequence[Any]
+) -> Callable[[Any], Callable[[tuple[Any, ...]], bool]] | None:
+    """A factory of guards for one ``_key_and_flat`` key, generated once per key.
+
+    ``factory(native)(args)`` launches and returns True when ``args`` have exactly
+    that key (with the key's types and constants inlined, like Triton's
+    ``create_function_from_signature``), passing ``native`` the same flat
+    arguments as ``_key_and_flat``; else it returns False and launches nothing.
+    """
+    if key in _FACTORIES:
+        return _FACTORIES[key]
+    n = len(key)
+    names = [f"a{i}" for i in range(n)]
+    consts: dict[str, Any] = {"_DA": _device_array_type()}
+    checks: list[str] = []  # cheap type checks first, then attribute checks
+    attrs: list[str] = []
+    shapes: list[str] = []
+    flat: list[str] = []
+    factory: Callable[[Any], Callable[[tuple[Any, ...]], bool]] | None = None
+    for i, (a, k) in enumerate(zip(names, key, strict=True)):
+        if k is int:
+            checks.append(f"type({a}) is int and -2147483648 <= {a} < 2147483648")
+            flat.append(a)
+        elif k == "i64":
+            checks.append(f"type({a}) is int and not -2147483648 <= {a} < 2147483648")
+            flat.append(a)
+        elif k is float or k is bool:
+            checks.append(f"type({a}) is {k.__name__}")
+            flat.append(a)
+        elif isinstance(k, tuple) and len(k) == 2:  # a numpy scalar: its type fixes the dtype
+            consts[f"_T{i}"] = k[0]
+            checks.append(f"type({a}) is _T{i}")
+            flat.append(a)
+        elif isinstance(k, tuple) and len(k) == 4 and k[0] is consts["_DA"]:
+            _, typestr, ndim, contiguous = k
+            item = int(args[i].itemsize)  # fixed by the typestr
+            consts[f"_S{i}"] = typestr
+            checks.append(f"type({a}) is _DA")
+            attrs.append(f"s{i} = {a}.strides")
+            attrs.append(f"if {a}.typestr != _S{i} or len(s{i}) != {ndim}: return False")
+            shapes.append(f"h{i} = {a}.shape")
+            last = ndim - 1
+            cont = f"(s{i}[{last}] == {item} or h{i}[{last}] == 1)"
+            shapes.append(f"if {'not ' if contiguous else ''}{cont}: return False")
+            flat.append(a)
+            flat.extend(f"h{i}[{d}]" for d in range(ndim))
+            flat.extend(f"s{i}[{d}] // {item}" for d in range(ndim))
+        else:
+            _FACTORIES[key] = None
+            return None
+    unpack = f"{', '.join(names)}, = args" if n else "pass"
+    body = [
+        "def factory(native):",
+        "    def fast(args):",
+        f"        if len(args) != {n}: return False",
+        f"        {unpack}",
+    ]
+    if checks:
+        body.append(f"        if not ({' and '.join(checks)}): return False")
+    body += [f"        {x}" for x in attrs + shapes]
+    body += [f"        native({', '.join(flat)})", "        return True", "    return fast"]
+    ns: dict[str, Any] = dict(consts)
+    exec("\n".join(body), ns)  # generated from the key's constants only
+    factory = ns["factory"]
+    _FACTORIES[key] = factory
+    return factory
+
+
 _DEVICE_ARRAY: list[type] = []
 
 
@@ -357,6 +451,7 @@ class Kernel(_Translatable):
         self._fast: dict[tuple[Any, ...], Variant] = {}
         # Loaded GPU functions by _key_and_flat key (None until the first GPU launch).
         self._hot: dict[tuple[Any, ...], Any] | None = None
+        self._launchers: dict[Any, Callable[..., None]] = {}
         self._lock = threading.Lock()
         self._pinned = self.partial_specs()
 
@@ -528,6 +623,14 @@ class Kernel(_Translatable):
 
     # ---------------------------------------------------------------- launch
     def __getitem__(self, config: Any) -> Callable[..., None]:
+        # Launchers are kept per configuration so that ``k[grid, block](...)`` in a
+        # loop reuses the prepared native launches of the previous iterations.
+        cache = self._launchers
+        ckey = _config_key(config)
+        if ckey is not None:
+            hit = cache.get(ckey)
+            if hit is not None:
+                return hit
         if not isinstance(config, tuple) or len(config) not in (2, 3, 4):
             raise KernelArgumentError(
                 f"launch configuration must be [grid, block] or [grid, block, shared_mem"
@@ -541,14 +644,67 @@ class Kernel(_Translatable):
             g, b = _dim3(grid, "grid"), _dim3(block, "block")
         except KernelError as e:
             raise trim_traceback(e) from None
+        launcher = self._make_launcher(g, b, shared_mem, stream)
+        if ckey is not None:
+            if len(cache) >= _LAUNCHER_CACHE_SIZE:
+                cache.clear()
+            cache[ckey] = launcher
+        return launcher
+
+    def _make_launcher(self, g: Dim3, b: Dim3, shared_mem: int, stream: Any) -> Callable[..., None]:
+        """The launcher of one configuration.
+
+        The hot path is one generated guard per argument signature (see
+        :func:`_fast_launch_factory`): it checks the argument types with constants
+        baked in, flattens them and calls the native launcher prepared for this
+        configuration. Anything it does not accept goes through :meth:`_launch`
+        (full dispatch, validation, friendly errors), which then installs the guard.
+        """
+        # [current guard, guards by dispatch key]
+        state: list[Any] = [None, {}]
+        launch_slow = self._launch
 
         def launcher(*args: Any) -> None:
             try:
-                self._launch(args, g, b, shared_mem, stream, None)
+                fast = state[0]
+                if fast is not None and fast(args):
+                    return
+                launch_slow(args, g, b, shared_mem, stream, None)
+                self._install_fast(state, args, g, b, shared_mem, stream)
             except KernelError as e:
                 raise trim_traceback(e) from None
 
         return launcher
+
+    def _install_fast(
+        self,
+        state: list[Any],
+        args: tuple[Any, ...],
+        g: Dim3,
+        b: Dim3,
+        shared_mem: int,
+        stream: Any,
+    ) -> None:
+        """After a GPU launch of ``args``, make their signature the launcher's hot path."""
+        hot = self._hot
+        if hot is None or self.device == "cpu":
+            return
+        key, _ = _key_and_flat(args)
+        if key is None:
+            return
+        by_key: dict[tuple[Any, ...], Any] = state[1]
+        fast = by_key.get(key)
+        if fast is None:
+            func = hot.get(key)
+            if func is None:
+                return
+            factory = _fast_launch_factory(key, args)
+            if factory is None:
+                return
+            prepared = func.prepare(g, b, shared_mem=shared_mem or None, stream=stream)
+            fast = factory(prepared)
+            by_key[key] = fast
+        state[0] = fast
 
     def launch(
         self,

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 import zyntax
-from conftest import EXAMPLES, ROOT, gpu_available
+from conftest import EXAMPLES, ROOT
+from zyntax import cuda
 
 pytestmark = pytest.mark.skipif(
     not zyntax.build_info()["cli"], reason="extension built without the cli feature"
@@ -208,7 +209,7 @@ def test_cuda_backend_runs_or_fails_with_one_line() -> None:
         "fill:1000:2",
         "range:1000",
     )
-    if gpu_available():
+    if cuda.is_available():
         assert p.returncode == 0, p.stderr
         assert p.stdout.startswith("kernel saxpy on ")
         assert "arg 4 (f32[1000]): [6, 7, 8, 9, 10, 11, 12, 13, ...] sum=505500 " in p.stdout

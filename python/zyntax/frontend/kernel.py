@@ -660,15 +660,21 @@ class Kernel(_Translatable):
         configuration. Anything it does not accept goes through :meth:`_launch`
         (full dispatch, validation, friendly errors), which then installs the guard.
         """
-        # [current guard, guards by dispatch key]
+        # [last used guard, guards by dispatch key]
         state: list[Any] = [None, {}]
         launch_slow = self._launch
 
         def launcher(*args: Any) -> None:
             try:
                 fast = state[0]
-                if fast is not None and fast(args):
-                    return
+                if fast is not None:
+                    if fast(args):
+                        return
+                    # Alternating signatures: the other guards of this launcher.
+                    for other in state[1].values():
+                        if other is not fast and other(args):
+                            state[0] = other
+                            return
                 launch_slow(args, g, b, shared_mem, stream, None)
                 self._install_fast(state, args, g, b, shared_mem, stream)
             except KernelError as e:

@@ -65,3 +65,14 @@ err = float(np.max(np.abs(y - want)))
 print(f"n={n}: max |zyntax - numpy| = {err:.3g} ({stats['instructions']} thread-instructions)")
 assert err == 0.0
 PY
+
+# With an NVIDIA GPU and driver, also run the kernel there (one command: compile
+# for the device's arch, launch, print the first elements and a checksum).
+if python -c "from zyntax import cuda; raise SystemExit(0 if cuda.is_available() else 1)" 2>/dev/null; then
+    printf '\n==> SAXPY on the GPU: zyntax compile --backend cuda\n'
+    "$zyntax_bin" compile --backend cuda examples/saxpy.zir --kernel saxpy \
+        --grid 40 --block 256 10000 2.5 range:10000 fill:10000:1
+else
+    printf '\n(no NVIDIA GPU here: skipping the GPU run; on a GPU machine this step runs\n'
+    printf ' `zyntax compile --backend cuda examples/saxpy.zir --kernel saxpy ...`)\n'
+fi

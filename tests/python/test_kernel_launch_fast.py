@@ -201,9 +201,9 @@ def test_wrong_args_after_the_fast_path_still_explain(fake_gpu: list[Any]) -> No
     k = _tiny()
     launch = k[1, 256]
     a = FakeDeviceArray((256,), np.float32)
-    launch(a, a)
-    launch(a, a)
-    assert fake_gpu[-1][0] == "fast"
+    for _ in range(3):  # the guard is installed on the launcher's second launch
+        launch(a, a)
+    assert [e[0] for e in fake_gpu] == ["launch", "launch", "fast"]
     with pytest.raises(errors.KernelArgumentError) as info:
         launch(a)
     msg = str(info.value)
@@ -228,3 +228,24 @@ def test_launchers_are_cached_per_exact_config(fake_gpu: list[Any]) -> None:
     a = FakeDeviceArray((256,), np.float32)
     k[[1, 1], [256]](a, a)  # lists: valid, not cached
     assert fake_gpu[-1][2:4] == ((1, 1, 1), (256, 1, 1))
+
+
+def test_one_shot_launchers_build_no_guard(
+    fake_gpu: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    built: list[Any] = []
+    real = K._fast_launch_factory
+
+    def counting(key: Any, args: Any) -> Any:
+        built.append(key)
+        return real(key, args)
+
+    monkeypatch.setattr(K, "_fast_launch_factory", counting)
+    k = _tiny()
+    a = FakeDeviceArray((256,), np.float32)
+    for _ in range(4):
+        k[[1], 256](a, a)  # a list config is not cached: a new launcher each time
+    assert built == [] and [e[0] for e in fake_gpu] == ["launch"] * 4
+    for _ in range(3):
+        k[1, 256](a, a)
+    assert len(built) == 1 and [e[0] for e in fake_gpu][-1] == "fast"

@@ -660,8 +660,8 @@ class Kernel(_Translatable):
         configuration. Anything it does not accept goes through :meth:`_launch`
         (full dispatch, validation, friendly errors), which then installs the guard.
         """
-        # [last used guard, guards by dispatch key]
-        state: list[Any] = [None, {}]
+        # [last used guard, guards by dispatch key, launched before]
+        state: list[Any] = [None, {}, False]
         launch_slow = self._launch
 
         def launcher(*args: Any) -> None:
@@ -676,7 +676,11 @@ class Kernel(_Translatable):
                             state[0] = other
                             return
                 launch_slow(args, g, b, shared_mem, stream, None)
-                self._install_fast(state, args, g, b, shared_mem, stream)
+                # Guards pay off on reused launchers only (uncached configurations,
+                # e.g. with a stream, make a new launcher per k[...]).
+                if state[2]:
+                    self._install_fast(state, args, g, b, shared_mem, stream)
+                state[2] = True
             except KernelError as e:
                 raise trim_traceback(e) from None
 

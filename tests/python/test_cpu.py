@@ -13,7 +13,7 @@ import pytest
 
 from zyntax import _native as native
 from zyntax import hir
-from zyntax.errors import CompileError, TrapError
+from zyntax.errors import CompileError, TrapError, VerifyError
 
 try:
     from zyntax import interp
@@ -279,8 +279,8 @@ def test_out_of_bounds_raises_trap_error_naming_function_and_index() -> None:
 
 
 def test_unmeetable_constraints_are_compile_errors() -> None:
-    # The verifier rejects allocas under no_alloc; the optimizer proves the
-    # rest: recursion reachable from the function means unbounded stack.
+    # Recursion reachable from a no_alloc function means unbounded stack: the
+    # verifier rejects it (and the optimizer's proof would too).
     rec = """
 module "bad"
 
@@ -305,7 +305,7 @@ block0(v0: i64):
 }
 """
     with pytest.raises(
-        CompileError, match=r"@top: constraint `no_alloc` cannot be met[\s\S]*@fact -> @fact"
+        VerifyError, match=r"in @top: no_alloc function reaches recursion[\s\S]*@fact -> @fact"
     ):
         native.cpu_compile(hir.parse_zir(rec))
     # Without the constraint the same module compiles and runs.

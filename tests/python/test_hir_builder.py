@@ -546,11 +546,16 @@ def test_verifier_rejects_bad_metadata() -> None:
         pass
     with pytest.raises(zyntax.VerifyError, match="max_threads"):
         m.verify()
+    # no_alloc allows bounded stack (a small constant alloca), not an unbounded one.
     m2 = hir.Module("t")
     with m2.host_function("h", [], no_alloc=True) as h:
         h.alloca(hir.f32)
-    with pytest.raises(zyntax.VerifyError, match="alloc"):
-        m2.verify()
+    m2.verify()
+    m3 = hir.Module("t")
+    with m3.host_function("h", [], no_alloc=True) as h:
+        h.alloca(hir.f64, 1 << 20)
+    with pytest.raises(zyntax.VerifyError, match="no_alloc function whose stack reaches 8388608"):
+        m3.verify()
 
 
 def test_serialization_round_trips() -> None:

@@ -1299,7 +1299,8 @@ fn recursion_is_allowed() {
 }
 
 #[test]
-fn no_alloc_is_proven() {
+fn no_alloc_allows_bounded_stack() {
+    // A small constant alloca is bounded stack, not an allocation in the sense.
     let mut d = FunctionBuilder::device("scratch", &[], &[]);
     d.alloca(Type::F32, 4).unwrap();
     d.ret(&[]).unwrap();
@@ -1308,16 +1309,46 @@ fn no_alloc_is_proven() {
     k.constraints_mut().no_alloc = true;
     k.call("scratch", &[], &[]).unwrap();
     k.ret(&[]).unwrap();
+    ok(&module(vec![dev, k.finish().unwrap()]));
+}
+
+#[test]
+fn no_alloc_rejects_unbounded_stack_naming_each_site() {
+    // 40 KiB here plus 40 KiB in the callee: over the 64 KiB budget.
+    let mut d = FunctionBuilder::device("scratch", &[], &[]);
+    d.alloca(Type::F32, 10 * 1024).unwrap();
+    d.ret(&[]).unwrap();
+    let dev = d.finish().unwrap();
+    let mut k = FunctionBuilder::device("k", &[], &[]);
+    k.constraints_mut().no_alloc = true;
+    k.alloca(Type::F64, 5 * 1024).unwrap();
+    k.call("scratch", &[], &[]).unwrap();
+    k.ret(&[]).unwrap();
     let kf = k.finish().unwrap();
+    let m = module(vec![dev, kf.clone()]);
+    let d = err(&m, "no_alloc function reaches @scratch, which allocates 40960 bytes");
+    assert_eq!(d.function, "k");
+    let d = err(&m, "alloca in a no_alloc function whose stack reaches 81920 bytes");
+    assert_at(&d, &kf, "alloca");
+}
+
+#[test]
+fn no_alloc_rejects_reachable_recursion() {
+    let mut r = FunctionBuilder::device("fact", &[Type::U32], &[Type::U32]);
+    let n = r.param(0);
+    let x = r.call("fact", &[n], &[Type::U32]).unwrap();
+    r.ret(&x).unwrap();
+    let fact = r.finish().unwrap();
+    let mut k = FunctionBuilder::kernel("k", &[Type::U32]);
+    k.constraints_mut().no_alloc = true;
+    let n = k.param(0);
+    k.call("fact", &[n], &[Type::U32]).unwrap();
+    k.ret(&[]).unwrap();
     let d = err(
-        &module(vec![dev.clone(), kf]),
-        "no_alloc function reaches @scratch, which uses alloca",
+        &module(vec![fact, k.finish().unwrap()]),
+        "no_alloc function reaches recursion, which needs unbounded stack: @fact -> @fact",
     );
     assert_eq!(d.function, "k");
-    let mut dev2 = dev;
-    dev2.constraints.no_alloc = true;
-    let d = err(&module(vec![dev2.clone()]), "alloca in a no_alloc function");
-    assert_at(&d, &dev2, "alloca");
 }
 
 // ------------------------------------------------------------------ kernel metadata, names

@@ -302,8 +302,8 @@ fn inline_always_and_constraint_errors() {
         .iter()
         .any(|a| a.what.contains("inlined call to @sq")));
 
-    // no_alloc: the verifier rejects allocas; the optimizer proves there is no
-    // recursion below the function (unbounded stack).
+    // no_alloc: recursion below the function needs unbounded stack. The
+    // verifier rejects it before the optimizer's proof (which checks the same).
     let mut b = FunctionBuilder::host("rec", &[Type::I32], &[Type::I32]);
     let x = b.param(0);
     let r = b.call("rec", &[x], &[Type::I32]).unwrap()[0];
@@ -320,17 +320,9 @@ fn inline_always_and_constraint_errors() {
         Ok(_) => panic!("no_alloc violation accepted"),
     };
     let text = e.to_string();
-    let HostError::Constraint(c) = &e else {
-        panic!("expected a constraint error, got {text}")
-    };
     assert!(
-        text.contains("@bad: constraint `no_alloc` cannot be met"),
-        "{text}"
-    );
-    assert!(
-        c.violations[0].sites[0]
-            .reason
-            .contains("call cycle @rec -> @rec"),
+        text.contains("in @bad: no_alloc function reaches recursion")
+            && text.contains("@rec -> @rec"),
         "{text}"
     );
 

@@ -1326,9 +1326,15 @@ fn no_alloc_rejects_unbounded_stack_naming_each_site() {
     k.ret(&[]).unwrap();
     let kf = k.finish().unwrap();
     let m = module(vec![dev, kf.clone()]);
-    let d = err(&m, "no_alloc function reaches @scratch, which allocates 40960 bytes");
+    let d = err(
+        &m,
+        "no_alloc function reaches @scratch, which allocates 40960 bytes",
+    );
     assert_eq!(d.function, "k");
-    let d = err(&m, "alloca in a no_alloc function whose stack reaches 81920 bytes");
+    let d = err(
+        &m,
+        "alloca in a no_alloc function whose stack reaches 81920 bytes",
+    );
     assert_at(&d, &kf, "alloca");
 }
 

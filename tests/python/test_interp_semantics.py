@@ -5,6 +5,8 @@ off-by-one) caught with the right trap."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -63,47 +65,12 @@ def test_shuffle_modes_and_widths(mode: str, width: int) -> None:
         np.testing.assert_array_equal(out, shfl_model(mode, width, vals, b))
 
 
-GEMM_ZIR = """\
-module "mma_gemm" targets(sm_80)
-
-kernel @gemm {
-block0(v0: ptr<global, f16>, v1: ptr<global, f16>, v2: ptr<global, f32>, v3: u32):
-    v4: u32 = const 16
-    v5: u32 = block_idx.y
-    v6: u32 = block_idx.x
-    v7: u32 = mul v5, v4
-    v8: u32 = mul v7, v3
-    v9: u32 = mul v6, v4
-    v10: f32 = const 0.0
-    v11: frag<acc, m16n16k16, f32> = mma.fill v10
-    v12: u32 = const 0
-    jump block1(v12, v11)
-block1(v13: u32, v14: frag<acc, m16n16k16, f32>):
-    v15: bool = cmp.lt v13, v3
-    br v15, block2, block3(v14)
-block2:
-    v16: u32 = add v8, v13
-    v17: ptr<global, f16> = ptr_add v0, v16
-    v18: frag<a, m16n16k16, f16, row> = mma.load.row v17, v3
-    v19: u32 = mul v13, v3
-    v20: u32 = add v19, v9
-    v21: ptr<global, f16> = ptr_add v1, v20
-    v22: frag<b, m16n16k16, f16, row> = mma.load.row v21, v3
-    v23: frag<acc, m16n16k16, f32> = mma v18, v22, v14
-    v24: u32 = add v13, v4
-    jump block1(v24, v23)
-block3(v25: frag<acc, m16n16k16, f32>):
-    v26: u32 = add v8, v9
-    v27: ptr<global, f32> = ptr_add v2, v26
-    mma.store.row v27, v25, v3
-    return
-}
-"""
+GEMM_ZIR_PATH = Path(__file__).resolve().parents[1] / "data" / "mma_gemm.zir"
 
 
 def test_mma_tiled_gemm_matches_numpy() -> None:
     rng = np.random.default_rng(7)
-    m = hir.parse_zir(GEMM_ZIR, "gemm.zir")
+    m = hir.parse_zir(GEMM_ZIR_PATH.read_text(), str(GEMM_ZIR_PATH))
     for n in (32, 64):
         a = rng.uniform(-1, 1, (n, n)).astype(np.float16)
         b = rng.uniform(-1, 1, (n, n)).astype(np.float16)

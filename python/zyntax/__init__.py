@@ -8,6 +8,7 @@ from zyntax import cpu, hir, interp
 from zyntax._native import __version__, build_info
 from zyntax.compiler import compile, compile_ptx, validate_ptx
 from zyntax.errors import (
+    ArgumentError,
     BuildError,
     CompileError,
     CudaError,
@@ -20,6 +21,7 @@ from zyntax.errors import (
 )
 
 __all__ = [
+    "ArgumentError",
     "BuildError",
     "CompileError",
     "CudaError",

@@ -11,10 +11,12 @@ the precise subclass; this module only re-exports them::
     ├── LaunchError     a kernel launch was rejected
     ├── TrapError       the interpreter stopped a program fault (out of bounds, race, ...)
     ├── BuildError      the HIR builder was misused (unknown name, closed builder, ...)
+    ├── ArgumentError   a value passed from Python has the wrong type or is out of range
     └── InternalError   a zyntax bug (never a user error)
 """
 
 from zyntax._native import (
+    ArgumentError,
     BuildError,
     CompileError,
     CudaError,
@@ -27,6 +29,7 @@ from zyntax._native import (
 )
 
 __all__ = [
+    "ArgumentError",
     "BuildError",
     "CompileError",
     "CudaError",

@@ -58,6 +58,12 @@ create_exception!(
 );
 create_exception!(
     zyntax,
+    ArgumentError,
+    ZyntaxError,
+    "A value passed from Python is of the wrong type or out of range (the message says which)."
+);
+create_exception!(
+    zyntax,
     InternalError,
     ZyntaxError,
     "A bug in zyntax (an internal invariant failed); please report it."

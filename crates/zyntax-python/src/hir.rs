@@ -11,6 +11,7 @@
 //! (operands and locations are converted first), and a builder lock is taken
 //! before a module lock, never the other way round.
 
+use crate::checked::{self, Checked};
 use crate::errors::{guard, BuildError, InternalError, ParseError, VerifyError};
 use crate::loc::caller_loc;
 use crate::types::{enum_name, parse_layout, to_type, to_types, type_name, PyHirType};
@@ -147,8 +148,8 @@ fn check_ident(name: &str) -> PyResult<()> {
 }
 
 fn to_max_threads(obj: &Bound<'_, PyAny>) -> PyResult<[u32; 3]> {
-    if let Ok(n) = obj.extract::<u32>() {
-        return Ok([n, 1, 1]);
+    if obj.is_instance_of::<PyInt>() {
+        return Ok([checked::arg::<u32>(obj, "max_threads")?, 1, 1]);
     }
     let v: Vec<u32> = obj.extract().map_err(|_| {
         PyTypeError::new_err("max_threads must be an int or a tuple of 1 to 3 ints")
@@ -1011,8 +1012,8 @@ impl FunctionBuilder {
     }
 
     /// The i-th parameter.
-    fn param(&self, py: Python<'_>, index: usize) -> PyResult<PyValue> {
-        self.sh.run1(py, |b| b.try_param(index))
+    fn param(&self, py: Python<'_>, index: Checked<usize>) -> PyResult<PyValue> {
+        self.sh.run1(py, |b| b.try_param(index.0))
     }
 
     #[getter]

@@ -7,6 +7,7 @@
 
 #[cfg(feature = "llvm")]
 mod compile;
+mod checked;
 #[cfg(feature = "cuda")]
 mod cuda;
 mod errors;
@@ -27,7 +28,7 @@ mod _native {
 
     #[pymodule_export]
     use crate::errors::{
-        BuildError, CompileError, CudaError, InternalError, LaunchError, ParseError, TrapError,
+        ArgumentError, BuildError, CompileError, CudaError, InternalError, LaunchError, ParseError, TrapError,
         VerifyError, ZyntaxError,
     };
 

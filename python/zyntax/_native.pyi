@@ -7,8 +7,8 @@ from typing import Any, Literal, SupportsFloat, SupportsIndex, TypeAlias, final
 
 __all__ = [
     "FULL_MASK",
-    "Block",
     "ArgumentError",
+    "Block",
     "BuildError",
     "CompileError",
     "CpuFunction",

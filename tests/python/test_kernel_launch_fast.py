@@ -249,3 +249,25 @@ def test_one_shot_launchers_build_no_guard(
     for _ in range(3):
         k[1, 256](a, a)
     assert len(built) == 1 and [e[0] for e in fake_gpu][-1] == "fast"
+
+
+def test_host_dlpack_tensor_is_refused_by_name() -> None:
+    # A DLPack object in host memory (not a numpy array) names the argument,
+    # on machines with or without a GPU.
+    class HostTensor:
+        def __init__(self, a: np.ndarray) -> None:
+            self._a = a
+
+        def __dlpack__(self, **kw: object) -> object:
+            return self._a.__dlpack__()
+
+        def __dlpack_device__(self) -> tuple[int, int]:
+            return (1, 0)  # kDLCPU
+
+    @zyntax.kernel
+    def copy1(src: zyntax.Array[zyntax.f32, 1], dst: zyntax.Array[zyntax.f32, 1]):
+        i = zyntax.lang.thread_idx.x
+        dst[i] = src[i]
+
+    with pytest.raises(zyntax.ZyntaxError, match=r"argument 'src'.*not in CUDA device memory"):
+        copy1[1, 32](HostTensor(np.ones(32, np.float32)), np.zeros(32, np.float32))

@@ -73,6 +73,52 @@ def _array_like(a: Any) -> tuple[Any, tuple[int, ...], tuple[int, ...]] | None:
     return None
 
 
+def _is_foreign_tensor(a: Any) -> bool:
+    """A GPU tensor of another library (PyTorch, CuPy, JAX, Numba, ...)."""
+    t = type(a)
+    if t is np.ndarray or t is _device_array_type() or isinstance(a, (int, float, np.generic)):
+        return False
+    return hasattr(a, "__cuda_array_interface__") or hasattr(a, "__dlpack_device__")
+
+
+def _adopt_foreign(args: tuple[Any, ...], names: Sequence[str]) -> tuple[Any, ...]:
+    """``args`` with every foreign GPU tensor replaced by a zero-copy DeviceArray view.
+
+    ``__cuda_array_interface__`` is preferred (its ``stream`` is waited for);
+    else ``__dlpack__`` is consumed on the legacy default stream, which orders
+    zyntax's streams. Shape, dtype and strides come from the object; the view
+    keeps it alive for as long as the launch needs it. Host tensors (DLPack
+    CPU devices) are refused: pass a numpy array instead.
+    """
+    if not any(_is_foreign_tensor(a) for a in args):
+        return args
+    from zyntax import cuda
+
+    out = list(args)
+    for i, a in enumerate(args):
+        if not _is_foreign_tensor(a):
+            continue
+        name = names[i] if i < len(names) else str(i)
+        try:
+            if hasattr(a, "__cuda_array_interface__"):
+                out[i] = cuda.from_cuda_array_interface(a)
+            else:
+                dev_type = a.__dlpack_device__()[0]
+                if dev_type not in (2, 13):  # kDLCUDA, kDLCUDAManaged
+                    raise KernelArgumentError(
+                        f"argument '{name}': {type(a).__name__} is not in CUDA device memory "
+                        f"(DLPack device type {dev_type}); pass a GPU tensor or a numpy array"
+                    )
+                out[i] = cuda.from_dlpack(a)
+        except KernelArgumentError:
+            raise
+        except Exception as e:  # the producer's or the runtime's error, with context
+            raise KernelArgumentError(
+                f"argument '{name}': cannot view {type(a).__name__} as a device array: {e}"
+            ) from e
+    return tuple(out)
+
+
 def _dtype_name(dt: Any) -> str | None:
     if isinstance(dt, lang.DType):
         return dt.name
@@ -454,6 +500,7 @@ class Kernel(_Translatable):
         self._launchers: dict[Any, Callable[..., None]] = {}
         self._lock = threading.Lock()
         self._pinned = self.partial_specs()
+        self._param_names = list(self._sig.parameters)
 
     def __repr__(self) -> str:
         return f"<zyntax.kernel {self.__name__}>"
@@ -741,6 +788,7 @@ class Kernel(_Translatable):
         stream: Any,
         device: str | None,
     ) -> None:
+        args = _adopt_foreign(args, self._param_names)
         hot = self._hot
         if hot is not None and device is None:
             # The hot path: device arrays and scalars, a signature seen before on the GPU.

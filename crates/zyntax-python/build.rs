@@ -10,7 +10,9 @@ use std::path::{Path, PathBuf};
 
 /// FNV-1a over (relative path, contents) of every file under `dir`, in sorted order.
 fn hash_tree(root: &Path, dir: &Path, h: &mut Fnv) {
-    let Ok(rd) = std::fs::read_dir(dir) else { return };
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
     let mut paths: Vec<PathBuf> = rd.filter_map(|e| e.ok().map(|e| e.path())).collect();
     paths.sort();
     for p in paths {

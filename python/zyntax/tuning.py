@@ -105,6 +105,7 @@ class Limits:
     """What bounds occupancy on one SM."""
 
     registers_per_sm: int = 65536
+    threads_per_block: int = 1024
     threads_per_sm: int = 2048
     blocks_per_sm: int = 32
     shared_per_sm: int = 233472
@@ -120,6 +121,7 @@ class Limits:
         threads = {(7, 5): 1024, (8, 6): 1536, (8, 7): 1536, (8, 9): 1536}.get(cc, 2048)
         return Limits(
             registers_per_sm=int(p.get("max_registers_per_block", 65536)),
+            threads_per_block=int(d.max_threads_per_block),
             threads_per_sm=threads,
             blocks_per_sm=16 if cc[0] < 8 or cc in ((8, 6), (8, 9)) else 32,
             shared_per_sm=int(p.get("max_shared_per_sm", 233472)),
@@ -151,6 +153,9 @@ def prune(
     pruned: dict[str, str] = {}
     occ: dict[str, float] = {}
     for n, (res, threads, shared) in candidates.items():
+        if threads > lim.threads_per_block:
+            pruned[n] = f"{threads} threads per block (device limit {lim.threads_per_block})"
+            continue
         smem = shared + int(res.get("shared_bytes", 0))
         if smem > lim.shared_per_block:
             pruned[n] = f"{smem} bytes of shared memory (device limit {lim.shared_per_block})"
@@ -556,10 +561,13 @@ class AutotunedKernel:
             target = pipeline.resolve_arch(None)
             ptx = pipeline.ptx_for(v, target)
             res = ptxinfo.ptxas_resources(zyntax.validate_ptx(ptx, target).log)
-            g = self.grid({**named, **cfg.args}, cfg)
-            launcher = k[g, cfg.block]
             r = res.get(self.__name__, {})
-            return r, cfg.block, 0, lambda a: launcher(*self._full(a, cfg))
+
+            def launch(a: Sequence[Any]) -> None:
+                # Built at the first launch: a bad grid is a launch failure of this config.
+                k[self.grid({**named, **cfg.args}, cfg), cfg.block](*self._full(a, cfg))
+
+            return r, cfg.block, 0, launch
 
         cfg, rep = tune(
             kernel=self.__name__,
@@ -650,9 +658,12 @@ class Tuner:
             ptx = zyntax.compile_ptx(m, target).ptx
             res = ptxinfo.ptxas_resources(zyntax.validate_ptx(ptx, target).log)
             k = cuda.load_module(ptx, hir=m).kernel(self.kernel)
-            g = self.grid(dict(key_values), cfg)
+
+            def launch(a: Sequence[Any]) -> None:
+                k.launch(self.grid(dict(key_values), cfg), cfg.block, *a)
+
             # Static shared memory is in ptxas' resources; dynamic is the module's default.
-            return res.get(self.kernel, {}), cfg.block, 0, lambda a: k.launch(g, cfg.block, *a)
+            return res.get(self.kernel, {}), cfg.block, 0, launch
 
         cfg, rep = tune(
             kernel=self.name,

@@ -152,6 +152,8 @@ def _scale_kernel() -> Any:
 
 
 def _grid(a: dict[str, Any], cfg: tuning.Config) -> int:
+    if cfg.block == 96:
+        return 0  # an invalid grid: this config fails at launch
     per = cfg.block * int(cfg.args["per_thread"])
     return (int(a["n"]) + per - 1) // per
 
@@ -160,8 +162,10 @@ CONFIGS = [
     tuning.Config(block=128, args={"per_thread": 1}),
     tuning.Config(block=256, args={"per_thread": 2}),
     tuning.Config(block=512, args={"per_thread": 4}),
-    # Fails to launch: more threads per block than any GPU allows.
+    # More threads per block than any GPU allows: pruned (or rejected by the compiler).
     tuning.Config(block=2048, args={"per_thread": 1}),
+    # Fails at launch (its grid is empty).
+    tuning.Config(block=96, args={"per_thread": 1}),
     # Fails to compile: below the verifier's register floor.
     tuning.Config(block=128, args={"per_thread": 1}, max_registers=1),
 ]
@@ -179,6 +183,7 @@ def test_autotune_end_to_end(tmp_path: Path) -> None:
     assert set(rep.times_ms) <= {c.name() for c in CONFIGS[:3]} and rep.best in rep.times_ms
     assert all(t > 0 for t in rep.times_ms.values())
     assert "block=2048,per_thread=1" in rep.failed | rep.pruned
+    assert rep.failed["block=96,per_thread=1"].startswith("launch:")
     assert any("max_registers=1" in n for n in rep.failed)
     assert rep.gain is not None and rep.gain >= 1.0
     db = json.loads(tuning.db_path(k.hash).read_text())

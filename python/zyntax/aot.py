@@ -61,7 +61,7 @@ def locate_ptxas() -> str:
     if env and os.path.isfile(env):
         return env
     try:
-        import nvidia.cuda_nvcc as nvcc
+        import nvidia.cuda_nvcc as nvcc  # type: ignore[import-untyped]
 
         for d in list(nvcc.__path__):
             p = Path(d) / "bin" / "ptxas"

@@ -231,8 +231,8 @@ def load_bundle(path: str | Path, device: int = 0) -> Bundle:
             f"bundle {image_path.name} cannot run on device {device} ({dev.name}, {dev_arch}): "
             f"it holds SASS for {have}"
         )
-        err.kind = "no_image"
-        err.driver_error = None
+        err.kind = "no_image"  # type: ignore[attr-defined]
+        err.driver_error = None  # type: ignore[attr-defined]
         raise err
     sigs = {
         name: {

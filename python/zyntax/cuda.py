@@ -300,4 +300,4 @@ def load_bundle(path: str | os.PathLike[str], device: int = 0) -> Any:
     driver; see :mod:`zyntax.bundle` and docs/aot.md."""
     from zyntax.bundle import load_bundle as _load
 
-    return _load(path, device)
+    return _load(os.fspath(path), device)

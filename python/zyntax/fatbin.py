@@ -91,7 +91,7 @@ def _candidates() -> list[str]:
     if env:
         out.append(env)
     try:
-        import nvidia.nvfatbin as pkg
+        import nvidia.nvfatbin as pkg  # type: ignore[import-untyped]
 
         for d in list(pkg.__path__):
             out.append(str(Path(d) / "lib" / "libnvfatbin.so.12"))

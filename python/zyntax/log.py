@@ -49,7 +49,7 @@ def progress(items: Iterable[_T], *, total: int | None = None, desc: str = "") -
     show = sys.stderr.isatty() if want is None else want not in ("0", "", "off", "no")
     if show:
         try:
-            from tqdm import tqdm
+            from tqdm import tqdm  # type: ignore[import-untyped]
         except ImportError:
             show = False
         else:

@@ -117,7 +117,7 @@ class Limits:
 
         d = cuda.Device(device)
         p = d.properties()
-        cc = tuple(d.compute_capability)
+        cc = (int(d.compute_capability[0]), int(d.compute_capability[1]))
         threads = {(7, 5): 1024, (8, 6): 1536, (8, 7): 1536, (8, 9): 1536}.get(cc, 2048)
         return Limits(
             registers_per_sm=int(p.get("max_registers_per_block", 65536)),
@@ -363,7 +363,7 @@ def tune(
     if rec is not None and rec.get("complete") and rec.get("best") in by_name:
         return by_name[rec["best"]], _report(kernel, rk, rec, "database", t0)
     if os.environ.get("ZYNTAX_AUTOTUNE", "1") in ("0", "off", "no"):
-        c = by_name.get((rec or {}).get("best")) or configs[0]
+        c = by_name.get(str((rec or {}).get("best"))) or configs[0]
         return c, TuneReport(kernel, rk, c.name(), {}, {}, {}, None, 0.0, "default")
 
     if rec is None:

@@ -27,7 +27,7 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -165,7 +165,7 @@ def hir_param_bytes(t: str) -> int | None:
     return _SCALAR_BYTES.get(t)
 
 
-def check_kernels(ptx: str, expect: dict[str, Sequence[str]]) -> None:
+def check_kernels(ptx: str, expect: Mapping[str, Sequence[str]]) -> None:
     """Raise unless the PTX's kernels are exactly ``expect`` (name -> ``.zir`` param types).
 
     Types whose by-value size is not simple (vectors, arrays) are checked by count only.
@@ -225,7 +225,7 @@ def _atomic_write(path: Path, data: str | bytes) -> None:
 
 
 def check_entry(
-    d: Path, key: str, expect: dict[str, Sequence[str]] | None = None
+    d: Path, key: str, expect: Mapping[str, Sequence[str]] | None = None
 ) -> tuple[str, dict[str, Any]]:
     """Read and check the entry ``key`` of directory ``d``; raise CacheEntryError if bad."""
     meta = read_json(d / f"{key}.json", MAX_JSON_BYTES)
@@ -260,7 +260,7 @@ def remove_entry(d: Path, key: str) -> None:
 
 
 def load(
-    key: str, expect: dict[str, Sequence[str]] | None = None
+    key: str, expect: Mapping[str, Sequence[str]] | None = None
 ) -> tuple[str, dict[str, Any]] | None:
     """The cached PTX and metadata for ``key``, or None if absent or bad.
 

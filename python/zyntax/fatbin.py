@@ -17,12 +17,12 @@ past.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import struct
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from zyntax.errors import CompileError
 
@@ -110,11 +110,14 @@ def _candidates() -> list[str]:
     return out
 
 
-_lib: ctypes.CDLL | None = None
+# ctypes is imported only to build: loading a bundle needs parse() alone.
+_lib: Any = None
 
 
-def library() -> ctypes.CDLL:
-    """libnvfatbin, opened once (raises CompileError naming every place tried)."""
+def library() -> Any:
+    """libnvfatbin (a ``ctypes.CDLL``), opened once; CompileError names every place tried."""
+    import ctypes
+
     global _lib
     if _lib is not None:
         return _lib
@@ -139,13 +142,15 @@ def library() -> ctypes.CDLL:
     )
 
 
-def _check(lib: ctypes.CDLL, rc: int, what: str) -> None:
+def _check(lib: Any, rc: int, what: str) -> None:
     if rc != 0:
         msg = lib.nvFatbinGetErrorString(rc)
         raise CompileError(f"nvFatbin: {what}: {msg.decode() if msg else rc}")
 
 
 def version() -> str:
+    import ctypes
+
     lib = library()
     major, minor = ctypes.c_uint(), ctypes.c_uint()
     _check(lib, lib.nvFatbinVersion(ctypes.byref(major), ctypes.byref(minor)), "version")
@@ -161,6 +166,8 @@ def _sm(arch: str) -> str:
 
 def build(cubins: dict[str, bytes], ptx: dict[str, str], name: str = "zyntax") -> bytes:
     """A fatbin holding ``cubins`` (arch -> cubin) and ``ptx`` (arch -> PTX text)."""
+    import ctypes
+
     lib = library()
     handle = ctypes.c_void_p()
     opts = (ctypes.c_char_p * 1)(b"-64")

@@ -211,6 +211,8 @@ def _atomic_write(path: Path, data: str | bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        # mkstemp makes 0600 files; cache entries and bundles are ordinary readable files.
+        os.fchmod(fd, 0o644)
         with os.fdopen(fd, "wb") as f:
             # No fsync: the rename keeps readers from seeing partial files, and the
             # checksum catches anything a crash leaves behind.

@@ -22,6 +22,7 @@ treated as absent, removed, rebuilt and logged, never loaded.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -76,8 +77,9 @@ def enabled() -> bool:
     return os.environ.get("ZYNTAX_CACHE", "1") not in ("0", "false", "off", "no")
 
 
+@functools.cache
 def toolchain() -> dict[str, str]:
-    """The zyntax build id and LLVM version (part of every key)."""
+    """The zyntax build id and LLVM version (part of every key; fixed per process)."""
     try:
         import zyntax
 

@@ -11,10 +11,11 @@ list|verify|clear|export|import|dir`` inspects and moves the kernel cache
 from __future__ import annotations
 
 import argparse
-import io
 import json
+import os
 import re
 import shutil
+import stat
 import sys
 import tarfile
 import tempfile
@@ -23,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from zyntax.frontend import cache
-from zyntax.safeio import RejectedFile, read_bounded
+from zyntax.safeio import RejectedFile
 
 # --------------------------------------------------------------------------- compile
 
@@ -132,6 +133,7 @@ _ARCHIVE_NAME = re.compile(
     r"|autotune/[0-9a-f]{64}\.json)$"
 )
 _MAX_MEMBER = 256 << 20
+_MAX_ARCHIVE = 4 << 30
 
 
 def _cache_parser() -> argparse.ArgumentParser:
@@ -234,20 +236,21 @@ def _import(archive: Path) -> int:
     """Unpack into a scratch directory (only expected names, regular files, bounded
     sizes), check every PTX entry there, then move the good files into the cache."""
     root = cache.root_dir()
-    try:
-        data = read_bounded(archive, 4 << 30)
-    except RejectedFile as e:
-        print(f"error: {e}", file=sys.stderr)
+    if not stat.S_ISREG(os.lstat(archive).st_mode):
+        print(f"error: {archive} is not a regular file", file=sys.stderr)
         return 1
     skipped = 0
+    total = 0
     with tempfile.TemporaryDirectory(prefix="zyntax-import-") as tmp:
         scratch = Path(tmp)
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as tar:
-            for m in tar.getmembers():
-                if not (m.isreg() and _ARCHIVE_NAME.match(m.name) and m.size <= _MAX_MEMBER):
+        with tarfile.open(archive, mode="r:*") as tar:
+            for m in tar:
+                ok = m.isreg() and _ARCHIVE_NAME.match(m.name) and m.size <= _MAX_MEMBER
+                if not ok or total + m.size > _MAX_ARCHIVE:
                     print(f"skipped archive member {m.name!r}", file=sys.stderr)
                     skipped += 1
                     continue
+                total += m.size
                 f = tar.extractfile(m)
                 if f is None:
                     continue

@@ -136,3 +136,41 @@ def test_installed_table_answers_without_compiling(monkeypatch: pytest.MonkeyPat
     got = tuning.tuned_config(table, "k", "sm_90", n=4097)
     assert got == tuning.Config(block=128)
     assert tuning.tuned_config(table, "k", "sm_80", n=4097) is None
+
+
+def test_measuring_can_be_turned_off(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("ZYNTAX_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("ZYNTAX_AUTOTUNE", "0")
+    cfgs = [tuning.Config(block=b) for b in (32, 64)]
+
+    def never(*_: Any) -> Any:
+        raise AssertionError("ZYNTAX_AUTOTUNE=0 must not compile or measure")
+
+    cfg, rep = tuning.tune(
+        kernel="k",
+        kernel_hash="e" * 64,
+        configs=cfgs,
+        key_values={"n": 10},
+        arch="sm_80",
+        version="1",
+        prepare=never,
+        arg_sets=never,
+        warmup=1,
+        reps=1,
+        limits=never,
+        min_occupancy_ratio=0.25,
+    )
+    assert cfg == cfgs[0] and rep.source == "default"
+
+
+def test_progress_bar_on_request(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from zyntax.log import progress
+
+    monkeypatch.setenv("ZYNTAX_PROGRESS", "1")
+    assert list(progress(range(5), total=5, desc="zyntax: test")) == list(range(5))
+    assert "zyntax: test" in capsys.readouterr().err
+    monkeypatch.setenv("ZYNTAX_PROGRESS", "0")
+    assert list(progress(range(3), total=3, desc="quiet")) == [0, 1, 2]
+    assert capsys.readouterr().err == ""

@@ -186,6 +186,8 @@ def build_bundle(
         raise CompileError(f"module {module.name} has no kernel to bundle")
     out = Path(output)
     manifest_path = out.with_suffix(".json")
+    if out.suffix == ".json":
+        raise CompileError(f"{out}: the image needs a name of its own (the manifest is .json)")
     zir = module.to_zir()
     version = str(zyntax.__version__)
     options: dict[str, Any] = {"opt_level": opt_level} if opt_level else {}

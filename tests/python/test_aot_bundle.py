@@ -84,6 +84,8 @@ def test_cubin_is_one_arch(tmp_path: Path) -> None:
         aot.build_bundle(m, ["sm_80", "sm_90"], tmp_path / "k2.cubin", emit="cubin")
     with pytest.raises(zyntax.CompileError, match="unknown arch"):
         aot.build_bundle(m, ["sm_99"], tmp_path / "k3.fatbin")
+    with pytest.raises(zyntax.CompileError, match="name of its own"):
+        aot.build_bundle(m, ["sm_80"], tmp_path / "k4.json")
 
 
 def test_no_ptx_bundle(tmp_path: Path) -> None:

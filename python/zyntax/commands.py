@@ -196,7 +196,14 @@ def _list(as_json: bool) -> int:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(i.mtime)) if i.mtime else "?"
         names = ",".join(i.kernels) or "-"
         print(f"{i.key[:16]}  {i.arch:7} {names:24} {i.bytes:>9}  {when}  {state}")
-    print(f"{len(infos)} entries in {cache.cache_dir()}", file=sys.stderr)
+    root = cache.root_dir()
+    cubins = len(list((root / "cubin_cache").glob("*.cubin")))
+    records = len(list((root / "autotune").glob("*.json")))
+    print(
+        f"{len(infos)} PTX entries in {cache.cache_dir()}; {cubins} cubins, "
+        f"{records} kernels with tuning records",
+        file=sys.stderr,
+    )
     return 0
 
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import filecmp
-import json
 import os
 import re
 import sys
@@ -114,81 +113,11 @@ def _source_name(path: Path) -> str:
         return path.name
 
 
-# PTX parsing: the parameter layout and static shared memory of each entry.
-_ENTRY = re.compile(r"^\.(?:visible\s+)?\.entry\s+(\w+)\s*\(([^)]*)\)", re.M)
-_PARAM = re.compile(r"\.param\s+(?:\.align\s+(\d+)\s+)?\.(\w+)\s+(\w+)(?:\[(\d+)\])?")
-_SHARED = re.compile(r"\.shared\s+(?:\.align\s+\d+\s+)?\.(\w+)\s+(\w+)(?:\[(\d+)\])?\s*;")
-_PTX_BITS = {"pred": 1, "b8": 8, "u8": 8, "s8": 8, "b16": 16, "u16": 16, "s16": 16, "f16": 16}
-
-
-def _ptx_type_bytes(ty: str) -> int:
-    if ty in _PTX_BITS:
-        return max(1, _PTX_BITS[ty] // 8)
-    m = re.search(r"(\d+)$", ty)
-    return int(m.group(1)) // 8 if m else 0
-
-
-def _entry_bodies(ptx: str) -> dict[str, tuple[str, str]]:
-    """Kernel name -> (parameter list text, body text up to the next entry)."""
-    found = list(_ENTRY.finditer(ptx))
-    out: dict[str, tuple[str, str]] = {}
-    for i, m in enumerate(found):
-        end = found[i + 1].start() if i + 1 < len(found) else len(ptx)
-        out[m.group(1)] = (m.group(2), ptx[m.end() : end])
-    return out
-
-
-def _module_shared(ptx: str) -> dict[str, int]:
-    """Module-scope ``.shared`` variables (name -> bytes), i.e. those outside every entry."""
-    first = _ENTRY.search(ptx)
-    head = ptx[: first.start()] if first else ptx
-    out: dict[str, int] = {}
-    for m in _SHARED.finditer(head):
-        out[m.group(2)] = _ptx_type_bytes(m.group(1)) * int(m.group(3) or 1)
-    return out
-
-
 def kernel_layout(module: Any, name: str, ptx: str) -> dict[str, Any]:
-    """Launch bounds, shared bytes and parameter layout of kernel ``name``."""
-    doc = json.loads(module.to_json())
-    func = next(f for f in doc["functions"] if f["name"] == name)
-    kind = func["kind"]["kernel"]
-    params_text, body = _entry_bodies(ptx).get(name, ("", ""))
-    hir_types = [str(t) for t in module.signature(name)[0]]
-    layout: list[dict[str, Any]] = []
-    offset = 0
-    for i, pm in enumerate(_PARAM.finditer(params_text)):
-        elem = _ptx_type_bytes(pm.group(2))
-        size = elem * int(pm.group(4) or 1)
-        align = int(pm.group(1) or elem or 1)
-        offset = (offset + align - 1) // align * align
-        layout.append(
-            {
-                "index": i,
-                "type": hir_types[i] if i < len(hir_types) else None,
-                "ptx_type": "." + pm.group(2),
-                "offset": offset,
-                "size": size,
-                "align": align,
-            }
-        )
-        offset += size
-    # Shared variables LLVM demoted into the entry, plus module-scope ones it uses.
-    static_shared = sum(
-        _ptx_type_bytes(m.group(1)) * int(m.group(3) or 1) for m in _SHARED.finditer(body)
-    )
-    static_shared += sum(
-        n for var, n in _module_shared(ptx).items() if re.search(rf"\b{re.escape(var)}\b", body)
-    )
-    return {
-        "max_threads": kind.get("max_threads"),
-        "min_blocks": kind.get("min_blocks"),
-        "max_registers": kind.get("max_registers"),
-        "dynamic_shared_bytes": kind.get("shared_bytes", 0),
-        "static_shared_bytes": static_shared,
-        "param_bytes": offset,
-        "params": layout,
-    }
+    """Launch bounds, shared bytes and parameter layout of kernel ``name`` (see zyntax.ptxinfo)."""
+    from zyntax.ptxinfo import kernel_layout as layout
+
+    return dict(layout(module, name, ptx))
 
 
 def compile_entry(
@@ -279,6 +208,8 @@ def build(root: Path = ROOT, examples: Path = EXAMPLES, *, reuse: bool = True) -
             for arch, declared in archs_for(module):
                 ptx_version = module.ptx_version or cache.DEFAULT_PTX[arch]
                 key = entry_key(zir, arch, ptx_version, version, DEFAULT_OPTIONS)
+                # Before cache.load, which removes a bad entry it finds.
+                existed = any(os.path.lexists(out / f"{key}{s}") for s in (".ptx", ".json"))
                 if reuse and cache.load(key) is not None:
                     rep.reused.append(key)
                     expected.add(key)
@@ -291,7 +222,7 @@ def build(root: Path = ROOT, examples: Path = EXAMPLES, *, reuse: bool = True) -
                     rep.skipped.append((path.name, arch, str(err).splitlines()[0]))
                     continue
                 assert e.key == key
-                if (out / f"{key}.ptx").exists() or (out / f"{key}.json").exists():
+                if existed:
                     rep.rebuilt.append(key)
                 if cache.store(key, e.ptx, e.meta) is None:
                     raise OSError(f"could not write {out / key}.ptx")

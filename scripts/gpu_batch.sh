@@ -19,6 +19,14 @@ find python/zyntax -name '*.py' -o -name '*.pyi' | while read -r f; do
     mkdir -p "/tmp/site/zyntax/$(dirname "${f#python/zyntax/}")"
     cp "$f" "/tmp/site/zyntax/${f#python/zyntax/}"
 done
+# Building AOT bundles (tests/python/gpu/test_aot_gpu.py, benches/aot.py) needs ptxas and
+# nvFatbin: carry them as .device/ptxas.xz (xz -1 of the venv's ptxas) and
+# .device/libnvfatbin.so.12 when the device has no CUDA toolkit.
+if [[ -f .device/ptxas.xz ]]; then
+    mkdir -p /tmp/zyntax-tools && xz -dc .device/ptxas.xz >/tmp/zyntax-tools/ptxas && chmod +x /tmp/zyntax-tools/ptxas
+    export ZYNTAX_PTXAS=/tmp/zyntax-tools/ptxas
+fi
+[[ -f .device/libnvfatbin.so.12 ]] && export ZYNTAX_NVFATBIN="$PWD/.device/libnvfatbin.so.12"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/device.txt"
 python3 -c "import zyntax, zyntax.cuda as c; print('zyntax', zyntax.__version__, 'devices', c.device_count())" 2>&1 | tee -a "$OUT/device.txt"
 
@@ -31,6 +39,7 @@ if [[ "$what" == benches || "$what" == all ]]; then
     timeout 120 python3 benches/bandwidth.py --out-dir "$OUT/results" 2>&1 | tail -8
     timeout 150 python3 benches/compile.py --out-dir "$OUT/results" --repeat 21 --slow-repeat 3 2>&1 | tail -20
     timeout 120 python3 benches/frontend.py --out "$OUT/results" 2>&1 | tail -12
+    timeout 200 python3 benches/aot.py --out-dir "$OUT/results" 2>&1 | tail -30
 fi
 if [[ "$what" == sanitize || "$what" == all ]] && command -v compute-sanitizer >/dev/null; then
     for tool in memcheck racecheck; do

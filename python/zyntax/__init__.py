@@ -60,10 +60,13 @@ from zyntax.lang import (
     u32,
     u64,
 )
+from zyntax.tuning import Config, autotune
 
 __all__ += [
     "Array",
+    "Config",
     "KernelError",
+    "autotune",
     "bf16",
     "bool_",
     "f16",

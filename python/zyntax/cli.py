@@ -4,7 +4,9 @@ The command itself is implemented in Rust (crate ``zyntax-cli``) and reached
 through the native module so that the pip-installed command and the cargo-built
 binary behave identically. One case stays in Python: ``zyntax compile
 kernels.py`` compiles the ``@zyntax.kernel`` functions of a Python file, which
-needs the Python front-end (:func:`zyntax.frontend.aot.compile_file`).
+needs the Python front-end (:func:`zyntax.frontend.aot.compile_file`); so do
+``zyntax compile --emit cubin|fatbin`` (AOT bundles, which use nvFatbin from
+Python) and ``zyntax cache ...`` (:mod:`zyntax.commands`).
 """
 
 from __future__ import annotations
@@ -114,6 +116,18 @@ def _compile_python(args: Sequence[str]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the zyntax command line with ``argv`` (default: ``sys.argv[1:]``)."""
     rest = list(sys.argv[1:] if argv is None else argv)
+    # AOT bundles and the cache commands are Python (zyntax.commands).
+    if rest[:1] == ["cache"]:
+        from zyntax import commands
+
+        return commands.cache_command(rest[1:])
+    if rest[:1] == ["compile"] and any(
+        a in ("--emit=cubin", "--emit=fatbin") or (a == "--emit" and b in ("cubin", "fatbin"))
+        for a, b in zip(rest, [*rest[1:], ""], strict=True)
+    ):
+        from zyntax import commands
+
+        return commands.compile_bundle(rest[1:])
     inp = _compile_input(rest)
     if inp is not None and inp.endswith(".py"):
         return _compile_python(rest[1:])

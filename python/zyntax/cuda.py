@@ -64,6 +64,7 @@ __all__ = [
     "from_cuda_array_interface",
     "from_dlpack",
     "is_available",
+    "load_bundle",
     "load_cached",
     "load_hir",
     "load_module",
@@ -292,3 +293,11 @@ def set_memory_limit(limit: int | None, device: int = 0) -> None:
 def empty_cache(device: int = 0) -> None:
     """Returns the pool's cached blocks on `device` to the driver."""
     Device(device).empty_cache()
+
+
+def load_bundle(path: str | os.PathLike[str], device: int = 0) -> Any:
+    """Loads an AOT bundle (fatbin or cubin plus its JSON manifest) with only the
+    driver; see :mod:`zyntax.bundle` and docs/aot.md."""
+    from zyntax.bundle import load_bundle as _load
+
+    return _load(os.fspath(path), device)

@@ -473,7 +473,7 @@ def test_cache_store_load_and_corruption(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.setenv("ZYNTAX_CACHE_DIR", str(tmp_path))
     key = cache.cache_key("module x", "sm_80", "7.0", "0")
     assert cache.load(key) is None
-    ptx = "// PTX\n.version 7.0\n" + "".join(
+    ptx = "// PTX\n.version 7.0\n.visible .entry x()\n{ ret; }\n" + "".join(
         f"// {i}\n" for i in np.random.default_rng().integers(0, 9, 5)
     )
     p = cache.store(key, ptx, {"kernels": ["x"]})

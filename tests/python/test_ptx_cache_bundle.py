@@ -203,7 +203,6 @@ def test_corrupt_entry_is_detected_and_rebuilt(tmp_path: Path, kind: str) -> Non
     good = (BUNDLE / f"{key}.ptx").read_text()
     assert bpc.load_entry(tmp_path, key) is not None
     CORRUPTIONS[kind](d, key)
-    assert bpc.load_entry(tmp_path, key) is None  # never loaded
     rep = bpc.build(tmp_path, reuse=True)
     assert rep.written == [key]
     assert rep.rebuilt == [key]
@@ -211,6 +210,10 @@ def test_corrupt_entry_is_detected_and_rebuilt(tmp_path: Path, kind: str) -> Non
     hit = bpc.load_entry(tmp_path, key)
     assert hit is not None and hit[0] == good
     assert bpc.diff_dirs(BUNDLE, d) == []
+    # Loading a bad entry never returns it, and removes it so the next store repairs it.
+    CORRUPTIONS[kind](d, key)
+    assert bpc.load_entry(tmp_path, key) is None
+    assert not list(d.glob(f"{key}.*"))
 
 
 def test_stale_entries_are_removed_and_other_files_kept(tmp_path: Path) -> None:

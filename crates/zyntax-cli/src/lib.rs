@@ -41,6 +41,10 @@ enum Command {
     /// Python kernels (`kernels.py`) compile with the pip-installed `zyntax`
     /// command (or `python -m zyntax.cli`), which routes them to the Python
     /// front-end: zyntax compile --backend nvptx kernels.py --arch sm_80 -o out/
+    /// So do AOT bundles (SASS per arch + PTX in a fatbin, with a launch manifest)
+    /// and the cache commands (docs/aot.md):
+    ///   zyntax compile --emit fatbin --arch sm_80 --arch sm_90a saxpy.zir -o saxpy.fatbin
+    ///   zyntax cache list|verify|clear|export|import
     ///
     /// Kernel arguments of `--backend cuda` (one per kernel parameter, in order):
     ///   scalars    a number (or true/false), typed by the kernel's parameter type

@@ -7,6 +7,7 @@
 //!
 //! | module | what |
 //! | --- | --- |
+//! | [`bundle`] | AOT bundles (fatbin/cubin + JSON manifest): checks, SASS-or-PTX choice, load |
 //! | [`device`] | `cuInit`, devices, primary contexts, properties |
 //! | [`module`] | PTX/cubin/fatbin loading (JIT log in errors), process-wide module cache |
 //! | [`kernel`] | parameter layouts (HIR or PTX), launch validation, marshalling, launch |
@@ -33,6 +34,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod bundle;
 pub mod device;
 pub mod error;
 pub mod graph;
@@ -50,6 +52,7 @@ pub use cudarc::driver::sys::{CUdeviceptr, CUstream};
 pub fn check_driver(code: cudarc_sys::CUresult, call: &'static str) -> Result<()> {
     error::check(code, call)
 }
+pub use bundle::{Bundle, LoadedFrom};
 pub use device::{device_count, driver_version, init, is_available, Device, DeviceProps};
 pub use error::{CudaError, LaunchError, Result};
 pub use graph::{Graph, GraphExec};

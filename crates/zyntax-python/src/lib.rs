@@ -93,6 +93,9 @@ fn build_info(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
         d.set_item("llvm", cfg!(feature = "llvm"))?;
         d.set_item("interp", cfg!(feature = "interp"))?;
         d.set_item("cli", cfg!(feature = "cli"))?;
+        // Part of every kernel cache key (see build.rs).
+        d.set_item("build_id", env!("ZYNTAX_BUILD_ID"))?;
+        d.set_item("llvm_version", env!("ZYNTAX_LLVM_VERSION"))?;
         Ok(d)
     })
 }

@@ -21,6 +21,7 @@ import numpy as np
 
 from zyntax.frontend import cache
 from zyntax.frontend.errors import KernelArgumentError, KernelError
+from zyntax.log import logger
 
 if TYPE_CHECKING:
     from zyntax.frontend.kernel import Variant
@@ -146,8 +147,10 @@ def ptx_for(v: Variant, arch: str) -> str:
     if got is not None:
         return got
     key = cache_key(v, arch)
-    hit = cache.load(key)
+    # The entry must hold this kernel with this signature (bound to the key's HIR).
+    hit = cache.load(key, expect={v.kernel_name: v.param_types})
     if hit is not None:
+        logger.info("reused %s for %s from the cache (key %s)", v.kernel_name, arch, key[:16])
         v.ptx[arch] = hit[0]
         return hit[0]
     t0 = time.perf_counter()
@@ -156,6 +159,13 @@ def ptx_for(v: Variant, arch: str) -> str:
     if ptx is None:
         raise _zyntax().InternalError(f"zyntax.compile returned no PTX ({type(res).__name__})")
     elapsed = time.perf_counter() - t0
+    logger.info(
+        "compiled %s for %s in %.3f s (not in the cache; key %s)",
+        v.kernel_name,
+        arch,
+        elapsed,
+        key[:16],
+    )
     meta = dict(v.metadata(), arch=arch, ptx_version=cache.DEFAULT_PTX[arch])
     meta["zyntax_version"] = zyntax_version()
     cache.store(key, ptx, meta)

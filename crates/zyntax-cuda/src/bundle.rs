@@ -1,0 +1,473 @@
+//! AOT bundles: a fatbin (or cubin) plus the JSON launch manifest beside it,
+//! as `zyntax compile --emit fatbin` writes them (format: docs/aot.md).
+//!
+//! [`Bundle::load`] needs only the driver. Before the device is touched it
+//! reads the manifest and the image as bounded regular files, checks the
+//! image's size and SHA-256 against the manifest and that the fatbin's
+//! records are exactly the manifest's SASS and PTX archs. It then predicts,
+//! by the driver's rules, whether the driver runs SASS or JIT-compiles the
+//! PTX, loads the image, and builds every kernel with the manifest's
+//! signature; for SASS, each kernel's register count must be the manifest's.
+//! (The manifest's own `content_sha256` is checked by the Python loader,
+//! which shares its canonical JSON form.)
+
+use crate::device::Device;
+use crate::error::{CudaError, Result};
+use crate::kernel::{Kernel, ParamKind, Signature};
+use crate::module::Module;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use zyntax_hir::ScalarType;
+
+const MANIFEST_FORMAT: &str = "zyntax-bundle";
+const MANIFEST_VERSION: u64 = 1;
+const MAX_MANIFEST_BYTES: u64 = 16 << 20;
+const MAX_IMAGE_BYTES: u64 = 1 << 30;
+
+/// What the driver runs from a bundle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoadedFrom {
+    /// A cubin for a compatible arch.
+    Sass,
+    /// The PTX, JIT-compiled by the driver at load time.
+    Ptx,
+}
+
+/// One record of a fatbin: its kind and arch (`sm_90a` for arch-specific code).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FatbinImage {
+    pub ptx: bool,
+    pub arch: String,
+}
+
+fn bad(msg: impl Into<String>) -> CudaError {
+    CudaError::Invalid(format!("bundle: {}", msg.into()))
+}
+
+/// Parses a fatbin's container header (see `python/zyntax/fatbin.py` for the layout).
+pub fn parse_fatbin(data: &[u8]) -> Result<Vec<FatbinImage>> {
+    let u16_at = |p: usize| u16::from_le_bytes([data[p], data[p + 1]]);
+    let u32_at = |p: usize| u32::from_le_bytes(data[p..p + 4].try_into().unwrap_or([0; 4]));
+    let u64_at = |p: usize| u64::from_le_bytes(data[p..p + 8].try_into().unwrap_or([0; 8]));
+    if data.len() < 16 || u32_at(0) != 0xBA55_ED50 {
+        return Err(bad("not a fatbin (bad magic or too short)"));
+    }
+    let hsize = u16_at(6) as usize;
+    let end = (hsize as u64).saturating_add(u64_at(8));
+    if hsize < 16 || end > data.len() as u64 {
+        return Err(bad(format!(
+            "fatbin header says {end} bytes, the image has {} (truncated?)",
+            data.len()
+        )));
+    }
+    let end = end as usize;
+    let mut pos = hsize;
+    let mut out = Vec::new();
+    while pos < end {
+        if pos + 48 > end {
+            return Err(bad(format!("fatbin entry at byte {pos} is cut short")));
+        }
+        let kind = u16_at(pos);
+        let ehsize = u32_at(pos + 4) as u64;
+        let padded = u64_at(pos + 8);
+        let sm = u32_at(pos + 28);
+        let specific = u64_at(pos + 40) & (1 << 20) != 0;
+        if !(kind == 1 || kind == 2) || ehsize < 48 {
+            return Err(bad(format!("fatbin entry at byte {pos} is malformed")));
+        }
+        let next = (pos as u64).saturating_add(ehsize).saturating_add(padded);
+        if next > end as u64 {
+            return Err(bad(format!("fatbin entry at byte {pos} runs past the end")));
+        }
+        out.push(FatbinImage {
+            ptx: kind == 1,
+            arch: format!("sm_{sm}{}", if specific { "a" } else { "" }),
+        });
+        pos = next as usize;
+    }
+    if out.is_empty() {
+        return Err(bad("the fatbin holds no image"));
+    }
+    Ok(out)
+}
+
+fn split_arch(arch: &str) -> Option<(u32, u32, bool)> {
+    let num = arch.strip_prefix("sm_")?;
+    let specific = num.ends_with('a');
+    let num: u32 = num.trim_end_matches('a').parse().ok()?;
+    Some((num / 10, num % 10, specific))
+}
+
+/// Whether an image for `arch` runs on compute capability `cc` (SASS: same
+/// major, equal or lower minor; PTX: equal or older; `a` code: its arch only).
+pub fn runs_on(arch: &str, cc: (u32, u32), sass: bool) -> bool {
+    match split_arch(arch) {
+        Some((ma, mi, true)) => (ma, mi) == cc,
+        Some((ma, mi, false)) if sass => ma == cc.0 && mi <= cc.1,
+        Some((ma, mi, false)) => (ma, mi) <= cc,
+        None => false,
+    }
+}
+
+/// What the driver runs from `sass` cubins and an optional `ptx` on `cc`.
+pub fn choose(sass: &[String], ptx: Option<&str>, cc: (u32, u32)) -> Option<(LoadedFrom, String)> {
+    let best = sass
+        .iter()
+        .filter(|a| runs_on(a, cc, true))
+        .max_by_key(|a| split_arch(a).map(|(_, mi, sp)| (mi, sp)));
+    if let Some(a) = best {
+        return Some((LoadedFrom::Sass, a.clone()));
+    }
+    ptx.filter(|p| runs_on(p, cc, false))
+        .map(|p| (LoadedFrom::Ptx, p.to_owned()))
+}
+
+/// Reads a regular file (never through a symlink, never a FIFO or device) of at most `limit` bytes.
+fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>> {
+    let meta = std::fs::symlink_metadata(path)
+        .map_err(|e| bad(format!("cannot read {}: {e}", path.display())))?;
+    if !meta.file_type().is_file() {
+        return Err(bad(format!("{} is not a regular file", path.display())));
+    }
+    let f = std::fs::File::open(path)
+        .map_err(|e| bad(format!("cannot read {}: {e}", path.display())))?;
+    let mut data = Vec::new();
+    f.take(limit + 1)
+        .read_to_end(&mut data)
+        .map_err(|e| bad(format!("cannot read {}: {e}", path.display())))?;
+    if data.len() as u64 > limit {
+        return Err(bad(format!("{} is over {limit} bytes", path.display())));
+    }
+    Ok(data)
+}
+
+/// A kernel parameter's `.zir` type (scalars and pointers) to its kind.
+fn param_kind(t: &str) -> Result<ParamKind> {
+    let t = t.trim();
+    if let Some(inner) = t.strip_prefix("ptr<").and_then(|s| s.strip_suffix('>')) {
+        let elem = inner.rsplit(',').next().unwrap_or("").trim();
+        return Ok(ParamKind::Ptr {
+            elem: ScalarType::from_name(elem),
+        });
+    }
+    ScalarType::from_name(t)
+        .map(ParamKind::Scalar)
+        .ok_or_else(|| bad(format!("parameter type `{t}` is not a scalar or pointer")))
+}
+
+fn signature(name: &str, k: &Value) -> Result<Signature> {
+    let params = k["params"]
+        .as_array()
+        .ok_or_else(|| bad(format!("kernel {name} has no parameter list")))?;
+    let kinds = params
+        .iter()
+        .map(|p| param_kind(p["type"].as_str().unwrap_or("?")))
+        .collect::<Result<Vec<_>>>()?;
+    let mut sig = Signature::from_params(kinds);
+    if let Some(v) = k["max_threads"].as_array() {
+        let d: Vec<u32> = v
+            .iter()
+            .filter_map(|x| x.as_u64())
+            .map(|x| x as u32)
+            .collect();
+        if let [x, y, z] = d[..] {
+            sig.max_threads = Some([x, y, z]);
+        }
+    }
+    sig.shared_bytes = k["dynamic_shared_bytes"].as_u64().unwrap_or(0) as u32;
+    Ok(sig)
+}
+
+/// SHA-256 (FIPS 180-4), for the manifest's image hash.
+pub fn sha256(data: &[u8]) -> [u8; 32] {
+    const K: [u32; 64] = [
+        0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4,
+        0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe,
+        0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f,
+        0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7,
+        0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc,
+        0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b,
+        0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116,
+        0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+        0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7,
+        0xc67178f2,
+    ];
+    let mut h: [u32; 8] = [
+        0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab,
+        0x5be0cd19,
+    ];
+    let mut msg = data.to_vec();
+    msg.push(0x80);
+    while msg.len() % 64 != 56 {
+        msg.push(0);
+    }
+    msg.extend_from_slice(&((data.len() as u64).wrapping_mul(8)).to_be_bytes());
+    for chunk in msg.chunks(64) {
+        let mut w = [0u32; 64];
+        for (i, word) in chunk.chunks(4).enumerate() {
+            w[i] = u32::from_be_bytes([word[0], word[1], word[2], word[3]]);
+        }
+        for i in 16..64 {
+            let s0 = w[i - 15].rotate_right(7) ^ w[i - 15].rotate_right(18) ^ (w[i - 15] >> 3);
+            let s1 = w[i - 2].rotate_right(17) ^ w[i - 2].rotate_right(19) ^ (w[i - 2] >> 10);
+            w[i] = w[i - 16]
+                .wrapping_add(s0)
+                .wrapping_add(w[i - 7])
+                .wrapping_add(s1);
+        }
+        let [mut a, mut b, mut c, mut d, mut e, mut f, mut g, mut hh] = h;
+        for i in 0..64 {
+            let s1 = e.rotate_right(6) ^ e.rotate_right(11) ^ e.rotate_right(25);
+            let ch = (e & f) ^ (!e & g);
+            let t1 = hh
+                .wrapping_add(s1)
+                .wrapping_add(ch)
+                .wrapping_add(K[i])
+                .wrapping_add(w[i]);
+            let s0 = a.rotate_right(2) ^ a.rotate_right(13) ^ a.rotate_right(22);
+            let maj = (a & b) ^ (a & c) ^ (b & c);
+            let t2 = s0.wrapping_add(maj);
+            hh = g;
+            g = f;
+            f = e;
+            e = d.wrapping_add(t1);
+            d = c;
+            c = b;
+            b = a;
+            a = t1.wrapping_add(t2);
+        }
+        for (x, y) in h.iter_mut().zip([a, b, c, d, e, f, g, hh]) {
+            *x = x.wrapping_add(y);
+        }
+    }
+    let mut out = [0u8; 32];
+    for (i, x) in h.iter().enumerate() {
+        out[i * 4..i * 4 + 4].copy_from_slice(&x.to_be_bytes());
+    }
+    out
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A loaded bundle.
+pub struct Bundle {
+    pub path: PathBuf,
+    pub module: Module,
+    pub loaded_from: LoadedFrom,
+    /// The arch of the image the driver runs (`sm_90a` SASS, `sm_80` PTX, ...).
+    pub image_arch: String,
+    pub device_arch: String,
+    pub manifest: Value,
+    kernels: BTreeMap<String, Kernel>,
+}
+
+/// The checked manifest and image of a bundle (no device needed).
+pub fn read_bundle(path: &Path) -> Result<(PathBuf, Value, Vec<u8>)> {
+    let manifest_path = path.with_extension("json");
+    let raw = read_bounded(&manifest_path, MAX_MANIFEST_BYTES)?;
+    // serde_json bounds nesting (128) itself.
+    let m: Value = serde_json::from_slice(&raw)
+        .map_err(|e| bad(format!("manifest {}: {e}", manifest_path.display())))?;
+    if m["format"] != MANIFEST_FORMAT || m["version"].as_u64() != Some(MANIFEST_VERSION) {
+        return Err(bad(format!(
+            "{} is not a version {MANIFEST_VERSION} zyntax bundle manifest",
+            manifest_path.display()
+        )));
+    }
+    let file = m["image"]["file"]
+        .as_str()
+        .filter(|f| !f.contains('/'))
+        .ok_or_else(|| bad("manifest has no image file name"))?;
+    let image_path = manifest_path.with_file_name(file);
+    let image = read_bounded(&image_path, MAX_IMAGE_BYTES)?;
+    if m["image"]["bytes"].as_u64() != Some(image.len() as u64) {
+        return Err(bad(format!(
+            "{file} is {} bytes, its manifest says {} (truncated or replaced?)",
+            image.len(),
+            m["image"]["bytes"]
+        )));
+    }
+    if m["image"]["sha256"].as_str() != Some(hex(&sha256(&image)).as_str()) {
+        return Err(bad(format!("{file} does not match its manifest's SHA-256")));
+    }
+    if m["image"]["kind"] == "fatbin" {
+        let recs = parse_fatbin(&image)?;
+        let mut sass: Vec<String> = recs
+            .iter()
+            .filter(|r| !r.ptx)
+            .map(|r| r.arch.clone())
+            .collect();
+        let ptx: Vec<String> = recs
+            .iter()
+            .filter(|r| r.ptx)
+            .map(|r| r.arch.clone())
+            .collect();
+        sass.sort();
+        let mut want = strings(&m["sass"]);
+        want.sort();
+        let want_ptx: Vec<String> = m["ptx"]
+            .as_str()
+            .map(|p| vec![p.to_owned()])
+            .unwrap_or_default();
+        if sass != want || ptx != want_ptx {
+            return Err(bad(format!(
+                "{file} holds SASS {sass:?} and PTX {ptx:?}; its manifest says SASS {want:?} and PTX {want_ptx:?}"
+            )));
+        }
+    } else if !image.starts_with(b"\x7fELF") {
+        return Err(bad(format!("{file} is not a cubin (ELF)")));
+    }
+    Ok((image_path, m, image))
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+impl Bundle {
+    /// Loads the bundle at `path` (the image or its `.json` manifest) on `device`.
+    pub fn load(device: &Device, path: &Path) -> Result<Bundle> {
+        let (image_path, m, image) = read_bundle(path)?;
+        let fat = m["image"]["kind"] == "fatbin";
+        let sass = strings(&m["sass"]);
+        let ptx = if fat { m["ptx"].as_str() } else { None };
+        let cc = device.props().compute_capability;
+        let device_arch = format!("sm_{}{}", cc.0, cc.1);
+        let (loaded_from, image_arch) = choose(&sass, ptx, cc).ok_or_else(|| {
+            CudaError::Invalid(format!(
+                "bundle {} cannot run on {device_arch}: it holds SASS for {}{}",
+                image_path.display(),
+                sass.join(", "),
+                ptx.map(|p| format!(" + PTX {p}"))
+                    .unwrap_or_else(|| " (no PTX)".into())
+            ))
+        })?;
+        let module = Module::load(device, &image)?;
+        let mut kernels = BTreeMap::new();
+        let decl = m["kernels"]
+            .as_object()
+            .ok_or_else(|| bad("manifest has no kernels"))?;
+        for (name, k) in decl {
+            let kernel = match module.kernel(name, Some(signature(name, k)?)) {
+                Err(CudaError::KernelNotFound { .. }) => {
+                    return Err(bad(format!(
+                        "manifest names kernel {name}, which {} lacks",
+                        image_path.display()
+                    )))
+                }
+                other => other?,
+            };
+            let want = k["resources"][&image_arch]["registers"].as_u64();
+            if let (LoadedFrom::Sass, Some(want)) = (loaded_from, want) {
+                if u64::from(kernel.attrs().num_regs) != want {
+                    return Err(bad(format!(
+                        "kernel {name}: the {image_arch} SASS uses {} registers, the manifest says {want}",
+                        kernel.attrs().num_regs
+                    )));
+                }
+            }
+            kernels.insert(name.clone(), kernel);
+        }
+        Ok(Bundle {
+            path: image_path,
+            module,
+            loaded_from,
+            image_arch,
+            device_arch,
+            manifest: m,
+            kernels,
+        })
+    }
+
+    pub fn kernel(&self, name: &str) -> Result<&Kernel> {
+        self.kernels
+            .get(name)
+            .ok_or_else(|| CudaError::KernelNotFound {
+                name: name.to_owned(),
+                hint: format!(
+                    " (the bundle has: {})",
+                    self.kernels.keys().cloned().collect::<Vec<_>>().join(", ")
+                ),
+            })
+    }
+
+    pub fn kernel_names(&self) -> Vec<String> {
+        self.kernels.keys().cloned().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sha256_known_answers() {
+        assert_eq!(
+            hex(&sha256(b"")),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+        assert_eq!(
+            hex(&sha256(b"abc")),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        let long = vec![b'a'; 1000];
+        assert_eq!(
+            hex(&sha256(&long)),
+            "41edece42d63e8d9bf515a9ba6932e1c20cbc9f5a5d134645adb5db1b9737ea3"
+        );
+    }
+
+    #[test]
+    fn arch_rules() {
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            choose(&s(&["sm_80", "sm_90a"]), Some("sm_80"), (9, 0)),
+            Some((LoadedFrom::Sass, "sm_90a".into()))
+        );
+        assert_eq!(
+            choose(&s(&["sm_80"]), Some("sm_80"), (9, 0)),
+            Some((LoadedFrom::Ptx, "sm_80".into()))
+        );
+        assert_eq!(
+            choose(&s(&["sm_80", "sm_86"]), None, (8, 9)),
+            Some((LoadedFrom::Sass, "sm_86".into()))
+        );
+        assert_eq!(choose(&s(&["sm_90a"]), None, (10, 0)), None);
+        assert_eq!(choose(&s(&["sm_70"]), Some("sm_90"), (8, 9)), None);
+    }
+
+    #[test]
+    fn fatbin_header_errors() {
+        assert!(parse_fatbin(b"").is_err());
+        assert!(parse_fatbin(&[0u8; 64]).is_err());
+        let mut hdr = vec![0x50, 0xED, 0x55, 0xBA, 1, 0, 16, 0];
+        hdr.extend_from_slice(&1000u64.to_le_bytes());
+        let e = parse_fatbin(&hdr).unwrap_err().to_string();
+        assert!(e.contains("truncated"), "{e}");
+    }
+
+    #[test]
+    fn param_types() {
+        assert_eq!(
+            param_kind("ptr<global, f32>").unwrap(),
+            ParamKind::Ptr {
+                elem: Some(ScalarType::F32)
+            }
+        );
+        assert_eq!(
+            param_kind("u32").unwrap(),
+            ParamKind::Scalar(ScalarType::U32)
+        );
+        assert!(param_kind("vec<4, f32>").is_err());
+    }
+}

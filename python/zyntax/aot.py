@@ -1,0 +1,260 @@
+"""Ahead-of-time bundles: SASS for each listed arch plus PTX, in one fatbin, with a manifest.
+
+``build_bundle(module, ["sm_80", "sm_90a"], "out/saxpy.fatbin")`` compiles a
+``zyntax.hir.Module`` to PTX for every arch (LLVM NVPTX), assembles each PTX to
+a cubin with ``ptxas`` (keeping ``ptxas -v``'s registers, spills, stack and
+shared memory per kernel), and bundles the cubins and the PTX of the newest
+portable (non-``a``) arch into one fatbin with nvFatbin (:mod:`zyntax.fatbin`).
+Beside it goes the launch manifest ``out/saxpy.json`` that
+:func:`zyntax.cuda.load_bundle` reads on the deployed machine, which then needs
+only the NVIDIA driver. ``emit="cubin"`` writes a single cubin (one arch, no PTX).
+
+Cubins are cached under ``$ZYNTAX_CACHE_DIR/cubin_cache/`` keyed like PTX
+entries plus the ptxas version, so re-bundling unchanged kernels runs neither
+LLVM's code generator for them twice nor ptxas. See docs/aot.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from zyntax import fatbin, ptxinfo
+from zyntax.bundle import MANIFEST_FORMAT, MANIFEST_VERSION, MAX_IMAGE_BYTES, _content_hash
+from zyntax.errors import CompileError
+from zyntax.log import logger, progress
+
+
+@dataclass
+class BundleResult:
+    image: Path
+    manifest: Path
+    #: Archs with SASS in the image, and the arch of its PTX (None: no PTX).
+    sass: list[str] = field(default_factory=list)
+    ptx: str | None = None
+    #: Per arch: kernel -> ptxas resources.
+    resources: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
+
+
+def _arch_number(arch: str) -> int:
+    return int(arch[3:].rstrip("a"))
+
+
+def portable_ptx_arch(archs: Sequence[str]) -> str:
+    """The arch whose PTX a bundle carries: the newest without the ``a`` suffix
+    (``sm_90a`` PTX runs on sm_90 only), else the newest."""
+    plain = [a for a in archs if not a.endswith("a")]
+    return max(plain or list(archs), key=_arch_number)
+
+
+def locate_ptxas() -> str:
+    """ptxas as zyntax.validate_ptx finds it: ``$ZYNTAX_PTXAS``, the ``nvidia-cuda-nvcc-cu12``
+    package of this interpreter, then ``PATH``."""
+    env = os.environ.get("ZYNTAX_PTXAS")
+    if env and os.path.isfile(env):
+        return env
+    try:
+        import nvidia.cuda_nvcc as nvcc  # type: ignore[import-untyped]
+
+        for d in list(nvcc.__path__):
+            p = Path(d) / "bin" / "ptxas"
+            if p.is_file():
+                return str(p)
+    except ImportError:
+        pass
+    found = shutil.which("ptxas")
+    if found:
+        return found
+    raise CompileError(
+        "ptxas not found (tried $ZYNTAX_PTXAS, the nvidia-cuda-nvcc-cu12 package, PATH); "
+        "install it with `pip install nvidia-cuda-nvcc-cu12` or set ZYNTAX_PTXAS"
+    )
+
+
+def ptxas_version(ptxas: str) -> str:
+    """The ``release`` line of ``ptxas --version`` (``Cuda compilation tools, release 12.9``)."""
+    out = subprocess.run([ptxas, "--version"], capture_output=True, text=True, check=False)
+    lines = [ln.strip() for ln in out.stdout.splitlines() if "release" in ln]
+    if out.returncode != 0 or not lines:
+        raise CompileError(f"{ptxas} --version failed: {out.stderr.strip() or out.stdout.strip()}")
+    return lines[0]
+
+
+def _cubin(ptx: str, arch: str, ptxas: str, key: str) -> tuple[bytes, str]:
+    """(cubin, ptxas -v log) for ``ptx`` on ``arch``, from the cubin cache or ptxas."""
+    import zyntax
+    from zyntax.frontend import cache
+    from zyntax.safeio import RejectedFile, read_bounded, read_json
+
+    d = cache.root_dir() / "cubin_cache"
+    if cache.enabled():
+        try:
+            meta = read_json(d / f"{key}.json")
+            blob = read_bounded(d / f"{key}.cubin", MAX_IMAGE_BYTES)
+            if (
+                isinstance(meta, dict)
+                and meta.get("key") == key
+                and meta.get("cubin_sha256") == hashlib.sha256(blob).hexdigest()
+            ):
+                logger.info("reused the %s cubin from the cache (key %s)", arch, key[:16])
+                return blob, str(meta.get("log", ""))
+            logger.warning("cache: cubin entry %s is bad; rebuilding it", key[:16])
+        except RejectedFile:
+            pass
+    res = zyntax.validate_ptx(ptx, arch, ptxas)
+    if cache.enabled():
+        meta = {
+            "key": key,
+            "arch": arch,
+            "log": res.log,
+            "cubin_sha256": hashlib.sha256(res.cubin).hexdigest(),
+        }
+        try:
+            cache._atomic_write(d / f"{key}.cubin", res.cubin)
+            cache._atomic_write(d / f"{key}.json", json.dumps(meta, indent=1) + "\n")
+        except OSError as e:
+            logger.warning("cache: could not write the %s cubin: %s", arch, e)
+    return res.cubin, res.log
+
+
+def _kernel_info(module: Any, name: str, ptx: str) -> dict[str, Any]:
+    lay = ptxinfo.kernel_layout(module, name, ptx)
+    mt = lay.get("max_threads")
+    limit = 1024
+    if isinstance(mt, list) and mt:
+        limit = 1
+        for x in mt:
+            limit *= int(x)
+    return {
+        "params": lay["params"],
+        "param_bytes": lay["param_bytes"],
+        "max_threads": mt,
+        "max_block_threads": limit,
+        # HIR has no required block size (reqntid) or cluster dims yet; kept explicit.
+        "required_block": None,
+        "cluster_dims": None,
+        "min_blocks": lay.get("min_blocks"),
+        "max_registers": lay.get("max_registers"),
+        "dynamic_shared_bytes": lay.get("dynamic_shared_bytes") or 0,
+        "static_shared_bytes": lay.get("static_shared_bytes") or 0,
+        "resources": {},
+    }
+
+
+def build_bundle(
+    module: Any,
+    archs: Sequence[str],
+    output: str | Path,
+    *,
+    emit: str = "fatbin",
+    ptx: bool = True,
+    ptx_version: str | None = None,
+    opt_level: str | None = None,
+    tuning: dict[str, Any] | None = None,
+) -> BundleResult:
+    """Compile ``module`` for ``archs`` into ``output`` (a fatbin or cubin) plus its manifest.
+
+    ``ptx=False`` leaves the PTX out (SASS only: no JIT fallback on other GPUs).
+    ``tuning`` (kernel -> records, see :mod:`zyntax.autotune`) is shipped in the
+    manifest so that a deployed machine never tunes.
+    """
+    import zyntax
+    from zyntax.frontend import cache
+
+    if emit not in ("fatbin", "cubin"):
+        raise CompileError(f"unknown bundle kind {emit!r} (expected 'fatbin' or 'cubin')")
+    archs = list(dict.fromkeys(archs))
+    if not archs:
+        raise CompileError("no arch given: name at least one (e.g. --arch sm_80)")
+    for a in archs:
+        if a not in cache.DEFAULT_PTX:
+            raise CompileError(
+                f"unknown arch {a!r}; expected one of {', '.join(cache.DEFAULT_PTX)}"
+            )
+    if emit == "cubin" and len(archs) != 1:
+        raise CompileError(
+            f"a cubin holds one arch, {len(archs)} were given; use emit='fatbin' for several"
+        )
+    if not module.kernels:
+        raise CompileError(f"module {module.name} has no kernel to bundle")
+    out = Path(output)
+    manifest_path = out.with_suffix(".json")
+    if out.suffix == ".json":
+        raise CompileError(f"{out}: the image needs a name of its own (the manifest is .json)")
+    zir = module.to_zir()
+    version = str(zyntax.__version__)
+    options: dict[str, Any] = {"opt_level": opt_level} if opt_level else {}
+
+    ptx_texts: dict[str, str] = {}
+    ptx_versions: dict[str, str] = {}
+    cubins: dict[str, bytes] = {}
+    resources: dict[str, dict[str, dict[str, int]]] = {}
+    ptxas = locate_ptxas()
+    ptxas_ver = ptxas_version(ptxas)
+    for arch in progress(archs, total=len(archs), desc=f"zyntax: {module.name}"):
+        res = zyntax.compile_ptx(module, arch, ptx_version=ptx_version, opt_level=opt_level)
+        ptx_texts[arch] = res.ptx
+        ptx_versions[arch] = res.ptx_version
+        key = cache.cache_key(zir, arch, res.ptx_version, version, options, ptxas_version=ptxas_ver)
+        blob, log = _cubin(res.ptx, arch, ptxas, key)
+        cubins[arch] = blob
+        resources[arch] = ptxinfo.ptxas_resources(log)
+        logger.info(
+            "compiled %s for %s: %s",
+            module.name,
+            arch,
+            ", ".join(f"{k} {r['registers']} regs" for k, r in resources[arch].items()),
+        )
+
+    ptx_arch = portable_ptx_arch(archs) if (ptx and emit == "fatbin") else None
+    if emit == "fatbin":
+        image = fatbin.build(
+            cubins, {ptx_arch: ptx_texts[ptx_arch]} if ptx_arch else {}, name=module.name
+        )
+        nvfatbin = fatbin.version()
+    else:
+        image = cubins[archs[0]]
+        nvfatbin = None
+
+    layout_ptx = ptx_texts[ptx_arch or archs[-1]]
+    kernels = {k: _kernel_info(module, k, layout_ptx) for k in module.kernels}
+    for arch, per in resources.items():
+        for k, r in per.items():
+            if k in kernels:
+                kernels[k]["resources"][arch] = r
+    manifest: dict[str, Any] = {
+        "format": MANIFEST_FORMAT,
+        "version": MANIFEST_VERSION,
+        "module": module.name,
+        "image": {
+            "file": out.name,
+            "kind": emit,
+            "bytes": len(image),
+            "sha256": hashlib.sha256(image).hexdigest(),
+        },
+        "sass": archs,
+        "ptx": ptx_arch,
+        "versions": {
+            "zyntax": version,
+            **cache.toolchain(),
+            "ptx": ptx_versions,
+            "ptxas": ptxas_ver,
+            "nvfatbin": nvfatbin,
+        },
+        "hir_sha256": hashlib.sha256(zir.encode()).hexdigest(),
+        "kernels": kernels,
+        "tuning": tuning or {},
+    }
+    manifest["content_sha256"] = _content_hash(manifest)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    cache._atomic_write(out, image)
+    cache._atomic_write(manifest_path, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    logger.info("wrote %s (%d bytes) and %s", out, len(image), manifest_path)
+    return BundleResult(out, manifest_path, archs, ptx_arch, resources)

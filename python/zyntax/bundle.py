@@ -1,0 +1,272 @@
+"""Loading AOT bundles (a fatbin or cubin plus its JSON launch manifest) with only the driver.
+
+:func:`load_bundle` (also ``zyntax.cuda.load_bundle``) reads the manifest
+written by :func:`zyntax.aot.build_bundle`, checks it and the image against
+each other, picks what the driver will run on this device (SASS of a
+compatible arch, else the PTX, which the driver JIT-compiles), loads the image
+and returns a :class:`Bundle` whose kernels check launch arguments against the
+manifest's parameter types and launch bounds. Nothing here imports the
+compiler, the ``@zyntax.kernel`` front-end, LLVM or ptxas.
+
+Every check before the device is touched raises :class:`BundleError` (a
+:class:`zyntax.CudaError` with ``kind == "bundle"``): a missing, truncated or
+corrupted image or manifest, a manifest edited after it was written, or one
+that does not describe the image. A bundle with nothing this device can run
+raises ``CudaError`` (``kind == "no_image"``) naming the archs present and the
+device's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from zyntax import fatbin
+from zyntax.errors import CudaError
+from zyntax.safeio import RejectedFile, read_bounded, read_json
+
+#: Manifest format: bump the version on incompatible changes (older loaders refuse it).
+MANIFEST_FORMAT = "zyntax-bundle"
+MANIFEST_VERSION = 1
+MAX_IMAGE_BYTES = 1 << 30
+MAX_MANIFEST_BYTES = 16 << 20
+
+
+class BundleError(CudaError):
+    """A bundle's image or manifest is missing, corrupted, or they do not match."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.kind = "bundle"
+        self.driver_error = None
+
+
+def _split(arch: str) -> tuple[int, int, bool]:
+    """``sm_90a`` -> (9, 0, True)."""
+    num = arch[3:]
+    specific = num.endswith("a")
+    num = num.rstrip("a")
+    return int(num[:-1]), int(num[-1]), specific
+
+
+def runs_on(arch: str, cc: tuple[int, int], kind: str) -> bool:
+    """Whether an image for ``arch`` runs on a device of compute capability ``cc``.
+
+    SASS runs on the same major version with an equal or higher minor one; PTX
+    is JIT-compiled for any newer device; ``a`` (arch-specific) code of either
+    kind runs only on exactly its own arch.
+    """
+    major, minor, specific = _split(arch)
+    if specific:
+        return (major, minor) == cc
+    if kind == "cubin":
+        return major == cc[0] and minor <= cc[1]
+    return (major, minor) <= cc
+
+
+def choose(sass: list[str], ptx: str | None, cc: tuple[int, int]) -> tuple[str, str] | None:
+    """What the driver runs from a bundle: ("sass", arch) or ("ptx", arch), or None."""
+    ok = [a for a in sass if runs_on(a, cc, "cubin")]
+    if ok:
+        # The driver prefers the closest match: an exact `a` build, then the highest minor.
+        return "sass", max(ok, key=lambda a: (_split(a)[1], _split(a)[2]))
+    if ptx is not None and runs_on(ptx, cc, "ptx"):
+        return "ptx", ptx
+    return None
+
+
+def _content_hash(manifest: dict[str, Any]) -> str:
+    """SHA-256 of the manifest's canonical JSON without its ``content_sha256`` field."""
+    body = {k: v for k, v in manifest.items() if k != "content_sha256"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+def _paths(path: str | Path) -> tuple[Path, Path]:
+    p = Path(path)
+    if p.suffix == ".json":
+        return p, p
+    return p, p.with_suffix(".json")
+
+
+def _expect(cond: bool, what: str) -> None:
+    if not cond:
+        raise BundleError(f"bundle manifest: {what}")
+
+
+def read_manifest(path: str | Path) -> dict[str, Any]:
+    """The manifest at ``path``, checked for shape and against its own content hash."""
+    try:
+        m = read_json(path, MAX_MANIFEST_BYTES)
+    except RejectedFile as e:
+        raise BundleError(f"cannot read the bundle manifest {path}: {e}") from None
+    _expect(isinstance(m, dict), "not a JSON object")
+    _expect(m.get("format") == MANIFEST_FORMAT, f"format is not {MANIFEST_FORMAT!r}")
+    _expect(
+        m.get("version") == MANIFEST_VERSION,
+        f"version {m.get('version')!r}; this zyntax reads version {MANIFEST_VERSION}",
+    )
+    _expect(m.get("content_sha256") == _content_hash(m), "edited after it was written (hash)")
+    img = m.get("image")
+    _expect(isinstance(img, dict), "no image record")
+    _expect(img.get("kind") in ("fatbin", "cubin"), "image kind is not fatbin or cubin")
+    _expect(isinstance(img.get("file"), str) and "/" not in img["file"], "bad image file name")
+    sass = m.get("sass")
+    _expect(isinstance(sass, list) and all(isinstance(a, str) for a in sass), "bad sass list")
+    kernels = m.get("kernels")
+    _expect(isinstance(kernels, dict) and bool(kernels), "no kernels")
+    for name, k in kernels.items():
+        _expect(isinstance(k, dict) and isinstance(k.get("params"), list), f"kernel {name}")
+    return dict(m)
+
+
+@dataclass
+class Bundle:
+    """A loaded bundle: its kernels, manifest, and how the driver ran it."""
+
+    path: Path
+    manifest: dict[str, Any]
+    module: Any
+    #: "sass" (a cubin for this device was used) or "ptx" (the driver JIT-compiled the PTX).
+    loaded_from: str
+    #: The arch of the image that ran (e.g. "sm_90" SASS, or "sm_80" PTX).
+    image_arch: str
+    device_arch: str
+    #: Seconds spent in the driver's module load (JIT included when ``jit``).
+    load_seconds: float
+    kernels: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def jit(self) -> bool:
+        return self.loaded_from == "ptx"
+
+    @property
+    def kernel_names(self) -> list[str]:
+        return sorted(self.kernels)
+
+    @property
+    def tuning(self) -> dict[str, Any]:
+        t = self.manifest.get("tuning")
+        return dict(t) if isinstance(t, dict) else {}
+
+    def kernel(self, name: str) -> Any:
+        k = self.kernels.get(name)
+        if k is None:
+            raise CudaError(
+                f"bundle {self.path.name} has no kernel {name!r} (it has: "
+                + ", ".join(self.kernel_names)
+                + ")"
+            )
+        return k
+
+    def __getattr__(self, name: str) -> Any:
+        kernels = self.__dict__.get("kernels", {})
+        if name in kernels:
+            return kernels[name]
+        raise AttributeError(name)
+
+    def __repr__(self) -> str:
+        how = "SASS" if self.loaded_from == "sass" else "PTX (JIT)"
+        return (
+            f"<zyntax Bundle {self.path.name}: {', '.join(self.kernel_names)}; "
+            f"{how} {self.image_arch} on {self.device_arch}>"
+        )
+
+
+def check_image(manifest: dict[str, Any], image: bytes) -> None:
+    """Raise BundleError unless ``image`` is the one ``manifest`` describes."""
+    rec = manifest["image"]
+    if len(image) != rec.get("bytes"):
+        raise BundleError(
+            f"bundle image {rec['file']} is {len(image)} bytes, its manifest says "
+            f"{rec.get('bytes')} (truncated or replaced?)"
+        )
+    if hashlib.sha256(image).hexdigest() != rec.get("sha256"):
+        raise BundleError(f"bundle image {rec['file']} does not match its manifest's SHA-256")
+    if rec["kind"] == "cubin":
+        if not image.startswith(b"\x7fELF"):
+            raise BundleError(f"bundle image {rec['file']} is not a cubin (ELF)")
+        return
+    try:
+        images = fatbin.parse(image)
+    except fatbin.FatbinFormatError as e:
+        raise BundleError(f"bundle image {rec['file']}: {e}") from None
+    sass = sorted(i.arch for i in images if i.kind == "cubin")
+    ptx = sorted(i.arch for i in images if i.kind == "ptx")
+    want_ptx = [manifest["ptx"]] if manifest.get("ptx") else []
+    if sass != sorted(manifest["sass"]) or ptx != want_ptx:
+        raise BundleError(
+            f"bundle image {rec['file']} holds SASS {sass} and PTX {ptx}; its manifest "
+            f"says SASS {sorted(manifest['sass'])} and PTX {want_ptx}"
+        )
+
+
+def load_bundle(path: str | Path, device: int = 0) -> Bundle:
+    """Load a bundle (its image or its ``.json`` manifest path) on ``device``."""
+    from zyntax import cuda
+
+    given, manifest_path = _paths(path)
+    manifest = read_manifest(manifest_path)
+    image_path = manifest_path.with_name(manifest["image"]["file"])
+    if given != manifest_path and given.name != image_path.name:
+        raise BundleError(f"manifest {manifest_path} describes {image_path.name}, not {given}")
+    try:
+        image = read_bounded(image_path, MAX_IMAGE_BYTES)
+    except RejectedFile as e:
+        raise BundleError(f"cannot read the bundle image {image_path}: {e}") from None
+    check_image(manifest, image)
+    sass = list(manifest["sass"]) if manifest["image"]["kind"] == "fatbin" else manifest["sass"]
+    ptx = manifest.get("ptx") if manifest["image"]["kind"] == "fatbin" else None
+
+    dev = cuda.Device(device)
+    cc = tuple(dev.compute_capability)
+    dev_arch = f"sm_{cc[0]}{cc[1]}"
+    picked = choose(sass, ptx, (int(cc[0]), int(cc[1])))
+    if picked is None:
+        have = ", ".join(sass) + (f" + PTX {ptx}" if ptx else " (no PTX)")
+        err = CudaError(
+            f"bundle {image_path.name} cannot run on device {device} ({dev.name}, {dev_arch}): "
+            f"it holds SASS for {have}"
+        )
+        err.kind = "no_image"  # type: ignore[attr-defined]
+        err.driver_error = None  # type: ignore[attr-defined]
+        raise err
+    sigs = {
+        name: {
+            "params": [str(p.get("type")) for p in k["params"]],
+            "max_threads": k.get("max_threads"),
+            "shared_bytes": int(k.get("dynamic_shared_bytes") or 0),
+        }
+        for name, k in manifest["kernels"].items()
+    }
+    t0 = time.perf_counter()
+    mod = cuda.load_module(image, device, signatures=sigs)
+    load_s = time.perf_counter() - t0
+    kernels: dict[str, Any] = {}
+    for name in manifest["kernels"]:
+        try:
+            kernels[name] = mod.kernel(name)
+        except CudaError as e:
+            if getattr(e, "kind", None) == "kernel_not_found":
+                raise BundleError(
+                    f"bundle manifest names kernel {name!r}, which {image_path.name} lacks"
+                ) from None
+            raise
+    kind, arch = picked
+    if kind == "sass":
+        for name, k in kernels.items():
+            want = manifest["kernels"][name].get("resources", {}).get(arch, {}).get("registers")
+            if want is not None and int(k.num_regs) != int(want):
+                raise BundleError(
+                    f"kernel {name}: the {arch} SASS uses {k.num_regs} registers, the manifest "
+                    f"says {want} (the manifest does not describe this image)"
+                )
+    b = Bundle(Path(image_path), manifest, mod, kind, arch, dev_arch, load_s, kernels)
+    if b.tuning:
+        from zyntax import tuning
+
+        tuning.install_tables(b.tuning, dev_arch)
+    return b

@@ -1,0 +1,284 @@
+"""The Python-side subcommands of ``zyntax``: AOT bundles and cache management.
+
+``zyntax compile --emit cubin|fatbin --arch A [--arch B ...] INPUT -o OUT``
+builds a bundle (:mod:`zyntax.aot`) from a ``.zir`` module or from each fully
+annotated ``@zyntax.kernel`` of a ``.py`` file. ``zyntax cache
+list|verify|clear|export|import|dir`` inspects and moves the kernel cache
+(``$ZYNTAX_CACHE_DIR``). Exit status: 0 success, 1 an error (or, for
+``verify``, a bad entry), 2 a usage error. See docs/cli.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import stat
+import sys
+import tarfile
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from zyntax.frontend import cache
+from zyntax.safeio import RejectedFile
+
+# --------------------------------------------------------------------------- compile
+
+
+def _bundle_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="zyntax compile",
+        description=(
+            "Build an AOT bundle: SASS for every --arch (ptxas) plus PTX of the newest portable "
+            "arch, in one fatbin (nvFatbin), with a JSON launch manifest beside it "
+            "(OUTPUT with .json). --emit cubin writes one arch's cubin."
+        ),
+    )
+    ap.add_argument("input", help="a .zir module or a .py file of @zyntax.kernel functions")
+    ap.add_argument("--backend", default="nvptx", choices=["nvptx"])
+    ap.add_argument("--emit", required=True, choices=["cubin", "fatbin"])
+    ap.add_argument(
+        "--arch",
+        action="append",
+        required=True,
+        help="target arch, repeatable or comma-separated (sm_80, sm_90a, ...)",
+    )
+    ap.add_argument("--ptx", dest="ptx_version", help="PTX ISA version (default: the arch's)")
+    ap.add_argument("--opt", dest="opt_level", help="optimization level (O0 ... O3)")
+    ap.add_argument("--no-ptx", action="store_true", help="SASS only: leave the PTX out")
+    ap.add_argument(
+        "-o",
+        "--output",
+        help="output file (default: INPUT's name with .fatbin/.cubin; a directory for .py files)",
+    )
+    return ap
+
+
+def compile_bundle(args: Sequence[str]) -> int:
+    from zyntax import aot, hir
+    from zyntax.errors import ZyntaxError
+    from zyntax.frontend.errors import KernelError
+
+    ns = _bundle_parser().parse_args(list(args))
+    archs = [a.strip() for spec in ns.arch for a in spec.split(",") if a.strip()]
+    src = Path(ns.input)
+    try:
+        if src.suffix == ".py":
+            written = _bundle_python(src, archs, ns)
+        else:
+            text = sys.stdin.read() if ns.input == "-" else src.read_text(encoding="utf-8")
+            module = hir.parse_zir(text, src.name)
+            out = Path(ns.output or f"{src.stem if ns.input != '-' else 'module'}.{ns.emit}")
+            if out.resolve() == src.resolve():
+                raise ZyntaxError(f"the output {out} is the input file")
+            r = aot.build_bundle(
+                module,
+                archs,
+                out,
+                emit=ns.emit,
+                ptx=not ns.no_ptx,
+                ptx_version=ns.ptx_version,
+                opt_level=ns.opt_level,
+            )
+            written = [r.image, r.manifest]
+    except KernelError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except (ZyntaxError, OSError) as e:
+        print(f"{ns.input}: error: {e}", file=sys.stderr)
+        return 1
+    for p in written:
+        print(p)
+    return 0
+
+
+def _bundle_python(src: Path, archs: list[str], ns: argparse.Namespace) -> list[Path]:
+    from zyntax import aot
+    from zyntax.frontend import aot as pyaot
+    from zyntax.frontend import pipeline
+    from zyntax.frontend.errors import KernelError
+
+    out_dir = Path(ns.output or ".")
+    written: list[Path] = []
+    for k in pyaot.load_kernels(src):
+        specs = k.signature_specs()
+        if specs is None:
+            print(f"skipped {k.__name__}: not fully annotated", file=sys.stderr)
+            continue
+        module = pipeline.native_module(k.variant(tuple(specs)))
+        r = aot.build_bundle(
+            module,
+            archs,
+            out_dir / f"{k.__name__}.{ns.emit}",
+            emit=ns.emit,
+            ptx=not ns.no_ptx,
+            ptx_version=ns.ptx_version,
+            opt_level=ns.opt_level,
+        )
+        written += [r.image, r.manifest]
+    if not written:
+        raise KernelError(f"{src}: no fully annotated @zyntax.kernel to compile")
+    return written
+
+
+# --------------------------------------------------------------------------- cache
+
+#: Files an archive may hold, relative to $ZYNTAX_CACHE_DIR; nothing else is imported.
+_ARCHIVE_NAME = re.compile(
+    r"^(ptx_cache/[0-9a-f]{64}\.(ptx|json)|cubin_cache/[0-9a-f]{64}\.(cubin|json)"
+    r"|autotune/[0-9a-f]{64}\.json)$"
+)
+_MAX_MEMBER = 256 << 20
+_MAX_ARCHIVE = 4 << 30
+
+
+def _cache_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="zyntax cache",
+        description="Inspect, check, clear, export and import the kernel cache "
+        "($ZYNTAX_CACHE_DIR, default ~/.cache/zyntax).",
+    )
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    ls = sub.add_parser("list", help="one line per PTX entry: key, arch, kernels, size, state")
+    ls.add_argument("--json", action="store_true", help="a JSON list instead")
+    v = sub.add_parser("verify", help="check every entry; exit 1 if any is bad")
+    v.add_argument("--repair", action="store_true", help="remove bad entries (they rebuild)")
+    sub.add_parser("clear", help="remove every entry, cubin and tuning record")
+    ex = sub.add_parser("export", help="write the valid entries to one .tar.gz archive")
+    ex.add_argument("archive")
+    im = sub.add_parser("import", help="add the valid entries of an archive to the cache")
+    im.add_argument("archive")
+    sub.add_parser("dir", help="print the cache directory")
+    return ap
+
+
+def cache_command(args: Sequence[str]) -> int:
+    ns = _cache_parser().parse_args(list(args))
+    root = cache.root_dir()
+    try:
+        if ns.cmd == "dir":
+            print(root)
+            return 0
+        if ns.cmd == "list":
+            return _list(ns.json)
+        if ns.cmd == "verify":
+            return _verify(ns.repair)
+        if ns.cmd == "clear":
+            n = 0
+            for sub in ("ptx_cache", "cubin_cache", "autotune"):
+                d = root / sub
+                if d.is_dir():
+                    n += sum(1 for _ in d.iterdir())
+                    shutil.rmtree(d)
+            print(f"removed {n} files from {root}")
+            return 0
+        if ns.cmd == "export":
+            return _export(Path(ns.archive))
+        if ns.cmd == "import":
+            return _import(Path(ns.archive))
+    except (OSError, tarfile.TarError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 2
+
+
+def _list(as_json: bool) -> int:
+    infos = cache.inspect()
+    if as_json:
+        print(json.dumps([vars(i) for i in infos], indent=1))
+        return 0
+    for i in infos:
+        state = "ok" if i.ok else f"BAD: {i.problem}"
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(i.mtime)) if i.mtime else "?"
+        names = ",".join(i.kernels) or "-"
+        print(f"{i.key[:16]}  {i.arch:7} {names:24} {i.bytes:>9}  {when}  {state}")
+    root = cache.root_dir()
+    cubins = len(list((root / "cubin_cache").glob("*.cubin")))
+    records = len(list((root / "autotune").glob("*.json")))
+    print(
+        f"{len(infos)} PTX entries in {cache.cache_dir()}; {cubins} cubins, "
+        f"{records} kernels with tuning records",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _verify(repair: bool) -> int:
+    bad = [i for i in cache.inspect() if not i.ok]
+    for i in bad:
+        print(f"{i.key}: {i.problem}" + ("  (removed)" if repair else ""))
+        if repair:
+            cache.remove_entry(cache.cache_dir(), i.key)
+    total = len(cache.keys()) + (len(bad) if repair else 0)
+    print(f"{total - len(bad)} ok, {len(bad)} bad", file=sys.stderr)
+    return 1 if bad and not repair else 0
+
+
+def _export(archive: Path) -> int:
+    root = cache.root_dir()
+    n = 0
+    with tarfile.open(archive, "w:gz") as tar:
+        for i in cache.inspect():
+            if not i.ok:
+                print(f"skipped bad entry {i.key[:16]}: {i.problem}", file=sys.stderr)
+                continue
+            for suffix in (".ptx", ".json"):
+                tar.add(root / "ptx_cache" / f"{i.key}{suffix}", f"ptx_cache/{i.key}{suffix}")
+            n += 1
+        for sub in ("cubin_cache", "autotune"):
+            d = root / sub
+            for p in sorted(d.iterdir()) if d.is_dir() else []:
+                name = f"{sub}/{p.name}"
+                if _ARCHIVE_NAME.match(name) and p.is_file() and not p.is_symlink():
+                    tar.add(p, name)
+    print(f"exported {n} entries to {archive}")
+    return 0
+
+
+def _import(archive: Path) -> int:
+    """Unpack into a scratch directory (only expected names, regular files, bounded
+    sizes), check every PTX entry there, then move the good files into the cache."""
+    root = cache.root_dir()
+    if not stat.S_ISREG(os.lstat(archive).st_mode):
+        print(f"error: {archive} is not a regular file", file=sys.stderr)
+        return 1
+    skipped = 0
+    total = 0
+    with tempfile.TemporaryDirectory(prefix="zyntax-import-") as tmp:
+        scratch = Path(tmp)
+        with tarfile.open(archive, mode="r:*") as tar:
+            for m in tar:
+                ok = m.isreg() and _ARCHIVE_NAME.match(m.name) and m.size <= _MAX_MEMBER
+                if not ok or total + m.size > _MAX_ARCHIVE:
+                    print(f"skipped archive member {m.name!r}", file=sys.stderr)
+                    skipped += 1
+                    continue
+                total += m.size
+                f = tar.extractfile(m)
+                if f is None:
+                    continue
+                dst = scratch / m.name
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                dst.write_bytes(f.read(_MAX_MEMBER + 1)[:_MAX_MEMBER])
+        n = 0
+        for k in cache.keys(scratch / "ptx_cache"):
+            try:
+                cache.check_entry(scratch / "ptx_cache", k)
+            except RejectedFile as e:
+                print(f"skipped bad entry {k[:16]}: {e}", file=sys.stderr)
+                skipped += 1
+                continue
+            for suffix in (".ptx", ".json"):
+                src = scratch / "ptx_cache" / f"{k}{suffix}"
+                cache._atomic_write(root / "ptx_cache" / src.name, src.read_bytes())
+            n += 1
+        for sub in ("cubin_cache", "autotune"):
+            d = scratch / sub
+            for p in sorted(d.iterdir()) if d.is_dir() else []:
+                cache._atomic_write(root / sub / p.name, p.read_bytes())
+    print(f"imported {n} entries into {root}" + (f" ({skipped} skipped)" if skipped else ""))
+    return 0

@@ -1,0 +1,704 @@
+"""Autotuning: pick the fastest launch configuration, measured on the device, and remember it.
+
+``@zyntax.autotune(configs=[...], key=["n"], grid=...)`` over a ``@zyntax.kernel``::
+
+    @zyntax.autotune(
+        configs=[zyntax.Config(block=128), zyntax.Config(block=256, args={"per_thread": 2})],
+        key=["n"],
+        grid=lambda a, cfg: (a["n"] + cfg.block * cfg.args.get("per_thread", 1) - 1)
+        // (cfg.block * cfg.args.get("per_thread", 1)),
+    )
+    @zyntax.kernel
+    def scale(x: Array[f32, 1], y: Array[f32, 1], n: i32, per_thread: i32): ...
+
+    scale(x, y, n)          # tuned on first use per key bucket, then the stored best
+
+A :class:`Config` gives the block size (also the kernel's launch bounds, so the
+compiler allots registers for it), kernel arguments by parameter name, and
+optional ``max_registers`` / ``min_blocks``. For each new key bucket (every key
+value rounded up to a power of two) on an exact arch:
+
+1. every config is compiled and assembled with ptxas; a config that fails to
+   compile is skipped and reported;
+2. configs are pruned by the resource report: those that cannot launch
+   (registers or shared memory over the device's limits), that spill when
+   another does not, or whose occupancy is under ``min_occupancy_ratio`` of the
+   best; the reasons are kept;
+3. the rest are measured with CUDA events (``warmup`` launches, the median of
+   ``reps``, inputs rotated over ``rotate`` copies so caches do not flatter
+   anyone), starting with the best config of the nearest tuned bucket (warm
+   start); a config whose launch fails is skipped and reported;
+4. the record (best config, every time, the pruned and failed configs) is
+   saved after each measurement to ``$ZYNTAX_CACHE_DIR/autotune/<kernel
+   hash>.json``, keyed by (key bucket, exact arch, zyntax version): an
+   interrupted run keeps its best so far and resumes where it stopped.
+
+Tables can ship inside AOT bundles (``build_bundle(..., tuning=t.table())``);
+:func:`zyntax.cuda.load_bundle` installs them, and a kernel with an installed
+table never measures: a bucket it lacks uses the nearest one. ``ZYNTAX_AUTOTUNE=0``
+turns measuring off everywhere (the first config is used where nothing is stored).
+
+:class:`Tuner` is the same for kernels built with the HIR builder (DSLs):
+``build(config)`` returns a ``zyntax.hir.Module``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import math
+import os
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from zyntax.log import logger, progress
+from zyntax.safeio import RejectedFile, is_missing, read_json
+
+DB_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Config:
+    """One candidate launch configuration."""
+
+    block: int = 256
+    args: dict[str, Any] = field(default_factory=dict)
+    max_registers: int | None = None
+    min_blocks: int | None = None
+
+    def name(self) -> str:
+        parts = [f"block={self.block}"]
+        parts += [f"{k}={v}" for k, v in sorted(self.args.items())]
+        if self.max_registers is not None:
+            parts.append(f"max_registers={self.max_registers}")
+        if self.min_blocks is not None:
+            parts.append(f"min_blocks={self.min_blocks}")
+        return ",".join(parts)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "block": self.block,
+            "args": dict(self.args),
+            "max_registers": self.max_registers,
+            "min_blocks": self.min_blocks,
+        }
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> Config:
+        return Config(
+            int(d.get("block", 256)),
+            dict(d.get("args") or {}),
+            d.get("max_registers"),
+            d.get("min_blocks"),
+        )
+
+
+# --------------------------------------------------------------------------- pruning
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What bounds occupancy on one SM."""
+
+    registers_per_sm: int = 65536
+    threads_per_block: int = 1024
+    threads_per_sm: int = 2048
+    blocks_per_sm: int = 32
+    shared_per_sm: int = 233472
+    shared_per_block: int = 232448
+
+    @staticmethod
+    def of_device(device: int = 0) -> Limits:
+        from zyntax import cuda
+
+        d = cuda.Device(device)
+        p = d.properties()
+        cc = (int(d.compute_capability[0]), int(d.compute_capability[1]))
+        threads = {(7, 5): 1024, (8, 6): 1536, (8, 7): 1536, (8, 9): 1536}.get(cc, 2048)
+        return Limits(
+            registers_per_sm=int(p.get("max_registers_per_block", 65536)),
+            threads_per_block=int(d.max_threads_per_block),
+            threads_per_sm=threads,
+            blocks_per_sm=16 if cc[0] < 8 or cc in ((8, 6), (8, 9)) else 32,
+            shared_per_sm=int(p.get("max_shared_per_sm", 233472)),
+            shared_per_block=int(d.max_shared_per_block_optin),
+        )
+
+
+def occupancy(res: dict[str, int], threads: int, shared: int, lim: Limits) -> float:
+    """Fraction of the SM's threads resident with ``res`` (ptxas resources) per thread."""
+    warps = -(-threads // 32)
+    regs = int(res.get("registers", 0))
+    # Registers are allocated per warp in units of 256.
+    per_warp = -(-regs * 32 // 256) * 256
+    by_regs = lim.registers_per_sm // (per_warp * warps) if per_warp else lim.blocks_per_sm
+    by_threads = lim.threads_per_sm // (warps * 32)
+    smem = shared + int(res.get("shared_bytes", 0))
+    by_smem = lim.shared_per_sm // smem if smem else lim.blocks_per_sm
+    blocks = min(by_regs, by_threads, by_smem, lim.blocks_per_sm)
+    return blocks * warps * 32 / lim.threads_per_sm
+
+
+def prune(
+    candidates: dict[str, tuple[dict[str, int], int, int]],
+    lim: Limits,
+    min_occupancy_ratio: float = 0.25,
+) -> tuple[list[str], dict[str, str]]:
+    """Split configs (name -> (resources, threads per block, dynamic shared bytes)) into
+    those worth measuring and those pruned (name -> why)."""
+    pruned: dict[str, str] = {}
+    occ: dict[str, float] = {}
+    for n, (res, threads, shared) in candidates.items():
+        if threads > lim.threads_per_block:
+            pruned[n] = f"{threads} threads per block (device limit {lim.threads_per_block})"
+            continue
+        smem = shared + int(res.get("shared_bytes", 0))
+        if smem > lim.shared_per_block:
+            pruned[n] = f"{smem} bytes of shared memory (device limit {lim.shared_per_block})"
+            continue
+        o = occupancy(res, threads, shared, lim)
+        if o <= 0:
+            pruned[n] = f"cannot launch: {res.get('registers')} registers x {threads} threads"
+            continue
+        occ[n] = o
+    spill = {
+        n: candidates[n][0].get("spill_store_bytes", 0)
+        + candidates[n][0].get("spill_load_bytes", 0)
+        for n in occ
+    }
+    if any(s == 0 for s in spill.values()):
+        for n, s in spill.items():
+            if s:
+                pruned[n] = f"spills {s} bytes while other configs do not"
+                occ.pop(n)
+    best = max(occ.values(), default=0.0)
+    for n, o in list(occ.items()):
+        if o < best * min_occupancy_ratio:
+            pruned[n] = f"occupancy {o:.2f} under {min_occupancy_ratio} x the best ({best:.2f})"
+            occ.pop(n)
+    return [n for n in candidates if n in occ], pruned
+
+
+# --------------------------------------------------------------------------- records
+
+
+def bucket(values: dict[str, Any]) -> dict[str, int]:
+    """Key values rounded up to powers of two (non-integers hash to their repr)."""
+    out = {}
+    for k, v in sorted(values.items()):
+        if isinstance(v, bool) or not isinstance(v, int):
+            out[k] = int(hashlib.sha256(repr(v).encode()).hexdigest()[:8], 16)
+        else:
+            out[k] = 1 << max(0, int(v) - 1).bit_length() if v > 0 else int(v)
+    return out
+
+
+def record_key(b: dict[str, int], arch: str, version: str) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(b.items())) + f"|{arch}|{version}"
+
+
+def _distance(a: dict[str, int], b: dict[str, int]) -> float:
+    if set(a) != set(b):
+        return math.inf
+    return sum(abs(math.log2(max(a[k], 1)) - math.log2(max(b[k], 1))) for k in a)
+
+
+def nearest(
+    records: dict[str, Any], b: dict[str, int], arch: str, version: str | None
+) -> dict[str, Any] | None:
+    """The record of the closest bucket on ``arch`` (and ``version``, when given)."""
+    best: tuple[float, dict[str, Any]] | None = None
+    for r in records.values():
+        if not isinstance(r, dict) or r.get("arch") != arch or not r.get("best"):
+            continue
+        if version is not None and r.get("version") != version:
+            continue
+        d = _distance(r.get("bucket", {}), b)
+        if best is None or d < best[0]:
+            best = (d, r)
+    return None if best is None or best[0] == math.inf else best[1]
+
+
+_installed: dict[str, dict[str, Any]] = {}
+
+
+def install_tables(tables: dict[str, Any], arch: str | None = None) -> None:
+    """Make tuning tables (from a bundle's manifest) authoritative in this process."""
+    for h, t in tables.items():
+        if isinstance(t, dict) and isinstance(t.get("records"), dict):
+            _installed.setdefault(h, {}).update(t["records"])
+
+
+def db_path(kernel_hash: str) -> Any:
+    from zyntax.frontend import cache
+
+    return cache.root_dir() / "autotune" / f"{kernel_hash}.json"
+
+
+def load_db(kernel_hash: str) -> dict[str, Any]:
+    p = db_path(kernel_hash)
+    try:
+        doc = read_json(p)
+    except RejectedFile as e:
+        if not is_missing(e):
+            logger.warning("autotune: ignoring bad tuning file %s: %s", p, e)
+        return {"version": DB_VERSION, "records": {}}
+    if not isinstance(doc, dict) or not isinstance(doc.get("records"), dict):
+        logger.warning("autotune: ignoring malformed tuning file %s", p)
+        return {"version": DB_VERSION, "records": {}}
+    return doc
+
+
+def save_db(kernel_hash: str, doc: dict[str, Any]) -> None:
+    from zyntax.frontend import cache
+
+    try:
+        cache._atomic_write(db_path(kernel_hash), json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    except OSError as e:
+        logger.warning("autotune: could not save tuning records: %s", e)
+
+
+# --------------------------------------------------------------------------- measuring
+
+
+def measure(
+    launch: Callable[[Sequence[Any]], None],
+    arg_sets: Sequence[Sequence[Any]],
+    warmup: int,
+    reps: int,
+) -> float:
+    """Median kernel time in ms over ``reps`` event-timed launches, inputs rotated."""
+    from zyntax import cuda
+
+    for i in range(warmup):
+        launch(arg_sets[i % len(arg_sets)])
+    times = []
+    start, end = cuda.Event(), cuda.Event()
+    for i in range(reps):
+        start.record()
+        launch(arg_sets[(warmup + i) % len(arg_sets)])
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_ms(end))
+    return float(statistics.median(times))
+
+
+def rotated(args: Sequence[Any], copies: int) -> list[list[Any]]:
+    """``copies`` argument lists; arrays are copied to fresh device arrays, scalars shared."""
+    import numpy as np
+
+    from zyntax import cuda
+
+    out: list[list[Any]] = []
+    for _ in range(max(1, copies)):
+        row: list[Any] = []
+        for a in args:
+            if isinstance(a, np.ndarray):
+                row.append(cuda.to_device(a))
+            elif isinstance(a, cuda.DeviceArray):
+                d = cuda.empty(a.shape, a.dtype)
+                d.copy_from(a)
+                row.append(d)
+            else:
+                row.append(a)
+        out.append(row)
+    return out
+
+
+@dataclass
+class TuneReport:
+    kernel: str
+    record_key: str
+    best: str | None
+    times_ms: dict[str, float]
+    pruned: dict[str, str]
+    failed: dict[str, str]
+    default_ms: float | None
+    seconds: float
+    source: str  # "measured", "database", "table", "default"
+
+    @property
+    def gain(self) -> float | None:
+        """Default config's time over the best's (1.0: no gain)."""
+        if self.best is None or self.default_ms is None:
+            return None
+        return self.default_ms / self.times_ms[self.best]
+
+
+Prepared = tuple[dict[str, int], int, int, Callable[[Sequence[Any]], None]]
+
+
+def tune(
+    *,
+    kernel: str,
+    kernel_hash: str,
+    configs: Sequence[Config],
+    key_values: dict[str, Any],
+    arch: str,
+    version: str,
+    prepare: Callable[[Config], Prepared],
+    arg_sets: Callable[[], list[list[Any]]],
+    warmup: int,
+    reps: int,
+    limits: Callable[[], Limits],
+    min_occupancy_ratio: float,
+) -> tuple[Config, TuneReport]:
+    """The engine behind :func:`autotune` and :class:`Tuner`."""
+    by_name = {c.name(): c for c in configs}
+    b = bucket(key_values)
+    rk = record_key(b, arch, version)
+    t0 = time.perf_counter()
+
+    table = _installed.get(kernel_hash)
+    if table is not None:
+        rec = table.get(rk) or nearest(table, b, arch, None)
+        if rec is not None and rec.get("best") in by_name:
+            return by_name[rec["best"]], _report(kernel, rk, rec, "table", t0)
+    doc = load_db(kernel_hash)
+    rec = doc["records"].get(rk)
+    if rec is not None and rec.get("complete") and rec.get("best") in by_name:
+        return by_name[rec["best"]], _report(kernel, rk, rec, "database", t0)
+    if os.environ.get("ZYNTAX_AUTOTUNE", "1") in ("0", "off", "no"):
+        c = by_name.get(str((rec or {}).get("best"))) or configs[0]
+        return c, TuneReport(kernel, rk, c.name(), {}, {}, {}, None, 0.0, "default")
+
+    if rec is None:
+        rec = {
+            "bucket": b,
+            "arch": arch,
+            "version": version,
+            "kernel": kernel,
+            "times_ms": {},
+            "pruned": {},
+            "failed": {},
+            "best": None,
+            "complete": False,
+        }
+        warm = nearest(doc["records"], b, arch, version)
+        if warm is not None:
+            rec["warm_start"] = warm.get("best")
+    rec["configs"] = {c.name(): c.as_dict() for c in configs}
+    doc["records"][rk] = rec
+    doc.update(version=DB_VERSION, kernel=kernel)
+
+    order = list(by_name)
+    if rec.get("warm_start") in by_name:
+        order.remove(rec["warm_start"])
+        order.insert(0, rec["warm_start"])
+    todo = [n for n in order if n not in rec["times_ms"] and n not in rec["failed"]]
+    todo = [n for n in todo if n not in rec["pruned"]]
+
+    # 1. compile and read resources; 2. prune.
+    prepared: dict[str, Prepared] = {}
+    for n in progress(todo, total=len(todo), desc=f"zyntax: compiling {kernel} configs"):
+        try:
+            prepared[n] = prepare(by_name[n])
+        except Exception as e:  # a config that does not compile is reported, not fatal
+            rec["failed"][n] = f"compile: {type(e).__name__}: {e}"
+            logger.warning("autotune %s: config %s failed to compile: %s", kernel, n, e)
+    keep, pruned = prune(
+        {n: (p[0], p[1], p[2]) for n, p in prepared.items()}, limits(), min_occupancy_ratio
+    )
+    rec["pruned"].update(pruned)
+    for n, why in pruned.items():
+        logger.info("autotune %s: pruned %s: %s", kernel, n, why)
+
+    # 3. measure, saving after each config (an interrupt keeps the best so far).
+    sets = arg_sets() if keep else []
+    for n in progress(keep, total=len(keep), desc=f"zyntax: tuning {kernel}"):
+        try:
+            ms = measure(prepared[n][3], sets, warmup, reps)
+        except Exception as e:
+            rec["failed"][n] = f"launch: {type(e).__name__}: {e}"
+            logger.warning("autotune %s: config %s failed to launch: %s", kernel, n, e)
+            continue
+        rec["times_ms"][n] = ms
+        rec["best"] = min(rec["times_ms"], key=rec["times_ms"].__getitem__)
+        save_db(kernel_hash, doc)
+        logger.info("autotune %s: %s: %.4f ms", kernel, n, ms)
+    rec["complete"] = True
+    rec["seconds"] = rec.get("seconds", 0.0) + time.perf_counter() - t0
+    save_db(kernel_hash, doc)
+    if rec["best"] is None:
+        from zyntax.errors import ZyntaxError
+
+        raise ZyntaxError(
+            f"autotune {kernel}: no config could run ("
+            + "; ".join(f"{n}: {w}" for n, w in {**rec["failed"], **rec["pruned"]}.items())
+            + ")"
+        )
+    best = by_name[rec["best"]]
+    logger.info("autotune %s: best for %s is %s", kernel, rk, rec["best"])
+    return best, _report(kernel, rk, rec, "measured", t0, configs[0].name())
+
+
+def _report(
+    kernel: str, rk: str, rec: dict[str, Any], source: str, t0: float, default: str | None = None
+) -> TuneReport:
+    times = {str(k): float(v) for k, v in rec.get("times_ms", {}).items()}
+    d = times.get(default) if default else None
+    return TuneReport(
+        kernel,
+        rk,
+        rec.get("best"),
+        times,
+        dict(rec.get("pruned", {})),
+        dict(rec.get("failed", {})),
+        d,
+        float(rec.get("seconds", time.perf_counter() - t0)),
+        source,
+    )
+
+
+def _arch() -> str:
+    from zyntax import cuda
+
+    d = cuda.Device(0)
+    major, minor = d.compute_capability
+    return f"sm_{major}{minor}"
+
+
+# --------------------------------------------------------------------------- front-ends
+
+
+class AutotunedKernel:
+    """A ``@zyntax.kernel`` whose launch configuration is tuned (see the module docs)."""
+
+    def __init__(
+        self,
+        base: Any,
+        configs: Sequence[Config],
+        key: Sequence[str],
+        grid: Callable[[dict[str, Any], Config], Any],
+        warmup: int,
+        reps: int,
+        rotate: int,
+        min_occupancy_ratio: float,
+    ) -> None:
+        if not configs:
+            raise ValueError("autotune needs at least one config")
+        self.base = base
+        self.configs = list(configs)
+        self.key = list(key)
+        self.grid = grid
+        self.warmup, self.reps, self.rotate = warmup, reps, rotate
+        self.min_occupancy_ratio = min_occupancy_ratio
+        self.params = list(inspect.signature(base.pyfunc).parameters)
+        self.__name__ = base.__name__
+        missing = [k for k in self.key if k not in self.params]
+        if missing:
+            raise ValueError(f"autotune key {missing} names no parameter of {base.__name__}")
+        self._kernels: dict[str, Any] = {}
+        self._best: dict[str, Config] = {}
+        self.last_report: TuneReport | None = None
+        try:
+            src = inspect.getsource(base.pyfunc)
+        except (OSError, TypeError):
+            src = base.__qualname__
+        h = hashlib.sha256(src.encode())
+        h.update(json.dumps([c.as_dict() for c in self.configs], sort_keys=True).encode())
+        h.update(json.dumps(self.key).encode())
+        self.hash = h.hexdigest()
+
+    def kernel_for(self, cfg: Config) -> Any:
+        """The @zyntax.kernel compiled for ``cfg`` (its block is the launch bound)."""
+        k = self._kernels.get(cfg.name())
+        if k is None:
+            from zyntax.frontend.kernel import Kernel
+
+            k = Kernel(
+                self.base.pyfunc,
+                max_threads=cfg.block,
+                max_registers=cfg.max_registers,
+                min_blocks=cfg.min_blocks,
+                device="gpu",
+            )
+            self._kernels[cfg.name()] = k
+        return k
+
+    def _full(self, args: Sequence[Any], cfg: Config) -> list[Any]:
+        """The kernel's arguments: the caller's, in order, with the config's filled in."""
+        given = iter(args)
+        out = []
+        for p in self.params:
+            out.append(cfg.args[p] if p in cfg.args else next(given))
+        return out
+
+    def _named(self, args: Sequence[Any]) -> dict[str, Any]:
+        free = [p for p in self.params if p not in self.configs[0].args]
+        if len(args) != len(free):
+            from zyntax.frontend.errors import KernelArgumentError
+
+            raise KernelArgumentError(
+                f"{self.__name__} takes {len(free)} argument(s) ({', '.join(free)}) "
+                f"besides its tuned ones; {len(args)} given"
+            )
+        return dict(zip(free, args, strict=True))
+
+    def best_config(self, *args: Any) -> Config:
+        """The config for these arguments (tuned now if nothing is stored for them)."""
+        from zyntax.frontend import pipeline
+
+        named = self._named(args)
+        kv = {k: named[k] for k in self.key}
+        arch = _arch()
+        rk = record_key(bucket(kv), arch, pipeline.zyntax_version())
+        hit = self._best.get(rk)
+        if hit is not None:
+            return hit
+
+        def prepare(cfg: Config) -> Prepared:
+            import zyntax
+            from zyntax import ptxinfo
+
+            k = self.kernel_for(cfg)
+            full = self._full(args, cfg)
+            v = k.variant(k.specs_for(full))
+            target = pipeline.resolve_arch(None)
+            ptx = pipeline.ptx_for(v, target)
+            res = ptxinfo.ptxas_resources(zyntax.validate_ptx(ptx, target).log)
+            r = res.get(self.__name__, {})
+
+            def launch(a: Sequence[Any]) -> None:
+                # Built at the first launch: a bad grid is a launch failure of this config.
+                k[self.grid({**named, **cfg.args}, cfg), cfg.block](*self._full(a, cfg))
+
+            return r, cfg.block, 0, launch
+
+        cfg, rep = tune(
+            kernel=self.__name__,
+            kernel_hash=self.hash,
+            configs=self.configs,
+            key_values=kv,
+            arch=arch,
+            version=pipeline.zyntax_version(),
+            prepare=prepare,
+            arg_sets=lambda: rotated(args, self.rotate),
+            warmup=self.warmup,
+            reps=self.reps,
+            limits=lambda: Limits.of_device(0),
+            min_occupancy_ratio=self.min_occupancy_ratio,
+        )
+        self.last_report = rep
+        self._best[rk] = cfg
+        return cfg
+
+    def __call__(self, *args: Any) -> None:
+        cfg = self.best_config(*args)
+        named = self._named(args)
+        g = self.grid({**named, **cfg.args}, cfg)
+        self.kernel_for(cfg)[g, cfg.block](*self._full(args, cfg))
+
+    def table(self) -> dict[str, Any]:
+        """This kernel's tuning records, to ship in a bundle (``build_bundle(tuning=...)``)."""
+        return {self.hash: {"kernel": self.__name__, "records": load_db(self.hash)["records"]}}
+
+
+def autotune(
+    configs: Sequence[Config],
+    key: Sequence[str],
+    grid: Callable[[dict[str, Any], Config], Any],
+    *,
+    warmup: int = 3,
+    reps: int = 20,
+    rotate: int = 3,
+    min_occupancy_ratio: float = 0.25,
+) -> Callable[[Any], AutotunedKernel]:
+    """Decorator over a ``@zyntax.kernel``: see the module docs."""
+
+    def wrap(k: Any) -> AutotunedKernel:
+        if not hasattr(k, "pyfunc") or not hasattr(k, "variant"):
+            raise TypeError("@zyntax.autotune goes above @zyntax.kernel")
+        return AutotunedKernel(k, configs, key, grid, warmup, reps, rotate, min_occupancy_ratio)
+
+    return wrap
+
+
+class Tuner:
+    """Builder-level autotuning: ``build(config)`` returns the config's ``zyntax.hir.Module``."""
+
+    def __init__(
+        self,
+        name: str,
+        configs: Sequence[Config],
+        *,
+        kernel: str,
+        build: Callable[[Config], Any],
+        grid: Callable[[dict[str, Any], Config], Any],
+        key: Sequence[str] = (),
+        warmup: int = 3,
+        reps: int = 20,
+        rotate: int = 3,
+        min_occupancy_ratio: float = 0.25,
+    ) -> None:
+        self.name, self.configs, self.kernel = name, list(configs), kernel
+        self.build, self.grid, self.key = build, grid, list(key)
+        self.warmup, self.reps, self.rotate = warmup, reps, rotate
+        self.min_occupancy_ratio = min_occupancy_ratio
+        self.last_report: TuneReport | None = None
+        h = hashlib.sha256(name.encode())
+        for c in self.configs:
+            h.update(build(c).to_zir().encode())
+        self.hash = h.hexdigest()
+
+    def best(self, args: Sequence[Any], key_values: dict[str, Any]) -> Config:
+        """The best config for ``key_values``, measured launching ``args`` if not stored."""
+        import zyntax
+        from zyntax import cuda, ptxinfo
+
+        arch = _arch()
+        target = cuda.device_arch(0)
+
+        def prepare(cfg: Config) -> Prepared:
+            m = self.build(cfg)
+            ptx = zyntax.compile_ptx(m, target).ptx
+            res = ptxinfo.ptxas_resources(zyntax.validate_ptx(ptx, target).log)
+            k = cuda.load_module(ptx, hir=m).kernel(self.kernel)
+
+            def launch(a: Sequence[Any]) -> None:
+                k.launch(self.grid(dict(key_values), cfg), cfg.block, *a)
+
+            # Static shared memory is in ptxas' resources; dynamic is the module's default.
+            return res.get(self.kernel, {}), cfg.block, 0, launch
+
+        cfg, rep = tune(
+            kernel=self.name,
+            kernel_hash=self.hash,
+            configs=self.configs,
+            key_values=dict(key_values),
+            arch=arch,
+            version=str(zyntax.__version__),
+            prepare=prepare,
+            arg_sets=lambda: rotated(args, self.rotate),
+            warmup=self.warmup,
+            reps=self.reps,
+            limits=lambda: Limits.of_device(0),
+            min_occupancy_ratio=self.min_occupancy_ratio,
+        )
+        self.last_report = rep
+        return cfg
+
+    def table(self) -> dict[str, Any]:
+        return {self.hash: {"kernel": self.name, "records": load_db(self.hash)["records"]}}
+
+
+def tuned_config(
+    tables: dict[str, Any], kernel: str, arch: str, **key_values: Any
+) -> Config | None:
+    """From a bundle's tables: the stored config of ``kernel`` for these key values on ``arch``."""
+    b = bucket(key_values)
+    for t in tables.values():
+        if not isinstance(t, dict) or t.get("kernel") != kernel:
+            continue
+        recs = t.get("records", {})
+        exact = [r for r in recs.values() if r.get("bucket") == b and r.get("arch") == arch]
+        rec = exact[0] if exact else nearest(recs, b, arch, None)
+        if rec is not None:
+            cfgs = rec.get("configs") or {}
+            if rec.get("best") in cfgs:
+                return Config.from_dict(cfgs[rec["best"]])
+    return None

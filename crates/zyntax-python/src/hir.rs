@@ -1127,88 +1127,11 @@ impl FunctionBuilder {
         let op = enum_name("binary op", op, BinOp::ALL, BinOp::from_name, BinOp::name)?;
         self.sh.binary(py, op, a, b)
     }
-    fn add(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.binary(py, BinOp::Add, a, b)
-    }
-    fn sub(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.binary(py, BinOp::Sub, a, b)
-    }
-    fn mul(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.binary(py, BinOp::Mul, a, b)
-    }
-    fn div(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.binary(py, BinOp::Div, a, b)
-    }
-    fn rem(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.binary(py, BinOp::Rem, a, b)
-    }
-    fn min(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.binary(py, BinOp::Min, a, b)
-    }
-    fn max(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.binary(py, BinOp::Max, a, b)
-    }
-    fn and_(
-        &self,
-        py: Python<'_>,
-        a: &Bound<'_, PyAny>,
-        b: &Bound<'_, PyAny>,
-    ) -> PyResult<PyValue> {
-        self.sh.binary(py, BinOp::And, a, b)
-    }
-    fn or_(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.binary(py, BinOp::Or, a, b)
-    }
-    fn xor(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.binary(py, BinOp::Xor, a, b)
-    }
-    fn shl(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.binary(py, BinOp::Shl, a, b)
-    }
-    fn shr(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.binary(py, BinOp::Shr, a, b)
-    }
 
     /// Generic one-operand op by name (`"neg"`, `"sqrt"`, ...).
     fn unary(&self, py: Python<'_>, op: &str, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
         let op = enum_name("unary op", op, UnOp::ALL, UnOp::from_name, UnOp::name)?;
         self.sh.unary(py, op, a)
-    }
-    fn neg(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.unary(py, UnOp::Neg, a)
-    }
-    fn not_(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.unary(py, UnOp::Not, a)
-    }
-    fn abs(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.unary(py, UnOp::Abs, a)
-    }
-    fn sqrt(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.unary(py, UnOp::Sqrt, a)
-    }
-    fn rsqrt(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.unary(py, UnOp::Rsqrt, a)
-    }
-    fn exp(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.unary(py, UnOp::Exp, a)
-    }
-    fn log(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.unary(py, UnOp::Log, a)
-    }
-    fn sin(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.unary(py, UnOp::Sin, a)
-    }
-    fn cos(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.unary(py, UnOp::Cos, a)
-    }
-    fn tanh(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.unary(py, UnOp::Tanh, a)
-    }
-    fn floor(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.unary(py, UnOp::Floor, a)
-    }
-    fn ceil(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.unary(py, UnOp::Ceil, a)
     }
 
     /// `a * b + c` (floats), fused.
@@ -1241,24 +1164,6 @@ impl FunctionBuilder {
     ) -> PyResult<PyValue> {
         let op = enum_name("comparison", op, CmpOp::ALL, CmpOp::from_name, CmpOp::name)?;
         self.sh.cmp(py, op, a, b)
-    }
-    fn eq(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.cmp(py, CmpOp::Eq, a, b)
-    }
-    fn ne(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.cmp(py, CmpOp::Ne, a, b)
-    }
-    fn lt(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.cmp(py, CmpOp::Lt, a, b)
-    }
-    fn le(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.cmp(py, CmpOp::Le, a, b)
-    }
-    fn gt(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.cmp(py, CmpOp::Gt, a, b)
-    }
-    fn ge(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.cmp(py, CmpOp::Ge, a, b)
     }
 
     /// `cond ? a : b`.
@@ -1407,36 +1312,8 @@ impl FunctionBuilder {
 
     // ------------------------------------------------------------ GPU indices
 
-    #[pyo3(signature = (dim=None))]
-    fn thread_idx(&self, py: Python<'_>, dim: Option<&Bound<'_, PyAny>>) -> PyResult<PyValue> {
-        let d = dim.map(to_dim).transpose()?.unwrap_or(Dim::X);
-        self.sh.run1(py, |fb| fb.thread_idx(d))
-    }
-    #[pyo3(signature = (dim=None))]
-    fn block_idx(&self, py: Python<'_>, dim: Option<&Bound<'_, PyAny>>) -> PyResult<PyValue> {
-        let d = dim.map(to_dim).transpose()?.unwrap_or(Dim::X);
-        self.sh.run1(py, |fb| fb.block_idx(d))
-    }
-    #[pyo3(signature = (dim=None))]
-    fn block_dim(&self, py: Python<'_>, dim: Option<&Bound<'_, PyAny>>) -> PyResult<PyValue> {
-        let d = dim.map(to_dim).transpose()?.unwrap_or(Dim::X);
-        self.sh.run1(py, |fb| fb.block_dim(d))
-    }
-    #[pyo3(signature = (dim=None))]
-    fn grid_dim(&self, py: Python<'_>, dim: Option<&Bound<'_, PyAny>>) -> PyResult<PyValue> {
-        let d = dim.map(to_dim).transpose()?.unwrap_or(Dim::X);
-        self.sh.run1(py, |fb| fb.grid_dim(d))
-    }
-    fn lane_id(&self, py: Python<'_>) -> PyResult<PyValue> {
-        self.sh.run1(py, |fb| fb.lane_id())
-    }
-
     // ------------------------------------------------------------ synchronization
 
-    /// Block-wide barrier (`bar.sync 0`).
-    fn barrier(&self, py: Python<'_>) -> PyResult<()> {
-        self.sh.run(py, |fb| fb.barrier())
-    }
     /// Memory fence at `scope` (`"block"`, `"device"`, `"system"`).
     #[pyo3(signature = (scope="device"))]
     fn fence(&self, py: Python<'_>, scope: &str) -> PyResult<()> {
@@ -1474,106 +1351,6 @@ impl FunctionBuilder {
             AtomicOp::name,
         )?;
         self.atomic_op(py, op, ptr, value, scope)
-    }
-    #[pyo3(signature = (ptr, value, scope="device"))]
-    fn atomic_add(
-        &self,
-        py: Python<'_>,
-        ptr: &Bound<'_, PyAny>,
-        value: &Bound<'_, PyAny>,
-        scope: &str,
-    ) -> PyResult<PyValue> {
-        self.atomic_op(py, AtomicOp::Add, ptr, value, scope)
-    }
-    #[pyo3(signature = (ptr, value, scope="device"))]
-    fn atomic_sub(
-        &self,
-        py: Python<'_>,
-        ptr: &Bound<'_, PyAny>,
-        value: &Bound<'_, PyAny>,
-        scope: &str,
-    ) -> PyResult<PyValue> {
-        self.atomic_op(py, AtomicOp::Sub, ptr, value, scope)
-    }
-    #[pyo3(signature = (ptr, value, scope="device"))]
-    fn atomic_min(
-        &self,
-        py: Python<'_>,
-        ptr: &Bound<'_, PyAny>,
-        value: &Bound<'_, PyAny>,
-        scope: &str,
-    ) -> PyResult<PyValue> {
-        self.atomic_op(py, AtomicOp::Min, ptr, value, scope)
-    }
-    #[pyo3(signature = (ptr, value, scope="device"))]
-    fn atomic_max(
-        &self,
-        py: Python<'_>,
-        ptr: &Bound<'_, PyAny>,
-        value: &Bound<'_, PyAny>,
-        scope: &str,
-    ) -> PyResult<PyValue> {
-        self.atomic_op(py, AtomicOp::Max, ptr, value, scope)
-    }
-    #[pyo3(signature = (ptr, value, scope="device"))]
-    fn atomic_and(
-        &self,
-        py: Python<'_>,
-        ptr: &Bound<'_, PyAny>,
-        value: &Bound<'_, PyAny>,
-        scope: &str,
-    ) -> PyResult<PyValue> {
-        self.atomic_op(py, AtomicOp::And, ptr, value, scope)
-    }
-    #[pyo3(signature = (ptr, value, scope="device"))]
-    fn atomic_or(
-        &self,
-        py: Python<'_>,
-        ptr: &Bound<'_, PyAny>,
-        value: &Bound<'_, PyAny>,
-        scope: &str,
-    ) -> PyResult<PyValue> {
-        self.atomic_op(py, AtomicOp::Or, ptr, value, scope)
-    }
-    #[pyo3(signature = (ptr, value, scope="device"))]
-    fn atomic_xor(
-        &self,
-        py: Python<'_>,
-        ptr: &Bound<'_, PyAny>,
-        value: &Bound<'_, PyAny>,
-        scope: &str,
-    ) -> PyResult<PyValue> {
-        self.atomic_op(py, AtomicOp::Xor, ptr, value, scope)
-    }
-    #[pyo3(signature = (ptr, value, scope="device"))]
-    fn atomic_exch(
-        &self,
-        py: Python<'_>,
-        ptr: &Bound<'_, PyAny>,
-        value: &Bound<'_, PyAny>,
-        scope: &str,
-    ) -> PyResult<PyValue> {
-        self.atomic_op(py, AtomicOp::Exch, ptr, value, scope)
-    }
-    #[pyo3(signature = (ptr, value, scope="device"))]
-    fn atomic_inc(
-        &self,
-        py: Python<'_>,
-        ptr: &Bound<'_, PyAny>,
-        value: &Bound<'_, PyAny>,
-        scope: &str,
-    ) -> PyResult<PyValue> {
-        self.atomic_op(py, AtomicOp::Inc, ptr, value, scope)
-    }
-    #[pyo3(signature = (ptr, value, scope="device"))]
-    fn atomic_dec(
-        &self,
-        py: Python<'_>,
-        ptr: &Bound<'_, PyAny>,
-        value: &Bound<'_, PyAny>,
-        scope: &str,
-    ) -> PyResult<PyValue> {
-        self.atomic_op(py, AtomicOp::Dec, ptr, value, scope)
     }
     /// Compare-and-swap: stores `desired` if `*ptr == expected`; returns the old value.
     #[pyo3(signature = (ptr, expected, desired, scope="device"))]
@@ -1620,50 +1397,6 @@ impl FunctionBuilder {
         )?;
         self.shfl_op(py, m, value, lane, mask, width)
     }
-    #[pyo3(signature = (value, lane, *, mask=None, width=32))]
-    fn shfl_idx(
-        &self,
-        py: Python<'_>,
-        value: &Bound<'_, PyAny>,
-        lane: &Bound<'_, PyAny>,
-        mask: Option<&Bound<'_, PyAny>>,
-        width: u32,
-    ) -> PyResult<PyValue> {
-        self.shfl_op(py, ShflMode::Idx, value, lane, mask, width)
-    }
-    #[pyo3(signature = (value, delta, *, mask=None, width=32))]
-    fn shfl_up(
-        &self,
-        py: Python<'_>,
-        value: &Bound<'_, PyAny>,
-        delta: &Bound<'_, PyAny>,
-        mask: Option<&Bound<'_, PyAny>>,
-        width: u32,
-    ) -> PyResult<PyValue> {
-        self.shfl_op(py, ShflMode::Up, value, delta, mask, width)
-    }
-    #[pyo3(signature = (value, delta, *, mask=None, width=32))]
-    fn shfl_down(
-        &self,
-        py: Python<'_>,
-        value: &Bound<'_, PyAny>,
-        delta: &Bound<'_, PyAny>,
-        mask: Option<&Bound<'_, PyAny>>,
-        width: u32,
-    ) -> PyResult<PyValue> {
-        self.shfl_op(py, ShflMode::Down, value, delta, mask, width)
-    }
-    #[pyo3(signature = (value, lane_mask, *, mask=None, width=32))]
-    fn shfl_xor(
-        &self,
-        py: Python<'_>,
-        value: &Bound<'_, PyAny>,
-        lane_mask: &Bound<'_, PyAny>,
-        mask: Option<&Bound<'_, PyAny>>,
-        width: u32,
-    ) -> PyResult<PyValue> {
-        self.shfl_op(py, ShflMode::Xor, value, lane_mask, mask, width)
-    }
 
     /// Warp vote; `mode` in ballot (u32 mask), any, all (bool).
     #[pyo3(signature = (mode, pred, *, mask=None))]
@@ -1682,33 +1415,6 @@ impl FunctionBuilder {
             VoteMode::name,
         )?;
         self.vote_op(py, m, pred, mask)
-    }
-    #[pyo3(signature = (pred, *, mask=None))]
-    fn vote_ballot(
-        &self,
-        py: Python<'_>,
-        pred: &Bound<'_, PyAny>,
-        mask: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<PyValue> {
-        self.vote_op(py, VoteMode::Ballot, pred, mask)
-    }
-    #[pyo3(signature = (pred, *, mask=None))]
-    fn vote_any(
-        &self,
-        py: Python<'_>,
-        pred: &Bound<'_, PyAny>,
-        mask: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<PyValue> {
-        self.vote_op(py, VoteMode::Any, pred, mask)
-    }
-    #[pyo3(signature = (pred, *, mask=None))]
-    fn vote_all(
-        &self,
-        py: Python<'_>,
-        pred: &Bound<'_, PyAny>,
-        mask: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<PyValue> {
-        self.vote_op(py, VoteMode::All, pred, mask)
     }
 
     /// Mask of the lanes in `mask` whose `value` equals this lane's.
@@ -1853,10 +1559,6 @@ impl FunctionBuilder {
         let (d, _) = self.sh.value(dst, "the destination of `cp_async`")?;
         let (s, _) = self.sh.value(src, "the source of `cp_async`")?;
         self.sh.run(py, |fb| fb.cp_async(bytes, c, d, s))
-    }
-    /// Closes the current group of `cp_async` copies.
-    fn cp_async_commit(&self, py: Python<'_>) -> PyResult<()> {
-        self.sh.run(py, |fb| fb.cp_async_commit())
     }
     /// Waits until at most `pending` committed groups are still in flight.
     #[pyo3(signature = (pending=0))]
@@ -2089,6 +1791,378 @@ impl FunctionBuilder {
     fn to_zir(&self, py: Python<'_>) -> PyResult<String> {
         self.sh.run(py, |fb| Ok(zh::print_function(fb.func())))
     }
+
+    // BEGIN GENERATED from crates/zyntax-hir/src/table.rs; edit the table, then run `ZYNTAX_BLESS=1 cargo test -p zyntax-hir --test generated`
+    /// Sum (integers wrap).
+    fn add(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.binary(py, BinOp::Add, a, b)
+    }
+    /// Difference (integers wrap).
+    fn sub(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.binary(py, BinOp::Sub, a, b)
+    }
+    /// Product (integers wrap).
+    fn mul(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.binary(py, BinOp::Mul, a, b)
+    }
+    /// Quotient; integers truncate by signedness.
+    fn div(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.binary(py, BinOp::Div, a, b)
+    }
+    /// Remainder, sign of the dividend.
+    fn rem(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.binary(py, BinOp::Rem, a, b)
+    }
+    /// Minimum.
+    fn min(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.binary(py, BinOp::Min, a, b)
+    }
+    /// Maximum.
+    fn max(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.binary(py, BinOp::Max, a, b)
+    }
+    /// Bitwise (logical on bool) and.
+    fn and_(
+        &self,
+        py: Python<'_>,
+        a: &Bound<'_, PyAny>,
+        b: &Bound<'_, PyAny>,
+    ) -> PyResult<PyValue> {
+        self.sh.binary(py, BinOp::And, a, b)
+    }
+    /// Bitwise (logical on bool) or.
+    fn or_(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.binary(py, BinOp::Or, a, b)
+    }
+    /// Bitwise (logical on bool) exclusive or.
+    fn xor(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.binary(py, BinOp::Xor, a, b)
+    }
+    /// Shift left.
+    fn shl(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.binary(py, BinOp::Shl, a, b)
+    }
+    /// Shift right, arithmetic on signed types.
+    fn shr(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.binary(py, BinOp::Shr, a, b)
+    }
+    /// Negation (integers wrap).
+    fn neg(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.unary(py, UnOp::Neg, a)
+    }
+    /// Bitwise (logical on bool) not.
+    fn not_(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.unary(py, UnOp::Not, a)
+    }
+    /// Absolute value (integers wrap).
+    fn abs(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.unary(py, UnOp::Abs, a)
+    }
+    /// Square root.
+    fn sqrt(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.unary(py, UnOp::Sqrt, a)
+    }
+    /// Reciprocal square root.
+    fn rsqrt(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.unary(py, UnOp::Rsqrt, a)
+    }
+    /// e to the power.
+    fn exp(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.unary(py, UnOp::Exp, a)
+    }
+    /// Natural logarithm.
+    fn log(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.unary(py, UnOp::Log, a)
+    }
+    /// Sine.
+    fn sin(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.unary(py, UnOp::Sin, a)
+    }
+    /// Cosine.
+    fn cos(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.unary(py, UnOp::Cos, a)
+    }
+    /// Hyperbolic tangent.
+    fn tanh(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.unary(py, UnOp::Tanh, a)
+    }
+    /// Round toward negative infinity.
+    fn floor(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.unary(py, UnOp::Floor, a)
+    }
+    /// Round toward positive infinity.
+    fn ceil(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.unary(py, UnOp::Ceil, a)
+    }
+    /// Number of set bits.
+    fn popc(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.unary(py, UnOp::Popc, a)
+    }
+    /// Number of leading zero bits (the width for 0).
+    fn clz(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.unary(py, UnOp::Clz, a)
+    }
+    /// The bits in reverse order.
+    fn brev(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.unary(py, UnOp::Brev, a)
+    }
+    /// Index of the highest set bit; all ones for 0.
+    fn bfind(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.unary(py, UnOp::Bfind, a)
+    }
+    /// Equal.
+    fn eq(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.cmp(py, CmpOp::Eq, a, b)
+    }
+    /// Not equal (true on NaN).
+    fn ne(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.cmp(py, CmpOp::Ne, a, b)
+    }
+    /// Less than.
+    fn lt(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.cmp(py, CmpOp::Lt, a, b)
+    }
+    /// Less than or equal.
+    fn le(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.cmp(py, CmpOp::Le, a, b)
+    }
+    /// Greater than.
+    fn gt(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.cmp(py, CmpOp::Gt, a, b)
+    }
+    /// Greater than or equal.
+    fn ge(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.cmp(py, CmpOp::Ge, a, b)
+    }
+    /// Thread index in the block.
+    #[pyo3(signature = (dim=None))]
+    fn thread_idx(&self, py: Python<'_>, dim: Option<&Bound<'_, PyAny>>) -> PyResult<PyValue> {
+        let d = dim.map(to_dim).transpose()?.unwrap_or(Dim::X);
+        self.sh.run1(py, |fb| fb.thread_idx(d))
+    }
+    /// Block index in the grid.
+    #[pyo3(signature = (dim=None))]
+    fn block_idx(&self, py: Python<'_>, dim: Option<&Bound<'_, PyAny>>) -> PyResult<PyValue> {
+        let d = dim.map(to_dim).transpose()?.unwrap_or(Dim::X);
+        self.sh.run1(py, |fb| fb.block_idx(d))
+    }
+    /// Threads per block.
+    #[pyo3(signature = (dim=None))]
+    fn block_dim(&self, py: Python<'_>, dim: Option<&Bound<'_, PyAny>>) -> PyResult<PyValue> {
+        let d = dim.map(to_dim).transpose()?.unwrap_or(Dim::X);
+        self.sh.run1(py, |fb| fb.block_dim(d))
+    }
+    /// Blocks per grid.
+    #[pyo3(signature = (dim=None))]
+    fn grid_dim(&self, py: Python<'_>, dim: Option<&Bound<'_, PyAny>>) -> PyResult<PyValue> {
+        let d = dim.map(to_dim).transpose()?.unwrap_or(Dim::X);
+        self.sh.run1(py, |fb| fb.grid_dim(d))
+    }
+    /// Lane of the thread in its warp.
+    fn lane_id(&self, py: Python<'_>) -> PyResult<PyValue> {
+        self.sh.run1(py, |fb| fb.lane_id())
+    }
+    /// Block-wide barrier (`bar.sync 0`).
+    fn barrier(&self, py: Python<'_>) -> PyResult<()> {
+        self.sh.run(py, |fb| fb.barrier())
+    }
+    /// Atomic add; returns the old value.
+    #[pyo3(signature = (ptr, value, scope="device"))]
+    fn atomic_add(
+        &self,
+        py: Python<'_>,
+        ptr: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        scope: &str,
+    ) -> PyResult<PyValue> {
+        self.atomic_op(py, AtomicOp::Add, ptr, value, scope)
+    }
+    /// Atomic subtract; returns the old value.
+    #[pyo3(signature = (ptr, value, scope="device"))]
+    fn atomic_sub(
+        &self,
+        py: Python<'_>,
+        ptr: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        scope: &str,
+    ) -> PyResult<PyValue> {
+        self.atomic_op(py, AtomicOp::Sub, ptr, value, scope)
+    }
+    /// Atomic minimum; returns the old value.
+    #[pyo3(signature = (ptr, value, scope="device"))]
+    fn atomic_min(
+        &self,
+        py: Python<'_>,
+        ptr: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        scope: &str,
+    ) -> PyResult<PyValue> {
+        self.atomic_op(py, AtomicOp::Min, ptr, value, scope)
+    }
+    /// Atomic maximum; returns the old value.
+    #[pyo3(signature = (ptr, value, scope="device"))]
+    fn atomic_max(
+        &self,
+        py: Python<'_>,
+        ptr: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        scope: &str,
+    ) -> PyResult<PyValue> {
+        self.atomic_op(py, AtomicOp::Max, ptr, value, scope)
+    }
+    /// Atomic and; returns the old value.
+    #[pyo3(signature = (ptr, value, scope="device"))]
+    fn atomic_and(
+        &self,
+        py: Python<'_>,
+        ptr: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        scope: &str,
+    ) -> PyResult<PyValue> {
+        self.atomic_op(py, AtomicOp::And, ptr, value, scope)
+    }
+    /// Atomic or; returns the old value.
+    #[pyo3(signature = (ptr, value, scope="device"))]
+    fn atomic_or(
+        &self,
+        py: Python<'_>,
+        ptr: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        scope: &str,
+    ) -> PyResult<PyValue> {
+        self.atomic_op(py, AtomicOp::Or, ptr, value, scope)
+    }
+    /// Atomic xor; returns the old value.
+    #[pyo3(signature = (ptr, value, scope="device"))]
+    fn atomic_xor(
+        &self,
+        py: Python<'_>,
+        ptr: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        scope: &str,
+    ) -> PyResult<PyValue> {
+        self.atomic_op(py, AtomicOp::Xor, ptr, value, scope)
+    }
+    /// Atomic exchange; returns the old value.
+    #[pyo3(signature = (ptr, value, scope="device"))]
+    fn atomic_exch(
+        &self,
+        py: Python<'_>,
+        ptr: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        scope: &str,
+    ) -> PyResult<PyValue> {
+        self.atomic_op(py, AtomicOp::Exch, ptr, value, scope)
+    }
+    /// Wrapping u32 increment: old >= v ? 0 : old+1.
+    #[pyo3(signature = (ptr, value, scope="device"))]
+    fn atomic_inc(
+        &self,
+        py: Python<'_>,
+        ptr: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        scope: &str,
+    ) -> PyResult<PyValue> {
+        self.atomic_op(py, AtomicOp::Inc, ptr, value, scope)
+    }
+    /// Wrapping u32 decrement: (old == 0 || old > v) ? v : old-1.
+    #[pyo3(signature = (ptr, value, scope="device"))]
+    fn atomic_dec(
+        &self,
+        py: Python<'_>,
+        ptr: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        scope: &str,
+    ) -> PyResult<PyValue> {
+        self.atomic_op(py, AtomicOp::Dec, ptr, value, scope)
+    }
+    /// Value of lane `lane`.
+    #[pyo3(signature = (value, lane, *, mask=None, width=Checked(32)),
+    text_signature = "($self, value, lane, *, mask=None, width=32)")]
+    fn shfl_idx(
+        &self,
+        py: Python<'_>,
+        value: &Bound<'_, PyAny>,
+        lane: &Bound<'_, PyAny>,
+        mask: Option<&Bound<'_, PyAny>>,
+        width: Checked<u32>,
+    ) -> PyResult<PyValue> {
+        self.shfl_op(py, ShflMode::Idx, value, lane, mask, width.0)
+    }
+    /// Value of lane `lane_id - delta`.
+    #[pyo3(signature = (value, delta, *, mask=None, width=Checked(32)),
+    text_signature = "($self, value, delta, *, mask=None, width=32)")]
+    fn shfl_up(
+        &self,
+        py: Python<'_>,
+        value: &Bound<'_, PyAny>,
+        delta: &Bound<'_, PyAny>,
+        mask: Option<&Bound<'_, PyAny>>,
+        width: Checked<u32>,
+    ) -> PyResult<PyValue> {
+        self.shfl_op(py, ShflMode::Up, value, delta, mask, width.0)
+    }
+    /// Value of lane `lane_id + delta`.
+    #[pyo3(signature = (value, delta, *, mask=None, width=Checked(32)),
+    text_signature = "($self, value, delta, *, mask=None, width=32)")]
+    fn shfl_down(
+        &self,
+        py: Python<'_>,
+        value: &Bound<'_, PyAny>,
+        delta: &Bound<'_, PyAny>,
+        mask: Option<&Bound<'_, PyAny>>,
+        width: Checked<u32>,
+    ) -> PyResult<PyValue> {
+        self.shfl_op(py, ShflMode::Down, value, delta, mask, width.0)
+    }
+    /// Value of lane `lane_id ^ lane_mask`.
+    #[pyo3(signature = (value, lane_mask, *, mask=None, width=Checked(32)),
+    text_signature = "($self, value, lane_mask, *, mask=None, width=32)")]
+    fn shfl_xor(
+        &self,
+        py: Python<'_>,
+        value: &Bound<'_, PyAny>,
+        lane_mask: &Bound<'_, PyAny>,
+        mask: Option<&Bound<'_, PyAny>>,
+        width: Checked<u32>,
+    ) -> PyResult<PyValue> {
+        self.shfl_op(py, ShflMode::Xor, value, lane_mask, mask, width.0)
+    }
+    /// Mask of the lanes whose pred is true.
+    #[pyo3(signature = (pred, *, mask=None))]
+    fn vote_ballot(
+        &self,
+        py: Python<'_>,
+        pred: &Bound<'_, PyAny>,
+        mask: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyValue> {
+        self.vote_op(py, VoteMode::Ballot, pred, mask)
+    }
+    /// Whether pred is true on any lane.
+    #[pyo3(signature = (pred, *, mask=None))]
+    fn vote_any(
+        &self,
+        py: Python<'_>,
+        pred: &Bound<'_, PyAny>,
+        mask: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyValue> {
+        self.vote_op(py, VoteMode::Any, pred, mask)
+    }
+    /// Whether pred is true on all lanes.
+    #[pyo3(signature = (pred, *, mask=None))]
+    fn vote_all(
+        &self,
+        py: Python<'_>,
+        pred: &Bound<'_, PyAny>,
+        mask: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyValue> {
+        self.vote_op(py, VoteMode::All, pred, mask)
+    }
+    /// Closes the current group of async copies.
+    fn cp_async_commit(&self, py: Python<'_>) -> PyResult<()> {
+        self.sh.run(py, |fb| fb.cp_async_commit())
+    }
+    // END GENERATED from crates/zyntax-hir/src/table.rs; edit the table, then run `ZYNTAX_BLESS=1 cargo test -p zyntax-hir --test generated`
 }
 
 fn block_param_types(fb: &zh::FunctionBuilder, b: BlockId) -> zh::BuildResult<Vec<Type>> {

@@ -151,9 +151,13 @@ fn to_max_threads(obj: &Bound<'_, PyAny>) -> PyResult<[u32; 3]> {
     if obj.is_instance_of::<PyInt>() {
         return Ok([checked::arg::<u32>(obj, "max_threads")?, 1, 1]);
     }
-    let v: Vec<u32> = obj.extract().map_err(|_| {
+    let items: Vec<Bound<'_, PyAny>> = obj.extract().map_err(|_| {
         PyTypeError::new_err("max_threads must be an int or a tuple of 1 to 3 ints")
     })?;
+    let v = items
+        .iter()
+        .map(|x| checked::arg::<u32>(x, "max_threads"))
+        .collect::<PyResult<Vec<u32>>>()?;
     match v.as_slice() {
         [x] => Ok([*x, 1, 1]),
         [x, y] => Ok([*x, *y, 1]),
@@ -379,8 +383,11 @@ impl HirModule {
 
     /// Declares a kernel entry point and returns its builder.
     #[pyo3(signature = (name, params, *, max_threads=None, min_blocks=None,
-        max_registers=None, shared_bytes=0, arch=None, critical_path=false, no_alloc=false,
-        inline_always=false, no_bounds_check=false, opt_level=None))]
+        max_registers=None, shared_bytes=Checked(0), arch=None, critical_path=false,
+        no_alloc=false, inline_always=false, no_bounds_check=false, opt_level=None),
+        text_signature = "($self, name, params, *, max_threads=None, min_blocks=None, \
+        max_registers=None, shared_bytes=0, arch=None, critical_path=False, no_alloc=False, \
+        inline_always=False, no_bounds_check=False, opt_level=None)")]
     #[allow(clippy::too_many_arguments)]
     fn kernel(
         &self,
@@ -388,9 +395,9 @@ impl HirModule {
         name: &str,
         params: &Bound<'_, PyAny>,
         max_threads: Option<&Bound<'_, PyAny>>,
-        min_blocks: Option<u32>,
-        max_registers: Option<u32>,
-        shared_bytes: u32,
+        min_blocks: Option<Checked<u32>>,
+        max_registers: Option<Checked<u32>>,
+        shared_bytes: Checked<u32>,
         arch: Option<&str>,
         critical_path: bool,
         no_alloc: bool,
@@ -400,9 +407,9 @@ impl HirModule {
     ) -> PyResult<FunctionBuilder> {
         let info = KernelInfo {
             max_threads: max_threads.map(to_max_threads).transpose()?,
-            min_blocks,
-            max_registers,
-            shared_bytes,
+            min_blocks: min_blocks.map(|c| c.0),
+            max_registers: max_registers.map(|c| c.0),
+            shared_bytes: shared_bytes.0,
             arch: arch.map(parse_arch).transpose()?,
         };
         let no_returns = PyTuple::empty(py);
@@ -1056,13 +1063,19 @@ impl FunctionBuilder {
     /// Overrides the recorded source location for the following instructions
     /// (for front-ends that compile another language); `None` restores
     /// automatic Python locations.
-    #[pyo3(signature = (file, line=1, col=1))]
-    fn set_location(&self, file: Option<String>, line: u32, col: u32) -> PyResult<()> {
+    #[pyo3(signature = (file, line=Checked(1), col=Checked(1)),
+        text_signature = "($self, file, line=1, col=1)")]
+    fn set_location(
+        &self,
+        file: Option<String>,
+        line: Checked<u32>,
+        col: Checked<u32>,
+    ) -> PyResult<()> {
         let mut st = lock(&self.sh.state)?;
         st.loc_override = file.map(|f| Loc {
             file: Some(f),
-            line,
-            col,
+            line: line.0,
+            col: col.0,
         });
         Ok(())
     }
@@ -1213,9 +1226,14 @@ impl FunctionBuilder {
     }
 
     /// Reads lane `lane` of a vector.
-    fn extract(&self, py: Python<'_>, vector: &Bound<'_, PyAny>, lane: u32) -> PyResult<PyValue> {
+    fn extract(
+        &self,
+        py: Python<'_>,
+        vector: &Bound<'_, PyAny>,
+        lane: Checked<u32>,
+    ) -> PyResult<PyValue> {
         let (v, _) = self.sh.value(vector, "the vector of `extract`")?;
-        self.sh.run1(py, |fb| fb.extract(v, lane))
+        self.sh.run1(py, |fb| fb.extract(v, lane.0))
     }
 
     /// A copy of `vector` with lane `lane` replaced by `scalar`.
@@ -1224,14 +1242,14 @@ impl FunctionBuilder {
         py: Python<'_>,
         vector: &Bound<'_, PyAny>,
         scalar: &Bound<'_, PyAny>,
-        lane: u32,
+        lane: Checked<u32>,
     ) -> PyResult<PyValue> {
         let (v, vt) = self.sh.value(vector, "the vector of `insert`")?;
         let (os, _) = self.sh.opnd(scalar)?;
         let et = vt.elem_scalar().map(Type::Scalar).unwrap_or(vt);
         self.sh.run1(py, |fb| {
             let s = mat(fb, &os, &et)?;
-            fb.insert(v, s, lane)
+            fb.insert(v, s, lane.0)
         })
     }
 
@@ -1287,10 +1305,15 @@ impl FunctionBuilder {
     }
 
     /// Per-thread stack memory of `count` elements; returns a local pointer.
-    #[pyo3(signature = (elem, count=1))]
-    fn alloca(&self, py: Python<'_>, elem: &Bound<'_, PyAny>, count: u64) -> PyResult<PyValue> {
+    #[pyo3(signature = (elem, count=Checked(1)), text_signature = "($self, elem, count=1)")]
+    fn alloca(
+        &self,
+        py: Python<'_>,
+        elem: &Bound<'_, PyAny>,
+        count: Checked<u64>,
+    ) -> PyResult<PyValue> {
         let t = to_type(elem)?;
-        self.sh.run1(py, |fb| fb.alloca(t, count))
+        self.sh.run1(py, |fb| fb.alloca(t, count.0))
     }
 
     /// Static shared memory of `count` elements for the block; returns a shared pointer.
@@ -1298,10 +1321,10 @@ impl FunctionBuilder {
         &self,
         py: Python<'_>,
         elem: &Bound<'_, PyAny>,
-        count: u64,
+        count: Checked<u64>,
     ) -> PyResult<PyValue> {
         let t = to_type(elem)?;
-        self.sh.run1(py, |fb| fb.shared_alloc(t, count))
+        self.sh.run1(py, |fb| fb.shared_alloc(t, count.0))
     }
 
     /// Pointer to the block's dynamic shared memory (size given at launch).
@@ -1378,7 +1401,8 @@ impl FunctionBuilder {
 
     /// Warp shuffle; `mode` in idx, up, down, xor. `lane` is the source lane,
     /// delta or lane mask.
-    #[pyo3(signature = (mode, value, lane, *, mask=None, width=32))]
+    #[pyo3(signature = (mode, value, lane, *, mask=None, width=Checked(32)),
+        text_signature = "($self, mode, value, lane, *, mask=None, width=32)")]
     fn shfl(
         &self,
         py: Python<'_>,
@@ -1386,7 +1410,7 @@ impl FunctionBuilder {
         value: &Bound<'_, PyAny>,
         lane: &Bound<'_, PyAny>,
         mask: Option<&Bound<'_, PyAny>>,
-        width: u32,
+        width: Checked<u32>,
     ) -> PyResult<PyValue> {
         let m = enum_name(
             "shuffle mode",
@@ -1395,7 +1419,7 @@ impl FunctionBuilder {
             ShflMode::from_name,
             ShflMode::name,
         )?;
-        self.shfl_op(py, m, value, lane, mask, width)
+        self.shfl_op(py, m, value, lane, mask, width.0)
     }
 
     /// Warp vote; `mode` in ballot (u32 mask), any, all (bool).
@@ -1540,13 +1564,14 @@ impl FunctionBuilder {
 
     /// Asynchronous global→shared copy of `bytes` (4, 8 or 16) with cache hint
     /// `cache` (`"ca"` or `"cg"`, 16 bytes only).
-    #[pyo3(signature = (dst, src, bytes=16, cache="cg"))]
+    #[pyo3(signature = (dst, src, bytes=Checked(16), cache="cg"),
+        text_signature = "($self, dst, src, bytes=16, cache='cg')")]
     fn cp_async(
         &self,
         py: Python<'_>,
         dst: &Bound<'_, PyAny>,
         src: &Bound<'_, PyAny>,
-        bytes: u32,
+        bytes: Checked<u32>,
         cache: &str,
     ) -> PyResult<()> {
         let c = enum_name(
@@ -1558,12 +1583,12 @@ impl FunctionBuilder {
         )?;
         let (d, _) = self.sh.value(dst, "the destination of `cp_async`")?;
         let (s, _) = self.sh.value(src, "the source of `cp_async`")?;
-        self.sh.run(py, |fb| fb.cp_async(bytes, c, d, s))
+        self.sh.run(py, |fb| fb.cp_async(bytes.0, c, d, s))
     }
     /// Waits until at most `pending` committed groups are still in flight.
-    #[pyo3(signature = (pending=0))]
-    fn cp_async_wait(&self, py: Python<'_>, pending: u32) -> PyResult<()> {
-        self.sh.run(py, |fb| fb.cp_async_wait(pending))
+    #[pyo3(signature = (pending=Checked(0)), text_signature = "($self, pending=0)")]
+    fn cp_async_wait(&self, py: Python<'_>, pending: Checked<u32>) -> PyResult<()> {
+        self.sh.run(py, |fb| fb.cp_async_wait(pending.0))
     }
 
     // ------------------------------------------------------------ calls and control flow
@@ -1792,7 +1817,7 @@ impl FunctionBuilder {
         self.sh.run(py, |fb| Ok(zh::print_function(fb.func())))
     }
 
-    // BEGIN GENERATED from crates/zyntax-hir/src/table.rs; edit the table, then run `ZYNTAX_BLESS=1 cargo test -p zyntax-hir --test generated`
+    // BEGIN GENERATED by crates/zyntax-hir/src/gen.rs; do not edit (docs/add-an-hir-op.md)
     /// Sum (integers wrap).
     fn add(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
         self.sh.binary(py, BinOp::Add, a, b)
@@ -2162,7 +2187,7 @@ impl FunctionBuilder {
     fn cp_async_commit(&self, py: Python<'_>) -> PyResult<()> {
         self.sh.run(py, |fb| fb.cp_async_commit())
     }
-    // END GENERATED from crates/zyntax-hir/src/table.rs; edit the table, then run `ZYNTAX_BLESS=1 cargo test -p zyntax-hir --test generated`
+    // END GENERATED by crates/zyntax-hir/src/gen.rs; do not edit (docs/add-an-hir-op.md)
 }
 
 fn block_param_types(fb: &zh::FunctionBuilder, b: BlockId) -> zh::BuildResult<Vec<Type>> {

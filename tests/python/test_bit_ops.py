@@ -1,14 +1,9 @@
 """The bit ops added through the instruction table (`popc`, `clz`, `brev`,
 `bfind`) and `zyntax.lang.bitcast`: the interpreter and the CPU backend agree
 with numpy on fresh random inputs of every integer width, and the PTX passes
-ptxas (when it is installed)."""
+ptxas."""
 
 from __future__ import annotations
-
-import os
-import shutil
-import subprocess
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -138,22 +133,11 @@ def test_lang_bit_ops_type_errors() -> None:
         bad_size.run_cpu(np.zeros(1, np.float32), np.zeros(1, np.int64), grid=1, block=1)
 
 
-def _ptxas() -> str | None:
-    return os.environ.get("ZYNTAX_PTXAS") or shutil.which("ptxas")
-
-
-@pytest.mark.skipif(_ptxas() is None, reason="ptxas not installed")
 @pytest.mark.parametrize("arch", ["sm_70", "sm_90"])
-def test_lang_bit_ops_ptx_passes_ptxas(arch: str, tmp_path: Path) -> None:
+def test_lang_bit_ops_ptx_passes_ptxas(arch: str) -> None:
     sig = [zyntax.u32[1], zyntax.f32[1], zyntax.u32[1], zyntax.i32[1]]
     ptx = lang_bits.ptx(sig, arch=arch)
     for needle in ("popc.b32", "clz.b32", "brev.b32"):
         assert needle in ptx, needle
-    path = tmp_path / "bits.ptx"
-    path.write_text(ptx)
-    ptxas = _ptxas()
-    assert ptxas is not None
-    subprocess.run(
-        [ptxas, "-Werror", f"-arch={arch}", str(path), "-o", str(tmp_path / "bits.cubin")],
-        check=True,
-    )
+    out = zyntax.validate_ptx(ptx, arch)  # ptxas -Werror; a missing ptxas fails
+    assert out.cubin[:4] == b"\x7fELF"

@@ -35,6 +35,11 @@ pub const REGIONS: &[Region] = &[
         comment: "    //",
         render: pyo3_methods,
     },
+    Region {
+        path: "crates/zyntax-hir/src/builder.rs",
+        comment: "    //",
+        render: builder_methods,
+    },
 ];
 
 fn marker(comment: &str, what: &str) -> String {
@@ -362,6 +367,35 @@ pub fn pyo3_methods() -> String {
         out.push_str(&rust_sig(name, &params, ret));
         let _ = writeln!(out, "        {body}");
         out.push_str("    }\n");
+    }
+    out
+}
+
+/// The Rust `FunctionBuilder`'s one-method-per-instruction shorthands for the
+/// scalar families (`b.add(x, y)`, `b.popc(x)`, `b.lt(x, y)`); each calls the
+/// family method that infers the result type.
+pub fn builder_methods() -> String {
+    let mut out = String::new();
+    for d in OPS {
+        let (params, call) = match d.family {
+            "binary" => (
+                "a: ValueId, b: ValueId",
+                format!("binary(BinOp::{}, a, b)", variant(d.sub)),
+            ),
+            "unary" => ("a: ValueId", format!("unary(UnOp::{}, a)", variant(d.sub))),
+            "cmp" => (
+                "a: ValueId, b: ValueId",
+                format!("cmp(CmpOp::{}, a, b)", variant(d.sub)),
+            ),
+            _ => continue,
+        };
+        let _ = writeln!(out, "    /// `{}`: {}", d.mnemonic, d.doc);
+        let _ = writeln!(
+            out,
+            "    pub fn {}(&mut self, {params}) -> BuildResult<ValueId> {{",
+            d.sub
+        );
+        let _ = writeln!(out, "        self.{call}\n    }}");
     }
     out
 }

@@ -258,7 +258,7 @@ macro_rules! binary {
         row("binary", $sub, $sub, AB, 1, "type of a")
             .op(|| Op::Binary(BinOp::$v))
             .types($t)
-            .rust(concat!("binary(BinOp::", stringify!($v), ", a, b)"))
+            .rust(concat!($sub, "(a, b)"))
             .py(Py::Binary($py))
             .doc($doc)
     };
@@ -268,7 +268,7 @@ macro_rules! unary {
         row("unary", $sub, $sub, A, 1, "type of a")
             .op(|| Op::Unary(UnOp::$v))
             .types($t)
-            .rust(concat!("unary(UnOp::", stringify!($v), ", a)"))
+            .rust(concat!($sub, "(a)"))
             .py(Py::Unary($py))
             .doc($doc)
     };
@@ -277,7 +277,7 @@ macro_rules! cmp {
     ($sub:literal, $v:ident, $doc:literal) => {
         row("cmp", $sub, concat!("cmp.", $sub), AB, 1, "bool")
             .op(|| Op::Cmp(CmpOp::$v))
-            .rust(concat!("cmp(CmpOp::", stringify!($v), ", a, b)"))
+            .rust(concat!($sub, "(a, b)"))
             .py(Py::Cmp($sub))
             .doc($doc)
     };

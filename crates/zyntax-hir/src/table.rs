@@ -8,8 +8,9 @@
 //! parser's lookup of immediate-free mnemonics, the verifier's arity, placement
 //! and scalar operand-type checks and `arch::op_requirements`' fixed features
 //! read it; [`crate::gen`] renders from it the instruction reference in
-//! `docs/hir.md`, the generated `FunctionBuilder` methods of the Python
-//! bindings and their `.pyi` stubs (a test fails if those files drift).
+//! `docs/hir.md`, the Rust builder shorthands, the generated `FunctionBuilder`
+//! methods of the Python bindings and their `.pyi` stubs (a test fails if
+//! those files drift).
 //!
 //! Meaning stays hand-written: type inference in the builder, the verifier's
 //! non-scalar type rules, the interpreter and the lowerings. Adding an op:

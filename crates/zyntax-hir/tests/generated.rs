@@ -1,8 +1,7 @@
 //! The instruction table is complete and the files generated from it are up to date.
 //!
 //! `ZYNTAX_BLESS=1 cargo test -p zyntax-hir --test generated` rewrites the
-//! generated regions (docs/hir.md, python/zyntax/_native.pyi,
-//! crates/zyntax-python/src/hir.rs) from the table.
+//! generated regions (see `zyntax_hir::gen::REGIONS`) from the table.
 
 use std::collections::HashSet;
 use std::path::PathBuf;

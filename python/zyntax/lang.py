@@ -22,9 +22,13 @@ __all__ = [
     "async_wait",
     "atomic",
     "bf16",
+    "bfind",
+    "bitcast",
     "block_dim",
     "block_idx",
+    "brev",
     "ceil",
+    "clz",
     "cos",
     "exp",
     "f16",
@@ -47,6 +51,7 @@ __all__ = [
     "max",
     "min",
     "mma",
+    "popc",
     "rsqrt",
     "shared",
     "shfl_down_sync",
@@ -263,3 +268,11 @@ fma = Primitive("fma")
 min = Primitive("min")
 max = Primitive("max")
 abs = Primitive("abs")
+
+# Bit manipulation on integers (the HIR ops `popc`, `clz`, `brev`, `bfind`), and
+# reinterpreting a value's bits as another scalar type of the same size.
+popc = Primitive("popc")
+clz = Primitive("clz")
+brev = Primitive("brev")
+bfind = Primitive("bfind")
+bitcast = Primitive("bitcast")

@@ -168,9 +168,12 @@ pub fn op_requirements(op: &Op, args: &[Option<&Type>], results: &[Option<&Type>
     if any_bf16 {
         out.push(BF16);
     }
+    // Features an op always needs are in its table row; those that depend on types follow.
+    if let Some(f) = op.def().feature {
+        out.push(f);
+    }
     let arg_scalar = |n: usize| args.get(n).copied().flatten().and_then(Type::as_scalar);
     match op {
-        Op::Match(_) => out.push(MATCH),
         Op::Atomic {
             op: AtomicOp::Add, ..
         } => match arg_scalar(1) {
@@ -194,42 +197,7 @@ pub fn op_requirements(op: &Op, args: &[Option<&Type>], results: &[Option<&Type>
                 out.push(wmma_feature(elem, fr.shape));
             }
         }
-        Op::CpAsync { .. } | Op::CpAsyncCommit | Op::CpAsyncWait(_) => out.push(CP_ASYNC),
-        // Baseline everywhere (listed, not `_`, so a new op must be classified here).
-        Op::Atomic { .. }
-        | Op::Const(_)
-        | Op::Binary(_)
-        | Op::Unary(_)
-        | Op::Fma
-        | Op::Cmp(_)
-        | Op::Select
-        | Op::Cast
-        | Op::Bitcast
-        | Op::Extract(_)
-        | Op::Insert(_)
-        | Op::Load
-        | Op::Store
-        | Op::PtrAdd
-        | Op::PtrCast
-        | Op::Alloca { .. }
-        | Op::SharedAlloc { .. }
-        | Op::DynShared { .. }
-        | Op::ThreadIdx(_)
-        | Op::BlockIdx(_)
-        | Op::BlockDim(_)
-        | Op::GridDim(_)
-        | Op::LaneId
-        | Op::Barrier
-        | Op::Fence(_)
-        | Op::WarpSync
-        | Op::AtomicCas { .. }
-        | Op::Shfl { .. }
-        | Op::Vote(_)
-        | Op::Call(_)
-        | Op::Jump
-        | Op::Branch
-        | Op::Return
-        | Op::Unreachable => {}
+        _ => {}
     }
     out
 }

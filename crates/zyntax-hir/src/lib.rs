@@ -12,6 +12,8 @@
 //! - [`verify`]: the verifier; every invariant it checks is listed there.
 //! - [`printer`] / [`parser`]: the `.zir` text format (see `docs/zir.md`).
 //! - [`arch`]: which instructions each target arch and PTX version allows.
+//! - [`table`]: one row per instruction (mnemonic, operands, effects, builders, doc);
+//!   [`gen`] renders the docs table and the Python bindings from it.
 //!
 //! This crate knows nothing of LLVM, CUDA or Python.
 
@@ -19,10 +21,12 @@ pub mod arch;
 pub mod builder;
 pub mod entities;
 pub mod error;
+pub mod gen;
 pub mod ir;
 pub mod op;
 pub mod parser;
 pub mod printer;
+pub mod table;
 pub mod target;
 pub mod types;
 pub mod verify;

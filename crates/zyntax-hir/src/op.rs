@@ -84,18 +84,24 @@ named_enum!(
 );
 
 named_enum!(
-    /// One-operand ops. `not` is bitwise (logical on bool); the math functions take floats.
+    /// One-operand ops. `not` is bitwise (logical on bool); the math functions take floats;
+    /// the bit ops (`popc`, `clz`, `brev`, `bfind`) take integers and work on their bits.
     UnOp {
         Neg => "neg", Not => "not", Abs => "abs", Sqrt => "sqrt", Rsqrt => "rsqrt",
         Exp => "exp", Log => "log", Sin => "sin", Cos => "cos", Tanh => "tanh",
-        Floor => "floor", Ceil => "ceil",
+        Floor => "floor", Ceil => "ceil", Popc => "popc", Clz => "clz", Brev => "brev",
+        Bfind => "bfind",
     }
 );
 
 impl UnOp {
-    /// Whether this op is defined only on floats.
+    /// Whether this op is defined only on floats (from the instruction table).
     pub fn float_only(self) -> bool {
-        !matches!(self, UnOp::Neg | UnOp::Not | UnOp::Abs)
+        Op::Unary(self).def().types == crate::table::Operands::Float
+    }
+    /// Whether this op is defined only on integers (from the instruction table).
+    pub fn int_only(self) -> bool {
+        Op::Unary(self).def().types == crate::table::Operands::Int
     }
 }
 
@@ -279,37 +285,9 @@ pub enum OpClass {
 }
 
 impl Op {
+    /// The op's class, from its row in [`crate::table::OPS`].
     pub fn class(&self) -> OpClass {
-        use Op::*;
-        match self {
-            Const(_) | Binary(_) | Unary(_) | Fma | Cmp(_) | Select | Cast | Bitcast
-            | Extract(_) | Insert(_) => OpClass::Scalar,
-            Load | Store | PtrAdd | PtrCast | Alloca { .. } => OpClass::Memory,
-            SharedAlloc { .. }
-            | DynShared { .. }
-            | ThreadIdx(_)
-            | BlockIdx(_)
-            | BlockDim(_)
-            | GridDim(_)
-            | LaneId
-            | Barrier
-            | Fence(_)
-            | WarpSync
-            | Atomic { .. }
-            | AtomicCas { .. }
-            | Shfl { .. }
-            | Vote(_)
-            | Match(_)
-            | MmaLoad { .. }
-            | MmaFill
-            | Mma
-            | MmaStore { .. }
-            | CpAsync { .. }
-            | CpAsyncCommit
-            | CpAsyncWait(_) => OpClass::Gpu,
-            Call(_) => OpClass::Call,
-            Jump | Branch | Return | Unreachable => OpClass::Terminator,
-        }
+        self.def().class
     }
 
     pub fn is_terminator(&self) -> bool {
@@ -321,82 +299,34 @@ impl Op {
         self.class() == OpClass::Gpu
     }
 
-    /// Whether the op may read or write memory or synchronize (so it is never
-    /// removed or reordered by passes).
+    /// Whether the op may write memory, synchronize or call (so it is never
+    /// removed or reordered by passes); terminators too.
     pub fn has_side_effects(&self) -> bool {
-        use Op::*;
-        matches!(
-            self,
-            Store
-                | Barrier
-                | Fence(_)
-                | WarpSync
-                | Atomic { .. }
-                | AtomicCas { .. }
-                | MmaStore { .. }
-                | CpAsync { .. }
-                | CpAsyncCommit
-                | CpAsyncWait(_)
-                | Call(_)
-        ) || self.is_terminator()
+        self.def().has_side_effects()
     }
 
     /// Warp-collective ops: every thread named in the mask (all 32 for MMA) must execute them together.
     pub fn is_warp_collective(&self) -> bool {
-        use Op::*;
-        matches!(
-            self,
-            WarpSync | Shfl { .. } | Vote(_) | Match(_) | MmaLoad { .. } | Mma | MmaStore { .. }
-        )
+        self.def().is_warp_collective()
     }
 
     /// The mnemonic as written in `.zir`, without operands and types
-    /// (e.g. `add`, `atomic.cas.device`, `shfl.down`, `cp.async.cg.16`, `call`).
+    /// (e.g. `add`, `atomic.cas.device`, `shfl.down`, `cp.async.cg.16`, `call`):
+    /// the table's, with the immediates that are part of it filled in.
     pub fn mnemonic(&self) -> String {
         use Op::*;
         match self {
-            Const(_) => "const".into(),
-            Binary(b) => b.name().into(),
-            Unary(u) => u.name().into(),
-            Fma => "fma".into(),
-            Cmp(c) => format!("cmp.{c}"),
-            Select => "select".into(),
-            Cast => "cast".into(),
-            Bitcast => "bitcast".into(),
-            Extract(_) => "extract".into(),
-            Insert(_) => "insert".into(),
-            Load => "load".into(),
-            Store => "store".into(),
-            PtrAdd => "ptr_add".into(),
-            PtrCast => "ptr_cast".into(),
-            Alloca { .. } => "alloca".into(),
-            SharedAlloc { .. } => "shared_alloc".into(),
-            DynShared { .. } => "dyn_shared".into(),
             ThreadIdx(d) => format!("thread_idx.{d}"),
             BlockIdx(d) => format!("block_idx.{d}"),
             BlockDim(d) => format!("block_dim.{d}"),
             GridDim(d) => format!("grid_dim.{d}"),
-            LaneId => "lane_id".into(),
-            Barrier => "barrier".into(),
             Fence(s) => format!("fence.{s}"),
-            WarpSync => "warp_sync".into(),
             Atomic { op, scope } => format!("atomic.{op}.{scope}"),
             AtomicCas { scope } => format!("atomic.cas.{scope}"),
-            Shfl { mode, .. } => format!("shfl.{mode}"),
-            Vote(m) => format!("vote.{m}"),
-            Match(m) => format!("match.{m}"),
             MmaLoad { layout, .. } => format!("mma.load.{layout}"),
-            MmaFill => "mma.fill".into(),
-            Mma => "mma".into(),
             MmaStore { layout } => format!("mma.store.{layout}"),
             CpAsync { bytes, cache } => format!("cp.async.{cache}.{bytes}"),
-            CpAsyncCommit => "cp.async.commit".into(),
-            CpAsyncWait(_) => "cp.async.wait".into(),
-            Call(_) => "call".into(),
-            Jump => "jump".into(),
-            Branch => "br".into(),
-            Return => "return".into(),
-            Unreachable => "unreachable".into(),
+            _ => self.def().mnemonic.into(),
         }
     }
 }

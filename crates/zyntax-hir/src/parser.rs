@@ -985,6 +985,11 @@ impl Parser {
         let layout = |p: &Parser, s: &str| {
             Layout::from_name(s).ok_or_else(|| bad_suffix(p, "layout", "`row`, `col`".into()))
         };
+        // Mnemonics without immediates come from the instruction table.
+        if let Some(op) = crate::table::op_by_mnemonic(m) {
+            let args = self.value_list(st)?;
+            return Ok((op, args, Vec::new()));
+        }
         let op = match parts.as_slice() {
             ["const"] => {
                 let c = self.constant(mt, result_types)?;
@@ -1070,33 +1075,16 @@ impl Parser {
                 };
                 Op::MmaLoad { frag, layout }
             }
-            [b] if BinOp::from_name(b).is_some() => {
-                Op::Binary(BinOp::from_name(b).ok_or_else(|| unknown(self))?)
-            }
-            [u] if UnOp::from_name(u).is_some() => {
-                Op::Unary(UnOp::from_name(u).ok_or_else(|| unknown(self))?)
-            }
-            ["fma"] => Op::Fma,
             ["cmp", c] => {
                 Op::Cmp(CmpOp::from_name(c).ok_or_else(|| {
                     bad_suffix(self, "comparison", names(CmpOp::ALL, CmpOp::name))
                 })?)
             }
-            ["select"] => Op::Select,
-            ["cast"] => Op::Cast,
-            ["bitcast"] => Op::Bitcast,
-            ["load"] => Op::Load,
-            ["store"] => Op::Store,
-            ["ptr_add"] => Op::PtrAdd,
-            ["ptr_cast"] => Op::PtrCast,
             ["thread_idx", d] => Op::ThreadIdx(dim(self, d)?),
             ["block_idx", d] => Op::BlockIdx(dim(self, d)?),
             ["block_dim", d] => Op::BlockDim(dim(self, d)?),
             ["grid_dim", d] => Op::GridDim(dim(self, d)?),
-            ["lane_id"] => Op::LaneId,
-            ["barrier"] => Op::Barrier,
             ["fence", s] => Op::Fence(scope(self, s)?),
-            ["warp_sync"] => Op::WarpSync,
             ["atomic", "cas", s] => Op::AtomicCas {
                 scope: scope(self, s)?,
             },
@@ -1116,12 +1104,9 @@ impl Parser {
             ["match", v] => Op::Match(MatchMode::from_name(v).ok_or_else(|| {
                 bad_suffix(self, "match mode", names(MatchMode::ALL, MatchMode::name))
             })?),
-            ["mma", "fill"] => Op::MmaFill,
-            ["mma"] => Op::Mma,
             ["mma", "store", l] => Op::MmaStore {
                 layout: layout(self, l)?,
             },
-            ["cp", "async", "commit"] => Op::CpAsyncCommit,
             ["cp", "async", hint, bytes] => {
                 let cache = CacheHint::from_name(hint).ok_or_else(|| {
                     bad_suffix(self, "cache hint", names(CacheHint::ALL, CacheHint::name))
@@ -1139,7 +1124,6 @@ impl Parser {
                 Op::CpAsync { bytes, cache }
             }
             ["return"] => Op::Return,
-            ["unreachable"] => Op::Unreachable,
             _ => return Err(unknown(self)),
         };
         let args = self.value_list(st)?;

@@ -107,7 +107,7 @@ use crate::arch;
 use crate::entities::{BlockId, InstId, ValueId};
 use crate::error::{Diagnostic, Loc, VerifyError};
 use crate::ir::{Function, FunctionKind, InstData, KernelInfo, Module, ValueDef};
-use crate::op::{AtomicOp, BinOp, CacheHint, CmpOp, ConstValue, MatchMode, Op, UnOp, VoteMode};
+use crate::op::{AtomicOp, CacheHint, CmpOp, ConstValue, MatchMode, Op, VoteMode};
 use crate::printer::print_inst;
 use crate::target::Arch;
 use crate::types::{AddrSpace, FragKind, FragType, ScalarType, Type};
@@ -1071,13 +1071,13 @@ fn gpu_mem_ptr<'t>(what: &str, t: &'t Type) -> Result<(AddrSpace, &'t Type), Str
 fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
     let f = cx.f;
     let mn = d.op.mnemonic();
+    // Operand and result counts come from the instruction table; the rules below are per-op meaning.
+    if let Some((args, results)) = d.op.def().arity() {
+        arity(d, args, results)?;
+    }
     match &d.op {
-        Op::Const(c) => {
-            arity(d, 0, 1)?;
-            check_const(*c, r[0])
-        }
-        Op::Binary(op) => {
-            arity(d, 2, 1)?;
+        Op::Const(c) => check_const(*c, r[0]),
+        Op::Binary(_) => {
             if a[0] != a[1] {
                 return Err(format!(
                     "`{mn}` operands must have the same type, got {} and {}",
@@ -1090,47 +1090,23 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
                     a[0]
                 ));
             };
-            let ok = match op {
-                BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Min | BinOp::Max => {
-                    s.is_int() || s.is_float()
-                }
-                BinOp::Rem | BinOp::Shl | BinOp::Shr => s.is_int(),
-                BinOp::And | BinOp::Or | BinOp::Xor => s.is_int() || s.is_bool(),
-            };
-            if !ok {
-                let want = match op {
-                    BinOp::Rem | BinOp::Shl | BinOp::Shr => "integers",
-                    BinOp::And | BinOp::Or | BinOp::Xor => "integers or bool",
-                    _ => "integers or floats",
-                };
-                return Err(format!("`{mn}` takes {want}, got {s}"));
+            let want = d.op.def().types;
+            if !want.accepts(s) {
+                return Err(format!("`{mn}` takes {}, got {s}", want.plural()));
             }
             same("the result", r[0], a[0])
         }
-        Op::Unary(op) => {
-            arity(d, 1, 1)?;
+        Op::Unary(_) => {
             let Some(s) = scalar(a[0]) else {
                 return Err(format!("`{mn}` takes a scalar, got {}", a[0]));
             };
-            let ok = match op {
-                UnOp::Neg => s.is_int() || s.is_float(),
-                UnOp::Not => s.is_int() || s.is_bool(),
-                UnOp::Abs => s.is_signed() || s.is_float(),
-                _ => s.is_float(),
-            };
-            if !ok {
-                let want = match op {
-                    UnOp::Neg => "an integer or a float",
-                    UnOp::Not => "an integer or bool",
-                    UnOp::Abs => "a signed integer or a float",
-                    _ => "a float",
-                };
-                return Err(format!("`{mn}` takes {want}, got {s}"));
+            let want = d.op.def().types;
+            if !want.accepts(s) {
+                return Err(format!("`{mn}` takes {}, got {s}", want.singular()));
             }
             same("the result", r[0], a[0])
         }
         Op::Fma => {
-            arity(d, 3, 1)?;
             if !a[0].is_float() {
                 return Err(format!("`fma` takes floats, got {}", a[0]));
             }
@@ -1139,7 +1115,6 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             same("the result", r[0], a[0])
         }
         Op::Cmp(op) => {
-            arity(d, 2, 1)?;
             if a[0] != a[1] {
                 return Err(format!(
                     "`{mn}` operands must have the same type, got {} and {}",
@@ -1162,7 +1137,6 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             Ok(())
         }
         Op::Select => {
-            arity(d, 3, 1)?;
             same("the condition", a[0], &Type::BOOL)?;
             if a[1] != a[2] {
                 return Err(format!(
@@ -1176,7 +1150,6 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             same("the result", r[0], a[1])
         }
         Op::Cast => {
-            arity(d, 1, 1)?;
             let (Some(from), Some(to)) = (scalar(a[0]), scalar(r[0])) else {
                 return Err(format!(
                     "`cast` converts between scalar numeric types, got {} to {} (use ptr_cast for pointers)",
@@ -1191,7 +1164,6 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             Ok(())
         }
         Op::Bitcast => {
-            arity(d, 1, 1)?;
             let plain =
                 |t: &Type| matches!(t, Type::Scalar(s) | Type::Vector(s, _) if !s.is_bool());
             if !plain(a[0]) || !plain(r[0]) {
@@ -1212,7 +1184,6 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             Ok(())
         }
         Op::Extract(lane) => {
-            arity(d, 1, 1)?;
             let Type::Vector(s, n) = a[0] else {
                 return Err(format!("`extract` needs a vector, got {}", a[0]));
             };
@@ -1222,7 +1193,6 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             same("the result", r[0], &Type::Scalar(*s))
         }
         Op::Insert(lane) => {
-            arity(d, 2, 1)?;
             let Type::Vector(s, n) = a[0] else {
                 return Err(format!("`insert` needs a vector, got {}", a[0]));
             };
@@ -1233,7 +1203,6 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             same("the result", r[0], a[0])
         }
         Op::Load => {
-            arity(d, 1, 1)?;
             let Type::Ptr(_, pointee) = a[0] else {
                 return Err(format!("`load` needs a pointer, got {}", a[0]));
             };
@@ -1245,7 +1214,6 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             same("the result", r[0], pointee)
         }
         Op::Store => {
-            arity(d, 2, 0)?;
             let Type::Ptr(space, pointee) = a[0] else {
                 return Err(format!("`store` needs a pointer, got {}", a[0]));
             };
@@ -1266,7 +1234,6 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             Ok(())
         }
         Op::PtrAdd => {
-            arity(d, 2, 1)?;
             if !a[0].is_ptr() {
                 return Err(format!("`ptr_add` needs a pointer, got {}", a[0]));
             }
@@ -1276,7 +1243,6 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             same("the result", r[0], a[0])
         }
         Op::PtrCast => {
-            arity(d, 1, 1)?;
             let (Type::Ptr(from, _), Type::Ptr(to, _)) = (a[0], r[0]) else {
                 return Err(format!(
                     "`ptr_cast` converts pointers, got {} to {}",
@@ -1291,7 +1257,6 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             Ok(())
         }
         Op::Alloca { elem, count } => {
-            arity(d, 0, 1)?;
             check_alloc(elem, *count, MAX_ALLOCA_BYTES, "alloca")?;
             same(
                 "the result",
@@ -1300,7 +1265,6 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             )
         }
         Op::SharedAlloc { elem, count } => {
-            arity(d, 0, 1)?;
             check_alloc(elem, *count, MAX_STATIC_SHARED_BYTES, "shared_alloc")?;
             same(
                 "the result",
@@ -1309,7 +1273,6 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             )
         }
         Op::DynShared { elem } => {
-            arity(d, 0, 1)?;
             if let Some(m) = memory_type_problem(elem) {
                 return Err(format!("dyn_shared element: {m}"));
             }
@@ -1320,23 +1283,17 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             )
         }
         Op::ThreadIdx(_) | Op::BlockIdx(_) | Op::BlockDim(_) | Op::GridDim(_) | Op::LaneId => {
-            arity(d, 0, 1)?;
             same("the result", r[0], &Type::U32)
         }
-        Op::Barrier | Op::Fence(_) | Op::CpAsyncCommit => arity(d, 0, 0),
+        Op::Barrier | Op::Fence(_) | Op::CpAsyncCommit => Ok(()),
         Op::CpAsyncWait(n) => {
-            arity(d, 0, 0)?;
             if *n > 31 {
                 return Err(format!("cp.async.wait {n}: at most 31 pending groups"));
             }
             Ok(())
         }
-        Op::WarpSync => {
-            arity(d, 1, 0)?;
-            want_u32("the mask", a[0])
-        }
+        Op::WarpSync => want_u32("the mask", a[0]),
         Op::Atomic { op, .. } => {
-            arity(d, 2, 1)?;
             let (_, pointee) = gpu_mem_ptr("the atomic's pointer", a[0])?;
             if a[1] != pointee {
                 return Err(format!(
@@ -1348,7 +1305,6 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             check_atomic_type(*op, a[1])
         }
         Op::AtomicCas { .. } => {
-            arity(d, 3, 1)?;
             let (_, pointee) = gpu_mem_ptr("the atomic's pointer", a[0])?;
             same("the expected value", a[1], pointee)?;
             same("the desired value", a[2], pointee)?;
@@ -1364,7 +1320,6 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             Ok(())
         }
         Op::Shfl { width, .. } => {
-            arity(d, 3, 1)?;
             want_u32("the mask", a[0])?;
             want_u32("the lane operand", a[2])?;
             if !matches!(
@@ -1391,7 +1346,6 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             same("the result", r[0], a[1])
         }
         Op::Vote(mode) => {
-            arity(d, 2, 1)?;
             want_u32("the mask", a[0])?;
             same("the predicate", a[1], &Type::BOOL)?;
             let want = if *mode == VoteMode::Ballot {
@@ -1402,8 +1356,6 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             same("the result", r[0], &want)
         }
         Op::Match(mode) => {
-            let n = if *mode == MatchMode::All { 2 } else { 1 };
-            arity(d, 2, n)?;
             want_u32("the mask", a[0])?;
             if !matches!(
                 scalar(a[1]),
@@ -1415,13 +1367,12 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
                 ));
             }
             same("the first result", r[0], &Type::U32)?;
-            if n == 2 {
+            if *mode == MatchMode::All {
                 same("the second result", r[1], &Type::BOOL)?;
             }
             Ok(())
         }
         Op::MmaLoad { frag, layout } => {
-            arity(d, 2, 1)?;
             if let Some(m) = frag_problem(frag) {
                 return Err(m);
             }
@@ -1437,7 +1388,6 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             same("the result", r[0], &Type::Frag(*frag))
         }
         Op::MmaFill => {
-            arity(d, 1, 1)?;
             let Type::Frag(fr) = r[0] else {
                 return Err(format!("mma.fill gives a fragment, got {}", r[0]));
             };
@@ -1447,7 +1397,6 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             same("the fill value", a[0], &Type::Scalar(fr.elem))
         }
         Op::Mma => {
-            arity(d, 3, 1)?;
             let (Type::Frag(fa), Type::Frag(fb), Type::Frag(fc)) = (a[0], a[1], a[2]) else {
                 return Err(format!(
                     "mma takes fragments a, b, acc, got {}, {}, {}",
@@ -1479,7 +1428,6 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             same("the result", r[0], a[2])
         }
         Op::MmaStore { .. } => {
-            arity(d, 3, 0)?;
             let Type::Frag(fr) = a[1] else {
                 return Err(format!("mma.store stores a fragment, got {}", a[1]));
             };
@@ -1491,7 +1439,6 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             want_u32("ldm", a[2])
         }
         Op::CpAsync { bytes, cache } => {
-            arity(d, 2, 0)?;
             if !matches!(a[0], Type::Ptr(AddrSpace::Shared, _)) {
                 return Err(format!(
                     "cp.async destination must be a pointer to shared memory, got {}",
@@ -1534,7 +1481,7 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             }
             Ok(())
         }
-        Op::Unreachable => arity(d, 0, 0),
+        Op::Unreachable => Ok(()),
     }
 }
 

@@ -290,12 +290,7 @@ impl Gen<'_> {
         let ops: Vec<UnOp> = UnOp::ALL
             .iter()
             .copied()
-            .filter(|op| match op {
-                UnOp::Neg => !s.is_bool(),
-                UnOp::Not => s.is_int() || s.is_bool(),
-                UnOp::Abs => s.is_signed() || s.is_float(),
-                _ => s.is_float(),
-            })
+            .filter(|op| Op::Unary(*op).def().types.accepts(s))
             .collect();
         if ops.is_empty() {
             return;

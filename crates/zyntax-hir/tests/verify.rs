@@ -296,10 +296,18 @@ fn every_scalar_op_on_every_allowed_type_verifies() {
                 acc = b.binary(op, acc, y)?;
             }
             if s.is_float() {
-                for u in UnOp::ALL.iter().filter(|u| **u != UnOp::Not) {
+                for u in UnOp::ALL
+                    .iter()
+                    .filter(|u| **u != UnOp::Not && !u.int_only())
+                {
                     acc = b.unary(*u, acc)?;
                 }
                 acc = b.fma(acc, y, x)?;
+            }
+            if s.is_int() {
+                for u in UnOp::ALL.iter().filter(|u| u.int_only()) {
+                    acc = b.unary(*u, acc)?;
+                }
             }
             if s.is_signed() {
                 acc = b.unary(UnOp::Abs, acc)?;

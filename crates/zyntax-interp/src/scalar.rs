@@ -74,7 +74,7 @@ pub fn binop_defined(op: BinOp, ty: ScalarType) -> bool {
 
 pub fn unop_defined(op: UnOp, ty: ScalarType) -> bool {
     if ty.is_float() {
-        op != UnOp::Not
+        op != UnOp::Not && !op.int_only()
     } else if ty == ScalarType::Bool {
         op == UnOp::Not
     } else {
@@ -273,6 +273,14 @@ pub fn unary(op: UnOp, ty: ScalarType, a: u64) -> u64 {
                 a
             }
         }
+        // Bit ops see the type's bits, whatever its signedness.
+        UnOp::Popc => u64::from((a & m).count_ones()),
+        UnOp::Clz => u64::from((a & m).leading_zeros() - (64 - w)),
+        UnOp::Brev => (a & m).reverse_bits() >> (64 - w),
+        UnOp::Bfind => match a & m {
+            0 => m,
+            x => u64::from(63 - x.leading_zeros()),
+        },
         _ => a,
     }
 }
@@ -290,7 +298,7 @@ fn float_math(op: UnOp, x: f64) -> f64 {
         UnOp::Tanh => x.tanh(),
         UnOp::Floor => x.floor(),
         UnOp::Ceil => x.ceil(),
-        UnOp::Not => f64::NAN,
+        UnOp::Not | UnOp::Popc | UnOp::Clz | UnOp::Brev | UnOp::Bfind => f64::NAN,
     }
 }
 

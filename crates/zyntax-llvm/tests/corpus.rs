@@ -108,13 +108,8 @@ fn unary_cases(out: &mut Vec<Case>) {
             .chain([ScalarType::Bool].iter())
             .copied()
         {
-            let ok = match op {
-                UnOp::Neg => t.is_int() || t.is_float(),
-                UnOp::Not => t.is_int() || t.is_bool(),
-                UnOp::Abs => t.is_signed() || t.is_float(),
-                _ => t.is_float(),
-            };
-            if !ok {
+            // The operand types each op accepts, from the instruction table.
+            if !Op::Unary(op).def().types.accepts(t) {
                 continue;
             }
             let name = format!("un_{}_{}", op.name(), t.name());

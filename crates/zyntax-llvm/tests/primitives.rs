@@ -96,6 +96,38 @@ fn shfl_down_reduction() {
     }
 }
 
+/// popc, clz, brev and bfind on 32- and 64-bit integers: PTX's bit instructions.
+#[test]
+fn bit_ops() {
+    for t in [Type::U32, Type::I64] {
+        let mut b = kernel("bits", &[gptr(t.clone()), gptr(t.clone())]);
+        let (inp, out) = (b.param(0), b.param(1));
+        let tid = b.thread_idx(Dim::X).unwrap();
+        let x = b.ptr_add(inp, tid).unwrap();
+        let x = b.load(x).unwrap();
+        for (n, op) in [UnOp::Popc, UnOp::Clz, UnOp::Brev, UnOp::Bfind]
+            .into_iter()
+            .enumerate()
+        {
+            let r = b.unary(op, x).unwrap();
+            let four = b.iconst(Type::U32, 4).unwrap();
+            let i = b.mul(tid, four).unwrap();
+            let k = b.iconst(Type::U32, n as i64).unwrap();
+            let i = b.add(i, k).unwrap();
+            let p = b.ptr_add(out, i).unwrap();
+            b.store(p, r).unwrap();
+        }
+        let w = t.size_bytes().unwrap() * 8;
+        for (_, ptx) in check_archs(&finish(b), Arch::Sm70) {
+            // bfind is `width - 1 - clz`, sharing the clz of `clz`.
+            for needle in ["popc.b", "clz.b", "brev.b"] {
+                assert_in_order(&ptx, &[&format!("{needle}{w}")]);
+            }
+            assert_in_order(&ptx, &[&format!("clz.b{w}"), &format!("sub.s{w}")]);
+        }
+    }
+}
+
 #[test]
 fn shfl_modes_and_widths() {
     let mut b = kernel("shfl_all", &[gptr(Type::U32), gptr(Type::F64)]);

@@ -151,9 +151,13 @@ fn to_max_threads(obj: &Bound<'_, PyAny>) -> PyResult<[u32; 3]> {
     if obj.is_instance_of::<PyInt>() {
         return Ok([checked::arg::<u32>(obj, "max_threads")?, 1, 1]);
     }
-    let v: Vec<u32> = obj.extract().map_err(|_| {
+    let items: Vec<Bound<'_, PyAny>> = obj.extract().map_err(|_| {
         PyTypeError::new_err("max_threads must be an int or a tuple of 1 to 3 ints")
     })?;
+    let v = items
+        .iter()
+        .map(|x| checked::arg::<u32>(x, "max_threads"))
+        .collect::<PyResult<Vec<u32>>>()?;
     match v.as_slice() {
         [x] => Ok([*x, 1, 1]),
         [x, y] => Ok([*x, *y, 1]),
@@ -379,8 +383,11 @@ impl HirModule {
 
     /// Declares a kernel entry point and returns its builder.
     #[pyo3(signature = (name, params, *, max_threads=None, min_blocks=None,
-        max_registers=None, shared_bytes=0, arch=None, critical_path=false, no_alloc=false,
-        inline_always=false, no_bounds_check=false, opt_level=None))]
+        max_registers=None, shared_bytes=Checked(0), arch=None, critical_path=false,
+        no_alloc=false, inline_always=false, no_bounds_check=false, opt_level=None),
+        text_signature = "($self, name, params, *, max_threads=None, min_blocks=None, \
+        max_registers=None, shared_bytes=0, arch=None, critical_path=False, no_alloc=False, \
+        inline_always=False, no_bounds_check=False, opt_level=None)")]
     #[allow(clippy::too_many_arguments)]
     fn kernel(
         &self,
@@ -388,9 +395,9 @@ impl HirModule {
         name: &str,
         params: &Bound<'_, PyAny>,
         max_threads: Option<&Bound<'_, PyAny>>,
-        min_blocks: Option<u32>,
-        max_registers: Option<u32>,
-        shared_bytes: u32,
+        min_blocks: Option<Checked<u32>>,
+        max_registers: Option<Checked<u32>>,
+        shared_bytes: Checked<u32>,
         arch: Option<&str>,
         critical_path: bool,
         no_alloc: bool,
@@ -400,9 +407,9 @@ impl HirModule {
     ) -> PyResult<FunctionBuilder> {
         let info = KernelInfo {
             max_threads: max_threads.map(to_max_threads).transpose()?,
-            min_blocks,
-            max_registers,
-            shared_bytes,
+            min_blocks: min_blocks.map(|c| c.0),
+            max_registers: max_registers.map(|c| c.0),
+            shared_bytes: shared_bytes.0,
             arch: arch.map(parse_arch).transpose()?,
         };
         let no_returns = PyTuple::empty(py);
@@ -1056,13 +1063,19 @@ impl FunctionBuilder {
     /// Overrides the recorded source location for the following instructions
     /// (for front-ends that compile another language); `None` restores
     /// automatic Python locations.
-    #[pyo3(signature = (file, line=1, col=1))]
-    fn set_location(&self, file: Option<String>, line: u32, col: u32) -> PyResult<()> {
+    #[pyo3(signature = (file, line=Checked(1), col=Checked(1)),
+        text_signature = "($self, file, line=1, col=1)")]
+    fn set_location(
+        &self,
+        file: Option<String>,
+        line: Checked<u32>,
+        col: Checked<u32>,
+    ) -> PyResult<()> {
         let mut st = lock(&self.sh.state)?;
         st.loc_override = file.map(|f| Loc {
             file: Some(f),
-            line,
-            col,
+            line: line.0,
+            col: col.0,
         });
         Ok(())
     }
@@ -1127,88 +1140,11 @@ impl FunctionBuilder {
         let op = enum_name("binary op", op, BinOp::ALL, BinOp::from_name, BinOp::name)?;
         self.sh.binary(py, op, a, b)
     }
-    fn add(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.binary(py, BinOp::Add, a, b)
-    }
-    fn sub(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.binary(py, BinOp::Sub, a, b)
-    }
-    fn mul(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.binary(py, BinOp::Mul, a, b)
-    }
-    fn div(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.binary(py, BinOp::Div, a, b)
-    }
-    fn rem(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.binary(py, BinOp::Rem, a, b)
-    }
-    fn min(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.binary(py, BinOp::Min, a, b)
-    }
-    fn max(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.binary(py, BinOp::Max, a, b)
-    }
-    fn and_(
-        &self,
-        py: Python<'_>,
-        a: &Bound<'_, PyAny>,
-        b: &Bound<'_, PyAny>,
-    ) -> PyResult<PyValue> {
-        self.sh.binary(py, BinOp::And, a, b)
-    }
-    fn or_(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.binary(py, BinOp::Or, a, b)
-    }
-    fn xor(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.binary(py, BinOp::Xor, a, b)
-    }
-    fn shl(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.binary(py, BinOp::Shl, a, b)
-    }
-    fn shr(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.binary(py, BinOp::Shr, a, b)
-    }
 
     /// Generic one-operand op by name (`"neg"`, `"sqrt"`, ...).
     fn unary(&self, py: Python<'_>, op: &str, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
         let op = enum_name("unary op", op, UnOp::ALL, UnOp::from_name, UnOp::name)?;
         self.sh.unary(py, op, a)
-    }
-    fn neg(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.unary(py, UnOp::Neg, a)
-    }
-    fn not_(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.unary(py, UnOp::Not, a)
-    }
-    fn abs(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.unary(py, UnOp::Abs, a)
-    }
-    fn sqrt(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.unary(py, UnOp::Sqrt, a)
-    }
-    fn rsqrt(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.unary(py, UnOp::Rsqrt, a)
-    }
-    fn exp(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.unary(py, UnOp::Exp, a)
-    }
-    fn log(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.unary(py, UnOp::Log, a)
-    }
-    fn sin(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.unary(py, UnOp::Sin, a)
-    }
-    fn cos(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.unary(py, UnOp::Cos, a)
-    }
-    fn tanh(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.unary(py, UnOp::Tanh, a)
-    }
-    fn floor(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.unary(py, UnOp::Floor, a)
-    }
-    fn ceil(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.unary(py, UnOp::Ceil, a)
     }
 
     /// `a * b + c` (floats), fused.
@@ -1241,24 +1177,6 @@ impl FunctionBuilder {
     ) -> PyResult<PyValue> {
         let op = enum_name("comparison", op, CmpOp::ALL, CmpOp::from_name, CmpOp::name)?;
         self.sh.cmp(py, op, a, b)
-    }
-    fn eq(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.cmp(py, CmpOp::Eq, a, b)
-    }
-    fn ne(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.cmp(py, CmpOp::Ne, a, b)
-    }
-    fn lt(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.cmp(py, CmpOp::Lt, a, b)
-    }
-    fn le(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.cmp(py, CmpOp::Le, a, b)
-    }
-    fn gt(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.cmp(py, CmpOp::Gt, a, b)
-    }
-    fn ge(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        self.sh.cmp(py, CmpOp::Ge, a, b)
     }
 
     /// `cond ? a : b`.
@@ -1308,9 +1226,14 @@ impl FunctionBuilder {
     }
 
     /// Reads lane `lane` of a vector.
-    fn extract(&self, py: Python<'_>, vector: &Bound<'_, PyAny>, lane: u32) -> PyResult<PyValue> {
+    fn extract(
+        &self,
+        py: Python<'_>,
+        vector: &Bound<'_, PyAny>,
+        lane: Checked<u32>,
+    ) -> PyResult<PyValue> {
         let (v, _) = self.sh.value(vector, "the vector of `extract`")?;
-        self.sh.run1(py, |fb| fb.extract(v, lane))
+        self.sh.run1(py, |fb| fb.extract(v, lane.0))
     }
 
     /// A copy of `vector` with lane `lane` replaced by `scalar`.
@@ -1319,14 +1242,14 @@ impl FunctionBuilder {
         py: Python<'_>,
         vector: &Bound<'_, PyAny>,
         scalar: &Bound<'_, PyAny>,
-        lane: u32,
+        lane: Checked<u32>,
     ) -> PyResult<PyValue> {
         let (v, vt) = self.sh.value(vector, "the vector of `insert`")?;
         let (os, _) = self.sh.opnd(scalar)?;
         let et = vt.elem_scalar().map(Type::Scalar).unwrap_or(vt);
         self.sh.run1(py, |fb| {
             let s = mat(fb, &os, &et)?;
-            fb.insert(v, s, lane)
+            fb.insert(v, s, lane.0)
         })
     }
 
@@ -1382,10 +1305,15 @@ impl FunctionBuilder {
     }
 
     /// Per-thread stack memory of `count` elements; returns a local pointer.
-    #[pyo3(signature = (elem, count=1))]
-    fn alloca(&self, py: Python<'_>, elem: &Bound<'_, PyAny>, count: u64) -> PyResult<PyValue> {
+    #[pyo3(signature = (elem, count=Checked(1)), text_signature = "($self, elem, count=1)")]
+    fn alloca(
+        &self,
+        py: Python<'_>,
+        elem: &Bound<'_, PyAny>,
+        count: Checked<u64>,
+    ) -> PyResult<PyValue> {
         let t = to_type(elem)?;
-        self.sh.run1(py, |fb| fb.alloca(t, count))
+        self.sh.run1(py, |fb| fb.alloca(t, count.0))
     }
 
     /// Static shared memory of `count` elements for the block; returns a shared pointer.
@@ -1393,10 +1321,10 @@ impl FunctionBuilder {
         &self,
         py: Python<'_>,
         elem: &Bound<'_, PyAny>,
-        count: u64,
+        count: Checked<u64>,
     ) -> PyResult<PyValue> {
         let t = to_type(elem)?;
-        self.sh.run1(py, |fb| fb.shared_alloc(t, count))
+        self.sh.run1(py, |fb| fb.shared_alloc(t, count.0))
     }
 
     /// Pointer to the block's dynamic shared memory (size given at launch).
@@ -1407,36 +1335,8 @@ impl FunctionBuilder {
 
     // ------------------------------------------------------------ GPU indices
 
-    #[pyo3(signature = (dim=None))]
-    fn thread_idx(&self, py: Python<'_>, dim: Option<&Bound<'_, PyAny>>) -> PyResult<PyValue> {
-        let d = dim.map(to_dim).transpose()?.unwrap_or(Dim::X);
-        self.sh.run1(py, |fb| fb.thread_idx(d))
-    }
-    #[pyo3(signature = (dim=None))]
-    fn block_idx(&self, py: Python<'_>, dim: Option<&Bound<'_, PyAny>>) -> PyResult<PyValue> {
-        let d = dim.map(to_dim).transpose()?.unwrap_or(Dim::X);
-        self.sh.run1(py, |fb| fb.block_idx(d))
-    }
-    #[pyo3(signature = (dim=None))]
-    fn block_dim(&self, py: Python<'_>, dim: Option<&Bound<'_, PyAny>>) -> PyResult<PyValue> {
-        let d = dim.map(to_dim).transpose()?.unwrap_or(Dim::X);
-        self.sh.run1(py, |fb| fb.block_dim(d))
-    }
-    #[pyo3(signature = (dim=None))]
-    fn grid_dim(&self, py: Python<'_>, dim: Option<&Bound<'_, PyAny>>) -> PyResult<PyValue> {
-        let d = dim.map(to_dim).transpose()?.unwrap_or(Dim::X);
-        self.sh.run1(py, |fb| fb.grid_dim(d))
-    }
-    fn lane_id(&self, py: Python<'_>) -> PyResult<PyValue> {
-        self.sh.run1(py, |fb| fb.lane_id())
-    }
-
     // ------------------------------------------------------------ synchronization
 
-    /// Block-wide barrier (`bar.sync 0`).
-    fn barrier(&self, py: Python<'_>) -> PyResult<()> {
-        self.sh.run(py, |fb| fb.barrier())
-    }
     /// Memory fence at `scope` (`"block"`, `"device"`, `"system"`).
     #[pyo3(signature = (scope="device"))]
     fn fence(&self, py: Python<'_>, scope: &str) -> PyResult<()> {
@@ -1475,106 +1375,6 @@ impl FunctionBuilder {
         )?;
         self.atomic_op(py, op, ptr, value, scope)
     }
-    #[pyo3(signature = (ptr, value, scope="device"))]
-    fn atomic_add(
-        &self,
-        py: Python<'_>,
-        ptr: &Bound<'_, PyAny>,
-        value: &Bound<'_, PyAny>,
-        scope: &str,
-    ) -> PyResult<PyValue> {
-        self.atomic_op(py, AtomicOp::Add, ptr, value, scope)
-    }
-    #[pyo3(signature = (ptr, value, scope="device"))]
-    fn atomic_sub(
-        &self,
-        py: Python<'_>,
-        ptr: &Bound<'_, PyAny>,
-        value: &Bound<'_, PyAny>,
-        scope: &str,
-    ) -> PyResult<PyValue> {
-        self.atomic_op(py, AtomicOp::Sub, ptr, value, scope)
-    }
-    #[pyo3(signature = (ptr, value, scope="device"))]
-    fn atomic_min(
-        &self,
-        py: Python<'_>,
-        ptr: &Bound<'_, PyAny>,
-        value: &Bound<'_, PyAny>,
-        scope: &str,
-    ) -> PyResult<PyValue> {
-        self.atomic_op(py, AtomicOp::Min, ptr, value, scope)
-    }
-    #[pyo3(signature = (ptr, value, scope="device"))]
-    fn atomic_max(
-        &self,
-        py: Python<'_>,
-        ptr: &Bound<'_, PyAny>,
-        value: &Bound<'_, PyAny>,
-        scope: &str,
-    ) -> PyResult<PyValue> {
-        self.atomic_op(py, AtomicOp::Max, ptr, value, scope)
-    }
-    #[pyo3(signature = (ptr, value, scope="device"))]
-    fn atomic_and(
-        &self,
-        py: Python<'_>,
-        ptr: &Bound<'_, PyAny>,
-        value: &Bound<'_, PyAny>,
-        scope: &str,
-    ) -> PyResult<PyValue> {
-        self.atomic_op(py, AtomicOp::And, ptr, value, scope)
-    }
-    #[pyo3(signature = (ptr, value, scope="device"))]
-    fn atomic_or(
-        &self,
-        py: Python<'_>,
-        ptr: &Bound<'_, PyAny>,
-        value: &Bound<'_, PyAny>,
-        scope: &str,
-    ) -> PyResult<PyValue> {
-        self.atomic_op(py, AtomicOp::Or, ptr, value, scope)
-    }
-    #[pyo3(signature = (ptr, value, scope="device"))]
-    fn atomic_xor(
-        &self,
-        py: Python<'_>,
-        ptr: &Bound<'_, PyAny>,
-        value: &Bound<'_, PyAny>,
-        scope: &str,
-    ) -> PyResult<PyValue> {
-        self.atomic_op(py, AtomicOp::Xor, ptr, value, scope)
-    }
-    #[pyo3(signature = (ptr, value, scope="device"))]
-    fn atomic_exch(
-        &self,
-        py: Python<'_>,
-        ptr: &Bound<'_, PyAny>,
-        value: &Bound<'_, PyAny>,
-        scope: &str,
-    ) -> PyResult<PyValue> {
-        self.atomic_op(py, AtomicOp::Exch, ptr, value, scope)
-    }
-    #[pyo3(signature = (ptr, value, scope="device"))]
-    fn atomic_inc(
-        &self,
-        py: Python<'_>,
-        ptr: &Bound<'_, PyAny>,
-        value: &Bound<'_, PyAny>,
-        scope: &str,
-    ) -> PyResult<PyValue> {
-        self.atomic_op(py, AtomicOp::Inc, ptr, value, scope)
-    }
-    #[pyo3(signature = (ptr, value, scope="device"))]
-    fn atomic_dec(
-        &self,
-        py: Python<'_>,
-        ptr: &Bound<'_, PyAny>,
-        value: &Bound<'_, PyAny>,
-        scope: &str,
-    ) -> PyResult<PyValue> {
-        self.atomic_op(py, AtomicOp::Dec, ptr, value, scope)
-    }
     /// Compare-and-swap: stores `desired` if `*ptr == expected`; returns the old value.
     #[pyo3(signature = (ptr, expected, desired, scope="device"))]
     fn atomic_cas(
@@ -1601,7 +1401,8 @@ impl FunctionBuilder {
 
     /// Warp shuffle; `mode` in idx, up, down, xor. `lane` is the source lane,
     /// delta or lane mask.
-    #[pyo3(signature = (mode, value, lane, *, mask=None, width=32))]
+    #[pyo3(signature = (mode, value, lane, *, mask=None, width=Checked(32)),
+        text_signature = "($self, mode, value, lane, *, mask=None, width=32)")]
     fn shfl(
         &self,
         py: Python<'_>,
@@ -1609,7 +1410,7 @@ impl FunctionBuilder {
         value: &Bound<'_, PyAny>,
         lane: &Bound<'_, PyAny>,
         mask: Option<&Bound<'_, PyAny>>,
-        width: u32,
+        width: Checked<u32>,
     ) -> PyResult<PyValue> {
         let m = enum_name(
             "shuffle mode",
@@ -1618,51 +1419,7 @@ impl FunctionBuilder {
             ShflMode::from_name,
             ShflMode::name,
         )?;
-        self.shfl_op(py, m, value, lane, mask, width)
-    }
-    #[pyo3(signature = (value, lane, *, mask=None, width=32))]
-    fn shfl_idx(
-        &self,
-        py: Python<'_>,
-        value: &Bound<'_, PyAny>,
-        lane: &Bound<'_, PyAny>,
-        mask: Option<&Bound<'_, PyAny>>,
-        width: u32,
-    ) -> PyResult<PyValue> {
-        self.shfl_op(py, ShflMode::Idx, value, lane, mask, width)
-    }
-    #[pyo3(signature = (value, delta, *, mask=None, width=32))]
-    fn shfl_up(
-        &self,
-        py: Python<'_>,
-        value: &Bound<'_, PyAny>,
-        delta: &Bound<'_, PyAny>,
-        mask: Option<&Bound<'_, PyAny>>,
-        width: u32,
-    ) -> PyResult<PyValue> {
-        self.shfl_op(py, ShflMode::Up, value, delta, mask, width)
-    }
-    #[pyo3(signature = (value, delta, *, mask=None, width=32))]
-    fn shfl_down(
-        &self,
-        py: Python<'_>,
-        value: &Bound<'_, PyAny>,
-        delta: &Bound<'_, PyAny>,
-        mask: Option<&Bound<'_, PyAny>>,
-        width: u32,
-    ) -> PyResult<PyValue> {
-        self.shfl_op(py, ShflMode::Down, value, delta, mask, width)
-    }
-    #[pyo3(signature = (value, lane_mask, *, mask=None, width=32))]
-    fn shfl_xor(
-        &self,
-        py: Python<'_>,
-        value: &Bound<'_, PyAny>,
-        lane_mask: &Bound<'_, PyAny>,
-        mask: Option<&Bound<'_, PyAny>>,
-        width: u32,
-    ) -> PyResult<PyValue> {
-        self.shfl_op(py, ShflMode::Xor, value, lane_mask, mask, width)
+        self.shfl_op(py, m, value, lane, mask, width.0)
     }
 
     /// Warp vote; `mode` in ballot (u32 mask), any, all (bool).
@@ -1682,33 +1439,6 @@ impl FunctionBuilder {
             VoteMode::name,
         )?;
         self.vote_op(py, m, pred, mask)
-    }
-    #[pyo3(signature = (pred, *, mask=None))]
-    fn vote_ballot(
-        &self,
-        py: Python<'_>,
-        pred: &Bound<'_, PyAny>,
-        mask: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<PyValue> {
-        self.vote_op(py, VoteMode::Ballot, pred, mask)
-    }
-    #[pyo3(signature = (pred, *, mask=None))]
-    fn vote_any(
-        &self,
-        py: Python<'_>,
-        pred: &Bound<'_, PyAny>,
-        mask: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<PyValue> {
-        self.vote_op(py, VoteMode::Any, pred, mask)
-    }
-    #[pyo3(signature = (pred, *, mask=None))]
-    fn vote_all(
-        &self,
-        py: Python<'_>,
-        pred: &Bound<'_, PyAny>,
-        mask: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<PyValue> {
-        self.vote_op(py, VoteMode::All, pred, mask)
     }
 
     /// Mask of the lanes in `mask` whose `value` equals this lane's.
@@ -1834,13 +1564,14 @@ impl FunctionBuilder {
 
     /// Asynchronous global→shared copy of `bytes` (4, 8 or 16) with cache hint
     /// `cache` (`"ca"` or `"cg"`, 16 bytes only).
-    #[pyo3(signature = (dst, src, bytes=16, cache="cg"))]
+    #[pyo3(signature = (dst, src, bytes=Checked(16), cache="cg"),
+        text_signature = "($self, dst, src, bytes=16, cache='cg')")]
     fn cp_async(
         &self,
         py: Python<'_>,
         dst: &Bound<'_, PyAny>,
         src: &Bound<'_, PyAny>,
-        bytes: u32,
+        bytes: Checked<u32>,
         cache: &str,
     ) -> PyResult<()> {
         let c = enum_name(
@@ -1852,16 +1583,12 @@ impl FunctionBuilder {
         )?;
         let (d, _) = self.sh.value(dst, "the destination of `cp_async`")?;
         let (s, _) = self.sh.value(src, "the source of `cp_async`")?;
-        self.sh.run(py, |fb| fb.cp_async(bytes, c, d, s))
-    }
-    /// Closes the current group of `cp_async` copies.
-    fn cp_async_commit(&self, py: Python<'_>) -> PyResult<()> {
-        self.sh.run(py, |fb| fb.cp_async_commit())
+        self.sh.run(py, |fb| fb.cp_async(bytes.0, c, d, s))
     }
     /// Waits until at most `pending` committed groups are still in flight.
-    #[pyo3(signature = (pending=0))]
-    fn cp_async_wait(&self, py: Python<'_>, pending: u32) -> PyResult<()> {
-        self.sh.run(py, |fb| fb.cp_async_wait(pending))
+    #[pyo3(signature = (pending=Checked(0)), text_signature = "($self, pending=0)")]
+    fn cp_async_wait(&self, py: Python<'_>, pending: Checked<u32>) -> PyResult<()> {
+        self.sh.run(py, |fb| fb.cp_async_wait(pending.0))
     }
 
     // ------------------------------------------------------------ calls and control flow
@@ -2089,6 +1816,378 @@ impl FunctionBuilder {
     fn to_zir(&self, py: Python<'_>) -> PyResult<String> {
         self.sh.run(py, |fb| Ok(zh::print_function(fb.func())))
     }
+
+    // BEGIN GENERATED by crates/zyntax-hir/src/gen.rs; do not edit (docs/add-an-hir-op.md)
+    /// Sum (integers wrap).
+    fn add(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.binary(py, BinOp::Add, a, b)
+    }
+    /// Difference (integers wrap).
+    fn sub(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.binary(py, BinOp::Sub, a, b)
+    }
+    /// Product (integers wrap).
+    fn mul(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.binary(py, BinOp::Mul, a, b)
+    }
+    /// Quotient; integers truncate by signedness.
+    fn div(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.binary(py, BinOp::Div, a, b)
+    }
+    /// Remainder, sign of the dividend.
+    fn rem(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.binary(py, BinOp::Rem, a, b)
+    }
+    /// Minimum.
+    fn min(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.binary(py, BinOp::Min, a, b)
+    }
+    /// Maximum.
+    fn max(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.binary(py, BinOp::Max, a, b)
+    }
+    /// Bitwise (logical on bool) and.
+    fn and_(
+        &self,
+        py: Python<'_>,
+        a: &Bound<'_, PyAny>,
+        b: &Bound<'_, PyAny>,
+    ) -> PyResult<PyValue> {
+        self.sh.binary(py, BinOp::And, a, b)
+    }
+    /// Bitwise (logical on bool) or.
+    fn or_(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.binary(py, BinOp::Or, a, b)
+    }
+    /// Bitwise (logical on bool) exclusive or.
+    fn xor(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.binary(py, BinOp::Xor, a, b)
+    }
+    /// Shift left.
+    fn shl(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.binary(py, BinOp::Shl, a, b)
+    }
+    /// Shift right, arithmetic on signed types.
+    fn shr(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.binary(py, BinOp::Shr, a, b)
+    }
+    /// Negation (integers wrap).
+    fn neg(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.unary(py, UnOp::Neg, a)
+    }
+    /// Bitwise (logical on bool) not.
+    fn not_(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.unary(py, UnOp::Not, a)
+    }
+    /// Absolute value (integers wrap).
+    fn abs(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.unary(py, UnOp::Abs, a)
+    }
+    /// Square root.
+    fn sqrt(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.unary(py, UnOp::Sqrt, a)
+    }
+    /// Reciprocal square root.
+    fn rsqrt(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.unary(py, UnOp::Rsqrt, a)
+    }
+    /// e to the power.
+    fn exp(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.unary(py, UnOp::Exp, a)
+    }
+    /// Natural logarithm.
+    fn log(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.unary(py, UnOp::Log, a)
+    }
+    /// Sine.
+    fn sin(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.unary(py, UnOp::Sin, a)
+    }
+    /// Cosine.
+    fn cos(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.unary(py, UnOp::Cos, a)
+    }
+    /// Hyperbolic tangent.
+    fn tanh(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.unary(py, UnOp::Tanh, a)
+    }
+    /// Round toward negative infinity.
+    fn floor(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.unary(py, UnOp::Floor, a)
+    }
+    /// Round toward positive infinity.
+    fn ceil(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.unary(py, UnOp::Ceil, a)
+    }
+    /// Number of set bits.
+    fn popc(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.unary(py, UnOp::Popc, a)
+    }
+    /// Number of leading zero bits (the width for 0).
+    fn clz(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.unary(py, UnOp::Clz, a)
+    }
+    /// The bits in reverse order.
+    fn brev(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.unary(py, UnOp::Brev, a)
+    }
+    /// Index of the highest set bit; all ones for 0.
+    fn bfind(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.unary(py, UnOp::Bfind, a)
+    }
+    /// Equal.
+    fn eq(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.cmp(py, CmpOp::Eq, a, b)
+    }
+    /// Not equal (true on NaN).
+    fn ne(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.cmp(py, CmpOp::Ne, a, b)
+    }
+    /// Less than.
+    fn lt(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.cmp(py, CmpOp::Lt, a, b)
+    }
+    /// Less than or equal.
+    fn le(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.cmp(py, CmpOp::Le, a, b)
+    }
+    /// Greater than.
+    fn gt(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.cmp(py, CmpOp::Gt, a, b)
+    }
+    /// Greater than or equal.
+    fn ge(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.sh.cmp(py, CmpOp::Ge, a, b)
+    }
+    /// Thread index in the block.
+    #[pyo3(signature = (dim=None))]
+    fn thread_idx(&self, py: Python<'_>, dim: Option<&Bound<'_, PyAny>>) -> PyResult<PyValue> {
+        let d = dim.map(to_dim).transpose()?.unwrap_or(Dim::X);
+        self.sh.run1(py, |fb| fb.thread_idx(d))
+    }
+    /// Block index in the grid.
+    #[pyo3(signature = (dim=None))]
+    fn block_idx(&self, py: Python<'_>, dim: Option<&Bound<'_, PyAny>>) -> PyResult<PyValue> {
+        let d = dim.map(to_dim).transpose()?.unwrap_or(Dim::X);
+        self.sh.run1(py, |fb| fb.block_idx(d))
+    }
+    /// Threads per block.
+    #[pyo3(signature = (dim=None))]
+    fn block_dim(&self, py: Python<'_>, dim: Option<&Bound<'_, PyAny>>) -> PyResult<PyValue> {
+        let d = dim.map(to_dim).transpose()?.unwrap_or(Dim::X);
+        self.sh.run1(py, |fb| fb.block_dim(d))
+    }
+    /// Blocks per grid.
+    #[pyo3(signature = (dim=None))]
+    fn grid_dim(&self, py: Python<'_>, dim: Option<&Bound<'_, PyAny>>) -> PyResult<PyValue> {
+        let d = dim.map(to_dim).transpose()?.unwrap_or(Dim::X);
+        self.sh.run1(py, |fb| fb.grid_dim(d))
+    }
+    /// Lane of the thread in its warp.
+    fn lane_id(&self, py: Python<'_>) -> PyResult<PyValue> {
+        self.sh.run1(py, |fb| fb.lane_id())
+    }
+    /// Block-wide barrier (`bar.sync 0`).
+    fn barrier(&self, py: Python<'_>) -> PyResult<()> {
+        self.sh.run(py, |fb| fb.barrier())
+    }
+    /// Atomic add; returns the old value.
+    #[pyo3(signature = (ptr, value, scope="device"))]
+    fn atomic_add(
+        &self,
+        py: Python<'_>,
+        ptr: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        scope: &str,
+    ) -> PyResult<PyValue> {
+        self.atomic_op(py, AtomicOp::Add, ptr, value, scope)
+    }
+    /// Atomic subtract; returns the old value.
+    #[pyo3(signature = (ptr, value, scope="device"))]
+    fn atomic_sub(
+        &self,
+        py: Python<'_>,
+        ptr: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        scope: &str,
+    ) -> PyResult<PyValue> {
+        self.atomic_op(py, AtomicOp::Sub, ptr, value, scope)
+    }
+    /// Atomic minimum; returns the old value.
+    #[pyo3(signature = (ptr, value, scope="device"))]
+    fn atomic_min(
+        &self,
+        py: Python<'_>,
+        ptr: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        scope: &str,
+    ) -> PyResult<PyValue> {
+        self.atomic_op(py, AtomicOp::Min, ptr, value, scope)
+    }
+    /// Atomic maximum; returns the old value.
+    #[pyo3(signature = (ptr, value, scope="device"))]
+    fn atomic_max(
+        &self,
+        py: Python<'_>,
+        ptr: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        scope: &str,
+    ) -> PyResult<PyValue> {
+        self.atomic_op(py, AtomicOp::Max, ptr, value, scope)
+    }
+    /// Atomic and; returns the old value.
+    #[pyo3(signature = (ptr, value, scope="device"))]
+    fn atomic_and(
+        &self,
+        py: Python<'_>,
+        ptr: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        scope: &str,
+    ) -> PyResult<PyValue> {
+        self.atomic_op(py, AtomicOp::And, ptr, value, scope)
+    }
+    /// Atomic or; returns the old value.
+    #[pyo3(signature = (ptr, value, scope="device"))]
+    fn atomic_or(
+        &self,
+        py: Python<'_>,
+        ptr: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        scope: &str,
+    ) -> PyResult<PyValue> {
+        self.atomic_op(py, AtomicOp::Or, ptr, value, scope)
+    }
+    /// Atomic xor; returns the old value.
+    #[pyo3(signature = (ptr, value, scope="device"))]
+    fn atomic_xor(
+        &self,
+        py: Python<'_>,
+        ptr: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        scope: &str,
+    ) -> PyResult<PyValue> {
+        self.atomic_op(py, AtomicOp::Xor, ptr, value, scope)
+    }
+    /// Atomic exchange; returns the old value.
+    #[pyo3(signature = (ptr, value, scope="device"))]
+    fn atomic_exch(
+        &self,
+        py: Python<'_>,
+        ptr: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        scope: &str,
+    ) -> PyResult<PyValue> {
+        self.atomic_op(py, AtomicOp::Exch, ptr, value, scope)
+    }
+    /// Wrapping u32 increment: old >= v ? 0 : old+1.
+    #[pyo3(signature = (ptr, value, scope="device"))]
+    fn atomic_inc(
+        &self,
+        py: Python<'_>,
+        ptr: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        scope: &str,
+    ) -> PyResult<PyValue> {
+        self.atomic_op(py, AtomicOp::Inc, ptr, value, scope)
+    }
+    /// Wrapping u32 decrement: (old == 0 || old > v) ? v : old-1.
+    #[pyo3(signature = (ptr, value, scope="device"))]
+    fn atomic_dec(
+        &self,
+        py: Python<'_>,
+        ptr: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        scope: &str,
+    ) -> PyResult<PyValue> {
+        self.atomic_op(py, AtomicOp::Dec, ptr, value, scope)
+    }
+    /// Value of lane `lane`.
+    #[pyo3(signature = (value, lane, *, mask=None, width=Checked(32)),
+    text_signature = "($self, value, lane, *, mask=None, width=32)")]
+    fn shfl_idx(
+        &self,
+        py: Python<'_>,
+        value: &Bound<'_, PyAny>,
+        lane: &Bound<'_, PyAny>,
+        mask: Option<&Bound<'_, PyAny>>,
+        width: Checked<u32>,
+    ) -> PyResult<PyValue> {
+        self.shfl_op(py, ShflMode::Idx, value, lane, mask, width.0)
+    }
+    /// Value of lane `lane_id - delta`.
+    #[pyo3(signature = (value, delta, *, mask=None, width=Checked(32)),
+    text_signature = "($self, value, delta, *, mask=None, width=32)")]
+    fn shfl_up(
+        &self,
+        py: Python<'_>,
+        value: &Bound<'_, PyAny>,
+        delta: &Bound<'_, PyAny>,
+        mask: Option<&Bound<'_, PyAny>>,
+        width: Checked<u32>,
+    ) -> PyResult<PyValue> {
+        self.shfl_op(py, ShflMode::Up, value, delta, mask, width.0)
+    }
+    /// Value of lane `lane_id + delta`.
+    #[pyo3(signature = (value, delta, *, mask=None, width=Checked(32)),
+    text_signature = "($self, value, delta, *, mask=None, width=32)")]
+    fn shfl_down(
+        &self,
+        py: Python<'_>,
+        value: &Bound<'_, PyAny>,
+        delta: &Bound<'_, PyAny>,
+        mask: Option<&Bound<'_, PyAny>>,
+        width: Checked<u32>,
+    ) -> PyResult<PyValue> {
+        self.shfl_op(py, ShflMode::Down, value, delta, mask, width.0)
+    }
+    /// Value of lane `lane_id ^ lane_mask`.
+    #[pyo3(signature = (value, lane_mask, *, mask=None, width=Checked(32)),
+    text_signature = "($self, value, lane_mask, *, mask=None, width=32)")]
+    fn shfl_xor(
+        &self,
+        py: Python<'_>,
+        value: &Bound<'_, PyAny>,
+        lane_mask: &Bound<'_, PyAny>,
+        mask: Option<&Bound<'_, PyAny>>,
+        width: Checked<u32>,
+    ) -> PyResult<PyValue> {
+        self.shfl_op(py, ShflMode::Xor, value, lane_mask, mask, width.0)
+    }
+    /// Mask of the lanes whose pred is true.
+    #[pyo3(signature = (pred, *, mask=None))]
+    fn vote_ballot(
+        &self,
+        py: Python<'_>,
+        pred: &Bound<'_, PyAny>,
+        mask: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyValue> {
+        self.vote_op(py, VoteMode::Ballot, pred, mask)
+    }
+    /// Whether pred is true on any lane.
+    #[pyo3(signature = (pred, *, mask=None))]
+    fn vote_any(
+        &self,
+        py: Python<'_>,
+        pred: &Bound<'_, PyAny>,
+        mask: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyValue> {
+        self.vote_op(py, VoteMode::Any, pred, mask)
+    }
+    /// Whether pred is true on all lanes.
+    #[pyo3(signature = (pred, *, mask=None))]
+    fn vote_all(
+        &self,
+        py: Python<'_>,
+        pred: &Bound<'_, PyAny>,
+        mask: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyValue> {
+        self.vote_op(py, VoteMode::All, pred, mask)
+    }
+    /// Closes the current group of async copies.
+    fn cp_async_commit(&self, py: Python<'_>) -> PyResult<()> {
+        self.sh.run(py, |fb| fb.cp_async_commit())
+    }
+    // END GENERATED by crates/zyntax-hir/src/gen.rs; do not edit (docs/add-an-hir-op.md)
 }
 
 fn block_param_types(fb: &zh::FunctionBuilder, b: BlockId) -> zh::BuildResult<Vec<Type>> {

@@ -1,5 +1,6 @@
 //! `zyntax.hir.Type` and conversions from Python objects to HIR types and enums.
 
+use crate::checked::Checked;
 use crate::errors::BuildError;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
@@ -355,9 +356,9 @@ pub fn ptr(space: &str, pointee: &Bound<'_, PyAny>) -> PyResult<PyHirType> {
 
 /// A vector of `lanes` scalars (2, 4 or 8 lanes).
 #[pyfunction]
-pub fn vec(elem: &Bound<'_, PyAny>, lanes: u32) -> PyResult<PyHirType> {
+pub fn vec(elem: &Bound<'_, PyAny>, lanes: Checked<u32>) -> PyResult<PyHirType> {
     match to_type(elem)? {
-        Type::Scalar(s) => Ok(PyHirType(Type::Vector(s, lanes))),
+        Type::Scalar(s) => Ok(PyHirType(Type::Vector(s, lanes.0))),
         other => Err(BuildError::new_err(format!(
             "vector elements must be scalars, got {other}"
         ))),
@@ -366,8 +367,8 @@ pub fn vec(elem: &Bound<'_, PyAny>, lanes: u32) -> PyResult<PyHirType> {
 
 /// A fixed-size array (as a pointee or shared allocation element).
 #[pyfunction]
-pub fn array(elem: &Bound<'_, PyAny>, length: u64) -> PyResult<PyHirType> {
-    Ok(PyHirType(Type::array(to_type(elem)?, length)))
+pub fn array(elem: &Bound<'_, PyAny>, length: Checked<u64>) -> PyResult<PyHirType> {
+    Ok(PyHirType(Type::array(to_type(elem)?, length.0)))
 }
 
 /// An MMA fragment type: `kind` is `"a"`, `"b"` or `"acc"`; `shape` e.g. `"m16n16k16"`;

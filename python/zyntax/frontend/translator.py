@@ -1671,6 +1671,35 @@ class FunctionTranslator:
             node, "dtype must be a zyntax scalar type such as zyntax.f32", KernelTypeError
         )
 
+    def _bit_op(self, e: ast.AST, name: str, x: Operand) -> Operand:
+        t = self.scalar_type(x, e)
+        if not t.is_int:
+            raise self.error(e, f"zyntax.lang.{name}() takes an integer, got {t}", KernelTypeError)
+        return self.fn.emit1(name, [self.value(x, e, t)], t)
+
+    def prim_popc(self, e: ast.AST, x: Operand) -> Operand:
+        return self._bit_op(e, "popc", x)
+
+    def prim_clz(self, e: ast.AST, x: Operand) -> Operand:
+        return self._bit_op(e, "clz", x)
+
+    def prim_brev(self, e: ast.AST, x: Operand) -> Operand:
+        return self._bit_op(e, "brev", x)
+
+    def prim_bfind(self, e: ast.AST, x: Operand) -> Operand:
+        return self._bit_op(e, "bfind", x)
+
+    def prim_bitcast(self, e: ast.AST, x: Operand, dtype: Operand) -> Operand:
+        ty = self._dtype(dtype, e)
+        src = self.scalar_type(x, e)
+        if src.bits != ty.bits or src.is_bool or ty.is_bool:
+            raise self.error(
+                e,
+                f"zyntax.lang.bitcast() of {src} to {ty}: needs non-bool types of one size",
+                KernelTypeError,
+            )
+        return self.fn.emit1("bitcast", [self.value(x, e, src)], ty)
+
     def _global_dim(self, d: str) -> Value:
         f = self.fn
         b = f.emit1("cast", [f.emit1(f"block_idx.{d}", [], U32)], I32)

@@ -1404,6 +1404,32 @@ impl FnLower<'_> {
                     self.decl(format!("declare {tt} @llvm.abs.{m}({tt}, i1)"));
                     self.emit(format!("{r} = call {tt} @llvm.abs.{m}({tt} {a}, i1 false)"));
                 }
+                UnOp::Popc | UnOp::Brev => {
+                    let m = mangle(t);
+                    let n = if op == UnOp::Popc {
+                        "ctpop"
+                    } else {
+                        "bitreverse"
+                    };
+                    self.decl(format!("declare {tt} @llvm.{n}.{m}({tt})"));
+                    self.emit(format!("{r} = call {tt} @llvm.{n}.{m}({tt} {a})"));
+                }
+                UnOp::Clz | UnOp::Bfind => {
+                    // Defined at zero (the width), so bfind(0) = width - 1 - width = all ones.
+                    let m = mangle(t);
+                    self.decl(format!("declare {tt} @llvm.ctlz.{m}({tt}, i1)"));
+                    let c = if op == UnOp::Clz {
+                        r.to_string()
+                    } else {
+                        self.t()
+                    };
+                    self.emit(format!(
+                        "{c} = call {tt} @llvm.ctlz.{m}({tt} {a}, i1 false)"
+                    ));
+                    if op == UnOp::Bfind {
+                        self.emit(format!("{r} = sub {tt} {}, {c}", s.bits() - 1));
+                    }
+                }
                 _ => return self.e(format!("`{}` is defined on floats only", op.name())),
             }
             return Ok(());
@@ -1420,7 +1446,9 @@ impl FnLower<'_> {
                 };
                 match op {
                     UnOp::Neg => me.emit(format!("{o} = fneg {wt} {}", x[0])),
-                    UnOp::Not => return me.e("`not` is not defined on floats"),
+                    UnOp::Not | UnOp::Popc | UnOp::Clz | UnOp::Brev | UnOp::Bfind => {
+                        return me.e(format!("`{}` is not defined on floats", op.name()))
+                    }
                     UnOp::Abs => intr(me, "fabs", &o, &x[0]),
                     UnOp::Sqrt => intr(me, "sqrt", &o, &x[0]),
                     UnOp::Exp => intr(me, "exp", &o, &x[0]),

@@ -894,6 +894,23 @@ impl<'a, 'ctx> FnLowering<'a, 'ctx> {
                 self.intrinsic_value("llvm.abs", &[lt], &[x.into(), no_poison.into()])
             }
             (UnOp::Abs, _) => Ok(x),
+            (UnOp::Popc, Class::Signed | Class::Unsigned) => {
+                self.intrinsic_value("llvm.ctpop", &[lt], &[x.into()])
+            }
+            (UnOp::Brev, Class::Signed | Class::Unsigned) => {
+                self.intrinsic_value("llvm.bitreverse", &[lt], &[x.into()])
+            }
+            (UnOp::Clz | UnOp::Bfind, Class::Signed | Class::Unsigned) => {
+                // Defined at zero (the width), so bfind(0) = width - 1 - width = all ones.
+                let zero_defined = self.l.ctx.bool_type().const_zero();
+                let clz =
+                    self.intrinsic_value("llvm.ctlz", &[lt], &[x.into(), zero_defined.into()])?;
+                if op == UnOp::Clz {
+                    return Ok(clz);
+                }
+                let top = lt.into_int_type().const_int(u64::from(s.bits()) - 1, false);
+                Ok(self.b.build_binop(O::Sub, top, clz.into_int_value(), "")?)
+            }
             (UnOp::Floor, Class::Float) => self.intrinsic_value("llvm.floor", &[lt], &[x.into()]),
             (UnOp::Ceil, Class::Float) => self.intrinsic_value("llvm.ceil", &[lt], &[x.into()]),
             (UnOp::Sqrt, Class::Float) => self.intrinsic_value("llvm.sqrt", &[lt], &[x.into()]),

@@ -1,0 +1,945 @@
+//! The instruction table: one row per HIR instruction, as data.
+//!
+//! Everything per-op that is not meaning lives here: the `.zir` mnemonic,
+//! operand names and count, result count and rule, the operand types the
+//! scalar families accept, effects, placement (class), the arch feature it
+//! always needs, the Rust and Python builder methods and a one-line doc.
+//! `Op::mnemonic`/`class`/`has_side_effects`/`is_warp_collective`, the
+//! parser's lookup of immediate-free mnemonics, the verifier's arity, placement
+//! and scalar operand-type checks and `arch::op_requirements`' fixed features
+//! read it; [`crate::gen`] renders from it the instruction reference in
+//! `docs/hir.md`, the Rust builder shorthands, the generated `FunctionBuilder`
+//! methods of the Python bindings and their `.pyi` stubs (a test fails if
+//! those files drift).
+//!
+//! Meaning stays hand-written: type inference in the builder, the verifier's
+//! non-scalar type rules, the interpreter and the lowerings. Adding an op:
+//! `docs/add-an-hir-op.md`.
+
+use crate::arch::{Feature, CP_ASYNC, MATCH};
+use crate::op::*;
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+/// Effect flags of an instruction.
+pub mod fx {
+    /// Reads memory.
+    pub const READ: u8 = 1;
+    /// Writes memory.
+    pub const WRITE: u8 = 2;
+    /// Synchronizes (barrier, fence, async-copy groups).
+    pub const SYNC: u8 = 4;
+    /// Warp-collective: every thread named in the mask (all 32 for MMA) executes it together.
+    pub const WARP: u8 = 8;
+    /// Calls a function (unknown effects).
+    pub const CALL: u8 = 16;
+}
+
+/// The scalar types a scalar-family op accepts (operands and result share the type).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Operands {
+    /// Not a scalar-family op: the verifier's hand-written rule applies.
+    Other,
+    IntOrFloat,
+    Int,
+    IntOrBool,
+    SignedOrFloat,
+    Float,
+}
+
+impl Operands {
+    pub fn accepts(self, s: crate::types::ScalarType) -> bool {
+        match self {
+            Operands::Other => true,
+            Operands::IntOrFloat => s.is_int() || s.is_float(),
+            Operands::Int => s.is_int(),
+            Operands::IntOrBool => s.is_int() || s.is_bool(),
+            Operands::SignedOrFloat => s.is_signed() || s.is_float(),
+            Operands::Float => s.is_float(),
+        }
+    }
+    /// "integers or floats": for two-operand messages.
+    pub fn plural(self) -> &'static str {
+        match self {
+            Operands::Other => "values",
+            Operands::IntOrFloat => "integers or floats",
+            Operands::Int => "integers",
+            Operands::IntOrBool => "integers or bool",
+            Operands::SignedOrFloat => "signed integers or floats",
+            Operands::Float => "floats",
+        }
+    }
+    /// "an integer or a float": for one-operand messages.
+    pub fn singular(self) -> &'static str {
+        match self {
+            Operands::Other => "a value",
+            Operands::IntOrFloat => "an integer or a float",
+            Operands::Int => "an integer",
+            Operands::IntOrBool => "an integer or bool",
+            Operands::SignedOrFloat => "a signed integer or a float",
+            Operands::Float => "a float",
+        }
+    }
+}
+
+/// How the Python `FunctionBuilder` exposes an instruction. The generated
+/// forms delegate to one hand-written helper per family (`crates/zyntax-python/src/hir.rs`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Py {
+    /// Not exposed on its own.
+    None,
+    /// A hand-written method of this name (immediates or inference need code).
+    Hand(&'static str),
+    /// Generated: `name(a, b)` through the binary helper.
+    Binary(&'static str),
+    /// Generated: `name(a)` through the unary helper.
+    Unary(&'static str),
+    /// Generated: `name(a, b)` through the comparison helper.
+    Cmp(&'static str),
+    /// Generated: `name(ptr, value, scope="device")`.
+    Atomic(&'static str),
+    /// Generated: `name(value, <lane>, *, mask=None, width=32)`; the second
+    /// string names the lane operand.
+    Shfl(&'static str, &'static str),
+    /// Generated: `name(pred, *, mask=None)`.
+    Vote(&'static str),
+    /// Generated: `name(dim=None)`, a special register.
+    Index(&'static str),
+    /// Generated: `name()` with no operands.
+    Nullary(&'static str),
+}
+
+impl Py {
+    pub fn name(self) -> Option<&'static str> {
+        match self {
+            Py::None => None,
+            Py::Hand(n)
+            | Py::Binary(n)
+            | Py::Unary(n)
+            | Py::Cmp(n)
+            | Py::Atomic(n)
+            | Py::Shfl(n, _)
+            | Py::Vote(n)
+            | Py::Index(n)
+            | Py::Nullary(n) => Some(n),
+        }
+    }
+}
+
+/// One instruction.
+#[derive(Clone, Debug)]
+pub struct OpDef {
+    /// Key of the row: the `Op` variant (snake case) and, for ops that carry a
+    /// sub-op enum (`binary`, `cmp`, `atomic`, ...), its name; see [`Op::key`].
+    pub family: &'static str,
+    pub sub: &'static str,
+    /// As written in `.zir`; `<x>` marks an immediate inside the mnemonic.
+    pub mnemonic: &'static str,
+    /// The op itself when it has no immediates: the parser looks those up here.
+    pub op: Option<fn() -> Op>,
+    /// Operand names in `args` order; `None` when variadic.
+    pub operands: Option<&'static [&'static str]>,
+    /// Immediates written after the operands (docs only).
+    pub immediates: &'static str,
+    /// Result count; `None` when variadic.
+    pub results: Option<usize>,
+    /// The result type rule (docs only).
+    pub result: &'static str,
+    /// Scalar operand types (scalar families only).
+    pub types: Operands,
+    pub class: OpClass,
+    /// [`fx`] flags.
+    pub effects: u8,
+    /// A feature it always needs beyond the baseline (type-dependent ones are in `arch.rs`).
+    pub feature: Option<Feature>,
+    /// The Rust `FunctionBuilder` method.
+    pub builder: &'static str,
+    pub py: Py,
+    pub doc: &'static str,
+}
+
+const fn row(
+    family: &'static str,
+    sub: &'static str,
+    mnemonic: &'static str,
+    operands: &'static [&'static str],
+    results: usize,
+    result: &'static str,
+) -> OpDef {
+    OpDef {
+        family,
+        sub,
+        mnemonic,
+        op: None,
+        operands: Some(operands),
+        immediates: "",
+        results: Some(results),
+        result,
+        types: Operands::Other,
+        class: OpClass::Scalar,
+        effects: 0,
+        feature: None,
+        builder: "",
+        py: Py::None,
+        doc: "",
+    }
+}
+
+impl OpDef {
+    const fn op(mut self, f: fn() -> Op) -> Self {
+        self.op = Some(f);
+        self
+    }
+    const fn imm(mut self, text: &'static str) -> Self {
+        self.immediates = text;
+        self
+    }
+    const fn types(mut self, t: Operands) -> Self {
+        self.types = t;
+        self
+    }
+    const fn class(mut self, c: OpClass) -> Self {
+        self.class = c;
+        self
+    }
+    const fn gpu(self) -> Self {
+        self.class(OpClass::Gpu)
+    }
+    const fn fx(mut self, flags: u8) -> Self {
+        self.effects = flags;
+        self
+    }
+    const fn needs(mut self, f: Feature) -> Self {
+        self.feature = Some(f);
+        self
+    }
+    const fn variadic(mut self, args: bool, results: bool) -> Self {
+        if args {
+            self.operands = None;
+        }
+        if results {
+            self.results = None;
+        }
+        self
+    }
+    const fn rust(mut self, builder: &'static str) -> Self {
+        self.builder = builder;
+        self
+    }
+    const fn py(mut self, p: Py) -> Self {
+        self.py = p;
+        self
+    }
+    const fn doc(mut self, d: &'static str) -> Self {
+        self.doc = d;
+        self
+    }
+
+    /// `(operands, results)` when both are fixed.
+    pub fn arity(&self) -> Option<(usize, usize)> {
+        Some((self.operands?.len(), self.results?))
+    }
+    pub fn has_side_effects(&self) -> bool {
+        self.effects & (fx::WRITE | fx::SYNC | fx::CALL) != 0 || self.class == OpClass::Terminator
+    }
+    pub fn is_warp_collective(&self) -> bool {
+        self.effects & fx::WARP != 0
+    }
+}
+
+use OpClass::{Call as CallC, Memory as Mem, Terminator as Term};
+use Operands as T;
+
+const AB: &[&str] = &["a", "b"];
+const A: &[&str] = &["a"];
+const NONE: &[&str] = &[];
+
+macro_rules! binary {
+    ($sub:literal, $v:ident, $py:literal, $t:expr, $doc:literal) => {
+        row("binary", $sub, $sub, AB, 1, "type of a")
+            .op(|| Op::Binary(BinOp::$v))
+            .types($t)
+            .rust(concat!($sub, "(a, b)"))
+            .py(Py::Binary($py))
+            .doc($doc)
+    };
+}
+macro_rules! unary {
+    ($sub:literal, $v:ident, $py:literal, $t:expr, $doc:literal) => {
+        row("unary", $sub, $sub, A, 1, "type of a")
+            .op(|| Op::Unary(UnOp::$v))
+            .types($t)
+            .rust(concat!($sub, "(a)"))
+            .py(Py::Unary($py))
+            .doc($doc)
+    };
+}
+macro_rules! cmp {
+    ($sub:literal, $v:ident, $doc:literal) => {
+        row("cmp", $sub, concat!("cmp.", $sub), AB, 1, "bool")
+            .op(|| Op::Cmp(CmpOp::$v))
+            .rust(concat!($sub, "(a, b)"))
+            .py(Py::Cmp($sub))
+            .doc($doc)
+    };
+}
+macro_rules! atomic {
+    ($sub:literal, $v:ident, $py:literal, $doc:literal) => {
+        row(
+            "atomic",
+            $sub,
+            concat!("atomic.", $sub, ".<scope>"),
+            &["ptr", "value"],
+            1,
+            "old value",
+        )
+        .gpu()
+        .fx(fx::READ | fx::WRITE)
+        .rust(concat!(
+            "atomic(AtomicOp::",
+            stringify!($v),
+            ", scope, ptr, value)"
+        ))
+        .py(Py::Atomic($py))
+        .doc($doc)
+    };
+}
+macro_rules! index {
+    ($family:literal, $py:literal, $doc:literal) => {
+        row($family, "", concat!($family, ".<dim>"), NONE, 1, "u32")
+            .gpu()
+            .rust(concat!($family, "(dim)"))
+            .py(Py::Index($py))
+            .doc($doc)
+    };
+}
+
+/// Every instruction, in the order of the docs.
+pub static OPS: &[OpDef] = &[
+    // --- scalar
+    row("const", "", "const", NONE, 1, "the given type")
+        .imm("value")
+        .rust("iconst / fconst / bconst")
+        .py(Py::Hand("const"))
+        .doc("A constant of the result type."),
+    binary!("add", Add, "add", T::IntOrFloat, "Sum (integers wrap)."),
+    binary!(
+        "sub",
+        Sub,
+        "sub",
+        T::IntOrFloat,
+        "Difference (integers wrap)."
+    ),
+    binary!("mul", Mul, "mul", T::IntOrFloat, "Product (integers wrap)."),
+    binary!(
+        "div",
+        Div,
+        "div",
+        T::IntOrFloat,
+        "Quotient; integers truncate by signedness."
+    ),
+    binary!(
+        "rem",
+        Rem,
+        "rem",
+        T::Int,
+        "Remainder, sign of the dividend."
+    ),
+    binary!("min", Min, "min", T::IntOrFloat, "Minimum."),
+    binary!("max", Max, "max", T::IntOrFloat, "Maximum."),
+    binary!(
+        "and",
+        And,
+        "and_",
+        T::IntOrBool,
+        "Bitwise (logical on bool) and."
+    ),
+    binary!(
+        "or",
+        Or,
+        "or_",
+        T::IntOrBool,
+        "Bitwise (logical on bool) or."
+    ),
+    binary!(
+        "xor",
+        Xor,
+        "xor",
+        T::IntOrBool,
+        "Bitwise (logical on bool) exclusive or."
+    ),
+    binary!("shl", Shl, "shl", T::Int, "Shift left."),
+    binary!(
+        "shr",
+        Shr,
+        "shr",
+        T::Int,
+        "Shift right, arithmetic on signed types."
+    ),
+    unary!(
+        "neg",
+        Neg,
+        "neg",
+        T::IntOrFloat,
+        "Negation (integers wrap)."
+    ),
+    unary!(
+        "not",
+        Not,
+        "not_",
+        T::IntOrBool,
+        "Bitwise (logical on bool) not."
+    ),
+    unary!(
+        "abs",
+        Abs,
+        "abs",
+        T::SignedOrFloat,
+        "Absolute value (integers wrap)."
+    ),
+    unary!("sqrt", Sqrt, "sqrt", T::Float, "Square root."),
+    unary!("rsqrt", Rsqrt, "rsqrt", T::Float, "Reciprocal square root."),
+    unary!("exp", Exp, "exp", T::Float, "e to the power."),
+    unary!("log", Log, "log", T::Float, "Natural logarithm."),
+    unary!("sin", Sin, "sin", T::Float, "Sine."),
+    unary!("cos", Cos, "cos", T::Float, "Cosine."),
+    unary!("tanh", Tanh, "tanh", T::Float, "Hyperbolic tangent."),
+    unary!(
+        "floor",
+        Floor,
+        "floor",
+        T::Float,
+        "Round toward negative infinity."
+    ),
+    unary!(
+        "ceil",
+        Ceil,
+        "ceil",
+        T::Float,
+        "Round toward positive infinity."
+    ),
+    unary!("popc", Popc, "popc", T::Int, "Number of set bits."),
+    unary!(
+        "clz",
+        Clz,
+        "clz",
+        T::Int,
+        "Number of leading zero bits (the width for 0)."
+    ),
+    unary!("brev", Brev, "brev", T::Int, "The bits in reverse order."),
+    unary!(
+        "bfind",
+        Bfind,
+        "bfind",
+        T::Int,
+        "Index of the highest set bit; all ones for 0."
+    ),
+    row("fma", "", "fma", &["a", "b", "c"], 1, "type of a")
+        .op(|| Op::Fma)
+        .rust("fma(a, b, c)")
+        .py(Py::Hand("fma"))
+        .doc("a * b + c, rounded once."),
+    cmp!("eq", Eq, "Equal."),
+    cmp!("ne", Ne, "Not equal (true on NaN)."),
+    cmp!("lt", Lt, "Less than."),
+    cmp!("le", Le, "Less than or equal."),
+    cmp!("gt", Gt, "Greater than."),
+    cmp!("ge", Ge, "Greater than or equal."),
+    row("select", "", "select", &["cond", "a", "b"], 1, "type of a")
+        .op(|| Op::Select)
+        .rust("select(cond, a, b)")
+        .py(Py::Hand("select"))
+        .doc("a if cond else b."),
+    row("cast", "", "cast", A, 1, "the given type")
+        .op(|| Op::Cast)
+        .rust("cast(a, ty)")
+        .py(Py::Hand("cast"))
+        .doc("Numeric conversion."),
+    row("bitcast", "", "bitcast", A, 1, "the given type (same size)")
+        .op(|| Op::Bitcast)
+        .rust("bitcast(a, ty)")
+        .py(Py::Hand("bitcast"))
+        .doc("Reinterpret the bits as another type of the same size."),
+    row("extract", "", "extract", &["vec"], 1, "lane type")
+        .imm("lane")
+        .rust("extract(vec, lane)")
+        .py(Py::Hand("extract"))
+        .doc("Read one lane of a vector."),
+    row("insert", "", "insert", &["vec", "scalar"], 1, "type of vec")
+        .imm("lane")
+        .rust("insert(vec, scalar, lane)")
+        .py(Py::Hand("insert"))
+        .doc("Replace one lane of a vector."),
+    // --- memory
+    row("load", "", "load", &["ptr"], 1, "pointee")
+        .op(|| Op::Load)
+        .class(Mem)
+        .fx(fx::READ)
+        .rust("load(ptr)")
+        .py(Py::Hand("load"))
+        .doc("Read memory."),
+    row("store", "", "store", &["ptr", "value"], 0, "–")
+        .op(|| Op::Store)
+        .class(Mem)
+        .fx(fx::WRITE)
+        .rust("store(ptr, value)")
+        .py(Py::Hand("store"))
+        .doc("Write memory."),
+    row(
+        "ptr_add",
+        "",
+        "ptr_add",
+        &["ptr", "index"],
+        1,
+        "type of ptr",
+    )
+    .op(|| Op::PtrAdd)
+    .class(Mem)
+    .rust("ptr_add(ptr, index)")
+    .py(Py::Hand("ptr_add"))
+    .doc("Advance a pointer by index elements."),
+    row(
+        "ptr_cast",
+        "",
+        "ptr_cast",
+        &["ptr"],
+        1,
+        "the given pointer type",
+    )
+    .op(|| Op::PtrCast)
+    .class(Mem)
+    .rust("ptr_cast(ptr, ty)")
+    .py(Py::Hand("ptr_cast"))
+    .doc("Address-space cast to or from generic, or a change of pointee."),
+    row("alloca", "", "alloca", NONE, 1, "ptr<local, elem>")
+        .imm("elem, count")
+        .class(Mem)
+        .rust("alloca(elem, count)")
+        .py(Py::Hand("alloca"))
+        .doc("Per-thread stack memory."),
+    row(
+        "shared_alloc",
+        "",
+        "shared_alloc",
+        NONE,
+        1,
+        "ptr<shared, elem>",
+    )
+    .imm("elem, count")
+    .gpu()
+    .rust("shared_alloc(elem, count)")
+    .py(Py::Hand("shared_alloc"))
+    .doc("Static shared memory of the block."),
+    row("dyn_shared", "", "dyn_shared", NONE, 1, "ptr<shared, elem>")
+        .imm("elem")
+        .gpu()
+        .rust("dyn_shared(elem)")
+        .py(Py::Hand("dyn_shared"))
+        .doc("The block's dynamic shared memory (size set at launch)."),
+    // --- GPU: indices
+    index!("thread_idx", "thread_idx", "Thread index in the block."),
+    index!("block_idx", "block_idx", "Block index in the grid."),
+    index!("block_dim", "block_dim", "Threads per block."),
+    index!("grid_dim", "grid_dim", "Blocks per grid."),
+    row("lane_id", "", "lane_id", NONE, 1, "u32")
+        .op(|| Op::LaneId)
+        .gpu()
+        .rust("lane_id()")
+        .py(Py::Nullary("lane_id"))
+        .doc("Lane of the thread in its warp."),
+    // --- GPU: synchronization
+    row("barrier", "", "barrier", NONE, 0, "–")
+        .op(|| Op::Barrier)
+        .gpu()
+        .fx(fx::SYNC)
+        .rust("barrier()")
+        .py(Py::Nullary("barrier"))
+        .doc("Block-wide barrier (`bar.sync 0`)."),
+    row("fence", "", "fence.<scope>", NONE, 0, "–")
+        .gpu()
+        .fx(fx::SYNC)
+        .rust("fence(scope)")
+        .py(Py::Hand("fence"))
+        .doc("Memory fence at a scope."),
+    row("warp_sync", "", "warp_sync", &["mask"], 0, "–")
+        .op(|| Op::WarpSync)
+        .gpu()
+        .fx(fx::SYNC | fx::WARP)
+        .rust("warp_sync(mask)")
+        .py(Py::Hand("warp_sync"))
+        .doc("Synchronizes the lanes in mask."),
+    // --- GPU: atomics
+    atomic!(
+        "add",
+        Add,
+        "atomic_add",
+        "Atomic add; returns the old value."
+    ),
+    atomic!(
+        "sub",
+        Sub,
+        "atomic_sub",
+        "Atomic subtract; returns the old value."
+    ),
+    atomic!(
+        "min",
+        Min,
+        "atomic_min",
+        "Atomic minimum; returns the old value."
+    ),
+    atomic!(
+        "max",
+        Max,
+        "atomic_max",
+        "Atomic maximum; returns the old value."
+    ),
+    atomic!(
+        "and",
+        And,
+        "atomic_and",
+        "Atomic and; returns the old value."
+    ),
+    atomic!("or", Or, "atomic_or", "Atomic or; returns the old value."),
+    atomic!(
+        "xor",
+        Xor,
+        "atomic_xor",
+        "Atomic xor; returns the old value."
+    ),
+    atomic!(
+        "exch",
+        Exch,
+        "atomic_exch",
+        "Atomic exchange; returns the old value."
+    ),
+    atomic!(
+        "inc",
+        Inc,
+        "atomic_inc",
+        "Wrapping u32 increment: old >= v ? 0 : old+1."
+    ),
+    atomic!(
+        "dec",
+        Dec,
+        "atomic_dec",
+        "Wrapping u32 decrement: (old == 0 || old > v) ? v : old-1."
+    ),
+    row(
+        "atomic_cas",
+        "",
+        "atomic.cas.<scope>",
+        &["ptr", "expected", "desired"],
+        1,
+        "old value",
+    )
+    .gpu()
+    .fx(fx::READ | fx::WRITE)
+    .rust("atomic_cas(scope, ptr, expected, desired)")
+    .py(Py::Hand("atomic_cas"))
+    .doc("Compare-and-swap; returns the old value."),
+    // --- GPU: warp collectives
+    row(
+        "shfl",
+        "idx",
+        "shfl.idx",
+        &["mask", "value", "lane"],
+        1,
+        "type of value",
+    )
+    .imm("width N")
+    .gpu()
+    .fx(fx::WARP)
+    .rust("shfl(ShflMode::Idx, width, mask, value, lane)")
+    .py(Py::Shfl("shfl_idx", "lane"))
+    .doc("Value of lane `lane`."),
+    row(
+        "shfl",
+        "up",
+        "shfl.up",
+        &["mask", "value", "delta"],
+        1,
+        "type of value",
+    )
+    .imm("width N")
+    .gpu()
+    .fx(fx::WARP)
+    .rust("shfl(ShflMode::Up, width, mask, value, delta)")
+    .py(Py::Shfl("shfl_up", "delta"))
+    .doc("Value of lane `lane_id - delta`."),
+    row(
+        "shfl",
+        "down",
+        "shfl.down",
+        &["mask", "value", "delta"],
+        1,
+        "type of value",
+    )
+    .imm("width N")
+    .gpu()
+    .fx(fx::WARP)
+    .rust("shfl(ShflMode::Down, width, mask, value, delta)")
+    .py(Py::Shfl("shfl_down", "delta"))
+    .doc("Value of lane `lane_id + delta`."),
+    row(
+        "shfl",
+        "xor",
+        "shfl.xor",
+        &["mask", "value", "lane_mask"],
+        1,
+        "type of value",
+    )
+    .imm("width N")
+    .gpu()
+    .fx(fx::WARP)
+    .rust("shfl(ShflMode::Xor, width, mask, value, lane_mask)")
+    .py(Py::Shfl("shfl_xor", "lane_mask"))
+    .doc("Value of lane `lane_id ^ lane_mask`."),
+    row("vote", "ballot", "vote.ballot", &["mask", "pred"], 1, "u32")
+        .op(|| Op::Vote(VoteMode::Ballot))
+        .gpu()
+        .fx(fx::WARP)
+        .rust("vote(VoteMode::Ballot, mask, pred)")
+        .py(Py::Vote("vote_ballot"))
+        .doc("Mask of the lanes whose pred is true."),
+    row("vote", "any", "vote.any", &["mask", "pred"], 1, "bool")
+        .op(|| Op::Vote(VoteMode::Any))
+        .gpu()
+        .fx(fx::WARP)
+        .rust("vote(VoteMode::Any, mask, pred)")
+        .py(Py::Vote("vote_any"))
+        .doc("Whether pred is true on any lane."),
+    row("vote", "all", "vote.all", &["mask", "pred"], 1, "bool")
+        .op(|| Op::Vote(VoteMode::All))
+        .gpu()
+        .fx(fx::WARP)
+        .rust("vote(VoteMode::All, mask, pred)")
+        .py(Py::Vote("vote_all"))
+        .doc("Whether pred is true on all lanes."),
+    row("match", "any", "match.any", &["mask", "value"], 1, "u32")
+        .op(|| Op::Match(MatchMode::Any))
+        .gpu()
+        .fx(fx::WARP)
+        .needs(MATCH)
+        .rust("match_(MatchMode::Any, mask, value)")
+        .py(Py::Hand("match_any"))
+        .doc("Mask of the lanes whose value equals this lane's."),
+    row(
+        "match",
+        "all",
+        "match.all",
+        &["mask", "value"],
+        2,
+        "u32, bool",
+    )
+    .op(|| Op::Match(MatchMode::All))
+    .gpu()
+    .fx(fx::WARP)
+    .needs(MATCH)
+    .rust("match_(MatchMode::All, mask, value)")
+    .py(Py::Hand("match_all"))
+    .doc("Mask and whether all lanes in mask hold the same value."),
+    // --- GPU: tensor cores
+    row(
+        "mma_load",
+        "",
+        "mma.load.<layout>",
+        &["ptr", "ldm"],
+        1,
+        "the given fragment",
+    )
+    .gpu()
+    .fx(fx::READ | fx::WARP)
+    .rust("mma_load(frag, layout, ptr, ldm)")
+    .py(Py::Hand("mma_load"))
+    .doc("Load a fragment (warp-wide)."),
+    row(
+        "mma_fill",
+        "",
+        "mma.fill",
+        &["scalar"],
+        1,
+        "the given accumulator fragment",
+    )
+    .op(|| Op::MmaFill)
+    .gpu()
+    .rust("mma_fill(frag, scalar)")
+    .py(Py::Hand("mma_fill"))
+    .doc("An accumulator fragment with every element equal."),
+    row("mma", "", "mma", &["a", "b", "c"], 1, "type of c")
+        .op(|| Op::Mma)
+        .gpu()
+        .fx(fx::WARP)
+        .rust("mma(a, b, c)")
+        .py(Py::Hand("mma"))
+        .doc("a * b + c on fragments (warp-wide)."),
+    row(
+        "mma_store",
+        "",
+        "mma.store.<layout>",
+        &["ptr", "frag", "ldm"],
+        0,
+        "–",
+    )
+    .gpu()
+    .fx(fx::WRITE | fx::WARP)
+    .rust("mma_store(layout, ptr, frag, ldm)")
+    .py(Py::Hand("mma_store"))
+    .doc("Store an accumulator fragment (warp-wide)."),
+    // --- GPU: async copy
+    row(
+        "cp_async",
+        "",
+        "cp.async.<cache>.<bytes>",
+        &["dst", "src"],
+        0,
+        "–",
+    )
+    .gpu()
+    .fx(fx::READ | fx::WRITE)
+    .needs(CP_ASYNC)
+    .rust("cp_async(bytes, cache, dst, src)")
+    .py(Py::Hand("cp_async"))
+    .doc("Asynchronous global-to-shared copy of 4, 8 or 16 bytes."),
+    row("cp_async_commit", "", "cp.async.commit", NONE, 0, "–")
+        .op(|| Op::CpAsyncCommit)
+        .gpu()
+        .fx(fx::SYNC)
+        .needs(CP_ASYNC)
+        .rust("cp_async_commit()")
+        .py(Py::Nullary("cp_async_commit"))
+        .doc("Closes the current group of async copies."),
+    row("cp_async_wait", "", "cp.async.wait", NONE, 0, "–")
+        .imm("pending")
+        .gpu()
+        .fx(fx::SYNC)
+        .needs(CP_ASYNC)
+        .rust("cp_async_wait(pending)")
+        .py(Py::Hand("cp_async_wait"))
+        .doc("Waits until at most pending committed groups are in flight."),
+    // --- calls and control flow
+    row("call", "", "call", NONE, 0, "callee's returns")
+        .imm("@callee")
+        .variadic(true, true)
+        .class(CallC)
+        .fx(fx::CALL)
+        .rust("call(callee, args, returns)")
+        .py(Py::Hand("call"))
+        .doc("Call a device or host function of the module."),
+    row("jump", "", "jump", NONE, 0, "–")
+        .imm("target(args)")
+        .variadic(true, false)
+        .class(Term)
+        .rust("jump(block, args)")
+        .py(Py::Hand("jump"))
+        .doc("Unconditional branch."),
+    row("branch", "", "br", &["cond"], 0, "–")
+        .imm("then(args), else(args)")
+        .variadic(true, false)
+        .class(Term)
+        .rust("branch(cond, then, else)")
+        .py(Py::Hand("br"))
+        .doc("Conditional branch."),
+    row("return", "", "return", NONE, 0, "–")
+        .variadic(true, false)
+        .class(Term)
+        .rust("ret(values)")
+        .py(Py::Hand("ret"))
+        .doc("Return the function's values."),
+    row("unreachable", "", "unreachable", NONE, 0, "–")
+        .op(|| Op::Unreachable)
+        .class(Term)
+        .rust("unreachable()")
+        .py(Py::Hand("unreachable"))
+        .doc("Traps if reached."),
+];
+
+fn index() -> &'static HashMap<(&'static str, &'static str), usize> {
+    static INDEX: OnceLock<HashMap<(&'static str, &'static str), usize>> = OnceLock::new();
+    INDEX.get_or_init(|| {
+        OPS.iter()
+            .enumerate()
+            .map(|(i, d)| ((d.family, d.sub), i))
+            .collect()
+    })
+}
+
+fn by_mnemonic() -> &'static HashMap<&'static str, usize> {
+    static INDEX: OnceLock<HashMap<&'static str, usize>> = OnceLock::new();
+    INDEX.get_or_init(|| {
+        OPS.iter()
+            .enumerate()
+            .filter(|(_, d)| d.op.is_some())
+            .map(|(i, d)| (d.mnemonic, i))
+            .collect()
+    })
+}
+
+/// The row of `(family, sub)`.
+pub fn lookup(family: &str, sub: &str) -> Option<&'static OpDef> {
+    index().get(&(family, sub)).map(|&i| &OPS[i])
+}
+
+/// The immediate-free op written `mnemonic` in `.zir`.
+pub fn op_by_mnemonic(mnemonic: &str) -> Option<Op> {
+    by_mnemonic()
+        .get(mnemonic)
+        .and_then(|&i| OPS[i].op)
+        .map(|f| f())
+}
+
+impl Op {
+    /// The key of this op's row in [`OPS`].
+    pub fn key(&self) -> (&'static str, &'static str) {
+        use Op::*;
+        match self {
+            Const(_) => ("const", ""),
+            Binary(b) => ("binary", b.name()),
+            Unary(u) => ("unary", u.name()),
+            Fma => ("fma", ""),
+            Cmp(c) => ("cmp", c.name()),
+            Select => ("select", ""),
+            Cast => ("cast", ""),
+            Bitcast => ("bitcast", ""),
+            Extract(_) => ("extract", ""),
+            Insert(_) => ("insert", ""),
+            Load => ("load", ""),
+            Store => ("store", ""),
+            PtrAdd => ("ptr_add", ""),
+            PtrCast => ("ptr_cast", ""),
+            Alloca { .. } => ("alloca", ""),
+            SharedAlloc { .. } => ("shared_alloc", ""),
+            DynShared { .. } => ("dyn_shared", ""),
+            ThreadIdx(_) => ("thread_idx", ""),
+            BlockIdx(_) => ("block_idx", ""),
+            BlockDim(_) => ("block_dim", ""),
+            GridDim(_) => ("grid_dim", ""),
+            LaneId => ("lane_id", ""),
+            Barrier => ("barrier", ""),
+            Fence(_) => ("fence", ""),
+            WarpSync => ("warp_sync", ""),
+            Atomic { op, .. } => ("atomic", op.name()),
+            AtomicCas { .. } => ("atomic_cas", ""),
+            Shfl { mode, .. } => ("shfl", mode.name()),
+            Vote(m) => ("vote", m.name()),
+            Match(m) => ("match", m.name()),
+            MmaLoad { .. } => ("mma_load", ""),
+            MmaFill => ("mma_fill", ""),
+            Mma => ("mma", ""),
+            MmaStore { .. } => ("mma_store", ""),
+            CpAsync { .. } => ("cp_async", ""),
+            CpAsyncCommit => ("cp_async_commit", ""),
+            CpAsyncWait(_) => ("cp_async_wait", ""),
+            Call(_) => ("call", ""),
+            Jump => ("jump", ""),
+            Branch => ("branch", ""),
+            Return => ("return", ""),
+            Unreachable => ("unreachable", ""),
+        }
+    }
+
+    /// This op's row in [`OPS`] (every op has one: see the table's tests).
+    pub fn def(&self) -> &'static OpDef {
+        let (family, sub) = self.key();
+        lookup(family, sub).unwrap_or_else(|| panic!("no table row for {family}.{sub}"))
+    }
+}

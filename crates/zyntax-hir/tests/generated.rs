@@ -1,0 +1,149 @@
+//! The instruction table is complete and the files generated from it are up to date.
+//!
+//! `ZYNTAX_BLESS=1 cargo test -p zyntax-hir --test generated` rewrites the
+//! generated regions (see `zyntax_hir::gen::REGIONS`) from the table.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use zyntax_hir::gen::{splice, REGIONS};
+use zyntax_hir::table::{op_by_mnemonic, OPS};
+use zyntax_hir::*;
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+#[test]
+fn generated_files_match_the_table() {
+    let bless = std::env::var_os("ZYNTAX_BLESS").is_some();
+    let mut stale = Vec::new();
+    for r in REGIONS {
+        let path = repo_root().join(r.path);
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", r.path));
+        let want = splice(&text, r, &(r.render)())
+            .unwrap_or_else(|| panic!("{}: generated-region markers missing", r.path));
+        if want != text {
+            if bless {
+                std::fs::write(&path, want).unwrap();
+            } else {
+                stale.push(r.path);
+            }
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "generated regions out of date in {stale:?}; run `ZYNTAX_BLESS=1 cargo test -p zyntax-hir --test generated`"
+    );
+}
+
+/// One op of every shape: each sub-op enum in full, one of each other variant.
+fn every_op() -> Vec<Op> {
+    let fr = FragType {
+        kind: FragKind::A,
+        shape: MmaShape::M16N16K16,
+        elem: ScalarType::F16,
+        layout: Some(Layout::Row),
+    };
+    let mut ops = vec![
+        Op::Const(ConstValue::Int(1)),
+        Op::Fma,
+        Op::Select,
+        Op::Cast,
+        Op::Bitcast,
+        Op::Extract(0),
+        Op::Insert(0),
+        Op::Load,
+        Op::Store,
+        Op::PtrAdd,
+        Op::PtrCast,
+        Op::Alloca {
+            elem: Type::F32,
+            count: 1,
+        },
+        Op::SharedAlloc {
+            elem: Type::F32,
+            count: 1,
+        },
+        Op::DynShared { elem: Type::F32 },
+        Op::LaneId,
+        Op::Barrier,
+        Op::WarpSync,
+        Op::AtomicCas {
+            scope: Scope::Device,
+        },
+        Op::MmaLoad {
+            frag: fr,
+            layout: Layout::Row,
+        },
+        Op::MmaFill,
+        Op::Mma,
+        Op::MmaStore {
+            layout: Layout::Row,
+        },
+        Op::CpAsync {
+            bytes: 16,
+            cache: CacheHint::Cg,
+        },
+        Op::CpAsyncCommit,
+        Op::CpAsyncWait(0),
+        Op::Call("f".into()),
+        Op::Jump,
+        Op::Branch,
+        Op::Return,
+        Op::Unreachable,
+    ];
+    for &d in Dim::ALL {
+        ops.extend([
+            Op::ThreadIdx(d),
+            Op::BlockIdx(d),
+            Op::BlockDim(d),
+            Op::GridDim(d),
+        ]);
+    }
+    ops.extend(Scope::ALL.iter().map(|&s| Op::Fence(s)));
+    ops.extend(BinOp::ALL.iter().map(|&o| Op::Binary(o)));
+    ops.extend(UnOp::ALL.iter().map(|&o| Op::Unary(o)));
+    ops.extend(CmpOp::ALL.iter().map(|&o| Op::Cmp(o)));
+    for &op in AtomicOp::ALL {
+        ops.push(Op::Atomic {
+            op,
+            scope: Scope::Block,
+        });
+    }
+    ops.extend(
+        ShflMode::ALL
+            .iter()
+            .map(|&mode| Op::Shfl { mode, width: 32 }),
+    );
+    ops.extend(VoteMode::ALL.iter().map(|&m| Op::Vote(m)));
+    ops.extend(MatchMode::ALL.iter().map(|&m| Op::Match(m)));
+    ops
+}
+
+#[test]
+fn every_op_has_exactly_one_row() {
+    let keys: HashSet<_> = OPS.iter().map(|d| (d.family, d.sub)).collect();
+    assert_eq!(keys.len(), OPS.len(), "duplicate table keys");
+    let used: HashSet<_> = every_op().iter().map(|op| op.key()).collect();
+    for op in every_op() {
+        // `def` panics on a missing row.
+        let d = op.def();
+        if let Some(make) = d.op {
+            assert_eq!(make(), op, "row {} builds another op", d.mnemonic);
+            assert_eq!(op.mnemonic(), d.mnemonic);
+            assert_eq!(op_by_mnemonic(d.mnemonic), Some(op.clone()));
+        }
+    }
+    for d in OPS {
+        assert!(
+            used.contains(&(d.family, d.sub)),
+            "row {} matches no op",
+            d.mnemonic
+        );
+        assert!(
+            !d.doc.is_empty() && !d.builder.is_empty(),
+            "row {} lacks doc or builder",
+            d.mnemonic
+        );
+    }
+}

@@ -5,9 +5,9 @@
 //! entry point runs inside [`errors::guard`] so that no Rust panic reaches
 //! Python as `PanicException`.
 
-#[cfg(feature = "llvm")]
-mod compile;
 mod checked;
+#[cfg(feature = "compute")]
+mod compile;
 #[cfg(feature = "cuda")]
 mod cuda;
 mod errors;
@@ -28,8 +28,8 @@ mod _native {
 
     #[pymodule_export]
     use crate::errors::{
-        ArgumentError, BuildError, CompileError, CudaError, InternalError, LaunchError, ParseError, TrapError,
-        VerifyError, ZyntaxError,
+        ArgumentError, BuildError, CompileError, CudaError, InternalError, LaunchError, ParseError,
+        TrapError, VerifyError, ZyntaxError,
     };
 
     #[pymodule_export]
@@ -52,7 +52,7 @@ mod _native {
     #[pymodule_export]
     use crate::host::{cpu_compile, cpu_emit, cpu_target, CpuFunction, CpuModule};
 
-    #[cfg(feature = "llvm")]
+    #[cfg(feature = "compute")]
     #[pymodule_export]
     use crate::compile::{compile_ptx, emit_llvm, ptxas_assemble};
 
@@ -93,6 +93,7 @@ fn build_info(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
         d.set_item("llvm", cfg!(feature = "llvm"))?;
         d.set_item("interp", cfg!(feature = "interp"))?;
         d.set_item("cli", cfg!(feature = "cli"))?;
+        d.set_item("compute", cfg!(feature = "compute"))?;
         Ok(d)
     })
 }

@@ -12,6 +12,7 @@
 //! - [`verify`]: the verifier; every invariant it checks is listed there.
 //! - [`printer`] / [`parser`]: the `.zir` text format (see `docs/zir.md`).
 //! - [`arch`]: which instructions each target arch and PTX version allows.
+//! - [`version`]: the format version of `.zir` and JSON, and its history.
 //!
 //! This crate knows nothing of LLVM, CUDA or Python.
 
@@ -26,6 +27,7 @@ pub mod printer;
 pub mod target;
 pub mod types;
 pub mod verify;
+pub mod version;
 
 pub use builder::{frag_type, normalize_int, BuildResult, ForFrame, FunctionBuilder, IfFrame};
 pub use entities::{BlockId, InstId, ValueId};
@@ -43,3 +45,4 @@ pub use printer::{print_function, print_inst, print_module};
 pub use target::{Arch, PtxVersion};
 pub use types::{AddrSpace, FragKind, FragType, Layout, MmaShape, ScalarType, Type};
 pub use verify::{verify_function, verify_module};
+pub use version::FORMAT_VERSION;

@@ -65,6 +65,7 @@ mod _native {
         m.add("__version__", env!("CARGO_PKG_VERSION"))?;
         m.add("build_profile", super::build_profile())?;
         m.add("FULL_MASK", crate::hir::FULL_MASK)?;
+        m.add("FORMAT_VERSION", zyntax_hir::FORMAT_VERSION)?;
         crate::types::add_scalars(m)?;
         #[cfg(feature = "cuda")]
         crate::cuda::register(m)?;

@@ -20,16 +20,6 @@ from zyntax.errors import (
     ZyntaxError,
 )
 
-
-
-def gpu_available() -> bool:
-    """Whether kernels can run on a GPU here: the extension was built with the
-    ``compute`` feature (``build_info()["compute"]``), a CUDA driver loads and
-    it reports at least one device. Never raises."""
-    probe = getattr(_native, "cuda_is_available", None)
-    return bool(probe()) if probe is not None else False
-
-
 __all__ = [
     "ArgumentError",
     "BuildError",
@@ -92,3 +82,11 @@ __all__ += [
     "u32",
     "u64",
 ]
+
+
+def gpu_available() -> bool:
+    """Whether kernels can run on a GPU here: the extension was built with the
+    ``compute`` feature (``build_info()["compute"]``), a CUDA driver loads and
+    it reports at least one device. Never raises."""
+    probe = getattr(_native, "cuda_is_available", None)
+    return bool(probe()) if probe is not None else False

@@ -3,9 +3,8 @@
 
 from __future__ import annotations
 
-from conftest import gpu_available
-
 import zyntax
+from conftest import gpu_available
 
 
 def test_wheel_is_built_with_compute() -> None:

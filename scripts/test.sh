@@ -14,11 +14,18 @@ activate_venv
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
-step "cargo clippy -D warnings"
-cargo clippy --workspace --all-targets --quiet -- -D warnings
+# The workspace is tested with `compute` (NVPTX backend, CUDA runtime), which
+# covers every crate; the default build (CPU only) gets clippy and the
+# command's refusal of the GPU backends.
+step "cargo clippy -D warnings (--features compute)"
+cargo clippy --workspace --all-targets --features compute --quiet -- -D warnings
 
-step "cargo test"
-cargo test --workspace --quiet
+step "cargo test (--features compute)"
+cargo test --workspace --features compute --quiet
+
+step "default build without compute: clippy, and the CLI without GPU backends"
+cargo clippy -p zyntax -p zyntax-cli -p zyntax-llvm --all-targets --quiet -- -D warnings
+cargo test -p zyntax -p zyntax-cli --quiet
 
 step "build the Python extension ($ZYNTAX_PY_PROFILE profile)"
 scripts/build-python.sh

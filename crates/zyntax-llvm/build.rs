@@ -35,6 +35,11 @@ fn llvm_config(bin: &Path, args: &[&str]) -> String {
 fn main() {
     println!("cargo:rerun-if-env-changed=LLVM_SYS_191_PREFIX");
     println!("cargo:rerun-if-changed=build.rs");
+    // Without the `compute` feature the crate has no GPU backend, and the
+    // NVPTX code generator stays out of the link. (`cfg!`, not the
+    // CARGO_FEATURE_COMPUTE variable: a feature change must recompile this
+    // script, or cargo reuses the other configuration's output.)
+    let nvptx = cfg!(feature = "compute");
     let prefix = env::var_os("LLVM_SYS_191_PREFIX")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/usr/lib/llvm-19"));
@@ -53,7 +58,7 @@ fn main() {
         let Some(stem) = name.strip_prefix("lib").and_then(|n| n.strip_suffix(".a")) else {
             panic!("unexpected llvm-config library name {name}");
         };
-        if stem.starts_with("Polly") {
+        if stem.starts_with("Polly") || (!nvptx && stem.starts_with("LLVMNVPTX")) {
             continue;
         }
         if !Path::new(&libdir).join(name).exists() {

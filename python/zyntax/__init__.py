@@ -4,7 +4,7 @@ Build HIR from Python with :mod:`zyntax.hir`, verify it, print it as ``.zir``
 text, and (where the backend is compiled in) lower it to PTX or native code.
 """
 
-from zyntax import cpu, hir, interp
+from zyntax import _native, cpu, hir, interp
 from zyntax._native import __version__, build_info
 from zyntax.compiler import compile, compile_ptx, validate_ptx
 from zyntax.errors import (
@@ -36,6 +36,7 @@ __all__ = [
     "compile",
     "compile_ptx",
     "cpu",
+    "gpu_available",
     "hir",
     "interp",
     "validate_ptx",
@@ -84,3 +85,11 @@ __all__ += [
     "u32",
     "u64",
 ]
+
+
+def gpu_available() -> bool:
+    """Whether kernels can run on a GPU here: the extension was built with the
+    ``compute`` feature (``build_info()["compute"]``), a CUDA driver loads and
+    it reports at least one device. Never raises."""
+    probe = getattr(_native, "cuda_is_available", None)
+    return bool(probe()) if probe is not None else False

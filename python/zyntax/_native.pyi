@@ -6,6 +6,7 @@ from types import TracebackType
 from typing import Any, Literal, SupportsFloat, SupportsIndex, TypeAlias, final
 
 __all__ = [
+    "FORMAT_VERSION",
     "FULL_MASK",
     "ArgumentError",
     "Block",
@@ -82,6 +83,8 @@ __all__ = [
 
 __version__: str
 build_profile: str
+#: The `.zir`/JSON format version this build writes (reads 1 to this).
+FORMAT_VERSION: int
 FULL_MASK: int
 
 def build_info() -> dict[str, Any]: ...

@@ -23,6 +23,7 @@ the calling Python file:line, so verifier errors point at your code.
 from __future__ import annotations
 
 from zyntax._native import (
+    FORMAT_VERSION,
     FULL_MASK,
     ForRange,
     FunctionBuilder,
@@ -66,6 +67,7 @@ def type_(text: str) -> Type:
 
 
 __all__ = [
+    "FORMAT_VERSION",
     "FULL_MASK",
     "SCALARS",
     "Block",

@@ -52,6 +52,7 @@ __all__ = [
     "min",
     "mma",
     "popc",
+    "prange",
     "rsqrt",
     "shared",
     "shfl_down_sync",
@@ -222,6 +223,9 @@ grid_dim = _Dim3("grid_dim")
 warp_size = 32
 
 grid = Primitive("grid")
+#: ``for i, j in prange(M, N):`` a parallel loop nest (1 to 3 sizes), one point
+#: per thread; see ``@zyntax.kernel(workgroup=...)`` and zyntax.nest.
+prange = Primitive("prange")
 gridsize = Primitive("gridsize")
 lane_id = Primitive("lane_id")
 syncthreads = Primitive("syncthreads")

@@ -59,7 +59,7 @@ def test_vector_add_hir_is_exact() -> None:
 
     a = np.zeros(8, F32)
     assert add1.hir((a, a)) == (
-        'module "add1"\n'
+        'module "add1" version(2)\n'
         "\n"
         "kernel @add1 {\n"
         "block0(v0: ptr<global, f32>, v1: i64, v2: i64, v3: ptr<global, f32>, v4: i64, v5: i64):\n"

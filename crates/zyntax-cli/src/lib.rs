@@ -7,13 +7,16 @@
 //! Errors print as `file:line:col: error: message` (one line per problem),
 //! exit with status 1, and never show a backtrace.
 
+#[cfg(feature = "compute")]
 mod quick;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use zyntax_hir::{Arch, OptLevel, PtxVersion};
-use zyntax_llvm::{CompileError, Options, Ptxas};
+use zyntax_llvm::CompileError;
+#[cfg(feature = "compute")]
+use zyntax_llvm::{Options, Ptxas};
 
 /// zyntax: an ahead-of-time GPU compiler backend (HIR → LLVM → PTX).
 ///
@@ -320,6 +323,14 @@ fn compile(args: &CompileArgs) -> CliResult {
             )));
         }
     }
+    if !zyntax_llvm::HAS_NVPTX && args.backend != Backend::Llvm {
+        let name = format!("{:?}", args.backend).to_lowercase();
+        return Err(one(format!(
+            "--backend {name} needs the GPU backends, and this zyntax was built without the \
+             `compute` feature (rebuild with `cargo build -p zyntax-cli --features compute`); \
+             --backend llvm compiles for the CPU"
+        )));
+    }
     if args.report.is_some() && args.backend != Backend::Llvm {
         return Err(one(
             "--report prints the CPU optimizer's report: it applies to --backend llvm only",
@@ -337,10 +348,19 @@ fn compile(args: &CompileArgs) -> CliResult {
         .map_err(|e| vec![format!("{}: error: {}", e.loc, e.message)])?;
 
     match args.backend {
-        Backend::Llvm => return compile_host(args, &module, &display),
-        Backend::Cuda => return quick::run_kernel(args, &module, &display),
-        Backend::Nvptx => {}
+        Backend::Llvm => compile_host(args, &module, &display),
+        #[cfg(feature = "compute")]
+        Backend::Cuda => quick::run_kernel(args, &module, &display),
+        #[cfg(feature = "compute")]
+        Backend::Nvptx => compile_nvptx(args, &module, &display),
+        #[cfg(not(feature = "compute"))]
+        Backend::Nvptx | Backend::Cuda => unreachable!("rejected above"),
     }
+}
+
+/// `--backend nvptx`: PTX or the NVPTX LLVM IR.
+#[cfg(feature = "compute")]
+fn compile_nvptx(args: &CompileArgs, module: &zyntax_hir::Module, display: &str) -> CliResult {
     let arch = args
         .arch
         .or_else(|| module.targets.first().copied())
@@ -361,18 +381,17 @@ fn compile(args: &CompileArgs) -> CliResult {
 
     let (text, timings) = match emit {
         Emit::Llvm => {
-            let ir =
-                zyntax_llvm::emit_llvm(&module, &opts).map_err(|e| error_lines(&display, e))?;
+            let ir = zyntax_llvm::emit_llvm(module, &opts).map_err(|e| error_lines(display, e))?;
             (ir, None)
         }
         _ => {
             let out =
-                zyntax_llvm::compile_ptx(&module, &opts).map_err(|e| error_lines(&display, e))?;
+                zyntax_llvm::compile_ptx(module, &opts).map_err(|e| error_lines(display, e))?;
             if args.validate || args.resources {
                 let ptxas = Ptxas::locate().map_err(one)?;
                 let asm = ptxas
                     .assemble(&out.ptx, out.arch)
-                    .map_err(|e| error_lines(&display, e.into()))?;
+                    .map_err(|e| error_lines(display, e.into()))?;
                 if args.resources {
                     for k in asm.kernels() {
                         eprintln!(

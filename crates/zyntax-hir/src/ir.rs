@@ -388,13 +388,14 @@ impl Module {
         }
     }
 
-    /// JSON serialization (serde).
+    /// JSON serialization (serde), carrying [`crate::FORMAT_VERSION`].
     pub fn to_json(&self) -> Result<String, serde_json::Error> {
-        serde_json::to_string(self)
+        crate::version::to_json(self)
     }
 
-    /// Read a module from JSON. The result is not verified.
+    /// Read a module from JSON of any readable format version (see
+    /// [`crate::version`]). The result is not verified.
     pub fn from_json(text: &str) -> Result<Module, serde_json::Error> {
-        serde_json::from_str(text)
+        crate::version::from_json(text)
     }
 }

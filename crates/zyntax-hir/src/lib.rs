@@ -14,6 +14,7 @@
 //! - [`arch`]: which instructions each target arch and PTX version allows.
 //! - [`table`]: one row per instruction (mnemonic, operands, effects, builders, doc);
 //!   [`gen`] renders the docs table and the Python bindings from it.
+//! - [`version`]: the format version of `.zir` and JSON, and its history.
 //!
 //! This crate knows nothing of LLVM, CUDA or Python.
 
@@ -30,6 +31,7 @@ pub mod table;
 pub mod target;
 pub mod types;
 pub mod verify;
+pub mod version;
 
 pub use builder::{frag_type, normalize_int, BuildResult, ForFrame, FunctionBuilder, IfFrame};
 pub use entities::{BlockId, InstId, ValueId};
@@ -47,3 +49,4 @@ pub use printer::{print_function, print_inst, print_module};
 pub use target::{Arch, PtxVersion};
 pub use types::{AddrSpace, FragKind, FragType, Layout, MmaShape, ScalarType, Type};
 pub use verify::{verify_function, verify_module};
+pub use version::FORMAT_VERSION;

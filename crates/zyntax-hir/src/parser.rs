@@ -41,7 +41,7 @@ pub fn parse_module_named(text: &str, file: Option<&str>) -> Result<Module, Pars
         pos: 0,
         file: file.map(str::to_string),
     };
-    p.module()
+    p.module().map_err(|e| crate::version::explain(e, text))
 }
 
 /// Nesting limit for types, so that hostile input cannot overflow the stack.
@@ -539,10 +539,27 @@ impl Parser {
             _ => return Err(self.expected("the module name as a string (`module \"name\"`)")),
         };
         let mut m = Module::new(name);
-        let (mut seen_targets, mut seen_ptx) = (false, false);
+        let (mut seen_targets, mut seen_ptx, mut seen_version) = (false, false, false);
         loop {
             let t = self.peek().clone();
             match self.peek_ident() {
+                Some("version") => {
+                    if seen_version {
+                        return Err(self.error_at(&t, "duplicate `version(...)`"));
+                    }
+                    seen_version = true;
+                    self.next();
+                    self.expect_punct('(', "`(` after `version`")?;
+                    let vt = self.peek().clone();
+                    let version = match &vt.tok {
+                        Tok::Num(text) => text.parse::<u32>().ok(),
+                        _ => None,
+                    }
+                    .ok_or_else(|| self.expected("a format version number (like `2`)"))?;
+                    crate::version::check(version).map_err(|msg| self.error_at(&vt, msg))?;
+                    self.next();
+                    self.expect_punct(')', "`)` after the format version")?;
+                }
                 Some("targets") => {
                     if seen_targets {
                         return Err(self.error_at(&t, "duplicate `targets(...)`"));
@@ -604,7 +621,9 @@ impl Parser {
                 _ => break,
             }
         }
-        self.expect_line_end("`targets(...)`, `ptx(...)` or end of line after the module name")?;
+        self.expect_line_end(
+            "`version(...)`, `targets(...)`, `ptx(...)` or end of line after the module name",
+        )?;
         let mut seen: HashSet<String> = HashSet::new();
         loop {
             self.skip_newlines();

@@ -11,7 +11,12 @@ use std::fmt::Write;
 /// Print a whole module.
 pub fn print_module(m: &Module) -> String {
     let mut out = String::new();
-    let _ = write!(out, "module {}", quote(&m.name));
+    let _ = write!(
+        out,
+        "module {} version({})",
+        quote(&m.name),
+        crate::FORMAT_VERSION
+    );
     if !m.targets.is_empty() {
         let names: Vec<&str> = m.targets.iter().map(|a| a.name()).collect();
         let _ = write!(out, " targets({})", names.join(", "));

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use zyntax_hir::*;
 
 /// Every op, every scalar type, every type form and every attribute, in canonical form.
-const ALL_OPS: &str = r#"module "all_ops" targets(sm_80, sm_90) ptx(7.8)
+const ALL_OPS: &str = r#"module "all_ops" version(2) targets(sm_80, sm_90) ptx(7.8)
 
 device @helper -> f32, i32 inline_always opt(O2) {
 block0(v0: f32, v1: i32):
@@ -353,7 +353,7 @@ block9:
 }
 "#;
     let m = parse_module(text).expect("parse");
-    let canonical = r#"module "hand" targets(sm_70) ptx(7.0)
+    let canonical = r#"module "hand" version(2) targets(sm_70) ptx(7.0)
 
 kernel @k max_threads(64, 1, 1) opt(O1) {
 block0(v0: ptr<global, [f32; 4]>, v1: u32):
@@ -456,7 +456,11 @@ const ERRORS: &[(&str, u32, u32, &str)] = &[
     ("module \"m\" targets(sm_70 sm_80)", 1, 26, "expected `,` or `)` after target arch, found `sm_80`"),
     ("module \"m\" ptx(7)", 1, 16, "invalid PTX version `7`"),
     ("module \"m\" ptx(7.8) ptx(7.8)", 1, 21, "duplicate `ptx(...)`"),
-    ("module \"m\" foo", 1, 12, "expected `targets(...)`, `ptx(...)` or end of line after the module name, found `foo`"),
+    ("module \"m\" version(3)", 1, 20, "format version 3 is newer than this zyntax reads (1 to 2)"),
+    ("module \"m\" version(0)", 1, 20, "format version 0 does not exist"),
+    ("module \"m\" version(2) version(2)", 1, 23, "duplicate `version(...)`"),
+    ("module \"m\" version(two)", 1, 20, "expected a format version number (like `2`), found `two`"),
+    ("module \"m\" foo", 1, 12, "expected `version(...)`, `targets(...)`, `ptx(...)` or end of line after the module name, found `foo`"),
     ("module \"m\"\nfunc @f {\n}", 2, 1, "expected `host`, `device` or `kernel` to start a function, found `func`"),
     ("module \"m\"\nhost f {\n}", 2, 6, "expected a function name (like `@main`), found `f`"),
     ("module \"m\"\nhost @ {\n}", 2, 6, "expected a function name after `@`"),
@@ -555,7 +559,7 @@ fn crlf_tabs_and_multiline_headers_parse_the_same() {
     let m = parse_module(spread).expect("multi-line header and parameters");
     assert_eq!(
         print_module(&m),
-        "module \"m\"\n\nkernel @k max_threads(32, 1, 1) no_alloc {\nblock0(v0: u32, v1: u32):\n    jump block1\nblock1:\n    return\n}\n"
+        "module \"m\" version(2)\n\nkernel @k max_threads(32, 1, 1) no_alloc {\nblock0(v0: u32, v1: u32):\n    jump block1\nblock1:\n    return\n}\n"
     );
 }
 

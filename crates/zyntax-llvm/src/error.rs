@@ -6,6 +6,7 @@
 //! inkwell builder call failed). An internal error always means a bug in
 //! zyntax: a module the HIR verifier accepts must lower cleanly.
 
+#[cfg(feature = "compute")]
 use crate::nvptx::ptxas::PtxasError;
 
 /// Result alias of this crate.
@@ -40,6 +41,7 @@ pub enum CompileError {
     },
 
     /// `ptxas` validation failed or could not run.
+    #[cfg(feature = "compute")]
     #[error(transparent)]
     Ptxas(#[from] PtxasError),
 }

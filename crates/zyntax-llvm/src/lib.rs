@@ -4,11 +4,13 @@
 //! `ptxas` validation).
 //!
 //! ```no_run
+//! # #[cfg(feature = "compute")] {
 //! use zyntax_hir::{parse_module, Arch};
 //! use zyntax_llvm::{compile_ptx, Options};
 //! let m = parse_module(&std::fs::read_to_string("saxpy.zir").unwrap()).unwrap();
 //! let out = compile_ptx(&m, &Options::new(Arch::Sm80)).unwrap();
 //! println!("{}", out.ptx);
+//! # }
 //! ```
 //!
 //! Pipeline of [`compile_ptx`], each stage timed in [`Timings`]:
@@ -24,26 +26,38 @@
 //!
 //! Output is deterministic: the same module and options give byte-identical PTX.
 //!
-//! Feature gating: the NVPTX backend is always compiled in. The `compute`
-//! feature exists (and does nothing here) so that workspace and Python feature
-//! lists can name it; gating NVPTX inside this crate would only remove a few
-//! hundred kilobytes of LLVM target code from a library that links LLVM anyway.
-//! A CPU `host` module will sit beside `nvptx` and share [`lower`]'s type mapping.
+//! Feature gating: the GPU half of this crate (the HIR → NVPTX lowering in
+//! `lower`, the `nvptx` target, `compile_ptx`, `emit_llvm`, `ptxas`) is
+//! compiled only with the `compute` feature, which is also what makes
+//! `build.rs` link LLVM's NVPTX code generator. Without it the crate is the
+//! CPU backend ([`host`]) alone; [`HAS_NVPTX`] says which build this is.
 
 pub mod error;
 pub mod host;
+#[cfg(feature = "compute")]
 pub mod lower;
+#[cfg(feature = "compute")]
 pub mod nvptx;
 
 pub use error::{CompileError, CompileResult};
+#[cfg(feature = "compute")]
 pub use nvptx::{KernelResources, PtxTarget, Ptxas, PtxasError, PtxasOutput};
 
+#[cfg(feature = "compute")]
 use inkwell::context::Context;
+#[cfg(feature = "compute")]
 use inkwell::passes::PassBuilderOptions;
+#[cfg(feature = "compute")]
 use inkwell::OptimizationLevel;
+#[cfg(feature = "compute")]
 use std::time::{Duration, Instant};
+#[cfg(feature = "compute")]
 use zyntax_hir::{Arch, Module, OptLevel, PtxVersion};
 
+/// Whether this build carries the NVPTX backend (the `compute` feature).
+pub const HAS_NVPTX: bool = cfg!(feature = "compute");
+
+#[cfg(feature = "compute")]
 /// What to compile for.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Options {
@@ -55,6 +69,7 @@ pub struct Options {
     pub opt_level: Option<OptLevel>,
 }
 
+#[cfg(feature = "compute")]
 impl Options {
     pub fn new(arch: Arch) -> Options {
         Options {
@@ -73,6 +88,7 @@ impl Options {
     }
 }
 
+#[cfg(feature = "compute")]
 /// Wall-clock time per stage.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Timings {
@@ -85,6 +101,7 @@ pub struct Timings {
     pub codegen: Duration,
 }
 
+#[cfg(feature = "compute")]
 impl Timings {
     pub fn total(&self) -> Duration {
         self.verify + self.lower + self.llvm_verify + self.optimize + self.codegen
@@ -101,6 +118,7 @@ impl Timings {
     }
 }
 
+#[cfg(feature = "compute")]
 /// The result of [`compile_ptx`].
 #[derive(Clone, Debug)]
 pub struct CompileOutput {
@@ -115,6 +133,7 @@ pub struct CompileOutput {
     pub timings: Timings,
 }
 
+#[cfg(feature = "compute")]
 /// The PTX version a compile uses: the option, else the module's, else the arch default.
 fn ptx_version(m: &Module, opts: &Options) -> PtxVersion {
     opts.ptx_version
@@ -122,6 +141,7 @@ fn ptx_version(m: &Module, opts: &Options) -> PtxVersion {
         .unwrap_or_else(|| opts.arch.default_ptx())
 }
 
+#[cfg(feature = "compute")]
 /// The resolved target and optimization level of a compile.
 fn resolve(m: &Module, opts: &Options) -> CompileResult<(PtxTarget, OptLevel)> {
     let arch = opts.arch;
@@ -147,6 +167,7 @@ fn resolve(m: &Module, opts: &Options) -> CompileResult<(PtxTarget, OptLevel)> {
     Ok((target, level))
 }
 
+#[cfg(feature = "compute")]
 fn pipeline(level: OptLevel) -> (&'static str, OptimizationLevel) {
     match level {
         OptLevel::O0 => ("default<O0>", OptimizationLevel::None),
@@ -157,6 +178,7 @@ fn pipeline(level: OptLevel) -> (&'static str, OptimizationLevel) {
     }
 }
 
+#[cfg(feature = "compute")]
 /// Run zyntax's verifier on the module, then its arch gating for the arch
 /// and PTX version being compiled (which need not be a declared target).
 fn verify_for(m: &Module, opts: &Options) -> CompileResult<()> {
@@ -183,6 +205,7 @@ pub fn verify_llvm(
     })
 }
 
+#[cfg(feature = "compute")]
 struct Compiled {
     llvm_ir: String,
     ptx: Option<String>,
@@ -190,6 +213,7 @@ struct Compiled {
     timings: Timings,
 }
 
+#[cfg(feature = "compute")]
 fn compile_inner(m: &Module, opts: &Options, emit_ptx: bool) -> CompileResult<Compiled> {
     let mut timings = Timings::default();
     let t = Instant::now();
@@ -234,6 +258,7 @@ fn compile_inner(m: &Module, opts: &Options, emit_ptx: bool) -> CompileResult<Co
     })
 }
 
+#[cfg(feature = "compute")]
 /// Compile a module to PTX for `opts.arch`.
 pub fn compile_ptx(m: &Module, opts: &Options) -> CompileResult<CompileOutput> {
     let c = compile_inner(m, opts, true)?;
@@ -252,12 +277,14 @@ pub fn compile_ptx(m: &Module, opts: &Options) -> CompileResult<CompileOutput> {
     })
 }
 
+#[cfg(feature = "compute")]
 /// The module's LLVM IR for `opts.arch`, after the optimization pipeline
 /// (use `opt_level: Some(O0)` to see the direct lowering).
 pub fn emit_llvm(m: &Module, opts: &Options) -> CompileResult<String> {
     Ok(compile_inner(m, opts, false)?.llvm_ir)
 }
 
+#[cfg(feature = "compute")]
 /// Compile and check the PTX with `ptxas -Werror` for the same arch.
 pub fn compile_and_validate(
     m: &Module,
@@ -272,6 +299,7 @@ pub fn compile_and_validate(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use inkwell::context::Context;
 
     /// Broken IR (a block without a terminator) is reported, not aborted on.
     #[test]
@@ -293,6 +321,7 @@ mod tests {
         );
     }
 
+    #[cfg(feature = "compute")]
     #[test]
     fn pipeline_levels() {
         assert_eq!(pipeline(OptLevel::O0).0, "default<O0>");

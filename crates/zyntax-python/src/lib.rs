@@ -6,7 +6,7 @@
 //! Python as `PanicException`.
 
 mod checked;
-#[cfg(feature = "llvm")]
+#[cfg(feature = "compute")]
 mod compile;
 #[cfg(feature = "cuda")]
 mod cuda;
@@ -52,7 +52,7 @@ mod _native {
     #[pymodule_export]
     use crate::host::{cpu_compile, cpu_emit, cpu_target, CpuFunction, CpuModule};
 
-    #[cfg(feature = "llvm")]
+    #[cfg(feature = "compute")]
     #[pymodule_export]
     use crate::compile::{compile_ptx, emit_llvm, ptxas_assemble};
 
@@ -65,6 +65,7 @@ mod _native {
         m.add("__version__", env!("CARGO_PKG_VERSION"))?;
         m.add("build_profile", super::build_profile())?;
         m.add("FULL_MASK", crate::hir::FULL_MASK)?;
+        m.add("FORMAT_VERSION", zyntax_hir::FORMAT_VERSION)?;
         crate::types::add_scalars(m)?;
         #[cfg(feature = "cuda")]
         crate::cuda::register(m)?;
@@ -96,6 +97,7 @@ fn build_info(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
         // Part of every kernel cache key (see build.rs).
         d.set_item("build_id", env!("ZYNTAX_BUILD_ID"))?;
         d.set_item("llvm_version", env!("ZYNTAX_LLVM_VERSION"))?;
+        d.set_item("compute", cfg!(feature = "compute"))?;
         Ok(d)
     })
 }

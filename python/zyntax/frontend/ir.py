@@ -16,6 +16,8 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
+from zyntax._native import FORMAT_VERSION
+
 # --------------------------------------------------------------------------- types
 
 
@@ -299,7 +301,7 @@ class Module:
     functions: list[Function] = field(default_factory=list)
 
     def print(self) -> str:
-        out = f"module {quote(self.name)}\n"
+        out = f"module {quote(self.name)} version({FORMAT_VERSION})\n"
         for f in self.functions:
             out += "\n" + print_function(f)
         return out

@@ -18,7 +18,7 @@ from typing import Any, TypeVar, overload
 
 import numpy as np
 
-from zyntax import lang
+from zyntax import lang, nest
 from zyntax.frontend import ir, pipeline
 from zyntax.frontend.errors import (
     KernelArgumentError,
@@ -485,9 +485,21 @@ class Kernel(_Translatable):
         min_blocks: int | None = None,
         max_registers: int | None = None,
         device: str = "auto",
+        workgroup: Sequence[int] | None = None,
     ) -> None:
         super().__init__(pyfunc)
         self.max_threads = _dim3(max_threads, "max_threads") if max_threads is not None else None
+        #: The workgroup of a ``prange`` nest, outermost first (``None``: not a nest kernel).
+        self.workgroup = tuple(int(w) for w in workgroup) if workgroup is not None else None
+        if self.workgroup is not None:
+            # Its (x, y, z) block shape, checked against device limits, bounds the kernel.
+            block = nest.launch_grid([0] * len(self.workgroup), self.workgroup)[1]
+            if self.max_threads is not None and self.max_threads != block:
+                raise ValueError(
+                    f"max_threads {self.max_threads} contradicts workgroup {self.workgroup} "
+                    f"(block {block})"
+                )
+            self.max_threads = block
         self.min_blocks = min_blocks
         self.max_registers = max_registers
         if device not in ("auto", "gpu", "cpu"):
@@ -832,6 +844,13 @@ class Kernel(_Translatable):
     def signatures(self) -> list[tuple[ParamSpec, ...]]:
         return list(self._variants)
 
+    def launch_grid(self, *sizes: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+        """``(grid, block)`` of a ``prange`` kernel for the nest's `sizes` at
+        launch (outermost first), from its ``workgroup``."""
+        if self.workgroup is None:
+            raise ValueError(f"kernel {self.__name__} has no workgroup= (not a prange kernel)")
+        return nest.launch_grid(sizes, self.workgroup)
+
 
 @overload
 def kernel(fn: F) -> Kernel: ...
@@ -843,6 +862,7 @@ def kernel(
     min_blocks: int | None = None,
     max_registers: int | None = None,
     device: str = "auto",
+    workgroup: Sequence[int] | None = None,
 ) -> Callable[[F], Kernel]: ...
 
 
@@ -853,6 +873,7 @@ def kernel(
     min_blocks: int | None = None,
     max_registers: int | None = None,
     device: str = "auto",
+    workgroup: Sequence[int] | None = None,
 ) -> Kernel | Callable[[Callable[..., Any]], Kernel]:
     """Make a GPU kernel entry point from a Python function (see ``docs/kernels.md``)."""
 
@@ -863,6 +884,7 @@ def kernel(
             min_blocks=min_blocks,
             max_registers=max_registers,
             device=device,
+            workgroup=workgroup,
         )
 
     return wrap(fn) if fn is not None else wrap

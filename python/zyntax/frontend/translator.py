@@ -853,6 +853,14 @@ class FunctionTranslator:
         if s.orelse:
             raise self.error(s, "'for ... else' is not supported in kernels")
         it = s.iter
+        if isinstance(it, ast.Call):
+            # `prange(...)`, `lang.prange(...)`, `zyntax.lang.prange(...)`
+            ref = self._peek_ref(it.func)
+            if isinstance(it.func, ast.Attribute):
+                ref = self.expr(it.func)
+            if isinstance(ref, Ref) and ref.obj is lang.prange:
+                self._prange(s, it)
+                return
         if not (
             isinstance(it, ast.Call)
             and isinstance(self._peek_ref(it.func), Ref)
@@ -948,6 +956,55 @@ class FunctionTranslator:
         self.seal(header)
         self.fn.switch_to(exit_b)
         self.seal(exit_b)
+
+    def _prange(self, s: ast.For, it: ast.Call) -> None:
+        """``for i, j in prange(M, N)``: a parallel nest, one point per thread.
+        The last index runs along x (see zyntax.nest); the body is guarded by
+        ``index < size`` in every dimension."""
+        if it.keywords or not 1 <= len(it.args) <= 3:
+            raise self.error(it, "prange() takes 1 to 3 sizes")
+        if self.depth or self.loops:
+            raise self.error(s, "prange() must be the kernel's outermost statement, not nested")
+        n = len(it.args)
+        names = s.target.elts if isinstance(s.target, ast.Tuple) else [s.target]
+        if len(names) != n or not all(isinstance(t, ast.Name) for t in names):
+            raise self.error(s.target, f"prange() over {n} sizes needs {n} plain loop names")
+        sizes = [self.expr(a) for a in it.args]
+        cond: Value | None = None
+        indices: list[Value] = []
+        for k, (size, node) in enumerate(zip(sizes, it.args, strict=True)):
+            ty = I32
+            if isinstance(size, Value):
+                st = self.scalar_type(size, node)
+                wide = promote(st, I32) if st.is_int else None
+                if wide is None:
+                    raise self.error(
+                        node, f"prange() sizes must be integers, got {st}", KernelTypeError
+                    )
+                ty = wide
+            elif not (isinstance(size, Lit) and isinstance(size.value, int)):
+                raise self.error(node, "prange() sizes must be integers", KernelTypeError)
+            idx = self._global_dim("xyz"[n - 1 - k])
+            if ty != I32:
+                idx = self.fn.emit1("cast", [idx], ty)
+            below = self.fn.emit1("cmp.lt", [idx, self.value(size, node, ty)], BOOL)
+            cond = below if cond is None else self.fn.emit1("and", [cond, below], BOOL)
+            indices.append(idx)
+        assert cond is not None
+        body, merge = self.fn.new_block(), self.fn.new_block()
+        self.fn.branch(cond, body, merge)
+        self.seal(body)
+        self.depth += 1
+        self.fn.switch_to(body)
+        for t, idx in zip(names, indices, strict=True):
+            assert isinstance(t, ast.Name)
+            self.assign_name(t.id, idx, t)
+        self.stmts(s.body)
+        if not self.fn.terminated:
+            self.fn.jump(merge)
+        self.depth -= 1
+        self.fn.switch_to(merge)
+        self.seal(merge)
 
     def stmt_Break(self, s: ast.Break) -> None:
         if not self.loops:

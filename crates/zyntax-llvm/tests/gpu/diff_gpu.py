@@ -1,6 +1,6 @@
 """Compare random kernels on a GPU with the reference interpreter (bit for bit).
 
-Input: the directory written by `cargo run -p zyntax-llvm --example diff_kernels -- DIR`.
+Input: the directory written by `cargo run -p zyntax-llvm --features compute --example diff_kernels -- DIR`.
 Usage: python3 diff_gpu.py DIR [results.json]. Exit status 0 iff all agree.
 """
 

@@ -1,0 +1,152 @@
+//! Parallel loop nests for Rust front-ends: a 1- to 3-D iteration space with
+//! a workgroup shape, lowered as it is built to thread and block indices with
+//! bounds guards (the same lowering as Python's `zyntax.nest.parallel_for`).
+//!
+//! The last index runs along `x` (consecutive indices are consecutive threads,
+//! so their accesses coalesce), the one before along `y`, the first of three
+//! along `z`; each index is `block_idx * block_dim + thread_idx` and the body
+//! runs only where `index < size` in every dimension, so any grid covering the
+//! sizes is correct; [`launch_grid`] computes one from the sizes at launch.
+//!
+//! ```
+//! use zyntax_hir::*;
+//! use zyntax_opt::nest;
+//! let f32p = Type::ptr(AddrSpace::Global, Type::F32);
+//! let mut b = FunctionBuilder::kernel("fill", &[f32p, Type::U32, Type::U32]);
+//! let (out, rows, cols) = (b.param(0), b.param(1), b.param(2));
+//! let nest = nest::begin_parallel_for(&mut b, &[rows, cols], &[16, 16]).unwrap();
+//! let (i, j) = (nest.indices[0], nest.indices[1]);
+//! let k = b.mul(i, cols).unwrap();
+//! let k = b.add(k, j).unwrap();
+//! let p = b.ptr_add(out, k).unwrap();
+//! let one = b.fconst(Type::F32, 1.0).unwrap();
+//! b.store(p, one).unwrap();
+//! nest::end_parallel_for(&mut b, nest).unwrap();
+//! b.ret(&[]).unwrap();
+//! assert_eq!(nest::launch_grid(&[100, 1000], &[16, 16]).unwrap(), ([63, 7, 1], [16, 16, 1]));
+//! ```
+
+use zyntax_hir::{BinOp, BuildError, CmpOp, Dim, FunctionBuilder, IfFrame, ValueId};
+
+/// The largest workgroup extent per dimension (x, y, z) and in total that
+/// every CUDA device zyntax targets (sm_70 and newer) allows.
+pub const MAX_WORKGROUP: [u32; 3] = [1024, 1024, 64];
+pub const MAX_WORKGROUP_THREADS: u32 = 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum NestError {
+    /// A workgroup devices cannot run, or sizes that do not match it.
+    #[error("{0}")]
+    Shape(String),
+    #[error(transparent)]
+    Build(#[from] BuildError),
+}
+
+/// An open nest: its indices (outermost first, `u32`) are valid until
+/// [`end_parallel_for`].
+#[derive(Clone, Debug)]
+pub struct NestFrame {
+    pub indices: Vec<ValueId>,
+    guard: IfFrame,
+}
+
+/// The `(x, y, z)` block shape of a workgroup given outermost first.
+pub fn block_shape(workgroup: &[u32]) -> Result<[u32; 3], NestError> {
+    if !(1..=3).contains(&workgroup.len()) {
+        return Err(NestError::Shape(format!(
+            "a workgroup has 1 to 3 dimensions, not {}",
+            workgroup.len()
+        )));
+    }
+    if workgroup.contains(&0) {
+        return Err(NestError::Shape(format!(
+            "workgroup {workgroup:?} has an extent below 1"
+        )));
+    }
+    let mut xyz = [1u32; 3];
+    for (slot, w) in xyz.iter_mut().zip(workgroup.iter().rev()) {
+        *slot = *w;
+    }
+    for ((name, w), limit) in ["x", "y", "z"].iter().zip(xyz).zip(MAX_WORKGROUP) {
+        if w > limit {
+            return Err(NestError::Shape(format!(
+                "workgroup {workgroup:?} is {w} threads along {name}; devices allow at most {limit}"
+            )));
+        }
+    }
+    let total: u64 = xyz.iter().map(|&w| u64::from(w)).product();
+    if total > u64::from(MAX_WORKGROUP_THREADS) {
+        return Err(NestError::Shape(format!(
+            "workgroup {workgroup:?} has {total} threads; devices allow at most \
+             {MAX_WORKGROUP_THREADS} per block"
+        )));
+    }
+    Ok(xyz)
+}
+
+/// `(grid, block)` in `(x, y, z)` order covering `sizes` (outermost first).
+pub fn launch_grid(sizes: &[u64], workgroup: &[u32]) -> Result<([u32; 3], [u32; 3]), NestError> {
+    if sizes.len() != workgroup.len() {
+        return Err(NestError::Shape(format!(
+            "the nest has {} dimensions but the workgroup {workgroup:?} has {}",
+            sizes.len(),
+            workgroup.len()
+        )));
+    }
+    let block = block_shape(workgroup)?;
+    let mut grid = [1u32; 3];
+    for ((g, s), b) in grid.iter_mut().zip(sizes.iter().rev()).zip(block) {
+        let blocks = s.div_ceil(u64::from(b)).max(1);
+        *g = u32::try_from(blocks).map_err(|_| {
+            NestError::Shape(format!(
+                "size {s} needs {blocks} blocks, more than a grid holds"
+            ))
+        })?;
+    }
+    Ok((grid, block))
+}
+
+/// Opens a nest over `sizes` (`u32` values, outermost first) in kernel `b`,
+/// and sets the kernel's `max_threads` to the workgroup's block shape.
+pub fn begin_parallel_for(
+    b: &mut FunctionBuilder,
+    sizes: &[ValueId],
+    workgroup: &[u32],
+) -> Result<NestFrame, NestError> {
+    if sizes.len() != workgroup.len() {
+        return Err(NestError::Shape(format!(
+            "the nest has {} dimensions but the workgroup {workgroup:?} has {}",
+            sizes.len(),
+            workgroup.len()
+        )));
+    }
+    let block = block_shape(workgroup)?;
+    if let Some(info) = b.kernel_info_mut() {
+        info.max_threads = Some(block);
+    }
+    let dims = [Dim::X, Dim::Y, Dim::Z];
+    let n = sizes.len();
+    let mut indices = Vec::with_capacity(n);
+    let mut inside: Option<ValueId> = None;
+    for (k, &size) in sizes.iter().enumerate() {
+        let d = dims[n - 1 - k];
+        let (bid, bdim, tid) = (b.block_idx(d)?, b.block_dim(d)?, b.thread_idx(d)?);
+        let base = b.mul(bid, bdim)?;
+        let i = b.add(base, tid)?;
+        let below = b.cmp(CmpOp::Lt, i, size)?;
+        inside = Some(match inside {
+            None => below,
+            Some(c) => b.binary(BinOp::And, c, below)?,
+        });
+        indices.push(i);
+    }
+    let cond = inside.ok_or_else(|| NestError::Shape("a nest needs a dimension".into()))?;
+    let guard = b.begin_if(cond, &[])?;
+    Ok(NestFrame { indices, guard })
+}
+
+/// Closes the nest opened by [`begin_parallel_for`].
+pub fn end_parallel_for(b: &mut FunctionBuilder, frame: NestFrame) -> Result<(), NestError> {
+    b.end_if(frame.guard, &[])?;
+    Ok(())
+}

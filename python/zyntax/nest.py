@@ -1,0 +1,103 @@
+"""Parallel loop nests for the HIR builder.
+
+A 1- to 3-D parallel iteration space with a workgroup shape, written as a
+loop nest instead of thread and block indices::
+
+    m = hir.Module("mm")
+    with m.kernel("mm", params, max_threads=(16, 16)) as b:
+        with parallel_for(b, (M, N), workgroup=(16, 16)) as (i, j):
+            ...                                   # the body runs once per (i, j)
+
+The nest is lowered as it is built: the last index runs along ``x`` (so that
+consecutive ``j`` are consecutive threads and their accesses coalesce), the one
+before along ``y``, the first of three along ``z``; each index is
+``block_idx * block_dim + thread_idx`` of its dimension, and the body is guarded
+by ``index < size`` in every dimension, so any grid that covers the sizes is
+correct. :func:`launch_grid` gives that grid from the sizes at launch time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from zyntax.errors import BuildError
+
+__all__ = ["MAX_WORKGROUP", "MAX_WORKGROUP_THREADS", "launch_grid", "parallel_for"]
+
+#: The largest workgroup extent per dimension (x, y, z) and in total that every
+#: CUDA device zyntax targets (sm_70 and newer) allows.
+MAX_WORKGROUP = (1024, 1024, 64)
+MAX_WORKGROUP_THREADS = 1024
+
+_DIMS = ("x", "y", "z")
+
+
+def _block_shape(workgroup: Sequence[int]) -> tuple[int, int, int]:
+    """The ``(x, y, z)`` block shape of a workgroup given outermost first."""
+    dims = [int(w) for w in workgroup]
+    if not 1 <= len(dims) <= 3:
+        raise BuildError(f"a workgroup has 1 to 3 dimensions, not {len(dims)}")
+    if any(w < 1 for w in dims):
+        raise BuildError(f"workgroup {tuple(dims)} has an extent below 1")
+    xyz = [*reversed(dims), 1, 1][:3]
+    for name, w, limit in zip(_DIMS, xyz, MAX_WORKGROUP, strict=True):
+        if w > limit:
+            raise BuildError(
+                f"workgroup {tuple(dims)} is {w} threads along {name}; "
+                f"devices allow at most {limit}"
+            )
+    total = math.prod(xyz)
+    if total > MAX_WORKGROUP_THREADS:
+        raise BuildError(
+            f"workgroup {tuple(dims)} has {total} threads; devices allow at most "
+            f"{MAX_WORKGROUP_THREADS} per block"
+        )
+    return (xyz[0], xyz[1], xyz[2])
+
+
+def launch_grid(
+    sizes: Sequence[int], workgroup: Sequence[int]
+) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """``(grid, block)`` covering the iteration space `sizes` (outermost
+    first) with `workgroup` threads per block, in ``(x, y, z)`` order."""
+    if len(sizes) != len(workgroup):
+        raise BuildError(
+            f"the nest has {len(sizes)} dimensions but the workgroup {tuple(workgroup)} "
+            f"has {len(workgroup)}"
+        )
+    block = _block_shape(workgroup)
+    xyz = [*reversed([int(s) for s in sizes]), 1, 1][:3]
+    if any(s < 0 for s in xyz):
+        raise BuildError(f"iteration space {tuple(sizes)} has a negative size")
+    grid = tuple(max(1, -(-s // b)) for s, b in zip(xyz, block, strict=True))
+    return (grid[0], grid[1], grid[2]), block
+
+
+@contextlib.contextmanager
+def parallel_for(
+    b: Any, sizes: Sequence[Any], workgroup: Sequence[int]
+) -> Iterator[tuple[Any, ...]]:
+    """Open a parallel loop nest over `sizes` (``u32`` values or ints,
+    outermost first) in kernel builder `b`; yields the indices (``u32``),
+    outermost first. The kernel should declare ``max_threads=workgroup``
+    (reversed to ``(x, y, z)`` it is the block shape :func:`launch_grid` uses)."""
+    if len(sizes) != len(workgroup):
+        raise BuildError(
+            f"the nest has {len(sizes)} dimensions but the workgroup {tuple(workgroup)} "
+            f"has {len(workgroup)}"
+        )
+    _block_shape(workgroup)
+    n = len(sizes)
+    indices = []
+    inside = None
+    for k in range(n):
+        dim = _DIMS[n - 1 - k]
+        i = b.block_idx(dim) * b.block_dim(dim) + b.thread_idx(dim)
+        indices.append(i)
+        below = i < sizes[k]
+        inside = below if inside is None else b.and_(inside, below)
+    with b.if_(inside):
+        yield tuple(indices)

@@ -12,7 +12,8 @@
 //! | [`kernel`] | parameter layouts (HIR or PTX), launch validation, marshalling, launch |
 //! | [`memory`] | caching pool with size classes, stats and a limit; pinned memory; copies |
 //! | [`stream`] | streams, events, capture |
-//! | [`graph`] | graphs: instantiate, replay, update kernel arguments |
+//! | [`graph`] | graphs: instantiate, replay, update kernel arguments; they own the memory they touch |
+//! | [`keep`] | `KeepAlive` owners that keep memory alive while queued or captured work may use it |
 //!
 //! ```no_run
 //! use zyntax_cuda::{Device, DeviceBuffer, KernelArg, LaunchConfig, Module};
@@ -36,6 +37,7 @@
 pub mod device;
 pub mod error;
 pub mod graph;
+pub mod keep;
 pub mod kernel;
 pub mod memory;
 pub mod module;
@@ -53,6 +55,7 @@ pub fn check_driver(code: cudarc_sys::CUresult, call: &'static str) -> Result<()
 pub use device::{device_count, driver_version, init, is_available, Device, DeviceProps};
 pub use error::{CudaError, LaunchError, Result};
 pub use graph::{Graph, GraphExec};
+pub use keep::KeepAlive;
 pub use kernel::{
     elem_compatible, FuncAttrs, Kernel, KernelArg, LaunchConfig, ParamKind, Signature,
 };

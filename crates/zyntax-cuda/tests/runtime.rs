@@ -195,11 +195,55 @@ fn graph_replays_and_updates() {
         KernelArg::Buffer(&dz),
     ];
     // SAFETY: same sizes as the captured launch.
-    unsafe { ex.set_kernel_args(0, &k, None, &new_args) }.unwrap();
+    unsafe { ex.set_kernel_args(0, &k, None, &new_args, Vec::new()) }.unwrap();
     ex.launch(Some(&s)).unwrap();
     s.synchronize().unwrap();
     let out: Vec<f32> = dz.to_vec().unwrap();
     for i in 0..n {
         assert_eq!(out[i], (-1.0f32).mul_add(x[i], y[i]), "element {i}");
+    }
+}
+
+/// Issue 10, item 1 (Rust side): a buffer registered with the capturing
+/// stream lives as long as the graph, so the pool cannot hand its block to a
+/// new buffer that a replay would then overwrite.
+#[test]
+#[ignore = "needs a GPU"]
+fn captured_buffers_outlive_their_owner_handles() {
+    use std::sync::Arc;
+    let dev = Device::get(0).unwrap();
+    let k = Module::load_ptx(&dev, SAXPY)
+        .unwrap()
+        .kernel("saxpy", None)
+        .unwrap();
+    let n = 4096usize;
+    let (x, _) = inputs(n);
+    let dx = Arc::new(DeviceBuffer::from_slice(&dev, &x).unwrap());
+    let dy = Arc::new(DeviceBuffer::from_slice(&dev, &vec![1.0f32; n]).unwrap());
+    let s = Stream::new(&dev, false).unwrap();
+    let cfg = LaunchConfig::for_n(n as u64, 128);
+    s.begin_capture(zyntax_cuda::CaptureMode::ThreadLocal)
+        .unwrap();
+    let args = [
+        KernelArg::Int(n as i128),
+        KernelArg::Float(5.0),
+        KernelArg::Buffer(&dx),
+        KernelArg::Buffer(&dy),
+    ];
+    // SAFETY: captured over buffers of n elements, which the graph keeps.
+    unsafe { k.launch(&cfg, Some(&s), &args) }.unwrap();
+    s.keep_alive(dx.clone());
+    s.keep_alive(dy.clone());
+    let g = s.end_capture().unwrap();
+    assert_eq!(g.num_owners(), 2);
+    let ex = g.instantiate().unwrap();
+    drop((dx, dy, g));
+    let fresh: Vec<DeviceBuffer> = (0..4)
+        .map(|_| DeviceBuffer::from_slice(&dev, &vec![1.0f32; n]).unwrap())
+        .collect();
+    ex.launch(Some(&s)).unwrap();
+    s.synchronize().unwrap();
+    for b in &fresh {
+        assert!(b.to_vec::<f32>().unwrap().iter().all(|v| *v == 1.0));
     }
 }

@@ -367,6 +367,16 @@ impl DeviceArray {
             )))
         }
     }
+    /// While `stream` captures, the graph keeps this array's memory (and
+    /// `other`, the copy's other side) alive.
+    fn keep_in_capture(&self, stream: Option<&zc::Stream>, other: Option<zc::KeepAlive>) {
+        if let Some(s) = stream.filter(|s| s.capture_active()) {
+            s.keep_alive(self.owner.clone());
+            if let Some(o) = other {
+                s.keep_alive(o);
+            }
+        }
+    }
     fn new_pool(shape: Vec<usize>, dtype: Dtype, buf: zc::DeviceBuffer) -> DeviceArray {
         DeviceArray {
             ptr: buf.ptr(),
@@ -762,6 +772,7 @@ impl DeviceArray {
             }
             let s = opt_stream(stream).cloned();
             check_stream_device(py, s.as_ref(), &self.device)?;
+            self.keep_in_capture(s.as_ref(), owner_of(out));
             let dev = self.device.clone();
             let src = self.ptr;
             py.detach(move || -> zc::Result<()> {
@@ -807,6 +818,7 @@ impl DeviceArray {
             }
             let s = opt_stream(stream).cloned();
             check_stream_device(py, s.as_ref(), &self.device)?;
+            self.keep_in_capture(s.as_ref(), owner_of(src));
             htod(py, &self.device, self.ptr, hv.ptr, n, s, sync)
         })
     }
@@ -832,6 +844,7 @@ impl DeviceArray {
             }
             let s = opt_stream(stream);
             check_stream_device(py, s, &self.device)?;
+            self.keep_in_capture(s, Some(src.owner.clone()));
             // SAFETY: both ranges are live device arrays of nbytes bytes.
             unsafe {
                 zc::memory::copy_device_async(
@@ -853,6 +866,7 @@ impl DeviceArray {
             self.require_contiguous("zero_")?;
             let s = opt_stream(stream);
             check_stream_device(py, s, &self.device)?;
+            self.keep_in_capture(s, None);
             self.device.bind().py(py)?;
             let raw = s.map_or(std::ptr::null_mut(), zc::Stream::raw);
             // SAFETY: the range is this array's memory.
@@ -1411,6 +1425,11 @@ impl CudaGraph {
     fn num_kernel_nodes(&self, py: Python<'_>) -> PyResult<usize> {
         guard(|| self.inner.num_kernel_nodes().py(py))
     }
+    /// How many owners (arrays, tensors, host buffers) the graph keeps alive.
+    #[getter]
+    fn num_owners(&self) -> usize {
+        self.inner.num_owners()
+    }
     fn instantiate(&self, py: Python<'_>) -> PyResult<CudaGraphExec> {
         guard(|| {
             Ok(CudaGraphExec {
@@ -1462,7 +1481,7 @@ impl CudaGraphExec {
                 (None, None) => None,
                 _ => return Err(PyTypeError::new_err("pass both grid and block, or neither")),
             };
-            let mut keep = Vec::new();
+            let mut keep: Vec<DlpackTensor> = Vec::new();
             let items: Vec<Bound<'_, PyAny>> = args.iter().collect();
             let mut kargs = Vec::with_capacity(items.len());
             for (i, a) in items.iter().enumerate() {
@@ -1474,10 +1493,14 @@ impl CudaGraphExec {
                     .unwrap_or(zc::ParamKind::Bytes(0));
                 kargs.push(convert_arg(py, &k.inner, i, &kind, a, &mut keep)?);
             }
-            // SAFETY: as for a launch; the caller vouches for buffer sizes.
+            // The executable owns the new arguments' memory from now on.
+            let mut owners: Vec<zc::KeepAlive> = items.iter().filter_map(owner_of).collect();
+            owners.extend(keep.into_iter().map(|t| Arc::new(t) as zc::KeepAlive));
+            // SAFETY: as for a launch; the caller vouches for buffer sizes,
+            // and `owners` keeps every argument's memory alive.
             unsafe {
                 self.inner
-                    .set_kernel_args(index, &k.inner, cfg.as_ref(), &kargs)
+                    .set_kernel_args(index, &k.inner, cfg.as_ref(), &kargs, owners)
             }
             .py(py)
         })
@@ -1657,13 +1680,15 @@ impl CudaKernel {
     }
 
     /// Converts and encodes all arguments, then launches. `keep` holds
-    /// DLPack tensors until the launch is queued.
+    /// DLPack tensors until the launch is queued; when `captured` is a
+    /// stream that is capturing, the arguments' owners move into the graph.
     #[inline]
     fn launch_impl(
         &self,
         py: Python<'_>,
         cfg: &zc::LaunchConfig,
         stream: zc::CUstream,
+        captured: Option<&zc::Stream>,
         args: &Bound<'_, PyTuple>,
     ) -> PyResult<()> {
         let k = &self.inner;
@@ -1705,7 +1730,11 @@ impl CudaKernel {
         // of what the kernel does with its pointers is the caller's contract
         // (documented in zyntax.cuda).
         let r = unsafe { k.launch_raw(cfg, stream, ptrs.as_mut_ptr()) };
-        drop(keep);
+        if let Some(s) = captured.filter(|s| r.is_ok() && s.capture_active()) {
+            keep_captured(s, args.iter(), keep);
+        } else {
+            drop(keep);
+        }
         r.py(py)
     }
 
@@ -1720,6 +1749,37 @@ impl CudaKernel {
             block: dims(block, "block")?,
             shared_bytes: shared_mem.unwrap_or(self.inner.signature().shared_bytes),
         })
+    }
+}
+
+/// The owner that keeps the memory behind a kernel or copy argument alive:
+/// a DeviceArray's buffer (or foreign producer), any other non-scalar object
+/// itself (a tensor exporting `__cuda_array_interface__` or DLPack, a host
+/// array). Scalars and raw integer addresses own nothing.
+fn owner_of(a: &Bound<'_, PyAny>) -> Option<zc::KeepAlive> {
+    if let Ok(d) = a.cast::<DeviceArray>() {
+        return Some(d.get().owner.clone() as zc::KeepAlive);
+    }
+    if a.is_instance_of::<PyInt>() || a.is_instance_of::<PyFloat>() || a.is_none() {
+        return None;
+    }
+    Some(Arc::new(a.clone().unbind()))
+}
+
+/// Registers the owners of `args` (and of imported DLPack tensors) with a
+/// capturing stream: the captured graph then keeps them alive.
+fn keep_captured<'py>(
+    s: &zc::Stream,
+    args: impl Iterator<Item = Bound<'py, PyAny>>,
+    dlpack: Vec<DlpackTensor>,
+) {
+    for a in args {
+        if let Some(o) = owner_of(&a) {
+            s.keep_alive(o);
+        }
+    }
+    for t in dlpack {
+        s.keep_alive(Arc::new(t));
     }
 }
 
@@ -1997,7 +2057,7 @@ impl CudaKernel {
             let cfg = self.config(grid, block, shared_mem)?;
             self.inner.check_config(&cfg).py(py)?;
             let s = stream_for(py, &self.inner, stream)?;
-            self.launch_impl(py, &cfg, s, args)
+            self.launch_impl(py, &cfg, s, stream.map(|s| &s.get().inner), args)
         })
     }
 
@@ -2079,9 +2139,13 @@ impl CudaLauncher {
     #[pyo3(signature = (*args))]
     fn __call__(&self, py: Python<'_>, args: &Bound<'_, PyTuple>) -> PyResult<()> {
         guard(|| {
-            self.kernel
-                .get()
-                .launch_impl(py, &self.cfg, self.stream_raw as zc::CUstream, args)
+            self.kernel.get().launch_impl(
+                py,
+                &self.cfg,
+                self.stream_raw as zc::CUstream,
+                self._stream.as_ref().map(|s| &s.get().inner),
+                args,
+            )
         })
     }
     #[getter]

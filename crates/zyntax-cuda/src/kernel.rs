@@ -505,6 +505,11 @@ pub struct ParamBuffer {
     ptrs: Vec<*mut c_void>,
 }
 
+// SAFETY: the pointers point into the buffer's own heap storage (`slots`),
+// which moves with it; nothing is shared.
+unsafe impl Send for ParamBuffer {}
+unsafe impl Sync for ParamBuffer {}
+
 impl ParamBuffer {
     fn new(slots: Vec<u64>, offsets: &[usize]) -> ParamBuffer {
         let mut pb = ParamBuffer {

@@ -12,6 +12,7 @@
 //! | [`kernel`] | parameter layouts (HIR or PTX), launch validation, marshalling, launch |
 //! | [`memory`] | caching pool with size classes, stats and a limit; pinned memory; copies |
 //! | [`stream`] | streams, events, capture |
+//! | [`program`] | programs of launches over named buffers: validation, liveness planning, graph capture and replay |
 //! | [`graph`] | graphs: instantiate, replay, update kernel arguments; they own the memory they touch |
 //! | [`keep`] | `KeepAlive` owners that keep memory alive while queued or captured work may use it |
 //!
@@ -41,6 +42,7 @@ pub mod keep;
 pub mod kernel;
 pub mod memory;
 pub mod module;
+pub mod program;
 pub mod stream;
 
 /// The raw driver API (cudarc's dynamically loaded bindings), for callers
@@ -61,6 +63,9 @@ pub use kernel::{
 };
 pub use memory::{size_class, DeviceBuffer, DeviceRepr, PinnedBuffer, Pool, PoolStats};
 pub use module::{clear_module_cache, module_cache_len, parse_ptx_entries, ImageKind, Module};
+pub use program::{
+    Access, Binding, ExecOptions, Executor, MemoryPlan, Program, ProgramSpec, Role, StepArg,
+};
 pub use stream::{CaptureMode, Event, Stream};
 
 /// One argument of [`quick_run`]: a host buffer (copied to the device before

@@ -32,6 +32,7 @@ fn err(py: Python<'_>, e: zc::CudaError) -> PyErr {
         zc::CudaError::KernelNotFound { .. } => ("kernel_not_found", None),
         zc::CudaError::OutOfMemory { .. } => ("out_of_memory", None),
         zc::CudaError::Invalid(_) => ("invalid", None),
+        zc::CudaError::Binding { .. } => ("binding", None),
     };
     let pe = PyCudaError::new_err(e.to_string());
     let v = pe.value(py);

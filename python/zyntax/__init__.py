@@ -19,6 +19,7 @@ from zyntax.errors import (
     VerifyError,
     ZyntaxError,
 )
+from zyntax.profiling import profile
 
 __all__ = [
     "ArgumentError",
@@ -38,6 +39,7 @@ __all__ = [
     "cpu",
     "hir",
     "interp",
+    "profile",
     "validate_ptx",
 ]
 

@@ -207,11 +207,22 @@ impl GraphExec {
             }
         }
         dev.bind()?;
+        let _host = crate::profile::span("graph", || "graph replay".to_owned());
+        let timer = crate::profile::DeviceTimer::start(dev, s);
         // SAFETY: valid executable graph and stream of the same device.
-        check(
+        let r = check(
             unsafe { sys::cuGraphLaunch(self.raw.0, s) },
             "cuGraphLaunch",
-        )
+        );
+        if let Some(t) = timer {
+            let n = crate::profile::ArgValue::Int(self.kernel_nodes.len() as i64);
+            t.finish(
+                "graph",
+                "graph replay".to_owned(),
+                vec![("kernel_nodes", n)],
+            );
+        }
+        r
     }
 
     /// The graph this executable was made from.

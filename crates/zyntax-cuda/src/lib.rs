@@ -12,6 +12,7 @@
 //! | [`kernel`] | parameter layouts (HIR or PTX), launch validation, marshalling, launch |
 //! | [`memory`] | caching pool with size classes, stats and a limit; pinned memory; copies |
 //! | [`stream`] | streams, events, capture |
+//! | [`profile`] | trace recording (launches with device time, copies, allocations, module loads), NVTX |
 //! | [`program`] | programs of launches over named buffers: validation, liveness planning, graph capture and replay |
 //! | [`graph`] | graphs: instantiate, replay, update kernel arguments; they own the memory they touch |
 //! | [`keep`] | `KeepAlive` owners that keep memory alive while queued or captured work may use it |
@@ -42,6 +43,7 @@ pub mod keep;
 pub mod kernel;
 pub mod memory;
 pub mod module;
+pub mod profile;
 pub mod program;
 pub mod stream;
 
@@ -61,7 +63,10 @@ pub use keep::KeepAlive;
 pub use kernel::{
     elem_compatible, FuncAttrs, Kernel, KernelArg, LaunchConfig, ParamKind, Signature,
 };
-pub use memory::{size_class, DeviceBuffer, DeviceRepr, PinnedBuffer, Pool, PoolStats};
+pub use memory::{
+    size_class, Advice, DeviceBuffer, DeviceRepr, HostRegistration, Location, ManagedBuffer,
+    PinnedBuffer, Pool, PoolStats,
+};
 pub use module::{clear_module_cache, module_cache_len, parse_ptx_entries, ImageKind, Module};
 pub use program::{
     Access, Binding, ExecOptions, Executor, MemoryPlan, Program, ProgramSpec, Role, StepArg,

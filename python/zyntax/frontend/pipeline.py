@@ -148,6 +148,9 @@ def ptx_for(v: Variant, arch: str) -> str:
     key = cache_key(v, arch)
     hit = cache.load(key)
     if hit is not None:
+        from zyntax import profiling
+
+        profiling.instant("cache", "ptx cache hit", kernel=v.kernel_name, arch=arch)
         v.ptx[arch] = hit[0]
         return hit[0]
     t0 = time.perf_counter()

@@ -102,8 +102,10 @@ def test_set_kernel_args_keeps_new_arrays_and_releases_replaced_ones() -> None:
     k = saxpy()
     s = cuda.Stream()
     x = cuda.to_device(rng.random(N, dtype=F32))
+    y0 = cuda.zeros(N, F32)  # (pool allocations cannot happen inside a capture)
     with cuda.capture(s) as cap:
-        k.launch(GRID, 256, N, 1.0, x, cuda.zeros(N, F32), stream=s)
+        k.launch(GRID, 256, N, 1.0, x, y0, stream=s)
+    del y0
     ex = cap.graph.instantiate()
     s.synchronize()
     xh = rng.random(N, dtype=F32) + F32(0.5)

@@ -266,7 +266,12 @@ impl DeviceTimer {
         })
     }
 
-    pub(crate) fn finish(self, cat: &'static str, name: String, args: Vec<(&'static str, ArgValue)>) {
+    pub(crate) fn finish(
+        self,
+        cat: &'static str,
+        name: String,
+        args: Vec<(&'static str, ArgValue)>,
+    ) {
         let Ok(end) = Event::new(&self.device, true) else {
             return;
         };

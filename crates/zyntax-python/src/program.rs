@@ -242,10 +242,37 @@ impl CudaProgramExec {
             Ok(())
         })
     }
-    /// Binds a new tensor to an input, parameter or output (validated; a
-    /// captured graph has its kernel nodes updated, not re-captured).
-    fn bind(&self, py: Python<'_>, name: &str, array: &Bound<'_, DeviceArray>) -> PyResult<()> {
-        guard(|| self.lock().bind(name, array.get().binding()).py(py))
+    /// Binds a new tensor (a DeviceArray, or any `__cuda_array_interface__`
+    /// / DLPack GPU tensor) to an input, parameter or output: validated, and
+    /// a captured graph has its kernel nodes updated, not re-captured.
+    fn bind(&self, py: Python<'_>, name: &str, array: &Bound<'_, PyAny>) -> PyResult<()> {
+        guard(|| {
+            let b = match array.cast::<DeviceArray>() {
+                Ok(d) => d.get().binding(),
+                Err(_) => {
+                    if array.hasattr("__array_interface__")?
+                        && !array.hasattr("__cuda_array_interface__")?
+                    {
+                        return Err(err(
+                            py,
+                            zc::CudaError::Binding {
+                                name: name.to_owned(),
+                                message: "is a host array; device memory is needed \
+                                          (copy it with zyntax.cuda.to_device)"
+                                    .to_owned(),
+                            },
+                        ));
+                    }
+                    let d = py
+                        .import("zyntax.cuda")?
+                        .getattr("as_device_array")?
+                        .call1((array,))?;
+                    let d = d.cast::<DeviceArray>()?;
+                    d.get().binding()
+                }
+            };
+            self.lock().bind(name, b).py(py)
+        })
     }
     /// Waits for the queued runs (GIL released).
     fn synchronize(&self, py: Python<'_>) -> PyResult<()> {

@@ -153,3 +153,28 @@ def test_captured_copies_keep_both_sides() -> None:
     s.synchronize()
     assert_untouched(fresh)  # ...but its memory was
     np.testing.assert_array_equal(dst.to_host(), np.arange(N, dtype=F32))
+
+
+def test_unowned_raw_addresses_show_the_scenario_detects_block_reuse() -> None:
+    """The negative control of the first test: raw integer addresses are not
+    owned (documented), so dropping their arrays lets the pool hand the
+    blocks to new arrays, which the replay then overwrites. This is what
+    every captured array suffered before graphs owned their memory."""
+    rng = np.random.default_rng()
+    k = saxpy()
+    s = cuda.Stream()
+    x = cuda.to_device(rng.random(N, dtype=F32) + F32(0.5))
+    y = cuda.to_device(np.full(N, 1.0, F32))
+    with cuda.capture(s) as cap:
+        k.launch(GRID, 256, N, 5.0, x.ptr, y.ptr, stream=s)
+    ex = cap.graph.instantiate()
+    assert cap.graph.num_owners == 0
+    del x, y
+    gc.collect()
+    fresh = fresh_arrays(6)
+    ex.launch(s)
+    s.synchronize()
+    changed = [i for i, a in enumerate(fresh) if not np.all(a.to_host() == 1.0)]
+    assert changed, (
+        "the pool did not reuse the freed blocks: the scenario would not detect anything"
+    )

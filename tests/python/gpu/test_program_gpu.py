@@ -116,8 +116,9 @@ def test_the_executor_owns_its_bindings() -> None:
     assert ykept is not None
     np.testing.assert_allclose(ykept.arr.to_host(), reference(xh), rtol=1e-5, atol=1e-5)
     del ykept
-    # Rebinding releases the old tensor once the queued runs are done.
-    ex.bind("y", cuda.zeros(N, F32))
+    # Rebinding releases the old tensor once the queued runs are done
+    # (foreign tensors bind like DeviceArrays).
+    ex.bind("y", Holder(cuda.zeros(N, F32)))
     ex.run()
     ex.synchronize()
     ex.bind("x", cuda.zeros(N, F32))

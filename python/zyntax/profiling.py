@@ -32,6 +32,8 @@ from zyntax import _native
 __all__ = ["Profile", "current", "instant", "profile", "span_from"]
 
 _lock = threading.Lock()
+#: Host track ids of events recorded from Python (above the runtime's small thread numbers).
+_PY_TID_BASE = 1_000_000
 _current: Profile | None = None
 
 
@@ -91,6 +93,7 @@ class Profile:
         ]
         gpus: set[int] = set()
         streams: dict[tuple[int, int], int] = {}
+        host_threads: set[int] = set()
         for e in self.events:
             track = e["track"]
             if track[0] == "device":
@@ -129,6 +132,19 @@ class Profile:
                     )
             else:
                 pid, tid = 0, int(track[1])
+                if tid not in host_threads:
+                    host_threads.add(tid)
+                    # Runtime threads are numbered from 1; Python's are thread idents.
+                    label = f"runtime thread {tid}" if tid < _PY_TID_BASE else "Python"
+                    out.append(
+                        {
+                            "ph": "M",
+                            "name": "thread_name",
+                            "pid": 0,
+                            "tid": tid,
+                            "args": {"name": label},
+                        }
+                    )
             ev: dict[str, Any] = {
                 "name": e["name"],
                 "cat": e["cat"],
@@ -160,7 +176,7 @@ def instant(cat: str, name: str, **args: Any) -> None:
     """Records an instant event in the running profile (no-op without one)."""
     p = _current
     if p is not None:
-        thread = threading.get_ident() % 100_000
+        thread = _PY_TID_BASE + threading.get_ident() % 100_000
         p.add(
             {
                 "ph": "i",
@@ -183,7 +199,7 @@ def span_from(
     if p is None:
         return
     end = p.now()
-    thread = threading.get_ident() % 100_000
+    thread = _PY_TID_BASE + threading.get_ident() % 100_000
     p.add(
         {
             "ph": "X",

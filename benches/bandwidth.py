@@ -7,12 +7,19 @@ device-to-device copy bandwidth measured (CuPy / PyTorch memcpy). A
 Bytes counted: saxpy reads x and y and writes y (12 bytes per element); a
 copy reads and writes once (8 bytes per element).
 
+Cases ``h2d`` and ``d2h``: host-to-device and device-to-host copies of
+256 MiB from pageable numpy memory, pinned memory (``cuda.pinned_empty``),
+a registered numpy array (``cuda.register_host``) and managed memory
+(``cuda.managed_empty``, moved with ``cuda.prefetch``).
+
 Run on a GPU machine: ``python benches/bandwidth.py [--out-dir DIR] [--quick]``.
 """
 
 from __future__ import annotations
 
 import functools
+import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -143,7 +150,79 @@ def main() -> None:
     if peaks:
         bw, what = max(peaks)
         res.add("saxpy_f32", "peak", "GB_per_s", bw, False, source=what)
+    host_copies(res, args.device, (32 << 20) if args.quick else (256 << 20), reps)
     res.write(args.out_dir)
+
+
+def timed_gbps(nbytes: int, reps: int, setup: Callable[[], Any], op: Callable[[], Any]) -> float:
+    """Best bandwidth of `op` (which must wait for its copy) over `reps` runs."""
+    best = float("inf")
+    for _ in range(reps):
+        setup()
+        t0 = time.perf_counter()
+        op()
+        best = min(best, time.perf_counter() - t0)
+    return nbytes / best / 1e9
+
+
+def host_copies(res: Results, dev: int, nbytes: int, reps: int) -> None:
+    """H2D/D2H bandwidth for each kind of host memory (copies wait for completion)."""
+    n = nbytes // 4
+    d = cuda.empty(n, F32, dev)
+    sync = functools.partial(cuda.synchronize, dev)
+    kinds: dict[str, Any] = {
+        "pageable": np.ones(n, F32),
+        "pinned": cuda.pinned_empty(n, F32, dev),
+    }
+    reg_host = np.ones(n, F32)
+    kinds["registered"] = reg_host
+    registration = cuda.register_host(reg_host, dev)  # pins reg_host while alive
+    for name, h in kinds.items():
+        h[:] = 1.0
+        res.add(
+            "h2d",
+            name,
+            "GB_per_s",
+            timed_gbps(nbytes, reps, sync, lambda h=h: d.copy_from_host(h)),
+            False,
+        )
+        res.add(
+            "d2h",
+            name,
+            "GB_per_s",
+            timed_gbps(nbytes, reps, sync, lambda h=h: d.copy_to_host(h)),
+            False,
+        )
+    # Zero-copy check: the registered array's device view reads the host memory.
+    assert float(registration.to_host()[:4].sum()) == 4.0
+    del registration
+    try:
+        m = cuda.managed_empty(n, F32, dev)
+    except cuda.CudaError as e:
+        print(f"  (managed memory unavailable: {e})")
+        return
+    cuda.managed_host_view(m)[:] = 1.0
+
+    def to(where: Any) -> None:
+        cuda.prefetch(m, where)
+        sync()
+
+    res.add(
+        "h2d",
+        "managed",
+        "GB_per_s",
+        timed_gbps(nbytes, reps, lambda: to("host"), lambda: to(dev)),
+        False,
+        api="prefetch",
+    )
+    res.add(
+        "d2h",
+        "managed",
+        "GB_per_s",
+        timed_gbps(nbytes, reps, lambda: to(dev), lambda: to("host")),
+        False,
+        api="prefetch",
+    )
 
 
 if __name__ == "__main__":

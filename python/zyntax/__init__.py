@@ -19,6 +19,7 @@ from zyntax.errors import (
     VerifyError,
     ZyntaxError,
 )
+from zyntax.profiling import profile
 
 __all__ = [
     "ArgumentError",
@@ -39,6 +40,7 @@ __all__ = [
     "gpu_available",
     "hir",
     "interp",
+    "profile",
     "validate_ptx",
 ]
 

@@ -23,6 +23,8 @@ __all__ = [
     "CudaLauncher",
     "CudaModule",
     "CudaPinnedBuffer",
+    "CudaProgram",
+    "CudaProgramExec",
     "CudaStream",
     "DeviceArray",
     "ForRange",
@@ -51,13 +53,24 @@ __all__ = [
     "cpu_compile",
     "cpu_emit",
     "cpu_target",
+    "cuda_advise",
     "cuda_device_count",
     "cuda_driver_version",
     "cuda_empty",
     "cuda_from_cuda_array_interface",
     "cuda_from_dlpack",
     "cuda_is_available",
+    "cuda_managed_empty",
+    "cuda_memory_kind",
     "cuda_module_cache_len",
+    "cuda_prefetch",
+    "cuda_profile_now_us",
+    "cuda_profile_nvtx",
+    "cuda_profile_start",
+    "cuda_profile_stop",
+    "cuda_program_check",
+    "cuda_program_plan",
+    "cuda_register_host",
     "cuda_synchronize",
     "cuda_to_device",
     "emit_llvm",
@@ -765,6 +778,8 @@ class CudaGraph:
     def num_nodes(self) -> int: ...
     @property
     def num_kernel_nodes(self) -> int: ...
+    @property
+    def num_owners(self) -> int: ...
     def instantiate(self) -> CudaGraphExec: ...
 
 @final
@@ -917,3 +932,50 @@ def cuda_to_device(
 def cuda_from_cuda_array_interface(obj: Any) -> DeviceArray: ...
 def cuda_from_dlpack(obj: Any) -> DeviceArray: ...
 def cuda_module_cache_len() -> int: ...
+def cuda_managed_empty(shape: int | Sequence[int], dtype: Any, device: int = 0) -> DeviceArray: ...
+def cuda_register_host(array: Any, device: int = 0) -> DeviceArray: ...
+def cuda_prefetch(array: DeviceArray, to: int | str, stream: CudaStream | None = None) -> None: ...
+def cuda_advise(array: DeviceArray, advice: str, location: int | str | None = None) -> None: ...
+def cuda_memory_kind(array: DeviceArray) -> str: ...
+def cuda_program_plan(
+    buffers: Sequence[tuple[str, str, Any, Sequence[int]]],
+    steps: Sequence[tuple[str, Sequence[tuple[int, str]]]],
+) -> dict[str, Any]: ...
+def cuda_program_check(
+    buffers: Sequence[tuple[str, str, Any, Sequence[int]]],
+    steps: Sequence[tuple[str, Sequence[tuple[int, str]]]],
+) -> None: ...
+def cuda_profile_start() -> None: ...
+def cuda_profile_stop() -> list[dict[str, Any]]: ...
+def cuda_profile_now_us() -> float: ...
+def cuda_profile_nvtx() -> bool: ...
+
+@final
+class CudaProgram:
+    def __new__(
+        cls,
+        device: int,
+        buffers: Sequence[tuple[str, str, Any, Sequence[int]]],
+        steps: Sequence[tuple[CudaKernel, Any, Any, int | None, list[Any]]],
+    ) -> CudaProgram: ...
+    def prepare(
+        self,
+        bindings: Sequence[tuple[str, DeviceArray]],
+        warmup: int | None = ...,
+        stream: CudaStream | None = None,
+    ) -> CudaProgramExec: ...
+
+@final
+class CudaProgramExec:
+    def run(self, times: int = 1) -> None: ...
+    def bind(self, name: str, array: Any) -> None: ...
+    def synchronize(self) -> None: ...
+    @property
+    def stream(self) -> CudaStream: ...
+    @property
+    def is_captured(self) -> bool: ...
+    @property
+    def counters(self) -> tuple[int, int, int]: ...
+    @property
+    def plan(self) -> dict[str, Any]: ...
+    def buffer_ptr(self, name: str) -> int | None: ...

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from zyntax import _native
+from zyntax import profiling as _profiling
 from zyntax.errors import CompileError
 from zyntax.hir import Module
 
@@ -63,7 +64,13 @@ def compile_ptx(
     Raises `VerifyError` if the module is rejected (including arch gating for
     `arch`), `CompileError` for unsupported requests.
     """
+    prof = _profiling.current()
+    start = prof.now() if prof is not None else 0.0
     out = _backend("compile_ptx")(module, arch, ptx_version=ptx_version, opt_level=opt_level)
+    if prof is not None:
+        _profiling.span_from(
+            "compile", f"compile {arch}", start, out.get("timings"), kernels=out.get("kernels")
+        )
     return CompileResult(**out)
 
 

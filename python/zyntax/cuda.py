@@ -42,6 +42,7 @@ from zyntax import _native
 from zyntax.errors import CudaError, LaunchError
 
 __all__ = [
+    "Buffer",
     "CudaError",
     "Device",
     "DeviceArray",
@@ -53,7 +54,10 @@ __all__ = [
     "Launcher",
     "Module",
     "PinnedBuffer",
+    "Program",
+    "ProgramExec",
     "Stream",
+    "advise",
     "as_device_array",
     "capture",
     "device_arch",
@@ -68,9 +72,14 @@ __all__ = [
     "load_cached",
     "load_hir",
     "load_module",
+    "managed_empty",
+    "managed_host_view",
+    "memory_kind",
     "memory_stats",
     "module_cache_len",
     "pinned_empty",
+    "prefetch",
+    "register_host",
     "set_memory_limit",
     "synchronize",
     "to_device",
@@ -99,6 +108,11 @@ empty = _native.cuda_empty
 from_cuda_array_interface = _native.cuda_from_cuda_array_interface
 from_dlpack = _native.cuda_from_dlpack
 module_cache_len = _native.cuda_module_cache_len
+managed_empty = _native.cuda_managed_empty
+register_host = _native.cuda_register_host
+prefetch = _native.cuda_prefetch
+advise = _native.cuda_advise
+memory_kind = _native.cuda_memory_kind
 
 #: The archs zyntax can compile for, lowest first (see zyntax.hir targets).
 _ARCHS = ("sm_70", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90")
@@ -152,6 +166,28 @@ def pinned_empty(shape: int | tuple[int, ...], dtype: Any = np.float32, device: 
     buf = PinnedBuffer(count * dt.itemsize, device)
     # numpy keeps `buf` alive as the array's base.
     return np.asarray(buf).view(dt).reshape(shp)
+
+
+class _HostView:
+    """Exports a managed array's memory to numpy (keeps the array alive)."""
+
+    def __init__(self, arr: DeviceArray) -> None:
+        self.arr = arr
+        self.__array_interface__ = {
+            "shape": tuple(arr.shape),
+            "typestr": arr.typestr,
+            "data": (arr.ptr, False),
+            "version": 3,
+        }
+
+
+def managed_host_view(array: DeviceArray) -> Any:
+    """A numpy array over a managed array's memory (no copy). Synchronize the
+    device work that writes it before reading it on the host, and prefetch
+    to ``"host"`` first for speed."""
+    if memory_kind(array) != "managed":
+        raise CudaError("managed_host_view needs an array from zyntax.cuda.managed_empty")
+    return np.asarray(_HostView(array))
 
 
 def _image_of(image: Any) -> str | bytes:
@@ -301,3 +337,217 @@ def load_bundle(path: str | os.PathLike[str], device: int = 0) -> Any:
     from zyntax.bundle import load_bundle as _load
 
     return _load(os.fspath(path), device)
+
+
+# ---------------------------------------------------------------- programs
+
+_ROLES = ("input", "parameter", "output", "temporary")
+
+
+class Buffer:
+    """A named buffer of a :class:`Program` (returned by ``Program.input`` & co.)."""
+
+    __slots__ = ("dtype", "index", "name", "program", "role", "shape")
+
+    def __init__(
+        self, program: Program, index: int, name: str, role: str, shape: tuple[int, ...], dtype: Any
+    ) -> None:
+        self.program = program
+        self.index = index
+        self.name = name
+        self.role = role
+        self.shape = shape
+        self.dtype = dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        """C-contiguous byte strides (the layout a program's buffers have)."""
+        out: list[int] = []
+        acc = np.dtype(self.dtype).itemsize
+        for d in reversed(self.shape):
+            out.append(acc)
+            acc *= d
+        return tuple(reversed(out))
+
+    def __repr__(self) -> str:
+        return f"<{self.role} {self.name!r} {self.shape} {np.dtype(self.dtype).name}>"
+
+
+class Program:
+    """A sequence of kernel launches over named buffers, run as one unit::
+
+        p = cuda.Program()
+        x = p.input("x", (n,), np.float32)
+        t = p.temporary("t", (n,), np.float32)
+        y = p.output("y", (n,), np.float32)
+        p.launch(scale, grid, 256, n, 2.0, x, t, writes=[t])        # zyntax.cuda.Kernel
+        p.launch(add_one, grid, 256, t, y, writes=[y])              # or a @zyntax.kernel
+        print(p.plan())                   # temporaries' allocations, planned vs naive bytes
+        ex = p.prepare({"x": dx, "y": dy}, warmup=2)
+        ex.run()                          # eager for the warm-up, then graph replays
+        ex.bind("x", dx2)                 # new input: graph nodes updated in place
+
+    Buffer arguments are read unless named in ``writes`` (written only) or
+    ``updates`` (read and written). Temporaries are allocated by the executor,
+    sharing memory where their lifetimes do not overlap; reading one before
+    any launch writes it is an error at ``check()``/``prepare()``. Bindings
+    must match each buffer's shape, dtype, device and (C-contiguous) layout.
+    """
+
+    def __init__(self, device: int = 0) -> None:
+        self.device = device
+        self.buffers: list[Buffer] = []
+        #: (kernel, grid, block, shared_mem, args) with buffers as (index, access).
+        self._steps: list[tuple[Any, Any, Any, int | None, list[Any]]] = []
+        self._uses: list[tuple[str, list[tuple[int, str]]]] = []
+
+    # -- buffers
+    def _buffer(self, name: str, role: str, shape: int | tuple[int, ...], dtype: Any) -> Buffer:
+        shp = (shape,) if isinstance(shape, int) else tuple(int(d) for d in shape)
+        if any(b.name == name for b in self.buffers):
+            raise CudaError(f"the program already has a buffer named {name!r}")
+        b = Buffer(self, len(self.buffers), name, role, shp, np.dtype(dtype))
+        self.buffers.append(b)
+        return b
+
+    def input(self, name: str, shape: int | tuple[int, ...], dtype: Any = np.float32) -> Buffer:
+        return self._buffer(name, "input", shape, dtype)
+
+    def parameter(self, name: str, shape: int | tuple[int, ...], dtype: Any = np.float32) -> Buffer:
+        return self._buffer(name, "parameter", shape, dtype)
+
+    def output(self, name: str, shape: int | tuple[int, ...], dtype: Any = np.float32) -> Buffer:
+        return self._buffer(name, "output", shape, dtype)
+
+    def temporary(self, name: str, shape: int | tuple[int, ...], dtype: Any = np.float32) -> Buffer:
+        return self._buffer(name, "temporary", shape, dtype)
+
+    # -- launches
+    def launch(
+        self,
+        kernel: Any,
+        grid: Any,
+        block: Any,
+        *args: Any,
+        writes: Any = (),
+        updates: Any = (),
+        shared_mem: int | None = None,
+    ) -> None:
+        """Records one launch of a ``zyntax.cuda.Kernel`` or a ``@zyntax.kernel``
+        function; program buffers among `args` stand for the bound tensors."""
+        written = {self._own(b).index for b in writes}
+        updated = {self._own(b).index for b in updates}
+
+        def access(b: Buffer) -> str:
+            if b.index in updated:
+                return "readwrite"
+            return "write" if b.index in written else "read"
+
+        native, flat = self._resolve(kernel, args)
+        out: list[Any] = []
+        uses: list[tuple[int, str]] = []
+        for a in flat:
+            if isinstance(a, Buffer):
+                ref = (self._own(a).index, access(a))
+                out.append(ref)
+                uses.append(ref)
+            elif isinstance(a, np.generic):
+                out.append(a.item())
+            else:
+                out.append(a)
+        self._steps.append((native, grid, block, shared_mem, out))
+        self._uses.append((native.name, uses))
+
+    def _own(self, b: Any) -> Buffer:
+        if not isinstance(b, Buffer) or b.program is not self:
+            raise CudaError(f"{b!r} is not a buffer of this program")
+        return b
+
+    def _resolve(self, kernel: Any, args: tuple[Any, ...]) -> tuple[Any, list[Any]]:
+        """The loaded kernel and its flat argument list (a ``@zyntax.kernel``
+        is specialised for the buffers' dtypes and ranks, its array arguments
+        flattened to pointer, extents and strides)."""
+        if isinstance(kernel, Kernel):
+            return kernel, list(args)
+        import importlib
+
+        # (`zyntax.frontend.kernel` the attribute is the decorator, not the module.)
+        fk = importlib.import_module("zyntax.frontend.kernel")
+        pipeline = importlib.import_module("zyntax.frontend.pipeline")
+
+        if not isinstance(kernel, fk.Kernel):
+            raise TypeError(
+                f"Program.launch takes a zyntax.cuda.Kernel or a @zyntax.kernel, "
+                f"not {type(kernel).__name__}"
+            )
+        specs = tuple(
+            fk.ArrayParam(fk.ir.scalar(fk._dtype_name(a.dtype) or ""), a.ndim, "C")
+            if isinstance(a, Buffer)
+            else fk.spec_of_value(a)
+            for a in args
+        )
+        v = kernel.variant(specs)
+        # The front-end keeps device 0's kernel under "gpu".
+        key: Any = "gpu" if self.device == 0 else ("gpu", self.device)
+        native = v.native.get(key)
+        if native is None:
+            ptx = pipeline.ptx_for(v, device_arch(self.device))
+            native = load_module(ptx, self.device, hir=v.hir_text).kernel(v.kernel_name)
+            v.native[key] = native
+        flat: list[Any] = []
+        for a, s in zip(args, specs, strict=True):
+            flat.append(a)
+            if isinstance(s, fk.ArrayParam):
+                flat.extend(a.shape)
+                flat.extend(x // s.dtype.size_bytes for x in a.strides)
+        return native, flat
+
+    # -- analysis (no GPU needed)
+    def _decls(self) -> list[tuple[str, str, Any, list[int]]]:
+        return [(b.name, b.role, b.dtype, list(b.shape)) for b in self.buffers]
+
+    def plan(self) -> dict[str, Any]:
+        """The temporaries' memory plan: ``slot_bytes`` (one entry per
+        allocation), ``assignment`` (temporary → allocation), ``planned_bytes``
+        and ``naive_bytes`` (one allocation per temporary)."""
+        plan: dict[str, Any] = _native.cuda_program_plan(self._decls(), self._uses)
+        return plan
+
+    def check(self) -> None:
+        """Raises :class:`CudaError` if a launch reads a temporary before any launch writes it."""
+        _native.cuda_program_check(self._decls(), self._uses)
+
+    def prepare(
+        self,
+        bindings: dict[str, Any],
+        warmup: int | None = 2,
+        stream: Stream | None = None,
+    ) -> ProgramExec:
+        """Checks the program, validates one binding per input, parameter and
+        output (shape, dtype, device, layout; errors name the binding),
+        allocates the planned temporaries and returns the executor. After
+        `warmup` eager runs the program is captured into a CUDA graph
+        (``None``: never). The executor keeps every bound tensor alive."""
+        self.check()
+        arrays: list[tuple[str, DeviceArray]] = []
+        for name, obj in bindings.items():
+            if isinstance(obj, np.ndarray):
+                err = CudaError(
+                    f"binding '{name}': is a host array; device memory is needed "
+                    "(copy it with zyntax.cuda.to_device)"
+                )
+                setattr(err, "kind", "binding")  # noqa: B010 - set like the native errors
+                raise err
+            arrays.append((name, as_device_array(obj, self.device)))
+        native = _native.CudaProgram(self.device, self._decls(), self._steps)
+        return native.prepare(arrays, warmup, stream)
+
+    def __repr__(self) -> str:
+        return f"<Program: {len(self.buffers)} buffers, {len(self._steps)} launches>"
+
+
+ProgramExec = _native.CudaProgramExec

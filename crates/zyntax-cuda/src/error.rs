@@ -42,6 +42,9 @@ pub enum CudaError {
     /// A caller passed something the runtime cannot use (bad size, shape, image).
     #[error("{0}")]
     Invalid(String),
+    /// A tensor bound to a program buffer does not match its declaration.
+    #[error("binding '{name}': {message}")]
+    Binding { name: String, message: String },
 }
 
 impl CudaError {

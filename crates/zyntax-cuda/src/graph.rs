@@ -1,12 +1,20 @@
 //! CUDA graphs: capture work queued on a stream, instantiate, replay, and
 //! update kernel arguments of an instantiated graph in place.
+//!
+//! A graph replays work on fixed addresses, so it owns the memory behind
+//! them: a [`Graph`] keeps every owner registered during its capture
+//! ([`Stream::keep_alive`]), a [`GraphExec`] keeps its graph plus, per kernel
+//! node, the owners given to [`GraphExec::set_kernel_args`]. Owners a node no
+//! longer uses are released once the replays queued before the update have
+//! completed.
 
 use crate::device::Device;
 use crate::error::{check, CudaError, LaunchError, Result};
+use crate::keep::{KeepAlive, Retired};
 use crate::kernel::{stream_raw, Kernel, KernelArg, LaunchConfig};
 use crate::stream::Stream;
 use cudarc::driver::sys::{self, CUgraph, CUgraphExec, CUgraphNode, CUgraphNodeType};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 struct RawGraph(CUgraph);
 // SAFETY: graph handles may be used from any thread when access is not
@@ -17,6 +25,9 @@ unsafe impl Sync for RawGraph {}
 struct GraphInner {
     raw: RawGraph,
     device: Device,
+    /// Owners of the memory the captured work touches. Declared after `raw`
+    /// only for readability: `Drop` below destroys the graph first.
+    owners: Vec<KeepAlive>,
 }
 
 impl Drop for GraphInner {
@@ -44,14 +55,21 @@ unsafe impl Sync for RawNode {}
 
 impl Graph {
     /// # Safety
-    /// `raw` must be a valid graph of `device`'s context that nobody else destroys.
-    pub(crate) unsafe fn from_raw(device: &Device, raw: CUgraph) -> Graph {
+    /// `raw` must be a valid graph of `device`'s context that nobody else
+    /// destroys; `owners` must keep alive all memory its nodes touch.
+    pub(crate) unsafe fn from_raw(device: &Device, raw: CUgraph, owners: Vec<KeepAlive>) -> Graph {
         Graph {
             inner: Arc::new(GraphInner {
                 raw: RawGraph(raw),
                 device: device.clone(),
+                owners,
             }),
         }
+    }
+
+    /// How many owners (buffers, tensors) the graph keeps alive.
+    pub fn num_owners(&self) -> usize {
+        self.inner.owners.len()
     }
 
     fn nodes(&self) -> Result<Vec<RawNode>> {
@@ -112,6 +130,10 @@ impl Graph {
         Ok(GraphExec {
             raw: RawExec(exec),
             graph: self.clone(),
+            keep: Mutex::new(ExecKeep {
+                nodes: vec![None; kernel_nodes.len()],
+                ..ExecKeep::default()
+            }),
             kernel_nodes,
         })
     }
@@ -122,17 +144,37 @@ struct RawExec(CUgraphExec);
 unsafe impl Send for RawExec {}
 unsafe impl Sync for RawExec {}
 
+/// What an executable graph keeps alive beyond its graph's owners.
+#[derive(Default)]
+struct ExecKeep {
+    /// Per kernel node: the owners given by the last `set_kernel_args`.
+    nodes: Vec<Option<Vec<KeepAlive>>>,
+    /// Streams replays were queued on since the last update (usually one).
+    streams: Vec<Stream>,
+    /// Replaced owners, released once earlier replays have completed.
+    retired: Retired,
+}
+
 /// An instantiated graph: replay it with [`GraphExec::launch`].
 pub struct GraphExec {
     raw: RawExec,
-    /// Kept alive: the kernel node handles below belong to it.
+    /// Kept alive: the kernel node handles below belong to it, and it owns
+    /// the memory of the captured work.
     graph: Graph,
     kernel_nodes: Vec<RawNode>,
+    keep: Mutex<ExecKeep>,
 }
 
 impl Drop for GraphExec {
     fn drop(&mut self) {
         if self.graph.inner.device.bind().is_ok() {
+            // Replays may still be running on memory this executable keeps
+            // (its graph's owners may go with it): wait for them first.
+            let keep = self.keep.get_mut().unwrap_or_else(|p| p.into_inner());
+            for s in &keep.streams {
+                let _ = s.synchronize();
+            }
+            keep.retired.wait_all();
             // SAFETY: we own the executable graph.
             unsafe {
                 let _ = sys::cuGraphExecDestroy(self.raw.0);
@@ -142,16 +184,50 @@ impl Drop for GraphExec {
 }
 
 impl GraphExec {
+    fn keep(&self) -> std::sync::MutexGuard<'_, ExecKeep> {
+        self.keep.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Queues one replay of the whole graph on `stream` (legacy default when `None`).
     pub fn launch(&self, stream: Option<&Stream>) -> Result<()> {
         let dev = &self.graph.inner.device;
         let s = stream_raw(dev, stream)?;
+        {
+            let mut keep = self.keep();
+            if !keep.retired.is_empty() {
+                keep.retired.drain();
+            }
+            // Remember where replays run, so that owners replaced later are
+            // released only after these replays (handle comparison is cheap).
+            if !keep.streams.iter().any(|k| k.raw() == s) {
+                let st = stream
+                    .cloned()
+                    .unwrap_or_else(|| Stream::legacy_default(dev));
+                keep.streams.push(st);
+            }
+        }
         dev.bind()?;
+        let _host = crate::profile::span("graph", || "graph replay".to_owned());
+        let timer = crate::profile::DeviceTimer::start(dev, s);
         // SAFETY: valid executable graph and stream of the same device.
-        check(
+        let r = check(
             unsafe { sys::cuGraphLaunch(self.raw.0, s) },
             "cuGraphLaunch",
-        )
+        );
+        if let Some(t) = timer {
+            let n = crate::profile::ArgValue::Int(self.kernel_nodes.len() as i64);
+            t.finish(
+                "graph",
+                "graph replay".to_owned(),
+                vec![("kernel_nodes", n)],
+            );
+        }
+        r
+    }
+
+    /// The graph this executable was made from.
+    pub fn graph(&self) -> &Graph {
+        &self.graph
     }
 
     pub fn num_kernel_nodes(&self) -> usize {
@@ -160,16 +236,21 @@ impl GraphExec {
 
     /// Replaces the arguments (and optionally the launch configuration) of
     /// the `index`-th captured kernel launch for future replays. The node
-    /// must run `kernel`; arguments are validated like a launch.
+    /// must run `kernel`; arguments are validated like a launch. `owners`
+    /// keep the new arguments' memory alive as long as this executable; they
+    /// replace the node's previous owners, which are released once the
+    /// replays queued before this call have completed.
     ///
     /// # Safety
-    /// As for [`Kernel::launch`]: future replays read and write the new buffers.
+    /// As for [`Kernel::launch`]: future replays read and write the new
+    /// buffers, and `owners` must keep every one of them alive.
     pub unsafe fn set_kernel_args(
         &self,
         index: usize,
         kernel: &Kernel,
         cfg: Option<&LaunchConfig>,
         args: &[KernelArg<'_>],
+        owners: Vec<KeepAlive>,
     ) -> Result<()> {
         let node = *self.kernel_nodes.get(index).ok_or_else(|| {
             CudaError::Invalid(format!(
@@ -213,6 +294,18 @@ impl GraphExec {
         check(
             sys::cuGraphExecKernelNodeSetParams_v2(self.raw.0, node.0, &p),
             "cuGraphExecKernelNodeSetParams",
-        )
+        )?;
+        let mut keep = self.keep();
+        let old = keep.nodes[index].replace(owners);
+        let streams = std::mem::take(&mut keep.streams);
+        let r = keep.retired.retire(old.unwrap_or_default(), &streams);
+        keep.retired.drain();
+        if r.is_err() {
+            // No event to wait on: wait for the replays themselves.
+            for s in &streams {
+                s.synchronize()?;
+            }
+        }
+        Ok(())
     }
 }

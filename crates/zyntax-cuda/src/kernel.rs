@@ -464,6 +464,45 @@ impl Kernel {
         stream: CUstream,
         params: *mut *mut c_void,
     ) -> Result<()> {
+        if crate::profile::enabled() {
+            return self.launch_profiled(cfg, stream, params);
+        }
+        self.launch_unprofiled(cfg, stream, params)
+    }
+
+    #[cold]
+    unsafe fn launch_profiled(
+        &self,
+        cfg: &LaunchConfig,
+        stream: CUstream,
+        params: *mut *mut c_void,
+    ) -> Result<()> {
+        use crate::profile::{span, ArgValue, DeviceTimer};
+        let name = self.name();
+        let mut host = span("launch", || format!("launch {name}"));
+        let timer = DeviceTimer::start(self.device(), stream);
+        let r = self.launch_unprofiled(cfg, stream, params);
+        let args = vec![
+            ("grid", ArgValue::Str(format!("{:?}", cfg.grid))),
+            ("block", ArgValue::Str(format!("{:?}", cfg.block))),
+            ("shared_bytes", ArgValue::Int(i64::from(cfg.shared_bytes))),
+        ];
+        if let Some(t) = timer {
+            t.finish("kernel", name.to_owned(), args.clone());
+        }
+        if let Some(h) = host.as_mut() {
+            h.args = args;
+        }
+        r
+    }
+
+    #[inline]
+    unsafe fn launch_unprofiled(
+        &self,
+        cfg: &LaunchConfig,
+        stream: CUstream,
+        params: *mut *mut c_void,
+    ) -> Result<()> {
         self.device().bind()?;
         check(
             sys::cuLaunchKernel(
@@ -504,6 +543,11 @@ pub struct ParamBuffer {
     offsets: Vec<usize>,
     ptrs: Vec<*mut c_void>,
 }
+
+// SAFETY: the pointers point into the buffer's own heap storage (`slots`),
+// which moves with it; nothing is shared.
+unsafe impl Send for ParamBuffer {}
+unsafe impl Sync for ParamBuffer {}
 
 impl ParamBuffer {
     fn new(slots: Vec<u64>, offsets: &[usize]) -> ParamBuffer {

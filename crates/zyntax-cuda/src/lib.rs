@@ -13,7 +13,10 @@
 //! | [`kernel`] | parameter layouts (HIR or PTX), launch validation, marshalling, launch |
 //! | [`memory`] | caching pool with size classes, stats and a limit; pinned memory; copies |
 //! | [`stream`] | streams, events, capture |
-//! | [`graph`] | graphs: instantiate, replay, update kernel arguments |
+//! | [`profile`] | trace recording (launches with device time, copies, allocations, module loads), NVTX |
+//! | [`program`] | programs of launches over named buffers: validation, liveness planning, graph capture and replay |
+//! | [`graph`] | graphs: instantiate, replay, update kernel arguments; they own the memory they touch |
+//! | [`keep`] | `KeepAlive` owners that keep memory alive while queued or captured work may use it |
 //!
 //! ```no_run
 //! use zyntax_cuda::{Device, DeviceBuffer, KernelArg, LaunchConfig, Module};
@@ -38,9 +41,12 @@ pub mod bundle;
 pub mod device;
 pub mod error;
 pub mod graph;
+pub mod keep;
 pub mod kernel;
 pub mod memory;
 pub mod module;
+pub mod profile;
+pub mod program;
 pub mod stream;
 
 /// The raw driver API (cudarc's dynamically loaded bindings), for callers
@@ -56,11 +62,18 @@ pub use bundle::{Bundle, LoadedFrom};
 pub use device::{device_count, driver_version, init, is_available, Device, DeviceProps};
 pub use error::{CudaError, LaunchError, Result};
 pub use graph::{Graph, GraphExec};
+pub use keep::KeepAlive;
 pub use kernel::{
     elem_compatible, FuncAttrs, Kernel, KernelArg, LaunchConfig, ParamKind, Signature,
 };
-pub use memory::{size_class, DeviceBuffer, DeviceRepr, PinnedBuffer, Pool, PoolStats};
+pub use memory::{
+    size_class, Advice, DeviceBuffer, DeviceRepr, HostRegistration, Location, ManagedBuffer,
+    PinnedBuffer, Pool, PoolStats,
+};
 pub use module::{clear_module_cache, module_cache_len, parse_ptx_entries, ImageKind, Module};
+pub use program::{
+    Access, Binding, ExecOptions, Executor, MemoryPlan, Program, ProgramSpec, Role, StepArg,
+};
 pub use stream::{CaptureMode, Event, Stream};
 
 /// One argument of [`quick_run`]: a host buffer (copied to the device before

@@ -135,6 +135,11 @@ impl Pool {
         }
         check(rc, "cuMemAlloc")?;
         st.stats.driver_allocs += 1;
+        crate::profile::instant(
+            "memory",
+            "cuMemAlloc",
+            vec![("bytes", crate::profile::ArgValue::Int(class as i64))],
+        );
         Self::count_alloc(&mut st.stats, class);
         Ok((p, class))
     }
@@ -143,6 +148,21 @@ impl Pool {
         s.allocs += 1;
         s.in_use_bytes += class;
         s.peak_in_use_bytes = s.peak_in_use_bytes.max(s.in_use_bytes);
+        Self::trace(s);
+    }
+
+    /// The memory timeline of a profile: the pool's bytes after each change.
+    fn trace(s: &PoolStats) {
+        if crate::profile::enabled() {
+            use crate::profile::ArgValue::Int;
+            crate::profile::counter(
+                "memory pool",
+                vec![
+                    ("in_use_bytes", Int(s.in_use_bytes as i64)),
+                    ("cached_bytes", Int(s.cached_bytes as i64)),
+                ],
+            );
+        }
     }
 
     fn free(&self, device: &Device, ptr: CUdeviceptr, class: u64, stream_key: usize) {
@@ -161,10 +181,12 @@ impl Pool {
                 }
                 st.stats.driver_frees += 1;
             }
+            Self::trace(&st.stats);
             return;
         }
         st.stats.cached_bytes += class;
         st.free.entry((class, stream_key)).or_default().push(ptr);
+        Self::trace(&st.stats);
     }
 
     /// Moves the cached blocks of a stream that is going away to the legacy
@@ -406,6 +428,7 @@ impl DeviceBuffer {
         if len == 0 {
             return Ok(());
         }
+        let _span = copy_span("HtoD", len);
         self.device.bind()?;
         check(
             sys::cuMemcpyHtoDAsync_v2(
@@ -434,6 +457,7 @@ impl DeviceBuffer {
         if len == 0 {
             return Ok(());
         }
+        let _span = copy_span("DtoH", len);
         self.device.bind()?;
         check(
             sys::cuMemcpyDtoHAsync_v2(
@@ -472,11 +496,19 @@ pub unsafe fn copy_device_async(
     if len == 0 {
         return Ok(());
     }
+    let _span = copy_span("DtoD", len);
     device.bind()?;
     check(
         sys::cuMemcpyDtoDAsync_v2(dst, src, len as usize, DeviceBuffer::raw_stream(stream)),
         "cuMemcpyDtoDAsync",
     )
+}
+
+/// A profile span around queuing a copy of `bytes` in direction `dir`.
+pub fn copy_span(dir: &'static str, bytes: u64) -> Option<crate::profile::Span> {
+    let mut s = crate::profile::span("copy", || format!("copy {dir}"))?;
+    s.arg("bytes", crate::profile::ArgValue::Int(bytes as i64));
+    Some(s)
 }
 
 fn sync(device: &Device, stream: Option<&Stream>) -> Result<()> {
@@ -557,6 +589,276 @@ impl Drop for PinnedBuffer {
             // buffer with a copy still queued (documented on the async copies).
             unsafe {
                 let _ = sys::cuMemFreeHost(self.ptr.cast());
+            }
+        }
+    }
+}
+
+/// Where managed memory should live: a device (by ordinal) or the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Location {
+    Device(u32),
+    Host,
+}
+
+impl Location {
+    fn raw(self) -> sys::CUmemLocation {
+        match self {
+            Location::Device(d) => sys::CUmemLocation {
+                type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+                id: d as i32,
+            },
+            Location::Host => sys::CUmemLocation {
+                type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_HOST,
+                id: 0,
+            },
+        }
+    }
+}
+
+/// Hints for managed memory (`cuMemAdvise`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Advice {
+    SetReadMostly,
+    UnsetReadMostly,
+    SetPreferredLocation,
+    UnsetPreferredLocation,
+    SetAccessedBy,
+    UnsetAccessedBy,
+}
+
+impl Advice {
+    pub fn parse(s: &str) -> Result<Advice> {
+        Ok(match s {
+            "read_mostly" => Advice::SetReadMostly,
+            "unset_read_mostly" => Advice::UnsetReadMostly,
+            "preferred_location" => Advice::SetPreferredLocation,
+            "unset_preferred_location" => Advice::UnsetPreferredLocation,
+            "accessed_by" => Advice::SetAccessedBy,
+            "unset_accessed_by" => Advice::UnsetAccessedBy,
+            _ => {
+                return Err(CudaError::Invalid(format!(
+                    "unknown memory advice '{s}' (read_mostly, preferred_location, accessed_by, \
+                     or one of them prefixed with unset_)"
+                )))
+            }
+        })
+    }
+    fn raw(self) -> sys::CUmem_advise {
+        use sys::CUmem_advise as A;
+        match self {
+            Advice::SetReadMostly => A::CU_MEM_ADVISE_SET_READ_MOSTLY,
+            Advice::UnsetReadMostly => A::CU_MEM_ADVISE_UNSET_READ_MOSTLY,
+            Advice::SetPreferredLocation => A::CU_MEM_ADVISE_SET_PREFERRED_LOCATION,
+            Advice::UnsetPreferredLocation => A::CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION,
+            Advice::SetAccessedBy => A::CU_MEM_ADVISE_SET_ACCESSED_BY,
+            Advice::UnsetAccessedBy => A::CU_MEM_ADVISE_UNSET_ACCESSED_BY,
+        }
+    }
+}
+
+/// Managed (unified) memory: one address valid on the host and every
+/// device, migrated on demand or by [`ManagedBuffer::prefetch`]. Not pooled.
+pub struct ManagedBuffer {
+    ptr: CUdeviceptr,
+    bytes: u64,
+    device: Device,
+}
+
+impl std::fmt::Debug for ManagedBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ManagedBuffer({:#x}, {} bytes)", self.ptr, self.bytes)
+    }
+}
+
+impl ManagedBuffer {
+    /// `bytes` of managed memory for use with `device`. Refuses more than
+    /// the device has free: oversubscribed managed memory can stall or hang
+    /// the GPU instead of failing.
+    pub fn new(device: &Device, bytes: u64) -> Result<ManagedBuffer> {
+        device.bind()?;
+        let mut supported = 0;
+        // SAFETY: writes one int.
+        check(
+            unsafe {
+                sys::cuDeviceGetAttribute(
+                    &mut supported,
+                    sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY,
+                    device.raw_device(),
+                )
+            },
+            "cuDeviceGetAttribute",
+        )?;
+        if supported == 0 {
+            return Err(CudaError::Invalid(format!(
+                "device {} does not support managed memory",
+                device.ordinal()
+            )));
+        }
+        let (free, _) = device.mem_info()?;
+        if bytes > free {
+            return Err(CudaError::OutOfMemory {
+                requested: bytes,
+                reason: format!(
+                    "managed memory is limited to the device's free memory ({free} bytes) \
+                     because oversubscribing it can hang the GPU"
+                ),
+            });
+        }
+        let mut p: CUdeviceptr = 0;
+        // SAFETY: writes one pointer; CU_MEM_ATTACH_GLOBAL = 1 (any stream may use it).
+        let rc = unsafe { sys::cuMemAllocManaged(&mut p, bytes.max(1) as usize, 1) };
+        if rc == CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+            return Err(CudaError::OutOfMemory {
+                requested: bytes,
+                reason: "cuMemAllocManaged".to_owned(),
+            });
+        }
+        check(rc, "cuMemAllocManaged")?;
+        crate::profile::instant(
+            "memory",
+            "cuMemAllocManaged",
+            vec![("bytes", crate::profile::ArgValue::Int(bytes as i64))],
+        );
+        Ok(ManagedBuffer {
+            ptr: p,
+            bytes,
+            device: device.clone(),
+        })
+    }
+
+    pub fn ptr(&self) -> CUdeviceptr {
+        self.ptr
+    }
+    pub fn len_bytes(&self) -> u64 {
+        self.bytes
+    }
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// Queues migrating the memory to `to` on `stream` (legacy when `None`).
+    pub fn prefetch(&self, to: Location, stream: Option<&Stream>) -> Result<()> {
+        if self.bytes == 0 {
+            return Ok(());
+        }
+        self.device.bind()?;
+        // SAFETY: the range is this allocation; valid stream or legacy.
+        check(
+            unsafe {
+                sys::cuMemPrefetchAsync_v2(
+                    self.ptr,
+                    self.bytes as usize,
+                    to.raw(),
+                    0,
+                    stream.map_or(std::ptr::null_mut(), Stream::raw),
+                )
+            },
+            "cuMemPrefetchAsync",
+        )
+    }
+
+    /// Gives the driver a hint about how the memory is used from `at`.
+    pub fn advise(&self, advice: Advice, at: Location) -> Result<()> {
+        if self.bytes == 0 {
+            return Ok(());
+        }
+        self.device.bind()?;
+        // SAFETY: the range is this allocation.
+        check(
+            unsafe { sys::cuMemAdvise_v2(self.ptr, self.bytes as usize, advice.raw(), at.raw()) },
+            "cuMemAdvise",
+        )
+    }
+}
+
+impl Drop for ManagedBuffer {
+    fn drop(&mut self) {
+        if self.device.bind().is_ok() {
+            // SAFETY: allocated by cuMemAllocManaged; callers must not free
+            // memory that queued work still uses (as for every buffer).
+            unsafe {
+                let _ = sys::cuMemFree_v2(self.ptr);
+            }
+        }
+    }
+}
+
+/// Existing host memory, page-locked and mapped into the device's address
+/// space (`cuMemHostRegister`): copies from it are fast and asynchronous,
+/// and kernels can read and write it in place through [`HostRegistration::device_ptr`].
+/// Unregistered on drop.
+pub struct HostRegistration {
+    host: *mut u8,
+    bytes: usize,
+    device_ptr: CUdeviceptr,
+    device: Device,
+}
+
+// SAFETY: the registration only refers to memory its owner keeps alive.
+unsafe impl Send for HostRegistration {}
+unsafe impl Sync for HostRegistration {}
+
+impl std::fmt::Debug for HostRegistration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "HostRegistration({:p}, {} bytes)", self.host, self.bytes)
+    }
+}
+
+impl HostRegistration {
+    /// Registers `bytes` at `host` (portable, mapped).
+    ///
+    /// # Safety
+    /// `host..host+bytes` must be host memory that outlives the registration.
+    pub unsafe fn new(device: &Device, host: *mut u8, bytes: usize) -> Result<HostRegistration> {
+        if bytes == 0 {
+            return Err(CudaError::Invalid(
+                "cannot register an empty host array".to_owned(),
+            ));
+        }
+        device.bind()?;
+        let flags = sys::CU_MEMHOSTREGISTER_PORTABLE | sys::CU_MEMHOSTREGISTER_DEVICEMAP;
+        check(
+            sys::cuMemHostRegister_v2(host.cast(), bytes, flags),
+            "cuMemHostRegister",
+        )?;
+        let mut d: CUdeviceptr = 0;
+        if let Err(e) = check(
+            sys::cuMemHostGetDevicePointer_v2(&mut d, host.cast(), 0),
+            "cuMemHostGetDevicePointer",
+        ) {
+            let _ = sys::cuMemHostUnregister(host.cast());
+            return Err(e);
+        }
+        Ok(HostRegistration {
+            host,
+            bytes,
+            device_ptr: d,
+            device: device.clone(),
+        })
+    }
+
+    /// The address kernels use to reach the host memory.
+    pub fn device_ptr(&self) -> CUdeviceptr {
+        self.device_ptr
+    }
+    pub fn host_ptr(&self) -> *mut u8 {
+        self.host
+    }
+    pub fn len(&self) -> usize {
+        self.bytes
+    }
+    pub fn is_empty(&self) -> bool {
+        self.bytes == 0
+    }
+}
+
+impl Drop for HostRegistration {
+    fn drop(&mut self) {
+        if self.device.bind().is_ok() {
+            // SAFETY: registered by `new`.
+            unsafe {
+                let _ = sys::cuMemHostUnregister(self.host.cast());
             }
         }
     }

@@ -124,10 +124,16 @@ impl Module {
                 .get(&key)
                 .and_then(|v| v.iter().find(|m| &*m.inner.image == image))
             {
+                crate::profile::instant("module", "module cache hit", Vec::new());
                 return Ok(m.clone());
             }
         }
+        let mut span = crate::profile::span("module", || "module load".to_owned());
+        if let Some(s) = span.as_mut() {
+            s.arg("bytes", crate::profile::ArgValue::Int(image.len() as i64));
+        }
         let m = Module::load_uncached(device, image)?;
+        drop(span);
         cache()
             .lock()
             .unwrap_or_else(|p| p.into_inner())

@@ -3,8 +3,10 @@
 use crate::device::Device;
 use crate::error::{check, Result};
 use crate::graph::Graph;
+use crate::keep::KeepAlive;
 use cudarc::driver::sys::{self, CUevent, CUresult, CUstream, CUstreamCaptureMode};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 #[derive(Clone, Copy)]
 pub(crate) struct RawStream(pub(crate) CUstream);
@@ -17,6 +19,23 @@ struct StreamInner {
     device: Device,
     /// False for the legacy default stream, which is not ours to destroy.
     owned: bool,
+    /// Set between `begin_capture` and `end_capture` (a cheap check on the
+    /// launch path).
+    capturing: AtomicBool,
+    /// Owners of the memory the captured work touches; they move into the graph.
+    captured_owners: Mutex<Vec<KeepAlive>>,
+}
+
+impl StreamInner {
+    fn new(raw: CUstream, device: &Device, owned: bool) -> StreamInner {
+        StreamInner {
+            raw: RawStream(raw),
+            device: device.clone(),
+            owned,
+            capturing: AtomicBool::new(false),
+            captured_owners: Mutex::new(Vec::new()),
+        }
+    }
 }
 
 impl Drop for StreamInner {
@@ -77,22 +96,14 @@ impl Stream {
             "cuStreamCreate",
         )?;
         Ok(Stream {
-            inner: Arc::new(StreamInner {
-                raw: RawStream(s),
-                device: device.clone(),
-                owned: true,
-            }),
+            inner: Arc::new(StreamInner::new(s, device, true)),
         })
     }
 
     /// The legacy default stream (handle 0) of `device`.
     pub fn legacy_default(device: &Device) -> Stream {
         Stream {
-            inner: Arc::new(StreamInner {
-                raw: RawStream(std::ptr::null_mut()),
-                device: device.clone(),
-                owned: false,
-            }),
+            inner: Arc::new(StreamInner::new(std::ptr::null_mut(), device, false)),
         }
     }
 
@@ -103,11 +114,7 @@ impl Stream {
     /// every use of the returned `Stream` (it is not destroyed on drop).
     pub unsafe fn from_raw(device: &Device, raw: CUstream) -> Stream {
         Stream {
-            inner: Arc::new(StreamInner {
-                raw: RawStream(raw),
-                device: device.clone(),
-                owned: false,
-            }),
+            inner: Arc::new(StreamInner::new(raw, device, false)),
         }
     }
 
@@ -173,11 +180,42 @@ impl Stream {
         check(
             unsafe { sys::cuStreamBeginCapture_v2(self.raw(), m) },
             "cuStreamBeginCapture",
-        )
+        )?;
+        self.owners().clear();
+        self.inner.capturing.store(true, Ordering::Release);
+        Ok(())
     }
 
-    /// Ends the capture started by [`Stream::begin_capture`] and returns the graph.
+    fn owners(&self) -> std::sync::MutexGuard<'_, Vec<KeepAlive>> {
+        self.inner
+            .captured_owners
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether [`Stream::begin_capture`] was called and the capture not yet ended.
+    #[inline]
+    pub fn capture_active(&self) -> bool {
+        self.inner.capturing.load(Ordering::Acquire)
+    }
+
+    /// Registers the owner of memory that work just queued on this stream
+    /// touches. While the stream captures, the owner moves into the graph at
+    /// [`Stream::end_capture`] and lives as long as the graph and its
+    /// executables; otherwise nothing is kept (the caller keeps the memory
+    /// alive until the work has run, as for any launch).
+    pub fn keep_alive(&self, owner: KeepAlive) {
+        if self.capture_active() {
+            self.owners().push(owner);
+        }
+    }
+
+    /// Ends the capture started by [`Stream::begin_capture`] and returns the
+    /// graph, which keeps every owner registered with [`Stream::keep_alive`]
+    /// during the capture.
     pub fn end_capture(&self) -> Result<Graph> {
+        self.inner.capturing.store(false, Ordering::Release);
+        let owners = std::mem::take(&mut *self.owners());
         self.inner.device.bind()?;
         let mut g = std::ptr::null_mut();
         // SAFETY: valid stream; writes one graph handle that we then own.
@@ -186,7 +224,7 @@ impl Stream {
             "cuStreamEndCapture",
         )?;
         // SAFETY: `g` is a fresh graph owned by us.
-        Ok(unsafe { Graph::from_raw(&self.inner.device, g) })
+        Ok(unsafe { Graph::from_raw(&self.inner.device, g, owners) })
     }
 
     /// Whether the stream is currently capturing.

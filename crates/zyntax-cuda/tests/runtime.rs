@@ -195,11 +195,132 @@ fn graph_replays_and_updates() {
         KernelArg::Buffer(&dz),
     ];
     // SAFETY: same sizes as the captured launch.
-    unsafe { ex.set_kernel_args(0, &k, None, &new_args) }.unwrap();
+    unsafe { ex.set_kernel_args(0, &k, None, &new_args, Vec::new()) }.unwrap();
     ex.launch(Some(&s)).unwrap();
     s.synchronize().unwrap();
     let out: Vec<f32> = dz.to_vec().unwrap();
     for i in 0..n {
         assert_eq!(out[i], (-1.0f32).mul_add(x[i], y[i]), "element {i}");
     }
+}
+
+/// Issue 10, item 1 (Rust side): a buffer registered with the capturing
+/// stream lives as long as the graph, so the pool cannot hand its block to a
+/// new buffer that a replay would then overwrite.
+#[test]
+#[ignore = "needs a GPU"]
+fn captured_buffers_outlive_their_owner_handles() {
+    use std::sync::Arc;
+    let dev = Device::get(0).unwrap();
+    let k = Module::load_ptx(&dev, SAXPY)
+        .unwrap()
+        .kernel("saxpy", None)
+        .unwrap();
+    let n = 4096usize;
+    let (x, _) = inputs(n);
+    let dx = Arc::new(DeviceBuffer::from_slice(&dev, &x).unwrap());
+    let dy = Arc::new(DeviceBuffer::from_slice(&dev, &vec![1.0f32; n]).unwrap());
+    let s = Stream::new(&dev, false).unwrap();
+    let cfg = LaunchConfig::for_n(n as u64, 128);
+    s.begin_capture(zyntax_cuda::CaptureMode::ThreadLocal)
+        .unwrap();
+    let args = [
+        KernelArg::Int(n as i128),
+        KernelArg::Float(5.0),
+        KernelArg::Buffer(&dx),
+        KernelArg::Buffer(&dy),
+    ];
+    // SAFETY: captured over buffers of n elements, which the graph keeps.
+    unsafe { k.launch(&cfg, Some(&s), &args) }.unwrap();
+    s.keep_alive(dx.clone());
+    s.keep_alive(dy.clone());
+    let g = s.end_capture().unwrap();
+    assert_eq!(g.num_owners(), 2);
+    let ex = g.instantiate().unwrap();
+    drop((dx, dy, g));
+    let fresh: Vec<DeviceBuffer> = (0..4)
+        .map(|_| DeviceBuffer::from_slice(&dev, &vec![1.0f32; n]).unwrap())
+        .collect();
+    ex.launch(Some(&s)).unwrap();
+    s.synchronize().unwrap();
+    for b in &fresh {
+        assert!(b.to_vec::<f32>().unwrap().iter().all(|v| *v == 1.0));
+    }
+}
+
+/// The program executor on a GPU: y += 2x per run, eager for one run, then
+/// captured and replayed; rebinding the input updates the graph's node.
+#[test]
+#[ignore = "needs a GPU"]
+fn program_executor_plans_captures_and_rebinds() {
+    use std::sync::Arc;
+    use zyntax_cuda::{Access, Binding, ExecOptions, Program, Role, StepArg};
+    use zyntax_hir::ScalarType;
+    let dev = Device::get(0).unwrap();
+    let k = Module::load_ptx(&dev, SAXPY)
+        .unwrap()
+        .kernel("saxpy", None)
+        .unwrap();
+    let n = 4096usize;
+    let (x, _) = inputs(n);
+    let mut p = Program::new(&dev);
+    let xb = p.buffer("x", Role::Input, ScalarType::F32, &[n]).unwrap();
+    let yb = p.buffer("y", Role::Output, ScalarType::F32, &[n]).unwrap();
+    let cfg = LaunchConfig::for_n(n as u64, 128);
+    let saxpy = |a: f64, src: usize, dst: usize, acc: Access| {
+        vec![
+            StepArg::Int(n as i128),
+            StepArg::Float(a),
+            StepArg::Buffer(src, Access::Read),
+            StepArg::Buffer(dst, acc),
+        ]
+    };
+    // saxpy reads y before writing it, so the accumulator is an output (a
+    // temporary read first would be rejected at prepare).
+    p.launch(&k, cfg, saxpy(2.0, xb, yb, Access::ReadWrite))
+        .unwrap();
+    let ex_binding = |v: &[f32]| {
+        let b = Arc::new(DeviceBuffer::from_slice(&dev, v).unwrap());
+        Binding::from_buffer(b, ScalarType::F32, vec![n])
+    };
+    let opts = ExecOptions {
+        warmup: Some(1),
+        stream: None,
+    };
+    let y = Arc::new(DeviceBuffer::from_slice(&dev, &vec![1.0f32; n]).unwrap());
+    let mut ex = p
+        .prepare(
+            vec![
+                ("x".to_owned(), ex_binding(&x)),
+                (
+                    "y".to_owned(),
+                    Binding::from_buffer(y.clone(), ScalarType::F32, vec![n]),
+                ),
+            ],
+            opts,
+        )
+        .unwrap();
+    for _ in 0..3 {
+        ex.run().unwrap();
+    }
+    ex.synchronize().unwrap();
+    assert!(ex.is_captured());
+    assert_eq!(ex.counters(), (3, 2, 0));
+    let out: Vec<f32> = y.to_vec().unwrap();
+    for i in 0..n {
+        let want = 2.0f32.mul_add(x[i], 2.0f32.mul_add(x[i], 2.0f32.mul_add(x[i], 1.0)));
+        assert_eq!(out[i], want, "element {i}");
+    }
+    let zeros = vec![0.0f32; n];
+    ex.bind("x", ex_binding(&zeros)).unwrap();
+    ex.run().unwrap();
+    ex.synchronize().unwrap();
+    assert_eq!(ex.counters(), (4, 3, 1));
+    assert_eq!(y.to_vec::<f32>().unwrap(), out, "x = 0 adds nothing");
+    let bad = Binding::from_buffer(
+        Arc::new(DeviceBuffer::from_slice(&dev, &zeros[..10]).unwrap()),
+        ScalarType::F32,
+        vec![10],
+    );
+    assert!(matches!(ex.bind("x", bad), Err(CudaError::Binding { .. })));
 }

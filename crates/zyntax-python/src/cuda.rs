@@ -22,7 +22,7 @@ use zyntax_hir::ScalarType;
 
 // ---------------------------------------------------------------- errors
 
-fn err(py: Python<'_>, e: zc::CudaError) -> PyErr {
+pub(crate) fn err(py: Python<'_>, e: zc::CudaError) -> PyErr {
     let (kind, name) = match &e {
         zc::CudaError::Launch(l) => return PyLaunchError::new_err(l.to_string()),
         zc::CudaError::NoDriver { .. } => ("no_driver", None),
@@ -32,6 +32,7 @@ fn err(py: Python<'_>, e: zc::CudaError) -> PyErr {
         zc::CudaError::KernelNotFound { .. } => ("kernel_not_found", None),
         zc::CudaError::OutOfMemory { .. } => ("out_of_memory", None),
         zc::CudaError::Invalid(_) => ("invalid", None),
+        zc::CudaError::Binding { .. } => ("binding", None),
     };
     let pe = PyCudaError::new_err(e.to_string());
     let v = pe.value(py);
@@ -48,7 +49,7 @@ fn launch_err(kernel: &str, msg: impl Into<String>) -> PyErr {
     PyLaunchError::new_err(zc::LaunchError::new(kernel, msg).to_string())
 }
 
-trait OrPy<T> {
+pub(crate) trait OrPy<T> {
     fn py(self, py: Python<'_>) -> PyResult<T>;
 }
 impl<T> OrPy<T> for zc::Result<T> {
@@ -58,7 +59,7 @@ impl<T> OrPy<T> for zc::Result<T> {
     }
 }
 
-fn device(py: Python<'_>, ordinal: u32) -> PyResult<zc::Device> {
+pub(crate) fn device(py: Python<'_>, ordinal: u32) -> PyResult<zc::Device> {
     zc::Device::get(ordinal).py(py)
 }
 
@@ -66,11 +67,11 @@ fn device(py: Python<'_>, ordinal: u32) -> PyResult<zc::Device> {
 
 /// An element type as numpy's array-interface `typestr` spells it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-struct Dtype {
+pub(crate) struct Dtype {
     typestr: String,
     itemsize: usize,
     /// The HIR scalar it corresponds to (for checking pointer arguments).
-    elem: Option<ScalarType>,
+    pub(crate) elem: Option<ScalarType>,
 }
 
 impl Dtype {
@@ -167,7 +168,7 @@ fn numpy(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
 }
 
 /// numpy's canonical typestr of anything `numpy.dtype()` accepts.
-fn normalize_dtype(py: Python<'_>, dtype: &Bound<'_, PyAny>) -> PyResult<Dtype> {
+pub(crate) fn normalize_dtype(py: Python<'_>, dtype: &Bound<'_, PyAny>) -> PyResult<Dtype> {
     if let Ok(s) = dtype.cast::<PyString>() {
         let s = s.to_str()?;
         if s == "bfloat16" || s == "bf16" {
@@ -304,6 +305,13 @@ enum Owner {
     /// A foreign object exporting `__cuda_array_interface__`.
     Foreign(#[allow(dead_code)] Py<PyAny>),
     Dlpack(#[allow(dead_code)] DlpackTensor),
+    Managed(zc::ManagedBuffer),
+    /// A registered host array: the registration is dropped (unregistered)
+    /// before the array it refers to.
+    Registered(
+        #[allow(dead_code)] zc::HostRegistration,
+        #[allow(dead_code)] Py<PyAny>,
+    ),
 }
 
 /// An n-dimensional array in device memory.
@@ -365,6 +373,28 @@ impl DeviceArray {
                 "{what} needs a C-contiguous DeviceArray (this one has strides {:?})",
                 self.strides
             )))
+        }
+    }
+    /// The array as a program binding (its owner keeps the memory alive).
+    pub(crate) fn binding(&self) -> zc::Binding {
+        zc::Binding {
+            ptr: self.ptr,
+            shape: self.shape.clone(),
+            elem: self.dtype.elem,
+            device: self.device.ordinal(),
+            strides: self.strides.clone(),
+            owner: self.owner.clone(),
+        }
+    }
+
+    /// While `stream` captures, the graph keeps this array's memory (and
+    /// `other`, the copy's other side) alive.
+    fn keep_in_capture(&self, stream: Option<&zc::Stream>, other: Option<zc::KeepAlive>) {
+        if let Some(s) = stream.filter(|s| s.capture_active()) {
+            s.keep_alive(self.owner.clone());
+            if let Some(o) = other {
+                s.keep_alive(o);
+            }
         }
     }
     fn new_pool(shape: Vec<usize>, dtype: Dtype, buf: zc::DeviceBuffer) -> DeviceArray {
@@ -762,8 +792,10 @@ impl DeviceArray {
             }
             let s = opt_stream(stream).cloned();
             check_stream_device(py, s.as_ref(), &self.device)?;
+            self.keep_in_capture(s.as_ref(), owner_of(out));
             let dev = self.device.clone();
             let src = self.ptr;
+            let _span = zc::memory::copy_span("DtoH", n as u64);
             py.detach(move || -> zc::Result<()> {
                 dev.bind()?;
                 let raw = s.as_ref().map_or(std::ptr::null_mut(), zc::Stream::raw);
@@ -807,6 +839,7 @@ impl DeviceArray {
             }
             let s = opt_stream(stream).cloned();
             check_stream_device(py, s.as_ref(), &self.device)?;
+            self.keep_in_capture(s.as_ref(), owner_of(src));
             htod(py, &self.device, self.ptr, hv.ptr, n, s, sync)
         })
     }
@@ -832,6 +865,7 @@ impl DeviceArray {
             }
             let s = opt_stream(stream);
             check_stream_device(py, s, &self.device)?;
+            self.keep_in_capture(s, Some(src.owner.clone()));
             // SAFETY: both ranges are live device arrays of nbytes bytes.
             unsafe {
                 zc::memory::copy_device_async(
@@ -853,6 +887,7 @@ impl DeviceArray {
             self.require_contiguous("zero_")?;
             let s = opt_stream(stream);
             check_stream_device(py, s, &self.device)?;
+            self.keep_in_capture(s, None);
             self.device.bind().py(py)?;
             let raw = s.map_or(std::ptr::null_mut(), zc::Stream::raw);
             // SAFETY: the range is this array's memory.
@@ -894,6 +929,7 @@ fn htod(
     sync: bool,
 ) -> PyResult<()> {
     let dev = dev.clone();
+    let _span = zc::memory::copy_span("HtoD", n as u64);
     py.detach(move || -> zc::Result<()> {
         dev.bind()?;
         let raw = s.as_ref().map_or(std::ptr::null_mut(), zc::Stream::raw);
@@ -935,6 +971,152 @@ pub fn cuda_empty(
         let buf = zc::DeviceBuffer::alloc(&dev, bytes as u64, s).py(py)?;
         Ok(DeviceArray::new_pool(shape, dtype, buf))
     })
+}
+
+// ---------------------------------------------------------------- memory kinds
+
+/// A DeviceArray in managed (unified) memory: the same address works on the
+/// host and the device. Refused when larger than the device's free memory.
+#[pyfunction]
+#[pyo3(signature = (shape, dtype, device=0))]
+pub fn cuda_managed_empty(
+    py: Python<'_>,
+    shape: &Bound<'_, PyAny>,
+    dtype: &Bound<'_, PyAny>,
+    device: u32,
+) -> PyResult<DeviceArray> {
+    guard(|| {
+        let shape = parse_shape(shape)?;
+        let dtype = normalize_dtype(py, dtype)?;
+        let dev = self::device(py, device)?;
+        let bytes = numel(&shape)?
+            .checked_mul(dtype.itemsize)
+            .ok_or_else(|| PyTypeError::new_err("array size overflows"))?;
+        let buf = zc::ManagedBuffer::new(&dev, bytes as u64).py(py)?;
+        Ok(DeviceArray {
+            ptr: buf.ptr(),
+            shape,
+            strides: None,
+            dtype,
+            device: dev,
+            owner: Arc::new(Owner::Managed(buf)),
+        })
+    })
+}
+
+/// Registers a C-contiguous, writable numpy array with the driver (page-locked,
+/// mapped) and returns a DeviceArray over the same memory (zero-copy: kernels
+/// read and write the host array). Unregistered when the DeviceArray and
+/// everything using it (graphs, programs) are gone.
+#[pyfunction]
+#[pyo3(signature = (array, device=0))]
+pub fn cuda_register_host(
+    py: Python<'_>,
+    array: &Bound<'_, PyAny>,
+    device: u32,
+) -> PyResult<DeviceArray> {
+    guard(|| {
+        let hv = host_view(array)?;
+        if hv.readonly {
+            return Err(err(
+                py,
+                zc::CudaError::Invalid("register_host: the array is read-only".to_owned()),
+            ));
+        }
+        let dev = self::device(py, device)?;
+        let n = numel(&hv.shape)? * hv.dtype.itemsize;
+        // SAFETY: the array's memory stays alive: the owner holds the array.
+        let reg = unsafe { zc::HostRegistration::new(&dev, hv.ptr as *mut u8, n) }.py(py)?;
+        Ok(DeviceArray {
+            ptr: reg.device_ptr(),
+            shape: hv.shape,
+            strides: None,
+            dtype: hv.dtype,
+            device: dev,
+            owner: Arc::new(Owner::Registered(reg, array.clone().unbind())),
+        })
+    })
+}
+
+fn managed_of<'a>(
+    py: Python<'_>,
+    a: &'a DeviceArray,
+    what: &str,
+) -> PyResult<&'a zc::ManagedBuffer> {
+    match &*a.owner {
+        Owner::Managed(m) => Ok(m),
+        _ => Err(err(
+            py,
+            zc::CudaError::Invalid(format!(
+                "{what} needs a managed array (zyntax.cuda.managed_empty)"
+            )),
+        )),
+    }
+}
+
+fn location(py: Python<'_>, to: &Bound<'_, PyAny>) -> PyResult<zc::Location> {
+    if let Ok(s) = to.extract::<String>() {
+        if s == "host" || s == "cpu" {
+            return Ok(zc::Location::Host);
+        }
+    }
+    match to.extract::<u32>() {
+        Ok(d) => {
+            self::device(py, d)?;
+            Ok(zc::Location::Device(d))
+        }
+        Err(_) => Err(PyTypeError::new_err(
+            "location must be a device ordinal or 'host'",
+        )),
+    }
+}
+
+/// Queues migrating a managed array to a device (ordinal) or `"host"`.
+#[pyfunction]
+#[pyo3(signature = (array, to, stream=None))]
+pub fn cuda_prefetch(
+    py: Python<'_>,
+    array: &Bound<'_, DeviceArray>,
+    to: &Bound<'_, PyAny>,
+    stream: Option<&Bound<'_, CudaStream>>,
+) -> PyResult<()> {
+    guard(|| {
+        let m = managed_of(py, array.get(), "prefetch")?;
+        let loc = location(py, to)?;
+        m.prefetch(loc, opt_stream(stream)).py(py)
+    })
+}
+
+/// Advice for a managed array: `read_mostly`, `preferred_location`,
+/// `accessed_by` (or `unset_...`), for a device ordinal or `"host"`.
+#[pyfunction]
+#[pyo3(signature = (array, advice, location=None))]
+pub fn cuda_advise(
+    py: Python<'_>,
+    array: &Bound<'_, DeviceArray>,
+    advice: &str,
+    location: Option<&Bound<'_, PyAny>>,
+) -> PyResult<()> {
+    guard(|| {
+        let a = array.get();
+        let m = managed_of(py, a, "advise")?;
+        let loc = match location {
+            Some(l) => self::location(py, l)?,
+            None => zc::Location::Device(a.device.ordinal()),
+        };
+        m.advise(zc::Advice::parse(advice).py(py)?, loc).py(py)
+    })
+}
+
+/// `"device"` (pool), `"managed"`, `"registered"` (host memory) or `"foreign"`.
+#[pyfunction]
+pub fn cuda_memory_kind(array: &Bound<'_, DeviceArray>) -> &'static str {
+    match &*array.get().owner {
+        Owner::Pool(_) => "device",
+        Owner::Managed(_) => "managed",
+        Owner::Registered(..) => "registered",
+        Owner::Foreign(_) | Owner::Dlpack(_) => "foreign",
+    }
 }
 
 /// Copies a C-contiguous numpy array to a new DeviceArray.
@@ -1234,7 +1416,7 @@ pub fn cuda_driver_version(py: Python<'_>) -> PyResult<(u32, u32)> {
 /// which PyTorch and CuPy use by default).
 #[pyclass(frozen, name = "Stream", module = "zyntax.cuda")]
 pub struct CudaStream {
-    inner: zc::Stream,
+    pub(crate) inner: zc::Stream,
 }
 
 fn capture_mode(s: &str) -> PyResult<zc::CaptureMode> {
@@ -1411,6 +1593,11 @@ impl CudaGraph {
     fn num_kernel_nodes(&self, py: Python<'_>) -> PyResult<usize> {
         guard(|| self.inner.num_kernel_nodes().py(py))
     }
+    /// How many owners (arrays, tensors, host buffers) the graph keeps alive.
+    #[getter]
+    fn num_owners(&self) -> usize {
+        self.inner.num_owners()
+    }
     fn instantiate(&self, py: Python<'_>) -> PyResult<CudaGraphExec> {
         guard(|| {
             Ok(CudaGraphExec {
@@ -1462,7 +1649,7 @@ impl CudaGraphExec {
                 (None, None) => None,
                 _ => return Err(PyTypeError::new_err("pass both grid and block, or neither")),
             };
-            let mut keep = Vec::new();
+            let mut keep: Vec<DlpackTensor> = Vec::new();
             let items: Vec<Bound<'_, PyAny>> = args.iter().collect();
             let mut kargs = Vec::with_capacity(items.len());
             for (i, a) in items.iter().enumerate() {
@@ -1474,10 +1661,14 @@ impl CudaGraphExec {
                     .unwrap_or(zc::ParamKind::Bytes(0));
                 kargs.push(convert_arg(py, &k.inner, i, &kind, a, &mut keep)?);
             }
-            // SAFETY: as for a launch; the caller vouches for buffer sizes.
+            // The executable owns the new arguments' memory from now on.
+            let mut owners: Vec<zc::KeepAlive> = items.iter().filter_map(owner_of).collect();
+            owners.extend(keep.into_iter().map(|t| Arc::new(t) as zc::KeepAlive));
+            // SAFETY: as for a launch; the caller vouches for buffer sizes,
+            // and `owners` keeps every argument's memory alive.
             unsafe {
                 self.inner
-                    .set_kernel_args(index, &k.inner, cfg.as_ref(), &kargs)
+                    .set_kernel_args(index, &k.inner, cfg.as_ref(), &kargs, owners)
             }
             .py(py)
         })
@@ -1630,7 +1821,7 @@ enum Conv {
 /// A kernel: `kernel.launch(grid, block, *args)` or `kernel[grid, block](*args)`.
 #[pyclass(frozen, name = "Kernel", module = "zyntax.cuda")]
 pub struct CudaKernel {
-    inner: zc::Kernel,
+    pub(crate) inner: zc::Kernel,
     plan: Vec<Conv>,
 }
 
@@ -1657,13 +1848,15 @@ impl CudaKernel {
     }
 
     /// Converts and encodes all arguments, then launches. `keep` holds
-    /// DLPack tensors until the launch is queued.
+    /// DLPack tensors until the launch is queued; when `captured` is a
+    /// stream that is capturing, the arguments' owners move into the graph.
     #[inline]
     fn launch_impl(
         &self,
         py: Python<'_>,
         cfg: &zc::LaunchConfig,
         stream: zc::CUstream,
+        captured: Option<&zc::Stream>,
         args: &Bound<'_, PyTuple>,
     ) -> PyResult<()> {
         let k = &self.inner;
@@ -1705,7 +1898,11 @@ impl CudaKernel {
         // of what the kernel does with its pointers is the caller's contract
         // (documented in zyntax.cuda).
         let r = unsafe { k.launch_raw(cfg, stream, ptrs.as_mut_ptr()) };
-        drop(keep);
+        if let Some(s) = captured.filter(|s| r.is_ok() && s.capture_active()) {
+            keep_captured(s, args.iter(), keep);
+        } else {
+            drop(keep);
+        }
         r.py(py)
     }
 
@@ -1720,6 +1917,37 @@ impl CudaKernel {
             block: dims(block, "block")?,
             shared_bytes: shared_mem.unwrap_or(self.inner.signature().shared_bytes),
         })
+    }
+}
+
+/// The owner that keeps the memory behind a kernel or copy argument alive:
+/// a DeviceArray's buffer (or foreign producer), any other non-scalar object
+/// itself (a tensor exporting `__cuda_array_interface__` or DLPack, a host
+/// array). Scalars and raw integer addresses own nothing.
+fn owner_of(a: &Bound<'_, PyAny>) -> Option<zc::KeepAlive> {
+    if let Ok(d) = a.cast::<DeviceArray>() {
+        return Some(d.get().owner.clone() as zc::KeepAlive);
+    }
+    if a.is_instance_of::<PyInt>() || a.is_instance_of::<PyFloat>() || a.is_none() {
+        return None;
+    }
+    Some(Arc::new(a.clone().unbind()))
+}
+
+/// Registers the owners of `args` (and of imported DLPack tensors) with a
+/// capturing stream: the captured graph then keeps them alive.
+fn keep_captured<'py>(
+    s: &zc::Stream,
+    args: impl Iterator<Item = Bound<'py, PyAny>>,
+    dlpack: Vec<DlpackTensor>,
+) {
+    for a in args {
+        if let Some(o) = owner_of(&a) {
+            s.keep_alive(o);
+        }
+    }
+    for t in dlpack {
+        s.keep_alive(Arc::new(t));
     }
 }
 
@@ -1750,7 +1978,7 @@ fn stream_for(
 
 /// Grid or block dimensions: an int or a tuple/list of 1 to 3 ints.
 #[inline]
-fn dims(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<[u32; 3]> {
+pub(crate) fn dims(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<[u32; 3]> {
     if let Ok(i) = obj.cast::<PyInt>() {
         let v: u32 = i
             .extract()
@@ -1997,7 +2225,7 @@ impl CudaKernel {
             let cfg = self.config(grid, block, shared_mem)?;
             self.inner.check_config(&cfg).py(py)?;
             let s = stream_for(py, &self.inner, stream)?;
-            self.launch_impl(py, &cfg, s, args)
+            self.launch_impl(py, &cfg, s, stream.map(|s| &s.get().inner), args)
         })
     }
 
@@ -2079,9 +2307,13 @@ impl CudaLauncher {
     #[pyo3(signature = (*args))]
     fn __call__(&self, py: Python<'_>, args: &Bound<'_, PyTuple>) -> PyResult<()> {
         guard(|| {
-            self.kernel
-                .get()
-                .launch_impl(py, &self.cfg, self.stream_raw as zc::CUstream, args)
+            self.kernel.get().launch_impl(
+                py,
+                &self.cfg,
+                self.stream_raw as zc::CUstream,
+                self._stream.as_ref().map(|s| &s.get().inner),
+                args,
+            )
         })
     }
     #[getter]
@@ -2136,5 +2368,11 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cuda_from_cuda_array_interface, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_from_dlpack, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_module_cache_len, m)?)?;
+    m.add_function(wrap_pyfunction!(cuda_managed_empty, m)?)?;
+    m.add_function(wrap_pyfunction!(cuda_register_host, m)?)?;
+    m.add_function(wrap_pyfunction!(cuda_prefetch, m)?)?;
+    m.add_function(wrap_pyfunction!(cuda_advise, m)?)?;
+    m.add_function(wrap_pyfunction!(cuda_memory_kind, m)?)?;
+    crate::program::register(m)?;
     Ok(())
 }

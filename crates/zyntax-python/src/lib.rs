@@ -17,6 +17,8 @@ mod host;
 #[cfg(feature = "interp")]
 mod interp;
 mod loc;
+#[cfg(feature = "cuda")]
+mod program;
 mod types;
 
 use pyo3::prelude::*;

@@ -151,6 +151,9 @@ def ptx_for(v: Variant, arch: str) -> str:
     hit = cache.load(key, expect={v.kernel_name: v.param_types})
     if hit is not None:
         logger.info("reused %s for %s from the cache (key %s)", v.kernel_name, arch, key[:16])
+        from zyntax import profiling
+
+        profiling.instant("cache", "ptx cache hit", kernel=v.kernel_name, arch=arch)
         v.ptx[arch] = hit[0]
         return hit[0]
     t0 = time.perf_counter()

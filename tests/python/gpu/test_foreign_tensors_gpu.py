@@ -64,7 +64,7 @@ def test_torch_tensors_cuda_array_interface() -> None:
     _launch(x, y, out, rows, cols, a)
     torch.cuda.synchronize()
     ref = a * x.double().cpu().numpy() + y.double().cpu().numpy()
-    np.testing.assert_allclose(out.cpu().numpy(), ref, rtol=1e-6)
+    np.testing.assert_allclose(out.cpu().numpy(), ref, rtol=1e-6, atol=1e-6)
 
 
 def test_torch_non_contiguous_views_use_their_strides() -> None:
@@ -77,7 +77,7 @@ def test_torch_non_contiguous_views_use_their_strides() -> None:
     _launch(x, y, out, rows, cols, 2.0)
     torch.cuda.synchronize()
     ref = 2.0 * x.double().cpu().numpy() + y.double().cpu().numpy()
-    np.testing.assert_allclose(out.cpu().numpy(), ref, rtol=1e-6)
+    np.testing.assert_allclose(out.cpu().numpy(), ref, rtol=1e-6, atol=1e-6)
 
 
 def test_dlpack_only_objects() -> None:
@@ -88,7 +88,7 @@ def test_dlpack_only_objects() -> None:
     _launch(_DlpackOnly(x), _DlpackOnly(y), _DlpackOnly(out), rows, cols, -1.5)
     torch.cuda.synchronize()
     ref = -1.5 * x.double().cpu().numpy() + y.double().cpu().numpy()
-    np.testing.assert_allclose(out.cpu().numpy(), ref, rtol=1e-6)
+    np.testing.assert_allclose(out.cpu().numpy(), ref, rtol=1e-6, atol=1e-6)
 
 
 def test_producer_stream_is_respected() -> None:
@@ -109,7 +109,7 @@ def test_producer_stream_is_respected() -> None:
         _launch(x, y, out, rows, cols, 3.0)
     torch.cuda.synchronize()
     ref = 3.0 * x.double().cpu().numpy() + y.double().cpu().numpy()
-    np.testing.assert_allclose(out.cpu().numpy(), ref, rtol=1e-6)
+    np.testing.assert_allclose(out.cpu().numpy(), ref, rtol=1e-6, atol=1e-6)
 
 
 def test_cupy_arrays() -> None:
@@ -121,7 +121,7 @@ def test_cupy_arrays() -> None:
     _launch(x, y, out, rows, cols, 0.5)
     cp.cuda.runtime.deviceSynchronize()
     ref = 0.5 * cp.asnumpy(x).astype(np.float64) + cp.asnumpy(y)
-    np.testing.assert_allclose(cp.asnumpy(out), ref, rtol=1e-6)
+    np.testing.assert_allclose(cp.asnumpy(out), ref, rtol=1e-6, atol=1e-6)
 
 
 def test_wrong_dtype_tensor_is_a_typed_error() -> None:

@@ -7,8 +7,8 @@ from typing import Any, Literal, SupportsFloat, SupportsIndex, TypeAlias, final
 
 __all__ = [
     "FULL_MASK",
-    "Block",
     "ArgumentError",
+    "Block",
     "BuildError",
     "CompileError",
     "CpuFunction",
@@ -621,7 +621,9 @@ class CpuFunction:
     def name(self) -> str: ...
     @property
     def signature(self) -> str: ...
-    def time(self, *args: Any, n: int = 100_000, batch: int = 16) -> dict[str, float]: ...
+    def time(
+        self, *args: Any, n: int | None = None, batch: int | None = None
+    ) -> dict[str, float]: ...
     @property
     def address(self) -> int: ...
 
@@ -635,7 +637,7 @@ class CpuModule:
         grid: int | Sequence[int],
         block: int | Sequence[int],
         *args: Any,
-        shared_bytes: int = 0,
+        shared_bytes: int | None = None,
     ) -> str: ...
     @property
     def functions(self) -> list[dict[str, Any]]: ...
@@ -671,12 +673,12 @@ def cpu_target() -> dict[str, str]: ...
 def interp_launch(
     module: Module,
     name: str,
-    grid: tuple[int, int, int],
-    block: tuple[int, int, int],
+    grid: int | Sequence[int],
+    block: int | Sequence[int],
     args: list[Any],
     buffers: list[bytes],
     *,
-    shared_bytes: int = 0,
+    shared_bytes: int | None = None,
     checks: bool = True,
     fuel: int | None = None,
 ) -> tuple[list[bytes], dict[str, int]]: ...

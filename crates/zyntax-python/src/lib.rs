@@ -5,9 +5,9 @@
 //! entry point runs inside [`errors::guard`] so that no Rust panic reaches
 //! Python as `PanicException`.
 
+mod checked;
 #[cfg(feature = "llvm")]
 mod compile;
-mod checked;
 #[cfg(feature = "cuda")]
 mod cuda;
 mod errors;
@@ -28,8 +28,8 @@ mod _native {
 
     #[pymodule_export]
     use crate::errors::{
-        ArgumentError, BuildError, CompileError, CudaError, InternalError, LaunchError, ParseError, TrapError,
-        VerifyError, ZyntaxError,
+        ArgumentError, BuildError, CompileError, CudaError, InternalError, LaunchError, ParseError,
+        TrapError, VerifyError, ZyntaxError,
     };
 
     #[pymodule_export]
@@ -66,6 +66,18 @@ mod _native {
         m.add("build_profile", super::build_profile())?;
         m.add("FULL_MASK", crate::hir::FULL_MASK)?;
         crate::types::add_scalars(m)?;
+        // ptxas of the `[compute]` extra is found through this interpreter, not `python3` on PATH.
+        #[cfg(feature = "llvm")]
+        if let Ok(exe) = m
+            .py()
+            .import("sys")?
+            .getattr("executable")?
+            .extract::<String>()
+        {
+            if !exe.is_empty() {
+                zyntax_llvm::Ptxas::set_python(exe);
+            }
+        }
         #[cfg(feature = "cuda")]
         crate::cuda::register(m)?;
         Ok(())

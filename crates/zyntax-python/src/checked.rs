@@ -120,8 +120,10 @@ pub fn text(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<String> {
 }
 
 /// A grid or block shape: an `int` or a sequence of 1 to 3 `int`s, each in
-/// `[1, 2**32 - 1]` (never a `str`, `float` or `bool`), padded with 1s.
-pub fn dim3(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<[u32; 3]> {
+/// `[min, 2**32 - 1]` (never a `str`, `float` or `bool`), padded with 1s.
+/// (The CUDA runtime passes `min = 0`: its launch check reports a zero
+/// dimension against the device's limits.)
+pub fn dim3(obj: &Bound<'_, PyAny>, name: &str, min: u32) -> PyResult<[u32; 3]> {
     let bad = |why: String| ArgumentError::new_err(format!("argument '{name}': {why}"));
     let one = |v: &Bound<'_, PyAny>| -> PyResult<u32> {
         // numpy integers are not `int` subclasses; `__index__` makes them one.
@@ -131,10 +133,10 @@ pub fn dim3(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<[u32; 3]> {
             v.clone()
         };
         match convert::<u32>(&v, &format!("argument '{name}': ")) {
-            Ok(x) if x > 0 => Ok(x),
-            // Out of range (0 included): say the range that is accepted.
+            Ok(x) if x >= min => Ok(x),
+            // Out of range: say the range that is accepted.
             _ if v.is_instance_of::<PyInt>() => Err(bad(format!(
-                "each dimension must be an integer in [1, {}], got {}",
+                "each dimension must be an integer in [{min}, {}], got {}",
                 u32::MAX,
                 v.str().map(|s| s.to_string()).unwrap_or_default()
             ))),

@@ -1749,16 +1749,17 @@ fn stream_for(
     }
 }
 
-/// Grid or block dimensions: an int or a tuple/list of 1 to 3 ints, each at
-/// least 1 (`ArgumentError` naming `what` otherwise).
+/// Grid or block dimensions: an int or a tuple/list of 1 to 3 ints
+/// (`ArgumentError` naming `what` otherwise).
 #[inline]
 fn dims(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<[u32; 3]> {
     if let Ok(i) = obj.cast_exact::<PyInt>() {
-        if let Ok(v @ 1..) = i.extract::<u32>() {
+        if let Ok(v) = i.extract::<u32>() {
             return Ok([v, 1, 1]);
         }
     }
-    crate::checked::dim3(obj, what)
+    // Zero passes: the launch check reports it against the device's limits.
+    crate::checked::dim3(obj, what, 0)
 }
 
 /// The launch hot path: DeviceArray and Python scalars first.

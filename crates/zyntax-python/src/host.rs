@@ -688,7 +688,10 @@ impl CpuModule {
             .ok_or_else(|| ArgumentError::new_err(format!("no function @{}", name.0)))?;
         let f = &self.m.functions[idx];
         let written = self.written.get(idx).map_or(&[][..], Vec::as_slice);
-        let (g, b) = (checked::dim3(grid, "grid")?, checked::dim3(block, "block")?);
+        let (g, b) = (
+            checked::dim3(grid, "grid", 1)?,
+            checked::dim3(block, "block", 1)?,
+        );
         match &f.kind {
             HostFnKind::CpuKernel => {
                 let (slots, lens) = pack(py, f, written, args)?;

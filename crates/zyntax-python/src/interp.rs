@@ -159,8 +159,8 @@ pub fn interp_launch<'py>(
     let m = module_arg(module)?;
     let (name, grid, block) = (
         name.0,
-        checked::dim3(grid, "grid")?,
-        checked::dim3(block, "block")?,
+        checked::dim3(grid, "grid", 1)?,
+        checked::dim3(block, "block", 1)?,
     );
     let shared_bytes = match shared_bytes {
         Some(s) => checked::arg::<u32>(s, "shared_bytes")?.into(),

@@ -284,17 +284,23 @@ def run_gpu(
         v.native["gpu"] = func
     # numpy arrays travel to the device and back (like Numba's auto-transfer).
     staged: list[Any] = []
-    back: list[tuple[Any, Any]] = []
-    for a in args:
+    back: list[tuple[int, Any, Any]] = []
+    for k, a in enumerate(args):
         if isinstance(a, np.ndarray):
             d = cuda.to_device(a)
-            back.append((a, d))
+            back.append((k, a, d))
             staged.append(d)
         else:
             staged.append(a)
     assert v.binder is not None
     flat = v.binder(staged)
     func.launch(grid, block, *flat, shared_mem=shared_mem or None, stream=stream)
-    for orig, d in back:
+    for k, orig, d in back:
         if orig.flags.writeable:
             orig[...] = d.to_host(stream)
+        elif d.to_host(stream).tobytes() != np.ascontiguousarray(orig).tobytes():
+            # A read-only input must stay as it was: say so instead of dropping the result.
+            raise KernelArgumentError(
+                f"argument {k} of kernel '{v.kernel_name}' is a read-only array, but the "
+                "kernel wrote to it (pass a writeable copy, e.g. numpy.array(a))"
+            )

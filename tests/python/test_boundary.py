@@ -217,3 +217,38 @@ def test_finish_without_with_terminates_the_function() -> None:
         o = np.full(40, np.nan, np.float32)
         interp.launch(m, "k", 1, 64, o, 33)
         assert np.all(o[:33] == 2.5) and np.all(np.isnan(o[33:]))
+
+
+# --------------------------------------------------------------------------- @zyntax.kernel surface
+
+
+def _kernel_hostile_calls() -> list[tuple[str, Callable[[], object]]]:
+    @zyntax.kernel
+    def k(x, out):  # type: ignore[no-untyped-def]
+        i = zyntax.lang.grid(1)
+        if i < len(x):
+            out[i] = x[i]
+
+    x = np.ones(4, np.float32)
+    return [
+        ("kernel device", lambda: zyntax.kernel(device="tpu")(lambda a: None)),
+        ("kernel max_threads", lambda: zyntax.kernel(max_threads="12")(lambda a: None)),
+        ("launch device", lambda: k.launch(x, x, grid=1, block=4, device="tpu")),
+        ("launch config", lambda: k[1]),
+        ("launch grid str", lambda: k["a", 1]),
+        ("hir sig int", lambda: k.hir(sig=3)),  # type: ignore[arg-type]
+        ("ptx sig str", lambda: k.ptx(sig="f32")),
+        ("Array dtype", lambda: zyntax.Array[3, 1]),
+        ("Array ndim", lambda: zyntax.Array[zyntax.f32, 1.5]),
+        ("f32[str]", lambda: zyntax.f32["2"]),
+        ("f32 cast", lambda: zyntax.f32("a")),
+        ("u8 cast", lambda: zyntax.u8(2**80)),
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(_kernel_hostile_calls())))
+def test_kernel_surface_raises_typed_errors(case: int) -> None:
+    label, call = _kernel_hostile_calls()[case]
+    with pytest.raises(zyntax.ZyntaxError) as info:
+        call()
+    assert not isinstance(info.value, (ValueError, OverflowError)), label

@@ -453,7 +453,7 @@ class Kernel(_Translatable):
         self.min_blocks = min_blocks
         self.max_registers = max_registers
         if device not in ("auto", "gpu", "cpu"):
-            raise ValueError("device must be 'auto', 'gpu' or 'cpu'")
+            raise KernelArgumentError(f"device must be 'auto', 'gpu' or 'cpu', got {device!r}")
         self.device = device
         self._variants: dict[tuple[ParamSpec, ...], Variant] = {}
         self._fast: dict[tuple[Any, ...], Variant] = {}
@@ -539,6 +539,10 @@ class Kernel(_Translatable):
                     "e.g. k.hir((zyntax.Array[zyntax.f32, 1], zyntax.i32))"
                 )
             return tuple(full)
+        if isinstance(sig, (str, bytes)) or not isinstance(sig, Sequence):
+            raise KernelArgumentError(
+                f"sig must be a sequence of types or example arguments, got {type(sig).__name__}"
+            )
         return tuple(spec_of_sig_entry(x) for x in sig)
 
     # ---------------------------------------------------------------- translation
@@ -736,6 +740,10 @@ class Kernel(_Translatable):
         """Launch over ``grid`` blocks of ``block`` threads on the GPU (or the CPU interpreter)."""
         try:
             g, b = _dim3(grid, "grid"), _dim3(block, "block")
+            if device not in (None, "auto", "gpu", "cpu"):
+                raise KernelArgumentError(
+                    f"device must be None, 'auto', 'gpu' or 'cpu', got {device!r}"
+                )
             self._launch(args, g, b, shared_mem, stream, device)
         except KernelError as e:
             raise trim_traceback(e) from None

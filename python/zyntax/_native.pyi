@@ -612,7 +612,7 @@ def emit_llvm(
 ) -> str: ...
 def ptxas_assemble(ptx: str, arch: str, ptxas: str | None = None) -> dict[str, Any]: ...
 
-# ---------------------------------------------------------------- CPU backend (src/host.rs, `llvm`)
+# ------------------------------------- CPU backend (crates/zyntax-python/src/host.rs, `llvm`)
 
 @final
 class CpuFunction:
@@ -692,7 +692,7 @@ def interp_call(
     fuel: int | None = None,
 ) -> tuple[list[Any], list[bytes]]: ...
 
-# ---------------------------------------------------------------- CUDA runtime (src/cuda.rs)
+# ------------------------------------- CUDA runtime (crates/zyntax-python/src/cuda.rs)
 # Registered only when the extension is built with the `cuda` feature (default).
 
 _Dims: TypeAlias = int | Sequence[int]

@@ -1,5 +1,5 @@
 """Shared helpers of the benchmarks: device naming, timing, the results JSON
-(format in shared/design/GPU_RUNS.md) and the printed table."""
+(format in docs/performance.md, "Results JSON") and the printed table."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ metric ``ms_per_kernel`` (wall time; zyntax and NVRTC alternate compile by
 compile, and their rows also carry ``min``, ``cpu_ms`` -- the process CPU time,
 which a loaded machine does not inflate -- and, for zyntax, ``stages_ms``),
 written to ``benches/results/compile-<device-short>-<yyyymmdd>.json``
-(format in shared/design/GPU_RUNS.md); device ``cpu-<model>`` without a GPU.
+(format in docs/performance.md); device ``cpu-<model>`` without a GPU.
 
     python benches/compile.py [--arch sm_90] [--repeat 31] [--out-dir DIR] [--quick]
 """

@@ -18,7 +18,7 @@ calling each implementation from Python (zyntax ``CpuFunction``, ctypes for
 C, the Numba dispatcher).
 
 Writes ``benches/results/cpu_latency-cpu-<yyyymmdd>.json`` (format:
-``/work/shared/design/GPU_RUNS.md``) and prints a table.
+docs/performance.md, "Results JSON") and prints a table.
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ Cases (each with peer rows from the same run):
   arrays. ``zyntax-raw`` is the runtime's own ``CudaKernel`` launch without the
   decorator's dispatch, as the floor of our Python path.
 
-Writes ``benches/results/frontend-<device>-<yyyymmdd>.json`` (``GPU_RUNS.md``
-format) and prints it.
+Writes ``benches/results/frontend-<device>-<yyyymmdd>.json`` (format in
+docs/performance.md) and prints it.
 
     python benches/frontend.py [--out DIR] [--launches N]
 """

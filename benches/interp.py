@@ -3,7 +3,7 @@
 Runs the CI workloads -- a 1M-element saxpy and a 64x64x64 MMA-tiled product
 (one warp per 16x16 tile of C, f16 inputs, f32 accumulation) -- checks them
 against numpy, and writes ``benches/results/interp-cpu-<yyyymmdd>.json`` in
-the format of ``GPU_RUNS.md`` (device "cpu"), with numpy doing the same
+the format of docs/performance.md (device "cpu"), with numpy doing the same
 computation as the peer row.
 
     python benches/interp.py [--out DIR] [--repeat N]

@@ -1,7 +1,7 @@
 """Kernel launch overhead: zyntax.cuda against CuPy, PyTorch, Triton,
 cuda-bindings and a C loop calling cuLaunchKernel (the floor).
 
-Cases (see shared/design/GPU_RUNS.md for the JSON format):
+Cases (JSON format: docs/performance.md):
   empty_kernel/us_per_launch        async launches of an empty 1x1 kernel, back to back
   empty_kernel_sync/us_per_roundtrip launch + synchronize, one at a time
   graph_replay/us_per_kernel        a captured graph of 100 empty kernels, replayed

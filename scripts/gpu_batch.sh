@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# One batch of GPU work on a lent CUDA machine (see shared/design/GPU_RUNS.md):
+# One batch of GPU work on a lent CUDA machine (see docs/gpu-runs.md):
 # installs the wheel carried in .device/, runs every GPU test and the GPU
 # benches, and writes logs and bench JSON under $OUT (default ./gpu-out).
 # Usage on the device:  ZYNTAX_COMMIT=<sha> bash scripts/gpu_batch.sh [tests|benches|sanitize|all]
 # (`sanitize` runs the example-kernel GPU tests under compute-sanitizer memcheck and
-# racecheck; it needs an H100 machine, see GPU_RUNS.md.)
+# racecheck; some GPU machines report "Device not supported", see docs/gpu-runs.md.)
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 what="${1:-all}"

@@ -2,8 +2,11 @@
 # Packaging check: builds the release abi3 wheel, installs it into fresh
 # virtual environments (with and without the `compute` extra) and runs a smoke
 # test in each: compile saxpy to PTX (and, with `compute`, validate it with
-# ptxas). Also checks that the native module carries no libLLVM/libz3/libxml2
-# dependency and prints the wheel's size.
+# ptxas, from Python and with `zyntax compile --validate`). The fresh venvs are
+# used *un-activated*, with a PATH that holds no other Python or ptxas, as a
+# user who runs `venv/bin/python` does: ptxas must be found through the running
+# interpreter. Also checks that the native module carries no
+# libLLVM/libz3/libxml2 dependency and prints the wheel's size.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 activate_venv
@@ -40,11 +43,17 @@ if sys.argv[1] == "compute":
     zyntax.validate_ptx(ptx, "sm_80")
 print("smoke ok:", sys.argv[1], zyntax.__version__)
 '
+cp examples/saxpy.zir "$out/saxpy.zir"
+# Not activated: no VIRTUAL_ENV, no venv (ours or theirs) on PATH, no ZYNTAX_PTXAS.
+bare=(env -u ZYNTAX_PTXAS -u ZYNTAX_PYTHON -u VIRTUAL_ENV -u PYTHONPATH PATH=/usr/bin:/bin)
 for extra in compute plain; do
     python -m venv "$out/venv-$extra"
     spec="zyntax @ file://$whl"
     [[ $extra == compute ]] && spec="zyntax[compute] @ file://$whl"
     "$out/venv-$extra/bin/python" -m pip install -q --disable-pip-version-check "$spec"
-    (cd "$out" && env -u ZYNTAX_PTXAS "$out/venv-$extra/bin/python" -c "$smoke" "$extra")
-    (cd "$out" && "$out/venv-$extra/bin/zyntax" --help >/dev/null)
+    (cd "$out" && "${bare[@]}" "$out/venv-$extra/bin/python" -c "$smoke" "$extra")
+    (cd "$out" && "${bare[@]}" "$out/venv-$extra/bin/zyntax" --help >/dev/null)
+    if [[ $extra == compute ]]; then
+        (cd "$out" && "${bare[@]}" "$out/venv-$extra/bin/zyntax" compile --validate saxpy.zir >/dev/null)
+    fi
 done

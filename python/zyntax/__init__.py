@@ -92,6 +92,9 @@ __all__ += [
 def gpu_available() -> bool:
     """Whether kernels can run on a GPU here: the extension was built with the
     ``compute`` feature (``build_info()["compute"]``), a CUDA driver loads and
-    it reports at least one device. Never raises."""
-    probe = getattr(_native, "cuda_is_available", None)
-    return bool(probe()) if probe is not None else False
+    it reports at least one device. A build without CUDA, a missing driver or
+    no device give False; any other failure (a driver that fails to
+    initialise, ...) is raised as the `CudaError` it is."""
+    from zyntax.frontend import pipeline
+
+    return pipeline.gpu_available()

@@ -634,7 +634,7 @@ def emit_llvm(
 ) -> str: ...
 def ptxas_assemble(ptx: str, arch: str, ptxas: str | None = None) -> dict[str, Any]: ...
 
-# ---------------------------------------------------------------- CPU backend (src/host.rs, `llvm`)
+# ------------------------------------- CPU backend (crates/zyntax-python/src/host.rs, `llvm`)
 
 @final
 class CpuFunction:
@@ -643,7 +643,9 @@ class CpuFunction:
     def name(self) -> str: ...
     @property
     def signature(self) -> str: ...
-    def time(self, *args: Any, n: int = 100_000, batch: int = 16) -> dict[str, float]: ...
+    def time(
+        self, *args: Any, n: int | None = None, batch: int | None = None
+    ) -> dict[str, float]: ...
     @property
     def address(self) -> int: ...
 
@@ -657,7 +659,7 @@ class CpuModule:
         grid: int | Sequence[int],
         block: int | Sequence[int],
         *args: Any,
-        shared_bytes: int = 0,
+        shared_bytes: int | None = None,
     ) -> str: ...
     @property
     def functions(self) -> list[dict[str, Any]]: ...
@@ -693,12 +695,12 @@ def cpu_target() -> dict[str, str]: ...
 def interp_launch(
     module: Module,
     name: str,
-    grid: tuple[int, int, int],
-    block: tuple[int, int, int],
+    grid: int | Sequence[int],
+    block: int | Sequence[int],
     args: list[Any],
     buffers: list[bytes],
     *,
-    shared_bytes: int = 0,
+    shared_bytes: int | None = None,
     checks: bool = True,
     fuel: int | None = None,
 ) -> tuple[list[bytes], dict[str, int]]: ...
@@ -712,7 +714,7 @@ def interp_call(
     fuel: int | None = None,
 ) -> tuple[list[Any], list[bytes]]: ...
 
-# ---------------------------------------------------------------- CUDA runtime (src/cuda.rs)
+# ------------------------------------- CUDA runtime (crates/zyntax-python/src/cuda.rs)
 # Registered only when the extension is built with the `cuda` feature (default).
 
 _Dims: TypeAlias = int | Sequence[int]

@@ -7,13 +7,21 @@ kernels.py`` compiles the ``@zyntax.kernel`` functions of a Python file, which
 needs the Python front-end (:func:`zyntax.frontend.aot.compile_file`); so do
 ``zyntax compile --emit cubin|fatbin`` (AOT bundles, which use nvFatbin from
 Python) and ``zyntax cache ...`` (:mod:`zyntax.commands`).
+
+The command compiles in a forked worker process, so that an abort inside LLVM
+or ptxas on hostile input ends as one ``error:`` line and status 1, not as a
+death by signal (docs/cli.md, "Untrusted input").
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
 
 from zyntax import _native
 
@@ -55,9 +63,23 @@ def _compile_input(args: Sequence[str]) -> str | None:
     return None
 
 
+#: Exit statuses, as in the Rust command's table (`zyntax --help`, docs/cli.md).
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """Usage errors as one line and status 2, like the Rust command's."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"error: {message} (see `zyntax compile --help`)", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
+
+
 def _python_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
+    ap = _OneLineParser(
         prog="zyntax compile",
+        epilog="Exit status: as listed by `zyntax --help`.",
         description=(
             "Compile every fully annotated @zyntax.kernel of a Python file to PTX: "
             "<OUTPUT>/<kernel>.ptx plus <kernel>.json (parameter layout, arch, PTX version, "
@@ -92,6 +114,12 @@ def _compile_python(args: Sequence[str]) -> int:
     from zyntax.frontend.errors import KernelError
 
     ns = _python_parser().parse_args(list(args))
+    out = Path(ns.output)
+    if out.exists() and out.resolve() == Path(ns.input).resolve():
+        print(
+            f"error: -o {ns.output} names the input file; refusing to overwrite it", file=sys.stderr
+        )
+        return EXIT_USAGE
     try:
         res = aot.compile_file(ns.input, ns.arch, ns.output, cache_layout=ns.cache_layout)
     except KernelError as e:
@@ -102,10 +130,10 @@ def _compile_python(args: Sequence[str]) -> int:
             print(f"{where}: error: {e.message}{inside}", file=sys.stderr)
         else:
             print(f"error: {e}", file=sys.stderr)
-        return 1
+        return EXIT_ERROR
     except Exception as e:  # a compile or I/O failure: one message, never a traceback
         print(f"{ns.input}: error: {type(e).__name__}: {e}", file=sys.stderr)
-        return 1
+        return EXIT_ERROR
     for p in res.written:
         print(p)
     for name, why in res.skipped:
@@ -113,9 +141,54 @@ def _compile_python(args: Sequence[str]) -> int:
     return 0
 
 
+#: Test hook, honoured by the worker only: abort as LLVM does on a fatal error.
+TEST_ABORT_ENV = "ZYNTAX_WORKER_TEST_ABORT"
+
+
+def _in_worker(rest: list[str]) -> int:
+    """Runs the command in a forked child and waits; a child killed by a signal
+    becomes one error line and status 1."""
+    if not hasattr(os, "fork"):
+        return _run(rest)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the worker: never returns into the caller's frames
+        code = EXIT_ERROR
+        try:
+            if os.environ.get(TEST_ABORT_ENV) == "1":
+                os.abort()
+            code = _run(rest)
+        except SystemExit as e:  # argparse's usage errors
+            code = e.code if isinstance(e.code, int) else EXIT_ERROR
+        except BaseException as e:  # one line, never a traceback
+            print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = "signal"
+        print(
+            f"error: the compiler worker process was killed by signal {sig} ({name}): "
+            "the input makes LLVM or ptxas abort; please report it as a zyntax bug",
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
+    return os.waitstatus_to_exitcode(status)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the zyntax command line with ``argv`` (default: ``sys.argv[1:]``)."""
-    rest = list(sys.argv[1:] if argv is None else argv)
+    return _in_worker(list(sys.argv[1:] if argv is None else argv))
+
+
+def _run(rest: list[str]) -> int:
     # AOT bundles and the cache commands are Python (zyntax.commands).
     if rest[:1] == ["cache"]:
         from zyntax import commands
@@ -138,7 +211,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "(zyntax-cli was not compiled in)",
             file=sys.stderr,
         )
-        return 2
+        return EXIT_ERROR
     # The Rust side writes to the process's file descriptors directly.
     sys.stdout.flush()
     sys.stderr.flush()
@@ -146,7 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = cli_main(["zyntax", *rest])
     except Exception as e:  # an internal error: one line, never a traceback
         print(f"error: {e}", file=sys.stderr)
-        return 1
+        return EXIT_ERROR
     return code
 
 

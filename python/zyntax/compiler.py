@@ -5,16 +5,25 @@
 full result (PTX, LLVM IR, kernel names, per-stage timings) and
 ``validate_ptx`` assembles PTX with ``ptxas`` (from ``nvidia-cuda-nvcc-cu12``,
 ``$ZYNTAX_PTXAS`` or ``PATH``).
+
+``isolate=True`` compiles in a separate worker process (``zyntax._worker``):
+for untrusted input, so that an abort inside LLVM becomes a `CompileError`
+instead of ending this process. See docs/python.md, "Untrusted input".
 """
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from zyntax import _native
+from zyntax import _native, errors
 from zyntax import profiling as _profiling
-from zyntax.errors import CompileError
+from zyntax.errors import ArgumentError, CompileError
 from zyntax.hir import Module
 
 __all__ = ["CompileResult", "PtxasResult", "compile", "compile_ptx", "validate_ptx"]
@@ -52,18 +61,80 @@ def _backend(name: str) -> Any:
     return fn
 
 
+def _in_worker(module: Module, request: dict[str, Any]) -> dict[str, Any]:
+    """Runs one compile request in a fresh worker process and returns its result.
+
+    A worker that dies (LLVM or ptxas aborting on hostile input) is a
+    `CompileError` naming the signal; an error the worker reports is raised
+    here as the same `ZyntaxError` subclass.
+    """
+    if not isinstance(module, Module):
+        raise ArgumentError(
+            f"argument 'module': expected a zyntax.hir.Module, got {type(module).__name__}"
+        )
+    if not sys.executable:
+        raise CompileError("isolate=True needs sys.executable to start the worker process")
+    request = dict(request, module=module.to_json())
+    env = dict(os.environ)
+    # The worker imports this very zyntax, wherever it was found.
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    proc = subprocess.run(
+        [sys.executable, "-m", "zyntax._worker"],
+        input=json.dumps(request),
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    tail = " ".join(proc.stderr.strip().splitlines()[-3:])
+    if proc.returncode < 0:
+        try:
+            sig = signal.Signals(-proc.returncode).name
+        except ValueError:
+            sig = f"signal {-proc.returncode}"
+        raise CompileError(
+            f"compiling module {module.name!r} killed the compiler worker process ({sig}): "
+            f"the input makes LLVM or ptxas abort; this process is unaffected"
+            + (f" (worker stderr: {tail})" if tail else "")
+        )
+    try:
+        reply: dict[str, Any] = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        reply = {}
+    if proc.returncode != 0 or not reply:
+        raise CompileError(
+            f"the compiler worker process failed (exit status {proc.returncode}) "
+            f"compiling module {module.name!r}" + (f": {tail}" if tail else "")
+        )
+    if "error" in reply:
+        cls = getattr(errors, str(reply["error"]), None)
+        if not (isinstance(cls, type) and issubclass(cls, errors.ZyntaxError)):
+            cls = CompileError
+        err = cls(reply.get("message", ""))
+        if "diagnostics" in reply:
+            err.diagnostics = reply["diagnostics"]  # type: ignore[attr-defined]
+        raise err
+    result: dict[str, Any] = reply["result"]
+    return result
+
+
 def compile_ptx(
     module: Module,
     arch: str = "sm_90",
     *,
     ptx_version: str | None = None,
     opt_level: str | None = None,
+    isolate: bool = False,
 ) -> CompileResult:
     """Verifies `module` and compiles it to PTX for `arch`.
 
     Raises `VerifyError` if the module is rejected (including arch gating for
-    `arch`), `CompileError` for unsupported requests.
+    `arch`), `CompileError` for unsupported requests. With ``isolate=True``
+    the compile runs in a worker process (for untrusted input).
     """
+    if isolate:
+        req = {"arch": arch, "ptx_version": ptx_version, "opt_level": opt_level, "emit": "ptx"}
+        return CompileResult(**_in_worker(module, req))
     prof = _profiling.current()
     start = prof.now() if prof is not None else 0.0
     out = _backend("compile_ptx")(module, arch, ptx_version=ptx_version, opt_level=opt_level)
@@ -82,12 +153,22 @@ def compile(  # noqa: A001 - the documented entry point shadows the builtin on p
     *,
     ptx_version: str | None = None,
     opt_level: str | None = None,
+    isolate: bool = False,
 ) -> str:
-    """Compiles `module` and returns PTX (``emit="ptx"``) or LLVM IR (``emit="llvm"``)."""
+    """Compiles `module` and returns PTX (``emit="ptx"``) or LLVM IR (``emit="llvm"``).
+
+    ``isolate=True`` compiles in a worker process, so that input that makes
+    LLVM abort raises `CompileError` instead of ending this process.
+    """
     if backend != "nvptx":
         raise CompileError(f"unknown backend {backend!r} (available: 'nvptx')")
     if emit == "ptx":
-        return compile_ptx(module, arch, ptx_version=ptx_version, opt_level=opt_level).ptx
+        return compile_ptx(
+            module, arch, ptx_version=ptx_version, opt_level=opt_level, isolate=isolate
+        ).ptx
+    if emit == "llvm" and isolate:
+        req = {"arch": arch, "ptx_version": ptx_version, "opt_level": opt_level, "emit": "llvm"}
+        return str(_in_worker(module, req)["llvm_ir"])
     if emit == "llvm":
         ir: str = _backend("emit_llvm")(module, arch, ptx_version=ptx_version, opt_level=opt_level)
         return ir

@@ -44,7 +44,6 @@ from zyntax._native import (
     i16,
     i32,
     i64,
-    parse_zir,
     ptr,
     u8,
     u16,
@@ -54,6 +53,8 @@ from zyntax._native import (
 )
 from zyntax._native import Block as Block
 from zyntax._native import Value as Value
+from zyntax._native import parse_zir as _parse_zir
+from zyntax.errors import ArgumentError
 
 #: Scalar types by `.zir` name.
 SCALARS: dict[str, Type] = {
@@ -61,9 +62,32 @@ SCALARS: dict[str, Type] = {
 }
 
 
+def check_text(value: object, name: str) -> str:
+    """`value` as text zyntax can read: a `str` without lone surrogates (which
+    cannot become UTF-8), else an `ArgumentError` naming the parameter."""
+    if not isinstance(value, str):
+        raise ArgumentError(f"argument '{name}': expected a str, got {type(value).__name__}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ArgumentError(
+            f"argument '{name}': text is not valid Unicode (a lone surrogate at character "
+            f"{e.start}); zyntax reads UTF-8 text only"
+        ) from None
+    return value
+
+
+def parse_zir(text: str, filename: str | None = None) -> Module:
+    """Parses a module from `.zir` text; `filename` names it in error locations."""
+    check_text(text, "text")
+    if filename is not None:
+        check_text(filename, "filename")
+    return _parse_zir(text, filename)
+
+
 def type_(text: str) -> Type:
     """Parses a type from its `.zir` spelling, e.g. ``type_("ptr<shared, f32>")``."""
-    return Type.parse(text)
+    return Type.parse(check_text(text, "text"))
 
 
 __all__ = [

@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from zyntax import _native
-from zyntax.errors import LaunchError, ZyntaxError
-from zyntax.hir import Module, Type
+from zyntax.errors import ArgumentError, LaunchError, ZyntaxError
+from zyntax.hir import Module, Type, check_text
 
 __all__ = ["Dim3", "call", "launch"]
 
@@ -48,16 +48,6 @@ def _native_fn(name: str) -> Any:
     return fn
 
 
-def _dim3(d: Dim3, what: str) -> tuple[int, int, int]:
-    if isinstance(d, int):
-        return (d, 1, 1)
-    t = tuple(int(x) for x in d)
-    if not 1 <= len(t) <= 3:
-        raise LaunchError(f"{what} must be an int or 1 to 3 ints, got {d!r}")
-    x, y, z = (*t, 1, 1)[:3]
-    return (x, y, z)
-
-
 def _scalar_of(t: Type) -> str | None:
     """numpy dtype name of a pointer's element (through vectors and arrays)."""
     while t.kind in ("vector", "array") and t.elem is not None:
@@ -72,37 +62,49 @@ class _Marshal:
         self.fname = fname
         self.params = params
         self.buffers: list[bytes] = []
-        self.arrays: list[np.ndarray[Any, Any]] = []
+        #: (array, index of the first argument that passed it)
+        self.arrays: list[tuple[np.ndarray[Any, Any], int]] = []
         self.index_of: dict[int, int] = {}
 
     def arg(self, k: int, a: Any) -> Any:
         ty = self.params[k]
         if isinstance(a, np.ndarray):
             if not ty.is_ptr:
-                raise TypeError(f"@{self.fname} argument {k} is {ty}; got a numpy array")
+                raise ArgumentError(f"@{self.fname} argument {k} is {ty}; got a numpy array")
             assert ty.elem is not None
             want = _scalar_of(ty.elem)
             if want is not None and a.dtype != np.dtype(want):
-                raise TypeError(
+                raise ArgumentError(
                     f"@{self.fname} argument {k} points to {ty.elem}; "
                     f"got an array of {a.dtype} (expected {want})"
                 )
             if id(a) not in self.index_of:
                 self.index_of[id(a)] = len(self.buffers)
                 self.buffers.append(np.ascontiguousarray(a).tobytes())
-                self.arrays.append(a)
+                self.arrays.append((a, k))
             return ("buffer", self.index_of[id(a)])
         if isinstance(a, np.generic):
             return a.item()
         return a
 
     def write_back(self, buffers: Sequence[bytes]) -> None:
-        for arr, data in zip(self.arrays, buffers, strict=True):
+        """Copies changed buffers into their arrays. A read-only array that was
+        only read is fine; one the program wrote to is an `ArgumentError`."""
+        for (arr, k), before, data in zip(self.arrays, self.buffers, buffers, strict=True):
+            if data == before:
+                continue
+            if not arr.flags.writeable:
+                raise ArgumentError(
+                    f"@{self.fname} argument {k}: the array is read-only, but the program "
+                    "wrote to it (pass a writeable copy, e.g. numpy.array(a))"
+                )
             arr[...] = np.frombuffer(data, dtype=arr.dtype).reshape(arr.shape)
 
 
 def _marshal(module: Module, name: str, args: Sequence[Any]) -> tuple[_Marshal, list[Any]]:
-    params, _ = module.signature(name)
+    if not isinstance(module, Module):
+        raise ArgumentError(f"expected a zyntax.hir.Module, got {type(module).__name__}")
+    params, _ = module.signature(check_text(name, "name"))
     if len(args) != len(params):
         raise LaunchError(f"@{name} takes {len(params)} arguments, got {len(args)}")
     m = _Marshal(name, params)
@@ -132,7 +134,7 @@ def launch(
     if not isinstance(target, Module):
         run_cpu = getattr(target, "run_cpu", None)
         if run_cpu is None:
-            raise TypeError(
+            raise ArgumentError(
                 "interp.launch takes a zyntax.hir.Module or a @zyntax.kernel function, "
                 f"got {type(target).__name__}"
             )
@@ -158,8 +160,8 @@ def launch(
         bufs, stats = _native_fn("interp_launch")(
             target,
             kernel,
-            _dim3(grid, "grid"),
-            _dim3(block, "block"),
+            grid,
+            block,
             conv,
             marshal.buffers,
             shared_bytes=shared_bytes,

@@ -79,6 +79,13 @@ __all__ = [
 ]
 
 
+def _type_error(message: str) -> Exception:
+    """A `KernelTypeError` (a `ZyntaxError` and a `TypeError`)."""
+    from zyntax.frontend.errors import KernelTypeError
+
+    return KernelTypeError(message)
+
+
 def _outside(what: str) -> Exception:
     # Imported here: zyntax.frontend imports this module.
     from zyntax.frontend.errors import KernelError
@@ -96,14 +103,19 @@ class DType:
     def __call__(self, value: Any) -> Any:
         if self.np_dtype is None:
             raise _outside(f"zyntax.{self.name}(...)")
-        return self.np_dtype.type(value)
+        try:
+            return self.np_dtype.type(value)
+        except (TypeError, ValueError, OverflowError) as e:
+            raise _type_error(f"zyntax.{self.name}({value!r}): {e}") from None
 
     def __repr__(self) -> str:
         return f"zyntax.{self.name}"
 
     def __getitem__(self, ndim: int) -> ArraySpec:
         """``zyntax.f32[2]`` is shorthand for ``zyntax.Array[zyntax.f32, 2]``."""
-        return ArraySpec(self, int(ndim))
+        if not isinstance(ndim, int) or isinstance(ndim, bool):
+            raise _type_error(f"zyntax.{self.name}[ndim]: ndim must be an int, got {ndim!r}")
+        return ArraySpec(self, ndim)
 
 
 bool_ = DType("bool", np.bool_)
@@ -140,11 +152,13 @@ class ArraySpec:
 
     def __init__(self, dtype: DType, ndim: int, layout: str = "A") -> None:
         if not isinstance(dtype, DType):
-            raise TypeError(f"Array element type must be a zyntax scalar type, got {dtype!r}")
-        if ndim not in (1, 2, 3):
-            raise TypeError(f"arrays have 1 to 3 dimensions, got {ndim}")
+            raise _type_error(f"Array element type must be a zyntax scalar type, got {dtype!r}")
+        if type(ndim) is not int or ndim not in (1, 2, 3):
+            raise _type_error(f"arrays have 1 to 3 dimensions, got {ndim!r}")
         if layout not in ("A", "C"):
-            raise TypeError(f"layout must be 'A' (any strides) or 'C' (contiguous), got {layout!r}")
+            raise _type_error(
+                f"layout must be 'A' (any strides) or 'C' (contiguous), got {layout!r}"
+            )
         self.dtype = dtype
         self.ndim = ndim
         self.layout = layout

@@ -3,7 +3,10 @@ Python front-end, ``--report``, and ``--backend cuda`` (one clear line without a
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -225,3 +228,116 @@ def test_cuda_backend_runs_or_fails_with_one_line() -> None:
     )
     assert p.returncode == 1
     assert "takes 4 argument(s)" in p.stderr
+
+
+# --------------------------------------------------------------------------- exit statuses
+
+
+def run_env(
+    cmd: Sequence[str], env: dict[str, str], *args: str | Path
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*cmd, *map(str, args)], capture_output=True, text=True, check=False, cwd=ROOT, env=env
+    )
+
+
+@pytest.mark.parametrize("cmd", launchers(), ids=lambda c: Path(c[-1]).name)
+def test_usage_errors_are_one_line_with_status_2(cmd: list[str], tmp_path: Path) -> None:
+    py = tmp_path / "k.py"
+    py.write_text("import zyntax\n")
+    for args in (
+        ["compile", "--bogus", "examples/saxpy.zir"],
+        ["compile", "--report", "examples/saxpy.zir"],
+        ["compile", str(py), "--arch"],  # the Python front-end's parser
+        ["compile", str(py), "--cache-layout=3"],
+    ):
+        p = run(cmd, *args)
+        assert p.returncode == 2, (args, p.stderr)
+        assert p.stderr.startswith("error: ") and p.stderr.count("\n") == 1, (args, p.stderr)
+        assert p.stdout == ""
+
+
+def test_help_lists_the_exit_statuses_of_docs_cli_md() -> None:
+    docs = (ROOT / "docs" / "cli.md").read_text()
+    p = run(launchers()[-1], "--help")
+    assert p.returncode == 0
+    rows = p.stdout.split("Exit status:\n")[1].strip().splitlines()
+    assert [r.split()[0] for r in rows] == ["0", "1", "2"]
+    for r in rows:
+        code, meaning = r.strip().split("  ", 1)
+        assert f"| {code} | {meaning.strip()} |" in docs
+
+
+@pytest.mark.parametrize("cmd", launchers(), ids=lambda c: Path(c[-1]).name)
+def test_output_naming_the_input_is_refused(cmd: list[str], tmp_path: Path) -> None:
+    zir = tmp_path / "m.zir"
+    zir.write_text((EXAMPLES / "saxpy.zir").read_text())
+    kernels = tmp_path / "k.py"
+    kernels.write_text((EXAMPLES / "kernels" / "vector_add.py").read_text())
+    for src in (zir, kernels):
+        before = src.read_bytes()
+        for out in (src, tmp_path / ".." / tmp_path.name / src.name):
+            p = run(cmd, "compile", src, "-o", out)
+            assert p.returncode == 2, p.stderr
+            assert "names the input file" in p.stderr and p.stderr.count("\n") == 1
+            assert src.read_bytes() == before
+
+
+@pytest.mark.parametrize("code", ["sys.exit(0)", "sys.exit()", "raise SystemExit(3)"])
+def test_python_input_that_exits_is_an_error(code: str, tmp_path: Path) -> None:
+    src = tmp_path / "quits.py"
+    src.write_text(f"import sys\n{code}\n")
+    p = run(launchers()[-1], "compile", src, "-o", tmp_path / "out")
+    assert p.returncode == 1, p.stderr
+    assert "while being imported: no kernel was compiled" in p.stderr
+    assert p.stderr.count("\n") == 1, p.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("cmd", launchers(), ids=lambda c: Path(c[-1]).name)
+def test_an_abort_in_the_compiler_is_one_error_line(cmd: list[str]) -> None:
+    """The command compiles in a worker; the test hook makes the worker abort
+    (as LLVM does on a fatal error) and the command must still end cleanly."""
+    env = dict(os.environ, ZYNTAX_WORKER_TEST_ABORT="1")
+    p = run_env(cmd, env, "compile", "examples/saxpy.zir")
+    assert p.returncode == 1, p.stderr
+    assert p.stderr.startswith(
+        "error: the compiler worker process was killed by signal 6 (SIGABRT)"
+    )
+    assert p.stderr.count("\n") == 1, p.stderr
+    # Without the hook the same command works (the hook is the only difference).
+    assert run(cmd, "compile", "examples/saxpy.zir").returncode == 0
+
+
+def test_validate_finds_the_compute_extra_without_an_activated_venv(tmp_path: Path) -> None:
+    """ptxas of the `[compute]` extra is found through the running interpreter,
+    not through whatever `python3` is first on PATH (issue: un-activated venvs)."""
+    if importlib.util.find_spec("nvidia.cuda_nvcc") is None:
+        pytest.skip("nvidia-cuda-nvcc-cu12 is not installed in this environment")
+    # A PATH whose python3/python know nothing of this environment, and no ptxas.
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    for name in ("python3", "python"):
+        (fake / name).write_text("#!/bin/sh\nexit 1\n")
+        (fake / name).chmod(0o755)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("ZYNTAX_PTXAS", "ZYNTAX_PYTHON", "VIRTUAL_ENV", "PYTHONHOME")
+    }
+    env["PATH"] = f"{fake}:/usr/bin:/bin"
+    if shutil.which("ptxas", path=env["PATH"]):
+        pytest.skip("a ptxas on the system PATH would hide the problem")
+    code = (
+        "import zyntax; from zyntax import hir; "
+        f"m = hir.parse_zir(open({str(EXAMPLES / 'saxpy.zir')!r}).read()); "
+        "r = zyntax.validate_ptx(zyntax.compile(m, arch='sm_80'), 'sm_80'); "
+        "print('ptxas', r.ptxas)"
+    )
+    p = run_env([sys.executable, "-c", code], env)
+    assert p.returncode == 0, p.stderr
+    assert "nvidia" in p.stdout
+    if SCRIPT.exists():
+        p = run_env([str(SCRIPT)], env, "compile", "--validate", "examples/saxpy.zir")
+        assert p.returncode == 0, p.stderr
+        assert ".visible .entry saxpy(" in p.stdout

@@ -154,7 +154,7 @@ def test_bad_launches() -> None:
         interp.launch(m, "saxpy", 1, 512, 4, 1.0, x, x)
     with pytest.raises(zyntax.LaunchError, match="takes 4 arguments"):
         interp.launch(m, "saxpy", 1, 32, 4, x, x)
-    with pytest.raises(TypeError, match="points to f32; got an array of float64"):
+    with pytest.raises(zyntax.ArgumentError, match="points to f32; got an array of float64"):
         interp.launch(m, "saxpy", 1, 32, 4, 1.0, x, np.ones(4))
     with pytest.raises(zyntax.LaunchError, match="out of range"):
         interp.launch(m, "saxpy", 1, 32, -1, 1.0, x, x)

@@ -66,5 +66,5 @@ def test_ambiguous_module_needs_a_name() -> None:
 
 
 def test_wrong_target_type() -> None:
-    with pytest.raises(TypeError, match=r"Module or a @zyntax\.kernel"):
+    with pytest.raises(zyntax.ArgumentError, match=r"Module or a @zyntax\.kernel"):
         interp.launch(42, 1, 1)

@@ -4,8 +4,8 @@
 //! binary and the pip-installed console script (through
 //! `zyntax._native.cli_main`), so both behave identically.
 //!
-//! Errors print as `file:line:col: error: message` (one line per problem),
-//! exit with status 1, and never show a backtrace.
+//! Errors print as `file:line:col: error: message` (one line per problem)
+//! and never show a backtrace; the exit status is one of [`EXIT_STATUS`]'s.
 
 #[cfg(feature = "compute")]
 mod quick;
@@ -18,13 +18,25 @@ use zyntax_llvm::CompileError;
 #[cfg(feature = "compute")]
 use zyntax_llvm::{Options, Ptxas};
 
+/// The exit statuses of the command (`zyntax --help` prints this table;
+/// docs/cli.md has the same one, checked by a test).
+pub const EXIT_STATUS: &str = "Exit status:
+  0  success
+  1  error: the input could not be read, parsed, verified, compiled, assembled or run
+  2  usage error: unknown option or bad value, options that do not go together, -o naming the input";
+
+/// Status 1: the input could not be read, parsed, verified, compiled, assembled or run.
+const EXIT_ERROR: i32 = 1;
+/// Status 2: the command line itself is wrong.
+const EXIT_USAGE: i32 = 2;
+
 /// zyntax: an ahead-of-time GPU compiler backend (HIR → LLVM → PTX).
 ///
 /// Reads `.zir` modules (the textual HIR), verifies them, lowers them through
-/// LLVM 19 and prints PTX or LLVM IR. Errors print as `file:line:col: error:
-/// message` and exit with status 1.
+/// LLVM 19 and prints PTX or LLVM IR. Errors print one line per problem,
+/// `file:line:col: error: message`.
 #[derive(Parser, Debug)]
-#[command(name = "zyntax", version)]
+#[command(name = "zyntax", version, after_help = EXIT_STATUS)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -57,7 +69,7 @@ enum Command {
     ///   fill:N:V   a buffer of N elements equal to V
     /// After the run, each buffer's first elements, sum and checksum, and the
     /// kernel time are printed.
-    #[command(verbatim_doc_comment)]
+    #[command(verbatim_doc_comment, after_help = EXIT_STATUS)]
     Compile(Box<CompileArgs>),
     /// List the target archs with their default PTX versions.
     Archs,
@@ -238,17 +250,36 @@ fn parse_dim3(s: &str) -> Result<[u32; 3], String> {
 }
 
 /// Runs the `zyntax` command with `args` (`args[0]` is the program name) and
-/// returns the process exit status: 0 on success, 1 on a compile or run
-/// error, 2 on a usage error. Output goes to this process's standard output
-/// and error, flushed before returning.
+/// returns the process exit status (see [`EXIT_STATUS`]). Output goes to this
+/// process's standard output and error, flushed before returning.
 pub fn run(args: Vec<String>) -> i32 {
     let code = match Cli::try_parse_from(args) {
+        Err(e) if e.use_stderr() => {
+            // One line, as every other error: clap's message without its usage block.
+            let text = e.render().to_string();
+            let first: Vec<&str> = text
+                .lines()
+                .take_while(|l| !l.trim().is_empty())
+                .map(str::trim)
+                .collect();
+            eprintln!("{} (see `zyntax --help`)", first.join(" "));
+            EXIT_USAGE
+        }
         Err(e) => {
-            // Help and version print to stdout with status 0, usage errors to stderr with 2.
+            // --help and --version print to stdout with status 0.
             let _ = e.print();
-            e.exit_code()
+            0
         }
         Ok(cli) => {
+            let usage = match &cli.command {
+                Command::Compile(args) => usage_error(args),
+                Command::Archs => None,
+            };
+            if let Some(msg) = usage {
+                eprintln!("error: {msg}");
+                let _ = std::io::stderr().flush();
+                return EXIT_USAGE;
+            }
             // A bug must still end as one clear line and status 1, not an abort
             // (and, inside Python, not an exception out of cli_main).
             let result = std::panic::catch_unwind(|| match cli.command {
@@ -278,7 +309,7 @@ pub fn run(args: Vec<String>) -> i32 {
                     for l in lines {
                         let _ = writeln!(err, "{l}");
                     }
-                    1
+                    EXIT_ERROR
                 }
             }
         }
@@ -303,13 +334,23 @@ pub(crate) fn one(msg: impl std::fmt::Display) -> Vec<String> {
     vec![format!("error: {msg}")]
 }
 
-fn compile(args: &CompileArgs) -> CliResult {
-    let display = args.input.display().to_string();
+/// A command line that parses but cannot be right: options that do not go
+/// together, or `-o` naming the input. Checked before the input is read.
+fn usage_error(args: &CompileArgs) -> Option<String> {
+    let display = args.input.display();
     if args.input.extension().is_some_and(|e| e == "py") {
-        return Err(one(format!(
+        return Some(format!(
             "{display} is a Python file: Python kernels compile with the pip-installed \
              `zyntax` command (or `python -m zyntax.cli`), not this binary"
-        )));
+        ));
+    }
+    if let Some(out) = &args.output {
+        if args.input != Path::new("-") && same_file(&args.input, out) {
+            return Some(format!(
+                "-o {} names the input file; refusing to overwrite it",
+                out.display()
+            ));
+        }
     }
     if args.backend != Backend::Cuda {
         let cuda_only = [
@@ -318,9 +359,9 @@ fn compile(args: &CompileArgs) -> CliResult {
             (args.shared.is_some(), "--shared"),
         ];
         if let Some((_, what)) = cuda_only.iter().find(|(set, _)| *set) {
-            return Err(one(format!(
+            return Some(format!(
                 "{what} apply to --backend cuda only (which runs a kernel)"
-            )));
+            ));
         }
     }
     if !zyntax_llvm::HAS_NVPTX && args.backend != Backend::Llvm {
@@ -332,10 +373,48 @@ fn compile(args: &CompileArgs) -> CliResult {
         )));
     }
     if args.report.is_some() && args.backend != Backend::Llvm {
-        return Err(one(
-            "--report prints the CPU optimizer's report: it applies to --backend llvm only",
-        ));
+        return Some(
+            "--report prints the CPU optimizer's report: it applies to --backend llvm only".into(),
+        );
     }
+    let cpu_options = args.cpu.is_some() || args.features.is_some();
+    let msg = match args.backend {
+        Backend::Nvptx if cpu_options => "--cpu and --features apply to --backend llvm only",
+        Backend::Nvptx if matches!(args.emit, Some(Emit::Asm | Emit::Obj | Emit::So)) => {
+            "--backend nvptx emits ptx or llvm; asm, obj and so are for --backend llvm (the CPU)"
+        }
+        Backend::Llvm if args.emit == Some(Emit::Ptx) => {
+            "--backend llvm compiles for the CPU; use --backend nvptx for PTX"
+        }
+        Backend::Llvm if args.validate || args.arch.is_some() || args.ptx.is_some() => {
+            "--arch, --ptx and --validate apply to --backend nvptx only"
+        }
+        Backend::Llvm
+            if matches!(args.emit, Some(Emit::Obj | Emit::So)) && args.output.is_none() =>
+        {
+            "--emit obj and --emit so write binary files: give -o FILE"
+        }
+        Backend::Cuda if args.emit.is_some() || args.output.is_some() => {
+            "--backend cuda runs a kernel and writes no code; use --backend nvptx for --emit/-o"
+        }
+        Backend::Cuda if cpu_options || args.validate || args.resources => {
+            "--cpu, --features, --validate and --resources do not apply to --backend cuda"
+        }
+        _ => return None,
+    };
+    Some(msg.into())
+}
+
+/// Whether `a` and `b` name the same existing file (through links and `..`).
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
+fn compile(args: &CompileArgs) -> CliResult {
+    let display = args.input.display().to_string();
     let text = if args.input == Path::new("-") {
         let mut s = String::new();
         std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
@@ -368,15 +447,10 @@ fn compile_nvptx(args: &CompileArgs, module: &zyntax_hir::Module, display: &str)
     let mut opts = Options::new(arch);
     opts.ptx_version = args.ptx;
     opts.opt_level = args.opt;
-    if args.cpu.is_some() || args.features.is_some() {
-        return Err(one("--cpu and --features apply to --backend llvm only"));
-    }
+    // usage_error rejected asm, obj and so.
     let emit = match args.emit {
-        None | Some(Emit::Ptx) => Emit::Ptx,
         Some(Emit::Llvm) => Emit::Llvm,
-        Some(_) => return Err(one(
-            "--backend nvptx emits ptx or llvm; asm, obj and so are for --backend llvm (the CPU)",
-        )),
+        _ => Emit::Ptx,
     };
 
     let (text, timings) = match emit {
@@ -431,28 +505,13 @@ fn compile_nvptx(args: &CompileArgs, module: &zyntax_hir::Module, display: &str)
 /// `--backend llvm`: the CPU backend (`zyntax_llvm::host`).
 fn compile_host(args: &CompileArgs, module: &zyntax_hir::Module, display: &str) -> CliResult {
     use zyntax_llvm::host::{self, HostError, HostOptions};
+    // usage_error rejected ptx, and obj/so without -o.
     let what = match args.emit {
-        None | Some(Emit::Llvm) => host::Emit::LlvmIr,
         Some(Emit::Asm) => host::Emit::Asm,
         Some(Emit::Obj) => host::Emit::Object,
         Some(Emit::So) => host::Emit::SharedLib,
-        Some(Emit::Ptx) => {
-            return Err(one(
-                "--backend llvm compiles for the CPU; use --backend nvptx for PTX",
-            ))
-        }
+        _ => host::Emit::LlvmIr,
     };
-    if args.validate || args.arch.is_some() || args.ptx.is_some() {
-        return Err(one(
-            "--arch, --ptx and --validate apply to --backend nvptx only",
-        ));
-    }
-    let binary = matches!(what, host::Emit::Object | host::Emit::SharedLib);
-    if binary && args.output.is_none() {
-        return Err(one(
-            "--emit obj and --emit so write binary files: give -o FILE",
-        ));
-    }
     let opts = HostOptions {
         cpu: args.cpu.clone(),
         features: args.features.clone(),

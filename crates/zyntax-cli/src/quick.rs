@@ -18,16 +18,7 @@ enum Arg {
 }
 
 pub(crate) fn run_kernel(args: &CompileArgs, module: &Module, display: &str) -> CliResult {
-    if args.emit.is_some() || args.output.is_some() {
-        return Err(one(
-            "--backend cuda runs a kernel and writes no code; use --backend nvptx for --emit/-o",
-        ));
-    }
-    if args.cpu.is_some() || args.features.is_some() || args.validate || args.resources {
-        return Err(one(
-            "--cpu, --features, --validate and --resources do not apply to --backend cuda",
-        ));
-    }
+    // Option combinations were checked by `usage_error`.
     let kernel = pick_kernel(module, args.kernel.as_deref(), display)?;
     let params = kernel.param_types();
     if args.kernel_args.len() != params.len() {

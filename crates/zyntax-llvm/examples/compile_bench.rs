@@ -2,7 +2,7 @@
 //! `compile_ptx` (verify, lower, llvm_verify, optimize, codegen) over every
 //! GPU example in `examples/*.zir` and a 100-kernel generated module, next to
 //! `ptxas` on the same PTX. Writes the results JSON of
-//! `shared/design/GPU_RUNS.md` when given `--out DIR`.
+//! `docs/performance.md` ("Results JSON") when given `--out DIR`.
 //!
 //! `cargo run --release -p zyntax-llvm --example compile_bench -- [--iters N] [--out benches/results]`
 

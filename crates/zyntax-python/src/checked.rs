@@ -77,3 +77,117 @@ impl<'a, 'py, T: CheckedInt> FromPyObject<'a, 'py> for Checked<T> {
 pub fn arg<T: CheckedInt>(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<T> {
     convert(obj, &format!("argument '{name}': "))
 }
+
+/// A Python `str` that is valid Unicode text (no lone surrogates, which
+/// cannot become UTF-8): PyO3's `&str`/`String` would raise
+/// `UnicodeEncodeError`, this raises [`ArgumentError`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Text(pub String);
+
+fn text_of(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<String> {
+    let Ok(s) = obj.cast::<pyo3::types::PyString>() else {
+        return Err(ArgumentError::new_err(format!(
+            "{what}expected a str, got {}",
+            crate::types::type_name(obj)
+        )));
+    };
+    s.to_str().map(str::to_owned).map_err(|_| {
+        // Where the bad character is, so the user can find it.
+        let at = s
+            .to_string_lossy()
+            .char_indices()
+            .find(|(_, c)| *c == char::REPLACEMENT_CHARACTER)
+            .map_or(0, |(i, _)| i);
+        ArgumentError::new_err(format!(
+            "{what}text is not valid Unicode (a lone surrogate near character {at}); \
+             zyntax reads UTF-8 text only"
+        ))
+    })
+}
+
+impl<'a, 'py> FromPyObject<'a, 'py> for Text {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        text_of(&obj, "").map(Text)
+    }
+}
+
+/// Converts `obj` (a `str`) for the parameter `name`, naming it in the error.
+#[allow(dead_code)] // for bindings that convert a `PyAny` themselves
+pub fn text(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<String> {
+    text_of(obj, &format!("argument '{name}': "))
+}
+
+/// A grid or block shape: an `int` or a sequence of 1 to 3 `int`s, each in
+/// `[min, 2**32 - 1]` (never a `str`, `float` or `bool`), padded with 1s.
+/// (The CUDA runtime passes `min = 0`: its launch check reports a zero
+/// dimension against the device's limits.)
+pub fn dim3(obj: &Bound<'_, PyAny>, name: &str, min: u32) -> PyResult<[u32; 3]> {
+    let bad = |why: String| ArgumentError::new_err(format!("argument '{name}': {why}"));
+    let one = |v: &Bound<'_, PyAny>| -> PyResult<u32> {
+        // numpy integers are not `int` subclasses; `__index__` makes them one.
+        let v = if integer_like(v) && !v.is_instance_of::<PyInt>() {
+            v.call_method0("__index__")?
+        } else {
+            v.clone()
+        };
+        match convert::<u32>(&v, &format!("argument '{name}': ")) {
+            Ok(x) if x >= min => Ok(x),
+            // Out of range: say the range that is accepted.
+            _ if v.is_instance_of::<PyInt>() => Err(bad(format!(
+                "each dimension must be an integer in [{min}, {}], got {}",
+                u32::MAX,
+                v.str().map(|s| s.to_string()).unwrap_or_default()
+            ))),
+            other => other,
+        }
+    };
+    if integer_like(obj) {
+        return Ok([one(obj)?, 1, 1]);
+    }
+    let is_seq =
+        obj.is_instance_of::<pyo3::types::PyTuple>() || obj.is_instance_of::<pyo3::types::PyList>();
+    if !is_seq {
+        return Err(bad(format!(
+            "expected an int or a tuple of 1 to 3 ints, got {}",
+            crate::types::type_name(obj)
+        )));
+    }
+    let items: Vec<Bound<'_, PyAny>> = obj.try_iter()?.collect::<PyResult<_>>()?;
+    if items.is_empty() || items.len() > 3 {
+        return Err(bad(format!(
+            "expected 1 to 3 dimensions, got {}",
+            items.len()
+        )));
+    }
+    let mut d = [1u32; 3];
+    for (slot, v) in d.iter_mut().zip(&items) {
+        *slot = one(v)?;
+    }
+    Ok(d)
+}
+
+/// An `int` or an integer-like object (numpy integers), never a `bool`.
+fn integer_like(obj: &Bound<'_, PyAny>) -> bool {
+    !obj.is_instance_of::<PyBool>()
+        && (obj.is_instance_of::<PyInt>()
+            || (!obj.is_instance_of::<pyo3::types::PyFloat>()
+                && obj.hasattr("__index__").unwrap_or(false)))
+}
+
+/// `obj` as an instance of the Python class `T` (e.g. `zyntax.hir.Module`),
+/// else an [`ArgumentError`] naming the parameter (PyO3's own check raises
+/// `TypeError`).
+pub fn instance<'py, T: pyo3::PyTypeCheck>(
+    obj: &Bound<'py, PyAny>,
+    name: &str,
+    class: &str,
+) -> PyResult<Bound<'py, T>> {
+    obj.cast::<T>().cloned().map_err(|_| {
+        ArgumentError::new_err(format!(
+            "argument '{name}': expected a {class}, got {}",
+            crate::types::type_name(obj)
+        ))
+    })
+}

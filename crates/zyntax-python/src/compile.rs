@@ -1,6 +1,7 @@
 //! `compile_ptx`, `emit_llvm`, `ptxas_assemble`: the LLVM backend (crate
 //! `zyntax-llvm`) for Python. Compilation releases the GIL.
 
+use crate::checked::Text;
 use crate::errors::{guard, BuildError, CompileError, InternalError};
 use crate::hir::{verify_error, HirModule};
 use pyo3::prelude::*;
@@ -13,18 +14,18 @@ fn parse_arch(s: &str) -> PyResult<Arch> {
 }
 
 fn options(
-    arch: &str,
-    ptx_version: Option<&str>,
-    opt_level: Option<&str>,
+    arch: &Text,
+    ptx_version: Option<&Text>,
+    opt_level: Option<&Text>,
 ) -> PyResult<zl::Options> {
-    let mut o = zl::Options::new(parse_arch(arch)?);
+    let mut o = zl::Options::new(parse_arch(&arch.0)?);
     if let Some(p) = ptx_version {
-        o = o.with_ptx_version(crate::hir::parse_ptx(p)?);
+        o = o.with_ptx_version(crate::hir::parse_ptx(&p.0)?);
     }
     if let Some(l) = opt_level {
         let l = crate::types::enum_name(
             "opt level",
-            l,
+            &l.0,
             OptLevel::ALL,
             OptLevel::from_name,
             OptLevel::name,
@@ -32,6 +33,13 @@ fn options(
         o = o.with_opt_level(l);
     }
     Ok(o)
+}
+
+/// The `module` argument: a `zyntax.hir.Module`, as its HIR.
+pub(crate) fn module_arg(module: &Bound<'_, PyAny>) -> PyResult<zyntax_hir::Module> {
+    crate::checked::instance::<HirModule>(module, "module", "zyntax.hir.Module")?
+        .get()
+        .hir()
 }
 
 fn compile_error(py: Python<'_>, e: zl::CompileError) -> PyErr {
@@ -48,13 +56,13 @@ fn compile_error(py: Python<'_>, e: zl::CompileError) -> PyErr {
 #[pyo3(signature = (module, arch, *, ptx_version=None, opt_level=None))]
 pub fn compile_ptx<'py>(
     py: Python<'py>,
-    module: &Bound<'py, HirModule>,
-    arch: &str,
-    ptx_version: Option<&str>,
-    opt_level: Option<&str>,
+    module: &Bound<'py, PyAny>,
+    arch: Text,
+    ptx_version: Option<Text>,
+    opt_level: Option<Text>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let opts = options(arch, ptx_version, opt_level)?;
-    let m = module.get().hir()?;
+    let opts = options(&arch, ptx_version.as_ref(), opt_level.as_ref())?;
+    let m = module_arg(module)?;
     let out = guard(|| Ok(py.detach(|| zl::compile_ptx(&m, &opts))))?
         .map_err(|e| compile_error(py, e))?;
     let d = PyDict::new(py);
@@ -76,13 +84,13 @@ pub fn compile_ptx<'py>(
 #[pyo3(signature = (module, arch, *, ptx_version=None, opt_level=None))]
 pub fn emit_llvm(
     py: Python<'_>,
-    module: &Bound<'_, HirModule>,
-    arch: &str,
-    ptx_version: Option<&str>,
-    opt_level: Option<&str>,
+    module: &Bound<'_, PyAny>,
+    arch: Text,
+    ptx_version: Option<Text>,
+    opt_level: Option<Text>,
 ) -> PyResult<String> {
-    let opts = options(arch, ptx_version, opt_level)?;
-    let m = module.get().hir()?;
+    let opts = options(&arch, ptx_version.as_ref(), opt_level.as_ref())?;
+    let m = module_arg(module)?;
     guard(|| Ok(py.detach(|| zl::emit_llvm(&m, &opts))))?.map_err(|e| compile_error(py, e))
 }
 
@@ -93,19 +101,19 @@ pub fn emit_llvm(
 #[pyo3(signature = (ptx, arch, ptxas=None))]
 pub fn ptxas_assemble<'py>(
     py: Python<'py>,
-    ptx: &str,
-    arch: &str,
-    ptxas: Option<&str>,
+    ptx: Text,
+    arch: Text,
+    ptxas: Option<Text>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let arch = parse_arch(arch)?;
+    let (ptx, arch) = (ptx.0, parse_arch(&arch.0)?);
     let tool = match ptxas {
-        Some(p) => zl::Ptxas::at(p),
+        Some(p) => zl::Ptxas::at(p.0),
         None => zl::Ptxas::locate().map_err(|e| CompileError::new_err(e.to_string()))?,
     };
     if ptx.is_empty() {
         return Err(BuildError::new_err("empty PTX"));
     }
-    let out = guard(|| Ok(py.detach(|| tool.assemble(ptx, arch))))?
+    let out = guard(|| Ok(py.detach(|| tool.assemble(&ptx, arch))))?
         .map_err(|e| CompileError::new_err(e.to_string()))?;
     let d = PyDict::new(py);
     d.set_item("cubin", PyBytes::new(py, &out.cubin))?;

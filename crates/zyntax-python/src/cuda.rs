@@ -9,6 +9,7 @@
 //! encoded into a stack buffer, and nothing is allocated for plain scalars
 //! and `DeviceArray`s.
 
+use crate::checked::Checked;
 use crate::errors::{guard, CudaError as PyCudaError, LaunchError as PyLaunchError};
 use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;
@@ -1910,12 +1911,12 @@ impl CudaKernel {
         &self,
         grid: &Bound<'_, PyAny>,
         block: &Bound<'_, PyAny>,
-        shared_mem: Option<u32>,
+        shared_mem: Option<Checked<u32>>,
     ) -> PyResult<zc::LaunchConfig> {
         Ok(zc::LaunchConfig {
             grid: dims(grid, "grid")?,
             block: dims(block, "block")?,
-            shared_bytes: shared_mem.unwrap_or(self.inner.signature().shared_bytes),
+            shared_bytes: shared_mem.map_or(self.inner.signature().shared_bytes, |c| c.0),
         })
     }
 }
@@ -1976,29 +1977,17 @@ fn stream_for(
     }
 }
 
-/// Grid or block dimensions: an int or a tuple/list of 1 to 3 ints.
+/// Grid or block dimensions: an int or a tuple/list of 1 to 3 ints
+/// (`ArgumentError` naming `what` otherwise).
 #[inline]
 pub(crate) fn dims(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<[u32; 3]> {
-    if let Ok(i) = obj.cast::<PyInt>() {
-        let v: u32 = i
-            .extract()
-            .map_err(|_| PyTypeError::new_err(format!("{what} must be in 1..2**32")))?;
-        return Ok([v, 1, 1]);
+    if let Ok(i) = obj.cast_exact::<PyInt>() {
+        if let Ok(v) = i.extract::<u32>() {
+            return Ok([v, 1, 1]);
+        }
     }
-    let v: Vec<u32> = obj.extract().map_err(|_| {
-        PyTypeError::new_err(format!(
-            "{what} must be an int or a tuple of 1 to 3 non-negative ints"
-        ))
-    })?;
-    match v.as_slice() {
-        [x] => Ok([*x, 1, 1]),
-        [x, y] => Ok([*x, *y, 1]),
-        [x, y, z] => Ok([*x, *y, *z]),
-        _ => Err(PyTypeError::new_err(format!(
-            "{what} must have 1 to 3 dimensions, got {}",
-            v.len()
-        ))),
-    }
+    // Zero passes: the launch check reports it against the device's limits.
+    crate::checked::dim3(obj, what, 0)
 }
 
 /// The launch hot path: DeviceArray and Python scalars first.
@@ -2218,7 +2207,7 @@ impl CudaKernel {
         grid: &Bound<'_, PyAny>,
         block: &Bound<'_, PyAny>,
         args: &Bound<'_, PyTuple>,
-        shared_mem: Option<u32>,
+        shared_mem: Option<Checked<u32>>,
         stream: Option<&Bound<'_, CudaStream>>,
     ) -> PyResult<()> {
         guard(|| {
@@ -2236,7 +2225,7 @@ impl CudaKernel {
         slf: &Bound<'_, Self>,
         grid: &Bound<'_, PyAny>,
         block: &Bound<'_, PyAny>,
-        shared_mem: Option<u32>,
+        shared_mem: Option<Checked<u32>>,
         stream: Option<Py<CudaStream>>,
     ) -> PyResult<CudaLauncher> {
         let py = slf.py();
@@ -2264,7 +2253,12 @@ impl CudaKernel {
             ));
         }
         let shared = if n >= 3 {
-            key.get_item(2)?.extract::<Option<u32>>()?
+            let s = key.get_item(2)?;
+            if s.is_none() {
+                None
+            } else {
+                Some(Checked(crate::checked::arg::<u32>(&s, "shared_mem")?))
+            }
         } else {
             None
         };

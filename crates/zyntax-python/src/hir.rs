@@ -1776,7 +1776,10 @@ impl FunctionBuilder {
     // ------------------------------------------------------------ finishing
 
     /// Finishes the function and adds it to its module; the builder is closed.
-    fn finish(&self) -> PyResult<()> {
+    /// Adds the implicit `return` of a function that returns nothing, exactly
+    /// as leaving a `with` block does.
+    fn finish(&self, py: Python<'_>) -> PyResult<()> {
+        self.implicit_return(py)?;
         self.sh.finish()
     }
 
@@ -1801,10 +1804,7 @@ impl FunctionBuilder {
         if lock(&self.sh.state)?.b.is_none() {
             return Ok(false); // finished explicitly inside the block
         }
-        if self.sh.returns.is_empty() && !self.sh.run(py, |fb| Ok(fb.is_terminated()))? {
-            self.sh.run(py, |fb| fb.ret(&[]))?;
-        }
-        self.sh.finish()?;
+        self.finish(py)?;
         Ok(false)
     }
 
@@ -3108,5 +3108,20 @@ impl Loop {
         r.iter()
             .map(|v| Ok(self.inner.owner.wrap(*v, ty_of(b, *v).map_err(build_err)?)))
             .collect()
+    }
+}
+
+impl FunctionBuilder {
+    /// A void function whose current block is open (and no scope is) gets its
+    /// `return`; anything else is left for `finish` to judge.
+    fn implicit_return(&self, py: Python<'_>) -> PyResult<()> {
+        let open = {
+            let st = lock(&self.sh.state)?;
+            st.b.is_some() && st.scopes.is_empty()
+        };
+        if open && self.sh.returns.is_empty() && !self.sh.run(py, |fb| Ok(fb.is_terminated()))? {
+            self.sh.run(py, |fb| fb.ret(&[]))?;
+        }
+        Ok(())
     }
 }

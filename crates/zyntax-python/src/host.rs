@@ -6,13 +6,15 @@
 //!
 //! Arrays cross through `__array_interface__` (so the abi3 extension needs no
 //! numpy headers): the dtype must equal the pointee type, the array must be
-//! C-contiguous and writeable, and its length is passed to the generated code
-//! for bounds checks. A wrong argument raises `TypeError` with the signature;
-//! a failed run-time check raises `TrapError` naming the function and index.
+//! C-contiguous, and writeable unless the function only reads through that
+//! parameter ([`written_params`]); its length is passed to the generated code
+//! for bounds checks. A wrong argument raises `ArgumentError` with the
+//! signature; a failed run-time check raises `TrapError` naming the function
+//! and index.
 
-use crate::errors::{guard, CompileError, InternalError, LaunchError, TrapError};
-use crate::hir::{verify_error, HirModule};
-use pyo3::exceptions::PyTypeError;
+use crate::checked::{self, Text};
+use crate::errors::{guard, ArgumentError, CompileError, InternalError, TrapError};
+use crate::hir::verify_error;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyTuple};
@@ -26,7 +28,7 @@ use zyntax_llvm::host::{
 fn host_error(py: Python<'_>, e: HostError) -> PyErr {
     match e {
         HostError::Verify(v) => verify_error(py, v),
-        HostError::Argument(m) => PyTypeError::new_err(m),
+        HostError::Argument(m) => ArgumentError::new_err(m),
         HostError::Runtime(r) => {
             let err = TrapError::new_err(r.message.clone());
             let v = err.value(py);
@@ -45,7 +47,7 @@ fn host_error(py: Python<'_>, e: HostError) -> PyErr {
             err
         }
         e @ HostError::Internal { .. } => InternalError::new_err(e.to_string()),
-        e @ HostError::NotFound(_) => pyo3::exceptions::PyKeyError::new_err(e.to_string()),
+        e @ HostError::NotFound(_) => ArgumentError::new_err(e.to_string()),
         e => CompileError::new_err(e.to_string()),
     }
 }
@@ -88,7 +90,58 @@ fn dtype_name(s: ScalarType) -> &'static str {
 }
 
 fn type_error(f: &HostFunction, k: usize, msg: String) -> PyErr {
-    PyTypeError::new_err(format!("{}: argument {k}: {msg}", f.signature()))
+    ArgumentError::new_err(format!("{}: argument {k}: {msg}", f.signature()))
+}
+
+/// For each parameter of `f`: whether the function may write through it (or
+/// let it escape, so that something else may). Conservative: a pointer
+/// parameter counts as read-only only when every use of every pointer derived
+/// from it (by pointer arithmetic, casts, selects and block arguments) is a
+/// load. Read-only numpy arrays are accepted for the other parameters.
+pub fn written_params(f: &zyntax_hir::Function) -> Vec<bool> {
+    use zyntax_hir::{Op, OpClass};
+    f.params()
+        .iter()
+        .map(|&p| {
+            let mut derived = std::collections::HashSet::from([p]);
+            let mut grew = true;
+            while grew {
+                grew = false;
+                for inst in &f.insts {
+                    if !inst.args.iter().any(|a| derived.contains(a)) {
+                        continue;
+                    }
+                    match inst.op {
+                        Op::Load | Op::MmaLoad { .. } => {}
+                        Op::Jump | Op::Branch => {
+                            for t in &inst.targets {
+                                for (a, bp) in t.args.iter().zip(&f.block(t.block).params) {
+                                    if derived.contains(a) {
+                                        grew |= derived.insert(*bp);
+                                    }
+                                }
+                            }
+                        }
+                        _ if inst.op.class() == OpClass::Scalar
+                            || (inst.op.class() == OpClass::Memory
+                                && inst
+                                    .results
+                                    .iter()
+                                    .all(|r| matches!(f.value_type(*r), Type::Ptr(..)))
+                                && !inst.results.is_empty()) =>
+                        {
+                            for r in &inst.results {
+                                grew |= derived.insert(*r);
+                            }
+                        }
+                        // A store, atomic, MMA store, cp.async, call or return.
+                        _ => return true,
+                    }
+                }
+            }
+            false
+        })
+        .collect()
 }
 
 /// numpy's `PyArrayInterface` (the C struct behind `__array_struct__`).
@@ -131,6 +184,7 @@ fn array_struct(
     k: usize,
     t: &Type,
     obj: &Bound<'_, PyAny>,
+    written: bool,
 ) -> Option<PyResult<(u64, u64)>> {
     let (es, per) = host::pointee_elem(t)?;
     let cap = obj.getattr(intern!(py, "__array_struct__")).ok()?;
@@ -164,8 +218,8 @@ fn array_struct(
             ),
         )));
     }
-    if ai.flags & NPY_WRITEABLE == 0 {
-        return Some(Err(type_error(f, k, "array is read-only".into())));
+    if ai.flags & NPY_WRITEABLE == 0 && written {
+        return Some(Err(read_only(f, k)));
     }
     let nd = usize::try_from(ai.nd).unwrap_or(0);
     // SAFETY: shape has nd entries.
@@ -188,18 +242,30 @@ fn array_struct(
     Some(Ok((ai.data as u64, count as u64 / per.max(1))))
 }
 
+fn read_only(f: &HostFunction, k: usize) -> PyErr {
+    type_error(
+        f,
+        k,
+        "array is read-only, but the function may write through this parameter \
+         (pass a writeable copy, e.g. numpy.array(a))"
+            .into(),
+    )
+}
+
 /// One pointer argument: (address, element count in pointee units).
+/// `written`: the function may write through it (see [`written_params`]).
 fn array_arg(
     py: Python<'_>,
     f: &HostFunction,
     k: usize,
     t: &Type,
     obj: &Bound<'_, PyAny>,
+    written: bool,
 ) -> PyResult<(u64, u64)> {
     let Some((es, per)) = host::pointee_elem(t) else {
         return Err(type_error(f, k, format!("cannot pass an array for {t}")));
     };
-    if let Some(r) = array_struct(py, f, k, t, obj) {
+    if let Some(r) = array_struct(py, f, k, t, obj, written) {
         return r;
     }
     let want = dtype_name(es);
@@ -237,8 +303,8 @@ fn array_arg(
         .get_item("data")?
         .ok_or_else(|| type_error(f, k, "no data".into()))?
         .extract()?;
-    if readonly {
-        return Err(type_error(f, k, "array is read-only".into()));
+    if readonly && written {
+        return Err(read_only(f, k));
     }
     let shape: Vec<usize> = ai
         .get_item("shape")?
@@ -344,6 +410,7 @@ fn scalar_arg(f: &HostFunction, k: usize, s: ScalarType, obj: &Bound<'_, PyAny>)
 fn pack_into(
     py: Python<'_>,
     f: &HostFunction,
+    written: &[bool],
     args: &Bound<'_, PyTuple>,
     slots: &mut [u64],
     lens: &mut [u64],
@@ -351,7 +418,8 @@ fn pack_into(
     for (k, (obj, t)) in args.iter().zip(&f.params).enumerate() {
         match t {
             Type::Ptr(..) => {
-                let (a, n) = array_arg(py, f, k, t, &obj)?;
+                let w = written.get(k).copied().unwrap_or(true);
+                let (a, n) = array_arg(py, f, k, t, &obj, w)?;
                 slots[k] = a;
                 lens[k] = n;
             }
@@ -371,10 +439,11 @@ fn pack_into(
 fn pack(
     py: Python<'_>,
     f: &HostFunction,
+    written: &[bool],
     args: &Bound<'_, PyTuple>,
 ) -> PyResult<(Vec<u64>, Vec<u64>)> {
     if args.len() != f.params.len() {
-        return Err(PyTypeError::new_err(format!(
+        return Err(ArgumentError::new_err(format!(
             "{} takes {} argument(s), got {}",
             f.signature(),
             f.params.len(),
@@ -383,7 +452,7 @@ fn pack(
     }
     let mut slots = vec![0u64; args.len()];
     let mut lens = vec![0u64; args.len()];
-    pack_into(py, f, args, &mut slots, &mut lens)?;
+    pack_into(py, f, written, args, &mut slots, &mut lens)?;
     Ok((slots, lens))
 }
 
@@ -413,29 +482,14 @@ fn to_py(py: Python<'_>, v: Scalar) -> PyResult<Py<PyAny>> {
     })
 }
 
-fn dims(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<[u32; 3]> {
-    if let Ok(n) = obj.extract::<u32>() {
-        return Ok([n, 1, 1]);
-    }
-    let v: Vec<u32> = obj.extract().map_err(|_| {
-        LaunchError::new_err(format!("{what} must be an int or a tuple of up to 3 ints"))
-    })?;
-    if v.is_empty() || v.len() > 3 {
-        return Err(LaunchError::new_err(format!(
-            "{what} must have 1 to 3 dimensions"
-        )));
-    }
-    let mut d = [1u32; 3];
-    d[..v.len()].copy_from_slice(&v);
-    Ok(d)
-}
-
 /// A module compiled to native code for this CPU.
 #[pyclass(frozen, name = "CpuModule", module = "zyntax")]
 pub struct CpuModule {
     m: Arc<HostModule>,
     #[allow(dead_code)] // used by the interpreter fallback
     source: zyntax_hir::Module,
+    /// [`written_params`] of each function of `m`, in its order.
+    written: Arc<Vec<Vec<bool>>>,
 }
 
 /// One compiled host function; calling it runs the native code.
@@ -443,11 +497,16 @@ pub struct CpuModule {
 pub struct CpuFunction {
     m: Arc<HostModule>,
     idx: usize,
+    written: Arc<Vec<Vec<bool>>>,
 }
 
 impl CpuFunction {
     fn f(&self) -> &HostFunction {
         &self.m.functions[self.idx]
+    }
+
+    fn written(&self) -> &[bool] {
+        self.written.get(self.idx).map_or(&[], Vec::as_slice)
     }
 }
 
@@ -460,7 +519,7 @@ impl CpuFunction {
         // Stack buffers for the common case: a Python call should not allocate.
         const SMALL: usize = 12;
         if n > SMALL || f.returns.len() > SMALL {
-            let (slots, lens) = pack(py, f, args)?;
+            let (slots, lens) = pack(py, f, self.written(), args)?;
             let mut rets = vec![0u64; f.returns.len().max(1)];
             // SAFETY: pack checked every argument against the signature and measured every array.
             guard(|| Ok(unsafe { self.m.call_slots_into(self.idx, &slots, &lens, &mut rets) }))?
@@ -468,7 +527,7 @@ impl CpuFunction {
             return results(py, f, &rets);
         }
         if args.len() != n {
-            return Err(PyTypeError::new_err(format!(
+            return Err(ArgumentError::new_err(format!(
                 "{} takes {} argument(s), got {}",
                 f.signature(),
                 n,
@@ -476,7 +535,7 @@ impl CpuFunction {
             )));
         }
         let (mut slots, mut lens, mut rets) = ([0u64; SMALL], [0u64; SMALL], [0u64; SMALL]);
-        pack_into(py, f, args, &mut slots[..n], &mut lens[..n])?;
+        pack_into(py, f, self.written(), args, &mut slots[..n], &mut lens[..n])?;
         // SAFETY: pack_into checked every argument against the signature and measured every array.
         guard(|| {
             Ok(unsafe {
@@ -501,16 +560,23 @@ impl CpuFunction {
     /// Native latency per call from the crate's Rust harness: `n` samples of
     /// `batch` calls each (after a warm-up), timed with the cycle counter;
     /// returns `{"median_ns", "p99_ns", "min_ns", "mean_ns", "n", "batch"}` per call.
-    #[pyo3(signature = (*args, n=100_000, batch=16))]
+    #[pyo3(signature = (*args, n=None, batch=None))]
     fn time<'py>(
         &self,
         py: Python<'py>,
         args: &Bound<'py, PyTuple>,
-        n: usize,
-        batch: usize,
+        n: Option<&Bound<'py, PyAny>>,
+        batch: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
+        let n = n.map_or(Ok(100_000), |v| checked::arg::<u32>(v, "n"))? as usize;
+        let batch = batch.map_or(Ok(16), |v| checked::arg::<u32>(v, "batch"))? as usize;
+        if batch == 0 {
+            return Err(ArgumentError::new_err(
+                "argument 'batch': must be at least 1",
+            ));
+        }
         let f = self.f();
-        let (slots, lens) = pack(py, f, args)?;
+        let (slots, lens) = pack(py, f, self.written(), args)?;
         let s = guard(|| {
             Ok(host::bench::time_slots(
                 &self.m,
@@ -556,15 +622,32 @@ fn kind_name(k: &HostFnKind) -> &'static str {
 #[pymethods]
 impl CpuModule {
     /// The callable for host function `name`.
-    fn __getitem__(&self, name: &str) -> PyResult<CpuFunction> {
+    fn __getitem__(&self, name: Text) -> PyResult<CpuFunction> {
+        let name = name.0;
         let idx = self
             .m
             .functions
             .iter()
             .position(|f| f.name == name)
-            .ok_or_else(|| pyo3::exceptions::PyKeyError::new_err(format!("no function @{name}")))?;
+            .ok_or_else(|| {
+                let hosts: Vec<String> = self
+                    .m
+                    .functions
+                    .iter()
+                    .filter(|f| f.kind == HostFnKind::Host)
+                    .map(|f| format!("@{}", f.name))
+                    .collect();
+                ArgumentError::new_err(format!(
+                    "no function @{name} (host functions: {})",
+                    if hosts.is_empty() {
+                        "none".into()
+                    } else {
+                        hosts.join(", ")
+                    }
+                ))
+            })?;
         if self.m.functions[idx].kind != HostFnKind::Host {
-            return Err(PyTypeError::new_err(format!(
+            return Err(ArgumentError::new_err(format!(
                 "@{name} is a {} function; launch kernels with CpuModule.launch",
                 kind_name(&self.m.functions[idx].kind)
             )));
@@ -572,33 +655,46 @@ impl CpuModule {
         Ok(CpuFunction {
             m: self.m.clone(),
             idx,
+            written: self.written.clone(),
         })
     }
 
     /// Call host function `name` with numpy arrays and scalars.
     #[pyo3(signature = (name, *args))]
-    fn call(&self, py: Python<'_>, name: &str, args: &Bound<'_, PyTuple>) -> PyResult<Py<PyAny>> {
+    fn call(&self, py: Python<'_>, name: Text, args: &Bound<'_, PyTuple>) -> PyResult<Py<PyAny>> {
         self.__getitem__(name)?.__call__(py, args)
     }
 
     /// Launch kernel `name` over `grid` blocks of `block` threads. CPU kernels
     /// run blocks in parallel on all cores; kernels with barriers, warp ops or
     /// MMA run on the reference interpreter. Returns `"cpu"` or `"interp"`.
-    #[pyo3(signature = (name, grid, block, *args, shared_bytes=0))]
+    #[pyo3(signature = (name, grid, block, *args, shared_bytes=None))]
     fn launch(
         &self,
         py: Python<'_>,
-        name: &str,
+        name: Text,
         grid: &Bound<'_, PyAny>,
         block: &Bound<'_, PyAny>,
         args: &Bound<'_, PyTuple>,
-        shared_bytes: usize,
+        shared_bytes: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<&'static str> {
-        let f = self.m.function(name).map_err(|e| host_error(py, e))?;
-        let (g, b) = (dims(grid, "grid")?, dims(block, "block")?);
+        let shared_bytes =
+            shared_bytes.map_or(Ok(0), |v| checked::arg::<u32>(v, "shared_bytes"))? as usize;
+        let idx = self
+            .m
+            .functions
+            .iter()
+            .position(|f| f.name == name.0)
+            .ok_or_else(|| ArgumentError::new_err(format!("no function @{}", name.0)))?;
+        let f = &self.m.functions[idx];
+        let written = self.written.get(idx).map_or(&[][..], Vec::as_slice);
+        let (g, b) = (
+            checked::dim3(grid, "grid", 1)?,
+            checked::dim3(block, "block", 1)?,
+        );
         match &f.kind {
             HostFnKind::CpuKernel => {
-                let (slots, lens) = pack(py, f, args)?;
+                let (slots, lens) = pack(py, f, written, args)?;
                 let m = self.m.clone();
                 let n = f.name.clone();
                 // SAFETY: pack checked the arguments; the arrays stay alive (borrowed by `args`) during the launch.
@@ -609,9 +705,9 @@ impl CpuModule {
                 Ok("cpu")
             }
             HostFnKind::InterpKernel(why) => {
-                self.interp_launch(py, f, g, b, args, shared_bytes, why)
+                self.interp_launch(py, f, written, g, b, args, shared_bytes, why)
             }
-            _ => Err(PyTypeError::new_err(format!(
+            _ => Err(ArgumentError::new_err(format!(
                 "{} is not a kernel",
                 f.signature()
             ))),
@@ -674,6 +770,7 @@ impl CpuModule {
         &self,
         py: Python<'_>,
         f: &HostFunction,
+        written: &[bool],
         g: [u32; 3],
         b: [u32; 3],
         args: &Bound<'_, PyTuple>,
@@ -681,7 +778,7 @@ impl CpuModule {
         _why: &[String],
     ) -> PyResult<&'static str> {
         use zyntax_interp::{Arg, Interpreter};
-        let (slots, lens) = pack(py, f, args)?;
+        let (slots, lens) = pack(py, f, written, args)?;
         // Copy arrays into interpreter buffers and back: the interpreter owns its memory model.
         let mut bufs: Vec<Vec<u8>> = Vec::new();
         let mut iargs = Vec::new();
@@ -691,10 +788,14 @@ impl CpuModule {
                 Type::Ptr(..) => {
                     let (es, per) = host::pointee_elem(t).unwrap_or((ScalarType::U8, 1));
                     let bytes = (lens[k] * per * es.size_bytes()) as usize;
-                    // SAFETY: array_arg validated this address for `bytes` bytes of a writeable array.
+                    // SAFETY: array_arg validated this address for `bytes` bytes of the array.
                     let src = unsafe { std::slice::from_raw_parts(slots[k] as *const u8, bytes) };
                     iargs.push(Arg::Buffer(bufs.len()));
-                    ptrs.push((bufs.len(), slots[k], bytes));
+                    // Only parameters the kernel may write are copied back (read-only
+                    // arrays are accepted for the others).
+                    if written.get(k).copied().unwrap_or(true) {
+                        ptrs.push((bufs.len(), slots[k], bytes));
+                    }
                     bufs.push(src.to_vec());
                 }
                 Type::Scalar(s) => {
@@ -730,6 +831,7 @@ impl CpuModule {
         &self,
         _py: Python<'_>,
         f: &HostFunction,
+        _written: &[bool],
         _g: [u32; 3],
         _b: [u32; 3],
         _args: &Bound<'_, PyTuple>,
@@ -751,17 +853,18 @@ impl CpuModule {
 #[pyo3(signature = (module, *, cpu=None, features=None, opt_level=None, interp_kernels=None))]
 pub fn cpu_compile(
     py: Python<'_>,
-    module: &Bound<'_, HirModule>,
-    cpu: Option<String>,
-    features: Option<String>,
-    opt_level: Option<&str>,
-    interp_kernels: Option<Vec<String>>,
+    module: &Bound<'_, PyAny>,
+    cpu: Option<Text>,
+    features: Option<Text>,
+    opt_level: Option<Text>,
+    interp_kernels: Option<Vec<Text>>,
 ) -> PyResult<CpuModule> {
-    let m = module.get().hir()?;
+    let m = crate::compile::module_arg(module)?;
+    let (cpu, features) = (cpu.map(|t| t.0), features.map(|t| t.0));
     let opt_level = match opt_level {
         Some(l) => Some(crate::types::enum_name(
             "opt level",
-            l,
+            &l.0,
             OptLevel::ALL,
             OptLevel::from_name,
             OptLevel::name,
@@ -772,13 +875,27 @@ pub fn cpu_compile(
         cpu,
         features,
         opt_level,
-        force_interp: interp_kernels.unwrap_or_default(),
+        force_interp: interp_kernels
+            .unwrap_or_default()
+            .into_iter()
+            .map(|t| t.0)
+            .collect(),
     };
     let r = py.detach(|| guard(|| Ok(host::jit(&m, &opts))))?;
     let hm = r.map_err(|e| host_error(py, e))?;
+    let written = hm
+        .functions
+        .iter()
+        .map(|f| {
+            // A function missing from the source (never expected) counts as written.
+            m.function(&f.name)
+                .map_or_else(|| vec![true; f.params.len()], written_params)
+        })
+        .collect();
     Ok(CpuModule {
         m: Arc::new(hm),
         source: m,
+        written: Arc::new(written),
     })
 }
 
@@ -797,31 +914,35 @@ pub fn cpu_target(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
 /// or `"llvm"`; returns `(bytes, report_text, symbols)`. Exported functions use
 /// the ABI in docs/cpu.md (parameters, one length per array, an error record).
 #[pyfunction]
-#[pyo3(signature = (module, kind="obj", *, cpu=None, features=None, opt_level=None))]
+#[pyo3(
+    signature = (module, kind=Text("obj".into()), *, cpu=None, features=None, opt_level=None),
+    text_signature = "(module, kind='obj', *, cpu=None, features=None, opt_level=None)"
+)]
 pub fn cpu_emit<'py>(
     py: Python<'py>,
-    module: &Bound<'py, HirModule>,
-    kind: &str,
-    cpu: Option<String>,
-    features: Option<String>,
-    opt_level: Option<&str>,
+    module: &Bound<'py, PyAny>,
+    kind: Text,
+    cpu: Option<Text>,
+    features: Option<Text>,
+    opt_level: Option<Text>,
 ) -> PyResult<(Bound<'py, pyo3::types::PyBytes>, String, Vec<String>)> {
-    let m = module.get().hir()?;
-    let what = match kind {
+    let m = crate::compile::module_arg(module)?;
+    let (cpu, features) = (cpu.map(|t| t.0), features.map(|t| t.0));
+    let what = match kind.0.as_str() {
         "obj" => host::Emit::Object,
         "so" => host::Emit::SharedLib,
         "asm" => host::Emit::Asm,
         "llvm" => host::Emit::LlvmIr,
         other => {
-            return Err(CompileError::new_err(format!(
-                "unknown output kind '{other}' (expected one of: obj, so, asm, llvm)"
-            )))
+            return Err(ArgumentError::new_err(format!(
+            "argument 'kind': unknown output kind '{other}' (expected one of: obj, so, asm, llvm)"
+        )))
         }
     };
     let opt_level = match opt_level {
         Some(l) => Some(crate::types::enum_name(
             "opt level",
-            l,
+            &l.0,
             OptLevel::ALL,
             OptLevel::from_name,
             OptLevel::name,

@@ -2,9 +2,9 @@
 //! kernel or call a host/device function on byte buffers. The numpy-facing
 //! wrapper is `python/zyntax/interp.py`. Runs release the GIL.
 
-use crate::errors::{guard, BuildError, InternalError, LaunchError, TrapError, ZyntaxError};
+use crate::checked::{self, Text};
+use crate::errors::{guard, ArgumentError, BuildError, InternalError, TrapError, ZyntaxError};
 use crate::hir::{verify_error, HirModule};
-use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyTuple};
 use zyntax_hir::Type;
@@ -13,7 +13,9 @@ use zyntax_interp::{Arg, InterpError, Interpreter, Options};
 fn interp_error(py: Python<'_>, e: InterpError) -> PyErr {
     match e {
         InterpError::Verify(v) => verify_error(py, v),
-        InterpError::Launch(m) => LaunchError::new_err(format!("invalid launch: {m}")),
+        InterpError::Launch(m) => {
+            crate::errors::LaunchError::new_err(format!("invalid launch: {m}"))
+        }
         InterpError::Trap(t) => {
             let err = TrapError::new_err(t.to_string());
             let v = err.value(py);
@@ -39,9 +41,10 @@ fn interp_error(py: Python<'_>, e: InterpError) -> PyErr {
     }
 }
 
-/// Converts one Python argument: `("buffer", index)`, `("buffer", index,
+/// Converts argument `k`: `("buffer", index)`, `("buffer", index,
 /// byte_offset)`, `None` (null pointer), bool, int or float.
-fn to_arg(obj: &Bound<'_, PyAny>) -> PyResult<Arg> {
+fn to_arg(k: usize, obj: &Bound<'_, PyAny>) -> PyResult<Arg> {
+    let name = format!("args[{k}]");
     if obj.is_none() {
         return Ok(Arg::Null);
     }
@@ -49,23 +52,33 @@ fn to_arg(obj: &Bound<'_, PyAny>) -> PyResult<Arg> {
         return Ok(Arg::Bool(b.is_true()));
     }
     if obj.cast::<PyInt>().is_ok() {
-        return Ok(Arg::Int(obj.extract().map_err(|_| {
-            LaunchError::new_err(format!("integer argument {obj} is too large"))
+        // Range-checked against the parameter's type by the interpreter.
+        return Ok(Arg::Int(obj.extract::<i128>().map_err(|_| {
+            ArgumentError::new_err(format!(
+                "argument '{name}': {obj} does not fit a 64-bit integer"
+            ))
         })?));
     }
     if obj.cast::<PyFloat>().is_ok() {
         return Ok(Arg::Float(obj.extract()?));
     }
     if let Ok(t) = obj.cast::<PyTuple>() {
-        let tag: String = t.get_item(0)?.extract()?;
-        if tag == "buffer" {
-            let index: usize = t.get_item(1)?.extract()?;
-            return Ok(match t.len() {
-                2 => Arg::Buffer(index),
-                3 => Arg::BufferAt(index, t.get_item(2)?.extract()?),
-                _ => return Err(PyTypeError::new_err("expected ('buffer', index[, offset])")),
-            });
+        let shape = || {
+            ArgumentError::new_err(format!(
+                "argument '{name}': expected ('buffer', index[, byte_offset]), got {obj}"
+            ))
+        };
+        if !(2..=3).contains(&t.len()) || t.get_item(0)?.str()?.to_str().ok() != Some("buffer") {
+            return Err(shape());
         }
+        let index = checked::arg::<usize>(&t.get_item(1)?, &format!("{name}[1]"))?;
+        return Ok(match t.len() {
+            2 => Arg::Buffer(index),
+            _ => Arg::BufferAt(
+                index,
+                checked::arg::<u64>(&t.get_item(2)?, &format!("{name}[2]"))?,
+            ),
+        });
     }
     // numpy scalars: integers via __index__, then floats.
     if let Ok(i) = obj.extract::<i128>() {
@@ -74,29 +87,49 @@ fn to_arg(obj: &Bound<'_, PyAny>) -> PyResult<Arg> {
     if let Ok(f) = obj.extract::<f64>() {
         return Ok(Arg::Float(f));
     }
-    Err(PyTypeError::new_err(format!(
-        "cannot pass {} to the interpreter",
+    Err(ArgumentError::new_err(format!(
+        "argument '{name}': cannot pass {} to the interpreter",
         crate::types::type_name(obj)
     )))
 }
 
-fn options(checks: bool, fuel: Option<u64>) -> Options {
+fn options(checks: bool, fuel: Option<&Bound<'_, PyAny>>) -> PyResult<Options> {
     let mut o = Options {
         checks,
         ..Options::default()
     };
-    if let Some(f) = fuel {
-        o.fuel = f;
+    if let Some(f) = fuel.filter(|f| !f.is_none()) {
+        o.fuel = checked::arg::<u64>(f, "fuel")?;
     }
-    o
+    Ok(o)
+}
+
+/// The `module` argument: a `zyntax.hir.Module`, as its HIR.
+fn module_arg(module: &Bound<'_, PyAny>) -> PyResult<zyntax_hir::Module> {
+    checked::instance::<HirModule>(module, "module", "zyntax.hir.Module")?
+        .get()
+        .hir()
+}
+
+fn args_in(args: &Bound<'_, PyList>) -> PyResult<Vec<Arg>> {
+    args.iter()
+        .enumerate()
+        .map(|(k, a)| to_arg(k, &a))
+        .collect()
 }
 
 fn buffers_in(buffers: &Bound<'_, PyList>) -> PyResult<Vec<Vec<u8>>> {
     buffers
         .iter()
-        .map(|b| {
+        .enumerate()
+        .map(|(k, b)| {
+            if !b.is_instance_of::<PyBytes>() && !b.is_instance_of::<pyo3::types::PyByteArray>() {
+                return Err(ArgumentError::new_err(format!(
+                    "argument 'buffers[{k}]': expected bytes, got {}",
+                    crate::types::type_name(&b)
+                )));
+            }
             b.extract::<Vec<u8>>()
-                .map_err(|_| PyTypeError::new_err("buffers must be bytes-like objects"))
         })
         .collect()
 }
@@ -109,31 +142,37 @@ fn buffers_out<'py>(py: Python<'py>, bufs: &[Vec<u8>]) -> PyResult<Bound<'py, Py
 /// `buffers` (bytes). Returns `(buffers_after, stats)`; buffers are returned
 /// after a trap too, as the exception's `buffers` attribute.
 #[pyfunction]
-#[pyo3(signature = (module, name, grid, block, args, buffers, *, shared_bytes=0, checks=true, fuel=None))]
+#[pyo3(signature = (module, name, grid, block, args, buffers, *, shared_bytes=None, checks=true, fuel=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn interp_launch<'py>(
     py: Python<'py>,
-    module: &Bound<'py, HirModule>,
-    name: &str,
-    grid: [u32; 3],
-    block: [u32; 3],
+    module: &Bound<'py, PyAny>,
+    name: Text,
+    grid: &Bound<'py, PyAny>,
+    block: &Bound<'py, PyAny>,
     args: &Bound<'py, PyList>,
     buffers: &Bound<'py, PyList>,
-    shared_bytes: u64,
+    shared_bytes: Option<&Bound<'py, PyAny>>,
     checks: bool,
-    fuel: Option<u64>,
+    fuel: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyDict>)> {
-    let m = module.get().hir()?;
-    let args = args
-        .iter()
-        .map(|a| to_arg(&a))
-        .collect::<PyResult<Vec<_>>>()?;
+    let m = module_arg(module)?;
+    let (name, grid, block) = (
+        name.0,
+        checked::dim3(grid, "grid", 1)?,
+        checked::dim3(block, "block", 1)?,
+    );
+    let shared_bytes = match shared_bytes {
+        Some(s) => checked::arg::<u32>(s, "shared_bytes")?.into(),
+        None => 0,
+    };
+    let args = args_in(args)?;
     let mut bufs = buffers_in(buffers)?;
-    let opts = options(checks, fuel);
+    let opts = options(checks, fuel)?;
     let res = guard(|| {
         Ok(py.detach(|| {
             Interpreter::with_options(&m, opts)
-                .and_then(|it| it.launch(name, grid, block, shared_bytes, &args, &mut bufs))
+                .and_then(|it| it.launch(&name, grid, block, shared_bytes, &args, &mut bufs))
         }))
     })?;
     let out = buffers_out(py, &bufs)?;
@@ -186,23 +225,21 @@ fn value_to_py(py: Python<'_>, v: &zyntax_interp::Value) -> PyResult<Py<PyAny>> 
 #[pyo3(signature = (module, name, args, buffers, *, checks=true, fuel=None))]
 pub fn interp_call<'py>(
     py: Python<'py>,
-    module: &Bound<'py, HirModule>,
-    name: &str,
+    module: &Bound<'py, PyAny>,
+    name: Text,
     args: &Bound<'py, PyList>,
     buffers: &Bound<'py, PyList>,
     checks: bool,
-    fuel: Option<u64>,
+    fuel: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
-    let m = module.get().hir()?;
-    let args = args
-        .iter()
-        .map(|a| to_arg(&a))
-        .collect::<PyResult<Vec<_>>>()?;
+    let m = module_arg(module)?;
+    let name = name.0;
+    let args = args_in(args)?;
     let mut bufs = buffers_in(buffers)?;
-    let opts = options(checks, fuel);
+    let opts = options(checks, fuel)?;
     let res = guard(|| {
         Ok(py.detach(|| {
-            Interpreter::with_options(&m, opts).and_then(|it| it.call(name, &args, &mut bufs))
+            Interpreter::with_options(&m, opts).and_then(|it| it.call(&name, &args, &mut bufs))
         }))
     })?;
     let out = buffers_out(py, &bufs)?;

@@ -69,6 +69,18 @@ mod _native {
         m.add("FULL_MASK", crate::hir::FULL_MASK)?;
         m.add("FORMAT_VERSION", zyntax_hir::FORMAT_VERSION)?;
         crate::types::add_scalars(m)?;
+        // ptxas of the `[compute]` extra is found through this interpreter, not `python3` on PATH.
+        #[cfg(feature = "llvm")]
+        if let Ok(exe) = m
+            .py()
+            .import("sys")?
+            .getattr("executable")?
+            .extract::<String>()
+        {
+            if !exe.is_empty() {
+                zyntax_llvm::Ptxas::set_python(exe);
+            }
+        }
         #[cfg(feature = "cuda")]
         crate::cuda::register(m)?;
         Ok(())

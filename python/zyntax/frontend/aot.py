@@ -49,6 +49,11 @@ def load_kernels(path: str | Path) -> list[Kernel]:
         spec.loader.exec_module(mod)
     except KernelError:
         raise
+    except SystemExit as e:
+        # A script's `sys.exit(0)` must not end the compiler with "success".
+        raise KernelError(
+            f"{p} called sys.exit({e.code!r}) while being imported: no kernel was compiled"
+        ) from e
     except Exception as e:
         raise KernelError(f"importing {p} failed: {type(e).__name__}: {e}") from e
     seen: set[int] = set()

@@ -43,18 +43,22 @@ F = TypeVar("F", bound=Callable[..., Any])
 Dim3 = tuple[int, int, int]
 
 
+def _is_int(x: object) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
 def _dim3(v: int | Sequence[int], what: str) -> Dim3:
-    if type(v) is int and v > 0:  # the common case, checked first for launch speed
+    if type(v) is int and 0 < v < 2**32:  # the common case, checked first for launch speed
         return (v, 1, 1)
-    if isinstance(v, (int, np.integer)):
-        t = [int(v)]
+    # Only ints: a str ("12") or floats ([1.9]) must not turn into a launch shape.
+    if _is_int(v):
+        t = [int(v)]  # type: ignore[arg-type]
+    elif isinstance(v, (tuple, list)) and all(_is_int(x) for x in v):
+        t = [int(x) for x in v]
     else:
-        try:
-            t = [int(x) for x in v]
-        except TypeError:
-            raise KernelArgumentError(f"{what} must be an int or a tuple of 1 to 3 ints") from None
-    if not 1 <= len(t) <= 3 or any(x <= 0 for x in t):
-        raise KernelArgumentError(f"{what} must be 1 to 3 positive ints, got {v!r}")
+        raise KernelArgumentError(f"{what} must be an int or a tuple of 1 to 3 ints, got {v!r}")
+    if not 1 <= len(t) <= 3 or any(not 0 < x < 2**32 for x in t):
+        raise KernelArgumentError(f"{what} must be 1 to 3 ints in [1, 2**32 - 1], got {v!r}")
     t += [1] * (3 - len(t))
     return (t[0], t[1], t[2])
 
@@ -429,33 +433,37 @@ class _Translatable:
             self._source = load_source(self.pyfunc, "kernel")
         return self._source
 
+    def _annotation(self, p: inspect.Parameter) -> Any:
+        """The parameter's annotation; a string one (``from __future__ import
+        annotations``) is evaluated in the function's globals, and one that
+        cannot be is an error naming it, never "no annotation"."""
+        ann = p.annotation
+        if not isinstance(ann, str):
+            return ann
+        try:
+            return eval(ann, self.pyfunc.__globals__)
+        except Exception as e:
+            code = getattr(self.pyfunc, "__code__", None)
+            raise KernelTypeError(
+                f"the annotation {ann!r} of parameter '{p.name}' cannot be evaluated "
+                f"({type(e).__name__}: {e})",
+                file=code.co_filename if code else None,
+                line=code.co_firstlineno if code else None,
+                kernel=self.__name__,
+            ) from None
+
     def signature_specs(self) -> list[ParamSpec] | None:
         """Parameter specs from annotations when every parameter is annotated, else None."""
         out: list[ParamSpec] = []
         for p in self._sig.parameters.values():
-            ann = p.annotation
-            if isinstance(ann, str):
-                try:
-                    ann = eval(ann, self.pyfunc.__globals__)
-                except Exception:
-                    return None
-            s = spec_from_annotation(ann)
+            s = spec_from_annotation(self._annotation(p))
             if s is None:
                 return None
             out.append(s)
         return out
 
     def partial_specs(self) -> list[ParamSpec | None]:
-        out: list[ParamSpec | None] = []
-        for p in self._sig.parameters.values():
-            ann = p.annotation
-            if isinstance(ann, str):
-                try:
-                    ann = eval(ann, self.pyfunc.__globals__)
-                except Exception:
-                    ann = None
-            out.append(spec_from_annotation(ann))
-        return out
+        return [spec_from_annotation(self._annotation(p)) for p in self._sig.parameters.values()]
 
 
 class DeviceFunction(_Translatable):
@@ -503,7 +511,7 @@ class Kernel(_Translatable):
         self.min_blocks = min_blocks
         self.max_registers = max_registers
         if device not in ("auto", "gpu", "cpu"):
-            raise ValueError("device must be 'auto', 'gpu' or 'cpu'")
+            raise KernelArgumentError(f"device must be 'auto', 'gpu' or 'cpu', got {device!r}")
         self.device = device
         self._variants: dict[tuple[ParamSpec, ...], Variant] = {}
         self._fast: dict[tuple[Any, ...], Variant] = {}
@@ -590,6 +598,10 @@ class Kernel(_Translatable):
                     "e.g. k.hir((zyntax.Array[zyntax.f32, 1], zyntax.i32))"
                 )
             return tuple(full)
+        if isinstance(sig, (str, bytes)) or not isinstance(sig, Sequence):
+            raise KernelArgumentError(
+                f"sig must be a sequence of types or example arguments, got {type(sig).__name__}"
+            )
         return tuple(spec_of_sig_entry(x) for x in sig)
 
     # ---------------------------------------------------------------- translation
@@ -787,6 +799,10 @@ class Kernel(_Translatable):
         """Launch over ``grid`` blocks of ``block`` threads on the GPU (or the CPU interpreter)."""
         try:
             g, b = _dim3(grid, "grid"), _dim3(block, "block")
+            if device not in (None, "auto", "gpu", "cpu"):
+                raise KernelArgumentError(
+                    f"device must be None, 'auto', 'gpu' or 'cpu', got {device!r}"
+                )
             self._launch(args, g, b, shared_mem, stream, device)
         except KernelError as e:
             raise trim_traceback(e) from None

@@ -191,15 +191,31 @@ def llvm_for(v: Variant, arch: str) -> str:
 # --------------------------------------------------------------------------- launches
 
 
+#: ``CudaError.kind`` values that mean "this machine has no GPU".
+_NO_GPU_KINDS = frozenset({"no_driver", "no_device"})
+
+
 @functools.cache
 def gpu_available() -> bool:
-    """Whether a CUDA driver and device are usable (checked once per process)."""
+    """Whether a CUDA driver and device are usable (checked once per process).
+
+    Only a build without the CUDA runtime, a missing driver or no device mean
+    "no GPU" (then launches run on the interpreter). Any other failure, such
+    as a driver that fails to initialise, is raised to the caller: it is not
+    turned into a silent CPU fallback, and (being an exception) not cached.
+    """
     try:
         from zyntax import cuda
-
-        return bool(cuda.is_available())
-    except Exception:
+    except ImportError:  # built without the `cuda` feature
         return False
+    from zyntax.errors import CudaError
+
+    try:
+        return int(cuda.device_count()) > 0
+    except CudaError as e:
+        if getattr(e, "kind", None) in _NO_GPU_KINDS:
+            return False
+        raise
 
 
 def _interp_launch() -> Any:
@@ -230,15 +246,15 @@ def run_interp(
     launch = _interp_launch()
     flat: list[Any] = []
     buffers: list[bytes] = []
-    arrays: list[tuple[np.ndarray, np.ndarray]] = []
-    for a, s in zip(args, v.specs, strict=True):
+    arrays: list[tuple[np.ndarray, np.ndarray, int]] = []
+    for k, (a, s) in enumerate(zip(args, v.specs, strict=True)):
         if isinstance(s, ArrayParam):
             if not isinstance(a, np.ndarray):
                 raise KernelArgumentError(f"run_cpu takes numpy arrays, got {type(a).__name__}")
             c = np.ascontiguousarray(a)
             flat.append(("buffer", len(buffers)))
             buffers.append(c.tobytes())
-            arrays.append((a, c))
+            arrays.append((a, c, k))
             flat.extend(int(x) for x in c.shape)
             flat.extend(int(x) // c.itemsize for x in c.strides)
         else:
@@ -253,9 +269,15 @@ def run_interp(
         shared_bytes=shared_mem,
         checks=checks,
     )
-    for (orig, c), before, data in zip(arrays, buffers, out, strict=True):
-        if data != before:  # read-only inputs stay untouched
-            orig[...] = np.frombuffer(data, dtype=c.dtype).reshape(c.shape)
+    for (orig, c, k), before, data in zip(arrays, buffers, out, strict=True):
+        if data == before:  # inputs only read stay untouched (read-only ones too)
+            continue
+        if not orig.flags.writeable:
+            raise KernelArgumentError(
+                f"argument {k} of kernel '{v.kernel_name}' is a read-only array, but the "
+                "kernel wrote to it (pass a writeable copy, e.g. numpy.array(a))"
+            )
+        orig[...] = np.frombuffer(data, dtype=c.dtype).reshape(c.shape)
     return dict(stats)
 
 
@@ -275,17 +297,23 @@ def run_gpu(
         v.native["gpu"] = func
     # numpy arrays travel to the device and back (like Numba's auto-transfer).
     staged: list[Any] = []
-    back: list[tuple[Any, Any]] = []
-    for a in args:
+    back: list[tuple[int, Any, Any]] = []
+    for k, a in enumerate(args):
         if isinstance(a, np.ndarray):
             d = cuda.to_device(a)
-            back.append((a, d))
+            back.append((k, a, d))
             staged.append(d)
         else:
             staged.append(a)
     assert v.binder is not None
     flat = v.binder(staged)
     func.launch(grid, block, *flat, shared_mem=shared_mem or None, stream=stream)
-    for orig, d in back:
+    for k, orig, d in back:
         if orig.flags.writeable:
             orig[...] = d.to_host(stream)
+        elif d.to_host(stream).tobytes() != np.ascontiguousarray(orig).tobytes():
+            # A read-only input must stay as it was: say so instead of dropping the result.
+            raise KernelArgumentError(
+                f"argument {k} of kernel '{v.kernel_name}' is a read-only array, but the "
+                "kernel wrote to it (pass a writeable copy, e.g. numpy.array(a))"
+            )

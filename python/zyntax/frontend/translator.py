@@ -166,6 +166,21 @@ def promote(a: Scalar, b: Scalar) -> Scalar | None:
     return None
 
 
+def _convert_hint(node: ast.AST, a: Scalar, b: Scalar) -> str:
+    """How to convert operands ``a`` and ``b`` of ``node`` (where `promote`
+    found no common type: a signed integer and u64) into types that do promote."""
+    left = getattr(node, "left", getattr(node, "target", None))
+    right = getattr(node, "right", getattr(node, "value", None))
+    text_a = ast.unparse(left) if isinstance(left, ast.AST) else "x"
+    text_b = ast.unparse(right) if isinstance(right, ast.AST) else "y"
+    signed, unsigned = ((text_a, a), (text_b, b)) if a.is_signed else ((text_b, b), (text_a, a))
+    # Either conversion promotes: u64 with u64, i64 with any signed type (a test compiles both).
+    return (
+        f"convert one operand explicitly: zyntax.{unsigned[1]}({signed[0]}) if it is never "
+        f"negative, or zyntax.i64({unsigned[0]}) if it fits in i64"
+    )
+
+
 def lit_type_with(lit: Lit, other: Scalar) -> Scalar:
     """The type a literal takes next to a typed operand."""
     v = lit.value
@@ -1282,8 +1297,8 @@ class FunctionTranslator:
         if t is None:
             raise self.error(
                 node,
-                f"unsupported operand types for {sym}: {ta} and {tb} (convert explicitly, e.g. "
-                f"zyntax.i64(x))",
+                f"unsupported operand types for {sym}: {ta} and {tb} have no common type "
+                f"({_convert_hint(node, ta, tb)})",
                 KernelTypeError,
             )
         if isinstance(op, ast.Div):

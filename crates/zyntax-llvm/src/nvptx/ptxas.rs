@@ -2,13 +2,20 @@
 //!
 //! `ptxas` comes from the PyPI package `nvidia-cuda-nvcc-cu12` (12.9.x accepts
 //! sm_70 … sm_90a). [`Ptxas::locate`] looks, in order, at `$ZYNTAX_PTXAS`, at the
-//! `nvidia.cuda_nvcc` package of `$ZYNTAX_PYTHON` / `python3` / `python`, and at
-//! `ptxas` on `PATH`. A missing ptxas is an error, never a silent skip.
+//! `nvidia.cuda_nvcc` package of the embedding interpreter ([`Ptxas::set_python`]:
+//! the Python extension registers `sys.executable`, so an un-activated virtual
+//! environment finds its own `[compute]` extra), of `$ZYNTAX_PYTHON`, `python3`
+//! and `python`, and at `ptxas` on `PATH`. A missing ptxas is an error, never a
+//! silent skip.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
 use zyntax_hir::Arch;
+
+/// The Python interpreter this process runs in, when embedded (see [`Ptxas::set_python`]).
+static EMBEDDING_PYTHON: OnceLock<PathBuf> = OnceLock::new();
 
 #[derive(Debug, thiserror::Error)]
 pub enum PtxasError {
@@ -148,6 +155,14 @@ impl Ptxas {
         &self.path
     }
 
+    /// Registers the interpreter of the Python process that embeds zyntax
+    /// (`sys.executable`): [`Ptxas::locate`] asks it first for the
+    /// `nvidia-cuda-nvcc-cu12` package, since `python3` on `PATH` may be another
+    /// environment's. The first registration wins.
+    pub fn set_python(executable: impl Into<PathBuf>) {
+        let _ = EMBEDDING_PYTHON.set(executable.into());
+    }
+
     /// Find ptxas (see the module docs for the search order).
     pub fn locate() -> Result<Ptxas, PtxasError> {
         let mut tried = Vec::new();
@@ -158,9 +173,12 @@ impl Ptxas {
             }
             tried.push(format!("$ZYNTAX_PTXAS={}", p.display()));
         }
-        let mut pythons: Vec<String> = Vec::new();
-        if let Ok(py) = std::env::var("ZYNTAX_PYTHON") {
-            pythons.push(py);
+        let mut pythons: Vec<PathBuf> = Vec::new();
+        if let Some(py) = EMBEDDING_PYTHON.get() {
+            pythons.push(py.clone());
+        }
+        if let Some(py) = std::env::var_os("ZYNTAX_PYTHON") {
+            pythons.push(py.into());
         }
         pythons.push("python3".into());
         pythons.push("python".into());
@@ -177,7 +195,7 @@ impl Ptxas {
                     }
                     tried.push(p.display().to_string());
                 }
-                _ => tried.push(format!("{py} -c 'import nvidia.cuda_nvcc'")),
+                _ => tried.push(format!("{} -c 'import nvidia.cuda_nvcc'", py.display())),
             }
         }
         if let Some(paths) = std::env::var_os("PATH") {

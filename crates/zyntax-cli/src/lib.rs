@@ -364,14 +364,6 @@ fn usage_error(args: &CompileArgs) -> Option<String> {
             ));
         }
     }
-    if !zyntax_llvm::HAS_NVPTX && args.backend != Backend::Llvm {
-        let name = format!("{:?}", args.backend).to_lowercase();
-        return Err(one(format!(
-            "--backend {name} needs the GPU backends, and this zyntax was built without the \
-             `compute` feature (rebuild with `cargo build -p zyntax-cli --features compute`); \
-             --backend llvm compiles for the CPU"
-        )));
-    }
     if args.report.is_some() && args.backend != Backend::Llvm {
         return Some(
             "--report prints the CPU optimizer's report: it applies to --backend llvm only".into(),
@@ -414,6 +406,15 @@ fn same_file(a: &Path, b: &Path) -> bool {
 }
 
 fn compile(args: &CompileArgs) -> CliResult {
+    // A build limitation, not a usage error: status 1.
+    if !zyntax_llvm::HAS_NVPTX && args.backend != Backend::Llvm {
+        let name = format!("{:?}", args.backend).to_lowercase();
+        return Err(one(format!(
+            "--backend {name} needs the GPU backends, and this zyntax was built without the \
+             `compute` feature (rebuild with `cargo build -p zyntax-cli --features compute`); \
+             --backend llvm compiles for the CPU"
+        )));
+    }
     let display = args.input.display().to_string();
     let text = if args.input == Path::new("-") {
         let mut s = String::new();

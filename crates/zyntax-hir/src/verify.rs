@@ -17,6 +17,10 @@
 //!   and is at least the minimum of every arch a function is compiled for
 //!   ([`crate::arch::min_ptx`]).
 //!
+//! **Types**
+//! - every type (returns, values, allocation elements and the pointers to
+//!   them) nests at most [`crate::MAX_TYPE_DEPTH`] levels deep, checked first;
+//!
 //! **Function header**
 //! - kernels return nothing; kernel parameters are scalars, vectors or
 //!   pointers to `global`, `generic` or `constant` memory, 4 KiB in all;
@@ -466,6 +470,9 @@ fn verify_function_into(m: &Module, f: &Function, diags: &mut Vec<Diagnostic>) {
             return;
         }
     }
+    if !check_type_depths(&mut cx) {
+        return;
+    }
     check_header(&mut cx);
     if f.layout.is_empty() {
         cx.func_err("function has no blocks (the layout is empty)");
@@ -480,6 +487,42 @@ fn verify_function_into(m: &Module, f: &Function, diags: &mut Vec<Diagnostic>) {
     check_dominance(&mut cx);
     check_no_alloc(&mut cx);
     check_alloca_total(&mut cx);
+}
+
+/// Every type in the function nests at most [`crate::MAX_TYPE_DEPTH`] deep;
+/// checked first (without recursion) so that the other checks, which recurse
+/// over types, are safe. Returns whether they all do.
+fn check_type_depths(cx: &mut Ctx) -> bool {
+    let f = cx.f;
+    let mut ok = true;
+    for (k, t) in f.returns.iter().enumerate() {
+        if let Err(m) = t.check_depth() {
+            cx.func_err(format!("return type {k}: {m}"));
+            ok = false;
+        }
+    }
+    for (k, d) in f.values.iter().enumerate() {
+        if let Err(m) = d.ty.check_depth() {
+            cx.func_err(format!("type of v{k}: {m}"));
+            ok = false;
+        }
+    }
+    for (k, d) in f.insts.iter().enumerate() {
+        if let Op::Alloca { elem, .. } | Op::SharedAlloc { elem, .. } | Op::DynShared { elem } =
+            &d.op
+        {
+            // The result is a pointer to `elem`, one level deeper.
+            let d = elem.depth();
+            if d >= u64::from(crate::MAX_TYPE_DEPTH) {
+                cx.func_err(format!(
+                    "element type of inst{k} nests {d} levels deep; a pointer to it would exceed the limit of {}",
+                    crate::MAX_TYPE_DEPTH
+                ));
+                ok = false;
+            }
+        }
+    }
+    ok
 }
 
 /// Each `alloca` is bounded on its own (in `check_op`); their sum must fit too.

@@ -29,6 +29,7 @@
 //! machine, or `generic` for portable code).
 
 pub mod lower;
+pub mod target;
 
 use inkwell::context::Context;
 use inkwell::execution_engine::ExecutionEngine;
@@ -72,6 +73,9 @@ pub enum HostError {
     /// The generated code reported a run-time error (bounds, division by zero).
     #[error(transparent)]
     Runtime(Box<RuntimeError>),
+    /// An unknown or ABI-breaking CPU name or feature (see [`target`]).
+    #[error("{0}")]
+    Target(String),
     /// Running the system linker for a shared library failed.
     #[error("linking the shared library failed: {0}")]
     Link(String),
@@ -402,6 +406,7 @@ pub fn prepare(m: &Module, opts: &HostOptions) -> HostResult<Prepared> {
     let module = opt.module;
     let plans = opt.plans;
     let target = opts.target();
+    target::validate(&target)?;
     let mut cpu_kernels = BTreeSet::new();
     let mut kinds = Vec::new();
     for f in &module.functions {
@@ -486,7 +491,7 @@ pub fn prepare(m: &Module, opts: &HostOptions) -> HostResult<Prepared> {
 }
 
 fn machine(t: &CpuTarget, reloc: RelocMode) -> HostResult<TargetMachine> {
-    initialize()?;
+    target::validate(t)?;
     let triple = TargetTriple::create(&t.triple);
     let target = Target::from_triple(&triple)
         .map_err(|e| internal("host target lookup", e.to_string_lossy()))?;

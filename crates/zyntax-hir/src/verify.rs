@@ -28,7 +28,9 @@
 //!   several return values returns each in 8 bytes or less (the CPU ABI's slots);
 //! - kernel metadata: `max_threads` each ≥ 1, x, y ≤ 1024, z ≤ 64, product ≤ 1024;
 //!   `min_blocks` in 1..=32 and only with `max_threads`; `max_registers` in
-//!   24..=255 (`ptxas` raises smaller caps, a warning); `shared_bytes` ≤ 227 KiB;
+//!   24..=255 (`ptxas` raises smaller caps, a warning), and per compiled arch
+//!   at least [`crate::arch::min_max_registers`] (26 on sm_70, 25 on sm_75,
+//!   28 on sm_80+ for kernels reaching MMA, which ptxas rejects below); `shared_bytes` ≤ 227 KiB;
 //!   static shared memory of the kernel (its `shared_alloc`s plus those of the
 //!   device functions it calls) ≤ 48 KiB (`ptxas` rejects more);
 //! - per arch it is compiled for (in [`crate::arch`], so [`check_arch`] covers
@@ -625,13 +627,33 @@ fn check_kernel_info(cx: &mut Ctx, k: &KernelInfo) {
 
 /// Static shared memory of a kernel: its `shared_alloc`s plus those of every function it reaches.
 pub(crate) fn kernel_static_shared(m: &Module, f: &Function) -> u64 {
+    let (me, reached) = reached_from(m, f);
+    let mut total = own_static_shared(f);
+    for n in reached {
+        if Some(n) != me {
+            total = total.saturating_add(own_static_shared(&m.functions[n]));
+        }
+    }
+    total
+}
+
+/// Whether `f` or a function it reaches through calls has a placed
+/// instruction satisfying `pred`.
+pub(crate) fn reaches_op(m: &Module, f: &Function, pred: impl Fn(&Op) -> bool) -> bool {
+    let (_, reached) = reached_from(m, f);
+    std::iter::once(f)
+        .chain(reached.iter().map(|&n| &m.functions[n]))
+        .any(|g| placed_insts(g).any(|d| pred(&d.op)))
+}
+
+/// `f`'s index in the module, if it is there, and the indices of the functions it reaches.
+fn reached_from(m: &Module, f: &Function) -> (Option<usize>, Vec<usize>) {
     let index: HashMap<&str, usize> = m
         .functions
         .iter()
         .enumerate()
         .map(|(n, g)| (g.name.as_str(), n))
         .collect();
-    let mut total = own_static_shared(f);
     let me = m.functions.iter().position(|g| std::ptr::eq(g, f));
     let reached = match me {
         Some(n) => reachable_callees(m, &index, n),
@@ -649,12 +671,7 @@ pub(crate) fn kernel_static_shared(m: &Module, f: &Function) -> u64 {
             out
         }
     };
-    for n in reached {
-        if Some(n) != me {
-            total = total.saturating_add(own_static_shared(&m.functions[n]));
-        }
-    }
-    total
+    (me, reached)
 }
 
 fn own_static_shared(f: &Function) -> u64 {

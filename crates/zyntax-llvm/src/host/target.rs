@@ -77,9 +77,12 @@ fn bad(message: String) -> HostError {
     HostError::Target(message)
 }
 
+/// LLVM's CPU names and feature names of one triple.
+type Tables = (BTreeSet<String>, BTreeSet<String>);
+
 /// The tables of the host triple, read once.
-fn host_tables(triple: &str) -> HostResult<&'static (BTreeSet<String>, BTreeSet<String>)> {
-    static TABLES: OnceLock<Result<(BTreeSet<String>, BTreeSet<String>), String>> = OnceLock::new();
+fn host_tables(triple: &str) -> HostResult<&'static Tables> {
+    static TABLES: OnceLock<Result<Tables, String>> = OnceLock::new();
     let r = TABLES.get_or_init(|| {
         let cpus = names(triple, false).map_err(|e| e.to_string())?;
         let feats = names(triple, true).map_err(|e| e.to_string())?;

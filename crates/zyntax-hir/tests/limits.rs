@@ -177,3 +177,39 @@ fn out_of_range_ids_in_json_are_an_error_not_a_panic() {
         assert!(e.to_string().contains("refers to"), "case {n}: {e}");
     }
 }
+
+/// Issue 10, item 6: the register floor depends on the arch and on MMA.
+#[test]
+fn max_registers_below_the_mma_floor_is_a_verify_error() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/mma_tile.zir");
+    let base = parse_module(&std::fs::read_to_string(path).unwrap()).unwrap();
+    for (arch, floor) in [
+        (Arch::Sm70, 26),
+        (Arch::Sm75, 25),
+        (Arch::Sm80, 28),
+        (Arch::Sm90, 28),
+    ] {
+        let with = |n: u32| {
+            let mut m = base.clone();
+            m.targets = vec![arch];
+            for f in &mut m.functions {
+                if let FunctionKind::Kernel(k) = &mut f.kind {
+                    k.max_registers = Some(n);
+                }
+            }
+            m
+        };
+        verify_module(&with(floor)).unwrap_or_else(|e| panic!("{arch} {floor}: {e}"));
+        let e = verify_module(&with(floor - 1)).expect_err("below the floor");
+        assert!(e.to_string().contains("tensor-core MMA"), "{arch}: {e}");
+    }
+    // Kernels without MMA keep the general floor of 24.
+    let saxpy = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/saxpy.zir");
+    let mut m = parse_module(&std::fs::read_to_string(saxpy).unwrap()).unwrap();
+    for f in &mut m.functions {
+        if let FunctionKind::Kernel(k) = &mut f.kind {
+            k.max_registers = Some(24);
+        }
+    }
+    verify_module(&m).unwrap();
+}

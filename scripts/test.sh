@@ -7,6 +7,11 @@ cd "$ZYNTAX_ROOT"
 
 step() { printf '\n==> %s\n' "$*"; }
 
+# The fuzz harnesses (docs/testing.md) run inside `cargo test` and pytest with
+# this many cases per property: the bounded run, about two minutes in all.
+export ZYNTAX_FUZZ_CASES="${ZYNTAX_FUZZ_CASES:-300}"
+export ZYNTAX_PY_FUZZ_CASES="${ZYNTAX_PY_FUZZ_CASES:-60}"
+
 step "dependencies"
 scripts/deps.sh
 activate_venv

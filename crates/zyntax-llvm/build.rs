@@ -50,6 +50,23 @@ fn main() {
         "zyntax-llvm needs LLVM 19, {} reports {version}",
         bin.display()
     );
+    // The C++ shim for what LLVM's C API lacks (CPU and feature tables);
+    // compiled before the LLVM archives are listed so that it links ahead of them.
+    println!("cargo:rerun-if-changed=src/host/subtarget.cpp");
+    let include = llvm_config(&bin, &["--includedir"]);
+    cc::Build::new()
+        .cpp(true)
+        .std("c++17")
+        .include(include)
+        .flag("-fno-exceptions")
+        .define("__STDC_CONSTANT_MACROS", None)
+        .define("__STDC_FORMAT_MACROS", None)
+        .define("__STDC_LIMIT_MACROS", None)
+        .warnings(false)
+        .cpp_link_stdlib(None)
+        .file("src/host/subtarget.cpp")
+        .compile("zyntax_subtarget");
+
     let libdir = llvm_config(&bin, &["--libdir"]);
     println!("cargo:rustc-link-search=native={libdir}");
 

@@ -139,6 +139,34 @@ pub fn max_threads_per_sm(arch: Arch) -> u64 {
 /// Smallest `max_registers` `ptxas` accepts without raising it (and warning).
 pub const MIN_MAX_REGISTERS: u32 = 24;
 
+/// Smallest `max_registers` `ptxas` accepts for a kernel on `arch` that
+/// reaches tensor-core MMA instructions (`mma.*`): ptxas rejects a smaller
+/// cap ("Insufficient registers"). Measured with ptxas 12.9 on every example
+/// kernel (`crates/zyntax-llvm/tests/max_registers.rs` sweeps them); other
+/// instruction classes assemble at [`MIN_MAX_REGISTERS`].
+pub fn min_max_registers_mma(arch: Arch) -> u32 {
+    match arch {
+        Arch::Sm70 => 26,
+        Arch::Sm75 => 25,
+        _ => 28,
+    }
+}
+
+/// The `max_registers` floor of a kernel on `arch`, by the instruction classes it reaches.
+pub fn min_max_registers(m: &Module, f: &Function, arch: Arch) -> u32 {
+    let mma = crate::verify::reaches_op(m, f, |op| {
+        matches!(
+            op,
+            Op::MmaLoad { .. } | Op::MmaFill | Op::Mma | Op::MmaStore { .. }
+        )
+    });
+    if mma {
+        min_max_registers_mma(arch)
+    } else {
+        MIN_MAX_REGISTERS
+    }
+}
+
 /// Whether a type mentions bf16 anywhere (vector, array, pointee, fragment).
 pub fn mentions_bf16(t: &Type) -> bool {
     match t {
@@ -359,6 +387,14 @@ fn check_kernel_limits(
             message,
         })
     };
+    if let Some(n) = k.max_registers {
+        let floor = min_max_registers(m, f, arch);
+        if n < floor && n >= MIN_MAX_REGISTERS {
+            err(format!(
+                "max_registers({n}) is below {floor}, the fewest registers ptxas accepts for tensor-core MMA on {arch}"
+            ));
+        }
+    }
     let static_bytes = crate::verify::kernel_static_shared(m, f);
     let dynamic = u64::from(k.shared_bytes);
     let max = max_shared_bytes(arch);

@@ -394,8 +394,81 @@ impl Module {
     }
 
     /// Read a module from JSON of any readable format version (see
-    /// [`crate::version`]). The result is not verified.
+    /// [`crate::version`]). The result is not verified, but its structure is
+    /// checked ([`Module::check_structure`]), so the accessors of
+    /// [`Function`] are safe on it.
     pub fn from_json(text: &str) -> Result<Module, serde_json::Error> {
-        crate::version::from_json(text)
+        let m = crate::version::from_json(text)?;
+        m.check_structure()
+            .map_err(<serde_json::Error as serde::de::Error>::custom)?;
+        Ok(m)
+    }
+
+    /// Every id in every function points into its arena, and every type nests
+    /// at most [`crate::MAX_TYPE_DEPTH`] deep: what data from outside (JSON)
+    /// must satisfy before anything indexes with its ids. The verifier checks
+    /// far more; this is the part that keeps accessors from panicking.
+    pub fn check_structure(&self) -> Result<(), String> {
+        for f in &self.functions {
+            f.check_structure()
+                .map_err(|e| format!("function {:?}: {e}", f.name))?;
+        }
+        Ok(())
+    }
+}
+
+impl Function {
+    /// See [`Module::check_structure`].
+    pub fn check_structure(&self) -> Result<(), String> {
+        let (nv, nb, ni) = (self.values.len(), self.blocks.len(), self.insts.len());
+        let value = |v: &ValueId, at: &dyn Fn() -> String| {
+            (v.index() < nv)
+                .then_some(())
+                .ok_or_else(|| format!("{} refers to {v}, but there are {nv} values", at()))
+        };
+        let block = |b: &BlockId, at: &dyn Fn() -> String| {
+            (b.index() < nb)
+                .then_some(())
+                .ok_or_else(|| format!("{} refers to {b}, but there are {nb} blocks", at()))
+        };
+        let inst = |i: &InstId, at: &dyn Fn() -> String| {
+            (i.index() < ni)
+                .then_some(())
+                .ok_or_else(|| format!("{} refers to {i}, but there are {ni} instructions", at()))
+        };
+        for t in &self.returns {
+            t.check_depth().map_err(|e| format!("return type: {e}"))?;
+        }
+        for (k, d) in self.values.iter().enumerate() {
+            let at = || format!("value v{k}");
+            d.ty.check_depth().map_err(|e| format!("{}: {e}", at()))?;
+            match &d.def {
+                ValueDef::Param(b, _) => block(b, &at)?,
+                ValueDef::Result(i, _) => inst(i, &at)?,
+            }
+        }
+        for (k, bd) in self.blocks.iter().enumerate() {
+            let at = || format!("block{k}");
+            bd.params.iter().try_for_each(|v| value(v, &at))?;
+            bd.insts.iter().try_for_each(|i| inst(i, &at))?;
+        }
+        for (k, d) in self.insts.iter().enumerate() {
+            let at = || format!("inst{k}");
+            d.args
+                .iter()
+                .chain(&d.results)
+                .try_for_each(|v| value(v, &at))?;
+            for t in &d.targets {
+                block(&t.block, &at)?;
+                t.args.iter().try_for_each(|v| value(v, &at))?;
+            }
+            if let Op::Alloca { elem, .. } | Op::SharedAlloc { elem, .. } | Op::DynShared { elem } =
+                &d.op
+            {
+                elem.check_depth().map_err(|e| format!("{}: {e}", at()))?;
+            }
+        }
+        let at = || "the layout".to_string();
+        self.layout.iter().try_for_each(|b| block(b, &at))
     }
 }

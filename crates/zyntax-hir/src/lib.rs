@@ -47,6 +47,8 @@ pub use op::{
 pub use parser::{parse_module, parse_module_named};
 pub use printer::{print_function, print_inst, print_module};
 pub use target::{Arch, PtxVersion};
-pub use types::{AddrSpace, FragKind, FragType, Layout, MmaShape, ScalarType, Type};
+pub use types::{
+    AddrSpace, FragKind, FragType, Layout, MmaShape, ScalarType, Type, MAX_TYPE_DEPTH,
+};
 pub use verify::{verify_function, verify_module};
 pub use version::FORMAT_VERSION;

@@ -24,7 +24,9 @@ use crate::ir::{
 };
 use crate::op::*;
 use crate::target::{Arch, PtxVersion};
-use crate::types::{AddrSpace, FragKind, FragType, Layout, MmaShape, ScalarType, Type};
+use crate::types::{
+    AddrSpace, FragKind, FragType, Layout, MmaShape, ScalarType, Type, MAX_TYPE_DEPTH,
+};
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 
@@ -43,9 +45,6 @@ pub fn parse_module_named(text: &str, file: Option<&str>) -> Result<Module, Pars
     };
     p.module().map_err(|e| crate::version::explain(e, text))
 }
-
-/// Nesting limit for types, so that hostile input cannot overflow the stack.
-const MAX_TYPE_DEPTH: u32 = 64;
 
 // ------------------------------------------------------------------- lexer
 

@@ -3,6 +3,16 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+/// How deeply types may nest: the number of `ptr`, array and `vec`
+/// constructors around the innermost scalar or fragment (`f32` is 0,
+/// `ptr<global, [f32; 4]>` is 2). Every way into the HIR enforces this one
+/// limit: the `.zir` parser, the type-string parser and type constructors of
+/// the Python API, the JSON loader and the verifier; so a verified module
+/// always prints, parses and serializes back, and nothing recursing over a
+/// type can exhaust the stack. 32 keeps the deepest allowed type within
+/// `serde_json`'s own nesting limit (two JSON levels per type level).
+pub const MAX_TYPE_DEPTH: u32 = 32;
+
 /// Scalar element types. Integer signedness lives in the type, so arithmetic
 /// ops are generic (`add`, `div`, `shr`, `lt`) and their meaning follows the operand type.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
@@ -275,6 +285,33 @@ impl Type {
     pub fn array(elem: Type, len: u64) -> Type {
         Type::Array(Box::new(elem), len)
     }
+    /// Nesting depth as [`MAX_TYPE_DEPTH`] counts it; iterative, so it is
+    /// safe on a type of any depth.
+    pub fn depth(&self) -> u64 {
+        let mut d = 0u64;
+        let mut t = self;
+        loop {
+            match t {
+                Type::Ptr(_, e) | Type::Array(e, _) => {
+                    d += 1;
+                    t = e;
+                }
+                Type::Vector(..) => return d + 1,
+                Type::Scalar(_) | Type::Frag(_) => return d,
+            }
+        }
+    }
+    /// An error message when the type nests deeper than [`MAX_TYPE_DEPTH`].
+    pub fn check_depth(&self) -> Result<(), String> {
+        let d = self.depth();
+        if d > u64::from(MAX_TYPE_DEPTH) {
+            Err(format!(
+                "type nested {d} levels deep; at most {MAX_TYPE_DEPTH} are allowed"
+            ))
+        } else {
+            Ok(())
+        }
+    }
     pub fn as_scalar(&self) -> Option<ScalarType> {
         match self {
             Type::Scalar(s) => Some(*s),
@@ -378,14 +415,36 @@ impl fmt::Display for FragType {
 
 /// The `.zir` spelling: `f32`, `vec<f32, 4>`, `[f32; 256]`, `ptr<global, f32>`,
 /// `frag<a, m16n16k16, f16, row>`, `frag<acc, m16n16k16, f32>`.
+/// Written without recursion, so that even a type deeper than
+/// [`MAX_TYPE_DEPTH`] (built directly in Rust) can be shown in an error.
 impl fmt::Display for Type {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Type::Scalar(s) => write!(f, "{s}"),
-            Type::Vector(s, n) => write!(f, "vec<{s}, {n}>"),
-            Type::Array(e, n) => write!(f, "[{e}; {n}]"),
-            Type::Ptr(space, t) => write!(f, "ptr<{space}, {t}>"),
-            Type::Frag(fr) => write!(f, "{fr}"),
+        let mut closers = Vec::new();
+        let mut t = self;
+        loop {
+            match t {
+                Type::Array(e, n) => {
+                    f.write_str("[")?;
+                    closers.push(Some(*n));
+                    t = e;
+                }
+                Type::Ptr(space, e) => {
+                    write!(f, "ptr<{space}, ")?;
+                    closers.push(None);
+                    t = e;
+                }
+                Type::Scalar(s) => break write!(f, "{s}")?,
+                Type::Vector(s, n) => break write!(f, "vec<{s}, {n}>")?,
+                Type::Frag(fr) => break write!(f, "{fr}")?,
+            }
         }
+        // `Some(len)` closes an array, `None` a pointer.
+        for c in closers.into_iter().rev() {
+            match c {
+                Some(n) => write!(f, "; {n}]")?,
+                None => f.write_str(">")?,
+            }
+        }
+        Ok(())
     }
 }

@@ -17,6 +17,10 @@
 //!   and is at least the minimum of every arch a function is compiled for
 //!   ([`crate::arch::min_ptx`]).
 //!
+//! **Types**
+//! - every type (returns, values, allocation elements and the pointers to
+//!   them) nests at most [`crate::MAX_TYPE_DEPTH`] levels deep, checked first;
+//!
 //! **Function header**
 //! - kernels return nothing; kernel parameters are scalars, vectors or
 //!   pointers to `global`, `generic` or `constant` memory, 4 KiB in all;
@@ -24,7 +28,9 @@
 //!   several return values returns each in 8 bytes or less (the CPU ABI's slots);
 //! - kernel metadata: `max_threads` each ≥ 1, x, y ≤ 1024, z ≤ 64, product ≤ 1024;
 //!   `min_blocks` in 1..=32 and only with `max_threads`; `max_registers` in
-//!   24..=255 (`ptxas` raises smaller caps, a warning); `shared_bytes` ≤ 227 KiB;
+//!   24..=255 (`ptxas` raises smaller caps, a warning), and per compiled arch
+//!   at least [`crate::arch::min_max_registers`] (26 on sm_70, 25 on sm_75,
+//!   28 on sm_80+ for kernels reaching MMA, which ptxas rejects below); `shared_bytes` ≤ 227 KiB;
 //!   static shared memory of the kernel (its `shared_alloc`s plus those of the
 //!   device functions it calls) ≤ 48 KiB (`ptxas` rejects more);
 //! - per arch it is compiled for (in [`crate::arch`], so [`check_arch`] covers
@@ -466,6 +472,9 @@ fn verify_function_into(m: &Module, f: &Function, diags: &mut Vec<Diagnostic>) {
             return;
         }
     }
+    if !check_type_depths(&mut cx) {
+        return;
+    }
     check_header(&mut cx);
     if f.layout.is_empty() {
         cx.func_err("function has no blocks (the layout is empty)");
@@ -480,6 +489,42 @@ fn verify_function_into(m: &Module, f: &Function, diags: &mut Vec<Diagnostic>) {
     check_dominance(&mut cx);
     check_no_alloc(&mut cx);
     check_alloca_total(&mut cx);
+}
+
+/// Every type in the function nests at most [`crate::MAX_TYPE_DEPTH`] deep;
+/// checked first (without recursion) so that the other checks, which recurse
+/// over types, are safe. Returns whether they all do.
+fn check_type_depths(cx: &mut Ctx) -> bool {
+    let f = cx.f;
+    let mut ok = true;
+    for (k, t) in f.returns.iter().enumerate() {
+        if let Err(m) = t.check_depth() {
+            cx.func_err(format!("return type {k}: {m}"));
+            ok = false;
+        }
+    }
+    for (k, d) in f.values.iter().enumerate() {
+        if let Err(m) = d.ty.check_depth() {
+            cx.func_err(format!("type of v{k}: {m}"));
+            ok = false;
+        }
+    }
+    for (k, d) in f.insts.iter().enumerate() {
+        if let Op::Alloca { elem, .. } | Op::SharedAlloc { elem, .. } | Op::DynShared { elem } =
+            &d.op
+        {
+            // The result is a pointer to `elem`, one level deeper.
+            let d = elem.depth();
+            if d >= u64::from(crate::MAX_TYPE_DEPTH) {
+                cx.func_err(format!(
+                    "element type of inst{k} nests {d} levels deep; a pointer to it would exceed the limit of {}",
+                    crate::MAX_TYPE_DEPTH
+                ));
+                ok = false;
+            }
+        }
+    }
+    ok
 }
 
 /// Each `alloca` is bounded on its own (in `check_op`); their sum must fit too.
@@ -582,13 +627,33 @@ fn check_kernel_info(cx: &mut Ctx, k: &KernelInfo) {
 
 /// Static shared memory of a kernel: its `shared_alloc`s plus those of every function it reaches.
 pub(crate) fn kernel_static_shared(m: &Module, f: &Function) -> u64 {
+    let (me, reached) = reached_from(m, f);
+    let mut total = own_static_shared(f);
+    for n in reached {
+        if Some(n) != me {
+            total = total.saturating_add(own_static_shared(&m.functions[n]));
+        }
+    }
+    total
+}
+
+/// Whether `f` or a function it reaches through calls has a placed
+/// instruction satisfying `pred`.
+pub(crate) fn reaches_op(m: &Module, f: &Function, pred: impl Fn(&Op) -> bool) -> bool {
+    let (_, reached) = reached_from(m, f);
+    std::iter::once(f)
+        .chain(reached.iter().map(|&n| &m.functions[n]))
+        .any(|g| placed_insts(g).any(|d| pred(&d.op)))
+}
+
+/// `f`'s index in the module, if it is there, and the indices of the functions it reaches.
+fn reached_from(m: &Module, f: &Function) -> (Option<usize>, Vec<usize>) {
     let index: HashMap<&str, usize> = m
         .functions
         .iter()
         .enumerate()
         .map(|(n, g)| (g.name.as_str(), n))
         .collect();
-    let mut total = own_static_shared(f);
     let me = m.functions.iter().position(|g| std::ptr::eq(g, f));
     let reached = match me {
         Some(n) => reachable_callees(m, &index, n),
@@ -606,12 +671,7 @@ pub(crate) fn kernel_static_shared(m: &Module, f: &Function) -> u64 {
             out
         }
     };
-    for n in reached {
-        if Some(n) != me {
-            total = total.saturating_add(own_static_shared(&m.functions[n]));
-        }
-    }
-    total
+    (me, reached)
 }
 
 fn own_static_shared(f: &Function) -> u64 {

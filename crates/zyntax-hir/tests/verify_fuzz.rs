@@ -273,7 +273,13 @@ fn assert_sound(m: &Module) {
 
 fn check(m: &Module) {
     match verify_module(m) {
-        Ok(()) => assert_sound(m),
+        Ok(()) => {
+            assert_sound(m);
+            // A verified module always prints and parses back (issue 10, item 2).
+            let text = print_module(m);
+            let back = parse_module(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+            verify_module(&back).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        }
         Err(e) => {
             assert!(!e.diagnostics.is_empty());
             let _ = e.to_string();

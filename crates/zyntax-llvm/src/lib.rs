@@ -205,6 +205,25 @@ pub fn verify_llvm(
     })
 }
 
+/// A module with a basic block of more LLVM instructions than this is
+/// optimized with `default<O1>`: the SLP vectorizer of the higher levels
+/// spends time quadratic in a block's length on memory operations that may
+/// alias (straight-line load-add-store code: 41.6 s for 2,000 groups, 175 s
+/// for 4,000; see docs/performance.md). Code generation keeps its level.
+#[cfg(feature = "compute")]
+pub const SLP_MAX_BLOCK_INSTS: usize = 4096;
+
+/// Instructions in the largest basic block of the module.
+#[cfg(feature = "compute")]
+fn largest_block(module: &inkwell::module::Module<'_>) -> usize {
+    module
+        .get_functions()
+        .flat_map(|f| f.get_basic_blocks())
+        .map(|b| b.get_instructions().count())
+        .max()
+        .unwrap_or(0)
+}
+
 #[cfg(feature = "compute")]
 struct Compiled {
     llvm_ir: String,
@@ -236,6 +255,13 @@ fn compile_inner(m: &Module, opts: &Options, emit_ptx: bool) -> CompileResult<Co
     timings.llvm_verify = t.elapsed();
 
     let t = Instant::now();
+    // LLVM's SLP vectorizer (in `default<O2>`, `<O3>` and `<Os>`) is
+    // quadratic in the length of a basic block; `default<O1>` has none.
+    let passes = if passes != "default<O0>" && largest_block(&module) > SLP_MAX_BLOCK_INSTS {
+        "default<O1>"
+    } else {
+        passes
+    };
     module
         .run_passes(passes, &tm, PassBuilderOptions::create())
         .map_err(|e| CompileError::internal("optimizer", e.to_string_lossy().into_owned()))?;

@@ -36,6 +36,7 @@ fn host_error(py: Python<'_>, e: HostError) -> PyErr {
                 1 => "out_of_bounds",
                 2 => "division_by_zero",
                 4 => "unreachable",
+                8 => "stack_overflow",
                 _ => "runtime",
             };
             let _ = v.setattr("kind", kind);

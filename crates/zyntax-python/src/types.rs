@@ -7,7 +7,9 @@ use pyo3::prelude::*;
 use pyo3::types::PyString;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
-use zyntax_hir::{AddrSpace, FragKind, FragType, Layout, MmaShape, ScalarType, Type};
+use zyntax_hir::{
+    AddrSpace, FragKind, FragType, Layout, MmaShape, ScalarType, Type, MAX_TYPE_DEPTH,
+};
 
 /// An HIR type: scalar, vector, array, pointer or MMA fragment. Immutable and
 /// hashable; `str()` gives the `.zir` spelling.
@@ -213,7 +215,7 @@ pub fn parse_type_text(text: &str) -> PyResult<Type> {
         pos: 0,
         text,
     };
-    let t = p.ty()?;
+    let t = p.ty(0)?;
     p.ws();
     if p.pos != p.s.len() {
         return Err(p.error("unexpected text after the type"));
@@ -271,11 +273,17 @@ impl TypeParser<'_> {
         let w = self.word()?.to_string();
         ScalarType::from_name(&w).ok_or_else(|| self.error(&format!("unknown scalar type '{w}'")))
     }
-    fn ty(&mut self) -> PyResult<Type> {
+    /// `depth`: constructors around this type so far (see `MAX_TYPE_DEPTH`).
+    fn ty(&mut self, depth: u32) -> PyResult<Type> {
         self.ws();
+        if depth > MAX_TYPE_DEPTH {
+            return Err(self.error(&format!(
+                "type nested more than {MAX_TYPE_DEPTH} levels deep"
+            )));
+        }
         if self.s.get(self.pos) == Some(&b'[') {
             self.pos += 1;
-            let elem = self.ty()?;
+            let elem = self.ty(depth + 1)?;
             self.eat(b';')?;
             let n = self.number()?;
             self.eat(b']')?;
@@ -284,6 +292,11 @@ impl TypeParser<'_> {
         let w = self.word()?.to_string();
         match w.as_str() {
             "vec" => {
+                if depth + 1 > MAX_TYPE_DEPTH {
+                    return Err(self.error(&format!(
+                        "type nested more than {MAX_TYPE_DEPTH} levels deep"
+                    )));
+                }
                 self.eat(b'<')?;
                 let s = self.scalar()?;
                 self.eat(b',')?;
@@ -298,7 +311,7 @@ impl TypeParser<'_> {
                 let space = AddrSpace::from_name(&sp)
                     .ok_or_else(|| self.error(&format!("unknown address space '{sp}'")))?;
                 self.eat(b',')?;
-                let t = self.ty()?;
+                let t = self.ty(depth + 1)?;
                 self.eat(b'>')?;
                 Ok(Type::ptr(space, t))
             }
@@ -351,7 +364,13 @@ pub fn ptr(space: &str, pointee: &Bound<'_, PyAny>) -> PyResult<PyHirType> {
         AddrSpace::from_name,
         AddrSpace::name,
     )?;
-    Ok(PyHirType(Type::ptr(space, to_type(pointee)?)))
+    nested(Type::ptr(space, to_type(pointee)?))
+}
+
+/// A constructed type, unless it nests deeper than `MAX_TYPE_DEPTH`.
+fn nested(t: Type) -> PyResult<PyHirType> {
+    t.check_depth().map_err(BuildError::new_err)?;
+    Ok(PyHirType(t))
 }
 
 /// A vector of `lanes` scalars (2, 4 or 8 lanes).
@@ -368,7 +387,7 @@ pub fn vec(elem: &Bound<'_, PyAny>, lanes: Checked<u32>) -> PyResult<PyHirType> 
 /// A fixed-size array (as a pointee or shared allocation element).
 #[pyfunction]
 pub fn array(elem: &Bound<'_, PyAny>, length: Checked<u64>) -> PyResult<PyHirType> {
-    Ok(PyHirType(Type::array(to_type(elem)?, length.0)))
+    nested(Type::array(to_type(elem)?, length.0))
 }
 
 /// An MMA fragment type: `kind` is `"a"`, `"b"` or `"acc"`; `shape` e.g. `"m16n16k16"`;

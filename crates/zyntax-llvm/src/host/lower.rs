@@ -14,7 +14,9 @@
 //! `ret name(params..., i64 len for each pointer param, [ptr rets if >1 returns], ptr err [, ptr ctx for GPU functions])`
 //! - `len` counts elements of the pointee type;
 //! - `rets` points at one 8-byte slot per return value;
-//! - `err` points at a [`ErrRecord`](super::ErrRecord) (six `i64`s), zero on success;
+//! - `err` points at a [`ErrRecord`](super::ErrRecord) (seven `i64`s): the
+//!   first six zero on success, the seventh the lowest stack address recursive
+//!   functions may run at (0: unchecked);
 //! - `ctx` (kernels and device functions) points at the thread context (see `CTX_*`).
 //!
 //! `@"name.zx_slots"(ptr args, ptr lens, ptr rets, ptr err)` calls it with
@@ -33,6 +35,10 @@ use zyntax_opt::{FunctionPlan, Origin};
 pub const ERR_OOB: i64 = 1;
 pub const ERR_DIV_ZERO: i64 = 2;
 pub const ERR_UNREACHABLE: i64 = 4;
+/// A recursive function found the stack pointer below the record's limit.
+pub const ERR_STACK: i64 = 8;
+/// Index of the stack limit in the error record (see [`super::ErrRecord`]).
+const ERR_STACK_LIMIT_SLOT: u32 = 6;
 
 /// Thread context layout (byte offsets).
 pub const CTX_TID: u64 = 0;
@@ -191,11 +197,31 @@ fn f64_lit(v: f64) -> String {
     format!("0x{:016X}", v.to_bits())
 }
 
+/// Whether function `name` can call itself through a chain of calls.
+fn reaches_itself(m: &Module, name: &str) -> bool {
+    let mut seen = BTreeSet::new();
+    let mut work = vec![name.to_string()];
+    while let Some(n) = work.pop() {
+        let Some(f) = m.function(&n) else { continue };
+        for c in zyntax_opt::analysis::callees(f) {
+            if c == name {
+                return true;
+            }
+            if seen.insert(c.clone()) {
+                work.push(c);
+            }
+        }
+    }
+    false
+}
+
 /// Per-module facts the lowering needs.
 pub struct ModuleInfo<'m> {
     pub m: &'m Module,
     /// Functions whose calls may set the error record.
     pub can_fail: BTreeSet<String>,
+    /// Functions on a cycle of the call graph: they check the stack on entry.
+    pub recursive: BTreeSet<String>,
     /// Byte offset of every `shared_alloc` in the per-block shared buffer.
     pub shared_offsets: BTreeMap<(String, InstId), u64>,
     pub shared_bytes: u64,
@@ -211,7 +237,13 @@ impl<'m> ModuleInfo<'m> {
                 .find(|p| p.name == f.name)
                 .is_none_or(|p| p.bounds_checks)
         };
-        let mut can_fail = BTreeSet::new();
+        let recursive: BTreeSet<String> = m
+            .functions
+            .iter()
+            .filter(|f| reaches_itself(m, &f.name))
+            .map(|f| f.name.clone())
+            .collect();
+        let mut can_fail = recursive.clone();
         for f in &m.functions {
             let direct = f.insts_in_order().any(|(_, i)| {
                 f.insts.get(i.index()).is_some_and(|d| match &d.op {
@@ -263,6 +295,7 @@ impl<'m> ModuleInfo<'m> {
         ModuleInfo {
             m,
             can_fail,
+            recursive,
             shared_offsets,
             shared_bytes: off,
             cpu: cpu.to_string(),
@@ -626,7 +659,34 @@ impl FnLower<'_> {
         );
         let _ = writeln!(out, "zx.entry:");
         out.push_str(&self.entry_text);
-        let _ = writeln!(out, "  br label %b{}", entry.0);
+        if self.mi.recursive.contains(&f.name) {
+            // Unbounded recursion must not run into the guard page (SIGSEGV):
+            // below the caller's limit (slot 6 of the error record) fail instead.
+            self.decl("declare ptr @llvm.stacksave.p0()");
+            let fl = self.label();
+            let _ = writeln!(self.fails, "{fl}:");
+            for (k, v) in [ERR_STACK, -1, 0, 0, -1, self.fid as i64]
+                .iter()
+                .enumerate()
+            {
+                let _ = writeln!(
+                    self.fails,
+                    "  %{fl}.p{k} = getelementptr i64, ptr %err, i64 {k}"
+                );
+                let _ = writeln!(self.fails, "  store i64 {v}, ptr %{fl}.p{k}");
+            }
+            let _ = writeln!(self.fails, "  br label %zx.fail");
+            let _ = writeln!(
+                out,
+                "  %zx.sp = call ptr @llvm.stacksave.p0()\n  %zx.spi = ptrtoint ptr %zx.sp to i64\n  \
+                 %zx.limp = getelementptr i64, ptr %err, i64 {ERR_STACK_LIMIT_SLOT}\n  \
+                 %zx.lim = load i64, ptr %zx.limp, align 8\n  %zx.deep = icmp ult i64 %zx.spi, %zx.lim\n  \
+                 br i1 %zx.deep, label %{fl}, label %b{}, !prof !0",
+                entry.0
+            );
+        } else {
+            let _ = writeln!(out, "  br label %b{}", entry.0);
+        }
         for (label, text) in std::mem::take(&mut self.blocks_text) {
             if label == "zx.body" {
                 continue;

@@ -29,6 +29,7 @@
 //! machine, or `generic` for portable code).
 
 pub mod lower;
+pub mod target;
 
 use inkwell::context::Context;
 use inkwell::execution_engine::ExecutionEngine;
@@ -72,6 +73,9 @@ pub enum HostError {
     /// The generated code reported a run-time error (bounds, division by zero).
     #[error(transparent)]
     Runtime(Box<RuntimeError>),
+    /// An unknown or ABI-breaking CPU name or feature (see [`target`]).
+    #[error("{0}")]
+    Target(String),
     /// Running the system linker for a shared library failed.
     #[error("linking the shared library failed: {0}")]
     Link(String),
@@ -119,6 +123,58 @@ pub struct ErrRecord {
     pub len: i64,
     pub inst: i64,
     pub func: i64,
+    /// Input: the lowest stack address at which a recursive function may
+    /// start; below it the call fails with [`lower::ERR_STACK`] instead of
+    /// running into the guard page. 0 disables the check.
+    pub stack_limit: i64,
+}
+
+impl ErrRecord {
+    /// A clear record whose stack limit is this thread's (see [`stack_limit`]).
+    pub fn new() -> ErrRecord {
+        ErrRecord {
+            stack_limit: stack_limit(),
+            ..ErrRecord::default()
+        }
+    }
+}
+
+/// The stack limit for recursive generated code on the calling thread: its
+/// stack's lowest address plus a margin, so that the frame of one more call
+/// (up to the verifier's 512 KiB of allocas plus spills) and the
+/// non-recursive callees below it still fit above the guard page. The
+/// margin is 1 MiB, or half the stack on threads with less than 2 MiB.
+/// Computed once per thread; 0 (unchecked) if the stack is unknown.
+pub fn stack_limit() -> i64 {
+    use std::cell::Cell;
+    thread_local!(static LIMIT: Cell<Option<i64>> = const { Cell::new(None) });
+    LIMIT.with(|l| {
+        *l.get().get_or_insert_with(|| {
+            let v = thread_stack()
+                .map(|(low, size)| low.saturating_add((size / 2).min(1 << 20)))
+                .and_then(|a| i64::try_from(a).ok())
+                .unwrap_or(0);
+            l.set(Some(v));
+            v
+        })
+    })
+}
+
+/// Lowest address and size of the calling thread's stack.
+fn thread_stack() -> Option<(usize, usize)> {
+    // SAFETY: the attribute object is initialised by pthread_getattr_np and
+    // destroyed once; the out-pointers are valid locals.
+    unsafe {
+        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+        if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
+            return None;
+        }
+        let mut addr: *mut libc::c_void = std::ptr::null_mut();
+        let mut size = 0usize;
+        let rc = libc::pthread_attr_getstack(&attr, &mut addr, &mut size);
+        libc::pthread_attr_destroy(&mut attr);
+        (rc == 0 && !addr.is_null() && size > 0).then_some((addr as usize, size))
+    }
 }
 
 /// The host CPU as LLVM sees it.
@@ -350,6 +406,7 @@ pub fn prepare(m: &Module, opts: &HostOptions) -> HostResult<Prepared> {
     let module = opt.module;
     let plans = opt.plans;
     let target = opts.target();
+    target::validate(&target)?;
     let mut cpu_kernels = BTreeSet::new();
     let mut kinds = Vec::new();
     for f in &module.functions {
@@ -434,7 +491,7 @@ pub fn prepare(m: &Module, opts: &HostOptions) -> HostResult<Prepared> {
 }
 
 fn machine(t: &CpuTarget, reloc: RelocMode) -> HostResult<TargetMachine> {
-    initialize()?;
+    target::validate(t)?;
     let triple = TargetTriple::create(&t.triple);
     let target = Target::from_triple(&triple)
         .map_err(|e| internal("host target lookup", e.to_string_lossy()))?;
@@ -896,7 +953,7 @@ impl HostModule {
             )));
         }
         let mut rets = vec![0u64; f.returns.len().max(1)];
-        let mut err = ErrRecord::default();
+        let mut err = ErrRecord::new();
         let all_lens = lens;
         type SlotFn = unsafe extern "C" fn(*const u64, *const u64, *mut u64, *mut ErrRecord);
         // SAFETY: `slots` is the address of a function with exactly this signature (lower::slots_wrapper).
@@ -939,7 +996,7 @@ impl HostModule {
             // The checked path gives the precise message.
             return unsafe { self.call_slots(&f.name, args, lens).map(|_| ()) };
         }
-        let mut err = ErrRecord::default();
+        let mut err = ErrRecord::new();
         type SlotFn = unsafe extern "C" fn(*const u64, *const u64, *mut u64, *mut ErrRecord);
         // SAFETY: `slots` is the address of lower::slots_wrapper's function for `f`.
         let func: SlotFn = unsafe { std::mem::transmute::<usize, SlotFn>(f.slots) };
@@ -986,6 +1043,9 @@ impl HostModule {
             }
             lower::ERR_DIV_ZERO => format!("@{fname}: integer division by zero{at}{loc}"),
             lower::ERR_UNREACHABLE => format!("@{fname}: reached `unreachable`{at}{loc}"),
+            lower::ERR_STACK => format!(
+                "@{fname}: stack overflow: recursion went deeper than this thread's stack allows{loc}"
+            ),
             c => format!("@{fname}: run-time error code {c}{at}{loc}"),
         };
         RuntimeError {
@@ -1109,7 +1169,7 @@ impl HostModule {
                 ctx[lower::CTX_DYN as usize..lower::CTX_DYN as usize + 8]
                     .copy_from_slice(&dyp.to_ne_bytes());
                 ctx[64..72].copy_from_slice(&(dyn_shared as u64).to_ne_bytes());
-                let mut err = ErrRecord::default();
+                let mut err = ErrRecord::new();
                 // SAFETY: argument validity is the caller's contract; ctx and buffers live across the call.
                 unsafe { func(args.as_ptr(), all_lens.as_ptr(), &mut err, ctx.as_mut_ptr()) };
                 if err.code != 0 {
@@ -1211,7 +1271,7 @@ pub mod bench {
         // SAFETY: `slots` is the address of lower::slots_wrapper's function.
         let func: SlotFn = unsafe { std::mem::transmute::<usize, SlotFn>(f.slots) };
         let mut rets = vec![0u64; f.returns.len().max(1)];
-        let mut err = ErrRecord::default();
+        let mut err = ErrRecord::new();
         let per_ns = tsc_per_ns();
         let mut empty = Vec::with_capacity(1000);
         for _ in 0..1000 {

@@ -187,6 +187,14 @@ class _Operand:
     why: str | None = None  # None: tiled
     tile: Any = None
     row_base: Any = None  # this thread's offset into the tile
+    # The tile's layout: coordinates fastest first, their strides, the staging
+    # order (fastest first) and the padding of the fastest coordinate's rows.
+    layout: list[Any] = field(default_factory=list)
+    strides: dict[Any, int] = field(default_factory=dict)
+    stage_order: list[Any] = field(default_factory=list)
+    extent: dict[Any, int] = field(default_factory=dict)
+    pad: int = 0
+    size: int = 0
 
 
 class TiledNest:
@@ -299,6 +307,8 @@ class TiledNest:
         bound_ok = self._invariant(extent)
         for op in ops:
             op.why = self._why_not(op, bound_ok)
+            if op.why is None:
+                self._layout(op, tile_k)
         self.report.append(f"reduction over k < {_fmt((extent,))}")
         for op in ops:
             what = f"operand {op.pos} ({_name(op.ptr)}[{op.index}])"
@@ -341,10 +351,38 @@ class TiledNest:
             return "depends on every nest index (no reuse across the workgroup)"
         return None
 
+    def _layout(self, op: _Operand, tile_k: int) -> None:
+        """Choose the tile layout. Reads in the inner loop: an operand that
+        depends on the nest's x index (consecutive threads) keeps that index
+        fastest, so a warp reads consecutive words; one that does not is read
+        by broadcast and keeps ``k`` fastest (contiguous per thread). Staging:
+        consecutive threads take the coordinate with unit stride in global
+        memory (coalesced). When the two differ (a transposed operand) the
+        staging writes would hit one bank, so the rows get one element of
+        padding."""
+        assert isinstance(op.index, Affine)
+        x = len(self.workgroup) - 1
+        rest = [d for d in reversed(op.dims) if d != x]
+        op.layout = [x, "k", *rest] if x in op.dims else ["k", *rest]
+        op.extent = {s: (tile_k if s == "k" else self.workgroup[s]) for s in op.layout}
+        idx = op.index
+        unit = [s for s in op.layout if len(idx.coef(s)) == 1 and _is_one(idx.coef(s)[0])]
+        op.stage_order = list(op.layout)
+        if unit:
+            op.stage_order.remove(unit[0])
+            op.stage_order.insert(0, unit[0])
+        op.pad = 0 if op.stage_order[0] == op.layout[0] else 1
+        stride = 1
+        for n, s in enumerate(op.layout):
+            op.strides[s] = stride
+            stride *= op.extent[s] + (op.pad if n == 0 else 0)
+        op.size = stride
+
     def _tile_desc(self, op: _Operand, tile_k: int) -> str:
         reused = [f"i{d}" for d in range(len(self.workgroup)) if d not in op.dims]
         shape = "x".join(str(self.workgroup[d]) for d in op.dims) or "1"
-        return f"{shape}x{tile_k} (+1 pad), reused across {', '.join(reused)}"
+        pad = ", rows padded by 1 against bank conflicts" if op.pad else ""
+        return f"{shape}x{tile_k}{pad}, reused across {', '.join(reused)}"
 
     def _direct(self, op: _Operand, k: Any) -> Any:
         """A direct global load of `op` at `k`; out-of-range threads read nothing."""
@@ -398,10 +436,10 @@ class TiledNest:
         for op in ops:
             if op.why is not None:
                 continue
-            rows = math.prod(self.workgroup[d] for d in op.dims)
-            op.tile = b.shared_alloc(_elem(op.ptr), rows * (tile_k + 1))
-            row = self._sum([0] + [self._row_of(op, d) for d in op.dims])
-            op.row_base = row * (tile_k + 1)
+            op.tile = b.shared_alloc(_elem(op.ptr), op.size)
+            op.row_base = self._sum(
+                [0] + [self._scaled(self.tid[d], op.strides[d]) for d in op.dims]
+            )
         steps = (kv + (tile_k - 1)) / tile_k
         with b.loop(b.const(0, "u32"), steps, carry=[acc0]) as outer:
             k0 = outer.index * tile_k
@@ -422,10 +460,9 @@ class TiledNest:
             outer.next(full.results[0])
         return outer.results[0]
 
-    def _row_of(self, op: _Operand, d: int) -> Any:
-        """This thread's coordinate along `d` scaled to a tile row index."""
-        stride = math.prod(self.workgroup[e] for e in op.dims if e > d)
-        return self.tid[d] * stride if stride != 1 else self.tid[d]
+    @staticmethod
+    def _scaled(v: Any, stride: int) -> Any:
+        return v * stride if stride != 1 else v
 
     def _inner(
         self, ops: list[_Operand], k0: Any, count: Any, acc: Any, combine: Callable[..., Any]
@@ -435,7 +472,8 @@ class TiledNest:
             xs = []
             for op in ops:
                 if op.why is None:
-                    xs.append(b.load(b.ptr_add(op.tile, op.row_base + lp.index)))
+                    kk = self._scaled(lp.index, op.strides["k"])
+                    xs.append(b.load(b.ptr_add(op.tile, op.row_base + kk)))
                 else:
                     xs.append(self._direct(op, k0 + lp.index))
             lp.next(combine(lp.carried[0], *xs))
@@ -445,14 +483,7 @@ class TiledNest:
         """Every thread copies its share of the operand's tile for the step at `k0`."""
         b = self.b
         assert isinstance(op.index, Affine)
-        # Coordinates of the tile, fastest first: the one with unit stride in
-        # global memory (so consecutive threads read consecutive addresses).
-        coords: list[Any] = ["k", *reversed(op.dims)]
-        unit = [s for s in coords if len(op.index.coef(s)) == 1 and _is_one(op.index.coef(s)[0])]
-        if unit and unit[0] != "k":
-            coords.remove(unit[0])
-            coords.insert(0, unit[0])
-        extent = {s: (tile_k if s == "k" else self.workgroup[s]) for s in coords}
+        coords, extent = op.stage_order, op.extent
         elements = math.prod(extent.values())
         for r in range(-(-elements // self.threads)):
             e = self.flat_tid + r * self.threads if r else self.flat_tid
@@ -477,17 +508,7 @@ class TiledNest:
                     yes.yield_(b.load(b.ptr_add(op.ptr, self._eval(op.index, at))))
                 with no:
                     no.yield_(_zero(b, ty))
-            slot = (
-                self._sum(
-                    [0]
-                    + [
-                        local[d] * math.prod(self.workgroup[x] for x in op.dims if x > d)
-                        for d in op.dims
-                    ]
-                )
-                * (tile_k + 1)
-                + local["k"]
-            )
+            slot = self._sum([0] + [self._scaled(local[s], op.strides[s]) for s in op.layout])
             store_ok = e < elements if elements % self.threads else None
             if store_ok is None:
                 b.store(b.ptr_add(op.tile, slot), pick.results[0])

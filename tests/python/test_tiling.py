@@ -261,3 +261,33 @@ def test_transposed_operands_get_padded_tiles() -> None:
     grid, block = launch_grid((mm, nn), (8, 16))
     interp.launch(m, "tt", grid, block, at, bt, c, mm, nn, kk)
     np.testing.assert_allclose(c, at.T.astype(np.float64) @ bt.T, rtol=1e-5, atol=1e-5)
+
+
+def test_1d_matvec_stages_the_shared_vector_only() -> None:
+    """y[i] = sum_k a[i, k] * x[k] in a 1-D nest: x is read by every thread
+    (tiled), a row by one thread only (no reuse: loaded directly)."""
+    m = hir.Module("mv")
+    with m.kernel("mv", [F32P, F32P, F32P, hir.u32, hir.u32], max_threads=(32, 1, 1)) as b:
+        a, x, y, mm, kk = b.params
+        with tiled_parallel_for(b, (mm,), workgroup=(32,), writes=[y]) as nest:
+            (i,) = nest.indices
+            acc = nest.reduce(
+                kk,
+                init=0.0,
+                loads=lambda k: [(a, i * kk + k), (x, k)],
+                combine=lambda acc, p, q: b.fma(p, q, acc),
+                tile_k=12,
+            )
+            with nest.inside():
+                b.store(b.ptr_add(y, nest.values[0]), acc)
+    m.verify()
+    assert "depends on every nest index" in nest.report[1], nest.report
+    assert "tiled through shared memory, 1x12, reused across i0" in nest.report[2], nest.report
+    r = rng()
+    mm, kk = 45, 31
+    a = r.standard_normal((mm, kk)).astype(np.float32)
+    x = r.standard_normal(kk).astype(np.float32)
+    y = np.full(mm, np.nan, np.float32)
+    grid, block = launch_grid((mm,), (32,))
+    interp.launch(m, "mv", grid, block, a, x, y, mm, kk)
+    np.testing.assert_allclose(y, a.astype(np.float64) @ x, rtol=1e-5, atol=1e-5)

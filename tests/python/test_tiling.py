@@ -291,3 +291,17 @@ def test_1d_matvec_stages_the_shared_vector_only() -> None:
     grid, block = launch_grid((mm,), (32,))
     interp.launch(m, "mv", grid, block, a, x, y, mm, kk)
     np.testing.assert_allclose(y, a.astype(np.float64) @ x, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("sizes", "workgroup", "message"),
+    [(2, (64, 32), "2048 threads"), (2, (16,), "2 dimensions but the workgroup")],
+)
+def test_bad_tiled_nests_are_build_errors(
+    sizes: int, workgroup: tuple[int, ...], message: str
+) -> None:
+    m = hir.Module("bad")
+    with m.kernel("bad", [hir.u32] * sizes) as b:
+        with pytest.raises(zyntax.BuildError, match=message):
+            with tiled_parallel_for(b, b.params, workgroup=workgroup):
+                pass

@@ -1,0 +1,307 @@
+"""Automatic shared-memory tiling of nest reductions (zyntax.tiling): the
+tiled nest on the interpreter against numpy/float64 and bit-for-bit against
+the untiled nest on fresh random inputs with ragged sizes, the report of what
+was not tiled and why, and the PTX through ptxas."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import zyntax
+from zyntax import hir, interp
+from zyntax.nest import launch_grid, parallel_for
+from zyntax.tiling import tiled_parallel_for
+
+F32P = hir.ptr("global", hir.f32)
+U32P = hir.ptr("global", hir.u32)
+MM_PARAMS = [F32P, F32P, F32P, hir.u32, hir.u32, hir.u32]
+
+
+def rng() -> np.random.Generator:
+    seed = int(np.random.SeedSequence().entropy or 0) % 2**32
+    print("seed", seed)
+    return np.random.default_rng(seed)
+
+
+def tiled_matmul(workgroup: tuple[int, int], tile_k: int) -> tuple[hir.Module, list[str]]:
+    m = hir.Module("mm")
+    with m.kernel("mm", MM_PARAMS, max_threads=(workgroup[1], workgroup[0])) as b:
+        a, bm, c, mm, nn, kk = b.params
+        with tiled_parallel_for(b, (mm, nn), workgroup=workgroup, writes=[c]) as nest:
+            i, j = nest.indices
+            acc = nest.reduce(
+                kk,
+                init=0.0,
+                loads=lambda k: [(a, i * kk + k), (bm, k * nn + j)],
+                combine=lambda acc, x, y: b.fma(x, y, acc),
+                tile_k=tile_k,
+            )
+            with nest.inside():
+                vi, vj = nest.values
+                b.store(b.ptr_add(c, vi * nn + vj), acc)
+    m.verify()
+    return m, nest.report
+
+
+def untiled_matmul(workgroup: tuple[int, int]) -> hir.Module:
+    m = hir.Module("mm")
+    with m.kernel("mm", MM_PARAMS, max_threads=(workgroup[1], workgroup[0])) as b:
+        a, bm, c, mm, nn, kk = b.params
+        with parallel_for(b, (mm, nn), workgroup=workgroup) as (i, j):
+            with b.loop(0, kk, carry=[b.const(0.0, hir.f32)]) as lp:
+                x = b.load(b.ptr_add(a, i * kk + lp.index))
+                y = b.load(b.ptr_add(bm, lp.index * nn + j))
+                lp.next(b.fma(x, y, lp.carried[0]))
+            b.store(b.ptr_add(c, i * nn + j), lp.results[0])
+    m.verify()
+    return m
+
+
+def run_mm(m: hir.Module, wg: tuple[int, int], a: np.ndarray, bm: np.ndarray) -> np.ndarray:
+    c = np.full((a.shape[0], bm.shape[1]), np.nan, np.float32)
+    grid, block = launch_grid(c.shape, wg)
+    interp.launch(m, "mm", grid, block, a, bm, c, a.shape[0], bm.shape[1], a.shape[1])
+    return c
+
+
+@pytest.mark.parametrize(
+    ("wg", "tile_k", "shape"),
+    [((16, 16), 16, (37, 45, 29)), ((8, 16), 8, (19, 33, 21)), ((4, 8), 5, (9, 13, 3))],
+)
+def test_tiled_matmul_matches_numpy_and_the_untiled_nest(
+    wg: tuple[int, int], tile_k: int, shape: tuple[int, int, int]
+) -> None:
+    mm, nn, kk = shape  # none a multiple of the tile: ragged edges in every dimension
+    r = rng()
+    a = r.standard_normal((mm, kk)).astype(np.float32)
+    bm = r.standard_normal((kk, nn)).astype(np.float32)
+    tiled, report = tiled_matmul(wg, tile_k)
+    assert "bar.sync" not in tiled.function_zir("mm")  # sanity: HIR, not PTX
+    assert "barrier" in tiled.function_zir("mm")
+    assert sum("tiled through shared memory" in line for line in report) == 2, report
+    got = run_mm(tiled, wg, a, bm)
+    np.testing.assert_allclose(got, a.astype(np.float64) @ bm, rtol=1e-5, atol=1e-5)
+    # Same terms, same order, same fma: bit-identical to the untiled nest.
+    np.testing.assert_array_equal(got, run_mm(untiled_matmul(wg), wg, a, bm))
+
+
+def build_mixed(kind: str) -> tuple[hir.Module, list[str]]:
+    """out[i, j] = sum_k a[i, k] * x(i, j, k) with one operand the tiler can
+    stage (a) and one it cannot, for the reason `kind`."""
+    m = hir.Module("mx")
+    params = [F32P, F32P, U32P, F32P, hir.u32, hir.u32, hir.u32]
+    with m.kernel("mx", params, max_threads=(8, 8)) as b:
+        a, x, perm, out, mm, nn, kk = b.params
+        with tiled_parallel_for(b, (mm, nn), workgroup=(8, 8), writes=[out]) as nest:
+            i, j = nest.indices
+            vi, vj = nest.values
+
+            def loads(k: Any) -> list[tuple[Any, Any]]:
+                if kind == "every_index":  # x[i, j, k]: no reuse across the workgroup
+                    return [(a, i * kk + k), (x, (i * nn + j) * kk + k)]
+                # x[perm[k], j]: a data-dependent index
+                return [(a, i * kk + k), (x, lambda kv: b.load(b.ptr_add(perm, kv)) * nn + vj)]
+
+            acc = nest.reduce(kk, init=0.0, loads=loads, combine=lambda acc, p, q: b.fma(p, q, acc))
+            with nest.inside():
+                b.store(b.ptr_add(out, vi * nn + vj), acc)
+    m.verify()
+    return m, nest.report
+
+
+@pytest.mark.parametrize("kind", ["every_index", "gather"])
+def test_one_tileable_and_one_untileable_operand(kind: str) -> None:
+    m, report = build_mixed(kind)
+    text = "\n".join(report)
+    assert "operand 0" in text and "operand 0 (" in report[1] and "tiled through" in report[1]
+    why = {"every_index": "depends on every nest index", "gather": "not an affine form"}[kind]
+    assert "not tiled" in report[2] and why in report[2], text
+    r = rng()
+    mm, nn, kk = 11, 13, 10
+    a = r.standard_normal((mm, kk)).astype(np.float32)
+    perm = r.permutation(kk).astype(np.uint32)
+    if kind == "every_index":
+        x = r.standard_normal(mm * nn * kk).astype(np.float32)
+        want = np.einsum("ik,ijk->ij", a.astype(np.float64), x.reshape(mm, nn, kk))
+    else:
+        x = r.standard_normal(kk * nn).astype(np.float32)
+        want = a.astype(np.float64) @ x.reshape(kk, nn)[perm]
+    out = np.full((mm, nn), np.nan, np.float32)
+    grid, block = launch_grid((mm, nn), (8, 8))
+    interp.launch(m, "mx", grid, block, a, x, perm, out, mm, nn, kk)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+
+
+def test_non_affine_index_compiles_untiled_and_is_reported() -> None:
+    m = hir.Module("na")
+    with m.kernel("na", MM_PARAMS, max_threads=(8, 8)) as b:
+        _, x, out, mm, nn, kk = b.params
+        with tiled_parallel_for(b, (mm, nn), workgroup=(8, 8), writes=[out]) as nest:
+            i, j = nest.indices
+            # x[(i * j) % ... ]: a product of two loop indices is not affine
+            acc = nest.reduce(
+                kk,
+                init=0.0,
+                loads=lambda k: [(x, i * j + k)],
+                combine=lambda acc, v: acc + v,
+            )
+            with nest.inside():
+                vi, vj = nest.values
+                b.store(b.ptr_add(out, vi * nn + vj), acc)
+    m.verify()
+    assert "not affine" in nest.report[1] and "product of two loop-dependent" in nest.report[1]
+    assert "barrier" not in m.function_zir("na")  # nothing staged, no barriers
+    r = rng()
+    mm, nn, kk = 7, 9, 6
+    x = r.standard_normal((mm - 1) * (nn - 1) + kk).astype(np.float32)
+    out = np.full((mm, nn), np.nan, np.float32)
+    grid, block = launch_grid((mm, nn), (8, 8))
+    interp.launch(m, "na", grid, block, np.zeros(1, np.float32), x, out, mm, nn, kk)
+    ii, jj = np.meshgrid(np.arange(mm), np.arange(nn), indexing="ij")
+    want = np.zeros((mm, nn), np.float32)
+    for k in range(kk):  # the same left-to-right f32 sum the kernel does
+        want = want + x[ii * jj + k]
+    np.testing.assert_array_equal(out, want)
+
+
+def test_aliasing_and_a_varying_bound_are_reported() -> None:
+    m = hir.Module("al")
+    with m.kernel("al", MM_PARAMS, max_threads=(4, 4)) as b:
+        a, bm, c, mm, nn, kk = b.params
+        with tiled_parallel_for(b, (mm, nn), workgroup=(4, 4), writes=[c, bm]) as nest:
+            i, j = nest.indices
+            acc = nest.reduce(
+                kk,
+                init=0.0,
+                loads=lambda k: [(a, i * kk + k), (bm, k * nn + j)],
+                combine=lambda acc, x, y: b.fma(x, y, acc),
+            )
+            vi, vj = nest.values
+            shorter = b.min(kk, vi + 1)  # defined inside the nest: not loop-invariant
+            acc2 = nest.reduce(
+                shorter,
+                init=acc,
+                loads=lambda k: [(a, i * kk + k)],
+                combine=lambda acc, x: acc + x,
+            )
+            with nest.inside():
+                b.store(b.ptr_add(c, vi * nn + vj), acc2)
+    m.verify()
+    text = "\n".join(nest.report)
+    assert "operand 0" in text and "the nest writes this buffer" in nest.report[2], text
+    assert "not loop-invariant" in nest.report[4], text
+    r = rng()
+    mm, nn, kk = 6, 7, 5
+    a = r.standard_normal((mm, kk)).astype(np.float32)
+    bm = r.standard_normal((kk, nn)).astype(np.float32)
+    c = np.full((mm, nn), np.nan, np.float32)
+    grid, block = launch_grid((mm, nn), (4, 4))
+    interp.launch(m, "al", grid, block, a, bm, c, mm, nn, kk)
+    a64 = a.astype(np.float64)
+    extra = np.array([a64[i, : min(kk, i + 1)].sum() for i in range(mm)])
+    np.testing.assert_allclose(c, a64 @ bm + extra[:, None], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("arch", ["sm_70", "sm_90"])
+def test_tiled_matmul_ptx_passes_ptxas(arch: str) -> None:
+    m, _ = tiled_matmul((16, 16), 16)
+    ptx = zyntax.compile_ptx(m, arch).ptx
+    assert "bar.sync" in ptx and ".shared" in ptx and "ld.shared" in ptx
+    out = zyntax.validate_ptx(ptx, arch)  # ptxas -Werror; a missing ptxas fails
+    assert out.cubin[:4] == b"\x7fELF"
+    # Two unpadded 16x16 f32 tiles, as in the hand-tiled examples/kernels/sgemm.py.
+    assert "2048 bytes smem" in out.log, out.log
+
+
+def test_bad_tile_k_is_a_build_error() -> None:
+    m = hir.Module("bad")
+    with m.kernel("bad", MM_PARAMS) as b:
+        a, _, _, mm, nn, kk = b.params
+        with tiled_parallel_for(b, (mm, nn), workgroup=(4, 4)) as nest:
+            i, _ = nest.indices
+            with pytest.raises(zyntax.BuildError, match="tile_k"):
+                nest.reduce(
+                    kk,
+                    init=0.0,
+                    loads=lambda k: [(a, i * kk + k)],
+                    combine=lambda acc, x: acc + x,
+                    tile_k=0,
+                )
+
+
+def test_transposed_operands_get_padded_tiles() -> None:
+    """C = At.T @ Bt.T with At (K, M) and Bt (N, K): the unit-stride
+    coordinate of each operand is not the one the inner loop reads along, so
+    the staging writes would conflict without the padding; results are exact."""
+    m = hir.Module("tt")
+    with m.kernel("tt", MM_PARAMS, max_threads=(16, 8)) as b:
+        at, bt, c, mm, nn, kk = b.params
+        with tiled_parallel_for(b, (mm, nn), workgroup=(8, 16), writes=[c]) as nest:
+            i, j = nest.indices
+            acc = nest.reduce(
+                kk,
+                init=0.0,
+                loads=lambda k: [(at, k * mm + i), (bt, j * kk + k)],
+                combine=lambda acc, x, y: b.fma(x, y, acc),
+                tile_k=8,
+            )
+            with nest.inside():
+                vi, vj = nest.values
+                b.store(b.ptr_add(c, vi * nn + vj), acc)
+    m.verify()
+    assert all("rows padded by 1" in line for line in nest.report[1:]), nest.report
+    r = rng()
+    mm, nn, kk = 21, 35, 19
+    at = r.standard_normal((kk, mm)).astype(np.float32)
+    bt = r.standard_normal((nn, kk)).astype(np.float32)
+    c = np.full((mm, nn), np.nan, np.float32)
+    grid, block = launch_grid((mm, nn), (8, 16))
+    interp.launch(m, "tt", grid, block, at, bt, c, mm, nn, kk)
+    np.testing.assert_allclose(c, at.T.astype(np.float64) @ bt.T, rtol=1e-5, atol=1e-5)
+
+
+def test_1d_matvec_stages_the_shared_vector_only() -> None:
+    """y[i] = sum_k a[i, k] * x[k] in a 1-D nest: x is read by every thread
+    (tiled), a row by one thread only (no reuse: loaded directly)."""
+    m = hir.Module("mv")
+    with m.kernel("mv", [F32P, F32P, F32P, hir.u32, hir.u32], max_threads=(32, 1, 1)) as b:
+        a, x, y, mm, kk = b.params
+        with tiled_parallel_for(b, (mm,), workgroup=(32,), writes=[y]) as nest:
+            (i,) = nest.indices
+            acc = nest.reduce(
+                kk,
+                init=0.0,
+                loads=lambda k: [(a, i * kk + k), (x, k)],
+                combine=lambda acc, p, q: b.fma(p, q, acc),
+                tile_k=12,
+            )
+            with nest.inside():
+                b.store(b.ptr_add(y, nest.values[0]), acc)
+    m.verify()
+    assert "depends on every nest index" in nest.report[1], nest.report
+    assert "tiled through shared memory, 1x12, reused across i0" in nest.report[2], nest.report
+    r = rng()
+    mm, kk = 45, 31
+    a = r.standard_normal((mm, kk)).astype(np.float32)
+    x = r.standard_normal(kk).astype(np.float32)
+    y = np.full(mm, np.nan, np.float32)
+    grid, block = launch_grid((mm,), (32,))
+    interp.launch(m, "mv", grid, block, a, x, y, mm, kk)
+    np.testing.assert_allclose(y, a.astype(np.float64) @ x, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("sizes", "workgroup", "message"),
+    [(2, (64, 32), "2048 threads"), (2, (16,), "2 dimensions but the workgroup")],
+)
+def test_bad_tiled_nests_are_build_errors(
+    sizes: int, workgroup: tuple[int, ...], message: str
+) -> None:
+    m = hir.Module("bad")
+    with m.kernel("bad", [hir.u32] * sizes) as b:
+        with pytest.raises(zyntax.BuildError, match=message):
+            with tiled_parallel_for(b, b.params, workgroup=workgroup):
+                pass

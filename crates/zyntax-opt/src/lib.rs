@@ -18,6 +18,7 @@
 
 pub mod analysis;
 pub mod dce;
+pub mod fusion;
 pub mod inline;
 pub mod nest;
 pub mod no_alloc;

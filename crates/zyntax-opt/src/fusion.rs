@@ -11,9 +11,9 @@
 //! Two stages fuse only when all of these hold (each refusal is reported):
 //! - the consumer reads a buffer the group writes (a real producer → consumer
 //!   edge; independent launches are left alone);
-//! - both cover the same iteration space;
 //! - the group does not end in a reduction (its result needs every point, so
 //!   no thread can consume it early);
+//! - both cover the same iteration space;
 //! - every access to a buffer the group writes, by either side, is at the
 //!   thread's own point: any other index is a dependence between threads or
 //!   blocks that one kernel cannot order. Buffers declared to alias are one
@@ -193,21 +193,21 @@ fn refusal(
             format!("{} reads nothing {} writes", consumer.name, last.name),
         ));
     }
-    if consumer.space != last.space {
-        return Some((
-            "space",
-            format!(
-                "iteration spaces differ: {:?} vs {:?}",
-                last.space, consumer.space
-            ),
-        ));
-    }
     if let Some(&k) = group.iter().find(|&&k| seq.stages[k].kind == Kind::Reduce) {
         return Some((
             "reduction_producer",
             format!(
                 "{} is a reduction: its result needs every point, so no thread can consume it",
                 seq.stages[k].name
+            ),
+        ));
+    }
+    if consumer.space != last.space {
+        return Some((
+            "space",
+            format!(
+                "iteration spaces differ: {:?} vs {:?}",
+                last.space, consumer.space
             ),
         ));
     }

@@ -41,6 +41,8 @@ if [[ "$what" == benches || "$what" == all ]]; then
     timeout 150 python3 benches/compile.py --out-dir "$OUT/results" --repeat 21 --slow-repeat 3 2>&1 | tail -20
     timeout 120 python3 benches/frontend.py --out "$OUT/results" 2>&1 | tail -12
     timeout 200 python3 benches/aot.py --out-dir "$OUT/results" 2>&1 | tail -30
+    timeout 200 python3 benches/fusion.py --out-dir "$OUT/results" 2>&1 | tail -12
+    timeout 200 python3 benches/tiling.py --out-dir "$OUT/results" 2>&1 | tail -12
 fi
 if [[ "$what" == sanitize || "$what" == all ]] && command -v compute-sanitizer >/dev/null; then
     for tool in memcheck racecheck; do

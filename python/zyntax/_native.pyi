@@ -78,6 +78,7 @@ __all__ = [
     "f32",
     "f64",
     "frag",
+    "fusion_plan",
     "i8",
     "i16",
     "i32",
@@ -101,6 +102,7 @@ FORMAT_VERSION: int
 FULL_MASK: int
 
 def build_info() -> dict[str, Any]: ...
+def fusion_plan(sequence: str) -> str: ...
 def cli_main(argv: Sequence[str]) -> int: ...
 
 # ---------------------------------------------------------------- errors

@@ -6,7 +6,8 @@
 //! target-neutral [`FunctionPlan`] (attributes, loop hints, prefetch streams,
 //! whether to emit bounds checks) that the backend turns into its own terms.
 //! Every decision is recorded in a [`Report`] with the reason for it.
-//! [`nest`] lowers parallel loop nests for front-ends.
+//! [`nest`] lowers parallel loop nests for front-ends; [`fusion`] plans the
+//! fusion of a sequence of kernel launches.
 //!
 //! | constraint | what the optimizer does |
 //! |---|---|
@@ -18,6 +19,7 @@
 
 pub mod analysis;
 pub mod dce;
+pub mod fusion;
 pub mod inline;
 pub mod nest;
 pub mod no_alloc;

@@ -11,6 +11,7 @@ mod compile;
 #[cfg(feature = "cuda")]
 mod cuda;
 mod errors;
+mod fusion;
 mod hir;
 #[cfg(feature = "llvm")]
 mod host;
@@ -45,6 +46,9 @@ mod _native {
 
     #[pymodule_export]
     use super::build_info;
+
+    #[pymodule_export]
+    use crate::fusion::fusion_plan;
 
     #[cfg(feature = "cli")]
     #[pymodule_export]

@@ -34,6 +34,8 @@ __all__ = [
     "f16",
     "f32",
     "f64",
+    "fence_mbarrier_init",
+    "fence_proxy_async",
     "floor",
     "fma",
     "grid",
@@ -49,6 +51,13 @@ __all__ = [
     "match_all_sync",
     "match_any_sync",
     "max",
+    "mbarrier_arrive",
+    "mbarrier_arrive_expect_tx",
+    "mbarrier_complete_tx",
+    "mbarrier_init",
+    "mbarrier_inval",
+    "mbarrier_test_wait",
+    "mbarrier_try_wait_parity",
     "min",
     "mma",
     "popc",
@@ -247,6 +256,18 @@ syncwarp = Primitive("syncwarp")
 threadfence_block = Primitive("threadfence_block")
 threadfence = Primitive("threadfence")
 threadfence_system = Primitive("threadfence_system")
+
+# Hopper transaction barriers (issue 13). A barrier is an element of a shared
+# u64 array (``shared.array(n, u64)``): ``mbarrier_init(bars, i, count)`` etc.
+mbarrier_init = Primitive("mbarrier_init")
+mbarrier_arrive = Primitive("mbarrier_arrive")
+mbarrier_arrive_expect_tx = Primitive("mbarrier_arrive_expect_tx")
+mbarrier_complete_tx = Primitive("mbarrier_complete_tx")
+mbarrier_test_wait = Primitive("mbarrier_test_wait")
+mbarrier_try_wait_parity = Primitive("mbarrier_try_wait_parity")
+mbarrier_inval = Primitive("mbarrier_inval")
+fence_proxy_async = Primitive("fence_proxy_async")
+fence_mbarrier_init = Primitive("fence_mbarrier_init")
 
 shared = _Namespace("shared", ["array", "dynamic"])
 local = _Namespace("local", ["array"])

@@ -20,6 +20,8 @@
 //! | MMA, f16, m32n8k16 / m8n32k16 | sm_70 | 6.1 | `wmma` shapes added in PTX 6.1 |
 //! | MMA, bf16 | sm_80 | 7.0 | `wmma.*.bf16` |
 //! | `cp.async`, `cp.async.commit`, `cp.async.wait` | sm_80 | 7.0 | `cp.async.*` |
+//! | `mbarrier.init` / `arrive` / `test_wait` / `inval` | sm_80 | 7.0 | `mbarrier.*.shared.b64` |
+//! | `mbarrier.arrive_expect_tx` / `complete_tx` / `try_wait_parity`, `fence.proxy_async`, `fence.mbarrier_init` | sm_90 | 8.0 | transaction counts and the async proxy |
 //!
 //! Kernel metadata is checked per arch too: static + dynamic shared memory
 //! against [`max_shared_bytes`], `min_blocks` against [`max_blocks_per_sm`]
@@ -70,6 +72,8 @@ pub const WMMA_F16: Feature = feature("wmma f16 m16n16k16", Arch::Sm70, 6, 0);
 pub const WMMA_F16_SHAPES: Feature = feature("wmma f16 m32n8k16/m8n32k16", Arch::Sm70, 6, 1);
 pub const WMMA_BF16: Feature = feature("wmma bf16", Arch::Sm80, 7, 0);
 pub const CP_ASYNC: Feature = feature("cp.async", Arch::Sm80, 7, 0);
+pub const MBARRIER: Feature = feature("mbarrier", Arch::Sm80, 7, 0);
+pub const MBARRIER_TX: Feature = feature("mbarrier transaction counts", Arch::Sm90, 8, 0);
 
 /// Every row of the gating table.
 pub const FEATURES: &[Feature] = &[
@@ -82,6 +86,8 @@ pub const FEATURES: &[Feature] = &[
     WMMA_F16_SHAPES,
     WMMA_BF16,
     CP_ASYNC,
+    MBARRIER,
+    MBARRIER_TX,
 ];
 
 /// The oldest PTX ISA version whose `.target` accepts `arch`.

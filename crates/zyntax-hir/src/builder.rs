@@ -621,6 +621,30 @@ impl FunctionBuilder {
         self.push0(Op::CpAsyncWait(pending), &[])
     }
 
+    // ---------------------------------------------------------------- Hopper barriers (issue 13)
+
+    /// An `mbarrier` operation on `args` (the barrier, a `ptr<shared, u64>`, first;
+    /// see the table row for the rest). Returns the state token (`arrive`,
+    /// `arrive_expect_tx`), the completion flag (`test_wait`, `try_wait_parity`) or `None`.
+    pub fn mbarrier(&mut self, op: MbarrierOp, args: &[ValueId]) -> BuildResult<Option<ValueId>> {
+        let ty = match op {
+            MbarrierOp::Arrive | MbarrierOp::ArriveExpectTx => Type::U64,
+            MbarrierOp::TestWait | MbarrierOp::TryWaitParity => Type::BOOL,
+            MbarrierOp::Init | MbarrierOp::CompleteTx | MbarrierOp::Inval => {
+                return self.push0(Op::Mbarrier(op), args).map(|_| None);
+            }
+        };
+        self.push1(Op::Mbarrier(op), args, ty).map(Some)
+    }
+    /// `fence.proxy.async` (shared memory, generic proxy against the async proxy).
+    pub fn fence_proxy_async(&mut self) -> BuildResult<()> {
+        self.push0(Op::FenceProxyAsync, &[])
+    }
+    /// `fence.mbarrier_init.release.cluster`.
+    pub fn fence_mbarrier_init(&mut self) -> BuildResult<()> {
+        self.push0(Op::FenceMbarrierInit, &[])
+    }
+
     // ---------------------------------------------------------------- calls, control flow
 
     pub fn call(

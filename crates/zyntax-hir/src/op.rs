@@ -31,6 +31,12 @@
 //! | `mma` | a, b, c | 1 acc frag |
 //! | `mma.store.<layout>` | ptr, frag, ldm | – |
 //! | `cp.async.<hint>.<bytes>` | dst (shared ptr), src (global ptr) | – |
+//! | `mbarrier.init` / `.inval` | bar (`ptr<shared, u64>`), count (u32) / bar | – |
+//! | `mbarrier.arrive` / `.arrive_expect_tx` | bar / bar, tx bytes (u32) | 1 u64 state |
+//! | `mbarrier.complete_tx` | bar, tx bytes (u32) | – |
+//! | `mbarrier.test_wait` | bar, state (u64) | 1 bool |
+//! | `mbarrier.try_wait_parity` | bar, parity (u32), suspend-time hint in ns (u32) | 1 bool |
+//! | `fence.proxy_async`, `fence.mbarrier_init` | – | – |
 //! | `call @f` | arguments | callee's returns |
 //! | `jump` / `br` / `return` / `unreachable` | – / cond / values / – | – |
 
@@ -62,6 +68,15 @@ macro_rules! named_enum {
         }
     };
 }
+
+named_enum!(
+    /// Operations on a shared-memory transaction barrier (`mbarrier`, a `u64` in shared memory).
+    MbarrierOp {
+        Init => "init", Arrive => "arrive", ArriveExpectTx => "arrive_expect_tx",
+        CompleteTx => "complete_tx", TestWait => "test_wait", TryWaitParity => "try_wait_parity",
+        Inval => "inval",
+    }
+);
 
 named_enum!(
     /// A grid dimension.
@@ -265,6 +280,13 @@ pub enum Op {
     },
     CpAsyncCommit,
     CpAsyncWait(u32),
+
+    // --- GPU: Hopper barriers (issue 13)
+    Mbarrier(MbarrierOp),
+    /// `fence.proxy.async`: orders generic-proxy shared-memory accesses against the async proxy (TMA, wgmma).
+    FenceProxyAsync,
+    /// `fence.mbarrier_init.release.cluster`: makes `mbarrier.init` visible to the cluster and the async proxy.
+    FenceMbarrierInit,
 
     // --- calls and control flow
     Call(String),

@@ -16,7 +16,7 @@
 //! non-scalar type rules, the interpreter and the lowerings. Adding an op:
 //! `docs/add-an-hir-op.md`.
 
-use crate::arch::{Feature, CP_ASYNC, MATCH};
+use crate::arch::{Feature, CP_ASYNC, MATCH, MBARRIER, MBARRIER_TX};
 use crate::op::*;
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -301,6 +301,25 @@ macro_rules! atomic {
             ", scope, ptr, value)"
         ))
         .py(Py::Atomic($py))
+        .doc($doc)
+    };
+}
+macro_rules! mbarrier {
+    ($sub:literal, $v:ident, $args:expr, $n:literal, $res:literal, $f:expr, $doc:literal) => {
+        row(
+            "mbarrier",
+            $sub,
+            concat!("mbarrier.", $sub),
+            $args,
+            $n,
+            $res,
+        )
+        .op(|| Op::Mbarrier(MbarrierOp::$v))
+        .gpu()
+        .fx(fx::READ | fx::WRITE | fx::SYNC)
+        .needs($f)
+        .rust(concat!("mbarrier(MbarrierOp::", stringify!($v), ", args)"))
+        .py(Py::Hand(concat!("mbarrier_", $sub)))
         .doc($doc)
     };
 }
@@ -816,6 +835,93 @@ pub static OPS: &[OpDef] = &[
         .rust("cp_async_wait(pending)")
         .py(Py::Hand("cp_async_wait"))
         .doc("Waits until at most pending committed groups are in flight."),
+    // --- GPU: Hopper barriers (issue 13); a barrier is a `ptr<shared, u64>`
+    mbarrier!(
+        "init",
+        Init,
+        &["bar", "count"],
+        0,
+        "–",
+        MBARRIER,
+        "Initializes the barrier for count (1..2^20-1) arrivals per phase, phase 0."
+    ),
+    mbarrier!(
+        "arrive",
+        Arrive,
+        &["bar"],
+        1,
+        "u64 state",
+        MBARRIER,
+        "Arrives once; returns a state token for `test_wait`."
+    ),
+    mbarrier!(
+        "arrive_expect_tx",
+        ArriveExpectTx,
+        &["bar", "tx"],
+        1,
+        "u64 state",
+        MBARRIER_TX,
+        "Adds tx bytes to the phase's expected transactions, then arrives once."
+    ),
+    mbarrier!(
+        "complete_tx",
+        CompleteTx,
+        &["bar", "tx"],
+        0,
+        "–",
+        MBARRIER_TX,
+        "Marks tx bytes of the phase's transactions complete (as an async copy does)."
+    ),
+    mbarrier!(
+        "test_wait",
+        TestWait,
+        &["bar", "state"],
+        1,
+        "bool",
+        MBARRIER,
+        "Whether the phase the state token came from has completed (never blocks)."
+    ),
+    mbarrier!(
+        "try_wait_parity",
+        TryWaitParity,
+        &["bar", "parity", "hint"],
+        1,
+        "bool",
+        MBARRIER_TX,
+        "Whether the phase of the given parity has completed; may suspend up to hint ns first."
+    ),
+    mbarrier!(
+        "inval",
+        Inval,
+        &["bar"],
+        0,
+        "–",
+        MBARRIER,
+        "Invalidates the barrier so its memory can be reused."
+    ),
+    row("fence_proxy_async", "", "fence.proxy_async", NONE, 0, "–")
+        .op(|| Op::FenceProxyAsync)
+        .gpu()
+        .fx(fx::SYNC)
+        .needs(MBARRIER_TX)
+        .rust("fence_proxy_async()")
+        .py(Py::Nullary("fence_proxy_async"))
+        .doc("Orders this thread's shared-memory accesses against the async proxy (TMA, wgmma)."),
+    row(
+        "fence_mbarrier_init",
+        "",
+        "fence.mbarrier_init",
+        NONE,
+        0,
+        "–",
+    )
+    .op(|| Op::FenceMbarrierInit)
+    .gpu()
+    .fx(fx::SYNC)
+    .needs(MBARRIER_TX)
+    .rust("fence_mbarrier_init()")
+    .py(Py::Nullary("fence_mbarrier_init"))
+    .doc("Makes prior `mbarrier.init`s visible to the cluster and the async proxy."),
     // --- calls and control flow
     row("call", "", "call", NONE, 0, "callee's returns")
         .imm("@callee")
@@ -929,6 +1035,9 @@ impl Op {
             CpAsync { .. } => ("cp_async", ""),
             CpAsyncCommit => ("cp_async_commit", ""),
             CpAsyncWait(_) => ("cp_async_wait", ""),
+            Mbarrier(m) => ("mbarrier", m.name()),
+            FenceProxyAsync => ("fence_proxy_async", ""),
+            FenceMbarrierInit => ("fence_mbarrier_init", ""),
             Call(_) => ("call", ""),
             Jump => ("jump", ""),
             Branch => ("branch", ""),

@@ -82,7 +82,7 @@ impl Arch {
             Arch::Sm80 => PtxVersion::new(7, 0),
             Arch::Sm86 => PtxVersion::new(7, 1),
             Arch::Sm89 => PtxVersion::new(7, 8),
-            Arch::Sm90 => PtxVersion::new(7, 8),
+            Arch::Sm90 => PtxVersion::new(8, 0),
             Arch::Sm90a => PtxVersion::new(8, 0),
         }
     }

@@ -113,7 +113,7 @@ use crate::arch;
 use crate::entities::{BlockId, InstId, ValueId};
 use crate::error::{Diagnostic, Loc, VerifyError};
 use crate::ir::{Function, FunctionKind, InstData, KernelInfo, Module, ValueDef};
-use crate::op::{AtomicOp, CacheHint, CmpOp, ConstValue, MatchMode, Op, VoteMode};
+use crate::op::{AtomicOp, CacheHint, CmpOp, ConstValue, MatchMode, MbarrierOp, Op, VoteMode};
 use crate::printer::print_inst;
 use crate::target::Arch;
 use crate::types::{AddrSpace, FragKind, FragType, ScalarType, Type};
@@ -1521,6 +1521,8 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             }
             Ok(())
         }
+        Op::Mbarrier(op) => check_mbarrier(*op, a, r),
+        Op::FenceProxyAsync | Op::FenceMbarrierInit => Ok(()),
         Op::Call(name) => check_call(cx, d, name, a, r),
         Op::Jump | Op::Branch => check_branch(cx, d, a),
         Op::Return => {
@@ -1542,6 +1544,35 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             Ok(())
         }
         Op::Unreachable => Ok(()),
+    }
+}
+
+/// Issue 13: an mbarrier is a `u64` in shared memory (`ptr<shared, u64>`);
+/// counts are u32, the state token u64, the wait results bool.
+fn check_mbarrier(op: MbarrierOp, a: &[&Type], r: &[&Type]) -> Check {
+    let bar = Type::ptr(AddrSpace::Shared, Type::U64);
+    if a[0] != &bar {
+        return Err(format!(
+            "mbarrier.{op}: the barrier must be a {bar}, got {}",
+            a[0]
+        ));
+    }
+    match op {
+        MbarrierOp::Init => want_u32("the arrival count", a[1]),
+        MbarrierOp::ArriveExpectTx | MbarrierOp::CompleteTx => {
+            want_u32("the transaction bytes", a[1])
+        }
+        MbarrierOp::TestWait => same("the state token", a[1], &Type::U64),
+        MbarrierOp::TryWaitParity => {
+            want_u32("the phase parity", a[1])?;
+            want_u32("the suspend-time hint", a[2])
+        }
+        MbarrierOp::Arrive | MbarrierOp::Inval => Ok(()),
+    }?;
+    match op {
+        MbarrierOp::Arrive | MbarrierOp::ArriveExpectTx => same("the result", r[0], &Type::U64),
+        MbarrierOp::TestWait | MbarrierOp::TryWaitParity => same("the result", r[0], &Type::BOOL),
+        _ => Ok(()),
     }
 }
 

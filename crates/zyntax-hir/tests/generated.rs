@@ -86,12 +86,15 @@ fn every_op() -> Vec<Op> {
         },
         Op::CpAsyncCommit,
         Op::CpAsyncWait(0),
+        Op::FenceProxyAsync,
+        Op::FenceMbarrierInit,
         Op::Call("f".into()),
         Op::Jump,
         Op::Branch,
         Op::Return,
         Op::Unreachable,
     ];
+    ops.extend(MbarrierOp::ALL.iter().map(|&m| Op::Mbarrier(m)));
     for &d in Dim::ALL {
         ops.extend([
             Op::ThreadIdx(d),

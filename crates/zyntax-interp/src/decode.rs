@@ -9,7 +9,7 @@ use crate::memory;
 use crate::{InterpError, Result};
 use zyntax_hir::{
     AtomicOp, BinOp, BlockCall, CacheHint, CmpOp, FragKind, FragType, Function, InstId, Layout,
-    MatchMode, Module, Op, ScalarType, ShflMode, Type, UnOp, ValueId, VoteMode,
+    MatchMode, MbarrierOp, Module, Op, ScalarType, ShflMode, Type, UnOp, ValueId, VoteMode,
 };
 
 /// Elements of the largest fragment (32x16 or 16x32).
@@ -282,6 +282,14 @@ pub enum DOp {
     },
     CpCommit,
     CpWait(u32),
+    /// Issue 13; operand and result slots are `NO_SLOT` where the op has none.
+    Mbarrier {
+        op: MbarrierOp,
+        bar: u32,
+        a1: u32,
+        a2: u32,
+        dst: u32,
+    },
     Jump(u32),
     Br {
         cond: u32,
@@ -314,6 +322,9 @@ impl DOp {
         )
     }
 }
+
+/// An absent operand or result of a [`DOp`].
+pub const NO_SLOT: u32 = u32::MAX;
 
 #[derive(Clone, Debug)]
 pub struct DInst {
@@ -948,6 +959,28 @@ impl Decoder<'_> {
             }
             Op::CpAsyncCommit => DOp::CpCommit,
             Op::CpAsyncWait(n) => DOp::CpWait(*n),
+            Op::Mbarrier(op) => {
+                let opt = |k: usize| {
+                    if k < d.args.len() {
+                        arg(k)
+                    } else {
+                        Ok(NO_SLOT)
+                    }
+                };
+                DOp::Mbarrier {
+                    op: *op,
+                    bar: arg(0)?,
+                    a1: opt(1)?,
+                    a2: opt(2)?,
+                    dst: if d.results.is_empty() {
+                        NO_SLOT
+                    } else {
+                        res(0)?
+                    },
+                }
+            }
+            // The interpreter has one proxy and sequentially consistent memory.
+            Op::FenceProxyAsync | Op::FenceMbarrierInit => DOp::Nop,
             Op::Call(name) => {
                 let Some(callee) = self.m.functions.iter().position(|g| &g.name == name) else {
                     return bad(&format!("call to unknown function @{name}"));

@@ -9,7 +9,8 @@
 //! collective runs when every non-exited lane named in the masks of the lanes
 //! that reached it has reached the same instruction.
 
-use crate::decode::{DOp, Edge, MemTy, Program, Special, VLoc, FRAG_ELEMS};
+use crate::decode::{DOp, Edge, MemTy, Program, Special, VLoc, FRAG_ELEMS, NO_SLOT};
+use crate::mbarrier;
 use crate::memory::{self, Access, Alloc, Fault, Memory};
 use crate::scalar;
 use crate::{InterpError, Result, Trap, TrapKind};
@@ -1036,6 +1037,62 @@ impl<'a> Exec<'a> {
                                 mem.allocs[id].data[off..off + copy.len]
                                     .copy_from_slice(&copy.bytes[..copy.len]);
                             }
+                        }
+                    }
+                }
+                DOp::Mbarrier {
+                    op,
+                    bar,
+                    a1,
+                    a2,
+                    dst,
+                } => {
+                    let opt = |regs: &[u64], s: u32, l: usize| {
+                        if s == NO_SLOT {
+                            0
+                        } else {
+                            r(regs, s, l)
+                        }
+                    };
+                    // Lanes act one after another, each atomically on the barrier word.
+                    for l in lanes(mask) {
+                        let tid = base + l as u32;
+                        let pv = r(regs, *bar, l);
+                        let what = format!("mbarrier.{op}");
+                        if mem.space_of(pv) != Some(AddrSpace::Shared) && memory::ptr_id(pv) != 0 {
+                            let name = mem
+                                .allocs
+                                .get(memory::ptr_id(pv) as usize)
+                                .map_or(String::new(), |a| a.name.clone());
+                            let have = mem.space_of(pv).unwrap_or(AddrSpace::Generic);
+                            return Err(ctx.fault(
+                                Fault::WrongSpace {
+                                    name,
+                                    have,
+                                    want: AddrSpace::Shared,
+                                },
+                                pc,
+                                tid,
+                                &what,
+                                &self.tids,
+                            ));
+                        }
+                        let (id, off) = mem
+                            .check(pv, 8, 8, Access::Atomic, tid)
+                            .map_err(|f| ctx.fault(f, pc, tid, &what, &self.tids))?;
+                        let word = mem.read(id, off, 8);
+                        let st = mbarrier::step(*op, word, opt(regs, *a1, l), opt(regs, *a2, l))
+                            .map_err(|m| ctx.trap(TrapKind::InvalidMbarrier, pc, tid, m))?;
+                        if let Some(nw) = st.word {
+                            mem.write(id, off, 8, nw);
+                        }
+                        if let (Some(v), true) = (st.result, *dst != NO_SLOT) {
+                            w(regs, *dst, l, v);
+                        }
+                        if st.completed {
+                            // A completed phase orders the accesses before it
+                            // against those after it, as a block barrier does.
+                            mem.epoch = mem.epoch.wrapping_add(1);
                         }
                     }
                 }

@@ -34,6 +34,7 @@
 
 pub mod decode;
 mod exec;
+pub mod mbarrier;
 pub mod memory;
 pub mod scalar;
 
@@ -69,6 +70,8 @@ pub enum TrapKind {
     /// A malformed collective: mask without the executing lane, MMA in a partial
     /// warp, lanes disagreeing on a pointer that must be uniform.
     InvalidCollective,
+    /// An `mbarrier` used before `init` or after `inval`, a bad count, or more arrivals than expected.
+    InvalidMbarrier,
 }
 
 impl TrapKind {
@@ -88,6 +91,7 @@ impl TrapKind {
             TrapKind::DivergentBarrier => "divergent barrier",
             TrapKind::DivergentWarp => "divergent warp collective",
             TrapKind::InvalidCollective => "invalid warp collective",
+            TrapKind::InvalidMbarrier => "invalid mbarrier use",
         }
     }
 }

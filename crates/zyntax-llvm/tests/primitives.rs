@@ -692,3 +692,91 @@ fn integer_division_is_guarded() {
         assert_in_order(&ptx, &["div.s32"]);
     }
 }
+
+// ------------------------------------------------------------------ Hopper barriers (issue 13)
+
+/// One mbarrier driven through every op: sm_80 forms, then the sm_90
+/// transaction-count forms and the async-proxy fences; `ptxas -Werror` on each arch.
+fn mbarrier_kernel(tx: bool) -> Module {
+    let mut b = kernel("mbar", &[gptr(Type::U32)]);
+    let out = b.param(0);
+    let bar = b.shared_alloc(Type::U64, 1).unwrap();
+    let one = b.iconst(Type::U32, 1).unwrap();
+    b.mbarrier(MbarrierOp::Init, &[bar, one]).unwrap();
+    if tx {
+        b.fence_mbarrier_init().unwrap();
+    }
+    b.barrier().unwrap();
+    let st = if tx {
+        let bytes = b.iconst(Type::U32, 128).unwrap();
+        let st = b
+            .mbarrier(MbarrierOp::ArriveExpectTx, &[bar, bytes])
+            .unwrap()
+            .unwrap();
+        b.mbarrier(MbarrierOp::CompleteTx, &[bar, bytes]).unwrap();
+        b.fence_proxy_async().unwrap();
+        let zero = b.iconst(Type::U32, 0).unwrap();
+        let hint = b.iconst(Type::U32, 1000).unwrap();
+        let done = b
+            .mbarrier(MbarrierOp::TryWaitParity, &[bar, zero, hint])
+            .unwrap()
+            .unwrap();
+        let v = b.cast(done, Type::U32).unwrap();
+        b.store(out, v).unwrap();
+        st
+    } else {
+        b.mbarrier(MbarrierOp::Arrive, &[bar]).unwrap().unwrap()
+    };
+    let done = b
+        .mbarrier(MbarrierOp::TestWait, &[bar, st])
+        .unwrap()
+        .unwrap();
+    let v = b.cast(done, Type::U32).unwrap();
+    b.store(out, v).unwrap();
+    b.barrier().unwrap();
+    b.mbarrier(MbarrierOp::Inval, &[bar]).unwrap();
+    finish(b)
+}
+
+#[test]
+fn mbarrier_ops() {
+    for (_, ptx) in check_archs(&mbarrier_kernel(false), Arch::Sm80) {
+        assert_in_order(
+            &ptx,
+            &[
+                "mbarrier.init.shared.b64 [",
+                "mbarrier.arrive.shared.b64 ",
+                "mbarrier.test_wait.shared.b64 ",
+                "mbarrier.inval.shared.b64 [",
+            ],
+        );
+    }
+    let m = mbarrier_kernel(true);
+    for (_, ptx) in check_archs(&m, Arch::Sm90) {
+        assert_in_order(
+            &ptx,
+            &[
+                "mbarrier.init.shared.b64 [",
+                "fence.mbarrier_init.release.cluster;",
+                "mbarrier.arrive.expect_tx.shared::cta.b64 ",
+                "mbarrier.complete_tx.shared::cta.b64 [",
+                "fence.proxy.async.shared::cta;",
+                "mbarrier.try_wait.parity.shared::cta.b64 ",
+                "mbarrier.test_wait.shared.b64 ",
+                "mbarrier.inval.shared.b64 [",
+            ],
+        );
+    }
+    // Gated by name before LLVM: the tx forms need sm_90, mbarrier itself sm_80.
+    let e = zyntax_llvm::compile_ptx(&m, &zyntax_llvm::Options::new(Arch::Sm89))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("mbarrier transaction counts needs sm_90"), "{e}");
+    let e = zyntax_llvm::compile_ptx(
+        &mbarrier_kernel(false),
+        &zyntax_llvm::Options::new(Arch::Sm75),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("mbarrier needs sm_80"), "{e}");
+}

@@ -40,7 +40,21 @@ from zyntax.frontend.errors import (
     KernelSyntaxError,
     KernelTypeError,
 )
-from zyntax.frontend.ir import BOOL, F32, F64, I32, I64, U32, Block, Frag, HType, Ptr, Scalar, Value
+from zyntax.frontend.ir import (
+    BOOL,
+    F32,
+    F64,
+    I32,
+    I64,
+    U32,
+    U64,
+    Block,
+    Frag,
+    HType,
+    Ptr,
+    Scalar,
+    Value,
+)
 
 # --------------------------------------------------------------------------- operands
 
@@ -1818,6 +1832,72 @@ class FunctionTranslator:
 
     def prim_threadfence_system(self, e: ast.AST) -> Operand:
         self.fn.emit0("fence.system", [])
+        return Ref(None)
+
+    # ---- Hopper transaction barriers (issue 13)
+    def _mbar(self, e: ast.AST, name: str, bars: Operand, index: Operand) -> Value:
+        """The barrier `bars[index]`: an element of a shared u64 array."""
+        if not isinstance(bars, ArrayView) or bars.dtype != U64 or bars.space != "shared":
+            raise self.error(
+                e, f"{name} needs a shared u64 array (shared.array(n, u64))", KernelTypeError
+            )
+        idx: list[Operand] = index.items if isinstance(index, TupleVal) else [index]
+        if len(idx) != bars.ndim:
+            raise self.error(
+                e,
+                f"array has {bars.ndim} dimension(s) but {len(idx)} indices were given",
+                KernelTypeError,
+            )
+        return self.element_ptr(bars, idx, e)
+
+    def prim_mbarrier_init(
+        self, e: ast.AST, bars: Operand, index: Operand, count: Operand
+    ) -> Operand:
+        bar = self._mbar(e, "mbarrier_init", bars, index)
+        self.fn.emit0("mbarrier.init", [bar, self._u32(count, e)])
+        return Ref(None)
+
+    def prim_mbarrier_arrive(self, e: ast.AST, bars: Operand, index: Operand) -> Operand:
+        bar = self._mbar(e, "mbarrier_arrive", bars, index)
+        return self.fn.emit1("mbarrier.arrive", [bar], U64)
+
+    def prim_mbarrier_arrive_expect_tx(
+        self, e: ast.AST, bars: Operand, index: Operand, tx: Operand
+    ) -> Operand:
+        bar = self._mbar(e, "mbarrier_arrive_expect_tx", bars, index)
+        return self.fn.emit1("mbarrier.arrive_expect_tx", [bar, self._u32(tx, e)], U64)
+
+    def prim_mbarrier_complete_tx(
+        self, e: ast.AST, bars: Operand, index: Operand, tx: Operand
+    ) -> Operand:
+        bar = self._mbar(e, "mbarrier_complete_tx", bars, index)
+        self.fn.emit0("mbarrier.complete_tx", [bar, self._u32(tx, e)])
+        return Ref(None)
+
+    def prim_mbarrier_test_wait(
+        self, e: ast.AST, bars: Operand, index: Operand, state: Operand
+    ) -> Operand:
+        bar = self._mbar(e, "mbarrier_test_wait", bars, index)
+        return self.fn.emit1("mbarrier.test_wait", [bar, self.value(state, e, U64)], BOOL)
+
+    def prim_mbarrier_try_wait_parity(
+        self, e: ast.AST, bars: Operand, index: Operand, parity: Operand, hint: Operand = Lit(0)
+    ) -> Operand:
+        bar = self._mbar(e, "mbarrier_try_wait_parity", bars, index)
+        args = [bar, self._u32(parity, e), self._u32(hint, e)]
+        return self.fn.emit1("mbarrier.try_wait_parity", args, BOOL)
+
+    def prim_mbarrier_inval(self, e: ast.AST, bars: Operand, index: Operand) -> Operand:
+        bar = self._mbar(e, "mbarrier_inval", bars, index)
+        self.fn.emit0("mbarrier.inval", [bar])
+        return Ref(None)
+
+    def prim_fence_proxy_async(self, e: ast.AST) -> Operand:
+        self.fn.emit0("fence.proxy_async", [])
+        return Ref(None)
+
+    def prim_fence_mbarrier_init(self, e: ast.AST) -> Operand:
+        self.fn.emit0("fence.mbarrier_init", [])
         return Ref(None)
 
     def _shape(self, shape: Operand, e: ast.AST) -> list[int]:

@@ -82,7 +82,10 @@ pub fn cpu_blockers(m: &Module, f: &Function) -> Vec<String> {
                 | Op::MmaStore { .. }
                 | Op::CpAsync { .. }
                 | Op::CpAsyncCommit
-                | Op::CpAsyncWait(_) => {
+                | Op::CpAsyncWait(_)
+                | Op::Mbarrier(_)
+                | Op::FenceProxyAsync
+                | Op::FenceMbarrierInit => {
                     out.insert(d.op.mnemonic());
                 }
                 Op::Call(c) if !seen.contains(c) => {

@@ -69,6 +69,9 @@ impl<'ctx> FnLowering<'_, 'ctx> {
                 self.intrinsic("llvm.nvvm.cp.async.wait.group", &[], &[n.into()])?;
                 Ok(())
             }
+            Op::Mbarrier(m) => self.mbarrier(d, *m),
+            Op::FenceProxyAsync => self.hopper_fence(false),
+            Op::FenceMbarrierInit => self.hopper_fence(true),
             other => Err(self.bug(format!("no lowering for `{}`", other.mnemonic()))),
         }
     }

@@ -7,7 +7,7 @@
 //! | sm_80 | 7.0 | `sm_80` / `+ptx70,+sm_80` | bf16, bf16 wmma, `cp.async` |
 //! | sm_86 | 7.1 | `sm_86` / `+ptx71,+sm_86` | (as sm_80) |
 //! | sm_89 | 7.8 | `sm_89` / `+ptx78,+sm_89` | (as sm_80) |
-//! | sm_90 | 7.8 | `sm_90` / `+ptx78,+sm_90` | bf16 atomics add |
+//! | sm_90 | 8.0 | `sm_90` / `+ptx80,+sm_90` | bf16 atomics add, mbarrier transaction counts, `fence.proxy.async` (PTX 8.0) |
 //! | sm_90a | 8.0 | `sm_90a` / `+ptx80,+sm_90a` | arch-specific Hopper features (`wgmma`) |
 //!
 //! The PTX version comes from [`zyntax_hir::Arch::default_ptx`] unless the

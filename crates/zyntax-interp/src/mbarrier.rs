@@ -1,0 +1,196 @@
+//! `mbarrier` (issue 13): phase and transaction counting on the barrier's
+//! 64-bit word in shared memory.
+//!
+//! The hardware's encoding of that word is opaque; the interpreter uses its
+//! own (reading the word directly is unspecified, see `docs/semantics.md`):
+//!
+//! | bits | field |
+//! |---|---|
+//! | 0–19 | pending arrivals of the current phase |
+//! | 20–39 | expected arrivals per phase (the init count) |
+//! | 40–60 | transaction count, 21-bit two's complement (bytes still expected) |
+//! | 62 | initialized (cleared by `inval`) |
+//! | 63 | phase parity |
+//!
+//! A phase completes when its pending arrivals and its transaction count are
+//! both zero: the parity flips and the pending count is reset to the expected
+//! one. A state token (from `arrive`) is the word before the arrival, so its
+//! bit 63 names the phase it arrived on.
+
+use zyntax_hir::MbarrierOp;
+
+const COUNT_MASK: u64 = (1 << 20) - 1;
+const TX_SHIFT: u32 = 40;
+const TX_BITS: u32 = 21;
+const VALID: u64 = 1 << 62;
+const PHASE: u64 = 1 << 63;
+/// Largest arrival count and transaction count (PTX: 2^20 - 1).
+pub const MAX_COUNT: u64 = COUNT_MASK;
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+struct State {
+    pending: u64,
+    expected: u64,
+    tx: i64,
+    phase: bool,
+}
+
+fn decode(word: u64) -> State {
+    let raw = (word >> TX_SHIFT) & ((1 << TX_BITS) - 1);
+    // Sign-extend the 21-bit field.
+    let tx = ((raw << (64 - TX_BITS)) as i64) >> (64 - TX_BITS);
+    State {
+        pending: word & COUNT_MASK,
+        expected: (word >> 20) & COUNT_MASK,
+        tx,
+        phase: word & PHASE != 0,
+    }
+}
+
+fn encode(s: State) -> u64 {
+    let tx = (s.tx as u64) & ((1 << TX_BITS) - 1);
+    VALID | s.pending | (s.expected << 20) | (tx << TX_SHIFT) | if s.phase { PHASE } else { 0 }
+}
+
+/// What one mbarrier operation did.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Step {
+    /// The new barrier word (`None`: unchanged).
+    pub word: Option<u64>,
+    /// The result: the state token (`arrive*`) or 0/1 (`*wait*`).
+    pub result: Option<u64>,
+    /// Whether a phase completed (a synchronization point for the race checker).
+    pub completed: bool,
+}
+
+/// Apply `op` with operands `a1`, `a2` (as in the table row, after the barrier)
+/// to the barrier word `word`; `Err` says what the program did wrong.
+pub fn step(op: MbarrierOp, word: u64, a1: u64, a2: u64) -> Result<Step, String> {
+    let _ = a2; // the suspend-time hint: a wait never blocks here (callers spin)
+    if op == MbarrierOp::Init {
+        if a1 == 0 || a1 > MAX_COUNT {
+            return Err(format!(
+                "mbarrier.init count {a1} is outside 1..={MAX_COUNT}"
+            ));
+        }
+        let s = State {
+            pending: a1,
+            expected: a1,
+            tx: 0,
+            phase: false,
+        };
+        return Ok(Step {
+            word: Some(encode(s)),
+            result: None,
+            completed: false,
+        });
+    }
+    if word & VALID == 0 {
+        return Err(format!(
+            "mbarrier.{op} on a barrier that is not initialized (or was invalidated)"
+        ));
+    }
+    let mut s = decode(word);
+    let unchanged = |result: Option<u64>| {
+        Ok(Step {
+            word: None,
+            result,
+            completed: false,
+        })
+    };
+    match op {
+        MbarrierOp::Init => unreachable!("handled above"),
+        MbarrierOp::Inval => {
+            return Ok(Step {
+                word: Some(0),
+                result: None,
+                completed: false,
+            })
+        }
+        MbarrierOp::TestWait => return unchanged(Some(u64::from(s.phase != (a1 & PHASE != 0)))),
+        MbarrierOp::TryWaitParity => return unchanged(Some(u64::from(s.phase != (a1 & 1 != 0)))),
+        MbarrierOp::Arrive | MbarrierOp::ArriveExpectTx => {
+            if op == MbarrierOp::ArriveExpectTx {
+                s.tx = add_tx(s.tx, a1 as i64, op)?;
+            }
+            if s.pending == 0 {
+                return Err(format!(
+                    "mbarrier.{op}: more arrivals than the {} expected in this phase",
+                    s.expected
+                ));
+            }
+            s.pending -= 1;
+        }
+        MbarrierOp::CompleteTx => s.tx = add_tx(s.tx, -(a1 as i64), op)?,
+    }
+    let token = matches!(op, MbarrierOp::Arrive | MbarrierOp::ArriveExpectTx).then_some(word);
+    let completed = s.pending == 0 && s.tx == 0;
+    if completed {
+        s.phase = !s.phase;
+        s.pending = s.expected;
+    }
+    Ok(Step {
+        word: Some(encode(s)),
+        result: token,
+        completed,
+    })
+}
+
+fn add_tx(tx: i64, d: i64, op: MbarrierOp) -> Result<i64, String> {
+    let n = tx + d;
+    if d.unsigned_abs() > MAX_COUNT || n.unsigned_abs() > MAX_COUNT {
+        return Err(format!(
+            "mbarrier.{op}: transaction count {n} is outside ±{MAX_COUNT}"
+        ));
+    }
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(op: MbarrierOp, w: &mut u64, a1: u64) -> Step {
+        let s = step(op, *w, a1, 0).unwrap();
+        if let Some(n) = s.word {
+            *w = n;
+        }
+        s
+    }
+
+    #[test]
+    fn phases_flip_after_arrivals_and_transactions() {
+        let mut w = 0;
+        run(MbarrierOp::Init, &mut w, 2);
+        let t0 = run(MbarrierOp::ArriveExpectTx, &mut w, 64).result.unwrap();
+        assert_eq!(run(MbarrierOp::TryWaitParity, &mut w, 0).result, Some(0));
+        assert!(!run(MbarrierOp::Arrive, &mut w, 0).completed);
+        // Arrivals done, 64 bytes outstanding: still phase 0.
+        assert_eq!(run(MbarrierOp::TestWait, &mut w, t0).result, Some(0));
+        run(MbarrierOp::CompleteTx, &mut w, 32);
+        assert!(run(MbarrierOp::CompleteTx, &mut w, 32).completed);
+        assert_eq!(run(MbarrierOp::TestWait, &mut w, t0).result, Some(1));
+        assert_eq!(run(MbarrierOp::TryWaitParity, &mut w, 0).result, Some(1));
+        assert_eq!(run(MbarrierOp::TryWaitParity, &mut w, 1).result, Some(0));
+        // Phase 1: transactions may complete before they are expected.
+        run(MbarrierOp::CompleteTx, &mut w, 16);
+        run(MbarrierOp::Arrive, &mut w, 0);
+        run(MbarrierOp::ArriveExpectTx, &mut w, 16);
+        assert_eq!(run(MbarrierOp::TryWaitParity, &mut w, 1).result, Some(1));
+        run(MbarrierOp::Inval, &mut w, 0);
+        assert!(step(MbarrierOp::Arrive, w, 0, 0).is_err());
+    }
+
+    #[test]
+    fn misuse_is_an_error() {
+        assert!(step(MbarrierOp::Init, 0, 0, 0).is_err());
+        assert!(step(MbarrierOp::Init, 0, MAX_COUNT + 1, 0).is_err());
+        assert!(step(MbarrierOp::TestWait, 0, 0, 0).is_err());
+        let mut w = 0;
+        run(MbarrierOp::Init, &mut w, 1);
+        run(MbarrierOp::ArriveExpectTx, &mut w, 8);
+        // The only arrival happened; the phase waits for bytes, not arrivals.
+        assert!(step(MbarrierOp::Arrive, w, 0, 0).is_err());
+        assert!(step(MbarrierOp::CompleteTx, w, MAX_COUNT + 1, 0).is_err());
+    }
+}

@@ -394,6 +394,62 @@ def bench_in_process(
             )
 
 
+def straight_line_module(groups: int) -> Any:
+    """``groups`` statements ``b[i + g] = a[i + g] + c`` with a run-time ``i``: the
+    straight-line code whose compile time was quadratic (issue 10 item 17)."""
+    m = hir.Module("straight", targets=["sm_80", "sm_90"])
+    ptr = hir.ptr("global", hir.f32)
+    with m.kernel("straight", [ptr, ptr, hir.u32, hir.f32], max_threads=32) as b:
+        a, out, i, c = b.params
+        for g in range(groups):
+            at = i + g
+            b.store(b.ptr_add(out, at), b.load(b.ptr_add(a, at)) + c)
+    return m
+
+
+def straight_line_cuda(groups: int) -> str:
+    body = "".join(f"  b[i + {g}] = a[i + {g}] + c;\n" for g in range(groups))
+    return (
+        'extern "C" __global__ void straight(const float* a, float* b, unsigned i, float c) {\n'
+        + body
+        + "}\n"
+    )
+
+
+def bench_straight_line(res: Results, arch: str, sizes: list[int], nv: Nvrtc | None) -> None:
+    """Compile time against code length, one compile per size (they take seconds)."""
+    opts = [f"--gpu-architecture=compute_{arch.removeprefix('sm_')}"]
+    for n in sizes:
+        m = straight_line_module(n)
+        c0, t0 = time.process_time(), time.perf_counter()
+        zyntax.compile_ptx(m, arch)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        res.add(
+            f"straight_line_{n}",
+            "zyntax",
+            "ms_per_kernel",
+            wall * 1e3,
+            True,
+            arch=arch,
+            cpu_ms=round(cpu * 1e3, 2),
+            groups=n,
+        )
+        if nv is not None:
+            c0, t0 = time.process_time(), time.perf_counter()
+            nv.compile_ptx(unique_comment() + straight_line_cuda(n), "straight", opts)
+            wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+            res.add(
+                f"straight_line_{n}",
+                "nvrtc",
+                "ms_per_kernel",
+                wall * 1e3,
+                True,
+                cpu_ms=round(cpu * 1e3, 2),
+                groups=n,
+            )
+        print(f"  straight_line {n} groups done", file=sys.stderr)
+
+
 def bench_cupy(res: Results, kernels: list[tuple[str, str]], repeat: int) -> None:
     cupy = optional("cupy")
     if cupy is None:
@@ -507,6 +563,12 @@ def main() -> int:
     ap.add_argument("--slow-repeat", type=int, default=7, help="compiles per median (cupy, triton)")
     ap.add_argument("--out-dir", type=Path, default=ROOT / "benches" / "results")
     ap.add_argument("--quick", action="store_true", help="3 repeats (smoke test)")
+    ap.add_argument(
+        "--straight-line",
+        type=lambda t: [int(x) for x in t.split(",")],
+        default=[1000, 2000, 4000, 8000],
+        help="code lengths (groups) of the straight-line scaling cases; '0' skips them",
+    )
     a = ap.parse_args()
     if a.quick:
         a.repeat = a.slow_repeat = 3
@@ -531,6 +593,7 @@ def main() -> int:
     bench_in_process(res, kernels, a.arch, a.repeat, nv)
     bench_cupy(res, kernels, a.slow_repeat)
     bench_triton(res, a.slow_repeat)
+    bench_straight_line(res, a.arch, [n for n in a.straight_line if n > 0], nv)
 
     per = [r["value"] for r in res.rows if r["impl"] == "zyntax" and r["metric"] == "ms_per_kernel"]
     res.notes = {

@@ -38,7 +38,7 @@ if [[ "$what" == benches || "$what" == all ]]; then
     timeout 150 python3 benches/launch.py --out-dir "$OUT/results" 2>&1 | tail -15
     timeout 120 python3 benches/bandwidth.py --out-dir "$OUT/results" 2>&1 | tail -16
     ZYNTAX_BENCH_TRACE="$OUT/programs-trace.json" timeout 150 python3 benches/programs.py --out-dir "$OUT/results" 2>&1 | tail -16
-    timeout 150 python3 benches/compile.py --out-dir "$OUT/results" --repeat 21 --slow-repeat 3 2>&1 | tail -20
+    timeout 150 python3 benches/compile.py --out-dir "$OUT/results" --repeat 21 --slow-repeat 3 --straight-line 0 2>&1 | tail -20
     timeout 120 python3 benches/frontend.py --out "$OUT/results" 2>&1 | tail -12
     timeout 200 python3 benches/aot.py --out-dir "$OUT/results" 2>&1 | tail -30
     timeout 200 python3 benches/fusion.py --out-dir "$OUT/results" 2>&1 | tail -12

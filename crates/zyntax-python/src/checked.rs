@@ -84,6 +84,32 @@ pub fn arg<T: CheckedInt>(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<T> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Text(pub String);
 
+impl Text {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+// So a `Text` parameter reads like the `&str` it replaces.
+impl std::ops::Deref for Text {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Display for Text {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<&str> for Text {
+    fn from(s: &str) -> Self {
+        Text(s.to_owned())
+    }
+}
+
 fn text_of(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<String> {
     let Ok(s) = obj.cast::<pyo3::types::PyString>() else {
         return Err(ArgumentError::new_err(format!(

@@ -9,7 +9,7 @@
 //! encoded into a stack buffer, and nothing is allocated for plain scalars
 //! and `DeviceArray`s.
 
-use crate::checked::Checked;
+use crate::checked::{Checked, Text};
 use crate::errors::{guard, CudaError as PyCudaError, LaunchError as PyLaunchError};
 use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;
@@ -1095,7 +1095,7 @@ pub fn cuda_prefetch(
 pub fn cuda_advise(
     py: Python<'_>,
     array: &Bound<'_, DeviceArray>,
-    advice: &str,
+    advice: Text,
     location: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<()> {
     guard(|| {
@@ -1105,7 +1105,7 @@ pub fn cuda_advise(
             Some(l) => self::location(py, l)?,
             None => zc::Location::Device(a.device.ordinal()),
         };
-        m.advise(zc::Advice::parse(advice).py(py)?, loc).py(py)
+        m.advise(zc::Advice::parse(&advice).py(py)?, loc).py(py)
     })
 }
 
@@ -1516,9 +1516,10 @@ impl CudaStream {
         })
     }
     /// Starts capturing this stream's work into a graph.
-    #[pyo3(signature = (mode="thread_local"))]
-    fn begin_capture(&self, py: Python<'_>, mode: &str) -> PyResult<()> {
-        guard(|| self.inner.begin_capture(capture_mode(mode)?).py(py))
+    #[pyo3(signature = (mode=Text::from("thread_local")),
+        text_signature = "($self, mode='thread_local')")]
+    fn begin_capture(&self, py: Python<'_>, mode: Text) -> PyResult<()> {
+        guard(|| self.inner.begin_capture(capture_mode(&mode)?).py(py))
     }
     /// Ends the capture and returns the captured graph.
     fn end_capture(&self, py: Python<'_>) -> PyResult<CudaGraph> {
@@ -1736,7 +1737,7 @@ impl CudaModule {
         py: Python<'_>,
         image: &Bound<'_, PyAny>,
         device: u32,
-        zir: Option<&str>,
+        zir: Option<Text>,
         signatures: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         guard(|| {
@@ -1750,7 +1751,7 @@ impl CudaModule {
             }
             let dev = self::device(py, device)?;
             let hir = match zir {
-                Some(t) => Some(zyntax_hir::parse_module(t).map_err(|e| {
+                Some(t) => Some(zyntax_hir::parse_module(&t).map_err(|e| {
                     crate::errors::ParseError::new_err(format!("zir passed to Module.load: {e}"))
                 })?),
                 None => None,
@@ -1785,24 +1786,24 @@ impl CudaModule {
     }
     /// Looks up a kernel; its parameters come from the HIR (if `zir` was
     /// given at load) or else from the PTX.
-    fn kernel(&self, py: Python<'_>, name: &str) -> PyResult<CudaKernel> {
+    fn kernel(&self, py: Python<'_>, name: Text) -> PyResult<CudaKernel> {
         guard(|| {
             let sig = match (
-                self.sigs.get(name),
-                self.hir.as_ref().and_then(|m| m.function(name)),
+                self.sigs.get(name.as_str()),
+                self.hir.as_ref().and_then(|m| m.function(&name)),
             ) {
                 (Some(s), _) => Some(s.clone()),
                 (None, Some(f)) => Some(zc::Signature::from_function(f).py(py)?),
                 (None, None) => None,
             };
-            Ok(CudaKernel::new(self.inner.kernel(name, sig).py(py)?))
+            Ok(CudaKernel::new(self.inner.kernel(&name, sig).py(py)?))
         })
     }
     /// `module.saxpy` is `module.kernel("saxpy")`; a missing kernel is an
     /// AttributeError here, so `hasattr` and `getattr(m, x, default)` work.
-    fn __getattr__(&self, py: Python<'_>, name: &str) -> PyResult<CudaKernel> {
+    fn __getattr__(&self, py: Python<'_>, name: Text) -> PyResult<CudaKernel> {
         if name.starts_with('_') {
-            return Err(pyo3::exceptions::PyAttributeError::new_err(name.to_owned()));
+            return Err(pyo3::exceptions::PyAttributeError::new_err(name.0));
         }
         self.kernel(py, name)
             .map_err(|e| pyo3::exceptions::PyAttributeError::new_err(e.to_string()))

@@ -8,6 +8,7 @@
 //!   args), ...]` for the executor, where each argument is a scalar or a
 //!   `(buffer_index, access)` tuple.
 
+use crate::checked::Text;
 use crate::cuda::{device, dims, err, normalize_dtype, CudaKernel, CudaStream, DeviceArray, OrPy};
 use crate::errors::guard;
 use pyo3::exceptions::PyTypeError;
@@ -245,7 +246,7 @@ impl CudaProgramExec {
     /// Binds a new tensor (a DeviceArray, or any `__cuda_array_interface__`
     /// / DLPack GPU tensor) to an input, parameter or output: validated, and
     /// a captured graph has its kernel nodes updated, not re-captured.
-    fn bind(&self, py: Python<'_>, name: &str, array: &Bound<'_, PyAny>) -> PyResult<()> {
+    fn bind(&self, py: Python<'_>, name: Text, array: &Bound<'_, PyAny>) -> PyResult<()> {
         guard(|| {
             let b = match array.cast::<DeviceArray>() {
                 Ok(d) => d.get().binding(),
@@ -256,7 +257,7 @@ impl CudaProgramExec {
                         return Err(err(
                             py,
                             zc::CudaError::Binding {
-                                name: name.to_owned(),
+                                name: name.0.clone(),
                                 message: "is a host array; device memory is needed \
                                           (copy it with zyntax.cuda.to_device)"
                                     .to_owned(),
@@ -271,7 +272,7 @@ impl CudaProgramExec {
                     d.get().binding()
                 }
             };
-            self.lock().bind(name, b).py(py)
+            self.lock().bind(&name, b).py(py)
         })
     }
     /// Waits for the queued runs (GIL released).
@@ -301,8 +302,8 @@ impl CudaProgramExec {
         plan_dict(py, ex.spec(), ex.plan())
     }
     /// Device address of a buffer (a bound tensor or a planned temporary).
-    fn buffer_ptr(&self, name: &str) -> Option<u64> {
-        self.lock().buffer_ptr(name)
+    fn buffer_ptr(&self, name: Text) -> Option<u64> {
+        self.lock().buffer_ptr(&name)
     }
 }
 

@@ -78,6 +78,15 @@ pub fn arg<T: CheckedInt>(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<T> {
     convert(obj, &format!("argument '{name}': "))
 }
 
+/// As [`arg`], also taking integer-like objects (numpy integers, through
+/// `__index__`), never a `bool` or `float`.
+pub fn index<T: CheckedInt>(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<T> {
+    if integer_like(obj) && !obj.is_instance_of::<PyInt>() {
+        return arg(&obj.call_method0("__index__")?, name);
+    }
+    arg(obj, name)
+}
+
 /// A Python `str` that is valid Unicode text (no lone surrogates, which
 /// cannot become UTF-8): PyO3's `&str`/`String` would raise
 /// `UnicodeEncodeError`, this raises [`ArgumentError`].

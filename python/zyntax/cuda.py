@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from zyntax import _native
-from zyntax.errors import CudaError, LaunchError
+from zyntax.errors import ArgumentError, CudaError, LaunchError
 
 __all__ = [
     "Buffer",
@@ -155,11 +155,25 @@ def as_device_array(obj: Any, device: int = 0) -> DeviceArray:
     return to_device(obj, device)
 
 
+def _shape(shape: Any) -> tuple[int, ...]:
+    """`shape` (an int or a sequence of ints, numpy ints too) as a tuple of
+    non-negative ints, else an ArgumentError naming it."""
+    dims = shape if isinstance(shape, (tuple, list)) else (shape,)
+    out = []
+    for d in dims:
+        if isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)) or d < 0:
+            raise ArgumentError(
+                f"argument 'shape': expected non-negative integers, got {d!r} in {shape!r}"
+            )
+        out.append(int(d))
+    return tuple(out)
+
+
 def pinned_empty(shape: int | tuple[int, ...], dtype: Any = np.float32, device: int = 0) -> Any:
     """A numpy array in page-locked host memory (truly asynchronous copies,
     and copies that may be captured into graphs). Zero-filled."""
     dt = np.dtype(dtype)
-    shp = (shape,) if isinstance(shape, int) else tuple(shape)
+    shp = _shape(shape)
     count = 1
     for d in shp:
         count *= d
@@ -203,8 +217,9 @@ def _image_of(image: Any) -> str | bytes:
     ptx = getattr(image, "ptx", None)
     if isinstance(ptx, str):
         return ptx
-    raise TypeError(
-        f"cannot load a module from {type(image).__name__}; pass PTX text or cubin bytes"
+    raise ArgumentError(
+        f"argument 'image': cannot load a module from {type(image).__name__}; "
+        "pass PTX text, cubin bytes, a path or a compile result"
     )
 
 
@@ -213,7 +228,9 @@ def _zir_of(hir: Any) -> str | None:
         return hir
     to_zir = getattr(hir, "to_zir", None)
     if to_zir is None:
-        raise TypeError("hir must be .zir text or a zyntax.hir.Module")
+        raise ArgumentError(
+            f"argument 'hir': expected .zir text or a zyntax.hir.Module, got {type(hir).__name__}"
+        )
     text: str = to_zir()
     return text
 
@@ -407,7 +424,7 @@ class Program:
 
     # -- buffers
     def _buffer(self, name: str, role: str, shape: int | tuple[int, ...], dtype: Any) -> Buffer:
-        shp = (shape,) if isinstance(shape, int) else tuple(int(d) for d in shape)
+        shp = _shape(shape)
         if any(b.name == name for b in self.buffers):
             raise CudaError(f"the program already has a buffer named {name!r}")
         b = Buffer(self, len(self.buffers), name, role, shp, np.dtype(dtype))
@@ -480,9 +497,9 @@ class Program:
         pipeline = importlib.import_module("zyntax.frontend.pipeline")
 
         if not isinstance(kernel, fk.Kernel):
-            raise TypeError(
-                f"Program.launch takes a zyntax.cuda.Kernel or a @zyntax.kernel, "
-                f"not {type(kernel).__name__}"
+            raise ArgumentError(
+                f"argument 'kernel': Program.launch takes a zyntax.cuda.Kernel or a "
+                f"@zyntax.kernel, not {type(kernel).__name__}"
             )
         specs = tuple(
             fk.ArrayParam(fk.ir.scalar(fk._dtype_name(a.dtype) or ""), a.ndim, "C")

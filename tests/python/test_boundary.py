@@ -14,7 +14,7 @@ import pytest
 import host_latency
 import saxpy
 import zyntax
-from zyntax import _native, hir, interp
+from zyntax import _native, cuda, hir, interp
 
 needs_interp = pytest.mark.skipif(
     not hasattr(_native, "interp_launch"), reason="built without the interpreter"
@@ -112,6 +112,100 @@ def _hostile_calls() -> list[tuple[str, Callable[[], object], str]]:
 def test_hostile_arguments_raise_typed_errors(case: int) -> None:
     label, call, name = _hostile_calls()[case]
     with pytest.raises(zyntax.ZyntaxError) as info:
+        call()
+    assert _named(info.value, name), f"{label}: {type(info.value).__name__}: {info.value}"
+
+
+# --------------------------------------------------------------------------- strings and CUDA args
+
+
+def _set(obj: Any, attr: str, value: Any) -> Callable[[], object]:
+    return lambda: setattr(obj, attr, value)
+
+
+# A lone surrogate in every string parameter of the bindings, and hostile values
+# for the zyntax.cuda entry points that are checked before any driver call
+# (so they need no GPU). (label, call, a word the error must name)
+def _string_and_cuda_calls() -> list[tuple[str, Callable[[], object], str]]:
+    s = SURROGATE
+    m = hir.Module("m", targets=["sm_80"])
+    m.device_function("g", [hir.f32], [hir.f32])
+    b = m.kernel("k", [hir.ptr("global", hir.f32), hir.u32])
+    p, n = b.params
+    x = np.ones(4, np.float32)
+    calls: list[tuple[str, Callable[[], object], str]] = [
+        ("Type.parse", lambda: hir.Type.parse("f32" + s), "text"),
+        ("Module name", lambda: hir.Module("m" + s), "name"),
+        ("Module targets", lambda: hir.Module("m", targets=["sm_80" + s]), "targets"),
+        ("Module ptx_version", lambda: hir.Module("m", ptx_version="7." + s), "ptx_version"),
+        ("Module.targets =", _set(m, "targets", [s]), "Unicode"),
+        ("Module.ptx_version =", _set(m, "ptx_version", s), "Unicode"),
+        ("Module.from_json", lambda: hir.Module.from_json("{" + s), "text"),
+        ("Module.signature", lambda: m.signature("g" + s), "name"),
+        ("Module.kind", lambda: m.kind("g" + s), "name"),
+        ("Module.function_zir", lambda: m.function_zir("g" + s), "name"),
+        ("Module.kernel name", lambda: m.kernel("k" + s, []), "name"),
+        ("Module.kernel arch", lambda: m.kernel("k2", [], arch=s), "arch"),
+        ("Module.kernel opt_level", lambda: m.kernel("k3", [], opt_level=s), "opt_level"),
+        ("Module.device_function", lambda: m.device_function("d" + s, []), "name"),
+        ("Module.device_function opt", lambda: m.device_function("d", [], opt_level=s), "opt"),
+        ("Module.host_function", lambda: m.host_function("h" + s, []), "name"),
+        ("set_location", lambda: b.set_location("f" + s + ".py"), "file"),
+        ("binary op", lambda: b.binary("add" + s, n, n), "op"),
+        ("unary op", lambda: b.unary("neg" + s, n), "op"),
+        ("cmp op", lambda: b.cmp("lt" + s, n, n), "op"),
+        ("fence scope", lambda: b.fence(s), "scope"),
+        ("atomic op", lambda: b.atomic(s, p, 1.0), "op"),
+        ("atomic scope", lambda: b.atomic("add", p, 1.0, s), "scope"),
+        ("atomic_cas scope", lambda: b.atomic_cas(p, 1.0, 2.0, s), "scope"),
+        ("atomic_add scope", lambda: b.atomic_add(p, 1.0, s), "scope"),
+        ("shfl mode", lambda: b.shfl(s, n, 0), "mode"),
+        ("vote mode", lambda: b.vote(s, n), "mode"),
+        ("mma_load layout", lambda: b.mma_load(p, p, 16, s), "layout"),
+        ("mma_store layout", lambda: b.mma_store(p, p, 16, s), "layout"),
+        ("cp_async cache", lambda: b.cp_async(p, p, 16, s), "cache"),
+        ("ptr space", lambda: hir.ptr("global" + s, hir.f32), "space"),
+        ("frag kind", lambda: hir.frag(s, "m16n16k16", hir.f16, "row"), "kind"),
+        ("frag shape", lambda: hir.frag("a", s, hir.f16, "row"), "shape"),
+        ("frag layout", lambda: hir.frag("a", "m16n16k16", hir.f16, s), "layout"),
+        # zyntax.cuda: argument checks come before the driver is asked.
+        ("cuda.Device -1", lambda: cuda.Device(-1), "ordinal"),
+        ("cuda.Device str", lambda: cuda.Device("0"), "ordinal"),
+        ("cuda.Stream -1", lambda: cuda.Stream(-1), "device"),
+        ("cuda.Stream.from_handle", lambda: cuda.Stream.from_handle(-1), "handle"),
+        ("cuda.Stream.legacy_default", lambda: cuda.Stream.legacy_default(2**40), "device"),
+        ("cuda.Event -1", lambda: cuda.Event(-1), "device"),
+        ("cuda.device_arch -1", lambda: cuda.device_arch(-1), "ordinal"),
+        ("cuda.synchronize -1", lambda: cuda.synchronize(-1), "device"),
+        ("cuda.empty -1", lambda: cuda.empty(-1, np.float32), "shape"),
+        ("cuda.empty 2**70", lambda: cuda.empty(2**70, np.float32), "shape"),
+        ("cuda.empty (2, -1)", lambda: cuda.empty((2, -1), np.float32), "shape"),
+        ("cuda.empty 1.5", lambda: cuda.empty(1.5, np.float32), "shape"),
+        ("cuda.empty device", lambda: cuda.empty(4, np.float32, -1), "device"),
+        ("cuda.managed_empty", lambda: cuda.managed_empty(-4, np.float32), "shape"),
+        ("cuda.to_device device", lambda: cuda.to_device(x, -1), "device"),
+        ("cuda.PinnedBuffer", lambda: cuda.PinnedBuffer(-1), "nbytes"),
+        ("cuda.pinned_empty", lambda: cuda.pinned_empty(-1), "shape"),
+        ("cuda.load_module int", lambda: cuda.load_module(3), "image"),
+        ("cuda.load_module hir", lambda: cuda.load_module("ptx", hir=3), "hir"),
+        ("cuda.load_module device", lambda: cuda.load_module("ptx", -1), "device"),
+        ("cuda.Module.load int", lambda: cuda.Module.load(3), "image"),
+        ("cuda.Module.load text", lambda: cuda.Module.load("//" + s), "image"),
+        ("cuda.Module.load zir", lambda: cuda.Module.load("//", zir=s), "zir"),
+        ("cuda.from_dlpack", lambda: cuda.from_dlpack(3), "obj"),
+        ("cuda.from_cuda_array_interface", lambda: cuda.from_cuda_array_interface(3), "obj"),
+        ("cuda.Program shape", lambda: cuda.Program().input("x", -1), "shape"),
+        ("cuda.Program kernel", lambda: cuda.Program().launch(print, 1, 1), "kernel"),
+    ]
+    if hasattr(_native, "cli_main"):
+        calls.append(("cli_main argv", lambda: _native.cli_main(["zyntax", s]), "argv"))
+    return calls
+
+
+@pytest.mark.parametrize("case", range(len(_string_and_cuda_calls())))
+def test_strings_and_cuda_arguments_raise_argument_errors(case: int) -> None:
+    label, call, name = _string_and_cuda_calls()[case]
+    with pytest.raises(zyntax.ArgumentError) as info:
         call()
     assert _named(info.value, name), f"{label}: {type(info.value).__name__}: {info.value}"
 

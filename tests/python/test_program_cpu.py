@@ -106,7 +106,7 @@ def test_program_recording_without_a_gpu() -> None:
     assert (x.shape, t.shape, t.strides) == ((16,), (4, 4), (32, 8))
     with pytest.raises(zyntax.CudaError, match="already has a buffer named 'x'"):
         p.parameter("x", 3)
-    with pytest.raises(TypeError, match=r"takes a zyntax\.cuda\.Kernel"):
+    with pytest.raises(zyntax.ArgumentError, match=r"takes a zyntax\.cuda\.Kernel"):
         p.launch(print, 1, 1, x)
     other = cuda.Program().input("x", 16)
     with pytest.raises(zyntax.CudaError, match="not a buffer of this program"):

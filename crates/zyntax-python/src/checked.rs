@@ -78,11 +78,46 @@ pub fn arg<T: CheckedInt>(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<T> {
     convert(obj, &format!("argument '{name}': "))
 }
 
+/// As [`arg`], also taking integer-like objects (numpy integers, through
+/// `__index__`), never a `bool` or `float`.
+pub fn index<T: CheckedInt>(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<T> {
+    if integer_like(obj) && !obj.is_instance_of::<PyInt>() {
+        return arg(&obj.call_method0("__index__")?, name);
+    }
+    arg(obj, name)
+}
+
 /// A Python `str` that is valid Unicode text (no lone surrogates, which
 /// cannot become UTF-8): PyO3's `&str`/`String` would raise
 /// `UnicodeEncodeError`, this raises [`ArgumentError`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Text(pub String);
+
+impl Text {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+// So a `Text` parameter reads like the `&str` it replaces.
+impl std::ops::Deref for Text {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Display for Text {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<&str> for Text {
+    fn from(s: &str) -> Self {
+        Text(s.to_owned())
+    }
+}
 
 fn text_of(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<String> {
     let Ok(s) = obj.cast::<pyo3::types::PyString>() else {

@@ -9,8 +9,8 @@
 //! encoded into a stack buffer, and nothing is allocated for plain scalars
 //! and `DeviceArray`s.
 
-use crate::checked::Checked;
-use crate::errors::{guard, CudaError as PyCudaError, LaunchError as PyLaunchError};
+use crate::checked::{self, Checked, Text};
+use crate::errors::{guard, ArgumentError, CudaError as PyCudaError, LaunchError as PyLaunchError};
 use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -341,16 +341,19 @@ fn numel(shape: &[usize]) -> PyResult<usize> {
     shape
         .iter()
         .try_fold(1usize, |a, &d| a.checked_mul(d))
-        .ok_or_else(|| PyTypeError::new_err("array shape overflows"))
+        .ok_or_else(|| ArgumentError::new_err("argument 'shape': the element count overflows"))
 }
 
+/// An integer or a sequence of integers, each a checked `usize` (a negative,
+/// huge, `float` or `bool` dimension is an `ArgumentError` naming `shape`).
 fn parse_shape(obj: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> {
-    if let Ok(n) = obj.extract::<usize>() {
-        return Ok(vec![n]);
+    let text = obj.is_instance_of::<PyString>() || obj.is_instance_of::<PyBytes>();
+    match obj.try_iter() {
+        Ok(items) if !text => items
+            .map(|d| checked::index::<usize>(&d?, "shape"))
+            .collect(),
+        _ => Ok(vec![checked::index::<usize>(obj, "shape")?]),
     }
-    obj.extract::<Vec<usize>>().map_err(|_| {
-        PyTypeError::new_err("shape must be an int or a sequence of non-negative ints")
-    })
 }
 
 impl DeviceArray {
@@ -952,23 +955,24 @@ fn htod(
 
 /// An uninitialised DeviceArray from the memory pool.
 #[pyfunction]
-#[pyo3(signature = (shape, dtype, device=0, stream=None))]
+#[pyo3(signature = (shape, dtype, device=Checked(0), stream=None),
+    text_signature = "(shape, dtype, device=0, stream=None)")]
 pub fn cuda_empty(
     py: Python<'_>,
     shape: &Bound<'_, PyAny>,
     dtype: &Bound<'_, PyAny>,
-    device: u32,
+    device: Checked<u32>,
     stream: Option<&Bound<'_, CudaStream>>,
 ) -> PyResult<DeviceArray> {
     guard(|| {
         let shape = parse_shape(shape)?;
         let dtype = normalize_dtype(py, dtype)?;
-        let dev = self::device(py, device)?;
+        let dev = self::device(py, device.0)?;
         let s = opt_stream(stream);
         check_stream_device(py, s, &dev)?;
-        let bytes = numel(&shape)?
-            .checked_mul(dtype.itemsize)
-            .ok_or_else(|| PyTypeError::new_err("array size overflows"))?;
+        let bytes = numel(&shape)?.checked_mul(dtype.itemsize).ok_or_else(|| {
+            ArgumentError::new_err("argument 'shape': the array's byte size overflows")
+        })?;
         let buf = zc::DeviceBuffer::alloc(&dev, bytes as u64, s).py(py)?;
         Ok(DeviceArray::new_pool(shape, dtype, buf))
     })
@@ -979,20 +983,21 @@ pub fn cuda_empty(
 /// A DeviceArray in managed (unified) memory: the same address works on the
 /// host and the device. Refused when larger than the device's free memory.
 #[pyfunction]
-#[pyo3(signature = (shape, dtype, device=0))]
+#[pyo3(signature = (shape, dtype, device=Checked(0)),
+    text_signature = "(shape, dtype, device=0)")]
 pub fn cuda_managed_empty(
     py: Python<'_>,
     shape: &Bound<'_, PyAny>,
     dtype: &Bound<'_, PyAny>,
-    device: u32,
+    device: Checked<u32>,
 ) -> PyResult<DeviceArray> {
     guard(|| {
         let shape = parse_shape(shape)?;
         let dtype = normalize_dtype(py, dtype)?;
-        let dev = self::device(py, device)?;
-        let bytes = numel(&shape)?
-            .checked_mul(dtype.itemsize)
-            .ok_or_else(|| PyTypeError::new_err("array size overflows"))?;
+        let dev = self::device(py, device.0)?;
+        let bytes = numel(&shape)?.checked_mul(dtype.itemsize).ok_or_else(|| {
+            ArgumentError::new_err("argument 'shape': the array's byte size overflows")
+        })?;
         let buf = zc::ManagedBuffer::new(&dev, bytes as u64).py(py)?;
         Ok(DeviceArray {
             ptr: buf.ptr(),
@@ -1010,11 +1015,12 @@ pub fn cuda_managed_empty(
 /// read and write the host array). Unregistered when the DeviceArray and
 /// everything using it (graphs, programs) are gone.
 #[pyfunction]
-#[pyo3(signature = (array, device=0))]
+#[pyo3(signature = (array, device=Checked(0)),
+    text_signature = "(array, device=0)")]
 pub fn cuda_register_host(
     py: Python<'_>,
     array: &Bound<'_, PyAny>,
-    device: u32,
+    device: Checked<u32>,
 ) -> PyResult<DeviceArray> {
     guard(|| {
         let hv = host_view(array)?;
@@ -1024,7 +1030,7 @@ pub fn cuda_register_host(
                 zc::CudaError::Invalid("register_host: the array is read-only".to_owned()),
             ));
         }
-        let dev = self::device(py, device)?;
+        let dev = self::device(py, device.0)?;
         let n = numel(&hv.shape)? * hv.dtype.itemsize;
         // SAFETY: the array's memory stays alive: the owner holds the array.
         let reg = unsafe { zc::HostRegistration::new(&dev, hv.ptr as *mut u8, n) }.py(py)?;
@@ -1095,7 +1101,7 @@ pub fn cuda_prefetch(
 pub fn cuda_advise(
     py: Python<'_>,
     array: &Bound<'_, DeviceArray>,
-    advice: &str,
+    advice: Text,
     location: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<()> {
     guard(|| {
@@ -1105,7 +1111,7 @@ pub fn cuda_advise(
             Some(l) => self::location(py, l)?,
             None => zc::Location::Device(a.device.ordinal()),
         };
-        m.advise(zc::Advice::parse(advice).py(py)?, loc).py(py)
+        m.advise(zc::Advice::parse(&advice).py(py)?, loc).py(py)
     })
 }
 
@@ -1122,17 +1128,18 @@ pub fn cuda_memory_kind(array: &Bound<'_, DeviceArray>) -> &'static str {
 
 /// Copies a C-contiguous numpy array to a new DeviceArray.
 #[pyfunction]
-#[pyo3(signature = (array, device=0, stream=None, sync=true))]
+#[pyo3(signature = (array, device=Checked(0), stream=None, sync=true),
+    text_signature = "(array, device=0, stream=None, sync=True)")]
 pub fn cuda_to_device(
     py: Python<'_>,
     array: &Bound<'_, PyAny>,
-    device: u32,
+    device: Checked<u32>,
     stream: Option<&Bound<'_, CudaStream>>,
     sync: bool,
 ) -> PyResult<DeviceArray> {
     guard(|| {
         let hv = host_view(array)?;
-        let dev = self::device(py, device)?;
+        let dev = self::device(py, device.0)?;
         let s = opt_stream(stream).cloned();
         check_stream_device(py, s.as_ref(), &dev)?;
         let n = numel(&hv.shape)? * hv.dtype.itemsize;
@@ -1150,6 +1157,12 @@ pub fn cuda_from_cuda_array_interface(
     obj: &Bound<'_, PyAny>,
 ) -> PyResult<DeviceArray> {
     guard(|| {
+        if !obj.hasattr("__cuda_array_interface__")? {
+            return Err(ArgumentError::new_err(format!(
+                "argument 'obj': expected an object with __cuda_array_interface__, got {}",
+                type_name(obj)
+            )));
+        }
         let cai = obj.getattr("__cuda_array_interface__")?;
         let (ptr, shape, strides, dtype, stream) = read_cai(&cai)?;
         zc::init().py(py)?;
@@ -1183,6 +1196,13 @@ pub fn cuda_from_cuda_array_interface(
 #[pyfunction]
 pub fn cuda_from_dlpack(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<DeviceArray> {
     guard(|| {
+        if !obj.hasattr("__dlpack__")? || !obj.hasattr("__dlpack_device__")? {
+            return Err(ArgumentError::new_err(format!(
+                "argument 'obj': expected a DLPack tensor (with __dlpack__ and \
+                 __dlpack_device__), got {}",
+                type_name(obj)
+            )));
+        }
         let (dt, id): (i32, i32) = obj.call_method0("__dlpack_device__")?.extract()?;
         if !matches!(dt, KDL_CUDA | KDL_CUDA_MANAGED) {
             return Err(PyTypeError::new_err(format!(
@@ -1248,12 +1268,13 @@ pub struct CudaPinnedBuffer {
 #[pymethods]
 impl CudaPinnedBuffer {
     #[new]
-    #[pyo3(signature = (nbytes, device=0))]
-    fn new(py: Python<'_>, nbytes: usize, device: u32) -> PyResult<Self> {
+    #[pyo3(signature = (nbytes, device=Checked(0)),
+        text_signature = "(nbytes, device=0)")]
+    fn new(py: Python<'_>, nbytes: Checked<usize>, device: Checked<u32>) -> PyResult<Self> {
         guard(|| {
-            let dev = self::device(py, device)?;
+            let dev = self::device(py, device.0)?;
             Ok(CudaPinnedBuffer {
-                inner: zc::PinnedBuffer::new(&dev, nbytes).py(py)?,
+                inner: zc::PinnedBuffer::new(&dev, nbytes.0).py(py)?,
             })
         })
     }
@@ -1287,11 +1308,12 @@ pub struct CudaDevice {
 #[pymethods]
 impl CudaDevice {
     #[new]
-    #[pyo3(signature = (ordinal=0))]
-    fn new(py: Python<'_>, ordinal: u32) -> PyResult<Self> {
+    #[pyo3(signature = (ordinal=Checked(0)),
+        text_signature = "(ordinal=0)")]
+    fn new(py: Python<'_>, ordinal: Checked<u32>) -> PyResult<Self> {
         guard(|| {
             Ok(CudaDevice {
-                inner: device(py, ordinal)?,
+                inner: device(py, ordinal.0)?,
             })
         })
     }
@@ -1382,8 +1404,8 @@ impl CudaDevice {
     }
     /// Caps the pool's in-use plus cached bytes (`None` removes the cap).
     #[pyo3(signature = (limit))]
-    fn set_memory_limit(&self, py: Python<'_>, limit: Option<u64>) -> PyResult<()> {
-        guard(|| self.inner.set_memory_limit(limit).py(py))
+    fn set_memory_limit(&self, py: Python<'_>, limit: Option<Checked<u64>>) -> PyResult<()> {
+        guard(|| self.inner.set_memory_limit(limit.map(|c| c.0)).py(py))
     }
     /// Returns cached pool blocks to the driver (synchronizes the device first).
     fn empty_cache(&self, py: Python<'_>) -> PyResult<()> {
@@ -1434,10 +1456,11 @@ fn capture_mode(s: &str) -> PyResult<zc::CaptureMode> {
 #[pymethods]
 impl CudaStream {
     #[new]
-    #[pyo3(signature = (device=0, non_blocking=false))]
-    fn new(py: Python<'_>, device: u32, non_blocking: bool) -> PyResult<Self> {
+    #[pyo3(signature = (device=Checked(0), non_blocking=false),
+        text_signature = "(device=0, non_blocking=False)")]
+    fn new(py: Python<'_>, device: Checked<u32>, non_blocking: bool) -> PyResult<Self> {
         guard(|| {
-            let dev = self::device(py, device)?;
+            let dev = self::device(py, device.0)?;
             Ok(CudaStream {
                 inner: zc::Stream::new(&dev, non_blocking).py(py)?,
             })
@@ -1446,23 +1469,25 @@ impl CudaStream {
     /// Wraps a foreign stream handle (e.g. `torch.cuda.current_stream().cuda_stream`);
     /// the caller keeps that stream alive.
     #[staticmethod]
-    #[pyo3(signature = (handle, device=0))]
-    fn from_handle(py: Python<'_>, handle: usize, device: u32) -> PyResult<Self> {
+    #[pyo3(signature = (handle, device=Checked(0)),
+        text_signature = "(handle, device=0)")]
+    fn from_handle(py: Python<'_>, handle: Checked<usize>, device: Checked<u32>) -> PyResult<Self> {
         guard(|| {
-            let dev = self::device(py, device)?;
+            let dev = self::device(py, device.0)?;
             // SAFETY: documented contract: a live stream of this device.
             Ok(CudaStream {
-                inner: unsafe { zc::Stream::from_raw(&dev, handle as zc::CUstream) },
+                inner: unsafe { zc::Stream::from_raw(&dev, handle.0 as zc::CUstream) },
             })
         })
     }
     /// The legacy default stream of a device.
     #[staticmethod]
-    #[pyo3(signature = (device=0))]
-    fn legacy_default(py: Python<'_>, device: u32) -> PyResult<Self> {
+    #[pyo3(signature = (device=Checked(0)),
+        text_signature = "(device=0)")]
+    fn legacy_default(py: Python<'_>, device: Checked<u32>) -> PyResult<Self> {
         guard(|| {
             Ok(CudaStream {
-                inner: zc::Stream::legacy_default(&self::device(py, device)?),
+                inner: zc::Stream::legacy_default(&self::device(py, device.0)?),
             })
         })
     }
@@ -1516,9 +1541,10 @@ impl CudaStream {
         })
     }
     /// Starts capturing this stream's work into a graph.
-    #[pyo3(signature = (mode="thread_local"))]
-    fn begin_capture(&self, py: Python<'_>, mode: &str) -> PyResult<()> {
-        guard(|| self.inner.begin_capture(capture_mode(mode)?).py(py))
+    #[pyo3(signature = (mode=Text::from("thread_local")),
+        text_signature = "($self, mode='thread_local')")]
+    fn begin_capture(&self, py: Python<'_>, mode: Text) -> PyResult<()> {
+        guard(|| self.inner.begin_capture(capture_mode(&mode)?).py(py))
     }
     /// Ends the capture and returns the captured graph.
     fn end_capture(&self, py: Python<'_>) -> PyResult<CudaGraph> {
@@ -1545,10 +1571,11 @@ pub struct CudaEvent {
 #[pymethods]
 impl CudaEvent {
     #[new]
-    #[pyo3(signature = (device=0, timing=true))]
-    fn new(py: Python<'_>, device: u32, timing: bool) -> PyResult<Self> {
+    #[pyo3(signature = (device=Checked(0), timing=true),
+        text_signature = "(device=0, timing=True)")]
+    fn new(py: Python<'_>, device: Checked<u32>, timing: bool) -> PyResult<Self> {
         guard(|| {
-            let dev = self::device(py, device)?;
+            let dev = self::device(py, device.0)?;
             Ok(CudaEvent {
                 inner: zc::Event::new(&dev, timing).py(py)?,
             })
@@ -1632,12 +1659,12 @@ impl CudaGraphExec {
     fn set_kernel_args(
         &self,
         py: Python<'_>,
-        index: usize,
+        index: Checked<usize>,
         kernel: &Bound<'_, CudaKernel>,
         args: &Bound<'_, PyTuple>,
         grid: Option<&Bound<'_, PyAny>>,
         block: Option<&Bound<'_, PyAny>>,
-        shared_mem: Option<u32>,
+        shared_mem: Option<Checked<u32>>,
     ) -> PyResult<()> {
         guard(|| {
             let k = kernel.get();
@@ -1645,10 +1672,16 @@ impl CudaGraphExec {
                 (Some(g), Some(b)) => Some(zc::LaunchConfig {
                     grid: dims(g, "grid")?,
                     block: dims(b, "block")?,
-                    shared_bytes: shared_mem.unwrap_or(k.inner.signature().shared_bytes),
+                    shared_bytes: shared_mem
+                        .map(|c| c.0)
+                        .unwrap_or(k.inner.signature().shared_bytes),
                 }),
                 (None, None) => None,
-                _ => return Err(PyTypeError::new_err("pass both grid and block, or neither")),
+                _ => {
+                    return Err(ArgumentError::new_err(
+                        "arguments 'grid' and 'block': pass both, or neither",
+                    ))
+                }
             };
             let mut keep: Vec<DlpackTensor> = Vec::new();
             let items: Vec<Bound<'_, PyAny>> = args.iter().collect();
@@ -1669,7 +1702,7 @@ impl CudaGraphExec {
             // and `owners` keeps every argument's memory alive.
             unsafe {
                 self.inner
-                    .set_kernel_args(index, &k.inner, cfg.as_ref(), &kargs, owners)
+                    .set_kernel_args(index.0, &k.inner, cfg.as_ref(), &kargs, owners)
             }
             .py(py)
         })
@@ -1731,12 +1764,13 @@ impl CudaModule {
     /// gives them explicitly: `{kernel: {"params": [type, ...],
     /// "max_threads": [x, y, z] | None, "shared_bytes": int}}`.
     #[staticmethod]
-    #[pyo3(signature = (image, device=0, zir=None, signatures=None))]
+    #[pyo3(signature = (image, device=Checked(0), zir=None, signatures=None),
+        text_signature = "(image, device=0, zir=None, signatures=None)")]
     fn load(
         py: Python<'_>,
         image: &Bound<'_, PyAny>,
-        device: u32,
-        zir: Option<&str>,
+        device: Checked<u32>,
+        zir: Option<Text>,
         signatures: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         guard(|| {
@@ -1748,24 +1782,31 @@ impl CudaModule {
                     sigs.insert(name, sig);
                 }
             }
-            let dev = self::device(py, device)?;
+            // Checked before the driver is touched.
+            enum Image {
+                Ptx(String),
+                Binary(Vec<u8>),
+            }
+            let image = if image.is_instance_of::<PyString>() {
+                Image::Ptx(checked::text(image, "image")?)
+            } else if let Ok(b) = image.cast::<PyBytes>() {
+                Image::Binary(b.as_bytes().to_vec())
+            } else {
+                return Err(ArgumentError::new_err(format!(
+                    "argument 'image': expected str (PTX) or bytes, got {}",
+                    type_name(image)
+                )));
+            };
+            let dev = self::device(py, device.0)?;
             let hir = match zir {
-                Some(t) => Some(zyntax_hir::parse_module(t).map_err(|e| {
+                Some(t) => Some(zyntax_hir::parse_module(&t).map_err(|e| {
                     crate::errors::ParseError::new_err(format!("zir passed to Module.load: {e}"))
                 })?),
                 None => None,
             };
-            let inner = if let Ok(s) = image.cast::<PyString>() {
-                let s = s.to_str()?.to_owned();
-                py.detach(move || zc::Module::load_ptx(&dev, &s)).py(py)?
-            } else if let Ok(b) = image.cast::<PyBytes>() {
-                let b = b.as_bytes().to_vec();
-                py.detach(move || zc::Module::load(&dev, &b)).py(py)?
-            } else {
-                return Err(PyTypeError::new_err(format!(
-                    "module image must be str (PTX) or bytes, not {}",
-                    type_name(image)
-                )));
+            let inner = match image {
+                Image::Ptx(s) => py.detach(move || zc::Module::load_ptx(&dev, &s)).py(py)?,
+                Image::Binary(b) => py.detach(move || zc::Module::load(&dev, &b)).py(py)?,
             };
             Ok(CudaModule { inner, hir, sigs })
         })
@@ -1785,24 +1826,24 @@ impl CudaModule {
     }
     /// Looks up a kernel; its parameters come from the HIR (if `zir` was
     /// given at load) or else from the PTX.
-    fn kernel(&self, py: Python<'_>, name: &str) -> PyResult<CudaKernel> {
+    fn kernel(&self, py: Python<'_>, name: Text) -> PyResult<CudaKernel> {
         guard(|| {
             let sig = match (
-                self.sigs.get(name),
-                self.hir.as_ref().and_then(|m| m.function(name)),
+                self.sigs.get(name.as_str()),
+                self.hir.as_ref().and_then(|m| m.function(&name)),
             ) {
                 (Some(s), _) => Some(s.clone()),
                 (None, Some(f)) => Some(zc::Signature::from_function(f).py(py)?),
                 (None, None) => None,
             };
-            Ok(CudaKernel::new(self.inner.kernel(name, sig).py(py)?))
+            Ok(CudaKernel::new(self.inner.kernel(&name, sig).py(py)?))
         })
     }
     /// `module.saxpy` is `module.kernel("saxpy")`; a missing kernel is an
     /// AttributeError here, so `hasattr` and `getattr(m, x, default)` work.
-    fn __getattr__(&self, py: Python<'_>, name: &str) -> PyResult<CudaKernel> {
+    fn __getattr__(&self, py: Python<'_>, name: Text) -> PyResult<CudaKernel> {
         if name.starts_with('_') {
-            return Err(pyo3::exceptions::PyAttributeError::new_err(name.to_owned()));
+            return Err(pyo3::exceptions::PyAttributeError::new_err(name.0));
         }
         self.kernel(py, name)
             .map_err(|e| pyo3::exceptions::PyAttributeError::new_err(e.to_string()))
@@ -2277,8 +2318,8 @@ impl CudaKernel {
 
     /// Raises the dynamic shared memory this kernel may use (done
     /// automatically by launches that ask for more than 48 KiB).
-    fn set_max_dynamic_shared(&self, py: Python<'_>, nbytes: u32) -> PyResult<()> {
-        guard(|| self.inner.set_max_dynamic_shared(nbytes).py(py))
+    fn set_max_dynamic_shared(&self, py: Python<'_>, nbytes: Checked<u32>) -> PyResult<()> {
+        guard(|| self.inner.set_max_dynamic_shared(nbytes.0).py(py))
     }
 
     fn __repr__(&self) -> String {
@@ -2326,10 +2367,11 @@ impl CudaLauncher {
 
 /// Waits for all work on `device` (GIL released).
 #[pyfunction]
-#[pyo3(signature = (device=0))]
-pub fn cuda_synchronize(py: Python<'_>, device: u32) -> PyResult<()> {
+#[pyo3(signature = (device=Checked(0)),
+    text_signature = "(device=0)")]
+pub fn cuda_synchronize(py: Python<'_>, device: Checked<u32>) -> PyResult<()> {
     guard(|| {
-        let d = self::device(py, device)?;
+        let d = self::device(py, device.0)?;
         py.detach(move || d.synchronize()).py(py)
     })
 }

@@ -11,7 +11,7 @@
 //! (operands and locations are converted first), and a builder lock is taken
 //! before a module lock, never the other way round.
 
-use crate::checked::{self, Checked};
+use crate::checked::{self, Checked, Text};
 use crate::errors::{guard, BuildError, InternalError, ParseError, VerifyError};
 use crate::loc::caller_loc;
 use crate::types::{enum_name, parse_layout, to_type, to_types, type_name, PyHirType};
@@ -217,11 +217,13 @@ fn parse_error(py: Python<'_>, e: zh::ParseError) -> PyErr {
 /// error locations.
 #[pyfunction]
 #[pyo3(signature = (text, filename=None))]
-pub fn parse_zir(py: Python<'_>, text: &str, filename: Option<&str>) -> PyResult<HirModule> {
-    guard(|| match zh::parse_module_named(text, filename) {
-        Ok(m) => Ok(module_from(m)),
-        Err(e) => Err(parse_error(py, e)),
-    })
+pub fn parse_zir(py: Python<'_>, text: Text, filename: Option<Text>) -> PyResult<HirModule> {
+    guard(
+        || match zh::parse_module_named(&text, filename.as_deref()) {
+            Ok(m) => Ok(module_from(m)),
+            Err(e) => Err(parse_error(py, e)),
+        },
+    )
 }
 
 #[derive(Default)]
@@ -305,9 +307,9 @@ impl HirModule {
     #[new]
     #[pyo3(signature = (name, *, targets=None, ptx_version=None, record_locations=true))]
     fn new(
-        name: &str,
-        targets: Option<Vec<String>>,
-        ptx_version: Option<&str>,
+        name: Text,
+        targets: Option<Vec<Text>>,
+        ptx_version: Option<Text>,
         record_locations: bool,
     ) -> PyResult<Self> {
         let targets = targets
@@ -315,7 +317,7 @@ impl HirModule {
             .iter()
             .map(|s| parse_arch(s))
             .collect::<PyResult<Vec<_>>>()?;
-        let ptx_version = ptx_version.map(parse_ptx).transpose()?;
+        let ptx_version = ptx_version.as_deref().map(parse_ptx).transpose()?;
         Ok(HirModule {
             inner: Arc::new(ModShared {
                 state: Mutex::new(ModState {
@@ -344,7 +346,7 @@ impl HirModule {
             .collect())
     }
     #[setter]
-    fn set_targets(&self, targets: Vec<String>) -> PyResult<()> {
+    fn set_targets(&self, targets: Vec<Text>) -> PyResult<()> {
         let t = targets
             .iter()
             .map(|s| parse_arch(s))
@@ -359,8 +361,8 @@ impl HirModule {
         Ok(lock(&self.inner.state)?.ptx_version.map(|p| p.to_string()))
     }
     #[setter]
-    fn set_ptx_version(&self, v: Option<&str>) -> PyResult<()> {
-        let p = v.map(parse_ptx).transpose()?;
+    fn set_ptx_version(&self, v: Option<Text>) -> PyResult<()> {
+        let p = v.as_deref().map(parse_ptx).transpose()?;
         lock(&self.inner.state)?.ptx_version = p;
         Ok(())
     }
@@ -392,30 +394,30 @@ impl HirModule {
     fn kernel(
         &self,
         py: Python<'_>,
-        name: &str,
+        name: Text,
         params: &Bound<'_, PyAny>,
         max_threads: Option<&Bound<'_, PyAny>>,
         min_blocks: Option<Checked<u32>>,
         max_registers: Option<Checked<u32>>,
         shared_bytes: Checked<u32>,
-        arch: Option<&str>,
+        arch: Option<Text>,
         critical_path: bool,
         no_alloc: bool,
         inline_always: bool,
         no_bounds_check: bool,
-        opt_level: Option<String>,
+        opt_level: Option<Text>,
     ) -> PyResult<FunctionBuilder> {
         let info = KernelInfo {
             max_threads: max_threads.map(to_max_threads).transpose()?,
             min_blocks: min_blocks.map(|c| c.0),
             max_registers: max_registers.map(|c| c.0),
             shared_bytes: shared_bytes.0,
-            arch: arch.map(parse_arch).transpose()?,
+            arch: arch.as_deref().map(parse_arch).transpose()?,
         };
         let no_returns = PyTuple::empty(py);
         self.declare(
             py,
-            name,
+            &name,
             FunctionKind::Kernel(info),
             params,
             no_returns.as_any(),
@@ -424,7 +426,7 @@ impl HirModule {
                 no_alloc,
                 inline_always,
                 no_bounds_check,
-                opt_level,
+                opt_level: opt_level.map(|t| t.0),
             },
         )
     }
@@ -436,19 +438,19 @@ impl HirModule {
     fn device_function(
         &self,
         py: Python<'_>,
-        name: &str,
+        name: Text,
         params: &Bound<'_, PyAny>,
         returns: Option<&Bound<'_, PyAny>>,
         critical_path: bool,
         no_alloc: bool,
         inline_always: bool,
         no_bounds_check: bool,
-        opt_level: Option<String>,
+        opt_level: Option<Text>,
     ) -> PyResult<FunctionBuilder> {
         let empty = PyTuple::empty(py);
         self.declare(
             py,
-            name,
+            &name,
             FunctionKind::Device,
             params,
             returns.unwrap_or(empty.as_any()),
@@ -457,7 +459,7 @@ impl HirModule {
                 no_alloc,
                 inline_always,
                 no_bounds_check,
-                opt_level,
+                opt_level: opt_level.map(|t| t.0),
             },
         )
     }
@@ -469,19 +471,19 @@ impl HirModule {
     fn host_function(
         &self,
         py: Python<'_>,
-        name: &str,
+        name: Text,
         params: &Bound<'_, PyAny>,
         returns: Option<&Bound<'_, PyAny>>,
         critical_path: bool,
         no_alloc: bool,
         inline_always: bool,
         no_bounds_check: bool,
-        opt_level: Option<String>,
+        opt_level: Option<Text>,
     ) -> PyResult<FunctionBuilder> {
         let empty = PyTuple::empty(py);
         self.declare(
             py,
-            name,
+            &name,
             FunctionKind::Host,
             params,
             returns.unwrap_or(empty.as_any()),
@@ -490,15 +492,15 @@ impl HirModule {
                 no_alloc,
                 inline_always,
                 no_bounds_check,
-                opt_level,
+                opt_level: opt_level.map(|t| t.0),
             },
         )
     }
 
     /// `(param_types, return_types)` of a function of this module.
-    fn signature(&self, name: &str) -> PyResult<(Vec<PyHirType>, Vec<PyHirType>)> {
+    fn signature(&self, name: Text) -> PyResult<(Vec<PyHirType>, Vec<PyHirType>)> {
         let st = lock(&self.inner.state)?;
-        match st.decls.iter().find(|d| d.name == name) {
+        match st.decls.iter().find(|d| d.name == *name) {
             Some(d) => Ok((
                 d.params.iter().cloned().map(PyHirType).collect(),
                 d.returns.iter().cloned().map(PyHirType).collect(),
@@ -511,9 +513,9 @@ impl HirModule {
     }
 
     /// Whether function `name` is a kernel, a device or a host function.
-    fn kind(&self, name: &str) -> PyResult<&'static str> {
+    fn kind(&self, name: Text) -> PyResult<&'static str> {
         let m = self.hir()?;
-        m.function(name).map(|f| f.kind.keyword()).ok_or_else(|| {
+        m.function(&name).map(|f| f.kind.keyword()).ok_or_else(|| {
             BuildError::new_err(format!("module '{}' has no function @{name}", m.name))
         })
     }
@@ -531,9 +533,9 @@ impl HirModule {
     }
 
     /// One function as `.zir` text.
-    fn function_zir(&self, name: &str) -> PyResult<String> {
+    fn function_zir(&self, name: Text) -> PyResult<String> {
         let m = self.hir()?;
-        guard(|| match m.function(name) {
+        guard(|| match m.function(&name) {
             Some(f) => Ok(zh::print_function(f)),
             None => Err(BuildError::new_err(format!(
                 "module '{}' has no function @{name}",
@@ -553,9 +555,9 @@ impl HirModule {
 
     /// Reads a module from `to_json()` output (not verified).
     #[staticmethod]
-    fn from_json(text: &str) -> PyResult<HirModule> {
+    fn from_json(text: Text) -> PyResult<HirModule> {
         guard(|| {
-            zh::Module::from_json(text)
+            zh::Module::from_json(&text)
                 .map(module_from)
                 .map_err(|e| ParseError::new_err(format!("invalid module JSON: {e}")))
         })
@@ -1067,13 +1069,13 @@ impl FunctionBuilder {
         text_signature = "($self, file, line=1, col=1)")]
     fn set_location(
         &self,
-        file: Option<String>,
+        file: Option<Text>,
         line: Checked<u32>,
         col: Checked<u32>,
     ) -> PyResult<()> {
         let mut st = lock(&self.sh.state)?;
         st.loc_override = file.map(|f| Loc {
-            file: Some(f),
+            file: Some(f.0),
             line: line.0,
             col: col.0,
         });
@@ -1133,17 +1135,17 @@ impl FunctionBuilder {
     fn binary(
         &self,
         py: Python<'_>,
-        op: &str,
+        op: Text,
         a: &Bound<'_, PyAny>,
         b: &Bound<'_, PyAny>,
     ) -> PyResult<PyValue> {
-        let op = enum_name("binary op", op, BinOp::ALL, BinOp::from_name, BinOp::name)?;
+        let op = enum_name("binary op", &op, BinOp::ALL, BinOp::from_name, BinOp::name)?;
         self.sh.binary(py, op, a, b)
     }
 
     /// Generic one-operand op by name (`"neg"`, `"sqrt"`, ...).
-    fn unary(&self, py: Python<'_>, op: &str, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-        let op = enum_name("unary op", op, UnOp::ALL, UnOp::from_name, UnOp::name)?;
+    fn unary(&self, py: Python<'_>, op: Text, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        let op = enum_name("unary op", &op, UnOp::ALL, UnOp::from_name, UnOp::name)?;
         self.sh.unary(py, op, a)
     }
 
@@ -1171,11 +1173,11 @@ impl FunctionBuilder {
     fn cmp(
         &self,
         py: Python<'_>,
-        op: &str,
+        op: Text,
         a: &Bound<'_, PyAny>,
         b: &Bound<'_, PyAny>,
     ) -> PyResult<PyValue> {
-        let op = enum_name("comparison", op, CmpOp::ALL, CmpOp::from_name, CmpOp::name)?;
+        let op = enum_name("comparison", &op, CmpOp::ALL, CmpOp::from_name, CmpOp::name)?;
         self.sh.cmp(py, op, a, b)
     }
 
@@ -1338,9 +1340,10 @@ impl FunctionBuilder {
     // ------------------------------------------------------------ synchronization
 
     /// Memory fence at `scope` (`"block"`, `"device"`, `"system"`).
-    #[pyo3(signature = (scope="device"))]
-    fn fence(&self, py: Python<'_>, scope: &str) -> PyResult<()> {
-        let s = to_scope(scope)?;
+    #[pyo3(signature = (scope=Text::from("device")),
+        text_signature = "($self, scope='device')")]
+    fn fence(&self, py: Python<'_>, scope: Text) -> PyResult<()> {
+        let s = to_scope(&scope)?;
         self.sh.run(py, |fb| fb.fence(s))
     }
     /// Synchronizes the lanes in `mask`.
@@ -1357,35 +1360,37 @@ impl FunctionBuilder {
 
     /// Atomic read-modify-write (`op` in add, sub, min, max, and, or, xor, exch,
     /// inc, dec) at `scope`; returns the old value.
-    #[pyo3(signature = (op, ptr, value, scope="device"))]
+    #[pyo3(signature = (op, ptr, value, scope=Text::from("device")),
+        text_signature = "($self, op, ptr, value, scope='device')")]
     fn atomic(
         &self,
         py: Python<'_>,
-        op: &str,
+        op: Text,
         ptr: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
-        scope: &str,
+        scope: Text,
     ) -> PyResult<PyValue> {
         let op = enum_name(
             "atomic op",
-            op,
+            &op,
             AtomicOp::ALL,
             AtomicOp::from_name,
             AtomicOp::name,
         )?;
-        self.atomic_op(py, op, ptr, value, scope)
+        self.atomic_op(py, op, ptr, value, &scope)
     }
     /// Compare-and-swap: stores `desired` if `*ptr == expected`; returns the old value.
-    #[pyo3(signature = (ptr, expected, desired, scope="device"))]
+    #[pyo3(signature = (ptr, expected, desired, scope=Text::from("device")),
+        text_signature = "($self, ptr, expected, desired, scope='device')")]
     fn atomic_cas(
         &self,
         py: Python<'_>,
         ptr: &Bound<'_, PyAny>,
         expected: &Bound<'_, PyAny>,
         desired: &Bound<'_, PyAny>,
-        scope: &str,
+        scope: Text,
     ) -> PyResult<PyValue> {
-        let s = to_scope(scope)?;
+        let s = to_scope(&scope)?;
         let (p, pt) = self.sh.value(ptr, "the pointer of `atomic_cas`")?;
         let (oe, _) = self.sh.opnd(expected)?;
         let (od, _) = self.sh.opnd(desired)?;
@@ -1406,7 +1411,7 @@ impl FunctionBuilder {
     fn shfl(
         &self,
         py: Python<'_>,
-        mode: &str,
+        mode: Text,
         value: &Bound<'_, PyAny>,
         lane: &Bound<'_, PyAny>,
         mask: Option<&Bound<'_, PyAny>>,
@@ -1414,7 +1419,7 @@ impl FunctionBuilder {
     ) -> PyResult<PyValue> {
         let m = enum_name(
             "shuffle mode",
-            mode,
+            &mode,
             ShflMode::ALL,
             ShflMode::from_name,
             ShflMode::name,
@@ -1427,13 +1432,13 @@ impl FunctionBuilder {
     fn vote(
         &self,
         py: Python<'_>,
-        mode: &str,
+        mode: Text,
         pred: &Bound<'_, PyAny>,
         mask: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyValue> {
         let m = enum_name(
             "vote mode",
-            mode,
+            &mode,
             VoteMode::ALL,
             VoteMode::from_name,
             VoteMode::name,
@@ -1481,7 +1486,7 @@ impl FunctionBuilder {
         frag: &Bound<'_, PyAny>,
         ptr: &Bound<'_, PyAny>,
         ldm: &Bound<'_, PyAny>,
-        layout: Option<&str>,
+        layout: Option<Text>,
     ) -> PyResult<PyValue> {
         let Type::Frag(ft) = to_type(frag)? else {
             return Err(PyTypeError::new_err(
@@ -1490,7 +1495,7 @@ impl FunctionBuilder {
         };
         // A/B fragments carry their layout; accumulators take it here.
         let layout = match (layout, ft.layout) {
-            (Some(l), _) => parse_layout(l)?,
+            (Some(l), _) => parse_layout(&l)?,
             (None, Some(l)) => l,
             (None, None) => {
                 return Err(BuildError::new_err(
@@ -1541,16 +1546,17 @@ impl FunctionBuilder {
     }
 
     /// Stores an accumulator fragment to `ptr` with leading dimension `ldm`.
-    #[pyo3(signature = (ptr, frag, ldm, layout="row"))]
+    #[pyo3(signature = (ptr, frag, ldm, layout=Text::from("row")),
+        text_signature = "($self, ptr, frag, ldm, layout='row')")]
     fn mma_store(
         &self,
         py: Python<'_>,
         ptr: &Bound<'_, PyAny>,
         frag: &Bound<'_, PyAny>,
         ldm: &Bound<'_, PyAny>,
-        layout: &str,
+        layout: Text,
     ) -> PyResult<()> {
-        let layout = parse_layout(layout)?;
+        let layout = parse_layout(&layout)?;
         let (p, _) = self.sh.value(ptr, "the pointer of `mma_store`")?;
         let (f, _) = self.sh.value(frag, "the fragment of `mma_store`")?;
         let (ol, _) = self.sh.opnd(ldm)?;
@@ -1564,7 +1570,7 @@ impl FunctionBuilder {
 
     /// Asynchronous global→shared copy of `bytes` (4, 8 or 16) with cache hint
     /// `cache` (`"ca"` or `"cg"`, 16 bytes only).
-    #[pyo3(signature = (dst, src, bytes=Checked(16), cache="cg"),
+    #[pyo3(signature = (dst, src, bytes=Checked(16), cache=Text::from("cg")),
         text_signature = "($self, dst, src, bytes=16, cache='cg')")]
     fn cp_async(
         &self,
@@ -1572,11 +1578,11 @@ impl FunctionBuilder {
         dst: &Bound<'_, PyAny>,
         src: &Bound<'_, PyAny>,
         bytes: Checked<u32>,
-        cache: &str,
+        cache: Text,
     ) -> PyResult<()> {
         let c = enum_name(
             "cache hint",
-            cache,
+            &cache,
             CacheHint::ALL,
             CacheHint::from_name,
             CacheHint::name,
@@ -2055,114 +2061,124 @@ impl FunctionBuilder {
         self.sh.run(py, |fb| fb.barrier())
     }
     /// Atomic add; returns the old value.
-    #[pyo3(signature = (ptr, value, scope="device"))]
+    #[pyo3(signature = (ptr, value, scope=Text::from("device")),
+        text_signature = "($self, ptr, value, scope='device')")]
     fn atomic_add(
         &self,
         py: Python<'_>,
         ptr: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
-        scope: &str,
+        scope: Text,
     ) -> PyResult<PyValue> {
-        self.atomic_op(py, AtomicOp::Add, ptr, value, scope)
+        self.atomic_op(py, AtomicOp::Add, ptr, value, &scope)
     }
     /// Atomic subtract; returns the old value.
-    #[pyo3(signature = (ptr, value, scope="device"))]
+    #[pyo3(signature = (ptr, value, scope=Text::from("device")),
+        text_signature = "($self, ptr, value, scope='device')")]
     fn atomic_sub(
         &self,
         py: Python<'_>,
         ptr: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
-        scope: &str,
+        scope: Text,
     ) -> PyResult<PyValue> {
-        self.atomic_op(py, AtomicOp::Sub, ptr, value, scope)
+        self.atomic_op(py, AtomicOp::Sub, ptr, value, &scope)
     }
     /// Atomic minimum; returns the old value.
-    #[pyo3(signature = (ptr, value, scope="device"))]
+    #[pyo3(signature = (ptr, value, scope=Text::from("device")),
+        text_signature = "($self, ptr, value, scope='device')")]
     fn atomic_min(
         &self,
         py: Python<'_>,
         ptr: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
-        scope: &str,
+        scope: Text,
     ) -> PyResult<PyValue> {
-        self.atomic_op(py, AtomicOp::Min, ptr, value, scope)
+        self.atomic_op(py, AtomicOp::Min, ptr, value, &scope)
     }
     /// Atomic maximum; returns the old value.
-    #[pyo3(signature = (ptr, value, scope="device"))]
+    #[pyo3(signature = (ptr, value, scope=Text::from("device")),
+        text_signature = "($self, ptr, value, scope='device')")]
     fn atomic_max(
         &self,
         py: Python<'_>,
         ptr: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
-        scope: &str,
+        scope: Text,
     ) -> PyResult<PyValue> {
-        self.atomic_op(py, AtomicOp::Max, ptr, value, scope)
+        self.atomic_op(py, AtomicOp::Max, ptr, value, &scope)
     }
     /// Atomic and; returns the old value.
-    #[pyo3(signature = (ptr, value, scope="device"))]
+    #[pyo3(signature = (ptr, value, scope=Text::from("device")),
+        text_signature = "($self, ptr, value, scope='device')")]
     fn atomic_and(
         &self,
         py: Python<'_>,
         ptr: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
-        scope: &str,
+        scope: Text,
     ) -> PyResult<PyValue> {
-        self.atomic_op(py, AtomicOp::And, ptr, value, scope)
+        self.atomic_op(py, AtomicOp::And, ptr, value, &scope)
     }
     /// Atomic or; returns the old value.
-    #[pyo3(signature = (ptr, value, scope="device"))]
+    #[pyo3(signature = (ptr, value, scope=Text::from("device")),
+        text_signature = "($self, ptr, value, scope='device')")]
     fn atomic_or(
         &self,
         py: Python<'_>,
         ptr: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
-        scope: &str,
+        scope: Text,
     ) -> PyResult<PyValue> {
-        self.atomic_op(py, AtomicOp::Or, ptr, value, scope)
+        self.atomic_op(py, AtomicOp::Or, ptr, value, &scope)
     }
     /// Atomic xor; returns the old value.
-    #[pyo3(signature = (ptr, value, scope="device"))]
+    #[pyo3(signature = (ptr, value, scope=Text::from("device")),
+        text_signature = "($self, ptr, value, scope='device')")]
     fn atomic_xor(
         &self,
         py: Python<'_>,
         ptr: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
-        scope: &str,
+        scope: Text,
     ) -> PyResult<PyValue> {
-        self.atomic_op(py, AtomicOp::Xor, ptr, value, scope)
+        self.atomic_op(py, AtomicOp::Xor, ptr, value, &scope)
     }
     /// Atomic exchange; returns the old value.
-    #[pyo3(signature = (ptr, value, scope="device"))]
+    #[pyo3(signature = (ptr, value, scope=Text::from("device")),
+        text_signature = "($self, ptr, value, scope='device')")]
     fn atomic_exch(
         &self,
         py: Python<'_>,
         ptr: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
-        scope: &str,
+        scope: Text,
     ) -> PyResult<PyValue> {
-        self.atomic_op(py, AtomicOp::Exch, ptr, value, scope)
+        self.atomic_op(py, AtomicOp::Exch, ptr, value, &scope)
     }
     /// Wrapping u32 increment: old >= v ? 0 : old+1.
-    #[pyo3(signature = (ptr, value, scope="device"))]
+    #[pyo3(signature = (ptr, value, scope=Text::from("device")),
+        text_signature = "($self, ptr, value, scope='device')")]
     fn atomic_inc(
         &self,
         py: Python<'_>,
         ptr: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
-        scope: &str,
+        scope: Text,
     ) -> PyResult<PyValue> {
-        self.atomic_op(py, AtomicOp::Inc, ptr, value, scope)
+        self.atomic_op(py, AtomicOp::Inc, ptr, value, &scope)
     }
     /// Wrapping u32 decrement: (old == 0 || old > v) ? v : old-1.
-    #[pyo3(signature = (ptr, value, scope="device"))]
+    #[pyo3(signature = (ptr, value, scope=Text::from("device")),
+        text_signature = "($self, ptr, value, scope='device')")]
     fn atomic_dec(
         &self,
         py: Python<'_>,
         ptr: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
-        scope: &str,
+        scope: Text,
     ) -> PyResult<PyValue> {
-        self.atomic_op(py, AtomicOp::Dec, ptr, value, scope)
+        self.atomic_op(py, AtomicOp::Dec, ptr, value, &scope)
     }
     /// Value of lane `lane`.
     #[pyo3(signature = (value, lane, *, mask=None, width=Checked(32)),

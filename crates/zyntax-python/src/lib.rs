@@ -125,6 +125,7 @@ fn build_info(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
 /// process's stdout/stderr; the GIL is released meanwhile.
 #[cfg(feature = "cli")]
 #[pyfunction]
-fn cli_main(py: Python<'_>, argv: Vec<String>) -> PyResult<i32> {
+fn cli_main(py: Python<'_>, argv: Vec<checked::Text>) -> PyResult<i32> {
+    let argv: Vec<String> = argv.into_iter().map(|a| a.0).collect();
     errors::guard(|| Ok(py.detach(|| zyntax_cli::run(argv))))
 }

@@ -8,6 +8,7 @@
 //!   args), ...]` for the executor, where each argument is a scalar or a
 //!   `(buffer_index, access)` tuple.
 
+use crate::checked::{Checked, Text};
 use crate::cuda::{device, dims, err, normalize_dtype, CudaKernel, CudaStream, DeviceArray, OrPy};
 use crate::errors::guard;
 use pyo3::exceptions::PyTypeError;
@@ -154,12 +155,12 @@ impl CudaProgram {
     #[pyo3(signature = (device, buffers, steps))]
     fn new(
         py: Python<'_>,
-        device: u32,
+        device: Checked<u32>,
         buffers: Vec<BufferTuple<'_>>,
         steps: Vec<StepTuple<'_>>,
     ) -> PyResult<Self> {
         guard(|| {
-            let dev = self::device(py, device)?;
+            let dev = self::device(py, device.0)?;
             let mut p = zc::Program::new(&dev);
             for d in decls(py, buffers)? {
                 p.buffer(&d.name, d.role, d.elem, &d.shape).py(py)?;
@@ -184,12 +185,13 @@ impl CudaProgram {
     /// Validates `bindings` (`{name: DeviceArray}`) and allocates the
     /// planned temporaries. `warmup`: eager runs before the graph capture
     /// (`None`: never capture).
-    #[pyo3(signature = (bindings, warmup=Some(2), stream=None))]
+    #[pyo3(signature = (bindings, warmup=Some(Checked(2)), stream=None),
+        text_signature = "($self, bindings, warmup=2, stream=None)")]
     fn prepare(
         &self,
         py: Python<'_>,
         bindings: Vec<(String, Bound<'_, DeviceArray>)>,
-        warmup: Option<u32>,
+        warmup: Option<Checked<u32>>,
         stream: Option<&Bound<'_, CudaStream>>,
     ) -> PyResult<CudaProgramExec> {
         guard(|| {
@@ -198,7 +200,7 @@ impl CudaProgram {
                 .map(|(n, a)| (n, a.get().binding()))
                 .collect();
             let opts = zc::ExecOptions {
-                warmup,
+                warmup: warmup.map(|c| c.0),
                 stream: stream.map(|s| s.get().inner.clone()),
             };
             let ex = self.inner.prepare(b, opts).py(py)?;
@@ -232,11 +234,11 @@ impl CudaProgramExec {
 #[pymethods]
 impl CudaProgramExec {
     /// Queues `times` runs on the program's stream (returns at once).
-    #[pyo3(signature = (times=1))]
-    fn run(&self, py: Python<'_>, times: u32) -> PyResult<()> {
+    #[pyo3(signature = (times=Checked(1)), text_signature = "($self, times=1)")]
+    fn run(&self, py: Python<'_>, times: Checked<u32>) -> PyResult<()> {
         guard(|| {
             let mut ex = self.lock();
-            for _ in 0..times {
+            for _ in 0..times.0 {
                 ex.run().map_err(|e| err(py, e))?;
             }
             Ok(())
@@ -245,7 +247,7 @@ impl CudaProgramExec {
     /// Binds a new tensor (a DeviceArray, or any `__cuda_array_interface__`
     /// / DLPack GPU tensor) to an input, parameter or output: validated, and
     /// a captured graph has its kernel nodes updated, not re-captured.
-    fn bind(&self, py: Python<'_>, name: &str, array: &Bound<'_, PyAny>) -> PyResult<()> {
+    fn bind(&self, py: Python<'_>, name: Text, array: &Bound<'_, PyAny>) -> PyResult<()> {
         guard(|| {
             let b = match array.cast::<DeviceArray>() {
                 Ok(d) => d.get().binding(),
@@ -256,7 +258,7 @@ impl CudaProgramExec {
                         return Err(err(
                             py,
                             zc::CudaError::Binding {
-                                name: name.to_owned(),
+                                name: name.0.clone(),
                                 message: "is a host array; device memory is needed \
                                           (copy it with zyntax.cuda.to_device)"
                                     .to_owned(),
@@ -271,7 +273,7 @@ impl CudaProgramExec {
                     d.get().binding()
                 }
             };
-            self.lock().bind(name, b).py(py)
+            self.lock().bind(&name, b).py(py)
         })
     }
     /// Waits for the queued runs (GIL released).
@@ -301,8 +303,8 @@ impl CudaProgramExec {
         plan_dict(py, ex.spec(), ex.plan())
     }
     /// Device address of a buffer (a bound tensor or a planned temporary).
-    fn buffer_ptr(&self, name: &str) -> Option<u64> {
-        self.lock().buffer_ptr(name)
+    fn buffer_ptr(&self, name: Text) -> Option<u64> {
+        self.lock().buffer_ptr(&name)
     }
 }
 

@@ -1,6 +1,6 @@
 //! `zyntax.hir.Type` and conversions from Python objects to HIR types and enums.
 
-use crate::checked::Checked;
+use crate::checked::{Checked, Text};
 use crate::errors::BuildError;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
@@ -21,8 +21,8 @@ pub struct PyHirType(pub Type);
 impl PyHirType {
     /// Parses a type from its `.zir` spelling, e.g. `"ptr<global, f32>"`.
     #[staticmethod]
-    fn parse(text: &str) -> PyResult<Self> {
-        parse_type_text(text).map(PyHirType)
+    fn parse(text: Text) -> PyResult<Self> {
+        parse_type_text(&text).map(PyHirType)
     }
 
     fn __str__(&self) -> String {
@@ -356,10 +356,10 @@ impl TypeParser<'_> {
 /// Pointer to `pointee` in an address space (`"generic"`, `"global"`, `"shared"`,
 /// `"constant"`, `"local"`).
 #[pyfunction]
-pub fn ptr(space: &str, pointee: &Bound<'_, PyAny>) -> PyResult<PyHirType> {
+pub fn ptr(space: Text, pointee: &Bound<'_, PyAny>) -> PyResult<PyHirType> {
     let space = enum_name(
         "address space",
-        space,
+        &space,
         &AddrSpace::ALL,
         AddrSpace::from_name,
         AddrSpace::name,
@@ -395,19 +395,19 @@ pub fn array(elem: &Bound<'_, PyAny>, length: Checked<u64>) -> PyResult<PyHirTyp
 #[pyfunction]
 #[pyo3(signature = (kind, shape, elem, layout=None))]
 pub fn frag(
-    kind: &str,
-    shape: &str,
+    kind: Text,
+    shape: Text,
     elem: &Bound<'_, PyAny>,
-    layout: Option<&str>,
+    layout: Option<Text>,
 ) -> PyResult<PyHirType> {
-    let kind = FragKind::from_name(kind).ok_or_else(|| {
+    let kind = FragKind::from_name(&kind).ok_or_else(|| {
         BuildError::new_err(format!(
             "unknown fragment kind '{kind}' (expected one of: a, b, acc)"
         ))
     })?;
     let shape = enum_name(
         "MMA shape",
-        shape,
+        &shape,
         &MmaShape::ALL,
         MmaShape::from_name,
         MmaShape::name,
@@ -415,7 +415,7 @@ pub fn frag(
     let Type::Scalar(elem) = to_type(elem)? else {
         return Err(BuildError::new_err("fragment elements must be scalars"));
     };
-    let layout = layout.map(parse_layout).transpose()?;
+    let layout = layout.as_deref().map(parse_layout).transpose()?;
     match (kind, layout) {
         (FragKind::Acc, Some(_)) => Err(BuildError::new_err(
             "accumulator fragments take no layout (it is given at load/store time)",

@@ -20,6 +20,8 @@
 //! | MMA, f16, m32n8k16 / m8n32k16 | sm_70 | 6.1 | `wmma` shapes added in PTX 6.1 |
 //! | MMA, bf16 | sm_80 | 7.0 | `wmma.*.bf16` |
 //! | `cp.async`, `cp.async.commit`, `cp.async.wait` | sm_80 | 7.0 | `cp.async.*` |
+//! | `atomic.add` / `red.add` on `vec<f16, 2>` | sm_70 | 6.2 | `atom.add.noftz.f16x2` |
+//! | `atomic.add` / `red.add` on `vec<bf16, 2>` | sm_90 | 7.8 | `atom.add.noftz.bf16x2` |
 //!
 //! Kernel metadata is checked per arch too: static + dynamic shared memory
 //! against [`max_shared_bytes`], `min_blocks` against [`max_blocks_per_sm`]
@@ -70,6 +72,8 @@ pub const WMMA_F16: Feature = feature("wmma f16 m16n16k16", Arch::Sm70, 6, 0);
 pub const WMMA_F16_SHAPES: Feature = feature("wmma f16 m32n8k16/m8n32k16", Arch::Sm70, 6, 1);
 pub const WMMA_BF16: Feature = feature("wmma bf16", Arch::Sm80, 7, 0);
 pub const CP_ASYNC: Feature = feature("cp.async", Arch::Sm80, 7, 0);
+pub const ATOMIC_ADD_F16X2: Feature = feature("atomic add on vec<f16, 2>", Arch::Sm70, 6, 2);
+pub const ATOMIC_ADD_BF16X2: Feature = feature("atomic add on vec<bf16, 2>", Arch::Sm90, 7, 8);
 
 /// Every row of the gating table.
 pub const FEATURES: &[Feature] = &[
@@ -82,6 +86,8 @@ pub const FEATURES: &[Feature] = &[
     WMMA_F16_SHAPES,
     WMMA_BF16,
     CP_ASYNC,
+    ATOMIC_ADD_F16X2,
+    ATOMIC_ADD_BF16X2,
 ];
 
 /// The oldest PTX ISA version whose `.target` accepts `arch`.
@@ -172,13 +178,17 @@ pub fn op_requirements(op: &Op, args: &[Option<&Type>], results: &[Option<&Type>
     if let Some(f) = op.def().feature {
         out.push(f);
     }
-    let arg_scalar = |n: usize| args.get(n).copied().flatten().and_then(Type::as_scalar);
     match op {
         Op::Atomic {
             op: AtomicOp::Add, ..
-        } => match arg_scalar(1) {
-            Some(ScalarType::F16) => out.push(ATOMIC_ADD_F16),
-            Some(ScalarType::BF16) => out.push(ATOMIC_ADD_BF16),
+        }
+        | Op::Red {
+            op: AtomicOp::Add, ..
+        } => match args.get(1).copied().flatten() {
+            Some(Type::Scalar(ScalarType::F16)) => out.push(ATOMIC_ADD_F16),
+            Some(Type::Scalar(ScalarType::BF16)) => out.push(ATOMIC_ADD_BF16),
+            Some(Type::Vector(ScalarType::F16, 2)) => out.push(ATOMIC_ADD_F16X2),
+            Some(Type::Vector(ScalarType::BF16, 2)) => out.push(ATOMIC_ADD_BF16X2),
             _ => {}
         },
         Op::MmaLoad { frag, .. } => out.push(wmma_feature(frag.elem, frag.shape)),

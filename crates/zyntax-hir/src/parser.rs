@@ -1085,6 +1085,19 @@ impl Parser {
             ["block_dim", d] => Op::BlockDim(dim(self, d)?),
             ["grid_dim", d] => Op::GridDim(dim(self, d)?),
             ["fence", s] => Op::Fence(scope(self, s)?),
+            ["fence", "acq_rel", s] => Op::FenceAcqRel(scope(self, s)?),
+            ["load", "acquire", s] => Op::LoadAcquire(scope(self, s)?),
+            ["store", "release", s] => Op::StoreRelease(scope(self, s)?),
+            ["red", op, s] => Op::Red {
+                op: AtomicOp::from_name(op).ok_or_else(|| {
+                    bad_suffix(
+                        self,
+                        "reduction operation",
+                        names(AtomicOp::ALL, AtomicOp::name),
+                    )
+                })?,
+                scope: scope(self, s)?,
+            },
             ["atomic", "cas", s] => Op::AtomicCas {
                 scope: scope(self, s)?,
             },

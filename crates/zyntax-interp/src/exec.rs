@@ -950,6 +950,48 @@ impl<'a> Exec<'a> {
                         w(regs, *dst, l, old);
                     }
                 }
+                // --- issue 12 (warp-sync)
+                DOp::Bits { op, ty, dst, a } => {
+                    for l in lanes(mask) {
+                        let x = a.map(|s| r(regs, s, l));
+                        w(regs, *dst, l, scalar::bits(*op, *ty, x));
+                    }
+                }
+                DOp::AtomicV {
+                    op,
+                    elem,
+                    n,
+                    dst,
+                    ptr,
+                    val,
+                } => {
+                    let es = elem.size_bytes() as usize;
+                    let size = es * *n as usize;
+                    for l in lanes(mask) {
+                        let tid = base + l as u32;
+                        let pv = r(regs, *ptr, l);
+                        let (id, off) = mem
+                            .check(pv, size, size as u64, Access::Atomic, tid)
+                            .map_err(|f| ctx.fault(f, pc, tid, "atomic", &self.tids))?;
+                        let old = mem.read(id, off, size);
+                        let v = r(regs, *val, l);
+                        // Packed elements, little-endian as in memory, each updated on its own.
+                        let bits = 8 * es as u32;
+                        let mut new = 0u64;
+                        for k in 0..*n {
+                            let sh = k * bits;
+                            let (o, x) = (
+                                (old >> sh) & scalar::mask(bits),
+                                (v >> sh) & scalar::mask(bits),
+                            );
+                            new |= atomic_apply(*op, *elem, o, x) << sh;
+                        }
+                        mem.write(id, off, size, new);
+                        if let Some(dst) = dst {
+                            w(regs, *dst, l, old);
+                        }
+                    }
+                }
                 DOp::MmaFill {
                     frag,
                     dst,

@@ -21,7 +21,7 @@ use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use std::sync::{Arc, Mutex, MutexGuard};
 use zyntax_hir as zh;
 use zyntax_hir::{
-    Arch, AtomicOp, BinOp, BlockId, CacheHint, CmpOp, Dim, ForFrame, FunctionKind, IfFrame,
+    Arch, AtomicOp, BinOp, BitOp, BlockId, CacheHint, CmpOp, Dim, ForFrame, FunctionKind, IfFrame,
     KernelInfo, Loc, MatchMode, OptLevel, PtxVersion, ScalarType, Scope, ShflMode, Type, UnOp,
     ValueId, VoteMode,
 };
@@ -1792,6 +1792,45 @@ impl FunctionBuilder {
         self.sh.run(py, |fb| Ok(zh::print_function(fb.func())))
     }
 
+    // ------------------------------------------------------------ memory model (issue 12)
+
+    /// Load with acquire semantics at `scope` (`ld.acquire`).
+    #[pyo3(signature = (ptr, scope="device"))]
+    fn load_acquire(
+        &self,
+        py: Python<'_>,
+        ptr: &Bound<'_, PyAny>,
+        scope: &str,
+    ) -> PyResult<PyValue> {
+        let s = to_scope(scope)?;
+        let (p, _) = self.sh.value(ptr, "the pointer of `load_acquire`")?;
+        self.sh.run1(py, |fb| fb.load_acquire(s, p))
+    }
+    /// Store with release semantics at `scope` (`st.release`).
+    #[pyo3(signature = (ptr, value, scope="device"))]
+    fn store_release(
+        &self,
+        py: Python<'_>,
+        ptr: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        scope: &str,
+    ) -> PyResult<()> {
+        let s = to_scope(scope)?;
+        let (p, pt) = self.sh.value(ptr, "the pointer of `store_release`")?;
+        let (ov, _) = self.sh.opnd(value)?;
+        let et = pt.pointee().cloned().unwrap_or(pt);
+        self.sh.run(py, |fb| {
+            let v = mat(fb, &ov, &et)?;
+            fb.store_release(s, p, v)
+        })
+    }
+    /// Acquire-release fence at `scope` (`fence.acq_rel`).
+    #[pyo3(signature = (scope="device"))]
+    fn fence_acq_rel(&self, py: Python<'_>, scope: &str) -> PyResult<()> {
+        let s = to_scope(scope)?;
+        self.sh.run(py, |fb| fb.fence_acq_rel(s))
+    }
+
     // BEGIN GENERATED from crates/zyntax-hir/src/table.rs; edit the table, then run `ZYNTAX_BLESS=1 cargo test -p zyntax-hir --test generated`
     /// Sum (integers wrap).
     fn add(&self, py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<PyValue> {
@@ -2162,6 +2201,191 @@ impl FunctionBuilder {
     fn cp_async_commit(&self, py: Python<'_>) -> PyResult<()> {
         self.sh.run(py, |fb| fb.cp_async_commit())
     }
+    /// Bit-field extract: len bits of a from bit pos, sign-extended for signed types.
+    fn bfe(
+        &self,
+        py: Python<'_>,
+        a: &Bound<'_, PyAny>,
+        pos: &Bound<'_, PyAny>,
+        len: &Bound<'_, PyAny>,
+    ) -> PyResult<PyValue> {
+        self.bits_op(py, BitOp::Bfe, &[a, pos, len])
+    }
+    /// Bit-field insert: b with its len bits from pos replaced by the low bits of a.
+    fn bfi(
+        &self,
+        py: Python<'_>,
+        a: &Bound<'_, PyAny>,
+        b: &Bound<'_, PyAny>,
+        pos: &Bound<'_, PyAny>,
+        len: &Bound<'_, PyAny>,
+    ) -> PyResult<PyValue> {
+        self.bits_op(py, BitOp::Bfi, &[a, b, pos, len])
+    }
+    /// Byte permute: each selector nibble picks one of the 8 bytes of b:a (bit 3: replicate its sign).
+    fn prmt(
+        &self,
+        py: Python<'_>,
+        a: &Bound<'_, PyAny>,
+        b: &Bound<'_, PyAny>,
+        sel: &Bound<'_, PyAny>,
+    ) -> PyResult<PyValue> {
+        self.bits_op(py, BitOp::Prmt, &[a, b, sel])
+    }
+    /// Funnel shift left: high word of hi:lo << (n mod 32).
+    fn shf_l_wrap(
+        &self,
+        py: Python<'_>,
+        lo: &Bound<'_, PyAny>,
+        hi: &Bound<'_, PyAny>,
+        n: &Bound<'_, PyAny>,
+    ) -> PyResult<PyValue> {
+        self.bits_op(py, BitOp::ShfLWrap, &[lo, hi, n])
+    }
+    /// Funnel shift left: high word of hi:lo << min(n, 32).
+    fn shf_l_clamp(
+        &self,
+        py: Python<'_>,
+        lo: &Bound<'_, PyAny>,
+        hi: &Bound<'_, PyAny>,
+        n: &Bound<'_, PyAny>,
+    ) -> PyResult<PyValue> {
+        self.bits_op(py, BitOp::ShfLClamp, &[lo, hi, n])
+    }
+    /// Funnel shift right: low word of hi:lo >> (n mod 32).
+    fn shf_r_wrap(
+        &self,
+        py: Python<'_>,
+        lo: &Bound<'_, PyAny>,
+        hi: &Bound<'_, PyAny>,
+        n: &Bound<'_, PyAny>,
+    ) -> PyResult<PyValue> {
+        self.bits_op(py, BitOp::ShfRWrap, &[lo, hi, n])
+    }
+    /// Funnel shift right: low word of hi:lo >> min(n, 32).
+    fn shf_r_clamp(
+        &self,
+        py: Python<'_>,
+        lo: &Bound<'_, PyAny>,
+        hi: &Bound<'_, PyAny>,
+        n: &Bound<'_, PyAny>,
+    ) -> PyResult<PyValue> {
+        self.bits_op(py, BitOp::ShfRClamp, &[lo, hi, n])
+    }
+    /// Atomic add, no result (`red`).
+    #[pyo3(signature = (ptr, value, scope="device"))]
+    fn red_add(
+        &self,
+        py: Python<'_>,
+        ptr: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        scope: &str,
+    ) -> PyResult<()> {
+        self.red_op(py, AtomicOp::Add, ptr, value, scope)
+    }
+    /// Atomic subtract, no result.
+    #[pyo3(signature = (ptr, value, scope="device"))]
+    fn red_sub(
+        &self,
+        py: Python<'_>,
+        ptr: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        scope: &str,
+    ) -> PyResult<()> {
+        self.red_op(py, AtomicOp::Sub, ptr, value, scope)
+    }
+    /// Atomic minimum, no result.
+    #[pyo3(signature = (ptr, value, scope="device"))]
+    fn red_min(
+        &self,
+        py: Python<'_>,
+        ptr: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        scope: &str,
+    ) -> PyResult<()> {
+        self.red_op(py, AtomicOp::Min, ptr, value, scope)
+    }
+    /// Atomic maximum, no result.
+    #[pyo3(signature = (ptr, value, scope="device"))]
+    fn red_max(
+        &self,
+        py: Python<'_>,
+        ptr: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        scope: &str,
+    ) -> PyResult<()> {
+        self.red_op(py, AtomicOp::Max, ptr, value, scope)
+    }
+    /// Atomic and, no result.
+    #[pyo3(signature = (ptr, value, scope="device"))]
+    fn red_and(
+        &self,
+        py: Python<'_>,
+        ptr: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        scope: &str,
+    ) -> PyResult<()> {
+        self.red_op(py, AtomicOp::And, ptr, value, scope)
+    }
+    /// Atomic or, no result.
+    #[pyo3(signature = (ptr, value, scope="device"))]
+    fn red_or(
+        &self,
+        py: Python<'_>,
+        ptr: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        scope: &str,
+    ) -> PyResult<()> {
+        self.red_op(py, AtomicOp::Or, ptr, value, scope)
+    }
+    /// Atomic xor, no result.
+    #[pyo3(signature = (ptr, value, scope="device"))]
+    fn red_xor(
+        &self,
+        py: Python<'_>,
+        ptr: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        scope: &str,
+    ) -> PyResult<()> {
+        self.red_op(py, AtomicOp::Xor, ptr, value, scope)
+    }
+    /// Atomic exchange, no result.
+    #[pyo3(signature = (ptr, value, scope="device"))]
+    fn red_exch(
+        &self,
+        py: Python<'_>,
+        ptr: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        scope: &str,
+    ) -> PyResult<()> {
+        self.red_op(py, AtomicOp::Exch, ptr, value, scope)
+    }
+    /// Wrapping u32 increment, no result.
+    #[pyo3(signature = (ptr, value, scope="device"))]
+    fn red_inc(
+        &self,
+        py: Python<'_>,
+        ptr: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        scope: &str,
+    ) -> PyResult<()> {
+        self.red_op(py, AtomicOp::Inc, ptr, value, scope)
+    }
+    /// Wrapping u32 decrement, no result.
+    #[pyo3(signature = (ptr, value, scope="device"))]
+    fn red_dec(
+        &self,
+        py: Python<'_>,
+        ptr: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        scope: &str,
+    ) -> PyResult<()> {
+        self.red_op(py, AtomicOp::Dec, ptr, value, scope)
+    }
+    /// Thread-scope fence: the compiler keeps memory accesses on their side; no instruction.
+    fn compiler_fence(&self, py: Python<'_>) -> PyResult<()> {
+        self.sh.run(py, |fb| fb.compiler_fence())
+    }
     // END GENERATED from crates/zyntax-hir/src/table.rs; edit the table, then run `ZYNTAX_BLESS=1 cargo test -p zyntax-hir --test generated`
 }
 
@@ -2200,6 +2424,47 @@ impl FunctionBuilder {
             out.push(self.sh.opnd(&item?)?.0);
         }
         Ok(out)
+    }
+
+    /// A bit op: the first operand (the second for `bfi`) is a Value giving the
+    /// type; the others are u32 except `bfi`'s inserted value, of that type.
+    fn bits_op(&self, py: Python<'_>, op: BitOp, args: &[&Bound<'_, PyAny>]) -> PyResult<PyValue> {
+        let (_, t0) = self
+            .sh
+            .value(args[0], &format!("the first operand of `{op}`"))?;
+        let mut ops = Vec::new();
+        for a in args {
+            ops.push(self.sh.opnd(a)?.0);
+        }
+        self.sh.run1(py, |fb| {
+            let mut vals = Vec::new();
+            for (i, o) in ops.iter().enumerate() {
+                let ty = match (op, i) {
+                    (BitOp::Bfe, 0) | (BitOp::Bfi, 0 | 1) => t0.clone(),
+                    _ => u32_ty(),
+                };
+                vals.push(mat(fb, o, &ty)?);
+            }
+            fb.bits(op, &vals)
+        })
+    }
+
+    fn red_op(
+        &self,
+        py: Python<'_>,
+        op: AtomicOp,
+        ptr: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        scope: &str,
+    ) -> PyResult<()> {
+        let s = to_scope(scope)?;
+        let (p, pt) = self.sh.value(ptr, "the pointer of a reduction")?;
+        let (ov, _) = self.sh.opnd(value)?;
+        let et = pt.pointee().cloned().unwrap_or(pt);
+        self.sh.run(py, |fb| {
+            let v = mat(fb, &ov, &et)?;
+            fb.red(op, s, p, v)
+        })
     }
 
     fn atomic_op(

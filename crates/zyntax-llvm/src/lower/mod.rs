@@ -22,6 +22,7 @@
 //! NaN to 0 (PTX `cvt.rzi`), float `min`/`max` return the non-NaN operand.
 
 mod gpu;
+mod sync;
 pub mod ty;
 
 use crate::error::{CompileError, CompileResult};

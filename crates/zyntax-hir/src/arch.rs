@@ -22,6 +22,7 @@
 //! | `cp.async`, `cp.async.commit`, `cp.async.wait` | sm_80 | 7.0 | `cp.async.*` |
 //! | `atomic.add` / `red.add` on `vec<f16, 2>` | sm_70 | 6.2 | `atom.add.noftz.f16x2` |
 //! | `atomic.add` / `red.add` on `vec<bf16, 2>` | sm_90 | 7.8 | `atom.add.noftz.bf16x2` |
+//! | `redux.<op>` | sm_80 | 7.0 | `redux.sync` |
 //!
 //! Kernel metadata is checked per arch too: static + dynamic shared memory
 //! against [`max_shared_bytes`], `min_blocks` against [`max_blocks_per_sm`]
@@ -74,6 +75,7 @@ pub const WMMA_BF16: Feature = feature("wmma bf16", Arch::Sm80, 7, 0);
 pub const CP_ASYNC: Feature = feature("cp.async", Arch::Sm80, 7, 0);
 pub const ATOMIC_ADD_F16X2: Feature = feature("atomic add on vec<f16, 2>", Arch::Sm70, 6, 2);
 pub const ATOMIC_ADD_BF16X2: Feature = feature("atomic add on vec<bf16, 2>", Arch::Sm90, 7, 8);
+pub const REDUX: Feature = feature("redux.sync", Arch::Sm80, 7, 0);
 
 /// Every row of the gating table.
 pub const FEATURES: &[Feature] = &[
@@ -88,6 +90,7 @@ pub const FEATURES: &[Feature] = &[
     CP_ASYNC,
     ATOMIC_ADD_F16X2,
     ATOMIC_ADD_BF16X2,
+    REDUX,
 ];
 
 /// The oldest PTX ISA version whose `.target` accepts `arch`.

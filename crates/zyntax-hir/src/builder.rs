@@ -702,6 +702,11 @@ impl FunctionBuilder {
     pub fn compiler_fence(&mut self) -> BuildResult<()> {
         self.push0(Op::CompilerFence, &[])
     }
+    /// `redux.sync`: the reduction of `value` over the lanes in `mask`.
+    pub fn redux(&mut self, op: ReduxOp, mask: ValueId, value: ValueId) -> BuildResult<ValueId> {
+        let ty = self.value_type(value)?.clone();
+        self.push1(Op::Redux(op), &[mask, value], ty)
+    }
 }
 
 /// Truncate an integer to the width of its type and re-extend it by the type's

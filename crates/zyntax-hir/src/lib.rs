@@ -40,7 +40,7 @@ pub use ir::{
 };
 pub use op::{
     AtomicOp, BinOp, BitOp, CacheHint, CmpOp, ConstValue, Dim, MatchMode, Op, OpClass, OptLevel,
-    Scope, ShflMode, UnOp, VoteMode,
+    ReduxOp, Scope, ShflMode, UnOp, VoteMode,
 };
 pub use parser::{parse_module, parse_module_named};
 pub use printer::{print_function, print_inst, print_module};

@@ -36,6 +36,7 @@
 //! | `red.<op>.<scope>` | ptr, value | – |
 //! | `load.acquire.<scope>` / `store.release.<scope>` | ptr / ptr, value | 1 / – |
 //! | `fence.acq_rel.<scope>`, `compiler_fence` | – | – |
+//! | `redux.<op>` | mask, value (u32/i32) | 1, type of value |
 //! | `call @f` | arguments | callee's returns |
 //! | `jump` / `br` / `return` / `unreachable` | – / cond / values / – | – |
 
@@ -153,6 +154,12 @@ named_enum!(
         ShfLWrap => "shf.l.wrap", ShfLClamp => "shf.l.clamp",
         ShfRWrap => "shf.r.wrap", ShfRClamp => "shf.r.clamp",
     }
+);
+
+named_enum!(
+    /// `redux.sync` reductions over the lanes of a mask (sm_80): on u32 or i32
+    /// (`min`/`max` by signedness; `and`/`or`/`xor` bitwise).
+    ReduxOp { Add => "add", Min => "min", Max => "max", And => "and", Or => "or", Xor => "xor" }
 );
 
 named_enum!(
@@ -304,6 +311,8 @@ pub enum Op {
     FenceAcqRel(Scope),
     /// Orders memory accesses of this thread for the compiler only; emits no instruction.
     CompilerFence,
+    /// `redux.sync.<op>`: the reduction of `value` over the lanes in `mask`.
+    Redux(ReduxOp),
 }
 
 /// Broad classes of ops, used by the verifier's placement rules and the docs.

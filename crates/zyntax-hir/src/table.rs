@@ -15,7 +15,7 @@
 //! non-scalar type rules, the interpreter and the lowerings. Adding an op:
 //! `docs/add-an-hir-op.md`.
 
-use crate::arch::{Feature, CP_ASYNC, MATCH};
+use crate::arch::{Feature, CP_ASYNC, MATCH, REDUX};
 use crate::op::*;
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -327,6 +327,25 @@ macro_rules! bits {
             .rust(concat!("bits(BitOp::", stringify!($v), ", args)"))
             .py(Py::Bits($py))
             .doc($doc)
+    };
+}
+macro_rules! redux {
+    ($sub:literal, $v:ident, $doc:literal) => {
+        row(
+            "redux",
+            $sub,
+            concat!("redux.", $sub),
+            &["mask", "value"],
+            1,
+            "type of value",
+        )
+        .op(|| Op::Redux(ReduxOp::$v))
+        .gpu()
+        .fx(fx::WARP)
+        .needs(REDUX)
+        .rust(concat!("redux(ReduxOp::", stringify!($v), ", mask, value)"))
+        .py(Py::Hand("redux"))
+        .doc($doc)
     };
 }
 macro_rules! red {
@@ -994,6 +1013,13 @@ pub static OPS: &[OpDef] = &[
         .rust("compiler_fence()")
         .py(Py::Nullary("compiler_fence"))
         .doc("Thread-scope fence: the compiler keeps memory accesses on their side; no instruction."),
+    // --- issue 12 (warp-sync): warp reductions
+    redux!("add", Add, "Sum over the lanes in mask (wrapping)."),
+    redux!("min", Min, "Minimum over the lanes in mask."),
+    redux!("max", Max, "Maximum over the lanes in mask."),
+    redux!("and", And, "Bitwise and over the lanes in mask."),
+    redux!("or", Or, "Bitwise or over the lanes in mask."),
+    redux!("xor", Xor, "Bitwise xor over the lanes in mask."),
 ];
 
 fn index() -> &'static HashMap<(&'static str, &'static str), usize> {
@@ -1083,6 +1109,7 @@ impl Op {
             StoreRelease(_) => ("store_release", ""),
             FenceAcqRel(_) => ("fence_acq_rel", ""),
             CompilerFence => ("compiler_fence", ""),
+            Redux(r) => ("redux", r.name()),
         }
     }
 

@@ -1500,6 +1500,13 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             same("the stored value", a[1], pointee)
         }
         Op::FenceAcqRel(_) | Op::CompilerFence => Ok(()),
+        Op::Redux(_) => {
+            want_u32("the mask", a[0])?;
+            if !matches!(scalar(a[1]), Some(ScalarType::U32 | ScalarType::I32)) {
+                return Err(format!("`{mn}` works on u32 or i32, got {}", a[1]));
+            }
+            same("the result", r[0], a[1])
+        }
     }
 }
 

@@ -132,6 +132,7 @@ fn every_op() -> Vec<Op> {
         Op::FenceAcqRel(Scope::Block),
         Op::CompilerFence,
     ]);
+    ops.extend(ReduxOp::ALL.iter().map(|&r| Op::Redux(r)));
     ops
 }
 

@@ -9,7 +9,7 @@ use crate::memory;
 use crate::{InterpError, Result};
 use zyntax_hir::{
     AtomicOp, BinOp, BitOp, BlockCall, CacheHint, CmpOp, FragKind, FragType, Function, InstId,
-    Layout, MatchMode, Module, Op, ScalarType, ShflMode, Type, UnOp, ValueId, VoteMode,
+    Layout, MatchMode, Module, Op, ReduxOp, ScalarType, ShflMode, Type, UnOp, ValueId, VoteMode,
 };
 
 /// Elements of the largest fragment (32x16 or 16x32).
@@ -315,6 +315,14 @@ pub enum DOp {
         ptr: u32,
         val: u32,
     },
+    /// `redux.sync` over the lanes in `mask` (i32 when `signed`).
+    Redux {
+        op: ReduxOp,
+        signed: bool,
+        dst: u32,
+        mask: u32,
+        val: u32,
+    },
 }
 
 impl DOp {
@@ -329,6 +337,7 @@ impl DOp {
                 | DOp::MmaLoad { .. }
                 | DOp::Mma { .. }
                 | DOp::MmaStore { .. }
+                | DOp::Redux { .. }
         )
     }
 }
@@ -891,6 +900,13 @@ impl Decoder<'_> {
                 }
             }
             Op::FenceAcqRel(_) | Op::CompilerFence => DOp::Nop,
+            Op::Redux(op) => DOp::Redux {
+                op: *op,
+                signed: arg_ty(1) == Type::I32,
+                dst: res(0)?,
+                mask: arg(0)?,
+                val: arg(1)?,
+            },
             Op::Red { op, .. } => atomic_v(*op, arg_ty(1), None)?,
             Op::Atomic { op, .. } if matches!(arg_ty(1), Type::Vector(..)) => {
                 atomic_v(*op, arg_ty(1), Some(res(0)?))?

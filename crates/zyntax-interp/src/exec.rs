@@ -17,7 +17,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 use zyntax_hir::{
-    AddrSpace, AtomicOp, BinOp, FragKind, FragType, Layout, MatchMode, Module, ScalarType,
+    AddrSpace, AtomicOp, BinOp, FragKind, FragType, Layout, MatchMode, Module, ReduxOp, ScalarType,
     ShflMode, VoteMode,
 };
 
@@ -591,7 +591,8 @@ impl<'a> Exec<'a> {
             DOp::WarpSync { mask }
             | DOp::Shfl { mask, .. }
             | DOp::Vote { mask, .. }
-            | DOp::Match { mask, .. } => Some(*mask),
+            | DOp::Match { mask, .. }
+            | DOp::Redux { mask, .. } => Some(*mask),
             _ => None,
         };
         let required = match mask_slot {
@@ -1397,6 +1398,38 @@ impl<'a> Exec<'a> {
                         VoteMode::All => u64::from(b == mm),
                     };
                     w(&mut warp.regs, *dst, l, v);
+                }
+            }
+            // issue 12: each lane gets the reduction over the lanes of its mask.
+            DOp::Redux {
+                op,
+                signed,
+                dst,
+                mask,
+                val,
+            } => {
+                let mut out = [0u64; 32];
+                for l in lanes(group) {
+                    let mm = r(&warp.regs, *mask, l) as u32 & group;
+                    let vals = lanes(mm).map(|j| r(&warp.regs, *val, j) as u32);
+                    let key = |x: u32| {
+                        if *signed {
+                            i64::from(x as i32)
+                        } else {
+                            i64::from(x)
+                        }
+                    };
+                    out[l] = u64::from(match op {
+                        ReduxOp::Add => vals.fold(0u32, u32::wrapping_add),
+                        ReduxOp::Min => vals.min_by_key(|x| key(*x)).unwrap_or(0),
+                        ReduxOp::Max => vals.max_by_key(|x| key(*x)).unwrap_or(0),
+                        ReduxOp::And => vals.fold(u32::MAX, |a, x| a & x),
+                        ReduxOp::Or => vals.fold(0, |a, x| a | x),
+                        ReduxOp::Xor => vals.fold(0, |a, x| a ^ x),
+                    });
+                }
+                for l in lanes(group) {
+                    w(&mut warp.regs, *dst, l, out[l]);
                 }
             }
             DOp::Match {

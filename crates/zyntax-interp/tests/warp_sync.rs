@@ -257,3 +257,85 @@ fn reductions_and_ordered_accesses() {
         assert_eq!(*v, 3 * t as u32 + 1, "release/acquire round trip {t}");
     }
 }
+
+/// The message-passing litmus kernel: every reader sees all 32 words its writer released.
+#[test]
+fn litmus_message_passing() {
+    let m = module();
+    let it = Interpreter::new(&m).unwrap();
+    let pairs = 6usize;
+    let mut r = Rng::new(77);
+    let seed = r.u32();
+    let data: Vec<u32> = (0..32 * pairs).map(|_| r.u32()).collect();
+    let out: Vec<u32> = (0..pairs).map(|_| r.u32() | 1).collect();
+    let mut bufs = vec![
+        u32_bytes(&data),
+        u32_bytes(&vec![0; pairs]),
+        u32_bytes(&out),
+    ];
+    let args = [
+        Arg::Buffer(0),
+        Arg::Buffer(1),
+        Arg::Buffer(2),
+        Arg::Int(i128::from(seed)),
+    ];
+    it.launch(
+        "litmus_mp",
+        [2 * pairs as u32, 1, 1],
+        [1, 1, 1],
+        0,
+        &args,
+        &mut bufs,
+    )
+    .unwrap();
+    assert_eq!(bytes_u32(&bufs[2]), vec![0; pairs]);
+    assert_eq!(bytes_u32(&bufs[1]), vec![1; pairs]);
+    let words = bytes_u32(&bufs[0]);
+    for (i, w) in words.iter().enumerate() {
+        assert_eq!(*w, i as u32 ^ seed);
+    }
+}
+
+/// redux.sync: each lane gets the reduction over the lanes of its mask.
+#[test]
+fn redux_over_masks() {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/redux.zir");
+    let m = zyntax_hir::parse_module(&std::fs::read_to_string(p).unwrap()).unwrap();
+    let it = Interpreter::new(&m).unwrap();
+    let n = 128usize;
+    let mut r = Rng::new(80);
+    let vals: Vec<u32> = (0..n).map(|_| r.u32()).collect();
+    let mut bufs = vec![
+        u32_bytes(&vals),
+        u32_bytes(&(0..10 * n).map(|_| r.u32()).collect::<Vec<_>>()),
+    ];
+    it.launch(
+        "redux_ops",
+        [1, 1, 1],
+        [n as u32, 1, 1],
+        0,
+        &[Arg::Buffer(0), Arg::Buffer(1)],
+        &mut bufs,
+    )
+    .unwrap();
+    let out = bytes_u32(&bufs[1]);
+    for t in 0..n {
+        let w = &vals[t / 32 * 32..t / 32 * 32 + 32];
+        let h = if t % 32 < 16 { &w[..16] } else { &w[16..] };
+        let want = [
+            w.iter().fold(0u32, |a, x| a.wrapping_add(*x)),
+            *w.iter().min().unwrap(),
+            *w.iter().max().unwrap(),
+            w.iter().fold(u32::MAX, |a, x| a & x),
+            w.iter().fold(0, |a, x| a | x),
+            w.iter().fold(0, |a, x| a ^ x),
+            w.iter().map(|x| *x as i32).min().unwrap() as u32,
+            w.iter().map(|x| *x as i32).max().unwrap() as u32,
+            h.iter().fold(0u32, |a, x| a.wrapping_add(*x)),
+            h.iter().map(|x| *x as i32).min().unwrap() as u32,
+        ];
+        for (k, v) in want.iter().enumerate() {
+            assert_eq!(out[k * n + t], *v, "op {k} thread {t}");
+        }
+    }
+}

@@ -62,6 +62,7 @@ fn ptx_on_every_arch() {
             ],
         );
         assert_in_order(&ptx, &[".entry bits64(", "bfe.u64", "bfe.s64", "bfi.b64"]);
+        assert_in_order(&ptx, &[".entry litmus_mp(", "ld.acquire.gpu.global.b32"]);
         assert_in_order(
             &ptx,
             &[
@@ -195,4 +196,30 @@ fn bit_ops_are_gpu_only() {
     if let Ok(m) = parse_module(text) {
         assert!(verify_module(&m).is_err());
     }
+}
+
+#[test]
+fn redux_needs_sm_80() {
+    let text = data("redux.zir");
+    let m = parse(&text);
+    assert_eq!(parse(&print_module(&m)), m);
+    for (_, ptx) in check_archs(&m, Arch::Sm80) {
+        assert_in_order(
+            &ptx,
+            &[
+                "redux.sync.add.u32",
+                "redux.sync.min.u32",
+                "redux.sync.max.u32",
+                "redux.sync.and.b32",
+                "redux.sync.or.b32",
+                "redux.sync.xor.b32",
+                "redux.sync.min.s32",
+                "redux.sync.max.s32",
+            ],
+        );
+    }
+    let old = parse(&text.replace("targets(sm_80, sm_90)", "targets(sm_75)"));
+    let e = verify_module(&old).unwrap_err().to_string();
+    assert!(e.contains("redux.sync needs sm_80 and PTX 7.0"), "{e}");
+    assert!(e.contains("redux.add"), "{e}");
 }

@@ -22,8 +22,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use zyntax_hir as zh;
 use zyntax_hir::{
     Arch, AtomicOp, BinOp, BitOp, BlockId, CacheHint, CmpOp, Dim, ForFrame, FunctionKind, IfFrame,
-    KernelInfo, Loc, MatchMode, OptLevel, PtxVersion, ScalarType, Scope, ShflMode, Type, UnOp,
-    ValueId, VoteMode,
+    KernelInfo, Loc, MatchMode, OptLevel, PtxVersion, ReduxOp, ScalarType, Scope, ShflMode, Type,
+    UnOp, ValueId, VoteMode,
 };
 
 /// All 32 lanes of a warp.
@@ -1822,6 +1822,30 @@ impl FunctionBuilder {
         self.sh.run(py, |fb| {
             let v = mat(fb, &ov, &et)?;
             fb.store_release(s, p, v)
+        })
+    }
+    /// `redux.sync.<op>` (`op` in add, min, max, and, or, xor; sm_80): the
+    /// reduction of a u32/i32 `value` over the lanes in `mask` (all 32 by default).
+    #[pyo3(signature = (op, value, *, mask=None))]
+    fn redux(
+        &self,
+        py: Python<'_>,
+        op: &str,
+        value: &Bound<'_, PyAny>,
+        mask: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyValue> {
+        let op = enum_name(
+            "redux op",
+            op,
+            ReduxOp::ALL,
+            ReduxOp::from_name,
+            ReduxOp::name,
+        )?;
+        let (v, _) = self.sh.value(value, "the value of `redux`")?;
+        let m = self.mask(mask)?;
+        self.sh.run1(py, |fb| {
+            let m = mat(fb, &m, &u32_ty())?;
+            fb.redux(op, m, v)
         })
     }
     /// Acquire-release fence at `scope` (`fence.acq_rel`).

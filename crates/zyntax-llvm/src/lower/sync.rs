@@ -14,7 +14,7 @@ use crate::error::CompileResult;
 use inkwell::types::BasicTypeEnum;
 use inkwell::values::BasicValueEnum;
 use zyntax_hir as hir;
-use zyntax_hir::{AddrSpace, AtomicOp, BitOp, Op, ScalarType, Scope, Type};
+use zyntax_hir::{AddrSpace, AtomicOp, BitOp, Op, ReduxOp, ScalarType, Scope, Type};
 
 impl<'ctx> FnLowering<'_, 'ctx> {
     pub(super) fn lower_sync(&mut self, d: &hir::InstData) -> CompileResult<()> {
@@ -32,6 +32,22 @@ impl<'ctx> FnLowering<'_, 'ctx> {
                 // An empty asm that clobbers memory: the compiler may not move
                 // memory accesses across it; no instruction is emitted.
                 self.asm("", "~{memory}", None, &[])?;
+                Ok(())
+            }
+            Op::Redux(op) => {
+                let v = self.arg(d, 1)?;
+                let ty = match (op, self.scalar_of(v)?) {
+                    (ReduxOp::Add | ReduxOp::Min | ReduxOp::Max, ScalarType::I32) => "s32",
+                    (ReduxOp::Add | ReduxOp::Min | ReduxOp::Max, _) => "u32",
+                    _ => "b32",
+                };
+                let text = format!("redux.sync.{op}.{ty} $0, $1, $2;");
+                let args = [self.val(v)?.into(), self.val(self.arg(d, 0)?)?.into()];
+                let i32t: BasicTypeEnum = self.ctx().i32_type().into();
+                let r = self
+                    .asm(&text, "=r,r,r", Some(i32t), &args)?
+                    .ok_or_else(|| self.bug("redux returned nothing"))?;
+                self.set(self.result(d, 0)?, r);
                 Ok(())
             }
             other => Err(self.bug(format!("no lowering for `{}`", other.mnemonic()))),

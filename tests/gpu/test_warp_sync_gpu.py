@@ -46,7 +46,9 @@ def test_bits32_match_interpreter(rng: np.random.Generator, n: int) -> None:
     k.launch(1, n, *ins, out)
     got = out.to_host()
     for op in range(8):
-        np.testing.assert_array_equal(got[op * n : (op + 1) * n], want[op * n : (op + 1) * n], f"op {op}")
+        np.testing.assert_array_equal(
+            got[op * n : (op + 1) * n], want[op * n : (op + 1) * n], f"op {op}"
+        )
 
 
 def test_bits64_match_interpreter(rng: np.random.Generator) -> None:

@@ -64,9 +64,18 @@ def test_builder_ops_on_the_interpreter() -> None:
     rng = np.random.default_rng()
     m = _build()
     text = m.to_zir()
-    for mn in ("bfe", "prmt", "shf.l.wrap", "bfi", "red.add.device", "red.max.block",
-               "fence.acq_rel.system", "compiler_fence", "load.acquire.block",
-               "store.release.device"):
+    for mn in (
+        "bfe",
+        "prmt",
+        "shf.l.wrap",
+        "bfi",
+        "red.add.device",
+        "red.max.block",
+        "fence.acq_rel.system",
+        "compiler_fence",
+        "load.acquire.block",
+        "store.release.device",
+    ):
         assert mn in text
     assert hir.parse_zir(text) == m
     n = 128

@@ -387,7 +387,7 @@ fn check_kernel_limits(
                 "min_blocks({n}) exceeds the {} resident blocks per SM of {arch}",
                 max_blocks_per_sm(arch)
             ));
-        } else if let Some([x, y, z]) = k.max_threads {
+        } else if let Some([x, y, z]) = k.max_threads.or(k.exact_threads) {
             let threads = u64::from(x)
                 .saturating_mul(u64::from(y))
                 .saturating_mul(u64::from(z));

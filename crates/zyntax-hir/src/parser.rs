@@ -692,7 +692,8 @@ impl Parser {
                     seen.push(attr);
                     continue;
                 }
-                "max_threads" | "min_blocks" | "max_registers" | "shared_bytes" | "arch" => {
+                "max_threads" | "exact_threads" | "min_blocks" | "max_registers"
+                | "shared_bytes" | "arch" => {
                     if !is_kernel {
                         return Err(self.error_at(
                             &t,
@@ -705,7 +706,7 @@ impl Parser {
                     self.expect_punct('(', &format!("`(` after `{attr}`"))?;
                     let mut info = f.kind.kernel_info().cloned().unwrap_or_default();
                     match attr.as_str() {
-                        "max_threads" => {
+                        "max_threads" | "exact_threads" => {
                             // Hand-written files may give 1 to 3 dimensions; missing ones are 1.
                             let mut dims = [1u32; 3];
                             for (n, d) in dims.iter_mut().enumerate() {
@@ -714,7 +715,11 @@ impl Parser {
                                     break;
                                 }
                             }
-                            info.max_threads = Some(dims);
+                            if attr == "exact_threads" {
+                                info.exact_threads = Some(dims);
+                            } else {
+                                info.max_threads = Some(dims);
+                            }
                         }
                         "min_blocks" => info.min_blocks = Some(self.expect_u32("a block count")?),
                         "max_registers" => {
@@ -745,7 +750,7 @@ impl Parser {
                         format!(
                             "unknown function attribute `{attr}` (expected `critical_path`, \
                              `no_alloc`, `inline_always`, `no_bounds_check`, `opt(..)`, \
-                             `max_threads(..)`, `min_blocks(..)`, `max_registers(..)`, \
+                             `max_threads(..)`, `exact_threads(..)`, `min_blocks(..)`, `max_registers(..)`, \
                              `shared_bytes(..)` or `arch(..)`)"
                         ),
                     ))

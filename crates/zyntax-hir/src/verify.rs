@@ -531,6 +531,21 @@ fn check_header(cx: &mut Ctx) {
 }
 
 fn check_kernel_info(cx: &mut Ctx, k: &KernelInfo) {
+    // issue 12: the exact block shape (`.reqntid`) obeys the same limits and
+    // must fit a declared upper bound.
+    if let Some([x, y, z]) = k.exact_threads {
+        let n = u64::from(x) * u64::from(y) * u64::from(z);
+        if n == 0 || x > 1024 || y > 1024 || z > 64 || n > 1024 {
+            cx.func_err(format!(
+                "exact_threads({x}, {y}, {z}): every dimension at least 1, x and y at most 1024, z at most 64, at most 1024 threads"
+            ));
+        } else if k.max_threads.is_some() {
+            // ptxas: "Conflicting directives: .maxntid and .reqntid cannot both be specified".
+            cx.func_err(format!(
+                "exact_threads({x}, {y}, {z}) and max_threads cannot both be declared (the exact shape is also the bound)"
+            ));
+        }
+    }
     if let Some([x, y, z]) = k.max_threads {
         if x == 0 || y == 0 || z == 0 {
             cx.func_err(format!(
@@ -548,8 +563,8 @@ fn check_kernel_info(cx: &mut Ctx, k: &KernelInfo) {
         }
     }
     if let Some(n) = k.min_blocks {
-        if k.max_threads.is_none() {
-            cx.func_err("min_blocks needs max_threads (PTX .minnctapersm requires .maxntid)");
+        if k.max_threads.is_none() && k.exact_threads.is_none() {
+            cx.func_err("min_blocks needs max_threads or exact_threads (PTX .minnctapersm requires .maxntid or .reqntid)");
         }
         if !(1..=32).contains(&n) {
             cx.func_err(format!("min_blocks({n}) must be in 1..=32"));

@@ -339,3 +339,23 @@ fn redux_over_masks() {
         }
     }
 }
+
+/// A kernel declaring `exact_threads` runs only with that block shape.
+#[test]
+fn exact_threads_is_enforced_at_launch() {
+    let text = "module \"x\"\nkernel @k exact_threads(64, 1, 1) {\nblock0(v0: ptr<global, u32>):\n    v1: u32 = thread_idx.x\n    v2: ptr<global, u32> = ptr_add v0, v1\n    store v2, v1\n    return\n}\n";
+    let m = zyntax_hir::parse_module(text).unwrap();
+    let it = Interpreter::new(&m).unwrap();
+    let mut bufs = vec![u32_bytes(&[7u32; 64])];
+    let e = it
+        .launch("k", [1, 1, 1], [32, 1, 1], 0, &[Arg::Buffer(0)], &mut bufs)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("differs from the kernel's exact_threads [64, 1, 1]"),
+        "{e}"
+    );
+    it.launch("k", [1, 1, 1], [64, 1, 1], 0, &[Arg::Buffer(0)], &mut bufs)
+        .unwrap();
+    assert_eq!(bytes_u32(&bufs[0]), (0..64).collect::<Vec<u32>>());
+}

@@ -223,3 +223,28 @@ fn redux_needs_sm_80() {
     assert!(e.contains("redux.sync needs sm_80 and PTX 7.0"), "{e}");
     assert!(e.contains("redux.add"), "{e}");
 }
+
+/// `exact_threads` (issue 12 item 7): `.reqntid`, round trip, limits.
+#[test]
+fn exact_threads_is_reqntid() {
+    let text = "module \"x\" targets(sm_70)\nkernel @k exact_threads(128, 2, 1) min_blocks(4) {\nblock0(v0: ptr<global, u32>):\n    v1: u32 = thread_idx.x\n    store v0, v1\n    return\n}\n";
+    let m = parse(text);
+    assert_eq!(parse(&print_module(&m)), m);
+    assert!(print_module(&m).contains("exact_threads(128, 2, 1)"));
+    for (_, ptx) in check_archs(&m, Arch::Sm70) {
+        assert_in_order(&ptx, &[".reqntid 128, 2, 1", ".minnctapersm 4"]);
+        assert_not(&ptx, ".maxntid");
+    }
+    let both = text.replace("min_blocks(4)", "max_threads(256, 2, 1)");
+    let e = verify_module(&parse(&both)).unwrap_err().to_string();
+    assert!(e.contains("and max_threads cannot both be declared"), "{e}");
+    let e = verify_module(&parse(
+        &text.replace("exact_threads(128, 2, 1)", "exact_threads(0, 2, 1)"),
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("exact_threads(0, 2, 1): every dimension at least 1"),
+        "{e}"
+    );
+}

@@ -404,6 +404,7 @@ impl HirModule {
             max_registers,
             shared_bytes,
             arch: arch.map(parse_arch).transpose()?,
+            exact_threads: None,
         };
         let no_returns = PyTuple::empty(py);
         self.declare(

@@ -1447,6 +1447,7 @@ fn kernel_metadata_rules() {
         max_registers: Some(64),
         shared_bytes: 4096,
         arch: Some(Arch::Sm80),
+        exact_threads: None,
     }));
 }
 

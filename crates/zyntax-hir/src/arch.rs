@@ -22,6 +22,9 @@
 //! | `cp.async`, `cp.async.commit`, `cp.async.wait` | sm_80 | 7.0 | `cp.async.*` |
 //! | `mbarrier.init` / `arrive` / `test_wait` / `inval` | sm_80 | 7.0 | `mbarrier.*.shared.b64` |
 //! | `mbarrier.arrive_expect_tx` / `complete_tx` / `try_wait_parity`, `fence.proxy_async`, `fence.mbarrier_init` | sm_90 | 8.0 | transaction counts and the async proxy |
+//! | `atomic.add` / `red.add` on `vec<f16, 2>` | sm_70 | 6.2 | `atom.add.noftz.f16x2` |
+//! | `atomic.add` / `red.add` on `vec<bf16, 2>` | sm_90 | 7.8 | `atom.add.noftz.bf16x2` |
+//! | `redux.<op>` | sm_80 | 7.0 | `redux.sync` |
 //!
 //! Kernel metadata is checked per arch too: static + dynamic shared memory
 //! against [`max_shared_bytes`], `min_blocks` against [`max_blocks_per_sm`]
@@ -74,6 +77,9 @@ pub const WMMA_BF16: Feature = feature("wmma bf16", Arch::Sm80, 7, 0);
 pub const CP_ASYNC: Feature = feature("cp.async", Arch::Sm80, 7, 0);
 pub const MBARRIER: Feature = feature("mbarrier", Arch::Sm80, 7, 0);
 pub const MBARRIER_TX: Feature = feature("mbarrier transaction counts", Arch::Sm90, 8, 0);
+pub const ATOMIC_ADD_F16X2: Feature = feature("atomic add on vec<f16, 2>", Arch::Sm70, 6, 2);
+pub const ATOMIC_ADD_BF16X2: Feature = feature("atomic add on vec<bf16, 2>", Arch::Sm90, 7, 8);
+pub const REDUX: Feature = feature("redux.sync", Arch::Sm80, 7, 0);
 
 /// Every row of the gating table.
 pub const FEATURES: &[Feature] = &[
@@ -88,6 +94,9 @@ pub const FEATURES: &[Feature] = &[
     CP_ASYNC,
     MBARRIER,
     MBARRIER_TX,
+    ATOMIC_ADD_F16X2,
+    ATOMIC_ADD_BF16X2,
+    REDUX,
 ];
 
 /// The oldest PTX ISA version whose `.target` accepts `arch`.
@@ -206,13 +215,17 @@ pub fn op_requirements(op: &Op, args: &[Option<&Type>], results: &[Option<&Type>
     if let Some(f) = op.def().feature {
         out.push(f);
     }
-    let arg_scalar = |n: usize| args.get(n).copied().flatten().and_then(Type::as_scalar);
     match op {
         Op::Atomic {
             op: AtomicOp::Add, ..
-        } => match arg_scalar(1) {
-            Some(ScalarType::F16) => out.push(ATOMIC_ADD_F16),
-            Some(ScalarType::BF16) => out.push(ATOMIC_ADD_BF16),
+        }
+        | Op::Red {
+            op: AtomicOp::Add, ..
+        } => match args.get(1).copied().flatten() {
+            Some(Type::Scalar(ScalarType::F16)) => out.push(ATOMIC_ADD_F16),
+            Some(Type::Scalar(ScalarType::BF16)) => out.push(ATOMIC_ADD_BF16),
+            Some(Type::Vector(ScalarType::F16, 2)) => out.push(ATOMIC_ADD_F16X2),
+            Some(Type::Vector(ScalarType::BF16, 2)) => out.push(ATOMIC_ADD_BF16X2),
             _ => {}
         },
         Op::MmaLoad { frag, .. } => out.push(wmma_feature(frag.elem, frag.shape)),
@@ -416,7 +429,7 @@ fn check_kernel_limits(
                 "min_blocks({n}) exceeds the {} resident blocks per SM of {arch}",
                 max_blocks_per_sm(arch)
             ));
-        } else if let Some([x, y, z]) = k.max_threads {
+        } else if let Some([x, y, z]) = k.max_threads.or(k.exact_threads) {
             let threads = u64::from(x)
                 .saturating_mul(u64::from(y))
                 .saturating_mul(u64::from(z));

@@ -812,6 +812,56 @@ impl FunctionBuilder {
     }
 }
 
+/// Issue 12 (warp-sync): bit ops and the scoped memory model.
+impl FunctionBuilder {
+    /// A bit op (`bfe`, `bfi`, `prmt`, `shf.*`); operands as in its table row.
+    pub fn bits(&mut self, op: BitOp, args: &[ValueId]) -> BuildResult<ValueId> {
+        let want = Op::Bits(op).def().operands.map_or(0, <[_]>::len);
+        if args.len() != want {
+            return self.err(format!("`{op}` takes {want} operands, got {}", args.len()));
+        }
+        let ty = match op {
+            BitOp::Bfe => self.value_type(args[0])?.clone(),
+            BitOp::Bfi => self.value_type(args[1])?.clone(),
+            _ => Type::U32,
+        };
+        self.push1(Op::Bits(op), args, ty)
+    }
+    /// Atomic read-modify-write without a result (`red`).
+    pub fn red(
+        &mut self,
+        op: AtomicOp,
+        scope: Scope,
+        ptr: ValueId,
+        value: ValueId,
+    ) -> BuildResult<()> {
+        self.push0(Op::Red { op, scope }, &[ptr, value])
+    }
+    /// Load with acquire semantics at `scope`.
+    pub fn load_acquire(&mut self, scope: Scope, ptr: ValueId) -> BuildResult<ValueId> {
+        let ty = match self.value_type(ptr)? {
+            Type::Ptr(_, t) => (**t).clone(),
+            other => return self.err(format!("load.acquire needs a pointer, got {other}")),
+        };
+        self.push1(Op::LoadAcquire(scope), &[ptr], ty)
+    }
+    /// Store with release semantics at `scope`.
+    pub fn store_release(&mut self, scope: Scope, ptr: ValueId, value: ValueId) -> BuildResult<()> {
+        self.push0(Op::StoreRelease(scope), &[ptr, value])
+    }
+    pub fn fence_acq_rel(&mut self, scope: Scope) -> BuildResult<()> {
+        self.push0(Op::FenceAcqRel(scope), &[])
+    }
+    pub fn compiler_fence(&mut self) -> BuildResult<()> {
+        self.push0(Op::CompilerFence, &[])
+    }
+    /// `redux.sync`: the reduction of `value` over the lanes in `mask`.
+    pub fn redux(&mut self, op: ReduxOp, mask: ValueId, value: ValueId) -> BuildResult<ValueId> {
+        let ty = self.value_type(value)?.clone();
+        self.push1(Op::Redux(op), &[mask, value], ty)
+    }
+}
+
 /// Truncate an integer to the width of its type and re-extend it by the type's
 /// signedness, so equal values always have one representation.
 pub fn normalize_int(s: ScalarType, value: i64) -> i64 {

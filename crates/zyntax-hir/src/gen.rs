@@ -154,9 +154,32 @@ pub fn docs_table() -> String {
 const OPND: &str = "_Operand";
 
 /// `(name, stub type with default)` of the parameters, and the stub return type.
-fn py_params(p: Py) -> Option<(&'static str, Vec<String>, &'static str)> {
+fn py_params(d: &OpDef) -> Option<(&'static str, Vec<String>, &'static str)> {
     let v = |s: &str| s.to_string();
-    Some(match p {
+    Some(match d.py {
+        Py::Bits(n) => (
+            n,
+            d.operands
+                .unwrap_or_default()
+                .iter()
+                .enumerate()
+                .map(|(i, o)| {
+                    // The first operand fixes the type: it must be a Value.
+                    let t = if i == 0 { "Value" } else { OPND };
+                    format!("{o}: {t}")
+                })
+                .collect(),
+            "Value",
+        ),
+        Py::Red(n) => (
+            n,
+            vec![
+                v("ptr: Value"),
+                format!("value: {OPND}"),
+                v("scope: _ScopeName | str = \"device\""),
+            ],
+            "None",
+        ),
         Py::Binary(n) | Py::Cmp(n) => (n, vec![v("a: _Operand"), v("b: _Operand")], "Value"),
         Py::Unary(n) => (n, vec![v("a: Value")], "Value"),
         Py::Atomic(n) => (
@@ -199,14 +222,14 @@ fn py_params(p: Py) -> Option<(&'static str, Vec<String>, &'static str)> {
 }
 
 fn generated_rows() -> impl Iterator<Item = &'static OpDef> {
-    OPS.iter().filter(|d| py_params(d.py).is_some())
+    OPS.iter().filter(|d| py_params(d).is_some())
 }
 
 /// Stubs of the generated `FunctionBuilder` methods (inside `class FunctionBuilder`).
 pub fn pyi_methods() -> String {
     let mut out = String::new();
     for d in generated_rows() {
-        let (name, params, mut ret) = py_params(d.py).expect("generated row");
+        let (name, params, mut ret) = py_params(d).expect("generated row");
         if d.results == Some(0) {
             ret = "None";
         }
@@ -237,6 +260,11 @@ fn variant(sub: &str) -> String {
         Some(f) => f.to_ascii_uppercase().to_string() + c.as_str(),
         None => String::new(),
     }
+}
+
+/// `ShfLWrap` from `shf.l.wrap`: the variant of a dotted sub-op.
+fn variant_of(sub: &str) -> String {
+    sub.split('.').map(variant).collect()
 }
 
 /// A method signature as rustfmt writes it (one line if it fits in 100 columns).
@@ -345,6 +373,34 @@ pub fn pyo3_methods() -> String {
                         "let d = dim.map(to_dim).transpose()?.unwrap_or(Dim::X);\n        \
                          self.sh.run1(py, |fb| fb.{}(d))",
                         d.family
+                    ),
+                )
+            }
+            Py::Bits(n) => {
+                let names = d.operands.unwrap_or_default();
+                (
+                    n,
+                    String::new(),
+                    p(names),
+                    "PyResult<PyValue>",
+                    format!(
+                        "self.bits_op(py, BitOp::{}, &[{}])",
+                        variant_of(d.sub),
+                        names.join(", ")
+                    ),
+                )
+            }
+            Py::Red(n) => {
+                let mut v = p(&["ptr", "value"]);
+                v.push("scope: &str".into());
+                (
+                    n,
+                    "    #[pyo3(signature = (ptr, value, scope=\"device\"))]\n".to_string(),
+                    v,
+                    "PyResult<()>",
+                    format!(
+                        "self.red_op(py, AtomicOp::{}, ptr, value, scope)",
+                        variant(d.sub)
                     ),
                 )
             }

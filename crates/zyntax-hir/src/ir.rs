@@ -80,6 +80,10 @@ pub struct KernelInfo {
     pub shared_bytes: u32,
     /// The arch this kernel is compiled for, overriding the module's targets.
     pub arch: Option<Arch>,
+    /// Exact threads per block in x, y, z (`.reqntid`), if declared: a launch
+    /// with another block shape fails.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exact_threads: Option<[u32; 3]>,
 }
 
 /// What a function is.

@@ -41,8 +41,8 @@ pub use ir::{
     ValueData, ValueDef,
 };
 pub use op::{
-    AtomicOp, BinOp, CacheHint, CmpOp, ConstValue, Dim, MatchMode, MbarrierOp, Op, OpClass,
-    OptLevel, Scope, ShflMode, UnOp, VoteMode,
+    AtomicOp, BinOp, BitOp, CacheHint, CmpOp, ConstValue, Dim, MatchMode, MbarrierOp, Op, OpClass,
+    OptLevel, ReduxOp, Scope, ShflMode, UnOp, VoteMode,
 };
 pub use parser::{parse_module, parse_module_named};
 pub use printer::{print_function, print_inst, print_module};

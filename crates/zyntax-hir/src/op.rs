@@ -37,6 +37,12 @@
 //! | `mbarrier.test_wait` | bar, state (u64) | 1 bool |
 //! | `mbarrier.try_wait_parity` | bar, parity (u32), suspend-time hint in ns (u32) | 1 bool |
 //! | `fence.proxy_async`, `fence.mbarrier_init` | – | – |
+//! | `bfe` / `bfi` | a, pos, len / a, b, pos, len | 1, type of a / of b |
+//! | `prmt`, `shf.{l,r}.{wrap,clamp}` | a, b, c (u32) | 1 u32 |
+//! | `red.<op>.<scope>` | ptr, value | – |
+//! | `load.acquire.<scope>` / `store.release.<scope>` | ptr / ptr, value | 1 / – |
+//! | `fence.acq_rel.<scope>`, `compiler_fence` | – | – |
+//! | `redux.<op>` | mask, value (u32/i32) | 1, type of value |
 //! | `call @f` | arguments | callee's returns |
 //! | `jump` / `br` / `return` / `unreachable` | – / cond / values / – | – |
 
@@ -153,6 +159,22 @@ named_enum!(
 named_enum!(
     /// Cache hint of `cp.async`: `ca` caches in L1 and L2, `cg` in L2 only (16-byte copies only).
     CacheHint { Ca => "ca", Cg => "cg" }
+);
+
+named_enum!(
+    /// PTX bit-field, byte-permute and funnel-shift instructions (issue 12): see
+    /// `docs/semantics.md` for their exact definitions.
+    BitOp {
+        Bfe => "bfe", Bfi => "bfi", Prmt => "prmt",
+        ShfLWrap => "shf.l.wrap", ShfLClamp => "shf.l.clamp",
+        ShfRWrap => "shf.r.wrap", ShfRClamp => "shf.r.clamp",
+    }
+);
+
+named_enum!(
+    /// `redux.sync` reductions over the lanes of a mask (sm_80): on u32 or i32
+    /// (`min`/`max` by signedness; `and`/`or`/`xor` bitwise).
+    ReduxOp { Add => "add", Min => "min", Max => "max", And => "and", Or => "or", Xor => "xor" }
 );
 
 named_enum!(
@@ -294,6 +316,25 @@ pub enum Op {
     Branch,
     Return,
     Unreachable,
+
+    // --- issue 12 (warp-sync): bit ops and the scoped memory model
+    /// `bfe`/`bfi`/`prmt`/`shf.*`: pure bit manipulation with PTX's definitions.
+    Bits(BitOp),
+    /// `red.<op>.<scope>`: an atomic that returns nothing.
+    Red {
+        op: AtomicOp,
+        scope: Scope,
+    },
+    /// `ld.acquire.<scope>`.
+    LoadAcquire(Scope),
+    /// `st.release.<scope>`.
+    StoreRelease(Scope),
+    /// `fence.acq_rel.<scope>` (the plain `fence.<scope>` is `fence.sc`).
+    FenceAcqRel(Scope),
+    /// Orders memory accesses of this thread for the compiler only; emits no instruction.
+    CompilerFence,
+    /// `redux.sync.<op>`: the reduction of `value` over the lanes in `mask`.
+    Redux(ReduxOp),
 }
 
 /// Broad classes of ops, used by the verifier's placement rules and the docs.
@@ -348,6 +389,10 @@ impl Op {
             MmaLoad { layout, .. } => format!("mma.load.{layout}"),
             MmaStore { layout } => format!("mma.store.{layout}"),
             CpAsync { bytes, cache } => format!("cp.async.{cache}.{bytes}"),
+            Red { op, scope } => format!("red.{op}.{scope}"),
+            LoadAcquire(s) => format!("load.acquire.{s}"),
+            StoreRelease(s) => format!("store.release.{s}"),
+            FenceAcqRel(s) => format!("fence.acq_rel.{s}"),
             _ => self.def().mnemonic.into(),
         }
     }

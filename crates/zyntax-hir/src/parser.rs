@@ -710,7 +710,8 @@ impl Parser {
                     seen.push(attr);
                     continue;
                 }
-                "max_threads" | "min_blocks" | "max_registers" | "shared_bytes" | "arch" => {
+                "max_threads" | "exact_threads" | "min_blocks" | "max_registers"
+                | "shared_bytes" | "arch" => {
                     if !is_kernel {
                         return Err(self.error_at(
                             &t,
@@ -723,7 +724,7 @@ impl Parser {
                     self.expect_punct('(', &format!("`(` after `{attr}`"))?;
                     let mut info = f.kind.kernel_info().cloned().unwrap_or_default();
                     match attr.as_str() {
-                        "max_threads" => {
+                        "max_threads" | "exact_threads" => {
                             // Hand-written files may give 1 to 3 dimensions; missing ones are 1.
                             let mut dims = [1u32; 3];
                             for (n, d) in dims.iter_mut().enumerate() {
@@ -732,7 +733,11 @@ impl Parser {
                                     break;
                                 }
                             }
-                            info.max_threads = Some(dims);
+                            if attr == "exact_threads" {
+                                info.exact_threads = Some(dims);
+                            } else {
+                                info.max_threads = Some(dims);
+                            }
                         }
                         "min_blocks" => info.min_blocks = Some(self.expect_u32("a block count")?),
                         "max_registers" => {
@@ -763,7 +768,7 @@ impl Parser {
                         format!(
                             "unknown function attribute `{attr}` (expected `critical_path`, \
                              `no_alloc`, `inline_always`, `no_bounds_check`, `opt(..)`, \
-                             `max_threads(..)`, `min_blocks(..)`, `max_registers(..)`, \
+                             `max_threads(..)`, `exact_threads(..)`, `min_blocks(..)`, `max_registers(..)`, \
                              `shared_bytes(..)` or `arch(..)`)"
                         ),
                     ))
@@ -1103,6 +1108,19 @@ impl Parser {
             ["block_dim", d] => Op::BlockDim(dim(self, d)?),
             ["grid_dim", d] => Op::GridDim(dim(self, d)?),
             ["fence", s] => Op::Fence(scope(self, s)?),
+            ["fence", "acq_rel", s] => Op::FenceAcqRel(scope(self, s)?),
+            ["load", "acquire", s] => Op::LoadAcquire(scope(self, s)?),
+            ["store", "release", s] => Op::StoreRelease(scope(self, s)?),
+            ["red", op, s] => Op::Red {
+                op: AtomicOp::from_name(op).ok_or_else(|| {
+                    bad_suffix(
+                        self,
+                        "reduction operation",
+                        names(AtomicOp::ALL, AtomicOp::name),
+                    )
+                })?,
+                scope: scope(self, s)?,
+            },
             ["atomic", "cas", s] => Op::AtomicCas {
                 scope: scope(self, s)?,
             },

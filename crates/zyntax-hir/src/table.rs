@@ -16,7 +16,7 @@
 //! non-scalar type rules, the interpreter and the lowerings. Adding an op:
 //! `docs/add-an-hir-op.md`.
 
-use crate::arch::{Feature, CP_ASYNC, MATCH, MBARRIER, MBARRIER_TX};
+use crate::arch::{Feature, CP_ASYNC, MATCH, MBARRIER, MBARRIER_TX, REDUX};
 use crate::op::*;
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -107,6 +107,10 @@ pub enum Py {
     Index(&'static str),
     /// Generated: `name()` with no operands.
     Nullary(&'static str),
+    /// Generated: `name(<the row's operands>)` through the bit-op helper.
+    Bits(&'static str),
+    /// Generated: `name(ptr, value, scope="device")`, no result.
+    Red(&'static str),
 }
 
 impl Py {
@@ -121,7 +125,9 @@ impl Py {
             | Py::Shfl(n, _)
             | Py::Vote(n)
             | Py::Index(n)
-            | Py::Nullary(n) => Some(n),
+            | Py::Nullary(n)
+            | Py::Bits(n)
+            | Py::Red(n) => Some(n),
         }
     }
 }
@@ -330,6 +336,57 @@ macro_rules! index {
             .rust(concat!($family, "(dim)"))
             .py(Py::Index($py))
             .doc($doc)
+    };
+}
+
+macro_rules! bits {
+    ($sub:literal, $v:ident, $py:literal, $ops:expr, $res:literal, $doc:literal) => {
+        row("bits", $sub, $sub, $ops, 1, $res)
+            .op(|| Op::Bits(BitOp::$v))
+            .gpu()
+            .rust(concat!("bits(BitOp::", stringify!($v), ", args)"))
+            .py(Py::Bits($py))
+            .doc($doc)
+    };
+}
+macro_rules! redux {
+    ($sub:literal, $v:ident, $doc:literal) => {
+        row(
+            "redux",
+            $sub,
+            concat!("redux.", $sub),
+            &["mask", "value"],
+            1,
+            "type of value",
+        )
+        .op(|| Op::Redux(ReduxOp::$v))
+        .gpu()
+        .fx(fx::WARP)
+        .needs(REDUX)
+        .rust(concat!("redux(ReduxOp::", stringify!($v), ", mask, value)"))
+        .py(Py::Hand("redux"))
+        .doc($doc)
+    };
+}
+macro_rules! red {
+    ($sub:literal, $v:ident, $py:literal, $doc:literal) => {
+        row(
+            "red",
+            $sub,
+            concat!("red.", $sub, ".<scope>"),
+            &["ptr", "value"],
+            0,
+            "–",
+        )
+        .gpu()
+        .fx(fx::READ | fx::WRITE)
+        .rust(concat!(
+            "red(AtomicOp::",
+            stringify!($v),
+            ", scope, ptr, value)"
+        ))
+        .py(Py::Red($py))
+        .doc($doc)
     };
 }
 
@@ -957,6 +1014,119 @@ pub static OPS: &[OpDef] = &[
         .rust("unreachable()")
         .py(Py::Hand("unreachable"))
         .doc("Traps if reached."),
+    // --- issue 12 (warp-sync): bit ops
+    bits!(
+        "bfe",
+        Bfe,
+        "bfe",
+        &["a", "pos", "len"],
+        "type of a",
+        "Bit-field extract: len bits of a from bit pos, sign-extended for signed types."
+    ),
+    bits!(
+        "bfi",
+        Bfi,
+        "bfi",
+        &["a", "b", "pos", "len"],
+        "type of b",
+        "Bit-field insert: b with its len bits from pos replaced by the low bits of a."
+    ),
+    bits!(
+        "prmt",
+        Prmt,
+        "prmt",
+        &["a", "b", "sel"],
+        "u32",
+        "Byte permute: each selector nibble picks one of the 8 bytes of b:a (bit 3: replicate its sign)."
+    ),
+    bits!(
+        "shf.l.wrap",
+        ShfLWrap,
+        "shf_l_wrap",
+        &["lo", "hi", "n"],
+        "u32",
+        "Funnel shift left: high word of hi:lo << (n mod 32)."
+    ),
+    bits!(
+        "shf.l.clamp",
+        ShfLClamp,
+        "shf_l_clamp",
+        &["lo", "hi", "n"],
+        "u32",
+        "Funnel shift left: high word of hi:lo << min(n, 32)."
+    ),
+    bits!(
+        "shf.r.wrap",
+        ShfRWrap,
+        "shf_r_wrap",
+        &["lo", "hi", "n"],
+        "u32",
+        "Funnel shift right: low word of hi:lo >> (n mod 32)."
+    ),
+    bits!(
+        "shf.r.clamp",
+        ShfRClamp,
+        "shf_r_clamp",
+        &["lo", "hi", "n"],
+        "u32",
+        "Funnel shift right: low word of hi:lo >> min(n, 32)."
+    ),
+    // --- issue 12 (warp-sync): scoped memory model
+    red!("add", Add, "red_add", "Atomic add, no result (`red`)."),
+    red!("sub", Sub, "red_sub", "Atomic subtract, no result."),
+    red!("min", Min, "red_min", "Atomic minimum, no result."),
+    red!("max", Max, "red_max", "Atomic maximum, no result."),
+    red!("and", And, "red_and", "Atomic and, no result."),
+    red!("or", Or, "red_or", "Atomic or, no result."),
+    red!("xor", Xor, "red_xor", "Atomic xor, no result."),
+    red!("exch", Exch, "red_exch", "Atomic exchange, no result."),
+    red!("inc", Inc, "red_inc", "Wrapping u32 increment, no result."),
+    red!("dec", Dec, "red_dec", "Wrapping u32 decrement, no result."),
+    row(
+        "load_acquire",
+        "",
+        "load.acquire.<scope>",
+        &["ptr"],
+        1,
+        "pointee",
+    )
+    .gpu()
+    .fx(fx::READ | fx::SYNC)
+    .rust("load_acquire(scope, ptr)")
+    .py(Py::Hand("load_acquire"))
+    .doc("Load with acquire semantics at a scope (`ld.acquire`)."),
+    row(
+        "store_release",
+        "",
+        "store.release.<scope>",
+        &["ptr", "value"],
+        0,
+        "–",
+    )
+    .gpu()
+    .fx(fx::WRITE | fx::SYNC)
+    .rust("store_release(scope, ptr, value)")
+    .py(Py::Hand("store_release"))
+    .doc("Store with release semantics at a scope (`st.release`)."),
+    row("fence_acq_rel", "", "fence.acq_rel.<scope>", NONE, 0, "–")
+        .gpu()
+        .fx(fx::SYNC)
+        .rust("fence_acq_rel(scope)")
+        .py(Py::Hand("fence_acq_rel"))
+        .doc("Acquire-release fence at a scope (the plain `fence` is sequentially consistent)."),
+    row("compiler_fence", "", "compiler_fence", NONE, 0, "–")
+        .op(|| Op::CompilerFence)
+        .fx(fx::SYNC)
+        .rust("compiler_fence()")
+        .py(Py::Nullary("compiler_fence"))
+        .doc("Thread-scope fence: the compiler keeps memory accesses on their side; no instruction."),
+    // --- issue 12 (warp-sync): warp reductions
+    redux!("add", Add, "Sum over the lanes in mask (wrapping)."),
+    redux!("min", Min, "Minimum over the lanes in mask."),
+    redux!("max", Max, "Maximum over the lanes in mask."),
+    redux!("and", And, "Bitwise and over the lanes in mask."),
+    redux!("or", Or, "Bitwise or over the lanes in mask."),
+    redux!("xor", Xor, "Bitwise xor over the lanes in mask."),
 ];
 
 fn index() -> &'static HashMap<(&'static str, &'static str), usize> {
@@ -1043,6 +1213,13 @@ impl Op {
             Branch => ("branch", ""),
             Return => ("return", ""),
             Unreachable => ("unreachable", ""),
+            Bits(b) => ("bits", b.name()),
+            Red { op, .. } => ("red", op.name()),
+            LoadAcquire(_) => ("load_acquire", ""),
+            StoreRelease(_) => ("store_release", ""),
+            FenceAcqRel(_) => ("fence_acq_rel", ""),
+            CompilerFence => ("compiler_fence", ""),
+            Redux(r) => ("redux", r.name()),
         }
     }
 

@@ -113,7 +113,9 @@ use crate::arch;
 use crate::entities::{BlockId, InstId, ValueId};
 use crate::error::{Diagnostic, Loc, VerifyError};
 use crate::ir::{Function, FunctionKind, InstData, KernelInfo, Module, ValueDef};
-use crate::op::{AtomicOp, CacheHint, CmpOp, ConstValue, MatchMode, MbarrierOp, Op, VoteMode};
+use crate::op::{
+    AtomicOp, BitOp, CacheHint, CmpOp, ConstValue, MatchMode, MbarrierOp, Op, VoteMode,
+};
 use crate::printer::print_inst;
 use crate::target::Arch;
 use crate::types::{AddrSpace, FragKind, FragType, ScalarType, Type};
@@ -576,6 +578,21 @@ fn check_header(cx: &mut Ctx) {
 }
 
 fn check_kernel_info(cx: &mut Ctx, k: &KernelInfo) {
+    // issue 12: the exact block shape (`.reqntid`) obeys the same limits and
+    // must fit a declared upper bound.
+    if let Some([x, y, z]) = k.exact_threads {
+        let n = u64::from(x) * u64::from(y) * u64::from(z);
+        if n == 0 || x > 1024 || y > 1024 || z > 64 || n > 1024 {
+            cx.func_err(format!(
+                "exact_threads({x}, {y}, {z}): every dimension at least 1, x and y at most 1024, z at most 64, at most 1024 threads"
+            ));
+        } else if k.max_threads.is_some() {
+            // ptxas: "Conflicting directives: .maxntid and .reqntid cannot both be specified".
+            cx.func_err(format!(
+                "exact_threads({x}, {y}, {z}) and max_threads cannot both be declared (the exact shape is also the bound)"
+            ));
+        }
+    }
     if let Some([x, y, z]) = k.max_threads {
         if x == 0 || y == 0 || z == 0 {
             cx.func_err(format!(
@@ -593,8 +610,8 @@ fn check_kernel_info(cx: &mut Ctx, k: &KernelInfo) {
         }
     }
     if let Some(n) = k.min_blocks {
-        if k.max_threads.is_none() {
-            cx.func_err("min_blocks needs max_threads (PTX .minnctapersm requires .maxntid)");
+        if k.max_threads.is_none() && k.exact_threads.is_none() {
+            cx.func_err("min_blocks needs max_threads or exact_threads (PTX .minnctapersm requires .maxntid or .reqntid)");
         }
         if !(1..=32).contains(&n) {
             cx.func_err(format!("min_blocks({n}) must be in 1..=32"));
@@ -1544,6 +1561,76 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             Ok(())
         }
         Op::Unreachable => Ok(()),
+        // --- issue 12 (warp-sync)
+        Op::Bits(op) => check_bits(*op, a),
+        Op::Red { op, .. } => {
+            let (_, pointee) = gpu_mem_ptr("the reduction's pointer", a[0])?;
+            same("the value", a[1], pointee)?;
+            check_atomic_type(*op, a[1])
+        }
+        Op::LoadAcquire(_) => {
+            let (_, pointee) = gpu_mem_ptr("the pointer of `load.acquire`", a[0])?;
+            ordered_access_type(pointee)?;
+            same("the result", r[0], pointee)
+        }
+        Op::StoreRelease(_) => {
+            let (_, pointee) = gpu_mem_ptr("the pointer of `store.release`", a[0])?;
+            ordered_access_type(pointee)?;
+            same("the stored value", a[1], pointee)
+        }
+        Op::FenceAcqRel(_) | Op::CompilerFence => Ok(()),
+        Op::Redux(_) => {
+            want_u32("the mask", a[0])?;
+            if !matches!(scalar(a[1]), Some(ScalarType::U32 | ScalarType::I32)) {
+                return Err(format!("`{mn}` works on u32 or i32, got {}", a[1]));
+            }
+            same("the result", r[0], a[1])
+        }
+    }
+}
+
+/// `ld.acquire`/`st.release` move 32 or 64 bits.
+fn ordered_access_type(t: &Type) -> Check {
+    match scalar(t) {
+        Some(s) if !s.is_bool() && matches!(s.bits(), 32 | 64) => Ok(()),
+        _ => Err(format!(
+            "acquire loads and release stores work on 32- or 64-bit scalars, got {t}"
+        )),
+    }
+}
+
+/// Operand types of `bfe`/`bfi` (32/64-bit integers, u32 position and length)
+/// and of `prmt`/`shf.*` (u32 only, as in PTX).
+fn check_bits(op: BitOp, a: &[&Type]) -> Check {
+    let int32_64 = |t: &Type| {
+        matches!(
+            scalar(t),
+            Some(ScalarType::I32 | ScalarType::U32 | ScalarType::I64 | ScalarType::U64)
+        )
+    };
+    match op {
+        BitOp::Bfe | BitOp::Bfi => {
+            if !int32_64(a[0]) {
+                return Err(format!(
+                    "`{op}` works on i32, u32, i64 or u64, got {}",
+                    a[0]
+                ));
+            }
+            let n = if op == BitOp::Bfi {
+                same("the base operand", a[1], a[0])?;
+                2
+            } else {
+                1
+            };
+            want_u32("the bit position", a[n])?;
+            want_u32("the field length", a[n + 1])
+        }
+        _ => {
+            for (i, t) in a.iter().enumerate() {
+                want_u32(&format!("operand {i} of `{op}`"), t)?;
+            }
+            Ok(())
+        }
     }
 }
 
@@ -1639,13 +1726,14 @@ fn check_atomic_type(op: AtomicOp, t: &Type) -> Check {
     let s = scalar(t);
     let int32_64 = matches!(s, Some(S::I32 | S::U32 | S::I64 | S::U64));
     let ok = match op {
-        AtomicOp::Add => int32_64 || matches!(s, Some(S::F16 | S::BF16 | S::F32 | S::F64)),
-        AtomicOp::Sub
-        | AtomicOp::Min
-        | AtomicOp::Max
-        | AtomicOp::And
-        | AtomicOp::Or
-        | AtomicOp::Xor => int32_64,
+        AtomicOp::Add => {
+            int32_64
+                || matches!(s, Some(S::F16 | S::BF16 | S::F32 | S::F64))
+                || matches!(t, Type::Vector(S::F16 | S::BF16, 2))
+        }
+        // Float min/max have no PTX `atom` form: the lowering loops on CAS.
+        AtomicOp::Min | AtomicOp::Max => int32_64 || matches!(s, Some(S::F32 | S::F64)),
+        AtomicOp::Sub | AtomicOp::And | AtomicOp::Or | AtomicOp::Xor => int32_64,
         AtomicOp::Exch => int32_64 || matches!(s, Some(S::F32 | S::F64)),
         AtomicOp::Inc | AtomicOp::Dec => s == Some(S::U32),
     };
@@ -1653,9 +1741,10 @@ fn check_atomic_type(op: AtomicOp, t: &Type) -> Check {
         return Ok(());
     }
     let want = match op {
-        AtomicOp::Add => "i32, u32, i64, u64, f16, bf16, f32 or f64",
+        AtomicOp::Add => "i32, u32, i64, u64, f16, bf16, f32, f64, vec<f16, 2> or vec<bf16, 2>",
         AtomicOp::Exch => "i32, u32, i64, u64, f32 or f64",
         AtomicOp::Inc | AtomicOp::Dec => "u32",
+        AtomicOp::Min | AtomicOp::Max => "i32, u32, i64, u64, f32 or f64",
         _ => "i32, u32, i64 or u64",
     };
     Err(format!("atomic.{op} works on {want}, got {t}"))

@@ -120,6 +120,21 @@ fn every_op() -> Vec<Op> {
     );
     ops.extend(VoteMode::ALL.iter().map(|&m| Op::Vote(m)));
     ops.extend(MatchMode::ALL.iter().map(|&m| Op::Match(m)));
+    // issue 12 (warp-sync)
+    ops.extend(BitOp::ALL.iter().map(|&b| Op::Bits(b)));
+    for &op in AtomicOp::ALL {
+        ops.push(Op::Red {
+            op,
+            scope: Scope::Device,
+        });
+    }
+    ops.extend([
+        Op::LoadAcquire(Scope::Device),
+        Op::StoreRelease(Scope::System),
+        Op::FenceAcqRel(Scope::Block),
+        Op::CompilerFence,
+    ]);
+    ops.extend(ReduxOp::ALL.iter().map(|&r| Op::Redux(r)));
     ops
 }
 

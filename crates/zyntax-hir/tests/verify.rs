@@ -1015,8 +1015,8 @@ fn atomic_rules() {
     for (op, t, want) in [
         (
             AtomicOp::Min,
-            Type::F32,
-            "atomic.min works on i32, u32, i64 or u64, got f32",
+            Type::F16,
+            "atomic.min works on i32, u32, i64, u64, f32 or f64, got f16",
         ),
         (AtomicOp::Inc, Type::I32, "atomic.inc works on u32, got i32"),
         (
@@ -1027,7 +1027,7 @@ fn atomic_rules() {
         (
             AtomicOp::Add,
             Type::U8,
-            "atomic.add works on i32, u32, i64, u64, f16, bf16, f32 or f64, got u8",
+            "atomic.add works on i32, u32, i64, u64, f16, bf16, f32, f64, vec<f16, 2> or vec<bf16, 2>, got u8",
         ),
         (
             AtomicOp::Exch,
@@ -1447,6 +1447,7 @@ fn kernel_metadata_rules() {
         max_registers: Some(64),
         shared_bytes: 4096,
         arch: Some(Arch::Sm80),
+        exact_threads: None,
     }));
 }
 

@@ -172,6 +172,7 @@ fn kind() -> impl Strategy<Value = FunctionKind> {
                 max_registers,
                 shared_bytes,
                 arch,
+                exact_threads: None,
             },
         );
     prop_oneof![

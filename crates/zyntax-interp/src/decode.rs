@@ -8,8 +8,9 @@
 use crate::memory;
 use crate::{InterpError, Result};
 use zyntax_hir::{
-    AtomicOp, BinOp, BlockCall, CacheHint, CmpOp, FragKind, FragType, Function, InstId, Layout,
-    MatchMode, MbarrierOp, Module, Op, ScalarType, ShflMode, Type, UnOp, ValueId, VoteMode,
+    AtomicOp, BinOp, BitOp, BlockCall, CacheHint, CmpOp, FragKind, FragType, Function, InstId,
+    Layout, MatchMode, MbarrierOp, Module, Op, ReduxOp, ScalarType, ShflMode, Type, UnOp, ValueId,
+    VoteMode,
 };
 
 /// Elements of the largest fragment (32x16 or 16x32).
@@ -305,6 +306,32 @@ pub enum DOp {
     CallRec {
         call: u32,
     },
+    // --- issue 12 (warp-sync)
+    /// `bfe`/`bfi`/`prmt`/`shf.*` on operands `a` (unused ones are 0).
+    Bits {
+        op: BitOp,
+        ty: ScalarType,
+        dst: u32,
+        a: [u32; 4],
+    },
+    /// An atomic on `n` packed elements (`vec<f16, 2>` add), or one without a
+    /// result (`red`, `dst` is `None`).
+    AtomicV {
+        op: AtomicOp,
+        elem: ScalarType,
+        n: u32,
+        dst: Option<u32>,
+        ptr: u32,
+        val: u32,
+    },
+    /// `redux.sync` over the lanes in `mask` (i32 when `signed`).
+    Redux {
+        op: ReduxOp,
+        signed: bool,
+        dst: u32,
+        mask: u32,
+        val: u32,
+    },
 }
 
 impl DOp {
@@ -319,6 +346,7 @@ impl DOp {
                 | DOp::MmaLoad { .. }
                 | DOp::Mma { .. }
                 | DOp::MmaStore { .. }
+                | DOp::Redux { .. }
         )
     }
 }
@@ -580,6 +608,29 @@ impl Decoder<'_> {
         let res_ty =
             |k: usize| -> Type { d.results.get(k).map_or(Type::BOOL, |v| cx.ty(*v).clone()) };
         let scalar = |t: &Type| t.as_scalar();
+        // `red`, and atomics on packed `vec<f16|bf16, 2>` (issue 12).
+        let atomic_v = |op: AtomicOp, t: Type, dst: Option<u32>| -> Result<DOp> {
+            let (elem, n) = match t {
+                Type::Scalar(s) if s != ScalarType::Bool => (s, 1),
+                Type::Vector(s, 2) if s.is_float() && op == AtomicOp::Add => (s, 2),
+                t => return bad(&format!("atomic {op} on {t}")),
+            };
+            let bitwise = matches!(
+                op,
+                AtomicOp::And | AtomicOp::Or | AtomicOp::Xor | AtomicOp::Inc | AtomicOp::Dec
+            );
+            if bitwise && !elem.is_int() {
+                return bad(&format!("atomic {op} on {elem}"));
+            }
+            Ok(DOp::AtomicV {
+                op,
+                elem,
+                n,
+                dst,
+                ptr: arg(0)?,
+                val: arg(1)?,
+            })
+        };
         Ok(match &d.op {
             Op::Const(c) => {
                 let Some(s) = scalar(&res_ty(0)) else {
@@ -819,6 +870,59 @@ impl Decoder<'_> {
             // Execution is sequentially consistent, so fences have nothing to order.
             Op::Fence(_) => DOp::Nop,
             Op::WarpSync => DOp::WarpSync { mask: arg(0)? },
+            // --- issue 12 (warp-sync). Execution is sequentially consistent, so
+            // acquire/release accesses are plain ones and fences have nothing to order.
+            Op::Bits(op) => {
+                let Some(ty) =
+                    scalar(&arg_ty(if *op == BitOp::Bfi { 1 } else { 0 })).filter(|s| s.is_int())
+                else {
+                    return bad(&format!("`{op}` on a non-integer"));
+                };
+                let mut a = [0u32; 4];
+                for (i, slot) in a.iter_mut().enumerate().take(d.args.len()) {
+                    *slot = arg(i)?;
+                }
+                DOp::Bits {
+                    op: *op,
+                    ty,
+                    dst: res(0)?,
+                    a,
+                }
+            }
+            Op::LoadAcquire(_) => {
+                let t = res_ty(0);
+                let Some(mt) = MemTy::of(&t) else {
+                    return bad(&format!("load.acquire of {t}"));
+                };
+                DOp::Load {
+                    mt,
+                    dst: res(0)?,
+                    ptr: arg(0)?,
+                }
+            }
+            Op::StoreRelease(_) => {
+                let t = arg_ty(1);
+                let Some(mt) = MemTy::of(&t) else {
+                    return bad(&format!("store.release of {t}"));
+                };
+                DOp::Store {
+                    mt,
+                    ptr: arg(0)?,
+                    val: arg(1)?,
+                }
+            }
+            Op::FenceAcqRel(_) | Op::CompilerFence => DOp::Nop,
+            Op::Redux(op) => DOp::Redux {
+                op: *op,
+                signed: arg_ty(1) == Type::I32,
+                dst: res(0)?,
+                mask: arg(0)?,
+                val: arg(1)?,
+            },
+            Op::Red { op, .. } => atomic_v(*op, arg_ty(1), None)?,
+            Op::Atomic { op, .. } if matches!(arg_ty(1), Type::Vector(..)) => {
+                atomic_v(*op, arg_ty(1), Some(res(0)?))?
+            }
             Op::Atomic { op, .. } => {
                 let Some(ty) = scalar(&arg_ty(1)).filter(|s| *s != ScalarType::Bool) else {
                     return bad("atomic on a non-scalar");

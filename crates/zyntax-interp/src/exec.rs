@@ -18,7 +18,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 use zyntax_hir::{
-    AddrSpace, AtomicOp, BinOp, FragKind, FragType, Layout, MatchMode, Module, ScalarType,
+    AddrSpace, AtomicOp, BinOp, FragKind, FragType, Layout, MatchMode, Module, ReduxOp, ScalarType,
     ShflMode, VoteMode,
 };
 
@@ -592,7 +592,8 @@ impl<'a> Exec<'a> {
             DOp::WarpSync { mask }
             | DOp::Shfl { mask, .. }
             | DOp::Vote { mask, .. }
-            | DOp::Match { mask, .. } => Some(*mask),
+            | DOp::Match { mask, .. }
+            | DOp::Redux { mask, .. } => Some(*mask),
             _ => None,
         };
         let required = match mask_slot {
@@ -949,6 +950,48 @@ impl<'a> Exec<'a> {
                             mem.write(id, off, size, r(regs, *des, l));
                         }
                         w(regs, *dst, l, old);
+                    }
+                }
+                // --- issue 12 (warp-sync)
+                DOp::Bits { op, ty, dst, a } => {
+                    for l in lanes(mask) {
+                        let x = a.map(|s| r(regs, s, l));
+                        w(regs, *dst, l, scalar::bits(*op, *ty, x));
+                    }
+                }
+                DOp::AtomicV {
+                    op,
+                    elem,
+                    n,
+                    dst,
+                    ptr,
+                    val,
+                } => {
+                    let es = elem.size_bytes() as usize;
+                    let size = es * *n as usize;
+                    for l in lanes(mask) {
+                        let tid = base + l as u32;
+                        let pv = r(regs, *ptr, l);
+                        let (id, off) = mem
+                            .check(pv, size, size as u64, Access::Atomic, tid)
+                            .map_err(|f| ctx.fault(f, pc, tid, "atomic", &self.tids))?;
+                        let old = mem.read(id, off, size);
+                        let v = r(regs, *val, l);
+                        // Packed elements, little-endian as in memory, each updated on its own.
+                        let bits = 8 * es as u32;
+                        let mut new = 0u64;
+                        for k in 0..*n {
+                            let sh = k * bits;
+                            let (o, x) = (
+                                (old >> sh) & scalar::mask(bits),
+                                (v >> sh) & scalar::mask(bits),
+                            );
+                            new |= atomic_apply(*op, *elem, o, x) << sh;
+                        }
+                        mem.write(id, off, size, new);
+                        if let Some(dst) = dst {
+                            w(regs, *dst, l, old);
+                        }
                     }
                 }
                 DOp::MmaFill {
@@ -1412,6 +1455,38 @@ impl<'a> Exec<'a> {
                         VoteMode::All => u64::from(b == mm),
                     };
                     w(&mut warp.regs, *dst, l, v);
+                }
+            }
+            // issue 12: each lane gets the reduction over the lanes of its mask.
+            DOp::Redux {
+                op,
+                signed,
+                dst,
+                mask,
+                val,
+            } => {
+                let mut out = [0u64; 32];
+                for l in lanes(group) {
+                    let mm = r(&warp.regs, *mask, l) as u32 & group;
+                    let vals = lanes(mm).map(|j| r(&warp.regs, *val, j) as u32);
+                    let key = |x: u32| {
+                        if *signed {
+                            i64::from(x as i32)
+                        } else {
+                            i64::from(x)
+                        }
+                    };
+                    out[l] = u64::from(match op {
+                        ReduxOp::Add => vals.fold(0u32, u32::wrapping_add),
+                        ReduxOp::Min => vals.min_by_key(|x| key(*x)).unwrap_or(0),
+                        ReduxOp::Max => vals.max_by_key(|x| key(*x)).unwrap_or(0),
+                        ReduxOp::And => vals.fold(u32::MAX, |a, x| a & x),
+                        ReduxOp::Or => vals.fold(0, |a, x| a | x),
+                        ReduxOp::Xor => vals.fold(0, |a, x| a ^ x),
+                    });
+                }
+                for l in lanes(group) {
+                    w(&mut warp.regs, *dst, l, out[l]);
                 }
             }
             DOp::Match {

@@ -327,6 +327,13 @@ impl<'m> Interpreter<'m> {
                 "block {block:?} has {threads} threads; at most {MAX_THREADS}"
             )));
         }
+        if let Some(et) = info.exact_threads {
+            if block != et {
+                return Err(InterpError::Launch(format!(
+                    "block {block:?} differs from the kernel's exact_threads {et:?}"
+                )));
+            }
+        }
         if let Some(mt) = info.max_threads {
             if block.iter().zip(mt.iter()).any(|(b, m)| b > m) {
                 return Err(InterpError::Launch(format!(

@@ -5,7 +5,7 @@
 //! See `docs/semantics.md` for the definitions where PTX leaves a choice.
 
 use half::{bf16, f16};
-use zyntax_hir::{BinOp, CmpOp, ScalarType, UnOp};
+use zyntax_hir::{BinOp, BitOp, CmpOp, ScalarType, UnOp};
 
 /// Mask of the low `bits` bits.
 #[inline]
@@ -423,6 +423,76 @@ pub fn const_bits(ty: ScalarType, c: zyntax_hir::ConstValue) -> u64 {
                 float_from_f64(ty, x)
             } else {
                 cast(ScalarType::F64, ty, bits)
+            }
+        }
+    }
+}
+
+/// `bfe`, `bfi`, `prmt` (default mode) and `shf.*` as PTX defines them
+/// (`docs/semantics.md`). `ty` is the integer type of the result (`bfe`, `bfi`)
+/// or u32; `x` holds the operands in table order.
+pub fn bits(op: BitOp, ty: ScalarType, x: [u64; 4]) -> u64 {
+    let w = ty.bits();
+    let m = mask(w);
+    match op {
+        BitOp::Bfe => {
+            let (a, pos, len) = (x[0] & m, x[1] & 0xff, x[2] & 0xff);
+            let msb = u64::from(w - 1);
+            // The sign bit: bit min(pos+len-1, msb) of a, for signed types and len > 0.
+            let sbit = if ty.is_signed() && len > 0 {
+                (a >> (pos + len - 1).min(msb)) & 1
+            } else {
+                0
+            };
+            let mut d = 0u64;
+            for i in 0..=msb {
+                let bit = if i < len && pos + i <= msb {
+                    (a >> (pos + i)) & 1
+                } else {
+                    sbit
+                };
+                d |= bit << i;
+            }
+            d
+        }
+        BitOp::Bfi => {
+            let (a, mut f, pos, len) = (x[0] & m, x[1] & m, x[2] & 0xff, x[3] & 0xff);
+            let msb = u64::from(w - 1);
+            let mut i = 0;
+            while i < len && pos + i <= msb {
+                f = (f & !(1 << (pos + i))) | (((a >> i) & 1) << (pos + i));
+                i += 1;
+            }
+            f
+        }
+        BitOp::Prmt => {
+            let src = (x[0] & 0xffff_ffff) | ((x[1] & 0xffff_ffff) << 32);
+            let mut d = 0u64;
+            for k in 0..4 {
+                let sel = (x[2] >> (4 * k)) & 0xf;
+                let byte = (src >> (8 * (sel & 7))) & 0xff;
+                let out = if sel & 8 != 0 {
+                    if byte & 0x80 != 0 {
+                        0xff
+                    } else {
+                        0
+                    }
+                } else {
+                    byte
+                };
+                d |= out << (8 * k);
+            }
+            d
+        }
+        BitOp::ShfLWrap | BitOp::ShfLClamp | BitOp::ShfRWrap | BitOp::ShfRClamp => {
+            let wide = (x[0] & 0xffff_ffff) | ((x[1] & 0xffff_ffff) << 32);
+            let n = match op {
+                BitOp::ShfLWrap | BitOp::ShfRWrap => x[2] & 31,
+                _ => (x[2] & 0xffff_ffff).min(32),
+            };
+            match op {
+                BitOp::ShfLWrap | BitOp::ShfLClamp => ((wide << n) >> 32) & 0xffff_ffff,
+                _ => (wide >> n) & 0xffff_ffff,
             }
         }
     }

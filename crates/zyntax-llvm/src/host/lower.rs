@@ -1098,6 +1098,8 @@ impl FnLower<'_> {
                 self.emit(format!("{r} = and i32 {lin}, 31"));
             }
             Op::Fence(_) => self.emit("fence seq_cst"),
+            // A compiler-only fence: orders this thread's accesses, emits no instruction.
+            Op::CompilerFence => self.emit("fence syncscope(\"singlethread\") seq_cst"),
             Op::Atomic { op, .. } => {
                 let (p, v) = (arg(0)?, arg(1)?);
                 let t = self.ty(v)?;

@@ -50,6 +50,14 @@ impl<'ctx> FnLowering<'_, 'ctx> {
                 self.intrinsic("llvm.nvvm.bar.warp.sync", &[], &[mask.into()])?;
                 Ok(())
             }
+            Op::Atomic { scope, .. }
+                if matches!(
+                    d.args.get(1).map(|v| self.hir_ty(*v)),
+                    Some(Type::Vector(..))
+                ) =>
+            {
+                self.atomic_half2(d, *scope, true)
+            }
             Op::Atomic { op, scope } => self.atomic(d, *op, *scope),
             Op::AtomicCas { scope } => self.atomic_cas(d, *scope),
             Op::Shfl { mode, width } => self.shfl(d, *mode, *width),
@@ -72,7 +80,7 @@ impl<'ctx> FnLowering<'_, 'ctx> {
             Op::Mbarrier(m) => self.mbarrier(d, *m),
             Op::FenceProxyAsync => self.hopper_fence(false),
             Op::FenceMbarrierInit => self.hopper_fence(true),
-            other => Err(self.bug(format!("no lowering for `{}`", other.mnemonic()))),
+            _ => self.lower_sync(d),
         }
     }
 
@@ -123,7 +131,7 @@ impl<'ctx> FnLowering<'_, 'ctx> {
     }
 
     /// `atomicrmw` (monotonic) on shared memory.
-    fn shared_atomic(
+    pub(super) fn shared_atomic(
         &mut self,
         ptr: inkwell::values::PointerValue<'ctx>,
         s: ScalarType,
@@ -177,7 +185,10 @@ impl<'ctx> FnLowering<'_, 'ctx> {
 
     /// The PTX register class (inline-asm constraint) and the LLVM type an
     /// operand of scalar type `s` travels in.
-    fn asm_operand(&self, s: ScalarType) -> CompileResult<(&'static str, BasicTypeEnum<'ctx>)> {
+    pub(super) fn asm_operand(
+        &self,
+        s: ScalarType,
+    ) -> CompileResult<(&'static str, BasicTypeEnum<'ctx>)> {
         let ctx = self.ctx();
         Ok(match s {
             ScalarType::F32 => ("f", ctx.f32_type().into()),
@@ -191,7 +202,7 @@ impl<'ctx> FnLowering<'_, 'ctx> {
         })
     }
 
-    fn reinterpret(
+    pub(super) fn reinterpret(
         &mut self,
         x: BasicValueEnum<'ctx>,
         t: BasicTypeEnum<'ctx>,
@@ -202,7 +213,7 @@ impl<'ctx> FnLowering<'_, 'ctx> {
         Ok(self.b.build_bit_cast(x, t, "")?)
     }
 
-    fn scope_name(scope: Scope) -> &'static str {
+    pub(super) fn scope_name(scope: Scope) -> &'static str {
         match scope {
             Scope::Block => "cta",
             Scope::Device => "gpu",
@@ -210,7 +221,7 @@ impl<'ctx> FnLowering<'_, 'ctx> {
         }
     }
 
-    fn space_suffix(&self, space: AddrSpace) -> CompileResult<&'static str> {
+    pub(super) fn space_suffix(&self, space: AddrSpace) -> CompileResult<&'static str> {
         match space {
             AddrSpace::Global => Ok(".global"),
             AddrSpace::Generic => Ok(""),
@@ -219,18 +230,10 @@ impl<'ctx> FnLowering<'_, 'ctx> {
         }
     }
 
-    /// One `atom.<scope>.<space>.<op>.<type>` in inline PTX.
-    fn scoped_atomic(
-        &mut self,
-        ptr: inkwell::values::PointerValue<'ctx>,
-        space: AddrSpace,
-        scope: Scope,
-        s: ScalarType,
-        x: BasicValueEnum<'ctx>,
-        op: AtomicOp,
-    ) -> CompileResult<BasicValueEnum<'ctx>> {
+    /// The `.type` suffix of `atom`/`red` `.<op>` on scalar type `s`.
+    pub(super) fn atom_type(op: AtomicOp, s: ScalarType) -> Option<String> {
         let bits = s.bits();
-        let ty_suffix = match (op, s) {
+        Some(match (op, s) {
             (AtomicOp::Add, ScalarType::F16) => "noftz.f16".to_string(),
             (AtomicOp::Add, ScalarType::BF16) => "noftz.bf16".to_string(),
             (AtomicOp::Add, ScalarType::F32) => "f32".to_string(),
@@ -241,8 +244,22 @@ impl<'ctx> FnLowering<'_, 'ctx> {
             (AtomicOp::And | AtomicOp::Or | AtomicOp::Xor, _) if s.is_int() => format!("b{bits}"),
             (AtomicOp::Exch, _) => format!("b{bits}"),
             (AtomicOp::Inc | AtomicOp::Dec, ScalarType::U32 | ScalarType::I32) => "u32".to_string(),
-            _ => return Err(self.bug(format!("atomic {op} on {s}"))),
-        };
+            _ => return None,
+        })
+    }
+
+    /// One `atom.<scope>.<space>.<op>.<type>` in inline PTX.
+    pub(super) fn scoped_atomic(
+        &mut self,
+        ptr: inkwell::values::PointerValue<'ctx>,
+        space: AddrSpace,
+        scope: Scope,
+        s: ScalarType,
+        x: BasicValueEnum<'ctx>,
+        op: AtomicOp,
+    ) -> CompileResult<BasicValueEnum<'ctx>> {
+        let ty_suffix =
+            Self::atom_type(op, s).ok_or_else(|| self.bug(format!("atomic {op} on {s}")))?;
         let (cons, at) = if matches!(op, AtomicOp::Exch) {
             // exch moves bits: floats travel in integer registers.
             let (c, t) = self.asm_operand(s)?;
@@ -330,7 +347,7 @@ impl<'ctx> FnLowering<'_, 'ctx> {
 
     /// `old = *p; loop { new = op(old, x); prev = cas(p, old, new); if prev == old break; old = prev }`.
     /// Compares bits, so NaNs cannot make it spin.
-    fn cas_loop(
+    pub(super) fn cas_loop(
         &mut self,
         ptr: inkwell::values::PointerValue<'ctx>,
         space: AddrSpace,

@@ -23,6 +23,7 @@
 
 mod gpu;
 mod hopper;
+mod sync;
 pub mod ty;
 
 use crate::error::{CompileError, CompileResult};

@@ -3,6 +3,7 @@
 //! Each kernel gets `!{ptr @k, !"kernel", i32 1}` (LLVM 19 still reads it, next
 //! to the `ptx_kernel` calling convention), plus one entry per declared launch
 //! bound: `maxntidx/y/z` (→ `.maxntid x, y, z`), `minctasm` (→ `.minnctapersm`)
+//! `reqntidx/y/z` (→ `.reqntid x, y, z`, the exact block shape)
 //! and `maxnreg` (→ `.maxnreg`). They are added before optimization so the
 //! optimizer's range analysis of `%tid`/`%ntid` sees them.
 
@@ -19,6 +20,11 @@ pub fn kernel_annotations(info: &KernelInfo) -> Vec<(&'static str, u32)> {
         out.push(("maxntidx", x));
         out.push(("maxntidy", y));
         out.push(("maxntidz", z));
+    }
+    if let Some([x, y, z]) = info.exact_threads {
+        out.push(("reqntidx", x));
+        out.push(("reqntidy", y));
+        out.push(("reqntidz", z));
     }
     if let Some(n) = info.min_blocks {
         out.push(("minctasm", n));

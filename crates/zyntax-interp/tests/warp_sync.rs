@@ -1,0 +1,361 @@
+//! Issue 12 (warp-sync) instructions on the interpreter: the bit ops against
+//! references written from the PTX ISA definitions on random inputs, and the
+//! reductions, packed half atomics and ordered accesses of
+//! `tests/data/warp_sync.zir` against their expected totals.
+
+mod common;
+
+use common::*;
+use half::f16;
+use zyntax_hir::Module;
+use zyntax_interp::{Arg, Interpreter};
+
+fn module() -> Module {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/warp_sync.zir");
+    let text = std::fs::read_to_string(&p).unwrap();
+    zyntax_hir::parse_module(&text).unwrap()
+}
+
+/// Low `n` bits set (n <= 64).
+fn ones(n: u32) -> u64 {
+    if n >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << n) - 1
+    }
+}
+
+/// PTX `bfe`: the field [pos, pos+len) clipped to the width, zero- or sign-extended
+/// from the highest bit taken (an empty field is 0; a field past the top is the sign).
+fn bfe_ref(a: u64, pos: u32, len: u32, w: u32, signed: bool) -> u64 {
+    let (pos, len) = (pos & 0xff, len & 0xff);
+    if len == 0 {
+        return 0;
+    }
+    if pos >= w {
+        let sign = signed && (a >> (w - 1)) & 1 == 1;
+        return if sign { ones(w) } else { 0 };
+    }
+    let e = len.min(w - pos);
+    let field = (a >> pos) & ones(e);
+    if signed && (field >> (e - 1)) & 1 == 1 {
+        (field | !ones(e)) & ones(w)
+    } else {
+        field
+    }
+}
+
+/// PTX `bfi`: b with bits [pos, pos+len) (clipped to the width) taken from a's low bits.
+fn bfi_ref(a: u64, b: u64, pos: u32, len: u32, w: u32) -> u64 {
+    let (pos, len) = (pos & 0xff, len & 0xff);
+    if len == 0 || pos >= w {
+        return b;
+    }
+    let m = ones(len.min(w - pos)) << pos;
+    (b & !m) | ((a << pos) & m)
+}
+
+/// PTX `prmt` default mode: byte k of d is byte (sel_k & 7) of b:a, or its sign if sel_k & 8.
+fn prmt_ref(a: u32, b: u32, sel: u32) -> u32 {
+    let bytes: Vec<u8> = a.to_le_bytes().into_iter().chain(b.to_le_bytes()).collect();
+    let mut out = [0u8; 4];
+    for (k, o) in out.iter_mut().enumerate() {
+        let s = (sel >> (4 * k)) & 0xf;
+        let byte = bytes[(s & 7) as usize];
+        *o = if s & 8 == 0 {
+            byte
+        } else if byte & 0x80 != 0 {
+            0xff
+        } else {
+            0
+        };
+    }
+    u32::from_le_bytes(out)
+}
+
+/// PTX `shf.{l,r}`: the funnel of hi:lo shifted by n (already wrapped or clamped).
+fn shf_ref(left: bool, lo: u32, hi: u32, n: u32) -> u32 {
+    match (left, n) {
+        (true, 0) => hi,
+        (true, 32) => lo,
+        (true, n) => (hi << n) | (lo >> (32 - n)),
+        (false, 0) => lo,
+        (false, 32) => hi,
+        (false, n) => (lo >> n) | (hi << (32 - n)),
+    }
+}
+
+/// Positions and lengths mostly inside the word, sometimes past it or up to 255.
+fn small(r: &mut Rng) -> u32 {
+    match r.below(8) {
+        0 => r.u32(),
+        1 => r.below(256),
+        _ => r.below(70),
+    }
+}
+
+#[test]
+fn bit_ops_32_match_the_ptx_definitions() {
+    let m = module();
+    let it = Interpreter::new(&m).unwrap();
+    let n = 256usize;
+    let mut r = Rng::new(12);
+    for _round in 0..4 {
+        let a: Vec<u32> = (0..n).map(|_| r.u32()).collect();
+        let b: Vec<u32> = (0..n).map(|_| r.u32()).collect();
+        let c: Vec<u32> = (0..n).map(|_| small(&mut r)).collect();
+        let d: Vec<u32> = (0..n).map(|_| small(&mut r)).collect();
+        let e: Vec<u32> = (0..n).map(|_| r.u32()).collect();
+        let poison: Vec<u32> = (0..8 * n).map(|_| r.u32()).collect();
+        let mut bufs = vec![
+            u32_bytes(&a),
+            u32_bytes(&b),
+            u32_bytes(&c),
+            u32_bytes(&d),
+            u32_bytes(&e),
+            u32_bytes(&poison),
+        ];
+        let args: Vec<Arg> = (0..6).map(Arg::Buffer).collect();
+        it.launch("bits32", [1, 1, 1], [n as u32, 1, 1], 0, &args, &mut bufs)
+            .unwrap();
+        let out = bytes_u32(&bufs[5]);
+        for t in 0..n {
+            let want = [
+                bfe_ref(a[t].into(), c[t], d[t], 32, false) as u32,
+                bfe_ref(a[t].into(), c[t], d[t], 32, true) as u32,
+                bfi_ref(a[t].into(), b[t].into(), c[t], d[t], 32) as u32,
+                prmt_ref(a[t], b[t], e[t]),
+                shf_ref(true, a[t], b[t], e[t] & 31),
+                shf_ref(true, a[t], b[t], d[t].min(32)),
+                shf_ref(false, a[t], b[t], e[t] & 31),
+                shf_ref(false, a[t], b[t], d[t].min(32)),
+            ];
+            for (k, w) in want.iter().enumerate() {
+                assert_eq!(
+                    out[k * n + t],
+                    *w,
+                    "op {k}, a={:#x} b={:#x} c={} d={} e={:#x}",
+                    a[t],
+                    b[t],
+                    c[t],
+                    d[t],
+                    e[t]
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn bit_ops_64_match_the_ptx_definitions() {
+    let m = module();
+    let it = Interpreter::new(&m).unwrap();
+    let n = 256usize;
+    let mut r = Rng::new(64);
+    let a: Vec<u64> = (0..n).map(|_| r.next_u64()).collect();
+    let b: Vec<u64> = (0..n).map(|_| r.next_u64()).collect();
+    let c: Vec<u32> = (0..n).map(|_| small(&mut r) + r.below(2) * 30).collect();
+    let d: Vec<u32> = (0..n).map(|_| small(&mut r)).collect();
+    let poison: Vec<u64> = (0..3 * n).map(|_| r.next_u64()).collect();
+    let mut bufs = vec![
+        u64_bytes(&a),
+        u64_bytes(&b),
+        u32_bytes(&c),
+        u32_bytes(&d),
+        u64_bytes(&poison),
+    ];
+    let args: Vec<Arg> = (0..5).map(Arg::Buffer).collect();
+    it.launch("bits64", [1, 1, 1], [n as u32, 1, 1], 0, &args, &mut bufs)
+        .unwrap();
+    let out = bytes_u64(&bufs[4]);
+    for t in 0..n {
+        assert_eq!(out[t], bfe_ref(a[t], c[t], d[t], 64, false), "bfe.u64 {t}");
+        assert_eq!(
+            out[n + t],
+            bfe_ref(a[t], c[t], d[t], 64, true),
+            "bfe.s64 {t}"
+        );
+        assert_eq!(
+            out[2 * n + t],
+            bfi_ref(a[t], b[t], c[t], d[t], 64),
+            "bfi.b64 {t}"
+        );
+    }
+}
+
+#[test]
+fn reductions_and_ordered_accesses() {
+    let m = module();
+    let it = Interpreter::new(&m).unwrap();
+    let (blocks, threads) = (3usize, 64usize);
+    let total = blocks * threads;
+    let mut r = Rng::new(5);
+    let cnt0: Vec<u32> = (0..5).map(|_| r.below(1 << 20)).collect();
+    // Quarter-integers: every order of additions gives the same f32 sum.
+    let vals: Vec<f32> = (0..threads)
+        .map(|_| (r.below(400) as f32 - 200.0) / 4.0)
+        .collect();
+    let fs0 = [(r.below(100) as f32) / 4.0, 1000.0];
+    // Small integers: f16 sums exact.
+    let hv: Vec<f16> = (0..2 * threads)
+        .map(|_| f16::from_f32(r.below(9) as f32 - 4.0))
+        .collect();
+    let h0 = [
+        f16::from_f32(r.below(16) as f32),
+        f16::from_f32(-(r.below(16) as f32)),
+    ];
+    let data: Vec<u32> = (0..threads).map(|_| r.u32()).collect();
+    let olds: Vec<u32> = (0..threads).map(|_| r.u32()).collect();
+    let mut bufs = vec![
+        u32_bytes(&cnt0),
+        f32_bytes(&fs0),
+        f32_bytes(&vals),
+        f16_bytes(&h0),
+        f16_bytes(&hv),
+        u32_bytes(&data),
+        u32_bytes(&olds),
+    ];
+    let args: Vec<Arg> = (0..7).map(Arg::Buffer).collect();
+    it.launch(
+        "memory_model",
+        [blocks as u32, 1, 1],
+        [threads as u32, 1, 1],
+        0,
+        &args,
+        &mut bufs,
+    )
+    .unwrap();
+    let cnt = bytes_u32(&bufs[0]);
+    let tid_sum: u32 = (0..threads as u32).sum();
+    assert_eq!(cnt[0], cnt0[0] + total as u32, "red.add");
+    assert_eq!(cnt[1], cnt0[1].max(threads as u32 - 1), "red.max");
+    // inc wraps at 1000: from c it counts up to 1000, then restarts at 0.
+    let mut inc = cnt0[2];
+    for _ in 0..total {
+        inc = if inc >= 1000 { 0 } else { inc + 1 };
+    }
+    assert_eq!(cnt[2], inc, "red.inc");
+    assert_eq!(cnt[3], cnt0[3].wrapping_sub(2 * total as u32), "red.sub");
+    assert_eq!(cnt[4], tid_sum, "red.add on shared memory");
+    let fs = bytes_f32(&bufs[1]);
+    let vsum: f32 = vals.iter().sum();
+    assert_eq!(fs[0], fs0[0] + blocks as f32 * vsum, "red.add f32");
+    let vmin = vals.iter().copied().fold(f32::INFINITY, f32::min);
+    assert_eq!(fs[1], vmin.min(fs0[1]), "red.min f32 (CAS loop)");
+    let h = &bufs[3];
+    for lane in 0..2 {
+        let got = f16::from_le_bytes([h[2 * lane], h[2 * lane + 1]]).to_f32();
+        let s: f32 = (0..threads).map(|t| hv[2 * t + lane].to_f32()).sum();
+        assert_eq!(
+            got,
+            h0[lane].to_f32() + 2.0 * blocks as f32 * s,
+            "f16x2 lane {lane}"
+        );
+    }
+    let out = bytes_u32(&bufs[5]);
+    for (t, v) in out.iter().enumerate() {
+        assert_eq!(*v, 3 * t as u32 + 1, "release/acquire round trip {t}");
+    }
+}
+
+/// The message-passing litmus kernel: every reader sees all 32 words its writer released.
+#[test]
+fn litmus_message_passing() {
+    let m = module();
+    let it = Interpreter::new(&m).unwrap();
+    let pairs = 6usize;
+    let mut r = Rng::new(77);
+    let seed = r.u32();
+    let data: Vec<u32> = (0..32 * pairs).map(|_| r.u32()).collect();
+    let out: Vec<u32> = (0..pairs).map(|_| r.u32() | 1).collect();
+    let mut bufs = vec![
+        u32_bytes(&data),
+        u32_bytes(&vec![0; pairs]),
+        u32_bytes(&out),
+    ];
+    let args = [
+        Arg::Buffer(0),
+        Arg::Buffer(1),
+        Arg::Buffer(2),
+        Arg::Int(i128::from(seed)),
+    ];
+    it.launch(
+        "litmus_mp",
+        [2 * pairs as u32, 1, 1],
+        [1, 1, 1],
+        0,
+        &args,
+        &mut bufs,
+    )
+    .unwrap();
+    assert_eq!(bytes_u32(&bufs[2]), vec![0; pairs]);
+    assert_eq!(bytes_u32(&bufs[1]), vec![1; pairs]);
+    let words = bytes_u32(&bufs[0]);
+    for (i, w) in words.iter().enumerate() {
+        assert_eq!(*w, i as u32 ^ seed);
+    }
+}
+
+/// redux.sync: each lane gets the reduction over the lanes of its mask.
+#[test]
+fn redux_over_masks() {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/redux.zir");
+    let m = zyntax_hir::parse_module(&std::fs::read_to_string(p).unwrap()).unwrap();
+    let it = Interpreter::new(&m).unwrap();
+    let n = 128usize;
+    let mut r = Rng::new(80);
+    let vals: Vec<u32> = (0..n).map(|_| r.u32()).collect();
+    let mut bufs = vec![
+        u32_bytes(&vals),
+        u32_bytes(&(0..10 * n).map(|_| r.u32()).collect::<Vec<_>>()),
+    ];
+    it.launch(
+        "redux_ops",
+        [1, 1, 1],
+        [n as u32, 1, 1],
+        0,
+        &[Arg::Buffer(0), Arg::Buffer(1)],
+        &mut bufs,
+    )
+    .unwrap();
+    let out = bytes_u32(&bufs[1]);
+    for t in 0..n {
+        let w = &vals[t / 32 * 32..t / 32 * 32 + 32];
+        let h = if t % 32 < 16 { &w[..16] } else { &w[16..] };
+        let want = [
+            w.iter().fold(0u32, |a, x| a.wrapping_add(*x)),
+            *w.iter().min().unwrap(),
+            *w.iter().max().unwrap(),
+            w.iter().fold(u32::MAX, |a, x| a & x),
+            w.iter().fold(0, |a, x| a | x),
+            w.iter().fold(0, |a, x| a ^ x),
+            w.iter().map(|x| *x as i32).min().unwrap() as u32,
+            w.iter().map(|x| *x as i32).max().unwrap() as u32,
+            h.iter().fold(0u32, |a, x| a.wrapping_add(*x)),
+            h.iter().map(|x| *x as i32).min().unwrap() as u32,
+        ];
+        for (k, v) in want.iter().enumerate() {
+            assert_eq!(out[k * n + t], *v, "op {k} thread {t}");
+        }
+    }
+}
+
+/// A kernel declaring `exact_threads` runs only with that block shape.
+#[test]
+fn exact_threads_is_enforced_at_launch() {
+    let text = "module \"x\"\nkernel @k exact_threads(64, 1, 1) {\nblock0(v0: ptr<global, u32>):\n    v1: u32 = thread_idx.x\n    v2: ptr<global, u32> = ptr_add v0, v1\n    store v2, v1\n    return\n}\n";
+    let m = zyntax_hir::parse_module(text).unwrap();
+    let it = Interpreter::new(&m).unwrap();
+    let mut bufs = vec![u32_bytes(&[7u32; 64])];
+    let e = it
+        .launch("k", [1, 1, 1], [32, 1, 1], 0, &[Arg::Buffer(0)], &mut bufs)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("differs from the kernel's exact_threads [64, 1, 1]"),
+        "{e}"
+    );
+    it.launch("k", [1, 1, 1], [64, 1, 1], 0, &[Arg::Buffer(0)], &mut bufs)
+        .unwrap();
+    assert_eq!(bytes_u32(&bufs[0]), (0..64).collect::<Vec<u32>>());
+}

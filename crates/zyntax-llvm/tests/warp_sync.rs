@@ -1,0 +1,250 @@
+//! Issue 12 (warp-sync) instructions: `.zir` round trip, the exact PTX each
+//! becomes, `ptxas -Werror` on every arch that has it, and the verifier's
+//! typed errors for wrong types and too-old archs.
+
+mod common;
+
+use common::*;
+use zyntax_hir::*;
+
+fn data(name: &str) -> String {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/data")
+        .join(name);
+    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+fn parse(text: &str) -> Module {
+    parse_module(text).unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
+
+#[test]
+fn zir_round_trips() {
+    let m = parse(&data("warp_sync.zir"));
+    verify_module(&m).unwrap();
+    let printed = print_module(&m);
+    assert_eq!(parse(&printed), m, "{printed}");
+    for mn in [
+        "bfe",
+        "bfi",
+        "prmt",
+        "shf.l.wrap",
+        "shf.r.clamp",
+        "red.add.device",
+        "red.min.device",
+        "red.sub.system",
+        "store.release.device",
+        "load.acquire.block",
+        "fence.acq_rel.system",
+        "compiler_fence",
+        "atomic.add.device",
+    ] {
+        assert!(printed.contains(mn), "{mn} missing from\n{printed}");
+    }
+}
+
+#[test]
+fn ptx_on_every_arch() {
+    let m = parse(&data("warp_sync.zir"));
+    for (_, ptx) in check_archs(&m, Arch::Sm70) {
+        assert_in_order(
+            &ptx,
+            &[
+                ".entry bits32(",
+                "bfe.u32",
+                "bfe.s32",
+                "bfi.b32",
+                "prmt.b32",
+                "shf.l.wrap.b32",
+                "shf.l.clamp.b32",
+                "shf.r.wrap.b32",
+                "shf.r.clamp.b32",
+            ],
+        );
+        assert_in_order(&ptx, &[".entry bits64(", "bfe.u64", "bfe.s64", "bfi.b64"]);
+        assert_in_order(&ptx, &[".entry litmus_mp(", "ld.acquire.gpu.global.b32"]);
+        assert_in_order(
+            &ptx,
+            &[
+                ".entry memory_model(",
+                "red.gpu.global.add.u32",
+                "red.gpu.global.max.u32",
+                "red.gpu.global.inc.u32",
+                "red.sys.global.add.u32",
+                "red.cta.global.add.f32",
+                "atom.gpu.global.cas.b32",
+                "red.gpu.global.add.noftz.f16x2",
+                "atom.gpu.global.add.noftz.f16x2",
+                "st.release.gpu.global.b32",
+                "fence.acq_rel.sys",
+                "ld.acquire.cta.global.b32",
+                "st.release.cta.global.b32",
+            ],
+        );
+    }
+}
+
+const BF16X2: &str = r#"module "h" targets(TARGET)
+kernel @k {
+block0(v0: ptr<global, vec<bf16, 2>>, v2: vec<bf16, 2>):
+    v1: ptr<shared, vec<bf16, 2>> = shared_alloc vec<bf16, 2>, 4
+    v3: vec<bf16, 2> = atomic.add.system v0, v2
+    red.add.block v1, v3
+    return
+}
+"#;
+
+#[test]
+fn packed_bf16_add_needs_sm_90() {
+    let old = parse(&BF16X2.replace("TARGET", "sm_80"));
+    let e = verify_module(&old).unwrap_err().to_string();
+    assert!(
+        e.contains("atomic add on vec<bf16, 2> needs sm_90 and PTX 7.8"),
+        "{e}"
+    );
+    assert!(
+        e.contains("atomic.add.system"),
+        "names the instruction: {e}"
+    );
+    let m = parse(&BF16X2.replace("TARGET", "sm_90"));
+    for (_, ptx) in check_archs(&m, Arch::Sm90) {
+        assert_in_order(
+            &ptx,
+            &[
+                "atom.sys.global.add.noftz.bf16x2",
+                "red.cta.shared.add.noftz.bf16x2",
+            ],
+        );
+    }
+}
+
+/// Shared-memory forms and the 64-bit ordered accesses.
+#[test]
+fn shared_and_64_bit_forms() {
+    let m = parse(
+        r#"module "s" targets(sm_70)
+kernel @k {
+block0(v0: ptr<global, u64>, v1: ptr<generic, f64>, v2: f64):
+    v3: ptr<shared, f32> = shared_alloc f32, 4
+    v4: f32 = const 1.5
+    red.add.block v3, v4
+    red.max.block v3, v4
+    v5: u64 = load.acquire.system v0
+    store.release.gpu v0, v5
+    v6: f64 = load.acquire.device v1
+    v7: f64 = add v6, v2
+    store.release.device v1, v7
+    red.exch.device v0, v5
+    return
+}
+"#
+        .replace("gpu", "device")
+        .as_str(),
+    );
+    for (_, ptx) in check_archs(&m, Arch::Sm70) {
+        assert_in_order(
+            &ptx,
+            &[
+                "atom.shared.add.f32",
+                "atom.shared.cas.b32",
+                "ld.acquire.sys.global.b64",
+                "st.release.gpu.global.b64",
+                "ld.acquire.gpu.b64",
+                "st.release.gpu.b64",
+                "atom.gpu.global.exch.b64",
+            ],
+        );
+    }
+}
+
+fn verify_err(body: &str, params: &str) -> String {
+    let text = format!(
+        "module \"e\" targets(sm_80)\nkernel @k {{\nblock0({params}):\n{body}\n    return\n}}\n"
+    );
+    verify_module(&parse(&text)).unwrap_err().to_string()
+}
+
+#[test]
+fn typed_errors() {
+    let e = verify_err("    v2: f32 = bfe v0, v1, v1", "v0: f32, v1: u32");
+    assert!(
+        e.contains("`bfe` works on i32, u32, i64 or u64, got f32"),
+        "{e}"
+    );
+    let e = verify_err("    v2: u32 = prmt v0, v1, v1", "v0: i32, v1: u32");
+    assert!(e.contains("operand 0 of `prmt` must be u32"), "{e}");
+    let e = verify_err("    v2: u64 = bfi v0, v1, v1, v1", "v0: u64, v1: u32");
+    assert!(e.contains("base operand has type u32, expected u64"), "{e}");
+    let e = verify_err(
+        "    v2: u16 = load.acquire.device v0",
+        "v0: ptr<global, u16>, v1: u32",
+    );
+    assert!(e.contains("32- or 64-bit scalars, got u16"), "{e}");
+    let e = verify_err("    red.and.device v0, v1", "v0: ptr<global, f32>, v1: f32");
+    assert!(e.contains("atomic.and works on"), "{e}");
+    let e = verify_err(
+        "    store.release.device v0, v1",
+        "v0: ptr<local, u32>, v1: u32",
+    );
+    assert!(e.contains("global, shared or generic"), "{e}");
+}
+
+/// GPU-only: a host function may not use them (the verifier's placement rule).
+#[test]
+fn bit_ops_are_gpu_only() {
+    let text = "module \"h\"\nhost @f(v0: u32) -> u32 {\nblock0(v0: u32):\n    v1: u32 = prmt v0, v0, v0\n    return v1\n}\n";
+    if let Ok(m) = parse_module(text) {
+        assert!(verify_module(&m).is_err());
+    }
+}
+
+#[test]
+fn redux_needs_sm_80() {
+    let text = data("redux.zir");
+    let m = parse(&text);
+    assert_eq!(parse(&print_module(&m)), m);
+    for (_, ptx) in check_archs(&m, Arch::Sm80) {
+        assert_in_order(
+            &ptx,
+            &[
+                "redux.sync.add.u32",
+                "redux.sync.min.u32",
+                "redux.sync.max.u32",
+                "redux.sync.and.b32",
+                "redux.sync.or.b32",
+                "redux.sync.xor.b32",
+                "redux.sync.min.s32",
+                "redux.sync.max.s32",
+            ],
+        );
+    }
+    let old = parse(&text.replace("targets(sm_80, sm_90)", "targets(sm_75)"));
+    let e = verify_module(&old).unwrap_err().to_string();
+    assert!(e.contains("redux.sync needs sm_80 and PTX 7.0"), "{e}");
+    assert!(e.contains("redux.add"), "{e}");
+}
+
+/// `exact_threads` (issue 12 item 7): `.reqntid`, round trip, limits.
+#[test]
+fn exact_threads_is_reqntid() {
+    let text = "module \"x\" targets(sm_70)\nkernel @k exact_threads(128, 2, 1) min_blocks(4) {\nblock0(v0: ptr<global, u32>):\n    v1: u32 = thread_idx.x\n    store v0, v1\n    return\n}\n";
+    let m = parse(text);
+    assert_eq!(parse(&print_module(&m)), m);
+    assert!(print_module(&m).contains("exact_threads(128, 2, 1)"));
+    for (_, ptx) in check_archs(&m, Arch::Sm70) {
+        assert_in_order(&ptx, &[".reqntid 128, 2, 1", ".minnctapersm 4"]);
+        assert_not(&ptx, ".maxntid");
+    }
+    let both = text.replace("min_blocks(4)", "max_threads(256, 2, 1)");
+    let e = verify_module(&parse(&both)).unwrap_err().to_string();
+    assert!(e.contains("and max_threads cannot both be declared"), "{e}");
+    let e = verify_module(&parse(
+        &text.replace("exact_threads(128, 2, 1)", "exact_threads(0, 2, 1)"),
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("exact_threads(0, 2, 1): every dimension at least 1"),
+        "{e}"
+    );
+}

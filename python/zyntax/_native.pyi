@@ -382,6 +382,17 @@ class FunctionBuilder:
         self, dst: Value, src: Value, bytes: int = 16, cache: Literal["ca", "cg"] | str = "cg"
     ) -> None: ...
     def cp_async_wait(self, pending: int = 0) -> None: ...
+    # warp MMA (issue 12)
+    def mma_sync(
+        self,
+        a: Value,
+        b: Value,
+        c: Value,
+        *,
+        elem: Literal["f16", "bf16", "tf32", "s8", "u8", "e4m3", "e5m2", "f64"] | str = "f16",
+    ) -> Value: ...
+    def ldmatrix(self, ptr: Value, num: int = 4, *, trans: bool = False) -> Value: ...
+    def stmatrix(self, ptr: Value, value: Value, *, trans: bool = False) -> None: ...
     # calls and control flow
     def call(
         self,

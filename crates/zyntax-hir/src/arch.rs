@@ -20,6 +20,10 @@
 //! | MMA, f16, m32n8k16 / m8n32k16 | sm_70 | 6.1 | `wmma` shapes added in PTX 6.1 |
 //! | MMA, bf16 | sm_80 | 7.0 | `wmma.*.bf16` |
 //! | `cp.async`, `cp.async.commit`, `cp.async.wait` | sm_80 | 7.0 | `cp.async.*` |
+//! | `mma.sync` (f16, bf16, tf32, s8, u8, f64) | sm_80 | 7.0 | `mma.sync.aligned.{m16n8k16,m16n8k8,m16n8k32,m8n8k4}` |
+//! | `mma.sync` e4m3 / e5m2 | sm_89 | 8.4 | `mma.sync.aligned.m16n8k32.*.e4m3/e5m2` |
+//! | `ldmatrix` | sm_75 | 6.5 | `ldmatrix.sync.aligned.m8n8` |
+//! | `stmatrix` | sm_90 | 7.8 | `stmatrix.sync.aligned.m8n8` |
 //!
 //! Kernel metadata is checked per arch too: static + dynamic shared memory
 //! against [`max_shared_bytes`], `min_blocks` against [`max_blocks_per_sm`]
@@ -70,6 +74,11 @@ pub const WMMA_F16: Feature = feature("wmma f16 m16n16k16", Arch::Sm70, 6, 0);
 pub const WMMA_F16_SHAPES: Feature = feature("wmma f16 m32n8k16/m8n32k16", Arch::Sm70, 6, 1);
 pub const WMMA_BF16: Feature = feature("wmma bf16", Arch::Sm80, 7, 0);
 pub const CP_ASYNC: Feature = feature("cp.async", Arch::Sm80, 7, 0);
+// Warp MMA and ldmatrix/stmatrix (issue 12 items 1-2).
+pub const MMA_SYNC: Feature = feature("mma.sync", Arch::Sm80, 7, 0);
+pub const MMA_SYNC_FP8: Feature = feature("mma.sync on e4m3/e5m2", Arch::Sm89, 8, 4);
+pub const LDMATRIX: Feature = feature("ldmatrix", Arch::Sm75, 6, 5);
+pub const STMATRIX: Feature = feature("stmatrix", Arch::Sm90, 7, 8);
 
 /// Every row of the gating table.
 pub const FEATURES: &[Feature] = &[
@@ -82,6 +91,10 @@ pub const FEATURES: &[Feature] = &[
     WMMA_F16_SHAPES,
     WMMA_BF16,
     CP_ASYNC,
+    MMA_SYNC,
+    MMA_SYNC_FP8,
+    LDMATRIX,
+    STMATRIX,
 ];
 
 /// The oldest PTX ISA version whose `.target` accepts `arch`.
@@ -182,6 +195,10 @@ pub fn op_requirements(op: &Op, args: &[Option<&Type>], results: &[Option<&Type>
             _ => {}
         },
         Op::MmaLoad { frag, .. } => out.push(wmma_feature(frag.elem, frag.shape)),
+        Op::MmaSync {
+            elem: crate::op::MmaElem::E4m3 | crate::op::MmaElem::E5m2,
+            ..
+        } => out.push(MMA_SYNC_FP8),
         Op::Mma | Op::MmaStore { .. } | Op::MmaFill => {
             // The fragment operand (first frag among args/results) decides.
             let frag = args.iter().chain(results).flatten().find_map(|t| match t {

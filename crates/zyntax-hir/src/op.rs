@@ -31,6 +31,9 @@
 //! | `mma` | a, b, c | 1 acc frag |
 //! | `mma.store.<layout>` | ptr, frag, ldm | – |
 //! | `cp.async.<hint>.<bytes>` | dst (shared ptr), src (global ptr) | – |
+//! | `mma.sync.<shape>.<elem>` | a, b, c (per-lane registers) | 1, type of c |
+//! | `ldmatrix.x<n>[.trans]` | ptr (shared) | 1 u32 / vec<u32, n> |
+//! | `stmatrix.x<n>[.trans]` | ptr (shared), value (u32 / vec<u32, n>) | – |
 //! | `call @f` | arguments | callee's returns |
 //! | `jump` / `br` / `return` / `unreachable` | – / cond / values / – | – |
 
@@ -139,6 +142,75 @@ named_enum!(
     /// Cache hint of `cp.async`: `ca` caches in L1 and L2, `cg` in L2 only (16-byte copies only).
     CacheHint { Ca => "ca", Cg => "cg" }
 );
+
+named_enum!(
+    /// Shape (M x N x K) of a warp-level `mma.sync`.
+    WarpShape { M16n8k16 => "m16n8k16", M16n8k8 => "m16n8k8", M16n8k32 => "m16n8k32", M8n8k4 => "m8n8k4" }
+);
+
+named_enum!(
+    /// Element type of the A and B operands of `mma.sync` (one type for both).
+    /// `tf32`, `e4m3` and `e5m2` have no HIR scalar type: those operands travel
+    /// in packed `u32` registers, like every sub-64-bit input (see docs/semantics.md).
+    MmaElem {
+        F16 => "f16", Bf16 => "bf16", Tf32 => "tf32", S8 => "s8", U8 => "u8",
+        E4m3 => "e4m3", E5m2 => "e5m2", F64 => "f64",
+    }
+);
+
+impl WarpShape {
+    /// (M, N, K)
+    pub fn dims(self) -> (u32, u32, u32) {
+        match self {
+            WarpShape::M16n8k16 => (16, 8, 16),
+            WarpShape::M16n8k8 => (16, 8, 8),
+            WarpShape::M16n8k32 => (16, 8, 32),
+            WarpShape::M8n8k4 => (8, 8, 4),
+        }
+    }
+}
+
+impl MmaElem {
+    /// The one shape each input type has in zyntax's `mma.sync`.
+    pub fn shape(self) -> WarpShape {
+        match self {
+            MmaElem::F16 | MmaElem::Bf16 => WarpShape::M16n8k16,
+            MmaElem::Tf32 => WarpShape::M16n8k8,
+            MmaElem::S8 | MmaElem::U8 | MmaElem::E4m3 | MmaElem::E5m2 => WarpShape::M16n8k32,
+            MmaElem::F64 => WarpShape::M8n8k4,
+        }
+    }
+    /// Bits of one input element.
+    pub fn bits(self) -> u32 {
+        match self {
+            MmaElem::F16 | MmaElem::Bf16 => 16,
+            MmaElem::Tf32 => 32,
+            MmaElem::S8 | MmaElem::U8 | MmaElem::E4m3 | MmaElem::E5m2 => 8,
+            MmaElem::F64 => 64,
+        }
+    }
+    /// Per-lane types of A, B and C/D for accumulator element `acc`: inputs
+    /// narrower than 64 bits travel packed in `u32` registers (`vec<u32, n>`),
+    /// f64 in one `f64`; accumulators are `vec<acc, 4>` (`vec<f64, 2>` for f64).
+    pub fn fragment_types(self, acc: crate::types::ScalarType) -> [crate::types::Type; 3] {
+        use crate::types::{ScalarType as S, Type};
+        let packed = |n| Type::Vector(S::U32, n);
+        match self {
+            MmaElem::F64 => [Type::F64, Type::F64, Type::Vector(S::F64, 2)],
+            _ => [packed(4), packed(2), Type::Vector(acc, 4)],
+        }
+    }
+    /// The accumulator element types it accepts.
+    pub fn accumulators(self) -> &'static [crate::types::ScalarType] {
+        use crate::types::ScalarType as S;
+        match self {
+            MmaElem::F16 => &[S::F32, S::F16],
+            MmaElem::Bf16 | MmaElem::Tf32 | MmaElem::E4m3 | MmaElem::E5m2 => &[S::F32],
+            MmaElem::S8 | MmaElem::U8 => &[S::I32],
+            MmaElem::F64 => &[S::F64],
+        }
+    }
+}
 
 named_enum!(
     /// Optimization level of a function. `Olatency` is O3 tuned for the latency of
@@ -266,6 +338,23 @@ pub enum Op {
     CpAsyncCommit,
     CpAsyncWait(u32),
 
+    // --- GPU: warp MMA (issue 12 items 1-2)
+    /// `D = A * B + C` over the warp, per-lane register fragments in PTX's layouts.
+    MmaSync {
+        shape: WarpShape,
+        elem: MmaElem,
+    },
+    /// Load `num` (1, 2, 4) 8x8 matrices of 16-bit elements from shared memory.
+    Ldmatrix {
+        num: u32,
+        trans: bool,
+    },
+    /// Store `num` (1, 2, 4) 8x8 matrices of 16-bit elements to shared memory (sm_90).
+    Stmatrix {
+        num: u32,
+        trans: bool,
+    },
+
     // --- calls and control flow
     Call(String),
     Jump,
@@ -326,6 +415,13 @@ impl Op {
             MmaLoad { layout, .. } => format!("mma.load.{layout}"),
             MmaStore { layout } => format!("mma.store.{layout}"),
             CpAsync { bytes, cache } => format!("cp.async.{cache}.{bytes}"),
+            MmaSync { shape, elem } => format!("mma.sync.{shape}.{elem}"),
+            Ldmatrix { num, trans } => {
+                format!("ldmatrix.x{num}{}", if *trans { ".trans" } else { "" })
+            }
+            Stmatrix { num, trans } => {
+                format!("stmatrix.x{num}{}", if *trans { ".trans" } else { "" })
+            }
             _ => self.def().mnemonic.into(),
         }
     }

@@ -15,7 +15,7 @@
 //! non-scalar type rules, the interpreter and the lowerings. Adding an op:
 //! `docs/add-an-hir-op.md`.
 
-use crate::arch::{Feature, CP_ASYNC, MATCH};
+use crate::arch::{Feature, CP_ASYNC, LDMATRIX, MATCH, MMA_SYNC, STMATRIX};
 use crate::op::*;
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -815,6 +815,42 @@ pub static OPS: &[OpDef] = &[
         .rust("cp_async_wait(pending)")
         .py(Py::Hand("cp_async_wait"))
         .doc("Waits until at most pending committed groups are in flight."),
+    // --- GPU: warp MMA, ldmatrix/stmatrix (issue 12 items 1-2)
+    row(
+        "mma_sync",
+        "",
+        "mma.sync.<shape>.<elem>",
+        &["a", "b", "c"],
+        1,
+        "type of c",
+    )
+    .gpu()
+    .fx(fx::WARP)
+    .needs(MMA_SYNC)
+    .rust("mma_sync(shape, elem, a, b, c)")
+    .py(Py::Hand("mma_sync"))
+    .doc("D = A * B + C over the warp; per-lane register fragments in PTX's layouts."),
+    row("ldmatrix", "", "ldmatrix.x<n>[.trans]", &["ptr"], 1, "u32 or vec<u32, n>")
+        .gpu()
+        .fx(fx::READ | fx::WARP)
+        .needs(LDMATRIX)
+        .rust("ldmatrix(num, trans, ptr)")
+        .py(Py::Hand("ldmatrix"))
+        .doc("Load n 8x8 b16 matrices from shared memory; lane i*8+r gives row r of matrix i."),
+    row(
+        "stmatrix",
+        "",
+        "stmatrix.x<n>[.trans]",
+        &["ptr", "value"],
+        0,
+        "–",
+    )
+    .gpu()
+    .fx(fx::WRITE | fx::WARP)
+    .needs(STMATRIX)
+    .rust("stmatrix(num, trans, ptr, value)")
+    .py(Py::Hand("stmatrix"))
+    .doc("Store n 8x8 b16 matrices to shared memory (the inverse of ldmatrix)."),
     // --- calls and control flow
     row("call", "", "call", NONE, 0, "callee's returns")
         .imm("@callee")
@@ -928,6 +964,9 @@ impl Op {
             CpAsync { .. } => ("cp_async", ""),
             CpAsyncCommit => ("cp_async_commit", ""),
             CpAsyncWait(_) => ("cp_async_wait", ""),
+            MmaSync { .. } => ("mma_sync", ""),
+            Ldmatrix { .. } => ("ldmatrix", ""),
+            Stmatrix { .. } => ("stmatrix", ""),
             Call(_) => ("call", ""),
             Jump => ("jump", ""),
             Branch => ("branch", ""),

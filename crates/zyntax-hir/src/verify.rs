@@ -1461,6 +1461,54 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             }
             Ok(())
         }
+        // Warp MMA and ldmatrix/stmatrix (issue 12 items 1-2).
+        Op::MmaSync { shape, elem } => {
+            if *shape != elem.shape() {
+                return Err(format!(
+                    "mma.sync on {elem} has shape {}, not {shape}",
+                    elem.shape()
+                ));
+            }
+            let acc = a[2].elem_scalar().filter(|s| elem.accumulators().contains(s));
+            let Some(acc) = acc else {
+                let want: Vec<String> = elem
+                    .accumulators()
+                    .iter()
+                    .map(|s| elem.fragment_types(*s)[2].to_string())
+                    .collect();
+                return Err(format!(
+                    "mma.sync.{shape}.{elem} accumulator c must be {}, got {}",
+                    want.join(" or "),
+                    a[2]
+                ));
+            };
+            let [ta, tb, tc] = elem.fragment_types(acc);
+            same("fragment a", a[0], &ta)?;
+            same("fragment b", a[1], &tb)?;
+            same("fragment c", a[2], &tc)?;
+            same("the result", r[0], &tc)
+        }
+        Op::Ldmatrix { num, .. } | Op::Stmatrix { num, .. } => {
+            let name = d.op.mnemonic();
+            if !matches!(num, 1 | 2 | 4) {
+                return Err(format!("{name}: the matrix count must be 1, 2 or 4, got {num}"));
+            }
+            if !matches!(a[0], Type::Ptr(AddrSpace::Shared, _)) {
+                return Err(format!(
+                    "{name} needs a pointer to shared memory, got {}",
+                    a[0]
+                ));
+            }
+            let regs = if *num == 1 {
+                Type::U32
+            } else {
+                Type::Vector(ScalarType::U32, *num)
+            };
+            match d.op {
+                Op::Ldmatrix { .. } => same("the result", r[0], &regs),
+                _ => same("the stored value", a[1], &regs),
+            }
+        }
         Op::Call(name) => check_call(cx, d, name, a, r),
         Op::Jump | Op::Branch => check_branch(cx, d, a),
         Op::Return => {

@@ -118,6 +118,21 @@ fn every_op() -> Vec<Op> {
     );
     ops.extend(VoteMode::ALL.iter().map(|&m| Op::Vote(m)));
     ops.extend(MatchMode::ALL.iter().map(|&m| Op::Match(m)));
+    // Warp MMA and ldmatrix/stmatrix (issue 12 items 1-2).
+    ops.extend(MmaElem::ALL.iter().map(|&elem| Op::MmaSync {
+        shape: elem.shape(),
+        elem,
+    }));
+    ops.extend([
+        Op::Ldmatrix {
+            num: 4,
+            trans: true,
+        },
+        Op::Stmatrix {
+            num: 4,
+            trans: false,
+        },
+    ]);
     ops
 }
 

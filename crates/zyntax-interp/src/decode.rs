@@ -9,7 +9,7 @@ use crate::memory;
 use crate::{InterpError, Result};
 use zyntax_hir::{
     AtomicOp, BinOp, BlockCall, CacheHint, CmpOp, FragKind, FragType, Function, InstId, Layout,
-    MatchMode, Module, Op, ScalarType, ShflMode, Type, UnOp, ValueId, VoteMode,
+    MatchMode, MmaElem, Module, Op, ScalarType, ShflMode, Type, UnOp, ValueId, VoteMode,
 };
 
 /// Elements of the largest fragment (32x16 or 16x32).
@@ -282,6 +282,27 @@ pub enum DOp {
     },
     CpCommit,
     CpWait(u32),
+    // Warp MMA and ldmatrix/stmatrix (issue 12 items 1-2).
+    MmaSync {
+        elem: MmaElem,
+        acc: ScalarType,
+        a: u32,
+        b: u32,
+        c: u32,
+        d: u32,
+    },
+    Ldmatrix {
+        num: u32,
+        trans: bool,
+        dst: u32,
+        ptr: u32,
+    },
+    Stmatrix {
+        num: u32,
+        trans: bool,
+        ptr: u32,
+        src: u32,
+    },
     Jump(u32),
     Br {
         cond: u32,
@@ -311,6 +332,9 @@ impl DOp {
                 | DOp::MmaLoad { .. }
                 | DOp::Mma { .. }
                 | DOp::MmaStore { .. }
+                | DOp::MmaSync { .. }
+                | DOp::Ldmatrix { .. }
+                | DOp::Stmatrix { .. }
         )
     }
 }
@@ -948,6 +972,31 @@ impl Decoder<'_> {
             }
             Op::CpAsyncCommit => DOp::CpCommit,
             Op::CpAsyncWait(n) => DOp::CpWait(*n),
+            Op::MmaSync { elem, .. } => {
+                let Some(acc) = arg_ty(2).elem_scalar() else {
+                    return bad("mma.sync accumulator is not a vector");
+                };
+                DOp::MmaSync {
+                    elem: *elem,
+                    acc,
+                    a: arg(0)?,
+                    b: arg(1)?,
+                    c: arg(2)?,
+                    d: res(0)?,
+                }
+            }
+            Op::Ldmatrix { num, trans } => DOp::Ldmatrix {
+                num: *num,
+                trans: *trans,
+                dst: res(0)?,
+                ptr: arg(0)?,
+            },
+            Op::Stmatrix { num, trans } => DOp::Stmatrix {
+                num: *num,
+                trans: *trans,
+                ptr: arg(0)?,
+                src: arg(1)?,
+            },
             Op::Call(name) => {
                 let Some(callee) = self.m.functions.iter().position(|g| &g.name == name) else {
                     return bad(&format!("call to unknown function @{name}"));

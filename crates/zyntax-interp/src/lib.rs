@@ -36,6 +36,7 @@ pub mod decode;
 mod exec;
 pub mod memory;
 pub mod scalar;
+pub mod warp_mma;
 
 use std::fmt;
 use zyntax_hir::{AddrSpace, FunctionKind, Module, ScalarType, Type, VerifyError};

@@ -1566,6 +1566,64 @@ impl FunctionBuilder {
         self.sh.run(py, |fb| fb.cp_async_wait(pending))
     }
 
+    // ------------------------------------------------------------ warp MMA (issue 12)
+
+    /// `D = A * B + C` over the warp (`mma.sync`) with per-lane register
+    /// fragments in PTX's layouts; `elem` picks the input type and the shape.
+    #[pyo3(signature = (a, b, c, *, elem="f16"))]
+    fn mma_sync(
+        &self,
+        py: Python<'_>,
+        a: &Bound<'_, PyAny>,
+        b: &Bound<'_, PyAny>,
+        c: &Bound<'_, PyAny>,
+        elem: &str,
+    ) -> PyResult<PyValue> {
+        let e = enum_name(
+            "mma.sync input type",
+            elem,
+            zh::MmaElem::ALL,
+            zh::MmaElem::from_name,
+            zh::MmaElem::name,
+        )?;
+        let (a, _) = self.sh.value(a, "fragment a of `mma_sync`")?;
+        let (b, _) = self.sh.value(b, "fragment b of `mma_sync`")?;
+        let (c, _) = self.sh.value(c, "fragment c of `mma_sync`")?;
+        self.sh.run1(py, |fb| fb.mma_sync(e.shape(), e, a, b, c))
+    }
+
+    /// `num` (1, 2, 4) 8x8 b16 matrices from shared memory; lane `i*8 + r`
+    /// gives the address of row `r` of matrix `i`.
+    #[pyo3(signature = (ptr, num=Checked(4), *, trans=false))]
+    fn ldmatrix(
+        &self,
+        py: Python<'_>,
+        ptr: &Bound<'_, PyAny>,
+        num: Checked<u32>,
+        trans: bool,
+    ) -> PyResult<PyValue> {
+        let (p, _) = self.sh.value(ptr, "the pointer of `ldmatrix`")?;
+        self.sh.run1(py, |fb| fb.ldmatrix(num.0, trans, p))
+    }
+
+    /// Stores the matrices of `value` (`u32` or `vec<u32, n>`) to shared memory (sm_90).
+    #[pyo3(signature = (ptr, value, *, trans=false))]
+    fn stmatrix(
+        &self,
+        py: Python<'_>,
+        ptr: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        trans: bool,
+    ) -> PyResult<()> {
+        let (p, _) = self.sh.value(ptr, "the pointer of `stmatrix`")?;
+        let (v, t) = self.sh.value(value, "the value of `stmatrix`")?;
+        let num = match t {
+            Type::Vector(_, n) => n,
+            _ => 1,
+        };
+        self.sh.run(py, |fb| fb.stmatrix(num, trans, p, v))
+    }
+
     // ------------------------------------------------------------ calls and control flow
 
     /// Calls `callee` (a function of this module, by name or builder). Returns

@@ -76,7 +76,10 @@ pub fn cpu_blockers(m: &Module, f: &Function) -> Vec<String> {
                 | Op::MmaStore { .. }
                 | Op::CpAsync { .. }
                 | Op::CpAsyncCommit
-                | Op::CpAsyncWait(_) => {
+                | Op::CpAsyncWait(_)
+                | Op::MmaSync { .. }
+                | Op::Ldmatrix { .. }
+                | Op::Stmatrix { .. } => {
                     out.insert(d.op.mnemonic());
                 }
                 Op::Call(c) if !seen.contains(c) => {

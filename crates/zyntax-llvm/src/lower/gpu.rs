@@ -69,6 +69,9 @@ impl<'ctx> FnLowering<'_, 'ctx> {
                 self.intrinsic("llvm.nvvm.cp.async.wait.group", &[], &[n.into()])?;
                 Ok(())
             }
+            Op::MmaSync { .. } | Op::Ldmatrix { .. } | Op::Stmatrix { .. } => {
+                self.lower_warp_mma(d)
+            }
             other => Err(self.bug(format!("no lowering for `{}`", other.mnemonic()))),
         }
     }

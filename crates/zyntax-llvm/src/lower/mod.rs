@@ -23,6 +23,7 @@
 
 mod gpu;
 pub mod ty;
+mod warp_mma;
 
 use crate::error::{CompileError, CompileResult};
 use crate::nvptx::annotations;

@@ -24,6 +24,7 @@
 //! | `mma.sync` e4m3 / e5m2 | sm_89 | 8.4 | `mma.sync.aligned.m16n8k32.*.e4m3/e5m2` |
 //! | `ldmatrix` | sm_75 | 6.5 | `ldmatrix.sync.aligned.m8n8` |
 //! | `stmatrix` | sm_90 | 7.8 | `stmatrix.sync.aligned.m8n8` |
+//! | `tanh.approx` | sm_75 | 7.0 | `tanh.approx.f32` |
 //!
 //! Kernel metadata is checked per arch too: static + dynamic shared memory
 //! against [`max_shared_bytes`], `min_blocks` against [`max_blocks_per_sm`]
@@ -79,6 +80,7 @@ pub const MMA_SYNC: Feature = feature("mma.sync", Arch::Sm80, 7, 0);
 pub const MMA_SYNC_FP8: Feature = feature("mma.sync on e4m3/e5m2", Arch::Sm89, 8, 4);
 pub const LDMATRIX: Feature = feature("ldmatrix", Arch::Sm75, 6, 5);
 pub const STMATRIX: Feature = feature("stmatrix", Arch::Sm90, 7, 8);
+pub const TANH_APPROX: Feature = feature("tanh.approx", Arch::Sm75, 7, 0);
 
 /// Every row of the gating table.
 pub const FEATURES: &[Feature] = &[
@@ -95,6 +97,7 @@ pub const FEATURES: &[Feature] = &[
     MMA_SYNC_FP8,
     LDMATRIX,
     STMATRIX,
+    TANH_APPROX,
 ];
 
 /// The oldest PTX ISA version whose `.target` accepts `arch`.

@@ -526,6 +526,25 @@ impl FunctionBuilder {
         self.push0(Op::Stmatrix { num, trans }, &[ptr, value])
     }
 
+    /// Fast approximate f32 math (`ex2.approx`, `rcp.approx`, `tanh.approx`).
+    pub fn approx(&mut self, op: ApproxOp, a: ValueId) -> BuildResult<ValueId> {
+        self.push1(Op::Approx(op), &[a], Type::F32)
+    }
+
+    /// A global load with cache operator `cop`.
+    pub fn load_cached(&mut self, cop: CacheOp, ptr: ValueId) -> BuildResult<ValueId> {
+        let ty = self
+            .value_type(ptr)?
+            .pointee()
+            .cloned()
+            .unwrap_or(Type::BOOL);
+        self.push1(Op::LoadCached(cop), &[ptr], ty)
+    }
+    /// A global store with cache operator `cop`.
+    pub fn store_cached(&mut self, cop: CacheOp, ptr: ValueId, value: ValueId) -> BuildResult<()> {
+        self.push0(Op::StoreCached(cop), &[ptr, value])
+    }
+
     // ---------------------------------------------------------------- calls, control flow
 
     pub fn call(

@@ -39,8 +39,8 @@ pub use ir::{
     ValueData, ValueDef,
 };
 pub use op::{
-    AtomicOp, BinOp, CacheHint, CmpOp, ConstValue, Dim, MatchMode, MmaElem, Op, OpClass, OptLevel,
-    Scope, ShflMode, UnOp, VoteMode, WarpShape,
+    ApproxOp, AtomicOp, BinOp, CacheHint, CacheOp, CmpOp, ConstValue, Dim, MatchMode, MmaElem, Op,
+    OpClass, OptLevel, Scope, ShflMode, UnOp, VoteMode, WarpShape,
 };
 pub use parser::{parse_module, parse_module_named};
 pub use printer::{print_function, print_inst, print_module};

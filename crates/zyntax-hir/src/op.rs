@@ -34,6 +34,8 @@
 //! | `mma.sync.<shape>.<elem>` | a, b, c (per-lane registers) | 1, type of c |
 //! | `ldmatrix.x<n>[.trans]` | ptr (shared) | 1 u32 / vec<u32, n> |
 //! | `stmatrix.x<n>[.trans]` | ptr (shared), value (u32 / vec<u32, n>) | – |
+//! | `ex2.approx` / `rcp.approx` / `tanh.approx` | a (f32) | 1 f32 |
+//! | `load.<cop>` / `store.<cop>` | ptr (global) / ptr, value | 1 pointee / – |
 //! | `call @f` | arguments | callee's returns |
 //! | `jump` / `br` / `return` / `unreachable` | – / cond / values / – | – |
 
@@ -141,6 +143,33 @@ named_enum!(
 named_enum!(
     /// Cache hint of `cp.async`: `ca` caches in L1 and L2, `cg` in L2 only (16-byte copies only).
     CacheHint { Ca => "ca", Cg => "cg" }
+);
+
+named_enum!(
+    /// PTX cache operator of a global load or store (issue 12 item 3). Loads:
+    /// `ca` (L1 and L2), `cg` (L2 only), `cs` (streaming, evict first), `lu`
+    /// (last use), `cv` (don't cache, fetch again); stores: `wb` (write back),
+    /// `cg`, `cs`, `wt` (write through). They change speed, never values.
+    CacheOp { Ca => "ca", Cg => "cg", Cs => "cs", Lu => "lu", Cv => "cv", Wb => "wb", Wt => "wt" }
+);
+
+impl CacheOp {
+    /// Whether loads (else stores) take this operator.
+    pub fn for_load(self) -> bool {
+        matches!(
+            self,
+            CacheOp::Ca | CacheOp::Cg | CacheOp::Cs | CacheOp::Lu | CacheOp::Cv
+        )
+    }
+    pub fn for_store(self) -> bool {
+        matches!(self, CacheOp::Wb | CacheOp::Cg | CacheOp::Cs | CacheOp::Wt)
+    }
+}
+
+named_enum!(
+    /// Fast approximate f32 math (issue 12 item 3): PTX's `ex2.approx`,
+    /// `rcp.approx`, `tanh.approx` (sm_75+); error bounds in docs/semantics.md.
+    ApproxOp { Ex2 => "ex2", Rcp => "rcp", Tanh => "tanh" }
 );
 
 named_enum!(
@@ -354,6 +383,12 @@ pub enum Op {
         num: u32,
         trans: bool,
     },
+    // --- GPU: fast approximate math (issue 12 item 3)
+    Approx(ApproxOp),
+    /// A global load with a cache operator (`ld.global.<cop>[.v2/.v4]`).
+    LoadCached(CacheOp),
+    /// A global store with a cache operator (`st.global.<cop>[.v2/.v4]`).
+    StoreCached(CacheOp),
 
     // --- calls and control flow
     Call(String),
@@ -422,6 +457,8 @@ impl Op {
             Stmatrix { num, trans } => {
                 format!("stmatrix.x{num}{}", if *trans { ".trans" } else { "" })
             }
+            LoadCached(c) => format!("load.{c}"),
+            StoreCached(c) => format!("store.{c}"),
             _ => self.def().mnemonic.into(),
         }
     }

@@ -1123,13 +1123,32 @@ impl Parser {
                     })?;
                 Op::CpAsync { bytes, cache }
             }
+            // Cache operators (issue 12 item 3).
+            [which @ ("load" | "store"), cop] => {
+                let c = CacheOp::from_name(cop).ok_or_else(|| {
+                    bad_suffix(self, "cache operator", names(CacheOp::ALL, CacheOp::name))
+                })?;
+                if *which == "load" {
+                    Op::LoadCached(c)
+                } else {
+                    Op::StoreCached(c)
+                }
+            }
             // Warp MMA and ldmatrix/stmatrix (issue 12 items 1-2).
             ["mma", "sync", shape, elem] => Op::MmaSync {
                 shape: WarpShape::from_name(shape).ok_or_else(|| {
-                    bad_suffix(self, "mma.sync shape", names(WarpShape::ALL, WarpShape::name))
+                    bad_suffix(
+                        self,
+                        "mma.sync shape",
+                        names(WarpShape::ALL, WarpShape::name),
+                    )
                 })?,
                 elem: MmaElem::from_name(elem).ok_or_else(|| {
-                    bad_suffix(self, "mma.sync input type", names(MmaElem::ALL, MmaElem::name))
+                    bad_suffix(
+                        self,
+                        "mma.sync input type",
+                        names(MmaElem::ALL, MmaElem::name),
+                    )
                 })?,
             },
             [which @ ("ldmatrix" | "stmatrix"), count, rest @ ..]
@@ -1142,7 +1161,9 @@ impl Parser {
                     .ok_or_else(|| {
                         self.error_at(
                             mt,
-                            format!("invalid matrix count `{count}` in `{m}` (expected x1, x2 or x4)"),
+                            format!(
+                                "invalid matrix count `{count}` in `{m}` (expected x1, x2 or x4)"
+                            ),
                         )
                     })?;
                 let trans = !rest.is_empty();

@@ -15,7 +15,7 @@
 //! non-scalar type rules, the interpreter and the lowerings. Adding an op:
 //! `docs/add-an-hir-op.md`.
 
-use crate::arch::{Feature, CP_ASYNC, LDMATRIX, MATCH, MMA_SYNC, STMATRIX};
+use crate::arch::{Feature, CP_ASYNC, LDMATRIX, MATCH, MMA_SYNC, STMATRIX, TANH_APPROX};
 use crate::op::*;
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -830,13 +830,20 @@ pub static OPS: &[OpDef] = &[
     .rust("mma_sync(shape, elem, a, b, c)")
     .py(Py::Hand("mma_sync"))
     .doc("D = A * B + C over the warp; per-lane register fragments in PTX's layouts."),
-    row("ldmatrix", "", "ldmatrix.x<n>[.trans]", &["ptr"], 1, "u32 or vec<u32, n>")
-        .gpu()
-        .fx(fx::READ | fx::WARP)
-        .needs(LDMATRIX)
-        .rust("ldmatrix(num, trans, ptr)")
-        .py(Py::Hand("ldmatrix"))
-        .doc("Load n 8x8 b16 matrices from shared memory; lane i*8+r gives row r of matrix i."),
+    row(
+        "ldmatrix",
+        "",
+        "ldmatrix.x<n>[.trans]",
+        &["ptr"],
+        1,
+        "u32 or vec<u32, n>",
+    )
+    .gpu()
+    .fx(fx::READ | fx::WARP)
+    .needs(LDMATRIX)
+    .rust("ldmatrix(num, trans, ptr)")
+    .py(Py::Hand("ldmatrix"))
+    .doc("Load n 8x8 b16 matrices from shared memory; lane i*8+r gives row r of matrix i."),
     row(
         "stmatrix",
         "",
@@ -851,6 +858,38 @@ pub static OPS: &[OpDef] = &[
     .rust("stmatrix(num, trans, ptr, value)")
     .py(Py::Hand("stmatrix"))
     .doc("Store n 8x8 b16 matrices to shared memory (the inverse of ldmatrix)."),
+    // --- GPU: fast approximate math (issue 12 item 3)
+    row("approx", "ex2", "ex2.approx", A, 1, "f32")
+        .op(|| Op::Approx(ApproxOp::Ex2))
+        .gpu()
+        .rust("approx(ApproxOp::Ex2, a)")
+        .py(Py::Hand("ex2_approx"))
+        .doc("2^a, fast approximation (`ex2.approx.f32`)."),
+    row("approx", "rcp", "rcp.approx", A, 1, "f32")
+        .op(|| Op::Approx(ApproxOp::Rcp))
+        .gpu()
+        .rust("approx(ApproxOp::Rcp, a)")
+        .py(Py::Hand("rcp_approx"))
+        .doc("1/a, fast approximation (`rcp.approx.f32`)."),
+    row("approx", "tanh", "tanh.approx", A, 1, "f32")
+        .op(|| Op::Approx(ApproxOp::Tanh))
+        .gpu()
+        .needs(TANH_APPROX)
+        .rust("approx(ApproxOp::Tanh, a)")
+        .py(Py::Hand("tanh_approx"))
+        .doc("tanh(a), fast approximation (`tanh.approx.f32`, sm_75+)."),
+    row("load_cached", "", "load.<cop>", &["ptr"], 1, "pointee")
+        .class(Mem)
+        .fx(fx::READ)
+        .rust("load_cached(cop, ptr)")
+        .py(Py::Hand("load_cached"))
+        .doc("Global load with a cache operator (ca, cg, cs, lu, cv)."),
+    row("store_cached", "", "store.<cop>", &["ptr", "value"], 0, "–")
+        .class(Mem)
+        .fx(fx::WRITE)
+        .rust("store_cached(cop, ptr, value)")
+        .py(Py::Hand("store_cached"))
+        .doc("Global store with a cache operator (wb, cg, cs, wt)."),
     // --- calls and control flow
     row("call", "", "call", NONE, 0, "callee's returns")
         .imm("@callee")
@@ -967,6 +1006,9 @@ impl Op {
             MmaSync { .. } => ("mma_sync", ""),
             Ldmatrix { .. } => ("ldmatrix", ""),
             Stmatrix { .. } => ("stmatrix", ""),
+            Approx(a) => ("approx", a.name()),
+            LoadCached(_) => ("load_cached", ""),
+            StoreCached(_) => ("store_cached", ""),
             Call(_) => ("call", ""),
             Jump => ("jump", ""),
             Branch => ("branch", ""),

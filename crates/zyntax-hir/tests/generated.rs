@@ -133,6 +133,8 @@ fn every_op() -> Vec<Op> {
             trans: false,
         },
     ]);
+    ops.extend(ApproxOp::ALL.iter().map(|&o| Op::Approx(o)));
+    ops.extend([Op::LoadCached(CacheOp::Cs), Op::StoreCached(CacheOp::Wt)]);
     ops
 }
 

@@ -8,8 +8,8 @@
 use crate::memory;
 use crate::{InterpError, Result};
 use zyntax_hir::{
-    AtomicOp, BinOp, BlockCall, CacheHint, CmpOp, FragKind, FragType, Function, InstId, Layout,
-    MatchMode, MmaElem, Module, Op, ScalarType, ShflMode, Type, UnOp, ValueId, VoteMode,
+    ApproxOp, AtomicOp, BinOp, BlockCall, CacheHint, CmpOp, FragKind, FragType, Function, InstId,
+    Layout, MatchMode, MmaElem, Module, Op, ScalarType, ShflMode, Type, UnOp, ValueId, VoteMode,
 };
 
 /// Elements of the largest fragment (32x16 or 16x32).
@@ -302,6 +302,12 @@ pub enum DOp {
         trans: bool,
         ptr: u32,
         src: u32,
+    },
+    /// Fast approximate f32 math (issue 12 item 3).
+    Approx {
+        op: ApproxOp,
+        dst: u32,
+        a: u32,
     },
     Jump(u32),
     Br {
@@ -725,7 +731,8 @@ impl Decoder<'_> {
                     }
                 }
             }
-            Op::Load => {
+            // Cache operators change speed, never values (issue 12 item 3).
+            Op::Load | Op::LoadCached(_) => {
                 let t = res_ty(0);
                 let Some(mt) = MemTy::of(&t) else {
                     return bad(&format!("load of {t}"));
@@ -736,7 +743,7 @@ impl Decoder<'_> {
                     ptr: arg(0)?,
                 }
             }
-            Op::Store => {
+            Op::Store | Op::StoreCached(_) => {
                 let t = arg_ty(1);
                 let Some(mt) = MemTy::of(&t) else {
                     return bad(&format!("store of {t}"));
@@ -996,6 +1003,11 @@ impl Decoder<'_> {
                 trans: *trans,
                 ptr: arg(0)?,
                 src: arg(1)?,
+            },
+            Op::Approx(op) => DOp::Approx {
+                op: *op,
+                dst: res(0)?,
+                a: arg(0)?,
             },
             Op::Call(name) => {
                 let Some(callee) = self.m.functions.iter().position(|g| &g.name == name) else {

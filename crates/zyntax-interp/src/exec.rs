@@ -715,6 +715,12 @@ impl<'a> Exec<'a> {
                         w(regs, *dst, l, v);
                     }
                 }
+                DOp::Approx { op, dst, a } => {
+                    for l in lanes(mask) {
+                        let v = warp_mma::approx(*op, r(regs, *a, l));
+                        w(regs, *dst, l, v);
+                    }
+                }
                 DOp::UnV { op, mt, dst, a } => {
                     for l in lanes(mask) {
                         for i in 0..mt.n {

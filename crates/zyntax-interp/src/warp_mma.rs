@@ -7,7 +7,7 @@
 //! value (element 0 in the low half of register 0, as PTX packs `f16x2`).
 
 use crate::scalar;
-use zyntax_hir::{MmaElem, ScalarType, WarpShape};
+use zyntax_hir::{ApproxOp, MmaElem, ScalarType, WarpShape};
 
 /// The operand of `D = A * B + C` a fragment belongs to (C and D share a layout).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -62,7 +62,11 @@ pub fn fp8_to_f64(bits: u64, e4m3: bool) -> f64 {
         return f64::NAN;
     }
     if !e4m3 && exp == emax {
-        return if man == 0.0 { sign * f64::INFINITY } else { f64::NAN };
+        return if man == 0.0 {
+            sign * f64::INFINITY
+        } else {
+            f64::NAN
+        };
     }
     if exp == 0 {
         sign * man * 2f64.powi(1 - bias - mb)
@@ -107,15 +111,7 @@ fn set(regs: &mut [u64], slot: u32, l: usize, w: u32, e: u32, x: u64) {
 /// rounded once (round to nearest even); f64 is a chain of fused multiply-adds
 /// in k order starting from c; s32 is exact and wraps modulo 2^32.
 #[allow(clippy::too_many_arguments)]
-pub fn mma_sync(
-    regs: &mut [u64],
-    elem: MmaElem,
-    acc: ScalarType,
-    a: u32,
-    b: u32,
-    c: u32,
-    d: u32,
-) {
+pub fn mma_sync(regs: &mut [u64], elem: MmaElem, acc: ScalarType, a: u32, b: u32, c: u32, d: u32) {
     let shape = elem.shape();
     let (m, n, k) = shape.dims();
     let (m, n, k) = (m as usize, n as usize, k as usize);
@@ -171,7 +167,14 @@ pub fn mma_sync(
     for lane in 0..32u32 {
         for i in 0..count(shape, Operand::C) {
             let (r, col) = position(shape, Operand::C, lane, i);
-            set(regs, d, lane as usize, aw, i, dm[r as usize * n + col as usize]);
+            set(
+                regs,
+                d,
+                lane as usize,
+                aw,
+                i,
+                dm[r as usize * n + col as usize],
+            );
         }
     }
 }
@@ -209,4 +212,17 @@ pub fn reg(regs: &[u64], slot: u32, l: usize, reg: u32) -> u32 {
 
 pub fn set_reg(regs: &mut [u64], slot: u32, l: usize, reg: u32, v: u32) {
     set(regs, slot, l, 32, reg, u64::from(v));
+}
+
+/// `ex2.approx`, `rcp.approx`, `tanh.approx` on f32 bits: the interpreter
+/// gives the correctly rounded value (computed in f64, rounded once); the
+/// hardware is within the error bounds of docs/semantics.md.
+pub fn approx(op: ApproxOp, bits: u64) -> u64 {
+    let x = f64::from(f32::from_bits(bits as u32));
+    let y = match op {
+        ApproxOp::Ex2 => x.exp2(),
+        ApproxOp::Rcp => 1.0 / x,
+        ApproxOp::Tanh => x.tanh(),
+    };
+    u64::from((y as f32).to_bits())
 }

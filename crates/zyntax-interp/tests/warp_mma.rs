@@ -32,19 +32,42 @@ fn ptx_pos(elem: MmaElem, which: char, lane: u32, i: u32) -> (u32, u32) {
         (WarpShape::M8n8k4, _) => (gid, t * 2 + i),
         (_, 'c') => (if i < 2 { gid } else { gid + 8 }, t * 2 + i % 2),
         (WarpShape::M16n8k16, 'a') => {
-            let row = if matches!(i, 0 | 1 | 4 | 5) { gid } else { gid + 8 };
-            let col = if i < 4 { t * 2 + i % 2 } else { t * 2 + i % 2 + 8 };
+            let row = if matches!(i, 0 | 1 | 4 | 5) {
+                gid
+            } else {
+                gid + 8
+            };
+            let col = if i < 4 {
+                t * 2 + i % 2
+            } else {
+                t * 2 + i % 2 + 8
+            };
             (row, col)
         }
-        (WarpShape::M16n8k16, _) => (if i < 2 { t * 2 + i % 2 } else { t * 2 + i % 2 + 8 }, gid),
+        (WarpShape::M16n8k16, _) => (
+            if i < 2 {
+                t * 2 + i % 2
+            } else {
+                t * 2 + i % 2 + 8
+            },
+            gid,
+        ),
         (WarpShape::M16n8k8, 'a') => {
             let row = if i % 2 == 0 { gid } else { gid + 8 };
             (row, if i < 2 { t } else { t + 4 })
         }
         (WarpShape::M16n8k8, _) => (if i == 0 { t } else { t + 4 }, gid),
         (WarpShape::M16n8k32, 'a') => {
-            let row = if i < 4 || (8..12).contains(&i) { gid } else { gid + 8 };
-            let col = if i < 8 { t * 4 + i % 4 } else { t * 4 + i % 4 + 16 };
+            let row = if i < 4 || (8..12).contains(&i) {
+                gid
+            } else {
+                gid + 8
+            };
+            let col = if i < 8 {
+                t * 4 + i % 4
+            } else {
+                t * 4 + i % 4 + 16
+            };
             (row, col)
         }
         (WarpShape::M16n8k32, _) => (if i < 4 { t * 4 + i } else { t * 4 + i - 4 + 16 }, gid),
@@ -97,7 +120,11 @@ fn input(rng: &mut Rng, elem: MmaElem) -> (u64, f64) {
         MmaElem::E4m3 | MmaElem::E5m2 => loop {
             let b = rng.below(256) as u8;
             let e4 = elem == MmaElem::E4m3;
-            let special = if e4 { b & 0x7f == 0x7f } else { (b >> 2) & 31 == 31 };
+            let special = if e4 {
+                b & 0x7f == 0x7f
+            } else {
+                (b >> 2) & 31 == 31
+            };
             if !special {
                 return (u64::from(b), fp8_value(b, e4));
             }
@@ -189,7 +216,11 @@ fn check_mma(elem: MmaElem, acc: ScalarType, seed: u64) {
         },
         acc.bits(),
     );
-    let (na, nb, nc) = ((m * k / 32) as u32, (k * n / 32) as u32, (m * n / 32) as u32);
+    let (na, nb, nc) = (
+        (m * k / 32) as u32,
+        (k * n / 32) as u32,
+        (m * n / 32) as u32,
+    );
     let mut bufs = vec![Vec::new(), Vec::new(), Vec::new(), vec![0xa5u8; 32 * sc]];
     for lane in 0..32u32 {
         let fa: Vec<u64> = (0..na)
@@ -216,7 +247,12 @@ fn check_mma(elem: MmaElem, acc: ScalarType, seed: u64) {
     }
     let md = module(mma_kernel(elem, acc));
     let it = Interpreter::new(&md).unwrap();
-    let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2), Arg::Buffer(3)];
+    let args = [
+        Arg::Buffer(0),
+        Arg::Buffer(1),
+        Arg::Buffer(2),
+        Arg::Buffer(3),
+    ];
     it.launch("k", [1, 1, 1], [32, 1, 1], 0, &args, &mut bufs)
         .unwrap();
     for lane in 0..32u32 {
@@ -367,7 +403,10 @@ fn bad_warp_mma_input_is_a_typed_error_naming_the_instruction() {
     // A fragment of the wrong shape.
     let mut b = FunctionBuilder::kernel(
         "k",
-        &[g(Type::Vector(ScalarType::U32, 2)), g(Type::Vector(ScalarType::F32, 4))],
+        &[
+            g(Type::Vector(ScalarType::U32, 2)),
+            g(Type::Vector(ScalarType::F32, 4)),
+        ],
     );
     let (pa, pc) = (b.param(0), b.param(1));
     let x = b.load(pa).unwrap();
@@ -379,7 +418,9 @@ fn bad_warp_mma_input_is_a_typed_error_naming_the_instruction() {
     b.ret(&[]).unwrap();
     let e = verify_error(&module(b.finish().unwrap()));
     assert!(
-        e.contains("mma.sync.m16n8k16.f16") && e.contains("fragment a") && e.contains("vec<u32, 4>"),
+        e.contains("mma.sync.m16n8k16.f16")
+            && e.contains("fragment a")
+            && e.contains("vec<u32, 4>"),
         "{e}"
     );
     // ldmatrix through a global pointer.
@@ -411,4 +452,46 @@ fn warp_mma_text_round_trips() {
     }
     let text = print_module(&module(ldmatrix_kernel(4, true, true)));
     assert!(text.contains("ldmatrix.x4.trans") && text.contains("stmatrix.x4.trans"));
+}
+
+#[test]
+fn approx_math_is_the_correctly_rounded_value() {
+    let mut rng = Rng::new(3);
+    for op in ApproxOp::ALL.iter().copied() {
+        let mut b = FunctionBuilder::kernel("k", &[g(Type::F32)]);
+        let p = b.param(0);
+        let tid = b.thread_idx(Dim::X).unwrap();
+        let q = b.ptr_add(p, tid).unwrap();
+        let x = b.load(q).unwrap();
+        let y = b.approx(op, x).unwrap();
+        b.store(q, y).unwrap();
+        b.ret(&[]).unwrap();
+        let m = module(b.finish().unwrap());
+        let text = print_module(&m);
+        assert!(text.contains(&format!("{op}.approx")), "{text}");
+        assert_eq!(parse_module(&text).unwrap(), m);
+        let xs: Vec<f32> = (0..64).map(|_| rng.f32(-20.0, 20.0)).collect();
+        let mut bufs = vec![f32_bytes(&xs)];
+        Interpreter::new(&m)
+            .unwrap()
+            .launch("k", [1, 1, 1], [64, 1, 1], 0, &[Arg::Buffer(0)], &mut bufs)
+            .unwrap();
+        for (x, got) in xs.iter().zip(bytes_f32(&bufs[0])) {
+            let x = f64::from(*x);
+            let want = match op {
+                ApproxOp::Ex2 => x.exp2(),
+                ApproxOp::Rcp => 1.0 / x,
+                ApproxOp::Tanh => x.tanh(),
+            } as f32;
+            assert_eq!(got.to_bits(), want.to_bits(), "{op}.approx {x}");
+        }
+    }
+    // f64 operands are a typed error.
+    let mut b = FunctionBuilder::kernel("k", &[g(Type::F64)]);
+    let p = b.param(0);
+    let x = b.load(p).unwrap();
+    let _ = b.approx(ApproxOp::Ex2, x).unwrap();
+    b.ret(&[]).unwrap();
+    let e = verify_error(&module(b.finish().unwrap()));
+    assert!(e.contains("ex2.approx") && e.contains("f32"), "{e}");
 }

@@ -933,6 +933,60 @@ fn edge_cases(out: &mut Vec<Case>) {
 
 /// Warp MMA, ldmatrix and stmatrix (issue 12 items 1-2).
 fn warp_mma_cases(out: &mut Vec<Case>) {
+    for (t, suffix) in [
+        (Type::F32, "f32"),
+        (Type::Vector(ScalarType::F32, 4), "v4.f32"),
+        (Type::Vector(ScalarType::F16, 2), "v2.b16"),
+        (Type::Vector(ScalarType::U32, 2), "v2.b32"),
+        (Type::Vector(ScalarType::F64, 2), "v2.f64"),
+        (Type::I64, "b64"),
+    ] {
+        for (lc, sc) in [
+            (CacheOp::Cs, CacheOp::Cs),
+            (CacheOp::Lu, CacheOp::Wt),
+            (CacheOp::Cg, CacheOp::Cg),
+            (CacheOp::Cv, CacheOp::Wb),
+        ] {
+            let name = format!("cached_{lc}_{sc}_{}", suffix.replace('.', "_"));
+            let mut b = FunctionBuilder::kernel(&name, &[gptr(t.clone()), gptr(t.clone())]);
+            let (p, q) = (b.param(0), b.param(1));
+            let tid = b.thread_idx(Dim::X).unwrap();
+            let pi = b.ptr_add(p, tid).unwrap();
+            let qi = b.ptr_add(q, tid).unwrap();
+            let x = b.load_cached(lc, pi).unwrap();
+            b.store_cached(sc, qi, x).unwrap();
+            b.ret(&[]).unwrap();
+            out.push(Case {
+                module: module(&name, vec![b.finish().unwrap()]),
+                min: Arch::Sm70,
+                expect: vec![
+                    format!("ld.global.{lc}.{suffix}"),
+                    format!("st.global.{sc}.{suffix}"),
+                ],
+            });
+        }
+    }
+    for op in ApproxOp::ALL.iter().copied() {
+        let name = format!("{op}_approx");
+        let mut b = FunctionBuilder::kernel(&name, &[gptr(Type::F32)]);
+        let p = b.param(0);
+        let tid = b.thread_idx(Dim::X).unwrap();
+        let q = b.ptr_add(p, tid).unwrap();
+        let x = b.load(q).unwrap();
+        let y = b.approx(op, x).unwrap();
+        b.store(q, y).unwrap();
+        b.ret(&[]).unwrap();
+        out.push(Case {
+            module: module(&name, vec![b.finish().unwrap()]),
+            // tanh.approx: sm_75 with PTX 7.0, newer than sm_75's default 6.4.
+            min: if op == ApproxOp::Tanh {
+                Arch::Sm80
+            } else {
+                Arch::Sm70
+            },
+            expect: vec![format!("{op}.approx.f32")],
+        });
+    }
     for elem in MmaElem::ALL.iter().copied() {
         for &acc in elem.accumulators() {
             let shape = elem.shape();

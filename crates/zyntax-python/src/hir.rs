@@ -1624,6 +1624,57 @@ impl FunctionBuilder {
         self.sh.run(py, |fb| fb.stmatrix(num, trans, p, v))
     }
 
+    /// A global load with a PTX cache operator (`ca`, `cg`, `cs`, `lu`, `cv`).
+    #[pyo3(signature = (ptr, cache="cs"))]
+    fn load_cached(
+        &self,
+        py: Python<'_>,
+        ptr: &Bound<'_, PyAny>,
+        cache: &str,
+    ) -> PyResult<PyValue> {
+        let c = enum_name(
+            "cache operator",
+            cache,
+            zh::CacheOp::ALL,
+            zh::CacheOp::from_name,
+            zh::CacheOp::name,
+        )?;
+        let (p, _) = self.sh.value(ptr, "the pointer of `load_cached`")?;
+        self.sh.run1(py, |fb| fb.load_cached(c, p))
+    }
+    /// A global store with a PTX cache operator (`wb`, `cg`, `cs`, `wt`).
+    #[pyo3(signature = (ptr, value, cache="cs"))]
+    fn store_cached(
+        &self,
+        py: Python<'_>,
+        ptr: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        cache: &str,
+    ) -> PyResult<()> {
+        let c = enum_name(
+            "cache operator",
+            cache,
+            zh::CacheOp::ALL,
+            zh::CacheOp::from_name,
+            zh::CacheOp::name,
+        )?;
+        let (p, _) = self.sh.value(ptr, "the pointer of `store_cached`")?;
+        let (v, _) = self.sh.value(value, "the value of `store_cached`")?;
+        self.sh.run(py, |fb| fb.store_cached(c, p, v))
+    }
+    /// `2**a` on f32, fast approximation (`ex2.approx.f32`).
+    fn ex2_approx(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.approx(py, zh::ApproxOp::Ex2, a)
+    }
+    /// `1/a` on f32, fast approximation (`rcp.approx.f32`).
+    fn rcp_approx(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.approx(py, zh::ApproxOp::Rcp, a)
+    }
+    /// `tanh(a)` on f32, fast approximation (`tanh.approx.f32`, sm_75+).
+    fn tanh_approx(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.approx(py, zh::ApproxOp::Tanh, a)
+    }
+
     // ------------------------------------------------------------ calls and control flow
 
     /// Calls `callee` (a function of this module, by name or builder). Returns
@@ -3141,5 +3192,13 @@ impl Loop {
         r.iter()
             .map(|v| Ok(self.inner.owner.wrap(*v, ty_of(b, *v).map_err(build_err)?)))
             .collect()
+    }
+}
+
+impl FunctionBuilder {
+    /// The approximate-math family (issue 12 item 3).
+    fn approx(&self, py: Python<'_>, op: zh::ApproxOp, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        let (a, _) = self.sh.value(a, &format!("the operand of `{op}_approx`"))?;
+        self.sh.run1(py, |fb| fb.approx(op, a))
     }
 }

@@ -5,9 +5,9 @@
 //! entry point runs inside [`errors::guard`] so that no Rust panic reaches
 //! Python as `PanicException`.
 
+mod checked;
 #[cfg(feature = "llvm")]
 mod compile;
-mod checked;
 #[cfg(feature = "cuda")]
 mod cuda;
 mod errors;
@@ -28,8 +28,8 @@ mod _native {
 
     #[pymodule_export]
     use crate::errors::{
-        ArgumentError, BuildError, CompileError, CudaError, InternalError, LaunchError, ParseError, TrapError,
-        VerifyError, ZyntaxError,
+        ArgumentError, BuildError, CompileError, CudaError, InternalError, LaunchError, ParseError,
+        TrapError, VerifyError, ZyntaxError,
     };
 
     #[pymodule_export]

@@ -69,9 +69,12 @@ impl<'ctx> FnLowering<'_, 'ctx> {
                 self.intrinsic("llvm.nvvm.cp.async.wait.group", &[], &[n.into()])?;
                 Ok(())
             }
-            Op::MmaSync { .. } | Op::Ldmatrix { .. } | Op::Stmatrix { .. } => {
-                self.lower_warp_mma(d)
-            }
+            Op::MmaSync { .. }
+            | Op::Ldmatrix { .. }
+            | Op::Stmatrix { .. }
+            | Op::Approx(_)
+            | Op::LoadCached(_)
+            | Op::StoreCached(_) => self.lower_warp_mma(d),
             other => Err(self.bug(format!("no lowering for `{}`", other.mnemonic()))),
         }
     }

@@ -17,8 +17,112 @@ impl<'ctx> FnLowering<'_, 'ctx> {
             Op::MmaSync { shape, elem } => self.mma_sync(d, &format!("{shape}"), *elem),
             Op::Ldmatrix { num, trans } => self.ldmatrix(d, *num, *trans),
             Op::Stmatrix { num, trans } => self.stmatrix(d, *num, *trans),
+            Op::Approx(op) => {
+                // One PTX instruction each (LLVM 19 lacks tanh.approx).
+                let x = self.val(self.arg(d, 0)?)?;
+                let f32t = self.ctx().f32_type();
+                let text = format!("{op}.approx.f32 $0, $1;");
+                let r = self
+                    .asm(&text, "=f,f", Some(f32t.into()), &[x.into()])?
+                    .ok_or_else(|| self.bug("approx returned nothing"))?;
+                self.set(self.result(d, 0)?, r);
+                Ok(())
+            }
+            Op::LoadCached(c) => self.load_cached(d, *c),
+            Op::StoreCached(c) => self.store_cached(d, *c),
             other => Err(self.bug(format!("no lowering for `{}`", other.mnemonic()))),
         }
+    }
+
+    /// PTX type suffix, register class and LLVM register type of one element.
+    fn reg_of(&self, s: ScalarType) -> (String, &'static str, BasicTypeEnum<'ctx>) {
+        let ctx = self.ctx();
+        match s {
+            ScalarType::F32 => ("f32".into(), "f", ctx.f32_type().into()),
+            ScalarType::F64 => ("f64".into(), "d", ctx.f64_type().into()),
+            _ => match s.bits() {
+                16 => ("b16".into(), "h", ctx.i16_type().into()),
+                32 => ("b32".into(), "r", ctx.i32_type().into()),
+                _ => ("b64".into(), "l", ctx.i64_type().into()),
+            },
+        }
+    }
+
+    fn load_cached(&mut self, d: &hir::InstData, c: zyntax_hir::CacheOp) -> CompileResult<()> {
+        let p = self.ptr(self.arg(d, 0)?)?;
+        let res = self.result(d, 0)?;
+        let t = self.hir_ty(res).clone();
+        let (s, n) = match &t {
+            hir::Type::Vector(s, n) => (*s, *n),
+            other => (other.as_scalar().unwrap_or(ScalarType::U32), 1),
+        };
+        let (suffix, cls, rt) = self.reg_of(s);
+        let v = if n == 1 {
+            String::new()
+        } else {
+            format!(".v{n}")
+        };
+        let regs: Vec<String> = (0..n).map(|i| format!("${i}")).collect();
+        let text = format!("ld.global.{c}{v}.{suffix} {{{}}}, [${n}];", regs.join(", "));
+        let text = if n == 1 {
+            text.replace(['{', '}'], "")
+        } else {
+            text
+        };
+        let mut cons: Vec<String> = (0..n).map(|_| format!("={cls}")).collect();
+        cons.push("l".into());
+        cons.push("~{memory}".into());
+        let fields: Vec<BasicTypeEnum> = (0..n).map(|_| rt).collect();
+        let ret = self.ctx().struct_type(&fields, false);
+        let r = self
+            .asm(&text, &cons.join(","), Some(ret.into()), &[p.into()])?
+            .ok_or_else(|| self.bug("ld returned nothing"))?;
+        let to = super::ty::value_type(self.ctx(), &t)?;
+        let out = self.gather(r, 0, n, rt, to)?;
+        self.set(res, out);
+        Ok(())
+    }
+
+    fn store_cached(&mut self, d: &hir::InstData, c: zyntax_hir::CacheOp) -> CompileResult<()> {
+        let p = self.ptr(self.arg(d, 0)?)?;
+        let vid = self.arg(d, 1)?;
+        let t = self.hir_ty(vid).clone();
+        let (s, n) = match &t {
+            hir::Type::Vector(s, n) => (*s, *n),
+            other => (other.as_scalar().unwrap_or(ScalarType::U32), 1),
+        };
+        let (suffix, cls, rt) = self.reg_of(s);
+        let v = self.val(vid)?;
+        // Elements travel in the register type (f16/bf16 as b16 bits).
+        let as_ty = if n == 1 {
+            Some(rt)
+        } else {
+            Some(match rt {
+                BasicTypeEnum::IntType(it) => it.vec_type(n).into(),
+                BasicTypeEnum::FloatType(ft) => ft.vec_type(n).into(),
+                other => other,
+            })
+        };
+        let vals = self.elements(v, as_ty)?;
+        let vs = if n == 1 {
+            String::new()
+        } else {
+            format!(".v{n}")
+        };
+        let regs: Vec<String> = (1..=n).map(|i| format!("${i}")).collect();
+        let list = if n == 1 {
+            regs.join(", ")
+        } else {
+            format!("{{{}}}", regs.join(", "))
+        };
+        let text = format!("st.global.{c}{vs}.{suffix} [$0], {list};");
+        let mut cons = vec!["l".to_string()];
+        cons.extend((0..n).map(|_| cls.to_string()));
+        cons.push("~{memory}".into());
+        let mut args: Vec<BasicMetadataValueEnum> = vec![p.into()];
+        args.extend(vals);
+        self.asm(&text, &cons.join(","), None, &args)?;
+        Ok(())
     }
 
     /// The scalar elements of `v` (a vector or a scalar), after bitcasting
@@ -70,12 +174,9 @@ impl<'ctx> FnLowering<'_, 'ctx> {
         let i32t = self.ctx().i32_type();
         for i in 0..n {
             let x = self.b.build_extract_value(sv, first + i, "")?;
-            acc = self.b.build_insert_element(
-                acc,
-                x,
-                i32t.const_int(u64::from(i), false),
-                "",
-            )?;
+            acc = self
+                .b
+                .build_insert_element(acc, x, i32t.const_int(u64::from(i), false), "")?;
         }
         Ok(self.b.build_bit_cast(acc, to, "")?)
     }

@@ -176,7 +176,9 @@ def test_mma_sync_gemm_example(mnk: tuple[int, int, int]) -> None:
     bt = rng.uniform(-1, 1, (nn, kk)).astype(np.float16)
     c = rng.standard_normal((mm, nn)).astype(np.float32)
     d = cuda.to_device(np.full((mm, nn), np.nan, np.float32))
-    k.launch((nn // 8, mm // 16), 32, cuda.to_device(a), cuda.to_device(bt), cuda.to_device(c), d, nn, kk)
+    k.launch(
+        (nn // 8, mm // 16), 32, cuda.to_device(a), cuda.to_device(bt), cuda.to_device(c), d, nn, kk
+    )
     ref = a.astype(np.float64) @ bt.astype(np.float64).T + c
     got = d.to_host()
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * np.sqrt(kk))

@@ -53,7 +53,7 @@ fn ptx_pos(elem: MmaElem, which: char, lane: u32, i: u32) -> (u32, u32) {
             gid,
         ),
         (WarpShape::M16n8k8, 'a') => {
-            let row = if i % 2 == 0 { gid } else { gid + 8 };
+            let row = if i.is_multiple_of(2) { gid } else { gid + 8 };
             (row, if i < 2 { t } else { t + 4 })
         }
         (WarpShape::M16n8k8, _) => (if i == 0 { t } else { t + 4 }, gid),

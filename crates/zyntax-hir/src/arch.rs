@@ -22,9 +22,9 @@
 //! | `cp.async`, `cp.async.commit`, `cp.async.wait` | sm_80 | 7.0 | `cp.async.*` |
 //! | `mma.sync` (f16, bf16, tf32, s8, u8, f64) | sm_80 | 7.0 | `mma.sync.aligned.{m16n8k16,m16n8k8,m16n8k32,m8n8k4}` |
 //! | `mma.sync` e4m3 / e5m2 | sm_89 | 8.4 | `mma.sync.aligned.m16n8k32.*.e4m3/e5m2` |
-//! | `ldmatrix` | sm_75 | 6.5 | `ldmatrix.sync.aligned.m8n8` |
+//! | `ldmatrix` | sm_80 | 7.0 | `ldmatrix.sync.aligned.m8n8` (sm_75 has it from PTX 6.5, above its default) |
 //! | `stmatrix` | sm_90 | 7.8 | `stmatrix.sync.aligned.m8n8` |
-//! | `tanh.approx` | sm_75 | 7.0 | `tanh.approx.f32` |
+//! | `tanh.approx` | sm_80 | 7.0 | `tanh.approx.f32` (sm_75 from PTX 7.0, above its default) |
 //!
 //! Kernel metadata is checked per arch too: static + dynamic shared memory
 //! against [`max_shared_bytes`], `min_blocks` against [`max_blocks_per_sm`]
@@ -78,9 +78,11 @@ pub const CP_ASYNC: Feature = feature("cp.async", Arch::Sm80, 7, 0);
 // Warp MMA and ldmatrix/stmatrix (issue 12 items 1-2).
 pub const MMA_SYNC: Feature = feature("mma.sync", Arch::Sm80, 7, 0);
 pub const MMA_SYNC_FP8: Feature = feature("mma.sync on e4m3/e5m2", Arch::Sm89, 8, 4);
-pub const LDMATRIX: Feature = feature("ldmatrix", Arch::Sm75, 6, 5);
+// ldmatrix/tanh.approx exist on sm_75 from PTX 6.5/7.0, newer than sm_75's default
+// PTX 6.4: gated at sm_80 so every arch's default PTX covers its features.
+pub const LDMATRIX: Feature = feature("ldmatrix", Arch::Sm80, 7, 0);
 pub const STMATRIX: Feature = feature("stmatrix", Arch::Sm90, 7, 8);
-pub const TANH_APPROX: Feature = feature("tanh.approx", Arch::Sm75, 7, 0);
+pub const TANH_APPROX: Feature = feature("tanh.approx", Arch::Sm80, 7, 0);
 
 /// Every row of the gating table.
 pub const FEATURES: &[Feature] = &[

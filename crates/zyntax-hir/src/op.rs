@@ -168,7 +168,7 @@ impl CacheOp {
 
 named_enum!(
     /// Fast approximate f32 math (issue 12 item 3): PTX's `ex2.approx`,
-    /// `rcp.approx`, `tanh.approx` (sm_75+); error bounds in docs/semantics.md.
+    /// `rcp.approx`, `tanh.approx` (sm_80+); error bounds in docs/semantics.md.
     ApproxOp { Ex2 => "ex2", Rcp => "rcp", Tanh => "tanh" }
 );
 

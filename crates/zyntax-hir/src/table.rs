@@ -877,7 +877,7 @@ pub static OPS: &[OpDef] = &[
         .needs(TANH_APPROX)
         .rust("approx(ApproxOp::Tanh, a)")
         .py(Py::Hand("tanh_approx"))
-        .doc("tanh(a), fast approximation (`tanh.approx.f32`, sm_75+)."),
+        .doc("tanh(a), fast approximation (`tanh.approx.f32`, sm_80+)."),
     row("load_cached", "", "load.<cop>", &["ptr"], 1, "pointee")
         .class(Mem)
         .fx(fx::READ)

@@ -1670,7 +1670,7 @@ impl FunctionBuilder {
     fn rcp_approx(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
         self.approx(py, zh::ApproxOp::Rcp, a)
     }
-    /// `tanh(a)` on f32, fast approximation (`tanh.approx.f32`, sm_75+).
+    /// `tanh(a)` on f32, fast approximation (`tanh.approx.f32`, sm_80+).
     fn tanh_approx(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
         self.approx(py, zh::ApproxOp::Tanh, a)
     }

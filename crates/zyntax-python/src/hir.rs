@@ -1594,7 +1594,8 @@ impl FunctionBuilder {
 
     /// `num` (1, 2, 4) 8x8 b16 matrices from shared memory; lane `i*8 + r`
     /// gives the address of row `r` of matrix `i`.
-    #[pyo3(signature = (ptr, num=Checked(4), *, trans=false))]
+    #[pyo3(signature = (ptr, num=Checked(4), *, trans=false),
+        text_signature = "($self, ptr, num=4, *, trans=False)")]
     fn ldmatrix(
         &self,
         py: Python<'_>,

@@ -25,6 +25,11 @@
 //! | `atomic.add` / `red.add` on `vec<f16, 2>` | sm_70 | 6.2 | `atom.add.noftz.f16x2` |
 //! | `atomic.add` / `red.add` on `vec<bf16, 2>` | sm_90 | 7.8 | `atom.add.noftz.bf16x2` |
 //! | `redux.<op>` | sm_80 | 7.0 | `redux.sync` |
+//! | `mma.sync` (f16, bf16, tf32, s8, u8, f64) | sm_80 | 7.0 | `mma.sync.aligned.{m16n8k16,m16n8k8,m16n8k32,m8n8k4}` |
+//! | `mma.sync` e4m3 / e5m2 | sm_89 | 8.4 | `mma.sync.aligned.m16n8k32.*.e4m3/e5m2` |
+//! | `ldmatrix` | sm_80 | 7.0 | `ldmatrix.sync.aligned.m8n8` (sm_75 has it from PTX 6.5, above its default) |
+//! | `stmatrix` | sm_90 | 7.8 | `stmatrix.sync.aligned.m8n8` |
+//! | `tanh.approx` | sm_80 | 7.0 | `tanh.approx.f32` (sm_75 from PTX 7.0, above its default) |
 //!
 //! Kernel metadata is checked per arch too: static + dynamic shared memory
 //! against [`max_shared_bytes`], `min_blocks` against [`max_blocks_per_sm`]
@@ -80,6 +85,14 @@ pub const MBARRIER_TX: Feature = feature("mbarrier transaction counts", Arch::Sm
 pub const ATOMIC_ADD_F16X2: Feature = feature("atomic add on vec<f16, 2>", Arch::Sm70, 6, 2);
 pub const ATOMIC_ADD_BF16X2: Feature = feature("atomic add on vec<bf16, 2>", Arch::Sm90, 7, 8);
 pub const REDUX: Feature = feature("redux.sync", Arch::Sm80, 7, 0);
+// Warp MMA and ldmatrix/stmatrix (issue 12 items 1-2).
+pub const MMA_SYNC: Feature = feature("mma.sync", Arch::Sm80, 7, 0);
+pub const MMA_SYNC_FP8: Feature = feature("mma.sync on e4m3/e5m2", Arch::Sm89, 8, 4);
+// ldmatrix/tanh.approx exist on sm_75 from PTX 6.5/7.0, newer than sm_75's default
+// PTX 6.4: gated at sm_80 so every arch's default PTX covers its features.
+pub const LDMATRIX: Feature = feature("ldmatrix", Arch::Sm80, 7, 0);
+pub const STMATRIX: Feature = feature("stmatrix", Arch::Sm90, 7, 8);
+pub const TANH_APPROX: Feature = feature("tanh.approx", Arch::Sm80, 7, 0);
 
 /// Every row of the gating table.
 pub const FEATURES: &[Feature] = &[
@@ -97,6 +110,11 @@ pub const FEATURES: &[Feature] = &[
     ATOMIC_ADD_F16X2,
     ATOMIC_ADD_BF16X2,
     REDUX,
+    MMA_SYNC,
+    MMA_SYNC_FP8,
+    LDMATRIX,
+    STMATRIX,
+    TANH_APPROX,
 ];
 
 /// The oldest PTX ISA version whose `.target` accepts `arch`.
@@ -229,6 +247,10 @@ pub fn op_requirements(op: &Op, args: &[Option<&Type>], results: &[Option<&Type>
             _ => {}
         },
         Op::MmaLoad { frag, .. } => out.push(wmma_feature(frag.elem, frag.shape)),
+        Op::MmaSync {
+            elem: crate::op::MmaElem::E4m3 | crate::op::MmaElem::E5m2,
+            ..
+        } => out.push(MMA_SYNC_FP8),
         Op::Mma | Op::MmaStore { .. } | Op::MmaFill => {
             // The fragment operand (first frag among args/results) decides.
             let frag = args.iter().chain(results).flatten().find_map(|t| match t {

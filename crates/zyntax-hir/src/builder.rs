@@ -645,6 +645,59 @@ impl FunctionBuilder {
         self.push0(Op::FenceMbarrierInit, &[])
     }
 
+    // ---------------------------------------------------------------- warp MMA (issue 12)
+
+    /// `D = A * B + C` over the warp (`mma.sync`); D has C's type.
+    pub fn mma_sync(
+        &mut self,
+        shape: WarpShape,
+        elem: MmaElem,
+        a: ValueId,
+        b: ValueId,
+        c: ValueId,
+    ) -> BuildResult<ValueId> {
+        let ty = self.value_type(c)?.clone();
+        self.push1(Op::MmaSync { shape, elem }, &[a, b, c], ty)
+    }
+    /// `num` (1, 2, 4) 8x8 b16 matrices from shared memory: `u32` or `vec<u32, num>`.
+    pub fn ldmatrix(&mut self, num: u32, trans: bool, ptr: ValueId) -> BuildResult<ValueId> {
+        let ty = if num == 1 {
+            Type::U32
+        } else {
+            Type::Vector(ScalarType::U32, num)
+        };
+        self.push1(Op::Ldmatrix { num, trans }, &[ptr], ty)
+    }
+    /// Store `num` 8x8 b16 matrices to shared memory (sm_90).
+    pub fn stmatrix(
+        &mut self,
+        num: u32,
+        trans: bool,
+        ptr: ValueId,
+        value: ValueId,
+    ) -> BuildResult<()> {
+        self.push0(Op::Stmatrix { num, trans }, &[ptr, value])
+    }
+
+    /// Fast approximate f32 math (`ex2.approx`, `rcp.approx`, `tanh.approx`).
+    pub fn approx(&mut self, op: ApproxOp, a: ValueId) -> BuildResult<ValueId> {
+        self.push1(Op::Approx(op), &[a], Type::F32)
+    }
+
+    /// A global load with cache operator `cop`.
+    pub fn load_cached(&mut self, cop: CacheOp, ptr: ValueId) -> BuildResult<ValueId> {
+        let ty = self
+            .value_type(ptr)?
+            .pointee()
+            .cloned()
+            .unwrap_or(Type::BOOL);
+        self.push1(Op::LoadCached(cop), &[ptr], ty)
+    }
+    /// A global store with cache operator `cop`.
+    pub fn store_cached(&mut self, cop: CacheOp, ptr: ValueId, value: ValueId) -> BuildResult<()> {
+        self.push0(Op::StoreCached(cop), &[ptr, value])
+    }
+
     // ---------------------------------------------------------------- calls, control flow
 
     pub fn call(

@@ -392,14 +392,16 @@ pub fn pyo3_methods() -> String {
             }
             Py::Red(n) => {
                 let mut v = p(&["ptr", "value"]);
-                v.push("scope: &str".into());
+                v.push("scope: Text".into());
                 (
                     n,
-                    "    #[pyo3(signature = (ptr, value, scope=\"device\"))]\n".to_string(),
+                    "    #[pyo3(signature = (ptr, value, scope=Text::from(\"device\")),\n        \
+                     text_signature = \"($self, ptr, value, scope='device')\")]\n"
+                        .to_string(),
                     v,
                     "PyResult<()>",
                     format!(
-                        "self.red_op(py, AtomicOp::{}, ptr, value, scope)",
+                        "self.red_op(py, AtomicOp::{}, ptr, value, &scope)",
                         variant(d.sub)
                     ),
                 )

@@ -41,8 +41,9 @@ pub use ir::{
     ValueData, ValueDef,
 };
 pub use op::{
-    AtomicOp, BinOp, BitOp, CacheHint, CmpOp, ConstValue, Dim, MatchMode, MbarrierOp, Op, OpClass,
-    OptLevel, ReduxOp, Scope, ShflMode, UnOp, VoteMode,
+    ApproxOp, AtomicOp, BinOp, BitOp, CacheHint, CacheOp, CmpOp, ConstValue, Dim, MatchMode,
+    MbarrierOp, MmaElem, Op, OpClass, OptLevel, ReduxOp, Scope, ShflMode, UnOp, VoteMode,
+    WarpShape,
 };
 pub use parser::{parse_module, parse_module_named};
 pub use printer::{print_function, print_inst, print_module};

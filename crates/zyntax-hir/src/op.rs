@@ -43,6 +43,11 @@
 //! | `load.acquire.<scope>` / `store.release.<scope>` | ptr / ptr, value | 1 / – |
 //! | `fence.acq_rel.<scope>`, `compiler_fence` | – | – |
 //! | `redux.<op>` | mask, value (u32/i32) | 1, type of value |
+//! | `mma.sync.<shape>.<elem>` | a, b, c (per-lane registers) | 1, type of c |
+//! | `ldmatrix.x<n>[.trans]` | ptr (shared) | 1 u32 / vec<u32, n> |
+//! | `stmatrix.x<n>[.trans]` | ptr (shared), value (u32 / vec<u32, n>) | – |
+//! | `ex2.approx` / `rcp.approx` / `tanh.approx` | a (f32) | 1 f32 |
+//! | `load.<cop>` / `store.<cop>` | ptr (global) / ptr, value | 1 pointee / – |
 //! | `call @f` | arguments | callee's returns |
 //! | `jump` / `br` / `return` / `unreachable` | – / cond / values / – | – |
 
@@ -178,6 +183,102 @@ named_enum!(
 );
 
 named_enum!(
+    /// PTX cache operator of a global load or store (issue 12 item 3). Loads:
+    /// `ca` (L1 and L2), `cg` (L2 only), `cs` (streaming, evict first), `lu`
+    /// (last use), `cv` (don't cache, fetch again); stores: `wb` (write back),
+    /// `cg`, `cs`, `wt` (write through). They change speed, never values.
+    CacheOp { Ca => "ca", Cg => "cg", Cs => "cs", Lu => "lu", Cv => "cv", Wb => "wb", Wt => "wt" }
+);
+
+impl CacheOp {
+    /// Whether loads (else stores) take this operator.
+    pub fn for_load(self) -> bool {
+        matches!(
+            self,
+            CacheOp::Ca | CacheOp::Cg | CacheOp::Cs | CacheOp::Lu | CacheOp::Cv
+        )
+    }
+    pub fn for_store(self) -> bool {
+        matches!(self, CacheOp::Wb | CacheOp::Cg | CacheOp::Cs | CacheOp::Wt)
+    }
+}
+
+named_enum!(
+    /// Fast approximate f32 math (issue 12 item 3): PTX's `ex2.approx`,
+    /// `rcp.approx`, `tanh.approx` (sm_80+); error bounds in docs/semantics.md.
+    ApproxOp { Ex2 => "ex2", Rcp => "rcp", Tanh => "tanh" }
+);
+
+named_enum!(
+    /// Shape (M x N x K) of a warp-level `mma.sync`.
+    WarpShape { M16n8k16 => "m16n8k16", M16n8k8 => "m16n8k8", M16n8k32 => "m16n8k32", M8n8k4 => "m8n8k4" }
+);
+
+named_enum!(
+    /// Element type of the A and B operands of `mma.sync` (one type for both).
+    /// `tf32`, `e4m3` and `e5m2` have no HIR scalar type: those operands travel
+    /// in packed `u32` registers, like every sub-64-bit input (see docs/semantics.md).
+    MmaElem {
+        F16 => "f16", Bf16 => "bf16", Tf32 => "tf32", S8 => "s8", U8 => "u8",
+        E4m3 => "e4m3", E5m2 => "e5m2", F64 => "f64",
+    }
+);
+
+impl WarpShape {
+    /// (M, N, K)
+    pub fn dims(self) -> (u32, u32, u32) {
+        match self {
+            WarpShape::M16n8k16 => (16, 8, 16),
+            WarpShape::M16n8k8 => (16, 8, 8),
+            WarpShape::M16n8k32 => (16, 8, 32),
+            WarpShape::M8n8k4 => (8, 8, 4),
+        }
+    }
+}
+
+impl MmaElem {
+    /// The one shape each input type has in zyntax's `mma.sync`.
+    pub fn shape(self) -> WarpShape {
+        match self {
+            MmaElem::F16 | MmaElem::Bf16 => WarpShape::M16n8k16,
+            MmaElem::Tf32 => WarpShape::M16n8k8,
+            MmaElem::S8 | MmaElem::U8 | MmaElem::E4m3 | MmaElem::E5m2 => WarpShape::M16n8k32,
+            MmaElem::F64 => WarpShape::M8n8k4,
+        }
+    }
+    /// Bits of one input element.
+    pub fn bits(self) -> u32 {
+        match self {
+            MmaElem::F16 | MmaElem::Bf16 => 16,
+            MmaElem::Tf32 => 32,
+            MmaElem::S8 | MmaElem::U8 | MmaElem::E4m3 | MmaElem::E5m2 => 8,
+            MmaElem::F64 => 64,
+        }
+    }
+    /// Per-lane types of A, B and C/D for accumulator element `acc`: inputs
+    /// narrower than 64 bits travel packed in `u32` registers (`vec<u32, n>`),
+    /// f64 in one `f64`; accumulators are `vec<acc, 4>` (`vec<f64, 2>` for f64).
+    pub fn fragment_types(self, acc: crate::types::ScalarType) -> [crate::types::Type; 3] {
+        use crate::types::{ScalarType as S, Type};
+        let packed = |n| Type::Vector(S::U32, n);
+        match self {
+            MmaElem::F64 => [Type::F64, Type::F64, Type::Vector(S::F64, 2)],
+            _ => [packed(4), packed(2), Type::Vector(acc, 4)],
+        }
+    }
+    /// The accumulator element types it accepts.
+    pub fn accumulators(self) -> &'static [crate::types::ScalarType] {
+        use crate::types::ScalarType as S;
+        match self {
+            MmaElem::F16 => &[S::F32, S::F16],
+            MmaElem::Bf16 | MmaElem::Tf32 | MmaElem::E4m3 | MmaElem::E5m2 => &[S::F32],
+            MmaElem::S8 | MmaElem::U8 => &[S::I32],
+            MmaElem::F64 => &[S::F64],
+        }
+    }
+}
+
+named_enum!(
     /// Optimization level of a function. `Olatency` is O3 tuned for the latency of
     /// one call (see the critical-path optimizer).
     OptLevel { O0 => "O0", O1 => "O1", O2 => "O2", O3 => "O3", Os => "Os", Olatency => "Olatency" }
@@ -309,6 +410,28 @@ pub enum Op {
     FenceProxyAsync,
     /// `fence.mbarrier_init.release.cluster`: makes `mbarrier.init` visible to the cluster and the async proxy.
     FenceMbarrierInit,
+    // --- GPU: warp MMA (issue 12 items 1-2)
+    /// `D = A * B + C` over the warp, per-lane register fragments in PTX's layouts.
+    MmaSync {
+        shape: WarpShape,
+        elem: MmaElem,
+    },
+    /// Load `num` (1, 2, 4) 8x8 matrices of 16-bit elements from shared memory.
+    Ldmatrix {
+        num: u32,
+        trans: bool,
+    },
+    /// Store `num` (1, 2, 4) 8x8 matrices of 16-bit elements to shared memory (sm_90).
+    Stmatrix {
+        num: u32,
+        trans: bool,
+    },
+    // --- GPU: fast approximate math (issue 12 item 3)
+    Approx(ApproxOp),
+    /// A global load with a cache operator (`ld.global.<cop>[.v2/.v4]`).
+    LoadCached(CacheOp),
+    /// A global store with a cache operator (`st.global.<cop>[.v2/.v4]`).
+    StoreCached(CacheOp),
 
     // --- calls and control flow
     Call(String),
@@ -393,6 +516,15 @@ impl Op {
             LoadAcquire(s) => format!("load.acquire.{s}"),
             StoreRelease(s) => format!("store.release.{s}"),
             FenceAcqRel(s) => format!("fence.acq_rel.{s}"),
+            MmaSync { shape, elem } => format!("mma.sync.{shape}.{elem}"),
+            Ldmatrix { num, trans } => {
+                format!("ldmatrix.x{num}{}", if *trans { ".trans" } else { "" })
+            }
+            Stmatrix { num, trans } => {
+                format!("stmatrix.x{num}{}", if *trans { ".trans" } else { "" })
+            }
+            LoadCached(c) => format!("load.{c}"),
+            StoreCached(c) => format!("store.{c}"),
             _ => self.def().mnemonic.into(),
         }
     }

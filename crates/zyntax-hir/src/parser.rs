@@ -1159,6 +1159,56 @@ impl Parser {
                     })?;
                 Op::CpAsync { bytes, cache }
             }
+            // Cache operators (issue 12 item 3).
+            [which @ ("load" | "store"), cop] => {
+                let c = CacheOp::from_name(cop).ok_or_else(|| {
+                    bad_suffix(self, "cache operator", names(CacheOp::ALL, CacheOp::name))
+                })?;
+                if *which == "load" {
+                    Op::LoadCached(c)
+                } else {
+                    Op::StoreCached(c)
+                }
+            }
+            // Warp MMA and ldmatrix/stmatrix (issue 12 items 1-2).
+            ["mma", "sync", shape, elem] => Op::MmaSync {
+                shape: WarpShape::from_name(shape).ok_or_else(|| {
+                    bad_suffix(
+                        self,
+                        "mma.sync shape",
+                        names(WarpShape::ALL, WarpShape::name),
+                    )
+                })?,
+                elem: MmaElem::from_name(elem).ok_or_else(|| {
+                    bad_suffix(
+                        self,
+                        "mma.sync input type",
+                        names(MmaElem::ALL, MmaElem::name),
+                    )
+                })?,
+            },
+            [which @ ("ldmatrix" | "stmatrix"), count, rest @ ..]
+                if matches!(rest, [] | ["trans"]) =>
+            {
+                let num = count
+                    .strip_prefix('x')
+                    .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+                    .and_then(|n| n.parse::<u32>().ok())
+                    .ok_or_else(|| {
+                        self.error_at(
+                            mt,
+                            format!(
+                                "invalid matrix count `{count}` in `{m}` (expected x1, x2 or x4)"
+                            ),
+                        )
+                    })?;
+                let trans = !rest.is_empty();
+                if *which == "ldmatrix" {
+                    Op::Ldmatrix { num, trans }
+                } else {
+                    Op::Stmatrix { num, trans }
+                }
+            }
             ["return"] => Op::Return,
             _ => return Err(unknown(self)),
         };

@@ -16,7 +16,10 @@
 //! non-scalar type rules, the interpreter and the lowerings. Adding an op:
 //! `docs/add-an-hir-op.md`.
 
-use crate::arch::{Feature, CP_ASYNC, MATCH, MBARRIER, MBARRIER_TX, REDUX};
+use crate::arch::{
+    Feature, CP_ASYNC, LDMATRIX, MATCH, MBARRIER, MBARRIER_TX, MMA_SYNC, REDUX, STMATRIX,
+    TANH_APPROX,
+};
 use crate::op::*;
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -979,6 +982,81 @@ pub static OPS: &[OpDef] = &[
     .rust("fence_mbarrier_init()")
     .py(Py::Nullary("fence_mbarrier_init"))
     .doc("Makes prior `mbarrier.init`s visible to the cluster and the async proxy."),
+    // --- GPU: warp MMA, ldmatrix/stmatrix (issue 12 items 1-2)
+    row(
+        "mma_sync",
+        "",
+        "mma.sync.<shape>.<elem>",
+        &["a", "b", "c"],
+        1,
+        "type of c",
+    )
+    .gpu()
+    .fx(fx::WARP)
+    .needs(MMA_SYNC)
+    .rust("mma_sync(shape, elem, a, b, c)")
+    .py(Py::Hand("mma_sync"))
+    .doc("D = A * B + C over the warp; per-lane register fragments in PTX's layouts."),
+    row(
+        "ldmatrix",
+        "",
+        "ldmatrix.x<n>[.trans]",
+        &["ptr"],
+        1,
+        "u32 or vec<u32, n>",
+    )
+    .gpu()
+    .fx(fx::READ | fx::WARP)
+    .needs(LDMATRIX)
+    .rust("ldmatrix(num, trans, ptr)")
+    .py(Py::Hand("ldmatrix"))
+    .doc("Load n 8x8 b16 matrices from shared memory; lane i*8+r gives row r of matrix i."),
+    row(
+        "stmatrix",
+        "",
+        "stmatrix.x<n>[.trans]",
+        &["ptr", "value"],
+        0,
+        "–",
+    )
+    .gpu()
+    .fx(fx::WRITE | fx::WARP)
+    .needs(STMATRIX)
+    .rust("stmatrix(num, trans, ptr, value)")
+    .py(Py::Hand("stmatrix"))
+    .doc("Store n 8x8 b16 matrices to shared memory (the inverse of ldmatrix)."),
+    // --- GPU: fast approximate math (issue 12 item 3)
+    row("approx", "ex2", "ex2.approx", A, 1, "f32")
+        .op(|| Op::Approx(ApproxOp::Ex2))
+        .gpu()
+        .rust("approx(ApproxOp::Ex2, a)")
+        .py(Py::Hand("ex2_approx"))
+        .doc("2^a, fast approximation (`ex2.approx.f32`)."),
+    row("approx", "rcp", "rcp.approx", A, 1, "f32")
+        .op(|| Op::Approx(ApproxOp::Rcp))
+        .gpu()
+        .rust("approx(ApproxOp::Rcp, a)")
+        .py(Py::Hand("rcp_approx"))
+        .doc("1/a, fast approximation (`rcp.approx.f32`)."),
+    row("approx", "tanh", "tanh.approx", A, 1, "f32")
+        .op(|| Op::Approx(ApproxOp::Tanh))
+        .gpu()
+        .needs(TANH_APPROX)
+        .rust("approx(ApproxOp::Tanh, a)")
+        .py(Py::Hand("tanh_approx"))
+        .doc("tanh(a), fast approximation (`tanh.approx.f32`, sm_80+)."),
+    row("load_cached", "", "load.<cop>", &["ptr"], 1, "pointee")
+        .class(Mem)
+        .fx(fx::READ)
+        .rust("load_cached(cop, ptr)")
+        .py(Py::Hand("load_cached"))
+        .doc("Global load with a cache operator (ca, cg, cs, lu, cv)."),
+    row("store_cached", "", "store.<cop>", &["ptr", "value"], 0, "–")
+        .class(Mem)
+        .fx(fx::WRITE)
+        .rust("store_cached(cop, ptr, value)")
+        .py(Py::Hand("store_cached"))
+        .doc("Global store with a cache operator (wb, cg, cs, wt)."),
     // --- calls and control flow
     row("call", "", "call", NONE, 0, "callee's returns")
         .imm("@callee")
@@ -1208,6 +1286,12 @@ impl Op {
             Mbarrier(m) => ("mbarrier", m.name()),
             FenceProxyAsync => ("fence_proxy_async", ""),
             FenceMbarrierInit => ("fence_mbarrier_init", ""),
+            MmaSync { .. } => ("mma_sync", ""),
+            Ldmatrix { .. } => ("ldmatrix", ""),
+            Stmatrix { .. } => ("stmatrix", ""),
+            Approx(a) => ("approx", a.name()),
+            LoadCached(_) => ("load_cached", ""),
+            StoreCached(_) => ("store_cached", ""),
             Call(_) => ("call", ""),
             Jump => ("jump", ""),
             Branch => ("branch", ""),

@@ -1540,6 +1540,96 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
         }
         Op::Mbarrier(op) => check_mbarrier(*op, a, r),
         Op::FenceProxyAsync | Op::FenceMbarrierInit => Ok(()),
+        // Warp MMA and ldmatrix/stmatrix (issue 12 items 1-2).
+        Op::MmaSync { shape, elem } => {
+            if *shape != elem.shape() {
+                return Err(format!(
+                    "mma.sync on {elem} has shape {}, not {shape}",
+                    elem.shape()
+                ));
+            }
+            let acc = a[2]
+                .elem_scalar()
+                .filter(|s| elem.accumulators().contains(s));
+            let Some(acc) = acc else {
+                let want: Vec<String> = elem
+                    .accumulators()
+                    .iter()
+                    .map(|s| elem.fragment_types(*s)[2].to_string())
+                    .collect();
+                return Err(format!(
+                    "mma.sync.{shape}.{elem} accumulator c must be {}, got {}",
+                    want.join(" or "),
+                    a[2]
+                ));
+            };
+            let [ta, tb, tc] = elem.fragment_types(acc);
+            same("fragment a", a[0], &ta)?;
+            same("fragment b", a[1], &tb)?;
+            same("fragment c", a[2], &tc)?;
+            same("the result", r[0], &tc)
+        }
+        Op::Ldmatrix { num, .. } | Op::Stmatrix { num, .. } => {
+            let name = d.op.mnemonic();
+            if !matches!(num, 1 | 2 | 4) {
+                return Err(format!(
+                    "{name}: the matrix count must be 1, 2 or 4, got {num}"
+                ));
+            }
+            if !matches!(a[0], Type::Ptr(AddrSpace::Shared, _)) {
+                return Err(format!(
+                    "{name} needs a pointer to shared memory, got {}",
+                    a[0]
+                ));
+            }
+            let regs = if *num == 1 {
+                Type::U32
+            } else {
+                Type::Vector(ScalarType::U32, *num)
+            };
+            match d.op {
+                Op::Ldmatrix { .. } => same("the result", r[0], &regs),
+                _ => same("the stored value", a[1], &regs),
+            }
+        }
+        Op::LoadCached(c) | Op::StoreCached(c) => {
+            let load = matches!(d.op, Op::LoadCached(_));
+            let name = d.op.mnemonic();
+            if (load && !c.for_load()) || (!load && !c.for_store()) {
+                return Err(format!(
+                    "{name}: `{c}` is not a {} cache operator (loads: ca, cg, cs, lu, cv; stores: wb, cg, cs, wt)",
+                    if load { "load" } else { "store" }
+                ));
+            }
+            let Type::Ptr(AddrSpace::Global, pointee) = a[0] else {
+                return Err(format!(
+                    "{name} needs a pointer to global memory, got {}",
+                    a[0]
+                ));
+            };
+            // One PTX ld/st of 16-, 32- or 64-bit elements, up to 16 bytes.
+            let ok = match &**pointee {
+                Type::Scalar(s) | Type::Vector(s, _) => {
+                    matches!(s.bits(), 16 | 32 | 64)
+                        && pointee.size_bytes().is_some_and(|b| b <= 16)
+                }
+                _ => false,
+            };
+            if !ok {
+                return Err(format!(
+                    "{name} moves scalars or 2/4-element vectors of 16-, 32- or 64-bit elements up to 16 bytes, got {pointee}"
+                ));
+            }
+            if load {
+                same("the result", r[0], pointee)
+            } else {
+                same("the stored value", a[1], pointee)
+            }
+        }
+        Op::Approx(op) => {
+            same(&format!("the operand of {op}.approx"), a[0], &Type::F32)?;
+            same("the result", r[0], &Type::F32)
+        }
         Op::Call(name) => check_call(cx, d, name, a, r),
         Op::Jump | Op::Branch => check_branch(cx, d, a),
         Op::Return => {

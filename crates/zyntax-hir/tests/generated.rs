@@ -135,6 +135,23 @@ fn every_op() -> Vec<Op> {
         Op::CompilerFence,
     ]);
     ops.extend(ReduxOp::ALL.iter().map(|&r| Op::Redux(r)));
+    // Warp MMA and ldmatrix/stmatrix (issue 12 items 1-2).
+    ops.extend(MmaElem::ALL.iter().map(|&elem| Op::MmaSync {
+        shape: elem.shape(),
+        elem,
+    }));
+    ops.extend([
+        Op::Ldmatrix {
+            num: 4,
+            trans: true,
+        },
+        Op::Stmatrix {
+            num: 4,
+            trans: false,
+        },
+    ]);
+    ops.extend(ApproxOp::ALL.iter().map(|&o| Op::Approx(o)));
+    ops.extend([Op::LoadCached(CacheOp::Cs), Op::StoreCached(CacheOp::Wt)]);
     ops
 }
 

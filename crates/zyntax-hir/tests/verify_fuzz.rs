@@ -45,7 +45,7 @@ fn ty() -> impl Strategy<Value = Type> {
 
 /// Every op variant, chosen by `n`, with immediates from `k`, `c` and `t`.
 fn op(n: u8, k: u32, c: i64, t: Type, fr: FragType, name: String) -> Op {
-    match n % 44 {
+    match n % 50 {
         0 => Op::Const(ConstValue::Int(c)),
         1 => Op::Const(ConstValue::Float(c as u64)),
         2 => Op::Const(ConstValue::Bool(c & 1 == 1)),
@@ -115,6 +115,22 @@ fn op(n: u8, k: u32, c: i64, t: Type, fr: FragType, name: String) -> Op {
         40 => Op::Jump,
         41 => Op::Branch,
         42 => Op::Return,
+        // Issue 12 items 1-3 (warp MMA, ldmatrix/stmatrix, approx math, cache operators).
+        43 => Op::MmaSync {
+            shape: WarpShape::ALL[k as usize % WarpShape::ALL.len()],
+            elem: MmaElem::ALL[c.unsigned_abs() as usize % MmaElem::ALL.len()],
+        },
+        44 => Op::Ldmatrix {
+            num: k % 6,
+            trans: c & 1 == 0,
+        },
+        45 => Op::Stmatrix {
+            num: k % 6,
+            trans: c & 1 == 0,
+        },
+        46 => Op::Approx(ApproxOp::ALL[k as usize % ApproxOp::ALL.len()]),
+        47 => Op::LoadCached(CacheOp::ALL[k as usize % CacheOp::ALL.len()]),
+        48 => Op::StoreCached(CacheOp::ALL[k as usize % CacheOp::ALL.len()]),
         _ => Op::Unreachable,
     }
 }

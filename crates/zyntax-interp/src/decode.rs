@@ -8,9 +8,9 @@
 use crate::memory;
 use crate::{InterpError, Result};
 use zyntax_hir::{
-    AtomicOp, BinOp, BitOp, BlockCall, CacheHint, CmpOp, FragKind, FragType, Function, InstId,
-    Layout, MatchMode, MbarrierOp, Module, Op, ReduxOp, ScalarType, ShflMode, Type, UnOp, ValueId,
-    VoteMode,
+    ApproxOp, AtomicOp, BinOp, BitOp, BlockCall, CacheHint, CmpOp, FragKind, FragType, Function,
+    InstId, Layout, MatchMode, MbarrierOp, MmaElem, Module, Op, ReduxOp, ScalarType, ShflMode,
+    Type, UnOp, ValueId, VoteMode,
 };
 
 /// Elements of the largest fragment (32x16 or 16x32).
@@ -291,6 +291,33 @@ pub enum DOp {
         a2: u32,
         dst: u32,
     },
+    // Warp MMA and ldmatrix/stmatrix (issue 12 items 1-2).
+    MmaSync {
+        elem: MmaElem,
+        acc: ScalarType,
+        a: u32,
+        b: u32,
+        c: u32,
+        d: u32,
+    },
+    Ldmatrix {
+        num: u32,
+        trans: bool,
+        dst: u32,
+        ptr: u32,
+    },
+    Stmatrix {
+        num: u32,
+        trans: bool,
+        ptr: u32,
+        src: u32,
+    },
+    /// Fast approximate f32 math (issue 12 item 3).
+    Approx {
+        op: ApproxOp,
+        dst: u32,
+        a: u32,
+    },
     Jump(u32),
     Br {
         cond: u32,
@@ -347,6 +374,9 @@ impl DOp {
                 | DOp::Mma { .. }
                 | DOp::MmaStore { .. }
                 | DOp::Redux { .. }
+                | DOp::MmaSync { .. }
+                | DOp::Ldmatrix { .. }
+                | DOp::Stmatrix { .. }
         )
     }
 }
@@ -763,7 +793,8 @@ impl Decoder<'_> {
                     }
                 }
             }
-            Op::Load => {
+            // Cache operators change speed, never values (issue 12 item 3).
+            Op::Load | Op::LoadCached(_) => {
                 let t = res_ty(0);
                 let Some(mt) = MemTy::of(&t) else {
                     return bad(&format!("load of {t}"));
@@ -774,7 +805,7 @@ impl Decoder<'_> {
                     ptr: arg(0)?,
                 }
             }
-            Op::Store => {
+            Op::Store | Op::StoreCached(_) => {
                 let t = arg_ty(1);
                 let Some(mt) = MemTy::of(&t) else {
                     return bad(&format!("store of {t}"));
@@ -1085,6 +1116,36 @@ impl Decoder<'_> {
             }
             // The interpreter has one proxy and sequentially consistent memory.
             Op::FenceProxyAsync | Op::FenceMbarrierInit => DOp::Nop,
+            Op::MmaSync { elem, .. } => {
+                let Some(acc) = arg_ty(2).elem_scalar() else {
+                    return bad("mma.sync accumulator is not a vector");
+                };
+                DOp::MmaSync {
+                    elem: *elem,
+                    acc,
+                    a: arg(0)?,
+                    b: arg(1)?,
+                    c: arg(2)?,
+                    d: res(0)?,
+                }
+            }
+            Op::Ldmatrix { num, trans } => DOp::Ldmatrix {
+                num: *num,
+                trans: *trans,
+                dst: res(0)?,
+                ptr: arg(0)?,
+            },
+            Op::Stmatrix { num, trans } => DOp::Stmatrix {
+                num: *num,
+                trans: *trans,
+                ptr: arg(0)?,
+                src: arg(1)?,
+            },
+            Op::Approx(op) => DOp::Approx {
+                op: *op,
+                dst: res(0)?,
+                a: arg(0)?,
+            },
             Op::Call(name) => {
                 let Some(callee) = self.m.functions.iter().position(|g| &g.name == name) else {
                     return bad(&format!("call to unknown function @{name}"));

@@ -13,6 +13,7 @@ use crate::decode::{DOp, Edge, MemTy, Program, Special, VLoc, FRAG_ELEMS, NO_SLO
 use crate::mbarrier;
 use crate::memory::{self, Access, Alloc, Fault, Memory};
 use crate::scalar;
+use crate::warp_mma;
 use crate::{InterpError, Result, Trap, TrapKind};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -713,6 +714,12 @@ impl<'a> Exec<'a> {
                 DOp::Un { op, ty, dst, a } => {
                     for l in lanes(mask) {
                         let v = scalar::unary(*op, *ty, r(regs, *a, l));
+                        w(regs, *dst, l, v);
+                    }
+                }
+                DOp::Approx { op, dst, a } => {
+                    for l in lanes(mask) {
+                        let v = warp_mma::approx(*op, r(regs, *a, l));
                         w(regs, *dst, l, v);
                     }
                 }
@@ -1618,6 +1625,74 @@ impl<'a> Exec<'a> {
                         self.mem
                             .store(ep, es as usize, es, bits, tid)
                             .map_err(|f| ctx.fault(f, pc, tid, "mma.store", &self.tids))?;
+                    }
+                }
+            }
+            // Warp MMA and ldmatrix/stmatrix (issue 12 items 1-2).
+            DOp::MmaSync {
+                elem,
+                acc,
+                a,
+                b,
+                c,
+                d,
+            } => {
+                mma_lanes(&ctx, warp, group, pc)?;
+                warp_mma::mma_sync(&mut warp.regs, *elem, *acc, *a, *b, *c, *d);
+            }
+            DOp::Ldmatrix {
+                num,
+                trans,
+                dst,
+                ptr,
+            } => {
+                mma_lanes(&ctx, warp, group, pc)?;
+                let what = if *trans { "ldmatrix.trans" } else { "ldmatrix" };
+                for i in 0..*num {
+                    let mut m = [0u16; 64];
+                    for row in 0..8u32 {
+                        let l = (i * 8 + row) as usize;
+                        let tid = base + l as u32;
+                        let pv = r(&warp.regs, *ptr, l);
+                        let (id, off) = self
+                            .mem
+                            .check(pv, 16, 16, Access::Read, tid)
+                            .map_err(|f| ctx.fault(f, pc, tid, what, &self.tids))?;
+                        for (j, e) in m[row as usize * 8..][..8].iter_mut().enumerate() {
+                            *e = self.mem.read(id, off + 2 * j, 2) as u16;
+                        }
+                    }
+                    for l in 0..32u32 {
+                        let v = warp_mma::ldmatrix_reg(&m, l, *trans);
+                        warp_mma::set_reg(&mut warp.regs, *dst, l as usize, i, v);
+                    }
+                }
+            }
+            DOp::Stmatrix {
+                num,
+                trans,
+                ptr,
+                src,
+            } => {
+                mma_lanes(&ctx, warp, group, pc)?;
+                let what = if *trans { "stmatrix.trans" } else { "stmatrix" };
+                for i in 0..*num {
+                    let mut m = [0u16; 64];
+                    for l in 0..32u32 {
+                        let v = warp_mma::reg(&warp.regs, *src, l as usize, i);
+                        warp_mma::stmatrix_reg(&mut m, l, *trans, v);
+                    }
+                    for row in 0..8u32 {
+                        let l = (i * 8 + row) as usize;
+                        let tid = base + l as u32;
+                        let pv = r(&warp.regs, *ptr, l);
+                        let (id, off) = self
+                            .mem
+                            .check(pv, 16, 16, Access::Write, tid)
+                            .map_err(|f| ctx.fault(f, pc, tid, what, &self.tids))?;
+                        for (j, e) in m[row as usize * 8..][..8].iter().enumerate() {
+                            self.mem.write(id, off + 2 * j, 2, u64::from(*e));
+                        }
                     }
                 }
             }

@@ -37,6 +37,7 @@ mod exec;
 pub mod mbarrier;
 pub mod memory;
 pub mod scalar;
+pub mod warp_mma;
 
 use std::fmt;
 use zyntax_hir::{AddrSpace, FunctionKind, Module, ScalarType, Type, VerifyError};

@@ -272,6 +272,8 @@ fn every_example_is_covered() {
         "cp_async_double_buffer",
         "critical_host",
         "host_latency",
+        "mma_sync_gemm",
+        "vector_copy",
     ];
     for e in std::fs::read_dir(examples_dir()).unwrap() {
         let p = e.unwrap().path();
@@ -282,5 +284,68 @@ fn every_example_is_covered() {
                 "example {stem} has no interpreter test"
             );
         }
+    }
+}
+
+/// examples/mma_sync_gemm.zir: mma.sync fed by ldmatrix from XOR-swizzled
+/// shared memory, against a float64 GEMM (inputs k/8 in [-2, 2]: every sum of
+/// 16 products is exact, so the rounding to f32 after each mma.sync is the
+/// only difference).
+#[test]
+fn mma_sync_gemm_matches_float64() {
+    let m = example("mma_sync_gemm");
+    let it = Interpreter::new(&m).unwrap();
+    let mut rng = Rng::new(12);
+    for (mm, nn, kk) in [(16usize, 8usize, 32usize), (32, 16, 64)] {
+        let small = |rng: &mut Rng| (rng.below(33) as f64 - 16.0) / 8.0;
+        let a: Vec<f64> = (0..mm * kk).map(|_| small(&mut rng)).collect();
+        let bt: Vec<f64> = (0..nn * kk).map(|_| small(&mut rng)).collect();
+        let c: Vec<f32> = (0..mm * nn).map(|_| rng.f32(-4.0, 4.0)).collect();
+        let h = |v: &[f64]| v.iter().map(|&x| f16::from_f64(x)).collect::<Vec<_>>();
+        let mut bufs = vec![
+            f16_bytes(&h(&a)),
+            f16_bytes(&h(&bt)),
+            f32_bytes(&c),
+            f32_bytes(&vec![f32::NAN; mm * nn]),
+        ];
+        let args = [
+            Arg::Buffer(0),
+            Arg::Buffer(1),
+            Arg::Buffer(2),
+            Arg::Buffer(3),
+            Arg::Int(nn as i128),
+            Arg::Int(kk as i128),
+        ];
+        let grid = [(nn / 8) as u32, (mm / 16) as u32, 1];
+        it.launch("mma_sync_gemm", grid, [32, 1, 1], 0, &args, &mut bufs)
+            .unwrap();
+        let got = bytes_f32(&bufs[3]);
+        for i in 0..mm {
+            for j in 0..nn {
+                // Each mma.sync adds 16 products exactly and rounds once to f32.
+                let mut acc = c[i * nn + j];
+                for k0 in (0..kk).step_by(16) {
+                    let s: f64 = (k0..k0 + 16).map(|k| a[i * kk + k] * bt[j * kk + k]).sum();
+                    acc = (f64::from(acc) + s) as f32;
+                }
+                assert_eq!(got[i * nn + j], acc, "D[{i}][{j}] of {mm}x{nn}x{kk}");
+            }
+        }
+    }
+}
+
+/// examples/vector_copy.zir: a grid-stride float4 copy, bit for bit.
+#[test]
+fn vector_copy_copies_every_element() {
+    let m = example("vector_copy");
+    let it = Interpreter::new(&m).unwrap();
+    let mut rng = Rng::new(13);
+    for (n4, grid) in [(1u32, 1u32), (1000, 3), (4096, 16)] {
+        let x: Vec<f32> = (0..4 * n4).map(|_| rng.f32(-9.0, 9.0)).collect();
+        let mut bufs = vec![f32_bytes(&x), f32_bytes(&vec![f32::NAN; 4 * n4 as usize])];
+        let args = [Arg::Buffer(0), Arg::Buffer(1), Arg::Int(n4.into())];
+        it.launch("copy_v4", [grid, 1, 1], [256, 1, 1], 0, &args, &mut bufs)
+            .unwrap();
+        assert_eq!(bufs[1], bufs[0], "n4 = {n4}");
     }
 }

@@ -926,6 +926,143 @@ fn edge_cases(out: &mut Vec<Case>) {
     });
 }
 
+/// Warp MMA, ldmatrix and stmatrix (issue 12 items 1-2).
+fn warp_mma_cases(out: &mut Vec<Case>) {
+    for (t, suffix) in [
+        (Type::F32, "f32"),
+        (Type::Vector(ScalarType::F32, 4), "v4.f32"),
+        (Type::Vector(ScalarType::F16, 2), "v2.b16"),
+        (Type::Vector(ScalarType::U32, 2), "v2.b32"),
+        (Type::Vector(ScalarType::F64, 2), "v2.f64"),
+        (Type::I64, "b64"),
+    ] {
+        for (lc, sc) in [
+            (CacheOp::Cs, CacheOp::Cs),
+            (CacheOp::Lu, CacheOp::Wt),
+            (CacheOp::Cg, CacheOp::Cg),
+            (CacheOp::Cv, CacheOp::Wb),
+        ] {
+            let name = format!("cached_{lc}_{sc}_{}", suffix.replace('.', "_"));
+            let mut b = FunctionBuilder::kernel(&name, &[gptr(t.clone()), gptr(t.clone())]);
+            let (p, q) = (b.param(0), b.param(1));
+            let tid = b.thread_idx(Dim::X).unwrap();
+            let pi = b.ptr_add(p, tid).unwrap();
+            let qi = b.ptr_add(q, tid).unwrap();
+            let x = b.load_cached(lc, pi).unwrap();
+            b.store_cached(sc, qi, x).unwrap();
+            b.ret(&[]).unwrap();
+            out.push(Case {
+                module: module(&name, vec![b.finish().unwrap()]),
+                min: Arch::Sm70,
+                expect: vec![
+                    format!("ld.global.{lc}.{suffix}"),
+                    format!("st.global.{sc}.{suffix}"),
+                ],
+            });
+        }
+    }
+    for op in ApproxOp::ALL.iter().copied() {
+        let name = format!("{op}_approx");
+        let mut b = FunctionBuilder::kernel(&name, &[gptr(Type::F32)]);
+        let p = b.param(0);
+        let tid = b.thread_idx(Dim::X).unwrap();
+        let q = b.ptr_add(p, tid).unwrap();
+        let x = b.load(q).unwrap();
+        let y = b.approx(op, x).unwrap();
+        b.store(q, y).unwrap();
+        b.ret(&[]).unwrap();
+        out.push(Case {
+            module: module(&name, vec![b.finish().unwrap()]),
+            // tanh.approx: sm_75 with PTX 7.0, newer than sm_75's default 6.4.
+            min: if op == ApproxOp::Tanh {
+                Arch::Sm80
+            } else {
+                Arch::Sm70
+            },
+            expect: vec![format!("{op}.approx.f32")],
+        });
+    }
+    for elem in MmaElem::ALL.iter().copied() {
+        for &acc in elem.accumulators() {
+            let shape = elem.shape();
+            let [ta, tb, tc] = elem.fragment_types(acc);
+            let name = format!("mma_sync_{shape}_{elem}_{acc}");
+            let mut b = FunctionBuilder::kernel(&name, &[gptr(ta), gptr(tb), gptr(tc)]);
+            let (pa, pb, pc) = (b.param(0), b.param(1), b.param(2));
+            let tid = b.thread_idx(Dim::X).unwrap();
+            let qa = b.ptr_add(pa, tid).unwrap();
+            let qb = b.ptr_add(pb, tid).unwrap();
+            let qc = b.ptr_add(pc, tid).unwrap();
+            let x = b.load(qa).unwrap();
+            let y = b.load(qb).unwrap();
+            let z = b.load(qc).unwrap();
+            let r = b.mma_sync(shape, elem, x, y, z).unwrap();
+            let r = b.mma_sync(shape, elem, x, y, r).unwrap();
+            b.store(qc, r).unwrap();
+            b.ret(&[]).unwrap();
+            let ptx_acc = match acc {
+                ScalarType::I32 => "s32",
+                other => other.name(),
+            };
+            let fp8 = matches!(elem, MmaElem::E4m3 | MmaElem::E5m2);
+            let mut module = module(&name, vec![b.finish().unwrap()]);
+            if fp8 {
+                module.ptx_version = Some(PtxVersion::new(8, 4));
+            }
+            out.push(Case {
+                module,
+                min: if fp8 { Arch::Sm89 } else { Arch::Sm80 },
+                expect: vec![format!(
+                    "mma.sync.aligned.{shape}.row.col.{ptx_acc}.{elem}.{elem}.{ptx_acc}"
+                )],
+            });
+        }
+    }
+    for store in [false, true] {
+        for num in [1u32, 2, 4] {
+            for trans in [false, true] {
+                let t = if trans { "_trans" } else { "" };
+                let which = if store { "stmatrix" } else { "ldmatrix" };
+                let name = format!("{which}_x{num}{t}");
+                let regs = if num == 1 {
+                    Type::U32
+                } else {
+                    Type::Vector(ScalarType::U32, num)
+                };
+                let mut b = FunctionBuilder::kernel(&name, &[gptr(Type::U16), gptr(regs)]);
+                let (p, q) = (b.param(0), b.param(1));
+                let sh = b.shared_alloc(Type::U16, 256).unwrap();
+                let tid = b.thread_idx(Dim::X).unwrap();
+                let eight = b.iconst(Type::U32, 8).unwrap();
+                let row = b.mul(tid, eight).unwrap();
+                let rp = b.ptr_add(sh, row).unwrap();
+                let qt = b.ptr_add(q, tid).unwrap();
+                if store {
+                    let v = b.load(qt).unwrap();
+                    b.stmatrix(num, trans, rp, v).unwrap();
+                    b.barrier().unwrap();
+                    let x = b.load(rp).unwrap();
+                    b.store(p, x).unwrap();
+                } else {
+                    let x = b.load(p).unwrap();
+                    b.store(rp, x).unwrap();
+                    b.barrier().unwrap();
+                    let v = b.ldmatrix(num, trans, rp).unwrap();
+                    b.store(qt, v).unwrap();
+                }
+                b.ret(&[]).unwrap();
+                let tr = if trans { ".trans" } else { "" };
+                out.push(Case {
+                    module: module(&name, vec![b.finish().unwrap()]),
+                    // sm_75 has ldmatrix from PTX 6.5, newer than its default 6.4.
+                    min: if store { Arch::Sm90 } else { Arch::Sm80 },
+                    expect: vec![format!("{which}.sync.aligned.m8n8.x{num}{tr}.shared.b16")],
+                });
+            }
+        }
+    }
+}
+
 fn all_cases() -> Vec<Case> {
     let mut out = Vec::new();
     binary_cases(&mut out);
@@ -937,6 +1074,7 @@ fn all_cases() -> Vec<Case> {
     warp_cases(&mut out);
     mma_cases(&mut out);
     cp_async_cases(&mut out);
+    warp_mma_cases(&mut out);
     control_cases(&mut out);
     edge_cases(&mut out);
     out

@@ -1661,6 +1661,119 @@ impl FunctionBuilder {
         self.mbar(py, MbarrierOp::Inval, bar, &[]).map(|_| ())
     }
 
+    // ------------------------------------------------------------ warp MMA (issue 12)
+
+    /// `D = A * B + C` over the warp (`mma.sync`) with per-lane register
+    /// fragments in PTX's layouts; `elem` picks the input type and the shape.
+    #[pyo3(signature = (a, b, c, *, elem=Text::from("f16")),
+        text_signature = "($self, a, b, c, *, elem='f16')")]
+    fn mma_sync(
+        &self,
+        py: Python<'_>,
+        a: &Bound<'_, PyAny>,
+        b: &Bound<'_, PyAny>,
+        c: &Bound<'_, PyAny>,
+        elem: Text,
+    ) -> PyResult<PyValue> {
+        let e = enum_name(
+            "mma.sync input type",
+            &elem,
+            zh::MmaElem::ALL,
+            zh::MmaElem::from_name,
+            zh::MmaElem::name,
+        )?;
+        let (a, _) = self.sh.value(a, "fragment a of `mma_sync`")?;
+        let (b, _) = self.sh.value(b, "fragment b of `mma_sync`")?;
+        let (c, _) = self.sh.value(c, "fragment c of `mma_sync`")?;
+        self.sh.run1(py, |fb| fb.mma_sync(e.shape(), e, a, b, c))
+    }
+
+    /// `num` (1, 2, 4) 8x8 b16 matrices from shared memory; lane `i*8 + r`
+    /// gives the address of row `r` of matrix `i`.
+    #[pyo3(signature = (ptr, num=Checked(4), *, trans=false),
+        text_signature = "($self, ptr, num=4, *, trans=False)")]
+    fn ldmatrix(
+        &self,
+        py: Python<'_>,
+        ptr: &Bound<'_, PyAny>,
+        num: Checked<u32>,
+        trans: bool,
+    ) -> PyResult<PyValue> {
+        let (p, _) = self.sh.value(ptr, "the pointer of `ldmatrix`")?;
+        self.sh.run1(py, |fb| fb.ldmatrix(num.0, trans, p))
+    }
+
+    /// Stores the matrices of `value` (`u32` or `vec<u32, n>`) to shared memory (sm_90).
+    #[pyo3(signature = (ptr, value, *, trans=false))]
+    fn stmatrix(
+        &self,
+        py: Python<'_>,
+        ptr: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        trans: bool,
+    ) -> PyResult<()> {
+        let (p, _) = self.sh.value(ptr, "the pointer of `stmatrix`")?;
+        let (v, t) = self.sh.value(value, "the value of `stmatrix`")?;
+        let num = match t {
+            Type::Vector(_, n) => n,
+            _ => 1,
+        };
+        self.sh.run(py, |fb| fb.stmatrix(num, trans, p, v))
+    }
+
+    /// A global load with a PTX cache operator (`ca`, `cg`, `cs`, `lu`, `cv`).
+    #[pyo3(signature = (ptr, cache=Text::from("cs")),
+        text_signature = "($self, ptr, cache='cs')")]
+    fn load_cached(
+        &self,
+        py: Python<'_>,
+        ptr: &Bound<'_, PyAny>,
+        cache: Text,
+    ) -> PyResult<PyValue> {
+        let c = enum_name(
+            "cache operator",
+            &cache,
+            zh::CacheOp::ALL,
+            zh::CacheOp::from_name,
+            zh::CacheOp::name,
+        )?;
+        let (p, _) = self.sh.value(ptr, "the pointer of `load_cached`")?;
+        self.sh.run1(py, |fb| fb.load_cached(c, p))
+    }
+    /// A global store with a PTX cache operator (`wb`, `cg`, `cs`, `wt`).
+    #[pyo3(signature = (ptr, value, cache=Text::from("cs")),
+        text_signature = "($self, ptr, value, cache='cs')")]
+    fn store_cached(
+        &self,
+        py: Python<'_>,
+        ptr: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        cache: Text,
+    ) -> PyResult<()> {
+        let c = enum_name(
+            "cache operator",
+            &cache,
+            zh::CacheOp::ALL,
+            zh::CacheOp::from_name,
+            zh::CacheOp::name,
+        )?;
+        let (p, _) = self.sh.value(ptr, "the pointer of `store_cached`")?;
+        let (v, _) = self.sh.value(value, "the value of `store_cached`")?;
+        self.sh.run(py, |fb| fb.store_cached(c, p, v))
+    }
+    /// `2**a` on f32, fast approximation (`ex2.approx.f32`).
+    fn ex2_approx(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.approx(py, zh::ApproxOp::Ex2, a)
+    }
+    /// `1/a` on f32, fast approximation (`rcp.approx.f32`).
+    fn rcp_approx(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.approx(py, zh::ApproxOp::Rcp, a)
+    }
+    /// `tanh(a)` on f32, fast approximation (`tanh.approx.f32`, sm_80+).
+    fn tanh_approx(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.approx(py, zh::ApproxOp::Tanh, a)
+    }
+
     // ------------------------------------------------------------ calls and control flow
 
     /// Calls `callee` (a function of this module, by name or builder). Returns
@@ -2413,114 +2526,124 @@ impl FunctionBuilder {
         self.bits_op(py, BitOp::ShfRClamp, &[lo, hi, n])
     }
     /// Atomic add, no result (`red`).
-    #[pyo3(signature = (ptr, value, scope="device"))]
+    #[pyo3(signature = (ptr, value, scope=Text::from("device")),
+        text_signature = "($self, ptr, value, scope='device')")]
     fn red_add(
         &self,
         py: Python<'_>,
         ptr: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
-        scope: &str,
+        scope: Text,
     ) -> PyResult<()> {
-        self.red_op(py, AtomicOp::Add, ptr, value, scope)
+        self.red_op(py, AtomicOp::Add, ptr, value, &scope)
     }
     /// Atomic subtract, no result.
-    #[pyo3(signature = (ptr, value, scope="device"))]
+    #[pyo3(signature = (ptr, value, scope=Text::from("device")),
+        text_signature = "($self, ptr, value, scope='device')")]
     fn red_sub(
         &self,
         py: Python<'_>,
         ptr: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
-        scope: &str,
+        scope: Text,
     ) -> PyResult<()> {
-        self.red_op(py, AtomicOp::Sub, ptr, value, scope)
+        self.red_op(py, AtomicOp::Sub, ptr, value, &scope)
     }
     /// Atomic minimum, no result.
-    #[pyo3(signature = (ptr, value, scope="device"))]
+    #[pyo3(signature = (ptr, value, scope=Text::from("device")),
+        text_signature = "($self, ptr, value, scope='device')")]
     fn red_min(
         &self,
         py: Python<'_>,
         ptr: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
-        scope: &str,
+        scope: Text,
     ) -> PyResult<()> {
-        self.red_op(py, AtomicOp::Min, ptr, value, scope)
+        self.red_op(py, AtomicOp::Min, ptr, value, &scope)
     }
     /// Atomic maximum, no result.
-    #[pyo3(signature = (ptr, value, scope="device"))]
+    #[pyo3(signature = (ptr, value, scope=Text::from("device")),
+        text_signature = "($self, ptr, value, scope='device')")]
     fn red_max(
         &self,
         py: Python<'_>,
         ptr: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
-        scope: &str,
+        scope: Text,
     ) -> PyResult<()> {
-        self.red_op(py, AtomicOp::Max, ptr, value, scope)
+        self.red_op(py, AtomicOp::Max, ptr, value, &scope)
     }
     /// Atomic and, no result.
-    #[pyo3(signature = (ptr, value, scope="device"))]
+    #[pyo3(signature = (ptr, value, scope=Text::from("device")),
+        text_signature = "($self, ptr, value, scope='device')")]
     fn red_and(
         &self,
         py: Python<'_>,
         ptr: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
-        scope: &str,
+        scope: Text,
     ) -> PyResult<()> {
-        self.red_op(py, AtomicOp::And, ptr, value, scope)
+        self.red_op(py, AtomicOp::And, ptr, value, &scope)
     }
     /// Atomic or, no result.
-    #[pyo3(signature = (ptr, value, scope="device"))]
+    #[pyo3(signature = (ptr, value, scope=Text::from("device")),
+        text_signature = "($self, ptr, value, scope='device')")]
     fn red_or(
         &self,
         py: Python<'_>,
         ptr: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
-        scope: &str,
+        scope: Text,
     ) -> PyResult<()> {
-        self.red_op(py, AtomicOp::Or, ptr, value, scope)
+        self.red_op(py, AtomicOp::Or, ptr, value, &scope)
     }
     /// Atomic xor, no result.
-    #[pyo3(signature = (ptr, value, scope="device"))]
+    #[pyo3(signature = (ptr, value, scope=Text::from("device")),
+        text_signature = "($self, ptr, value, scope='device')")]
     fn red_xor(
         &self,
         py: Python<'_>,
         ptr: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
-        scope: &str,
+        scope: Text,
     ) -> PyResult<()> {
-        self.red_op(py, AtomicOp::Xor, ptr, value, scope)
+        self.red_op(py, AtomicOp::Xor, ptr, value, &scope)
     }
     /// Atomic exchange, no result.
-    #[pyo3(signature = (ptr, value, scope="device"))]
+    #[pyo3(signature = (ptr, value, scope=Text::from("device")),
+        text_signature = "($self, ptr, value, scope='device')")]
     fn red_exch(
         &self,
         py: Python<'_>,
         ptr: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
-        scope: &str,
+        scope: Text,
     ) -> PyResult<()> {
-        self.red_op(py, AtomicOp::Exch, ptr, value, scope)
+        self.red_op(py, AtomicOp::Exch, ptr, value, &scope)
     }
     /// Wrapping u32 increment, no result.
-    #[pyo3(signature = (ptr, value, scope="device"))]
+    #[pyo3(signature = (ptr, value, scope=Text::from("device")),
+        text_signature = "($self, ptr, value, scope='device')")]
     fn red_inc(
         &self,
         py: Python<'_>,
         ptr: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
-        scope: &str,
+        scope: Text,
     ) -> PyResult<()> {
-        self.red_op(py, AtomicOp::Inc, ptr, value, scope)
+        self.red_op(py, AtomicOp::Inc, ptr, value, &scope)
     }
     /// Wrapping u32 decrement, no result.
-    #[pyo3(signature = (ptr, value, scope="device"))]
+    #[pyo3(signature = (ptr, value, scope=Text::from("device")),
+        text_signature = "($self, ptr, value, scope='device')")]
     fn red_dec(
         &self,
         py: Python<'_>,
         ptr: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
-        scope: &str,
+        scope: Text,
     ) -> PyResult<()> {
-        self.red_op(py, AtomicOp::Dec, ptr, value, scope)
+        self.red_op(py, AtomicOp::Dec, ptr, value, &scope)
     }
     /// Thread-scope fence: the compiler keeps memory accesses on their side; no instruction.
     fn compiler_fence(&self, py: Python<'_>) -> PyResult<()> {
@@ -3547,5 +3670,11 @@ impl FunctionBuilder {
     ) -> PyResult<PyValue> {
         self.mbar(py, op, bar, rest)?
             .ok_or_else(|| InternalError::new_err(format!("mbarrier.{op} gave no result")))
+    }
+
+    /// The approximate-math family (issue 12 item 3).
+    fn approx(&self, py: Python<'_>, op: zh::ApproxOp, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        let (a, _) = self.sh.value(a, &format!("the operand of `{op}_approx`"))?;
+        self.sh.run1(py, |fb| fb.approx(op, a))
     }
 }

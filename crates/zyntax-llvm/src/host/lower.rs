@@ -85,7 +85,10 @@ pub fn cpu_blockers(m: &Module, f: &Function) -> Vec<String> {
                 | Op::CpAsyncWait(_)
                 | Op::Mbarrier(_)
                 | Op::FenceProxyAsync
-                | Op::FenceMbarrierInit => {
+                | Op::FenceMbarrierInit
+                | Op::MmaSync { .. }
+                | Op::Ldmatrix { .. }
+                | Op::Stmatrix { .. } => {
                     out.insert(d.op.mnemonic());
                 }
                 Op::Call(c) if !seen.contains(c) => {

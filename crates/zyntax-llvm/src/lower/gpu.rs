@@ -80,6 +80,12 @@ impl<'ctx> FnLowering<'_, 'ctx> {
             Op::Mbarrier(m) => self.mbarrier(d, *m),
             Op::FenceProxyAsync => self.hopper_fence(false),
             Op::FenceMbarrierInit => self.hopper_fence(true),
+            Op::MmaSync { .. }
+            | Op::Ldmatrix { .. }
+            | Op::Stmatrix { .. }
+            | Op::Approx(_)
+            | Op::LoadCached(_)
+            | Op::StoreCached(_) => self.lower_warp_mma(d),
             _ => self.lower_sync(d),
         }
     }

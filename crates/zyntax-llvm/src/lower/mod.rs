@@ -25,6 +25,7 @@ mod gpu;
 mod hopper;
 mod sync;
 pub mod ty;
+mod warp_mma;
 
 use crate::error::{CompileError, CompileResult};
 use crate::nvptx::annotations;

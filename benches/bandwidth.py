@@ -47,6 +47,19 @@ def zyntax_saxpy(dev: int) -> tuple[Any, str]:
         return cuda.load_module(ptx_kernels.SAXPY, dev).kernel("saxpy"), "hand-written PTX"
 
 
+def vector_copy_module() -> Any:
+    """examples/vector_copy.py's module (the examples are scripts, not a package)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "examples" / "vector_copy.py"
+    spec = importlib.util.spec_from_file_location("vector_copy", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.build()
+
+
 def main() -> None:
     args = parse_args(__doc__ or "bandwidth bench")
     n = (1 << 24) if args.quick else (1 << 28)
@@ -79,6 +92,22 @@ def main() -> None:
     us = best_of(3, lambda: per_call_us(copy, reps, legacy.synchronize))
     res.add(
         "d2d_copy", "zyntax", "GB_per_s", gbps(copy_bytes, us), False, api="DeviceArray.copy_from"
+    )
+    # A copy kernel written with zyntax (examples/vector_copy.py): 16-byte
+    # loads through the read-only path, 16-byte stores, grid-stride.
+    kv = cuda.load_hir(vector_copy_module()).kernel("copy_v4")
+    grid = dev.sm_count * 8
+    vstep = functools.partial(kv.prepare(grid, 256), y, x, n // 4)
+    us = best_of(3, lambda: per_call_us(vstep, reps, legacy.synchronize))
+    if not np.array_equal(x.to_host()[:: max(n // 4096, 1)], y.to_host()[:: max(n // 4096, 1)]):
+        raise SystemExit("zyntax vector copy produced wrong values")
+    res.add(
+        "copy_kernel_f32x4",
+        "zyntax",
+        "GB_per_s",
+        gbps(copy_bytes, us),
+        False,
+        kernel="examples/vector_copy.py copy_v4",
     )
     del x, y, launcher, step, copy
     cuda.empty_cache(args.device)
@@ -150,6 +179,7 @@ def main() -> None:
     if peaks:
         bw, what = max(peaks)
         res.add("saxpy_f32", "peak", "GB_per_s", bw, False, source=what)
+        res.add("copy_kernel_f32x4", "peak", "GB_per_s", bw, False, source=what)
     host_copies(res, args.device, (32 << 20) if args.quick else (256 << 20), reps)
     res.write(args.out_dir)
 

@@ -235,34 +235,14 @@ def test_cache_operator_copies_match_interpreter(
     np.testing.assert_array_equal(cpu, x)
 
 
-def test_vector_copy_reaches_90_percent_of_memcpy_bandwidth() -> None:
+def test_vector_copy_copies_everything() -> None:
+    # Its bandwidth is measured by benches/bandwidth.py (case copy_kernel_f32x4).
     import vector_copy  # examples/vector_copy.py
 
-    n4 = 1 << 24  # 256 MiB of float4
+    n4 = (1 << 20) + 3  # a ragged grid-stride tail
     k = cuda.load_hir(vector_copy.build()).kernel("copy_v4")
-    src = cuda.to_device(rng.standard_normal(4 * n4).astype(np.float32))
-    dst = cuda.zeros(4 * n4, np.float32)
-    dev = cuda.Device(0)
-    grid = dev.sm_count * 8
-    stream = cuda.Stream.legacy_default()
-
-    def best_ms(fn: object) -> float:
-        times = []
-        for _ in range(5):
-            start = stream.record()
-            for _ in range(10):
-                fn()  # type: ignore[operator]
-            end = stream.record()
-            end.synchronize()
-            times.append(start.elapsed_ms(end) / 10)
-        return min(times)
-
-    kernel_ms = best_ms(lambda: k.launch(grid, 256, src, dst, n4))
-    np.testing.assert_array_equal(dst.to_host()[:: 1 << 16], src.to_host()[:: 1 << 16])
-    memcpy_ms = best_ms(lambda: dst.copy_from(src))
-    ratio = memcpy_ms / kernel_ms
-    print(
-        f"vector copy: {2 * 16 * n4 / kernel_ms / 1e6:.0f} GB/s, "
-        f"memcpy {2 * 16 * n4 / memcpy_ms / 1e6:.0f} GB/s, ratio {ratio:.2f}"
-    )
-    assert ratio >= 0.9
+    x = rng.standard_normal(4 * n4).astype(np.float32)
+    src = cuda.to_device(x)
+    dst = cuda.to_device(np.full(4 * n4, np.nan, np.float32))
+    k.launch(cuda.Device(0).sm_count * 8, 256, src, dst, n4)
+    np.testing.assert_array_equal(dst.to_host(), x)

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import zyntax
-from zyntax import aot, cuda, hir, tuning
+from zyntax import Array, aot, cuda, f32, hir, i32, lang, tuning
 from zyntax.bundle import BundleError, _content_hash
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -138,8 +138,6 @@ N = 1 << 20
 
 
 def _scale_kernel() -> Any:
-    from zyntax import Array, f32, i32, lang
-
     @zyntax.kernel
     def scale_pt(x: Array[f32, 1], y: Array[f32, 1], n: i32, per_thread: i32) -> None:
         base = lang.grid(1) * per_thread

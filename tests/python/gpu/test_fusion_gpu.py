@@ -60,7 +60,14 @@ def bf16(a: np.ndarray) -> np.ndarray:
 
 
 def unbf16(b: np.ndarray) -> np.ndarray:
-    return (b.astype(np.uint32) << 16).view(F32)
+    return (np.ascontiguousarray(b).view(np.uint16).astype(np.uint32) << 16).view(F32)
+
+
+def bf16_device(bits: np.ndarray) -> cuda.DeviceArray:
+    """A bf16 DeviceArray holding these bf16 bit patterns."""
+    d = cuda.empty(bits.shape, "bf16")
+    d.copy_from_host(bits)
+    return d
 
 
 @pytest.mark.parametrize("enabled", [True, False])
@@ -84,9 +91,9 @@ def test_bias_gelu_rowsum_bf16_program(enabled: bool) -> None:
     r = rng()
     xb, bb = bf16(r.standard_normal((rows, cols))), bf16(r.standard_normal(cols))
     binds = {
-        "x": cuda.to_device(xb),
-        "bias": cuda.to_device(bb),
-        "y": cuda.to_device(np.full((rows, cols), 0x7FC0, np.uint16)),  # NaN
+        "x": bf16_device(xb),
+        "bias": bf16_device(bb),
+        "y": bf16_device(np.full((rows, cols), 0x7FC0, np.uint16)),  # NaN
         "sums": cuda.to_device(np.full(rows, np.nan, F32)),
     }
     ex = f.program().prepare(binds, warmup=None)

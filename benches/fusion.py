@@ -143,9 +143,9 @@ def main() -> None:
     want_y = 0.5 * v * (1.0 + np.tanh(0.7978845608028654 * (v + 0.044715 * v**3)))
     want_sums = from_bf16_bits(to_bf16_bits(want_y.astype(F32))).astype(np.float64).sum(axis=1)
     binds = {
-        "x": cuda.to_device(xb, args.device),
-        "bias": cuda.to_device(bb, args.device),
-        "y": cuda.empty((ROWS, COLS), np.uint16, args.device),
+        "x": bf16_device(xb, args.device),
+        "bias": bf16_device(bb, args.device),
+        "y": cuda.empty((ROWS, COLS), "bf16", args.device),
         "sums": cuda.empty(ROWS, F32, args.device),
     }
     fused = {"zyntax": bs.fuse(), "zyntax_unfused": bs.fuse(enabled=False)}
@@ -153,7 +153,7 @@ def main() -> None:
     for impl, f in fused.items():
         binds["sums"].copy_from_host(np.full(ROWS, np.nan, F32))
         us = time_program(f, binds, reps, args.device)
-        got_y = from_bf16_bits(binds["y"].to_host())
+        got_y = from_bf16_bits(np.asarray(binds["y"].to_host()).view(np.uint16))
         np.testing.assert_allclose(got_y, want_y, rtol=1e-2, atol=1e-2)
         np.testing.assert_allclose(binds["sums"].to_host(), want_sums, rtol=1e-3, atol=1e-2)
         res.add(
@@ -174,6 +174,13 @@ def main() -> None:
             print(f"  (torch failed: {type(e).__name__}: {e})")
     res.notes.update(chain_elements=N, chain_steps=CHAIN, bgr_shape=f"{ROWS}x{COLS}")
     res.write(args.out_dir)
+
+
+def bf16_device(bits: np.ndarray, device: int) -> Any:
+    """A bf16 DeviceArray holding these bf16 bit patterns."""
+    d = cuda.empty(bits.shape, "bf16", device)
+    d.copy_from_host(bits)
+    return d
 
 
 def torch_cases(

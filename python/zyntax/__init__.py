@@ -4,7 +4,7 @@ Build HIR from Python with :mod:`zyntax.hir`, verify it, print it as ``.zir``
 text, and (where the backend is compiled in) lower it to PTX or native code.
 """
 
-from zyntax import _native, cpu, hir, interp
+from zyntax import cpu, hir, interp
 from zyntax._native import __version__, build_info
 from zyntax.compiler import compile, compile_ptx, validate_ptx
 from zyntax.errors import (

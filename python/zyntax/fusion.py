@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from zyntax import _native, hir
-from zyntax.errors import BuildError
+from zyntax.errors import ArgumentError, BuildError
 from zyntax.nest import launch_grid, parallel_for
 
 __all__ = ["Buffer", "Decision", "Fused", "Kernel", "Sequence"]
@@ -416,7 +416,7 @@ class Fused:
         from zyntax import cuda
 
         p = cuda.Program(device)
-        np_dtype = {"bf16": np.uint16}
+        np_dtype = {"bf16": _bf16_dtype()}
         bufs = {}
         used = {b.name for k in self.kernels for b in k.buffers}
         for b in self.sequence.buffers.values():
@@ -442,3 +442,16 @@ class Fused:
 
 def _size(ty: Any) -> int:
     return {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i32": 4, "u32": 4}[str(ty)]
+
+
+def _bf16_dtype() -> Any:
+    """numpy's bfloat16 (from ml_dtypes, which JAX and PyTorch installs bring),
+    so that program buffers match the kernels' bf16 pointers."""
+    try:
+        import ml_dtypes  # type: ignore[import-not-found, unused-ignore]
+    except ImportError as e:
+        raise ArgumentError(
+            "bf16 buffers in a zyntax.cuda.Program need numpy's bfloat16 type: "
+            "pip install ml_dtypes"
+        ) from e
+    return np.dtype(ml_dtypes.bfloat16)

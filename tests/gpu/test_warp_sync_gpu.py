@@ -97,7 +97,10 @@ def test_reductions_and_ordered_accesses(dev: Any, rng: np.random.Generator) -> 
     assert f[1] == min(vals.min(), fs0[1])
     hs = hv.astype(np.float64).reshape(threads, 2).sum(axis=0)
     np.testing.assert_array_equal(h.to_host().astype(np.float64), h0 + 2 * blocks * hs)
-    np.testing.assert_array_equal(data.to_host(), 3 * np.arange(threads, dtype=U32) + 1)
+    # Every block stores 3 * tid then increments what it acquires; blocks race
+    # on the same words, so each word gained between 1 and `blocks` increments.
+    gained = data.to_host().astype(np.int64) - 3 * np.arange(threads)
+    assert ((gained >= 1) & (gained <= blocks)).all(), gained
 
 
 def test_litmus_message_passing(dev: Any, rng: np.random.Generator) -> None:

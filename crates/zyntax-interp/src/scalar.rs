@@ -428,15 +428,16 @@ pub fn const_bits(ty: ScalarType, c: zyntax_hir::ConstValue) -> u64 {
     }
 }
 
-/// The bit position of `bfe`/`bfi`: its low 8 bits for 32-bit operands, as
-/// PTX defines it; the whole u32 for 64-bit operands, as the hardware does
-/// (an H200 returned 0 from `bfe.u64` at pos 280, where the low 8 bits, 24,
-/// would extract bits: measured by tests/gpu/test_warp_sync_gpu.py).
-fn bit_pos(w: u32, pos: u64) -> u64 {
+/// The position or length operand of `bfe`/`bfi`: its low 8 bits for 32-bit
+/// operands, as PTX defines it; the whole u32 for 64-bit operands, as the
+/// hardware does (an H200 returned 0 from `bfe.u64` at pos 280 and a wider
+/// field at len 300, where the low 8 bits would give 24 and 44: measured by
+/// tests/gpu/test_warp_sync_gpu.py).
+fn bit_field(w: u32, v: u64) -> u64 {
     if w == 64 {
-        pos & 0xffff_ffff
+        v & 0xffff_ffff
     } else {
-        pos & 0xff
+        v & 0xff
     }
 }
 
@@ -448,7 +449,7 @@ pub fn bits(op: BitOp, ty: ScalarType, x: [u64; 4]) -> u64 {
     let m = mask(w);
     match op {
         BitOp::Bfe => {
-            let (a, pos, len) = (x[0] & m, bit_pos(w, x[1]), x[2] & 0xff);
+            let (a, pos, len) = (x[0] & m, bit_field(w, x[1]), bit_field(w, x[2]));
             let msb = u64::from(w - 1);
             // The sign bit: bit min(pos+len-1, msb) of a, for signed types and len > 0.
             let sbit = if ty.is_signed() && len > 0 {
@@ -468,7 +469,7 @@ pub fn bits(op: BitOp, ty: ScalarType, x: [u64; 4]) -> u64 {
             d
         }
         BitOp::Bfi => {
-            let (a, mut f, pos, len) = (x[0] & m, x[1] & m, bit_pos(w, x[2]), x[3] & 0xff);
+            let (a, mut f, pos, len) = (x[0] & m, x[1] & m, bit_field(w, x[2]), bit_field(w, x[3]));
             let msb = u64::from(w - 1);
             let mut i = 0;
             while i < len && pos + i <= msb {

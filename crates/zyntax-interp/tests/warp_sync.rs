@@ -29,7 +29,11 @@ fn ones(n: u32) -> u64 {
 /// from the highest bit taken (an empty field is 0; a field past the top is the sign).
 fn bfe_ref(a: u64, pos: u32, len: u32, w: u32, signed: bool) -> u64 {
     // 64-bit operands use the whole u32 values (as the hardware does), 32-bit their low 8 bits.
-    let (pos, len) = if w == 64 { (pos, len) } else { (pos & 0xff, len & 0xff) };
+    let (pos, len) = if w == 64 {
+        (pos, len)
+    } else {
+        (pos & 0xff, len & 0xff)
+    };
     if len == 0 {
         return 0;
     }
@@ -49,7 +53,11 @@ fn bfe_ref(a: u64, pos: u32, len: u32, w: u32, signed: bool) -> u64 {
 /// PTX `bfi`: b with bits [pos, pos+len) (clipped to the width) taken from a's low bits.
 fn bfi_ref(a: u64, b: u64, pos: u32, len: u32, w: u32) -> u64 {
     // 64-bit operands use the whole u32 values (as the hardware does), 32-bit their low 8 bits.
-    let (pos, len) = if w == 64 { (pos, len) } else { (pos & 0xff, len & 0xff) };
+    let (pos, len) = if w == 64 {
+        (pos, len)
+    } else {
+        (pos & 0xff, len & 0xff)
+    };
     if len == 0 || pos >= w {
         return b;
     }

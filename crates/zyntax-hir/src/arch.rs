@@ -190,7 +190,7 @@ pub fn min_max_registers(m: &Module, f: &Function, arch: Arch) -> u32 {
     let mma = crate::verify::reaches_op(m, f, |op| {
         matches!(
             op,
-            Op::MmaLoad { .. } | Op::MmaFill | Op::Mma | Op::MmaStore { .. }
+            Op::MmaLoad { .. } | Op::MmaFill | Op::Mma | Op::MmaStore { .. } | Op::MmaSync { .. }
         )
     });
     if mma {

@@ -722,7 +722,8 @@ fn gen_function(
         // register floor of 24.
         let per_sm = (1536 / (x * y * z) as usize).min(16);
         let min_blocks = g.rng.chance(40).then(|| 1 + g.rng.below(per_sm) as u32);
-        let max_registers = g.rng.chance(40).then(|| 24 + g.rng.below(232) as u32);
+        // At or above every arch's floor (28 for kernels reaching tensor-core MMA).
+        let max_registers = g.rng.chance(40).then(|| 28 + g.rng.below(228) as u32);
         let shared_bytes = if g.rng.chance(40) {
             g.rng.below(40_000) as u32
         } else {

@@ -12,7 +12,7 @@ import pytest
 
 import zyntax
 from zyntax import hir, interp
-from zyntax.nest import launch_grid, parallel_for
+from zyntax.nest import launch_grid
 from zyntax.tiling import tiled_parallel_for
 
 F32P = hir.ptr("global", hir.f32)
@@ -26,36 +26,27 @@ def rng() -> np.random.Generator:
     return np.random.default_rng(seed)
 
 
+def _nest_matmul() -> Any:
+    """examples/nest_matmul.py, the one copy of the matmul nest (tiled and untiled)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "nest_matmul.py"
+    spec = importlib.util.spec_from_file_location("nest_matmul_example", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def tiled_matmul(workgroup: tuple[int, int], tile_k: int) -> tuple[hir.Module, list[str]]:
-    m = hir.Module("mm")
-    with m.kernel("mm", MM_PARAMS, max_threads=(workgroup[1], workgroup[0])) as b:
-        a, bm, c, mm, nn, kk = b.params
-        with tiled_parallel_for(b, (mm, nn), workgroup=workgroup, writes=[c]) as nest:
-            i, j = nest.indices
-            acc = nest.reduce(
-                kk,
-                init=0.0,
-                loads=lambda k: [(a, i * kk + k), (bm, k * nn + j)],
-                combine=lambda acc, x, y: b.fma(x, y, acc),
-                tile_k=tile_k,
-            )
-            with nest.inside():
-                vi, vj = nest.values
-                b.store(b.ptr_add(c, vi * nn + vj), acc)
+    m, report = _nest_matmul().build_with_report(workgroup, tiled=True, tile_k=tile_k)
     m.verify()
-    return m, nest.report
+    return m, report
 
 
 def untiled_matmul(workgroup: tuple[int, int]) -> hir.Module:
-    m = hir.Module("mm")
-    with m.kernel("mm", MM_PARAMS, max_threads=(workgroup[1], workgroup[0])) as b:
-        a, bm, c, mm, nn, kk = b.params
-        with parallel_for(b, (mm, nn), workgroup=workgroup) as (i, j):
-            with b.loop(0, kk, carry=[b.const(0.0, hir.f32)]) as lp:
-                x = b.load(b.ptr_add(a, i * kk + lp.index))
-                y = b.load(b.ptr_add(bm, lp.index * nn + j))
-                lp.next(b.fma(x, y, lp.carried[0]))
-            b.store(b.ptr_add(c, i * nn + j), lp.results[0])
+    m, _ = _nest_matmul().build_with_report(workgroup, tiled=False)
     m.verify()
     return m
 

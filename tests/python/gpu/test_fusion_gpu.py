@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from test_fusion import chain  # the CPU suite's sequence, one copy
 from zyntax import cuda, fusion, hir
 
 pytestmark = pytest.mark.gpu
@@ -18,22 +19,6 @@ def rng() -> np.random.Generator:
     seed = int(np.random.SeedSequence().entropy or 0) % 2**32
     print("seed", seed)
     return np.random.default_rng(seed)
-
-
-def chain(n: int, length: int) -> fusion.Sequence:
-    s = fusion.Sequence("chain")
-    x = s.input("x", n)
-    prev = x
-    for k in range(length):
-        out = s.output("y", n) if k == length - 1 else s.temporary(f"t{k}", n)
-
-        def step(e: Any, prev: Any = prev, k: int = k) -> Any:
-            v = e[prev] * (1.0 + 0.25 * k) + (0.5 - 0.1 * k)
-            return v + e[x] if k % 2 else v
-
-        s.map(f"step{k}", out, step)
-        prev = out
-    return s
 
 
 @pytest.mark.parametrize("enabled", [True, False])

@@ -1,0 +1,333 @@
+"""Attention forward of ``zyntax.kernels.attention`` (the sm_80 mma.sync path)
+against PyTorch's ``scaled_dot_product_attention`` and Triton's
+fused-attention tutorial kernel (bench ``attention``, metric ``TFLOP_per_s``:
+4·B·H·S²·D forward FLOPs, halved when causal, over the median CUDA-event time).
+
+Cases (bf16, 16k tokens per batch, 2048 / D heads): ``fwd_bf16_hd128_s4096``,
+``fwd_bf16_hd128_s16384``, ``fwd_bf16_hd128_s16384_causal``,
+``fwd_bf16_hd64_s16384``. PyTorch's row is its fastest available SDPA
+backend on the card (flash, cuDNN, memory-efficient), named in the row.
+The Triton kernel follows the tutorial (``06-fused-attention``): a 128-row
+query block, exp2 softmax with the scale folded in, the causal diagonal
+blocks masked in a second stage. Every output is checked against PyTorch
+before timing. ``python benches/attention.py [--quick]``.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable
+from typing import Any
+
+from _common import Results, optional, parse_args
+
+from zyntax import kernels
+
+
+def timed_ms(fn: Callable[[], Any], iters: int, torch: Any) -> float:
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    pairs = []
+    for _ in range(iters):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        pairs.append((s, e))
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) for s, e in pairs)
+
+
+def triton_attention() -> Callable[..., Any] | None:
+    triton = optional("triton")
+    if triton is None:
+        return None
+    import triton.language as tl
+
+    @triton.jit
+    def _inner(
+        acc,
+        l_i,
+        m_i,
+        q,
+        k_ptrs,
+        v_ptrs,
+        stride_kn,
+        stride_vn,
+        start_m,
+        qk_scale,
+        lo,
+        hi,
+        BLOCK_M: tl.constexpr,
+        BLOCK_N: tl.constexpr,
+        MASK: tl.constexpr,
+    ):
+        offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        offs_n = tl.arange(0, BLOCK_N)
+        k_ptrs += lo * stride_kn
+        v_ptrs += lo * stride_vn
+        for start_n in range(lo, hi, BLOCK_N):
+            k = tl.load(k_ptrs)
+            qk = tl.dot(q, k)
+            if MASK:
+                keep = offs_m[:, None] >= (start_n + offs_n[None, :])
+                qk = qk * qk_scale + tl.where(keep, 0, -1.0e6)
+                m_ij = tl.maximum(m_i, tl.max(qk, 1))
+                qk -= m_ij[:, None]
+            else:
+                m_ij = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+                qk = qk * qk_scale - m_ij[:, None]
+            p = tl.math.exp2(qk)
+            alpha = tl.math.exp2(m_i - m_ij)
+            l_i = l_i * alpha + tl.sum(p, 1)
+            acc = acc * alpha[:, None]
+            v = tl.load(v_ptrs)
+            acc = tl.dot(p.to(v.dtype), v, acc)
+            m_i = m_ij
+            k_ptrs += BLOCK_N * stride_kn
+            v_ptrs += BLOCK_N * stride_vn
+        return acc, l_i, m_i
+
+    @triton.jit
+    def _fwd(
+        Q,
+        K,
+        V,
+        Out,
+        sm_scale,
+        sqz,
+        sqh,
+        sqm,
+        skz,
+        skh,
+        skn,
+        svz,
+        svh,
+        svn,
+        soz,
+        soh,
+        som,
+        H,
+        N_CTX,
+        HEAD_DIM: tl.constexpr,
+        BLOCK_M: tl.constexpr,
+        BLOCK_N: tl.constexpr,
+        CAUSAL: tl.constexpr,
+    ):
+        start_m = tl.program_id(0)
+        off_hz = tl.program_id(1)
+        z, h = off_hz // H, off_hz % H
+        offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        offs_n = tl.arange(0, BLOCK_N)
+        offs_d = tl.arange(0, HEAD_DIM)
+        q = tl.load(Q + z * sqz + h * sqh + offs_m[:, None] * sqm + offs_d[None, :])
+        k_ptrs = K + z * skz + h * skh + offs_n[None, :] * skn + offs_d[:, None]
+        v_ptrs = V + z * svz + h * svh + offs_n[:, None] * svn + offs_d[None, :]
+        m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
+        l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+        acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+        qk_scale = sm_scale * 1.44269504
+        if CAUSAL:
+            acc, l_i, m_i = _inner(
+                acc,
+                l_i,
+                m_i,
+                q,
+                k_ptrs,
+                v_ptrs,
+                skn,
+                svn,
+                start_m,
+                qk_scale,
+                0,
+                start_m * BLOCK_M,
+                BLOCK_M,
+                BLOCK_N,
+                False,
+            )
+            acc, l_i, m_i = _inner(
+                acc,
+                l_i,
+                m_i,
+                q,
+                k_ptrs,
+                v_ptrs,
+                skn,
+                svn,
+                start_m,
+                qk_scale,
+                start_m * BLOCK_M,
+                (start_m + 1) * BLOCK_M,
+                BLOCK_M,
+                BLOCK_N,
+                True,
+            )
+        else:
+            acc, l_i, m_i = _inner(
+                acc,
+                l_i,
+                m_i,
+                q,
+                k_ptrs,
+                v_ptrs,
+                skn,
+                svn,
+                start_m,
+                qk_scale,
+                0,
+                N_CTX,
+                BLOCK_M,
+                BLOCK_N,
+                False,
+            )
+        acc = acc / l_i[:, None]
+        tl.store(
+            Out + z * soz + h * soh + offs_m[:, None] * som + offs_d[None, :],
+            acc.to(Out.dtype.element_ty),
+        )
+
+    def run(q: Any, k: Any, v: Any, o: Any, causal: bool) -> None:
+        b, h, s, d = q.shape
+        block_m, block_n = 128, 64
+        grid = (triton.cdiv(s, block_m), b * h)
+        _fwd[grid](
+            q,
+            k,
+            v,
+            o,
+            1 / math.sqrt(d),
+            *q.stride()[:3],
+            *k.stride()[:3],
+            *v.stride()[:3],
+            *o.stride()[:3],
+            h,
+            s,
+            HEAD_DIM=d,
+            BLOCK_M=block_m,
+            BLOCK_N=block_n,
+            CAUSAL=causal,
+            num_warps=8 if d == 128 else 4,
+            num_stages=3,
+        )
+
+    return run
+
+
+def run_case(
+    res: Results,
+    torch: Any,
+    tri: Callable[..., Any] | None,
+    backends: dict[str, Any],
+    sdpa_kernel: Any,
+    name: str,
+    d: int,
+    s: int,
+    causal: bool,
+    iters: int,
+) -> None:
+    F = torch.nn.functional
+    dev = torch.device("cuda")
+    batch, heads = max(1, 16384 // s), 2048 // d
+    flops = 4 * batch * heads * s * s * d / (2 if causal else 1)
+    q, k, v = (torch.randn(batch, heads, s, d, device=dev, dtype=torch.bfloat16) for _ in range(3))
+    ref = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    def check(impl: str, out: Any) -> bool:
+        err = float((out.double() - ref.double()).norm() / ref.double().norm())
+        print(f"  {name} {impl}: relative error vs SDPA {err:.2e}")
+        return err < 2e-2
+
+    def tflops(ms: float) -> float:
+        return flops / (ms * 1e-3) / 1e12
+
+    def sdpa() -> Any:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    def ours() -> Any:
+        return kernels.attention(q, k, v, causal=causal)
+
+    if check("zyntax", ours()):
+        ms = timed_ms(ours, iters, torch)
+        res.add(name, "zyntax", "TFLOP_per_s", tflops(ms), False, ms=round(ms, 3), path="sm80")
+    best: tuple[float, str] | None = None
+    for bname, backend in backends.items():
+        try:
+            with sdpa_kernel([backend]):
+                sdpa()
+                ms = timed_ms(sdpa, iters, torch)
+        except Exception as e:
+            print(f"  (SDPA backend {bname} unavailable: {type(e).__name__})")
+            continue
+        print(f"  {name} torch_sdpa[{bname}]: {tflops(ms):.1f} TFLOP/s")
+        if best is None or ms < best[0]:
+            best = (ms, bname)
+    if best is None:
+        best = (timed_ms(sdpa, iters, torch), "default")
+    res.add(
+        name,
+        "torch_sdpa",
+        "TFLOP_per_s",
+        tflops(best[0]),
+        False,
+        ms=round(best[0], 3),
+        backend=best[1],
+    )
+    if tri is not None:
+        o = torch.empty_like(q)
+        try:
+            tri(q, k, v, o, causal)
+            if check("triton", o):
+                ms = timed_ms(lambda: tri(q, k, v, o, causal), iters, torch)
+                res.add(name, "triton", "TFLOP_per_s", tflops(ms), False, ms=round(ms, 3))
+        except Exception as e:
+            print(f"  (triton failed: {type(e).__name__}: {e})")
+
+
+def main() -> None:
+    args = parse_args(__doc__ or "attention bench")
+    torch = optional("torch")
+    if torch is None or not torch.cuda.is_available():
+        raise SystemExit("attention bench: needs PyTorch with CUDA")
+    dev = torch.device("cuda", args.device)
+    torch.cuda.set_device(dev)
+    res = Results("attention", torch.cuda.get_device_name(dev))
+    iters = 5 if args.quick else 20
+    tri = triton_attention()
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        backends = {
+            "flash": SDPBackend.FLASH_ATTENTION,
+            "cudnn": SDPBackend.CUDNN_ATTENTION,
+            "efficient": SDPBackend.EFFICIENT_ATTENTION,
+        }
+    except ImportError:  # older PyTorch: its default choice only
+        backends, sdpa_kernel = {}, None
+    cases = [
+        ("fwd_bf16_hd128_s4096", 128, 4096, False),
+        ("fwd_bf16_hd128_s16384", 128, 16384, False),
+        ("fwd_bf16_hd128_s16384_causal", 128, 16384, True),
+        ("fwd_bf16_hd64_s16384", 64, 16384, False),
+    ]
+    for name, d, s, causal in cases:
+        run_case(
+            res,
+            torch,
+            tri,
+            backends,
+            sdpa_kernel,
+            name,
+            d,
+            s // (4 if args.quick else 1),
+            causal,
+            iters,
+        )
+        torch.cuda.empty_cache()
+    res.notes["shapes"] = "batch = 16384 / S, heads = 2048 / D, bf16, (B, H, S, D) contiguous"
+    res.write(args.out_dir)
+
+
+if __name__ == "__main__":
+    main()

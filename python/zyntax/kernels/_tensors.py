@@ -1,0 +1,253 @@
+"""Arguments of the ``zyntax.kernels`` functions: GPU tensors of any library
+(DeviceArray, ``__cuda_array_interface__``, DLPack) or numpy arrays, checked
+and normalised once, with errors that name the argument.
+
+numpy arrays run on the reference interpreter (small inputs: tests and
+checks); GPU tensors run on their device. Outputs are allocated like the
+first input: a torch tensor for torch, a CuPy array for CuPy, a DeviceArray
+otherwise, a numpy array for numpy.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from zyntax import cuda, hir, interp
+from zyntax.errors import ArgumentError
+
+#: typestr (``__cuda_array_interface__`` / numpy ``dtype.str``) -> zyntax scalar name.
+_TYPESTR = {"<f4": "f32", "<f2": "f16", "<V2": "bf16", "<i4": "i32", "<i8": "i64"}
+#: zyntax scalar name -> HIR type.
+HIR_TYPE = {"f32": hir.f32, "f16": hir.f16, "bf16": hir.bf16, "i32": hir.i32, "i64": hir.i64}
+ITEMSIZE = {"f32": 4, "f16": 2, "bf16": 2, "i32": 4, "i64": 8}
+
+
+@dataclass
+class Tensor:
+    """One checked argument."""
+
+    name: str
+    obj: Any  # what the caller passed
+    arr: Any  # a DeviceArray (GPU) or a C-contiguous numpy array (interpreter)
+    on_gpu: bool
+    dtype: str
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]  # in elements
+    device: int
+
+    @property
+    def ptr(self) -> int:
+        """Device address of element 0 (0 on the interpreter, whose buffers are aligned)."""
+        return int(self.arr.ptr) if self.on_gpu else 0
+
+
+def _dtype_name(typestr: str, np_name: str | None, name: str) -> str:
+    if np_name == "bfloat16":
+        return "bf16"
+    d = _TYPESTR.get(typestr)
+    if d is None:
+        raise ArgumentError(
+            f"argument '{name}': unsupported dtype {np_name or typestr} "
+            "(expected float32, float16, bfloat16, int32 or int64)"
+        )
+    return d
+
+
+def _device_view(obj: Any, name: str) -> Any:
+    """A DeviceArray view of a GPU tensor, or None when `obj` is not one."""
+    if isinstance(obj, cuda.DeviceArray):
+        return obj
+    if isinstance(obj, np.ndarray):
+        return None
+    try:
+        # torch raises TypeError here for bfloat16; DLPack covers that case.
+        cai = obj.__cuda_array_interface__
+    except (AttributeError, TypeError):
+        cai = None
+    if cai is not None:
+        return cuda.from_cuda_array_interface(obj)
+    dev = getattr(obj, "__dlpack_device__", None)
+    if dev is not None:
+        kind = dev()[0]
+        if kind in (2, 13):  # kDLCUDA, kDLCUDAManaged
+            return cuda.from_dlpack(obj)
+        raise ArgumentError(
+            f"argument '{name}': a tensor on DLPack device type {kind} (host memory?); "
+            "pass a GPU tensor, or a numpy array for the interpreter"
+        )
+    return None
+
+
+def tensor(obj: Any, name: str) -> Tensor:
+    """Checks and views one array argument."""
+    view = _device_view(obj, name)
+    if view is not None:
+        dtype = _dtype_name(view.typestr, None, name)
+        item = view.itemsize
+        strides = tuple(int(s) // item for s in view.strides)
+        return Tensor(name, obj, view, True, dtype, tuple(view.shape), strides, view.device)
+    if isinstance(obj, np.ndarray):
+        dtype = _dtype_name(obj.dtype.str, obj.dtype.name, name)
+        arr = obj if obj.flags.c_contiguous else np.ascontiguousarray(obj)
+        strides = tuple(s // arr.itemsize for s in arr.strides)
+        return Tensor(name, obj, arr, False, dtype, tuple(arr.shape), strides, -1)
+    raise ArgumentError(
+        f"argument '{name}': expected a GPU tensor (DeviceArray, __cuda_array_interface__ or "
+        f"DLPack) or a numpy array, got {type(obj).__name__}"
+    )
+
+
+def same_place(first: Tensor, *others: Tensor) -> None:
+    """All tensors on the GPU device of the first, or all numpy."""
+    for t in others:
+        if t.on_gpu != first.on_gpu:
+            where = "on the GPU" if first.on_gpu else "a numpy array"
+            raise ArgumentError(
+                f"argument '{t.name}' must be {where} like '{first.name}' (mixed host and device)"
+            )
+        if t.device != first.device:
+            raise ArgumentError(
+                f"argument '{t.name}' is on device {t.device}, '{first.name}' on device "
+                f"{first.device}"
+            )
+
+
+def want_dtype(t: Tensor, allowed: Sequence[str]) -> None:
+    if t.dtype not in allowed:
+        raise ArgumentError(
+            f"argument '{t.name}': dtype {t.dtype} is not supported (expected one of "
+            f"{', '.join(allowed)})"
+        )
+
+
+def want_shape(t: Tensor, shape: tuple[int, ...], what: str) -> None:
+    if t.shape != shape:
+        raise ArgumentError(f"argument '{t.name}': shape {t.shape}, expected {shape} ({what})")
+
+
+def _np_dtype(dtype: str) -> Any:
+    if dtype == "bf16":
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype({"f32": np.float32, "f16": np.float16, "i32": np.int32, "i64": np.int64}[dtype])
+
+
+def empty_like(like: Tensor, shape: tuple[int, ...], dtype: str) -> Any:
+    """A new output allocated like `like` (same library and device)."""
+    if not like.on_gpu:
+        return np.empty(shape, _np_dtype(dtype))
+    lib = type(like.obj).__module__.split(".")[0]
+    if lib == "torch":
+        import torch
+
+        tdt = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[dtype]
+        return torch.empty(shape, dtype=tdt, device=like.obj.device)
+    if lib == "cupy" and dtype != "bf16":
+        import cupy
+
+        with cupy.cuda.Device(like.device):
+            return cupy.empty(shape, dtype=_np_dtype(dtype))
+    return cuda.empty(shape, "bfloat16" if dtype == "bf16" else _np_dtype(dtype), like.device)
+
+
+def output(out: Any, like: Tensor, shape: tuple[int, ...], dtype: str) -> tuple[Any, Tensor]:
+    """The caller's `out` (checked) or a new array; returns (object to return, its Tensor)."""
+    obj = empty_like(like, shape, dtype) if out is None else out
+    t = tensor(obj, "out")
+    same_place(like, t)
+    if t.dtype != dtype:
+        raise ArgumentError(f"argument 'out': dtype {t.dtype}, expected {dtype}")
+    want_shape(t, shape, "the result's shape")
+    if not t.on_gpu and out is not None and t.arr is not out:
+        raise ArgumentError("argument 'out': a numpy output must be C-contiguous")
+    return obj, t
+
+
+def vector_lanes(dtype: str, *tensors: Tensor, extents: Sequence[int] = ()) -> int:
+    """Lanes of the widest access (16 bytes) every tensor allows: contiguous rows
+    whose start addresses and row strides are 16-byte aligned; else 1."""
+    lanes = 16 // ITEMSIZE[dtype]
+    for t in tensors:
+        if t.strides and t.strides[-1] != 1 and t.shape[-1] > 1:
+            return 1
+        if t.ptr % 16:
+            return 1
+        for s in t.strides[:-1]:
+            if s % lanes:
+                return 1
+    for e in extents:
+        if e % lanes:
+            return 1
+    return lanes
+
+
+# ---------------------------------------------------------------- launching
+
+
+@functools.cache
+def _loaded(builder: Callable[..., hir.Module], key: tuple[Any, ...], device: int) -> Any:
+    return cuda.load_hir(builder(*key), device)
+
+
+@functools.cache
+def module(builder: Callable[..., hir.Module], key: tuple[Any, ...]) -> hir.Module:
+    """The module `builder(*key)`, built once."""
+    return builder(*key)
+
+
+def launch(
+    builder: Callable[..., hir.Module],
+    key: tuple[Any, ...],
+    kernel: str,
+    grid: int | tuple[int, ...],
+    block: int,
+    args: Sequence[Any],
+    where: Tensor,
+    stream: Any = None,
+) -> None:
+    """Launches `kernel` of `builder(*key)` on `where`'s device, or on the
+    interpreter for numpy tensors. Tensor arguments are passed as `Tensor`."""
+    if where.on_gpu:
+        k = _loaded(builder, key, where.device).kernel(kernel)
+        flat = [a.arr if isinstance(a, Tensor) else a for a in args]
+        k.launch(grid, block, *flat, stream=stream)
+        return
+    flat = [a.arr if isinstance(a, Tensor) else a for a in args]
+    interp.launch(module(builder, key), kernel, grid, block, *flat)
+
+
+def rows_of(t: Tensor) -> tuple[int, int, int, int]:
+    """(rows, row length, row stride, column stride) of `t` viewed as a matrix
+    of its last axis; leading axes must collapse into one row index."""
+    if not t.shape:
+        raise ArgumentError(f"argument '{t.name}': expected at least one dimension, got a scalar")
+    n, cs = t.shape[-1], t.strides[-1]
+    rows, rs = 1, n * cs
+    if len(t.shape) > 1:
+        rs = t.strides[-2]
+        for d in range(len(t.shape) - 2):
+            if t.shape[d] > 1 and t.strides[d] != t.strides[d + 1] * t.shape[d + 1]:
+                raise ArgumentError(
+                    f"argument '{t.name}': its leading dimensions {t.shape[:-1]} with strides "
+                    f"{t.strides[:-1]} do not collapse into one row index (make it contiguous)"
+                )
+        for d in t.shape[:-1]:
+            rows *= d
+    if n >= 1 << 32 or rows >= 1 << 31:
+        raise ArgumentError(f"argument '{t.name}': shape {t.shape} is too large")
+    return rows, n, rs, cs
+
+
+def c_strides(shape: Sequence[int]) -> list[int]:
+    """Element strides of a C-contiguous array of `shape`."""
+    out, acc = [], 1
+    for d in reversed(shape):
+        out.append(acc)
+        acc *= d
+    return out[::-1]

@@ -1,0 +1,87 @@
+"""``saxpy``: ``y = a * x + y`` in place with 16-byte loads and stores.
+
+A grid-stride loop over whole vectors, four vectors of x and of y in flight
+per thread, then the remaining vectors and the last elements one at a time.
+f32, bf16 or f16 data (f32 arithmetic).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from zyntax import cuda, hir
+from zyntax.errors import ArgumentError
+
+from . import _tensors as T
+from ._rows import archs_for, load_f32, store_f32, vec_ptr
+
+__all__ = ["saxpy"]
+
+THREADS = 512
+UNROLL = 4
+
+
+def _build(dtype: str, lanes: int) -> hir.Module:
+    elem = T.HIR_TYPE[dtype]
+    m = hir.Module(f"saxpy_{dtype}_v{lanes}", targets=archs_for(dtype))
+    params = [hir.f32, hir.ptr("constant", elem), hir.ptr("global", elem), hir.u32, hir.u32]
+    with m.kernel("saxpy", params, max_threads=THREADS) as b:
+        a, x, y, n, nv = b.params
+        gt = b.block_idx() * THREADS + b.thread_idx()
+        stride = b.grid_dim() * THREADS
+        xv, yv = vec_ptr(b, x, "constant", elem, lanes), vec_ptr(b, y, "global", elem, lanes)
+
+        def one(i: hir.Value, xp: hir.Value, yp: hir.Value, w: int) -> None:
+            xs, ys = load_f32(b, xp, i, elem, w), load_f32(b, yp, i, elem, w)
+            store_f32(b, yp, i, [b.fma(a, p, q) for p, q in zip(xs, ys, strict=True)], elem, w)
+
+        chunk = stride * UNROLL
+        full = b.div(nv, chunk)
+        with b.for_range(0, full, type=hir.u32) as j:
+            at = [j * chunk + gt + u * stride for u in range(UNROLL)]
+            xs = [load_f32(b, xv, i, elem, lanes) for i in at]
+            ys = [load_f32(b, yv, i, elem, lanes) for i in at]
+            for i, p, q in zip(at, xs, ys, strict=True):
+                res = [b.fma(a, s, t) for s, t in zip(p, q, strict=True)]
+                store_f32(b, yv, i, res, elem, lanes)
+        with b.for_range(full * chunk + gt, nv, stride, type=hir.u32) as i:
+            one(i, xv, yv, lanes)
+        if lanes > 1:
+            with b.for_range(nv * lanes + gt, n, stride, type=hir.u32) as i:
+                one(i, x, y, 1)
+    return m
+
+
+@functools.cache
+def _sm_count(device: int) -> int:
+    return int(cuda.Device(device).sm_count)
+
+
+def saxpy(a: float, x: Any, y: Any, *, stream: Any = None) -> Any:
+    """``y = a * x + y`` elementwise (1-D contiguous `x` and `y` of one
+    dtype); returns `y`."""
+    if isinstance(a, bool) or not isinstance(a, (int, float)):
+        raise ArgumentError(f"argument 'a': expected a float, got {type(a).__name__}")
+    tx, ty = T.tensor(x, "x"), T.tensor(y, "y")
+    T.same_place(tx, ty)
+    T.want_dtype(tx, ("f32", "bf16", "f16"))
+    if ty.dtype != tx.dtype:
+        raise ArgumentError(f"argument 'y': dtype {ty.dtype}, expected {tx.dtype} (x's)")
+    for t in (tx, ty):
+        if len(t.shape) != 1 or (t.shape[0] > 1 and t.strides[0] != 1):
+            raise ArgumentError(f"argument '{t.name}': expected a contiguous 1-D array")
+    T.want_shape(ty, tx.shape, "x's shape")
+    if not ty.on_gpu and ty.arr is not y:
+        raise ArgumentError("argument 'y': a numpy y must be C-contiguous (it is updated in place)")
+    n = tx.shape[0]
+    if n >= 1 << 31:
+        raise ArgumentError(f"argument 'x': {n} elements; at most 2**31 - 1 are supported")
+    if n == 0:
+        return y
+    lanes = T.vector_lanes(tx.dtype, tx, ty)
+    most = 4 * _sm_count(tx.device) if tx.on_gpu else 2
+    grid = max(1, min(most, -(-n // (THREADS * UNROLL * lanes))))
+    args = [float(a), tx, ty, n, n // lanes]
+    T.launch(_build, (tx.dtype, lanes), "saxpy", grid, THREADS, args, tx, stream)
+    return y

@@ -43,6 +43,8 @@ if [[ "$what" == benches || "$what" == all ]]; then
     timeout 200 python3 benches/aot.py --out-dir "$OUT/results" 2>&1 | tail -30
     timeout 200 python3 benches/fusion.py --out-dir "$OUT/results" 2>&1 | tail -12
     timeout 200 python3 benches/tiling.py --out-dir "$OUT/results" 2>&1 | tail -12
+    timeout 300 python3 benches/memory_bound.py --out-dir "$OUT/results" 2>&1 | tail -40
+    timeout 300 python3 benches/attention.py --out-dir "$OUT/results" 2>&1 | tail -30
 fi
 if [[ "$what" == sanitize || "$what" == all ]] && command -v compute-sanitizer >/dev/null; then
     for tool in memcheck racecheck; do

@@ -5,6 +5,7 @@ version: tests/python/gpu/test_memory_bound_gpu.py."""
 
 from __future__ import annotations
 
+import importlib
 import math
 from typing import Any
 
@@ -12,6 +13,8 @@ import numpy as np
 import pytest
 
 from zyntax import ArgumentError, kernels
+
+att_mod = importlib.import_module("zyntax.kernels.attention")
 
 rng = np.random.default_rng()
 
@@ -28,9 +31,19 @@ def reference(q: Any, k: Any, v: Any, causal: bool, scale: float) -> tuple[Any, 
 
 
 @pytest.mark.parametrize(
-    ("sq", "sk", "d", "causal"), [(70, 70, 64, True), (20, 90, 64, False), (33, 33, 128, False)]
+    ("sq", "sk", "d", "causal", "atoms"),
+    [
+        (70, 70, 64, True, 2),
+        (20, 90, 64, False, 2),
+        (33, 33, 128, False, 2),
+        (150, 150, 64, True, 1),
+    ],
 )
-def test_attention_interpreter(sq: int, sk: int, d: int, causal: bool) -> None:
+def test_attention_interpreter(
+    sq: int, sk: int, d: int, causal: bool, atoms: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both variants: two 16-row slabs per warp (the default) and one."""
+    monkeypatch.setitem(att_mod.ATOMS, d, atoms)
     q = rng.standard_normal((1, 2, sq, d)).astype(np.float16)
     k = rng.standard_normal((1, 2, sk, d)).astype(np.float16)
     v = rng.standard_normal((1, 2, sk, d)).astype(np.float16)

@@ -210,16 +210,17 @@ def launch(
     args: Sequence[Any],
     where: Tensor,
     stream: Any = None,
+    shared: int = 0,
 ) -> None:
     """Launches `kernel` of `builder(*key)` on `where`'s device, or on the
     interpreter for numpy tensors. Tensor arguments are passed as `Tensor`."""
     if where.on_gpu:
         k = _loaded(builder, key, where.device).kernel(kernel)
         flat = [a.arr if isinstance(a, Tensor) else a for a in args]
-        k.launch(grid, block, *flat, stream=stream)
+        k.launch(grid, block, *flat, shared_mem=shared or None, stream=stream)
         return
     flat = [a.arr if isinstance(a, Tensor) else a for a in args]
-    interp.launch(module(builder, key), kernel, grid, block, *flat)
+    interp.launch(module(builder, key), kernel, grid, block, *flat, shared_bytes=shared)
 
 
 def rows_of(t: Tensor) -> tuple[int, int, int, int]:

@@ -3,8 +3,9 @@
 PyTorch SDPA's layout (batch, heads, sequence, head dim), head dims 64 and
 128, any sequence lengths; optionally the row log-sum-exp a backward pass needs.
 
-One block of four warps owns 64 query rows of one (batch, head); each warp
-16 rows. The Q tile is read once into registers as ``ldmatrix`` fragments.
+One block of four warps owns 128 query rows of one (batch, head); each warp
+32 rows (two 16-row slabs), so each K and V fragment feeds four MMAs. Q stays
+in shared memory and is read as ``ldmatrix`` fragments per key tile.
 The block walks the keys in tiles of 64: ``cp.async`` brings the V tile in
 while the warps compute S = Q K^T, and the next K tile while they run the
 softmax and O += P V. Shared tiles are XOR-swizzled by 16-byte chunk
@@ -33,21 +34,35 @@ from ._rows import LOG2E, NEG_INF, safe_max, tree, vector
 
 __all__ = ["attention"]
 
-BM = 64  # query rows per block (16 per warp)
 BN = 64  # keys per tile
-THREADS = 128
+WARPS = 4
+THREADS = 32 * WARPS
 LN2 = math.log(2.0)
 
 
-def _build(dtype: str, d: int, causal: bool) -> hir.Module:
+def block_m(atoms: int) -> int:
+    """Query rows per block: each warp owns `atoms` slabs of 16 rows."""
+    return WARPS * 16 * atoms
+
+
+def shared_bytes(d: int, atoms: int) -> int:
+    return (block_m(atoms) + 2 * BN) * d * 2
+
+
+def _build(dtype: str, d: int, causal: bool, atoms: int = 2) -> hir.Module:
+    """`atoms` = 16-row slabs per warp. With 2, every K and V fragment feeds
+    four mma.sync (two slabs x two k-steps or two n-tiles), halving shared
+    memory traffic per MMA; Q fragments are then re-read from shared memory
+    each key tile (registers hold the 2 x D/8 accumulators instead). With 1,
+    Q stays in registers."""
     elem = T.HIR_TYPE[dtype]
     chunk = hir.vec(elem, 8)  # 16 bytes
     cpr = d // 8  # chunks per row
-    zero4 = hir.vec(hir.f32, 4)
-    u32x2 = hir.vec(hir.u32, 2)
-    m = hir.Module(
-        f"attention_{dtype}_d{d}{'_causal' if causal else ''}", targets=["sm_80", "sm_90"]
-    )
+    bm = block_m(atoms)
+    f32x4 = hir.vec(hir.f32, 4)
+    u32x2, u32x4 = hir.vec(hir.u32, 2), hir.vec(hir.u32, 4)
+    name = f"attention_{dtype}_d{d}_a{atoms}{'_causal' if causal else ''}"
+    m = hir.Module(name, targets=["sm_80", "sm_90"])
     gp = hir.ptr("global", elem)
     params = [gp, gp, gp, gp, hir.ptr("global", hir.f32), hir.u32, hir.u32, hir.u32]
     params += [hir.i64] * 12 + [hir.f32]
@@ -61,14 +76,14 @@ def _build(dtype: str, d: int, causal: bool) -> hir.Module:
         bh = b.block_idx("y")
         bi = b.cast(b.div(bh, heads), hir.i64)
         hi = b.cast(b.rem(bh, heads), hir.i64)
-        m0 = mb * BM
+        m0 = mb * bm
         qbase = b.ptr_add(q, bi * qb + hi * qh)
         kbase = b.ptr_add(k, bi * kb + hi * kh)
         vbase = b.ptr_add(v, bi * vb + hi * vh)
         obase = b.ptr_add(o, bi * ob + hi * oh)
-        s_q = b.shared_alloc(chunk, BM * cpr)
-        s_k = b.shared_alloc(chunk, BN * cpr)
-        s_v = b.shared_alloc(chunk, BN * cpr)
+        s_q = b.dyn_shared(chunk)  # Q tile, then the K tile, then the V tile
+        s_k = b.ptr_add(s_q, bm * cpr)
+        s_v = b.ptr_add(s_k, BN * cpr)
 
         def swz(r: Any, c: Any) -> Any:
             return r * cpr + (c ^ (r & 7))
@@ -80,7 +95,7 @@ def _build(dtype: str, d: int, causal: bool) -> hir.Module:
             repeat the last row (their scores are masked, their P is 0)."""
             for i in range(rows * cpr // THREADS):
                 idx = tid + i * THREADS
-                r, c = b.div(idx, cpr), b.rem(idx, cpr)
+                r, c = idx >> (cpr.bit_length() - 1), idx & (cpr - 1)
                 gr = b.min(row0 + r, total - 1)
                 src = b.ptr_cast(
                     b.ptr_add(base, b.cast(gr, hir.i64) * stride), hir.ptr("global", chunk)
@@ -102,131 +117,186 @@ def _build(dtype: str, d: int, causal: bool) -> hir.Module:
             x = op(x, b.shfl_xor(x, 1))
             return op(x, b.shfl_xor(x, 2))
 
-        zero_acc = vector(b, zero4, [b.const(0.0, hir.f32)] * 4)
-        load_tile(s_q, qbase, qs, m0, BM, sq)
+        bases: dict[tuple[str, int], hir.Value] = {}
+
+        def frag_ptr(tile: str, row_const: int, chunk_const: int) -> hir.Value:
+            """Address of this lane's ldmatrix row: row `row_const + R(lane)`,
+            16-byte chunk `chunk_const + C(lane)` of `tile`, swizzled. Row
+            constants are multiples of 8 and chunk constants never share bits
+            with C(lane), so the swizzle splits into one lane-dependent base
+            per (tile, chunk_const % 8) plus a constant offset that folds into
+            the instruction: few live registers however many fragments."""
+            k8 = chunk_const & 7
+            if (tile, k8) not in bases:
+                if tile == "k":  # 8 rows x 4 chunks per x4
+                    start, r_lane, c_lane = s_k, lane & 7, lane >> 3
+                else:  # 16 rows x 2 chunks per x4
+                    r_lane, c_lane = lane & 15, lane >> 4
+                    start = s_v
+                    if tile == "q":
+                        start = b.ptr_add(s_q, warp * (atoms * 16 * cpr))
+                term = (c_lane ^ (r_lane & 7)) ^ k8
+                bases[tile, k8] = b.ptr_add(start, r_lane * cpr + term)
+            return b.ptr_add(bases[tile, k8], row_const * cpr + (chunk_const & ~7))
+
+        def q_frag(a: int, kk: int) -> hir.Value:
+            return b.ldmatrix(frag_ptr("q", a * 16, 2 * kk), 4)
+
+        zero = b.const(0.0, hir.f32)
+        zero_acc = vector(b, f32x4, [zero] * 4)
+        load_tile(s_q, qbase, qs, m0, bm, sq)
         load_tile(s_k, kbase, ks, b.const(0, hir.u32), BN, sk)
         b.cp_async_wait(0)
         b.barrier()
-        qf = [
-            b.ldmatrix(b.ptr_add(s_q, swz(warp * 16 + (lane & 15), 2 * kk + (lane >> 4))), 4)
-            for kk in range(d // 16)
-        ]
-        kv_end = b.min(m0 + BM, sk) if causal else sk
+        q_regs = [[q_frag(0, kk) for kk in range(d // 16)]] if atoms == 1 else None
+        kv_end = b.min(m0 + bm, sk) if causal else sk
         nblocks = b.div(kv_end + (BN - 1), BN)
-        qg = m0 + warp * 16 + g
-        rows = [qg, qg + 8]
-        init = [b.const(NEG_INF, hir.f32)] * 2 + [b.const(0.0, hir.f32)] * 2
-        init += [b.const(0.0, hir.f32)] * (d // 8 * 4)
+        # Rows of this thread: (slab a, half h) -> query index.
+        rows = []
+        for a in range(atoms):
+            qg = m0 + (warp * atoms + a) * 16 + g
+            rows += [qg, qg + 8]
+        nr = 2 * atoms
+        nacc = atoms * (d // 8) * 4  # O accumulators: [slab][n-tile][4]
+        init = [b.const(NEG_INF, hir.f32)] * nr + [zero] * nr + [zero] * nacc
         with b.loop(0, nblocks, carry=init, type=hir.u32) as lp:
             j = lp.index
-            m_old = lp.carried[0:2]
-            l_old = lp.carried[2:4]
-            acc = lp.carried[4:]
+            m_old = lp.carried[0:nr]
+            l_old = lp.carried[nr : 2 * nr]
+            acc = lp.carried[2 * nr :]
             b.barrier()  # every warp is done with the previous V tile
             load_tile(s_v, vbase, vs, j * BN, BN, sk)
-            s = []
-            for nt in range(BN // 8):
-                c = zero_acc
-                for q4 in range(d // 32):
-                    kf = b.ldmatrix(
-                        b.ptr_add(s_k, swz(nt * 8 + (lane & 7), 4 * q4 + (lane >> 3))), 4
-                    )
-                    c = b.mma_sync(
-                        qf[2 * q4], vec2(b.extract(kf, 0), b.extract(kf, 1)), c, elem=dtype
-                    )
-                    c = b.mma_sync(
-                        qf[2 * q4 + 1], vec2(b.extract(kf, 2), b.extract(kf, 3)), c, elem=dtype
-                    )
-                s.append([b.extract(c, i) for i in range(4)])
+            # S = Q K^T: c[a][nt] accumulates slab a, key n-tile nt.
+            c = [[zero_acc] * (BN // 8) for _ in range(atoms)]
+            for q4 in range(d // 32):
+                qf = [
+                    [q_regs[0][2 * q4 + e] if q_regs else q_frag(a, 2 * q4 + e) for e in range(2)]
+                    for a in range(atoms)
+                ]
+                for nt in range(BN // 8):
+                    kf = b.ldmatrix(frag_ptr("k", nt * 8, 4 * q4), 4)
+                    kb0 = vec2(b.extract(kf, 0), b.extract(kf, 1))
+                    kb1 = vec2(b.extract(kf, 2), b.extract(kf, 3))
+                    for a in range(atoms):
+                        c[a][nt] = b.mma_sync(qf[a][0], kb0, c[a][nt], elem=dtype)
+                        c[a][nt] = b.mma_sync(qf[a][1], kb1, c[a][nt], elem=dtype)
+            # scores[r][x]: row r of this thread (slab a = r // 2, half r % 2).
+            scores = [
+                [
+                    b.extract(c[r >> 1][nt], 2 * (r & 1) + e)
+                    for nt in range(BN // 8)
+                    for e in range(2)
+                ]
+                for r in range(nr)
+            ]
             b.cp_async_wait(0)
             b.barrier()  # V tile j landed; every warp is done with K tile j
             with b.if_(j + 1 < nblocks):
                 load_tile(s_k, kbase, ks, (j + 1) * BN, BN, sk)
-            # Mask keys past the end (and past the diagonal when causal).
-            for nt in range(BN // 8):
-                for i in range(4):
-                    key = j * BN + (nt * 8 + (i & 1)) + 2 * t
-                    ok = key < sk
-                    if causal:
-                        ok = b.and_(ok, key <= rows[i >> 1])
-                    s[nt][i] = b.select(ok, s[nt][i], NEG_INF)
-            m_new, alpha, p = [], [], [[None] * 4 for _ in range(BN // 8)]
-            l_new = []
-            for h in range(2):
-                mx = quad(
-                    tree(b.max, [s[nt][2 * h + e] for nt in range(BN // 8) for e in range(2)]),
-                    b.max,
-                )
-                mn = b.max(m_old[h], mx * scale_log2)
+            # Mask keys past the end (and past the diagonal when causal); a
+            # block-uniform branch, so full tiles pay nothing.
+            tile_end = (j + 1) * BN
+            partial = tile_end > sk
+            if causal:
+                partial = b.or_(partial, tile_end > m0 + 1)
+            flat_s = [x for row in scores for x in row]
+            sel = b.if_else(partial, results=[hir.f32] * len(flat_s))
+            with sel as (yes, no):
+                with yes:
+                    masked = []
+                    for r in range(nr):
+                        for x, val in enumerate(scores[r]):
+                            key = j * BN + (x >> 1) * 8 + (x & 1) + 2 * t
+                            ok = key < sk
+                            if causal:
+                                ok = b.and_(ok, key <= rows[r])
+                            masked.append(b.select(ok, val, NEG_INF))
+                    yes.yield_(*masked)
+                with no:
+                    no.yield_(*flat_s)
+            per = BN // 4
+            scores = [list(sel.results[r * per : (r + 1) * per]) for r in range(nr)]
+            # Online softmax in the exp2 domain, one row at a time.
+            m_new, l_new, alpha, p = [], [], [], []
+            for r in range(nr):
+                mx = quad(tree(b.max, scores[r]), b.max)
+                mn = b.max(m_old[r], mx * scale_log2)
                 base = safe_max(b, mn)
-                alpha.append(b.ex2_approx(m_old[h] - base))
+                alpha.append(b.ex2_approx(m_old[r] - base))
+                pr = [b.ex2_approx(b.fma(x, scale_log2, -base)) for x in scores[r]]
+                p.append(pr)
                 m_new.append(mn)
-                for nt in range(BN // 8):
-                    for e in range(2):
-                        p[nt][2 * h + e] = b.ex2_approx(b.fma(s[nt][2 * h + e], scale_log2, -base))
-                l_new.append(
-                    b.fma(
-                        l_old[h],
-                        alpha[h],
-                        tree(b.add, [p[nt][2 * h + e] for nt in range(BN // 8) for e in range(2)]),
-                    )
-                )
-            acc = [a * alpha[(i % 4) >> 1] for i, a in enumerate(acc)]
-            accv = [vector(b, zero4, acc[4 * nd : 4 * nd + 4]) for nd in range(d // 8)]
+                l_new.append(b.fma(l_old[r], alpha[r], tree(b.add, pr)))
+            # acc index: ((a * (d // 8)) + nd) * 4 + i; row = 2a + (i >> 1).
+            acc = [x * alpha[2 * (n // ((d // 8) * 4)) + ((n % 4) >> 1)] for n, x in enumerate(acc)]
+            accv = [
+                [
+                    vector(b, f32x4, acc[(a * (d // 8) + nd) * 4 : (a * (d // 8) + nd) * 4 + 4])
+                    for nd in range(d // 8)
+                ]
+                for a in range(atoms)
+            ]
+            # O += P V; P's A fragment for keys 16kk.. is this thread's scores
+            # x = 4kk..4kk+3 of rows (2a, 2a+1).
             for kk in range(BN // 16):
-                pa, pb = p[2 * kk], p[2 * kk + 1]
-                af = vector(
-                    b,
-                    hir.vec(hir.u32, 4),
-                    [
-                        pack(pa[0], pa[1]),
-                        pack(pa[2], pa[3]),
-                        pack(pb[0], pb[1]),
-                        pack(pb[2], pb[3]),
-                    ],
-                )
+                pf = []
+                for a in range(atoms):
+                    lo, hi_ = p[2 * a], p[2 * a + 1]
+                    x = 4 * kk
+                    pf.append(
+                        vector(
+                            b,
+                            u32x4,
+                            [
+                                pack(lo[x], lo[x + 1]),
+                                pack(hi_[x], hi_[x + 1]),
+                                pack(lo[x + 2], lo[x + 3]),
+                                pack(hi_[x + 2], hi_[x + 3]),
+                            ],
+                        )
+                    )
                 for pp in range(d // 16):
-                    vf = b.ldmatrix(
-                        b.ptr_add(s_v, swz(kk * 16 + (lane & 15), 2 * pp + (lane >> 4))),
-                        4,
-                        trans=True,
-                    )
-                    accv[2 * pp] = b.mma_sync(
-                        af, vec2(b.extract(vf, 0), b.extract(vf, 1)), accv[2 * pp], elem=dtype
-                    )
-                    accv[2 * pp + 1] = b.mma_sync(
-                        af, vec2(b.extract(vf, 2), b.extract(vf, 3)), accv[2 * pp + 1], elem=dtype
-                    )
+                    vf = b.ldmatrix(frag_ptr("v", kk * 16, 2 * pp), 4, trans=True)
+                    vb0 = vec2(b.extract(vf, 0), b.extract(vf, 1))
+                    vb1 = vec2(b.extract(vf, 2), b.extract(vf, 3))
+                    for a in range(atoms):
+                        accv[a][2 * pp] = b.mma_sync(pf[a], vb0, accv[a][2 * pp], elem=dtype)
+                        accv[a][2 * pp + 1] = b.mma_sync(
+                            pf[a], vb1, accv[a][2 * pp + 1], elem=dtype
+                        )
             b.cp_async_wait(0)  # K tile j + 1 (made visible by the next barrier)
-            lp.next(*m_new, *l_new, *[b.extract(a, i) for a in accv for i in range(4)])
+            flat_acc = [b.extract(x, i) for row in accv for x in row for i in range(4)]
+            lp.next(*m_new, *l_new, *flat_acc)
         res = lp.results
-        m_fin, l_part, acc = res[0:2], res[2:4], res[4:]
+        m_fin, l_part, acc = res[0:nr], res[nr : 2 * nr], res[2 * nr :]
         out2 = hir.ptr("global", hir.u32)
-        for h in range(2):
-            total = quad(l_part[h], b.add)
+        for r in range(nr):
+            a, h = r >> 1, r & 1
+            total = quad(l_part[r], b.add)
             empty = b.eq(total, 0.0)
             inv = b.select(empty, 0.0, b.div(b.const(1.0, hir.f32), total))
-            row = rows[h]
-            with b.if_(row < sq):
-                orow = b.ptr_add(obase, b.cast(row, hir.i64) * os_)
+            with b.if_(rows[r] < sq):
+                orow = b.ptr_add(obase, b.cast(rows[r], hir.i64) * os_)
                 for nd in range(d // 8):
-                    x, y = acc[4 * nd + 2 * h] * inv, acc[4 * nd + 2 * h + 1] * inv
+                    base_i = (a * (d // 8) + nd) * 4 + 2 * h
+                    x, y = acc[base_i] * inv, acc[base_i + 1] * inv
                     dst = b.ptr_cast(b.ptr_add(orow, nd * 8 + 2 * t), out2)
                     b.store(dst, pack(x, y))
                 with b.if_(b.eq(t, 0)):
-                    val = b.select(empty, NEG_INF, b.fma(m_fin[h], LN2, b.log(total)))
-                    b.store(
-                        b.ptr_add(
-                            lse, b.cast(bh, hir.i64) * b.cast(sq, hir.i64) + b.cast(row, hir.i64)
-                        ),
-                        val,
-                    )
+                    val = b.select(empty, NEG_INF, b.fma(m_fin[r], LN2, b.log(total)))
+                    at = b.cast(bh, hir.i64) * b.cast(sq, hir.i64) + b.cast(rows[r], hir.i64)
+                    b.store(b.ptr_add(lse, at), val)
     return m
 
 
-def _variant(arch_major: int) -> Any:
-    """The kernel builder for a device (sm_90a's would be chosen here)."""
-    return _build
+#: Slabs of 16 rows per warp, per head dim (tuned on the H100; `attention.ATOMS` is the knob).
+ATOMS = {64: 2, 128: 2}
+
+
+def _variant(arch_major: int, d: int) -> tuple[Any, int]:
+    """The kernel builder and its slabs per warp for a device (an sm_90a
+    builder would be chosen here)."""
+    return _build, ATOMS[d]
 
 
 def attention(
@@ -285,7 +355,9 @@ def attention(
             raise ArgumentError(f"argument 'q': shape {tq.shape} is too large")
         strides = [*tq.strides[:3], *tk.strides[:3], *tv.strides[:3], *o.strides[:3]]
         args = [tq, tk, tv, o, lse, sq, sk, heads, *strides, float(scale) * LOG2E]
-        grid = (-(-sq // BM), bsz * heads)
-        builder = _variant(8)
-        T.launch(builder, (tq.dtype, d, bool(causal)), "attention", grid, THREADS, args, tq, stream)
+        builder, atoms = _variant(8, d)
+        grid = (-(-sq // block_m(atoms)), bsz * heads)
+        key = (tq.dtype, d, bool(causal), atoms)
+        smem = shared_bytes(d, atoms)
+        T.launch(builder, key, "attention", grid, THREADS, args, tq, stream, shared=smem)
     return (out_obj, lse_obj) if return_lse else out_obj

@@ -7,10 +7,9 @@ f32, bf16 or f16 data (f32 arithmetic).
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
-from zyntax import cuda, hir
+from zyntax import hir
 from zyntax.errors import ArgumentError
 
 from . import _tensors as T
@@ -53,11 +52,6 @@ def _build(dtype: str, lanes: int) -> hir.Module:
     return m
 
 
-@functools.cache
-def _sm_count(device: int) -> int:
-    return int(cuda.Device(device).sm_count)
-
-
 def saxpy(a: float, x: Any, y: Any, *, stream: Any = None) -> Any:
     """``y = a * x + y`` elementwise (1-D contiguous `x` and `y` of one
     dtype); returns `y`."""
@@ -80,8 +74,9 @@ def saxpy(a: float, x: Any, y: Any, *, stream: Any = None) -> Any:
     if n == 0:
         return y
     lanes = T.vector_lanes(tx.dtype, tx, ty)
-    most = 4 * _sm_count(tx.device) if tx.on_gpu else 2
+    key = (tx.dtype, lanes)
+    most = T.one_wave(_build, key, "saxpy", tx.device, THREADS) if tx.on_gpu else 2
     grid = max(1, min(most, -(-n // (THREADS * UNROLL * lanes))))
     args = [float(a), tx, ty, n, n // lanes]
-    T.launch(_build, (tx.dtype, lanes), "saxpy", grid, THREADS, args, tx, stream)
+    T.launch(_build, key, "saxpy", grid, THREADS, args, tx, stream)
     return y

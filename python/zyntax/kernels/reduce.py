@@ -10,10 +10,9 @@ every run (no atomics), so results are reproducible.
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
-from zyntax import cuda, hir
+from zyntax import hir
 from zyntax.errors import ArgumentError
 
 from . import _tensors as T
@@ -103,11 +102,6 @@ def _build_flat(op: str, dtype: str, lanes: int) -> hir.Module:
     return m
 
 
-@functools.cache
-def _sm_count(device: int) -> int:
-    return int(cuda.Device(device).sm_count)
-
-
 def _contiguous(t: T.Tensor) -> bool:
     expect = 1
     for d, s in zip(reversed(t.shape), reversed(t.strides), strict=True):
@@ -119,16 +113,16 @@ def _contiguous(t: T.Tensor) -> bool:
 
 def flat_reduce(t: T.Tensor, op: str, out: T.Tensor, scale: float, stream: Any) -> None:
     """out[0] = op over every element of the contiguous `t`, times `scale`."""
-    n = t.arr.size if t.on_gpu else int(t.arr.size)
+    n = t.size
     if n >= 1 << 31:
         raise ArgumentError(f"argument '{t.name}': {n} elements; at most 2**31 - 1 are supported")
     lanes = T.vector_lanes(t.dtype, t)
     nv = n // lanes
     per_block = FLAT_THREADS * UNROLL * lanes
-    most = 8 * _sm_count(t.device) if t.on_gpu else 4
+    key = (op, t.dtype, lanes)
+    most = T.one_wave(_build_flat, key, "partials", t.device, FLAT_THREADS) if t.on_gpu else 4
     grid = max(1, min(most, -(-n // per_block)))
     partial = T.tensor(T.empty_like(t, (grid,), "f32"), "partial")
-    key = (op, t.dtype, lanes)
     T.launch(_build_flat, key, "partials", grid, FLAT_THREADS, [t, partial, n, nv], t, stream)
     T.launch(_build_flat, key, "finish", 1, 1024, [partial, out, grid, scale], t, stream)
 
@@ -137,7 +131,7 @@ def _reduce(x: Any, axis: int | None, out: Any, stream: Any, op: str) -> Any:
     t = T.tensor(x, "x")
     T.want_dtype(t, ("f32", "bf16", "f16"))
     if axis is None:
-        if t.arr.size == 0 and op == "max":
+        if t.size == 0 and op == "max":
             raise ArgumentError("argument 'x': max of an empty tensor")
         obj, o = T.output(out, t, (), "f32")
         if not _contiguous(t):  # reduce the rows first, then their results

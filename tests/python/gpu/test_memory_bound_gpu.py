@@ -190,3 +190,17 @@ def test_attention_bench_sizes(case: tuple[int, int, bool]) -> None:
     out = kernels.attention(q, k, v, causal=causal)
     ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
     assert rel_err(out, ref.double()) < 1e-2
+
+
+def test_runs_on_torch_current_stream() -> None:
+    """PyTorch tensors launch on PyTorch's current stream, so work queued
+    there before (the fill) and after (the read) is ordered with the kernel."""
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        x = torch.randn(512, 4096, device=DEV)
+        x.mul_(3.0)
+        out = kernels.softmax(x)
+        total = out.double().sum(-1)
+    s.synchronize()
+    assert torch.allclose(total, torch.ones_like(total), atol=1e-5)
+    assert rel_err(out, torch.softmax(x.double(), -1)) < 1e-5

@@ -31,19 +31,20 @@ def reference(q: Any, k: Any, v: Any, causal: bool, scale: float) -> tuple[Any, 
 
 
 @pytest.mark.parametrize(
-    ("sq", "sk", "d", "causal", "atoms"),
+    ("sq", "sk", "d", "causal", "shape"),
     [
-        (70, 70, 64, True, 2),
-        (20, 90, 64, False, 2),
-        (33, 33, 128, False, 2),
-        (150, 150, 64, True, 1),
+        (70, 70, 64, True, (2, 64)),
+        (20, 90, 64, False, (2, 64)),
+        (33, 33, 128, False, (2, 64)),
+        (150, 150, 64, True, (1, 64)),
+        (140, 200, 64, True, (2, 128)),
     ],
 )
 def test_attention_interpreter(
-    sq: int, sk: int, d: int, causal: bool, atoms: int, monkeypatch: pytest.MonkeyPatch
+    sq: int, sk: int, d: int, causal: bool, shape: tuple[int, int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Both variants: two 16-row slabs per warp (the default) and one."""
-    monkeypatch.setitem(att_mod.ATOMS, d, atoms)
+    """Tile shapes (16-row slabs per warp, keys per tile) the kernel may use."""
+    monkeypatch.setitem(att_mod.SHAPES, d, shape)
     q = rng.standard_normal((1, 2, sq, d)).astype(np.float16)
     k = rng.standard_normal((1, 2, sk, d)).astype(np.float16)
     v = rng.standard_normal((1, 2, sk, d)).astype(np.float16)

@@ -6,7 +6,7 @@ PyTorch SDPA's layout (batch, heads, sequence, head dim), head dims 64 and
 One block of four warps owns 128 query rows of one (batch, head); each warp
 32 rows (two 16-row slabs), so each K and V fragment feeds four MMAs. Q stays
 in shared memory and is read as ``ldmatrix`` fragments per key tile.
-The block walks the keys in tiles of 64: ``cp.async`` brings the V tile in
+The block walks the keys in tiles of 64 (or 128): ``cp.async`` brings the V tile in
 while the warps compute S = Q K^T, and the next K tile while they run the
 softmax and O += P V. Shared tiles are XOR-swizzled by 16-byte chunk
 (``chunk ^ (row % 8)``) so every ``ldmatrix`` is conflict-free. The online
@@ -34,7 +34,6 @@ from ._rows import LOG2E, NEG_INF, safe_max, tree, vector
 
 __all__ = ["attention"]
 
-BN = 64  # keys per tile
 WARPS = 4
 THREADS = 32 * WARPS
 LN2 = math.log(2.0)
@@ -45,16 +44,16 @@ def block_m(atoms: int) -> int:
     return WARPS * 16 * atoms
 
 
-def shared_bytes(d: int, atoms: int) -> int:
-    return (block_m(atoms) + 2 * BN) * d * 2
+def shared_bytes(d: int, atoms: int, bn: int) -> int:
+    return (block_m(atoms) + 2 * bn) * d * 2
 
 
-def _build(dtype: str, d: int, causal: bool, atoms: int = 2) -> hir.Module:
+def _build(dtype: str, d: int, causal: bool, atoms: int = 2, bn: int = 64) -> hir.Module:
     """`atoms` = 16-row slabs per warp. With 2, every K and V fragment feeds
     four mma.sync (two slabs x two k-steps or two n-tiles), halving shared
     memory traffic per MMA; Q fragments are then re-read from shared memory
     each key tile (registers hold the 2 x D/8 accumulators instead). With 1,
-    Q stays in registers."""
+    Q stays in registers. `bn`: keys per tile (64 or 128)."""
     elem = T.HIR_TYPE[dtype]
     chunk = hir.vec(elem, 8)  # 16 bytes
     cpr = d // 8  # chunks per row
@@ -83,7 +82,7 @@ def _build(dtype: str, d: int, causal: bool, atoms: int = 2) -> hir.Module:
         obase = b.ptr_add(o, bi * ob + hi * oh)
         s_q = b.dyn_shared(chunk)  # Q tile, then the K tile, then the V tile
         s_k = b.ptr_add(s_q, bm * cpr)
-        s_v = b.ptr_add(s_k, BN * cpr)
+        s_v = b.ptr_add(s_k, bn * cpr)
 
         def swz(r: Any, c: Any) -> Any:
             return r * cpr + (c ^ (r & 7))
@@ -110,7 +109,7 @@ def _build(dtype: str, d: int, causal: bool, atoms: int = 2) -> hir.Module:
             """Two f32 as the element pair of one u32 register (x in the low half)."""
             lo = b.cast(b.bitcast(b.cast(x, elem), hir.u16), hir.u32)
             hi = b.cast(b.bitcast(b.cast(y, elem), hir.u16), hir.u32)
-            return b.or_(lo, b.shl(hi, 16))
+            return b.prmt(lo, hi, 0x5410)  # low halves of lo and hi
 
         def quad(x: hir.Value, op: Any) -> hir.Value:
             """op over the four lanes of a quad (the threads sharing a row)."""
@@ -145,12 +144,12 @@ def _build(dtype: str, d: int, causal: bool, atoms: int = 2) -> hir.Module:
         zero = b.const(0.0, hir.f32)
         zero_acc = vector(b, f32x4, [zero] * 4)
         load_tile(s_q, qbase, qs, m0, bm, sq)
-        load_tile(s_k, kbase, ks, b.const(0, hir.u32), BN, sk)
+        load_tile(s_k, kbase, ks, b.const(0, hir.u32), bn, sk)
         b.cp_async_wait(0)
         b.barrier()
         q_regs = [[q_frag(0, kk) for kk in range(d // 16)]] if atoms == 1 else None
         kv_end = b.min(m0 + bm, sk) if causal else sk
-        nblocks = b.div(kv_end + (BN - 1), BN)
+        nblocks = b.div(kv_end + (bn - 1), bn)
         # Rows of this thread: (slab a, half h) -> query index.
         rows = []
         for a in range(atoms):
@@ -165,15 +164,15 @@ def _build(dtype: str, d: int, causal: bool, atoms: int = 2) -> hir.Module:
             l_old = lp.carried[nr : 2 * nr]
             acc = lp.carried[2 * nr :]
             b.barrier()  # every warp is done with the previous V tile
-            load_tile(s_v, vbase, vs, j * BN, BN, sk)
+            load_tile(s_v, vbase, vs, j * bn, bn, sk)
             # S = Q K^T: c[a][nt] accumulates slab a, key n-tile nt.
-            c = [[zero_acc] * (BN // 8) for _ in range(atoms)]
+            c = [[zero_acc] * (bn // 8) for _ in range(atoms)]
             for q4 in range(d // 32):
                 qf = [
                     [q_regs[0][2 * q4 + e] if q_regs else q_frag(a, 2 * q4 + e) for e in range(2)]
                     for a in range(atoms)
                 ]
-                for nt in range(BN // 8):
+                for nt in range(bn // 8):
                     kf = b.ldmatrix(frag_ptr("k", nt * 8, 4 * q4), 4)
                     kb0 = vec2(b.extract(kf, 0), b.extract(kf, 1))
                     kb1 = vec2(b.extract(kf, 2), b.extract(kf, 3))
@@ -184,7 +183,7 @@ def _build(dtype: str, d: int, causal: bool, atoms: int = 2) -> hir.Module:
             scores = [
                 [
                     b.extract(c[r >> 1][nt], 2 * (r & 1) + e)
-                    for nt in range(BN // 8)
+                    for nt in range(bn // 8)
                     for e in range(2)
                 ]
                 for r in range(nr)
@@ -192,10 +191,10 @@ def _build(dtype: str, d: int, causal: bool, atoms: int = 2) -> hir.Module:
             b.cp_async_wait(0)
             b.barrier()  # V tile j landed; every warp is done with K tile j
             with b.if_(j + 1 < nblocks):
-                load_tile(s_k, kbase, ks, (j + 1) * BN, BN, sk)
+                load_tile(s_k, kbase, ks, (j + 1) * bn, bn, sk)
             # Mask keys past the end (and past the diagonal when causal); a
             # block-uniform branch, so full tiles pay nothing.
-            tile_end = (j + 1) * BN
+            tile_end = (j + 1) * bn
             partial = tile_end > sk
             if causal:
                 partial = b.or_(partial, tile_end > m0 + 1)
@@ -206,7 +205,7 @@ def _build(dtype: str, d: int, causal: bool, atoms: int = 2) -> hir.Module:
                     masked = []
                     for r in range(nr):
                         for x, val in enumerate(scores[r]):
-                            key = j * BN + (x >> 1) * 8 + (x & 1) + 2 * t
+                            key = j * bn + (x >> 1) * 8 + (x & 1) + 2 * t
                             ok = key < sk
                             if causal:
                                 ok = b.and_(ok, key <= rows[r])
@@ -214,7 +213,7 @@ def _build(dtype: str, d: int, causal: bool, atoms: int = 2) -> hir.Module:
                     yes.yield_(*masked)
                 with no:
                     no.yield_(*flat_s)
-            per = BN // 4
+            per = bn // 4
             scores = [list(sel.results[r * per : (r + 1) * per]) for r in range(nr)]
             # Online softmax in the exp2 domain, one row at a time.
             m_new, l_new, alpha, p = [], [], [], []
@@ -238,7 +237,7 @@ def _build(dtype: str, d: int, causal: bool, atoms: int = 2) -> hir.Module:
             ]
             # O += P V; P's A fragment for keys 16kk.. is this thread's scores
             # x = 4kk..4kk+3 of rows (2a, 2a+1).
-            for kk in range(BN // 16):
+            for kk in range(bn // 16):
                 pf = []
                 for a in range(atoms):
                     lo, hi_ = p[2 * a], p[2 * a + 1]
@@ -289,14 +288,16 @@ def _build(dtype: str, d: int, causal: bool, atoms: int = 2) -> hir.Module:
     return m
 
 
-#: Slabs of 16 rows per warp, per head dim (tuned on the H100; `attention.ATOMS` is the knob).
-ATOMS = {64: 2, 128: 2}
+#: Per head dim: (16-row slabs per warp, keys per tile), measured on the H100
+#: (docs/performance.md); the knob for sweeps.
+SHAPES = {64: (2, 64), 128: (2, 64)}
 
 
-def _variant(arch_major: int, d: int) -> tuple[Any, int]:
-    """The kernel builder and its slabs per warp for a device (an sm_90a
-    builder would be chosen here)."""
-    return _build, ATOMS[d]
+def _variant(arch_major: int, d: int) -> tuple[Any, int, int]:
+    """The kernel builder and its tile shape for a device (an sm_90a builder
+    would be chosen here)."""
+    atoms, bn = SHAPES[d]
+    return _build, atoms, bn
 
 
 def attention(
@@ -355,9 +356,9 @@ def attention(
             raise ArgumentError(f"argument 'q': shape {tq.shape} is too large")
         strides = [*tq.strides[:3], *tk.strides[:3], *tv.strides[:3], *o.strides[:3]]
         args = [tq, tk, tv, o, lse, sq, sk, heads, *strides, float(scale) * LOG2E]
-        builder, atoms = _variant(8, d)
+        builder, atoms, bn = _variant(8, d)
         grid = (-(-sq // block_m(atoms)), bsz * heads)
-        key = (tq.dtype, d, bool(causal), atoms)
-        smem = shared_bytes(d, atoms)
+        key = (tq.dtype, d, bool(causal), atoms, bn)
+        smem = shared_bytes(d, atoms, bn)
         T.launch(builder, key, "attention", grid, THREADS, args, tq, stream, shared=smem)
     return (out_obj, lse_obj) if return_lse else out_obj

@@ -17,28 +17,29 @@ from ._rows import archs_for, load_f32, store_f32, vec_ptr
 
 __all__ = ["saxpy"]
 
+#: Threads per block and vectors in flight per thread (the knobs of a sweep).
 THREADS = 512
 UNROLL = 4
 
 
-def _build(dtype: str, lanes: int) -> hir.Module:
+def _build(dtype: str, lanes: int, threads: int, unroll: int) -> hir.Module:
     elem = T.HIR_TYPE[dtype]
-    m = hir.Module(f"saxpy_{dtype}_v{lanes}", targets=archs_for(dtype))
+    m = hir.Module(f"saxpy_{dtype}_v{lanes}_t{threads}_u{unroll}", targets=archs_for(dtype))
     params = [hir.f32, hir.ptr("constant", elem), hir.ptr("global", elem), hir.u32, hir.u32]
-    with m.kernel("saxpy", params, max_threads=THREADS) as b:
+    with m.kernel("saxpy", params, max_threads=threads) as b:
         a, x, y, n, nv = b.params
-        gt = b.block_idx() * THREADS + b.thread_idx()
-        stride = b.grid_dim() * THREADS
+        gt = b.block_idx() * threads + b.thread_idx()
+        stride = b.grid_dim() * threads
         xv, yv = vec_ptr(b, x, "constant", elem, lanes), vec_ptr(b, y, "global", elem, lanes)
 
         def one(i: hir.Value, xp: hir.Value, yp: hir.Value, w: int) -> None:
             xs, ys = load_f32(b, xp, i, elem, w), load_f32(b, yp, i, elem, w)
             store_f32(b, yp, i, [b.fma(a, p, q) for p, q in zip(xs, ys, strict=True)], elem, w)
 
-        chunk = stride * UNROLL
+        chunk = stride * unroll
         full = b.div(nv, chunk)
         with b.for_range(0, full, type=hir.u32) as j:
-            at = [j * chunk + gt + u * stride for u in range(UNROLL)]
+            at = [j * chunk + gt + u * stride for u in range(unroll)]
             xs = [load_f32(b, xv, i, elem, lanes) for i in at]
             ys = [load_f32(b, yv, i, elem, lanes) for i in at]
             for i, p, q in zip(at, xs, ys, strict=True):
@@ -74,7 +75,7 @@ def saxpy(a: float, x: Any, y: Any, *, stream: Any = None) -> Any:
     if n == 0:
         return y
     lanes = T.vector_lanes(tx.dtype, tx, ty)
-    key = (tx.dtype, lanes)
+    key = (tx.dtype, lanes, THREADS, UNROLL)
     most = T.one_wave(_build, key, "saxpy", tx.device, THREADS) if tx.on_gpu else 2
     grid = max(1, min(most, -(-n // (THREADS * UNROLL * lanes))))
     args = [float(a), tx, ty, n, n // lanes]

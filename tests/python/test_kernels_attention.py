@@ -44,7 +44,7 @@ def test_attention_interpreter(
     sq: int, sk: int, d: int, causal: bool, shape: tuple[int, int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Tile shapes (16-row slabs per warp, keys per tile) the kernel may use."""
-    monkeypatch.setitem(att_mod.SHAPES, d, shape)
+    monkeypatch.setitem(att_mod.SHAPES, (d, causal), shape)
     q = rng.standard_normal((1, 2, sq, d)).astype(np.float16)
     k = rng.standard_normal((1, 2, sk, d)).astype(np.float16)
     v = rng.standard_normal((1, 2, sk, d)).astype(np.float16)

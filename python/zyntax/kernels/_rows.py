@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from zyntax import hir
 
@@ -42,7 +43,11 @@ def row_shape(n: int, lanes: int) -> tuple[int, int]:
 
 
 def guarded(
-    b: B, cond: Value, types: Sequence[object], then: Callable[[], list[Value]], other: list[object]
+    b: B,
+    cond: Value,
+    types: Sequence[object],
+    then: Callable[[], list[Value]],
+    other: Sequence[Any],
 ) -> list[Value]:
     """`then()` when `cond`, else the constants `other` (nothing of `then` runs)."""
     sel = b.if_else(cond, results=list(types))

@@ -181,7 +181,7 @@ def want_shape(t: Tensor, shape: tuple[int, ...], what: str) -> None:
 
 def _np_dtype(dtype: str) -> Any:
     if dtype == "bf16":
-        import ml_dtypes
+        import ml_dtypes  # type: ignore[import-not-found, unused-ignore]
 
         return np.dtype(ml_dtypes.bfloat16)
     return np.dtype({"f32": np.float32, "f16": np.float16, "i32": np.int32, "i64": np.int64}[dtype])
@@ -193,12 +193,12 @@ def empty_like(like: Tensor, shape: tuple[int, ...], dtype: str) -> Any:
         return np.empty(shape, _np_dtype(dtype))
     lib = type(like.obj).__module__.split(".")[0]
     if lib == "torch":
-        import torch
+        import torch  # type: ignore[import-not-found, unused-ignore]
 
         tdt = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[dtype]
         return torch.empty(shape, dtype=tdt, device=like.obj.device)
     if lib == "cupy" and dtype != "bf16":
-        import cupy
+        import cupy  # type: ignore[import-not-found, unused-ignore]
 
         with cupy.cuda.Device(like.device):
             return cupy.empty(shape, dtype=_np_dtype(dtype))
@@ -246,7 +246,7 @@ def _stream(handle: int, device: int) -> Any:
 
 def _torch_stream(where: Tensor) -> Any:
     """PyTorch's current stream when it is not the legacy default (None)."""
-    import torch
+    import torch  # type: ignore[import-not-found, unused-ignore]
 
     handle = torch.cuda.current_stream(where.device).cuda_stream
     return _stream(handle, where.device) if handle else None
@@ -326,5 +326,5 @@ def one_wave(
     2048-thread limit per SM): a grid-stride kernel launched with exactly
     this many runs in one wave, with no block waiting for a second."""
     k = _loaded(builder, key, device).kernel(kernel)
-    per_sm = min(2048 // threads, 65536 // max(1, k.num_regs * threads))
-    return max(1, per_sm) * int(cuda.Device(device).sm_count)
+    per_sm = min(2048 // threads, 65536 // max(1, int(k.num_regs) * threads))
+    return int(max(1, per_sm) * int(cuda.Device(device).sm_count))

@@ -114,7 +114,8 @@ def _build(dtype: str, d: int, causal: bool, atoms: int = 2, bn: int = 64) -> hi
         def quad(x: hir.Value, op: Any) -> hir.Value:
             """op over the four lanes of a quad (the threads sharing a row)."""
             x = op(x, b.shfl_xor(x, 1))
-            return op(x, b.shfl_xor(x, 2))
+            out: hir.Value = op(x, b.shfl_xor(x, 2))
+            return out
 
         bases: dict[tuple[str, int], hir.Value] = {}
 
@@ -241,16 +242,16 @@ def _build(dtype: str, d: int, causal: bool, atoms: int = 2, bn: int = 64) -> hi
                 pf = []
                 for a in range(atoms):
                     lo, hi_ = p[2 * a], p[2 * a + 1]
-                    x = 4 * kk
+                    c0 = 4 * kk
                     pf.append(
                         vector(
                             b,
                             u32x4,
                             [
-                                pack(lo[x], lo[x + 1]),
-                                pack(hi_[x], hi_[x + 1]),
-                                pack(lo[x + 2], lo[x + 3]),
-                                pack(hi_[x + 2], hi_[x + 3]),
+                                pack(lo[c0], lo[c0 + 1]),
+                                pack(hi_[c0], hi_[c0 + 1]),
+                                pack(lo[c0 + 2], lo[c0 + 3]),
+                                pack(hi_[c0 + 2], hi_[c0 + 3]),
                             ],
                         )
                     )
@@ -278,9 +279,9 @@ def _build(dtype: str, d: int, causal: bool, atoms: int = 2, bn: int = 64) -> hi
                 orow = b.ptr_add(obase, b.cast(rows[r], hir.i64) * os_)
                 for nd in range(d // 8):
                     base_i = (a * (d // 8) + nd) * 4 + 2 * h
-                    x, y = acc[base_i] * inv, acc[base_i + 1] * inv
+                    ox, oy = acc[base_i] * inv, acc[base_i + 1] * inv
                     dst = b.ptr_cast(b.ptr_add(orow, nd * 8 + 2 * t), out2)
-                    b.store(dst, pack(x, y))
+                    b.store(dst, pack(ox, oy))
                 with b.if_(b.eq(t, 0)):
                     val = b.select(empty, NEG_INF, b.fma(m_fin[r], LN2, b.log(total)))
                     at = b.cast(bh, hir.i64) * b.cast(sq, hir.i64) + b.cast(rows[r], hir.i64)
@@ -288,15 +289,15 @@ def _build(dtype: str, d: int, causal: bool, atoms: int = 2, bn: int = 64) -> hi
     return m
 
 
-#: Per head dim: (16-row slabs per warp, keys per tile), measured on the H100
-#: (docs/performance.md); the knob for sweeps.
-SHAPES = {64: (2, 64), 128: (2, 64)}
+#: Per (head dim, causal): (16-row slabs per warp, keys per tile), measured
+#: on the H100 (docs/performance.md, "Attention"); the knob for sweeps.
+SHAPES = {(64, False): (2, 64), (64, True): (2, 64), (128, False): (2, 64), (128, True): (1, 64)}
 
 
-def _variant(arch_major: int, d: int) -> tuple[Any, int, int]:
+def _variant(arch_major: int, d: int, causal: bool) -> tuple[Any, int, int]:
     """The kernel builder and its tile shape for a device (an sm_90a builder
     would be chosen here)."""
-    atoms, bn = SHAPES[d]
+    atoms, bn = SHAPES[d, causal]
     return _build, atoms, bn
 
 
@@ -356,7 +357,7 @@ def attention(
             raise ArgumentError(f"argument 'q': shape {tq.shape} is too large")
         strides = [*tq.strides[:3], *tk.strides[:3], *tv.strides[:3], *o.strides[:3]]
         args = [tq, tk, tv, o, lse, sq, sk, heads, *strides, float(scale) * LOG2E]
-        builder, atoms, bn = _variant(8, d)
+        builder, atoms, bn = _variant(8, d, bool(causal))
         grid = (-(-sq // block_m(atoms)), bsz * heads)
         key = (tq.dtype, d, bool(causal), atoms, bn)
         smem = shared_bytes(d, atoms, bn)

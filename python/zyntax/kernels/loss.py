@@ -66,10 +66,13 @@ def _build(dtype: str, tdtype: str, lanes: int, threads: int) -> hir.Module:
         with b.loop(0, full, carry=init, type=hir.u32) as lp:
             at = lp.index * chunk + tid
             vals = flat([src.load(at + u * threads) for u in range(UNROLL)])
-            lp.next(*step(*lp.carried, vals))
+            m_run, s_run = lp.carried
+            lp.next(*step(m_run, s_run, vals))
         with b.loop(full * chunk + tid, nv, threads, carry=lp.results, type=hir.u32) as tl:
-            tl.next(*step(*tl.carried, src.load(tl.index)))
-        mx, total = block_allreduce_ms(b, *tl.results, threads)
+            m_run, s_run = tl.carried
+            tl.next(*step(m_run, s_run, src.load(tl.index)))
+        m_run, s_run = tl.results
+        mx, total = block_allreduce_ms(b, m_run, s_run, threads)
         with b.if_(b.eq(tid, 0)):
             t = b.cast(b.load(row_base(b, targets, row, ts)), hir.i64)
             ok = b.and_(t >= 0, t < b.cast(n, hir.i64))

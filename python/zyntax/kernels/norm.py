@@ -9,6 +9,7 @@ once. Longer rows stream through memory once per statistic.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from zyntax import hir
@@ -61,7 +62,7 @@ def _build(dtype: str, lanes: int, threads: int, k: int, kind: str) -> hir.Modul
             idx = [tid + j * threads for j in range(k)]
             oks = [i < nv for i in idx]
             vals = [
-                guarded(b, ok, [hir.f32] * lanes, lambda i=i: src.load(i), [0.0] * lanes)
+                guarded(b, ok, [hir.f32] * lanes, functools.partial(src.load, i), [0.0] * lanes)
                 for i, ok in zip(idx, oks, strict=True)
             ]
             if centre:
@@ -78,18 +79,18 @@ def _build(dtype: str, lanes: int, threads: int, k: int, kind: str) -> hir.Modul
             return m
         # Streaming: one pass per statistic, then the write pass.
         f0 = b.const(0.0, hir.f32)
-        mean: Any = f0
+        mu: Any = f0
         if centre:
             with b.loop(tid, nv, threads, carry=[f0], type=hir.u32) as lp:
                 lp.next(lp.carried[0] + tree(b.add, src.load(lp.index)))
-            mean = block_sum([lp.results[0]]) * inv_n
+            mu = block_sum([lp.results[0]]) * inv_n
         with b.loop(tid, nv, threads, carry=[f0], type=hir.u32) as lp:
-            d = [v - mean for v in src.load(lp.index)] if centre else src.load(lp.index)
+            d = [v - mu for v in src.load(lp.index)] if centre else src.load(lp.index)
             lp.next(lp.carried[0] + tree(b.add, [v * v for v in d]))
         rstd = b.rsqrt(block_sum([lp.results[0]]) * inv_n + eps)
         with b.for_range(tid, nv, threads, type=hir.u32) as i:
-            d = [v - mean for v in src.load(i)] if centre else src.load(i)
-            finish(i, d, mean, rstd)
+            d = [v - mu for v in src.load(i)] if centre else src.load(i)
+            finish(i, d, mu, rstd)
     return m
 
 

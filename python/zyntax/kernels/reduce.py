@@ -135,8 +135,8 @@ def _reduce(x: Any, axis: int | None, out: Any, stream: Any, op: str) -> Any:
             raise ArgumentError("argument 'x': max of an empty tensor")
         obj, o = T.output(out, t, (), "f32")
         if not _contiguous(t):  # reduce the rows first, then their results
-            rows = T.tensor(_reduce(x, -1, None, stream, op), "rows")
-            flat_reduce(rows, op, o, 1.0, stream)
+            per_row = T.tensor(_reduce(x, -1, None, stream, op), "rows")
+            flat_reduce(per_row, op, o, 1.0, stream)
         else:
             flat_reduce(t, op, o, 1.0, stream)
         return obj

@@ -9,6 +9,7 @@ the write pass (the input is read twice).
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from zyntax import hir
@@ -46,7 +47,7 @@ def _build(dtype: str, lanes: int, threads: int, k: int) -> hir.Module:
             idx = [tid + j * threads for j in range(k)]
             oks = [i < nv for i in idx]
             vals = [
-                guarded(b, ok, [hir.f32] * lanes, lambda i=i: src.load(i), [NEG_INF] * lanes)
+                guarded(b, ok, [hir.f32] * lanes, functools.partial(src.load, i), [NEG_INF] * lanes)
                 for i, ok in zip(idx, oks, strict=True)
             ]
             mx = block_allreduce(b, tree(b.max, flat(vals)), b.max, threads)
@@ -72,7 +73,8 @@ def _build(dtype: str, lanes: int, threads: int, k: int) -> hir.Module:
             base = safe_max(b, mn)
             terms = [exp_minus(b, v, base) for v in vs]
             lp.next(mn, b.fma(so, exp_minus(b, mo, base), tree(b.add, terms)))
-        mx, total = block_allreduce_ms(b, *lp.results, threads)
+        m_run, s_run = lp.results
+        mx, total = block_allreduce_ms(b, m_run, s_run, threads)
         base = safe_max(b, mx)
         r = b.div(b.const(1.0, hir.f32), total)
         with b.for_range(tid, nv, threads, type=hir.u32) as i:

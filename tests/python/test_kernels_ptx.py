@@ -1,0 +1,61 @@
+"""The zyntax.kernels modules at the shapes the benches run assemble with
+``ptxas -Werror`` for sm_80 and sm_90, with the resource use their speed
+depends on (measured on the H100, docs/performance.md): no local memory for
+the memory-bound kernels, 16-byte global accesses, at most a few spilled
+bytes for attention. No GPU needed."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import zyntax
+from zyntax import ptxinfo
+
+softmax = importlib.import_module("zyntax.kernels.softmax")
+norm = importlib.import_module("zyntax.kernels.norm")
+reduce = importlib.import_module("zyntax.kernels.reduce")
+loss = importlib.import_module("zyntax.kernels.loss")
+elementwise = importlib.import_module("zyntax.kernels.elementwise")
+attention = importlib.import_module("zyntax.kernels.attention")
+
+MEMORY_BOUND: dict[str, tuple[Callable[..., Any], tuple[Any, ...]]] = {
+    "softmax_f32_8192": (softmax._build, ("f32", 4, 512, 4)),
+    "softmax_bf16_32768": (softmax._build, ("bf16", 8, 1024, 4)),
+    "softmax_streaming": (softmax._build, ("bf16", 8, 1024, 9)),
+    "layer_norm_bf16_8192": (norm._build, ("bf16", 8, 256, 4, "layer")),
+    "rms_norm_bf16_8192": (norm._build, ("bf16", 8, 256, 4, "rms")),
+    "sum_f32": (reduce._build_flat, ("sum", "f32", 4)),
+    "cross_entropy_bf16": (loss._build, ("bf16", "i64", 8, 512)),
+    "saxpy_f32": (elementwise._build, ("f32", 4, 512, 4)),
+}
+
+
+def resources(module: Any, arch: str) -> tuple[str, dict[str, dict[str, int]]]:
+    ptx = zyntax.compile(module, backend="nvptx", arch=arch)
+    return ptx, ptxinfo.ptxas_resources(zyntax.validate_ptx(ptx, arch).log)
+
+
+@pytest.mark.parametrize("name", sorted(MEMORY_BOUND))
+def test_memory_bound_kernels_assemble_without_local_memory(name: str) -> None:
+    build, key = MEMORY_BOUND[name]
+    ptx, res = resources(build(*key), "sm_90")
+    assert res, "ptxas reported no kernel"
+    for kernel, r in res.items():
+        assert r["stack_bytes"] == 0 and r["spill_store_bytes"] == 0, (kernel, r)
+    assert ".v4." in ptx  # 16-byte accesses
+
+
+@pytest.mark.parametrize(("d", "causal"), sorted(attention.SHAPES))
+def test_attention_assembles(d: int, causal: bool) -> None:
+    atoms, bn = attention.SHAPES[d, causal]
+    module = attention._build("bf16", d, causal, atoms, bn)
+    for arch in ("sm_80", "sm_90"):
+        ptx, res = resources(module, arch)
+        r = res["attention"]
+        assert r["spill_store_bytes"] <= 64, r
+        assert ptx.count("mma.sync") >= 2 * (d // 16) * 8
+        assert "ldmatrix.sync.aligned.m8n8.x4.trans" in ptx

@@ -204,3 +204,24 @@ def test_runs_on_torch_current_stream() -> None:
     s.synchronize()
     assert torch.allclose(total, torch.ones_like(total), atol=1e-5)
     assert rel_err(out, torch.softmax(x.double(), -1)) < 1e-5
+
+
+def test_explicit_stream_and_cupy() -> None:
+    """`stream=` orders the kernel on that stream; CuPy arrays come back as CuPy arrays."""
+    s = cuda.Stream()
+    x = torch.randn(64, 1000, device=DEV, dtype=BF16)
+    w = torch.randn(1000, device=DEV, dtype=BF16)
+    torch.cuda.synchronize()
+    out = kernels.rms_norm(x, w, 1e-6, stream=s)
+    s.synchronize()
+    x64 = x.double()
+    ref = x64 * torch.rsqrt((x64 * x64).mean(-1, keepdim=True) + 1e-6) * w.double()
+    assert rel_err(out, ref) < 1e-2
+    cp = pytest.importorskip("cupy")
+    xc = cp.asarray(np.random.default_rng().standard_normal((33, 517)).astype(np.float32))
+    got = kernels.softmax(xc)
+    assert isinstance(got, cp.ndarray)
+    e = np.exp(cp.asnumpy(xc).astype(np.float64))
+    assert np.allclose(cp.asnumpy(got), e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-9)
+    lse = kernels.reduce_max(xc, axis=-1)
+    assert np.array_equal(cp.asnumpy(lse), cp.asnumpy(xc).max(-1))

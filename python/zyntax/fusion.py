@@ -113,12 +113,16 @@ class Env:
         ptrs: Mapping[str, Any],
         values: Mapping[str, Any],
         reads: list[tuple[str, str]],
+        column: tuple[int, Callable[[Buffer], Any]] | None = None,
     ) -> None:
         self.b = b
         self.point = point
         self._ptrs = ptrs
         self._values = values
         self._reads = reads
+        # In a vector run: `column(buf)` is a row-vector buffer at this point's
+        # column, from one vector load per run (see _Gen._column).
+        self._column = column
 
     def _flat(self, buf: Buffer, index: Seq[Any]) -> Any:
         if len(index) != len(buf.shape):
@@ -145,6 +149,10 @@ class Env:
     def load(self, buf: Buffer, *index: Any) -> Any:
         """`buf` at another index: a dependence between threads if a stage writes `buf`."""
         self._reads.append((buf.name, "other"))
+        col = self._column
+        if col is not None and len(index) == 1 and index[0] is self.point[-1]:
+            if buf.shape == (col[0],):
+                return col[1](buf)
         return self.b.load(self.b.ptr_add(self._ptrs[buf.name], self._flat(buf, index)))
 
 
@@ -414,6 +422,24 @@ class _Gen:
         self.stored = [st.out for st in stages if st.kind == "map" and st.out.name not in elided]
         #: A 16-byte vector loaded on the path being emitted (see _store_run).
         self.seed: Any = None
+        #: In a vector run of `self.v` points along a row of `self.cols`: its first
+        #: column, the lane being emitted and the row vectors loaded for it.
+        self.run: tuple[Any, int, dict[str, list[Any]]] | None = None
+        self.v, self.cols = 1, 0
+
+    def _column(self) -> tuple[int, Callable[[Buffer], Any]] | None:
+        """What Env.load needs to serve ``e.load(vec, e.point[-1])`` (a buffer of
+        one row's length, read at the point's column) from one vector load per run."""
+        if self.run is None or not self.cols:
+            return None
+        col0, lane, cache = self.run
+
+        def fetch(buf: Buffer) -> Any:
+            if buf.name not in cache:
+                cache[buf.name] = self._load_run(buf, col0, self.v)
+            return cache[buf.name][lane]
+
+        return self.cols, fetch
 
     def _width(self, bufs: list[Buffer], row: int | None) -> int:
         """Points per vector run: 16 bytes of the narrowest buffer, if every
@@ -481,8 +507,8 @@ class _Gen:
         b = self.b
         for st in self.stages:
             if st.kind == "map":
-                v = _as(b, st.body(Env(b, point, self.ptrs, values, [])), st.out.dtype)
-                values[st.out.name] = v
+                env = Env(b, point, self.ptrs, values, [], self._column())
+                values[st.out.name] = _as(b, st.body(env), st.out.dtype)
         return values
 
     def _scalar_point(self, flat: Any, dims: tuple[int, ...]) -> dict[str, Any]:
@@ -503,6 +529,7 @@ class _Gen:
                 f"sequence {self.seq.name!r}: {total} points exceed the u32 index range"
             )
         v = self._width(self.own + self.stored, None)
+        self.v, self.cols = v, (dims[-1] if dims[-1] % v == 0 else 0)
         per_block = MAP_THREADS * MAP_UNROLL * v
         first = b.block_idx("x") * MAP_UNROLL
         tid = b.thread_idx("x")
@@ -517,12 +544,16 @@ class _Gen:
                         loaded[x.name] += self._load_run(x, s0, v)
                 results: dict[str, list[Any]] = {x.name: [] for x in self.stored}
                 for u, s0 in enumerate(starts):
+                    col0 = self._point(s0, dims)[-1]
+                    row_vectors: dict[str, list[Any]] = {}
                     for lane in range(v):
                         flat = s0 + lane if lane else s0
                         vals = {n: lv[u * v + lane] for n, lv in loaded.items()}
+                        self.run = (col0, lane, row_vectors)
                         vals = self._maps(self._point(flat, dims), vals)
                         for x in self.stored:
                             results[x.name].append(vals[x.name])
+                    self.run = None
                 for u, s0 in enumerate(starts):
                     for x in self.stored:
                         self._store_run(x, s0, results[x.name][u * v : (u + 1) * v])
@@ -543,6 +574,7 @@ class _Gen:
         # Row-contiguous buffers (the space's shape) load as vectors; the row length
         # must keep each row's start 16-byte aligned.
         v = self._width(self.own + self.stored, cols)
+        self.v, self.cols = v, cols
         chunk = 32 * v
         steps = -(-cols // chunk)
         lane = b.thread_idx("x") % 32
@@ -554,7 +586,8 @@ class _Gen:
 
         def point_value(point: tuple[Any, ...], values: dict[str, Any]) -> Any:
             values = self._maps(point, values)
-            return _as(b, last.body(Env(b, point, self.ptrs, values, [])), acc_t)
+            env = Env(b, point, self.ptrs, values, [], self._column())
+            return _as(b, last.body(env), acc_t)
 
         def run_loads(base: Any) -> dict[str, list[Any]]:
             return {x.name: self._load_run(x, base, v) for x in self.own}
@@ -562,11 +595,14 @@ class _Gen:
         def run_fold(acc: Any, c0: Any, base: Any, loaded: dict[str, list[Any]]) -> Any:
             """The fused maps and the reduced values of one vector run."""
             outs: dict[str, list[Any]] = {x.name: [] for x in self.stored}
+            row_vectors: dict[str, list[Any]] = {}
             for ln in range(v):
                 vals = {n: lv[ln] for n, lv in loaded.items()}
+                self.run = (c0, ln, row_vectors)
                 acc = fold(acc, point_value((*idx, c0 + ln if ln else c0), vals))
                 for n in outs:
                     outs[n].append(vals[n])
+            self.run = None
             for x in self.stored:
                 self._store_run(x, base, outs[x.name])
             return acc

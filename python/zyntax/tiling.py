@@ -389,7 +389,8 @@ class TiledNest:
         op.size = stride
 
     def _tile_desc(self, op: _Operand, tile_k: int) -> str:
-        reused = [f"i{d}" for d in range(len(self.workgroup)) if d not in op.dims]
+        names = [dict(self.indices[d].names).get(d, f"i{d}") for d in range(len(self.workgroup))]
+        reused = [names[d] for d in range(len(self.workgroup)) if d not in op.dims]
         shape = "x".join(str(self.workgroup[d]) for d in op.dims) or "1"
         pad = ", rows padded by 1 against bank conflicts" if op.pad else ""
         return f"{shape}x{tile_k}{pad}, reused across {', '.join(reused)}"

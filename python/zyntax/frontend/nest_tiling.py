@@ -348,12 +348,6 @@ def _memory_free(s: ast.stmt) -> bool:
     call other than a cast or math function."""
     if not isinstance(s, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
         return False
-    if any(
-        isinstance(t, ast.Subscript)
-        for t in ast.walk(s)
-        if isinstance(getattr(t, "ctx", None), ast.Store)
-    ):
-        return False
     return not any(
         _memory_read(n) or (isinstance(n, ast.Call) and not _pure_call(n)) for n in ast.walk(s)
     )

@@ -35,6 +35,7 @@ example_mm = load_example().mm
 F32 = np.float32
 F32C = zyntax.Array[zyntax.f32, 2, "C"]
 F32C3 = zyntax.Array[zyntax.f32, 3, "C"]
+F32V = zyntax.Array[zyntax.f32, 1, "C"]
 
 
 def rng() -> np.random.Generator:
@@ -192,3 +193,39 @@ def test_compile_report_prints_the_tiling_of_a_python_file(tmp_path: Path) -> No
     assert "tiling of mm:" in out.stdout, out.stdout
     assert "operand 1 (b[b.strides[0]*k + 1*j]): tiled through shared memory" in out.stdout
     assert (tmp_path / "mm.ptx").is_file()
+
+
+def test_a_1d_nest_stages_the_shared_vector_and_a_bound_inside_the_nest_tiles_nothing() -> None:
+    @zyntax.kernel(workgroup=(64,))
+    def matvec(a: F32C, x: F32V, y: F32V):  # type: ignore[no-untyped-def]
+        for i in lang.prange(y.shape[0]):
+            acc = zyntax.f32(0)
+            for k in range(a.shape[1]):
+                acc += a[i, k] * x[k]
+            y[i] = acc
+
+    @zyntax.kernel(workgroup=(4, 4))
+    def lower(a: F32C, b: F32C, c: F32C):  # type: ignore[no-untyped-def]
+        for i, j in lang.prange(c.shape[0], c.shape[1]):
+            acc = zyntax.f32(0)
+            for k in range(i + 1):  # triangular: the bound depends on the nest index
+                acc += a[i, k] * b[k, j]
+            c[i, j] = acc
+
+    rep = matvec.tiling_report()
+    assert "operand 0 (a[" in rep[2] and "no reuse across the workgroup" in rep[2], rep
+    assert "operand 1 (x[1*k]): tiled through shared memory, 1x16, reused across i" in rep[3], rep
+    rep = lower.tiling_report()
+    assert all("the reduction bound is not loop-invariant" in line for line in rep[2:]), rep
+    assert "barrier" not in lower.hir()
+    r = rng()
+    m, kk = 100, 37
+    a = r.standard_normal((m, kk)).astype(F32)
+    x = r.standard_normal(kk).astype(F32)
+    got = run(matvec, (m,), a, x, np.empty(m, F32))
+    np.testing.assert_allclose(got, a.astype(np.float64) @ x, rtol=1e-5, atol=1e-5)
+    n = 11
+    a = r.standard_normal((n, n)).astype(F32)
+    b = r.standard_normal((n, n)).astype(F32)
+    got = run(lower, (n, n), a, b, np.empty((n, n), F32))
+    np.testing.assert_allclose(got, np.tril(a).astype(np.float64) @ b, rtol=1e-5, atol=1e-5)

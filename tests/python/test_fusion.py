@@ -314,3 +314,23 @@ def test_the_fused_kernel_is_charged_its_measured_registers() -> None:
         st.registers = fused_regs
     f = s.fuse(budget={"registers": fused_regs, "shared_bytes": 0})
     assert f.decisions[0].rule == "registers" and str(2 * fused_regs) in f.decisions[0].why
+
+
+def test_the_generated_kernels_use_128_bit_accesses_and_warp_shuffles() -> None:
+    """The shapes the bandwidth depends on (docs/fusion.md), checked in the PTX."""
+    from zyntax import _native
+
+    def ptx(k: fusion.Kernel) -> str:
+        out = _native.compile_ptx(k.module, "sm_90")
+        return str(out if isinstance(out, str) else out["ptx"])
+
+    f = chain(1 << 20, 8).fuse()
+    text = ptx(f.kernels[0])
+    assert text.count("ld.global.v4.f32") == 2 and text.count("st.global.v4.f32") == 2, text
+    assert f.kernels[0].grid == ((1 << 20) // (256 * 2 * 4), 1, 1)
+    s = bias_gelu_rowsum(64, 256)
+    text = ptx(s.fuse().kernels[0])
+    # x and the bias row as vectors (two runs of 4 per lane), y stored as vectors,
+    # five butterfly shuffles, no per-point scalar load.
+    assert text.count("ld.global.v4.f32") == 4 and text.count("st.global.v4.f32") == 2, text
+    assert text.count("shfl.sync.bfly") == 5 and "ld.global.f32" not in text, text

@@ -4,7 +4,9 @@ zyntax.tiling) against the hand-tiled examples/kernels/sgemm.py and
 
 Cases ``sgemm_f32_<M>x<N>x<K>`` (a square one and a ragged one, sizes not
 multiples of the 16x16 tile); metric ``GFLOP_per_s`` (2*M*N*K per call,
-higher is better); impls ``zyntax_nest_tiled``, ``zyntax_sgemm_example``,
+higher is better); impls ``zyntax_nest_tiled``, ``zyntax_prange_tiled`` (the
+same matmul as a ``lang.prange`` kernel, examples/kernels/prange_matmul.py, tiled by
+the kernel front-end), ``zyntax_sgemm_example``,
 ``zyntax_nest_untiled`` (the same nest without tiling, for reference) and
 ``torch``. Every zyntax result is checked against torch before timing.
 The goal (issue 16): ``zyntax_nest_tiled`` >= 0.9x ``zyntax_sgemm_example``.
@@ -29,12 +31,19 @@ from zyntax.nest import launch_grid
 WG = (16, 16)
 
 
-def sgemm_example() -> Any:
-    spec = importlib.util.spec_from_file_location("sgemm", ROOT / "examples/kernels/sgemm.py")
+def example(name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(name, ROOT / f"examples/kernels/{name}.py")
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def sgemm_example() -> Any:
+    return example("sgemm")
+
+
+prange_mm = example("prange_matmul").mm
 
 
 def launches(
@@ -48,6 +57,9 @@ def launches(
         calls[impl] = functools.partial(k.launch, grid, block, *bufs, mm, nn, kk)
     eg = ((nn + ex.TILE - 1) // ex.TILE, (mm + ex.TILE - 1) // ex.TILE)
     calls["zyntax_sgemm_example"] = functools.partial(ex.sgemm[eg, (ex.TILE, ex.TILE)], *bufs)
+    calls["zyntax_prange_tiled"] = functools.partial(
+        prange_mm[prange_mm.launch_grid(mm, nn)], *bufs
+    )
     return calls
 
 
@@ -63,6 +75,7 @@ def main() -> None:
     ex = sgemm_example()
     tiled_mod, report = build_with_report(WG, tiled=True)
     res.notes["tiling_report"] = report
+    res.notes["prange_tiling_report"] = prange_mm.tiling_report()
     kernels = {
         "zyntax_nest_tiled": cuda.load_hir(tiled_mod, args.device).kernel("mm"),
         "zyntax_nest_untiled": cuda.load_hir(

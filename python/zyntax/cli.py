@@ -106,6 +106,11 @@ def _python_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="name outputs by content hash, as in ptx_cache/",
     )
+    ap.add_argument(
+        "--report",
+        action="store_true",
+        help="print what the tiler did with each kernel's lang.prange nests (docs/tiling.md)",
+    )
     return ap
 
 
@@ -136,6 +141,11 @@ def _compile_python(args: Sequence[str]) -> int:
         return EXIT_ERROR
     for p in res.written:
         print(p)
+    if ns.report:
+        for name, lines in res.tiling.items():
+            print(f"tiling of {name}:" + ("" if lines else " no prange nest"))
+            for line in lines:
+                print(f"  {line}")
     for name, why in res.skipped:
         print(f"skipped {name}: {why}", file=sys.stderr)
     return 0

@@ -25,6 +25,7 @@ values of buffers no one reads afterwards in registers.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections.abc import Callable, Mapping
@@ -36,14 +37,22 @@ import numpy as np
 
 from zyntax import _native, hir
 from zyntax.errors import ArgumentError, BuildError
-from zyntax.nest import launch_grid, parallel_for
 
 __all__ = ["Buffer", "Decision", "Fused", "Kernel", "Sequence"]
 
-#: Workgroups of the generated kernels: 1-D maps, 2-D maps, reductions (one thread per row).
-WORKGROUP_1D = (256,)
-WORKGROUP_2D = (4, 64)
-WORKGROUP_REDUCE = (128,)
+#: Bytes of one vector access: the generated kernels move the buffers each
+#: thread reads or writes at its own points with 128-bit loads and stores.
+VEC_BYTES = 16
+#: Threads per block of a map kernel, and the vectors each thread moves per
+#: buffer (all loads issued before any arithmetic: bytes in flight).
+MAP_THREADS = 256
+MAP_UNROLL = 2
+#: Warps per block of a kernel ending in a row reduction: one warp per row.
+REDUCE_WARPS = 8
+#: Rows of at most this many whole runs per lane are unrolled, all loads first.
+REDUCE_UNROLL = 8
+#: Accumulator types a warp shuffle moves; other result types accumulate in f32.
+_SHUFFLED = ("i32", "u32", "i64", "u64", "f32", "f64")
 
 _NUMPY = {
     "f16": np.float16,
@@ -104,12 +113,16 @@ class Env:
         ptrs: Mapping[str, Any],
         values: Mapping[str, Any],
         reads: list[tuple[str, str]],
+        column: tuple[int, Callable[[Buffer], Any]] | None = None,
     ) -> None:
         self.b = b
         self.point = point
         self._ptrs = ptrs
         self._values = values
         self._reads = reads
+        # In a vector run: `column(buf)` is a row-vector buffer at this point's
+        # column, from one vector load per run (see _Gen._column).
+        self._column = column
 
     def _flat(self, buf: Buffer, index: Seq[Any]) -> Any:
         if len(index) != len(buf.shape):
@@ -136,6 +149,10 @@ class Env:
     def load(self, buf: Buffer, *index: Any) -> Any:
         """`buf` at another index: a dependence between threads if a stage writes `buf`."""
         self._reads.append((buf.name, "other"))
+        col = self._column
+        if col is not None and len(index) == 1 and index[0] is self.point[-1]:
+            if buf.shape == (col[0],):
+                return col[1](buf)
         return self.b.load(self.b.ptr_add(self._ptrs[buf.name], self._flat(buf, index)))
 
 
@@ -233,7 +250,11 @@ class Sequence:
                 st.reads = []
                 st.body(Env(b, point, dict(zip(names, b.params, strict=True)), {}, st.reads))
 
-    def sequence_json(self, budget: Mapping[str, int] | None = None) -> dict[str, Any]:
+    def sequence_json(
+        self,
+        budget: Mapping[str, int] | None = None,
+        measured: Seq[Mapping[str, Any]] = (),
+    ) -> dict[str, Any]:
         """The planner's input (``zyntax_opt::fusion::Sequence``)."""
         self._record()
         out: dict[str, Any] = {
@@ -253,6 +274,7 @@ class Sequence:
                 }
                 for st in self.stages
             ],
+            "measured": [dict(m) for m in measured],
         }
         if budget is not None:
             out["budget"] = {
@@ -261,6 +283,12 @@ class Sequence:
             }
         return out
 
+    def _plan(
+        self, budget: Mapping[str, int] | None, measured: Seq[Mapping[str, Any]]
+    ) -> dict[str, Any]:
+        seq = self.sequence_json(budget, measured)
+        return dict(json.loads(_native.fusion_plan(json.dumps(seq))))
+
     def fuse(
         self,
         *,
@@ -268,39 +296,65 @@ class Sequence:
         budget: Mapping[str, int] | None = None,
         enabled: bool = True,
     ) -> Fused:
-        """Plans and builds the fused kernels. With `arch`, each stage's registers
-        and shared memory come from ptxas's resource report for that arch.
+        """Plans and builds the fused kernels. With `arch`, resources come from
+        ptxas's report for that arch: each stage's alone, and each fused kernel
+        the planner considers is compiled and charged what it really needs.
         ``enabled=False`` builds one kernel per stage (the unfused baseline)."""
         if not self.stages:
             raise BuildError(f"sequence {self.name!r} has no stages")
         self._record()
+        measured: list[dict[str, Any]] = []
         if arch is not None:
-            self._measure(arch)
-        plan = json.loads(_native.fusion_plan(json.dumps(self.sequence_json(budget))))
+            for k, st in enumerate(self.stages):
+                st.registers, st.shared_bytes = self._resources(arch, [k])
+        plan = self._plan(budget, measured)
+        if arch is not None and enabled:
+            # Measure every fused kernel the plan contains or refused for its
+            # resources, and plan again, until no new candidate appears.
+            seen: set[tuple[int, ...]] = set()
+            while todo := [c for c in self._candidates(plan) if c not in seen]:
+                for c in todo:
+                    seen.add(c)
+                    regs, smem = self._resources(arch, list(c))
+                    measured.append({"stages": list(c), "registers": regs, "shared_bytes": smem})
+                plan = self._plan(budget, measured)
         decisions = [Decision(**d) for d in plan["decisions"]]
         if enabled:
             groups = [(g["stages"], set(g["elided"])) for g in plan["groups"]]
         else:
-            groups = [([k], set()) for k in range(len(self.stages))]
-            # Unfused, a temporary no one reads is still dead.
-            read = {n for st in self.stages for n, _ in st.reads}
-            for g, el in groups:
-                out = self.stages[g[0]].out
-                if out.role == "temporary" and out.name not in read:
-                    el.add(out.name)
+            groups = [([k], self._dead([k])) for k in range(len(self.stages))]
         kernels = [self._emit(k, g, el) for k, (g, el) in enumerate(groups)]
         return Fused(self, kernels, decisions)
 
-    def _measure(self, arch: str) -> None:
+    def _candidates(self, plan: Mapping[str, Any]) -> list[tuple[int, ...]]:
+        """The multi-stage kernels a plan's resource checks looked at: every
+        prefix of each group, and a group plus the stage it refused for resources."""
+        groups = [list(g["stages"]) for g in plan["groups"]]
+        out = [tuple(g[:m]) for g in groups for m in range(2, len(g) + 1)]
+        for g, nxt in itertools.pairwise(groups):
+            if plan["decisions"][nxt[0] - 1]["rule"] in ("registers", "shared_memory"):
+                out.append((*g, nxt[0]))
+        return out
+
+    def _dead(self, group: list[int]) -> set[str]:
+        """Temporaries the group writes that no later stage reads (kept in registers)."""
+        later = {n for st in self.stages[group[-1] + 1 :] for n, _ in st.reads}
+        return {
+            self.stages[k].out.name
+            for k in group
+            if self.stages[k].out.role == "temporary" and self.stages[k].out.name not in later
+        }
+
+    def _resources(self, arch: str, group: list[int]) -> tuple[int, int]:
+        """Registers per thread and static shared bytes of the kernel running
+        `group`, from ptxas's resource report for `arch`."""
         from zyntax.ptxinfo import ptxas_resources
 
-        for k, st in enumerate(self.stages):
-            kern = self._emit(k, [k], set())
-            ptx = _native.compile_ptx(kern.module, arch)
-            log = _native.ptxas_assemble(ptx if isinstance(ptx, str) else ptx["ptx"], arch)["log"]
-            res = ptxas_resources(str(log)).get(kern.name, {})
-            st.registers = int(res.get("registers", 0))
-            st.shared_bytes = int(res.get("shared_bytes", 0))
+        kern = self._emit(0, group, self._dead(group))
+        ptx = _native.compile_ptx(kern.module, arch)
+        log = _native.ptxas_assemble(ptx if isinstance(ptx, str) else ptx["ptx"], arch)["log"]
+        res = ptxas_resources(str(log)).get(kern.name, {})
+        return int(res.get("registers", 0)), int(res.get("shared_bytes", 0))
 
     # -- code generation
     def _emit(self, index: int, group: list[int], elided: set[str]) -> Kernel:
@@ -317,43 +371,296 @@ class Sequence:
         name = f"{self.name}_{index}_" + "_".join(st.name for st in stages)
         m = hir.Module(name)
         reduce = last.kind == "reduce"
-        space = last.space
-        nest = space[:-1] if reduce else space
-        wg = WORKGROUP_REDUCE if reduce else (WORKGROUP_1D if len(nest) == 1 else WORKGROUP_2D)
+        threads = REDUCE_WARPS * 32 if reduce else MAP_THREADS
         params = [hir.ptr("global", b.dtype) for b in used]
-        with m.kernel(name, params, max_threads=tuple(reversed(wg))) as b:
+        with m.kernel(name, params, max_threads=(threads,)) as b:
             ptrs = {buf.name: p for buf, p in zip(used, b.params, strict=True)}
-
-            def point_stages(point: tuple[Any, ...], values: dict[str, Any]) -> None:
-                for st in stages:
-                    if st.kind == "reduce":
-                        continue
-                    v = st.body(Env(b, point, ptrs, values, []))
-                    v = _as(b, v, st.out.dtype)
-                    values[st.out.name] = v
-                    if st.out.name not in elided:
-                        b.store(b.ptr_add(ptrs[st.out.name], _flat(st.out, point)), v)
-
-            with parallel_for(b, nest, workgroup=wg) as idx:
-                if not reduce:
-                    point_stages(tuple(idx), {})
-                else:
-                    acc_t = last.out.dtype
-                    init = b.const(0.0 if last.op == "add" else -math.inf, acc_t)
-                    zero, cols = b.const(0, hir.u32), b.const(space[-1], hir.u32)
-                    with b.loop(zero, cols, carry=[init]) as lp:
-                        point = (*idx, lp.index)
-                        values: dict[str, Any] = {}
-                        point_stages(point, values)
-                        v = _as(b, last.body(Env(b, point, ptrs, values, [])), acc_t)
-                        acc = lp.carried[0]
-                        lp.next(acc + v if last.op == "add" else b.max(acc, v))
-                    b.store(
-                        b.ptr_add(ptrs[last.out.name], _flat(last.out, tuple(idx))), lp.results[0]
-                    )
+            gen = _Gen(self, b, stages, ptrs, elided)
+            blocks = gen.reduce_rows() if reduce else gen.map_points()
         m.verify()
-        grid, block = launch_grid(nest, wg)
-        return Kernel(m, name, [st.name for st in stages], used, writes, grid, block)
+        return Kernel(
+            m, name, [st.name for st in stages], used, writes, (blocks, 1, 1), (threads, 1, 1)
+        )
+
+
+class _Gen:
+    """Emits one kernel for a group of stages.
+
+    Maps: thread ``t`` of block ``g`` owns ``MAP_UNROLL`` runs of ``V``
+    consecutive points (flat, row-major), run ``u`` starting at
+    ``((g * MAP_UNROLL + u) * MAP_THREADS + t) * V``, so each access
+    instruction of a warp covers consecutive 16-byte vectors. ``V`` is what
+    fills 16 bytes of the narrowest buffer moved at the thread's own points.
+    Every such buffer is loaded as vectors before any arithmetic and stored as
+    vectors after it; the last block, where points run out, takes a guarded
+    scalar path.
+
+    Row reductions: one warp per row; lane ``l`` takes ``V`` consecutive
+    columns from ``l * V`` on, every ``32 * V`` columns (vectors where the row
+    length keeps them aligned, else ``V = 1``), folds them into a register,
+    and the warp combines its 32 partial results with ``shfl.xor``.
+    """
+
+    def __init__(
+        self,
+        seq: Sequence,
+        b: Any,
+        stages: list[_Stage],
+        ptrs: Mapping[str, Any],
+        elided: set[str],
+    ) -> None:
+        self.seq, self.b, self.stages, self.ptrs, self.elided = seq, b, stages, ptrs, elided
+        last = stages[-1]
+        self.space = last.space
+        # Buffers read at the thread's own point (same shape as the space, so the
+        # flat index is the point's) whose values come from memory.
+        written = {st.out.name for st in stages}
+        reads = dict.fromkeys(n for st in stages for n, i in st.reads if i == "point")
+        self.own = [
+            seq.buffers[n] for n in reads if n not in written and seq.buffers[n].shape == self.space
+        ]
+        self.stored = [st.out for st in stages if st.kind == "map" and st.out.name not in elided]
+        #: A 16-byte vector loaded on the path being emitted (see _store_run).
+        self.seed: Any = None
+        #: In a vector run of `self.v` points along a row of `self.cols`: its first
+        #: column, the lane being emitted and the row vectors loaded for it.
+        self.run: tuple[Any, int, dict[str, list[Any]]] | None = None
+        self.v, self.cols = 1, 0
+
+    def _column(self) -> tuple[int, Callable[[Buffer], Any]] | None:
+        """What Env.load needs to serve ``e.load(vec, e.point[-1])`` (a buffer of
+        one row's length, read at the point's column) from one vector load per run."""
+        if self.run is None or not self.cols:
+            return None
+        col0, lane, cache = self.run
+
+        def fetch(buf: Buffer) -> Any:
+            if buf.name not in cache:
+                cache[buf.name] = self._load_run(buf, col0, self.v)
+            return cache[buf.name][lane]
+
+        return self.cols, fetch
+
+    def _width(self, bufs: list[Buffer], row: int | None) -> int:
+        """Points per vector run: 16 bytes of the narrowest buffer, if every
+        buffer's rows (of `row` elements) start 16-byte aligned; else 1."""
+        if not bufs:
+            return 1
+        sizes = [_size(x.dtype) for x in bufs]
+        if row is not None and any(row * z % VEC_BYTES for z in sizes):
+            return 1
+        return max(1, min(8, VEC_BYTES // min(sizes)))
+
+    def _point(self, flat: Any, dims: tuple[int, ...]) -> tuple[Any, ...]:
+        """The row-major indices of flat index `flat` in `dims`."""
+        out = []
+        for d in reversed(dims[1:]):
+            out.append(flat % d)
+            flat = flat / d
+        return (flat, *reversed(out))
+
+    def _load_run(self, buf: Buffer, flat: Any, v: int) -> list[Any]:
+        """`v` consecutive elements of `buf` from `flat` (a multiple of `v`), as vectors."""
+        b = self.b
+        if v == 1:
+            return [b.load(b.ptr_add(self.ptrs[buf.name], flat))]
+        per = min(v, VEC_BYTES // _size(buf.dtype))
+        vp = b.ptr_cast(
+            b.ptr_add(self.ptrs[buf.name], flat), hir.ptr("global", hir.vec(buf.dtype, per))
+        )
+        out = []
+        for c in range(v // per):
+            vec = b.load(b.ptr_add(vp, c) if c else vp)
+            if per * _size(buf.dtype) == VEC_BYTES:
+                self.seed = vec
+            out += [b.extract(vec, lane) for lane in range(per)]
+        return out
+
+    def _store_run(self, buf: Buffer, flat: Any, vals: list[Any]) -> None:
+        """Stores `vals` from `flat` as vectors. HIR has no vector constant: a
+        vector is built by inserting lanes into one loaded on this path (its
+        bits reinterpreted), else into a u64 zero seen as a 64-bit vector."""
+        b = self.b
+        v, size = len(vals), _size(buf.dtype)
+        per = min(v, VEC_BYTES // size)
+        if self.seed is None or per * size != VEC_BYTES:
+            per = min(v, 8 // size)
+        if per <= 1:
+            for n, x in enumerate(vals):
+                b.store(b.ptr_add(self.ptrs[buf.name], flat + n if n else flat), x)
+            return
+        vty = hir.vec(buf.dtype, per)
+        if per * size == VEC_BYTES:
+            seed = self.seed if str(self.seed.type) == str(vty) else b.bitcast(self.seed, vty)
+        else:
+            seed = b.bitcast(b.const(0, hir.u64), vty)
+        vp = b.ptr_cast(b.ptr_add(self.ptrs[buf.name], flat), hir.ptr("global", vty))
+        for c in range(v // per):
+            vec = seed
+            for lane in range(per):
+                vec = b.insert(vec, vals[c * per + lane], lane)
+            b.store(b.ptr_add(vp, c) if c else vp, vec)
+
+    def _maps(self, point: tuple[Any, ...], values: dict[str, Any]) -> dict[str, Any]:
+        """Runs the group's maps at `point`; `values` holds what is already in
+        registers and receives each map's result."""
+        b = self.b
+        for st in self.stages:
+            if st.kind == "map":
+                env = Env(b, point, self.ptrs, values, [], self._column())
+                values[st.out.name] = _as(b, st.body(env), st.out.dtype)
+        return values
+
+    def _scalar_point(self, flat: Any, dims: tuple[int, ...]) -> dict[str, Any]:
+        """One point, every access scalar (the guarded tail)."""
+        b = self.b
+        point = self._point(flat, dims)
+        values = {x.name: b.load(b.ptr_add(self.ptrs[x.name], flat)) for x in self.own}
+        values = self._maps(point, values)
+        for x in self.stored:
+            b.store(b.ptr_add(self.ptrs[x.name], flat), values[x.name])
+        return values
+
+    def map_points(self) -> int:
+        b, dims = self.b, self.space
+        total = math.prod(dims)
+        if total >= 2**32:
+            raise BuildError(
+                f"sequence {self.seq.name!r}: {total} points exceed the u32 index range"
+            )
+        v = self._width(self.own + self.stored, None)
+        self.v, self.cols = v, (dims[-1] if dims[-1] % v == 0 else 0)
+        per_block = MAP_THREADS * MAP_UNROLL * v
+        first = b.block_idx("x") * MAP_UNROLL
+        tid = b.thread_idx("x")
+        starts = [((first + u) * MAP_THREADS + tid) * v for u in range(MAP_UNROLL)]
+        full = starts[-1] + v <= total
+        with b.if_else(full) as (yes, no):
+            with yes:
+                self.seed = None
+                loaded: dict[str, list[Any]] = {x.name: [] for x in self.own}
+                for s0 in starts:
+                    for x in self.own:
+                        loaded[x.name] += self._load_run(x, s0, v)
+                results: dict[str, list[Any]] = {x.name: [] for x in self.stored}
+                for u, s0 in enumerate(starts):
+                    col0 = self._point(s0, dims)[-1]
+                    row_vectors: dict[str, list[Any]] = {}
+                    for lane in range(v):
+                        flat = s0 + lane if lane else s0
+                        vals = {n: lv[u * v + lane] for n, lv in loaded.items()}
+                        self.run = (col0, lane, row_vectors)
+                        vals = self._maps(self._point(flat, dims), vals)
+                        for x in self.stored:
+                            results[x.name].append(vals[x.name])
+                    self.run = None
+                for u, s0 in enumerate(starts):
+                    for x in self.stored:
+                        self._store_run(x, s0, results[x.name][u * v : (u + 1) * v])
+            with no:
+                for s0 in starts:
+                    for lane in range(v):
+                        flat = s0 + lane if lane else s0
+                        with b.if_(flat < total):
+                            self._scalar_point(flat, dims)
+        return max(1, -(-total // per_block))
+
+    def reduce_rows(self) -> int:
+        b, last = self.b, self.stages[-1]
+        rows_shape, cols = self.space[:-1], self.space[-1]
+        rows = math.prod(rows_shape)
+        out_t = last.out.dtype
+        acc_t = out_t if str(out_t) in _SHUFFLED else hir.f32
+        # Row-contiguous buffers (the space's shape) load as vectors; the row length
+        # must keep each row's start 16-byte aligned.
+        v = self._width(self.own + self.stored, cols)
+        self.v, self.cols = v, cols
+        chunk = 32 * v
+        steps = -(-cols // chunk)
+        lane = b.thread_idx("x") % 32
+        row = b.block_idx("x") * REDUCE_WARPS + b.thread_idx("x") / 32
+        ident = b.const(0 if last.op == "add" else -math.inf, acc_t)
+
+        def fold(acc: Any, val: Any) -> Any:
+            return acc + val if last.op == "add" else b.max(acc, val)
+
+        def point_value(point: tuple[Any, ...], values: dict[str, Any]) -> Any:
+            values = self._maps(point, values)
+            env = Env(b, point, self.ptrs, values, [], self._column())
+            return _as(b, last.body(env), acc_t)
+
+        def run_loads(base: Any) -> dict[str, list[Any]]:
+            return {x.name: self._load_run(x, base, v) for x in self.own}
+
+        def run_fold(acc: Any, c0: Any, base: Any, loaded: dict[str, list[Any]]) -> Any:
+            """The fused maps and the reduced values of one vector run."""
+            outs: dict[str, list[Any]] = {x.name: [] for x in self.stored}
+            row_vectors: dict[str, list[Any]] = {}
+            for ln in range(v):
+                vals = {n: lv[ln] for n, lv in loaded.items()}
+                self.run = (c0, ln, row_vectors)
+                acc = fold(acc, point_value((*idx, c0 + ln if ln else c0), vals))
+                for n in outs:
+                    outs[n].append(vals[n])
+            self.run = None
+            for x in self.stored:
+                self._store_run(x, base, outs[x.name])
+            return acc
+
+        def tail(acc: Any, c0: Any, base: Any) -> Any:
+            """A run crossing the row's end: each column guarded, scalar accesses."""
+            for ln in range(v):
+                col = c0 + ln if ln else c0
+                inner = b.if_else(col < cols, results=[acc_t])
+                with inner as (yes, no):
+                    with yes:
+                        at = base + ln if ln else base
+                        vals = {x.name: b.load(b.ptr_add(self.ptrs[x.name], at)) for x in self.own}
+                        got = point_value((*idx, col), vals)
+                        for x in self.stored:
+                            b.store(b.ptr_add(self.ptrs[x.name], at), vals[x.name])
+                        yes.yield_(fold(acc, got))
+                    with no:
+                        no.yield_(acc)
+                acc = inner.results[0]
+            return acc
+
+        with b.if_(row < rows):
+            idx = self._point(row, rows_shape)
+            first = lane * v
+            if cols % chunk == 0 and steps <= REDUCE_UNROLL:
+                # Short rows of whole runs: every load of the row first (bytes in flight).
+                self.seed = None
+                starts = [first + st * chunk if st else first for st in range(steps)]
+                bases = [row * cols + c0 for c0 in starts]
+                loaded = [run_loads(base) for base in bases]
+                total = ident
+                for c0, base, ld in zip(starts, bases, loaded, strict=True):
+                    total = run_fold(total, c0, base, ld)
+            else:
+                with b.loop(b.const(0, hir.u32), b.const(steps, hir.u32), carry=[ident]) as lp:
+                    c0 = lp.index * chunk + first
+                    base = row * cols + c0
+                    acc = lp.carried[0]
+                    if cols % chunk == 0:
+                        self.seed = None
+                        acc = run_fold(acc, c0, base, run_loads(base))
+                    else:
+                        pick = b.if_else(c0 + v <= cols, results=[acc_t])
+                        with pick as (yes, no):
+                            with yes:
+                                self.seed = None
+                                yes.yield_(run_fold(acc, c0, base, run_loads(base)))
+                            with no:
+                                no.yield_(tail(acc, c0, base))
+                        acc = pick.results[0]
+                    lp.next(acc)
+                total = lp.results[0]
+            for off in (16, 8, 4, 2, 1):
+                total = fold(total, b.shfl_xor(total, off))
+            with b.if_(lane < 1):
+                b.store(b.ptr_add(self.ptrs[last.out.name], row), _as(b, total, out_t))
+        return max(1, -(-rows // REDUCE_WARPS))
 
 
 def _flat(buf: Buffer, point: tuple[Any, ...]) -> Any:

@@ -60,8 +60,15 @@ class NotAffine:
     says what. It still evaluates (untiled): `expr` is ``(op, a, b)`` over
     affine forms, or `fn` computes the index from the reduction index value."""
 
-    def __init__(self, why: str, expr: tuple[str, Any, Any] | None = None, fn: Any = None) -> None:
+    def __init__(
+        self,
+        why: str,
+        expr: tuple[str, Any, Any] | None = None,
+        fn: Any = None,
+        text: str | None = None,
+    ) -> None:
         self.why, self.expr, self.fn = why, expr, fn
+        self.text = text  # the index as written, for the report
 
     def __add__(self, other: Any) -> NotAffine:
         return NotAffine(self.why, ("+", self, other))
@@ -77,6 +84,9 @@ class NotAffine:
 
     def __repr__(self) -> str:
         return f"NotAffine({self.why})"
+
+    def __str__(self) -> str:
+        return self.text if self.text is not None else repr(self)
 
 
 def _is_value(x: Any) -> bool:
@@ -379,7 +389,8 @@ class TiledNest:
         op.size = stride
 
     def _tile_desc(self, op: _Operand, tile_k: int) -> str:
-        reused = [f"i{d}" for d in range(len(self.workgroup)) if d not in op.dims]
+        names = [dict(self.indices[d].names).get(d, f"i{d}") for d in range(len(self.workgroup))]
+        reused = [names[d] for d in range(len(self.workgroup)) if d not in op.dims]
         shape = "x".join(str(self.workgroup[d]) for d in op.dims) or "1"
         pad = ", rows padded by 1 against bank conflicts" if op.pad else ""
         return f"{shape}x{tile_k}{pad}, reused across {', '.join(reused)}"

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from zyntax import fusion
+from zyntax import fusion, hir
 from zyntax.errors import BuildError
 
 F32 = np.float32
@@ -225,3 +225,112 @@ def test_bad_sequences_raise() -> None:
         s.input("x", 4)
     with pytest.raises(BuildError, match="op must be"):
         s.reduce("r", s.output("r", 4), 4, lambda e: 0.0, op="mul")
+
+
+@pytest.mark.parametrize(("cols", "op"), [(72, "add"), (256, "max"), (53, "add")])
+def test_row_reductions_take_a_warp_per_row(cols: int, op: str) -> None:
+    """Vector runs with a guarded tail (72), whole chunks (256 = 32 lanes x 4
+    x 2 steps), and rows too short for aligned vectors (53): each against
+    numpy, fused and unfused."""
+    rows = 37
+    s = fusion.Sequence("rowred")
+    x = s.input("x", (rows, cols))
+    y = s.output("y", (rows, cols))
+    r_out = s.output("r", rows)
+    s.map("square", y, lambda e: e[x] * e[x] - 0.5)
+    s.reduce("fold", r_out, cols, lambda e: e[y] * 2.0, op=op)
+    xs = rng().standard_normal((rows, cols)).astype(F32)
+    want_y = xs.astype(np.float64) ** 2 - 0.5
+    want_r = (want_y * 2).max(axis=1) if op == "max" else (want_y * 2).sum(axis=1)
+    for f in (s.fuse(), s.fuse(enabled=False)):
+        assert f.kernels[-1].block == (256, 1, 1) and f.kernels[-1].grid == (5, 1, 1)
+        got = run(
+            f, {"x": xs, "y": np.empty((rows, cols), F32), "r": np.empty(rows, F32)}, ["y", "r"]
+        )
+        np.testing.assert_allclose(got["y"], want_y, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(got["r"], want_r, rtol=1e-5, atol=1e-4)
+
+
+def test_half_buffers_move_eight_per_vector_and_reduce_in_f32() -> None:
+    rows, cols = 9, 48  # f16 rows of 96 bytes: 16-byte aligned, 8 lanes per vector
+    s = fusion.Sequence("half")
+    x = s.input("x", (rows, cols), hir.f16)
+    bias = s.input("bias", cols, hir.f16)
+    y = s.output("y", (rows, cols), hir.f16)
+    sums = s.output("sums", rows, hir.f16)  # no f16 shuffle: accumulated in f32
+    s.map("bias_add", y, lambda e: e[x] + e.load(bias, e.point[1]))
+    s.reduce("rowsum", sums, cols, lambda e: e[y])
+    r = rng()
+    xs = r.standard_normal((rows, cols)).astype(np.float16)
+    bs = r.standard_normal(cols).astype(np.float16)
+    want_y = xs + bs  # f16 + f16, rounded once: numpy does the same
+    for f in (s.fuse(), s.fuse(enabled=False)):
+        got = run(
+            f,
+            {
+                "x": xs,
+                "bias": bs,
+                "y": np.empty((rows, cols), np.float16),
+                "sums": np.empty(rows, np.float16),
+            },
+            ["y", "sums"],
+        )
+        np.testing.assert_array_equal(got["y"], want_y)
+        np.testing.assert_allclose(
+            got["sums"], want_y.astype(np.float64).sum(axis=1), rtol=2e-3, atol=2e-2
+        )
+
+
+def test_a_2d_map_chain_with_a_broadcast_runs_vectorised() -> None:
+    rows, cols = 13, 40  # 520 points: full runs of 4 and a ragged last block
+    s = fusion.Sequence("bcast")
+    x = s.input("x", (rows, cols))
+    bias = s.input("bias", cols)
+    t = s.temporary("t", (rows, cols))
+    y = s.output("y", (rows, cols))
+    s.map("add", t, lambda e: e[x] + e.load(bias, e.point[1]))
+    s.map("scale", y, lambda e: e[t] * (e.b.cast(e.point[0], hir.f32) + 1.0))
+    f = s.fuse()
+    assert len(f.kernels) == 1 and [b.name for b in f.kernels[0].buffers] == ["x", "bias", "y"]
+    r = rng()
+    xs = r.standard_normal((rows, cols)).astype(F32)
+    bs = r.standard_normal(cols).astype(F32)
+    got = run(f, {"x": xs, "bias": bs, "y": np.empty((rows, cols), F32)}, ["y"])["y"]
+    want = (xs + bs) * (np.arange(rows, dtype=F32)[:, None] + F32(1))
+    np.testing.assert_array_equal(got, want)
+
+
+def test_the_fused_kernel_is_charged_its_measured_registers() -> None:
+    s = chain(100, 4)
+    s.fuse(arch="sm_80")
+    stage_sum = sum(st.registers for st in s.stages)
+    fused_regs, _ = s._resources("sm_80", [0, 1, 2, 3])
+    assert 0 < fused_regs < stage_sum, (fused_regs, stage_sum)
+    # A budget the fused kernel meets but the stages' sum does not: measured, it fuses.
+    f = s.fuse(arch="sm_80", budget={"registers": fused_regs, "shared_bytes": 0})
+    assert len(f.kernels) == 1 and all(d.fused for d in f.decisions), f.report()
+    # Without measurements the sum is charged (the declared resources).
+    for st in s.stages:
+        st.registers = fused_regs
+    f = s.fuse(budget={"registers": fused_regs, "shared_bytes": 0})
+    assert f.decisions[0].rule == "registers" and str(2 * fused_regs) in f.decisions[0].why
+
+
+def test_the_generated_kernels_use_128_bit_accesses_and_warp_shuffles() -> None:
+    """The shapes the bandwidth depends on (docs/fusion.md), checked in the PTX."""
+    from zyntax import _native
+
+    def ptx(k: fusion.Kernel) -> str:
+        out = _native.compile_ptx(k.module, "sm_90")
+        return str(out if isinstance(out, str) else out["ptx"])
+
+    f = chain(1 << 20, 8).fuse()
+    text = ptx(f.kernels[0])
+    assert text.count("ld.global.v4.f32") == 2 and text.count("st.global.v4.f32") == 2, text
+    assert f.kernels[0].grid == ((1 << 20) // (256 * 2 * 4), 1, 1)
+    s = bias_gelu_rowsum(64, 256)
+    text = ptx(s.fuse().kernels[0])
+    # x and the bias row as vectors (two runs of 4 per lane), y stored as vectors,
+    # five butterfly shuffles, no per-point scalar load.
+    assert text.count("ld.global.v4.f32") == 4 and text.count("st.global.v4.f32") == 2, text
+    assert text.count("shfl.sync.bfly") == 5 and "ld.global.f32" not in text, text

@@ -18,7 +18,10 @@
 //!   thread's own point: any other index is a dependence between threads or
 //!   blocks that one kernel cannot order. Buffers declared to alias are one
 //!   buffer for this check;
-//! - the fused kernel's registers and shared memory stay within the budget.
+//! - the fused kernel's registers and shared memory stay within the budget:
+//!   the front-end's measurement of that fused kernel (ptxas) where it gave
+//!   one ([`Sequence::measured`]), else the sum of the stages' (an upper bound:
+//!   fusing removes the intermediates' loads and stores).
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -94,12 +97,37 @@ impl Default for Budget {
     }
 }
 
+/// The resources of one candidate fused kernel, measured by the front-end.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Measured {
+    /// The stages the kernel runs, in order.
+    pub stages: Vec<usize>,
+    pub registers: u32,
+    pub shared_bytes: u32,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Sequence {
     pub buffers: Vec<Buffer>,
     pub stages: Vec<Stage>,
     #[serde(default)]
     pub budget: Budget,
+    /// Fused kernels already compiled and measured; a group without an entry
+    /// is charged the sum of its stages' resources.
+    #[serde(default)]
+    pub measured: Vec<Measured>,
+}
+
+impl Sequence {
+    /// Registers per thread and shared bytes per block of the kernel running `stages`.
+    pub fn resources(&self, stages: &[usize]) -> (u32, u32) {
+        if let Some(m) = self.measured.iter().find(|m| m.stages == stages) {
+            return (m.registers, m.shared_bytes);
+        }
+        let regs = stages.iter().map(|&k| self.stages[k].registers).sum();
+        let shared = stages.iter().map(|&k| self.stages[k].shared_bytes).sum();
+        (regs, shared)
+    }
 }
 
 /// One fusion decision: whether `consumer` joined the group ending in `producer`.
@@ -177,8 +205,9 @@ fn refusal(
     seq: &Sequence,
     root: &BTreeMap<&str, &str>,
     group: &[usize],
-    consumer: &Stage,
+    k: usize,
 ) -> Option<(&'static str, String)> {
+    let consumer = &seq.stages[k];
     let last = &seq.stages[*group.last().expect("groups are never empty")];
     let r = |a: &Access| root[a.buffer.as_str()];
     let g_writes: Vec<&Access> = group.iter().flat_map(|&k| &seq.stages[k].writes).collect();
@@ -257,22 +286,17 @@ fn refusal(
             }
         }
     }
-    let regs: u32 =
-        group.iter().map(|&k| seq.stages[k].registers).sum::<u32>() + consumer.registers;
+    let candidate: Vec<usize> = group.iter().copied().chain([k]).collect();
+    let (regs, shared) = seq.resources(&candidate);
     if regs > seq.budget.registers {
         return Some((
             "registers",
             format!(
-                "fused kernel needs up to {regs} registers per thread, budget {}",
+                "fused kernel needs {regs} registers per thread, budget {}",
                 seq.budget.registers
             ),
         ));
     }
-    let shared: u32 = group
-        .iter()
-        .map(|&k| seq.stages[k].shared_bytes)
-        .sum::<u32>()
-        + consumer.shared_bytes;
     if shared > seq.budget.shared_bytes {
         return Some((
             "shared_memory",
@@ -297,7 +321,7 @@ pub fn plan(seq: &Sequence) -> Result<Plan, FusionError> {
             continue;
         };
         let producer = seq.stages[*group.last().expect("non-empty")].name.clone();
-        match refusal(seq, &root, group, stage) {
+        match refusal(seq, &root, group, k) {
             None => {
                 group.push(k);
                 decisions.push(Decision {
@@ -354,11 +378,12 @@ pub fn plan(seq: &Sequence) -> Result<Plan, FusionError> {
                     }
                 }
             }
+            let (registers, shared_bytes) = seq.resources(g);
             Group {
                 stages: g.clone(),
                 elided,
-                registers: g.iter().map(|&k| seq.stages[k].registers).sum(),
-                shared_bytes: g.iter().map(|&k| seq.stages[k].shared_bytes).sum(),
+                registers,
+                shared_bytes,
             }
         })
         .collect();

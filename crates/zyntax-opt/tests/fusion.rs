@@ -1,6 +1,8 @@
 //! The fusion planner: what fuses, and one refusal per legality rule.
 
-use zyntax_opt::fusion::{plan, plan_json, Access, Budget, Buffer, Index, Kind, Sequence, Stage};
+use zyntax_opt::fusion::{
+    plan, plan_json, Access, Budget, Buffer, Index, Kind, Measured, Sequence, Stage,
+};
 
 fn acc(buffer: &str, index: Index) -> Access {
     Access {
@@ -37,6 +39,7 @@ fn seq(stages: Vec<Stage>, bufs: Vec<Buffer>) -> Sequence {
         buffers: bufs,
         stages,
         budget: Budget::default(),
+        measured: Vec::new(),
     }
 }
 
@@ -164,6 +167,31 @@ fn register_and_shared_memory_budgets_are_enforced() {
     b.shared_bytes = 20_000;
     let p = plan(&seq(vec![a, b], bufs)).unwrap();
     assert_eq!(p.decisions[0].rule, "shared_memory");
+}
+
+#[test]
+fn a_measured_fused_kernel_replaces_the_sum_of_its_stages() {
+    let mut a = map("a", &[("x", P)], "t");
+    let mut b = map("b", &[("t", P)], "y");
+    a.registers = 200;
+    b.registers = 100;
+    let mut s = seq(vec![a, b], buffers(&["x", "t", "y"], &["y"]));
+    // The sum (300) is over budget, but the fused kernel really needs 180.
+    s.measured.push(Measured {
+        stages: vec![0, 1],
+        registers: 180,
+        shared_bytes: 0,
+    });
+    let p = plan(&s).unwrap();
+    assert!(p.decisions[0].fused, "{:?}", p.decisions[0]);
+    assert_eq!(p.groups[0].registers, 180);
+    // A measurement over budget refuses even when the sum would not.
+    s.stages[0].registers = 10;
+    s.stages[1].registers = 10;
+    s.measured[0].registers = 256;
+    let p = plan(&s).unwrap();
+    assert_eq!(p.decisions[0].rule, "registers");
+    assert!(p.decisions[0].why.contains("256"), "{}", p.decisions[0].why);
 }
 
 #[test]

@@ -32,6 +32,8 @@ class AotResult:
     kernels: list[str] = field(default_factory=list)
     #: (kernel name, why it was skipped)
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    #: Per compiled kernel, what the tiler did with its prange nests (docs/tiling.md).
+    tiling: dict[str, list[str]] = field(default_factory=dict)
 
 
 def load_kernels(path: str | Path) -> list[Kernel]:
@@ -93,6 +95,7 @@ def compile_file(
         )
         compiled.append((k, ptx, meta, pipeline.cache_key(v, arch)))
         res.kernels.append(k.__name__)
+        res.tiling[k.__name__] = list(v.tiling_report)
     if not compiled:
         raise KernelError(
             f"{path}: no fully annotated @zyntax.kernel to compile"

@@ -375,6 +375,8 @@ class Variant:
     #: Launch bounds of the kernel (``max_threads`` as [x, y, z], ``min_blocks``, ...).
     bounds: dict[str, Any] = field(default_factory=dict)
     source: str = ""
+    #: What the tiler did with each ``prange`` nest (docs/tiling.md).
+    tiling_report: list[str] = field(default_factory=list)
 
     def metadata(self) -> dict[str, Any]:
         """The cache entry's JSON (the ``ptx_cache/`` schema, see ptx_cache/README.md)."""
@@ -627,6 +629,7 @@ class Kernel(_Translatable):
             name=self.__name__,
             ctx=ctx,
             source=self.source(),
+            workgroup=self.workgroup,
         )
         fn = tr.translate()
         if self.max_threads is not None:
@@ -656,6 +659,7 @@ class Kernel(_Translatable):
                 "max_registers": self.max_registers,
             },
             source=f"{src.file}:{src.tree.lineno + src.line_offset}",
+            tiling_report=list(tr.tiling_report),
         )
 
     # ---------------------------------------------------------------- inspection
@@ -663,6 +667,15 @@ class Kernel(_Translatable):
         """The HIR (``.zir`` text) of the kernel specialised for ``sig``."""
         try:
             return self.variant(self._sig_specs(sig)).hir_text
+        except KernelError as e:
+            raise trim_traceback(e) from None
+
+    def tiling_report(self, sig: Sequence[Any] | None = None) -> list[str]:
+        """What the tiler did with each ``prange`` nest of the kernel specialised
+        for ``sig``: per reduction operand, staged through shared memory or why
+        not; or why a nest was not tiled at all (docs/tiling.md)."""
+        try:
+            return list(self.variant(self._sig_specs(sig)).tiling_report)
         except KernelError as e:
             raise trim_traceback(e) from None
 

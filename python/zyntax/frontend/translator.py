@@ -33,7 +33,7 @@ from typing import Any, cast
 import numpy as np
 
 from zyntax import lang
-from zyntax.frontend import ir
+from zyntax.frontend import ir, nest_tiling
 from zyntax.frontend.errors import (
     KernelError,
     KernelNameError,
@@ -363,8 +363,13 @@ class FunctionTranslator:
         name: str,
         ctx: ModuleContext,
         source: SourceInfo | None = None,
+        workgroup: tuple[int, ...] | None = None,
     ) -> None:
         self.pyfunc = pyfunc
+        #: A prange kernel's workgroup (outermost first): its nests' reductions are tiled.
+        self.workgroup = workgroup
+        #: What the tiler did with each prange nest (zyntax.tiling's report lines).
+        self.tiling_report: list[str] = []
         self.specs = specs
         self.kind = kind
         self.name = name
@@ -472,6 +477,8 @@ class FunctionTranslator:
         self.depth = 0
         self.hidden = 0
         self.saw_return_value = False
+        self.tiling_report = []
+        self._subst: dict[int, Operand] = {}
         self.seal(self.fn.entry)
         params = list(self.fn.entry.params)
         for arg, spec in zip(a.args, self.specs, strict=True):
@@ -999,6 +1006,19 @@ class FunctionTranslator:
         if len(names) != n or not all(isinstance(t, ast.Name) for t in names):
             raise self.error(s.target, f"prange() over {n} sizes needs {n} plain loop names")
         sizes = [self.expr(a) for a in it.args]
+        where = f"nest at line {self.where(s).get('line')}"
+        if self.workgroup is None:
+            self.tiling_report.append(f"{where}: not tiled: the kernel has no workgroup=")
+        else:
+            plan = nest_tiling.plan_prange(s.body, {t.id for t in names if isinstance(t, ast.Name)})
+            why = plan if isinstance(plan, tuple) else self._untileable_reads(plan)
+            if why is None:
+                assert isinstance(plan, list)
+                self._tiled_prange(s, it, sizes, plan, where)
+                return
+            node, reason = why
+            line = self.where(node).get("line")
+            self.tiling_report.append(f"{where}: not tiled: line {line}: {reason}")
         cond: Value | None = None
         indices: list[Value] = []
         for k, (size, node) in enumerate(zip(sizes, it.args, strict=True)):
@@ -1034,6 +1054,235 @@ class FunctionTranslator:
         self.depth -= 1
         self.fn.switch_to(merge)
         self.seal(merge)
+
+    # ---------------------------------------------------------------- tiled prange
+    def _untileable_reads(self, plan: list[nest_tiling.Reduction]) -> tuple[ast.AST, str] | None:
+        """Where and why a reduction's reads are not arrays the tiler can take."""
+        for r in plan:
+            if r.acc not in self.locals or self.assign_count.get(r.acc, 0) < 2:
+                return r.update, f"the accumulator {r.acc!r} is not a variable set before the loop"
+            for sub in r.reads:
+                assert isinstance(sub.value, ast.Name)
+                view = self.static.get(sub.value.id)
+                if not isinstance(view, ArrayView) or view.space != "global":
+                    return sub, f"{sub.value.id!r} is not a global array parameter"
+                if len(self._slice_nodes(sub)) != view.ndim:
+                    return sub, f"{sub.value.id!r} is not indexed by all its dimensions"
+        return None
+
+    @staticmethod
+    def _slice_nodes(sub: ast.Subscript) -> list[ast.expr]:
+        return list(sub.slice.elts) if isinstance(sub.slice, ast.Tuple) else [sub.slice]
+
+    def _tiled_prange(
+        self,
+        s: ast.For,
+        it: ast.Call,
+        sizes: list[Operand],
+        plan: list[nest_tiling.Reduction],
+        where: str,
+    ) -> None:
+        """A prange nest through zyntax.tiling's tiler: indices unguarded (every
+        thread reaches the barriers), memory-free statements and the tiled
+        reductions, then the rest of the body for in-range points only."""
+        from zyntax.tiling import Affine, TiledNest
+
+        assert self.workgroup is not None
+        tb = nest_tiling.TranslatorBuilder(self)
+        targets = s.target.elts if isinstance(s.target, ast.Tuple) else [s.target]
+        names = [t.id for t in targets if isinstance(t, ast.Name)]
+        size_vals: list[Any] = []
+        types: list[Scalar] = []
+        for size, node in zip(sizes, it.args, strict=True):
+            ty = I32
+            if isinstance(size, Value):
+                size_t = self.scalar_type(size, node)
+                wide = promote(size_t, I32) if size_t.is_int else None
+                if wide is None:
+                    raise self.error(
+                        node, f"prange() sizes must be integers, got {size_t}", KernelTypeError
+                    )
+                ty = wide
+                size_vals.append(nest_tiling.TV(tb, size, ast.unparse(node)))
+            elif isinstance(size, Lit) and isinstance(size.value, int):
+                size_vals.append(size.value)
+            else:
+                raise self.error(node, "prange() sizes must be integers", KernelTypeError)
+            types.append(ty)
+        writes = [
+            nest_tiling.TV(tb, view.ptr)
+            for name in self._written_arrays(s.body)
+            if isinstance(view := self.static.get(name), ArrayView)
+        ]
+        nest = TiledNest(tb, size_vals, self.workgroup, writes)
+        nest.indices = tuple(
+            Affine(((d, (1,)),), (), tuple(enumerate(names))) for d in range(len(names))
+        )
+        self.depth += 1
+        for name, v, ty, node in zip(names, nest.values, types, it.args, strict=True):
+            self.assign_name(name, self._convert(v.v, ty, node), node)
+        last = max(s.body.index(r.loop) for r in plan)
+        loops = {id(r.loop): r for r in plan}
+        dims = {name: d for d, name in enumerate(names)}
+        for stmt in s.body[: last + 1]:
+            if id(stmt) in loops:
+                self.set_loc(stmt)
+                self._tiled_reduction(nest, tb, loops[id(stmt)], dims)
+            else:
+                self.stmt(stmt)
+        assert nest.in_range is not None
+        with tb.if_(nest.in_range):
+            self.stmts(s.body[last + 1 :])
+        self.depth -= 1
+        self.tiling_report.append(f"{where}: tiled, workgroup {self.workgroup}")
+        self.tiling_report += [f"  {line}" for line in nest.report]
+
+    def _written_arrays(self, body: list[ast.stmt]) -> list[str]:
+        """Names of the arrays the nest may write: stored into, or passed to a call."""
+        out: list[str] = []
+        for n in (x for st in body for x in ast.walk(st)):
+            targets: list[ast.expr] = []
+            if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                targets = list(n.targets) if isinstance(n, ast.Assign) else [n.target]
+            elif isinstance(n, ast.Call):
+                targets = [a for a in n.args if isinstance(a, ast.Name)]
+            for t in targets:
+                base = t.value if isinstance(t, ast.Subscript) else t
+                if isinstance(base, ast.Name) and base.id not in out:
+                    out.append(base.id)
+        return out
+
+    def _tiled_reduction(
+        self,
+        nest: Any,
+        tb: nest_tiling.TranslatorBuilder,
+        r: nest_tiling.Reduction,
+        dims: dict[str, int],
+    ) -> None:
+        from zyntax.tiling import Affine, NotAffine
+
+        init = self.read_var(r.acc, self.block)
+        if init is None:
+            raise self.error(
+                r.update, f"'{r.acc}' must be assigned before the loop", KernelNameError
+            )
+        acc_ty = self.var_types[r.acc]
+        assert isinstance(acc_ty, Scalar)
+        ext = self.expr(r.extent)
+        if isinstance(ext, Lit) and isinstance(ext.value, int):
+            extent: Any = ext.value
+        elif isinstance(ext, Value) and self.scalar_type(ext, r.extent).is_int:
+            extent = nest_tiling.TV(tb, ext, ast.unparse(r.extent))
+        else:
+            raise self.error(r.extent, "range() bounds must be integers", KernelTypeError)
+        k_ty = self.var_types.get(r.k)
+        if not isinstance(k_ty, Scalar):
+            k_ty = extent.v.resolve().ty if isinstance(extent, nest_tiling.TV) else I32
+            self.var_types[r.k] = k_ty
+
+        def form(node: ast.expr, k_sym: Any) -> Any:
+            """An index expression as an affine form, or NotAffine (with why)."""
+            if isinstance(node, ast.Name):
+                if node.id == r.k:
+                    return k_sym
+                if node.id in dims:
+                    return nest.indices[dims[node.id]]
+            if isinstance(node, ast.Constant) and type(node.value) is int:
+                return Affine(const=(node.value,))
+            if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mult)):
+                a, c = form(node.left, k_sym), form(node.right, k_sym)
+                if isinstance(a, NotAffine):
+                    return a
+                if isinstance(c, NotAffine):
+                    return c
+                return a + c if isinstance(node.op, ast.Add) else a * c
+            loop_vars = {r.k, *dims}
+            if any(isinstance(n, ast.Name) and n.id in loop_vars for n in ast.walk(node)):
+                what = type(node.op).__name__ if isinstance(node, ast.BinOp) else "expression"
+                return NotAffine(f"{ast.unparse(node)} ({what} involving a loop index)")
+            v = self.expr(node)  # loop-invariant: a parameter, a shape, a constant
+            if isinstance(v, Lit) and type(v.value) is int:
+                return Affine(const=(v.value,))
+            if isinstance(v, Value) and self.scalar_type(v, node).is_int:
+                return Affine(const=(nest_tiling.TV(tb, v, ast.unparse(node)),))
+            return NotAffine(f"{ast.unparse(node)} is not an integer")
+
+        def flat_at(sub: ast.Subscript, view: ArrayView, kv: Any) -> Any:
+            """The element offset of `sub` at reduction index `kv`, computed as
+            the untiled kernel would (an index the tiler cannot analyse)."""
+            self.write_var(r.k, self.block, self._convert(kv.v, k_ty, sub))
+            off: Operand = Lit(0)
+            for ix_node, st in zip(self._slice_nodes(sub), view.strides, strict=True):
+                ix = self.expr(ix_node)
+                if not self.scalar_type(ix, ix_node).is_int:
+                    raise self.error(ix_node, "array indices must be integers", KernelTypeError)
+                ixv = ix if isinstance(ix, Lit) else self.value(ix, ix_node, I64)
+                stv: Operand = Lit(st) if isinstance(st, int) else st
+                off = self._arith(
+                    "add", off, self._arith("mul", ixv, stv, I64, ix_node), I64, ix_node
+                )
+            return nest_tiling.TV(tb, self.value(off, sub, I64))
+
+        def loads(k_sym: Any) -> list[tuple[Any, Any]]:
+            out = []
+            for sub in r.reads:
+                assert isinstance(sub.value, ast.Name)
+                name = sub.value.id
+                view = self.static[name]
+                assert isinstance(view, ArrayView)
+                flat: Any = Affine()
+                for d, (ix, st) in enumerate(
+                    zip(self._slice_nodes(sub), view.strides, strict=True)
+                ):
+                    f = form(ix, k_sym)
+                    if isinstance(f, NotAffine):
+                        flat = f
+                        break
+                    coef = (
+                        st
+                        if isinstance(st, int)
+                        else nest_tiling.TV(tb, st, f"{name}.strides[{d}]")
+                    )
+                    flat = flat + f * Affine(const=(coef,))
+                    if isinstance(flat, NotAffine):
+                        break
+                if isinstance(flat, NotAffine):
+                    flat = NotAffine(
+                        flat.why,
+                        fn=lambda kv, sub=sub, view=view: flat_at(sub, view, kv),
+                        text=", ".join(ast.unparse(x) for x in self._slice_nodes(sub)),
+                    )
+                out.append((nest_tiling.TV(tb, view.ptr, name), flat))
+            return out
+
+        def combine(acc: Any, *xs: Any) -> Any:
+            subst: dict[int, Operand] = {id(sub): x.v for sub, x in zip(r.reads, xs, strict=True)}
+            for n in ast.walk(r.expr):
+                if isinstance(n, ast.Name) and n.id == r.acc:
+                    subst[id(n)] = acc.v
+            saved, self._subst = self._subst, {**self._subst, **subst}
+            try:
+                u = r.update
+                val = self.expr(u.value) if isinstance(u, ast.Assign) else None
+                if isinstance(u, ast.AugAssign):
+                    val = self.binop(u.op, acc.v, self.expr(u.value), u)
+            finally:
+                self._subst = saved
+            assert val is not None
+            t = self.scalar_type(val, r.update)
+            if t != acc_ty:
+                j = promote(acc_ty, t)
+                if j is None:
+                    raise self.error(
+                        r.update, f"'{r.acc}' is {acc_ty} but is assigned {t}", KernelTypeError
+                    )
+                if j != acc_ty:
+                    self.var_types[r.acc] = j
+                    raise _Restart
+            return nest_tiling.TV(tb, self.value(val, r.update, acc_ty))
+
+        res = nest.reduce(extent, init=nest_tiling.TV(tb, init), loads=loads, combine=combine)
+        self.write_var(r.acc, self.block, res.v)
 
     def stmt_Break(self, s: ast.Break) -> None:
         if not self.loops:
@@ -1088,6 +1337,8 @@ class FunctionTranslator:
 
     # ---------------------------------------------------------------- expressions
     def expr(self, e: ast.expr) -> Operand:
+        if id(e) in self._subst:  # a tiled reduction's loaded operand or accumulator
+            return self._subst[id(e)]
         meth = getattr(self, "expr_" + type(e).__name__, None)
         if meth is None:
             raise self.error(e, f"{_expr_name(e)} is not supported in kernels")

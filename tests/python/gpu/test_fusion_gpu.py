@@ -56,8 +56,9 @@ def bf16_device(bits: np.ndarray) -> cuda.DeviceArray:
 
 
 @pytest.mark.parametrize("enabled", [True, False])
-def test_bias_gelu_rowsum_bf16_program(enabled: bool) -> None:
-    rows, cols = 300, 257
+@pytest.mark.parametrize("cols", [257, 520, 1024])  # scalar; vector runs + tail; unrolled runs
+def test_bias_gelu_rowsum_bf16_program(enabled: bool, cols: int) -> None:
+    rows = 300
     s = fusion.Sequence("bgr")
     x = s.input("x", (rows, cols), hir.bf16)
     bias = s.input("bias", cols, hir.bf16)

@@ -1,0 +1,274 @@
+"""zyntax's kernel library: fast kernels written with zyntax's own front-ends.
+
+``matmul(a, b, out=None, *, bias=None, activation=None, out_dtype=None, variant=None)``
+computes ``act(a @ b + bias)`` with a variant chosen by dtype, shape and arch
+(see :data:`REGISTRY` and docs/kernels.md). Inputs are zyntax DeviceArrays,
+GPU tensors of other libraries (``__cuda_array_interface__`` / DLPack:
+PyTorch, CuPy) or numpy arrays (run on the reference interpreter: small
+checks only).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from zyntax.errors import ArgumentError
+from zyntax.kernels import gemm_mma_sync, gemm_simt
+from zyntax.kernels._problem import Operand, Problem, normalise
+
+__all__ = ["REGISTRY", "Variant", "choose_variant", "matmul"]
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One matmul implementation. ``supports(problem, arch)`` returns None
+    when it can run the problem, else the reason it cannot."""
+
+    name: str
+    supports: Callable[[Problem, str], str | None]
+    run: Callable[[Problem, str], None]
+
+
+_lock = threading.Lock()
+#: (variant, config, spec, arch, device) -> loaded kernel (or the HIR module on the interpreter).
+_modules: dict[tuple[Any, ...], Any] = {}
+
+
+def _compiled(key: tuple[Any, ...], build: Callable[[], Any], backend: str, device: int) -> Any:
+    """The module for `key`, built and (on the GPU) compiled and loaded once."""
+    with _lock:
+        got = _modules.get(key)
+    if got is not None:
+        return got
+    module = build()
+    if backend == "cuda":
+        from zyntax import cuda
+
+        got = cuda.load_hir(module, device, arch=key[3]).kernel(module.kernels[0])
+    else:
+        got = module
+    with _lock:
+        _modules.setdefault(key, got)
+    return got
+
+
+def _arg(op: Operand | None) -> Any:
+    return None if op is None else (op.host if op.host is not None else op.ptr)
+
+
+def _launch(p: Problem, variant: str, cfg: Any, spec: Any, build: Callable[[], Any], arch: str, grid: int) -> None:
+    device = p.device or 0
+    kern = _compiled((variant, cfg, spec, arch, device), build, p.backend, device)
+    bias = _arg(p.bias)
+    if bias is None:  # never read: the module was built without a bias
+        bias = np.zeros(1, np.float32) if p.backend == "interp" else p.out.ptr
+    args = [_arg(p.a), _arg(p.b), _arg(p.out), bias, p.m, p.n, p.k, p.a.ld, p.b.ld, p.out.ld]
+    if p.backend == "interp":
+        from zyntax import interp
+
+        interp.launch(kern, grid, cfg.threads, *args, shared_bytes=cfg.shared_bytes)
+    else:
+        kern.launch(grid, cfg.threads, *args, shared_mem=cfg.shared_bytes)
+
+
+# ------------------------------------------------------------------ mma_sync (sm_80)
+
+MMA_SYNC_CONFIG = gemm_mma_sync.Config()
+
+
+def _mma_sync_supports(p: Problem, arch: str) -> str | None:
+    if p.a.dtype not in ("bf16", "f16"):
+        return f"mma_sync takes bf16 or f16 inputs, not {p.a.dtype}"
+    if arch != "interp" and int(arch[3:5]) < 80:
+        return f"mma_sync needs sm_80 or newer, the device is {arch}"
+    return None
+
+
+def _mma_sync_run(p: Problem, arch: str) -> None:
+    cfg = MMA_SYNC_CONFIG
+    spec = gemm_mma_sync.Spec(
+        dtype=p.a.dtype,
+        a_layout=p.a.layout,
+        b_layout=p.b.layout,
+        a_aligned=p.a.aligned16,
+        b_aligned=p.b.aligned16,
+        out_dtype=p.out.dtype,
+        bias_dtype=None if p.bias is None else p.bias.dtype,
+        activation=p.activation,
+    )
+    grid = gemm_mma_sync.grid(cfg, p.m, p.n)
+    _launch(p, "mma_sync", cfg, spec, lambda: gemm_mma_sync.build(cfg, spec), arch, grid)
+
+
+# ------------------------------------------------------------------ simt (fp32 FFMA)
+
+SIMT_CONFIG = gemm_simt.Config()
+
+
+def _simt_supports(p: Problem, arch: str) -> str | None:
+    if p.a.dtype != "f32":
+        return f"simt takes f32 inputs, not {p.a.dtype}"
+    return None
+
+
+def _simt_run(p: Problem, arch: str) -> None:
+    cfg = SIMT_CONFIG
+    spec = gemm_simt.Spec(
+        a_layout=p.a.layout,
+        b_layout=p.b.layout,
+        a_aligned=p.a.aligned16,
+        b_aligned=p.b.aligned16,
+        out_dtype=p.out.dtype,
+        bias_dtype=None if p.bias is None else p.bias.dtype,
+        activation=p.activation,
+    )
+    grid = gemm_simt.grid(cfg, p.m, p.n)
+    _launch(p, "simt", cfg, spec, lambda: gemm_simt.build(cfg, spec), arch, grid)
+
+
+# ------------------------------------------------------------------ sm90 (H14-hopper's module)
+
+
+def _sm90_module() -> Any:
+    try:
+        from zyntax.kernels import gemm_sm90  # type: ignore[attr-defined,unused-ignore]
+    except ImportError:
+        return None
+    return gemm_sm90
+
+
+def _sm90_supports(p: Problem, arch: str) -> str | None:
+    mod = _sm90_module()
+    if mod is None:
+        return "the sm90 variant is not part of this build"
+    if arch != "sm_90":
+        return f"sm90 needs an sm_90 device, the device is {arch}"
+    ok = mod.sm90_supports(p.a.dtype, p.b.dtype, p.out.dtype, p.a.layout, p.b.layout)
+    return None if ok else "sm90 does not support this dtype/layout combination"
+
+
+def _sm90_run(p: Problem, arch: str) -> None:
+    mod = _sm90_module()
+    mod.matmul_sm90(
+        _cai(p.a),
+        _cai(p.b),
+        _cai(p.out),
+        bias=None if p.bias is None else _cai(p.bias),
+        activation=p.activation,
+        a_layout=p.a.layout,
+        b_layout=p.b.layout,
+        scale_a=p.scale_a,
+        scale_b=p.scale_b,
+    )
+
+
+class _CudaArray:
+    """An operand as a plain ``__cuda_array_interface__`` object (the storage
+    order: ``rows x ld`` for row layout, ``cols x ld`` for col layout)."""
+
+    def __init__(self, op: Operand) -> None:
+        from zyntax.kernels._problem import TYPESTR
+
+        outer, inner = (op.rows, op.cols) if op.layout == "row" else (op.cols, op.rows)
+        self.dtype = op.dtype
+        self.__cuda_array_interface__ = {
+            "shape": (outer, inner),
+            "strides": (op.ld * op.itemsize, op.itemsize),
+            "typestr": TYPESTR[op.dtype],
+            "data": (op.ptr, False),
+            "version": 3,
+        }
+
+
+def _cai(op: Operand) -> _CudaArray:
+    return _CudaArray(op)
+
+
+#: The variants in order of preference; the first that supports a problem runs it.
+REGISTRY: list[Variant] = [
+    Variant("sm90", _sm90_supports, _sm90_run),
+    Variant("mma_sync", _mma_sync_supports, _mma_sync_run),
+    Variant("simt", _simt_supports, _simt_run),
+]
+
+
+def _arch_of(p: Problem) -> str:
+    if p.backend == "interp":
+        return "interp"
+    from zyntax import cuda
+
+    return cuda.device_arch(p.device or 0)
+
+
+def _choose(p: Problem, variant: str | None) -> tuple[Variant, str]:
+    arch = _arch_of(p)
+    if p.a.dtype == "e4m3" and arch != "interp" and int(arch[3:5]) < 89:
+        raise ArgumentError(f"argument 'a': fp8 (e4m3) needs sm_89 or newer; the device is {arch}")
+    names = [v.name for v in REGISTRY]
+    if variant is not None and variant not in names:
+        raise ArgumentError(f"argument 'variant': unknown variant {variant!r} (expected one of {names})")
+    reasons = []
+    for v in REGISTRY:
+        if variant is not None and v.name != variant:
+            continue
+        why = v.supports(p, arch)
+        if why is None:
+            return v, arch
+        reasons.append(why)
+    raise ArgumentError(
+        f"argument '{'variant' if variant else 'a'}': no matmul variant runs "
+        f"{p.a.dtype} x {p.b.dtype} -> {p.out.dtype} on {arch}: " + "; ".join(reasons)
+    )
+
+
+def choose_variant(a: Any, b: Any, *, out_dtype: str | None = None, variant: str | None = None) -> str:
+    """The name of the variant :func:`matmul` would run for these inputs."""
+    p = normalise(a, b, None, out_dtype=out_dtype)
+    return _choose(p, variant)[0].name
+
+
+def matmul(
+    a: Any,
+    b: Any,
+    out: Any = None,
+    *,
+    bias: Any = None,
+    activation: str | None = None,
+    out_dtype: str | None = None,
+    variant: str | None = None,
+    scale_a: float | None = None,
+    scale_b: float | None = None,
+) -> Any:
+    """``out = activation(a @ b + bias)`` with f32 accumulation.
+
+    `a` (M x K) and `b` (K x N) are bf16, f16 or f32 (fp8 e4m3 on the sm90
+    variant, with per-tensor `scale_a`/`scale_b`), each row- or
+    column-major (a transposed view of a contiguous matrix is column-major);
+    `bias` has N elements; `activation` is None, ``"relu"`` or ``"gelu"``
+    (tanh form); `out_dtype` (f32, bf16, f16) defaults to the input dtype
+    (bf16 for fp8). `out`, when given, must be row-major; otherwise it is
+    allocated like the inputs (a torch tensor for torch inputs, a zyntax
+    DeviceArray for other GPU inputs, numpy for numpy). `variant` forces
+    ``"sm90"``, ``"mma_sync"`` or ``"simt"``. Launches go to the legacy
+    default stream and are asynchronous. Bad input raises a ZyntaxError
+    subclass naming the argument before anything is launched.
+    """
+    p = normalise(
+        a,
+        b,
+        out,
+        bias=bias,
+        activation=activation,
+        out_dtype=out_dtype,
+        scale_a=scale_a,
+        scale_b=scale_b,
+    )
+    v, arch = _choose(p, variant)
+    if p.m and p.n:
+        v.run(p, arch)
+    return p.out_obj

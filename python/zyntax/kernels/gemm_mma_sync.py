@@ -1,0 +1,293 @@
+"""The sm_80 GEMM: ``mma.sync`` m16n8k16 fed by ``ldmatrix`` from XOR-swizzled
+shared memory, with a multi-stage ``cp.async`` pipeline (bf16/f16 in, f32 accumulate).
+
+Written with the HIR builder. One block computes a ``bm x bn`` tile of the
+output; its warps form a grid of ``wm x wn`` warp tiles. K advances in steps
+of ``bk`` (= 32: four 16-byte chunks per row of a K-contiguous tile) through
+a ring of ``stages`` shared-memory buffers: while the warps multiply stage
+``kt``, the copies of tiles ``kt+1 .. kt+stages-1`` are in flight.
+
+Layouts: a K-contiguous operand (row-major A, column-major B) is staged as
+``[outer][k]`` and read with plain ``ldmatrix``; an outer-contiguous operand
+(column-major A, row-major B) is staged ``[k][outer]`` and read with
+``ldmatrix.trans``, so no layout needs a copy. The chunk ``c`` of shared row
+``r`` lives at chunk ``c ^ f(r)`` (``f(r) = (r >> 1) & 3`` for 4-chunk rows,
+``r & 7`` for wider ones): the 8 rows one ``ldmatrix`` phase reads then
+hit all 32 banks, and so do the 16-byte ``cp.async`` writes.
+
+Tails: blocks past M or N are not launched; a 16-byte chunk that is not
+wholly inside the matrix (the last K tile, the last rows or columns) is read
+element by element from clamped addresses and zero-filled, and operands
+whose rows are not 16-byte aligned (``aligned=False``) are read that way
+throughout. The epilogue adds the bias, applies the activation, converts to
+the output dtype and stores the elements inside M x N.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from zyntax import hir
+
+GELU_C = 0.7978845608028654  # sqrt(2 / pi), the tanh form of GELU
+GELU_K = 0.044715
+
+
+@dataclass(frozen=True)
+class Config:
+    """Tile shape of the mma_sync kernel (the autotuned part of the cache key)."""
+
+    bm: int = 128
+    bn: int = 128
+    bk: int = 32
+    wm: int = 64
+    wn: int = 64
+    stages: int = 4
+    group_m: int = 8  # blocks of one column group share B tiles in L2
+
+    @property
+    def warps(self) -> int:
+        return (self.bm // self.wm) * (self.bn // self.wn)
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps
+
+    @property
+    def shared_bytes(self) -> int:
+        return self.stages * (self.bm + self.bn) * self.bk * 2
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What a compiled module is specialised on besides the tile shape."""
+
+    dtype: str  # "bf16" or "f16"
+    a_layout: str  # "row" (K contiguous) or "col"
+    b_layout: str  # "row" (N contiguous) or "col" (K contiguous)
+    a_aligned: bool
+    b_aligned: bool
+    out_dtype: str  # "f32", "bf16", "f16"
+    bias_dtype: str | None
+    activation: str | None
+
+
+_SCALAR = {"bf16": hir.bf16, "f16": hir.f16, "f32": hir.f32}
+KERNEL = "gemm_mma_sync"
+
+
+def _swz(r: hir.Value, cpr: int) -> hir.Value:
+    """XOR term of shared row r in a tile with `cpr` 16-byte chunks per row."""
+    return (r >> 1) & 3 if cpr == 4 else r & 7
+
+
+def zeros(b: hir.FunctionBuilder, elem: hir.Type, lanes: int) -> hir.Value:
+    """A zero ``vec<elem, lanes>`` (HIR has no vector constants: a local
+    scratch that LLVM promotes to registers). Call it in the entry block."""
+    scratch = b.alloca(hir.vec(elem, lanes))
+    p = b.ptr_cast(scratch, hir.ptr("local", elem))
+    for i in range(lanes):
+        b.store(b.ptr_add(p, i), b.const(0, elem))
+    return b.load(scratch)
+
+
+def activation(b: hir.FunctionBuilder, v: hir.Value, act: str | None) -> hir.Value:
+    """The epilogue activation on an f32 value (shared with the simt variant)."""
+    if act == "relu":
+        return b.max(v, b.const(0.0, hir.f32))
+    if act == "gelu":
+        inner = v * (v * v * GELU_K + 1.0) * GELU_C
+        return v * (b.tanh(inner) + 1.0) * 0.5
+    return v
+
+
+def build(cfg: Config, spec: Spec) -> hir.Module:
+    """The kernel ``gemm_mma_sync(a, b, out, bias, M, N, K, lda, ldb, ldc)``;
+    launch it with :func:`grid` blocks of ``cfg.threads`` threads and
+    ``cfg.shared_bytes`` of dynamic shared memory."""
+    assert cfg.bk == 32 and cfg.wm % 16 == 0 and cfg.wn % 16 == 0
+    elem = _SCALAR[spec.dtype]
+    out_t = _SCALAR[spec.out_dtype]
+    bias_t = _SCALAR[spec.bias_dtype or "f32"]
+    u32x4 = hir.vec(hir.u32, 4)
+    u32x2 = hir.vec(hir.u32, 2)
+    f32x4 = hir.vec(hir.f32, 4)
+    m = hir.Module(KERNEL, targets=["sm_80", "sm_90"])
+    params = [
+        hir.ptr("global", elem),
+        hir.ptr("global", elem),
+        hir.ptr("global", out_t),
+        hir.ptr("global", bias_t),
+    ] + [hir.u32] * 6
+    nt = cfg.threads
+    kchunks = cfg.bk // 8
+    with m.kernel(KERNEL, params, max_threads=nt) as b:
+        pa, pb, pc, pbias, dim_m, dim_n, dim_k, lda, ldb, ldc = b.params
+        smem = b.dyn_shared(u32x4)
+        zero_u32x4, zero_u32x2 = zeros(b, hir.u32, 4), zeros(b, hir.u32, 2)
+        zero_f32x4 = zeros(b, hir.f32, 4)
+        tid = b.thread_idx()
+        warp, lane = tid >> 5, tid & 31
+
+        # Grouped tile order: group_m row-blocks walk the columns together.
+        pid = b.block_idx()
+        tiles_m = (dim_m + (cfg.bm - 1)) // cfg.bm
+        tiles_n = (dim_n + (cfg.bn - 1)) // cfg.bn
+        per_group = tiles_n * cfg.group_m
+        first_m = (pid // per_group) * cfg.group_m
+        gsize = b.min(tiles_m - first_m, b.const(cfg.group_m, hir.u32))
+        pid_m = first_m + (pid % per_group) % gsize
+        pid_n = (pid % per_group) // gsize
+        row0, col0 = pid_m * cfg.bm, pid_n * cfg.bn
+
+        a_kc = spec.a_layout == "row"  # A's K contiguous
+        b_kc = spec.b_layout == "col"  # B's K contiguous
+        a_chunks = cfg.bm * cfg.bk // 8
+        b_chunks = cfg.bn * cfg.bk // 8
+        stage_chunks = a_chunks + b_chunks
+
+        def load_tile(
+            gp: hir.Value,
+            ld: hir.Value,
+            k_contig: bool,
+            outer0: hir.Value,
+            outer_ext: hir.Value,
+            outer_tile: int,
+            k0: hir.Value,
+            base: hir.Value,
+            aligned: bool,
+        ) -> None:
+            """Copy one operand tile into shared chunks starting at `base`."""
+            cpr = kchunks if k_contig else outer_tile // 8
+            rows = cfg.bk if not k_contig else outer_tile
+            g16 = b.ptr_cast(gp, hir.ptr("global", hir.u16))
+            # Stored matrix coordinates: (srow, scol) with scol contiguous.
+            if k_contig:
+                srow0, scol0, srow_ext, scol_ext = outer0, k0, outer_ext, dim_k
+            else:
+                srow0, scol0, srow_ext, scol_ext = k0, outer0, dim_k, outer_ext
+            shift = cpr.bit_length() - 1
+            for it in range(rows * cpr // nt):
+                q = tid + it * nt
+                r, c = q >> shift, q & (cpr - 1)
+                dst = b.ptr_add(smem, base + r * cpr + (c ^ _swz(r, cpr)))
+                grow, gcol = srow0 + r, scol0 + c * 8
+
+                def by_elements() -> None:
+                    last_row, last_col = srow_ext - 1, scol_ext - 1
+                    row_ok = grow < srow_ext
+                    roff = b.min(grow, last_row) * ld
+                    v = zero_u32x4
+                    for e2 in range(4):
+                        halves = []
+                        for e in (2 * e2, 2 * e2 + 1):
+                            col = gcol + e
+                            ok = b.and_(row_ok, col < scol_ext)
+                            x = b.load(b.ptr_add(g16, roff + b.min(col, last_col)))
+                            halves.append(b.cast(b.select(ok, x, b.const(0, hir.u16)), hir.u32))
+                        v = b.insert(v, halves[0] | (halves[1] << 16), e2)
+                    b.store(dst, v)
+
+                if not aligned:
+                    by_elements()
+                    continue
+                full = b.and_(grow < srow_ext, gcol + 8 <= scol_ext)
+                with b.if_else(full) as (yes, no):
+                    with yes:
+                        src = b.ptr_cast(b.ptr_add(g16, grow * ld + gcol), hir.ptr("global", u32x4))
+                        b.cp_async(dst, src, bytes=16, cache="cg")
+                    with no:
+                        by_elements()
+
+        ktiles = (dim_k + (cfg.bk - 1)) // cfg.bk
+
+        def issue(kt: hir.Value) -> None:
+            """Start copying K tile kt into stage kt % stages (if it exists)."""
+            with b.if_(kt < ktiles):
+                base = (kt % cfg.stages) * stage_chunks
+                k0 = kt * cfg.bk
+                load_tile(pa, lda, a_kc, row0, dim_m, cfg.bm, k0, base, spec.a_aligned)
+                load_tile(pb, ldb, b_kc, col0, dim_n, cfg.bn, k0, base + a_chunks, spec.b_aligned)
+            b.cp_async_commit()  # one group per tile, empty past the end
+
+        for s in range(cfg.stages - 1):
+            issue(b.const(s, hir.u32))
+
+        warps_n = cfg.bn // cfg.wn
+        wrow = (warp // warps_n) * cfg.wm
+        wcol = (warp % warps_n) * cfg.wn
+        mt, ntl = cfg.wm // 16, cfg.wn // 8
+        acc0 = [zero_f32x4] * (mt * ntl)
+        r8, j8 = lane & 7, lane >> 3
+        with b.loop(0, ktiles, carry=acc0, type=hir.u32) as lp:
+            kt = lp.index
+            acc = list(lp.carried)
+            b.cp_async_wait(cfg.stages - 2)
+            b.barrier()  # tile kt landed for all threads; stage kt-1 is free
+            issue(kt + (cfg.stages - 1))
+            sa = b.ptr_add(smem, (kt % cfg.stages) * stage_chunks)
+            sb = b.ptr_add(sa, a_chunks)
+            for kk in range(cfg.bk // 16):
+                fa = []
+                for i in range(mt):
+                    if a_kc:  # [m][k], 4 chunks per row
+                        r = wrow + 16 * i + (lane & 15)
+                        c = (lane >> 4) + 2 * kk
+                        fa.append(b.ldmatrix(b.ptr_add(sa, r * kchunks + (c ^ _swz(r, kchunks))), 4))
+                    else:  # [k][m]
+                        cpr = cfg.bm // 8
+                        r = (j8 >> 1) * 8 + r8 + 16 * kk
+                        c = (wrow + 16 * i) // 8 + (j8 & 1)
+                        p = b.ptr_add(sa, r * cpr + (c ^ _swz(r, cpr)))
+                        fa.append(b.ldmatrix(p, 4, trans=True))
+                fb = []
+                for p2 in range(ntl // 2):
+                    if b_kc:  # [n][k]
+                        r = wcol + 16 * p2 + (j8 >> 1) * 8 + r8
+                        c = (j8 & 1) + 2 * kk
+                        x = b.ldmatrix(b.ptr_add(sb, r * kchunks + (c ^ _swz(r, kchunks))), 4)
+                    else:  # [k][n]
+                        cpr = cfg.bn // 8
+                        r = (j8 & 1) * 8 + r8 + 16 * kk
+                        c = (wcol + 16 * p2) // 8 + (j8 >> 1)
+                        x = b.ldmatrix(b.ptr_add(sb, r * cpr + (c ^ _swz(r, cpr))), 4, trans=True)
+                    for h in range(2):
+                        v = b.insert(zero_u32x2, b.extract(x, 2 * h), 0)
+                        fb.append(b.insert(v, b.extract(x, 2 * h + 1), 1))
+                for i in range(mt):
+                    for j in range(ntl):
+                        acc[i * ntl + j] = b.mma_sync(fa[i], fb[j], acc[i * ntl + j], elem=spec.dtype)
+            lp.next(*acc)
+        acc = list(lp.results)
+        b.cp_async_wait(0)
+
+        g, t = lane >> 2, lane & 3
+        for j in range(ntl):
+            col = col0 + wcol + 8 * j + 2 * t
+            bias = []
+            for e in range(2):
+                if spec.bias_dtype is None:
+                    bias.append(None)
+                    continue
+                cc = col + e
+                x = b.load(b.ptr_add(pbias, b.min(cc, dim_n - 1)))
+                bias.append(b.cast(x, hir.f32) if spec.bias_dtype != "f32" else x)
+            for i in range(mt):
+                for e in range(4):
+                    row = row0 + wrow + 16 * i + g + 8 * (e >> 1)
+                    cc = col + (e & 1)
+                    v = b.extract(acc[i * ntl + j], e)
+                    be = bias[e & 1]
+                    if be is not None:
+                        v = v + be
+                    v = activation(b, v, spec.activation)
+                    if spec.out_dtype != "f32":
+                        v = b.cast(v, out_t)
+                    with b.if_(b.and_(row < dim_m, cc < dim_n)):
+                        b.store(b.ptr_add(pc, row * ldc + cc), v)
+    return m
+
+
+def grid(cfg: Config, m: int, n: int) -> int:
+    """Blocks for an m x n output (a 1-D grid in grouped tile order)."""
+    return ((m + cfg.bm - 1) // cfg.bm) * ((n + cfg.bn - 1) // cfg.bn)

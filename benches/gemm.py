@@ -17,13 +17,12 @@ plot (``benches/plot_gemm.py`` renders docs/gemm.png from the JSON).
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import sys
 from collections.abc import Callable
-from typing import Any
-
-import argparse
 from pathlib import Path
+from typing import Any
 
 from _common import ROOT, Results, optional
 
@@ -110,7 +109,9 @@ def triton_matmul(triton: Any, tl: Any) -> Callable[..., Any]:
                 mask=(rm[:, None] < M) & (rn[None, :] < N),
             )
 
-    def run(a: Any, b: Any, c: Any, sms: int, prec: str, cfg: tuple[int, int, int, int, int]) -> None:
+    def run(
+        a: Any, b: Any, c: Any, sms: int, prec: str, cfg: tuple[int, int, int, int, int]
+    ) -> None:
         bm, bn, bk, stages, warps = cfg
         m, k = a.shape
         n = b.shape[1]
@@ -135,6 +136,85 @@ TRITON_CONFIGS = {
 }
 
 
+def bench_case(
+    ctx: dict[str, Any], case: str, dt: str, m: int, n: int, k: int, variant: str | None
+) -> None:
+    """Times cuBLAS, Triton and zyntax on one case and checks zyntax's result."""
+    torch, zk, res, trun = ctx["torch"], ctx["zk"], ctx["res"], ctx["trun"]
+    dev, sms, tdt, warmup, iters = ctx["dev"], ctx["sms"], ctx["tdt"], ctx["warmup"], ctx["iters"]
+    from zyntax.errors import ZyntaxError
+
+    flop = 2.0 * m * n * k
+    per_copy = (m * k + k * n) * (1 if dt == "e4m3" else torch.finfo(tdt[dt]).bits // 8)
+    copies = max(1, min(32, -(-L2_FLUSH_BYTES // per_copy)))
+    gen = torch.Generator(device=dev).manual_seed(hash(case) & 0xFFFF)
+
+    def rand(r: int, c: int, _dt: str = dt, _g: Any = gen) -> Any:
+        x = torch.randn(r, c, device=dev, generator=_g) / (k**0.25)
+        return x.to(tdt[_dt]) if _dt != "e4m3" else x.to(tdt["e4m3"])
+
+    As = [rand(m, k) for _ in range(copies)]
+    # B row-major K x N for zyntax and Triton; cuBLAS takes any layout.
+    Bs = [rand(k, n) for _ in range(copies)]
+    out_dt = torch.bfloat16 if dt == "e4m3" else tdt[dt]
+    C = torch.empty(m, n, device=dev, dtype=out_dt)
+    extra: dict[str, Any] = {"m": m, "n": n, "k": k}
+    torch.backends.cuda.matmul.allow_tf32 = dt == "tf32"
+
+    def report(impl: str, fn: Callable[[int], Any], **more: Any) -> None:
+        try:
+            ms = median_ms(fn, copies, warmup, iters)
+        except Exception as e:  # a peer or variant that fails is reported, not fatal
+            print(f"  {case:<22} {impl:<18} failed: {type(e).__name__}: {str(e)[:200]}")
+            return
+        res.add(case, impl, "TFLOP_per_s", flop / ms / 1e9, False, **extra, **more)
+
+    if dt == "e4m3":
+        one = torch.tensor(1.0, device=dev)
+        Bt = [b.t().contiguous().t() for b in Bs]  # _scaled_mm wants B column-major
+        report(
+            "cublas",
+            lambda i: torch._scaled_mm(As[i], Bt[i], scale_a=one, scale_b=one, out_dtype=out_dt),
+        )
+    else:
+        report("cublas", lambda i: torch.matmul(As[i], Bs[i], out=C))
+    if trun is not None:
+        prec = "ieee" if dt == "f32" else "tf32"
+        key = "decode" if m <= 128 else dt
+        best: tuple[float, Any] | None = None
+        for cfg in TRITON_CONFIGS[key]:
+            try:
+                ms = median_ms(lambda i, c=cfg: trun(As[i], Bs[i], C, sms, prec, c), copies, 2, 5)
+            except Exception as e:
+                print(f"  triton config {cfg} failed: {type(e).__name__}: {str(e)[:160]}")
+                return
+            if best is None or ms < best[0]:
+                best = (ms, cfg)
+        if best is not None:
+            cfg = best[1]
+            report("triton", lambda i, c=cfg: trun(As[i], Bs[i], C, sms, prec, c), config=list(cfg))
+    zvariant = variant
+    if dt == "tf32" and zvariant is None:
+        zvariant = "sm90"
+    try:
+        chosen = zk.choose_variant(As[0], Bs[0], variant=zvariant)
+    except ZyntaxError as e:
+        print(f"  {case:<22} zyntax             (no variant: {str(e)[:160]})")
+        return
+    Z = torch.empty_like(C)
+    scales = {"scale_a": 1.0, "scale_b": 1.0} if dt == "e4m3" else {}
+    report(
+        "zyntax", lambda i: zk.matmul(As[i], Bs[i], Z, variant=zvariant, **scales), variant=chosen
+    )
+    # Correctness of what was timed, against the float64 product of copy 0.
+    Z.fill_(float("nan"))
+    zk.matmul(As[0], Bs[0], Z, variant=zvariant, **scales)
+    ref = As[0].double() @ Bs[0].double()
+    err = ((Z.double() - ref).norm() / ref.norm()).item()
+    res.notes[f"{case}_zyntax_rel_err"] = err
+    print(f"  {case:<22} zyntax rel. error {err:.2e}")
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description="GEMM TFLOP/s: zyntax vs cuBLAS vs Triton")
     p.add_argument("--out-dir", type=Path, default=ROOT / "benches" / "results")
@@ -148,7 +228,6 @@ def main() -> int:
         print("gemm: needs torch with CUDA", file=sys.stderr)
         return 1
     import zyntax.kernels as zk
-    from zyntax.errors import ZyntaxError
 
     triton = optional("triton")
     tl = optional("triton.language") if triton else None
@@ -170,74 +249,10 @@ def main() -> int:
         "f32": torch.float32,
         "e4m3": getattr(torch, "float8_e4m3fn", None),
     }
-    for case, (dt, m, n, k, variant) in cases.items():
-        flop = 2.0 * m * n * k
-        per_copy = (m * k + k * n) * (1 if dt == "e4m3" else torch.finfo(tdt[dt]).bits // 8)
-        copies = max(1, min(32, -(-L2_FLUSH_BYTES // per_copy)))
-        gen = torch.Generator(device=dev).manual_seed(hash(case) & 0xFFFF)
-
-        def rand(r: int, c: int, _dt: str = dt, _g: Any = gen) -> Any:
-            x = torch.randn(r, c, device=dev, generator=_g) / (k**0.25)
-            return x.to(tdt[_dt]) if _dt != "e4m3" else x.to(tdt["e4m3"])
-
-        As = [rand(m, k) for _ in range(copies)]
-        # B row-major K x N for zyntax and Triton; cuBLAS takes any layout.
-        Bs = [rand(k, n) for _ in range(copies)]
-        out_dt = torch.bfloat16 if dt == "e4m3" else tdt[dt]
-        C = torch.empty(m, n, device=dev, dtype=out_dt)
-        extra: dict[str, Any] = {"m": m, "n": n, "k": k}
-        torch.backends.cuda.matmul.allow_tf32 = dt == "tf32"
-
-        def report(impl: str, fn: Callable[[int], Any], **more: Any) -> None:
-            try:
-                ms = median_ms(fn, copies, warmup, iters)
-            except Exception as e:  # a peer or variant that fails is reported, not fatal
-                print(f"  {case:<22} {impl:<18} failed: {type(e).__name__}: {str(e)[:200]}")
-                return
-            res.add(case, impl, "TFLOP_per_s", flop / ms / 1e9, False, **extra, **more)
-
-        if dt == "e4m3":
-            one = torch.tensor(1.0, device=dev)
-            Bt = [b.t().contiguous().t() for b in Bs]  # _scaled_mm wants B column-major
-            report(
-                "cublas",
-                lambda i: torch._scaled_mm(As[i], Bt[i], scale_a=one, scale_b=one, out_dtype=out_dt),
-            )
-        else:
-            report("cublas", lambda i: torch.matmul(As[i], Bs[i], out=C))
-        if trun is not None:
-            prec = "ieee" if dt == "f32" else "tf32"
-            key = "decode" if m <= 128 else dt
-            best: tuple[float, Any] | None = None
-            for cfg in TRITON_CONFIGS[key]:
-                try:
-                    ms = median_ms(lambda i, c=cfg: trun(As[i], Bs[i], C, sms, prec, c), copies, 2, 5)
-                except Exception as e:
-                    print(f"  triton config {cfg} failed: {type(e).__name__}: {str(e)[:160]}")
-                    continue
-                if best is None or ms < best[0]:
-                    best = (ms, cfg)
-            if best is not None:
-                cfg = best[1]
-                report("triton", lambda i, c=cfg: trun(As[i], Bs[i], C, sms, prec, c), config=list(cfg))
-        zvariant = variant
-        if dt == "tf32" and zvariant is None:
-            zvariant = "sm90"
-        try:
-            chosen = zk.choose_variant(As[0], Bs[0], variant=zvariant)
-        except ZyntaxError as e:
-            print(f"  {case:<22} zyntax             (no variant: {str(e)[:160]})")
-            continue
-        Z = torch.empty_like(C)
-        report("zyntax", lambda i: zk.matmul(As[i], Bs[i], Z, variant=zvariant), variant=chosen)
-        # Correctness of what was timed, against the float64 product of copy 0.
-        Z.fill_(float("nan"))
-        zk.matmul(As[0], Bs[0], Z, variant=zvariant)
-        ref = As[0].double() @ Bs[0].double()
-        err = ((Z.double() - ref).norm() / ref.norm()).item()
-        res.notes[f"{case}_zyntax_rel_err"] = err
-        print(f"  {case:<22} zyntax rel. error {err:.2e}")
-        del As, Bs, C, Z
+    ctx = {"torch": torch, "zk": zk, "res": res, "trun": trun, "dev": dev, "sms": sms}
+    ctx.update(tdt=tdt, warmup=warmup, iters=iters)
+    for case, spec in cases.items():
+        bench_case(ctx, case, *spec)
         torch.cuda.empty_cache()
     res.write(args.out_dir)
     return 0

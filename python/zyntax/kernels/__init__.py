@@ -61,7 +61,9 @@ def _arg(op: Operand | None) -> Any:
     return None if op is None else (op.host if op.host is not None else op.ptr)
 
 
-def _launch(p: Problem, variant: str, cfg: Any, spec: Any, build: Callable[[], Any], arch: str, grid: int) -> None:
+def _launch(
+    p: Problem, variant: str, cfg: Any, spec: Any, build: Callable[[], Any], arch: str, grid: int
+) -> None:
     device = p.device or 0
     kern = _compiled((variant, cfg, spec, arch, device), build, p.backend, device)
     bias = _arg(p.bias)
@@ -211,7 +213,9 @@ def _choose(p: Problem, variant: str | None) -> tuple[Variant, str]:
         raise ArgumentError(f"argument 'a': fp8 (e4m3) needs sm_89 or newer; the device is {arch}")
     names = [v.name for v in REGISTRY]
     if variant is not None and variant not in names:
-        raise ArgumentError(f"argument 'variant': unknown variant {variant!r} (expected one of {names})")
+        raise ArgumentError(
+            f"argument 'variant': unknown variant {variant!r} (expected one of {names})"
+        )
     reasons = []
     for v in REGISTRY:
         if variant is not None and v.name != variant:
@@ -226,7 +230,9 @@ def _choose(p: Problem, variant: str | None) -> tuple[Variant, str]:
     )
 
 
-def choose_variant(a: Any, b: Any, *, out_dtype: str | None = None, variant: str | None = None) -> str:
+def choose_variant(
+    a: Any, b: Any, *, out_dtype: str | None = None, variant: str | None = None
+) -> str:
     """The name of the variant :func:`matmul` would run for these inputs."""
     p = normalise(a, b, None, out_dtype=out_dtype)
     return _choose(p, variant)[0].name

@@ -99,7 +99,9 @@ def _device_of(obj: Any) -> int | None:
     return 0 if dev is None or getattr(dev, "type", "cuda") == "cuda" else None
 
 
-def _describe(obj: Any, name: str) -> tuple[str, tuple[int, ...], tuple[int, ...], int, int | None, Any]:
+def _describe(
+    obj: Any, name: str
+) -> tuple[str, tuple[int, ...], tuple[int, ...], int, int | None, Any]:
     """(dtype, shape, element strides, device address, device, host array) of `obj`."""
     if isinstance(obj, np.ndarray):
         dt = _NUMPY_DTYPES.get(obj.dtype.name)
@@ -119,9 +121,11 @@ def _describe(obj: Any, name: str) -> tuple[str, tuple[int, ...], tuple[int, ...
                 f"argument '{name}': is a host tensor; device memory is needed (tensor.cuda())"
             )
         return dt, tuple(obj.shape), tuple(obj.stride()), obj.data_ptr(), obj.device.index, None
-    cai = getattr(type(obj), "__cuda_array_interface__", None)
-    if cai is not None:
-        iface = obj.__cuda_array_interface__
+    try:
+        iface = getattr(obj, "__cuda_array_interface__", None)
+    except Exception:  # some libraries raise for dtypes the interface lacks (bf16)
+        iface = None
+    if iface is not None:
         ts = iface["typestr"]
         dt = next((k for k, v in TYPESTR.items() if v == ts and k != "e4m3"), None)
         if ts == "<V2":
@@ -133,7 +137,7 @@ def _describe(obj: Any, name: str) -> tuple[str, tuple[int, ...], tuple[int, ...
         shape = tuple(iface["shape"])
         size = DTYPE_BYTES[dt]
         if iface.get("strides") is None:
-            strides: tuple[int, ...] = tuple(
+            strides = tuple(
                 int(np.prod(shape[i + 1 :], dtype=np.int64)) for i in range(len(shape))
             )
         else:
@@ -187,7 +191,7 @@ def _alloc_out(like: Any, backend: str, m: int, n: int, dtype: str, device: int 
             )
         return np.empty((m, n), np.float16 if dtype == "f16" else np.float32)
     if _is_torch(like):
-        import torch
+        import torch  # type: ignore[import-not-found,unused-ignore]
 
         tdt = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}[dtype]
         return torch.empty((m, n), dtype=tdt, device=like.device)
@@ -248,7 +252,9 @@ def normalise(
     if (oo.host is not None) != (backend == "interp"):
         raise ArgumentError("argument 'out': must live where a and b live")
     if out is not None and out_dtype is not None and oo.dtype != out_dtype:
-        raise ArgumentError(f"argument 'out': dtype {oo.dtype} differs from out_dtype={out_dtype!r}")
+        raise ArgumentError(
+            f"argument 'out': dtype {oo.dtype} differs from out_dtype={out_dtype!r}"
+        )
     if oo.dtype not in OUT_DTYPES:
         raise ArgumentError(f"argument 'out': dtype {oo.dtype} is not an output dtype")
     if (oo.rows, oo.cols) != (m, n):

@@ -110,8 +110,6 @@ def build(cfg: Config, spec: Spec) -> hir.Module:
     out_t = _SCALAR[spec.out_dtype]
     bias_t = _SCALAR[spec.bias_dtype or "f32"]
     u32x4 = hir.vec(hir.u32, 4)
-    u32x2 = hir.vec(hir.u32, 2)
-    f32x4 = hir.vec(hir.f32, 4)
     m = hir.Module(KERNEL, targets=["sm_80", "sm_90"])
     params = [
         hir.ptr("global", elem),
@@ -173,7 +171,7 @@ def build(cfg: Config, spec: Spec) -> hir.Module:
                 dst = b.ptr_add(smem, base + r * cpr + (c ^ _swz(r, cpr)))
                 grow, gcol = srow0 + r, scol0 + c * 8
 
-                def by_elements() -> None:
+                def by_elements(grow: hir.Value, gcol: hir.Value, dst: hir.Value) -> None:
                     last_row, last_col = srow_ext - 1, scol_ext - 1
                     row_ok = grow < srow_ext
                     roff = b.min(grow, last_row) * ld
@@ -189,7 +187,7 @@ def build(cfg: Config, spec: Spec) -> hir.Module:
                     b.store(dst, v)
 
                 if not aligned:
-                    by_elements()
+                    by_elements(grow, gcol, dst)
                     continue
                 full = b.and_(grow < srow_ext, gcol + 8 <= scol_ext)
                 with b.if_else(full) as (yes, no):
@@ -197,7 +195,7 @@ def build(cfg: Config, spec: Spec) -> hir.Module:
                         src = b.ptr_cast(b.ptr_add(g16, grow * ld + gcol), hir.ptr("global", u32x4))
                         b.cp_async(dst, src, bytes=16, cache="cg")
                     with no:
-                        by_elements()
+                        by_elements(grow, gcol, dst)
 
         ktiles = (dim_k + (cfg.bk - 1)) // cfg.bk
 
@@ -233,7 +231,9 @@ def build(cfg: Config, spec: Spec) -> hir.Module:
                     if a_kc:  # [m][k], 4 chunks per row
                         r = wrow + 16 * i + (lane & 15)
                         c = (lane >> 4) + 2 * kk
-                        fa.append(b.ldmatrix(b.ptr_add(sa, r * kchunks + (c ^ _swz(r, kchunks))), 4))
+                        fa.append(
+                            b.ldmatrix(b.ptr_add(sa, r * kchunks + (c ^ _swz(r, kchunks))), 4)
+                        )
                     else:  # [k][m]
                         cpr = cfg.bm // 8
                         r = (j8 >> 1) * 8 + r8 + 16 * kk
@@ -256,7 +256,9 @@ def build(cfg: Config, spec: Spec) -> hir.Module:
                         fb.append(b.insert(v, b.extract(x, 2 * h + 1), 1))
                 for i in range(mt):
                     for j in range(ntl):
-                        acc[i * ntl + j] = b.mma_sync(fa[i], fb[j], acc[i * ntl + j], elem=spec.dtype)
+                        acc[i * ntl + j] = b.mma_sync(
+                            fa[i], fb[j], acc[i * ntl + j], elem=spec.dtype
+                        )
             lp.next(*acc)
         acc = list(lp.results)
         b.cp_async_wait(0)
@@ -264,7 +266,7 @@ def build(cfg: Config, spec: Spec) -> hir.Module:
         g, t = lane >> 2, lane & 3
         for j in range(ntl):
             col = col0 + wcol + 8 * j + 2 * t
-            bias = []
+            bias: list[hir.Value | None] = []
             for e in range(2):
                 if spec.bias_dtype is None:
                     bias.append(None)

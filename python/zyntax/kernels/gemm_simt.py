@@ -130,7 +130,9 @@ def build(cfg: Config, spec: Spec) -> hir.Module:
         a_kc = spec.a_layout == "row"
         b_kc = spec.b_layout == "col"
 
-        def stash(buf: hir.Value, part: int, got: tuple[hir.Value, hir.Value, hir.Value], k_contig: bool) -> None:
+        def stash(
+            buf: hir.Value, part: int, got: tuple[hir.Value, hir.Value, hir.Value], k_contig: bool
+        ) -> None:
             """Store fetched elements into tile `part` (0: A, 1: B) of buffer `buf`."""
             v, k_off, o_off = got
             base = (buf * 2 + part) * (tile4 * 4)
@@ -138,7 +140,9 @@ def build(cfg: Config, spec: Spec) -> hir.Module:
                 for e in range(4):
                     b.store(b.ptr_add(sflat, base + (k_off + e) * cfg.bm + o_off), b.extract(v, e))
             else:
-                p = b.ptr_cast(b.ptr_add(sflat, base + k_off * cfg.bm + o_off), hir.ptr("shared", f32x4))
+                p = b.ptr_cast(
+                    b.ptr_add(sflat, base + k_off * cfg.bm + o_off), hir.ptr("shared", f32x4)
+                )
                 b.store(p, v)
 
         def fetch_both(k0: hir.Value) -> tuple[tuple[hir.Value, hir.Value, hir.Value], ...]:
@@ -167,12 +171,14 @@ def build(cfg: Config, spec: Spec) -> hir.Module:
                 av, bv = [], []
                 for half in range(2):
                     pa4 = b.ptr_cast(
-                        b.ptr_add(sflat, abase + kk * cfg.bm + ty * 4 + 64 * half), hir.ptr("shared", f32x4)
+                        b.ptr_add(sflat, abase + kk * cfg.bm + ty * 4 + 64 * half),
+                        hir.ptr("shared", f32x4),
                     )
                     x = b.load(pa4)
                     av += [b.extract(x, e) for e in range(4)]
                     pb4 = b.ptr_cast(
-                        b.ptr_add(sflat, bbase + kk * cfg.bn + tx * 4 + 64 * half), hir.ptr("shared", f32x4)
+                        b.ptr_add(sflat, bbase + kk * cfg.bn + tx * 4 + 64 * half),
+                        hir.ptr("shared", f32x4),
                     )
                     y = b.load(pb4)
                     bv += [b.extract(y, e) for e in range(4)]

@@ -1,0 +1,240 @@
+"""zyntax.kernels.matmul on the reference interpreter (numpy inputs) and its
+argument checks. Every result is compared with the float64 product of fresh
+random inputs; outputs are poisoned with NaN first. The GPU versions of these
+checks are tests/python/gpu/test_matmul_gpu.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import zyntax.kernels as zk
+from zyntax.errors import ArgumentError, ZyntaxError
+from zyntax.kernels import _problem
+
+rng = np.random.default_rng()
+GELU_C = 0.7978845608028654
+
+
+def reference(a: Any, b: Any, bias: Any = None, activation: str | None = None) -> Any:
+    ref = np.asarray(a, np.float64) @ np.asarray(b, np.float64)
+    if bias is not None:
+        ref = ref + np.asarray(bias, np.float64)
+    if activation == "relu":
+        ref = np.maximum(ref, 0.0)
+    elif activation == "gelu":
+        ref = 0.5 * ref * (1.0 + np.tanh(GELU_C * (ref + 0.044715 * ref**3)))
+    return ref
+
+
+def rel_err(out: Any, ref: Any) -> float:
+    out = np.asarray(out, np.float64)
+    assert not np.isnan(out).any(), "an output element was never written"
+    return float(np.linalg.norm(out - ref) / max(np.linalg.norm(ref), 1e-30))
+
+
+def operands(m: int, n: int, k: int, dt: Any, la: str, lb: str) -> tuple[Any, Any]:
+    a = rng.standard_normal((m, k)).astype(dt)
+    b = rng.standard_normal((k, n)).astype(dt)
+    # A column-major operand is the transposed view of a contiguous matrix.
+    if la == "col":
+        a = np.ascontiguousarray(a.T).T
+    if lb == "col":
+        b = np.ascontiguousarray(b.T).T
+    return a, b
+
+
+SIZES = [(1, 1, 1), (17, 17, 17), (33, 40, 48), (19, 130, 9)]
+LAYOUTS = [("row", "row"), ("row", "col"), ("col", "row"), ("col", "col")]
+
+
+@pytest.mark.parametrize("la,lb", LAYOUTS)
+@pytest.mark.parametrize("m,n,k", SIZES)
+def test_mma_sync_f16_on_interpreter(m: int, n: int, k: int, la: str, lb: str) -> None:
+    a, b = operands(m, n, k, np.float16, la, lb)
+    assert zk.choose_variant(a, b) == "mma_sync"
+    out = np.full((m, n), np.nan, np.float32)
+    zk.matmul(a, b, out)
+    assert rel_err(out, reference(a, b)) < 1e-3
+
+
+@pytest.mark.parametrize("la,lb", LAYOUTS)
+@pytest.mark.parametrize("m,n,k", SIZES)
+def test_simt_f32_on_interpreter(m: int, n: int, k: int, la: str, lb: str) -> None:
+    a, b = operands(m, n, k, np.float32, la, lb)
+    assert zk.choose_variant(a, b) == "simt"
+    out = np.full((m, n), np.nan, np.float32)
+    zk.matmul(a, b, out)
+    assert rel_err(out, reference(a, b)) < 1e-5
+
+
+@pytest.mark.parametrize("dt,tol", [(np.float16, 1e-3), (np.float32, 1e-5)])
+@pytest.mark.parametrize("activation", [None, "relu", "gelu"])
+def test_epilogue_bias_activation(dt: Any, tol: float, activation: str | None) -> None:
+    m, n, k = 37, 136, 40  # two column blocks, a row tail
+    a, b = operands(m, n, k, dt, "row", "row")
+    bias = rng.standard_normal(n).astype(dt)
+    out = np.full((m, n), np.nan, np.float32)
+    zk.matmul(a, b, out, bias=bias, activation=activation)
+    assert rel_err(out, reference(a, b, bias, activation)) < tol
+
+
+def test_output_cast_and_allocation() -> None:
+    a, b = operands(33, 40, 48, np.float16, "row", "col")
+    got = zk.matmul(a, b)  # allocated like the inputs: numpy f16
+    assert isinstance(got, np.ndarray) and got.dtype == np.float16 and got.shape == (33, 40)
+    assert rel_err(got, reference(a, b)) < 2e-3
+    a32, b32 = operands(17, 24, 8, np.float32, "row", "row")
+    got16 = zk.matmul(a32, b32, out_dtype="f16")
+    assert got16.dtype == np.float16
+    assert rel_err(got16, reference(a32, b32)) < 2e-3
+
+
+def _bits_bf16(x: Any) -> Any:
+    """float32 -> bf16 bit patterns (round to nearest even) as uint16."""
+    u = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    u = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+    return u.astype(np.uint16)
+
+
+def _from_bf16(bits: Any) -> Any:
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+@pytest.mark.parametrize("la,lb", LAYOUTS)
+def test_mma_sync_bf16_on_interpreter(la: str, lb: str) -> None:
+    # numpy has no bfloat16: build the problem from uint16 bit patterns.
+    m, n, k = 33, 40, 48
+    a = _bits_bf16(rng.standard_normal((m, k)))
+    b = _bits_bf16(rng.standard_normal((k, n)))
+    host_a = a if la == "row" else np.ascontiguousarray(a.T)
+    host_b = b if lb == "row" else np.ascontiguousarray(b.T)
+    out = np.full((m, n), np.nan, np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+
+    def op(name: str, rows: int, cols: int, layout: str, host: Any) -> Any:
+        ld = cols if layout == "row" else rows
+        return _problem.Operand(name, "bf16", rows, cols, layout, ld, 0, None, host)
+
+    p = _problem.Problem(
+        m=m,
+        n=n,
+        k=k,
+        a=op("a", m, k, la, host_a),
+        b=op("b", k, n, lb, host_b),
+        out=_problem.Operand("out", "f32", m, n, "row", n, 0, None, out),
+        bias=_problem.Operand("bias", "f32", 1, n, "row", n, 0, None, bias),
+        activation="relu",
+        backend="interp",
+        device=None,
+        out_obj=out,
+    )
+    zk._mma_sync_run(p, "interp")
+    ref = reference(_from_bf16(a), _from_bf16(b), bias, "relu")
+    assert rel_err(out, ref) < 1e-5  # exact bf16 inputs, f32 accumulation
+
+
+# ------------------------------------------------------------------ bad input
+
+
+class FakeGpu:
+    """A GPU matrix as far as the argument checks can tell (never launched)."""
+
+    def __init__(
+        self, shape: tuple[int, ...], typestr: str = "<f2", strides: Any = None, device: int = 0
+    ) -> None:
+        self.device = device
+        self.__cuda_array_interface__ = {
+            "shape": shape,
+            "typestr": typestr,
+            "strides": strides,
+            "data": (1 << 20, False),
+            "version": 3,
+        }
+
+
+class FakeTorch:
+    """Looks like a CUDA torch tensor of an fp8 dtype to the checks."""
+
+    __module__ = "torch.fake"
+
+    def __init__(self, shape: tuple[int, int], dtype: str) -> None:
+        self.shape, self.dtype, self.is_cuda = shape, dtype, True
+        self.device = type("dev", (), {"index": 0, "type": "cuda"})()
+
+    def stride(self) -> tuple[int, int]:
+        return (self.shape[1], 1)
+
+    def data_ptr(self) -> int:
+        return 1 << 20
+
+
+def bad(match: str, *args: Any, **kw: Any) -> None:
+    with pytest.raises(ArgumentError, match=match):
+        zk.matmul(*args, **kw)
+
+
+def test_bad_input_is_a_typed_error_naming_the_argument() -> None:
+    a16, b16 = operands(8, 8, 8, np.float16, "row", "row")
+    bad("argument 'b': inner dimensions", a16, np.zeros((9, 8), np.float16))
+    bad("argument 'b': dtype f32 does not match a's f16", a16, b16.astype(np.float32))
+    bad("argument 'activation': unknown activation 'tanh'", a16, b16, activation="tanh")
+    bad("argument 'out_dtype'", a16, b16, out_dtype="f64")
+    bad(r"argument 'bias': shape \(7,\)", a16, b16, bias=np.zeros(7, np.float16))
+    bad(r"argument 'bias': shape \(8, 1\)", a16, b16, bias=np.zeros((8, 1), np.float16))
+    bad("argument 'a': dtype float64", a16.astype(np.float64), b16)
+    bad("argument 'a': dtype int32", np.zeros((8, 8), np.int32), b16)
+    bad("argument 'a': expected a 2-D matrix", np.zeros((2, 8, 8), np.float16), b16)
+    bad("argument 'variant': unknown variant 'cutlass'", a16, b16, variant="cutlass")
+    bad("argument 'variant': no matmul variant runs f16", a16, b16, variant="simt")
+    bad("argument 'out': shape", a16, b16, np.zeros((8, 9), np.float32))
+    bad(
+        "argument 'out': dtype f16 differs", a16, b16, np.zeros((8, 8), np.float16), out_dtype="f32"
+    )
+    bad("argument 'a': expected a zyntax DeviceArray", [[1.0]], b16)
+    bad("argument 'b': a and b must both be numpy", FakeGpu((8, 8)), b16)
+
+
+def test_bad_gpu_inputs_are_rejected_before_any_launch() -> None:
+    a = FakeGpu((64, 32))
+    bad("argument 'b': is on device 1, a on device 0", a, FakeGpu((32, 16), device=1))
+    # Neither rows nor columns contiguous (every other column of a matrix).
+    bad(
+        "argument 'a': strides .* neither row- nor column-major",
+        FakeGpu((64, 32), strides=(256, 4)),
+        FakeGpu((32, 16)),
+    )
+    bad("argument 'a': dtype '<i4'", FakeGpu((64, 32), "<i4"), FakeGpu((32, 16), "<i4"))
+    o = FakeGpu((64, 16), "<f4", device=1)
+    bad("argument 'out': is on device 1", a, FakeGpu((32, 16)), o)
+    bad(
+        "argument 'out': must be row-major",
+        a,
+        FakeGpu((32, 16)),
+        FakeGpu((64, 16), "<f4", strides=(4, 256)),
+    )
+
+
+def test_fp8_needs_an_arch_with_fp8(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(zk, "_arch_of", lambda p: "sm_80")
+    a, b = FakeTorch((64, 32), "torch.float8_e4m3fn"), FakeTorch((32, 16), "torch.float8_e4m3fn")
+    out = FakeGpu((64, 16), "<V2")  # bf16, the fp8 output dtype
+    with pytest.raises(ArgumentError, match=r"argument 'a': fp8 .* needs sm_89"):
+        zk.matmul(a, b, out)
+    # On sm_90 only the sm90 variant runs fp8; without it the error says why.
+    monkeypatch.setattr(zk, "_arch_of", lambda p: "sm_90")
+    monkeypatch.setattr(zk, "_sm90_module", lambda: None)
+    with pytest.raises(ZyntaxError, match="no matmul variant runs e4m3"):
+        zk.matmul(a, b, out)
+
+
+def test_registry_order_and_variant_forcing() -> None:
+    assert [v.name for v in zk.REGISTRY] == ["sm90", "mma_sync", "simt"]
+    a, b = operands(4, 4, 4, np.float16, "row", "row")
+    # On the interpreter sm90 never applies; mma_sync is the choice and can be forced.
+    assert zk.choose_variant(a, b) == "mma_sync"
+    assert zk.choose_variant(a, b, variant="mma_sync") == "mma_sync"
+    with pytest.raises(ArgumentError, match="sm90"):
+        zk.choose_variant(a, b, variant="sm90")

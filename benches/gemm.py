@@ -215,6 +215,80 @@ def bench_case(
     print(f"  {case:<22} zyntax rel. error {err:.2e}")
 
 
+#: mma_sync tile configs the ladder compares (bm, bn, bk, wm, wn, stages).
+LADDER = [
+    (128, 128, 32, 64, 64, 4),
+    (128, 128, 32, 64, 64, 3),
+    (128, 128, 64, 64, 64, 3),
+    (128, 128, 64, 64, 64, 4),
+    (128, 256, 32, 64, 64, 3),
+    (256, 128, 32, 64, 64, 3),
+    (128, 256, 64, 64, 64, 3),
+    (128, 128, 32, 64, 32, 4),
+]
+
+
+def call_overhead_us(torch: Any, zk: Any) -> float:
+    """Host time of one small zyntax matmul call (normalise, choose, launch)."""
+    import time
+
+    a = torch.randn(16, 64, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(64, 64, device="cuda", dtype=torch.bfloat16)
+    c = torch.empty(16, 64, device="cuda", dtype=torch.bfloat16)
+    for _ in range(20):
+        zk.matmul(a, b, c)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(500):
+        zk.matmul(a, b, c)
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / 500 * 1e6
+
+
+def ladder(ctx: dict[str, Any]) -> None:
+    """TFLOP/s of each mma_sync config at bf16 8192^3 (rows ``ladder_<config>``),
+    plus the default config with the tail checks kept (``ladder_checked``);
+    the fastest config becomes the one the cases use."""
+    torch, zk, res = ctx["torch"], ctx["zk"], ctx["res"]
+    n = 8192
+    a = torch.randn(n, n, device="cuda").bfloat16()
+    b = torch.randn(n, n, device="cuda").bfloat16()
+    c = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
+    ref = None
+    best: tuple[float, Any] | None = None
+    default = zk.MMA_SYNC_CONFIG
+    runs: list[tuple[str, Any, bool]] = [("ladder_checked", default, False)]
+    for cfg in LADDER:
+        bm, bn, bk, wm, wn, st = cfg
+        runs.append(
+            (f"ladder_{bm}x{bn}x{bk}_w{wm}x{wn}_s{st}", zk.gemm_mma_sync.Config(*cfg), True)
+        )
+    even = zk._even
+    for name, cfg, keep_even in runs:
+        zk.MMA_SYNC_CONFIG = cfg
+        zk._even = even if keep_even else (lambda *a: False)
+        try:
+            c.fill_(float("nan"))
+            zk.matmul(a, b, c, variant="mma_sync")
+            if ref is None:
+                ref = a.double() @ b.double()
+            err = ((c.double() - ref).norm() / ref.norm()).item()
+            ms = median_ms(lambda i: zk.matmul(a, b, c, variant="mma_sync"), 1, 3, 15)
+        except Exception as e:
+            print(f"  {name}: failed: {type(e).__name__}: {str(e)[:200]}")
+            continue
+        finally:
+            zk._even = even
+        tf = 2.0 * n**3 / ms / 1e9
+        res.add(name, "zyntax", "TFLOP_per_s", tf, False, rel_err=err)
+        if keep_even and (best is None or tf > best[0]):
+            best = (tf, cfg)
+    zk.MMA_SYNC_CONFIG = best[1] if best else default
+    res.notes["mma_sync_config"] = str(zk.MMA_SYNC_CONFIG)
+    print(f"  mma_sync config for the cases: {zk.MMA_SYNC_CONFIG}")
+    torch.cuda.empty_cache()
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description="GEMM TFLOP/s: zyntax vs cuBLAS vs Triton")
     p.add_argument("--out-dir", type=Path, default=ROOT / "benches" / "results")
@@ -222,6 +296,12 @@ def main() -> int:
     p.add_argument("--device", type=int, default=0)
     p.add_argument("--cases", default=",".join(CASES), help="comma-separated case names")
     p.add_argument("--sweep", action="store_true", help="add the square bf16 size sweep")
+    p.add_argument(
+        "--ladder",
+        action="store_true",
+        help="time the mma_sync tile configs (and the tail-checked kernel) at 8192^3 "
+        "first; the best config then runs the cases",
+    )
     args = p.parse_args()
     torch = optional("torch")
     if torch is None or not torch.cuda.is_available():
@@ -251,6 +331,10 @@ def main() -> int:
     }
     ctx = {"torch": torch, "zk": zk, "res": res, "trun": trun, "dev": dev, "sms": sms}
     ctx.update(tdt=tdt, warmup=warmup, iters=iters)
+    res.notes["zyntax_matmul_call_us"] = call_overhead_us(torch, zk)
+    print(f"  zyntax.kernels.matmul call overhead: {res.notes['zyntax_matmul_call_us']:.1f} us")
+    if args.ladder:
+        ladder(ctx)
     for case, spec in cases.items():
         bench_case(ctx, case, *spec)
         torch.cuda.empty_cache()

@@ -43,6 +43,10 @@ if [[ "$what" == benches || "$what" == all ]]; then
     timeout 200 python3 benches/aot.py --out-dir "$OUT/results" 2>&1 | tail -30
     timeout 200 python3 benches/fusion.py --out-dir "$OUT/results" 2>&1 | tail -12
     timeout 200 python3 benches/tiling.py --out-dir "$OUT/results" 2>&1 | tail -12
+    timeout 400 python3 benches/gemm.py --ladder --sweep --out-dir "$OUT/results" 2>&1 | tail -60
+    for f in "$OUT"/results/gemm-*.json; do
+        [[ -f "$f" ]] && python3 benches/plot_gemm.py "$f" "$OUT/gemm.png" 2>&1 | tail -2
+    done
 fi
 if [[ "$what" == sanitize || "$what" == all ]] && command -v compute-sanitizer >/dev/null; then
     for tool in memcheck racecheck; do

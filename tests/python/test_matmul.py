@@ -238,3 +238,37 @@ def test_registry_order_and_variant_forcing() -> None:
     assert zk.choose_variant(a, b, variant="mma_sync") == "mma_sync"
     with pytest.raises(ArgumentError, match="sm90"):
         zk.choose_variant(a, b, variant="sm90")
+
+
+@pytest.mark.parametrize("la,lb", LAYOUTS)
+@pytest.mark.parametrize("out_dtype", ["f32", "f16"])
+def test_mma_sync_even_tiles_have_no_checks_and_vector_stores(
+    la: str, lb: str, out_dtype: str
+) -> None:
+    # M, N, K multiples of the 128 x 128 x 32 tile: the check-free kernel.
+    m, n, k = 128, 128, 64
+    a, b = operands(m, n, k, np.float16, la, lb)
+    p = _problem.normalise(a, b, out_dtype=out_dtype)
+    assert zk._even(p, 128, 128, 32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    got = zk.matmul(a, b, bias=bias, activation="gelu", out_dtype=out_dtype)
+    assert rel_err(got, reference(a, b, bias, "gelu")) < (1e-3 if out_dtype == "f32" else 2e-3)
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        dict(bm=128, bn=128, bk=64, wm=64, wn=64, stages=3),
+        dict(bm=64, bn=128, bk=32, wm=32, wn=64, stages=4),
+    ],
+)
+@pytest.mark.parametrize("la,lb", [("row", "row"), ("col", "col")])
+def test_mma_sync_other_tile_configs(
+    cfg: dict[str, int], la: str, lb: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(zk, "MMA_SYNC_CONFIG", zk.gemm_mma_sync.Config(**cfg))
+    for m, n, k in [(128, 128, 128), (70, 130, 72)]:
+        a, b = operands(m, n, k, np.float16, la, lb)
+        out = np.full((m, n), np.nan, np.float32)
+        zk.matmul(a, b, out)
+        assert rel_err(out, reference(a, b)) < 1e-3

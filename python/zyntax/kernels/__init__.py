@@ -80,7 +80,16 @@ def _launch(
 
 # ------------------------------------------------------------------ mma_sync (sm_80)
 
+#: Tile shapes of the mma_sync variant: large problems, and few rows (decode).
 MMA_SYNC_CONFIG = gemm_mma_sync.Config()
+MMA_SYNC_SMALL_M_CONFIG = gemm_mma_sync.Config(bm=16, bn=64, bk=64, wm=16, wn=32, stages=4)
+
+
+def _even(p: Problem, bm: int, bn: int, bk: int) -> bool:
+    """No tails and 16-byte alignment everywhere: the check-free kernel applies."""
+    out_ok = p.out.ptr % 16 == 0 and (p.out.ld * p.out.itemsize) % 16 == 0
+    tiles = p.m % bm == 0 and p.n % bn == 0 and p.k % bk == 0
+    return tiles and p.a.aligned16 and p.b.aligned16 and out_ok
 
 
 def _mma_sync_supports(p: Problem, arch: str) -> str | None:
@@ -92,7 +101,7 @@ def _mma_sync_supports(p: Problem, arch: str) -> str | None:
 
 
 def _mma_sync_run(p: Problem, arch: str) -> None:
-    cfg = MMA_SYNC_CONFIG
+    cfg = MMA_SYNC_SMALL_M_CONFIG if p.m <= 32 else MMA_SYNC_CONFIG
     spec = gemm_mma_sync.Spec(
         dtype=p.a.dtype,
         a_layout=p.a.layout,
@@ -102,6 +111,7 @@ def _mma_sync_run(p: Problem, arch: str) -> None:
         out_dtype=p.out.dtype,
         bias_dtype=None if p.bias is None else p.bias.dtype,
         activation=p.activation,
+        even=_even(p, cfg.bm, cfg.bn, cfg.bk),
     )
     grid = gemm_mma_sync.grid(cfg, p.m, p.n)
     _launch(p, "mma_sync", cfg, spec, lambda: gemm_mma_sync.build(cfg, spec), arch, grid)
@@ -199,12 +209,19 @@ REGISTRY: list[Variant] = [
 ]
 
 
+_archs: dict[int, str] = {}
+
+
 def _arch_of(p: Problem) -> str:
     if p.backend == "interp":
         return "interp"
-    from zyntax import cuda
+    device = p.device or 0
+    arch = _archs.get(device)
+    if arch is None:
+        from zyntax import cuda
 
-    return cuda.device_arch(p.device or 0)
+        arch = _archs[device] = cuda.device_arch(device)
+    return arch
 
 
 def _choose(p: Problem, variant: str | None) -> tuple[Variant, str]:

@@ -70,6 +70,9 @@ class Spec:
     out_dtype: str  # "f32", "bf16", "f16"
     bias_dtype: str | None
     activation: str | None
+    # M, N, K multiples of the tile, operands and output 16-byte aligned:
+    # no bounds checks at all, output pairs stored as one vector.
+    even: bool = False
 
 
 _SCALAR = {"bf16": hir.bf16, "f16": hir.f16, "f32": hir.f32}
@@ -77,8 +80,12 @@ KERNEL = "gemm_mma_sync"
 
 
 def _swz(r: hir.Value, cpr: int) -> hir.Value:
-    """XOR term of shared row r in a tile with `cpr` 16-byte chunks per row."""
-    return (r >> 1) & 3 if cpr == 4 else r & 7
+    """XOR term of shared row r in a tile with `cpr` 16-byte chunks per row:
+    the 8 rows of one ldmatrix phase (8 x 16 bytes) land on 8 distinct
+    16-byte bank groups."""
+    if cpr >= 8:
+        return r & 7
+    return (r >> (8 // cpr).bit_length() - 1) & (cpr - 1)
 
 
 def zeros(b: hir.FunctionBuilder, elem: hir.Type, lanes: int) -> hir.Value:
@@ -105,7 +112,7 @@ def build(cfg: Config, spec: Spec) -> hir.Module:
     """The kernel ``gemm_mma_sync(a, b, out, bias, M, N, K, lda, ldb, ldc)``;
     launch it with :func:`grid` blocks of ``cfg.threads`` threads and
     ``cfg.shared_bytes`` of dynamic shared memory."""
-    assert cfg.bk == 32 and cfg.wm % 16 == 0 and cfg.wn % 16 == 0
+    assert cfg.bk in (32, 64) and cfg.wm % 16 == 0 and cfg.wn % 16 == 0
     elem = _SCALAR[spec.dtype]
     out_t = _SCALAR[spec.out_dtype]
     bias_t = _SCALAR[spec.bias_dtype or "f32"]
@@ -124,6 +131,7 @@ def build(cfg: Config, spec: Spec) -> hir.Module:
         smem = b.dyn_shared(u32x4)
         zero_u32x4, zero_u32x2 = zeros(b, hir.u32, 4), zeros(b, hir.u32, 2)
         zero_f32x4 = zeros(b, hir.f32, 4)
+        zero_out2 = zeros(b, out_t, 2) if spec.even else None
         tid = b.thread_idx()
         warp, lane = tid >> 5, tid & 31
 
@@ -186,6 +194,10 @@ def build(cfg: Config, spec: Spec) -> hir.Module:
                         v = b.insert(v, halves[0] | (halves[1] << 16), e2)
                     b.store(dst, v)
 
+                if spec.even:
+                    src = b.ptr_cast(b.ptr_add(g16, grow * ld + gcol), hir.ptr("global", u32x4))
+                    b.cp_async(dst, src, bytes=16, cache="cg")
+                    continue
                 if not aligned:
                     by_elements(grow, gcol, dst)
                     continue
@@ -199,17 +211,19 @@ def build(cfg: Config, spec: Spec) -> hir.Module:
 
         ktiles = (dim_k + (cfg.bk - 1)) // cfg.bk
 
-        def issue(kt: hir.Value) -> None:
-            """Start copying K tile kt into stage kt % stages (if it exists)."""
-            with b.if_(kt < ktiles):
-                base = (kt % cfg.stages) * stage_chunks
-                k0 = kt * cfg.bk
-                load_tile(pa, lda, a_kc, row0, dim_m, cfg.bm, k0, base, spec.a_aligned)
-                load_tile(pb, ldb, b_kc, col0, dim_n, cfg.bn, k0, base + a_chunks, spec.b_aligned)
-            b.cp_async_commit()  # one group per tile, empty past the end
+        def copy(kt: hir.Value, tile: hir.Value) -> None:
+            """Copy K tile `tile` into stage kt % stages."""
+            base = (kt % cfg.stages) * stage_chunks
+            k0 = tile * cfg.bk
+            load_tile(pa, lda, a_kc, row0, dim_m, cfg.bm, k0, base, spec.a_aligned)
+            load_tile(pb, ldb, b_kc, col0, dim_n, cfg.bn, k0, base + a_chunks, spec.b_aligned)
 
+        # Prologue: tiles 0 .. stages-2, one commit group each (empty past the end).
         for s in range(cfg.stages - 1):
-            issue(b.const(s, hir.u32))
+            kt0 = b.const(s, hir.u32)
+            with b.if_(kt0 < ktiles):
+                copy(kt0, kt0)
+            b.cp_async_commit()
 
         warps_n = cfg.bn // cfg.wn
         wrow = (warp // warps_n) * cfg.wm
@@ -222,7 +236,12 @@ def build(cfg: Config, spec: Spec) -> hir.Module:
             acc = list(lp.carried)
             b.cp_async_wait(cfg.stages - 2)
             b.barrier()  # tile kt landed for all threads; stage kt-1 is free
-            issue(kt + (cfg.stages - 1))
+            # Tile kt+stages-1 into the stage read at kt-1 (free after the
+            # barrier). Past the end the last tile is copied again into a stage
+            # nobody reads: the loop body stays one branch-free block.
+            nxt = kt + (cfg.stages - 1)
+            copy(nxt, b.min(nxt, ktiles - 1))
+            b.cp_async_commit()
             sa = b.ptr_add(smem, (kt % cfg.stages) * stage_chunks)
             sb = b.ptr_add(sa, a_chunks)
             for kk in range(cfg.bk // 16):
@@ -275,18 +294,27 @@ def build(cfg: Config, spec: Spec) -> hir.Module:
                 x = b.load(b.ptr_add(pbias, b.min(cc, dim_n - 1)))
                 bias.append(b.cast(x, hir.f32) if spec.bias_dtype != "f32" else x)
             for i in range(mt):
+                vals = []
                 for e in range(4):
-                    row = row0 + wrow + 16 * i + g + 8 * (e >> 1)
-                    cc = col + (e & 1)
                     v = b.extract(acc[i * ntl + j], e)
                     be = bias[e & 1]
                     if be is not None:
                         v = v + be
                     v = activation(b, v, spec.activation)
-                    if spec.out_dtype != "f32":
-                        v = b.cast(v, out_t)
-                    with b.if_(b.and_(row < dim_m, cc < dim_n)):
-                        b.store(b.ptr_add(pc, row * ldc + cc), v)
+                    vals.append(b.cast(v, out_t) if spec.out_dtype != "f32" else v)
+                for h in range(2):  # rows g and g + 8
+                    row = row0 + wrow + 16 * i + g + 8 * h
+                    if zero_out2 is not None:  # even: (col, col + 1) as one vector
+                        pair = b.insert(b.insert(zero_out2, vals[2 * h], 0), vals[2 * h + 1], 1)
+                        dst = b.ptr_cast(
+                            b.ptr_add(pc, row * ldc + col), hir.ptr("global", hir.vec(out_t, 2))
+                        )
+                        b.store(dst, pair)
+                        continue
+                    for e in range(2):
+                        cc = col + e
+                        with b.if_(b.and_(row < dim_m, cc < dim_n)):
+                            b.store(b.ptr_add(pc, row * ldc + cc), vals[2 * h + e])
     return m
 
 

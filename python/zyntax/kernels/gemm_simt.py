@@ -56,7 +56,9 @@ def build(cfg: Config, spec: Spec) -> hir.Module:
     f32x4 = hir.vec(hir.f32, 4)
     out_t = _SCALAR[spec.out_dtype]
     bias_t = _SCALAR[spec.bias_dtype or "f32"]
-    m = hir.Module(KERNEL, targets=["sm_70", "sm_80", "sm_90"])
+    # bf16 outputs or bias need sm_80; f32 and f16 run from sm_70 on.
+    uses_bf16 = "bf16" in (spec.out_dtype, spec.bias_dtype)
+    m = hir.Module(KERNEL, targets=(["sm_80"] if uses_bf16 else ["sm_70", "sm_80"]) + ["sm_90"])
     params = [
         hir.ptr("global", hir.f32),
         hir.ptr("global", hir.f32),

@@ -260,14 +260,16 @@ def test_mma_sync_even_tiles_have_no_checks_and_vector_stores(
     [
         dict(bm=128, bn=128, bk=64, wm=64, wn=64, stages=3),
         dict(bm=64, bn=128, bk=32, wm=32, wn=64, stages=4),
+        dict(bm=128, bn=128, bk=32, wm=64, wn=64, stages=4, frag_pipeline=True),
+        dict(bm=64, bn=64, bk=64, wm=32, wn=32, stages=3, frag_pipeline=True),
     ],
 )
 @pytest.mark.parametrize("la,lb", [("row", "row"), ("col", "col")])
 def test_mma_sync_other_tile_configs(
-    cfg: dict[str, int], la: str, lb: str, monkeypatch: pytest.MonkeyPatch
+    cfg: dict[str, Any], la: str, lb: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(zk, "MMA_SYNC_CONFIG", zk.gemm_mma_sync.Config(**cfg))
-    for m, n, k in [(128, 128, 128), (70, 130, 72)]:
+    for m, n, k in [(128, 128, 128), (70, 130, 72), (64, 64, 16)]:
         a, b = operands(m, n, k, np.float16, la, lb)
         out = np.full((m, n), np.nan, np.float32)
         zk.matmul(a, b, out)

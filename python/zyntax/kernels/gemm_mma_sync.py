@@ -44,6 +44,7 @@ class Config:
     wn: int = 64
     stages: int = 4
     group_m: int = 8  # blocks of one column group share B tiles in L2
+    frag_pipeline: bool = False  # load k-step s+1's fragments before k-step s's mmas
 
     @property
     def warps(self) -> int:
@@ -231,55 +232,91 @@ def build(cfg: Config, spec: Spec) -> hir.Module:
         mt, ntl = cfg.wm // 16, cfg.wn // 8
         acc0 = [zero_f32x4] * (mt * ntl)
         r8, j8 = lane & 7, lane >> 3
-        with b.loop(0, ktiles, carry=acc0, type=hir.u32) as lp:
-            kt = lp.index
-            acc = list(lp.carried)
-            b.cp_async_wait(cfg.stages - 2)
-            b.barrier()  # tile kt landed for all threads; stage kt-1 is free
-            # Tile kt+stages-1 into the stage read at kt-1 (free after the
-            # barrier). Past the end the last tile is copied again into a stage
-            # nobody reads: the loop body stays one branch-free block.
+        kks = cfg.bk // 16
+
+        def fragments(stage: hir.Value, kk: int) -> list[hir.Value]:
+            """This warp's A fragments (mt) then B fragments (ntl) of k-step kk."""
+            sa = b.ptr_add(smem, stage * stage_chunks)
+            sb = b.ptr_add(sa, a_chunks)
+            fa = []
+            for i in range(mt):
+                if a_kc:  # [m][k]
+                    r = wrow + 16 * i + (lane & 15)
+                    c = (lane >> 4) + 2 * kk
+                    p = b.ptr_add(sa, r * kchunks + (c ^ _swz(r, kchunks)))
+                    fa.append(b.ldmatrix(p, 4))
+                else:  # [k][m]
+                    cpr = cfg.bm // 8
+                    r = (j8 >> 1) * 8 + r8 + 16 * kk
+                    c = (wrow + 16 * i) // 8 + (j8 & 1)
+                    p = b.ptr_add(sa, r * cpr + (c ^ _swz(r, cpr)))
+                    fa.append(b.ldmatrix(p, 4, trans=True))
+            fb = []
+            for p2 in range(ntl // 2):
+                if b_kc:  # [n][k]
+                    r = wcol + 16 * p2 + (j8 >> 1) * 8 + r8
+                    c = (j8 & 1) + 2 * kk
+                    x = b.ldmatrix(b.ptr_add(sb, r * kchunks + (c ^ _swz(r, kchunks))), 4)
+                else:  # [k][n]
+                    cpr = cfg.bn // 8
+                    r = (j8 & 1) * 8 + r8 + 16 * kk
+                    c = (wcol + 16 * p2) // 8 + (j8 >> 1)
+                    x = b.ldmatrix(b.ptr_add(sb, r * cpr + (c ^ _swz(r, cpr))), 4, trans=True)
+                for h in range(2):
+                    v = b.insert(zero_u32x2, b.extract(x, 2 * h), 0)
+                    fb.append(b.insert(v, b.extract(x, 2 * h + 1), 1))
+            return fa + fb
+
+        def mmas(frags: list[hir.Value], acc: list[hir.Value]) -> None:
+            fa, fb = frags[:mt], frags[mt:]
+            for i in range(mt):
+                for j in range(ntl):
+                    acc[i * ntl + j] = b.mma_sync(fa[i], fb[j], acc[i * ntl + j], elem=spec.dtype)
+
+        def copy_ahead(kt: hir.Value) -> None:
+            """Tile kt+stages-1 into the stage read at kt-1 (free after the last
+            barrier). Past the end the last tile is copied again into a stage
+            nobody reads: the loop body stays one branch-free block."""
             nxt = kt + (cfg.stages - 1)
             copy(nxt, b.min(nxt, ktiles - 1))
             b.cp_async_commit()
-            sa = b.ptr_add(smem, (kt % cfg.stages) * stage_chunks)
-            sb = b.ptr_add(sa, a_chunks)
-            for kk in range(cfg.bk // 16):
-                fa = []
-                for i in range(mt):
-                    if a_kc:  # [m][k], 4 chunks per row
-                        r = wrow + 16 * i + (lane & 15)
-                        c = (lane >> 4) + 2 * kk
-                        fa.append(
-                            b.ldmatrix(b.ptr_add(sa, r * kchunks + (c ^ _swz(r, kchunks))), 4)
-                        )
-                    else:  # [k][m]
-                        cpr = cfg.bm // 8
-                        r = (j8 >> 1) * 8 + r8 + 16 * kk
-                        c = (wrow + 16 * i) // 8 + (j8 & 1)
-                        p = b.ptr_add(sa, r * cpr + (c ^ _swz(r, cpr)))
-                        fa.append(b.ldmatrix(p, 4, trans=True))
-                fb = []
-                for p2 in range(ntl // 2):
-                    if b_kc:  # [n][k]
-                        r = wcol + 16 * p2 + (j8 >> 1) * 8 + r8
-                        c = (j8 & 1) + 2 * kk
-                        x = b.ldmatrix(b.ptr_add(sb, r * kchunks + (c ^ _swz(r, kchunks))), 4)
-                    else:  # [k][n]
-                        cpr = cfg.bn // 8
-                        r = (j8 & 1) * 8 + r8 + 16 * kk
-                        c = (wcol + 16 * p2) // 8 + (j8 >> 1)
-                        x = b.ldmatrix(b.ptr_add(sb, r * cpr + (c ^ _swz(r, cpr))), 4, trans=True)
-                    for h in range(2):
-                        v = b.insert(zero_u32x2, b.extract(x, 2 * h), 0)
-                        fb.append(b.insert(v, b.extract(x, 2 * h + 1), 1))
-                for i in range(mt):
-                    for j in range(ntl):
-                        acc[i * ntl + j] = b.mma_sync(
-                            fa[i], fb[j], acc[i * ntl + j], elem=spec.dtype
-                        )
-            lp.next(*acc)
-        acc = list(lp.results)
+
+        if not cfg.frag_pipeline:
+            with b.loop(0, ktiles, carry=acc0, type=hir.u32) as lp:
+                kt = lp.index
+                acc = list(lp.carried)
+                b.cp_async_wait(cfg.stages - 2)
+                b.barrier()  # tile kt landed for all threads; stage kt-1 is free
+                copy_ahead(kt)
+                for kk in range(kks):
+                    mmas(fragments(kt % cfg.stages, kk), acc)
+                lp.next(*acc)
+        else:
+            # The fragments of the next k-step are loaded before the mmas of
+            # this one; the barrier for the next tile comes after the last
+            # k-step's mmas are issued, so the tensor pipe works through it.
+            b.cp_async_wait(cfg.stages - 2)
+            b.barrier()
+            frag0 = fragments(b.const(0, hir.u32), 0)
+            with b.loop(0, ktiles, carry=acc0 + frag0, type=hir.u32) as lp:
+                kt = lp.index
+                carried = list(lp.carried)
+                acc, frags = carried[: len(acc0)], carried[len(acc0) :]
+                copy_ahead(kt)
+                for kk in range(kks):
+                    if kk + 1 < kks:
+                        nxt_frags = fragments(kt % cfg.stages, kk + 1)
+                        mmas(frags, acc)
+                        frags = nxt_frags
+                    else:
+                        mmas(frags, acc)
+                        b.cp_async_wait(cfg.stages - 2)
+                        b.barrier()  # tile kt+1 landed; stage kt is free
+                        # (The last iteration re-reads its own stage: never
+                        # a stage that no copy has written.)
+                        frags = fragments(b.min(kt + 1, ktiles - 1) % cfg.stages, 0)
+                lp.next(*acc, *frags)
+        acc = list(lp.results)[: len(acc0)]
         b.cp_async_wait(0)
 
         g, t = lane >> 2, lane & 3

@@ -245,11 +245,12 @@ def test_registry_order_and_variant_forcing() -> None:
 def test_mma_sync_even_tiles_have_no_checks_and_vector_stores(
     la: str, lb: str, out_dtype: str
 ) -> None:
-    # M, N, K multiples of the 128 x 128 x 32 tile: the check-free kernel.
+    # M, N, K multiples of the tile (and 16-byte aligned): the check-free kernel.
     m, n, k = 128, 128, 64
     a, b = operands(m, n, k, np.float16, la, lb)
     p = _problem.normalise(a, b, out_dtype=out_dtype)
-    assert zk._even(p, 128, 128, 32)
+    cfg = zk._mma_sync_config(m)
+    assert zk._even(p, cfg.bm, cfg.bn, cfg.bk)
     bias = rng.standard_normal(n).astype(np.float32)
     got = zk.matmul(a, b, bias=bias, activation="gelu", out_dtype=out_dtype)
     assert rel_err(got, reference(a, b, bias, "gelu")) < (1e-3 if out_dtype == "f32" else 2e-3)
@@ -262,13 +263,14 @@ def test_mma_sync_even_tiles_have_no_checks_and_vector_stores(
         dict(bm=64, bn=128, bk=32, wm=32, wn=64, stages=4),
         dict(bm=128, bn=128, bk=32, wm=64, wn=64, stages=4, frag_pipeline=True),
         dict(bm=64, bn=64, bk=64, wm=32, wn=32, stages=3, frag_pipeline=True),
+        dict(bm=128, bn=128, bk=32, wm=64, wn=64, stages=4),  # the large-M default
     ],
 )
 @pytest.mark.parametrize("la,lb", [("row", "row"), ("col", "col")])
 def test_mma_sync_other_tile_configs(
     cfg: dict[str, Any], la: str, lb: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(zk, "MMA_SYNC_CONFIG", zk.gemm_mma_sync.Config(**cfg))
+    monkeypatch.setattr(zk, "_mma_sync_config", lambda m: zk.gemm_mma_sync.Config(**cfg))
     for m, n, k in [(128, 128, 128), (70, 130, 72), (64, 64, 16)]:
         a, b = operands(m, n, k, np.float16, la, lb)
         out = np.full((m, n), np.nan, np.float32)

@@ -80,9 +80,21 @@ def _launch(
 
 # ------------------------------------------------------------------ mma_sync (sm_80)
 
-#: Tile shapes of the mma_sync variant: large problems, and few rows (decode).
+#: Tile shapes of the mma_sync variant: large problems, up to 256 rows, up to
+#: 32 rows (decode): smaller tiles keep more SMs busy when M is small.
 MMA_SYNC_CONFIG = gemm_mma_sync.Config()
-MMA_SYNC_SMALL_M_CONFIG = gemm_mma_sync.Config(bm=16, bn=64, bk=64, wm=16, wn=32, stages=4)
+MMA_SYNC_MID_M_CONFIG = gemm_mma_sync.Config(
+    bm=64, bn=64, bk=64, wm=32, wn=32, stages=4, frag_pipeline=True
+)
+MMA_SYNC_SMALL_M_CONFIG = gemm_mma_sync.Config(
+    bm=16, bn=64, bk=64, wm=16, wn=32, stages=4, frag_pipeline=True
+)
+
+
+def _mma_sync_config(m: int) -> gemm_mma_sync.Config:
+    if m <= 32:
+        return MMA_SYNC_SMALL_M_CONFIG
+    return MMA_SYNC_MID_M_CONFIG if m <= 256 else MMA_SYNC_CONFIG
 
 
 def _even(p: Problem, bm: int, bn: int, bk: int) -> bool:
@@ -101,7 +113,7 @@ def _mma_sync_supports(p: Problem, arch: str) -> str | None:
 
 
 def _mma_sync_run(p: Problem, arch: str) -> None:
-    cfg = MMA_SYNC_SMALL_M_CONFIG if p.m <= 32 else MMA_SYNC_CONFIG
+    cfg = _mma_sync_config(p.m)
     spec = gemm_mma_sync.Spec(
         dtype=p.a.dtype,
         a_layout=p.a.layout,

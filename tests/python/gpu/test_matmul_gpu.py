@@ -153,3 +153,20 @@ def test_fresh_inputs_each_call_and_results_match_torch() -> None:
         want = a.double() @ b.double()
         err = ((got.double() - want).norm() / want.norm()).item()
         assert err < TOL["f16"]
+
+
+@pytest.mark.parametrize("out_name", ["f32", "bf16"])
+@pytest.mark.parametrize("la,lb", LAYOUTS)
+@pytest.mark.parametrize("m,n,k", [(1024, 1024, 1024), (128, 4096, 512), (16, 4096, 512)])
+def test_whole_tiles_check_free_kernel(
+    m: int, n: int, k: int, la: str, lb: str, out_name: str
+) -> None:
+    # Multiples of every tile config (large, mid and small M): the even kernel.
+    torch = torch_or_skip()
+    a, b = torch_operands(torch, m, n, k, torch.bfloat16, la, lb)
+    bias = torch.randn(n, device="cuda", dtype=torch.float32)
+    tdt = torch.float32 if out_name == "f32" else torch.bfloat16
+    out = torch.full((m, n), float("nan"), device="cuda", dtype=tdt)
+    zk.matmul(a, b, out, bias=bias, activation="gelu", variant="mma_sync")
+    ref = reference(a.float().cpu().numpy(), b.float().cpu().numpy(), bias.cpu().numpy(), "gelu")
+    assert rel_err(out.float().cpu().numpy(), ref) < TOL["bf16"]

@@ -42,7 +42,8 @@ def main() -> None:
         ("simt", "all", gemm_simt.Config(), False, gemm_simt.build(gemm_simt.Config(), sspec), 0)
     )
     print(
-        "| variant | M | tile (bm x bn x bk, warp tile, stages) | whole tiles | threads | registers | shared bytes | stack | spills |"
+        "| variant | M | tile (bm x bn x bk, warp tile, stages) | whole tiles | threads "
+        "| registers | shared bytes | stack | spills |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
     for variant, label, cfg, even, module, dyn in rows:

@@ -276,3 +276,48 @@ def test_mma_sync_other_tile_configs(
         out = np.full((m, n), np.nan, np.float32)
         zk.matmul(a, b, out)
         assert rel_err(out, reference(a, b)) < 1e-3
+
+
+def test_gpu_modules_come_from_the_disk_cache_on_the_second_process(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The GPU path compiles once, stores the PTX keyed by (variant, config,
+    # spec, arch) and the kernel's source; a later process skips the builder.
+    from zyntax import cuda
+
+    monkeypatch.setenv("ZYNTAX_CACHE_DIR", str(tmp_path))
+    loaded: list[tuple[str, Any]] = []
+
+    class FakeModule:
+        def kernel(self, name: str) -> str:
+            return name
+
+    def fake_load(ptx: str, device: int = 0, *, signatures: Any = None, **_: Any) -> Any:
+        loaded.append((ptx, signatures))
+        return FakeModule()
+
+    monkeypatch.setattr(cuda, "load_module", fake_load)
+    builds: list[int] = []
+    cfg = zk.gemm_simt.Config()
+    spec = zk.gemm_simt.Spec("row", "col", True, True, "f32", None, "relu")
+
+    def build() -> Any:
+        builds.append(1)
+        return zk.gemm_simt.build(cfg, spec)
+
+    key = ("gemm_simt", cfg, spec, "sm_80", 0)
+    assert zk._load_cuda(key, build, 0, zk.gemm_simt) == "gemm_simt"
+    assert zk._load_cuda(key, build, 0, zk.gemm_simt) == "gemm_simt"
+    assert len(builds) == 1  # the second load was a cache hit
+    assert loaded[0] == loaded[1] and ".entry gemm_simt" in loaded[0][0]
+    assert loaded[0][1]["gemm_simt"]["params"][0] == "ptr<global, f32>"
+    # Another spec is another entry.
+    other = (
+        "gemm_simt",
+        cfg,
+        spec.__class__("row", "row", True, True, "f32", None, None),
+        "sm_80",
+        0,
+    )
+    zk._load_cuda(other, lambda: zk.gemm_simt.build(cfg, other[2]), 0, zk.gemm_simt)
+    assert loaded[2][0] != loaded[0][0]

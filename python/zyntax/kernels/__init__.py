@@ -39,33 +39,65 @@ _lock = threading.Lock()
 _modules: dict[tuple[Any, ...], Any] = {}
 
 
-def _compiled(key: tuple[Any, ...], build: Callable[[], Any], backend: str, device: int) -> Any:
-    """The module for `key`, built and (on the GPU) compiled and loaded once."""
+def _compiled(
+    key: tuple[Any, ...], build: Callable[[], Any], backend: str, device: int, source: Any
+) -> Any:
+    """The kernel for `key`, built and (on the GPU) compiled and loaded once
+    per process; on the GPU the PTX is also kept in the disk cache."""
     with _lock:
         got = _modules.get(key)
     if got is not None:
         return got
-    module = build()
-    if backend == "cuda":
-        from zyntax import cuda
-
-        got = cuda.load_hir(module, device, arch=key[3]).kernel(module.kernels[0])
-    else:
-        got = module
+    got = _load_cuda(key, build, device, source) if backend == "cuda" else build()
     with _lock:
         _modules.setdefault(key, got)
     return got
+
+
+def _load_cuda(key: tuple[Any, ...], build: Callable[[], Any], device: int, source: Any) -> Any:
+    """Loads the kernel of `key` from the PTX disk cache (docs/kernels.md,
+    "Cache"), or builds, compiles and stores it. The entry is keyed by the
+    key's repr and the kernel module's source, so editing a kernel or its
+    specialisation never reuses stale PTX; building the HIR is skipped on a hit."""
+    import inspect
+
+    from zyntax import cuda
+    from zyntax.compiler import compile as compile_hir
+    from zyntax.frontend import cache, pipeline
+
+    arch = key[3]
+    ident = repr(key[:4]) + "\0" + inspect.getsource(source)
+    ck = cache.cache_key(
+        ident,
+        arch,
+        cache.DEFAULT_PTX.get(arch, ""),
+        pipeline.zyntax_version(),
+        {"library": "zyntax.kernels"},
+    )
+    hit = cache.load(ck)
+    if hit is not None and isinstance(hit[1].get("signatures"), dict):
+        ptx, sigs = hit[0], hit[1]["signatures"]
+    else:
+        module = build()
+        ptx = compile_hir(module, backend="nvptx", arch=arch)
+        sigs = {}
+        for name in module.kernels:
+            params = [str(t) for t in module.signature(name)[0]]
+            sigs[name] = {"params": params, "shared_bytes": 0}
+        cache.store(ck, ptx, {"signatures": sigs, "arch": arch})
+    name = next(iter(sigs))
+    return cuda.load_module(ptx, device, signatures=sigs).kernel(name)
 
 
 def _arg(op: Operand | None) -> Any:
     return None if op is None else (op.host if op.host is not None else op.ptr)
 
 
-def _launch(
-    p: Problem, variant: str, cfg: Any, spec: Any, build: Callable[[], Any], arch: str, grid: int
-) -> None:
+def _launch(p: Problem, source: Any, cfg: Any, spec: Any, arch: str, grid: int) -> None:
+    """Runs kernel module `source` (``build(cfg, spec)``) over `grid` blocks."""
     device = p.device or 0
-    kern = _compiled((variant, cfg, spec, arch, device), build, p.backend, device)
+    key = (source.KERNEL, cfg, spec, arch, device)
+    kern = _compiled(key, lambda: source.build(cfg, spec), p.backend, device, source)
     bias = _arg(p.bias)
     if bias is None:  # never read: the module was built without a bias
         bias = np.zeros(1, np.float32) if p.backend == "interp" else p.out.ptr
@@ -126,7 +158,7 @@ def _mma_sync_run(p: Problem, arch: str) -> None:
         even=_even(p, cfg.bm, cfg.bn, cfg.bk),
     )
     grid = gemm_mma_sync.grid(cfg, p.m, p.n)
-    _launch(p, "mma_sync", cfg, spec, lambda: gemm_mma_sync.build(cfg, spec), arch, grid)
+    _launch(p, gemm_mma_sync, cfg, spec, arch, grid)
 
 
 # ------------------------------------------------------------------ simt (fp32 FFMA)
@@ -152,7 +184,7 @@ def _simt_run(p: Problem, arch: str) -> None:
         activation=p.activation,
     )
     grid = gemm_simt.grid(cfg, p.m, p.n)
-    _launch(p, "simt", cfg, spec, lambda: gemm_simt.build(cfg, spec), arch, grid)
+    _launch(p, gemm_simt, cfg, spec, arch, grid)
 
 
 # ------------------------------------------------------------------ sm90 (H14-hopper's module)

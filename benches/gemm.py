@@ -32,7 +32,7 @@ CASES: dict[str, tuple[str, int, int, int, str | None]] = {
     "fp16_8192": ("f16", 8192, 8192, 8192, None),
     "bf16_4096": ("bf16", 4096, 4096, 4096, None),
     "fp8_8192": ("e4m3", 8192, 8192, 8192, None),
-    "tf32_8192": ("tf32", 8192, 8192, 8192, "sm90"),
+    "tf32_8192": ("tf32", 8192, 8192, 8192, None),
     "fp32_8192": ("f32", 8192, 8192, 8192, "simt"),
     "bf16_mma_sync_8192": ("bf16", 8192, 8192, 8192, "mma_sync"),
     "bf16_m16_n4096_k4096": ("bf16", 16, 4096, 4096, None),
@@ -196,15 +196,15 @@ def bench_case(
             cfg = best[1]
             report("triton", lambda i, c=cfg: trun(As[i], Bs[i], C, sms, prec, c), config=list(cfg))
     zvariant = variant
-    if dt == "tf32" and zvariant is None:
-        zvariant = "sm90"
     try:
-        chosen = zk.choose_variant(As[0], Bs[0], variant=zvariant)
+        chosen = zk.choose_variant(As[0], Bs[0], variant=zvariant, allow_tf32=dt == "tf32")
     except ZyntaxError as e:
         print(f"  {case:<22} zyntax             (no variant: {str(e)[:160]})")
         return
     Z = torch.empty_like(C)
-    scales = {"scale_a": 1.0, "scale_b": 1.0} if dt == "e4m3" else {}
+    scales: dict[str, Any] = {"scale_a": 1.0, "scale_b": 1.0} if dt == "e4m3" else {}
+    if dt == "tf32":
+        scales["allow_tf32"] = True
     report(
         "zyntax", lambda i: zk.matmul(As[i], Bs[i], Z, variant=zvariant, **scales), variant=chosen
     )

@@ -321,3 +321,16 @@ def test_gpu_modules_come_from_the_disk_cache_on_the_second_process(
     )
     zk._load_cuda(other, lambda: zk.gemm_simt.build(cfg, other[2]), 0, zk.gemm_simt)
     assert loaded[2][0] != loaded[0][0]
+
+
+@pytest.mark.parametrize("la,lb", LAYOUTS)
+@pytest.mark.parametrize("m,n,k", [(1, 1, 1), (17, 17, 17), (33, 40, 48), (130, 140, 70)])
+def test_mma_sync_tf32_on_interpreter(m: int, n: int, k: int, la: str, lb: str) -> None:
+    a, b = operands(m, n, k, np.float32, la, lb)
+    assert zk.choose_variant(a, b) == "simt"  # exact fp32 unless tf32 is allowed
+    assert zk.choose_variant(a, b, allow_tf32=True) == "mma_sync"
+    out = np.full((m, n), np.nan, np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    zk.matmul(a, b, out, bias=bias, activation="relu", allow_tf32=True)
+    # Rounded to nearest tf32 (10-bit mantissa): ~3e-4 on random data.
+    assert rel_err(out, reference(a, b, bias, "relu")) < 1e-3

@@ -136,18 +136,25 @@ def _even(p: Problem, bm: int, bn: int, bk: int) -> bool:
     return tiles and p.a.aligned16 and p.b.aligned16 and out_ok
 
 
+MMA_SYNC_TF32_CONFIG = gemm_mma_sync.Config(
+    bm=128, bn=128, bk=16, wm=64, wn=64, stages=4, frag_pipeline=True, elem_bytes=4
+)
+
+
 def _mma_sync_supports(p: Problem, arch: str) -> str | None:
-    if p.a.dtype not in ("bf16", "f16"):
-        return f"mma_sync takes bf16 or f16 inputs, not {p.a.dtype}"
+    if p.a.dtype == "f32" and not p.tf32:
+        return "mma_sync reads f32 only as tf32 (allow_tf32=True or variant='mma_sync')"
+    if p.a.dtype not in ("bf16", "f16", "f32"):
+        return f"mma_sync takes bf16, f16 or f32 (tf32) inputs, not {p.a.dtype}"
     if arch != "interp" and int(arch[3:5]) < 80:
         return f"mma_sync needs sm_80 or newer, the device is {arch}"
     return None
 
 
 def _mma_sync_run(p: Problem, arch: str) -> None:
-    cfg = _mma_sync_config(p.m)
+    cfg = MMA_SYNC_TF32_CONFIG if p.tf32 else _mma_sync_config(p.m)
     spec = gemm_mma_sync.Spec(
-        dtype=p.a.dtype,
+        dtype="tf32" if p.tf32 else p.a.dtype,
         a_layout=p.a.layout,
         b_layout=p.b.layout,
         a_aligned=p.a.aligned16,
@@ -204,6 +211,8 @@ def _sm90_supports(p: Problem, arch: str) -> str | None:
         return "the sm90 variant is not part of this build"
     if arch != "sm_90":
         return f"sm90 needs an sm_90 device, the device is {arch}"
+    if p.a.dtype == "f32" and not p.tf32:
+        return "sm90 reads f32 only as tf32 (allow_tf32=True or variant='sm90')"
     ok = mod.sm90_supports(p.a.dtype, p.b.dtype, p.out.dtype, p.a.layout, p.b.layout)
     return None if ok else "sm90 does not support this dtype/layout combination"
 
@@ -292,10 +301,16 @@ def _choose(p: Problem, variant: str | None) -> tuple[Variant, str]:
 
 
 def choose_variant(
-    a: Any, b: Any, *, out_dtype: str | None = None, variant: str | None = None
+    a: Any,
+    b: Any,
+    *,
+    out_dtype: str | None = None,
+    variant: str | None = None,
+    allow_tf32: bool = False,
 ) -> str:
     """The name of the variant :func:`matmul` would run for these inputs."""
-    p = normalise(a, b, None, out_dtype=out_dtype)
+    tf32 = allow_tf32 or variant in ("mma_sync", "sm90")
+    p = normalise(a, b, None, out_dtype=out_dtype, tf32=tf32)
     return _choose(p, variant)[0].name
 
 
@@ -310,6 +325,7 @@ def matmul(
     variant: str | None = None,
     scale_a: float | None = None,
     scale_b: float | None = None,
+    allow_tf32: bool = False,
 ) -> Any:
     """``out = activation(a @ b + bias)`` with f32 accumulation.
 
@@ -321,7 +337,9 @@ def matmul(
     (bf16 for fp8). `out`, when given, must be row-major; otherwise it is
     allocated like the inputs (a torch tensor for torch inputs, a zyntax
     DeviceArray for other GPU inputs, numpy for numpy). `variant` forces
-    ``"sm90"``, ``"mma_sync"`` or ``"simt"``. Launches go to the legacy
+    ``"sm90"``, ``"mma_sync"`` or ``"simt"``. f32 inputs run exact fp32
+    (``simt``) unless `allow_tf32` is set or a tensor-core variant is forced:
+    then they are read as tf32 (rounded to nearest). Launches go to the legacy
     default stream and are asynchronous. Bad input raises a ZyntaxError
     subclass naming the argument before anything is launched.
     """
@@ -334,6 +352,7 @@ def matmul(
         out_dtype=out_dtype,
         scale_a=scale_a,
         scale_b=scale_b,
+        tf32=allow_tf32 or variant in ("mma_sync", "sm90"),
     )
     v, arch = _choose(p, variant)
     if p.m and p.n:

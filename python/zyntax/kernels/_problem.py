@@ -82,6 +82,7 @@ class Problem:
     out_obj: Any  # what matmul returns
     scale_a: float | None = None
     scale_b: float | None = None
+    tf32: bool = False  # f32 operands may be read as tf32 by tensor cores
 
 
 def _is_torch(obj: Any) -> bool:
@@ -208,6 +209,7 @@ def normalise(
     out_dtype: str | None = None,
     scale_a: float | None = None,
     scale_b: float | None = None,
+    tf32: bool = False,
 ) -> Problem:
     """Checks a matmul call and describes it; allocates `out` when it is None."""
     if activation not in ACTIVATIONS:
@@ -292,4 +294,5 @@ def normalise(
         out_obj=out_obj,
         scale_a=scale_a,
         scale_b=scale_b,
+        tf32=tf32 and oa.dtype == "f32",
     )

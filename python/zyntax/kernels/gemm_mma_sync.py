@@ -45,6 +45,7 @@ class Config:
     stages: int = 4
     group_m: int = 8  # blocks of one column group share B tiles in L2
     frag_pipeline: bool = False  # load k-step s+1's fragments before k-step s's mmas
+    elem_bytes: int = 2  # 2: bf16/f16 (m16n8k16), 4: tf32 (m16n8k8)
 
     @property
     def warps(self) -> int:
@@ -56,14 +57,14 @@ class Config:
 
     @property
     def shared_bytes(self) -> int:
-        return self.stages * (self.bm + self.bn) * self.bk * 2
+        return self.stages * (self.bm + self.bn) * self.bk * self.elem_bytes
 
 
 @dataclass(frozen=True)
 class Spec:
     """What a compiled module is specialised on besides the tile shape."""
 
-    dtype: str  # "bf16" or "f16"
+    dtype: str  # "bf16", "f16" or "tf32" (f32 operands read as tf32)
     a_layout: str  # "row" (K contiguous) or "col"
     b_layout: str  # "row" (N contiguous) or "col" (K contiguous)
     a_aligned: bool
@@ -76,7 +77,7 @@ class Spec:
     even: bool = False
 
 
-_SCALAR = {"bf16": hir.bf16, "f16": hir.f16, "f32": hir.f32}
+_SCALAR = {"bf16": hir.bf16, "f16": hir.f16, "f32": hir.f32, "tf32": hir.f32}
 KERNEL = "gemm_mma_sync"
 
 
@@ -113,7 +114,11 @@ def build(cfg: Config, spec: Spec) -> hir.Module:
     """The kernel ``gemm_mma_sync(a, b, out, bias, M, N, K, lda, ldb, ldc)``;
     launch it with :func:`grid` blocks of ``cfg.threads`` threads and
     ``cfg.shared_bytes`` of dynamic shared memory."""
-    assert cfg.bk in (32, 64) and cfg.wm % 16 == 0 and cfg.wn % 16 == 0
+    tf32 = spec.dtype == "tf32"
+    assert cfg.elem_bytes == (4 if tf32 else 2)
+    epc = 16 // cfg.elem_bytes  # elements per 16-byte chunk
+    kstep = 8 if tf32 else 16  # K of one mma
+    assert cfg.bk * cfg.elem_bytes in (64, 128) and cfg.wm % 16 == 0 and cfg.wn % 16 == 0
     elem = _SCALAR[spec.dtype]
     out_t = _SCALAR[spec.out_dtype]
     bias_t = _SCALAR[spec.bias_dtype or "f32"]
@@ -126,7 +131,7 @@ def build(cfg: Config, spec: Spec) -> hir.Module:
         hir.ptr("global", bias_t),
     ] + [hir.u32] * 6
     nt = cfg.threads
-    kchunks = cfg.bk // 8
+    kchunks = cfg.bk // epc
     with m.kernel(KERNEL, params, max_threads=nt) as b:
         pa, pb, pc, pbias, dim_m, dim_n, dim_k, lda, ldb, ldc = b.params
         smem = b.dyn_shared(u32x4)
@@ -149,8 +154,8 @@ def build(cfg: Config, spec: Spec) -> hir.Module:
 
         a_kc = spec.a_layout == "row"  # A's K contiguous
         b_kc = spec.b_layout == "col"  # B's K contiguous
-        a_chunks = cfg.bm * cfg.bk // 8
-        b_chunks = cfg.bn * cfg.bk // 8
+        a_chunks = cfg.bm * cfg.bk // epc
+        b_chunks = cfg.bn * cfg.bk // epc
         stage_chunks = a_chunks + b_chunks
 
         def load_tile(
@@ -165,9 +170,10 @@ def build(cfg: Config, spec: Spec) -> hir.Module:
             aligned: bool,
         ) -> None:
             """Copy one operand tile into shared chunks starting at `base`."""
-            cpr = kchunks if k_contig else outer_tile // 8
+            cpr = kchunks if k_contig else outer_tile // epc
             rows = cfg.bk if not k_contig else outer_tile
-            g16 = b.ptr_cast(gp, hir.ptr("global", hir.u16))
+            word = hir.u32 if tf32 else hir.u16
+            g16 = b.ptr_cast(gp, hir.ptr("global", word))
             # Stored matrix coordinates: (srow, scol) with scol contiguous.
             if k_contig:
                 srow0, scol0, srow_ext, scol_ext = outer0, k0, outer_ext, dim_k
@@ -178,21 +184,23 @@ def build(cfg: Config, spec: Spec) -> hir.Module:
                 q = tid + it * nt
                 r, c = q >> shift, q & (cpr - 1)
                 dst = b.ptr_add(smem, base + r * cpr + (c ^ _swz(r, cpr)))
-                grow, gcol = srow0 + r, scol0 + c * 8
+                grow, gcol = srow0 + r, scol0 + c * epc
 
                 def by_elements(grow: hir.Value, gcol: hir.Value, dst: hir.Value) -> None:
                     last_row, last_col = srow_ext - 1, scol_ext - 1
                     row_ok = grow < srow_ext
                     roff = b.min(grow, last_row) * ld
                     v = zero_u32x4
-                    for e2 in range(4):
-                        halves = []
-                        for e in (2 * e2, 2 * e2 + 1):
+                    per = epc // 4  # elements per 32-bit word
+                    for w in range(4):
+                        parts = []
+                        for e in range(per * w, per * w + per):
                             col = gcol + e
                             ok = b.and_(row_ok, col < scol_ext)
                             x = b.load(b.ptr_add(g16, roff + b.min(col, last_col)))
-                            halves.append(b.cast(b.select(ok, x, b.const(0, hir.u16)), hir.u32))
-                        v = b.insert(v, halves[0] | (halves[1] << 16), e2)
+                            x = b.select(ok, x, b.const(0, word))
+                            parts.append(x if tf32 else b.cast(x, hir.u32))
+                        v = b.insert(v, parts[0] if tf32 else parts[0] | (parts[1] << 16), w)
                     b.store(dst, v)
 
                 if spec.even:
@@ -202,7 +210,7 @@ def build(cfg: Config, spec: Spec) -> hir.Module:
                 if not aligned:
                     by_elements(grow, gcol, dst)
                     continue
-                full = b.and_(grow < srow_ext, gcol + 8 <= scol_ext)
+                full = b.and_(grow < srow_ext, gcol + epc <= scol_ext)
                 with b.if_else(full) as (yes, no):
                     with yes:
                         src = b.ptr_cast(b.ptr_add(g16, grow * ld + gcol), hir.ptr("global", u32x4))
@@ -232,7 +240,22 @@ def build(cfg: Config, spec: Spec) -> hir.Module:
         mt, ntl = cfg.wm // 16, cfg.wn // 8
         acc0 = [zero_f32x4] * (mt * ntl)
         r8, j8 = lane & 7, lane >> 3
-        kks = cfg.bk // 16
+        kks = cfg.bk // kstep
+        g, t = lane >> 2, lane & 3
+
+        def rounded(v: hir.Value, n: int, zero: hir.Value) -> hir.Value:
+            """tf32: round each f32 of a fragment to nearest (ties away), as
+            cvt.rna.tf32.f32 does; the tensor cores would truncate."""
+            out = zero
+            for e in range(n):
+                out = b.insert(out, (b.extract(v, e) + 0x1000) & 0xFFFFE000, e)
+            return out
+
+        def word_at(base: hir.Value, cpr: int, k: hir.Value, outer: hir.Value) -> hir.Value:
+            """The 32-bit element (k, outer) of a [k][outer] f32 tile."""
+            words = b.ptr_cast(base, hir.ptr("shared", hir.u32))
+            chunk = k * cpr + ((outer >> 2) ^ _swz(k, cpr))
+            return b.load(b.ptr_add(words, chunk * 4 + (outer & 3)))
 
         def fragments(stage: hir.Value, kk: int) -> list[hir.Value]:
             """This warp's A fragments (mt) then B fragments (ntl) of k-step kk."""
@@ -245,26 +268,45 @@ def build(cfg: Config, spec: Spec) -> hir.Module:
                     c = (lane >> 4) + 2 * kk
                     p = b.ptr_add(sa, r * kchunks + (c ^ _swz(r, kchunks)))
                     fa.append(b.ldmatrix(p, 4))
+                elif tf32:  # [k][m] of 32-bit words: no ldmatrix.trans, plain loads
+                    v = zero_u32x4
+                    for e in range(4):
+                        k = t + 4 * (e >> 1) + kstep * kk
+                        v = b.insert(
+                            v, word_at(sa, cfg.bm // 4, k, wrow + 16 * i + g + 8 * (e & 1)), e
+                        )
+                    fa.append(v)
                 else:  # [k][m]
                     cpr = cfg.bm // 8
-                    r = (j8 >> 1) * 8 + r8 + 16 * kk
+                    r = (j8 >> 1) * 8 + r8 + kstep * kk
                     c = (wrow + 16 * i) // 8 + (j8 & 1)
                     p = b.ptr_add(sa, r * cpr + (c ^ _swz(r, cpr)))
                     fa.append(b.ldmatrix(p, 4, trans=True))
             fb = []
             for p2 in range(ntl // 2):
+                if tf32 and not b_kc:  # [k][n] of 32-bit words
+                    for h in range(2):
+                        v = zero_u32x2
+                        for e in range(2):
+                            n = wcol + 16 * p2 + 8 * h + g
+                            v = b.insert(v, word_at(sb, cfg.bn // 4, t + 4 * e + kstep * kk, n), e)
+                        fb.append(v)
+                    continue
                 if b_kc:  # [n][k]
                     r = wcol + 16 * p2 + (j8 >> 1) * 8 + r8
                     c = (j8 & 1) + 2 * kk
                     x = b.ldmatrix(b.ptr_add(sb, r * kchunks + (c ^ _swz(r, kchunks))), 4)
                 else:  # [k][n]
                     cpr = cfg.bn // 8
-                    r = (j8 & 1) * 8 + r8 + 16 * kk
+                    r = (j8 & 1) * 8 + r8 + kstep * kk
                     c = (wcol + 16 * p2) // 8 + (j8 >> 1)
                     x = b.ldmatrix(b.ptr_add(sb, r * cpr + (c ^ _swz(r, cpr))), 4, trans=True)
                 for h in range(2):
                     v = b.insert(zero_u32x2, b.extract(x, 2 * h), 0)
                     fb.append(b.insert(v, b.extract(x, 2 * h + 1), 1))
+            if tf32:
+                fa = [rounded(v, 4, zero_u32x4) for v in fa]
+                fb = [rounded(v, 2, zero_u32x2) for v in fb]
             return fa + fb
 
         def mmas(frags: list[hir.Value], acc: list[hir.Value]) -> None:
@@ -319,7 +361,6 @@ def build(cfg: Config, spec: Spec) -> hir.Module:
         acc = list(lp.results)[: len(acc0)]
         b.cp_async_wait(0)
 
-        g, t = lane >> 2, lane & 3
         for j in range(ntl):
             col = col0 + wcol + 8 * j + 2 * t
             bias: list[hir.Value | None] = []

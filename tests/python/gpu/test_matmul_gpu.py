@@ -170,3 +170,16 @@ def test_whole_tiles_check_free_kernel(
     zk.matmul(a, b, out, bias=bias, activation="gelu", variant="mma_sync")
     ref = reference(a.float().cpu().numpy(), b.float().cpu().numpy(), bias.cpu().numpy(), "gelu")
     assert rel_err(out.float().cpu().numpy(), ref) < TOL["bf16"]
+
+
+@pytest.mark.parametrize("la,lb", LAYOUTS)
+@pytest.mark.parametrize(
+    "m,n,k", [(17, 17, 17), (1000, 1000, 1000), (4097, 257, 1031), (1024, 1024, 1024)]
+)
+def test_tf32(m: int, n: int, k: int, la: str, lb: str) -> None:
+    torch = torch_or_skip()
+    a, b = torch_operands(torch, m, n, k, torch.float32, la, lb)
+    out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float32)
+    zk.matmul(a, b, out, allow_tf32=True)
+    ref = reference(a.cpu().numpy(), b.cpu().numpy())
+    assert rel_err(out.cpu().numpy(), ref) < TOL["tf32"]

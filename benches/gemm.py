@@ -18,6 +18,7 @@ plot (``benches/plot_gemm.py`` renders docs/gemm.png from the JSON).
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 from collections.abc import Callable
@@ -381,7 +382,11 @@ def main() -> int:
     for case, spec in cases.items():
         bench_case(ctx, case, *spec)
         torch.cuda.empty_cache()
+        partial = args.out_dir / "gemm-partial.json"  # kept if a time limit stops the run
+        partial.parent.mkdir(parents=True, exist_ok=True)
+        partial.write_text(json.dumps({"device": res.device, "results": res.rows}, indent=1))
     res.write(args.out_dir)
+    (args.out_dir / "gemm-partial.json").unlink(missing_ok=True)
     return 0
 
 

@@ -183,3 +183,28 @@ def test_tf32(m: int, n: int, k: int, la: str, lb: str) -> None:
     zk.matmul(a, b, out, allow_tf32=True)
     ref = reference(a.cpu().numpy(), b.cpu().numpy())
     assert rel_err(out.cpu().numpy(), ref) < TOL["tf32"]
+
+
+LARGE_CONFIGS = [
+    dict(bm=128, bn=128, bk=32, wm=64, wn=64, stages=4, frag_pipeline=True),
+    dict(bm=128, bn=128, bk=64, wm=64, wn=64, stages=3, frag_pipeline=True),
+    dict(bm=128, bn=256, bk=32, wm=64, wn=64, stages=3, frag_pipeline=True),
+    dict(bm=256, bn=128, bk=32, wm=64, wn=64, stages=3, frag_pipeline=True),
+    dict(bm=128, bn=128, bk=32, wm=64, wn=32, stages=4, frag_pipeline=True),
+]
+
+
+@pytest.mark.parametrize("la,lb", [("row", "row"), ("col", "col")])
+@pytest.mark.parametrize("m,n,k", [(1000, 1000, 1000), (777, 1031, 515), (1024, 1024, 1024)])
+@pytest.mark.parametrize("cfg", LARGE_CONFIGS, ids=lambda c: "x".join(str(v) for v in c.values()))
+def test_large_tile_configs(
+    cfg: dict[str, Any], m: int, n: int, k: int, la: str, lb: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every config the benchmark's ladder may pick, on tails, unaligned and whole tiles.
+    torch = torch_or_skip()
+    monkeypatch.setattr(zk, "_mma_sync_config", lambda m: zk.gemm_mma_sync.Config(**cfg))
+    a, b = torch_operands(torch, m, n, k, torch.bfloat16, la, lb)
+    out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float32)
+    zk.matmul(a, b, out, variant="mma_sync")
+    ref = reference(a.float().cpu().numpy(), b.float().cpu().numpy())
+    assert rel_err(out.cpu().numpy(), ref) < TOL["bf16"]

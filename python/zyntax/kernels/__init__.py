@@ -114,12 +114,16 @@ def _launch(p: Problem, source: Any, cfg: Any, spec: Any, arch: str, grid: int) 
 
 #: Tile shapes of the mma_sync variant: large problems, up to 256 rows, up to
 #: 32 rows (decode): smaller tiles keep more SMs busy when M is small.
-MMA_SYNC_CONFIG = gemm_mma_sync.Config()
+#: The fastest of each ladder in benches/gemm.py on an H100
+#: (benches/results/gemm-h100-20261126.json: 8192^3, M=128 and M=16 x 4096 x 4096).
+MMA_SYNC_CONFIG = gemm_mma_sync.Config(
+    bm=128, bn=256, bk=64, wm=64, wn=64, stages=3, frag_pipeline=True
+)
 MMA_SYNC_MID_M_CONFIG = gemm_mma_sync.Config(
-    bm=64, bn=64, bk=64, wm=32, wn=32, stages=4, frag_pipeline=True
+    bm=64, bn=64, bk=32, wm=32, wn=32, stages=4, frag_pipeline=True
 )
 MMA_SYNC_SMALL_M_CONFIG = gemm_mma_sync.Config(
-    bm=16, bn=64, bk=64, wm=16, wn=32, stages=4, frag_pipeline=True
+    bm=16, bn=32, bk=64, wm=16, wn=32, stages=4, frag_pipeline=True
 )
 
 
@@ -197,12 +201,19 @@ def _simt_run(p: Problem, arch: str) -> None:
 # ------------------------------------------------------------------ sm90 (H14-hopper's module)
 
 
+_sm90: list[Any] = []  # [module or None] once looked up
+
+
 def _sm90_module() -> Any:
-    try:
-        from zyntax.kernels import gemm_sm90  # type: ignore[attr-defined,unused-ignore]
-    except ImportError:
-        return None
-    return gemm_sm90
+    """H14-hopper's ``gemm_sm90`` module, or None in builds without it (looked
+    up once: a failing import costs ~0.1 ms, more than a launch)."""
+    if not _sm90:
+        try:
+            from zyntax.kernels import gemm_sm90  # type: ignore[attr-defined,unused-ignore]
+        except ImportError:
+            gemm_sm90 = None
+        _sm90.append(gemm_sm90)
+    return _sm90[0]
 
 
 def _sm90_supports(p: Problem, arch: str) -> str | None:

@@ -81,6 +81,13 @@ _SCALAR = {"bf16": hir.bf16, "f16": hir.f16, "f32": hir.f32, "tf32": hir.f32}
 KERNEL = "gemm_mma_sync"
 
 
+def _swz_words(r: hir.Value) -> hir.Value:
+    """XOR term of row r of a tf32 ``[k][outer]`` tile, read as single words:
+    a warp reads 8 consecutive words (two chunks) from each of 4 rows, so
+    the 4 rows take chunk pairs 0, 2, 4, 6 of each 8-chunk (128-byte) group."""
+    return (r & 3) << 1
+
+
 def _swz(r: hir.Value, cpr: int) -> hir.Value:
     """XOR term of shared row r in a tile with `cpr` 16-byte chunks per row:
     the 8 rows of one ldmatrix phase (8 x 16 bytes) land on 8 distinct
@@ -119,6 +126,7 @@ def build(cfg: Config, spec: Spec) -> hir.Module:
     epc = 16 // cfg.elem_bytes  # elements per 16-byte chunk
     kstep = 8 if tf32 else 16  # K of one mma
     assert cfg.bk * cfg.elem_bytes in (64, 128) and cfg.wm % 16 == 0 and cfg.wn % 16 == 0
+    assert not tf32 or min(cfg.bm, cfg.bn) >= 32  # _swz_words needs 8-chunk rows
     elem = _SCALAR[spec.dtype]
     out_t = _SCALAR[spec.out_dtype]
     bias_t = _SCALAR[spec.bias_dtype or "f32"]
@@ -183,7 +191,9 @@ def build(cfg: Config, spec: Spec) -> hir.Module:
             for it in range(rows * cpr // nt):
                 q = tid + it * nt
                 r, c = q >> shift, q & (cpr - 1)
-                dst = b.ptr_add(smem, base + r * cpr + (c ^ _swz(r, cpr)))
+                words = tf32 and not k_contig  # read back by word_at, not ldmatrix
+                swz = _swz_words(r) if words else _swz(r, cpr)
+                dst = b.ptr_add(smem, base + r * cpr + (c ^ swz))
                 grow, gcol = srow0 + r, scol0 + c * epc
 
                 def by_elements(grow: hir.Value, gcol: hir.Value, dst: hir.Value) -> None:
@@ -254,7 +264,7 @@ def build(cfg: Config, spec: Spec) -> hir.Module:
         def word_at(base: hir.Value, cpr: int, k: hir.Value, outer: hir.Value) -> hir.Value:
             """The 32-bit element (k, outer) of a [k][outer] f32 tile."""
             words = b.ptr_cast(base, hir.ptr("shared", hir.u32))
-            chunk = k * cpr + ((outer >> 2) ^ _swz(k, cpr))
+            chunk = k * cpr + ((outer >> 2) ^ _swz_words(k))
             return b.load(b.ptr_add(words, chunk * 4 + (outer & 3)))
 
         def fragments(stage: hir.Value, kk: int) -> list[hir.Value]:

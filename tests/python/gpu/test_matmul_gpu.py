@@ -191,6 +191,8 @@ LARGE_CONFIGS = [
     dict(bm=128, bn=256, bk=32, wm=64, wn=64, stages=3, frag_pipeline=True),
     dict(bm=256, bn=128, bk=32, wm=64, wn=64, stages=3, frag_pipeline=True),
     dict(bm=128, bn=128, bk=32, wm=64, wn=32, stages=4, frag_pipeline=True),
+    dict(bm=128, bn=256, bk=64, wm=64, wn=64, stages=3, frag_pipeline=True),  # the default
+    dict(bm=128, bn=128, bk=32, wm=64, wn=64, stages=4),  # no fragment pipeline
 ]
 
 

@@ -17,6 +17,7 @@ from zyntax.kernels import (
     MMA_SYNC_CONFIG,
     MMA_SYNC_MID_M_CONFIG,
     MMA_SYNC_SMALL_M_CONFIG,
+    MMA_SYNC_TF32_CONFIG,
     gemm_mma_sync,
     gemm_simt,
 )
@@ -37,6 +38,11 @@ def main() -> None:
             rows.append(
                 ("mma_sync", label, cfg, even, gemm_mma_sync.build(cfg, spec), cfg.shared_bytes)
             )
+    for even in (True, False):
+        spec = gemm_mma_sync.Spec("tf32", "row", "row", True, True, "f32", None, None, even)
+        module = gemm_mma_sync.build(MMA_SYNC_TF32_CONFIG, spec)
+        cfg = MMA_SYNC_TF32_CONFIG
+        rows.append(("mma_sync tf32", "all", cfg, even, module, cfg.shared_bytes))
     sspec = gemm_simt.Spec("row", "row", True, True, "f32", None, None)
     rows.append(
         ("simt", "all", gemm_simt.Config(), False, gemm_simt.build(gemm_simt.Config(), sspec), 0)
@@ -49,7 +55,7 @@ def main() -> None:
     for variant, label, cfg, even, module, dyn in rows:
         ptx = compile_hir(module, backend="nvptx", arch=arch)
         res = ptxinfo.ptxas_resources(zyntax.validate_ptx(ptx, arch).log)[module.kernels[0]]
-        if variant == "mma_sync":
+        if variant.startswith("mma_sync"):
             tile = f"{cfg.bm}x{cfg.bn}x{cfg.bk}, {cfg.wm}x{cfg.wn}, {cfg.stages}"
             tile += " + fragment pipeline" if cfg.frag_pipeline else ""
         else:

@@ -137,8 +137,12 @@ def _describe(
             )
         shape = tuple(iface["shape"])
         size = DTYPE_BYTES[dt]
-        if iface.get("strides") is None:
-            strides = tuple(int(np.prod(shape[i + 1 :], dtype=np.int64)) for i in range(len(shape)))
+        if iface.get("strides") is None:  # C-contiguous
+            acc, rev = 1, []
+            for d in reversed(shape):
+                rev.append(acc)
+                acc *= d
+            strides = tuple(reversed(rev))
         else:
             strides = tuple(s // size for s in iface["strides"])
         return dt, shape, strides, int(iface["data"][0]), _device_of(obj), None

@@ -221,6 +221,7 @@ def test_fp8_needs_an_arch_with_fp8(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(zk, "_arch_of", lambda p: "sm_80")
     a, b = FakeTorch((64, 32), "torch.float8_e4m3fn"), FakeTorch((32, 16), "torch.float8_e4m3fn")
     out = FakeGpu((64, 16), "<V2")  # bf16, the fp8 output dtype
+    out.__cuda_array_interface__["data"] = (1 << 24, False)  # apart from the inputs
     with pytest.raises(ArgumentError, match=r"argument 'a': fp8 .* needs sm_89"):
         zk.matmul(a, b, out)
     # On sm_90 only the sm90 variant runs fp8; without it the error says why.
@@ -344,3 +345,33 @@ def _tf32(x: Any) -> Any:
     """f32 -> tf32 rounded to nearest, ties away (cvt.rna.tf32.f32), as f32."""
     u = np.asarray(x, np.float32).view(np.uint32)
     return ((u + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)
+
+
+def test_out_may_not_alias_an_input(monkeypatch: pytest.MonkeyPatch) -> None:
+    a, b = operands(8, 8, 8, np.float16, "row", "row")
+    bad("argument 'out': overlaps argument 'a'", a, b, a)
+    bad("argument 'out': overlaps argument 'b'", a, b, b)
+    big = np.zeros((16, 8), np.float16)
+    bad("argument 'out': overlaps argument 'a'", big[:8], b, big[4:12])
+    zk.matmul(a, b, big[8:])  # adjacent, not overlapping: fine
+    bad(
+        "argument 'out': a numpy output must be C-contiguous",
+        a,
+        b,
+        np.zeros((8, 16), np.float32)[:, ::2],
+    )
+    # GPU operands: by address range (a at 1 MiB, 64 x 32 f16 = 4 KiB).
+    monkeypatch.setattr(zk, "_arch_of", lambda p: "sm_90")
+    a_gpu = FakeGpu((64, 32))
+    inside = FakeGpu((64, 16))
+    inside.__cuda_array_interface__["data"] = ((1 << 20) + 2048, False)
+    bad("argument 'out': overlaps argument 'a'", a_gpu, FakeGpu((32, 16)), inside)
+
+
+def test_stream_must_be_a_zyntax_stream(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(zk, "_arch_of", lambda p: "sm_90")
+    out = FakeGpu((64, 16), "<f4")
+    out.__cuda_array_interface__["data"] = (1 << 24, False)
+    a, b = FakeGpu((64, 32)), FakeGpu((32, 16))
+    b.__cuda_array_interface__["data"] = (1 << 22, False)
+    bad("argument 'stream': expected a zyntax.cuda.Stream, got int", a, b, out, stream=7)

@@ -10,6 +10,7 @@ checks only).
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -107,7 +108,7 @@ def _launch(p: Problem, source: Any, cfg: Any, spec: Any, arch: str, grid: int) 
 
         interp.launch(kern, grid, cfg.threads, *args, shared_bytes=cfg.shared_bytes)
     else:
-        kern.launch(grid, cfg.threads, *args, shared_mem=cfg.shared_bytes)
+        kern.launch(grid, cfg.threads, *args, shared_mem=cfg.shared_bytes, stream=p.stream)
 
 
 # ------------------------------------------------------------------ mma_sync (sm_80)
@@ -337,6 +338,7 @@ def matmul(
     scale_a: float | None = None,
     scale_b: float | None = None,
     allow_tf32: bool = False,
+    stream: Any = None,
 ) -> Any:
     """``out = activation(a @ b + bias)`` with f32 accumulation.
 
@@ -350,7 +352,9 @@ def matmul(
     DeviceArray for other GPU inputs, numpy for numpy). `variant` forces
     ``"sm90"``, ``"mma_sync"`` or ``"simt"``. f32 inputs run exact fp32
     (``simt``) unless `allow_tf32` is set or a tensor-core variant is forced:
-    then they are read as tf32 (rounded to nearest). Launches go to the legacy
+    then they are read as tf32 (rounded to nearest). Launches go to `stream`
+    (a ``zyntax.cuda.Stream``); by default to PyTorch's current stream for
+    torch inputs, else the legacy default stream. Launches go to the legacy
     default stream and are asynchronous. Bad input raises a ZyntaxError
     subclass naming the argument before anything is launched.
     """
@@ -367,5 +371,34 @@ def matmul(
     )
     v, arch = _choose(p, variant)
     if p.m and p.n:
+        if p.backend == "cuda":
+            p = dataclasses.replace(p, stream=_stream_for(a, p.device or 0, stream))
         v.run(p, arch)
     return p.out_obj
+
+
+_foreign_streams: dict[tuple[int, int], Any] = {}
+
+
+def _stream_for(a: Any, device: int, stream: Any) -> Any:
+    """The zyntax stream to launch on: `stream`, else PyTorch's current
+    stream for torch inputs (wrapped once per handle), else None."""
+    from zyntax import cuda
+
+    if stream is not None:
+        if not isinstance(stream, cuda.Stream):
+            raise ArgumentError(
+                f"argument 'stream': expected a zyntax.cuda.Stream, got {type(stream).__name__}"
+            )
+        return stream
+    if not type(a).__module__.startswith("torch"):
+        return None
+    import torch  # type: ignore[import-not-found,unused-ignore]
+
+    handle = torch.cuda.current_stream(device).cuda_stream
+    if handle == 0:  # the legacy default stream
+        return None
+    got = _foreign_streams.get((device, handle))
+    if got is None:
+        got = _foreign_streams[(device, handle)] = cuda.Stream.from_handle(handle, device)
+    return got

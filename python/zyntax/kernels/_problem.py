@@ -59,6 +59,13 @@ class Operand:
     def itemsize(self) -> int:
         return DTYPE_BYTES[self.dtype]
 
+    def span(self) -> tuple[int, int]:
+        """The device byte range [start, end) the matrix occupies."""
+        outer, inner = (self.rows, self.cols) if self.layout == "row" else (self.cols, self.rows)
+        if outer == 0 or inner == 0:
+            return (self.ptr, self.ptr)
+        return (self.ptr, self.ptr + ((outer - 1) * self.ld + inner) * self.itemsize)
+
     @property
     def aligned16(self) -> bool:
         """Every row (row layout) or column (col layout) starts 16-byte aligned."""
@@ -83,6 +90,7 @@ class Problem:
     scale_a: float | None = None
     scale_b: float | None = None
     tf32: bool = False  # f32 operands may be read as tf32 by tensor cores
+    stream: Any = None  # zyntax.cuda.Stream to launch on (None: the legacy default stream)
 
 
 def _is_torch(obj: Any) -> bool:
@@ -265,6 +273,8 @@ def normalise(
         raise ArgumentError(f"argument 'out': shape {(oo.rows, oo.cols)} differs from {(m, n)}")
     if oo.layout != "row" and n > 1:
         raise ArgumentError("argument 'out': must be row-major (its rows contiguous)")
+    if oo.host is not None and oo.host is not out_obj:  # a strided view would be copied
+        raise ArgumentError("argument 'out': a numpy output must be C-contiguous")
     if backend == "cuda" and oo.device != oa.device:
         raise ArgumentError(f"argument 'out': is on device {oo.device}, a on device {oa.device}")
     ob_bias = None
@@ -284,6 +294,15 @@ def normalise(
     for op in (oa, ob, oo):
         if op.rows * op.cols >= 2**31:
             raise ArgumentError(f"argument '{op.name}': more than 2**31 elements")
+    # The kernels read the inputs while writing out: no aliasing.
+    for op in [x for x in (oa, ob, ob_bias) if x is not None]:
+        if backend == "interp":
+            overlap = np.may_share_memory(out_obj, {"a": a, "b": b, "bias": bias}[op.name])
+        else:
+            (s0, e0), (s1, e1) = oo.span(), op.span()
+            overlap = s0 < e1 and s1 < e0
+        if overlap:
+            raise ArgumentError(f"argument 'out': overlaps argument '{op.name}' in memory")
     return Problem(
         m=m,
         n=n,

@@ -210,3 +210,17 @@ def test_large_tile_configs(
     zk.matmul(a, b, out, variant="mma_sync")
     ref = reference(a.float().cpu().numpy(), b.float().cpu().numpy())
     assert rel_err(out.cpu().numpy(), ref) < TOL["bf16"]
+
+
+def test_runs_on_torch_current_stream() -> None:
+    torch = torch_or_skip()
+    s = torch.cuda.Stream()
+    a, b = torch_operands(torch, 1000, 1000, 1000, torch.bfloat16, "row", "row")
+    torch.cuda.synchronize()
+    with torch.cuda.stream(s):
+        assert zk._stream_for(a, 0, None).handle == s.cuda_stream
+        out = torch.full((1000, 1000), float("nan"), device="cuda")
+        zk.matmul(a, b, out)
+        got = out.cpu()  # ordered after the matmul on s
+    ref = reference(a.float().cpu().numpy(), b.float().cpu().numpy())
+    assert rel_err(got.numpy(), ref) < TOL["bf16"]

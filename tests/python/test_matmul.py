@@ -375,3 +375,50 @@ def test_stream_must_be_a_zyntax_stream(monkeypatch: pytest.MonkeyPatch) -> None
     a, b = FakeGpu((64, 32)), FakeGpu((32, 16))
     b.__cuda_array_interface__["data"] = (1 << 22, False)
     bad("argument 'stream': expected a zyntax.cuda.Stream, got int", a, b, out, stream=7)
+
+
+def test_sm90_variant_is_called_with_the_normalised_problem(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The contract with gemm_sm90: sm90_supports(dtypes, layouts) and
+    # matmul_sm90(a, b, out, ...) over plain CUDA-array-interface objects.
+    calls: list[tuple[Any, ...]] = []
+
+    class FakeSm90:
+        @staticmethod
+        def sm90_supports(a_dt: str, b_dt: str, out_dt: str, la: str, lb: str) -> bool:
+            return a_dt in ("bf16", "f16", "e4m3", "f32")
+
+        @staticmethod
+        def matmul_sm90(a: Any, b: Any, out: Any, **kw: Any) -> None:
+            calls.append((a, b, out, kw))
+
+    monkeypatch.setattr(zk, "_arch_of", lambda p: "sm_90")
+    monkeypatch.setattr(zk, "_sm90_module", lambda: FakeSm90)
+    a = FakeGpu((64, 32), "<V2")  # bf16, row-major
+    b = FakeGpu((16, 32), "<V2", strides=None)  # stored 16 x 32: b is its transpose
+    b_iface = b.__cuda_array_interface__
+    b_iface["data"] = (1 << 22, False)
+    bt = FakeGpu((32, 16), "<V2", strides=(2, 64))  # the column-major 32 x 16 view
+    bt.__cuda_array_interface__["data"] = (1 << 22, False)
+    out = FakeGpu((64, 16), "<f4")
+    out.__cuda_array_interface__["data"] = (1 << 24, False)
+    assert zk.choose_variant(a, bt) == "sm90"
+    zk.matmul(a, bt, out, activation="gelu")
+    (ca, cb, co, kw) = calls[0]
+    assert (ca.dtype, ca.layout, cb.dtype, cb.layout, co.dtype) == (
+        "bf16",
+        "row",
+        "bf16",
+        "col",
+        "f32",
+    )
+    assert cb.__cuda_array_interface__["shape"] == (32, 16)
+    assert cb.__cuda_array_interface__["strides"] == (2, 64)
+    assert cb.__cuda_array_interface__["data"][0] == 1 << 22
+    assert kw["activation"] == "gelu" and kw["a_layout"] == "row" and kw["b_layout"] == "col"
+    # f32 goes to sm90 only as tf32.
+    a32, b32 = FakeGpu((64, 32), "<f4"), FakeGpu((32, 16), "<f4")
+    b32.__cuda_array_interface__["data"] = (1 << 22, False)
+    assert zk.choose_variant(a32, b32) == "simt"
+    assert zk.choose_variant(a32, b32, allow_tf32=True) == "sm90"

@@ -245,17 +245,21 @@ def _sm90_run(p: Problem, arch: str) -> None:
 
 
 class _CudaArray:
-    """An operand as a plain ``__cuda_array_interface__`` object (the storage
-    order: ``rows x ld`` for row layout, ``cols x ld`` for col layout)."""
+    """An operand as a plain ``__cuda_array_interface__`` object for the sm90
+    variant: its logical shape (rows, cols) and strides (a column-major
+    operand has the strides of a transposed view), and ``dtype`` the zyntax
+    dtype name ("bf16", "f16", "e4m3", "f32")."""
 
     def __init__(self, op: Operand) -> None:
         from zyntax.kernels._problem import TYPESTR
 
-        outer, inner = (op.rows, op.cols) if op.layout == "row" else (op.cols, op.rows)
+        isz = op.itemsize
+        strides = (op.ld * isz, isz) if op.layout == "row" else (isz, op.ld * isz)
         self.dtype = op.dtype
+        self.layout = op.layout
         self.__cuda_array_interface__ = {
-            "shape": (outer, inner),
-            "strides": (op.ld * op.itemsize, op.itemsize),
+            "shape": (op.rows, op.cols),
+            "strides": strides,
             "typestr": TYPESTR[op.dtype],
             "data": (op.ptr, False),
             "version": 3,
@@ -322,7 +326,7 @@ def choose_variant(
 ) -> str:
     """The name of the variant :func:`matmul` would run for these inputs."""
     tf32 = allow_tf32 or variant in ("mma_sync", "sm90")
-    p = normalise(a, b, None, out_dtype=out_dtype, tf32=tf32)
+    p = normalise(a, b, None, out_dtype=out_dtype, tf32=tf32, allocate=False)
     return _choose(p, variant)[0].name
 
 

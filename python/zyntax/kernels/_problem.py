@@ -211,6 +211,20 @@ def _alloc_out(like: Any, backend: str, m: int, n: int, dtype: str, device: int 
     return cuda.empty((m, n), "bfloat16" if dtype == "bf16" else TYPESTR[dtype], device or 0)
 
 
+class _Unallocated:
+    """Describes the output `normalise` would allocate, without allocating it."""
+
+    def __init__(self, m: int, n: int, dtype: str, device: int | None) -> None:
+        self.device = device
+        self.__cuda_array_interface__ = {
+            "shape": (m, n),
+            "typestr": TYPESTR[dtype],
+            "strides": None,
+            "data": (0, False),
+            "version": 3,
+        }
+
+
 def normalise(
     a: Any,
     b: Any,
@@ -222,6 +236,7 @@ def normalise(
     scale_a: float | None = None,
     scale_b: float | None = None,
     tf32: bool = False,
+    allocate: bool = True,
 ) -> Problem:
     """Checks a matmul call and describes it; allocates `out` when it is None."""
     if activation not in ACTIVATIONS:
@@ -256,7 +271,13 @@ def normalise(
     m, k, n = oa.rows, oa.cols, ob.cols
     default_out = "bf16" if oa.dtype == "e4m3" else oa.dtype
     odt = out_dtype or default_out
-    if out is None:
+    out_obj: Any
+    if out is None and not allocate:  # choose_variant: describe, do not allocate
+        if backend == "cuda":
+            out_obj = _Unallocated(m, n, odt, oa.device)
+        else:
+            out_obj = np.empty((m, n), np.float16 if odt == "f16" else np.float32)
+    elif out is None:
         out_obj = _alloc_out(a, backend, m, n, odt, oa.device)
     else:
         out_obj = out
@@ -294,8 +315,9 @@ def normalise(
     for op in (oa, ob, oo):
         if op.rows * op.cols >= 2**31:
             raise ArgumentError(f"argument '{op.name}': more than 2**31 elements")
-    # The kernels read the inputs while writing out: no aliasing.
-    for op in [x for x in (oa, ob, ob_bias) if x is not None]:
+    # The kernels read the inputs while writing out: no aliasing (a fresh
+    # output cannot overlap anything).
+    for op in [x for x in (oa, ob, ob_bias) if x is not None and out is not None]:
         if backend == "interp":
             overlap = np.may_share_memory(out_obj, {"a": a, "b": b, "bias": bias}[op.name])
         else:

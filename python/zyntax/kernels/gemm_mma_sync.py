@@ -1,26 +1,28 @@
-"""The sm_80 GEMM: ``mma.sync`` m16n8k16 fed by ``ldmatrix`` from XOR-swizzled
-shared memory, with a multi-stage ``cp.async`` pipeline (bf16/f16 in, f32 accumulate).
+"""The sm_80 GEMM: ``mma.sync`` (m16n8k16 for bf16/f16, m16n8k8 for tf32) fed
+by ``ldmatrix`` from XOR-swizzled shared memory, with a multi-stage
+``cp.async`` pipeline; f32 accumulate.
 
 Written with the HIR builder. One block computes a ``bm x bn`` tile of the
-output; its warps form a grid of ``wm x wn`` warp tiles. K advances in steps
-of ``bk`` (= 32: four 16-byte chunks per row of a K-contiguous tile) through
-a ring of ``stages`` shared-memory buffers: while the warps multiply stage
+output; its warps form a grid of ``wm x wn`` warp tiles. K advances in tiles
+of ``bk`` elements (rows of 64 or 128 bytes: 4 or 8 16-byte chunks) through
+a ring of ``stages`` shared-memory buffers: while the warps multiply tile
 ``kt``, the copies of tiles ``kt+1 .. kt+stages-1`` are in flight.
 
 Layouts: a K-contiguous operand (row-major A, column-major B) is staged as
 ``[outer][k]`` and read with plain ``ldmatrix``; an outer-contiguous operand
 (column-major A, row-major B) is staged ``[k][outer]`` and read with
-``ldmatrix.trans``, so no layout needs a copy. The chunk ``c`` of shared row
-``r`` lives at chunk ``c ^ f(r)`` (``f(r) = (r >> 1) & 3`` for 4-chunk rows,
-``r & 7`` for wider ones): the 8 rows one ``ldmatrix`` phase reads then
-hit all 32 banks, and so do the 16-byte ``cp.async`` writes.
+``ldmatrix.trans`` (tf32: 32-bit shared loads), so no layout needs a copy.
+The chunk ``c`` of shared row ``r`` lives at chunk ``c ^ f(r)`` (see
+:func:`_swz`): the 8 rows one ``ldmatrix`` phase reads then hit all 32
+banks, and so do the 16-byte ``cp.async`` writes.
 
 Tails: blocks past M or N are not launched; a 16-byte chunk that is not
 wholly inside the matrix (the last K tile, the last rows or columns) is read
 element by element from clamped addresses and zero-filled, and operands
 whose rows are not 16-byte aligned (``aligned=False``) are read that way
-throughout. The epilogue adds the bias, applies the activation, converts to
-the output dtype and stores the elements inside M x N.
+throughout; with ``Spec.even`` (whole tiles, aligned) there are no checks at
+all. The epilogue adds the bias, applies the activation, converts to the
+output dtype and stores the elements inside M x N.
 """
 
 from __future__ import annotations

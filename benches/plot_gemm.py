@@ -43,7 +43,7 @@ def main() -> None:
     ax.set_xscale("log", base=2)
     ax.set_xlabel("M = N = K")
     ax.set_ylabel("TFLOP/s (bf16 in, f32 accumulate)")
-    ax.set_title(f"GEMM on {doc['device']} (commit {doc['commit'][:7]})")
+    ax.set_title(f"GEMM on {doc['device']} (commit {doc.get('commit', '?')[:7]})")
     ax.grid(True, alpha=0.3)
     ax.legend()
     fig.tight_layout()

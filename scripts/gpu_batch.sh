@@ -45,7 +45,7 @@ if [[ "$what" == benches || "$what" == all ]]; then
     timeout 200 python3 benches/tiling.py --out-dir "$OUT/results" 2>&1 | tail -12
     timeout 400 python3 benches/gemm.py --ladder --sweep --out-dir "$OUT/results" 2>&1 | tail -60
     for f in "$OUT"/results/gemm-*.json; do
-        [[ -f "$f" ]] && python3 benches/plot_gemm.py "$f" "$OUT/gemm.png" 2>&1 | tail -2
+        [[ -f "$f" && "$f" != *partial* ]] && python3 benches/plot_gemm.py "$f" "$OUT/gemm.png" 2>&1 | tail -2
     done
 fi
 if [[ "$what" == sanitize || "$what" == all ]] && command -v compute-sanitizer >/dev/null; then

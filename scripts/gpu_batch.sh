@@ -45,6 +45,10 @@ if [[ "$what" == benches || "$what" == all ]]; then
     timeout 200 python3 benches/tiling.py --out-dir "$OUT/results" 2>&1 | tail -12
     timeout 300 python3 benches/memory_bound.py --out-dir "$OUT/results" 2>&1 | tail -40
     timeout 300 python3 benches/attention.py --out-dir "$OUT/results" 2>&1 | tail -30
+    timeout 400 python3 benches/gemm.py --ladder --sweep --out-dir "$OUT/results" 2>&1 | tail -60
+    for f in "$OUT"/results/gemm-*.json; do
+        [[ -f "$f" && "$f" != *partial* ]] && python3 benches/plot_gemm.py "$f" "$OUT/gemm.png" 2>&1 | tail -2
+    done
 fi
 if [[ "$what" == sanitize || "$what" == all ]] && command -v compute-sanitizer >/dev/null; then
     for tool in memcheck racecheck; do

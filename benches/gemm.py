@@ -1,0 +1,398 @@
+"""GEMM throughput: zyntax.kernels.matmul against cuBLAS (torch) and Triton, same run.
+
+Usage on a GPU machine (see docs/gpu-runs.md):
+
+    python benches/gemm.py [--quick] [--cases bf16_8192,fp32_8192] [--sweep]
+
+Bench ``gemm``, metric ``TFLOP_per_s`` (2·M·N·K per call), impls ``zyntax``,
+``cublas`` (``torch.matmul``; ``torch._scaled_mm`` for fp8) and ``triton``
+(a persistent tile-scheduled matmul written here the way Triton's matmul
+tutorial writes it: the installed Triton compiles it). Each value is the
+median of per-call CUDA-event timings after a warm-up, the inputs rotated
+over enough copies that L2 holds none of them between calls. A case whose
+zyntax variant does not exist (or rejects it) gets no zyntax row; its peer
+rows stay. ``--sweep`` adds ``sweep_bf16_<n>`` cases (square sizes) for the
+plot (``benches/plot_gemm.py`` renders docs/gemm.png from the JSON).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from _common import ROOT, Results, optional
+
+#: case -> (dtype, M, N, K, zyntax variant or None for the registry's choice)
+CASES: dict[str, tuple[str, int, int, int, str | None]] = {
+    "bf16_8192": ("bf16", 8192, 8192, 8192, None),
+    "fp16_8192": ("f16", 8192, 8192, 8192, None),
+    "bf16_4096": ("bf16", 4096, 4096, 4096, None),
+    "fp8_8192": ("e4m3", 8192, 8192, 8192, None),
+    "tf32_8192": ("tf32", 8192, 8192, 8192, None),
+    "fp32_8192": ("f32", 8192, 8192, 8192, "simt"),
+    "bf16_mma_sync_8192": ("bf16", 8192, 8192, 8192, "mma_sync"),
+    "bf16_m16_n4096_k4096": ("bf16", 16, 4096, 4096, None),
+    "bf16_m128_n4096_k4096": ("bf16", 128, 4096, 4096, None),
+    "bf16_m16_n14336_k4096": ("bf16", 16, 14336, 4096, None),
+}
+SWEEP = (512, 1024, 2048, 3072, 4096, 6144, 8192)
+L2_FLUSH_BYTES = 256 << 20  # rotate over copies until they exceed this (H100 L2: 50 MB)
+
+
+def median_ms(fn: Callable[[int], Any], copies: int, warmup: int, iters: int) -> float:
+    """Median of per-call CUDA-event times; call i uses input copy i % copies."""
+    import torch
+
+    for i in range(warmup):
+        fn(i % copies)
+    torch.cuda.synchronize()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    for i in range(iters):
+        starts[i].record()
+        fn(i % copies)
+        ends[i].record()
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends, strict=True))
+
+
+# ---------------------------------------------------------------- Triton peer
+
+
+def triton_matmul(triton: Any, tl: Any) -> Callable[..., Any]:
+    """A persistent matmul: one program per SM walks output tiles in grouped
+    order (the structure of Triton's persistent-matmul tutorial)."""
+
+    @triton.jit
+    def kernel(
+        a_ptr, b_ptr, c_ptr, M, N, K,
+        sam, sak, sbk, sbn, scm, scn,
+        BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr,
+        SMS: tl.constexpr, PREC: tl.constexpr,
+    ):  # fmt: skip
+        pid = tl.program_id(0)
+        tiles_m = tl.cdiv(M, BM)
+        tiles_n = tl.cdiv(N, BN)
+        ksteps = tl.cdiv(K, BK)
+        per_group = GROUP * tiles_n
+        for tile in tl.range(pid, tiles_m * tiles_n, SMS, flatten=True):
+            group = tile // per_group
+            first = group * GROUP
+            size = min(tiles_m - first, GROUP)
+            pm = first + (tile % size)
+            pn = (tile % per_group) // size
+            rm = pm * BM + tl.arange(0, BM)
+            rn = pn * BN + tl.arange(0, BN)
+            rk = tl.arange(0, BK)
+            acc = tl.zeros((BM, BN), dtype=tl.float32)
+            for ks in range(0, ksteps):
+                kk = ks * BK + rk
+                a = tl.load(
+                    a_ptr + rm[:, None] * sam + kk[None, :] * sak,
+                    mask=(rm[:, None] < M) & (kk[None, :] < K),
+                    other=0.0,
+                )
+                b = tl.load(
+                    b_ptr + kk[:, None] * sbk + rn[None, :] * sbn,
+                    mask=(kk[:, None] < K) & (rn[None, :] < N),
+                    other=0.0,
+                )
+                acc = tl.dot(a, b, acc, input_precision=PREC)
+            c = acc.to(c_ptr.dtype.element_ty)
+            tl.store(
+                c_ptr + rm[:, None] * scm + rn[None, :] * scn,
+                c,
+                mask=(rm[:, None] < M) & (rn[None, :] < N),
+            )
+
+    def run(
+        a: Any, b: Any, c: Any, sms: int, prec: str, cfg: tuple[int, int, int, int, int]
+    ) -> None:
+        bm, bn, bk, stages, warps = cfg
+        m, k = a.shape
+        n = b.shape[1]
+        tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn)
+        kernel[(min(sms, tiles),)](
+            a, b, c, m, n, k,
+            a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+            BM=bm, BN=bn, BK=bk, GROUP=8, SMS=min(sms, tiles), PREC=prec,
+            num_stages=stages, num_warps=warps,
+        )  # fmt: skip
+
+    return run
+
+
+TRITON_CONFIGS = {
+    "bf16": [(128, 256, 64, 3, 8), (128, 128, 64, 4, 8), (64, 128, 64, 4, 4)],
+    "f16": [(128, 256, 64, 3, 8), (128, 128, 64, 4, 8), (64, 128, 64, 4, 4)],
+    "e4m3": [(128, 256, 128, 3, 8), (128, 128, 128, 4, 8)],
+    "tf32": [(128, 128, 32, 3, 8), (128, 64, 32, 4, 4)],
+    "f32": [(128, 128, 32, 3, 8), (64, 64, 32, 4, 4)],
+    "decode": [(16, 128, 128, 4, 4), (64, 64, 128, 4, 4), (128, 64, 64, 4, 4)],
+}
+
+
+def bench_case(
+    ctx: dict[str, Any], case: str, dt: str, m: int, n: int, k: int, variant: str | None
+) -> None:
+    """Times cuBLAS, Triton and zyntax on one case and checks zyntax's result."""
+    torch, zk, res, trun = ctx["torch"], ctx["zk"], ctx["res"], ctx["trun"]
+    dev, sms, tdt, warmup, iters = ctx["dev"], ctx["sms"], ctx["tdt"], ctx["warmup"], ctx["iters"]
+    from zyntax.errors import ZyntaxError
+
+    flop = 2.0 * m * n * k
+    per_copy = (m * k + k * n) * (1 if dt == "e4m3" else torch.finfo(tdt[dt]).bits // 8)
+    copies = max(1, min(32, -(-L2_FLUSH_BYTES // per_copy)))
+    gen = torch.Generator(device=dev).manual_seed(hash(case) & 0xFFFF)
+
+    def rand(r: int, c: int, _dt: str = dt, _g: Any = gen) -> Any:
+        x = torch.randn(r, c, device=dev, generator=_g) / (k**0.25)
+        return x.to(tdt[_dt]) if _dt != "e4m3" else x.to(tdt["e4m3"])
+
+    As = [rand(m, k) for _ in range(copies)]
+    # B row-major K x N for zyntax and Triton; cuBLAS takes any layout.
+    Bs = [rand(k, n) for _ in range(copies)]
+    out_dt = torch.bfloat16 if dt == "e4m3" else tdt[dt]
+    C = torch.empty(m, n, device=dev, dtype=out_dt)
+    extra: dict[str, Any] = {"m": m, "n": n, "k": k}
+    torch.backends.cuda.matmul.allow_tf32 = dt == "tf32"
+
+    def report(impl: str, fn: Callable[[int], Any], **more: Any) -> None:
+        try:
+            ms = median_ms(fn, copies, warmup, iters)
+        except Exception as e:  # a peer or variant that fails is reported, not fatal
+            print(f"  {case:<22} {impl:<18} failed: {type(e).__name__}: {str(e)[:200]}")
+            return
+        res.add(case, impl, "TFLOP_per_s", flop / ms / 1e9, False, **extra, **more)
+
+    if dt == "e4m3":
+        one = torch.tensor(1.0, device=dev)
+        Bt = [b.t().contiguous().t() for b in Bs]  # _scaled_mm wants B column-major
+        report(
+            "cublas",
+            lambda i: torch._scaled_mm(As[i], Bt[i], scale_a=one, scale_b=one, out_dtype=out_dt),
+        )
+    else:
+        report("cublas", lambda i: torch.matmul(As[i], Bs[i], out=C))
+    if trun is not None:
+        prec = "ieee" if dt == "f32" else "tf32"
+        key = "decode" if m <= 128 else dt
+        best: tuple[float, Any] | None = None
+        # The sweep uses the first config (compiled once); the named cases pick the best.
+        configs = TRITON_CONFIGS[key][:1] if case.startswith("sweep") else TRITON_CONFIGS[key]
+        for cfg in configs:
+            try:
+                ms = median_ms(lambda i, c=cfg: trun(As[i], Bs[i], C, sms, prec, c), copies, 2, 5)
+            except Exception as e:
+                print(f"  triton config {cfg} failed: {type(e).__name__}: {str(e)[:160]}")
+                return
+            if best is None or ms < best[0]:
+                best = (ms, cfg)
+        if best is not None:
+            cfg = best[1]
+            report("triton", lambda i, c=cfg: trun(As[i], Bs[i], C, sms, prec, c), config=list(cfg))
+    zvariant = variant
+    try:
+        chosen = zk.choose_variant(As[0], Bs[0], variant=zvariant, allow_tf32=dt == "tf32")
+    except ZyntaxError as e:
+        print(f"  {case:<22} zyntax             (no variant: {str(e)[:160]})")
+        return
+    Z = torch.empty_like(C)
+    scales: dict[str, Any] = {"scale_a": 1.0, "scale_b": 1.0} if dt == "e4m3" else {}
+    if dt == "tf32":
+        scales["allow_tf32"] = True
+    report(
+        "zyntax", lambda i: zk.matmul(As[i], Bs[i], Z, variant=zvariant, **scales), variant=chosen
+    )
+    # Correctness of what was timed, against the float64 product of copy 0.
+    Z.fill_(float("nan"))
+    zk.matmul(As[0], Bs[0], Z, variant=zvariant, **scales)
+    ref = As[0].double() @ Bs[0].double()
+    err = ((Z.double() - ref).norm() / ref.norm()).item()
+    res.notes[f"{case}_zyntax_rel_err"] = err
+    print(f"  {case:<22} zyntax rel. error {err:.2e}")
+
+
+#: mma_sync tile configs the ladder compares (bm, bn, bk, wm, wn, stages, fragment pipeline).
+LADDER = [
+    (128, 128, 32, 64, 64, 4, False),
+    (128, 128, 32, 64, 64, 4, True),
+    (128, 128, 32, 64, 64, 3, True),
+    (128, 128, 64, 64, 64, 3, False),
+    (128, 128, 64, 64, 64, 3, True),
+    (128, 256, 32, 64, 64, 3, True),
+    (256, 128, 32, 64, 64, 3, True),
+    (128, 256, 64, 64, 64, 3, True),
+    (128, 128, 32, 64, 32, 4, True),
+    (128, 256, 32, 64, 64, 4, True),
+]
+
+
+def call_overhead_us(torch: Any, zk: Any) -> float:
+    """Host time of one small zyntax matmul call (normalise, choose, launch)."""
+    import time
+
+    a = torch.randn(16, 64, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(64, 64, device="cuda", dtype=torch.bfloat16)
+    c = torch.empty(16, 64, device="cuda", dtype=torch.bfloat16)
+    for _ in range(20):
+        zk.matmul(a, b, c)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(500):
+        zk.matmul(a, b, c)
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / 500 * 1e6
+
+
+#: Decode-shape ladders: (case tag, (M, N, K), the zyntax.kernels attribute, configs).
+SMALL_LADDERS = [
+    (
+        "m16",
+        (16, 4096, 4096),
+        "MMA_SYNC_SMALL_M_CONFIG",
+        [
+            (16, 64, 64, 16, 32, 4, True),
+            (16, 32, 64, 16, 32, 4, True),
+            (16, 32, 64, 16, 32, 6, True),
+            (16, 64, 64, 16, 16, 4, True),
+            (16, 128, 64, 16, 32, 4, True),
+        ],
+    ),
+    (
+        "m128",
+        (128, 4096, 4096),
+        "MMA_SYNC_MID_M_CONFIG",
+        [
+            (64, 64, 64, 32, 32, 4, True),
+            (64, 64, 32, 32, 32, 4, True),
+            (32, 64, 64, 32, 32, 4, True),
+            (64, 128, 64, 32, 64, 3, True),
+            (128, 64, 64, 64, 32, 3, True),
+        ],
+    ),
+]
+
+
+def ladder(ctx: dict[str, Any]) -> None:
+    """TFLOP/s of each mma_sync config (JSON ``notes.ladder``) at bf16 8192^3
+    (``ladder_<config>``, plus the default config with the tail checks kept:
+    ``ladder_checked``) and
+    at the decode shapes (``ladder_m16_<config>``, ``ladder_m128_<config>``);
+    the fastest config of each becomes the one the cases use."""
+    ladders = [("", (8192, 8192, 8192), "MMA_SYNC_CONFIG", LADDER), *SMALL_LADDERS]
+    for tag, shape, attr, configs in ladders:
+        one_ladder(ctx, tag, shape, attr, configs)
+
+
+def one_ladder(
+    ctx: dict[str, Any], tag: str, shape: tuple[int, int, int], attr: str, configs: list[Any]
+) -> None:
+    torch, zk, res = ctx["torch"], ctx["zk"], ctx["res"]
+    m, n, k = shape
+    copies = max(1, min(16, -(-L2_FLUSH_BYTES // ((m * k + k * n) * 2))))
+    As = [torch.randn(m, k, device="cuda").bfloat16() for _ in range(copies)]
+    Bs = [torch.randn(k, n, device="cuda").bfloat16() for _ in range(copies)]
+    c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    ref = As[0].double() @ Bs[0].double()
+    best: tuple[float, Any] | None = None
+    default = getattr(zk, attr)
+    prefix = f"ladder_{tag}_" if tag else "ladder_"
+    runs: list[tuple[str, Any, bool]] = []
+    if not tag:
+        runs.append(("ladder_checked", default, False))
+    for bm, bn, bk, wm, wn, st, fp in configs:
+        cfg = zk.gemm_mma_sync.Config(bm, bn, bk, wm, wn, st, frag_pipeline=fp)
+        runs.append((f"{prefix}{bm}x{bn}x{bk}_w{wm}x{wn}_s{st}{'_fp' if fp else ''}", cfg, True))
+    even = zk._even
+    for name, cfg, keep_even in runs:
+        setattr(zk, attr, cfg)
+        zk._even = even if keep_even else (lambda *a: False)
+        try:
+            c.fill_(float("nan"))
+            zk.matmul(As[0], Bs[0], c, variant="mma_sync")
+            err = ((c.double() - ref).norm() / ref.norm()).item()
+            ms = median_ms(lambda i: zk.matmul(As[i], Bs[i], c, variant="mma_sync"), copies, 3, 20)
+        except Exception as e:
+            print(f"  {name}: failed: {type(e).__name__}: {str(e)[:200]}")
+            continue
+        finally:
+            zk._even = even
+        tf = 2.0 * m * n * k / ms / 1e9
+        # Zyntax-only rows: notes, not results (a results case needs a peer row).
+        row = {"case": name, "metric": "TFLOP_per_s", "value": round(tf, 4), "rel_err": err}
+        res.notes.setdefault("ladder", []).append(dict(row, m=m, n=n, k=k))
+        print(f"  {name:<40} {tf:10.3f} TFLOP/s")
+        if keep_even and err < 2e-2 and (best is None or tf > best[0]):
+            best = (tf, cfg)
+    setattr(zk, attr, best[1] if best else default)
+    res.notes[f"mma_sync_{attr}"] = str(getattr(zk, attr))
+    print(f"  {attr} for the cases: {getattr(zk, attr)}")
+    torch.cuda.empty_cache()
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description="GEMM TFLOP/s: zyntax vs cuBLAS vs Triton")
+    p.add_argument("--out-dir", type=Path, default=ROOT / "benches" / "results")
+    p.add_argument("--quick", action="store_true", help="fewer iterations (smoke test)")
+    p.add_argument("--device", type=int, default=0)
+    p.add_argument("--cases", default=",".join(CASES), help="comma-separated case names")
+    p.add_argument("--sweep", action="store_true", help="add the square bf16 size sweep")
+    p.add_argument("--iters", type=int, default=50, help="timed calls per impl and case")
+    p.add_argument(
+        "--ladder",
+        action="store_true",
+        help="time the mma_sync tile configs (and the tail-checked kernel) at 8192^3 "
+        "first; the best config then runs the cases",
+    )
+    args = p.parse_args()
+    torch = optional("torch")
+    if torch is None or not torch.cuda.is_available():
+        print("gemm: needs torch with CUDA", file=sys.stderr)
+        return 1
+    import zyntax.kernels.gemm as zk
+
+    triton = optional("triton")
+    tl = optional("triton.language") if triton else None
+    trun = triton_matmul(triton, tl) if triton and tl else None
+    dev = torch.device("cuda", args.device)
+    torch.cuda.set_device(dev)
+    sms = torch.cuda.get_device_properties(dev).multi_processor_count
+    res = Results("gemm", torch.cuda.get_device_name(dev))
+    warmup, iters = (2, 5) if args.quick else (10, args.iters)
+
+    cases = {c: CASES[c] for c in args.cases.split(",") if c}
+    if args.sweep:
+        for s in SWEEP:
+            cases[f"sweep_bf16_{s}"] = ("bf16", s, s, s, None)
+    tdt = {
+        "bf16": torch.bfloat16,
+        "f16": torch.float16,
+        "tf32": torch.float32,
+        "f32": torch.float32,
+        "e4m3": getattr(torch, "float8_e4m3fn", None),
+    }
+    ctx = {"torch": torch, "zk": zk, "res": res, "trun": trun, "dev": dev, "sms": sms}
+    ctx.update(tdt=tdt, warmup=warmup, iters=iters)
+    res.notes["zyntax_matmul_call_us"] = call_overhead_us(torch, zk)
+    print(f"  zyntax.kernels.matmul call overhead: {res.notes['zyntax_matmul_call_us']:.1f} us")
+    if args.ladder:
+        ladder(ctx)
+    for case, spec in cases.items():
+        bench_case(ctx, case, *spec)
+        torch.cuda.empty_cache()
+        partial = args.out_dir / "gemm-partial.json"  # kept if a time limit stops the run
+        partial.parent.mkdir(parents=True, exist_ok=True)
+        partial.write_text(json.dumps({"device": res.device, "results": res.rows}, indent=1))
+    res.write(args.out_dir)
+    (args.out_dir / "gemm-partial.json").unlink(missing_ok=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

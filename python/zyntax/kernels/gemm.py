@@ -1,0 +1,408 @@
+"""Matrix products of the kernel library (re-exported by ``zyntax.kernels``).
+
+``matmul(a, b, out=None, *, bias=None, activation=None, out_dtype=None, variant=None)``
+computes ``act(a @ b + bias)`` with a variant chosen by dtype, shape and arch
+(see :data:`REGISTRY` and docs/kernels.md). Inputs are zyntax DeviceArrays,
+GPU tensors of other libraries (``__cuda_array_interface__`` / DLPack:
+PyTorch, CuPy) or numpy arrays (run on the reference interpreter: small
+checks only).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from zyntax.errors import ArgumentError
+from zyntax.kernels import gemm_mma_sync, gemm_simt
+from zyntax.kernels._problem import Operand, Problem, normalise
+
+__all__ = ["REGISTRY", "Variant", "choose_variant", "matmul"]
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One matmul implementation. ``supports(problem, arch)`` returns None
+    when it can run the problem, else the reason it cannot."""
+
+    name: str
+    supports: Callable[[Problem, str], str | None]
+    run: Callable[[Problem, str], None]
+
+
+_lock = threading.Lock()
+#: (variant, config, spec, arch, device) -> loaded kernel (or the HIR module on the interpreter).
+_modules: dict[tuple[Any, ...], Any] = {}
+
+
+def _compiled(
+    key: tuple[Any, ...], build: Callable[[], Any], backend: str, device: int, source: Any
+) -> Any:
+    """The kernel for `key`, built and (on the GPU) compiled and loaded once
+    per process; on the GPU the PTX is also kept in the disk cache."""
+    with _lock:
+        got = _modules.get(key)
+    if got is not None:
+        return got
+    got = _load_cuda(key, build, device, source) if backend == "cuda" else build()
+    with _lock:
+        _modules.setdefault(key, got)
+    return got
+
+
+def _load_cuda(key: tuple[Any, ...], build: Callable[[], Any], device: int, source: Any) -> Any:
+    """Loads the kernel of `key` from the PTX disk cache (docs/kernels.md,
+    "Cache"), or builds, compiles and stores it. The entry is keyed by the
+    key's repr and the kernel module's source, so editing a kernel or its
+    specialisation never reuses stale PTX; building the HIR is skipped on a hit."""
+    import inspect
+
+    from zyntax import cuda
+    from zyntax.compiler import compile as compile_hir
+    from zyntax.frontend import cache, pipeline
+
+    arch = key[3]
+    ident = repr(key[:4]) + "\0" + inspect.getsource(source)
+    ck = cache.cache_key(
+        ident,
+        arch,
+        cache.DEFAULT_PTX.get(arch, ""),
+        pipeline.zyntax_version(),
+        {"library": "zyntax.kernels"},
+    )
+    hit = cache.load(ck)
+    if hit is not None and isinstance(hit[1].get("signatures"), dict):
+        ptx, sigs = hit[0], hit[1]["signatures"]
+    else:
+        module = build()
+        ptx = compile_hir(module, backend="nvptx", arch=arch)
+        sigs = {}
+        for name in module.kernels:
+            params = [str(t) for t in module.signature(name)[0]]
+            sigs[name] = {"params": params, "shared_bytes": 0}
+        cache.store(ck, ptx, {"signatures": sigs, "arch": arch})
+    name = next(iter(sigs))
+    return cuda.load_module(ptx, device, signatures=sigs).kernel(name)
+
+
+def _arg(op: Operand | None) -> Any:
+    return None if op is None else (op.host if op.host is not None else op.ptr)
+
+
+def _launch(p: Problem, source: Any, cfg: Any, spec: Any, arch: str, grid: int) -> None:
+    """Runs kernel module `source` (``build(cfg, spec)``) over `grid` blocks."""
+    device = p.device or 0
+    key = (source.KERNEL, cfg, spec, arch, device)
+    kern = _compiled(key, lambda: source.build(cfg, spec), p.backend, device, source)
+    bias = _arg(p.bias)
+    if bias is None:  # never read: the module was built without a bias
+        bias = np.zeros(1, np.float32) if p.backend == "interp" else p.out.ptr
+    args = [_arg(p.a), _arg(p.b), _arg(p.out), bias, p.m, p.n, p.k, p.a.ld, p.b.ld, p.out.ld]
+    if p.backend == "interp":
+        from zyntax import interp
+
+        interp.launch(kern, grid, cfg.threads, *args, shared_bytes=cfg.shared_bytes)
+    else:
+        kern.launch(grid, cfg.threads, *args, shared_mem=cfg.shared_bytes, stream=p.stream)
+
+
+# ------------------------------------------------------------------ mma_sync (sm_80)
+
+#: Tile shapes of the mma_sync variant: large problems, up to 256 rows, up to
+#: 32 rows (decode): smaller tiles keep more SMs busy when M is small.
+#: The fastest of each ladder in benches/gemm.py on an H100
+#: (benches/results/gemm-h100-20261126.json: 8192^3, M=128 and M=16 x 4096 x 4096).
+MMA_SYNC_CONFIG = gemm_mma_sync.Config(
+    bm=128, bn=256, bk=64, wm=64, wn=64, stages=3, frag_pipeline=True
+)
+MMA_SYNC_MID_M_CONFIG = gemm_mma_sync.Config(
+    bm=64, bn=64, bk=32, wm=32, wn=32, stages=4, frag_pipeline=True
+)
+MMA_SYNC_SMALL_M_CONFIG = gemm_mma_sync.Config(
+    bm=16, bn=32, bk=64, wm=16, wn=32, stages=4, frag_pipeline=True
+)
+
+
+def _mma_sync_config(m: int) -> gemm_mma_sync.Config:
+    if m <= 32:
+        return MMA_SYNC_SMALL_M_CONFIG
+    return MMA_SYNC_MID_M_CONFIG if m <= 256 else MMA_SYNC_CONFIG
+
+
+def _even(p: Problem, bm: int, bn: int, bk: int) -> bool:
+    """No tails and 16-byte alignment everywhere: the check-free kernel applies."""
+    out_ok = p.out.ptr % 16 == 0 and (p.out.ld * p.out.itemsize) % 16 == 0
+    tiles = p.m % bm == 0 and p.n % bn == 0 and p.k % bk == 0
+    return tiles and p.a.aligned16 and p.b.aligned16 and out_ok
+
+
+MMA_SYNC_TF32_CONFIG = gemm_mma_sync.Config(
+    bm=128, bn=128, bk=16, wm=64, wn=64, stages=4, frag_pipeline=True, elem_bytes=4
+)
+
+
+def _mma_sync_supports(p: Problem, arch: str) -> str | None:
+    if p.a.dtype == "f32" and not p.tf32:
+        return "mma_sync reads f32 only as tf32 (allow_tf32=True or variant='mma_sync')"
+    if p.a.dtype not in ("bf16", "f16", "f32"):
+        return f"mma_sync takes bf16, f16 or f32 (tf32) inputs, not {p.a.dtype}"
+    if arch != "interp" and int(arch[3:5]) < 80:
+        return f"mma_sync needs sm_80 or newer, the device is {arch}"
+    return None
+
+
+def _mma_sync_run(p: Problem, arch: str) -> None:
+    cfg = MMA_SYNC_TF32_CONFIG if p.tf32 else _mma_sync_config(p.m)
+    spec = gemm_mma_sync.Spec(
+        dtype="tf32" if p.tf32 else p.a.dtype,
+        a_layout=p.a.layout,
+        b_layout=p.b.layout,
+        a_aligned=p.a.aligned16,
+        b_aligned=p.b.aligned16,
+        out_dtype=p.out.dtype,
+        bias_dtype=None if p.bias is None else p.bias.dtype,
+        activation=p.activation,
+        even=_even(p, cfg.bm, cfg.bn, cfg.bk),
+    )
+    grid = gemm_mma_sync.grid(cfg, p.m, p.n)
+    _launch(p, gemm_mma_sync, cfg, spec, arch, grid)
+
+
+# ------------------------------------------------------------------ simt (fp32 FFMA)
+
+SIMT_CONFIG = gemm_simt.Config()
+
+
+def _simt_supports(p: Problem, arch: str) -> str | None:
+    if p.a.dtype != "f32":
+        return f"simt takes f32 inputs, not {p.a.dtype}"
+    return None
+
+
+def _simt_run(p: Problem, arch: str) -> None:
+    cfg = SIMT_CONFIG
+    spec = gemm_simt.Spec(
+        a_layout=p.a.layout,
+        b_layout=p.b.layout,
+        a_aligned=p.a.aligned16,
+        b_aligned=p.b.aligned16,
+        out_dtype=p.out.dtype,
+        bias_dtype=None if p.bias is None else p.bias.dtype,
+        activation=p.activation,
+    )
+    grid = gemm_simt.grid(cfg, p.m, p.n)
+    _launch(p, gemm_simt, cfg, spec, arch, grid)
+
+
+# ------------------------------------------------------------------ sm90 (H14-hopper's module)
+
+
+_sm90: list[Any] = []  # [module or None] once looked up
+
+
+def _sm90_module() -> Any:
+    """H14-hopper's ``gemm_sm90`` module, or None in builds without it (looked
+    up once: a failing import costs ~0.1 ms, more than a launch)."""
+    if not _sm90:
+        try:
+            from zyntax.kernels import gemm_sm90  # type: ignore[attr-defined,unused-ignore]
+        except ImportError:
+            gemm_sm90 = None
+        _sm90.append(gemm_sm90)
+    return _sm90[0]
+
+
+def _sm90_supports(p: Problem, arch: str) -> str | None:
+    mod = _sm90_module()
+    if mod is None:
+        return "the sm90 variant is not part of this build"
+    if arch != "sm_90":
+        return f"sm90 needs an sm_90 device, the device is {arch}"
+    if p.a.dtype == "f32" and not p.tf32:
+        return "sm90 reads f32 only as tf32 (allow_tf32=True or variant='sm90')"
+    ok = mod.sm90_supports(p.a.dtype, p.b.dtype, p.out.dtype, p.a.layout, p.b.layout)
+    return None if ok else "sm90 does not support this dtype/layout combination"
+
+
+def _sm90_run(p: Problem, arch: str) -> None:
+    mod = _sm90_module()
+    mod.matmul_sm90(
+        _cai(p.a),
+        _cai(p.b),
+        _cai(p.out),
+        bias=None if p.bias is None else _cai(p.bias),
+        activation=p.activation,
+        a_layout=p.a.layout,
+        b_layout=p.b.layout,
+        scale_a=p.scale_a,
+        scale_b=p.scale_b,
+    )
+
+
+class _CudaArray:
+    """An operand as a plain ``__cuda_array_interface__`` object for the sm90
+    variant: its logical shape (rows, cols) and strides (a column-major
+    operand has the strides of a transposed view), and ``dtype`` the zyntax
+    dtype name ("bf16", "f16", "e4m3", "f32")."""
+
+    def __init__(self, op: Operand) -> None:
+        from zyntax.kernels._problem import TYPESTR
+
+        isz = op.itemsize
+        strides = (op.ld * isz, isz) if op.layout == "row" else (isz, op.ld * isz)
+        self.dtype = op.dtype
+        self.layout = op.layout
+        self.__cuda_array_interface__ = {
+            "shape": (op.rows, op.cols),
+            "strides": strides,
+            "typestr": TYPESTR[op.dtype],
+            "data": (op.ptr, False),
+            "version": 3,
+        }
+
+
+def _cai(op: Operand) -> _CudaArray:
+    return _CudaArray(op)
+
+
+#: The variants in order of preference; the first that supports a problem runs it.
+REGISTRY: list[Variant] = [
+    Variant("sm90", _sm90_supports, _sm90_run),
+    Variant("mma_sync", _mma_sync_supports, _mma_sync_run),
+    Variant("simt", _simt_supports, _simt_run),
+]
+
+
+_archs: dict[int, str] = {}
+
+
+def _arch_of(p: Problem) -> str:
+    if p.backend == "interp":
+        return "interp"
+    device = p.device or 0
+    arch = _archs.get(device)
+    if arch is None:
+        from zyntax import cuda
+
+        arch = _archs[device] = cuda.device_arch(device)
+    return arch
+
+
+def _choose(p: Problem, variant: str | None) -> tuple[Variant, str]:
+    arch = _arch_of(p)
+    if p.a.dtype == "e4m3" and arch != "interp" and int(arch[3:5]) < 89:
+        raise ArgumentError(f"argument 'a': fp8 (e4m3) needs sm_89 or newer; the device is {arch}")
+    names = [v.name for v in REGISTRY]
+    if variant is not None and variant not in names:
+        raise ArgumentError(
+            f"argument 'variant': unknown variant {variant!r} (expected one of {names})"
+        )
+    reasons = []
+    for v in REGISTRY:
+        if variant is not None and v.name != variant:
+            continue
+        why = v.supports(p, arch)
+        if why is None:
+            return v, arch
+        reasons.append(why)
+    raise ArgumentError(
+        f"argument '{'variant' if variant else 'a'}': no matmul variant runs "
+        f"{p.a.dtype} x {p.b.dtype} -> {p.out.dtype} on {arch}: " + "; ".join(reasons)
+    )
+
+
+def choose_variant(
+    a: Any,
+    b: Any,
+    *,
+    out_dtype: str | None = None,
+    variant: str | None = None,
+    allow_tf32: bool = False,
+) -> str:
+    """The name of the variant :func:`matmul` would run for these inputs."""
+    tf32 = allow_tf32 or variant in ("mma_sync", "sm90")
+    p = normalise(a, b, None, out_dtype=out_dtype, tf32=tf32, allocate=False)
+    return _choose(p, variant)[0].name
+
+
+def matmul(
+    a: Any,
+    b: Any,
+    out: Any = None,
+    *,
+    bias: Any = None,
+    activation: str | None = None,
+    out_dtype: str | None = None,
+    variant: str | None = None,
+    scale_a: float | None = None,
+    scale_b: float | None = None,
+    allow_tf32: bool = False,
+    stream: Any = None,
+) -> Any:
+    """``out = activation(a @ b + bias)`` with f32 accumulation.
+
+    `a` (M x K) and `b` (K x N) are bf16, f16 or f32 (fp8 e4m3 on the sm90
+    variant, with per-tensor `scale_a`/`scale_b`), each row- or
+    column-major (a transposed view of a contiguous matrix is column-major);
+    `bias` has N elements; `activation` is None, ``"relu"`` or ``"gelu"``
+    (tanh form); `out_dtype` (f32, bf16, f16) defaults to the input dtype
+    (bf16 for fp8). `out`, when given, must be row-major; otherwise it is
+    allocated like the inputs (a torch tensor for torch inputs, a zyntax
+    DeviceArray for other GPU inputs, numpy for numpy). `variant` forces
+    ``"sm90"``, ``"mma_sync"`` or ``"simt"``. f32 inputs run exact fp32
+    (``simt``) unless `allow_tf32` is set or a tensor-core variant is forced:
+    then they are read as tf32 (rounded to nearest). Launches go to `stream`
+    (a ``zyntax.cuda.Stream``); by default to PyTorch's current stream for
+    torch inputs, else the legacy default stream. Launches go to the legacy
+    default stream and are asynchronous. Bad input raises a ZyntaxError
+    subclass naming the argument before anything is launched.
+    """
+    p = normalise(
+        a,
+        b,
+        out,
+        bias=bias,
+        activation=activation,
+        out_dtype=out_dtype,
+        scale_a=scale_a,
+        scale_b=scale_b,
+        tf32=allow_tf32 or variant in ("mma_sync", "sm90"),
+    )
+    v, arch = _choose(p, variant)
+    if p.m and p.n:
+        if p.backend == "cuda":
+            p = dataclasses.replace(p, stream=_stream_for(a, p.device or 0, stream))
+        v.run(p, arch)
+    return p.out_obj
+
+
+_foreign_streams: dict[tuple[int, int], Any] = {}
+
+
+def _stream_for(a: Any, device: int, stream: Any) -> Any:
+    """The zyntax stream to launch on: `stream`, else PyTorch's current
+    stream for torch inputs (wrapped once per handle), else None."""
+    from zyntax import cuda
+
+    if stream is not None:
+        if not isinstance(stream, cuda.Stream):
+            raise ArgumentError(
+                f"argument 'stream': expected a zyntax.cuda.Stream, got {type(stream).__name__}"
+            )
+        return stream
+    if not type(a).__module__.startswith("torch"):
+        return None
+    import torch  # type: ignore[import-not-found,unused-ignore]
+
+    handle = torch.cuda.current_stream(device).cuda_stream
+    if handle == 0:  # the legacy default stream
+        return None
+    got = _foreign_streams.get((device, handle))
+    if got is None:
+        got = _foreign_streams[(device, handle)] = cuda.Stream.from_handle(handle, device)
+    return got

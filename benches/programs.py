@@ -11,8 +11,8 @@ Cases:
   ``@zyntax.kernel``; PyTorch one ``torch.add(bfull, t, alpha=a, out=...)``
   per step (one kernel each).
 * ``mlp3_step``: three ``relu(x @ W + b)`` layers (the last without relu),
-  batch 64, width 256, f32. zyntax runs a simple ``@zyntax.kernel`` matmul
-  with bias and activation fused (one thread per output, no tiling);
+  batch 64, width 256, f32. zyntax runs a ``lang.prange`` matmul nest
+  auto-tiled through shared memory, bias and activation fused;
   PyTorch ``addmm`` + ``relu_`` (cuBLAS).
 
 Also reported: the executor's planned temporary memory against one
@@ -51,18 +51,17 @@ def _affine(x, y, a, b, n):  # type: ignore[no-untyped-def]
 affine = zyntax.kernel(_affine)
 
 
-@zyntax.kernel
+@zyntax.kernel(workgroup=(16, 16))
 def linear(x, w, bias, out, relu):  # type: ignore[no-untyped-def]
-    col, row = lang.grid(2)
-    m = x.shape[0]
-    k = x.shape[1]
-    n = w.shape[1]
-    if row < m and col < n:
-        acc = bias[col]
-        for kk in range(k):
+    # A prange nest: the tiler stages x and w through shared memory
+    # (docs/tiling.md); bias and activation are the nest's epilogue.
+    for row, col in lang.prange(out.shape[0], out.shape[1]):
+        acc = zyntax.f32(0)
+        for kk in range(x.shape[1]):
             acc = lang.fma(x[row, kk], w[kk, col], acc)
+        acc = acc + bias[col]
         if relu != 0:
-            acc = max(acc, 0.0)
+            acc = max(acc, zyntax.f32(0))
         out[row, col] = acc
 
 
@@ -80,8 +79,7 @@ def chain_program(dev: int, kernel: Any = affine) -> cuda.Program:
 def mlp_program(dev: int) -> cuda.Program:
     p = cuda.Program(dev)
     h = p.input("x", (BATCH, WIDTH))
-    block = (16, 16)
-    grid = (WIDTH // 16, BATCH // 16)
+    grid, block = linear.launch_grid(BATCH, WIDTH)
     for layer in range(3):
         w = p.parameter(f"w{layer}", (WIDTH, WIDTH))
         b = p.parameter(f"b{layer}", WIDTH)

@@ -214,17 +214,25 @@ def inputs(f: Form) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
 
 
 def expected(f: Form, a: np.ndarray, bb: np.ndarray, again: bool) -> np.ndarray:
-    """D per thread and element: S = A.B exact in float64, rounded once per wgmma."""
-    s = values(f.a_type, a) @ values(f.b, bb).T
+    """D per thread and element as docs/semantics.md defines it: c + the
+    products summed in float64 in k order, rounded once per wgmma."""
     row, col = d_index(f.n)
-    s = s[row, col]
+    av, bv = values(f.a_type, a)[row], values(f.b, bb)[col]  # (128, n/2, K)
+
+    def ksum(c: np.ndarray) -> np.ndarray:
+        s = c.astype(np.float64)
+        for k in range(f.k):
+            s = s + av[..., k] * bv[..., k]
+        return s
+
     _, np_t = ACC[f.acc]
+    zero = np.zeros(row.shape, np.float64)
     if f.acc == "i32":
-        v = s.astype(np.int64) * (2 if again else 1)
-        return (v & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
-    d = s.astype(np_t)
+        s = ksum(zero).astype(np.int64) * (2 if again else 1)
+        return (s & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
+    d = ksum(zero).astype(np_t)
     if again:
-        d = (d.astype(np.float64) + s).astype(np_t)
+        d = ksum(d).astype(np_t)
     return d
 
 

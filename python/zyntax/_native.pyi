@@ -455,7 +455,7 @@ class FunctionBuilder:
         n: int,
         a_type: Literal["f16", "bf16", "tf32", "e4m3", "e5m2", "s8", "u8"] | str = "bf16",
         b_type: Literal["f16", "bf16", "tf32", "e4m3", "e5m2", "s8", "u8"] | str | None = None,
-        scale_d: _Operand | None = None,
+        scale_d: _Operand = 1,
         trans_a: bool = False,
         trans_b: bool = False,
         scale_a: int = 1,

@@ -60,9 +60,12 @@ def test_wgmma_matches_interpreter_and_numpy(form: Form) -> None:
             np.testing.assert_array_equal(got, want)
             continue
         # Tensor cores accumulate with a little error of their own (the
-        # interpreter rounds once); bound it by the result's scale.
+        # interpreter rounds once); bound it by the result's scale. fp8 inputs
+        # accumulate in about 13 mantissa bits even into f32 (measured on an
+        # H100: 2^-12 relative), hence the looser f32 bound.
         scale = float(np.max(np.abs(want.astype(np.float64)))) + 1.0
-        tol = {"f32": 4e-6, "f16": 4e-3}[form.acc] * scale
+        fp8 = form.a_type in ("e4m3", "e5m2")
+        tol = {"f32": 1e-3 if fp8 else 4e-6, "f16": 4e-3}[form.acc] * scale
         np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), atol=tol)
 
 

@@ -30,6 +30,8 @@
 //! | `ldmatrix` | sm_80 | 7.0 | `ldmatrix.sync.aligned.m8n8` (sm_75 has it from PTX 6.5, above its default) |
 //! | `stmatrix` | sm_90 | 7.8 | `stmatrix.sync.aligned.m8n8` |
 //! | `tanh.approx` | sm_80 | 7.0 | `tanh.approx.f32` (sm_75 from PTX 7.0, above its default) |
+//! | `tma.*`, `bulk.*`, `prefetch.tensormap` | sm_90 | 8.0 | `cp.async.bulk[.tensor]`, `cp.reduce.async.bulk.tensor`, tensor maps |
+//! | `tma.load.multicast` | sm_90a | 8.0 | `.multicast::cluster` (ptxas: an advisory on plain sm_90) |
 //!
 //! Kernel metadata is checked per arch too: static + dynamic shared memory
 //! against [`max_shared_bytes`], `min_blocks` against [`max_blocks_per_sm`]
@@ -93,6 +95,10 @@ pub const MMA_SYNC_FP8: Feature = feature("mma.sync on e4m3/e5m2", Arch::Sm89, 8
 pub const LDMATRIX: Feature = feature("ldmatrix", Arch::Sm80, 7, 0);
 pub const STMATRIX: Feature = feature("stmatrix", Arch::Sm90, 7, 8);
 pub const TANH_APPROX: Feature = feature("tanh.approx", Arch::Sm80, 7, 0);
+// TMA and bulk copies (issue 13 item 2).
+pub const TMA: Feature = feature("tma", Arch::Sm90, 8, 0);
+// ptxas flags `.multicast::cluster` on plain sm_90 ("use sm_90a").
+pub const TMA_MULTICAST: Feature = feature("tma multicast", Arch::Sm90a, 8, 0);
 
 /// Every row of the gating table.
 pub const FEATURES: &[Feature] = &[
@@ -115,6 +121,8 @@ pub const FEATURES: &[Feature] = &[
     LDMATRIX,
     STMATRIX,
     TANH_APPROX,
+    TMA,
+    TMA_MULTICAST,
 ];
 
 /// The oldest PTX ISA version whose `.target` accepts `arch`.
@@ -206,6 +214,7 @@ pub fn mentions_bf16(t: &Type) -> bool {
         Type::Scalar(s) | Type::Vector(s, _) => *s == ScalarType::BF16,
         Type::Array(e, _) | Type::Ptr(_, e) => mentions_bf16(e),
         Type::Frag(fr) => fr.elem == ScalarType::BF16,
+        Type::TensorMap => false,
     }
 }
 

@@ -48,6 +48,11 @@
 //! | `stmatrix.x<n>[.trans]` | ptr (shared), value (u32 / vec<u32, n>) | – |
 //! | `ex2.approx` / `rcp.approx` / `tanh.approx` | a (f32) | 1 f32 |
 //! | `load.<cop>` / `store.<cop>` | ptr (global) / ptr, value | 1 pointee / – |
+//! | `tma.load[.multicast]` | dst (shared ptr), tmap, bar, 1-5 coords (i32/u32) [, cta mask (u16)] | – |
+//! | `tma.store` / `tma.reduce.<op>` | tmap, src (shared ptr), 1-5 coords (i32/u32) | – |
+//! | `bulk.copy.g2s` / `bulk.copy.s2g` | dst, src, bytes (u32) [, bar] | – |
+//! | `bulk.commit_group`, `bulk.wait_group[.read] <n>` | – | – |
+//! | `prefetch.tensormap` | tmap | – |
 //! | `call @f` | arguments | callee's returns |
 //! | `jump` / `br` / `return` / `unreachable` | – / cond / values / – | – |
 
@@ -180,6 +185,12 @@ named_enum!(
     /// `redux.sync` reductions over the lanes of a mask (sm_80): on u32 or i32
     /// (`min`/`max` by signedness; `and`/`or`/`xor` bitwise).
     ReduxOp { Add => "add", Min => "min", Max => "max", And => "and", Or => "or", Xor => "xor" }
+);
+
+named_enum!(
+    /// Reductions of `cp.reduce.async.bulk.tensor` (issue 13 item 2); the
+    /// element type is the tensor map's.
+    BulkRedOp { Add => "add", Min => "min", Max => "max" }
 );
 
 named_enum!(
@@ -458,6 +469,30 @@ pub enum Op {
     CompilerFence,
     /// `redux.sync.<op>`: the reduction of `value` over the lanes in `mask`.
     Redux(ReduxOp),
+
+    // --- GPU: TMA and bulk copies (issue 13 item 2); coordinates innermost first
+    /// `cp.async.bulk.tensor.<n>d.shared::cluster.global.tile.mbarrier::complete_tx::bytes`
+    /// (`.multicast::cluster` with a u16 CTA mask last).
+    TmaLoad {
+        multicast: bool,
+    },
+    /// `cp.async.bulk.tensor.<n>d.global.shared::cta.tile.bulk_group`.
+    TmaStore,
+    /// `cp.reduce.async.bulk.tensor.<n>d.global.shared::cta.<op>.tile.bulk_group`.
+    TmaReduce(BulkRedOp),
+    /// `cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes`.
+    BulkCopyG2S,
+    /// `cp.async.bulk.global.shared::cta.bulk_group`.
+    BulkCopyS2G,
+    /// `cp.async.bulk.commit_group`.
+    BulkCommitGroup,
+    /// `cp.async.bulk.wait_group[.read] pending`.
+    BulkWaitGroup {
+        pending: u32,
+        read: bool,
+    },
+    /// `prefetch.tensormap`.
+    PrefetchTensormap,
 }
 
 /// Broad classes of ops, used by the verifier's placement rules and the docs.

@@ -88,7 +88,15 @@ pub fn cpu_blockers(m: &Module, f: &Function) -> Vec<String> {
                 | Op::FenceMbarrierInit
                 | Op::MmaSync { .. }
                 | Op::Ldmatrix { .. }
-                | Op::Stmatrix { .. } => {
+                | Op::Stmatrix { .. }
+                | Op::TmaLoad { .. }
+                | Op::TmaStore
+                | Op::TmaReduce(_)
+                | Op::BulkCopyG2S
+                | Op::BulkCopyS2G
+                | Op::BulkCommitGroup
+                | Op::BulkWaitGroup { .. }
+                | Op::PrefetchTensormap => {
                     out.insert(d.op.mnemonic());
                 }
                 Op::Call(c) if !seen.contains(c) => {
@@ -161,7 +169,7 @@ pub fn vty(t: &Type) -> Option<String> {
         Type::Vector(s, n) => format!("<{n} x {}>", sname(*s)),
         Type::Ptr(..) => "ptr".into(),
         Type::Array(e, n) => format!("[{n} x {}]", mty(e)?),
-        Type::Frag(_) => return None,
+        Type::Frag(_) | Type::TensorMap => return None,
     })
 }
 

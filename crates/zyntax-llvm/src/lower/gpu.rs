@@ -86,6 +86,14 @@ impl<'ctx> FnLowering<'_, 'ctx> {
             | Op::Approx(_)
             | Op::LoadCached(_)
             | Op::StoreCached(_) => self.lower_warp_mma(d),
+            Op::TmaLoad { .. }
+            | Op::TmaStore
+            | Op::TmaReduce(_)
+            | Op::BulkCopyG2S
+            | Op::BulkCopyS2G
+            | Op::BulkCommitGroup
+            | Op::BulkWaitGroup { .. }
+            | Op::PrefetchTensormap => self.tma(d),
             _ => self.lower_sync(d),
         }
     }

@@ -418,3 +418,40 @@ def test_tensormap_argument_must_be_a_tensor_map() -> None:
     out = np.zeros(8, np.float32)
     with pytest.raises(ArgumentError, match=r"takes a zyntax\.interp\.TensorMap"):
         interp.launch(m, 1, 32, out, out, 8, 32, 0, 0, shared_bytes=2048)
+
+
+# ---------------------------------------------------------------- examples/tma_copy.py
+
+
+def tma_copy_case() -> tuple[np.ndarray, tuple[int, int], np.ndarray]:
+    """A random f16 tensor of whole 64 x 8 tiles, the grid, and the raw shared
+    images the example must write (each tile through the 128B swizzle model)."""
+    import tma_copy  # examples/tma_copy.py
+
+    gx, gy = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+    x = rand("f16", (gy * tma_copy.BOX[1], gx * tma_copy.BOX[0]))
+    raw = np.concatenate(
+        [
+            model_load(x, tma_copy.BOX, (bx * tma_copy.BOX[0], by * tma_copy.BOX[1]), "128B")
+            for by in range(gy)
+            for bx in range(gx)
+        ]
+    )
+    return x, (gx, gy), raw
+
+
+def test_tma_copy_example() -> None:
+    import tma_copy
+
+    x, grid, want_raw = tma_copy_case()
+    dst = np.full_like(x, np.nan)
+    raw = np.full_like(want_raw, np.nan)
+    src_map = interp.TensorMap.tiled(x, tma_copy.BOX, swizzle="128B")
+    dst_map = interp.TensorMap.tiled(dst, tma_copy.BOX, swizzle="128B")
+    interp.launch(
+        tma_copy.build(), grid, 128, src_map, dst_map, raw, shared_bytes=tma_copy.SHARED_BYTES
+    )
+    np.testing.assert_array_equal(dst, x)
+    np.testing.assert_array_equal(raw, want_raw)
+    # The swizzle moved data: the raw image is not the row-major tile.
+    assert not np.array_equal(raw[: tma_copy.TILE], x[:8, :64].reshape(-1))

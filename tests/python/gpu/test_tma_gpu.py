@@ -167,3 +167,22 @@ def test_tma_copy_example() -> None:
     )
     np.testing.assert_array_equal(dst.to_host(), x)
     np.testing.assert_array_equal(raw.to_host(), want_raw)
+
+
+def test_lang_tma_copy_on_device() -> None:
+    """The zyntax.lang twin of the example, with cuda.TensorMap arguments."""
+    x, grid, want_raw = cpu.tma_copy_case()
+    src = cuda.to_device(x)
+    dst = cuda.to_device(np.full_like(x, np.nan))
+    raw = cuda.to_device(np.full_like(want_raw, np.nan))
+    cpu.lang_tma_copy.launch(
+        cuda.TensorMap.tiled(src, (64, 8), swizzle="128B"),
+        cuda.TensorMap.tiled(dst, (64, 8), swizzle="128B"),
+        raw,
+        grid=grid,
+        block=128,
+        shared_mem=1024,
+        device="gpu",
+    )
+    np.testing.assert_array_equal(dst.to_host(), x)
+    np.testing.assert_array_equal(raw.to_host(), want_raw)

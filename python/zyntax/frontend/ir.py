@@ -106,6 +106,14 @@ class Frag:
 
 
 @dataclass(frozen=True)
+class TensorMapT:
+    """A TMA tensor map (issue 13): only a kernel parameter."""
+
+    def __str__(self) -> str:
+        return "tensormap"
+
+
+@dataclass(frozen=True)
 class Vec:
     """A vector value (``vec<f32, 64>``): wgmma accumulators (issue 13)."""
 
@@ -116,7 +124,7 @@ class Vec:
         return f"vec<{self.elem}, {self.lanes}>"
 
 
-HType = Scalar | Ptr | ArrayType | Frag | Vec
+HType = Scalar | Ptr | ArrayType | Frag | TensorMapT | Vec
 
 BOOL = Scalar("bool")
 I32 = Scalar("i32")
@@ -447,7 +455,7 @@ def _print_inst(inst: Inst, num: Any, typed: Any, bcall: Any) -> str:
         out += f" {imm['elem']}"
     elif op.startswith("shfl."):
         out += f" {args} width {imm['width']}"
-    elif op == "cp.async.wait":
+    elif op in ("cp.async.wait", "bulk.wait_group", "bulk.wait_group.read"):
         out += f" {imm['pending']}"
     elif op == "call":
         out += f" @{imm['callee']}"

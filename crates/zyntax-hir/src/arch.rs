@@ -30,6 +30,8 @@
 //! | `ldmatrix` | sm_80 | 7.0 | `ldmatrix.sync.aligned.m8n8` (sm_75 has it from PTX 6.5, above its default) |
 //! | `stmatrix` | sm_90 | 7.8 | `stmatrix.sync.aligned.m8n8` |
 //! | `tanh.approx` | sm_80 | 7.0 | `tanh.approx.f32` (sm_75 from PTX 7.0, above its default) |
+//! | `cvt_pack.f16x2` / `cvt_pack.bf16x2` | sm_80 | 7.0 | `cvt.rn.{f16x2,bf16x2}.f32` |
+//! | `cvt_pack.e4m3x2` / `e5m2x2`, `cvt_unpack.*` | sm_89 | 8.1 | `cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32`, `cvt.rn.f16x2.{e4m3x2,e5m2x2}` |
 //!
 //! Kernel metadata is checked per arch too: static + dynamic shared memory
 //! against [`max_shared_bytes`], `min_blocks` against [`max_blocks_per_sm`]
@@ -93,6 +95,10 @@ pub const MMA_SYNC_FP8: Feature = feature("mma.sync on e4m3/e5m2", Arch::Sm89, 8
 pub const LDMATRIX: Feature = feature("ldmatrix", Arch::Sm80, 7, 0);
 pub const STMATRIX: Feature = feature("stmatrix", Arch::Sm90, 7, 8);
 pub const TANH_APPROX: Feature = feature("tanh.approx", Arch::Sm80, 7, 0);
+// Packed conversions (issue 12 item 3).
+pub const CVT_PACK: Feature = feature("cvt_pack to f16x2/bf16x2", Arch::Sm80, 7, 0);
+// ptxas: sm_90 from PTX 7.8, sm_89 only from PTX 8.1 (one row: the later of the two).
+pub const CVT_FP8: Feature = feature("fp8 pair conversions", Arch::Sm89, 8, 1);
 
 /// Every row of the gating table.
 pub const FEATURES: &[Feature] = &[
@@ -115,6 +121,8 @@ pub const FEATURES: &[Feature] = &[
     LDMATRIX,
     STMATRIX,
     TANH_APPROX,
+    CVT_PACK,
+    CVT_FP8,
 ];
 
 /// The oldest PTX ISA version whose `.target` accepts `arch`.
@@ -251,6 +259,7 @@ pub fn op_requirements(op: &Op, args: &[Option<&Type>], results: &[Option<&Type>
             elem: crate::op::MmaElem::E4m3 | crate::op::MmaElem::E5m2,
             ..
         } => out.push(MMA_SYNC_FP8),
+        Op::CvtPack(f) | Op::CvtUnpack(f) => out.push(if f.is_fp8() { CVT_FP8 } else { CVT_PACK }),
         Op::Mma | Op::MmaStore { .. } | Op::MmaFill => {
             // The fragment operand (first frag among args/results) decides.
             let frag = args.iter().chain(results).flatten().find_map(|t| match t {

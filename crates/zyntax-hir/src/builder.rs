@@ -913,6 +913,20 @@ impl FunctionBuilder {
         let ty = self.value_type(value)?.clone();
         self.push1(Op::Redux(op), &[mask, value], ty)
     }
+
+    // --- issue 12 (rest): named barriers, packed conversions
+    /// `bar.sync id, count` (`arrive` false) or `bar.arrive id, count`.
+    pub fn named_barrier(&mut self, arrive: bool, id: u32, count: u32) -> BuildResult<()> {
+        self.push0(Op::NamedBarrier { arrive, id, count }, &[])
+    }
+    /// Two f32 packed as `fmt` (lo in lane 0 / the low half).
+    pub fn cvt_pack(&mut self, fmt: PackFmt, lo: ValueId, hi: ValueId) -> BuildResult<ValueId> {
+        self.push1(Op::CvtPack(fmt), &[lo, hi], fmt.packed_type())
+    }
+    /// A packed fp8 pair (u16) widened to `vec<f16, 2>`.
+    pub fn cvt_unpack(&mut self, fmt: PackFmt, a: ValueId) -> BuildResult<ValueId> {
+        self.push1(Op::CvtUnpack(fmt), &[a], Type::Vector(ScalarType::F16, 2))
+    }
 }
 
 /// Truncate an integer to the width of its type and re-extend it by the type's

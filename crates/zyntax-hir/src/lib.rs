@@ -42,7 +42,7 @@ pub use ir::{
 };
 pub use op::{
     ApproxOp, AtomicOp, BinOp, BitOp, CacheHint, CacheOp, CmpOp, ConstValue, Dim, MatchMode,
-    MbarrierOp, MmaElem, Op, OpClass, OptLevel, ReduxOp, Scope, ShflMode, UnOp, VoteMode,
+    MbarrierOp, MmaElem, Op, OpClass, OptLevel, PackFmt, ReduxOp, Scope, ShflMode, UnOp, VoteMode,
     WarpShape,
 };
 pub use parser::{parse_module, parse_module_named};

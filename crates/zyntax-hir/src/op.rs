@@ -48,6 +48,8 @@
 //! | `stmatrix.x<n>[.trans]` | ptr (shared), value (u32 / vec<u32, n>) | – |
 //! | `ex2.approx` / `rcp.approx` / `tanh.approx` | a (f32) | 1 f32 |
 //! | `load.<cop>` / `store.<cop>` | ptr (global) / ptr, value | 1 pointee / – |
+//! | `bar.sync` / `bar.arrive` (immediates id, count) | – | – |
+//! | `cvt_pack.<fmt>` / `cvt_unpack.<fmt>` | lo, hi (f32) / packed (u16) | 1 packed pair / vec<f16, 2> |
 //! | `call @f` | arguments | callee's returns |
 //! | `jump` / `br` / `return` / `unreachable` | – / cond / values / – | – |
 
@@ -208,6 +210,29 @@ named_enum!(
     /// `rcp.approx`, `tanh.approx` (sm_80+); error bounds in docs/semantics.md.
     ApproxOp { Ex2 => "ex2", Rcp => "rcp", Tanh => "tanh" }
 );
+
+named_enum!(
+    /// Packed pair formats of `cvt_pack` / `cvt_unpack` (issue 12 item 3): the
+    /// first operand goes to lane 0 (the low half), the second to lane 1.
+    /// `f16x2`/`bf16x2` give `vec<f16|bf16, 2>`; the fp8 pairs (`e4m3x2`,
+    /// `e5m2x2`, saturated to the largest finite value) a `u16`.
+    PackFmt { F16x2 => "f16x2", Bf16x2 => "bf16x2", E4m3x2 => "e4m3x2", E5m2x2 => "e5m2x2" }
+);
+
+impl PackFmt {
+    /// The type of a packed pair.
+    pub fn packed_type(self) -> crate::types::Type {
+        use crate::types::{ScalarType as S, Type};
+        match self {
+            PackFmt::F16x2 => Type::Vector(S::F16, 2),
+            PackFmt::Bf16x2 => Type::Vector(S::BF16, 2),
+            PackFmt::E4m3x2 | PackFmt::E5m2x2 => Type::Scalar(S::U16),
+        }
+    }
+    pub fn is_fp8(self) -> bool {
+        matches!(self, PackFmt::E4m3x2 | PackFmt::E5m2x2)
+    }
+}
 
 named_enum!(
     /// Shape (M x N x K) of a warp-level `mma.sync`.
@@ -458,6 +483,19 @@ pub enum Op {
     CompilerFence,
     /// `redux.sync.<op>`: the reduction of `value` over the lanes in `mask`.
     Redux(ReduxOp),
+
+    // --- issue 12 (rest): named barriers and packed conversions
+    /// `bar.sync id, count` (`arrive: false`) or `bar.arrive id, count`:
+    /// named barrier `id` (1..=15) completes when `count` threads (whole warps) arrived.
+    NamedBarrier {
+        arrive: bool,
+        id: u32,
+        count: u32,
+    },
+    /// Two f32 rounded to nearest even and packed into one 32- or 16-bit pair.
+    CvtPack(PackFmt),
+    /// A packed fp8 pair (`u16`) widened exactly to `vec<f16, 2>` (sm_89).
+    CvtUnpack(PackFmt),
 }
 
 /// Broad classes of ops, used by the verifier's placement rules and the docs.
@@ -525,6 +563,8 @@ impl Op {
             }
             LoadCached(c) => format!("load.{c}"),
             StoreCached(c) => format!("store.{c}"),
+            CvtPack(f) => format!("cvt_pack.{f}"),
+            CvtUnpack(f) => format!("cvt_unpack.{f}"),
             _ => self.def().mnemonic.into(),
         }
     }

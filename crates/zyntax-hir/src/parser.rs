@@ -963,6 +963,7 @@ impl Parser {
                 | Op::DynShared { .. }
                 | Op::Shfl { .. }
                 | Op::CpAsyncWait(_)
+                | Op::NamedBarrier { .. }
                 | Op::Jump
                 | Op::Branch
         );
@@ -1043,6 +1044,17 @@ impl Parser {
             ["dyn_shared"] => {
                 let elem = self.ty(0)?;
                 return Ok((Op::DynShared { elem }, Vec::new(), Vec::new()));
+            }
+            ["bar", which @ ("sync" | "arrive")] => {
+                let id = self.expect_u32("a named-barrier id")?;
+                self.expect_punct(',', "`,` and a thread count after the barrier id")?;
+                let count = self.expect_u32("a thread count")?;
+                let arrive = *which == "arrive";
+                return Ok((
+                    Op::NamedBarrier { arrive, id, count },
+                    Vec::new(),
+                    Vec::new(),
+                ));
             }
             ["cp", "async", "wait"] => {
                 let n = self.expect_u32("the number of groups that may stay pending")?;
@@ -1207,6 +1219,16 @@ impl Parser {
                     Op::Ldmatrix { num, trans }
                 } else {
                     Op::Stmatrix { num, trans }
+                }
+            }
+            [which @ ("cvt_pack" | "cvt_unpack"), fmt] => {
+                let f = PackFmt::from_name(fmt).ok_or_else(|| {
+                    bad_suffix(self, "pair format", names(PackFmt::ALL, PackFmt::name))
+                })?;
+                if *which == "cvt_pack" {
+                    Op::CvtPack(f)
+                } else {
+                    Op::CvtUnpack(f)
                 }
             }
             ["return"] => Op::Return,

@@ -204,6 +204,9 @@ pub fn print_inst(f: &Function, inst: InstId) -> String {
         Op::CpAsyncWait(n) => {
             let _ = write!(out, " {n}");
         }
+        Op::NamedBarrier { id, count, .. } => {
+            let _ = write!(out, " {id}, {count}");
+        }
         Op::Call(name) => {
             let _ = write!(out, " @{name}");
             if !args.is_empty() {

@@ -1205,6 +1205,31 @@ pub static OPS: &[OpDef] = &[
     redux!("and", And, "Bitwise and over the lanes in mask."),
     redux!("or", Or, "Bitwise or over the lanes in mask."),
     redux!("xor", Xor, "Bitwise xor over the lanes in mask."),
+    // --- issue 12 (rest): named barriers, packed conversions
+    row("named_barrier", "sync", "bar.sync", NONE, 0, "–")
+        .imm("id, count")
+        .gpu()
+        .fx(fx::SYNC | fx::WARP)
+        .rust("named_barrier(false, id, count)")
+        .py(Py::Hand("named_barrier_sync"))
+        .doc("Waits at named barrier id (1..15) until count threads (whole warps) have arrived."),
+    row("named_barrier", "arrive", "bar.arrive", NONE, 0, "–")
+        .imm("id, count")
+        .gpu()
+        .fx(fx::SYNC | fx::WARP)
+        .rust("named_barrier(true, id, count)")
+        .py(Py::Hand("named_barrier_arrive"))
+        .doc("Arrives at named barrier id (1..15) of count threads without waiting (producer side)."),
+    row("cvt_pack", "", "cvt_pack.<fmt>", &["lo", "hi"], 1, "packed pair")
+        .gpu()
+        .rust("cvt_pack(fmt, lo, hi)")
+        .py(Py::Hand("cvt_pack"))
+        .doc("Two f32 rounded to nearest even into a pair: vec<f16|bf16, 2>, or u16 of fp8 (satfinite)."),
+    row("cvt_unpack", "", "cvt_unpack.<fmt>", &["a"], 1, "vec<f16, 2>")
+        .gpu()
+        .rust("cvt_unpack(fmt, a)")
+        .py(Py::Hand("cvt_unpack"))
+        .doc("A packed fp8 pair (u16) widened exactly to vec<f16, 2>."),
 ];
 
 fn index() -> &'static HashMap<(&'static str, &'static str), usize> {
@@ -1304,6 +1329,11 @@ impl Op {
             FenceAcqRel(_) => ("fence_acq_rel", ""),
             CompilerFence => ("compiler_fence", ""),
             Redux(r) => ("redux", r.name()),
+            NamedBarrier { arrive, .. } => {
+                ("named_barrier", if *arrive { "arrive" } else { "sync" })
+            }
+            CvtPack(_) => ("cvt_pack", ""),
+            CvtUnpack(_) => ("cvt_unpack", ""),
         }
     }
 

@@ -1676,7 +1676,51 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             }
             same("the result", r[0], a[1])
         }
+        // --- issue 12 (rest)
+        Op::NamedBarrier { id, count, .. } => check_named_barrier(f, &mn, *id, *count),
+        Op::CvtPack(fmt) => {
+            same("the low operand", a[0], &Type::F32)?;
+            same("the high operand", a[1], &Type::F32)?;
+            same("the result", r[0], &fmt.packed_type())
+        }
+        Op::CvtUnpack(fmt) => {
+            if !fmt.is_fp8() {
+                return Err(format!(
+                    "`{mn}`: only fp8 pairs (e4m3x2, e5m2x2) unpack; widen f16/bf16 with `cast`"
+                ));
+            }
+            same("the packed pair", a[0], &Type::U16)?;
+            same("the result", r[0], &Type::Vector(ScalarType::F16, 2))
+        }
     }
+}
+
+/// `bar.sync`/`bar.arrive`: id 1..=15 (0 is `barrier`), a count of whole warps
+/// that fits the kernel's declared block size.
+fn check_named_barrier(f: &Function, mn: &str, id: u32, count: u32) -> Check {
+    if !(1..=15).contains(&id) {
+        return Err(format!(
+            "`{mn}`: named-barrier id {id} is out of range 1..15 (barrier 0 is the block-wide `barrier`)"
+        ));
+    }
+    if count == 0 || count % 32 != 0 || count > 1024 {
+        return Err(format!(
+            "`{mn}`: the thread count {count} must be a multiple of 32 (whole warps) in 32..1024"
+        ));
+    }
+    let info = f.kind.kernel_info();
+    let block = info.and_then(|k| k.exact_threads.or(k.max_threads));
+    if let Some(b) = block {
+        let threads = u64::from(b[0]) * u64::from(b[1]) * u64::from(b[2]);
+        // Whole warps: a partial last warp still counts 32 at a barrier.
+        let warps = threads.div_ceil(32) * 32;
+        if u64::from(count) > warps {
+            return Err(format!(
+                "`{mn}`: {count} threads can never arrive in a block of at most {threads} threads"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `ld.acquire`/`st.release` move 32 or 64 bits.

@@ -152,6 +152,16 @@ fn every_op() -> Vec<Op> {
     ]);
     ops.extend(ApproxOp::ALL.iter().map(|&o| Op::Approx(o)));
     ops.extend([Op::LoadCached(CacheOp::Cs), Op::StoreCached(CacheOp::Wt)]);
+    // issue 12 (rest)
+    for arrive in [false, true] {
+        ops.push(Op::NamedBarrier {
+            arrive,
+            id: 1,
+            count: 64,
+        });
+    }
+    ops.extend(PackFmt::ALL.iter().map(|&f| Op::CvtPack(f)));
+    ops.push(Op::CvtUnpack(PackFmt::E4m3x2));
     ops
 }
 

@@ -9,8 +9,8 @@ use crate::memory;
 use crate::{InterpError, Result};
 use zyntax_hir::{
     ApproxOp, AtomicOp, BinOp, BitOp, BlockCall, CacheHint, CmpOp, FragKind, FragType, Function,
-    InstId, Layout, MatchMode, MbarrierOp, MmaElem, Module, Op, ReduxOp, ScalarType, ShflMode,
-    Type, UnOp, ValueId, VoteMode,
+    InstId, Layout, MatchMode, MbarrierOp, MmaElem, Module, Op, PackFmt, ReduxOp, ScalarType,
+    ShflMode, Type, UnOp, ValueId, VoteMode,
 };
 
 /// Elements of the largest fragment (32x16 or 16x32).
@@ -359,6 +359,24 @@ pub enum DOp {
         mask: u32,
         val: u32,
     },
+    // --- issue 12 (rest)
+    /// `bar.sync`/`bar.arrive`: the whole warp arrives (32 threads) at barrier `id`.
+    NamedBarrier {
+        arrive: bool,
+        id: u32,
+        count: u32,
+    },
+    CvtPack {
+        fmt: PackFmt,
+        dst: u32,
+        lo: u32,
+        hi: u32,
+    },
+    CvtUnpack {
+        fmt: PackFmt,
+        dst: u32,
+        a: u32,
+    },
 }
 
 impl DOp {
@@ -377,6 +395,7 @@ impl DOp {
                 | DOp::MmaSync { .. }
                 | DOp::Ldmatrix { .. }
                 | DOp::Stmatrix { .. }
+                | DOp::NamedBarrier { .. }
         )
     }
 }
@@ -1140,6 +1159,22 @@ impl Decoder<'_> {
                 trans: *trans,
                 ptr: arg(0)?,
                 src: arg(1)?,
+            },
+            Op::NamedBarrier { arrive, id, count } => DOp::NamedBarrier {
+                arrive: *arrive,
+                id: *id,
+                count: *count,
+            },
+            Op::CvtPack(fmt) => DOp::CvtPack {
+                fmt: *fmt,
+                dst: res(0)?,
+                lo: arg(0)?,
+                hi: arg(1)?,
+            },
+            Op::CvtUnpack(fmt) => DOp::CvtUnpack {
+                fmt: *fmt,
+                dst: res(0)?,
+                a: arg(0)?,
             },
             Op::Approx(op) => DOp::Approx {
                 op: *op,

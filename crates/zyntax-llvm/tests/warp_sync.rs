@@ -248,3 +248,91 @@ fn exact_threads_is_reqntid() {
         "{e}"
     );
 }
+
+// --- issue 12 (rest): named barriers and packed conversions
+
+#[test]
+fn named_barriers_on_every_arch() {
+    let text = data("named_barrier.zir");
+    let m = parse(&text);
+    assert_eq!(parse(&print_module(&m)), m);
+    for (_, ptx) in check_archs(&m, Arch::Sm70) {
+        assert_in_order(
+            &ptx,
+            &[
+                "bar.arrive 1, 128;",
+                "bar.sync 2, 128;",
+                "bar.arrive 1, 128;",
+                "bar.sync 1, 128;",
+                "bar.arrive 2, 128;",
+                "bar.sync 1, 128;",
+            ],
+        );
+    }
+    for (from, to, want) in [
+        (
+            "bar.arrive 2, 128",
+            "bar.arrive 16, 128",
+            "named-barrier id 16 is out of range 1..15",
+        ),
+        ("bar.sync 2, 128", "bar.sync 0, 128", "id 0 is out of range"),
+        (
+            "bar.sync 1, 128",
+            "bar.sync 1, 48",
+            "the thread count 48 must be a multiple of 32",
+        ),
+        (
+            "bar.arrive 1, 128",
+            "bar.arrive 1, 256",
+            "256 threads can never arrive in a block of at most 128",
+        ),
+    ] {
+        // Indented: the instruction, not the header comment.
+        let bad = parse(&text.replacen(&format!("    {from}"), &format!("    {to}"), 1));
+        let e = match verify_module(&bad) {
+            Ok(()) => panic!("{to} verified"),
+            Err(e) => e.to_string(),
+        };
+        assert!(e.contains(want) && e.contains(to), "{to}: {e}");
+    }
+}
+
+#[test]
+fn cvt_pack_needs_sm_89_for_fp8() {
+    let text = data("cvt_pack.zir");
+    let m = parse(&text);
+    assert_eq!(parse(&print_module(&m)), m);
+    for (_, ptx) in check_archs(&m, Arch::Sm89) {
+        assert_in_order(
+            &ptx,
+            &[
+                "cvt.rn.f16x2.f32",
+                "cvt.rn.bf16x2.f32",
+                "cvt.rn.satfinite.e4m3x2.f32",
+                "cvt.rn.satfinite.e5m2x2.f32",
+                "cvt.rn.f16x2.e4m3x2",
+                "cvt.rn.f16x2.e5m2x2",
+            ],
+        );
+    }
+    let old = parse(&text.replace("targets(sm_89, sm_90) ptx(8.1)", "targets(sm_80)"));
+    let e = verify_module(&old).unwrap_err().to_string();
+    assert!(
+        e.contains("fp8 pair conversions needs sm_89 and PTX 8.1"),
+        "{e}"
+    );
+    assert!(e.contains("cvt_pack.e4m3x2"), "{e}");
+    // f16x2/bf16x2 alone need sm_80.
+    let f16_only = "module \"p\" targets(sm_75)\nkernel @k {\nblock0(v0: ptr<global, u32>, v1: f32):\n    v2: vec<f16, 2> = cvt_pack.f16x2 v1, v1\n    v3: u32 = bitcast v2\n    store v0, v3\n    return\n}\n";
+    let e = verify_module(&parse(f16_only)).unwrap_err().to_string();
+    assert!(e.contains("needs sm_80"), "{e}");
+    let ok = parse(&f16_only.replace("sm_75", "sm_80"));
+    for (_, ptx) in check_archs(&ok, Arch::Sm80) {
+        assert_in_order(&ptx, &["cvt.rn.f16x2.f32"]);
+    }
+    // Only fp8 pairs unpack; operands are f32.
+    let bad = f16_only
+        .replace("sm_75", "sm_90")
+        .replace("cvt_pack.f16x2 v1, v1", "cvt_pack.f16x2 v1, v0");
+    assert!(verify_module(&parse(&bad)).is_err());
+}

@@ -88,7 +88,11 @@ pub fn cpu_blockers(m: &Module, f: &Function) -> Vec<String> {
                 | Op::FenceMbarrierInit
                 | Op::MmaSync { .. }
                 | Op::Ldmatrix { .. }
-                | Op::Stmatrix { .. } => {
+                | Op::Stmatrix { .. }
+                | Op::NamedBarrier { .. }
+                // No host lowering: the interpreter runs the packed conversions.
+                | Op::CvtPack(_)
+                | Op::CvtUnpack(_) => {
                     out.insert(d.op.mnemonic());
                 }
                 Op::Call(c) if !seen.contains(c) => {

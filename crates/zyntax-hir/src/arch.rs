@@ -228,7 +228,7 @@ pub fn op_requirements(op: &Op, args: &[Option<&Type>], results: &[Option<&Type>
         .flatten()
         .any(|t| mentions_bf16(t))
         || match op {
-            Op::Alloca { elem, .. } | Op::SharedAlloc { elem, .. } | Op::DynShared { elem } => {
+            Op::Alloca { elem, .. } | Op::SharedAlloc { elem, .. } | Op::DynShared { elem, .. } => {
                 mentions_bf16(elem)
             }
             Op::MmaLoad { frag, .. } => frag.elem == ScalarType::BF16,

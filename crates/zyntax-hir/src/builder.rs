@@ -489,12 +489,25 @@ impl FunctionBuilder {
         self.push1(Op::Alloca { elem, count }, &[], ty)
     }
     pub fn shared_alloc(&mut self, elem: Type, count: u64) -> BuildResult<ValueId> {
-        let ty = Type::ptr(AddrSpace::Shared, elem.clone());
-        self.push1(Op::SharedAlloc { elem, count }, &[], ty)
+        self.shared_alloc_aligned(elem, count, 0)
     }
     pub fn dyn_shared(&mut self, elem: Type) -> BuildResult<ValueId> {
+        self.dyn_shared_aligned(elem, 0)
+    }
+    /// `shared_alloc` aligned to `align` bytes (a power of two up to 1024; 0: default).
+    pub fn shared_alloc_aligned(
+        &mut self,
+        elem: Type,
+        count: u64,
+        align: u32,
+    ) -> BuildResult<ValueId> {
         let ty = Type::ptr(AddrSpace::Shared, elem.clone());
-        self.push1(Op::DynShared { elem }, &[], ty)
+        self.push1(Op::SharedAlloc { elem, count, align }, &[], ty)
+    }
+    /// `dyn_shared` aligned to `align` bytes (a power of two up to 1024; 0: default).
+    pub fn dyn_shared_aligned(&mut self, elem: Type, align: u32) -> BuildResult<ValueId> {
+        let ty = Type::ptr(AddrSpace::Shared, elem.clone());
+        self.push1(Op::DynShared { elem, align }, &[], ty)
     }
 
     // ---------------------------------------------------------------- GPU

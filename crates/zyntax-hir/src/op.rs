@@ -371,14 +371,20 @@ pub enum Op {
         elem: crate::types::Type,
         count: u64,
     },
-    /// Static shared memory of the block: `count` elements.
+    /// Static shared memory of the block: `count` elements, aligned to
+    /// `align` bytes (0: the default, see [`shared_align`]).
     SharedAlloc {
         elem: crate::types::Type,
         count: u64,
+        #[serde(default, skip_serializing_if = "is_zero")]
+        align: u32,
     },
-    /// Pointer to the block's dynamic shared memory (size set at launch).
+    /// Pointer to the block's dynamic shared memory (size set at launch),
+    /// aligned to `align` bytes (0: the default).
     DynShared {
         elem: crate::types::Type,
+        #[serde(default, skip_serializing_if = "is_zero")]
+        align: u32,
     },
 
     // --- GPU: indices
@@ -496,6 +502,20 @@ pub enum Op {
     CvtPack(PackFmt),
     /// A packed fp8 pair (`u16`) widened exactly to `vec<f16, 2>` (sm_89).
     CvtUnpack(PackFmt),
+}
+
+fn is_zero(x: &u32) -> bool {
+    *x == 0
+}
+
+/// The largest alignment a shared allocation may declare (wgmma's 128-byte
+/// swizzle atoms and TMA destinations need 1024 / 128 bytes).
+pub const MAX_SHARED_ALIGN: u32 = 1024;
+
+/// The alignment in bytes a shared allocation of `elem` gets: the declared
+/// `align`, the element's own, and at least 16 (vector and `cp.async` accesses).
+pub fn shared_align(elem: &crate::types::Type, align: u32) -> u64 {
+    elem.align_bytes().max(16).max(u64::from(align))
 }
 
 /// Broad classes of ops, used by the verifier's placement rules and the docs.

@@ -1037,13 +1037,15 @@ impl Parser {
                 let op = if parts[0] == "alloca" {
                     Op::Alloca { elem, count }
                 } else {
-                    Op::SharedAlloc { elem, count }
+                    let align = self.shared_align()?;
+                    Op::SharedAlloc { elem, count, align }
                 };
                 return Ok((op, Vec::new(), Vec::new()));
             }
             ["dyn_shared"] => {
                 let elem = self.ty(0)?;
-                return Ok((Op::DynShared { elem }, Vec::new(), Vec::new()));
+                let align = self.shared_align()?;
+                return Ok((Op::DynShared { elem, align }, Vec::new(), Vec::new()));
             }
             ["bar", which @ ("sync" | "arrive")] => {
                 let id = self.expect_u32("a named-barrier id")?;
@@ -1236,6 +1238,15 @@ impl Parser {
         };
         let args = self.value_list(st)?;
         Ok((op, args, Vec::new()))
+    }
+
+    /// The optional `align N` of a shared allocation (0 when absent).
+    fn shared_align(&mut self) -> PResult<u32> {
+        if self.peek_ident() != Some("align") {
+            return Ok(0);
+        }
+        self.next();
+        self.expect_u32("an alignment in bytes")
     }
 
     /// The literal of `const`, interpreted by the result type.

@@ -604,13 +604,13 @@ pub static OPS: &[OpDef] = &[
         1,
         "ptr<shared, elem>",
     )
-    .imm("elem, count")
+    .imm("elem, count [align N]")
     .gpu()
     .rust("shared_alloc(elem, count)")
     .py(Py::Hand("shared_alloc"))
     .doc("Static shared memory of the block."),
     row("dyn_shared", "", "dyn_shared", NONE, 1, "ptr<shared, elem>")
-        .imm("elem")
+        .imm("elem [align N]")
         .gpu()
         .rust("dyn_shared(elem)")
         .py(Py::Hand("dyn_shared"))

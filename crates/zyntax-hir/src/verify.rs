@@ -512,7 +512,7 @@ fn check_type_depths(cx: &mut Ctx) -> bool {
         }
     }
     for (k, d) in f.insts.iter().enumerate() {
-        if let Op::Alloca { elem, .. } | Op::SharedAlloc { elem, .. } | Op::DynShared { elem } =
+        if let Op::Alloca { elem, .. } | Op::SharedAlloc { elem, .. } | Op::DynShared { elem, .. } =
             &d.op
         {
             // The result is a pointer to `elem`, one level deeper.
@@ -694,7 +694,9 @@ fn reached_from(m: &Module, f: &Function) -> (Option<usize>, Vec<usize>) {
 fn own_static_shared(f: &Function) -> u64 {
     placed_insts(f)
         .filter_map(|d| match &d.op {
-            Op::SharedAlloc { elem, count } => elem.size_bytes().map(|s| s.saturating_mul(*count)),
+            Op::SharedAlloc { elem, count, .. } => {
+                elem.size_bytes().map(|s| s.saturating_mul(*count))
+            }
             _ => None,
         })
         .fold(0u64, u64::saturating_add)
@@ -1341,15 +1343,17 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
                 &Type::ptr(AddrSpace::Local, elem.clone()),
             )
         }
-        Op::SharedAlloc { elem, count } => {
+        Op::SharedAlloc { elem, count, align } => {
             check_alloc(elem, *count, MAX_STATIC_SHARED_BYTES, "shared_alloc")?;
+            check_shared_align(*align, "shared_alloc")?;
             same(
                 "the result",
                 r[0],
                 &Type::ptr(AddrSpace::Shared, elem.clone()),
             )
         }
-        Op::DynShared { elem } => {
+        Op::DynShared { elem, align } => {
+            check_shared_align(*align, "dyn_shared")?;
             if let Some(m) = memory_type_problem(elem) {
                 return Err(format!("dyn_shared element: {m}"));
             }
@@ -1693,6 +1697,17 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             same("the result", r[0], &Type::Vector(ScalarType::F16, 2))
         }
     }
+}
+
+/// A declared shared-memory alignment: 0 (the default) or a power of two up to 1024.
+fn check_shared_align(align: u32, what: &str) -> Check {
+    if align != 0 && (!align.is_power_of_two() || align > crate::op::MAX_SHARED_ALIGN) {
+        return Err(format!(
+            "{what}: align {align} must be a power of two up to {}",
+            crate::op::MAX_SHARED_ALIGN
+        ));
+    }
+    Ok(())
 }
 
 /// `bar.sync`/`bar.arrive`: id 1..=15 (0 is `barrier`), a count of whole warps

@@ -63,8 +63,12 @@ fn every_op() -> Vec<Op> {
         Op::SharedAlloc {
             elem: Type::F32,
             count: 1,
+            align: 0,
         },
-        Op::DynShared { elem: Type::F32 },
+        Op::DynShared {
+            elem: Type::F32,
+            align: 0,
+        },
         Op::LaneId,
         Op::Barrier,
         Op::WarpSync,

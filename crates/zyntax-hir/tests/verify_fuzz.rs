@@ -69,8 +69,12 @@ fn op(n: u8, k: u32, c: i64, t: Type, fr: FragType, name: String) -> Op {
         17 => Op::SharedAlloc {
             elem: t,
             count: c as u64 % 100_000,
+            align: 1 << (k % 12),
         },
-        18 => Op::DynShared { elem: t },
+        18 => Op::DynShared {
+            elem: t,
+            align: 1 << (k % 12),
+        },
         19 => Op::ThreadIdx(Dim::ALL[k as usize % 3]),
         20 => Op::BlockIdx(Dim::ALL[k as usize % 3]),
         21 => Op::BlockDim(Dim::ALL[k as usize % 3]),

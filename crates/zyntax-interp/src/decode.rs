@@ -869,7 +869,8 @@ impl Decoder<'_> {
                     }
                 }
             }
-            Op::Alloca { elem, count } | Op::SharedAlloc { elem, count } => {
+            // Every allocation starts at offset 0 of its own region: any declared alignment holds.
+            Op::Alloca { elem, count } | Op::SharedAlloc { elem, count, .. } => {
                 let Some(bytes) = elem.size_bytes().and_then(|b| b.checked_mul(*count)) else {
                     return bad("allocation size overflows");
                 };

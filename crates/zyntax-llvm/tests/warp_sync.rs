@@ -336,3 +336,31 @@ fn cvt_pack_needs_sm_89_for_fp8() {
         .replace("cvt_pack.f16x2 v1, v1", "cvt_pack.f16x2 v1, v0");
     assert!(verify_module(&parse(&bad)).is_err());
 }
+
+/// Declared shared-memory alignment (issue 12 item 7): `.align` in the PTX of
+/// static and dynamic shared memory; a power of two up to 1024.
+#[test]
+fn shared_alignment_is_declared_in_ptx() {
+    let text = "module \"a\" version(2) targets(sm_70, sm_90)\nkernel @k {\nblock0(v0: ptr<global, u32>):\n    v1: ptr<shared, u32> = shared_alloc u32, 256 align 1024\n    v2: ptr<shared, f16> = dyn_shared f16 align 128\n    v3: u32 = thread_idx.x\n    v4: ptr<shared, u32> = ptr_add v1, v3\n    store v4, v3\n    v5: ptr<shared, u32> = ptr_cast v2\n    v6: ptr<shared, u32> = ptr_add v5, v3\n    store v6, v3\n    barrier\n    v7: u32 = load v4\n    v8: u32 = load v6\n    v9: u32 = add v7, v8\n    v10: ptr<global, u32> = ptr_add v0, v3\n    store v10, v9\n    return\n}\n";
+    let m = parse(text);
+    let printed = print_module(&m);
+    assert!(
+        printed.contains("shared_alloc u32, 256 align 1024"),
+        "{printed}"
+    );
+    assert!(printed.contains("dyn_shared f16 align 128"), "{printed}");
+    assert_eq!(parse(&printed), m);
+    for (_, ptx) in check_archs(&m, Arch::Sm70) {
+        assert_in_order(&ptx, &[".extern .shared .align 128"]);
+        assert_in_order(&ptx, &[".shared .align 1024 .b8 __zyntax_shared_k_0"]);
+    }
+    // Without `align`: the default 16 bytes.
+    let plain = parse(&text.replace(" align 1024", "").replace(" align 128", ""));
+    let ptx = compile_checked(&plain, Arch::Sm80);
+    assert_in_order(&ptx, &[".shared .align 16 .b8 __zyntax_shared_k_0"]);
+    for bad in ["align 48", "align 2048"] {
+        let m = parse(&text.replace("align 1024", bad));
+        let e = verify_module(&m).unwrap_err().to_string();
+        assert!(e.contains("must be a power of two up to 1024"), "{e}");
+    }
+}

@@ -1319,21 +1319,34 @@ impl FunctionBuilder {
         self.sh.run1(py, |fb| fb.alloca(t, count.0))
     }
 
-    /// Static shared memory of `count` elements for the block; returns a shared pointer.
+    /// Static shared memory of `count` elements for the block; returns a
+    /// shared pointer aligned to `align` bytes (a power of two up to 1024; 0:
+    /// the default, the element's alignment and at least 16).
+    #[pyo3(signature = (elem, count, align=Checked(0)),
+        text_signature = "($self, elem, count, align=0)")]
     fn shared_alloc(
         &self,
         py: Python<'_>,
         elem: &Bound<'_, PyAny>,
         count: Checked<u64>,
+        align: Checked<u32>,
     ) -> PyResult<PyValue> {
         let t = to_type(elem)?;
-        self.sh.run1(py, |fb| fb.shared_alloc(t, count.0))
+        self.sh
+            .run1(py, |fb| fb.shared_alloc_aligned(t, count.0, align.0))
     }
 
-    /// Pointer to the block's dynamic shared memory (size given at launch).
-    fn dyn_shared(&self, py: Python<'_>, elem: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+    /// Pointer to the block's dynamic shared memory (size given at launch),
+    /// aligned to `align` bytes (as for `shared_alloc`).
+    #[pyo3(signature = (elem, align=Checked(0)), text_signature = "($self, elem, align=0)")]
+    fn dyn_shared(
+        &self,
+        py: Python<'_>,
+        elem: &Bound<'_, PyAny>,
+        align: Checked<u32>,
+    ) -> PyResult<PyValue> {
         let t = to_type(elem)?;
-        self.sh.run1(py, |fb| fb.dyn_shared(t))
+        self.sh.run1(py, |fb| fb.dyn_shared_aligned(t, align.0))
     }
 
     // ------------------------------------------------------------ GPU indices

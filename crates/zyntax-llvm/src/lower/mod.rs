@@ -196,9 +196,14 @@ impl<'ctx> Lowerer<'ctx> {
         Ok(self.ctx.create_enum_attribute(kind, 0))
     }
 
-    /// The module's `extern __shared__` array (one per module, 16-byte aligned).
-    fn dyn_shared(&mut self) -> GlobalValue<'ctx> {
+    /// The module's `extern __shared__` array (one per module), aligned to
+    /// the largest alignment any `dyn_shared` asks for (at least 16 bytes).
+    fn dyn_shared(&mut self, align: u64) -> GlobalValue<'ctx> {
+        let align = u32::try_from(align).unwrap_or(16);
         if let Some(g) = self.dyn_shared {
+            if g.get_alignment() < align {
+                g.set_alignment(align);
+            }
             return g;
         }
         let ty = self.ctx.i8_type().array_type(0);
@@ -208,7 +213,7 @@ impl<'ctx> Lowerer<'ctx> {
             "__zyntax_dyn_shared",
         );
         g.set_linkage(Linkage::External);
-        g.set_alignment(16);
+        g.set_alignment(align.max(16));
         self.dyn_shared = Some(g);
         g
     }
@@ -219,6 +224,7 @@ impl<'ctx> Lowerer<'ctx> {
         func: &str,
         elem: &Type,
         count: u64,
+        align: u32,
     ) -> CompileResult<GlobalValue<'ctx>> {
         let elem_ty = ty::memory_type(self.ctx, elem)?;
         let n = u32::try_from(count).map_err(|_| {
@@ -243,8 +249,8 @@ impl<'ctx> Lowerer<'ctx> {
             .add_global(arr, Some(inkwell::AddressSpace::from(3u16)), &name);
         g.set_linkage(Linkage::Internal);
         g.set_initializer(&arr.get_undef());
-        // 16 bytes: vector loads and 16-byte cp.async into shared memory need it.
-        let align = elem.align_bytes().max(16);
+        // At least 16 bytes: vector loads and 16-byte cp.async into shared memory need it.
+        let align = zyntax_hir::op::shared_align(elem, align);
         g.set_alignment(u32::try_from(align).unwrap_or(16));
         Ok(g)
     }
@@ -669,12 +675,14 @@ impl<'a, 'ctx> FnLowering<'a, 'ctx> {
                 let v = self.alloca(elem, *count)?;
                 self.set(r, v);
             }
-            Op::SharedAlloc { elem, count } => {
-                let g = self.l.shared_global(&f.name, elem, *count)?;
+            Op::SharedAlloc { elem, count, align } => {
+                let g = self.l.shared_global(&f.name, elem, *count, *align)?;
                 self.set(self.result(d, 0)?, g.as_pointer_value().into());
             }
-            Op::DynShared { .. } => {
-                let g = self.l.dyn_shared();
+            Op::DynShared { elem, align } => {
+                let g = self
+                    .l
+                    .dyn_shared(zyntax_hir::op::shared_align(elem, *align));
                 self.set(self.result(d, 0)?, g.as_pointer_value().into());
             }
             Op::Call(name) => self.call(name, d)?,

@@ -31,6 +31,7 @@
 //! | `stmatrix` | sm_90 | 7.8 | `stmatrix.sync.aligned.m8n8` |
 //! | `tanh.approx` | sm_80 | 7.0 | `tanh.approx.f32` (sm_75 from PTX 7.0, above its default) |
 //! | `cvt_pack.f16x2` / `cvt_pack.bf16x2` | sm_80 | 7.0 | `cvt.rn.{f16x2,bf16x2}.f32` |
+//! | `load.evict_first` / `evict_last`, `store.evict_*` | sm_80 | 7.4 | `createpolicy.fractional.L2::evict_*` + `ld/st.global.L2::cache_hint` (sm_80 needs an explicit `ptx(7.4)`) |
 //! | `cvt_pack.e4m3x2` / `e5m2x2`, `cvt_unpack.*` | sm_89 | 8.1 | `cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32`, `cvt.rn.f16x2.{e4m3x2,e5m2x2}` |
 //!
 //! Kernel metadata is checked per arch too: static + dynamic shared memory
@@ -99,6 +100,8 @@ pub const TANH_APPROX: Feature = feature("tanh.approx", Arch::Sm80, 7, 0);
 pub const CVT_PACK: Feature = feature("cvt_pack to f16x2/bf16x2", Arch::Sm80, 7, 0);
 // ptxas: sm_90 from PTX 7.8, sm_89 only from PTX 8.1 (one row: the later of the two).
 pub const CVT_FP8: Feature = feature("fp8 pair conversions", Arch::Sm89, 8, 1);
+// L2 eviction priorities (issue 12 item 3): `createpolicy` and `.L2::cache_hint`.
+pub const L2_HINT: Feature = feature("L2 eviction hints", Arch::Sm80, 7, 4);
 
 /// Every row of the gating table.
 pub const FEATURES: &[Feature] = &[
@@ -123,6 +126,7 @@ pub const FEATURES: &[Feature] = &[
     TANH_APPROX,
     CVT_PACK,
     CVT_FP8,
+    L2_HINT,
 ];
 
 /// The oldest PTX ISA version whose `.target` accepts `arch`.
@@ -260,6 +264,7 @@ pub fn op_requirements(op: &Op, args: &[Option<&Type>], results: &[Option<&Type>
             ..
         } => out.push(MMA_SYNC_FP8),
         Op::CvtPack(f) | Op::CvtUnpack(f) => out.push(if f.is_fp8() { CVT_FP8 } else { CVT_PACK }),
+        Op::LoadCached(c) | Op::StoreCached(c) if c.is_l2_hint() => out.push(L2_HINT),
         Op::Mma | Op::MmaStore { .. } | Op::MmaFill => {
             // The fragment operand (first frag among args/results) decides.
             let frag = args.iter().chain(results).flatten().find_map(|t| match t {

@@ -188,8 +188,14 @@ named_enum!(
     /// PTX cache operator of a global load or store (issue 12 item 3). Loads:
     /// `ca` (L1 and L2), `cg` (L2 only), `cs` (streaming, evict first), `lu`
     /// (last use), `cv` (don't cache, fetch again); stores: `wb` (write back),
-    /// `cg`, `cs`, `wt` (write through). They change speed, never values.
-    CacheOp { Ca => "ca", Cg => "cg", Cs => "cs", Lu => "lu", Cv => "cv", Wb => "wb", Wt => "wt" }
+    /// `cg`, `cs`, `wt` (write through). `evict_first` / `evict_last` (loads
+    /// and stores, sm_80) keep the default operator and give the access an L2
+    /// eviction priority through a `createpolicy` cache hint. They change
+    /// speed, never values.
+    CacheOp {
+        Ca => "ca", Cg => "cg", Cs => "cs", Lu => "lu", Cv => "cv", Wb => "wb", Wt => "wt",
+        EvictFirst => "evict_first", EvictLast => "evict_last",
+    }
 );
 
 impl CacheOp {
@@ -198,10 +204,14 @@ impl CacheOp {
         matches!(
             self,
             CacheOp::Ca | CacheOp::Cg | CacheOp::Cs | CacheOp::Lu | CacheOp::Cv
-        )
+        ) || self.is_l2_hint()
     }
     pub fn for_store(self) -> bool {
-        matches!(self, CacheOp::Wb | CacheOp::Cg | CacheOp::Cs | CacheOp::Wt)
+        matches!(self, CacheOp::Wb | CacheOp::Cg | CacheOp::Cs | CacheOp::Wt) || self.is_l2_hint()
+    }
+    /// An L2 eviction priority (`createpolicy` + `.L2::cache_hint`), not a PTX cache operator.
+    pub fn is_l2_hint(self) -> bool {
+        matches!(self, CacheOp::EvictFirst | CacheOp::EvictLast)
     }
 }
 

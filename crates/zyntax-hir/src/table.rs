@@ -1050,13 +1050,13 @@ pub static OPS: &[OpDef] = &[
         .fx(fx::READ)
         .rust("load_cached(cop, ptr)")
         .py(Py::Hand("load_cached"))
-        .doc("Global load with a cache operator (ca, cg, cs, lu, cv)."),
+        .doc("Global load with a cache operator (ca, cg, cs, lu, cv) or L2 hint (evict_first, evict_last)."),
     row("store_cached", "", "store.<cop>", &["ptr", "value"], 0, "–")
         .class(Mem)
         .fx(fx::WRITE)
         .rust("store_cached(cop, ptr, value)")
         .py(Py::Hand("store_cached"))
-        .doc("Global store with a cache operator (wb, cg, cs, wt)."),
+        .doc("Global store with a cache operator (wb, cg, cs, wt) or L2 hint (evict_first, evict_last)."),
     // --- calls and control flow
     row("call", "", "call", NONE, 0, "callee's returns")
         .imm("@callee")

@@ -1601,7 +1601,7 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             let name = d.op.mnemonic();
             if (load && !c.for_load()) || (!load && !c.for_store()) {
                 return Err(format!(
-                    "{name}: `{c}` is not a {} cache operator (loads: ca, cg, cs, lu, cv; stores: wb, cg, cs, wt)",
+                    "{name}: `{c}` is not a {} cache operator (loads: ca, cg, cs, lu, cv; stores: wb, cg, cs, wt; both: evict_first, evict_last)",
                     if load { "load" } else { "store" }
                 ));
             }

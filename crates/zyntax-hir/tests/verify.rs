@@ -1645,7 +1645,7 @@ fn kernel_arch_overrides_targets_and_reaches_device_functions() {
 }
 
 fn explicit_ptx_feature(f: &arch::Feature) -> bool {
-    [arch::MMA_SYNC_FP8, arch::CVT_FP8].contains(f)
+    [arch::MMA_SYNC_FP8, arch::CVT_FP8, arch::L2_HINT].contains(f)
 }
 
 #[test]

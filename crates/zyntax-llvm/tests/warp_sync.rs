@@ -364,3 +364,33 @@ fn shared_alignment_is_declared_in_ptx() {
         assert!(e.contains("must be a power of two up to 1024"), "{e}");
     }
 }
+
+/// L2 eviction priorities on global loads and stores (issue 12 item 3):
+/// `createpolicy` + `.L2::cache_hint`, sm_80 with PTX 7.4.
+#[test]
+fn l2_eviction_hints() {
+    let text = "module \"h\" version(2) targets(sm_80, sm_90) ptx(8.0)\nkernel @k {\nblock0(v0: ptr<global, vec<f32, 4>>, v1: ptr<global, vec<f32, 4>>, v2: ptr<global, u32>):\n    v3: u32 = thread_idx.x\n    v4: ptr<global, vec<f32, 4>> = ptr_add v0, v3\n    v5: vec<f32, 4> = load.evict_last v4\n    v6: ptr<global, vec<f32, 4>> = ptr_add v1, v3\n    store.evict_first v6, v5\n    v7: ptr<global, u32> = ptr_add v2, v3\n    v8: u32 = load.evict_first v7\n    store.evict_last v7, v8\n    return\n}\n";
+    let m = parse(text);
+    assert_eq!(parse(&print_module(&m)), m);
+    for (_, ptx) in check_archs(&m, Arch::Sm80) {
+        assert_in_order(
+            &ptx,
+            &[
+                "createpolicy.fractional.L2::evict_last.b64",
+                "ld.global.L2::cache_hint.v4.f32",
+                "createpolicy.fractional.L2::evict_first.b64",
+                "st.global.L2::cache_hint.v4.f32",
+                "createpolicy.fractional.L2::evict_first.b64",
+                "ld.global.L2::cache_hint.b32",
+                "createpolicy.fractional.L2::evict_last.b64",
+                "st.global.L2::cache_hint.b32",
+            ],
+        );
+    }
+    let old = parse(&text.replace("targets(sm_80, sm_90) ptx(8.0)", "targets(sm_80)"));
+    let e = verify_module(&old).unwrap_err().to_string();
+    assert!(
+        e.contains("L2 eviction hints needs sm_80 and PTX 7.4"),
+        "{e}"
+    );
+}

@@ -85,6 +85,36 @@ __all__ = [
     "vote_any_sync",
     "vote_ballot_sync",
     "warp_size",
+    # issue 12: the warp-level ISA
+    "bfe",
+    "bfi",
+    "compiler_fence",
+    "cvt_pack",
+    "cvt_unpack",
+    "ex2_approx",
+    "fence_acq_rel",
+    "load_acquire",
+    "load_cached",
+    "load_vec",
+    "named_barrier_arrive",
+    "named_barrier_sync",
+    "prmt",
+    "rcp_approx",
+    "red",
+    "reduce_add_sync",
+    "reduce_and_sync",
+    "reduce_max_sync",
+    "reduce_min_sync",
+    "reduce_or_sync",
+    "reduce_xor_sync",
+    "shf_l_clamp",
+    "shf_l_wrap",
+    "shf_r_clamp",
+    "shf_r_wrap",
+    "store_cached",
+    "store_release",
+    "store_vec",
+    "tanh_approx",
 ]
 
 
@@ -315,3 +345,36 @@ clz = Primitive("clz")
 brev = Primitive("brev")
 bfind = Primitive("bfind")
 bitcast = Primitive("bitcast")
+
+# --- issue 12: the warp-level ISA (docs/kernels.md lists each with its HIR op)
+bfe = Primitive("bfe")
+bfi = Primitive("bfi")
+prmt = Primitive("prmt")
+shf_l_wrap = Primitive("shf_l_wrap")
+shf_l_clamp = Primitive("shf_l_clamp")
+shf_r_wrap = Primitive("shf_r_wrap")
+shf_r_clamp = Primitive("shf_r_clamp")
+named_barrier_sync = Primitive("named_barrier_sync")
+named_barrier_arrive = Primitive("named_barrier_arrive")
+reduce_add_sync = Primitive("reduce_add_sync")
+reduce_min_sync = Primitive("reduce_min_sync")
+reduce_max_sync = Primitive("reduce_max_sync")
+reduce_and_sync = Primitive("reduce_and_sync")
+reduce_or_sync = Primitive("reduce_or_sync")
+reduce_xor_sync = Primitive("reduce_xor_sync")
+red = _Namespace(
+    "red", ["add", "sub", "min", "max", "and_", "or_", "xor", "exch", "inc", "dec"]
+)
+load_acquire = Primitive("load_acquire")
+store_release = Primitive("store_release")
+fence_acq_rel = Primitive("fence_acq_rel")
+compiler_fence = Primitive("compiler_fence")
+ex2_approx = Primitive("ex2_approx")
+rcp_approx = Primitive("rcp_approx")
+tanh_approx = Primitive("tanh_approx")
+load_cached = Primitive("load_cached")
+store_cached = Primitive("store_cached")
+load_vec = Primitive("load_vec")
+store_vec = Primitive("store_vec")
+cvt_pack = Primitive("cvt_pack")
+cvt_unpack = Primitive("cvt_unpack")

@@ -105,7 +105,18 @@ class Frag:
         return f"frag<{self.kind}, {self.shape}, {self.elem}{tail}>"
 
 
-HType = Scalar | Ptr | ArrayType | Frag
+@dataclass(frozen=True)
+class Vec:
+    """A 2- or 4-element vector: only vector loads and stores use it."""
+
+    elem: Scalar
+    n: int
+
+    def __str__(self) -> str:
+        return f"vec<{self.elem}, {self.n}>"
+
+
+HType = Scalar | Ptr | ArrayType | Frag | Vec
 
 BOOL = Scalar("bool")
 I32 = Scalar("i32")
@@ -438,6 +449,8 @@ def _print_inst(inst: Inst, num: Any, typed: Any, bcall: Any) -> str:
         out += f" {args} width {imm['width']}"
     elif op == "cp.async.wait":
         out += f" {imm['pending']}"
+    elif op in ("bar.sync", "bar.arrive"):
+        out += f" {imm['id']}, {imm['count']}"
     elif op == "call":
         out += f" @{imm['callee']}"
         if args:

@@ -2132,7 +2132,11 @@ class FunctionTranslator:
         tmp = self.fn.emit1("alloca", [], Ptr("local", vt), elem=vt, count=1)
         lanes = self.fn.emit1("ptr_cast", [tmp], Ptr("local", vt.elem))
         for i, x in enumerate(values.items):
-            p = lanes if i == 0 else self.fn.emit1("ptr_add", [lanes, self.const(I32, i)], lanes.resolve().ty)
+            p = (
+                lanes
+                if i == 0
+                else self.fn.emit1("ptr_add", [lanes, self.const(I32, i)], lanes.resolve().ty)
+            )
             self.fn.emit0("store", [p, self.value(x, e, vt.elem)])
         v = self.fn.emit1("load", [tmp], vt)
         self.fn.emit0("store" if c is None else f"store.{c}", [vp, v])

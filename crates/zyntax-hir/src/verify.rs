@@ -1163,9 +1163,28 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
                     a[0], a[1]
                 ));
             }
+            if is_half_pair(a[0]) {
+                // Packed f16x2/bf16x2 arithmetic (issue 12): one PTX instruction per pair.
+                if !matches!(
+                    d.op,
+                    Op::Binary(
+                        crate::op::BinOp::Add
+                            | crate::op::BinOp::Sub
+                            | crate::op::BinOp::Mul
+                            | crate::op::BinOp::Min
+                            | crate::op::BinOp::Max
+                    )
+                ) {
+                    return Err(format!(
+                        "`{mn}` on {}: half pairs take add, sub, mul, min, max and fma",
+                        a[0]
+                    ));
+                }
+                return same("the result", r[0], a[0]);
+            }
             let Some(s) = scalar(a[0]) else {
                 return Err(format!(
-                    "`{mn}` takes scalars, got {} (extract vector lanes first)",
+                    "`{mn}` takes scalars, got {} (extract vector lanes first; only the half pairs vec<f16, 2> and vec<bf16, 2> take arithmetic)",
                     a[0]
                 ));
             };
@@ -1186,7 +1205,7 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             same("the result", r[0], a[0])
         }
         Op::Fma => {
-            if !a[0].is_float() {
+            if !a[0].is_float() && !is_half_pair(a[0]) {
                 return Err(format!("`fma` takes floats, got {}", a[0]));
             }
             same("operand 2", a[1], a[0])?;
@@ -1699,6 +1718,11 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
     }
 }
 
+/// `vec<f16, 2>` or `vec<bf16, 2>`: the packed pairs `add`/`sub`/`mul`/`min`/`max`/`fma` take.
+fn is_half_pair(t: &Type) -> bool {
+    matches!(t, Type::Vector(ScalarType::F16 | ScalarType::BF16, 2))
+}
+
 /// A declared shared-memory alignment: 0 (the default) or a power of two up to 1024.
 fn check_shared_align(align: u32, what: &str) -> Check {
     if align != 0 && (!align.is_power_of_two() || align > crate::op::MAX_SHARED_ALIGN) {
@@ -1718,7 +1742,7 @@ fn check_named_barrier(f: &Function, mn: &str, id: u32, count: u32) -> Check {
             "`{mn}`: named-barrier id {id} is out of range 1..15 (barrier 0 is the block-wide `barrier`)"
         ));
     }
-    if count == 0 || count % 32 != 0 || count > 1024 {
+    if count == 0 || !count.is_multiple_of(32) || count > 1024 {
         return Err(format!(
             "`{mn}`: the thread count {count} must be a multiple of 32 (whole warps) in 32..1024"
         ));

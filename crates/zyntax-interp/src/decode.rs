@@ -360,6 +360,14 @@ pub enum DOp {
         val: u32,
     },
     // --- issue 12 (rest)
+    /// Element-wise `fma` of packed half pairs.
+    FmaV {
+        mt: MemTy,
+        dst: u32,
+        a: u32,
+        b: u32,
+        c: u32,
+    },
     /// `bar.sync`/`bar.arrive`: the whole warp arrives (32 threads) at barrier `id`.
     NamedBarrier {
         arrive: bool,
@@ -735,6 +743,13 @@ impl Decoder<'_> {
             Op::Fma => match arg_ty(0) {
                 Type::Scalar(s) if s.is_float() => DOp::Fma {
                     ty: s,
+                    dst: res(0)?,
+                    a: arg(0)?,
+                    b: arg(1)?,
+                    c: arg(2)?,
+                },
+                t @ Type::Vector(s, _) if s.is_float() => DOp::FmaV {
+                    mt: MemTy::of(&t).ok_or_else(|| InterpError::Internal("fma vector".into()))?,
                     dst: res(0)?,
                     a: arg(0)?,
                     b: arg(1)?,

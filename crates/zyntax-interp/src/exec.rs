@@ -1340,6 +1340,18 @@ impl<'a> Exec<'a> {
                         return Ok(false);
                     }
                 }
+                DOp::FmaV { mt, dst, a, b, c } => {
+                    for l in lanes(mask) {
+                        for i in 0..mt.n {
+                            let (x, y, z) = (
+                                vget(regs, *a, l, *mt, i),
+                                vget(regs, *b, l, *mt, i),
+                                vget(regs, *c, l, *mt, i),
+                            );
+                            vset(regs, *dst, l, *mt, i, scalar::fma(mt.elem, x, y, z));
+                        }
+                    }
+                }
                 DOp::CvtPack { fmt, dst, lo, hi } => {
                     for l in lanes(mask) {
                         let (a, b) = (r(regs, *lo, l) as u32, r(regs, *hi, l) as u32);

@@ -478,7 +478,7 @@ fn cvt_pack_rounds_to_nearest_even() {
     let n = 256usize;
     let mut r = Rng::new(93);
     // Wide magnitudes (fp8 subnormals to beyond every max), both signs, and exact ties.
-    let mut draw = |r: &mut Rng| -> f32 {
+    let draw = |r: &mut Rng| -> f32 {
         let e = r.below(40) as i32 - 20;
         let v = r.f32(1.0, 2.0) * 2f32.powi(e);
         if r.below(2) == 0 {
@@ -550,5 +550,47 @@ fn fp8_value(c: u8, e5m2: bool) -> f32 {
         -v
     } else {
         v
+    }
+}
+
+/// Packed half arithmetic on the interpreter: each lane rounded once (RNE), as
+/// the f16x2 instructions do.
+#[test]
+fn packed_half_arithmetic_rounds_each_lane() {
+    let text = "module \"p\" version(2)\nkernel @k {\nblock0(v0: ptr<global, vec<f16, 2>>, v1: ptr<global, vec<f16, 2>>, v2: ptr<global, vec<f16, 2>>):\n    v3: u32 = thread_idx.x\n    v4: ptr<global, vec<f16, 2>> = ptr_add v0, v3\n    v5: vec<f16, 2> = load v4\n    v6: ptr<global, vec<f16, 2>> = ptr_add v1, v3\n    v7: vec<f16, 2> = load v6\n    v8: vec<f16, 2> = fma v5, v7, v5\n    v9: vec<f16, 2> = mul v5, v7\n    v10: vec<f16, 2> = min v8, v9\n    v11: ptr<global, vec<f16, 2>> = ptr_add v2, v3\n    store v11, v10\n    return\n}\n";
+    let m = zyntax_hir::parse_module(text).unwrap();
+    zyntax_hir::verify_module(&m).unwrap();
+    let it = Interpreter::new(&m).unwrap();
+    let n = 64usize;
+    let mut r = Rng::new(95);
+    let a: Vec<f16> = (0..2 * n)
+        .map(|_| f16::from_f32(r.f32(-8.0, 8.0)))
+        .collect();
+    let b: Vec<f16> = (0..2 * n)
+        .map(|_| f16::from_f32(r.f32(-8.0, 8.0)))
+        .collect();
+    let bytes =
+        |v: &[f16]| -> Vec<u8> { v.iter().flat_map(|x| x.to_bits().to_le_bytes()).collect() };
+    let mut bufs = vec![bytes(&a), bytes(&b), vec![0x7e; 4 * n]];
+    it.launch(
+        "k",
+        [1, 1, 1],
+        [n as u32, 1, 1],
+        0,
+        &[Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2)],
+        &mut bufs,
+    )
+    .unwrap();
+    for i in 0..2 * n {
+        let (x, y) = (a[i].to_f64(), b[i].to_f64());
+        let fma = f16::from_f64(x.mul_add(y, x));
+        let mul = f16::from_f64(x * y);
+        let want = if fma.to_f64() < mul.to_f64() {
+            fma
+        } else {
+            mul
+        };
+        let got = f16::from_bits(u16::from_le_bytes([bufs[2][2 * i], bufs[2][2 * i + 1]]));
+        assert_eq!(got.to_bits(), want.to_bits(), "lane {i}: {x} {y}");
     }
 }

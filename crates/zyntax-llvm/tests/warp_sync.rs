@@ -394,3 +394,61 @@ fn l2_eviction_hints() {
         "{e}"
     );
 }
+
+/// Packed half arithmetic (issue 12 item 3): `add/sub/mul/min/max/fma` on
+/// `vec<f16, 2>` and `vec<bf16, 2>` are one f16x2 / bf16x2 instruction each.
+#[test]
+fn packed_half_arithmetic() {
+    let f16 = "module \"p\" version(2) targets(sm_80, sm_90)\nkernel @k {\nblock0(v0: ptr<global, vec<f16, 2>>, v1: ptr<global, vec<f16, 2>>):\n    v2: u32 = thread_idx.x\n    v3: ptr<global, vec<f16, 2>> = ptr_add v0, v2\n    v4: vec<f16, 2> = load v3\n    v5: ptr<global, vec<f16, 2>> = ptr_add v1, v2\n    v6: vec<f16, 2> = load v5\n    v7: vec<f16, 2> = add v4, v6\n    v8: vec<f16, 2> = mul v7, v6\n    v9: vec<f16, 2> = sub v8, v4\n    v10: vec<f16, 2> = fma v9, v6, v7\n    v11: vec<f16, 2> = min v10, v4\n    v12: vec<f16, 2> = max v11, v6\n    store v5, v12\n    return\n}\n";
+    let m = parse(f16);
+    assert_eq!(parse(&print_module(&m)), m);
+    for (_, ptx) in check_archs(&m, Arch::Sm80) {
+        assert_in_order(
+            &ptx,
+            &[
+                "add.rn.f16x2",
+                "mul.rn.f16x2",
+                "sub.rn.f16x2",
+                "fma.rn.f16x2",
+                "min.f16x2",
+                "max.f16x2",
+            ],
+        );
+    }
+    let bf16 = parse(&f16.replace("f16", "bf16"));
+    for (arch, ptx) in check_archs(&bf16, Arch::Sm80) {
+        // sm_80 has only fma.rn.bf16x2 (add/sub/mul become fmas); sm_90 has them all.
+        if arch >= Arch::Sm90 {
+            assert_in_order(
+                &ptx,
+                &[
+                    "add.rn.bf16x2",
+                    "mul.rn.bf16x2",
+                    "sub.rn.bf16x2",
+                    "fma.rn.bf16x2",
+                ],
+            );
+        } else {
+            assert_in_order(
+                &ptx,
+                &[
+                    "fma.rn.bf16x2",
+                    "fma.rn.bf16x2",
+                    "fma.rn.bf16x2",
+                    "fma.rn.bf16x2",
+                ],
+            );
+        }
+        assert_in_order(&ptx, &["min.bf16x2", "max.bf16x2"]);
+    }
+    // Other ops and other vectors stay rejected.
+    let bad = parse(&f16.replace(
+        "v7: vec<f16, 2> = add v4, v6",
+        "v7: vec<f16, 2> = div v4, v6",
+    ));
+    let e = verify_module(&bad).unwrap_err().to_string();
+    assert!(
+        e.contains("half pairs take add, sub, mul, min, max and fma"),
+        "{e}"
+    );
+}

@@ -671,9 +671,20 @@ impl<'a> Exec<'a> {
         let warp = &self.warps[wi];
         // Exited lanes stay required: a collective naming a lane that has exited
         // never completes (PTX leaves it undefined; we report it).
-        let live = warp.exist;
         let Some(di) = self.p.insts.get(pc as usize) else {
             return Err(InterpError::Internal("pc out of range".into()));
+        };
+        // A named barrier waits for the lanes that have not exited (like `barrier`).
+        let live = if matches!(di.op, DOp::NamedBarrier { .. }) {
+            let mut m = 0u32;
+            for l in lanes(warp.exist) {
+                if warp.st[l] != St::Done {
+                    m |= 1 << l;
+                }
+            }
+            m
+        } else {
+            warp.exist
         };
         let mask_slot = match &di.op {
             DOp::WarpSync { mask }

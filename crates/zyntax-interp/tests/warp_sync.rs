@@ -594,3 +594,22 @@ fn packed_half_arithmetic_rounds_each_lane() {
         assert_eq!(got.to_bits(), want.to_bits(), "lane {i}: {x} {y}");
     }
 }
+
+/// Lanes that exited before a named barrier do not hold their warp back.
+#[test]
+fn named_barrier_ignores_exited_lanes() {
+    let text = "module \"x\" version(2)\nkernel @k {\nblock0(v0: ptr<global, u32>):\n    v1: u32 = thread_idx.x\n    v2: u32 = const 60\n    v3: bool = cmp.lt v1, v2\n    br v3, block1, block2\nblock1:\n    v4: u32 = const 32\n    v5: bool = cmp.lt v1, v4\n    br v5, block3, block4\nblock3:\n    v6: ptr<global, u32> = ptr_add v0, v1\n    store v6, v1\n    bar.arrive 5, 64\n    return\nblock4:\n    bar.sync 5, 64\n    v7: u32 = sub v1, v4\n    v8: ptr<global, u32> = ptr_add v0, v7\n    v9: u32 = load v8\n    v10: u32 = add v1, v9\n    v11: ptr<global, u32> = ptr_add v8, v4\n    store v11, v10\n    return\nblock2:\n    return\n}\n";
+    let m = zyntax_hir::parse_module(text).unwrap();
+    zyntax_hir::verify_module(&m).unwrap();
+    let it = Interpreter::new(&m).unwrap();
+    let mut bufs = vec![u32_bytes(&[7u32; 64])];
+    it.launch("k", [1, 1, 1], [64, 1, 1], 0, &[Arg::Buffer(0)], &mut bufs)
+        .unwrap();
+    let out = bytes_u32(&bufs[0]);
+    for t in 32..60u32 {
+        assert_eq!(out[t as usize], t + (t - 32), "thread {t}");
+    }
+    for t in 60..64 {
+        assert_eq!(out[t], 7, "thread {t} exited");
+    }
+}

@@ -23,6 +23,8 @@ __all__ = [
     "async_wait",
     "atomic",
     "bf16",
+    "bfe",
+    "bfi",
     "bfind",
     "bitcast",
     "block_dim",
@@ -32,12 +34,17 @@ __all__ = [
     "bulk_wait_group",
     "ceil",
     "clz",
+    "compiler_fence",
     "cos",
+    "cvt_pack",
+    "cvt_unpack",
     "elect_sync",
+    "ex2_approx",
     "exp",
     "f16",
     "f32",
     "f64",
+    "fence_acq_rel",
     "fence_mbarrier_init",
     "fence_proxy_async",
     "floor",
@@ -50,6 +57,9 @@ __all__ = [
     "i32",
     "i64",
     "lane_id",
+    "load_acquire",
+    "load_cached",
+    "load_vec",
     "local",
     "log",
     "match_all_sync",
@@ -64,21 +74,40 @@ __all__ = [
     "mbarrier_try_wait_parity",
     "min",
     "mma",
+    "named_barrier_arrive",
+    "named_barrier_sync",
     "popc",
     "prange",
     "prefetch_tensormap",
+    "prmt",
+    "rcp_approx",
+    "red",
+    "reduce_add_sync",
+    "reduce_and_sync",
+    "reduce_max_sync",
+    "reduce_min_sync",
+    "reduce_or_sync",
+    "reduce_xor_sync",
     "rsqrt",
     "setmaxnreg",
     "shared",
+    "shf_l_clamp",
+    "shf_l_wrap",
+    "shf_r_clamp",
+    "shf_r_wrap",
     "shfl_down_sync",
     "shfl_sync",
     "shfl_up_sync",
     "shfl_xor_sync",
     "sin",
     "sqrt",
+    "store_cached",
+    "store_release",
+    "store_vec",
     "syncthreads",
     "syncwarp",
     "tanh",
+    "tanh_approx",
     "thread_idx",
     "threadfence",
     "threadfence_block",
@@ -369,3 +398,34 @@ clz = Primitive("clz")
 brev = Primitive("brev")
 bfind = Primitive("bfind")
 bitcast = Primitive("bitcast")
+
+# --- issue 12: the warp-level ISA (docs/kernels.md lists each with its HIR op)
+bfe = Primitive("bfe")
+bfi = Primitive("bfi")
+prmt = Primitive("prmt")
+shf_l_wrap = Primitive("shf_l_wrap")
+shf_l_clamp = Primitive("shf_l_clamp")
+shf_r_wrap = Primitive("shf_r_wrap")
+shf_r_clamp = Primitive("shf_r_clamp")
+named_barrier_sync = Primitive("named_barrier_sync")
+named_barrier_arrive = Primitive("named_barrier_arrive")
+reduce_add_sync = Primitive("reduce_add_sync")
+reduce_min_sync = Primitive("reduce_min_sync")
+reduce_max_sync = Primitive("reduce_max_sync")
+reduce_and_sync = Primitive("reduce_and_sync")
+reduce_or_sync = Primitive("reduce_or_sync")
+reduce_xor_sync = Primitive("reduce_xor_sync")
+red = _Namespace("red", ["add", "sub", "min", "max", "and_", "or_", "xor", "exch", "inc", "dec"])
+load_acquire = Primitive("load_acquire")
+store_release = Primitive("store_release")
+fence_acq_rel = Primitive("fence_acq_rel")
+compiler_fence = Primitive("compiler_fence")
+ex2_approx = Primitive("ex2_approx")
+rcp_approx = Primitive("rcp_approx")
+tanh_approx = Primitive("tanh_approx")
+load_cached = Primitive("load_cached")
+store_cached = Primitive("store_cached")
+load_vec = Primitive("load_vec")
+store_vec = Primitive("store_vec")
+cvt_pack = Primitive("cvt_pack")
+cvt_unpack = Primitive("cvt_unpack")

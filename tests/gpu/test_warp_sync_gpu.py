@@ -135,3 +135,134 @@ def test_redux_matches_interpreter(dev: Any, rng: np.random.Generator) -> None:
     out = cuda.to_device(poison)
     k.launch(1, n, cuda.to_device(vals), out)
     np.testing.assert_array_equal(out.to_host(), want)
+
+
+# --- issue 12 (rest): named barriers and packed conversions
+
+
+def _data(name: str) -> hir.Module:
+    path = ROOT / "tests" / "data" / name
+    return hir.parse_zir(path.read_text(), filename=str(path))
+
+
+def test_named_barrier_producer_consumer(rng: np.random.Generator) -> None:
+    """Producer warps hand a shared buffer to consumer warps through
+    `bar.arrive`/`bar.sync` on barriers 1 and 2, two rounds per block: the
+    device matches the interpreter and the closed form, on many blocks."""
+    m = _data("named_barrier.zir")
+    k = cuda.load_hir(m).kernel("producer_consumer")
+    blocks = 264
+    inp = rng.integers(0, 2**32, 64 * blocks, dtype=np.uint64).astype(U32)
+    poison = rng.integers(0, 2**32, 128 * blocks, dtype=np.uint64).astype(U32)
+    want = poison[: 128 * 8].copy()
+    interp.launch(m, "producer_consumer", 8, 128, inp[: 64 * 8].copy(), want)
+    out = cuda.to_device(poison)
+    for _ in range(20):
+        k.launch(blocks, 128, cuda.to_device(inp), out)
+        got = out.to_host().reshape(blocks, 2, 64)
+        rev = inp.reshape(blocks, 64)[:, ::-1].astype(np.uint64)
+        for r in range(2):
+            np.testing.assert_array_equal(got[:, r], ((rev * 3 + r) % 2**32).astype(U32))
+    np.testing.assert_array_equal(out.to_host()[: 128 * 8], want)
+
+
+def test_cvt_pack_matches_interpreter(dev: Any, rng: np.random.Generator) -> None:
+    """cvt_pack (f16x2, bf16x2, e4m3x2, e5m2x2 with satfinite) and cvt_unpack
+    bit for bit against the interpreter's exact rounding, on magnitudes from
+    fp8 subnormals past every maximum, both signs, and exact ties."""
+    if dev.compute_capability < (8, 9):
+        pytest.skip("fp8 conversions need sm_89")
+    m = _data("cvt_pack.zir")
+    k = cuda.load_hir(m).kernel("cvt_all")
+    n = 4096
+    mag = rng.uniform(1.0, 2.0, 2 * n) * np.exp2(rng.integers(-20, 20, 2 * n))
+    vals = (mag * rng.choice([-1.0, 1.0], 2 * n)).astype(np.float32)
+    # Ties of every format: halfway between neighbouring codes.
+    vals[:8] = [1.0625, 1.0 + 2.0**-11, 1.0 + 2.0**-8, 2.0**-10, 3 * 2.0**-10, 1e6, -1e6, 464.0]
+    a, b = vals[:n].copy(), vals[n:].copy()
+    poison = rng.integers(0, 2**32, 6 * n, dtype=np.uint64).astype(U32)
+    want = poison.copy()
+    interp.launch(m, "cvt_all", 16, n // 16, a, b, want)
+    out = cuda.to_device(poison)
+    k.launch(16, n // 16, cuda.to_device(a), cuda.to_device(b), out)
+    got = out.to_host().reshape(6, n)
+    ref = want.reshape(6, n)
+    for row, name in enumerate(
+        ["f16x2", "bf16x2", "e4m3x2", "e5m2x2", "unpack e4m3", "unpack e5m2"]
+    ):
+        bad = np.nonzero(got[row] != ref[row])[0]
+        assert bad.size == 0, (
+            name,
+            [(a[i], b[i], hex(got[row][i]), hex(ref[row][i])) for i in bad[:5]],
+        )
+    # The f16x2 lanes are numpy's own rounding too.
+    lo = (got[0] & 0xFFFF).astype(np.uint16).view(np.float16)
+    np.testing.assert_array_equal(lo, a.astype(np.float16))
+
+
+def _pairs_module(elem: str) -> hir.Module:
+    """out[k * n + i] for op k of add, sub, mul, fma, min, max on pairs a[i], b[i]."""
+    t = hir.vec(getattr(hir, elem), 2)
+    m = hir.Module(f"pairs_{elem}", targets=["sm_80", "sm_90"])
+    p = hir.ptr("global", t)
+    with m.kernel("pairs", [p, p, p, hir.u32]) as b:
+        a, c, out, n = b.params
+        i = b.add(b.mul(b.block_idx(), b.block_dim()), b.thread_idx())
+        with b.if_(b.lt(i, n)):
+            x, y = b.load(b.ptr_add(a, i)), b.load(b.ptr_add(c, i))
+            rows = [b.add(x, y), b.sub(x, y), b.mul(x, y), b.fma(x, y, x), b.min(x, y)]
+            rows.append(b.max(x, y))
+            for k, r in enumerate(rows):
+                b.store(b.ptr_add(out, b.add(b.mul(n, k), i)), r)
+        b.ret()
+    m.verify()
+    return m
+
+
+@pytest.mark.parametrize("elem", ["f16", "bf16"])
+@pytest.mark.parametrize("arch", ["sm_80", None])
+def test_packed_half_arithmetic_matches_interpreter(
+    rng: np.random.Generator, elem: str, arch: str | None
+) -> None:
+    """f16x2 / bf16x2 add, sub, mul, fma, min, max bit for bit against the
+    interpreter's lane-wise round-to-nearest-even; sm_80 PTX (bf16x2 add/sub/mul
+    as fma.rn.bf16x2) and the device's own."""
+    m = _pairs_module(elem)
+    k = cuda.load_hir(m, arch=arch).kernel("pairs")
+    n = 2048
+    f32 = (rng.uniform(-4, 4, 2 * n) * np.exp2(rng.integers(-6, 6, 2 * n))).astype(np.float32)
+    if elem == "f16":
+        bits = f32.astype(np.float16).view(np.uint16)
+    else:
+        u = f32.view(np.uint32).astype(np.uint64)
+        bits = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    a = bits.view(U32)[: n // 2].copy()
+    b = bits.view(U32)[n // 2 :].copy()
+    half = n // 2
+    poison = rng.integers(0, 2**32, 6 * half, dtype=np.uint64).astype(U32)
+    want = poison.copy()
+    interp.launch(m, "pairs", 8, 128, a, b, want, np.uint32(half))
+    out = cuda.to_device(poison)
+    k.launch(8, 128, cuda.to_device(a), cuda.to_device(b), out, np.uint32(half))
+    np.testing.assert_array_equal(out.to_host(), want)
+
+
+def test_l2_eviction_hints_copy(rng: np.random.Generator) -> None:
+    """load.evict_last / store.evict_first (and the reverse) move the values
+    unchanged; the PTX carries the createpolicy hints."""
+    f4 = hir.vec(hir.f32, 4)
+    m = hir.Module("l2", targets=["sm_80", "sm_90"], ptx_version="8.0")
+    with m.kernel("copy", [hir.ptr("global", f4), hir.ptr("global", f4), hir.u32]) as b:
+        src, dst, n = b.params
+        i = b.add(b.mul(b.block_idx(), b.block_dim()), b.thread_idx())
+        with b.if_(b.lt(i, n)):
+            v = b.load_cached(b.ptr_add(src, i), "evict_last")
+            b.store_cached(b.ptr_add(dst, i), v, "evict_first")
+        b.ret()
+    m.verify()
+    lm = cuda.load_hir(m)
+    n4 = 1 << 16
+    x = rng.standard_normal(4 * n4).astype(np.float32)
+    out = cuda.to_device(np.full(4 * n4, np.nan, np.float32))
+    lm.kernel("copy").launch(n4 // 256, 256, cuda.to_device(x), out, np.uint32(n4))
+    np.testing.assert_array_equal(out.to_host(), x)

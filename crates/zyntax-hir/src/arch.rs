@@ -36,6 +36,9 @@
 //! | `elect.sync` | sm_90 | 8.0 | `elect.sync` |
 //! | `tma.*`, `bulk.*`, `prefetch.tensormap` | sm_90 | 8.0 | `cp.async.bulk[.tensor]`, `cp.reduce.async.bulk.tensor`, tensor maps |
 //! | `tma.load.multicast` | sm_90a | 8.0 | `.multicast::cluster` (ptxas: an advisory on plain sm_90) |
+//! | `cvt_pack.f16x2` / `cvt_pack.bf16x2` | sm_80 | 7.0 | `cvt.rn.{f16x2,bf16x2}.f32` |
+//! | `load.evict_first` / `evict_last`, `store.evict_*` | sm_80 | 7.4 | `createpolicy.fractional.L2::evict_*` + `ld/st.global.L2::cache_hint` (sm_80 needs an explicit `ptx(7.4)`) |
+//! | `cvt_pack.e4m3x2` / `e5m2x2`, `cvt_unpack.*` | sm_89 | 8.1 | `cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32`, `cvt.rn.f16x2.{e4m3x2,e5m2x2}` |
 //!
 //! Kernel metadata is checked per arch too: static + dynamic shared memory
 //! against [`max_shared_bytes`], `min_blocks` against [`max_blocks_per_sm`]
@@ -108,6 +111,12 @@ pub const ELECT_SYNC: Feature = feature("elect.sync", Arch::Sm90, 8, 0);
 pub const TMA: Feature = feature("tma", Arch::Sm90, 8, 0);
 // ptxas flags `.multicast::cluster` on plain sm_90 ("use sm_90a").
 pub const TMA_MULTICAST: Feature = feature("tma multicast", Arch::Sm90a, 8, 0);
+// Packed conversions (issue 12 item 3).
+pub const CVT_PACK: Feature = feature("cvt_pack to f16x2/bf16x2", Arch::Sm80, 7, 0);
+// ptxas: sm_90 from PTX 7.8, sm_89 only from PTX 8.1 (one row: the later of the two).
+pub const CVT_FP8: Feature = feature("fp8 pair conversions", Arch::Sm89, 8, 1);
+// L2 eviction priorities (issue 12 item 3): `createpolicy` and `.L2::cache_hint`.
+pub const L2_HINT: Feature = feature("L2 eviction hints", Arch::Sm80, 7, 4);
 
 /// Every row of the gating table.
 pub const FEATURES: &[Feature] = &[
@@ -136,6 +145,9 @@ pub const FEATURES: &[Feature] = &[
     ELECT_SYNC,
     TMA,
     TMA_MULTICAST,
+    CVT_PACK,
+    CVT_FP8,
+    L2_HINT,
 ];
 
 /// The oldest PTX ISA version whose `.target` accepts `arch`.
@@ -247,7 +259,7 @@ pub fn op_requirements(op: &Op, args: &[Option<&Type>], results: &[Option<&Type>
         .flatten()
         .any(|t| mentions_bf16(t))
         || match op {
-            Op::Alloca { elem, .. } | Op::SharedAlloc { elem, .. } | Op::DynShared { elem } => {
+            Op::Alloca { elem, .. } | Op::SharedAlloc { elem, .. } | Op::DynShared { elem, .. } => {
                 mentions_bf16(elem)
             }
             Op::MmaLoad { frag, .. } => frag.elem == ScalarType::BF16,
@@ -281,6 +293,8 @@ pub fn op_requirements(op: &Op, args: &[Option<&Type>], results: &[Option<&Type>
         Op::Wgmma(w) if w.a != w.b && matches!(w.a, MmaElem::S8 | MmaElem::U8) => {
             out.push(WGMMA_MIXED_INT)
         }
+        Op::CvtPack(f) | Op::CvtUnpack(f) => out.push(if f.is_fp8() { CVT_FP8 } else { CVT_PACK }),
+        Op::LoadCached(c) | Op::StoreCached(c) if c.is_l2_hint() => out.push(L2_HINT),
         Op::Mma | Op::MmaStore { .. } | Op::MmaFill => {
             // The fragment operand (first frag among args/results) decides.
             let frag = args.iter().chain(results).flatten().find_map(|t| match t {

@@ -489,12 +489,25 @@ impl FunctionBuilder {
         self.push1(Op::Alloca { elem, count }, &[], ty)
     }
     pub fn shared_alloc(&mut self, elem: Type, count: u64) -> BuildResult<ValueId> {
-        let ty = Type::ptr(AddrSpace::Shared, elem.clone());
-        self.push1(Op::SharedAlloc { elem, count }, &[], ty)
+        self.shared_alloc_aligned(elem, count, 0)
     }
     pub fn dyn_shared(&mut self, elem: Type) -> BuildResult<ValueId> {
+        self.dyn_shared_aligned(elem, 0)
+    }
+    /// `shared_alloc` aligned to `align` bytes (a power of two up to 1024; 0: default).
+    pub fn shared_alloc_aligned(
+        &mut self,
+        elem: Type,
+        count: u64,
+        align: u32,
+    ) -> BuildResult<ValueId> {
         let ty = Type::ptr(AddrSpace::Shared, elem.clone());
-        self.push1(Op::DynShared { elem }, &[], ty)
+        self.push1(Op::SharedAlloc { elem, count, align }, &[], ty)
+    }
+    /// `dyn_shared` aligned to `align` bytes (a power of two up to 1024; 0: default).
+    pub fn dyn_shared_aligned(&mut self, elem: Type, align: u32) -> BuildResult<ValueId> {
+        let ty = Type::ptr(AddrSpace::Shared, elem.clone());
+        self.push1(Op::DynShared { elem, align }, &[], ty)
     }
 
     // ---------------------------------------------------------------- GPU
@@ -959,6 +972,20 @@ impl FunctionBuilder {
     pub fn redux(&mut self, op: ReduxOp, mask: ValueId, value: ValueId) -> BuildResult<ValueId> {
         let ty = self.value_type(value)?.clone();
         self.push1(Op::Redux(op), &[mask, value], ty)
+    }
+
+    // --- issue 12 (rest): named barriers, packed conversions
+    /// `bar.sync id, count` (`arrive` false) or `bar.arrive id, count`.
+    pub fn named_barrier(&mut self, arrive: bool, id: u32, count: u32) -> BuildResult<()> {
+        self.push0(Op::NamedBarrier { arrive, id, count }, &[])
+    }
+    /// Two f32 packed as `fmt` (lo in lane 0 / the low half).
+    pub fn cvt_pack(&mut self, fmt: PackFmt, lo: ValueId, hi: ValueId) -> BuildResult<ValueId> {
+        self.push1(Op::CvtPack(fmt), &[lo, hi], fmt.packed_type())
+    }
+    /// A packed fp8 pair (u16) widened to `vec<f16, 2>`.
+    pub fn cvt_unpack(&mut self, fmt: PackFmt, a: ValueId) -> BuildResult<ValueId> {
+        self.push1(Op::CvtUnpack(fmt), &[a], Type::Vector(ScalarType::F16, 2))
     }
 }
 

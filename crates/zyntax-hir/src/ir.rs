@@ -466,8 +466,9 @@ impl Function {
                 block(&t.block, &at)?;
                 t.args.iter().try_for_each(|v| value(v, &at))?;
             }
-            if let Op::Alloca { elem, .. } | Op::SharedAlloc { elem, .. } | Op::DynShared { elem } =
-                &d.op
+            if let Op::Alloca { elem, .. }
+            | Op::SharedAlloc { elem, .. }
+            | Op::DynShared { elem, .. } = &d.op
             {
                 elem.check_depth().map_err(|e| format!("{}: {e}", at()))?;
             }

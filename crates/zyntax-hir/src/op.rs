@@ -59,6 +59,8 @@
 //! | `bulk.copy.g2s` / `bulk.copy.s2g` | dst, src, bytes (u32) [, bar] | – |
 //! | `bulk.commit_group`, `bulk.wait_group[.read] <n>` | – | – |
 //! | `prefetch.tensormap` | tmap | – |
+//! | `bar.sync` / `bar.arrive` (immediates id, count) | – | – |
+//! | `cvt_pack.<fmt>` / `cvt_unpack.<fmt>` | lo, hi (f32) / packed (u16) | 1 packed pair / vec<f16, 2> |
 //! | `call @f` | arguments | callee's returns |
 //! | `jump` / `br` / `return` / `unreachable` | – / cond / values / – | – |
 
@@ -203,8 +205,14 @@ named_enum!(
     /// PTX cache operator of a global load or store (issue 12 item 3). Loads:
     /// `ca` (L1 and L2), `cg` (L2 only), `cs` (streaming, evict first), `lu`
     /// (last use), `cv` (don't cache, fetch again); stores: `wb` (write back),
-    /// `cg`, `cs`, `wt` (write through). They change speed, never values.
-    CacheOp { Ca => "ca", Cg => "cg", Cs => "cs", Lu => "lu", Cv => "cv", Wb => "wb", Wt => "wt" }
+    /// `cg`, `cs`, `wt` (write through). `evict_first` / `evict_last` (loads
+    /// and stores, sm_80) keep the default operator and give the access an L2
+    /// eviction priority through a `createpolicy` cache hint. They change
+    /// speed, never values.
+    CacheOp {
+        Ca => "ca", Cg => "cg", Cs => "cs", Lu => "lu", Cv => "cv", Wb => "wb", Wt => "wt",
+        EvictFirst => "evict_first", EvictLast => "evict_last",
+    }
 );
 
 impl CacheOp {
@@ -213,10 +221,14 @@ impl CacheOp {
         matches!(
             self,
             CacheOp::Ca | CacheOp::Cg | CacheOp::Cs | CacheOp::Lu | CacheOp::Cv
-        )
+        ) || self.is_l2_hint()
     }
     pub fn for_store(self) -> bool {
-        matches!(self, CacheOp::Wb | CacheOp::Cg | CacheOp::Cs | CacheOp::Wt)
+        matches!(self, CacheOp::Wb | CacheOp::Cg | CacheOp::Cs | CacheOp::Wt) || self.is_l2_hint()
+    }
+    /// An L2 eviction priority (`createpolicy` + `.L2::cache_hint`), not a PTX cache operator.
+    pub fn is_l2_hint(self) -> bool {
+        matches!(self, CacheOp::EvictFirst | CacheOp::EvictLast)
     }
 }
 
@@ -225,6 +237,29 @@ named_enum!(
     /// `rcp.approx`, `tanh.approx` (sm_80+); error bounds in docs/semantics.md.
     ApproxOp { Ex2 => "ex2", Rcp => "rcp", Tanh => "tanh" }
 );
+
+named_enum!(
+    /// Packed pair formats of `cvt_pack` / `cvt_unpack` (issue 12 item 3): the
+    /// first operand goes to lane 0 (the low half), the second to lane 1.
+    /// `f16x2`/`bf16x2` give `vec<f16|bf16, 2>`; the fp8 pairs (`e4m3x2`,
+    /// `e5m2x2`, saturated to the largest finite value) a `u16`.
+    PackFmt { F16x2 => "f16x2", Bf16x2 => "bf16x2", E4m3x2 => "e4m3x2", E5m2x2 => "e5m2x2" }
+);
+
+impl PackFmt {
+    /// The type of a packed pair.
+    pub fn packed_type(self) -> crate::types::Type {
+        use crate::types::{ScalarType as S, Type};
+        match self {
+            PackFmt::F16x2 => Type::Vector(S::F16, 2),
+            PackFmt::Bf16x2 => Type::Vector(S::BF16, 2),
+            PackFmt::E4m3x2 | PackFmt::E5m2x2 => Type::Scalar(S::U16),
+        }
+    }
+    pub fn is_fp8(self) -> bool {
+        matches!(self, PackFmt::E4m3x2 | PackFmt::E5m2x2)
+    }
+}
 
 named_enum!(
     /// Shape (M x N x K) of a warp-level `mma.sync`.
@@ -437,14 +472,20 @@ pub enum Op {
         elem: crate::types::Type,
         count: u64,
     },
-    /// Static shared memory of the block: `count` elements.
+    /// Static shared memory of the block: `count` elements, aligned to
+    /// `align` bytes (0: the default, see [`shared_align`]).
     SharedAlloc {
         elem: crate::types::Type,
         count: u64,
+        #[serde(default, skip_serializing_if = "is_zero")]
+        align: u32,
     },
-    /// Pointer to the block's dynamic shared memory (size set at launch).
+    /// Pointer to the block's dynamic shared memory (size set at launch),
+    /// aligned to `align` bytes (0: the default).
     DynShared {
         elem: crate::types::Type,
+        #[serde(default, skip_serializing_if = "is_zero")]
+        align: u32,
     },
 
     // --- GPU: indices
@@ -591,6 +632,32 @@ pub enum Op {
     },
     /// `prefetch.tensormap`.
     PrefetchTensormap,
+    // --- issue 12 (rest): named barriers and packed conversions
+    /// `bar.sync id, count` (`arrive: false`) or `bar.arrive id, count`:
+    /// named barrier `id` (1..=15) completes when `count` threads (whole warps) arrived.
+    NamedBarrier {
+        arrive: bool,
+        id: u32,
+        count: u32,
+    },
+    /// Two f32 rounded to nearest even and packed into one 32- or 16-bit pair.
+    CvtPack(PackFmt),
+    /// A packed fp8 pair (`u16`) widened exactly to `vec<f16, 2>` (sm_89).
+    CvtUnpack(PackFmt),
+}
+
+fn is_zero(x: &u32) -> bool {
+    *x == 0
+}
+
+/// The largest alignment a shared allocation may declare (wgmma's 128-byte
+/// swizzle atoms and TMA destinations need 1024 / 128 bytes).
+pub const MAX_SHARED_ALIGN: u32 = 1024;
+
+/// The alignment in bytes a shared allocation of `elem` gets: the declared
+/// `align`, the element's own, and at least 16 (vector and `cp.async` accesses).
+pub fn shared_align(elem: &crate::types::Type, align: u32) -> u64 {
+    elem.align_bytes().max(16).max(u64::from(align))
 }
 
 /// Broad classes of ops, used by the verifier's placement rules and the docs.
@@ -664,6 +731,8 @@ impl Op {
             Setmaxnreg { count, inc } => {
                 format!("setmaxnreg.{}.{count}", if *inc { "inc" } else { "dec" })
             }
+            CvtPack(f) => format!("cvt_pack.{f}"),
+            CvtUnpack(f) => format!("cvt_unpack.{f}"),
             _ => self.def().mnemonic.into(),
         }
     }

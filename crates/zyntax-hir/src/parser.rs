@@ -964,6 +964,7 @@ impl Parser {
                 | Op::Shfl { .. }
                 | Op::CpAsyncWait(_)
                 | Op::BulkWaitGroup { .. }
+                | Op::NamedBarrier { .. }
                 | Op::Jump
                 | Op::Branch
         );
@@ -1037,13 +1038,26 @@ impl Parser {
                 let op = if parts[0] == "alloca" {
                     Op::Alloca { elem, count }
                 } else {
-                    Op::SharedAlloc { elem, count }
+                    let align = self.shared_align()?;
+                    Op::SharedAlloc { elem, count, align }
                 };
                 return Ok((op, Vec::new(), Vec::new()));
             }
             ["dyn_shared"] => {
                 let elem = self.ty(0)?;
-                return Ok((Op::DynShared { elem }, Vec::new(), Vec::new()));
+                let align = self.shared_align()?;
+                return Ok((Op::DynShared { elem, align }, Vec::new(), Vec::new()));
+            }
+            ["bar", which @ ("sync" | "arrive")] => {
+                let id = self.expect_u32("a named-barrier id")?;
+                self.expect_punct(',', "`,` and a thread count after the barrier id")?;
+                let count = self.expect_u32("a thread count")?;
+                let arrive = *which == "arrive";
+                return Ok((
+                    Op::NamedBarrier { arrive, id, count },
+                    Vec::new(),
+                    Vec::new(),
+                ));
             }
             ["bulk", "wait_group", rest @ ..] if matches!(rest, [] | ["read"]) => {
                 let pending = self.expect_u32("the number of bulk groups that may stay pending")?;
@@ -1289,11 +1303,30 @@ impl Parser {
                 }
                 Op::Wgmma(w)
             }
+            [which @ ("cvt_pack" | "cvt_unpack"), fmt] => {
+                let f = PackFmt::from_name(fmt).ok_or_else(|| {
+                    bad_suffix(self, "pair format", names(PackFmt::ALL, PackFmt::name))
+                })?;
+                if *which == "cvt_pack" {
+                    Op::CvtPack(f)
+                } else {
+                    Op::CvtUnpack(f)
+                }
+            }
             ["return"] => Op::Return,
             _ => return Err(unknown(self)),
         };
         let args = self.value_list(st)?;
         Ok((op, args, Vec::new()))
+    }
+
+    /// The optional `align N` of a shared allocation (0 when absent).
+    fn shared_align(&mut self) -> PResult<u32> {
+        if self.peek_ident() != Some("align") {
+            return Ok(0);
+        }
+        self.next();
+        self.expect_u32("an alignment in bytes")
     }
 
     /// The literal of `const`, interpreted by the result type.

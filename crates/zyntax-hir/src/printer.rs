@@ -192,17 +192,29 @@ pub fn print_inst(f: &Function, inst: InstId) -> String {
         Op::Insert(lane) => {
             let _ = write!(out, " {args}, {lane}");
         }
-        Op::Alloca { elem, count } | Op::SharedAlloc { elem, count } => {
+        Op::Alloca { elem, count } => {
             let _ = write!(out, " {elem}, {count}");
         }
-        Op::DynShared { elem } => {
+        Op::SharedAlloc { elem, count, align } => {
+            let _ = write!(out, " {elem}, {count}");
+            if *align != 0 {
+                let _ = write!(out, " align {align}");
+            }
+        }
+        Op::DynShared { elem, align } => {
             let _ = write!(out, " {elem}");
+            if *align != 0 {
+                let _ = write!(out, " align {align}");
+            }
         }
         Op::Shfl { width, .. } => {
             let _ = write!(out, " {args} width {width}");
         }
         Op::CpAsyncWait(n) | Op::BulkWaitGroup { pending: n, .. } => {
             let _ = write!(out, " {n}");
+        }
+        Op::NamedBarrier { id, count, .. } => {
+            let _ = write!(out, " {id}, {count}");
         }
         Op::Call(name) => {
             let _ = write!(out, " @{name}");

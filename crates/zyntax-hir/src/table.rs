@@ -619,13 +619,13 @@ pub static OPS: &[OpDef] = &[
         1,
         "ptr<shared, elem>",
     )
-    .imm("elem, count")
+    .imm("elem, count [align N]")
     .gpu()
     .rust("shared_alloc(elem, count)")
     .py(Py::Hand("shared_alloc"))
     .doc("Static shared memory of the block."),
     row("dyn_shared", "", "dyn_shared", NONE, 1, "ptr<shared, elem>")
-        .imm("elem")
+        .imm("elem [align N]")
         .gpu()
         .rust("dyn_shared(elem)")
         .py(Py::Hand("dyn_shared"))
@@ -1065,13 +1065,13 @@ pub static OPS: &[OpDef] = &[
         .fx(fx::READ)
         .rust("load_cached(cop, ptr)")
         .py(Py::Hand("load_cached"))
-        .doc("Global load with a cache operator (ca, cg, cs, lu, cv)."),
+        .doc("Global load with a cache operator (ca, cg, cs, lu, cv) or L2 hint (evict_first, evict_last)."),
     row("store_cached", "", "store.<cop>", &["ptr", "value"], 0, "–")
         .class(Mem)
         .fx(fx::WRITE)
         .rust("store_cached(cop, ptr, value)")
         .py(Py::Hand("store_cached"))
-        .doc("Global store with a cache operator (wb, cg, cs, wt)."),
+        .doc("Global store with a cache operator (wb, cg, cs, wt) or L2 hint (evict_first, evict_last)."),
     // --- calls and control flow
     row("call", "", "call", NONE, 0, "callee's returns")
         .imm("@callee")
@@ -1377,6 +1377,31 @@ pub static OPS: &[OpDef] = &[
         .rust("prefetch_tensormap(tmap)")
         .py(Py::Hand("prefetch_tensormap"))
         .doc("Prefetches the tensor map into the cache (no effect on values)."),
+    // --- issue 12 (rest): named barriers, packed conversions
+    row("named_barrier", "sync", "bar.sync", NONE, 0, "–")
+        .imm("id, count")
+        .gpu()
+        .fx(fx::SYNC | fx::WARP)
+        .rust("named_barrier(false, id, count)")
+        .py(Py::Hand("named_barrier_sync"))
+        .doc("Waits at named barrier id (1..15) until count threads (whole warps) have arrived."),
+    row("named_barrier", "arrive", "bar.arrive", NONE, 0, "–")
+        .imm("id, count")
+        .gpu()
+        .fx(fx::SYNC | fx::WARP)
+        .rust("named_barrier(true, id, count)")
+        .py(Py::Hand("named_barrier_arrive"))
+        .doc("Arrives at named barrier id (1..15) of count threads without waiting (producer side)."),
+    row("cvt_pack", "", "cvt_pack.<fmt>", &["lo", "hi"], 1, "packed pair")
+        .gpu()
+        .rust("cvt_pack(fmt, lo, hi)")
+        .py(Py::Hand("cvt_pack"))
+        .doc("Two f32 rounded to nearest even into a pair: vec<f16|bf16, 2>, or u16 of fp8 (satfinite)."),
+    row("cvt_unpack", "", "cvt_unpack.<fmt>", &["a"], 1, "vec<f16, 2>")
+        .gpu()
+        .rust("cvt_unpack(fmt, a)")
+        .py(Py::Hand("cvt_unpack"))
+        .doc("A packed fp8 pair (u16) widened exactly to vec<f16, 2>."),
 ];
 
 /// A TMA row: variadic operands (1-5 coordinates, listed in `op.rs`), no results.
@@ -1500,6 +1525,11 @@ impl Op {
             BulkCommitGroup => ("bulk_commit_group", ""),
             BulkWaitGroup { read, .. } => ("bulk_wait_group", if *read { "read" } else { "" }),
             PrefetchTensormap => ("prefetch_tensormap", ""),
+            NamedBarrier { arrive, .. } => {
+                ("named_barrier", if *arrive { "arrive" } else { "sync" })
+            }
+            CvtPack(_) => ("cvt_pack", ""),
+            CvtUnpack(_) => ("cvt_unpack", ""),
         }
     }
 

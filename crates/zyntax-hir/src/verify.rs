@@ -514,7 +514,7 @@ fn check_type_depths(cx: &mut Ctx) -> bool {
         }
     }
     for (k, d) in f.insts.iter().enumerate() {
-        if let Op::Alloca { elem, .. } | Op::SharedAlloc { elem, .. } | Op::DynShared { elem } =
+        if let Op::Alloca { elem, .. } | Op::SharedAlloc { elem, .. } | Op::DynShared { elem, .. } =
             &d.op
         {
             // The result is a pointer to `elem`, one level deeper.
@@ -698,7 +698,9 @@ fn reached_from(m: &Module, f: &Function) -> (Option<usize>, Vec<usize>) {
 fn own_static_shared(f: &Function) -> u64 {
     placed_insts(f)
         .filter_map(|d| match &d.op {
-            Op::SharedAlloc { elem, count } => elem.size_bytes().map(|s| s.saturating_mul(*count)),
+            Op::SharedAlloc { elem, count, .. } => {
+                elem.size_bytes().map(|s| s.saturating_mul(*count))
+            }
             _ => None,
         })
         .fold(0u64, u64::saturating_add)
@@ -1192,9 +1194,28 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
                     a[0], a[1]
                 ));
             }
+            if is_half_pair(a[0]) {
+                // Packed f16x2/bf16x2 arithmetic (issue 12): one PTX instruction per pair.
+                if !matches!(
+                    d.op,
+                    Op::Binary(
+                        crate::op::BinOp::Add
+                            | crate::op::BinOp::Sub
+                            | crate::op::BinOp::Mul
+                            | crate::op::BinOp::Min
+                            | crate::op::BinOp::Max
+                    )
+                ) {
+                    return Err(format!(
+                        "`{mn}` on {}: half pairs take add, sub, mul, min, max and fma",
+                        a[0]
+                    ));
+                }
+                return same("the result", r[0], a[0]);
+            }
             let Some(s) = scalar(a[0]) else {
                 return Err(format!(
-                    "`{mn}` takes scalars, got {} (extract vector lanes first)",
+                    "`{mn}` takes scalars, got {} (extract vector lanes first; only the half pairs vec<f16, 2> and vec<bf16, 2> take arithmetic)",
                     a[0]
                 ));
             };
@@ -1215,7 +1236,7 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             same("the result", r[0], a[0])
         }
         Op::Fma => {
-            if !a[0].is_float() {
+            if !a[0].is_float() && !is_half_pair(a[0]) {
                 return Err(format!("`fma` takes floats, got {}", a[0]));
             }
             same("operand 2", a[1], a[0])?;
@@ -1372,15 +1393,17 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
                 &Type::ptr(AddrSpace::Local, elem.clone()),
             )
         }
-        Op::SharedAlloc { elem, count } => {
+        Op::SharedAlloc { elem, count, align } => {
             check_alloc(elem, *count, MAX_STATIC_SHARED_BYTES, "shared_alloc")?;
+            check_shared_align(*align, "shared_alloc")?;
             same(
                 "the result",
                 r[0],
                 &Type::ptr(AddrSpace::Shared, elem.clone()),
             )
         }
-        Op::DynShared { elem } => {
+        Op::DynShared { elem, align } => {
+            check_shared_align(*align, "dyn_shared")?;
             if let Some(m) = memory_type_problem(elem) {
                 return Err(format!("dyn_shared element: {m}"));
             }
@@ -1628,7 +1651,7 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             let name = d.op.mnemonic();
             if (load && !c.for_load()) || (!load && !c.for_store()) {
                 return Err(format!(
-                    "{name}: `{c}` is not a {} cache operator (loads: ca, cg, cs, lu, cv; stores: wb, cg, cs, wt)",
+                    "{name}: `{c}` is not a {} cache operator (loads: ca, cg, cs, lu, cv; stores: wb, cg, cs, wt; both: evict_first, evict_last)",
                     if load { "load" } else { "store" }
                 ));
             }
@@ -1760,6 +1783,22 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
                 return Err(format!("`{mn}` {pending}: at most 63 pending groups"));
             }
             Ok(())
+        }
+        // --- issue 12 (rest)
+        Op::NamedBarrier { id, count, .. } => check_named_barrier(f, &mn, *id, *count),
+        Op::CvtPack(fmt) => {
+            same("the low operand", a[0], &Type::F32)?;
+            same("the high operand", a[1], &Type::F32)?;
+            same("the result", r[0], &fmt.packed_type())
+        }
+        Op::CvtUnpack(fmt) => {
+            if !fmt.is_fp8() {
+                return Err(format!(
+                    "`{mn}`: only fp8 pairs (e4m3x2, e5m2x2) unpack; widen f16/bf16 with `cast`"
+                ));
+            }
+            same("the packed pair", a[0], &Type::U16)?;
+            same("the result", r[0], &Type::Vector(ScalarType::F16, 2))
         }
     }
 }
@@ -1941,6 +1980,50 @@ fn check_wgmma(w: crate::op::Wgmma, a: &[&Type], r: &[&Type]) -> Check {
     }
     same("scale_d", a[3], &Type::BOOL)?;
     same("the result", r[0], &Type::Vector(acc, lanes))
+}
+
+/// `vec<f16, 2>` or `vec<bf16, 2>`: the packed pairs `add`/`sub`/`mul`/`min`/`max`/`fma` take.
+fn is_half_pair(t: &Type) -> bool {
+    matches!(t, Type::Vector(ScalarType::F16 | ScalarType::BF16, 2))
+}
+
+/// A declared shared-memory alignment: 0 (the default) or a power of two up to 1024.
+fn check_shared_align(align: u32, what: &str) -> Check {
+    if align != 0 && (!align.is_power_of_two() || align > crate::op::MAX_SHARED_ALIGN) {
+        return Err(format!(
+            "{what}: align {align} must be a power of two up to {}",
+            crate::op::MAX_SHARED_ALIGN
+        ));
+    }
+    Ok(())
+}
+
+/// `bar.sync`/`bar.arrive`: id 1..=15 (0 is `barrier`), a count of whole warps
+/// that fits the kernel's declared block size.
+fn check_named_barrier(f: &Function, mn: &str, id: u32, count: u32) -> Check {
+    if !(1..=15).contains(&id) {
+        return Err(format!(
+            "`{mn}`: named-barrier id {id} is out of range 1..15 (barrier 0 is the block-wide `barrier`)"
+        ));
+    }
+    if count == 0 || !count.is_multiple_of(32) || count > 1024 {
+        return Err(format!(
+            "`{mn}`: the thread count {count} must be a multiple of 32 (whole warps) in 32..1024"
+        ));
+    }
+    let info = f.kind.kernel_info();
+    let block = info.and_then(|k| k.exact_threads.or(k.max_threads));
+    if let Some(b) = block {
+        let threads = u64::from(b[0]) * u64::from(b[1]) * u64::from(b[2]);
+        // Whole warps: a partial last warp still counts 32 at a barrier.
+        let warps = threads.div_ceil(32) * 32;
+        if u64::from(count) > warps {
+            return Err(format!(
+                "`{mn}`: {count} threads can never arrive in a block of at most {threads} threads"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `ld.acquire`/`st.release` move 32 or 64 bits.

@@ -63,8 +63,12 @@ fn every_op() -> Vec<Op> {
         Op::SharedAlloc {
             elem: Type::F32,
             count: 1,
+            align: 0,
         },
-        Op::DynShared { elem: Type::F32 },
+        Op::DynShared {
+            elem: Type::F32,
+            align: 0,
+        },
         Op::LaneId,
         Op::Barrier,
         Op::WarpSync,
@@ -193,6 +197,16 @@ fn every_op() -> Vec<Op> {
         Op::PrefetchTensormap,
     ]);
     ops.extend(BulkRedOp::ALL.iter().map(|&r| Op::TmaReduce(r)));
+    // issue 12 (rest)
+    for arrive in [false, true] {
+        ops.push(Op::NamedBarrier {
+            arrive,
+            id: 1,
+            count: 64,
+        });
+    }
+    ops.extend(PackFmt::ALL.iter().map(|&f| Op::CvtPack(f)));
+    ops.push(Op::CvtUnpack(PackFmt::E4m3x2));
     ops
 }
 

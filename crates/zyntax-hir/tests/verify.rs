@@ -1644,6 +1644,16 @@ fn kernel_arch_overrides_targets_and_reaches_device_functions() {
     assert_eq!(d.function, "stage");
 }
 
+fn explicit_ptx_feature(f: &arch::Feature) -> bool {
+    [
+        arch::MMA_SYNC_FP8,
+        arch::CVT_FP8,
+        arch::L2_HINT,
+        arch::WGMMA_MIXED_INT,
+    ]
+    .contains(f)
+}
+
 #[test]
 fn arch_table_is_consistent() {
     for a in Arch::ALL {
@@ -1659,15 +1669,15 @@ fn arch_table_is_consistent() {
             "{f:?}"
         );
         // Every feature fits the newest target's default, except fp8 mma.sync
-        // and mixed s8/u8 wgmma, which need an explicit ptx(8.4) (issues 12, 13).
-        if *f != arch::MMA_SYNC_FP8 && *f != arch::WGMMA_MIXED_INT {
+        // and fp8 conversions, which need an explicit ptx(8.4) / ptx(8.1) (issue 12).
+        if !explicit_ptx_feature(f) {
             assert!(f.available(Arch::Sm90a, Arch::Sm90a.default_ptx()), "{f:?}");
         }
     }
     // Every default PTX covers every feature its arch has.
     for a in Arch::ALL {
         for f in arch::FEATURES {
-            if a >= f.arch && *f != arch::MMA_SYNC_FP8 && *f != arch::WGMMA_MIXED_INT {
+            if a >= f.arch && !explicit_ptx_feature(f) {
                 assert!(
                     f.available(a, a.default_ptx()),
                     "{a} default PTX lacks {}",

@@ -45,7 +45,7 @@ fn ty() -> impl Strategy<Value = Type> {
 
 /// Every op variant, chosen by `n`, with immediates from `k`, `c` and `t`.
 fn op(n: u8, k: u32, c: i64, t: Type, fr: FragType, name: String) -> Op {
-    match n % 50 {
+    match n % 53 {
         0 => Op::Const(ConstValue::Int(c)),
         1 => Op::Const(ConstValue::Float(c as u64)),
         2 => Op::Const(ConstValue::Bool(c & 1 == 1)),
@@ -69,8 +69,12 @@ fn op(n: u8, k: u32, c: i64, t: Type, fr: FragType, name: String) -> Op {
         17 => Op::SharedAlloc {
             elem: t,
             count: c as u64 % 100_000,
+            align: 1 << (k % 12),
         },
-        18 => Op::DynShared { elem: t },
+        18 => Op::DynShared {
+            elem: t,
+            align: 1 << (k % 12),
+        },
         19 => Op::ThreadIdx(Dim::ALL[k as usize % 3]),
         20 => Op::BlockIdx(Dim::ALL[k as usize % 3]),
         21 => Op::BlockDim(Dim::ALL[k as usize % 3]),
@@ -131,6 +135,14 @@ fn op(n: u8, k: u32, c: i64, t: Type, fr: FragType, name: String) -> Op {
         46 => Op::Approx(ApproxOp::ALL[k as usize % ApproxOp::ALL.len()]),
         47 => Op::LoadCached(CacheOp::ALL[k as usize % CacheOp::ALL.len()]),
         48 => Op::StoreCached(CacheOp::ALL[k as usize % CacheOp::ALL.len()]),
+        // Issue 12 (rest): named barriers, packed conversions.
+        49 => Op::NamedBarrier {
+            arrive: c & 1 == 0,
+            id: k % 20,
+            count: (c as u32) % 1100,
+        },
+        50 => Op::CvtPack(PackFmt::ALL[k as usize % PackFmt::ALL.len()]),
+        51 => Op::CvtUnpack(PackFmt::ALL[k as usize % PackFmt::ALL.len()]),
         _ => Op::Unreachable,
     }
 }

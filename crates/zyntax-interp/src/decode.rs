@@ -9,8 +9,8 @@ use crate::memory;
 use crate::{InterpError, Result};
 use zyntax_hir::{
     ApproxOp, AtomicOp, BinOp, BitOp, BlockCall, CacheHint, CmpOp, FragKind, FragType, Function,
-    InstId, Layout, MatchMode, MbarrierOp, MmaElem, Module, Op, ReduxOp, ScalarType, ShflMode,
-    Swizzle, Type, UnOp, ValueId, VoteMode, Wgmma,
+    InstId, Layout, MatchMode, MbarrierOp, MmaElem, Module, Op, PackFmt, ReduxOp, ScalarType,
+    ShflMode, Swizzle, Type, UnOp, ValueId, VoteMode, Wgmma,
 };
 
 /// Elements of the largest fragment (32x16 or 16x32).
@@ -388,6 +388,32 @@ pub enum DOp {
     Elect {
         dst: u32,
     },
+    // --- issue 12 (rest)
+    /// Element-wise `fma` of packed half pairs.
+    FmaV {
+        mt: MemTy,
+        dst: u32,
+        a: u32,
+        b: u32,
+        c: u32,
+    },
+    /// `bar.sync`/`bar.arrive`: the whole warp arrives (32 threads) at barrier `id`.
+    NamedBarrier {
+        arrive: bool,
+        id: u32,
+        count: u32,
+    },
+    CvtPack {
+        fmt: PackFmt,
+        dst: u32,
+        lo: u32,
+        hi: u32,
+    },
+    CvtUnpack {
+        fmt: PackFmt,
+        dst: u32,
+        a: u32,
+    },
 }
 
 impl DOp {
@@ -408,6 +434,7 @@ impl DOp {
                 | DOp::Stmatrix { .. }
                 | DOp::Wgmma { .. }
                 | DOp::Elect { .. }
+                | DOp::NamedBarrier { .. }
         )
     }
 }
@@ -755,6 +782,13 @@ impl Decoder<'_> {
                     b: arg(1)?,
                     c: arg(2)?,
                 },
+                t @ Type::Vector(s, _) if s.is_float() => DOp::FmaV {
+                    mt: MemTy::of(&t).ok_or_else(|| InterpError::Internal("fma vector".into()))?,
+                    dst: res(0)?,
+                    a: arg(0)?,
+                    b: arg(1)?,
+                    c: arg(2)?,
+                },
                 t => return bad(&format!("fma on {t}")),
             },
             Op::Cmp(op) => match arg_ty(0) {
@@ -884,7 +918,8 @@ impl Decoder<'_> {
                     }
                 }
             }
-            Op::Alloca { elem, count } | Op::SharedAlloc { elem, count } => {
+            // Every allocation starts at offset 0 of its own region: any declared alignment holds.
+            Op::Alloca { elem, count } | Op::SharedAlloc { elem, count, .. } => {
                 let Some(bytes) = elem.size_bytes().and_then(|b| b.checked_mul(*count)) else {
                     return bad("allocation size overflows");
                 };
@@ -1204,6 +1239,22 @@ impl Decoder<'_> {
                 trans: *trans,
                 ptr: arg(0)?,
                 src: arg(1)?,
+            },
+            Op::NamedBarrier { arrive, id, count } => DOp::NamedBarrier {
+                arrive: *arrive,
+                id: *id,
+                count: *count,
+            },
+            Op::CvtPack(fmt) => DOp::CvtPack {
+                fmt: *fmt,
+                dst: res(0)?,
+                lo: arg(0)?,
+                hi: arg(1)?,
+            },
+            Op::CvtUnpack(fmt) => DOp::CvtUnpack {
+                fmt: *fmt,
+                dst: res(0)?,
+                a: arg(0)?,
             },
             Op::Approx(op) => DOp::Approx {
                 op: *op,

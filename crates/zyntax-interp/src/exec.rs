@@ -31,6 +31,8 @@ enum St {
     Coll,
     /// Waiting at a barrier.
     Bar,
+    /// Waiting at a named barrier (`bar.sync id, count`).
+    NBar,
     Done,
 }
 
@@ -101,6 +103,10 @@ pub struct Exec<'a> {
     uses_cp: bool,
     /// Tensor maps of the launch, indexed by a `tensormap` register's bits - 1.
     tensor_maps: Rc<Vec<crate::tma::InterpTensorMap>>,
+    /// Named barriers 1..=15 of the block: (threads arrived, expected count).
+    nbar: [(u32, u32); 16],
+    /// A named barrier completed in this round: its waiters can run again.
+    nbar_released: bool,
 }
 
 /// Deepest recursion the interpreter runs (GPU stacks are small too).
@@ -334,6 +340,8 @@ impl<'a> Exec<'a> {
             root: p.entry,
             uses_cp: p.insts.iter().any(|i| matches!(i.op, DOp::CpAsync { .. })),
             tensor_maps: launch.tensor_maps.clone(),
+            nbar: [(0, 0); 16],
+            nbar_released: false,
         }
     }
 
@@ -370,6 +378,7 @@ impl<'a> Exec<'a> {
             a.data.clear();
         }
         self.mem.epoch = self.mem.epoch.wrapping_add(1);
+        self.nbar = [(0, 0); 16];
         if self.uses_cp {
             for c in &mut self.cp {
                 c.open.clear();
@@ -404,7 +413,7 @@ impl<'a> Exec<'a> {
             for wi in 0..self.warps.len() {
                 yielded |= self.run_warp(wi)?;
             }
-            if yielded {
+            if yielded || std::mem::take(&mut self.nbar_released) {
                 continue;
             }
             // Every warp is blocked or done: release a barrier or report why not.
@@ -446,6 +455,7 @@ impl<'a> Exec<'a> {
                                 Some(_) => {}
                             }
                         }
+                        St::NBar => return Err(self.named_barrier_deadlock(warp, l)),
                         St::Run | St::Coll => {
                             return Err(InterpError::Internal(
                                 "a warp stopped with runnable lanes".into(),
@@ -556,7 +566,7 @@ impl<'a> Exec<'a> {
                 let ml = missing.trailing_zeros() as usize;
                 let why = match warp.st.get(ml) {
                     Some(St::Done) => "has exited",
-                    Some(St::Bar) => "waits at a barrier",
+                    Some(St::Bar | St::NBar) => "waits at a barrier",
                     Some(St::Coll) => "waits at a different warp collective",
                     _ => "cannot reach it",
                 };
@@ -573,6 +583,82 @@ impl<'a> Exec<'a> {
                 ));
             }
         }
+    }
+
+    /// Warp `wi` (lanes `mask`, at `pc`) arrives at named barrier `id`; true
+    /// when it must wait (`bar.sync` before the count is reached). Completing
+    /// the barrier releases every warp waiting at it and, like `barrier`,
+    /// starts a new race-check interval.
+    fn named_barrier(
+        &mut self,
+        wi: usize,
+        pc: u32,
+        mask: u32,
+        arrive: bool,
+        id: u32,
+        count: u32,
+    ) -> Result<bool> {
+        let tid = self.warps[wi].base_tid + mask.trailing_zeros();
+        if self.depth > 0 {
+            return Err(self.ctx_full().trap(
+                TrapKind::InvalidCollective,
+                pc,
+                tid,
+                "named barrier inside a recursive call".into(),
+            ));
+        }
+        let slot = &mut self.nbar[id as usize % 16];
+        if slot.0 > 0 && slot.1 != count {
+            let (got, want) = (slot.0, slot.1);
+            return Err(self.ctx_full().trap(
+                TrapKind::DivergentBarrier,
+                pc,
+                tid,
+                format!(
+                    "named barrier {id} reached with count {count} while {got} threads wait with count {want}"
+                ),
+            ));
+        }
+        // The hardware counts a warp as 32 threads, even a partial one.
+        slot.0 += 32;
+        slot.1 = count;
+        if slot.0 < count {
+            return Ok(!arrive);
+        }
+        *slot = (0, 0);
+        let p = self.p;
+        for warp in &mut self.warps {
+            for l in lanes(warp.exist) {
+                let here = warp.st[l] == St::NBar
+                    && matches!(p.insts.get(warp.pc[l] as usize).map(|i| &i.op),
+                        Some(DOp::NamedBarrier { id: i, .. }) if *i == id);
+                if here {
+                    warp.st[l] = St::Run;
+                    warp.pc[l] += 1;
+                }
+            }
+        }
+        self.mem.epoch = self.mem.epoch.wrapping_add(1);
+        self.nbar_released = true;
+        Ok(false)
+    }
+
+    /// Every thread is blocked or done while lane `l` of `warp` waits at a named barrier.
+    fn named_barrier_deadlock(&self, warp: &Warp, l: usize) -> InterpError {
+        let pc = warp.pc[l];
+        let (id, count) = match self.p.insts.get(pc as usize).map(|i| &i.op) {
+            Some(DOp::NamedBarrier { id, count, .. }) => (*id, *count),
+            _ => (0, 0),
+        };
+        let got = self.nbar[id as usize % 16].0;
+        self.ctx_full().trap(
+            TrapKind::DivergentBarrier,
+            pc,
+            warp.base_tid + l as u32,
+            format!(
+                "named barrier {id} deadlock: {got} of {count} threads arrived and no other thread can arrive"
+            ),
+        )
     }
 
     fn same_pc(&self, wi: usize, pc: u32) -> u32 {
@@ -601,9 +687,20 @@ impl<'a> Exec<'a> {
         let warp = &self.warps[wi];
         // Exited lanes stay required: a collective naming a lane that has exited
         // never completes (PTX leaves it undefined; we report it).
-        let live = warp.exist;
         let Some(di) = self.p.insts.get(pc as usize) else {
             return Err(InterpError::Internal("pc out of range".into()));
+        };
+        // A named barrier waits for the lanes that have not exited (like `barrier`).
+        let live = if matches!(di.op, DOp::NamedBarrier { .. }) {
+            let mut m = 0u32;
+            for l in lanes(warp.exist) {
+                if warp.st[l] != St::Done {
+                    m |= 1 << l;
+                }
+            }
+            m
+        } else {
+            warp.exist
         };
         let mask_slot = match &di.op {
             DOp::WarpSync { mask }
@@ -1287,6 +1384,62 @@ impl<'a> Exec<'a> {
                         "reached `unreachable`".into(),
                     ));
                 }
+                DOp::NamedBarrier { arrive, id, count } => {
+                    // The whole warp arrives together (PTX's `bar` is `.aligned`).
+                    let mut group = mask;
+                    for l in lanes(warp.exist) {
+                        if warp.st[l] == St::Coll && warp.pc[l] == pc {
+                            group |= 1 << l;
+                        }
+                    }
+                    let missing = self.collective_ready(wi, pc, group)?;
+                    let warp = &mut self.warps[wi];
+                    if missing != 0 {
+                        for l in lanes(mask) {
+                            warp.st[l] = St::Coll;
+                            warp.pc[l] = pc;
+                        }
+                        return Ok(false);
+                    }
+                    for l in lanes(group) {
+                        warp.st[l] = St::Run;
+                    }
+                    mask = group;
+                    let (arrive, id, count) = (*arrive, *id, *count);
+                    if self.named_barrier(wi, pc, mask, arrive, id, count)? {
+                        let warp = &mut self.warps[wi];
+                        for l in lanes(mask) {
+                            warp.st[l] = St::NBar;
+                            warp.pc[l] = pc;
+                        }
+                        return Ok(false);
+                    }
+                }
+                DOp::FmaV { mt, dst, a, b, c } => {
+                    for l in lanes(mask) {
+                        for i in 0..mt.n {
+                            let (x, y, z) = (
+                                vget(regs, *a, l, *mt, i),
+                                vget(regs, *b, l, *mt, i),
+                                vget(regs, *c, l, *mt, i),
+                            );
+                            vset(regs, *dst, l, *mt, i, scalar::fma(mt.elem, x, y, z));
+                        }
+                    }
+                }
+                DOp::CvtPack { fmt, dst, lo, hi } => {
+                    for l in lanes(mask) {
+                        let (a, b) = (r(regs, *lo, l) as u32, r(regs, *hi, l) as u32);
+                        let v = crate::pack::cvt_pack(*fmt, f32::from_bits(a), f32::from_bits(b));
+                        w(regs, *dst, l, v);
+                    }
+                }
+                DOp::CvtUnpack { fmt, dst, a } => {
+                    for l in lanes(mask) {
+                        let v = crate::pack::cvt_unpack(*fmt, r(regs, *a, l));
+                        w(regs, *dst, l, v);
+                    }
+                }
                 op if op.is_collective() => {
                     // Gather lanes already waiting here; run only when everyone named has arrived.
                     let mut group = mask;
@@ -1413,6 +1566,8 @@ impl<'a> Exec<'a> {
             root: self.root,
             uses_cp: false,
             tensor_maps: self.tensor_maps.clone(),
+            nbar: [(0, 0); 16],
+            nbar_released: false,
         };
         let res = sub.run_block(&args);
         let returned = sub.returned.take();

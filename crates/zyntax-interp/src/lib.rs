@@ -36,6 +36,7 @@ pub mod decode;
 mod exec;
 pub mod mbarrier;
 pub mod memory;
+pub mod pack;
 pub mod scalar;
 pub mod tma;
 pub mod warp_mma;

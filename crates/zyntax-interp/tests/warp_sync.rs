@@ -369,3 +369,245 @@ fn exact_threads_is_enforced_at_launch() {
         .unwrap();
     assert_eq!(bytes_u32(&bufs[0]), (0..64).collect::<Vec<u32>>());
 }
+
+// --- issue 12 (rest): named barriers and packed conversions
+
+fn data_module(name: &str) -> Module {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/data")
+        .join(name);
+    zyntax_hir::parse_module(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+/// Producer warps hand a shared buffer to consumer warps through named
+/// barriers 1 (full) and 2 (empty), two rounds, several blocks.
+#[test]
+fn named_barrier_producer_consumer() {
+    let m = data_module("named_barrier.zir");
+    let it = Interpreter::new(&m).unwrap();
+    let blocks = 3usize;
+    let mut r = Rng::new(91);
+    let input: Vec<u32> = (0..64 * blocks).map(|_| r.u32()).collect();
+    let mut bufs = vec![
+        u32_bytes(&input),
+        u32_bytes(&(0..128 * blocks).map(|_| r.u32()).collect::<Vec<_>>()),
+    ];
+    it.launch(
+        "producer_consumer",
+        [blocks as u32, 1, 1],
+        [128, 1, 1],
+        0,
+        &[Arg::Buffer(0), Arg::Buffer(1)],
+        &mut bufs,
+    )
+    .unwrap();
+    let out = bytes_u32(&bufs[1]);
+    for b in 0..blocks {
+        for round in 0..2u32 {
+            for j in 0..64 {
+                let want = input[b * 64 + 63 - j].wrapping_mul(3).wrapping_add(round);
+                assert_eq!(
+                    out[b * 128 + round as usize * 64 + j],
+                    want,
+                    "block {b} round {round} j {j}"
+                );
+            }
+        }
+    }
+}
+
+/// A named barrier whose count is never reached is a deadlock trap, not a hang.
+#[test]
+fn named_barrier_deadlock_traps() {
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/named_barrier.zir"),
+    )
+    .unwrap()
+    .replace("bar.sync 1, 128", "bar.sync 1, 96");
+    let m = zyntax_hir::parse_module(&text).unwrap();
+    let it = Interpreter::new(&m).unwrap();
+    let mut bufs = vec![u32_bytes(&[1u32; 64]), u32_bytes(&[0u32; 128])];
+    let e = it
+        .launch(
+            "producer_consumer",
+            [1, 1, 1],
+            [128, 1, 1],
+            0,
+            &[Arg::Buffer(0), Arg::Buffer(1)],
+            &mut bufs,
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("named barrier 1"), "{e}");
+}
+
+/// Reference of PTX `cvt.rn.satfinite.{e4m3,e5m2}.f32`, independent of the
+/// interpreter's: the nearest of all finite codes (ties to the even code),
+/// clamped to the largest finite value.
+fn fp8_ref(x: f32, e5m2: bool) -> u8 {
+    let (mb, emin, bias_max) = if e5m2 {
+        (2, -14, 0x7bu8)
+    } else {
+        (3, -6, 0x7eu8)
+    };
+    let value = |c: u8| -> f64 {
+        let e = i32::from(c >> mb);
+        let m = f64::from(c & ((1 << mb) - 1));
+        if e == 0 {
+            m * 2f64.powi(emin - mb)
+        } else {
+            (1.0 + m / f64::from(1 << mb)) * 2f64.powi(e - 1 + emin)
+        }
+    };
+    let sign = if x.is_sign_negative() { 0x80 } else { 0 };
+    let a = f64::from(x.abs());
+    let mut best = 0u8;
+    for c in 0..=bias_max {
+        let (d, db) = ((value(c) - a).abs(), (value(best) - a).abs());
+        if d < db || (d == db && c % 2 == 0) {
+            best = c;
+        }
+    }
+    sign | best
+}
+
+#[test]
+fn cvt_pack_rounds_to_nearest_even() {
+    let m = data_module("cvt_pack.zir");
+    let it = Interpreter::new(&m).unwrap();
+    let n = 256usize;
+    let mut r = Rng::new(93);
+    // Wide magnitudes (fp8 subnormals to beyond every max), both signs, and exact ties.
+    let draw = |r: &mut Rng| -> f32 {
+        let e = r.below(40) as i32 - 20;
+        let v = r.f32(1.0, 2.0) * 2f32.powi(e);
+        if r.below(2) == 0 {
+            -v
+        } else {
+            v
+        }
+    };
+    let mut a: Vec<f32> = (0..n).map(|_| draw(&mut r)).collect();
+    let b: Vec<f32> = (0..n).map(|_| draw(&mut r)).collect();
+    a[0] = 1.0625; // e4m3 tie: to 1.0
+    a[1] = 1.0 + 2f32.powi(-11); // f16 tie: to 1.0
+    a[2] = 1e6; // saturates in both fp8 formats
+    let mut bufs = vec![
+        f32_bytes(&a),
+        f32_bytes(&b),
+        u32_bytes(&(0..6 * n).map(|_| r.u32()).collect::<Vec<_>>()),
+    ];
+    it.launch(
+        "cvt_all",
+        [2, 1, 1],
+        [n as u32 / 2, 1, 1],
+        0,
+        &[Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2)],
+        &mut bufs,
+    )
+    .unwrap();
+    let out = bytes_u32(&bufs[2]);
+    let h = |x: f32| u32::from(f16::from_f32(x).to_bits());
+    let bf = |x: f32| u32::from(half::bf16::from_f32(x).to_bits());
+    for i in 0..n {
+        let (lo, hi) = (a[i], b[i]);
+        assert_eq!(out[i], h(lo) | h(hi) << 16, "f16x2 {lo} {hi}");
+        assert_eq!(out[n + i], bf(lo) | bf(hi) << 16, "bf16x2 {lo} {hi}");
+        for (k, e5) in [(2, false), (3, true)] {
+            let (pl, ph) = (fp8_ref(lo, e5), fp8_ref(hi, e5));
+            assert_eq!(
+                out[k * n + i],
+                u32::from(pl) | u32::from(ph) << 8,
+                "fp8 e5m2={e5} {lo} {hi}"
+            );
+            // Widening back is exact: the f16 of the fp8 value.
+            let back = |c: u8| h(fp8_value(c, e5));
+            assert_eq!(
+                out[(k + 2) * n + i],
+                back(pl) | back(ph) << 16,
+                "unpack e5m2={e5}"
+            );
+        }
+    }
+    assert_eq!(out[2 * n] & 0xff, 0x38);
+    assert_eq!(out[1] & 0xffff, 0x3c00);
+    assert_eq!(out[2 * n + 2] & 0xff, 0x7e);
+    assert_eq!(out[3 * n + 2] & 0xff, 0x7b);
+}
+
+/// The value of a finite fp8 code, for the widening check.
+fn fp8_value(c: u8, e5m2: bool) -> f32 {
+    let (mb, emin) = if e5m2 { (2, -14) } else { (3, -6) };
+    let mag = c & 0x7f;
+    let e = i32::from(mag >> mb);
+    let m = f32::from(mag & ((1 << mb) - 1));
+    let v = if e == 0 {
+        m * 2f32.powi(emin - mb)
+    } else {
+        (1.0 + m / (1 << mb) as f32) * 2f32.powi(e - 1 + emin)
+    };
+    if c & 0x80 != 0 {
+        -v
+    } else {
+        v
+    }
+}
+
+/// Packed half arithmetic on the interpreter: each lane rounded once (RNE), as
+/// the f16x2 instructions do.
+#[test]
+fn packed_half_arithmetic_rounds_each_lane() {
+    let text = "module \"p\" version(2)\nkernel @k {\nblock0(v0: ptr<global, vec<f16, 2>>, v1: ptr<global, vec<f16, 2>>, v2: ptr<global, vec<f16, 2>>):\n    v3: u32 = thread_idx.x\n    v4: ptr<global, vec<f16, 2>> = ptr_add v0, v3\n    v5: vec<f16, 2> = load v4\n    v6: ptr<global, vec<f16, 2>> = ptr_add v1, v3\n    v7: vec<f16, 2> = load v6\n    v8: vec<f16, 2> = fma v5, v7, v5\n    v9: vec<f16, 2> = mul v5, v7\n    v10: vec<f16, 2> = min v8, v9\n    v11: ptr<global, vec<f16, 2>> = ptr_add v2, v3\n    store v11, v10\n    return\n}\n";
+    let m = zyntax_hir::parse_module(text).unwrap();
+    zyntax_hir::verify_module(&m).unwrap();
+    let it = Interpreter::new(&m).unwrap();
+    let n = 64usize;
+    let mut r = Rng::new(95);
+    let a: Vec<f16> = (0..2 * n)
+        .map(|_| f16::from_f32(r.f32(-8.0, 8.0)))
+        .collect();
+    let b: Vec<f16> = (0..2 * n)
+        .map(|_| f16::from_f32(r.f32(-8.0, 8.0)))
+        .collect();
+    let bytes =
+        |v: &[f16]| -> Vec<u8> { v.iter().flat_map(|x| x.to_bits().to_le_bytes()).collect() };
+    let mut bufs = vec![bytes(&a), bytes(&b), vec![0x7e; 4 * n]];
+    it.launch(
+        "k",
+        [1, 1, 1],
+        [n as u32, 1, 1],
+        0,
+        &[Arg::Buffer(0), Arg::Buffer(1), Arg::Buffer(2)],
+        &mut bufs,
+    )
+    .unwrap();
+    for i in 0..2 * n {
+        let (x, y) = (a[i].to_f64(), b[i].to_f64());
+        let fma = f16::from_f64(x.mul_add(y, x));
+        let mul = f16::from_f64(x * y);
+        let want = if fma.to_f64() < mul.to_f64() {
+            fma
+        } else {
+            mul
+        };
+        let got = f16::from_bits(u16::from_le_bytes([bufs[2][2 * i], bufs[2][2 * i + 1]]));
+        assert_eq!(got.to_bits(), want.to_bits(), "lane {i}: {x} {y}");
+    }
+}
+
+/// Lanes that exited before a named barrier do not hold their warp back.
+#[test]
+fn named_barrier_ignores_exited_lanes() {
+    let text = "module \"x\" version(2)\nkernel @k {\nblock0(v0: ptr<global, u32>):\n    v1: u32 = thread_idx.x\n    v2: u32 = const 60\n    v3: bool = cmp.lt v1, v2\n    br v3, block1, block2\nblock1:\n    v4: u32 = const 32\n    v5: bool = cmp.lt v1, v4\n    br v5, block3, block4\nblock3:\n    v6: ptr<global, u32> = ptr_add v0, v1\n    store v6, v1\n    bar.arrive 5, 64\n    return\nblock4:\n    bar.sync 5, 64\n    v7: u32 = sub v1, v4\n    v8: ptr<global, u32> = ptr_add v0, v7\n    v9: u32 = load v8\n    v10: u32 = add v1, v9\n    v11: ptr<global, u32> = ptr_add v8, v4\n    store v11, v10\n    return\nblock2:\n    return\n}\n";
+    let m = zyntax_hir::parse_module(text).unwrap();
+    zyntax_hir::verify_module(&m).unwrap();
+    let it = Interpreter::new(&m).unwrap();
+    let mut bufs = vec![u32_bytes(&[7u32; 64])];
+    it.launch("k", [1, 1, 1], [64, 1, 1], 0, &[Arg::Buffer(0)], &mut bufs)
+        .unwrap();
+    let out = bytes_u32(&bufs[0]);
+    for t in 32..60u32 {
+        assert_eq!(out[t as usize], t + (t - 32), "thread {t}");
+    }
+    assert_eq!(out[60..], [7; 4], "threads 60..64 exited");
+}

@@ -115,7 +115,8 @@ class TensorMapT:
 
 @dataclass(frozen=True)
 class Vec:
-    """A vector value (``vec<f32, 64>``): wgmma accumulators (issue 13)."""
+    """A vector value: wgmma accumulators (``vec<f32, 64>``), packed half
+    pairs and 2/4-element vector loads and stores."""
 
     elem: Scalar
     lanes: int
@@ -457,6 +458,8 @@ def _print_inst(inst: Inst, num: Any, typed: Any, bcall: Any) -> str:
         out += f" {args} width {imm['width']}"
     elif op in ("cp.async.wait", "bulk.wait_group", "bulk.wait_group.read"):
         out += f" {imm['pending']}"
+    elif op in ("bar.sync", "bar.arrive"):
+        out += f" {imm['id']}, {imm['count']}"
     elif op == "call":
         out += f" @{imm['callee']}"
         if args:

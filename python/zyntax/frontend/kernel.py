@@ -504,9 +504,14 @@ class Kernel(_Translatable):
         max_registers: int | None = None,
         device: str = "auto",
         workgroup: Sequence[int] | None = None,
+        exact_threads: int | Sequence[int] | None = None,
     ) -> None:
         super().__init__(pyfunc)
         self.max_threads = _dim3(max_threads, "max_threads") if max_threads is not None else None
+        #: The one block shape the kernel runs with (``.reqntid``); a launch with another fails.
+        self.exact_threads = (
+            _dim3(exact_threads, "exact_threads") if exact_threads is not None else None
+        )
         #: The workgroup of a ``prange`` nest, outermost first (``None``: not a nest kernel).
         self.workgroup = tuple(int(w) for w in workgroup) if workgroup is not None else None
         if self.workgroup is not None:
@@ -647,6 +652,9 @@ class Kernel(_Translatable):
             fn.attrs.append(f"min_blocks({self.min_blocks})")
         if self.max_registers is not None:
             fn.attrs.append(f"max_registers({self.max_registers})")
+        if self.exact_threads is not None:
+            x, y, z = self.exact_threads
+            fn.attrs.append(f"exact_threads({x}, {y}, {z})")
         # The kernel first, then the device functions it calls.
         mod.functions.insert(0, fn)
         params: list[str] = []
@@ -665,6 +673,7 @@ class Kernel(_Translatable):
                 "max_threads": list(self.max_threads) if self.max_threads else None,
                 "min_blocks": self.min_blocks,
                 "max_registers": self.max_registers,
+                "exact_threads": list(self.exact_threads) if self.exact_threads else None,
             },
             source=f"{src.file}:{src.tree.lineno + src.line_offset}",
             tiling_report=list(tr.tiling_report),
@@ -900,6 +909,7 @@ def kernel(
     max_registers: int | None = None,
     device: str = "auto",
     workgroup: Sequence[int] | None = None,
+    exact_threads: int | Sequence[int] | None = None,
 ) -> Callable[[F], Kernel]: ...
 
 
@@ -911,6 +921,7 @@ def kernel(
     max_registers: int | None = None,
     device: str = "auto",
     workgroup: Sequence[int] | None = None,
+    exact_threads: int | Sequence[int] | None = None,
 ) -> Kernel | Callable[[Callable[..., Any]], Kernel]:
     """Make a GPU kernel entry point from a Python function (see ``docs/kernels.md``)."""
 
@@ -922,6 +933,7 @@ def kernel(
             max_registers=max_registers,
             device=device,
             workgroup=workgroup,
+            exact_threads=exact_threads,
         )
 
     return wrap(fn) if fn is not None else wrap

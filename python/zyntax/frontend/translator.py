@@ -306,6 +306,9 @@ _ATOMIC_NAMES = {
     "inc": "inc",
     "dec": "dec",
 }
+# Cache operators and L2 eviction hints of global loads / stores (issue 12).
+_LOAD_CACHE = ("ca", "cg", "cs", "lu", "cv", "evict_first", "evict_last")
+_STORE_CACHE = ("wb", "cg", "cs", "wt", "evict_first", "evict_last")
 _SCOPES = {
     "block": "block",
     "cta": "block",
@@ -2304,7 +2307,260 @@ class FunctionTranslator:
         args = [self.value(v, e, arr.dtype) for v in vals]
         return self.fn.emit1(f"atomic.{name}.{sc}", [ptr, *args], arr.dtype)
 
+    # ---- issue 12: the warp-level ISA
+    def _index_ptr(self, e: ast.AST, what: str, arr: Operand, index: Operand) -> Value:
+        """The pointer to `arr[index]` (an int or a tuple of ints)."""
+        if not isinstance(arr, ArrayView):
+            raise self.error(e, f"{what} needs an array as its first argument", KernelTypeError)
+        idx: list[Operand] = index.items if isinstance(index, TupleVal) else [index]
+        if len(idx) != arr.ndim:
+            raise self.error(
+                e,
+                f"array has {arr.ndim} dimension(s) but {len(idx)} indices were given",
+                KernelTypeError,
+            )
+        return self.element_ptr(arr, idx, e)
+
+    def _int_value(self, e: ast.AST, what: str, x: Operand) -> tuple[Value, Scalar]:
+        t = self.scalar_type(x, e)
+        if not t.is_int:
+            raise self.error(e, f"zyntax.lang.{what}() takes an integer, got {t}", KernelTypeError)
+        return self.value(x, e, t), t
+
+    def prim_bfe(self, e: ast.AST, a: Operand, pos: Operand, length: Operand) -> Operand:
+        v, t = self._int_value(e, "bfe", a)
+        return self.fn.emit1("bfe", [v, self._u32(pos, e), self._u32(length, e)], t)
+
+    def prim_bfi(
+        self, e: ast.AST, a: Operand, b: Operand, pos: Operand, length: Operand
+    ) -> Operand:
+        bv, t = self._int_value(e, "bfi", b)
+        args = [self.value(a, e, t), bv, self._u32(pos, e), self._u32(length, e)]
+        return self.fn.emit1("bfi", args, t)
+
+    def _u32_op(self, e: ast.AST, op: str, *xs: Operand) -> Operand:
+        return self.fn.emit1(op, [self._u32(x, e) for x in xs], U32)
+
+    def prim_prmt(self, e: ast.AST, a: Operand, b: Operand, sel: Operand) -> Operand:
+        return self._u32_op(e, "prmt", a, b, sel)
+
+    def prim_shf_l_wrap(self, e: ast.AST, lo: Operand, hi: Operand, n: Operand) -> Operand:
+        return self._u32_op(e, "shf.l.wrap", lo, hi, n)
+
+    def prim_shf_l_clamp(self, e: ast.AST, lo: Operand, hi: Operand, n: Operand) -> Operand:
+        return self._u32_op(e, "shf.l.clamp", lo, hi, n)
+
+    def prim_shf_r_wrap(self, e: ast.AST, lo: Operand, hi: Operand, n: Operand) -> Operand:
+        return self._u32_op(e, "shf.r.wrap", lo, hi, n)
+
+    def prim_shf_r_clamp(self, e: ast.AST, lo: Operand, hi: Operand, n: Operand) -> Operand:
+        return self._u32_op(e, "shf.r.clamp", lo, hi, n)
+
+    def _named_barrier(self, e: ast.AST, which: str, bar: Operand, count: Operand) -> Operand:
+        i = self._const_int(bar, e, "the barrier id")
+        n = self._const_int(count, e, "the thread count")
+        self.fn.emit0(f"bar.{which}", [], id=i, count=n)
+        return Ref(None)
+
+    def prim_named_barrier_sync(self, e: ast.AST, bar: Operand, count: Operand) -> Operand:
+        return self._named_barrier(e, "sync", bar, count)
+
+    def prim_named_barrier_arrive(self, e: ast.AST, bar: Operand, count: Operand) -> Operand:
+        return self._named_barrier(e, "arrive", bar, count)
+
+    def _reduce(self, e: ast.AST, op: str, mask: Operand, value: Operand) -> Operand:
+        t = self.scalar_type(value, e)
+        if t.name not in ("u32", "i32"):
+            raise self.error(e, f"reduce_{op}_sync takes u32 or i32, got {t}", KernelTypeError)
+        return self.fn.emit1(f"redux.{op}", [self._u32(mask, e), self.value(value, e, t)], t)
+
+    def prim_reduce_add_sync(self, e: ast.AST, mask: Operand, value: Operand) -> Operand:
+        return self._reduce(e, "add", mask, value)
+
+    def prim_reduce_min_sync(self, e: ast.AST, mask: Operand, value: Operand) -> Operand:
+        return self._reduce(e, "min", mask, value)
+
+    def prim_reduce_max_sync(self, e: ast.AST, mask: Operand, value: Operand) -> Operand:
+        return self._reduce(e, "max", mask, value)
+
+    def prim_reduce_and_sync(self, e: ast.AST, mask: Operand, value: Operand) -> Operand:
+        return self._reduce(e, "and", mask, value)
+
+    def prim_reduce_or_sync(self, e: ast.AST, mask: Operand, value: Operand) -> Operand:
+        return self._reduce(e, "or", mask, value)
+
+    def prim_reduce_xor_sync(self, e: ast.AST, mask: Operand, value: Operand) -> Operand:
+        return self._reduce(e, "xor", mask, value)
+
+    def prim_load_acquire(
+        self, e: ast.AST, arr: Operand, index: Operand, scope: Operand = Ref("device")
+    ) -> Operand:
+        sc = _SCOPES[self._str(scope, e, "scope", tuple(_SCOPES))]
+        ptr = self._index_ptr(e, "load_acquire", arr, index)
+        assert isinstance(arr, ArrayView)
+        return self.fn.emit1(f"load.acquire.{sc}", [ptr], arr.dtype)
+
+    def prim_store_release(
+        self,
+        e: ast.AST,
+        arr: Operand,
+        index: Operand,
+        value: Operand,
+        scope: Operand = Ref("device"),
+    ) -> Operand:
+        sc = _SCOPES[self._str(scope, e, "scope", tuple(_SCOPES))]
+        ptr = self._index_ptr(e, "store_release", arr, index)
+        assert isinstance(arr, ArrayView)
+        self.fn.emit0(f"store.release.{sc}", [ptr, self.value(value, e, arr.dtype)])
+        return Ref(None)
+
+    def prim_fence_acq_rel(self, e: ast.AST, scope: Operand = Ref("device")) -> Operand:
+        sc = _SCOPES[self._str(scope, e, "scope", tuple(_SCOPES))]
+        self.fn.emit0(f"fence.acq_rel.{sc}", [])
+        return Ref(None)
+
+    def prim_compiler_fence(self, e: ast.AST) -> Operand:
+        self.fn.emit0("compiler_fence", [])
+        return Ref(None)
+
+    def _approx(self, e: ast.AST, op: str, x: Operand) -> Operand:
+        return self.fn.emit1(f"{op}.approx", [self.value(x, e, F32)], F32)
+
+    def prim_ex2_approx(self, e: ast.AST, x: Operand) -> Operand:
+        return self._approx(e, "ex2", x)
+
+    def prim_rcp_approx(self, e: ast.AST, x: Operand) -> Operand:
+        return self._approx(e, "rcp", x)
+
+    def prim_tanh_approx(self, e: ast.AST, x: Operand) -> Operand:
+        return self._approx(e, "tanh", x)
+
+    def _vec_ptr(
+        self, e: ast.AST, what: str, arr: Operand, index: Operand, n: int
+    ) -> tuple[Value, Vec, str]:
+        """`arr[index]` as a pointer to `n` contiguous elements (one access)."""
+        ptr = self._index_ptr(e, what, arr, index)
+        assert isinstance(arr, ArrayView)
+        if n not in (2, 4) or arr.dtype.bits * n > 128 or arr.dtype.bits < 16:
+            raise self.error(
+                e,
+                f"{what} moves 2 or 4 elements of 16 to 64 bits, up to 16 bytes "
+                f"(got {n} x {arr.dtype})",
+                KernelTypeError,
+            )
+        if arr.strides[-1] != 1:
+            raise self.error(
+                e,
+                f"{what} needs the array's last dimension contiguous: annotate it "
+                "Array[dtype, ndim, 'C'] or pass a C-contiguous array",
+                KernelTypeError,
+            )
+        vt = Vec(arr.dtype, n)
+        return self.fn.emit1("ptr_cast", [ptr], Ptr(arr.space, vt)), vt, arr.space
+
+    def _cache_op(self, e: ast.AST, cache: Operand, allowed: tuple[str, ...]) -> str | None:
+        if isinstance(cache, Ref) and cache.obj is None:
+            return None
+        return self._str(cache, e, "cache", allowed)
+
+    def prim_load_vec(
+        self, e: ast.AST, arr: Operand, index: Operand, n: Operand, cache: Operand = Ref(None)
+    ) -> Operand:
+        k = self._const_int(n, e, "the element count")
+        vp, vt, space = self._vec_ptr(e, "load_vec", arr, index, k)
+        c = self._cache_op(e, cache, _LOAD_CACHE)
+        if c is not None and space != "global":
+            raise self.error(e, "cache operators apply to global arrays", KernelTypeError)
+        v = self.fn.emit1("load" if c is None else f"load.{c}", [vp], vt)
+        return TupleVal([self.fn.emit1("extract", [v], vt.elem, lane=i) for i in range(k)])
+
+    def prim_store_vec(
+        self, e: ast.AST, arr: Operand, index: Operand, values: Operand, cache: Operand = Ref(None)
+    ) -> Operand:
+        if not isinstance(values, TupleVal):
+            raise self.error(e, "store_vec takes a tuple of 2 or 4 values", KernelTypeError)
+        k = len(values.items)
+        vp, vt, space = self._vec_ptr(e, "store_vec", arr, index, k)
+        c = self._cache_op(e, cache, _STORE_CACHE)
+        if c is not None and space != "global":
+            raise self.error(e, "cache operators apply to global arrays", KernelTypeError)
+        # The vector is assembled in a per-thread slot (registers after SROA).
+        tmp = self.fn.emit1("alloca", [], Ptr("local", vt), elem=vt, count=1)
+        lanes = self.fn.emit1("ptr_cast", [tmp], Ptr("local", vt.elem))
+        for i, x in enumerate(values.items):
+            p = (
+                lanes
+                if i == 0
+                else self.fn.emit1("ptr_add", [lanes, self.const(I32, i)], lanes.resolve().ty)
+            )
+            self.fn.emit0("store", [p, self.value(x, e, vt.elem)])
+        v = self.fn.emit1("load", [tmp], vt)
+        self.fn.emit0("store" if c is None else f"store.{c}", [vp, v])
+        return Ref(None)
+
+    def prim_load_cached(
+        self, e: ast.AST, arr: Operand, index: Operand, cache: Operand = Ref("cs")
+    ) -> Operand:
+        c = self._str(cache, e, "cache", _LOAD_CACHE)
+        ptr = self._index_ptr(e, "load_cached", arr, index)
+        assert isinstance(arr, ArrayView)
+        if arr.space != "global" or arr.dtype.bits < 16:
+            raise self.error(
+                e, "load_cached reads global arrays of 16- to 64-bit elements", KernelTypeError
+            )
+        return self.fn.emit1(f"load.{c}", [ptr], arr.dtype)
+
+    def prim_store_cached(
+        self, e: ast.AST, arr: Operand, index: Operand, value: Operand, cache: Operand = Ref("cs")
+    ) -> Operand:
+        c = self._str(cache, e, "cache", _STORE_CACHE)
+        ptr = self._index_ptr(e, "store_cached", arr, index)
+        assert isinstance(arr, ArrayView)
+        if arr.space != "global" or arr.dtype.bits < 16:
+            raise self.error(
+                e, "store_cached writes global arrays of 16- to 64-bit elements", KernelTypeError
+            )
+        self.fn.emit0(f"store.{c}", [ptr, self.value(value, e, arr.dtype)])
+        return Ref(None)
+
+    def prim_cvt_pack(self, e: ast.AST, fmt: Operand, lo: Operand, hi: Operand) -> Operand:
+        f = self._str(fmt, e, "the pair format", ("f16x2", "bf16x2", "e4m3x2", "e5m2x2"))
+        args = [self.value(lo, e, F32), self.value(hi, e, F32)]
+        if f in ("e4m3x2", "e5m2x2"):
+            return self.fn.emit1(f"cvt_pack.{f}", args, ir.scalar("u16"))
+        # f16x2 / bf16x2: the pair's bits as one u32 (lo in the low half).
+        pair = self.fn.emit1(f"cvt_pack.{f}", args, Vec(ir.scalar(f[:-2]), 2))
+        return self.fn.emit1("bitcast", [pair], U32)
+
+    def prim_cvt_unpack(self, e: ast.AST, fmt: Operand, bits: Operand) -> Operand:
+        f = self._str(fmt, e, "the pair format", ("e4m3x2", "e5m2x2"))
+        pair = self.fn.emit1(
+            f"cvt_unpack.{f}", [self.value(bits, e, ir.scalar("u16"))], Vec(ir.F16, 2)
+        )
+        return self.fn.emit1("bitcast", [pair], U32)
+
     def __getattr__(self, name: str) -> Any:
+        # prim_red_<op>: an atomic without a result (issue 12).
+        if name.startswith("prim_red_"):
+            key = name[len("prim_red_") :]
+            key = key if key in _ATOMIC_NAMES else key + "_"
+            if key in _ATOMIC_NAMES:
+                op = _ATOMIC_NAMES[key]
+
+                def red(
+                    e: ast.AST,
+                    arr: Operand,
+                    index: Operand,
+                    value: Operand,
+                    scope: Operand = Ref("device"),
+                ) -> Operand:
+                    sc = _SCOPES[self._str(scope, e, "scope", tuple(_SCOPES))]
+                    ptr = self._index_ptr(e, f"red.{op}", arr, index)
+                    assert isinstance(arr, ArrayView)
+                    self.fn.emit0(f"red.{op}.{sc}", [ptr, self.value(value, e, arr.dtype)])
+                    return Ref(None)
+
+                return red
         # prim_atomic_<op>: one handler per atomic op.
         if name.startswith("prim_atomic_"):
             op = name[len("prim_atomic_") :]

@@ -103,7 +103,11 @@ pub fn cpu_blockers(m: &Module, f: &Function) -> Vec<String> {
                 | Op::BulkCopyS2G
                 | Op::BulkCommitGroup
                 | Op::BulkWaitGroup { .. }
-                | Op::PrefetchTensormap => {
+                | Op::PrefetchTensormap
+                | Op::NamedBarrier { .. }
+                // No host lowering: the interpreter runs the packed conversions.
+                | Op::CvtPack(_)
+                | Op::CvtUnpack(_) => {
                     out.insert(d.op.mnemonic());
                 }
                 Op::Call(c) if !seen.contains(c) => {
@@ -304,9 +308,10 @@ impl<'m> ModuleInfo<'m> {
         let mut off = 0u64;
         for f in &m.functions {
             for (_, i) in f.insts_in_order() {
-                if let Some(Op::SharedAlloc { elem, count }) = f.insts.get(i.index()).map(|d| &d.op)
+                if let Some(Op::SharedAlloc { elem, count, align }) =
+                    f.insts.get(i.index()).map(|d| &d.op)
                 {
-                    let align = elem.align_bytes().max(16);
+                    let align = zyntax_hir::op::shared_align(elem, *align);
                     off = off.div_ceil(align) * align;
                     shared_offsets.insert((f.name.clone(), i), off);
                     off = off.saturating_add(elem.size_bytes().unwrap_or(0).saturating_mul(*count));
@@ -1061,7 +1066,7 @@ impl FnLower<'_> {
                     self.lens_bytes.insert(Origin::Alloca(i), bytes.to_string());
                 }
             }
-            Op::SharedAlloc { elem, count } => {
+            Op::SharedAlloc { elem, count, .. } => {
                 let off = self
                     .mi
                     .shared_offsets

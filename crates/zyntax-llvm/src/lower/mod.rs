@@ -86,6 +86,7 @@ pub fn lower_module<'ctx>(
         funcs: HashMap::new(),
         dyn_shared: None,
         shared_count: 0,
+        arch: target.arch,
     };
     let funcs: Vec<&hir::Function> = selected_functions(m, target).collect();
     for f in &funcs {
@@ -145,6 +146,8 @@ pub(crate) struct Lowerer<'ctx> {
     funcs: HashMap<String, FunctionValue<'ctx>>,
     dyn_shared: Option<GlobalValue<'ctx>>,
     shared_count: usize,
+    /// The target arch (instruction selection that LLVM does not do well enough).
+    arch: hir::Arch,
 }
 
 impl<'ctx> Lowerer<'ctx> {
@@ -232,10 +235,15 @@ impl<'ctx> Lowerer<'ctx> {
         Ok(self.ctx.create_enum_attribute(kind, 0))
     }
 
-    /// The module's `extern __shared__` array (one per module, 16-byte
-    /// aligned; 1024 with TMA tensor copies, see [`lower_module`]).
-    fn dyn_shared(&mut self) -> GlobalValue<'ctx> {
+    /// The module's `extern __shared__` array (one per module), aligned to
+    /// the largest alignment any `dyn_shared` asks for (at least 16 bytes;
+    /// 1024 with TMA tensor copies, see [`lower_module`]).
+    fn dyn_shared(&mut self, align: u64) -> GlobalValue<'ctx> {
+        let align = u32::try_from(align).unwrap_or(16);
         if let Some(g) = self.dyn_shared {
+            if g.get_alignment() < align {
+                g.set_alignment(align);
+            }
             return g;
         }
         let ty = self.ctx.i8_type().array_type(0);
@@ -245,7 +253,7 @@ impl<'ctx> Lowerer<'ctx> {
             "__zyntax_dyn_shared",
         );
         g.set_linkage(Linkage::External);
-        g.set_alignment(16);
+        g.set_alignment(align.max(16));
         self.dyn_shared = Some(g);
         g
     }
@@ -256,6 +264,7 @@ impl<'ctx> Lowerer<'ctx> {
         func: &str,
         elem: &Type,
         count: u64,
+        align: u32,
     ) -> CompileResult<GlobalValue<'ctx>> {
         let elem_ty = ty::memory_type(self.ctx, elem)?;
         let n = u32::try_from(count).map_err(|_| {
@@ -280,8 +289,8 @@ impl<'ctx> Lowerer<'ctx> {
             .add_global(arr, Some(inkwell::AddressSpace::from(3u16)), &name);
         g.set_linkage(Linkage::Internal);
         g.set_initializer(&arr.get_undef());
-        // 16 bytes: vector loads and 16-byte cp.async into shared memory need it.
-        let align = elem.align_bytes().max(16);
+        // At least 16 bytes: vector loads and 16-byte cp.async into shared memory need it.
+        let align = zyntax_hir::op::shared_align(elem, align);
         g.set_alignment(u32::try_from(align).unwrap_or(16));
         Ok(g)
     }
@@ -706,12 +715,14 @@ impl<'a, 'ctx> FnLowering<'a, 'ctx> {
                 let v = self.alloca(elem, *count)?;
                 self.set(r, v);
             }
-            Op::SharedAlloc { elem, count } => {
-                let g = self.l.shared_global(&f.name, elem, *count)?;
+            Op::SharedAlloc { elem, count, align } => {
+                let g = self.l.shared_global(&f.name, elem, *count, *align)?;
                 self.set(self.result(d, 0)?, g.as_pointer_value().into());
             }
-            Op::DynShared { .. } => {
-                let g = self.l.dyn_shared();
+            Op::DynShared { elem, align } => {
+                let g = self
+                    .l
+                    .dyn_shared(zyntax_hir::op::shared_align(elem, *align));
                 self.set(self.result(d, 0)?, g.as_pointer_value().into());
             }
             Op::Call(name) => self.call(name, d)?,
@@ -797,6 +808,9 @@ impl<'a, 'ctx> FnLowering<'a, 'ctx> {
 
     fn binary(&mut self, op: BinOp, a: ValueId, b: ValueId) -> CompileResult<BasicValueEnum<'ctx>> {
         use inkwell::values::InstructionOpcode as O;
+        if let Some(v) = self.bf16x2_as_fma(op, a, b)? {
+            return Ok(v);
+        }
         let class = class_of(self.scalar_of(a)?);
         let (x, y) = (self.val(a)?, self.val(b)?);
         let lt = x.get_type();
@@ -830,6 +844,40 @@ impl<'a, 'ctx> FnLowering<'a, 'ctx> {
             (BinOp::Xor, _) => simple(O::Xor),
             (BinOp::Shl | BinOp::Shr, c) => self.shift(op == BinOp::Shl, c == Class::Signed, x, y),
         }
+    }
+
+    /// `add`/`sub`/`mul` of `vec<bf16, 2>` below sm_90 as one `fma.rn.bf16x2`
+    /// (sm_80 has no packed bf16 add/sub/mul; LLVM goes through f32 per lane
+    /// and folds an `llvm.fma` by 1 back into that): a + b = fma(a, 1, b),
+    /// a - b = fma(b, -1, a), a * b = fma(a, b, -0), each exact before its one
+    /// rounding, so the results are the same. Inline PTX keeps the fma.
+    fn bf16x2_as_fma(
+        &mut self,
+        op: BinOp,
+        a: ValueId,
+        b: ValueId,
+    ) -> CompileResult<Option<BasicValueEnum<'ctx>>> {
+        let pair = hir::Type::Vector(hir::ScalarType::BF16, 2);
+        if self.l.arch >= hir::Arch::Sm90 || *self.hir_ty(a) != pair {
+            return Ok(None);
+        }
+        // Constant pairs as b32 bit patterns: 1.0, -1.0, -0.0 in both halves.
+        let (k, operands) = match op {
+            BinOp::Add => ("0x3F803F80", "$1, zk, $2"),
+            BinOp::Sub => ("0xBF80BF80", "$2, zk, $1"),
+            BinOp::Mul => ("0x80008000", "$1, $2, zk"),
+            _ => return Ok(None),
+        };
+        let text = format!("{{ .reg .b32 zk; mov.b32 zk, {k}; fma.rn.bf16x2 $0, {operands}; }}");
+        let (first, second) = (a, b);
+        let i32t = self.l.ctx.i32_type();
+        let x = self.b.build_bit_cast(self.val(first)?, i32t, "")?;
+        let y = self.b.build_bit_cast(self.val(second)?, i32t, "")?;
+        let r = self
+            .asm(&text, "=r,r,r", Some(i32t.into()), &[x.into(), y.into()])?
+            .ok_or_else(|| self.bug("fma returned nothing"))?;
+        let t = ty::value_type(self.l.ctx, &pair)?;
+        Ok(Some(self.b.build_bit_cast(r, t, "")?))
     }
 
     /// Integer division/remainder without LLVM's undefined cases: a zero

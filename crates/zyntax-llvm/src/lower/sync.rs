@@ -14,7 +14,12 @@ use crate::error::CompileResult;
 use inkwell::types::BasicTypeEnum;
 use inkwell::values::BasicValueEnum;
 use zyntax_hir as hir;
-use zyntax_hir::{AddrSpace, AtomicOp, BitOp, Op, ReduxOp, ScalarType, Scope, Type};
+use zyntax_hir::{AddrSpace, AtomicOp, BitOp, Op, PackFmt, ReduxOp, ScalarType, Scope, Type};
+
+/// What `cvt_unpack` gives.
+fn fmt_unpacked() -> Type {
+    Type::Vector(ScalarType::F16, 2)
+}
 
 impl<'ctx> FnLowering<'_, 'ctx> {
     pub(super) fn lower_sync(&mut self, d: &hir::InstData) -> CompileResult<()> {
@@ -50,8 +55,54 @@ impl<'ctx> FnLowering<'_, 'ctx> {
                 self.set(self.result(d, 0)?, r);
                 Ok(())
             }
+            // --- issue 12 (rest)
+            Op::NamedBarrier { arrive, id, count } => {
+                // `bar.sync` is `barrier.sync.aligned`: the whole warp arrives.
+                let which = if *arrive { "arrive" } else { "sync" };
+                let text = format!("bar.{which} {id}, {count};");
+                self.asm(&text, "~{memory}", None, &[])?;
+                Ok(())
+            }
+            Op::CvtPack(fmt) => self.cvt_pack(d, *fmt),
+            Op::CvtUnpack(fmt) => {
+                let a = self.val(self.arg(d, 0)?)?;
+                let i32t: BasicTypeEnum = self.ctx().i32_type().into();
+                let text = format!("cvt.rn.f16x2.{fmt} $0, $1;");
+                let r = self
+                    .asm(&text, "=r,h", Some(i32t), &[a.into()])?
+                    .ok_or_else(|| self.bug("cvt returned nothing"))?;
+                let to = super::ty::value_type(self.ctx(), &fmt_unpacked())?;
+                let r = self.b.build_bit_cast(r, to, "")?;
+                self.set(self.result(d, 0)?, r);
+                Ok(())
+            }
             other => Err(self.bug(format!("no lowering for `{}`", other.mnemonic()))),
         }
+    }
+
+    /// `cvt.rn[.satfinite].<fmt>.f32 d, hi, lo`: PTX puts its first source in
+    /// the upper half, HIR's `lo` is lane 0 (the lower half).
+    fn cvt_pack(&mut self, d: &hir::InstData, fmt: PackFmt) -> CompileResult<()> {
+        let lo = self.val(self.arg(d, 0)?)?;
+        let hi = self.val(self.arg(d, 1)?)?;
+        let (sat, cls, rt): (&str, &str, BasicTypeEnum) = if fmt.is_fp8() {
+            (".satfinite", "h", self.ctx().i16_type().into())
+        } else {
+            ("", "r", self.ctx().i32_type().into())
+        };
+        let text = format!("cvt.rn{sat}.{fmt}.f32 $0, $1, $2;");
+        let r = self
+            .asm(
+                &text,
+                &format!("={cls},f,f"),
+                Some(rt),
+                &[hi.into(), lo.into()],
+            )?
+            .ok_or_else(|| self.bug("cvt returned nothing"))?;
+        let to = super::ty::value_type(self.ctx(), &fmt.packed_type())?;
+        let r = self.b.build_bit_cast(r, to, "")?;
+        self.set(self.result(d, 0)?, r);
+        Ok(())
     }
 
     fn bits(&mut self, d: &hir::InstData, op: BitOp) -> CompileResult<()> {

@@ -11,6 +11,15 @@ use inkwell::values::{BasicMetadataValueEnum, BasicValueEnum};
 use zyntax_hir as hir;
 use zyntax_hir::{MmaElem, Op, ScalarType};
 
+/// The `createpolicy` that gives an access an L2 eviction priority (every
+/// line it touches: fraction 1.0), for the hint forms of `load`/`store.<cop>`.
+fn l2_policy(c: zyntax_hir::CacheOp) -> Option<String> {
+    c.is_l2_hint().then(|| {
+        let which = c.name().trim_start_matches("evict_");
+        format!("createpolicy.fractional.L2::evict_{which}.b64 zpol, 1.0;")
+    })
+}
+
 impl<'ctx> FnLowering<'_, 'ctx> {
     pub(super) fn lower_warp_mma(&mut self, d: &hir::InstData) -> CompileResult<()> {
         match &d.op {
@@ -63,11 +72,16 @@ impl<'ctx> FnLowering<'_, 'ctx> {
             format!(".v{n}")
         };
         let regs: Vec<String> = (0..n).map(|i| format!("${i}")).collect();
-        let text = format!("ld.global.{c}{v}.{suffix} {{{}}}, [${n}];", regs.join(", "));
-        let text = if n == 1 {
-            text.replace(['{', '}'], "")
+        let list = if n == 1 {
+            regs.join(", ")
         } else {
-            text
+            format!("{{{}}}", regs.join(", "))
+        };
+        let text = match l2_policy(c) {
+            Some(policy) => format!(
+                "{{ .reg .b64 zpol; {policy} ld.global.L2::cache_hint{v}.{suffix} {list}, [${n}], zpol; }}"
+            ),
+            None => format!("ld.global.{c}{v}.{suffix} {list}, [${n}];"),
         };
         let mut cons: Vec<String> = (0..n).map(|_| format!("={cls}")).collect();
         cons.push("l".into());
@@ -115,7 +129,12 @@ impl<'ctx> FnLowering<'_, 'ctx> {
         } else {
             format!("{{{}}}", regs.join(", "))
         };
-        let text = format!("st.global.{c}{vs}.{suffix} [$0], {list};");
+        let text = match l2_policy(c) {
+            Some(policy) => format!(
+                "{{ .reg .b64 zpol; {policy} st.global.L2::cache_hint{vs}.{suffix} [$0], {list}, zpol; }}"
+            ),
+            None => format!("st.global.{c}{vs}.{suffix} [$0], {list};"),
+        };
         let mut cons = vec!["l".to_string()];
         cons.extend((0..n).map(|_| cls.to_string()));
         cons.push("~{memory}".into());

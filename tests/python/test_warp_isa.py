@@ -332,3 +332,52 @@ def test_lang_cvt_pack() -> None:
     np.testing.assert_array_equal(out[:, 0], h(a) | h(b) << 16)
     np.testing.assert_array_equal(out[:, 1], bf16_bits(a) | bf16_bits(b) << 16)
     np.testing.assert_array_equal(out[:, 2], fp8_ref(a, True) | fp8_ref(b, True) << 8)
+
+
+@pytest.mark.parametrize("elem", ["f16", "bf16"])
+def test_half_pair_arithmetic_rounds_each_lane(elem: str) -> None:
+    """add/sub/mul/min/max/fma on vec<f16, 2> / vec<bf16, 2>: each lane is the
+    exact result rounded once to nearest even (numpy float16 / bf16 bits)."""
+    t = hir.vec(getattr(hir, elem), 2)
+    m = hir.Module("pairs", targets=["sm_80", "sm_90"])
+    p = hir.ptr("global", t)
+    with m.kernel("pairs", [p, p, p]) as b:
+        a, c, out = b.params
+        i = b.thread_idx()
+        x, y = b.load(b.ptr_add(a, i)), b.load(b.ptr_add(c, i))
+        rows = [b.add(x, y), b.sub(x, y), b.mul(x, y), b.fma(x, y, x), b.min(x, y), b.max(x, y)]
+        for k, r in enumerate(rows):
+            b.store(b.ptr_add(out, b.add(b.mul(b.block_dim(), k), i)), r)
+        b.ret()
+    m.verify()
+    n = 128  # pairs
+    f = (rng.uniform(-4, 4, 4 * n) * np.exp2(rng.integers(-6, 6, 4 * n))).astype(np.float32)
+    if elem == "f16":
+        lanes = f.astype(np.float16)
+        vals = lanes.astype(np.float64)
+
+        def rnd(v: np.ndarray) -> np.ndarray:
+            return v.astype(np.float16).view(np.uint16)
+
+        bits = lanes.view(np.uint16)
+    else:
+        bits = bf16_bits(f).astype(np.uint16)
+        vals = (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+
+        def rnd(v: np.ndarray) -> np.ndarray:
+            # The exact f64 value rounded once to 8 significant bits (RNE).
+            m, e = np.frexp(v)
+            r = np.ldexp(np.rint(m * 256) / 256, e).astype(np.float32)
+            return (r.view(np.uint32) >> 16).astype(np.uint16)
+
+    # Pairs travel as arrays of their lanes (numpy has float16; bf16 as its bits).
+    dt = np.float16 if elem == "f16" else np.uint16
+    a, c = bits[: 2 * n].view(dt).copy(), bits[2 * n :].view(dt).copy()
+    x, y = vals[: 2 * n], vals[2 * n :]
+    out = rng.integers(0, 2**16, 12 * n, dtype=np.uint64).astype(np.uint16).view(dt)
+    interp.launch(m, "pairs", 1, n, a, c, out)
+    got = out.view(np.uint16).reshape(6, 2 * n)
+    want = [rnd(x + y), rnd(x - y), rnd(x * y), rnd(x * y + x)]
+    want += [rnd(np.minimum(x, y)), rnd(np.maximum(x, y))]
+    for k, w in enumerate(want):
+        np.testing.assert_array_equal(got[k], w, err_msg=f"op {k}")

@@ -28,8 +28,15 @@ __all__ = [
     "block_idx",
     "brev",
     "ceil",
+    "cluster_arrive",
+    "cluster_ctarank",
+    "cluster_nctarank",
+    "cluster_sync",
+    "cluster_wait",
     "clz",
     "cos",
+    "dsmem_load",
+    "dsmem_store",
     "exp",
     "f16",
     "f32",
@@ -40,6 +47,9 @@ __all__ = [
     "fma",
     "grid",
     "grid_dim",
+    "grid_sync",
+    "griddepcontrol_launch_dependents",
+    "griddepcontrol_wait",
     "gridsize",
     "i8",
     "i16",
@@ -268,6 +278,21 @@ mbarrier_try_wait_parity = Primitive("mbarrier_try_wait_parity")
 mbarrier_inval = Primitive("mbarrier_inval")
 fence_proxy_async = Primitive("fence_proxy_async")
 fence_mbarrier_init = Primitive("fence_mbarrier_init")
+
+# Clusters and distributed shared memory (issue 13, sm_90): the block's rank
+# in its cluster, cluster barriers, and element `i` of a shared array in the
+# cluster's block of rank `rank` (``dsmem_load(arr, i, rank)``).
+cluster_ctarank = Primitive("cluster_ctarank")
+cluster_nctarank = Primitive("cluster_nctarank")
+cluster_arrive = Primitive("cluster_arrive")
+cluster_wait = Primitive("cluster_wait")
+cluster_sync = Primitive("cluster_sync")
+dsmem_load = Primitive("dsmem_load")
+dsmem_store = Primitive("dsmem_store")
+# Programmatic dependent launch (sm_90) and grid-wide sync (a cooperative launch).
+griddepcontrol_wait = Primitive("griddepcontrol_wait")
+griddepcontrol_launch_dependents = Primitive("griddepcontrol_launch_dependents")
+grid_sync = Primitive("grid_sync")
 
 shared = _Namespace("shared", ["array", "dynamic"])
 local = _Namespace("local", ["array"])

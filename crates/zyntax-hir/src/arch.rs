@@ -30,6 +30,8 @@
 //! | `ldmatrix` | sm_80 | 7.0 | `ldmatrix.sync.aligned.m8n8` (sm_75 has it from PTX 6.5, above its default) |
 //! | `stmatrix` | sm_90 | 7.8 | `stmatrix.sync.aligned.m8n8` |
 //! | `tanh.approx` | sm_80 | 7.0 | `tanh.approx.f32` (sm_75 from PTX 7.0, above its default) |
+//! | cluster registers, `cluster_barrier.*`, `mapa`, `mbarrier.arrive_cluster`, a kernel's `cluster(..)` | sm_90 | 7.8 | `%cluster_*`, `barrier.cluster`, `mapa`, `.reqnctapercluster` |
+//! | `griddepcontrol.*` | sm_90 | 7.8 | programmatic dependent launch |
 //!
 //! Kernel metadata is checked per arch too: static + dynamic shared memory
 //! against [`max_shared_bytes`], `min_blocks` against [`max_blocks_per_sm`]
@@ -93,6 +95,9 @@ pub const MMA_SYNC_FP8: Feature = feature("mma.sync on e4m3/e5m2", Arch::Sm89, 8
 pub const LDMATRIX: Feature = feature("ldmatrix", Arch::Sm80, 7, 0);
 pub const STMATRIX: Feature = feature("stmatrix", Arch::Sm90, 7, 8);
 pub const TANH_APPROX: Feature = feature("tanh.approx", Arch::Sm80, 7, 0);
+// Clusters, distributed shared memory and programmatic dependent launch (issue 13, h13-cluster).
+pub const CLUSTER: Feature = feature("thread block clusters", Arch::Sm90, 7, 8);
+pub const GRIDDEP: Feature = feature("griddepcontrol", Arch::Sm90, 7, 8);
 
 /// Every row of the gating table.
 pub const FEATURES: &[Feature] = &[
@@ -115,6 +120,8 @@ pub const FEATURES: &[Feature] = &[
     LDMATRIX,
     STMATRIX,
     TANH_APPROX,
+    CLUSTER,
+    GRIDDEP,
 ];
 
 /// The oldest PTX ISA version whose `.target` accepts `arch`.
@@ -428,6 +435,14 @@ fn check_kernel_limits(
             message,
         })
     };
+    if let Some([x, y, z]) = k.cluster {
+        if arch < CLUSTER.arch {
+            err(format!(
+                "cluster({x}, {y}, {z}) needs {} (thread block clusters); {arch} has none",
+                CLUSTER.arch
+            ));
+        }
+    }
     if let Some(n) = k.max_registers {
         let floor = min_max_registers(m, f, arch);
         if n < floor && n >= MIN_MAX_REGISTERS {

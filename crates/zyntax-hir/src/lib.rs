@@ -41,9 +41,9 @@ pub use ir::{
     ValueData, ValueDef,
 };
 pub use op::{
-    ApproxOp, AtomicOp, BinOp, BitOp, CacheHint, CacheOp, CmpOp, ConstValue, Dim, MatchMode,
-    MbarrierOp, MmaElem, Op, OpClass, OptLevel, ReduxOp, Scope, ShflMode, UnOp, VoteMode,
-    WarpShape,
+    ApproxOp, AtomicOp, BinOp, BitOp, CacheHint, CacheOp, ClusterBarrierOp, CmpOp, ConstValue, Dim,
+    GriddepOp, MatchMode, MbarrierOp, MmaElem, Op, OpClass, OptLevel, ReduxOp, Scope, ShflMode,
+    UnOp, VoteMode, WarpShape,
 };
 pub use parser::{parse_module, parse_module_named};
 pub use printer::{print_function, print_inst, print_module};
@@ -51,5 +51,5 @@ pub use target::{Arch, PtxVersion};
 pub use types::{
     AddrSpace, FragKind, FragType, Layout, MmaShape, ScalarType, Type, MAX_TYPE_DEPTH,
 };
-pub use verify::{verify_function, verify_module};
+pub use verify::{uses_grid_sync, verify_function, verify_module};
 pub use version::FORMAT_VERSION;

@@ -17,8 +17,8 @@
 //! `docs/add-an-hir-op.md`.
 
 use crate::arch::{
-    Feature, CP_ASYNC, LDMATRIX, MATCH, MBARRIER, MBARRIER_TX, MMA_SYNC, REDUX, STMATRIX,
-    TANH_APPROX,
+    Feature, CLUSTER, CP_ASYNC, GRIDDEP, LDMATRIX, MATCH, MBARRIER, MBARRIER_TX, MMA_SYNC, REDUX,
+    STMATRIX, TANH_APPROX,
 };
 use crate::op::*;
 use std::collections::HashMap;
@@ -329,6 +329,39 @@ macro_rules! mbarrier {
         .needs($f)
         .rust(concat!("mbarrier(MbarrierOp::", stringify!($v), ", args)"))
         .py(Py::Hand(concat!("mbarrier_", $sub)))
+        .doc($doc)
+    };
+}
+macro_rules! cluster_index {
+    ($family:literal, $doc:literal) => {
+        row($family, "", concat!($family, ".<dim>"), NONE, 1, "u32")
+            .gpu()
+            .needs(CLUSTER)
+            .rust(concat!($family, "(dim)"))
+            .py(Py::Index($family))
+            .doc($doc)
+    };
+}
+macro_rules! cluster_barrier {
+    ($sub:literal, $v:ident, $py:literal, $doc:literal) => {
+        row(
+            "cluster_barrier",
+            $sub,
+            concat!("cluster_barrier.", $sub),
+            NONE,
+            0,
+            "–",
+        )
+        .op(|| Op::ClusterBarrier(ClusterBarrierOp::$v))
+        .gpu()
+        .fx(fx::SYNC)
+        .needs(CLUSTER)
+        .rust(concat!(
+            "cluster_barrier(ClusterBarrierOp::",
+            stringify!($v),
+            ")"
+        ))
+        .py(Py::Hand($py))
         .doc($doc)
     };
 }
@@ -1205,6 +1238,106 @@ pub static OPS: &[OpDef] = &[
     redux!("and", And, "Bitwise and over the lanes in mask."),
     redux!("or", Or, "Bitwise or over the lanes in mask."),
     redux!("xor", Xor, "Bitwise xor over the lanes in mask."),
+    // --- h13-cluster: clusters and distributed shared memory (issue 13 item 4)
+    cluster_index!("cluster_idx", "Cluster index in the grid (`%clusterid`)."),
+    cluster_index!("cluster_dim", "Blocks per cluster (`%cluster_nctaid`)."),
+    cluster_index!(
+        "cluster_block_idx",
+        "Block index in its cluster (`%cluster_ctaid`)."
+    ),
+    cluster_index!("cluster_grid_dim", "Clusters per grid (`%nclusterid`)."),
+    row("cluster_ctarank", "", "cluster_ctarank", NONE, 1, "u32")
+        .op(|| Op::ClusterCtaRank)
+        .gpu()
+        .needs(CLUSTER)
+        .rust("cluster_ctarank()")
+        .py(Py::Nullary("cluster_ctarank"))
+        .doc("Linear rank of the block in its cluster (`%cluster_ctarank`)."),
+    row("cluster_nctarank", "", "cluster_nctarank", NONE, 1, "u32")
+        .op(|| Op::ClusterNctaRank)
+        .gpu()
+        .needs(CLUSTER)
+        .rust("cluster_nctarank()")
+        .py(Py::Nullary("cluster_nctarank"))
+        .doc("Blocks in the cluster (`%cluster_nctarank`)."),
+    row("is_explicit_cluster", "", "is_explicit_cluster", NONE, 1, "bool")
+        .op(|| Op::IsExplicitCluster)
+        .gpu()
+        .needs(CLUSTER)
+        .rust("is_explicit_cluster()")
+        .py(Py::Nullary("is_explicit_cluster"))
+        .doc("Whether the launch declared a cluster shape (`%is_explicit_cluster`)."),
+    cluster_barrier!(
+        "arrive",
+        Arrive,
+        "cluster_arrive",
+        "Arrives at the cluster barrier (release); pair with `cluster_barrier.wait`."
+    ),
+    cluster_barrier!(
+        "arrive_relaxed",
+        ArriveRelaxed,
+        "cluster_arrive",
+        "Arrives at the cluster barrier without release ordering."
+    ),
+    cluster_barrier!(
+        "wait",
+        Wait,
+        "cluster_wait",
+        "Waits until every non-exited thread of the cluster has arrived (acquire)."
+    ),
+    row("mapa", "", "mapa", &["ptr", "rank"], 1, "ptr<shared_cluster, T>")
+        .op(|| Op::Mapa)
+        .gpu()
+        .needs(CLUSTER)
+        .rust("mapa(ptr, rank)")
+        .py(Py::Hand("mapa"))
+        .doc("The same shared-memory address in the cluster's block of rank `rank` (DSMEM)."),
+    row(
+        "mbarrier_arrive_cluster",
+        "",
+        "mbarrier.arrive_cluster",
+        &["bar"],
+        0,
+        "–",
+    )
+    .op(|| Op::MbarrierArriveCluster)
+    .gpu()
+    .fx(fx::READ | fx::WRITE | fx::SYNC)
+    .needs(CLUSTER)
+    .rust("mbarrier_arrive_cluster(bar)")
+    .py(Py::Hand("mbarrier_arrive_cluster"))
+    .doc("One arrival (release, cluster scope) on a barrier of any block of the cluster."),
+    // --- h13-cluster: programmatic dependent launch (issue 13 item 5), grid sync (issue 12 item 6)
+    row(
+        "griddepcontrol",
+        "launch_dependents",
+        "griddepcontrol.launch_dependents",
+        NONE,
+        0,
+        "–",
+    )
+    .op(|| Op::Griddep(GriddepOp::LaunchDependents))
+    .gpu()
+    .fx(fx::SYNC)
+    .needs(GRIDDEP)
+    .rust("griddep(GriddepOp::LaunchDependents)")
+    .py(Py::Nullary("griddep_launch_dependents"))
+    .doc("Lets a dependent grid (launched with `pdl=True`) start before this one ends."),
+    row("griddepcontrol", "wait", "griddepcontrol.wait", NONE, 0, "–")
+        .op(|| Op::Griddep(GriddepOp::Wait))
+        .gpu()
+        .fx(fx::SYNC)
+        .needs(GRIDDEP)
+        .rust("griddep(GriddepOp::Wait)")
+        .py(Py::Nullary("griddep_wait"))
+        .doc("Waits until the grids this one depends on have completed and their memory is visible."),
+    row("grid_sync", "", "grid_sync", NONE, 0, "–")
+        .op(|| Op::GridSync)
+        .gpu()
+        .fx(fx::READ | fx::WRITE | fx::SYNC)
+        .rust("grid_sync()")
+        .py(Py::Nullary("grid_sync"))
+        .doc("Grid-wide barrier with device-scope ordering; the kernel needs a cooperative launch."),
 ];
 
 fn index() -> &'static HashMap<(&'static str, &'static str), usize> {
@@ -1304,6 +1437,18 @@ impl Op {
             FenceAcqRel(_) => ("fence_acq_rel", ""),
             CompilerFence => ("compiler_fence", ""),
             Redux(r) => ("redux", r.name()),
+            ClusterIdx(_) => ("cluster_idx", ""),
+            ClusterDim(_) => ("cluster_dim", ""),
+            ClusterBlockIdx(_) => ("cluster_block_idx", ""),
+            ClusterGridDim(_) => ("cluster_grid_dim", ""),
+            ClusterCtaRank => ("cluster_ctarank", ""),
+            ClusterNctaRank => ("cluster_nctarank", ""),
+            IsExplicitCluster => ("is_explicit_cluster", ""),
+            ClusterBarrier(c) => ("cluster_barrier", c.name()),
+            Mapa => ("mapa", ""),
+            MbarrierArriveCluster => ("mbarrier_arrive_cluster", ""),
+            Griddep(g) => ("griddepcontrol", g.name()),
+            GridSync => ("grid_sync", ""),
         }
     }
 

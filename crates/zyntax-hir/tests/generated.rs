@@ -152,6 +152,25 @@ fn every_op() -> Vec<Op> {
     ]);
     ops.extend(ApproxOp::ALL.iter().map(|&o| Op::Approx(o)));
     ops.extend([Op::LoadCached(CacheOp::Cs), Op::StoreCached(CacheOp::Wt)]);
+    // h13-cluster: clusters, DSMEM, PDL, grid sync.
+    for &d in Dim::ALL {
+        ops.extend([
+            Op::ClusterIdx(d),
+            Op::ClusterDim(d),
+            Op::ClusterBlockIdx(d),
+            Op::ClusterGridDim(d),
+        ]);
+    }
+    ops.extend(ClusterBarrierOp::ALL.iter().map(|&c| Op::ClusterBarrier(c)));
+    ops.extend(GriddepOp::ALL.iter().map(|&g| Op::Griddep(g)));
+    ops.extend([
+        Op::ClusterCtaRank,
+        Op::ClusterNctaRank,
+        Op::IsExplicitCluster,
+        Op::Mapa,
+        Op::MbarrierArriveCluster,
+        Op::GridSync,
+    ]);
     ops
 }
 

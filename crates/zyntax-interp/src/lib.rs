@@ -240,6 +240,16 @@ impl Value {
     }
 }
 
+/// Launch options beyond the grid (h13-cluster).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LaunchOptions {
+    /// Blocks per cluster; `None`: the kernel's declared `cluster(..)`, else no clusters.
+    pub cluster: Option<[u32; 3]>,
+}
+
+/// Most blocks per cluster (the hardware's non-portable maximum).
+pub const MAX_CLUSTER_BLOCKS: u32 = 16;
+
 /// What a launch did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
@@ -302,6 +312,24 @@ impl<'m> Interpreter<'m> {
         args: &[Arg],
         buffers: &mut [Vec<u8>],
     ) -> Result<Stats> {
+        let opts = LaunchOptions::default();
+        self.launch_with(name, grid, block, shared_bytes, args, buffers, &opts)
+    }
+
+    /// [`Interpreter::launch`] with options: a cluster shape (the grid must
+    /// be a whole number of clusters; a kernel that declares `cluster(..)`
+    /// runs with that shape only).
+    #[allow(clippy::too_many_arguments)]
+    pub fn launch_with(
+        &self,
+        name: &str,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared_bytes: u64,
+        args: &[Arg],
+        buffers: &mut [Vec<u8>],
+        opts: &LaunchOptions,
+    ) -> Result<Stats> {
         let fi = self.find(name)?;
         let f = &self.module.functions[fi];
         let FunctionKind::Kernel(info) = &f.kind else {
@@ -342,6 +370,7 @@ impl<'m> Interpreter<'m> {
                 )));
             }
         }
+        let cluster = launch_cluster(grid, info.cluster, opts.cluster)?;
         let shared_bytes = if shared_bytes == 0 {
             u64::from(info.shared_bytes)
         } else {
@@ -354,7 +383,7 @@ impl<'m> Interpreter<'m> {
                 "{static_shared} bytes of static and {shared_bytes} of dynamic shared memory exceed {MAX_SHARED}"
             )));
         }
-        self.run(&prog, [grid, block], shared_bytes, args, buffers)
+        self.run(&prog, [grid, block], cluster, shared_bytes, args, buffers)
             .map(|(s, _)| s)
     }
 
@@ -368,7 +397,7 @@ impl<'m> Interpreter<'m> {
             )));
         }
         let prog = decode::decode(self.module, fi)?;
-        let (_, ret) = self.run(&prog, [[1, 1, 1], [1, 1, 1]], 0, args, buffers)?;
+        let (_, ret) = self.run(&prog, [[1, 1, 1], [1, 1, 1]], None, 0, args, buffers)?;
         let ret = ret.unwrap_or_default();
         Ok(f.returns
             .iter()
@@ -385,6 +414,7 @@ impl<'m> Interpreter<'m> {
         &self,
         prog: &decode::Program,
         dims: [[u32; 3]; 2],
+        cluster: Option<[u32; 3]>,
         shared_bytes: u64,
         args: &[Arg],
         buffers: &mut [Vec<u8>],
@@ -431,6 +461,8 @@ impl<'m> Interpreter<'m> {
                 grid: dims[0],
                 block: dims[1],
                 shared_bytes,
+                cluster: cluster.unwrap_or([1, 1, 1]),
+                explicit_cluster: cluster.is_some(),
             };
             let mut ex = exec::Exec::new(module, prog, allocs, &launch, checks, fuel);
             let res = ex.run(&bits);
@@ -467,6 +499,36 @@ impl<'m> Interpreter<'m> {
                 })
         })
     }
+}
+
+/// The cluster shape of a launch (`None`: no clusters) from the kernel's
+/// declaration and the launch option, checked against the grid.
+fn launch_cluster(
+    grid: [u32; 3],
+    declared: Option<[u32; 3]>,
+    asked: Option<[u32; 3]>,
+) -> Result<Option<[u32; 3]>> {
+    let c = match (declared, asked) {
+        (Some(d), Some(a)) if d != a => {
+            return Err(InterpError::Launch(format!(
+                "cluster {a:?} differs from the kernel's declared cluster {d:?}"
+            )))
+        }
+        (d, a) => a.or(d),
+    };
+    let Some(c) = c else { return Ok(None) };
+    let n = u64::from(c[0]) * u64::from(c[1]) * u64::from(c[2]);
+    if n == 0 || n > u64::from(MAX_CLUSTER_BLOCKS) {
+        return Err(InterpError::Launch(format!(
+            "cluster {c:?} has {n} blocks; a cluster has 1..={MAX_CLUSTER_BLOCKS}"
+        )));
+    }
+    if (0..3).any(|d| grid[d] % c[d] != 0) {
+        return Err(InterpError::Launch(format!(
+            "grid {grid:?} is not a whole number of clusters {c:?} (each grid dimension must be a multiple of the cluster's)"
+        )));
+    }
+    Ok(Some(c))
 }
 
 /// The slot bits of an argument for a parameter of type `ty`.

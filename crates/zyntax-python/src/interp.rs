@@ -142,7 +142,7 @@ fn buffers_out<'py>(py: Python<'py>, bufs: &[Vec<u8>]) -> PyResult<Bound<'py, Py
 /// `buffers` (bytes). Returns `(buffers_after, stats)`; buffers are returned
 /// after a trap too, as the exception's `buffers` attribute.
 #[pyfunction]
-#[pyo3(signature = (module, name, grid, block, args, buffers, *, shared_bytes=None, checks=true, fuel=None))]
+#[pyo3(signature = (module, name, grid, block, args, buffers, *, shared_bytes=None, checks=true, fuel=None, cluster=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn interp_launch<'py>(
     py: Python<'py>,
@@ -155,8 +155,14 @@ pub fn interp_launch<'py>(
     shared_bytes: Option<&Bound<'py, PyAny>>,
     checks: bool,
     fuel: Option<&Bound<'py, PyAny>>,
+    cluster: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyDict>)> {
     let m = module_arg(module)?;
+    let launch_opts = zyntax_interp::LaunchOptions {
+        cluster: cluster
+            .map(|c| checked::dim3(c, "cluster", 1))
+            .transpose()?,
+    };
     let (name, grid, block) = (
         name.0,
         checked::dim3(grid, "grid", 1)?,
@@ -171,8 +177,17 @@ pub fn interp_launch<'py>(
     let opts = options(checks, fuel)?;
     let res = guard(|| {
         Ok(py.detach(|| {
-            Interpreter::with_options(&m, opts)
-                .and_then(|it| it.launch(&name, grid, block, shared_bytes, &args, &mut bufs))
+            Interpreter::with_options(&m, opts).and_then(|it| {
+                it.launch_with(
+                    &name,
+                    grid,
+                    block,
+                    shared_bytes,
+                    &args,
+                    &mut bufs,
+                    &launch_opts,
+                )
+            })
         }))
     })?;
     let out = buffers_out(py, &bufs)?;

@@ -494,9 +494,12 @@ class Kernel(_Translatable):
         max_registers: int | None = None,
         device: str = "auto",
         workgroup: Sequence[int] | None = None,
+        cluster: int | Sequence[int] | None = None,
     ) -> None:
         super().__init__(pyfunc)
         self.max_threads = _dim3(max_threads, "max_threads") if max_threads is not None else None
+        #: Blocks per cluster (sm_90), declared in the kernel's metadata.
+        self.cluster = _dim3(cluster, "cluster") if cluster is not None else None
         #: The workgroup of a ``prange`` nest, outermost first (``None``: not a nest kernel).
         self.workgroup = tuple(int(w) for w in workgroup) if workgroup is not None else None
         if self.workgroup is not None:
@@ -636,6 +639,9 @@ class Kernel(_Translatable):
             fn.attrs.append(f"min_blocks({self.min_blocks})")
         if self.max_registers is not None:
             fn.attrs.append(f"max_registers({self.max_registers})")
+        if self.cluster is not None:
+            x, y, z = self.cluster
+            fn.attrs.append(f"cluster({x}, {y}, {z})")
         # The kernel first, then the device functions it calls.
         mod.functions.insert(0, fn)
         params: list[str] = []
@@ -654,6 +660,7 @@ class Kernel(_Translatable):
                 "max_threads": list(self.max_threads) if self.max_threads else None,
                 "min_blocks": self.min_blocks,
                 "max_registers": self.max_registers,
+                "cluster": list(self.cluster) if self.cluster else None,
             },
             source=f"{src.file}:{src.tree.lineno + src.line_offset}",
         )
@@ -879,6 +886,7 @@ def kernel(
     max_registers: int | None = None,
     device: str = "auto",
     workgroup: Sequence[int] | None = None,
+    cluster: int | Sequence[int] | None = None,
 ) -> Callable[[F], Kernel]: ...
 
 
@@ -890,6 +898,7 @@ def kernel(
     max_registers: int | None = None,
     device: str = "auto",
     workgroup: Sequence[int] | None = None,
+    cluster: int | Sequence[int] | None = None,
 ) -> Kernel | Callable[[Callable[..., Any]], Kernel]:
     """Make a GPU kernel entry point from a Python function (see ``docs/kernels.md``)."""
 
@@ -901,6 +910,7 @@ def kernel(
             max_registers=max_registers,
             device=device,
             workgroup=workgroup,
+            cluster=cluster,
         )
 
     return wrap(fn) if fn is not None else wrap

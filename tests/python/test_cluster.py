@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import zyntax
-from zyntax import hir, interp
+from zyntax import hir, interp, lang
+from zyntax.frontend.errors import KernelTypeError
 
 rng = np.random.default_rng()
 G32 = hir.ptr("global", hir.u32)
@@ -282,7 +283,9 @@ def test_cluster_wait_without_arrive_traps() -> None:
     with m.kernel("k", []) as b:
         b.cluster_wait()
         b.ret()
-    with pytest.raises(zyntax.TrapError, match="cluster_barrier.wait without a cluster_barrier.arrive"):
+    with pytest.raises(
+        zyntax.TrapError, match=r"cluster_barrier\.wait without a cluster_barrier\.arrive"
+    ):
         interp.launch(m, "k", 2, 32, cluster=2)
 
 
@@ -295,7 +298,7 @@ def test_cluster_barrier_some_threads_never_arrive_deadlocks() -> None:
             b.cluster_sync()
         b.barrier()
         b.ret()
-    with pytest.raises(zyntax.TrapError, match="cluster_barrier.wait"):
+    with pytest.raises(zyntax.TrapError, match=r"cluster_barrier\.wait"):
         interp.launch(m, "k", 2, 32, cluster=2)
 
 
@@ -307,3 +310,55 @@ def test_grid_sync_with_an_exited_thread_traps() -> None:
         b.ret()
     with pytest.raises(zyntax.TrapError, match="every thread of the grid must reach grid_sync"):
         interp.launch(m, "k", 3, 32)
+
+
+# ---------------------------------------------------------------- zyntax.lang
+
+
+@zyntax.kernel(cluster=2)
+def lang_exchange(x: zyntax.f32[1], out: zyntax.f32[1]) -> None:
+    """`cluster_exchange` written in zyntax.lang."""
+    tid = lang.thread_idx.x
+    i = lang.block_idx.x * lang.block_dim.x + tid
+    tile = lang.shared.array(256, zyntax.f32)
+    tile[tid] = x[i]
+    lang.cluster_sync()
+    out[i] = lang.dsmem_load(tile, tid, lang.cluster_ctarank() ^ 1)
+    lang.cluster_sync()
+
+
+@zyntax.kernel
+def lang_grid_sum(x: zyntax.u32[1], partial: zyntax.u32[1], out: zyntax.u32[1]) -> None:
+    """Every block adds its slice into partial[block]; after grid_sync block 0 sums them."""
+    tid = lang.thread_idx.x
+    b = lang.block_idx.x
+    lang.atomic.add(partial, b, x[b * lang.block_dim.x + tid])
+    lang.grid_sync()
+    if b == 0 and tid == 0:
+        s = zyntax.u32(0)
+        for k in range(lang.grid_dim.x):
+            s += partial[k]
+        out[0] = s
+    lang.griddepcontrol_launch_dependents()
+
+
+def test_lang_cluster_exchange_and_grid_sync_on_interpreter() -> None:
+    blocks, block = 2 * int(rng.integers(1, 4)), 64
+    x = rng.standard_normal(blocks * block).astype(np.float32)
+    out = np.full_like(x, np.nan)
+    lang_exchange.run_cpu(x, out, grid=blocks, block=block)
+    np.testing.assert_array_equal(out, x.reshape(-1, 2, block)[:, ::-1, :].reshape(-1))
+    y = rng.integers(0, 1000, blocks * block, dtype=np.uint32)
+    partial = np.zeros(blocks, np.uint32)
+    total = np.full(1, 0xDEADBEEF, np.uint32)
+    lang_grid_sum.run_cpu(y, partial, total, grid=blocks, block=block)
+    assert total[0] == y.sum(dtype=np.uint32)
+
+
+def test_lang_dsmem_needs_a_shared_array() -> None:
+    @zyntax.kernel
+    def bad(x: zyntax.f32[1]) -> None:
+        x[0] = lang.dsmem_load(x, 0, 1)
+
+    with pytest.raises(KernelTypeError, match=r"dsmem_load needs a shared array"):
+        bad.run_cpu(np.zeros(1, np.float32), grid=2, block=1)

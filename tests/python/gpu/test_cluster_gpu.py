@@ -123,7 +123,8 @@ def test_grid_reduce_on_device(rounds: int) -> None:
     partial = cuda.to_device(np.full(blocks, np.nan, np.float32))
     for _ in range(2):  # the grid-sync counter is reused across launches
         k.launch(blocks, block, cuda.to_device(x), partial, out, n, cooperative=True)
-        np.testing.assert_allclose(out.to_host()[0], x.astype(np.float64).sum(), rtol=1e-4, atol=1e-2)
+        got = out.to_host()[0]
+        np.testing.assert_allclose(got, x.astype(np.float64).sum(), rtol=1e-4, atol=1e-2)
     small = rng.standard_normal(3000).astype(np.float32)
     want = np.full(1, np.nan, np.float32)
     interp.launch(m, "grid_reduce", 4, 128, small, np.zeros(4, np.float32), want, 3000)
@@ -138,7 +139,8 @@ def test_cooperative_grid_too_large_is_a_typed_error() -> None:
     x = cuda.to_device(np.ones(1024, np.float32))
     p = cuda.to_device(np.zeros(1 << 20, np.float32))
     out = cuda.to_device(np.zeros(1, np.float32))
-    with pytest.raises(zyntax.LaunchError, match=r"cooperative grid of \d+ blocks is too large: at most \d+"):
+    too_large = r"cooperative grid of \d+ blocks is too large: at most \d+"
+    with pytest.raises(zyntax.LaunchError, match=too_large):
         k.launch(1 << 20, 1024, x, p, out, 1024, cooperative=True)
     with pytest.raises(zyntax.LaunchError, match="grid_sync: launch it with cooperative=True"):
         k.launch(2, 128, x, p, out, 1024)
@@ -149,9 +151,12 @@ def test_bad_cluster_launches_are_typed_errors() -> None:
     m = cpu.registers_module(None)
     k = cuda.load_hir(m, arch="sm_90").kernel("regs")
     out = cuda.to_device(np.zeros(4000, np.uint32))
-    with pytest.raises(zyntax.LaunchError, match=r"grid x = 3 is not a multiple of cluster x = 2"):
+    not_multiple = r"grid x = 3 is not a multiple of cluster x = 2"
+    with pytest.raises(zyntax.LaunchError, match=not_multiple):
         k.launch(3, 32, out, cluster=2)
-    with pytest.raises(zyntax.LaunchError, match=r"cluster of 32 blocks exceeds the largest cluster"):
+    with pytest.raises(
+        zyntax.LaunchError, match=r"cluster of 32 blocks exceeds the largest cluster"
+    ):
         k.launch(32, 32, out, cluster=32)
     d = cuda.load_hir(cpu.registers_module((2, 1, 1)), arch="sm_90").kernel("regs")
     with pytest.raises(zyntax.LaunchError, match=r"differs from the kernel's declared cluster"):

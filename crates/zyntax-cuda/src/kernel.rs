@@ -449,7 +449,7 @@ impl Kernel {
             if c[i] == 0 {
                 return Err(self.err(format!("cluster {axis} = 0; at least 1")).into());
             }
-            if cfg.grid[i] % c[i] != 0 {
+            if !cfg.grid[i].is_multiple_of(c[i]) {
                 return Err(self
                     .err(format!(
                         "grid {axis} = {} is not a multiple of cluster {axis} = {}",

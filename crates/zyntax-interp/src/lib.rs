@@ -523,7 +523,7 @@ fn launch_cluster(
             "cluster {c:?} has {n} blocks; a cluster has 1..={MAX_CLUSTER_BLOCKS}"
         )));
     }
-    if (0..3).any(|d| grid[d] % c[d] != 0) {
+    if (0..3).any(|d| !grid[d].is_multiple_of(c[d])) {
         return Err(InterpError::Launch(format!(
             "grid {grid:?} is not a whole number of clusters {c:?} (each grid dimension must be a multiple of the cluster's)"
         )));

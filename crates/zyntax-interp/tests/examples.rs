@@ -413,9 +413,9 @@ fn cluster_exchange_swaps_tiles() {
         .unwrap();
         let got = bytes_f32(&bufs[1]);
         let b = block as usize;
-        for i in 0..n {
+        for (i, g) in got.iter().enumerate() {
             let partner = ((i / b) ^ 1) * b + i % b;
-            assert_eq!(got[i].to_bits(), x[partner].to_bits(), "i={i}");
+            assert_eq!(g.to_bits(), x[partner].to_bits(), "i={i}");
         }
     }
 }

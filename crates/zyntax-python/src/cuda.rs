@@ -2285,6 +2285,7 @@ impl CudaKernel {
     /// converts arguments and launches (the fastest path).
     #[pyo3(signature = (grid, block, shared_mem=None, stream=None, *, cluster=None,
         pdl=false, cooperative=false))]
+    #[allow(clippy::too_many_arguments)]
     fn prepare(
         slf: &Bound<'_, Self>,
         grid: &Bound<'_, PyAny>,

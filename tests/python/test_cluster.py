@@ -327,7 +327,7 @@ def lang_exchange(x: zyntax.f32[1], out: zyntax.f32[1]) -> None:
     lang.cluster_sync()
 
 
-@zyntax.kernel
+@zyntax.kernel(cooperative=True)
 def lang_grid_sum(x: zyntax.u32[1], partial: zyntax.u32[1], out: zyntax.u32[1]) -> None:
     """Every block adds its slice into partial[block]; after grid_sync block 0 sums them."""
     tid = lang.thread_idx.x

@@ -495,8 +495,11 @@ class Kernel(_Translatable):
         device: str = "auto",
         workgroup: Sequence[int] | None = None,
         cluster: int | Sequence[int] | None = None,
+        cooperative: bool = False,
     ) -> None:
         super().__init__(pyfunc)
+        #: GPU launches are cooperative (all blocks co-resident), as `grid_sync` needs.
+        self.cooperative = bool(cooperative)
         self.max_threads = _dim3(max_threads, "max_threads") if max_threads is not None else None
         #: Blocks per cluster (sm_90), declared in the kernel's metadata.
         self.cluster = _dim3(cluster, "cluster") if cluster is not None else None
@@ -661,6 +664,7 @@ class Kernel(_Translatable):
                 "min_blocks": self.min_blocks,
                 "max_registers": self.max_registers,
                 "cluster": list(self.cluster) if self.cluster else None,
+                "cooperative": self.cooperative,
             },
             source=f"{src.file}:{src.tree.lineno + src.line_offset}",
         )
@@ -789,7 +793,8 @@ class Kernel(_Translatable):
             factory = _fast_launch_factory(key, args)
             if factory is None:
                 return
-            prepared = func.prepare(g, b, shared_mem=shared_mem or None, stream=stream)
+            coop = {"cooperative": True} if self.cooperative else {}
+            prepared = func.prepare(g, b, shared_mem=shared_mem or None, stream=stream, **coop)
             fast = factory(prepared)
             by_key[key] = fast
         state[0] = fast
@@ -830,7 +835,12 @@ class Kernel(_Translatable):
             key, flat = _key_and_flat(args)
             func = hot.get(key) if key is not None else None
             if func is not None:
-                func.launch(g, b, *flat, shared_mem=shared_mem or None, stream=stream)
+                if self.cooperative:
+                    func.launch(
+                        g, b, *flat, shared_mem=shared_mem or None, stream=stream, cooperative=True
+                    )
+                else:
+                    func.launch(g, b, *flat, shared_mem=shared_mem or None, stream=stream)
                 return
         # Dispatch on a cheap per-argument key first; the full signature (and the
         # checks against annotations) is computed once per new key.
@@ -887,6 +897,7 @@ def kernel(
     device: str = "auto",
     workgroup: Sequence[int] | None = None,
     cluster: int | Sequence[int] | None = None,
+    cooperative: bool = False,
 ) -> Callable[[F], Kernel]: ...
 
 
@@ -899,6 +910,7 @@ def kernel(
     device: str = "auto",
     workgroup: Sequence[int] | None = None,
     cluster: int | Sequence[int] | None = None,
+    cooperative: bool = False,
 ) -> Kernel | Callable[[Callable[..., Any]], Kernel]:
     """Make a GPU kernel entry point from a Python function (see ``docs/kernels.md``)."""
 
@@ -911,6 +923,7 @@ def kernel(
             device=device,
             workgroup=workgroup,
             cluster=cluster,
+            cooperative=cooperative,
         )
 
     return wrap(fn) if fn is not None else wrap

@@ -161,3 +161,21 @@ def test_bad_cluster_launches_are_typed_errors() -> None:
     d = cuda.load_hir(cpu.registers_module((2, 1, 1)), arch="sm_90").kernel("regs")
     with pytest.raises(zyntax.LaunchError, match=r"differs from the kernel's declared cluster"):
         d.launch(4, 32, out, cluster=4)
+
+
+def test_lang_cluster_kernels_on_device() -> None:
+    """The zyntax.lang twins: `@zyntax.kernel(cluster=2)` with DSMEM, and a
+    `@zyntax.kernel(cooperative=True)` with grid_sync, launched on the GPU."""
+    need_sm90()
+    blocks, block = 2 * int(rng.integers(1, 32)), 128
+    x = rng.standard_normal(blocks * block).astype(np.float32)
+    out = cuda.to_device(np.full_like(x, np.nan))
+    cpu.lang_exchange.launch(cuda.to_device(x), out, grid=blocks, block=block, device="gpu")
+    np.testing.assert_array_equal(out.to_host(), x.reshape(-1, 2, block)[:, ::-1, :].reshape(-1))
+    y = rng.integers(0, 1000, blocks * block, dtype=np.uint32)
+    partial = cuda.to_device(np.zeros(blocks, np.uint32))
+    total = cuda.to_device(np.full(1, 0xDEADBEEF, np.uint32))
+    cpu.lang_grid_sum.launch(
+        cuda.to_device(y), partial, total, grid=blocks, block=block, device="gpu"
+    )
+    assert total.to_host()[0] == y.sum(dtype=np.uint32)

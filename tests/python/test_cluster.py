@@ -362,3 +362,22 @@ def test_lang_dsmem_needs_a_shared_array() -> None:
 
     with pytest.raises(KernelTypeError, match=r"dsmem_load needs a shared array"):
         bad.run_cpu(np.zeros(1, np.float32), grid=2, block=1)
+
+
+def test_aot_manifest_records_cluster_and_grid_sync(tmp_path: object) -> None:
+    """An AOT bundle's manifest carries the declared cluster and whether the
+    kernel needs a cooperative launch, so a bundle loader checks launches too."""
+    import json
+    from pathlib import Path
+
+    import cluster_exchange
+    import grid_reduce
+    from zyntax import aot
+
+    assert isinstance(tmp_path, Path)
+    r = aot.build_bundle(cluster_exchange.build(), ["sm_90"], tmp_path / "c.cubin", emit="cubin")
+    k = json.loads(r.manifest.read_text())["kernels"]["exchange"]
+    assert k["cluster_dims"] == [2, 1, 1] and k["grid_sync"] is False
+    r = aot.build_bundle(grid_reduce.build(), ["sm_80"], tmp_path / "g.cubin", emit="cubin")
+    k = json.loads(r.manifest.read_text())["kernels"]["grid_reduce"]
+    assert k["cluster_dims"] is None and k["grid_sync"] is True

@@ -137,9 +137,10 @@ def _kernel_info(module: Any, name: str, ptx: str) -> dict[str, Any]:
         "param_bytes": lay["param_bytes"],
         "max_threads": mt,
         "max_block_threads": limit,
-        # HIR has no required block size (reqntid) or cluster dims yet; kept explicit.
+        # The required block size (reqntid) is not recorded yet; kept explicit.
         "required_block": None,
-        "cluster_dims": None,
+        "cluster_dims": lay.get("cluster"),
+        "grid_sync": lay.get("grid_sync", False),
         "min_blocks": lay.get("min_blocks"),
         "max_registers": lay.get("max_registers"),
         "dynamic_shared_bytes": lay.get("dynamic_shared_bytes") or 0,

@@ -239,6 +239,8 @@ def load_bundle(path: str | Path, device: int = 0) -> Bundle:
             "params": [str(p.get("type")) for p in k["params"]],
             "max_threads": k.get("max_threads"),
             "shared_bytes": int(k.get("dynamic_shared_bytes") or 0),
+            "cluster": k.get("cluster_dims"),
+            "grid_sync": bool(k.get("grid_sync")),
         }
         for name, k in manifest["kernels"].items()
     }

@@ -241,6 +241,7 @@ def launch(
     shared_bytes: int = 0,
     checks: bool = True,
     fuel: int | None = None,
+    cluster: int | Sequence[int] | None = None,
 ) -> dict[str, int] | None:
     """Runs a kernel over a grid on the interpreter.
 
@@ -254,6 +255,11 @@ def launch(
     value. Returns the run's statistics (thread-instructions, warp steps) for
     HIR modules; ``None`` for ``@zyntax.kernel`` functions, which specialise on
     the arguments first (see ``Kernel.run_cpu``).
+
+    ``cluster`` is the number of blocks per cluster (an int or up to 3 ints;
+    default: the kernel's declared ``cluster``, else none): the grid must be
+    a whole number of clusters. Blocks of a cluster (with ``grid_sync``, of
+    the whole grid) run co-scheduled.
     """
     if not isinstance(target, Module):
         run_cpu = getattr(target, "run_cpu", None)
@@ -292,6 +298,7 @@ def launch(
             checks=checks,
             fuel=fuel,
             tensor_maps=marshal.tensor_maps,
+            cluster=cluster,
         )
     except ZyntaxError as e:
         if hasattr(e, "buffers"):

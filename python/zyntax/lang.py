@@ -33,11 +33,18 @@ __all__ = [
     "bulk_commit_group",
     "bulk_wait_group",
     "ceil",
+    "cluster_arrive",
+    "cluster_ctarank",
+    "cluster_nctarank",
+    "cluster_sync",
+    "cluster_wait",
     "clz",
     "compiler_fence",
     "cos",
     "cvt_pack",
     "cvt_unpack",
+    "dsmem_load",
+    "dsmem_store",
     "elect_sync",
     "ex2_approx",
     "exp",
@@ -51,6 +58,9 @@ __all__ = [
     "fma",
     "grid",
     "grid_dim",
+    "grid_sync",
+    "griddepcontrol_launch_dependents",
+    "griddepcontrol_wait",
     "gridsize",
     "i8",
     "i16",
@@ -351,6 +361,20 @@ wgmma_commit_group = Primitive("wgmma_commit_group")
 wgmma_wait_group = Primitive("wgmma_wait_group")
 setmaxnreg = Primitive("setmaxnreg")
 elect_sync = Primitive("elect_sync")
+# Clusters and distributed shared memory (issue 13, sm_90): the block's rank
+# in its cluster, cluster barriers, and element `i` of a shared array in the
+# cluster's block of rank `rank` (``dsmem_load(arr, i, rank)``).
+cluster_ctarank = Primitive("cluster_ctarank")
+cluster_nctarank = Primitive("cluster_nctarank")
+cluster_arrive = Primitive("cluster_arrive")
+cluster_wait = Primitive("cluster_wait")
+cluster_sync = Primitive("cluster_sync")
+dsmem_load = Primitive("dsmem_load")
+dsmem_store = Primitive("dsmem_store")
+# Programmatic dependent launch (sm_90) and grid-wide sync (a cooperative launch).
+griddepcontrol_wait = Primitive("griddepcontrol_wait")
+griddepcontrol_launch_dependents = Primitive("griddepcontrol_launch_dependents")
+grid_sync = Primitive("grid_sync")
 
 shared = _Namespace("shared", ["array", "dynamic"])
 local = _Namespace("local", ["array"])

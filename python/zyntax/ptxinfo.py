@@ -80,6 +80,9 @@ def kernel_layout(module: Any, name: str, ptx: str) -> dict[str, Any]:
         "max_threads": kind.get("max_threads"),
         "min_blocks": kind.get("min_blocks"),
         "max_registers": kind.get("max_registers"),
+        "cluster": kind.get("cluster"),
+        # The grid_sync lowering's counter (docs/lowering.md): a cooperative launch is needed.
+        "grid_sync": "__zyntax_grid_sync" in body,
         "dynamic_shared_bytes": kind.get("shared_bytes", 0),
         "static_shared_bytes": static_shared,
         "param_bytes": offset,

@@ -176,6 +176,17 @@ fn signature(name: &str, k: &Value) -> Result<Signature> {
             sig.max_threads = Some([x, y, z]);
         }
     }
+    if let Some(v) = k["cluster_dims"].as_array() {
+        let d: Vec<u32> = v
+            .iter()
+            .filter_map(|x| x.as_u64())
+            .map(|x| x as u32)
+            .collect();
+        if let [x, y, z] = d[..] {
+            sig.cluster = Some([x, y, z]);
+        }
+    }
+    sig.grid_sync = k["grid_sync"].as_bool().unwrap_or(false);
     sig.shared_bytes = k["dynamic_shared_bytes"].as_u64().unwrap_or(0) as u32;
     Ok(sig)
 }

@@ -81,6 +81,11 @@ pub struct Signature {
     pub max_threads: Option<[u32; 3]>,
     /// Dynamic shared bytes used when a launch does not say.
     pub shared_bytes: u32,
+    /// Declared blocks per cluster (HIR `KernelInfo::cluster`).
+    pub cluster: Option<[u32; 3]>,
+    /// Whether the kernel (or a function it calls) uses `grid_sync`: it
+    /// must be launched cooperatively.
+    pub grid_sync: bool,
 }
 
 impl Signature {
@@ -110,6 +115,16 @@ impl Signature {
         let mut s = Signature::from_types(&f.param_types())?;
         s.max_threads = info.max_threads;
         s.shared_bytes = info.shared_bytes;
+        s.cluster = info.cluster;
+        s.grid_sync = zyntax_hir::uses_grid_sync(None, f);
+        Ok(s)
+    }
+
+    /// [`Signature::from_function`] for a kernel of `m`: `grid_sync` in the
+    /// device functions it calls counts too.
+    pub fn from_kernel(m: &zyntax_hir::Module, f: &Function) -> Result<Signature> {
+        let mut s = Signature::from_function(f)?;
+        s.grid_sync = zyntax_hir::uses_grid_sync(Some(m), f);
         Ok(s)
     }
 }
@@ -134,6 +149,27 @@ impl LaunchConfig {
         }
     }
 }
+
+/// Launch options beyond the grid (issue 13 items 4-5, issue 12 item 6),
+/// passed to `cuLaunchKernelEx` as launch attributes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LaunchOptions {
+    /// Blocks per cluster (`CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION`, sm_90).
+    pub cluster: Option<[u32; 3]>,
+    /// Programmatic dependent launch
+    /// (`CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION`, sm_90): the
+    /// kernel may start before the previous one on the stream has finished;
+    /// it waits for it with `griddepcontrol.wait`.
+    pub pdl: bool,
+    /// Cooperative launch (`CU_LAUNCH_ATTRIBUTE_COOPERATIVE`): every block is
+    /// co-resident, as `grid_sync` needs.
+    pub cooperative: bool,
+}
+
+/// Most blocks per cluster every sm_90 device runs (larger, up to
+/// [`MAX_CLUSTER_NONPORTABLE`], needs the non-portable opt-in).
+pub const MAX_CLUSTER_PORTABLE: u32 = 8;
+pub const MAX_CLUSTER_NONPORTABLE: u32 = 16;
 
 /// One argument, as the caller has it.
 #[derive(Debug, Clone, Copy)]
@@ -361,6 +397,238 @@ impl Kernel {
         Ok(())
     }
 
+    /// Checks the launch options against the kernel and the device before the
+    /// driver sees them: `grid_sync` kernels need `cooperative` and a grid
+    /// that fits co-resident; a cluster shape must match a declared one,
+    /// divide the grid, have at most 16 blocks (above 8 the kernel is opted
+    /// in to non-portable sizes) and fit the device; clusters and `pdl` need
+    /// sm_90. Call after [`Kernel::check_config`].
+    pub fn check_options(&self, cfg: &LaunchConfig, opts: &LaunchOptions) -> Result<()> {
+        let sig = &self.inner.sig;
+        if *opts == LaunchOptions::default() && !sig.grid_sync && sig.cluster.is_none() {
+            return Ok(());
+        }
+        let props = self.device().props();
+        let (major, minor) = props.compute_capability;
+        if sig.grid_sync && !opts.cooperative {
+            return Err(self
+                .err("the kernel uses grid_sync: launch it with cooperative=True (all blocks co-resident)")
+                .into());
+        }
+        if opts.pdl && major < 9 {
+            return Err(self
+                .err(format!(
+                    "pdl needs compute capability 9.0 or newer; the device is {major}.{minor}"
+                ))
+                .into());
+        }
+        let cluster = match (sig.cluster, opts.cluster) {
+            (Some(d), Some(c)) if d != c => {
+                return Err(self
+                    .err(format!(
+                    "cluster ({}, {}, {}) differs from the kernel's declared cluster ({}, {}, {})",
+                    c[0], c[1], c[2], d[0], d[1], d[2]
+                ))
+                    .into())
+            }
+            (d, c) => c.or(d),
+        };
+        if let Some(c) = cluster {
+            self.check_cluster(cfg, c, opts.cluster.is_some())?;
+        }
+        if opts.cooperative {
+            self.check_coresident(cfg)?;
+        }
+        Ok(())
+    }
+
+    fn check_cluster(&self, cfg: &LaunchConfig, c: [u32; 3], at_launch: bool) -> Result<()> {
+        const AXES: [&str; 3] = ["x", "y", "z"];
+        let (major, minor) = self.device().props().compute_capability;
+        if major < 9 {
+            return Err(self
+                .err(format!(
+                    "cluster needs compute capability 9.0 or newer; the device is {major}.{minor}"
+                ))
+                .into());
+        }
+        for (i, axis) in AXES.iter().enumerate() {
+            if c[i] == 0 {
+                return Err(self.err(format!("cluster {axis} = 0; at least 1")).into());
+            }
+            if !cfg.grid[i].is_multiple_of(c[i]) {
+                return Err(self
+                    .err(format!(
+                        "grid {axis} = {} is not a multiple of cluster {axis} = {}",
+                        cfg.grid[i], c[i]
+                    ))
+                    .into());
+            }
+        }
+        let n = u64::from(c[0]) * u64::from(c[1]) * u64::from(c[2]);
+        if n > u64::from(MAX_CLUSTER_NONPORTABLE) {
+            return Err(self
+                .err(format!(
+                    "cluster of {n} blocks exceeds the largest cluster ({MAX_CLUSTER_NONPORTABLE} blocks, \
+                     above {MAX_CLUSTER_PORTABLE} non-portable)"
+                ))
+                .into());
+        }
+        if n > u64::from(MAX_CLUSTER_PORTABLE) {
+            self.device().bind()?;
+            // SAFETY: valid function handle; sets one int attribute.
+            check(
+                unsafe {
+                    sys::cuFuncSetAttribute(
+                        self.inner.func.0,
+                        CUfunction_attribute::CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
+                        1,
+                    )
+                },
+                "cuFuncSetAttribute(NON_PORTABLE_CLUSTER_SIZE_ALLOWED)",
+            )?;
+        }
+        if !at_launch {
+            return Ok(()); // a declared shape: the driver checks it at load
+        }
+        // Whether one cluster of this shape fits an SM group at all.
+        let mut attr = cluster_attr(c);
+        let lc = sys::CUlaunchConfig {
+            gridDimX: cfg.grid[0],
+            gridDimY: cfg.grid[1],
+            gridDimZ: cfg.grid[2],
+            blockDimX: cfg.block[0],
+            blockDimY: cfg.block[1],
+            blockDimZ: cfg.block[2],
+            sharedMemBytes: cfg.shared_bytes,
+            hStream: std::ptr::null_mut(),
+            attrs: &mut attr,
+            numAttrs: 1,
+        };
+        let mut clusters = 0i32;
+        self.device().bind()?;
+        // SAFETY: `lc` and the attribute it points to live for the call.
+        check(
+            unsafe { sys::cuOccupancyMaxActiveClusters(&mut clusters, self.inner.func.0, &lc) },
+            "cuOccupancyMaxActiveClusters",
+        )?;
+        if clusters < 1 {
+            return Err(self
+                .err(format!(
+                    "cluster of {n} blocks of {} threads and {} bytes of dynamic shared memory \
+                     cannot be resident on this device (cuOccupancyMaxActiveClusters = 0)",
+                    cfg.block[0] * cfg.block[1] * cfg.block[2],
+                    cfg.shared_bytes
+                ))
+                .into());
+        }
+        Ok(())
+    }
+
+    /// Whether every block of the grid can be resident at once (cooperative launch).
+    fn check_coresident(&self, cfg: &LaunchConfig) -> Result<()> {
+        let threads = cfg.block[0] * cfg.block[1] * cfg.block[2];
+        let mut per_sm = 0i32;
+        self.device().bind()?;
+        // SAFETY: valid function handle; writes one int.
+        check(
+            unsafe {
+                sys::cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                    &mut per_sm,
+                    self.inner.func.0,
+                    threads as i32,
+                    cfg.shared_bytes as usize,
+                )
+            },
+            "cuOccupancyMaxActiveBlocksPerMultiprocessor",
+        )?;
+        let sms = u64::from(self.device().props().sm_count);
+        let fits = u64::try_from(per_sm).unwrap_or(0) * sms;
+        let blocks = u64::from(cfg.grid[0]) * u64::from(cfg.grid[1]) * u64::from(cfg.grid[2]);
+        if blocks > fits {
+            return Err(self
+                .err(format!(
+                    "cooperative grid of {blocks} blocks is too large: at most {fits} blocks of \
+                     {threads} threads can be co-resident ({per_sm} per SM x {sms} SMs)"
+                ))
+                .into());
+        }
+        Ok(())
+    }
+
+    /// [`Kernel::launch`] with launch options.
+    ///
+    /// # Safety
+    /// As [`Kernel::launch`].
+    pub unsafe fn launch_with(
+        &self,
+        cfg: &LaunchConfig,
+        opts: &LaunchOptions,
+        stream: Option<&Stream>,
+        args: &[KernelArg<'_>],
+    ) -> Result<()> {
+        self.check_config(cfg)?;
+        self.check_options(cfg, opts)?;
+        let mut pb = self.marshal(args)?;
+        self.launch_raw_with(
+            cfg,
+            opts,
+            stream_raw(self.device(), stream)?,
+            pb.as_mut_ptr(),
+        )
+    }
+
+    /// [`Kernel::launch_raw`] with launch options: `cuLaunchKernelEx` with
+    /// one attribute per option (plain `cuLaunchKernel` without any).
+    ///
+    /// # Safety
+    /// As [`Kernel::launch_raw`]; `opts` checked by [`Kernel::check_options`].
+    pub unsafe fn launch_raw_with(
+        &self,
+        cfg: &LaunchConfig,
+        opts: &LaunchOptions,
+        stream: CUstream,
+        params: *mut *mut c_void,
+    ) -> Result<()> {
+        if *opts == LaunchOptions::default() {
+            return self.launch_raw(cfg, stream, params);
+        }
+        use sys::CUlaunchAttributeID as Id;
+        let mut attrs = Vec::with_capacity(3);
+        if let Some(c) = opts.cluster {
+            attrs.push(cluster_attr(c));
+        }
+        if opts.pdl {
+            let mut a: sys::CUlaunchAttribute = std::mem::zeroed();
+            a.id = Id::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+            a.value.programmaticStreamSerializationAllowed = 1;
+            attrs.push(a);
+        }
+        if opts.cooperative {
+            let mut a: sys::CUlaunchAttribute = std::mem::zeroed();
+            a.id = Id::CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+            a.value.cooperative = 1;
+            attrs.push(a);
+        }
+        let lc = sys::CUlaunchConfig {
+            gridDimX: cfg.grid[0],
+            gridDimY: cfg.grid[1],
+            gridDimZ: cfg.grid[2],
+            blockDimX: cfg.block[0],
+            blockDimY: cfg.block[1],
+            blockDimZ: cfg.block[2],
+            sharedMemBytes: cfg.shared_bytes,
+            hStream: stream,
+            attrs: attrs.as_mut_ptr(),
+            numAttrs: attrs.len() as u32,
+        };
+        self.device().bind()?;
+        check(
+            sys::cuLaunchKernelEx(&lc, self.inner.func.0, params, std::ptr::null_mut()),
+            "cuLaunchKernelEx",
+        )
+    }
+
     /// Raises (or lowers) `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`.
     pub fn set_max_dynamic_shared(&self, bytes: u32) -> Result<()> {
         self.device().bind()?;
@@ -438,6 +706,7 @@ impl Kernel {
         args: &[KernelArg<'_>],
     ) -> Result<()> {
         self.check_config(cfg)?;
+        self.check_options(cfg, &LaunchOptions::default())?;
         self.check_arg_count(args.len())?;
         let n = self.inner.total_slots;
         if n <= STACK_SLOTS {
@@ -528,6 +797,17 @@ impl Kernel {
             "cuLaunchKernel",
         )
     }
+}
+
+/// The cluster-dimension launch attribute.
+fn cluster_attr(c: [u32; 3]) -> sys::CUlaunchAttribute {
+    // SAFETY: a plain C struct/union; all-zero is a valid value.
+    let mut a: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+    a.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    a.value.clusterDim.x = c[0];
+    a.value.clusterDim.y = c[1];
+    a.value.clusterDim.z = c[2];
+    a
 }
 
 /// The stream handle for a launch, checking the stream's device.

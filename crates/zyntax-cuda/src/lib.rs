@@ -65,7 +65,8 @@ pub use error::{CudaError, LaunchError, Result};
 pub use graph::{Graph, GraphExec};
 pub use keep::KeepAlive;
 pub use kernel::{
-    elem_compatible, FuncAttrs, Kernel, KernelArg, LaunchConfig, ParamKind, Signature,
+    elem_compatible, FuncAttrs, Kernel, KernelArg, LaunchConfig, LaunchOptions, ParamKind,
+    Signature,
 };
 pub use memory::{
     size_class, Advice, DeviceBuffer, DeviceRepr, HostRegistration, Location, ManagedBuffer,

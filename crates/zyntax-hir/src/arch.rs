@@ -39,6 +39,8 @@
 //! | `cvt_pack.f16x2` / `cvt_pack.bf16x2` | sm_80 | 7.0 | `cvt.rn.{f16x2,bf16x2}.f32` |
 //! | `load.evict_first` / `evict_last`, `store.evict_*` | sm_80 | 7.4 | `createpolicy.fractional.L2::evict_*` + `ld/st.global.L2::cache_hint` (sm_80 needs an explicit `ptx(7.4)`) |
 //! | `cvt_pack.e4m3x2` / `e5m2x2`, `cvt_unpack.*` | sm_89 | 8.1 | `cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32`, `cvt.rn.f16x2.{e4m3x2,e5m2x2}` |
+//! | cluster registers, `cluster_barrier.*`, `mapa`, `mbarrier.arrive_cluster`, a kernel's `cluster(..)` | sm_90 | 7.8 | `%cluster_*`, `barrier.cluster`, `mapa`, `.reqnctapercluster` |
+//! | `griddepcontrol.*` | sm_90 | 7.8 | programmatic dependent launch |
 //!
 //! Kernel metadata is checked per arch too: static + dynamic shared memory
 //! against [`max_shared_bytes`], `min_blocks` against [`max_blocks_per_sm`]
@@ -117,6 +119,9 @@ pub const CVT_PACK: Feature = feature("cvt_pack to f16x2/bf16x2", Arch::Sm80, 7,
 pub const CVT_FP8: Feature = feature("fp8 pair conversions", Arch::Sm89, 8, 1);
 // L2 eviction priorities (issue 12 item 3): `createpolicy` and `.L2::cache_hint`.
 pub const L2_HINT: Feature = feature("L2 eviction hints", Arch::Sm80, 7, 4);
+// Clusters, distributed shared memory and programmatic dependent launch (issue 13, h13-cluster).
+pub const CLUSTER: Feature = feature("thread block clusters", Arch::Sm90, 7, 8);
+pub const GRIDDEP: Feature = feature("griddepcontrol", Arch::Sm90, 7, 8);
 
 /// Every row of the gating table.
 pub const FEATURES: &[Feature] = &[
@@ -148,6 +153,8 @@ pub const FEATURES: &[Feature] = &[
     CVT_PACK,
     CVT_FP8,
     L2_HINT,
+    CLUSTER,
+    GRIDDEP,
 ];
 
 /// The oldest PTX ISA version whose `.target` accepts `arch`.
@@ -472,6 +479,14 @@ fn check_kernel_limits(
             message,
         })
     };
+    if let Some([x, y, z]) = k.cluster {
+        if arch < CLUSTER.arch {
+            err(format!(
+                "cluster({x}, {y}, {z}) needs {} (thread block clusters); {arch} has none",
+                CLUSTER.arch
+            ));
+        }
+    }
     if let Some(n) = k.max_registers {
         let floor = min_max_registers(m, f, arch);
         if n < floor && n >= MIN_MAX_REGISTERS {

@@ -658,6 +658,61 @@ impl FunctionBuilder {
         self.push0(Op::FenceMbarrierInit, &[])
     }
 
+    // ---------------------------------------------------------------- clusters, PDL, grid sync (h13-cluster)
+
+    pub fn cluster_idx(&mut self, d: Dim) -> BuildResult<ValueId> {
+        self.push1(Op::ClusterIdx(d), &[], Type::U32)
+    }
+    pub fn cluster_dim(&mut self, d: Dim) -> BuildResult<ValueId> {
+        self.push1(Op::ClusterDim(d), &[], Type::U32)
+    }
+    pub fn cluster_block_idx(&mut self, d: Dim) -> BuildResult<ValueId> {
+        self.push1(Op::ClusterBlockIdx(d), &[], Type::U32)
+    }
+    pub fn cluster_grid_dim(&mut self, d: Dim) -> BuildResult<ValueId> {
+        self.push1(Op::ClusterGridDim(d), &[], Type::U32)
+    }
+    pub fn cluster_ctarank(&mut self) -> BuildResult<ValueId> {
+        self.push1(Op::ClusterCtaRank, &[], Type::U32)
+    }
+    pub fn cluster_nctarank(&mut self) -> BuildResult<ValueId> {
+        self.push1(Op::ClusterNctaRank, &[], Type::U32)
+    }
+    pub fn is_explicit_cluster(&mut self) -> BuildResult<ValueId> {
+        self.push1(Op::IsExplicitCluster, &[], Type::BOOL)
+    }
+    pub fn cluster_barrier(&mut self, op: ClusterBarrierOp) -> BuildResult<()> {
+        self.push0(Op::ClusterBarrier(op), &[])
+    }
+    /// `ptr` (a `ptr<shared, T>`) in the cluster's block of rank `rank`: a `ptr<shared_cluster, T>`.
+    pub fn mapa(&mut self, ptr: ValueId, rank: ValueId) -> BuildResult<ValueId> {
+        // A non-pointer operand is the verifier's to report; the result type is then moot.
+        let elem = match self.value_type(ptr)? {
+            Type::Ptr(_, e) => (**e).clone(),
+            _ => Type::U8,
+        };
+        self.push1(
+            Op::Mapa,
+            &[ptr, rank],
+            Type::ptr(AddrSpace::SharedCluster, elem),
+        )
+    }
+    pub fn mbarrier_arrive_cluster(&mut self, bar: ValueId) -> BuildResult<()> {
+        self.push0(Op::MbarrierArriveCluster, &[bar])
+    }
+    pub fn griddep(&mut self, op: GriddepOp) -> BuildResult<()> {
+        self.push0(Op::Griddep(op), &[])
+    }
+    pub fn griddep_launch_dependents(&mut self) -> BuildResult<()> {
+        self.griddep(GriddepOp::LaunchDependents)
+    }
+    pub fn griddep_wait(&mut self) -> BuildResult<()> {
+        self.griddep(GriddepOp::Wait)
+    }
+    pub fn grid_sync(&mut self) -> BuildResult<()> {
+        self.push0(Op::GridSync, &[])
+    }
+
     // ---------------------------------------------------------------- warp MMA (issue 12)
 
     /// `D = A * B + C` over the warp (`mma.sync`); D has C's type.

@@ -84,6 +84,10 @@ pub struct KernelInfo {
     /// with another block shape fails.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exact_threads: Option<[u32; 3]>,
+    /// Blocks per cluster in x, y, z (`.reqnctapercluster` + `.explicitcluster`,
+    /// sm_90), if declared: launches must use this cluster shape.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<[u32; 3]>,
 }
 
 /// What a function is.

@@ -43,9 +43,9 @@ pub use ir::{
 };
 pub use op::BulkRedOp;
 pub use op::{
-    ApproxOp, AtomicOp, BinOp, BitOp, CacheHint, CacheOp, CmpOp, ConstValue, Dim, MatchMode,
-    MbarrierOp, MmaElem, Op, OpClass, OptLevel, PackFmt, ReduxOp, Scope, ShflMode, Swizzle, UnOp,
-    VoteMode, WarpShape, Wgmma,
+    ApproxOp, AtomicOp, BinOp, BitOp, CacheHint, CacheOp, ClusterBarrierOp, CmpOp, ConstValue, Dim,
+    GriddepOp, MatchMode, MbarrierOp, MmaElem, Op, OpClass, OptLevel, PackFmt, ReduxOp, Scope,
+    ShflMode, Swizzle, UnOp, VoteMode, WarpShape, Wgmma,
 };
 pub use parser::{parse_module, parse_module_named};
 pub use printer::{print_function, print_inst, print_module};
@@ -53,5 +53,5 @@ pub use target::{Arch, PtxVersion};
 pub use types::{
     AddrSpace, FragKind, FragType, Layout, MmaShape, ScalarType, Type, MAX_TYPE_DEPTH,
 };
-pub use verify::{verify_function, verify_module};
+pub use verify::{uses_grid_sync, verify_function, verify_module};
 pub use version::FORMAT_VERSION;

@@ -61,6 +61,10 @@
 //! | `prefetch.tensormap` | tmap | – |
 //! | `bar.sync` / `bar.arrive` (immediates id, count) | – | – |
 //! | `cvt_pack.<fmt>` / `cvt_unpack.<fmt>` | lo, hi (f32) / packed (u16) | 1 packed pair / vec<f16, 2> |
+//! | cluster special registers | – | 1 u32 (`is_explicit_cluster`: bool) |
+//! | `cluster_barrier.*`, `griddepcontrol.*`, `grid_sync` | – | – |
+//! | `mapa` | ptr (`ptr<shared, T>`), rank (u32) | 1 `ptr<shared_cluster, T>` |
+//! | `mbarrier.arrive_cluster` | bar (`ptr<shared_cluster, u64>`) | – |
 //! | `call @f` | arguments | callee's returns |
 //! | `jump` / `br` / `return` / `unreachable` | – / cond / values / – | – |
 
@@ -100,6 +104,17 @@ named_enum!(
         CompleteTx => "complete_tx", TestWait => "test_wait", TryWaitParity => "try_wait_parity",
         Inval => "inval",
     }
+);
+
+named_enum!(
+    /// Cluster barrier steps (issue 13 item 4): `barrier.cluster.arrive`
+    /// (`.relaxed`: without release ordering) and `barrier.cluster.wait`.
+    ClusterBarrierOp { Arrive => "arrive", ArriveRelaxed => "arrive_relaxed", Wait => "wait" }
+);
+
+named_enum!(
+    /// Programmatic dependent launch (issue 13 item 5): `griddepcontrol.*`.
+    GriddepOp { LaunchDependents => "launch_dependents", Wait => "wait" }
 );
 
 named_enum!(
@@ -644,6 +659,31 @@ pub enum Op {
     CvtPack(PackFmt),
     /// A packed fp8 pair (`u16`) widened exactly to `vec<f16, 2>` (sm_89).
     CvtUnpack(PackFmt),
+    // --- issue 13 items 4-5, issue 12 item 6 (h13-cluster): clusters, PDL, grid sync
+    /// `%clusterid.<dim>`: the cluster's index in the grid.
+    ClusterIdx(Dim),
+    /// `%cluster_nctaid.<dim>`: blocks per cluster.
+    ClusterDim(Dim),
+    /// `%cluster_ctaid.<dim>`: the block's index in its cluster.
+    ClusterBlockIdx(Dim),
+    /// `%nclusterid.<dim>`: clusters per grid.
+    ClusterGridDim(Dim),
+    /// `%cluster_ctarank`: the block's linear rank in its cluster.
+    ClusterCtaRank,
+    /// `%cluster_nctarank`: blocks in the cluster.
+    ClusterNctaRank,
+    /// `%is_explicit_cluster`: whether the launch declared a cluster shape.
+    IsExplicitCluster,
+    /// `barrier.cluster.{arrive[.relaxed], wait}`.
+    ClusterBarrier(ClusterBarrierOp),
+    /// `mapa`: a shared pointer of this block → the same address in another block of the cluster.
+    Mapa,
+    /// `mbarrier.arrive.release.cluster.shared::cluster`: one arrival on a (remote) barrier.
+    MbarrierArriveCluster,
+    /// `griddepcontrol.{launch_dependents, wait}`.
+    Griddep(GriddepOp),
+    /// Grid-wide barrier (needs a cooperative launch).
+    GridSync,
 }
 
 fn is_zero(x: &u32) -> bool {
@@ -706,6 +746,10 @@ impl Op {
             BlockIdx(d) => format!("block_idx.{d}"),
             BlockDim(d) => format!("block_dim.{d}"),
             GridDim(d) => format!("grid_dim.{d}"),
+            ClusterIdx(d) => format!("cluster_idx.{d}"),
+            ClusterDim(d) => format!("cluster_dim.{d}"),
+            ClusterBlockIdx(d) => format!("cluster_block_idx.{d}"),
+            ClusterGridDim(d) => format!("cluster_grid_dim.{d}"),
             Fence(s) => format!("fence.{s}"),
             Atomic { op, scope } => format!("atomic.{op}.{scope}"),
             AtomicCas { scope } => format!("atomic.cas.{scope}"),

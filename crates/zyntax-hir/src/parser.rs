@@ -710,7 +710,7 @@ impl Parser {
                     seen.push(attr);
                     continue;
                 }
-                "max_threads" | "exact_threads" | "min_blocks" | "max_registers"
+                "max_threads" | "exact_threads" | "cluster" | "min_blocks" | "max_registers"
                 | "shared_bytes" | "arch" => {
                     if !is_kernel {
                         return Err(self.error_at(
@@ -724,7 +724,7 @@ impl Parser {
                     self.expect_punct('(', &format!("`(` after `{attr}`"))?;
                     let mut info = f.kind.kernel_info().cloned().unwrap_or_default();
                     match attr.as_str() {
-                        "max_threads" | "exact_threads" => {
+                        "max_threads" | "exact_threads" | "cluster" => {
                             // Hand-written files may give 1 to 3 dimensions; missing ones are 1.
                             let mut dims = [1u32; 3];
                             for (n, d) in dims.iter_mut().enumerate() {
@@ -733,7 +733,9 @@ impl Parser {
                                     break;
                                 }
                             }
-                            if attr == "exact_threads" {
+                            if attr == "cluster" {
+                                info.cluster = Some(dims);
+                            } else if attr == "exact_threads" {
                                 info.exact_threads = Some(dims);
                             } else {
                                 info.max_threads = Some(dims);
@@ -768,7 +770,7 @@ impl Parser {
                         format!(
                             "unknown function attribute `{attr}` (expected `critical_path`, \
                              `no_alloc`, `inline_always`, `no_bounds_check`, `opt(..)`, \
-                             `max_threads(..)`, `exact_threads(..)`, `min_blocks(..)`, `max_registers(..)`, \
+                             `max_threads(..)`, `exact_threads(..)`, `cluster(..)`, `min_blocks(..)`, `max_registers(..)`, \
                              `shared_bytes(..)` or `arch(..)`)"
                         ),
                     ))
@@ -1127,6 +1129,10 @@ impl Parser {
             ["block_idx", d] => Op::BlockIdx(dim(self, d)?),
             ["block_dim", d] => Op::BlockDim(dim(self, d)?),
             ["grid_dim", d] => Op::GridDim(dim(self, d)?),
+            ["cluster_idx", d] => Op::ClusterIdx(dim(self, d)?),
+            ["cluster_dim", d] => Op::ClusterDim(dim(self, d)?),
+            ["cluster_block_idx", d] => Op::ClusterBlockIdx(dim(self, d)?),
+            ["cluster_grid_dim", d] => Op::ClusterGridDim(dim(self, d)?),
             ["fence", s] => Op::Fence(scope(self, s)?),
             ["fence", "acq_rel", s] => Op::FenceAcqRel(scope(self, s)?),
             ["load", "acquire", s] => Op::LoadAcquire(scope(self, s)?),

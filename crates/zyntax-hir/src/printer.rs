@@ -66,6 +66,9 @@ pub fn print_function_header(f: &Function) -> String {
         if let Some([x, y, z]) = k.exact_threads {
             let _ = write!(out, " exact_threads({x}, {y}, {z})");
         }
+        if let Some([x, y, z]) = k.cluster {
+            let _ = write!(out, " cluster({x}, {y}, {z})");
+        }
         if let Some(n) = k.min_blocks {
             let _ = write!(out, " min_blocks({n})");
         }

@@ -17,8 +17,8 @@
 //! `docs/add-an-hir-op.md`.
 
 use crate::arch::{
-    Feature, CP_ASYNC, ELECT_SYNC, LDMATRIX, MATCH, MBARRIER, MBARRIER_TX, MMA_SYNC, REDUX,
-    SETMAXNREG, STMATRIX, TANH_APPROX, WGMMA,
+    Feature, CLUSTER, CP_ASYNC, ELECT_SYNC, GRIDDEP, LDMATRIX, MATCH, MBARRIER, MBARRIER_TX,
+    MMA_SYNC, REDUX, SETMAXNREG, STMATRIX, TANH_APPROX, WGMMA,
 };
 use crate::arch::{TMA, TMA_MULTICAST};
 use crate::op::*;
@@ -345,6 +345,39 @@ macro_rules! tma_reduce {
             ))
             .py(Py::Hand("tma_reduce"))
             .doc($doc)
+    };
+}
+macro_rules! cluster_index {
+    ($family:literal, $doc:literal) => {
+        row($family, "", concat!($family, ".<dim>"), NONE, 1, "u32")
+            .gpu()
+            .needs(CLUSTER)
+            .rust(concat!($family, "(dim)"))
+            .py(Py::Index($family))
+            .doc($doc)
+    };
+}
+macro_rules! cluster_barrier {
+    ($sub:literal, $v:ident, $py:literal, $doc:literal) => {
+        row(
+            "cluster_barrier",
+            $sub,
+            concat!("cluster_barrier.", $sub),
+            NONE,
+            0,
+            "–",
+        )
+        .op(|| Op::ClusterBarrier(ClusterBarrierOp::$v))
+        .gpu()
+        .fx(fx::SYNC)
+        .needs(CLUSTER)
+        .rust(concat!(
+            "cluster_barrier(ClusterBarrierOp::",
+            stringify!($v),
+            ")"
+        ))
+        .py(Py::Hand($py))
+        .doc($doc)
     };
 }
 macro_rules! index {
@@ -1402,6 +1435,106 @@ pub static OPS: &[OpDef] = &[
         .rust("cvt_unpack(fmt, a)")
         .py(Py::Hand("cvt_unpack"))
         .doc("A packed fp8 pair (u16) widened exactly to vec<f16, 2>."),
+    // --- h13-cluster: clusters and distributed shared memory (issue 13 item 4)
+    cluster_index!("cluster_idx", "Cluster index in the grid (`%clusterid`)."),
+    cluster_index!("cluster_dim", "Blocks per cluster (`%cluster_nctaid`)."),
+    cluster_index!(
+        "cluster_block_idx",
+        "Block index in its cluster (`%cluster_ctaid`)."
+    ),
+    cluster_index!("cluster_grid_dim", "Clusters per grid (`%nclusterid`)."),
+    row("cluster_ctarank", "", "cluster_ctarank", NONE, 1, "u32")
+        .op(|| Op::ClusterCtaRank)
+        .gpu()
+        .needs(CLUSTER)
+        .rust("cluster_ctarank()")
+        .py(Py::Nullary("cluster_ctarank"))
+        .doc("Linear rank of the block in its cluster (`%cluster_ctarank`)."),
+    row("cluster_nctarank", "", "cluster_nctarank", NONE, 1, "u32")
+        .op(|| Op::ClusterNctaRank)
+        .gpu()
+        .needs(CLUSTER)
+        .rust("cluster_nctarank()")
+        .py(Py::Nullary("cluster_nctarank"))
+        .doc("Blocks in the cluster (`%cluster_nctarank`)."),
+    row("is_explicit_cluster", "", "is_explicit_cluster", NONE, 1, "bool")
+        .op(|| Op::IsExplicitCluster)
+        .gpu()
+        .needs(CLUSTER)
+        .rust("is_explicit_cluster()")
+        .py(Py::Nullary("is_explicit_cluster"))
+        .doc("Whether the launch declared a cluster shape (`%is_explicit_cluster`)."),
+    cluster_barrier!(
+        "arrive",
+        Arrive,
+        "cluster_arrive",
+        "Arrives at the cluster barrier (release); pair with `cluster_barrier.wait`."
+    ),
+    cluster_barrier!(
+        "arrive_relaxed",
+        ArriveRelaxed,
+        "cluster_arrive",
+        "Arrives at the cluster barrier without release ordering."
+    ),
+    cluster_barrier!(
+        "wait",
+        Wait,
+        "cluster_wait",
+        "Waits until every non-exited thread of the cluster has arrived (acquire)."
+    ),
+    row("mapa", "", "mapa", &["ptr", "rank"], 1, "ptr<shared_cluster, T>")
+        .op(|| Op::Mapa)
+        .gpu()
+        .needs(CLUSTER)
+        .rust("mapa(ptr, rank)")
+        .py(Py::Hand("mapa"))
+        .doc("The same shared-memory address in the cluster's block of rank `rank` (DSMEM)."),
+    row(
+        "mbarrier_arrive_cluster",
+        "",
+        "mbarrier.arrive_cluster",
+        &["bar"],
+        0,
+        "–",
+    )
+    .op(|| Op::MbarrierArriveCluster)
+    .gpu()
+    .fx(fx::READ | fx::WRITE | fx::SYNC)
+    .needs(CLUSTER)
+    .rust("mbarrier_arrive_cluster(bar)")
+    .py(Py::Hand("mbarrier_arrive_cluster"))
+    .doc("One arrival (release, cluster scope) on a barrier of any block of the cluster."),
+    // --- h13-cluster: programmatic dependent launch (issue 13 item 5), grid sync (issue 12 item 6)
+    row(
+        "griddepcontrol",
+        "launch_dependents",
+        "griddepcontrol.launch_dependents",
+        NONE,
+        0,
+        "–",
+    )
+    .op(|| Op::Griddep(GriddepOp::LaunchDependents))
+    .gpu()
+    .fx(fx::SYNC)
+    .needs(GRIDDEP)
+    .rust("griddep(GriddepOp::LaunchDependents)")
+    .py(Py::Nullary("griddep_launch_dependents"))
+    .doc("Lets a dependent grid (launched with `pdl=True`) start before this one ends."),
+    row("griddepcontrol", "wait", "griddepcontrol.wait", NONE, 0, "–")
+        .op(|| Op::Griddep(GriddepOp::Wait))
+        .gpu()
+        .fx(fx::SYNC)
+        .needs(GRIDDEP)
+        .rust("griddep(GriddepOp::Wait)")
+        .py(Py::Nullary("griddep_wait"))
+        .doc("Waits until the grids this one depends on have completed and their memory is visible."),
+    row("grid_sync", "", "grid_sync", NONE, 0, "–")
+        .op(|| Op::GridSync)
+        .gpu()
+        .fx(fx::READ | fx::WRITE | fx::SYNC)
+        .rust("grid_sync()")
+        .py(Py::Nullary("grid_sync"))
+        .doc("Grid-wide barrier with device-scope ordering; the kernel needs a cooperative launch."),
 ];
 
 /// A TMA row: variadic operands (1-5 coordinates, listed in `op.rs`), no results.
@@ -1530,6 +1663,18 @@ impl Op {
             }
             CvtPack(_) => ("cvt_pack", ""),
             CvtUnpack(_) => ("cvt_unpack", ""),
+            ClusterIdx(_) => ("cluster_idx", ""),
+            ClusterDim(_) => ("cluster_dim", ""),
+            ClusterBlockIdx(_) => ("cluster_block_idx", ""),
+            ClusterGridDim(_) => ("cluster_grid_dim", ""),
+            ClusterCtaRank => ("cluster_ctarank", ""),
+            ClusterNctaRank => ("cluster_nctarank", ""),
+            IsExplicitCluster => ("is_explicit_cluster", ""),
+            ClusterBarrier(c) => ("cluster_barrier", c.name()),
+            Mapa => ("mapa", ""),
+            MbarrierArriveCluster => ("mbarrier_arrive_cluster", ""),
+            Griddep(g) => ("griddepcontrol", g.name()),
+            GridSync => ("grid_sync", ""),
         }
     }
 

@@ -126,15 +126,21 @@ pub enum AddrSpace {
     Shared = 3,
     Constant = 4,
     Local = 5,
+    /// `shared::cluster` (issue 13): shared memory of any block of the
+    /// cluster, reached through `mapa`. Lowered as generic addresses (LLVM 19
+    /// has no address space for it; generic loads and stores reach DSMEM).
+    #[serde(rename = "shared_cluster")]
+    SharedCluster = 7,
 }
 
 impl AddrSpace {
-    pub const ALL: [AddrSpace; 5] = [
+    pub const ALL: [AddrSpace; 6] = [
         AddrSpace::Generic,
         AddrSpace::Global,
         AddrSpace::Shared,
         AddrSpace::Constant,
         AddrSpace::Local,
+        AddrSpace::SharedCluster,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -143,6 +149,7 @@ impl AddrSpace {
             AddrSpace::Shared => "shared",
             AddrSpace::Constant => "constant",
             AddrSpace::Local => "local",
+            AddrSpace::SharedCluster => "shared_cluster",
         }
     }
     pub fn from_name(s: &str) -> Option<AddrSpace> {

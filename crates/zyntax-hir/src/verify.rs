@@ -597,6 +597,16 @@ fn check_kernel_info(cx: &mut Ctx, k: &KernelInfo) {
             ));
         }
     }
+    // issue 13: `.reqnctapercluster`; the hardware's largest cluster is 16
+    // blocks (above 8 only with the runtime's non-portable opt-in).
+    if let Some([x, y, z]) = k.cluster {
+        let n = u64::from(x) * u64::from(y) * u64::from(z);
+        if n == 0 || n > 16 {
+            cx.func_err(format!(
+                "cluster({x}, {y}, {z}): every dimension at least 1 and at most 16 blocks per cluster, got {n}"
+            ));
+        }
+    }
     if let Some([x, y, z]) = k.max_threads {
         if x == 0 || y == 0 || z == 0 {
             cx.func_err(format!(
@@ -656,6 +666,16 @@ pub(crate) fn kernel_static_shared(m: &Module, f: &Function) -> u64 {
         }
     }
     total
+}
+
+/// Whether kernel `f` (with `m`: or a function of `m` it calls) uses
+/// `grid_sync`, so the runtime must launch it cooperatively (h13-cluster).
+pub fn uses_grid_sync(m: Option<&Module>, f: &Function) -> bool {
+    let is_sync = |op: &Op| matches!(op, Op::GridSync);
+    match m {
+        Some(m) => reaches_op(m, f, is_sync),
+        None => placed_insts(f).any(|d| is_sync(&d.op)),
+    }
 }
 
 /// Whether `f` or a function it reaches through calls has a placed
@@ -1167,7 +1187,10 @@ fn gpu_mem_ptr<'t>(what: &str, t: &'t Type) -> Result<(AddrSpace, &'t Type), Str
         Type::Ptr(space, pointee)
             if matches!(
                 space,
-                AddrSpace::Global | AddrSpace::Shared | AddrSpace::Generic
+                AddrSpace::Global
+                    | AddrSpace::Shared
+                    | AddrSpace::Generic
+                    | AddrSpace::SharedCluster
             ) =>
         {
             Ok((*space, pointee))
@@ -1381,6 +1404,11 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             if from != to && *from != AddrSpace::Generic && *to != AddrSpace::Generic {
                 return Err(format!(
                     "`ptr_cast` from {from} to {to}: address spaces change only to or from generic (cast through generic)"
+                ));
+            }
+            if from != to && *to == AddrSpace::SharedCluster {
+                return Err(format!(
+                    "`ptr_cast` from {from} to shared_cluster: a shared_cluster pointer comes from `mapa`"
                 ));
             }
             Ok(())
@@ -1799,6 +1827,39 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             }
             same("the packed pair", a[0], &Type::U16)?;
             same("the result", r[0], &Type::Vector(ScalarType::F16, 2))
+        }
+        // h13-cluster: clusters, distributed shared memory, PDL, grid sync.
+        Op::ClusterIdx(_)
+        | Op::ClusterDim(_)
+        | Op::ClusterBlockIdx(_)
+        | Op::ClusterGridDim(_)
+        | Op::ClusterCtaRank
+        | Op::ClusterNctaRank => same("the result", r[0], &Type::U32),
+        Op::IsExplicitCluster => same("the result", r[0], &Type::BOOL),
+        Op::ClusterBarrier(_) | Op::Griddep(_) | Op::GridSync => Ok(()),
+        Op::Mapa => {
+            let Type::Ptr(AddrSpace::Shared, pointee) = a[0] else {
+                return Err(format!(
+                    "`mapa` maps a pointer to shared memory (ptr<shared, T>), got {}",
+                    a[0]
+                ));
+            };
+            want_u32("the target block's rank", a[1])?;
+            same(
+                "the result",
+                r[0],
+                &Type::ptr(AddrSpace::SharedCluster, (**pointee).clone()),
+            )
+        }
+        Op::MbarrierArriveCluster => {
+            let bar = Type::ptr(AddrSpace::SharedCluster, Type::U64);
+            if a[0] != &bar {
+                return Err(format!(
+                    "`{mn}`: the barrier must be a {bar} (from `mapa`), got {}",
+                    a[0]
+                ));
+            }
+            Ok(())
         }
     }
 }

@@ -207,6 +207,25 @@ fn every_op() -> Vec<Op> {
     }
     ops.extend(PackFmt::ALL.iter().map(|&f| Op::CvtPack(f)));
     ops.push(Op::CvtUnpack(PackFmt::E4m3x2));
+    // h13-cluster: clusters, DSMEM, PDL, grid sync.
+    for &d in Dim::ALL {
+        ops.extend([
+            Op::ClusterIdx(d),
+            Op::ClusterDim(d),
+            Op::ClusterBlockIdx(d),
+            Op::ClusterGridDim(d),
+        ]);
+    }
+    ops.extend(ClusterBarrierOp::ALL.iter().map(|&c| Op::ClusterBarrier(c)));
+    ops.extend(GriddepOp::ALL.iter().map(|&g| Op::Griddep(g)));
+    ops.extend([
+        Op::ClusterCtaRank,
+        Op::ClusterNctaRank,
+        Op::IsExplicitCluster,
+        Op::Mapa,
+        Op::MbarrierArriveCluster,
+        Op::GridSync,
+    ]);
     ops
 }
 

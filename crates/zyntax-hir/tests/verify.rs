@@ -1448,6 +1448,7 @@ fn kernel_metadata_rules() {
         shared_bytes: 4096,
         arch: Some(Arch::Sm80),
         exact_threads: None,
+        cluster: None,
     }));
 }
 

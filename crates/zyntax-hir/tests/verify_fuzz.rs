@@ -201,6 +201,7 @@ fn kind() -> impl Strategy<Value = FunctionKind> {
                 shared_bytes,
                 arch,
                 exact_threads: None,
+                cluster: None,
             },
         );
     prop_oneof![

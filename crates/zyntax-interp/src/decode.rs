@@ -86,6 +86,14 @@ pub enum Special {
     BDim(usize),
     GDim(usize),
     Lane,
+    // Clusters (h13-cluster).
+    ClusterIdx(usize),
+    ClusterDim(usize),
+    ClusterBlockIdx(usize),
+    ClusterGridDim(usize),
+    ClusterRank,
+    ClusterNRank,
+    IsExplicitCluster,
 }
 
 #[derive(Clone, Debug)]
@@ -285,6 +293,15 @@ pub enum DOp {
     CpWait(u32),
     /// Issue 13 item 2: a TMA or bulk-copy op, `Program::tma[i]`.
     Tma(u32),
+    // h13-cluster: blocks co-scheduled with their cluster (or the whole grid).
+    ClusterArrive,
+    ClusterWait,
+    GridSync,
+    Mapa {
+        dst: u32,
+        ptr: u32,
+        rank: u32,
+    },
     /// Issue 13; operand and result slots are `NO_SLOT` where the op has none.
     Mbarrier {
         op: MbarrierOp,
@@ -1012,6 +1029,54 @@ impl Decoder<'_> {
                 }
             }
             Op::FenceAcqRel(_) | Op::CompilerFence => DOp::Nop,
+            // h13-cluster. Launches run one after another, so `griddepcontrol` has nothing to wait for.
+            Op::ClusterIdx(dm) => DOp::Special {
+                dst: res(0)?,
+                which: Special::ClusterIdx(dim(*dm)),
+            },
+            Op::ClusterDim(dm) => DOp::Special {
+                dst: res(0)?,
+                which: Special::ClusterDim(dim(*dm)),
+            },
+            Op::ClusterBlockIdx(dm) => DOp::Special {
+                dst: res(0)?,
+                which: Special::ClusterBlockIdx(dim(*dm)),
+            },
+            Op::ClusterGridDim(dm) => DOp::Special {
+                dst: res(0)?,
+                which: Special::ClusterGridDim(dim(*dm)),
+            },
+            Op::ClusterCtaRank => DOp::Special {
+                dst: res(0)?,
+                which: Special::ClusterRank,
+            },
+            Op::ClusterNctaRank => DOp::Special {
+                dst: res(0)?,
+                which: Special::ClusterNRank,
+            },
+            Op::IsExplicitCluster => DOp::Special {
+                dst: res(0)?,
+                which: Special::IsExplicitCluster,
+            },
+            Op::ClusterBarrier(c) => match c {
+                zyntax_hir::ClusterBarrierOp::Wait => DOp::ClusterWait,
+                _ => DOp::ClusterArrive,
+            },
+            Op::GridSync => DOp::GridSync,
+            Op::Griddep(_) => DOp::Nop,
+            Op::Mapa => DOp::Mapa {
+                dst: res(0)?,
+                ptr: arg(0)?,
+                rank: arg(1)?,
+            },
+            // A remote arrival is an `arrive` on the barrier word `mapa` pointed at.
+            Op::MbarrierArriveCluster => DOp::Mbarrier {
+                op: MbarrierOp::Arrive,
+                bar: arg(0)?,
+                a1: NO_SLOT,
+                a2: NO_SLOT,
+                dst: NO_SLOT,
+            },
             Op::Redux(op) => DOp::Redux {
                 op: *op,
                 signed: arg_ty(1) == Type::I32,

@@ -8,6 +8,11 @@
 //! (lockstep), so divergent paths reconverge where they meet. A warp
 //! collective runs when every non-exited lane named in the masks of the lanes
 //! that reached it has reached the same instruction.
+//!
+//! Kernels that use cluster barriers, `mapa` or `grid_sync` run co-scheduled
+//! (h13-cluster): the blocks of one cluster (with `grid_sync`, of the whole
+//! grid) are resident together and take turns, each until its warps are all
+//! blocked, done, or out of their time slice (see `run_co`).
 
 use crate::decode::{DOp, Edge, MemTy, Program, Special, VLoc, FRAG_ELEMS, NO_SLOT};
 use crate::mbarrier;
@@ -33,6 +38,10 @@ enum St {
     Bar,
     /// Waiting at a named barrier (`bar.sync id, count`).
     NBar,
+    /// Waiting at `cluster_barrier.wait`.
+    ClusterWait,
+    /// Waiting at `grid_sync`.
+    GridWait,
     Done,
 }
 
@@ -65,6 +74,32 @@ pub struct Launch {
     pub shared_bytes: u64,
     /// Tensor maps of the launch (issue 13 item 2).
     pub tensor_maps: Rc<Vec<crate::tma::InterpTensorMap>>,
+    /// Blocks per cluster ([1, 1, 1]: no clusters) and whether the launch or kernel declared it.
+    pub cluster: [u32; 3],
+    pub explicit_cluster: bool,
+}
+
+/// The per-block state of a parked block of a co-scheduled group (the
+/// running block's lives in [`Exec`]'s fields of the same names).
+struct Cta {
+    bid: [u32; 3],
+    warps: Vec<Warp>,
+    cp: Vec<CpThread>,
+    shared_ids: Vec<u32>,
+    dyn_id: u32,
+    local_base: u32,
+    c_arrived: Vec<u32>,
+    c_waited: Vec<u32>,
+}
+
+/// How one scheduling round of a block ended.
+enum Round {
+    /// A warp's time slice ended: it can run on.
+    Yielded,
+    /// A block barrier released.
+    Released,
+    /// Every thread is done or waits for something outside the block.
+    Stopped,
 }
 
 pub struct Exec<'a> {
@@ -107,6 +142,19 @@ pub struct Exec<'a> {
     nbar: [(u32, u32); 16],
     /// A named barrier completed in this round: its waiters can run again.
     nbar_released: bool,
+    // h13-cluster: clusters and co-scheduled blocks.
+    cluster: [u32; 3],
+    explicit_cluster: bool,
+    /// Whether blocks run co-scheduled (cluster barriers, `mapa`, `grid_sync`).
+    co: bool,
+    /// Cluster-barrier arrivals and completed waits of each thread of the running block.
+    c_arrived: Vec<u32>,
+    c_waited: Vec<u32>,
+    /// The blocks of the running group; `parked[k]` holds block k's state
+    /// unless it is the running one (`cur`).
+    group: Vec<[u32; 3]>,
+    parked: Vec<Option<Cta>>,
+    cur: usize,
 }
 
 /// Deepest recursion the interpreter runs (GPU stacks are small too).
@@ -259,60 +307,21 @@ impl<'a> Exec<'a> {
         for b in buffers {
             mem.add(b);
         }
-        let mut shared_ids = Vec::new();
-        for (bytes, name) in &p.shared {
-            let mut a = Alloc::new(vec![0; *bytes as usize], AddrSpace::Shared, name.clone());
-            if checks {
-                a.shadow = vec![memory::Shadow::default(); *bytes as usize];
-            }
-            shared_ids.push(mem.add(a));
-        }
-        let mut dyn_alloc = Alloc::new(
-            vec![0; launch.shared_bytes as usize],
-            AddrSpace::Shared,
-            "dynamic shared memory".into(),
-        );
-        if checks {
-            dyn_alloc.shadow = vec![memory::Shadow::default(); launch.shared_bytes as usize];
-        }
-        let dyn_id = mem.add(dyn_alloc);
-        let mut window = Vec::new();
-        let mut next = 0u64;
-        for &id in shared_ids.iter().chain([&dyn_id]) {
-            let bytes = mem.allocs[id as usize].data.len() as u64;
-            window.push((next, id, bytes));
-            next = (next + bytes).next_multiple_of(wgmma::WINDOW_ALIGN);
-        }
         let [bx, by, bz] = launch.block;
         let nthreads = bx * by * bz;
-        let local_base = mem.allocs.len() as u32;
-        // Local memory is materialized when the `alloca` runs (see `DOp::Alloca`).
-        for (_, name) in &p.locals {
-            for t in 0..nthreads {
-                mem.add(Alloc::new(
-                    Vec::new(),
-                    AddrSpace::Local,
-                    format!("{name} of thread #{t}"),
-                ));
-            }
-        }
+        let (shared_ids, dyn_id, local_base) =
+            block_memory(&mut mem, p, launch.shared_bytes, nthreads);
+        let window = shared_window(&mem, &shared_ids, dyn_id);
         let tids = (0..nthreads)
             .map(|t| [t % bx, (t / bx) % by, t / (bx * by)])
             .collect();
-        let nwarps = nthreads.div_ceil(32);
-        let warps = (0..nwarps)
-            .map(|wi| {
-                let n = (nthreads - wi * 32).min(32);
-                Warp {
-                    regs: vec![0; p.nslots.max(1) * 32],
-                    frags: vec![0.0; p.nfrags * FRAG_ELEMS],
-                    pc: [0; 32],
-                    st: [St::Done; 32],
-                    exist: if n == 32 { u32::MAX } else { (1u32 << n) - 1 },
-                    base_tid: wi * 32,
-                }
-            })
-            .collect();
+        let warps = new_warps(p, nthreads);
+        let co = p.insts.iter().any(|i| {
+            matches!(
+                i.op,
+                DOp::ClusterArrive | DOp::ClusterWait | DOp::GridSync | DOp::Mapa { .. }
+            )
+        });
         Exec {
             m,
             p,
@@ -342,11 +351,22 @@ impl<'a> Exec<'a> {
             tensor_maps: launch.tensor_maps.clone(),
             nbar: [(0, 0); 16],
             nbar_released: false,
+            cluster: launch.cluster,
+            explicit_cluster: launch.explicit_cluster,
+            co,
+            c_arrived: vec![0; nthreads as usize],
+            c_waited: vec![0; nthreads as usize],
+            group: Vec::new(),
+            parked: vec![None],
+            cur: 0,
         }
     }
 
     /// Run every block of the grid with `args` (slot bits per parameter).
     pub fn run(&mut self, args: &[Vec<u64>]) -> Result<()> {
+        if self.co {
+            return self.run_co(args);
+        }
         let [gx, gy, gz] = self.grid;
         for z in 0..gz {
             for y in 0..gy {
@@ -388,7 +408,19 @@ impl<'a> Exec<'a> {
     }
 
     fn run_block(&mut self, args: &[Vec<u64>]) -> Result<()> {
+        self.start_block(args);
+        loop {
+            if let Round::Stopped = self.block_round()? {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Reset the running block's memory and start its threads at the entry.
+    fn start_block(&mut self, args: &[Vec<u64>]) {
         self.reset_block();
+        self.c_arrived.fill(0);
+        self.c_waited.fill(0);
         let p = self.p;
         for warp in &mut self.warps {
             for l in 0..32 {
@@ -406,7 +438,12 @@ impl<'a> Exec<'a> {
                 }
             }
         }
-        loop {
+    }
+
+    /// Run the running block's warps once each; when all are blocked or
+    /// done, release a block barrier or report why not.
+    fn block_round(&mut self) -> Result<Round> {
+        {
             // Warps run in turn until every one is blocked or done; a warp
             // that used up its time slice is resumed in the next round.
             let mut yielded = false;
@@ -414,14 +451,19 @@ impl<'a> Exec<'a> {
                 yielded |= self.run_warp(wi)?;
             }
             if yielded || std::mem::take(&mut self.nbar_released) {
-                continue;
+                return Ok(Round::Yielded);
             }
             // Every warp is blocked or done: release a barrier or report why not.
             let mut bar: Option<(u32, u32)> = None;
+            // Threads waiting for other blocks (cluster barrier, grid sync).
+            let mut elsewhere = false;
+            // A thread at a named barrier nothing in the block can complete.
+            let mut nbar_wait: Option<(&Warp, usize)> = None;
             for warp in &self.warps {
                 for l in lanes(warp.exist) {
                     match warp.st[l] {
                         St::Done => {}
+                        St::ClusterWait | St::GridWait => elsewhere = true,
                         St::Bar => {
                             let tid = warp.base_tid + l as u32;
                             match bar {
@@ -455,7 +497,9 @@ impl<'a> Exec<'a> {
                                 Some(_) => {}
                             }
                         }
-                        St::NBar => return Err(self.named_barrier_deadlock(warp, l)),
+                        St::NBar => {
+                            nbar_wait.get_or_insert((warp, l));
+                        }
                         St::Run | St::Coll => {
                             return Err(InterpError::Internal(
                                 "a warp stopped with runnable lanes".into(),
@@ -464,8 +508,14 @@ impl<'a> Exec<'a> {
                     }
                 }
             }
+            if elsewhere {
+                return Ok(Round::Stopped);
+            }
+            if let Some((warp, l)) = nbar_wait {
+                return Err(self.named_barrier_deadlock(warp, l));
+            }
             if bar.is_none() {
-                return Ok(());
+                return Ok(Round::Stopped);
             }
             for warp in &mut self.warps {
                 for l in 0..32 {
@@ -476,6 +526,7 @@ impl<'a> Exec<'a> {
                 }
             }
             self.mem.epoch = self.mem.epoch.wrapping_add(1);
+            Ok(Round::Released)
         }
     }
 
@@ -520,7 +571,7 @@ impl<'a> Exec<'a> {
             if mask != 0 {
                 if self.run_group(wi, pc, mask)? {
                     slice_used += 1;
-                    if slice_used >= WARP_SLICES && self.warps.len() > 1 {
+                    if slice_used >= WARP_SLICES && (self.warps.len() > 1 || self.co) {
                         return Ok(true);
                     }
                     after = Some(pc_of_group(&self.warps[wi], mask));
@@ -1049,6 +1100,13 @@ impl<'a> Exec<'a> {
                             Special::BDim(d) => self.bdim[*d],
                             Special::GDim(d) => self.grid[*d],
                             Special::Lane => l as u32 + self.lane_base,
+                            Special::ClusterIdx(d) => self.bid[*d] / self.cluster[*d],
+                            Special::ClusterDim(d) => self.cluster[*d],
+                            Special::ClusterBlockIdx(d) => self.bid[*d] % self.cluster[*d],
+                            Special::ClusterGridDim(d) => self.grid[*d] / self.cluster[*d],
+                            Special::ClusterRank => cluster_rank(self.bid, self.cluster),
+                            Special::ClusterNRank => self.cluster.iter().product(),
+                            Special::IsExplicitCluster => u32::from(self.explicit_cluster),
                         };
                         w(regs, *dst, l, u64::from(v));
                     }
@@ -1375,6 +1433,60 @@ impl<'a> Exec<'a> {
                         self.call_rec(wi, pc, l, call)?;
                     }
                 }
+                DOp::ClusterArrive => {
+                    for l in lanes(mask) {
+                        let t = (base + l as u32) as usize;
+                        if self.c_arrived[t] != self.c_waited[t] {
+                            return Err(ctx.trap(
+                                TrapKind::DivergentBarrier,
+                                pc,
+                                t as u32,
+                                "cluster_barrier.arrive again before cluster_barrier.wait".into(),
+                            ));
+                        }
+                        self.c_arrived[t] += 1;
+                    }
+                }
+                DOp::ClusterWait => {
+                    for l in lanes(mask) {
+                        let t = (base + l as u32) as usize;
+                        if self.c_arrived[t] == self.c_waited[t] {
+                            return Err(ctx.trap(
+                                TrapKind::DivergentBarrier,
+                                pc,
+                                t as u32,
+                                "cluster_barrier.wait without a cluster_barrier.arrive before it"
+                                    .into(),
+                            ));
+                        }
+                        warp.st[l] = St::ClusterWait;
+                        warp.pc[l] = pc;
+                    }
+                    return Ok(false);
+                }
+                DOp::GridSync => {
+                    for l in lanes(mask) {
+                        warp.st[l] = St::GridWait;
+                        warp.pc[l] = pc;
+                    }
+                    return Ok(false);
+                }
+                DOp::Mapa { dst, ptr, rank } => {
+                    for l in lanes(mask) {
+                        let target = mapa_target(
+                            (&self.shared_ids, self.dyn_id),
+                            &self.parked,
+                            &self.group,
+                            self.cur,
+                            self.cluster,
+                            self.bid,
+                            r(regs, *ptr, l),
+                            r(regs, *rank, l) as u32,
+                        )
+                        .map_err(|(k, m)| ctx.trap(k, pc, base + l as u32, m))?;
+                        w(regs, *dst, l, target);
+                    }
+                }
                 DOp::Unreachable => {
                     let tid = base + mask.trailing_zeros();
                     return Err(ctx.trap(
@@ -1495,10 +1607,17 @@ impl<'a> Exec<'a> {
             None => {
                 let prog = crate::decode::decode(self.m, rc.callee)?;
                 if !prog.shared.is_empty()
-                    || prog
-                        .insts
-                        .iter()
-                        .any(|i| i.op.is_collective() || matches!(i.op, DOp::Barrier))
+                    || prog.insts.iter().any(|i| {
+                        i.op.is_collective()
+                            || matches!(
+                                i.op,
+                                DOp::Barrier
+                                    | DOp::ClusterArrive
+                                    | DOp::ClusterWait
+                                    | DOp::GridSync
+                                    | DOp::Mapa { .. }
+                            )
+                    })
                 {
                     let name = self
                         .m
@@ -1568,6 +1687,14 @@ impl<'a> Exec<'a> {
             tensor_maps: self.tensor_maps.clone(),
             nbar: [(0, 0); 16],
             nbar_released: false,
+            cluster: self.cluster,
+            explicit_cluster: self.explicit_cluster,
+            co: false,
+            c_arrived: vec![0],
+            c_waited: vec![0],
+            group: Vec::new(),
+            parked: vec![None],
+            cur: 0,
         };
         let res = sub.run_block(&args);
         let returned = sub.returned.take();
@@ -2201,5 +2328,382 @@ fn edge_copies(
                 }
             }
         }
+    }
+}
+
+// ---------------------------------------------------------------- co-scheduled blocks (h13-cluster)
+
+/// Most blocks a `grid_sync` kernel may launch on the interpreter (all are resident at once).
+const MAX_CO_BLOCKS: usize = 4096;
+
+/// Allocate one block's shared memory (static allocations, then dynamic) and
+/// its threads' local-memory slots, in that order (`reset_block` relies on
+/// it); returns (static ids, dynamic id, first local id).
+fn block_memory(
+    mem: &mut Memory,
+    p: &Program,
+    dyn_bytes: u64,
+    nthreads: u32,
+) -> (Vec<u32>, u32, u32) {
+    let checks = mem.checks;
+    let mut shared_ids = Vec::new();
+    for (bytes, name) in &p.shared {
+        let mut a = Alloc::new(vec![0; *bytes as usize], AddrSpace::Shared, name.clone());
+        if checks {
+            a.shadow = vec![memory::Shadow::default(); *bytes as usize];
+        }
+        shared_ids.push(mem.add(a));
+    }
+    let mut dyn_alloc = Alloc::new(
+        vec![0; dyn_bytes as usize],
+        AddrSpace::Shared,
+        "dynamic shared memory".into(),
+    );
+    if checks {
+        dyn_alloc.shadow = vec![memory::Shadow::default(); dyn_bytes as usize];
+    }
+    let dyn_id = mem.add(dyn_alloc);
+    let local_base = mem.allocs.len() as u32;
+    // Local memory is materialized when the `alloca` runs (see `DOp::Alloca`).
+    for (_, name) in &p.locals {
+        for t in 0..nthreads {
+            mem.add(Alloc::new(
+                Vec::new(),
+                AddrSpace::Local,
+                format!("{name} of thread #{t}"),
+            ));
+        }
+    }
+    (shared_ids, dyn_id, local_base)
+}
+
+/// A block's shared window for `wgmma` descriptors: (address, allocation id,
+/// bytes) per shared allocation, the dynamic one last. Every block of a
+/// launch has the same layout; only the allocation ids differ.
+fn shared_window(mem: &Memory, shared_ids: &[u32], dyn_id: u32) -> Vec<(u64, u32, u64)> {
+    let mut window = Vec::new();
+    let mut next = 0u64;
+    for &id in shared_ids.iter().chain([&dyn_id]) {
+        let bytes = mem.allocs[id as usize].data.len() as u64;
+        window.push((next, id, bytes));
+        next = (next + bytes).next_multiple_of(wgmma::WINDOW_ALIGN);
+    }
+    window
+}
+
+fn new_warps(p: &Program, nthreads: u32) -> Vec<Warp> {
+    (0..nthreads.div_ceil(32))
+        .map(|wi| {
+            let n = (nthreads - wi * 32).min(32);
+            Warp {
+                regs: vec![0; p.nslots.max(1) * 32],
+                frags: vec![0.0; p.nfrags * FRAG_ELEMS],
+                pc: [0; 32],
+                st: [St::Done; 32],
+                exist: if n == 32 { u32::MAX } else { (1u32 << n) - 1 },
+                base_tid: wi * 32,
+            }
+        })
+        .collect()
+}
+
+/// `%cluster_ctarank`: the block's index in its cluster, x fastest.
+fn cluster_rank(bid: [u32; 3], c: [u32; 3]) -> u32 {
+    let [x, y, z] = [bid[0] % c[0], bid[1] % c[1], bid[2] % c[2]];
+    x + c[0] * (y + c[1] * z)
+}
+
+/// `mapa`: the pointer `p` into the running block's shared memory, moved to
+/// the same offset of the same allocation in the cluster's block `rank`.
+#[allow(clippy::too_many_arguments)]
+fn mapa_target(
+    own: (&[u32], u32),
+    parked: &[Option<Cta>],
+    group: &[[u32; 3]],
+    cur: usize,
+    c: [u32; 3],
+    bid: [u32; 3],
+    p: u64,
+    rank: u32,
+) -> std::result::Result<u64, (TrapKind, String)> {
+    let n: u32 = c.iter().product();
+    if rank >= n {
+        return Err((
+            TrapKind::OutOfBounds,
+            format!("mapa: rank {rank} is outside the cluster of {n} blocks"),
+        ));
+    }
+    let id = memory::ptr_id(p);
+    let slot = own
+        .0
+        .iter()
+        .position(|&x| x == id)
+        .or_else(|| (id == own.1).then_some(own.0.len()));
+    let Some(slot) = slot else {
+        return Err((
+            TrapKind::AddressSpace,
+            "mapa: the pointer does not point into this block's shared memory".into(),
+        ));
+    };
+    let origin = [
+        bid[0] - bid[0] % c[0],
+        bid[1] - bid[1] % c[1],
+        bid[2] - bid[2] % c[2],
+    ];
+    let target = [
+        origin[0] + rank % c[0],
+        origin[1] + (rank / c[0]) % c[1],
+        origin[2] + rank / (c[0] * c[1]),
+    ];
+    let internal = || {
+        (
+            TrapKind::InvalidPointer,
+            "mapa: block not resident (interpreter bug)".to_string(),
+        )
+    };
+    let k = group
+        .iter()
+        .position(|b| *b == target)
+        .ok_or_else(internal)?;
+    let (ids, dyn_id) = if k == cur {
+        own
+    } else {
+        let cta = parked
+            .get(k)
+            .and_then(Option::as_ref)
+            .ok_or_else(internal)?;
+        (cta.shared_ids.as_slice(), cta.dyn_id)
+    };
+    let tid = ids.get(slot).copied().unwrap_or(dyn_id);
+    Ok(memory::make_ptr(tid, memory::ptr_offset(p)))
+}
+
+impl Exec<'_> {
+    /// Run the grid in co-scheduled groups: each cluster (x fastest), or
+    /// the whole grid when the program uses `grid_sync`.
+    fn run_co(&mut self, args: &[Vec<u64>]) -> Result<()> {
+        let [gx, gy, gz] = self.grid;
+        let c = self.cluster;
+        let grid_wide = self.p.insts.iter().any(|i| matches!(i.op, DOp::GridSync));
+        if grid_wide {
+            let n = gx as usize * gy as usize * gz as usize;
+            if n > MAX_CO_BLOCKS {
+                return Err(InterpError::Unsupported(format!(
+                    "grid_sync with {n} blocks: the interpreter keeps at most {MAX_CO_BLOCKS} blocks resident"
+                )));
+            }
+            let mut all = Vec::with_capacity(n);
+            for z in 0..gz {
+                for y in 0..gy {
+                    for x in 0..gx {
+                        all.push([x, y, z]);
+                    }
+                }
+            }
+            return self.run_together(all, args);
+        }
+        for oz in (0..gz).step_by(c[2] as usize) {
+            for oy in (0..gy).step_by(c[1] as usize) {
+                for ox in (0..gx).step_by(c[0] as usize) {
+                    let mut bids = Vec::new();
+                    for z in 0..c[2] {
+                        for y in 0..c[1] {
+                            for x in 0..c[0] {
+                                bids.push([ox + x, oy + y, oz + z]);
+                            }
+                        }
+                    }
+                    self.run_together(bids, args)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Make block `k` of the group the running one.
+    fn activate(&mut self, k: usize) -> Result<()> {
+        if k == self.cur {
+            return Ok(());
+        }
+        let Some(mut c) = self.parked.get_mut(k).and_then(Option::take) else {
+            return Err(InterpError::Internal("co-scheduled block missing".into()));
+        };
+        std::mem::swap(&mut self.bid, &mut c.bid);
+        std::mem::swap(&mut self.warps, &mut c.warps);
+        std::mem::swap(&mut self.cp, &mut c.cp);
+        std::mem::swap(&mut self.shared_ids, &mut c.shared_ids);
+        std::mem::swap(&mut self.dyn_id, &mut c.dyn_id);
+        self.window = shared_window(&self.mem, &self.shared_ids, self.dyn_id);
+        std::mem::swap(&mut self.local_base, &mut c.local_base);
+        std::mem::swap(&mut self.c_arrived, &mut c.c_arrived);
+        std::mem::swap(&mut self.c_waited, &mut c.c_waited);
+        self.parked[self.cur] = Some(c);
+        self.cur = k;
+        Ok(())
+    }
+
+    /// Run the blocks `bids` together to completion.
+    fn run_together(&mut self, bids: Vec<[u32; 3]>, args: &[Vec<u64>]) -> Result<()> {
+        let n = bids.len();
+        let nthreads = self.nthreads;
+        while self.parked.len() < n {
+            // One more block's memory and threads, allocated once per launch.
+            let dyn_bytes = self.mem.allocs[self.dyn_id as usize].data.len() as u64;
+            let (shared_ids, dyn_id, local_base) =
+                block_memory(&mut self.mem, self.p, dyn_bytes, nthreads);
+            self.parked.push(Some(Cta {
+                bid: [0; 3],
+                warps: new_warps(self.p, nthreads),
+                cp: (0..nthreads).map(|_| CpThread::default()).collect(),
+                shared_ids,
+                dyn_id,
+                local_base,
+                c_arrived: vec![0; nthreads as usize],
+                c_waited: vec![0; nthreads as usize],
+            }));
+        }
+        self.group = bids;
+        for k in 0..n {
+            self.activate(k)?;
+            self.bid = self.group[k];
+            self.start_block(args);
+        }
+        loop {
+            let mut progress = false;
+            let mut live = false;
+            for k in 0..n {
+                self.activate(k)?;
+                let fuel = self.fuel;
+                match self.block_round()? {
+                    Round::Yielded | Round::Released => {
+                        progress = true;
+                        live = true;
+                    }
+                    Round::Stopped => {
+                        progress |= self.fuel != fuel;
+                        live |= self
+                            .warps
+                            .iter()
+                            .any(|w| lanes(w.exist).any(|l| w.st[l] != St::Done));
+                    }
+                }
+            }
+            if !live {
+                return Ok(());
+            }
+            if !progress && !self.release_waits()? {
+                return Err(self.deadlock());
+            }
+        }
+    }
+
+    /// Every block of the group is blocked: release the cluster-barrier
+    /// waits whose cluster has fully arrived and, when every thread of the
+    /// grid waits at `grid_sync`, the grid. Whether anything was released.
+    fn release_waits(&mut self) -> Result<bool> {
+        let n = self.group.len();
+        let c = self.cluster;
+        let cluster_of = |b: [u32; 3]| [b[0] / c[0], b[1] / c[1], b[2] / c[2]];
+        // Fewest arrivals of a live thread per cluster, and the grid's waiting state.
+        let mut least: HashMap<[u32; 3], u32> = HashMap::new();
+        let (mut grid_waiting, mut grid_other, mut exited) = (false, false, None);
+        for k in 0..n {
+            self.activate(k)?;
+            let e = least.entry(cluster_of(self.bid)).or_insert(u32::MAX);
+            for w in &self.warps {
+                for l in lanes(w.exist) {
+                    let t = w.base_tid as usize + l;
+                    match w.st[l] {
+                        St::Done => exited = exited.or(Some((k, t))),
+                        st => {
+                            *e = (*e).min(self.c_arrived[t]);
+                            if st == St::GridWait {
+                                grid_waiting = true;
+                            } else {
+                                grid_other = true;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let release_grid = grid_waiting && !grid_other;
+        if let (true, Some((k, t))) = (release_grid, exited) {
+            self.activate(k)?;
+            let tid = self.tids[t];
+            let waiting = self.warps.iter().find_map(|w| {
+                lanes(w.exist)
+                    .find(|&l| w.st[l] == St::GridWait)
+                    .map(|l| (w.pc[l], w.base_tid + l as u32))
+            });
+            let (pc, by) = waiting.unwrap_or((0, 0));
+            return Err(self.ctx_full().trap(
+                TrapKind::DivergentBarrier,
+                pc,
+                by,
+                format!(
+                    "grid_sync: thread ({}, {}, {}) of block ({}, {}, {}) has exited; every thread of the grid must reach grid_sync",
+                    tid[0], tid[1], tid[2], self.bid[0], self.bid[1], self.bid[2]
+                ),
+            ));
+        }
+        let mut released = false;
+        for k in 0..n {
+            self.activate(k)?;
+            let most = least[&cluster_of(self.bid)];
+            for wi in 0..self.warps.len() {
+                for l in lanes(self.warps[wi].exist) {
+                    let t = self.warps[wi].base_tid as usize + l;
+                    let go = match self.warps[wi].st[l] {
+                        St::ClusterWait if most > self.c_waited[t] => {
+                            self.c_waited[t] += 1;
+                            true
+                        }
+                        St::GridWait => release_grid,
+                        _ => false,
+                    };
+                    if go {
+                        self.warps[wi].st[l] = St::Run;
+                        self.warps[wi].pc[l] += 1;
+                        released = true;
+                    }
+                }
+            }
+        }
+        if released {
+            // Like a block barrier, a cluster barrier or grid sync orders what came before it.
+            self.mem.epoch = self.mem.epoch.wrapping_add(1);
+        }
+        Ok(released)
+    }
+
+    /// The trap for a group whose blocks all wait and none can go on.
+    fn deadlock(&mut self) -> InterpError {
+        for k in 0..self.group.len() {
+            if self.activate(k).is_err() {
+                break;
+            }
+            let found = self.warps.iter().find_map(|w| {
+                lanes(w.exist)
+                    .find(|&l| w.st[l] != St::Done)
+                    .map(|l| (w.pc[l], w.base_tid + l as u32, w.st[l]))
+            });
+            if let Some((pc, tid, st)) = found {
+                let what = match st {
+                    St::ClusterWait => {
+                        "cluster_barrier.wait: a thread of the cluster never arrives"
+                    }
+                    St::GridWait => "grid_sync: a thread of the grid never reaches it",
+                    _ => "this thread waits at a block barrier while others wait for other blocks",
+                };
+                return self.ctx_full().trap(
+                    TrapKind::DivergentBarrier,
+                    pc,
+                    tid,
+                    format!("deadlock between blocks: {what}"),
+                );
+            }
+        }
+        InterpError::Internal("co-scheduled deadlock without a waiting thread".into())
     }
 }

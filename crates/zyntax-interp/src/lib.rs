@@ -248,6 +248,16 @@ impl Value {
     }
 }
 
+/// Launch options beyond the grid (h13-cluster).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LaunchOptions {
+    /// Blocks per cluster; `None`: the kernel's declared `cluster(..)`, else no clusters.
+    pub cluster: Option<[u32; 3]>,
+}
+
+/// Most blocks per cluster (the hardware's non-portable maximum).
+pub const MAX_CLUSTER_BLOCKS: u32 = 16;
+
 /// What a launch did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
@@ -316,6 +326,24 @@ impl<'m> Interpreter<'m> {
         args: &[Arg],
         buffers: &mut [Vec<u8>],
     ) -> Result<Stats> {
+        let opts = LaunchOptions::default();
+        self.launch_with(name, grid, block, shared_bytes, args, buffers, &opts)
+    }
+
+    /// [`Interpreter::launch`] with options: a cluster shape (the grid must
+    /// be a whole number of clusters; a kernel that declares `cluster(..)`
+    /// runs with that shape only).
+    #[allow(clippy::too_many_arguments)]
+    pub fn launch_with(
+        &self,
+        name: &str,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared_bytes: u64,
+        args: &[Arg],
+        buffers: &mut [Vec<u8>],
+        opts: &LaunchOptions,
+    ) -> Result<Stats> {
         let fi = self.find(name)?;
         let f = &self.module.functions[fi];
         let FunctionKind::Kernel(info) = &f.kind else {
@@ -356,6 +384,7 @@ impl<'m> Interpreter<'m> {
                 )));
             }
         }
+        let cluster = launch_cluster(grid, info.cluster, opts.cluster)?;
         let shared_bytes = if shared_bytes == 0 {
             u64::from(info.shared_bytes)
         } else {
@@ -368,7 +397,7 @@ impl<'m> Interpreter<'m> {
                 "{static_shared} bytes of static and {shared_bytes} of dynamic shared memory exceed {MAX_SHARED}"
             )));
         }
-        self.run(&prog, [grid, block], shared_bytes, args, buffers)
+        self.run(&prog, [grid, block], cluster, shared_bytes, args, buffers)
             .map(|(s, _)| s)
     }
 
@@ -382,7 +411,7 @@ impl<'m> Interpreter<'m> {
             )));
         }
         let prog = decode::decode(self.module, fi)?;
-        let (_, ret) = self.run(&prog, [[1, 1, 1], [1, 1, 1]], 0, args, buffers)?;
+        let (_, ret) = self.run(&prog, [[1, 1, 1], [1, 1, 1]], None, 0, args, buffers)?;
         let ret = ret.unwrap_or_default();
         Ok(f.returns
             .iter()
@@ -399,6 +428,7 @@ impl<'m> Interpreter<'m> {
         &self,
         prog: &decode::Program,
         dims: [[u32; 3]; 2],
+        cluster: Option<[u32; 3]>,
         shared_bytes: u64,
         args: &[Arg],
         buffers: &mut [Vec<u8>],
@@ -455,6 +485,8 @@ impl<'m> Interpreter<'m> {
                 block: dims[1],
                 shared_bytes,
                 tensor_maps: std::rc::Rc::new(tensor_maps),
+                cluster: cluster.unwrap_or([1, 1, 1]),
+                explicit_cluster: cluster.is_some(),
             };
             let mut ex = exec::Exec::new(module, prog, allocs, &launch, checks, fuel);
             let res = ex.run(&bits);
@@ -518,6 +550,36 @@ impl Interpreter<'_> {
         }
         Ok(())
     }
+}
+
+/// The cluster shape of a launch (`None`: no clusters) from the kernel's
+/// declaration and the launch option, checked against the grid.
+fn launch_cluster(
+    grid: [u32; 3],
+    declared: Option<[u32; 3]>,
+    asked: Option<[u32; 3]>,
+) -> Result<Option<[u32; 3]>> {
+    let c = match (declared, asked) {
+        (Some(d), Some(a)) if d != a => {
+            return Err(InterpError::Launch(format!(
+                "cluster {a:?} differs from the kernel's declared cluster {d:?}"
+            )))
+        }
+        (d, a) => a.or(d),
+    };
+    let Some(c) = c else { return Ok(None) };
+    let n = u64::from(c[0]) * u64::from(c[1]) * u64::from(c[2]);
+    if n == 0 || n > u64::from(MAX_CLUSTER_BLOCKS) {
+        return Err(InterpError::Launch(format!(
+            "cluster {c:?} has {n} blocks; a cluster has 1..={MAX_CLUSTER_BLOCKS}"
+        )));
+    }
+    if (0..3).any(|d| !grid[d].is_multiple_of(c[d])) {
+        return Err(InterpError::Launch(format!(
+            "grid {grid:?} is not a whole number of clusters {c:?} (each grid dimension must be a multiple of the cluster's)"
+        )));
+    }
+    Ok(Some(c))
 }
 
 /// The slot bits of an argument for a parameter of type `ty`.

@@ -275,6 +275,8 @@ fn every_example_is_covered() {
         "mma_sync_gemm",
         "vector_copy",
         "nest_matmul",
+        "cluster_exchange",
+        "grid_reduce",
     ];
     for e in std::fs::read_dir(examples_dir()).unwrap() {
         let p = e.unwrap().path();
@@ -385,5 +387,69 @@ fn nest_matmul_matches_fma_chain() {
                 assert_eq!(got[i * nn + j], want, "C[{i}][{j}] of {mm}x{nn}x{kk}");
             }
         }
+    }
+}
+
+/// examples/cluster_exchange.zir: clusters of 2 blocks swap their tiles
+/// through distributed shared memory (blocks co-scheduled per cluster).
+#[test]
+fn cluster_exchange_swaps_tiles() {
+    let m = example("cluster_exchange");
+    let it = Interpreter::new(&m).unwrap();
+    let mut rng = Rng::new(13);
+    for (blocks, block) in [(2u32, 32u32), (6, 256), (4, 96)] {
+        let n = (blocks * block) as usize;
+        let x: Vec<f32> = (0..n).map(|_| rng.f32(-10.0, 10.0)).collect();
+        let mut bufs = vec![f32_bytes(&x), f32_bytes(&vec![f32::NAN; n])];
+        let args = [Arg::Buffer(0), Arg::Buffer(1)];
+        it.launch(
+            "exchange",
+            [blocks, 1, 1],
+            [block, 1, 1],
+            0,
+            &args,
+            &mut bufs,
+        )
+        .unwrap();
+        let got = bytes_f32(&bufs[1]);
+        let b = block as usize;
+        for (i, g) in got.iter().enumerate() {
+            let partner = ((i / b) ^ 1) * b + i % b;
+            assert_eq!(g.to_bits(), x[partner].to_bits(), "i={i}");
+        }
+    }
+}
+
+/// examples/grid_reduce.zir: a grid-synchronised two-phase sum (the whole
+/// grid co-scheduled); small integers keep every partial sum exact.
+#[test]
+fn grid_reduce_sums_everything() {
+    let m = example("grid_reduce");
+    let it = Interpreter::new(&m).unwrap();
+    let mut rng = Rng::new(14);
+    for (n, blocks, block) in [(1u32, 1u32, 32u32), (5000, 7, 128), (777, 3, 64)] {
+        let x: Vec<f32> = (0..n).map(|_| (rng.below(100) + 1) as f32).collect();
+        let want: f32 = x.iter().sum();
+        let mut bufs = vec![
+            f32_bytes(&x),
+            f32_bytes(&vec![f32::NAN; blocks as usize]),
+            f32_bytes(&[f32::NAN]),
+        ];
+        let args = [
+            Arg::Buffer(0),
+            Arg::Buffer(1),
+            Arg::Buffer(2),
+            Arg::Int(n.into()),
+        ];
+        it.launch(
+            "grid_reduce",
+            [blocks, 1, 1],
+            [block, 1, 1],
+            0,
+            &args,
+            &mut bufs,
+        )
+        .unwrap();
+        assert_eq!(bytes_f32(&bufs[2])[0], want, "n={n} blocks={blocks}");
     }
 }

@@ -271,7 +271,8 @@ fn compile_inner(m: &Module, opts: &Options, emit_ptx: bool) -> CompileResult<Co
     let t = Instant::now();
     let llvm_ir = module.print_to_string().to_string_lossy().into_owned();
     let ptx = if emit_ptx {
-        Some(nvptx::emit_assembly(&tm, &module)?)
+        let ptx = nvptx::emit_assembly(&tm, &module)?;
+        Some(nvptx::annotations::add_cluster_directives(ptx, m))
     } else {
         None
     };

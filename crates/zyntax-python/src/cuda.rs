@@ -1750,6 +1750,14 @@ fn signature_from_dict(name: &str, d: &Bound<'_, PyAny>) -> PyResult<zc::Signatu
             };
         }
     }
+    if let Some(c) = d.get_item("cluster")? {
+        if !c.is_none() {
+            sig.cluster = Some(crate::checked::dim3(&c, "cluster", 1)?);
+        }
+    }
+    if let Some(g) = d.get_item("grid_sync")? {
+        sig.grid_sync = g.is_truthy()?;
+    }
     for key in ["shared_bytes", "dynamic_shared_bytes"] {
         if let Some(b) = d.get_item(key)? {
             if !b.is_none() {
@@ -1837,7 +1845,9 @@ impl CudaModule {
                 self.hir.as_ref().and_then(|m| m.function(&name)),
             ) {
                 (Some(s), _) => Some(s.clone()),
-                (None, Some(f)) => Some(zc::Signature::from_function(f).py(py)?),
+                (None, Some(f)) => Some(
+                    zc::Signature::from_kernel(self.hir.as_ref().expect("matched"), f).py(py)?,
+                ),
                 (None, None) => None,
             };
             Ok(CudaKernel::new(self.inner.kernel(&name, sig).py(py)?))
@@ -1897,10 +1907,12 @@ impl CudaKernel {
     /// DLPack tensors until the launch is queued; when `captured` is a
     /// stream that is capturing, the arguments' owners move into the graph.
     #[inline]
+    #[allow(clippy::too_many_arguments)]
     fn launch_impl(
         &self,
         py: Python<'_>,
         cfg: &zc::LaunchConfig,
+        opts: &zc::LaunchOptions,
         stream: zc::CUstream,
         captured: Option<&zc::Stream>,
         args: &Bound<'_, PyTuple>,
@@ -1943,7 +1955,7 @@ impl CudaKernel {
         // encoded values live on this stack frame for the call; memory safety
         // of what the kernel does with its pointers is the caller's contract
         // (documented in zyntax.cuda).
-        let r = unsafe { k.launch_raw(cfg, stream, ptrs.as_mut_ptr()) };
+        let r = unsafe { k.launch_raw_with(cfg, opts, stream, ptrs.as_mut_ptr()) };
         if let Some(s) = captured.filter(|s| r.is_ok() && s.capture_active()) {
             keep_captured(s, args.iter(), keep);
         } else {
@@ -2247,8 +2259,13 @@ impl CudaKernel {
         self.inner.device().ordinal()
     }
 
-    /// Validates and queues one launch; returns immediately.
-    #[pyo3(signature = (grid, block, *args, shared_mem=None, stream=None))]
+    /// Validates and queues one launch; returns immediately. `cluster`
+    /// (blocks per cluster), `pdl` (programmatic dependent launch) and
+    /// `cooperative` (all blocks co-resident, for `grid_sync`) launch through
+    /// `cuLaunchKernelEx` with the matching attributes.
+    #[pyo3(signature = (grid, block, *args, shared_mem=None, stream=None, cluster=None,
+        pdl=false, cooperative=false))]
+    #[allow(clippy::too_many_arguments)]
     fn launch(
         &self,
         py: Python<'_>,
@@ -2257,34 +2274,47 @@ impl CudaKernel {
         args: &Bound<'_, PyTuple>,
         shared_mem: Option<Checked<u32>>,
         stream: Option<&Bound<'_, CudaStream>>,
+        cluster: Option<&Bound<'_, PyAny>>,
+        pdl: bool,
+        cooperative: bool,
     ) -> PyResult<()> {
         guard(|| {
             let cfg = self.config(grid, block, shared_mem)?;
+            let opts = launch_options(cluster, pdl, cooperative)?;
             self.inner.check_config(&cfg).py(py)?;
+            self.inner.check_options(&cfg, &opts).py(py)?;
             let s = stream_for(py, &self.inner, stream)?;
-            self.launch_impl(py, &cfg, s, stream.map(|s| &s.get().inner), args)
+            self.launch_impl(py, &cfg, &opts, s, stream.map(|s| &s.get().inner), args)
         })
     }
 
     /// A launcher with a validated configuration: `launcher(*args)` only
     /// converts arguments and launches (the fastest path).
-    #[pyo3(signature = (grid, block, shared_mem=None, stream=None))]
+    #[pyo3(signature = (grid, block, shared_mem=None, stream=None, *, cluster=None,
+        pdl=false, cooperative=false))]
+    #[allow(clippy::too_many_arguments)]
     fn prepare(
         slf: &Bound<'_, Self>,
         grid: &Bound<'_, PyAny>,
         block: &Bound<'_, PyAny>,
         shared_mem: Option<Checked<u32>>,
         stream: Option<Py<CudaStream>>,
+        cluster: Option<&Bound<'_, PyAny>>,
+        pdl: bool,
+        cooperative: bool,
     ) -> PyResult<CudaLauncher> {
         let py = slf.py();
         guard(|| {
             let me = slf.get();
             let cfg = me.config(grid, block, shared_mem)?;
+            let opts = launch_options(cluster, pdl, cooperative)?;
             me.inner.check_config(&cfg).py(py)?;
+            me.inner.check_options(&cfg, &opts).py(py)?;
             let raw = stream_for(py, &me.inner, stream.as_ref().map(|s| s.bind(py)))?;
             Ok(CudaLauncher {
                 kernel: slf.clone().unbind(),
                 cfg,
+                opts,
                 stream_raw: raw as usize,
                 _stream: stream,
             })
@@ -2320,7 +2350,16 @@ impl CudaKernel {
         } else {
             None
         };
-        CudaKernel::prepare(slf, &key.get_item(0)?, &key.get_item(1)?, shared, stream)
+        CudaKernel::prepare(
+            slf,
+            &key.get_item(0)?,
+            &key.get_item(1)?,
+            shared,
+            stream,
+            None,
+            false,
+            false,
+        )
     }
 
     /// Raises the dynamic shared memory this kernel may use (done
@@ -2334,11 +2373,28 @@ impl CudaKernel {
     }
 }
 
+/// The launch options of `cluster=`, `pdl=`, `cooperative=`.
+fn launch_options(
+    cluster: Option<&Bound<'_, PyAny>>,
+    pdl: bool,
+    cooperative: bool,
+) -> PyResult<zc::LaunchOptions> {
+    Ok(zc::LaunchOptions {
+        cluster: cluster
+            .filter(|c| !c.is_none())
+            .map(|c| crate::checked::dim3(c, "cluster", 1))
+            .transpose()?,
+        pdl,
+        cooperative,
+    })
+}
+
 /// A kernel bound to a validated launch configuration.
 #[pyclass(frozen, name = "Launcher", module = "zyntax.cuda")]
 pub struct CudaLauncher {
     kernel: Py<CudaKernel>,
     cfg: zc::LaunchConfig,
+    opts: zc::LaunchOptions,
     stream_raw: usize,
     /// Keeps the stream alive as long as the launcher.
     _stream: Option<Py<CudaStream>>,
@@ -2352,6 +2408,7 @@ impl CudaLauncher {
             self.kernel.get().launch_impl(
                 py,
                 &self.cfg,
+                &self.opts,
                 self.stream_raw as zc::CUstream,
                 self._stream.as_ref().map(|s| &s.get().inner),
                 args,

@@ -386,10 +386,11 @@ impl HirModule {
     /// Declares a kernel entry point and returns its builder.
     #[pyo3(signature = (name, params, *, max_threads=None, min_blocks=None,
         max_registers=None, shared_bytes=Checked(0), arch=None, critical_path=false,
-        no_alloc=false, inline_always=false, no_bounds_check=false, opt_level=None),
+        no_alloc=false, inline_always=false, no_bounds_check=false, opt_level=None,
+        cluster=None),
         text_signature = "($self, name, params, *, max_threads=None, min_blocks=None, \
         max_registers=None, shared_bytes=0, arch=None, critical_path=False, no_alloc=False, \
-        inline_always=False, no_bounds_check=False, opt_level=None)")]
+        inline_always=False, no_bounds_check=False, opt_level=None, cluster=None)")]
     #[allow(clippy::too_many_arguments)]
     fn kernel(
         &self,
@@ -406,6 +407,7 @@ impl HirModule {
         inline_always: bool,
         no_bounds_check: bool,
         opt_level: Option<Text>,
+        cluster: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<FunctionBuilder> {
         let info = KernelInfo {
             max_threads: max_threads.map(to_max_threads).transpose()?,
@@ -414,6 +416,9 @@ impl HirModule {
             shared_bytes: shared_bytes.0,
             arch: arch.as_deref().map(parse_arch).transpose()?,
             exact_threads: None,
+            cluster: cluster
+                .map(|c| checked::dim3(c, "cluster", 1))
+                .transpose()?,
         };
         let no_returns = PyTuple::empty(py);
         self.declare(
@@ -1792,6 +1797,51 @@ impl FunctionBuilder {
         self.sh.run(py, |fb| fb.prefetch_tensormap(tmap))
     }
 
+    // ------------------------------------------------------------ clusters (issue 13 item 4, h13-cluster)
+
+    /// `barrier.cluster.arrive` (`relaxed=True`: without release ordering).
+    #[pyo3(signature = (relaxed=false))]
+    fn cluster_arrive(&self, py: Python<'_>, relaxed: bool) -> PyResult<()> {
+        let op = if relaxed {
+            zh::ClusterBarrierOp::ArriveRelaxed
+        } else {
+            zh::ClusterBarrierOp::Arrive
+        };
+        self.sh.run(py, |fb| fb.cluster_barrier(op))
+    }
+    /// `barrier.cluster.wait`: until every non-exited thread of the cluster has arrived.
+    fn cluster_wait(&self, py: Python<'_>) -> PyResult<()> {
+        self.sh
+            .run(py, |fb| fb.cluster_barrier(zh::ClusterBarrierOp::Wait))
+    }
+    /// Cluster-wide barrier: `cluster_arrive()` then `cluster_wait()`.
+    fn cluster_sync(&self, py: Python<'_>) -> PyResult<()> {
+        self.cluster_arrive(py, false)?;
+        self.cluster_wait(py)
+    }
+    /// `ptr` (a `ptr<shared, T>`) in the cluster's block of rank `rank`: a
+    /// `ptr<shared_cluster, T>` to load, store and atomically update (DSMEM).
+    fn mapa(
+        &self,
+        py: Python<'_>,
+        ptr: &Bound<'_, PyAny>,
+        rank: &Bound<'_, PyAny>,
+    ) -> PyResult<PyValue> {
+        let (p, _) = self.sh.value(ptr, "the pointer of `mapa`")?;
+        let (r, _) = self.sh.opnd(rank)?;
+        self.sh.run1(py, |fb| {
+            let r = mat(fb, &r, &Type::U32)?;
+            fb.mapa(p, r)
+        })
+    }
+    /// One arrival (release, cluster scope) on a barrier `mapa` mapped to a block of the cluster.
+    fn mbarrier_arrive_cluster(&self, py: Python<'_>, bar: &Bound<'_, PyAny>) -> PyResult<()> {
+        let (b, _) = self
+            .sh
+            .value(bar, "the barrier of `mbarrier_arrive_cluster`")?;
+        self.sh.run(py, |fb| fb.mbarrier_arrive_cluster(b))
+    }
+
     // ------------------------------------------------------------ warp MMA (issue 12)
 
     /// `D = A * B + C` over the warp (`mma.sync`) with per-lane register
@@ -2992,6 +3042,62 @@ impl FunctionBuilder {
     /// Closes this thread's current group of bulk stores and reductions.
     fn bulk_commit_group(&self, py: Python<'_>) -> PyResult<()> {
         self.sh.run(py, |fb| fb.bulk_commit_group())
+    }
+    /// Cluster index in the grid (`%clusterid`).
+    #[pyo3(signature = (dim=None))]
+    fn cluster_idx(&self, py: Python<'_>, dim: Option<&Bound<'_, PyAny>>) -> PyResult<PyValue> {
+        let d = dim.map(to_dim).transpose()?.unwrap_or(Dim::X);
+        self.sh.run1(py, |fb| fb.cluster_idx(d))
+    }
+    /// Blocks per cluster (`%cluster_nctaid`).
+    #[pyo3(signature = (dim=None))]
+    fn cluster_dim(&self, py: Python<'_>, dim: Option<&Bound<'_, PyAny>>) -> PyResult<PyValue> {
+        let d = dim.map(to_dim).transpose()?.unwrap_or(Dim::X);
+        self.sh.run1(py, |fb| fb.cluster_dim(d))
+    }
+    /// Block index in its cluster (`%cluster_ctaid`).
+    #[pyo3(signature = (dim=None))]
+    fn cluster_block_idx(
+        &self,
+        py: Python<'_>,
+        dim: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyValue> {
+        let d = dim.map(to_dim).transpose()?.unwrap_or(Dim::X);
+        self.sh.run1(py, |fb| fb.cluster_block_idx(d))
+    }
+    /// Clusters per grid (`%nclusterid`).
+    #[pyo3(signature = (dim=None))]
+    fn cluster_grid_dim(
+        &self,
+        py: Python<'_>,
+        dim: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyValue> {
+        let d = dim.map(to_dim).transpose()?.unwrap_or(Dim::X);
+        self.sh.run1(py, |fb| fb.cluster_grid_dim(d))
+    }
+    /// Linear rank of the block in its cluster (`%cluster_ctarank`).
+    fn cluster_ctarank(&self, py: Python<'_>) -> PyResult<PyValue> {
+        self.sh.run1(py, |fb| fb.cluster_ctarank())
+    }
+    /// Blocks in the cluster (`%cluster_nctarank`).
+    fn cluster_nctarank(&self, py: Python<'_>) -> PyResult<PyValue> {
+        self.sh.run1(py, |fb| fb.cluster_nctarank())
+    }
+    /// Whether the launch declared a cluster shape (`%is_explicit_cluster`).
+    fn is_explicit_cluster(&self, py: Python<'_>) -> PyResult<PyValue> {
+        self.sh.run1(py, |fb| fb.is_explicit_cluster())
+    }
+    /// Lets a dependent grid (launched with `pdl=True`) start before this one ends.
+    fn griddep_launch_dependents(&self, py: Python<'_>) -> PyResult<()> {
+        self.sh.run(py, |fb| fb.griddep_launch_dependents())
+    }
+    /// Waits until the grids this one depends on have completed and their memory is visible.
+    fn griddep_wait(&self, py: Python<'_>) -> PyResult<()> {
+        self.sh.run(py, |fb| fb.griddep_wait())
+    }
+    /// Grid-wide barrier with device-scope ordering; the kernel needs a cooperative launch.
+    fn grid_sync(&self, py: Python<'_>) -> PyResult<()> {
+        self.sh.run(py, |fb| fb.grid_sync())
     }
     // END GENERATED by crates/zyntax-hir/src/gen.rs; do not edit (docs/add-an-hir-op.md)
 }

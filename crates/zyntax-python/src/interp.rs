@@ -193,7 +193,7 @@ pub fn interp_tensor_map_check(desc: TmapTuple, address: u64) -> PyResult<()> {
 /// `buffers` (bytes). Returns `(buffers_after, stats)`; buffers are returned
 /// after a trap too, as the exception's `buffers` attribute.
 #[pyfunction]
-#[pyo3(signature = (module, name, grid, block, args, buffers, *, shared_bytes=None, checks=true, fuel=None, tensor_maps=None))]
+#[pyo3(signature = (module, name, grid, block, args, buffers, *, shared_bytes=None, checks=true, fuel=None, tensor_maps=None, cluster=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn interp_launch<'py>(
     py: Python<'py>,
@@ -207,6 +207,7 @@ pub fn interp_launch<'py>(
     checks: bool,
     fuel: Option<&Bound<'py, PyAny>>,
     tensor_maps: Option<Vec<TmapTuple>>,
+    cluster: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyDict>)> {
     let maps = tensor_maps
         .unwrap_or_default()
@@ -220,6 +221,11 @@ pub fn interp_launch<'py>(
         })
         .collect::<PyResult<Vec<_>>>()?;
     let m = module_arg(module)?;
+    let launch_opts = zyntax_interp::LaunchOptions {
+        cluster: cluster
+            .map(|c| checked::dim3(c, "cluster", 1))
+            .transpose()?,
+    };
     let (name, grid, block) = (
         name.0,
         checked::dim3(grid, "grid", 1)?,
@@ -236,7 +242,15 @@ pub fn interp_launch<'py>(
         Ok(py.detach(|| {
             Interpreter::with_options(&m, opts).and_then(|mut it| {
                 it.tensor_maps = maps;
-                it.launch(&name, grid, block, shared_bytes, &args, &mut bufs)
+                it.launch_with(
+                    &name,
+                    grid,
+                    block,
+                    shared_bytes,
+                    &args,
+                    &mut bufs,
+                    &launch_opts,
+                )
             })
         }))
     })?;

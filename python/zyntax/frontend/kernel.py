@@ -505,13 +505,19 @@ class Kernel(_Translatable):
         device: str = "auto",
         workgroup: Sequence[int] | None = None,
         exact_threads: int | Sequence[int] | None = None,
+        cluster: int | Sequence[int] | None = None,
+        cooperative: bool = False,
     ) -> None:
         super().__init__(pyfunc)
+        #: GPU launches are cooperative (all blocks co-resident), as `grid_sync` needs.
+        self.cooperative = bool(cooperative)
         self.max_threads = _dim3(max_threads, "max_threads") if max_threads is not None else None
         #: The one block shape the kernel runs with (``.reqntid``); a launch with another fails.
         self.exact_threads = (
             _dim3(exact_threads, "exact_threads") if exact_threads is not None else None
         )
+        #: Blocks per cluster (sm_90), declared in the kernel's metadata.
+        self.cluster = _dim3(cluster, "cluster") if cluster is not None else None
         #: The workgroup of a ``prange`` nest, outermost first (``None``: not a nest kernel).
         self.workgroup = tuple(int(w) for w in workgroup) if workgroup is not None else None
         if self.workgroup is not None:
@@ -655,6 +661,9 @@ class Kernel(_Translatable):
         if self.exact_threads is not None:
             x, y, z = self.exact_threads
             fn.attrs.append(f"exact_threads({x}, {y}, {z})")
+        if self.cluster is not None:
+            x, y, z = self.cluster
+            fn.attrs.append(f"cluster({x}, {y}, {z})")
         # The kernel first, then the device functions it calls.
         mod.functions.insert(0, fn)
         params: list[str] = []
@@ -674,6 +683,8 @@ class Kernel(_Translatable):
                 "min_blocks": self.min_blocks,
                 "max_registers": self.max_registers,
                 "exact_threads": list(self.exact_threads) if self.exact_threads else None,
+                "cluster": list(self.cluster) if self.cluster else None,
+                "cooperative": self.cooperative,
             },
             source=f"{src.file}:{src.tree.lineno + src.line_offset}",
             tiling_report=list(tr.tiling_report),
@@ -812,7 +823,8 @@ class Kernel(_Translatable):
             factory = _fast_launch_factory(key, args)
             if factory is None:
                 return
-            prepared = func.prepare(g, b, shared_mem=shared_mem or None, stream=stream)
+            coop = {"cooperative": True} if self.cooperative else {}
+            prepared = func.prepare(g, b, shared_mem=shared_mem or None, stream=stream, **coop)
             fast = factory(prepared)
             by_key[key] = fast
         state[0] = fast
@@ -853,7 +865,12 @@ class Kernel(_Translatable):
             key, flat = _key_and_flat(args)
             func = hot.get(key) if key is not None else None
             if func is not None:
-                func.launch(g, b, *flat, shared_mem=shared_mem or None, stream=stream)
+                if self.cooperative:
+                    func.launch(
+                        g, b, *flat, shared_mem=shared_mem or None, stream=stream, cooperative=True
+                    )
+                else:
+                    func.launch(g, b, *flat, shared_mem=shared_mem or None, stream=stream)
                 return
         # Dispatch on a cheap per-argument key first; the full signature (and the
         # checks against annotations) is computed once per new key.
@@ -910,6 +927,8 @@ def kernel(
     device: str = "auto",
     workgroup: Sequence[int] | None = None,
     exact_threads: int | Sequence[int] | None = None,
+    cluster: int | Sequence[int] | None = None,
+    cooperative: bool = False,
 ) -> Callable[[F], Kernel]: ...
 
 
@@ -922,6 +941,8 @@ def kernel(
     device: str = "auto",
     workgroup: Sequence[int] | None = None,
     exact_threads: int | Sequence[int] | None = None,
+    cluster: int | Sequence[int] | None = None,
+    cooperative: bool = False,
 ) -> Kernel | Callable[[Callable[..., Any]], Kernel]:
     """Make a GPU kernel entry point from a Python function (see ``docs/kernels.md``)."""
 
@@ -934,6 +955,8 @@ def kernel(
             device=device,
             workgroup=workgroup,
             exact_threads=exact_threads,
+            cluster=cluster,
+            cooperative=cooperative,
         )
 
     return wrap(fn) if fn is not None else wrap

@@ -322,7 +322,12 @@ def run_gpu(
             staged.append(a)
     assert v.binder is not None
     flat = v.binder(staged)
-    func.launch(grid, block, *flat, shared_mem=shared_mem or None, stream=stream)
+    if v.bounds.get("cooperative"):
+        func.launch(
+            grid, block, *flat, shared_mem=shared_mem or None, stream=stream, cooperative=True
+        )
+    else:
+        func.launch(grid, block, *flat, shared_mem=shared_mem or None, stream=stream)
     for k, orig, d in back:
         if orig.flags.writeable:
             orig[...] = d.to_host(stream)

@@ -2260,6 +2260,63 @@ class FunctionTranslator:
     def prim_elect_sync(self, e: ast.AST) -> Operand:
         return self.fn.emit1("elect.sync", [], BOOL)
 
+    # Clusters, DSMEM, PDL and grid sync (h13-cluster).
+    def prim_cluster_ctarank(self, e: ast.AST) -> Operand:
+        return self.fn.emit1("cast", [self.fn.emit1("cluster_ctarank", [], U32)], I32)
+
+    def prim_cluster_nctarank(self, e: ast.AST) -> Operand:
+        return self.fn.emit1("cast", [self.fn.emit1("cluster_nctarank", [], U32)], I32)
+
+    def _emit_sync(self, mnemonics: list[str]) -> Operand:
+        for m in mnemonics:
+            self.fn.emit0(m, [])
+        return Ref(None)
+
+    def prim_cluster_arrive(self, e: ast.AST) -> Operand:
+        return self._emit_sync(["cluster_barrier.arrive"])
+
+    def prim_cluster_wait(self, e: ast.AST) -> Operand:
+        return self._emit_sync(["cluster_barrier.wait"])
+
+    def prim_cluster_sync(self, e: ast.AST) -> Operand:
+        return self._emit_sync(["cluster_barrier.arrive", "cluster_barrier.wait"])
+
+    def prim_griddepcontrol_wait(self, e: ast.AST) -> Operand:
+        return self._emit_sync(["griddepcontrol.wait"])
+
+    def prim_griddepcontrol_launch_dependents(self, e: ast.AST) -> Operand:
+        return self._emit_sync(["griddepcontrol.launch_dependents"])
+
+    def prim_grid_sync(self, e: ast.AST) -> Operand:
+        return self._emit_sync(["grid_sync"])
+
+    def _dsmem(self, e: ast.AST, name: str, arr: Operand, index: Operand, rank: Operand) -> Value:
+        """`arr[index]` in the cluster's block of rank `rank` (a shared_cluster pointer)."""
+        if not isinstance(arr, ArrayView) or arr.space != "shared":
+            raise self.error(e, f"{name} needs a shared array (shared.array(...))", KernelTypeError)
+        idx: list[Operand] = index.items if isinstance(index, TupleVal) else [index]
+        if len(idx) != arr.ndim:
+            raise self.error(
+                e,
+                f"array has {arr.ndim} dimension(s) but {len(idx)} indices were given",
+                KernelTypeError,
+            )
+        p = self.element_ptr(arr, idx, e)
+        return self.fn.emit1("mapa", [p, self._u32(rank, e)], ir.Ptr("shared_cluster", arr.dtype))
+
+    def prim_dsmem_load(self, e: ast.AST, arr: Operand, index: Operand, rank: Operand) -> Operand:
+        p = self._dsmem(e, "dsmem_load", arr, index, rank)
+        assert isinstance(arr, ArrayView)
+        return self.fn.emit1("load", [p], arr.dtype)
+
+    def prim_dsmem_store(
+        self, e: ast.AST, arr: Operand, index: Operand, rank: Operand, value: Operand
+    ) -> Operand:
+        p = self._dsmem(e, "dsmem_store", arr, index, rank)
+        assert isinstance(arr, ArrayView)
+        self.fn.emit0("store", [p, self.value(value, e, arr.dtype)])
+        return Ref(None)
+
     def _shape(self, shape: Operand, e: ast.AST) -> list[int]:
         items = shape.items if isinstance(shape, TupleVal) else [shape]
         dims = [self._const_int(s, e, "shape") for s in items]

@@ -102,6 +102,18 @@ impl<'ctx> FnLowering<'_, 'ctx> {
             | Op::BulkCommitGroup
             | Op::BulkWaitGroup { .. }
             | Op::PrefetchTensormap => self.tma(d),
+            Op::ClusterIdx(_)
+            | Op::ClusterDim(_)
+            | Op::ClusterBlockIdx(_)
+            | Op::ClusterGridDim(_)
+            | Op::ClusterCtaRank
+            | Op::ClusterNctaRank
+            | Op::IsExplicitCluster
+            | Op::ClusterBarrier(_)
+            | Op::Mapa
+            | Op::MbarrierArriveCluster
+            | Op::Griddep(_)
+            | Op::GridSync => self.lower_cluster(d),
             _ => self.lower_sync(d),
         }
     }
@@ -246,7 +258,8 @@ impl<'ctx> FnLowering<'_, 'ctx> {
     pub(super) fn space_suffix(&self, space: AddrSpace) -> CompileResult<&'static str> {
         match space {
             AddrSpace::Global => Ok(".global"),
-            AddrSpace::Generic => Ok(""),
+            // A shared_cluster pointer is a generic address (see `cluster.rs`).
+            AddrSpace::Generic | AddrSpace::SharedCluster => Ok(""),
             AddrSpace::Shared => Ok(".shared"),
             other => Err(self.bug(format!("atomic on {other} memory"))),
         }

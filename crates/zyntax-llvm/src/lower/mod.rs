@@ -21,6 +21,7 @@
 //! arithmetic `shr` fills with the sign), float→int casts saturate and map
 //! NaN to 0 (PTX `cvt.rzi`), float `min`/`max` return the non-NaN operand.
 
+mod cluster;
 mod gpu;
 mod hopper;
 mod sync;

@@ -80,9 +80,13 @@ pub fn scalar_type<'ctx>(ctx: &'ctx Context, s: ScalarType) -> BasicTypeEnum<'ct
 /// from the runtime's allocations (HIR declares no `__constant__` banks), so
 /// they are read-only *global* memory: LLVM address space 1, with loads marked
 /// `!invariant.load` (→ `ld.global.nc`, the read-only data path).
+///
+/// `shared_cluster` pointers are generic ones (LLVM 19 has no address space
+/// for `shared::cluster`; see `cluster.rs`).
 pub fn llvm_space(space: zyntax_hir::AddrSpace) -> u16 {
     match space {
         zyntax_hir::AddrSpace::Constant => 1,
+        zyntax_hir::AddrSpace::SharedCluster => 0,
         other => other.number() as u16,
     }
 }

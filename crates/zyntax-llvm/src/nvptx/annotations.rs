@@ -4,7 +4,8 @@
 //! to the `ptx_kernel` calling convention), plus one entry per declared launch
 //! bound: `maxntidx/y/z` (→ `.maxntid x, y, z`), `minctasm` (→ `.minnctapersm`)
 //! `reqntidx/y/z` (→ `.reqntid x, y, z`, the exact block shape)
-//! and `maxnreg` (→ `.maxnreg`). They are added before optimization so the
+//! and `maxnreg` (→ `.maxnreg`). A cluster shape has no annotation LLVM 19
+//! reads: [`add_cluster_directives`] writes it into the PTX. They are added before optimization so the
 //! optimizer's range analysis of `%tid`/`%ntid` sees them.
 
 use crate::error::{CompileError, CompileResult};
@@ -81,4 +82,28 @@ pub fn annotate_grid_constants<'ctx>(
     module
         .add_global_metadata("nvvm.annotations", &node)
         .map_err(|e| CompileError::internal("kernel annotations", format!("grid_constant: {e}")))
+}
+
+/// Adds `.explicitcluster` and `.reqnctapercluster x, y, z` to the entry of
+/// each kernel of `m` in `ptx` that declares `cluster(..)`: LLVM 19 reads no
+/// cluster annotation, so the directives are written into the PTX text,
+/// between the parameter list and the body as PTX wants them.
+pub fn add_cluster_directives(ptx: String, m: &zyntax_hir::Module) -> String {
+    let mut ptx = ptx;
+    for f in &m.functions {
+        let Some([x, y, z]) = f.kind.kernel_info().and_then(|k| k.cluster) else {
+            continue;
+        };
+        let Some(entry) = ptx.find(&format!(".entry {}(", f.name)) else {
+            continue; // not selected for this arch
+        };
+        let Some(body) = ptx[entry..].find("\n{").map(|b| entry + b) else {
+            continue;
+        };
+        ptx.insert_str(
+            body,
+            &format!("\n.explicitcluster\n.reqnctapercluster {x}, {y}, {z}"),
+        );
+    }
+    ptx
 }

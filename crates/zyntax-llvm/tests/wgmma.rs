@@ -247,3 +247,40 @@ fn zir_round_trips_and_assembles() {
         "{e}"
     );
 }
+
+/// The verifier's register floor for kernels reaching `wgmma` (accumulator
+/// registers + 26, + 4 with A in registers) is exactly the register target
+/// ptxas asks for to compile the instruction (a kernel may need more for its
+/// other live values; `max_registers.rs` assembles tests/data/wgmma.zir at it).
+#[test]
+fn register_floor_is_what_ptxas_needs() {
+    use MmaElem::*;
+    for (a, acc) in [
+        (Bf16, ScalarType::F32),
+        (F16, ScalarType::F16),
+        (S8, ScalarType::I32),
+    ] {
+        for n in [8, 16, 24, 64, 128, 256] {
+            for a_regs in [false, true] {
+                let mut m = wgmma_kernel(form(n, a, a), acc, a_regs);
+                let floor = arch::min_max_registers(&m, &m.functions[0], Arch::Sm90a);
+                if let FunctionKind::Kernel(k) = &mut m.functions[0].kind {
+                    k.max_registers = Some(floor);
+                }
+                let ptx = compile(&m, Arch::Sm90a).ptx;
+                if floor <= 28 {
+                    continue;
+                }
+                let below = ptx.replace(&format!(".maxnreg {floor}"), ".maxnreg 28");
+                let e = ptxas()
+                    .assemble(&below, Arch::Sm90a)
+                    .unwrap_err()
+                    .to_string();
+                assert!(
+                    e.contains(&format!("register target of {floor} or higher")),
+                    "{a} {acc} N={n} a_regs={a_regs}: floor {floor}, {e}"
+                );
+            }
+        }
+    }
+}

@@ -238,11 +238,33 @@ pub fn min_max_registers(m: &Module, f: &Function, arch: Arch) -> u32 {
                 | Op::Wgmma(_)
         )
     });
-    if mma {
+    let base = if mma {
         min_max_registers_mma(arch)
     } else {
         MIN_MAX_REGISTERS
+    };
+    base.max(crate::verify::max_over_reached(m, f, wgmma_min_registers))
+}
+
+/// Fewest registers ptxas (12.9) compiles a `wgmma` with: its accumulator's
+/// registers + 26, + 4 with A in registers (measured for N = 8..256 and each
+/// accumulator type; `crates/zyntax-llvm/tests/max_registers.rs` checks it).
+fn wgmma_min_registers(f: &Function, d: &InstData) -> u32 {
+    if !matches!(d.op, Op::Wgmma(_)) {
+        return 0;
     }
+    let ty = |k: usize| {
+        d.args
+            .get(k)
+            .and_then(|v| f.values.get(v.index()))
+            .map(|v| &v.ty)
+    };
+    let acc = match ty(0) {
+        Some(Type::Vector(s, n)) => n * s.bits() / 32,
+        _ => 0,
+    };
+    let a_regs = if ty(1) == Some(&Type::U64) { 0 } else { 4 };
+    acc + 26 + a_regs
 }
 
 /// Whether a type mentions bf16 anywhere (vector, array, pointee, fragment).

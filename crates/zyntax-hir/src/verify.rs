@@ -687,6 +687,21 @@ pub(crate) fn reaches_op(m: &Module, f: &Function, pred: impl Fn(&Op) -> bool) -
         .any(|g| placed_insts(g).any(|d| pred(&d.op)))
 }
 
+/// The largest `value` of an instruction placed in `f` or a function it reaches (0 if none).
+pub(crate) fn max_over_reached(
+    m: &Module,
+    f: &Function,
+    value: impl Fn(&Function, &InstData) -> u32,
+) -> u32 {
+    let (_, reached) = reached_from(m, f);
+    std::iter::once(f)
+        .chain(reached.iter().map(|&n| &m.functions[n]))
+        .flat_map(|g| placed_insts(g).map(move |d| (g, d)))
+        .map(|(g, d)| value(g, d))
+        .max()
+        .unwrap_or(0)
+}
+
 /// `f`'s index in the module, if it is there, and the indices of the functions it reaches.
 fn reached_from(m: &Module, f: &Function) -> (Option<usize>, Vec<usize>) {
     let index: HashMap<&str, usize> = m

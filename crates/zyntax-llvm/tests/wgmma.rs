@@ -208,3 +208,79 @@ fn sm_90_without_a_is_refused_by_name() {
         .to_string();
     assert!(e.contains("wgmma needs sm_90a"), "{e}");
 }
+
+/// tests/data/wgmma.zir: every new instruction parses, verifies, prints back
+/// to the same module and assembles for sm_90a; on sm_90 it is refused by name.
+#[test]
+fn zir_round_trips_and_assembles() {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/wgmma.zir");
+    let text = std::fs::read_to_string(&p).unwrap();
+    let m = parse_module(&text).unwrap_or_else(|e| panic!("{e}"));
+    verify_module(&m).unwrap();
+    let printed = print_module(&m);
+    assert_eq!(parse_module(&printed).unwrap(), m, "{printed}");
+    let ptx = compile_checked(&m, Arch::Sm90a);
+    assert_in_order(
+        &ptx,
+        &[
+            ".entry tile(",
+            "wgmma.fence.sync.aligned;",
+            "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16",
+            ", p, 1, 1, 0, 0;",
+            "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16",
+            ", p, -1, 1, 1;",
+            "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16",
+            ", p, 1, -1, 1, 0;",
+            "wgmma.commit_group.sync.aligned;",
+            "wgmma.wait_group.sync.aligned 0;",
+            ".entry specialised(",
+            "setmaxnreg.inc.sync.aligned.u32 232;",
+            "setmaxnreg.dec.sync.aligned.u32 40;",
+            "elect.sync",
+        ],
+    );
+    let e = zyntax_llvm::compile_ptx(&m, &zyntax_llvm::Options::new(Arch::Sm90))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("wgmma needs sm_90a") && e.contains("setmaxnreg needs sm_90a"),
+        "{e}"
+    );
+}
+
+/// The verifier's register floor for kernels reaching `wgmma` (accumulator
+/// registers + 26, + 4 with A in registers) is exactly the register target
+/// ptxas asks for to compile the instruction (a kernel may need more for its
+/// other live values; `max_registers.rs` assembles tests/data/wgmma.zir at it).
+#[test]
+fn register_floor_is_what_ptxas_needs() {
+    use MmaElem::*;
+    for (a, acc) in [
+        (Bf16, ScalarType::F32),
+        (F16, ScalarType::F16),
+        (S8, ScalarType::I32),
+    ] {
+        for n in [8, 16, 24, 64, 128, 256] {
+            for a_regs in [false, true] {
+                let mut m = wgmma_kernel(form(n, a, a), acc, a_regs);
+                let floor = arch::min_max_registers(&m, &m.functions[0], Arch::Sm90a);
+                if let FunctionKind::Kernel(k) = &mut m.functions[0].kind {
+                    k.max_registers = Some(floor);
+                }
+                let ptx = compile(&m, Arch::Sm90a).ptx;
+                if floor <= 28 {
+                    continue;
+                }
+                let below = ptx.replace(&format!(".maxnreg {floor}"), ".maxnreg 28");
+                let e = ptxas()
+                    .assemble(&below, Arch::Sm90a)
+                    .unwrap_err()
+                    .to_string();
+                assert!(
+                    e.contains(&format!("register target of {floor} or higher")),
+                    "{a} {acc} N={n} a_regs={a_regs}: floor {floor}, {e}"
+                );
+            }
+        }
+    }
+}

@@ -24,7 +24,13 @@ rng = np.random.default_rng()
 SU64 = hir.ptr("shared", hir.u64)
 #: The box starts here in dynamic shared memory (one 128B-swizzle repeat); the barrier is at 0.
 BOX_AT = 1024
-NUMPY = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "u32": np.uint32, "f64": np.float64}
+NUMPY = {
+    "f32": np.float32,
+    "f16": np.float16,
+    "i32": np.int32,
+    "u32": np.uint32,
+    "f64": np.float64,
+}
 SPAN = {"none": 0, "32B": 32, "64B": 64, "128B": 128}
 
 
@@ -326,6 +332,50 @@ def test_bulk_copy() -> None:
     dst = np.full_like(src, -1)
     interp.launch(bulk_module(), 1, 32, src, dst, src.nbytes, shared_bytes=BOX_AT + src.nbytes)
     np.testing.assert_array_equal(dst, src)
+
+
+def bulk_reduce_module(op: str, elem: str) -> hir.Module:
+    """`red(src, dst, bytes)`: src -> shared (bulk copy), then reduced into dst."""
+    t = hir.SCALARS[elem]
+    m = hir.Module(f"bulk_reduce_{op}_{elem}", targets=["sm_90"])
+    g = hir.ptr("global", t)
+    with m.kernel("red", [g, g, hir.u32]) as b:
+        src, dst, nbytes = b.params
+        bar, box = _smem(b, t)
+        with b.if_(b.eq(b.thread_idx(), 0)):
+            b.mbarrier_init(bar, 1)
+            b.fence_mbarrier_init()
+            b.mbarrier_arrive_expect_tx(bar, nbytes)
+            b.bulk_copy_g2s(box, src, nbytes, bar)
+            _wait(b, bar)
+            b.bulk_reduce(op, dst, box, nbytes)
+            b.bulk_commit_group()
+            b.bulk_wait_group(0)
+        b.ret()
+    m.verify()
+    return m
+
+
+BULK_REDUCE_CASES = [("add", "f32"), ("add", "i32"), ("min", "f16"), ("max", "u32")]
+
+
+def bulk_reduce_case(op: str, elem: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    src, dst = rand(elem, (64,)), rand(elem, (64,))
+    fn = {"add": np.add, "min": np.minimum, "max": np.maximum}[op]
+    return src, dst, fn(dst, src).astype(dst.dtype)
+
+
+@pytest.mark.parametrize(("op", "elem"), BULK_REDUCE_CASES)
+def test_bulk_reduce(op: str, elem: str) -> None:
+    src, dst, want = bulk_reduce_case(op, elem)
+    m = bulk_reduce_module(op, elem)
+    interp.launch(m, 1, 32, src, dst, src.nbytes, shared_bytes=BOX_AT + src.nbytes)
+    np.testing.assert_array_equal(dst, want)
+
+
+def test_bulk_reduce_type_is_checked() -> None:
+    with pytest.raises(VerifyError, match="PTX has no bulk min reduction of f32"):
+        bulk_reduce_module("min", "f32")
 
 
 def test_bulk_copy_size_must_be_a_multiple_of_16() -> None:

@@ -44,6 +44,8 @@ pub struct InterpTensorMap {
 pub struct TmaInst {
     pub op: Op,
     pub slots: Vec<u32>,
+    /// The element type of `bulk.reduce`.
+    pub elem: Option<ScalarType>,
 }
 
 /// Why a TMA instruction stopped: a memory fault (with what was accessed) or a trap.
@@ -174,6 +176,38 @@ pub fn exec(
             mem.allocs[did].data[doff..doff + bytes].copy_from_slice(&data);
             if matches!(inst.op, Op::BulkCopyG2S) {
                 complete_tx(mem, val(3), bytes as u64, tid)?;
+            }
+            Ok(())
+        }
+        Op::BulkReduce(r) => {
+            let (dst, src, bytes) = (val(0), val(1), val(2) as u32 as usize);
+            let Some(ty) = inst.elem else {
+                return trap(format!("{mn}: no element type"));
+            };
+            if !bytes.is_multiple_of(16) {
+                return trap(format!("{mn}: {bytes} bytes is not a multiple of 16"));
+            }
+            if mem.space_of(dst) != Some(AddrSpace::Global) {
+                return trap(format!("{mn}: the destination is not global memory"));
+            }
+            let op = match r {
+                BulkRedOp::Add => BinOp::Add,
+                BulkRedOp::Min => BinOp::Min,
+                BulkRedOp::Max => BinOp::Max,
+            };
+            let esize = ty.size_bytes() as usize;
+            for k in 0..bytes / esize {
+                let at = (k * esize) as i64;
+                let s = mem
+                    .load(memory::ptr_add(src, at), esize, 16.min(esize as u64), tid)
+                    .map_err(mem_err("bulk.reduce source read"))?;
+                let p = memory::ptr_add(dst, at);
+                let old = mem
+                    .load(p, esize, 1, tid)
+                    .map_err(mem_err("bulk.reduce destination read"))?;
+                let v = scalar::binary(op, ty, old, s) & scalar::mask(esize as u32 * 8);
+                mem.store(p, esize, 1, v, tid)
+                    .map_err(mem_err("bulk.reduce destination write"))?;
             }
             Ok(())
         }

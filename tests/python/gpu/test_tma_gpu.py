@@ -107,6 +107,15 @@ def test_bulk_copy() -> None:
     np.testing.assert_array_equal(dst.to_host(), src)
 
 
+@pytest.mark.parametrize(("op", "elem"), cpu.BULK_REDUCE_CASES)
+def test_bulk_reduce(op: str, elem: str) -> None:
+    src, dst, want = cpu.bulk_reduce_case(op, elem)
+    d = cuda.to_device(dst)
+    k = cuda.load_hir(cpu.bulk_reduce_module(op, elem), arch="sm_90").kernel("red")
+    k.launch(1, 32, cuda.to_device(src), d, src.nbytes, shared_mem=cpu.BOX_AT + src.nbytes)
+    np.testing.assert_array_equal(d.to_host(), want)
+
+
 def test_foreign_tensors_and_graph_keepalive() -> None:
     """A map over a PyTorch tensor; a captured launch replays after the caller
     dropped both the map and the tensor (a same-size tensor allocated since

@@ -143,6 +143,22 @@ def test_foreign_tensors_and_graph_keepalive() -> None:
     del junk
 
 
+def test_foreign_bf16_tensor() -> None:
+    """A bf16 PyTorch tensor (no __cuda_array_interface__: DLPack) loads bit for bit."""
+    torch = pytest.importorskip("torch")
+    bits = cpu.rng.integers(0, 2**16, (16, 64), dtype=np.uint16)
+    bits[(bits & 0x7F80) == 0x7F80] = 0x3F80  # no NaN/inf patterns
+    t = torch.from_numpy(bits.view(np.int16)).cuda().view(torch.bfloat16)
+    tm = cuda.TensorMap.tiled(t, (64, 8), swizzle="128B")
+    assert tm.dtype == "bf16"
+    x = bits.view(np.float16)  # same size: the model moves bits
+    coords = [0, 8]
+    got = cpu.run_load(gpu_launch, cpu.load_module("f16", 2), tm, x, (64, 8), coords)
+    np.testing.assert_array_equal(
+        got.view(np.uint16), cpu.model_load(x, (64, 8), coords, "128B").view(np.uint16)
+    )
+
+
 def test_device_checks() -> None:
     x = cuda.to_device(np.zeros((8, 64), np.float32))
     with pytest.raises(ArgumentError, match=r"box\[1\]"):

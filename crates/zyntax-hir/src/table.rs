@@ -380,6 +380,29 @@ macro_rules! cluster_barrier {
         .doc($doc)
     };
 }
+macro_rules! bulk_reduce {
+    ($sub:literal, $v:ident, $doc:literal) => {
+        row(
+            "bulk_reduce",
+            $sub,
+            concat!("bulk.reduce.", $sub),
+            &["dst", "src", "bytes"],
+            0,
+            "–",
+        )
+        .op(|| Op::BulkReduce(BulkRedOp::$v))
+        .gpu()
+        .fx(fx::READ | fx::WRITE | fx::SYNC)
+        .needs(TMA)
+        .rust(concat!(
+            "bulk_reduce(BulkRedOp::",
+            stringify!($v),
+            ", dst, src, bytes)"
+        ))
+        .py(Py::Hand("bulk_reduce"))
+        .doc($doc)
+    };
+}
 macro_rules! index {
     ($family:literal, $py:literal, $doc:literal) => {
         row($family, "", concat!($family, ".<dim>"), NONE, 1, "u32")
@@ -1535,6 +1558,9 @@ pub static OPS: &[OpDef] = &[
         .rust("grid_sync()")
         .py(Py::Nullary("grid_sync"))
         .doc("Grid-wide barrier with device-scope ordering; the kernel needs a cooperative launch."),
+    bulk_reduce!("add", Add, "Adds bytes of shared src into global dst, element-wise; a bulk group op."),
+    bulk_reduce!("min", Min, "Element-wise minimum of shared src into global dst; a bulk group op."),
+    bulk_reduce!("max", Max, "Element-wise maximum of shared src into global dst; a bulk group op."),
 ];
 
 /// A TMA row: variadic operands (1-5 coordinates, listed in `op.rs`), no results.
@@ -1675,6 +1701,7 @@ impl Op {
             MbarrierArriveCluster => ("mbarrier_arrive_cluster", ""),
             Griddep(g) => ("griddepcontrol", g.name()),
             GridSync => ("grid_sync", ""),
+            BulkReduce(r) => ("bulk_reduce", r.name()),
         }
     }
 

@@ -226,6 +226,7 @@ fn every_op() -> Vec<Op> {
         Op::MbarrierArriveCluster,
         Op::GridSync,
     ]);
+    ops.extend(BulkRedOp::ALL.iter().map(|&r| Op::BulkReduce(r)));
     ops
 }
 

@@ -50,7 +50,9 @@ fn device_view(py: Python<'_>, tensor: &Bound<'_, PyAny>) -> PyResult<DeviceArra
             owner: d.owner.clone(),
         });
     }
-    if tensor.hasattr("__cuda_array_interface__")? {
+    // PyTorch raises (not AttributeError) for bf16's __cuda_array_interface__:
+    // such tensors go through DLPack.
+    if tensor.getattr("__cuda_array_interface__").is_ok() {
         return cuda_from_cuda_array_interface(py, tensor);
     }
     if tensor.hasattr("__dlpack__")? && tensor.hasattr("__dlpack_device__")? {

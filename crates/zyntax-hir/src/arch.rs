@@ -30,6 +30,10 @@
 //! | `ldmatrix` | sm_80 | 7.0 | `ldmatrix.sync.aligned.m8n8` (sm_75 has it from PTX 6.5, above its default) |
 //! | `stmatrix` | sm_90 | 7.8 | `stmatrix.sync.aligned.m8n8` |
 //! | `tanh.approx` | sm_80 | 7.0 | `tanh.approx.f32` (sm_75 from PTX 7.0, above its default) |
+//! | `wgmma.*` | sm_90a | 8.0 | `wgmma.mma_async`, `wgmma.fence/commit_group/wait_group` (arch-specific) |
+//! | `wgmma` on s8 × u8 / u8 × s8 | sm_90a | 8.4 | mixed integer inputs |
+//! | `setmaxnreg` | sm_90a | 8.0 | `setmaxnreg.inc/dec.sync.aligned.u32` (arch-specific) |
+//! | `elect.sync` | sm_90 | 8.0 | `elect.sync` |
 //!
 //! Kernel metadata is checked per arch too: static + dynamic shared memory
 //! against [`max_shared_bytes`], `min_blocks` against [`max_blocks_per_sm`]
@@ -42,7 +46,7 @@
 use crate::entities::{BlockId, InstId};
 use crate::error::{Diagnostic, VerifyError};
 use crate::ir::{Function, InstData, Module};
-use crate::op::{AtomicOp, Op};
+use crate::op::{AtomicOp, MmaElem, Op};
 use crate::printer::print_inst;
 use crate::target::{Arch, PtxVersion};
 use crate::types::{MmaShape, ScalarType, Type};
@@ -93,6 +97,11 @@ pub const MMA_SYNC_FP8: Feature = feature("mma.sync on e4m3/e5m2", Arch::Sm89, 8
 pub const LDMATRIX: Feature = feature("ldmatrix", Arch::Sm80, 7, 0);
 pub const STMATRIX: Feature = feature("stmatrix", Arch::Sm90, 7, 8);
 pub const TANH_APPROX: Feature = feature("tanh.approx", Arch::Sm80, 7, 0);
+// Warpgroup MMA and warp specialisation (issue 13 items 1 and 5).
+pub const WGMMA: Feature = feature("wgmma", Arch::Sm90a, 8, 0);
+pub const WGMMA_MIXED_INT: Feature = feature("wgmma with mixed s8/u8 inputs", Arch::Sm90a, 8, 4);
+pub const SETMAXNREG: Feature = feature("setmaxnreg", Arch::Sm90a, 8, 0);
+pub const ELECT_SYNC: Feature = feature("elect.sync", Arch::Sm90, 8, 0);
 
 /// Every row of the gating table.
 pub const FEATURES: &[Feature] = &[
@@ -115,6 +124,10 @@ pub const FEATURES: &[Feature] = &[
     LDMATRIX,
     STMATRIX,
     TANH_APPROX,
+    WGMMA,
+    WGMMA_MIXED_INT,
+    SETMAXNREG,
+    ELECT_SYNC,
 ];
 
 /// The oldest PTX ISA version whose `.target` accepts `arch`.
@@ -190,7 +203,12 @@ pub fn min_max_registers(m: &Module, f: &Function, arch: Arch) -> u32 {
     let mma = crate::verify::reaches_op(m, f, |op| {
         matches!(
             op,
-            Op::MmaLoad { .. } | Op::MmaFill | Op::Mma | Op::MmaStore { .. } | Op::MmaSync { .. }
+            Op::MmaLoad { .. }
+                | Op::MmaFill
+                | Op::Mma
+                | Op::MmaStore { .. }
+                | Op::MmaSync { .. }
+                | Op::Wgmma(_)
         )
     });
     if mma {
@@ -251,6 +269,9 @@ pub fn op_requirements(op: &Op, args: &[Option<&Type>], results: &[Option<&Type>
             elem: crate::op::MmaElem::E4m3 | crate::op::MmaElem::E5m2,
             ..
         } => out.push(MMA_SYNC_FP8),
+        Op::Wgmma(w) if w.a != w.b && matches!(w.a, MmaElem::S8 | MmaElem::U8) => {
+            out.push(WGMMA_MIXED_INT)
+        }
         Op::Mma | Op::MmaStore { .. } | Op::MmaFill => {
             // The fragment operand (first frag among args/results) decides.
             let frag = args.iter().chain(results).flatten().find_map(|t| match t {

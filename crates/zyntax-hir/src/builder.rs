@@ -679,6 +679,53 @@ impl FunctionBuilder {
         self.push0(Op::Stmatrix { num, trans }, &[ptr, value])
     }
 
+    // ---------------------------------------------------------------- warpgroup MMA (issue 13)
+
+    /// A `wgmma` shared-memory matrix descriptor (u64) for the matrix at `ptr`.
+    pub fn wgmma_desc(
+        &mut self,
+        swizzle: Swizzle,
+        ptr: ValueId,
+        lbo: ValueId,
+        sbo: ValueId,
+    ) -> BuildResult<ValueId> {
+        self.push1(Op::WgmmaDesc(swizzle), &[ptr, lbo, sbo], Type::U64)
+    }
+    /// `D = (scale_d ? acc : 0) + A * B` over the warpgroup; D has acc's type.
+    pub fn wgmma(
+        &mut self,
+        form: Wgmma,
+        acc: ValueId,
+        a: ValueId,
+        b: ValueId,
+        scale_d: ValueId,
+    ) -> BuildResult<ValueId> {
+        let ty = self.value_type(acc)?.clone();
+        self.push1(Op::Wgmma(form), &[acc, a, b, scale_d], ty)
+    }
+    /// An accumulator of zeros of type `ty` (`vec<f32|f16|i32, N/2>`).
+    pub fn wgmma_zero(&mut self, ty: Type) -> BuildResult<ValueId> {
+        self.push1(Op::WgmmaZero, &[], ty)
+    }
+    pub fn wgmma_fence(&mut self) -> BuildResult<()> {
+        self.push0(Op::WgmmaFence, &[])
+    }
+    pub fn wgmma_commit_group(&mut self) -> BuildResult<()> {
+        self.push0(Op::WgmmaCommit, &[])
+    }
+    /// Wait until at most `n` committed wgmma groups are pending.
+    pub fn wgmma_wait_group(&mut self, n: u32) -> BuildResult<()> {
+        self.push0(Op::WgmmaWait(n), &[])
+    }
+    /// `setmaxnreg.inc` (`inc`) or `.dec` to `count` registers per thread.
+    pub fn setmaxnreg(&mut self, count: u32, inc: bool) -> BuildResult<()> {
+        self.push0(Op::Setmaxnreg { count, inc }, &[])
+    }
+    /// True in the lowest active lane of the warp.
+    pub fn elect_sync(&mut self) -> BuildResult<ValueId> {
+        self.push1(Op::ElectSync, &[], Type::BOOL)
+    }
+
     /// Fast approximate f32 math (`ex2.approx`, `rcp.approx`, `tanh.approx`).
     pub fn approx(&mut self, op: ApproxOp, a: ValueId) -> BuildResult<ValueId> {
         self.push1(Op::Approx(op), &[a], Type::F32)

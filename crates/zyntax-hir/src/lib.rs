@@ -42,8 +42,8 @@ pub use ir::{
 };
 pub use op::{
     ApproxOp, AtomicOp, BinOp, BitOp, CacheHint, CacheOp, CmpOp, ConstValue, Dim, MatchMode,
-    MbarrierOp, MmaElem, Op, OpClass, OptLevel, ReduxOp, Scope, ShflMode, UnOp, VoteMode,
-    WarpShape,
+    MbarrierOp, MmaElem, Op, OpClass, OptLevel, ReduxOp, Scope, ShflMode, Swizzle, UnOp, VoteMode,
+    WarpShape, Wgmma,
 };
 pub use parser::{parse_module, parse_module_named};
 pub use printer::{print_function, print_inst, print_module};

@@ -48,6 +48,12 @@
 //! | `stmatrix.x<n>[.trans]` | ptr (shared), value (u32 / vec<u32, n>) | – |
 //! | `ex2.approx` / `rcp.approx` / `tanh.approx` | a (f32) | 1 f32 |
 //! | `load.<cop>` / `store.<cop>` | ptr (global) / ptr, value | 1 pointee / – |
+//! | `wgmma.desc.<swizzle>` | ptr (shared), leading and stride byte offsets (u32) | 1 u64 descriptor |
+//! | `wgmma.m64n<N>.<a>.<b>[.trans_a][.trans_b][.neg_a][.neg_b]` | acc, a (u64 descriptor or vec<u32, 4>), b (u64 descriptor), scale_d (bool) | 1, type of acc |
+//! | `wgmma.zero` | – | 1 accumulator of zeros (type given) |
+//! | `wgmma.fence`, `wgmma.commit_group`, `wgmma.wait_group.<n>` | – | – |
+//! | `setmaxnreg.{inc,dec}.<count>` | – | – |
+//! | `elect.sync` | – | 1 bool |
 //! | `call @f` | arguments | callee's returns |
 //! | `jump` / `br` / `return` / `unreachable` | – / cond / values / – | – |
 
@@ -223,6 +229,78 @@ named_enum!(
         E4m3 => "e4m3", E5m2 => "e5m2", F64 => "f64",
     }
 );
+
+named_enum!(
+    /// Swizzle mode of a wgmma shared-memory matrix descriptor (bits 62-63: 0, 3, 2, 1).
+    Swizzle { None => "none", B32 => "32B", B64 => "64B", B128 => "128B" }
+);
+
+impl Swizzle {
+    /// The descriptor's 2-bit layout-type field.
+    pub fn field(self) -> u64 {
+        match self {
+            Swizzle::None => 0,
+            Swizzle::B128 => 1,
+            Swizzle::B64 => 2,
+            Swizzle::B32 => 3,
+        }
+    }
+}
+
+/// One `wgmma.mma_async` form (issue 13 item 1): M = 64, N = `n`, K from the
+/// input types (f16/bf16 16, tf32 8, 8-bit 32).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Wgmma {
+    pub n: u32,
+    /// Element types of A and B (equal except e4m3/e5m2 and s8/u8 mixes).
+    pub a: MmaElem,
+    pub b: MmaElem,
+    /// MN-major (transposed) A / B in shared memory (f16/bf16 only).
+    pub trans_a: bool,
+    pub trans_b: bool,
+    /// Negate A / B (PTX's imm-scale -1; floating-point inputs only).
+    pub neg_a: bool,
+    pub neg_b: bool,
+}
+
+impl Wgmma {
+    /// K of the instruction.
+    pub fn k(self) -> u32 {
+        256 / self.a.bits()
+    }
+    /// Whether N is one PTX allows for these inputs (8..256 by 8; s8/u8: 8, 16, 24, then by 16).
+    pub fn n_allowed(self) -> bool {
+        let int = matches!(self.a, MmaElem::S8 | MmaElem::U8);
+        (8..=256).contains(&self.n) && self.n % 8 == 0 && (!int || self.n <= 24 || self.n % 16 == 0)
+    }
+    /// Accumulator element types the inputs allow (f32 first).
+    pub fn accumulators(self) -> &'static [crate::types::ScalarType] {
+        use crate::types::ScalarType as S;
+        match self.a {
+            MmaElem::F16 | MmaElem::E4m3 | MmaElem::E5m2 => &[S::F32, S::F16],
+            MmaElem::Bf16 | MmaElem::Tf32 => &[S::F32],
+            MmaElem::S8 | MmaElem::U8 => &[S::I32],
+            MmaElem::F64 => &[],
+        }
+    }
+}
+
+impl fmt::Display for Wgmma {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "wgmma.m64n{}.{}.{}", self.n, self.a, self.b)?;
+        for (on, name) in [
+            (self.trans_a, "trans_a"),
+            (self.trans_b, "trans_b"),
+            (self.neg_a, "neg_a"),
+            (self.neg_b, "neg_b"),
+        ] {
+            if on {
+                write!(f, ".{name}")?;
+            }
+        }
+        Ok(())
+    }
+}
 
 impl WarpShape {
     /// (M, N, K)
@@ -458,6 +536,25 @@ pub enum Op {
     CompilerFence,
     /// `redux.sync.<op>`: the reduction of `value` over the lanes in `mask`.
     Redux(ReduxOp),
+
+    // --- issue 13 items 1 and 5: warpgroup MMA (sm_90a) and warp specialisation
+    /// A shared-memory matrix descriptor (u64) for `wgmma` from a shared pointer.
+    WgmmaDesc(Swizzle),
+    /// `wgmma.mma_async`: D = scale_d * acc + A * B over the warpgroup.
+    Wgmma(Wgmma),
+    /// An accumulator of zeros (its type is the result's).
+    WgmmaZero,
+    WgmmaFence,
+    WgmmaCommit,
+    /// `wgmma.wait_group n`: at most n committed groups still pending.
+    WgmmaWait(u32),
+    /// `setmaxnreg.{inc,dec}.sync.aligned.u32 count` (sm_90a).
+    Setmaxnreg {
+        count: u32,
+        inc: bool,
+    },
+    /// `elect.sync`: true in exactly one active lane of the warp (the lowest).
+    ElectSync,
 }
 
 /// Broad classes of ops, used by the verifier's placement rules and the docs.
@@ -525,6 +622,12 @@ impl Op {
             }
             LoadCached(c) => format!("load.{c}"),
             StoreCached(c) => format!("store.{c}"),
+            WgmmaDesc(s) => format!("wgmma.desc.{s}"),
+            Wgmma(w) => w.to_string(),
+            WgmmaWait(n) => format!("wgmma.wait_group.{n}"),
+            Setmaxnreg { count, inc } => {
+                format!("setmaxnreg.{}.{count}", if *inc { "inc" } else { "dec" })
+            }
             _ => self.def().mnemonic.into(),
         }
     }

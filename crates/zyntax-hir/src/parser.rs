@@ -1209,6 +1209,80 @@ impl Parser {
                     Op::Stmatrix { num, trans }
                 }
             }
+            // Warpgroup MMA and warp specialisation (issue 13 items 1 and 5).
+            ["wgmma", "desc", sw] => {
+                Op::WgmmaDesc(Swizzle::from_name(sw).ok_or_else(|| {
+                    bad_suffix(self, "swizzle", names(Swizzle::ALL, Swizzle::name))
+                })?)
+            }
+            ["wgmma", "wait_group", n] | ["setmaxnreg", _, n] => {
+                let n = n
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|_| n.bytes().all(|b| b.is_ascii_digit()))
+                    .ok_or_else(|| self.error_at(mt, format!("invalid count `{n}` in `{m}`")))?;
+                match parts[1] {
+                    "wait_group" => Op::WgmmaWait(n),
+                    "inc" => Op::Setmaxnreg {
+                        count: n,
+                        inc: true,
+                    },
+                    "dec" => Op::Setmaxnreg {
+                        count: n,
+                        inc: false,
+                    },
+                    _ => {
+                        return Err(bad_suffix(
+                            self,
+                            "setmaxnreg direction",
+                            "`inc`, `dec`".into(),
+                        ))
+                    }
+                }
+            }
+            ["wgmma", shape, ta, tb, flags @ ..] if shape.starts_with("m64n") => {
+                let n = shape[4..]
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|_| shape[4..].bytes().all(|b| b.is_ascii_digit()))
+                    .ok_or_else(|| {
+                        self.error_at(
+                            mt,
+                            format!("invalid wgmma shape `{shape}` in `{m}` (expected m64n<N>)"),
+                        )
+                    })?;
+                let elem = |p: &Parser, e: &str| {
+                    MmaElem::from_name(e).ok_or_else(|| {
+                        bad_suffix(p, "wgmma input type", names(MmaElem::ALL, MmaElem::name))
+                    })
+                };
+                let mut w = Wgmma {
+                    n,
+                    a: elem(self, ta)?,
+                    b: elem(self, tb)?,
+                    trans_a: false,
+                    trans_b: false,
+                    neg_a: false,
+                    neg_b: false,
+                };
+                for f in flags {
+                    let slot = match *f {
+                        "trans_a" => &mut w.trans_a,
+                        "trans_b" => &mut w.trans_b,
+                        "neg_a" => &mut w.neg_a,
+                        "neg_b" => &mut w.neg_b,
+                        _ => {
+                            return Err(bad_suffix(
+                                self,
+                                "wgmma flag",
+                                "`trans_a`, `trans_b`, `neg_a`, `neg_b`".into(),
+                            ))
+                        }
+                    };
+                    *slot = true;
+                }
+                Op::Wgmma(w)
+            }
             ["return"] => Op::Return,
             _ => return Err(unknown(self)),
         };

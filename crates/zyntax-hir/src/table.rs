@@ -17,8 +17,8 @@
 //! `docs/add-an-hir-op.md`.
 
 use crate::arch::{
-    Feature, CP_ASYNC, LDMATRIX, MATCH, MBARRIER, MBARRIER_TX, MMA_SYNC, REDUX, STMATRIX,
-    TANH_APPROX,
+    Feature, CP_ASYNC, ELECT_SYNC, LDMATRIX, MATCH, MBARRIER, MBARRIER_TX, MMA_SYNC, REDUX,
+    SETMAXNREG, STMATRIX, TANH_APPROX, WGMMA,
 };
 use crate::op::*;
 use std::collections::HashMap;
@@ -1205,6 +1205,78 @@ pub static OPS: &[OpDef] = &[
     redux!("and", And, "Bitwise and over the lanes in mask."),
     redux!("or", Or, "Bitwise or over the lanes in mask."),
     redux!("xor", Xor, "Bitwise xor over the lanes in mask."),
+    // --- issue 13 items 1 and 5: warpgroup MMA (sm_90a), warp specialisation
+    row(
+        "wgmma_desc",
+        "",
+        "wgmma.desc.<swizzle>",
+        &["ptr", "lbo", "sbo"],
+        1,
+        "u64",
+    )
+    .gpu()
+    .needs(WGMMA)
+    .rust("wgmma_desc(swizzle, ptr, lbo, sbo)")
+    .py(Py::Hand("wgmma_desc"))
+    .doc("Shared-memory matrix descriptor: start address, leading/stride byte offsets, swizzle."),
+    row(
+        "wgmma",
+        "",
+        "wgmma.m64n<N>.<a>.<b>[.trans_a][.trans_b][.neg_a][.neg_b]",
+        &["acc", "a", "b", "scale_d"],
+        1,
+        "type of acc",
+    )
+    .gpu()
+    .fx(fx::READ | fx::WARP)
+    .needs(WGMMA)
+    .rust("wgmma(form, acc, a, b, scale_d)")
+    .py(Py::Hand("wgmma"))
+    .doc("D = (scale_d ? acc : 0) + A * B over the warpgroup (64 x N x K); B and A by descriptor or A in registers."),
+    row("wgmma_zero", "", "wgmma.zero", NONE, 1, "accumulator (given)")
+        .op(|| Op::WgmmaZero)
+        .gpu()
+        .rust("wgmma_zero(ty)")
+        .py(Py::Hand("wgmma_zero"))
+        .doc("An accumulator of zeros for `wgmma`."),
+    row("wgmma_fence", "", "wgmma.fence", NONE, 0, "–")
+        .op(|| Op::WgmmaFence)
+        .gpu()
+        .fx(fx::SYNC | fx::WARP)
+        .needs(WGMMA)
+        .rust("wgmma_fence()")
+        .py(Py::Nullary("wgmma_fence"))
+        .doc("Orders register and shared-memory accesses before the following `wgmma`s."),
+    row("wgmma_commit", "", "wgmma.commit_group", NONE, 0, "–")
+        .op(|| Op::WgmmaCommit)
+        .gpu()
+        .fx(fx::SYNC | fx::WARP)
+        .needs(WGMMA)
+        .rust("wgmma_commit_group()")
+        .py(Py::Nullary("wgmma_commit_group"))
+        .doc("Closes the current group of `wgmma`s."),
+    row("wgmma_wait", "", "wgmma.wait_group.<n>", NONE, 0, "–")
+        .gpu()
+        .fx(fx::SYNC | fx::WARP)
+        .needs(WGMMA)
+        .rust("wgmma_wait_group(n)")
+        .py(Py::Hand("wgmma_wait_group"))
+        .doc("Waits until at most n committed `wgmma` groups are pending."),
+    row("setmaxnreg", "", "setmaxnreg.<inc|dec>.<count>", NONE, 0, "–")
+        .gpu()
+        .fx(fx::SYNC | fx::WARP)
+        .needs(SETMAXNREG)
+        .rust("setmaxnreg(count, inc)")
+        .py(Py::Hand("setmaxnreg"))
+        .doc("Raises or lowers the warpgroup's per-thread register count (24..256, by 8)."),
+    row("elect_sync", "", "elect.sync", NONE, 1, "bool")
+        .op(|| Op::ElectSync)
+        .gpu()
+        .fx(fx::WARP)
+        .needs(ELECT_SYNC)
+        .rust("elect_sync()")
+        .py(Py::Hand("elect_sync"))
+        .doc("True in one lane of the warp (the lowest active one)."),
 ];
 
 fn index() -> &'static HashMap<(&'static str, &'static str), usize> {
@@ -1304,6 +1376,14 @@ impl Op {
             FenceAcqRel(_) => ("fence_acq_rel", ""),
             CompilerFence => ("compiler_fence", ""),
             Redux(r) => ("redux", r.name()),
+            WgmmaDesc(_) => ("wgmma_desc", ""),
+            Wgmma(_) => ("wgmma", ""),
+            WgmmaZero => ("wgmma_zero", ""),
+            WgmmaFence => ("wgmma_fence", ""),
+            WgmmaCommit => ("wgmma_commit", ""),
+            WgmmaWait(_) => ("wgmma_wait", ""),
+            Setmaxnreg { .. } => ("setmaxnreg", ""),
+            ElectSync => ("elect_sync", ""),
         }
     }
 

@@ -65,7 +65,8 @@
 //!   not dominated by anything else, and lowering emits them in layout order).
 //!
 //! **Types** (per op; the operand table is in [`crate::op`])
-//! - value types are scalars, vectors (2, 4 or 8 lanes of a non-bool scalar),
+//! - value types are scalars, vectors (2, 4 or 8 lanes of a non-bool scalar;
+//!   12..128 lanes by 4 as values only, for `wgmma` accumulators),
 //!   pointers or fragments, never arrays; a pointee is a memory type (scalar,
 //!   vector, pointer, array of ≥ 1 elements of a memory type, at most 2^40
 //!   bytes); fragments: A/B of f16 or bf16 with a layout, accumulators of f32 or
@@ -959,8 +960,12 @@ pub fn value_type_problem(t: &Type) -> Option<String> {
     match t {
         Type::Scalar(_) => None,
         Type::Vector(s, n) => {
-            if !matches!(n, 2 | 4 | 8) {
-                Some(format!("vector {t} must have 2, 4 or 8 lanes"))
+            // Longer vectors exist as values for wgmma accumulators (N/2 lanes).
+            let long = *n > 8 && *n <= 128 && n % 4 == 0;
+            if !matches!(n, 2 | 4 | 8) && !long {
+                Some(format!(
+                    "vector {t} must have 2, 4 or 8 lanes (values: also 12 to 128 by 4)"
+                ))
             } else if s.is_bool() {
                 Some(format!("vector {t}: vectors of bool are not supported"))
             } else {
@@ -980,6 +985,9 @@ pub fn value_type_problem(t: &Type) -> Option<String> {
 /// Why `t` cannot live in memory (be a pointee or an allocation's element), if it cannot.
 pub fn memory_type_problem(t: &Type) -> Option<String> {
     match t {
+        Type::Vector(_, n) if *n > 8 => Some(format!(
+            "vector {t} cannot live in memory (at most 8 lanes; extract the lanes)"
+        )),
         Type::Scalar(_) | Type::Vector(..) | Type::Ptr(..) => value_type_problem(t),
         Type::Array(e, n) => {
             if *n == 0 {
@@ -1676,7 +1684,121 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             }
             same("the result", r[0], a[1])
         }
+        // Warpgroup MMA and warp specialisation (issue 13 items 1 and 5).
+        Op::WgmmaDesc(_) => {
+            if !matches!(a[0], Type::Ptr(AddrSpace::Shared, _)) {
+                return Err(format!(
+                    "{mn} needs a pointer to shared memory, got {}",
+                    a[0]
+                ));
+            }
+            want_u32("the leading byte offset", a[1])?;
+            want_u32("the stride byte offset", a[2])?;
+            same("the result", r[0], &Type::U64)
+        }
+        Op::Wgmma(w) => check_wgmma(*w, a, r),
+        Op::WgmmaZero => match r[0] {
+            Type::Vector(s, n)
+                if matches!(s, ScalarType::F32 | ScalarType::F16 | ScalarType::I32)
+                    && *n >= 4
+                    && n % 4 == 0 =>
+            {
+                Ok(())
+            }
+            t => Err(format!(
+                "wgmma.zero makes a vec<f32|f16|i32, N/2> accumulator, got {t}"
+            )),
+        },
+        Op::WgmmaFence | Op::WgmmaCommit => Ok(()),
+        Op::ElectSync => same("the result", r[0], &Type::BOOL),
+        Op::WgmmaWait(n) => {
+            if *n > 7 {
+                return Err(format!("{mn}: at most 7 pending groups, got {n}"));
+            }
+            Ok(())
+        }
+        Op::Setmaxnreg { count, .. } => {
+            if !(24..=256).contains(count) || count % 8 != 0 {
+                return Err(format!(
+                    "{mn}: the register count must be a multiple of 8 in 24..256, got {count}"
+                ));
+            }
+            Ok(())
+        }
     }
+}
+
+/// Operand types of `wgmma.mma_async` (issue 13 item 1).
+fn check_wgmma(w: crate::op::Wgmma, a: &[&Type], r: &[&Type]) -> Check {
+    use crate::op::MmaElem as E;
+    let name = w.to_string();
+    let pair_ok = match (w.a, w.b) {
+        (E::E4m3 | E::E5m2, E::E4m3 | E::E5m2) | (E::S8 | E::U8, E::S8 | E::U8) => true,
+        (E::F64, _) => false,
+        (x, y) => x == y,
+    };
+    if !pair_ok {
+        return Err(format!(
+            "{name}: wgmma takes f16, bf16, tf32, e4m3/e5m2 or s8/u8 inputs (A and B alike), got {} and {}",
+            w.a, w.b
+        ));
+    }
+    if !w.n_allowed() {
+        let steps = if matches!(w.a, E::S8 | E::U8) {
+            "8, 16, 24, then 32 to 256 by 16"
+        } else {
+            "8 to 256 by 8"
+        };
+        return Err(format!(
+            "{name}: N = {} is not a wgmma shape for {} (N is {steps})",
+            w.n, w.a
+        ));
+    }
+    let b16 = matches!(w.a, E::F16 | E::Bf16);
+    if (w.trans_a || w.trans_b) && !b16 {
+        return Err(format!(
+            "{name}: transposed (MN-major) operands exist for f16/bf16 only"
+        ));
+    }
+    if (w.neg_a || w.neg_b) && matches!(w.a, E::S8 | E::U8) {
+        return Err(format!("{name}: integer wgmma has no negated inputs"));
+    }
+    let lanes = w.n / 2;
+    let acc = match a[0] {
+        Type::Vector(s, n) if *n == lanes && w.accumulators().contains(s) => *s,
+        t => {
+            let want: Vec<String> = w
+                .accumulators()
+                .iter()
+                .map(|s| format!("vec<{s}, {lanes}>"))
+                .collect();
+            return Err(format!(
+                "{name}: the accumulator must be {}, got {t}",
+                want.join(" or ")
+            ));
+        }
+    };
+    let regs = Type::Vector(ScalarType::U32, 4);
+    if *a[1] == regs {
+        if w.trans_a {
+            return Err(format!(
+                "{name}: A in registers cannot be transposed (trans_a needs a descriptor)"
+            ));
+        }
+    } else if *a[1] != Type::U64 {
+        return Err(format!(
+            "{name}: A must be a u64 shared-memory descriptor or vec<u32, 4> registers, got {}",
+            a[1]
+        ));
+    }
+    if *a[2] != Type::U64 {
+        return Err(format!(
+            "{name}: B must be a u64 shared-memory descriptor, got {}",
+            a[2]
+        ));
+    }
+    same("scale_d", a[3], &Type::BOOL)?;
+    same("the result", r[0], &Type::Vector(acc, lanes))
 }
 
 /// `ld.acquire`/`st.release` move 32 or 64 bits.

@@ -152,6 +152,28 @@ fn every_op() -> Vec<Op> {
     ]);
     ops.extend(ApproxOp::ALL.iter().map(|&o| Op::Approx(o)));
     ops.extend([Op::LoadCached(CacheOp::Cs), Op::StoreCached(CacheOp::Wt)]);
+    // Warpgroup MMA and warp specialisation (issue 13 items 1 and 5).
+    ops.extend(Swizzle::ALL.iter().map(|&s| Op::WgmmaDesc(s)));
+    ops.extend([
+        Op::Wgmma(Wgmma {
+            n: 64,
+            a: MmaElem::Bf16,
+            b: MmaElem::Bf16,
+            trans_a: true,
+            trans_b: false,
+            neg_a: false,
+            neg_b: true,
+        }),
+        Op::WgmmaZero,
+        Op::WgmmaFence,
+        Op::WgmmaCommit,
+        Op::WgmmaWait(1),
+        Op::Setmaxnreg {
+            count: 240,
+            inc: true,
+        },
+        Op::ElectSync,
+    ]);
     ops
 }
 

@@ -1658,16 +1658,16 @@ fn arch_table_is_consistent() {
             arch::min_ptx(f.arch) <= f.ptx || f.ptx <= f.arch.default_ptx(),
             "{f:?}"
         );
-        // Every feature fits the newest target's default, except fp8 mma.sync,
-        // which needs an explicit ptx(8.4) (issue 12).
-        if *f != arch::MMA_SYNC_FP8 {
+        // Every feature fits the newest target's default, except fp8 mma.sync
+        // and mixed s8/u8 wgmma, which need an explicit ptx(8.4) (issues 12, 13).
+        if *f != arch::MMA_SYNC_FP8 && *f != arch::WGMMA_MIXED_INT {
             assert!(f.available(Arch::Sm90a, Arch::Sm90a.default_ptx()), "{f:?}");
         }
     }
     // Every default PTX covers every feature its arch has.
     for a in Arch::ALL {
         for f in arch::FEATURES {
-            if a >= f.arch && *f != arch::MMA_SYNC_FP8 {
+            if a >= f.arch && *f != arch::MMA_SYNC_FP8 && *f != arch::WGMMA_MIXED_INT {
                 assert!(
                     f.available(a, a.default_ptx()),
                     "{a} default PTX lacks {}",

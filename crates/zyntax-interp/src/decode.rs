@@ -10,7 +10,7 @@ use crate::{InterpError, Result};
 use zyntax_hir::{
     ApproxOp, AtomicOp, BinOp, BitOp, BlockCall, CacheHint, CmpOp, FragKind, FragType, Function,
     InstId, Layout, MatchMode, MbarrierOp, MmaElem, Module, Op, ReduxOp, ScalarType, ShflMode,
-    Type, UnOp, ValueId, VoteMode,
+    Swizzle, Type, UnOp, ValueId, VoteMode, Wgmma,
 };
 
 /// Elements of the largest fragment (32x16 or 16x32).
@@ -359,6 +359,33 @@ pub enum DOp {
         mask: u32,
         val: u32,
     },
+    // --- issue 13 items 1 and 5: warpgroup MMA, elect
+    WgmmaDesc {
+        swizzle: Swizzle,
+        dst: u32,
+        ptr: u32,
+        lbo: u32,
+        sbo: u32,
+    },
+    /// `a_regs`: A is a `vec<u32, 4>` fragment (else a descriptor).
+    Wgmma {
+        form: Wgmma,
+        acc: ScalarType,
+        c: u32,
+        a: u32,
+        a_regs: bool,
+        b: u32,
+        scale_d: u32,
+        d: u32,
+    },
+    /// `n` zero slots.
+    Zero {
+        dst: u32,
+        n: u32,
+    },
+    Elect {
+        dst: u32,
+    },
 }
 
 impl DOp {
@@ -377,6 +404,8 @@ impl DOp {
                 | DOp::MmaSync { .. }
                 | DOp::Ldmatrix { .. }
                 | DOp::Stmatrix { .. }
+                | DOp::Wgmma { .. }
+                | DOp::Elect { .. }
         )
     }
 }
@@ -1129,6 +1158,36 @@ impl Decoder<'_> {
                     d: res(0)?,
                 }
             }
+            // Warpgroup MMA and warp specialisation (issue 13 items 1 and 5).
+            Op::WgmmaDesc(swizzle) => DOp::WgmmaDesc {
+                swizzle: *swizzle,
+                dst: res(0)?,
+                ptr: arg(0)?,
+                lbo: arg(1)?,
+                sbo: arg(2)?,
+            },
+            Op::Wgmma(form) => {
+                let Some(acc) = arg_ty(0).elem_scalar() else {
+                    return bad("wgmma accumulator is not a vector");
+                };
+                DOp::Wgmma {
+                    form: *form,
+                    acc,
+                    c: arg(0)?,
+                    a: arg(1)?,
+                    a_regs: arg_ty(1) != Type::U64,
+                    b: arg(2)?,
+                    scale_d: arg(3)?,
+                    d: res(0)?,
+                }
+            }
+            Op::WgmmaZero => DOp::Zero {
+                dst: res(0)?,
+                n: d.results.first().map_or(1, |v| cx.nslots(*v)),
+            },
+            // wgmma completes at issue in the interpreter; registers are not modelled.
+            Op::WgmmaFence | Op::WgmmaCommit | Op::WgmmaWait(_) | Op::Setmaxnreg { .. } => DOp::Nop,
+            Op::ElectSync => DOp::Elect { dst: res(0)? },
             Op::Ldmatrix { num, trans } => DOp::Ldmatrix {
                 num: *num,
                 trans: *trans,

@@ -14,6 +14,7 @@ use crate::mbarrier;
 use crate::memory::{self, Access, Alloc, Fault, Memory};
 use crate::scalar;
 use crate::warp_mma;
+use crate::wgmma;
 use crate::{InterpError, Result, Trap, TrapKind};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -74,6 +75,8 @@ pub struct Exec<'a> {
     tids: Vec<[u32; 3]>,
     shared_ids: Vec<u32>,
     dyn_id: u32,
+    /// The block's shared window: (address, allocation id, bytes) per allocation (see `wgmma`).
+    window: Vec<(u64, u32, u64)>,
     local_base: u32,
     nthreads: u32,
     warps: Vec<Warp>,
@@ -263,6 +266,13 @@ impl<'a> Exec<'a> {
             dyn_alloc.shadow = vec![memory::Shadow::default(); launch.shared_bytes as usize];
         }
         let dyn_id = mem.add(dyn_alloc);
+        let mut window = Vec::new();
+        let mut next = 0u64;
+        for &id in shared_ids.iter().chain([&dyn_id]) {
+            let bytes = mem.allocs[id as usize].data.len() as u64;
+            window.push((next, id, bytes));
+            next = (next + bytes).next_multiple_of(wgmma::WINDOW_ALIGN);
+        }
         let [bx, by, bz] = launch.block;
         let nthreads = bx * by * bz;
         let local_base = mem.allocs.len() as u32;
@@ -305,6 +315,7 @@ impl<'a> Exec<'a> {
             tids,
             shared_ids,
             dyn_id,
+            window,
             local_base,
             nthreads,
             warps,
@@ -891,6 +902,36 @@ impl<'a> Exec<'a> {
                         w(regs, *dst, l, v);
                     }
                 }
+                DOp::WgmmaDesc {
+                    swizzle,
+                    dst,
+                    ptr,
+                    lbo,
+                    sbo,
+                } => {
+                    for l in lanes(mask) {
+                        let pv = r(regs, *ptr, l);
+                        let at = self.window.iter().find(|e| e.1 == memory::ptr_id(pv));
+                        let Some(&(start, _, _)) = at else {
+                            return Err(ctx.trap(
+                                TrapKind::AddressSpace,
+                                pc,
+                                base + l as u32,
+                                format!("wgmma.desc of 0x{pv:016x}, not a shared-memory pointer"),
+                            ));
+                        };
+                        let addr = start.wrapping_add(memory::ptr_offset(pv) as u64);
+                        let (lb, sb) = (r(regs, *lbo, l), r(regs, *sbo, l));
+                        w(regs, *dst, l, wgmma::encode(addr, lb, sb, *swizzle));
+                    }
+                }
+                DOp::Zero { dst, n } => {
+                    for l in lanes(mask) {
+                        for k in 0..*n {
+                            w(regs, dst + k, l, 0);
+                        }
+                    }
+                }
                 DOp::DynShared { dst } => {
                     let v = memory::make_ptr(self.dyn_id, 0);
                     for l in lanes(mask) {
@@ -1327,6 +1368,7 @@ impl<'a> Exec<'a> {
             tids: vec![self.tids[tid as usize]],
             shared_ids: Vec::new(),
             dyn_id: self.dyn_id,
+            window: self.window.clone(),
             local_base,
             nthreads: 1,
             warps: vec![Warp {
@@ -1639,6 +1681,109 @@ impl<'a> Exec<'a> {
             } => {
                 mma_lanes(&ctx, warp, group, pc)?;
                 warp_mma::mma_sync(&mut warp.regs, *elem, *acc, *a, *b, *c, *d);
+            }
+            // Warpgroup MMA (issue 13 item 1): each warp computes its 16-row slab.
+            DOp::Wgmma {
+                form,
+                acc,
+                c,
+                a,
+                a_regs,
+                b,
+                scale_d,
+                d,
+            } => {
+                mma_lanes(&ctx, warp, group, pc)?;
+                let q = (base / 32) % 4;
+                let eb = |e: zyntax_hir::MmaElem| u64::from(e.bits() / 8);
+                // Every byte either descriptor names, read once through the checks.
+                let mut bytes: HashMap<u64, u8> = HashMap::new();
+                let mut read = |addr: u64, len: u64| -> Result<u64> {
+                    let mut v = 0u64;
+                    for i in 0..len {
+                        let x = addr + i;
+                        if let Some(b) = bytes.get(&x) {
+                            v |= u64::from(*b) << (8 * i);
+                            continue;
+                        }
+                        let at = self.window.iter().find(|e| x >= e.0 && x < e.0 + e.2);
+                        let Some(&(start, id, _)) = at else {
+                            return Err(ctx.trap(
+                                TrapKind::OutOfBounds,
+                                pc,
+                                base,
+                                format!("wgmma descriptor addresses window byte 0x{x:x}, outside the block's shared memory"),
+                            ));
+                        };
+                        let p = memory::make_ptr(id, (x - start) as i64);
+                        let b = self
+                            .mem
+                            .load(p, 1, 1, base)
+                            .map_err(|f| ctx.fault(f, pc, base, "wgmma", &self.tids))?
+                            as u8;
+                        bytes.insert(x, b);
+                        v |= u64::from(b) << (8 * i);
+                    }
+                    Ok(v)
+                };
+                let (k, n) = (form.k(), form.n);
+                let mut am = vec![0u64; 16 * k as usize];
+                if *a_regs {
+                    let shape = wgmma::a_shape(form.a);
+                    let bits = form.a.bits();
+                    for lane in 0..32u32 {
+                        for i in 0..warp_mma::count(shape, warp_mma::Operand::A) {
+                            let (row, col) =
+                                warp_mma::position(shape, warp_mma::Operand::A, lane, i);
+                            am[(row * k + col) as usize] =
+                                warp_mma::elem(&warp.regs, *a, lane as usize, bits, i);
+                        }
+                    }
+                } else {
+                    let da = wgmma::decode(r(&warp.regs, *a, 0));
+                    for row in 0..16u32 {
+                        for kk in 0..k {
+                            let m = u64::from(16 * q + row);
+                            let x = wgmma::address(&da, m, u64::from(kk), eb(form.a), form.trans_a);
+                            am[(row * k + kk) as usize] = read(x, eb(form.a))?;
+                        }
+                    }
+                }
+                let db = wgmma::decode(r(&warp.regs, *b, 0));
+                let mut bm = vec![0u64; (n * k) as usize];
+                for j in 0..n {
+                    for kk in 0..k {
+                        let x = wgmma::address(
+                            &db,
+                            u64::from(j),
+                            u64::from(kk),
+                            eb(form.b),
+                            form.trans_b,
+                        );
+                        bm[(j * k + kk) as usize] = read(x, eb(form.b))?;
+                    }
+                }
+                let aw = acc.bits();
+                let regs = &warp.regs;
+                let out = wgmma::compute(
+                    *form,
+                    *acc,
+                    r(regs, *scale_d, 0) & 1 != 0,
+                    &|row, kk| am[(row * k + kk) as usize],
+                    &|j, kk| bm[(j * k + kk) as usize],
+                    &|lane, i| warp_mma::elem(regs, *c, lane as usize, aw, i),
+                );
+                for (lane, vals) in out.iter().enumerate() {
+                    for i in 0..n / 2 {
+                        warp_mma::set_elem(&mut warp.regs, *d, lane, aw, i, vals[i as usize]);
+                    }
+                }
+            }
+            DOp::Elect { dst } => {
+                let first = group.trailing_zeros() as usize;
+                for l in lanes(group) {
+                    w(&mut warp.regs, *dst, l, u64::from(l == first));
+                }
             }
             DOp::Ldmatrix {
                 num,

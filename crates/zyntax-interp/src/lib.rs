@@ -38,6 +38,7 @@ pub mod mbarrier;
 pub mod memory;
 pub mod scalar;
 pub mod warp_mma;
+pub mod wgmma;
 
 use std::fmt;
 use zyntax_hir::{AddrSpace, FunctionKind, Module, ScalarType, Type, VerifyError};

@@ -205,6 +205,15 @@ pub fn stmatrix_reg(m: &mut [u16; 64], lane: u32, trans: bool, v: u32) {
     m[i1] = (v >> 16) as u16;
 }
 
+/// Element `e` (`w` bits) of the packed value at `slot` of lane `l`.
+pub fn elem(regs: &[u64], slot: u32, l: usize, w: u32, e: u32) -> u64 {
+    get(regs, slot, l, w, e)
+}
+
+pub fn set_elem(regs: &mut [u64], slot: u32, l: usize, w: u32, e: u32, x: u64) {
+    set(regs, slot, l, w, e, x);
+}
+
 /// Register `reg` (32 bits) of the value at `slot` of lane `l`.
 pub fn reg(regs: &[u64], slot: u32, l: usize, reg: u32) -> u32 {
     get(regs, slot, l, 32, reg) as u32

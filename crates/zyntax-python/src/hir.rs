@@ -1721,6 +1721,153 @@ impl FunctionBuilder {
         self.sh.run(py, |fb| fb.stmatrix(num, trans, p, v))
     }
 
+    // ------------------------------------------------------------ warpgroup MMA (issue 13)
+
+    /// A u64 shared-memory matrix descriptor for `wgmma`: the start address of
+    /// `smem_ptr` (a shared pointer), the leading and stride byte offsets
+    /// (multiples of 16; ints or u32 values) and the swizzle
+    /// (`"128B"`, `"64B"`, `"32B"`, `"none"`); base offset 0.
+    #[pyo3(signature = (smem_ptr, *, leading_byte_offset, stride_byte_offset, swizzle=Text::from("128B")),
+        text_signature = "($self, smem_ptr, *, leading_byte_offset, stride_byte_offset, swizzle='128B')")]
+    fn wgmma_desc(
+        &self,
+        py: Python<'_>,
+        smem_ptr: &Bound<'_, PyAny>,
+        leading_byte_offset: &Bound<'_, PyAny>,
+        stride_byte_offset: &Bound<'_, PyAny>,
+        swizzle: Text,
+    ) -> PyResult<PyValue> {
+        let sw = enum_name(
+            "swizzle",
+            &swizzle,
+            zh::Swizzle::ALL,
+            zh::Swizzle::from_name,
+            zh::Swizzle::name,
+        )?;
+        let (p, _) = self.sh.value(smem_ptr, "the pointer of `wgmma_desc`")?;
+        let lbo = self.sh.opnd(leading_byte_offset)?.0;
+        let sbo = self.sh.opnd(stride_byte_offset)?.0;
+        self.sh.run1(py, |fb| {
+            let l = mat(fb, &lbo, &Type::U32)?;
+            let s = mat(fb, &sbo, &Type::U32)?;
+            fb.wgmma_desc(sw, p, l, s)
+        })
+    }
+
+    /// `D = (scale_d ? acc : 0) + A * B` over the warpgroup (`wgmma.mma_async`,
+    /// m64nNk*, sm_90a). `acc` is `vec<f32|f16|i32, n/2>`; `a` a u64 descriptor
+    /// (A in shared memory) or a `vec<u32, 4>` register fragment; `b_desc` a u64
+    /// descriptor; `scale_d` 0/1 or a bool value; `scale_a`/`scale_b` 1 or -1.
+    #[pyo3(signature = (acc, a, b_desc, *, n, a_type=Text::from("bf16"), b_type=None, scale_d=None, trans_a=false, trans_b=false, scale_a=1, scale_b=1),
+        text_signature = "($self, acc, a, b_desc, *, n, a_type='bf16', b_type=None, scale_d=1, trans_a=False, trans_b=False, scale_a=1, scale_b=1)")]
+    #[allow(clippy::too_many_arguments)]
+    fn wgmma(
+        &self,
+        py: Python<'_>,
+        acc: &Bound<'_, PyAny>,
+        a: &Bound<'_, PyAny>,
+        b_desc: &Bound<'_, PyAny>,
+        n: Checked<u32>,
+        a_type: Text,
+        b_type: Option<Text>,
+        scale_d: Option<&Bound<'_, PyAny>>,
+        trans_a: bool,
+        trans_b: bool,
+        scale_a: i64,
+        scale_b: i64,
+    ) -> PyResult<PyValue> {
+        let elem = |t: &str| {
+            enum_name(
+                "wgmma input type",
+                t,
+                zh::MmaElem::ALL,
+                zh::MmaElem::from_name,
+                zh::MmaElem::name,
+            )
+        };
+        let ea = elem(&a_type)?;
+        let eb = match &b_type {
+            Some(t) => elem(t)?,
+            None => ea,
+        };
+        let neg = |x: i64, what: &str| match x {
+            1 => Ok(false),
+            -1 => Ok(true),
+            _ => Err(BuildError::new_err(format!(
+                "wgmma: {what} must be 1 or -1, got {x}"
+            ))),
+        };
+        let form = zh::Wgmma {
+            n: n.0,
+            a: ea,
+            b: eb,
+            trans_a,
+            trans_b,
+            neg_a: neg(scale_a, "scale_a")?,
+            neg_b: neg(scale_b, "scale_b")?,
+        };
+        let (c, _) = self.sh.value(acc, "the accumulator of `wgmma`")?;
+        let (av, _) = self.sh.value(a, "operand a of `wgmma`")?;
+        let (bv, _) = self.sh.value(b_desc, "the B descriptor of `wgmma`")?;
+        let sd = match scale_d {
+            None => Opnd::Bool(true),
+            Some(o) => match self.sh.opnd(o)?.0 {
+                Opnd::Int(0) => Opnd::Bool(false),
+                Opnd::Int(1) => Opnd::Bool(true),
+                other => other,
+            },
+        };
+        self.sh.run1(py, |fb| {
+            let s = mat(fb, &sd, &Type::BOOL)?;
+            fb.wgmma(form, c, av, bv, s)
+        })
+    }
+
+    /// An accumulator of zeros for `wgmma` of width `n`: `vec<dtype, n/2>`
+    /// (`dtype` f32, f16 or i32).
+    #[pyo3(signature = (n, *, dtype=None), text_signature = "($self, n, *, dtype=f32)")]
+    fn wgmma_zero(
+        &self,
+        py: Python<'_>,
+        n: Checked<u32>,
+        dtype: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyValue> {
+        let s = match dtype {
+            Some(t) => to_type(t)?,
+            None => Type::F32,
+        };
+        let Some(s) = s.as_scalar() else {
+            return Err(BuildError::new_err(format!(
+                "wgmma_zero: dtype must be a scalar type, got {s}"
+            )));
+        };
+        if n.0 % 8 != 0 || !(8..=256).contains(&n.0) {
+            return Err(BuildError::new_err(format!(
+                "wgmma_zero: n must be 8..256 by 8, got {}",
+                n.0
+            )));
+        }
+        self.sh
+            .run1(py, |fb| fb.wgmma_zero(Type::Vector(s, n.0 / 2)))
+    }
+
+    /// Waits until at most `n` committed wgmma groups are pending (0..7).
+    fn wgmma_wait_group(&self, py: Python<'_>, n: Checked<u32>) -> PyResult<()> {
+        self.sh.run(py, |fb| fb.wgmma_wait_group(n.0))
+    }
+
+    /// `setmaxnreg.inc` (`increase=True`) or `.dec` to `count` registers per
+    /// thread (a multiple of 8 in 24..256; sm_90a).
+    #[pyo3(signature = (count, *, increase), text_signature = "($self, count, *, increase)")]
+    fn setmaxnreg(&self, py: Python<'_>, count: Checked<u32>, increase: bool) -> PyResult<()> {
+        self.sh.run(py, |fb| fb.setmaxnreg(count.0, increase))
+    }
+
+    /// True in exactly one lane of the warp, the lowest active one (`elect.sync`, sm_90).
+    fn elect_sync(&self, py: Python<'_>) -> PyResult<PyValue> {
+        self.sh.run1(py, |fb| fb.elect_sync())
+    }
+
     /// A global load with a PTX cache operator (`ca`, `cg`, `cs`, `lu`, `cv`).
     #[pyo3(signature = (ptr, cache=Text::from("cs")),
         text_signature = "($self, ptr, cache='cs')")]
@@ -2648,6 +2795,14 @@ impl FunctionBuilder {
     /// Thread-scope fence: the compiler keeps memory accesses on their side; no instruction.
     fn compiler_fence(&self, py: Python<'_>) -> PyResult<()> {
         self.sh.run(py, |fb| fb.compiler_fence())
+    }
+    /// Orders register and shared-memory accesses before the following `wgmma`s.
+    fn wgmma_fence(&self, py: Python<'_>) -> PyResult<()> {
+        self.sh.run(py, |fb| fb.wgmma_fence())
+    }
+    /// Closes the current group of `wgmma`s.
+    fn wgmma_commit_group(&self, py: Python<'_>) -> PyResult<()> {
+        self.sh.run(py, |fb| fb.wgmma_commit_group())
     }
     // END GENERATED by crates/zyntax-hir/src/gen.rs; do not edit (docs/add-an-hir-op.md)
 }

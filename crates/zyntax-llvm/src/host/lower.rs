@@ -88,7 +88,14 @@ pub fn cpu_blockers(m: &Module, f: &Function) -> Vec<String> {
                 | Op::FenceMbarrierInit
                 | Op::MmaSync { .. }
                 | Op::Ldmatrix { .. }
-                | Op::Stmatrix { .. } => {
+                | Op::Stmatrix { .. }
+                | Op::WgmmaDesc(_)
+                | Op::Wgmma(_)
+                | Op::WgmmaFence
+                | Op::WgmmaCommit
+                | Op::WgmmaWait(_)
+                | Op::Setmaxnreg { .. }
+                | Op::ElectSync => {
                     out.insert(d.op.mnemonic());
                 }
                 Op::Call(c) if !seen.contains(c) => {

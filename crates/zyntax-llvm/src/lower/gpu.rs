@@ -86,6 +86,14 @@ impl<'ctx> FnLowering<'_, 'ctx> {
             | Op::Approx(_)
             | Op::LoadCached(_)
             | Op::StoreCached(_) => self.lower_warp_mma(d),
+            Op::WgmmaDesc(_)
+            | Op::Wgmma(_)
+            | Op::WgmmaZero
+            | Op::WgmmaFence
+            | Op::WgmmaCommit
+            | Op::WgmmaWait(_)
+            | Op::Setmaxnreg { .. }
+            | Op::ElectSync => self.lower_wgmma(d),
             _ => self.lower_sync(d),
         }
     }

@@ -26,6 +26,7 @@ mod hopper;
 mod sync;
 pub mod ty;
 mod warp_mma;
+mod wgmma;
 
 use crate::error::{CompileError, CompileResult};
 use crate::nvptx::annotations;

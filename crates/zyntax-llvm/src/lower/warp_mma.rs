@@ -127,7 +127,7 @@ impl<'ctx> FnLowering<'_, 'ctx> {
 
     /// The scalar elements of `v` (a vector or a scalar), after bitcasting
     /// the vector to `as_ty` when given (f16 accumulators travel as `f16x2` in b32).
-    fn elements(
+    pub(super) fn elements(
         &mut self,
         v: BasicValueEnum<'ctx>,
         as_ty: Option<BasicTypeEnum<'ctx>>,
@@ -153,7 +153,7 @@ impl<'ctx> FnLowering<'_, 'ctx> {
 
     /// Rebuild a vector of `n` elements of `elem_ty` from fields `first..` of the
     /// asm result `r`, then bitcast it to `to`.
-    fn gather(
+    pub(super) fn gather(
         &mut self,
         r: BasicValueEnum<'ctx>,
         first: u32,

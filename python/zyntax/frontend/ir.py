@@ -105,7 +105,18 @@ class Frag:
         return f"frag<{self.kind}, {self.shape}, {self.elem}{tail}>"
 
 
-HType = Scalar | Ptr | ArrayType | Frag
+@dataclass(frozen=True)
+class Vec:
+    """A vector value (``vec<f32, 64>``): wgmma accumulators (issue 13)."""
+
+    elem: Scalar
+    lanes: int
+
+    def __str__(self) -> str:
+        return f"vec<{self.elem}, {self.lanes}>"
+
+
+HType = Scalar | Ptr | ArrayType | Frag | Vec
 
 BOOL = Scalar("bool")
 I32 = Scalar("i32")

@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 
 import zyntax
-from zyntax import hir, interp
+from zyntax import hir, interp, lang
 from zyntax.errors import ArgumentError, BuildError, TrapError, VerifyError
+from zyntax.frontend.errors import KernelTypeError
 
 rng = np.random.default_rng()
 SU64 = hir.ptr("shared", hir.u64)
@@ -418,3 +419,98 @@ def test_tensormap_argument_must_be_a_tensor_map() -> None:
     out = np.zeros(8, np.float32)
     with pytest.raises(ArgumentError, match=r"takes a zyntax\.interp\.TensorMap"):
         interp.launch(m, 1, 32, out, out, 8, 32, 0, 0, shared_bytes=2048)
+
+
+# ---------------------------------------------------------------- examples/tma_copy.py
+
+
+def tma_copy_case() -> tuple[np.ndarray, tuple[int, int], np.ndarray]:
+    """A random f16 tensor of whole 64 x 8 tiles, the grid, and the raw shared
+    images the example must write (each tile through the 128B swizzle model)."""
+    import tma_copy  # examples/tma_copy.py
+
+    gx, gy = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+    x = rand("f16", (gy * tma_copy.BOX[1], gx * tma_copy.BOX[0]))
+    raw = np.concatenate(
+        [
+            model_load(x, tma_copy.BOX, (bx * tma_copy.BOX[0], by * tma_copy.BOX[1]), "128B")
+            for by in range(gy)
+            for bx in range(gx)
+        ]
+    )
+    return x, (gx, gy), raw
+
+
+def test_tma_copy_example() -> None:
+    import tma_copy
+
+    x, grid, want_raw = tma_copy_case()
+    dst = np.full_like(x, np.nan)
+    raw = np.full_like(want_raw, np.nan)
+    src_map = interp.TensorMap.tiled(x, tma_copy.BOX, swizzle="128B")
+    dst_map = interp.TensorMap.tiled(dst, tma_copy.BOX, swizzle="128B")
+    interp.launch(
+        tma_copy.build(), grid, 128, src_map, dst_map, raw, shared_bytes=tma_copy.SHARED_BYTES
+    )
+    np.testing.assert_array_equal(dst, x)
+    np.testing.assert_array_equal(raw, want_raw)
+    # The swizzle moved data: the raw image is not the row-major tile.
+    assert not np.array_equal(raw[: tma_copy.TILE], x[:8, :64].reshape(-1))
+
+
+# ---------------------------------------------------------------- zyntax.lang
+
+
+@zyntax.kernel
+def lang_tma_copy(src: lang.TensorMap, dst: lang.TensorMap, raw: zyntax.f16[1]) -> None:
+    """examples/tma_copy.py in zyntax.lang (the box at the start of dynamic shared memory)."""
+    tid = lang.thread_idx.x
+    bars = lang.shared.array(1, zyntax.u64)
+    tile = lang.shared.dynamic(zyntax.f16)
+    x = zyntax.i32(lang.block_idx.x * 64)
+    y = zyntax.i32(lang.block_idx.y * 8)
+    if tid == 0:
+        lang.prefetch_tensormap(src)
+        lang.mbarrier_init(bars, 0, 1)
+        lang.fence_mbarrier_init()
+    lang.syncthreads()
+    if tid == 0:
+        lang.mbarrier_arrive_expect_tx(bars, 0, 1024)
+        lang.tma_load(tile, src, (x, y), bars, 0)
+    while not lang.mbarrier_try_wait_parity(bars, 0, 0, 1000):
+        pass
+    blk = lang.block_idx.y * lang.grid_dim.x + lang.block_idx.x
+    for i in range(tid, 512, lang.block_dim.x):
+        raw[blk * 512 + i] = tile[i]
+    if tid == 0:
+        lang.tma_store(dst, (x, y), tile)
+        lang.bulk_commit_group()
+        lang.bulk_wait_group(0, True)
+        lang.bulk_wait_group(0)
+
+
+def test_lang_tma_copy_on_interpreter() -> None:
+    x, grid, want_raw = tma_copy_case()
+    dst = np.full_like(x, np.nan)
+    raw = np.full_like(want_raw, np.nan)
+    lang_tma_copy.run_cpu(
+        interp.TensorMap.tiled(x, (64, 8), swizzle="128B"),
+        interp.TensorMap.tiled(dst, (64, 8), swizzle="128B"),
+        raw,
+        grid=grid,
+        block=128,
+        shared_mem=1024,
+    )
+    np.testing.assert_array_equal(dst, x)
+    np.testing.assert_array_equal(raw, want_raw)
+    text = lang_tma_copy.hir((lang.TensorMap, lang.TensorMap, zyntax.Array[zyntax.f16, 1]))
+    assert "tma.load" in text and "tensormap" in text and "bulk.wait_group.read 0" in text
+
+
+def test_lang_tma_needs_a_tensor_map() -> None:
+    @zyntax.kernel
+    def bad(x: zyntax.f32[1]) -> None:
+        lang.prefetch_tensormap(x)
+
+    with pytest.raises(KernelTypeError, match="tensor map parameter"):
+        bad.run_cpu(np.zeros(4, np.float32), grid=1, block=1)

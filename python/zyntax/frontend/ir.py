@@ -116,7 +116,15 @@ class Vec:
         return f"vec<{self.elem}, {self.lanes}>"
 
 
-HType = Scalar | Ptr | ArrayType | Frag | Vec
+@dataclass(frozen=True)
+class TensorMapT:
+    """A TMA tensor map (issue 13): only a kernel parameter."""
+
+    def __str__(self) -> str:
+        return "tensormap"
+
+
+HType = Scalar | Ptr | ArrayType | Frag | Vec | TensorMapT
 
 BOOL = Scalar("bool")
 I32 = Scalar("i32")
@@ -447,7 +455,7 @@ def _print_inst(inst: Inst, num: Any, typed: Any, bcall: Any) -> str:
         out += f" {imm['elem']}"
     elif op.startswith("shfl."):
         out += f" {args} width {imm['width']}"
-    elif op == "cp.async.wait":
+    elif op in ("cp.async.wait", "bulk.wait_group", "bulk.wait_group.read"):
         out += f" {imm['pending']}"
     elif op == "call":
         out += f" @{imm['callee']}"

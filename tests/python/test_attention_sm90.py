@@ -87,17 +87,19 @@ def test_attention_sm90_interpreter(
     assert np.abs(lse - ref_lse).max() < 1e-2
 
 
+@pytest.mark.parametrize("overlap", [False, True])
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("causal", [False, True])
-def test_attention_sm90_assembles(d: int, causal: bool) -> None:
+def test_attention_sm90_assembles(d: int, causal: bool, overlap: bool) -> None:
     """ptxas -Werror for sm_90a accepts it (setmaxnreg honoured, no C7508
     warning) with wgmma, tensor copies and no spilled registers."""
-    ptx = zyntax.compile(sm90.build("bf16", d, causal), backend="nvptx", arch="sm_90a")
+    module = sm90.build("bf16", d, causal, overlap)
+    ptx = zyntax.compile(module, backend="nvptx", arch="sm_90a")
     res = ptxinfo.ptxas_resources(zyntax.validate_ptx(ptx, "sm_90a").log)
     r = res["attention"]
     assert r["spill_store_bytes"] == 0, r
-    # Prologue S, loop S and P·V, epilogue P·V (the overlapped loop).
-    assert ptx.count("wgmma.mma_async") == 2 * (d // 16 + sm90.BN // 16)
+    # The overlapped loop has a prologue S and an epilogue P·V besides the loop's.
+    assert ptx.count("wgmma.mma_async") == (1 + overlap) * (d // 16 + sm90.BN // 16)
     assert "setmaxnreg.inc.sync.aligned.u32 240" in ptx
     assert "cp.async.bulk.tensor.4d" in ptx
 

@@ -7,10 +7,10 @@ A block of three warpgroups owns BM = 128 query rows of one (batch, head):
 
 * warpgroup 0 is the producer (``setmaxnreg.dec`` to 24 registers): one
   thread loads the Q tile once by TMA, then streams K and V tiles of BN = 128
-  keys through a ring of STAGES shared-memory slots. Each slot has a "K full"
-  and a "V full" mbarrier (completed by the TMA bytes) and an "empty" one
-  (every consumer thread arrives when done with the slot), so Q·Kᵀ can start
-  before V lands.
+  keys through a ring of STAGES shared-memory slots. Each slot has "K full"
+  and "V full" mbarriers (completed by the TMA bytes), so Q·Kᵀ can start
+  before V lands, and "K empty" and "V empty" ones (every consumer thread
+  arrives when done with the tile).
 * warpgroups 1 and 2 are consumers (``setmaxnreg.inc`` to 240) of 64 query
   rows each: S = Q·Kᵀ is one ``wgmma`` chain (m64n128, A = Q and B = K by
   128B-swizzled descriptors, both K-major); the online softmax runs in the
@@ -25,6 +25,7 @@ filled with zeros by the TMA unit (their scores are masked). Masking is
 applied only in tiles that cross the sequence end or, when causal, the
 diagonal (a warpgroup-uniform branch); key tiles wholly past the diagonal
 are not loaded. A row whose keys are all masked gives 0 and an LSE of -inf.
+Measured: docs/performance.md, "Attention, sm_90a path".
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ def shared_bytes(d: int) -> int:
     return (BM + 2 * STAGES * BN) * d * 2 + 8 * (1 + 4 * STAGES)
 
 
-def build(dtype: str, d: int, causal: bool, overlap: bool = True) -> hir.Module:
+def build(dtype: str, d: int, causal: bool, overlap: bool = False) -> hir.Module:
     elem = T.HIR_TYPE[dtype]
     boxes = d // BOX
     q_bytes, kv_bytes = BM * d * 2, BN * d * 2
@@ -334,8 +335,10 @@ def build(dtype: str, d: int, causal: bool, overlap: bool = True) -> hir.Module:
     return m
 
 
-#: Whether consumers overlap S_j = Q K_j with O += P_{j-1} V_{j-1} (the knob for sweeps).
-OVERLAP = True
+#: Whether consumers overlap S_j = Q K_j with O += P_{j-1} V_{j-1} (FA3's
+#: intra-warpgroup pipelining). Off: on the H100 it measured 10-20 % slower
+#: than the plain loop (docs/performance.md, "Attention"); kept for sweeps.
+OVERLAP = False
 
 
 @functools.cache

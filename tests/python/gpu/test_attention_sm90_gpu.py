@@ -95,3 +95,19 @@ def test_attention_sm90_bench_sizes(case: tuple[int, int, bool]) -> None:
     out = kernels.attention(q, k, v, causal=causal, variant="sm90")
     ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
     assert rel_err(out, ref.double()) < 2e-2
+
+
+@pytest.mark.usefixtures("poisoned")
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_sm90_overlapped_loop(
+    d: int, causal: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The consumer loop with FA3's S_j / P_{j-1}V_{j-1} overlap (OVERLAP, off by default)."""
+    sm90 = __import__("zyntax.kernels.attention_sm90", fromlist=["OVERLAP"])
+    monkeypatch.setattr(sm90, "OVERLAP", True)
+    q, k, v = (torch.randn(2, 3, 777, d, device=DEV, dtype=BF16) for _ in range(3))
+    out, lse = kernels.attention(q, k, v, causal=causal, return_lse=True, variant="sm90")
+    ref, ref_lse = ref_attention(q, k, v, causal, 1 / math.sqrt(d))
+    assert rel_err(out, ref) < 1e-2
+    assert rel_err(lse, ref_lse) < 1e-3

@@ -48,15 +48,19 @@ def poisoned(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.usefixtures("poisoned")
 @pytest.mark.parametrize(
-    ("sq", "sk", "d", "causal", "overlap"),
+    ("sq", "sk", "d", "causal", "overlap", "pingpong"),
     [
-        (64, 64, 64, False, True),
-        (130, 130, 64, True, True),
-        (130, 130, 64, True, False),
-        (75, 300, 64, False, True),
-        (75, 300, 64, False, False),
-        (131, 131, 128, True, True),
-        (33, 97, 128, False, True),
+        (64, 64, 64, False, False, False),
+        (64, 64, 64, False, True, True),
+        (130, 130, 64, True, False, False),
+        (130, 130, 64, True, True, False),
+        (130, 130, 64, True, True, True),
+        (75, 300, 64, False, False, False),
+        (75, 300, 64, False, True, False),
+        (75, 300, 64, False, True, True),
+        (131, 131, 128, True, False, False),
+        (257, 257, 128, True, True, True),
+        (33, 97, 128, False, False, False),
     ],
 )
 def test_attention_sm90_interpreter(
@@ -65,12 +69,14 @@ def test_attention_sm90_interpreter(
     d: int,
     causal: bool,
     overlap: bool,
+    pingpong: bool,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Both consumer loops (with and without the S/PV overlap); key counts
-    over several tiles so the ring wraps and its phases flip. f16 (numpy has
-    no bf16 here; the GPU test covers both)."""
+    """Both consumer loops (with and without the S/PV overlap, with and
+    without ping-pong); key counts over several tiles so the ring wraps and
+    its phases flip. f16 (numpy has no bf16 here; the GPU test covers both)."""
     monkeypatch.setattr(sm90, "OVERLAP", overlap)
+    monkeypatch.setattr(sm90, "PINGPONG", pingpong)
     dt = np.float16
     q = rng.standard_normal((1, 1, sq, d)).astype(dt)
     k = rng.standard_normal((1, 1, sk, d)).astype(dt)
@@ -87,13 +93,13 @@ def test_attention_sm90_interpreter(
     assert np.abs(lse - ref_lse).max() < 1e-2
 
 
-@pytest.mark.parametrize("overlap", [False, True])
+@pytest.mark.parametrize(("overlap", "pingpong"), [(False, False), (True, False), (True, True)])
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("causal", [False, True])
-def test_attention_sm90_assembles(d: int, causal: bool, overlap: bool) -> None:
+def test_attention_sm90_assembles(d: int, causal: bool, overlap: bool, pingpong: bool) -> None:
     """ptxas -Werror for sm_90a accepts it (setmaxnreg honoured, no C7508
     warning) with wgmma, tensor copies and no spilled registers."""
-    module = sm90.build("bf16", d, causal, overlap)
+    module = sm90.build("bf16", d, causal, overlap, pingpong)
     ptx = zyntax.compile(module, backend="nvptx", arch="sm_90a")
     res = ptxinfo.ptxas_resources(zyntax.validate_ptx(ptx, "sm_90a").log)
     r = res["attention"]

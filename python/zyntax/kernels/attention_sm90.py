@@ -50,14 +50,20 @@ LN2 = 0.6931471805599453
 
 def shared_bytes(d: int) -> int:
     """Q tile, STAGES K and V tiles, then the mbarriers."""
-    return (BM + 2 * STAGES * BN) * d * 2 + 8 * (1 + 4 * STAGES)
+    return (BM + 2 * STAGES * BN) * d * 2 + 8 * (1 + 4 * STAGES + 2)
 
 
-def build(dtype: str, d: int, causal: bool, overlap: bool = False) -> hir.Module:
+def build(
+    dtype: str, d: int, causal: bool, overlap: bool = False, pingpong: bool = False
+) -> hir.Module:
+    """`overlap`: FA3's intra-warpgroup pipelining; `pingpong` (with
+    `overlap`): the two consumer warpgroups take turns issuing GEMMs."""
+    pingpong = pingpong and overlap
     elem = T.HIR_TYPE[dtype]
     boxes = d // BOX
     q_bytes, kv_bytes = BM * d * 2, BN * d * 2
-    name = f"attention_sm90_{dtype}_d{d}{'_causal' if causal else ''}{'_ovl' if overlap else ''}"
+    tags = ("_causal" if causal else "") + ("_ovl" if overlap else "") + ("_pp" if pingpong else "")
+    name = f"attention_sm90_{dtype}_d{d}{tags}"
     m = hir.Module(name, targets=["sm_90a"])
     params = [hir.tensormap] * 3 + [hir.ptr("global", elem), hir.ptr("global", hir.f32)]
     params += [hir.u32] * 3 + [hir.i64] * 3 + [hir.f32]
@@ -81,6 +87,7 @@ def build(dtype: str, d: int, causal: bool, overlap: bool = False) -> hir.Module
         full_v = b.ptr_add(bar_q, 1 + STAGES)
         empty_k = b.ptr_add(bar_q, 1 + 2 * STAGES)
         empty_v = b.ptr_add(bar_q, 1 + 3 * STAGES)
+        turns = b.ptr_add(bar_q, 1 + 4 * STAGES)  # one per consumer warpgroup
         kv_end = b.min(m0 + BM, sk) if causal else sk
         nblocks = b.div(kv_end + (BN - 1), BN)
 
@@ -91,6 +98,8 @@ def build(dtype: str, d: int, causal: bool, overlap: bool = False) -> hir.Module
                 b.mbarrier_init(b.ptr_add(full_v, x), 1)
                 b.mbarrier_init(b.ptr_add(empty_k, x), 256)  # every consumer thread
                 b.mbarrier_init(b.ptr_add(empty_v, x), 256)
+            for x in range(2):
+                b.mbarrier_init(b.ptr_add(turns, x), 128)  # a warpgroup's threads
             b.fence_mbarrier_init()
         b.barrier()
 
@@ -240,6 +249,20 @@ def build(dtype: str, d: int, causal: bool, overlap: bool = False) -> hir.Module
                 """This thread is done with tile j of a K or V slot."""
                 b.mbarrier_arrive(b.ptr_add(ring, slot(j)))
 
+            def my_turn(k: hir.Value) -> None:
+                """Ping-pong: turn k of this warpgroup starts after turn k - 1 of
+                the other one (warpgroup 1 first), so one issues its GEMMs while
+                the other runs its softmax. Turns are the overlapped loop's
+                groups of GEMMs: S_0, then (S_j, P_{j-1} V_{j-1}), then the last P V."""
+                if pingpong:
+                    # Warpgroup 1's turn k needs phase k - 1 of its barrier (a
+                    # fresh barrier passes parity 1), warpgroup 2's phase k.
+                    wait(b.ptr_add(turns, c), (k + 1 + c) & 1)
+
+            def end_turn() -> None:
+                if pingpong:
+                    b.mbarrier_arrive(b.ptr_add(turns, c ^ 1))
+
             def rescale(acc: hir.Value, alpha: list[hir.Value]) -> hir.Value:
                 """O element i belongs to row half (i % 4) >> 1."""
                 out = acc
@@ -268,7 +291,9 @@ def build(dtype: str, d: int, causal: bool, overlap: bool = False) -> hir.Module
                 # O += P_{j-1} V_{j-1}; the softmax of S_j runs while the
                 # tensor cores still work on P_{j-1} V_{j-1}.
                 first = b.const(0, hir.u32)
+                my_turn(first)
                 sacc = s_gemm(first)
+                end_turn()
                 b.wgmma_wait_group(0)
                 release(empty_k, first)
                 m1, l1, _, frags = softmax(sacc, first, [ninf, ninf], [zero, zero])
@@ -277,8 +302,10 @@ def build(dtype: str, d: int, causal: bool, overlap: bool = False) -> hir.Module
                     j = lp.index
                     m_old, l_old, acc = lp.carried[0:2], lp.carried[2:4], lp.carried[4]
                     frags = list(lp.carried[5:])
+                    my_turn(j)
                     sacc = s_gemm(j)
                     acc = pv_gemm(j - 1, acc, frags)
+                    end_turn()
                     b.wgmma_wait_group(1)  # S_j is ready
                     release(empty_k, j)
                     m_new, l_new, alpha, frags = softmax(sacc, j, m_old, l_old)
@@ -287,7 +314,9 @@ def build(dtype: str, d: int, causal: bool, overlap: bool = False) -> hir.Module
                     lp.next(*m_new, *l_new, rescale(acc, alpha), *frags)
                 res = lp.results
                 last = nblocks - 1
+                my_turn(nblocks)
                 acc = pv_gemm(last, res[4], list(res[5:]))
+                end_turn()
                 b.wgmma_wait_group(0)
                 release(empty_v, last)
                 m_fin, l_part = res[0:2], res[2:4]
@@ -339,15 +368,17 @@ def build(dtype: str, d: int, causal: bool, overlap: bool = False) -> hir.Module
 #: intra-warpgroup pipelining). Off: on the H100 it measured 10-20 % slower
 #: than the plain loop (docs/performance.md, "Attention"); kept for sweeps.
 OVERLAP = False
+#: With OVERLAP: FA3's ping-pong of the two consumer warpgroups (not yet measured).
+PINGPONG = False
 
 
 @functools.cache
-def _module(dtype: str, d: int, causal: bool, overlap: bool) -> hir.Module:
-    return build(dtype, d, causal, overlap)
+def _module(dtype: str, d: int, causal: bool, overlap: bool, pingpong: bool) -> hir.Module:
+    return build(dtype, d, causal, overlap, pingpong)
 
 
 @functools.cache
-def _loaded(key: tuple[str, int, bool, bool], device: int) -> Any:
+def _loaded(key: tuple[str, int, bool, bool, bool], device: int) -> Any:
     return cuda.load_hir(_module(*key), device, arch="sm_90a")
 
 
@@ -377,7 +408,7 @@ def launch(
     args = [*maps, o.arr, lse.arr, sq, sk, heads, *o.strides[:3], scale_log2]
     grid = (-(-sq // BM), bsz * heads)
     smem = shared_bytes(d)
-    key = (tq.dtype, d, causal, OVERLAP)
+    key = (tq.dtype, d, causal, OVERLAP, PINGPONG)
     if not tq.on_gpu:
         interp.launch(_module(*key), "attention", grid, THREADS, *args, shared_bytes=smem)
         return

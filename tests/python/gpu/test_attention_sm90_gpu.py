@@ -98,14 +98,17 @@ def test_attention_sm90_bench_sizes(case: tuple[int, int, bool]) -> None:
 
 
 @pytest.mark.usefixtures("poisoned")
+@pytest.mark.parametrize("pingpong", [False, True])
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("causal", [False, True])
 def test_attention_sm90_overlapped_loop(
-    d: int, causal: bool, monkeypatch: pytest.MonkeyPatch
+    d: int, causal: bool, pingpong: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The consumer loop with FA3's S_j / P_{j-1}V_{j-1} overlap (OVERLAP, off by default)."""
+    """The consumer loop with FA3's S_j / P_{j-1}V_{j-1} overlap (OVERLAP),
+    with and without the warpgroup ping-pong (PINGPONG); both off by default."""
     sm90 = __import__("zyntax.kernels.attention_sm90", fromlist=["OVERLAP"])
     monkeypatch.setattr(sm90, "OVERLAP", True)
+    monkeypatch.setattr(sm90, "PINGPONG", pingpong)
     q, k, v = (torch.randn(2, 3, 777, d, device=DEV, dtype=BF16) for _ in range(3))
     out, lse = kernels.attention(q, k, v, causal=causal, return_lse=True, variant="sm90")
     ref, ref_lse = ref_attention(q, k, v, causal, 1 / math.sqrt(d))

@@ -37,15 +37,15 @@ from zyntax import cuda, hir, interp
 
 from . import _tensors as T
 from ._rows import NEG_INF, safe_max, tree, vector
+from .attention import LN2
 
 BM = 128  # query rows per block (two consumer warpgroups of 64)
 BN = 128  # keys per tile
 STAGES = 2  # K/V ring depth
 THREADS = 3 * 128
 BOX = 64  # elements per TMA box row: 128 bytes, the 128B swizzle span
-BOX_BYTES = 128 * 128  # one box of 128 rows
+BOX_BYTES = 128 * 128  # one box: 128 rows (BM = BN) of 128 bytes
 CONSUMER_REGS, PRODUCER_REGS = 240, 24
-LN2 = 0.6931471805599453
 
 
 def shared_bytes(d: int) -> int:

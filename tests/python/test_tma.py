@@ -224,15 +224,20 @@ LOAD_CASES = [
 ]
 
 
-def load_case(shape: Sequence[int], box: Sequence[int], edge: bool) -> list[int]:
-    """Coordinates (innermost first) inside the tensor, or crossing its edges."""
+def load_case(shape: Sequence[int], box: Sequence[int], edge: bool, itemsize: int = 4) -> list[int]:
+    """Coordinates (innermost first) inside the tensor, or crossing its edges;
+    the innermost one on a 16-byte boundary, as the hardware requires."""
     dims = list(shape)[::-1]
     if edge:
-        return [
+        c = [
             int(rng.choice([-int(rng.integers(1, b)), d - int(rng.integers(1, b))]))
             for d, b in zip(dims, box, strict=True)
         ]
-    return [int(rng.integers(0, max(1, d - b + 1))) for d, b in zip(dims, box, strict=True)]
+    else:
+        c = [int(rng.integers(0, max(1, d - b + 1))) for d, b in zip(dims, box, strict=True)]
+    a = max(1, 16 // itemsize)
+    c[0] = c[0] // a * a
+    return c
 
 
 def run_load(
@@ -270,7 +275,7 @@ def test_tile_load_matches_the_model(
     elem: str, shape: tuple[int, ...], box: tuple[int, ...], mode: str, edge: bool
 ) -> None:
     x = rand(elem, shape)
-    coords = load_case(shape, box, edge)
+    coords = load_case(shape, box, edge, x.itemsize)
     tm = interp.TensorMap.tiled(x, box, swizzle=mode)
     got = run_load(interp_launch, load_module(elem, 2), tm, x, box, coords)
     np.testing.assert_array_equal(got, model_load(x, box, coords, mode))
@@ -280,7 +285,7 @@ def test_nan_fill_and_element_strides() -> None:
     x = rand("f32", (12, 40))
     box, es = (16, 6), (2, 3)
     tm = interp.TensorMap.tiled(x, box, element_strides=es, oob_fill="nan")
-    coords = [30, -2]
+    coords = [32, -2]
     got = run_load(interp_launch, load_module("f32", 2), tm, x, box, coords, es)
     want = model_load(x, box, coords, "none", es, fill=np.nan)
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
@@ -308,7 +313,7 @@ def test_store_and_reduce(op: str | None, mode: str) -> None:
     n = prod(box)
     img = rand(elem, (n,))
     tm = interp.TensorMap.tiled(x, box, swizzle=mode)
-    coords = load_case(x.shape, box, edge=True)
+    coords = load_case(x.shape, box, True, x.itemsize)
     want = model_store(x, img, box, coords, mode, op)
     interp.launch(
         store_module(elem, 2, op), 1, 128, tm, img, n, *coords, shared_bytes=BOX_AT + img.nbytes
@@ -328,6 +333,16 @@ def test_bulk_copy_size_must_be_a_multiple_of_16() -> None:
     dst = np.zeros_like(src)
     with pytest.raises(TrapError, match="not a multiple of 16") as e:
         interp.launch(bulk_module(), 1, 32, src, dst, 20, shared_bytes=BOX_AT + src.nbytes)
+    assert e.value.kind == "invalid TMA use"
+
+
+def test_unaligned_innermost_coordinate_traps() -> None:
+    """Hopper raises an illegal instruction for an innermost coordinate off a
+    16-byte boundary; the interpreter traps, naming it."""
+    x = rand("f16", (8, 64))
+    tm = interp.TensorMap.tiled(x, (64, 8), swizzle="128B")
+    with pytest.raises(TrapError, match="multiple of 16 bytes") as e:
+        run_load(interp_launch, load_module("f16", 2), tm, x, (64, 8), [4, 0])
     assert e.value.kind == "invalid TMA use"
 
 

@@ -1,5 +1,8 @@
-"""Attention forward of ``zyntax.kernels.attention`` (the sm_80 mma.sync path)
-against PyTorch's ``scaled_dot_product_attention`` and Triton's
+"""Attention forward of ``zyntax.kernels.attention`` (row ``zyntax``: its
+default, the sm_90a wgmma/TMA path on Hopper; ``zyntax_sm80``: the mma.sync
+path; on Hopper also ``zyntax_sm90_overlap`` and ``zyntax_sm90_pingpong``,
+the sm_90a consumer loops that are off by default) against PyTorch's
+``scaled_dot_product_attention`` and Triton's
 fused-attention tutorial kernel (bench ``attention``, metric ``TFLOP_per_s``:
 4·B·H·S²·D forward FLOPs, halved when causal, over the median CUDA-event time).
 
@@ -23,6 +26,7 @@ from typing import Any
 from _common import Results, optional, parse_args
 
 from zyntax import kernels
+from zyntax.kernels import attention_sm90 as sm90
 
 
 def timed_ms(fn: Callable[[], Any], iters: int, torch: Any) -> float:
@@ -245,12 +249,35 @@ def run_case(
     def sdpa() -> Any:
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
-    def ours() -> Any:
-        return kernels.attention(q, k, v, causal=causal)
+    hopper = torch.cuda.get_device_capability()[0] == 9
+    # (row, variant, sm90 consumer-loop knobs OVERLAP and PINGPONG)
+    rows: list[tuple[str, str | None, tuple[bool, bool] | None]] = [
+        ("zyntax", None, None),
+        ("zyntax_sm80", "sm80", None),
+    ]
+    if hopper:
+        rows += [
+            ("zyntax_sm90_overlap", "sm90", (True, False)),
+            ("zyntax_sm90_pingpong", "sm90", (True, True)),
+        ]
+    for impl, variant, knobs in rows:
+        saved = (sm90.OVERLAP, sm90.PINGPONG)
+        if knobs is not None:
+            sm90.OVERLAP, sm90.PINGPONG = knobs
 
-    if check("zyntax", ours()):
-        ms = timed_ms(ours, iters, torch)
-        res.add(name, "zyntax", "TFLOP_per_s", tflops(ms), False, ms=round(ms, 3), path="sm80")
+        def ours(variant: str | None = variant) -> Any:
+            return kernels.attention(q, k, v, causal=causal, variant=variant)
+
+        path = variant or ("sm90" if hopper else "sm80")
+        try:
+            if check(impl, ours()):
+                ms = timed_ms(ours, iters, torch)
+                print(f"  {name} {impl}: {tflops(ms):.1f} TFLOP/s")
+                res.add(name, impl, "TFLOP_per_s", tflops(ms), False, ms=round(ms, 3), path=path)
+        except Exception as e:
+            print(f"  ({impl} failed: {type(e).__name__}: {e})")
+        finally:
+            sm90.OVERLAP, sm90.PINGPONG = saved
     best: tuple[float, str] | None = None
     for bname, backend in backends.items():
         try:

@@ -17,16 +17,18 @@ seen by query i when j <= i, as SDPA's ``is_causal``); the key tiles past the
 diagonal are skipped. A row whose keys are all masked gives 0 and an LSE of
 -inf, never NaN.
 
-Variants (an sm_90a kernel with wgmma and TMA) add builders next to
-``_build`` and a choice in ``_variant``.
+On sm_90 devices ``attention()`` runs the sm_90a kernel of
+``attention_sm90.py`` (wgmma, TMA, warp specialisation) instead; ``_variant``
+chooses.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
-from zyntax import hir
+from zyntax import cuda, hir
 from zyntax.errors import ArgumentError
 
 from . import _tensors as T
@@ -294,11 +296,29 @@ def _build(dtype: str, d: int, causal: bool, atoms: int = 2, bn: int = 64) -> hi
 SHAPES = {(64, False): (2, 64), (64, True): (2, 64), (128, False): (2, 64), (128, True): (1, 64)}
 
 
-def _variant(arch_major: int, d: int, causal: bool) -> tuple[Any, int, int]:
-    """The kernel builder and its tile shape for a device (an sm_90a builder
-    would be chosen here)."""
-    atoms, bn = SHAPES[d, causal]
-    return _build, atoms, bn
+def _variant(tq: T.Tensor, d: int, variant: str | None) -> str:
+    """The kernel for `tq`'s device: ``"sm90"`` (attention_sm90: wgmma, TMA,
+    warp specialisation) on sm_90 GPUs, else ``"sm80"`` (this module's
+    mma.sync kernel). `variant` names one explicitly; ``"sm90"`` also runs on
+    the interpreter."""
+    if variant is not None:
+        if variant not in ("sm80", "sm90"):
+            raise ArgumentError(f"argument 'variant': expected 'sm80' or 'sm90', got {variant!r}")
+        if variant == "sm90" and tq.on_gpu and _major(tq.device) != 9:
+            raise ArgumentError("argument 'variant': 'sm90' needs an sm_90 (Hopper) device")
+        return variant
+    if tq.on_gpu and SM90_DEFAULT and _major(tq.device) == 9:
+        return "sm90"
+    return "sm80"
+
+
+#: Whether sm_90 devices get the sm_90a kernel by default.
+SM90_DEFAULT = True
+
+
+@functools.cache
+def _major(device: int) -> int:
+    return int(cuda.Device(device).compute_capability[0])
 
 
 def attention(
@@ -310,6 +330,7 @@ def attention(
     scale: float | None = None,
     return_lse: bool = False,
     stream: Any = None,
+    variant: str | None = None,
 ) -> Any:
     """``softmax(q @ k^T * scale) @ v`` per (batch, head).
 
@@ -317,7 +338,9 @@ def attention(
     (or numpy arrays: the interpreter), D 64 or 128, the last axis contiguous.
     `scale` defaults to 1/sqrt(D). Returns the output (B, H, Sq, D) allocated
     like `q`, and with ``return_lse=True`` also the f32 log-sum-exp of each
-    row (B, H, Sq), natural log, of the scaled scores.
+    row (B, H, Sq), natural log, of the scaled scores. `variant` forces a
+    kernel: ``"sm80"`` (mma.sync) or ``"sm90"`` (wgmma + TMA; sm_90 devices
+    or the interpreter); by default the device's best.
     """
     tq, tk, tv = T.tensor(q, "q"), T.tensor(k, "k"), T.tensor(v, "v")
     T.same_place(tq, tk, tv)
@@ -348,6 +371,7 @@ def attention(
                 f"argument '{t.name}': the head dim must be contiguous and the other strides "
                 f"multiples of 8 elements, 16-byte aligned (strides {t.strides})"
             )
+    kind = _variant(tq, d, variant)
     out_obj, o = T.output(None, tq, (bsz, heads, sq, d), tq.dtype)
     lse_obj, lse = T.output(None, tq, (bsz, heads, sq), "f32")
     if bsz * heads and sq:
@@ -356,10 +380,15 @@ def attention(
         if bsz * heads >= 1 << 16 or sq >= 1 << 31:
             raise ArgumentError(f"argument 'q': shape {tq.shape} is too large")
         strides = [*tq.strides[:3], *tk.strides[:3], *tv.strides[:3], *o.strides[:3]]
-        args = [tq, tk, tv, o, lse, sq, sk, heads, *strides, float(scale) * LOG2E]
-        builder, atoms, bn = _variant(8, d, bool(causal))
-        grid = (-(-sq // block_m(atoms)), bsz * heads)
-        key = (tq.dtype, d, bool(causal), atoms, bn)
-        smem = shared_bytes(d, atoms, bn)
-        T.launch(builder, key, "attention", grid, THREADS, args, tq, stream, shared=smem)
+        if kind == "sm90":
+            from . import attention_sm90
+
+            attention_sm90.launch(tq, tk, tv, o, lse, bool(causal), float(scale) * LOG2E, stream)
+        else:
+            args = [tq, tk, tv, o, lse, sq, sk, heads, *strides, float(scale) * LOG2E]
+            atoms, bn = SHAPES[d, bool(causal)]
+            grid = (-(-sq // block_m(atoms)), bsz * heads)
+            key = (tq.dtype, d, bool(causal), atoms, bn)
+            smem = shared_bytes(d, atoms, bn)
+            T.launch(_build, key, "attention", grid, THREADS, args, tq, stream, shared=smem)
     return (out_obj, lse_obj) if return_lse else out_obj

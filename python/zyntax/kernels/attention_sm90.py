@@ -1,0 +1,418 @@
+"""Attention forward for sm_90a, FlashAttention-3 style: TMA, an mbarrier
+ring and warpgroup MMA (``wgmma``) with warp specialisation. Same contract as
+``attention.py`` (bf16/f16, head dims 64 and 128, any lengths, causal
+top-left aligned, optional LSE); chosen by ``attention()`` on sm_90 devices.
+
+A block of three warpgroups owns BM = 128 query rows of one (batch, head):
+
+* warpgroup 0 is the producer (``setmaxnreg.dec`` to 24 registers): one
+  thread loads the Q tile once by TMA, then streams K and V tiles of BN = 128
+  keys through a ring of STAGES shared-memory slots. Each slot has "K full"
+  and "V full" mbarriers (completed by the TMA bytes), so Q·Kᵀ can start
+  before V lands, and "K empty" and "V empty" ones (every consumer thread
+  arrives when done with the tile).
+* warpgroups 1 and 2 are consumers (``setmaxnreg.inc`` to 240) of 64 query
+  rows each: S = Q·Kᵀ is one ``wgmma`` chain (m64n128, A = Q and B = K by
+  128B-swizzled descriptors, both K-major); the online softmax runs in the
+  exp2 domain with ``scale·log2 e`` folded into one FMA per score; P is cast
+  to the input type in registers and feeds O += P·V as wgmma's register A
+  operand (the accumulator layout of S is the A-fragment layout of P), with
+  V by an MN-major descriptor (``trans_b``).
+
+TMA boxes are 64 elements (128 bytes, the 128B swizzle span) wide, so a
+head dim of 128 is two boxes side by side; rows past the sequence end are
+filled with zeros by the TMA unit (their scores are masked). Masking is
+applied only in tiles that cross the sequence end or, when causal, the
+diagonal (a warpgroup-uniform branch); key tiles wholly past the diagonal
+are not loaded. A row whose keys are all masked gives 0 and an LSE of -inf.
+Measured: docs/performance.md, "Attention, sm_90a path".
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from zyntax import cuda, hir, interp
+
+from . import _tensors as T
+from ._rows import NEG_INF, safe_max, tree, vector
+from .attention import LN2
+
+BM = 128  # query rows per block (two consumer warpgroups of 64)
+BN = 128  # keys per tile
+STAGES = 2  # K/V ring depth
+THREADS = 3 * 128
+BOX = 64  # elements per TMA box row: 128 bytes, the 128B swizzle span
+BOX_BYTES = 128 * 128  # one box: 128 rows (BM = BN) of 128 bytes
+CONSUMER_REGS, PRODUCER_REGS = 240, 24
+
+
+def shared_bytes(d: int) -> int:
+    """Q tile, STAGES K and V tiles, then the mbarriers."""
+    return (BM + 2 * STAGES * BN) * d * 2 + 8 * (1 + 4 * STAGES + 2)
+
+
+def build(
+    dtype: str, d: int, causal: bool, overlap: bool = False, pingpong: bool = False
+) -> hir.Module:
+    """`overlap`: FA3's intra-warpgroup pipelining; `pingpong` (with
+    `overlap`): the two consumer warpgroups take turns issuing GEMMs."""
+    pingpong = pingpong and overlap
+    elem = T.HIR_TYPE[dtype]
+    boxes = d // BOX
+    q_bytes, kv_bytes = BM * d * 2, BN * d * 2
+    tags = ("_causal" if causal else "") + ("_ovl" if overlap else "") + ("_pp" if pingpong else "")
+    name = f"attention_sm90_{dtype}_d{d}{tags}"
+    m = hir.Module(name, targets=["sm_90a"])
+    params = [hir.tensormap] * 3 + [hir.ptr("global", elem), hir.ptr("global", hir.f32)]
+    params += [hir.u32] * 3 + [hir.i64] * 3 + [hir.f32]
+    u32x4 = hir.vec(hir.u32, 4)
+    su64 = hir.ptr("shared", hir.u64)
+    with m.kernel("attention", params, max_threads=THREADS, min_blocks=1) as b:
+        tq, tk, tv, o, lse, sq, sk, heads, ob, oh, os_, scale_log2 = b.params
+        tid = b.thread_idx()
+        wg = tid >> 7
+        mb = b.grid_dim() - 1 - b.block_idx()  # the longest (causal) blocks first
+        bh = b.block_idx("y")
+        bi, hi = b.div(bh, heads), b.rem(bh, heads)
+        m0 = mb * BM
+        base = b.dyn_shared(hir.u8)
+        s_q = base
+        s_k = b.ptr_add(base, q_bytes)  # STAGES K tiles, then STAGES V tiles
+        s_v = b.ptr_add(base, q_bytes + STAGES * kv_bytes)
+        # mbarriers: Q, then per slot K full, V full, K empty, V empty.
+        bar_q = b.ptr_cast(b.ptr_add(base, q_bytes + 2 * STAGES * kv_bytes), su64)
+        full_k = b.ptr_add(bar_q, 1)
+        full_v = b.ptr_add(bar_q, 1 + STAGES)
+        empty_k = b.ptr_add(bar_q, 1 + 2 * STAGES)
+        empty_v = b.ptr_add(bar_q, 1 + 3 * STAGES)
+        turns = b.ptr_add(bar_q, 1 + 4 * STAGES)  # one per consumer warpgroup
+        kv_end = b.min(m0 + BM, sk) if causal else sk
+        nblocks = b.div(kv_end + (BN - 1), BN)
+
+        with b.if_(b.eq(tid, 0)):
+            b.mbarrier_init(bar_q, 1)
+            for x in range(STAGES):
+                b.mbarrier_init(b.ptr_add(full_k, x), 1)
+                b.mbarrier_init(b.ptr_add(full_v, x), 1)
+                b.mbarrier_init(b.ptr_add(empty_k, x), 256)  # every consumer thread
+                b.mbarrier_init(b.ptr_add(empty_v, x), 256)
+            for x in range(2):
+                b.mbarrier_init(b.ptr_add(turns, x), 128)  # a warpgroup's threads
+            b.fence_mbarrier_init()
+        b.barrier()
+
+        def wait(bar: hir.Value, parity: Any) -> None:
+            spin, done = b.block(), b.block()
+            b.jump(spin)
+            b.switch_to(spin)
+            b.br(b.mbarrier_try_wait_parity(bar, parity, 1000), done, spin)
+            b.switch_to(done)
+
+        def slot(j: hir.Value) -> hir.Value:
+            return b.rem(j, STAGES)
+
+        def phase(j: hir.Value) -> hir.Value:
+            """Parity of the phase of j's slot that tile j completes."""
+            return b.div(j, STAGES) & 1
+
+        def tile(ring: hir.Value, j: hir.Value) -> hir.Value:
+            return b.ptr_add(ring, slot(j) * kv_bytes)
+
+        def tma(dst: hir.Value, tmap: hir.Value, row: Any, bar: hir.Value) -> None:
+            """128 rows from `row` as `boxes` boxes of 64 columns, side by side."""
+            for x in range(boxes):
+                coords = [b.const(x * BOX, hir.i32), b.cast(row, hir.i32)]
+                coords += [b.cast(hi, hir.i32), b.cast(bi, hir.i32)]
+                b.tma_load(b.ptr_add(dst, x * BOX_BYTES), tmap, coords, bar)
+
+        def pack(x: hir.Value, y: hir.Value) -> hir.Value:
+            """Two f32 as the element pair of one u32 register (x in the low half)."""
+            lo = b.cast(b.bitcast(b.cast(x, elem), hir.u16), hir.u32)
+            hi_ = b.cast(b.bitcast(b.cast(y, elem), hir.u16), hir.u32)
+            return b.prmt(lo, hi_, 0x5410)
+
+        def quad(x: hir.Value, op: Any) -> hir.Value:
+            """op over the four lanes of a quad (the threads sharing a row)."""
+            x = op(x, b.shfl_xor(x, 1))
+            out: hir.Value = op(x, b.shfl_xor(x, 2))
+            return out
+
+        def desc(ptr: hir.Value, lbo: int) -> hir.Value:
+            return b.wgmma_desc(
+                ptr, leading_byte_offset=lbo, stride_byte_offset=1024, swizzle="128B"
+            )
+
+        def consume() -> None:
+            c = wg - 1
+            lane = tid & 31
+            g, t = lane >> 2, lane & 3
+            m0w = m0 + c * 64  # this warpgroup's first query row
+            row0 = m0w + ((tid >> 5) & 3) * 16 + g
+            rows = [row0, row0 + 8]
+            s_qw = b.ptr_add(s_q, c * 64 * 128)
+            zero = b.const(0.0, hir.f32)
+            ninf = b.const(NEG_INF, hir.f32)
+
+            def s_gemm(j: hir.Value) -> hir.Value:
+                """Issues S = Q K_j (one committed group, not waited for)."""
+                wait(b.ptr_add(full_k, slot(j)), phase(j))
+                kt = tile(s_k, j)
+                b.wgmma_fence()
+                sacc = b.wgmma_zero(BN)
+                for kk in range(d // 16):
+                    # k-step kk: box kk // 4, 32 bytes per step within its
+                    # 128-byte rows (the swizzle acts on the address).
+                    off = (kk // 4) * BOX_BYTES + (kk % 4) * 32
+                    sacc = b.wgmma(
+                        sacc,
+                        desc(b.ptr_add(s_qw, off), 16),
+                        desc(b.ptr_add(kt, off), 16),
+                        n=BN,
+                        a_type=dtype,
+                        scale_d=0 if kk == 0 else 1,
+                    )
+                b.wgmma_commit_group()
+                return sacc
+
+            def pv_gemm(j: hir.Value, acc: hir.Value, frags: list[hir.Value]) -> hir.Value:
+                """Issues O += P V_j (one committed group, not waited for)."""
+                wait(b.ptr_add(full_v, slot(j)), phase(j))
+                vt = tile(s_v, j)
+                b.wgmma_fence()
+                for kk in range(BN // 16):
+                    # V is MN-major: 16 keys (rows of 128 bytes) per step;
+                    # the next 64 head-dim columns are the next box (LBO).
+                    vd = desc(b.ptr_add(vt, kk * 16 * 128), BOX_BYTES)
+                    acc = b.wgmma(acc, frags[kk], vd, n=d, a_type=dtype, trans_b=True)
+                b.wgmma_commit_group()
+                return acc
+
+            def softmax(
+                sacc: hir.Value, j: hir.Value, m_old: list[hir.Value], l_old: list[hir.Value]
+            ) -> tuple[list[hir.Value], list[hir.Value], list[hir.Value], list[hir.Value]]:
+                """(row maxima, row sums, rescale factors, P's A fragments) after S_j."""
+                # Row half h, x = 2 * n-tile + e: key 8 n-tile + 2t + e.
+                per = BN // 4
+                flat = [
+                    b.extract(sacc, 4 * (x >> 1) + 2 * h + (x & 1))
+                    for h in range(2)
+                    for x in range(per)
+                ]
+                tile_end = (j + 1) * BN
+                partial = tile_end > sk
+                if causal:
+                    partial = b.or_(partial, tile_end > m0w + 1)
+                sel = b.if_else(partial, results=[hir.f32] * len(flat))
+                with sel as (yes, no):
+                    with yes:
+                        masked = []
+                        for n, val in enumerate(flat):
+                            h, x = n // per, n % per
+                            key = j * BN + (x >> 1) * 8 + (x & 1) + 2 * t
+                            ok = key < sk
+                            if causal:
+                                ok = b.and_(ok, key <= rows[h])
+                            masked.append(b.select(ok, val, NEG_INF))
+                        yes.yield_(*masked)
+                    with no:
+                        no.yield_(*flat)
+                scores = [list(sel.results[h * per : (h + 1) * per]) for h in range(2)]
+                m_new, l_new, alpha, p = [], [], [], []
+                for h in range(2):
+                    mx = quad(tree(b.max, scores[h]), b.max)
+                    mn = b.max(m_old[h], mx * scale_log2)
+                    base_h = safe_max(b, mn)
+                    alpha.append(b.ex2_approx(m_old[h] - base_h))
+                    ph = [b.ex2_approx(b.fma(x, scale_log2, -base_h)) for x in scores[h]]
+                    p.append(ph)
+                    m_new.append(mn)
+                    l_new.append(b.fma(l_old[h], alpha[h], tree(b.add, ph)))
+                # P's A fragment for keys 16kk..: rows (g, g + 8), as mma.sync's A.
+                frags = [
+                    vector(
+                        b,
+                        u32x4,
+                        [
+                            pack(p[0][4 * kk], p[0][4 * kk + 1]),
+                            pack(p[1][4 * kk], p[1][4 * kk + 1]),
+                            pack(p[0][4 * kk + 2], p[0][4 * kk + 3]),
+                            pack(p[1][4 * kk + 2], p[1][4 * kk + 3]),
+                        ],
+                    )
+                    for kk in range(BN // 16)
+                ]
+                return m_new, l_new, alpha, frags
+
+            def release(ring: hir.Value, j: hir.Value) -> None:
+                """This thread is done with tile j of a K or V slot."""
+                b.mbarrier_arrive(b.ptr_add(ring, slot(j)))
+
+            def my_turn(k: hir.Value) -> None:
+                """Ping-pong: turn k of this warpgroup starts after turn k - 1 of
+                the other one (warpgroup 1 first), so one issues its GEMMs while
+                the other runs its softmax. Turns are the overlapped loop's
+                groups of GEMMs: S_0, then (S_j, P_{j-1} V_{j-1}), then the last P V."""
+                if pingpong:
+                    # Warpgroup 1's turn k needs phase k - 1 of its barrier (a
+                    # fresh barrier passes parity 1), warpgroup 2's phase k.
+                    wait(b.ptr_add(turns, c), (k + 1 + c) & 1)
+
+            def end_turn() -> None:
+                if pingpong:
+                    b.mbarrier_arrive(b.ptr_add(turns, c ^ 1))
+
+            def rescale(acc: hir.Value, alpha: list[hir.Value]) -> hir.Value:
+                """O element i belongs to row half (i % 4) >> 1."""
+                out = acc
+                for i in range(d // 2):
+                    out = b.insert(out, b.extract(acc, i) * alpha[(i % 4) >> 1], i)
+                return out
+
+            wait(bar_q, 0)
+            if not overlap:
+                init = [ninf, ninf, zero, zero, b.wgmma_zero(d)]
+                with b.loop(0, nblocks, carry=init, type=hir.u32) as lp:
+                    j = lp.index
+                    m_old, l_old, acc = lp.carried[0:2], lp.carried[2:4], lp.carried[4]
+                    sacc = s_gemm(j)
+                    b.wgmma_wait_group(0)
+                    release(empty_k, j)
+                    m_new, l_new, alpha, frags = softmax(sacc, j, m_old, l_old)
+                    acc = pv_gemm(j, rescale(acc, alpha), frags)
+                    b.wgmma_wait_group(0)
+                    release(empty_v, j)
+                    lp.next(*m_new, *l_new, acc)
+                res = lp.results
+                m_fin, l_part, acc = res[0:2], res[2:4], res[4]
+            else:
+                # FA3's intra-warpgroup overlap: S_j = Q K_j is issued, then
+                # O += P_{j-1} V_{j-1}; the softmax of S_j runs while the
+                # tensor cores still work on P_{j-1} V_{j-1}.
+                first = b.const(0, hir.u32)
+                my_turn(first)
+                sacc = s_gemm(first)
+                end_turn()
+                b.wgmma_wait_group(0)
+                release(empty_k, first)
+                m1, l1, _, frags = softmax(sacc, first, [ninf, ninf], [zero, zero])
+                init = [*m1, *l1, b.wgmma_zero(d), *frags]
+                with b.loop(1, nblocks, carry=init, type=hir.u32) as lp:
+                    j = lp.index
+                    m_old, l_old, acc = lp.carried[0:2], lp.carried[2:4], lp.carried[4]
+                    frags = list(lp.carried[5:])
+                    my_turn(j)
+                    sacc = s_gemm(j)
+                    acc = pv_gemm(j - 1, acc, frags)
+                    end_turn()
+                    b.wgmma_wait_group(1)  # S_j is ready
+                    release(empty_k, j)
+                    m_new, l_new, alpha, frags = softmax(sacc, j, m_old, l_old)
+                    b.wgmma_wait_group(0)
+                    release(empty_v, j - 1)
+                    lp.next(*m_new, *l_new, rescale(acc, alpha), *frags)
+                res = lp.results
+                last = nblocks - 1
+                my_turn(nblocks)
+                acc = pv_gemm(last, res[4], list(res[5:]))
+                end_turn()
+                b.wgmma_wait_group(0)
+                release(empty_v, last)
+                m_fin, l_part = res[0:2], res[2:4]
+            out2 = hir.ptr("global", hir.u32)
+            obase = b.ptr_add(o, b.cast(bi, hir.i64) * ob + b.cast(hi, hir.i64) * oh)
+            for h in range(2):
+                total = quad(l_part[h], b.add)
+                none = b.eq(total, 0.0)
+                inv = b.select(none, 0.0, b.div(b.const(1.0, hir.f32), total))
+                with b.if_(rows[h] < sq):
+                    orow = b.ptr_add(obase, b.cast(rows[h], hir.i64) * os_)
+                    for nt in range(d // 8):
+                        ox = b.extract(acc, 4 * nt + 2 * h) * inv
+                        oy = b.extract(acc, 4 * nt + 2 * h + 1) * inv
+                        dst = b.ptr_cast(b.ptr_add(orow, nt * 8 + 2 * t), out2)
+                        b.store(dst, pack(ox, oy))
+                    with b.if_(b.eq(t, 0)):
+                        val = b.select(none, NEG_INF, b.fma(m_fin[h], LN2, b.log(total)))
+                        at = b.cast(bh, hir.i64) * b.cast(sq, hir.i64) + b.cast(rows[h], hir.i64)
+                        b.store(b.ptr_add(lse, at), val)
+
+        cond = b.if_else(b.eq(wg, 0))
+        with cond as (producer, consumer):
+            with producer:
+                b.setmaxnreg(PRODUCER_REGS, increase=False)
+                with b.if_(b.eq(tid, 0)):
+                    b.mbarrier_arrive_expect_tx(bar_q, q_bytes)
+                    tma(s_q, tq, m0, bar_q)
+                    with b.loop(0, nblocks, type=hir.u32) as lp:
+                        j = lp.index
+                        # A fresh barrier counts the phase before its first as
+                        # complete, so the first STAGES waits pass at once.
+                        fk, fv = b.ptr_add(full_k, slot(j)), b.ptr_add(full_v, slot(j))
+                        wait(b.ptr_add(empty_k, slot(j)), phase(j) ^ 1)
+                        b.mbarrier_arrive_expect_tx(fk, kv_bytes)
+                        tma(tile(s_k, j), tk, j * BN, fk)
+                        wait(b.ptr_add(empty_v, slot(j)), phase(j) ^ 1)
+                        b.mbarrier_arrive_expect_tx(fv, kv_bytes)
+                        tma(tile(s_v, j), tv, j * BN, fv)
+                        lp.next()
+            with consumer:
+                b.setmaxnreg(CONSUMER_REGS, increase=True)
+                consume()
+        b.ret()
+    return m
+
+
+#: Whether consumers overlap S_j = Q K_j with O += P_{j-1} V_{j-1} (FA3's
+#: intra-warpgroup pipelining). Off: on the H100 it measured 10-20 % slower
+#: than the plain loop (docs/performance.md, "Attention"); kept for sweeps.
+OVERLAP = False
+#: With OVERLAP: FA3's ping-pong of the two consumer warpgroups (not yet measured).
+PINGPONG = False
+
+
+@functools.cache
+def _module(dtype: str, d: int, causal: bool, overlap: bool, pingpong: bool) -> hir.Module:
+    return build(dtype, d, causal, overlap, pingpong)
+
+
+@functools.cache
+def _loaded(key: tuple[str, int, bool, bool, bool], device: int) -> Any:
+    return cuda.load_hir(_module(*key), device, arch="sm_90a")
+
+
+def _tensor_map(t: T.Tensor, rows: int) -> Any:
+    """A map of `t` (B, H, S, D) whose box is `rows` x 64 elements of one (b, h)."""
+    box = [BOX, rows, 1, 1]
+    if t.on_gpu:
+        src = t.obj if isinstance(t.arr, int) else t.arr
+        return cuda.TensorMap.tiled(src, box, swizzle="128B", dtype=T.HIR_TYPE[t.dtype])
+    return interp.TensorMap(t.arr, box, swizzle="128B", dtype=t.dtype)
+
+
+def launch(
+    tq: T.Tensor,
+    tk: T.Tensor,
+    tv: T.Tensor,
+    o: T.Tensor,
+    lse: T.Tensor,
+    causal: bool,
+    scale_log2: float,
+    stream: Any,
+) -> None:
+    """Runs the kernel on checked tensors (attention() validated them)."""
+    bsz, heads, sq, d = tq.shape
+    sk = tk.shape[2]
+    maps = [_tensor_map(tq, BM), _tensor_map(tk, BN), _tensor_map(tv, BN)]
+    args = [*maps, o.arr, lse.arr, sq, sk, heads, *o.strides[:3], scale_log2]
+    grid = (-(-sq // BM), bsz * heads)
+    smem = shared_bytes(d)
+    key = (tq.dtype, d, causal, OVERLAP, PINGPONG)
+    if not tq.on_gpu:
+        interp.launch(_module(*key), "attention", grid, THREADS, *args, shared_bytes=smem)
+        return
+    k = _loaded(key, tq.device).kernel("attention")
+    if stream is None and isinstance(tq.arr, int):
+        stream = T._torch_stream(tq)
+    k.launch(grid, THREADS, *args, shared_mem=smem, stream=stream)

@@ -1,0 +1,116 @@
+"""zyntax.kernels.attention_sm90 (FlashAttention-3 style: TMA, an mbarrier
+ring, wgmma with P from registers, a producer and two consumer warpgroups)
+on the reference interpreter: tiny problems against float64 with odd
+lengths, causal masks and both head dims; outputs are poisoned with NaN
+first so every element must be written. The device version:
+tests/python/gpu/test_attention_sm90_gpu.py."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import numpy as np
+import pytest
+
+import zyntax
+from zyntax import ArgumentError, kernels, ptxinfo
+
+att_mod = importlib.import_module("zyntax.kernels.attention")
+sm90 = importlib.import_module("zyntax.kernels.attention_sm90")
+
+rng = np.random.default_rng()
+
+
+def reference(q: Any, k: Any, v: Any, causal: bool, scale: float) -> tuple[Any, Any]:
+    s = np.einsum("bhqd,bhkd->bhqk", q.astype(np.float64), k.astype(np.float64)) * scale
+    if causal:
+        sq, sk = s.shape[-2:]
+        s = np.where(np.tri(sq, sk, dtype=bool), s, -np.inf)
+    m = s.max(-1, keepdims=True)
+    e = np.exp(s - m)
+    lse = (m + np.log(e.sum(-1, keepdims=True)))[..., 0]
+    return np.einsum("bhqk,bhkd->bhqd", e / e.sum(-1, keepdims=True), v.astype(np.float64)), lse
+
+
+@pytest.fixture
+def poisoned(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outputs allocated by attention() start as NaN."""
+    real = att_mod.T.output
+
+    def output(out: Any, like: Any, shape: Any, dtype: str) -> Any:
+        obj, t = real(out, like, shape, dtype)
+        obj[...] = np.nan
+        return obj, t
+
+    monkeypatch.setattr(att_mod.T, "output", output)
+
+
+@pytest.mark.usefixtures("poisoned")
+@pytest.mark.parametrize(
+    ("sq", "sk", "d", "causal", "overlap", "pingpong"),
+    [
+        (64, 64, 64, False, False, False),
+        (64, 64, 64, False, True, True),
+        (130, 130, 64, True, False, False),
+        (130, 130, 64, True, True, False),
+        (130, 130, 64, True, True, True),
+        (75, 300, 64, False, False, False),
+        (75, 300, 64, False, True, False),
+        (75, 300, 64, False, True, True),
+        (131, 131, 128, True, False, False),
+        (257, 257, 128, True, True, True),
+        (33, 97, 128, False, False, False),
+    ],
+)
+def test_attention_sm90_interpreter(
+    sq: int,
+    sk: int,
+    d: int,
+    causal: bool,
+    overlap: bool,
+    pingpong: bool,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Both consumer loops (with and without the S/PV overlap, with and
+    without ping-pong); key counts over several tiles so the ring wraps and
+    its phases flip. f16 (numpy has no bf16 here; the GPU test covers both)."""
+    monkeypatch.setattr(sm90, "OVERLAP", overlap)
+    monkeypatch.setattr(sm90, "PINGPONG", pingpong)
+    dt = np.float16
+    q = rng.standard_normal((1, 1, sq, d)).astype(dt)
+    k = rng.standard_normal((1, 1, sk, d)).astype(dt)
+    v = rng.standard_normal((1, 1, sk, d)).astype(dt)
+    scale = float(rng.uniform(0.05, 0.2))
+    out, lse = kernels.attention(
+        q, k, v, causal=causal, scale=scale, return_lse=True, variant="sm90"
+    )
+    ref, ref_lse = reference(q, k, v, causal, scale)
+    assert out.dtype == q.dtype and out.shape == q.shape
+    o = out.astype(np.float64)
+    assert not np.isnan(o).any() and not np.isnan(lse).any()
+    assert np.linalg.norm(o - ref) / np.linalg.norm(ref) < 5e-3
+    assert np.abs(lse - ref_lse).max() < 1e-2
+
+
+@pytest.mark.parametrize(("overlap", "pingpong"), [(False, False), (True, False), (True, True)])
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_sm90_assembles(d: int, causal: bool, overlap: bool, pingpong: bool) -> None:
+    """ptxas -Werror for sm_90a accepts it (setmaxnreg honoured, no C7508
+    warning) with wgmma, tensor copies and no spilled registers."""
+    module = sm90.build("bf16", d, causal, overlap, pingpong)
+    ptx = zyntax.compile(module, backend="nvptx", arch="sm_90a")
+    res = ptxinfo.ptxas_resources(zyntax.validate_ptx(ptx, "sm_90a").log)
+    r = res["attention"]
+    assert r["spill_store_bytes"] == 0, r
+    # The overlapped loop has a prologue S and an epilogue P·V besides the loop's.
+    assert ptx.count("wgmma.mma_async") == (1 + overlap) * (d // 16 + sm90.BN // 16)
+    assert "setmaxnreg.inc.sync.aligned.u32 240" in ptx
+    assert "cp.async.bulk.tensor.4d" in ptx
+
+
+def test_attention_variant_bad_input() -> None:
+    q = np.ones((1, 1, 8, 64), np.float16)
+    with pytest.raises(ArgumentError, match="'variant'"):
+        kernels.attention(q, q, q, variant="sm70")

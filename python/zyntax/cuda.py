@@ -57,6 +57,7 @@ __all__ = [
     "Program",
     "ProgramExec",
     "Stream",
+    "TensorMap",
     "advise",
     "as_device_array",
     "capture",
@@ -99,6 +100,9 @@ Graph = _native.CudaGraph
 GraphExec = _native.CudaGraphExec
 PinnedBuffer = _native.CudaPinnedBuffer
 DeviceArray = _native.DeviceArray
+#: A TMA tensor map (``TensorMap.tiled(tensor, box, swizzle=...)``), passed to
+#: a kernel's ``hir.tensormap`` parameter; see docs/runtime.md.
+TensorMap = _native.CudaTensorMap
 
 is_available = _native.cuda_is_available
 device_count = _native.cuda_device_count

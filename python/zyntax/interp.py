@@ -21,7 +21,7 @@ from zyntax import _native
 from zyntax.errors import ArgumentError, LaunchError, ZyntaxError
 from zyntax.hir import Module, Type, check_text
 
-__all__ = ["Dim3", "call", "launch"]
+__all__ = ["Dim3", "TensorMap", "call", "launch"]
 
 Dim3 = int | Sequence[int]
 
@@ -39,6 +39,116 @@ _NUMPY_OF = {
     "f32": "float32",
     "f64": "float64",
 }
+
+
+class TensorMap:
+    """A TMA tensor map for the interpreter (issue 13): a host description of
+    `array` (a C-contiguous numpy array) and the box a TMA instruction moves,
+    passed where a kernel takes a ``hir.tensormap`` parameter. The interpreter
+    reads and writes `array` in place, as for a pointer argument.
+
+    Dimensions, `box` and `element_strides` are innermost first (the array's
+    last axis is dimension 0), as in PTX and ``zyntax.cuda.TensorMap.tiled``,
+    whose checks (every field, named in an `ArgumentError`) it shares."""
+
+    __slots__ = (
+        "array",
+        "box",
+        "dims",
+        "dtype",
+        "element_strides",
+        "oob_fill",
+        "strides",
+        "swizzle",
+    )
+
+    def __init__(
+        self,
+        array: np.ndarray[Any, Any],
+        box: Sequence[int],
+        *,
+        swizzle: str = "none",
+        element_strides: Sequence[int] | None = None,
+        oob_fill: str = "zero",
+        dtype: str | None = None,
+    ) -> None:
+        if not isinstance(array, np.ndarray):
+            raise ArgumentError(
+                f"TensorMap argument 'array': expected a numpy array, got {type(array).__name__}"
+            )
+        if not array.flags.c_contiguous:
+            raise ArgumentError(
+                "TensorMap argument 'array': the interpreter needs a C-contiguous array "
+                "(copy it with numpy.ascontiguousarray)"
+            )
+        if dtype is None:
+            names = {v: k for k, v in _NUMPY_OF.items()}
+            dtype = names.get(array.dtype.name)
+            if dtype is None:
+                raise ArgumentError(
+                    f"TensorMap dtype: the array's dtype {array.dtype} has no zyntax element "
+                    "type (pass dtype=, e.g. dtype='bf16' for 2-byte bfloat16 data)"
+                )
+        size = {"bool": 1, "i8": 1, "u8": 1, "i16": 2, "u16": 2, "f16": 2, "bf16": 2}.get(
+            dtype, 8 if dtype[-2:] == "64" else 4
+        )
+        if size != array.itemsize:
+            raise ArgumentError(
+                f"TensorMap argument 'dtype': {dtype} is {size} bytes, "
+                f"the array's elements {array.itemsize}"
+            )
+        self.array = array
+        self.dtype = dtype
+        self.dims = tuple(int(d) for d in reversed(array.shape))
+        self.strides = tuple(int(s) for s in reversed(array.strides))[1:]
+        self.box = tuple(int(b) for b in box)
+        self.element_strides = tuple(
+            int(e) for e in (element_strides if element_strides is not None else [1] * array.ndim)
+        )
+        self.swizzle = swizzle
+        self.oob_fill = oob_fill
+        _native_fn("interp_tensor_map_check")(self._desc(0), 0)
+
+    @classmethod
+    def tiled(
+        cls,
+        array: np.ndarray[Any, Any],
+        box: Sequence[int],
+        *,
+        swizzle: str = "none",
+        element_strides: Sequence[int] | None = None,
+        oob_fill: str = "zero",
+        dtype: str | None = None,
+    ) -> TensorMap:
+        """The same as the constructor; spelled as ``zyntax.cuda.TensorMap.tiled``."""
+        return cls(
+            array,
+            box,
+            swizzle=swizzle,
+            element_strides=element_strides,
+            oob_fill=oob_fill,
+            dtype=dtype,
+        )
+
+    @property
+    def box_bytes(self) -> int:
+        """Bytes one box occupies in shared memory (what a load completes on its mbarrier)."""
+        n = self.array.itemsize
+        for b, e in zip(self.box, self.element_strides, strict=True):
+            n *= -(-b // e)
+        return n
+
+    def _desc(self, buffer: int) -> tuple[Any, ...]:
+        return (
+            buffer,
+            self.dtype,
+            self.dims,
+            self.strides,
+            self.box,
+            self.element_strides,
+            self.swizzle,
+            self.oob_fill,
+        )
 
 
 def _native_fn(name: str) -> Any:
@@ -65,9 +175,27 @@ class _Marshal:
         #: (array, index of the first argument that passed it)
         self.arrays: list[tuple[np.ndarray[Any, Any], int]] = []
         self.index_of: dict[int, int] = {}
+        #: Tensor maps (issue 13), as the native launch takes them.
+        self.tensor_maps: list[tuple[Any, ...]] = []
+
+    def buffer(self, a: np.ndarray[Any, Any], k: int) -> int:
+        """The buffer index of array `a` (added on first use)."""
+        if id(a) not in self.index_of:
+            self.index_of[id(a)] = len(self.buffers)
+            self.buffers.append(np.ascontiguousarray(a).tobytes())
+            self.arrays.append((a, k))
+        return self.index_of[id(a)]
 
     def arg(self, k: int, a: Any) -> Any:
         ty = self.params[k]
+        if isinstance(a, TensorMap) or ty.kind == "tensormap":
+            if not isinstance(a, TensorMap) or ty.kind != "tensormap":
+                raise ArgumentError(
+                    f"@{self.fname} argument {k} is {ty}; got {type(a).__name__} "
+                    "(a hir.tensormap parameter takes a zyntax.interp.TensorMap)"
+                )
+            self.tensor_maps.append(a._desc(self.buffer(a.array, k)))
+            return ("tensormap", len(self.tensor_maps) - 1)
         if isinstance(a, np.ndarray):
             if not ty.is_ptr:
                 raise ArgumentError(f"@{self.fname} argument {k} is {ty}; got a numpy array")
@@ -78,11 +206,7 @@ class _Marshal:
                     f"@{self.fname} argument {k} points to {ty.elem}; "
                     f"got an array of {a.dtype} (expected {want})"
                 )
-            if id(a) not in self.index_of:
-                self.index_of[id(a)] = len(self.buffers)
-                self.buffers.append(np.ascontiguousarray(a).tobytes())
-                self.arrays.append((a, k))
-            return ("buffer", self.index_of[id(a)])
+            return ("buffer", self.buffer(a, k))
         if isinstance(a, np.generic):
             return a.item()
         return a
@@ -167,6 +291,7 @@ def launch(
             shared_bytes=shared_bytes,
             checks=checks,
             fuel=fuel,
+            tensor_maps=marshal.tensor_maps,
         )
     except ZyntaxError as e:
         if hasattr(e, "buffers"):

@@ -16,6 +16,7 @@ import numpy as np
 __all__ = [
     "Array",
     "DType",
+    "TensorMap",
     "abs",
     "async_commit",
     "async_copy",
@@ -27,6 +28,8 @@ __all__ = [
     "block_dim",
     "block_idx",
     "brev",
+    "bulk_commit_group",
+    "bulk_wait_group",
     "ceil",
     "clz",
     "cos",
@@ -62,6 +65,7 @@ __all__ = [
     "mma",
     "popc",
     "prange",
+    "prefetch_tensormap",
     "rsqrt",
     "shared",
     "shfl_down_sync",
@@ -77,6 +81,9 @@ __all__ = [
     "threadfence",
     "threadfence_block",
     "threadfence_system",
+    "tma_load",
+    "tma_reduce",
+    "tma_store",
     "u8",
     "u16",
     "u32",
@@ -268,6 +275,30 @@ mbarrier_try_wait_parity = Primitive("mbarrier_try_wait_parity")
 mbarrier_inval = Primitive("mbarrier_inval")
 fence_proxy_async = Primitive("fence_proxy_async")
 fence_mbarrier_init = Primitive("fence_mbarrier_init")
+
+# TMA (issue 13): a kernel parameter annotated ``TensorMap`` takes a
+# ``zyntax.cuda.TensorMap`` (``zyntax.interp.TensorMap`` on the interpreter).
+# ``tma_load(dst, tmap, coords, bars, i)`` loads the box at `coords` (a tuple,
+# innermost first) into the shared array `dst` (use ``shared.dynamic``: it is
+# 1024-byte aligned, as swizzled boxes need), completing on ``bars[i]``;
+# ``tma_store(tmap, coords, src)`` / ``tma_reduce(op, tmap, coords, src)`` write
+# the box back (then ``bulk_commit_group()`` and ``bulk_wait_group(0)``).
+
+
+class _TensorMapType:
+    """The annotation of a tensor-map kernel parameter."""
+
+    def __repr__(self) -> str:
+        return "zyntax.TensorMap"
+
+
+TensorMap = _TensorMapType()
+tma_load = Primitive("tma_load")
+tma_store = Primitive("tma_store")
+tma_reduce = Primitive("tma_reduce")
+bulk_commit_group = Primitive("bulk_commit_group")
+bulk_wait_group = Primitive("bulk_wait_group")
+prefetch_tensormap = Primitive("prefetch_tensormap")
 
 shared = _Namespace("shared", ["array", "dynamic"])
 local = _Namespace("local", ["array"])

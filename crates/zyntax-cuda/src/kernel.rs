@@ -24,6 +24,8 @@ pub enum ParamKind {
     Raw { bytes: u32, float: bool },
     /// An aggregate passed by value, as raw bytes.
     Bytes(u32),
+    /// A TMA tensor map (issue 13): 128 bytes by value (`__grid_constant__`).
+    TensorMap,
 }
 
 impl ParamKind {
@@ -33,6 +35,7 @@ impl ParamKind {
             ParamKind::Ptr { .. } => 8,
             ParamKind::Scalar(s) => s.size_bytes() as u32,
             ParamKind::Raw { bytes, .. } | ParamKind::Bytes(bytes) => *bytes,
+            ParamKind::TensorMap => zyntax_hir::tensormap::TENSORMAP_BYTES as u32,
         }
     }
 
@@ -41,6 +44,7 @@ impl ParamKind {
     pub fn from_type(t: &Type) -> Result<ParamKind> {
         match t {
             Type::Scalar(s) => Ok(ParamKind::Scalar(*s)),
+            Type::TensorMap => Ok(ParamKind::TensorMap),
             Type::Ptr(_, pointee) => Ok(ParamKind::Ptr {
                 elem: match &**pointee {
                     Type::Array(e, _) => e.elem_scalar(),
@@ -48,7 +52,7 @@ impl ParamKind {
                 },
             }),
             other => Err(CudaError::Invalid(format!(
-                "kernel parameters of type {other} are not supported (scalars and pointers only)"
+                "kernel parameters of type {other} are not supported (scalars, pointers and tensor maps only)"
             ))),
         }
     }
@@ -64,6 +68,7 @@ impl fmt::Display for ParamKind {
                 write!(f, "{}{}", if *float { "f" } else { "b" }, bytes * 8)
             }
             ParamKind::Bytes(n) => write!(f, "bytes[{n}]"),
+            ParamKind::TensorMap => f.write_str("tensormap"),
         }
     }
 }
@@ -144,6 +149,8 @@ pub enum KernelArg<'a> {
     Float(f64),
     Bool(bool),
     Bytes(&'a [u8]),
+    /// A tensor map for a `tensormap` parameter (checked against the kernel's device).
+    TensorMap(&'a crate::tensormap::TensorMap),
 }
 
 /// Attributes the driver reports for a compiled kernel.
@@ -703,6 +710,22 @@ fn encode(
         (ParamKind::Bytes(n), other) => {
             Err(format!("expected {n} raw bytes, got {}", arg_name(&other)))
         }
+        (ParamKind::TensorMap, KernelArg::TensorMap(t)) => {
+            if t.device() != device {
+                return Err(format!(
+                    "the tensor map describes memory on device {}, the kernel runs on device {device}",
+                    t.device()
+                ));
+            }
+            for (i, chunk) in t.bytes().chunks(8).enumerate() {
+                put(&mut dst[i..], chunk);
+            }
+            Ok(())
+        }
+        (ParamKind::TensorMap, other) => Err(format!(
+            "expected a tensor map (zyntax.cuda.TensorMap), got {}",
+            arg_name(&other)
+        )),
     }
 }
 
@@ -720,6 +743,7 @@ fn arg_name(a: &KernelArg<'_>) -> &'static str {
         KernelArg::Float(_) => "a float",
         KernelArg::Bool(_) => "a bool",
         KernelArg::Bytes(_) => "raw bytes",
+        KernelArg::TensorMap(_) => "a tensor map",
     }
 }
 

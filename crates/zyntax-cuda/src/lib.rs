@@ -48,6 +48,7 @@ pub mod module;
 pub mod profile;
 pub mod program;
 pub mod stream;
+pub mod tensormap;
 
 /// The raw driver API (cudarc's dynamically loaded bindings), for callers
 /// that need a call this crate does not wrap. Call [`init`] first.
@@ -75,6 +76,7 @@ pub use program::{
     Access, Binding, ExecOptions, Executor, MemoryPlan, Program, ProgramSpec, Role, StepArg,
 };
 pub use stream::{CaptureMode, Event, Stream};
+pub use tensormap::TensorMap;
 
 /// One argument of [`quick_run`]: a host buffer (copied to the device before
 /// the launch and back into the same `Vec` after it) or a scalar.

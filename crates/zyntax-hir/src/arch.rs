@@ -34,6 +34,8 @@
 //! | `wgmma` on s8 × u8 / u8 × s8 | sm_90a | 8.4 | mixed integer inputs |
 //! | `setmaxnreg` | sm_90a | 8.0 | `setmaxnreg.inc/dec.sync.aligned.u32` (arch-specific) |
 //! | `elect.sync` | sm_90 | 8.0 | `elect.sync` |
+//! | `tma.*`, `bulk.*`, `prefetch.tensormap` | sm_90 | 8.0 | `cp.async.bulk[.tensor]`, `cp.reduce.async.bulk.tensor`, tensor maps |
+//! | `tma.load.multicast` | sm_90a | 8.0 | `.multicast::cluster` (ptxas: an advisory on plain sm_90) |
 //!
 //! Kernel metadata is checked per arch too: static + dynamic shared memory
 //! against [`max_shared_bytes`], `min_blocks` against [`max_blocks_per_sm`]
@@ -102,6 +104,10 @@ pub const WGMMA: Feature = feature("wgmma", Arch::Sm90a, 8, 0);
 pub const WGMMA_MIXED_INT: Feature = feature("wgmma with mixed s8/u8 inputs", Arch::Sm90a, 8, 4);
 pub const SETMAXNREG: Feature = feature("setmaxnreg", Arch::Sm90a, 8, 0);
 pub const ELECT_SYNC: Feature = feature("elect.sync", Arch::Sm90, 8, 0);
+// TMA and bulk copies (issue 13 item 2).
+pub const TMA: Feature = feature("tma", Arch::Sm90, 8, 0);
+// ptxas flags `.multicast::cluster` on plain sm_90 ("use sm_90a").
+pub const TMA_MULTICAST: Feature = feature("tma multicast", Arch::Sm90a, 8, 0);
 
 /// Every row of the gating table.
 pub const FEATURES: &[Feature] = &[
@@ -128,6 +134,8 @@ pub const FEATURES: &[Feature] = &[
     WGMMA_MIXED_INT,
     SETMAXNREG,
     ELECT_SYNC,
+    TMA,
+    TMA_MULTICAST,
 ];
 
 /// The oldest PTX ISA version whose `.target` accepts `arch`.
@@ -224,6 +232,7 @@ pub fn mentions_bf16(t: &Type) -> bool {
         Type::Scalar(s) | Type::Vector(s, _) => *s == ScalarType::BF16,
         Type::Array(e, _) | Type::Ptr(_, e) => mentions_bf16(e),
         Type::Frag(fr) => fr.elem == ScalarType::BF16,
+        Type::TensorMap => false,
     }
 }
 

@@ -962,6 +962,79 @@ impl FunctionBuilder {
     }
 }
 
+// ---------------------------------------------------------------- TMA (issue 13 item 2)
+
+impl FunctionBuilder {
+    /// `tma.load[.multicast]`: the box of `tmap` at `coords` (innermost first)
+    /// into shared `dst`, its bytes completed on `bar`; with `multicast`, into
+    /// every CTA of the cluster in the u16 mask.
+    pub fn tma_load(
+        &mut self,
+        dst: ValueId,
+        tmap: ValueId,
+        bar: ValueId,
+        coords: &[ValueId],
+        multicast: Option<ValueId>,
+    ) -> BuildResult<()> {
+        let mut args = vec![dst, tmap, bar];
+        args.extend_from_slice(coords);
+        args.extend(multicast);
+        self.push0(
+            Op::TmaLoad {
+                multicast: multicast.is_some(),
+            },
+            &args,
+        )
+    }
+    /// `tma.store`: the box in shared `src` to `tmap`'s tensor at `coords`.
+    pub fn tma_store(
+        &mut self,
+        tmap: ValueId,
+        src: ValueId,
+        coords: &[ValueId],
+    ) -> BuildResult<()> {
+        let mut args = vec![tmap, src];
+        args.extend_from_slice(coords);
+        self.push0(Op::TmaStore, &args)
+    }
+    /// `tma.reduce.<op>`: the box in shared `src` combined into `tmap`'s tensor at `coords`.
+    pub fn tma_reduce(
+        &mut self,
+        op: BulkRedOp,
+        tmap: ValueId,
+        src: ValueId,
+        coords: &[ValueId],
+    ) -> BuildResult<()> {
+        let mut args = vec![tmap, src];
+        args.extend_from_slice(coords);
+        self.push0(Op::TmaReduce(op), &args)
+    }
+    /// `bulk.copy.g2s`: `bytes` from global `src` to shared `dst`, completed on `bar`.
+    pub fn bulk_copy_g2s(
+        &mut self,
+        dst: ValueId,
+        src: ValueId,
+        bytes: ValueId,
+        bar: ValueId,
+    ) -> BuildResult<()> {
+        self.push0(Op::BulkCopyG2S, &[dst, src, bytes, bar])
+    }
+    /// `bulk.copy.s2g`: `bytes` from shared `src` to global `dst` (a bulk group op).
+    pub fn bulk_copy_s2g(&mut self, dst: ValueId, src: ValueId, bytes: ValueId) -> BuildResult<()> {
+        self.push0(Op::BulkCopyS2G, &[dst, src, bytes])
+    }
+    pub fn bulk_commit_group(&mut self) -> BuildResult<()> {
+        self.push0(Op::BulkCommitGroup, &[])
+    }
+    /// Waits until at most `pending` bulk groups are incomplete (`read`: still read their source).
+    pub fn bulk_wait_group(&mut self, pending: u32, read: bool) -> BuildResult<()> {
+        self.push0(Op::BulkWaitGroup { pending, read }, &[])
+    }
+    pub fn prefetch_tensormap(&mut self, tmap: ValueId) -> BuildResult<()> {
+        self.push0(Op::PrefetchTensormap, &[tmap])
+    }
+}
+
 /// Truncate an integer to the width of its type and re-extend it by the type's
 /// signedness, so equal values always have one representation.
 pub fn normalize_int(s: ScalarType, value: i64) -> i64 {

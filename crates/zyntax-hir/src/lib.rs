@@ -29,6 +29,7 @@ pub mod parser;
 pub mod printer;
 pub mod table;
 pub mod target;
+pub mod tensormap;
 pub mod types;
 pub mod verify;
 pub mod version;
@@ -40,6 +41,7 @@ pub use ir::{
     BlockCall, BlockData, Constraints, Function, FunctionKind, InstData, KernelInfo, Module,
     ValueData, ValueDef,
 };
+pub use op::BulkRedOp;
 pub use op::{
     ApproxOp, AtomicOp, BinOp, BitOp, CacheHint, CacheOp, CmpOp, ConstValue, Dim, MatchMode,
     MbarrierOp, MmaElem, Op, OpClass, OptLevel, ReduxOp, Scope, ShflMode, Swizzle, UnOp, VoteMode,

@@ -54,6 +54,11 @@
 //! | `wgmma.fence`, `wgmma.commit_group`, `wgmma.wait_group.<n>` | – | – |
 //! | `setmaxnreg.{inc,dec}.<count>` | – | – |
 //! | `elect.sync` | – | 1 bool |
+//! | `tma.load[.multicast]` | dst (shared ptr), tmap, bar, 1-5 coords (i32/u32) [, cta mask (u16)] | – |
+//! | `tma.store` / `tma.reduce.<op>` | tmap, src (shared ptr), 1-5 coords (i32/u32) | – |
+//! | `bulk.copy.g2s` / `bulk.copy.s2g` | dst, src, bytes (u32) [, bar] | – |
+//! | `bulk.commit_group`, `bulk.wait_group[.read] <n>` | – | – |
+//! | `prefetch.tensormap` | tmap | – |
 //! | `call @f` | arguments | callee's returns |
 //! | `jump` / `br` / `return` / `unreachable` | – / cond / values / – | – |
 
@@ -186,6 +191,12 @@ named_enum!(
     /// `redux.sync` reductions over the lanes of a mask (sm_80): on u32 or i32
     /// (`min`/`max` by signedness; `and`/`or`/`xor` bitwise).
     ReduxOp { Add => "add", Min => "min", Max => "max", And => "and", Or => "or", Xor => "xor" }
+);
+
+named_enum!(
+    /// Reductions of `cp.reduce.async.bulk.tensor` (issue 13 item 2); the
+    /// element type is the tensor map's.
+    BulkRedOp { Add => "add", Min => "min", Max => "max" }
 );
 
 named_enum!(
@@ -555,6 +566,29 @@ pub enum Op {
     },
     /// `elect.sync`: true in exactly one active lane of the warp (the lowest).
     ElectSync,
+    // --- GPU: TMA and bulk copies (issue 13 item 2); coordinates innermost first
+    /// `cp.async.bulk.tensor.<n>d.shared::cluster.global.tile.mbarrier::complete_tx::bytes`
+    /// (`.multicast::cluster` with a u16 CTA mask last).
+    TmaLoad {
+        multicast: bool,
+    },
+    /// `cp.async.bulk.tensor.<n>d.global.shared::cta.tile.bulk_group`.
+    TmaStore,
+    /// `cp.reduce.async.bulk.tensor.<n>d.global.shared::cta.<op>.tile.bulk_group`.
+    TmaReduce(BulkRedOp),
+    /// `cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes`.
+    BulkCopyG2S,
+    /// `cp.async.bulk.global.shared::cta.bulk_group`.
+    BulkCopyS2G,
+    /// `cp.async.bulk.commit_group`.
+    BulkCommitGroup,
+    /// `cp.async.bulk.wait_group[.read] pending`.
+    BulkWaitGroup {
+        pending: u32,
+        read: bool,
+    },
+    /// `prefetch.tensormap`.
+    PrefetchTensormap,
 }
 
 /// Broad classes of ops, used by the verifier's placement rules and the docs.

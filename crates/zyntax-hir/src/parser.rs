@@ -963,6 +963,7 @@ impl Parser {
                 | Op::DynShared { .. }
                 | Op::Shfl { .. }
                 | Op::CpAsyncWait(_)
+                | Op::BulkWaitGroup { .. }
                 | Op::Jump
                 | Op::Branch
         );
@@ -1043,6 +1044,11 @@ impl Parser {
             ["dyn_shared"] => {
                 let elem = self.ty(0)?;
                 return Ok((Op::DynShared { elem }, Vec::new(), Vec::new()));
+            }
+            ["bulk", "wait_group", rest @ ..] if matches!(rest, [] | ["read"]) => {
+                let pending = self.expect_u32("the number of bulk groups that may stay pending")?;
+                let read = !rest.is_empty();
+                return Ok((Op::BulkWaitGroup { pending, read }, Vec::new(), Vec::new()));
             }
             ["cp", "async", "wait"] => {
                 let n = self.expect_u32("the number of groups that may stay pending")?;
@@ -1421,6 +1427,10 @@ impl Parser {
             return Ok(Type::Scalar(s));
         }
         match name.as_str() {
+            "tensormap" => {
+                self.next();
+                Ok(Type::TensorMap)
+            }
             "vec" => {
                 self.next();
                 self.expect_punct('<', "`<` after `vec`")?;

@@ -201,7 +201,7 @@ pub fn print_inst(f: &Function, inst: InstId) -> String {
         Op::Shfl { width, .. } => {
             let _ = write!(out, " {args} width {width}");
         }
-        Op::CpAsyncWait(n) => {
+        Op::CpAsyncWait(n) | Op::BulkWaitGroup { pending: n, .. } => {
             let _ = write!(out, " {n}");
         }
         Op::Call(name) => {

@@ -20,6 +20,7 @@ use crate::arch::{
     Feature, CP_ASYNC, ELECT_SYNC, LDMATRIX, MATCH, MBARRIER, MBARRIER_TX, MMA_SYNC, REDUX,
     SETMAXNREG, STMATRIX, TANH_APPROX, WGMMA,
 };
+use crate::arch::{TMA, TMA_MULTICAST};
 use crate::op::*;
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -330,6 +331,20 @@ macro_rules! mbarrier {
         .rust(concat!("mbarrier(MbarrierOp::", stringify!($v), ", args)"))
         .py(Py::Hand(concat!("mbarrier_", $sub)))
         .doc($doc)
+    };
+}
+macro_rules! tma_reduce {
+    ($sub:literal, $v:ident, $doc:literal) => {
+        tma_row("tma_reduce", $sub, concat!("tma.reduce.", $sub))
+            .op(|| Op::TmaReduce(BulkRedOp::$v))
+            .fx(fx::READ | fx::WRITE | fx::SYNC)
+            .rust(concat!(
+                "tma_reduce(BulkRedOp::",
+                stringify!($v),
+                ", tmap, src, coords)"
+            ))
+            .py(Py::Hand("tma_reduce"))
+            .doc($doc)
     };
 }
 macro_rules! index {
@@ -1277,7 +1292,100 @@ pub static OPS: &[OpDef] = &[
         .rust("elect_sync()")
         .py(Py::Hand("elect_sync"))
         .doc("True in one lane of the warp (the lowest active one)."),
+    // --- GPU: TMA and bulk copies (issue 13 item 2); a tensor map is a `tensormap` kernel parameter
+    tma_row("tma_load", "", "tma.load")
+        .op(|| Op::TmaLoad { multicast: false })
+        .fx(fx::READ | fx::WRITE | fx::SYNC)
+        .rust("tma_load(dst, tmap, bar, coords, None)")
+        .py(Py::Hand("tma_load"))
+        .doc("dst, tmap, bar, coords (innermost first): copies the box at coords into shared dst; completes its bytes on bar."),
+    tma_row("tma_load", "multicast", "tma.load.multicast")
+        .op(|| Op::TmaLoad { multicast: true })
+        .needs(TMA_MULTICAST)
+        .fx(fx::READ | fx::WRITE | fx::SYNC)
+        .rust("tma_load(dst, tmap, bar, coords, Some(mask))")
+        .py(Py::Hand("tma_load"))
+        .doc("dst, tmap, bar, coords, mask: `tma.load` into every CTA of the cluster named in the u16 mask."),
+    tma_row("tma_store", "", "tma.store")
+        .op(|| Op::TmaStore)
+        .fx(fx::READ | fx::WRITE | fx::SYNC)
+        .rust("tma_store(tmap, src, coords)")
+        .py(Py::Hand("tma_store"))
+        .doc("tmap, src, coords: copies the box in shared src to the tensor (in-bounds elements only); a bulk group op."),
+    tma_reduce!("add", Add, "tmap, src, coords: adds the box in shared src into the tensor; a bulk group op."),
+    tma_reduce!("min", Min, "tmap, src, coords: the minimum of the box in shared src and the tensor; a bulk group op."),
+    tma_reduce!("max", Max, "tmap, src, coords: the maximum of the box in shared src and the tensor; a bulk group op."),
+    row(
+        "bulk_copy_g2s",
+        "",
+        "bulk.copy.g2s",
+        &["dst", "src", "bytes", "bar"],
+        0,
+        "–",
+    )
+    .op(|| Op::BulkCopyG2S)
+    .gpu()
+    .fx(fx::READ | fx::WRITE | fx::SYNC)
+    .needs(TMA)
+    .rust("bulk_copy_g2s(dst, src, bytes, bar)")
+    .py(Py::Hand("bulk_copy_g2s"))
+    .doc("Copies bytes (a multiple of 16) from global src to shared dst; completes them on bar."),
+    row(
+        "bulk_copy_s2g",
+        "",
+        "bulk.copy.s2g",
+        &["dst", "src", "bytes"],
+        0,
+        "–",
+    )
+    .op(|| Op::BulkCopyS2G)
+    .gpu()
+    .fx(fx::READ | fx::WRITE | fx::SYNC)
+    .needs(TMA)
+    .rust("bulk_copy_s2g(dst, src, bytes)")
+    .py(Py::Hand("bulk_copy_s2g"))
+    .doc("Copies bytes (a multiple of 16) from shared src to global dst; a bulk group op."),
+    row("bulk_commit_group", "", "bulk.commit_group", NONE, 0, "–")
+        .op(|| Op::BulkCommitGroup)
+        .gpu()
+        .fx(fx::SYNC)
+        .needs(TMA)
+        .rust("bulk_commit_group()")
+        .py(Py::Nullary("bulk_commit_group"))
+        .doc("Closes this thread's current group of bulk stores and reductions."),
+    row("bulk_wait_group", "", "bulk.wait_group", NONE, 0, "–")
+        .imm("pending")
+        .gpu()
+        .fx(fx::SYNC)
+        .needs(TMA)
+        .rust("bulk_wait_group(pending, false)")
+        .py(Py::Hand("bulk_wait_group"))
+        .doc("Waits until at most pending of this thread's bulk groups are incomplete."),
+    row("bulk_wait_group", "read", "bulk.wait_group.read", NONE, 0, "–")
+        .imm("pending")
+        .gpu()
+        .fx(fx::SYNC)
+        .needs(TMA)
+        .rust("bulk_wait_group(pending, true)")
+        .py(Py::Hand("bulk_wait_group"))
+        .doc("Waits until at most pending bulk groups still read their shared source."),
+    row("prefetch_tensormap", "", "prefetch.tensormap", &["tmap"], 0, "–")
+        .op(|| Op::PrefetchTensormap)
+        .gpu()
+        .fx(fx::SYNC)
+        .needs(TMA)
+        .rust("prefetch_tensormap(tmap)")
+        .py(Py::Hand("prefetch_tensormap"))
+        .doc("Prefetches the tensor map into the cache (no effect on values)."),
 ];
+
+/// A TMA row: variadic operands (1-5 coordinates, listed in `op.rs`), no results.
+const fn tma_row(family: &'static str, sub: &'static str, mnemonic: &'static str) -> OpDef {
+    row(family, sub, mnemonic, NONE, 0, "–")
+        .variadic(true, false)
+        .gpu()
+        .needs(TMA)
+}
 
 fn index() -> &'static HashMap<(&'static str, &'static str), usize> {
     static INDEX: OnceLock<HashMap<(&'static str, &'static str), usize>> = OnceLock::new();
@@ -1384,6 +1492,14 @@ impl Op {
             WgmmaWait(_) => ("wgmma_wait", ""),
             Setmaxnreg { .. } => ("setmaxnreg", ""),
             ElectSync => ("elect_sync", ""),
+            TmaLoad { multicast } => ("tma_load", if *multicast { "multicast" } else { "" }),
+            TmaStore => ("tma_store", ""),
+            TmaReduce(r) => ("tma_reduce", r.name()),
+            BulkCopyG2S => ("bulk_copy_g2s", ""),
+            BulkCopyS2G => ("bulk_copy_s2g", ""),
+            BulkCommitGroup => ("bulk_commit_group", ""),
+            BulkWaitGroup { read, .. } => ("bulk_wait_group", if *read { "read" } else { "" }),
+            PrefetchTensormap => ("prefetch_tensormap", ""),
         }
     }
 

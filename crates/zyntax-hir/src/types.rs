@@ -262,6 +262,9 @@ pub enum Type {
     Ptr(AddrSpace, Box<Type>),
     /// A warp-level MMA fragment.
     Frag(FragType),
+    /// A TMA tensor map (issue 13): only a kernel parameter, passed by value
+    /// as a 128-byte `__grid_constant__`; only the TMA instructions use it.
+    TensorMap,
 }
 
 impl Type {
@@ -297,7 +300,7 @@ impl Type {
                     t = e;
                 }
                 Type::Vector(..) => return d + 1,
-                Type::Scalar(_) | Type::Frag(_) => return d,
+                Type::Scalar(_) | Type::Frag(_) | Type::TensorMap => return d,
             }
         }
     }
@@ -354,17 +357,17 @@ impl Type {
         match self {
             Type::Scalar(_) | Type::Vector(..) | Type::Ptr(..) => true,
             Type::Array(e, _) => e.is_memory_type(),
-            Type::Frag(_) => false,
+            Type::Frag(_) | Type::TensorMap => false,
         }
     }
-    /// Size in bytes in memory (pointers are 64-bit); `None` for fragments.
+    /// Size in bytes in memory (pointers are 64-bit); `None` for fragments and tensor maps.
     pub fn size_bytes(&self) -> Option<u64> {
         match self {
             Type::Scalar(s) => Some(s.size_bytes()),
             Type::Vector(s, n) => Some(s.size_bytes() * u64::from(*n)),
             Type::Array(e, n) => e.size_bytes().and_then(|b| b.checked_mul(*n)),
             Type::Ptr(..) => Some(8),
-            Type::Frag(_) => None,
+            Type::Frag(_) | Type::TensorMap => None,
         }
     }
     /// Natural alignment in bytes.
@@ -375,6 +378,7 @@ impl Type {
             Type::Array(e, _) => e.align_bytes(),
             Type::Ptr(..) => 8,
             Type::Frag(_) => 1,
+            Type::TensorMap => 64,
         }
     }
 }
@@ -414,7 +418,7 @@ impl fmt::Display for FragType {
 }
 
 /// The `.zir` spelling: `f32`, `vec<f32, 4>`, `[f32; 256]`, `ptr<global, f32>`,
-/// `frag<a, m16n16k16, f16, row>`, `frag<acc, m16n16k16, f32>`.
+/// `frag<a, m16n16k16, f16, row>`, `frag<acc, m16n16k16, f32>`, `tensormap`.
 /// Written without recursion, so that even a type deeper than
 /// [`MAX_TYPE_DEPTH`] (built directly in Rust) can be shown in an error.
 impl fmt::Display for Type {
@@ -436,6 +440,7 @@ impl fmt::Display for Type {
                 Type::Scalar(s) => break write!(f, "{s}")?,
                 Type::Vector(s, n) => break write!(f, "vec<{s}, {n}>")?,
                 Type::Frag(fr) => break write!(f, "{fr}")?,
+                Type::TensorMap => break f.write_str("tensormap")?,
             }
         }
         // `Some(len)` closes an array, `None` a pointer.

@@ -22,8 +22,9 @@
 //!   them) nests at most [`crate::MAX_TYPE_DEPTH`] levels deep, checked first;
 //!
 //! **Function header**
-//! - kernels return nothing; kernel parameters are scalars, vectors or
-//!   pointers to `global`, `generic` or `constant` memory, 4 KiB in all;
+//! - kernels return nothing; kernel parameters are scalars, vectors,
+//!   `tensormap`s (only there) or pointers to `global`, `generic` or
+//!   `constant` memory, 4 KiB in all;
 //! - host functions use no fragment type anywhere; a host function with
 //!   several return values returns each in 8 bytes or less (the CPU ABI's slots);
 //! - kernel metadata: `max_threads` each ≥ 1, x, y ≤ 1024, z ≤ 64, product ≤ 1024;
@@ -548,7 +549,9 @@ fn check_alloca_total(cx: &mut Ctx) {
 fn check_header(cx: &mut Ctx) {
     let f = cx.f;
     for t in &f.returns {
-        if let Some(msg) = value_type_problem(t) {
+        if *t == Type::TensorMap {
+            cx.func_err(format!("return type {t}: {TENSORMAP_PLACE}"));
+        } else if let Some(msg) = value_type_problem(t) {
             cx.func_err(format!("return type {t}: {msg}"));
         }
     }
@@ -828,7 +831,12 @@ fn check_entry(cx: &mut Ctx) {
     if f.is_kernel() {
         let bytes: u64 = params
             .iter()
-            .filter_map(|v| cx.ty(*v).and_then(Type::size_bytes))
+            .filter_map(|v| {
+                cx.ty(*v).and_then(|t| match t {
+                    Type::TensorMap => Some(crate::tensormap::TENSORMAP_BYTES as u64),
+                    t => t.size_bytes(),
+                })
+            })
             .fold(0, u64::saturating_add);
         if bytes > MAX_KERNEL_PARAM_BYTES {
             cx.block_err(
@@ -844,7 +852,7 @@ fn check_entry(cx: &mut Ctx) {
         match &f.kind {
             FunctionKind::Kernel(_) => {
                 let ok = match &t {
-                    Type::Scalar(_) | Type::Vector(..) => true,
+                    Type::Scalar(_) | Type::Vector(..) | Type::TensorMap => true,
                     Type::Ptr(space, _) => matches!(
                         space,
                         AddrSpace::Global | AddrSpace::Generic | AddrSpace::Constant
@@ -855,7 +863,7 @@ fn check_entry(cx: &mut Ctx) {
                     cx.block_err(
                         entry,
                         format!(
-                            "kernel parameter {v} has type {t}; kernel parameters are scalars, vectors or pointers to global, generic or constant memory"
+                            "kernel parameter {v} has type {t}; kernel parameters are scalars, vectors, tensormaps or pointers to global, generic or constant memory"
                         ),
                     );
                 }
@@ -914,9 +922,12 @@ fn check_value_types(cx: &mut Ctx) {
     let f = cx.f;
     let host = matches!(f.kind, FunctionKind::Host);
     for b in placed_blocks(cx) {
+        let kernel_entry = f.is_kernel() && Some(b) == f.entry();
         for v in f.blocks[b.index()].params.clone() {
             let Some(t) = cx.ty(v).cloned() else { continue };
-            if let Some(msg) = value_type_problem(&t) {
+            if t == Type::TensorMap && !kernel_entry {
+                cx.block_err(b, format!("parameter {v}: {TENSORMAP_PLACE}"));
+            } else if let Some(msg) = value_type_problem(&t) {
                 cx.block_err(b, format!("parameter {v}: {msg}"));
             } else if host && mentions_frag(&t) {
                 cx.block_err(
@@ -933,7 +944,9 @@ fn check_value_types(cx: &mut Ctx) {
                 let Some(t) = cx.ty(*v).cloned() else {
                     continue;
                 };
-                if let Some(msg) = value_type_problem(&t) {
+                if t == Type::TensorMap {
+                    cx.inst_err(b, i, format!("result {v}: {TENSORMAP_PLACE}"));
+                } else if let Some(msg) = value_type_problem(&t) {
                     cx.inst_err(b, i, format!("result {v}: {msg}"));
                 } else if host && mentions_frag(&t) {
                     cx.inst_err(
@@ -946,6 +959,11 @@ fn check_value_types(cx: &mut Ctx) {
         }
     }
 }
+
+/// Issue 13: a tensor map is a 128-byte `__grid_constant__` kernel parameter
+/// that only the TMA instructions read.
+const TENSORMAP_PLACE: &str =
+    "a tensormap may only be a kernel parameter (it is passed by value as a __grid_constant__)";
 
 fn mentions_frag(t: &Type) -> bool {
     match t {
@@ -979,6 +997,8 @@ pub fn value_type_problem(t: &Type) -> Option<String> {
             memory_type_problem(pointee).map(|m| format!("pointee of {t}: {m}"))
         }
         Type::Frag(fr) => frag_problem(fr),
+        // Where a tensor map may appear is checked by `tensormap_place_problem`.
+        Type::TensorMap => None,
     }
 }
 
@@ -1004,6 +1024,9 @@ pub fn memory_type_problem(t: &Type) -> Option<String> {
         Type::Frag(_) => Some(format!(
             "fragment {t} cannot live in memory (use mma.store)"
         )),
+        Type::TensorMap => {
+            Some("a tensormap cannot live in memory (it is only a kernel parameter)".into())
+        }
     }
 }
 
@@ -1725,6 +1748,125 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             }
             Ok(())
         }
+        Op::TmaLoad { .. }
+        | Op::TmaStore
+        | Op::TmaReduce(_)
+        | Op::BulkCopyG2S
+        | Op::BulkCopyS2G
+        | Op::PrefetchTensormap => check_tma(&d.op, &mn, a, r),
+        Op::BulkCommitGroup => Ok(()),
+        Op::BulkWaitGroup { pending, .. } => {
+            if *pending > 63 {
+                return Err(format!("`{mn}` {pending}: at most 63 pending groups"));
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Issue 13 item 2: TMA operands. A tensor map is a `tensormap` kernel
+/// parameter, shared/global data pointers may point to anything (the tensor
+/// map or the byte count says the size), coordinates are 32-bit integers
+/// (signed in PTX: a box may start before the tensor), the barrier a
+/// `ptr<shared, u64>` and the multicast mask a u16.
+fn check_tma(op: &Op, mn: &str, a: &[&Type], r: &[&Type]) -> Check {
+    if !r.is_empty() {
+        return Err(format!("`{mn}` has no results, got {}", r.len()));
+    }
+    let ptr_in = |what: &str, t: &Type, space: AddrSpace| match t {
+        Type::Ptr(s, _) if *s == space => Ok(()),
+        _ => Err(format!(
+            "`{mn}`: {what} must be a pointer to {space} memory, got {t}"
+        )),
+    };
+    let tmap = |t: &Type| {
+        if *t == Type::TensorMap {
+            Ok(())
+        } else {
+            Err(format!(
+                "`{mn}`: the tensor map must be a tensormap, got {t}"
+            ))
+        }
+    };
+    let bar = |t: &Type| {
+        let want = Type::ptr(AddrSpace::Shared, Type::U64);
+        if *t == want {
+            Ok(())
+        } else {
+            Err(format!("`{mn}`: the barrier must be a {want}, got {t}"))
+        }
+    };
+    let coords = |cs: &[&Type]| {
+        if !(1..=5).contains(&cs.len()) {
+            return Err(format!(
+                "`{mn}` takes 1 to 5 coordinates (one per tensor dimension), got {}",
+                cs.len()
+            ));
+        }
+        for (i, t) in cs.iter().enumerate() {
+            if !matches!(scalar(t), Some(ScalarType::I32 | ScalarType::U32)) {
+                return Err(format!(
+                    "`{mn}`: coordinate {i} must be i32 or u32, got {t}"
+                ));
+            }
+        }
+        Ok(())
+    };
+    let count = |want: usize| {
+        if a.len() != want {
+            return Err(format!("`{mn}` takes {want} operands, got {}", a.len()));
+        }
+        Ok(())
+    };
+    match op {
+        Op::TmaLoad { multicast } => {
+            let fixed = 3 + usize::from(*multicast);
+            if a.len() < fixed + 1 {
+                return Err(format!(
+                    "`{mn}` takes dst, tmap, bar, 1 to 5 coordinates{}; got {} operands",
+                    if *multicast { " and a mask" } else { "" },
+                    a.len()
+                ));
+            }
+            ptr_in("the destination", a[0], AddrSpace::Shared)?;
+            tmap(a[1])?;
+            bar(a[2])?;
+            let end = a.len() - usize::from(*multicast);
+            coords(&a[3..end])?;
+            if *multicast {
+                same("the multicast CTA mask", a[end], &Type::U16)?;
+            }
+            Ok(())
+        }
+        Op::TmaStore | Op::TmaReduce(_) => {
+            if a.len() < 3 {
+                return Err(format!(
+                    "`{mn}` takes tmap, src and 1 to 5 coordinates; got {} operands",
+                    a.len()
+                ));
+            }
+            tmap(a[0])?;
+            ptr_in("the source", a[1], AddrSpace::Shared)?;
+            coords(&a[2..])
+        }
+        Op::BulkCopyG2S => {
+            count(4)?;
+            ptr_in("the destination", a[0], AddrSpace::Shared)?;
+            ptr_in("the source", a[1], AddrSpace::Global)?;
+            want_u32("the byte count", a[2])?;
+            bar(a[3])
+        }
+        Op::BulkCopyS2G => {
+            count(3)?;
+            ptr_in("the destination", a[0], AddrSpace::Global)?;
+            ptr_in("the source", a[1], AddrSpace::Shared)?;
+            want_u32("the byte count", a[2])
+        }
+        Op::PrefetchTensormap => {
+            count(1)?;
+            tmap(a[0])
+        }
+        _ => Ok(()),
     }
 }
 

@@ -174,6 +174,25 @@ fn every_op() -> Vec<Op> {
         },
         Op::ElectSync,
     ]);
+    // TMA and bulk copies (issue 13 item 2).
+    ops.extend([
+        Op::TmaLoad { multicast: false },
+        Op::TmaLoad { multicast: true },
+        Op::TmaStore,
+        Op::BulkCopyG2S,
+        Op::BulkCopyS2G,
+        Op::BulkCommitGroup,
+        Op::BulkWaitGroup {
+            pending: 0,
+            read: false,
+        },
+        Op::BulkWaitGroup {
+            pending: 1,
+            read: true,
+        },
+        Op::PrefetchTensormap,
+    ]);
+    ops.extend(BulkRedOp::ALL.iter().map(|&r| Op::TmaReduce(r)));
     ops
 }
 

@@ -283,6 +283,8 @@ pub enum DOp {
     },
     CpCommit,
     CpWait(u32),
+    /// Issue 13 item 2: a TMA or bulk-copy op, `Program::tma[i]`.
+    Tma(u32),
     /// Issue 13; operand and result slots are `NO_SLOT` where the op has none.
     Mbarrier {
         op: MbarrierOp,
@@ -438,6 +440,8 @@ pub struct Program {
     pub uses_frags: bool,
     /// Recursive call sites (see [`DOp::CallRec`]).
     pub rec_calls: Vec<RecCall>,
+    /// TMA and bulk-copy instructions (see [`DOp::Tma`]).
+    pub tma: Vec<crate::tma::TmaInst>,
 }
 
 /// A recursive call: run `callee` as a nested single-thread activation.
@@ -496,6 +500,7 @@ pub fn decode(m: &Module, entry: usize) -> Result<Program> {
             locals: Vec::new(),
             uses_frags: false,
             rec_calls: Vec::new(),
+            tma: Vec::new(),
         },
         pending: Vec::new(),
     };
@@ -1285,6 +1290,21 @@ impl Decoder<'_> {
                 }
             }
             Op::Unreachable => DOp::Unreachable,
+            Op::TmaLoad { .. }
+            | Op::TmaStore
+            | Op::TmaReduce(_)
+            | Op::BulkCopyG2S
+            | Op::BulkCopyS2G
+            | Op::BulkCommitGroup
+            | Op::BulkWaitGroup { .. }
+            | Op::PrefetchTensormap => {
+                let slots = (0..d.args.len()).map(arg).collect::<Result<Vec<u32>>>()?;
+                self.p.tma.push(crate::tma::TmaInst {
+                    op: d.op.clone(),
+                    slots,
+                });
+                DOp::Tma(self.p.tma.len() as u32 - 1)
+            }
         })
     }
 }

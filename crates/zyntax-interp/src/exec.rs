@@ -61,6 +61,8 @@ pub struct Launch {
     pub grid: [u32; 3],
     pub block: [u32; 3],
     pub shared_bytes: u64,
+    /// Tensor maps of the launch (issue 13 item 2).
+    pub tensor_maps: Rc<Vec<crate::tma::InterpTensorMap>>,
 }
 
 pub struct Exec<'a> {
@@ -97,6 +99,8 @@ pub struct Exec<'a> {
     root: usize,
     /// Whether the program issues `cp.async` (else per-thread copy state is never touched).
     uses_cp: bool,
+    /// Tensor maps of the launch, indexed by a `tensormap` register's bits - 1.
+    tensor_maps: Rc<Vec<crate::tma::InterpTensorMap>>,
 }
 
 /// Deepest recursion the interpreter runs (GPU stacks are small too).
@@ -329,6 +333,7 @@ impl<'a> Exec<'a> {
             progs: Rc::default(),
             root: p.entry,
             uses_cp: p.insts.iter().any(|i| matches!(i.op, DOp::CpAsync { .. })),
+            tensor_maps: launch.tensor_maps.clone(),
         }
     }
 
@@ -1131,6 +1136,24 @@ impl<'a> Exec<'a> {
                         }
                     }
                 }
+                DOp::Tma(i) => {
+                    let inst = &p.tma[*i as usize];
+                    // Each lane issues its own copy, one after another.
+                    for l in lanes(mask) {
+                        let tid = base + l as u32;
+                        let val = |k: usize| r(regs, inst.slots[k], l);
+                        crate::tma::exec(inst, &self.tensor_maps, mem, val, tid).map_err(|e| {
+                            match e {
+                                crate::tma::TmaError::Mem(f, what) => {
+                                    ctx.fault(f, pc, tid, what, &self.tids)
+                                }
+                                crate::tma::TmaError::Trap(kind, msg) => {
+                                    ctx.trap(kind, pc, tid, msg)
+                                }
+                            }
+                        })?;
+                    }
+                }
                 DOp::Mbarrier {
                     op,
                     bar,
@@ -1389,6 +1412,7 @@ impl<'a> Exec<'a> {
             progs: self.progs.clone(),
             root: self.root,
             uses_cp: false,
+            tensor_maps: self.tensor_maps.clone(),
         };
         let res = sub.run_block(&args);
         let returned = sub.returned.take();

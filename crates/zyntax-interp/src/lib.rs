@@ -37,6 +37,7 @@ mod exec;
 pub mod mbarrier;
 pub mod memory;
 pub mod scalar;
+pub mod tma;
 pub mod warp_mma;
 pub mod wgmma;
 
@@ -74,6 +75,8 @@ pub enum TrapKind {
     InvalidCollective,
     /// An `mbarrier` used before `init` or after `inval`, a bad count, or more arrivals than expected.
     InvalidMbarrier,
+    /// A TMA or bulk copy the hardware would not do: misaligned box, bad byte count, reduction type.
+    InvalidTma,
 }
 
 impl TrapKind {
@@ -94,6 +97,7 @@ impl TrapKind {
             TrapKind::DivergentWarp => "divergent warp collective",
             TrapKind::InvalidCollective => "invalid warp collective",
             TrapKind::InvalidMbarrier => "invalid mbarrier use",
+            TrapKind::InvalidTma => "invalid TMA use",
         }
     }
 }
@@ -201,6 +205,8 @@ pub enum Arg {
     Int(i128),
     Float(f64),
     Bool(bool),
+    /// `Interpreter::tensor_maps[i]`, for a `tensormap` parameter (issue 13).
+    TensorMap(usize),
 }
 
 /// A returned value: its type and its bits (vectors: packed little-endian in 64-bit words).
@@ -254,6 +260,8 @@ pub struct Stats {
 pub struct Interpreter<'m> {
     module: &'m Module,
     pub options: Options,
+    /// The tensor maps `Arg::TensorMap` refers to (issue 13 item 2).
+    pub tensor_maps: Vec<tma::InterpTensorMap>,
 }
 
 /// Hardware limits checked at launch (those of sm_70 … sm_90).
@@ -274,7 +282,11 @@ impl<'m> Interpreter<'m> {
         if options.verify {
             zyntax_hir::verify_module(module)?;
         }
-        Ok(Interpreter { module, options })
+        Ok(Interpreter {
+            module,
+            options,
+            tensor_maps: Vec::new(),
+        })
     }
 
     fn find(&self, name: &str) -> Result<usize> {
@@ -403,7 +415,14 @@ impl<'m> Interpreter<'m> {
         let mut names: Vec<Option<String>> = vec![None; buffers.len()];
         let mut bits = Vec::with_capacity(args.len());
         for (k, (arg, (_, ty))) in args.iter().zip(&prog.params).enumerate() {
-            bits.push(arg_bits(fname, k, *arg, ty, buffers.len())?);
+            bits.push(arg_bits(
+                fname,
+                k,
+                *arg,
+                ty,
+                buffers.len(),
+                self.tensor_maps.len(),
+            )?);
             if let (Arg::Buffer(i) | Arg::BufferAt(i, _), Some(space)) = (arg, ty.addr_space()) {
                 if space == AddrSpace::Constant {
                     spaces[*i] = AddrSpace::Constant;
@@ -413,10 +432,12 @@ impl<'m> Interpreter<'m> {
                 }
             }
         }
+        self.check_tensor_maps(buffers)?;
+        let tensor_maps = self.tensor_maps.clone();
         let checks = self.options.checks;
         let fuel = self.options.fuel;
         let module = self.module;
-        let mut work = move || -> Result<(Stats, Option<Vec<Vec<u64>>>)> {
+        let work = move || -> Result<(Stats, Option<Vec<Vec<u64>>>)> {
             let allocs = buffers
                 .iter_mut()
                 .enumerate()
@@ -432,6 +453,7 @@ impl<'m> Interpreter<'m> {
                 grid: dims[0],
                 block: dims[1],
                 shared_bytes,
+                tensor_maps: std::rc::Rc::new(tensor_maps),
             };
             let mut ex = exec::Exec::new(module, prog, allocs, &launch, checks, fuel);
             let res = ex.run(&bits);
@@ -470,10 +492,52 @@ impl<'m> Interpreter<'m> {
     }
 }
 
+impl Interpreter<'_> {
+    /// Each tensor map is valid and lies inside its buffer.
+    fn check_tensor_maps(&self, buffers: &[Vec<u8>]) -> Result<()> {
+        for (i, t) in self.tensor_maps.iter().enumerate() {
+            let bad = |m: String| InterpError::Launch(format!("tensor map #{i}: {m}"));
+            let Some(buf) = buffers.get(t.buffer) else {
+                return Err(bad(format!("buffer #{} does not exist", t.buffer)));
+            };
+            t.desc.validate(t.offset).map_err(|e| bad(e.to_string()))?;
+            // The last element's end: the tensor's extent in bytes.
+            let d = &t.desc;
+            let extent = (0..d.rank())
+                .map(|k| (d.dims[k] - 1).saturating_mul(d.stride(k)))
+                .fold(d.elem_bytes(), u64::saturating_add);
+            if t.offset.saturating_add(extent) > buf.len() as u64 {
+                return Err(bad(format!(
+                    "the tensor spans {extent} bytes from offset {}, past the end of buffer #{} ({} bytes)",
+                    t.offset,
+                    t.buffer,
+                    buf.len()
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The slot bits of an argument for a parameter of type `ty`.
-fn arg_bits(fname: &str, k: usize, arg: Arg, ty: &Type, nbuf: usize) -> Result<Vec<u64>> {
+fn arg_bits(
+    fname: &str,
+    k: usize,
+    arg: Arg,
+    ty: &Type,
+    nbuf: usize,
+    nmaps: usize,
+) -> Result<Vec<u64>> {
     let bad = |what: String| InterpError::Launch(format!("@{fname} argument {k} ({ty}): {what}"));
     match (ty, arg) {
+        (Type::TensorMap, Arg::TensorMap(i)) => {
+            if i >= nmaps {
+                return Err(bad(format!(
+                    "tensor map #{i} does not exist ({nmaps} given)"
+                )));
+            }
+            Ok(vec![i as u64 + 1])
+        }
         (Type::Ptr(..), Arg::Buffer(i) | Arg::BufferAt(i, _)) => {
             if i >= nbuf {
                 return Err(bad(format!("buffer #{i} does not exist ({nbuf} given)")));

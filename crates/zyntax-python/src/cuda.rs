@@ -21,6 +21,10 @@ use std::sync::Arc;
 use zyntax_cuda as zc;
 use zyntax_hir::ScalarType;
 
+// Tensor maps for TMA (issue 13 item 2).
+mod tensormap;
+pub use tensormap::CudaTensorMap;
+
 // ---------------------------------------------------------------- errors
 
 pub(crate) fn err(py: Python<'_>, e: zc::CudaError) -> PyErr {
@@ -1883,7 +1887,7 @@ impl CudaKernel {
                 zc::ParamKind::Scalar(_) => Conv::Int,
                 zc::ParamKind::Raw { float: true, .. } => Conv::Float,
                 zc::ParamKind::Raw { .. } => Conv::Int,
-                zc::ParamKind::Bytes(_) => Conv::Bytes,
+                zc::ParamKind::Bytes(_) | zc::ParamKind::TensorMap => Conv::Bytes,
             })
             .collect();
         CudaKernel { inner, plan }
@@ -2103,6 +2107,9 @@ fn convert_arg<'a>(
         if let Ok(b) = a.extract::<bool>() {
             return Ok(zc::KernelArg::Bool(b));
         }
+    }
+    if let Ok(t) = a.cast::<CudaTensorMap>() {
+        return Ok(zc::KernelArg::TensorMap(&t.get().inner));
     }
     if let zc::ParamKind::Bytes(_) = kind {
         if let Ok(b) = a.cast::<PyBytes>() {
@@ -2395,6 +2402,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CudaGraphExec", py.get_type::<CudaGraphExec>())?;
     m.add("CudaPinnedBuffer", py.get_type::<CudaPinnedBuffer>())?;
     m.add("DeviceArray", py.get_type::<DeviceArray>())?;
+    m.add("CudaTensorMap", py.get_type::<CudaTensorMap>())?;
     m.add_function(wrap_pyfunction!(cuda_is_available, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_device_count, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_driver_version, m)?)?;

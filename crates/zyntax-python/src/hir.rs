@@ -1661,6 +1661,124 @@ impl FunctionBuilder {
         self.mbar(py, MbarrierOp::Inval, bar, &[]).map(|_| ())
     }
 
+    // ------------------------------------------------------------ TMA (issue 13 item 2)
+    // A tensor map is a `hir.tensormap` kernel parameter; coordinates are
+    // element coordinates, innermost first (ints become i32 constants).
+
+    /// Copies the tensor map's box at `coords` into shared `dst`; the copy
+    /// completes its bytes on mbarrier `bar` (sm_90). With `multicast` (a u16
+    /// CTA mask), into the same offset of every CTA of the cluster it names (sm_90a).
+    #[pyo3(signature = (dst, tmap, coords, bar, *, multicast=None))]
+    fn tma_load(
+        &self,
+        py: Python<'_>,
+        dst: &Bound<'_, PyAny>,
+        tmap: &Bound<'_, PyAny>,
+        coords: &Bound<'_, PyAny>,
+        bar: &Bound<'_, PyAny>,
+        multicast: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let (dst, _) = self.sh.value(dst, "the destination of `tma_load`")?;
+        let (tmap, _) = self.sh.value(tmap, "the tensor map of `tma_load`")?;
+        let (bar, _) = self.sh.value(bar, "the barrier of `tma_load`")?;
+        let coords = self.opnd_seq(Some(coords))?;
+        let mask = multicast.map(|m| self.sh.opnd(m)).transpose()?;
+        self.sh.run(py, |fb| {
+            let cs = mat_all(fb, &coords, &vec![Type::I32; coords.len()])?;
+            let mask = mask.map(|(m, _)| mat(fb, &m, &Type::U16)).transpose()?;
+            fb.tma_load(dst, tmap, bar, &cs, mask)
+        })
+    }
+    /// Copies the box in shared `src` to the tensor at `coords` (in-bounds
+    /// elements only). A bulk-group op: `bulk_commit_group`, then `bulk_wait_group`.
+    fn tma_store(
+        &self,
+        py: Python<'_>,
+        tmap: &Bound<'_, PyAny>,
+        coords: &Bound<'_, PyAny>,
+        src: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let (tmap, _) = self.sh.value(tmap, "the tensor map of `tma_store`")?;
+        let (src, _) = self.sh.value(src, "the source of `tma_store`")?;
+        let coords = self.opnd_seq(Some(coords))?;
+        self.sh.run(py, |fb| {
+            let cs = mat_all(fb, &coords, &vec![Type::I32; coords.len()])?;
+            fb.tma_store(tmap, src, &cs)
+        })
+    }
+    /// Combines the box in shared `src` into the tensor at `coords` with `op`
+    /// (`"add"`, `"min"` or `"max"`, on the tensor map's element type). A bulk-group op.
+    fn tma_reduce(
+        &self,
+        py: Python<'_>,
+        op: Text,
+        tmap: &Bound<'_, PyAny>,
+        coords: &Bound<'_, PyAny>,
+        src: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let op = zh::BulkRedOp::from_name(&op).ok_or_else(|| {
+            BuildError::new_err(format!(
+                "unknown TMA reduction '{}' (expected one of: add, min, max)",
+                &*op
+            ))
+        })?;
+        let (tmap, _) = self.sh.value(tmap, "the tensor map of `tma_reduce`")?;
+        let (src, _) = self.sh.value(src, "the source of `tma_reduce`")?;
+        let coords = self.opnd_seq(Some(coords))?;
+        self.sh.run(py, |fb| {
+            let cs = mat_all(fb, &coords, &vec![Type::I32; coords.len()])?;
+            fb.tma_reduce(op, tmap, src, &cs)
+        })
+    }
+    /// Copies `nbytes` (a multiple of 16) from global `src` to shared `dst`;
+    /// the copy completes its bytes on mbarrier `bar` (sm_90).
+    fn bulk_copy_g2s(
+        &self,
+        py: Python<'_>,
+        dst: &Bound<'_, PyAny>,
+        src: &Bound<'_, PyAny>,
+        nbytes: &Bound<'_, PyAny>,
+        bar: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let (dst, _) = self.sh.value(dst, "the destination of `bulk_copy_g2s`")?;
+        let (src, _) = self.sh.value(src, "the source of `bulk_copy_g2s`")?;
+        let (bar, _) = self.sh.value(bar, "the barrier of `bulk_copy_g2s`")?;
+        let (n, _) = self.sh.opnd(nbytes)?;
+        self.sh.run(py, |fb| {
+            let n = mat(fb, &n, &Type::U32)?;
+            fb.bulk_copy_g2s(dst, src, n, bar)
+        })
+    }
+    /// Copies `nbytes` (a multiple of 16) from shared `src` to global `dst`. A bulk-group op.
+    fn bulk_copy_s2g(
+        &self,
+        py: Python<'_>,
+        dst: &Bound<'_, PyAny>,
+        src: &Bound<'_, PyAny>,
+        nbytes: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let (dst, _) = self.sh.value(dst, "the destination of `bulk_copy_s2g`")?;
+        let (src, _) = self.sh.value(src, "the source of `bulk_copy_s2g`")?;
+        let (n, _) = self.sh.opnd(nbytes)?;
+        self.sh.run(py, |fb| {
+            let n = mat(fb, &n, &Type::U32)?;
+            fb.bulk_copy_s2g(dst, src, n)
+        })
+    }
+    /// Waits until at most `n` of this thread's committed bulk groups are
+    /// incomplete (`read=True`: until they no longer read their shared source).
+    #[pyo3(signature = (n=Checked(0), *, read=false), text_signature = "($self, n=0, *, read=False)")]
+    fn bulk_wait_group(&self, py: Python<'_>, n: Checked<u32>, read: bool) -> PyResult<()> {
+        self.sh.run(py, |fb| fb.bulk_wait_group(n.0, read))
+    }
+    /// Prefetches the tensor map (speed only).
+    fn prefetch_tensormap(&self, py: Python<'_>, tmap: &Bound<'_, PyAny>) -> PyResult<()> {
+        let (tmap, _) = self
+            .sh
+            .value(tmap, "the tensor map of `prefetch_tensormap`")?;
+        self.sh.run(py, |fb| fb.prefetch_tensormap(tmap))
+    }
+
     // ------------------------------------------------------------ warp MMA (issue 12)
 
     /// `D = A * B + C` over the warp (`mma.sync`) with per-lane register
@@ -2803,6 +2921,10 @@ impl FunctionBuilder {
     /// Closes the current group of `wgmma`s.
     fn wgmma_commit_group(&self, py: Python<'_>) -> PyResult<()> {
         self.sh.run(py, |fb| fb.wgmma_commit_group())
+    }
+    /// Closes this thread's current group of bulk stores and reductions.
+    fn bulk_commit_group(&self, py: Python<'_>) -> PyResult<()> {
+        self.sh.run(py, |fb| fb.bulk_commit_group())
     }
     // END GENERATED by crates/zyntax-hir/src/gen.rs; do not edit (docs/add-an-hir-op.md)
 }

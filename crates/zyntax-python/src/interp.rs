@@ -7,7 +7,10 @@ use crate::errors::{guard, ArgumentError, BuildError, InternalError, TrapError, 
 use crate::hir::{verify_error, HirModule};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyTuple};
+use zyntax_hir::tensormap::{Interleave, L2Promotion, OobFill, Swizzle, TensorMapDesc};
+use zyntax_hir::ScalarType;
 use zyntax_hir::Type;
+use zyntax_interp::tma::InterpTensorMap;
 use zyntax_interp::{Arg, InterpError, Interpreter, Options};
 
 fn interp_error(py: Python<'_>, e: InterpError) -> PyErr {
@@ -63,6 +66,10 @@ fn to_arg(k: usize, obj: &Bound<'_, PyAny>) -> PyResult<Arg> {
         return Ok(Arg::Float(obj.extract()?));
     }
     if let Ok(t) = obj.cast::<PyTuple>() {
+        if t.len() == 2 && t.get_item(0)?.str()?.to_str().ok() == Some("tensormap") {
+            let index = checked::arg::<usize>(&t.get_item(1)?, &format!("{name}[1]"))?;
+            return Ok(Arg::TensorMap(index));
+        }
         let shape = || {
             ArgumentError::new_err(format!(
                 "argument '{name}': expected ('buffer', index[, byte_offset]), got {obj}"
@@ -138,11 +145,55 @@ fn buffers_out<'py>(py: Python<'py>, bufs: &[Vec<u8>]) -> PyResult<Bound<'py, Py
     PyList::new(py, bufs.iter().map(|b| PyBytes::new(py, b)))
 }
 
+/// A tensor map description from Python: `(buffer, dtype, dims, strides,
+/// box, element_strides, swizzle, oob_fill)`, dimensions innermost first.
+type TmapTuple = (
+    usize,
+    Text,
+    Vec<u64>,
+    Vec<u64>,
+    Vec<u32>,
+    Vec<u32>,
+    Text,
+    Text,
+);
+
+fn tensor_map_desc(t: &TmapTuple) -> PyResult<TensorMapDesc> {
+    let (_, dtype, dims, strides, bx, es, swizzle, oob) = t;
+    let bad = |what: &str, v: &str| {
+        ArgumentError::new_err(format!("TensorMap argument '{what}': unknown value {v:?}"))
+    };
+    Ok(TensorMapDesc {
+        dtype: ScalarType::from_name(dtype.as_str()).ok_or_else(|| bad("dtype", dtype.as_str()))?,
+        dims: dims.clone(),
+        strides: strides.clone(),
+        box_dims: bx.clone(),
+        elem_strides: es.clone(),
+        swizzle: Swizzle::from_name(swizzle.as_str())
+            .ok_or_else(|| bad("swizzle", swizzle.as_str()))?,
+        interleave: Interleave::None,
+        oob_fill: OobFill::from_name(oob.as_str()).ok_or_else(|| bad("oob_fill", oob.as_str()))?,
+        l2_promotion: L2Promotion::None,
+    })
+}
+
+/// Checks a tensor map description (see [`tensor_map_desc`]) as
+/// `cuTensorMapEncodeTiled` would, for a tensor at byte `address`; raises
+/// `ArgumentError` naming the bad field.
+#[pyfunction]
+pub fn interp_tensor_map_check(desc: TmapTuple, address: u64) -> PyResult<()> {
+    guard(|| {
+        tensor_map_desc(&desc)?
+            .validate(address)
+            .map_err(|e| ArgumentError::new_err(e.to_string()))
+    })
+}
+
 /// Launches kernel `name` over `grid` x `block` threads on copies of
 /// `buffers` (bytes). Returns `(buffers_after, stats)`; buffers are returned
 /// after a trap too, as the exception's `buffers` attribute.
 #[pyfunction]
-#[pyo3(signature = (module, name, grid, block, args, buffers, *, shared_bytes=None, checks=true, fuel=None))]
+#[pyo3(signature = (module, name, grid, block, args, buffers, *, shared_bytes=None, checks=true, fuel=None, tensor_maps=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn interp_launch<'py>(
     py: Python<'py>,
@@ -155,7 +206,19 @@ pub fn interp_launch<'py>(
     shared_bytes: Option<&Bound<'py, PyAny>>,
     checks: bool,
     fuel: Option<&Bound<'py, PyAny>>,
+    tensor_maps: Option<Vec<TmapTuple>>,
 ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyDict>)> {
+    let maps = tensor_maps
+        .unwrap_or_default()
+        .iter()
+        .map(|t| {
+            Ok(InterpTensorMap {
+                buffer: t.0,
+                offset: 0,
+                desc: tensor_map_desc(t)?,
+            })
+        })
+        .collect::<PyResult<Vec<_>>>()?;
     let m = module_arg(module)?;
     let (name, grid, block) = (
         name.0,
@@ -171,8 +234,10 @@ pub fn interp_launch<'py>(
     let opts = options(checks, fuel)?;
     let res = guard(|| {
         Ok(py.detach(|| {
-            Interpreter::with_options(&m, opts)
-                .and_then(|it| it.launch(&name, grid, block, shared_bytes, &args, &mut bufs))
+            Interpreter::with_options(&m, opts).and_then(|mut it| {
+                it.tensor_maps = maps;
+                it.launch(&name, grid, block, shared_bytes, &args, &mut bufs)
+            })
         }))
     })?;
     let out = buffers_out(py, &bufs)?;

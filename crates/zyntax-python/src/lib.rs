@@ -64,7 +64,7 @@ mod _native {
 
     #[cfg(feature = "interp")]
     #[pymodule_export]
-    use crate::interp::{interp_call, interp_launch};
+    use crate::interp::{interp_call, interp_launch, interp_tensor_map_check};
 
     #[pymodule_init]
     fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -44,7 +44,7 @@ impl PyHirType {
         Ok((parse, (self.0.to_string(),)))
     }
 
-    /// One of `"scalar"`, `"vector"`, `"array"`, `"ptr"`, `"frag"`.
+    /// One of `"scalar"`, `"vector"`, `"array"`, `"ptr"`, `"frag"`, `"tensormap"`.
     #[getter]
     fn kind(&self) -> &'static str {
         match self.0 {
@@ -53,6 +53,7 @@ impl PyHirType {
             Type::Array(..) => "array",
             Type::Ptr(..) => "ptr",
             Type::Frag(_) => "frag",
+            Type::TensorMap => "tensormap",
         }
     }
     #[getter]
@@ -93,7 +94,7 @@ impl PyHirType {
             Type::Array(e, _) => Some(PyHirType((**e).clone())),
             Type::Ptr(_, t) => Some(PyHirType((**t).clone())),
             Type::Frag(f) => Some(PyHirType(Type::Scalar(f.elem))),
-            Type::Scalar(_) => None,
+            Type::Scalar(_) | Type::TensorMap => None,
         }
     }
     /// Lane count of a vector or length of an array.
@@ -291,6 +292,7 @@ impl TypeParser<'_> {
         }
         let w = self.word()?.to_string();
         match w.as_str() {
+            "tensormap" => Ok(Type::TensorMap),
             "vec" => {
                 if depth + 1 > MAX_TYPE_DEPTH {
                     return Err(self.error(&format!(
@@ -449,5 +451,7 @@ pub fn add_scalars(m: &Bound<'_, PyModule>) -> PyResult<()> {
         };
         m.add(name, PyHirType::scalar(s))?;
     }
+    // The TMA tensor-map parameter type (issue 13).
+    m.add("tensormap", PyHirType(Type::TensorMap))?;
     Ok(())
 }

@@ -105,7 +105,15 @@ class Frag:
         return f"frag<{self.kind}, {self.shape}, {self.elem}{tail}>"
 
 
-HType = Scalar | Ptr | ArrayType | Frag
+@dataclass(frozen=True)
+class TensorMapT:
+    """A TMA tensor map (issue 13): only a kernel parameter."""
+
+    def __str__(self) -> str:
+        return "tensormap"
+
+
+HType = Scalar | Ptr | ArrayType | Frag | TensorMapT
 
 BOOL = Scalar("bool")
 I32 = Scalar("i32")
@@ -436,7 +444,7 @@ def _print_inst(inst: Inst, num: Any, typed: Any, bcall: Any) -> str:
         out += f" {imm['elem']}"
     elif op.startswith("shfl."):
         out += f" {args} width {imm['width']}"
-    elif op == "cp.async.wait":
+    elif op in ("cp.async.wait", "bulk.wait_group", "bulk.wait_group.read"):
         out += f" {imm['pending']}"
     elif op == "call":
         out += f" @{imm['callee']}"

@@ -32,6 +32,7 @@ from zyntax.frontend.translator import (
     ModuleContext,
     ParamSpec,
     SourceInfo,
+    TensorMapParam,
     load_source,
     mangle,
     param_hir_types,
@@ -311,6 +312,11 @@ def spec_of_value(a: Any) -> ParamSpec:
         return ir.I32 if -(2**31) <= a < 2**31 else ir.I64
     if isinstance(a, float):
         return ir.F32
+    if type(a).__name__ in ("TensorMap", "CudaTensorMap") and type(a).__module__ in (
+        "zyntax.cuda",
+        "zyntax.interp",
+    ):
+        return TensorMapParam()
     arr = _array_like(a)
     if arr is not None:
         dt, shape, strides = arr
@@ -330,7 +336,7 @@ def spec_of_sig_entry(x: Any) -> ParamSpec:
     s = spec_from_annotation(x)
     if s is not None:
         return s
-    if isinstance(x, (ir.Scalar, ArrayParam)):
+    if isinstance(x, (ir.Scalar, ArrayParam, TensorMapParam)):
         return x
     if isinstance(x, str):
         # "f32", "f32[2]" (any strides) or "f32[2, C]" (contiguous).
@@ -345,6 +351,8 @@ def spec_of_sig_entry(x: Any) -> ParamSpec:
 def specs_compatible(want: ParamSpec, got: ParamSpec) -> bool:
     if isinstance(want, ir.Scalar):
         return isinstance(got, ir.Scalar)
+    if isinstance(want, TensorMapParam) or isinstance(got, TensorMapParam):
+        return want == got
     if not isinstance(got, ArrayParam):
         return False
     return (

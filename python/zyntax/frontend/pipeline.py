@@ -241,14 +241,28 @@ def run_interp(
     Each array travels as a contiguous byte buffer (a copy for strided views),
     so shapes and strides passed to the kernel describe that buffer.
     """
-    from zyntax.frontend.translator import ArrayParam
+    from zyntax.frontend.translator import ArrayParam, TensorMapParam
 
     launch = _interp_launch()
     flat: list[Any] = []
     buffers: list[bytes] = []
     arrays: list[tuple[np.ndarray, np.ndarray, int]] = []
+    tensor_maps: list[tuple[Any, ...]] = []
     for k, (a, s) in enumerate(zip(args, v.specs, strict=True)):
-        if isinstance(s, ArrayParam):
+        if isinstance(s, TensorMapParam):
+            from zyntax.interp import TensorMap
+
+            if not isinstance(a, TensorMap):
+                raise KernelArgumentError(
+                    f"run_cpu takes a zyntax.interp.TensorMap for a tensor map, "
+                    f"got {type(a).__name__}"
+                )
+            c = a.array
+            tensor_maps.append(a._desc(len(buffers)))
+            flat.append(("tensormap", len(tensor_maps) - 1))
+            buffers.append(c.tobytes())
+            arrays.append((c, c, k))
+        elif isinstance(s, ArrayParam):
             if not isinstance(a, np.ndarray):
                 raise KernelArgumentError(f"run_cpu takes numpy arrays, got {type(a).__name__}")
             c = np.ascontiguousarray(a)
@@ -268,6 +282,7 @@ def run_interp(
         buffers,
         shared_bytes=shared_mem,
         checks=checks,
+        tensor_maps=tensor_maps,
     )
     for (orig, c, k), before, data in zip(arrays, buffers, out, strict=True):
         if data == before:  # inputs only read stay untouched (read-only ones too)

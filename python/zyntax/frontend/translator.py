@@ -117,13 +117,23 @@ class ArrayParam:
         return f"array({self.dtype}, {self.ndim}{tail}){sp}"
 
 
-ParamSpec = Scalar | ArrayParam
+@dataclass(frozen=True)
+class TensorMapParam:
+    """A TMA tensor map parameter (issue 13)."""
+
+    def __str__(self) -> str:
+        return "tensormap"
+
+
+ParamSpec = Scalar | ArrayParam | TensorMapParam
 
 
 def param_hir_types(spec: ParamSpec) -> list[HType]:
     """The HIR parameters one Python parameter becomes (the array ABI)."""
     if isinstance(spec, Scalar):
         return [spec]
+    if isinstance(spec, TensorMapParam):
+        return [ir.TensorMapT()]
     out: list[HType] = [Ptr(spec.space, spec.dtype)]
     return out + [I64] * (2 * spec.ndim)
 
@@ -133,12 +143,16 @@ def spec_from_annotation(ann: Any) -> ParamSpec | None:
         return ir.scalar(ann.name)
     if isinstance(ann, lang.ArraySpec):
         return ArrayParam(ir.scalar(ann.dtype.name), ann.ndim, ann.layout)
+    if ann is lang.TensorMap:
+        return TensorMapParam()
     return None
 
 
 def mangle(spec: ParamSpec) -> str:
     if isinstance(spec, Scalar):
         return spec.name
+    if isinstance(spec, TensorMapParam):
+        return "tmap"
     sp = "" if spec.space == "global" else spec.space[0]
     return f"{spec.dtype.name}{spec.ndim}{spec.layout.lower()}{sp}"
 
@@ -484,6 +498,10 @@ class FunctionTranslator:
                     )
                 else:
                     self.write_var(arg.arg, self.fn.entry, v)
+            elif isinstance(spec, TensorMapParam):
+                if arg.arg in self.assign_count:
+                    raise self.error(arg, f"tensor map parameter '{arg.arg}' cannot be reassigned")
+                self.static[arg.arg] = params.pop(0)
             else:
                 ptr = params.pop(0)
                 shapes: list[Value | int | None] = [params.pop(0) for _ in range(spec.ndim)]
@@ -2151,6 +2169,79 @@ class FunctionTranslator:
             items: list[Operand] = idx.items if isinstance(idx, TupleVal) else [idx]
             ptrs.append(self.element_ptr(arr, items, e))
         self.fn.emit0(f"cp.async.{hint}.{n}", ptrs)
+        return Ref(None)
+
+    # ---- TMA (issue 13 item 2)
+    def _tmap(self, e: ast.AST, name: str, tmap: Operand) -> Value:
+        if not isinstance(tmap, Value) or not isinstance(tmap.resolve().ty, ir.TensorMapT):
+            raise self.error(
+                e,
+                f"{name} needs a tensor map parameter (annotated zyntax.lang.TensorMap)",
+                KernelTypeError,
+            )
+        return tmap
+
+    def _coords(self, e: ast.AST, name: str, coords: Operand) -> list[Value]:
+        items: list[Operand] = coords.items if isinstance(coords, TupleVal) else [coords]
+        if not 1 <= len(items) <= 5:
+            raise self.error(e, f"{name} takes 1 to 5 coordinates", KernelTypeError)
+        out = []
+        for c in items:
+            t = self.scalar_type(c, e)
+            out.append(self.value(c, e, t if t in (I32, U32) else I32))
+        return out
+
+    def _box(self, e: ast.AST, name: str, arr: Operand) -> Value:
+        """The start of a shared array (the box)."""
+        if not isinstance(arr, ArrayView) or arr.space != "shared":
+            raise self.error(e, f"{name} needs a shared array for the box", KernelTypeError)
+        return arr.ptr
+
+    def prim_tma_load(
+        self,
+        e: ast.AST,
+        dst: Operand,
+        tmap: Operand,
+        coords: Operand,
+        bars: Operand,
+        index: Operand,
+    ) -> Operand:
+        box = self._box(e, "tma_load", dst)
+        t = self._tmap(e, "tma_load", tmap)
+        bar = self._mbar(e, "tma_load", bars, index)
+        self.fn.emit0("tma.load", [box, t, bar, *self._coords(e, "tma_load", coords)])
+        return Ref(None)
+
+    def prim_tma_store(self, e: ast.AST, tmap: Operand, coords: Operand, src: Operand) -> Operand:
+        t = self._tmap(e, "tma_store", tmap)
+        box = self._box(e, "tma_store", src)
+        self.fn.emit0("tma.store", [t, box, *self._coords(e, "tma_store", coords)])
+        return Ref(None)
+
+    def prim_tma_reduce(
+        self, e: ast.AST, op: Operand, tmap: Operand, coords: Operand, src: Operand
+    ) -> Operand:
+        o = self._str(op, e, "op", ("add", "min", "max"))
+        t = self._tmap(e, "tma_reduce", tmap)
+        box = self._box(e, "tma_reduce", src)
+        self.fn.emit0(f"tma.reduce.{o}", [t, box, *self._coords(e, "tma_reduce", coords)])
+        return Ref(None)
+
+    def prim_bulk_commit_group(self, e: ast.AST) -> Operand:
+        self.fn.emit0("bulk.commit_group", [])
+        return Ref(None)
+
+    def prim_bulk_wait_group(
+        self, e: ast.AST, pending: Operand = Lit(0), read: Operand = Lit(False)
+    ) -> Operand:
+        if not isinstance(read, Lit) or not isinstance(read.value, bool):
+            raise self.error(e, "bulk_wait_group's read must be True or False", KernelTypeError)
+        op = "bulk.wait_group.read" if read.value else "bulk.wait_group"
+        self.fn.emit0(op, [], pending=self._const_int(pending, e, "pending"))
+        return Ref(None)
+
+    def prim_prefetch_tensormap(self, e: ast.AST, tmap: Operand) -> Operand:
+        self.fn.emit0("prefetch.tensormap", [self._tmap(e, "prefetch_tensormap", tmap)])
         return Ref(None)
 
     def prim_async_commit(self, e: ast.AST) -> Operand:

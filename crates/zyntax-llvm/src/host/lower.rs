@@ -95,7 +95,15 @@ pub fn cpu_blockers(m: &Module, f: &Function) -> Vec<String> {
                 | Op::WgmmaCommit
                 | Op::WgmmaWait(_)
                 | Op::Setmaxnreg { .. }
-                | Op::ElectSync => {
+                | Op::ElectSync
+                | Op::TmaLoad { .. }
+                | Op::TmaStore
+                | Op::TmaReduce(_)
+                | Op::BulkCopyG2S
+                | Op::BulkCopyS2G
+                | Op::BulkCommitGroup
+                | Op::BulkWaitGroup { .. }
+                | Op::PrefetchTensormap => {
                     out.insert(d.op.mnemonic());
                 }
                 Op::Call(c) if !seen.contains(c) => {
@@ -168,7 +176,7 @@ pub fn vty(t: &Type) -> Option<String> {
         Type::Vector(s, n) => format!("<{n} x {}>", sname(*s)),
         Type::Ptr(..) => "ptr".into(),
         Type::Array(e, n) => format!("[{n} x {}]", mty(e)?),
-        Type::Frag(_) => return None,
+        Type::Frag(_) | Type::TensorMap => return None,
     })
 }
 

@@ -94,6 +94,14 @@ impl<'ctx> FnLowering<'_, 'ctx> {
             | Op::WgmmaWait(_)
             | Op::Setmaxnreg { .. }
             | Op::ElectSync => self.lower_wgmma(d),
+            Op::TmaLoad { .. }
+            | Op::TmaStore
+            | Op::TmaReduce(_)
+            | Op::BulkCopyG2S
+            | Op::BulkCopyS2G
+            | Op::BulkCommitGroup
+            | Op::BulkWaitGroup { .. }
+            | Op::PrefetchTensormap => self.tma(d),
             _ => self.lower_sync(d),
         }
     }

@@ -24,6 +24,7 @@
 mod gpu;
 mod hopper;
 mod sync;
+mod tma;
 pub mod ty;
 mod warp_mma;
 mod wgmma;
@@ -38,7 +39,7 @@ use inkwell::context::Context;
 use inkwell::intrinsics::Intrinsic;
 use inkwell::module::{Linkage, Module};
 use inkwell::targets::TargetMachine;
-use inkwell::types::{BasicMetadataTypeEnum, BasicType, BasicTypeEnum};
+use inkwell::types::{AnyType, BasicMetadataTypeEnum, BasicType, BasicTypeEnum};
 use inkwell::values::{
     BasicMetadataValueEnum, BasicValue, BasicValueEnum, FunctionValue, GlobalValue, IntValue,
     PhiValue,
@@ -97,6 +98,24 @@ pub fn lower_module<'ctx>(
         if let FunctionKind::Kernel(info) = &f.kind {
             let fv = l.function(&f.name)?;
             annotations::annotate_kernel(ctx, &l.module, fv, info)?;
+            annotations::annotate_grid_constants(ctx, &l.module, fv, &f.param_types())?;
+        }
+    }
+    // The swizzled TMA boxes (issue 13) repeat every 1024 bytes of shared
+    // address: a module with tensor copies gets its dynamic shared memory
+    // aligned to that, so a box at offset k * 1024 is swizzled as the
+    // interpreter does.
+    if let Some(g) = l.dyn_shared {
+        let tma = funcs.iter().any(|f| {
+            f.insts.iter().any(|d| {
+                matches!(
+                    d.op,
+                    hir::Op::TmaLoad { .. } | hir::Op::TmaStore | hir::Op::TmaReduce(_)
+                )
+            })
+        });
+        if tma {
+            g.set_alignment(1024);
         }
     }
     check_declarations(&l.module)?;
@@ -170,6 +189,22 @@ impl<'ctx> Lowerer<'ctx> {
         if is_kernel {
             fv.set_call_conventions(PTX_KERNEL_CC);
         }
+        // A tensor map (issue 13) is a 128-byte, 64-byte aligned by-value
+        // parameter; `annotate_grid_constants` keeps it in parameter space.
+        for (i, t) in f.param_types().iter().enumerate() {
+            if *t == Type::TensorMap {
+                let bytes = self.ctx.i8_type().array_type(128);
+                let byval = self.ctx.create_type_attribute(
+                    Attribute::get_named_enum_kind_id("byval"),
+                    bytes.as_any_type_enum(),
+                );
+                let align = self
+                    .ctx
+                    .create_enum_attribute(Attribute::get_named_enum_kind_id("align"), 64);
+                fv.add_attribute(AttributeLoc::Param(i as u32), byval);
+                fv.add_attribute(AttributeLoc::Param(i as u32), align);
+            }
+        }
         // No exceptions on the GPU; every GPU function may contain warp-collective
         // or barrier code, so calls must not be made control-dependent on more values.
         for attr in ["nounwind", "convergent"] {
@@ -197,7 +232,8 @@ impl<'ctx> Lowerer<'ctx> {
         Ok(self.ctx.create_enum_attribute(kind, 0))
     }
 
-    /// The module's `extern __shared__` array (one per module, 16-byte aligned).
+    /// The module's `extern __shared__` array (one per module, 16-byte
+    /// aligned; 1024 with TMA tensor copies, see [`lower_module`]).
     fn dyn_shared(&mut self) -> GlobalValue<'ctx> {
         if let Some(g) = self.dyn_shared {
             return g;

@@ -9,6 +9,7 @@
 //! | `[T; n]` | `[n x T]` | same |
 //! | `ptr<space, T>` | `ptr addrspace(space)` (opaque; `constant` → 1, see [`llvm_space`]) | same |
 //! | `frag<…>` | a struct of the WMMA registers (see [`frag_regs`]) | – |
+//! | `tensormap` | `ptr` (generic address of the `byval` kernel parameter) | – |
 
 use crate::error::{CompileError, CompileResult};
 use inkwell::context::Context;
@@ -110,6 +111,8 @@ pub fn value_type<'ctx>(ctx: &'ctx Context, t: &Type) -> CompileResult<BasicType
             let fields = vec![r; n as usize];
             ctx.struct_type(&fields, false).into()
         }
+        // The generic address of the `byval` parameter (issue 13).
+        Type::TensorMap => ctx.ptr_type(AddressSpace::default()).into(),
     })
 }
 
@@ -118,10 +121,10 @@ pub fn memory_type<'ctx>(ctx: &'ctx Context, t: &Type) -> CompileResult<BasicTyp
     Ok(match t {
         Type::Scalar(ScalarType::Bool) => ctx.i8_type().into(),
         Type::Vector(ScalarType::Bool, n) => vector_of(ctx.i8_type().into(), *n)?,
-        Type::Frag(f) => {
+        Type::Frag(_) | Type::TensorMap => {
             return Err(CompileError::internal(
                 "lowering",
-                format!("fragment {f} has no memory representation"),
+                format!("{t} has no memory representation"),
             ))
         }
         other => value_type(ctx, other)?,

@@ -54,3 +54,31 @@ pub fn annotate_kernel<'ctx>(
     }
     Ok(())
 }
+
+/// `!{ptr @k, !"grid_constant", !{i32 i, ...}}` (1-based) for the kernel's
+/// `tensormap` parameters (issue 13): LLVM then keeps each in parameter space
+/// and takes its address with `cvta.param`, as `__grid_constant__` does.
+pub fn annotate_grid_constants<'ctx>(
+    ctx: &'ctx Context,
+    module: &Module<'ctx>,
+    kernel: FunctionValue<'ctx>,
+    params: &[zyntax_hir::Type],
+) -> CompileResult<()> {
+    let idx: Vec<BasicMetadataValueEnum> = params
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| **t == zyntax_hir::Type::TensorMap)
+        .map(|(i, _)| ctx.i32_type().const_int(i as u64 + 1, false).into())
+        .collect();
+    if idx.is_empty() {
+        return Ok(());
+    }
+    let node = ctx.metadata_node(&[
+        BasicMetadataValueEnum::from(kernel.as_global_value().as_pointer_value()),
+        ctx.metadata_string("grid_constant").into(),
+        ctx.metadata_node(&idx).into(),
+    ]);
+    module
+        .add_global_metadata("nvvm.annotations", &node)
+        .map_err(|e| CompileError::internal("kernel annotations", format!("grid_constant: {e}")))
+}

@@ -1,0 +1,188 @@
+"""TMA on the device (issue 13 item 2): the kernels of tests/python/test_tma.py
+with tensor maps from `zyntax.cuda.TensorMap.tiled` give, element by element,
+the numpy model of the shared box (every swizzle, boxes crossing the edge with
+zero and NaN fill, 3-D), stores and reductions, and 1-D bulk copies; the
+interpreter gives the same. Tensor maps over PyTorch/CuPy tensors, graph
+replay after the map is dropped, and the device-side checks. Skipped without
+an NVIDIA GPU; needs sm_90 (H100/H200)."""
+
+from __future__ import annotations
+
+import gc
+from math import prod
+from typing import Any
+
+import numpy as np
+import pytest
+
+import test_tma as cpu
+from zyntax import cuda, interp
+from zyntax.errors import ArgumentError, LaunchError
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(autouse=True)
+def _sm90() -> None:
+    if cuda.device_arch() not in ("sm_90", "sm_90a"):
+        pytest.skip("TMA needs sm_90")
+
+
+def gpu_launch(m: Any, grid: int, block: int, *args: Any, shared_bytes: int) -> np.ndarray:
+    """Launches `load` on the device; args[0] is a cuda.TensorMap, args[1] the host output."""
+    k = cuda.load_hir(m, arch="sm_90").kernel(m.kernels[0])
+    host_out = args[1]
+    out = cuda.to_device(host_out)
+    k.launch(grid, block, args[0], out, *args[2:], shared_mem=shared_bytes)
+    res: np.ndarray = out.to_host()
+    return res
+
+
+@pytest.mark.parametrize(("elem", "shape", "box", "mode"), cpu.LOAD_CASES)
+@pytest.mark.parametrize("edge", [False, True])
+def test_tile_load_element_by_element(
+    elem: str, shape: tuple[int, ...], box: tuple[int, ...], mode: str, edge: bool
+) -> None:
+    x = cpu.rand(elem, shape)
+    coords = cpu.load_case(shape, box, edge)
+    want = cpu.model_load(x, box, coords, mode)
+    m = cpu.load_module(elem, 2)
+    tm = cuda.TensorMap.tiled(cuda.to_device(x), box, swizzle=mode)
+    assert tm.box_bytes == prod(box) * x.itemsize
+    got = cpu.run_load(gpu_launch, m, tm, x, box, coords)
+    np.testing.assert_array_equal(got, want)
+    itm = interp.TensorMap.tiled(x, box, swizzle=mode)
+    np.testing.assert_array_equal(cpu.run_load(cpu.interp_launch, m, itm, x, box, coords), got)
+
+
+def test_nan_fill_and_element_strides() -> None:
+    x = cpu.rand("f32", (12, 40))
+    box, es = (16, 6), (2, 3)
+    coords = [30, -2]
+    tm = cuda.TensorMap.tiled(cuda.to_device(x), box, element_strides=es, oob_fill="nan")
+    got = cpu.run_load(gpu_launch, cpu.load_module("f32", 2), tm, x, box, coords, es)
+    want = cpu.model_load(x, box, coords, "none", es, fill=np.nan)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(got[~np.isnan(got)], want[~np.isnan(want)])
+
+
+@pytest.mark.parametrize("rank", [1, 3, 5])
+def test_other_ranks(rank: int) -> None:
+    shape = {1: (300,), 3: (5, 6, 40), 5: (2, 3, 3, 4, 16)}[rank]
+    box = {1: (64,), 3: (16, 4, 3), 5: (8, 2, 2, 2, 2)}[rank]
+    mode = "64B" if rank > 1 else "none"
+    x = cpu.rand("f32", shape)
+    coords = cpu.load_case(shape, box, edge=True)
+    tm = cuda.TensorMap.tiled(cuda.to_device(x), box, swizzle=mode)
+    got = cpu.run_load(gpu_launch, cpu.load_module("f32", rank), tm, x, box, coords)
+    np.testing.assert_array_equal(got, cpu.model_load(x, box, coords, mode))
+
+
+@pytest.mark.parametrize("op", [None, "add", "min", "max"])
+@pytest.mark.parametrize("mode", ["none", "128B"])
+def test_store_and_reduce(op: str | None, mode: str) -> None:
+    elem = "f16" if op in ("min", "max") else "f32"
+    x = cpu.rand(elem, (20, 48))
+    box = (64, 8) if elem == "f16" else (32, 8)
+    n = prod(box)
+    img = cpu.rand(elem, (n,))
+    coords = cpu.load_case(x.shape, box, edge=True)
+    want = cpu.model_store(x, img, box, coords, mode, op)
+    dx = cuda.to_device(x)
+    tm = cuda.TensorMap.tiled(dx, box, swizzle=mode)
+    k = cuda.load_hir(cpu.store_module(elem, 2, op), arch="sm_90").kernel("store")
+    k.launch(1, 128, tm, cuda.to_device(img), n, *coords, shared_mem=cpu.BOX_AT + img.nbytes)
+    got = dx.to_host()
+    if op == "add":
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    else:
+        np.testing.assert_array_equal(got, want)
+
+
+def test_bulk_copy() -> None:
+    src = cpu.rand("f32", (96,))
+    dst = cuda.to_device(np.full_like(src, -1))
+    k = cuda.load_hir(cpu.bulk_module(), arch="sm_90").kernel("bulk")
+    k.launch(1, 32, cuda.to_device(src), dst, src.nbytes, shared_mem=cpu.BOX_AT + src.nbytes)
+    np.testing.assert_array_equal(dst.to_host(), src)
+
+
+def test_foreign_tensors_and_graph_keepalive() -> None:
+    """A map over a PyTorch tensor; a captured launch replays after the caller
+    dropped both the map and the tensor (a same-size tensor allocated since
+    would take its memory if the map did not keep it)."""
+    torch = pytest.importorskip("torch")
+    x = cpu.rand("f32", (40, 72))
+    box, coords = (32, 8), [8, 16]
+    t = torch.from_numpy(x).cuda()
+    tm = cuda.TensorMap.tiled(t, box, swizzle="128B")
+    k = cuda.load_hir(cpu.load_module("f32", 2), arch="sm_90").kernel("load")
+    n = prod(box)
+    out = cuda.to_device(np.zeros(n, np.float32))
+    s = cuda.Stream()
+    with cuda.capture(s) as cap:
+        k.launch(1, 96, tm, out, n, n * 4, *coords, shared_mem=cpu.BOX_AT + n * 4, stream=s)
+    ex = cap.graph.instantiate()
+    del tm, t, cap
+    gc.collect()
+    junk = torch.full((40, 72), -5.0, device="cuda")
+    ex.launch(s)
+    s.synchronize()
+    np.testing.assert_array_equal(out.to_host(), cpu.model_load(x, box, coords, "128B"))
+    del junk
+
+
+def test_device_checks() -> None:
+    x = cuda.to_device(np.zeros((8, 64), np.float32))
+    with pytest.raises(ArgumentError, match=r"box\[1\]"):
+        cuda.TensorMap.tiled(x, (32, 300))
+    with pytest.raises(ArgumentError, match="swizzle"):
+        cuda.TensorMap.tiled(x, (64, 8), swizzle="128B")
+    with pytest.raises(ArgumentError, match="GPU tensor"):
+        cuda.TensorMap.tiled(np.zeros((8, 64), np.float32), (32, 8))
+    k = cuda.load_hir(cpu.load_module("f32", 2), arch="sm_90").kernel("load")
+    with pytest.raises(LaunchError, match="expected a tensor map"):
+        k.launch(1, 32, x, x, 1, 4, 0, 0, shared_mem=2048)
+    torch = pytest.importorskip("torch")
+    t = torch.zeros((8, 64), device="cuda")[:, ::2]
+    with pytest.raises(ArgumentError, match=r"strides\[0\]"):
+        cuda.TensorMap.tiled(t, (16, 8))
+
+
+def test_tma_copy_example() -> None:
+    import tma_copy  # examples/tma_copy.py
+
+    x, grid, want_raw = cpu.tma_copy_case()
+    src = cuda.to_device(x)
+    dst = cuda.to_device(np.full_like(x, np.nan))
+    raw = cuda.to_device(np.full_like(want_raw, np.nan))
+    k = cuda.load_hir(tma_copy.build(), arch="sm_90").kernel("tma_copy")
+    k.launch(
+        grid,
+        128,
+        cuda.TensorMap.tiled(src, tma_copy.BOX, swizzle="128B"),
+        cuda.TensorMap.tiled(dst, tma_copy.BOX, swizzle="128B"),
+        raw,
+        shared_mem=tma_copy.SHARED_BYTES,
+    )
+    np.testing.assert_array_equal(dst.to_host(), x)
+    np.testing.assert_array_equal(raw.to_host(), want_raw)
+
+
+def test_lang_tma_copy_on_device() -> None:
+    """The zyntax.lang twin of the example, with cuda.TensorMap arguments."""
+    x, grid, want_raw = cpu.tma_copy_case()
+    src = cuda.to_device(x)
+    dst = cuda.to_device(np.full_like(x, np.nan))
+    raw = cuda.to_device(np.full_like(want_raw, np.nan))
+    cpu.lang_tma_copy.launch(
+        cuda.TensorMap.tiled(src, (64, 8), swizzle="128B"),
+        cuda.TensorMap.tiled(dst, (64, 8), swizzle="128B"),
+        raw,
+        grid=grid,
+        block=128,
+        shared_mem=1024,
+        device="gpu",
+    )
+    np.testing.assert_array_equal(dst.to_host(), x)
+    np.testing.assert_array_equal(raw.to_host(), want_raw)

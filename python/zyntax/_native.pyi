@@ -461,6 +461,34 @@ class FunctionBuilder:
     def ex2_approx(self, a: Value) -> Value: ...
     def rcp_approx(self, a: Value) -> Value: ...
     def tanh_approx(self, a: Value) -> Value: ...
+    # warpgroup MMA and warp specialisation (issue 13, sm_90a)
+    def wgmma_desc(
+        self,
+        smem_ptr: Value,
+        *,
+        leading_byte_offset: _Operand,
+        stride_byte_offset: _Operand,
+        swizzle: Literal["128B", "64B", "32B", "none"] | str = "128B",
+    ) -> Value: ...
+    def wgmma(
+        self,
+        acc: Value,
+        a: Value,
+        b_desc: Value,
+        *,
+        n: int,
+        a_type: Literal["f16", "bf16", "tf32", "e4m3", "e5m2", "s8", "u8"] | str = "bf16",
+        b_type: Literal["f16", "bf16", "tf32", "e4m3", "e5m2", "s8", "u8"] | str | None = None,
+        scale_d: _Operand = 1,
+        trans_a: bool = False,
+        trans_b: bool = False,
+        scale_a: int = 1,
+        scale_b: int = 1,
+    ) -> Value: ...
+    def wgmma_zero(self, n: int, *, dtype: _TypeLike | None = None) -> Value: ...
+    def wgmma_wait_group(self, n: int) -> None: ...
+    def setmaxnreg(self, count: int, *, increase: bool) -> None: ...
+    def elect_sync(self) -> Value: ...
     # calls and control flow
     def call(
         self,

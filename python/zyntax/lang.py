@@ -33,6 +33,7 @@ __all__ = [
     "ceil",
     "clz",
     "cos",
+    "elect_sync",
     "exp",
     "f16",
     "f32",
@@ -67,6 +68,7 @@ __all__ = [
     "prange",
     "prefetch_tensormap",
     "rsqrt",
+    "setmaxnreg",
     "shared",
     "shfl_down_sync",
     "shfl_sync",
@@ -92,6 +94,13 @@ __all__ = [
     "vote_any_sync",
     "vote_ballot_sync",
     "warp_size",
+    "wgmma",
+    "wgmma_acc",
+    "wgmma_commit_group",
+    "wgmma_desc",
+    "wgmma_fence",
+    "wgmma_wait_group",
+    "wgmma_zero",
 ]
 
 
@@ -299,6 +308,20 @@ tma_reduce = Primitive("tma_reduce")
 bulk_commit_group = Primitive("bulk_commit_group")
 bulk_wait_group = Primitive("bulk_wait_group")
 prefetch_tensormap = Primitive("prefetch_tensormap")
+# Warpgroup MMA and warp specialisation (issue 13, sm_90a; docs/semantics.md):
+# ``wgmma_desc(shared_array, index, leading_byte_offset=, stride_byte_offset=,
+# swizzle="128B")`` is a u64 descriptor; ``acc = wgmma(acc, a, b_desc, n=64,
+# a_type="bf16")`` a new accumulator (``wgmma_zero(n)`` starts one,
+# ``wgmma_acc(acc, i)`` reads element i).
+wgmma_desc = Primitive("wgmma_desc")
+wgmma_zero = Primitive("wgmma_zero")
+wgmma = Primitive("wgmma")
+wgmma_acc = Primitive("wgmma_acc")
+wgmma_fence = Primitive("wgmma_fence")
+wgmma_commit_group = Primitive("wgmma_commit_group")
+wgmma_wait_group = Primitive("wgmma_wait_group")
+setmaxnreg = Primitive("setmaxnreg")
+elect_sync = Primitive("elect_sync")
 
 shared = _Namespace("shared", ["array", "dynamic"])
 local = _Namespace("local", ["array"])

@@ -45,9 +45,41 @@ pub fn to_f64(ty: ScalarType, v: u64) -> f64 {
 
 /// Round an f64 to a float type (round to nearest even) and give its bits.
 #[inline]
+/// `x` rounded once to the nearest f16 (ties to even). `half`'s conversions
+/// round twice (through f32 with F16C, or after dropping the low 32 mantissa
+/// bits), which misrounds values just off a tie: pick the nearest of the
+/// candidate and its two neighbours, measured exactly in f64.
+fn f16_from_f64(x: f64) -> u16 {
+    let h = f16::from_f64_const(x);
+    if x.is_nan() {
+        return h.to_bits();
+    }
+    // 65520 is the midpoint between f16::MAX and the next power of two.
+    if x.abs() >= 65520.0 {
+        return if x > 0.0 { 0x7c00 } else { 0xfc00 };
+    }
+    let b = h.to_bits() & 0x7fff;
+    let b = if b >= 0x7c00 { 0x7bff } else { b };
+    let sign = if x < 0.0 { 0x8000 } else { 0 };
+    let mag = x.abs();
+    let mut best = b;
+    let mut err = (mag - f64::from(f16::from_bits(b))).abs();
+    for c in [b.wrapping_sub(1), b + 1] {
+        if c > 0x7bff {
+            continue;
+        }
+        let e = (mag - f64::from(f16::from_bits(c))).abs();
+        if e < err || (e == err && c & 1 == 0) {
+            best = c;
+            err = e;
+        }
+    }
+    best | sign
+}
+
 pub fn float_from_f64(ty: ScalarType, x: f64) -> u64 {
     match ty {
-        ScalarType::F16 => u64::from(f16::from_f64(x).to_bits()),
+        ScalarType::F16 => u64::from(f16_from_f64(x)),
         ScalarType::BF16 => u64::from(bf16::from_f64(x).to_bits()),
         ScalarType::F32 => u64::from((x as f32).to_bits()),
         _ => x.to_bits(),

@@ -1876,7 +1876,7 @@ impl FunctionBuilder {
     /// m64nNk*, sm_90a). `acc` is `vec<f32|f16|i32, n/2>`; `a` a u64 descriptor
     /// (A in shared memory) or a `vec<u32, 4>` register fragment; `b_desc` a u64
     /// descriptor; `scale_d` 0/1 or a bool value; `scale_a`/`scale_b` 1 or -1.
-    #[pyo3(signature = (acc, a, b_desc, *, n, a_type=Text::from("bf16"), b_type=None, scale_d=None, trans_a=false, trans_b=false, scale_a=1, scale_b=1),
+    #[pyo3(signature = (acc, a, b_desc, *, n, a_type=Text::from("bf16"), b_type=None, scale_d=None, trans_a=false, trans_b=false, scale_a=Checked(1), scale_b=Checked(1)),
         text_signature = "($self, acc, a, b_desc, *, n, a_type='bf16', b_type=None, scale_d=1, trans_a=False, trans_b=False, scale_a=1, scale_b=1)")]
     #[allow(clippy::too_many_arguments)]
     fn wgmma(
@@ -1891,8 +1891,8 @@ impl FunctionBuilder {
         scale_d: Option<&Bound<'_, PyAny>>,
         trans_a: bool,
         trans_b: bool,
-        scale_a: i64,
-        scale_b: i64,
+        scale_a: Checked<i32>,
+        scale_b: Checked<i32>,
     ) -> PyResult<PyValue> {
         let elem = |t: &str| {
             enum_name(
@@ -1908,7 +1908,7 @@ impl FunctionBuilder {
             Some(t) => elem(t)?,
             None => ea,
         };
-        let neg = |x: i64, what: &str| match x {
+        let neg = |x: i32, what: &str| match x {
             1 => Ok(false),
             -1 => Ok(true),
             _ => Err(BuildError::new_err(format!(
@@ -1921,8 +1921,8 @@ impl FunctionBuilder {
             b: eb,
             trans_a,
             trans_b,
-            neg_a: neg(scale_a, "scale_a")?,
-            neg_b: neg(scale_b, "scale_b")?,
+            neg_a: neg(scale_a.0, "scale_a")?,
+            neg_b: neg(scale_b.0, "scale_b")?,
         };
         let (c, _) = self.sh.value(acc, "the accumulator of `wgmma`")?;
         let (av, _) = self.sh.value(a, "operand a of `wgmma`")?;

@@ -113,7 +113,18 @@ class TensorMapT:
         return "tensormap"
 
 
-HType = Scalar | Ptr | ArrayType | Frag | TensorMapT
+@dataclass(frozen=True)
+class Vec:
+    """A vector value (``vec<f32, 64>``): wgmma accumulators (issue 13)."""
+
+    elem: Scalar
+    lanes: int
+
+    def __str__(self) -> str:
+        return f"vec<{self.elem}, {self.lanes}>"
+
+
+HType = Scalar | Ptr | ArrayType | Frag | TensorMapT | Vec
 
 BOOL = Scalar("bool")
 I32 = Scalar("i32")

@@ -54,6 +54,7 @@ from zyntax.frontend.ir import (
     Ptr,
     Scalar,
     Value,
+    Vec,
 )
 
 # --------------------------------------------------------------------------- operands
@@ -1917,6 +1918,93 @@ class FunctionTranslator:
     def prim_fence_mbarrier_init(self, e: ast.AST) -> Operand:
         self.fn.emit0("fence.mbarrier_init", [])
         return Ref(None)
+
+    # ---- warpgroup MMA and warp specialisation (issue 13, sm_90a)
+    def prim_wgmma_desc(
+        self,
+        e: ast.AST,
+        arr: Operand,
+        index: Operand = Lit(0),
+        *,
+        leading_byte_offset: Operand,
+        stride_byte_offset: Operand,
+        swizzle: Operand = Ref("128B"),
+    ) -> Operand:
+        if not isinstance(arr, ArrayView) or arr.space != "shared":
+            raise self.error(e, "wgmma_desc needs a shared array", KernelTypeError)
+        sw = self._str(swizzle, e, "swizzle", ("128B", "64B", "32B", "none"))
+        ptr = self.element_ptr(arr, [index], e)
+        lbo, sbo = self._u32(leading_byte_offset, e), self._u32(stride_byte_offset, e)
+        return self.fn.emit1(f"wgmma.desc.{sw}", [ptr, lbo, sbo], U64)
+
+    def prim_wgmma_zero(self, e: ast.AST, n: Operand, dtype: Operand = Ref(lang.f32)) -> Operand:
+        lanes = self._const_int(n, e, "n") // 2
+        return self.fn.emit1("wgmma.zero", [], Vec(self._dtype(dtype, e), lanes))
+
+    def prim_wgmma(
+        self,
+        e: ast.AST,
+        acc: Operand,
+        a: Operand,
+        b_desc: Operand,
+        *,
+        n: Operand,
+        a_type: Operand = Ref("bf16"),
+        b_type: Operand = Ref(None),
+        scale_d: Operand = Lit(True),
+        trans_a: Operand = Lit(False),
+        trans_b: Operand = Lit(False),
+    ) -> Operand:
+        types = ("f16", "bf16", "tf32", "e4m3", "e5m2", "s8", "u8")
+        ta = self._str(a_type, e, "a_type", types)
+        tb = (
+            ta
+            if isinstance(b_type, Ref) and b_type.obj is None
+            else self._str(b_type, e, "b_type", types)
+        )
+        flags = ""
+        for name, op in (("trans_a", trans_a), ("trans_b", trans_b)):
+            if not isinstance(op, Lit) or not isinstance(op.value, bool):
+                raise self.error(e, f"{name} must be True or False", KernelTypeError)
+            flags += f".{name}" if op.value else ""
+        if not isinstance(acc, Value):
+            raise self.error(e, "wgmma needs an accumulator (wgmma_zero(n))", KernelTypeError)
+        av = a if isinstance(a, Value) else self.value(a, e, U64)
+        bv = self.value(b_desc, e, U64)
+        sd = self.to_bool(scale_d, e)
+        sv = self.fn.const(BOOL, sd) if isinstance(sd, bool) else sd
+        n_ = self._const_int(n, e, "n")
+        mn = f"wgmma.m64n{n_}.{ta}.{tb}{flags}"
+        return self.fn.emit1(mn, [acc, av, bv, sv], acc.resolve().ty)
+
+    def prim_wgmma_acc(self, e: ast.AST, acc: Operand, i: Operand) -> Operand:
+        if not isinstance(acc, Value) or not isinstance(acc.resolve().ty, Vec):
+            raise self.error(e, "wgmma_acc needs a wgmma accumulator", KernelTypeError)
+        ty = acc.resolve().ty
+        assert isinstance(ty, Vec)
+        return self.fn.emit1("extract", [acc], ty.elem, lane=self._const_int(i, e, "i"))
+
+    def prim_wgmma_fence(self, e: ast.AST) -> Operand:
+        self.fn.emit0("wgmma.fence", [])
+        return Ref(None)
+
+    def prim_wgmma_commit_group(self, e: ast.AST) -> Operand:
+        self.fn.emit0("wgmma.commit_group", [])
+        return Ref(None)
+
+    def prim_wgmma_wait_group(self, e: ast.AST, n: Operand) -> Operand:
+        self.fn.emit0(f"wgmma.wait_group.{self._const_int(n, e, 'n')}", [])
+        return Ref(None)
+
+    def prim_setmaxnreg(self, e: ast.AST, count: Operand, *, increase: Operand) -> Operand:
+        if not isinstance(increase, Lit) or not isinstance(increase.value, bool):
+            raise self.error(e, "increase must be True or False", KernelTypeError)
+        way = "inc" if increase.value else "dec"
+        self.fn.emit0(f"setmaxnreg.{way}.{self._const_int(count, e, 'count')}", [])
+        return Ref(None)
+
+    def prim_elect_sync(self, e: ast.AST) -> Operand:
+        return self.fn.emit1("elect.sync", [], BOOL)
 
     def _shape(self, shape: Operand, e: ast.AST) -> list[int]:
         items = shape.items if isinstance(shape, TupleVal) else [shape]

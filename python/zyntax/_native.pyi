@@ -26,6 +26,7 @@ __all__ = [
     "CudaProgram",
     "CudaProgramExec",
     "CudaStream",
+    "CudaTensorMap",
     "DeviceArray",
     "ForRange",
     "FunctionBuilder",
@@ -85,9 +86,11 @@ __all__ = [
     "i64",
     "interp_call",
     "interp_launch",
+    "interp_tensor_map_check",
     "parse_zir",
     "ptr",
     "ptxas_assemble",
+    "tensormap",
     "u8",
     "u16",
     "u32",
@@ -125,7 +128,7 @@ class Type:
     @staticmethod
     def parse(text: str) -> Type: ...
     @property
-    def kind(self) -> Literal["scalar", "vector", "array", "ptr", "frag"]: ...
+    def kind(self) -> Literal["scalar", "vector", "array", "ptr", "frag", "tensormap"]: ...
     @property
     def is_int(self) -> bool: ...
     @property

@@ -199,7 +199,7 @@ impl TensorMapDesc {
         } else {
             16
         };
-        if address % align != 0 {
+        if !address.is_multiple_of(align) {
             return bad(
                 "address",
                 format!("global address {address:#x} is not {align}-byte aligned"),
@@ -211,7 +211,7 @@ impl TensorMapDesc {
             }
         }
         for (k, &s) in self.strides.iter().enumerate() {
-            if s % 16 != 0 || s >= 1 << 40 {
+            if !s.is_multiple_of(16) || s >= 1 << 40 {
                 return bad(
                     format!("strides[{}]", k + 1),
                     format!("{s} bytes: a global stride must be a multiple of 16 bytes below 2^40"),
@@ -239,7 +239,7 @@ impl TensorMapDesc {
         }
         let inner = u64::from(self.box_dims[0]) * self.elem_bytes();
         if self.interleave == Interleave::None {
-            if inner % 16 != 0 {
+            if !inner.is_multiple_of(16) {
                 return bad(
                     "box[0]",
                     format!(

@@ -151,7 +151,7 @@ pub fn exec(
         }
         Op::BulkCopyG2S | Op::BulkCopyS2G => {
             let (dst, src, bytes) = (val(0), val(1), val(2) as u32 as usize);
-            if bytes % 16 != 0 {
+            if !bytes.is_multiple_of(16) {
                 return trap(format!("{mn}: {bytes} bytes is not a multiple of 16"));
             }
             let want = if matches!(inst.op, Op::BulkCopyG2S) {

@@ -180,9 +180,9 @@ def build(cfg: Config) -> hir.Module:
 
         tid = b.thread_idx()
         with b.if_(b.eq(tid, 0)):
-            for s in range(stages):
-                b.mbarrier_init(full(b.const(s, hir.u32)), 1)
-                b.mbarrier_init(empty(b.const(s, hir.u32)), 4 * cfg.consumers)
+            for i in range(stages):
+                b.mbarrier_init(full(b.const(i, hir.u32)), 1)
+                b.mbarrier_init(empty(b.const(i, hir.u32)), 4 * cfg.consumers)
             b.fence_mbarrier_init()
         b.barrier()
 

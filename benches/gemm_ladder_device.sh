@@ -12,14 +12,14 @@ bash scripts/gpu_batch.sh none >"$OUT/install.log" 2>&1 || { tail -20 "$OUT/inst
 export PYTHONPATH=/tmp/site ZYNTAX_PTXAS=/tmp/zyntax-tools/ptxas PYTHONUNBUFFERED=1
 head -2 "$OUT/device.txt"
 if [[ "$what" == tests || "$what" == all ]]; then
-    timeout 150 python3 -m pytest -q -rfEs -p no:cacheprovider tests/python/gpu/test_gemm_sm90_gpu.py \
+    timeout 100 python3 -m pytest -q -rfEs -p no:cacheprovider tests/python/gpu/test_gemm_sm90_gpu.py \
         2>&1 | tee "$OUT/gemm_sm90_tests.log" | tail -25
 fi
 if [[ "$what" == bench || "$what" == all ]]; then
-    timeout 150 python3 benches/gemm_ladder.py --out-dir "$OUT" 2>&1 | tee "$OUT/ladder.log" | tail -30
+    timeout 120 python3 benches/gemm_ladder.py --out-dir "$OUT" 2>&1 | tee "$OUT/ladder.log" | tail -30
 fi
 if [[ "$what" == ncu || "$what" == all ]] && command -v ncu >/dev/null; then
-    timeout 120 ncu --kernel-name gemm_sm90 --launch-count 1 \
+    timeout 60 ncu --kernel-name gemm_sm90 --launch-count 1 \
         --section SpeedOfLight --section WarpStateStats --section LaunchStats --section Occupancy \
         --metrics sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_tensor_op_gmma.sum \
         python3 benches/gemm_ladder.py --ncu >"$OUT/ncu.txt" 2>&1

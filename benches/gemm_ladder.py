@@ -63,7 +63,7 @@ def main() -> None:
             fn(r % sets)
             e.record()
             e.synchronize()
-            times.append(s.elapsed_ms(e))
+            times.append(s.elapsed_time(e))
         return statistics.median(times)
 
     def example_step(a: Any, bt: Any, out32: Any) -> Any:

@@ -16,7 +16,7 @@ if [[ "$what" == tests || "$what" == all ]]; then
         2>&1 | tee "$OUT/gemm_sm90_tests.log" | tail -25
 fi
 if [[ "$what" == bench || "$what" == all ]]; then
-    timeout 120 python3 benches/gemm_ladder.py --out-dir "$OUT" 2>&1 | tee "$OUT/ladder.log" | tail -30
+    timeout 150 python3 benches/gemm_ladder.py --out-dir "$OUT" --dtypes bf16,f16 2>&1 | tee "$OUT/ladder.log" | tail -30
 fi
 if [[ "$what" == ncu || "$what" == all ]] && command -v ncu >/dev/null; then
     timeout 60 ncu --kernel-name gemm_sm90 --launch-count 1 \

@@ -176,3 +176,14 @@ def test_wgmma_tile_example_assembles() -> None:
     ptx = zyntax.compile(wgmma_tile.build(), backend="nvptx", arch="sm_90a")
     assert "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16" in ptx
     zyntax.validate_ptx(ptx, arch="sm_90a")
+
+
+def test_pad_kernel_on_interpreter() -> None:
+    """The copy matmul_sm90 makes of operands TMA cannot describe: a strided
+    (column-major) 5 x 13 view into zero-padded 16-element rows."""
+    src = rng.integers(0, 2**16, (13, 5), dtype=np.uint16)  # holds the 5 x 13 view's transpose
+    dst = np.full((5, 16), 0xFFFF, np.uint16)
+    m = gemm_sm90._pad_module(2)
+    interp.launch(m, "pad", (1, 5), 256, src.ravel(), dst.ravel(), 5, 13, 1, 5, 16)
+    np.testing.assert_array_equal(dst[:, :13], src.T)
+    assert (dst[:, 13:] == 0).all()

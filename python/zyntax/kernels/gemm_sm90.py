@@ -436,13 +436,13 @@ def _pad_module(elem_bytes: int) -> hir.Module:
         c = b.block_idx() * b.block_dim() + b.thread_idx()
         r = b.block_idx("y")
         with b.if_(b.and_(b.lt(c, dst_cols), b.lt(r, rows))):
-            at = b.cast(r, hir.u64) * src_row + b.cast(c, hir.u64) * src_col
+            r64, c64 = b.cast(r, hir.u64), b.cast(c, hir.u64)
+            to = b.ptr_add(dst, r64 * b.cast(dst_cols, hir.u64) + c64)
             with b.if_else(b.lt(c, cols)) as br:
                 with br.then:
-                    v = b.load(b.ptr_add(src, at))
-                    b.store(b.ptr_add(dst, b.cast(r, hir.u64) * dst_cols + c), v)
+                    b.store(to, b.load(b.ptr_add(src, r64 * src_row + c64 * src_col)))
                 with br.else_:
-                    b.store(b.ptr_add(dst, b.cast(r, hir.u64) * dst_cols + c), 0)
+                    b.store(to, 0)
         b.ret()
     m.verify()
     return m

@@ -73,8 +73,8 @@ def main() -> None:
         n_ = bt.shape[0]
         kern = cuda.load_hir(wgmma_tile.build(), arch="sm_90a").kernel("wgmma_tile")
         kern.set_max_dynamic_shared(wgmma_tile.SHARED_BYTES)
-        ta = cuda.TensorMap.tiled(a, (wgmma_tile.BK, wgmma_tile.BM), swizzle="128B")
-        tb = cuda.TensorMap.tiled(bt, (wgmma_tile.BK, wgmma_tile.BN), swizzle="128B")
+        ta = cuda.TensorMap.tiled(a, (wgmma_tile.BK, wgmma_tile.BM), swizzle="128B", dtype="bf16")
+        tb = cuda.TensorMap.tiled(bt, (wgmma_tile.BK, wgmma_tile.BN), swizzle="128B", dtype="bf16")
 
         def run() -> None:
             kern.launch(

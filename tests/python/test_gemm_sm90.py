@@ -183,7 +183,7 @@ def test_pad_kernel_on_interpreter() -> None:
     (column-major) 5 x 13 view into zero-padded 16-element rows."""
     src = rng.integers(0, 2**16, (13, 5), dtype=np.uint16)  # holds the 5 x 13 view's transpose
     dst = np.full((5, 16), 0xFFFF, np.uint16)
-    m = gemm_sm90._pad_module(2)
+    m = gemm_sm90._pad_module("bf16")
     interp.launch(m, "pad", (1, 5), 256, src.ravel(), dst.ravel(), 5, 13, 1, 5, 16)
     np.testing.assert_array_equal(dst[:, :13], src.T)
     assert (dst[:, 13:] == 0).all()

@@ -424,11 +424,11 @@ def _sm_count(device: int) -> int:
     return int(cuda.Device(device).sm_count)
 
 
-def _pad_module(elem_bytes: int) -> hir.Module:
+def _pad_module(dtype: str) -> hir.Module:
     """``pad(src, dst, rows, cols, src_row, src_col, dst_cols)``: dst[r, c] =
-    src[r * src_row + c * src_col] for c < cols, else 0 (16-bit elements as
-    bits). Gives TMA a row-major copy with 16-byte aligned rows."""
-    t = {2: hir.u16, 4: hir.u32}[elem_bytes]
+    src[r * src_row + c * src_col] for c < cols, else 0 (elements of
+    Gives TMA a row-major copy with 16-byte aligned rows."""
+    t = DTYPES[dtype]
     m = hir.Module("gemm_sm90_pad", targets=["sm_80", "sm_90"])
     g = hir.ptr("global", t)
     with m.kernel("pad", [g, g, hir.u32, hir.u32, hir.u64, hir.u64, hir.u32], max_threads=256) as b:
@@ -442,17 +442,17 @@ def _pad_module(elem_bytes: int) -> hir.Module:
                 with br.then:
                     b.store(to, b.load(b.ptr_add(src, r64 * src_row + c64 * src_col)))
                 with br.else_:
-                    b.store(to, 0)
+                    b.store(to, 0.0)
         b.ret()
     m.verify()
     return m
 
 
 @functools.lru_cache(maxsize=8)
-def _pad_kernel(elem_bytes: int, device: int) -> Any:
+def _pad_kernel(dtype: str, device: int) -> Any:
     from zyntax import cuda
 
-    return cuda.load_hir(_pad_module(elem_bytes), device).kernel("pad")
+    return cuda.load_hir(_pad_module(dtype), device).kernel("pad")
 
 
 class _Rows:
@@ -482,7 +482,7 @@ def _row_major(arr: Any, rows: int, cols: int, row_stride: int, col_stride: int)
         return cuda.from_cuda_array_interface(_Rows(arr.ptr, rows, cols, arr.typestr))
     pitch = -(-cols // 8) * 8
     dst = cuda.empty((rows, pitch), arr.dtype, arr.device)
-    kern = _pad_kernel(item, arr.device)
+    kern = _pad_kernel(_dtype_name(arr), arr.device)
     kern.launch(
         ((pitch + 255) // 256, rows), 256, arr, dst, rows, cols, row_stride, col_stride, pitch
     )

@@ -15,6 +15,10 @@ Steps:
 - ``persistent``: one block per SM walking the tiles in grouped order (the
   full kernel, also reported as ``zyntax``).
 
+Variations of the full kernel, reported beside the steps: ``persistent_overlap``
+(one wgmma group kept in flight, stages released a step late),
+``persistent_group16`` (16 tile rows per group), ``persistent_no_setmaxnreg``.
+
 ``--ncu`` runs only the full kernel once at 8192^3 (for Nsight Compute).
 """
 
@@ -37,9 +41,13 @@ def main() -> None:
     p.add_argument("--out-dir", type=Path, default=ROOT / "benches" / "results")
     p.add_argument("--sizes", default="8192,4096")
     p.add_argument("--dtypes", default="bf16")
-    p.add_argument("--reps", type=int, default=30)
+    p.add_argument("--reps", type=int, default=40)
     p.add_argument("--ncu", action="store_true")
-    p.add_argument("--steps", default="wgmma_tma,ws,ws_setmaxnreg,persistent_no_overlap,persistent")
+    p.add_argument(
+        "--steps",
+        default="wgmma_tma,ws,ws_setmaxnreg,persistent,"
+        "persistent_overlap,persistent_group16,persistent_no_setmaxnreg",
+    )
     args = p.parse_args()
 
     import torch
@@ -151,8 +159,11 @@ def bench_case(
     variants = {
         "ws": (dataclasses.replace(base, setmaxnreg=False), 1 << 30),
         "ws_setmaxnreg": (base, 1 << 30),
-        "persistent_no_overlap": (dataclasses.replace(base, overlap=False), sms),
         "persistent": (base, sms),
+        # variations of the full kernel (not ladder steps)
+        "persistent_overlap": (dataclasses.replace(base, overlap=True), sms),
+        "persistent_group16": (dataclasses.replace(base, group_m=16), sms),
+        "persistent_no_setmaxnreg": (dataclasses.replace(base, setmaxnreg=False), sms),
     }
     for step, (cfg, cap) in variants.items():
         if step not in steps:

@@ -65,7 +65,9 @@ class Config:
     setmaxnreg: bool = True  # move registers from the producer to the consumers
     group_m: int = 8  # tile rows walked together (L2 reuse)
     pair_store: bool = True  # N is even: store two output columns at once
-    overlap: bool = True  # keep one wgmma group in flight, release its stage one step late
+    # keep one wgmma group in flight and release its stage one step late; measured
+    # slower with setmaxnreg on the H100 (benches/gemm_ladder.py), so off
+    overlap: bool = False
 
     @property
     def bm(self) -> int:

@@ -471,33 +471,54 @@ class _Rows:
         }
 
 
-def _row_major(arr: Any, rows: int, cols: int, row_stride: int, col_stride: int) -> Any:
-    """A (rows, pitch) row-major DeviceArray TMA can describe holding `arr`'s
-    (rows, cols) elements at (row_stride, col_stride): a view of `arr` when its
-    rows are dense and 16-byte aligned, else a copy with the row length rounded
-    up to 8 elements (zeros beyond `cols`)."""
+def _operand_map(
+    arr: Any, rows: int, cols: int, row_stride: int, col_stride: int, box: tuple[int, int]
+) -> tuple[Any, Any]:
+    """(tensor map, buffer to keep alive) of `arr`'s (rows, cols) elements at
+    (row_stride, col_stride), read as a row-major matrix: a view of `arr` when
+    its rows are dense and 16-byte aligned (the map is cached: encoding one
+    costs more host time than a 4096^3 launch), else a zero-padded copy with
+    the row length rounded up to 8 elements."""
     from zyntax import cuda
 
-    item = arr.itemsize
+    dtype = _dtype_name(arr)
     dense = col_stride == 1 and (row_stride == cols or rows == 1)
-    if dense and cols * item % 16 == 0 and arr.ptr % 16 == 0:
-        return cuda.from_cuda_array_interface(_Rows(arr.ptr, rows, cols, arr.typestr))
+    if dense and cols * arr.itemsize % 16 == 0 and arr.ptr % 16 == 0:
+        return _view_map(arr.ptr, rows, cols, arr.typestr, arr.device, box, dtype), None
     pitch = -(-cols // 8) * 8
     dst = cuda.empty((rows, pitch), arr.dtype, arr.device)
-    kern = _pad_kernel(_dtype_name(arr), arr.device)
+    kern = _pad_kernel(dtype, arr.device)
     kern.launch(
         ((pitch + 255) // 256, rows), 256, arr, dst, rows, cols, row_stride, col_stride, pitch
     )
-    return dst
+    return cuda.TensorMap.tiled(dst, box, swizzle="128B", dtype=dtype), dst
+
+
+@functools.lru_cache(maxsize=256)
+def _view_map(
+    ptr: int, rows: int, cols: int, typestr: str, device: int, box: tuple[int, int], dtype: str
+) -> Any:
+    """The tensor map of the row-major (rows, cols) matrix at `ptr` (a pure
+    function of these fields, so a cached one is the same map)."""
+    from zyntax import cuda
+
+    view = cuda.from_cuda_array_interface(_Rows(ptr, rows, cols, typestr))
+    return cuda.TensorMap.tiled(view, box, swizzle="128B", dtype=dtype)
+
+
+def _boxes(cfg: Config) -> tuple[tuple[int, int], tuple[int, int]]:
+    """TMA boxes of A and B, innermost first: a 64-element (128-byte) row by
+    the tile's rows; an N-major B in 64-column boxes."""
+    return (BK, cfg.bm), ((BK, cfg.bn) if cfg.b_layout == "col" else (64, BK))
 
 
 def tensor_maps(kind: Any, cfg: Config, a_rows: Any, b_rows: Any, dtype: str) -> tuple[Any, Any]:
     """The tensor maps of A (M x K rows) and B (N x K rows for "col", K x N
     for "row"): `kind` is ``zyntax.cuda.TensorMap`` or ``zyntax.interp.TensorMap``.
     Boxes are innermost first: a 64-element (128-byte) row by the tile's rows."""
-    box_b = (BK, cfg.bn) if cfg.b_layout == "col" else (64, BK)
+    box_a, box_b = _boxes(cfg)
     return (
-        kind.tiled(a_rows, (BK, cfg.bm), swizzle="128B", dtype=dtype),
+        kind.tiled(a_rows, box_a, swizzle="128B", dtype=dtype),
         kind.tiled(b_rows, box_b, swizzle="128B", dtype=dtype),
     )
 
@@ -557,12 +578,6 @@ def matmul_sm90(
         return
     sa = [s // da.itemsize for s in da.strides]
     sb = [s // db.itemsize for s in db.strides]
-    # A as M x K rows; B as N x K rows ("col") or K x N rows ("row").
-    a_rows = _row_major(da, m, k, sa[0], sa[1])
-    if b_layout == "col":
-        b_rows = _row_major(db, n, k, sb[1], sb[0])
-    else:
-        b_rows = _row_major(db, k, n, sb[0], sb[1])
     base = config or Config()
     cfg = dataclasses.replace(
         base,
@@ -574,7 +589,14 @@ def matmul_sm90(
         pair_store=n % 2 == 0,
     )
     kern = _kernel(cfg, dout.device)
-    tmap_a, tmap_b = tensor_maps(cuda.TensorMap, cfg, a_rows, b_rows, dtype=ta)
+    box_a, box_b = _boxes(cfg)
+    # A as M x K rows; B as N x K rows ("col") or K x N rows ("row"). The
+    # padded copies (if any) are freed stream-ordered after the launch.
+    tmap_a, _pad_a = _operand_map(da, m, k, sa[0], sa[1], box_a)
+    if b_layout == "col":
+        tmap_b, _pad_b = _operand_map(db, n, k, sb[1], sb[0], box_b)
+    else:
+        tmap_b, _pad_b = _operand_map(db, k, n, sb[0], sb[1], box_b)
     grid, block, shared = launch_shape(cfg, m, n, sms or _sm_count(dout.device))
     args: list[Any] = [tmap_a, tmap_b, dout]
     if dbias is not None:

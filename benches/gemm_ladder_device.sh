@@ -2,7 +2,8 @@
 # One device call for the sm_90a GEMM (issue 14 item 1): installs the carried
 # wheel (scripts/gpu_batch.sh none), runs its GPU tests, the ladder bench and
 # Nsight Compute on the full kernel. Logs and JSON go to $OUT.
-# Usage on the device, from the tree root:  OUT=... bash benches/gemm_ladder_device.sh [tests|bench|ncu|all]
+# Usage on the device, from the tree root (ZYNTAX_COMMIT=<sha> names the commit in the JSON):
+#   OUT=... bash benches/gemm_ladder_device.sh [tests|bench|ncu|all]
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 what="${1:-all}"

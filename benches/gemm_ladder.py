@@ -115,9 +115,56 @@ def main() -> None:
     steps = args.steps.split(",")
     for dtype in args.dtypes.split(","):
         for n in (int(x) for x in args.sizes.split(",")):
-            bench_case(res, dtype, n, steps, args.reps, sms, timed, example_step)
+            if dtype in ("tf32", "e4m3"):
+                bench_other(res, dtype, n, args.reps, timed)
+            else:
+                bench_case(res, dtype, n, steps, args.reps, sms, timed, example_step)
             torch.cuda.empty_cache()
     res.write(args.out_dir)
+
+
+def bench_other(res: Any, dtype: str, n: int, reps: int, timed: Any) -> None:
+    """tf32 (f32 operands; peer torch.matmul with TF32 on) or e4m3 (bf16 out,
+    per-tensor scales; peer torch._scaled_mm), B column-major, full kernel."""
+    import torch
+
+    from zyntax.kernels import gemm_sm90
+
+    case, sets, flops = f"{dtype}_{n}", 3, 2.0 * n**3
+    a_sets = [torch.randn(n, n, device="cuda") for _ in range(sets)]
+    bt_sets = [torch.randn(n, n, device="cuda") for _ in range(sets)]
+    if dtype == "tf32":
+        out = torch.empty(n, n, device="cuda")
+        torch.backends.cuda.matmul.allow_tf32 = True
+        ms = timed(lambda i: torch.matmul(a_sets[i], bt_sets[i].t(), out=out), sets, reps)
+        res.add(case, "cublas", "TFLOP_per_s", flops / ms / 1e9, False)
+
+        def ours(i: int) -> None:
+            gemm_sm90.matmul_sm90(a_sets[i], bt_sets[i].t(), out, b_layout="col")
+    else:
+        f8 = torch.float8_e4m3fn
+        a_sets = [x.to(f8) for x in a_sets]
+        bt_sets = [x.to(f8) for x in bt_sets]
+        one = torch.ones((), device="cuda")
+        out = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
+
+        def peer(i: int) -> None:
+            torch._scaled_mm(
+                a_sets[i], bt_sets[i].t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16
+            )
+
+        ms = timed(peer, sets, reps)
+        res.add(case, "torch_scaled_mm", "TFLOP_per_s", flops / ms / 1e9, False)
+        a8 = [x.view(torch.uint8) for x in a_sets]
+        b8 = [x.view(torch.uint8).t() for x in bt_sets]
+
+        def ours(i: int) -> None:
+            gemm_sm90.matmul_sm90(
+                a8[i], b8[i], out, b_layout="col", scale_a=one, scale_b=one, dtype="e4m3"
+            )
+
+    ms = timed(ours, sets, reps)
+    res.add(case, "zyntax", "TFLOP_per_s", flops / ms / 1e9, False)
 
 
 def bench_case(

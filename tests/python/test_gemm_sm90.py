@@ -19,7 +19,7 @@ from zyntax.kernels import gemm_sm90
 from zyntax.kernels.gemm_sm90 import Config
 
 rng = np.random.default_rng()
-TOL = {"bf16": 1e-2, "f16": 1e-3, "f32": 1e-5}
+TOL = {"bf16": 1e-2, "f16": 1e-3, "f32": 1e-5, "tf32": 1e-5, "e4m3": 1e-5}
 
 
 def to_bits(x: np.ndarray, dtype: str) -> np.ndarray:
@@ -30,7 +30,31 @@ def to_bits(x: np.ndarray, dtype: str) -> np.ndarray:
     return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
 
 
+def e4m3_bits(shape: tuple[int, ...]) -> np.ndarray:
+    """Random e4m3 bytes of moderate size (exponent field 5..9: 1/4 .. 8)."""
+    sign = rng.integers(0, 2, shape, dtype=np.uint8) << 7
+    exp = rng.integers(5, 10, shape, dtype=np.uint8) << 3
+    return sign | exp | rng.integers(0, 8, shape, dtype=np.uint8)
+
+
+def operand(shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    """Fresh random operand bits of `dtype` (tf32: f32 values)."""
+    if dtype == "e4m3":
+        return e4m3_bits(shape)
+    if dtype == "tf32":
+        return rng.standard_normal(shape, dtype=np.float32)
+    return to_bits(rng.standard_normal(shape, dtype=np.float32), dtype)
+
+
 def from_bits(bits: np.ndarray, dtype: str) -> np.ndarray:
+    if dtype == "e4m3":
+        b = bits.astype(np.int64)
+        mag = np.where(
+            (b >> 3) & 15, (8 + (b & 7)) * 2.0 ** (((b >> 3) & 15) - 10), (b & 7) * 2.0**-9
+        )
+        return np.where(b & 0x80, -mag, mag)
+    if dtype == "tf32":  # the tensor cores read the top 19 bits
+        return (bits.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
     if dtype == "f32":
         return bits.view(np.float32).astype(np.float64)
     if dtype == "f16":
@@ -39,8 +63,9 @@ def from_bits(bits: np.ndarray, dtype: str) -> np.ndarray:
 
 
 def pad8(x: np.ndarray) -> np.ndarray:
-    """`x` with its rows zero-padded to a multiple of 8 elements."""
-    pitch = -(-x.shape[1] // 8) * 8
+    """`x` with its rows zero-padded to a multiple of 16 bytes."""
+    per16 = 16 // x.itemsize
+    pitch = -(-x.shape[1] // per16) * per16
     out = np.zeros((x.shape[0], pitch), x.dtype)
     out[:, : x.shape[1]] = x
     return out
@@ -56,15 +81,18 @@ def run(
 ) -> None:
     """Runs `cfg` on the interpreter for an m x n x k product and checks it."""
     dt = cfg.dtype
-    a = to_bits(rng.standard_normal((m, k), dtype=np.float32), dt)
+    a = operand((m, k), dt)
     if cfg.b_layout == "col":
-        b_rows = to_bits(rng.standard_normal((n, k), dtype=np.float32), dt)
+        b_rows = operand((n, k), dt)
         b = from_bits(b_rows, dt).T
     else:
-        b_rows = to_bits(rng.standard_normal((k, n), dtype=np.float32), dt)
+        b_rows = operand((k, n), dt)
         b = from_bits(b_rows, dt)
     ref = from_bits(a, dt) @ b
     args: list[object] = []
+    if cfg.scaled:
+        sa, sb = (rng.uniform(0.5, 2.0, 1).astype(np.float32) for _ in range(2))
+        ref = ref * (float(sa[0]) * float(sb[0]))
     if bias:
         assert cfg.bias is not None
         bias_bits = (
@@ -76,6 +104,8 @@ def run(
             bias_bits.astype(np.float64) if cfg.bias == "f32" else from_bits(bias_bits, cfg.bias)
         )
         args.append(bias_bits)
+    if cfg.scaled:
+        args += [sa, sb]
     if cfg.activation == "relu":
         ref = np.maximum(ref, 0.0)
     elif cfg.activation == "gelu":
@@ -87,7 +117,8 @@ def run(
         else np.full((m, n), 0x7FFF, np.uint16)  # a bf16 NaN
     )
     # TMA needs 16-byte aligned rows: zero-pad them, as matmul_sm90 does on the GPU
-    ta, tb = gemm_sm90.tensor_maps(interp.TensorMap, cfg, pad8(a), pad8(b_rows), dtype=dt)
+    tma_dtype = gemm_sm90.IN_TMA[dt]
+    ta, tb = gemm_sm90.tensor_maps(interp.TensorMap, cfg, pad8(a), pad8(b_rows), dtype=tma_dtype)
     g, block, shared = gemm_sm90.launch_shape(cfg, m, n, grid or 1 << 30)
     module = gemm_sm90.module(cfg)
     interp.launch(module, "gemm_sm90", g, block, ta, tb, out, *args, m, n, k, shared_bytes=shared)
@@ -119,6 +150,17 @@ def test_f16_relu_bias_bf16_small_tile_no_overlap() -> None:
     run(200, 136, 64, cfg, grid=2, bias=True)
 
 
+def test_tf32_to_f32_tails() -> None:
+    # K tiles of 32 f32 elements, wgmma m64n256k8
+    run(70, 300, 40, Config(dtype="tf32", out_dtype="f32", pair_store=False))
+
+
+def test_e4m3_scaled_to_bf16_bias() -> None:
+    # K tiles of 128 bytes, wgmma m64n256k32, per-tensor scales, bf16 out, tails
+    cfg = Config(dtype="e4m3", out_dtype="bf16", scaled=True, bias="f32")
+    run(128, 250, 150, cfg, bias=True)
+
+
 def test_one_consumer_without_setmaxnreg() -> None:
     run(64, 64, 256, Config(bn=64, consumers=1, stages=2, setmaxnreg=False))
 
@@ -147,6 +189,11 @@ def test_supports_and_bad_config() -> None:
     assert gemm_sm90.sm90_supports("bf16", "bf16", "f32", "row", "col")
     assert not gemm_sm90.sm90_supports("bf16", "f16", "f32", "row", "row")
     assert not gemm_sm90.sm90_supports("f32", "f32", "f32", "row", "row")
+    assert gemm_sm90.sm90_supports("f32", "f32", "f32", "row", "col")
+    assert gemm_sm90.sm90_supports("e4m3", "e4m3", "bf16", "row", "col")
+    assert not gemm_sm90.sm90_supports("e4m3", "e4m3", "bf16", "row", "row")
+    with pytest.raises(ValueError, match="K-major"):
+        gemm_sm90.build(Config(dtype="e4m3", b_layout="row"))
     assert not gemm_sm90.sm90_supports("bf16", "bf16", "bf16", "col", "row")
     with pytest.raises(ValueError, match="b_layout"):
         gemm_sm90.build(dataclasses.replace(Config(), b_layout="diag"))

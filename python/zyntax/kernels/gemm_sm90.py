@@ -34,17 +34,22 @@ import dataclasses
 import functools
 from typing import Any
 
+import numpy as np
+
 from zyntax import hir
 
 BM_PER_CONSUMER = 64  # rows of one wgmma (m64)
-BK = 64  # K per stage: one 128-byte swizzle row of 16-bit elements
-WGMMA_K = 16  # K of one wgmma for 16-bit operands
-ROW_BYTES = BK * 2  # bytes of one tile row in shared memory (= the 128B swizzle span)
+ROW_BYTES = 128  # K bytes per stage: one tile row = the 128B swizzle span
+SLICE_BYTES = 32  # K bytes of one wgmma (16 f16/bf16, 8 tf32, 32 e4m3)
+BK = 64  # K per stage for 16-bit operands (ROW_BYTES / element size in general)
 SWIZZLE_ATOM = 8 * ROW_BYTES  # 8 rows x 128 bytes: the period of the 128B swizzle
 GELU_C = 0.7978845608028654  # sqrt(2 / pi)
 
 DTYPES = {"bf16": hir.bf16, "f16": hir.f16, "f32": hir.f32}
-IN_DTYPES = ("bf16", "f16")
+IN_DTYPES = ("bf16", "f16", "tf32", "e4m3")
+#: Element bytes and the TMA element type of each operand dtype.
+IN_BYTES = {"bf16": 2, "f16": 2, "tf32": 4, "e4m3": 1}
+IN_TMA = {"bf16": "bf16", "f16": "f16", "tf32": "f32", "e4m3": "u8"}
 OUT_DTYPES = ("bf16", "f16", "f32")
 LAYOUTS = ("row", "col")
 ACTIVATIONS = (None, "relu", "gelu")
@@ -65,6 +70,7 @@ class Config:
     setmaxnreg: bool = True  # move registers from the producer to the consumers
     group_m: int = 8  # tile rows walked together (L2 reuse)
     pair_store: bool = True  # N is even: store two output columns at once
+    scaled: bool = False  # multiply by scale_a[0] * scale_b[0] (f32 pointers; fp8)
     # keep one wgmma group in flight and release its stage one step late; measured
     # slower with setmaxnreg on the H100 (benches/gemm_ladder.py), so off
     overlap: bool = False
@@ -72,6 +78,11 @@ class Config:
     @property
     def bm(self) -> int:
         return BM_PER_CONSUMER * self.consumers
+
+    @property
+    def bk(self) -> int:
+        """K elements per stage (one 128-byte row)."""
+        return ROW_BYTES // IN_BYTES[self.dtype]
 
     @property
     def threads(self) -> int:
@@ -109,6 +120,8 @@ class Config:
             raise ValueError(f"bias dtype must be one of {OUT_DTYPES}, got {self.bias!r}")
         if self.activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {ACTIVATIONS}, got {self.activation!r}")
+        if self.b_layout == "row" and IN_BYTES[self.dtype] != 2:
+            raise ValueError(f"{self.dtype} wgmma needs a K-major B (b_layout='col')")
         if self.bn not in (64, 128, 256) or self.stages < 2 or self.consumers not in (1, 2):
             raise ValueError(f"unsupported tile configuration {self}")
 
@@ -157,12 +170,15 @@ def build(cfg: Config) -> hir.Module:
     params: list[Any] = [hir.tensormap, hir.tensormap, hir.ptr("global", out_t)]
     if cfg.bias is not None:
         params.append(hir.ptr("global", DTYPES[cfg.bias]))
+    if cfg.scaled:
+        params += [hir.ptr("global", hir.f32)] * 2
     params += [hir.u32, hir.u32, hir.u32]
-    bm, bn, stages = cfg.bm, cfg.bn, cfg.stages
+    bm, bn, bk, stages = cfg.bm, cfg.bn, cfg.bk, cfg.stages
     su64 = hir.ptr("shared", hir.u64)
     with m.kernel("gemm_sm90", params, max_threads=cfg.threads, min_blocks=1) as b:
         tmap_a, tmap_b, out = b.params[:3]
         bias = b.params[3] if cfg.bias is not None else None
+        scales = b.params[-5:-3] if cfg.scaled else None
         size_m, size_n, size_k = b.params[-3:]
         smem = b.dyn_shared(hir.u8)
 
@@ -191,7 +207,7 @@ def build(cfg: Config) -> hir.Module:
         tiles_m = (size_m + (bm - 1)) // bm
         tiles_n = (size_n + (bn - 1)) // bn
         tiles = tiles_m * tiles_n
-        k_blocks = (size_k + (BK - 1)) // BK
+        k_blocks = (size_k + (bk - 1)) // bk
         first, stride = b.block_idx(), b.grid_dim()
         warpgroup = tid >> 7
         producer_regs, consumer_regs = cfg.registers
@@ -215,7 +231,7 @@ def build(cfg: Config) -> hir.Module:
                             _wait(b, empty(s), parity ^ 1)
                             bar = full(s)
                             b.mbarrier_arrive_expect_tx(bar, cfg.a_bytes + cfg.b_bytes)
-                            k0 = b.cast(kl.index * BK, hir.i32)
+                            k0 = b.cast(kl.index * bk, hir.i32)
                             row_a = b.cast(tm * bm, hir.i32)
                             b.tma_load(a_stage(s), tmap_a, [k0, row_a], bar)
                             if cfg.b_layout == "col":
@@ -239,6 +255,9 @@ def build(cfg: Config) -> hir.Module:
                 # wait is done (on the device one arrival per warpgroup would
                 # do: a wgmma is one warpgroup-wide operation)
                 lane = tid & 31
+                scale = None
+                if scales is not None:
+                    scale = b.load(scales[0]) * b.load(scales[1])
                 with b.loop(first, tiles, stride, carry=[b.const(0, hir.u32)]) as tl:
                     (it0,) = tl.carried
                     tm, tn = _tile_coords(b, tl.index, tiles_m, tiles_n, cfg.group_m)
@@ -250,16 +269,16 @@ def build(cfg: Config) -> hir.Module:
                         a_base = b.ptr_add(a_stage(s), c * (BM_PER_CONSUMER * ROW_BYTES))
                         b_base = b_stage(s)
                         b.wgmma_fence()
-                        for kk in range(BK // WGMMA_K):
+                        for kk in range(ROW_BYTES // SLICE_BYTES):
                             da = b.wgmma_desc(
-                                b.ptr_add(a_base, kk * WGMMA_K * 2),
+                                b.ptr_add(a_base, kk * SLICE_BYTES),
                                 leading_byte_offset=16,
                                 stride_byte_offset=SWIZZLE_ATOM,
                                 swizzle="128B",
                             )
                             if cfg.b_layout == "col":
                                 db = b.wgmma_desc(
-                                    b.ptr_add(b_base, kk * WGMMA_K * 2),
+                                    b.ptr_add(b_base, kk * SLICE_BYTES),
                                     leading_byte_offset=16,
                                     stride_byte_offset=SWIZZLE_ATOM,
                                     swizzle="128B",
@@ -268,7 +287,7 @@ def build(cfg: Config) -> hir.Module:
                                 # rows kk*16.. of the 64-column boxes; LBO steps
                                 # from one 64-column box to the next
                                 db = b.wgmma_desc(
-                                    b.ptr_add(b_base, kk * WGMMA_K * ROW_BYTES),
+                                    b.ptr_add(b_base, kk * 16 * ROW_BYTES),
                                     leading_byte_offset=64 * ROW_BYTES,
                                     stride_byte_offset=SWIZZLE_ATOM,
                                     swizzle="128B",
@@ -297,7 +316,7 @@ def build(cfg: Config) -> hir.Module:
                         b.wgmma_wait_group(0)
                         with b.if_(b.and_(b.eq(lane, 0), b.gt(k_blocks, 0))):
                             b.mbarrier_arrive(empty((it_end + (stages - 1)) % stages))
-                    _epilogue(b, cfg, acc, out, bias, size_m, size_n, tm, tn, c, lt)
+                    _epilogue(b, cfg, acc, out, bias, scale, size_m, size_n, tm, tn, c, lt)
                     tl.next(it_end)
         b.ret()
     m.verify()
@@ -310,6 +329,7 @@ def _epilogue(
     acc: hir.Value,
     out: hir.Value,
     bias: hir.Value | None,
+    scale: hir.Value | None,
     size_m: hir.Value,
     size_n: hir.Value,
     tm: hir.Value,
@@ -342,6 +362,8 @@ def _epilogue(
             vals = []
             for e in range(2):
                 v = b.extract(acc, 4 * j + 2 * h + e)
+                if scale is not None:
+                    v = v * scale
                 if bias is not None:
                     v = v + add[e]
                 v = _activation(b, v, cfg.activation)
@@ -382,18 +404,27 @@ def launch_shape(cfg: Config, m: int, n: int, sms: int) -> tuple[int, int, int]:
 # ------------------------------------------------------------------ launching
 
 #: Names of the operand dtypes as the runtime spells them (typestr or name).
-_DTYPE_NAMES = {"<f2": "f16", "<f4": "f32", "<V2": "bf16", "bfloat16": "bf16", "float16": "f16"}
+_DTYPE_NAMES = {
+    "<f2": "f16",
+    "<f4": "f32",
+    "<V2": "bf16",
+    "|u1": "u8",
+    "bfloat16": "bf16",
+    "float16": "f16",
+}
 
 
 def sm90_supports(a_dtype: str, b_dtype: str, out_dtype: str, a_layout: str, b_layout: str) -> bool:
-    """Whether :func:`matmul_sm90` runs this combination natively: bf16 or f16
-    operands of one dtype, a bf16/f16/f32 output, A row-major, B either layout."""
+    """Whether :func:`matmul_sm90` runs this combination natively: operands of
+    one dtype ("bf16", "f16", "f32" through tf32, "e4m3"), a bf16/f16/f32
+    output, A row-major; B either layout for 16-bit operands, else column-major
+    (tf32 and fp8 wgmma read K-major operands only)."""
     return (
         a_dtype == b_dtype
-        and a_dtype in IN_DTYPES
+        and a_dtype in ("bf16", "f16", "f32", "e4m3")
         and out_dtype in OUT_DTYPES
         and a_layout == "row"
-        and b_layout in LAYOUTS
+        and (b_layout == "col" or (b_layout == "row" and a_dtype in ("bf16", "f16")))
     )
 
 
@@ -428,9 +459,9 @@ def _sm_count(device: int) -> int:
 
 def _pad_module(dtype: str) -> hir.Module:
     """``pad(src, dst, rows, cols, src_row, src_col, dst_cols)``: dst[r, c] =
-    src[r * src_row + c * src_col] for c < cols, else 0 (elements of
-    Gives TMA a row-major copy with 16-byte aligned rows."""
-    t = DTYPES[dtype]
+    src[r * src_row + c * src_col] for c < cols, else 0 (`dtype` elements;
+    "u8" for fp8 bytes). Gives TMA a row-major copy with 16-byte aligned rows."""
+    t = {**DTYPES, "u8": hir.u8}[dtype]
     m = hir.Module("gemm_sm90_pad", targets=["sm_80", "sm_90"])
     g = hir.ptr("global", t)
     with m.kernel("pad", [g, g, hir.u32, hir.u32, hir.u64, hir.u64, hir.u32], max_threads=256) as b:
@@ -444,7 +475,7 @@ def _pad_module(dtype: str) -> hir.Module:
                 with br.then:
                     b.store(to, b.load(b.ptr_add(src, r64 * src_row + c64 * src_col)))
                 with br.else_:
-                    b.store(to, 0.0)
+                    b.store(to, 0.0 if dtype != "u8" else 0)
         b.ret()
     m.verify()
     return m
@@ -472,7 +503,13 @@ class _Rows:
 
 
 def _operand_map(
-    arr: Any, rows: int, cols: int, row_stride: int, col_stride: int, box: tuple[int, int]
+    arr: Any,
+    rows: int,
+    cols: int,
+    row_stride: int,
+    col_stride: int,
+    box: tuple[int, int],
+    dtype: str,
 ) -> tuple[Any, Any]:
     """(tensor map, buffer to keep alive) of `arr`'s (rows, cols) elements at
     (row_stride, col_stride), read as a row-major matrix: a view of `arr` when
@@ -481,13 +518,14 @@ def _operand_map(
     the row length rounded up to 8 elements."""
     from zyntax import cuda
 
-    dtype = _dtype_name(arr)
+    dtype = IN_TMA.get(dtype, dtype)
     dense = col_stride == 1 and (row_stride == cols or rows == 1)
     if dense and cols * arr.itemsize % 16 == 0 and arr.ptr % 16 == 0:
         return _view_map(arr.ptr, rows, cols, arr.typestr, arr.device, box, dtype), None
-    pitch = -(-cols // 8) * 8
+    per16 = 16 // arr.itemsize
+    pitch = -(-cols // per16) * per16
     dst = cuda.empty((rows, pitch), arr.dtype, arr.device)
-    kern = _pad_kernel(dtype, arr.device)
+    kern = _pad_kernel(_dtype_name(arr), arr.device)
     kern.launch(
         ((pitch + 255) // 256, rows), 256, arr, dst, rows, cols, row_stride, col_stride, pitch
     )
@@ -509,7 +547,8 @@ def _view_map(
 def _boxes(cfg: Config) -> tuple[tuple[int, int], tuple[int, int]]:
     """TMA boxes of A and B, innermost first: a 64-element (128-byte) row by
     the tile's rows; an N-major B in 64-column boxes."""
-    return (BK, cfg.bm), ((BK, cfg.bn) if cfg.b_layout == "col" else (64, BK))
+    bk = cfg.bk
+    return (bk, cfg.bm), ((bk, cfg.bn) if cfg.b_layout == "col" else (64, bk))
 
 
 def tensor_maps(kind: Any, cfg: Config, a_rows: Any, b_rows: Any, dtype: str) -> tuple[Any, Any]:
@@ -536,6 +575,7 @@ def matmul_sm90(
     scale_b: Any = None,
     config: Config | None = None,
     sms: int | None = None,
+    dtype: str | None = None,
 ) -> None:
     """``out = act(a @ b + bias)`` on the current stream, asynchronously.
 
@@ -545,13 +585,16 @@ def matmul_sm90(
     major) or "col" (column-major, i.e. its transpose is row-major); only
     row-major A is supported (see :func:`sm90_supports`). `config` overrides
     the tile configuration (the dtypes, layout, bias and activation fields are
-    filled in from the arguments); `sms` caps the persistent grid."""
+    filled in from the arguments); `sms` caps the persistent grid.
+
+    f32 operands run as tf32. `dtype` names the operands' element type when
+    their arrays cannot (``"e4m3"`` for fp8 passed as uint8 bytes).
+    `scale_a`/`scale_b` (floats or 1-element f32 device arrays, both or
+    neither) multiply the product before the bias: fp8's per-tensor scales."""
     from zyntax import cuda
 
-    if scale_a is not None or scale_b is not None:
-        raise _argument_error("per-tensor scales are for fp8, which this kernel does not run")
     da, db, dout = (cuda.as_device_array(x) for x in (a, b, out))
-    ta, tb, to = _dtype_name(da), _dtype_name(db), _dtype_name(dout)
+    ta, tb, to = dtype or _dtype_name(da), dtype or _dtype_name(db), _dtype_name(dout)
     if not sm90_supports(ta, tb, to, a_layout, b_layout):
         raise _argument_error(
             f"unsupported combination a={ta}/{a_layout}, b={tb}/{b_layout}, out={to}"
@@ -574,6 +617,9 @@ def matmul_sm90(
             raise _argument_error(f"bias must be a contiguous vector of {n} elements")
     if len({x.device for x in (da, db, dout)} | ({dbias.device} if dbias else set())) != 1:
         raise _argument_error("all tensors must be on one device")
+    if (scale_a is None) != (scale_b is None):
+        raise _argument_error("pass both scale_a and scale_b, or neither")
+    scales = [_scale(x, dout.device) for x in (scale_a, scale_b) if x is not None]
     if m == 0 or n == 0:
         return
     sa = [s // da.itemsize for s in da.strides]
@@ -581,8 +627,9 @@ def matmul_sm90(
     base = config or Config()
     cfg = dataclasses.replace(
         base,
-        dtype=ta,
+        dtype="tf32" if ta == "f32" else ta,
         out_dtype=to,
+        scaled=bool(scales),
         b_layout=b_layout,
         bias=_dtype_name(dbias) if dbias is not None else None,
         activation=activation,
@@ -592,13 +639,25 @@ def matmul_sm90(
     box_a, box_b = _boxes(cfg)
     # A as M x K rows; B as N x K rows ("col") or K x N rows ("row"). The
     # padded copies (if any) are freed stream-ordered after the launch.
-    tmap_a, _pad_a = _operand_map(da, m, k, sa[0], sa[1], box_a)
+    tmap_a, _pad_a = _operand_map(da, m, k, sa[0], sa[1], box_a, cfg.dtype)
     if b_layout == "col":
-        tmap_b, _pad_b = _operand_map(db, n, k, sb[1], sb[0], box_b)
+        tmap_b, _pad_b = _operand_map(db, n, k, sb[1], sb[0], box_b, cfg.dtype)
     else:
-        tmap_b, _pad_b = _operand_map(db, k, n, sb[0], sb[1], box_b)
+        tmap_b, _pad_b = _operand_map(db, k, n, sb[0], sb[1], box_b, cfg.dtype)
     grid, block, shared = launch_shape(cfg, m, n, sms or _sm_count(dout.device))
     args: list[Any] = [tmap_a, tmap_b, dout]
     if dbias is not None:
         args.append(dbias)
-    kern.launch(grid, block, *args, m, n, k, shared_mem=shared)
+    kern.launch(grid, block, *args, *scales, m, n, k, shared_mem=shared)
+
+
+def _scale(x: Any, device: int) -> Any:
+    """A per-tensor scale as a 1-element f32 device array."""
+    from zyntax import cuda
+
+    if isinstance(x, int | float):
+        return cuda.to_device(np.array([x], np.float32), device)
+    arr = cuda.as_device_array(x)
+    if arr.size != 1 or _dtype_name(arr) != "f32":
+        raise _argument_error("a scale must be a float or a 1-element f32 device array")
+    return arr

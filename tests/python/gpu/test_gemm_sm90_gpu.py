@@ -115,3 +115,43 @@ def test_bad_input_is_typed() -> None:
         gemm_sm90.matmul_sm90(a, b[:16], out)
     with pytest.raises(zyntax.ArgumentError, match="unsupported combination"):
         gemm_sm90.matmul_sm90(a.float(), b, out)
+
+
+@pytest.mark.parametrize("size", [(17, 17, 17), (1000, 1000, 1000), (4097, 1000, 4097)])
+def test_tf32(size: tuple[int, int, int]) -> None:
+    m, n, k = size
+    a = torch.randn(m, k, device="cuda")
+    bt = torch.randn(n, k, device="cuda")
+    out = torch.full((m, n), float("nan"), device="cuda")
+    gemm_sm90.matmul_sm90(a, bt.t(), out, b_layout="col")
+    torch.cuda.synchronize()
+    assert torch.isfinite(out).all()
+    ref = a.double() @ bt.double().t()
+    err = float(torch.linalg.norm(out.double() - ref) / torch.linalg.norm(ref))
+    assert err < 1e-3, f"tf32 relative error {err:.3g}"
+
+
+@pytest.mark.parametrize("size", [(16, 4096, 4096), (1000, 1000, 1000), (257, 130, 4097)])
+def test_e4m3_scaled_bf16_out(size: tuple[int, int, int]) -> None:
+    m, n, k = size
+    f8 = torch.float8_e4m3fn
+    a = (torch.randn(m, k, device="cuda") * 2).to(f8)
+    bt = (torch.randn(n, k, device="cuda") * 2).to(f8)
+    bias = torch.randn(n, device="cuda")
+    out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    sa, sb = 0.75, 1.5
+    gemm_sm90.matmul_sm90(
+        a.view(torch.uint8),
+        bt.view(torch.uint8).t(),
+        out,
+        b_layout="col",
+        bias=bias,
+        scale_a=sa,
+        scale_b=torch.tensor([sb], device="cuda"),
+        dtype="e4m3",
+    )
+    torch.cuda.synchronize()
+    assert torch.isfinite(out).all()
+    ref = (a.double() @ bt.double().t()) * (sa * sb) + bias.double()
+    err = float(torch.linalg.norm(out.double() - ref) / torch.linalg.norm(ref))
+    assert err < 1e-2, f"e4m3 relative error {err:.3g}"

@@ -282,7 +282,9 @@ impl Wgmma {
     /// Whether N is one PTX allows for these inputs (8..256 by 8; s8/u8: 8, 16, 24, then by 16).
     pub fn n_allowed(self) -> bool {
         let int = matches!(self.a, MmaElem::S8 | MmaElem::U8);
-        (8..=256).contains(&self.n) && self.n % 8 == 0 && (!int || self.n <= 24 || self.n % 16 == 0)
+        (8..=256).contains(&self.n)
+            && self.n.is_multiple_of(8)
+            && (!int || self.n <= 24 || self.n.is_multiple_of(16))
     }
     /// Accumulator element types the inputs allow (f32 first).
     pub fn accumulators(self) -> &'static [crate::types::ScalarType] {

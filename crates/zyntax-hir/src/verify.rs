@@ -979,7 +979,7 @@ pub fn value_type_problem(t: &Type) -> Option<String> {
         Type::Scalar(_) => None,
         Type::Vector(s, n) => {
             // Longer vectors exist as values for wgmma accumulators (N/2 lanes).
-            let long = *n > 8 && *n <= 128 && n % 4 == 0;
+            let long = *n > 8 && *n <= 128 && n.is_multiple_of(4);
             if !matches!(n, 2 | 4 | 8) && !long {
                 Some(format!(
                     "vector {t} must have 2, 4 or 8 lanes (values: also 12 to 128 by 4)"
@@ -1724,7 +1724,7 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             Type::Vector(s, n)
                 if matches!(s, ScalarType::F32 | ScalarType::F16 | ScalarType::I32)
                     && *n >= 4
-                    && n % 4 == 0 =>
+                    && n.is_multiple_of(4) =>
             {
                 Ok(())
             }
@@ -1741,7 +1741,7 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             Ok(())
         }
         Op::Setmaxnreg { count, .. } => {
-            if !(24..=256).contains(count) || count % 8 != 0 {
+            if !(24..=256).contains(count) || !count.is_multiple_of(8) {
                 return Err(format!(
                     "{mn}: the register count must be a multiple of 8 in 24..256, got {count}"
                 ));

@@ -24,7 +24,13 @@ rng = np.random.default_rng()
 SU64 = hir.ptr("shared", hir.u64)
 #: The box starts here in dynamic shared memory (one 128B-swizzle repeat); the barrier is at 0.
 BOX_AT = 1024
-NUMPY = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "u32": np.uint32, "f64": np.float64}
+NUMPY = {
+    "f32": np.float32,
+    "f16": np.float16,
+    "i32": np.int32,
+    "u32": np.uint32,
+    "f64": np.float64,
+}
 SPAN = {"none": 0, "32B": 32, "64B": 64, "128B": 128}
 
 
@@ -224,15 +230,20 @@ LOAD_CASES = [
 ]
 
 
-def load_case(shape: Sequence[int], box: Sequence[int], edge: bool) -> list[int]:
-    """Coordinates (innermost first) inside the tensor, or crossing its edges."""
+def load_case(shape: Sequence[int], box: Sequence[int], edge: bool, itemsize: int = 4) -> list[int]:
+    """Coordinates (innermost first) inside the tensor, or crossing its edges;
+    the innermost one on a 16-byte boundary, as the hardware requires."""
     dims = list(shape)[::-1]
     if edge:
-        return [
+        c = [
             int(rng.choice([-int(rng.integers(1, b)), d - int(rng.integers(1, b))]))
             for d, b in zip(dims, box, strict=True)
         ]
-    return [int(rng.integers(0, max(1, d - b + 1))) for d, b in zip(dims, box, strict=True)]
+    else:
+        c = [int(rng.integers(0, max(1, d - b + 1))) for d, b in zip(dims, box, strict=True)]
+    a = max(1, 16 // itemsize)
+    c[0] = c[0] // a * a
+    return c
 
 
 def run_load(
@@ -270,7 +281,7 @@ def test_tile_load_matches_the_model(
     elem: str, shape: tuple[int, ...], box: tuple[int, ...], mode: str, edge: bool
 ) -> None:
     x = rand(elem, shape)
-    coords = load_case(shape, box, edge)
+    coords = load_case(shape, box, edge, x.itemsize)
     tm = interp.TensorMap.tiled(x, box, swizzle=mode)
     got = run_load(interp_launch, load_module(elem, 2), tm, x, box, coords)
     np.testing.assert_array_equal(got, model_load(x, box, coords, mode))
@@ -280,7 +291,7 @@ def test_nan_fill_and_element_strides() -> None:
     x = rand("f32", (12, 40))
     box, es = (16, 6), (2, 3)
     tm = interp.TensorMap.tiled(x, box, element_strides=es, oob_fill="nan")
-    coords = [30, -2]
+    coords = [32, -2]
     got = run_load(interp_launch, load_module("f32", 2), tm, x, box, coords, es)
     want = model_load(x, box, coords, "none", es, fill=np.nan)
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
@@ -308,7 +319,7 @@ def test_store_and_reduce(op: str | None, mode: str) -> None:
     n = prod(box)
     img = rand(elem, (n,))
     tm = interp.TensorMap.tiled(x, box, swizzle=mode)
-    coords = load_case(x.shape, box, edge=True)
+    coords = load_case(x.shape, box, True, x.itemsize)
     want = model_store(x, img, box, coords, mode, op)
     interp.launch(
         store_module(elem, 2, op), 1, 128, tm, img, n, *coords, shared_bytes=BOX_AT + img.nbytes
@@ -323,11 +334,65 @@ def test_bulk_copy() -> None:
     np.testing.assert_array_equal(dst, src)
 
 
+def bulk_reduce_module(op: str, elem: str) -> hir.Module:
+    """`red(src, dst, bytes)`: src -> shared (bulk copy), then reduced into dst."""
+    t = hir.SCALARS[elem]
+    m = hir.Module(f"bulk_reduce_{op}_{elem}", targets=["sm_90"])
+    g = hir.ptr("global", t)
+    with m.kernel("red", [g, g, hir.u32]) as b:
+        src, dst, nbytes = b.params
+        bar, box = _smem(b, t)
+        with b.if_(b.eq(b.thread_idx(), 0)):
+            b.mbarrier_init(bar, 1)
+            b.fence_mbarrier_init()
+            b.mbarrier_arrive_expect_tx(bar, nbytes)
+            b.bulk_copy_g2s(box, src, nbytes, bar)
+            _wait(b, bar)
+            b.bulk_reduce(op, dst, box, nbytes)
+            b.bulk_commit_group()
+            b.bulk_wait_group(0)
+        b.ret()
+    m.verify()
+    return m
+
+
+BULK_REDUCE_CASES = [("add", "f32"), ("add", "i32"), ("min", "f16"), ("max", "u32")]
+
+
+def bulk_reduce_case(op: str, elem: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    src, dst = rand(elem, (64,)), rand(elem, (64,))
+    fn = {"add": np.add, "min": np.minimum, "max": np.maximum}[op]
+    return src, dst, fn(dst, src).astype(dst.dtype)
+
+
+@pytest.mark.parametrize(("op", "elem"), BULK_REDUCE_CASES)
+def test_bulk_reduce(op: str, elem: str) -> None:
+    src, dst, want = bulk_reduce_case(op, elem)
+    m = bulk_reduce_module(op, elem)
+    interp.launch(m, 1, 32, src, dst, src.nbytes, shared_bytes=BOX_AT + src.nbytes)
+    np.testing.assert_array_equal(dst, want)
+
+
+def test_bulk_reduce_type_is_checked() -> None:
+    with pytest.raises(VerifyError, match="PTX has no bulk min reduction of f32"):
+        bulk_reduce_module("min", "f32")
+
+
 def test_bulk_copy_size_must_be_a_multiple_of_16() -> None:
     src = rand("f32", (96,))
     dst = np.zeros_like(src)
     with pytest.raises(TrapError, match="not a multiple of 16") as e:
         interp.launch(bulk_module(), 1, 32, src, dst, 20, shared_bytes=BOX_AT + src.nbytes)
+    assert e.value.kind == "invalid TMA use"
+
+
+def test_unaligned_innermost_coordinate_traps() -> None:
+    """Hopper raises an illegal instruction for an innermost coordinate off a
+    16-byte boundary; the interpreter traps, naming it."""
+    x = rand("f16", (8, 64))
+    tm = interp.TensorMap.tiled(x, (64, 8), swizzle="128B")
+    with pytest.raises(TrapError, match="multiple of 16 bytes") as e:
+        run_load(interp_launch, load_module("f16", 2), tm, x, (64, 8), [4, 0])
     assert e.value.kind == "invalid TMA use"
 
 

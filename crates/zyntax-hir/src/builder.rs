@@ -1033,6 +1033,16 @@ impl FunctionBuilder {
     pub fn prefetch_tensormap(&mut self, tmap: ValueId) -> BuildResult<()> {
         self.push0(Op::PrefetchTensormap, &[tmap])
     }
+    /// `bulk.reduce.<op>`: `bytes` of shared `src` combined element-wise into global `dst`.
+    pub fn bulk_reduce(
+        &mut self,
+        op: BulkRedOp,
+        dst: ValueId,
+        src: ValueId,
+        bytes: ValueId,
+    ) -> BuildResult<()> {
+        self.push0(Op::BulkReduce(op), &[dst, src, bytes])
+    }
 }
 
 /// Truncate an integer to the width of its type and re-extend it by the type's

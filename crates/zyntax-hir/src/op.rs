@@ -57,6 +57,7 @@
 //! | `tma.load[.multicast]` | dst (shared ptr), tmap, bar, 1-5 coords (i32/u32) [, cta mask (u16)] | – |
 //! | `tma.store` / `tma.reduce.<op>` | tmap, src (shared ptr), 1-5 coords (i32/u32) | – |
 //! | `bulk.copy.g2s` / `bulk.copy.s2g` | dst, src, bytes (u32) [, bar] | – |
+//! | `bulk.reduce.<op>` | dst (global ptr), src (shared ptr), bytes (u32) | – |
 //! | `bulk.commit_group`, `bulk.wait_group[.read] <n>` | – | – |
 //! | `prefetch.tensormap` | tmap | – |
 //! | `call @f` | arguments | callee's returns |
@@ -591,6 +592,9 @@ pub enum Op {
     },
     /// `prefetch.tensormap`.
     PrefetchTensormap,
+    /// `cp.reduce.async.bulk.global.shared::cta.bulk_group.<op>.<type>`: the
+    /// element type is the pointers' scalar.
+    BulkReduce(BulkRedOp),
 }
 
 /// Broad classes of ops, used by the verifier's placement rules and the docs.

@@ -347,6 +347,29 @@ macro_rules! tma_reduce {
             .doc($doc)
     };
 }
+macro_rules! bulk_reduce {
+    ($sub:literal, $v:ident, $doc:literal) => {
+        row(
+            "bulk_reduce",
+            $sub,
+            concat!("bulk.reduce.", $sub),
+            &["dst", "src", "bytes"],
+            0,
+            "–",
+        )
+        .op(|| Op::BulkReduce(BulkRedOp::$v))
+        .gpu()
+        .fx(fx::READ | fx::WRITE | fx::SYNC)
+        .needs(TMA)
+        .rust(concat!(
+            "bulk_reduce(BulkRedOp::",
+            stringify!($v),
+            ", dst, src, bytes)"
+        ))
+        .py(Py::Hand("bulk_reduce"))
+        .doc($doc)
+    };
+}
 macro_rules! index {
     ($family:literal, $py:literal, $doc:literal) => {
         row($family, "", concat!($family, ".<dim>"), NONE, 1, "u32")
@@ -1377,6 +1400,9 @@ pub static OPS: &[OpDef] = &[
         .rust("prefetch_tensormap(tmap)")
         .py(Py::Hand("prefetch_tensormap"))
         .doc("Prefetches the tensor map into the cache (no effect on values)."),
+    bulk_reduce!("add", Add, "Adds bytes of shared src into global dst, element-wise; a bulk group op."),
+    bulk_reduce!("min", Min, "Element-wise minimum of shared src into global dst; a bulk group op."),
+    bulk_reduce!("max", Max, "Element-wise maximum of shared src into global dst; a bulk group op."),
 ];
 
 /// A TMA row: variadic operands (1-5 coordinates, listed in `op.rs`), no results.
@@ -1500,6 +1526,7 @@ impl Op {
             BulkCommitGroup => ("bulk_commit_group", ""),
             BulkWaitGroup { read, .. } => ("bulk_wait_group", if *read { "read" } else { "" }),
             PrefetchTensormap => ("prefetch_tensormap", ""),
+            BulkReduce(r) => ("bulk_reduce", r.name()),
         }
     }
 

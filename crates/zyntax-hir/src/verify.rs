@@ -115,6 +115,7 @@ use crate::arch;
 use crate::entities::{BlockId, InstId, ValueId};
 use crate::error::{Diagnostic, Loc, VerifyError};
 use crate::ir::{Function, FunctionKind, InstData, KernelInfo, Module, ValueDef};
+use crate::op::BulkRedOp;
 use crate::op::{
     AtomicOp, BitOp, CacheHint, CmpOp, ConstValue, MatchMode, MbarrierOp, Op, VoteMode,
 };
@@ -1754,6 +1755,7 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
         | Op::BulkCopyG2S
         | Op::BulkCopyS2G
         | Op::PrefetchTensormap => check_tma(&d.op, &mn, a, r),
+        Op::BulkReduce(op) => check_bulk_reduce(*op, &mn, a),
         Op::BulkCommitGroup => Ok(()),
         Op::BulkWaitGroup { pending, .. } => {
             if *pending > 63 {
@@ -1941,6 +1943,43 @@ fn check_wgmma(w: crate::op::Wgmma, a: &[&Type], r: &[&Type]) -> Check {
     }
     same("scale_d", a[3], &Type::BOOL)?;
     same("the result", r[0], &Type::Vector(acc, lanes))
+}
+
+/// The element types PTX's `cp.reduce.async.bulk` (and `.tensor`) reduce:
+/// `add` on u32, i32, u64, f32, f64, f16, bf16; `min`/`max` on u32, i32,
+/// u64, i64, f16, bf16.
+pub fn bulk_reduce_type_ok(op: BulkRedOp, s: ScalarType) -> bool {
+    use ScalarType as S;
+    match op {
+        BulkRedOp::Add => matches!(
+            s,
+            S::U32 | S::I32 | S::U64 | S::F32 | S::F64 | S::F16 | S::BF16
+        ),
+        BulkRedOp::Min | BulkRedOp::Max => {
+            matches!(s, S::U32 | S::I32 | S::U64 | S::I64 | S::F16 | S::BF16)
+        }
+    }
+}
+
+/// `bulk.reduce.<op> dst, src, bytes`: global and shared pointers to one
+/// scalar type PTX reduces, a u32 byte count.
+fn check_bulk_reduce(op: BulkRedOp, mn: &str, a: &[&Type]) -> Check {
+    let (Type::Ptr(AddrSpace::Global, d), Type::Ptr(AddrSpace::Shared, s)) = (a[0], a[1]) else {
+        return Err(format!(
+            "`{mn}` takes a global destination and a shared source, got {} and {}",
+            a[0], a[1]
+        ));
+    };
+    if d != s {
+        return Err(format!(
+            "`{mn}`: destination and source point to {d} and {s}; they must agree"
+        ));
+    }
+    match scalar(d) {
+        Some(t) if bulk_reduce_type_ok(op, t) => {}
+        _ => return Err(format!("`{mn}`: PTX has no bulk {op} reduction of {d}")),
+    }
+    want_u32("the byte count", a[2])
 }
 
 /// `ld.acquire`/`st.release` move 32 or 64 bits.

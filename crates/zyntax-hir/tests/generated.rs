@@ -193,6 +193,7 @@ fn every_op() -> Vec<Op> {
         Op::PrefetchTensormap,
     ]);
     ops.extend(BulkRedOp::ALL.iter().map(|&r| Op::TmaReduce(r)));
+    ops.extend(BulkRedOp::ALL.iter().map(|&r| Op::BulkReduce(r)));
     ops
 }
 

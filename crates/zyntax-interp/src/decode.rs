@@ -1297,11 +1297,18 @@ impl Decoder<'_> {
             | Op::BulkCopyS2G
             | Op::BulkCommitGroup
             | Op::BulkWaitGroup { .. }
-            | Op::PrefetchTensormap => {
+            | Op::PrefetchTensormap
+            | Op::BulkReduce(_) => {
                 let slots = (0..d.args.len()).map(arg).collect::<Result<Vec<u32>>>()?;
+                // `bulk.reduce`: the element type is the source pointer's.
+                let elem = match d.op {
+                    Op::BulkReduce(_) => arg_ty(1).pointee().and_then(Type::as_scalar),
+                    _ => None,
+                };
                 self.p.tma.push(crate::tma::TmaInst {
                     op: d.op.clone(),
                     slots,
+                    elem,
                 });
                 DOp::Tma(self.p.tma.len() as u32 - 1)
             }

@@ -16,7 +16,9 @@
 //! - `bulk.copy.*`: `bytes` (a multiple of 16, both ends 16-byte aligned).
 //! - `bulk.commit_group` / `bulk.wait_group` and `prefetch.tensormap` change no value.
 //!
-//! The shared destination of a tensor copy must be 128-byte aligned within
+//! The innermost coordinate of a tensor copy must address a 16-byte boundary
+//! (`coords[0] * size` a multiple of 16; Hopper raises an illegal instruction
+//! otherwise). The shared destination of a tensor copy must be 128-byte aligned within
 //! its allocation, and, with a swizzle, aligned to one repeat of the pattern
 //! (256, 512 or 1024 bytes for 32B, 64B and 128B), so that the pattern the
 //! interpreter applies to offsets is the one the hardware applies to
@@ -42,6 +44,8 @@ pub struct InterpTensorMap {
 pub struct TmaInst {
     pub op: Op,
     pub slots: Vec<u32>,
+    /// The element type of `bulk.reduce`.
+    pub elem: Option<ScalarType>,
 }
 
 /// Why a TMA instruction stopped: a memory fault (with what was accessed) or a trap.
@@ -96,7 +100,7 @@ pub fn exec(
             }
             let t = map(1)?;
             let c = coords(3, end);
-            check_rank(&mn, &t.desc, c.len())?;
+            check_coords(&mn, &t.desc, &c)?;
             let dst = val(0);
             shared_box_ptr(mem, dst, &t.desc, &mn)?;
             let fill = fill_bits(&t.desc);
@@ -119,7 +123,7 @@ pub fn exec(
         Op::TmaStore | Op::TmaReduce(_) => {
             let t = map(0)?;
             let c = coords(2, n);
-            check_rank(&mn, &t.desc, c.len())?;
+            check_coords(&mn, &t.desc, &c)?;
             let src = val(1);
             shared_box_ptr(mem, src, &t.desc, &mn)?;
             let esize = t.desc.elem_bytes() as usize;
@@ -175,6 +179,38 @@ pub fn exec(
             }
             Ok(())
         }
+        Op::BulkReduce(r) => {
+            let (dst, src, bytes) = (val(0), val(1), val(2) as u32 as usize);
+            let Some(ty) = inst.elem else {
+                return trap(format!("{mn}: no element type"));
+            };
+            if !bytes.is_multiple_of(16) {
+                return trap(format!("{mn}: {bytes} bytes is not a multiple of 16"));
+            }
+            if mem.space_of(dst) != Some(AddrSpace::Global) {
+                return trap(format!("{mn}: the destination is not global memory"));
+            }
+            let op = match r {
+                BulkRedOp::Add => BinOp::Add,
+                BulkRedOp::Min => BinOp::Min,
+                BulkRedOp::Max => BinOp::Max,
+            };
+            let esize = ty.size_bytes() as usize;
+            for k in 0..bytes / esize {
+                let at = (k * esize) as i64;
+                let s = mem
+                    .load(memory::ptr_add(src, at), esize, 16.min(esize as u64), tid)
+                    .map_err(mem_err("bulk.reduce source read"))?;
+                let p = memory::ptr_add(dst, at);
+                let old = mem
+                    .load(p, esize, 1, tid)
+                    .map_err(mem_err("bulk.reduce destination read"))?;
+                let v = scalar::binary(op, ty, old, s) & scalar::mask(esize as u32 * 8);
+                mem.store(p, esize, 1, v, tid)
+                    .map_err(mem_err("bulk.reduce destination write"))?;
+            }
+            Ok(())
+        }
         Op::PrefetchTensormap => map(0).map(|_| ()),
         // Copies complete when issued: the groups have nothing left to wait for.
         Op::BulkCommitGroup | Op::BulkWaitGroup { .. } => Ok(()),
@@ -182,11 +218,24 @@ pub fn exec(
     }
 }
 
-fn check_rank(mn: &str, d: &TensorMapDesc, n: usize) -> Result<(), TmaError> {
-    if n != d.rank() {
+/// The coordinate count is the map's rank, and the innermost coordinate
+/// addresses a 16-byte boundary (Hopper raises an illegal instruction otherwise).
+fn check_coords(mn: &str, d: &TensorMapDesc, c: &[i64]) -> Result<(), TmaError> {
+    if c.len() != d.rank() {
         return trap(format!(
-            "{mn}: {n} coordinates for a rank-{} tensor map",
+            "{mn}: {} coordinates for a rank-{} tensor map",
+            c.len(),
             d.rank()
+        ));
+    }
+    let bytes = c[0] * d.elem_bytes() as i64;
+    if bytes.rem_euclid(16) != 0 {
+        return trap(format!(
+            "{mn}: the innermost coordinate {} is {bytes} bytes into a row; it must be a multiple \
+             of 16 bytes ({} elements of {})",
+            c[0],
+            16 / d.elem_bytes(),
+            d.dtype
         ));
     }
     Ok(())

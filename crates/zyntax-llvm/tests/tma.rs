@@ -41,6 +41,7 @@ fn zir_round_trips_and_assembles() {
             "cp.reduce.async.bulk.tensor.2d.global.shared::cta.max.tile.bulk_group [",
             "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [",
             "cp.async.bulk.global.shared::cta.bulk_group [",
+            "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [",
             "cp.async.bulk.commit_group;",
             "cp.async.bulk.wait_group.read 0;",
             "cp.async.bulk.wait_group 1;",
@@ -137,5 +138,53 @@ fn multicast_needs_sm_90a() {
     assert_in_order(
         &ptx,
         &["cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%rd"],
+    );
+}
+
+/// Every element type the verifier accepts for `bulk.reduce.<op>` assembles
+/// (`ptxas -Werror`, sm_90); the others are typed errors naming the op.
+#[test]
+fn bulk_reduce_types_assemble() {
+    let mut m = Module::new("bulk_reduce");
+    m.targets = vec![Arch::Sm90];
+    let mut rejected = 0;
+    for op in BulkRedOp::ALL {
+        for s in ScalarType::ALL {
+            let ok = zyntax_hir::verify::bulk_reduce_type_ok(*op, s);
+            let mut b = FunctionBuilder::kernel(
+                format!("k_{op}_{s}"),
+                &[Type::ptr(AddrSpace::Global, Type::Scalar(s))],
+            );
+            let dst = b.param(0);
+            let src = b.shared_alloc(Type::Scalar(s), 64).unwrap();
+            let bytes = b.iconst(Type::U32, 64).unwrap();
+            b.bulk_reduce(*op, dst, src, bytes).unwrap();
+            b.ret(&[]).unwrap();
+            let f = b.finish().unwrap();
+            let mut one = Module::new("one");
+            one.targets = vec![Arch::Sm90];
+            one.functions.push(f.clone());
+            match verify_module(&one) {
+                Ok(()) => {
+                    assert!(ok, "{op} {s} verified");
+                    m.functions.push(f);
+                }
+                Err(e) => {
+                    assert!(!ok, "{op} {s}: {e}");
+                    assert!(e.to_string().contains("PTX has no bulk"), "{e}");
+                    rejected += 1;
+                }
+            }
+        }
+    }
+    assert!(rejected > 0);
+    let ptx = compile_checked(&m, Arch::Sm90);
+    assert_in_order(
+        &ptx,
+        &[
+            "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.u32 [",
+            "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.noftz.f16 [",
+            "cp.reduce.async.bulk.global.shared::cta.bulk_group.min.s64 [",
+        ],
     );
 }

@@ -1771,6 +1771,31 @@ impl FunctionBuilder {
     fn bulk_wait_group(&self, py: Python<'_>, n: Checked<u32>, read: bool) -> PyResult<()> {
         self.sh.run(py, |fb| fb.bulk_wait_group(n.0, read))
     }
+    /// Combines `nbytes` (a multiple of 16) of shared `src` element-wise into
+    /// global `dst` with `op` (`"add"`, `"min"`, `"max"`, in the pointers'
+    /// element type). A bulk-group op.
+    fn bulk_reduce(
+        &self,
+        py: Python<'_>,
+        op: Text,
+        dst: &Bound<'_, PyAny>,
+        src: &Bound<'_, PyAny>,
+        nbytes: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let op = zh::BulkRedOp::from_name(&op).ok_or_else(|| {
+            BuildError::new_err(format!(
+                "unknown bulk reduction '{}' (expected one of: add, min, max)",
+                &*op
+            ))
+        })?;
+        let (dst, _) = self.sh.value(dst, "the destination of `bulk_reduce`")?;
+        let (src, _) = self.sh.value(src, "the source of `bulk_reduce`")?;
+        let (n, _) = self.sh.opnd(nbytes)?;
+        self.sh.run(py, |fb| {
+            let n = mat(fb, &n, &Type::U32)?;
+            fb.bulk_reduce(op, dst, src, n)
+        })
+    }
     /// Prefetches the tensor map (speed only).
     fn prefetch_tensormap(&self, py: Python<'_>, tmap: &Bound<'_, PyAny>) -> PyResult<()> {
         let (tmap, _) = self

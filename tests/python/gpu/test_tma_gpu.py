@@ -44,7 +44,7 @@ def test_tile_load_element_by_element(
     elem: str, shape: tuple[int, ...], box: tuple[int, ...], mode: str, edge: bool
 ) -> None:
     x = cpu.rand(elem, shape)
-    coords = cpu.load_case(shape, box, edge)
+    coords = cpu.load_case(shape, box, edge, x.itemsize)
     want = cpu.model_load(x, box, coords, mode)
     m = cpu.load_module(elem, 2)
     tm = cuda.TensorMap.tiled(cuda.to_device(x), box, swizzle=mode)
@@ -58,7 +58,7 @@ def test_tile_load_element_by_element(
 def test_nan_fill_and_element_strides() -> None:
     x = cpu.rand("f32", (12, 40))
     box, es = (16, 6), (2, 3)
-    coords = [30, -2]
+    coords = [32, -2]
     tm = cuda.TensorMap.tiled(cuda.to_device(x), box, element_strides=es, oob_fill="nan")
     got = cpu.run_load(gpu_launch, cpu.load_module("f32", 2), tm, x, box, coords, es)
     want = cpu.model_load(x, box, coords, "none", es, fill=np.nan)
@@ -86,7 +86,7 @@ def test_store_and_reduce(op: str | None, mode: str) -> None:
     box = (64, 8) if elem == "f16" else (32, 8)
     n = prod(box)
     img = cpu.rand(elem, (n,))
-    coords = cpu.load_case(x.shape, box, edge=True)
+    coords = cpu.load_case(x.shape, box, True, x.itemsize)
     want = cpu.model_store(x, img, box, coords, mode, op)
     dx = cuda.to_device(x)
     tm = cuda.TensorMap.tiled(dx, box, swizzle=mode)
@@ -105,6 +105,15 @@ def test_bulk_copy() -> None:
     k = cuda.load_hir(cpu.bulk_module(), arch="sm_90").kernel("bulk")
     k.launch(1, 32, cuda.to_device(src), dst, src.nbytes, shared_mem=cpu.BOX_AT + src.nbytes)
     np.testing.assert_array_equal(dst.to_host(), src)
+
+
+@pytest.mark.parametrize(("op", "elem"), cpu.BULK_REDUCE_CASES)
+def test_bulk_reduce(op: str, elem: str) -> None:
+    src, dst, want = cpu.bulk_reduce_case(op, elem)
+    d = cuda.to_device(dst)
+    k = cuda.load_hir(cpu.bulk_reduce_module(op, elem), arch="sm_90").kernel("red")
+    k.launch(1, 32, cuda.to_device(src), d, src.nbytes, shared_mem=cpu.BOX_AT + src.nbytes)
+    np.testing.assert_array_equal(d.to_host(), want)
 
 
 def test_foreign_tensors_and_graph_keepalive() -> None:

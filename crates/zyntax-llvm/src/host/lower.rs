@@ -103,7 +103,8 @@ pub fn cpu_blockers(m: &Module, f: &Function) -> Vec<String> {
                 | Op::BulkCopyS2G
                 | Op::BulkCommitGroup
                 | Op::BulkWaitGroup { .. }
-                | Op::PrefetchTensormap => {
+                | Op::PrefetchTensormap
+                | Op::BulkReduce(_) => {
                     out.insert(d.op.mnemonic());
                 }
                 Op::Call(c) if !seen.contains(c) => {

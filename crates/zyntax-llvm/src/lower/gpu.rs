@@ -101,7 +101,8 @@ impl<'ctx> FnLowering<'_, 'ctx> {
             | Op::BulkCopyS2G
             | Op::BulkCommitGroup
             | Op::BulkWaitGroup { .. }
-            | Op::PrefetchTensormap => self.tma(d),
+            | Op::PrefetchTensormap
+            | Op::BulkReduce(_) => self.tma(d),
             _ => self.lower_sync(d),
         }
     }

@@ -12,7 +12,24 @@ use super::FnLowering;
 use crate::error::CompileResult;
 use inkwell::values::BasicMetadataValueEnum;
 use zyntax_hir as hir;
-use zyntax_hir::Op;
+use zyntax_hir::{BulkRedOp, Op, ScalarType, Type};
+
+/// The `.type` of `cp.reduce.async.bulk` (f16/bf16 `add` is `.noftz`).
+fn reduce_type(op: BulkRedOp, s: ScalarType) -> &'static str {
+    use ScalarType as S;
+    match (op, s) {
+        (BulkRedOp::Add, S::F16) => ".noftz.f16",
+        (BulkRedOp::Add, S::BF16) => ".noftz.bf16",
+        (_, S::F16) => ".f16",
+        (_, S::BF16) => ".bf16",
+        (_, S::F32) => ".f32",
+        (_, S::F64) => ".f64",
+        (_, S::U32) => ".u32",
+        (_, S::I32) => ".s32",
+        (_, S::U64) => ".u64",
+        _ => ".s64",
+    }
+}
 
 impl<'ctx> FnLowering<'_, 'ctx> {
     /// A pointer operand as a 64-bit address.
@@ -98,6 +115,21 @@ impl<'ctx> FnLowering<'_, 'ctx> {
                 args.push(self.int(self.arg(d, 2)?)?.into());
                 cons.extend(["l", "l", "r"]);
                 "cp.async.bulk.global.shared::cta.bulk_group [$0], [$1], $2;".into()
+            }
+            Op::BulkReduce(r) => {
+                let elem = self
+                    .hir_ty(self.arg(d, 1)?)
+                    .pointee()
+                    .and_then(Type::as_scalar)
+                    .ok_or_else(|| self.bug("bulk.reduce on a non-scalar pointer"))?;
+                args.push(self.addr64(d, 0)?);
+                args.push(self.addr64(d, 1)?);
+                args.push(self.int(self.arg(d, 2)?)?.into());
+                cons.extend(["l", "l", "r"]);
+                format!(
+                    "cp.reduce.async.bulk.global.shared::cta.bulk_group.{r}{} [$0], [$1], $2;",
+                    reduce_type(*r, elem)
+                )
             }
             Op::BulkCommitGroup => "cp.async.bulk.commit_group;".into(),
             Op::BulkWaitGroup { pending, read } => format!(

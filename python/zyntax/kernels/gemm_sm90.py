@@ -435,6 +435,14 @@ def _dtype_name(arr: Any) -> str:
     raise _argument_error(f"unsupported dtype {getattr(arr, 'dtype', '?')}")
 
 
+def _given_dtype(obj: Any) -> str | None:
+    """The zyntax dtype name an operand object states as a ``dtype`` string
+    (``zyntax.kernels.matmul`` passes e4m3 as typestr ``|u1`` with
+    ``dtype="e4m3"``), else None."""
+    d = getattr(obj, "dtype", None)
+    return d if isinstance(d, str) and d in ("bf16", "f16", "f32", "e4m3") else None
+
+
 def _argument_error(msg: str) -> Exception:
     from zyntax.errors import ArgumentError
 
@@ -587,14 +595,18 @@ def matmul_sm90(
     the tile configuration (the dtypes, layout, bias and activation fields are
     filled in from the arguments); `sms` caps the persistent grid.
 
-    f32 operands run as tf32. `dtype` names the operands' element type when
-    their arrays cannot (``"e4m3"`` for fp8 passed as uint8 bytes).
+    f32 operands run as tf32. An operand object may state its zyntax dtype
+    name as a ``dtype`` string attribute; `dtype` names both operands'
+    element type (``"e4m3"`` for fp8 passed as uint8 bytes). `bias` may be
+    (N,), (1, N) or (N, 1).
     `scale_a`/`scale_b` (floats or 1-element f32 device arrays, both or
     neither) multiply the product before the bias: fp8's per-tensor scales."""
     from zyntax import cuda
 
     da, db, dout = (cuda.as_device_array(x) for x in (a, b, out))
-    ta, tb, to = dtype or _dtype_name(da), dtype or _dtype_name(db), _dtype_name(dout)
+    ta = dtype or _given_dtype(a) or _dtype_name(da)
+    tb = dtype or _given_dtype(b) or _dtype_name(db)
+    to = _given_dtype(out) or _dtype_name(dout)
     if not sm90_supports(ta, tb, to, a_layout, b_layout):
         raise _argument_error(
             f"unsupported combination a={ta}/{a_layout}, b={tb}/{b_layout}, out={to}"
@@ -613,7 +625,9 @@ def matmul_sm90(
     dbias = None
     if bias is not None:
         dbias = cuda.as_device_array(bias)
-        if tuple(dbias.shape) != (n,) or dbias.strides != (dbias.itemsize,):
+        item = dbias.itemsize
+        dense = all(d == 1 or st == item for d, st in zip(dbias.shape, dbias.strides, strict=True))
+        if dbias.size != n or dbias.ndim > 2 or not dense:
             raise _argument_error(f"bias must be a contiguous vector of {n} elements")
     if len({x.device for x in (da, db, dout)} | ({dbias.device} if dbias else set())) != 1:
         raise _argument_error("all tensors must be on one device")
@@ -631,7 +645,7 @@ def matmul_sm90(
         out_dtype=to,
         scaled=bool(scales),
         b_layout=b_layout,
-        bias=_dtype_name(dbias) if dbias is not None else None,
+        bias=(_given_dtype(bias) or _dtype_name(dbias)) if dbias is not None else None,
         activation=activation,
         pair_store=n % 2 == 0,
     )

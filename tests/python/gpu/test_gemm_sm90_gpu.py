@@ -155,3 +155,43 @@ def test_e4m3_scaled_bf16_out(size: tuple[int, int, int]) -> None:
     ref = (a.double() @ bt.double().t()) * (sa * sb) + bias.double()
     err = float(torch.linalg.norm(out.double() - ref) / torch.linalg.norm(ref))
     assert err < 1e-2, f"e4m3 relative error {err:.3g}"
+
+
+class _Named:
+    """An operand as zyntax.kernels.matmul hands it over: a plain
+    ``__cuda_array_interface__`` plus ``dtype``, the zyntax dtype name."""
+
+    def __init__(self, t, dtype: str, typestr: str) -> None:  # type: ignore[no-untyped-def]
+        self.dtype = dtype
+        self._keep = t
+        isz = t.element_size()
+        self.__cuda_array_interface__ = {
+            "shape": tuple(t.shape),
+            "strides": tuple(s * isz for s in t.stride()),
+            "typestr": typestr,
+            "data": (t.data_ptr(), False),
+            "version": 3,
+        }
+
+
+def test_registry_style_operands_e4m3_and_2d_bias() -> None:
+    m, n, k = 300, 200, 96
+    f8 = torch.float8_e4m3fn
+    a = torch.randn(m, k, device="cuda").to(f8)
+    bt = torch.randn(n, k, device="cuda").to(f8)
+    bias = torch.randn(1, n, device="cuda")
+    out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    gemm_sm90.matmul_sm90(
+        _Named(a.view(torch.uint8), "e4m3", "|u1"),
+        _Named(bt.view(torch.uint8).t(), "e4m3", "|u1"),
+        _Named(out, "bf16", "<V2"),
+        bias=_Named(bias, "f32", "<f4"),
+        b_layout="col",
+        scale_a=2.0,
+        scale_b=0.5,
+    )
+    torch.cuda.synchronize()
+    assert torch.isfinite(out).all()
+    ref = a.double() @ bt.double().t() + bias.double()
+    err = float(torch.linalg.norm(out.double() - ref) / torch.linalg.norm(ref))
+    assert err < 1e-2, f"relative error {err:.3g}"

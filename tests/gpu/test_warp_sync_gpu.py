@@ -236,8 +236,9 @@ def test_packed_half_arithmetic_matches_interpreter(
     else:
         u = f32.view(np.uint32).astype(np.uint64)
         bits = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
-    # Pairs travel as arrays of their lanes (numpy has float16; bf16 as its bits).
-    dt = np.float16 if elem == "f16" else np.uint16
+    # Pairs travel as arrays of their lanes: numpy's float16, ml_dtypes' bfloat16
+    # (the launch checks the element type, so bf16 bits cannot go as uint16).
+    dt = np.float16 if elem == "f16" else pytest.importorskip("ml_dtypes").bfloat16
     a, b = bits[:n].view(dt).copy(), bits[n:].view(dt).copy()
     half = n // 2
     poison = rng.integers(0, 2**16, 6 * n, dtype=np.uint64).astype(np.uint16).view(dt)

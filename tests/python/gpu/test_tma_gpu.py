@@ -41,7 +41,7 @@ def test_tma_on_device(group: str) -> None:
             cwd=ROOT,
             capture_output=True,
             text=True,
-            timeout=150,
+            timeout=120,
         )
     except subprocess.TimeoutExpired as e:
         out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")

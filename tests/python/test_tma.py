@@ -472,6 +472,8 @@ def _tm(x: np.ndarray, box: Sequence[int], **kw: Any) -> interp.TensorMap:
             "element_strides[0]",
         ),
         (lambda: _tm(np.zeros((8, 64), np.float32)[:, ::2], (32, 8)), "array"),
+        (lambda: _tm(np.zeros((8, 64), np.float32), (32, 8), interleave="16B"), "interleave"),
+        (lambda: _tm(np.zeros((8, 64), np.float32), (32, 8), l2_promotion="1K"), "l2_promotion"),
     ],
 )
 def test_every_tensor_map_check_names_its_field(make: Any, field: str) -> None:

@@ -24,7 +24,7 @@ GROUPS = {
     "ranks": "other_ranks",
     "store_and_reduce": "store_and_reduce",
     "bulk_copy_and_reduce": "bulk",
-    "example_and_lang": "example or lang",
+    "example_and_lang": "example or lang_tma",
     "foreign_tensors_and_checks": "foreign or device_checks",
     "nan_fill_and_element_strides": "nan_fill",
 }

@@ -174,6 +174,8 @@ def test_device_checks() -> None:
     t = torch.zeros((8, 64), device="cuda")[:, ::2]
     with pytest.raises(ArgumentError, match=r"strides\[0\]"):
         cuda.TensorMap.tiled(t, (16, 8))
+    with pytest.raises(ArgumentError, match="address"):
+        cuda.TensorMap.tiled(torch.zeros(65, device="cuda")[1:], (16,))
 
 
 def test_tma_copy_example() -> None:

@@ -69,9 +69,21 @@ class TensorMap:
         *,
         swizzle: str = "none",
         element_strides: Sequence[int] | None = None,
+        interleave: str = "none",
         oob_fill: str = "zero",
+        l2_promotion: str = "none",
         dtype: str | None = None,
     ) -> None:
+        if interleave != "none":
+            raise ArgumentError(
+                f"TensorMap argument 'interleave': the interpreter models interleave='none' "
+                f"only, got {interleave!r}"
+            )
+        if l2_promotion not in ("none", "64B", "128B", "256B"):
+            raise ArgumentError(
+                f"TensorMap argument 'l2_promotion': unknown value {l2_promotion!r} "
+                "(expected one of 'none', '64B', '128B', '256B')"
+            )
         if not isinstance(array, np.ndarray):
             raise ArgumentError(
                 f"TensorMap argument 'array': expected a numpy array, got {type(array).__name__}"
@@ -117,16 +129,21 @@ class TensorMap:
         *,
         swizzle: str = "none",
         element_strides: Sequence[int] | None = None,
+        interleave: str = "none",
         oob_fill: str = "zero",
+        l2_promotion: str = "none",
         dtype: str | None = None,
     ) -> TensorMap:
-        """The same as the constructor; spelled as ``zyntax.cuda.TensorMap.tiled``."""
+        """The same as the constructor; spelled as ``zyntax.cuda.TensorMap.tiled``
+        (`l2_promotion` only changes speed: accepted and ignored)."""
         return cls(
             array,
             box,
             swizzle=swizzle,
             element_strides=element_strides,
+            interleave=interleave,
             oob_fill=oob_fill,
+            l2_promotion=l2_promotion,
             dtype=dtype,
         )
 

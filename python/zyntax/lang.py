@@ -31,6 +31,9 @@ __all__ = [
     "block_idx",
     "brev",
     "bulk_commit_group",
+    "bulk_copy_g2s",
+    "bulk_copy_s2g",
+    "bulk_reduce",
     "bulk_wait_group",
     "ceil",
     "cluster_arrive",
@@ -331,6 +334,9 @@ fence_mbarrier_init = Primitive("fence_mbarrier_init")
 # 1024-byte aligned, as swizzled boxes need), completing on ``bars[i]``;
 # ``tma_store(tmap, coords, src)`` / ``tma_reduce(op, tmap, coords, src)`` write
 # the box back (then ``bulk_commit_group()`` and ``bulk_wait_group(0)``).
+# Non-tensor bulk copies take arrays and element indices, as ``async_copy``:
+# ``bulk_copy_g2s(dst, i, src, j, nbytes, bars, k)``, ``bulk_copy_s2g(dst, i,
+# src, j, nbytes)``, ``bulk_reduce(op, dst, i, src, j, nbytes)``.
 
 
 class _TensorMapType:
@@ -344,6 +350,9 @@ TensorMap = _TensorMapType()
 tma_load = Primitive("tma_load")
 tma_store = Primitive("tma_store")
 tma_reduce = Primitive("tma_reduce")
+bulk_copy_g2s = Primitive("bulk_copy_g2s")
+bulk_copy_s2g = Primitive("bulk_copy_s2g")
+bulk_reduce = Primitive("bulk_reduce")
 bulk_commit_group = Primitive("bulk_commit_group")
 bulk_wait_group = Primitive("bulk_wait_group")
 prefetch_tensormap = Primitive("prefetch_tensormap")

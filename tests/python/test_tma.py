@@ -472,6 +472,8 @@ def _tm(x: np.ndarray, box: Sequence[int], **kw: Any) -> interp.TensorMap:
             "element_strides[0]",
         ),
         (lambda: _tm(np.zeros((8, 64), np.float32)[:, ::2], (32, 8)), "array"),
+        (lambda: _tm(np.zeros((8, 64), np.float32), (32, 8), interleave="16B"), "interleave"),
+        (lambda: _tm(np.zeros((8, 64), np.float32), (32, 8), l2_promotion="1K"), "l2_promotion"),
     ],
 )
 def test_every_tensor_map_check_names_its_field(make: Any, field: str) -> None:
@@ -579,3 +581,30 @@ def test_lang_tma_needs_a_tensor_map() -> None:
 
     with pytest.raises(KernelTypeError, match="tensor map parameter"):
         bad.run_cpu(np.zeros(4, np.float32), grid=1, block=1)
+
+
+@zyntax.kernel
+def lang_bulk(src: zyntax.f32[1], dst: zyntax.f32[1], acc: zyntax.f32[1], n: zyntax.u32) -> None:
+    """src -> shared -> dst with the non-tensor bulk copies, and acc += src."""
+    bars = lang.shared.array(1, zyntax.u64)
+    buf = lang.shared.dynamic(zyntax.f32)
+    if lang.thread_idx.x == 0:
+        lang.mbarrier_init(bars, 0, 1)
+        lang.fence_mbarrier_init()
+        lang.mbarrier_arrive_expect_tx(bars, 0, n * 4)
+        lang.bulk_copy_g2s(buf, 0, src, 0, n * 4, bars, 0)
+        while not lang.mbarrier_try_wait_parity(bars, 0, 0, 1000):
+            pass
+        lang.bulk_copy_s2g(dst, 0, buf, 0, n * 4)
+        lang.bulk_reduce("add", acc, 0, buf, 0, n * 4)
+        lang.bulk_commit_group()
+        lang.bulk_wait_group(0)
+
+
+def test_lang_bulk_copies_on_interpreter() -> None:
+    src, acc = rand("f32", (64,)), rand("f32", (64,))
+    want = acc + src
+    dst = np.full_like(src, np.nan)
+    lang_bulk.run_cpu(src, dst, acc, np.uint32(64), grid=1, block=32, shared_mem=256)
+    np.testing.assert_array_equal(dst, src)
+    np.testing.assert_array_equal(acc, want)

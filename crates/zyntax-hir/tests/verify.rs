@@ -1457,7 +1457,7 @@ fn kernel_parameter_types() {
     let f = kernel_with(&[Type::ptr(AddrSpace::Shared, Type::F32)], |_, _| Ok(()));
     let d = err(
         &module(vec![f]),
-        "kernel parameters are scalars, vectors or pointers to global, generic or constant memory",
+        "kernel parameters are scalars, vectors, tensormaps or pointers to global, generic or constant memory",
     );
     assert_eq!(d.block, Some(BlockId(0)));
     let fr = frag_type(FragKind::Acc, MmaShape::M16N16K16, ScalarType::F32, None);

@@ -2879,6 +2879,60 @@ class FunctionTranslator:
         self.fn.emit0(f"tma.reduce.{o}", [t, box, *self._coords(e, "tma_reduce", coords)])
         return Ref(None)
 
+    def _elem(self, e: ast.AST, name: str, arr: Operand, index: Operand, space: str) -> Value:
+        """A pointer to `arr[index]`, `arr` an array in `space`."""
+        if not isinstance(arr, ArrayView) or arr.space != space:
+            raise self.error(e, f"{name} needs a {space} array there", KernelTypeError)
+        items: list[Operand] = index.items if isinstance(index, TupleVal) else [index]
+        return self.element_ptr(arr, items, e)
+
+    def prim_bulk_copy_g2s(
+        self,
+        e: ast.AST,
+        dst: Operand,
+        dst_index: Operand,
+        src: Operand,
+        src_index: Operand,
+        nbytes: Operand,
+        bars: Operand,
+        index: Operand,
+    ) -> Operand:
+        d = self._elem(e, "bulk_copy_g2s", dst, dst_index, "shared")
+        s = self._elem(e, "bulk_copy_g2s", src, src_index, "global")
+        bar = self._mbar(e, "bulk_copy_g2s", bars, index)
+        self.fn.emit0("bulk.copy.g2s", [d, s, self._u32(nbytes, e), bar])
+        return Ref(None)
+
+    def prim_bulk_copy_s2g(
+        self,
+        e: ast.AST,
+        dst: Operand,
+        dst_index: Operand,
+        src: Operand,
+        src_index: Operand,
+        nbytes: Operand,
+    ) -> Operand:
+        d = self._elem(e, "bulk_copy_s2g", dst, dst_index, "global")
+        s = self._elem(e, "bulk_copy_s2g", src, src_index, "shared")
+        self.fn.emit0("bulk.copy.s2g", [d, s, self._u32(nbytes, e)])
+        return Ref(None)
+
+    def prim_bulk_reduce(
+        self,
+        e: ast.AST,
+        op: Operand,
+        dst: Operand,
+        dst_index: Operand,
+        src: Operand,
+        src_index: Operand,
+        nbytes: Operand,
+    ) -> Operand:
+        o = self._str(op, e, "op", ("add", "min", "max"))
+        d = self._elem(e, "bulk_reduce", dst, dst_index, "global")
+        s = self._elem(e, "bulk_reduce", src, src_index, "shared")
+        self.fn.emit0(f"bulk.reduce.{o}", [d, s, self._u32(nbytes, e)])
+        return Ref(None)
+
     def prim_bulk_commit_group(self, e: ast.AST) -> Operand:
         self.fn.emit0("bulk.commit_group", [])
         return Ref(None)

@@ -24,7 +24,7 @@ GROUPS = {
     "ranks": "other_ranks",
     "store_and_reduce": "store_and_reduce",
     "bulk_copy_and_reduce": "bulk",
-    "example_and_lang": "example or lang",
+    "example_and_lang": "example or lang_tma",
     "foreign_tensors_and_checks": "foreign or device_checks",
     "nan_fill_and_element_strides": "nan_fill",
 }
@@ -41,7 +41,7 @@ def test_tma_on_device(group: str) -> None:
             cwd=ROOT,
             capture_output=True,
             text=True,
-            timeout=150,
+            timeout=120,
         )
     except subprocess.TimeoutExpired as e:
         out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")

@@ -174,6 +174,8 @@ def test_device_checks() -> None:
     t = torch.zeros((8, 64), device="cuda")[:, ::2]
     with pytest.raises(ArgumentError, match=r"strides\[0\]"):
         cuda.TensorMap.tiled(t, (16, 8))
+    with pytest.raises(ArgumentError, match="address"):
+        cuda.TensorMap.tiled(torch.zeros(65, device="cuda")[1:], (16,))
 
 
 def test_tma_copy_example() -> None:
@@ -213,3 +215,22 @@ def test_lang_tma_copy_on_device() -> None:
     )
     np.testing.assert_array_equal(dst.to_host(), x)
     np.testing.assert_array_equal(raw.to_host(), want_raw)
+
+
+def test_lang_bulk_copies_on_device() -> None:
+    src, acc = cpu.rand("f32", (64,)), cpu.rand("f32", (64,))
+    want = acc + src
+    d_dst = cuda.to_device(np.full_like(src, np.nan))
+    d_acc = cuda.to_device(acc)
+    cpu.lang_bulk.launch(
+        cuda.to_device(src),
+        d_dst,
+        d_acc,
+        np.uint32(64),
+        grid=1,
+        block=32,
+        shared_mem=256,
+        device="gpu",
+    )
+    np.testing.assert_array_equal(d_dst.to_host(), src)
+    np.testing.assert_array_equal(d_acc.to_host(), want)

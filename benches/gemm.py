@@ -170,15 +170,17 @@ def bench_case(
             return
         res.add(case, impl, "TFLOP_per_s", flop / ms / 1e9, False, **extra, **more)
 
+    # fp8 and tf32 tensor-core operands are read K-major: B goes column-major to
+    # cuBLAS (``_scaled_mm`` requires it) and zyntax alike; Triton keeps row-major B.
+    Bz = [b.t().contiguous().t() for b in Bs] if dt in ("e4m3", "tf32") else Bs
     if dt == "e4m3":
         one = torch.tensor(1.0, device=dev)
-        Bt = [b.t().contiguous().t() for b in Bs]  # _scaled_mm wants B column-major
         report(
             "cublas",
-            lambda i: torch._scaled_mm(As[i], Bt[i], scale_a=one, scale_b=one, out_dtype=out_dt),
+            lambda i: torch._scaled_mm(As[i], Bz[i], scale_a=one, scale_b=one, out_dtype=out_dt),
         )
     else:
-        report("cublas", lambda i: torch.matmul(As[i], Bs[i], out=C))
+        report("cublas", lambda i: torch.matmul(As[i], Bz[i], out=C))
     if trun is not None:
         prec = "ieee" if dt == "f32" else "tf32"
         key = "decode" if m <= 128 else dt
@@ -198,7 +200,7 @@ def bench_case(
             report("triton", lambda i, c=cfg: trun(As[i], Bs[i], C, sms, prec, c), config=list(cfg))
     zvariant = variant
     try:
-        chosen = zk.choose_variant(As[0], Bs[0], variant=zvariant, allow_tf32=dt == "tf32")
+        chosen = zk.choose_variant(As[0], Bz[0], variant=zvariant, allow_tf32=dt == "tf32")
     except ZyntaxError as e:
         print(f"  {case:<22} zyntax             (no variant: {str(e)[:160]})")
         return
@@ -207,11 +209,11 @@ def bench_case(
     if dt == "tf32":
         scales["allow_tf32"] = True
     report(
-        "zyntax", lambda i: zk.matmul(As[i], Bs[i], Z, variant=zvariant, **scales), variant=chosen
+        "zyntax", lambda i: zk.matmul(As[i], Bz[i], Z, variant=zvariant, **scales), variant=chosen
     )
     # Correctness of what was timed, against the float64 product of copy 0.
     Z.fill_(float("nan"))
-    zk.matmul(As[0], Bs[0], Z, variant=zvariant, **scales)
+    zk.matmul(As[0], Bz[0], Z, variant=zvariant, **scales)
     ref = As[0].double() @ Bs[0].double()
     err = ((Z.double() - ref).norm() / ref.norm()).item()
     res.notes[f"{case}_zyntax_rel_err"] = err

@@ -395,6 +395,7 @@ def test_sm90_variant_is_called_with_the_normalised_problem(
 
     monkeypatch.setattr(zk, "_arch_of", lambda p: "sm_90")
     monkeypatch.setattr(zk, "_sm90_module", lambda: FakeSm90)
+    monkeypatch.setattr(zk, "SMALL_M", 0)  # M = 64 counts as large here
     a = FakeGpu((64, 32), "<V2")  # bf16, row-major
     b = FakeGpu((16, 32), "<V2", strides=None)  # stored 16 x 32: b is its transpose
     b_iface = b.__cuda_array_interface__
@@ -422,3 +423,7 @@ def test_sm90_variant_is_called_with_the_normalised_problem(
     b32.__cuda_array_interface__["data"] = (1 << 22, False)
     assert zk.choose_variant(a32, b32) == "simt"
     assert zk.choose_variant(a32, b32, allow_tf32=True) == "sm90"
+    # Up to SMALL_M rows the registry tries mma_sync's small tiles first.
+    monkeypatch.setattr(zk, "SMALL_M", 64)
+    assert zk.choose_variant(a, bt) == "mma_sync"
+    assert zk.choose_variant(a, bt, variant="sm90") == "sm90"

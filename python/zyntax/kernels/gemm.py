@@ -278,6 +278,18 @@ REGISTRY: list[Variant] = [
 ]
 
 
+#: Up to this M the registry tries ``mma_sync`` (its 16/64-row tiles) before
+#: ``sm90`` (128-row tiles): on the H100 at 840c6a8 sm90 ran M = 16 and M = 128
+#: (N = K = 4096) at 3.1 and 18.4 TFLOP/s, mma_sync at 5.7 and 46.1 (186c63d).
+SMALL_M = 128
+
+
+def _preferred_order(p: Problem) -> list[Variant]:
+    if p.m > SMALL_M:
+        return REGISTRY
+    return sorted(REGISTRY, key=lambda v: v.name != "mma_sync")
+
+
 _archs: dict[int, str] = {}
 
 
@@ -303,7 +315,7 @@ def _choose(p: Problem, variant: str | None) -> tuple[Variant, str]:
             f"argument 'variant': unknown variant {variant!r} (expected one of {names})"
         )
     reasons = []
-    for v in REGISTRY:
+    for v in _preferred_order(p):
         if variant is not None and v.name != variant:
             continue
         why = v.supports(p, arch)

@@ -644,6 +644,8 @@ pub enum Op {
     CvtPack(PackFmt),
     /// A packed fp8 pair (`u16`) widened exactly to `vec<f16, 2>` (sm_89).
     CvtUnpack(PackFmt),
+    /// Pointer to the module global `@name` (see [`crate::GlobalVar`]).
+    GlobalAddr(String),
 }
 
 fn is_zero(x: &u32) -> bool {

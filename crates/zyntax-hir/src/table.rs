@@ -1402,6 +1402,13 @@ pub static OPS: &[OpDef] = &[
         .rust("cvt_unpack(fmt, a)")
         .py(Py::Hand("cvt_unpack"))
         .doc("A packed fp8 pair (u16) widened exactly to vec<f16, 2>."),
+    // --- module globals (issue 12 item 7)
+    row("global_addr", "", "global_addr", NONE, 1, "ptr<space, elem> of the global")
+        .imm("@name")
+        .gpu()
+        .rust("global_addr(name, ty)")
+        .py(Py::Hand("global_addr"))
+        .doc("Pointer to a module-level `global` variable (`__constant__` or `__device__`)."),
 ];
 
 /// A TMA row: variadic operands (1-5 coordinates, listed in `op.rs`), no results.
@@ -1530,6 +1537,7 @@ impl Op {
             }
             CvtPack(_) => ("cvt_pack", ""),
             CvtUnpack(_) => ("cvt_unpack", ""),
+            GlobalAddr(_) => ("global_addr", ""),
         }
     }
 

@@ -207,6 +207,7 @@ fn every_op() -> Vec<Op> {
     }
     ops.extend(PackFmt::ALL.iter().map(|&f| Op::CvtPack(f)));
     ops.push(Op::CvtUnpack(PackFmt::E4m3x2));
+    ops.push(Op::GlobalAddr("g".into()));
     ops
 }
 

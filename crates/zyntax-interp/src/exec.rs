@@ -65,6 +65,8 @@ pub struct Launch {
     pub shared_bytes: u64,
     /// Tensor maps of the launch (issue 13 item 2).
     pub tensor_maps: Rc<Vec<crate::tma::InterpTensorMap>>,
+    /// Allocation id of the module's first global (the rest follow in order).
+    pub global_base: u32,
 }
 
 pub struct Exec<'a> {
@@ -78,6 +80,7 @@ pub struct Exec<'a> {
     bid: [u32; 3],
     tids: Vec<[u32; 3]>,
     shared_ids: Vec<u32>,
+    global_base: u32,
     dyn_id: u32,
     /// The block's shared window: (address, allocation id, bytes) per allocation (see `wgmma`).
     window: Vec<(u64, u32, u64)>,
@@ -324,6 +327,7 @@ impl<'a> Exec<'a> {
             bid: [0; 3],
             tids,
             shared_ids,
+            global_base: launch.global_base,
             dyn_id,
             window,
             local_base,
@@ -998,6 +1002,12 @@ impl<'a> Exec<'a> {
                         w(regs, *dst, l, memory::make_ptr(id, 0));
                     }
                 }
+                DOp::GlobalAddr { dst, k } => {
+                    let v = memory::make_ptr(self.global_base + k, 0);
+                    for l in lanes(mask) {
+                        w(regs, *dst, l, v);
+                    }
+                }
                 DOp::SharedAlloc { dst, k } => {
                     let v = memory::make_ptr(self.shared_ids[*k as usize], 0);
                     for l in lanes(mask) {
@@ -1543,6 +1553,7 @@ impl<'a> Exec<'a> {
             bid: self.bid,
             tids: vec![self.tids[tid as usize]],
             shared_ids: Vec::new(),
+            global_base: self.global_base,
             dyn_id: self.dyn_id,
             window: self.window.clone(),
             local_base,

@@ -107,7 +107,9 @@ pub fn cpu_blockers(m: &Module, f: &Function) -> Vec<String> {
                 | Op::NamedBarrier { .. }
                 // No host lowering: the interpreter runs the packed conversions.
                 | Op::CvtPack(_)
-                | Op::CvtUnpack(_) => {
+                | Op::CvtUnpack(_)
+                // Module globals live in a loaded GPU module (and the interpreter).
+                | Op::GlobalAddr(_) => {
                     out.insert(d.op.mnemonic());
                 }
                 Op::Call(c) if !seen.contains(c) => {

@@ -241,6 +241,7 @@ def launch(
     shared_bytes: int = 0,
     checks: bool = True,
     fuel: int | None = None,
+    globals: dict[str, np.ndarray[Any, Any]] | None = None,
 ) -> dict[str, int] | None:
     """Runs a kernel over a grid on the interpreter.
 
@@ -254,6 +255,11 @@ def launch(
     value. Returns the run's statistics (thread-instructions, warp steps) for
     HIR modules; ``None`` for ``@zyntax.kernel`` functions, which specialise on
     the arguments first (see ``Kernel.run_cpu``).
+
+    ``globals`` maps names of module globals (``Module.global_var``) to numpy
+    arrays of exactly their size: each is written into its global before the
+    run and updated in place from it afterwards. Globals not named start from
+    their initializers.
     """
     if not isinstance(target, Module):
         run_cpu = getattr(target, "run_cpu", None)
@@ -280,6 +286,7 @@ def launch(
         raise LaunchError(f"launching @{kernel} needs a grid and a block size")
     grid, block, kargs = rest[0], rest[1], rest[2:]
     marshal, conv = _marshal(target, kernel, kargs)
+    gl = _globals_in(globals)
     try:
         bufs, stats = _native_fn("interp_launch")(
             target,
@@ -292,14 +299,33 @@ def launch(
             checks=checks,
             fuel=fuel,
             tensor_maps=marshal.tensor_maps,
+            globals=gl,
         )
     except ZyntaxError as e:
         if hasattr(e, "buffers"):
             marshal.write_back(e.buffers)
         raise
     marshal.write_back(bufs)
+    after = stats.pop("globals", {})
+    for name, a in (globals or {}).items():
+        a[...] = np.frombuffer(after[name], dtype=a.dtype).reshape(a.shape)
     result: dict[str, int] = stats
     return result
+
+
+def _globals_in(globals: dict[str, np.ndarray[Any, Any]] | None) -> list[tuple[str, bytes]] | None:
+    if globals is None:
+        return None
+    if not isinstance(globals, dict):
+        raise ArgumentError(f"globals: expected a dict of name -> numpy array, got {type(globals).__name__}")
+    out = []
+    for name, a in globals.items():
+        if not isinstance(name, str) or not isinstance(a, np.ndarray):
+            raise ArgumentError(
+                f"globals: expected str -> numpy array, got {type(name).__name__} -> {type(a).__name__}"
+            )
+        out.append((name, np.ascontiguousarray(a).tobytes()))
+    return out
 
 
 def call(

@@ -458,6 +458,11 @@ impl Module {
     /// must satisfy before anything indexes with its ids. The verifier checks
     /// far more; this is the part that keeps accessors from panicking.
     pub fn check_structure(&self) -> Result<(), String> {
+        for g in &self.globals {
+            g.elem
+                .check_depth()
+                .map_err(|e| format!("global {:?}: {e}", g.name))?;
+        }
         for f in &self.functions {
             f.check_structure()
                 .map_err(|e| format!("function {:?}: {e}", f.name))?;

@@ -112,17 +112,14 @@ impl<'ctx> FnLowering<'_, 'ctx> {
         if p.get_type().get_address_space() == AddressSpace::from(1u16) {
             return Ok(p);
         }
-        let generic = self
-            .b
-            .build_address_space_cast(p, self.ctx().ptr_type(AddressSpace::default()), "")?;
+        let generic =
+            self.b
+                .build_address_space_cast(p, self.ctx().ptr_type(AddressSpace::default()), "")?;
         let addr = self
             .b
             .build_ptr_to_int(generic, self.ctx().i64_type(), "")?;
-        Ok(self.b.build_int_to_ptr(
-            addr,
-            ty::ptr_type(self.ctx(), AddrSpace::Constant),
-            "",
-        )?)
+        Ok(self
+            .b
+            .build_int_to_ptr(addr, ty::ptr_type(self.ctx(), AddrSpace::Constant), "")?)
     }
 }
-

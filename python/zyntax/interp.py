@@ -317,12 +317,15 @@ def _globals_in(globals: dict[str, np.ndarray[Any, Any]] | None) -> list[tuple[s
     if globals is None:
         return None
     if not isinstance(globals, dict):
-        raise ArgumentError(f"globals: expected a dict of name -> numpy array, got {type(globals).__name__}")
+        raise ArgumentError(
+            f"globals: expected a dict of name -> numpy array, got {type(globals).__name__}"
+        )
     out = []
     for name, a in globals.items():
         if not isinstance(name, str) or not isinstance(a, np.ndarray):
             raise ArgumentError(
-                f"globals: expected str -> numpy array, got {type(name).__name__} -> {type(a).__name__}"
+                "globals: expected str -> numpy array, "
+                f"got {type(name).__name__} -> {type(a).__name__}"
             )
         out.append((name, np.ascontiguousarray(a).tobytes()))
     return out

@@ -51,8 +51,8 @@ def test_initialized_table_and_device_counters_on_the_interpreter() -> None:
     interp.launch(m, "lookup", 4, 64, idx, out, idx.size, globals={"hits": hits})
     # hits was written in from the poisoned array, so the counts start there.
     np.testing.assert_array_equal(out, table[idx] * 2 + np.float32(0.5))
-    want = np.full(N, 0xDEADBEEF, np.uint64) + np.bincount(idx, minlength=N)
-    np.testing.assert_array_equal(hits, (want & 0xFFFFFFFF).astype(np.uint32))
+    want = 0xDEADBEEF + np.bincount(idx, minlength=N)  # < 2**32: 200 hits at most
+    np.testing.assert_array_equal(hits, want.astype(np.uint32))
 
 
 def test_host_writes_the_constant_table_by_name() -> None:
@@ -61,7 +61,9 @@ def test_host_writes_the_constant_table_by_name() -> None:
     out = np.full(idx.size, np.nan, np.float32)
     hits = np.zeros(N, np.uint32)
     bias = np.array([-1.25], np.float32)
-    interp.launch(m, "lookup", 2, 64, idx, out, idx.size, globals={"scale": table, "bias": bias, "hits": hits})
+    interp.launch(
+        m, "lookup", 2, 64, idx, out, idx.size, globals={"scale": table, "bias": bias, "hits": hits}
+    )
     np.testing.assert_array_equal(out, table[idx] * 2 - np.float32(1.25))
     np.testing.assert_array_equal(hits, np.bincount(idx, minlength=N))
     np.testing.assert_array_equal(bias, [-1.25])
@@ -71,7 +73,7 @@ def test_zir_round_trip_keeps_globals() -> None:
     _, table = case(1)
     m = table_module(table)
     text = m.to_zir()
-    assert 'global @scale : constant f32, 64 = [' in text
+    assert "global @scale : constant f32, 64 = [" in text
     assert "global @hits : global u32, 64\n" in text
     assert "global_addr @scale" in text
     again = hir.parse_zir(text)
@@ -106,7 +108,7 @@ def test_bad_input_is_a_typed_error() -> None:
         m.global_var("a", hir.bool_, 1)
     with pytest.raises(zyntax.ArgumentError, match="3 values"):
         m.global_var("a", hir.f32, 2, init=[1.0, 2.0, 3.0])
-    with pytest.raises(zyntax.ArgumentError, match="in range|0..=255"):
+    with pytest.raises(zyntax.ArgumentError, match=r"0\.\.=255"):
         m.global_var("a", hir.u8, 1, init=[256])
     with pytest.raises(zyntax.ArgumentError, match="count"):
         m.global_var("a", hir.f32, -1)

@@ -15,7 +15,12 @@
 //!   such as `memcpy` or `sinf`), at most 1024 bytes, unique;
 //! - `ptx_version`, if set, is one LLVM 19 emits (6.0–6.5, 7.0–7.8, 8.0–8.5)
 //!   and is at least the minimum of every arch a function is compiled for
-//!   ([`crate::arch::min_ptx`]).
+//!   ([`crate::arch::min_ptx`]);
+//! - globals (issue 12 item 7): identifier names unique among globals and
+//!   functions, in `constant` or `global`, a numeric scalar or vector element,
+//!   count ≥ 1, at most [`MAX_GLOBAL_BYTES`] each and [`MAX_CONSTANT_BYTES`]
+//!   of constants in all, an initializer of one valid literal per lane or
+//!   none; `global_addr` names one and gives its `ptr<space, elem>`.
 //!
 //! **Types**
 //! - every type (returns, values, allocation elements and the pointers to

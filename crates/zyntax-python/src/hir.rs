@@ -365,7 +365,8 @@ impl HirModule {
     /// scalar lane, vectors flattened) or zero-filled. Kernels take its
     /// address with `FunctionBuilder.global_addr(name)`; a loaded module reads
     /// and writes it with `read_global` / `write_global`.
-    #[pyo3(signature = (name, elem, count=Checked(1), space="constant", init=None))]
+    #[pyo3(signature = (name, elem, count=Checked(1), space="constant", init=None),
+        text_signature = "($self, name, elem, count=1, space='constant', init=None)")]
     fn global_var(
         &self,
         name: Text,

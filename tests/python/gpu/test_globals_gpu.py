@@ -45,7 +45,9 @@ def test_constant_table_written_by_name_and_device_counters_read_back(rounds: in
     np.testing.assert_array_equal(out.to_host(), want_out)
     np.testing.assert_array_equal(want_out, table[idx] * 2 + np.float32(0.75))
     np.testing.assert_array_equal(got_hits, want_hits)
-    np.testing.assert_array_equal(got_hits, hits0 + np.bincount(idx, minlength=cpu.N).astype(np.uint32))
+    np.testing.assert_array_equal(
+        got_hits, hits0 + np.bincount(idx, minlength=cpu.N).astype(np.uint32)
+    )
 
 
 def test_initializers_reach_the_device() -> None:

@@ -134,3 +134,21 @@ def test_bad_input_is_a_typed_error() -> None:
         interp.launch(m, "k", 1, 1, out, globals={"b": np.zeros(4, np.float32)})
     with pytest.raises(zyntax.ArgumentError, match="numpy array"):
         interp.launch(m, "k", 1, 1, out, globals={"a": [1.0, 2.0, 3.0, 4.0]})  # type: ignore[dict-item]
+
+
+def test_poly_example_reads_its_constant_table() -> None:
+    import poly_constants
+
+    m = poly_constants.build()
+    x = rng.uniform(-2, 2, 300).astype(np.float32)
+    out = np.full(x.size, np.nan, np.float32)
+    coef = rng.standard_normal(poly_constants.DEGREE + 1).astype(np.float32)
+    evaluated = np.array([5], np.uint32)
+    interp.launch(m, "poly", 2, 256, x, out, x.size, globals={"coef": coef, "evaluated": evaluated})
+    want = np.polyval(coef[::-1].astype(np.float64), x.astype(np.float64))
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+    assert evaluated[0] == 5 + x.size
+    # Without a host write the table holds the initializer: exp(x)'s Taylor terms.
+    interp.launch(m, "poly", 2, 256, x, out, x.size)
+    taylor = np.polyval(np.float32(poly_constants.COEF[::-1]), x.astype(np.float64))
+    np.testing.assert_allclose(out, taylor, rtol=1e-5, atol=1e-5)

@@ -69,3 +69,20 @@ def test_bad_names_sizes_and_dtypes_are_typed_errors() -> None:
         mod.write_global("scale", np.zeros(cpu.N, np.int32))
     with pytest.raises(zyntax.ArgumentError):
         mod.write_global("scale", [0.0] * cpu.N)
+
+
+def test_poly_example_on_device_matches_the_interpreter() -> None:
+    import poly_constants
+
+    m = poly_constants.build()
+    mod = cuda.load_hir(m)
+    x = cpu.rng.uniform(-2, 2, 5000).astype(np.float32)
+    coef = cpu.rng.standard_normal(poly_constants.DEGREE + 1).astype(np.float32)
+    mod.write_global("coef", coef)
+    mod.write_global("evaluated", np.zeros(1, np.uint32))
+    out = cuda.to_device(np.full(x.size, np.nan, np.float32))
+    mod.kernel("poly").launch((x.size + 255) // 256, 256, cuda.to_device(x), out, x.size)
+    want = np.full(x.size, np.nan, np.float32)
+    interp.launch(m, "poly", (x.size + 255) // 256, 256, x, want, x.size, globals={"coef": coef})
+    np.testing.assert_array_equal(out.to_host(), want)  # fma chain: bit-exact
+    np.testing.assert_array_equal(mod.read_global("evaluated"), [x.size])

@@ -1,7 +1,7 @@
 # Hand-written stub for the Rust extension module (crates/zyntax-python).
 # Keep in sync with src/*.rs; checked by `python -m mypy.stubtest zyntax._native`.
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from types import TracebackType
 from typing import Any, Literal, SupportsFloat, SupportsIndex, TypeAlias, final
 
@@ -514,6 +514,8 @@ class FunctionBuilder:
         self, fmt: Literal["f16x2", "bf16x2", "e4m3x2", "e5m2x2"] | str, lo: Value, hi: Value
     ) -> Value: ...
     def cvt_unpack(self, fmt: Literal["e4m3x2", "e5m2x2"] | str, a: Value) -> Value: ...
+    # issue 12 item 7: module globals
+    def global_addr(self, name: str) -> Value: ...
     # calls and control flow
     def call(
         self,
@@ -706,6 +708,16 @@ class Module:
     def ptx_version(self) -> str | None: ...
     @ptx_version.setter
     def ptx_version(self, v: str | None) -> None: ...
+    def global_var(
+        self,
+        name: str,
+        elem: _TypeLike,
+        count: int = 1,
+        space: Literal["constant", "global"] | str = "constant",
+        init: Iterable[float | int] | None = None,
+    ) -> None: ...
+    @property
+    def globals(self) -> list[str]: ...
     @property
     def functions(self) -> list[str]: ...
     @property
@@ -855,7 +867,8 @@ def interp_launch(
     fuel: int | None = None,
     tensor_maps: list[_TmapTuple] | None = None,
     cluster: int | Sequence[int] | None = None,
-) -> tuple[list[bytes], dict[str, int]]: ...
+    globals: list[tuple[str, bytes]] | None = None,
+) -> tuple[list[bytes], dict[str, Any]]: ...
 
 _TmapTuple: TypeAlias = tuple[
     int, str, Sequence[int], Sequence[int], Sequence[int], Sequence[int], str, str
@@ -966,6 +979,8 @@ class CudaModule:
         zir: str | None = None,
         signatures: dict[str, dict[str, Any]] | None = None,
     ) -> CudaModule: ...
+    def read_global(self, name: str, dtype: Any = None) -> Any: ...
+    def write_global(self, name: str, data: Any) -> None: ...
     @property
     def kernel_names(self) -> list[str]: ...
     @property

@@ -259,6 +259,7 @@ def launch(
     checks: bool = True,
     fuel: int | None = None,
     cluster: int | Sequence[int] | None = None,
+    globals: dict[str, np.ndarray[Any, Any]] | None = None,
 ) -> dict[str, int] | None:
     """Runs a kernel over a grid on the interpreter.
 
@@ -277,6 +278,11 @@ def launch(
     default: the kernel's declared ``cluster``, else none): the grid must be
     a whole number of clusters. Blocks of a cluster (with ``grid_sync``, of
     the whole grid) run co-scheduled.
+
+    ``globals`` maps names of module globals (``Module.global_var``) to numpy
+    arrays of exactly their size: each is written into its global before the
+    run and updated in place from it afterwards. Globals not named start from
+    their initializers.
     """
     if not isinstance(target, Module):
         run_cpu = getattr(target, "run_cpu", None)
@@ -303,6 +309,7 @@ def launch(
         raise LaunchError(f"launching @{kernel} needs a grid and a block size")
     grid, block, kargs = rest[0], rest[1], rest[2:]
     marshal, conv = _marshal(target, kernel, kargs)
+    gl = _globals_in(globals)
     try:
         bufs, stats = _native_fn("interp_launch")(
             target,
@@ -316,14 +323,36 @@ def launch(
             fuel=fuel,
             tensor_maps=marshal.tensor_maps,
             cluster=cluster,
+            globals=gl,
         )
     except ZyntaxError as e:
         if hasattr(e, "buffers"):
             marshal.write_back(e.buffers)
         raise
     marshal.write_back(bufs)
+    after = stats.pop("globals", {})
+    for name, a in (globals or {}).items():
+        a[...] = np.frombuffer(after[name], dtype=a.dtype).reshape(a.shape)
     result: dict[str, int] = stats
     return result
+
+
+def _globals_in(globals: dict[str, np.ndarray[Any, Any]] | None) -> list[tuple[str, bytes]] | None:
+    if globals is None:
+        return None
+    if not isinstance(globals, dict):
+        raise ArgumentError(
+            f"globals: expected a dict of name -> numpy array, got {type(globals).__name__}"
+        )
+    out = []
+    for name, a in globals.items():
+        if not isinstance(name, str) or not isinstance(a, np.ndarray):
+            raise ArgumentError(
+                "globals: expected str -> numpy array, "
+                f"got {type(name).__name__} -> {type(a).__name__}"
+            )
+        out.append((name, np.ascontiguousarray(a).tobytes()))
+    return out
 
 
 def call(

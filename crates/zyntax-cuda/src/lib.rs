@@ -72,7 +72,9 @@ pub use memory::{
     size_class, Advice, DeviceBuffer, DeviceRepr, HostRegistration, Location, ManagedBuffer,
     PinnedBuffer, Pool, PoolStats,
 };
-pub use module::{clear_module_cache, module_cache_len, parse_ptx_entries, ImageKind, Module};
+pub use module::{
+    clear_module_cache, module_cache_len, parse_ptx_entries, Global, ImageKind, Module,
+};
 pub use program::{
     Access, Binding, ExecOptions, Executor, MemoryPlan, Program, ProgramSpec, Role, StepArg,
 };

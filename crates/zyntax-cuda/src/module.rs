@@ -290,6 +290,32 @@ impl Module {
         Kernel::new(self.clone(), name.to_owned(), f, sig)
     }
 
+    /// The module-level variable `name` (a `__constant__` or `__device__`
+    /// global, `cuModuleGetGlobal`). Cached modules are shared: every loader
+    /// of the same image sees the same globals.
+    pub fn global(&self, name: &str) -> Result<Global> {
+        let cname = std::ffi::CString::new(name)
+            .map_err(|_| CudaError::Invalid("global name contains a NUL byte".to_owned()))?;
+        self.inner.device.bind()?;
+        let (mut ptr, mut bytes): (sys::CUdeviceptr, usize) = (0, 0);
+        // SAFETY: valid module; writes an address and a size.
+        let rc = unsafe {
+            sys::cuModuleGetGlobal_v2(&mut ptr, &mut bytes, self.inner.raw.0, cname.as_ptr())
+        };
+        if rc == CUresult::CUDA_ERROR_NOT_FOUND {
+            return Err(CudaError::Invalid(format!(
+                "the module has no global `{name}`"
+            )));
+        }
+        check(rc, "cuModuleGetGlobal")?;
+        Ok(Global {
+            module: self.clone(),
+            name: name.to_owned(),
+            ptr,
+            bytes: bytes as u64,
+        })
+    }
+
     fn not_found(&self, name: &str) -> CudaError {
         let names = self.kernel_names();
         CudaError::KernelNotFound {
@@ -465,5 +491,70 @@ mod tests {
         assert_eq!(detect(b"\x7fELF\x02"), ImageKind::Cubin);
         assert_eq!(detect(&[0x50, 0xED, 0x55, 0xBA, 1]), ImageKind::Fatbin);
         assert_eq!(detect(b".version 8.0"), ImageKind::Ptx);
+    }
+}
+
+/// A module global's device memory: valid while its module is loaded (the
+/// handle keeps the module alive). Reads and writes are whole-variable and
+/// synchronous: they wait for the device to finish earlier work first, so a
+/// write is seen by every later launch and a read sees every earlier one.
+#[derive(Clone)]
+pub struct Global {
+    module: Module,
+    name: String,
+    ptr: sys::CUdeviceptr,
+    bytes: u64,
+}
+
+impl std::fmt::Debug for Global {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Global({}, {} bytes)", self.name, self.bytes)
+    }
+}
+
+impl Global {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    /// Device address of the variable.
+    pub fn ptr(&self) -> sys::CUdeviceptr {
+        self.ptr
+    }
+    pub fn len_bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    fn check_len(&self, len: usize, what: &str) -> Result<()> {
+        if len as u64 != self.bytes {
+            return Err(CudaError::Invalid(format!(
+                "global `{}` has {} bytes; {what} has {len}",
+                self.name, self.bytes
+            )));
+        }
+        Ok(())
+    }
+
+    /// Overwrites the whole variable with `src` (exactly its size).
+    pub fn write(&self, src: &[u8]) -> Result<()> {
+        self.check_len(src.len(), "the data written")?;
+        let device = &self.module.inner.device;
+        device.synchronize()?;
+        // SAFETY: `ptr..ptr+bytes` is the symbol's memory, `src` has that many bytes.
+        check(
+            unsafe { sys::cuMemcpyHtoD_v2(self.ptr, src.as_ptr().cast(), src.len()) },
+            "cuMemcpyHtoD",
+        )
+    }
+
+    /// Reads the whole variable into `dst` (exactly its size).
+    pub fn read(&self, dst: &mut [u8]) -> Result<()> {
+        self.check_len(dst.len(), "the destination")?;
+        let device = &self.module.inner.device;
+        device.synchronize()?;
+        // SAFETY: as for `write`.
+        check(
+            unsafe { sys::cuMemcpyDtoH_v2(dst.as_mut_ptr().cast(), self.ptr, dst.len()) },
+            "cuMemcpyDtoH",
+        )
     }
 }

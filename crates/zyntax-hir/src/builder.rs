@@ -813,6 +813,12 @@ impl FunctionBuilder {
         self.push0(Op::StoreCached(cop), &[ptr, value])
     }
 
+    /// Pointer to the module global `@name`; `ty` is its `ptr<space, elem>`
+    /// ([`crate::GlobalVar::ptr_type`]).
+    pub fn global_addr(&mut self, name: impl Into<String>, ty: Type) -> BuildResult<ValueId> {
+        self.push1(Op::GlobalAddr(name.into()), &[], ty)
+    }
+
     // ---------------------------------------------------------------- calls, control flow
 
     pub fn call(

@@ -11,9 +11,9 @@
 
 use crate::entities::{BlockId, InstId, ValueId};
 use crate::error::Loc;
-use crate::op::{Op, OptLevel};
+use crate::op::{ConstValue, Op, OptLevel};
 use crate::target::{Arch, PtxVersion};
-use crate::types::Type;
+use crate::types::{AddrSpace, Type};
 use serde::{Deserialize, Serialize};
 
 /// Where a value comes from.
@@ -357,10 +357,50 @@ impl Function {
     }
 }
 
+/// A module-level variable in device memory: `__constant__` (space
+/// `constant`) or `__device__` (space `global`). Kernels reach it through
+/// `global_addr @name`; the runtime reads and writes it by name.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GlobalVar {
+    pub name: String,
+    /// `Constant` or `Global`.
+    pub space: AddrSpace,
+    /// A scalar or vector type.
+    pub elem: Type,
+    /// Number of elements (1 for a single value).
+    pub count: u64,
+    /// Initial value, one literal per scalar lane in order (vectors
+    /// flattened); empty: zero-filled.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub init: Vec<ConstValue>,
+}
+
+impl GlobalVar {
+    /// Size in bytes (`None` if the element type has no memory size).
+    pub fn size_bytes(&self) -> Option<u64> {
+        self.elem.size_bytes()?.checked_mul(self.count)
+    }
+    /// The type `global_addr @name` gives: a pointer to the element type.
+    pub fn ptr_type(&self) -> Type {
+        Type::ptr(self.space, self.elem.clone())
+    }
+    /// Scalar lanes in the whole variable (the length of a full `init`).
+    pub fn lanes(&self) -> u64 {
+        let per = match self.elem {
+            Type::Vector(_, n) => u64::from(n),
+            _ => 1,
+        };
+        per.saturating_mul(self.count)
+    }
+}
+
 /// A compilation unit: functions plus GPU metadata.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Module {
     pub name: String,
+    /// Module-level device variables, in declaration order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub globals: Vec<GlobalVar>,
     /// Archs every kernel must compile for (empty: decided at compile time).
     pub targets: Vec<Arch>,
     /// PTX ISA version to emit (default: per arch, see [`Arch::default_ptx`]).
@@ -372,6 +412,7 @@ impl Module {
     pub fn new(name: impl Into<String>) -> Module {
         Module {
             name: name.into(),
+            globals: Vec::new(),
             targets: Vec::new(),
             ptx_version: None,
             functions: Vec::new(),
@@ -384,6 +425,10 @@ impl Module {
 
     pub fn function_mut(&mut self, name: &str) -> Option<&mut Function> {
         self.functions.iter_mut().find(|f| f.name == name)
+    }
+
+    pub fn global(&self, name: &str) -> Option<&GlobalVar> {
+        self.globals.iter().find(|g| g.name == name)
     }
 
     pub fn kernels(&self) -> impl Iterator<Item = &Function> {
@@ -417,6 +462,11 @@ impl Module {
     /// must satisfy before anything indexes with its ids. The verifier checks
     /// far more; this is the part that keeps accessors from panicking.
     pub fn check_structure(&self) -> Result<(), String> {
+        for g in &self.globals {
+            g.elem
+                .check_depth()
+                .map_err(|e| format!("global {:?}: {e}", g.name))?;
+        }
         for f in &self.functions {
             f.check_structure()
                 .map_err(|e| format!("function {:?}: {e}", f.name))?;

@@ -38,8 +38,8 @@ pub use builder::{frag_type, normalize_int, BuildResult, ForFrame, FunctionBuild
 pub use entities::{BlockId, InstId, ValueId};
 pub use error::{BuildError, Diagnostic, Loc, ParseError, VerifyError};
 pub use ir::{
-    BlockCall, BlockData, Constraints, Function, FunctionKind, InstData, KernelInfo, Module,
-    ValueData, ValueDef,
+    BlockCall, BlockData, Constraints, Function, FunctionKind, GlobalVar, InstData, KernelInfo,
+    Module, ValueData, ValueDef,
 };
 pub use op::BulkRedOp;
 pub use op::{

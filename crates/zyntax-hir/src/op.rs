@@ -688,6 +688,8 @@ pub enum Op {
     /// `cp.reduce.async.bulk.global.shared::cta.bulk_group.<op>.<type>`: the
     /// element type is the pointers' scalar.
     BulkReduce(BulkRedOp),
+    /// Pointer to the module global `@name` (see [`crate::GlobalVar`]).
+    GlobalAddr(String),
 }
 
 fn is_zero(x: &u32) -> bool {

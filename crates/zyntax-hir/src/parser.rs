@@ -19,8 +19,8 @@ use crate::builder::normalize_int;
 use crate::entities::{BlockId, InstId, ValueId};
 use crate::error::{Loc, ParseError};
 use crate::ir::{
-    BlockCall, BlockData, Constraints, Function, FunctionKind, InstData, KernelInfo, Module,
-    ValueData, ValueDef,
+    BlockCall, BlockData, Constraints, Function, FunctionKind, GlobalVar, InstData, KernelInfo,
+    Module, ValueData, ValueDef,
 };
 use crate::op::*;
 use crate::target::{Arch, PtxVersion};
@@ -629,6 +629,11 @@ impl Parser {
             if self.peek().tok == Tok::Eof {
                 break;
             }
+            if self.peek_ident() == Some("global") {
+                let g = self.global_var()?;
+                m.globals.push(g);
+                continue;
+            }
             let (f, name_tok) = self.function()?;
             if !seen.insert(f.name.clone()) {
                 return Err(self.error_at(&name_tok, format!("duplicate function `@{}`", f.name)));
@@ -636,6 +641,64 @@ impl Parser {
             m.functions.push(f);
         }
         Ok(m)
+    }
+
+    /// `global @name : space elem, count [= [lit, ...]]` (duplicates and
+    /// sizes are the verifier's).
+    fn global_var(&mut self) -> PResult<GlobalVar> {
+        self.next();
+        let t = self.peek().clone();
+        let Tok::Global(name) = &t.tok else {
+            return Err(self.expected("a global name (like `@table`) after `global`"));
+        };
+        let name = name.clone();
+        self.next();
+        self.expect_punct(':', "`:` and an address space after the global name")?;
+        let (sp, st) = self.expect_ident("`constant` or `global`")?;
+        let space = match sp.as_str() {
+            "constant" => AddrSpace::Constant,
+            "global" => AddrSpace::Global,
+            _ => {
+                return Err(self.error_at(
+                    &st,
+                    format!("a module global lives in `constant` or `global`, not `{sp}`"),
+                ))
+            }
+        };
+        let elem = self.ty(0)?;
+        self.expect_punct(',', "`,` and an element count after the element type")?;
+        let count = self.expect_uint("an element count", u64::MAX)?;
+        let mut init = Vec::new();
+        if self.eat_punct('=') {
+            let lane = match elem.elem_scalar() {
+                Some(s) => Type::Scalar(s),
+                None => {
+                    return Err(self.error_at(
+                        &st,
+                        format!("global @{name} of {elem} cannot have an initializer"),
+                    ))
+                }
+            };
+            self.expect_punct('[', "`[` to start the initializer")?;
+            if !self.eat_punct(']') {
+                loop {
+                    let lt = self.peek().clone();
+                    init.push(self.constant(&lt, std::slice::from_ref(&lane))?);
+                    if self.eat_punct(']') {
+                        break;
+                    }
+                    self.expect_punct(',', "`,` or `]` in the initializer")?;
+                }
+            }
+        }
+        self.expect_line_end("end of line after the global")?;
+        Ok(GlobalVar {
+            name,
+            space,
+            elem,
+            count,
+            init,
+        })
     }
 
     // ----------------------------------------------------------- function
@@ -1081,6 +1144,14 @@ impl Parser {
                 self.next();
                 let width = self.expect_u32("a shuffle width")?;
                 return Ok((Op::Shfl { mode, width }, args, Vec::new()));
+            }
+            ["global_addr"] => {
+                let Tok::Global(name) = &self.peek().tok else {
+                    return Err(self.expected("the global (like `@table`) after `global_addr`"));
+                };
+                let name = name.clone();
+                self.next();
+                return Ok((Op::GlobalAddr(name), Vec::new(), Vec::new()));
             }
             ["call"] => {
                 let t = self.peek().clone();

@@ -3,7 +3,7 @@
 //! The grammar is documented in `docs/zir.md`.
 
 use crate::entities::InstId;
-use crate::ir::{BlockCall, Function, FunctionKind, Module};
+use crate::ir::{BlockCall, Function, FunctionKind, GlobalVar, Module};
 use crate::op::{ConstValue, Op, OptLevel};
 use crate::types::Type;
 use std::fmt::Write;
@@ -25,9 +25,31 @@ pub fn print_module(m: &Module) -> String {
         let _ = write!(out, " ptx({p})");
     }
     out.push('\n');
+    if !m.globals.is_empty() {
+        out.push('\n');
+    }
+    for g in &m.globals {
+        out.push_str(&print_global(g));
+        out.push('\n');
+    }
     for f in &m.functions {
         out.push('\n');
         out.push_str(&print_function(f));
+    }
+    out
+}
+
+/// `global @name : space elem, count [= [lit, ...]]`.
+pub fn print_global(g: &GlobalVar) -> String {
+    let mut out = format!("global @{} : {} {}, {}", g.name, g.space, g.elem, g.count);
+    if !g.init.is_empty() {
+        let lane_ty = g.elem.elem_scalar().map(Type::Scalar);
+        let lits: Vec<String> = g
+            .init
+            .iter()
+            .map(|c| format_const(*c, lane_ty.as_ref()))
+            .collect();
+        let _ = write!(out, " = [{}]", lits.join(", "));
     }
     out
 }
@@ -218,6 +240,9 @@ pub fn print_inst(f: &Function, inst: InstId) -> String {
         }
         Op::NamedBarrier { id, count, .. } => {
             let _ = write!(out, " {id}, {count}");
+        }
+        Op::GlobalAddr(name) => {
+            let _ = write!(out, " @{name}");
         }
         Op::Call(name) => {
             let _ = write!(out, " @{name}");

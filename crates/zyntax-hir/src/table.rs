@@ -1561,6 +1561,13 @@ pub static OPS: &[OpDef] = &[
     bulk_reduce!("add", Add, "Adds bytes of shared src into global dst, element-wise; a bulk group op."),
     bulk_reduce!("min", Min, "Element-wise minimum of shared src into global dst; a bulk group op."),
     bulk_reduce!("max", Max, "Element-wise maximum of shared src into global dst; a bulk group op."),
+    // --- module globals (issue 12 item 7)
+    row("global_addr", "", "global_addr", NONE, 1, "ptr<space, elem> of the global")
+        .imm("@name")
+        .gpu()
+        .rust("global_addr(name, ty)")
+        .py(Py::Hand("global_addr"))
+        .doc("Pointer to a module-level `global` variable (`__constant__` or `__device__`)."),
 ];
 
 /// A TMA row: variadic operands (1-5 coordinates, listed in `op.rs`), no results.
@@ -1702,6 +1709,7 @@ impl Op {
             Griddep(g) => ("griddepcontrol", g.name()),
             GridSync => ("grid_sync", ""),
             BulkReduce(r) => ("bulk_reduce", r.name()),
+            GlobalAddr(_) => ("global_addr", ""),
         }
     }
 

@@ -15,7 +15,12 @@
 //!   such as `memcpy` or `sinf`), at most 1024 bytes, unique;
 //! - `ptx_version`, if set, is one LLVM 19 emits (6.0–6.5, 7.0–7.8, 8.0–8.5)
 //!   and is at least the minimum of every arch a function is compiled for
-//!   ([`crate::arch::min_ptx`]).
+//!   ([`crate::arch::min_ptx`]);
+//! - globals (issue 12 item 7): identifier names unique among globals and
+//!   functions, in `constant` or `global`, a numeric scalar or vector element,
+//!   count ≥ 1, at most [`MAX_GLOBAL_BYTES`] each and [`MAX_CONSTANT_BYTES`]
+//!   of constants in all, an initializer of one valid literal per lane or
+//!   none; `global_addr` names one and gives its `ptr<space, elem>`.
 //!
 //! **Types**
 //! - every type (returns, values, allocation elements and the pointers to
@@ -271,6 +276,7 @@ fn check_module_header(m: &Module, diags: &mut Vec<Diagnostic>) {
             ));
         }
     }
+    check_globals(m, diags);
     if let Some(v) = m.ptx_version {
         if !arch::ptx_supported(v) {
             diags.push(arch::module_diag(format!(
@@ -280,6 +286,77 @@ fn check_module_header(m: &Module, diags: &mut Vec<Diagnostic>) {
         for a in module_archs(m) {
             arch::check_ptx_for(m, a, diags);
         }
+    }
+}
+
+/// Constant memory of a module (`__constant__` bank 0): 64 KiB.
+pub const MAX_CONSTANT_BYTES: u64 = 64 * 1024;
+/// The largest module global (`__device__` arrays beyond this belong in allocations).
+pub const MAX_GLOBAL_BYTES: u64 = 1 << 30;
+
+/// Module globals: identifier names unique among globals and functions, a
+/// numeric scalar or vector element, a count of at least one, an initializer
+/// of exactly one literal per lane (or none), and at most 64 KiB of constants.
+fn check_globals(m: &Module, diags: &mut Vec<Diagnostic>) {
+    let mut constant_bytes = 0u64;
+    for (n, g) in m.globals.iter().enumerate() {
+        let mut bad =
+            |msg: String| diags.push(arch::module_diag(format!("global @{}: {msg}", g.name)));
+        if let Some(msg) = name_problem(&g.name) {
+            bad(msg.replace("function name", "name"));
+        }
+        if m.globals[..n].iter().any(|o| o.name == g.name) {
+            bad("defined more than once".into());
+        }
+        if m.function(&g.name).is_some() {
+            bad("has the name of a function of the module".into());
+        }
+        if !matches!(g.space, AddrSpace::Constant | AddrSpace::Global) {
+            bad(format!(
+                "lives in `constant` or `global`, not `{}`",
+                g.space
+            ));
+        }
+        let lane = match &g.elem {
+            Type::Scalar(s) | Type::Vector(s, _) if !s.is_bool() => *s,
+            other => {
+                bad(format!(
+                    "element type {other} is not a numeric scalar or vector"
+                ));
+                continue;
+            }
+        };
+        if g.count == 0 {
+            bad("has no elements (count 0)".into());
+        }
+        let Some(bytes) = g.size_bytes().filter(|b| *b <= MAX_GLOBAL_BYTES) else {
+            bad(format!("{} elements of {} is too large", g.count, g.elem));
+            continue;
+        };
+        if g.space == AddrSpace::Constant {
+            constant_bytes += bytes;
+        }
+        if !g.init.is_empty() && g.init.len() as u64 != g.lanes() {
+            bad(format!(
+                "initializer has {} literals, but {} x {} has {} lanes",
+                g.init.len(),
+                g.count,
+                g.elem,
+                g.lanes()
+            ));
+        }
+        if let Some(e) = g
+            .init
+            .iter()
+            .find_map(|c| check_const(*c, &Type::Scalar(lane)).err())
+        {
+            bad(format!("initializer: {e}"));
+        }
+    }
+    if constant_bytes > MAX_CONSTANT_BYTES {
+        diags.push(arch::module_diag(format!(
+            "constant globals take {constant_bytes} bytes, more than the {MAX_CONSTANT_BYTES} of constant memory"
+        )));
     }
 }
 
@@ -1729,6 +1806,14 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             same("the result", r[0], &Type::F32)
         }
         Op::Call(name) => check_call(cx, d, name, a, r),
+        Op::GlobalAddr(name) => {
+            let Some(g) = cx.m.global(name) else {
+                return Err(format!(
+                    "global_addr of @{name}, which is not a global of the module"
+                ));
+            };
+            same(&format!("the pointer to @{name}"), r[0], &g.ptr_type())
+        }
         Op::Jump | Op::Branch => check_branch(cx, d, a),
         Op::Return => {
             if !d.results.is_empty() {

@@ -227,6 +227,7 @@ fn every_op() -> Vec<Op> {
         Op::GridSync,
     ]);
     ops.extend(BulkRedOp::ALL.iter().map(|&r| Op::BulkReduce(r)));
+    ops.push(Op::GlobalAddr("g".into()));
     ops
 }
 

@@ -261,6 +261,7 @@ fn module() -> impl Strategy<Value = Module> {
     )
         .prop_map(|(f0, f1, targets, ptx_version)| Module {
             name: "fuzz".into(),
+            globals: Vec::new(),
             targets,
             ptx_version,
             functions: vec![f0, f1],

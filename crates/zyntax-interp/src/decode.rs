@@ -206,6 +206,11 @@ pub enum DOp {
         dst: u32,
         k: u32,
     },
+    /// Pointer to module global `k` (its allocation follows the buffers).
+    GlobalAddr {
+        dst: u32,
+        k: u32,
+    },
     DynShared {
         dst: u32,
     },
@@ -963,6 +968,15 @@ impl Decoder<'_> {
                 }
             }
             Op::DynShared { .. } => DOp::DynShared { dst: res(0)? },
+            Op::GlobalAddr(name) => {
+                let Some(k) = self.m.globals.iter().position(|g| &g.name == name) else {
+                    return bad("global_addr of an unknown global");
+                };
+                DOp::GlobalAddr {
+                    dst: res(0)?,
+                    k: k as u32,
+                }
+            }
             Op::ThreadIdx(dm) => DOp::Special {
                 dst: res(0)?,
                 which: Special::Tid(dim(*dm)),

@@ -77,6 +77,8 @@ pub struct Launch {
     /// Blocks per cluster ([1, 1, 1]: no clusters) and whether the launch or kernel declared it.
     pub cluster: [u32; 3],
     pub explicit_cluster: bool,
+    /// Allocation id of the module's first global (the rest follow in order).
+    pub global_base: u32,
 }
 
 /// The per-block state of a parked block of a co-scheduled group (the
@@ -113,6 +115,7 @@ pub struct Exec<'a> {
     bid: [u32; 3],
     tids: Vec<[u32; 3]>,
     shared_ids: Vec<u32>,
+    global_base: u32,
     dyn_id: u32,
     /// The block's shared window: (address, allocation id, bytes) per allocation (see `wgmma`).
     window: Vec<(u64, u32, u64)>,
@@ -333,6 +336,7 @@ impl<'a> Exec<'a> {
             bid: [0; 3],
             tids,
             shared_ids,
+            global_base: launch.global_base,
             dyn_id,
             window,
             local_base,
@@ -1049,6 +1053,12 @@ impl<'a> Exec<'a> {
                         w(regs, *dst, l, memory::make_ptr(id, 0));
                     }
                 }
+                DOp::GlobalAddr { dst, k } => {
+                    let v = memory::make_ptr(self.global_base + k, 0);
+                    for l in lanes(mask) {
+                        w(regs, *dst, l, v);
+                    }
+                }
                 DOp::SharedAlloc { dst, k } => {
                     let v = memory::make_ptr(self.shared_ids[*k as usize], 0);
                     for l in lanes(mask) {
@@ -1662,6 +1672,7 @@ impl<'a> Exec<'a> {
             bid: self.bid,
             tids: vec![self.tids[tid as usize]],
             shared_ids: Vec::new(),
+            global_base: self.global_base,
             dyn_id: self.dyn_id,
             window: self.window.clone(),
             local_base,

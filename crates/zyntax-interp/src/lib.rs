@@ -273,6 +273,9 @@ pub struct Interpreter<'m> {
     pub options: Options,
     /// The tensor maps `Arg::TensorMap` refers to (issue 13 item 2).
     pub tensor_maps: Vec<tma::InterpTensorMap>,
+    /// Bytes of each module global, in `Module::globals` order: initialized
+    /// once, kept across launches and calls like a loaded module's.
+    globals: std::sync::Mutex<Vec<Vec<u8>>>,
 }
 
 /// Hardware limits checked at launch (those of sm_70 … sm_90).
@@ -293,11 +296,50 @@ impl<'m> Interpreter<'m> {
         if options.verify {
             zyntax_hir::verify_module(module)?;
         }
+        let globals = module.globals.iter().map(initial_bytes).collect();
         Ok(Interpreter {
             module,
             options,
             tensor_maps: Vec::new(),
+            globals: std::sync::Mutex::new(globals),
         })
+    }
+
+    fn global_index(&self, name: &str) -> Result<usize> {
+        self.module
+            .globals
+            .iter()
+            .position(|g| g.name == name)
+            .ok_or_else(|| {
+                InterpError::Launch(format!("no global @{name} in module {}", self.module.name))
+            })
+    }
+
+    /// The current bytes of module global `name`.
+    pub fn global_bytes(&self, name: &str) -> Result<Vec<u8>> {
+        let k = self.global_index(name)?;
+        Ok(self.lock_globals()[k].clone())
+    }
+
+    /// Overwrite module global `name` (as the host does before a launch);
+    /// `bytes` must be exactly its size.
+    pub fn set_global_bytes(&self, name: &str, bytes: &[u8]) -> Result<()> {
+        let k = self.global_index(name)?;
+        let mut g = self.lock_globals();
+        if g[k].len() != bytes.len() {
+            return Err(InterpError::Launch(format!(
+                "global @{name} has {} bytes, got {}",
+                g[k].len(),
+                bytes.len()
+            )));
+        }
+        g[k].copy_from_slice(bytes);
+        Ok(())
+    }
+
+    fn lock_globals(&self) -> std::sync::MutexGuard<'_, Vec<Vec<u8>>> {
+        // A panic in a run cannot leave the bytes half-written in a way that matters more than the panic.
+        self.globals.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn find(&self, name: &str) -> Result<usize> {
@@ -468,7 +510,11 @@ impl<'m> Interpreter<'m> {
         let checks = self.options.checks;
         let fuel = self.options.fuel;
         let module = self.module;
+        let mut globals = self.lock_globals();
+        let globals: &mut Vec<Vec<u8>> = &mut globals;
         let work = move || -> Result<(Stats, Option<Vec<Vec<u64>>>)> {
+            let nbuf = buffers.len();
+            // Module globals follow the buffers (allocation 0 is null).
             let allocs = buffers
                 .iter_mut()
                 .enumerate()
@@ -479,6 +525,9 @@ impl<'m> Interpreter<'m> {
                         names[i].take().unwrap_or_else(|| format!("buffer #{i}")),
                     )
                 })
+                .chain(globals.iter_mut().zip(&module.globals).map(|(b, g)| {
+                    memory::Alloc::new(std::mem::take(b), g.space, format!("global @{}", g.name))
+                }))
                 .collect();
             let launch = exec::Launch {
                 grid: dims[0],
@@ -487,11 +536,12 @@ impl<'m> Interpreter<'m> {
                 tensor_maps: std::rc::Rc::new(tensor_maps),
                 cluster: cluster.unwrap_or([1, 1, 1]),
                 explicit_cluster: cluster.is_some(),
+                global_base: nbuf as u32 + 1,
             };
             let mut ex = exec::Exec::new(module, prog, allocs, &launch, checks, fuel);
             let res = ex.run(&bits);
-            // Hand the buffers back whatever happened.
-            for (i, b) in buffers.iter_mut().enumerate() {
+            // Hand the buffers and globals back whatever happened.
+            for (i, b) in buffers.iter_mut().chain(globals.iter_mut()).enumerate() {
                 if let Some(a) = ex.mem.allocs.get_mut(i + 1) {
                     *b = std::mem::take(&mut a.data);
                 }
@@ -523,6 +573,21 @@ impl<'m> Interpreter<'m> {
                 })
         })
     }
+}
+
+/// A global's initial bytes: its initializer lane by lane, little-endian, or zeros.
+fn initial_bytes(g: &zyntax_hir::GlobalVar) -> Vec<u8> {
+    let size = g.size_bytes().unwrap_or(0) as usize;
+    let Some(lane) = g.elem.elem_scalar() else {
+        return vec![0; size];
+    };
+    let mut out = Vec::with_capacity(size);
+    for c in &g.init {
+        let bits = scalar::const_bits(lane, *c);
+        out.extend_from_slice(&bits.to_le_bytes()[..lane.size_bytes() as usize]);
+    }
+    out.resize(size, 0);
+    out
 }
 
 impl Interpreter<'_> {

@@ -1725,6 +1725,31 @@ pub struct CudaModule {
     sigs: std::collections::HashMap<String, zc::Signature>,
 }
 
+impl CudaModule {
+    fn hir_global(&self, name: &str) -> Option<&zyntax_hir::GlobalVar> {
+        self.hir.as_ref()?.global(name)
+    }
+}
+
+/// numpy's name of a scalar's storage (bf16: its bits as uint16).
+fn numpy_name(s: ScalarType) -> &'static str {
+    use ScalarType as S;
+    match s {
+        S::Bool => "bool",
+        S::I8 => "int8",
+        S::I16 => "int16",
+        S::I32 => "int32",
+        S::I64 => "int64",
+        S::U8 => "uint8",
+        S::U16 | S::BF16 => "uint16",
+        S::U32 => "uint32",
+        S::U64 => "uint64",
+        S::F16 => "float16",
+        S::F32 => "float32",
+        S::F64 => "float64",
+    }
+}
+
 /// `{"params": ["ptr<global, f32>", "u32"], "max_threads": [256, 1, 1] | None,
 /// "shared_bytes": 0}` to a signature; the types in `.zir` spelling.
 fn signature_from_dict(name: &str, d: &Bound<'_, PyAny>) -> PyResult<zc::Signature> {
@@ -1823,6 +1848,87 @@ impl CudaModule {
             Ok(CudaModule { inner, hir, sigs })
         })
     }
+    /// A copy of module global `name` (`__constant__` / `__device__`) as a
+    /// numpy array, after the device finished earlier work. `dtype` defaults
+    /// to the global's element type when the module was loaded with its HIR
+    /// (vectors: shape `(count, lanes)`; bf16 as uint16 bits), else uint8.
+    #[pyo3(signature = (name, dtype=None))]
+    fn read_global<'py>(
+        &self,
+        py: Python<'py>,
+        name: Text,
+        dtype: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        guard(|| {
+            let g = self.inner.global(&name).py(py)?;
+            let hg = self.hir_global(&name);
+            let (dt, lanes): (Bound<'py, PyAny>, Option<u32>) = match (dtype, hg) {
+                (Some(d), _) => (d.clone(), None),
+                (None, Some(h)) => {
+                    let lanes = match h.elem {
+                        zyntax_hir::Type::Vector(_, n) => Some(n),
+                        _ => None,
+                    };
+                    let lane = h.elem.elem_scalar().unwrap_or(ScalarType::U8);
+                    (PyString::new(py, numpy_name(lane)).into_any(), lanes)
+                }
+                (None, None) => (PyString::new(py, "uint8").into_any(), None),
+            };
+            let itemsize = normalize_dtype(py, &dt)?.itemsize as u64;
+            if g.len_bytes() % itemsize != 0 {
+                return Err(ArgumentError::new_err(format!(
+                    "read_global: global `{}` has {} bytes, not a whole number of {itemsize}-byte elements",
+                    g.name(),
+                    g.len_bytes()
+                )));
+            }
+            let mut buf = vec![0u8; g.len_bytes() as usize];
+            py.detach(|| g.read(&mut buf)).py(py)?;
+            let np = numpy(py)?;
+            let arr = np
+                .getattr("frombuffer")?
+                .call1((PyBytes::new(py, &buf), dt))?
+                .call_method0("copy")?;
+            match lanes {
+                Some(n) => arr.call_method1("reshape", ((-1i64, i64::from(n)),)),
+                None => Ok(arr),
+            }
+        })
+    }
+
+    /// Overwrites module global `name` with the C-contiguous numpy array
+    /// `data` (exactly the global's size; with the module's HIR, also of its
+    /// element dtype), after the device finished earlier work; later
+    /// launches see it.
+    fn write_global(&self, py: Python<'_>, name: Text, data: &Bound<'_, PyAny>) -> PyResult<()> {
+        guard(|| {
+            let hv = host_view(data)
+                .map_err(|e| ArgumentError::new_err(format!("write_global: {e}")))?;
+            if let Some(h) = self.hir_global(&name) {
+                let lane = h.elem.elem_scalar();
+                let ok = hv.dtype.elem == lane
+                    || (lane == Some(ScalarType::BF16) && hv.dtype.elem == Some(ScalarType::U16));
+                if !ok {
+                    return Err(ArgumentError::new_err(format!(
+                        "write_global: global `{name}` holds {}, got an array of dtype '{}'",
+                        h.elem, hv.dtype.typestr
+                    )));
+                }
+            }
+            let g = self.inner.global(&name).py(py)?;
+            let n = numel(&hv.shape)? * hv.dtype.itemsize;
+            if n as u64 != g.len_bytes() {
+                return Err(ArgumentError::new_err(format!(
+                    "write_global: global `{name}` has {} bytes, the array {n}",
+                    g.len_bytes()
+                )));
+            }
+            // SAFETY: a C-contiguous host array of `n` bytes (checked above), alive for the call.
+            let src = unsafe { std::slice::from_raw_parts(hv.ptr as *const u8, n) };
+            g.write(src).py(py)
+        })
+    }
+
     /// Kernel names declared in the PTX.
     #[getter]
     fn kernel_names(&self) -> Vec<String> {

@@ -12,7 +12,7 @@
 //! before a module lock, never the other way round.
 
 use crate::checked::{self, Checked, Text};
-use crate::errors::{guard, BuildError, InternalError, ParseError, VerifyError};
+use crate::errors::{guard, ArgumentError, BuildError, InternalError, ParseError, VerifyError};
 use crate::loc::caller_loc;
 use crate::types::{enum_name, parse_layout, to_type, to_types, type_name, PyHirType};
 use pyo3::exceptions::PyTypeError;
@@ -61,6 +61,7 @@ struct ModState {
     targets: Vec<Arch>,
     ptx_version: Option<PtxVersion>,
     decls: Vec<Decl>,
+    globals: Vec<zh::GlobalVar>,
     record_locations: bool,
 }
 
@@ -70,6 +71,7 @@ impl ModState {
             name: m.name,
             targets: m.targets,
             ptx_version: m.ptx_version,
+            globals: m.globals,
             decls: m
                 .functions
                 .into_iter()
@@ -89,6 +91,7 @@ impl ModState {
         let mut m = zh::Module::new(self.name.clone());
         m.targets = self.targets.clone();
         m.ptx_version = self.ptx_version;
+        m.globals = self.globals.clone();
         for d in &self.decls {
             match &d.func {
                 Some(f) => m.functions.push(f.clone()),
@@ -325,6 +328,7 @@ impl HirModule {
                     targets,
                     ptx_version,
                     decls: Vec::new(),
+                    globals: Vec::new(),
                     record_locations,
                 }),
             }),
@@ -353,6 +357,102 @@ impl HirModule {
             .collect::<PyResult<Vec<_>>>()?;
         lock(&self.inner.state)?.targets = t;
         Ok(())
+    }
+
+    /// Declares a module-level variable: `count` elements of `elem` (a
+    /// numeric scalar or vector type) in `space` `"constant"` (`__constant__`)
+    /// or `"global"` (`__device__`), initialized from `init` (one number per
+    /// scalar lane, vectors flattened) or zero-filled. Kernels take its
+    /// address with `FunctionBuilder.global_addr(name)`; a loaded module reads
+    /// and writes it with `read_global` / `write_global`.
+    #[pyo3(signature = (name, elem, count=Checked(1), space="constant", init=None),
+        text_signature = "($self, name, elem, count=1, space='constant', init=None)")]
+    fn global_var(
+        &self,
+        name: Text,
+        elem: &Bound<'_, PyAny>,
+        count: Checked<u64>,
+        space: &str,
+        init: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let elem = to_type(elem)?;
+        let space = match space {
+            "constant" => zh::AddrSpace::Constant,
+            "global" => zh::AddrSpace::Global,
+            other => {
+                return Err(ArgumentError::new_err(format!(
+                    "argument 'space': expected \"constant\" or \"global\", got {other:?}"
+                )))
+            }
+        };
+        let lane = elem.elem_scalar().filter(|s| !s.is_bool()).ok_or_else(|| {
+            ArgumentError::new_err(format!(
+                "argument 'elem': a global holds numeric scalars or vectors, got {elem}"
+            ))
+        })?;
+        let mut values = Vec::new();
+        if let Some(init) = init {
+            for (k, x) in init.try_iter()?.enumerate() {
+                let x = x?;
+                let bad = |what: &str| {
+                    ArgumentError::new_err(format!(
+                        "argument 'init'[{k}]: expected {what} for {lane}, got {}",
+                        x.repr().map(|r| r.to_string()).unwrap_or_default()
+                    ))
+                };
+                values.push(if lane.is_float() {
+                    zh::ConstValue::float(x.extract::<f64>().map_err(|_| bad("a number"))?)
+                } else {
+                    let v = x.extract::<i128>().map_err(|_| bad("an integer"))?;
+                    let b = lane.bits();
+                    let (lo, hi) = if lane.is_signed() {
+                        (-(1i128 << (b - 1)), (1i128 << (b - 1)) - 1)
+                    } else {
+                        (0, (1i128 << b) - 1)
+                    };
+                    if v < lo || v > hi {
+                        return Err(bad(&format!("an integer in {lo}..={hi}")));
+                    }
+                    // Two's-complement bits, as `.zir` constants hold them.
+                    zh::ConstValue::Int(zh::normalize_int(lane, v as i64))
+                });
+            }
+        }
+        let g = zh::GlobalVar {
+            name: name.to_string(),
+            space,
+            elem,
+            count: count.0,
+            init: values,
+        };
+        if !g.init.is_empty() && g.init.len() as u64 != g.lanes() {
+            return Err(ArgumentError::new_err(format!(
+                "argument 'init': {} values, but {} x {} has {} lanes",
+                g.init.len(),
+                g.count,
+                g.elem,
+                g.lanes()
+            )));
+        }
+        let mut ms = lock(&self.inner.state)?;
+        if ms.globals.iter().any(|o| o.name == g.name) {
+            return Err(BuildError::new_err(format!(
+                "global @{} is already declared",
+                g.name
+            )));
+        }
+        ms.globals.push(g);
+        Ok(())
+    }
+
+    /// Names of the module's globals, in declaration order.
+    #[getter]
+    fn globals(&self) -> PyResult<Vec<String>> {
+        Ok(lock(&self.inner.state)?
+            .globals
+            .iter()
+            .map(|g| g.name.clone())
+            .collect())
     }
 
     /// PTX ISA version to emit, e.g. `"7.8"` (`None`: per-arch default).
@@ -2125,6 +2225,25 @@ impl FunctionBuilder {
     /// `tanh(a)` on f32, fast approximation (`tanh.approx.f32`, sm_80+).
     fn tanh_approx(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
         self.approx(py, zh::ApproxOp::Tanh, a)
+    }
+
+    /// Pointer to the module global `name` (declared with
+    /// `Module.global_var`): `ptr<constant|global, elem>`.
+    fn global_addr(&self, py: Python<'_>, name: Text) -> PyResult<PyValue> {
+        let name = name.trim_start_matches('@').to_string();
+        let ty = {
+            let ms = lock(&self.sh.module.state)?;
+            ms.globals
+                .iter()
+                .find(|g| g.name == name)
+                .map(zh::GlobalVar::ptr_type)
+                .ok_or_else(|| {
+                    BuildError::new_err(format!(
+                        "unknown global @{name}: declare it with Module.global_var first"
+                    ))
+                })?
+        };
+        self.sh.run1(py, |fb| fb.global_addr(name, ty))
     }
 
     // ------------------------------------------------------------ calls and control flow

@@ -193,7 +193,7 @@ pub fn interp_tensor_map_check(desc: TmapTuple, address: u64) -> PyResult<()> {
 /// `buffers` (bytes). Returns `(buffers_after, stats)`; buffers are returned
 /// after a trap too, as the exception's `buffers` attribute.
 #[pyfunction]
-#[pyo3(signature = (module, name, grid, block, args, buffers, *, shared_bytes=None, checks=true, fuel=None, tensor_maps=None, cluster=None))]
+#[pyo3(signature = (module, name, grid, block, args, buffers, *, shared_bytes=None, checks=true, fuel=None, tensor_maps=None, cluster=None, globals=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn interp_launch<'py>(
     py: Python<'py>,
@@ -208,6 +208,7 @@ pub fn interp_launch<'py>(
     fuel: Option<&Bound<'py, PyAny>>,
     tensor_maps: Option<Vec<TmapTuple>>,
     cluster: Option<&Bound<'py, PyAny>>,
+    globals: Option<Vec<(String, Vec<u8>)>>,
 ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyDict>)> {
     let maps = tensor_maps
         .unwrap_or_default()
@@ -238,11 +239,17 @@ pub fn interp_launch<'py>(
     let args = args_in(args)?;
     let mut bufs = buffers_in(buffers)?;
     let opts = options(checks, fuel)?;
+    // Module globals: set from the given bytes before the run, read back after it.
+    let globals = globals.unwrap_or_default();
+    let mut globals_after: Vec<Vec<u8>> = Vec::new();
     let res = guard(|| {
         Ok(py.detach(|| {
             Interpreter::with_options(&m, opts).and_then(|mut it| {
                 it.tensor_maps = maps;
-                it.launch_with(
+                for (g, bytes) in &globals {
+                    it.set_global_bytes(g, bytes)?;
+                }
+                let stats = it.launch_with(
                     &name,
                     grid,
                     block,
@@ -250,7 +257,11 @@ pub fn interp_launch<'py>(
                     &args,
                     &mut bufs,
                     &launch_opts,
-                )
+                )?;
+                for (g, _) in &globals {
+                    globals_after.push(it.global_bytes(g)?);
+                }
+                Ok(stats)
             })
         }))
     })?;
@@ -260,6 +271,13 @@ pub fn interp_launch<'py>(
             let d = PyDict::new(py);
             d.set_item("instructions", stats.instructions)?;
             d.set_item("warp_steps", stats.warp_steps)?;
+            if !globals.is_empty() {
+                let g = PyDict::new(py);
+                for ((n, _), b) in globals.iter().zip(&globals_after) {
+                    g.set_item(n, PyBytes::new(py, b))?;
+                }
+                d.set_item("globals", g)?;
+            }
             Ok((out, d))
         }
         Err(e) => {

@@ -108,7 +108,9 @@ pub fn cpu_blockers(m: &Module, f: &Function) -> Vec<String> {
                 // No host lowering: the interpreter runs the packed conversions.
                 | Op::CvtPack(_)
                 | Op::CvtUnpack(_)
-                | Op::BulkReduce(_) => {
+                | Op::BulkReduce(_)
+                // Module globals live in a loaded GPU module (and the interpreter).
+                | Op::GlobalAddr(_) => {
                     out.insert(d.op.mnemonic());
                 }
                 Op::Call(c) if !seen.contains(c) => {

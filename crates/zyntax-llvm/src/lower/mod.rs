@@ -22,6 +22,7 @@
 //! NaN to 0 (PTX `cvt.rzi`), float `min`/`max` return the non-NaN operand.
 
 mod cluster;
+mod globals;
 mod gpu;
 mod hopper;
 mod sync;
@@ -89,6 +90,7 @@ pub fn lower_module<'ctx>(
         shared_count: 0,
         arch: target.arch,
     };
+    l.declare_globals(m)?;
     let funcs: Vec<&hir::Function> = selected_functions(m, target).collect();
     for f in &funcs {
         l.declare(f)?;
@@ -725,6 +727,10 @@ impl<'a, 'ctx> FnLowering<'a, 'ctx> {
                     .l
                     .dyn_shared(zyntax_hir::op::shared_align(elem, *align));
                 self.set(self.result(d, 0)?, g.as_pointer_value().into());
+            }
+            Op::GlobalAddr(name) => {
+                let p = self.global_addr(name)?;
+                self.set(self.result(d, 0)?, p.into());
             }
             Op::Call(name) => self.call(name, d)?,
             Op::Jump => {

@@ -131,7 +131,9 @@ def test_entry_passes_ptxas_and_metadata_is_right(key: str) -> None:
         for p in lay["params"]:
             assert p["offset"] % p["align"] == 0 and p["size"] > 0
         # Static shared bytes from PTX equal the sum of the kernel's shared_alloc.
-        allocs = re.findall(r"= shared_alloc (.+), (\d+)$", module.function_zir(name), re.M)
+        allocs = re.findall(
+            r"= shared_alloc (.+), (\d+)(?: align \d+)?$", module.function_zir(name), re.M
+        )
         sizes = [(hir.Type.parse(t).size_bytes, int(n)) for t, n in allocs]
         expect = sum(s * n for s, n in sizes if s is not None)
         assert all(s is not None for s, _ in sizes)

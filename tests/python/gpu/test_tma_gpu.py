@@ -30,7 +30,33 @@ GROUPS = {
 }
 
 
-@pytest.mark.parametrize("group", GROUPS)
+#: Groups that fail on an H100 at 840c6a8 (issue 13, docs/gpu-runs.md "Known
+#: TMA failures"): a store faults with an illegal instruction (compute-sanitizer:
+#: `store+0x210`, thread 0) and a 128B-swizzled load of a 64-byte-wide box
+#: (`f32`, box 16 x 16) with an illegal address; every later case of the group
+#: then fails on the poisoned context. Strict: a fixed group fails here
+#: until it is taken off this list.
+KNOWN_FAILING = {
+    "tile_loads",
+    "ranks",
+    "store_and_reduce",
+    "foreign_tensors_and_checks",
+    "nan_fill_and_element_strides",
+}
+
+
+@pytest.mark.parametrize(
+    "group",
+    [
+        pytest.param(
+            g,
+            marks=pytest.mark.xfail(strict=True, reason="known TMA failure on the H100")
+            if g in KNOWN_FAILING
+            else (),
+        )
+        for g in GROUPS
+    ],
+)
 def test_tma_on_device(group: str) -> None:
     if cuda.device_arch() not in ("sm_90", "sm_90a"):
         pytest.skip("TMA needs sm_90")

@@ -59,6 +59,8 @@ __all__ = [
     "fence_proxy_async",
     "floor",
     "fma",
+    "frag_get",
+    "frag_zero",
     "grid",
     "grid_dim",
     "grid_sync",
@@ -70,6 +72,7 @@ __all__ = [
     "i32",
     "i64",
     "lane_id",
+    "ldmatrix",
     "load_acquire",
     "load_cached",
     "load_vec",
@@ -87,6 +90,7 @@ __all__ = [
     "mbarrier_try_wait_parity",
     "min",
     "mma",
+    "mma_sync",
     "named_barrier_arrive",
     "named_barrier_sync",
     "popc",
@@ -365,6 +369,14 @@ wgmma_desc = Primitive("wgmma_desc")
 wgmma_zero = Primitive("wgmma_zero")
 wgmma = Primitive("wgmma")
 wgmma_acc = Primitive("wgmma_acc")
+# Warp MMA (issue 12, sm_80+): ``ldmatrix(shared_arr, index, num=4, trans=False)``
+# loads a fragment (u32 or vec<u32, num>), ``mma_sync(a, b, c, elem="f16")`` is
+# D = A * B + C over the warp in PTX's per-lane layouts, ``frag_zero(n)`` an
+# accumulator of n zeros, ``frag_get(frag, i)`` its element i (a constant).
+ldmatrix = Primitive("ldmatrix")
+mma_sync = Primitive("mma_sync")
+frag_zero = Primitive("frag_zero")
+frag_get = Primitive("frag_get")
 wgmma_fence = Primitive("wgmma_fence")
 wgmma_commit_group = Primitive("wgmma_commit_group")
 wgmma_wait_group = Primitive("wgmma_wait_group")

@@ -2231,6 +2231,55 @@ class FunctionTranslator:
         mn = f"wgmma.m64n{n_}.{ta}.{tb}{flags}"
         return self.fn.emit1(mn, [acc, av, bv, sv], acc.resolve().ty)
 
+    # ---- warp MMA fragments (issue 12, sm_80+): per-lane vector registers
+    def prim_ldmatrix(
+        self,
+        e: ast.AST,
+        arr: Operand,
+        index: Operand = Lit(0),
+        num: Operand = Lit(4),
+        trans: Operand = Lit(False),
+    ) -> Operand:
+        if not isinstance(arr, ArrayView) or arr.space != "shared":
+            raise self.error(e, "ldmatrix needs a shared array", KernelTypeError)
+        n = self._const_int(num, e, "num")
+        if n not in (1, 2, 4):
+            raise self.error(e, f"ldmatrix loads 1, 2 or 4 matrices, got {n}", KernelTypeError)
+        if not isinstance(trans, Lit) or not isinstance(trans.value, bool):
+            raise self.error(e, "trans must be True or False", KernelTypeError)
+        ptr = self.element_ptr(arr, [index], e)
+        mn = f"ldmatrix.x{n}" + (".trans" if trans.value else "")
+        return self.fn.emit1(mn, [ptr], U32 if n == 1 else Vec(U32, n))
+
+    def prim_mma_sync(
+        self, e: ast.AST, a: Operand, b: Operand, c: Operand, elem: Operand = Ref("f16")
+    ) -> Operand:
+        shapes = {
+            "f16": "m16n8k16",
+            "bf16": "m16n8k16",
+            "tf32": "m16n8k8",
+            "s8": "m16n8k32",
+            "u8": "m16n8k32",
+            "e4m3": "m16n8k32",
+            "e5m2": "m16n8k32",
+            "f64": "m8n8k4",
+        }
+        el = self._str(elem, e, "elem", tuple(shapes))
+        if not all(isinstance(x, Value) for x in (a, b, c)):
+            raise self.error(
+                e, "mma_sync takes fragments (ldmatrix, frag_zero results)", KernelTypeError
+            )
+        assert isinstance(c, Value)
+        return self.fn.emit1(f"mma.sync.{shapes[el]}.{el}", [a, b, c], c.resolve().ty)
+
+    def prim_frag_zero(self, e: ast.AST, n: Operand, dtype: Operand = Ref(lang.f32)) -> Operand:
+        # The accumulator of zeros `wgmma.zero` makes serves any fragment of n lanes.
+        lanes = self._const_int(n, e, "n")
+        return self.fn.emit1("wgmma.zero", [], Vec(self._dtype(dtype, e), lanes))
+
+    def prim_frag_get(self, e: ast.AST, frag: Operand, i: Operand) -> Operand:
+        return self.prim_wgmma_acc(e, frag, i)
+
     def prim_wgmma_acc(self, e: ast.AST, acc: Operand, i: Operand) -> Operand:
         if not isinstance(acc, Value) or not isinstance(acc.resolve().ty, Vec):
             raise self.error(e, "wgmma_acc needs a wgmma accumulator", KernelTypeError)

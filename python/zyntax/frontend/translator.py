@@ -2265,11 +2265,10 @@ class FunctionTranslator:
             "f64": "m8n8k4",
         }
         el = self._str(elem, e, "elem", tuple(shapes))
-        if not all(isinstance(x, Value) for x in (a, b, c)):
+        if not (isinstance(a, Value) and isinstance(b, Value) and isinstance(c, Value)):
             raise self.error(
                 e, "mma_sync takes fragments (ldmatrix, frag_zero results)", KernelTypeError
             )
-        assert isinstance(c, Value)
         return self.fn.emit1(f"mma.sync.{shapes[el]}.{el}", [a, b, c], c.resolve().ty)
 
     def prim_frag_zero(self, e: ast.AST, n: Operand, dtype: Operand = Ref(lang.f32)) -> Operand:

@@ -209,11 +209,12 @@ def _sm90_module() -> Any:
     """H14-hopper's ``gemm_sm90`` module, or None in builds without it (looked
     up once: a failing import costs ~0.1 ms, more than a launch)."""
     if not _sm90:
+        found: Any
         try:
-            from zyntax.kernels import gemm_sm90  # type: ignore[attr-defined,unused-ignore]
+            from zyntax.kernels import gemm_sm90 as found
         except ImportError:
-            gemm_sm90 = None
-        _sm90.append(gemm_sm90)
+            found = None
+        _sm90.append(found)
     return _sm90[0]
 
 

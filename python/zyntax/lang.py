@@ -118,6 +118,7 @@ __all__ = [
     "shfl_xor_sync",
     "sin",
     "sqrt",
+    "stmatrix",
     "store_cached",
     "store_release",
     "store_vec",
@@ -374,6 +375,7 @@ wgmma_acc = Primitive("wgmma_acc")
 # D = A * B + C over the warp in PTX's per-lane layouts, ``frag_zero(n)`` an
 # accumulator of n zeros, ``frag_get(frag, i)`` its element i (a constant).
 ldmatrix = Primitive("ldmatrix")
+stmatrix = Primitive("stmatrix")
 mma_sync = Primitive("mma_sync")
 frag_zero = Primitive("frag_zero")
 frag_get = Primitive("frag_get")

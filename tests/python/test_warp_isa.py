@@ -419,3 +419,28 @@ def test_lang_ldmatrix_mma_sync_tile() -> None:
     assert "ldmatrix.x4" in hir_text and "mma.sync.m16n8k16.f16" in hir_text
     ptx = lang_mma_tile.ptx(arch="sm_80")
     assert "ldmatrix.sync.aligned" in ptx and "mma.sync.aligned.m16n8k16" in ptx
+
+
+@zyntax.kernel(device="cpu", exact_threads=32)
+def lang_ld_st_matrix(a: Any, out: Any) -> None:
+    # ldmatrix.x4 of a 16 x 16 f16 tile, stmatrix.x4 of the same fragment to
+    # another tile at the same row addresses: the tile comes back unchanged.
+    sa = lang.shared.array(256, lang.f16)
+    so = lang.shared.array(256, lang.f16)
+    lane = lang.thread_idx.x
+    for i in range(8):
+        sa[lane * 8 + i] = a[lane * 8 + i]
+    lang.syncthreads()
+    row = ((lane & 7) + ((lane >> 3) & 1) * 8) * 16 + (lane >> 4) * 8
+    lang.stmatrix(so, row, lang.ldmatrix(sa, row, 4))
+    lang.syncthreads()
+    for i in range(8):
+        out[lane * 8 + i] = so[lane * 8 + i]
+
+
+def test_lang_stmatrix_inverts_ldmatrix() -> None:
+    a = rng.uniform(-4, 4, 256).astype(np.float16)
+    out = np.full(256, np.nan, np.float16)
+    lang_ld_st_matrix[1, 32](a, out)
+    np.testing.assert_array_equal(out, a)
+    assert "stmatrix.sync.aligned.m8n8.x4" in lang_ld_st_matrix.ptx(arch="sm_90")

@@ -2251,6 +2251,26 @@ class FunctionTranslator:
         mn = f"ldmatrix.x{n}" + (".trans" if trans.value else "")
         return self.fn.emit1(mn, [ptr], U32 if n == 1 else Vec(U32, n))
 
+    def prim_stmatrix(
+        self,
+        e: ast.AST,
+        arr: Operand,
+        index: Operand,
+        frag: Operand,
+        trans: Operand = Lit(False),
+    ) -> Operand:
+        if not isinstance(arr, ArrayView) or arr.space != "shared":
+            raise self.error(e, "stmatrix needs a shared array", KernelTypeError)
+        if not isinstance(frag, Value):
+            raise self.error(e, "stmatrix stores a fragment (ldmatrix's kind)", KernelTypeError)
+        ty = frag.resolve().ty
+        n = ty.lanes if isinstance(ty, Vec) else 1
+        if not isinstance(trans, Lit) or not isinstance(trans.value, bool):
+            raise self.error(e, "trans must be True or False", KernelTypeError)
+        ptr = self.element_ptr(arr, [index], e)
+        self.fn.emit0(f"stmatrix.x{n}" + (".trans" if trans.value else ""), [ptr, frag])
+        return Ref(None)
+
     def prim_mma_sync(
         self, e: ast.AST, a: Operand, b: Operand, c: Operand, elem: Operand = Ref("f16")
     ) -> Operand:

@@ -303,7 +303,10 @@ impl Gen<'_> {
 
     fn vector(&mut self) {
         let vty = Type::Vector(ScalarType::F32, 4);
-        let Some(p) = self.ptr_to(&vty) else { return };
+        // No vector pointer in scope: emit scalar arithmetic instead.
+        let Some(p) = self.ptr_to(&vty) else {
+            return self.binary();
+        };
         let v = self.b.load(p).expect("load vec");
         self.add(v);
         let lane = self.rng.below(4) as u32;
@@ -322,7 +325,7 @@ impl Gen<'_> {
         let elems = [ScalarType::F32, ScalarType::U32, ScalarType::I64];
         let s = self.rng.pick(&elems);
         let Some(p) = self.ptr_to(&Type::Scalar(s)) else {
-            return;
+            return self.binary();
         };
         if self.rng.chance(50) {
             let v = self.b.load(p).expect("load");

@@ -716,6 +716,32 @@ impl<'a> Exec<'a> {
         )
     }
 
+    /// Lanes `mask` of warp `wi` arrive at the collective at `pc`, joining
+    /// the lanes already waiting there: Some(the whole group), set running,
+    /// once every lane it names has arrived; else None, `mask` parked.
+    fn gather_collective(&mut self, wi: usize, pc: u32, mask: u32) -> Result<Option<u32>> {
+        let warp = &self.warps[wi];
+        let mut group = mask;
+        for l in lanes(warp.exist) {
+            if warp.st[l] == St::Coll && warp.pc[l] == pc {
+                group |= 1 << l;
+            }
+        }
+        let missing = self.collective_ready(wi, pc, group)?;
+        let warp = &mut self.warps[wi];
+        if missing != 0 {
+            for l in lanes(mask) {
+                warp.st[l] = St::Coll;
+                warp.pc[l] = pc;
+            }
+            return Ok(None);
+        }
+        for l in lanes(group) {
+            warp.st[l] = St::Run;
+        }
+        Ok(Some(group))
+    }
+
     fn same_pc(&self, wi: usize, pc: u32) -> u32 {
         let warp = &self.warps[wi];
         let mut m = 0;
@@ -1508,24 +1534,9 @@ impl<'a> Exec<'a> {
                 }
                 DOp::NamedBarrier { arrive, id, count } => {
                     // The whole warp arrives together (PTX's `bar` is `.aligned`).
-                    let mut group = mask;
-                    for l in lanes(warp.exist) {
-                        if warp.st[l] == St::Coll && warp.pc[l] == pc {
-                            group |= 1 << l;
-                        }
-                    }
-                    let missing = self.collective_ready(wi, pc, group)?;
-                    let warp = &mut self.warps[wi];
-                    if missing != 0 {
-                        for l in lanes(mask) {
-                            warp.st[l] = St::Coll;
-                            warp.pc[l] = pc;
-                        }
+                    let Some(group) = self.gather_collective(wi, pc, mask)? else {
                         return Ok(false);
-                    }
-                    for l in lanes(group) {
-                        warp.st[l] = St::Run;
-                    }
+                    };
                     mask = group;
                     let (arrive, id, count) = (*arrive, *id, *count);
                     if self.named_barrier(wi, pc, mask, arrive, id, count)? {
@@ -1564,24 +1575,9 @@ impl<'a> Exec<'a> {
                 }
                 op if op.is_collective() => {
                     // Gather lanes already waiting here; run only when everyone named has arrived.
-                    let mut group = mask;
-                    for l in lanes(warp.exist) {
-                        if warp.st[l] == St::Coll && warp.pc[l] == pc {
-                            group |= 1 << l;
-                        }
-                    }
-                    let missing = self.collective_ready(wi, pc, group)?;
-                    let warp = &mut self.warps[wi];
-                    if missing != 0 {
-                        for l in lanes(mask) {
-                            warp.st[l] = St::Coll;
-                            warp.pc[l] = pc;
-                        }
+                    let Some(group) = self.gather_collective(wi, pc, mask)? else {
                         return Ok(false);
-                    }
-                    for l in lanes(group) {
-                        warp.st[l] = St::Run;
-                    }
+                    };
                     mask = group;
                     self.collective(wi, pc, mask)?;
                 }

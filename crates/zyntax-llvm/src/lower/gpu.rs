@@ -131,7 +131,20 @@ impl<'ctx> FnLowering<'_, 'ctx> {
 
     // ------------------------------------------------------------------ atomics
 
-    fn atomic(&mut self, d: &hir::InstData, op: AtomicOp, scope: Scope) -> CompileResult<()> {
+    /// Pointer operand 0's space, operand 1's scalar type, the pointer and
+    /// the value of an `atomic`/`red`, with `sub` turned into `add` of the
+    /// negation (PTX has no `atom.sub`/`red.sub`).
+    pub(super) fn atomic_operands(
+        &mut self,
+        d: &hir::InstData,
+        op: AtomicOp,
+    ) -> CompileResult<(
+        AddrSpace,
+        ScalarType,
+        inkwell::values::PointerValue<'ctx>,
+        BasicValueEnum<'ctx>,
+        AtomicOp,
+    )> {
         let (p, v) = (self.arg(d, 0)?, self.arg(d, 1)?);
         let space = self
             .hir_ty(p)
@@ -141,7 +154,6 @@ impl<'ctx> FnLowering<'_, 'ctx> {
         let ptr = self.ptr(p)?;
         let mut x = self.val(v)?;
         let mut op = op;
-        // No atom.sub in PTX: add the negation.
         if op == AtomicOp::Sub {
             x = if s.is_float() {
                 self.fneg(x)?
@@ -152,6 +164,11 @@ impl<'ctx> FnLowering<'_, 'ctx> {
             };
             op = AtomicOp::Add;
         }
+        Ok((space, s, ptr, x, op))
+    }
+
+    fn atomic(&mut self, d: &hir::InstData, op: AtomicOp, scope: Scope) -> CompileResult<()> {
+        let (space, s, ptr, x, op) = self.atomic_operands(d, op)?;
         let needs_loop = (s.is_float() && matches!(op, AtomicOp::Min | AtomicOp::Max))
             || (s.bits() == 16 && op == AtomicOp::Exch);
         let r = if needs_loop {

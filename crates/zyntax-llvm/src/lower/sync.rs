@@ -192,28 +192,11 @@ impl<'ctx> FnLowering<'_, 'ctx> {
     }
 
     fn red(&mut self, d: &hir::InstData, op: AtomicOp, scope: Scope) -> CompileResult<()> {
-        let (p, v) = (self.arg(d, 0)?, self.arg(d, 1)?);
+        let v = self.arg(d, 1)?;
         if self.packed_half2(self.hir_ty(v)).is_some() {
             return self.atomic_half2(d, scope, false);
         }
-        let space = self
-            .hir_ty(p)
-            .addr_space()
-            .ok_or_else(|| self.bug("red on a non-pointer"))?;
-        let s = self.scalar_of(v)?;
-        let ptr = self.ptr(p)?;
-        let mut x = self.val(v)?;
-        let mut op = op;
-        if op == AtomicOp::Sub {
-            x = if s.is_float() {
-                self.fneg(x)?
-            } else {
-                let zero = x.get_type().const_zero();
-                self.b
-                    .build_binop(inkwell::values::InstructionOpcode::Sub, zero, x, "")?
-            };
-            op = AtomicOp::Add;
-        }
+        let (space, s, ptr, x, op) = self.atomic_operands(d, op)?;
         // No `red` form: float min/max and 16-bit exch loop on CAS; `red` has no exch.
         if (s.is_float() && matches!(op, AtomicOp::Min | AtomicOp::Max))
             || (s.bits() == 16 && op == AtomicOp::Exch)

@@ -32,6 +32,11 @@ step "default build without compute: clippy, and the CLI without GPU backends"
 cargo clippy -p zyntax -p zyntax-cli -p zyntax-llvm --all-targets --quiet -- -D warnings
 cargo test -p zyntax -p zyntax-cli --quiet
 
+if [[ "${ZYNTAX_DROP_DEBUG_BUILD:-0}" == 1 ]]; then
+    step "dropping target/debug (nothing after this point uses it; .ci/run sets this)"
+    rm -rf target/debug
+fi
+
 step "build the Python extension ($ZYNTAX_PY_PROFILE profile)"
 scripts/build-python.sh
 

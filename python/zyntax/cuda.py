@@ -59,6 +59,7 @@ __all__ = [
     "Stream",
     "TensorMap",
     "advise",
+    "arch_for_capability",
     "as_device_array",
     "capture",
     "device_arch",
@@ -281,9 +282,17 @@ def load_cached(entry: str | os.PathLike[str], device: int = 0) -> Module:
 def device_arch(device: int = 0) -> str:
     """The zyntax target for `device`: its own ``sm_XY`` when zyntax supports
     it, else the highest supported arch below it (the driver JIT-compiles the
-    PTX forward)."""
-    dev = Device(device)
-    major, minor = dev.compute_capability
+    PTX forward). A compute capability 9.0 device (H100, H200) gets
+    ``sm_90a``, so kernels may use wgmma and setmaxnreg; arch-specific PTX
+    runs on that exact capability only, so newer devices get plain ``sm_90``."""
+    major, minor = Device(device).compute_capability
+    return arch_for_capability(int(major), int(minor))
+
+
+def arch_for_capability(major: int, minor: int) -> str:
+    """:func:`device_arch` for a compute capability: ``(9, 0)`` -> ``sm_90a``."""
+    if (major, minor) == (9, 0):
+        return "sm_90a"
     cc = major * 10 + minor
     best = _ARCHS[0]
     for a in _ARCHS:

@@ -77,3 +77,22 @@ def test_in_process_without_gpu() -> None:
     # Still no crash on a second call (the failed init is remembered, not retried).
     with pytest.raises(zyntax.CudaError):
         cuda.to_device([1.0, 2.0])
+
+
+@pytest.mark.parametrize(
+    ("cc", "arch"),
+    [
+        ((7, 0), "sm_70"),
+        ((7, 2), "sm_70"),
+        ((8, 6), "sm_86"),
+        ((8, 7), "sm_86"),
+        ((8, 9), "sm_89"),
+        ((9, 0), "sm_90a"),  # wgmma/setmaxnreg run on exactly 9.0
+        ((10, 0), "sm_90"),  # arch-specific PTX does not run forward
+        ((12, 0), "sm_90"),
+    ],
+)
+def test_arch_for_capability(cc: tuple[int, int], arch: str) -> None:
+    from zyntax import cuda
+
+    assert cuda.arch_for_capability(*cc) == arch

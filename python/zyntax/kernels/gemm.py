@@ -222,7 +222,7 @@ def _sm90_supports(p: Problem, arch: str) -> str | None:
     mod = _sm90_module()
     if mod is None:
         return "the sm90 variant is not part of this build"
-    if arch != "sm_90":
+    if arch not in ("sm_90", "sm_90a"):
         return f"sm90 needs an sm_90 device, the device is {arch}"
     if p.a.dtype == "f32" and not p.tf32:
         return "sm90 reads f32 only as tf32 (allow_tf32=True or variant='sm90')"

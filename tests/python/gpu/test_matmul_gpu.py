@@ -135,7 +135,7 @@ def test_epilogues(variant: str | None, activation: str | None, out_name: str) -
 
 def test_sm90_variant_when_present() -> None:
     torch = torch_or_skip()
-    if cuda.device_arch() != "sm_90" or zk._sm90_module() is None:
+    if cuda.device_arch() not in ("sm_90", "sm_90a") or zk._sm90_module() is None:
         pytest.skip("needs an sm_90 device and the sm90 module")
     for m, n, k in [(17, 17, 17), (1000, 1000, 1000), (4097, 257, 1031)]:
         a, b = torch_operands(torch, m, n, k, torch.bfloat16, "row", "row")

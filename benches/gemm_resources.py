@@ -13,13 +13,12 @@ import argparse
 import zyntax
 from zyntax import ptxinfo
 from zyntax.compiler import compile as compile_hir
-from zyntax.kernels import (
+from zyntax.kernels import gemm_mma_sync, gemm_simt, gemm_sm90
+from zyntax.kernels.gemm import (
     MMA_SYNC_CONFIG,
     MMA_SYNC_MID_M_CONFIG,
     MMA_SYNC_SMALL_M_CONFIG,
     MMA_SYNC_TF32_CONFIG,
-    gemm_mma_sync,
-    gemm_simt,
 )
 
 
@@ -47,23 +46,40 @@ def main() -> None:
     rows.append(
         ("simt", "all", gemm_simt.Config(), False, gemm_simt.build(gemm_simt.Config(), sspec), 0)
     )
+    # The sm90 kernel has no tail-checked twin: TMA clips the edge tiles.
+    for label, cfg90 in [
+        ("bf16", gemm_sm90.Config()),
+        ("bf16, B row-major", gemm_sm90.Config(b_layout="row")),
+        ("tf32", gemm_sm90.Config(dtype="tf32", out_dtype="f32")),
+        ("fp8 e4m3, scaled", gemm_sm90.Config(dtype="e4m3", scaled=True)),
+    ]:
+        rows.append((f"sm90 {label}", "all", cfg90, True, gemm_sm90.module(cfg90), 0))
     print(
         "| variant | M | tile (bm x bn x bk, warp tile, stages) | whole tiles | threads "
         "| registers | shared bytes | stack | spills |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
     for variant, label, cfg, even, module, dyn in rows:
-        ptx = compile_hir(module, backend="nvptx", arch=arch)
-        res = ptxinfo.ptxas_resources(zyntax.validate_ptx(ptx, arch).log)[module.kernels[0]]
-        if variant.startswith("mma_sync"):
+        target = "sm_90a" if variant.startswith("sm90") else arch
+        ptx = compile_hir(module, backend="nvptx", arch=target)
+        res = ptxinfo.ptxas_resources(zyntax.validate_ptx(ptx, target).log)[module.kernels[0]]
+        if variant.startswith("sm90"):
+            producer, consumer = cfg.registers
+            tile = (
+                f"{cfg.bm}x{cfg.bn}x{cfg.bk}, {cfg.consumers} consumer warpgroups, "
+                f"{cfg.stages} stages; setmaxnreg {producer}/{consumer}"
+            )
+            dyn = cfg.shared_bytes
+        elif variant.startswith("mma_sync"):
             tile = f"{cfg.bm}x{cfg.bn}x{cfg.bk}, {cfg.wm}x{cfg.wn}, {cfg.stages}"
             tile += " + fragment pipeline" if cfg.frag_pipeline else ""
         else:
             tile = f"{cfg.bm}x{cfg.bn}x{cfg.bk}, 8x8 per thread, 2 buffers"
+        whole = "TMA clips edges" if variant.startswith("sm90") else ("yes" if even else "no")
         shared = res["shared_bytes"] + dyn
         spills = res["spill_store_bytes"] + res["spill_load_bytes"]
         print(
-            f"| {variant} | {label} | {tile} | {'yes' if even else 'no'} | {cfg.threads} | "
+            f"| {variant} | {label} | {tile} | {whole} | {cfg.threads} | "
             f"{res['registers']} | {shared} | {res['stack_bytes']} | {spills} |"
         )
 

@@ -41,8 +41,8 @@ step "build the Python extension ($ZYNTAX_PY_PROFILE profile)"
 scripts/build-python.sh
 
 step "ruff"
-ruff check python tests/python examples
-ruff format --check python tests/python examples
+ruff check python tests/python examples benches
+ruff format --check python tests/python examples benches
 
 step "mypy"
 mypy python/zyntax

@@ -434,6 +434,55 @@ def test_edge_semantics_match_interpreter() -> None:
         np.testing.assert_array_equal(out, ref)
 
 
+INTEGER_OPS = """
+module "ints"
+
+host @ints -> u32, i32, u32, u32, u32, i32, i32, i32, i32, u8, i16, u32, i32, i32, i32 {
+block0(v0: u32, v1: i32, v2: i32, v3: f32, v4: i32):
+    v5: u32 = clz v0
+    v6: i32 = abs v1
+    v7: u32 = bfind v0
+    v8: u32 = popc v0
+    v9: u32 = brev v0
+    v10: i32 = brev v1
+    v11: i32 = shr v1, v2
+    v12: i32 = not v1
+    v13: i32 = neg v1
+    v14: u8 = cast v3
+    v15: i16 = cast v3
+    v16: u32 = shr v0, v0
+    v17: i32 = div v1, v4
+    v18: i32 = rem v1, v4
+    v19: i32 = shl v1, v2
+    return v8, v6, v5, v7, v9, v10, v11, v12, v13, v14, v15, v16, v17, v18, v19
+}
+"""
+
+
+def test_integer_ops_match_interpreter() -> None:
+    """Bit ops at 0 and all ones, abs/neg/div at MIN, signed shifts past the
+    width, saturating casts: the CPU backend and the interpreter agree (both
+    backends take these semantics from one table, crates/zyntax-llvm/src/scalar.rs)."""
+    m = hir.parse_zir(INTEGER_OPS)
+    cm = native.cpu_compile(m)
+    u_special = [0, 1, 0x80000000, 0xFFFFFFFF, 0x7FFFFFFF]
+    i_special = [0, 1, -1, -(2**31), 2**31 - 1]
+    f_special = [float("nan"), 1e10, -1e10, 255.9, -0.5, 32767.5, -32768.9]
+    for k in range(300):
+        u = u_special[k] if k < len(u_special) else int(rng.integers(0, 2**32))
+        i = i_special[k] if k < len(i_special) else int(rng.integers(-(2**31), 2**31))
+        sh = int(rng.integers(-5, 70))
+        f = f_special[k] if k < len(f_special) else float(rng.normal() * 10.0 ** rng.integers(0, 6))
+        d = [-1, 1, -(2**31), 7][k % 4] if k < 8 else int(rng.integers(-(2**31), 2**31)) or 3
+        got = cm["ints"](u, i, sh, f, d)
+        assert got[0] == bin(u).count("1")
+        if interp is not None:
+            ref = interp.call(m, "ints", u, i, sh, f, d)
+            assert tuple(got) == tuple(ref), (u, i, sh, f, d, got, ref)
+    with pytest.raises(TrapError, match="zero"):
+        cm["ints"](1, 1, 1, 1.0, 0)
+
+
 SHARED_NO_BARRIER = """
 module "shm" targets(sm_80)
 

@@ -26,10 +26,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use zyntax_hir::{
-    AtomicOp, BinOp, BlockId, CmpOp, ConstValue, Dim, Function, InstId, Module, Op, OptLevel,
-    ScalarType, Type, UnOp, ValueDef, ValueId,
+    AtomicOp, BinOp, BlockId, ConstValue, Dim, Function, InstId, Module, Op, OptLevel, ScalarType,
+    Type, UnOp, ValueDef, ValueId,
 };
 use zyntax_opt::{FunctionPlan, Origin};
+
+use crate::scalar::{self, Binary, Class, Unary};
 
 /// Error codes written to the error record.
 pub const ERR_OOB: i64 = 1;
@@ -907,29 +909,11 @@ impl FnLower<'_> {
                         bo = self.conv("fpext", &tt, &bo, &wide);
                         tt = wide;
                     }
-                    let p = match c {
-                        CmpOp::Eq => "oeq",
-                        CmpOp::Ne => "une",
-                        CmpOp::Lt => "olt",
-                        CmpOp::Le => "ole",
-                        CmpOp::Gt => "ogt",
-                        CmpOp::Ge => "oge",
-                    };
+                    let p = scalar::float_predicate_text(scalar::float_predicate(*c));
                     self.emit(format!("{r} = fcmp {p} {tt} {ao}, {bo}"));
                 } else {
                     let signed = s.is_some_and(|s| s.is_signed());
-                    let p = match (c, signed) {
-                        (CmpOp::Eq, _) => "eq",
-                        (CmpOp::Ne, _) => "ne",
-                        (CmpOp::Lt, true) => "slt",
-                        (CmpOp::Lt, false) => "ult",
-                        (CmpOp::Le, true) => "sle",
-                        (CmpOp::Le, false) => "ule",
-                        (CmpOp::Gt, true) => "sgt",
-                        (CmpOp::Gt, false) => "ugt",
-                        (CmpOp::Ge, true) => "sge",
-                        (CmpOp::Ge, false) => "uge",
-                    };
+                    let p = scalar::int_predicate_text(scalar::int_predicate(*c, signed));
                     self.emit(format!("{r} = icmp {p} {tt} {ao}, {bo}"));
                 }
             }
@@ -1323,6 +1307,29 @@ impl FnLower<'_> {
         Ok(())
     }
 
+    /// `{r} = call {ty} @{name}.{overload}({ty} args..[, i1 false])`, declared once.
+    fn overloaded_call(
+        &mut self,
+        r: &str,
+        name: &str,
+        overload: &str,
+        ty: &str,
+        args: &[&str],
+        i1_false: bool,
+    ) {
+        let mut params = vec![ty; args.len()].join(", ");
+        let mut actuals: Vec<String> = args.iter().map(|a| format!("{ty} {a}")).collect();
+        if i1_false {
+            params.push_str(", i1");
+            actuals.push("i1 false".into());
+        }
+        self.decl(format!("declare {ty} @{name}.{overload}({params})"));
+        self.emit(format!(
+            "{r} = call {ty} @{name}.{overload}({})",
+            actuals.join(", ")
+        ));
+    }
+
     fn binary(
         &mut self,
         op: BinOp,
@@ -1335,60 +1342,44 @@ impl FnLower<'_> {
         let Some(s) = t.elem_scalar() else {
             return self.e(format!("`{}` on {t}", op.name()));
         };
+        let Some(how) = scalar::binary(op, Class::of(s)) else {
+            return self.e(format!("`{}` is not defined on {s}", op.name()));
+        };
         let tt = self.vt(t)?;
         if s.is_float() {
-            let name = match op {
-                BinOp::Add => "fadd",
-                BinOp::Sub => "fsub",
-                BinOp::Mul => "fmul",
-                BinOp::Div => "fdiv",
-                BinOp::Rem => "frem",
-                BinOp::Min => "min",
-                BinOp::Max => "max",
-                _ => return self.e(format!("`{}` is not defined on floats", op.name())),
-            };
             return self.float_op(
                 t,
                 r,
                 |me, wt, x| {
                     let o = me.t();
-                    if name == "min" || name == "max" {
-                        let m = mangle_from(wt);
-                        let iname = if name == "min" { "minnum" } else { "maxnum" };
-                        me.decl(format!("declare {wt} @llvm.{iname}.{m}({wt}, {wt})"));
-                        me.emit(format!(
-                            "{o} = call {wt} @llvm.{iname}.{m}({wt} {}, {wt} {})",
-                            x[0], x[1]
-                        ));
-                    } else {
-                        me.emit(format!("{o} = {name} {wt} {}, {}", x[0], x[1]));
+                    match how {
+                        Binary::Inst(i) => me.emit(format!(
+                            "{o} = {} {wt} {}, {}",
+                            scalar::opcode_text(i),
+                            x[0],
+                            x[1]
+                        )),
+                        Binary::Intrinsic(name) => {
+                            let m = mangle_from(wt);
+                            me.overloaded_call(&o, name, &m, wt, &[&x[0], &x[1]], false);
+                        }
+                        _ => return me.e(format!("`{}` on floats", op.name())),
                     }
                     Ok(o)
                 },
                 &[a.to_string(), b.to_string()],
             );
         }
-        let signed = s.is_signed();
         let bits = s.bits();
-        match op {
-            BinOp::Add => self.emit(format!("{r} = add {tt} {a}, {b}")),
-            BinOp::Sub => self.emit(format!("{r} = sub {tt} {a}, {b}")),
-            BinOp::Mul => self.emit(format!("{r} = mul {tt} {a}, {b}")),
-            BinOp::And => self.emit(format!("{r} = and {tt} {a}, {b}")),
-            BinOp::Or => self.emit(format!("{r} = or {tt} {a}, {b}")),
-            BinOp::Xor => self.emit(format!("{r} = xor {tt} {a}, {b}")),
-            BinOp::Min | BinOp::Max => {
-                let n = match (op, signed) {
-                    (BinOp::Min, true) => "smin",
-                    (BinOp::Min, false) => "umin",
-                    (BinOp::Max, true) => "smax",
-                    _ => "umax",
-                };
-                let m = mangle(t);
-                self.decl(format!("declare {tt} @llvm.{n}.{m}({tt}, {tt})"));
-                self.emit(format!("{r} = call {tt} @llvm.{n}.{m}({tt} {a}, {tt} {b})"));
+        match how {
+            Binary::Inst(i) => {
+                self.emit(format!("{r} = {} {tt} {a}, {b}", scalar::opcode_text(i)));
             }
-            BinOp::Shl | BinOp::Shr => {
+            Binary::Intrinsic(name) => {
+                let m = mangle(t);
+                self.overloaded_call(r, name, &m, &tt, &[a, b], false);
+            }
+            Binary::Shift(o) => {
                 let splat = |v: String| -> String {
                     match t {
                         Type::Vector(_, n) => format!(
@@ -1402,40 +1393,31 @@ impl FnLower<'_> {
                     Type::Vector(_, n) => format!("<{n} x i1>"),
                     _ => "i1".into(),
                 };
-                let bw = splat(bits.to_string());
-                if op == BinOp::Shr && signed {
-                    let m = mangle(t);
-                    self.decl(format!("declare {tt} @llvm.umin.{m}({tt}, {tt})"));
+                if o == inkwell::values::InstructionOpcode::AShr {
+                    // The amount clamps to width - 1: the sign fills the value.
                     let c = self.t();
-                    self.emit(format!(
-                        "{c} = call {tt} @llvm.umin.{m}({tt} {b}, {tt} {})",
-                        splat((bits - 1).to_string())
-                    ));
+                    let max = splat((bits - 1).to_string());
+                    self.overloaded_call(&c, "llvm.umin", &mangle(t), &tt, &[b, &max], false);
                     self.emit(format!("{r} = ashr {tt} {a}, {c}"));
                 } else {
+                    // shl/lshr by the width or more give 0.
                     let sh = self.t();
-                    let n = if op == BinOp::Shl { "shl" } else { "lshr" };
-                    self.emit(format!("{sh} = {n} {tt} {a}, {b}"));
+                    self.emit(format!("{sh} = {} {tt} {a}, {b}", scalar::opcode_text(o)));
                     let big = self.t();
-                    self.emit(format!("{big} = icmp uge {tt} {b}, {bw}"));
-                    let _ = cmpt;
                     self.emit(format!(
-                        "{r} = select {} {big}, {tt} zeroinitializer, {tt} {sh}",
-                        if matches!(t, Type::Vector(..)) {
-                            format!(
-                                "<{} x i1>",
-                                match t {
-                                    Type::Vector(_, n) => *n,
-                                    _ => 1,
-                                }
-                            )
-                        } else {
-                            "i1".into()
-                        }
+                        "{big} = icmp uge {tt} {b}, {}",
+                        splat(bits.to_string())
+                    ));
+                    self.emit(format!(
+                        "{r} = select {cmpt} {big}, {tt} zeroinitializer, {tt} {sh}"
                     ));
                 }
             }
-            BinOp::Div | BinOp::Rem => {
+            Binary::DivRem {
+                div,
+                signed,
+                inst: i,
+            } => {
                 if matches!(t, Type::Vector(..)) {
                     return self.e("integer division of vectors is not supported on the CPU");
                 }
@@ -1444,28 +1426,28 @@ impl FnLower<'_> {
                 self.emit(format!("{z} = icmp eq {tt} {b}, 0"));
                 let fl = self.fail(ERR_DIV_ZERO, -1, "0", "0", inst);
                 self.guard(&z, &fl);
-                let bb = if signed {
+                let name = scalar::opcode_text(i);
+                if signed {
                     let m1 = self.t();
                     self.emit(format!("{m1} = icmp eq {tt} {b}, -1"));
                     let safe = self.t();
                     self.emit(format!("{safe} = select i1 {m1}, {tt} 1, {tt} {b}"));
-                    if op == BinOp::Div {
-                        let q = self.t();
-                        self.emit(format!("{q} = sdiv {tt} {a}, {safe}"));
+                    let q = self.t();
+                    self.emit(format!("{q} = {name} {tt} {a}, {safe}"));
+                    // x / -1 = -x (wrapping), x % -1 = 0.
+                    let by_minus_one = if div {
                         let neg = self.t();
                         self.emit(format!("{neg} = sub {tt} 0, {a}"));
-                        self.emit(format!("{r} = select i1 {m1}, {tt} {neg}, {tt} {q}"));
+                        neg
                     } else {
-                        let q = self.t();
-                        self.emit(format!("{q} = srem {tt} {a}, {safe}"));
-                        self.emit(format!("{r} = select i1 {m1}, {tt} 0, {tt} {q}"));
-                    }
-                    return Ok(());
+                        "0".to_string()
+                    };
+                    self.emit(format!(
+                        "{r} = select i1 {m1}, {tt} {by_minus_one}, {tt} {q}"
+                    ));
                 } else {
-                    b.to_string()
-                };
-                let n = if op == BinOp::Div { "udiv" } else { "urem" };
-                self.emit(format!("{r} = {n} {tt} {a}, {bb}"));
+                    self.emit(format!("{r} = {name} {tt} {a}, {b}"));
+                }
             }
         }
         Ok(())
@@ -1475,53 +1457,34 @@ impl FnLower<'_> {
         let Some(s) = t.elem_scalar() else {
             return self.e(format!("`{}` on {t}", op.name()));
         };
+        let Some(how) = scalar::unary(op, Class::of(s)) else {
+            return self.e(format!("`{}` is not defined on {s}", op.name()));
+        };
         let tt = self.vt(t)?;
         if !s.is_float() {
-            match op {
-                UnOp::Neg => self.emit(format!("{r} = sub {tt} zeroinitializer, {a}")),
-                UnOp::Not => {
-                    let ones = if s.is_bool() { "true" } else { "-1" };
-                    let ones = match t {
-                        Type::Vector(_, n) => format!(
-                            "<{}>",
-                            vec![format!("{tt_} {ones}", tt_ = sname(s)); *n as usize].join(", ")
-                        ),
-                        _ => ones.to_string(),
-                    };
+            let splat = |v: &str| match t {
+                Type::Vector(_, n) => format!(
+                    "<{}>",
+                    vec![format!("{} {v}", sname(s)); *n as usize].join(", ")
+                ),
+                _ => v.to_string(),
+            };
+            match how {
+                Unary::IntNeg => self.emit(format!("{r} = sub {tt} zeroinitializer, {a}")),
+                Unary::Not => {
+                    let ones = splat(if s.is_bool() { "true" } else { "-1" });
                     self.emit(format!("{r} = xor {tt} {a}, {ones}"));
                 }
-                UnOp::Abs => {
-                    let m = mangle(t);
-                    self.decl(format!("declare {tt} @llvm.abs.{m}({tt}, i1)"));
-                    self.emit(format!("{r} = call {tt} @llvm.abs.{m}({tt} {a}, i1 false)"));
+                Unary::Intrinsic { name, i1_false } => {
+                    self.overloaded_call(r, name, &mangle(t), &tt, &[a], i1_false);
                 }
-                UnOp::Popc | UnOp::Brev => {
-                    let m = mangle(t);
-                    let n = if op == UnOp::Popc {
-                        "ctpop"
-                    } else {
-                        "bitreverse"
-                    };
-                    self.decl(format!("declare {tt} @llvm.{n}.{m}({tt})"));
-                    self.emit(format!("{r} = call {tt} @llvm.{n}.{m}({tt} {a})"));
+                Unary::Bfind => {
+                    let c = self.t();
+                    self.overloaded_call(&c, "llvm.ctlz", &mangle(t), &tt, &[a], true);
+                    let top = splat(&(s.bits() - 1).to_string());
+                    self.emit(format!("{r} = sub {tt} {top}, {c}"));
                 }
-                UnOp::Clz | UnOp::Bfind => {
-                    // Defined at zero (the width), so bfind(0) = width - 1 - width = all ones.
-                    let m = mangle(t);
-                    self.decl(format!("declare {tt} @llvm.ctlz.{m}({tt}, i1)"));
-                    let c = if op == UnOp::Clz {
-                        r.to_string()
-                    } else {
-                        self.t()
-                    };
-                    self.emit(format!(
-                        "{c} = call {tt} @llvm.ctlz.{m}({tt} {a}, i1 false)"
-                    ));
-                    if op == UnOp::Bfind {
-                        self.emit(format!("{r} = sub {tt} {}, {c}", s.bits() - 1));
-                    }
-                }
-                _ => return self.e(format!("`{}` is defined on floats only", op.name())),
+                _ => return self.e(format!("`{}` on {s}", op.name())),
             }
             return Ok(());
         }
@@ -1531,50 +1494,22 @@ impl FnLower<'_> {
             |me, wt, x| {
                 let m = mangle_from(wt);
                 let o = me.t();
-                let intr = |me: &mut Self, n: &str, o: &str, x: &str| {
-                    me.decl(format!("declare {wt} @llvm.{n}.{m}({wt})"));
-                    me.emit(format!("{o} = call {wt} @llvm.{n}.{m}({wt} {x})"));
-                };
-                match op {
-                    UnOp::Neg => me.emit(format!("{o} = fneg {wt} {}", x[0])),
-                    UnOp::Not | UnOp::Popc | UnOp::Clz | UnOp::Brev | UnOp::Bfind => {
-                        return me.e(format!("`{}` is not defined on floats", op.name()))
+                match how {
+                    Unary::FNeg => me.emit(format!("{o} = fneg {wt} {}", x[0])),
+                    Unary::Intrinsic { name, i1_false } => {
+                        me.overloaded_call(&o, name, &m, wt, &[&x[0]], i1_false);
                     }
-                    UnOp::Abs => intr(me, "fabs", &o, &x[0]),
-                    UnOp::Sqrt => intr(me, "sqrt", &o, &x[0]),
-                    UnOp::Exp => intr(me, "exp", &o, &x[0]),
-                    UnOp::Log => intr(me, "log", &o, &x[0]),
-                    UnOp::Sin => intr(me, "sin", &o, &x[0]),
-                    UnOp::Cos => intr(me, "cos", &o, &x[0]),
-                    UnOp::Tanh => intr(me, "tanh", &o, &x[0]),
-                    UnOp::Floor => intr(me, "floor", &o, &x[0]),
-                    UnOp::Ceil => intr(me, "ceil", &o, &x[0]),
-                    UnOp::Rsqrt => {
+                    // The CPU's transcendentals are libm's (LLVM's intrinsics), exact to an ulp or so.
+                    Unary::Transcendental if op == UnOp::Rsqrt => {
                         let q = me.t();
-                        intr(me, "sqrt", &q, &x[0]);
-                        let one = match wt {
-                            "double" | "float" => "1.0".to_string(),
-                            _ => {
-                                let n = wt
-                                    .split(" x ")
-                                    .next()
-                                    .unwrap_or("<1")
-                                    .trim_start_matches('<')
-                                    .to_string();
-                                let e = wt
-                                    .split(" x ")
-                                    .nth(1)
-                                    .unwrap_or("float>")
-                                    .trim_end_matches('>')
-                                    .to_string();
-                                format!(
-                                    "<{}>",
-                                    vec![format!("{e} 1.0"); n.parse().unwrap_or(1)].join(", ")
-                                )
-                            }
-                        };
-                        me.emit(format!("{o} = fdiv {wt} {one}, {q}"));
+                        me.overloaded_call(&q, "llvm.sqrt", &m, wt, &[&x[0]], false);
+                        me.emit(format!("{o} = fdiv {wt} {}, {q}", float_splat(wt, "1.0")));
                     }
+                    Unary::Transcendental => {
+                        let name = format!("llvm.{}", op.name());
+                        me.overloaded_call(&o, &name, &m, wt, &[&x[0]], false);
+                    }
+                    _ => return me.e(format!("`{}` on floats", op.name())),
                 }
                 Ok(o)
             },
@@ -1591,49 +1526,24 @@ impl FnLower<'_> {
             }
             return self.e(format!("cast from {from} to {to} is not supported"));
         };
-        if fs == ts {
-            self.emit(format!("{r} = bitcast {ft} {a} to {tt}"));
-            return Ok(());
-        }
-        let fint = fs.is_int() || fs.is_bool();
-        let tint = ts.is_int();
-        if ts.is_bool() {
-            if fs.is_float() {
+        match scalar::cast(fs, ts) {
+            scalar::Cast::Same => self.emit(format!("{r} = bitcast {ft} {a} to {tt}")),
+            scalar::Cast::NonZero if fs.is_float() => {
                 self.emit(format!("{r} = fcmp une {ft} {a}, zeroinitializer"));
-            } else {
-                self.emit(format!("{r} = icmp ne {ft} {a}, zeroinitializer"));
             }
-            return Ok(());
-        }
-        if fint && tint {
-            let how = if ts.bits() < fs.bits() {
-                "trunc"
-            } else if ts.bits() == fs.bits() {
-                "bitcast"
-            } else if fs.is_signed() {
-                "sext"
-            } else {
-                "zext"
-            };
-            self.emit(format!("{r} = {how} {ft} {a} to {tt}"));
-        } else if fint && ts.is_float() {
-            let how = if fs.is_signed() { "sitofp" } else { "uitofp" };
-            self.emit(format!("{r} = {how} {ft} {a} to {tt}"));
-        } else if fs.is_float() && tint {
-            let n = if ts.is_signed() { "fptosi" } else { "fptoui" };
-            let (mf, mt) = (mangle(from), mangle(to));
-            self.decl(format!("declare {tt} @llvm.{n}.sat.{mt}.{mf}({ft})"));
-            self.emit(format!("{r} = call {tt} @llvm.{n}.sat.{mt}.{mf}({ft} {a})"));
-        } else {
-            // float -> float; f16 <-> bf16 goes through f32.
-            if is_half(fs) && is_half(ts) {
+            scalar::Cast::NonZero => self.emit(format!("{r} = icmp ne {ft} {a}, zeroinitializer")),
+            scalar::Cast::Inst(o) => {
+                self.emit(format!("{r} = {} {ft} {a} to {tt}", scalar::opcode_text(o)));
+            }
+            scalar::Cast::Saturating(name) => {
+                let (mf, mt) = (mangle(from), mangle(to));
+                self.decl(format!("declare {tt} @{name}.{mt}.{mf}({ft})"));
+                self.emit(format!("{r} = call {tt} @{name}.{mt}.{mf}({ft} {a})"));
+            }
+            scalar::Cast::ViaF32 => {
                 let w = widen(from);
                 let x = self.conv("fpext", &ft, a, &w);
                 self.emit(format!("{r} = fptrunc {w} {x} to {tt}"));
-            } else if fs.bits() < ts.bits() {
-                self.emit(format!("{r} = fpext {ft} {a} to {tt}"));
-            } else {
-                self.emit(format!("{r} = fptrunc {ft} {a} to {tt}"));
             }
         }
         Ok(())
@@ -1738,6 +1648,18 @@ impl FnLower<'_> {
             self.guard(&bad, "zx.fail");
         }
         Ok(())
+    }
+}
+
+/// `v` as a constant of the float type `wt` (`float`, or a vector of them).
+fn float_splat(wt: &str, v: &str) -> String {
+    match wt.strip_prefix('<').and_then(|w| w.strip_suffix('>')) {
+        Some(inner) => {
+            let (n, e) = inner.split_once(" x ").unwrap_or(("1", "float"));
+            let lanes: usize = n.trim().parse().unwrap_or(1);
+            format!("<{}>", vec![format!("{e} {v}"); lanes].join(", "))
+        }
+        None => v.to_string(),
     }
 }
 

@@ -34,6 +34,7 @@ mod wgmma;
 use crate::error::{CompileError, CompileResult};
 use crate::nvptx::annotations;
 use crate::nvptx::PtxTarget;
+use crate::scalar::{self, Class};
 use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::basic_block::BasicBlock;
 use inkwell::builder::Builder;
@@ -296,27 +297,6 @@ impl<'ctx> Lowerer<'ctx> {
         let align = zyntax_hir::op::shared_align(elem, align);
         g.set_alignment(u32::try_from(align).unwrap_or(16));
         Ok(g)
-    }
-}
-
-/// Integer, float or bool: how an op on a scalar (or vector element) behaves.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-enum Class {
-    Signed,
-    Unsigned,
-    Float,
-    Bool,
-}
-
-fn class_of(s: ScalarType) -> Class {
-    if s.is_bool() {
-        Class::Bool
-    } else if s.is_float() {
-        Class::Float
-    } else if s.is_signed() {
-        Class::Signed
-    } else {
-        Class::Unsigned
     }
 }
 
@@ -814,42 +794,19 @@ impl<'a, 'ctx> FnLowering<'a, 'ctx> {
     }
 
     fn binary(&mut self, op: BinOp, a: ValueId, b: ValueId) -> CompileResult<BasicValueEnum<'ctx>> {
-        use inkwell::values::InstructionOpcode as O;
         if let Some(v) = self.bf16x2_as_fma(op, a, b)? {
             return Ok(v);
         }
-        let class = class_of(self.scalar_of(a)?);
+        let s = self.scalar_of(a)?;
         let (x, y) = (self.val(a)?, self.val(b)?);
-        let lt = x.get_type();
-        let simple =
-            |o| -> CompileResult<BasicValueEnum<'ctx>> { Ok(self.b.build_binop(o, x, y, "")?) };
-        match (op, class) {
-            (BinOp::Add, Class::Float) => simple(O::FAdd),
-            (BinOp::Add, _) => simple(O::Add),
-            (BinOp::Sub, Class::Float) => simple(O::FSub),
-            (BinOp::Sub, _) => simple(O::Sub),
-            (BinOp::Mul, Class::Float) => simple(O::FMul),
-            (BinOp::Mul, _) => simple(O::Mul),
-            (BinOp::Div, Class::Float) => simple(O::FDiv),
-            (BinOp::Rem, Class::Float) => simple(O::FRem),
-            (BinOp::Div | BinOp::Rem, c) => {
-                self.int_div(op == BinOp::Div, c == Class::Signed, x, y)
+        match scalar::binary(op, Class::of(s)) {
+            Some(scalar::Binary::Inst(o)) => Ok(self.b.build_binop(o, x, y, "")?),
+            Some(scalar::Binary::Intrinsic(name)) => {
+                self.intrinsic_value(name, &[x.get_type()], &[x.into(), y.into()])
             }
-            (BinOp::Min | BinOp::Max, c) => {
-                let name = match (op == BinOp::Min, c) {
-                    (true, Class::Float) => "llvm.minnum",
-                    (false, Class::Float) => "llvm.maxnum",
-                    (true, Class::Signed) => "llvm.smin",
-                    (false, Class::Signed) => "llvm.smax",
-                    (true, _) => "llvm.umin",
-                    (false, _) => "llvm.umax",
-                };
-                self.intrinsic_value(name, &[lt], &[x.into(), y.into()])
-            }
-            (BinOp::And, _) => simple(O::And),
-            (BinOp::Or, _) => simple(O::Or),
-            (BinOp::Xor, _) => simple(O::Xor),
-            (BinOp::Shl | BinOp::Shr, c) => self.shift(op == BinOp::Shl, c == Class::Signed, x, y),
+            Some(scalar::Binary::DivRem { signed, inst, .. }) => self.int_div(inst, signed, x, y),
+            Some(scalar::Binary::Shift(o)) => self.shift(o, x, y),
+            None => Err(self.bug(format!("{op} on {s}"))),
         }
     }
 
@@ -891,12 +848,11 @@ impl<'a, 'ctx> FnLowering<'a, 'ctx> {
     /// divisor traps, `MIN / -1` wraps (see the module docs).
     fn int_div(
         &mut self,
-        div: bool,
+        inst: inkwell::values::InstructionOpcode,
         signed: bool,
         x: BasicValueEnum<'ctx>,
         y: BasicValueEnum<'ctx>,
     ) -> CompileResult<BasicValueEnum<'ctx>> {
-        use inkwell::values::InstructionOpcode as O;
         let (BasicValueEnum::IntValue(x), BasicValueEnum::IntValue(y)) = (x, y) else {
             return Err(self.bug("integer division on vectors is not supported"));
         };
@@ -926,20 +882,13 @@ impl<'a, 'ctx> FnLowering<'a, 'ctx> {
                 .build_select(overflow, it.const_int(1, false), y, "")?
                 .into_int_value();
         }
-        let o = match (div, signed) {
-            (true, true) => O::SDiv,
-            (true, false) => O::UDiv,
-            (false, true) => O::SRem,
-            (false, false) => O::URem,
-        };
-        Ok(self.b.build_binop(o, x, divisor, "")?)
+        Ok(self.b.build_binop(inst, x, divisor, "")?)
     }
 
     /// PTX shift semantics: amounts >= width clamp (see module docs).
     fn shift(
         &mut self,
-        left: bool,
-        signed: bool,
+        o: inkwell::values::InstructionOpcode,
         x: BasicValueEnum<'ctx>,
         y: BasicValueEnum<'ctx>,
     ) -> CompileResult<BasicValueEnum<'ctx>> {
@@ -951,8 +900,7 @@ impl<'a, 'ctx> FnLowering<'a, 'ctx> {
         let bits = it.get_bit_width();
         let width = it.const_int(u64::from(bits), false);
         let too_far = self.b.build_int_compare(IntPredicate::UGE, yi, width, "")?;
-        if left || !signed {
-            let o = if left { O::Shl } else { O::LShr };
+        if o != O::AShr {
             let safe = self.b.build_select(too_far, it.const_zero(), yi, "")?;
             let shifted = self.b.build_binop(o, xi, safe.into_int_value(), "")?;
             Ok(self
@@ -969,51 +917,36 @@ impl<'a, 'ctx> FnLowering<'a, 'ctx> {
 
     fn unary(&mut self, op: UnOp, a: ValueId) -> CompileResult<BasicValueEnum<'ctx>> {
         use inkwell::values::InstructionOpcode as O;
+        use scalar::Unary;
         let s = self.scalar_of(a)?;
-        let class = class_of(s);
         let x = self.val(a)?;
         let lt = x.get_type();
-        match (op, class) {
-            (UnOp::Neg, Class::Float) => self.fneg(x),
-            (UnOp::Neg, _) => {
-                let zero = lt.const_zero();
-                Ok(self.b.build_binop(O::Sub, zero, x, "")?)
-            }
-            (UnOp::Not, _) => {
+        let Some(how) = scalar::unary(op, Class::of(s)) else {
+            return Err(self.bug(format!("{op} on {s}")));
+        };
+        match how {
+            Unary::FNeg => self.fneg(x),
+            Unary::IntNeg => Ok(self.b.build_binop(O::Sub, lt.const_zero(), x, "")?),
+            Unary::Not => {
                 let ones = all_ones(lt).ok_or_else(|| self.bug("not of a non-integer"))?;
                 Ok(self.b.build_binop(O::Xor, x, ones, "")?)
             }
-            (UnOp::Abs, Class::Float) => self.intrinsic_value("llvm.fabs", &[lt], &[x.into()]),
-            (UnOp::Abs, Class::Signed) => {
-                let no_poison = self.l.ctx.bool_type().const_zero();
-                self.intrinsic_value("llvm.abs", &[lt], &[x.into(), no_poison.into()])
+            Unary::Intrinsic { name, i1_false } => {
+                let flag = self.l.ctx.bool_type().const_zero();
+                if i1_false {
+                    self.intrinsic_value(name, &[lt], &[x.into(), flag.into()])
+                } else {
+                    self.intrinsic_value(name, &[lt], &[x.into()])
+                }
             }
-            (UnOp::Abs, _) => Ok(x),
-            (UnOp::Popc, Class::Signed | Class::Unsigned) => {
-                self.intrinsic_value("llvm.ctpop", &[lt], &[x.into()])
-            }
-            (UnOp::Brev, Class::Signed | Class::Unsigned) => {
-                self.intrinsic_value("llvm.bitreverse", &[lt], &[x.into()])
-            }
-            (UnOp::Clz | UnOp::Bfind, Class::Signed | Class::Unsigned) => {
-                // Defined at zero (the width), so bfind(0) = width - 1 - width = all ones.
+            Unary::Bfind => {
                 let zero_defined = self.l.ctx.bool_type().const_zero();
                 let clz =
                     self.intrinsic_value("llvm.ctlz", &[lt], &[x.into(), zero_defined.into()])?;
-                if op == UnOp::Clz {
-                    return Ok(clz);
-                }
                 let top = lt.into_int_type().const_int(u64::from(s.bits()) - 1, false);
                 Ok(self.b.build_binop(O::Sub, top, clz.into_int_value(), "")?)
             }
-            (UnOp::Floor, Class::Float) => self.intrinsic_value("llvm.floor", &[lt], &[x.into()]),
-            (UnOp::Ceil, Class::Float) => self.intrinsic_value("llvm.ceil", &[lt], &[x.into()]),
-            (UnOp::Sqrt, Class::Float) => self.intrinsic_value("llvm.sqrt", &[lt], &[x.into()]),
-            (
-                UnOp::Rsqrt | UnOp::Exp | UnOp::Log | UnOp::Sin | UnOp::Cos | UnOp::Tanh,
-                Class::Float,
-            ) => self.math(op, s, x),
-            _ => Err(self.bug(format!("{op} on {s}"))),
+            Unary::Transcendental => self.math(op, s, x),
         }
     }
 
@@ -1108,30 +1041,12 @@ impl<'a, 'ctx> FnLowering<'a, 'ctx> {
         let t = self.hir_ty(a);
         let (x, y) = (self.val(a)?, self.val(b)?);
         if let (BasicValueEnum::FloatValue(x), BasicValueEnum::FloatValue(y)) = (x, y) {
-            let p = match op {
-                CmpOp::Eq => FloatPredicate::OEQ,
-                CmpOp::Ne => FloatPredicate::UNE,
-                CmpOp::Lt => FloatPredicate::OLT,
-                CmpOp::Le => FloatPredicate::OLE,
-                CmpOp::Gt => FloatPredicate::OGT,
-                CmpOp::Ge => FloatPredicate::OGE,
-            };
+            let p = scalar::float_predicate(op);
             return Ok(self.b.build_float_compare(p, x, y, "")?.into());
         }
         // Pointers compare as unsigned addresses.
         let signed = t.as_scalar().is_some_and(ScalarType::is_signed);
-        let p = match (op, signed) {
-            (CmpOp::Eq, _) => IntPredicate::EQ,
-            (CmpOp::Ne, _) => IntPredicate::NE,
-            (CmpOp::Lt, true) => IntPredicate::SLT,
-            (CmpOp::Le, true) => IntPredicate::SLE,
-            (CmpOp::Gt, true) => IntPredicate::SGT,
-            (CmpOp::Ge, true) => IntPredicate::SGE,
-            (CmpOp::Lt, false) => IntPredicate::ULT,
-            (CmpOp::Le, false) => IntPredicate::ULE,
-            (CmpOp::Gt, false) => IntPredicate::UGT,
-            (CmpOp::Ge, false) => IntPredicate::UGE,
-        };
+        let p = scalar::int_predicate(op, signed);
         match (x, y) {
             (BasicValueEnum::IntValue(x), BasicValueEnum::IntValue(y)) => {
                 Ok(self.b.build_int_compare(p, x, y, "")?.into())
@@ -1151,65 +1066,30 @@ impl<'a, 'ctx> FnLowering<'a, 'ctx> {
             .ok_or_else(|| self.bug(format!("cast to {to}")))?;
         let x = self.val(a)?;
         let dst = ty::value_type(self.l.ctx, to)?;
-        let (fc, tc) = (class_of(from_s), class_of(to_s));
-        let (fb, tb) = (from_s.bits(), to_s.bits());
-        if from_s == to_s {
-            return Ok(x);
-        }
-        if tc == Class::Bool {
-            // Any non-zero value is true.
-            let zero = x.get_type().const_zero();
-            return Ok(match (x, zero) {
-                (BasicValueEnum::FloatValue(x), BasicValueEnum::FloatValue(z)) => self
-                    .b
-                    .build_float_compare(FloatPredicate::UNE, x, z, "")?
-                    .into(),
-                (BasicValueEnum::IntValue(x), BasicValueEnum::IntValue(z)) => {
-                    self.b.build_int_compare(IntPredicate::NE, x, z, "")?.into()
-                }
-                _ => return Err(self.bug(format!("cast of {from_s} to bool"))),
-            });
-        }
-        let op = match (fc, tc) {
-            (Class::Bool, Class::Float) => O::UIToFP,
-            (Class::Bool, _) => O::ZExt,
-            (Class::Signed, Class::Float) => O::SIToFP,
-            (Class::Unsigned, Class::Float) => O::UIToFP,
-            (Class::Float, Class::Signed | Class::Unsigned) => {
-                // Saturating, NaN -> 0: PTX cvt.rzi semantics, no poison.
-                let name = if tc == Class::Signed {
-                    "llvm.fptosi.sat"
-                } else {
-                    "llvm.fptoui.sat"
-                };
-                return self.intrinsic_value(name, &[dst, x.get_type()], &[x.into()]);
-            }
-            (Class::Float, _) => {
-                // f16 <-> bf16 have equal width: go through f32.
-                if fb == tb {
-                    let f32v = self.b.build_cast(O::FPExt, x, self.l.ctx.f32_type(), "")?;
-                    return Ok(self.b.build_cast(O::FPTrunc, f32v, dst, "")?);
-                }
-                if fb < tb {
-                    O::FPExt
-                } else {
-                    O::FPTrunc
+        Ok(match scalar::cast(from_s, to_s) {
+            scalar::Cast::Same => x,
+            scalar::Cast::NonZero => {
+                let zero = x.get_type().const_zero();
+                match (x, zero) {
+                    (BasicValueEnum::FloatValue(x), BasicValueEnum::FloatValue(z)) => self
+                        .b
+                        .build_float_compare(FloatPredicate::UNE, x, z, "")?
+                        .into(),
+                    (BasicValueEnum::IntValue(x), BasicValueEnum::IntValue(z)) => {
+                        self.b.build_int_compare(IntPredicate::NE, x, z, "")?.into()
+                    }
+                    _ => return Err(self.bug(format!("cast of {from_s} to bool"))),
                 }
             }
-            (Class::Signed | Class::Unsigned, _) => {
-                if fb == tb {
-                    return Ok(x);
-                }
-                if fb > tb {
-                    O::Trunc
-                } else if fc == Class::Signed {
-                    O::SExt
-                } else {
-                    O::ZExt
-                }
+            scalar::Cast::Inst(o) => self.b.build_cast(o, x, dst, "")?,
+            scalar::Cast::Saturating(name) => {
+                self.intrinsic_value(name, &[dst, x.get_type()], &[x.into()])?
             }
-        };
-        Ok(self.b.build_cast(op, x, dst, "")?)
+            scalar::Cast::ViaF32 => {
+                let f32v = self.b.build_cast(O::FPExt, x, self.l.ctx.f32_type(), "")?;
+                self.b.build_cast(O::FPTrunc, f32v, dst, "")?
+            }
+        })
     }
 
     fn bitcast(&mut self, a: ValueId, to: &Type) -> CompileResult<BasicValueEnum<'ctx>> {

@@ -13,13 +13,12 @@ import argparse
 import zyntax
 from zyntax import ptxinfo
 from zyntax.compiler import compile as compile_hir
-from zyntax.kernels import (
+from zyntax.kernels import gemm_mma_sync, gemm_simt, gemm_sm90
+from zyntax.kernels.gemm import (
     MMA_SYNC_CONFIG,
     MMA_SYNC_MID_M_CONFIG,
     MMA_SYNC_SMALL_M_CONFIG,
     MMA_SYNC_TF32_CONFIG,
-    gemm_mma_sync,
-    gemm_simt,
 )
 
 
@@ -47,15 +46,24 @@ def main() -> None:
     rows.append(
         ("simt", "all", gemm_simt.Config(), False, gemm_simt.build(gemm_simt.Config(), sspec), 0)
     )
+    for cm in (1, 2):
+        for b_layout in ("col", "row"):
+            cfg = gemm_sm90.Config(b_layout=b_layout, cluster_m=cm)
+            label = f"M > 128, B {b_layout}" + (", 2-block cluster" if cm > 1 else "")
+            rows.append(("sm90", label, cfg, False, gemm_sm90.build(cfg), cfg.shared_bytes))
     print(
         "| variant | M | tile (bm x bn x bk, warp tile, stages) | whole tiles | threads "
         "| registers | shared bytes | stack | spills |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
     for variant, label, cfg, even, module, dyn in rows:
-        ptx = compile_hir(module, backend="nvptx", arch=arch)
-        res = ptxinfo.ptxas_resources(zyntax.validate_ptx(ptx, arch).log)[module.kernels[0]]
-        if variant.startswith("mma_sync"):
+        # wgmma and setmaxnreg are sm_90a instructions
+        karch = "sm_90a" if variant == "sm90" else arch
+        ptx = compile_hir(module, backend="nvptx", arch=karch)
+        res = ptxinfo.ptxas_resources(zyntax.validate_ptx(ptx, karch).log)[module.kernels[0]]
+        if variant == "sm90":
+            tile = f"{cfg.bm}x{cfg.bn}x{cfg.bk}, {cfg.consumers} wgmma warpgroups, {cfg.stages}"
+        elif variant.startswith("mma_sync"):
             tile = f"{cfg.bm}x{cfg.bn}x{cfg.bk}, {cfg.wm}x{cfg.wn}, {cfg.stages}"
             tile += " + fragment pipeline" if cfg.frag_pipeline else ""
         else:

@@ -198,6 +198,16 @@ def test_cluster_launch_shape_and_ptx() -> None:
         gemm_sm90.build(Config(cluster_m=4))
 
 
+def test_default_config_cluster_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert gemm_sm90.default_config(8192, 8192).cluster_m == 1  # unmeasured: off
+    monkeypatch.setattr(gemm_sm90, "CLUSTER_MIN_TILES", 64)
+    assert gemm_sm90.default_config(8192, 8192).cluster_m == 2
+    assert gemm_sm90.default_config(1024, 1024).cluster_m == 1  # 32 tiles
+    assert gemm_sm90.default_config(128, 1 << 20).cluster_m == 1  # one tile row
+    monkeypatch.setattr(gemm_sm90, "CLUSTER_M", 2)
+    assert gemm_sm90.default_config(100, 100).cluster_m == 2
+
+
 def test_module_verifies_round_trips_and_assembles() -> None:
     cfg = Config(bias="bf16", activation="relu")
     m = gemm_sm90.build(cfg)

@@ -2,7 +2,7 @@
 
 Usage on a GPU machine (see docs/gpu-runs.md):
 
-    python benches/gemm.py [--quick] [--cases bf16_8192,fp32_8192] [--sweep]
+    python benches/gemm.py [--quick] [--cases bf16_8192,fp32_8192] [--sweep] [--sm90-clusters 1,2]
 
 Bench ``gemm``, metric ``TFLOP_per_s`` (2·M·N·K per call), impls ``zyntax``,
 ``cublas`` (``torch.matmul``; ``torch._scaled_mm`` for fp8) and ``triton``
@@ -13,6 +13,9 @@ over enough copies that L2 holds none of them between calls. A case whose
 zyntax variant does not exist (or rejects it) gets no zyntax row; its peer
 rows stay. ``--sweep`` adds ``sweep_bf16_<n>`` cases (square sizes) for the
 plot (``benches/plot_gemm.py`` renders docs/gemm.png from the JSON).
+``--sm90-clusters 1,2`` also times the sm90 variant with each cluster size
+(``gemm_sm90.CLUSTER_M``) on every case it runs: zyntax-only rows in
+``notes.sm90_cluster``.
 """
 
 from __future__ import annotations

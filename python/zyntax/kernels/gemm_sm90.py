@@ -242,7 +242,7 @@ def build(cfg: Config) -> hir.Module:
             rank = None
             unit_rows = tiles_m
             first, stride = b.block_idx(), b.grid_dim()
-        tiles = unit_rows * tiles_n
+        units = unit_rows * tiles_n  # tiles without a cluster
 
         def coords(unit: hir.Value) -> tuple[hir.Value, hir.Value]:
             """(tile row, tile column) of this block in unit `unit`."""
@@ -270,7 +270,7 @@ def build(cfg: Config) -> hir.Module:
                 if cfg.setmaxnreg:
                     b.setmaxnreg(producer_regs, increase=False)
                 with b.if_(b.eq(tid, 0)):
-                    with b.loop(first, tiles, stride, carry=[b.const(0, hir.u32)]) as tl:
+                    with b.loop(first, units, stride, carry=[b.const(0, hir.u32)]) as tl:
                         (it0,) = tl.carried
                         tm, tn = coords(tl.index)
                         with b.loop(0, k_blocks, carry=[it0], type=hir.u32) as kl:
@@ -314,7 +314,7 @@ def build(cfg: Config) -> hir.Module:
                 scale = None
                 if scales is not None:
                     scale = b.load(scales[0]) * b.load(scales[1])
-                with b.loop(first, tiles, stride, carry=[b.const(0, hir.u32)]) as tl:
+                with b.loop(first, units, stride, carry=[b.const(0, hir.u32)]) as tl:
                     (it0,) = tl.carried
                     tm, tn = coords(tl.index)
                     zero = b.wgmma_zero(bn)

@@ -2,7 +2,7 @@
 
 Usage on a GPU machine (see docs/gpu-runs.md):
 
-    python benches/gemm.py [--quick] [--cases bf16_8192,fp32_8192] [--sweep]
+    python benches/gemm.py [--quick] [--cases bf16_8192,fp32_8192] [--sweep] [--sm90-clusters 1,2]
 
 Bench ``gemm``, metric ``TFLOP_per_s`` (2·M·N·K per call), impls ``zyntax``,
 ``cublas`` (``torch.matmul``; ``torch._scaled_mm`` for fp8) and ``triton``
@@ -13,6 +13,9 @@ over enough copies that L2 holds none of them between calls. A case whose
 zyntax variant does not exist (or rejects it) gets no zyntax row; its peer
 rows stay. ``--sweep`` adds ``sweep_bf16_<n>`` cases (square sizes) for the
 plot (``benches/plot_gemm.py`` renders docs/gemm.png from the JSON).
+``--sm90-clusters 1,2`` also times the sm90 variant with each cluster size
+(``gemm_sm90.CLUSTER_M``) on every case it runs: zyntax-only rows in
+``notes.sm90_cluster``.
 """
 
 from __future__ import annotations
@@ -218,6 +221,39 @@ def bench_case(
     err = ((Z.double() - ref).norm() / ref.norm()).item()
     res.notes[f"{case}_zyntax_rel_err"] = err
     print(f"  {case:<22} zyntax rel. error {err:.2e}")
+    if ctx["sm90_clusters"] and chosen == "sm90":
+        sm90_clusters(ctx, case, As, Bz, Z, ref, flop, copies)
+
+
+def sm90_clusters(
+    ctx: dict[str, Any], case: str, As: Any, Bz: Any, Z: Any, ref: Any, flop: float, copies: int
+) -> None:
+    """Times the sm90 variant with each cluster size (``gemm_sm90.CLUSTER_M``):
+    zyntax-only rows in ``notes.sm90_cluster`` beside the case's zyntax row."""
+    from zyntax.kernels import gemm_sm90
+
+    zk, res = ctx["zk"], ctx["res"]
+    for cm in ctx["sm90_clusters"]:
+        gemm_sm90.CLUSTER_M = cm
+        try:
+            Z.fill_(float("nan"))
+            zk.matmul(As[0], Bz[0], Z, variant="sm90")
+            err = ((Z.double() - ref).norm() / ref.norm()).item()
+            ms = median_ms(
+                lambda i: zk.matmul(As[i], Bz[i], Z, variant="sm90"),
+                copies,
+                ctx["warmup"],
+                ctx["iters"],
+            )
+        except Exception as e:
+            print(f"  {case:<22} sm90 cluster_m={cm} failed: {type(e).__name__}: {str(e)[:200]}")
+            continue
+        finally:
+            gemm_sm90.CLUSTER_M = None
+        tf = flop / ms / 1e9
+        row = {"case": case, "cluster_m": cm, "TFLOP_per_s": round(tf, 4), "rel_err": err}
+        res.notes.setdefault("sm90_cluster", []).append(row)
+        print(f"  {case:<22} sm90 cluster_m={cm:<6} {tf:10.3f} TFLOP/s (rel. error {err:.2e})")
 
 
 #: mma_sync tile configs the ladder compares (bm, bn, bk, wm, wn, stages, fragment pipeline).
@@ -352,6 +388,12 @@ def main() -> int:
         help="time the mma_sync tile configs (and the tail-checked kernel) at 8192^3 "
         "first; the best config then runs the cases",
     )
+    p.add_argument(
+        "--sm90-clusters",
+        default="",
+        help="comma-separated cluster sizes (1,2) to time the sm90 variant with "
+        "as well (notes.sm90_cluster)",
+    )
     args = p.parse_args()
     torch = optional("torch")
     if torch is None or not torch.cuda.is_available():
@@ -381,6 +423,7 @@ def main() -> int:
     }
     ctx = {"torch": torch, "zk": zk, "res": res, "trun": trun, "dev": dev, "sms": sms}
     ctx.update(tdt=tdt, warmup=warmup, iters=iters)
+    ctx["sm90_clusters"] = [int(c) for c in args.sm90_clusters.split(",") if c]
     res.notes["zyntax_matmul_call_us"] = call_overhead_us(torch, zk)
     print(f"  zyntax.kernels.matmul call overhead: {res.notes['zyntax_matmul_call_us']:.1f} us")
     if args.ladder:

@@ -15,12 +15,20 @@ Steps:
 - ``persistent``: one block per SM walking the tiles in grouped order (the
   full kernel, also reported as ``zyntax``).
 
+- ``cluster``: 2-block clusters, each block loading its own A and half of
+  the shared B tile with TMA multicast (``Config(cluster_m=2)``), as many
+  clusters as fit resident.
+
 Variations of the full kernel, reported beside the steps: ``persistent_overlap``
 (one wgmma group kept in flight, stages released a step late),
 ``persistent_group16`` (16 tile rows per group), ``persistent_no_setmaxnreg``,
-and ``persistent_again`` (the full kernel once more: the run's spread).
+``persistent_again`` (the full kernel once more: the run's spread), and of the
+cluster kernel: ``cluster_group16``, ``cluster_group4``, ``cluster_overlap``,
+``cluster_b_row`` (B row-major: N-major 64-column boxes, as benches/gemm.py
+passes it) beside ``persistent_b_row``, and ``cluster_again``.
 
-``--ncu`` runs only the full kernel once at 8192^3 (for Nsight Compute).
+``--ncu`` runs only the full kernel once at 8192^3, then the cluster kernel
+(for Nsight Compute: ``--launch-count 2``).
 """
 
 from __future__ import annotations
@@ -47,7 +55,9 @@ def main() -> None:
     p.add_argument(
         "--steps",
         default="wgmma_tma,ws,ws_setmaxnreg,persistent,"
-        "persistent_overlap,persistent_group16,persistent_no_setmaxnreg,persistent_again",
+        "persistent_overlap,persistent_group16,persistent_no_setmaxnreg,persistent_again,"
+        "cluster,cluster_group16,cluster_group4,cluster_overlap,persistent_b_row,cluster_b_row,"
+        "cluster_again",
     )
     args = p.parse_args()
 
@@ -107,7 +117,9 @@ def main() -> None:
         a = torch.randn(n, n, device="cuda").bfloat16()
         bt = torch.randn(n, n, device="cuda").bfloat16()
         out = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
-        gemm_sm90.matmul_sm90(a, bt.t(), out, b_layout="col")
+        gemm_sm90.matmul_sm90(a, bt.t(), out, b_layout="col", config=gemm_sm90.Config())
+        cluster = gemm_sm90.Config(cluster_m=2)
+        gemm_sm90.matmul_sm90(a, bt.t(), out, b_layout="col", config=cluster)
         torch.cuda.synchronize()
         return
 
@@ -207,7 +219,9 @@ def bench_case(
         ms = timed(lambda i: runs[i](), sets, reps)
         res.add(case, "zyntax_wgmma_tma", "TFLOP_per_s", tflops(ms), False)
     base = gemm_sm90.Config(dtype=dtype, out_dtype=dtype)
-    variants = {
+    cluster = dataclasses.replace(base, cluster_m=2)
+    # (config, SM cap or None for as many clusters as fit, B layout)
+    variants: dict[str, tuple[Any, int | None]] = {
         "ws": (dataclasses.replace(base, setmaxnreg=False), 1 << 30),
         "ws_setmaxnreg": (base, 1 << 30),
         "persistent": (base, sms),
@@ -216,18 +230,41 @@ def bench_case(
         "persistent_group16": (dataclasses.replace(base, group_m=16), sms),
         "persistent_no_setmaxnreg": (dataclasses.replace(base, setmaxnreg=False), sms),
         "persistent_again": (base, sms),  # the full kernel timed twice: the spread
+        "cluster": (cluster, None),
+        "cluster_group16": (dataclasses.replace(cluster, group_m=16), None),
+        "cluster_group4": (dataclasses.replace(cluster, group_m=4), None),
+        "cluster_overlap": (dataclasses.replace(cluster, overlap=True), None),
+        "persistent_b_row": (dataclasses.replace(base, b_layout="row"), sms),
+        "cluster_b_row": (dataclasses.replace(cluster, b_layout="row"), None),
+        "cluster_again": (cluster, None),
     }
+    b_rows = None
+    if any(s.endswith("b_row") for s in steps):
+        b_rows = [bt.t().contiguous() for bt in bt_sets]
     for step, (cfg, cap) in variants.items():
         if step not in steps:
             continue
 
-        def run(i: int, cfg: Any = cfg, cap: int = cap) -> None:
-            gemm_sm90.matmul_sm90(
-                a_sets[i], bt_sets[i].t(), out, b_layout="col", config=cfg, sms=cap
-            )
+        def run(i: int, cfg: Any = cfg, cap: int | None = cap) -> None:
+            if cfg.b_layout == "row":
+                assert b_rows is not None
+                b = b_rows[i]
+            else:
+                b = bt_sets[i].t()
+            gemm_sm90.matmul_sm90(a_sets[i], b, out, b_layout=cfg.b_layout, config=cfg, sms=cap)
 
-        ms = timed(run, sets, reps)
-        res.add(case, f"zyntax_{step}", "TFLOP_per_s", tflops(ms), False)
+        try:
+            out.fill_(float("nan"))
+            run(0)
+            torch.cuda.synchronize()
+            got = out[:512].double()
+            step_err = float(torch.linalg.norm(got - ref) / torch.linalg.norm(ref))
+            ms = timed(run, sets, reps)
+        except Exception as e:  # a failing variant is reported, not fatal
+            print(f"  {case} {step}: failed: {type(e).__name__}: {str(e)[:200]}", flush=True)
+            continue
+        print(f"  {case} {step}: {tflops(ms):.1f} TFLOP/s, rel. error {step_err:.2e}", flush=True)
+        res.add(case, f"zyntax_{step}", "TFLOP_per_s", tflops(ms), False, rel_err=step_err)
         if step == "persistent":
             res.add(case, "zyntax", "TFLOP_per_s", tflops(ms), False, rel_err=err)
 

@@ -48,8 +48,10 @@ def main() -> None:
     )
     # The sm90 kernel has no tail-checked twin: TMA clips the edge tiles.
     for label, cfg90 in [
-        ("bf16", gemm_sm90.Config()),
+        ("bf16, B column-major", gemm_sm90.Config()),
         ("bf16, B row-major", gemm_sm90.Config(b_layout="row")),
+        ("bf16, B column-major, 2-block cluster", gemm_sm90.Config(cluster_m=2)),
+        ("bf16, B row-major, 2-block cluster", gemm_sm90.Config(b_layout="row", cluster_m=2)),
         ("tf32", gemm_sm90.Config(dtype="tf32", out_dtype="f32")),
         ("fp8 e4m3, scaled", gemm_sm90.Config(dtype="e4m3", scaled=True)),
     ]:

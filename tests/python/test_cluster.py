@@ -196,6 +196,59 @@ def test_griddepcontrol_is_ordered_after_earlier_launches() -> None:
     np.testing.assert_array_equal(out, np.arange(64, dtype=np.uint32) * 3 + 1)
 
 
+def multicast_module(c: int, declared: bool = True) -> hir.Module:
+    """`gather(tmap, out)`: block r of a cluster of `c` loads rows 4r..4r+3
+    of the tensor (an 8-column f32 box) with TMA multicast into the same
+    offset of every block's shared memory; each block waits for all c boxes
+    on its own barrier and writes its shared copy to its slice of out."""
+    m = hir.Module("multicast", targets=["sm_90a"])
+    params = [hir.tensormap, hir.ptr("global", hir.f32)]
+    with m.kernel("gather", params, cluster=(c, 1, 1) if declared else None) as b:
+        tmap, out = b.params
+        smem = b.shared_alloc(hir.f32, 32 * c, align=128)
+        bar = b.shared_alloc(hir.u64, 1)
+        rank, tid = b.cluster_ctarank(), b.thread_idx()
+        with b.if_(b.eq(tid, 0)):
+            b.mbarrier_init(bar, 1)
+            b.fence_mbarrier_init()
+        b.cluster_sync()  # every block's barrier is initialised before the copies land
+        with b.if_(b.eq(tid, 0)):
+            b.mbarrier_arrive_expect_tx(bar, 128 * c)
+            dst = b.ptr_add(smem, rank * 32)
+            mask = b.const((1 << c) - 1, hir.u16)
+            b.tma_load(dst, tmap, [0, b.cast(rank * 4, hir.i32)], bar, multicast=mask)
+        spin, done = b.block(), b.block()
+        b.jump(spin)
+        b.switch_to(spin)
+        b.br(b.mbarrier_try_wait_parity(bar, 0), done, spin)
+        b.switch_to(done)
+        with b.for_range(tid, 32 * c, b.block_dim(), type=hir.u32) as i:
+            b.store(b.ptr_add(out, b.block_idx() * (32 * c) + i), b.load(b.ptr_add(smem, i)))
+        b.cluster_sync()
+        b.ret()
+    return m
+
+
+@pytest.mark.parametrize("c", [1, 2, 4])
+def test_tma_multicast_fills_every_block_of_the_cluster(c: int) -> None:
+    clusters = int(rng.integers(1, 3))
+    x = rng.standard_normal((4 * c, 8)).astype(np.float32)
+    out = np.full(clusters * c * 32 * c, np.nan, np.float32)
+    tmap = interp.TensorMap.tiled(x, (8, 4))
+    interp.launch(multicast_module(c), "gather", clusters * c, 64, tmap, out)
+    np.testing.assert_array_equal(out, np.tile(x.ravel(), clusters * c))
+
+
+def test_tma_multicast_mask_outside_the_cluster_traps() -> None:
+    x = rng.standard_normal((8, 8)).astype(np.float32)
+    out = np.zeros(64 * 4, np.float32)
+    tmap = interp.TensorMap.tiled(x, (8, 4))
+    # the mask names 2 blocks, but the launch has no clusters
+    m = multicast_module(2, declared=False)
+    with pytest.raises(zyntax.TrapError, match="rank 1 is outside the cluster of 1 blocks"):
+        interp.launch(m, "gather", 4, 32, tmap, out)
+
+
 def test_zir_round_trip_and_ptxas() -> None:
     import cluster_exchange
 
@@ -209,6 +262,11 @@ def test_zir_round_trip_and_ptxas() -> None:
         assert s in text
     ptx = zyntax.compile(cluster_exchange.build(), backend="nvptx", arch="sm_90")
     assert ".reqnctapercluster 2, 1, 1" in ptx and "mapa.u64" in ptx
+    mc = multicast_module(2)
+    assert hir.parse_zir(mc.to_zir()) == mc
+    ptx = zyntax.compile(mc, backend="nvptx", arch="sm_90a")
+    assert ".multicast::cluster" in ptx
+    zyntax.validate_ptx(ptx, arch="sm_90a")
 
 
 # ---------------------------------------------------------------- bad input

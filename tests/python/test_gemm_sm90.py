@@ -165,6 +165,49 @@ def test_one_consumer_without_setmaxnreg() -> None:
     run(64, 64, 256, Config(bn=64, consumers=1, stages=2, setmaxnreg=False))
 
 
+def test_cluster_pair_multicast_b() -> None:
+    # 3 tile rows: the second unit's lower tile lies wholly below M (zeros,
+    # no stores) yet still multicasts its half of B; one cluster walks all
+    # 4 units, so the ring's phases and the remote releases carry across
+    run(300, 512, 192, Config(cluster_m=2), grid=2)
+
+
+def test_cluster_row_layout_tails_f16_bias() -> None:
+    # N-major B: each block multicasts half of the 64-column boxes; tails in M, N, K
+    cfg = Config(
+        dtype="f16", out_dtype="f32", b_layout="row", bias="f32", cluster_m=2, pair_store=False
+    )
+    run(130, 257, 71, cfg, bias=True)
+
+
+def test_cluster_launch_shape_and_ptx() -> None:
+    cfg = Config(cluster_m=2)
+    # 64 x 32 tiles in units of 2 tile rows: 66 clusters on 133 SMs
+    assert gemm_sm90.launch_shape(cfg, 8192, 8192, 133)[0] == 132
+    assert gemm_sm90.launch_shape(cfg, 100, 100, 132)[0] == 2
+    assert gemm_sm90._boxes(cfg)[1] == (64, 128)
+    ptx = zyntax.compile(gemm_sm90.build(cfg), backend="nvptx", arch="sm_90a")
+    assert ".reqnctapercluster 2, 1, 1" in ptx
+    assert "multicast::cluster" in ptx
+    assert "mbarrier.arrive.release.cluster.shared::cluster.b64" in ptx
+    assert "barrier.cluster.wait" in ptx
+    zyntax.validate_ptx(ptx, arch="sm_90a")
+    with pytest.raises(ValueError, match="cluster"):
+        gemm_sm90.build(Config(cluster_m=2, b_layout="row", bn=64))
+    with pytest.raises(ValueError, match="cluster"):
+        gemm_sm90.build(Config(cluster_m=4))
+
+
+def test_default_config_cluster_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert gemm_sm90.default_config(8192, 8192).cluster_m == 1  # unmeasured: off
+    monkeypatch.setattr(gemm_sm90, "CLUSTER_MIN_TILES", 64)
+    assert gemm_sm90.default_config(8192, 8192).cluster_m == 2
+    assert gemm_sm90.default_config(1024, 1024).cluster_m == 1  # 32 tiles
+    assert gemm_sm90.default_config(128, 1 << 20).cluster_m == 1  # one tile row
+    monkeypatch.setattr(gemm_sm90, "CLUSTER_M", 2)
+    assert gemm_sm90.default_config(100, 100).cluster_m == 2
+
+
 def test_module_verifies_round_trips_and_assembles() -> None:
     cfg = Config(bias="bf16", activation="relu")
     m = gemm_sm90.build(cfg)

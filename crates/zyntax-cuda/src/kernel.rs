@@ -492,6 +492,23 @@ impl Kernel {
             return Ok(()); // a declared shape: the driver checks it at load
         }
         // Whether one cluster of this shape fits an SM group at all.
+        if self.max_active_clusters(cfg, c)? < 1 {
+            return Err(self
+                .err(format!(
+                    "cluster of {n} blocks of {} threads and {} bytes of dynamic shared memory \
+                     cannot be resident on this device (cuOccupancyMaxActiveClusters = 0)",
+                    cfg.block[0] * cfg.block[1] * cfg.block[2],
+                    cfg.shared_bytes
+                ))
+                .into());
+        }
+        Ok(())
+    }
+
+    /// How many clusters of `c` blocks of `cfg`'s block shape and dynamic
+    /// shared memory can be resident at once (`cuOccupancyMaxActiveClusters`):
+    /// the grid of a persistent cluster kernel.
+    pub fn max_active_clusters(&self, cfg: &LaunchConfig, c: [u32; 3]) -> Result<u32> {
         let mut attr = cluster_attr(c);
         let lc = sys::CUlaunchConfig {
             gridDimX: cfg.grid[0],
@@ -512,17 +529,7 @@ impl Kernel {
             unsafe { sys::cuOccupancyMaxActiveClusters(&mut clusters, self.inner.func.0, &lc) },
             "cuOccupancyMaxActiveClusters",
         )?;
-        if clusters < 1 {
-            return Err(self
-                .err(format!(
-                    "cluster of {n} blocks of {} threads and {} bytes of dynamic shared memory \
-                     cannot be resident on this device (cuOccupancyMaxActiveClusters = 0)",
-                    cfg.block[0] * cfg.block[1] * cfg.block[2],
-                    cfg.shared_bytes
-                ))
-                .into());
-        }
-        Ok(())
+        Ok(clusters.max(0) as u32)
     }
 
     /// Whether every block of the grid can be resident at once (cooperative launch).

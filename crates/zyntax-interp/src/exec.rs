@@ -9,7 +9,7 @@
 //! collective runs when every non-exited lane named in the masks of the lanes
 //! that reached it has reached the same instruction.
 //!
-//! Kernels that use cluster barriers, `mapa` or `grid_sync` run co-scheduled
+//! Kernels that use cluster barriers, `mapa`, TMA multicast or `grid_sync` run co-scheduled
 //! (h13-cluster): the blocks of one cluster (with `grid_sync`, of the whole
 //! grid) are resident together and take turns, each until its warps are all
 //! blocked, done, or out of their time slice (see `run_co`).
@@ -319,11 +319,13 @@ impl<'a> Exec<'a> {
             .map(|t| [t % bx, (t / bx) % by, t / (bx * by)])
             .collect();
         let warps = new_warps(p, nthreads);
-        let co = p.insts.iter().any(|i| {
-            matches!(
-                i.op,
-                DOp::ClusterArrive | DOp::ClusterWait | DOp::GridSync | DOp::Mapa { .. }
-            )
+        let co = p.insts.iter().any(|i| match i.op {
+            DOp::ClusterArrive | DOp::ClusterWait | DOp::GridSync | DOp::Mapa { .. } => true,
+            DOp::Tma(t) => matches!(
+                p.tma[t as usize].op,
+                zyntax_hir::Op::TmaLoad { multicast: true }
+            ),
+            _ => false,
         });
         Exec {
             m,
@@ -1333,16 +1335,36 @@ impl<'a> Exec<'a> {
                     for l in lanes(mask) {
                         let tid = base + l as u32;
                         let val = |k: usize| r(regs, inst.slots[k], l);
-                        crate::tma::exec(inst, &self.tensor_maps, mem, val, tid).map_err(|e| {
-                            match e {
+                        // A multicast's target in the cluster's block `rank`.
+                        let own = cluster_rank(self.bid, self.cluster);
+                        let peer = |ptr: u64, rank: u32| {
+                            if rank == own {
+                                return Ok(ptr);
+                            }
+                            mapa_target(
+                                (&self.shared_ids, self.dyn_id),
+                                &self.parked,
+                                &self.group,
+                                self.cur,
+                                self.cluster,
+                                self.bid,
+                                ptr,
+                                rank,
+                            )
+                            .map_err(|(k, m)| {
+                                crate::tma::TmaError::Trap(k, format!("tma.load.multicast: {m}"))
+                            })
+                        };
+                        crate::tma::exec(inst, &self.tensor_maps, mem, val, tid, peer).map_err(
+                            |e| match e {
                                 crate::tma::TmaError::Mem(f, what) => {
                                     ctx.fault(f, pc, tid, what, &self.tids)
                                 }
                                 crate::tma::TmaError::Trap(kind, msg) => {
                                     ctx.trap(kind, pc, tid, msg)
                                 }
-                            }
-                        })?;
+                            },
+                        )?;
                     }
                 }
                 DOp::Mbarrier {

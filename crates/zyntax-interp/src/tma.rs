@@ -11,6 +11,9 @@
 //!   outside `0..dims[k]`; it is written to the shared destination at
 //!   [`TensorMapDesc::shared_offset`] (dense box, innermost first, then the
 //!   swizzle). Then the box's bytes complete on the mbarrier (`complete_tx`).
+//!   With a multicast mask the box and its `complete_tx` go to the same
+//!   shared offsets in every CTA of the cluster the mask names (the blocks
+//!   run co-scheduled, as with `mapa`).
 //! - `tma.store` / `tma.reduce.*`: the reverse for in-bounds elements only;
 //!   the reduction combines with the tensor's value in its element type.
 //! - `bulk.copy.*`: `bytes` (a multiple of 16, both ends 16-byte aligned).
@@ -69,6 +72,7 @@ pub fn exec(
     mem: &mut Memory,
     val: impl Fn(usize) -> u64,
     tid: u32,
+    peer: impl Fn(u64, u32) -> Result<u64, TmaError>,
 ) -> Result<(), TmaError> {
     let mn = inst.op.mnemonic();
     let map = |k: usize| -> Result<&InterpTensorMap, TmaError> {
@@ -89,36 +93,51 @@ pub fn exec(
     match &inst.op {
         Op::TmaLoad { multicast } => {
             let end = n - usize::from(*multicast);
-            if *multicast {
-                let m = val(end) & 0xffff;
-                // The interpreter runs without clusters: this CTA is rank 0.
-                if m != 1 {
-                    return trap(format!(
-                        "{mn}: CTA mask {m:#06x} names CTAs other than rank 0; the interpreter runs each CTA alone (mask 0x0001)"
-                    ));
-                }
-            }
             let t = map(1)?;
             let c = coords(3, end);
             check_coords(&mn, &t.desc, &c)?;
-            let dst = val(0);
-            shared_box_ptr(mem, dst, &t.desc, &mn)?;
+            // (destination, barrier) per receiving CTA: the issuer's own, or
+            // with a multicast mask the same offsets in every named CTA.
+            let (dst, bar) = (val(0), val(2));
+            let mut targets = Vec::new();
+            if *multicast {
+                let mask = val(end) & 0xffff;
+                if mask == 0 {
+                    return trap(format!("{mn}: the CTA mask is empty"));
+                }
+                for rank in (0..16).filter(|r| mask >> r & 1 != 0) {
+                    targets.push((peer(dst, rank)?, peer(bar, rank)?));
+                }
+            } else {
+                targets.push((dst, bar));
+            }
+            // Read the box once, then write it to every target.
             let fill = fill_bits(&t.desc);
             let esize = t.desc.elem_bytes() as usize;
+            let mut data = Vec::new();
             for_each_box_elem(&t.desc, |idx| {
-                let v = match global_offset(t, &c, idx) {
+                data.push(match global_offset(t, &c, idx) {
                     Some(off) => {
                         let p = memory::make_ptr(t.buffer as u32 + 1, off as i64);
                         mem.load(p, esize, 1, tid)
                             .map_err(mem_err("tma.load tensor read"))?
                     }
                     None => fill,
-                };
-                let d = memory::ptr_add(dst, t.desc.shared_offset(idx) as i64);
-                mem.store(d, esize, 1, v, tid)
-                    .map_err(mem_err("tma.load shared write"))
+                });
+                Ok(())
             })?;
-            complete_tx(mem, val(2), t.desc.box_bytes(), tid)
+            for (dst, bar) in targets {
+                shared_box_ptr(mem, dst, &t.desc, &mn)?;
+                let mut k = 0;
+                for_each_box_elem(&t.desc, |idx| {
+                    let d = memory::ptr_add(dst, t.desc.shared_offset(idx) as i64);
+                    k += 1;
+                    mem.store(d, esize, 1, data[k - 1], tid)
+                        .map_err(mem_err("tma.load shared write"))
+                })?;
+                complete_tx(mem, bar, t.desc.box_bytes(), tid)?;
+            }
+            Ok(())
         }
         Op::TmaStore | Op::TmaReduce(_) => {
             let t = map(0)?;

@@ -2468,6 +2468,34 @@ impl CudaKernel {
         )
     }
 
+    /// Clusters of `cluster` blocks of `block` threads with `shared_mem`
+    /// dynamic shared bytes that can be resident at once (0: none fits;
+    /// the grid of a persistent cluster kernel). Raises the kernel's dynamic
+    /// shared memory limit first when `shared_mem` exceeds 48 KiB.
+    #[pyo3(signature = (block, cluster, shared_mem=None))]
+    fn max_active_clusters(
+        &self,
+        py: Python<'_>,
+        block: &Bound<'_, PyAny>,
+        cluster: &Bound<'_, PyAny>,
+        shared_mem: Option<Checked<u32>>,
+    ) -> PyResult<u32> {
+        let shared = shared_mem.map_or(0, |s| s.0);
+        let block = crate::checked::dim3(block, "block", 1)?;
+        let c = crate::checked::dim3(cluster, "cluster", 1)?;
+        let cfg = zc::LaunchConfig {
+            grid: c,
+            block,
+            shared_bytes: shared,
+        };
+        guard(|| {
+            if shared > 48 * 1024 {
+                self.inner.set_max_dynamic_shared(shared).py(py)?;
+            }
+            self.inner.max_active_clusters(&cfg, c).py(py)
+        })
+    }
+
     /// Raises the dynamic shared memory this kernel may use (done
     /// automatically by launches that ask for more than 48 KiB).
     fn set_max_dynamic_shared(&self, py: Python<'_>, nbytes: Checked<u32>) -> PyResult<()> {

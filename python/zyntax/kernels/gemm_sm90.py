@@ -18,6 +18,13 @@ describes the design; in short:
 - The grid is persistent (one block per SM, or fewer); blocks walk the output
   tiles with a stride of the grid size, in a grouped order (``GROUP_M`` tile rows
   at a time) so that concurrently running tiles share their A and B panels in L2.
+- Clusters (``cluster_m=2``): the two blocks of a cluster compute vertically
+  adjacent tiles with the same B tile. Each loads its own A and half of B,
+  multicast into both blocks' stage (``tma.load`` with a CTA mask), so each
+  ``full`` barrier still expects the whole stage's bytes; every consumer warp
+  releases a stage on the ``empty`` barrier of both blocks (``mapa`` +
+  ``mbarrier.arrive`` at cluster scope), since both producers write into it.
+  The cluster walks tile pairs: both blocks see the same sequence.
 - Tails: TMA fills out-of-bounds tile elements with zeros; the epilogue (bias,
   ReLU/GELU, cast) writes straight from the accumulator registers with guarded
   stores.
@@ -74,6 +81,8 @@ class Config:
     # keep one wgmma group in flight and release its stage one step late; measured
     # slower with setmaxnreg on the H100 (benches/gemm_ladder.py), so off
     overlap: bool = False
+    # blocks per cluster along M sharing (multicasting) the B tile: 1 or 2
+    cluster_m: int = 1
 
     @property
     def bm(self) -> int:
@@ -124,6 +133,16 @@ class Config:
             raise ValueError(f"{self.dtype} wgmma needs a K-major B (b_layout='col')")
         if self.bn not in (64, 128, 256) or self.stages < 2 or self.consumers not in (1, 2):
             raise ValueError(f"unsupported tile configuration {self}")
+        if self.cluster_m not in (1, 2) or (
+            self.cluster_m > 1 and self.b_layout == "row" and self.bn < 128
+        ):
+            raise ValueError(f"unsupported cluster configuration {self}")
+
+    @property
+    def b_box_rows(self) -> int:
+        """N rows of B one block loads per stage ("col" layout): all of the
+        tile's, or its share of the multicast."""
+        return self.bn // self.cluster_m
 
 
 def _wait(b: hir.FunctionBuilder, bar: hir.Value, parity: hir.Value) -> None:
@@ -175,7 +194,9 @@ def build(cfg: Config) -> hir.Module:
     params += [hir.u32, hir.u32, hir.u32]
     bm, bn, bk, stages = cfg.bm, cfg.bn, cfg.bk, cfg.stages
     su64 = hir.ptr("shared", hir.u64)
-    with m.kernel("gemm_sm90", params, max_threads=cfg.threads, min_blocks=1) as b:
+    cm = cfg.cluster_m
+    cluster = (cm, 1, 1) if cm > 1 else None
+    with m.kernel("gemm_sm90", params, max_threads=cfg.threads, min_blocks=1, cluster=cluster) as b:
         tmap_a, tmap_b, out = b.params[:3]
         bias = b.params[3] if cfg.bias is not None else None
         scales = b.params[-5:-3] if cfg.scaled else None
@@ -200,15 +221,42 @@ def build(cfg: Config) -> hir.Module:
         with b.if_(b.eq(tid, 0)):
             for i in range(stages):
                 b.mbarrier_init(full(b.const(i, hir.u32)), 1)
-                b.mbarrier_init(empty(b.const(i, hir.u32)), 4 * cfg.consumers)
+                # every consumer warp of every block writing into the stage
+                b.mbarrier_init(empty(b.const(i, hir.u32)), 4 * cfg.consumers * cm)
             b.fence_mbarrier_init()
-        b.barrier()
+        if cm > 1:
+            # the peer's barriers are initialised before anything reaches them
+            b.cluster_sync()
+        else:
+            b.barrier()
 
         tiles_m = (size_m + (bm - 1)) // bm
         tiles_n = (size_n + (bn - 1)) // bn
-        tiles = tiles_m * tiles_n
         k_blocks = (size_k + (bk - 1)) // bk
-        first, stride = b.block_idx(), b.grid_dim()
+        if cm > 1:
+            # the cluster walks units of cm vertically adjacent tiles
+            rank = b.cluster_ctarank()
+            unit_rows = (tiles_m + (cm - 1)) // cm
+            first, stride = b.cluster_idx(), b.cluster_grid_dim()
+        else:
+            rank = None
+            unit_rows = tiles_m
+            first, stride = b.block_idx(), b.grid_dim()
+        units = unit_rows * tiles_n  # tiles without a cluster
+
+        def coords(unit: hir.Value) -> tuple[hir.Value, hir.Value]:
+            """(tile row, tile column) of this block in unit `unit`."""
+            um, tn = _tile_coords(b, unit, unit_rows, tiles_n, max(1, cfg.group_m // cm))
+            return (um * cm + rank if rank is not None else um), tn
+
+        def release(stage: hir.Value) -> None:
+            """One warp's arrival on `empty[stage]` of every block of the cluster."""
+            if cm == 1:
+                b.mbarrier_arrive(empty(stage))
+            else:
+                for r in range(cm):
+                    b.mbarrier_arrive_cluster(b.mapa(empty(stage), r))
+
         warpgroup = tid >> 7
         producer_regs, consumer_regs = cfg.registers
 
@@ -222,9 +270,9 @@ def build(cfg: Config) -> hir.Module:
                 if cfg.setmaxnreg:
                     b.setmaxnreg(producer_regs, increase=False)
                 with b.if_(b.eq(tid, 0)):
-                    with b.loop(first, tiles, stride, carry=[b.const(0, hir.u32)]) as tl:
+                    with b.loop(first, units, stride, carry=[b.const(0, hir.u32)]) as tl:
                         (it0,) = tl.carried
-                        tm, tn = _tile_coords(b, tl.index, tiles_m, tiles_n, cfg.group_m)
+                        tm, tn = coords(tl.index)
                         with b.loop(0, k_blocks, carry=[it0], type=hir.u32) as kl:
                             (it,) = kl.carried
                             s, parity = ring_slot(it)
@@ -234,15 +282,23 @@ def build(cfg: Config) -> hir.Module:
                             k0 = b.cast(kl.index * bk, hir.i32)
                             row_a = b.cast(tm * bm, hir.i32)
                             b.tma_load(a_stage(s), tmap_a, [k0, row_a], bar)
+                            # this block's share of B (all of it without a
+                            # cluster), multicast into every block's stage
+                            mask = b.const((1 << cm) - 1, hir.u16) if cm > 1 else None
                             if cfg.b_layout == "col":
-                                row_b = b.cast(tn * bn, hir.i32)
-                                b.tma_load(b_stage(s), tmap_b, [k0, row_b], bar)
+                                half = cfg.b_box_rows
+                                row = rank * half if rank is not None else 0
+                                row_b = b.cast(tn * bn + row, hir.i32)
+                                dst = b.ptr_add(b_stage(s), row * ROW_BYTES)
+                                b.tma_load(dst, tmap_b, [k0, row_b], bar, multicast=mask)
                             else:
                                 # N-major B: bn / 64 boxes of 64 columns x BK rows
-                                for j in range(bn // 64):
-                                    col = b.cast(tn * bn + 64 * j, hir.i32)
-                                    dst = b.ptr_add(b_stage(s), j * 64 * ROW_BYTES)
-                                    b.tma_load(dst, tmap_b, [col, k0], bar)
+                                share = bn // 64 // cm
+                                for j in range(share):
+                                    jj = rank * share + j if rank is not None else j
+                                    col = b.cast(tn * bn + jj * 64, hir.i32)
+                                    dst = b.ptr_add(b_stage(s), jj * (64 * ROW_BYTES))
+                                    b.tma_load(dst, tmap_b, [col, k0], bar, multicast=mask)
                             kl.next(it + 1)
                         tl.next(kl.results[0])
             with roles.else_:
@@ -258,9 +314,9 @@ def build(cfg: Config) -> hir.Module:
                 scale = None
                 if scales is not None:
                     scale = b.load(scales[0]) * b.load(scales[1])
-                with b.loop(first, tiles, stride, carry=[b.const(0, hir.u32)]) as tl:
+                with b.loop(first, units, stride, carry=[b.const(0, hir.u32)]) as tl:
                     (it0,) = tl.carried
-                    tm, tn = _tile_coords(b, tl.index, tiles_m, tiles_n, cfg.group_m)
+                    tm, tn = coords(tl.index)
                     zero = b.wgmma_zero(bn)
                     with b.loop(0, k_blocks, carry=[zero, it0], type=hir.u32) as kl:
                         acc, it = kl.carried
@@ -305,19 +361,22 @@ def build(cfg: Config) -> hir.Module:
                             # the previous stage's wgmmas are done: hand it back
                             b.wgmma_wait_group(1)
                             with b.if_(b.and_(b.eq(lane, 0), b.gt(kl.index, 0))):
-                                b.mbarrier_arrive(empty((it + (stages - 1)) % stages))
+                                release((it + (stages - 1)) % stages)
                         else:
                             b.wgmma_wait_group(0)
                             with b.if_(b.eq(lane, 0)):
-                                b.mbarrier_arrive(empty(s))
+                                release(s)
                         kl.next(acc, it + 1)
                     acc, it_end = kl.results
                     if cfg.overlap:
                         b.wgmma_wait_group(0)
                         with b.if_(b.and_(b.eq(lane, 0), b.gt(k_blocks, 0))):
-                            b.mbarrier_arrive(empty((it_end + (stages - 1)) % stages))
+                            release((it_end + (stages - 1)) % stages)
                     _epilogue(b, cfg, acc, out, bias, scale, size_m, size_n, tm, tn, c, lt)
                     tl.next(it_end)
+        if cm > 1:
+            # no block exits while the peer may still arrive on its barriers
+            b.cluster_sync()
         b.ret()
     m.verify()
     return m
@@ -388,6 +447,27 @@ def _pack2(b: hir.FunctionBuilder, x: hir.Value, y: hir.Value, pair_t: hir.Type)
     return b.bitcast(lo | (hi << bits), pair_t)
 
 
+#: Blocks per cluster :func:`matmul_sm90` uses without a `config`: None
+#: picks by size (:func:`default_config`); benches/gemm.py sets 1 or 2 to
+#: time both.
+CLUSTER_M: int | None = None
+#: Output tiles from which the default config runs 2-block clusters; None:
+#: never. The cluster variant has not been timed on a GPU yet (docs/kernels.md,
+#: "Hopper GEMM"), so the registry keeps the measured 1-block kernel.
+CLUSTER_MIN_TILES: int | None = None
+
+
+def default_config(m: int, n: int) -> Config:
+    """The tile configuration for an m x n output when none is given."""
+    cm = CLUSTER_M
+    if cm is None:
+        base = Config()
+        tiles_m, tiles_n = -(-m // base.bm), -(-n // base.bn)
+        big = CLUSTER_MIN_TILES is not None and tiles_m * tiles_n >= CLUSTER_MIN_TILES
+        cm = 2 if big and tiles_m >= 2 else 1
+    return Config(cluster_m=cm)
+
+
 @functools.lru_cache(maxsize=64)
 def module(cfg: Config) -> hir.Module:
     """`build(cfg)`, cached."""
@@ -396,9 +476,12 @@ def module(cfg: Config) -> hir.Module:
 
 def launch_shape(cfg: Config, m: int, n: int, sms: int) -> tuple[int, int, int]:
     """(grid, block, dynamic shared bytes) of a persistent launch on `sms`
-    multiprocessors (pass a large `sms` for one block per tile)."""
-    tiles = -(-m // cfg.bm) * -(-n // cfg.bn)
-    return max(1, min(tiles, sms)), cfg.threads, cfg.shared_bytes
+    multiprocessors (pass a large `sms` for one block per tile); with
+    clusters, whole clusters of `cfg.cluster_m` blocks, one per unit of
+    `cluster_m` tile rows."""
+    cm = cfg.cluster_m
+    units = -(-m // (cfg.bm * cm)) * -(-n // cfg.bn)
+    return max(1, min(units, sms // cm)) * cm, cfg.threads, cfg.shared_bytes
 
 
 # ------------------------------------------------------------------ launching
@@ -463,6 +546,19 @@ def _sm_count(device: int) -> int:
     from zyntax import cuda
 
     return int(cuda.Device(device).sm_count)
+
+
+@functools.lru_cache(maxsize=64)
+def _resident_blocks(cfg: Config, device: int) -> int:
+    """Blocks of `cfg` resident at once, the persistent grid: one per SM, or
+    whole clusters as many as fit (an SM whose GPC has no free partner
+    stays idle; a cluster beyond that would run as a second wave)."""
+    sms = _sm_count(device)
+    if cfg.cluster_m == 1:
+        return sms
+    cluster = (cfg.cluster_m, 1, 1)
+    fit = _kernel(cfg, device).max_active_clusters(cfg.threads, cluster, cfg.shared_bytes)
+    return min(sms, int(fit) * cfg.cluster_m)
 
 
 def _pad_module(dtype: str) -> hir.Module:
@@ -556,7 +652,7 @@ def _boxes(cfg: Config) -> tuple[tuple[int, int], tuple[int, int]]:
     """TMA boxes of A and B, innermost first: a 64-element (128-byte) row by
     the tile's rows; an N-major B in 64-column boxes."""
     bk = cfg.bk
-    return (bk, cfg.bm), ((bk, cfg.bn) if cfg.b_layout == "col" else (64, bk))
+    return (bk, cfg.bm), ((bk, cfg.b_box_rows) if cfg.b_layout == "col" else (64, bk))
 
 
 def tensor_maps(kind: Any, cfg: Config, a_rows: Any, b_rows: Any, dtype: str) -> tuple[Any, Any]:
@@ -638,7 +734,7 @@ def matmul_sm90(
         return
     sa = [s // da.itemsize for s in da.strides]
     sb = [s // db.itemsize for s in db.strides]
-    base = config or Config()
+    base = config or default_config(m, n)
     cfg = dataclasses.replace(
         base,
         dtype="tf32" if ta == "f32" else ta,
@@ -658,7 +754,7 @@ def matmul_sm90(
         tmap_b, _pad_b = _operand_map(db, n, k, sb[1], sb[0], box_b, cfg.dtype)
     else:
         tmap_b, _pad_b = _operand_map(db, k, n, sb[0], sb[1], box_b, cfg.dtype)
-    grid, block, shared = launch_shape(cfg, m, n, sms or _sm_count(dout.device))
+    grid, block, shared = launch_shape(cfg, m, n, sms or _resident_blocks(cfg, dout.device))
     args: list[Any] = [tmap_a, tmap_b, dout]
     if dbias is not None:
         args.append(dbias)

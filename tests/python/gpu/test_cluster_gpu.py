@@ -146,6 +146,21 @@ def test_cooperative_grid_too_large_is_a_typed_error() -> None:
         k.launch(2, 128, x, p, out, 1024)
 
 
+@pytest.mark.parametrize("c", [2, 4])
+def test_tma_multicast_on_device(c: int) -> None:
+    """Each block's box lands in every block of its cluster (the CPU twin:
+    test_cluster.test_tma_multicast_fills_every_block_of_the_cluster)."""
+    need_sm90()
+    clusters = int(rng.integers(1, 9))
+    x = rng.standard_normal((4 * c, 8)).astype(np.float32)
+    out = cuda.to_device(np.full(clusters * c * 32 * c, np.nan, np.float32))
+    tmap = cuda.TensorMap.tiled(cuda.to_device(x), (8, 4))
+    k = cuda.load_hir(cpu.multicast_module(c), arch="sm_90a").kernel("gather")
+    assert k.max_active_clusters(64, (c, 1, 1)) >= 1
+    k.launch(clusters * c, 64, tmap, out)
+    np.testing.assert_array_equal(out.to_host(), np.tile(x.ravel(), clusters * c))
+
+
 def test_bad_cluster_launches_are_typed_errors() -> None:
     need_sm90()
     m = cpu.registers_module(None)

@@ -102,6 +102,38 @@ def test_persistent_grid_smaller_than_tiles() -> None:
     check(1024, 2048, 512, sms=8)
 
 
+CLUSTER = gemm_sm90.Config(cluster_m=2)
+
+
+@pytest.mark.parametrize("b_layout", ["col", "row"])
+@pytest.mark.parametrize(
+    "size", [(17, 17, 17), (300, 1000, 520), (1000, 1000, 1000), (4097, 4097, 4097)]
+)
+def test_cluster_multicast_sizes(size: tuple[int, int, int], b_layout: str) -> None:
+    # 2-block clusters multicasting B: odd tile-row counts leave a block of
+    # the last pair wholly below M
+    check(*size, b_layout=b_layout, config=CLUSTER)
+
+
+def test_cluster_persistent_bias_gelu_f16() -> None:
+    # 4 clusters walk 2 x 8 tile pairs: the ring and the remote releases carry across tiles
+    check(
+        2048, 2048, 1024, dtype="f16", out_dtype="f32", bias="f32", activation="gelu",
+        config=CLUSTER, sms=8,
+    )  # fmt: skip
+
+
+def test_cluster_default_config() -> None:
+    # the size rule of default_config, both settings, on one large problem
+    for cm in (1, 2):
+        gemm_sm90.CLUSTER_M = cm
+        try:
+            assert gemm_sm90.default_config(4096, 4096).cluster_m == cm
+            check(4096, 4096, 2048)
+        finally:
+            gemm_sm90.CLUSTER_M = None
+
+
 def test_without_setmaxnreg() -> None:
     check(512, 512, 512, config=gemm_sm90.Config(setmaxnreg=False))
 

@@ -77,6 +77,11 @@ class Spec:
     # M, N, K multiples of the tile, operands and output 16-byte aligned:
     # no bounds checks at all, output pairs stored as one vector.
     even: bool = False
+    # Split-K: block (x, y) multiplies K tiles [y * per, (y + 1) * per) of
+    # output tile x, per = ceil(K tiles / grid_dim.y), and writes its f32
+    # partial sums to out + y * M * ldc (no bias or activation: the
+    # gemm_splitk reduction adds the partials in split order and applies them).
+    split_k: bool = False
 
 
 _SCALAR = {"bf16": hir.bf16, "f16": hir.f16, "f32": hir.f32, "tf32": hir.f32}
@@ -161,6 +166,16 @@ def build(cfg: Config, spec: Spec) -> hir.Module:
         pid_m = first_m + (pid % per_group) % gsize
         pid_n = (pid % per_group) // gsize
         row0, col0 = pid_m * cfg.bm, pid_n * cfg.bn
+        ktiles_all = (dim_k + (cfg.bk - 1)) // cfg.bk
+        if spec.split_k:
+            assert spec.out_dtype == "f32" and spec.bias_dtype is None and spec.activation is None
+            split = b.block_idx("y")
+            per = (ktiles_all + (b.grid_dim("y") - 1)) // b.grid_dim("y")
+            kbeg = b.min(split * per, ktiles_all)
+            ktiles = b.min(per, ktiles_all - kbeg)  # this split's K tiles (may be 0)
+            pc = b.ptr_add(pc, split * dim_m * ldc)
+        else:
+            kbeg, ktiles = b.const(0, hir.u32), ktiles_all
 
         a_kc = spec.a_layout == "row"  # A's K contiguous
         b_kc = spec.b_layout == "col"  # B's K contiguous
@@ -230,12 +245,10 @@ def build(cfg: Config, spec: Spec) -> hir.Module:
                     with no:
                         by_elements(grow, gcol, dst)
 
-        ktiles = (dim_k + (cfg.bk - 1)) // cfg.bk
-
         def copy(kt: hir.Value, tile: hir.Value) -> None:
-            """Copy K tile `tile` into stage kt % stages."""
+            """Copy this block's K tile `tile` into stage kt % stages."""
             base = (kt % cfg.stages) * stage_chunks
-            k0 = tile * cfg.bk
+            k0 = (kbeg + tile) * cfg.bk
             load_tile(pa, lda, a_kc, row0, dim_m, cfg.bm, k0, base, spec.a_aligned)
             load_tile(pb, ldb, b_kc, col0, dim_n, cfg.bn, k0, base + a_chunks, spec.b_aligned)
 

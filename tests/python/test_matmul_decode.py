@@ -1,0 +1,207 @@
+"""The small-M (decode) path of zyntax.kernels.matmul without a GPU: split-K
+on the reference interpreter against float64 (fresh random inputs, tails in
+every dimension, both layouts, epilogues, NaN-poisoned outputs and
+workspace), and the plan cache of repeated GPU calls with the launches
+recorded instead of run. The GPU versions: tests/python/gpu/test_matmul_decode_gpu.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import zyntax.kernels.gemm as zk
+from zyntax.errors import ArgumentError
+from zyntax.kernels import _problem
+
+rng = np.random.default_rng()
+GELU_C = 0.7978845608028654
+
+
+def reference(a: Any, b: Any, bias: Any = None, activation: str | None = None) -> Any:
+    ref = np.asarray(a, np.float64) @ np.asarray(b, np.float64)
+    if bias is not None:
+        ref = ref + np.asarray(bias, np.float64)
+    if activation == "relu":
+        ref = np.maximum(ref, 0.0)
+    elif activation == "gelu":
+        ref = 0.5 * ref * (1.0 + np.tanh(GELU_C * (ref + 0.044715 * ref**3)))
+    return ref
+
+
+def rel_err(out: Any, ref: Any) -> float:
+    out = np.asarray(out, np.float64)
+    assert not np.isnan(out).any(), "an output element was never written"
+    return float(np.linalg.norm(out - ref) / max(np.linalg.norm(ref), 1e-30))
+
+
+def operands(m: int, n: int, k: int, la: str, lb: str) -> tuple[Any, Any]:
+    a = rng.standard_normal((m, k)).astype(np.float16)
+    b = rng.standard_normal((k, n)).astype(np.float16)
+    if la == "col":
+        a = np.ascontiguousarray(a.T).T
+    if lb == "col":
+        b = np.ascontiguousarray(b.T).T
+    return a, b
+
+
+LAYOUTS = [("row", "row"), ("row", "col"), ("col", "row"), ("col", "col")]
+
+
+@pytest.mark.parametrize("la,lb", LAYOUTS)
+@pytest.mark.parametrize(
+    "m,n,k",
+    [
+        (16, 40, 600),  # a column tail and a K tail (600 = 9 x 64 + 24)
+        (5, 36, 520),  # a row tail; N % 4 == 0: the vector reduction
+        (16, 64, 1024),  # whole tiles: the check-free kernel writes the partials
+    ],
+)
+def test_split_k_on_interpreter(m: int, n: int, k: int, la: str, lb: str) -> None:
+    a, b = operands(m, n, k, la, lb)
+    p = _problem.normalise(a, b)
+    splits = zk._splits(p, zk._mma_sync_config(m))
+    assert splits > 1  # the interpreter counts as a 4-SM machine
+    work = zk._mma_sync_work(p, "interp")
+    assert [ln.source.KERNEL for ln in work.launches] == ["gemm_mma_sync", "gemm_splitk_reduce"]
+    assert work.launches[0].grid[1] == splits and work.workspace == splits * m * n
+    out = np.full((m, n), np.nan, np.float32)
+    zk.matmul(a, b, out)
+    assert rel_err(out, reference(a, b)) < 1e-3
+
+
+@pytest.mark.parametrize("activation", [None, "relu", "gelu"])
+@pytest.mark.parametrize("out_dtype,tol", [("f32", 1e-3), ("f16", 2e-3)])
+def test_split_k_epilogues(activation: str | None, out_dtype: str, tol: float) -> None:
+    m, n, k = 9, 44, 640
+    a, b = operands(m, n, k, "row", "row")
+    bias = rng.standard_normal(n).astype(np.float16)
+    got = zk.matmul(a, b, bias=bias, activation=activation, out_dtype=out_dtype)
+    assert got.dtype == (np.float32 if out_dtype == "f32" else np.float16)
+    assert rel_err(got, reference(a, b, bias, activation)) < tol
+
+
+def test_split_k_is_deterministic_and_matches_the_unsplit_kernel(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    m, n, k = 16, 32, 768
+    a, b = operands(m, n, k, "row", "col")
+    runs = [zk.matmul(a, b, out_dtype="f32") for _ in range(2)]
+    assert np.array_equal(runs[0], runs[1])
+    monkeypatch.setattr(zk, "SPLIT_K_WAVES", 0)  # no split
+    p = _problem.normalise(a, b)
+    assert len(zk._mma_sync_work(p, "interp").launches) == 1
+    whole = zk.matmul(a, b, out_dtype="f32")
+    # Same products, summed in another order: equal to f32 rounding.
+    assert rel_err(runs[0], np.asarray(whole, np.float64)) < 1e-6
+    assert rel_err(runs[0], reference(a, b)) < 1e-3
+
+
+def test_split_count_never_leaves_a_split_empty() -> None:
+    cfg = zk._mma_sync_config(16)
+    for k in range(64, 64 * 80, 64 * 3 + 5):
+        p = _problem.normalise(*operands(16, 32, k, "row", "row"))
+        s = zk._splits(p, cfg)
+        ktiles = -(-k // cfg.bk)
+        per = -(-ktiles // s)
+        assert (s - 1) * per < ktiles, (k, s)  # the last split has a tile
+        assert s == 1 or per >= zk.SPLIT_K_MIN_TILES
+
+
+# ------------------------------------------------------------------ the plan cache
+
+
+class FakeDev:
+    """Stands in for zyntax.cuda.DeviceArray (monkeypatched as its type):
+    what the plan-cache key and the argument checks read."""
+
+    def __init__(self, shape: tuple[int, int], ptr: int, typestr: str = "<f2") -> None:
+        self.shape, self.ptr, self.typestr, self.device = shape, ptr, typestr, 0
+        item = 4 if typestr == "<f4" else 2
+        self.strides = (shape[1] * item, item)  # bytes, as DeviceArray's
+        self.__cuda_array_interface__ = {
+            "shape": shape,
+            "typestr": typestr,
+            "strides": self.strides,
+            "data": (ptr, False),
+            "version": 3,
+        }
+
+
+class Recorder:
+    """A loaded kernel whose prepared launches are recorded, not run."""
+
+    def __init__(self, name: str, log: list[tuple[Any, ...]]) -> None:
+        self.name, self.log = name, log
+
+    def prepare(self, grid: Any, block: Any, shared: Any, stream: Any) -> Any:
+        return lambda *args: self.log.append((self.name, grid, block, args))
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> Any:
+    log: list[tuple[Any, ...]] = []
+    normalised: list[int] = []
+    monkeypatch.setattr(zk, "_DeviceArray", FakeDev)
+    monkeypatch.setattr(zk, "_arch_of", lambda p: "sm_80")
+    monkeypatch.setattr(zk, "_sm_count", lambda p: 132)
+    monkeypatch.setattr(zk, "_compiled", lambda key, *a: Recorder(key[0], log))
+    monkeypatch.setattr(zk, "_workspace", lambda *a: FakeDev((1, 1), 1 << 40, "<f4"))
+    real = zk.normalise
+
+    def counting(*a: Any, **kw: Any) -> Any:
+        normalised.append(1)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(zk, "normalise", counting)
+    monkeypatch.setattr(zk, "_plans", {})
+    return log, normalised
+
+
+def test_repeated_calls_reuse_the_plan_with_new_pointers(fake_gpu: Any) -> None:
+    log, normalised = fake_gpu
+    m, n, k = 16, 4096, 4096
+    a, b, out = FakeDev((m, k), 1 << 30), FakeDev((k, n), 1 << 32), FakeDev((m, n), 1 << 34)
+    zk.matmul(a, b, out)
+    assert len(normalised) == 1 and len(zk._plans) == 1
+    main, reduce = log[0], log[1]  # split-K: the partial products, then the reduction
+    assert main[0] == "gemm_mma_sync" and reduce[0] == "gemm_splitk_reduce"
+    splits = main[1][1]
+    assert splits > 1 and main[3][:4] == (1 << 30, 1 << 32, 1 << 40, 1 << 40)
+    assert main[3][4:] == (m, n, k, k, n, n)
+    assert reduce[3] == (1 << 40, 1 << 34, 1 << 34, m, n, splits, n)
+    # Same signature, other addresses: no normalisation, the new pointers.
+    a2, b2, out2 = FakeDev((m, k), 3 << 30), FakeDev((k, n), 3 << 32), FakeDev((m, n), 3 << 34)
+    assert zk.matmul(a2, b2, out2) is out2
+    assert len(normalised) == 1
+    assert log[2][3][:4] == (3 << 30, 3 << 32, 1 << 40, 1 << 40)
+    assert log[3][3][:3] == (1 << 40, 3 << 34, 3 << 34)
+    # Another shape, dtype, alignment or epilogue is another plan.
+    zk.matmul(a, b, FakeDev((m, n), (1 << 34) + 8))
+    zk.matmul(a, b, out, activation="relu")
+    assert len(normalised) == 3 and len(zk._plans) == 3
+
+
+def test_cached_calls_still_check_aliasing_and_arguments(fake_gpu: Any) -> None:
+    log, _ = fake_gpu
+    m, n, k = 16, 256, 512
+    a, b, out = FakeDev((m, k), 1 << 30), FakeDev((k, n), 1 << 32), FakeDev((m, n), 1 << 34)
+    zk.matmul(a, b, out)
+    launches = len(log)
+    # An output inside a's memory, with the cached signature: refused, nothing launched.
+    inside = FakeDev((m, n), (1 << 30) + 64)
+    with pytest.raises(ArgumentError, match="argument 'out': overlaps argument 'a'"):
+        zk.matmul(a, b, inside)
+    inside_b = FakeDev((m, n), (1 << 32) + 4096)
+    with pytest.raises(ArgumentError, match="argument 'out': overlaps argument 'b'"):
+        zk.matmul(a, b, inside_b)
+    assert len(log) == launches
+    # Bad arguments never reach a plan: the full checks name them.
+    with pytest.raises(ArgumentError, match="argument 'b': inner dimensions"):
+        zk.matmul(a, FakeDev((k + 1, n), 1 << 32), out)
+    with pytest.raises(ArgumentError, match="argument 'activation'"):
+        zk.matmul(a, b, out, activation="tanh")
+    with pytest.raises(ArgumentError, match="argument 'stream'"):
+        zk.matmul(a, b, out, stream=7)
+    assert len(log) == launches

@@ -32,18 +32,17 @@ CONFIGS = {
         (16, 32, 64, 16, 32, 4),
         (16, 64, 64, 16, 32, 4),
         (16, 128, 64, 16, 32, 4),
-        (16, 128, 64, 16, 32, 6),
         (16, 256, 64, 16, 64, 4),
     ],
     128: [
         (64, 64, 32, 32, 32, 4),
         (64, 128, 64, 32, 64, 3),
         (128, 128, 32, 64, 64, 4),
-        (128, 64, 64, 64, 32, 3),
         (32, 128, 64, 32, 32, 4),
     ],
 }
-WAVES = [0, 1, 2, 4, 8]
+#: SPLIT_K_WAVES values per M group (0: no split).
+WAVES = {16: [0, 2, 4, 8], 128: [0, 1, 2, 4]}
 
 
 def host_us(torch: Any, zk: Any, m: int, n: int, k: int) -> dict[str, float]:
@@ -81,7 +80,7 @@ def sweep(torch: Any, zk: Any, m: int, n: int, k: int, quick: bool) -> list[dict
     attr = "MMA_SYNC_SMALL_M_CONFIG" if m <= 32 else "MMA_SYNC_MID_M_CONFIG"
     default_cfg, default_waves = getattr(zk, attr), zk.SPLIT_K_WAVES
     for bm, bn, bk, wm, wn, st in CONFIGS[16 if m <= 32 else 128]:
-        for waves in WAVES:
+        for waves in WAVES[16 if m <= 32 else 128]:
             cfg = zk.gemm_mma_sync.Config(bm, bn, bk, wm, wn, st, frag_pipeline=True)
             setattr(zk, attr, cfg)
             zk.SPLIT_K_WAVES = waves

@@ -107,6 +107,9 @@ def test_split_count_never_leaves_a_split_empty() -> None:
         per = -(-ktiles // s)
         assert (s - 1) * per < ktiles, (k, s)  # the last split has a tile
         assert s == 1 or per >= zk.SPLIT_K_MIN_TILES
+    # Only the small-M path splits.
+    big = _problem.normalise(*operands(zk.SMALL_M + 1, 32, 4096, "row", "row"))
+    assert zk._splits(big, zk._mma_sync_config(big.m)) == 1
 
 
 # ------------------------------------------------------------------ the plan cache
@@ -205,3 +208,33 @@ def test_cached_calls_still_check_aliasing_and_arguments(fake_gpu: Any) -> None:
     with pytest.raises(ArgumentError, match="argument 'stream'"):
         zk.matmul(a, b, out, stream=7)
     assert len(log) == launches
+
+
+# ------------------------------------------------------------------ PTX (no GPU)
+
+
+@pytest.mark.parametrize("even", [True, False])
+@pytest.mark.parametrize("la,lb", [("row", "row"), ("col", "col")])
+def test_split_k_kernels_assemble(even: bool, la: str, lb: str) -> None:
+    import zyntax
+    from zyntax import ptxinfo
+
+    cfg = zk._mma_sync_config(16)
+    spec = zk.gemm_mma_sync.Spec("bf16", la, lb, True, True, "f32", None, None, even, True)
+    rspec = zk.gemm_splitk.Spec("bf16", "bf16", "gelu")
+    for module in (
+        zk.gemm_mma_sync.build(cfg, spec),
+        zk.gemm_splitk.build(zk.SPLIT_K_REDUCE, rspec),
+    ):
+        for arch in ("sm_80", "sm_90"):
+            ptx = zyntax.compile(module, backend="nvptx", arch=arch)
+            res = ptxinfo.ptxas_resources(zyntax.validate_ptx(ptx, arch).log)
+            for kernel, r in res.items():
+                # sm_80 code is held to 128 registers, where the tail-checked
+                # kernel sits already (split-K adds a spilled word there).
+                limit = 8 if arch == "sm_80" else 0
+                assert r["spill_store_bytes"] <= limit, (kernel, arch, r)
+            if "gemm_mma_sync" in res:
+                assert "%nctaid.y" in ptx and "%ctaid.y" in ptx  # the split index
+            else:
+                assert "ld.global.v4.f32" in ptx or "ld.global.nc.v4.f32" in ptx

@@ -172,3 +172,27 @@ def test_repeated_call_host_time() -> None:
     per.sort()
     print("repeat call host time (us):", per[len(per) // 2] / 1e3)
     assert per[len(per) // 2] < 30_000
+
+
+def test_prepared_launch_takes_raw_addresses() -> None:
+    # The plan cache launches with int device addresses (the launch path's
+    # fast conversion): same result as a DeviceArray; a negative int is refused.
+    from zyntax import hir
+    from zyntax.errors import ZyntaxError
+
+    m = hir.Module("raw_ptr", targets=["sm_80", "sm_90"])
+    with m.kernel("iota", [hir.ptr("global", hir.f32), hir.u32]) as b:
+        p, n = b.params
+        i = b.thread_idx()
+        with b.if_(i < n):
+            b.store(b.ptr_add(p, i), b.cast(i, hir.f32) * 3.0)
+    k = cuda.load_hir(m).kernel("iota")
+    launch = k.prepare(1, 64)
+    for arg in ("array", "int"):
+        arr = cuda.to_device(np.full(64, np.nan, np.float32))
+        launch(arr if arg == "array" else int(arr.ptr), 50)
+        got = arr.to_host()
+        assert np.array_equal(got[:50], np.arange(50, dtype=np.float32) * 3.0)
+        assert np.isnan(got[50:]).all()
+    with pytest.raises(ZyntaxError, match="not a device address"):
+        launch(-16, 50)

@@ -156,7 +156,8 @@ def _workspace(device: int, stream: Any, elems: int) -> Any:
     with _lock:
         ws = _workspaces.get(key)
         if ws is None or ws.size < elems:
-            ws = _workspaces[key] = cuda.empty(elems, np.float32, device)
+            # Allocated (and later freed) in the order of the stream that uses it.
+            ws = _workspaces[key] = cuda.empty(elems, np.float32, device, stream)
     return ws
 
 

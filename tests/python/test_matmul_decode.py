@@ -210,6 +210,29 @@ def test_cached_calls_still_check_aliasing_and_arguments(fake_gpu: Any) -> None:
     assert len(log) == launches
 
 
+def test_calls_without_out_reuse_the_plan_and_allocate_each_time(
+    fake_gpu: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log, normalised = fake_gpu
+    m, n, k = 16, 512, 1024
+    addrs = iter(range(1 << 36, 1 << 37, 1 << 20))
+    made: list[FakeDev] = []
+
+    def fresh(*_: Any) -> FakeDev:
+        made.append(FakeDev((m, n), next(addrs)))
+        return made[-1]
+
+    monkeypatch.setattr(_problem, "_alloc_out", fresh)
+    monkeypatch.setattr(zk, "_allocator", lambda like, p: lambda: (o := fresh(), o.ptr))
+    a, b = FakeDev((m, k), 1 << 30), FakeDev((k, n), 1 << 32)
+    outs = [zk.matmul(a, b) for _ in range(3)]
+    assert outs == made and len({o.ptr for o in outs}) == 3  # a new output each call
+    assert len(normalised) == 1  # one full check, then the plan
+    assert [entry[3][1] for entry in log if entry[0] == "gemm_splitk_reduce"] == [
+        o.ptr for o in outs
+    ]
+
+
 # ------------------------------------------------------------------ PTX (no GPU)
 
 

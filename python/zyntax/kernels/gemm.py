@@ -22,7 +22,7 @@ import numpy as np
 from zyntax import _native
 from zyntax.errors import ArgumentError
 from zyntax.kernels import gemm_mma_sync, gemm_simt, gemm_splitk
-from zyntax.kernels._problem import Operand, Problem, normalise
+from zyntax.kernels._problem import TYPESTR, Operand, Problem, normalise
 
 __all__ = ["REGISTRY", "Variant", "choose_variant", "matmul"]
 
@@ -169,10 +169,12 @@ class _Plan:
     that matches only reads the pointers, checks that the output overlaps
     no input, and launches."""
 
-    __slots__ = ("has_bias", "spans", "steps", "ws", "ws_ptr")
+    __slots__ = ("alloc", "has_bias", "spans", "steps", "ws", "ws_ptr")
 
     def __init__(self, p: Problem, arch: str, work: _Work) -> None:
         device = p.device or 0
+        #: Makes the output of calls without `out` (set by matmul).
+        self.alloc: Callable[[], tuple[Any, int]] | None = None
         self.ws = _workspace(device, p.stream, work.workspace) if work.workspace else None
         self.ws_ptr = int(self.ws.ptr) if self.ws is not None else 0
         self.has_bias = p.bias is not None
@@ -415,7 +417,6 @@ class _CudaArray:
     dtype name ("bf16", "f16", "e4m3", "f32")."""
 
     def __init__(self, op: Operand) -> None:
-        from zyntax.kernels._problem import TYPESTR
 
         isz = op.itemsize
         strides = (op.ld * isz, isz) if op.layout == "row" else (isz, op.ld * isz)
@@ -538,15 +539,20 @@ def matmul(
     default stream and are asynchronous. Bad input raises a ZyntaxError
     subclass naming the argument before anything is launched.
     """
-    fast = out is not None and scale_a is None and scale_b is None
+    fast = scale_a is None and scale_b is None
     key = _call_key(a, b, out, bias, stream) if fast else None
     if key is not None:
         sig, pa, pb, pc, pbias = key
         full = (sig, activation, out_dtype, variant, allow_tf32)
         plan = _plans.get(full)
-        if plan is not None:
+        if plan is not None and out is not None:
             plan(pa, pb, pc, pbias)
             return out
+        if plan is not None and plan.alloc is not None:
+            new, pc = plan.alloc()
+            if pc & 15 == 0:  # as aligned as the output the plan was made with
+                plan(pa, pb, pc, pbias)
+                return new
     p = normalise(
         a,
         b,
@@ -564,6 +570,8 @@ def matmul(
             p = dataclasses.replace(p, stream=_stream_for(a, p.device or 0, stream))
         plan = v.run(p, arch)
         if plan is not None and key is not None and p.k:
+            if out is None:
+                plan.alloc = _allocator(a, p)
             if len(_plans) >= PLAN_CACHE_SIZE:
                 _plans.clear()
             _plans[full] = plan
@@ -603,12 +611,38 @@ def _operand_key(obj: Any) -> tuple[Any, int] | None:
     return None
 
 
+def _allocator(like: Any, p: Problem) -> Callable[[], tuple[Any, int]]:
+    """Allocates a fresh output like the one the full path allocated for `p`
+    (a torch tensor for torch inputs, else a DeviceArray): (it, its address)."""
+    shape, device = (p.m, p.n), p.device or 0
+    if type(p.out_obj) is _DeviceArray:
+        from zyntax import cuda
+
+        dtype = "bfloat16" if p.out.dtype == "bf16" else TYPESTR[p.out.dtype]
+
+        def device_array() -> tuple[Any, int]:
+            got = cuda.empty(shape, dtype, device)
+            return got, got.ptr
+
+        return device_array
+    import torch  # type: ignore[import-not-found,unused-ignore]
+
+    tdt, tdev = p.out_obj.dtype, p.out_obj.device
+
+    def tensor() -> tuple[Any, int]:
+        got = torch.empty(shape, dtype=tdt, device=tdev)
+        return got, got.data_ptr()
+
+    return tensor
+
+
 def _call_key(a: Any, b: Any, out: Any, bias: Any, stream: Any) -> Any:
     """(signature, a, b, out and bias addresses) of a call, or None when
     one of its operands has no cheap signature. The stream is part of the
     signature: the caller's zyntax Stream, else PyTorch's current stream
     (by handle) for torch inputs."""
-    ka, kb, ko = _operand_key(a), _operand_key(b), _operand_key(out)
+    ka, kb = _operand_key(a), _operand_key(b)
+    ko = (None, 0) if out is None else _operand_key(out)  # None: allocated per call
     if ka is None or kb is None or ko is None:
         return None
     kbias: Any = (None, 0)

@@ -125,6 +125,29 @@ def test_plan_cache_new_pointers_each_call() -> None:
         zk.matmul(a, b, big.view(-1)[: m * n].view(m, n))  # a's first rows
 
 
+def test_plan_cache_without_out_allocates_each_call() -> None:
+    torch = torch_or_skip()
+    m, n, k = 16, 1536, 2048
+    results = []
+    for _ in range(3):  # the second and third calls take the plan
+        a, b = operands(torch, m, n, k, "row", "col")
+        got = zk.matmul(a, b, out_dtype="f32")
+        assert got.dtype == torch.float32 and got.shape == (m, n)
+        results.append((got, reference(a, b)))
+    assert len({got.data_ptr() for got, _ in results}) == 3  # all alive: distinct
+    for got, ref in results:
+        assert rel_err(got, ref) < 1e-3
+    ha = np.random.default_rng().standard_normal((m, k)).astype(np.float16)
+    hb = np.random.default_rng().standard_normal((k, n)).astype(np.float16)
+    href = ha.astype(np.float64) @ hb.astype(np.float64)
+    da, db = cuda.to_device(ha), cuda.to_device(hb)
+    for _ in range(2):
+        dgot = zk.matmul(da, db)
+        assert isinstance(dgot, cuda.DeviceArray) and dgot.shape == (m, n)
+        host = dgot.to_host().astype(np.float64)
+        assert np.linalg.norm(host - href) / np.linalg.norm(href) < 2e-3
+
+
 def test_plan_cache_keeps_streams_and_device_arrays_apart() -> None:
     torch = torch_or_skip()
     m, n, k = 16, 1024, 2048

@@ -11,6 +11,7 @@ checks only).
 from __future__ import annotations
 
 import dataclasses
+import operator
 import sys
 import threading
 from collections.abc import Callable
@@ -186,17 +187,28 @@ class _Plan:
             kern = _kernel(p, arch, ln)
             shared = ln.cfg.shared_bytes or None
             launcher = kern.prepare(ln.grid, ln.cfg.threads, shared, p.stream)
-            self.steps.append((launcher, ln.ptrs, ln.ints))
+            # The launch's pointer slots, picked out of (a, b, out, bias, ws).
+            self.steps.append((launcher, operator.itemgetter(*ln.ptrs), ln.ints))
 
     def __call__(self, pa: int, pb: int, pc: int, pbias: int) -> None:
         no, na, nb, nbias = self.spans
         end = pc + no
-        for name, lo, n in (("a", pa, na), ("b", pb, nb), ("bias", pbias, nbias)):
-            if n and lo < end and pc < lo + n:
-                raise ArgumentError(f"argument 'out': overlaps argument '{name}' in memory")
+        if (
+            (pa < end and pc < pa + na)
+            or (pb < end and pc < pb + nb)
+            or (nbias and pbias < end and pc < pbias + nbias)
+        ):
+            _overlap(pc, end, (("a", pa, na), ("b", pb, nb), ("bias", pbias, nbias)))
         vals = (pa, pb, pc, pbias if self.has_bias else pc, self.ws_ptr)
-        for launcher, ptrs, ints in self.steps:
-            launcher(*[vals[i] for i in ptrs], *ints)
+        for launcher, pick, ints in self.steps:
+            launcher(*pick(vals), *ints)
+
+
+def _overlap(pc: int, end: int, spans: tuple[tuple[str, int, int], ...]) -> None:
+    """Raises the error for the first operand in [pc, end)."""
+    for name, lo, n in spans:
+        if n and lo < end and pc < lo + n:
+            raise ArgumentError(f"argument 'out': overlaps argument '{name}' in memory")
 
 
 def _run(p: Problem, arch: str, work: _Work) -> _Plan | None:

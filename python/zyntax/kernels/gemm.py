@@ -146,8 +146,10 @@ def _run_interp(p: Problem, work: _Work) -> None:
 
 
 #: f32 workspaces of split-K, one per (device, stream handle): launches on
-#: one stream run in order, so every plan of that stream may share it.
+#: one stream run in order, so every plan of that stream may share it. One
+#: outgrown is kept too (never freed): a captured CUDA graph may still use it.
 _workspaces: dict[tuple[int, int], Any] = {}
+_outgrown: list[Any] = []
 
 
 def _workspace(device: int, stream: Any, elems: int) -> Any:
@@ -157,8 +159,12 @@ def _workspace(device: int, stream: Any, elems: int) -> Any:
     with _lock:
         ws = _workspaces.get(key)
         if ws is None or ws.size < elems:
-            # Allocated (and later freed) in the order of the stream that uses it.
-            ws = _workspaces[key] = cuda.empty(elems, np.float32, device, stream)
+            if ws is not None:
+                _outgrown.append(ws)
+            # Powers of two (the outgrown ones add up to less than the last),
+            # allocated in the order of the stream that uses them.
+            size = 1 << (elems - 1).bit_length()
+            ws = _workspaces[key] = cuda.empty(size, np.float32, device, stream)
     return ws
 
 

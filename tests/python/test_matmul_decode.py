@@ -233,6 +233,33 @@ def test_calls_without_out_reuse_the_plan_and_allocate_each_time(
     ]
 
 
+def test_workspaces_per_stream_grow_by_powers_of_two_and_are_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from zyntax import cuda
+
+    made: list[tuple[int, Any]] = []
+
+    class Buf:
+        def __init__(self, size: int, dtype: Any, device: int, stream: Any) -> None:
+            self.size = size
+            made.append((size, stream))
+
+    class S:
+        handle = 77
+
+    monkeypatch.setattr(cuda, "empty", Buf)
+    monkeypatch.setattr(zk, "_workspaces", {})
+    monkeypatch.setattr(zk, "_outgrown", [])
+    w1 = zk._workspace(0, None, 1000)
+    assert w1.size == 1024 and zk._workspace(0, None, 1024) is w1  # reused
+    w2 = zk._workspace(0, None, 1025)
+    assert w2.size == 2048 and zk._outgrown == [w1]  # the outgrown one is kept
+    s = S()
+    w3 = zk._workspace(0, s, 10)
+    assert w3 is not w2 and made[-1] == (16, s)  # another stream: its own, in its order
+
+
 # ------------------------------------------------------------------ PTX (no GPU)
 
 

@@ -64,11 +64,15 @@ def test_split_k_on_interpreter(m: int, n: int, k: int, la: str, lb: str) -> Non
     splits = zk._splits(p, zk._mma_sync_config(m))
     assert splits > 1  # the interpreter counts as a 4-SM machine
     work = zk._mma_sync_work(p, "interp")
-    assert [ln.source.KERNEL for ln in work.launches] == ["gemm_mma_sync", "gemm_splitk_reduce"]
-    assert work.launches[0].grid[1] == splits and work.workspace == splits * m * n
+    (launch,) = work.launches  # one kernel: the last block of a tile reduces
+    assert launch.grid[1] == splits and work.workspace == splits * m * n
+    assert work.counters == launch.grid[0]  # one arrival counter per output tile
     out = np.full((m, n), np.nan, np.float32)
     zk.matmul(a, b, out)
     assert rel_err(out, reference(a, b)) < 1e-3
+    # Every counter is back at zero for the next launch.
+    assert zk.last_interp_counters[0].shape == (launch.grid[0],)
+    assert not zk.last_interp_counters[0].any()
 
 
 @pytest.mark.parametrize("activation", [None, "relu", "gelu"])
@@ -150,7 +154,13 @@ def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setattr(zk, "_arch_of", lambda p: "sm_80")
     monkeypatch.setattr(zk, "_sm_count", lambda p: 132)
     monkeypatch.setattr(zk, "_compiled", lambda key, *a: Recorder(key[0], log))
-    monkeypatch.setattr(zk, "_workspace", lambda *a: FakeDev((1, 1), 1 << 40, "<f4"))
+    monkeypatch.setattr(
+        zk,
+        "_workspace",
+        lambda dev, stream, n, kind="partials": FakeDev(
+            (1, 1), 1 << 40 if kind == "partials" else 1 << 41, "<f4"
+        ),
+    )
     real = zk.normalise
 
     def counting(*a: Any, **kw: Any) -> Any:
@@ -168,18 +178,15 @@ def test_repeated_calls_reuse_the_plan_with_new_pointers(fake_gpu: Any) -> None:
     a, b, out = FakeDev((m, k), 1 << 30), FakeDev((k, n), 1 << 32), FakeDev((m, n), 1 << 34)
     zk.matmul(a, b, out)
     assert len(normalised) == 1 and len(zk._plans) == 1
-    main, reduce = log[0], log[1]  # split-K: the partial products, then the reduction
-    assert main[0] == "gemm_mma_sync" and reduce[0] == "gemm_splitk_reduce"
-    splits = main[1][1]
-    assert splits > 1 and main[3][:4] == (1 << 30, 1 << 32, 1 << 40, 1 << 40)
-    assert main[3][4:] == (m, n, k, k, n, n)
-    assert reduce[3] == (1 << 40, 1 << 34, 1 << 34, m, n, splits, n)
+    (main,) = log  # split-K in one launch
+    assert main[0] == "gemm_mma_sync" and main[1][1] > 1  # (tiles, splits)
+    # (a, b, out, bias: out when there is none, partials, counters, M, N, K, lda, ldb, ldc)
+    assert main[3] == (1 << 30, 1 << 32, 1 << 34, 1 << 34, 1 << 40, 1 << 41, m, n, k, k, n, n)
     # Same signature, other addresses: no normalisation, the new pointers.
     a2, b2, out2 = FakeDev((m, k), 3 << 30), FakeDev((k, n), 3 << 32), FakeDev((m, n), 3 << 34)
     assert zk.matmul(a2, b2, out2) is out2
     assert len(normalised) == 1
-    assert log[2][3][:4] == (3 << 30, 3 << 32, 1 << 40, 1 << 40)
-    assert log[3][3][:3] == (1 << 40, 3 << 34, 3 << 34)
+    assert log[1][3][:6] == (3 << 30, 3 << 32, 3 << 34, 3 << 34, 1 << 40, 1 << 41)
     # Another shape, dtype, alignment or epilogue is another plan.
     zk.matmul(a, b, FakeDev((m, n), (1 << 34) + 8))
     zk.matmul(a, b, out, activation="relu")
@@ -228,9 +235,7 @@ def test_calls_without_out_reuse_the_plan_and_allocate_each_time(
     outs = [zk.matmul(a, b) for _ in range(3)]
     assert outs == made and len({o.ptr for o in outs}) == 3  # a new output each call
     assert len(normalised) == 1  # one full check, then the plan
-    assert [entry[3][1] for entry in log if entry[0] == "gemm_splitk_reduce"] == [
-        o.ptr for o in outs
-    ]
+    assert [entry[3][2] for entry in log] == [o.ptr for o in outs]
 
 
 def test_workspaces_per_stream_grow_by_powers_of_two_and_are_kept(
@@ -242,8 +247,11 @@ def test_workspaces_per_stream_grow_by_powers_of_two_and_are_kept(
 
     class Buf:
         def __init__(self, size: int, dtype: Any, device: int, stream: Any) -> None:
-            self.size = size
+            self.size, self.dtype, self.zeroed = size, dtype, None
             made.append((size, stream))
+
+        def zero_(self, stream: Any) -> None:
+            self.zeroed = stream
 
     class S:
         handle = 77
@@ -258,6 +266,9 @@ def test_workspaces_per_stream_grow_by_powers_of_two_and_are_kept(
     s = S()
     w3 = zk._workspace(0, s, 10)
     assert w3 is not w2 and made[-1] == (16, s)  # another stream: its own, in its order
+    assert w1.zeroed is None  # partials are written before they are read
+    c = zk._workspace(0, s, 100, "counters")
+    assert c is not w3 and c.size == 128 and c.dtype == np.uint32 and c.zeroed is s
 
 
 # ------------------------------------------------------------------ PTX (no GPU)
@@ -270,12 +281,8 @@ def test_split_k_kernels_assemble(even: bool, la: str, lb: str) -> None:
     from zyntax import ptxinfo
 
     cfg = zk._mma_sync_config(16)
-    spec = zk.gemm_mma_sync.Spec("bf16", la, lb, True, True, "f32", None, None, even, True)
-    rspec = zk.gemm_splitk.Spec("bf16", "bf16", "gelu")
-    for module in (
-        zk.gemm_mma_sync.build(cfg, spec),
-        zk.gemm_splitk.build(zk.SPLIT_K_REDUCE, rspec),
-    ):
+    spec = zk.gemm_mma_sync.Spec("bf16", la, lb, True, True, "bf16", "bf16", "gelu", even, True)
+    for module in (zk.gemm_mma_sync.build(cfg, spec),):
         for arch in ("sm_80", "sm_90"):
             ptx = zyntax.compile(module, backend="nvptx", arch=arch)
             res = ptxinfo.ptxas_resources(zyntax.validate_ptx(ptx, arch).log)
@@ -284,7 +291,6 @@ def test_split_k_kernels_assemble(even: bool, la: str, lb: str) -> None:
                 # kernel sits already (split-K adds a spilled word there).
                 limit = 8 if arch == "sm_80" else 0
                 assert r["spill_store_bytes"] <= limit, (kernel, arch, r)
-            if "gemm_mma_sync" in res:
-                assert "%nctaid.y" in ptx and "%ctaid.y" in ptx  # the split index
-            else:
-                assert "ld.global.v4.f32" in ptx or "ld.global.nc.v4.f32" in ptx
+            assert "%nctaid.y" in ptx and "%ctaid.y" in ptx  # the split index
+            assert "atom.gpu.global.add.u32" in ptx  # the arrival counters
+            assert "fence.acq_rel.gpu" in ptx and "ld.global.cg.f32" in ptx  # partials via L2

@@ -22,7 +22,7 @@ import numpy as np
 
 from zyntax import _native
 from zyntax.errors import ArgumentError
-from zyntax.kernels import gemm_mma_sync, gemm_simt, gemm_splitk
+from zyntax.kernels import gemm_mma_sync, gemm_simt
 from zyntax.kernels._problem import TYPESTR, Operand, Problem, normalise
 
 __all__ = ["REGISTRY", "Variant", "choose_variant", "matmul"]
@@ -98,8 +98,9 @@ def _load_cuda(key: tuple[Any, ...], build: Callable[[], Any], device: int, sour
     return cuda.load_module(ptx, device, signatures=sigs).kernel(name)
 
 
-#: Pointer arguments of a launch, by slot: filled in on every call.
-A, B, OUT, BIAS, WS = range(5)
+#: Pointer arguments of a launch, by slot: filled in on every call (WS and
+#: COUNT: split-K's f32 partials and its per-tile arrival counters).
+A, B, OUT, BIAS, WS, COUNT = range(6)
 
 
 @dataclass(frozen=True)
@@ -118,11 +119,12 @@ class _Launch:
 
 @dataclass(frozen=True)
 class _Work:
-    """What a variant runs for a problem: launches in order and the f32
-    workspace they share (elements; split-K partials)."""
+    """What a variant runs for a problem: launches in order, and the split-K
+    workspace they use: f32 partials and u32 counters (elements)."""
 
     launches: tuple[_Launch, ...]
     workspace: int = 0
+    counters: int = 0
 
 
 def _kernel(p: Problem, arch: str, ln: _Launch) -> Any:
@@ -131,40 +133,53 @@ def _kernel(p: Problem, arch: str, ln: _Launch) -> Any:
     return _compiled(key, lambda: ln.source.build(ln.cfg, ln.spec), p.backend, device, ln.source)
 
 
+#: The split-K counters of the last interpreter run (tests check that the
+#: kernel leaves them zero, as the next launch needs).
+last_interp_counters: list[Any] = []
+
+
 def _run_interp(p: Problem, work: _Work) -> None:
     """Runs `work` on the interpreter (numpy operands; a NaN-poisoned
     workspace, so a partial that is never written shows up in the result)."""
     from zyntax import interp
 
     ws = np.full(max(1, work.workspace), np.nan, np.float32)
+    counters = np.zeros(max(1, work.counters), np.uint32)
+    last_interp_counters[:] = [counters]
     bias = p.bias.host if p.bias is not None else np.zeros(1, np.float32)
-    vals = (p.a.host, p.b.host, p.out.host, bias, ws)
+    vals = (p.a.host, p.b.host, p.out.host, bias, ws, counters)
     for ln in work.launches:
         kern = _kernel(p, "interp", ln)
         args = [vals[i] for i in ln.ptrs] + list(ln.ints)
         interp.launch(kern, ln.grid, ln.cfg.threads, *args, shared_bytes=ln.cfg.shared_bytes)
 
 
-#: f32 workspaces of split-K, one per (device, stream handle): launches on
-#: one stream run in order, so every plan of that stream may share it. One
-#: outgrown is kept too (never freed): a captured CUDA graph may still use it.
-_workspaces: dict[tuple[int, int], Any] = {}
+#: Split-K workspaces, one per (device, stream handle, kind): launches on one
+#: stream run in order, so every plan of that stream may share them (each
+#: launch leaves the counters zero again). Outgrown ones are kept (never
+#: freed): a captured CUDA graph may still use them.
+_workspaces: dict[tuple[int, int, str], Any] = {}
 _outgrown: list[Any] = []
 
 
-def _workspace(device: int, stream: Any, elems: int) -> Any:
+def _workspace(device: int, stream: Any, elems: int, kind: str = "partials") -> Any:
+    """At least `elems` f32 partials, or u32 counters (``kind="counters"``,
+    zeroed when allocated)."""
     from zyntax import cuda
 
-    key = (device, 0 if stream is None else int(stream.handle))
+    key = (device, 0 if stream is None else int(stream.handle), kind)
     with _lock:
         ws = _workspaces.get(key)
         if ws is None or ws.size < elems:
             if ws is not None:
                 _outgrown.append(ws)
             # Powers of two (the outgrown ones add up to less than the last),
-            # allocated in the order of the stream that uses them.
+            # allocated and zeroed in the order of the stream that uses them.
             size = 1 << (elems - 1).bit_length()
-            ws = _workspaces[key] = cuda.empty(size, np.float32, device, stream)
+            dtype = np.uint32 if kind == "counters" else np.float32
+            ws = _workspaces[key] = cuda.empty(size, dtype, device, stream)
+            if kind == "counters":
+                ws.zero_(stream)
     return ws
 
 
@@ -176,14 +191,20 @@ class _Plan:
     that matches only reads the pointers, checks that the output overlaps
     no input, and launches."""
 
-    __slots__ = ("alloc", "has_bias", "spans", "steps", "ws", "ws_ptr")
+    __slots__ = ("alloc", "count_ptr", "has_bias", "spans", "steps", "ws", "ws_ptr")
 
     def __init__(self, p: Problem, arch: str, work: _Work) -> None:
         device = p.device or 0
         #: Makes the output of calls without `out` (set by matmul).
         self.alloc: Callable[[], tuple[Any, int]] | None = None
-        self.ws = _workspace(device, p.stream, work.workspace) if work.workspace else None
-        self.ws_ptr = int(self.ws.ptr) if self.ws is not None else 0
+        self.ws = None  # (partials, counters), kept alive with the plan
+        self.ws_ptr = self.count_ptr = 0
+        if work.workspace:
+            self.ws = (
+                _workspace(device, p.stream, work.workspace),
+                _workspace(device, p.stream, work.counters, "counters"),
+            )
+            self.ws_ptr, self.count_ptr = int(self.ws[0].ptr), int(self.ws[1].ptr)
         self.has_bias = p.bias is not None
         # Byte extents (from the start pointer) of out, a, b and bias.
         ext = [op.span()[1] - op.span()[0] if op is not None else 0 for op in (p.out, p.a, p.b)]
@@ -193,7 +214,7 @@ class _Plan:
             kern = _kernel(p, arch, ln)
             shared = ln.cfg.shared_bytes or None
             launcher = kern.prepare(ln.grid, ln.cfg.threads, shared, p.stream)
-            # The launch's pointer slots, picked out of (a, b, out, bias, ws).
+            # The launch's pointer slots, picked out of (a, b, out, bias, ws, count).
             self.steps.append((launcher, operator.itemgetter(*ln.ptrs), ln.ints))
 
     def __call__(self, pa: int, pb: int, pc: int, pbias: int) -> None:
@@ -205,7 +226,7 @@ class _Plan:
             or (nbias and pbias < end and pc < pbias + nbias)
         ):
             _overlap(pc, end, (("a", pa, na), ("b", pb, nb), ("bias", pbias, nbias)))
-        vals = (pa, pb, pc, pbias if self.has_bias else pc, self.ws_ptr)
+        vals = (pa, pb, pc, pbias if self.has_bias else pc, self.ws_ptr, self.count_ptr)
         for launcher, pick, ints in self.steps:
             launcher(*pick(vals), *ints)
 
@@ -227,12 +248,14 @@ def _run(p: Problem, arch: str, work: _Work) -> _Plan | None:
     return plan
 
 
-def _main(p: Problem, source: Any, cfg: Any, spec: Any, grid: Any, out: int = OUT) -> _Launch:
-    """The launch of a GEMM kernel ``(a, b, out, bias, M, N, K, lda, ldb, ldc)``;
-    into the workspace (split-K partials) its bias is never read."""
-    ldc = p.n if out == WS else p.out.ld
-    ints = (p.m, p.n, p.k, p.a.ld, p.b.ld, ldc)
-    return _Launch(source, cfg, spec, grid, (A, B, out, WS if out == WS else BIAS), ints)
+def _main(
+    p: Problem, source: Any, cfg: Any, spec: Any, grid: Any, split_k: bool = False
+) -> _Launch:
+    """The launch of a GEMM kernel ``(a, b, out, bias, M, N, K, lda, ldb, ldc)``
+    (split-K: ``(a, b, out, bias, ws, counters, M, ...)``)."""
+    ints = (p.m, p.n, p.k, p.a.ld, p.b.ld, p.out.ld)
+    ptrs = (A, B, OUT, BIAS, WS, COUNT) if split_k else (A, B, OUT, BIAS)
+    return _Launch(source, cfg, spec, grid, ptrs, ints)
 
 
 # ------------------------------------------------------------------ mma_sync (sm_80)
@@ -258,13 +281,9 @@ def _mma_sync_config(m: int) -> gemm_mma_sync.Config:
     return MMA_SYNC_MID_M_CONFIG if m <= 256 else MMA_SYNC_CONFIG
 
 
-def _even(p: Problem, bm: int, bn: int, bk: int, split_k: bool = False) -> bool:
-    """No tails and 16-byte alignment everywhere: the check-free kernel applies
-    (split-K writes its partials to the workspace: f32 rows of N)."""
-    if split_k:
-        out_ok = p.n % 4 == 0
-    else:
-        out_ok = p.out.ptr % 16 == 0 and (p.out.ld * p.out.itemsize) % 16 == 0
+def _even(p: Problem, bm: int, bn: int, bk: int) -> bool:
+    """No tails and 16-byte alignment everywhere: the check-free kernel applies."""
+    out_ok = p.out.ptr % 16 == 0 and (p.out.ld * p.out.itemsize) % 16 == 0
     tiles = p.m % bm == 0 and p.n % bn == 0 and p.k % bk == 0
     return tiles and p.a.aligned16 and p.b.aligned16 and out_ok
 
@@ -290,7 +309,6 @@ def _mma_sync_supports(p: Problem, arch: str) -> str | None:
 #: tiles (benches/gemm_decode.py sweeps both against the tile configs).
 SPLIT_K_WAVES = 4
 SPLIT_K_MIN_TILES = 4
-SPLIT_K_REDUCE = gemm_splitk.Config()
 _sms: dict[int, int] = {}
 
 
@@ -330,27 +348,17 @@ def _mma_sync_work(p: Problem, arch: str) -> _Work:
         b_layout=p.b.layout,
         a_aligned=p.a.aligned16,
         b_aligned=p.b.aligned16,
-        out_dtype="f32" if splits > 1 else p.out.dtype,
-        bias_dtype=None if p.bias is None or splits > 1 else p.bias.dtype,
-        activation=None if splits > 1 else p.activation,
-        even=_even(p, cfg.bm, cfg.bn, cfg.bk, splits > 1),
+        out_dtype=p.out.dtype,
+        bias_dtype=None if p.bias is None else p.bias.dtype,
+        activation=p.activation,
+        even=_even(p, cfg.bm, cfg.bn, cfg.bk),
         split_k=splits > 1,
     )
     tiles = gemm_mma_sync.grid(cfg, p.m, p.n)
     if splits == 1:
         return _Work((_main(p, gemm_mma_sync, cfg, spec, tiles),))
-    rcfg = SPLIT_K_REDUCE if p.n % SPLIT_K_REDUCE.lanes == 0 else gemm_splitk.Config(lanes=1)
-    rspec = gemm_splitk.Spec(p.out.dtype, None if p.bias is None else p.bias.dtype, p.activation)
-    reduce = _Launch(
-        gemm_splitk,
-        rcfg,
-        rspec,
-        gemm_splitk.grid(rcfg, p.m, p.n),
-        (WS, OUT, BIAS),
-        (p.m, p.n, splits, p.out.ld),
-    )
-    main = _main(p, gemm_mma_sync, cfg, spec, (tiles, splits), out=WS)
-    return _Work((main, reduce), workspace=splits * p.m * p.n)
+    main = _main(p, gemm_mma_sync, cfg, spec, (tiles, splits), split_k=True)
+    return _Work((main,), workspace=splits * p.m * p.n, counters=tiles)
 
 
 def _mma_sync_run(p: Problem, arch: str) -> _Plan | None:

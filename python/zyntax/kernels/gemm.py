@@ -443,7 +443,6 @@ class _CudaArray:
     dtype name ("bf16", "f16", "e4m3", "f32")."""
 
     def __init__(self, op: Operand) -> None:
-
         isz = op.itemsize
         strides = (op.ld * isz, isz) if op.layout == "row" else (isz, op.ld * isz)
         self.dtype = op.dtype
@@ -597,7 +596,7 @@ def matmul(
         plan = v.run(p, arch)
         if plan is not None and key is not None and p.k:
             if out is None:
-                plan.alloc = _allocator(a, p)
+                plan.alloc = _allocator(p)
             if len(_plans) >= PLAN_CACHE_SIZE:
                 _plans.clear()
             _plans[full] = plan
@@ -637,7 +636,7 @@ def _operand_key(obj: Any) -> tuple[Any, int] | None:
     return None
 
 
-def _allocator(like: Any, p: Problem) -> Callable[[], tuple[Any, int]]:
+def _allocator(p: Problem) -> Callable[[], tuple[Any, int]]:
     """Allocates a fresh output like the one the full path allocated for `p`
     (a torch tensor for torch inputs, else a DeviceArray): (it, its address)."""
     shape, device = (p.m, p.n), p.device or 0

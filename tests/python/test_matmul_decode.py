@@ -112,7 +112,7 @@ def test_split_count_never_leaves_a_split_empty() -> None:
         assert (s - 1) * per < ktiles, (k, s)  # the last split has a tile
         assert s == 1 or per >= zk.SPLIT_K_MIN_TILES
     # Only the small-M path splits.
-    big = _problem.normalise(*operands(zk.SMALL_M + 1, 32, 4096, "row", "row"))
+    big = _problem.normalise(*operands(zk.SPLIT_K_MAX_M + 1, 32, 4096, "row", "row"))
     assert zk._splits(big, zk._mma_sync_config(big.m)) == 1
 
 

@@ -303,12 +303,14 @@ def _mma_sync_supports(p: Problem, arch: str) -> str | None:
     return None
 
 
-#: Split-K (the small-M path): when the output of an M <= SMALL_M problem
-#: has fewer tiles than SPLIT_K_WAVES x the SMs' count, K is split so that
-#: about that many blocks stream B, each over at least SPLIT_K_MIN_TILES K
-#: tiles (benches/gemm_decode.py sweeps both against the tile configs).
+#: Split-K (the small-M path): when the output of an M <= SPLIT_K_MAX_M
+#: problem has fewer tiles than SPLIT_K_WAVES x the SMs' count, K is split
+#: so that about that many blocks stream B, each over at least
+#: SPLIT_K_MIN_TILES K tiles (benches/gemm_decode.py sweeps the waves
+#: against the tile configs).
 SPLIT_K_WAVES = 4
 SPLIT_K_MIN_TILES = 4
+SPLIT_K_MAX_M = 128  # = SMALL_M: the problems the registry sends to mma_sync first
 _sms: dict[int, int] = {}
 
 
@@ -325,9 +327,8 @@ def _sm_count(p: Problem) -> int:
 
 
 def _splits(p: Problem, cfg: gemm_mma_sync.Config) -> int:
-    """K splits for `p` with tile config `cfg` (1: no split; only small M
-    splits, the M <= SMALL_M problems the registry sends to mma_sync)."""
-    if p.m > SMALL_M:
+    """K splits for `p` with tile config `cfg` (1: no split)."""
+    if p.m > SPLIT_K_MAX_M:
         return 1
     tiles = gemm_mma_sync.grid(cfg, p.m, p.n)
     ktiles = -(-p.k // cfg.bk)

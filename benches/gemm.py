@@ -351,6 +351,7 @@ def one_ladder(
     for name, cfg, keep_even in runs:
         setattr(zk, attr, cfg)
         zk._even = even if keep_even else (lambda *a: False)
+        zk._plans.clear()  # prepared calls hold the previous config's kernel
         try:
             c.fill_(float("nan"))
             zk.matmul(As[0], Bs[0], c, variant="mma_sync")
@@ -361,6 +362,7 @@ def one_ladder(
             continue
         finally:
             zk._even = even
+            zk._plans.clear()
         tf = 2.0 * m * n * k / ms / 1e9
         # Zyntax-only rows: notes, not results (a results case needs a peer row).
         row = {"case": name, "metric": "TFLOP_per_s", "value": round(tf, 4), "rel_err": err}

@@ -37,6 +37,14 @@ def main() -> None:
             rows.append(
                 ("mma_sync", label, cfg, even, gemm_mma_sync.build(cfg, spec), cfg.shared_bytes)
             )
+    # Split-K (M <= 128): the same tiles with the partial-sum epilogue.
+    for label, cfg in [("M <= 128", MMA_SYNC_MID_M_CONFIG), ("M <= 32", MMA_SYNC_SMALL_M_CONFIG)]:
+        for even in (True, False):
+            spec = gemm_mma_sync.Spec(
+                "bf16", "row", "row", True, True, "bf16", None, None, even, split_k=True
+            )
+            module = gemm_mma_sync.build(cfg, spec)
+            rows.append(("mma_sync split-K", label, cfg, even, module, cfg.shared_bytes))
     for even in (True, False):
         spec = gemm_mma_sync.Spec("tf32", "row", "row", True, True, "f32", None, None, even)
         module = gemm_mma_sync.build(MMA_SYNC_TF32_CONFIG, spec)

@@ -46,6 +46,8 @@ if [[ "$what" == benches || "$what" == all ]]; then
     timeout 300 python3 benches/memory_bound.py --out-dir "$OUT/results" 2>&1 | tail -40
     timeout 300 python3 benches/attention.py --out-dir "$OUT/results" 2>&1 | tail -30
     timeout 400 python3 benches/gemm.py --ladder --sweep --out-dir "$OUT/results" 2>&1 | tail -60
+    # Decode shapes: per-call host time and the tile config x split-K sweep.
+    timeout 240 python3 benches/gemm_decode.py --quick --out "$OUT/results/gemm_decode.json" 2>&1 | tail -50
     for f in "$OUT"/results/gemm-*.json; do
         [[ -f "$f" && "$f" != *partial* ]] && python3 benches/plot_gemm.py "$f" "$OUT/gemm.png" 2>&1 | tail -2
     done

@@ -2174,6 +2174,13 @@ fn fast_arg<'a>(
                     elem: d.dtype.elem,
                 });
             }
+            // A raw device address (what prepared library calls pass): the
+            // slow path's protocol probes would cost microseconds per argument.
+            if a.is_exact_instance_of::<PyInt>() {
+                if let Ok(v) = a.extract::<u64>() {
+                    return Ok(zc::KernelArg::Int(i128::from(v)));
+                }
+            }
         }
         Conv::Float => {
             if let Ok(f) = a.cast_exact::<PyFloat>() {

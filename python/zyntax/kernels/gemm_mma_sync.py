@@ -77,6 +77,12 @@ class Spec:
     # M, N, K multiples of the tile, operands and output 16-byte aligned:
     # no bounds checks at all, output pairs stored as one vector.
     even: bool = False
+    # Split-K: block (x, y) multiplies K tiles [y * per, (y + 1) * per) of
+    # output tile x, per = ceil(K tiles / grid_dim.y), and writes its f32
+    # partial sums to ws[y][M][N]; the last block of tile x to finish (a
+    # counter per tile) adds the partials in split order and runs the
+    # epilogue. The kernel then takes (a, b, out, bias, ws, counters, ...).
+    split_k: bool = False
 
 
 _SCALAR = {"bf16": hir.bf16, "f16": hir.f16, "f32": hir.f32, "tf32": hir.f32}
@@ -139,11 +145,18 @@ def build(cfg: Config, spec: Spec) -> hir.Module:
         hir.ptr("global", elem),
         hir.ptr("global", out_t),
         hir.ptr("global", bias_t),
-    ] + [hir.u32] * 6
+    ]
+    if spec.split_k:  # partial sums, arrival counters (zero between launches)
+        params += [hir.ptr("global", hir.f32), hir.ptr("global", hir.u32)]
+    params += [hir.u32] * 6
     nt = cfg.threads
     kchunks = cfg.bk // epc
     with m.kernel(KERNEL, params, max_threads=nt) as b:
-        pa, pb, pc, pbias, dim_m, dim_n, dim_k, lda, ldb, ldc = b.params
+        if spec.split_k:
+            pa, pb, pc, pbias, pws, pcount, dim_m, dim_n, dim_k, lda, ldb, ldc = b.params
+            last_flag = b.shared_alloc(hir.u32, 1)
+        else:
+            pa, pb, pc, pbias, dim_m, dim_n, dim_k, lda, ldb, ldc = b.params
         smem = b.dyn_shared(u32x4)
         zero_u32x4, zero_u32x2 = zeros(b, hir.u32, 4), zeros(b, hir.u32, 2)
         zero_f32x4 = zeros(b, hir.f32, 4)
@@ -161,6 +174,14 @@ def build(cfg: Config, spec: Spec) -> hir.Module:
         pid_m = first_m + (pid % per_group) % gsize
         pid_n = (pid % per_group) // gsize
         row0, col0 = pid_m * cfg.bm, pid_n * cfg.bn
+        ktiles_all = (dim_k + (cfg.bk - 1)) // cfg.bk
+        if spec.split_k:
+            split, nsplit = b.block_idx("y"), b.grid_dim("y")
+            per = (ktiles_all + (nsplit - 1)) // nsplit
+            kbeg = b.min(split * per, ktiles_all)
+            ktiles = b.min(per, ktiles_all - kbeg)  # this split's K tiles (may be 0)
+        else:
+            kbeg, ktiles = b.const(0, hir.u32), ktiles_all
 
         a_kc = spec.a_layout == "row"  # A's K contiguous
         b_kc = spec.b_layout == "col"  # B's K contiguous
@@ -230,12 +251,10 @@ def build(cfg: Config, spec: Spec) -> hir.Module:
                     with no:
                         by_elements(grow, gcol, dst)
 
-        ktiles = (dim_k + (cfg.bk - 1)) // cfg.bk
-
         def copy(kt: hir.Value, tile: hir.Value) -> None:
-            """Copy K tile `tile` into stage kt % stages."""
+            """Copy this block's K tile `tile` into stage kt % stages."""
             base = (kt % cfg.stages) * stage_chunks
-            k0 = tile * cfg.bk
+            k0 = (kbeg + tile) * cfg.bk
             load_tile(pa, lda, a_kc, row0, dim_m, cfg.bm, k0, base, spec.a_aligned)
             load_tile(pb, ldb, b_kc, col0, dim_n, cfg.bn, k0, base + a_chunks, spec.b_aligned)
 
@@ -373,38 +392,101 @@ def build(cfg: Config, spec: Spec) -> hir.Module:
         acc = list(lp.results)[: len(acc0)]
         b.cp_async_wait(0)
 
-        for j in range(ntl):
-            col = col0 + wcol + 8 * j + 2 * t
-            bias: list[hir.Value | None] = []
-            for e in range(2):
-                if spec.bias_dtype is None:
-                    bias.append(None)
-                    continue
-                cc = col + e
-                x = b.load(b.ptr_add(pbias, b.min(cc, dim_n - 1)))
-                bias.append(b.cast(x, hir.f32) if spec.bias_dtype != "f32" else x)
-            for i in range(mt):
-                vals = []
-                for e in range(4):
-                    v = b.extract(acc[i * ntl + j], e)
-                    be = bias[e & 1]
-                    if be is not None:
-                        v = v + be
-                    v = activation(b, v, spec.activation)
-                    vals.append(b.cast(v, out_t) if spec.out_dtype != "f32" else v)
-                for h in range(2):  # rows g and g + 8
-                    row = row0 + wrow + 16 * i + g + 8 * h
-                    if zero_out2 is not None:  # even: (col, col + 1) as one vector
-                        pair = b.insert(b.insert(zero_out2, vals[2 * h], 0), vals[2 * h + 1], 1)
-                        dst = b.ptr_cast(
-                            b.ptr_add(pc, row * ldc + col), hir.ptr("global", hir.vec(out_t, 2))
-                        )
-                        b.store(dst, pair)
+        def store_out(acc: list[hir.Value]) -> None:
+            """Epilogue: bias, activation, output cast, stores inside M x N."""
+            for j in range(ntl):
+                col = col0 + wcol + 8 * j + 2 * t
+                bias: list[hir.Value | None] = []
+                for e in range(2):
+                    if spec.bias_dtype is None:
+                        bias.append(None)
                         continue
-                    for e in range(2):
-                        cc = col + e
-                        with b.if_(b.and_(row < dim_m, cc < dim_n)):
-                            b.store(b.ptr_add(pc, row * ldc + cc), vals[2 * h + e])
+                    cc = col + e
+                    x = b.load(b.ptr_add(pbias, b.min(cc, dim_n - 1)))
+                    bias.append(b.cast(x, hir.f32) if spec.bias_dtype != "f32" else x)
+                for i in range(mt):
+                    vals = []
+                    for e in range(4):
+                        v = b.extract(acc[i * ntl + j], e)
+                        be = bias[e & 1]
+                        if be is not None:
+                            v = v + be
+                        v = activation(b, v, spec.activation)
+                        vals.append(b.cast(v, out_t) if spec.out_dtype != "f32" else v)
+                    for h in range(2):  # rows g and g + 8
+                        row = row0 + wrow + 16 * i + g + 8 * h
+                        if zero_out2 is not None:  # even: (col, col + 1) as one vector
+                            pair = b.insert(b.insert(zero_out2, vals[2 * h], 0), vals[2 * h + 1], 1)
+                            dst = b.ptr_cast(
+                                b.ptr_add(pc, row * ldc + col), hir.ptr("global", hir.vec(out_t, 2))
+                            )
+                            b.store(dst, pair)
+                            continue
+                        for e in range(2):
+                            cc = col + e
+                            with b.if_(b.and_(row < dim_m, cc < dim_n)):
+                                b.store(b.ptr_add(pc, row * ldc + cc), vals[2 * h + e])
+
+        if not spec.split_k:
+            store_out(acc)
+            return m
+
+        # Split-K: this block's partial sums go to ws[split] (f32, rows of N).
+        # Element (i, j, e) of the fragments is at row g + 8 * (e >> 1) and
+        # column 2 * t + (e & 1) of 16 x 8 block (i, j) of the warp tile.
+        plane = dim_m * dim_n
+        elems = [(i, j, e) for i in range(mt) for j in range(ntl) for e in range(4)]
+
+        def place(i: int, j: int, e: int) -> tuple[hir.Value, hir.Value]:
+            row = row0 + wrow + 16 * i + g + 8 * (e >> 1)
+            return row, col0 + wcol + 8 * j + 2 * t + (e & 1)
+
+        mine = b.ptr_add(pws, split * plane)
+        for i, j, e in elems:
+            row, col = place(i, j, e)
+            v = b.extract(acc[i * ntl + j], e)
+            if spec.even:
+                b.store(b.ptr_add(mine, row * dim_n + col), v)
+                continue
+            with b.if_(b.and_(row < dim_m, col < dim_n)):
+                b.store(b.ptr_add(mine, row * dim_n + col), v)
+        # Release the partials, then count this block in; the last of the
+        # tile's blocks to arrive resets the counter for the next launch.
+        b.fence_acq_rel("device")
+        b.barrier()
+        with b.if_(tid < 1):
+            counter = b.ptr_add(pcount, pid)
+            last = b.eq(b.atomic_add(counter, b.const(1, hir.u32)), nsplit - 1)
+            b.store(last_flag, b.select(last, b.const(1, hir.u32), b.const(0, hir.u32)))
+            with b.if_(last):
+                b.store(counter, b.const(0, hir.u32))
+        b.barrier()
+        with b.if_(b.ne(b.load(last_flag), b.const(0, hir.u32))):
+            # Acquire the other blocks' partials and add all of them in split
+            # order (L2 loads: never a stale L1 line): the same sum whichever
+            # block came last.
+            b.fence_acq_rel("device")
+            offs = []
+            for i, j, e in elems:
+                row, col = place(i, j, e)
+                offs.append(b.min(row, dim_m - 1) * dim_n + b.min(col, dim_n - 1))
+            zero = b.const(0.0, hir.f32)
+            with b.loop(0, nsplit, carry=[zero] * len(elems), type=hir.u32) as sp:
+                part = b.ptr_add(pws, sp.index * plane)
+                sp.next(
+                    *[
+                        x + b.load_cached(b.ptr_add(part, off), "cg")
+                        for x, off in zip(sp.carried, offs, strict=True)
+                    ]
+                )
+            sums = list(sp.results)
+            total = []
+            for f in range(mt * ntl):
+                v = zero_f32x4
+                for e in range(4):
+                    v = b.insert(v, sums[f * 4 + e], e)
+                total.append(v)
+            store_out(total)
     return m
 
 

@@ -98,11 +98,15 @@ def test_attention_sm90_interpreter(
 @pytest.mark.parametrize("causal", [False, True])
 def test_attention_sm90_assembles(d: int, causal: bool, overlap: bool, pingpong: bool) -> None:
     """ptxas -Werror for sm_90a accepts it (setmaxnreg honoured, no C7508
-    warning) with wgmma, tensor copies and no spilled registers."""
+    warning) with wgmma, tensor copies, no spilled registers and no
+    serialised wgmma."""
     module = sm90.build("bf16", d, causal, overlap, pingpong)
     ptx = zyntax.compile(module, backend="nvptx", arch="sm_90a")
-    res = ptxinfo.ptxas_resources(zyntax.validate_ptx(ptx, "sm_90a").log)
-    r = res["attention"]
+    log = zyntax.validate_ptx(ptx, "sm_90a").log
+    # C7513: ptxas serialises every wgmma when registers a pending wgmma
+    # reads are written before its wait (P packed during P·V, say).
+    assert "C7513" not in log and "serialized" not in log, log
+    r = ptxinfo.ptxas_resources(log)["attention"]
     assert r["spill_store_bytes"] == 0, r
     # The overlapped loop has a prologue S and an epilogue P·V besides the loop's.
     assert ptx.count("wgmma.mma_async") == (1 + overlap) * (d // 16 + sm90.BN // 16)

@@ -128,10 +128,9 @@ def build(
                 b.tma_load(b.ptr_add(dst, x * BOX_BYTES), tmap, coords, bar)
 
         def pack(x: hir.Value, y: hir.Value) -> hir.Value:
-            """Two f32 as the element pair of one u32 register (x in the low half)."""
-            lo = b.cast(b.bitcast(b.cast(x, elem), hir.u16), hir.u32)
-            hi_ = b.cast(b.bitcast(b.cast(y, elem), hir.u16), hir.u32)
-            return b.prmt(lo, hi_, 0x5410)
+            """Two f32 as the element pair of one u32 register (x in the low
+            half): one `cvt.rn.{bf16x2,f16x2}.f32` instead of two and a `prmt`."""
+            return b.bitcast(b.cvt_pack(f"{dtype}x2", x, y), hir.u32)
 
         def quad(x: hir.Value, op: Any) -> hir.Value:
             """op over the four lanes of a quad (the threads sharing a row)."""
@@ -191,8 +190,8 @@ def build(
 
             def softmax(
                 sacc: hir.Value, j: hir.Value, m_old: list[hir.Value], l_old: list[hir.Value]
-            ) -> tuple[list[hir.Value], list[hir.Value], list[hir.Value], list[hir.Value]]:
-                """(row maxima, row sums, rescale factors, P's A fragments) after S_j."""
+            ) -> tuple[list[hir.Value], list[hir.Value], list[hir.Value], list[list[hir.Value]]]:
+                """(row maxima, row sums, rescale factors, P in f32 per row half) after S_j."""
                 # Row half h, x = 2 * n-tile + e: key 8 n-tile + 2t + e.
                 per = BN // 4
                 flat = [
@@ -229,8 +228,14 @@ def build(
                     p.append(ph)
                     m_new.append(mn)
                     l_new.append(b.fma(l_old[h], alpha[h], tree(b.add, ph)))
-                # P's A fragment for keys 16kk..: rows (g, g + 8), as mma.sync's A.
-                frags = [
+                return m_new, l_new, alpha, p
+
+            def fragments(p: list[list[hir.Value]]) -> list[hir.Value]:
+                """P's A fragment for keys 16kk..: rows (g, g + 8), as mma.sync's A.
+                Packed only while no P V wgmma is in flight: writing registers a
+                later wgmma reads while one is pending makes ptxas serialise
+                every wgmma of the kernel (C7513)."""
+                return [
                     vector(
                         b,
                         u32x4,
@@ -243,7 +248,6 @@ def build(
                     )
                     for kk in range(BN // 16)
                 ]
-                return m_new, l_new, alpha, frags
 
             def release(ring: hir.Value, j: hir.Value) -> None:
                 """This thread is done with tile j of a K or V slot."""
@@ -279,8 +283,8 @@ def build(
                     sacc = s_gemm(j)
                     b.wgmma_wait_group(0)
                     release(empty_k, j)
-                    m_new, l_new, alpha, frags = softmax(sacc, j, m_old, l_old)
-                    acc = pv_gemm(j, rescale(acc, alpha), frags)
+                    m_new, l_new, alpha, p = softmax(sacc, j, m_old, l_old)
+                    acc = pv_gemm(j, rescale(acc, alpha), fragments(p))
                     b.wgmma_wait_group(0)
                     release(empty_v, j)
                     lp.next(*m_new, *l_new, acc)
@@ -296,8 +300,8 @@ def build(
                 end_turn()
                 b.wgmma_wait_group(0)
                 release(empty_k, first)
-                m1, l1, _, frags = softmax(sacc, first, [ninf, ninf], [zero, zero])
-                init = [*m1, *l1, b.wgmma_zero(d), *frags]
+                m1, l1, _, p = softmax(sacc, first, [ninf, ninf], [zero, zero])
+                init = [*m1, *l1, b.wgmma_zero(d), *fragments(p)]
                 with b.loop(1, nblocks, carry=init, type=hir.u32) as lp:
                     j = lp.index
                     m_old, l_old, acc = lp.carried[0:2], lp.carried[2:4], lp.carried[4]
@@ -308,10 +312,10 @@ def build(
                     end_turn()
                     b.wgmma_wait_group(1)  # S_j is ready
                     release(empty_k, j)
-                    m_new, l_new, alpha, frags = softmax(sacc, j, m_old, l_old)
+                    m_new, l_new, alpha, p = softmax(sacc, j, m_old, l_old)
                     b.wgmma_wait_group(0)
                     release(empty_v, j - 1)
-                    lp.next(*m_new, *l_new, rescale(acc, alpha), *frags)
+                    lp.next(*m_new, *l_new, rescale(acc, alpha), *fragments(p))
                 res = lp.results
                 last = nblocks - 1
                 my_turn(nblocks)

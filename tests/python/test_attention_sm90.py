@@ -48,19 +48,20 @@ def poisoned(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.usefixtures("poisoned")
 @pytest.mark.parametrize(
-    ("sq", "sk", "d", "causal", "overlap", "pingpong"),
+    ("sq", "sk", "d", "causal", "overlap", "pingpong", "defer"),
     [
-        (64, 64, 64, False, False, False),
-        (64, 64, 64, False, True, True),
-        (130, 130, 64, True, False, False),
-        (130, 130, 64, True, True, False),
-        (130, 130, 64, True, True, True),
-        (75, 300, 64, False, False, False),
-        (75, 300, 64, False, True, False),
-        (75, 300, 64, False, True, True),
-        (131, 131, 128, True, False, False),
-        (257, 257, 128, True, True, True),
-        (33, 97, 128, False, False, False),
+        (64, 64, 64, False, False, False, False),
+        (64, 64, 64, False, True, True, False),
+        (130, 130, 64, True, False, False, False),
+        (130, 130, 64, True, True, False, False),
+        (130, 130, 64, True, True, True, True),
+        (75, 300, 64, False, False, False, False),
+        (75, 300, 64, False, True, False, True),
+        (75, 300, 64, False, True, True, False),
+        (131, 131, 128, True, False, False, False),
+        (257, 257, 128, True, True, True, False),
+        (257, 300, 128, True, True, True, True),
+        (33, 97, 128, False, False, False, False),
     ],
 )
 def test_attention_sm90_interpreter(
@@ -70,13 +71,16 @@ def test_attention_sm90_interpreter(
     causal: bool,
     overlap: bool,
     pingpong: bool,
+    defer: bool,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Both consumer loops (with and without the S/PV overlap, with and
-    without ping-pong); key counts over several tiles so the ring wraps and
-    its phases flip. f16 (numpy has no bf16 here; the GPU test covers both)."""
+    without ping-pong, O rescaled late or early); key counts over several
+    tiles so the ring wraps and its phases flip. f16 (numpy has no bf16
+    here; the GPU test covers both)."""
     monkeypatch.setattr(sm90, "OVERLAP", overlap)
     monkeypatch.setattr(sm90, "PINGPONG", pingpong)
+    monkeypatch.setattr(sm90, "DEFER", defer)
     dt = np.float16
     q = rng.standard_normal((1, 1, sq, d)).astype(dt)
     k = rng.standard_normal((1, 1, sk, d)).astype(dt)

@@ -54,15 +54,23 @@ def shared_bytes(d: int) -> int:
 
 
 def build(
-    dtype: str, d: int, causal: bool, overlap: bool = False, pingpong: bool = False
+    dtype: str,
+    d: int,
+    causal: bool,
+    overlap: bool = False,
+    pingpong: bool = False,
+    defer: bool = False,
 ) -> hir.Module:
     """`overlap`: FA3's intra-warpgroup pipelining; `pingpong` (with
-    `overlap`): the two consumer warpgroups take turns issuing GEMMs."""
+    `overlap`): the two consumer warpgroups take turns issuing GEMMs; `defer`
+    (with `overlap`): O is rescaled after S_j is issued instead of after P V."""
     pingpong = pingpong and overlap
     elem = T.HIR_TYPE[dtype]
     boxes = d // BOX
     q_bytes, kv_bytes = BM * d * 2, BN * d * 2
+    defer = defer and overlap
     tags = ("_causal" if causal else "") + ("_ovl" if overlap else "") + ("_pp" if pingpong else "")
+    tags += "_defer" if defer else ""
     name = f"attention_sm90_{dtype}_d{d}{tags}"
     m = hir.Module(name, targets=["sm_90a"])
     params = [hir.tensormap] * 3 + [hir.ptr("global", elem), hir.ptr("global", hir.f32)]
@@ -300,14 +308,19 @@ def build(
                 end_turn()
                 b.wgmma_wait_group(0)
                 release(empty_k, first)
-                m1, l1, _, p = softmax(sacc, first, [ninf, ninf], [zero, zero])
-                init = [*m1, *l1, b.wgmma_zero(d), *fragments(p)]
+                m1, l1, a1, p = softmax(sacc, first, [ninf, ninf], [zero, zero])
+                # Carried: row maxima, row sums, O, the rescale factors not yet
+                # applied to O (deferred: FA3 scales O while S_j is computed),
+                # P's fragments.
+                init = [*m1, *l1, b.wgmma_zero(d), *a1, *fragments(p)]
                 with b.loop(1, nblocks, carry=init, type=hir.u32) as lp:
                     j = lp.index
                     m_old, l_old, acc = lp.carried[0:2], lp.carried[2:4], lp.carried[4]
-                    frags = list(lp.carried[5:])
+                    a_old, frags = lp.carried[5:7], list(lp.carried[7:])
                     my_turn(j)
                     sacc = s_gemm(j)
+                    if defer:
+                        acc = rescale(acc, a_old)
                     acc = pv_gemm(j - 1, acc, frags)
                     end_turn()
                     b.wgmma_wait_group(1)  # S_j is ready
@@ -315,11 +328,14 @@ def build(
                     m_new, l_new, alpha, p = softmax(sacc, j, m_old, l_old)
                     b.wgmma_wait_group(0)
                     release(empty_v, j - 1)
-                    lp.next(*m_new, *l_new, rescale(acc, alpha), *fragments(p))
+                    if not defer:
+                        acc = rescale(acc, alpha)
+                    lp.next(*m_new, *l_new, acc, *alpha, *fragments(p))
                 res = lp.results
                 last = nblocks - 1
                 my_turn(nblocks)
-                acc = pv_gemm(last, res[4], list(res[5:]))
+                acc = rescale(res[4], res[5:7]) if defer else res[4]
+                acc = pv_gemm(last, acc, list(res[7:]))
                 end_turn()
                 b.wgmma_wait_group(0)
                 release(empty_v, last)
@@ -374,15 +390,19 @@ def build(
 OVERLAP = False
 #: With OVERLAP: FA3's ping-pong of the two consumer warpgroups (not yet measured).
 PINGPONG = False
+#: With OVERLAP: rescale O while S_j is computed (FA3's order).
+DEFER = False
 
 
 @functools.cache
-def _module(dtype: str, d: int, causal: bool, overlap: bool, pingpong: bool) -> hir.Module:
-    return build(dtype, d, causal, overlap, pingpong)
+def _module(
+    dtype: str, d: int, causal: bool, overlap: bool, pingpong: bool, defer: bool
+) -> hir.Module:
+    return build(dtype, d, causal, overlap, pingpong, defer)
 
 
 @functools.cache
-def _loaded(key: tuple[str, int, bool, bool, bool], device: int) -> Any:
+def _loaded(key: tuple[str, int, bool, bool, bool, bool], device: int) -> Any:
     return cuda.load_hir(_module(*key), device, arch="sm_90a")
 
 
@@ -412,7 +432,7 @@ def launch(
     args = [*maps, o.arr, lse.arr, sq, sk, heads, *o.strides[:3], scale_log2]
     grid = (-(-sq // BM), bsz * heads)
     smem = shared_bytes(d)
-    key = (tq.dtype, d, causal, OVERLAP, PINGPONG)
+    key = (tq.dtype, d, causal, OVERLAP, PINGPONG, DEFER)
     if not tq.on_gpu:
         interp.launch(_module(*key), "attention", grid, THREADS, *args, shared_bytes=smem)
         return

@@ -98,17 +98,20 @@ def test_attention_sm90_bench_sizes(case: tuple[int, int, bool]) -> None:
 
 
 @pytest.mark.usefixtures("poisoned")
+@pytest.mark.parametrize("defer", [False, True])
 @pytest.mark.parametrize("pingpong", [False, True])
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("causal", [False, True])
 def test_attention_sm90_overlapped_loop(
-    d: int, causal: bool, pingpong: bool, monkeypatch: pytest.MonkeyPatch
+    d: int, causal: bool, pingpong: bool, defer: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The consumer loop with FA3's S_j / P_{j-1}V_{j-1} overlap (OVERLAP),
-    with and without the warpgroup ping-pong (PINGPONG); both off by default."""
+    with and without the warpgroup ping-pong (PINGPONG) and O's rescale
+    moved before P·V (DEFER)."""
     sm90 = __import__("zyntax.kernels.attention_sm90", fromlist=["OVERLAP"])
     monkeypatch.setattr(sm90, "OVERLAP", True)
     monkeypatch.setattr(sm90, "PINGPONG", pingpong)
+    monkeypatch.setattr(sm90, "DEFER", defer)
     q, k, v = (torch.randn(2, 3, 777, d, device=DEV, dtype=BF16) for _ in range(3))
     out, lse = kernels.attention(q, k, v, causal=causal, return_lse=True, variant="sm90")
     ref, ref_lse = ref_attention(q, k, v, causal, 1 / math.sqrt(d))

@@ -1,7 +1,7 @@
 """Attention forward of ``zyntax.kernels.attention`` (row ``zyntax``: its
 default, the sm_90a wgmma/TMA path on Hopper; ``zyntax_sm80``: the mma.sync
-path; on Hopper also ``zyntax_sm90_overlap`` and ``zyntax_sm90_pingpong``,
-the sm_90a consumer loops that are off by default) against PyTorch's
+path; on Hopper also ``zyntax_sm90_overlap``, ``zyntax_sm90_pingpong`` and
+their ``_defer`` forms, the sm_90a consumer loops that are off by default) against PyTorch's
 ``scaled_dot_product_attention`` and Triton's
 fused-attention tutorial kernel (bench ``attention``, metric ``TFLOP_per_s``:
 4·B·H·S²·D forward FLOPs, halved when causal, over the median CUDA-event time).
@@ -250,20 +250,22 @@ def run_case(
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
     hopper = torch.cuda.get_device_capability()[0] == 9
-    # (row, variant, sm90 consumer-loop knobs OVERLAP and PINGPONG)
-    rows: list[tuple[str, str | None, tuple[bool, bool] | None]] = [
+    # (row, variant, sm90 consumer-loop knobs OVERLAP, PINGPONG and DEFER)
+    rows: list[tuple[str, str | None, tuple[bool, bool, bool] | None]] = [
         ("zyntax", None, None),
         ("zyntax_sm80", "sm80", None),
     ]
     if hopper:
         rows += [
-            ("zyntax_sm90_overlap", "sm90", (True, False)),
-            ("zyntax_sm90_pingpong", "sm90", (True, True)),
+            ("zyntax_sm90_overlap", "sm90", (True, False, False)),
+            ("zyntax_sm90_pingpong", "sm90", (True, True, False)),
+            ("zyntax_sm90_overlap_defer", "sm90", (True, False, True)),
+            ("zyntax_sm90_pingpong_defer", "sm90", (True, True, True)),
         ]
     for impl, variant, knobs in rows:
-        saved = (sm90.OVERLAP, sm90.PINGPONG)
+        saved = (sm90.OVERLAP, sm90.PINGPONG, sm90.DEFER)
         if knobs is not None:
-            sm90.OVERLAP, sm90.PINGPONG = knobs
+            sm90.OVERLAP, sm90.PINGPONG, sm90.DEFER = knobs
 
         def ours(variant: str | None = variant) -> Any:
             return kernels.attention(q, k, v, causal=causal, variant=variant)
@@ -277,7 +279,7 @@ def run_case(
         except Exception as e:
             print(f"  ({impl} failed: {type(e).__name__}: {e})")
         finally:
-            sm90.OVERLAP, sm90.PINGPONG = saved
+            sm90.OVERLAP, sm90.PINGPONG, sm90.DEFER = saved
     best: tuple[float, str] | None = None
     for bname, backend in backends.items():
         try:

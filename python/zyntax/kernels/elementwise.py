@@ -21,7 +21,7 @@ __all__ = ["saxpy"]
 THREADS = 512
 UNROLL = 4
 #: Cache operators of the main loop's x load, y load and y store (`load_cached` /
-#: `store_cached`; None: a plain access, x through the read-only path).
+#: `store_cached`; None: a plain access, x through the read-only path). f32 only.
 CACHE: tuple[str | None, str | None, str | None] = (None, None, None)
 #: True: one wave of blocks in a grid-stride loop; False: a grid that covers
 #: the array once (each thread its UNROLL vectors, as PyTorch's kernel).
@@ -36,6 +36,8 @@ def _build(
     cache: tuple[str | None, str | None, str | None] = (None, None, None),
 ) -> hir.Module:
     elem = T.HIR_TYPE[dtype]
+    if lanes > 4:  # load_cached moves at most 4-element vectors (ptxas fails on .v8.b16)
+        cache = (None, None, None)
     tag = "".join(f"_{c}" if c else "_" for c in cache) if any(cache) else ""
     # L2 eviction hints need sm_80 and PTX 7.4: cache operators pin the module to sm_90.
     archs = ["sm_90"] if any(cache) else archs_for(dtype)

@@ -1,7 +1,7 @@
 """Attention forward of ``zyntax.kernels.attention`` (row ``zyntax``: its
 default, the sm_90a wgmma/TMA path on Hopper; ``zyntax_sm80``: the mma.sync
-path; on Hopper also ``zyntax_sm90_overlap``, ``zyntax_sm90_pingpong`` and
-their ``_defer`` forms, the sm_90a consumer loops that are off by default) against PyTorch's
+path; on Hopper also ``zyntax_sm90_<loop>`` for each sm_90a consumer loop of
+``SM90_ROWS``, and ``_wg3`` rows for head dim 64 with three consumer warpgroups) against PyTorch's
 ``scaled_dot_product_attention`` and Triton's
 fused-attention tutorial kernel (bench ``attention``, metric ``TFLOP_per_s``:
 4·B·H·S²·D forward FLOPs, halved when causal, over the median CUDA-event time).
@@ -219,6 +219,21 @@ def triton_attention() -> Callable[..., Any] | None:
     return run
 
 
+#: sm_90a consumer loops besides the default (module knobs of attention_sm90).
+SM90_ROWS: dict[str, dict[str, Any]] = {
+    "plain": {"OVERLAP": False},
+    "overlap": {"OVERLAP": True, "PINGPONG": False, "DEFER": False},
+    "pingpong": {"OVERLAP": True, "PINGPONG": True, "DEFER": False},
+    "overlap_defer": {"OVERLAP": True, "PINGPONG": False, "DEFER": True},
+    "pingpong_defer": {"OVERLAP": True, "PINGPONG": True, "DEFER": True},
+}
+#: Head dim 64 with three consumer warpgroups (192 query rows a block).
+SM90_ROWS_WG3: dict[str, dict[str, Any]] = {
+    "plain": {"OVERLAP": False},
+    "pingpong_defer": {"OVERLAP": True, "PINGPONG": True, "DEFER": True},
+}
+
+
 def run_case(
     res: Results,
     torch: Any,
@@ -250,22 +265,22 @@ def run_case(
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
     hopper = torch.cuda.get_device_capability()[0] == 9
-    # (row, variant, sm90 consumer-loop knobs OVERLAP, PINGPONG and DEFER)
-    rows: list[tuple[str, str | None, tuple[bool, bool, bool] | None]] = [
-        ("zyntax", None, None),
-        ("zyntax_sm80", "sm80", None),
+    # (row, variant, module knobs of attention_sm90 for the row)
+    rows: list[tuple[str, str | None, dict[str, Any]]] = [
+        ("zyntax", None, {}),
+        ("zyntax_sm80", "sm80", {}),
     ]
     if hopper:
-        rows += [
-            ("zyntax_sm90_overlap", "sm90", (True, False, False)),
-            ("zyntax_sm90_pingpong", "sm90", (True, True, False)),
-            ("zyntax_sm90_overlap_defer", "sm90", (True, False, True)),
-            ("zyntax_sm90_pingpong_defer", "sm90", (True, True, True)),
-        ]
+        rows += [(f"zyntax_sm90_{name}", "sm90", knobs) for name, knobs in SM90_ROWS.items()]
+        if d == 64:
+            rows += [
+                (f"zyntax_sm90_{name}_wg3", "sm90", {**knobs, "CONSUMERS": {64: 3, 128: 2}})
+                for name, knobs in SM90_ROWS_WG3.items()
+            ]
     for impl, variant, knobs in rows:
-        saved = (sm90.OVERLAP, sm90.PINGPONG, sm90.DEFER)
-        if knobs is not None:
-            sm90.OVERLAP, sm90.PINGPONG, sm90.DEFER = knobs
+        saved = {knob: getattr(sm90, knob) for knob in knobs}
+        for knob, val in knobs.items():
+            setattr(sm90, knob, val)
 
         def ours(variant: str | None = variant) -> Any:
             return kernels.attention(q, k, v, causal=causal, variant=variant)
@@ -279,7 +294,8 @@ def run_case(
         except Exception as e:
             print(f"  ({impl} failed: {type(e).__name__}: {e})")
         finally:
-            sm90.OVERLAP, sm90.PINGPONG, sm90.DEFER = saved
+            for knob, val in saved.items():
+                setattr(sm90, knob, val)
     best: tuple[float, str] | None = None
     for bname, backend in backends.items():
         try:

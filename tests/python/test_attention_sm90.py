@@ -97,6 +97,46 @@ def test_attention_sm90_interpreter(
     assert np.abs(lse - ref_lse).max() < 1e-2
 
 
+@pytest.mark.usefixtures("poisoned")
+@pytest.mark.parametrize(
+    ("sq", "sk", "causal", "overlap", "pingpong", "defer"),
+    [
+        (200, 200, True, False, False, False),
+        (75, 300, False, True, True, True),
+        (257, 300, True, True, True, False),
+        (193, 193, True, True, False, True),
+    ],
+)
+def test_attention_sm90_three_consumers(
+    sq: int,
+    sk: int,
+    causal: bool,
+    overlap: bool,
+    pingpong: bool,
+    defer: bool,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Head dim 64 with three consumer warpgroups (192 query rows a block,
+    the ping-pong round-robin over three): against float64."""
+    monkeypatch.setattr(sm90, "CONSUMERS", {64: 3, 128: 2})
+    monkeypatch.setattr(sm90, "OVERLAP", overlap)
+    monkeypatch.setattr(sm90, "PINGPONG", pingpong)
+    monkeypatch.setattr(sm90, "DEFER", defer)
+    dt = np.float16
+    q = rng.standard_normal((1, 2, sq, 64)).astype(dt)
+    k = rng.standard_normal((1, 2, sk, 64)).astype(dt)
+    v = rng.standard_normal((1, 2, sk, 64)).astype(dt)
+    scale = float(rng.uniform(0.05, 0.2))
+    out, lse = kernels.attention(
+        q, k, v, causal=causal, scale=scale, return_lse=True, variant="sm90"
+    )
+    ref, ref_lse = reference(q, k, v, causal, scale)
+    o = out.astype(np.float64)
+    assert not np.isnan(o).any() and not np.isnan(lse).any()
+    assert np.linalg.norm(o - ref) / np.linalg.norm(ref) < 5e-3
+    assert np.abs(lse - ref_lse).max() < 1e-2
+
+
 @pytest.mark.parametrize(("overlap", "pingpong"), [(False, False), (True, False), (True, True)])
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("causal", [False, True])

@@ -39,18 +39,27 @@ from . import _tensors as T
 from ._rows import NEG_INF, safe_max, tree, vector
 from .attention import LN2
 
-BM = 128  # query rows per block (two consumer warpgroups of 64)
 BN = 128  # keys per tile
 STAGES = 2  # K/V ring depth
-THREADS = 3 * 128
 BOX = 64  # elements per TMA box row: 128 bytes, the 128B swizzle span
-BOX_BYTES = 128 * 128  # one box: 128 rows (BM = BN) of 128 bytes
-CONSUMER_REGS, PRODUCER_REGS = 240, 24
+KV_BOX_BYTES = BN * 128  # one K/V box: BN rows of 128 bytes
+#: Registers per thread of the producer and of each consumer warpgroup
+#: (`setmaxnreg`), by the number of consumers: 64 Ki registers per SM.
+REGS = {2: (24, 240), 3: (32, 160)}
 
 
-def shared_bytes(d: int) -> int:
+def bm(consumers: int) -> int:
+    """Query rows per block: 64 per consumer warpgroup."""
+    return 64 * consumers
+
+
+def threads(consumers: int) -> int:
+    return 128 * (consumers + 1)
+
+
+def shared_bytes(d: int, consumers: int = 2) -> int:
     """Q tile, STAGES K and V tiles, then the mbarriers."""
-    return (BM + 2 * STAGES * BN) * d * 2 + 8 * (1 + 4 * STAGES + 2)
+    return (bm(consumers) + 2 * STAGES * BN) * d * 2 + 8 * (1 + 4 * STAGES + consumers)
 
 
 def build(
@@ -60,17 +69,23 @@ def build(
     overlap: bool = False,
     pingpong: bool = False,
     defer: bool = False,
+    consumers: int = 2,
 ) -> hir.Module:
     """`overlap`: FA3's intra-warpgroup pipelining; `pingpong` (with
     `overlap`): the two consumer warpgroups take turns issuing GEMMs; `defer`
-    (with `overlap`): O is rescaled after S_j is issued instead of after P V."""
+    (with `overlap`): O is rescaled after S_j is issued instead of after P V;
+    `consumers`: 2 or 3 consumer warpgroups of 64 query rows (FA3 uses
+    3 for head dim 64, whose tiles are small)."""
     pingpong = pingpong and overlap
     elem = T.HIR_TYPE[dtype]
     boxes = d // BOX
+    BM, THREADS = bm(consumers), threads(consumers)
+    PRODUCER_REGS, CONSUMER_REGS = REGS[consumers]
+    q_box_bytes = BM * 128  # one Q box: BM rows of 128 bytes
     q_bytes, kv_bytes = BM * d * 2, BN * d * 2
     defer = defer and overlap
     tags = ("_causal" if causal else "") + ("_ovl" if overlap else "") + ("_pp" if pingpong else "")
-    tags += "_defer" if defer else ""
+    tags += ("_defer" if defer else "") + (f"_wg{consumers}" if consumers != 2 else "")
     name = f"attention_sm90_{dtype}_d{d}{tags}"
     m = hir.Module(name, targets=["sm_90a"])
     params = [hir.tensormap] * 3 + [hir.ptr("global", elem), hir.ptr("global", hir.f32)]
@@ -104,9 +119,9 @@ def build(
             for x in range(STAGES):
                 b.mbarrier_init(b.ptr_add(full_k, x), 1)
                 b.mbarrier_init(b.ptr_add(full_v, x), 1)
-                b.mbarrier_init(b.ptr_add(empty_k, x), 256)  # every consumer thread
-                b.mbarrier_init(b.ptr_add(empty_v, x), 256)
-            for x in range(2):
+                b.mbarrier_init(b.ptr_add(empty_k, x), 128 * consumers)  # every consumer
+                b.mbarrier_init(b.ptr_add(empty_v, x), 128 * consumers)
+            for x in range(consumers):
                 b.mbarrier_init(b.ptr_add(turns, x), 128)  # a warpgroup's threads
             b.fence_mbarrier_init()
         b.barrier()
@@ -128,12 +143,13 @@ def build(
         def tile(ring: hir.Value, j: hir.Value) -> hir.Value:
             return b.ptr_add(ring, slot(j) * kv_bytes)
 
-        def tma(dst: hir.Value, tmap: hir.Value, row: Any, bar: hir.Value) -> None:
-            """128 rows from `row` as `boxes` boxes of 64 columns, side by side."""
+        def tma(dst: hir.Value, tmap: hir.Value, row: Any, bar: hir.Value, box: int) -> None:
+            """The map's box rows from `row` as `boxes` boxes of 64 columns
+            (`box` bytes each), side by side."""
             for x in range(boxes):
                 coords = [b.const(x * BOX, hir.i32), b.cast(row, hir.i32)]
                 coords += [b.cast(hi, hir.i32), b.cast(bi, hir.i32)]
-                b.tma_load(b.ptr_add(dst, x * BOX_BYTES), tmap, coords, bar)
+                b.tma_load(b.ptr_add(dst, x * box), tmap, coords, bar)
 
         def pack(x: hir.Value, y: hir.Value) -> hir.Value:
             """Two f32 as the element pair of one u32 register (x in the low
@@ -171,11 +187,11 @@ def build(
                 for kk in range(d // 16):
                     # k-step kk: box kk // 4, 32 bytes per step within its
                     # 128-byte rows (the swizzle acts on the address).
-                    off = (kk // 4) * BOX_BYTES + (kk % 4) * 32
+                    off = (kk % 4) * 32
                     sacc = b.wgmma(
                         sacc,
-                        desc(b.ptr_add(s_qw, off), 16),
-                        desc(b.ptr_add(kt, off), 16),
+                        desc(b.ptr_add(s_qw, (kk // 4) * q_box_bytes + off), 16),
+                        desc(b.ptr_add(kt, (kk // 4) * KV_BOX_BYTES + off), 16),
                         n=BN,
                         a_type=dtype,
                         scale_d=0 if kk == 0 else 1,
@@ -191,7 +207,7 @@ def build(
                 for kk in range(BN // 16):
                     # V is MN-major: 16 keys (rows of 128 bytes) per step;
                     # the next 64 head-dim columns are the next box (LBO).
-                    vd = desc(b.ptr_add(vt, kk * 16 * 128), BOX_BYTES)
+                    vd = desc(b.ptr_add(vt, kk * 16 * 128), KV_BOX_BYTES)
                     acc = b.wgmma(acc, frags[kk], vd, n=d, a_type=dtype, trans_b=True)
                 b.wgmma_commit_group()
                 return acc
@@ -262,18 +278,21 @@ def build(
                 b.mbarrier_arrive(b.ptr_add(ring, slot(j)))
 
             def my_turn(k: hir.Value) -> None:
-                """Ping-pong: turn k of this warpgroup starts after turn k - 1 of
-                the other one (warpgroup 1 first), so one issues its GEMMs while
-                the other runs its softmax. Turns are the overlapped loop's
-                groups of GEMMs: S_0, then (S_j, P_{j-1} V_{j-1}), then the last P V."""
+                """Ping-pong: the consumer warpgroups take turns round-robin
+                (warpgroup 1 first), so one issues its GEMMs while the others
+                run their softmax. Turns are the overlapped loop's groups of
+                GEMMs: S_0, then (S_j, P_{j-1} V_{j-1}), then the last P V."""
                 if pingpong:
-                    # Warpgroup 1's turn k needs phase k - 1 of its barrier (a
-                    # fresh barrier passes parity 1), warpgroup 2's phase k.
-                    wait(b.ptr_add(turns, c), (k + 1 + c) & 1)
+                    # Consumer c's turn k waits for turn k of consumer c - 1,
+                    # the first's for turn k - 1 of the last (phase k - 1 of
+                    # its barrier: a fresh barrier passes parity 1).
+                    first_wg = b.select(b.eq(c, 0), b.const(1, hir.u32), b.const(0, hir.u32))
+                    wait(b.ptr_add(turns, c), (k + first_wg) & 1)
 
             def end_turn() -> None:
                 if pingpong:
-                    b.mbarrier_arrive(b.ptr_add(turns, c ^ 1))
+                    nxt = b.select(b.eq(c, consumers - 1), b.const(0, hir.u32), c + 1)
+                    b.mbarrier_arrive(b.ptr_add(turns, nxt))
 
             def rescale(acc: hir.Value, alpha: list[hir.Value]) -> hir.Value:
                 """O element i belongs to row half (i % 4) >> 1."""
@@ -364,7 +383,7 @@ def build(
                 b.setmaxnreg(PRODUCER_REGS, increase=False)
                 with b.if_(b.eq(tid, 0)):
                     b.mbarrier_arrive_expect_tx(bar_q, q_bytes)
-                    tma(s_q, tq, m0, bar_q)
+                    tma(s_q, tq, m0, bar_q, q_box_bytes)
                     with b.loop(0, nblocks, type=hir.u32) as lp:
                         j = lp.index
                         # A fresh barrier counts the phase before its first as
@@ -372,10 +391,10 @@ def build(
                         fk, fv = b.ptr_add(full_k, slot(j)), b.ptr_add(full_v, slot(j))
                         wait(b.ptr_add(empty_k, slot(j)), phase(j) ^ 1)
                         b.mbarrier_arrive_expect_tx(fk, kv_bytes)
-                        tma(tile(s_k, j), tk, j * BN, fk)
+                        tma(tile(s_k, j), tk, j * BN, fk, KV_BOX_BYTES)
                         wait(b.ptr_add(empty_v, slot(j)), phase(j) ^ 1)
                         b.mbarrier_arrive_expect_tx(fv, kv_bytes)
-                        tma(tile(s_v, j), tv, j * BN, fv)
+                        tma(tile(s_v, j), tv, j * BN, fv, KV_BOX_BYTES)
                         lp.next()
             with consumer:
                 b.setmaxnreg(CONSUMER_REGS, increase=True)
@@ -392,17 +411,19 @@ OVERLAP = False
 PINGPONG = False
 #: With OVERLAP: rescale O while S_j is computed (FA3's order).
 DEFER = False
+#: Consumer warpgroups per block by head dim (2 or 3; FA3: 3 for 64).
+CONSUMERS = {64: 2, 128: 2}
 
 
 @functools.cache
 def _module(
-    dtype: str, d: int, causal: bool, overlap: bool, pingpong: bool, defer: bool
+    dtype: str, d: int, causal: bool, overlap: bool, pingpong: bool, defer: bool, consumers: int
 ) -> hir.Module:
-    return build(dtype, d, causal, overlap, pingpong, defer)
+    return build(dtype, d, causal, overlap, pingpong, defer, consumers)
 
 
 @functools.cache
-def _loaded(key: tuple[str, int, bool, bool, bool, bool], device: int) -> Any:
+def _loaded(key: tuple[str, int, bool, bool, bool, bool, int], device: int) -> Any:
     return cuda.load_hir(_module(*key), device, arch="sm_90a")
 
 
@@ -428,15 +449,16 @@ def launch(
     """Runs the kernel on checked tensors (attention() validated them)."""
     bsz, heads, sq, d = tq.shape
     sk = tk.shape[2]
-    maps = [_tensor_map(tq, BM), _tensor_map(tk, BN), _tensor_map(tv, BN)]
+    nc = CONSUMERS[d]
+    maps = [_tensor_map(tq, bm(nc)), _tensor_map(tk, BN), _tensor_map(tv, BN)]
     args = [*maps, o.arr, lse.arr, sq, sk, heads, *o.strides[:3], scale_log2]
-    grid = (-(-sq // BM), bsz * heads)
-    smem = shared_bytes(d)
-    key = (tq.dtype, d, causal, OVERLAP, PINGPONG, DEFER)
+    grid = (-(-sq // bm(nc)), bsz * heads)
+    smem = shared_bytes(d, nc)
+    key = (tq.dtype, d, causal, OVERLAP, PINGPONG, DEFER, nc)
     if not tq.on_gpu:
-        interp.launch(_module(*key), "attention", grid, THREADS, *args, shared_bytes=smem)
+        interp.launch(_module(*key), "attention", grid, threads(nc), *args, shared_bytes=smem)
         return
     k = _loaded(key, tq.device).kernel("attention")
     if stream is None and isinstance(tq.arr, int):
         stream = T._torch_stream(tq)
-    k.launch(grid, THREADS, *args, shared_mem=smem, stream=stream)
+    k.launch(grid, threads(nc), *args, shared_mem=smem, stream=stream)

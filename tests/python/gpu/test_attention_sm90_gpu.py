@@ -86,6 +86,26 @@ def test_attention_sm90_strided_and_sm80_agree() -> None:
     assert rel_err(dflt, ref) < 2e-2
 
 
+@pytest.mark.usefixtures("poisoned")
+@pytest.mark.parametrize("loop", [(False, False, False), (True, True, True), (True, False, True)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_sm90_three_consumers(
+    causal: bool, loop: tuple[bool, bool, bool], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Head dim 64 with three consumer warpgroups (CONSUMERS), each loop."""
+    sm90 = __import__("zyntax.kernels.attention_sm90", fromlist=["OVERLAP"])
+    monkeypatch.setattr(sm90, "CONSUMERS", {64: 3, 128: 2})
+    for knob, on in zip(("OVERLAP", "PINGPONG", "DEFER"), loop, strict=True):
+        monkeypatch.setattr(sm90, knob, on)
+    for sq, sk in ((777, 777), (100, 1000), (2048, 2048)):
+        q = torch.randn(2, 3, sq, 64, device=DEV, dtype=BF16)
+        k, v = (torch.randn(2, 3, sk, 64, device=DEV, dtype=BF16) for _ in range(2))
+        out, lse = kernels.attention(q, k, v, causal=causal, return_lse=True, variant="sm90")
+        ref, ref_lse = ref_attention(q, k, v, causal, 1 / 8)
+        assert rel_err(out, ref) < 1e-2
+        assert rel_err(lse, ref_lse) < 1e-3
+
+
 @pytest.mark.parametrize("case", [(4096, 128, False), (16384, 128, True), (16384, 64, False)])
 def test_attention_sm90_bench_sizes(case: tuple[int, int, bool]) -> None:
     """The shapes benches/attention.py times, checked against SDPA."""

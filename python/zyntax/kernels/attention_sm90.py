@@ -3,17 +3,18 @@ ring and warpgroup MMA (``wgmma``) with warp specialisation. Same contract as
 ``attention.py`` (bf16/f16, head dims 64 and 128, any lengths, causal
 top-left aligned, optional LSE); chosen by ``attention()`` on sm_90 devices.
 
-A block of three warpgroups owns BM = 128 query rows of one (batch, head):
+A block of a producer and two (or, `CONSUMERS`, three) consumer warpgroups
+owns 64 query rows per consumer of one (batch, head):
 
-* warpgroup 0 is the producer (``setmaxnreg.dec`` to 24 registers): one
-  thread loads the Q tile once by TMA, then streams K and V tiles of BN = 128
+* warpgroup 0 is the producer (``setmaxnreg.dec`` to 24 registers, 32 with
+  three consumers): one thread loads the Q tile once by TMA, then streams K and V tiles of BN = 128
   keys through a ring of STAGES shared-memory slots. Each slot has "K full"
   and "V full" mbarriers (completed by the TMA bytes), so Q·Kᵀ can start
   before V lands, and "K empty" and "V empty" ones (every consumer thread
   arrives when done with the tile).
-* warpgroups 1 and 2 are consumers (``setmaxnreg.inc`` to 240) of 64 query
-  rows each: S = Q·Kᵀ is one ``wgmma`` chain (m64n128, A = Q and B = K by
-  128B-swizzled descriptors, both K-major); the online softmax runs in the
+* warpgroups 1, 2 (, 3) are consumers (``setmaxnreg.inc`` to 240; 160 with
+  three) of 64 query rows each: S = Q·Kᵀ is one ``wgmma`` chain (m64n128,
+  A = Q and B = K by 128B-swizzled descriptors, both K-major); the online softmax runs in the
   exp2 domain with ``scale·log2 e`` folded into one FMA per score; P is cast
   to the input type in registers and feeds O += P·V as wgmma's register A
   operand (the accumulator layout of S is the A-fragment layout of P), with
@@ -404,10 +405,11 @@ def build(
 
 
 #: Whether consumers overlap S_j = Q K_j with O += P_{j-1} V_{j-1} (FA3's
-#: intra-warpgroup pipelining). Off: on the H100 it measured 10-20 % slower
-#: than the plain loop (docs/performance.md, "Attention"); kept for sweeps.
+#: intra-warpgroup pipelining). Off until measured again: its first version
+#: measured 10-20 % slower than the plain loop on the H100, with every wgmma
+#: serialised by ptxas (C7513, now fixed; docs/kernels.md).
 OVERLAP = False
-#: With OVERLAP: FA3's ping-pong of the two consumer warpgroups (not yet measured).
+#: With OVERLAP: FA3's ping-pong of the consumer warpgroups (not yet measured).
 PINGPONG = False
 #: With OVERLAP: rescale O while S_j is computed (FA3's order).
 DEFER = False

@@ -248,8 +248,8 @@ def build(
                     mx = quad(tree(b.max, scores[h]), b.max)
                     mn = b.max(m_old[h], mx * scale_log2)
                     base_h = safe_max(b, mn)
-                    alpha.append(b.ex2_approx(m_old[h] - base_h))
-                    ph = [b.ex2_approx(b.fma(x, scale_log2, -base_h)) for x in scores[h]]
+                    alpha.append(b.ex2_ftz_approx(m_old[h] - base_h))
+                    ph = [b.ex2_ftz_approx(b.fma(x, scale_log2, -base_h)) for x in scores[h]]
                     p.append(ph)
                     m_new.append(mn)
                     l_new.append(b.fma(l_old[h], alpha[h], tree(b.add, ph)))

@@ -137,14 +137,19 @@ def test_attention_sm90_three_consumers(
     assert np.abs(lse - ref_lse).max() < 1e-2
 
 
-@pytest.mark.parametrize(("overlap", "pingpong"), [(False, False), (True, False), (True, True)])
-@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize(
+    ("overlap", "pingpong", "defer"),
+    [(False, False, False), (True, False, False), (True, True, False), (True, True, True)],
+)
+@pytest.mark.parametrize(("d", "consumers"), [(64, 2), (128, 2), (64, 3)])
 @pytest.mark.parametrize("causal", [False, True])
-def test_attention_sm90_assembles(d: int, causal: bool, overlap: bool, pingpong: bool) -> None:
+def test_attention_sm90_assembles(
+    d: int, consumers: int, causal: bool, overlap: bool, pingpong: bool, defer: bool
+) -> None:
     """ptxas -Werror for sm_90a accepts it (setmaxnreg honoured, no C7508
     warning) with wgmma, tensor copies, no spilled registers and no
     serialised wgmma."""
-    module = sm90.build("bf16", d, causal, overlap, pingpong)
+    module = sm90.build("bf16", d, causal, overlap, pingpong, defer, consumers)
     ptx = zyntax.compile(module, backend="nvptx", arch="sm_90a")
     log = zyntax.validate_ptx(ptx, "sm_90a").log
     # C7513: ptxas serialises every wgmma when registers a pending wgmma
@@ -154,7 +159,11 @@ def test_attention_sm90_assembles(d: int, causal: bool, overlap: bool, pingpong:
     assert r["spill_store_bytes"] == 0, r
     # The overlapped loop has a prologue S and an epilogue P·V besides the loop's.
     assert ptx.count("wgmma.mma_async") == (1 + overlap) * (d // 16 + sm90.BN // 16)
-    assert "setmaxnreg.inc.sync.aligned.u32 240" in ptx
+    assert f"setmaxnreg.inc.sync.aligned.u32 {sm90.REGS[consumers][1]}" in ptx
+    # One MUFU per exp: the .ftz form (no range fix-up around each ex2).
+    assert "ex2.approx.ftz.f32" in ptx and "ex2.approx.f32" not in ptx
+    # P packed two at a time.
+    assert "cvt.rn.bf16x2.f32" in ptx
     assert "cp.async.bulk.tensor.4d" in ptx
 
 

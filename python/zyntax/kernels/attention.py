@@ -224,8 +224,8 @@ def _build(dtype: str, d: int, causal: bool, atoms: int = 2, bn: int = 64) -> hi
                 mx = quad(tree(b.max, scores[r]), b.max)
                 mn = b.max(m_old[r], mx * scale_log2)
                 base = safe_max(b, mn)
-                alpha.append(b.ex2_ftz_approx(m_old[r] - base))
-                pr = [b.ex2_ftz_approx(b.fma(x, scale_log2, -base)) for x in scores[r]]
+                alpha.append(b.ex2_approx(m_old[r] - base))
+                pr = [b.ex2_approx(b.fma(x, scale_log2, -base)) for x in scores[r]]
                 p.append(pr)
                 m_new.append(mn)
                 l_new.append(b.fma(l_old[r], alpha[r], tree(b.add, pr)))

@@ -8,6 +8,9 @@ answer. The interpreter version: tests/python/test_attention_sm90.py."""
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -86,26 +89,6 @@ def test_attention_sm90_strided_and_sm80_agree() -> None:
     assert rel_err(dflt, ref) < 2e-2
 
 
-@pytest.mark.usefixtures("poisoned")
-@pytest.mark.parametrize("loop", [(False, False, False), (True, True, True), (True, False, True)])
-@pytest.mark.parametrize("causal", [False, True])
-def test_attention_sm90_three_consumers(
-    causal: bool, loop: tuple[bool, bool, bool], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Head dim 64 with three consumer warpgroups (CONSUMERS), each loop."""
-    sm90 = __import__("zyntax.kernels.attention_sm90", fromlist=["OVERLAP"])
-    monkeypatch.setattr(sm90, "CONSUMERS", {64: 3, 128: 2})
-    for knob, on in zip(("OVERLAP", "PINGPONG", "DEFER"), loop, strict=True):
-        monkeypatch.setattr(sm90, knob, on)
-    for sq, sk in ((777, 777), (100, 1000), (2048, 2048)):
-        q = torch.randn(2, 3, sq, 64, device=DEV, dtype=BF16)
-        k, v = (torch.randn(2, 3, sk, 64, device=DEV, dtype=BF16) for _ in range(2))
-        out, lse = kernels.attention(q, k, v, causal=causal, return_lse=True, variant="sm90")
-        ref, ref_lse = ref_attention(q, k, v, causal, 1 / 8)
-        assert rel_err(out, ref) < 1e-2
-        assert rel_err(lse, ref_lse) < 1e-3
-
-
 @pytest.mark.parametrize("case", [(4096, 128, False), (16384, 128, True), (16384, 64, False)])
 def test_attention_sm90_bench_sizes(case: tuple[int, int, bool]) -> None:
     """The shapes benches/attention.py times, checked against SDPA."""
@@ -117,23 +100,32 @@ def test_attention_sm90_bench_sizes(case: tuple[int, int, bool]) -> None:
     assert rel_err(out, ref.double()) < 2e-2
 
 
-@pytest.mark.usefixtures("poisoned")
-@pytest.mark.parametrize("defer", [False, True])
-@pytest.mark.parametrize("pingpong", [False, True])
-@pytest.mark.parametrize("d", [64, 128])
-@pytest.mark.parametrize("causal", [False, True])
-def test_attention_sm90_overlapped_loop(
-    d: int, causal: bool, pingpong: bool, defer: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The consumer loop with FA3's S_j / P_{j-1}V_{j-1} overlap (OVERLAP),
-    with and without the warpgroup ping-pong (PINGPONG) and O's rescale
-    moved before P·V (DEFER)."""
-    sm90 = __import__("zyntax.kernels.attention_sm90", fromlist=["OVERLAP"])
-    monkeypatch.setattr(sm90, "OVERLAP", True)
-    monkeypatch.setattr(sm90, "PINGPONG", pingpong)
-    monkeypatch.setattr(sm90, "DEFER", defer)
-    q, k, v = (torch.randn(2, 3, 777, d, device=DEV, dtype=BF16) for _ in range(3))
-    out, lse = kernels.attention(q, k, v, causal=causal, return_lse=True, variant="sm90")
-    ref, ref_lse = ref_attention(q, k, v, causal, 1 / math.sqrt(d))
-    assert rel_err(out, ref) < 1e-2
-    assert rel_err(lse, ref_lse) < 1e-3
+#: The consumer loops and shapes that are off by default (attention_sm90's
+#: knobs), in child processes: a wrong barrier phase hangs the kernel, which
+#: would stop every GPU test after it. group -> pytest -k expression over
+#: attention_sm90_variant_cases.py.
+VARIANT_GROUPS = {
+    "overlap": "overlapped_loop and not pingpong_on",
+    "pingpong": "overlapped_loop and pingpong_on",
+    "three_consumers": "three_consumers",
+}
+
+
+@pytest.mark.parametrize("group", list(VARIANT_GROUPS))
+def test_attention_sm90_variants(group: str) -> None:
+    cases = Path(__file__).with_name("attention_sm90_variant_cases.py")
+    cmd = [sys.executable, "-m", "pytest", "-q", "-rfEs", "--tb=short", "-p", "no:cacheprovider"]
+    try:
+        r = subprocess.run(
+            [*cmd, str(cases), "-k", VARIANT_GROUPS[group]],
+            cwd=Path(__file__).resolve().parents[3],
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        pytest.fail(f"{group}: timed out (a kernel waiting forever?)\n{out[-3000:]}")
+    tail = (r.stdout + r.stderr)[-6000:]
+    assert r.returncode == 0, f"{group}:\n{tail}"
+    assert " passed" in r.stdout and " skipped" not in r.stdout, tail

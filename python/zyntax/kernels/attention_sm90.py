@@ -7,17 +7,18 @@ A block of a producer and two (or, `CONSUMERS`, three) consumer warpgroups
 owns 64 query rows per consumer of one (batch, head):
 
 * warpgroup 0 is the producer (``setmaxnreg.dec`` to 24 registers, 32 with
-  three consumers): one thread loads the Q tile once by TMA, then streams K and V tiles of BN = 128
-  keys through a ring of STAGES shared-memory slots. Each slot has "K full"
-  and "V full" mbarriers (completed by the TMA bytes), so Q·Kᵀ can start
-  before V lands, and "K empty" and "V empty" ones (every consumer thread
-  arrives when done with the tile).
+  three consumers): one thread loads the Q tile once by TMA, then streams K
+  and V tiles of BN = 128 keys through a ring of STAGES shared-memory slots.
+  Each slot has "K full" and "V full" mbarriers (completed by the TMA
+  bytes), so Q·Kᵀ can start before V lands, and "K empty" and "V empty"
+  ones (every consumer thread arrives when done with the tile).
 * warpgroups 1, 2 (, 3) are consumers (``setmaxnreg.inc`` to 240; 160 with
   three) of 64 query rows each: S = Q·Kᵀ is one ``wgmma`` chain (m64n128,
-  A = Q and B = K by 128B-swizzled descriptors, both K-major); the online softmax runs in the
-  exp2 domain with ``scale·log2 e`` folded into one FMA per score; P is cast
-  to the input type in registers and feeds O += P·V as wgmma's register A
-  operand (the accumulator layout of S is the A-fragment layout of P), with
+  A = Q and B = K by 128B-swizzled descriptors, both K-major); the online
+  softmax runs in the exp2 domain (``ex2.approx.ftz``) with ``scale·log2 e``
+  folded into one FMA per score; P is packed to the input type in registers
+  (``cvt.rn.bf16x2``) and feeds O += P·V as wgmma's register A operand (the
+  accumulator layout of S is the A-fragment layout of P), with
   V by an MN-major descriptor (``trans_b``).
 
 TMA boxes are 64 elements (128 bytes, the 128B swizzle span) wide, so a

@@ -227,6 +227,8 @@ SM90_ROWS: dict[str, dict[str, Any]] = {
     "pingpong": {"OVERLAP": True, "PINGPONG": True, "DEFER": False},
     "overlap_defer": {"OVERLAP": True, "PINGPONG": False, "DEFER": True},
     "pingpong_defer": {"OVERLAP": True, "PINGPONG": True, "DEFER": True},
+    "plain_lazy": {"OVERLAP": False, "LAZY": True},
+    "pingpong_defer_lazy": {"OVERLAP": True, "PINGPONG": True, "DEFER": True, "LAZY": True},
 }
 #: Head dim 64 with three consumer warpgroups (192 query rows a block).
 SM90_ROWS_WG3: dict[str, dict[str, Any]] = {

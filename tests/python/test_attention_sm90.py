@@ -137,6 +137,40 @@ def test_attention_sm90_three_consumers(
     assert np.abs(lse - ref_lse).max() < 1e-2
 
 
+@pytest.mark.usefixtures("poisoned")
+@pytest.mark.parametrize(("overlap", "defer"), [(False, False), (True, False), (True, True)])
+@pytest.mark.parametrize("growing", [False, True])
+def test_attention_sm90_lazy_rescale(
+    overlap: bool, defer: bool, growing: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """LAZY: the running maximum raised only past the headroom, O rescaled
+    only then. `growing` keys make the maximum grow by far more than the
+    headroom from tile to tile (by 25-50 in log2 units: every rescale taken),
+    plain causal ones hardly at all (most skipped); a tail either way."""
+    monkeypatch.setattr(sm90, "LAZY", True)
+    monkeypatch.setattr(sm90, "OVERLAP", overlap)
+    monkeypatch.setattr(sm90, "PINGPONG", overlap)
+    monkeypatch.setattr(sm90, "DEFER", defer)
+    dt = np.float16
+    sq, sk, d = 130, 300, 64
+    q = (rng.standard_normal((1, 1, sq, d)) * 2).astype(dt)
+    k = rng.standard_normal((1, 1, sk, d))
+    if growing:
+        k *= np.linspace(1.0, 12.0, sk)[:, None]
+    k = k.astype(dt)
+    v = rng.standard_normal((1, 1, sk, d)).astype(dt)
+    scale = 0.125
+    causal = not growing  # growing: every row sees all three key tiles
+    out, lse = kernels.attention(
+        q, k, v, causal=causal, scale=scale, return_lse=True, variant="sm90"
+    )
+    ref, ref_lse = reference(q, k, v, causal, scale)
+    o = out.astype(np.float64)
+    assert not np.isnan(o).any() and not np.isnan(lse).any()
+    assert np.linalg.norm(o - ref) / np.linalg.norm(ref) < 5e-3
+    assert np.abs(lse - ref_lse).max() < 1e-2 * max(1.0, np.abs(ref_lse).max() / 100)
+
+
 @pytest.mark.parametrize(
     ("overlap", "pingpong", "defer"),
     [(False, False, False), (True, False, False), (True, True, False), (True, True, True)],

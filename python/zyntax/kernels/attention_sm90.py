@@ -72,12 +72,15 @@ def build(
     pingpong: bool = False,
     defer: bool = False,
     consumers: int = 2,
+    lazy: bool = False,
 ) -> hir.Module:
     """`overlap`: FA3's intra-warpgroup pipelining; `pingpong` (with
     `overlap`): the two consumer warpgroups take turns issuing GEMMs; `defer`
     (with `overlap`): O is rescaled after S_j is issued instead of after P V;
     `consumers`: 2 or 3 consumer warpgroups of 64 query rows (FA3 uses
-    3 for head dim 64, whose tiles are small)."""
+    3 for head dim 64, whose tiles are small); `lazy`: a row's maximum is
+    raised only when it grows by more than LAZY_HEADROOM, and O is rescaled
+    only when a row of the warp raised it (FA4's trick)."""
     pingpong = pingpong and overlap
     elem = T.HIR_TYPE[dtype]
     boxes = d // BOX
@@ -88,6 +91,7 @@ def build(
     defer = defer and overlap
     tags = ("_causal" if causal else "") + ("_ovl" if overlap else "") + ("_pp" if pingpong else "")
     tags += ("_defer" if defer else "") + (f"_wg{consumers}" if consumers != 2 else "")
+    tags += "_lazy" if lazy else ""
     name = f"attention_sm90_{dtype}_d{d}{tags}"
     m = hir.Module(name, targets=["sm_90a"])
     params = [hir.tensormap] * 3 + [hir.ptr("global", elem), hir.ptr("global", hir.f32)]
@@ -248,6 +252,12 @@ def build(
                 for h in range(2):
                     mx = quad(tree(b.max, scores[h]), b.max)
                     mn = b.max(m_old[h], mx * scale_log2)
+                    if lazy:
+                        # Keep the old maximum unless it grew by more than
+                        # LAZY_HEADROOM (P <= 2^headroom then); a first finite
+                        # maximum grows by +inf, an all-masked row by NaN.
+                        keep = b.le(mn - m_old[h], LAZY_HEADROOM)
+                        mn = b.select(keep, m_old[h], mn)
                     base_h = safe_max(b, mn)
                     alpha.append(b.ex2_ftz_approx(m_old[h] - base_h))
                     ph = [b.ex2_ftz_approx(b.fma(x, scale_log2, -base_h)) for x in scores[h]]
@@ -297,10 +307,26 @@ def build(
                     b.mbarrier_arrive(b.ptr_add(turns, nxt))
 
             def rescale(acc: hir.Value, alpha: list[hir.Value]) -> hir.Value:
-                """O element i belongs to row half (i % 4) >> 1."""
-                out = acc
-                for i in range(d // 2):
-                    out = b.insert(out, b.extract(acc, i) * alpha[(i % 4) >> 1], i)
+                """O element i belongs to row half (i % 4) >> 1. With `lazy`,
+                skipped (a warp-uniform branch) when no row of the warp has a
+                factor other than 1."""
+
+                def scaled() -> hir.Value:
+                    out = acc
+                    for i in range(d // 2):
+                        out = b.insert(out, b.extract(acc, i) * alpha[(i % 4) >> 1], i)
+                    return out
+
+                if not lazy:
+                    return scaled()
+                need = b.vote_any(b.or_(b.ne(alpha[0], 1.0), b.ne(alpha[1], 1.0)))
+                sel = b.if_else(need, results=[acc.type])
+                with sel as (yes, no):
+                    with yes:
+                        yes.yield_(scaled())
+                    with no:
+                        no.yield_(acc)
+                out: hir.Value = sel.results[0]
                 return out
 
             wait(bar_q, 0)
@@ -416,17 +442,28 @@ PINGPONG = False
 DEFER = False
 #: Consumer warpgroups per block by head dim (2 or 3; FA3: 3 for 64).
 CONSUMERS = {64: 2, 128: 2}
+#: Raise a row's running maximum only when it grows by more than
+#: LAZY_HEADROOM (log2 units: P <= 256), skipping most rescales of O.
+LAZY = False
+LAZY_HEADROOM = 8.0
 
 
 @functools.cache
 def _module(
-    dtype: str, d: int, causal: bool, overlap: bool, pingpong: bool, defer: bool, consumers: int
+    dtype: str,
+    d: int,
+    causal: bool,
+    overlap: bool,
+    pingpong: bool,
+    defer: bool,
+    consumers: int,
+    lazy: bool,
 ) -> hir.Module:
-    return build(dtype, d, causal, overlap, pingpong, defer, consumers)
+    return build(dtype, d, causal, overlap, pingpong, defer, consumers, lazy)
 
 
 @functools.cache
-def _loaded(key: tuple[str, int, bool, bool, bool, bool, int], device: int) -> Any:
+def _loaded(key: tuple[str, int, bool, bool, bool, bool, int, bool], device: int) -> Any:
     return cuda.load_hir(_module(*key), device, arch="sm_90a")
 
 
@@ -457,7 +494,7 @@ def launch(
     args = [*maps, o.arr, lse.arr, sq, sk, heads, *o.strides[:3], scale_log2]
     grid = (-(-sq // bm(nc)), bsz * heads)
     smem = shared_bytes(d, nc)
-    key = (tq.dtype, d, causal, OVERLAP, PINGPONG, DEFER, nc)
+    key = (tq.dtype, d, causal, OVERLAP, PINGPONG, DEFER, nc, LAZY)
     if not tq.on_gpu:
         interp.launch(_module(*key), "attention", grid, threads(nc), *args, shared_bytes=smem)
         return

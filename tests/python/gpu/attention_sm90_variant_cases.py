@@ -1,5 +1,5 @@
 """The sm_90a attention kernel's consumer loops and shapes that are off by
-default (attention_sm90's OVERLAP, PINGPONG, DEFER, CONSUMERS) on a Hopper
+default (attention_sm90's OVERLAP, PINGPONG, DEFER, CONSUMERS, LAZY) on a Hopper
 GPU against float64, run by test_attention_sm90_gpu.py in child processes
 with a timeout (a wrong barrier phase would hang the kernel)."""
 
@@ -62,3 +62,30 @@ def test_attention_sm90_three_consumers(
         ref, ref_lse = ref_attention(q, k, v, causal, 1 / 8)
         assert rel_err(out, ref) < 1e-2
         assert rel_err(lse, ref_lse) < 1e-3
+
+
+@pytest.mark.usefixtures("poisoned")
+@pytest.mark.parametrize("loop", [(False, False), (True, True)])
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("growing", [False, True])
+def test_attention_sm90_lazy_rescale(
+    d: int, growing: bool, loop: tuple[bool, bool], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """LAZY (the maximum raised only past the headroom, O rescaled only
+    then), with keys whose scores grow by far more than the headroom from
+    tile to tile (every rescale taken) or plain ones (most skipped)."""
+    sm90 = __import__("zyntax.kernels.attention_sm90", fromlist=["LAZY"])
+    monkeypatch.setattr(sm90, "LAZY", True)
+    for knob in ("OVERLAP", "PINGPONG", "DEFER"):
+        monkeypatch.setattr(sm90, knob, loop[0])
+    q = torch.randn(2, 3, 1000, d, device=DEV, dtype=BF16) * 2
+    k = torch.randn(2, 3, 1000, d, device=DEV, dtype=torch.float64)
+    if growing:
+        k *= torch.linspace(1.0, 12.0, 1000, device=DEV, dtype=torch.float64)[:, None]
+    k = k.to(BF16)
+    v = torch.randn(2, 3, 1000, d, device=DEV, dtype=BF16)
+    causal = not growing
+    out, lse = kernels.attention(q, k, v, causal=causal, return_lse=True, variant="sm90")
+    ref, ref_lse = ref_attention(q, k, v, causal, 1 / math.sqrt(d))
+    assert rel_err(out, ref) < 1e-2
+    assert rel_err(lse, ref_lse) < 1e-3

@@ -108,6 +108,7 @@ VARIANT_GROUPS = {
     "overlap": "overlapped_loop and not pingpong_on",
     "pingpong": "overlapped_loop and pingpong_on",
     "three_consumers": "three_consumers",
+    "lazy_rescale": "lazy_rescale",
 }
 
 

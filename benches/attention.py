@@ -1,7 +1,7 @@
 """Attention forward of ``zyntax.kernels.attention`` (row ``zyntax``: its
 default, the sm_90a wgmma/TMA path on Hopper; ``zyntax_sm80``: the mma.sync
-path; on Hopper also ``zyntax_sm90_overlap`` and ``zyntax_sm90_pingpong``,
-the sm_90a consumer loops that are off by default) against PyTorch's
+path; on Hopper also ``zyntax_sm90_<loop>`` for each sm_90a consumer loop of
+``SM90_ROWS``, and ``_wg3`` rows for head dim 64 with three consumer warpgroups) against PyTorch's
 ``scaled_dot_product_attention`` and Triton's
 fused-attention tutorial kernel (bench ``attention``, metric ``TFLOP_per_s``:
 4·B·H·S²·D forward FLOPs, halved when causal, over the median CUDA-event time).
@@ -18,6 +18,7 @@ before timing. ``python benches/attention.py [--quick]``.
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from collections.abc import Callable
@@ -219,6 +220,23 @@ def triton_attention() -> Callable[..., Any] | None:
     return run
 
 
+#: sm_90a consumer loops besides the default (module knobs of attention_sm90).
+SM90_ROWS: dict[str, dict[str, Any]] = {
+    "plain": {"OVERLAP": False},
+    "overlap": {"OVERLAP": True, "PINGPONG": False, "DEFER": False},
+    "pingpong": {"OVERLAP": True, "PINGPONG": True, "DEFER": False},
+    "overlap_defer": {"OVERLAP": True, "PINGPONG": False, "DEFER": True},
+    "pingpong_defer": {"OVERLAP": True, "PINGPONG": True, "DEFER": True},
+    "plain_lazy": {"OVERLAP": False, "LAZY": True},
+    "pingpong_defer_lazy": {"OVERLAP": True, "PINGPONG": True, "DEFER": True, "LAZY": True},
+}
+#: Head dim 64 with three consumer warpgroups (192 query rows a block).
+SM90_ROWS_WG3: dict[str, dict[str, Any]] = {
+    "plain": {"OVERLAP": False},
+    "pingpong_defer": {"OVERLAP": True, "PINGPONG": True, "DEFER": True},
+}
+
+
 def run_case(
     res: Results,
     torch: Any,
@@ -230,7 +248,10 @@ def run_case(
     s: int,
     causal: bool,
     iters: int,
+    variants: bool,
 ) -> None:
+    """The default rows and the peers, or (`variants`) the sm_90a rows that
+    are off by default."""
     F = torch.nn.functional
     dev = torch.device("cuda")
     batch, heads = max(1, 16384 // s), 2048 // d
@@ -250,20 +271,21 @@ def run_case(
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
     hopper = torch.cuda.get_device_capability()[0] == 9
-    # (row, variant, sm90 consumer-loop knobs OVERLAP and PINGPONG)
-    rows: list[tuple[str, str | None, tuple[bool, bool] | None]] = [
-        ("zyntax", None, None),
-        ("zyntax_sm80", "sm80", None),
-    ]
-    if hopper:
-        rows += [
-            ("zyntax_sm90_overlap", "sm90", (True, False)),
-            ("zyntax_sm90_pingpong", "sm90", (True, True)),
-        ]
+    # (row, variant, module knobs of attention_sm90 for the row)
+    rows: list[tuple[str, str | None, dict[str, Any]]] = []
+    if not variants:
+        rows += [("zyntax", None, {}), ("zyntax_sm80", "sm80", {})]
+    elif hopper:
+        rows += [(f"zyntax_sm90_{name}", "sm90", knobs) for name, knobs in SM90_ROWS.items()]
+        if d == 64:
+            rows += [
+                (f"zyntax_sm90_{name}_wg3", "sm90", {**knobs, "CONSUMERS": {64: 3, 128: 2}})
+                for name, knobs in SM90_ROWS_WG3.items()
+            ]
     for impl, variant, knobs in rows:
-        saved = (sm90.OVERLAP, sm90.PINGPONG)
-        if knobs is not None:
-            sm90.OVERLAP, sm90.PINGPONG = knobs
+        saved = {knob: getattr(sm90, knob) for knob in knobs}
+        for knob, val in knobs.items():
+            setattr(sm90, knob, val)
 
         def ours(variant: str | None = variant) -> Any:
             return kernels.attention(q, k, v, causal=causal, variant=variant)
@@ -277,7 +299,10 @@ def run_case(
         except Exception as e:
             print(f"  ({impl} failed: {type(e).__name__}: {e})")
         finally:
-            sm90.OVERLAP, sm90.PINGPONG = saved
+            for knob, val in saved.items():
+                setattr(sm90, knob, val)
+    if variants:
+        return
     best: tuple[float, str] | None = None
     for bname, backend in backends.items():
         try:
@@ -338,22 +363,22 @@ def main() -> None:
         ("fwd_bf16_hd128_s16384_causal", 128, 16384, True),
         ("fwd_bf16_hd64_s16384", 64, 16384, False),
     ]
-    for name, d, s, causal in cases:
-        run_case(
-            res,
-            torch,
-            tri,
-            backends,
-            sdpa_kernel,
-            name,
-            d,
-            s // (4 if args.quick else 1),
-            causal,
-            iters,
-        )
-        torch.cuda.empty_cache()
     res.notes["shapes"] = "batch = 16384 / S, heads = 2048 / D, bf16, (B, H, S, D) contiguous"
+    # Defaults and peers for every case first, then the variants (never run on
+    # a device before some of them: a hang there loses no default row), with
+    # the rows so far kept in attention-partial.json if a time limit stops it.
+    partial = args.out_dir / "attention-partial.json"
+    for variants in (False, True):
+        for name, d, s, causal in cases:
+            scaled = s // (4 if args.quick else 1)
+            run_case(
+                res, torch, tri, backends, sdpa_kernel, name, d, scaled, causal, iters, variants
+            )
+            torch.cuda.empty_cache()
+            partial.parent.mkdir(parents=True, exist_ok=True)
+            partial.write_text(json.dumps({"device": res.device, "results": res.rows}, indent=1))
     res.write(args.out_dir)
+    partial.unlink(missing_ok=True)
 
 
 if __name__ == "__main__":

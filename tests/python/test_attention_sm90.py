@@ -48,19 +48,20 @@ def poisoned(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.usefixtures("poisoned")
 @pytest.mark.parametrize(
-    ("sq", "sk", "d", "causal", "overlap", "pingpong"),
+    ("sq", "sk", "d", "causal", "overlap", "pingpong", "defer"),
     [
-        (64, 64, 64, False, False, False),
-        (64, 64, 64, False, True, True),
-        (130, 130, 64, True, False, False),
-        (130, 130, 64, True, True, False),
-        (130, 130, 64, True, True, True),
-        (75, 300, 64, False, False, False),
-        (75, 300, 64, False, True, False),
-        (75, 300, 64, False, True, True),
-        (131, 131, 128, True, False, False),
-        (257, 257, 128, True, True, True),
-        (33, 97, 128, False, False, False),
+        (64, 64, 64, False, False, False, False),
+        (64, 64, 64, False, True, True, False),
+        (130, 130, 64, True, False, False, False),
+        (130, 130, 64, True, True, False, False),
+        (130, 130, 64, True, True, True, True),
+        (75, 300, 64, False, False, False, False),
+        (75, 300, 64, False, True, False, True),
+        (75, 300, 64, False, True, True, False),
+        (131, 131, 128, True, False, False, False),
+        (257, 257, 128, True, True, True, False),
+        (257, 300, 128, True, True, True, True),
+        (33, 97, 128, False, False, False, False),
     ],
 )
 def test_attention_sm90_interpreter(
@@ -70,13 +71,16 @@ def test_attention_sm90_interpreter(
     causal: bool,
     overlap: bool,
     pingpong: bool,
+    defer: bool,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Both consumer loops (with and without the S/PV overlap, with and
-    without ping-pong); key counts over several tiles so the ring wraps and
-    its phases flip. f16 (numpy has no bf16 here; the GPU test covers both)."""
+    without ping-pong, O rescaled late or early); key counts over several
+    tiles so the ring wraps and its phases flip. f16 (numpy has no bf16
+    here; the GPU test covers both)."""
     monkeypatch.setattr(sm90, "OVERLAP", overlap)
     monkeypatch.setattr(sm90, "PINGPONG", pingpong)
+    monkeypatch.setattr(sm90, "DEFER", defer)
     dt = np.float16
     q = rng.standard_normal((1, 1, sq, d)).astype(dt)
     k = rng.standard_normal((1, 1, sk, d)).astype(dt)
@@ -93,20 +97,107 @@ def test_attention_sm90_interpreter(
     assert np.abs(lse - ref_lse).max() < 1e-2
 
 
-@pytest.mark.parametrize(("overlap", "pingpong"), [(False, False), (True, False), (True, True)])
-@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.usefixtures("poisoned")
+@pytest.mark.parametrize(
+    ("sq", "sk", "causal", "overlap", "pingpong", "defer"),
+    [
+        (200, 200, True, False, False, False),
+        (75, 300, False, True, True, True),
+        (257, 300, True, True, True, False),
+        (193, 193, True, True, False, True),
+    ],
+)
+def test_attention_sm90_three_consumers(
+    sq: int,
+    sk: int,
+    causal: bool,
+    overlap: bool,
+    pingpong: bool,
+    defer: bool,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Head dim 64 with three consumer warpgroups (192 query rows a block,
+    the ping-pong round-robin over three): against float64."""
+    monkeypatch.setattr(sm90, "CONSUMERS", {64: 3, 128: 2})
+    monkeypatch.setattr(sm90, "OVERLAP", overlap)
+    monkeypatch.setattr(sm90, "PINGPONG", pingpong)
+    monkeypatch.setattr(sm90, "DEFER", defer)
+    dt = np.float16
+    q = rng.standard_normal((1, 2, sq, 64)).astype(dt)
+    k = rng.standard_normal((1, 2, sk, 64)).astype(dt)
+    v = rng.standard_normal((1, 2, sk, 64)).astype(dt)
+    scale = float(rng.uniform(0.05, 0.2))
+    out, lse = kernels.attention(
+        q, k, v, causal=causal, scale=scale, return_lse=True, variant="sm90"
+    )
+    ref, ref_lse = reference(q, k, v, causal, scale)
+    o = out.astype(np.float64)
+    assert not np.isnan(o).any() and not np.isnan(lse).any()
+    assert np.linalg.norm(o - ref) / np.linalg.norm(ref) < 5e-3
+    assert np.abs(lse - ref_lse).max() < 1e-2
+
+
+@pytest.mark.usefixtures("poisoned")
+@pytest.mark.parametrize(("overlap", "defer"), [(False, False), (True, False), (True, True)])
+@pytest.mark.parametrize("growing", [False, True])
+def test_attention_sm90_lazy_rescale(
+    overlap: bool, defer: bool, growing: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """LAZY: the running maximum raised only past the headroom, O rescaled
+    only then. `growing` keys make the maximum grow by far more than the
+    headroom from tile to tile (by 25-50 in log2 units: every rescale taken),
+    plain causal ones hardly at all (most skipped); a tail either way."""
+    monkeypatch.setattr(sm90, "LAZY", True)
+    monkeypatch.setattr(sm90, "OVERLAP", overlap)
+    monkeypatch.setattr(sm90, "PINGPONG", overlap)
+    monkeypatch.setattr(sm90, "DEFER", defer)
+    dt = np.float16
+    sq, sk, d = 130, 300, 64
+    q = (rng.standard_normal((1, 1, sq, d)) * 2).astype(dt)
+    k = rng.standard_normal((1, 1, sk, d))
+    if growing:
+        k *= np.linspace(1.0, 12.0, sk)[:, None]
+    k = k.astype(dt)
+    v = rng.standard_normal((1, 1, sk, d)).astype(dt)
+    scale = 0.125
+    causal = not growing  # growing: every row sees all three key tiles
+    out, lse = kernels.attention(
+        q, k, v, causal=causal, scale=scale, return_lse=True, variant="sm90"
+    )
+    ref, ref_lse = reference(q, k, v, causal, scale)
+    o = out.astype(np.float64)
+    assert not np.isnan(o).any() and not np.isnan(lse).any()
+    assert np.linalg.norm(o - ref) / np.linalg.norm(ref) < 5e-3
+    assert np.abs(lse - ref_lse).max() < 1e-2 * max(1.0, np.abs(ref_lse).max() / 100)
+
+
+@pytest.mark.parametrize(
+    ("overlap", "pingpong", "defer"),
+    [(False, False, False), (True, False, False), (True, True, False), (True, True, True)],
+)
+@pytest.mark.parametrize(("d", "consumers"), [(64, 2), (128, 2), (64, 3)])
 @pytest.mark.parametrize("causal", [False, True])
-def test_attention_sm90_assembles(d: int, causal: bool, overlap: bool, pingpong: bool) -> None:
+def test_attention_sm90_assembles(
+    d: int, consumers: int, causal: bool, overlap: bool, pingpong: bool, defer: bool
+) -> None:
     """ptxas -Werror for sm_90a accepts it (setmaxnreg honoured, no C7508
-    warning) with wgmma, tensor copies and no spilled registers."""
-    module = sm90.build("bf16", d, causal, overlap, pingpong)
+    warning) with wgmma, tensor copies, no spilled registers and no
+    serialised wgmma."""
+    module = sm90.build("bf16", d, causal, overlap, pingpong, defer, consumers)
     ptx = zyntax.compile(module, backend="nvptx", arch="sm_90a")
-    res = ptxinfo.ptxas_resources(zyntax.validate_ptx(ptx, "sm_90a").log)
-    r = res["attention"]
+    log = zyntax.validate_ptx(ptx, "sm_90a").log
+    # C7513: ptxas serialises every wgmma when registers a pending wgmma
+    # reads are written before its wait (P packed during P·V, say).
+    assert "C7513" not in log and "serialized" not in log, log
+    r = ptxinfo.ptxas_resources(log)["attention"]
     assert r["spill_store_bytes"] == 0, r
     # The overlapped loop has a prologue S and an epilogue P·V besides the loop's.
     assert ptx.count("wgmma.mma_async") == (1 + overlap) * (d // 16 + sm90.BN // 16)
-    assert "setmaxnreg.inc.sync.aligned.u32 240" in ptx
+    assert f"setmaxnreg.inc.sync.aligned.u32 {sm90.REGS[consumers][1]}" in ptx
+    # One MUFU per exp: the .ftz form (no range fix-up around each ex2).
+    assert "ex2.approx.ftz.f32" in ptx and "ex2.approx.f32" not in ptx
+    # P packed two at a time.
+    assert "cvt.rn.bf16x2.f32" in ptx
     assert "cp.async.bulk.tensor.4d" in ptx
 
 

@@ -11,10 +11,12 @@ from typing import Any
 import numpy as np
 import pytest
 
+import zyntax
 from zyntax import ArgumentError, kernels
 
 # The modules (the package exports functions of the same names).
 softmax_mod = importlib.import_module("zyntax.kernels.softmax")
+elementwise = importlib.import_module("zyntax.kernels.elementwise")
 norm_mod = importlib.import_module("zyntax.kernels.norm")
 
 rng = np.random.default_rng()
@@ -151,6 +153,32 @@ def test_saxpy(n: int) -> None:
     y0 = y.copy()
     assert kernels.saxpy(1.5, x, y) is y
     assert np.allclose(y, 1.5 * x.astype(np.float64) + y0, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "cache", [(None, None, "cs"), ("lu", "cs", "wt"), ("evict_first", "evict_last", "evict_first")]
+)
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_saxpy_cache_operators(
+    cache: tuple[str | None, ...], dtype: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """elementwise.CACHE (the bench's variant rows): the same values through
+    load_cached / store_cached, tails included."""
+    monkeypatch.setattr(elementwise, "CACHE", cache)
+    n = 4099
+    x = rng.standard_normal(n).astype(dtype)
+    y = rng.standard_normal(n).astype(dtype)
+    ref = 1.5 * x.astype(np.float64) + y
+    kernels.saxpy(1.5, x, y)
+    tol = 1e-6 if dtype == np.float32 else 2e-3
+    assert np.allclose(y, ref, rtol=tol, atol=tol)
+    if dtype == np.float32:
+        ptx = zyntax.compile(
+            elementwise._build("f32", 4, 512, 4, cache), backend="nvptx", arch="sm_90"
+        )
+        zyntax.validate_ptx(ptx, "sm_90")
+        for op in (c for c in cache if c and not c.startswith("evict")):
+            assert f".{op}.v4.f32" in ptx
 
 
 def test_bad_input_names_the_argument() -> None:

@@ -250,9 +250,23 @@ impl CacheOp {
 
 named_enum!(
     /// Fast approximate f32 math (issue 12 item 3): PTX's `ex2.approx`,
-    /// `rcp.approx`, `tanh.approx` (sm_80+); error bounds in docs/semantics.md.
-    ApproxOp { Ex2 => "ex2", Rcp => "rcp", Tanh => "tanh" }
+    /// `rcp.approx`, `tanh.approx` (sm_80+), and `ex2.approx.ftz` (subnormal
+    /// operands and results flushed to zero: the one-instruction form that
+    /// softmax kernels want); error bounds in docs/semantics.md.
+    ApproxOp { Ex2 => "ex2", Rcp => "rcp", Tanh => "tanh", Ex2Ftz => "ex2_ftz" }
 );
+
+impl ApproxOp {
+    /// The PTX instruction (f32 operand and result).
+    pub fn ptx(self) -> &'static str {
+        match self {
+            ApproxOp::Ex2 => "ex2.approx.f32",
+            ApproxOp::Rcp => "rcp.approx.f32",
+            ApproxOp::Tanh => "tanh.approx.f32",
+            ApproxOp::Ex2Ftz => "ex2.approx.ftz.f32",
+        }
+    }
+}
 
 named_enum!(
     /// Packed pair formats of `cvt_pack` / `cvt_unpack` (issue 12 item 3): the

@@ -1116,6 +1116,12 @@ pub static OPS: &[OpDef] = &[
         .rust("approx(ApproxOp::Tanh, a)")
         .py(Py::Hand("tanh_approx"))
         .doc("tanh(a), fast approximation (`tanh.approx.f32`, sm_80+)."),
+    row("approx", "ex2_ftz", "ex2_ftz.approx", A, 1, "f32")
+        .op(|| Op::Approx(ApproxOp::Ex2Ftz))
+        .gpu()
+        .rust("approx(ApproxOp::Ex2Ftz, a)")
+        .py(Py::Hand("ex2_ftz_approx"))
+        .doc("2^a, fast approximation with subnormals flushed to zero (`ex2.approx.ftz.f32`: one MUFU, no range fix-up)."),
     row("load_cached", "", "load.<cop>", &["ptr"], 1, "pointee")
         .class(Mem)
         .fx(fx::READ)

@@ -225,13 +225,26 @@ pub fn set_reg(regs: &mut [u64], slot: u32, l: usize, reg: u32, v: u32) {
 
 /// `ex2.approx`, `rcp.approx`, `tanh.approx` on f32 bits: the interpreter
 /// gives the correctly rounded value (computed in f64, rounded once); the
-/// hardware is within the error bounds of docs/semantics.md.
+/// hardware is within the error bounds of docs/semantics.md. `ex2_ftz`
+/// flushes a subnormal operand and a subnormal result to (signed) zero.
 pub fn approx(op: ApproxOp, bits: u64) -> u64 {
-    let x = f64::from(f32::from_bits(bits as u32));
+    let ftz = |v: f32| {
+        if v.is_subnormal() {
+            0.0f32.copysign(v)
+        } else {
+            v
+        }
+    };
+    let mut x32 = f32::from_bits(bits as u32);
+    if op == ApproxOp::Ex2Ftz {
+        x32 = ftz(x32);
+    }
+    let x = f64::from(x32);
     let y = match op {
-        ApproxOp::Ex2 => x.exp2(),
+        ApproxOp::Ex2 | ApproxOp::Ex2Ftz => x.exp2(),
         ApproxOp::Rcp => 1.0 / x,
         ApproxOp::Tanh => x.tanh(),
-    };
-    u64::from((y as f32).to_bits())
+    } as f32;
+    let y = if op == ApproxOp::Ex2Ftz { ftz(y) } else { y };
+    u64::from(y.to_bits())
 }

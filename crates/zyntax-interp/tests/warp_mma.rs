@@ -479,12 +479,35 @@ fn approx_math_is_the_correctly_rounded_value() {
         for (x, got) in xs.iter().zip(bytes_f32(&bufs[0])) {
             let x = f64::from(*x);
             let want = match op {
-                ApproxOp::Ex2 => x.exp2(),
+                ApproxOp::Ex2 | ApproxOp::Ex2Ftz => x.exp2(),
                 ApproxOp::Rcp => 1.0 / x,
                 ApproxOp::Tanh => x.tanh(),
             } as f32;
             assert_eq!(got.to_bits(), want.to_bits(), "{op}.approx {x}");
         }
+    }
+    // ex2_ftz flushes subnormal results (2^-127 .. 2^-149) to zero; ex2 keeps them.
+    for (op, keeps) in [(ApproxOp::Ex2, true), (ApproxOp::Ex2Ftz, false)] {
+        let mut b = FunctionBuilder::kernel("k", &[g(Type::F32)]);
+        let p = b.param(0);
+        let tid = b.thread_idx(Dim::X).unwrap();
+        let q = b.ptr_add(p, tid).unwrap();
+        let x = b.load(q).unwrap();
+        let y = b.approx(op, x).unwrap();
+        b.store(q, y).unwrap();
+        b.ret(&[]).unwrap();
+        let m = module(b.finish().unwrap());
+        let xs = [-127.5f32, -130.0, -149.0, -126.0];
+        let mut bufs = vec![f32_bytes(&xs)];
+        Interpreter::new(&m)
+            .unwrap()
+            .launch("k", [1, 1, 1], [4, 1, 1], 0, &[Arg::Buffer(0)], &mut bufs)
+            .unwrap();
+        let got = bytes_f32(&bufs[0]);
+        for (x, y) in xs[..3].iter().zip(&got) {
+            assert_eq!(*y != 0.0, keeps, "{op}.approx {x} gave {y}");
+        }
+        assert_eq!(got[3], 2f32.powi(-126), "{op}.approx -126 is normal");
     }
     // f64 operands are a typed error.
     let mut b = FunctionBuilder::kernel("k", &[g(Type::F64)]);

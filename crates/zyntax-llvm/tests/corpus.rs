@@ -979,7 +979,7 @@ fn warp_mma_cases(out: &mut Vec<Case>) {
             } else {
                 Arch::Sm70
             },
-            expect: vec![format!("{op}.approx.f32")],
+            expect: vec![op.ptx().to_string()],
         });
     }
     for elem in MmaElem::ALL.iter().copied() {

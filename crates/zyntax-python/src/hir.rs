@@ -2226,6 +2226,11 @@ impl FunctionBuilder {
     fn tanh_approx(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
         self.approx(py, zh::ApproxOp::Tanh, a)
     }
+    /// `2**a` on f32, fast approximation with subnormal operands and results
+    /// flushed to zero (`ex2.approx.ftz.f32`: one MUFU.EX2, no range fix-up).
+    fn ex2_ftz_approx(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.approx(py, zh::ApproxOp::Ex2Ftz, a)
+    }
 
     /// Pointer to the module global `name` (declared with
     /// `Module.global_var`): `ptr<constant|global, elem>`.

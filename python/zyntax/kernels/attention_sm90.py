@@ -3,20 +3,22 @@ ring and warpgroup MMA (``wgmma``) with warp specialisation. Same contract as
 ``attention.py`` (bf16/f16, head dims 64 and 128, any lengths, causal
 top-left aligned, optional LSE); chosen by ``attention()`` on sm_90 devices.
 
-A block of three warpgroups owns BM = 128 query rows of one (batch, head):
+A block of a producer and two (or, `CONSUMERS`, three) consumer warpgroups
+owns 64 query rows per consumer of one (batch, head):
 
-* warpgroup 0 is the producer (``setmaxnreg.dec`` to 24 registers): one
-  thread loads the Q tile once by TMA, then streams K and V tiles of BN = 128
-  keys through a ring of STAGES shared-memory slots. Each slot has "K full"
-  and "V full" mbarriers (completed by the TMA bytes), so Q·Kᵀ can start
-  before V lands, and "K empty" and "V empty" ones (every consumer thread
-  arrives when done with the tile).
-* warpgroups 1 and 2 are consumers (``setmaxnreg.inc`` to 240) of 64 query
-  rows each: S = Q·Kᵀ is one ``wgmma`` chain (m64n128, A = Q and B = K by
-  128B-swizzled descriptors, both K-major); the online softmax runs in the
-  exp2 domain with ``scale·log2 e`` folded into one FMA per score; P is cast
-  to the input type in registers and feeds O += P·V as wgmma's register A
-  operand (the accumulator layout of S is the A-fragment layout of P), with
+* warpgroup 0 is the producer (``setmaxnreg.dec`` to 24 registers, 32 with
+  three consumers): one thread loads the Q tile once by TMA, then streams K
+  and V tiles of BN = 128 keys through a ring of STAGES shared-memory slots.
+  Each slot has "K full" and "V full" mbarriers (completed by the TMA
+  bytes), so Q·Kᵀ can start before V lands, and "K empty" and "V empty"
+  ones (every consumer thread arrives when done with the tile).
+* warpgroups 1, 2 (, 3) are consumers (``setmaxnreg.inc`` to 240; 160 with
+  three) of 64 query rows each: S = Q·Kᵀ is one ``wgmma`` chain (m64n128,
+  A = Q and B = K by 128B-swizzled descriptors, both K-major); the online
+  softmax runs in the exp2 domain (``ex2.approx.ftz``) with ``scale·log2 e``
+  folded into one FMA per score; P is packed to the input type in registers
+  (``cvt.rn.bf16x2``) and feeds O += P·V as wgmma's register A operand (the
+  accumulator layout of S is the A-fragment layout of P), with
   V by an MN-major descriptor (``trans_b``).
 
 TMA boxes are 64 elements (128 bytes, the 128B swizzle span) wide, so a
@@ -39,30 +41,57 @@ from . import _tensors as T
 from ._rows import NEG_INF, safe_max, tree, vector
 from .attention import LN2
 
-BM = 128  # query rows per block (two consumer warpgroups of 64)
 BN = 128  # keys per tile
 STAGES = 2  # K/V ring depth
-THREADS = 3 * 128
 BOX = 64  # elements per TMA box row: 128 bytes, the 128B swizzle span
-BOX_BYTES = 128 * 128  # one box: 128 rows (BM = BN) of 128 bytes
-CONSUMER_REGS, PRODUCER_REGS = 240, 24
+KV_BOX_BYTES = BN * 128  # one K/V box: BN rows of 128 bytes
+#: Registers per thread of the producer and of each consumer warpgroup
+#: (`setmaxnreg`), by the number of consumers: 64 Ki registers per SM.
+REGS = {2: (24, 240), 3: (32, 160)}
 
 
-def shared_bytes(d: int) -> int:
+def bm(consumers: int) -> int:
+    """Query rows per block: 64 per consumer warpgroup."""
+    return 64 * consumers
+
+
+def threads(consumers: int) -> int:
+    return 128 * (consumers + 1)
+
+
+def shared_bytes(d: int, consumers: int = 2) -> int:
     """Q tile, STAGES K and V tiles, then the mbarriers."""
-    return (BM + 2 * STAGES * BN) * d * 2 + 8 * (1 + 4 * STAGES + 2)
+    return (bm(consumers) + 2 * STAGES * BN) * d * 2 + 8 * (1 + 4 * STAGES + consumers)
 
 
 def build(
-    dtype: str, d: int, causal: bool, overlap: bool = False, pingpong: bool = False
+    dtype: str,
+    d: int,
+    causal: bool,
+    overlap: bool = False,
+    pingpong: bool = False,
+    defer: bool = False,
+    consumers: int = 2,
+    lazy: bool = False,
 ) -> hir.Module:
     """`overlap`: FA3's intra-warpgroup pipelining; `pingpong` (with
-    `overlap`): the two consumer warpgroups take turns issuing GEMMs."""
+    `overlap`): the two consumer warpgroups take turns issuing GEMMs; `defer`
+    (with `overlap`): O is rescaled after S_j is issued instead of after P V;
+    `consumers`: 2 or 3 consumer warpgroups of 64 query rows (FA3 uses
+    3 for head dim 64, whose tiles are small); `lazy`: a row's maximum is
+    raised only when it grows by more than LAZY_HEADROOM, and O is rescaled
+    only when a row of the warp raised it (FA4's trick)."""
     pingpong = pingpong and overlap
     elem = T.HIR_TYPE[dtype]
     boxes = d // BOX
+    BM, THREADS = bm(consumers), threads(consumers)
+    PRODUCER_REGS, CONSUMER_REGS = REGS[consumers]
+    q_box_bytes = BM * 128  # one Q box: BM rows of 128 bytes
     q_bytes, kv_bytes = BM * d * 2, BN * d * 2
+    defer = defer and overlap
     tags = ("_causal" if causal else "") + ("_ovl" if overlap else "") + ("_pp" if pingpong else "")
+    tags += ("_defer" if defer else "") + (f"_wg{consumers}" if consumers != 2 else "")
+    tags += "_lazy" if lazy else ""
     name = f"attention_sm90_{dtype}_d{d}{tags}"
     m = hir.Module(name, targets=["sm_90a"])
     params = [hir.tensormap] * 3 + [hir.ptr("global", elem), hir.ptr("global", hir.f32)]
@@ -96,9 +125,9 @@ def build(
             for x in range(STAGES):
                 b.mbarrier_init(b.ptr_add(full_k, x), 1)
                 b.mbarrier_init(b.ptr_add(full_v, x), 1)
-                b.mbarrier_init(b.ptr_add(empty_k, x), 256)  # every consumer thread
-                b.mbarrier_init(b.ptr_add(empty_v, x), 256)
-            for x in range(2):
+                b.mbarrier_init(b.ptr_add(empty_k, x), 128 * consumers)  # every consumer
+                b.mbarrier_init(b.ptr_add(empty_v, x), 128 * consumers)
+            for x in range(consumers):
                 b.mbarrier_init(b.ptr_add(turns, x), 128)  # a warpgroup's threads
             b.fence_mbarrier_init()
         b.barrier()
@@ -120,18 +149,18 @@ def build(
         def tile(ring: hir.Value, j: hir.Value) -> hir.Value:
             return b.ptr_add(ring, slot(j) * kv_bytes)
 
-        def tma(dst: hir.Value, tmap: hir.Value, row: Any, bar: hir.Value) -> None:
-            """128 rows from `row` as `boxes` boxes of 64 columns, side by side."""
+        def tma(dst: hir.Value, tmap: hir.Value, row: Any, bar: hir.Value, box: int) -> None:
+            """The map's box rows from `row` as `boxes` boxes of 64 columns
+            (`box` bytes each), side by side."""
             for x in range(boxes):
                 coords = [b.const(x * BOX, hir.i32), b.cast(row, hir.i32)]
                 coords += [b.cast(hi, hir.i32), b.cast(bi, hir.i32)]
-                b.tma_load(b.ptr_add(dst, x * BOX_BYTES), tmap, coords, bar)
+                b.tma_load(b.ptr_add(dst, x * box), tmap, coords, bar)
 
         def pack(x: hir.Value, y: hir.Value) -> hir.Value:
-            """Two f32 as the element pair of one u32 register (x in the low half)."""
-            lo = b.cast(b.bitcast(b.cast(x, elem), hir.u16), hir.u32)
-            hi_ = b.cast(b.bitcast(b.cast(y, elem), hir.u16), hir.u32)
-            return b.prmt(lo, hi_, 0x5410)
+            """Two f32 as the element pair of one u32 register (x in the low
+            half): one `cvt.rn.{bf16x2,f16x2}.f32` instead of two and a `prmt`."""
+            return b.bitcast(b.cvt_pack(f"{dtype}x2", x, y), hir.u32)
 
         def quad(x: hir.Value, op: Any) -> hir.Value:
             """op over the four lanes of a quad (the threads sharing a row)."""
@@ -164,11 +193,11 @@ def build(
                 for kk in range(d // 16):
                     # k-step kk: box kk // 4, 32 bytes per step within its
                     # 128-byte rows (the swizzle acts on the address).
-                    off = (kk // 4) * BOX_BYTES + (kk % 4) * 32
+                    off = (kk % 4) * 32
                     sacc = b.wgmma(
                         sacc,
-                        desc(b.ptr_add(s_qw, off), 16),
-                        desc(b.ptr_add(kt, off), 16),
+                        desc(b.ptr_add(s_qw, (kk // 4) * q_box_bytes + off), 16),
+                        desc(b.ptr_add(kt, (kk // 4) * KV_BOX_BYTES + off), 16),
                         n=BN,
                         a_type=dtype,
                         scale_d=0 if kk == 0 else 1,
@@ -184,15 +213,15 @@ def build(
                 for kk in range(BN // 16):
                     # V is MN-major: 16 keys (rows of 128 bytes) per step;
                     # the next 64 head-dim columns are the next box (LBO).
-                    vd = desc(b.ptr_add(vt, kk * 16 * 128), BOX_BYTES)
+                    vd = desc(b.ptr_add(vt, kk * 16 * 128), KV_BOX_BYTES)
                     acc = b.wgmma(acc, frags[kk], vd, n=d, a_type=dtype, trans_b=True)
                 b.wgmma_commit_group()
                 return acc
 
             def softmax(
                 sacc: hir.Value, j: hir.Value, m_old: list[hir.Value], l_old: list[hir.Value]
-            ) -> tuple[list[hir.Value], list[hir.Value], list[hir.Value], list[hir.Value]]:
-                """(row maxima, row sums, rescale factors, P's A fragments) after S_j."""
+            ) -> tuple[list[hir.Value], list[hir.Value], list[hir.Value], list[list[hir.Value]]]:
+                """(row maxima, row sums, rescale factors, P in f32 per row half) after S_j."""
                 # Row half h, x = 2 * n-tile + e: key 8 n-tile + 2t + e.
                 per = BN // 4
                 flat = [
@@ -223,14 +252,26 @@ def build(
                 for h in range(2):
                     mx = quad(tree(b.max, scores[h]), b.max)
                     mn = b.max(m_old[h], mx * scale_log2)
+                    if lazy:
+                        # Keep the old maximum unless it grew by more than
+                        # LAZY_HEADROOM (P <= 2^headroom then); a first finite
+                        # maximum grows by +inf, an all-masked row by NaN.
+                        keep = b.le(mn - m_old[h], LAZY_HEADROOM)
+                        mn = b.select(keep, m_old[h], mn)
                     base_h = safe_max(b, mn)
-                    alpha.append(b.ex2_approx(m_old[h] - base_h))
-                    ph = [b.ex2_approx(b.fma(x, scale_log2, -base_h)) for x in scores[h]]
+                    alpha.append(b.ex2_ftz_approx(m_old[h] - base_h))
+                    ph = [b.ex2_ftz_approx(b.fma(x, scale_log2, -base_h)) for x in scores[h]]
                     p.append(ph)
                     m_new.append(mn)
                     l_new.append(b.fma(l_old[h], alpha[h], tree(b.add, ph)))
-                # P's A fragment for keys 16kk..: rows (g, g + 8), as mma.sync's A.
-                frags = [
+                return m_new, l_new, alpha, p
+
+            def fragments(p: list[list[hir.Value]]) -> list[hir.Value]:
+                """P's A fragment for keys 16kk..: rows (g, g + 8), as mma.sync's A.
+                Packed only while no P V wgmma is in flight: writing registers a
+                later wgmma reads while one is pending makes ptxas serialise
+                every wgmma of the kernel (C7513)."""
+                return [
                     vector(
                         b,
                         u32x4,
@@ -243,31 +284,49 @@ def build(
                     )
                     for kk in range(BN // 16)
                 ]
-                return m_new, l_new, alpha, frags
 
             def release(ring: hir.Value, j: hir.Value) -> None:
                 """This thread is done with tile j of a K or V slot."""
                 b.mbarrier_arrive(b.ptr_add(ring, slot(j)))
 
             def my_turn(k: hir.Value) -> None:
-                """Ping-pong: turn k of this warpgroup starts after turn k - 1 of
-                the other one (warpgroup 1 first), so one issues its GEMMs while
-                the other runs its softmax. Turns are the overlapped loop's
-                groups of GEMMs: S_0, then (S_j, P_{j-1} V_{j-1}), then the last P V."""
+                """Ping-pong: the consumer warpgroups take turns round-robin
+                (warpgroup 1 first), so one issues its GEMMs while the others
+                run their softmax. Turns are the overlapped loop's groups of
+                GEMMs: S_0, then (S_j, P_{j-1} V_{j-1}), then the last P V."""
                 if pingpong:
-                    # Warpgroup 1's turn k needs phase k - 1 of its barrier (a
-                    # fresh barrier passes parity 1), warpgroup 2's phase k.
-                    wait(b.ptr_add(turns, c), (k + 1 + c) & 1)
+                    # Consumer c's turn k waits for turn k of consumer c - 1,
+                    # the first's for turn k - 1 of the last (phase k - 1 of
+                    # its barrier: a fresh barrier passes parity 1).
+                    first_wg = b.select(b.eq(c, 0), b.const(1, hir.u32), b.const(0, hir.u32))
+                    wait(b.ptr_add(turns, c), (k + first_wg) & 1)
 
             def end_turn() -> None:
                 if pingpong:
-                    b.mbarrier_arrive(b.ptr_add(turns, c ^ 1))
+                    nxt = b.select(b.eq(c, consumers - 1), b.const(0, hir.u32), c + 1)
+                    b.mbarrier_arrive(b.ptr_add(turns, nxt))
 
             def rescale(acc: hir.Value, alpha: list[hir.Value]) -> hir.Value:
-                """O element i belongs to row half (i % 4) >> 1."""
-                out = acc
-                for i in range(d // 2):
-                    out = b.insert(out, b.extract(acc, i) * alpha[(i % 4) >> 1], i)
+                """O element i belongs to row half (i % 4) >> 1. With `lazy`,
+                skipped (a warp-uniform branch) when no row of the warp has a
+                factor other than 1."""
+
+                def scaled() -> hir.Value:
+                    out = acc
+                    for i in range(d // 2):
+                        out = b.insert(out, b.extract(acc, i) * alpha[(i % 4) >> 1], i)
+                    return out
+
+                if not lazy:
+                    return scaled()
+                need = b.vote_any(b.or_(b.ne(alpha[0], 1.0), b.ne(alpha[1], 1.0)))
+                sel = b.if_else(need, results=[acc.type])
+                with sel as (yes, no):
+                    with yes:
+                        yes.yield_(scaled())
+                    with no:
+                        no.yield_(acc)
+                out: hir.Value = sel.results[0]
                 return out
 
             wait(bar_q, 0)
@@ -279,8 +338,8 @@ def build(
                     sacc = s_gemm(j)
                     b.wgmma_wait_group(0)
                     release(empty_k, j)
-                    m_new, l_new, alpha, frags = softmax(sacc, j, m_old, l_old)
-                    acc = pv_gemm(j, rescale(acc, alpha), frags)
+                    m_new, l_new, alpha, p = softmax(sacc, j, m_old, l_old)
+                    acc = pv_gemm(j, rescale(acc, alpha), fragments(p))
                     b.wgmma_wait_group(0)
                     release(empty_v, j)
                     lp.next(*m_new, *l_new, acc)
@@ -296,26 +355,34 @@ def build(
                 end_turn()
                 b.wgmma_wait_group(0)
                 release(empty_k, first)
-                m1, l1, _, frags = softmax(sacc, first, [ninf, ninf], [zero, zero])
-                init = [*m1, *l1, b.wgmma_zero(d), *frags]
+                m1, l1, a1, p = softmax(sacc, first, [ninf, ninf], [zero, zero])
+                # Carried: row maxima, row sums, O, the rescale factors not yet
+                # applied to O (deferred: FA3 scales O while S_j is computed),
+                # P's fragments.
+                init = [*m1, *l1, b.wgmma_zero(d), *a1, *fragments(p)]
                 with b.loop(1, nblocks, carry=init, type=hir.u32) as lp:
                     j = lp.index
                     m_old, l_old, acc = lp.carried[0:2], lp.carried[2:4], lp.carried[4]
-                    frags = list(lp.carried[5:])
+                    a_old, frags = lp.carried[5:7], list(lp.carried[7:])
                     my_turn(j)
                     sacc = s_gemm(j)
+                    if defer:
+                        acc = rescale(acc, a_old)
                     acc = pv_gemm(j - 1, acc, frags)
                     end_turn()
                     b.wgmma_wait_group(1)  # S_j is ready
                     release(empty_k, j)
-                    m_new, l_new, alpha, frags = softmax(sacc, j, m_old, l_old)
+                    m_new, l_new, alpha, p = softmax(sacc, j, m_old, l_old)
                     b.wgmma_wait_group(0)
                     release(empty_v, j - 1)
-                    lp.next(*m_new, *l_new, rescale(acc, alpha), *frags)
+                    if not defer:
+                        acc = rescale(acc, alpha)
+                    lp.next(*m_new, *l_new, acc, *alpha, *fragments(p))
                 res = lp.results
                 last = nblocks - 1
                 my_turn(nblocks)
-                acc = pv_gemm(last, res[4], list(res[5:]))
+                acc = rescale(res[4], res[5:7]) if defer else res[4]
+                acc = pv_gemm(last, acc, list(res[7:]))
                 end_turn()
                 b.wgmma_wait_group(0)
                 release(empty_v, last)
@@ -344,7 +411,7 @@ def build(
                 b.setmaxnreg(PRODUCER_REGS, increase=False)
                 with b.if_(b.eq(tid, 0)):
                     b.mbarrier_arrive_expect_tx(bar_q, q_bytes)
-                    tma(s_q, tq, m0, bar_q)
+                    tma(s_q, tq, m0, bar_q, q_box_bytes)
                     with b.loop(0, nblocks, type=hir.u32) as lp:
                         j = lp.index
                         # A fresh barrier counts the phase before its first as
@@ -352,10 +419,10 @@ def build(
                         fk, fv = b.ptr_add(full_k, slot(j)), b.ptr_add(full_v, slot(j))
                         wait(b.ptr_add(empty_k, slot(j)), phase(j) ^ 1)
                         b.mbarrier_arrive_expect_tx(fk, kv_bytes)
-                        tma(tile(s_k, j), tk, j * BN, fk)
+                        tma(tile(s_k, j), tk, j * BN, fk, KV_BOX_BYTES)
                         wait(b.ptr_add(empty_v, slot(j)), phase(j) ^ 1)
                         b.mbarrier_arrive_expect_tx(fv, kv_bytes)
-                        tma(tile(s_v, j), tv, j * BN, fv)
+                        tma(tile(s_v, j), tv, j * BN, fv, KV_BOX_BYTES)
                         lp.next()
             with consumer:
                 b.setmaxnreg(CONSUMER_REGS, increase=True)
@@ -365,20 +432,38 @@ def build(
 
 
 #: Whether consumers overlap S_j = Q K_j with O += P_{j-1} V_{j-1} (FA3's
-#: intra-warpgroup pipelining). Off: on the H100 it measured 10-20 % slower
-#: than the plain loop (docs/performance.md, "Attention"); kept for sweeps.
+#: intra-warpgroup pipelining). Off until measured again: its first version
+#: measured 10-20 % slower than the plain loop on the H100, with every wgmma
+#: serialised by ptxas (C7513, now fixed; docs/kernels.md).
 OVERLAP = False
-#: With OVERLAP: FA3's ping-pong of the two consumer warpgroups (not yet measured).
+#: With OVERLAP: FA3's ping-pong of the consumer warpgroups (not yet measured).
 PINGPONG = False
+#: With OVERLAP: rescale O while S_j is computed (FA3's order).
+DEFER = False
+#: Consumer warpgroups per block by head dim (2 or 3; FA3: 3 for 64).
+CONSUMERS = {64: 2, 128: 2}
+#: Raise a row's running maximum only when it grows by more than
+#: LAZY_HEADROOM (log2 units: P <= 256), skipping most rescales of O.
+LAZY = False
+LAZY_HEADROOM = 8.0
 
 
 @functools.cache
-def _module(dtype: str, d: int, causal: bool, overlap: bool, pingpong: bool) -> hir.Module:
-    return build(dtype, d, causal, overlap, pingpong)
+def _module(
+    dtype: str,
+    d: int,
+    causal: bool,
+    overlap: bool,
+    pingpong: bool,
+    defer: bool,
+    consumers: int,
+    lazy: bool,
+) -> hir.Module:
+    return build(dtype, d, causal, overlap, pingpong, defer, consumers, lazy)
 
 
 @functools.cache
-def _loaded(key: tuple[str, int, bool, bool, bool], device: int) -> Any:
+def _loaded(key: tuple[str, int, bool, bool, bool, bool, int, bool], device: int) -> Any:
     return cuda.load_hir(_module(*key), device, arch="sm_90a")
 
 
@@ -404,15 +489,16 @@ def launch(
     """Runs the kernel on checked tensors (attention() validated them)."""
     bsz, heads, sq, d = tq.shape
     sk = tk.shape[2]
-    maps = [_tensor_map(tq, BM), _tensor_map(tk, BN), _tensor_map(tv, BN)]
+    nc = CONSUMERS[d]
+    maps = [_tensor_map(tq, bm(nc)), _tensor_map(tk, BN), _tensor_map(tv, BN)]
     args = [*maps, o.arr, lse.arr, sq, sk, heads, *o.strides[:3], scale_log2]
-    grid = (-(-sq // BM), bsz * heads)
-    smem = shared_bytes(d)
-    key = (tq.dtype, d, causal, OVERLAP, PINGPONG)
+    grid = (-(-sq // bm(nc)), bsz * heads)
+    smem = shared_bytes(d, nc)
+    key = (tq.dtype, d, causal, OVERLAP, PINGPONG, DEFER, nc, LAZY)
     if not tq.on_gpu:
-        interp.launch(_module(*key), "attention", grid, THREADS, *args, shared_bytes=smem)
+        interp.launch(_module(*key), "attention", grid, threads(nc), *args, shared_bytes=smem)
         return
     k = _loaded(key, tq.device).kernel("attention")
     if stream is None and isinstance(tq.arr, int):
         stream = T._torch_stream(tq)
-    k.launch(grid, THREADS, *args, shared_mem=smem, stream=stream)
+    k.launch(grid, threads(nc), *args, shared_mem=smem, stream=stream)

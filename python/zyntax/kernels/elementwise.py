@@ -13,24 +13,56 @@ from zyntax import hir
 from zyntax.errors import ArgumentError
 
 from . import _tensors as T
-from ._rows import archs_for, load_f32, store_f32, vec_ptr
+from ._rows import archs_for, load_f32, store_f32, vec_ptr, vector
 
 __all__ = ["saxpy"]
 
 #: Threads per block and vectors in flight per thread (the knobs of a sweep).
 THREADS = 512
 UNROLL = 4
+#: Cache operators of the main loop's x load, y load and y store (`load_cached` /
+#: `store_cached`; None: a plain access, x through the read-only path). f32 only.
+CACHE: tuple[str | None, str | None, str | None] = (None, None, None)
+#: True: one wave of blocks in a grid-stride loop; False: a grid that covers
+#: the array once (each thread its UNROLL vectors, as PyTorch's kernel).
+GRID_STRIDE = True
 
 
-def _build(dtype: str, lanes: int, threads: int, unroll: int) -> hir.Module:
+def _build(
+    dtype: str,
+    lanes: int,
+    threads: int,
+    unroll: int,
+    cache: tuple[str | None, str | None, str | None] = (None, None, None),
+) -> hir.Module:
     elem = T.HIR_TYPE[dtype]
-    m = hir.Module(f"saxpy_{dtype}_v{lanes}_t{threads}_u{unroll}", targets=archs_for(dtype))
-    params = [hir.f32, hir.ptr("constant", elem), hir.ptr("global", elem), hir.u32, hir.u32]
+    if lanes > 4:  # load_cached moves at most 4-element vectors (ptxas fails on .v8.b16)
+        cache = (None, None, None)
+    tag = "".join(f"_{c}" if c else "_" for c in cache) if any(cache) else ""
+    # L2 eviction hints need sm_80 and PTX 7.4: cache operators pin the module to sm_90.
+    archs = ["sm_90"] if any(cache) else archs_for(dtype)
+    m = hir.Module(f"saxpy_{dtype}_v{lanes}_t{threads}_u{unroll}{tag}", targets=archs)
+    xspace = "global" if cache[0] else "constant"
+    params = [hir.f32, hir.ptr(xspace, elem), hir.ptr("global", elem), hir.u32, hir.u32]
     with m.kernel("saxpy", params, max_threads=threads) as b:
         a, x, y, n, nv = b.params
         gt = b.block_idx() * threads + b.thread_idx()
         stride = b.grid_dim() * threads
-        xv, yv = vec_ptr(b, x, "constant", elem, lanes), vec_ptr(b, y, "global", elem, lanes)
+        xv, yv = vec_ptr(b, x, xspace, elem, lanes), vec_ptr(b, y, "global", elem, lanes)
+
+        def vload(p: hir.Value, i: hir.Value, cop: str | None) -> list[hir.Value]:
+            if cop is None or lanes == 1:
+                return load_f32(b, p, i, elem, lanes)
+            v = b.load_cached(b.ptr_add(p, i), cop)
+            vals = [b.extract(v, j) for j in range(lanes)]
+            return vals if elem == hir.f32 else [b.cast(q, hir.f32) for q in vals]
+
+        def vstore(i: hir.Value, vals: list[hir.Value]) -> None:
+            if cache[2] is None or lanes == 1:
+                store_f32(b, yv, i, vals, elem, lanes)
+                return
+            conv = vals if elem == hir.f32 else [b.cast(q, elem) for q in vals]
+            b.store_cached(b.ptr_add(yv, i), vector(b, hir.vec(elem, lanes), conv), cache[2])
 
         def one(i: hir.Value, xp: hir.Value, yp: hir.Value, w: int) -> None:
             xs, ys = load_f32(b, xp, i, elem, w), load_f32(b, yp, i, elem, w)
@@ -40,11 +72,10 @@ def _build(dtype: str, lanes: int, threads: int, unroll: int) -> hir.Module:
         full = b.div(nv, chunk)
         with b.for_range(0, full, type=hir.u32) as j:
             at = [j * chunk + gt + u * stride for u in range(unroll)]
-            xs = [load_f32(b, xv, i, elem, lanes) for i in at]
-            ys = [load_f32(b, yv, i, elem, lanes) for i in at]
+            xs = [vload(xv, i, cache[0]) for i in at]
+            ys = [vload(yv, i, cache[1]) for i in at]
             for i, p, q in zip(at, xs, ys, strict=True):
-                res = [b.fma(a, s, t) for s, t in zip(p, q, strict=True)]
-                store_f32(b, yv, i, res, elem, lanes)
+                vstore(i, [b.fma(a, s, t) for s, t in zip(p, q, strict=True)])
         with b.for_range(full * chunk + gt, nv, stride, type=hir.u32) as i:
             one(i, xv, yv, lanes)
         if lanes > 1:
@@ -75,9 +106,15 @@ def saxpy(a: float, x: Any, y: Any, *, stream: Any = None) -> Any:
     if n == 0:
         return y
     lanes = T.vector_lanes(tx.dtype, tx, ty)
-    key = (tx.dtype, lanes, THREADS, UNROLL)
-    most = T.one_wave(_build, key, "saxpy", tx.device, THREADS) if tx.on_gpu else 2
-    grid = max(1, min(most, -(-n // (THREADS * UNROLL * lanes))))
+    key = (tx.dtype, lanes, THREADS, UNROLL, CACHE)
+    cover = -(-n // (THREADS * UNROLL * lanes))
+    if not tx.on_gpu:
+        most = 2
+    elif GRID_STRIDE:
+        most = T.one_wave(_build, key, "saxpy", tx.device, THREADS)
+    else:
+        most = cover
+    grid = max(1, min(most, cover))
     args = [float(a), tx, ty, n, n // lanes]
     T.launch(_build, key, "saxpy", grid, THREADS, args, tx, stream)
     return y

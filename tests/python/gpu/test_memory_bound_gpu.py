@@ -128,6 +128,27 @@ def test_saxpy(dtype: Any) -> None:
     assert rel_err(y, ref) < 1e-6
 
 
+@pytest.mark.parametrize(
+    "knobs",
+    [
+        {"GRID_STRIDE": False},
+        {"GRID_STRIDE": False, "CACHE": ("lu", "lu", "cs")},
+        {"CACHE": ("evict_first", "evict_first", "evict_first")},
+    ],
+)
+def test_saxpy_variants(knobs: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The launch shapes and cache operators benches/memory_bound.py times."""
+    ew = __import__("zyntax.kernels.elementwise", fromlist=["CACHE"])
+    for k, v in knobs.items():
+        monkeypatch.setattr(ew, k, v)
+    for n in (37, (1 << 22) + 5, 3 << 20):
+        x = torch.randn(n, device=DEV)
+        y = torch.randn(n, device=DEV)
+        ref = y.double() + 0.75 * x.double()
+        kernels.saxpy(0.75, x, y)
+        assert rel_err(y, ref) < 1e-6
+
+
 def test_device_array_and_errors() -> None:
     x = cuda.to_device(np.random.default_rng().standard_normal((4, 64)).astype(np.float32))
     out = kernels.softmax(x)

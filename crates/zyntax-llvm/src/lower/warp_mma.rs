@@ -30,7 +30,7 @@ impl<'ctx> FnLowering<'_, 'ctx> {
                 // One PTX instruction each (LLVM 19 lacks tanh.approx).
                 let x = self.val(self.arg(d, 0)?)?;
                 let f32t = self.ctx().f32_type();
-                let text = format!("{op}.approx.f32 $0, $1;");
+                let text = format!("{} $0, $1;", op.ptx());
                 let r = self
                     .asm(&text, "=f,f", Some(f32t.into()), &[x.into()])?
                     .ok_or_else(|| self.bug("approx returned nothing"))?;

@@ -1792,7 +1792,7 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             };
             if !ok {
                 return Err(format!(
-                    "{name} moves scalars or 2/4-element vectors of 16-, 32- or 64-bit elements up to 16 bytes, got {pointee}"
+                    "{name} moves scalars or vectors of 16-, 32- or 64-bit elements up to 16 bytes, got {pointee}"
                 ));
             }
             if load {

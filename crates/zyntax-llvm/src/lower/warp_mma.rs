@@ -61,10 +61,7 @@ impl<'ctx> FnLowering<'_, 'ctx> {
         let p = self.ptr(self.arg(d, 0)?)?;
         let res = self.result(d, 0)?;
         let t = self.hir_ty(res).clone();
-        let (s, n) = match &t {
-            hir::Type::Vector(s, n) => (*s, *n),
-            other => (other.as_scalar().unwrap_or(ScalarType::U32), 1),
-        };
+        let (s, n) = transport(&t);
         let (suffix, cls, rt) = self.reg_of(s);
         let v = if n == 1 {
             String::new()
@@ -101,10 +98,7 @@ impl<'ctx> FnLowering<'_, 'ctx> {
         let p = self.ptr(self.arg(d, 0)?)?;
         let vid = self.arg(d, 1)?;
         let t = self.hir_ty(vid).clone();
-        let (s, n) = match &t {
-            hir::Type::Vector(s, n) => (*s, *n),
-            other => (other.as_scalar().unwrap_or(ScalarType::U32), 1),
-        };
+        let (s, n) = transport(&t);
         let (suffix, cls, rt) = self.reg_of(s);
         let v = self.val(vid)?;
         // Elements travel in the register type (f16/bf16 as b16 bits).
@@ -292,5 +286,15 @@ impl<'ctx> FnLowering<'_, 'ctx> {
         args.extend(vals);
         self.asm(&text, &cons.join(","), None, &args)?;
         Ok(())
+    }
+}
+
+/// The element type and count one `ld`/`st` moves `t` as: PTX vectors have at
+/// most 4 elements, so 8 16-bit lanes (16 bytes) travel as 4 b32 words.
+fn transport(t: &hir::Type) -> (ScalarType, u32) {
+    match t {
+        hir::Type::Vector(s, n) if *n > 4 => (ScalarType::U32, n * s.bits() / 32),
+        hir::Type::Vector(s, n) => (*s, *n),
+        other => (other.as_scalar().unwrap_or(ScalarType::U32), 1),
     }
 }

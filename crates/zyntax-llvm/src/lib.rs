@@ -38,6 +38,7 @@ pub mod host;
 pub mod lower;
 #[cfg(feature = "compute")]
 pub mod nvptx;
+pub mod scalar;
 
 pub use error::{CompileError, CompileResult};
 #[cfg(feature = "compute")]

@@ -23,11 +23,12 @@
 //! arguments in 8-byte slots; a kernel's `@"name.zx_block"(ptr args, ptr lens,
 //! ptr err, ptr ctx)` runs every thread of one block.
 
+use crate::scalar::{self, class_of, Conv, Scalar};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use zyntax_hir::{
-    AtomicOp, BinOp, BlockId, CmpOp, ConstValue, Dim, Function, InstId, Module, Op, OptLevel,
-    ScalarType, Type, UnOp, ValueDef, ValueId,
+    AtomicOp, BinOp, BlockId, ConstValue, Dim, Function, InstId, Module, Op, OptLevel, ScalarType,
+    Type, UnOp, ValueDef, ValueId,
 };
 use zyntax_opt::{FunctionPlan, Origin};
 
@@ -907,29 +908,11 @@ impl FnLower<'_> {
                         bo = self.conv("fpext", &tt, &bo, &wide);
                         tt = wide;
                     }
-                    let p = match c {
-                        CmpOp::Eq => "oeq",
-                        CmpOp::Ne => "une",
-                        CmpOp::Lt => "olt",
-                        CmpOp::Le => "ole",
-                        CmpOp::Gt => "ogt",
-                        CmpOp::Ge => "oge",
-                    };
+                    let p = scalar::fcmp(*c);
                     self.emit(format!("{r} = fcmp {p} {tt} {ao}, {bo}"));
                 } else {
                     let signed = s.is_some_and(|s| s.is_signed());
-                    let p = match (c, signed) {
-                        (CmpOp::Eq, _) => "eq",
-                        (CmpOp::Ne, _) => "ne",
-                        (CmpOp::Lt, true) => "slt",
-                        (CmpOp::Lt, false) => "ult",
-                        (CmpOp::Le, true) => "sle",
-                        (CmpOp::Le, false) => "ule",
-                        (CmpOp::Gt, true) => "sgt",
-                        (CmpOp::Gt, false) => "ugt",
-                        (CmpOp::Ge, true) => "sge",
-                        (CmpOp::Ge, false) => "uge",
-                    };
+                    let p = scalar::icmp(*c, signed);
                     self.emit(format!("{r} = icmp {p} {tt} {ao}, {bo}"));
                 }
             }
@@ -1335,60 +1318,44 @@ impl FnLower<'_> {
         let Some(s) = t.elem_scalar() else {
             return self.e(format!("`{}` on {t}", op.name()));
         };
+        let Some(form) = scalar::binary(op, class_of(s)) else {
+            return self.e(format!("`{}` is not defined on {s}", op.name()));
+        };
         let tt = self.vt(t)?;
         if s.is_float() {
-            let name = match op {
-                BinOp::Add => "fadd",
-                BinOp::Sub => "fsub",
-                BinOp::Mul => "fmul",
-                BinOp::Div => "fdiv",
-                BinOp::Rem => "frem",
-                BinOp::Min => "min",
-                BinOp::Max => "max",
-                _ => return self.e(format!("`{}` is not defined on floats", op.name())),
-            };
             return self.float_op(
                 t,
                 r,
                 |me, wt, x| {
                     let o = me.t();
-                    if name == "min" || name == "max" {
-                        let m = mangle_from(wt);
-                        let iname = if name == "min" { "minnum" } else { "maxnum" };
-                        me.decl(format!("declare {wt} @llvm.{iname}.{m}({wt}, {wt})"));
-                        me.emit(format!(
-                            "{o} = call {wt} @llvm.{iname}.{m}({wt} {}, {wt} {})",
-                            x[0], x[1]
-                        ));
-                    } else {
-                        me.emit(format!("{o} = {name} {wt} {}, {}", x[0], x[1]));
+                    match form {
+                        Scalar::Inst(i) => {
+                            me.emit(format!("{o} = {} {wt} {}, {}", i.name(), x[0], x[1]))
+                        }
+                        Scalar::Intrinsic(n) => {
+                            let m = mangle_from(wt);
+                            me.decl(format!("declare {wt} @{n}.{m}({wt}, {wt})"));
+                            me.emit(format!(
+                                "{o} = call {wt} @{n}.{m}({wt} {}, {wt} {})",
+                                x[0], x[1]
+                            ));
+                        }
+                        _ => return me.e(format!("`{}` on floats", op.name())),
                     }
                     Ok(o)
                 },
                 &[a.to_string(), b.to_string()],
             );
         }
-        let signed = s.is_signed();
         let bits = s.bits();
-        match op {
-            BinOp::Add => self.emit(format!("{r} = add {tt} {a}, {b}")),
-            BinOp::Sub => self.emit(format!("{r} = sub {tt} {a}, {b}")),
-            BinOp::Mul => self.emit(format!("{r} = mul {tt} {a}, {b}")),
-            BinOp::And => self.emit(format!("{r} = and {tt} {a}, {b}")),
-            BinOp::Or => self.emit(format!("{r} = or {tt} {a}, {b}")),
-            BinOp::Xor => self.emit(format!("{r} = xor {tt} {a}, {b}")),
-            BinOp::Min | BinOp::Max => {
-                let n = match (op, signed) {
-                    (BinOp::Min, true) => "smin",
-                    (BinOp::Min, false) => "umin",
-                    (BinOp::Max, true) => "smax",
-                    _ => "umax",
-                };
+        match form {
+            Scalar::Inst(i) => self.emit(format!("{r} = {} {tt} {a}, {b}", i.name())),
+            Scalar::Intrinsic(n) => {
                 let m = mangle(t);
-                self.decl(format!("declare {tt} @llvm.{n}.{m}({tt}, {tt})"));
-                self.emit(format!("{r} = call {tt} @llvm.{n}.{m}({tt} {a}, {tt} {b})"));
+                self.decl(format!("declare {tt} @{n}.{m}({tt}, {tt})"));
+                self.emit(format!("{r} = call {tt} @{n}.{m}({tt} {a}, {tt} {b})"));
             }
-            BinOp::Shl | BinOp::Shr => {
+            Scalar::Shift { left, signed } => {
                 let splat = |v: String| -> String {
                     match t {
                         Type::Vector(_, n) => format!(
@@ -1402,8 +1369,8 @@ impl FnLower<'_> {
                     Type::Vector(_, n) => format!("<{n} x i1>"),
                     _ => "i1".into(),
                 };
-                let bw = splat(bits.to_string());
-                if op == BinOp::Shr && signed {
+                if !left && signed {
+                    // Amounts past the width shift by width - 1: the sign in every bit.
                     let m = mangle(t);
                     self.decl(format!("declare {tt} @llvm.umin.{m}({tt}, {tt})"));
                     let c = self.t();
@@ -1414,28 +1381,17 @@ impl FnLower<'_> {
                     self.emit(format!("{r} = ashr {tt} {a}, {c}"));
                 } else {
                     let sh = self.t();
-                    let n = if op == BinOp::Shl { "shl" } else { "lshr" };
+                    let n = if left { "shl" } else { "lshr" };
                     self.emit(format!("{sh} = {n} {tt} {a}, {b}"));
                     let big = self.t();
+                    let bw = splat(bits.to_string());
                     self.emit(format!("{big} = icmp uge {tt} {b}, {bw}"));
-                    let _ = cmpt;
                     self.emit(format!(
-                        "{r} = select {} {big}, {tt} zeroinitializer, {tt} {sh}",
-                        if matches!(t, Type::Vector(..)) {
-                            format!(
-                                "<{} x i1>",
-                                match t {
-                                    Type::Vector(_, n) => *n,
-                                    _ => 1,
-                                }
-                            )
-                        } else {
-                            "i1".into()
-                        }
+                        "{r} = select {cmpt} {big}, {tt} zeroinitializer, {tt} {sh}"
                     ));
                 }
             }
-            BinOp::Div | BinOp::Rem => {
+            Scalar::IntDiv { div, signed } => {
                 if matches!(t, Type::Vector(..)) {
                     return self.e("integer division of vectors is not supported on the CPU");
                 }
@@ -1444,29 +1400,27 @@ impl FnLower<'_> {
                 self.emit(format!("{z} = icmp eq {tt} {b}, 0"));
                 let fl = self.fail(ERR_DIV_ZERO, -1, "0", "0", inst);
                 self.guard(&z, &fl);
-                let bb = if signed {
+                if signed {
                     let m1 = self.t();
                     self.emit(format!("{m1} = icmp eq {tt} {b}, -1"));
                     let safe = self.t();
                     self.emit(format!("{safe} = select i1 {m1}, {tt} 1, {tt} {b}"));
-                    if op == BinOp::Div {
-                        let q = self.t();
+                    let q = self.t();
+                    if div {
                         self.emit(format!("{q} = sdiv {tt} {a}, {safe}"));
                         let neg = self.t();
                         self.emit(format!("{neg} = sub {tt} 0, {a}"));
                         self.emit(format!("{r} = select i1 {m1}, {tt} {neg}, {tt} {q}"));
                     } else {
-                        let q = self.t();
                         self.emit(format!("{q} = srem {tt} {a}, {safe}"));
                         self.emit(format!("{r} = select i1 {m1}, {tt} 0, {tt} {q}"));
                     }
-                    return Ok(());
                 } else {
-                    b.to_string()
-                };
-                let n = if op == BinOp::Div { "udiv" } else { "urem" };
-                self.emit(format!("{r} = {n} {tt} {a}, {bb}"));
+                    let n = if div { "udiv" } else { "urem" };
+                    self.emit(format!("{r} = {n} {tt} {a}, {b}"));
+                }
             }
+            _ => return self.e(format!("`{}` on {s}", op.name())),
         }
         Ok(())
     }
@@ -1475,11 +1429,15 @@ impl FnLower<'_> {
         let Some(s) = t.elem_scalar() else {
             return self.e(format!("`{}` on {t}", op.name()));
         };
+        let Some(form) = scalar::unary(op, class_of(s)) else {
+            return self.e(format!("`{}` is not defined on {s}", op.name()));
+        };
         let tt = self.vt(t)?;
         if !s.is_float() {
-            match op {
-                UnOp::Neg => self.emit(format!("{r} = sub {tt} zeroinitializer, {a}")),
-                UnOp::Not => {
+            let m = mangle(t);
+            match form {
+                Scalar::Neg => self.emit(format!("{r} = sub {tt} zeroinitializer, {a}")),
+                Scalar::Not => {
                     let ones = if s.is_bool() { "true" } else { "-1" };
                     let ones = match t {
                         Type::Vector(_, n) => format!(
@@ -1490,38 +1448,24 @@ impl FnLower<'_> {
                     };
                     self.emit(format!("{r} = xor {tt} {a}, {ones}"));
                 }
-                UnOp::Abs => {
-                    let m = mangle(t);
-                    self.decl(format!("declare {tt} @llvm.abs.{m}({tt}, i1)"));
-                    self.emit(format!("{r} = call {tt} @llvm.abs.{m}({tt} {a}, i1 false)"));
+                Scalar::Identity => self.emit(format!("{r} = bitcast {tt} {a} to {tt}")),
+                Scalar::Intrinsic(n) => {
+                    self.decl(format!("declare {tt} @{n}.{m}({tt})"));
+                    self.emit(format!("{r} = call {tt} @{n}.{m}({tt} {a})"));
                 }
-                UnOp::Popc | UnOp::Brev => {
-                    let m = mangle(t);
-                    let n = if op == UnOp::Popc {
-                        "ctpop"
-                    } else {
-                        "bitreverse"
-                    };
-                    self.decl(format!("declare {tt} @llvm.{n}.{m}({tt})"));
-                    self.emit(format!("{r} = call {tt} @llvm.{n}.{m}({tt} {a})"));
+                Scalar::IntrinsicFalse(n) => {
+                    self.decl(format!("declare {tt} @{n}.{m}({tt}, i1)"));
+                    self.emit(format!("{r} = call {tt} @{n}.{m}({tt} {a}, i1 false)"));
                 }
-                UnOp::Clz | UnOp::Bfind => {
-                    // Defined at zero (the width), so bfind(0) = width - 1 - width = all ones.
-                    let m = mangle(t);
+                Scalar::Bfind => {
                     self.decl(format!("declare {tt} @llvm.ctlz.{m}({tt}, i1)"));
-                    let c = if op == UnOp::Clz {
-                        r.to_string()
-                    } else {
-                        self.t()
-                    };
+                    let c = self.t();
                     self.emit(format!(
                         "{c} = call {tt} @llvm.ctlz.{m}({tt} {a}, i1 false)"
                     ));
-                    if op == UnOp::Bfind {
-                        self.emit(format!("{r} = sub {tt} {}, {c}", s.bits() - 1));
-                    }
+                    self.emit(format!("{r} = sub {tt} {}, {c}", s.bits() - 1));
                 }
-                _ => return self.e(format!("`{}` is defined on floats only", op.name())),
+                _ => return self.e(format!("`{}` on {s}", op.name())),
             }
             return Ok(());
         }
@@ -1532,26 +1476,21 @@ impl FnLower<'_> {
                 let m = mangle_from(wt);
                 let o = me.t();
                 let intr = |me: &mut Self, n: &str, o: &str, x: &str| {
-                    me.decl(format!("declare {wt} @llvm.{n}.{m}({wt})"));
-                    me.emit(format!("{o} = call {wt} @llvm.{n}.{m}({wt} {x})"));
+                    me.decl(format!("declare {wt} @{n}.{m}({wt})"));
+                    me.emit(format!("{o} = call {wt} @{n}.{m}({wt} {x})"));
                 };
-                match op {
-                    UnOp::Neg => me.emit(format!("{o} = fneg {wt} {}", x[0])),
-                    UnOp::Not | UnOp::Popc | UnOp::Clz | UnOp::Brev | UnOp::Bfind => {
-                        return me.e(format!("`{}` is not defined on floats", op.name()))
-                    }
-                    UnOp::Abs => intr(me, "fabs", &o, &x[0]),
-                    UnOp::Sqrt => intr(me, "sqrt", &o, &x[0]),
-                    UnOp::Exp => intr(me, "exp", &o, &x[0]),
-                    UnOp::Log => intr(me, "log", &o, &x[0]),
-                    UnOp::Sin => intr(me, "sin", &o, &x[0]),
-                    UnOp::Cos => intr(me, "cos", &o, &x[0]),
-                    UnOp::Tanh => intr(me, "tanh", &o, &x[0]),
-                    UnOp::Floor => intr(me, "floor", &o, &x[0]),
-                    UnOp::Ceil => intr(me, "ceil", &o, &x[0]),
-                    UnOp::Rsqrt => {
+                match (form, op) {
+                    (Scalar::FNeg, _) => me.emit(format!("{o} = fneg {wt} {}", x[0])),
+                    (Scalar::Intrinsic(n), _) => intr(me, n, &o, &x[0]),
+                    // The CPU's transcendentals: LLVM's libm intrinsics, exact to libm.
+                    (Scalar::Math, UnOp::Exp) => intr(me, "llvm.exp", &o, &x[0]),
+                    (Scalar::Math, UnOp::Log) => intr(me, "llvm.log", &o, &x[0]),
+                    (Scalar::Math, UnOp::Sin) => intr(me, "llvm.sin", &o, &x[0]),
+                    (Scalar::Math, UnOp::Cos) => intr(me, "llvm.cos", &o, &x[0]),
+                    (Scalar::Math, UnOp::Tanh) => intr(me, "llvm.tanh", &o, &x[0]),
+                    (Scalar::Math, UnOp::Rsqrt) => {
                         let q = me.t();
-                        intr(me, "sqrt", &q, &x[0]);
+                        intr(me, "llvm.sqrt", &q, &x[0]);
                         let one = match wt {
                             "double" | "float" => "1.0".to_string(),
                             _ => {
@@ -1575,6 +1514,7 @@ impl FnLower<'_> {
                         };
                         me.emit(format!("{o} = fdiv {wt} {one}, {q}"));
                     }
+                    _ => return me.e(format!("`{}` on floats", op.name())),
                 }
                 Ok(o)
             },
@@ -1591,49 +1531,22 @@ impl FnLower<'_> {
             }
             return self.e(format!("cast from {from} to {to} is not supported"));
         };
-        if fs == ts {
-            self.emit(format!("{r} = bitcast {ft} {a} to {tt}"));
-            return Ok(());
-        }
-        let fint = fs.is_int() || fs.is_bool();
-        let tint = ts.is_int();
-        if ts.is_bool() {
-            if fs.is_float() {
-                self.emit(format!("{r} = fcmp une {ft} {a}, zeroinitializer"));
-            } else {
-                self.emit(format!("{r} = icmp ne {ft} {a}, zeroinitializer"));
+        match scalar::cast(fs, ts) {
+            Conv::Same => self.emit(format!("{r} = bitcast {ft} {a} to {tt}")),
+            Conv::NonZero if fs.is_float() => {
+                self.emit(format!("{r} = fcmp une {ft} {a}, zeroinitializer"))
             }
-            return Ok(());
-        }
-        if fint && tint {
-            let how = if ts.bits() < fs.bits() {
-                "trunc"
-            } else if ts.bits() == fs.bits() {
-                "bitcast"
-            } else if fs.is_signed() {
-                "sext"
-            } else {
-                "zext"
-            };
-            self.emit(format!("{r} = {how} {ft} {a} to {tt}"));
-        } else if fint && ts.is_float() {
-            let how = if fs.is_signed() { "sitofp" } else { "uitofp" };
-            self.emit(format!("{r} = {how} {ft} {a} to {tt}"));
-        } else if fs.is_float() && tint {
-            let n = if ts.is_signed() { "fptosi" } else { "fptoui" };
-            let (mf, mt) = (mangle(from), mangle(to));
-            self.decl(format!("declare {tt} @llvm.{n}.sat.{mt}.{mf}({ft})"));
-            self.emit(format!("{r} = call {tt} @llvm.{n}.sat.{mt}.{mf}({ft} {a})"));
-        } else {
-            // float -> float; f16 <-> bf16 goes through f32.
-            if is_half(fs) && is_half(ts) {
+            Conv::NonZero => self.emit(format!("{r} = icmp ne {ft} {a}, zeroinitializer")),
+            Conv::Cast(how) => self.emit(format!("{r} = {how} {ft} {a} to {tt}")),
+            Conv::Saturating(n) => {
+                let (mf, mt) = (mangle(from), mangle(to));
+                self.decl(format!("declare {tt} @{n}.{mt}.{mf}({ft})"));
+                self.emit(format!("{r} = call {tt} @{n}.{mt}.{mf}({ft} {a})"));
+            }
+            Conv::ViaF32 => {
                 let w = widen(from);
                 let x = self.conv("fpext", &ft, a, &w);
                 self.emit(format!("{r} = fptrunc {w} {x} to {tt}"));
-            } else if fs.bits() < ts.bits() {
-                self.emit(format!("{r} = fpext {ft} {a} to {tt}"));
-            } else {
-                self.emit(format!("{r} = fptrunc {ft} {a} to {tt}"));
             }
         }
         Ok(())

@@ -34,6 +34,7 @@ mod wgmma;
 use crate::error::{CompileError, CompileResult};
 use crate::nvptx::annotations;
 use crate::nvptx::PtxTarget;
+use crate::scalar::{self, class_of, Conv, Inst, Scalar};
 use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::basic_block::BasicBlock;
 use inkwell::builder::Builder;
@@ -299,25 +300,67 @@ impl<'ctx> Lowerer<'ctx> {
     }
 }
 
-/// Integer, float or bool: how an op on a scalar (or vector element) behaves.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-enum Class {
-    Signed,
-    Unsigned,
-    Float,
-    Bool,
+/// The inkwell opcode of a [`scalar::Inst`].
+fn opcode(i: Inst) -> inkwell::values::InstructionOpcode {
+    use inkwell::values::InstructionOpcode as O;
+    match i {
+        Inst::Add => O::Add,
+        Inst::Sub => O::Sub,
+        Inst::Mul => O::Mul,
+        Inst::FAdd => O::FAdd,
+        Inst::FSub => O::FSub,
+        Inst::FMul => O::FMul,
+        Inst::FDiv => O::FDiv,
+        Inst::FRem => O::FRem,
+        Inst::And => O::And,
+        Inst::Or => O::Or,
+        Inst::Xor => O::Xor,
+    }
 }
 
-fn class_of(s: ScalarType) -> Class {
-    if s.is_bool() {
-        Class::Bool
-    } else if s.is_float() {
-        Class::Float
-    } else if s.is_signed() {
-        Class::Signed
-    } else {
-        Class::Unsigned
-    }
+/// The inkwell opcode of a cast named as in textual IR.
+fn cast_opcode(name: &str) -> Option<inkwell::values::InstructionOpcode> {
+    use inkwell::values::InstructionOpcode as O;
+    Some(match name {
+        "trunc" => O::Trunc,
+        "zext" => O::ZExt,
+        "sext" => O::SExt,
+        "fpext" => O::FPExt,
+        "fptrunc" => O::FPTrunc,
+        "sitofp" => O::SIToFP,
+        "uitofp" => O::UIToFP,
+        _ => return None,
+    })
+}
+
+/// The inkwell predicate of an `icmp` predicate named as in textual IR.
+fn int_predicate(name: &str) -> Option<IntPredicate> {
+    Some(match name {
+        "eq" => IntPredicate::EQ,
+        "ne" => IntPredicate::NE,
+        "slt" => IntPredicate::SLT,
+        "sle" => IntPredicate::SLE,
+        "sgt" => IntPredicate::SGT,
+        "sge" => IntPredicate::SGE,
+        "ult" => IntPredicate::ULT,
+        "ule" => IntPredicate::ULE,
+        "ugt" => IntPredicate::UGT,
+        "uge" => IntPredicate::UGE,
+        _ => return None,
+    })
+}
+
+/// The inkwell predicate of an `fcmp` predicate named as in textual IR.
+fn float_predicate(name: &str) -> Option<FloatPredicate> {
+    Some(match name {
+        "oeq" => FloatPredicate::OEQ,
+        "une" => FloatPredicate::UNE,
+        "olt" => FloatPredicate::OLT,
+        "ole" => FloatPredicate::OLE,
+        "ogt" => FloatPredicate::OGT,
+        "oge" => FloatPredicate::OGE,
+        _ => return None,
+    })
 }
 
 pub(crate) struct FnLowering<'a, 'ctx> {
@@ -814,42 +857,20 @@ impl<'a, 'ctx> FnLowering<'a, 'ctx> {
     }
 
     fn binary(&mut self, op: BinOp, a: ValueId, b: ValueId) -> CompileResult<BasicValueEnum<'ctx>> {
-        use inkwell::values::InstructionOpcode as O;
         if let Some(v) = self.bf16x2_as_fma(op, a, b)? {
             return Ok(v);
         }
-        let class = class_of(self.scalar_of(a)?);
+        let s = self.scalar_of(a)?;
         let (x, y) = (self.val(a)?, self.val(b)?);
         let lt = x.get_type();
-        let simple =
-            |o| -> CompileResult<BasicValueEnum<'ctx>> { Ok(self.b.build_binop(o, x, y, "")?) };
-        match (op, class) {
-            (BinOp::Add, Class::Float) => simple(O::FAdd),
-            (BinOp::Add, _) => simple(O::Add),
-            (BinOp::Sub, Class::Float) => simple(O::FSub),
-            (BinOp::Sub, _) => simple(O::Sub),
-            (BinOp::Mul, Class::Float) => simple(O::FMul),
-            (BinOp::Mul, _) => simple(O::Mul),
-            (BinOp::Div, Class::Float) => simple(O::FDiv),
-            (BinOp::Rem, Class::Float) => simple(O::FRem),
-            (BinOp::Div | BinOp::Rem, c) => {
-                self.int_div(op == BinOp::Div, c == Class::Signed, x, y)
-            }
-            (BinOp::Min | BinOp::Max, c) => {
-                let name = match (op == BinOp::Min, c) {
-                    (true, Class::Float) => "llvm.minnum",
-                    (false, Class::Float) => "llvm.maxnum",
-                    (true, Class::Signed) => "llvm.smin",
-                    (false, Class::Signed) => "llvm.smax",
-                    (true, _) => "llvm.umin",
-                    (false, _) => "llvm.umax",
-                };
+        match scalar::binary(op, class_of(s)) {
+            Some(Scalar::Inst(i)) => Ok(self.b.build_binop(opcode(i), x, y, "")?),
+            Some(Scalar::Intrinsic(name)) => {
                 self.intrinsic_value(name, &[lt], &[x.into(), y.into()])
             }
-            (BinOp::And, _) => simple(O::And),
-            (BinOp::Or, _) => simple(O::Or),
-            (BinOp::Xor, _) => simple(O::Xor),
-            (BinOp::Shl | BinOp::Shr, c) => self.shift(op == BinOp::Shl, c == Class::Signed, x, y),
+            Some(Scalar::IntDiv { div, signed }) => self.int_div(div, signed, x, y),
+            Some(Scalar::Shift { left, signed }) => self.shift(left, signed, x, y),
+            _ => Err(self.bug(format!("{op} on {s}"))),
         }
     }
 
@@ -970,49 +991,28 @@ impl<'a, 'ctx> FnLowering<'a, 'ctx> {
     fn unary(&mut self, op: UnOp, a: ValueId) -> CompileResult<BasicValueEnum<'ctx>> {
         use inkwell::values::InstructionOpcode as O;
         let s = self.scalar_of(a)?;
-        let class = class_of(s);
         let x = self.val(a)?;
         let lt = x.get_type();
-        match (op, class) {
-            (UnOp::Neg, Class::Float) => self.fneg(x),
-            (UnOp::Neg, _) => {
-                let zero = lt.const_zero();
-                Ok(self.b.build_binop(O::Sub, zero, x, "")?)
-            }
-            (UnOp::Not, _) => {
+        let no_poison = self.l.ctx.bool_type().const_zero();
+        match scalar::unary(op, class_of(s)) {
+            Some(Scalar::FNeg) => self.fneg(x),
+            Some(Scalar::Neg) => Ok(self.b.build_binop(O::Sub, lt.const_zero(), x, "")?),
+            Some(Scalar::Not) => {
                 let ones = all_ones(lt).ok_or_else(|| self.bug("not of a non-integer"))?;
                 Ok(self.b.build_binop(O::Xor, x, ones, "")?)
             }
-            (UnOp::Abs, Class::Float) => self.intrinsic_value("llvm.fabs", &[lt], &[x.into()]),
-            (UnOp::Abs, Class::Signed) => {
-                let no_poison = self.l.ctx.bool_type().const_zero();
-                self.intrinsic_value("llvm.abs", &[lt], &[x.into(), no_poison.into()])
+            Some(Scalar::Identity) => Ok(x),
+            Some(Scalar::Intrinsic(name)) => self.intrinsic_value(name, &[lt], &[x.into()]),
+            Some(Scalar::IntrinsicFalse(name)) => {
+                self.intrinsic_value(name, &[lt], &[x.into(), no_poison.into()])
             }
-            (UnOp::Abs, _) => Ok(x),
-            (UnOp::Popc, Class::Signed | Class::Unsigned) => {
-                self.intrinsic_value("llvm.ctpop", &[lt], &[x.into()])
-            }
-            (UnOp::Brev, Class::Signed | Class::Unsigned) => {
-                self.intrinsic_value("llvm.bitreverse", &[lt], &[x.into()])
-            }
-            (UnOp::Clz | UnOp::Bfind, Class::Signed | Class::Unsigned) => {
-                // Defined at zero (the width), so bfind(0) = width - 1 - width = all ones.
-                let zero_defined = self.l.ctx.bool_type().const_zero();
+            Some(Scalar::Bfind) => {
                 let clz =
-                    self.intrinsic_value("llvm.ctlz", &[lt], &[x.into(), zero_defined.into()])?;
-                if op == UnOp::Clz {
-                    return Ok(clz);
-                }
+                    self.intrinsic_value("llvm.ctlz", &[lt], &[x.into(), no_poison.into()])?;
                 let top = lt.into_int_type().const_int(u64::from(s.bits()) - 1, false);
                 Ok(self.b.build_binop(O::Sub, top, clz.into_int_value(), "")?)
             }
-            (UnOp::Floor, Class::Float) => self.intrinsic_value("llvm.floor", &[lt], &[x.into()]),
-            (UnOp::Ceil, Class::Float) => self.intrinsic_value("llvm.ceil", &[lt], &[x.into()]),
-            (UnOp::Sqrt, Class::Float) => self.intrinsic_value("llvm.sqrt", &[lt], &[x.into()]),
-            (
-                UnOp::Rsqrt | UnOp::Exp | UnOp::Log | UnOp::Sin | UnOp::Cos | UnOp::Tanh,
-                Class::Float,
-            ) => self.math(op, s, x),
+            Some(Scalar::Math) => self.math(op, s, x),
             _ => Err(self.bug(format!("{op} on {s}"))),
         }
     }
@@ -1108,30 +1108,12 @@ impl<'a, 'ctx> FnLowering<'a, 'ctx> {
         let t = self.hir_ty(a);
         let (x, y) = (self.val(a)?, self.val(b)?);
         if let (BasicValueEnum::FloatValue(x), BasicValueEnum::FloatValue(y)) = (x, y) {
-            let p = match op {
-                CmpOp::Eq => FloatPredicate::OEQ,
-                CmpOp::Ne => FloatPredicate::UNE,
-                CmpOp::Lt => FloatPredicate::OLT,
-                CmpOp::Le => FloatPredicate::OLE,
-                CmpOp::Gt => FloatPredicate::OGT,
-                CmpOp::Ge => FloatPredicate::OGE,
-            };
+            let p = float_predicate(scalar::fcmp(op)).ok_or_else(|| self.bug("fcmp"))?;
             return Ok(self.b.build_float_compare(p, x, y, "")?.into());
         }
         // Pointers compare as unsigned addresses.
         let signed = t.as_scalar().is_some_and(ScalarType::is_signed);
-        let p = match (op, signed) {
-            (CmpOp::Eq, _) => IntPredicate::EQ,
-            (CmpOp::Ne, _) => IntPredicate::NE,
-            (CmpOp::Lt, true) => IntPredicate::SLT,
-            (CmpOp::Le, true) => IntPredicate::SLE,
-            (CmpOp::Gt, true) => IntPredicate::SGT,
-            (CmpOp::Ge, true) => IntPredicate::SGE,
-            (CmpOp::Lt, false) => IntPredicate::ULT,
-            (CmpOp::Le, false) => IntPredicate::ULE,
-            (CmpOp::Gt, false) => IntPredicate::UGT,
-            (CmpOp::Ge, false) => IntPredicate::UGE,
-        };
+        let p = int_predicate(scalar::icmp(op, signed)).ok_or_else(|| self.bug("icmp"))?;
         match (x, y) {
             (BasicValueEnum::IntValue(x), BasicValueEnum::IntValue(y)) => {
                 Ok(self.b.build_int_compare(p, x, y, "")?.into())
@@ -1151,65 +1133,31 @@ impl<'a, 'ctx> FnLowering<'a, 'ctx> {
             .ok_or_else(|| self.bug(format!("cast to {to}")))?;
         let x = self.val(a)?;
         let dst = ty::value_type(self.l.ctx, to)?;
-        let (fc, tc) = (class_of(from_s), class_of(to_s));
-        let (fb, tb) = (from_s.bits(), to_s.bits());
-        if from_s == to_s {
-            return Ok(x);
+        match scalar::cast(from_s, to_s) {
+            Conv::Same => Ok(x),
+            Conv::NonZero => {
+                let zero = x.get_type().const_zero();
+                Ok(match (x, zero) {
+                    (BasicValueEnum::FloatValue(x), BasicValueEnum::FloatValue(z)) => self
+                        .b
+                        .build_float_compare(FloatPredicate::UNE, x, z, "")?
+                        .into(),
+                    (BasicValueEnum::IntValue(x), BasicValueEnum::IntValue(z)) => {
+                        self.b.build_int_compare(IntPredicate::NE, x, z, "")?.into()
+                    }
+                    _ => return Err(self.bug(format!("cast of {from_s} to bool"))),
+                })
+            }
+            Conv::Cast(name) => {
+                let op = cast_opcode(name).ok_or_else(|| self.bug(format!("cast `{name}`")))?;
+                Ok(self.b.build_cast(op, x, dst, "")?)
+            }
+            Conv::Saturating(name) => self.intrinsic_value(name, &[dst, x.get_type()], &[x.into()]),
+            Conv::ViaF32 => {
+                let f32v = self.b.build_cast(O::FPExt, x, self.l.ctx.f32_type(), "")?;
+                Ok(self.b.build_cast(O::FPTrunc, f32v, dst, "")?)
+            }
         }
-        if tc == Class::Bool {
-            // Any non-zero value is true.
-            let zero = x.get_type().const_zero();
-            return Ok(match (x, zero) {
-                (BasicValueEnum::FloatValue(x), BasicValueEnum::FloatValue(z)) => self
-                    .b
-                    .build_float_compare(FloatPredicate::UNE, x, z, "")?
-                    .into(),
-                (BasicValueEnum::IntValue(x), BasicValueEnum::IntValue(z)) => {
-                    self.b.build_int_compare(IntPredicate::NE, x, z, "")?.into()
-                }
-                _ => return Err(self.bug(format!("cast of {from_s} to bool"))),
-            });
-        }
-        let op = match (fc, tc) {
-            (Class::Bool, Class::Float) => O::UIToFP,
-            (Class::Bool, _) => O::ZExt,
-            (Class::Signed, Class::Float) => O::SIToFP,
-            (Class::Unsigned, Class::Float) => O::UIToFP,
-            (Class::Float, Class::Signed | Class::Unsigned) => {
-                // Saturating, NaN -> 0: PTX cvt.rzi semantics, no poison.
-                let name = if tc == Class::Signed {
-                    "llvm.fptosi.sat"
-                } else {
-                    "llvm.fptoui.sat"
-                };
-                return self.intrinsic_value(name, &[dst, x.get_type()], &[x.into()]);
-            }
-            (Class::Float, _) => {
-                // f16 <-> bf16 have equal width: go through f32.
-                if fb == tb {
-                    let f32v = self.b.build_cast(O::FPExt, x, self.l.ctx.f32_type(), "")?;
-                    return Ok(self.b.build_cast(O::FPTrunc, f32v, dst, "")?);
-                }
-                if fb < tb {
-                    O::FPExt
-                } else {
-                    O::FPTrunc
-                }
-            }
-            (Class::Signed | Class::Unsigned, _) => {
-                if fb == tb {
-                    return Ok(x);
-                }
-                if fb > tb {
-                    O::Trunc
-                } else if fc == Class::Signed {
-                    O::SExt
-                } else {
-                    O::ZExt
-                }
-            }
-        };
-        Ok(self.b.build_cast(op, x, dst, "")?)
     }
 
     fn bitcast(&mut self, a: ValueId, to: &Type) -> CompileResult<BasicValueEnum<'ctx>> {

@@ -221,3 +221,27 @@ pub fn cast(from: ScalarType, to: ScalarType) -> Conv {
         _ => Conv::Cast("zext"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use zyntax_hir::Op;
+
+    /// Every op has a form on every scalar type the instruction table lets it take.
+    #[test]
+    fn every_accepted_type_has_a_form() {
+        for s in ScalarType::ALL {
+            let c = class_of(s);
+            for &op in BinOp::ALL {
+                if Op::Binary(op).def().types.accepts(s) {
+                    assert!(binary(op, c).is_some(), "{op} on {s}");
+                }
+            }
+            for &op in UnOp::ALL {
+                if Op::Unary(op).def().types.accepts(s) {
+                    assert!(unary(op, c).is_some(), "{op} on {s}");
+                }
+            }
+        }
+    }
+}

@@ -754,7 +754,7 @@ impl Op {
         let d = self.def();
         match &d.imms {
             Some(imms) => crate::imm::fill_pattern(
-                &crate::imm::pattern(d.mnemonic),
+                crate::table::pattern_of(d),
                 Some(imms),
                 &(imms.values)(self),
             ),

@@ -1810,6 +1810,14 @@ pub fn find_mnemonic(m: &str) -> Result<(&'static OpDef, imm::Named), String> {
     }
 }
 
+/// The parsed mnemonic pattern of row `d`.
+pub fn pattern_of(d: &OpDef) -> &'static [Seg] {
+    match index().get(&(d.family, d.sub)) {
+        Some(&i) => &patterns()[i],
+        None => &[],
+    }
+}
+
 /// The row of `(family, sub)`.
 pub fn lookup(family: &str, sub: &str) -> Option<&'static OpDef> {
     index().get(&(family, sub)).map(|&i| &OPS[i])

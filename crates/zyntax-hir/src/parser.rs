@@ -1097,7 +1097,7 @@ impl Parser {
         m: &str,
         values: &mut imm::Named,
     ) -> PResult<Vec<ValueId>> {
-        let toks = imm::template(d.syntax);
+        let toks = crate::table::template_of(d);
         let what = |name: &str| {
             d.imms
                 .as_ref()

@@ -3,7 +3,7 @@
 //! The grammar is documented in `docs/zir.md`.
 
 use crate::entities::InstId;
-use crate::imm::{imm_text, template, Imm, Tok};
+use crate::imm::{imm_text, Imm, Tok};
 use crate::ir::{BlockCall, Function, FunctionKind, GlobalVar, Module};
 use crate::op::{ConstValue, Op, OptLevel};
 use crate::types::Type;
@@ -237,7 +237,7 @@ fn write_operands(out: &mut String, op: &Op, args: &str) {
         let (k, x) = def.imms.as_ref()?.def(name)?;
         Some((values.get(k)?, x))
     };
-    let toks = template(def.syntax);
+    let toks = crate::table::template_of(def);
     let mut i = 0;
     while let Some(t) = toks.get(i) {
         match *t {

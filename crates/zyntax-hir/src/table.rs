@@ -1810,10 +1810,24 @@ pub fn find_mnemonic(m: &str) -> Result<(&'static OpDef, imm::Named), String> {
     }
 }
 
+/// The parsed operand template of every row, in `OPS` order.
+fn templates() -> &'static [Vec<imm::Tok>] {
+    static TEMPLATES: OnceLock<Vec<Vec<imm::Tok>>> = OnceLock::new();
+    TEMPLATES.get_or_init(|| OPS.iter().map(|d| imm::template(d.syntax)).collect())
+}
+
 /// The parsed mnemonic pattern of row `d`.
 pub fn pattern_of(d: &OpDef) -> &'static [Seg] {
     match index().get(&(d.family, d.sub)) {
         Some(&i) => &patterns()[i],
+        None => &[],
+    }
+}
+
+/// The parsed operand template of row `d`.
+pub fn template_of(d: &OpDef) -> &'static [imm::Tok] {
+    match index().get(&(d.family, d.sub)) {
+        Some(&i) => &templates()[i],
         None => &[],
     }
 }

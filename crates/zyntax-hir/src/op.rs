@@ -752,12 +752,14 @@ impl Op {
     /// the table's pattern with the immediates that are part of it filled in.
     pub fn mnemonic(&self) -> String {
         let d = self.def();
+        let values = d.imms.map(|x| (x.values)(self)).unwrap_or_default();
+        Op::mnemonic_in(d, &values)
+    }
+
+    /// The mnemonic of row `d` with immediates `values` (in its `imms` order).
+    pub(crate) fn mnemonic_in(d: &crate::table::OpDef, values: &[crate::imm::Imm]) -> String {
         match &d.imms {
-            Some(imms) => crate::imm::fill_pattern(
-                crate::table::pattern_of(d),
-                Some(imms),
-                &(imms.values)(self),
-            ),
+            Some(imms) => crate::imm::fill_pattern(crate::table::pattern_of(d), Some(imms), values),
             None => d.mnemonic.into(),
         }
     }

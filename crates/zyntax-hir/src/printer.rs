@@ -6,6 +6,7 @@ use crate::entities::InstId;
 use crate::imm::{imm_text, Imm, Tok};
 use crate::ir::{BlockCall, Function, FunctionKind, GlobalVar, Module};
 use crate::op::{ConstValue, Op, OptLevel};
+use crate::table::OpDef;
 use crate::types::Type;
 use std::fmt::Write;
 
@@ -199,7 +200,9 @@ pub fn print_inst(f: &Function, inst: InstId) -> String {
         let rs: Vec<String> = d.results.iter().map(|v| typed_value(f, *v)).collect();
         let _ = write!(out, "{} = ", rs.join(", "));
     }
-    out.push_str(&d.op.mnemonic());
+    let def = d.op.def();
+    let values = def.imms.map(|x| (x.values)(&d.op)).unwrap_or_default();
+    out.push_str(&Op::mnemonic_in(def, &values));
     let args: Vec<String> = d.args.iter().map(ToString::to_string).collect();
     let args = args.join(", ");
     let result_ty = d
@@ -224,15 +227,13 @@ pub fn print_inst(f: &Function, inst: InstId) -> String {
                 let _ = write!(out, ", {t}");
             }
         }
-        op => write_operands(&mut out, op, &args),
+        _ => write_operands(&mut out, def, &values, &args),
     }
     out
 }
 
-/// The operands and immediates after the mnemonic, as the op's row's template says.
-fn write_operands(out: &mut String, op: &Op, args: &str) {
-    let def = op.def();
-    let values = def.imms.map(|x| (x.values)(op)).unwrap_or_default();
+/// The operands and immediates after the mnemonic, as row `def`'s template says.
+fn write_operands(out: &mut String, def: &OpDef, values: &[Imm], args: &str) {
     let value = |name: &str| {
         let (k, x) = def.imms.as_ref()?.def(name)?;
         Some((values.get(k)?, x))

@@ -124,10 +124,13 @@ pub fn docs_table() -> String {
             .feature
             .map(|f| format!("sm_{}, PTX {}", f.arch.sm(), f.ptx))
             .unwrap_or_else(|| "–".into());
-        let imm = if d.immediates.is_empty() {
+        // The immediates written after the mnemonic: the operand template without the operands.
+        let imm = d.syntax.replace("{args}", "");
+        let imm = imm.trim().trim_start_matches(',').trim();
+        let imm = if imm.is_empty() {
             "–".to_string()
         } else {
-            d.immediates.to_string()
+            format!("`{imm}`")
         };
         let py =
             d.py.name()

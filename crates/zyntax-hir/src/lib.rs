@@ -14,6 +14,7 @@
 //! - [`arch`]: which instructions each target arch and PTX version allows.
 //! - [`table`]: one row per instruction (mnemonic, operands, effects, builders, doc);
 //!   [`gen`] renders the docs table and the Python bindings from it.
+//! - [`imm`]: instruction immediates as data; the parser and printer follow them.
 //! - [`version`]: the format version of `.zir` and JSON, and its history.
 //!
 //! This crate knows nothing of LLVM, CUDA or Python.
@@ -23,6 +24,7 @@ pub mod builder;
 pub mod entities;
 pub mod error;
 pub mod gen;
+pub mod imm;
 pub mod ir;
 pub mod op;
 pub mod parser;

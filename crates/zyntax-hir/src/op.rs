@@ -82,6 +82,8 @@ macro_rules! named_enum {
 
         impl $name {
             pub const ALL: &'static [$name] = &[$($name::$variant),+];
+            /// The spellings, in `ALL` order.
+            pub const NAMES: &'static [&'static str] = &[$($text),+];
             pub fn name(self) -> &'static str {
                 match self { $($name::$variant => $text),+ }
             }
@@ -93,6 +95,19 @@ macro_rules! named_enum {
         impl fmt::Display for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str(self.name())
+            }
+        }
+
+        impl $crate::imm::ImmValue for $name {
+            const KIND: $crate::imm::ImmKind = $crate::imm::ImmKind::Enum($name::NAMES);
+            fn from_imm(i: $crate::imm::Imm) -> Option<Self> {
+                match i {
+                    $crate::imm::Imm::Enum(k) => $name::ALL.get(k).copied(),
+                    _ => None,
+                }
+            }
+            fn to_imm(&self) -> $crate::imm::Imm {
+                $crate::imm::Imm::Enum(*self as usize)
             }
         }
     };
@@ -364,19 +379,9 @@ impl Wgmma {
 }
 
 impl fmt::Display for Wgmma {
+    /// Its mnemonic (from the instruction table).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "wgmma.m64n{}.{}.{}", self.n, self.a, self.b)?;
-        for (on, name) in [
-            (self.trans_a, "trans_a"),
-            (self.trans_b, "trans_b"),
-            (self.neg_a, "neg_a"),
-            (self.neg_b, "neg_b"),
-        ] {
-            if on {
-                write!(f, ".{name}")?;
-            }
-        }
-        Ok(())
+        f.write_str(&Op::Wgmma(*self).mnemonic())
     }
 }
 
@@ -758,46 +763,18 @@ impl Op {
 
     /// The mnemonic as written in `.zir`, without operands and types
     /// (e.g. `add`, `atomic.cas.device`, `shfl.down`, `cp.async.cg.16`, `call`):
-    /// the table's, with the immediates that are part of it filled in.
+    /// the table's pattern with the immediates that are part of it filled in.
     pub fn mnemonic(&self) -> String {
-        use Op::*;
-        match self {
-            ThreadIdx(d) => format!("thread_idx.{d}"),
-            BlockIdx(d) => format!("block_idx.{d}"),
-            BlockDim(d) => format!("block_dim.{d}"),
-            GridDim(d) => format!("grid_dim.{d}"),
-            ClusterIdx(d) => format!("cluster_idx.{d}"),
-            ClusterDim(d) => format!("cluster_dim.{d}"),
-            ClusterBlockIdx(d) => format!("cluster_block_idx.{d}"),
-            ClusterGridDim(d) => format!("cluster_grid_dim.{d}"),
-            Fence(s) => format!("fence.{s}"),
-            Atomic { op, scope } => format!("atomic.{op}.{scope}"),
-            AtomicCas { scope } => format!("atomic.cas.{scope}"),
-            MmaLoad { layout, .. } => format!("mma.load.{layout}"),
-            MmaStore { layout } => format!("mma.store.{layout}"),
-            CpAsync { bytes, cache } => format!("cp.async.{cache}.{bytes}"),
-            Red { op, scope } => format!("red.{op}.{scope}"),
-            LoadAcquire(s) => format!("load.acquire.{s}"),
-            StoreRelease(s) => format!("store.release.{s}"),
-            FenceAcqRel(s) => format!("fence.acq_rel.{s}"),
-            MmaSync { shape, elem } => format!("mma.sync.{shape}.{elem}"),
-            Ldmatrix { num, trans } => {
-                format!("ldmatrix.x{num}{}", if *trans { ".trans" } else { "" })
-            }
-            Stmatrix { num, trans } => {
-                format!("stmatrix.x{num}{}", if *trans { ".trans" } else { "" })
-            }
-            LoadCached(c) => format!("load.{c}"),
-            StoreCached(c) => format!("store.{c}"),
-            WgmmaDesc(s) => format!("wgmma.desc.{s}"),
-            Wgmma(w) => w.to_string(),
-            WgmmaWait(n) => format!("wgmma.wait_group.{n}"),
-            Setmaxnreg { count, inc } => {
-                format!("setmaxnreg.{}.{count}", if *inc { "inc" } else { "dec" })
-            }
-            CvtPack(f) => format!("cvt_pack.{f}"),
-            CvtUnpack(f) => format!("cvt_unpack.{f}"),
-            _ => self.def().mnemonic.into(),
+        let d = self.def();
+        let values = d.imms.map(|x| (x.values)(self)).unwrap_or_default();
+        Op::mnemonic_in(d, &values)
+    }
+
+    /// The mnemonic of row `d` with immediates `values` (in its `imms` order).
+    pub(crate) fn mnemonic_in(d: &crate::table::OpDef, values: &[crate::imm::Imm]) -> String {
+        match &d.imms {
+            Some(imms) => crate::imm::fill_pattern(crate::table::pattern_of(d), Some(imms), values),
+            None => d.mnemonic.into(),
         }
     }
 }

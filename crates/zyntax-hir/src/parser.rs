@@ -18,11 +18,13 @@
 use crate::builder::normalize_int;
 use crate::entities::{BlockId, InstId, ValueId};
 use crate::error::{Loc, ParseError};
+use crate::imm::{self, Imm, ImmKind, Tok as ImmTok};
 use crate::ir::{
     BlockCall, BlockData, Constraints, Function, FunctionKind, GlobalVar, InstData, KernelInfo,
     Module, ValueData, ValueDef,
 };
 use crate::op::*;
+use crate::table::OpDef;
 use crate::target::{Arch, PtxVersion};
 use crate::types::{
     AddrSpace, FragKind, FragType, Layout, MmaShape, ScalarType, Type, MAX_TYPE_DEPTH,
@@ -1018,22 +1020,9 @@ impl Parser {
         }
         let (mnemonic, mt) = self.expect_ident("an instruction mnemonic")?;
         let (op, args, targets) = self.operation(st, &mnemonic, &mt, &result_types)?;
-        let trailing_immediate = matches!(
-            op,
-            Op::Const(_)
-                | Op::Extract(_)
-                | Op::Insert(_)
-                | Op::Alloca { .. }
-                | Op::SharedAlloc { .. }
-                | Op::DynShared { .. }
-                | Op::Shfl { .. }
-                | Op::CpAsyncWait(_)
-                | Op::BulkWaitGroup { .. }
-                | Op::NamedBarrier { .. }
-                | Op::Jump
-                | Op::Branch
-        );
-        if args.is_empty() || trailing_immediate {
+        // Operands last: a `,` may still continue them.
+        let operands_last = op.def().syntax.trim_end().ends_with("{args}");
+        if args.is_empty() || !operands_last {
             self.expect_line_end(&format!("end of line after `{mnemonic}` instruction"))?;
         } else {
             self.expect_line_end("`,` or end of line after operand")?;
@@ -1057,117 +1046,18 @@ impl Parser {
         mt: &Token,
         result_types: &[Type],
     ) -> PResult<(Op, Vec<ValueId>, Vec<BlockCall>)> {
-        let parts: Vec<&str> = m.split('.').collect();
-        let unknown = |p: &Parser| p.error_at(mt, format!("unknown instruction `{m}`"));
-        let bad_suffix = |p: &Parser, what: &str, expected: String| {
-            p.error_at(
-                mt,
-                format!("unknown {what} in `{m}` (expected one of {expected})"),
-            )
-        };
-        let dim = |p: &Parser, s: &str| {
-            Dim::from_name(s).ok_or_else(|| bad_suffix(p, "dimension", names(Dim::ALL, Dim::name)))
-        };
-        let scope = |p: &Parser, s: &str| {
-            Scope::from_name(s)
-                .ok_or_else(|| bad_suffix(p, "scope", names(Scope::ALL, Scope::name)))
-        };
-        let layout = |p: &Parser, s: &str| {
-            Layout::from_name(s).ok_or_else(|| bad_suffix(p, "layout", "`row`, `col`".into()))
-        };
-        // Mnemonics without immediates come from the instruction table.
-        if let Some(op) = crate::table::op_by_mnemonic(m) {
-            let args = self.value_list(st)?;
-            return Ok((op, args, Vec::new()));
-        }
-        let op = match parts.as_slice() {
-            ["const"] => {
+        // Spelled by hand: `const`'s literal is read by its result type, and
+        // `jump`/`br` take block targets rather than values or immediates.
+        match m {
+            "const" => {
                 let c = self.constant(mt, result_types)?;
                 return Ok((Op::Const(c), Vec::new(), Vec::new()));
             }
-            ["extract"] | ["insert"] => {
-                let args = self.value_list(st)?;
-                self.expect_punct(',', "`,` and a lane number after the operands")?;
-                let lane = self.expect_u32("a lane number")?;
-                let op = if parts[0] == "extract" {
-                    Op::Extract(lane)
-                } else {
-                    Op::Insert(lane)
-                };
-                return Ok((op, args, Vec::new()));
-            }
-            ["alloca"] | ["shared_alloc"] => {
-                let elem = self.ty(0)?;
-                self.expect_punct(',', "`,` and an element count after the element type")?;
-                let count = self.expect_uint("an element count", u64::MAX)?;
-                let op = if parts[0] == "alloca" {
-                    Op::Alloca { elem, count }
-                } else {
-                    let align = self.shared_align()?;
-                    Op::SharedAlloc { elem, count, align }
-                };
-                return Ok((op, Vec::new(), Vec::new()));
-            }
-            ["dyn_shared"] => {
-                let elem = self.ty(0)?;
-                let align = self.shared_align()?;
-                return Ok((Op::DynShared { elem, align }, Vec::new(), Vec::new()));
-            }
-            ["bar", which @ ("sync" | "arrive")] => {
-                let id = self.expect_u32("a named-barrier id")?;
-                self.expect_punct(',', "`,` and a thread count after the barrier id")?;
-                let count = self.expect_u32("a thread count")?;
-                let arrive = *which == "arrive";
-                return Ok((
-                    Op::NamedBarrier { arrive, id, count },
-                    Vec::new(),
-                    Vec::new(),
-                ));
-            }
-            ["bulk", "wait_group", rest @ ..] if matches!(rest, [] | ["read"]) => {
-                let pending = self.expect_u32("the number of bulk groups that may stay pending")?;
-                let read = !rest.is_empty();
-                return Ok((Op::BulkWaitGroup { pending, read }, Vec::new(), Vec::new()));
-            }
-            ["cp", "async", "wait"] => {
-                let n = self.expect_u32("the number of groups that may stay pending")?;
-                return Ok((Op::CpAsyncWait(n), Vec::new(), Vec::new()));
-            }
-            ["shfl", mode] => {
-                let mode = ShflMode::from_name(mode).ok_or_else(|| {
-                    bad_suffix(self, "shuffle mode", names(ShflMode::ALL, ShflMode::name))
-                })?;
-                let args = self.value_list(st)?;
-                if self.peek_ident() != Some("width") {
-                    return Err(self.expected("`,` or `width` after operand"));
-                }
-                self.next();
-                let width = self.expect_u32("a shuffle width")?;
-                return Ok((Op::Shfl { mode, width }, args, Vec::new()));
-            }
-            ["global_addr"] => {
-                let Tok::Global(name) = &self.peek().tok else {
-                    return Err(self.expected("the global (like `@table`) after `global_addr`"));
-                };
-                let name = name.clone();
-                self.next();
-                return Ok((Op::GlobalAddr(name), Vec::new(), Vec::new()));
-            }
-            ["call"] => {
-                let t = self.peek().clone();
-                let Tok::Global(callee) = &t.tok else {
-                    return Err(self.expected("the callee (like `@f`) after `call`"));
-                };
-                let callee = callee.clone();
-                self.next();
-                let args = self.value_list(st)?;
-                return Ok((Op::Call(callee), args, Vec::new()));
-            }
-            ["jump"] => {
+            "jump" => {
                 let target = self.block_call(st)?;
                 return Ok((Op::Jump, Vec::new(), vec![target]));
             }
-            ["br"] => {
+            "br" => {
                 let cond = self.value_use(st, "a branch condition (like `v0`)")?;
                 self.expect_punct(',', "`,` and the then-target after the condition")?;
                 let then_target = self.block_call(st)?;
@@ -1175,235 +1065,110 @@ impl Parser {
                 let else_target = self.block_call(st)?;
                 return Ok((Op::Branch, vec![cond], vec![then_target, else_target]));
             }
-            ["mma", "load", l] => {
-                let layout = layout(self, l)?;
-                let frag = match result_types {
-                    [Type::Frag(fr)] => *fr,
-                    _ => {
-                        return Err(self.error_at(
-                            mt,
-                            format!(
-                                "`{m}` needs exactly one result of a fragment type \
-                                 (like `v2: frag<a, m16n16k16, f16, row> = {m} v0, v1`)"
-                            ),
-                        ))
-                    }
-                };
-                Op::MmaLoad { frag, layout }
-            }
-            ["cmp", c] => {
-                Op::Cmp(CmpOp::from_name(c).ok_or_else(|| {
-                    bad_suffix(self, "comparison", names(CmpOp::ALL, CmpOp::name))
-                })?)
-            }
-            ["thread_idx", d] => Op::ThreadIdx(dim(self, d)?),
-            ["block_idx", d] => Op::BlockIdx(dim(self, d)?),
-            ["block_dim", d] => Op::BlockDim(dim(self, d)?),
-            ["grid_dim", d] => Op::GridDim(dim(self, d)?),
-            ["cluster_idx", d] => Op::ClusterIdx(dim(self, d)?),
-            ["cluster_dim", d] => Op::ClusterDim(dim(self, d)?),
-            ["cluster_block_idx", d] => Op::ClusterBlockIdx(dim(self, d)?),
-            ["cluster_grid_dim", d] => Op::ClusterGridDim(dim(self, d)?),
-            ["fence", s] => Op::Fence(scope(self, s)?),
-            ["fence", "acq_rel", s] => Op::FenceAcqRel(scope(self, s)?),
-            ["load", "acquire", s] => Op::LoadAcquire(scope(self, s)?),
-            ["store", "release", s] => Op::StoreRelease(scope(self, s)?),
-            ["red", op, s] => Op::Red {
-                op: AtomicOp::from_name(op).ok_or_else(|| {
-                    bad_suffix(
-                        self,
-                        "reduction operation",
-                        names(AtomicOp::ALL, AtomicOp::name),
-                    )
-                })?,
-                scope: scope(self, s)?,
-            },
-            ["atomic", "cas", s] => Op::AtomicCas {
-                scope: scope(self, s)?,
-            },
-            ["atomic", op, s] => Op::Atomic {
-                op: AtomicOp::from_name(op).ok_or_else(|| {
-                    bad_suffix(
-                        self,
-                        "atomic operation",
-                        format!("{}, `cas`", names(AtomicOp::ALL, AtomicOp::name)),
-                    )
-                })?,
-                scope: scope(self, s)?,
-            },
-            ["vote", v] => Op::Vote(VoteMode::from_name(v).ok_or_else(|| {
-                bad_suffix(self, "vote mode", names(VoteMode::ALL, VoteMode::name))
-            })?),
-            ["match", v] => Op::Match(MatchMode::from_name(v).ok_or_else(|| {
-                bad_suffix(self, "match mode", names(MatchMode::ALL, MatchMode::name))
-            })?),
-            ["mma", "store", l] => Op::MmaStore {
-                layout: layout(self, l)?,
-            },
-            ["cp", "async", hint, bytes] => {
-                let cache = CacheHint::from_name(hint).ok_or_else(|| {
-                    bad_suffix(self, "cache hint", names(CacheHint::ALL, CacheHint::name))
-                })?;
-                let bytes = bytes
-                    .parse::<u32>()
-                    .ok()
-                    .filter(|_| bytes.bytes().all(|b| b.is_ascii_digit()))
-                    .ok_or_else(|| {
-                        self.error_at(
-                            mt,
-                            format!("invalid byte count `{bytes}` in `{m}` (expected 4, 8 or 16)"),
-                        )
-                    })?;
-                Op::CpAsync { bytes, cache }
-            }
-            // Cache operators (issue 12 item 3).
-            [which @ ("load" | "store"), cop] => {
-                let c = CacheOp::from_name(cop).ok_or_else(|| {
-                    bad_suffix(self, "cache operator", names(CacheOp::ALL, CacheOp::name))
-                })?;
-                if *which == "load" {
-                    Op::LoadCached(c)
-                } else {
-                    Op::StoreCached(c)
-                }
-            }
-            // Warp MMA and ldmatrix/stmatrix (issue 12 items 1-2).
-            ["mma", "sync", shape, elem] => Op::MmaSync {
-                shape: WarpShape::from_name(shape).ok_or_else(|| {
-                    bad_suffix(
-                        self,
-                        "mma.sync shape",
-                        names(WarpShape::ALL, WarpShape::name),
-                    )
-                })?,
-                elem: MmaElem::from_name(elem).ok_or_else(|| {
-                    bad_suffix(
-                        self,
-                        "mma.sync input type",
-                        names(MmaElem::ALL, MmaElem::name),
-                    )
-                })?,
-            },
-            [which @ ("ldmatrix" | "stmatrix"), count, rest @ ..]
-                if matches!(rest, [] | ["trans"]) =>
-            {
-                let num = count
-                    .strip_prefix('x')
-                    .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-                    .and_then(|n| n.parse::<u32>().ok())
-                    .ok_or_else(|| {
-                        self.error_at(
-                            mt,
-                            format!(
-                                "invalid matrix count `{count}` in `{m}` (expected x1, x2 or x4)"
-                            ),
-                        )
-                    })?;
-                let trans = !rest.is_empty();
-                if *which == "ldmatrix" {
-                    Op::Ldmatrix { num, trans }
-                } else {
-                    Op::Stmatrix { num, trans }
-                }
-            }
-            // Warpgroup MMA and warp specialisation (issue 13 items 1 and 5).
-            ["wgmma", "desc", sw] => {
-                Op::WgmmaDesc(Swizzle::from_name(sw).ok_or_else(|| {
-                    bad_suffix(self, "swizzle", names(Swizzle::ALL, Swizzle::name))
-                })?)
-            }
-            ["wgmma", "wait_group", n] | ["setmaxnreg", _, n] => {
-                let n = n
-                    .parse::<u32>()
-                    .ok()
-                    .filter(|_| n.bytes().all(|b| b.is_ascii_digit()))
-                    .ok_or_else(|| self.error_at(mt, format!("invalid count `{n}` in `{m}`")))?;
-                match parts[1] {
-                    "wait_group" => Op::WgmmaWait(n),
-                    "inc" => Op::Setmaxnreg {
-                        count: n,
-                        inc: true,
-                    },
-                    "dec" => Op::Setmaxnreg {
-                        count: n,
-                        inc: false,
-                    },
-                    _ => {
-                        return Err(bad_suffix(
-                            self,
-                            "setmaxnreg direction",
-                            "`inc`, `dec`".into(),
-                        ))
-                    }
-                }
-            }
-            ["wgmma", shape, ta, tb, flags @ ..] if shape.starts_with("m64n") => {
-                let n = shape[4..]
-                    .parse::<u32>()
-                    .ok()
-                    .filter(|_| shape[4..].bytes().all(|b| b.is_ascii_digit()))
-                    .ok_or_else(|| {
-                        self.error_at(
-                            mt,
-                            format!("invalid wgmma shape `{shape}` in `{m}` (expected m64n<N>)"),
-                        )
-                    })?;
-                let elem = |p: &Parser, e: &str| {
-                    MmaElem::from_name(e).ok_or_else(|| {
-                        bad_suffix(p, "wgmma input type", names(MmaElem::ALL, MmaElem::name))
-                    })
-                };
-                let mut w = Wgmma {
-                    n,
-                    a: elem(self, ta)?,
-                    b: elem(self, tb)?,
-                    trans_a: false,
-                    trans_b: false,
-                    neg_a: false,
-                    neg_b: false,
-                };
-                for f in flags {
-                    let slot = match *f {
-                        "trans_a" => &mut w.trans_a,
-                        "trans_b" => &mut w.trans_b,
-                        "neg_a" => &mut w.neg_a,
-                        "neg_b" => &mut w.neg_b,
-                        _ => {
-                            return Err(bad_suffix(
-                                self,
-                                "wgmma flag",
-                                "`trans_a`, `trans_b`, `neg_a`, `neg_b`".into(),
-                            ))
-                        }
-                    };
-                    *slot = true;
-                }
-                Op::Wgmma(w)
-            }
-            [which @ ("cvt_pack" | "cvt_unpack"), fmt] => {
-                let f = PackFmt::from_name(fmt).ok_or_else(|| {
-                    bad_suffix(self, "pair format", names(PackFmt::ALL, PackFmt::name))
-                })?;
-                if *which == "cvt_pack" {
-                    Op::CvtPack(f)
-                } else {
-                    Op::CvtUnpack(f)
-                }
-            }
-            ["return"] => Op::Return,
-            _ => return Err(unknown(self)),
+            _ => {}
+        }
+        // Everything else as its row in the instruction table declares.
+        let (d, mut values) = crate::table::find_mnemonic(m).map_err(|e| self.error_at(mt, e))?;
+        let frag = match result_types {
+            [Type::Frag(f)] => Some(*f),
+            _ => None,
         };
-        let args = self.value_list(st)?;
+        let from_result = d
+            .imms
+            .iter()
+            .flat_map(|x| x.defs)
+            .find(|x| x.kind == ImmKind::ResultFrag);
+        if let (Some(x), None) = (from_result, frag) {
+            return Err(self.error_at(mt, format!("`{m}` needs exactly one result of {}", x.what)));
+        }
+        let args = self.operands(st, d, m, &mut values)?;
+        let op = d
+            .build(values, frag)
+            .ok_or_else(|| self.error_at(mt, format!("malformed immediates in `{m}`")))?;
         Ok((op, args, Vec::new()))
     }
 
-    /// The optional `align N` of a shared allocation (0 when absent).
-    fn shared_align(&mut self) -> PResult<u32> {
-        if self.peek_ident() != Some("align") {
-            return Ok(0);
+    /// The operands and immediates after mnemonic `m`, as row `d`'s template
+    /// says (see [`crate::imm`]); the immediates are added to `values`.
+    fn operands(
+        &mut self,
+        st: &mut FnState,
+        d: &OpDef,
+        m: &str,
+        values: &mut imm::Named,
+    ) -> PResult<Vec<ValueId>> {
+        let toks = crate::table::template_of(d);
+        let what = |name: &str| {
+            d.imms
+                .as_ref()
+                .and_then(|x| x.def(name))
+                .map_or("an immediate", |(_, x)| x.what)
+        };
+        // "the lane number" for "a lane number".
+        let the = |w: &str| {
+            let rest = w.strip_prefix("a ").or(w.strip_prefix("an "));
+            rest.map_or(w.to_string(), |r| format!("the {r}"))
+        };
+        let mut args = Vec::new();
+        let mut i = 0;
+        while let Some(&t) = toks.get(i) {
+            let prev = i.checked_sub(1).and_then(|p| toks.get(p)).copied();
+            match t {
+                ImmTok::Args => args = self.value_list(st)?,
+                ImmTok::Comma => {
+                    let next = match toks.get(i + 1) {
+                        Some(ImmTok::Imm(n)) => format!(" and {}", what(n)),
+                        _ => String::new(),
+                    };
+                    let after = match prev {
+                        Some(ImmTok::Imm(p)) => format!(" after {}", the(what(p))),
+                        Some(ImmTok::Args) => " after the operands".into(),
+                        _ => String::new(),
+                    };
+                    self.expect_punct(',', &format!("`,`{next}{after}"))?;
+                }
+                ImmTok::Word(w) => {
+                    if self.peek_ident() != Some(w) {
+                        return Err(self.expected(&match prev {
+                            Some(ImmTok::Args) => format!("`,` or `{w}` after operand"),
+                            _ => format!("`{w}`"),
+                        }));
+                    }
+                    self.next();
+                }
+                ImmTok::Imm(name) => {
+                    let Some((_, x)) = d.imms.as_ref().and_then(|x| x.def(name)) else {
+                        return Err(self.expected("an instruction the table declares"));
+                    };
+                    let v = match x.kind {
+                        ImmKind::Int(max) => Imm::Int(self.expect_uint(x.what, max)?),
+                        ImmKind::Type => Imm::Type(self.ty(0)?),
+                        ImmKind::Global => {
+                            let Tok::Global(g) = &self.peek().tok else {
+                                return Err(self.expected(&format!("{} after `{m}`", x.what)));
+                            };
+                            let g = g.clone();
+                            self.next();
+                            Imm::Global(g)
+                        }
+                        _ => return Err(self.expected(x.what)),
+                    };
+                    values.push((name, v));
+                }
+                // An optional group, present when its keyword is next.
+                ImmTok::Open => {
+                    if !matches!(toks.get(i + 1), Some(ImmTok::Word(w)) if self.peek_ident() == Some(w))
+                    {
+                        while toks.get(i).is_some_and(|t| *t != ImmTok::Close) {
+                            i += 1;
+                        }
+                    }
+                }
+                ImmTok::Close => {}
+            }
+            i += 1;
         }
-        self.next();
-        self.expect_u32("an alignment in bytes")
+        Ok(args)
     }
 
     /// The literal of `const`, interpreted by the result type.

@@ -3,8 +3,10 @@
 //! The grammar is documented in `docs/zir.md`.
 
 use crate::entities::InstId;
+use crate::imm::{imm_text, Imm, Tok};
 use crate::ir::{BlockCall, Function, FunctionKind, GlobalVar, Module};
 use crate::op::{ConstValue, Op, OptLevel};
+use crate::table::OpDef;
 use crate::types::Type;
 use std::fmt::Write;
 
@@ -198,7 +200,9 @@ pub fn print_inst(f: &Function, inst: InstId) -> String {
         let rs: Vec<String> = d.results.iter().map(|v| typed_value(f, *v)).collect();
         let _ = write!(out, "{} = ", rs.join(", "));
     }
-    out.push_str(&d.op.mnemonic());
+    let def = d.op.def();
+    let values = def.imms.map(|x| (x.values)(&d.op)).unwrap_or_default();
+    out.push_str(&Op::mnemonic_in(def, &values));
     let args: Vec<String> = d.args.iter().map(ToString::to_string).collect();
     let args = args.join(", ");
     let result_ty = d
@@ -206,49 +210,10 @@ pub fn print_inst(f: &Function, inst: InstId) -> String {
         .first()
         .and_then(|v| f.values.get(v.index()))
         .map(|v| &v.ty);
-    // Immediates and operands, per op.
     match &d.op {
+        // Spelled by hand (as in the parser): `const`'s literal by its type, branch targets.
         Op::Const(c) => {
             let _ = write!(out, " {}", format_const(*c, result_ty));
-        }
-        Op::Extract(lane) => {
-            let _ = write!(out, " {args}, {lane}");
-        }
-        Op::Insert(lane) => {
-            let _ = write!(out, " {args}, {lane}");
-        }
-        Op::Alloca { elem, count } => {
-            let _ = write!(out, " {elem}, {count}");
-        }
-        Op::SharedAlloc { elem, count, align } => {
-            let _ = write!(out, " {elem}, {count}");
-            if *align != 0 {
-                let _ = write!(out, " align {align}");
-            }
-        }
-        Op::DynShared { elem, align } => {
-            let _ = write!(out, " {elem}");
-            if *align != 0 {
-                let _ = write!(out, " align {align}");
-            }
-        }
-        Op::Shfl { width, .. } => {
-            let _ = write!(out, " {args} width {width}");
-        }
-        Op::CpAsyncWait(n) | Op::BulkWaitGroup { pending: n, .. } => {
-            let _ = write!(out, " {n}");
-        }
-        Op::NamedBarrier { id, count, .. } => {
-            let _ = write!(out, " {id}, {count}");
-        }
-        Op::GlobalAddr(name) => {
-            let _ = write!(out, " @{name}");
-        }
-        Op::Call(name) => {
-            let _ = write!(out, " @{name}");
-            if !args.is_empty() {
-                let _ = write!(out, " {args}");
-            }
         }
         Op::Jump => {
             if let Some(t) = d.targets.first() {
@@ -262,13 +227,48 @@ pub fn print_inst(f: &Function, inst: InstId) -> String {
                 let _ = write!(out, ", {t}");
             }
         }
-        _ => {
-            if !args.is_empty() {
-                let _ = write!(out, " {args}");
-            }
-        }
+        _ => write_operands(&mut out, def, &values, &args),
     }
     out
+}
+
+/// The operands and immediates after the mnemonic, as row `def`'s template says.
+fn write_operands(out: &mut String, def: &OpDef, values: &[Imm], args: &str) {
+    let value = |name: &str| {
+        let (k, x) = def.imms.as_ref()?.def(name)?;
+        Some((values.get(k)?, x))
+    };
+    let toks = crate::table::template_of(def);
+    let mut i = 0;
+    while let Some(t) = toks.get(i) {
+        match *t {
+            Tok::Args if !args.is_empty() => {
+                let _ = write!(out, " {args}");
+            }
+            Tok::Args | Tok::Close => {}
+            Tok::Comma => out.push(','),
+            Tok::Word(w) => {
+                let _ = write!(out, " {w}");
+            }
+            Tok::Imm(name) => {
+                if let Some((v, x)) = value(name) {
+                    let _ = write!(out, " {}", imm_text(v, x));
+                }
+            }
+            // An optional group is written when its immediate is not 0.
+            Tok::Open => {
+                let zero = toks[i..].iter().take_while(|t| **t != Tok::Close).any(
+                    |t| matches!(t, Tok::Imm(n) if matches!(value(n), Some((Imm::Int(0), _)))),
+                );
+                if zero {
+                    while toks.get(i).is_some_and(|t| *t != Tok::Close) {
+                        i += 1;
+                    }
+                }
+            }
+        }
+        i += 1;
+    }
 }
 
 impl std::fmt::Display for Module {

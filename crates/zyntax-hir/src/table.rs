@@ -21,7 +21,10 @@ use crate::arch::{
     MMA_SYNC, REDUX, SETMAXNREG, STMATRIX, TANH_APPROX, WGMMA,
 };
 use crate::arch::{TMA, TMA_MULTICAST};
+use crate::imm::{self, Imm, ImmKind, Imms, Seg};
+use crate::imms;
 use crate::op::*;
+use crate::types::{FragType, Layout, Type};
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
@@ -143,14 +146,23 @@ pub struct OpDef {
     /// sub-op enum (`binary`, `cmp`, `atomic`, ...), its name; see [`Op::key`].
     pub family: &'static str,
     pub sub: &'static str,
-    /// As written in `.zir`; `<x>` marks an immediate inside the mnemonic.
+    /// As written in `.zir`: a pattern whose `<x>` and `[.x]` parts are
+    /// immediates (see [`crate::imm`]).
     pub mnemonic: &'static str,
-    /// The op itself when it has no immediates: the parser looks those up here.
+    /// The op itself when it has no immediates.
     pub op: Option<fn() -> Op>,
+    /// The immediates and the op built from them (`op` and `imms` are both
+    /// `None` only for `const`, `jump` and `br`, which the parser and printer
+    /// spell by hand).
+    pub imms: Option<Imms>,
+    /// How the operands and any immediates after the mnemonic are written
+    /// (a template, see [`crate::imm`]); `{args}`: the value operands.
+    pub syntax: &'static str,
+    /// What the literal that tells this row from its siblings names, for
+    /// the parser's errors ("comparison" for `cmp.lq`); "" for none.
+    pub what: &'static str,
     /// Operand names in `args` order; `None` when variadic.
     pub operands: Option<&'static [&'static str]>,
-    /// Immediates written after the operands (docs only).
-    pub immediates: &'static str,
     /// Result count; `None` when variadic.
     pub results: Option<usize>,
     /// The result type rule (docs only).
@@ -181,8 +193,10 @@ const fn row(
         sub,
         mnemonic,
         op: None,
+        imms: None,
+        syntax: "{args}",
+        what: "",
         operands: Some(operands),
-        immediates: "",
         results: Some(results),
         result,
         types: Operands::Other,
@@ -200,8 +214,16 @@ impl OpDef {
         self.op = Some(f);
         self
     }
-    const fn imm(mut self, text: &'static str) -> Self {
-        self.immediates = text;
+    const fn imms(mut self, imms: Imms) -> Self {
+        self.imms = Some(imms);
+        self
+    }
+    const fn syntax(mut self, template: &'static str) -> Self {
+        self.syntax = template;
+        self
+    }
+    const fn what(mut self, what: &'static str) -> Self {
+        self.what = what;
         self
     }
     const fn types(mut self, t: Operands) -> Self {
@@ -243,6 +265,36 @@ impl OpDef {
     const fn doc(mut self, d: &'static str) -> Self {
         self.doc = d;
         self
+    }
+
+    /// Whether the parser reads this row's syntax from the table (all but
+    /// `const`, `jump` and `br`).
+    pub fn parsed(&self) -> bool {
+        self.op.is_some() || self.imms.is_some()
+    }
+
+    /// The op with immediates `values` (by name), those not written taking
+    /// their default (0 / false) and the result fragment `frag`; `None` if a
+    /// value is missing or of the wrong kind.
+    pub fn build(&self, values: imm::Named, frag: Option<FragType>) -> Option<Op> {
+        let Some(imms) = &self.imms else {
+            return self.op.map(|f| f());
+        };
+        let mut ordered = Vec::with_capacity(imms.defs.len());
+        for d in imms.defs {
+            let v = values
+                .iter()
+                .find(|(n, _)| *n == d.name)
+                .map(|(_, v)| v.clone());
+            ordered.push(match (v, d.kind) {
+                (Some(v), _) => v,
+                (None, ImmKind::ResultFrag) => Imm::Frag(frag?),
+                (None, ImmKind::Int(_)) => Imm::Int(0),
+                (None, ImmKind::Bool) => Imm::Bool(false),
+                (None, _) => return None,
+            });
+        }
+        (imms.build)(&mut ordered.into_iter())
     }
 
     /// `(operands, results)` when both are fixed.
@@ -288,6 +340,7 @@ macro_rules! cmp {
     ($sub:literal, $v:ident, $doc:literal) => {
         row("cmp", $sub, concat!("cmp.", $sub), AB, 1, "bool")
             .op(|| Op::Cmp(CmpOp::$v))
+            .what("comparison")
             .rust(concat!($sub, "(a, b)"))
             .py(Py::Cmp($sub))
             .doc($doc)
@@ -303,6 +356,8 @@ macro_rules! atomic {
             1,
             "old value",
         )
+        .imms(imms!(Atomic { scope: Scope = "scope"; op: AtomicOp::$v }))
+        .what("atomic operation")
         .gpu()
         .fx(fx::READ | fx::WRITE)
         .rust(concat!(
@@ -348,8 +403,9 @@ macro_rules! tma_reduce {
     };
 }
 macro_rules! cluster_index {
-    ($family:literal, $doc:literal) => {
+    ($family:literal, $v:ident, $doc:literal) => {
         row($family, "", concat!($family, ".<dim>"), NONE, 1, "u32")
+            .imms(imms!($v(dim: Dim = "dimension")))
             .gpu()
             .needs(CLUSTER)
             .rust(concat!($family, "(dim)"))
@@ -404,8 +460,9 @@ macro_rules! bulk_reduce {
     };
 }
 macro_rules! index {
-    ($family:literal, $py:literal, $doc:literal) => {
+    ($family:literal, $v:ident, $py:literal, $doc:literal) => {
         row($family, "", concat!($family, ".<dim>"), NONE, 1, "u32")
+            .imms(imms!($v(dim: Dim = "dimension")))
             .gpu()
             .rust(concat!($family, "(dim)"))
             .py(Py::Index($py))
@@ -452,6 +509,8 @@ macro_rules! red {
             0,
             "–",
         )
+        .imms(imms!(Red { scope: Scope = "scope"; op: AtomicOp::$v }))
+        .what("reduction operation")
         .gpu()
         .fx(fx::READ | fx::WRITE)
         .rust(concat!(
@@ -467,8 +526,9 @@ macro_rules! red {
 /// Every instruction, in the order of the docs.
 pub static OPS: &[OpDef] = &[
     // --- scalar
+    // `const`'s literal is read by its result type: spelled by hand.
     row("const", "", "const", NONE, 1, "the given type")
-        .imm("value")
+        .syntax("<value>")
         .rust("iconst / fconst / bconst")
         .py(Py::Hand("const"))
         .doc("A constant of the result type."),
@@ -611,12 +671,14 @@ pub static OPS: &[OpDef] = &[
         .py(Py::Hand("bitcast"))
         .doc("Reinterpret the bits as another type of the same size."),
     row("extract", "", "extract", &["vec"], 1, "lane type")
-        .imm("lane")
+        .imms(imms!(Extract(lane: u32 = "a lane number")))
+        .syntax("{args}, <lane>")
         .rust("extract(vec, lane)")
         .py(Py::Hand("extract"))
         .doc("Read one lane of a vector."),
     row("insert", "", "insert", &["vec", "scalar"], 1, "type of vec")
-        .imm("lane")
+        .imms(imms!(Insert(lane: u32 = "a lane number")))
+        .syntax("{args}, <lane>")
         .rust("insert(vec, scalar, lane)")
         .py(Py::Hand("insert"))
         .doc("Replace one lane of a vector."),
@@ -662,7 +724,8 @@ pub static OPS: &[OpDef] = &[
     .py(Py::Hand("ptr_cast"))
     .doc("Address-space cast to or from generic, or a change of pointee."),
     row("alloca", "", "alloca", NONE, 1, "ptr<local, elem>")
-        .imm("elem, count")
+        .imms(imms!(Alloca { elem: Type = "an element type", count: u64 = "an element count" }))
+        .syntax("<elem>, <count>")
         .class(Mem)
         .rust("alloca(elem, count)")
         .py(Py::Hand("alloca"))
@@ -675,22 +738,28 @@ pub static OPS: &[OpDef] = &[
         1,
         "ptr<shared, elem>",
     )
-    .imm("elem, count [align N]")
+    .imms(imms!(SharedAlloc {
+        elem: Type = "an element type",
+        count: u64 = "an element count",
+        align: u32 = "an alignment in bytes"
+    }))
+    .syntax("<elem>, <count> [align <align>]")
     .gpu()
     .rust("shared_alloc(elem, count)")
     .py(Py::Hand("shared_alloc"))
     .doc("Static shared memory of the block."),
     row("dyn_shared", "", "dyn_shared", NONE, 1, "ptr<shared, elem>")
-        .imm("elem [align N]")
+        .imms(imms!(DynShared { elem: Type = "an element type", align: u32 = "an alignment in bytes" }))
+        .syntax("<elem> [align <align>]")
         .gpu()
         .rust("dyn_shared(elem)")
         .py(Py::Hand("dyn_shared"))
         .doc("The block's dynamic shared memory (size set at launch)."),
     // --- GPU: indices
-    index!("thread_idx", "thread_idx", "Thread index in the block."),
-    index!("block_idx", "block_idx", "Block index in the grid."),
-    index!("block_dim", "block_dim", "Threads per block."),
-    index!("grid_dim", "grid_dim", "Blocks per grid."),
+    index!("thread_idx", ThreadIdx, "thread_idx", "Thread index in the block."),
+    index!("block_idx", BlockIdx, "block_idx", "Block index in the grid."),
+    index!("block_dim", BlockDim, "block_dim", "Threads per block."),
+    index!("grid_dim", GridDim, "grid_dim", "Blocks per grid."),
     row("lane_id", "", "lane_id", NONE, 1, "u32")
         .op(|| Op::LaneId)
         .gpu()
@@ -706,6 +775,7 @@ pub static OPS: &[OpDef] = &[
         .py(Py::Nullary("barrier"))
         .doc("Block-wide barrier (`bar.sync 0`)."),
     row("fence", "", "fence.<scope>", NONE, 0, "–")
+        .imms(imms!(Fence(scope: Scope = "scope")))
         .gpu()
         .fx(fx::SYNC)
         .rust("fence(scope)")
@@ -782,6 +852,8 @@ pub static OPS: &[OpDef] = &[
         1,
         "old value",
     )
+    .imms(imms!(AtomicCas { scope: Scope = "scope" }))
+    .what("atomic operation")
     .gpu()
     .fx(fx::READ | fx::WRITE)
     .rust("atomic_cas(scope, ptr, expected, desired)")
@@ -796,7 +868,9 @@ pub static OPS: &[OpDef] = &[
         1,
         "type of value",
     )
-    .imm("width N")
+    .imms(imms!(Shfl { width: u32 = "a shuffle width"; mode: ShflMode::Idx }))
+    .syntax("{args} width <width>")
+    .what("shuffle mode")
     .gpu()
     .fx(fx::WARP)
     .rust("shfl(ShflMode::Idx, width, mask, value, lane)")
@@ -810,7 +884,9 @@ pub static OPS: &[OpDef] = &[
         1,
         "type of value",
     )
-    .imm("width N")
+    .imms(imms!(Shfl { width: u32 = "a shuffle width"; mode: ShflMode::Up }))
+    .syntax("{args} width <width>")
+    .what("shuffle mode")
     .gpu()
     .fx(fx::WARP)
     .rust("shfl(ShflMode::Up, width, mask, value, delta)")
@@ -824,7 +900,9 @@ pub static OPS: &[OpDef] = &[
         1,
         "type of value",
     )
-    .imm("width N")
+    .imms(imms!(Shfl { width: u32 = "a shuffle width"; mode: ShflMode::Down }))
+    .syntax("{args} width <width>")
+    .what("shuffle mode")
     .gpu()
     .fx(fx::WARP)
     .rust("shfl(ShflMode::Down, width, mask, value, delta)")
@@ -838,7 +916,9 @@ pub static OPS: &[OpDef] = &[
         1,
         "type of value",
     )
-    .imm("width N")
+    .imms(imms!(Shfl { width: u32 = "a shuffle width"; mode: ShflMode::Xor }))
+    .syntax("{args} width <width>")
+    .what("shuffle mode")
     .gpu()
     .fx(fx::WARP)
     .rust("shfl(ShflMode::Xor, width, mask, value, lane_mask)")
@@ -846,6 +926,7 @@ pub static OPS: &[OpDef] = &[
     .doc("Value of lane `lane_id ^ lane_mask`."),
     row("vote", "ballot", "vote.ballot", &["mask", "pred"], 1, "u32")
         .op(|| Op::Vote(VoteMode::Ballot))
+        .what("vote mode")
         .gpu()
         .fx(fx::WARP)
         .rust("vote(VoteMode::Ballot, mask, pred)")
@@ -853,6 +934,7 @@ pub static OPS: &[OpDef] = &[
         .doc("Mask of the lanes whose pred is true."),
     row("vote", "any", "vote.any", &["mask", "pred"], 1, "bool")
         .op(|| Op::Vote(VoteMode::Any))
+        .what("vote mode")
         .gpu()
         .fx(fx::WARP)
         .rust("vote(VoteMode::Any, mask, pred)")
@@ -860,6 +942,7 @@ pub static OPS: &[OpDef] = &[
         .doc("Whether pred is true on any lane."),
     row("vote", "all", "vote.all", &["mask", "pred"], 1, "bool")
         .op(|| Op::Vote(VoteMode::All))
+        .what("vote mode")
         .gpu()
         .fx(fx::WARP)
         .rust("vote(VoteMode::All, mask, pred)")
@@ -867,6 +950,7 @@ pub static OPS: &[OpDef] = &[
         .doc("Whether pred is true on all lanes."),
     row("match", "any", "match.any", &["mask", "value"], 1, "u32")
         .op(|| Op::Match(MatchMode::Any))
+        .what("match mode")
         .gpu()
         .fx(fx::WARP)
         .needs(MATCH)
@@ -882,6 +966,7 @@ pub static OPS: &[OpDef] = &[
         "u32, bool",
     )
     .op(|| Op::Match(MatchMode::All))
+    .what("match mode")
     .gpu()
     .fx(fx::WARP)
     .needs(MATCH)
@@ -897,6 +982,7 @@ pub static OPS: &[OpDef] = &[
         1,
         "the given fragment",
     )
+    .imms(imms!(MmaLoad { frag: FragType = "a fragment type", layout: Layout = "layout" }))
     .gpu()
     .fx(fx::READ | fx::WARP)
     .rust("mma_load(frag, layout, ptr, ldm)")
@@ -930,6 +1016,7 @@ pub static OPS: &[OpDef] = &[
         0,
         "–",
     )
+    .imms(imms!(MmaStore { layout: Layout = "layout" }))
     .gpu()
     .fx(fx::WRITE | fx::WARP)
     .rust("mma_store(layout, ptr, frag, ldm)")
@@ -944,6 +1031,7 @@ pub static OPS: &[OpDef] = &[
         0,
         "–",
     )
+    .imms(imms!(CpAsync { bytes: u32 = "byte count", cache: CacheHint = "cache hint" }))
     .gpu()
     .fx(fx::READ | fx::WRITE)
     .needs(CP_ASYNC)
@@ -959,7 +1047,8 @@ pub static OPS: &[OpDef] = &[
         .py(Py::Nullary("cp_async_commit"))
         .doc("Closes the current group of async copies."),
     row("cp_async_wait", "", "cp.async.wait", NONE, 0, "–")
-        .imm("pending")
+        .imms(imms!(CpAsyncWait(pending: u32 = "the number of groups that may stay pending")))
+        .syntax("<pending>")
         .gpu()
         .fx(fx::SYNC)
         .needs(CP_ASYNC)
@@ -1062,6 +1151,7 @@ pub static OPS: &[OpDef] = &[
         1,
         "type of c",
     )
+    .imms(imms!(MmaSync { shape: WarpShape = "mma.sync shape", elem: MmaElem = "mma.sync input type" }))
     .gpu()
     .fx(fx::WARP)
     .needs(MMA_SYNC)
@@ -1071,11 +1161,12 @@ pub static OPS: &[OpDef] = &[
     row(
         "ldmatrix",
         "",
-        "ldmatrix.x<n>[.trans]",
+        "ldmatrix.x<num>[.trans]",
         &["ptr"],
         1,
         "u32 or vec<u32, n>",
     )
+    .imms(imms!(Ldmatrix { num: u32 = "matrix count", trans: bool = "trans" }))
     .gpu()
     .fx(fx::READ | fx::WARP)
     .needs(LDMATRIX)
@@ -1085,11 +1176,12 @@ pub static OPS: &[OpDef] = &[
     row(
         "stmatrix",
         "",
-        "stmatrix.x<n>[.trans]",
+        "stmatrix.x<num>[.trans]",
         &["ptr", "value"],
         0,
         "–",
     )
+    .imms(imms!(Stmatrix { num: u32 = "matrix count", trans: bool = "trans" }))
     .gpu()
     .fx(fx::WRITE | fx::WARP)
     .needs(STMATRIX)
@@ -1123,12 +1215,14 @@ pub static OPS: &[OpDef] = &[
         .py(Py::Hand("ex2_ftz_approx"))
         .doc("2^a, fast approximation with subnormals flushed to zero (`ex2.approx.ftz.f32`: one MUFU, no range fix-up)."),
     row("load_cached", "", "load.<cop>", &["ptr"], 1, "pointee")
+        .imms(imms!(LoadCached(cop: CacheOp = "cache operator")))
         .class(Mem)
         .fx(fx::READ)
         .rust("load_cached(cop, ptr)")
         .py(Py::Hand("load_cached"))
         .doc("Global load with a cache operator (ca, cg, cs, lu, cv) or L2 hint (evict_first, evict_last)."),
     row("store_cached", "", "store.<cop>", &["ptr", "value"], 0, "–")
+        .imms(imms!(StoreCached(cop: CacheOp = "cache operator")))
         .class(Mem)
         .fx(fx::WRITE)
         .rust("store_cached(cop, ptr, value)")
@@ -1136,28 +1230,31 @@ pub static OPS: &[OpDef] = &[
         .doc("Global store with a cache operator (wb, cg, cs, wt) or L2 hint (evict_first, evict_last)."),
     // --- calls and control flow
     row("call", "", "call", NONE, 0, "callee's returns")
-        .imm("@callee")
+        .imms(imms!(Call(callee: String = "the callee (like `@f`)")))
+        .syntax("<callee> {args}")
         .variadic(true, true)
         .class(CallC)
         .fx(fx::CALL)
         .rust("call(callee, args, returns)")
         .py(Py::Hand("call"))
         .doc("Call a device or host function of the module."),
+    // Branch targets are spelled by hand.
     row("jump", "", "jump", NONE, 0, "–")
-        .imm("target(args)")
+        .syntax("<target(args)>")
         .variadic(true, false)
         .class(Term)
         .rust("jump(block, args)")
         .py(Py::Hand("jump"))
         .doc("Unconditional branch."),
     row("branch", "", "br", &["cond"], 0, "–")
-        .imm("then(args), else(args)")
+        .syntax("{args}, <then(args)>, <else(args)>")
         .variadic(true, false)
         .class(Term)
         .rust("branch(cond, then, else)")
         .py(Py::Hand("br"))
         .doc("Conditional branch."),
     row("return", "", "return", NONE, 0, "–")
+        .op(|| Op::Return)
         .variadic(true, false)
         .class(Term)
         .rust("ret(values)")
@@ -1245,6 +1342,7 @@ pub static OPS: &[OpDef] = &[
         1,
         "pointee",
     )
+    .imms(imms!(LoadAcquire(scope: Scope = "scope")))
     .gpu()
     .fx(fx::READ | fx::SYNC)
     .rust("load_acquire(scope, ptr)")
@@ -1258,12 +1356,14 @@ pub static OPS: &[OpDef] = &[
         0,
         "–",
     )
+    .imms(imms!(StoreRelease(scope: Scope = "scope")))
     .gpu()
     .fx(fx::WRITE | fx::SYNC)
     .rust("store_release(scope, ptr, value)")
     .py(Py::Hand("store_release"))
     .doc("Store with release semantics at a scope (`st.release`)."),
     row("fence_acq_rel", "", "fence.acq_rel.<scope>", NONE, 0, "–")
+        .imms(imms!(FenceAcqRel(scope: Scope = "scope")))
         .gpu()
         .fx(fx::SYNC)
         .rust("fence_acq_rel(scope)")
@@ -1291,6 +1391,7 @@ pub static OPS: &[OpDef] = &[
         1,
         "u64",
     )
+    .imms(imms!(WgmmaDesc(swizzle: Swizzle = "swizzle")))
     .gpu()
     .needs(WGMMA)
     .rust("wgmma_desc(swizzle, ptr, lbo, sbo)")
@@ -1299,11 +1400,20 @@ pub static OPS: &[OpDef] = &[
     row(
         "wgmma",
         "",
-        "wgmma.m64n<N>.<a>.<b>[.trans_a][.trans_b][.neg_a][.neg_b]",
+        "wgmma.m64n<n>.<a>.<b>[.trans_a][.trans_b][.neg_a][.neg_b]",
         &["acc", "a", "b", "scale_d"],
         1,
         "type of acc",
     )
+    .imms(imms!(Wgmma(Wgmma {
+        n: u32 = "wgmma shape",
+        a: MmaElem = "wgmma input type",
+        b: MmaElem = "wgmma input type",
+        trans_a: bool = "trans_a",
+        trans_b: bool = "trans_b",
+        neg_a: bool = "neg_a",
+        neg_b: bool = "neg_b",
+    })))
     .gpu()
     .fx(fx::READ | fx::WARP)
     .needs(WGMMA)
@@ -1333,6 +1443,7 @@ pub static OPS: &[OpDef] = &[
         .py(Py::Nullary("wgmma_commit_group"))
         .doc("Closes the current group of `wgmma`s."),
     row("wgmma_wait", "", "wgmma.wait_group.<n>", NONE, 0, "–")
+        .imms(imms!(WgmmaWait(n: u32 = "count")))
         .gpu()
         .fx(fx::SYNC | fx::WARP)
         .needs(WGMMA)
@@ -1340,6 +1451,7 @@ pub static OPS: &[OpDef] = &[
         .py(Py::Hand("wgmma_wait_group"))
         .doc("Waits until at most n committed `wgmma` groups are pending."),
     row("setmaxnreg", "", "setmaxnreg.<inc|dec>.<count>", NONE, 0, "–")
+        .imms(imms!(Setmaxnreg { count: u32 = "count", inc: bool = "setmaxnreg direction" }))
         .gpu()
         .fx(fx::SYNC | fx::WARP)
         .needs(SETMAXNREG)
@@ -1416,7 +1528,11 @@ pub static OPS: &[OpDef] = &[
         .py(Py::Nullary("bulk_commit_group"))
         .doc("Closes this thread's current group of bulk stores and reductions."),
     row("bulk_wait_group", "", "bulk.wait_group", NONE, 0, "–")
-        .imm("pending")
+        .imms(imms!(BulkWaitGroup {
+            pending: u32 = "the number of bulk groups that may stay pending";
+            read: false
+        }))
+        .syntax("<pending>")
         .gpu()
         .fx(fx::SYNC)
         .needs(TMA)
@@ -1424,7 +1540,11 @@ pub static OPS: &[OpDef] = &[
         .py(Py::Hand("bulk_wait_group"))
         .doc("Waits until at most pending of this thread's bulk groups are incomplete."),
     row("bulk_wait_group", "read", "bulk.wait_group.read", NONE, 0, "–")
-        .imm("pending")
+        .imms(imms!(BulkWaitGroup {
+            pending: u32 = "the number of bulk groups that may stay pending";
+            read: true
+        }))
+        .syntax("<pending>")
         .gpu()
         .fx(fx::SYNC)
         .needs(TMA)
@@ -1441,37 +1561,50 @@ pub static OPS: &[OpDef] = &[
         .doc("Prefetches the tensor map into the cache (no effect on values)."),
     // --- issue 12 (rest): named barriers, packed conversions
     row("named_barrier", "sync", "bar.sync", NONE, 0, "–")
-        .imm("id, count")
+        .imms(imms!(NamedBarrier {
+            id: u32 = "a named-barrier id",
+            count: u32 = "a thread count";
+            arrive: false
+        }))
+        .syntax("<id>, <count>")
         .gpu()
         .fx(fx::SYNC | fx::WARP)
         .rust("named_barrier(false, id, count)")
         .py(Py::Hand("named_barrier_sync"))
         .doc("Waits at named barrier id (1..15) until count threads (whole warps) have arrived."),
     row("named_barrier", "arrive", "bar.arrive", NONE, 0, "–")
-        .imm("id, count")
+        .imms(imms!(NamedBarrier {
+            id: u32 = "a named-barrier id",
+            count: u32 = "a thread count";
+            arrive: true
+        }))
+        .syntax("<id>, <count>")
         .gpu()
         .fx(fx::SYNC | fx::WARP)
         .rust("named_barrier(true, id, count)")
         .py(Py::Hand("named_barrier_arrive"))
         .doc("Arrives at named barrier id (1..15) of count threads without waiting (producer side)."),
     row("cvt_pack", "", "cvt_pack.<fmt>", &["lo", "hi"], 1, "packed pair")
+        .imms(imms!(CvtPack(fmt: PackFmt = "pair format")))
         .gpu()
         .rust("cvt_pack(fmt, lo, hi)")
         .py(Py::Hand("cvt_pack"))
         .doc("Two f32 rounded to nearest even into a pair: vec<f16|bf16, 2>, or u16 of fp8 (satfinite)."),
     row("cvt_unpack", "", "cvt_unpack.<fmt>", &["a"], 1, "vec<f16, 2>")
+        .imms(imms!(CvtUnpack(fmt: PackFmt = "pair format")))
         .gpu()
         .rust("cvt_unpack(fmt, a)")
         .py(Py::Hand("cvt_unpack"))
         .doc("A packed fp8 pair (u16) widened exactly to vec<f16, 2>."),
     // --- h13-cluster: clusters and distributed shared memory (issue 13 item 4)
-    cluster_index!("cluster_idx", "Cluster index in the grid (`%clusterid`)."),
-    cluster_index!("cluster_dim", "Blocks per cluster (`%cluster_nctaid`)."),
+    cluster_index!("cluster_idx", ClusterIdx, "Cluster index in the grid (`%clusterid`)."),
+    cluster_index!("cluster_dim", ClusterDim, "Blocks per cluster (`%cluster_nctaid`)."),
     cluster_index!(
         "cluster_block_idx",
+        ClusterBlockIdx,
         "Block index in its cluster (`%cluster_ctaid`)."
     ),
-    cluster_index!("cluster_grid_dim", "Clusters per grid (`%nclusterid`)."),
+    cluster_index!("cluster_grid_dim", ClusterGridDim, "Clusters per grid (`%nclusterid`)."),
     row("cluster_ctarank", "", "cluster_ctarank", NONE, 1, "u32")
         .op(|| Op::ClusterCtaRank)
         .gpu()
@@ -1569,7 +1702,8 @@ pub static OPS: &[OpDef] = &[
     bulk_reduce!("max", Max, "Element-wise maximum of shared src into global dst; a bulk group op."),
     // --- module globals (issue 12 item 7)
     row("global_addr", "", "global_addr", NONE, 1, "ptr<space, elem> of the global")
-        .imm("@name")
+        .imms(imms!(GlobalAddr(name: String = "the global (like `@table`)")))
+        .syntax("<name>")
         .gpu()
         .rust("global_addr(name, ty)")
         .py(Py::Hand("global_addr"))
@@ -1603,6 +1737,110 @@ fn by_mnemonic() -> &'static HashMap<&'static str, usize> {
             .map(|(i, d)| (d.mnemonic, i))
             .collect()
     })
+}
+
+/// The parsed mnemonic pattern of every row, in `OPS` order.
+fn patterns() -> &'static [Vec<Seg>] {
+    static PATTERNS: OnceLock<Vec<Vec<Seg>>> = OnceLock::new();
+    PATTERNS.get_or_init(|| OPS.iter().map(|d| imm::pattern(d.mnemonic)).collect())
+}
+
+/// The rows the parser reads from the table, by the first segment of their mnemonic.
+fn by_head() -> &'static HashMap<&'static str, Vec<usize>> {
+    static INDEX: OnceLock<HashMap<&'static str, Vec<usize>>> = OnceLock::new();
+    INDEX.get_or_init(|| {
+        let mut out: HashMap<&'static str, Vec<usize>> = HashMap::new();
+        for (i, d) in OPS.iter().enumerate() {
+            if let (Some(Seg::Lit(head)), true) = (patterns()[i].first(), d.parsed()) {
+                out.entry(head).or_default().push(i);
+            }
+        }
+        out
+    })
+}
+
+/// The row that mnemonic `m` names and the immediates written in it (by
+/// name), or the parser's message: the most specific of the rows whose
+/// mnemonic starts like `m` (a misspelled immediate, else the expected
+/// spellings of the literal that tells siblings apart, else "unknown").
+pub fn find_mnemonic(m: &str) -> Result<(&'static OpDef, imm::Named), String> {
+    if let Some(&i) = by_mnemonic().get(m) {
+        return Ok((&OPS[i], Vec::new()));
+    }
+    let parts: Vec<&str> = m.split('.').collect();
+    let unknown = || format!("unknown instruction `{m}`");
+    let rows = by_head().get(parts[0]).ok_or_else(unknown)?;
+    let mut best: Option<(usize, imm::Miss)> = None;
+    let mut literals: Vec<(usize, usize)> = Vec::new();
+    for &i in rows {
+        let d = &OPS[i];
+        match imm::match_pattern(&patterns()[i], d.imms.as_ref(), &parts, m) {
+            Ok(values) => return Ok((d, values)),
+            Err((pos, miss)) => {
+                if miss == imm::Miss::Literal {
+                    literals.push((i, pos));
+                }
+                if best.as_ref().is_none_or(|(p, b)| (pos, &miss) > (*p, b)) {
+                    best = Some((pos, miss));
+                }
+            }
+        }
+    }
+    match best {
+        Some((_, imm::Miss::Bad(message))) => Err(message),
+        Some((pos, imm::Miss::Literal)) => {
+            let siblings: Vec<usize> = literals
+                .iter()
+                .filter(|(_, p)| *p == pos)
+                .map(|(i, _)| *i)
+                .collect();
+            let what = siblings.first().map_or("", |&i| OPS[i].what);
+            if what.is_empty() {
+                return Err(unknown());
+            }
+            let mut expected: Vec<String> = Vec::new();
+            for i in siblings {
+                if let Some(Seg::Lit(l)) = patterns()[i].get(pos) {
+                    let l = format!("`{l}`");
+                    if !expected.contains(&l) {
+                        expected.push(l);
+                    }
+                }
+            }
+            Err(format!(
+                "unknown {what} in `{m}` (expected one of {})",
+                expected.join(", ")
+            ))
+        }
+        _ => Err(unknown()),
+    }
+}
+
+/// The parsed operand template of every row, in `OPS` order.
+fn templates() -> &'static [Vec<imm::Tok>] {
+    static TEMPLATES: OnceLock<Vec<Vec<imm::Tok>>> = OnceLock::new();
+    TEMPLATES.get_or_init(|| OPS.iter().map(|d| imm::template(d.syntax)).collect())
+}
+
+/// The index of row `d` in `OPS`: by its address when it is one of them
+/// (no hashing on the printer's path), else by its key.
+fn row_index(d: &OpDef) -> Option<usize> {
+    let size = std::mem::size_of::<OpDef>();
+    let offset = (d as *const OpDef as usize).wrapping_sub(OPS.as_ptr() as usize);
+    if offset.is_multiple_of(size) && offset / size < OPS.len() {
+        return Some(offset / size);
+    }
+    index().get(&(d.family, d.sub)).copied()
+}
+
+/// The parsed mnemonic pattern of row `d`.
+pub fn pattern_of(d: &OpDef) -> &'static [Seg] {
+    row_index(d).map_or(&[], |i| &patterns()[i])
+}
+
+/// The parsed operand template of row `d`.
+pub fn template_of(d: &OpDef) -> &'static [imm::Tok] {
+    row_index(d).map_or(&[], |i| &templates()[i])
 }
 
 /// The row of `(family, sub)`.

@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 use std::path::PathBuf;
 use zyntax_hir::gen::{splice, REGIONS};
-use zyntax_hir::table::{op_by_mnemonic, OPS};
+use zyntax_hir::table::{find_mnemonic, op_by_mnemonic, OPS};
 use zyntax_hir::*;
 
 fn repo_root() -> PathBuf {
@@ -256,5 +256,72 @@ fn every_op_has_exactly_one_row() {
             "row {} lacks doc or builder",
             d.mnemonic
         );
+    }
+}
+
+/// Every row's immediates are written exactly once (in its mnemonic pattern
+/// or its operand template, or carried by the result type), and every op's
+/// immediates read back to the op: through `Imms` and through its mnemonic.
+#[test]
+fn immediates_are_declared_once_and_read_back() {
+    use zyntax_hir::imm::{pattern, template, ImmKind, Seg, Tok};
+    for d in OPS {
+        let mut written: Vec<&str> = Vec::new();
+        for s in pattern(d.mnemonic) {
+            match s {
+                Seg::Slot { name, .. } | Seg::Flag(name) => written.push(name),
+                Seg::Lit(_) => {}
+            }
+        }
+        for t in template(d.syntax) {
+            if let Tok::Imm(name) = t {
+                written.push(name);
+            }
+        }
+        if !d.parsed() {
+            continue; // `const`, `jump`, `br`: spelled by hand
+        }
+        let defs = d.imms.map_or(&[][..], |x| x.defs);
+        for name in &written {
+            assert!(
+                defs.iter().any(|x| x.name == *name),
+                "row {}: `{name}` is written but not declared",
+                d.mnemonic
+            );
+        }
+        for x in defs {
+            let n = written.iter().filter(|w| **w == x.name).count();
+            let expected = usize::from(x.kind != ImmKind::ResultFrag);
+            assert_eq!(
+                n, expected,
+                "row {}: `{}` written {n} times",
+                d.mnemonic, x.name
+            );
+        }
+    }
+    for op in every_op() {
+        let d = op.def();
+        let Some(imms) = d.imms else { continue };
+        let values = (imms.values)(&op);
+        assert_eq!(values.len(), imms.defs.len(), "{}", d.mnemonic);
+        assert_eq!(
+            (imms.build)(&mut values.clone().into_iter()),
+            Some(op.clone())
+        );
+        let m = op.mnemonic();
+        let (row, written) = find_mnemonic(&m).unwrap_or_else(|e| panic!("{m}: {e}"));
+        assert_eq!((row.family, row.sub), (d.family, d.sub), "{m}");
+        let frag = match &op {
+            Op::MmaLoad { frag, .. } => Some(*frag),
+            _ => None,
+        };
+        // Immediates written after the mnemonic come from the op itself here.
+        let mut all = written;
+        for (x, v) in imms.defs.iter().zip(values) {
+            if !all.iter().any(|(n, _)| *n == x.name) {
+                all.push((x.name, v));
+            }
+        }
+        assert_eq!(d.build(all, frag), Some(op.clone()), "{m}");
     }
 }

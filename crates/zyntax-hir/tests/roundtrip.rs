@@ -512,6 +512,13 @@ const ERRORS: &[(&str, u32, u32, &str)] = &[
     ("module \"m\"\nhost @f {\nblock0(v0: i32):\n    v1 i32 = neg v0\n}", 4, 8, "expected `:` and a type after the result name, found `i32`"),
     ("module \"m\"\nhost @f {\nblock0(v0: i32):\n    v1: i32 neg v0\n}", 4, 13, "expected `,` or `=` after the result type, found `neg`"),
     ("module \"m\"\nhost @f {\nblock0:\n    v0: i32 = const 1 # x\n}", 4, 23, "unexpected character '#'"),
+    // Immediates read through the instruction table.
+    ("module \"m\"\nhost @f {\nblock0(v0: ptr<shared, u16>):\n    v1: u32 = ldmatrix.x4.zz v0\n}", 4, 15, "unknown flag `zz` in `ldmatrix.x4.zz` (expected one of `trans`)"),
+    ("module \"m\"\nhost @f {\nblock0(v0: ptr<shared, u16>):\n    v1: u32 = ldmatrix.y4 v0\n}", 4, 15, "invalid matrix count `y4` in `ldmatrix.y4`"),
+    ("module \"m\"\nhost @f {\nblock0:\n    setmaxnreg.up.40\n}", 4, 5, "unknown setmaxnreg direction in `setmaxnreg.up.40` (expected one of `inc`, `dec`)"),
+    ("module \"m\"\nhost @f {\nblock0:\n    bar.sync 1 64\n}", 4, 16, "expected `,` and a thread count after the named-barrier id, found `64`"),
+    ("module \"m\"\nhost @f {\nblock0(v0: ptr<global, i32>, v1: i32):\n    red.nand.device v0, v1\n}", 4, 5, "unknown reduction operation in `red.nand.device` (expected one of `add`, `sub`"),
+    ("module \"m\"\nhost @f {\nblock0:\n    wgmma.wait_group.x\n}", 4, 5, "invalid count `x` in `wgmma.wait_group.x`"),
 ];
 
 #[test]

@@ -271,12 +271,14 @@ fn compile_inner(m: &Module, opts: &Options, emit_ptx: bool) -> CompileResult<Co
 
     let t = Instant::now();
     let llvm_ir = module.print_to_string().to_string_lossy().into_owned();
-    let ptx = if emit_ptx {
-        let ptx = nvptx::emit_assembly(&tm, &module)?;
-        Some(nvptx::annotations::add_cluster_directives(ptx, m))
-    } else {
-        None
-    };
+    // Code generation runs even when only the IR is wanted: LLVM 19's NVPTX
+    // keeps the `nvvm.annotations` it has read (max threads, kernel-ness) in
+    // a process-wide cache keyed by the module's address, which only the PTX
+    // printer clears. A module dropped without it left its launch bounds to
+    // the next module allocated at the same address: `.maxntid` and tid
+    // ranges of another kernel, and code folded by them.
+    let ptx = nvptx::emit_assembly(&tm, &module)?;
+    let ptx = emit_ptx.then(|| nvptx::annotations::add_cluster_directives(ptx, m));
     timings.codegen = t.elapsed();
     Ok(Compiled {
         llvm_ir,

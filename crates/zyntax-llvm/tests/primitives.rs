@@ -780,3 +780,33 @@ fn mbarrier_ops() {
     .to_string();
     assert!(e.contains("mbarrier needs sm_80"), "{e}");
 }
+
+/// Launch bounds never leak between modules: `emit_llvm` of a kernel with
+/// `max_threads(32, 1, 1)` used to leave LLVM's annotation cache holding them
+/// for the next module at the same address, which then got `.maxntid 32`
+/// and `max(tid.x, 100)` folded to 100 (about 1 in 10 attempts).
+#[test]
+fn launch_bounds_do_not_leak_between_modules() {
+    use zyntax_llvm::{compile_ptx, emit_llvm, Options};
+    let bounded = parse_module(
+        "module \"a\"\nkernel @ka max_threads(32, 1, 1) {\nblock0(v0: ptr<global, u32>):\n    \
+         v1: u32 = thread_idx.x\n    store v0, v1\n    return\n}\n",
+    )
+    .unwrap();
+    let free = parse_module(
+        "module \"b\"\nkernel @kb {\nblock0(v0: ptr<global, u32>):\n    v1: u32 = thread_idx.x\n    \
+         v2: u32 = const 100\n    v3: bool = cmp.lt v1, v2\n    v4: u32 = select v3, v2, v1\n    \
+         store v0, v4\n    return\n}\n",
+    )
+    .unwrap();
+    let opts = Options::new(Arch::Sm80);
+    let expected = compile_ptx(&free, &opts).unwrap().ptx;
+    assert!(
+        !expected.contains(".maxntid") && expected.contains("%tid.x"),
+        "{expected}"
+    );
+    for _ in 0..200 {
+        emit_llvm(&bounded, &opts).unwrap();
+        assert_eq!(compile_ptx(&free, &opts).unwrap().ptx, expected);
+    }
+}

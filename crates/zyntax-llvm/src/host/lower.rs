@@ -23,6 +23,7 @@
 //! arguments in 8-byte slots; a kernel's `@"name.zx_block"(ptr args, ptr lens,
 //! ptr err, ptr ctx)` runs every thread of one block.
 
+use crate::scalar::{self, class_of, Conv, Scalar};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use zyntax_hir::{
@@ -30,8 +31,6 @@ use zyntax_hir::{
     Type, UnOp, ValueDef, ValueId,
 };
 use zyntax_opt::{FunctionPlan, Origin};
-
-use crate::scalar::{self, Binary, Class, Unary};
 
 /// Error codes written to the error record.
 pub const ERR_OOB: i64 = 1;
@@ -909,11 +908,11 @@ impl FnLower<'_> {
                         bo = self.conv("fpext", &tt, &bo, &wide);
                         tt = wide;
                     }
-                    let p = scalar::float_predicate_text(scalar::float_predicate(*c));
+                    let p = scalar::fcmp(*c);
                     self.emit(format!("{r} = fcmp {p} {tt} {ao}, {bo}"));
                 } else {
                     let signed = s.is_some_and(|s| s.is_signed());
-                    let p = scalar::int_predicate_text(scalar::int_predicate(*c, signed));
+                    let p = scalar::icmp(*c, signed);
                     self.emit(format!("{r} = icmp {p} {tt} {ao}, {bo}"));
                 }
             }
@@ -1307,29 +1306,6 @@ impl FnLower<'_> {
         Ok(())
     }
 
-    /// `{r} = call {ty} @{name}.{overload}({ty} args..[, i1 false])`, declared once.
-    fn overloaded_call(
-        &mut self,
-        r: &str,
-        name: &str,
-        overload: &str,
-        ty: &str,
-        args: &[&str],
-        i1_false: bool,
-    ) {
-        let mut params = vec![ty; args.len()].join(", ");
-        let mut actuals: Vec<String> = args.iter().map(|a| format!("{ty} {a}")).collect();
-        if i1_false {
-            params.push_str(", i1");
-            actuals.push("i1 false".into());
-        }
-        self.decl(format!("declare {ty} @{name}.{overload}({params})"));
-        self.emit(format!(
-            "{r} = call {ty} @{name}.{overload}({})",
-            actuals.join(", ")
-        ));
-    }
-
     fn binary(
         &mut self,
         op: BinOp,
@@ -1342,7 +1318,7 @@ impl FnLower<'_> {
         let Some(s) = t.elem_scalar() else {
             return self.e(format!("`{}` on {t}", op.name()));
         };
-        let Some(how) = scalar::binary(op, Class::of(s)) else {
+        let Some(form) = scalar::binary(op, class_of(s)) else {
             return self.e(format!("`{}` is not defined on {s}", op.name()));
         };
         let tt = self.vt(t)?;
@@ -1352,16 +1328,17 @@ impl FnLower<'_> {
                 r,
                 |me, wt, x| {
                     let o = me.t();
-                    match how {
-                        Binary::Inst(i) => me.emit(format!(
-                            "{o} = {} {wt} {}, {}",
-                            scalar::opcode_text(i),
-                            x[0],
-                            x[1]
-                        )),
-                        Binary::Intrinsic(name) => {
+                    match form {
+                        Scalar::Inst(i) => {
+                            me.emit(format!("{o} = {} {wt} {}, {}", i.name(), x[0], x[1]))
+                        }
+                        Scalar::Intrinsic(n) => {
                             let m = mangle_from(wt);
-                            me.overloaded_call(&o, name, &m, wt, &[&x[0], &x[1]], false);
+                            me.decl(format!("declare {wt} @{n}.{m}({wt}, {wt})"));
+                            me.emit(format!(
+                                "{o} = call {wt} @{n}.{m}({wt} {}, {wt} {})",
+                                x[0], x[1]
+                            ));
                         }
                         _ => return me.e(format!("`{}` on floats", op.name())),
                     }
@@ -1371,15 +1348,14 @@ impl FnLower<'_> {
             );
         }
         let bits = s.bits();
-        match how {
-            Binary::Inst(i) => {
-                self.emit(format!("{r} = {} {tt} {a}, {b}", scalar::opcode_text(i)));
-            }
-            Binary::Intrinsic(name) => {
+        match form {
+            Scalar::Inst(i) => self.emit(format!("{r} = {} {tt} {a}, {b}", i.name())),
+            Scalar::Intrinsic(n) => {
                 let m = mangle(t);
-                self.overloaded_call(r, name, &m, &tt, &[a, b], false);
+                self.decl(format!("declare {tt} @{n}.{m}({tt}, {tt})"));
+                self.emit(format!("{r} = call {tt} @{n}.{m}({tt} {a}, {tt} {b})"));
             }
-            Binary::Shift(o) => {
+            Scalar::Shift { left, signed } => {
                 let splat = |v: String| -> String {
                     match t {
                         Type::Vector(_, n) => format!(
@@ -1393,31 +1369,29 @@ impl FnLower<'_> {
                     Type::Vector(_, n) => format!("<{n} x i1>"),
                     _ => "i1".into(),
                 };
-                if o == inkwell::values::InstructionOpcode::AShr {
-                    // The amount clamps to width - 1: the sign fills the value.
+                if !left && signed {
+                    // Amounts past the width shift by width - 1: the sign in every bit.
+                    let m = mangle(t);
+                    self.decl(format!("declare {tt} @llvm.umin.{m}({tt}, {tt})"));
                     let c = self.t();
-                    let max = splat((bits - 1).to_string());
-                    self.overloaded_call(&c, "llvm.umin", &mangle(t), &tt, &[b, &max], false);
+                    self.emit(format!(
+                        "{c} = call {tt} @llvm.umin.{m}({tt} {b}, {tt} {})",
+                        splat((bits - 1).to_string())
+                    ));
                     self.emit(format!("{r} = ashr {tt} {a}, {c}"));
                 } else {
-                    // shl/lshr by the width or more give 0.
                     let sh = self.t();
-                    self.emit(format!("{sh} = {} {tt} {a}, {b}", scalar::opcode_text(o)));
+                    let n = if left { "shl" } else { "lshr" };
+                    self.emit(format!("{sh} = {n} {tt} {a}, {b}"));
                     let big = self.t();
-                    self.emit(format!(
-                        "{big} = icmp uge {tt} {b}, {}",
-                        splat(bits.to_string())
-                    ));
+                    let bw = splat(bits.to_string());
+                    self.emit(format!("{big} = icmp uge {tt} {b}, {bw}"));
                     self.emit(format!(
                         "{r} = select {cmpt} {big}, {tt} zeroinitializer, {tt} {sh}"
                     ));
                 }
             }
-            Binary::DivRem {
-                div,
-                signed,
-                inst: i,
-            } => {
+            Scalar::IntDiv { div, signed } => {
                 if matches!(t, Type::Vector(..)) {
                     return self.e("integer division of vectors is not supported on the CPU");
                 }
@@ -1426,29 +1400,27 @@ impl FnLower<'_> {
                 self.emit(format!("{z} = icmp eq {tt} {b}, 0"));
                 let fl = self.fail(ERR_DIV_ZERO, -1, "0", "0", inst);
                 self.guard(&z, &fl);
-                let name = scalar::opcode_text(i);
                 if signed {
                     let m1 = self.t();
                     self.emit(format!("{m1} = icmp eq {tt} {b}, -1"));
                     let safe = self.t();
                     self.emit(format!("{safe} = select i1 {m1}, {tt} 1, {tt} {b}"));
                     let q = self.t();
-                    self.emit(format!("{q} = {name} {tt} {a}, {safe}"));
-                    // x / -1 = -x (wrapping), x % -1 = 0.
-                    let by_minus_one = if div {
+                    if div {
+                        self.emit(format!("{q} = sdiv {tt} {a}, {safe}"));
                         let neg = self.t();
                         self.emit(format!("{neg} = sub {tt} 0, {a}"));
-                        neg
+                        self.emit(format!("{r} = select i1 {m1}, {tt} {neg}, {tt} {q}"));
                     } else {
-                        "0".to_string()
-                    };
-                    self.emit(format!(
-                        "{r} = select i1 {m1}, {tt} {by_minus_one}, {tt} {q}"
-                    ));
+                        self.emit(format!("{q} = srem {tt} {a}, {safe}"));
+                        self.emit(format!("{r} = select i1 {m1}, {tt} 0, {tt} {q}"));
+                    }
                 } else {
-                    self.emit(format!("{r} = {name} {tt} {a}, {b}"));
+                    let n = if div { "udiv" } else { "urem" };
+                    self.emit(format!("{r} = {n} {tt} {a}, {b}"));
                 }
             }
+            _ => return self.e(format!("`{}` on {s}", op.name())),
         }
         Ok(())
     }
@@ -1457,32 +1429,41 @@ impl FnLower<'_> {
         let Some(s) = t.elem_scalar() else {
             return self.e(format!("`{}` on {t}", op.name()));
         };
-        let Some(how) = scalar::unary(op, Class::of(s)) else {
+        let Some(form) = scalar::unary(op, class_of(s)) else {
             return self.e(format!("`{}` is not defined on {s}", op.name()));
         };
         let tt = self.vt(t)?;
         if !s.is_float() {
-            let splat = |v: &str| match t {
-                Type::Vector(_, n) => format!(
-                    "<{}>",
-                    vec![format!("{} {v}", sname(s)); *n as usize].join(", ")
-                ),
-                _ => v.to_string(),
-            };
-            match how {
-                Unary::IntNeg => self.emit(format!("{r} = sub {tt} zeroinitializer, {a}")),
-                Unary::Not => {
-                    let ones = splat(if s.is_bool() { "true" } else { "-1" });
+            let m = mangle(t);
+            match form {
+                Scalar::Neg => self.emit(format!("{r} = sub {tt} zeroinitializer, {a}")),
+                Scalar::Not => {
+                    let ones = if s.is_bool() { "true" } else { "-1" };
+                    let ones = match t {
+                        Type::Vector(_, n) => format!(
+                            "<{}>",
+                            vec![format!("{tt_} {ones}", tt_ = sname(s)); *n as usize].join(", ")
+                        ),
+                        _ => ones.to_string(),
+                    };
                     self.emit(format!("{r} = xor {tt} {a}, {ones}"));
                 }
-                Unary::Intrinsic { name, i1_false } => {
-                    self.overloaded_call(r, name, &mangle(t), &tt, &[a], i1_false);
+                Scalar::Identity => self.emit(format!("{r} = bitcast {tt} {a} to {tt}")),
+                Scalar::Intrinsic(n) => {
+                    self.decl(format!("declare {tt} @{n}.{m}({tt})"));
+                    self.emit(format!("{r} = call {tt} @{n}.{m}({tt} {a})"));
                 }
-                Unary::Bfind => {
+                Scalar::IntrinsicFalse(n) => {
+                    self.decl(format!("declare {tt} @{n}.{m}({tt}, i1)"));
+                    self.emit(format!("{r} = call {tt} @{n}.{m}({tt} {a}, i1 false)"));
+                }
+                Scalar::Bfind => {
+                    self.decl(format!("declare {tt} @llvm.ctlz.{m}({tt}, i1)"));
                     let c = self.t();
-                    self.overloaded_call(&c, "llvm.ctlz", &mangle(t), &tt, &[a], true);
-                    let top = splat(&(s.bits() - 1).to_string());
-                    self.emit(format!("{r} = sub {tt} {top}, {c}"));
+                    self.emit(format!(
+                        "{c} = call {tt} @llvm.ctlz.{m}({tt} {a}, i1 false)"
+                    ));
+                    self.emit(format!("{r} = sub {tt} {}, {c}", s.bits() - 1));
                 }
                 _ => return self.e(format!("`{}` on {s}", op.name())),
             }
@@ -1494,20 +1475,44 @@ impl FnLower<'_> {
             |me, wt, x| {
                 let m = mangle_from(wt);
                 let o = me.t();
-                match how {
-                    Unary::FNeg => me.emit(format!("{o} = fneg {wt} {}", x[0])),
-                    Unary::Intrinsic { name, i1_false } => {
-                        me.overloaded_call(&o, name, &m, wt, &[&x[0]], i1_false);
-                    }
-                    // The CPU's transcendentals are libm's (LLVM's intrinsics), exact to an ulp or so.
-                    Unary::Transcendental if op == UnOp::Rsqrt => {
+                let intr = |me: &mut Self, n: &str, o: &str, x: &str| {
+                    me.decl(format!("declare {wt} @{n}.{m}({wt})"));
+                    me.emit(format!("{o} = call {wt} @{n}.{m}({wt} {x})"));
+                };
+                match (form, op) {
+                    (Scalar::FNeg, _) => me.emit(format!("{o} = fneg {wt} {}", x[0])),
+                    (Scalar::Intrinsic(n), _) => intr(me, n, &o, &x[0]),
+                    // The CPU's transcendentals: LLVM's libm intrinsics, exact to libm.
+                    (Scalar::Math, UnOp::Exp) => intr(me, "llvm.exp", &o, &x[0]),
+                    (Scalar::Math, UnOp::Log) => intr(me, "llvm.log", &o, &x[0]),
+                    (Scalar::Math, UnOp::Sin) => intr(me, "llvm.sin", &o, &x[0]),
+                    (Scalar::Math, UnOp::Cos) => intr(me, "llvm.cos", &o, &x[0]),
+                    (Scalar::Math, UnOp::Tanh) => intr(me, "llvm.tanh", &o, &x[0]),
+                    (Scalar::Math, UnOp::Rsqrt) => {
                         let q = me.t();
-                        me.overloaded_call(&q, "llvm.sqrt", &m, wt, &[&x[0]], false);
-                        me.emit(format!("{o} = fdiv {wt} {}, {q}", float_splat(wt, "1.0")));
-                    }
-                    Unary::Transcendental => {
-                        let name = format!("llvm.{}", op.name());
-                        me.overloaded_call(&o, &name, &m, wt, &[&x[0]], false);
+                        intr(me, "llvm.sqrt", &q, &x[0]);
+                        let one = match wt {
+                            "double" | "float" => "1.0".to_string(),
+                            _ => {
+                                let n = wt
+                                    .split(" x ")
+                                    .next()
+                                    .unwrap_or("<1")
+                                    .trim_start_matches('<')
+                                    .to_string();
+                                let e = wt
+                                    .split(" x ")
+                                    .nth(1)
+                                    .unwrap_or("float>")
+                                    .trim_end_matches('>')
+                                    .to_string();
+                                format!(
+                                    "<{}>",
+                                    vec![format!("{e} 1.0"); n.parse().unwrap_or(1)].join(", ")
+                                )
+                            }
+                        };
+                        me.emit(format!("{o} = fdiv {wt} {one}, {q}"));
                     }
                     _ => return me.e(format!("`{}` on floats", op.name())),
                 }
@@ -1527,20 +1532,18 @@ impl FnLower<'_> {
             return self.e(format!("cast from {from} to {to} is not supported"));
         };
         match scalar::cast(fs, ts) {
-            scalar::Cast::Same => self.emit(format!("{r} = bitcast {ft} {a} to {tt}")),
-            scalar::Cast::NonZero if fs.is_float() => {
-                self.emit(format!("{r} = fcmp une {ft} {a}, zeroinitializer"));
+            Conv::Same => self.emit(format!("{r} = bitcast {ft} {a} to {tt}")),
+            Conv::NonZero if fs.is_float() => {
+                self.emit(format!("{r} = fcmp une {ft} {a}, zeroinitializer"))
             }
-            scalar::Cast::NonZero => self.emit(format!("{r} = icmp ne {ft} {a}, zeroinitializer")),
-            scalar::Cast::Inst(o) => {
-                self.emit(format!("{r} = {} {ft} {a} to {tt}", scalar::opcode_text(o)));
-            }
-            scalar::Cast::Saturating(name) => {
+            Conv::NonZero => self.emit(format!("{r} = icmp ne {ft} {a}, zeroinitializer")),
+            Conv::Cast(how) => self.emit(format!("{r} = {how} {ft} {a} to {tt}")),
+            Conv::Saturating(n) => {
                 let (mf, mt) = (mangle(from), mangle(to));
-                self.decl(format!("declare {tt} @{name}.{mt}.{mf}({ft})"));
-                self.emit(format!("{r} = call {tt} @{name}.{mt}.{mf}({ft} {a})"));
+                self.decl(format!("declare {tt} @{n}.{mt}.{mf}({ft})"));
+                self.emit(format!("{r} = call {tt} @{n}.{mt}.{mf}({ft} {a})"));
             }
-            scalar::Cast::ViaF32 => {
+            Conv::ViaF32 => {
                 let w = widen(from);
                 let x = self.conv("fpext", &ft, a, &w);
                 self.emit(format!("{r} = fptrunc {w} {x} to {tt}"));
@@ -1648,18 +1651,6 @@ impl FnLower<'_> {
             self.guard(&bad, "zx.fail");
         }
         Ok(())
-    }
-}
-
-/// `v` as a constant of the float type `wt` (`float`, or a vector of them).
-fn float_splat(wt: &str, v: &str) -> String {
-    match wt.strip_prefix('<').and_then(|w| w.strip_suffix('>')) {
-        Some(inner) => {
-            let (n, e) = inner.split_once(" x ").unwrap_or(("1", "float"));
-            let lanes: usize = n.trim().parse().unwrap_or(1);
-            format!("<{}>", vec![format!("{e} {v}"); lanes].join(", "))
-        }
-        None => v.to_string(),
     }
 }
 

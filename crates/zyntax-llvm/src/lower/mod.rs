@@ -34,7 +34,7 @@ mod wgmma;
 use crate::error::{CompileError, CompileResult};
 use crate::nvptx::annotations;
 use crate::nvptx::PtxTarget;
-use crate::scalar::{self, Class};
+use crate::scalar::{self, class_of, Conv, Inst, Scalar};
 use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::basic_block::BasicBlock;
 use inkwell::builder::Builder;
@@ -298,6 +298,69 @@ impl<'ctx> Lowerer<'ctx> {
         g.set_alignment(u32::try_from(align).unwrap_or(16));
         Ok(g)
     }
+}
+
+/// The inkwell opcode of a [`scalar::Inst`].
+fn opcode(i: Inst) -> inkwell::values::InstructionOpcode {
+    use inkwell::values::InstructionOpcode as O;
+    match i {
+        Inst::Add => O::Add,
+        Inst::Sub => O::Sub,
+        Inst::Mul => O::Mul,
+        Inst::FAdd => O::FAdd,
+        Inst::FSub => O::FSub,
+        Inst::FMul => O::FMul,
+        Inst::FDiv => O::FDiv,
+        Inst::FRem => O::FRem,
+        Inst::And => O::And,
+        Inst::Or => O::Or,
+        Inst::Xor => O::Xor,
+    }
+}
+
+/// The inkwell opcode of a cast named as in textual IR.
+fn cast_opcode(name: &str) -> Option<inkwell::values::InstructionOpcode> {
+    use inkwell::values::InstructionOpcode as O;
+    Some(match name {
+        "trunc" => O::Trunc,
+        "zext" => O::ZExt,
+        "sext" => O::SExt,
+        "fpext" => O::FPExt,
+        "fptrunc" => O::FPTrunc,
+        "sitofp" => O::SIToFP,
+        "uitofp" => O::UIToFP,
+        _ => return None,
+    })
+}
+
+/// The inkwell predicate of an `icmp` predicate named as in textual IR.
+fn int_predicate(name: &str) -> Option<IntPredicate> {
+    Some(match name {
+        "eq" => IntPredicate::EQ,
+        "ne" => IntPredicate::NE,
+        "slt" => IntPredicate::SLT,
+        "sle" => IntPredicate::SLE,
+        "sgt" => IntPredicate::SGT,
+        "sge" => IntPredicate::SGE,
+        "ult" => IntPredicate::ULT,
+        "ule" => IntPredicate::ULE,
+        "ugt" => IntPredicate::UGT,
+        "uge" => IntPredicate::UGE,
+        _ => return None,
+    })
+}
+
+/// The inkwell predicate of an `fcmp` predicate named as in textual IR.
+fn float_predicate(name: &str) -> Option<FloatPredicate> {
+    Some(match name {
+        "oeq" => FloatPredicate::OEQ,
+        "une" => FloatPredicate::UNE,
+        "olt" => FloatPredicate::OLT,
+        "ole" => FloatPredicate::OLE,
+        "ogt" => FloatPredicate::OGT,
+        "oge" => FloatPredicate::OGE,
+        _ => return None,
+    })
 }
 
 pub(crate) struct FnLowering<'a, 'ctx> {
@@ -799,14 +862,15 @@ impl<'a, 'ctx> FnLowering<'a, 'ctx> {
         }
         let s = self.scalar_of(a)?;
         let (x, y) = (self.val(a)?, self.val(b)?);
-        match scalar::binary(op, Class::of(s)) {
-            Some(scalar::Binary::Inst(o)) => Ok(self.b.build_binop(o, x, y, "")?),
-            Some(scalar::Binary::Intrinsic(name)) => {
-                self.intrinsic_value(name, &[x.get_type()], &[x.into(), y.into()])
+        let lt = x.get_type();
+        match scalar::binary(op, class_of(s)) {
+            Some(Scalar::Inst(i)) => Ok(self.b.build_binop(opcode(i), x, y, "")?),
+            Some(Scalar::Intrinsic(name)) => {
+                self.intrinsic_value(name, &[lt], &[x.into(), y.into()])
             }
-            Some(scalar::Binary::DivRem { signed, inst, .. }) => self.int_div(inst, signed, x, y),
-            Some(scalar::Binary::Shift(o)) => self.shift(o, x, y),
-            None => Err(self.bug(format!("{op} on {s}"))),
+            Some(Scalar::IntDiv { div, signed }) => self.int_div(div, signed, x, y),
+            Some(Scalar::Shift { left, signed }) => self.shift(left, signed, x, y),
+            _ => Err(self.bug(format!("{op} on {s}"))),
         }
     }
 
@@ -848,11 +912,12 @@ impl<'a, 'ctx> FnLowering<'a, 'ctx> {
     /// divisor traps, `MIN / -1` wraps (see the module docs).
     fn int_div(
         &mut self,
-        inst: inkwell::values::InstructionOpcode,
+        div: bool,
         signed: bool,
         x: BasicValueEnum<'ctx>,
         y: BasicValueEnum<'ctx>,
     ) -> CompileResult<BasicValueEnum<'ctx>> {
+        use inkwell::values::InstructionOpcode as O;
         let (BasicValueEnum::IntValue(x), BasicValueEnum::IntValue(y)) = (x, y) else {
             return Err(self.bug("integer division on vectors is not supported"));
         };
@@ -882,13 +947,20 @@ impl<'a, 'ctx> FnLowering<'a, 'ctx> {
                 .build_select(overflow, it.const_int(1, false), y, "")?
                 .into_int_value();
         }
-        Ok(self.b.build_binop(inst, x, divisor, "")?)
+        let o = match (div, signed) {
+            (true, true) => O::SDiv,
+            (true, false) => O::UDiv,
+            (false, true) => O::SRem,
+            (false, false) => O::URem,
+        };
+        Ok(self.b.build_binop(o, x, divisor, "")?)
     }
 
     /// PTX shift semantics: amounts >= width clamp (see module docs).
     fn shift(
         &mut self,
-        o: inkwell::values::InstructionOpcode,
+        left: bool,
+        signed: bool,
         x: BasicValueEnum<'ctx>,
         y: BasicValueEnum<'ctx>,
     ) -> CompileResult<BasicValueEnum<'ctx>> {
@@ -900,7 +972,8 @@ impl<'a, 'ctx> FnLowering<'a, 'ctx> {
         let bits = it.get_bit_width();
         let width = it.const_int(u64::from(bits), false);
         let too_far = self.b.build_int_compare(IntPredicate::UGE, yi, width, "")?;
-        if o != O::AShr {
+        if left || !signed {
+            let o = if left { O::Shl } else { O::LShr };
             let safe = self.b.build_select(too_far, it.const_zero(), yi, "")?;
             let shifted = self.b.build_binop(o, xi, safe.into_int_value(), "")?;
             Ok(self
@@ -917,36 +990,30 @@ impl<'a, 'ctx> FnLowering<'a, 'ctx> {
 
     fn unary(&mut self, op: UnOp, a: ValueId) -> CompileResult<BasicValueEnum<'ctx>> {
         use inkwell::values::InstructionOpcode as O;
-        use scalar::Unary;
         let s = self.scalar_of(a)?;
         let x = self.val(a)?;
         let lt = x.get_type();
-        let Some(how) = scalar::unary(op, Class::of(s)) else {
-            return Err(self.bug(format!("{op} on {s}")));
-        };
-        match how {
-            Unary::FNeg => self.fneg(x),
-            Unary::IntNeg => Ok(self.b.build_binop(O::Sub, lt.const_zero(), x, "")?),
-            Unary::Not => {
+        let no_poison = self.l.ctx.bool_type().const_zero();
+        match scalar::unary(op, class_of(s)) {
+            Some(Scalar::FNeg) => self.fneg(x),
+            Some(Scalar::Neg) => Ok(self.b.build_binop(O::Sub, lt.const_zero(), x, "")?),
+            Some(Scalar::Not) => {
                 let ones = all_ones(lt).ok_or_else(|| self.bug("not of a non-integer"))?;
                 Ok(self.b.build_binop(O::Xor, x, ones, "")?)
             }
-            Unary::Intrinsic { name, i1_false } => {
-                let flag = self.l.ctx.bool_type().const_zero();
-                if i1_false {
-                    self.intrinsic_value(name, &[lt], &[x.into(), flag.into()])
-                } else {
-                    self.intrinsic_value(name, &[lt], &[x.into()])
-                }
+            Some(Scalar::Identity) => Ok(x),
+            Some(Scalar::Intrinsic(name)) => self.intrinsic_value(name, &[lt], &[x.into()]),
+            Some(Scalar::IntrinsicFalse(name)) => {
+                self.intrinsic_value(name, &[lt], &[x.into(), no_poison.into()])
             }
-            Unary::Bfind => {
-                let zero_defined = self.l.ctx.bool_type().const_zero();
+            Some(Scalar::Bfind) => {
                 let clz =
-                    self.intrinsic_value("llvm.ctlz", &[lt], &[x.into(), zero_defined.into()])?;
+                    self.intrinsic_value("llvm.ctlz", &[lt], &[x.into(), no_poison.into()])?;
                 let top = lt.into_int_type().const_int(u64::from(s.bits()) - 1, false);
                 Ok(self.b.build_binop(O::Sub, top, clz.into_int_value(), "")?)
             }
-            Unary::Transcendental => self.math(op, s, x),
+            Some(Scalar::Math) => self.math(op, s, x),
+            _ => Err(self.bug(format!("{op} on {s}"))),
         }
     }
 
@@ -1041,12 +1108,12 @@ impl<'a, 'ctx> FnLowering<'a, 'ctx> {
         let t = self.hir_ty(a);
         let (x, y) = (self.val(a)?, self.val(b)?);
         if let (BasicValueEnum::FloatValue(x), BasicValueEnum::FloatValue(y)) = (x, y) {
-            let p = scalar::float_predicate(op);
+            let p = float_predicate(scalar::fcmp(op)).ok_or_else(|| self.bug("fcmp"))?;
             return Ok(self.b.build_float_compare(p, x, y, "")?.into());
         }
         // Pointers compare as unsigned addresses.
         let signed = t.as_scalar().is_some_and(ScalarType::is_signed);
-        let p = scalar::int_predicate(op, signed);
+        let p = int_predicate(scalar::icmp(op, signed)).ok_or_else(|| self.bug("icmp"))?;
         match (x, y) {
             (BasicValueEnum::IntValue(x), BasicValueEnum::IntValue(y)) => {
                 Ok(self.b.build_int_compare(p, x, y, "")?.into())
@@ -1066,11 +1133,11 @@ impl<'a, 'ctx> FnLowering<'a, 'ctx> {
             .ok_or_else(|| self.bug(format!("cast to {to}")))?;
         let x = self.val(a)?;
         let dst = ty::value_type(self.l.ctx, to)?;
-        Ok(match scalar::cast(from_s, to_s) {
-            scalar::Cast::Same => x,
-            scalar::Cast::NonZero => {
+        match scalar::cast(from_s, to_s) {
+            Conv::Same => Ok(x),
+            Conv::NonZero => {
                 let zero = x.get_type().const_zero();
-                match (x, zero) {
+                Ok(match (x, zero) {
                     (BasicValueEnum::FloatValue(x), BasicValueEnum::FloatValue(z)) => self
                         .b
                         .build_float_compare(FloatPredicate::UNE, x, z, "")?
@@ -1079,17 +1146,18 @@ impl<'a, 'ctx> FnLowering<'a, 'ctx> {
                         self.b.build_int_compare(IntPredicate::NE, x, z, "")?.into()
                     }
                     _ => return Err(self.bug(format!("cast of {from_s} to bool"))),
-                }
+                })
             }
-            scalar::Cast::Inst(o) => self.b.build_cast(o, x, dst, "")?,
-            scalar::Cast::Saturating(name) => {
-                self.intrinsic_value(name, &[dst, x.get_type()], &[x.into()])?
+            Conv::Cast(name) => {
+                let op = cast_opcode(name).ok_or_else(|| self.bug(format!("cast `{name}`")))?;
+                Ok(self.b.build_cast(op, x, dst, "")?)
             }
-            scalar::Cast::ViaF32 => {
+            Conv::Saturating(name) => self.intrinsic_value(name, &[dst, x.get_type()], &[x.into()]),
+            Conv::ViaF32 => {
                 let f32v = self.b.build_cast(O::FPExt, x, self.l.ctx.f32_type(), "")?;
-                self.b.build_cast(O::FPTrunc, f32v, dst, "")?
+                Ok(self.b.build_cast(O::FPTrunc, f32v, dst, "")?)
             }
-        })
+        }
     }
 
     fn bitcast(&mut self, a: ValueId, to: &Type) -> CompileResult<BasicValueEnum<'ctx>> {

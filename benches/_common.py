@@ -83,6 +83,29 @@ def per_call_us(fn: Callable[[], Any], iters: int, sync: Callable[[], Any]) -> f
     return (time.perf_counter() - t0) / iters * 1e6
 
 
+def event_median_ms(fn: Callable[[int], Any], sets: int, iters: int, warmup: int = 3) -> float:
+    """Median CUDA-event time (ms) of one call `fn(i)` after `warmup` calls;
+    call i uses input set ``i % sets``, so that rotating over enough copies
+    keeps L2 from flattering anyone. Each call is timed alone (an event before
+    and after it), so the host time of a call counts when the GPU waits for it."""
+    import statistics
+
+    import torch
+
+    for i in range(warmup):
+        fn(i % sets)
+    torch.cuda.synchronize()
+    pairs = []
+    for i in range(iters):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn(i % sets)
+        end.record()
+        pairs.append((start, end))
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) for s, e in pairs)
+
+
 def best_of(runs: int, measure: Callable[[], float], lower_is_better: bool = True) -> float:
     """Best of several measurements (the least disturbed by the machine)."""
     vals = [measure() for _ in range(runs)]

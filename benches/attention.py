@@ -20,29 +20,18 @@ from __future__ import annotations
 
 import json
 import math
-import statistics
 from collections.abc import Callable
 from typing import Any
 
-from _common import Results, optional, parse_args
+from _common import Results, event_median_ms, optional, parse_args
 
 from zyntax import kernels
 from zyntax.kernels import attention_sm90 as sm90
 
 
-def timed_ms(fn: Callable[[], Any], iters: int, torch: Any) -> float:
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    pairs = []
-    for _ in range(iters):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        pairs.append((s, e))
-    torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in pairs)
+def timed_ms(fn: Callable[[], Any], iters: int) -> float:
+    """Median CUDA-event time of one call (the inputs, tens of MB, exceed L2)."""
+    return event_median_ms(lambda _i: fn(), 1, iters)
 
 
 def triton_attention() -> Callable[..., Any] | None:
@@ -293,7 +282,7 @@ def run_case(
         path = variant or ("sm90" if hopper else "sm80")
         try:
             if check(impl, ours()):
-                ms = timed_ms(ours, iters, torch)
+                ms = timed_ms(ours, iters)
                 print(f"  {name} {impl}: {tflops(ms):.1f} TFLOP/s")
                 res.add(name, impl, "TFLOP_per_s", tflops(ms), False, ms=round(ms, 3), path=path)
         except Exception as e:
@@ -308,7 +297,7 @@ def run_case(
         try:
             with sdpa_kernel([backend]):
                 sdpa()
-                ms = timed_ms(sdpa, iters, torch)
+                ms = timed_ms(sdpa, iters)
         except Exception as e:
             print(f"  (SDPA backend {bname} unavailable: {type(e).__name__})")
             continue
@@ -316,7 +305,7 @@ def run_case(
         if best is None or ms < best[0]:
             best = (ms, bname)
     if best is None:
-        best = (timed_ms(sdpa, iters, torch), "default")
+        best = (timed_ms(sdpa, iters), "default")
     res.add(
         name,
         "torch_sdpa",
@@ -331,7 +320,7 @@ def run_case(
         try:
             tri(q, k, v, o, causal)
             if check("triton", o):
-                ms = timed_ms(lambda: tri(q, k, v, o, causal), iters, torch)
+                ms = timed_ms(lambda: tri(q, k, v, o, causal), iters)
                 res.add(name, "triton", "TFLOP_per_s", tflops(ms), False, ms=round(ms, 3))
         except Exception as e:
             print(f"  (triton failed: {type(e).__name__}: {e})")

@@ -22,13 +22,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _common import ROOT, Results, optional
+from _common import ROOT, Results, event_median_ms, optional
 
 #: case -> (dtype, M, N, K, zyntax variant or None for the registry's choice)
 CASES: dict[str, tuple[str, int, int, int, str | None]] = {
@@ -49,19 +48,7 @@ L2_FLUSH_BYTES = 256 << 20  # rotate over copies until they exceed this (H100 L2
 
 def median_ms(fn: Callable[[int], Any], copies: int, warmup: int, iters: int) -> float:
     """Median of per-call CUDA-event times; call i uses input copy i % copies."""
-    import torch
-
-    for i in range(warmup):
-        fn(i % copies)
-    torch.cuda.synchronize()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
-    for i in range(iters):
-        starts[i].record()
-        fn(i % copies)
-        ends[i].record()
-    torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends, strict=True))
+    return event_median_ms(fn, copies, iters, warmup)
 
 
 # ---------------------------------------------------------------- Triton peer

@@ -20,30 +20,13 @@ against PyTorch first. ``python benches/memory_bound.py [--quick]``;
 from __future__ import annotations
 
 import os
-import statistics
 from collections.abc import Callable
 from typing import Any
 
-from _common import Results, optional, parse_args
+from _common import Results, event_median_ms, optional, parse_args
 
 from zyntax import kernels
 from zyntax.kernels import elementwise
-
-
-def timed_ms(fn: Callable[[int], Any], sets: int, iters: int, torch: Any) -> float:
-    """Median CUDA-event time of `fn(i)` (i rotates over the input sets) after warm-up."""
-    for i in range(3):
-        fn(i % sets)
-    torch.cuda.synchronize()
-    times = []
-    for i in range(iters):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn(i % sets)
-        end.record()
-        times.append((start, end))
-    torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in times)
 
 
 def triton_kernels() -> dict[str, Any]:
@@ -148,7 +131,7 @@ class Bench:
         # The ceiling: a large device-to-device copy (bytes read + written).
         src = torch.randn(1 << 28, device=self.dev)
         dst = torch.empty_like(src)
-        ms = timed_ms(lambda i: dst.copy_(src), 1, self.iters, torch)
+        ms = event_median_ms(lambda i: dst.copy_(src), 1, self.iters)
         self.peak = gbps(2 * src.numel() * 4, ms)
         self.res.add("d2d_copy", "torch", "GB_per_s", self.peak, False, api="Tensor.copy_ (1 GiB)")
 
@@ -161,7 +144,7 @@ class Bench:
     ) -> None:
         for impl, fn in impls.items():
             try:
-                ms = timed_ms(fn, sets, self.iters, self.torch)
+                ms = event_median_ms(fn, sets, self.iters)
             except Exception as e:  # a peer that fails is reported, never fatal
                 print(f"  ({name} {impl} failed: {type(e).__name__}: {e})")
                 continue

@@ -2,7 +2,10 @@
 # One batch of GPU work on a lent CUDA machine (see docs/gpu-runs.md):
 # installs the wheel carried in .device/, runs every GPU test and the GPU
 # benches, and writes logs and bench JSON under $OUT (default ./gpu-out).
-# Usage on the device:  ZYNTAX_COMMIT=<sha> bash scripts/gpu_batch.sh [tests|benches|sanitize|all]
+# Usage on the device:  ZYNTAX_COMMIT=<sha> bash scripts/gpu_batch.sh [tests|benches|sanitize|all|pending_tests|pending_benches]
+# (`pending_*`: only what no device has run yet, each part under 10 minutes: the split TMA
+# groups and the TMA probe, the decode/split-K, cluster and attention-variant tests; then
+# the decode and cluster GEMM cases, the attention variants and the saxpy variants.)
 # (`sanitize` runs the example-kernel GPU tests under compute-sanitizer memcheck and
 # racecheck; some GPU machines report "Device not supported", see docs/gpu-runs.md.)
 set -uo pipefail
@@ -51,6 +54,21 @@ if [[ "$what" == benches || "$what" == all ]]; then
     for f in "$OUT"/results/gemm-*.json; do
         [[ -f "$f" && "$f" != *partial* ]] && python3 benches/plot_gemm.py "$f" "$OUT/gemm.png" 2>&1 | tail -2
     done
+fi
+if [[ "$what" == pending_tests ]]; then
+    timeout 200 python3 scripts/tma_probe.py sanitize 2>&1 | tee "$OUT/tma_probe.log" | tail -120
+    timeout 360 python3 -m pytest -q -rfEs -p no:cacheprovider tests/python/gpu/test_tma_gpu.py \
+        tests/python/gpu/test_matmul_decode_gpu.py tests/python/gpu/test_gemm_sm90_gpu.py \
+        tests/python/gpu/test_cluster_gpu.py tests/python/gpu/test_attention_sm90_gpu.py \
+        tests/python/gpu/test_memory_bound_gpu.py 2>&1 | tee "$OUT/pending_tests.log" | tail -40
+fi
+if [[ "$what" == pending_benches ]]; then
+    mkdir -p "$OUT/results"
+    timeout 180 python3 benches/gemm.py --cases bf16_m16_n4096_k4096,bf16_m128_n4096_k4096,bf16_m16_n14336_k4096,bf16_8192,fp16_8192,bf16_4096 \
+        --sm90-clusters 1,2 --out-dir "$OUT/results" 2>&1 | tail -30
+    timeout 90 python3 benches/gemm_decode.py --quick --out "$OUT/results/gemm_decode.json" 2>&1 | tail -30
+    timeout 220 python3 benches/attention.py --out-dir "$OUT/results" 2>&1 | tail -40
+    ZYNTAX_BENCH_ONLY=saxpy_f32_256Mi timeout 60 python3 benches/memory_bound.py --out-dir "$OUT/results" 2>&1 | tail -12
 fi
 if [[ "$what" == sanitize || "$what" == all ]] && command -v compute-sanitizer >/dev/null; then
     for tool in memcheck racecheck; do

@@ -544,6 +544,33 @@ fn read_cai(
     Ok((ptr, shape, strides, dtype, stream))
 }
 
+/// The stream a `__cuda_array_interface__` producer's work is on: the
+/// interface's `stream`, or for a PyTorch tensor (whose interface is version 2,
+/// without one) torch's current stream on `device`, as a DLPack consumer
+/// would be told; `None` when nothing needs waiting for.
+fn producer_stream(
+    py: Python<'_>,
+    obj: &Bound<'_, PyAny>,
+    cai_stream: Option<usize>,
+    device: u32,
+) -> PyResult<Option<usize>> {
+    if cai_stream.is_some() {
+        return Ok(cai_stream);
+    }
+    let module: String = obj.get_type().module()?.extract()?;
+    if module != "torch" && !module.starts_with("torch.") {
+        return Ok(None);
+    }
+    let Ok(torch) = py.import("sys")?.getattr("modules")?.get_item("torch") else {
+        return Ok(None);
+    };
+    let current = torch
+        .getattr("cuda")?
+        .call_method1("current_stream", (device,))?;
+    let handle: usize = current.getattr("cuda_stream")?.extract()?;
+    Ok((handle != 0).then_some(handle))
+}
+
 /// Makes the legacy default stream (which orders our blocking streams) wait
 /// for work on a foreign stream named by `__cuda_array_interface__`.
 fn wait_foreign_stream(py: Python<'_>, dev: &zc::Device, stream: usize) -> PyResult<()> {
@@ -1182,7 +1209,7 @@ pub fn cuda_from_cuda_array_interface(
             )));
         };
         let dev = self::device(py, ord)?;
-        if let Some(s) = stream {
+        if let Some(s) = producer_stream(py, obj, stream, ord)? {
             wait_foreign_stream(py, &dev, s)?;
         }
         Ok(DeviceArray {
@@ -2258,7 +2285,7 @@ fn convert_arg<'a>(
                     }
                 }
             };
-            if let Some(s) = stream {
+            if let Some(s) = producer_stream(py, a, stream, k.device().ordinal())? {
                 wait_foreign_stream(py, k.device(), s)?;
             }
             return Ok(zc::KernelArg::Ptr {

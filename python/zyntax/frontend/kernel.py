@@ -89,7 +89,8 @@ def _is_foreign_tensor(a: Any) -> bool:
 def _adopt_foreign(args: tuple[Any, ...], names: Sequence[str]) -> tuple[Any, ...]:
     """``args`` with every foreign GPU tensor replaced by a zero-copy DeviceArray view.
 
-    ``__cuda_array_interface__`` is preferred (its ``stream`` is waited for);
+    ``__cuda_array_interface__`` is preferred (its ``stream`` is waited for;
+    for a PyTorch tensor, whose interface names none, torch's current stream);
     else ``__dlpack__`` is consumed on the legacy default stream, which orders
     zyntax's streams. Shape, dtype and strides come from the object; the view
     keeps it alive for as long as the launch needs it. Host tensors (DLPack

@@ -16,23 +16,21 @@ from typing import Any
 import numpy as np
 
 from zyntax.errors import ArgumentError
+from zyntax.kernels._dtypes import DTYPES
 
-#: Element dtypes matmul knows, by zyntax name: bytes per element.
-DTYPE_BYTES = {"bf16": 2, "f16": 2, "f32": 4, "e4m3": 1}
+#: Element dtypes matmul knows.
+_MATMUL_DTYPES = ("bf16", "f16", "f32", "e4m3")
+#: Bytes per element, by zyntax name.
+DTYPE_BYTES = {n: DTYPES[n].itemsize for n in _MATMUL_DTYPES}
 #: Output dtypes a kernel can write.
 OUT_DTYPES = ("f32", "bf16", "f16")
 #: Epilogue activations (``None`` = identity). GELU is the tanh form (see docs/kernels.md).
 ACTIVATIONS = (None, "relu", "gelu")
 
-_TORCH_DTYPES = {
-    "torch.bfloat16": "bf16",
-    "torch.float16": "f16",
-    "torch.float32": "f32",
-    "torch.float8_e4m3fn": "e4m3",
-}
-_NUMPY_DTYPES = {"float16": "f16", "float32": "f32", "bfloat16": "bf16"}
+_TORCH_DTYPES = {f"torch.{DTYPES[n].torch}": n for n in _MATMUL_DTYPES}
+_NUMPY_DTYPES = {DTYPES[n].numpy: n for n in ("f16", "f32", "bf16")}
 #: numpy/typestr spelling of each zyntax dtype name (bf16 is an opaque 2-byte type).
-TYPESTR = {"bf16": "<V2", "f16": "<f2", "f32": "<f4", "e4m3": "|u1"}
+TYPESTR = {n: DTYPES[n].typestr for n in _MATMUL_DTYPES}
 
 
 @dataclass(frozen=True)

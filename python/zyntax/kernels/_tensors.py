@@ -20,12 +20,14 @@ import numpy as np
 
 from zyntax import cuda, hir, interp
 from zyntax.errors import ArgumentError
+from zyntax.kernels._dtypes import DTYPES
 
+_ROW_DTYPES = ("f32", "f16", "bf16", "i32", "i64")
 #: typestr (``__cuda_array_interface__`` / numpy ``dtype.str``) -> zyntax scalar name.
-_TYPESTR = {"<f4": "f32", "<f2": "f16", "<V2": "bf16", "<i4": "i32", "<i8": "i64"}
+_TYPESTR = {DTYPES[n].typestr: n for n in _ROW_DTYPES}
 #: zyntax scalar name -> HIR type.
-HIR_TYPE = {"f32": hir.f32, "f16": hir.f16, "bf16": hir.bf16, "i32": hir.i32, "i64": hir.i64}
-ITEMSIZE = {"f32": 4, "f16": 2, "bf16": 2, "i32": 4, "i64": 8}
+HIR_TYPE = {n: getattr(hir, n) for n in _ROW_DTYPES}
+ITEMSIZE = {n: DTYPES[n].itemsize for n in _ROW_DTYPES}
 
 
 @dataclass
@@ -105,15 +107,7 @@ def _torch_tensor(obj: Any, name: str) -> Tensor | None:
     if torch is None or not isinstance(obj, torch.Tensor):
         return None
     if not _TORCH_DTYPES:
-        _TORCH_DTYPES.update(
-            {
-                torch.float32: "f32",
-                torch.float16: "f16",
-                torch.bfloat16: "bf16",
-                torch.int32: "i32",
-                torch.int64: "i64",
-            }
-        )
+        _TORCH_DTYPES.update({getattr(torch, DTYPES[n].torch): n for n in _ROW_DTYPES})
     if not obj.is_cuda:
         raise ArgumentError(
             f"argument '{name}': a CPU tensor; pass a GPU tensor, or a numpy array for the "

@@ -66,6 +66,9 @@ struct Gen<'r> {
     b: FunctionBuilder,
     pool: Vec<(ValueId, ScalarType)>,
     budget: usize,
+    /// Whether shuffles and votes may appear (the CPU backend runs kernels
+    /// with warp collectives on the interpreter instead of compiling them).
+    warp_ops: bool,
 }
 
 impl Gen<'_> {
@@ -82,6 +85,22 @@ impl Gen<'_> {
         if vs.is_empty() {
             let (v, _) = self.pool[self.rng.below(self.pool.len())];
             return self.b.cast(v, Type::Scalar(t)).unwrap();
+        }
+        vs[self.rng.below(vs.len())]
+    }
+
+    /// A value of type `t` other than `x`: another one of the pool, or a cast
+    /// of a random pool value (an op on two copies of one value tests little).
+    fn pick_other(&mut self, t: ScalarType, x: ValueId) -> ValueId {
+        let vs: Vec<ValueId> = self.of(t).into_iter().filter(|v| *v != x).collect();
+        if vs.is_empty() || self.rng.chance(25) {
+            let (v, _) = self.pool[self.rng.below(self.pool.len())];
+            if v != x {
+                return self.b.cast(v, Type::Scalar(t)).unwrap();
+            }
+        }
+        if vs.is_empty() {
+            return x;
         }
         vs[self.rng.below(vs.len())]
     }
@@ -110,7 +129,7 @@ impl Gen<'_> {
                 let c = self.b.cast(v, Type::Scalar(t)).unwrap();
                 self.push(c, t);
             }
-            65..=71 if uniform => self.warp(),
+            65..=71 if uniform && self.warp_ops => self.warp(),
             72..=81 if depth < 3 => self.if_else(depth),
             82..=89 if depth < 3 => self.counted_loop(depth, uniform),
             _ => self.binary(),
@@ -120,7 +139,7 @@ impl Gen<'_> {
     fn binary(&mut self) {
         let t = self.any_type();
         let x = self.pick(t);
-        let mut y = self.pick(t);
+        let mut y = self.pick_other(t, x);
         let ops: &[BinOp] = if t.is_float() {
             &[
                 BinOp::Add,
@@ -155,7 +174,7 @@ impl Gen<'_> {
         };
         let op = ops[self.rng.below(ops.len())];
         let v = if t.is_float() && self.rng.chance(25) {
-            let y = self.pick(t);
+            let y = self.pick_other(t, x);
             let z = self.pick(t);
             self.b.fma(x, y, z).unwrap()
         } else {
@@ -167,7 +186,7 @@ impl Gen<'_> {
     fn cmp_select(&mut self) {
         let t = self.any_type();
         let x = self.pick(t);
-        let y = self.pick(t);
+        let y = self.pick_other(t, x);
         let op = CmpOp::ALL[self.rng.below(CmpOp::ALL.len())];
         let c = self.b.cmp(op, x, y).unwrap();
         let u = self.any_type();
@@ -182,7 +201,7 @@ impl Gen<'_> {
         if self.rng.chance(30) {
             let t = self.any_type();
             let x = self.pick(t);
-            let y = self.pick(t);
+            let y = self.pick_other(t, x);
             let c = self.b.cmp(CmpOp::Lt, x, y).unwrap();
             let mode = VoteMode::ALL[self.rng.below(3)];
             let v = self.b.vote(mode, mask, c).unwrap();
@@ -215,7 +234,7 @@ impl Gen<'_> {
     fn if_else(&mut self, depth: usize) {
         let t = self.any_type();
         let x = self.pick(t);
-        let y = self.pick(t);
+        let y = self.pick_other(t, x);
         let c = self.b.cmp(CmpOp::ALL[self.rng.below(6)], x, y).unwrap();
         let n = 1 + self.rng.below(2);
         let tys: Vec<ScalarType> = (0..n).map(|_| self.any_type()).collect();
@@ -270,6 +289,16 @@ impl Gen<'_> {
 
 /// One random kernel named `name`.
 pub fn random_kernel(name: &str, rng: &mut Rng, statements: usize) -> Generated {
+    random_kernel_with(name, rng, statements, true)
+}
+
+/// One random kernel named `name`, with or without warp collectives.
+pub fn random_kernel_with(
+    name: &str,
+    rng: &mut Rng,
+    statements: usize,
+    warp_ops: bool,
+) -> Generated {
     let mut b = FunctionBuilder::kernel(
         name,
         &[
@@ -298,6 +327,7 @@ pub fn random_kernel(name: &str, rng: &mut Rng, statements: usize) -> Generated 
         b,
         pool,
         budget: statements,
+        warp_ops,
     };
     // Seed every type from the inputs (f32/f64 through bit patterns of small ints).
     for s in TYPES {
@@ -308,23 +338,48 @@ pub fn random_kernel(name: &str, rng: &mut Rng, statements: usize) -> Generated 
     while g.budget > 0 {
         g.stmt(0, true);
     }
+    // Every value computed reaches an output: slot j holds the XOR of the
+    // pool's values j, j + 8, ... (floats as bits, NaN and -0.0 made canonical
+    // so that only the values, not LLVM's choice of NaN or zero sign, count).
+    let mut acc: Vec<Option<ValueId>> = vec![None; OUT_SLOTS];
+    let pool = g.pool.clone();
+    for (i, (v, s)) in pool.into_iter().enumerate() {
+        let word = match s {
+            ScalarType::F32 | ScalarType::F64 => {
+                let (ft, it, nan) = if s == ScalarType::F32 {
+                    (Type::F32, Type::U32, 0x7fc0_0000i64)
+                } else {
+                    (Type::F64, Type::U64, 0x7ff8_0000_0000_0000i64)
+                };
+                let zero = g.b.fconst(ft, 0.0).unwrap();
+                let plus = g.b.add(v, zero).unwrap(); // -0.0 + 0.0 = +0.0
+                let bits = g.b.bitcast(plus, it.clone()).unwrap();
+                let is_nan = g.b.cmp(CmpOp::Ne, v, v).unwrap();
+                let canon = g.b.iconst(it, nan).unwrap();
+                g.b.select(is_nan, canon, bits).unwrap()
+            }
+            _ => v,
+        };
+        let wide = g.b.cast(word, Type::U64).unwrap();
+        let j = i % OUT_SLOTS;
+        acc[j] = Some(match acc[j] {
+            Some(a) => g.b.xor(a, wide).unwrap(),
+            None => wide,
+        });
+    }
     let eight = g.b.iconst(Type::U32, OUT_SLOTS as i64).unwrap();
     let t8 = g.b.mul(t, eight).unwrap();
     let mut slots = Vec::new();
-    let n = g.pool.len();
-    for j in 0..OUT_SLOTS {
-        let (v, s) = g.pool[n - 1 - (j * 3) % n];
-        let (bits, kind) = match s {
-            ScalarType::F32 => (g.b.bitcast(v, Type::U32).unwrap(), SlotKind::F32),
-            ScalarType::F64 => (g.b.bitcast(v, Type::U64).unwrap(), SlotKind::F64),
-            _ => (v, SlotKind::Int),
+    for (j, a) in acc.into_iter().enumerate() {
+        let wide = match a {
+            Some(a) => a,
+            None => g.b.iconst(Type::U64, 0).unwrap(),
         };
-        let wide = g.b.cast(bits, Type::U64).unwrap();
         let jv = g.b.iconst(Type::U32, j as i64).unwrap();
         let idx = g.b.add(t8, jv).unwrap();
         let p = g.b.ptr_add(out, idx).unwrap();
         g.b.store(p, wide).unwrap();
-        slots.push(kind);
+        slots.push(SlotKind::Int);
     }
     g.b.ret(&[]).unwrap();
     Generated {

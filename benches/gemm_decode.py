@@ -79,6 +79,7 @@ def sweep(torch: Any, zk: Any, m: int, n: int, k: int, quick: bool) -> list[dict
     print(f"  {m}x{n}x{k} cublas {cublas * 1e3:8.1f} us")
     attr = "MMA_SYNC_SMALL_M_CONFIG" if m <= 32 else "MMA_SYNC_MID_M_CONFIG"
     default_cfg, default_waves = getattr(zk, attr), zk.SPLIT_K_WAVES
+    zk.SPLIT_K_ON_GPU = True  # the sweep measures split-K (waves 0: none)
     for bm, bn, bk, wm, wn, st in CONFIGS[16 if m <= 32 else 128]:
         for waves in WAVES[16 if m <= 32 else 128]:
             cfg = zk.gemm_mma_sync.Config(bm, bn, bk, wm, wn, st, frag_pipeline=True)
@@ -102,6 +103,7 @@ def sweep(torch: Any, zk: Any, m: int, n: int, k: int, quick: bool) -> list[dict
             print(f"  {m}x{n}x{k} {name:<36} splits {splits:3d} {ms * 1e3:8.1f} us  err {err:.1e}")
     setattr(zk, attr, default_cfg)
     zk.SPLIT_K_WAVES = default_waves
+    zk.SPLIT_K_ON_GPU = False
     zk._plans.clear()
     return rows
 

@@ -153,6 +153,7 @@ def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setattr(zk, "_DeviceArray", FakeDev)
     monkeypatch.setattr(zk, "_arch_of", lambda p: "sm_80")
     monkeypatch.setattr(zk, "_sm_count", lambda p: 132)
+    monkeypatch.setattr(zk, "SPLIT_K_ON_GPU", True)  # what the GPU tests switch on
     monkeypatch.setattr(zk, "_compiled", lambda key, *a: Recorder(key[0], log))
     monkeypatch.setattr(
         zk,

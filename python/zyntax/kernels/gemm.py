@@ -311,6 +311,10 @@ def _mma_sync_supports(p: Problem, arch: str) -> str | None:
 SPLIT_K_WAVES = 4
 SPLIT_K_MIN_TILES = 4
 SPLIT_K_MAX_M = 128  # = SMALL_M: the problems the registry sends to mma_sync first
+#: Split-K on GPUs: off until its kernels have run on one (they are tested on
+#: the interpreter, which always splits); the GPU tests and
+#: benches/gemm_decode.py switch it on.
+SPLIT_K_ON_GPU = False
 _sms: dict[int, int] = {}
 
 
@@ -328,7 +332,7 @@ def _sm_count(p: Problem) -> int:
 
 def _splits(p: Problem, cfg: gemm_mma_sync.Config) -> int:
     """K splits for `p` with tile config `cfg` (1: no split)."""
-    if p.m > SPLIT_K_MAX_M:
+    if p.m > SPLIT_K_MAX_M or (p.backend != "interp" and not SPLIT_K_ON_GPU):
         return 1
     tiles = gemm_mma_sync.grid(cfg, p.m, p.n)
     ktiles = -(-p.k // cfg.bk)

@@ -19,6 +19,14 @@ pytestmark = pytest.mark.gpu
 GELU_C = 0.7978845608028654
 
 
+@pytest.fixture(autouse=True)
+def _split_k_on_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are what lets split-K run on GPUs by default (it is off
+    until they have passed on one): switch it on for them."""
+    monkeypatch.setattr(zk, "SPLIT_K_ON_GPU", True)
+    zk._plans.clear()
+
+
 def reference(a: Any, b: Any, bias: Any = None, activation: str | None = None) -> Any:
     ref = a.double().cpu().numpy() @ b.double().cpu().numpy()
     if bias is not None:

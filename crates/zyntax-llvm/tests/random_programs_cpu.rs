@@ -93,4 +93,3 @@ fn random_kernels_on_the_cpu_match_the_interpreter() {
         }
     }
 }
-

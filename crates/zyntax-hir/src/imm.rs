@@ -169,69 +169,30 @@ impl ImmValue for u32 {
     }
 }
 
-impl ImmValue for u64 {
-    const KIND: ImmKind = ImmKind::Int(u64::MAX);
-    fn from_imm(i: Imm) -> Option<Self> {
-        match i {
-            Imm::Int(v) => Some(v),
-            _ => None,
+/// `ImmValue` for a type that is one `Imm` variant's payload as it is.
+macro_rules! imm_payload {
+    ($($t:ty => $kind:expr, $variant:ident;)+) => {$(
+        impl ImmValue for $t {
+            const KIND: ImmKind = $kind;
+            fn from_imm(i: Imm) -> Option<Self> {
+                match i {
+                    Imm::$variant(v) => Some(v),
+                    _ => None,
+                }
+            }
+            fn to_imm(&self) -> Imm {
+                Imm::$variant(self.clone())
+            }
         }
-    }
-    fn to_imm(&self) -> Imm {
-        Imm::Int(*self)
-    }
+    )+};
 }
 
-impl ImmValue for bool {
-    const KIND: ImmKind = ImmKind::Bool;
-    fn from_imm(i: Imm) -> Option<Self> {
-        match i {
-            Imm::Bool(b) => Some(b),
-            _ => None,
-        }
-    }
-    fn to_imm(&self) -> Imm {
-        Imm::Bool(*self)
-    }
-}
-
-impl ImmValue for Type {
-    const KIND: ImmKind = ImmKind::Type;
-    fn from_imm(i: Imm) -> Option<Self> {
-        match i {
-            Imm::Type(t) => Some(t),
-            _ => None,
-        }
-    }
-    fn to_imm(&self) -> Imm {
-        Imm::Type(self.clone())
-    }
-}
-
-impl ImmValue for String {
-    const KIND: ImmKind = ImmKind::Global;
-    fn from_imm(i: Imm) -> Option<Self> {
-        match i {
-            Imm::Global(s) => Some(s),
-            _ => None,
-        }
-    }
-    fn to_imm(&self) -> Imm {
-        Imm::Global(self.clone())
-    }
-}
-
-impl ImmValue for FragType {
-    const KIND: ImmKind = ImmKind::ResultFrag;
-    fn from_imm(i: Imm) -> Option<Self> {
-        match i {
-            Imm::Frag(f) => Some(f),
-            _ => None,
-        }
-    }
-    fn to_imm(&self) -> Imm {
-        Imm::Frag(*self)
-    }
+imm_payload! {
+    u64 => ImmKind::Int(u64::MAX), Int;
+    bool => ImmKind::Bool, Bool;
+    Type => ImmKind::Type, Type;
+    String => ImmKind::Global, Global;
+    FragType => ImmKind::ResultFrag, Frag;
 }
 
 impl ImmValue for Layout {

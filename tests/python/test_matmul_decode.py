@@ -12,28 +12,11 @@ import numpy as np
 import pytest
 
 import zyntax.kernels.gemm as zk
+from test_matmul import reference, rel_err  # the float64 reference of every matmul test
 from zyntax.errors import ArgumentError
 from zyntax.kernels import _problem
 
 rng = np.random.default_rng()
-GELU_C = 0.7978845608028654
-
-
-def reference(a: Any, b: Any, bias: Any = None, activation: str | None = None) -> Any:
-    ref = np.asarray(a, np.float64) @ np.asarray(b, np.float64)
-    if bias is not None:
-        ref = ref + np.asarray(bias, np.float64)
-    if activation == "relu":
-        ref = np.maximum(ref, 0.0)
-    elif activation == "gelu":
-        ref = 0.5 * ref * (1.0 + np.tanh(GELU_C * (ref + 0.044715 * ref**3)))
-    return ref
-
-
-def rel_err(out: Any, ref: Any) -> float:
-    out = np.asarray(out, np.float64)
-    assert not np.isnan(out).any(), "an output element was never written"
-    return float(np.linalg.norm(out - ref) / max(np.linalg.norm(ref), 1e-30))
 
 
 def operands(m: int, n: int, k: int, la: str, lb: str) -> tuple[Any, Any]:

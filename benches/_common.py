@@ -87,12 +87,15 @@ def event_median_ms(fn: Callable[[int], Any], sets: int, iters: int, warmup: int
     """Median CUDA-event time (ms) of one call `fn(i)` after `warmup` calls;
     call i uses input set ``i % sets``, so that rotating over enough copies
     keeps L2 from flattering anyone. Each call is timed alone (an event before
-    and after it), so the host time of a call counts when the GPU waits for it."""
+    and after it), so the host time of a call counts when the GPU waits for it.
+    The warm-up calls every set at least once: a library that caches per-tensor
+    state (zyntax's tensor maps and launch plans) is timed warm on each set, as
+    one that keeps none is."""
     import statistics
 
     import torch
 
-    for i in range(warmup):
+    for i in range(max(warmup, sets)):
         fn(i % sets)
     torch.cuda.synchronize()
     pairs = []

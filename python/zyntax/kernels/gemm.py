@@ -262,16 +262,20 @@ def _main(
 
 #: Tile shapes of the mma_sync variant: large problems, up to 256 rows, up to
 #: 32 rows (decode): smaller tiles keep more SMs busy when M is small.
-#: The fastest of each ladder in benches/gemm.py on an H100
-#: (benches/results/gemm-h100-20261126.json: 8192^3, M=128 and M=16 x 4096 x 4096).
+#: The fastest of each ladder in benches/gemm.py on an H100 (8192^3:
+#: benches/results/gemm-h100-20261126.json) and of the decode sweep
+#: (benches/gemm_decode.py, gemm_decode-h100-20261126-7c34dff.json, without
+#: split-K: 128 x 4096 x 4096 in 28.0 us with 32x128 tiles against 35.6 us with
+#: 64x64, cuBLAS 29.1; 16 x 4096 x 4096 in 29.2 us with 16x128 against 34.7
+#: with 16x32, cuBLAS 40.1 in that sweep's host-inclusive timing).
 MMA_SYNC_CONFIG = gemm_mma_sync.Config(
     bm=128, bn=256, bk=64, wm=64, wn=64, stages=3, frag_pipeline=True
 )
 MMA_SYNC_MID_M_CONFIG = gemm_mma_sync.Config(
-    bm=64, bn=64, bk=32, wm=32, wn=32, stages=4, frag_pipeline=True
+    bm=32, bn=128, bk=64, wm=32, wn=32, stages=4, frag_pipeline=True
 )
 MMA_SYNC_SMALL_M_CONFIG = gemm_mma_sync.Config(
-    bm=16, bn=32, bk=64, wm=16, wn=32, stages=4, frag_pipeline=True
+    bm=16, bn=128, bk=64, wm=16, wn=32, stages=4, frag_pipeline=True
 )
 
 

@@ -5,6 +5,7 @@ checks are tests/python/gpu/test_matmul_gpu.py."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -427,3 +428,36 @@ def test_sm90_variant_is_called_with_the_normalised_problem(
     monkeypatch.setattr(zk, "SMALL_M", 64)
     assert zk.choose_variant(a, bt) == "mma_sync"
     assert zk.choose_variant(a, bt, variant="sm90") == "sm90"
+
+
+def test_sm90_calls_are_planned_on_their_stream(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The sm90 variant returns a plan like the others (a repeated call only
+    # checks aliasing and relaunches), and launches on the problem's stream.
+    seen: list[Any] = []
+
+    class FakeSm90:
+        @staticmethod
+        def sm90_supports(*_: Any) -> bool:
+            return True
+
+        @staticmethod
+        def matmul_sm90(a: Any, b: Any, out: Any, **kw: Any) -> Any:
+            seen.append(("first", kw["stream"], a.__cuda_array_interface__["data"][0]))
+            return lambda *ptrs: seen.append(("again", *ptrs))
+
+    monkeypatch.setattr(zk, "_sm90_module", lambda: FakeSm90)
+    a, b = FakeGpu((64, 32)), FakeGpu((32, 16))
+    out = FakeGpu((64, 16))
+    out.__cuda_array_interface__["data"] = (1 << 24, False)
+    stream = object()
+    p = dataclasses.replace(zk.normalise(a, b, out), stream=stream)
+    plan = zk._sm90_run(p, "sm_90")
+    assert seen == [("first", stream, 1 << 20)] and isinstance(plan, zk._Sm90Plan)
+    plan(1 << 20, 1 << 21, 1 << 24, 0)
+    assert seen[-1] == ("again", 1 << 20, 1 << 21, 1 << 24, 0)
+    with pytest.raises(ArgumentError, match="argument 'out': overlaps argument 'b'"):
+        plan(1 << 20, 1 << 21, (1 << 21) + 64, 0)
+    assert len(seen) == 2  # nothing launched
+    # Padded operand copies or fp8 scales: no plan, every call takes the full path.
+    FakeSm90.matmul_sm90 = staticmethod(lambda *a, **kw: None)  # type: ignore[method-assign]
+    assert zk._sm90_run(p, "sm_90") is None

@@ -218,24 +218,43 @@ class _Plan:
             self.steps.append((launcher, operator.itemgetter(*ln.ptrs), ln.ints))
 
     def __call__(self, pa: int, pb: int, pc: int, pbias: int) -> None:
-        no, na, nb, nbias = self.spans
-        end = pc + no
-        if (
-            (pa < end and pc < pa + na)
-            or (pb < end and pc < pb + nb)
-            or (nbias and pbias < end and pc < pbias + nbias)
-        ):
-            _overlap(pc, end, (("a", pa, na), ("b", pb, nb), ("bias", pbias, nbias)))
+        _check_overlap(self.spans, pa, pb, pc, pbias)
         vals = (pa, pb, pc, pbias if self.has_bias else pc, self.ws_ptr, self.count_ptr)
         for launcher, pick, ints in self.steps:
             launcher(*pick(vals), *ints)
 
 
-def _overlap(pc: int, end: int, spans: tuple[tuple[str, int, int], ...]) -> None:
-    """Raises the error for the first operand in [pc, end)."""
-    for name, lo, n in spans:
-        if n and lo < end and pc < lo + n:
-            raise ArgumentError(f"argument 'out': overlaps argument '{name}' in memory")
+class _Sm90Plan:
+    """The sm90 variant's plan: its prepared launch (``matmul_sm90``'s
+    `relaunch`, which takes the tensor maps of new addresses from a cache)
+    behind the same overlap check as :class:`_Plan`."""
+
+    __slots__ = ("alloc", "relaunch", "spans")
+
+    def __init__(self, p: Problem, relaunch: Callable[[int, int, int, int], None]) -> None:
+        self.alloc: Callable[[], tuple[Any, int]] | None = None
+        self.relaunch = relaunch
+        ext = [op.span()[1] - op.span()[0] for op in (p.out, p.a, p.b)]
+        self.spans = (*ext, p.bias.span()[1] - p.bias.ptr if p.bias is not None else 0)
+
+    def __call__(self, pa: int, pb: int, pc: int, pbias: int) -> None:
+        _check_overlap(self.spans, pa, pb, pc, pbias)
+        self.relaunch(pa, pb, pc, pbias)
+
+
+def _check_overlap(spans: tuple[int, ...], pa: int, pb: int, pc: int, pbias: int) -> None:
+    """Raises if the output's bytes overlap an input's (`spans`: the byte
+    extents of out, a, b and bias from their start pointers)."""
+    no, na, nb, nbias = spans
+    end = pc + no
+    if (
+        (pa < end and pc < pa + na)
+        or (pb < end and pc < pb + nb)
+        or (nbias and pbias < end and pc < pbias + nbias)
+    ):
+        for name, lo, n in (("a", pa, na), ("b", pb, nb), ("bias", pbias, nbias)):
+            if n and lo < end and pc < lo + n:
+                raise ArgumentError(f"argument 'out': overlaps argument '{name}' in memory")
 
 
 def _run(p: Problem, arch: str, work: _Work) -> _Plan | None:
@@ -430,9 +449,9 @@ def _sm90_supports(p: Problem, arch: str) -> str | None:
     return None if ok else "sm90 does not support this dtype/layout combination"
 
 
-def _sm90_run(p: Problem, arch: str) -> None:
+def _sm90_run(p: Problem, arch: str) -> _Sm90Plan | None:
     mod = _sm90_module()
-    mod.matmul_sm90(
+    relaunch = mod.matmul_sm90(
         _cai(p.a),
         _cai(p.b),
         _cai(p.out),
@@ -442,7 +461,9 @@ def _sm90_run(p: Problem, arch: str) -> None:
         b_layout=p.b.layout,
         scale_a=p.scale_a,
         scale_b=p.scale_b,
+        stream=p.stream,
     )
+    return None if relaunch is None else _Sm90Plan(p, relaunch)
 
 
 class _CudaArray:

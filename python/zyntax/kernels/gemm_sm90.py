@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -680,8 +681,10 @@ def matmul_sm90(
     config: Config | None = None,
     sms: int | None = None,
     dtype: str | None = None,
-) -> None:
-    """``out = act(a @ b + bias)`` on the current stream, asynchronously.
+    stream: Any = None,
+) -> Callable[[int, int, int, int], None] | None:
+    """``out = act(a @ b + bias)`` on `stream` (a ``zyntax.cuda.Stream``;
+    None: the legacy default stream), asynchronously.
 
     `a` is (M, K), `b` is (K, N), `out` is (M, N) row-major, `bias` (N,) or
     None; any ``__cuda_array_interface__``/DLPack/DeviceArray objects on one
@@ -696,7 +699,12 @@ def matmul_sm90(
     element type (``"e4m3"`` for fp8 passed as uint8 bytes). `bias` may be
     (N,), (1, N) or (N, 1).
     `scale_a`/`scale_b` (floats or 1-element f32 device arrays, both or
-    neither) multiply the product before the bias: fp8's per-tensor scales."""
+    neither) multiply the product before the bias: fp8's per-tensor scales.
+
+    Returns the launch prepared for more calls of the same shapes, strides,
+    dtypes and 16-byte alignments: ``relaunch(a_ptr, b_ptr, out_ptr,
+    bias_ptr)`` (the tensor maps of new addresses come from a cache), or None
+    when the call needed padded operand copies or scales."""
     from zyntax import cuda
 
     da, db, dout = (cuda.as_device_array(x) for x in (a, b, out))
@@ -731,7 +739,7 @@ def matmul_sm90(
         raise _argument_error("pass both scale_a and scale_b, or neither")
     scales = [_scale(x, dout.device) for x in (scale_a, scale_b) if x is not None]
     if m == 0 or n == 0:
-        return
+        return None
     sa = [s // da.itemsize for s in da.strides]
     sb = [s // db.itemsize for s in db.strides]
     base = config or default_config(m, n)
@@ -750,15 +758,25 @@ def matmul_sm90(
     # A as M x K rows; B as N x K rows ("col") or K x N rows ("row"). The
     # padded copies (if any) are freed stream-ordered after the launch.
     tmap_a, _pad_a = _operand_map(da, m, k, sa[0], sa[1], box_a, cfg.dtype)
+    b_rows, b_cols = (n, k) if b_layout == "col" else (k, n)
     if b_layout == "col":
         tmap_b, _pad_b = _operand_map(db, n, k, sb[1], sb[0], box_b, cfg.dtype)
     else:
         tmap_b, _pad_b = _operand_map(db, k, n, sb[0], sb[1], box_b, cfg.dtype)
     grid, block, shared = launch_shape(cfg, m, n, sms or _resident_blocks(cfg, dout.device))
-    args: list[Any] = [tmap_a, tmap_b, dout]
-    if dbias is not None:
-        args.append(dbias)
-    kern.launch(grid, block, *args, *scales, m, n, k, shared_mem=shared)
+    launcher = kern.prepare(grid, block, shared, stream)
+    launcher(tmap_a, tmap_b, dout, *([dbias] if dbias is not None else []), *scales, m, n, k)
+    if _pad_a is not None or _pad_b is not None or scales:
+        return None
+    has_bias, device = dbias is not None, dout.device
+    ta_str, tb_str, mdtype = da.typestr, db.typestr, cfg.dtype
+
+    def relaunch(pa: int, pb: int, pc: int, pbias: int) -> None:
+        map_a = _view_map(pa, m, k, ta_str, device, box_a, mdtype)
+        map_b = _view_map(pb, b_rows, b_cols, tb_str, device, box_b, mdtype)
+        launcher(map_a, map_b, pc, *((pbias,) if has_bias else ()), m, n, k)
+
+    return relaunch
 
 
 def _scale(x: Any, device: int) -> Any:

@@ -8,7 +8,8 @@ Bench ``gemm``, metric ``TFLOP_per_s`` (2·M·N·K per call), impls ``zyntax``,
 ``cublas`` (``torch.matmul``; ``torch._scaled_mm`` for fp8) and ``triton``
 (a persistent tile-scheduled matmul written here the way Triton's matmul
 tutorial writes it: the installed Triton compiles it). Each value is the
-median of per-call CUDA-event timings after a warm-up, the inputs rotated
+best of three medians of per-call CUDA-event timings after a warm-up (every
+impl alike), the inputs rotated
 over enough copies that L2 holds none of them between calls. A case whose
 zyntax variant does not exist (or rejects it) gets no zyntax row; its peer
 rows stay. ``--sweep`` adds ``sweep_bf16_<n>`` cases (square sizes) for the
@@ -27,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _common import ROOT, Results, event_median_ms, optional
+from _common import ROOT, Results, best_of, event_median_ms, optional
 
 #: case -> (dtype, M, N, K, zyntax variant or None for the registry's choice)
 CASES: dict[str, tuple[str, int, int, int, str | None]] = {
@@ -154,7 +155,9 @@ def bench_case(
 
     def report(impl: str, fn: Callable[[int], Any], **more: Any) -> None:
         try:
-            ms = median_ms(fn, copies, warmup, iters)
+            # Best of three medians, for every impl alike: one median of a
+            # few-microsecond call (decode shapes) moved by 30 % from run to run.
+            ms = best_of(3, lambda: median_ms(fn, copies, warmup, iters))
         except Exception as e:  # a peer or variant that fails is reported, not fatal
             print(f"  {case:<22} {impl:<18} failed: {type(e).__name__}: {str(e)[:200]}")
             return

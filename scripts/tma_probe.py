@@ -1,4 +1,5 @@
-"""TMA probe for an sm_90 device (docs/gpu-runs.md, "Known TMA failures").
+"""TMA probe for an sm_90 device (docs/gpu-runs.md, "What the H100 showed
+about TMA": each case below produced one of its rows).
 
 Each case runs in its own process (a TMA fault poisons the CUDA context):
 
@@ -8,10 +9,16 @@ Each case runs in its own process (a TMA fault poisons the CUDA context):
   to tell the instruction from the place;
 - ``canary_<elem>_<inner>_<rows>_<swizzle>``: a load into a shared area
   pre-filled with -1, dumped 128 bytes per line, to see where the hardware
-  writes a box narrower than its swizzle span.
+  writes a box narrower than its swizzle span;
+- ``nstore_<elem>_<inner>_<rows>_<swizzle>``: a store of such a box, checked
+  against rows a span apart and against dense rows;
+- ``es<k>``: NaN-filled loads with element strides (``ES_CASES``), dumped
+  next to the model with ``element_strides[0]`` honoured and ignored (needs a
+  build that accepts ``element_strides[0] != 1``: one before ``f9d5906``);
+- ``bf16cai``: what PyTorch's bf16 ``__cuda_array_interface__`` says.
 
 Usage on the device after ``scripts/gpu_batch.sh none``:
-``PYTHONPATH=/tmp/site python3 scripts/tma_probe.py [sanitize]``."""
+``PYTHONPATH=/tmp/site python3 scripts/tma_probe.py [sanitize] [case-name prefixes]``."""
 
 import os
 import re

@@ -149,11 +149,19 @@ class TensorMap:
 
     @property
     def box_bytes(self) -> int:
-        """Bytes one box occupies in shared memory (what a load completes on its mbarrier)."""
+        """Bytes one box moves (what a load completes on its mbarrier)."""
         n = self.array.itemsize
         for b, e in zip(self.box, self.element_strides, strict=True):
             n *= -(-b // e)
         return n
+
+    @property
+    def shared_bytes(self) -> int:
+        """Bytes one box spans in shared memory: `box_bytes` plus the padding
+        of rows narrower than the swizzle span (each row takes a whole span)."""
+        row = self.box[0] * self.array.itemsize
+        span = {"none": 0, "32B": 32, "64B": 64, "128B": 128}.get(self.swizzle, 0)
+        return self.box_bytes // row * max(row, span)
 
     def _desc(self, buffer: int) -> tuple[Any, ...]:
         return (

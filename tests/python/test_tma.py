@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import zyntax
-from zyntax import hir, interp, lang
+from zyntax import cuda, hir, interp, lang
 from zyntax.errors import ArgumentError, BuildError, TrapError, VerifyError
 from zyntax.frontend.errors import KernelTypeError
 
@@ -48,6 +48,26 @@ def box_elems(box: Sequence[int], es: Sequence[int]) -> list[int]:
     return [-(-b // e) for b, e in zip(box, es, strict=True)]
 
 
+def row_pitch(inner_bytes: int, mode: str) -> int:
+    """Bytes between box rows in shared memory: a row narrower than its
+    swizzle span still takes a whole span (the H100's canary dump)."""
+    return max(inner_bytes, SPAN[mode])
+
+
+def box_offsets(n: Sequence[int], itemsize: int, mode: str) -> np.ndarray:
+    """Shared byte offset of each box element (innermost index fastest):
+    rows at `row_pitch`, then the swizzle."""
+    total = prod(n)
+    lin = np.arange(total, dtype=np.int64)
+    pitch = row_pitch(n[0] * itemsize, mode)
+    return swizzle(lin // n[0] * pitch + lin % n[0] * itemsize, mode)
+
+
+def shared_bytes(n: Sequence[int], itemsize: int, mode: str) -> int:
+    """Bytes a box of n elements per dimension spans in shared memory."""
+    return prod(n[1:]) * row_pitch(n[0] * itemsize, mode)
+
+
 def model_load(
     x: np.ndarray,
     box: Sequence[int],
@@ -59,7 +79,8 @@ def model_load(
     """The shared-memory image (as elements of x's dtype) a tile load leaves."""
     es = es or [1] * x.ndim
     n = box_elems(box, es)
-    img = np.zeros(prod(n) * x.itemsize, np.uint8)
+    img = np.full(shared_bytes(n, x.itemsize, mode) // x.itemsize, CANARY, x.dtype)
+    img = img.view(np.uint8)
     # Box index grids, innermost first; global coordinates and in-bounds mask.
     idx = np.indices(n[::-1]).reshape(x.ndim, -1)[::-1]
     g = [coords[k] + idx[k] * es[k] for k in range(x.ndim)]
@@ -68,10 +89,7 @@ def model_load(
     vals = np.full(idx.shape[1], fill, dtype=x.dtype)
     gi = tuple(np.where(inb, g[k], 0) for k in reversed(range(x.ndim)))
     vals[inb] = x[gi][inb]
-    lin = np.zeros(idx.shape[1], np.int64)
-    for k in reversed(range(x.ndim)):
-        lin = lin * n[k] + idx[k]
-    off = swizzle(lin * x.itemsize, mode)
+    off = box_offsets(n, x.itemsize, mode)
     raw = vals.view(np.uint8).reshape(-1, x.itemsize)
     for b in range(x.itemsize):
         img[off + b] = raw[:, b]
@@ -90,11 +108,12 @@ def model_store(
     want = out.copy()
     n = box_elems(box, [1] * out.ndim)
     raw = img.view(np.uint8)
+    offs = box_offsets(n, out.itemsize, mode)
     for lin, idx in enumerate(np.ndindex(*n[::-1])):
         g = [coords[k] + idx[::-1][k] for k in range(out.ndim)]
         if not all(0 <= g[k] < out.shape[::-1][k] for k in range(out.ndim)):
             continue
-        o = int(swizzle(np.int64(lin * out.itemsize), mode))
+        o = int(offs[lin])
         v = raw[o : o + out.itemsize].view(out.dtype)[0]
         at = tuple(g[::-1])
         if op == "add":
@@ -136,9 +155,14 @@ def _strided_copy(b: hir.FunctionBuilder, dst: hir.Value, src: hir.Value, n: hir
         b.store(b.ptr_add(dst, i), b.load(b.ptr_add(src, i)))
 
 
+#: What shared memory holds before a load: the bytes a load leaves untouched keep it.
+CANARY = -1
+
+
 def load_module(elem: str, rank: int, arch: str = "sm_90") -> hir.Module:
-    """`load(tmap, out, n, bytes, c0..)`: thread 0 loads the box at the
-    coordinates through an mbarrier; every thread then copies the raw
+    """`load(tmap, out, n, bytes, c0..)`: the threads fill n elements of
+    shared memory with CANARY; thread 0 loads the box at the coordinates
+    through an mbarrier expecting `bytes`; every thread then copies the raw
     shared image (n elements) to out."""
     t = hir.SCALARS[elem]
     m = hir.Module(f"tma_load_{elem}_{rank}d", targets=[arch])
@@ -146,6 +170,9 @@ def load_module(elem: str, rank: int, arch: str = "sm_90") -> hir.Module:
     with m.kernel("load", params) as b:
         tmap, out, n, nbytes, *coords = b.params
         bar, box = _smem(b, t)
+        with b.for_range(b.thread_idx(), n, b.block_dim(), type=hir.u32) as i:
+            b.store(b.ptr_add(box, i), b.const(CANARY, t))
+        b.fence_proxy_async()  # the fill before the copy engine's writes
         first = b.eq(b.thread_idx(), 0)
         with b.if_(first):
             b.prefetch_tensormap(tmap)
@@ -227,16 +254,26 @@ LOAD_CASES = [
     ("f16", (16, 40), (16, 12), "32B"),
     ("f32", (17, 24), (8, 5), "none"),
     ("i32", (9, 20), (4, 4), "none"),
+    # Rows narrower than the swizzle span: the H100's canary cases.
+    ("f32", (24, 40), (8, 8), "64B"),
+    ("f16", (16, 72), (32, 8), "128B"),
 ]
 
 
-def load_case(shape: Sequence[int], box: Sequence[int], edge: bool, itemsize: int = 4) -> list[int]:
-    """Coordinates (innermost first) inside the tensor, or crossing its edges;
-    the innermost one on a 16-byte boundary, as the hardware requires."""
+def load_case(
+    shape: Sequence[int], box: Sequence[int], edge: bool, itemsize: int = 4, before: bool = True
+) -> list[int]:
+    """Coordinates (innermost first) inside the tensor, or crossing its edges
+    (the far edges only unless `before`: a store box must not start before
+    the tensor); the innermost one on a 16-byte boundary, as the hardware requires."""
     dims = list(shape)[::-1]
     if edge:
         c = [
-            int(rng.choice([-int(rng.integers(1, b)), d - int(rng.integers(1, b))]))
+            int(
+                rng.choice([-int(rng.integers(1, b)), d - int(rng.integers(1, b))])
+                if before
+                else max(0, d - int(rng.integers(1, b)))
+            )
             for d, b in zip(dims, box, strict=True)
         ]
     else:
@@ -255,11 +292,21 @@ def run_load(
     coords: Sequence[int],
     es: Sequence[int] | None = None,
 ) -> np.ndarray:
-    """Launches `load` with `launch(m, grid, block, *args, shared_bytes=)` and returns the image."""
-    n = prod(box_elems(box, es or [1] * x.ndim))
-    out = np.full(n, 77, x.dtype)
+    """Launches `load` with `launch(m, grid, block, *args, shared_bytes=)` and
+    returns the shared image: the box's whole footprint (padding included)."""
+    n = box_elems(box, es or [1] * x.ndim)
+    size = shared_bytes(n, x.itemsize, tm.swizzle)
+    out = np.full(size // x.itemsize, 77, x.dtype)
     out = launch(
-        m, 1, 96, tm, out, n, n * x.itemsize, *coords, shared_bytes=BOX_AT + n * x.itemsize
+        m,
+        1,
+        96,
+        tm,
+        out,
+        size // x.itemsize,
+        prod(n) * x.itemsize,
+        *coords,
+        shared_bytes=BOX_AT + size,
     )
     return out
 
@@ -287,16 +334,66 @@ def test_tile_load_matches_the_model(
     np.testing.assert_array_equal(got, model_load(x, box, coords, mode))
 
 
-def test_nan_fill_and_element_strides() -> None:
+#: (element_strides, box, coords) of NaN-filled f32 loads from a 12 x 40
+#: tensor; element_strides[0] is 1 (the only value the hardware honours).
+NAN_FILL_CASES = [
+    ((1, 3), (16, 6), (32, -2)),
+    ((1, 2), (8, 5), (4, 9)),
+    ((1, 4), (16, 8), (-8, 3)),
+]
+
+
+@pytest.mark.parametrize(("es", "box", "coords"), NAN_FILL_CASES)
+def test_nan_fill_and_element_strides(
+    es: tuple[int, int], box: tuple[int, int], coords: tuple[int, int]
+) -> None:
     x = rand("f32", (12, 40))
-    box, es = (16, 6), (2, 3)
     tm = interp.TensorMap.tiled(x, box, element_strides=es, oob_fill="nan")
-    coords = [32, -2]
     got = run_load(interp_launch, load_module("f32", 2), tm, x, box, coords, es)
     want = model_load(x, box, coords, "none", es, fill=np.nan)
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     assert np.isnan(want).any() and not np.isnan(want).all()
     np.testing.assert_array_equal(got[~np.isnan(got)], want[~np.isnan(want)])
+
+
+def test_innermost_element_stride_is_refused() -> None:
+    """The driver ignores element_strides[0] without interleave (an H100
+    loaded a 16-element row for element_strides (2, 3)): refused by name."""
+    x = rand("f32", (12, 40))
+    with pytest.raises(ArgumentError, match=r"element_strides\[0\]: 2: .*must be 1"):
+        interp.TensorMap.tiled(x, (16, 6), element_strides=(2, 3))
+
+
+def test_narrow_box_layout_is_the_h100s() -> None:
+    """What the H100's canary dump showed for an f32 8 x 8 box under 64B
+    swizzle (docs/gpu-runs.md): row r at byte 64 r, its two 16-byte chunks
+    at chunk index c ^ (r // 2 % 4) of the row's 64-byte line pair, the
+    other 32 bytes of each 64 left as they were; 512 bytes in all."""
+    x = rand("f32", (8, 8))
+    tm = interp.TensorMap.tiled(x, (8, 8), swizzle="64B")
+    assert (tm.box_bytes, tm.shared_bytes) == (256, 512)
+    got = run_load(interp_launch, load_module("f32", 2), tm, x, (8, 8), [0, 0])
+    want = np.full(128, CANARY, np.float32)
+    for r in range(8):
+        line, half = divmod(r, 2)  # 128-byte line r // 2, its half r % 2
+        for j in range(8):
+            chunk = (half * 4 + j // 4) ^ (line % 4)  # 16-byte chunk in the line
+            want[line * 32 + chunk * 4 + j % 4] = x[r, j]
+    np.testing.assert_array_equal(got, want)
+    assert np.count_nonzero(got == CANARY) == 64
+
+
+def test_narrow_box_store_reads_span_pitched_rows() -> None:
+    x = rand("f32", (16, 64))
+    box, mode = (16, 8), "128B"  # 64-byte rows under the 128-byte span
+    tm = interp.TensorMap.tiled(x, box, swizzle=mode)
+    img = rand("f32", (tm.shared_bytes // 4,))
+    coords = [16, 4]
+    want = model_store(x, img, box, coords, mode)
+    interp.launch(
+        store_module("f32", 2), 1, 128, tm, img, img.size, *coords, shared_bytes=BOX_AT + img.nbytes
+    )
+    np.testing.assert_array_equal(x, want)
 
 
 @pytest.mark.parametrize("rank", [1, 3, 4, 5])
@@ -319,12 +416,40 @@ def test_store_and_reduce(op: str | None, mode: str) -> None:
     n = prod(box)
     img = rand(elem, (n,))
     tm = interp.TensorMap.tiled(x, box, swizzle=mode)
-    coords = load_case(x.shape, box, True, x.itemsize)
+    coords = load_case(x.shape, box, True, x.itemsize, before=False)
     want = model_store(x, img, box, coords, mode, op)
     interp.launch(
         store_module(elem, 2, op), 1, 128, tm, img, n, *coords, shared_bytes=BOX_AT + img.nbytes
     )
     np.testing.assert_array_equal(x, want)
+
+
+@pytest.mark.parametrize("op", [None, "add", "max"])
+@pytest.mark.parametrize("coords", [(-8, 4), (16, -1), (-16, -2)])
+def test_store_before_the_start_traps(op: str | None, coords: tuple[int, int]) -> None:
+    """An H100 raises an illegal instruction for a store or reduction box
+    that starts before the tensor; the interpreter traps, naming it."""
+    elem = "f16" if op == "max" else "f32"
+    x = rand(elem, (20, 48))
+    box = (64, 8) if elem == "f16" else (32, 8)
+    img = rand(elem, (prod(box),))
+    before = x.copy()
+    tm = interp.TensorMap.tiled(x, box)
+    k = next(i for i, c in enumerate(coords) if c < 0)
+    mn = "tma.store" if op is None else f"tma.reduce.{op}"
+    with pytest.raises(TrapError, match=rf"{mn}: coordinate {k} is {coords[k]}: ") as e:
+        interp.launch(
+            store_module(elem, 2, op),
+            1,
+            32,
+            tm,
+            img,
+            img.size,
+            *coords,
+            shared_bytes=BOX_AT + img.nbytes,
+        )
+    assert e.value.kind == "invalid TMA use"
+    np.testing.assert_array_equal(x, before)
 
 
 def test_bulk_copy() -> None:
@@ -472,6 +597,10 @@ def _tm(x: np.ndarray, box: Sequence[int], **kw: Any) -> interp.TensorMap:
             "element_strides[0]",
         ),
         (lambda: _tm(np.zeros((8, 64), np.float32)[:, ::2], (32, 8)), "array"),
+        (
+            lambda: _tm(np.zeros((8, 32), np.float32), (32, 8), element_strides=(2, 1)),
+            "element_strides[0]",
+        ),
         (lambda: _tm(np.zeros((8, 64), np.float32), (32, 8), interleave="16B"), "interleave"),
         (lambda: _tm(np.zeros((8, 64), np.float32), (32, 8), l2_promotion="1K"), "l2_promotion"),
     ],
@@ -479,6 +608,39 @@ def _tm(x: np.ndarray, box: Sequence[int], **kw: Any) -> interp.TensorMap:
 def test_every_tensor_map_check_names_its_field(make: Any, field: str) -> None:
     with pytest.raises(ArgumentError, match=field.replace("[", r"\[").replace("]", r"\]")):
         make()
+
+
+def test_cuda_tensor_map_of_a_host_array_names_the_argument() -> None:
+    """No GPU needed: a host array is refused before the driver is asked."""
+    with pytest.raises(
+        ArgumentError, match=r"'tensor': must be a GPU tensor.*ndarray lives in host memory"
+    ):
+        cuda.TensorMap.tiled(np.zeros((8, 64), np.float32), (32, 8))
+    with pytest.raises(ArgumentError, match=r"'obj': must be a GPU tensor.*host memory"):
+        cuda.from_dlpack(np.zeros(4, np.float32))
+
+
+class _OpaqueInterface:
+    """What a PyTorch bf16 tensor shows: an array interface whose typestr is
+    the opaque '<V2', and DLPack (here on the host, so the reader stops at
+    the device check without touching the driver)."""
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        return {"shape": (8, 64), "typestr": "<V2", "data": (0x1000, False), "version": 2}
+
+    def __dlpack__(self, **kw: object) -> object:
+        raise AssertionError("not consumed: the device check comes first")
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (1, 0)  # kDLCPU
+
+
+def test_cuda_tensor_map_reads_opaque_dtypes_through_dlpack() -> None:
+    """The '<V2' array interface is not read (it cannot say bf16); DLPack
+    is, and here reports host memory."""
+    with pytest.raises(ArgumentError, match=r"'tensor': must be a GPU tensor.*device type 1"):
+        cuda.TensorMap.tiled(_OpaqueInterface(), (64, 8))
 
 
 def test_tensormap_argument_must_be_a_tensor_map() -> None:

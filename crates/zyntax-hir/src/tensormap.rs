@@ -7,13 +7,18 @@
 //! instructions from the same description. Both validate it here first, so
 //! every bad field is an error naming it before the driver sees anything.
 //!
-//! Shared-memory layout of a box (tile mode, no interleave): the elements of
-//! the box are stored densely, innermost dimension first; element
-//! `(i0, ..., i4)` (each `i_k < ceil(box[k] / elem_strides[k])`) is at byte
-//! `o = ((((i4*n3 + i3)*n2 + i2)*n1 + i1)*n0 + i0) * elem_bytes`, then the
+//! Shared-memory layout of a box (tile mode, no interleave): the box is
+//! stored row by row, a row being its `n0` innermost elements (each
+//! `n_k = ceil(box[k] / elem_strides[k])`); element `(i0, ..., i4)` is at byte
+//! `o = (((i4*n3 + i3)*n2 + i2)*n1 + i1) * pitch + i0 * elem_bytes`, then the
 //! swizzle permutes 16-byte chunks: `o ^ (((o >> 7) & m) << 4)` with
 //! `m = 1, 3, 7` for 32B, 64B and 128B (the chunk index within each 128-byte
-//! line XORed with the line index, modulo the span's chunk count).
+//! line XORed with the line index, modulo the span's chunk count). The row
+//! pitch is the row's bytes, but a row narrower than the swizzle span takes a
+//! whole span (an H100 fills a canary-filled destination so: an f32 8 x 8
+//! box under 64B swizzle puts row r at byte 64 r, its 32 bytes in chunks
+//! XORed as a full row's; the other 32 bytes stay as they were), so such a
+//! box spans `rows * span` bytes of shared memory ([`TensorMapDesc::shared_bytes`]).
 
 use crate::types::ScalarType;
 use std::fmt;
@@ -153,9 +158,19 @@ impl TensorMapDesc {
     pub fn box_elems(&self, k: usize) -> u64 {
         u64::from(self.box_dims[k]).div_ceil(u64::from(self.elem_strides[k]))
     }
-    /// Bytes one box occupies in shared memory (and completes on the barrier).
+    /// Bytes one box moves (and completes on the barrier).
     pub fn box_bytes(&self) -> u64 {
         (0..self.rank()).map(|k| self.box_elems(k)).product::<u64>() * self.elem_bytes()
+    }
+    /// Bytes between box rows in shared memory: the row, or the whole swizzle
+    /// span when the row is narrower (see the module docs).
+    pub fn row_pitch(&self) -> u64 {
+        (self.box_elems(0) * self.elem_bytes()).max(u64::from(self.swizzle.span()))
+    }
+    /// Bytes one box spans in shared memory: `box_bytes` plus the padding of
+    /// rows narrower than the swizzle span.
+    pub fn shared_bytes(&self) -> u64 {
+        (1..self.rank()).map(|k| self.box_elems(k)).product::<u64>() * self.row_pitch()
     }
     /// The byte stride of dimension `k` (dimension 0: the element size).
     pub fn stride(&self, k: usize) -> u64 {
@@ -231,6 +246,18 @@ impl TensorMapDesc {
                 );
             }
         }
+        // The driver documents elementStrides[0] as ignored without interleave
+        // (an H100 loads box[0] contiguous elements): refused rather than dropped.
+        if self.interleave == Interleave::None && self.elem_strides[0] != 1 {
+            return bad(
+                "element_strides[0]",
+                format!(
+                    "{}: TMA has no stride along the innermost dimension without interleave \
+                     (the hardware ignores it); it must be 1",
+                    self.elem_strides[0]
+                ),
+            );
+        }
         if self.interleave != Interleave::None && rank < 3 {
             return bad("interleave", "an interleaved tensor map has rank 3 or more");
         }
@@ -274,11 +301,12 @@ impl TensorMapDesc {
 
     /// Byte offset in the shared box of element `idx` (box-relative, innermost first).
     pub fn shared_offset(&self, idx: &[u64]) -> u64 {
-        let mut o = 0u64;
-        for k in (0..self.rank()).rev() {
-            o = o * self.box_elems(k) + idx[k];
+        let mut row = 0u64;
+        for k in (1..self.rank()).rev() {
+            row = row * self.box_elems(k) + idx[k];
         }
-        self.swizzle.apply(o * self.elem_bytes())
+        self.swizzle
+            .apply(row * self.row_pitch() + idx[0] * self.elem_bytes())
     }
 }
 
@@ -340,6 +368,42 @@ mod tests {
         d.box_dims[0] = 32;
         d.oob_fill = OobFill::Nan;
         assert_eq!(field(d, 0), "oob_fill");
+    }
+
+    #[test]
+    fn narrow_rows_take_a_whole_span() {
+        // f32 8 x 8 under 64B (the H100's canary dump): row r at byte 64 r,
+        // its two chunks XORed with line r / 2 as in a full 64-byte row.
+        let mut d = desc();
+        d.dtype = ScalarType::F32;
+        d.box_dims = vec![8, 8];
+        d.swizzle = Swizzle::B64;
+        assert_eq!(
+            (d.box_bytes(), d.row_pitch(), d.shared_bytes()),
+            (256, 64, 512)
+        );
+        assert_eq!(d.shared_offset(&[0, 1]), 64);
+        assert_eq!(d.shared_offset(&[0, 2]), 128 + 16);
+        assert_eq!(d.shared_offset(&[4, 7]), 3 * 128 + 64 + (16 ^ 48));
+        // f16 32 x 8 under 128B: 64 of every 128 bytes, chunk XOR row % 8.
+        d.dtype = ScalarType::F16;
+        d.box_dims = vec![32, 8];
+        d.swizzle = Swizzle::B128;
+        assert_eq!((d.box_bytes(), d.shared_bytes()), (512, 1024));
+        assert_eq!(d.shared_offset(&[8, 5]), 5 * 128 + (16 ^ (5 * 16)));
+        // Rows that fill the span, and unswizzled rows, stay dense.
+        assert_eq!(desc().shared_bytes(), desc().box_bytes());
+        d.swizzle = Swizzle::None;
+        assert_eq!(d.shared_bytes(), d.box_bytes());
+    }
+
+    #[test]
+    fn innermost_element_stride_is_refused() {
+        let mut d = desc();
+        d.elem_strides = vec![2, 1];
+        assert_eq!(d.validate(0).unwrap_err().field, "element_strides[0]");
+        d.elem_strides = vec![1, 3];
+        assert_eq!(d.validate(0), Ok(()));
     }
 
     #[test]

@@ -9,13 +9,16 @@
 //!   `coords[k] + i_k * elem_strides[k]`, is read from the tensor, or is the
 //!   fill value (0, or a NaN with `oob_fill = nan`) when any coordinate lies
 //!   outside `0..dims[k]`; it is written to the shared destination at
-//!   [`TensorMapDesc::shared_offset`] (dense box, innermost first, then the
+//!   [`TensorMapDesc::shared_offset`] (row by row, innermost first, then the
 //!   swizzle). Then the box's bytes complete on the mbarrier (`complete_tx`).
 //!   With a multicast mask the box and its `complete_tx` go to the same
 //!   shared offsets in every CTA of the cluster the mask names (the blocks
 //!   run co-scheduled, as with `mapa`).
 //! - `tma.store` / `tma.reduce.*`: the reverse for in-bounds elements only;
-//!   the reduction combines with the tensor's value in its element type.
+//!   the reduction combines with the tensor's value in its element type. A
+//!   box that starts before the tensor (any negative coordinate) is a trap:
+//!   an H100 raises an illegal instruction for it (a box crossing the far
+//!   edge is clipped there, as here).
 //! - `bulk.copy.*`: `bytes` (a multiple of 16, both ends 16-byte aligned).
 //! - `bulk.commit_group` / `bulk.wait_group` and `prefetch.tensormap` change no value.
 //!
@@ -25,7 +28,9 @@
 //! its allocation, and, with a swizzle, aligned to one repeat of the pattern
 //! (256, 512 or 1024 bytes for 32B, 64B and 128B), so that the pattern the
 //! interpreter applies to offsets is the one the hardware applies to
-//! addresses. Anything else is a `TrapKind::InvalidTma` naming it.
+//! addresses. Anything else is a `TrapKind::InvalidTma` naming it. The shared
+//! box spans [`TensorMapDesc::shared_bytes`]: rows narrower than the swizzle
+//! span are a span apart, and the bytes between them are left as they were.
 
 use crate::mbarrier;
 use crate::memory::{self, Access, Fault, Memory};
@@ -143,6 +148,13 @@ pub fn exec(
             let t = map(0)?;
             let c = coords(2, n);
             check_coords(&mn, &t.desc, &c)?;
+            if let Some(k) = c.iter().position(|&v| v < 0) {
+                return trap(format!(
+                    "{mn}: coordinate {k} is {}: a store or reduction box must not start before \
+                     the tensor (the hardware raises an illegal instruction)",
+                    c[k]
+                ));
+            }
             let src = val(1);
             shared_box_ptr(mem, src, &t.desc, &mn)?;
             let esize = t.desc.elem_bytes() as usize;

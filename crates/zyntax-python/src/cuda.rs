@@ -1203,8 +1203,9 @@ pub fn cuda_from_cuda_array_interface(
             pointer_device(ptr)
         };
         let Some(ord) = ord else {
-            return Err(PyTypeError::new_err(format!(
-                "__cuda_array_interface__ of {} points to memory the CUDA driver does not know",
+            return Err(ArgumentError::new_err(format!(
+                "argument 'obj': the __cuda_array_interface__ of {} points to memory the CUDA \
+                 driver does not know (not a GPU tensor)",
                 type_name(obj)
             )));
         };
@@ -1226,18 +1227,28 @@ pub fn cuda_from_cuda_array_interface(
 /// Imports a DLPack-exporting object (PyTorch, CuPy, JAX, ...) without copying.
 #[pyfunction]
 pub fn cuda_from_dlpack(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<DeviceArray> {
+    dlpack_view(py, obj, "argument 'obj'")
+}
+
+/// [`cuda_from_dlpack`] for the argument `what` names (in its errors).
+pub(crate) fn dlpack_view(
+    py: Python<'_>,
+    obj: &Bound<'_, PyAny>,
+    what: &str,
+) -> PyResult<DeviceArray> {
     guard(|| {
         if !obj.hasattr("__dlpack__")? || !obj.hasattr("__dlpack_device__")? {
             return Err(ArgumentError::new_err(format!(
-                "argument 'obj': expected a DLPack tensor (with __dlpack__ and \
+                "{what}: expected a DLPack tensor (with __dlpack__ and \
                  __dlpack_device__), got {}",
                 type_name(obj)
             )));
         }
         let (dt, id): (i32, i32) = obj.call_method0("__dlpack_device__")?.extract()?;
         if !matches!(dt, KDL_CUDA | KDL_CUDA_MANAGED) {
-            return Err(PyTypeError::new_err(format!(
-                "{} lives in {} memory, not on a CUDA device",
+            return Err(ArgumentError::new_err(format!(
+                "{what}: must be a GPU tensor, but this {} lives in {} memory (DLPack device \
+                 type {dt}); copy host arrays with zyntax.cuda.to_device",
                 type_name(obj),
                 if dt == KDL_CPU || dt == KDL_CUDA_HOST {
                     "host"

@@ -11,7 +11,10 @@ the device-side checks. Needs sm_90 (H100/H200).
 from __future__ import annotations
 
 import gc
+import subprocess
+import sys
 from math import prod
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -58,7 +61,7 @@ def test_tile_load_element_by_element(
     want = cpu.model_load(x, box, coords, mode)
     m = cpu.load_module(elem, 2)
     tm = cuda.TensorMap.tiled(cuda.to_device(x), box, swizzle=mode)
-    assert tm.box_bytes == prod(box) * x.itemsize
+    assert tm.box_bytes == prod(box) * x.itemsize == tm.shared_bytes
     got = cpu.run_load(gpu_launch, m, tm, x, box, coords)
     np.testing.assert_array_equal(got, want)
     itm = interp.TensorMap.tiled(x, box, swizzle=mode)
@@ -73,23 +76,49 @@ def test_tile_load_element_by_element(
 def test_narrow_swizzled_box(
     elem: str, shape: tuple[int, ...], box: tuple[int, ...], mode: str
 ) -> None:
-    """A box narrower than its swizzle span, inside the tensor (no edge)."""
+    """A box narrower than its swizzle span, inside the tensor (no edge):
+    each row a whole span apart, the bytes between rows left as they were
+    (the canary), the kernel's shared size counting them."""
     x = cpu.rand(elem, shape)
     coords = cpu.load_case(shape, box, False, x.itemsize)
     tm = cuda.TensorMap.tiled(cuda.to_device(x), box, swizzle=mode)
-    got = cpu.run_load(gpu_launch, cpu.load_module(elem, 2), tm, x, box, coords)
+    assert tm.shared_bytes == prod(box[1:]) * cpu.SPAN[mode] > tm.box_bytes
+    m = cpu.load_module(elem, len(box))
+    got = cpu.run_load(gpu_launch, m, tm, x, box, coords)
     np.testing.assert_array_equal(got, cpu.model_load(x, box, coords, mode))
+    itm = interp.TensorMap.tiled(x, box, swizzle=mode)
+    np.testing.assert_array_equal(cpu.run_load(cpu.interp_launch, m, itm, x, box, coords), got)
 
 
-def test_nan_fill_and_element_strides() -> None:
+@pytest.mark.parametrize(
+    ("elem", "box", "mode"), [("f32", (16, 8), "128B"), ("f16", (16, 8), "64B")]
+)
+def test_narrow_swizzled_box_store(elem: str, box: tuple[int, int], mode: str) -> None:
+    """A store of a narrow box reads its rows a whole span apart."""
+    x = cpu.rand(elem, (16, 128))
+    dx = cuda.to_device(x)
+    tm = cuda.TensorMap.tiled(dx, box, swizzle=mode)
+    img = cpu.rand(elem, (tm.shared_bytes // x.itemsize,))
+    coords = [32, 4]
+    want = cpu.model_store(x, img, box, coords, mode)
+    k = cuda.load_hir(cpu.store_module(elem, 2), arch="sm_90").kernel("store")
+    k.launch(1, 128, tm, cuda.to_device(img), img.size, *coords, shared_mem=cpu.BOX_AT + img.nbytes)
+    np.testing.assert_array_equal(dx.to_host(), want)
+
+
+@pytest.mark.parametrize(("es", "box", "coords"), cpu.NAN_FILL_CASES)
+def test_nan_fill_and_element_strides(
+    es: tuple[int, int], box: tuple[int, int], coords: tuple[int, int]
+) -> None:
     x = cpu.rand("f32", (12, 40))
-    box, es = (16, 6), (2, 3)
-    coords = [32, -2]
     tm = cuda.TensorMap.tiled(cuda.to_device(x), box, element_strides=es, oob_fill="nan")
-    got = cpu.run_load(gpu_launch, cpu.load_module("f32", 2), tm, x, box, coords, es)
+    m = cpu.load_module("f32", 2)
+    got = cpu.run_load(gpu_launch, m, tm, x, box, coords, es)
     want = cpu.model_load(x, box, coords, "none", es, fill=np.nan)
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     np.testing.assert_array_equal(got[~np.isnan(got)], want[~np.isnan(want)])
+    itm = interp.TensorMap.tiled(x, box, element_strides=es, oob_fill="nan")
+    np.testing.assert_array_equal(cpu.run_load(cpu.interp_launch, m, itm, x, box, coords, es), got)
 
 
 @pytest.mark.parametrize("rank", [1, 3, 5])
@@ -106,12 +135,10 @@ def test_other_ranks(rank: int) -> None:
 
 
 #: Where the stored box lies in the (20, 96) tensor, innermost coordinate
-#: first: the H100 faulted on stores at random edge-crossing places
-#: (docs/gpu-runs.md), and stored inside the tensor in examples/tma_copy.py.
+#: first (a box starting before the tensor faults: test_store_before_the_start_faults).
 STORE_PLACES = {
     "inside": lambda box: [16, 8],
     "past_the_end": lambda box: [96 - box[0] // 2, 20 - box[1] // 2],
-    "before_the_start": lambda box: [-8, -2],
 }
 
 
@@ -135,6 +162,43 @@ def test_store_and_reduce(place: str, op: str | None, mode: str) -> None:
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
     else:
         np.testing.assert_array_equal(got, want)
+
+
+def _store_child(op: str, x0: int, y0: int) -> None:
+    """Run by test_store_before_the_start_faults in its own process: one
+    store (op "none") or reduction at (x0, y0), then a synchronising copy."""
+    elem = "f16" if op == "max" else "f32"
+    x = cpu.rand(elem, (20, 96))
+    box = (64, 8) if elem == "f16" else (32, 8)
+    img = cpu.rand(elem, (prod(box),))
+    dx = cuda.to_device(x)
+    tm = cuda.TensorMap.tiled(dx, box)
+    k = cuda.load_hir(cpu.store_module(elem, 2, None if op == "none" else op), arch="sm_90")
+    k.kernel("store").launch(
+        1, 128, tm, cuda.to_device(img), img.size, x0, y0, shared_mem=cpu.BOX_AT + img.nbytes
+    )
+    dx.to_host()
+
+
+@pytest.mark.parametrize("op", ["none", "add", "max"])
+@pytest.mark.parametrize("coords", [(-8, 4), (16, -2)])
+def test_store_before_the_start_faults(op: str, coords: tuple[int, int]) -> None:
+    """The rule the interpreter traps on (test_tma.py): a store or reduction
+    box starting before the tensor is an illegal instruction on the device.
+    In a child process: the fault leaves its CUDA context unusable."""
+    code = (
+        "import sys; sys.path[:0] = sys.argv[1:3]; import tma_device_cases as t; "
+        "t._store_child(sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))"
+    )
+    here = Path(__file__).parent
+    r = subprocess.run(
+        [sys.executable, "-c", code, str(here), str(here.parent), op, *map(str, coords)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    out = r.stdout + r.stderr
+    assert r.returncode != 0 and "CUDA_ERROR_ILLEGAL_INSTRUCTION" in out, out[-3000:]
 
 
 def test_bulk_copy() -> None:
@@ -201,8 +265,10 @@ def test_device_checks() -> None:
         cuda.TensorMap.tiled(x, (32, 300))
     with pytest.raises(ArgumentError, match="swizzle"):
         cuda.TensorMap.tiled(x, (64, 8), swizzle="128B")
-    with pytest.raises(ArgumentError, match="GPU tensor"):
+    with pytest.raises(ArgumentError, match="must be a GPU tensor"):
         cuda.TensorMap.tiled(np.zeros((8, 64), np.float32), (32, 8))
+    with pytest.raises(ArgumentError, match=r"element_strides\[0\]"):
+        cuda.TensorMap.tiled(x, (32, 8), element_strides=(2, 1))
     k = cuda.load_hir(cpu.load_module("f32", 2), arch="sm_90").kernel("load")
     with pytest.raises(LaunchError, match="expected a tensor map"):
         k.launch(1, 32, x, x, 1, 4, 0, 0, shared_mem=2048)

@@ -4,7 +4,7 @@
 //! `tensormap` parameter. The map keeps the tensor's memory alive (and so
 //! does a graph that captured a launch with it: the launch keeps the map).
 
-use super::{cuda_from_cuda_array_interface, cuda_from_dlpack, type_name, DeviceArray, OrPy};
+use super::{cuda_from_cuda_array_interface, dlpack_view, type_name, DeviceArray, OrPy};
 use crate::checked::Text;
 use crate::errors::{guard, ArgumentError};
 use pyo3::prelude::*;
@@ -50,16 +50,23 @@ fn device_view(py: Python<'_>, tensor: &Bound<'_, PyAny>) -> PyResult<DeviceArra
             owner: d.owner.clone(),
         });
     }
-    // PyTorch raises (not AttributeError) for bf16's __cuda_array_interface__:
-    // such tensors go through DLPack.
-    if tensor.getattr("__cuda_array_interface__").is_ok() {
-        return cuda_from_cuda_array_interface(py, tensor);
+    let dlpack = tensor.hasattr("__dlpack__")? && tensor.hasattr("__dlpack_device__")?;
+    // PyTorch's array interface spells bf16 as the opaque 2-byte '<V2' (older
+    // versions raise instead): DLPack names the type, so it reads those.
+    if let Ok(cai) = tensor.getattr("__cuda_array_interface__") {
+        let opaque = cai
+            .get_item("typestr")
+            .and_then(|t| t.extract::<String>())
+            .is_ok_and(|t| t.get(1..2) == Some("V"));
+        if !(opaque && dlpack) {
+            return cuda_from_cuda_array_interface(py, tensor);
+        }
     }
-    if tensor.hasattr("__dlpack__")? && tensor.hasattr("__dlpack_device__")? {
-        return cuda_from_dlpack(py, tensor);
+    if dlpack {
+        return dlpack_view(py, tensor, "TensorMap argument 'tensor'");
     }
     Err(arg_err(format!(
-        "TensorMap argument 'tensor': expected a GPU tensor (DeviceArray, \
+        "TensorMap argument 'tensor': must be a GPU tensor (DeviceArray, \
          __cuda_array_interface__ or DLPack), got {} (copy host arrays with zyntax.cuda.to_device)",
         type_name(tensor)
     )))
@@ -219,10 +226,16 @@ impl CudaTensorMap {
     fn dtype(&self) -> &'static str {
         self.inner.desc().dtype.name()
     }
-    /// Bytes one box occupies in shared memory: what a load completes on its mbarrier.
+    /// Bytes one box moves: what a load completes on its mbarrier.
     #[getter]
     fn box_bytes(&self) -> u64 {
         self.inner.desc().box_bytes()
+    }
+    /// Bytes one box spans in shared memory: `box_bytes` plus the padding of
+    /// rows narrower than the swizzle span (each takes a whole span).
+    #[getter]
+    fn shared_bytes(&self) -> u64 {
+        self.inner.desc().shared_bytes()
     }
     /// The tensor's device address.
     #[getter]

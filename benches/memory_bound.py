@@ -255,11 +255,16 @@ class Bench:
 
 #: Rows of the saxpy case beyond the default: knobs of zyntax.kernels.elementwise.
 SAXPY_VARIANTS: dict[str, dict[str, Any]] = {
-    "zyntax_cover": {"GRID_STRIDE": False},
-    "zyntax_st_cs": {"CACHE": (None, None, "cs")},
-    "zyntax_cover_st_cs": {"GRID_STRIDE": False, "CACHE": (None, None, "cs")},
-    "zyntax_cover_lu_cs": {"GRID_STRIDE": False, "CACHE": ("lu", "lu", "cs")},
-    "zyntax_evict_first": {"CACHE": ("evict_first", "evict_first", "evict_first")},
+    "zyntax_grid_stride": {"GRID_STRIDE": True},
+    "zyntax_cover_lu_cs": {"CACHE": ("lu", "lu", "cs")},
+    "zyntax_cover_u2": {"UNROLL": 2},
+    "zyntax_cover_t256": {"THREADS": 256},
+    "zyntax_local": {"LOCAL": True},
+    "zyntax_local_u2": {"LOCAL": True, "UNROLL": 2},
+    "zyntax_local_u8": {"LOCAL": True, "UNROLL": 8},
+    "zyntax_local_t256": {"LOCAL": True, "THREADS": 256},
+    "zyntax_local_u2_t256": {"LOCAL": True, "UNROLL": 2, "THREADS": 256},
+    "zyntax_local_t128": {"LOCAL": True, "THREADS": 128},
 }
 
 

@@ -256,15 +256,10 @@ class Bench:
 #: Rows of the saxpy case beyond the default: knobs of zyntax.kernels.elementwise.
 SAXPY_VARIANTS: dict[str, dict[str, Any]] = {
     "zyntax_grid_stride": {"GRID_STRIDE": True},
-    "zyntax_cover_lu_cs": {"CACHE": ("lu", "lu", "cs")},
-    "zyntax_cover_u2": {"UNROLL": 2},
-    "zyntax_cover_t256": {"THREADS": 256},
-    "zyntax_local": {"LOCAL": True},
-    "zyntax_local_u2": {"LOCAL": True, "UNROLL": 2},
-    "zyntax_local_u8": {"LOCAL": True, "UNROLL": 8},
-    "zyntax_local_t256": {"LOCAL": True, "THREADS": 256},
-    "zyntax_local_u2_t256": {"LOCAL": True, "UNROLL": 2, "THREADS": 256},
-    "zyntax_local_t128": {"LOCAL": True, "THREADS": 128},
+    "zyntax_cover_u4": {"UNROLL": 4},
+    "zyntax_cover_u1": {"UNROLL": 1},
+    "zyntax_cover_u2_t256": {"THREADS": 256},
+    "zyntax_cover_u2_lu_cs": {"CACHE": ("lu", "lu", "cs")},
 }
 
 

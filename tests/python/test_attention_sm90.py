@@ -210,8 +210,15 @@ def test_attention_variant_bad_input() -> None:
 def test_attention_sm90_named_loops_and_defaults() -> None:
     """Every named loop (the bench's rows) assembles for the head dims whose
     shared memory it fits, and the defaults name loops of LOOPS."""
-    for (d, _causal), name in sm90.DEFAULT_LOOP.items():
+    for (d, causal), name in sm90.DEFAULT_LOOP.items():
         assert name in sm90.LOOPS and sm90.fits(d, sm90.LOOPS[name])
+        # The defaults assemble without spills or serialised wgmma.
+        ptx = zyntax.compile(
+            sm90.build("bf16", d, causal, sm90.LOOPS[name]), backend="nvptx", arch="sm_90a"
+        )
+        log = zyntax.validate_ptx(ptx, "sm_90a").log
+        assert "C7513" not in log and "serialized" not in log, log
+        assert ptxinfo.ptxas_resources(log)["attention"]["spill_store_bytes"] == 0
     assert not sm90.fits(128, sm90.Loop(stages=4))
 
 

@@ -520,11 +520,15 @@ LOOPS: dict[str, Loop] = {
     "pingpong_defer_persist": Loop(overlap=True, pingpong=True, defer=True, persistent=True),
     "plain_wg3_persist": Loop(consumers=3, persistent=True),
 }
-#: The loop `attention()` runs per (head dim, causal), from the H100
-#: measurements in docs/performance.md ("Attention, sm_90a path").
+#: The loop `attention()` runs per (head dim, causal): the fastest on the
+#: H100 (benches/attention.py; docs/performance.md, "Attention, sm_90a
+#: path"). Head dim 128: the overlapped loop (642-688 TFLOP/s against the
+#: plain loop's 553-565). Head dim 64: three consumer warpgroups (plain 515-528
+#: against two consumers' best 474), causal with the deferred ping-pong
+#: (502 against 492). Three consumers spill at head dim 128 (160 registers).
 DEFAULT_LOOP: dict[tuple[int, bool], str] = {
     (64, False): "plain_wg3",
-    (64, True): "plain_wg3",
+    (64, True): "pingpong_defer_wg3",
     (128, False): "overlap",
     (128, True): "overlap",
 }

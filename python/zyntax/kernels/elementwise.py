@@ -1,10 +1,10 @@
 """``saxpy``: ``y = a * x + y`` in place with 16-byte loads and stores.
 
-A grid that covers the array once: each thread has four vectors of x and of
-y in flight, then the remaining vectors and the last elements one at a
+A grid that covers the array once: each thread has UNROLL vectors of x and
+of y in flight, then the remaining vectors and the last elements one at a
 time (or, GRID_STRIDE, one wave of blocks in a grid-stride loop). f32, bf16
 or f16 data (f32 arithmetic). The launch shape is measured in
-docs/performance.md ("saxpy").
+docs/performance.md ("Memory-bound kernels").
 """
 
 from __future__ import annotations
@@ -19,20 +19,17 @@ from ._rows import archs_for, load_f32, store_f32, vec_ptr, vector
 
 __all__ = ["saxpy"]
 
-#: Threads per block and vectors in flight per thread (the knobs of a sweep).
+#: Threads per block and vectors in flight per thread (the knobs of a sweep):
+#: on the H100, 2 vectors 3045 GB/s, 4 vectors 3029 (PyTorch 3041).
 THREADS = 512
-UNROLL = 4
+UNROLL = 2
 #: Cache operators of the main loop's x load, y load and y store (`load_cached` /
 #: `store_cached`; None: a plain access, x through the read-only path). f32 only.
 CACHE: tuple[str | None, str | None, str | None] = (None, None, None)
 #: True: one wave of blocks in a grid-stride loop; False: a grid that covers
 #: the array once (each thread its UNROLL vectors, as PyTorch's kernel),
-#: 5 % faster on the H100 (3028 against 2891 GB/s).
+#: 5 % faster on the H100 (3029 against 2888 GB/s).
 GRID_STRIDE = False
-#: With GRID_STRIDE False: a block's UNROLL vectors per thread are adjacent
-#: (each block reads one contiguous span, as PyTorch's kernel) instead of a
-#: grid's width apart.
-LOCAL = False
 
 
 def _build(
@@ -41,7 +38,6 @@ def _build(
     threads: int,
     unroll: int,
     cache: tuple[str | None, str | None, str | None] = (None, None, None),
-    local: bool = False,
 ) -> hir.Module:
     elem = T.HIR_TYPE[dtype]
     if lanes > 4:  # load_cached moves at most 4-element vectors (ptxas fails on .v8.b16)
@@ -49,7 +45,6 @@ def _build(
     tag = "".join(f"_{c}" if c else "_" for c in cache) if any(cache) else ""
     # L2 eviction hints need sm_80 and PTX 7.4: cache operators pin the module to sm_90.
     archs = ["sm_90"] if any(cache) else archs_for(dtype)
-    tag += "_local" if local else ""
     m = hir.Module(f"saxpy_{dtype}_v{lanes}_t{threads}_u{unroll}{tag}", targets=archs)
     xspace = "global" if cache[0] else "constant"
     params = [hir.f32, hir.ptr(xspace, elem), hir.ptr("global", elem), hir.u32, hir.u32]
@@ -77,32 +72,16 @@ def _build(
             xs, ys = load_f32(b, xp, i, elem, w), load_f32(b, yp, i, elem, w)
             store_f32(b, yp, i, [b.fma(a, p, q) for p, q in zip(xs, ys, strict=True)], elem, w)
 
-        def unrolled(at: list[hir.Value]) -> None:
+        chunk = stride * unroll
+        full = b.div(nv, chunk)
+        with b.for_range(0, full, type=hir.u32) as j:
+            at = [j * chunk + gt + u * stride for u in range(unroll)]
             xs = [vload(xv, i, cache[0]) for i in at]
             ys = [vload(yv, i, cache[1]) for i in at]
             for i, p, q in zip(at, xs, ys, strict=True):
                 vstore(i, [b.fma(a, s, t) for s, t in zip(p, q, strict=True)])
-
-        if local:
-            # This block's span of threads * unroll vectors (the grid covers
-            # the array once): whole, or the last one, vector by vector.
-            span = threads * unroll
-            first = b.block_idx() * span + b.thread_idx()
-            end = (b.block_idx() + 1) * span
-            cond = b.if_else(b.le(end, nv))
-            with cond as (whole, part):
-                with whole:
-                    unrolled([first + u * threads for u in range(unroll)])
-                with part:
-                    with b.for_range(first, nv, threads, type=hir.u32) as i:
-                        one(i, xv, yv, lanes)
-        else:
-            chunk = stride * unroll
-            full = b.div(nv, chunk)
-            with b.for_range(0, full, type=hir.u32) as j:
-                unrolled([j * chunk + gt + u * stride for u in range(unroll)])
-            with b.for_range(full * chunk + gt, nv, stride, type=hir.u32) as i:
-                one(i, xv, yv, lanes)
+        with b.for_range(full * chunk + gt, nv, stride, type=hir.u32) as i:
+            one(i, xv, yv, lanes)
         if lanes > 1:
             with b.for_range(nv * lanes + gt, n, stride, type=hir.u32) as i:
                 one(i, x, y, 1)
@@ -131,12 +110,9 @@ def saxpy(a: float, x: Any, y: Any, *, stream: Any = None) -> Any:
     if n == 0:
         return y
     lanes = T.vector_lanes(tx.dtype, tx, ty)
-    local = LOCAL and not GRID_STRIDE
-    key = (tx.dtype, lanes, THREADS, UNROLL, CACHE, local)
+    key = (tx.dtype, lanes, THREADS, UNROLL, CACHE)
     cover = -(-n // (THREADS * UNROLL * lanes))
-    if local:  # every block its span: the grid must cover the array
-        most = cover
-    elif not tx.on_gpu:
+    if not tx.on_gpu:
         most = 2
     elif GRID_STRIDE:
         most = T.one_wave(_build, key, "saxpy", tx.device, THREADS)

@@ -1,15 +1,19 @@
 """Attention forward of ``zyntax.kernels.attention`` (row ``zyntax``: its
-default, the sm_90a wgmma/TMA path on Hopper; ``zyntax_sm80``: the mma.sync
+default, the sm_90a wgmma/TMA path on Hopper with the loop of
+``attention_sm90.DEFAULT_LOOP`` for the case; ``zyntax_sm80``: the mma.sync
 path; on Hopper also ``zyntax_sm90_<loop>`` for each sm_90a consumer loop of
-``SM90_ROWS``, and ``_wg3`` rows for head dim 64 with three consumer warpgroups) against PyTorch's
+``attention_sm90.LOOPS``, run by ``variant="sm90_<loop>"``) against PyTorch's
 ``scaled_dot_product_attention`` and Triton's
 fused-attention tutorial kernel (bench ``attention``, metric ``TFLOP_per_s``:
 4·B·H·S²·D forward FLOPs, halved when causal, over the median CUDA-event time).
 
 Cases (bf16, 16k tokens per batch, 2048 / D heads): ``fwd_bf16_hd128_s4096``,
 ``fwd_bf16_hd128_s16384``, ``fwd_bf16_hd128_s16384_causal``,
-``fwd_bf16_hd64_s16384``. PyTorch's row is its fastest available SDPA
-backend on the card (flash, cuDNN, memory-efficient), named in the row.
+``fwd_bf16_hd64_s16384``, ``fwd_bf16_hd64_s16384_causal``
+(``ZYNTAX_BENCH_ONLY=case,case`` runs only those cases,
+``ZYNTAX_BENCH_LOOPS=loop,loop`` only those sm_90a loops). PyTorch's row
+is its fastest available SDPA backend on the card (flash, cuDNN,
+memory-efficient), named in the row.
 The Triton kernel follows the tutorial (``06-fused-attention``): a 128-row
 query block, exp2 softmax with the scale folded in, the causal diagonal
 blocks masked in a second stage. Every output is checked against PyTorch
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -209,23 +214,6 @@ def triton_attention() -> Callable[..., Any] | None:
     return run
 
 
-#: sm_90a consumer loops besides the default (module knobs of attention_sm90).
-SM90_ROWS: dict[str, dict[str, Any]] = {
-    "plain": {"OVERLAP": False},
-    "overlap": {"OVERLAP": True, "PINGPONG": False, "DEFER": False},
-    "pingpong": {"OVERLAP": True, "PINGPONG": True, "DEFER": False},
-    "overlap_defer": {"OVERLAP": True, "PINGPONG": False, "DEFER": True},
-    "pingpong_defer": {"OVERLAP": True, "PINGPONG": True, "DEFER": True},
-    "plain_lazy": {"OVERLAP": False, "LAZY": True},
-    "pingpong_defer_lazy": {"OVERLAP": True, "PINGPONG": True, "DEFER": True, "LAZY": True},
-}
-#: Head dim 64 with three consumer warpgroups (192 query rows a block).
-SM90_ROWS_WG3: dict[str, dict[str, Any]] = {
-    "plain": {"OVERLAP": False},
-    "pingpong_defer": {"OVERLAP": True, "PINGPONG": True, "DEFER": True},
-}
-
-
 def run_case(
     res: Results,
     torch: Any,
@@ -260,26 +248,28 @@ def run_case(
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
     hopper = torch.cuda.get_device_capability()[0] == 9
-    # (row, variant, module knobs of attention_sm90 for the row)
-    rows: list[tuple[str, str | None, dict[str, Any]]] = []
+    # (row, the `variant` argument of kernels.attention)
+    rows: list[tuple[str, str | None]] = []
     if not variants:
-        rows += [("zyntax", None, {}), ("zyntax_sm80", "sm80", {})]
+        rows += [("zyntax", None), ("zyntax_sm80", "sm80")]
     elif hopper:
-        rows += [(f"zyntax_sm90_{name}", "sm90", knobs) for name, knobs in SM90_ROWS.items()]
-        if d == 64:
-            rows += [
-                (f"zyntax_sm90_{name}_wg3", "sm90", {**knobs, "CONSUMERS": {64: 3, 128: 2}})
-                for name, knobs in SM90_ROWS_WG3.items()
-            ]
-    for impl, variant, knobs in rows:
-        saved = {knob: getattr(sm90, knob) for knob in knobs}
-        for knob, val in knobs.items():
-            setattr(sm90, knob, val)
+        only = os.environ.get("ZYNTAX_BENCH_LOOPS")
+        rows += [
+            (f"zyntax_sm90_{loop}", f"sm90_{loop}")
+            for loop, lp in sm90.LOOPS.items()
+            # Three consumers at head dim 128 spill (160 registers): not timed.
+            if sm90.fits(d, lp)
+            and (lp.consumers == 2 or d == 64)
+            and (not only or loop in only.split(","))
+        ]
+    for impl, variant in rows:
 
         def ours(variant: str | None = variant) -> Any:
             return kernels.attention(q, k, v, causal=causal, variant=variant)
 
         path = variant or ("sm90" if hopper else "sm80")
+        if variant is None and hopper:
+            path = f"sm90_{sm90.DEFAULT_LOOP[d, causal]}"
         try:
             if check(impl, ours()):
                 ms = timed_ms(ours, iters)
@@ -287,9 +277,6 @@ def run_case(
                 res.add(name, impl, "TFLOP_per_s", tflops(ms), False, ms=round(ms, 3), path=path)
         except Exception as e:
             print(f"  ({impl} failed: {type(e).__name__}: {e})")
-        finally:
-            for knob, val in saved.items():
-                setattr(sm90, knob, val)
     if variants:
         return
     best: tuple[float, str] | None = None
@@ -351,7 +338,11 @@ def main() -> None:
         ("fwd_bf16_hd128_s16384", 128, 16384, False),
         ("fwd_bf16_hd128_s16384_causal", 128, 16384, True),
         ("fwd_bf16_hd64_s16384", 64, 16384, False),
+        ("fwd_bf16_hd64_s16384_causal", 64, 16384, True),
     ]
+    only = os.environ.get("ZYNTAX_BENCH_ONLY")
+    if only:
+        cases = [c for c in cases if c[0] in only.split(",")]
     res.notes["shapes"] = "batch = 16384 / S, heads = 2048 / D, bf16, (B, H, S, D) contiguous"
     # Defaults and peers for every case first, then the variants (never run on
     # a device before some of them: a hang there loses no default row), with

@@ -255,11 +255,11 @@ class Bench:
 
 #: Rows of the saxpy case beyond the default: knobs of zyntax.kernels.elementwise.
 SAXPY_VARIANTS: dict[str, dict[str, Any]] = {
-    "zyntax_cover": {"GRID_STRIDE": False},
-    "zyntax_st_cs": {"CACHE": (None, None, "cs")},
-    "zyntax_cover_st_cs": {"GRID_STRIDE": False, "CACHE": (None, None, "cs")},
-    "zyntax_cover_lu_cs": {"GRID_STRIDE": False, "CACHE": ("lu", "lu", "cs")},
-    "zyntax_evict_first": {"CACHE": ("evict_first", "evict_first", "evict_first")},
+    "zyntax_grid_stride": {"GRID_STRIDE": True},
+    "zyntax_cover_u4": {"UNROLL": 4},
+    "zyntax_cover_u1": {"UNROLL": 1},
+    "zyntax_cover_u2_t256": {"THREADS": 256},
+    "zyntax_cover_u2_lu_cs": {"CACHE": ("lu", "lu", "cs")},
 }
 
 

@@ -33,6 +33,13 @@ def reference(q: Any, k: Any, v: Any, causal: bool, scale: float) -> tuple[Any, 
     return np.einsum("bhqk,bhkd->bhqd", e / e.sum(-1, keepdims=True), v.astype(np.float64)), lse
 
 
+def loop_variant(loop: Any, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The `variant` argument that runs consumer loop `loop` (a Loop, named
+    for this test in attention_sm90.LOOPS)."""
+    monkeypatch.setitem(sm90.LOOPS, "under_test", loop)
+    return "sm90_under_test"
+
+
 @pytest.fixture
 def poisoned(monkeypatch: pytest.MonkeyPatch) -> None:
     """Outputs allocated by attention() start as NaN."""
@@ -78,16 +85,14 @@ def test_attention_sm90_interpreter(
     without ping-pong, O rescaled late or early); key counts over several
     tiles so the ring wraps and its phases flip. f16 (numpy has no bf16
     here; the GPU test covers both)."""
-    monkeypatch.setattr(sm90, "OVERLAP", overlap)
-    monkeypatch.setattr(sm90, "PINGPONG", pingpong)
-    monkeypatch.setattr(sm90, "DEFER", defer)
+    variant = loop_variant(sm90.Loop(overlap, pingpong, defer), monkeypatch)
     dt = np.float16
     q = rng.standard_normal((1, 1, sq, d)).astype(dt)
     k = rng.standard_normal((1, 1, sk, d)).astype(dt)
     v = rng.standard_normal((1, 1, sk, d)).astype(dt)
     scale = float(rng.uniform(0.05, 0.2))
     out, lse = kernels.attention(
-        q, k, v, causal=causal, scale=scale, return_lse=True, variant="sm90"
+        q, k, v, causal=causal, scale=scale, return_lse=True, variant=variant
     )
     ref, ref_lse = reference(q, k, v, causal, scale)
     assert out.dtype == q.dtype and out.shape == q.shape
@@ -118,17 +123,14 @@ def test_attention_sm90_three_consumers(
 ) -> None:
     """Head dim 64 with three consumer warpgroups (192 query rows a block,
     the ping-pong round-robin over three): against float64."""
-    monkeypatch.setattr(sm90, "CONSUMERS", {64: 3, 128: 2})
-    monkeypatch.setattr(sm90, "OVERLAP", overlap)
-    monkeypatch.setattr(sm90, "PINGPONG", pingpong)
-    monkeypatch.setattr(sm90, "DEFER", defer)
+    variant = loop_variant(sm90.Loop(overlap, pingpong, defer, consumers=3), monkeypatch)
     dt = np.float16
     q = rng.standard_normal((1, 2, sq, 64)).astype(dt)
     k = rng.standard_normal((1, 2, sk, 64)).astype(dt)
     v = rng.standard_normal((1, 2, sk, 64)).astype(dt)
     scale = float(rng.uniform(0.05, 0.2))
     out, lse = kernels.attention(
-        q, k, v, causal=causal, scale=scale, return_lse=True, variant="sm90"
+        q, k, v, causal=causal, scale=scale, return_lse=True, variant=variant
     )
     ref, ref_lse = reference(q, k, v, causal, scale)
     o = out.astype(np.float64)
@@ -147,10 +149,7 @@ def test_attention_sm90_lazy_rescale(
     only then. `growing` keys make the maximum grow by far more than the
     headroom from tile to tile (by 25-50 in log2 units: every rescale taken),
     plain causal ones hardly at all (most skipped); a tail either way."""
-    monkeypatch.setattr(sm90, "LAZY", True)
-    monkeypatch.setattr(sm90, "OVERLAP", overlap)
-    monkeypatch.setattr(sm90, "PINGPONG", overlap)
-    monkeypatch.setattr(sm90, "DEFER", defer)
+    variant = loop_variant(sm90.Loop(overlap, overlap, defer, lazy=True), monkeypatch)
     dt = np.float16
     sq, sk, d = 130, 300, 64
     q = (rng.standard_normal((1, 1, sq, d)) * 2).astype(dt)
@@ -162,7 +161,7 @@ def test_attention_sm90_lazy_rescale(
     scale = 0.125
     causal = not growing  # growing: every row sees all three key tiles
     out, lse = kernels.attention(
-        q, k, v, causal=causal, scale=scale, return_lse=True, variant="sm90"
+        q, k, v, causal=causal, scale=scale, return_lse=True, variant=variant
     )
     ref, ref_lse = reference(q, k, v, causal, scale)
     o = out.astype(np.float64)
@@ -183,7 +182,7 @@ def test_attention_sm90_assembles(
     """ptxas -Werror for sm_90a accepts it (setmaxnreg honoured, no C7508
     warning) with wgmma, tensor copies, no spilled registers and no
     serialised wgmma."""
-    module = sm90.build("bf16", d, causal, overlap, pingpong, defer, consumers)
+    module = sm90.build("bf16", d, causal, sm90.Loop(overlap, pingpong, defer, consumers))
     ptx = zyntax.compile(module, backend="nvptx", arch="sm_90a")
     log = zyntax.validate_ptx(ptx, "sm_90a").log
     # C7513: ptxas serialises every wgmma when registers a pending wgmma
@@ -203,5 +202,69 @@ def test_attention_sm90_assembles(
 
 def test_attention_variant_bad_input() -> None:
     q = np.ones((1, 1, 8, 64), np.float16)
-    with pytest.raises(ArgumentError, match="'variant'"):
-        kernels.attention(q, q, q, variant="sm70")
+    for bad in ("sm70", "sm90_", "sm90_nope", 90):
+        with pytest.raises(ArgumentError, match="'variant'"):
+            kernels.attention(q, q, q, variant=bad)
+
+
+def test_attention_sm90_named_loops_and_defaults() -> None:
+    """Every named loop (the bench's rows) assembles for the head dims whose
+    shared memory it fits, and the defaults name loops of LOOPS."""
+    for (d, causal), name in sm90.DEFAULT_LOOP.items():
+        assert name in sm90.LOOPS and sm90.fits(d, sm90.LOOPS[name])
+        # The defaults assemble without spills or serialised wgmma.
+        ptx = zyntax.compile(
+            sm90.build("bf16", d, causal, sm90.LOOPS[name]), backend="nvptx", arch="sm_90a"
+        )
+        log = zyntax.validate_ptx(ptx, "sm_90a").log
+        assert "C7513" not in log and "serialized" not in log, log
+        assert ptxinfo.ptxas_resources(log)["attention"]["spill_store_bytes"] == 0
+    assert not sm90.fits(128, sm90.Loop(stages=4))
+
+
+@pytest.mark.usefixtures("poisoned")
+@pytest.mark.parametrize("name", list(sm90.LOOPS))
+def test_attention_sm90_named_loop(name: str) -> None:
+    """Each named loop by its `variant` string, as the bench runs it, on
+    both head dims where it fits, causal with a ragged tail: against float64."""
+    dt = np.float16
+    for d in (64, 128):
+        if not sm90.fits(d, sm90.LOOPS[name]):
+            continue
+        sq = 203
+        q, k, v = (rng.standard_normal((1, 1, sq, d)).astype(dt) for _ in range(3))
+        out, lse = kernels.attention(
+            q, k, v, causal=True, scale=0.1, return_lse=True, variant=f"sm90_{name}"
+        )
+        ref, ref_lse = reference(q, k, v, True, 0.1)
+        o = out.astype(np.float64)
+        assert not np.isnan(o).any() and not np.isnan(lse).any()
+        assert np.linalg.norm(o - ref) / np.linalg.norm(ref) < 5e-3
+        assert np.abs(lse - ref_lse).max() < 1e-2
+
+
+@pytest.mark.usefixtures("poisoned")
+@pytest.mark.parametrize(
+    ("name", "d", "causal", "sq", "sk"),
+    [
+        ("overlap_persist", 128, True, 400, 400),
+        ("pingpong_defer_persist", 64, True, 400, 400),
+        ("plain_wg3_persist", 64, False, 300, 500),
+        ("overlap_s3_persist", 64, False, 400, 300),
+    ],
+)
+def test_attention_sm90_persistent(name: str, d: int, causal: bool, sq: int, sk: int) -> None:
+    """Persistent loops: the interpreter's three blocks walk 6-8 tiles of
+    two heads unevenly (three, three, two), so Q's barrier, the K/V ring
+    and the ping-pong turns carry their phases from tile to tile."""
+    dt = np.float16
+    q = rng.standard_normal((1, 2, sq, d)).astype(dt)
+    k, v = (rng.standard_normal((1, 2, sk, d)).astype(dt) for _ in range(2))
+    out, lse = kernels.attention(
+        q, k, v, causal=causal, scale=0.1, return_lse=True, variant=f"sm90_{name}"
+    )
+    ref, ref_lse = reference(q, k, v, causal, 0.1)
+    o = out.astype(np.float64)
+    assert not np.isnan(o).any() and not np.isnan(lse).any()
+    assert np.linalg.norm(o - ref) / np.linalg.norm(ref) < 5e-3
+    assert np.abs(lse - ref_lse).max() < 1e-2

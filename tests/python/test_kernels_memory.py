@@ -181,6 +181,34 @@ def test_saxpy_cache_operators(
             assert f".{op}.v4.f32" in ptx
 
 
+@pytest.mark.parametrize(
+    "knobs",
+    [
+        {"GRID_STRIDE": True},
+        {"UNROLL": 4},
+        {"UNROLL": 1, "THREADS": 64},
+        {"UNROLL": 8, "THREADS": 32},
+    ],
+)
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_saxpy_launch_shapes(
+    knobs: dict[str, Any], dtype: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The launch shapes the bench times (grid-stride, other unrolls and
+    block sizes): whole chunks, a partial last one, a tail of single
+    elements, and a misaligned view (one element a vector)."""
+    for k, v in knobs.items():
+        monkeypatch.setattr(elementwise, k, v)
+    tol = 1e-6 if dtype == np.float32 else 2e-3
+    for n in (3, 2 * 8 * 64 * 4 + 7, 1000):
+        x = rng.standard_normal(n + 1).astype(dtype)[1:]  # misaligned: scalar lanes
+        for xs in (x, np.ascontiguousarray(x)):
+            y = rng.standard_normal(n).astype(dtype)
+            ref = 1.5 * xs.astype(np.float64) + y
+            kernels.saxpy(1.5, xs, y)
+            assert np.allclose(y, ref, rtol=tol, atol=tol)
+
+
 def test_bad_input_names_the_argument() -> None:
     x = rng.standard_normal((2, 8)).astype(np.float32)
     with pytest.raises(ArgumentError, match=r"'x'.*float64"):

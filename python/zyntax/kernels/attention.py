@@ -296,20 +296,30 @@ def _build(dtype: str, d: int, causal: bool, atoms: int = 2, bn: int = 64) -> hi
 SHAPES = {(64, False): (2, 64), (64, True): (2, 64), (128, False): (2, 64), (128, True): (1, 64)}
 
 
-def _variant(tq: T.Tensor, d: int, variant: str | None) -> str:
-    """The kernel for `tq`'s device: ``"sm90"`` (attention_sm90: wgmma, TMA,
-    warp specialisation) on sm_90 GPUs, else ``"sm80"`` (this module's
-    mma.sync kernel). `variant` names one explicitly; ``"sm90"`` also runs on
-    the interpreter."""
-    if variant is not None:
-        if variant not in ("sm80", "sm90"):
-            raise ArgumentError(f"argument 'variant': expected 'sm80' or 'sm90', got {variant!r}")
-        if variant == "sm90" and tq.on_gpu and _major(tq.device) != 9:
-            raise ArgumentError("argument 'variant': 'sm90' needs an sm_90 (Hopper) device")
-        return variant
-    if tq.on_gpu and SM90_DEFAULT and _major(tq.device) == 9:
-        return "sm90"
-    return "sm80"
+def _variant(tq: T.Tensor, d: int, variant: str | None) -> tuple[str, str | None]:
+    """The kernel for `tq`'s device and its sm_90a consumer loop: ``"sm90"``
+    (attention_sm90: wgmma, TMA, warp specialisation) on sm_90 GPUs, else
+    ``"sm80"`` (this module's mma.sync kernel). `variant` names one
+    explicitly: ``"sm80"``, ``"sm90"`` (the default loop for the shape) or
+    ``"sm90_<loop>"`` (a key of attention_sm90.LOOPS); the sm90 ones also
+    run on the interpreter."""
+    from .attention_sm90 import LOOPS
+
+    if variant is None:
+        if tq.on_gpu and SM90_DEFAULT and _major(tq.device) == 9:
+            return "sm90", None
+        return "sm80", None
+    if variant == "sm80":
+        return variant, None
+    loop = variant[5:] if isinstance(variant, str) and variant.startswith("sm90_") else None
+    if variant != "sm90" and loop not in LOOPS:
+        names = ", ".join(f"'sm90_{n}'" for n in LOOPS)
+        raise ArgumentError(
+            f"argument 'variant': expected 'sm80', 'sm90' or one of {names}, got {variant!r}"
+        )
+    if tq.on_gpu and _major(tq.device) != 9:
+        raise ArgumentError(f"argument 'variant': {variant!r} needs an sm_90 (Hopper) device")
+    return "sm90", loop
 
 
 #: Whether sm_90 devices get the sm_90a kernel by default.
@@ -339,8 +349,10 @@ def attention(
     `scale` defaults to 1/sqrt(D). Returns the output (B, H, Sq, D) allocated
     like `q`, and with ``return_lse=True`` also the f32 log-sum-exp of each
     row (B, H, Sq), natural log, of the scaled scores. `variant` forces a
-    kernel: ``"sm80"`` (mma.sync) or ``"sm90"`` (wgmma + TMA; sm_90 devices
-    or the interpreter); by default the device's best.
+    kernel: ``"sm80"`` (mma.sync), ``"sm90"`` (wgmma + TMA; sm_90 devices
+    or the interpreter; its default consumer loop for the head dim) or
+    ``"sm90_<loop>"`` with one of attention_sm90.LOOPS (``"sm90_overlap"``,
+    ``"sm90_plain_wg3"``, ...); by default the device's best.
     """
     tq, tk, tv = T.tensor(q, "q"), T.tensor(k, "k"), T.tensor(v, "v")
     T.same_place(tq, tk, tv)
@@ -371,7 +383,7 @@ def attention(
                 f"argument '{t.name}': the head dim must be contiguous and the other strides "
                 f"multiples of 8 elements, 16-byte aligned (strides {t.strides})"
             )
-    kind = _variant(tq, d, variant)
+    kind, loop = _variant(tq, d, variant)
     out_obj, o = T.output(None, tq, (bsz, heads, sq, d), tq.dtype)
     lse_obj, lse = T.output(None, tq, (bsz, heads, sq), "f32")
     if bsz * heads and sq:
@@ -383,7 +395,9 @@ def attention(
         if kind == "sm90":
             from . import attention_sm90
 
-            attention_sm90.launch(tq, tk, tv, o, lse, bool(causal), float(scale) * LOG2E, stream)
+            attention_sm90.launch(
+                tq, tk, tv, o, lse, bool(causal), float(scale) * LOG2E, stream, loop
+            )
         else:
             args = [tq, tk, tv, o, lse, sq, sk, heads, *strides, float(scale) * LOG2E]
             atoms, bn = SHAPES[d, bool(causal)]

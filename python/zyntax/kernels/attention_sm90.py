@@ -3,12 +3,12 @@ ring and warpgroup MMA (``wgmma``) with warp specialisation. Same contract as
 ``attention.py`` (bf16/f16, head dims 64 and 128, any lengths, causal
 top-left aligned, optional LSE); chosen by ``attention()`` on sm_90 devices.
 
-A block of a producer and two (or, `CONSUMERS`, three) consumer warpgroups
+A block of a producer and two (or, `Loop.consumers`, three) consumer warpgroups
 owns 64 query rows per consumer of one (batch, head):
 
 * warpgroup 0 is the producer (``setmaxnreg.dec`` to 24 registers, 32 with
   three consumers): one thread loads the Q tile once by TMA, then streams K
-  and V tiles of BN = 128 keys through a ring of STAGES shared-memory slots.
+  and V tiles of BN = 128 keys through a ring of `Loop.stages` shared-memory slots.
   Each slot has "K full" and "V full" mbarriers (completed by the TMA
   bytes), so Q·Kᵀ can start before V lands, and "K empty" and "V empty"
   ones (every consumer thread arrives when done with the tile).
@@ -27,22 +27,27 @@ filled with zeros by the TMA unit (their scores are masked). Masking is
 applied only in tiles that cross the sequence end or, when causal, the
 diagonal (a warpgroup-uniform branch); key tiles wholly past the diagonal
 are not loaded. A row whose keys are all masked gives 0 and an LSE of -inf.
-Measured: docs/performance.md, "Attention, sm_90a path".
+
+`Loop` holds the consumer-loop forms (FA3's overlap and ping-pong, FA4's
+lazy rescale, three consumers, ring depth); LOOPS names them and
+DEFAULT_LOOP picks one per head dim and causal from the measurements in
+docs/performance.md, "Attention, sm_90a path".
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any
 
 from zyntax import cuda, hir, interp
+from zyntax.errors import ArgumentError
 
 from . import _tensors as T
 from ._rows import NEG_INF, safe_max, tree, vector
 from .attention import LN2
 
 BN = 128  # keys per tile
-STAGES = 2  # K/V ring depth
 BOX = 64  # elements per TMA box row: 128 bytes, the 128B swizzle span
 KV_BOX_BYTES = BN * 128  # one K/V box: BN rows of 128 bytes
 #: Registers per thread of the producer and of each consumer warpgroup
@@ -59,69 +64,111 @@ def threads(consumers: int) -> int:
     return 128 * (consumers + 1)
 
 
-def shared_bytes(d: int, consumers: int = 2) -> int:
-    """Q tile, STAGES K and V tiles, then the mbarriers."""
-    return (bm(consumers) + 2 * STAGES * BN) * d * 2 + 8 * (1 + 4 * STAGES + consumers)
+def shared_bytes(d: int, consumers: int = 2, stages: int = 2) -> int:
+    """Q tile, `stages` K and V tiles, then the mbarriers."""
+    return (bm(consumers) + 2 * stages * BN) * d * 2 + 8 * (2 + 4 * stages + consumers)
 
 
-def build(
-    dtype: str,
-    d: int,
-    causal: bool,
-    overlap: bool = False,
-    pingpong: bool = False,
-    defer: bool = False,
-    consumers: int = 2,
-    lazy: bool = False,
-) -> hir.Module:
-    """`overlap`: FA3's intra-warpgroup pipelining; `pingpong` (with
-    `overlap`): the two consumer warpgroups take turns issuing GEMMs; `defer`
-    (with `overlap`): O is rescaled after S_j is issued instead of after P V;
-    `consumers`: 2 or 3 consumer warpgroups of 64 query rows (FA3 uses
-    3 for head dim 64, whose tiles are small); `lazy`: a row's maximum is
-    raised only when it grows by more than LAZY_HEADROOM, and O is rescaled
-    only when a row of the warp raised it (FA4's trick)."""
-    pingpong = pingpong and overlap
+@dataclasses.dataclass(frozen=True)
+class Loop:
+    """One consumer loop and block shape of the kernel.
+
+    `overlap`: FA3's intra-warpgroup pipelining (S_j = Q K_j issued before
+    O += P_{j-1} V_{j-1}); `pingpong` (with `overlap`): the consumer
+    warpgroups take turns issuing GEMMs; `defer` (with `overlap`): O is
+    rescaled after S_j is issued instead of after P V; `consumers`: 2 or 3
+    consumer warpgroups of 64 query rows (FA3 uses 3 for head dim 64, whose
+    tiles are small); `lazy`: a row's maximum is raised only when it grows by
+    more than LAZY_HEADROOM, and O is rescaled only when a row of the warp
+    raised it (FA4's trick); `stages`: K/V ring depth; `persistent`: one
+    block per SM walks the tiles (grid-stride), so the producer loads the
+    next tile's Q and K/V while the consumers finish the last one."""
+
+    overlap: bool = False
+    pingpong: bool = False
+    defer: bool = False
+    consumers: int = 2
+    lazy: bool = False
+    stages: int = 2
+    persistent: bool = False
+
+    def tag(self) -> str:
+        """The module-name suffix naming this loop."""
+        tags = ("_ovl" if self.overlap else "") + ("_pp" if self.pingpong else "")
+        tags += "_defer" if self.defer else ""
+        tags += f"_wg{self.consumers}" if self.consumers != 2 else ""
+        tags += "_lazy" if self.lazy else ""
+        tags += f"_s{self.stages}" if self.stages != 2 else ""
+        return tags + ("_persist" if self.persistent else "")
+
+
+def build(dtype: str, d: int, causal: bool, loop: Loop = Loop()) -> hir.Module:
+    """The kernel for `dtype`, head dim `d`, `causal`, consumer loop `loop`."""
+    if loop.pingpong or loop.defer:
+        assert loop.overlap, "pingpong and defer are forms of the overlapped loop"
+    overlap, pingpong, defer, lazy = loop.overlap, loop.pingpong, loop.defer, loop.lazy
+    consumers, STAGES = loop.consumers, loop.stages
     elem = T.HIR_TYPE[dtype]
     boxes = d // BOX
     BM, THREADS = bm(consumers), threads(consumers)
     PRODUCER_REGS, CONSUMER_REGS = REGS[consumers]
     q_box_bytes = BM * 128  # one Q box: BM rows of 128 bytes
     q_bytes, kv_bytes = BM * d * 2, BN * d * 2
-    defer = defer and overlap
-    tags = ("_causal" if causal else "") + ("_ovl" if overlap else "") + ("_pp" if pingpong else "")
-    tags += ("_defer" if defer else "") + (f"_wg{consumers}" if consumers != 2 else "")
-    tags += "_lazy" if lazy else ""
-    name = f"attention_sm90_{dtype}_d{d}{tags}"
+    name = f"attention_sm90_{dtype}_d{d}{'_causal' if causal else ''}{loop.tag()}"
     m = hir.Module(name, targets=["sm_90a"])
     params = [hir.tensormap] * 3 + [hir.ptr("global", elem), hir.ptr("global", hir.f32)]
-    params += [hir.u32] * 3 + [hir.i64] * 3 + [hir.f32]
+    params += [hir.u32] * 4 + [hir.i64] * 3 + [hir.f32]
     u32x4 = hir.vec(hir.u32, 4)
     su64 = hir.ptr("shared", hir.u64)
     with m.kernel("attention", params, max_threads=THREADS, min_blocks=1) as b:
-        tq, tk, tv, o, lse, sq, sk, heads, ob, oh, os_, scale_log2 = b.params
+        tq, tk, tv, o, lse, sq, sk, heads, tiles, ob, oh, os_, scale_log2 = b.params
         tid = b.thread_idx()
         wg = tid >> 7
-        mb = b.grid_dim() - 1 - b.block_idx()  # the longest (causal) blocks first
-        bh = b.block_idx("y")
-        bi, hi = b.div(bh, heads), b.rem(bh, heads)
-        m0 = mb * BM
         base = b.dyn_shared(hir.u8)
         s_q = base
         s_k = b.ptr_add(base, q_bytes)  # STAGES K tiles, then STAGES V tiles
         s_v = b.ptr_add(base, q_bytes + STAGES * kv_bytes)
-        # mbarriers: Q, then per slot K full, V full, K empty, V empty.
+        # mbarriers: Q, then per slot K full, V full, K empty, V empty, then
+        # the consumers' turns and (persistent) "Q empty".
         bar_q = b.ptr_cast(b.ptr_add(base, q_bytes + 2 * STAGES * kv_bytes), su64)
         full_k = b.ptr_add(bar_q, 1)
         full_v = b.ptr_add(bar_q, 1 + STAGES)
         empty_k = b.ptr_add(bar_q, 1 + 2 * STAGES)
         empty_v = b.ptr_add(bar_q, 1 + 3 * STAGES)
         turns = b.ptr_add(bar_q, 1 + 4 * STAGES)  # one per consumer warpgroup
-        kv_end = b.min(m0 + BM, sk) if causal else sk
-        nblocks = b.div(kv_end + (BN - 1), BN)
+        empty_q = b.ptr_add(turns, consumers)  # persistent: Q read by every consumer
+
+        def coords(tix: Any) -> tuple[hir.Value, hir.Value, hir.Value, Any, hir.Value]:
+            """(batch, head, batch * heads + head, first query row, key
+            tiles) of tile `tix` (None: this block's own tile). Tiles are
+            head-major, the longest (causal) query blocks of a head first."""
+            if tix is None:
+                mb = b.grid_dim() - 1 - b.block_idx()
+                bh = b.block_idx("y")
+            else:
+                nm = b.div(sq + (BM - 1), BM)  # query blocks per (batch, head)
+                mb = nm - 1 - b.rem(tix, nm)
+                bh = b.div(tix, nm)
+            m0 = mb * BM
+            kv_end = b.min(m0 + BM, sk) if causal else sk
+            return b.div(bh, heads), b.rem(bh, heads), bh, m0, b.div(kv_end + (BN - 1), BN)
+
+        def tile_loop(body: Any) -> None:
+            """`body(coords, it, n)` for each tile of this block: `it` K/V
+            tiles and `n` query tiles went through the ring before it."""
+            if not loop.persistent:
+                zero_u32 = b.const(0, hir.u32)
+                body(coords(None), zero_u32, zero_u32)
+                return
+            start = [b.const(0, hir.u32)] * 2
+            with b.loop(b.block_idx(), tiles, b.grid_dim(), carry=start, type=hir.u32) as tl:
+                tc = coords(tl.index)
+                body(tc, tl.carried[0], tl.carried[1])
+                tl.next(tl.carried[0] + tc[4], tl.carried[1] + 1)
 
         with b.if_(b.eq(tid, 0)):
             b.mbarrier_init(bar_q, 1)
+            b.mbarrier_init(empty_q, 128 * consumers)
             for x in range(STAGES):
                 b.mbarrier_init(b.ptr_add(full_k, x), 1)
                 b.mbarrier_init(b.ptr_add(full_v, x), 1)
@@ -149,13 +196,15 @@ def build(
         def tile(ring: hir.Value, j: hir.Value) -> hir.Value:
             return b.ptr_add(ring, slot(j) * kv_bytes)
 
-        def tma(dst: hir.Value, tmap: hir.Value, row: Any, bar: hir.Value, box: int) -> None:
-            """The map's box rows from `row` as `boxes` boxes of 64 columns
-            (`box` bytes each), side by side."""
+        def tma(
+            dst: hir.Value, tmap: hir.Value, row: Any, bar: hir.Value, box: int, bi: Any, hi: Any
+        ) -> None:
+            """The map's box rows from `row` of (batch bi, head hi) as `boxes`
+            boxes of 64 columns (`box` bytes each), side by side."""
             for x in range(boxes):
-                coords = [b.const(x * BOX, hir.i32), b.cast(row, hir.i32)]
-                coords += [b.cast(hi, hir.i32), b.cast(bi, hir.i32)]
-                b.tma_load(b.ptr_add(dst, x * box), tmap, coords, bar)
+                at = [b.const(x * BOX, hir.i32), b.cast(row, hir.i32)]
+                at += [b.cast(hi, hir.i32), b.cast(bi, hir.i32)]
+                b.tma_load(b.ptr_add(dst, x * box), tmap, at, bar)
 
         def pack(x: hir.Value, y: hir.Value) -> hir.Value:
             """Two f32 as the element pair of one u32 register (x in the low
@@ -173,7 +222,9 @@ def build(
                 ptr, leading_byte_offset=lbo, stride_byte_offset=1024, swizzle="128B"
             )
 
-        def consume() -> None:
+        def consume(tc: tuple[Any, ...], it: hir.Value, n: hir.Value) -> None:
+            """One tile: `it` K/V tiles and `n` Q tiles went through the ring before."""
+            bi, hi, bh, m0, nblocks = tc
             c = wg - 1
             lane = tid & 31
             g, t = lane >> 2, lane & 3
@@ -186,8 +237,9 @@ def build(
 
             def s_gemm(j: hir.Value) -> hir.Value:
                 """Issues S = Q K_j (one committed group, not waited for)."""
-                wait(b.ptr_add(full_k, slot(j)), phase(j))
-                kt = tile(s_k, j)
+                r = it + j  # its place in the ring
+                wait(b.ptr_add(full_k, slot(r)), phase(r))
+                kt = tile(s_k, r)
                 b.wgmma_fence()
                 sacc = b.wgmma_zero(BN)
                 for kk in range(d // 16):
@@ -207,8 +259,9 @@ def build(
 
             def pv_gemm(j: hir.Value, acc: hir.Value, frags: list[hir.Value]) -> hir.Value:
                 """Issues O += P V_j (one committed group, not waited for)."""
-                wait(b.ptr_add(full_v, slot(j)), phase(j))
-                vt = tile(s_v, j)
+                r = it + j
+                wait(b.ptr_add(full_v, slot(r)), phase(r))
+                vt = tile(s_v, r)
                 b.wgmma_fence()
                 for kk in range(BN // 16):
                     # V is MN-major: 16 keys (rows of 128 bytes) per step;
@@ -287,7 +340,7 @@ def build(
 
             def release(ring: hir.Value, j: hir.Value) -> None:
                 """This thread is done with tile j of a K or V slot."""
-                b.mbarrier_arrive(b.ptr_add(ring, slot(j)))
+                b.mbarrier_arrive(b.ptr_add(ring, slot(it + j)))
 
             def my_turn(k: hir.Value) -> None:
                 """Ping-pong: the consumer warpgroups take turns round-robin
@@ -297,9 +350,11 @@ def build(
                 if pingpong:
                     # Consumer c's turn k waits for turn k of consumer c - 1,
                     # the first's for turn k - 1 of the last (phase k - 1 of
-                    # its barrier: a fresh barrier passes parity 1).
+                    # its barrier: a fresh barrier passes parity 1). A tile
+                    # of nblocks key tiles has nblocks + 1 turns: it + n
+                    # turns came before this tile.
                     first_wg = b.select(b.eq(c, 0), b.const(1, hir.u32), b.const(0, hir.u32))
-                    wait(b.ptr_add(turns, c), (k + first_wg) & 1)
+                    wait(b.ptr_add(turns, c), (it + n + k + first_wg) & 1)
 
             def end_turn() -> None:
                 if pingpong:
@@ -329,7 +384,13 @@ def build(
                 out: hir.Value = sel.results[0]
                 return out
 
-            wait(bar_q, 0)
+            def release_q() -> None:
+                """Persistent: this thread's last S of the tile is done, so
+                the producer may load the next tile's Q."""
+                if loop.persistent:
+                    b.mbarrier_arrive(empty_q)
+
+            wait(bar_q, n & 1)
             if not overlap:
                 init = [ninf, ninf, zero, zero, b.wgmma_zero(d)]
                 with b.loop(0, nblocks, carry=init, type=hir.u32) as lp:
@@ -344,6 +405,7 @@ def build(
                     release(empty_v, j)
                     lp.next(*m_new, *l_new, acc)
                 res = lp.results
+                release_q()
                 m_fin, l_part, acc = res[0:2], res[2:4], res[4]
             else:
                 # FA3's intra-warpgroup overlap: S_j = Q K_j is issued, then
@@ -379,6 +441,7 @@ def build(
                         acc = rescale(acc, alpha)
                     lp.next(*m_new, *l_new, acc, *alpha, *fragments(p))
                 res = lp.results
+                release_q()
                 last = nblocks - 1
                 my_turn(nblocks)
                 acc = rescale(res[4], res[5:7]) if defer else res[4]
@@ -405,65 +468,92 @@ def build(
                         at = b.cast(bh, hir.i64) * b.cast(sq, hir.i64) + b.cast(rows[h], hir.i64)
                         b.store(b.ptr_add(lse, at), val)
 
+        def produce(tc: tuple[Any, ...], it: hir.Value, n: hir.Value) -> None:
+            """One tile's loads (thread 0): Q, then the K/V tiles into the ring."""
+            bi, hi, _bh, m0, nblocks = tc
+            if loop.persistent:  # every consumer is done with the last tile's Q
+                wait(empty_q, (n & 1) ^ 1)
+            b.mbarrier_arrive_expect_tx(bar_q, q_bytes)
+            tma(s_q, tq, m0, bar_q, q_box_bytes, bi, hi)
+            with b.loop(0, nblocks, type=hir.u32) as lp:
+                j = lp.index
+                r = it + j  # its place in the ring
+                # A fresh barrier counts the phase before its first as
+                # complete, so the first STAGES waits pass at once.
+                fk, fv = b.ptr_add(full_k, slot(r)), b.ptr_add(full_v, slot(r))
+                wait(b.ptr_add(empty_k, slot(r)), phase(r) ^ 1)
+                b.mbarrier_arrive_expect_tx(fk, kv_bytes)
+                tma(tile(s_k, r), tk, j * BN, fk, KV_BOX_BYTES, bi, hi)
+                wait(b.ptr_add(empty_v, slot(r)), phase(r) ^ 1)
+                b.mbarrier_arrive_expect_tx(fv, kv_bytes)
+                tma(tile(s_v, r), tv, j * BN, fv, KV_BOX_BYTES, bi, hi)
+                lp.next()
+
         cond = b.if_else(b.eq(wg, 0))
         with cond as (producer, consumer):
             with producer:
                 b.setmaxnreg(PRODUCER_REGS, increase=False)
                 with b.if_(b.eq(tid, 0)):
-                    b.mbarrier_arrive_expect_tx(bar_q, q_bytes)
-                    tma(s_q, tq, m0, bar_q, q_box_bytes)
-                    with b.loop(0, nblocks, type=hir.u32) as lp:
-                        j = lp.index
-                        # A fresh barrier counts the phase before its first as
-                        # complete, so the first STAGES waits pass at once.
-                        fk, fv = b.ptr_add(full_k, slot(j)), b.ptr_add(full_v, slot(j))
-                        wait(b.ptr_add(empty_k, slot(j)), phase(j) ^ 1)
-                        b.mbarrier_arrive_expect_tx(fk, kv_bytes)
-                        tma(tile(s_k, j), tk, j * BN, fk, KV_BOX_BYTES)
-                        wait(b.ptr_add(empty_v, slot(j)), phase(j) ^ 1)
-                        b.mbarrier_arrive_expect_tx(fv, kv_bytes)
-                        tma(tile(s_v, j), tv, j * BN, fv, KV_BOX_BYTES)
-                        lp.next()
+                    tile_loop(produce)
             with consumer:
                 b.setmaxnreg(CONSUMER_REGS, increase=True)
-                consume()
+                tile_loop(consume)
         b.ret()
     return m
 
 
-#: Whether consumers overlap S_j = Q K_j with O += P_{j-1} V_{j-1} (FA3's
-#: intra-warpgroup pipelining). Off until measured again: its first version
-#: measured 10-20 % slower than the plain loop on the H100, with every wgmma
-#: serialised by ptxas (C7513, now fixed; docs/kernels.md).
-OVERLAP = False
-#: With OVERLAP: FA3's ping-pong of the consumer warpgroups (not yet measured).
-PINGPONG = False
-#: With OVERLAP: rescale O while S_j is computed (FA3's order).
-DEFER = False
-#: Consumer warpgroups per block by head dim (2 or 3; FA3: 3 for 64).
-CONSUMERS = {64: 2, 128: 2}
-#: Raise a row's running maximum only when it grows by more than
+#: The consumer loops by name (``attention(..., variant="sm90_<name>")``;
+#: benches/attention.py times each on Hopper, the tests run each).
+LOOPS: dict[str, Loop] = {
+    "plain": Loop(),
+    "overlap": Loop(overlap=True),
+    "pingpong": Loop(overlap=True, pingpong=True),
+    "overlap_defer": Loop(overlap=True, defer=True),
+    "pingpong_defer": Loop(overlap=True, pingpong=True, defer=True),
+    "plain_lazy": Loop(lazy=True),
+    "pingpong_defer_lazy": Loop(overlap=True, pingpong=True, defer=True, lazy=True),
+    "plain_wg3": Loop(consumers=3),
+    "pingpong_defer_wg3": Loop(overlap=True, pingpong=True, defer=True, consumers=3),
+    "overlap_s3": Loop(overlap=True, stages=3),
+    "overlap_persist": Loop(overlap=True, persistent=True),
+    "overlap_s3_persist": Loop(overlap=True, stages=3, persistent=True),
+    "pingpong_defer_persist": Loop(overlap=True, pingpong=True, defer=True, persistent=True),
+    "plain_wg3_persist": Loop(consumers=3, persistent=True),
+}
+#: The loop `attention()` runs per (head dim, causal): the fastest on the
+#: H100 (benches/attention.py; docs/performance.md, "Attention, sm_90a
+#: path"). Head dim 128: the overlapped loop (642-688 TFLOP/s against the
+#: plain loop's 553-565). Head dim 64: three consumer warpgroups (plain 515-528
+#: against two consumers' best 474), causal with the deferred ping-pong
+#: (502 against 492). Three consumers spill at head dim 128 (160 registers).
+DEFAULT_LOOP: dict[tuple[int, bool], str] = {
+    (64, False): "plain_wg3",
+    (64, True): "pingpong_defer_wg3",
+    (128, False): "overlap",
+    (128, True): "overlap",
+}
+#: With `lazy`: raise a row's running maximum only when it grows by more than
 #: LAZY_HEADROOM (log2 units: P <= 256), skipping most rescales of O.
-LAZY = False
 LAZY_HEADROOM = 8.0
 
 
-@functools.cache
-def _module(
-    dtype: str,
-    d: int,
-    causal: bool,
-    overlap: bool,
-    pingpong: bool,
-    defer: bool,
-    consumers: int,
-    lazy: bool,
-) -> hir.Module:
-    return build(dtype, d, causal, overlap, pingpong, defer, consumers, lazy)
+def fits(d: int, loop: Loop) -> bool:
+    """Whether `loop`'s shared memory fits a block (227 KiB on sm_90)."""
+    return shared_bytes(d, loop.consumers, loop.stages) <= 227 * 1024
 
 
 @functools.cache
-def _loaded(key: tuple[str, int, bool, bool, bool, bool, int, bool], device: int) -> Any:
+def _sm_count(device: int) -> int:
+    return int(cuda.Device(device).sm_count)
+
+
+@functools.cache
+def _module(dtype: str, d: int, causal: bool, loop: Loop) -> hir.Module:
+    return build(dtype, d, causal, loop)
+
+
+@functools.cache
+def _loaded(key: tuple[str, int, bool, Loop], device: int) -> Any:
     return cuda.load_hir(_module(*key), device, arch="sm_90a")
 
 
@@ -485,16 +575,27 @@ def launch(
     causal: bool,
     scale_log2: float,
     stream: Any,
+    loop: str | None = None,
 ) -> None:
-    """Runs the kernel on checked tensors (attention() validated them)."""
+    """Runs the kernel on checked tensors (attention() validated them) with
+    the consumer loop named `loop` (a key of LOOPS; None: DEFAULT_LOOP's)."""
     bsz, heads, sq, d = tq.shape
     sk = tk.shape[2]
-    nc = CONSUMERS[d]
+    lp = LOOPS[loop or DEFAULT_LOOP[d, causal]]
+    if not fits(d, lp):
+        raise ArgumentError(
+            f"argument 'variant': loop {loop!r} needs {shared_bytes(d, lp.consumers, lp.stages)}"
+            f" bytes of shared memory at head dim {d}, more than a block has"
+        )
+    nc = lp.consumers
     maps = [_tensor_map(tq, bm(nc)), _tensor_map(tk, BN), _tensor_map(tv, BN)]
-    args = [*maps, o.arr, lse.arr, sq, sk, heads, *o.strides[:3], scale_log2]
     grid = (-(-sq // bm(nc)), bsz * heads)
-    smem = shared_bytes(d, nc)
-    key = (tq.dtype, d, causal, OVERLAP, PINGPONG, DEFER, nc, LAZY)
+    tiles = grid[0] * grid[1]
+    if lp.persistent:  # one block per SM (the interpreter: 3, to share tiles unevenly)
+        grid = (min(tiles, _sm_count(tq.device) if tq.on_gpu else 3), 1)
+    args = [*maps, o.arr, lse.arr, sq, sk, heads, tiles, *o.strides[:3], scale_log2]
+    smem = shared_bytes(d, nc, lp.stages)
+    key = (tq.dtype, d, causal, lp)
     if not tq.on_gpu:
         interp.launch(_module(*key), "attention", grid, threads(nc), *args, shared_bytes=smem)
         return

@@ -100,15 +100,16 @@ def test_attention_sm90_bench_sizes(case: tuple[int, int, bool]) -> None:
     assert rel_err(out, ref.double()) < 2e-2
 
 
-#: The consumer loops and shapes that are off by default (attention_sm90's
-#: knobs), in child processes: a wrong barrier phase hangs the kernel, which
-#: would stop every GPU test after it. group -> pytest -k expression over
+#: The consumer loops and shapes (attention_sm90.Loop), in child processes:
+#: a wrong barrier phase hangs the kernel, which would stop every GPU test
+#: after it. group -> pytest -k expression over
 #: attention_sm90_variant_cases.py.
 VARIANT_GROUPS = {
     "overlap": "overlapped_loop and not pingpong_on",
     "pingpong": "overlapped_loop and pingpong_on",
     "three_consumers": "three_consumers",
     "lazy_rescale": "lazy_rescale",
+    "named_loops": "named_loop",
 }
 
 

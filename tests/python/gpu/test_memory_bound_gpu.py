@@ -131,9 +131,11 @@ def test_saxpy(dtype: Any) -> None:
 @pytest.mark.parametrize(
     "knobs",
     [
-        {"GRID_STRIDE": False},
-        {"GRID_STRIDE": False, "CACHE": ("lu", "lu", "cs")},
+        {"GRID_STRIDE": True},
+        {"CACHE": ("lu", "lu", "cs")},
         {"CACHE": ("evict_first", "evict_first", "evict_first")},
+        {"UNROLL": 4},
+        {"UNROLL": 1, "THREADS": 256},
     ],
 )
 def test_saxpy_variants(knobs: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:

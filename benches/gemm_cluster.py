@@ -86,9 +86,11 @@ def main() -> None:
         for name, (cfg, cap) in variants.items():
             cfg = dataclasses.replace(cfg, b_layout=layout)
 
-            def run(i: int, cfg: Any = cfg, cap: int | None = cap) -> None:
-                b = bs[i].t() if layout == "col" else bs[i]
-                gemm_sm90.matmul_sm90(a_sets[i], b, out, b_layout=layout, config=cfg, sms=cap)
+            def run(
+                i: int, cfg: Any = cfg, cap: int | None = cap, bs: Any = bs, lay: str = layout
+            ) -> None:
+                b = bs[i].t() if lay == "col" else bs[i]
+                gemm_sm90.matmul_sm90(a_sets[i], b, out, b_layout=lay, config=cfg, sms=cap)
 
             try:
                 out.fill_(float("nan"))
@@ -99,9 +101,7 @@ def main() -> None:
             except Exception as e:  # a failing variant is reported, not fatal
                 print(f"  {name} B {layout}: failed: {type(e).__name__}: {str(e)[:200]}")
                 continue
-            grid = gemm_sm90.launch_shape(
-                cfg, n, n, cap or gemm_sm90._resident_blocks(cfg, 0)
-            )[0]
+            grid = gemm_sm90.launch_shape(cfg, n, n, cap or gemm_sm90._resident_blocks(cfg, 0))[0]
             tf = flop / ms / 1e9
             print(
                 f"  {name:<14} B {layout}  grid {grid:4d}  {tf:8.1f} TFLOP/s  "

@@ -75,7 +75,7 @@ def main() -> None:
             e.record()
             e.synchronize()
             times.append(s.elapsed_time(e) / 10)
-        return statistics.median(times)
+        return float(statistics.median(times))
 
     rows = []
     ms = timed(lambda i: torch.matmul(a_sets[i], bt_sets[i].t(), out=out))

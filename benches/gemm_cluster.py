@@ -38,17 +38,26 @@ def main() -> None:
     cl = dataclasses.replace(base, cluster_m=2)
     fit = gemm_sm90._kernel(cl, 0).max_active_clusters(cl.threads, (2, 1, 1), cl.shared_bytes)
     print(f"{dev.name}: {sms} SMs; max_active_clusters(2 blocks) = {fit}", flush=True)
-    # (config, SM cap or None: as launched by matmul_sm90)
-    variants: dict[str, tuple[Any, int | None]] = {
-        "c1": (base, None),
-        "c1_sms128": (base, 128),
-        "c2": (cl, None),
-        "c2_sms128": (cl, 128),
-        "c2_sms120": (cl, 120),
-        "c2_overlap": (dataclasses.replace(cl, overlap=True), None),
-        "c2_group16": (dataclasses.replace(cl, group_m=16), None),
-        "c1_again": (base, None),
-        "c2_again": (cl, None),
+    balanced = gemm_sm90.launch_shape
+
+    def full_grid(cfg: Any, m: int, n_: int, sms: int) -> tuple[int, int, int]:
+        """The grid before balancing: every resident block (or cluster)."""
+        cm = cfg.cluster_m
+        units = -(-m // (cfg.bm * cm)) * -(-n_ // cfg.bn)
+        return max(1, min(units, sms // cm)) * cm, cfg.threads, cfg.shared_bytes
+
+    # (config, SM cap or None: as launched by matmul_sm90, grid rule)
+    variants: dict[str, tuple[Any, int | None, Any]] = {
+        "c1": (base, None, balanced),
+        "c1_full": (base, None, full_grid),
+        "c1_sms120": (base, 120, balanced),
+        "c2": (cl, None, balanced),
+        "c2_full": (cl, None, full_grid),
+        "c2_overlap": (dataclasses.replace(cl, overlap=True), None, balanced),
+        "c2_group16": (dataclasses.replace(cl, group_m=16), None, balanced),
+        "c2_group4": (dataclasses.replace(cl, group_m=4), None, balanced),
+        "c1_again": (base, None, balanced),
+        "c2_again": (cl, None, balanced),
     }
     if args.variants:
         keep = args.variants.split(",")
@@ -83,8 +92,9 @@ def main() -> None:
     rows.append({"variant": "cublas", "b": "col", "TFLOP_per_s": flop / ms / 1e9})
     for layout in ("col", "row"):
         bs = bt_sets if layout == "col" else [bt.t().contiguous() for bt in bt_sets]
-        for name, (cfg, cap) in variants.items():
+        for name, (cfg, cap, shape) in variants.items():
             cfg = dataclasses.replace(cfg, b_layout=layout)
+            gemm_sm90.launch_shape = shape  # read by matmul_sm90 at each call
 
             def run(
                 i: int, cfg: Any = cfg, cap: int | None = cap, bs: Any = bs, lay: str = layout
@@ -101,7 +111,7 @@ def main() -> None:
             except Exception as e:  # a failing variant is reported, not fatal
                 print(f"  {name} B {layout}: failed: {type(e).__name__}: {str(e)[:200]}")
                 continue
-            grid = gemm_sm90.launch_shape(cfg, n, n, cap or gemm_sm90._resident_blocks(cfg, 0))[0]
+            grid = shape(cfg, n, n, cap or gemm_sm90._resident_blocks(cfg, 0))[0]
             tf = flop / ms / 1e9
             print(
                 f"  {name:<14} B {layout}  grid {grid:4d}  {tf:8.1f} TFLOP/s  "
@@ -111,6 +121,7 @@ def main() -> None:
             rows.append(
                 {"variant": name, "b": layout, "grid": grid, "TFLOP_per_s": tf, "rel_err": err}
             )
+        gemm_sm90.launch_shape = balanced
         bs = []
         torch.cuda.empty_cache()
     if args.json:

@@ -454,8 +454,10 @@ def _pack2(b: hir.FunctionBuilder, x: hir.Value, y: hir.Value, pair_t: hir.Type)
 #: time both.
 CLUSTER_M: int | None = None
 #: Output tiles from which the default config runs 2-block clusters; None:
-#: never. The cluster variant has not been timed on a GPU yet (docs/kernels.md,
-#: "Hopper GEMM"), so the registry keeps the measured 1-block kernel.
+#: never. The cluster variant first ran at half the 1-block speed (remote
+#: releases fenced with MEMBAR.GPU, since relaxed); the fixed kernel has not
+#: been timed yet (docs/kernels.md, "Hopper GEMM"), so the registry keeps
+#: the measured 1-block kernel.
 CLUSTER_MIN_TILES: int | None = None
 
 

@@ -14,7 +14,9 @@ what="${1:-all}"
 OUT="${OUT:-$PWD/gpu-out}"
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-index --no-deps --target /tmp/site .device/*.whl || exit 1
+# --upgrade: on a machine still warm from an earlier call, pip --target keeps the
+# old package (with only a warning), so the old native module would be tested.
+python3 -m pip install -q --no-index --no-deps --upgrade --target /tmp/site .device/*.whl || exit 1
 export PYTHONPATH=/tmp/site
 # The carried wheel provides the native module; Python sources come from this tree,
 # so a wheel built a few commits ago still tests the current package code.

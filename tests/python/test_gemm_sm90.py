@@ -165,6 +165,19 @@ def test_one_consumer_without_setmaxnreg() -> None:
     run(64, 64, 256, Config(bn=64, consumers=1, stages=2, setmaxnreg=False))
 
 
+def test_persistent_grid_is_the_fewest_blocks_for_its_rounds() -> None:
+    one = Config()
+    assert gemm_sm90.launch_shape(one, 8192, 8192, 132)[0] == 128  # 2048 tiles, 16 rounds
+    assert gemm_sm90.launch_shape(one, 4096, 4096, 132)[0] == 128  # 512 tiles, 4 rounds
+    assert gemm_sm90.launch_shape(one, 3200, 10240, 132)[0] == 125  # 1000 tiles, 8 rounds
+    assert gemm_sm90.launch_shape(one, 1024, 2048, 8)[0] == 8  # 64 tiles on 8 SMs
+    assert gemm_sm90.launch_shape(one, 1000, 1000, 132)[0] == 32  # a tile per block
+    for m, n, sms in [(8192, 8192, 132), (4096, 12288, 114), (300, 700, 7)]:
+        tiles = -(-m // one.bm) * -(-n // one.bn)
+        grid = gemm_sm90.launch_shape(one, m, n, sms)[0]
+        assert grid <= sms and -(-tiles // grid) == -(-tiles // min(tiles, sms))
+
+
 def test_cluster_pair_multicast_b() -> None:
     # 3 tile rows: the second unit's lower tile lies wholly below M (zeros,
     # no stores) yet still multicasts its half of B; one cluster walks all
@@ -182,14 +195,18 @@ def test_cluster_row_layout_tails_f16_bias() -> None:
 
 def test_cluster_launch_shape_and_ptx() -> None:
     cfg = Config(cluster_m=2)
-    # 64 x 32 tiles in units of 2 tile rows: 66 clusters on 133 SMs
-    assert gemm_sm90.launch_shape(cfg, 8192, 8192, 133)[0] == 132
+    # 64 x 32 tiles in units of 2 tile rows: 1024 units take 16 rounds on the
+    # 66 clusters that fit 133 SMs, and 64 clusters run them in 16 rounds too
+    assert gemm_sm90.launch_shape(cfg, 8192, 8192, 133)[0] == 128
     assert gemm_sm90.launch_shape(cfg, 100, 100, 132)[0] == 2
     assert gemm_sm90._boxes(cfg)[1] == (64, 128)
     ptx = zyntax.compile(gemm_sm90.build(cfg), backend="nvptx", arch="sm_90a")
     assert ".reqnctapercluster 2, 1, 1" in ptx
     assert "multicast::cluster" in ptx
-    assert "mbarrier.arrive.release.cluster.shared::cluster.b64" in ptx
+    # stages go back with relaxed remote arrivals: a cluster-scope release put
+    # MEMBAR.GPU before each and halved the speed on the H100
+    assert "mbarrier.arrive.shared::cluster.b64" in ptx
+    assert "mbarrier.arrive.release.cluster" not in ptx
     assert "barrier.cluster.wait" in ptx
     zyntax.validate_ptx(ptx, arch="sm_90a")
     with pytest.raises(ValueError, match="cluster"):

@@ -700,6 +700,12 @@ impl FunctionBuilder {
     pub fn mbarrier_arrive_cluster(&mut self, bar: ValueId) -> BuildResult<()> {
         self.push0(Op::MbarrierArriveCluster, &[bar])
     }
+
+    /// `mbarrier.arrive_cluster_relaxed bar`: an arrival on a `mapa`-mapped
+    /// barrier with no ordering for the other block (no GPU-wide fence).
+    pub fn mbarrier_arrive_cluster_relaxed(&mut self, bar: ValueId) -> BuildResult<()> {
+        self.push0(Op::MbarrierArriveClusterRelaxed, &[bar])
+    }
     pub fn griddep(&mut self, op: GriddepOp) -> BuildResult<()> {
         self.push0(Op::Griddep(op), &[])
     }

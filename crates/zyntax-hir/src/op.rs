@@ -65,7 +65,7 @@
 //! | cluster special registers | – | 1 u32 (`is_explicit_cluster`: bool) |
 //! | `cluster_barrier.*`, `griddepcontrol.*`, `grid_sync` | – | – |
 //! | `mapa` | ptr (`ptr<shared, T>`), rank (u32) | 1 `ptr<shared_cluster, T>` |
-//! | `mbarrier.arrive_cluster` | bar (`ptr<shared_cluster, u64>`) | – |
+//! | `mbarrier.arrive_cluster[_relaxed]` | bar (`ptr<shared_cluster, u64>`) | – |
 //! | `call @f` | arguments | callee's returns |
 //! | `jump` / `br` / `return` / `unreachable` | – / cond / values / – | – |
 
@@ -700,6 +700,9 @@ pub enum Op {
     Mapa,
     /// `mbarrier.arrive.release.cluster.shared::cluster`: one arrival on a (remote) barrier.
     MbarrierArriveCluster,
+    /// `mbarrier.arrive.shared::cluster` (release at CTA scope): one arrival on a
+    /// (remote) barrier that orders nothing for the other block (no `MEMBAR.GPU`).
+    MbarrierArriveClusterRelaxed,
     /// `griddepcontrol.{launch_dependents, wait}`.
     Griddep(GriddepOp),
     /// Grid-wide barrier (needs a cooperative launch).

@@ -1666,6 +1666,26 @@ pub static OPS: &[OpDef] = &[
     .rust("mbarrier_arrive_cluster(bar)")
     .py(Py::Hand("mbarrier_arrive_cluster"))
     .doc("One arrival (release, cluster scope) on a barrier of any block of the cluster."),
+    // h14-cluster: the arrival a TMA ring's consumer hands a stage back with
+    row(
+        "mbarrier_arrive_cluster_relaxed",
+        "",
+        "mbarrier.arrive_cluster_relaxed",
+        &["bar"],
+        0,
+        "–",
+    )
+    .op(|| Op::MbarrierArriveClusterRelaxed)
+    .gpu()
+    .fx(fx::READ | fx::WRITE | fx::SYNC)
+    .needs(CLUSTER)
+    .rust("mbarrier_arrive_cluster_relaxed(bar)")
+    .py(Py::Hand("mbarrier_arrive_cluster"))
+    .doc(
+        "One arrival on a barrier of any block of the cluster that orders nothing for that \
+         block (release at CTA scope, no GPU-wide fence): hands back a buffer this thread \
+         only read.",
+    ),
     // --- h13-cluster: programmatic dependent launch (issue 13 item 5), grid sync (issue 12 item 6)
     row(
         "griddepcontrol",
@@ -1950,6 +1970,7 @@ impl Op {
             ClusterBarrier(c) => ("cluster_barrier", c.name()),
             Mapa => ("mapa", ""),
             MbarrierArriveCluster => ("mbarrier_arrive_cluster", ""),
+            MbarrierArriveClusterRelaxed => ("mbarrier_arrive_cluster_relaxed", ""),
             Griddep(g) => ("griddepcontrol", g.name()),
             GridSync => ("grid_sync", ""),
             BulkReduce(r) => ("bulk_reduce", r.name()),

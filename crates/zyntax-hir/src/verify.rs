@@ -1953,7 +1953,7 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
                 &Type::ptr(AddrSpace::SharedCluster, (**pointee).clone()),
             )
         }
-        Op::MbarrierArriveCluster => {
+        Op::MbarrierArriveCluster | Op::MbarrierArriveClusterRelaxed => {
             let bar = Type::ptr(AddrSpace::SharedCluster, Type::U64);
             if a[0] != &bar {
                 return Err(format!(

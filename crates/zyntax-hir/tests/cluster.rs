@@ -28,6 +28,7 @@ block0(v0: ptr<global, u32>):
     store v10, v5
     v13: ptr<shared_cluster, u64> = mapa v2, v3
     mbarrier.arrive_cluster v13
+    mbarrier.arrive_cluster_relaxed v13
     griddepcontrol.wait
     griddepcontrol.launch_dependents
     grid_sync
@@ -72,6 +73,8 @@ fn type_rules_name_the_instruction() {
     let e = bad("    mbarrier.arrive_cluster v0\n");
     assert!(e.contains("mbarrier.arrive_cluster"), "{e}");
     assert!(e.contains("ptr<shared_cluster, u64>"), "{e}");
+    let e = bad("    mbarrier.arrive_cluster_relaxed v0\n");
+    assert!(e.contains("mbarrier.arrive_cluster_relaxed"), "{e}");
     let e = bad("    v2: ptr<shared_cluster, u64> = ptr_cast v0\n");
     assert!(
         e.contains("address spaces change only to or from generic"),

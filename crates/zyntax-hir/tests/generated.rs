@@ -224,6 +224,7 @@ fn every_op() -> Vec<Op> {
         Op::IsExplicitCluster,
         Op::Mapa,
         Op::MbarrierArriveCluster,
+        Op::MbarrierArriveClusterRelaxed,
         Op::GridSync,
     ]);
     ops.extend(BulkRedOp::ALL.iter().map(|&r| Op::BulkReduce(r)));

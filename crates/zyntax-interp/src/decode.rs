@@ -1083,8 +1083,9 @@ impl Decoder<'_> {
                 ptr: arg(0)?,
                 rank: arg(1)?,
             },
-            // A remote arrival is an `arrive` on the barrier word `mapa` pointed at.
-            Op::MbarrierArriveCluster => DOp::Mbarrier {
+            // A remote arrival is an `arrive` on the barrier word `mapa` pointed at
+            // (the interpreter's memory is sequentially consistent: both scopes alike).
+            Op::MbarrierArriveCluster | Op::MbarrierArriveClusterRelaxed => DOp::Mbarrier {
                 op: MbarrierOp::Arrive,
                 bar: arg(0)?,
                 a1: NO_SLOT,

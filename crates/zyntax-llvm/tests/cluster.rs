@@ -45,6 +45,7 @@ fn cluster_kernel() -> Module {
     b.red(AtomicOp::Max, Scope::Device, remote, v).unwrap();
     let rbar = b.mapa(bar, other).unwrap();
     b.mbarrier_arrive_cluster(rbar).unwrap();
+    b.mbarrier_arrive_cluster_relaxed(rbar).unwrap();
     b.cluster_barrier(ClusterBarrierOp::ArriveRelaxed).unwrap();
     b.cluster_barrier(ClusterBarrierOp::Wait).unwrap();
     let q = b.ptr_add(out, tid).unwrap();
@@ -77,6 +78,8 @@ fn cluster_ops_and_metadata() {
                 "barrier.cluster.wait;",
                 "mapa.u64",
                 "mbarrier.arrive.release.cluster.shared::cluster.b64",
+                // the relaxed arrival: default (CTA-scope) semantics, no MEMBAR.GPU
+                "mbarrier.arrive.shared::cluster.b64",
                 "barrier.cluster.arrive.relaxed;",
             ],
         );

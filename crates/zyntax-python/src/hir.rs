@@ -1959,12 +1959,26 @@ impl FunctionBuilder {
             fb.mapa(p, r)
         })
     }
-    /// One arrival (release, cluster scope) on a barrier `mapa` mapped to a block of the cluster.
-    fn mbarrier_arrive_cluster(&self, py: Python<'_>, bar: &Bound<'_, PyAny>) -> PyResult<()> {
+    /// One arrival on a barrier `mapa` mapped to a block of the cluster: release at
+    /// cluster scope, or (`relaxed=True`) ordering nothing for that block, for handing
+    /// back a buffer this thread only read (no GPU-wide fence).
+    #[pyo3(signature = (bar, relaxed=false))]
+    fn mbarrier_arrive_cluster(
+        &self,
+        py: Python<'_>,
+        bar: &Bound<'_, PyAny>,
+        relaxed: bool,
+    ) -> PyResult<()> {
         let (b, _) = self
             .sh
             .value(bar, "the barrier of `mbarrier_arrive_cluster`")?;
-        self.sh.run(py, |fb| fb.mbarrier_arrive_cluster(b))
+        self.sh.run(py, |fb| {
+            if relaxed {
+                fb.mbarrier_arrive_cluster_relaxed(b)
+            } else {
+                fb.mbarrier_arrive_cluster(b)
+            }
+        })
     }
 
     // ------------------------------------------------------------ warp MMA (issue 12)

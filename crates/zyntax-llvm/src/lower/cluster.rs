@@ -95,19 +95,10 @@ impl<'ctx> FnLowering<'_, 'ctx> {
                 self.set(self.result(d, 0)?, v);
                 Ok(())
             }
-            Op::MbarrierArriveCluster => {
-                let p = self.ptr(self.arg(d, 0)?)?;
-                let p = self.b.build_ptr_to_int(p, self.ctx().i64_type(), "")?;
-                let args: [BasicMetadataValueEnum<'ctx>; 1] = [p.into()];
-                self.asm(
-                    "{ .reg .b64 a; cvta.to.shared::cluster.u64 a, $0; \
-                     mbarrier.arrive.release.cluster.shared::cluster.b64 _, [a]; }",
-                    "l,~{memory}",
-                    None,
-                    &args,
-                )?;
-                Ok(())
-            }
+            Op::MbarrierArriveCluster => self.arrive_cluster(d, ".release.cluster"),
+            // Release at CTA scope: ptxas emits no MEMBAR.GPU before the
+            // arrive (the cluster-scope release costs two per arrival).
+            Op::MbarrierArriveClusterRelaxed => self.arrive_cluster(d, ""),
             Op::Griddep(op) => {
                 let text = match op {
                     GriddepOp::LaunchDependents => "griddepcontrol.launch_dependents;",
@@ -119,6 +110,20 @@ impl<'ctx> FnLowering<'_, 'ctx> {
             Op::GridSync => self.grid_sync(),
             other => Err(self.bug(format!("no cluster lowering for `{}`", other.mnemonic()))),
         }
+    }
+
+    /// `mbarrier.arrive<sem>.shared::cluster` on the `mapa` result (a generic
+    /// address, converted back to the shared::cluster window).
+    fn arrive_cluster(&mut self, d: &hir::InstData, sem: &str) -> CompileResult<()> {
+        let p = self.ptr(self.arg(d, 0)?)?;
+        let p = self.b.build_ptr_to_int(p, self.ctx().i64_type(), "")?;
+        let args: [BasicMetadataValueEnum<'ctx>; 1] = [p.into()];
+        let text = format!(
+            "{{ .reg .b64 a; cvta.to.shared::cluster.u64 a, $0; \
+             mbarrier.arrive{sem}.shared::cluster.b64 _, [a]; }}"
+        );
+        self.asm(&text, "l,~{memory}", None, &args)?;
+        Ok(())
     }
 
     fn cluster_sreg(&mut self, d: &hir::InstData, reg: &str) -> CompileResult<()> {

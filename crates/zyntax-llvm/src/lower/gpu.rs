@@ -113,6 +113,7 @@ impl<'ctx> FnLowering<'_, 'ctx> {
             | Op::ClusterBarrier(_)
             | Op::Mapa
             | Op::MbarrierArriveCluster
+            | Op::MbarrierArriveClusterRelaxed
             | Op::Griddep(_)
             | Op::GridSync => self.lower_cluster(d),
             _ => self.lower_sync(d),

@@ -54,7 +54,7 @@ def test_device_properties(dev: Any) -> None:
     assert p["max_shared_per_block_optin"] >= p["max_shared_per_block"] >= 48 * 1024
     free, total = dev.mem_info()
     assert 0 < free <= total == dev.total_memory
-    assert cuda.device_arch(0) in ("sm_70", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90")
+    assert cuda.device_arch(0) in ("sm_70", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_90a")
 
 
 # ---------------------------------------------------------------- launches

@@ -777,7 +777,7 @@ def matmul_sm90(
     if _pad_a is not None or _pad_b is not None or scales:
         return None
     has_bias, device = dbias is not None, dout.device
-    ta_str, tb_str, mdtype = da.typestr, db.typestr, cfg.dtype
+    ta_str, tb_str, mdtype = da.typestr, db.typestr, IN_TMA.get(cfg.dtype, cfg.dtype)
 
     def relaunch(pa: int, pb: int, pc: int, pbias: int) -> None:
         map_a = _view_map(pa, m, k, ta_str, device, box_a, mdtype)

@@ -224,3 +224,24 @@ def test_runs_on_torch_current_stream() -> None:
         got = out.cpu()  # ordered after the matmul on s
     ref = reference(a.float().cpu().numpy(), b.float().cpu().numpy())
     assert rel_err(got.numpy(), ref) < TOL["bf16"]
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "f16", "tf32"])
+@pytest.mark.parametrize("lb", ["row", "col"])
+def test_sm90_repeated_calls_reuse_the_plan_with_new_operands(dtype: str, lb: str) -> None:
+    # The second and later calls of one signature take the plan (new tensor
+    # maps for the new addresses, from the cache); each result is checked.
+    torch = torch_or_skip()
+    if cuda.device_arch() not in ("sm_90", "sm_90a") or zk._sm90_module() is None:
+        pytest.skip("needs an sm_90 device and the sm90 module")
+    if dtype == "tf32" and lb == "row":
+        pytest.skip("wgmma reads tf32 K-major only: a row-major B is not sm90's")
+    tdt = {"bf16": torch.bfloat16, "f16": torch.float16, "tf32": torch.float32}[dtype]
+    zk._plans.clear()
+    for _ in range(3):
+        a, b = torch_operands(torch, 300, 520, 264, tdt, "row", lb)
+        out = torch.full((300, 520), float("nan"), device="cuda", dtype=tdt)
+        zk.matmul(a, b, out, variant="sm90", allow_tf32=dtype == "tf32")
+        ref = reference(a.double().cpu().numpy(), b.double().cpu().numpy())
+        assert rel_err(out.double().cpu().numpy(), ref) < TOL[dtype]
+    assert any(isinstance(p, zk._Sm90Plan) for p in zk._plans.values())

@@ -70,7 +70,8 @@
 //!   values defined in the entry block or earlier in the same block (they are
 //!   not dominated by anything else, and lowering emits them in layout order).
 //!
-//! **Types** (per op; the operand table is in [`crate::op`])
+//! **Types** (per op: the signatures the table's rows declare, checked by
+//! [`crate::sig::check`], then the rules `check_op` adds by hand)
 //! - value types are scalars, vectors (2, 4 or 8 lanes of a non-bool scalar;
 //!   12..128 lanes by 4 as values only, for `wgmma` accumulators),
 //!   pointers or fragments, never arrays; a pointee is a memory type (scalar,
@@ -1306,7 +1307,9 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
         crate::sig::check(s, &mn, def.operands.unwrap_or(&[]), a, r)?;
     }
     match &d.op {
+        // The literal must fit the result type: a value rule.
         Op::Const(c) => check_const(*c, r[0]),
+        // The scalar family is the row's `types`; half pairs take only some ops.
         Op::Binary(_) => {
             if a[0] != a[1] {
                 return Err(format!(
@@ -1345,6 +1348,7 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             }
             same("the result", r[0], a[0])
         }
+        // The scalar family is the row's `types`.
         Op::Unary(_) => {
             let Some(s) = scalar(a[0]) else {
                 return Err(format!("`{mn}` takes a scalar, got {}", a[0]));
@@ -1355,6 +1359,7 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             }
             same("the result", r[0], a[0])
         }
+        // Floats or half pairs; its messages count operands from 1 (pinned by tests).
         Op::Fma => {
             if !a[0].is_float() && !is_half_pair(a[0]) {
                 return Err(format!("`fma` takes floats, got {}", a[0]));
@@ -1363,6 +1368,7 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             same("operand 3", a[2], a[0])?;
             same("the result", r[0], a[0])
         }
+        // Bool and pointers compare with eq/ne only: a rule on the sub-op and the type.
         Op::Cmp(op) => {
             if a[0] != a[1] {
                 return Err(format!(
@@ -1389,6 +1395,7 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
         Op::Select if matches!(a[1], Type::Frag(_)) => {
             Err("`select` cannot choose between fragments".into())
         }
+        // Any scalar to any non-bool scalar: a rule on the pair.
         Op::Cast => {
             let (Some(from), Some(to)) = (scalar(a[0]), scalar(r[0])) else {
                 return Err(format!(
@@ -1403,6 +1410,7 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             }
             Ok(())
         }
+        // Equal sizes: a rule on sizes.
         Op::Bitcast => {
             let plain =
                 |t: &Type| matches!(t, Type::Scalar(s) | Type::Vector(s, _) if !s.is_bool());
@@ -1423,6 +1431,7 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             }
             Ok(())
         }
+        // The lane immediate must fit the vector (also `insert`).
         Op::Extract(lane) => {
             let Type::Vector(s, n) = a[0] else {
                 return Err(format!("`extract` needs a vector, got {}", a[0]));
@@ -1442,6 +1451,7 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             same("the inserted value", a[1], &Type::Scalar(*s))?;
             same("the result", r[0], a[0])
         }
+        // No whole arrays; the message is pinned by tests (also `store`: constant memory).
         Op::Load => {
             let Type::Ptr(_, pointee) = a[0] else {
                 return Err(format!("`load` needs a pointer, got {}", a[0]));
@@ -1473,6 +1483,7 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             }
             Ok(())
         }
+        // The result is the operand's pointer type, space included: signatures have no space variables.
         Op::PtrAdd => {
             if !a[0].is_ptr() {
                 return Err(format!("`ptr_add` needs a pointer, got {}", a[0]));
@@ -1482,6 +1493,7 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             }
             same("the result", r[0], a[0])
         }
+        // Which address-space changes are allowed: a rule on two spaces.
         Op::PtrCast => {
             let (Type::Ptr(from, _), Type::Ptr(to, _)) = (a[0], r[0]) else {
                 return Err(format!(
@@ -1501,6 +1513,7 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             }
             Ok(())
         }
+        // The result type follows the immediates; sizes have limits (also the shared allocations).
         Op::Alloca { elem, count } => {
             check_alloc(elem, *count, MAX_ALLOCA_BYTES, "alloca")?;
             same(
@@ -1529,12 +1542,14 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
                 &Type::ptr(AddrSpace::Shared, elem.clone()),
             )
         }
+        // Immediate ranges are not types (also the other waits, setmaxnreg, named barriers).
         Op::CpAsyncWait(n) => {
             if *n > 31 {
                 return Err(format!("cp.async.wait {n}: at most 31 pending groups"));
             }
             Ok(())
         }
+        // Element types depend on the operation; the message names the pointee (pinned by tests).
         Op::Atomic { op, .. } => {
             let (_, pointee) = gpu_mem_ptr("the atomic's pointer", a[0])?;
             if a[1] != pointee {
@@ -1559,7 +1574,7 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             }
             Ok(())
         }
-        // Immediate ranges are not types.
+        // The width immediate's range is not a type.
         Op::Shfl { width, .. } => {
             if !(1..=32).contains(width) || !width.is_power_of_two() {
                 return Err(format!(
@@ -1568,6 +1583,7 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             }
             Ok(())
         }
+        // Fragment kinds, shapes and element types (also `mma.fill`, `mma`, `mma.store`).
         Op::MmaLoad { frag, layout } => {
             if let Some(m) = frag_problem(frag) {
                 return Err(m);
@@ -1634,6 +1650,7 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             same("the pointee", pointee, &Type::Scalar(fr.elem))?;
             want_u32("ldm", a[2])
         }
+        // Byte count and cache hint are immediates.
         Op::CpAsync { bytes, cache } => {
             if !matches!(bytes, 4 | 8 | 16) {
                 return Err(format!("cp.async copies 4, 8 or 16 bytes, got {bytes}"));
@@ -1645,7 +1662,7 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             }
             Ok(())
         }
-        // Warp MMA and ldmatrix/stmatrix (issue 12 items 1-2).
+        // Warp MMA (issue 12): fragment types follow the shape and element immediates.
         Op::MmaSync { shape, elem } => {
             if *shape != elem.shape() {
                 return Err(format!(
@@ -1674,8 +1691,8 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             same("fragment c", a[2], &tc)?;
             same("the result", r[0], &tc)
         }
+        // The register count follows the `num` immediate.
         Op::Ldmatrix { num, .. } | Op::Stmatrix { num, .. } => {
-            // The register count follows the immediate.
             if !matches!(num, 1 | 2 | 4) {
                 return Err(format!(
                     "{mn}: the matrix count must be 1, 2 or 4, got {num}"
@@ -1691,6 +1708,7 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
                 _ => same("the stored value", a[1], &regs),
             }
         }
+        // The cache operator's direction; 16-, 32-, 64-bit elements up to 16 bytes.
         Op::LoadCached(c) | Op::StoreCached(c) => {
             let load = matches!(d.op, Op::LoadCached(_));
             let name = d.op.mnemonic();
@@ -1725,6 +1743,7 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
                 same("the stored value", a[1], pointee)
             }
         }
+        // Types come from the callee, the global, the target block or the function, not the op.
         Op::Call(name) => check_call(cx, d, name, a, r),
         Op::GlobalAddr(name) => {
             let Some(g) = cx.m.global(name) else {
@@ -1764,6 +1783,7 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
         }
         // Warpgroup MMA (issue 13 item 1): shape arithmetic.
         Op::Wgmma(w) => check_wgmma(*w, a, r),
+        // An accumulator vector whose lanes are a multiple of 4.
         Op::WgmmaZero => match r[0] {
             Type::Vector(s, n)
                 if matches!(s, ScalarType::F32 | ScalarType::F16 | ScalarType::I32)
@@ -1798,10 +1818,10 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             }
             Ok(())
         }
-        // --- issue 12 (rest)
         Op::NamedBarrier { id, count, .. } => check_named_barrier(f, &mn, *id, *count),
         // The result type follows the immediate.
         Op::CvtPack(fmt) => same("the result", r[0], &fmt.packed_type()),
+        // Only the fp8 formats unpack: a rule on the immediate.
         Op::CvtUnpack(fmt) => {
             if !fmt.is_fp8() {
                 return Err(format!(

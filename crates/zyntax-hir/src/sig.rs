@@ -466,6 +466,10 @@ pub fn check(
 /// item's operands; an error when `n` does not fit the repetition.
 fn expand<'s>(sig: &'s Sig, mn: &str, n: usize) -> Result<Vec<(&'s Item, Option<usize>)>, String> {
     let Some(k) = sig.args.iter().position(|it| it.repeat.is_some()) else {
+        // Fixed rows had their count checked with the row's arity.
+        if n != sig.args.len() {
+            return Err(format!("`{mn}` takes {} operands, got {n}", sig.args.len()));
+        }
         return Ok(sig.args.iter().map(|it| (it, None)).collect());
     };
     let rep = &sig.args[k];

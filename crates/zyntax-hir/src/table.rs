@@ -48,7 +48,7 @@ pub mod fx {
 /// The scalar types a scalar-family op accepts (operands and result share the type).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Operands {
-    /// Not a scalar-family op: the verifier's hand-written rule applies.
+    /// Not a scalar-family op: the row's signature or a hand-written rule applies.
     Other,
     IntOrFloat,
     Int,

@@ -127,12 +127,21 @@ pub fn docs_table() -> String {
                         format!("`{t}`")
                     }
                 };
-                format!("{} → {}", code(args), code(results))
+                // Scalar families: the types `T` may be.
+                let family = match d.types {
+                    crate::table::Operands::Other => String::new(),
+                    t => format!(" (T: {})", t.plural()),
+                };
+                format!("{} → {}{family}", code(args), code(results))
             }
-            // Scalar families: operands and result share the type.
+            // Unary scalar families: operand and result share the type.
             None if d.types != crate::table::Operands::Other => {
-                let names = d.operands.unwrap_or(&[]);
-                let args: Vec<String> = names.iter().map(|n| format!("{n}: T")).collect();
+                let args: Vec<String> = d
+                    .operands
+                    .unwrap_or(&[])
+                    .iter()
+                    .map(|n| format!("{n}: T"))
+                    .collect();
                 format!("`{}` → `T` (T: {})", args.join(", "), d.types.plural())
             }
             None => "custom".into(),

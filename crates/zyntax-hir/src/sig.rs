@@ -423,20 +423,35 @@ pub fn check(
         vars: Vec::new(),
         var_set: sig.var_set.as_ref(),
     };
+    // Variables an operand bound as a whole (`T`, not `ptr<_, T>`).
+    let mut operand_vars: Vec<char> = Vec::new();
     for (i, (it, t, j)) in expand(sig, mn, args.len())?
         .into_iter()
         .zip(args)
         .enumerate()
         .map(|(i, ((it, j), t))| (i, (it, t, j)))
     {
+        let name = names.get(i).copied().unwrap_or("");
+        let what = match (j, it.phrase.as_deref()) {
+            (Some(j), Some(p)) => Some(format!("{p} {j}")),
+            (_, p) => p.or_else(|| phrase(name)).map(str::to_string),
+        };
+        let var = match &it.pat {
+            Pat::Var(v, _) => Some(*v),
+            _ => None,
+        };
         if let Err(m) = env.matches(&it.pat, t) {
-            let name = names.get(i).copied().unwrap_or("");
-            let what = match (j, it.phrase.as_deref()) {
-                (Some(j), Some(p)) => Some(format!("{p} {j}")),
-                (_, p) => p.or_else(|| phrase(name)).map(str::to_string),
-            };
+            // Two unnamed operands of one variable: the op's operands disagree.
+            if let (Miss::Bound(b), Some(v), None) = (&m, var, &what) {
+                if operand_vars.contains(&v) {
+                    return Err(format!(
+                        "`{mn}` operands must have the same type, got {b} and {t}"
+                    ));
+                }
+            }
             return Err(operand_error(m, mn, name, what.as_deref(), i, t));
         }
+        operand_vars.extend(var);
     }
     if results.len() != sig.results.len() {
         return Err(match sig.results.len() {

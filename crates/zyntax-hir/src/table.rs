@@ -331,6 +331,7 @@ macro_rules! binary {
     ($sub:literal, $v:ident, $py:literal, $t:expr, $doc:literal) => {
         row("binary", $sub, $sub, AB, 1, "type of a")
             .op(|| Op::Binary(BinOp::$v))
+            .sig("T, T -> T")
             .types($t)
             .rust(concat!($sub, "(a, b)"))
             .py(Py::Binary($py))
@@ -351,6 +352,7 @@ macro_rules! cmp {
     ($sub:literal, $v:ident, $doc:literal) => {
         row("cmp", $sub, concat!("cmp.", $sub), AB, 1, "bool")
             .op(|| Op::Cmp(CmpOp::$v))
+            .sig("T, T -> bool")
             .what("comparison")
             .rust(concat!($sub, "(a, b)"))
             .py(Py::Cmp($sub))

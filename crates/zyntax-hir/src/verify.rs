@@ -1311,12 +1311,6 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
         Op::Const(c) => check_const(*c, r[0]),
         // The scalar family is the row's `types`; half pairs take only some ops.
         Op::Binary(_) => {
-            if a[0] != a[1] {
-                return Err(format!(
-                    "`{mn}` operands must have the same type, got {} and {}",
-                    a[0], a[1]
-                ));
-            }
             if is_half_pair(a[0]) {
                 // Packed f16x2/bf16x2 arithmetic (issue 12): one PTX instruction per pair.
                 if !matches!(
@@ -1334,7 +1328,7 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
                         a[0]
                     ));
                 }
-                return same("the result", r[0], a[0]);
+                return Ok(());
             }
             let Some(s) = scalar(a[0]) else {
                 return Err(format!(
@@ -1346,7 +1340,7 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
             if !want.accepts(s) {
                 return Err(format!("`{mn}` takes {}, got {s}", want.plural()));
             }
-            same("the result", r[0], a[0])
+            Ok(())
         }
         // The scalar family is the row's `types`.
         Op::Unary(_) => {
@@ -1370,13 +1364,6 @@ fn check_op(cx: &Ctx, d: &InstData, a: &[&Type], r: &[&Type]) -> Check {
         }
         // Bool and pointers compare with eq/ne only: a rule on the sub-op and the type.
         Op::Cmp(op) => {
-            if a[0] != a[1] {
-                return Err(format!(
-                    "`{mn}` operands must have the same type, got {} and {}",
-                    a[0], a[1]
-                ));
-            }
-            same("the result", r[0], &Type::BOOL)?;
             let eq_only = matches!(op, CmpOp::Eq | CmpOp::Ne);
             let ok = match a[0] {
                 Type::Scalar(s) => s.is_int() || s.is_float() || (s.is_bool() && eq_only),

@@ -173,7 +173,9 @@ fn a_wrong_operand_kind_names_the_operand() {
                         }
                     };
                 // A variable's first use binds it: a later use of it then disagrees.
-                let relational = binds(&it.pat) && e.contains(", expected ");
+                let relational = binds(&it.pat)
+                    && (e.contains(", expected ")
+                        || e.contains("operands must have the same type"));
                 assert!(
                     ok || relational,
                     "`{}` operand {k} ({name}) as {wrong}: {e}",

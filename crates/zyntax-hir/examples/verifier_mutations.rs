@@ -1,9 +1,13 @@
-//! Dev tool (not committed): verify every .zir given, then mutate each
-//! instruction's operand and result types and print the verifier's verdicts.
+//! The verifier's verdicts on the given `.zir` files and on every mutation
+//! that gives one operand or result of an instruction another type of its
+//! function, one line each. Diffing the output before and after a verifier
+//! change shows every accept/reject and message it changes:
+//! `cargo run -p zyntax-hir --example verifier_mutations -- $(git ls-files '*.zir')`.
 use std::collections::BTreeSet;
 use zyntax_hir::*;
 
-fn first_msg(m: &Module) -> String {
+/// "OK", or every diagnostic's message.
+fn verdict(m: &Module) -> String {
     match verify_module(m) {
         Ok(()) => "OK".into(),
         Err(e) => e
@@ -17,7 +21,13 @@ fn first_msg(m: &Module) -> String {
 
 fn main() {
     for path in std::env::args().skip(1) {
-        let text = std::fs::read_to_string(&path).unwrap();
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) => {
+                println!("{path}: READ {e}");
+                continue;
+            }
+        };
         let m = match parse_module_named(&text, Some(&path)) {
             Ok(m) => m,
             Err(e) => {
@@ -25,9 +35,9 @@ fn main() {
                 continue;
             }
         };
-        println!("{path}: {}", first_msg(&m));
+        println!("{path}: {}", verdict(&m));
         for (fi, f) in m.functions.iter().enumerate() {
-            let types: BTreeSet<String> = f.values.iter().map(|v| v.ty.to_string()).collect();
+            // One value of each type the function has.
             let mut reps: Vec<usize> = Vec::new();
             let mut seen = BTreeSet::new();
             for (vi, v) in f.values.iter().enumerate() {
@@ -35,7 +45,6 @@ fn main() {
                     reps.push(vi);
                 }
             }
-            let _ = types;
             for (ii, d) in f.insts.iter().enumerate() {
                 let mn = d.op.mnemonic();
                 for k in 0..d.args.len() {
@@ -46,7 +55,7 @@ fn main() {
                             "{path} {} {mn} arg{k}<-{}: {}",
                             f.name,
                             f.values[r].ty,
-                            first_msg(&m2)
+                            verdict(&m2)
                         );
                     }
                 }
@@ -59,7 +68,7 @@ fn main() {
                             "{path} {} {mn} res{k}:{}: {}",
                             f.name,
                             f.values[r].ty,
-                            first_msg(&m2)
+                            verdict(&m2)
                         );
                     }
                 }

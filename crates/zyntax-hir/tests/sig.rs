@@ -251,3 +251,82 @@ fn bad_signatures_are_refused() {
         assert!(sig::parse(bad).is_err(), "{bad}");
     }
 }
+
+/// The vocabulary's messages on hand-made signatures: integers, counts of a
+/// repeated operand, unnamed operands of one variable, a `where` set.
+#[test]
+fn vocabulary_messages() {
+    let run = |text: &str, names: &[&str], args: &[Type], results: &[Type]| {
+        let s = sig::parse(text).unwrap();
+        let a: Vec<&Type> = args.iter().collect();
+        let r: Vec<&Type> = results.iter().collect();
+        sig::check(&s, "op", names, &a, &r)
+    };
+    let p = Type::ptr(AddrSpace::Global, Type::F32);
+    assert_eq!(
+        run(
+            "ptr<any, _>, int 'the index'",
+            &[],
+            &[p.clone(), Type::F32],
+            &[]
+        )
+        .unwrap_err(),
+        "`op`: the index must be an integer, got f32"
+    );
+    assert!(run(
+        "ptr<any, _>, int 'the index'",
+        &[],
+        &[p.clone(), Type::U8],
+        &[]
+    )
+    .is_ok());
+    let six = vec![Type::I32; 6];
+    assert_eq!(
+        run("i32 'coordinate' *1..5", &[], &six, &[]).unwrap_err(),
+        "`op` takes 0 operands and 1 to 5 coordinates, got 6 operands"
+    );
+    assert_eq!(
+        run(
+            "T, T -> T",
+            &["a", "b"],
+            &[Type::I32, Type::I64],
+            &[Type::I32]
+        )
+        .unwrap_err(),
+        "`op` operands must have the same type, got i32 and i64"
+    );
+    assert_eq!(
+        run(
+            "T, T -> T",
+            &["a", "b"],
+            &[Type::I32, Type::I32],
+            &[Type::I64]
+        )
+        .unwrap_err(),
+        "`op`: the result has type i64, expected i32"
+    );
+    assert_eq!(
+        run(
+            "T -> T where T: u32|i32",
+            &["value"],
+            &[Type::F32],
+            &[Type::F32]
+        )
+        .unwrap_err(),
+        "`op` works on u32 or i32, got f32"
+    );
+    assert_eq!(
+        run(
+            "ptr<mem, T>, T",
+            &["ptr", "value"],
+            &[Type::ptr(AddrSpace::Local, Type::F32), Type::F32],
+            &[]
+        )
+        .unwrap_err(),
+        "op needs a pointer to global, shared or generic memory, got ptr<local, f32>"
+    );
+    assert_eq!(
+        run("ptr<mem, T>, T", &["ptr", "value"], &[p, Type::F64], &[]).unwrap_err(),
+        "`op`: the value has type f64, expected f32"
+    );
+}

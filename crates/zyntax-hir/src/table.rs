@@ -679,6 +679,8 @@ pub static OPS: &[OpDef] = &[
     ),
     row("fma", "", "fma", &["a", "b", "c"], 1, "type of a")
         .op(|| Op::Fma)
+        // Its operands are counted from 1 in messages the tests pin.
+        .sig("T, T 'operand 2', T 'operand 3' -> T")
         .rust("fma(a, b, c)")
         .py(Py::Hand("fma"))
         .doc("a * b + c, rounded once."),

@@ -144,6 +144,8 @@ pub fn docs_table() -> String {
                     .collect();
                 format!("`{}` → `T` (T: {})", args.join(", "), d.types.plural())
             }
+            // Nothing to type.
+            None if d.arity() == Some((0, 0)) => "–".into(),
             None => "custom".into(),
         };
         let place = match d.class {

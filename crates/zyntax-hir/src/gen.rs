@@ -101,8 +101,8 @@ fn md(s: &str) -> String {
 /// The instruction reference table of `docs/hir.md`.
 pub fn docs_table() -> String {
     let mut out = String::from(
-        "| mnemonic | operands | immediates | results | placement | effects | needs | Rust builder | Python | |\n\
-         |---|---|---|---|---|---|---|---|---|---|\n",
+        "| mnemonic | operands | immediates | results | types | placement | effects | needs | Rust builder | Python | |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for d in OPS {
         let operands = match d.operands {
@@ -115,6 +115,38 @@ pub fn docs_table() -> String {
             Some(0) => "–".to_string(),
             Some(_) => d.result.to_string(),
             None => d.result.to_string(),
+        };
+        // The declared type rules (`crate::sig`); "custom": the verifier's own rule.
+        let types = match crate::table::sig_of(d) {
+            Some(s) => {
+                let (args, results) = s.render(d.operands.unwrap_or(&[]));
+                let code = |t: String| {
+                    if t.is_empty() {
+                        "–".into()
+                    } else {
+                        format!("`{t}`")
+                    }
+                };
+                // Scalar families: the types `T` may be.
+                let family = match d.types {
+                    crate::table::Operands::Other => String::new(),
+                    t => format!(" (T: {})", t.plural()),
+                };
+                format!("{} → {}{family}", code(args), code(results))
+            }
+            // Unary scalar families: operand and result share the type.
+            None if d.types != crate::table::Operands::Other => {
+                let args: Vec<String> = d
+                    .operands
+                    .unwrap_or(&[])
+                    .iter()
+                    .map(|n| format!("{n}: T"))
+                    .collect();
+                format!("`{}` → `T` (T: {})", args.join(", "), d.types.plural())
+            }
+            // Nothing to type.
+            None if d.arity() == Some((0, 0)) => "–".into(),
+            None => "custom".into(),
         };
         let place = match d.class {
             OpClass::Gpu => "GPU",
@@ -138,11 +170,12 @@ pub fn docs_table() -> String {
                 .unwrap_or_else(|| "–".into());
         let _ = writeln!(
             out,
-            "| `{}` | {} | {} | {} | {} | {} | {} | `{}` | {} | {} |",
+            "| `{}` | {} | {} | {} | {} | {} | {} | {} | `{}` | {} | {} |",
             d.mnemonic,
             md(&operands),
             md(&imm),
             md(&results),
+            md(&types),
             place,
             effects(d),
             needs,

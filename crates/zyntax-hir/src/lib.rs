@@ -29,6 +29,7 @@ pub mod ir;
 pub mod op;
 pub mod parser;
 pub mod printer;
+pub mod sig;
 pub mod table;
 pub mod target;
 pub mod tensormap;

@@ -1,19 +1,21 @@
 //! The instruction table: one row per HIR instruction, as data.
 //!
 //! Everything per-op that is not meaning lives here: the `.zir` mnemonic,
-//! operand names and count, result count and rule, the operand types the
-//! scalar families accept, effects, placement (class), the arch feature it
-//! always needs, the Rust and Python builder methods and a one-line doc.
+//! operand names and count, result count and rule, the operand and result
+//! types (a signature, see [`crate::sig`], or the scalar types a scalar
+//! family accepts), effects, placement (class), the arch feature it always
+//! needs, the Rust and Python builder methods and a one-line doc.
 //! `Op::mnemonic`/`class`/`has_side_effects`/`is_warp_collective`, the
-//! parser's lookup of immediate-free mnemonics, the verifier's arity, placement
-//! and scalar operand-type checks and `arch::op_requirements`' fixed features
-//! read it; [`crate::gen`] renders from it the instruction reference in
+//! parser's lookup of immediate-free mnemonics, the verifier's arity,
+//! placement and operand-type checks and `arch::op_requirements`' fixed
+//! features read it; [`crate::gen`] renders from it the instruction reference in
 //! `docs/hir.md`, the Rust builder shorthands, the generated `FunctionBuilder`
 //! methods of the Python bindings and their `.pyi` stubs (a test fails if
 //! those files drift).
 //!
 //! Meaning stays hand-written: type inference in the builder, the verifier's
-//! non-scalar type rules, the interpreter and the lowerings. Adding an op:
+//! type rules a signature cannot say (`check_op`: immediates, fragments,
+//! wgmma shapes, calls), the interpreter and the lowerings. Adding an op:
 //! `docs/add-an-hir-op.md`.
 
 use crate::arch::{
@@ -24,6 +26,7 @@ use crate::arch::{TMA, TMA_MULTICAST};
 use crate::imm::{self, Imm, ImmKind, Imms, Seg};
 use crate::imms;
 use crate::op::*;
+use crate::sig;
 use crate::types::{FragType, Layout, Type};
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -45,7 +48,7 @@ pub mod fx {
 /// The scalar types a scalar-family op accepts (operands and result share the type).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Operands {
-    /// Not a scalar-family op: the verifier's hand-written rule applies.
+    /// Not a scalar-family op: the row's signature or a hand-written rule applies.
     Other,
     IntOrFloat,
     Int,
@@ -169,6 +172,9 @@ pub struct OpDef {
     pub result: &'static str,
     /// Scalar operand types (scalar families only).
     pub types: Operands,
+    /// The operand and result type rules (see [`crate::sig`]); `None`: the
+    /// verifier's hand-written rule for the op says everything.
+    pub sig: Option<&'static str>,
     pub class: OpClass,
     /// [`fx`] flags.
     pub effects: u8,
@@ -200,6 +206,7 @@ const fn row(
         results: Some(results),
         result,
         types: Operands::Other,
+        sig: None,
         class: OpClass::Scalar,
         effects: 0,
         feature: None,
@@ -228,6 +235,10 @@ impl OpDef {
     }
     const fn types(mut self, t: Operands) -> Self {
         self.types = t;
+        self
+    }
+    const fn sig(mut self, s: &'static str) -> Self {
+        self.sig = Some(s);
         self
     }
     const fn class(mut self, c: OpClass) -> Self {
@@ -320,6 +331,7 @@ macro_rules! binary {
     ($sub:literal, $v:ident, $py:literal, $t:expr, $doc:literal) => {
         row("binary", $sub, $sub, AB, 1, "type of a")
             .op(|| Op::Binary(BinOp::$v))
+            .sig("T, T -> T")
             .types($t)
             .rust(concat!($sub, "(a, b)"))
             .py(Py::Binary($py))
@@ -340,6 +352,7 @@ macro_rules! cmp {
     ($sub:literal, $v:ident, $doc:literal) => {
         row("cmp", $sub, concat!("cmp.", $sub), AB, 1, "bool")
             .op(|| Op::Cmp(CmpOp::$v))
+            .sig("T, T -> bool")
             .what("comparison")
             .rust(concat!($sub, "(a, b)"))
             .py(Py::Cmp($sub))
@@ -370,7 +383,7 @@ macro_rules! atomic {
     };
 }
 macro_rules! mbarrier {
-    ($sub:literal, $v:ident, $args:expr, $n:literal, $res:literal, $f:expr, $doc:literal) => {
+    ($sub:literal, $v:ident, $args:expr, $n:literal, $res:literal, $sig:literal, $f:expr, $doc:literal) => {
         row(
             "mbarrier",
             $sub,
@@ -380,6 +393,7 @@ macro_rules! mbarrier {
             $res,
         )
         .op(|| Op::Mbarrier(MbarrierOp::$v))
+        .sig($sig)
         .gpu()
         .fx(fx::READ | fx::WRITE | fx::SYNC)
         .needs($f)
@@ -392,6 +406,7 @@ macro_rules! tma_reduce {
     ($sub:literal, $v:ident, $doc:literal) => {
         tma_row("tma_reduce", $sub, concat!("tma.reduce.", $sub))
             .op(|| Op::TmaReduce(BulkRedOp::$v))
+            .sig(TMA_STORE)
             .fx(fx::READ | fx::WRITE | fx::SYNC)
             .rust(concat!(
                 "tma_reduce(BulkRedOp::",
@@ -406,6 +421,7 @@ macro_rules! cluster_index {
     ($family:literal, $v:ident, $doc:literal) => {
         row($family, "", concat!($family, ".<dim>"), NONE, 1, "u32")
             .imms(imms!($v(dim: Dim = "dimension")))
+            .sig("-> u32")
             .gpu()
             .needs(CLUSTER)
             .rust(concat!($family, "(dim)"))
@@ -447,6 +463,7 @@ macro_rules! bulk_reduce {
             "–",
         )
         .op(|| Op::BulkReduce(BulkRedOp::$v))
+        .sig("ptr<global, T>, ptr<shared, T>, u32")
         .gpu()
         .fx(fx::READ | fx::WRITE | fx::SYNC)
         .needs(TMA)
@@ -463,6 +480,7 @@ macro_rules! index {
     ($family:literal, $v:ident, $py:literal, $doc:literal) => {
         row($family, "", concat!($family, ".<dim>"), NONE, 1, "u32")
             .imms(imms!($v(dim: Dim = "dimension")))
+            .sig("-> u32")
             .gpu()
             .rust(concat!($family, "(dim)"))
             .py(Py::Index($py))
@@ -471,9 +489,10 @@ macro_rules! index {
 }
 
 macro_rules! bits {
-    ($sub:literal, $v:ident, $py:literal, $ops:expr, $res:literal, $doc:literal) => {
+    ($sub:literal, $v:ident, $py:literal, $ops:expr, $res:literal, $sig:literal, $doc:literal) => {
         row("bits", $sub, $sub, $ops, 1, $res)
             .op(|| Op::Bits(BitOp::$v))
+            .sig($sig)
             .gpu()
             .rust(concat!("bits(BitOp::", stringify!($v), ", args)"))
             .py(Py::Bits($py))
@@ -491,6 +510,7 @@ macro_rules! redux {
             "type of value",
         )
         .op(|| Op::Redux(ReduxOp::$v))
+        .sig("u32, T -> T where T: u32|i32")
         .gpu()
         .fx(fx::WARP)
         .needs(REDUX)
@@ -510,6 +530,7 @@ macro_rules! red {
             "–",
         )
         .imms(imms!(Red { scope: Scope = "scope"; op: AtomicOp::$v }))
+        .sig("ptr<mem, T>, T")
         .what("reduction operation")
         .gpu()
         .fx(fx::READ | fx::WRITE)
@@ -522,6 +543,18 @@ macro_rules! red {
         .doc($doc)
     };
 }
+
+/// TMA operands: 1 to 5 coordinates, one per tensor dimension, innermost
+/// first (32-bit: signed in PTX, a box may start before the tensor).
+macro_rules! tma_load {
+    () => {
+        "ptr<shared, _> 'the destination', tensormap 'the tensor map', \
+         ptr<shared, u64> 'the barrier', i32|u32 'coordinate' *1..5"
+    };
+}
+const TMA_LOAD: &str = tma_load!();
+const TMA_STORE: &str =
+    "tensormap 'the tensor map', ptr<shared, _> 'the source', i32|u32 'coordinate' *1..5";
 
 /// Every instruction, in the order of the docs.
 pub static OPS: &[OpDef] = &[
@@ -646,6 +679,8 @@ pub static OPS: &[OpDef] = &[
     ),
     row("fma", "", "fma", &["a", "b", "c"], 1, "type of a")
         .op(|| Op::Fma)
+        // Its operands are counted from 1 in messages the tests pin.
+        .sig("T, T 'operand 2', T 'operand 3' -> T")
         .rust("fma(a, b, c)")
         .py(Py::Hand("fma"))
         .doc("a * b + c, rounded once."),
@@ -657,6 +692,7 @@ pub static OPS: &[OpDef] = &[
     cmp!("ge", Ge, "Greater than or equal."),
     row("select", "", "select", &["cond", "a", "b"], 1, "type of a")
         .op(|| Op::Select)
+        .sig("bool, T, T -> T")
         .rust("select(cond, a, b)")
         .py(Py::Hand("select"))
         .doc("a if cond else b."),
@@ -762,6 +798,7 @@ pub static OPS: &[OpDef] = &[
     index!("grid_dim", GridDim, "grid_dim", "Blocks per grid."),
     row("lane_id", "", "lane_id", NONE, 1, "u32")
         .op(|| Op::LaneId)
+        .sig("-> u32")
         .gpu()
         .rust("lane_id()")
         .py(Py::Nullary("lane_id"))
@@ -783,6 +820,7 @@ pub static OPS: &[OpDef] = &[
         .doc("Memory fence at a scope."),
     row("warp_sync", "", "warp_sync", &["mask"], 0, "–")
         .op(|| Op::WarpSync)
+        .sig("u32")
         .gpu()
         .fx(fx::SYNC | fx::WARP)
         .rust("warp_sync(mask)")
@@ -853,6 +891,7 @@ pub static OPS: &[OpDef] = &[
         "old value",
     )
     .imms(imms!(AtomicCas { scope: Scope = "scope" }))
+    .sig("ptr<mem, T>, T, T -> T")
     .what("atomic operation")
     .gpu()
     .fx(fx::READ | fx::WRITE)
@@ -869,6 +908,7 @@ pub static OPS: &[OpDef] = &[
         "type of value",
     )
     .imms(imms!(Shfl { width: u32 = "a shuffle width"; mode: ShflMode::Idx }))
+    .sig("u32, T:i32|u32|f32|i64|u64|f64 'shuffled value', u32 -> T")
     .syntax("{args} width <width>")
     .what("shuffle mode")
     .gpu()
@@ -885,6 +925,7 @@ pub static OPS: &[OpDef] = &[
         "type of value",
     )
     .imms(imms!(Shfl { width: u32 = "a shuffle width"; mode: ShflMode::Up }))
+    .sig("u32, T:i32|u32|f32|i64|u64|f64 'shuffled value', u32 -> T")
     .syntax("{args} width <width>")
     .what("shuffle mode")
     .gpu()
@@ -901,6 +942,7 @@ pub static OPS: &[OpDef] = &[
         "type of value",
     )
     .imms(imms!(Shfl { width: u32 = "a shuffle width"; mode: ShflMode::Down }))
+    .sig("u32, T:i32|u32|f32|i64|u64|f64 'shuffled value', u32 -> T")
     .syntax("{args} width <width>")
     .what("shuffle mode")
     .gpu()
@@ -917,6 +959,7 @@ pub static OPS: &[OpDef] = &[
         "type of value",
     )
     .imms(imms!(Shfl { width: u32 = "a shuffle width"; mode: ShflMode::Xor }))
+    .sig("u32, T:i32|u32|f32|i64|u64|f64 'shuffled value', u32 -> T")
     .syntax("{args} width <width>")
     .what("shuffle mode")
     .gpu()
@@ -926,6 +969,7 @@ pub static OPS: &[OpDef] = &[
     .doc("Value of lane `lane_id ^ lane_mask`."),
     row("vote", "ballot", "vote.ballot", &["mask", "pred"], 1, "u32")
         .op(|| Op::Vote(VoteMode::Ballot))
+        .sig("u32, bool -> u32")
         .what("vote mode")
         .gpu()
         .fx(fx::WARP)
@@ -934,6 +978,7 @@ pub static OPS: &[OpDef] = &[
         .doc("Mask of the lanes whose pred is true."),
     row("vote", "any", "vote.any", &["mask", "pred"], 1, "bool")
         .op(|| Op::Vote(VoteMode::Any))
+        .sig("u32, bool -> bool")
         .what("vote mode")
         .gpu()
         .fx(fx::WARP)
@@ -942,6 +987,7 @@ pub static OPS: &[OpDef] = &[
         .doc("Whether pred is true on any lane."),
     row("vote", "all", "vote.all", &["mask", "pred"], 1, "bool")
         .op(|| Op::Vote(VoteMode::All))
+        .sig("u32, bool -> bool")
         .what("vote mode")
         .gpu()
         .fx(fx::WARP)
@@ -950,6 +996,7 @@ pub static OPS: &[OpDef] = &[
         .doc("Whether pred is true on all lanes."),
     row("match", "any", "match.any", &["mask", "value"], 1, "u32")
         .op(|| Op::Match(MatchMode::Any))
+        .sig("u32, i32|u32|i64|u64 'matched value' -> u32")
         .what("match mode")
         .gpu()
         .fx(fx::WARP)
@@ -966,6 +1013,7 @@ pub static OPS: &[OpDef] = &[
         "u32, bool",
     )
     .op(|| Op::Match(MatchMode::All))
+    .sig("u32, i32|u32|i64|u64 'matched value' -> u32, bool")
     .what("match mode")
     .gpu()
     .fx(fx::WARP)
@@ -1032,6 +1080,7 @@ pub static OPS: &[OpDef] = &[
         "–",
     )
     .imms(imms!(CpAsync { bytes: u32 = "byte count", cache: CacheHint = "cache hint" }))
+    .sig("ptr<shared, _>, ptr<global, _>")
     .gpu()
     .fx(fx::READ | fx::WRITE)
     .needs(CP_ASYNC)
@@ -1062,6 +1111,7 @@ pub static OPS: &[OpDef] = &[
         &["bar", "count"],
         0,
         "–",
+        "ptr<shared, u64>, u32",
         MBARRIER,
         "Initializes the barrier for count (1..2^20-1) arrivals per phase, phase 0."
     ),
@@ -1071,6 +1121,7 @@ pub static OPS: &[OpDef] = &[
         &["bar"],
         1,
         "u64 state",
+        "ptr<shared, u64> -> u64",
         MBARRIER,
         "Arrives once; returns a state token for `test_wait`."
     ),
@@ -1080,6 +1131,7 @@ pub static OPS: &[OpDef] = &[
         &["bar", "tx"],
         1,
         "u64 state",
+        "ptr<shared, u64>, u32 -> u64",
         MBARRIER_TX,
         "Adds tx bytes to the phase's expected transactions, then arrives once."
     ),
@@ -1089,6 +1141,7 @@ pub static OPS: &[OpDef] = &[
         &["bar", "tx"],
         0,
         "–",
+        "ptr<shared, u64>, u32",
         MBARRIER_TX,
         "Marks tx bytes of the phase's transactions complete (as an async copy does)."
     ),
@@ -1098,6 +1151,7 @@ pub static OPS: &[OpDef] = &[
         &["bar", "state"],
         1,
         "bool",
+        "ptr<shared, u64>, u64 -> bool",
         MBARRIER,
         "Whether the phase the state token came from has completed (never blocks)."
     ),
@@ -1107,6 +1161,7 @@ pub static OPS: &[OpDef] = &[
         &["bar", "parity", "hint"],
         1,
         "bool",
+        "ptr<shared, u64>, u32, u32 -> bool",
         MBARRIER_TX,
         "Whether the phase of the given parity has completed; may suspend up to hint ns first."
     ),
@@ -1116,6 +1171,7 @@ pub static OPS: &[OpDef] = &[
         &["bar"],
         0,
         "–",
+        "ptr<shared, u64>",
         MBARRIER,
         "Invalidates the barrier so its memory can be reused."
     ),
@@ -1167,6 +1223,7 @@ pub static OPS: &[OpDef] = &[
         "u32 or vec<u32, n>",
     )
     .imms(imms!(Ldmatrix { num: u32 = "matrix count", trans: bool = "trans" }))
+    .sig("ptr<shared, _> -> _")
     .gpu()
     .fx(fx::READ | fx::WARP)
     .needs(LDMATRIX)
@@ -1182,6 +1239,7 @@ pub static OPS: &[OpDef] = &[
         "–",
     )
     .imms(imms!(Stmatrix { num: u32 = "matrix count", trans: bool = "trans" }))
+    .sig("ptr<shared, _>, _")
     .gpu()
     .fx(fx::WRITE | fx::WARP)
     .needs(STMATRIX)
@@ -1191,18 +1249,21 @@ pub static OPS: &[OpDef] = &[
     // --- GPU: fast approximate math (issue 12 item 3)
     row("approx", "ex2", "ex2.approx", A, 1, "f32")
         .op(|| Op::Approx(ApproxOp::Ex2))
+        .sig("f32 -> f32")
         .gpu()
         .rust("approx(ApproxOp::Ex2, a)")
         .py(Py::Hand("ex2_approx"))
         .doc("2^a, fast approximation (`ex2.approx.f32`)."),
     row("approx", "rcp", "rcp.approx", A, 1, "f32")
         .op(|| Op::Approx(ApproxOp::Rcp))
+        .sig("f32 -> f32")
         .gpu()
         .rust("approx(ApproxOp::Rcp, a)")
         .py(Py::Hand("rcp_approx"))
         .doc("1/a, fast approximation (`rcp.approx.f32`)."),
     row("approx", "tanh", "tanh.approx", A, 1, "f32")
         .op(|| Op::Approx(ApproxOp::Tanh))
+        .sig("f32 -> f32")
         .gpu()
         .needs(TANH_APPROX)
         .rust("approx(ApproxOp::Tanh, a)")
@@ -1210,6 +1271,7 @@ pub static OPS: &[OpDef] = &[
         .doc("tanh(a), fast approximation (`tanh.approx.f32`, sm_80+)."),
     row("approx", "ex2_ftz", "ex2_ftz.approx", A, 1, "f32")
         .op(|| Op::Approx(ApproxOp::Ex2Ftz))
+        .sig("f32 -> f32")
         .gpu()
         .rust("approx(ApproxOp::Ex2Ftz, a)")
         .py(Py::Hand("ex2_ftz_approx"))
@@ -1273,6 +1335,7 @@ pub static OPS: &[OpDef] = &[
         "bfe",
         &["a", "pos", "len"],
         "type of a",
+        "T, u32, u32 -> T where T: i32|u32|i64|u64",
         "Bit-field extract: len bits of a from bit pos, sign-extended for signed types."
     ),
     bits!(
@@ -1281,6 +1344,7 @@ pub static OPS: &[OpDef] = &[
         "bfi",
         &["a", "b", "pos", "len"],
         "type of b",
+        "T, T 'the base operand', u32, u32 -> T where T: i32|u32|i64|u64",
         "Bit-field insert: b with its len bits from pos replaced by the low bits of a."
     ),
     bits!(
@@ -1289,6 +1353,7 @@ pub static OPS: &[OpDef] = &[
         "prmt",
         &["a", "b", "sel"],
         "u32",
+        "u32, u32, u32 -> u32",
         "Byte permute: each selector nibble picks one of the 8 bytes of b:a (bit 3: replicate its sign)."
     ),
     bits!(
@@ -1297,6 +1362,7 @@ pub static OPS: &[OpDef] = &[
         "shf_l_wrap",
         &["lo", "hi", "n"],
         "u32",
+        "u32, u32, u32 -> u32",
         "Funnel shift left: high word of hi:lo << (n mod 32)."
     ),
     bits!(
@@ -1305,6 +1371,7 @@ pub static OPS: &[OpDef] = &[
         "shf_l_clamp",
         &["lo", "hi", "n"],
         "u32",
+        "u32, u32, u32 -> u32",
         "Funnel shift left: high word of hi:lo << min(n, 32)."
     ),
     bits!(
@@ -1313,6 +1380,7 @@ pub static OPS: &[OpDef] = &[
         "shf_r_wrap",
         &["lo", "hi", "n"],
         "u32",
+        "u32, u32, u32 -> u32",
         "Funnel shift right: low word of hi:lo >> (n mod 32)."
     ),
     bits!(
@@ -1321,6 +1389,7 @@ pub static OPS: &[OpDef] = &[
         "shf_r_clamp",
         &["lo", "hi", "n"],
         "u32",
+        "u32, u32, u32 -> u32",
         "Funnel shift right: low word of hi:lo >> min(n, 32)."
     ),
     // --- issue 12 (warp-sync): scoped memory model
@@ -1343,6 +1412,7 @@ pub static OPS: &[OpDef] = &[
         "pointee",
     )
     .imms(imms!(LoadAcquire(scope: Scope = "scope")))
+    .sig("ptr<mem, T> -> T")
     .gpu()
     .fx(fx::READ | fx::SYNC)
     .rust("load_acquire(scope, ptr)")
@@ -1357,6 +1427,7 @@ pub static OPS: &[OpDef] = &[
         "–",
     )
     .imms(imms!(StoreRelease(scope: Scope = "scope")))
+    .sig("ptr<mem, T>, T 'the stored value'")
     .gpu()
     .fx(fx::WRITE | fx::SYNC)
     .rust("store_release(scope, ptr, value)")
@@ -1392,6 +1463,7 @@ pub static OPS: &[OpDef] = &[
         "u64",
     )
     .imms(imms!(WgmmaDesc(swizzle: Swizzle = "swizzle")))
+    .sig("ptr<shared, _>, u32, u32 -> u64")
     .gpu()
     .needs(WGMMA)
     .rust("wgmma_desc(swizzle, ptr, lbo, sbo)")
@@ -1460,6 +1532,7 @@ pub static OPS: &[OpDef] = &[
         .doc("Raises or lowers the warpgroup's per-thread register count (24..256, by 8)."),
     row("elect_sync", "", "elect.sync", NONE, 1, "bool")
         .op(|| Op::ElectSync)
+        .sig("-> bool")
         .gpu()
         .fx(fx::WARP)
         .needs(ELECT_SYNC)
@@ -1469,12 +1542,14 @@ pub static OPS: &[OpDef] = &[
     // --- GPU: TMA and bulk copies (issue 13 item 2); a tensor map is a `tensormap` kernel parameter
     tma_row("tma_load", "", "tma.load")
         .op(|| Op::TmaLoad { multicast: false })
+        .sig(TMA_LOAD)
         .fx(fx::READ | fx::WRITE | fx::SYNC)
         .rust("tma_load(dst, tmap, bar, coords, None)")
         .py(Py::Hand("tma_load"))
         .doc("dst, tmap, bar, coords (innermost first): copies the box at coords into shared dst; completes its bytes on bar."),
     tma_row("tma_load", "multicast", "tma.load.multicast")
         .op(|| Op::TmaLoad { multicast: true })
+        .sig(concat!(tma_load!(), ", u16 'the multicast CTA mask'"))
         .needs(TMA_MULTICAST)
         .fx(fx::READ | fx::WRITE | fx::SYNC)
         .rust("tma_load(dst, tmap, bar, coords, Some(mask))")
@@ -1482,6 +1557,7 @@ pub static OPS: &[OpDef] = &[
         .doc("dst, tmap, bar, coords, mask: `tma.load` into every CTA of the cluster named in the u16 mask."),
     tma_row("tma_store", "", "tma.store")
         .op(|| Op::TmaStore)
+        .sig(TMA_STORE)
         .fx(fx::READ | fx::WRITE | fx::SYNC)
         .rust("tma_store(tmap, src, coords)")
         .py(Py::Hand("tma_store"))
@@ -1498,6 +1574,7 @@ pub static OPS: &[OpDef] = &[
         "–",
     )
     .op(|| Op::BulkCopyG2S)
+    .sig("ptr<shared, _>, ptr<global, _>, u32, ptr<shared, u64>")
     .gpu()
     .fx(fx::READ | fx::WRITE | fx::SYNC)
     .needs(TMA)
@@ -1513,6 +1590,7 @@ pub static OPS: &[OpDef] = &[
         "–",
     )
     .op(|| Op::BulkCopyS2G)
+    .sig("ptr<global, _>, ptr<shared, _>, u32")
     .gpu()
     .fx(fx::READ | fx::WRITE | fx::SYNC)
     .needs(TMA)
@@ -1553,6 +1631,7 @@ pub static OPS: &[OpDef] = &[
         .doc("Waits until at most pending bulk groups still read their shared source."),
     row("prefetch_tensormap", "", "prefetch.tensormap", &["tmap"], 0, "–")
         .op(|| Op::PrefetchTensormap)
+        .sig("tensormap")
         .gpu()
         .fx(fx::SYNC)
         .needs(TMA)
@@ -1586,12 +1665,14 @@ pub static OPS: &[OpDef] = &[
         .doc("Arrives at named barrier id (1..15) of count threads without waiting (producer side)."),
     row("cvt_pack", "", "cvt_pack.<fmt>", &["lo", "hi"], 1, "packed pair")
         .imms(imms!(CvtPack(fmt: PackFmt = "pair format")))
+        .sig("f32, f32 -> _")
         .gpu()
         .rust("cvt_pack(fmt, lo, hi)")
         .py(Py::Hand("cvt_pack"))
         .doc("Two f32 rounded to nearest even into a pair: vec<f16|bf16, 2>, or u16 of fp8 (satfinite)."),
     row("cvt_unpack", "", "cvt_unpack.<fmt>", &["a"], 1, "vec<f16, 2>")
         .imms(imms!(CvtUnpack(fmt: PackFmt = "pair format")))
+        .sig("u16 'the packed pair' -> vec<f16, 2>")
         .gpu()
         .rust("cvt_unpack(fmt, a)")
         .py(Py::Hand("cvt_unpack"))
@@ -1607,6 +1688,7 @@ pub static OPS: &[OpDef] = &[
     cluster_index!("cluster_grid_dim", ClusterGridDim, "Clusters per grid (`%nclusterid`)."),
     row("cluster_ctarank", "", "cluster_ctarank", NONE, 1, "u32")
         .op(|| Op::ClusterCtaRank)
+        .sig("-> u32")
         .gpu()
         .needs(CLUSTER)
         .rust("cluster_ctarank()")
@@ -1614,6 +1696,7 @@ pub static OPS: &[OpDef] = &[
         .doc("Linear rank of the block in its cluster (`%cluster_ctarank`)."),
     row("cluster_nctarank", "", "cluster_nctarank", NONE, 1, "u32")
         .op(|| Op::ClusterNctaRank)
+        .sig("-> u32")
         .gpu()
         .needs(CLUSTER)
         .rust("cluster_nctarank()")
@@ -1621,6 +1704,7 @@ pub static OPS: &[OpDef] = &[
         .doc("Blocks in the cluster (`%cluster_nctarank`)."),
     row("is_explicit_cluster", "", "is_explicit_cluster", NONE, 1, "bool")
         .op(|| Op::IsExplicitCluster)
+        .sig("-> bool")
         .gpu()
         .needs(CLUSTER)
         .rust("is_explicit_cluster()")
@@ -1660,13 +1744,14 @@ pub static OPS: &[OpDef] = &[
         "–",
     )
     .op(|| Op::MbarrierArriveCluster)
+    .sig("ptr<shared_cluster, u64>")
     .gpu()
     .fx(fx::READ | fx::WRITE | fx::SYNC)
     .needs(CLUSTER)
     .rust("mbarrier_arrive_cluster(bar)")
     .py(Py::Hand("mbarrier_arrive_cluster"))
     .doc("One arrival (release, cluster scope) on a barrier of any block of the cluster."),
-    // h14-cluster: the arrival a TMA ring's consumer hands a stage back with
+    // The arrival a TMA ring's consumer hands a stage back with.
     row(
         "mbarrier_arrive_cluster_relaxed",
         "",
@@ -1676,6 +1761,7 @@ pub static OPS: &[OpDef] = &[
         "–",
     )
     .op(|| Op::MbarrierArriveClusterRelaxed)
+    .sig("ptr<shared_cluster, u64>")
     .gpu()
     .fx(fx::READ | fx::WRITE | fx::SYNC)
     .needs(CLUSTER)
@@ -1730,7 +1816,7 @@ pub static OPS: &[OpDef] = &[
         .doc("Pointer to a module-level `global` variable (`__constant__` or `__device__`)."),
 ];
 
-/// A TMA row: variadic operands (1-5 coordinates, listed in `op.rs`), no results.
+/// A TMA row: variadic operands (see `TMA_LOAD`), no results.
 const fn tma_row(family: &'static str, sub: &'static str, mnemonic: &'static str) -> OpDef {
     row(family, sub, mnemonic, NONE, 0, "–")
         .variadic(true, false)
@@ -1861,6 +1947,25 @@ pub fn pattern_of(d: &OpDef) -> &'static [Seg] {
 /// The parsed operand template of row `d`.
 pub fn template_of(d: &OpDef) -> &'static [imm::Tok] {
     row_index(d).map_or(&[], |i| &templates()[i])
+}
+
+/// The parsed signature of every row, in `OPS` order.
+fn sigs() -> &'static [Option<sig::Sig>] {
+    static SIGS: OnceLock<Vec<Option<sig::Sig>>> = OnceLock::new();
+    SIGS.get_or_init(|| {
+        OPS.iter()
+            .map(|d| {
+                d.sig.map(|s| {
+                    sig::parse(s).unwrap_or_else(|e| panic!("signature of `{}`: {e}", d.mnemonic))
+                })
+            })
+            .collect()
+    })
+}
+
+/// The parsed signature of row `d`, if it declares one.
+pub fn sig_of(d: &OpDef) -> Option<&'static sig::Sig> {
+    row_index(d).and_then(|i| sigs()[i].as_ref())
 }
 
 /// The row of `(family, sub)`.

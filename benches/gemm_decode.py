@@ -3,26 +3,29 @@
 
 Usage on a GPU machine (see docs/gpu-runs.md):
 
-    python benches/gemm_decode.py [--out FILE] [--quick]
+    python benches/gemm_decode.py [--out-dir DIR] [--quick]
 
 Host time: ``time.perf_counter_ns`` around each of 300 repeated calls with
 the same operands (the plan cache's hit path), median, for each decode
 shape, plus the first call of a new signature. Sweep: for each shape, each
 tile config and ``SPLIT_K_WAVES`` value (0: no split), the median of
 per-call CUDA-event timings over inputs rotated past L2 (as benches/gemm.py
-times its cases), checked against float64. Writes JSON (``--out``).
+times its cases), checked against float64. Writes
+``gemm_decode-<device>-<date>.json`` in the results format of
+docs/performance.md (case ``MxNxK``, impls ``cublas`` and
+``zyntax_<config>_waves<w>``, metric ``us``; the host times in ``notes``).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from _common import Results
 from gemm import L2_FLUSH_BYTES, median_ms
 
 SHAPES = [(16, 4096, 4096), (128, 4096, 4096), (16, 14336, 4096)]
@@ -157,7 +160,9 @@ def python_us_without_gpu(calls: int = 3000) -> float:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", type=Path, default=Path("gemm_decode.json"))
+    p.add_argument(
+        "--out-dir", type=Path, default=Path("."), help="gemm_decode-<device>-<date>.json goes here"
+    )
     p.add_argument("--quick", action="store_true")
     p.add_argument("--no-sweep", action="store_true")
     p.add_argument(
@@ -171,17 +176,20 @@ def main() -> int:
 
     import zyntax.kernels.gemm as zk
 
-    res: dict[str, Any] = {"device": torch.cuda.get_device_name(0), "host": {}, "sweep": []}
+    res = Results("gemm_decode", torch.cuda.get_device_name(0))
+    res.notes["host"] = {}
     for m, n, k in SHAPES:
         h = host_us(torch, zk, m, n, k)
-        res["host"][f"{m}x{n}x{k}"] = h
+        res.notes["host"][f"{m}x{n}x{k}"] = h
         print(f"  host {m}x{n}x{k}: first {h['first_call_us']:.0f} us, repeat "
               f"{h['repeat_call_us']:.2f} us")  # fmt: skip
     if not args.no_sweep:
         for m, n, k in SHAPES:
-            res["sweep"] += sweep(torch, zk, m, n, k, args.quick)
-            args.out.write_text(json.dumps(res, indent=1))
-    args.out.write_text(json.dumps(res, indent=1))
+            for row in sweep(torch, zk, m, n, k, args.quick):
+                impl = "cublas" if row["impl"] == "cublas" else f"zyntax_{row['config']}"
+                more = {key: row[key] for key in ("splits", "rel_err") if key in row}
+                res.add(f"{m}x{n}x{k}", impl, "us", row["us"], True, **more)
+    res.write(args.out_dir)
     return 0
 
 

@@ -52,7 +52,7 @@ if [[ "$what" == benches || "$what" == all ]]; then
     timeout 300 python3 benches/attention.py --out-dir "$OUT/results" 2>&1 | tail -30
     timeout 400 python3 benches/gemm.py --ladder --sweep --out-dir "$OUT/results" 2>&1 | tail -60
     # Decode shapes: per-call host time and the tile config x split-K sweep.
-    timeout 240 python3 benches/gemm_decode.py --quick --out "$OUT/results/gemm_decode.json" 2>&1 | tail -50
+    timeout 240 python3 benches/gemm_decode.py --quick --out-dir "$OUT/results" 2>&1 | tail -50
     for f in "$OUT"/results/gemm-*.json; do
         [[ -f "$f" && "$f" != *partial* ]] && python3 benches/plot_gemm.py "$f" "$OUT/gemm.png" 2>&1 | tail -2
     done
@@ -68,7 +68,7 @@ if [[ "$what" == pending_benches ]]; then
     mkdir -p "$OUT/results"
     timeout 180 python3 benches/gemm.py --cases bf16_m16_n4096_k4096,bf16_m128_n4096_k4096,bf16_m16_n14336_k4096,bf16_8192,fp16_8192,bf16_4096 \
         --sm90-clusters 1,2 --out-dir "$OUT/results" 2>&1 | tail -30
-    timeout 90 python3 benches/gemm_decode.py --quick --out "$OUT/results/gemm_decode.json" 2>&1 | tail -30
+    timeout 90 python3 benches/gemm_decode.py --quick --out-dir "$OUT/results" 2>&1 | tail -30
     timeout 220 python3 benches/attention.py --out-dir "$OUT/results" 2>&1 | tail -40
     ZYNTAX_BENCH_ONLY=saxpy_f32_256Mi timeout 60 python3 benches/memory_bound.py --out-dir "$OUT/results" 2>&1 | tail -12
 fi

@@ -33,6 +33,23 @@ def reference(q: Any, k: Any, v: Any, causal: bool, scale: float) -> tuple[Any, 
     return np.einsum("bhqk,bhkd->bhqd", e / e.sum(-1, keepdims=True), v.astype(np.float64)), lse
 
 
+def check_attention(
+    q: Any, k: Any, v: Any, causal: bool, scale: float, variant: str, lse_tol: float = 1e-2
+) -> Any:
+    """Runs `variant` with the log-sum-exp output and checks both against
+    float64: every element written, relative error norm < 5e-3, LSE within
+    `lse_tol`. Returns the output."""
+    out, lse = kernels.attention(
+        q, k, v, causal=causal, scale=scale, return_lse=True, variant=variant
+    )
+    ref, ref_lse = reference(q, k, v, causal, scale)
+    o = out.astype(np.float64)
+    assert not np.isnan(o).any() and not np.isnan(lse).any()
+    assert np.linalg.norm(o - ref) / np.linalg.norm(ref) < 5e-3
+    assert np.abs(lse - ref_lse).max() < lse_tol
+    return out
+
+
 def loop_variant(loop: Any, monkeypatch: pytest.MonkeyPatch) -> str:
     """The `variant` argument that runs consumer loop `loop` (a Loop, named
     for this test in attention_sm90.LOOPS)."""
@@ -91,15 +108,8 @@ def test_attention_sm90_interpreter(
     k = rng.standard_normal((1, 1, sk, d)).astype(dt)
     v = rng.standard_normal((1, 1, sk, d)).astype(dt)
     scale = float(rng.uniform(0.05, 0.2))
-    out, lse = kernels.attention(
-        q, k, v, causal=causal, scale=scale, return_lse=True, variant=variant
-    )
-    ref, ref_lse = reference(q, k, v, causal, scale)
+    out = check_attention(q, k, v, causal, scale, variant)
     assert out.dtype == q.dtype and out.shape == q.shape
-    o = out.astype(np.float64)
-    assert not np.isnan(o).any() and not np.isnan(lse).any()
-    assert np.linalg.norm(o - ref) / np.linalg.norm(ref) < 5e-3
-    assert np.abs(lse - ref_lse).max() < 1e-2
 
 
 @pytest.mark.usefixtures("poisoned")
@@ -129,14 +139,7 @@ def test_attention_sm90_three_consumers(
     k = rng.standard_normal((1, 2, sk, 64)).astype(dt)
     v = rng.standard_normal((1, 2, sk, 64)).astype(dt)
     scale = float(rng.uniform(0.05, 0.2))
-    out, lse = kernels.attention(
-        q, k, v, causal=causal, scale=scale, return_lse=True, variant=variant
-    )
-    ref, ref_lse = reference(q, k, v, causal, scale)
-    o = out.astype(np.float64)
-    assert not np.isnan(o).any() and not np.isnan(lse).any()
-    assert np.linalg.norm(o - ref) / np.linalg.norm(ref) < 5e-3
-    assert np.abs(lse - ref_lse).max() < 1e-2
+    check_attention(q, k, v, causal, scale, variant)
 
 
 @pytest.mark.usefixtures("poisoned")
@@ -160,14 +163,9 @@ def test_attention_sm90_lazy_rescale(
     v = rng.standard_normal((1, 1, sk, d)).astype(dt)
     scale = 0.125
     causal = not growing  # growing: every row sees all three key tiles
-    out, lse = kernels.attention(
-        q, k, v, causal=causal, scale=scale, return_lse=True, variant=variant
-    )
-    ref, ref_lse = reference(q, k, v, causal, scale)
-    o = out.astype(np.float64)
-    assert not np.isnan(o).any() and not np.isnan(lse).any()
-    assert np.linalg.norm(o - ref) / np.linalg.norm(ref) < 5e-3
-    assert np.abs(lse - ref_lse).max() < 1e-2 * max(1.0, np.abs(ref_lse).max() / 100)
+    _, ref_lse = reference(q, k, v, causal, scale)
+    lse_tol = 1e-2 * max(1.0, np.abs(ref_lse).max() / 100)
+    check_attention(q, k, v, causal, scale, variant, lse_tol=lse_tol)
 
 
 @pytest.mark.parametrize(
@@ -233,14 +231,7 @@ def test_attention_sm90_named_loop(name: str) -> None:
             continue
         sq = 203
         q, k, v = (rng.standard_normal((1, 1, sq, d)).astype(dt) for _ in range(3))
-        out, lse = kernels.attention(
-            q, k, v, causal=True, scale=0.1, return_lse=True, variant=f"sm90_{name}"
-        )
-        ref, ref_lse = reference(q, k, v, True, 0.1)
-        o = out.astype(np.float64)
-        assert not np.isnan(o).any() and not np.isnan(lse).any()
-        assert np.linalg.norm(o - ref) / np.linalg.norm(ref) < 5e-3
-        assert np.abs(lse - ref_lse).max() < 1e-2
+        check_attention(q, k, v, True, 0.1, f"sm90_{name}")
 
 
 @pytest.mark.usefixtures("poisoned")
@@ -260,11 +251,4 @@ def test_attention_sm90_persistent(name: str, d: int, causal: bool, sq: int, sk:
     dt = np.float16
     q = rng.standard_normal((1, 2, sq, d)).astype(dt)
     k, v = (rng.standard_normal((1, 2, sk, d)).astype(dt) for _ in range(2))
-    out, lse = kernels.attention(
-        q, k, v, causal=causal, scale=0.1, return_lse=True, variant=f"sm90_{name}"
-    )
-    ref, ref_lse = reference(q, k, v, causal, 0.1)
-    o = out.astype(np.float64)
-    assert not np.isnan(o).any() and not np.isnan(lse).any()
-    assert np.linalg.norm(o - ref) / np.linalg.norm(ref) < 5e-3
-    assert np.abs(lse - ref_lse).max() < 1e-2
+    check_attention(q, k, v, causal, 0.1, f"sm90_{name}")

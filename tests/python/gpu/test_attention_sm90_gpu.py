@@ -8,12 +8,11 @@ answer. The interpreter version: tests/python/test_attention_sm90.py."""
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from case_groups import run_case_group
 
 from zyntax import kernels
 
@@ -116,18 +115,4 @@ VARIANT_GROUPS = {
 @pytest.mark.parametrize("group", list(VARIANT_GROUPS))
 def test_attention_sm90_variants(group: str) -> None:
     cases = Path(__file__).with_name("attention_sm90_variant_cases.py")
-    cmd = [sys.executable, "-m", "pytest", "-q", "-rfEs", "--tb=short", "-p", "no:cacheprovider"]
-    try:
-        r = subprocess.run(
-            [*cmd, str(cases), "-k", VARIANT_GROUPS[group]],
-            cwd=Path(__file__).resolve().parents[3],
-            capture_output=True,
-            text=True,
-            timeout=240,
-        )
-    except subprocess.TimeoutExpired as e:
-        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-        pytest.fail(f"{group}: timed out (a kernel waiting forever?)\n{out[-3000:]}")
-    tail = (r.stdout + r.stderr)[-6000:]
-    assert r.returncode == 0, f"{group}:\n{tail}"
-    assert " passed" in r.stdout and " skipped" not in r.stdout, tail
+    run_case_group(cases, VARIANT_GROUPS[group], group, timeout=240)

@@ -7,17 +7,15 @@ needs sm_90 (H100/H200)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from case_groups import run_case_group
 
 from zyntax import cuda
 
 pytestmark = pytest.mark.gpu
 CASES = Path(__file__).with_name("tma_device_cases.py")
-ROOT = Path(__file__).resolve().parents[3]
 #: group -> pytest -k expression over tma_device_cases.py
 GROUPS = {
     "tile_loads": "tile_load",
@@ -57,18 +55,4 @@ KNOWN_FAILING: set[str] = set()
 def test_tma_on_device(group: str) -> None:
     if cuda.device_arch() not in ("sm_90", "sm_90a"):
         pytest.skip("TMA needs sm_90")
-    cmd = [sys.executable, "-m", "pytest", "-q", "-rfEs", "--tb=short", "-p", "no:cacheprovider"]
-    try:
-        r = subprocess.run(
-            [*cmd, str(CASES), "-k", GROUPS[group]],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-    except subprocess.TimeoutExpired as e:
-        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-        pytest.fail(f"{group}: timed out (a kernel waiting forever?)\n{out[-3000:]}")
-    tail = (r.stdout + r.stderr)[-6000:]
-    assert r.returncode == 0, f"{group}:\n{tail}"
-    assert " passed" in r.stdout and " skipped" not in r.stdout, tail
+    run_case_group(CASES, GROUPS[group], group, timeout=120)

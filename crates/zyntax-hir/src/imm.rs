@@ -88,16 +88,18 @@ impl Imms {
 /// a row whose `Op` variant holds those fields (the fixed ones are the row's own).
 #[macro_export]
 macro_rules! imms {
+    // The declarations of the immediates, one per field, in order.
+    (@defs $($f:ident : $t:ty = $what:literal),*) => {{
+        const D: &[$crate::imm::ImmDef] = &[$($crate::imm::ImmDef {
+            name: stringify!($f),
+            what: $what,
+            kind: <$t as $crate::imm::ImmValue>::KIND,
+        }),*];
+        D
+    }};
     ($v:ident ( $f:ident : $t:ty = $what:literal )) => {
         $crate::imm::Imms {
-            defs: {
-                const D: &[$crate::imm::ImmDef] = &[$crate::imm::ImmDef {
-                    name: stringify!($f),
-                    what: $what,
-                    kind: <$t as $crate::imm::ImmValue>::KIND,
-                }];
-                D
-            },
+            defs: $crate::imms!(@defs $f: $t = $what),
             build: |it| {
                 Some($crate::op::Op::$v(<$t as $crate::imm::ImmValue>::from_imm(
                     it.next()?,
@@ -111,14 +113,7 @@ macro_rules! imms {
     };
     ($v:ident ( $s:ident { $($f:ident : $t:ty = $what:literal),* $(,)? } )) => {
         $crate::imm::Imms {
-            defs: {
-                const D: &[$crate::imm::ImmDef] = &[$($crate::imm::ImmDef {
-                    name: stringify!($f),
-                    what: $what,
-                    kind: <$t as $crate::imm::ImmValue>::KIND,
-                }),*];
-                D
-            },
+            defs: $crate::imms!(@defs $($f: $t = $what),*),
             build: |it| {
                 Some($crate::op::Op::$v($s {
                     $($f: <$t as $crate::imm::ImmValue>::from_imm(it.next()?)?,)*
@@ -134,14 +129,7 @@ macro_rules! imms {
     };
     ($v:ident { $($f:ident : $t:ty = $what:literal),* $(; $($g:ident : $e:expr),*)? $(,)? }) => {
         $crate::imm::Imms {
-            defs: {
-                const D: &[$crate::imm::ImmDef] = &[$($crate::imm::ImmDef {
-                    name: stringify!($f),
-                    what: $what,
-                    kind: <$t as $crate::imm::ImmValue>::KIND,
-                }),*];
-                D
-            },
+            defs: $crate::imms!(@defs $($f: $t = $what),*),
             build: |it| {
                 Some($crate::op::Op::$v {
                     $($f: <$t as $crate::imm::ImmValue>::from_imm(it.next()?)?,)*

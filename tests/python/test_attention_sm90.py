@@ -239,15 +239,18 @@ def test_attention_sm90_named_loop(name: str) -> None:
     ("name", "d", "causal", "sq", "sk"),
     [
         ("overlap_persist", 128, True, 400, 400),
-        ("pingpong_defer_persist", 64, True, 400, 400),
-        ("plain_wg3_persist", 64, False, 300, 500),
-        ("overlap_s3_persist", 64, False, 400, 300),
+        ("overlap_persist", 64, False, 300, 500),
+        ("overlap_persist_nosplit", 64, False, 400, 300),
+        ("pingpong_persist", 128, True, 300, 300),
+        ("pingpong_persist", 64, False, 130, 700),
     ],
 )
 def test_attention_sm90_persistent(name: str, d: int, causal: bool, sq: int, sk: int) -> None:
-    """Persistent loops: the interpreter's three blocks walk 6-8 tiles of
-    two heads unevenly (three, three, two), so Q's barrier, the K/V ring
-    and the ping-pong turns carry their phases from tile to tile."""
+    """Persistent loops on two heads of 4-8 tiles: the interpreter runs its
+    three blocks one after another, so the first takes every tile from the
+    counter (Q's two slots, the K/V ring and the ping-pong turns carry their
+    phases from tile to tile, each tile's S_0 overlapping the last P V of the
+    one before) and the other two find none left and stop at once."""
     dt = np.float16
     q = rng.standard_normal((1, 2, sq, d)).astype(dt)
     k, v = (rng.standard_normal((1, 2, sk, d)).astype(dt) for _ in range(2))

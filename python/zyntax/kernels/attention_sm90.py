@@ -28,10 +28,19 @@ applied only in tiles that cross the sequence end or, when causal, the
 diagonal (a warpgroup-uniform branch); key tiles wholly past the diagonal
 are not loaded. A row whose keys are all masked gives 0 and an LSE of -inf.
 
+The persistent form (`Loop.persistent`) launches one block per SM. The
+producer thread takes tiles from a global counter (``atomicAdd``; the last
+block to stop zeroes it for the next launch on that stream), writes each
+tile's index and coordinates next to its Q slot and completes the slot's
+barrier; an index past the end tells the consumers to stop. Between two
+tiles a consumer issues the next tile's S_0 before the last P V of the
+current one and runs S_0's softmax while that P V is in flight, then writes
+the finished tile.
+
 `Loop` holds the consumer-loop forms (FA3's overlap and ping-pong, FA4's
-lazy rescale, three consumers, ring depth); LOOPS names them and
-DEFAULT_LOOP picks one per head dim and causal from the measurements in
-docs/performance.md, "Attention, sm_90a path".
+lazy rescale, three consumers, ring depth, the split softmax, persistent);
+LOOPS names them and DEFAULT_LOOP picks one per head dim and causal from the
+measurements in docs/performance.md, "Attention, sm_90a path".
 """
 
 from __future__ import annotations
@@ -40,16 +49,22 @@ import dataclasses
 import functools
 from typing import Any
 
+import numpy as np
+
 from zyntax import cuda, hir, interp
 from zyntax.errors import ArgumentError
 
 from . import _tensors as T
 from ._rows import NEG_INF, safe_max, tree, vector
 from .attention import LN2
+from .gemm import _workspace
 
 BN = 128  # keys per tile
 BOX = 64  # elements per TMA box row: 128 bytes, the 128B swizzle span
 KV_BOX_BYTES = BN * 128  # one K/V box: BN rows of 128 bytes
+#: Persistent: u32 words per Q slot for its tile (index, batch, head,
+#: batch * heads + head, first query row, key tiles; padded).
+TILE_WORDS = 8
 #: Registers per thread of the producer and of each consumer warpgroup
 #: (`setmaxnreg`), by the number of consumers: 64 Ki registers per SM.
 REGS = {2: (24, 240), 3: (32, 160)}
@@ -64,9 +79,20 @@ def threads(consumers: int) -> int:
     return 128 * (consumers + 1)
 
 
-def shared_bytes(d: int, consumers: int = 2, stages: int = 2) -> int:
-    """Q tile, `stages` K and V tiles, then the mbarriers."""
-    return (bm(consumers) + 2 * stages * BN) * d * 2 + 8 * (2 + 4 * stages + consumers)
+def q_slots(loop: Loop) -> int:
+    """Q tiles in shared memory: two when persistent (the next tile's Q loads
+    during this one)."""
+    return 2 if loop.persistent else 1
+
+
+def shared_bytes(d: int, loop: Loop) -> int:
+    """Q tiles, `stages` K and V tiles, the mbarriers, the Q slots' tiles."""
+    qs, stages = q_slots(loop), loop.stages
+    return (
+        (qs * bm(loop.consumers) + 2 * stages * BN) * d * 2
+        + 8 * (2 * qs + 4 * stages + loop.consumers)
+        + 4 * TILE_WORDS * qs
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,9 +106,13 @@ class Loop:
     consumer warpgroups of 64 query rows (FA3 uses 3 for head dim 64, whose
     tiles are small); `lazy`: a row's maximum is raised only when it grows by
     more than LAZY_HEADROOM, and O is rescaled only when a row of the warp
-    raised it (FA4's trick); `stages`: K/V ring depth; `persistent`: one
-    block per SM walks the tiles (grid-stride), so the producer loads the
-    next tile's Q and K/V while the consumers finish the last one."""
+    raised it (FA4's trick); `stages`: K/V ring depth; `split` (with
+    `overlap`): the softmax is written out in both arms of the masking
+    branch, so the wait for P V (in the join) stays after it in ptxas's
+    schedule; `persistent` (with `overlap`, two consumers): one block per SM
+    takes tiles from a global counter, Q has two slots (the next tile's Q
+    loads during this one) and each tile's S_0 and its softmax overlap the
+    previous tile's last P V; ping-pong then uses named barriers."""
 
     overlap: bool = False
     pingpong: bool = False
@@ -91,6 +121,7 @@ class Loop:
     lazy: bool = False
     stages: int = 2
     persistent: bool = False
+    split: bool = False
 
     def tag(self) -> str:
         """The module-name suffix naming this loop."""
@@ -99,6 +130,7 @@ class Loop:
         tags += f"_wg{self.consumers}" if self.consumers != 2 else ""
         tags += "_lazy" if self.lazy else ""
         tags += f"_s{self.stages}" if self.stages != 2 else ""
+        tags += "_split" if self.split else ""
         return tags + ("_persist" if self.persistent else "")
 
 
@@ -106,8 +138,12 @@ def build(dtype: str, d: int, causal: bool, loop: Loop = Loop()) -> hir.Module:
     """The kernel for `dtype`, head dim `d`, `causal`, consumer loop `loop`."""
     if loop.pingpong or loop.defer:
         assert loop.overlap, "pingpong and defer are forms of the overlapped loop"
+    if loop.persistent:
+        assert loop.overlap and loop.consumers == 2, "persistent: the overlapped loop, 2 consumers"
     overlap, pingpong, defer, lazy = loop.overlap, loop.pingpong, loop.defer, loop.lazy
+    split, persistent = loop.split, loop.persistent
     consumers, STAGES = loop.consumers, loop.stages
+    QS = q_slots(loop)
     elem = T.HIR_TYPE[dtype]
     boxes = d // BOX
     BM, THREADS = bm(consumers), threads(consumers)
@@ -118,25 +154,30 @@ def build(dtype: str, d: int, causal: bool, loop: Loop = Loop()) -> hir.Module:
     m = hir.Module(name, targets=["sm_90a"])
     params = [hir.tensormap] * 3 + [hir.ptr("global", elem), hir.ptr("global", hir.f32)]
     params += [hir.u32] * 4 + [hir.i64] * 3 + [hir.f32]
+    if persistent:  # the tile counter and the count of blocks that stopped
+        params.append(hir.ptr("global", hir.u32))
     u32x4 = hir.vec(hir.u32, 4)
     su64 = hir.ptr("shared", hir.u64)
     with m.kernel("attention", params, max_threads=THREADS, min_blocks=1) as b:
-        tq, tk, tv, o, lse, sq, sk, heads, tiles, ob, oh, os_, scale_log2 = b.params
+        tq, tk, tv, o, lse, sq, sk, heads, tiles, ob, oh, os_, scale_log2 = b.params[:13]
+        sched = b.params[-1]  # persistent only
         tid = b.thread_idx()
         wg = tid >> 7
         base = b.dyn_shared(hir.u8)
-        s_q = base
-        s_k = b.ptr_add(base, q_bytes)  # STAGES K tiles, then STAGES V tiles
-        s_v = b.ptr_add(base, q_bytes + STAGES * kv_bytes)
-        # mbarriers: Q, then per slot K full, V full, K empty, V empty, then
-        # the consumers' turns and (persistent) "Q empty".
-        bar_q = b.ptr_cast(b.ptr_add(base, q_bytes + 2 * STAGES * kv_bytes), su64)
-        full_k = b.ptr_add(bar_q, 1)
-        full_v = b.ptr_add(bar_q, 1 + STAGES)
-        empty_k = b.ptr_add(bar_q, 1 + 2 * STAGES)
-        empty_v = b.ptr_add(bar_q, 1 + 3 * STAGES)
-        turns = b.ptr_add(bar_q, 1 + 4 * STAGES)  # one per consumer warpgroup
-        empty_q = b.ptr_add(turns, consumers)  # persistent: Q read by every consumer
+        s_q = base  # QS Q tiles, then STAGES K tiles, then STAGES V tiles
+        s_k = b.ptr_add(base, QS * q_bytes)
+        s_v = b.ptr_add(base, QS * q_bytes + STAGES * kv_bytes)
+        # mbarriers: per Q slot "Q full", per ring slot K full, V full, K
+        # empty, V empty, the consumers' turns, per Q slot "Q empty"; then
+        # (persistent) per Q slot its tile's index and coordinates.
+        full_q = b.ptr_cast(b.ptr_add(base, QS * q_bytes + 2 * STAGES * kv_bytes), su64)
+        full_k = b.ptr_add(full_q, QS)
+        full_v = b.ptr_add(full_k, STAGES)
+        empty_k = b.ptr_add(full_v, STAGES)
+        empty_v = b.ptr_add(empty_k, STAGES)
+        turns = b.ptr_add(empty_v, STAGES)  # one per consumer warpgroup
+        empty_q = b.ptr_add(turns, consumers)
+        tile_of = b.ptr_cast(b.ptr_add(empty_q, QS), hir.ptr("shared", hir.u32))
 
         def coords(tix: Any) -> tuple[hir.Value, hir.Value, hir.Value, Any, hir.Value]:
             """(batch, head, batch * heads + head, first query row, key
@@ -153,22 +194,10 @@ def build(dtype: str, d: int, causal: bool, loop: Loop = Loop()) -> hir.Module:
             kv_end = b.min(m0 + BM, sk) if causal else sk
             return b.div(bh, heads), b.rem(bh, heads), bh, m0, b.div(kv_end + (BN - 1), BN)
 
-        def tile_loop(body: Any) -> None:
-            """`body(coords, it, n)` for each tile of this block: `it` K/V
-            tiles and `n` query tiles went through the ring before it."""
-            if not loop.persistent:
-                zero_u32 = b.const(0, hir.u32)
-                body(coords(None), zero_u32, zero_u32)
-                return
-            start = [b.const(0, hir.u32)] * 2
-            with b.loop(b.block_idx(), tiles, b.grid_dim(), carry=start, type=hir.u32) as tl:
-                tc = coords(tl.index)
-                body(tc, tl.carried[0], tl.carried[1])
-                tl.next(tl.carried[0] + tc[4], tl.carried[1] + 1)
-
         with b.if_(b.eq(tid, 0)):
-            b.mbarrier_init(bar_q, 1)
-            b.mbarrier_init(empty_q, 128 * consumers)
+            for x in range(QS):
+                b.mbarrier_init(b.ptr_add(full_q, x), 1)
+                b.mbarrier_init(b.ptr_add(empty_q, x), 128 * consumers)
             for x in range(STAGES):
                 b.mbarrier_init(b.ptr_add(full_k, x), 1)
                 b.mbarrier_init(b.ptr_add(full_v, x), 1)
@@ -186,6 +215,17 @@ def build(dtype: str, d: int, causal: bool, loop: Loop = Loop()) -> hir.Module:
             b.br(b.mbarrier_try_wait_parity(bar, parity, 1000), done, spin)
             b.switch_to(done)
 
+        def while_(state: list[hir.Value], step: Any) -> list[hir.Value]:
+            """Runs `step(state)` -> (go on?, next state) until it says stop;
+            the state it stopped with."""
+            head, out = b.block(*[v.type for v in state]), b.block(*[v.type for v in state])
+            b.jump(head, *state)
+            b.switch_to(head)
+            go, nxt = step(list(head.params))
+            b.br(go, head, out, then_args=nxt, else_args=nxt)
+            b.switch_to(out)
+            return list(out.params)
+
         def slot(j: hir.Value) -> hir.Value:
             return b.rem(j, STAGES)
 
@@ -195,6 +235,12 @@ def build(dtype: str, d: int, causal: bool, loop: Loop = Loop()) -> hir.Module:
 
         def tile(ring: hir.Value, j: hir.Value) -> hir.Value:
             return b.ptr_add(ring, slot(j) * kv_bytes)
+
+        def q_slot(n: hir.Value) -> tuple[hir.Value, hir.Value]:
+            """(slot, parity of the phase) of the n-th Q tile of this block."""
+            if QS == 1:
+                return b.const(0, hir.u32), n & 1
+            return n & 1, (n >> 1) & 1
 
         def tma(
             dst: hir.Value, tmap: hir.Value, row: Any, bar: hir.Value, box: int, bi: Any, hi: Any
@@ -222,85 +268,110 @@ def build(dtype: str, d: int, causal: bool, loop: Loop = Loop()) -> hir.Module:
                 ptr, leading_byte_offset=lbo, stride_byte_offset=1024, swizzle="128B"
             )
 
-        def consume(tc: tuple[Any, ...], it: hir.Value, n: hir.Value) -> None:
-            """One tile: `it` K/V tiles and `n` Q tiles went through the ring before."""
+        # Consumer side. c: this consumer warpgroup; (g, t): the lane's row
+        # group and column pair of the wgmma accumulator layout.
+        c = wg - 1
+        lane = tid & 31
+        g, t = lane >> 2, lane & 3
+        zero = b.const(0.0, hir.f32)
+        ninf = b.const(NEG_INF, hir.f32)
+
+        @dataclasses.dataclass
+        class Tile:
+            """What the consumer code of one query tile uses: its coordinates,
+            the ring position of its first K/V tile (`it`), its Q slot."""
+
+            bi: Any
+            hi: Any
+            bh: Any
+            nblocks: Any
+            it: Any
+            n: Any
+            m0w: Any  # this warpgroup's first query row
+            rows: list[Any]  # the lane's two query rows
+            s_qw: Any  # this warpgroup's Q rows in shared memory
+
+        def tile_of_coords(tc: tuple[Any, ...], it: hir.Value, n: hir.Value) -> Tile:
             bi, hi, bh, m0, nblocks = tc
-            c = wg - 1
-            lane = tid & 31
-            g, t = lane >> 2, lane & 3
-            m0w = m0 + c * 64  # this warpgroup's first query row
+            m0w = m0 + c * 64
             row0 = m0w + ((tid >> 5) & 3) * 16 + g
-            rows = [row0, row0 + 8]
-            s_qw = b.ptr_add(s_q, c * 64 * 128)
-            zero = b.const(0.0, hir.f32)
-            ninf = b.const(NEG_INF, hir.f32)
+            qs = q_slot(n)[0]
+            s_qw = b.ptr_add(s_q, qs * q_bytes + c * 64 * 128)
+            return Tile(bi, hi, bh, nblocks, it, n, m0w, [row0, row0 + 8], s_qw)
 
-            def s_gemm(j: hir.Value) -> hir.Value:
-                """Issues S = Q K_j (one committed group, not waited for)."""
-                r = it + j  # its place in the ring
-                wait(b.ptr_add(full_k, slot(r)), phase(r))
-                kt = tile(s_k, r)
-                b.wgmma_fence()
-                sacc = b.wgmma_zero(BN)
-                for kk in range(d // 16):
-                    # k-step kk: box kk // 4, 32 bytes per step within its
-                    # 128-byte rows (the swizzle acts on the address).
-                    off = (kk % 4) * 32
-                    sacc = b.wgmma(
-                        sacc,
-                        desc(b.ptr_add(s_qw, (kk // 4) * q_box_bytes + off), 16),
-                        desc(b.ptr_add(kt, (kk // 4) * KV_BOX_BYTES + off), 16),
-                        n=BN,
-                        a_type=dtype,
-                        scale_d=0 if kk == 0 else 1,
-                    )
-                b.wgmma_commit_group()
-                return sacc
+        def s_gemm(tl: Tile, j: hir.Value) -> hir.Value:
+            """Issues S = Q K_j (one committed group, not waited for)."""
+            r = tl.it + j  # its place in the ring
+            wait(b.ptr_add(full_k, slot(r)), phase(r))
+            kt = tile(s_k, r)
+            b.wgmma_fence()
+            sacc = b.wgmma_zero(BN)
+            for kk in range(d // 16):
+                # k-step kk: box kk // 4, 32 bytes per step within its
+                # 128-byte rows (the swizzle acts on the address).
+                off = (kk % 4) * 32
+                sacc = b.wgmma(
+                    sacc,
+                    desc(b.ptr_add(tl.s_qw, (kk // 4) * q_box_bytes + off), 16),
+                    desc(b.ptr_add(kt, (kk // 4) * KV_BOX_BYTES + off), 16),
+                    n=BN,
+                    a_type=dtype,
+                    scale_d=0 if kk == 0 else 1,
+                )
+            b.wgmma_commit_group()
+            return sacc
 
-            def pv_gemm(j: hir.Value, acc: hir.Value, frags: list[hir.Value]) -> hir.Value:
-                """Issues O += P V_j (one committed group, not waited for)."""
-                r = it + j
-                wait(b.ptr_add(full_v, slot(r)), phase(r))
-                vt = tile(s_v, r)
-                b.wgmma_fence()
-                for kk in range(BN // 16):
-                    # V is MN-major: 16 keys (rows of 128 bytes) per step;
-                    # the next 64 head-dim columns are the next box (LBO).
-                    vd = desc(b.ptr_add(vt, kk * 16 * 128), KV_BOX_BYTES)
-                    acc = b.wgmma(acc, frags[kk], vd, n=d, a_type=dtype, trans_b=True)
-                b.wgmma_commit_group()
-                return acc
+        def pv_gemm(tl: Tile, j: hir.Value, acc: hir.Value, frags: list[hir.Value]) -> hir.Value:
+            """Issues O += P V_j (one committed group, not waited for)."""
+            r = tl.it + j
+            wait(b.ptr_add(full_v, slot(r)), phase(r))
+            vt = tile(s_v, r)
+            b.wgmma_fence()
+            for kk in range(BN // 16):
+                # V is MN-major: 16 keys (rows of 128 bytes) per step;
+                # the next 64 head-dim columns are the next box (LBO).
+                vd = desc(b.ptr_add(vt, kk * 16 * 128), KV_BOX_BYTES)
+                acc = b.wgmma(acc, frags[kk], vd, n=d, a_type=dtype, trans_b=True)
+            b.wgmma_commit_group()
+            return acc
 
-            def softmax(
-                sacc: hir.Value, j: hir.Value, m_old: list[hir.Value], l_old: list[hir.Value]
-            ) -> tuple[list[hir.Value], list[hir.Value], list[hir.Value], list[list[hir.Value]]]:
-                """(row maxima, row sums, rescale factors, P in f32 per row half) after S_j."""
-                # Row half h, x = 2 * n-tile + e: key 8 n-tile + 2t + e.
-                per = BN // 4
-                flat = [
-                    b.extract(sacc, 4 * (x >> 1) + 2 * h + (x & 1))
-                    for h in range(2)
-                    for x in range(per)
-                ]
-                tile_end = (j + 1) * BN
-                partial = tile_end > sk
-                if causal:
-                    partial = b.or_(partial, tile_end > m0w + 1)
-                sel = b.if_else(partial, results=[hir.f32] * len(flat))
-                with sel as (yes, no):
-                    with yes:
-                        masked = []
-                        for n, val in enumerate(flat):
-                            h, x = n // per, n % per
-                            key = j * BN + (x >> 1) * 8 + (x & 1) + 2 * t
-                            ok = key < sk
-                            if causal:
-                                ok = b.and_(ok, key <= rows[h])
-                            masked.append(b.select(ok, val, NEG_INF))
-                        yes.yield_(*masked)
-                    with no:
-                        no.yield_(*flat)
-                scores = [list(sel.results[h * per : (h + 1) * per]) for h in range(2)]
+        def softmax(
+            tl: Tile, sacc: hir.Value, j: hir.Value, m_old: list[Any], l_old: list[Any]
+        ) -> tuple[list[hir.Value], list[hir.Value], list[hir.Value], list[list[hir.Value]]]:
+            """(row maxima, row sums, rescale factors, P in f32 per row half) after S_j."""
+            # Row half h, x = 2 * n-tile + e: key 8 n-tile + 2t + e.
+            per = BN // 4
+            flat = [
+                b.extract(sacc, 4 * (x >> 1) + 2 * h + (x & 1))
+                for h in range(2)
+                for x in range(per)
+            ]
+            tile_end = (j + 1) * BN
+            partial = tile_end > sk
+            if causal:
+                partial = b.or_(partial, tile_end > tl.m0w + 1)
+
+            def masked(vals: list[hir.Value]) -> list[hir.Value]:
+                # Key j BN + 2t + off is kept when off < sk - (j BN + 2t) and
+                # (causal) off <= row - (j BN + 2t): compares of constants with
+                # two values, where comparing 64 keys with sk had LLVM hoist
+                # 64 key offsets out of the loop and ptxas spill them.
+                first = b.cast(j * BN + 2 * t, hir.i32)
+                end = b.cast(sk, hir.i32) - first
+                diag = [b.cast(r, hir.i32) - first for r in tl.rows]
+                out = []
+                for n, val in enumerate(vals):
+                    h, x = n // per, n % per
+                    off = b.const((x >> 1) * 8 + (x & 1), hir.i32)
+                    ok = b.lt(off, end)
+                    if causal:
+                        ok = b.and_(ok, b.le(off, diag[h]))
+                    out.append(b.select(ok, val, NEG_INF))
+                return out
+
+            def stats(vals: list[hir.Value]) -> list[hir.Value]:
+                """[*m_new, *l_new, *alpha, *P of row half 0, *P of row half 1]."""
+                scores = [vals[h * per : (h + 1) * per] for h in range(2)]
                 m_new, l_new, alpha, p = [], [], [], []
                 for h in range(2):
                     mx = quad(tree(b.max, scores[h]), b.max)
@@ -314,150 +385,173 @@ def build(dtype: str, d: int, causal: bool, loop: Loop = Loop()) -> hir.Module:
                     base_h = safe_max(b, mn)
                     alpha.append(b.ex2_ftz_approx(m_old[h] - base_h))
                     ph = [b.ex2_ftz_approx(b.fma(x, scale_log2, -base_h)) for x in scores[h]]
-                    p.append(ph)
+                    p += ph
                     m_new.append(mn)
                     l_new.append(b.fma(l_old[h], alpha[h], tree(b.add, ph)))
-                return m_new, l_new, alpha, p
+                return [*m_new, *l_new, *alpha, *p]
 
-            def fragments(p: list[list[hir.Value]]) -> list[hir.Value]:
-                """P's A fragment for keys 16kk..: rows (g, g + 8), as mma.sync's A.
-                Packed only while no P V wgmma is in flight: writing registers a
-                later wgmma reads while one is pending makes ptxas serialise
-                every wgmma of the kernel (C7513)."""
-                return [
-                    vector(
-                        b,
-                        u32x4,
-                        [
-                            pack(p[0][4 * kk], p[0][4 * kk + 1]),
-                            pack(p[1][4 * kk], p[1][4 * kk + 1]),
-                            pack(p[0][4 * kk + 2], p[0][4 * kk + 3]),
-                            pack(p[1][4 * kk + 2], p[1][4 * kk + 3]),
-                        ],
-                    )
-                    for kk in range(BN // 16)
-                ]
-
-            def release(ring: hir.Value, j: hir.Value) -> None:
-                """This thread is done with tile j of a K or V slot."""
-                b.mbarrier_arrive(b.ptr_add(ring, slot(it + j)))
-
-            def my_turn(k: hir.Value) -> None:
-                """Ping-pong: the consumer warpgroups take turns round-robin
-                (warpgroup 1 first), so one issues its GEMMs while the others
-                run their softmax. Turns are the overlapped loop's groups of
-                GEMMs: S_0, then (S_j, P_{j-1} V_{j-1}), then the last P V."""
-                if pingpong:
-                    # Consumer c's turn k waits for turn k of consumer c - 1,
-                    # the first's for turn k - 1 of the last (phase k - 1 of
-                    # its barrier: a fresh barrier passes parity 1). A tile
-                    # of nblocks key tiles has nblocks + 1 turns: it + n
-                    # turns came before this tile.
-                    first_wg = b.select(b.eq(c, 0), b.const(1, hir.u32), b.const(0, hir.u32))
-                    wait(b.ptr_add(turns, c), (it + n + k + first_wg) & 1)
-
-            def end_turn() -> None:
-                if pingpong:
-                    nxt = b.select(b.eq(c, consumers - 1), b.const(0, hir.u32), c + 1)
-                    b.mbarrier_arrive(b.ptr_add(turns, nxt))
-
-            def rescale(acc: hir.Value, alpha: list[hir.Value]) -> hir.Value:
-                """O element i belongs to row half (i % 4) >> 1. With `lazy`,
-                skipped (a warp-uniform branch) when no row of the warp has a
-                factor other than 1."""
-
-                def scaled() -> hir.Value:
-                    out = acc
-                    for i in range(d // 2):
-                        out = b.insert(out, b.extract(acc, i) * alpha[(i % 4) >> 1], i)
-                    return out
-
-                if not lazy:
-                    return scaled()
-                need = b.vote_any(b.or_(b.ne(alpha[0], 1.0), b.ne(alpha[1], 1.0)))
-                sel = b.if_else(need, results=[acc.type])
+            if split:
+                # The whole softmax in each arm: the join block starts with
+                # the wait for P V, which ptxas then cannot schedule above it
+                # (it does within one block, and the softmax no longer
+                # overlaps P V).
+                sel = b.if_else(partial, results=[hir.f32] * (6 + len(flat)))
                 with sel as (yes, no):
                     with yes:
-                        yes.yield_(scaled())
+                        yes.yield_(*stats(masked(flat)))
                     with no:
-                        no.yield_(acc)
-                out: hir.Value = sel.results[0]
+                        no.yield_(*stats(flat))
+                out = list(sel.results)
+            else:
+                sel = b.if_else(partial, results=[hir.f32] * len(flat))
+                with sel as (yes, no):
+                    with yes:
+                        yes.yield_(*masked(flat))
+                    with no:
+                        no.yield_(*flat)
+                out = stats(list(sel.results))
+            ps = out[6:]
+            return out[0:2], out[2:4], out[4:6], [ps[:per], ps[per:]]
+
+        def fragments(p: list[list[hir.Value]]) -> list[hir.Value]:
+            """P's A fragment for keys 16kk..: rows (g, g + 8), as mma.sync's A.
+            Packed only while no P V wgmma is in flight: writing registers a
+            later wgmma reads while one is pending makes ptxas serialise
+            every wgmma of the kernel (C7513)."""
+            return [
+                vector(
+                    b,
+                    u32x4,
+                    [
+                        pack(p[0][4 * kk], p[0][4 * kk + 1]),
+                        pack(p[1][4 * kk], p[1][4 * kk + 1]),
+                        pack(p[0][4 * kk + 2], p[0][4 * kk + 3]),
+                        pack(p[1][4 * kk + 2], p[1][4 * kk + 3]),
+                    ],
+                )
+                for kk in range(BN // 16)
+            ]
+
+        def release(ring: hir.Value, r: hir.Value) -> None:
+            """This thread is done with ring position r of a K or V slot."""
+            b.mbarrier_arrive(b.ptr_add(ring, slot(r)))
+
+        def my_turn(tl: Tile, k: Any) -> None:
+            """Ping-pong: the consumer warpgroups take turns round-robin
+            (warpgroup 1 first), so one issues its GEMMs while the others
+            run their softmax. Turns are the overlapped loop's groups of
+            GEMMs: S_0, then (S_j, P_{j-1} V_{j-1}), then the last P V."""
+            if pingpong and persistent:
+                # Named barrier 1 + c: this warpgroup's 128 threads wait for
+                # the other's 128 (bar.arrive when its turn ended).
+                turn = b.if_else(b.eq(c, 0))
+                with turn as (wg1, wg2):
+                    with wg1:
+                        b.named_barrier_sync(1, 256)
+                    with wg2:
+                        b.named_barrier_sync(2, 256)
+            elif pingpong:
+                # Consumer c's turn k waits for turn k of consumer c - 1,
+                # the first's for turn k - 1 of the last (phase k - 1 of
+                # its barrier: a fresh barrier passes parity 1). A tile
+                # of nblocks key tiles has nblocks + 1 turns: it + n
+                # turns came before this tile.
+                first = b.select(b.eq(c, 0), b.const(1, hir.u32), b.const(0, hir.u32))
+                wait(b.ptr_add(turns, c), (tl.it + tl.n + k + first) & 1)
+
+        def end_turn(last: bool = False) -> None:
+            """`last`: this warpgroup's last turn (persistent ping-pong: the
+            second warpgroup's last arrival would have no one to meet)."""
+            if pingpong and persistent:
+                turn = b.if_else(b.eq(c, 0))
+                with turn as (wg1, wg2):
+                    with wg1:
+                        b.named_barrier_arrive(2, 256)
+                    with wg2:
+                        if not last:
+                            b.named_barrier_arrive(1, 256)
+            elif pingpong:
+                nxt = b.select(b.eq(c, consumers - 1), b.const(0, hir.u32), c + 1)
+                b.mbarrier_arrive(b.ptr_add(turns, nxt))
+
+        def rescale(acc: hir.Value, alpha: list[hir.Value]) -> hir.Value:
+            """O element i belongs to row half (i % 4) >> 1. With `lazy`,
+            skipped (a warp-uniform branch) when no row of the warp has a
+            factor other than 1."""
+
+            def scaled() -> hir.Value:
+                out = acc
+                for i in range(d // 2):
+                    out = b.insert(out, b.extract(acc, i) * alpha[(i % 4) >> 1], i)
                 return out
 
-            def release_q() -> None:
-                """Persistent: this thread's last S of the tile is done, so
-                the producer may load the next tile's Q."""
-                if loop.persistent:
-                    b.mbarrier_arrive(empty_q)
+            if not lazy:
+                return scaled()
+            need = b.vote_any(b.or_(b.ne(alpha[0], 1.0), b.ne(alpha[1], 1.0)))
+            sel = b.if_else(need, results=[acc.type])
+            with sel as (yes, no):
+                with yes:
+                    yes.yield_(scaled())
+                with no:
+                    no.yield_(acc)
+            out: hir.Value = sel.results[0]
+            return out
 
-            wait(bar_q, n & 1)
-            if not overlap:
-                init = [ninf, ninf, zero, zero, b.wgmma_zero(d)]
-                with b.loop(0, nblocks, carry=init, type=hir.u32) as lp:
-                    j = lp.index
-                    m_old, l_old, acc = lp.carried[0:2], lp.carried[2:4], lp.carried[4]
-                    sacc = s_gemm(j)
-                    b.wgmma_wait_group(0)
-                    release(empty_k, j)
-                    m_new, l_new, alpha, p = softmax(sacc, j, m_old, l_old)
-                    acc = pv_gemm(j, rescale(acc, alpha), fragments(p))
-                    b.wgmma_wait_group(0)
-                    release(empty_v, j)
-                    lp.next(*m_new, *l_new, acc)
-                res = lp.results
-                release_q()
-                m_fin, l_part, acc = res[0:2], res[2:4], res[4]
-            else:
-                # FA3's intra-warpgroup overlap: S_j = Q K_j is issued, then
-                # O += P_{j-1} V_{j-1}; the softmax of S_j runs while the
-                # tensor cores still work on P_{j-1} V_{j-1}.
-                first = b.const(0, hir.u32)
-                my_turn(first)
-                sacc = s_gemm(first)
+        def first_s(tl: Tile) -> list[hir.Value]:
+            """S_0 of a tile, alone: its softmax state [*m, *l, *alpha, *P fragments]."""
+            first = b.const(0, hir.u32)
+            my_turn(tl, first)
+            sacc = s_gemm(tl, first)
+            end_turn()
+            b.wgmma_wait_group(0)
+            release(empty_k, tl.it)
+            m1, l1, a1, p = softmax(tl, sacc, first, [ninf, ninf], [zero, zero])
+            return [*m1, *l1, *a1, *fragments(p)]
+
+        def key_loop(tl: Tile, state: list[hir.Value]) -> list[hir.Value]:
+            """Key tiles 1.. of an overlapped tile from S_0's softmax state:
+            [*m, *l, O (P_last V_last not added yet), *alpha, *P_last]."""
+            # FA3's intra-warpgroup overlap: S_j = Q K_j is issued, then
+            # O += P_{j-1} V_{j-1}; the softmax of S_j runs while the
+            # tensor cores still work on P_{j-1} V_{j-1}. Carried: row
+            # maxima, row sums, O, the rescale factors not yet applied to O
+            # (deferred: FA3 scales O while S_j is computed), P's fragments.
+            init = [*state[0:4], b.wgmma_zero(d), *state[4:]]
+            with b.loop(1, tl.nblocks, carry=init, type=hir.u32) as lp:
+                j = lp.index
+                m_old, l_old, acc = lp.carried[0:2], lp.carried[2:4], lp.carried[4]
+                a_old, frags = lp.carried[5:7], list(lp.carried[7:])
+                my_turn(tl, j)
+                sacc = s_gemm(tl, j)
+                if defer:
+                    acc = rescale(acc, a_old)
+                acc = pv_gemm(tl, j - 1, acc, frags)
                 end_turn()
+                b.wgmma_wait_group(1)  # S_j is ready
+                release(empty_k, tl.it + j)
+                m_new, l_new, alpha, p = softmax(tl, sacc, j, m_old, l_old)
                 b.wgmma_wait_group(0)
-                release(empty_k, first)
-                m1, l1, a1, p = softmax(sacc, first, [ninf, ninf], [zero, zero])
-                # Carried: row maxima, row sums, O, the rescale factors not yet
-                # applied to O (deferred: FA3 scales O while S_j is computed),
-                # P's fragments.
-                init = [*m1, *l1, b.wgmma_zero(d), *a1, *fragments(p)]
-                with b.loop(1, nblocks, carry=init, type=hir.u32) as lp:
-                    j = lp.index
-                    m_old, l_old, acc = lp.carried[0:2], lp.carried[2:4], lp.carried[4]
-                    a_old, frags = lp.carried[5:7], list(lp.carried[7:])
-                    my_turn(j)
-                    sacc = s_gemm(j)
-                    if defer:
-                        acc = rescale(acc, a_old)
-                    acc = pv_gemm(j - 1, acc, frags)
-                    end_turn()
-                    b.wgmma_wait_group(1)  # S_j is ready
-                    release(empty_k, j)
-                    m_new, l_new, alpha, p = softmax(sacc, j, m_old, l_old)
-                    b.wgmma_wait_group(0)
-                    release(empty_v, j - 1)
-                    if not defer:
-                        acc = rescale(acc, alpha)
-                    lp.next(*m_new, *l_new, acc, *alpha, *fragments(p))
-                res = lp.results
-                release_q()
-                last = nblocks - 1
-                my_turn(nblocks)
-                acc = rescale(res[4], res[5:7]) if defer else res[4]
-                acc = pv_gemm(last, acc, list(res[7:]))
-                end_turn()
-                b.wgmma_wait_group(0)
-                release(empty_v, last)
-                m_fin, l_part = res[0:2], res[2:4]
+                release(empty_v, tl.it + j - 1)
+                if not defer:
+                    acc = rescale(acc, alpha)
+                lp.next(*m_new, *l_new, acc, *alpha, *fragments(p))
+            return list(lp.results)
+
+        def last_pv(tl: Tile, res: list[hir.Value]) -> hir.Value:
+            """Issues O += P_last V_last on key_loop's result."""
+            acc = rescale(res[4], res[5:7]) if defer else res[4]
+            return pv_gemm(tl, tl.nblocks - 1, acc, list(res[7:]))
+
+        def epilogue(tl: Tile, acc: hir.Value, m_fin: list[Any], l_part: list[Any]) -> None:
+            """O / l in the input type and the rows' LSE (rows past the end skipped)."""
             out2 = hir.ptr("global", hir.u32)
-            obase = b.ptr_add(o, b.cast(bi, hir.i64) * ob + b.cast(hi, hir.i64) * oh)
+            obase = b.ptr_add(o, b.cast(tl.bi, hir.i64) * ob + b.cast(tl.hi, hir.i64) * oh)
             for h in range(2):
                 total = quad(l_part[h], b.add)
                 none = b.eq(total, 0.0)
-                inv = b.select(none, 0.0, b.div(b.const(1.0, hir.f32), total))
-                with b.if_(rows[h] < sq):
-                    orow = b.ptr_add(obase, b.cast(rows[h], hir.i64) * os_)
+                inv = b.select(none, 0.0, b.rcp_approx(total))
+                with b.if_(tl.rows[h] < sq):
+                    orow = b.ptr_add(obase, b.cast(tl.rows[h], hir.i64) * os_)
                     for nt in range(d // 8):
                         ox = b.extract(acc, 4 * nt + 2 * h) * inv
                         oy = b.extract(acc, 4 * nt + 2 * h + 1) * inv
@@ -465,39 +559,177 @@ def build(dtype: str, d: int, causal: bool, loop: Loop = Loop()) -> hir.Module:
                         b.store(dst, pack(ox, oy))
                     with b.if_(b.eq(t, 0)):
                         val = b.select(none, NEG_INF, b.fma(m_fin[h], LN2, b.log(total)))
-                        at = b.cast(bh, hir.i64) * b.cast(sq, hir.i64) + b.cast(rows[h], hir.i64)
+                        at = b.cast(tl.bh, hir.i64) * b.cast(sq, hir.i64)
+                        at += b.cast(tl.rows[h], hir.i64)
                         b.store(b.ptr_add(lse, at), val)
 
-        def produce(tc: tuple[Any, ...], it: hir.Value, n: hir.Value) -> None:
-            """One tile's loads (thread 0): Q, then the K/V tiles into the ring."""
-            bi, hi, _bh, m0, nblocks = tc
-            if loop.persistent:  # every consumer is done with the last tile's Q
-                wait(empty_q, (n & 1) ^ 1)
-            b.mbarrier_arrive_expect_tx(bar_q, q_bytes)
-            tma(s_q, tq, m0, bar_q, q_box_bytes, bi, hi)
-            with b.loop(0, nblocks, type=hir.u32) as lp:
-                j = lp.index
-                r = it + j  # its place in the ring
+        def consume_one() -> None:
+            """This block's own tile (one per block)."""
+            zero_u32 = b.const(0, hir.u32)
+            tl = tile_of_coords(coords(None), zero_u32, zero_u32)
+            wait(full_q, 0)
+            if not overlap:
+                init = [ninf, ninf, zero, zero, b.wgmma_zero(d)]
+                with b.loop(0, tl.nblocks, carry=init, type=hir.u32) as lp:
+                    j = lp.index
+                    m_old, l_old, acc = lp.carried[0:2], lp.carried[2:4], lp.carried[4]
+                    sacc = s_gemm(tl, j)
+                    b.wgmma_wait_group(0)
+                    release(empty_k, j)
+                    m_new, l_new, alpha, p = softmax(tl, sacc, j, m_old, l_old)
+                    acc = pv_gemm(tl, j, rescale(acc, alpha), fragments(p))
+                    b.wgmma_wait_group(0)
+                    release(empty_v, j)
+                    lp.next(*m_new, *l_new, acc)
+                res = lp.results
+                epilogue(tl, res[4], res[0:2], res[2:4])
+                return
+            res = key_loop(tl, first_s(tl))
+            my_turn(tl, tl.nblocks)
+            acc = last_pv(tl, res)
+            end_turn()
+            b.wgmma_wait_group(0)
+            release(empty_v, tl.it + tl.nblocks - 1)
+            epilogue(tl, acc, res[0:2], res[2:4])
+
+        def next_tile(n: hir.Value) -> tuple[hir.Value, tuple[hir.Value, ...]]:
+            """Persistent: this block's n-th tile (index >= tiles: none left)
+            and its coordinates, once the producer has filled its Q slot."""
+            qs, par = q_slot(n)
+            wait(b.ptr_add(full_q, qs), par)
+            at = b.ptr_add(tile_of, qs * TILE_WORDS)
+            words = [b.load(b.ptr_add(at, x)) for x in range(6)]
+            return words[0], tuple(words[1:])
+
+        def consume_stream() -> None:
+            """Persistent: the tiles the producer hands out, with each tile's
+            S_0 and its softmax overlapping the previous tile's last P V."""
+            zero_u32 = b.const(0, hir.u32)
+            tix0, tc0 = next_tile(zero_u32)
+            with b.if_(tix0 < tiles):
+                if pingpong:  # the first warpgroup takes the first turn
+                    with b.if_(b.eq(c, 1)):
+                        b.named_barrier_arrive(1, 256)
+                tl0 = tile_of_coords(tc0, zero_u32, zero_u32)
+                state0 = first_s(tl0)
+
+                def step(st: list[hir.Value]) -> tuple[hir.Value, list[hir.Value]]:
+                    n, it, tc = st[0], st[1], tuple(st[2:7])
+                    tl = tile_of_coords(tc, it, n)
+                    res = key_loop(tl, st[7:])
+                    b.mbarrier_arrive(b.ptr_add(empty_q, q_slot(n)[0]))  # every S of it done
+                    n1, it1 = n + 1, it + tl.nblocks
+                    tix1, tc1 = next_tile(n1)
+                    more = tix1 < tiles
+                    sel = b.if_else(more, results=[v.type for v in st[7:]])
+                    with sel as (yes, no):
+                        with yes:
+                            # S_0 of the next tile, then the last P V of this one.
+                            nt = tile_of_coords(tc1, it1, n1)
+                            first = b.const(0, hir.u32)
+                            my_turn(nt, first)
+                            sacc = s_gemm(nt, first)
+                            acc = last_pv(tl, res)
+                            end_turn()
+                            b.wgmma_wait_group(1)
+                            release(empty_k, it1)
+                            m1, l1, a1, p = softmax(nt, sacc, first, [ninf, ninf], [zero, zero])
+                            b.wgmma_wait_group(0)
+                            release(empty_v, it1 - 1)
+                            frags = fragments(p)  # packed first: 32 registers, not 64
+                            epilogue(tl, acc, res[0:2], res[2:4])
+                            yes.yield_(*m1, *l1, *a1, *frags)
+                        with no:
+                            my_turn(tl, tl.nblocks)
+                            acc = last_pv(tl, res)
+                            end_turn(last=True)
+                            b.wgmma_wait_group(0)
+                            release(empty_v, it1 - 1)
+                            epilogue(tl, acc, res[0:2], res[2:4])
+                            no.yield_(*st[7:])
+                    return more, [n1, it1, *tc1, *sel.results]
+
+                while_([zero_u32, zero_u32, *tc0, *state0], step)
+
+        def produce_one() -> None:
+            """This block's tile (thread 0): Q, then the K/V tiles into the ring."""
+            bi, hi, _bh, m0, nblocks = coords(None)
+            b.mbarrier_arrive_expect_tx(full_q, q_bytes)
+            tma(s_q, tq, m0, full_q, q_box_bytes, bi, hi)
+            kv_loads(bi, hi, b.const(0, hir.u32), nblocks, b.const(0, hir.u32))
+
+        def kv_loads(bi: Any, hi: Any, first: Any, end: Any, it: hir.Value) -> None:
+            """K/V tiles first..end - 1 of (bi, hi), whose tile 0 is ring position `it`."""
+            with b.loop(first, end, type=hir.u32) as lp:
+                r = it + lp.index  # its place in the ring
                 # A fresh barrier counts the phase before its first as
                 # complete, so the first STAGES waits pass at once.
                 fk, fv = b.ptr_add(full_k, slot(r)), b.ptr_add(full_v, slot(r))
                 wait(b.ptr_add(empty_k, slot(r)), phase(r) ^ 1)
                 b.mbarrier_arrive_expect_tx(fk, kv_bytes)
-                tma(tile(s_k, r), tk, j * BN, fk, KV_BOX_BYTES, bi, hi)
+                tma(tile(s_k, r), tk, lp.index * BN, fk, KV_BOX_BYTES, bi, hi)
                 wait(b.ptr_add(empty_v, slot(r)), phase(r) ^ 1)
                 b.mbarrier_arrive_expect_tx(fv, kv_bytes)
-                tma(tile(s_v, r), tv, j * BN, fv, KV_BOX_BYTES, bi, hi)
+                tma(tile(s_v, r), tv, lp.index * BN, fv, KV_BOX_BYTES, bi, hi)
                 lp.next()
+
+        def produce_stream() -> None:
+            """Persistent (thread 0): takes tiles from the global counter
+            `sched[0]` and hands each to the consumers with its Q (an index
+            >= tiles with no Q: stop). The next tile is taken and its Q loaded
+            right after this tile's first K/V, a tile ahead of its use (the
+            counter's latency hides behind the wait for the next ring slot).
+            The last block to stop zeroes the counters for the next launch."""
+            zero_u32 = b.const(0, hir.u32)
+
+            def take(n: hir.Value) -> hir.Value:
+                """Takes a tile for this block's n-th Q slot and loads its Q."""
+                tix = b.atomic_add(sched, 1)
+                qs, par = q_slot(n)
+                wait(b.ptr_add(empty_q, qs), par ^ 1)  # its last tile's S are done
+                at = b.ptr_add(tile_of, qs * TILE_WORDS)
+                b.store(at, tix)
+                bar = b.ptr_add(full_q, qs)
+                sel = b.if_else(tix < tiles)
+                with sel as (yes, no):
+                    with yes:
+                        tc = coords(tix)  # once here, not in every consumer thread
+                        for x, word in enumerate(tc):
+                            b.store(b.ptr_add(at, 1 + x), word)
+                        bi, hi, _bh, m0, _nblocks = tc
+                        b.mbarrier_arrive_expect_tx(bar, q_bytes)
+                        tma(b.ptr_add(s_q, qs * q_bytes), tq, m0, bar, q_box_bytes, bi, hi)
+                    with no:
+                        for x in range(5):  # read (not used) by the consumers
+                            b.store(b.ptr_add(at, 1 + x), zero_u32)
+                        b.mbarrier_arrive(bar)  # the stop, with no bytes
+                return tix
+
+            def step(st: list[hir.Value]) -> tuple[hir.Value, list[hir.Value]]:
+                n, it, tix = st
+                bi, hi, _bh, _m0, nblocks = coords(tix)
+                kv_loads(bi, hi, b.const(0, hir.u32), b.min(nblocks, 1), it)
+                nxt = take(n + 1)
+                kv_loads(bi, hi, b.const(1, hir.u32), nblocks, it)
+                return nxt < tiles, [n + 1, it + nblocks, nxt]
+
+            first = take(zero_u32)
+            with b.if_(first < tiles):
+                while_([zero_u32, zero_u32, first], step)
+            stopped = b.atomic_add(b.ptr_add(sched, 1), 1)
+            with b.if_(b.eq(stopped, b.grid_dim() - 1)):
+                b.store(sched, zero_u32)
+                b.store(b.ptr_add(sched, 1), zero_u32)
 
         cond = b.if_else(b.eq(wg, 0))
         with cond as (producer, consumer):
             with producer:
                 b.setmaxnreg(PRODUCER_REGS, increase=False)
                 with b.if_(b.eq(tid, 0)):
-                    tile_loop(produce)
+                    (produce_stream if persistent else produce_one)()
             with consumer:
                 b.setmaxnreg(CONSUMER_REGS, increase=True)
-                tile_loop(consume)
+                (consume_stream if persistent else consume_one)()
         b.ret()
     return m
 
@@ -515,21 +747,29 @@ LOOPS: dict[str, Loop] = {
     "plain_wg3": Loop(consumers=3),
     "pingpong_defer_wg3": Loop(overlap=True, pingpong=True, defer=True, consumers=3),
     "overlap_s3": Loop(overlap=True, stages=3),
-    "overlap_persist": Loop(overlap=True, persistent=True),
-    "overlap_s3_persist": Loop(overlap=True, stages=3, persistent=True),
-    "pingpong_defer_persist": Loop(overlap=True, pingpong=True, defer=True, persistent=True),
-    "plain_wg3_persist": Loop(consumers=3, persistent=True),
+    "overlap_split": Loop(overlap=True, split=True),
+    "overlap_defer_split": Loop(overlap=True, defer=True, split=True),
+    "pingpong_defer_split": Loop(overlap=True, pingpong=True, defer=True, split=True),
+    "pingpong_defer_wg3_split": Loop(
+        overlap=True, pingpong=True, defer=True, consumers=3, split=True
+    ),
+    "overlap_persist": Loop(overlap=True, split=True, persistent=True),
+    "overlap_persist_nosplit": Loop(overlap=True, persistent=True),
+    "pingpong_persist": Loop(overlap=True, pingpong=True, split=True, persistent=True),
 }
 #: The loop `attention()` runs per (head dim, causal): the fastest on the
 #: H100 (benches/attention.py; docs/performance.md, "Attention, sm_90a
-#: path"). Head dim 128: the overlapped loop (642-688 TFLOP/s against the
-#: plain loop's 553-565). Head dim 64: three consumer warpgroups (plain 515-528
-#: against two consumers' best 474), causal with the deferred ping-pong
-#: (502 against 492). Three consumers spill at head dim 128 (160 registers).
+#: path"). Head dim 128: the persistent overlapped loop (against SDPA's
+#: cuDNN kernel in the same run, interleaved: 1.005x at 4096 tokens, 1.017x
+#: at 16k; the overlapped loop per tile 0.94x and 1.00x), causal the
+#: overlapped loop per tile (1.10x; persistent 0.86x). Head dim 64: three
+#: consumer warpgroups (plain 515-528 against two consumers' best 474), causal
+#: with the deferred ping-pong (502 against 492). Three consumers spill at
+#: head dim 128 (160 registers).
 DEFAULT_LOOP: dict[tuple[int, bool], str] = {
     (64, False): "plain_wg3",
     (64, True): "pingpong_defer_wg3",
-    (128, False): "overlap",
+    (128, False): "overlap_persist",
     (128, True): "overlap",
 }
 #: With `lazy`: raise a row's running maximum only when it grows by more than
@@ -539,7 +779,7 @@ LAZY_HEADROOM = 8.0
 
 def fits(d: int, loop: Loop) -> bool:
     """Whether `loop`'s shared memory fits a block (227 KiB on sm_90)."""
-    return shared_bytes(d, loop.consumers, loop.stages) <= 227 * 1024
+    return shared_bytes(d, loop) <= 227 * 1024
 
 
 @functools.cache
@@ -584,17 +824,23 @@ def launch(
     lp = LOOPS[loop or DEFAULT_LOOP[d, causal]]
     if not fits(d, lp):
         raise ArgumentError(
-            f"argument 'variant': loop {loop!r} needs {shared_bytes(d, lp.consumers, lp.stages)}"
+            f"argument 'variant': loop {loop!r} needs {shared_bytes(d, lp)}"
             f" bytes of shared memory at head dim {d}, more than a block has"
         )
     nc = lp.consumers
     maps = [_tensor_map(tq, bm(nc)), _tensor_map(tk, BN), _tensor_map(tv, BN)]
     grid = (-(-sq // bm(nc)), bsz * heads)
     tiles = grid[0] * grid[1]
-    if lp.persistent:  # one block per SM (the interpreter: 3, to share tiles unevenly)
-        grid = (min(tiles, _sm_count(tq.device) if tq.on_gpu else 3), 1)
     args = [*maps, o.arr, lse.arr, sq, sk, heads, tiles, *o.strides[:3], scale_log2]
-    smem = shared_bytes(d, nc, lp.stages)
+    if lp.persistent:  # one block per SM (the interpreter: 3) and the tile counters
+        grid = (min(tiles, _sm_count(tq.device) if tq.on_gpu else 3), 1)
+        if tq.on_gpu:
+            if stream is None and isinstance(tq.arr, int):
+                stream = T._torch_stream(tq)
+            args.append(_workspace(tq.device, stream, 2, "counters").ptr)
+        else:
+            args.append(np.zeros(2, np.uint32))
+    smem = shared_bytes(d, lp)
     key = (tq.dtype, d, causal, lp)
     if not tq.on_gpu:
         interp.launch(_module(*key), "attention", grid, threads(nc), *args, shared_bytes=smem)

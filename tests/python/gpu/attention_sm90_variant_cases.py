@@ -103,3 +103,27 @@ def test_attention_sm90_named_loop(name: str, d: int, causal: bool) -> None:
     ref, ref_lse = ref_attention(q, k, v, causal, 1 / math.sqrt(d))
     assert rel_err(out, ref) < 1e-2
     assert rel_err(lse, ref_lse) < 1e-3
+
+
+@pytest.mark.usefixtures("poisoned")
+@pytest.mark.parametrize("name", [n for n, lp in sm90.LOOPS.items() if lp.persistent])
+def test_attention_sm90_persistent_launches(name: str) -> None:
+    """The persistent loops take tiles from a counter that the last block to
+    stop zeroes: launches in a row (fewer tiles than SMs, so blocks find none;
+    many more; ragged lengths; causal or not), then one on another stream
+    (its own counter), each against float64."""
+    shapes = [(1, 2, 300, 700, False), (2, 8, 1536, 1536, False), (2, 3, 1111, 1111, True)]
+    shapes += [(1, 1, 1, 1, False), (2, 8, 1536, 1536, True)]
+    side = torch.cuda.Stream(DEV)
+    for i, (bsz, heads, sq, sk, causal) in enumerate(shapes):
+        q = torch.randn(bsz, heads, sq, 128, device=DEV, dtype=BF16)
+        k, v = (torch.randn(bsz, heads, sk, 128, device=DEV, dtype=BF16) for _ in range(2))
+        stream = side if i == len(shapes) - 1 else torch.cuda.current_stream(DEV)
+        with torch.cuda.stream(stream):
+            out, lse = kernels.attention(
+                q, k, v, causal=causal, return_lse=True, variant=f"sm90_{name}"
+            )
+        stream.synchronize()
+        ref, ref_lse = ref_attention(q, k, v, causal, 1 / math.sqrt(128))
+        assert rel_err(out, ref) < 1e-2, (name, i)
+        assert rel_err(lse, ref_lse) < 1e-3, (name, i)

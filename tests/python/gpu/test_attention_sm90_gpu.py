@@ -109,6 +109,7 @@ VARIANT_GROUPS = {
     "three_consumers": "three_consumers",
     "lazy_rescale": "lazy_rescale",
     "named_loops": "named_loop",
+    "persistent": "persistent_launches",
 }
 
 

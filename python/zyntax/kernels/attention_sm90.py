@@ -268,6 +268,17 @@ def build(dtype: str, d: int, causal: bool, loop: Loop = Loop()) -> hir.Module:
                 ptr, leading_byte_offset=lbo, stride_byte_offset=1024, swizzle="128B"
             )
 
+        def moved(dsc: hir.Value, offset: Any) -> hir.Value:
+            """The descriptor `dsc` with its address `offset` bytes further
+            (16-byte aligned). The address field is bits 0-13 of address >> 4
+            and shared addresses stay below 2^18, so adding offset >> 4 moves
+            it exactly (CUTLASS's descriptor iterator): one add per wgmma
+            operand instead of encoding each descriptor anew, which took a
+            quarter of the loop's instructions."""
+            if isinstance(offset, int):
+                return dsc + (offset >> 4) if offset else dsc
+            return dsc + b.cast(offset >> 4, hir.u64)
+
         # Consumer side. c: this consumer warpgroup; (g, t): the lane's row
         # group and column pair of the wgmma accumulator layout.
         c = wg - 1
@@ -289,21 +300,25 @@ def build(dtype: str, d: int, causal: bool, loop: Loop = Loop()) -> hir.Module:
             n: Any
             m0w: Any  # this warpgroup's first query row
             rows: list[Any]  # the lane's two query rows
-            s_qw: Any  # this warpgroup's Q rows in shared memory
+            q_desc: Any  # of this warpgroup's Q rows in shared memory
+            k_desc: Any  # of the K ring's first slot
+            v_desc: Any  # of the V ring's first slot
 
         def tile_of_coords(tc: tuple[Any, ...], it: hir.Value, n: hir.Value) -> Tile:
             bi, hi, bh, m0, nblocks = tc
             m0w = m0 + c * 64
             row0 = m0w + ((tid >> 5) & 3) * 16 + g
             qs = q_slot(n)[0]
-            s_qw = b.ptr_add(s_q, qs * q_bytes + c * 64 * 128)
-            return Tile(bi, hi, bh, nblocks, it, n, m0w, [row0, row0 + 8], s_qw)
+            q_desc = moved(desc(s_q, 16), qs * q_bytes + c * 64 * 128)
+            k_desc, v_desc = desc(s_k, 16), desc(s_v, KV_BOX_BYTES)
+            rows = [row0, row0 + 8]
+            return Tile(bi, hi, bh, nblocks, it, n, m0w, rows, q_desc, k_desc, v_desc)
 
         def s_gemm(tl: Tile, j: hir.Value) -> hir.Value:
             """Issues S = Q K_j (one committed group, not waited for)."""
             r = tl.it + j  # its place in the ring
             wait(b.ptr_add(full_k, slot(r)), phase(r))
-            kt = tile(s_k, r)
+            kt = moved(tl.k_desc, slot(r) * kv_bytes)
             b.wgmma_fence()
             sacc = b.wgmma_zero(BN)
             for kk in range(d // 16):
@@ -312,8 +327,8 @@ def build(dtype: str, d: int, causal: bool, loop: Loop = Loop()) -> hir.Module:
                 off = (kk % 4) * 32
                 sacc = b.wgmma(
                     sacc,
-                    desc(b.ptr_add(tl.s_qw, (kk // 4) * q_box_bytes + off), 16),
-                    desc(b.ptr_add(kt, (kk // 4) * KV_BOX_BYTES + off), 16),
+                    moved(tl.q_desc, (kk // 4) * q_box_bytes + off),
+                    moved(kt, (kk // 4) * KV_BOX_BYTES + off),
                     n=BN,
                     a_type=dtype,
                     scale_d=0 if kk == 0 else 1,
@@ -325,13 +340,14 @@ def build(dtype: str, d: int, causal: bool, loop: Loop = Loop()) -> hir.Module:
             """Issues O += P V_j (one committed group, not waited for)."""
             r = tl.it + j
             wait(b.ptr_add(full_v, slot(r)), phase(r))
-            vt = tile(s_v, r)
+            vt = moved(tl.v_desc, slot(r) * kv_bytes)
             b.wgmma_fence()
             for kk in range(BN // 16):
                 # V is MN-major: 16 keys (rows of 128 bytes) per step;
                 # the next 64 head-dim columns are the next box (LBO).
-                vd = desc(b.ptr_add(vt, kk * 16 * 128), KV_BOX_BYTES)
-                acc = b.wgmma(acc, frags[kk], vd, n=d, a_type=dtype, trans_b=True)
+                acc = b.wgmma(
+                    acc, frags[kk], moved(vt, kk * 16 * 128), n=d, a_type=dtype, trans_b=True
+                )
             b.wgmma_commit_group()
             return acc
 

@@ -1,9 +1,10 @@
 """Renders one PNG bar chart per bench results JSON (docs/performance.md).
 
 ``python benches/plot.py benches/results/memory_bound-h100-20261126.json
-[more.json ...] [--out-dir docs/img]``: one group of bars per case, one bar
-per implementation (zyntax first, the ``peak`` row drawn as a line), the
-metric on the y axis, the device and commit in the title. Needs matplotlib.
+[more.json ...] [--out-dir docs/img] [--impls zyntax,torch_sdpa,...]``: one
+group of bars per case, one bar per implementation (zyntax first, the
+``peak`` row drawn as a line; ``--impls``: only those), the metric on the y
+axis, the device and commit in the title. Needs matplotlib.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 
-def plot(doc: dict[str, Any], out: Path) -> None:
+def plot(doc: dict[str, Any], out: Path, only: list[str] | None = None) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -23,6 +24,7 @@ def plot(doc: dict[str, Any], out: Path) -> None:
     rows = doc["results"]
     cases = list(dict.fromkeys(r["case"] for r in rows if r["impl"] != "peak"))
     impls = list(dict.fromkeys(r["impl"] for r in rows if r["impl"] != "peak"))
+    impls = [i for i in impls if not only or i in only]
     impls.sort(key=lambda i: (i != "zyntax", i))
     value = {(r["case"], r["impl"]): r["value"] for r in rows}
     width = 0.8 / max(1, len(impls))
@@ -49,12 +51,13 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("files", nargs="+", type=Path)
     p.add_argument("--out-dir", type=Path, default=Path(__file__).resolve().parents[1] / "docs")
+    p.add_argument("--impls", help="comma-separated implementations to draw (default: all)")
     args = p.parse_args()
     args.out_dir.mkdir(parents=True, exist_ok=True)
     for f in args.files:
         doc = json.loads(f.read_text())
         out = args.out_dir / (f.stem + ".png")
-        plot(doc, out)
+        plot(doc, out, args.impls.split(",") if args.impls else None)
         print(f"wrote {out}")
 
 

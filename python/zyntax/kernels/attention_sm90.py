@@ -775,15 +775,15 @@ LOOPS: dict[str, Loop] = {
 }
 #: The loop `attention()` runs per (head dim, causal): the fastest on the
 #: H100 (benches/attention.py; docs/performance.md, "Attention, sm_90a
-#: path"). Head dim 128: the persistent overlapped loop (against SDPA's
-#: cuDNN kernel in the same run, interleaved: 1.005x at 4096 tokens, 1.017x
-#: at 16k; the overlapped loop per tile 0.94x and 1.00x), causal the
-#: overlapped loop per tile (1.10x; persistent 0.86x). Head dim 64: three
-#: consumer warpgroups (plain 515-528 against two consumers' best 474), causal
-#: with the deferred ping-pong (502 against 492). Three consumers spill at
-#: head dim 128 (160 registers).
+#: path"). Head dim 128: the persistent overlapped loop (against SDPA's cuDNN
+#: kernel, interleaved: 1.05x at 4096 tokens, 1.07x at 16k; the overlapped
+#: loop per tile 0.99x and 1.03x); causal the overlapped loop per tile (1.11x;
+#: the persistent loop 0.94x, not profiled yet). Head dim 64:
+#: three consumer warpgroups with the deferred ping-pong (1.13x and 1.09x
+#: causal; plain 1.10x and 1.08x). Three consumers spill at head dim 128
+#: (160 registers).
 DEFAULT_LOOP: dict[tuple[int, bool], str] = {
-    (64, False): "plain_wg3",
+    (64, False): "pingpong_defer_wg3",
     (64, True): "pingpong_defer_wg3",
     (128, False): "overlap_persist",
     (128, True): "overlap",

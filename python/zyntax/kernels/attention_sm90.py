@@ -452,6 +452,17 @@ def build(dtype: str, d: int, causal: bool, loop: Loop = Loop()) -> hir.Module:
             """This thread is done with ring position r of a K or V slot."""
             b.mbarrier_arrive(b.ptr_add(ring, slot(r)))
 
+        def per_wg(first: Any, second: Any) -> None:
+            """`first()` in the first consumer warpgroup, `second()` in the
+            second (a warpgroup-uniform branch: named barrier ids are
+            immediates)."""
+            sel = b.if_else(b.eq(c, 0))
+            with sel as (wg1, wg2):
+                with wg1:
+                    first()
+                with wg2:
+                    second()
+
         def my_turn(tl: Tile, k: Any) -> None:
             """Ping-pong: the consumer warpgroups take turns round-robin
             (warpgroup 1 first), so one issues its GEMMs while the others
@@ -460,12 +471,7 @@ def build(dtype: str, d: int, causal: bool, loop: Loop = Loop()) -> hir.Module:
             if pingpong and persistent:
                 # Named barrier 1 + c: this warpgroup's 128 threads wait for
                 # the other's 128 (bar.arrive when its turn ended).
-                turn = b.if_else(b.eq(c, 0))
-                with turn as (wg1, wg2):
-                    with wg1:
-                        b.named_barrier_sync(1, 256)
-                    with wg2:
-                        b.named_barrier_sync(2, 256)
+                per_wg(lambda: b.named_barrier_sync(1, 256), lambda: b.named_barrier_sync(2, 256))
             elif pingpong:
                 # Consumer c's turn k waits for turn k of consumer c - 1,
                 # the first's for turn k - 1 of the last (phase k - 1 of
@@ -479,13 +485,10 @@ def build(dtype: str, d: int, causal: bool, loop: Loop = Loop()) -> hir.Module:
             """`last`: this warpgroup's last turn (persistent ping-pong: the
             second warpgroup's last arrival would have no one to meet)."""
             if pingpong and persistent:
-                turn = b.if_else(b.eq(c, 0))
-                with turn as (wg1, wg2):
-                    with wg1:
-                        b.named_barrier_arrive(2, 256)
-                    with wg2:
-                        if not last:
-                            b.named_barrier_arrive(1, 256)
+                per_wg(
+                    lambda: b.named_barrier_arrive(2, 256),
+                    (lambda: None) if last else lambda: b.named_barrier_arrive(1, 256),
+                )
             elif pingpong:
                 nxt = b.select(b.eq(c, consumers - 1), b.const(0, hir.u32), c + 1)
                 b.mbarrier_arrive(b.ptr_add(turns, nxt))

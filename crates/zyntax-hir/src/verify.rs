@@ -46,9 +46,11 @@
 //! - arenas hold at most 2^24 entries each.
 //!
 //! **Structure**
-//! - the layout is non-empty, names existing blocks, each once; blocks and
-//!   instructions not reached from the layout are ignored (as
-//!   [`Function::canonicalize`] drops them);
+//! - the layout is non-empty and names every block exactly once; every
+//!   instruction sits in a placed block and every value is defined by a placed
+//!   block or instruction (nothing lies outside the layout, so printing, which
+//!   follows the layout, and [`Function::canonicalize`] drop nothing, and the
+//!   entry block, `layout[0]`, cannot silently change);
 //! - every placed instruction id exists and sits in exactly one block;
 //! - every block is non-empty, ends in a terminator and has none before the end;
 //! - every value is defined exactly once, and its [`ValueDef`] names where
@@ -926,6 +928,58 @@ fn check_defs(cx: &mut Ctx) {
                 }
             }
         }
+    }
+    check_nothing_unplaced(cx, &inst_site);
+}
+
+/// Every block is in the layout, every instruction in a placed block and
+/// every value defined by one: the `.zir` text prints only what the layout
+/// reaches, and the entry block is `layout[0]`, so anything left outside
+/// would be dropped by a print/parse round trip (a layout that omits block0
+/// silently turned a kernel's parameters into none).
+fn check_nothing_unplaced(cx: &mut Ctx, inst_site: &[Option<BlockId>]) {
+    let f = cx.f;
+    fn listed(ids: &[String]) -> String {
+        const SHOWN: usize = 4;
+        let mut s = ids[..ids.len().min(SHOWN)].join(", ");
+        if ids.len() > SHOWN {
+            s.push_str(&format!(" and {} more", ids.len() - SHOWN));
+        }
+        s
+    }
+    let blocks: Vec<String> = (0..f.blocks.len())
+        .filter(|&k| cx.layout_pos.get(k).copied().flatten().is_none())
+        .map(|k| BlockId::from_index(k).to_string())
+        .collect();
+    if !blocks.is_empty() {
+        cx.func_err(format!(
+            "{} not in the layout (of {} blocks): every block must be placed, \
+             since the entry block is the layout's first and printing drops what it omits",
+            listed(&blocks),
+            f.blocks.len()
+        ));
+    }
+    let insts: Vec<String> = (0..f.insts.len())
+        .filter(|&k| inst_site[k].is_none())
+        .map(|k| InstId::from_index(k).to_string())
+        .collect();
+    if !insts.is_empty() {
+        cx.func_err(format!(
+            "{} not placed in any block of the layout (of {} instructions)",
+            listed(&insts),
+            f.insts.len()
+        ));
+    }
+    let values: Vec<String> = (0..f.values.len())
+        .filter(|&k| cx.def_site[k].is_none())
+        .map(|k| ValueId::from_index(k).to_string())
+        .collect();
+    if !values.is_empty() {
+        cx.func_err(format!(
+            "{} defined by no placed block or instruction (of {} values)",
+            listed(&values),
+            f.values.len()
+        ));
     }
 }
 

@@ -60,6 +60,22 @@ fn check_module(m: &Module) -> Result<(), String> {
             let back = parse_module(&text)
                 .map_err(|e| format!("a verified module does not parse back: {e}\n{text}"))?;
             verify_module(&back).map_err(|e| format!("reparsed module fails: {e}\n{text}"))?;
+            // Unchanged: the text is the module up to renumbering, nothing dropped
+            // (a layout that omitted block0 once lost a kernel's parameters here).
+            let mut canonical = m.clone();
+            canonical
+                .functions
+                .iter_mut()
+                .for_each(Function::canonicalize);
+            if back != canonical {
+                return Err(format!("the .zir round trip changed the module\n{text}"));
+            }
+            for (f, g) in m.functions.iter().zip(&back.functions) {
+                let sizes = |f: &Function| (f.blocks.len(), f.insts.len(), f.values.len());
+                if sizes(f) != sizes(g) || f.param_types() != g.param_types() {
+                    return Err(format!("the .zir round trip dropped part of @{}", f.name));
+                }
+            }
             let json = m.to_json().map_err(|e| e.to_string())?;
             let again = Module::from_json(&json).map_err(|e| format!("JSON round trip: {e}"))?;
             if &again != m {
@@ -189,4 +205,25 @@ fn crash_corpus_replays() {
         n += 1;
     }
     assert!(n >= 4, "corpus missing from {}", dir.display());
+}
+
+/// Modules whose layout leaves a block or an instruction outside it once
+/// verified, and printing dropped what the layout omits (block0 with the
+/// kernel's parameters, a store): the verifier refuses them.
+#[test]
+fn layout_omissions_are_refused() {
+    for name in [
+        "json_layout_omits_entry_block.json",
+        "json_layout_starts_past_entry_block.json",
+        "json_inst_outside_layout.json",
+    ] {
+        let text = std::fs::read_to_string(root().join("tests/fuzz_corpus").join(name)).unwrap();
+        let m = Module::from_json(&text).unwrap();
+        let e = verify_module(&m).expect_err(name);
+        let shown = e.to_string();
+        assert!(
+            shown.contains("not in the layout") || shown.contains("not placed in any block"),
+            "{name}: {shown}"
+        );
+    }
 }

@@ -802,6 +802,11 @@ fn check_round_trip(seed: u64) -> Result<(), TestCaseError> {
     let parsed = parse_module_named(&text, Some("gen.zir"))
         .map_err(|e| TestCaseError::fail(format!("seed {seed:#x}: {e}\n{text}")))?;
     prop_assert_eq!(&parsed, &m, "seed {:#x}", seed);
+    let json = m
+        .to_json()
+        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let back = Module::from_json(&json).map_err(|e| TestCaseError::fail(e.to_string()))?;
+    prop_assert_eq!(&back, &m, "seed {:#x}: JSON round trip", seed);
     prop_assert_eq!(print_module(&parsed), text.clone(), "seed {:#x}", seed);
     // Every instruction's location is the line that prints it.
     let lines: Vec<&str> = text.lines().collect();

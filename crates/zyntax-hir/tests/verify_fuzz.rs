@@ -310,6 +310,21 @@ fn check(m: &Module) {
             let text = print_module(m);
             let back = parse_module(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
             verify_module(&back).unwrap_or_else(|e| panic!("{e}\n{text}"));
+            // ... unchanged: equal to the module renumbered, nothing dropped; and
+            // through JSON, equal outright.
+            let mut canonical = m.clone();
+            canonical
+                .functions
+                .iter_mut()
+                .for_each(Function::canonicalize);
+            assert_eq!(back, canonical, "{text}");
+            for (f, g) in m.functions.iter().zip(&back.functions) {
+                assert_eq!(f.blocks.len(), g.blocks.len(), "{text}");
+                assert_eq!(f.insts.len(), g.insts.len(), "{text}");
+                assert_eq!(f.values.len(), g.values.len(), "{text}");
+            }
+            let json = m.to_json().unwrap();
+            assert_eq!(&Module::from_json(&json).unwrap(), m);
         }
         Err(e) => {
             assert!(!e.diagnostics.is_empty());

@@ -27,7 +27,14 @@ from pathlib import Path
 from typing import Any
 
 from zyntax import fatbin, ptxinfo
-from zyntax.bundle import MANIFEST_FORMAT, MANIFEST_VERSION, MAX_IMAGE_BYTES, _content_hash
+from zyntax.bundle import (
+    MANIFEST_FORMAT,
+    MANIFEST_VERSION,
+    MAX_IMAGE_BYTES,
+    _content_hash,
+    is_manifest,
+    refuse_to_replace,
+)
 from zyntax.errors import CompileError
 from zyntax.log import logger, progress
 
@@ -149,6 +156,17 @@ def _kernel_info(module: Any, name: str, ptx: str) -> dict[str, Any]:
     }
 
 
+def manifest_path_for(output: str | Path) -> Path:
+    """Where the manifest of the bundle image ``output`` goes: the same name with ``.json``."""
+    return Path(output).with_suffix(".json")
+
+
+def check_manifest_target(output: str | Path) -> None:
+    """Raise ArgumentError if writing the manifest of ``output`` would replace a user's file
+    (anything but a zyntax bundle manifest)."""
+    refuse_to_replace(manifest_path_for(output), is_manifest, "a zyntax bundle manifest")
+
+
 def build_bundle(
     module: Any,
     archs: Sequence[str],
@@ -159,12 +177,15 @@ def build_bundle(
     ptx_version: str | None = None,
     opt_level: str | None = None,
     tuning: dict[str, Any] | None = None,
+    overwrite: bool = False,
 ) -> BundleResult:
     """Compile ``module`` for ``archs`` into ``output`` (a fatbin or cubin) plus its manifest.
 
     ``ptx=False`` leaves the PTX out (SASS only: no JIT fallback on other GPUs).
     ``tuning`` (kernel -> records, see :mod:`zyntax.autotune`) is shipped in the
-    manifest so that a deployed machine never tunes.
+    manifest so that a deployed machine never tunes. The manifest goes to
+    ``output`` with ``.json``; a file there that is not a zyntax manifest raises
+    ArgumentError (nothing written) unless ``overwrite=True``.
     """
     import zyntax
     from zyntax.frontend import cache
@@ -186,9 +207,11 @@ def build_bundle(
     if not module.kernels:
         raise CompileError(f"module {module.name} has no kernel to bundle")
     out = Path(output)
-    manifest_path = out.with_suffix(".json")
     if out.suffix == ".json":
         raise CompileError(f"{out}: the image needs a name of its own (the manifest is .json)")
+    manifest_path = manifest_path_for(out)
+    if not overwrite:
+        check_manifest_target(out)
     zir = module.to_zir()
     version = str(zyntax.__version__)
     options: dict[str, Any] = {"opt_level": opt_level} if opt_level else {}

@@ -20,13 +20,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from zyntax import fatbin
-from zyntax.errors import CudaError
+from zyntax.errors import ArgumentError, CudaError
 from zyntax.safeio import RejectedFile, read_bounded, read_json
 
 #: Manifest format: bump the version on incompatible changes (older loaders refuse it).
@@ -95,6 +97,36 @@ def _paths(path: str | Path) -> tuple[Path, Path]:
 def _expect(cond: bool, what: str) -> None:
     if not cond:
         raise BundleError(f"bundle manifest: {what}")
+
+
+def is_manifest(data: Any) -> bool:
+    """Whether parsed JSON carries a bundle manifest's marker fields (of any version:
+    an older zyntax's manifest is still ours to replace)."""
+    return (
+        isinstance(data, dict)
+        and data.get("format") == MANIFEST_FORMAT
+        and isinstance(data.get("version"), int)
+    )
+
+
+def refuse_to_replace(path: Path, is_ours: Callable[[Any], bool], what: str) -> None:
+    """Raise ArgumentError if ``path`` exists and is not a JSON file zyntax wrote.
+
+    zyntax writes a JSON file beside its outputs under a name the user did not
+    give (``out.fatbin`` -> ``out.json``); whatever else lives there (not JSON,
+    other JSON, a symlink, unreadable) is the user's and is never overwritten.
+    """
+    if not os.path.lexists(path):
+        return
+    try:
+        ours = is_ours(read_json(path, MAX_MANIFEST_BYTES))
+    except RejectedFile:
+        ours = False
+    if not ours:
+        raise ArgumentError(
+            f"{path} exists and is not {what}: refusing to overwrite it "
+            "(pass --force, or overwrite=True from Python, to replace it)"
+        )
 
 
 def read_manifest(path: str | Path) -> dict[str, Any]:

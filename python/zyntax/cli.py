@@ -68,16 +68,17 @@ EXIT_ERROR = 1
 EXIT_USAGE = 2
 
 
-class _OneLineParser(argparse.ArgumentParser):
-    """Usage errors as one line and status 2, like the Rust command's."""
+class OneLineParser(argparse.ArgumentParser):
+    """Usage errors as one line and status 2, like the Rust command's (also used by
+    :mod:`zyntax.commands`; its subcommand parsers inherit the class)."""
 
     def error(self, message: str) -> NoReturn:
-        print(f"error: {message} (see `zyntax compile --help`)", file=sys.stderr)
+        print(f"error: {message} (see `{self.prog} --help`)", file=sys.stderr)
         sys.exit(EXIT_USAGE)
 
 
 def _python_parser() -> argparse.ArgumentParser:
-    ap = _OneLineParser(
+    ap = OneLineParser(
         prog="zyntax compile",
         epilog="Exit status: as listed by `zyntax --help`.",
         description=(
@@ -111,10 +112,17 @@ def _python_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print what the tiler did with each kernel's lang.prange nests (docs/tiling.md)",
     )
+    ap.add_argument(
+        "--force",
+        action="store_true",
+        help="replace a .json file where the metadata goes even if zyntax did not write it "
+        "(without it such a file is an error and nothing is written)",
+    )
     return ap
 
 
 def _compile_python(args: Sequence[str]) -> int:
+    from zyntax.errors import ZyntaxError
     from zyntax.frontend import aot
     from zyntax.frontend.errors import KernelError
 
@@ -126,7 +134,9 @@ def _compile_python(args: Sequence[str]) -> int:
         )
         return EXIT_USAGE
     try:
-        res = aot.compile_file(ns.input, ns.arch, ns.output, cache_layout=ns.cache_layout)
+        res = aot.compile_file(
+            ns.input, ns.arch, ns.output, cache_layout=ns.cache_layout, overwrite=ns.force
+        )
     except KernelError as e:
         # One line per problem, as the Rust command prints them (file:line:col first).
         if e.file is not None and e.line is not None:
@@ -135,6 +145,9 @@ def _compile_python(args: Sequence[str]) -> int:
             print(f"{where}: error: {e.message}{inside}", file=sys.stderr)
         else:
             print(f"error: {e}", file=sys.stderr)
+        return EXIT_ERROR
+    except ZyntaxError as e:  # e.g. a .json output that is a user's file
+        print(f"error: {e}", file=sys.stderr)
         return EXIT_ERROR
     except Exception as e:  # a compile or I/O failure: one message, never a traceback
         print(f"{ns.input}: error: {type(e).__name__}: {e}", file=sys.stderr)
@@ -200,10 +213,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(rest: list[str]) -> int:
     # AOT bundles and the cache commands are Python (zyntax.commands).
-    if rest[:1] == ["cache"]:
+    if rest[:1] == ["cache"] or rest[:2] == ["help", "cache"]:
         from zyntax import commands
 
-        return commands.cache_command(rest[1:])
+        return commands.cache_command(rest[1:] if rest[0] == "cache" else ["--help"])
     if rest[:1] == ["compile"] and any(
         a in ("--emit=cubin", "--emit=fatbin") or (a == "--emit" and b in ("cubin", "fatbin"))
         for a, b in zip(rest, [*rest[1:], ""], strict=True)

@@ -23,6 +23,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from zyntax.cli import OneLineParser
 from zyntax.frontend import cache
 from zyntax.safeio import RejectedFile
 
@@ -30,13 +31,14 @@ from zyntax.safeio import RejectedFile
 
 
 def _bundle_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
+    ap = OneLineParser(
         prog="zyntax compile",
         description=(
             "Build an AOT bundle: SASS for every --arch (ptxas) plus PTX of the newest portable "
             "arch, in one fatbin (nvFatbin), with a JSON launch manifest beside it "
             "(OUTPUT with .json). --emit cubin writes one arch's cubin."
         ),
+        epilog="Exit status: as listed by `zyntax --help`.",
     )
     ap.add_argument("input", help="a .zir module or a .py file of @zyntax.kernel functions")
     ap.add_argument("--backend", default="nvptx", choices=["nvptx"])
@@ -47,13 +49,23 @@ def _bundle_parser() -> argparse.ArgumentParser:
         required=True,
         help="target arch, repeatable or comma-separated (sm_80, sm_90a, ...)",
     )
-    ap.add_argument("--ptx", dest="ptx_version", help="PTX ISA version (default: the arch's)")
-    ap.add_argument("--opt", dest="opt_level", help="optimization level (O0 ... O3)")
+    ap.add_argument(
+        "--ptx", dest="ptx_version", metavar="X.Y", help="PTX ISA version (default: the arch's)"
+    )
+    ap.add_argument(
+        "--opt", dest="opt_level", metavar="LEVEL", help="optimization level (O0 ... O3)"
+    )
     ap.add_argument("--no-ptx", action="store_true", help="SASS only: leave the PTX out")
     ap.add_argument(
         "-o",
         "--output",
         help="output file (default: INPUT's name with .fatbin/.cubin; a directory for .py files)",
+    )
+    ap.add_argument(
+        "--force",
+        action="store_true",
+        help="replace a file where the manifest goes (OUTPUT with .json) even if it is not "
+        "a zyntax manifest (without it such a file is an error and nothing is written)",
     )
     return ap
 
@@ -83,6 +95,7 @@ def compile_bundle(args: Sequence[str]) -> int:
                 ptx=not ns.no_ptx,
                 ptx_version=ns.ptx_version,
                 opt_level=ns.opt_level,
+                overwrite=ns.force,
             )
             written = [r.image, r.manifest]
     except KernelError as e:
@@ -103,25 +116,32 @@ def _bundle_python(src: Path, archs: list[str], ns: argparse.Namespace) -> list[
     from zyntax.frontend.errors import KernelError
 
     out_dir = Path(ns.output or ".")
-    written: list[Path] = []
+    annotated = []
     for k in pyaot.load_kernels(src):
         specs = k.signature_specs()
         if specs is None:
             print(f"skipped {k.__name__}: not fully annotated", file=sys.stderr)
             continue
+        annotated.append((k, specs, out_dir / f"{k.__name__}.{ns.emit}"))
+    if not annotated:
+        raise KernelError(f"{src}: no fully annotated @zyntax.kernel to compile")
+    if not ns.force:  # every manifest target, before the first bundle is written
+        for _, _, image in annotated:
+            aot.check_manifest_target(image)
+    written: list[Path] = []
+    for k, specs, image in annotated:
         module = pipeline.native_module(k.variant(tuple(specs)))
         r = aot.build_bundle(
             module,
             archs,
-            out_dir / f"{k.__name__}.{ns.emit}",
+            image,
             emit=ns.emit,
             ptx=not ns.no_ptx,
             ptx_version=ns.ptx_version,
             opt_level=ns.opt_level,
+            overwrite=ns.force,
         )
         written += [r.image, r.manifest]
-    if not written:
-        raise KernelError(f"{src}: no fully annotated @zyntax.kernel to compile")
     return written
 
 
@@ -137,12 +157,14 @@ _MAX_ARCHIVE = 4 << 30
 
 
 def _cache_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
+    ap = OneLineParser(
         prog="zyntax cache",
         description="Inspect, check, clear, export and import the kernel cache "
         "($ZYNTAX_CACHE_DIR, default ~/.cache/zyntax).",
+        epilog="Exit status: as listed by `zyntax --help`; `verify` exits 1 on a bad entry.",
     )
-    sub = ap.add_subparsers(dest="cmd", required=True)
+    # The metavar names the subcommand in usage errors ("required: COMMAND").
+    sub = ap.add_subparsers(dest="command", metavar="COMMAND", required=True)
     ls = sub.add_parser("list", help="one line per PTX entry: key, arch, kernels, size, state")
     ls.add_argument("--json", action="store_true", help="a JSON list instead")
     v = sub.add_parser("verify", help="check every entry; exit 1 if any is bad")
@@ -160,14 +182,14 @@ def cache_command(args: Sequence[str]) -> int:
     ns = _cache_parser().parse_args(list(args))
     root = cache.root_dir()
     try:
-        if ns.cmd == "dir":
+        if ns.command == "dir":
             print(root)
             return 0
-        if ns.cmd == "list":
+        if ns.command == "list":
             return _list(ns.json)
-        if ns.cmd == "verify":
+        if ns.command == "verify":
             return _verify(ns.repair)
-        if ns.cmd == "clear":
+        if ns.command == "clear":
             n = 0
             for sub in ("ptx_cache", "cubin_cache", "autotune"):
                 d = root / sub
@@ -176,9 +198,9 @@ def cache_command(args: Sequence[str]) -> int:
                     shutil.rmtree(d)
             print(f"removed {n} files from {root}")
             return 0
-        if ns.cmd == "export":
+        if ns.command == "export":
             return _export(Path(ns.archive))
-        if ns.cmd == "import":
+        if ns.command == "import":
             return _import(Path(ns.archive))
     except (OSError, tarfile.TarError) as e:
         print(f"error: {e}", file=sys.stderr)

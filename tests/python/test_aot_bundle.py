@@ -273,3 +273,96 @@ def test_cubins_are_cached_by_ptxas_version(tmp_path: Path) -> None:
     stamp = cached[0].stat().st_mtime_ns
     _build(tmp_path / "again", ["sm_80"])
     assert cached[0].stat().st_mtime_ns == stamp  # reused, not reassembled
+
+
+# ------------------------------------------------------------ no user file overwritten
+
+
+#: Files a user may keep where a manifest would go: none of them is a zyntax manifest.
+USER_FILES = {
+    "text": b"my notes\n",
+    "package": b'{"name": "my-package", "version": "1.0.0"}\n',
+    "other-format": b'{"format": "not-zyntax", "version": 1}\n',
+    "binary": b"\xff\xfe\x00garbage",
+    "deep": b"[" * 10_000,
+}
+
+
+def test_manifest_never_replaces_a_user_file(tmp_path: Path) -> None:
+    """`build_bundle` writes OUTPUT.json; a file there that zyntax did not write is
+    refused (ArgumentError naming it, nothing written) unless overwrite=True."""
+    m = hir.parse_zir(SAXPY, "k.zir")
+    for name, data in USER_FILES.items():
+        out = tmp_path / name / "package.fatbin"
+        out.parent.mkdir()
+        mine = out.with_suffix(".json")
+        mine.write_bytes(data)
+        with pytest.raises(zyntax.ArgumentError, match="overwrite=True") as e:
+            aot.build_bundle(m, ["sm_80"], out)
+        assert str(mine) in str(e.value)
+        assert mine.read_bytes() == data
+        assert sorted(out.parent.iterdir()) == [mine], name  # no image either
+    # A symlink (even to a manifest) and a directory are not ours to replace.
+    first = aot.build_bundle(m, ["sm_80"], tmp_path / "real" / "k.fatbin")
+    link_dir = tmp_path / "link"
+    link_dir.mkdir()
+    (link_dir / "k.json").symlink_to(first.manifest)
+    (tmp_path / "dir" / "k.json").mkdir(parents=True)
+    for d in (link_dir, tmp_path / "dir"):
+        with pytest.raises(zyntax.ArgumentError):
+            aot.build_bundle(m, ["sm_80"], d / "k.fatbin")
+        assert not (d / "k.fatbin").exists()
+    # overwrite=True replaces the user's file with a manifest that loads.
+    out = tmp_path / "package" / "package.fatbin"
+    r = aot.build_bundle(m, ["sm_80"], out, overwrite=True)
+    assert bundle.read_manifest(r.manifest)["kernels"].keys() == {"saxpy"}
+    # A manifest zyntax wrote (even another module's) is replaced without asking.
+    r2 = aot.build_bundle(hir.parse_zir(REDUCE, "r.zir"), ["sm_80"], out)
+    assert set(bundle.read_manifest(r2.manifest)["kernels"]) == set(
+        hir.parse_zir(REDUCE, "r.zir").kernels
+    )
+
+
+def _zyntax(cwd: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*ZYNTAX, *map(str, args)], capture_output=True, text=True, timeout=300, cwd=cwd
+    )
+
+
+def test_cli_never_replaces_a_user_json(tmp_path: Path) -> None:
+    """`-o package.fatbin` and the default output of `model.zir` (model.fatbin) put
+    the manifest at package.json / model.json: a user's file there is kept, the
+    command fails with one line naming it and writes nothing; --force replaces it."""
+    (tmp_path / "model.zir").write_text(SAXPY)
+    mine = b'{"name": "my-package", "scripts": {}}\n'
+    for out_args, json_name in ((["-o", "package.fatbin"], "package.json"), ([], "model.json")):
+        (tmp_path / json_name).write_bytes(mine)
+        before = sorted(p.name for p in tmp_path.iterdir())
+        cmd = ["compile", "--emit", "fatbin", "--arch", "sm_80", "model.zir", *out_args]
+        p = _zyntax(tmp_path, *cmd)
+        assert p.returncode == 1, p.stderr
+        assert p.stderr.count("\n") == 1 and p.stderr.startswith("model.zir: error: "), p.stderr
+        assert json_name in p.stderr and "--force" in p.stderr
+        assert p.stdout == ""
+        assert (tmp_path / json_name).read_bytes() == mine
+        assert sorted(p.name for p in tmp_path.iterdir()) == before
+        p = _zyntax(tmp_path, *cmd, "--force")
+        assert p.returncode == 0, p.stderr
+        assert bundle.read_manifest(tmp_path / json_name)["image"]["kind"] == "fatbin"
+        # Built again: the manifest is zyntax's now, replaced without --force.
+        assert _zyntax(tmp_path, *cmd).returncode == 0
+
+
+def test_python_kernel_bundles_never_replace_a_user_json(tmp_path: Path) -> None:
+    src = ROOT / "examples" / "kernels" / "vector_add.py"
+    (tmp_path / "saxpy.json").write_text("[1, 2, 3]\n")
+    p = _zyntax(tmp_path, "compile", "--emit", "cubin", "--arch", "sm_80", src, "-o", tmp_path)
+    assert p.returncode == 1, p.stderr
+    assert "saxpy.json exists and is not a zyntax bundle manifest" in p.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["saxpy.json"]
+    assert (tmp_path / "saxpy.json").read_text() == "[1, 2, 3]\n"
+    p = _zyntax(
+        tmp_path, "compile", "--emit", "cubin", "--arch", "sm_80", src, "-o", tmp_path, "--force"
+    )
+    assert p.returncode == 0, p.stderr
+    assert list(bundle.read_manifest(tmp_path / "saxpy.json")["kernels"]) == ["saxpy"]

@@ -9,7 +9,9 @@ Output: for each kernel ``<out>/<kernel>.ptx`` plus ``<out>/<kernel>.json``
 (kernel name, parameter layout, arch, PTX version, source, signature), or with
 ``cache_layout=True`` the content-addressed ``<key>.ptx`` / ``<key>.json`` of
 ``ptx_cache/``. When ``out`` names a ``.ptx`` file and the file holds exactly
-one compilable kernel, the PTX is written there (metadata beside it).
+one compilable kernel, the PTX is written there (metadata beside it). A
+``.json`` already where the metadata goes that zyntax did not write is the
+user's: refused (ArgumentError, nothing written) unless ``overwrite=True``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from zyntax.bundle import refuse_to_replace
 from zyntax.frontend import cache, pipeline
 from zyntax.frontend.errors import KernelError
 from zyntax.frontend.kernel import Kernel
@@ -67,14 +71,29 @@ def load_kernels(path: str | Path) -> list[Kernel]:
     return out
 
 
+def _is_kernel_metadata(data: Any) -> bool:
+    """Whether parsed JSON is the metadata :func:`compile_file` writes beside a PTX file."""
+    return (
+        isinstance(data, dict)
+        and isinstance(data.get("zyntax_version"), str)
+        and isinstance(data.get("kernels"), list)
+        and isinstance(data.get("launch"), dict)
+    )
+
+
 def compile_file(
     path: str | Path,
     arch: str,
     out: str | Path,
     *,
     cache_layout: bool = False,
+    overwrite: bool = False,
 ) -> AotResult:
-    """Compile every fully annotated kernel of ``path`` to PTX for ``arch`` into ``out``."""
+    """Compile every fully annotated kernel of ``path`` to PTX for ``arch`` into ``out``.
+
+    A ``.json`` where metadata goes that is not zyntax's kernel metadata raises
+    ArgumentError before anything is written, unless ``overwrite=True``.
+    """
     arch = pipeline.resolve_arch(arch)
     kernels = load_kernels(path)
     res = AotResult()
@@ -102,24 +121,28 @@ def compile_file(
             + "".join(f"\n  skipped {n}: {why}" for n, why in res.skipped)
         )
     target = Path(out)
+    # (PTX path, PTX, metadata path, metadata), all decided before anything is written.
+    files: list[tuple[Path, str, Path, dict[str, object]]] = []
     if target.suffix == ".ptx":
         if len(compiled) != 1:
             raise KernelError(
                 f"{path} holds {len(compiled)} kernels; give a directory as the output"
             )
         _, ptx, meta, _ = compiled[0]
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(ptx)
-        target.with_suffix(".json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
-        res.written += [target, target.with_suffix(".json")]
-        return res
-    target.mkdir(parents=True, exist_ok=True)
-    for k, ptx, meta, key in compiled:
-        stem = key if cache_layout else k.__name__
-        meta_out = dict(meta, key=key, ptx_sha256=hashlib.sha256(ptx.encode()).hexdigest())
-        (target / f"{stem}.ptx").write_text(ptx)
-        (target / f"{stem}.json").write_text(json.dumps(meta_out, indent=1, sort_keys=True) + "\n")
-        res.written += [target / f"{stem}.ptx", target / f"{stem}.json"]
+        files.append((target, ptx, target.with_suffix(".json"), meta))
+    else:
+        for k, ptx, meta, key in compiled:
+            stem = key if cache_layout else k.__name__
+            meta_out = dict(meta, key=key, ptx_sha256=hashlib.sha256(ptx.encode()).hexdigest())
+            files.append((target / f"{stem}.ptx", ptx, target / f"{stem}.json", meta_out))
+    if not overwrite:
+        for _, _, meta_path, _ in files:
+            refuse_to_replace(meta_path, _is_kernel_metadata, "zyntax kernel metadata")
+    for ptx_path, ptx, meta_path, meta in files:
+        ptx_path.parent.mkdir(parents=True, exist_ok=True)
+        ptx_path.write_text(ptx)
+        meta_path.write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
+        res.written += [ptx_path, meta_path]
     return res
 
 
@@ -132,9 +155,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--arch", default="sm_80")
     ap.add_argument("-o", "--out", default=".")
     ap.add_argument("--cache-layout", action="store_true")
+    ap.add_argument("--force", action="store_true", help="replace a .json zyntax did not write")
     a = ap.parse_args(argv)
     try:
-        r = compile_file(a.file, a.arch, a.out, cache_layout=a.cache_layout)
+        r = compile_file(a.file, a.arch, a.out, cache_layout=a.cache_layout, overwrite=a.force)
     except Exception as e:  # one clear message, no backtrace
         print(f"zyntax: {e}", file=sys.stderr)
         return 1

@@ -22,12 +22,13 @@ mkdir -p "$out"
 for script in examples/*.py; do
     name="$(basename "$script" .py)"
     python "$script" >"$out/$name.zir"
-    # The first declared target, for modules with kernels (host-only modules have none).
+    # The arch for a module with kernels: its first declared target, else the
+    # command's own default, sm_80. Empty for host-only modules (no kernel).
     arch="$(python - "$name" <<'PY'
 import sys
 sys.path.insert(0, "examples")
 m = __import__(sys.argv[1]).build()
-print(m.targets[0] if m.kernels and m.targets else "")
+print((m.targets[0] if m.targets else "sm_80") if m.kernels else "")
 PY
 )"
     if [[ -n "$arch" ]]; then

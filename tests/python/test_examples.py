@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+import zyntax
 from conftest import EXAMPLES
 from zyntax import hir
 
@@ -62,3 +63,31 @@ def test_zir_examples_parse_and_verify(path: object) -> None:
     m = hir.parse_zir(path.read_text(), filename=str(path))
     m.verify()
     assert hir.parse_zir(m.to_zir()) == m
+
+
+def _demo_arch_script() -> str:
+    """The Python that scripts/demo.sh runs to pick each example's arch."""
+    demo = (EXAMPLES.parent / "scripts" / "demo.sh").read_text()
+    return demo.split("<<'PY'\n", 1)[1].split("\nPY\n", 1)[0]
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_demo_compiles_every_module_with_kernels_to_ptx(name: str) -> None:
+    """The demo labels a module "host functions" only when it has no kernel (not
+    because it declares no targets, as nest_matmul does), and compiles the others."""
+    arch = subprocess.run(
+        [sys.executable, "-", name],
+        input=_demo_arch_script(),
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=EXAMPLES.parent,
+    ).stdout.strip()
+    module = importlib.import_module(name).build()
+    if not module.kernels:
+        assert arch == ""
+        return
+    assert arch == (module.targets[0] if module.targets else "sm_80")
+    ptx = zyntax.compile(module, arch=arch)
+    for kernel in module.kernels:
+        assert f".entry {kernel}(" in ptx, kernel

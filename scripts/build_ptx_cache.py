@@ -17,8 +17,10 @@ declares in ``targets(...)``; an undeclared sm_80/sm_90 that the verifier reject
     python scripts/build_ptx_cache.py --check   # exit 1 unless ptx_cache/ equals a fresh build
 
 A corrupt entry (truncated or edited PTX, JSON that does not parse or names
-another key) fails ``cache.load`` and is rebuilt, never reused; entries that no
-example produces any more are deleted.
+another key) fails ``cache.load_from`` and is rebuilt, never reused; entries that no
+example produces any more are deleted. The bundle is part of the installed
+package, so its entries are unsigned (no per-user MAC, unlike the user cache):
+they are byte-identical on every machine.
 """
 
 from __future__ import annotations
@@ -189,7 +191,7 @@ def _cache_root(root: Path) -> Iterator[Path]:
 def load_entry(root: Path, key: str) -> tuple[str, dict[str, Any]] | None:
     """The entry ``key`` of ``root/ptx_cache`` if present and intact (the front-end's check)."""
     with _cache_root(root):
-        hit = _cache().load(key)
+        hit = _cache().load_from(root / CACHE_NAME, key)
     return None if hit is None else (str(hit[0]), dict(hit[1]))
 
 
@@ -208,9 +210,9 @@ def build(root: Path = ROOT, examples: Path = EXAMPLES, *, reuse: bool = True) -
             for arch, declared in archs_for(module):
                 ptx_version = module.ptx_version or cache.DEFAULT_PTX[arch]
                 key = entry_key(zir, arch, ptx_version, version, DEFAULT_OPTIONS)
-                # Before cache.load, which removes a bad entry it finds.
+                # Before cache.load_from, which removes a bad entry it finds.
                 existed = any(os.path.lexists(out / f"{key}{s}") for s in (".ptx", ".json"))
-                if reuse and cache.load(key) is not None:
+                if reuse and cache.load_from(out, key) is not None:
                     rep.reused.append(key)
                     expected.add(key)
                     continue
@@ -224,8 +226,7 @@ def build(root: Path = ROOT, examples: Path = EXAMPLES, *, reuse: bool = True) -
                 assert e.key == key
                 if existed:
                     rep.rebuilt.append(key)
-                if cache.store(key, e.ptx, e.meta) is None:
-                    raise OSError(f"could not write {out / key}.ptx")
+                cache.write_entry(out, key, e.ptx, e.meta)
                 rep.written.append(key)
                 expected.add(key)
         for f in sorted(out.iterdir()):

@@ -95,39 +95,24 @@ def ptxas_version(ptxas: str) -> str:
 
 
 def _cubin(ptx: str, arch: str, ptxas: str, key: str) -> tuple[bytes, str]:
-    """(cubin, ptxas -v log) for ``ptx`` on ``arch``, from the cubin cache or ptxas."""
+    """(cubin, ptxas -v log) for ``ptx`` on ``arch``, from the cubin cache or ptxas.
+
+    A cached cubin is used only if this cache signed it (zyntax.frontend.cache) and
+    it was assembled from this very PTX; anything else is rebuilt."""
     import zyntax
     from zyntax.frontend import cache
-    from zyntax.safeio import RejectedFile, read_bounded, read_json
 
-    d = cache.root_dir() / "cubin_cache"
-    if cache.enabled():
-        try:
-            meta = read_json(d / f"{key}.json")
-            blob = read_bounded(d / f"{key}.cubin", MAX_IMAGE_BYTES)
-            if (
-                isinstance(meta, dict)
-                and meta.get("key") == key
-                and meta.get("cubin_sha256") == hashlib.sha256(blob).hexdigest()
-            ):
-                logger.info("reused the %s cubin from the cache (key %s)", arch, key[:16])
-                return blob, str(meta.get("log", ""))
-            logger.warning("cache: cubin entry %s is bad; rebuilding it", key[:16])
-        except RejectedFile:
-            pass
+    ptx_sha256 = hashlib.sha256(ptx.encode()).hexdigest()
+    hit = cache.load_blob("cubin_cache", key, ".cubin", MAX_IMAGE_BYTES)
+    if hit is not None:
+        blob, meta = hit
+        if meta.get("ptx_sha256") == ptx_sha256 and meta.get("arch") == arch:
+            logger.info("reused the %s cubin from the cache (key %s)", arch, key[:16])
+            return blob, str(meta.get("log", ""))
+        logger.warning("cache: cubin entry %s is of other PTX; rebuilding it", key[:16])
     res = zyntax.validate_ptx(ptx, arch, ptxas)
-    if cache.enabled():
-        meta = {
-            "key": key,
-            "arch": arch,
-            "log": res.log,
-            "cubin_sha256": hashlib.sha256(res.cubin).hexdigest(),
-        }
-        try:
-            cache._atomic_write(d / f"{key}.cubin", res.cubin)
-            cache._atomic_write(d / f"{key}.json", json.dumps(meta, indent=1) + "\n")
-        except OSError as e:
-            logger.warning("cache: could not write the %s cubin: %s", arch, e)
+    meta = {"arch": arch, "log": res.log, "ptx_sha256": ptx_sha256}
+    cache.store_blob("cubin_cache", key, ".cubin", res.cubin, meta)
     return res.cubin, res.log
 
 

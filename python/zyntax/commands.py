@@ -12,13 +12,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import re
 import shutil
-import stat
 import sys
-import tarfile
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -147,14 +142,6 @@ def _bundle_python(src: Path, archs: list[str], ns: argparse.Namespace) -> list[
 
 # --------------------------------------------------------------------------- cache
 
-#: Files an archive may hold, relative to $ZYNTAX_CACHE_DIR; nothing else is imported.
-_ARCHIVE_NAME = re.compile(
-    r"^(ptx_cache/[0-9a-f]{64}\.(ptx|json)|cubin_cache/[0-9a-f]{64}\.(cubin|json)"
-    r"|autotune/[0-9a-f]{64}\.json)$"
-)
-_MAX_MEMBER = 256 << 20
-_MAX_ARCHIVE = 4 << 30
-
 
 def _cache_parser() -> argparse.ArgumentParser:
     ap = OneLineParser(
@@ -170,15 +157,22 @@ def _cache_parser() -> argparse.ArgumentParser:
     v = sub.add_parser("verify", help="check every entry; exit 1 if any is bad")
     v.add_argument("--repair", action="store_true", help="remove bad entries (they rebuild)")
     sub.add_parser("clear", help="remove every entry, cubin and tuning record")
-    ex = sub.add_parser("export", help="write the valid entries to one .tar.gz archive")
+    ex = sub.add_parser(
+        "export", help="write the signed PTX entries and tuning records to one .tar.gz archive"
+    )
     ex.add_argument("archive")
-    im = sub.add_parser("import", help="add the valid entries of an archive to the cache")
+    im = sub.add_parser(
+        "import",
+        help="re-derive and check every member of an archive, then add them all (or nothing)",
+    )
     im.add_argument("archive")
     sub.add_parser("dir", help="print the cache directory")
     return ap
 
 
 def cache_command(args: Sequence[str]) -> int:
+    from zyntax.errors import ZyntaxError
+
     ns = _cache_parser().parse_args(list(args))
     root = cache.root_dir()
     try:
@@ -202,7 +196,7 @@ def cache_command(args: Sequence[str]) -> int:
             return _export(Path(ns.archive))
         if ns.command == "import":
             return _import(Path(ns.archive))
-    except (OSError, tarfile.TarError) as e:
+    except (OSError, ZyntaxError) as e:  # UntrustedCacheError, ArchiveError, ...
         print(f"error: {e}", file=sys.stderr)
         return 1
     return 2
@@ -230,77 +224,56 @@ def _list(as_json: bool) -> int:
 
 
 def _verify(repair: bool) -> int:
-    bad = [i for i in cache.inspect() if not i.ok]
-    for i in bad:
-        print(f"{i.key}: {i.problem}" + ("  (removed)" if repair else ""))
+    """Check every PTX entry, cubin and tuning file, this cache's MACs included."""
+    from zyntax import tuning
+    from zyntax.bundle import MAX_IMAGE_BYTES
+
+    checked = 0
+    #: (what, why, folder, key, suffixes) of each bad entry.
+    bad: list[tuple[str, str, Path, str, tuple[str, ...]]] = []
+    for i in cache.inspect():
+        checked += 1
+        if not i.ok:
+            bad.append((i.key, i.problem, cache.cache_dir(), i.key, cache.ENTRY_SUFFIXES))
+    for sub, suffixes in (("cubin_cache", (".cubin", ".json")), ("autotune", (".json",))):
+        d, secret = cache.explicit_dir(sub)
+        for k in cache.keys(d, suffixes) if d is not None else []:
+            checked += 1
+            try:
+                if secret is None:
+                    raise RejectedFile(f"not signed by this cache (it has no {cache.SECRET_NAME})")
+                if sub == "autotune":
+                    tuning.read_db(d, k, secret)  # type: ignore[arg-type]
+                else:
+                    cache.check_blob(d, k, ".cubin", MAX_IMAGE_BYTES, secret)  # type: ignore[arg-type]
+            except RejectedFile as e:
+                bad.append((f"{sub}/{k}", str(e), d, k, suffixes))  # type: ignore[arg-type]
+    for what, why, folder, key, sfx in bad:
+        print(f"{what}: {why}" + ("  (removed)" if repair else ""))
         if repair:
-            cache.remove_entry(cache.cache_dir(), i.key)
-    total = len(cache.keys()) + (len(bad) if repair else 0)
-    print(f"{total - len(bad)} ok, {len(bad)} bad", file=sys.stderr)
+            cache.remove_entry(folder, key, sfx)
+    print(f"{checked - len(bad)} ok, {len(bad)} bad", file=sys.stderr)
     return 1 if bad and not repair else 0
 
 
 def _export(archive: Path) -> int:
-    root = cache.root_dir()
-    n = 0
-    with tarfile.open(archive, "w:gz") as tar:
-        for i in cache.inspect():
-            if not i.ok:
-                print(f"skipped bad entry {i.key[:16]}: {i.problem}", file=sys.stderr)
-                continue
-            for suffix in (".ptx", ".json"):
-                tar.add(root / "ptx_cache" / f"{i.key}{suffix}", f"ptx_cache/{i.key}{suffix}")
-            n += 1
-        for sub in ("cubin_cache", "autotune"):
-            d = root / sub
-            for p in sorted(d.iterdir()) if d.is_dir() else []:
-                name = f"{sub}/{p.name}"
-                if _ARCHIVE_NAME.match(name) and p.is_file() and not p.is_symlink():
-                    tar.add(p, name)
-    print(f"exported {n} entries to {archive}")
+    from zyntax import cache_archive
+
+    n, t, skipped = cache_archive.export_archive(archive)
+    for why in skipped:
+        print(f"skipped {why}", file=sys.stderr)
+    print(f"exported {n} entries and {t} tuning files to {archive}")
     return 0
 
 
 def _import(archive: Path) -> int:
-    """Unpack into a scratch directory (only expected names, regular files, bounded
-    sizes), check every PTX entry there, then move the good files into the cache."""
-    root = cache.root_dir()
-    if not stat.S_ISREG(os.lstat(archive).st_mode):
-        print(f"error: {archive} is not a regular file", file=sys.stderr)
-        return 1
-    skipped = 0
-    total = 0
-    with tempfile.TemporaryDirectory(prefix="zyntax-import-") as tmp:
-        scratch = Path(tmp)
-        with tarfile.open(archive, mode="r:*") as tar:
-            for m in tar:
-                ok = m.isreg() and _ARCHIVE_NAME.match(m.name) and m.size <= _MAX_MEMBER
-                if not ok or total + m.size > _MAX_ARCHIVE:
-                    print(f"skipped archive member {m.name!r}", file=sys.stderr)
-                    skipped += 1
-                    continue
-                total += m.size
-                f = tar.extractfile(m)
-                if f is None:
-                    continue
-                dst = scratch / m.name
-                dst.parent.mkdir(parents=True, exist_ok=True)
-                dst.write_bytes(f.read(_MAX_MEMBER + 1)[:_MAX_MEMBER])
-        n = 0
-        for k in cache.keys(scratch / "ptx_cache"):
-            try:
-                cache.check_entry(scratch / "ptx_cache", k)
-            except RejectedFile as e:
-                print(f"skipped bad entry {k[:16]}: {e}", file=sys.stderr)
-                skipped += 1
-                continue
-            for suffix in (".ptx", ".json"):
-                src = scratch / "ptx_cache" / f"{k}{suffix}"
-                cache._atomic_write(root / "ptx_cache" / src.name, src.read_bytes())
-            n += 1
-        for sub in ("cubin_cache", "autotune"):
-            d = scratch / sub
-            for p in sorted(d.iterdir()) if d.is_dir() else []:
-                cache._atomic_write(root / sub / p.name, p.read_bytes())
-    print(f"imported {n} entries into {root}" + (f" ({skipped} skipped)" if skipped else ""))
+    """All or nothing: see zyntax.cache_archive (an ArchiveError names the refused member)."""
+    from zyntax import cache_archive
+
+    rep = cache_archive.import_archive(archive)
+    other = len(rep.other_build)
+    print(
+        f"imported {rep.entries} entries and {rep.tuning} tuning files into {cache.root_dir()}"
+        + (f" ({other} entries of another zyntax build skipped)" if other else "")
+    )
     return 0

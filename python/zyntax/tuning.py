@@ -49,6 +49,7 @@ import inspect
 import json
 import math
 import os
+import re
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -58,7 +59,8 @@ from typing import Any
 from zyntax.log import logger, progress
 from zyntax.safeio import RejectedFile, is_missing, read_json
 
-DB_VERSION = 1
+#: 2: records carry the cache's MAC and are checked field by field (1 is re-tuned).
+DB_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -239,25 +241,176 @@ def db_path(kernel_hash: str) -> Any:
     return cache.root_dir() / "autotune" / f"{kernel_hash}.json"
 
 
-def load_db(kernel_hash: str) -> dict[str, Any]:
-    p = db_path(kernel_hash)
-    try:
-        doc = read_json(p)
-    except RejectedFile as e:
-        if not is_missing(e):
-            logger.warning("autotune: ignoring bad tuning file %s: %s", p, e)
-        return {"version": DB_VERSION, "records": {}}
-    if not isinstance(doc, dict) or not isinstance(doc.get("records"), dict):
-        logger.warning("autotune: ignoring malformed tuning file %s", p)
-        return {"version": DB_VERSION, "records": {}}
+#: Bounds of a tuning file: larger or deeper ones are refused, not truncated.
+MAX_DB_BYTES = 4 << 20
+MAX_RECORDS = 4096
+MAX_CONFIGS = 4096
+MAX_TEXT = 16 << 10
+_ARCH_RE = re.compile(r"sm_\d{2,3}a?")
+_RECORD_FIELDS = {
+    "bucket",
+    "arch",
+    "version",
+    "kernel",
+    "times_ms",
+    "pruned",
+    "failed",
+    "best",
+    "complete",
+    "configs",
+    "warm_start",
+    "seconds",
+}
+
+
+def _text(x: Any, what: str, limit: int = MAX_TEXT) -> str:
+    if not isinstance(x, str) or len(x) > limit:
+        raise RejectedFile(f"{what} is not a string of at most {limit} characters")
+    return x
+
+
+def _number(x: Any, what: str) -> float:
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0:
+        raise RejectedFile(f"{what} is not a finite number >= 0")
+    return float(x)
+
+
+def _opt_int(x: Any, what: str) -> None:
+    if x is not None and (isinstance(x, bool) or not isinstance(x, int) or not 0 < x < 1 << 31):
+        raise RejectedFile(f"{what} is not null or a positive integer")
+
+
+def _table(x: Any, what: str, limit: int) -> dict[str, Any]:
+    if not isinstance(x, dict) or len(x) > limit:
+        raise RejectedFile(f"{what} is not an object of at most {limit} entries")
+    for k in x:
+        _text(k, f"a key of {what}", 4096)
+    return x
+
+
+def check_config(name: str, d: Any) -> Config:
+    """The Config a record stores under ``name``; raise RejectedFile unless well-formed
+    and named as :meth:`Config.name` names it."""
+    where = f"config {name[:80]!r}"
+    if not isinstance(d, dict) or set(d) - {"block", "args", "max_registers", "min_blocks"}:
+        raise RejectedFile(f"{where} is not a config object")
+    block = d.get("block")
+    if isinstance(block, bool) or not isinstance(block, int) or not 0 < block <= 1 << 16:
+        raise RejectedFile(f"{where}: block is not an integer in 1..65536")
+    args = _table(d.get("args") or {}, f"{where} args", 64)
+    for k, v in args.items():
+        ok = (
+            v is None
+            or isinstance(v, (bool, int, str))
+            or (isinstance(v, float) and math.isfinite(v))
+        )
+        if not ok or (isinstance(v, str) and len(v) > 4096):
+            raise RejectedFile(f"{where}: argument {k[:80]!r} is not a number, bool or string")
+    _opt_int(d.get("max_registers"), f"{where}: max_registers")
+    _opt_int(d.get("min_blocks"), f"{where}: min_blocks")
+    cfg = Config.from_dict(d)
+    if cfg.name() != name:
+        raise RejectedFile(f"{where} is stored under another name than its own ({cfg.name()!r})")
+    return cfg
+
+
+def check_record(rk: str, rec: Any) -> None:
+    """Raise RejectedFile unless ``rec`` is a well-formed record stored under its own key."""
+    where = f"record {rk[:120]!r}"
+    if not isinstance(rec, dict) or set(rec) - _RECORD_FIELDS:
+        raise RejectedFile(f"{where} is not a record object (or has unknown fields)")
+    b = _table(rec.get("bucket"), f"{where} bucket", 64)
+    if any(isinstance(v, bool) or not isinstance(v, int) or abs(v) >= 1 << 63 for v in b.values()):
+        raise RejectedFile(f"{where}: a bucket value is not an integer")
+    arch = _text(rec.get("arch"), f"{where} arch", 16)
+    if not _ARCH_RE.fullmatch(arch):
+        raise RejectedFile(f"{where}: arch {arch!r} is not sm_XY")
+    version = _text(rec.get("version"), f"{where} version", 128)
+    if rk != record_key(b, arch, version):
+        raise RejectedFile(f"{where} is not stored under its own bucket, arch and version")
+    _text(rec.get("kernel", ""), f"{where} kernel", 1024)
+    configs = _table(rec.get("configs"), f"{where} configs", MAX_CONFIGS)
+    for name, d in configs.items():
+        check_config(name, d)
+    times = _table(rec.get("times_ms", {}), f"{where} times_ms", MAX_CONFIGS)
+    for name, t in times.items():
+        _number(t, f"{where}: the time of {name[:80]!r}")
+    for field_name in ("pruned", "failed"):
+        why = _table(rec.get(field_name, {}), f"{where} {field_name}", MAX_CONFIGS)
+        for name, text in why.items():
+            _text(text, f"{where}: {field_name} reason of {name[:80]!r}")
+    for name in (*times, *rec.get("pruned", {}), *rec.get("failed", {})):
+        if name not in configs:
+            raise RejectedFile(f"{where} names config {name[:80]!r} it does not describe")
+    best = rec.get("best")
+    if best is not None and (not isinstance(best, str) or best not in times):
+        raise RejectedFile(f"{where}: best is not a measured config")
+    warm = rec.get("warm_start")
+    if warm is not None:
+        _text(warm, f"{where} warm_start", 4096)
+    if not isinstance(rec.get("complete", False), bool):
+        raise RejectedFile(f"{where}: complete is not true or false")
+    if "seconds" in rec:
+        _number(rec["seconds"], f"{where} seconds")
+
+
+def check_db(doc: Any) -> dict[str, Any]:
+    """The tuning document ``doc`` if it is well-formed (every record checked; the
+    ``mac`` field aside); raise RejectedFile saying what is wrong otherwise."""
+    if not isinstance(doc, dict) or set(doc) - {"version", "kernel", "records", "mac"}:
+        raise RejectedFile("not a tuning document (an object of version, kernel, records)")
+    if doc.get("version") != DB_VERSION:
+        raise RejectedFile(f"tuning format {doc.get('version')!r}, this zyntax reads {DB_VERSION}")
+    _text(doc.get("kernel", ""), "kernel", 1024)
+    records = _table(doc.get("records"), "records", MAX_RECORDS)
+    for rk, rec in records.items():
+        check_record(rk, rec)
     return doc
 
 
-def save_db(kernel_hash: str, doc: dict[str, Any]) -> None:
+def read_db(d: Any, kernel_hash: str, secret: bytes | None) -> dict[str, Any]:
+    """The checked tuning document of ``kernel_hash`` in folder ``d`` (with ``secret``: it
+    must carry this cache's MAC), ``mac`` removed; raise RejectedFile otherwise."""
     from zyntax.frontend import cache
 
+    doc = read_json(d / f"{kernel_hash}.json", MAX_DB_BYTES)
+    if secret is not None and not cache.signed(secret, "autotune", kernel_hash, b"", doc):
+        raise RejectedFile("not signed by this cache")
+    check_db(doc)
+    doc.pop("mac", None)
+    return dict(doc)
+
+
+def load_db(kernel_hash: str) -> dict[str, Any]:
+    """This kernel's tuning records; none if absent, untrusted, unsigned or malformed."""
+    from zyntax.frontend import cache
+
+    empty: dict[str, Any] = {"version": DB_VERSION, "records": {}}
+    found = cache.usable_dir("autotune", create=False) if cache.KEY_RE.match(kernel_hash) else None
+    if found is None:
+        return empty
     try:
-        cache._atomic_write(db_path(kernel_hash), json.dumps(doc, indent=1, sort_keys=True) + "\n")
+        return read_db(found[0], kernel_hash, found[1])
+    except RejectedFile as e:
+        if not is_missing(e):
+            logger.warning("autotune: ignoring tuning file %s: %s", db_path(kernel_hash), e)
+        return empty
+
+
+def save_db(kernel_hash: str, doc: dict[str, Any]) -> None:
+    """Write the records signed with the cache's key (nothing if the cache is untrusted)."""
+    from zyntax.frontend import cache
+
+    found = cache.usable_dir("autotune", create=True) if cache.KEY_RE.match(kernel_hash) else None
+    if found is None:
+        return
+    d, secret = found
+    out = {k: v for k, v in doc.items() if k != "mac"}
+    out["mac"] = cache.mac(secret, "autotune", kernel_hash, b"", out)
+    try:
+        cache._atomic_write(
+            d / f"{kernel_hash}.json", json.dumps(out, indent=1, sort_keys=True) + "\n"
+        )
     except OSError as e:
         logger.warning("autotune: could not save tuning records: %s", e)
 
@@ -398,7 +551,7 @@ def tune(
         try:
             prepared[n] = prepare(by_name[n])
         except Exception as e:  # a config that does not compile is reported, not fatal
-            rec["failed"][n] = f"compile: {type(e).__name__}: {e}"
+            rec["failed"][n] = f"compile: {type(e).__name__}: {e}"[:MAX_TEXT]
             logger.warning("autotune %s: config %s failed to compile: %s", kernel, n, e)
     keep, pruned = prune(
         {n: (p[0], p[1], p[2]) for n, p in prepared.items()}, limits(), min_occupancy_ratio
@@ -413,7 +566,7 @@ def tune(
         try:
             ms = measure(prepared[n][3], sets, warmup, reps)
         except Exception as e:
-            rec["failed"][n] = f"launch: {type(e).__name__}: {e}"
+            rec["failed"][n] = f"launch: {type(e).__name__}: {e}"[:MAX_TEXT]
             logger.warning("autotune %s: config %s failed to launch: %s", kernel, n, e)
             continue
         rec["times_ms"][n] = ms

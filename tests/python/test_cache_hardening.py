@@ -135,9 +135,12 @@ def test_another_kernels_ptx_under_a_rewritten_key_is_rejected(cdir: Path) -> No
     meta["kernels"] = ["shift"]
     meta["launch"] = {"shift": meta["launch"]["scale"]}
     (cdir / f"{key}.json").write_text(json.dumps(meta))
-    # Self-consistent, so only the HIR-derived expectation catches it.
-    assert cache.load(key) is not None
-    assert cache.load(key, expect={"scale": _variant(_kernel()).param_types}) is None
+    # Self-consistent: unsigned (as in the bundled ptx_cache/), only the HIR-derived
+    # expectation catches it; in the user cache its MAC does not verify either.
+    assert cache.check_entry(cdir, key)[0] == other_ptx
+    with pytest.raises(RejectedFile, match="not the expected"):
+        cache.check_entry(cdir, key, expect={"scale": _variant(_kernel()).param_types})
+    assert cache.load(key) is None
     _assert_repaired(cdir, key)
 
 
@@ -230,10 +233,15 @@ def test_cache_cli_round_trip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     b_env = dict(os.environ, ZYNTAX_CACHE_DIR=str(tmp_path / "b"))
     imp = _cli("import", str(archive), env=b_env)
     assert imp.returncode == 0 and "imported 2 entries" in imp.stdout, imp.stderr
-    for suffix in (".ptx", ".json"):
+    for suffix in (".ptx", ".zir"):
         assert (tmp_path / "b" / "ptx_cache" / f"{key}{suffix}").read_bytes() == (
             a / "ptx_cache" / f"{key}{suffix}"
         ).read_bytes()
+    # The same metadata, signed with b's own key (a's MAC means nothing there).
+    meta_a = json.loads((a / "ptx_cache" / f"{key}.json").read_text())
+    meta_b = json.loads((tmp_path / "b" / "ptx_cache" / f"{key}.json").read_text())
+    assert meta_a.pop("mac") != meta_b.pop("mac") and meta_a == meta_b
+    assert _cli("verify", env=b_env).returncode == 0
 
     # A bad entry: verify finds it (exit 1), --repair removes it, export skips it.
     (a / "ptx_cache" / f"{key}.ptx").write_text(ptx + "// edited\n")
@@ -268,6 +276,7 @@ def test_cache_import_refuses_hostile_archives(tmp_path: Path) -> None:
         tar.addfile(link)
     env = dict(os.environ, ZYNTAX_CACHE_DIR=str(tmp_path / "c"))
     r = _cli("import", str(archive), env=env)
-    assert r.returncode == 0 and "imported 0 entries" in r.stdout, r.stderr
+    # Refused as a whole, naming the first bad member (test_cache_forgery.py: every kind).
+    assert r.returncode == 1 and "'../escape.json'" in r.stderr, r.stderr
     assert not (tmp_path / "escape.json").exists()
     assert not list((tmp_path / "c").rglob("*.ptx"))

@@ -171,7 +171,7 @@ def ptx_for(v: Variant, arch: str) -> str:
     )
     meta = dict(v.metadata(), arch=arch, ptx_version=cache.DEFAULT_PTX[arch])
     meta["zyntax_version"] = zyntax_version()
-    cache.store(key, ptx, meta)
+    cache.store(key, ptx, meta, hir=v.hir_text)  # the HIR makes the entry exportable
     v.ptx[arch] = ptx
     from zyntax.frontend.kernel import compile_hooks
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import numbers
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -31,13 +32,50 @@ __all__ = ["MAX_WORKGROUP", "MAX_WORKGROUP_THREADS", "launch_grid", "parallel_fo
 #: CUDA device zyntax targets (sm_70 and newer) allows.
 MAX_WORKGROUP = (1024, 1024, 64)
 MAX_WORKGROUP_THREADS = 1024
+#: The largest grid extent per dimension (x, y, z) of every CUDA device.
+MAX_GRID = (2**31 - 1, 65535, 65535)
+#: Nest indices are ``u32``: a constant size must be below this.
+MAX_SIZE = 2**32
 
 _DIMS = ("x", "y", "z")
 
 
+def _ints(xs: Any, what: str) -> list[int]:
+    """`xs` as a list of Python ints (numpy integers accepted; bools, floats,
+    strings and arrays are a BuildError naming `what`)."""
+    if isinstance(xs, (str, bytes)) or not isinstance(xs, Sequence):
+        raise BuildError(f"{what} must be a tuple of ints, got {type(xs).__name__}")
+    out = []
+    for x in xs:
+        if isinstance(x, bool) or not isinstance(x, numbers.Integral):
+            raise BuildError(f"{what} {tuple(xs)!r} holds a {type(x).__name__}, not an int")
+        out.append(int(x))
+    return out
+
+
+def _is_value(x: Any) -> bool:
+    return hasattr(x, "id") and hasattr(x, "type")
+
+
+def check_sizes(sizes: Any, what: str = "nest size") -> list[Any]:
+    """The sizes of a nest (or the bounds of its reductions, `what`): builder
+    values (``u32``), or ints in [0, 2**32)."""
+    if isinstance(sizes, (str, bytes)) or not isinstance(sizes, Sequence):
+        raise BuildError(f"the nest sizes must be a tuple, got {type(sizes).__name__}")
+    for s in sizes:
+        if _is_value(s):
+            continue
+        if isinstance(s, bool) or not isinstance(s, numbers.Integral):
+            kind = type(s).__name__
+            raise BuildError(f"{what} {s!r} is a {kind}; expected an int or a u32 value")
+        if not 0 <= int(s) < MAX_SIZE:
+            raise BuildError(f"{what} {s} is outside [0, 2**32) (indices are u32)")
+    return list(sizes)
+
+
 def _block_shape(workgroup: Sequence[int]) -> tuple[int, int, int]:
     """The ``(x, y, z)`` block shape of a workgroup given outermost first."""
-    dims = [int(w) for w in workgroup]
+    dims = _ints(workgroup, "workgroup")
     if not 1 <= len(dims) <= 3:
         raise BuildError(f"a workgroup has 1 to 3 dimensions, not {len(dims)}")
     if any(w < 1 for w in dims):
@@ -63,16 +101,23 @@ def launch_grid(
 ) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
     """``(grid, block)`` covering the iteration space `sizes` (outermost
     first) with `workgroup` threads per block, in ``(x, y, z)`` order."""
+    block = _block_shape(workgroup)
+    int_sizes = _ints(sizes, "iteration space")
     if len(sizes) != len(workgroup):
         raise BuildError(
             f"the nest has {len(sizes)} dimensions but the workgroup {tuple(workgroup)} "
             f"has {len(workgroup)}"
         )
-    block = _block_shape(workgroup)
-    xyz = [*reversed([int(s) for s in sizes]), 1, 1][:3]
+    xyz = [*reversed(int_sizes), 1, 1][:3]
     if any(s < 0 for s in xyz):
         raise BuildError(f"iteration space {tuple(sizes)} has a negative size")
     grid = tuple(max(1, -(-s // b)) for s, b in zip(xyz, block, strict=True))
+    for name, g, limit in zip(_DIMS, grid, MAX_GRID, strict=True):
+        if g > limit:
+            raise BuildError(
+                f"iteration space {tuple(sizes)} needs {g} blocks along {name} with workgroup "
+                f"{tuple(workgroup)}; devices allow at most {limit}"
+            )
     return (grid[0], grid[1], grid[2]), block
 
 
@@ -84,12 +129,13 @@ def parallel_for(
     outermost first) in kernel builder `b`; yields the indices (``u32``),
     outermost first. The kernel should declare ``max_threads=workgroup``
     (reversed to ``(x, y, z)`` it is the block shape :func:`launch_grid` uses)."""
+    sizes = check_sizes(sizes)
+    _block_shape(workgroup)
     if len(sizes) != len(workgroup):
         raise BuildError(
             f"the nest has {len(sizes)} dimensions but the workgroup {tuple(workgroup)} "
             f"has {len(workgroup)}"
         )
-    _block_shape(workgroup)
     n = len(sizes)
     indices = []
     inside = None

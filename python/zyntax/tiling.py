@@ -30,7 +30,8 @@ staged through a shared-memory tile of ``workgroup extents x tile_k`` elements
 the nest writes (``writes=``) or that is not a kernel parameter (aliasing it
 cannot rule out), an operand that depends on every nest index (no reuse) or on
 no reduction index, and a bound that is not loop-invariant (then nothing is
-tiled).
+tiled). Tiles are bounded by the hardware (:data:`MAX_SHARED_BYTES`,
+:data:`MAX_STAGED_PER_THREAD`; docs/tiling.md, "Tile-size limits").
 
 Exactness: every output element combines its terms in the order ``k = 0, 1,
 ..., K-1`` with the caller's ``combine``, exactly as the untiled loop does; the
@@ -42,14 +43,33 @@ from __future__ import annotations
 
 import contextlib
 import math
+import numbers
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from zyntax.errors import BuildError
-from zyntax.nest import _DIMS, _block_shape
+from zyntax.nest import _DIMS, _block_shape, check_sizes
 
-__all__ = ["Affine", "NotAffine", "TiledNest", "tiled_parallel_for"]
+__all__ = [
+    "DEFAULT_TILE_K",
+    "MAX_SHARED_BYTES",
+    "MAX_STAGED_PER_THREAD",
+    "Affine",
+    "NotAffine",
+    "TiledNest",
+    "tiled_parallel_for",
+]
+
+#: Static shared memory a block may declare on every target (sm_70 and newer):
+#: all tiles of a nest must fit (more needs dynamic shared memory and an opt-in).
+MAX_SHARED_BYTES = 48 * 1024
+#: Elements of one operand's tile that each thread copies per ``tile_k`` step.
+#: The copy is unrolled, so this bounds its code size and registers (a
+#: ``tile_k`` of 2**20 unrolled 65536 copies and built for minutes).
+MAX_STAGED_PER_THREAD = 32
+#: The automatic ``tile_k`` (halved until the tiles fit).
+DEFAULT_TILE_K = 16
 
 #: A coefficient or offset of an affine form: an int, or a value defined before the nest.
 Coef = Any
@@ -223,7 +243,7 @@ class TiledNest:
         self.report: list[str] = []
         n = len(sizes)
         self._first_id: int | None = None
-        self.sizes = [s if _is_value(s) else b.const(int(s), "u32") for s in sizes]
+        self.sizes = [s if _is_value(s) else b.const(int(s), "u32") for s in check_sizes(sizes)]
         self.tid: list[Any] = []
         self.base: list[Any] = []
         vals: list[Any] = []
@@ -246,6 +266,8 @@ class TiledNest:
         self.indices = tuple(Affine(((d, (1,)),), (), names) for d in range(n))
         self.threads = math.prod(self.workgroup)
         self.flat_tid = self._flat_tid()
+        #: Bytes of shared memory the tiles of this nest's reductions take so far.
+        self.shared_bytes = 0
 
     def _flat_tid(self) -> Any:
         flat = self.tid[0]
@@ -300,15 +322,22 @@ class TiledNest:
         init: float | int | Any,
         loads: Callable[[Affine], Sequence[tuple[Any, Any]]],
         combine: Callable[..., Any],
-        tile_k: int = 16,
+        tile_k: int | None = None,
         ty: Any = None,
     ) -> Any:
         """``acc = init; for k in 0..extent: acc = combine(acc, *loaded)`` where
         ``loaded`` are the elements ``loads(k)`` names; returns ``acc`` in every
-        thread (meaningful for in-range points)."""
+        thread (meaningful for in-range points).
+
+        `tile_k` (reduction steps per tile) is bounded by the hardware: all
+        tiles of the nest fit in :data:`MAX_SHARED_BYTES`, each thread copies
+        at most :data:`MAX_STAGED_PER_THREAD` elements of a tile per step; a
+        constant `extent` below it shortens it. A `tile_k` that breaks a bound
+        is a BuildError. None (the default) is :data:`DEFAULT_TILE_K`, halved
+        until the tiles fit; when not even 1 fits, the operands are loaded
+        directly and the report says why."""
         b = self.b
-        if tile_k < 1:
-            raise BuildError(f"tile_k must be at least 1, not {tile_k}")
+        check_sizes([extent], "reduction bound")
         k_sym = Affine((("k", (1,)),), (), (("k", "k"),))
         ops = [_Operand(p, ptr, _lift(ix)) for p, (ptr, ix) in enumerate(loads(k_sym))]
         acc_ty = ty if ty is not None else _elem(ops[0].ptr) if ops else "f32"
@@ -317,8 +346,7 @@ class TiledNest:
         bound_ok = self._invariant(extent)
         for op in ops:
             op.why = self._why_not(op, bound_ok)
-            if op.why is None:
-                self._layout(op, tile_k)
+        tile_k = self._fit([op for op in ops if op.why is None], tile_k, extent)
         self.report.append(f"reduction over k < {_fmt((extent,))}")
         for op in ops:
             what = f"operand {op.pos} ({_name(op.ptr)}[{op.index}])"
@@ -387,6 +415,47 @@ class TiledNest:
             op.strides[s] = stride
             stride *= op.extent[s] + (op.pad if n == 0 else 0)
         op.size = stride
+
+    def _fit(self, tiled: list[_Operand], tile_k: int | None, extent: Any) -> int:
+        """Lays out the tiles of `tiled` for `tile_k` (or the largest automatic
+        one that fits) and claims their shared memory; returns the tile_k used."""
+        if tile_k is not None:
+            tile_k = _tile_k(tile_k, extent)
+            why = self._over_budget(tiled, tile_k)
+            if why is not None:
+                raise BuildError(f"tile_k={tile_k}: {why}; use a smaller tile_k or workgroup")
+            return tile_k
+        tile_k = _tile_k(DEFAULT_TILE_K, extent)
+        while (why := self._over_budget(tiled, tile_k)) is not None and tile_k > 1:
+            tile_k //= 2
+        if why is not None:
+            for op in tiled:
+                op.why = f"its tile does not fit: {why}"
+        return tile_k
+
+    def _over_budget(self, tiled: list[_Operand], tile_k: int) -> str | None:
+        """Lays out `tiled` for `tile_k`; why the hardware cannot hold those
+        tiles (None: it can, and their shared memory is claimed)."""
+        need = 0
+        for op in tiled:
+            self._layout(op, tile_k)
+            copies = -(-math.prod(op.extent.values()) // self.threads)
+            if copies > MAX_STAGED_PER_THREAD:
+                return (
+                    f"each of the {self.threads} threads would copy {copies} elements of "
+                    f"operand {op.pos}'s tile per step (at most {MAX_STAGED_PER_THREAD})"
+                )
+            need += op.size * _elem(op.ptr).size_bytes
+        if self.shared_bytes + need > MAX_SHARED_BYTES:
+            earlier = f" besides {self.shared_bytes} for earlier reductions" * bool(
+                self.shared_bytes
+            )
+            return (
+                f"the tiles need {need} bytes of shared memory{earlier}; a block has at "
+                f"most {MAX_SHARED_BYTES}"
+            )
+        self.shared_bytes += need
+        return None
 
     def _tile_desc(self, op: _Operand, tile_k: int) -> str:
         names = [dict(self.indices[d].names).get(d, f"i{d}") for d in range(len(self.workgroup))]
@@ -528,6 +597,19 @@ class TiledNest:
                     b.store(b.ptr_add(op.tile, slot), pick.results[0])
 
 
+def _tile_k(tile_k: Any, extent: Any) -> int:
+    """`tile_k` checked: a positive int, at most the extent when that is a
+    constant (a longer tile would only stage padding)."""
+    if isinstance(tile_k, bool) or not isinstance(tile_k, numbers.Integral):
+        raise BuildError(f"tile_k must be an int, not {type(tile_k).__name__}")
+    tk = int(tile_k)
+    if tk < 1:
+        raise BuildError(f"tile_k must be at least 1, not {tk}")
+    if isinstance(extent, numbers.Integral) and 0 < int(extent) < tk:
+        return int(extent)
+    return tk
+
+
 def _zero(b: Any, ty: Any) -> Any:
     return b.const(0.0 if ty.is_float else 0, ty)
 
@@ -560,6 +642,8 @@ def tiled_parallel_for(
     buffers the nest stores to; operands reading them are not staged. The
     kernel must be launched with exactly `workgroup` threads per block
     (:func:`zyntax.nest.launch_grid`)."""
+    sizes = check_sizes(sizes)
+    _block_shape(workgroup)
     if len(sizes) != len(workgroup):
         raise BuildError(
             f"the nest has {len(sizes)} dimensions but the workgroup {tuple(workgroup)} "

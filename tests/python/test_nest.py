@@ -116,6 +116,44 @@ def test_dimension_mismatch_is_a_build_error() -> None:
         launch_grid((8, 8), (64,))
 
 
+@pytest.mark.parametrize(
+    ("sizes", "workgroup", "message"),
+    [
+        ((8,), ("a",), "workgroup .* holds a str, not an int"),
+        ((8,), (2.5,), "holds a float"),
+        ((8,), (np.array([2, 3]),), "holds a ndarray"),
+        ((8,), (True,), "holds a bool"),
+        ((8,), 16, "workgroup must be a tuple of ints, got int"),
+        (("a",), (4,), "iteration space .* holds a str"),
+        ((None,), (4,), "holds a NoneType"),
+        (8, (4,), "iteration space must be a tuple of ints, got int"),
+        ((2**40, 4), (1, 4), "needs 1099511627776 blocks along y .*at most 65535"),
+        ((2**33,), (1,), "needs 8589934592 blocks along x"),
+    ],
+)
+def test_bad_launch_grid_arguments_are_build_errors(
+    sizes: object, workgroup: object, message: str
+) -> None:
+    with pytest.raises(zyntax.BuildError, match=message):
+        launch_grid(sizes, workgroup)  # type: ignore[arg-type]
+
+
+def test_numpy_integers_are_ints() -> None:
+    assert launch_grid((np.int64(100),), (np.int32(32),)) == ((4, 1, 1), (32, 1, 1))
+
+
+@pytest.mark.parametrize(
+    ("sizes", "message"),
+    [(("a",), "nest size 'a' is a str"), ((None,), "NoneType"), ((2**32,), "outside")],
+)
+def test_bad_nest_sizes_are_build_errors(sizes: tuple[object, ...], message: str) -> None:
+    m = hir.Module("bad")
+    with m.kernel("bad", [hir.u32]) as b:
+        with pytest.raises(zyntax.BuildError, match=message):
+            with parallel_for(b, sizes, workgroup=(4,)):
+                pass
+
+
 # --------------------------------------------------------------------------- @zyntax.kernel
 
 

@@ -229,3 +229,30 @@ def test_a_1d_nest_stages_the_shared_vector_and_a_bound_inside_the_nest_tiles_no
     b = r.standard_normal((n, n)).astype(F32)
     got = run(lower, (n, n), a, b, np.empty((n, n), F32))
     np.testing.assert_allclose(got, np.tril(a).astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+
+
+F64C = zyntax.Array[zyntax.f64, 2, "C"]
+
+
+def mm64_fn(a: F64C, b: F64C, c: F64C):  # type: ignore[no-untyped-def]
+    for i, j in lang.prange(c.shape[0], c.shape[1]):
+        acc = zyntax.f64(0)
+        for k in range(a.shape[1]):
+            acc += a[i, k] * b[k, j]
+        c[i, j] = acc
+
+
+def test_prange_tiles_shrink_to_the_shared_memory_of_a_block() -> None:
+    """Workgroup (2, 512) of f64: b's 512 x 16 tile alone is 64 KiB, more
+    than a block's 48 KiB (it built, and ptxas refused it); tile_k halves to
+    8 (32 KiB) and the results stay exact."""
+    tiled = zyntax.kernel(workgroup=(2, 512))(mm64_fn)
+    rep = tiled.tiling_report()
+    assert "tiled through shared memory, 512x8, reused across i" in rep[3], rep
+    r = rng()
+    m, n, kk = 3, 21, 19
+    a, b = r.standard_normal((m, kk)), r.standard_normal((kk, n))
+    got = run(tiled, (m, n), a, b, np.empty((m, n)))
+    np.testing.assert_allclose(got, a @ b, rtol=1e-12, atol=1e-12)
+    want = run(untiled(mm64_fn, (2, 512)), (m, n), a, b, np.empty((m, n)))
+    np.testing.assert_array_equal(got, want)

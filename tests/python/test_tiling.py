@@ -5,6 +5,7 @@ was not tiled and why, and the PTX through ptxas."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -295,4 +296,137 @@ def test_bad_tiled_nests_are_build_errors(
     with m.kernel("bad", [hir.u32] * sizes) as b:
         with pytest.raises(zyntax.BuildError, match=message):
             with tiled_parallel_for(b, b.params, workgroup=workgroup):
+                pass
+
+
+# ---------------------------------------------------------------- tile-size limits (issue 29)
+
+
+def _two_products(tile_k: tuple[int | None, int | None]) -> tuple[hir.Module, list[str]]:
+    """c = a @ b and d = a @ b as two reductions of one 16x16 nest, with the
+    given tile_k each (None: automatic)."""
+    m = hir.Module("two")
+    with m.kernel("two", [F32P, F32P, F32P, F32P, hir.u32, hir.u32, hir.u32]) as b:
+        a, bm, c, d, mm, nn, kk = b.params
+        with tiled_parallel_for(b, (mm, nn), workgroup=(16, 16), writes=[c, d]) as nest:
+            i, j = nest.indices
+            accs = [
+                nest.reduce(
+                    kk,
+                    init=0.0,
+                    loads=lambda k: [(a, i * kk + k), (bm, k * nn + j)],
+                    combine=lambda acc, x, y: b.fma(x, y, acc),
+                    tile_k=tk,
+                )
+                for tk in tile_k
+            ]
+            with nest.inside():
+                vi, vj = nest.values
+                for out, acc in zip((c, d), accs, strict=True):
+                    b.store(b.ptr_add(out, vi * nn + vj), acc)
+    m.verify()
+    return m, nest.report
+
+
+def test_absurd_tile_k_is_refused_before_building() -> None:
+    """tile_k = 2**20 unrolled 65536 staging copies per thread and built for
+    minutes; it is refused at once, naming the bound it breaks."""
+    start = time.perf_counter()
+    with pytest.raises(zyntax.BuildError, match=r"tile_k=1048576: each of the 256 threads"):
+        tiled_matmul((16, 16), 2**20)
+    assert time.perf_counter() - start < 1.0
+
+
+@pytest.mark.parametrize("tile_k", [True, 16.0, "16", np.array([16]), None])
+def test_tile_k_must_be_an_int(tile_k: object) -> None:
+    m = hir.Module("bad")
+    with m.kernel("bad", MM_PARAMS) as b:
+        a, _, _, mm, nn, kk = b.params
+        with tiled_parallel_for(b, (mm, nn), workgroup=(4, 4)) as nest:
+            i, _ = nest.indices
+            with pytest.raises(zyntax.BuildError, match="tile_k must be an int"):
+                nest.reduce(
+                    kk,
+                    init=0.0,
+                    loads=lambda k: [(a, i * kk + k)],
+                    combine=lambda acc, x: acc + x,
+                    tile_k="auto" if tile_k is None else tile_k,  # type: ignore[arg-type]
+                )
+
+
+def test_tiles_past_the_shared_memory_of_a_block_are_refused() -> None:
+    # 2 tiles of 16 x 256 f32 = 32 KiB fit; a second reduction's 32 KiB do not.
+    _, report = _two_products((256, None))
+    assert "16x256, reused across i1" in report[1], report
+    with pytest.raises(zyntax.BuildError, match="besides 32768 for earlier reductions"):
+        _two_products((256, 256))
+    with pytest.raises(zyntax.BuildError, match="need 65536 bytes of shared memory"):
+        tiled_matmul((16, 16), 512)
+
+
+def test_automatic_tile_k_shrinks_to_fit_or_loads_directly() -> None:
+    """The default tile_k halves until the tiles fit in what earlier
+    reductions left; with nothing left the operands are loaded directly.
+    Either way the results are exact (bit-identical: same fma order)."""
+    _, report = _two_products((256, None))  # 16 KiB left: 2 x 16x16 f32 tiles fit
+    assert "16x16, reused" in report[4], report
+    _, report = _two_products((376, None))  # 1 KiB left: tile_k 8 (2 x 512 B) fits
+    assert "16x8, reused" in report[4], report
+    m, report = _two_products((384, None))  # exactly 48 KiB used: nothing left
+    assert all("its tile does not fit" in line for line in report[4:]), report
+    r = rng()
+    mm, nn, kk = 21, 19, 400  # two steps of the first reduction, the second ragged
+    a = r.standard_normal((mm, kk)).astype(np.float32)
+    bm = r.standard_normal((kk, nn)).astype(np.float32)
+    c, d = (np.full((mm, nn), np.nan, np.float32) for _ in range(2))
+    grid, block = launch_grid((mm, nn), (16, 16))
+    interp.launch(m, "two", grid, block, a, bm, c, d, mm, nn, kk)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ bm, rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(c, d)
+
+
+def test_a_constant_bound_shortens_tile_k() -> None:
+    m = hir.Module("short")
+    with m.kernel("short", MM_PARAMS) as b:
+        a, bm, c, mm, nn, _ = b.params
+        with tiled_parallel_for(b, (mm, nn), workgroup=(8, 8), writes=[c]) as nest:
+            i, j = nest.indices
+            acc = nest.reduce(
+                5,
+                init=0.0,
+                loads=lambda k: [(a, i * 5 + k), (bm, k * nn + j)],
+                combine=lambda acc, x, y: b.fma(x, y, acc),
+                tile_k=4096,
+            )
+            with nest.inside():
+                b.store(b.ptr_add(c, nest.values[0] * nn + nest.values[1]), acc)
+    assert "8x5, reused" in nest.report[1], nest.report
+
+
+@pytest.mark.parametrize("arch", ["sm_70", "sm_90"])
+def test_tiles_at_the_shared_memory_limit_pass_ptxas(arch: str) -> None:
+    """The bound is the hardware's: 48 KiB of tiles (two reductions, 32 + 16
+    KiB) assemble; that is what MAX_SHARED_BYTES allows."""
+    from zyntax.tiling import MAX_SHARED_BYTES
+
+    m, _ = _two_products((256, 128))
+    out = zyntax.validate_ptx(zyntax.compile_ptx(m, arch).ptx, arch)
+    assert f"{MAX_SHARED_BYTES} bytes smem" in out.log, out.log
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda b: tiled_parallel_for(b, (4, "8"), workgroup=(4, 4)), "nest size '8' is a str"),
+        (lambda b: tiled_parallel_for(b, (4, 2**32), workgroup=(4, 4)), r"outside \[0, 2\*\*32\)"),
+        (lambda b: tiled_parallel_for(b, (4, 4), workgroup=(4, 4.0)), "holds a float"),
+        (lambda b: tiled_parallel_for(b, (4, 4), workgroup=np.array([4, 4])), "tuple of ints"),
+        (lambda b: tiled_parallel_for(b, 4, workgroup=(4,)), "must be a tuple"),
+    ],
+)
+def test_bad_nest_arguments_are_build_errors(call: Any, message: str) -> None:
+    m = hir.Module("bad")
+    with m.kernel("bad", MM_PARAMS) as b:
+        with pytest.raises(zyntax.BuildError, match=message):
+            with call(b):
                 pass

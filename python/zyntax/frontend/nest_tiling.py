@@ -53,6 +53,16 @@ class TType:
     def is_float(self) -> bool:
         return isinstance(self.ht, Scalar) and self.ht.is_float
 
+    @property
+    def size_bytes(self) -> int:
+        """Bytes of a value of this type (the tiler sizes shared-memory tiles by it)."""
+        ht = self.ht
+        if isinstance(ht, Scalar):
+            return ht.size_bytes
+        if isinstance(ht, ir.Vec):
+            return ht.elem.size_bytes * ht.lanes
+        return 8  # a pointer
+
     def __str__(self) -> str:
         return str(self.ht)
 

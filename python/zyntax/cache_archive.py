@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import itertools
 import json
 import os
 import re
@@ -45,6 +46,7 @@ import stat
 import tarfile
 import tempfile
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -104,43 +106,56 @@ def _unsigned_json(meta: dict[str, Any]) -> bytes:
     return (json.dumps(out, indent=1, sort_keys=True) + "\n").encode()
 
 
+def _ptx_members(d: Path, secret: bytes, skipped: list[str]) -> Iterator[tuple[str, bytes]]:
+    for key in cache.keys(d):
+        try:
+            ptx, meta = cache.check_entry(d, key, secret=secret)
+            hir = cache.read_hir(d, key, meta)
+        except RejectedFile as e:
+            skipped.append(f"{key[:16]}: {e}")
+            continue
+        yield f"ptx_cache/{key}.ptx", ptx.encode()
+        yield f"ptx_cache/{key}.json", _unsigned_json(meta)
+        yield f"ptx_cache/{key}.zir", hir.encode()
+
+
+def _tuning_members(d: Path, secret: bytes, skipped: list[str]) -> Iterator[tuple[str, bytes]]:
+    from zyntax import tuning
+
+    for h in cache.keys(d, (".json",)):
+        try:
+            doc = tuning.read_db(d, h, secret)
+        except RejectedFile as e:
+            skipped.append(f"tuning {h[:16]}: {e}")
+            continue
+        yield f"autotune/{h}.json", _unsigned_json(doc)
+
+
 def export_archive(archive: Path) -> tuple[int, int, list[str]]:
     """Write the signed, exportable PTX entries and tuning records of the user cache to
     ``archive`` (atomically); returns (entries, tuning files, skipped with why)."""
-    from zyntax import tuning
-
-    ptx_dir, secret = cache.explicit_dir("ptx_cache")
-    tune_dir, _ = cache.explicit_dir("autotune")
     skipped: list[str] = []
+    sources: list[Iterator[tuple[str, bytes]]] = []
+    ptx_dir, secret = cache.explicit_dir("ptx_cache")
+    if ptx_dir is not None and secret is not None:
+        sources.append(_ptx_members(ptx_dir, secret, skipped))
+    tune_dir, secret = cache.explicit_dir("autotune")
+    if tune_dir is not None and secret is not None:
+        sources.append(_tuning_members(tune_dir, secret, skipped))
     archive.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{archive.name}.", suffix=".tmp", dir=archive.parent)
-    n = t = 0
+    names: list[str] = []
     try:
         with os.fdopen(fd, "wb") as f, tarfile.open(fileobj=f, mode="w:gz") as tar:
-            for key in cache.keys(ptx_dir) if ptx_dir is not None and secret else []:
-                try:
-                    ptx, meta = cache.check_entry(ptx_dir, key, secret=secret)  # type: ignore[arg-type]
-                    hir = cache.read_hir(ptx_dir, key, meta)  # type: ignore[arg-type]
-                except RejectedFile as e:
-                    skipped.append(f"{key[:16]}: {e}")
-                    continue
-                _add(tar, f"ptx_cache/{key}.ptx", ptx.encode())
-                _add(tar, f"ptx_cache/{key}.json", _unsigned_json(meta))
-                _add(tar, f"ptx_cache/{key}.zir", hir.encode())
-                n += 1
-            for h in cache.keys(tune_dir, (".json",)) if tune_dir is not None and secret else []:
-                try:
-                    doc = tuning.read_db(tune_dir, h, secret)
-                except RejectedFile as e:
-                    skipped.append(f"tuning {h[:16]}: {e}")
-                    continue
-                _add(tar, f"autotune/{h}.json", _unsigned_json(doc))
-                t += 1
+            for name, data in itertools.chain(*sources):
+                _add(tar, name, data)
+                names.append(name)
         os.replace(tmp, archive)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return n, t, skipped
+    entries = sum(n.endswith(".ptx") for n in names)
+    return entries, sum(n.startswith("autotune/") for n in names), skipped
 
 
 # --------------------------------------------------------------------------- reading
@@ -151,7 +166,7 @@ class _BoundedStream(io.RawIOBase):
     out more than ``MAX_READ_BYTES`` at once (tarfile reads a whole pax header in one
     call, whatever size the archive claims)."""
 
-    def __init__(self, f: IO[bytes]) -> None:
+    def __init__(self, f: IO[bytes] | gzip.GzipFile) -> None:
         self.f = f
 
     def readable(self) -> bool:
@@ -226,9 +241,9 @@ def _unpack(archive: Path, scratch: Path) -> dict[str, dict[str, str]]:
     with _open_archive(archive) as raw:
         gz = raw.read(2) == b"\x1f\x8b"
         raw.seek(0)
-        stream: IO[bytes] = gzip.GzipFile(fileobj=raw, mode="rb") if gz else raw
+        stream: IO[bytes] | gzip.GzipFile = gzip.GzipFile(fileobj=raw, mode="rb") if gz else raw
         try:
-            with tarfile.open(fileobj=_BoundedStream(stream), mode="r:") as tar:  # type: ignore[arg-type]
+            with tarfile.open(fileobj=_BoundedStream(stream), mode="r:") as tar:
                 for m in tar:
                     if len(seen) >= MAX_MEMBERS:
                         raise ArchiveError(None, f"more than {MAX_MEMBERS} members")

@@ -237,17 +237,19 @@ def _verify(repair: bool) -> int:
             bad.append((i.key, i.problem, cache.cache_dir(), i.key, cache.ENTRY_SUFFIXES))
     for sub, suffixes in (("cubin_cache", (".cubin", ".json")), ("autotune", (".json",))):
         d, secret = cache.explicit_dir(sub)
-        for k in cache.keys(d, suffixes) if d is not None else []:
+        if d is None:
+            continue
+        for k in cache.keys(d, suffixes):
             checked += 1
             try:
                 if secret is None:
                     raise RejectedFile(f"not signed by this cache (it has no {cache.SECRET_NAME})")
                 if sub == "autotune":
-                    tuning.read_db(d, k, secret)  # type: ignore[arg-type]
+                    tuning.read_db(d, k, secret)
                 else:
-                    cache.check_blob(d, k, ".cubin", MAX_IMAGE_BYTES, secret)  # type: ignore[arg-type]
+                    cache.check_blob(d, k, ".cubin", MAX_IMAGE_BYTES, secret)
             except RejectedFile as e:
-                bad.append((f"{sub}/{k}", str(e), d, k, suffixes))  # type: ignore[arg-type]
+                bad.append((f"{sub}/{k}", str(e), d, k, suffixes))
     for what, why, folder, key, sfx in bad:
         print(f"{what}: {why}" + ("  (removed)" if repair else ""))
         if repair:

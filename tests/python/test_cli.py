@@ -341,3 +341,112 @@ def test_validate_finds_the_compute_extra_without_an_activated_venv(tmp_path: Pa
         p = run_env([str(SCRIPT)], env, "compile", "--validate", "examples/saxpy.zir")
         assert p.returncode == 0, p.stderr
         assert ".visible .entry saxpy(" in p.stdout
+
+
+# ------------------------------------------------------------ no user file overwritten
+
+
+def test_python_kernel_metadata_never_replaces_a_user_json(tmp_path: Path) -> None:
+    """`compile kernels.py -o saxpy.ptx` (or `-o DIR`) writes the metadata to
+    saxpy.json: a user's file there is kept and nothing is written, unless --force."""
+    mine = '{"name": "my-package"}\n'
+    src = "examples/kernels/vector_add.py"
+    d = tmp_path / "d"
+    d.mkdir()
+    for out, meta in ((tmp_path / "saxpy.ptx", tmp_path / "saxpy.json"), (d, d / "saxpy.json")):
+        meta.write_text(mine)
+        before = sorted(tmp_path.rglob("*"))
+        p = run(launchers()[-1], "compile", src, "--arch", "sm_80", "-o", out)
+        assert p.returncode == 1, p.stderr
+        assert p.stderr == (
+            f"error: {meta} exists and is not zyntax kernel metadata: refusing to overwrite "
+            "it (pass --force, or overwrite=True from Python, to replace it)\n"
+        )
+        assert meta.read_text() == mine and sorted(tmp_path.rglob("*")) == before
+        p = run(launchers()[-1], "compile", src, "--arch", "sm_80", "-o", out, "--force")
+        assert p.returncode == 0, p.stderr
+        assert json.loads(meta.read_text())["kernels"] == ["saxpy"]
+        # zyntax's own metadata is replaced without --force.
+        p = run(launchers()[-1], "compile", src, "--arch", "sm_90", "-o", out)
+        assert p.returncode == 0, p.stderr
+        assert json.loads(meta.read_text())["arch"] == "sm_90"
+
+
+# ------------------------------------------------------------ the CLI says what it does
+
+
+def test_help_lists_every_command_and_emit_value() -> None:
+    cmd = launchers()[-1]
+    p = run(cmd, "--help")
+    assert p.returncode == 0
+    commands = p.stdout.split("Commands:\n")[1].split("\n\n")[0]
+    assert [line.split()[0] for line in commands.splitlines()] == [
+        "compile",
+        "archs",
+        "cache",
+        "help",
+    ]
+    p = run(cmd, "compile", "--help")
+    assert p.returncode == 0
+    emit = p.stdout.split("--emit <EMIT>")[1].split("\n      --")[0]
+    for value in ("ptx", "llvm", "asm", "obj", "so", "cubin", "fatbin"):
+        assert f"- {value}:" in emit, (value, emit)
+    # `zyntax help cache` is the cache command's own help.
+    p = run(cmd, "help", "cache")
+    assert p.returncode == 0 and p.stdout.startswith("usage: zyntax cache")
+    for sub in ("list", "verify", "clear", "export", "import", "dir"):
+        assert f"    {sub} " in p.stdout, sub
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["cache"],
+        ["cache", "frobnicate"],
+        ["cache", "export"],
+        ["compile", "--emit", "fatbin", "examples/saxpy.zir"],  # no --arch
+        ["compile", "--emit", "fatbin", "--arch", "sm_80", "--bogus", "examples/saxpy.zir"],
+    ],
+)
+def test_python_usage_errors_are_one_line_without_internal_names(args: list[str]) -> None:
+    p = run(launchers()[-1], *args)
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.startswith("error: ") and p.stderr.count("\n") == 1, p.stderr
+    assert f"(see `zyntax {args[0]}" in p.stderr
+    assert "cmd" not in p.stderr.replace("command", "") and "usage:" not in p.stderr
+    assert p.stdout == ""
+
+
+def test_a_module_without_kernels_is_an_error_for_nvptx(tmp_path: Path) -> None:
+    """host_latency.zir has host functions only: no empty PTX file, one error line."""
+    out = tmp_path / "h.ptx"
+    for emit in ("ptx", "llvm"):
+        p = run(launchers()[-1], "compile", "--emit", emit, "examples/host_latency.zir", "-o", out)
+        assert p.returncode == 1, p.stderr
+        assert p.stderr.count("\n") == 1, p.stderr
+        assert p.stderr.startswith("examples/host_latency.zir: error: module `host_latency` ")
+        assert "has no kernel" in p.stderr and "--backend llvm" in p.stderr
+        assert not out.exists()
+    # The same module compiles for the CPU.
+    p = run(launchers()[-1], "compile", "--backend", "llvm", "examples/host_latency.zir")
+    assert p.returncode == 0 and "define" in p.stdout
+
+
+@pytest.mark.parametrize("option", ["--arch sm_80", "--ptx 7.8"])
+def test_docs_and_cli_agree_on_the_backends_of_an_option(option: str) -> None:
+    """docs/cli.md's `backends` column for --arch and --ptx is what the command accepts,
+    and its refusal names the same backends."""
+    name = option.split()[0]
+    docs = (ROOT / "docs" / "cli.md").read_text()
+    row = next(r for r in docs.splitlines() if r.startswith(f"| `{name} "))
+    documented = [b.strip() for b in row.split("|")[2].split(",")]
+    assert documented == ["nvptx", "cuda"]
+    for backend in ("nvptx", "llvm", "cuda"):
+        p = run(
+            launchers()[-1], "compile", "--backend", backend, *option.split(), "examples/saxpy.zir"
+        )
+        if backend in documented:
+            assert name not in p.stderr, (backend, p.stderr)
+        else:
+            assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
+            assert name in p.stderr and all(b in p.stderr for b in documented), p.stderr

@@ -73,7 +73,24 @@ enum Command {
     Compile(Box<CompileArgs>),
     /// List the target archs with their default PTX versions.
     Archs,
+    /// Inspect, check, clear, export and import the kernel cache (`zyntax cache
+    /// --help`; pip-installed command only).
+    #[command(disable_help_flag = true)]
+    Cache {
+        /// The cache command and its arguments.
+        #[arg(
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "ARGS"
+        )]
+        args: Vec<String>,
+    },
 }
+
+/// What this binary says to `zyntax cache` and `--emit cubin|fatbin`: they are
+/// Python (nvFatbin, the cache tools) and come with the pip-installed command.
+const PIP_ONLY: &str = "is part of the pip-installed `zyntax` command (the `zyntax-compiler` \
+                        wheel, or `python -m zyntax.cli`), not this binary";
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct CompileArgs {
@@ -125,14 +142,18 @@ pub(crate) struct CompileArgs {
           default_missing_value = "text", value_name = "FORMAT")]
     report: Option<ReportFormat>,
 
-    /// Target arch (sm_70, sm_75, sm_80, sm_86, sm_89, sm_90, sm_90a).
-    /// Default: the module's first declared target, else sm_80; with
-    /// `--backend cuda`, the device's.
+    /// `--backend nvptx` and `cuda`: target arch (sm_70, sm_75, sm_80, sm_86,
+    /// sm_89, sm_90, sm_90a). Default: the module's first declared target,
+    /// else sm_80; with `--backend cuda`, the device's. With `--emit
+    /// cubin|fatbin`, repeatable or comma-separated.
     #[arg(long, value_parser = parse_arch)]
     arch: Option<Arch>,
 
     /// What to write: `ptx` or `llvm` with `--backend nvptx`; `llvm`, `asm`,
-    /// `obj` or `so` with `--backend llvm` (`obj` and `so` need `-o`).
+    /// `obj` or `so` with `--backend llvm` (`obj` and `so` need `-o`);
+    /// `cubin` or `fatbin` with `--backend nvptx`: an AOT bundle plus its JSON
+    /// launch manifest (OUTPUT with .json), built by the pip-installed command,
+    /// whose `zyntax compile --emit fatbin --help` lists `--no-ptx` and `--force`.
     #[arg(long, value_enum)]
     emit: Option<Emit>,
 
@@ -146,8 +167,8 @@ pub(crate) struct CompileArgs {
     #[arg(long)]
     features: Option<String>,
 
-    /// PTX ISA version, e.g. 7.8. Default: the module's `ptx(...)`, else the
-    /// arch's default (see `zyntax archs`).
+    /// `--backend nvptx` and `cuda`: PTX ISA version, e.g. 7.8. Default: the
+    /// module's `ptx(...)`, else the arch's default (see `zyntax archs`).
     #[arg(long, value_parser = parse_ptx)]
     ptx: Option<PtxVersion>,
 
@@ -200,6 +221,10 @@ enum Emit {
     Obj,
     /// A shared library (llvm).
     So,
+    /// One arch's SASS, with a launch manifest (nvptx; pip-installed command).
+    Cubin,
+    /// SASS per `--arch` plus PTX, with a launch manifest (nvptx; pip-installed command).
+    Fatbin,
 }
 
 fn parse_arch(s: &str) -> Result<Arch, String> {
@@ -274,6 +299,7 @@ pub fn run(args: Vec<String>) -> i32 {
             let usage = match &cli.command {
                 Command::Compile(args) => usage_error(args),
                 Command::Archs => None,
+                Command::Cache { .. } => Some(format!("`zyntax cache` {PIP_ONLY}")),
             };
             if let Some(msg) = usage {
                 eprintln!("error: {msg}");
@@ -284,6 +310,7 @@ pub fn run(args: Vec<String>) -> i32 {
             // (and, inside Python, not an exception out of cli_main).
             let result = std::panic::catch_unwind(|| match cli.command {
                 Command::Compile(args) => compile(&args),
+                Command::Cache { .. } => unreachable!("a usage error above"),
                 Command::Archs => {
                     let mut text = String::new();
                     for a in Arch::ALL {
@@ -344,6 +371,11 @@ fn usage_error(args: &CompileArgs) -> Option<String> {
              `zyntax` command (or `python -m zyntax.cli`), not this binary"
         ));
     }
+    if matches!(args.emit, Some(Emit::Cubin | Emit::Fatbin)) {
+        return Some(format!(
+            "--emit cubin and --emit fatbin (AOT bundles) {PIP_ONLY}"
+        ));
+    }
     if let Some(out) = &args.output {
         if args.input != Path::new("-") && same_file(&args.input, out) {
             return Some(format!(
@@ -378,8 +410,11 @@ fn usage_error(args: &CompileArgs) -> Option<String> {
         Backend::Llvm if args.emit == Some(Emit::Ptx) => {
             "--backend llvm compiles for the CPU; use --backend nvptx for PTX"
         }
-        Backend::Llvm if args.validate || args.arch.is_some() || args.ptx.is_some() => {
-            "--arch, --ptx and --validate apply to --backend nvptx only"
+        Backend::Llvm if args.arch.is_some() || args.ptx.is_some() => {
+            "--arch and --ptx apply to --backend nvptx and cuda (the GPU), not llvm (the CPU)"
+        }
+        Backend::Llvm if args.validate || args.resources || args.timings => {
+            "--validate, --resources and --timings apply to --backend nvptx only"
         }
         Backend::Llvm
             if matches!(args.emit, Some(Emit::Obj | Emit::So)) && args.output.is_none() =>
@@ -389,8 +424,8 @@ fn usage_error(args: &CompileArgs) -> Option<String> {
         Backend::Cuda if args.emit.is_some() || args.output.is_some() => {
             "--backend cuda runs a kernel and writes no code; use --backend nvptx for --emit/-o"
         }
-        Backend::Cuda if cpu_options || args.validate || args.resources => {
-            "--cpu, --features, --validate and --resources do not apply to --backend cuda"
+        Backend::Cuda if cpu_options || args.validate || args.resources || args.timings => {
+            "--cpu, --features, --validate, --resources and --timings do not apply to --backend cuda"
         }
         _ => return None,
     };
@@ -441,6 +476,14 @@ fn compile(args: &CompileArgs) -> CliResult {
 /// `--backend nvptx`: PTX or the NVPTX LLVM IR.
 #[cfg(feature = "compute")]
 fn compile_nvptx(args: &CompileArgs, module: &zyntax_hir::Module, display: &str) -> CliResult {
+    if module.kernels().next().is_none() {
+        // Host and device functions alone make an empty PTX file: say so instead.
+        return Err(vec![format!(
+            "{display}: error: module `{}` has no kernel, so --backend nvptx has nothing to \
+             compile (host functions compile for the CPU with --backend llvm)",
+            module.name
+        )]);
+    }
     let arch = args
         .arch
         .or_else(|| module.targets.first().copied())
@@ -448,7 +491,7 @@ fn compile_nvptx(args: &CompileArgs, module: &zyntax_hir::Module, display: &str)
     let mut opts = Options::new(arch);
     opts.ptx_version = args.ptx;
     opts.opt_level = args.opt;
-    // usage_error rejected asm, obj and so.
+    // usage_error rejected asm, obj, so, cubin and fatbin.
     let emit = match args.emit {
         Some(Emit::Llvm) => Emit::Llvm,
         _ => Emit::Ptx,

@@ -497,6 +497,8 @@ fn usage_errors_are_one_line_and_status_2() {
         &["compile", "--backend", "metal", saxpy][..],
         &["compile", "--grid", "0", "--backend", "cuda", saxpy][..],
         &["compile", "--report", saxpy][..],
+        &["compile", "--backend", "llvm", "--timings", saxpy][..],
+        &["compile", "--backend", "llvm", "--resources", saxpy][..],
         &["frobnicate"][..],
     ] {
         let o = zyntax().args(args).output().unwrap();
@@ -556,4 +558,105 @@ fn an_abort_in_the_worker_is_one_error_line() {
         "{err}"
     );
     assert!(o.stdout.is_empty());
+}
+
+/// `zyntax --help` lists every command, `cache` too; `compile --help` every
+/// `--emit` value, the bundles (`cubin`, `fatbin`) too.
+#[test]
+fn help_lists_every_command_and_emit_value() {
+    let o = zyntax().arg("--help").output().unwrap();
+    let help = String::from_utf8(o.stdout).unwrap();
+    let commands: Vec<&str> = help
+        .split("Commands:\n")
+        .nth(1)
+        .expect("a command list")
+        .lines()
+        .take_while(|l| !l.is_empty())
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(commands, ["compile", "archs", "cache", "help"], "{help}");
+    let o = zyntax().args(["compile", "--help"]).output().unwrap();
+    let help = String::from_utf8(o.stdout).unwrap();
+    for value in ["ptx", "llvm", "asm", "obj", "so", "cubin", "fatbin"] {
+        assert!(
+            help.contains(&format!("- {value}:")),
+            "no --emit {value}:\n{help}"
+        );
+    }
+}
+
+/// The cache commands and AOT bundles come with the pip-installed command:
+/// this binary says so in one line (status 2) instead of a parse error.
+#[test]
+fn cache_and_bundles_point_to_the_pip_command() {
+    let saxpy = example("saxpy.zir");
+    let saxpy = saxpy.to_str().unwrap();
+    for args in [
+        &["cache", "list"][..],
+        &["cache", "--help"][..],
+        &["compile", "--emit", "fatbin", "--arch", "sm_80", saxpy][..],
+        &[
+            "compile",
+            "--emit",
+            "cubin",
+            saxpy,
+            "-o",
+            "never-written.cubin",
+        ][..],
+    ] {
+        let o = zyntax().args(args).output().unwrap();
+        let err = String::from_utf8(o.stderr).unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(
+            err.starts_with("error: ") && err.contains("pip-installed"),
+            "{err}"
+        );
+        assert!(o.stdout.is_empty());
+    }
+    assert!(!std::path::Path::new("never-written.cubin").exists());
+}
+
+/// A module of host functions has nothing for --backend nvptx: one error
+/// line, and no empty PTX file.
+#[test]
+fn a_module_without_kernels_is_an_error_for_nvptx() {
+    let out = std::env::temp_dir().join(format!("zyntax-nokernel-{}.ptx", std::process::id()));
+    for emit in ["ptx", "llvm"] {
+        let o = zyntax()
+            .args(["compile", "--emit", emit])
+            .arg(example("host_latency.zir"))
+            .arg("-o")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let err = String::from_utf8(o.stderr).unwrap();
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains("error: module `host_latency` has no kernel") && err.contains("llvm"),
+            "{err}"
+        );
+        assert!(!out.exists());
+    }
+}
+
+/// `--arch` and `--ptx` are for the GPU backends (nvptx and cuda, as
+/// docs/cli.md says); with llvm the refusal names both.
+#[test]
+fn arch_and_ptx_name_the_backends_that_take_them() {
+    for option in [["--arch", "sm_80"], ["--ptx", "7.8"]] {
+        let o = zyntax()
+            .args(["compile", "--backend", "llvm"])
+            .args(option)
+            .arg(example("critical_host.zir"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8(o.stderr).unwrap();
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains(option[0]) && err.contains("nvptx and cuda"),
+            "{err}"
+        );
+    }
 }

@@ -31,7 +31,10 @@ value rounded up to a power of two) on an exact arch:
 4. the record (best config, every time, the pruned and failed configs) is
    saved after each measurement to ``$ZYNTAX_CACHE_DIR/autotune/<kernel
    hash>.json``, keyed by (key bucket, exact arch, zyntax version): an
-   interrupted run keeps its best so far and resumes where it stopped.
+   interrupted run keeps its best so far and resumes where it stopped. The
+   file carries the cache's MAC (:mod:`zyntax.frontend.cache`) and is checked
+   field by field when read (:func:`check_db`); one that fails is ignored and
+   the kernel re-tuned.
 
 Tables can ship inside AOT bundles (``build_bundle(..., tuning=t.table())``);
 :func:`zyntax.cuda.load_bundle` installs them, and a kernel with an installed

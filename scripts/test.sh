@@ -20,16 +20,18 @@ step "cargo fmt --check"
 cargo fmt --all -- --check
 
 # The workspace is tested with `compute` (NVPTX backend, CUDA runtime), which
-# covers every crate; the default build (CPU only) gets clippy and the
-# command's refusal of the GPU backends.
+# covers every crate; the default build (CPU only) gets clippy (the Python
+# extension must build without `compute` too) and the command's refusal of the
+# GPU backends.
 step "cargo clippy -D warnings (--features compute)"
 cargo clippy --workspace --all-targets --features compute --quiet -- -D warnings
 
 step "cargo test (--features compute)"
 cargo test --workspace --features compute --quiet
 
-step "default build without compute: clippy, and the CLI without GPU backends"
+step "default build without compute: clippy (the Python extension too), and the CLI without GPU backends"
 cargo clippy -p zyntax -p zyntax-cli -p zyntax-llvm --all-targets --quiet -- -D warnings
+cargo clippy -p zyntax-python --all-targets --quiet -- -D warnings
 cargo test -p zyntax -p zyntax-cli --quiet
 
 if [[ "${ZYNTAX_DROP_DEBUG_BUILD:-0}" == 1 ]]; then

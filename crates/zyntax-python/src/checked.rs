@@ -80,6 +80,7 @@ pub fn arg<T: CheckedInt>(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<T> {
 
 /// As [`arg`], also taking integer-like objects (numpy integers, through
 /// `__index__`), never a `bool` or `float`.
+#[cfg(feature = "cuda")]
 pub fn index<T: CheckedInt>(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<T> {
     if integer_like(obj) && !obj.is_instance_of::<PyInt>() {
         return arg(&obj.call_method0("__index__")?, name);

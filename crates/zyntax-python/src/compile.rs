@@ -3,7 +3,7 @@
 
 use crate::checked::Text;
 use crate::errors::{guard, BuildError, CompileError, InternalError};
-use crate::hir::{verify_error, HirModule};
+use crate::hir::{module_arg, verify_error};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use zyntax_hir::{Arch, OptLevel};
@@ -33,13 +33,6 @@ fn options(
         o = o.with_opt_level(l);
     }
     Ok(o)
-}
-
-/// The `module` argument: a `zyntax.hir.Module`, as its HIR.
-pub(crate) fn module_arg(module: &Bound<'_, PyAny>) -> PyResult<zyntax_hir::Module> {
-    crate::checked::instance::<HirModule>(module, "module", "zyntax.hir.Module")?
-        .get()
-        .hir()
 }
 
 fn compile_error(py: Python<'_>, e: zl::CompileError) -> PyErr {

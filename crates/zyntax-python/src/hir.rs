@@ -717,6 +717,15 @@ impl HirModule {
     }
 }
 
+/// The `module` argument of the compilers and the interpreter: a
+/// `zyntax.hir.Module`, as its HIR.
+#[cfg(any(feature = "llvm", feature = "interp"))]
+pub(crate) fn module_arg(module: &Bound<'_, PyAny>) -> PyResult<zh::Module> {
+    checked::instance::<HirModule>(module, "module", "zyntax.hir.Module")?
+        .get()
+        .hir()
+}
+
 // ====================================================================== builder
 
 struct FnState {

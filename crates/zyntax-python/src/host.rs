@@ -860,7 +860,7 @@ pub fn cpu_compile(
     opt_level: Option<Text>,
     interp_kernels: Option<Vec<Text>>,
 ) -> PyResult<CpuModule> {
-    let m = crate::compile::module_arg(module)?;
+    let m = crate::hir::module_arg(module)?;
     let (cpu, features) = (cpu.map(|t| t.0), features.map(|t| t.0));
     let opt_level = match opt_level {
         Some(l) => Some(crate::types::enum_name(
@@ -927,7 +927,7 @@ pub fn cpu_emit<'py>(
     features: Option<Text>,
     opt_level: Option<Text>,
 ) -> PyResult<(Bound<'py, pyo3::types::PyBytes>, String, Vec<String>)> {
-    let m = crate::compile::module_arg(module)?;
+    let m = crate::hir::module_arg(module)?;
     let (cpu, features) = (cpu.map(|t| t.0), features.map(|t| t.0));
     let what = match kind.0.as_str() {
         "obj" => host::Emit::Object,

@@ -4,7 +4,7 @@
 
 use crate::checked::{self, Text};
 use crate::errors::{guard, ArgumentError, BuildError, InternalError, TrapError, ZyntaxError};
-use crate::hir::{verify_error, HirModule};
+use crate::hir::{module_arg, verify_error};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyTuple};
 use zyntax_hir::tensormap::{Interleave, L2Promotion, OobFill, Swizzle, TensorMapDesc};
@@ -109,13 +109,6 @@ fn options(checks: bool, fuel: Option<&Bound<'_, PyAny>>) -> PyResult<Options> {
         o.fuel = checked::arg::<u64>(f, "fuel")?;
     }
     Ok(o)
-}
-
-/// The `module` argument: a `zyntax.hir.Module`, as its HIR.
-fn module_arg(module: &Bound<'_, PyAny>) -> PyResult<zyntax_hir::Module> {
-    checked::instance::<HirModule>(module, "module", "zyntax.hir.Module")?
-        .get()
-        .hir()
 }
 
 fn args_in(args: &Bound<'_, PyList>) -> PyResult<Vec<Arg>> {

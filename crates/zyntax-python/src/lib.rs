@@ -74,7 +74,7 @@ mod _native {
         m.add("FORMAT_VERSION", zyntax_hir::FORMAT_VERSION)?;
         crate::types::add_scalars(m)?;
         // ptxas of the `[compute]` extra is found through this interpreter, not `python3` on PATH.
-        #[cfg(feature = "llvm")]
+        #[cfg(feature = "compute")]
         if let Ok(exe) = m
             .py()
             .import("sys")?

@@ -15,7 +15,7 @@ cd "$ZYNTAX_ROOT"
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 maturin build --release --quiet -o "$out/dist"
-whl="$(ls "$out"/dist/zyntax-*.whl)"
+whl="$(ls "$out"/dist/zyntax_compiler-*.whl)"
 echo "wheel: $(basename "$whl") ($(du -h "$whl" | cut -f1))"
 
 mkdir "$out/unpacked"
@@ -26,9 +26,10 @@ if ldd "$out"/unpacked/zyntax/_native*.so | grep -E 'libLLVM|libz3|libxml2'; the
 fi
 
 smoke='
-import sys, zyntax
+import importlib.metadata, sys, zyntax
 from zyntax import hir
 assert zyntax.build_info()["compute"], "the wheel is built with the compute feature"
+assert importlib.metadata.version("zyntax-compiler") == zyntax.__version__, "the distribution"
 m = hir.Module("saxpy", targets=["sm_80"])
 g = hir.ptr("global", hir.f32)
 with m.kernel("saxpy", [hir.u32, hir.f32, g, g]) as b:
@@ -48,8 +49,9 @@ cp examples/saxpy.zir "$out/saxpy.zir"
 bare=(env -u ZYNTAX_PTXAS -u ZYNTAX_PYTHON -u VIRTUAL_ENV -u PYTHONPATH PATH=/usr/bin:/bin)
 for extra in compute plain; do
     python -m venv "$out/venv-$extra"
-    spec="zyntax @ file://$whl"
-    [[ $extra == compute ]] && spec="zyntax[compute] @ file://$whl"
+    # The distribution is `zyntax-compiler` (pyproject.toml); the import stays `zyntax`.
+    spec="zyntax-compiler @ file://$whl"
+    [[ $extra == compute ]] && spec="zyntax-compiler[compute] @ file://$whl"
     "$out/venv-$extra/bin/python" -m pip install -q --disable-pip-version-check "$spec"
     (cd "$out" && "${bare[@]}" "$out/venv-$extra/bin/python" -c "$smoke" "$extra")
     (cd "$out" && "${bare[@]}" "$out/venv-$extra/bin/zyntax" --help >/dev/null)

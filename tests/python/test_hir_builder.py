@@ -198,7 +198,7 @@ def test_mma() -> None:
     assert hir.parse_zir(text) == m
     with pytest.raises(zyntax.BuildError, match="accumulator needs layout"):
         kernel_module(lambda b: b.mma_load(facc, b.params[2], 16), params)
-    with pytest.raises(TypeError, match="fragment type"):
+    with pytest.raises(zyntax.ArgumentError, match="fragment type"):
         kernel_module(lambda b: b.mma_fill(hir.f32, 0.0), params)
 
 
@@ -240,11 +240,11 @@ def test_literal_conversion_errors() -> None:
         kernel_module(lambda b: b.const(-129, hir.i8))
     with pytest.raises(zyntax.BuildError, match=r"literal 1.5 where a u32"):
         kernel_module(lambda b: b.add(b.params[3], 1.5))
-    with pytest.raises(TypeError, match=r"at least one zyntax.hir.Value"):
+    with pytest.raises(zyntax.ArgumentError, match=r"at least one zyntax.hir.Value"):
         kernel_module(lambda b: b.add(1, 2))
-    with pytest.raises(TypeError, match=r"expected a zyntax.hir.Value or a Python number"):
+    with pytest.raises(zyntax.ArgumentError, match=r"expected a zyntax.hir.Value or a Python number"):
         kernel_module(lambda b: b.add(b.params[3], "1"))
-    with pytest.raises(TypeError, match=r"must be a zyntax.hir.Value"):
+    with pytest.raises(zyntax.ArgumentError, match=r"must be a zyntax.hir.Value"):
         kernel_module(lambda b: b.load(3))
     with pytest.raises(zyntax.BuildError, match="load needs a pointer"):
         kernel_module(lambda b: b.load(b.params[2]))
@@ -282,9 +282,9 @@ def test_module_level_bad_input() -> None:
         m.kernel("bad name", [])
     with pytest.raises(zyntax.BuildError, match="unknown opt level 'O9'"):
         m.host_function("f", [], opt_level="O9")
-    with pytest.raises(TypeError, match="sequence of types"):
+    with pytest.raises(zyntax.ArgumentError, match="sequence of types"):
         m.kernel("k", hir.f32)
-    with pytest.raises(TypeError, match="max_threads"):
+    with pytest.raises(zyntax.ArgumentError, match="max_threads"):
         m.kernel("k", [], max_threads=(1, 2, 3, 4))
     with m.kernel("k", []):
         pass

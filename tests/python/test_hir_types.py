@@ -93,7 +93,7 @@ def test_parse_rejects_bad_types(text: str) -> None:
 def test_bad_constructor_arguments() -> None:
     with pytest.raises(zyntax.BuildError, match="unknown address space 'heap'"):
         hir.ptr("heap", hir.f32)
-    with pytest.raises(TypeError, match=r"expected a zyntax.hir.Type"):
+    with pytest.raises(zyntax.ArgumentError, match=r"expected a zyntax.hir.Type"):
         hir.ptr("global", 3)
     with pytest.raises(zyntax.BuildError, match="vector elements must be scalars"):
         hir.vec(hir.ptr("global", hir.f32), 4)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import re
 import subprocess
 import sys
@@ -120,3 +121,68 @@ def test_cli_errors_are_one_clear_message(tmp_path: Path) -> None:
     proc = _zyntax("compile", "--arch", "sm_99", str(bad))
     assert proc.returncode == 2  # usage error, from the argument parser
     assert "sm_99" in proc.stderr
+
+
+# ------------------------------------------------------------------ the distribution's name
+
+#: The package index's `zyntax` is another project (it also ships a top-level `zyntax`).
+DISTRIBUTION = "zyntax-compiler"
+
+
+def test_distribution_is_zyntax_compiler() -> None:
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    name = re.search(r'^\[project\]\n(?:#.*\n)*name = "([^"]+)"', pyproject, re.M)
+    assert name is not None and name.group(1) == DISTRIBUTION
+    assert 'zyntax = "zyntax.cli:main"' in pyproject  # the command keeps its name
+    # The installed package (built by scripts/build-python.sh) carries that name.
+    assert importlib.metadata.version(DISTRIBUTION) == zyntax.__version__
+
+
+_PIP_INSTALL = re.compile(r"pip3? install\b([^`\n]*)")
+
+
+def _installed_names(args: str) -> list[str]:
+    """The project names a `pip install` command line asks for (not options, paths or URLs)."""
+    names = []
+    for token in args.replace('"', " ").replace("'", " ").split():
+        if token.startswith(("-", ".", "/", "$", "file:", "http")) or token == "@":
+            continue
+        if token.endswith((".whl", ".tar.gz")):
+            continue
+        m = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", token)
+        if m:
+            names.append(re.sub(r"[-_.]+", "-", m.group(0)).lower())
+    return names
+
+
+def _install_commands() -> list[tuple[str, str]]:
+    """Every `pip install` in the README, the docs and the messages the code prints."""
+    files = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    files += sorted((ROOT / "python" / "zyntax").rglob("*.py"))
+    files += sorted((ROOT / "crates").glob("*/src/**/*.rs"))
+    files += sorted((ROOT / "scripts").glob("*.sh"))
+    found = []
+    for f in files:
+        for n, line in enumerate(f.read_text(encoding="utf-8").splitlines(), 1):
+            for m in _PIP_INSTALL.finditer(line):
+                found.append((f"{f.relative_to(ROOT)}:{n}", m.group(1)))
+    return found
+
+
+def test_every_install_command_names_this_project() -> None:
+    commands = _install_commands()
+    wrong = [
+        f"{where}: pip install{args}"
+        for where, args in commands
+        if "zyntax" in _installed_names(args)
+    ]
+    assert not wrong, "these would install the index's unrelated `zyntax`:\n" + "\n".join(wrong)
+    readme = [_installed_names(args) for where, args in commands if where.startswith("README.md:")]
+    assert [DISTRIBUTION] in readme
+
+
+def test_install_command_parser() -> None:
+    assert _installed_names(' "zyntax[compute] @ file://$PWD/dist/x.whl"') == ["zyntax"]
+    assert _installed_names(" 'zyntax-compiler[compute]'") == ["zyntax-compiler"]
+    assert _installed_names(" --no-deps dist/zyntax_compiler-0.1.0-cp310-abi3.whl") == []
+    assert _installed_names(" -q numpy>=1.24 Zyntax_Compiler") == ["numpy", "zyntax-compiler"]

@@ -94,7 +94,7 @@ def test_reading_a_temporary_before_it_is_written_names_the_launch() -> None:
         _native.cuda_program_plan([("x", "scratch", F32, [4])], [])
     with pytest.raises(zyntax.CudaError, match="no zero extent"):
         _native.cuda_program_plan([("x", "input", F32, [4, 0])], [])
-    with pytest.raises(TypeError, match="access must be"):
+    with pytest.raises(zyntax.ArgumentError, match="access must be"):
         _native.cuda_program_plan(buffers, [("k", [(0, "sometimes")])])
 
 

@@ -227,3 +227,100 @@ pub fn instance<'py, T: pyo3::PyTypeCheck>(
         ))
     })
 }
+
+/// A flag: a Python `bool` (or numpy's `bool_`), never an `int`, `str` or
+/// array (PyO3's `bool` raises `TypeError`; this raises [`ArgumentError`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Flag(pub bool);
+
+fn is_numpy_bool(obj: &Bound<'_, PyAny>) -> bool {
+    let ty = obj.get_type();
+    let module = ty.module().map(|m| m.to_string()).unwrap_or_default();
+    let name = ty.name().map(|n| n.to_string()).unwrap_or_default();
+    module == "numpy" && (name == "bool_" || name == "bool")
+}
+
+impl<'a, 'py> FromPyObject<'a, 'py> for Flag {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        if let Ok(b) = obj.cast::<PyBool>() {
+            return Ok(Flag(b.is_true()));
+        }
+        if is_numpy_bool(&obj) {
+            return obj.is_truthy().map(Flag);
+        }
+        Err(ArgumentError::new_err(format!(
+            "expected a bool (True or False), got {}",
+            crate::types::type_name(&obj)
+        )))
+    }
+}
+
+/// A list (or tuple) of `str`, e.g. `targets=["sm_80"]`. A lone `str` is
+/// refused by name: PyO3's `Vec<String>` raises `TypeError` ("Can't extract
+/// `str` to `Vec`"), and iterating it would take each character as a name.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TextList(pub Vec<String>);
+
+impl<'a, 'py> FromPyObject<'a, 'py> for TextList {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        if let Ok(s) = obj.cast::<pyo3::types::PyString>() {
+            let shown = s.repr().map(|r| r.to_string()).unwrap_or_default();
+            return Err(ArgumentError::new_err(format!(
+                "expected a list of str, got the str {shown}: a single name still goes \
+                 in a list, e.g. [{shown}]"
+            )));
+        }
+        let items: Vec<Bound<'py, PyAny>> = if let Ok(l) = obj.cast::<pyo3::types::PyList>() {
+            l.iter().collect()
+        } else if let Ok(t) = obj.cast::<pyo3::types::PyTuple>() {
+            t.iter().collect()
+        } else {
+            return Err(ArgumentError::new_err(format!(
+                "expected a list of str, got {}",
+                crate::types::type_name(&obj)
+            )));
+        };
+        items
+            .iter()
+            .enumerate()
+            .map(|(k, item)| text_of(item, &format!("item {k}: ")))
+            .collect::<PyResult<_>>()
+            .map(TextList)
+    }
+}
+
+/// An instance of the Python class `T` (a `zyntax` class such as
+/// `zyntax.hir.Block` or `zyntax.cuda.Stream`): PyO3's own check raises
+/// `TypeError`, this raises [`ArgumentError`] naming the class expected.
+/// Reads like the `&Bound<T>` it replaces.
+pub struct Is<'py, T>(pub Bound<'py, T>);
+
+impl<'py, T> std::ops::Deref for Is<'py, T> {
+    type Target = Bound<'py, T>;
+    fn deref(&self) -> &Bound<'py, T> {
+        &self.0
+    }
+}
+
+impl<'a, 'py, T: pyo3::PyTypeInfo> FromPyObject<'a, 'py> for Is<'py, T> {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        if let Ok(v) = obj.cast::<T>() {
+            return Ok(Is(v.to_owned()));
+        }
+        let ty = T::type_object(obj.py());
+        let class = match (ty.module(), ty.qualname()) {
+            (Ok(m), Ok(n)) => format!("{m}.{n}"),
+            _ => "?".into(),
+        };
+        Err(ArgumentError::new_err(format!(
+            "expected a {class}, got {}",
+            crate::types::type_name(&obj)
+        )))
+    }
+}

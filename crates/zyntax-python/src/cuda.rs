@@ -9,7 +9,7 @@
 //! encoded into a stack buffer, and nothing is allocated for plain scalars
 //! and `DeviceArray`s.
 
-use crate::checked::{self, Checked, Text};
+use crate::checked::{self, Checked, Flag, Is, Text};
 use crate::errors::{guard, ArgumentError, CudaError as PyCudaError, LaunchError as PyLaunchError};
 use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;
@@ -81,13 +81,13 @@ pub(crate) struct Dtype {
 
 impl Dtype {
     fn parse(typestr: &str) -> PyResult<Dtype> {
-        let bad = || PyTypeError::new_err(format!("unsupported dtype '{typestr}'"));
+        let bad = || ArgumentError::new_err(format!("unsupported dtype '{typestr}'"));
         let mut chars = typestr.chars();
         let order = chars.next().ok_or_else(bad)?;
         let kind = chars.next().ok_or_else(bad)?;
         let itemsize: usize = chars.as_str().parse().map_err(|_| bad())?;
         if order == '>' && itemsize > 1 {
-            return Err(PyTypeError::new_err(format!(
+            return Err(ArgumentError::new_err(format!(
                 "big-endian dtype '{typestr}' cannot be used on the GPU"
             )));
         }
@@ -130,7 +130,7 @@ impl Dtype {
             'c' => (5, bits),
             'b' => (6, 8),
             _ => {
-                return Err(PyTypeError::new_err(format!(
+                return Err(ArgumentError::new_err(format!(
                     "dtype '{}' has no DLPack equivalent",
                     self.typestr
                 )))
@@ -140,7 +140,7 @@ impl Dtype {
 
     fn from_dlpack(code: u8, bits: u8, lanes: u16) -> PyResult<Dtype> {
         if lanes != 1 {
-            return Err(PyTypeError::new_err(
+            return Err(ArgumentError::new_err(
                 "DLPack tensors with vector lanes are not supported",
             ));
         }
@@ -153,7 +153,7 @@ impl Dtype {
             5 => format!("<c{n}"),
             6 => "|b1".to_owned(),
             _ => {
-                return Err(PyTypeError::new_err(format!(
+                return Err(ArgumentError::new_err(format!(
                     "unsupported DLPack dtype (code {code}, {bits} bits)"
                 )))
             }
@@ -286,7 +286,7 @@ fn consume_capsule(cap: &Bound<'_, PyAny>) -> PyResult<DlpackTensor> {
     // rename marks it consumed so its destructor no longer deletes the tensor.
     unsafe {
         if ffi::PyCapsule_IsValid(cap.as_ptr(), DLTENSOR.as_ptr()) != 1 {
-            return Err(PyTypeError::new_err(
+            return Err(ArgumentError::new_err(
                 "__dlpack__() did not return an unconsumed 'dltensor' capsule",
             ));
         }
@@ -377,7 +377,7 @@ impl DeviceArray {
         if self.is_c_contiguous() {
             Ok(())
         } else {
-            Err(PyTypeError::new_err(format!(
+            Err(ArgumentError::new_err(format!(
                 "{what} needs a C-contiguous DeviceArray (this one has strides {:?})",
                 self.strides
             )))
@@ -427,7 +427,7 @@ struct HostView {
 
 fn host_view(obj: &Bound<'_, PyAny>) -> PyResult<HostView> {
     let ai = obj.getattr("__array_interface__").map_err(|_| {
-        PyTypeError::new_err(format!(
+        ArgumentError::new_err(format!(
             "expected a numpy array (an object with __array_interface__), got {}",
             type_name(obj)
         ))
@@ -435,18 +435,18 @@ fn host_view(obj: &Bound<'_, PyAny>) -> PyResult<HostView> {
     let ai = ai.cast::<PyDict>()?;
     let get = |k: &str| -> PyResult<Bound<'_, PyAny>> {
         ai.get_item(k)?
-            .ok_or_else(|| PyTypeError::new_err(format!("__array_interface__ has no '{k}'")))
+            .ok_or_else(|| ArgumentError::new_err(format!("__array_interface__ has no '{k}'")))
     };
     let shape: Vec<usize> = get("shape")?.extract()?;
     let dtype = Dtype::parse(&get("typestr")?.extract::<String>()?)?;
     let (ptr, readonly): (usize, bool) = get("data")?.extract().map_err(|_| {
-        PyTypeError::new_err("host array must expose its data pointer (not a buffer object)")
+        ArgumentError::new_err("host array must expose its data pointer (not a buffer object)")
     })?;
     if let Some(s) = ai.get_item("strides")? {
         if !s.is_none() {
             let s: Vec<isize> = s.extract()?;
             if numel(&shape)? > 1 && s != c_strides(&shape, dtype.itemsize) {
-                return Err(PyTypeError::new_err(
+                return Err(ArgumentError::new_err(
                     "host array must be C-contiguous (use numpy.ascontiguousarray)",
                 ));
             }
@@ -521,7 +521,7 @@ fn read_cai(
     let d = cai.cast::<PyDict>()?;
     let get = |k: &str| -> PyResult<Bound<'_, PyAny>> {
         d.get_item(k)?
-            .ok_or_else(|| PyTypeError::new_err(format!("__cuda_array_interface__ has no '{k}'")))
+            .ok_or_else(|| ArgumentError::new_err(format!("__cuda_array_interface__ has no '{k}'")))
     };
     let (ptr, _ro): (u64, bool) = get("data")?.extract()?;
     let shape: Vec<usize> = get("shape")?.extract()?;
@@ -532,7 +532,7 @@ fn read_cai(
     };
     if let Some(m) = d.get_item("mask")? {
         if !m.is_none() {
-            return Err(PyTypeError::new_err(
+            return Err(ArgumentError::new_err(
                 "masked __cuda_array_interface__ arrays are not supported",
             ));
         }
@@ -786,7 +786,7 @@ impl DeviceArray {
     fn to_host<'py>(
         &self,
         py: Python<'py>,
-        stream: Option<&Bound<'py, CudaStream>>,
+        stream: Option<Is<'py, CudaStream>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         guard(|| {
             self.require_contiguous("to_host")?;
@@ -794,7 +794,7 @@ impl DeviceArray {
             let out = numpy(py)?
                 .getattr("empty")?
                 .call1((shape, self.dtype(py)?))?;
-            self.copy_to_host(py, &out, stream, true)?;
+            self.copy_to_host(py, &out, stream, Flag(true))?;
             Ok(out)
         })
     }
@@ -802,30 +802,32 @@ impl DeviceArray {
     /// Copies into an existing C-contiguous numpy array of the same size in bytes.
     /// With `sync=False` the copy is only queued: keep `out` alive and do not
     /// read it before synchronizing the stream.
-    #[pyo3(signature = (out, stream=None, sync=true))]
+    #[pyo3(signature = (out, stream=None, sync=Flag(true)),
+        text_signature = "($self, out, stream=None, sync=True)")]
     fn copy_to_host(
         &self,
         py: Python<'_>,
         out: &Bound<'_, PyAny>,
-        stream: Option<&Bound<'_, CudaStream>>,
-        sync: bool,
+        stream: Option<Is<'_, CudaStream>>,
+        sync: Flag,
     ) -> PyResult<()> {
+        let sync = sync.0;
         guard(|| {
             self.require_contiguous("copy_to_host")?;
             let hv = host_view(out)?;
             if hv.readonly {
-                return Err(PyTypeError::new_err(
+                return Err(ArgumentError::new_err(
                     "copy_to_host: the destination array is read-only",
                 ));
             }
             let n = self.nbytes();
             if numel(&hv.shape)? * hv.dtype.itemsize != n {
-                return Err(PyTypeError::new_err(format!(
+                return Err(ArgumentError::new_err(format!(
                     "copy_to_host: destination has {} bytes, the DeviceArray {n}",
                     numel(&hv.shape)? * hv.dtype.itemsize
                 )));
             }
-            let s = opt_stream(stream).cloned();
+            let s = opt_stream(stream.as_deref()).cloned();
             check_stream_device(py, s.as_ref(), &self.device)?;
             self.keep_in_capture(s.as_ref(), owner_of(out));
             let dev = self.device.clone();
@@ -854,25 +856,27 @@ impl DeviceArray {
     }
 
     /// Copies from a C-contiguous host array of the same size in bytes.
-    #[pyo3(signature = (src, stream=None, sync=true))]
+    #[pyo3(signature = (src, stream=None, sync=Flag(true)),
+        text_signature = "($self, src, stream=None, sync=True)")]
     fn copy_from_host(
         &self,
         py: Python<'_>,
         src: &Bound<'_, PyAny>,
-        stream: Option<&Bound<'_, CudaStream>>,
-        sync: bool,
+        stream: Option<Is<'_, CudaStream>>,
+        sync: Flag,
     ) -> PyResult<()> {
+        let sync = sync.0;
         guard(|| {
             self.require_contiguous("copy_from_host")?;
             let hv = host_view(src)?;
             let n = self.nbytes();
             if numel(&hv.shape)? * hv.dtype.itemsize != n {
-                return Err(PyTypeError::new_err(format!(
+                return Err(ArgumentError::new_err(format!(
                     "copy_from_host: source has {} bytes, the DeviceArray {n}",
                     numel(&hv.shape)? * hv.dtype.itemsize
                 )));
             }
-            let s = opt_stream(stream).cloned();
+            let s = opt_stream(stream.as_deref()).cloned();
             check_stream_device(py, s.as_ref(), &self.device)?;
             self.keep_in_capture(s.as_ref(), owner_of(src));
             htod(py, &self.device, self.ptr, hv.ptr, n, s, sync)
@@ -884,21 +888,21 @@ impl DeviceArray {
     fn copy_from(
         &self,
         py: Python<'_>,
-        src: &Bound<'_, DeviceArray>,
-        stream: Option<&Bound<'_, CudaStream>>,
+        src: Is<'_, DeviceArray>,
+        stream: Option<Is<'_, CudaStream>>,
     ) -> PyResult<()> {
         guard(|| {
             let src = src.get();
             self.require_contiguous("copy_from")?;
             src.require_contiguous("copy_from")?;
             if src.nbytes() != self.nbytes() {
-                return Err(PyTypeError::new_err(format!(
+                return Err(ArgumentError::new_err(format!(
                     "copy_from: source has {} bytes, destination {}",
                     src.nbytes(),
                     self.nbytes()
                 )));
             }
-            let s = opt_stream(stream);
+            let s = opt_stream(stream.as_deref());
             check_stream_device(py, s, &self.device)?;
             self.keep_in_capture(s, Some(src.owner.clone()));
             // SAFETY: both ranges are live device arrays of nbytes bytes.
@@ -917,10 +921,10 @@ impl DeviceArray {
 
     /// Queues setting every byte to zero.
     #[pyo3(signature = (stream=None))]
-    fn zero_(&self, py: Python<'_>, stream: Option<&Bound<'_, CudaStream>>) -> PyResult<()> {
+    fn zero_(&self, py: Python<'_>, stream: Option<Is<'_, CudaStream>>) -> PyResult<()> {
         guard(|| {
             self.require_contiguous("zero_")?;
-            let s = opt_stream(stream);
+            let s = opt_stream(stream.as_deref());
             check_stream_device(py, s, &self.device)?;
             self.keep_in_capture(s, None);
             self.device.bind().py(py)?;
@@ -937,7 +941,7 @@ impl DeviceArray {
             self.require_contiguous("reshape")?;
             let shape = parse_shape(shape)?;
             if numel(&shape)? != self.shape.iter().product::<usize>() {
-                return Err(PyTypeError::new_err(format!(
+                return Err(ArgumentError::new_err(format!(
                     "cannot reshape {:?} to {shape:?}",
                     self.shape
                 )));
@@ -993,13 +997,13 @@ pub fn cuda_empty(
     shape: &Bound<'_, PyAny>,
     dtype: &Bound<'_, PyAny>,
     device: Checked<u32>,
-    stream: Option<&Bound<'_, CudaStream>>,
+    stream: Option<Is<'_, CudaStream>>,
 ) -> PyResult<DeviceArray> {
     guard(|| {
         let shape = parse_shape(shape)?;
         let dtype = normalize_dtype(py, dtype)?;
         let dev = self::device(py, device.0)?;
-        let s = opt_stream(stream);
+        let s = opt_stream(stream.as_deref());
         check_stream_device(py, s, &dev)?;
         let bytes = numel(&shape)?.checked_mul(dtype.itemsize).ok_or_else(|| {
             ArgumentError::new_err("argument 'shape': the array's byte size overflows")
@@ -1103,7 +1107,7 @@ fn location(py: Python<'_>, to: &Bound<'_, PyAny>) -> PyResult<zc::Location> {
             self::device(py, d)?;
             Ok(zc::Location::Device(d))
         }
-        Err(_) => Err(PyTypeError::new_err(
+        Err(_) => Err(ArgumentError::new_err(
             "location must be a device ordinal or 'host'",
         )),
     }
@@ -1114,14 +1118,14 @@ fn location(py: Python<'_>, to: &Bound<'_, PyAny>) -> PyResult<zc::Location> {
 #[pyo3(signature = (array, to, stream=None))]
 pub fn cuda_prefetch(
     py: Python<'_>,
-    array: &Bound<'_, DeviceArray>,
+    array: Is<'_, DeviceArray>,
     to: &Bound<'_, PyAny>,
-    stream: Option<&Bound<'_, CudaStream>>,
+    stream: Option<Is<'_, CudaStream>>,
 ) -> PyResult<()> {
     guard(|| {
         let m = managed_of(py, array.get(), "prefetch")?;
         let loc = location(py, to)?;
-        m.prefetch(loc, opt_stream(stream)).py(py)
+        m.prefetch(loc, opt_stream(stream.as_deref())).py(py)
     })
 }
 
@@ -1131,7 +1135,7 @@ pub fn cuda_prefetch(
 #[pyo3(signature = (array, advice, location=None))]
 pub fn cuda_advise(
     py: Python<'_>,
-    array: &Bound<'_, DeviceArray>,
+    array: Is<'_, DeviceArray>,
     advice: Text,
     location: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<()> {
@@ -1148,7 +1152,7 @@ pub fn cuda_advise(
 
 /// `"device"` (pool), `"managed"`, `"registered"` (host memory) or `"foreign"`.
 #[pyfunction]
-pub fn cuda_memory_kind(array: &Bound<'_, DeviceArray>) -> &'static str {
+pub fn cuda_memory_kind(array: Is<'_, DeviceArray>) -> &'static str {
     match &*array.get().owner {
         Owner::Pool(_) => "device",
         Owner::Managed(_) => "managed",
@@ -1159,19 +1163,20 @@ pub fn cuda_memory_kind(array: &Bound<'_, DeviceArray>) -> &'static str {
 
 /// Copies a C-contiguous numpy array to a new DeviceArray.
 #[pyfunction]
-#[pyo3(signature = (array, device=Checked(0), stream=None, sync=true),
+#[pyo3(signature = (array, device=Checked(0), stream=None, sync=Flag(true)),
     text_signature = "(array, device=0, stream=None, sync=True)")]
 pub fn cuda_to_device(
     py: Python<'_>,
     array: &Bound<'_, PyAny>,
     device: Checked<u32>,
-    stream: Option<&Bound<'_, CudaStream>>,
-    sync: bool,
+    stream: Option<Is<'_, CudaStream>>,
+    sync: Flag,
 ) -> PyResult<DeviceArray> {
+    let sync = sync.0;
     guard(|| {
         let hv = host_view(array)?;
         let dev = self::device(py, device.0)?;
-        let s = opt_stream(stream).cloned();
+        let s = opt_stream(stream.as_deref()).cloned();
         check_stream_device(py, s.as_ref(), &dev)?;
         let n = numel(&hv.shape)? * hv.dtype.itemsize;
         let buf = zc::DeviceBuffer::alloc(&dev, n as u64, s.as_ref()).py(py)?;
@@ -1489,7 +1494,7 @@ fn capture_mode(s: &str) -> PyResult<zc::CaptureMode> {
         "global" => Ok(zc::CaptureMode::Global),
         "thread_local" => Ok(zc::CaptureMode::ThreadLocal),
         "relaxed" => Ok(zc::CaptureMode::Relaxed),
-        _ => Err(PyTypeError::new_err(format!(
+        _ => Err(ArgumentError::new_err(format!(
             "capture mode must be 'global', 'thread_local' or 'relaxed', not '{s}'"
         ))),
     }
@@ -1498,9 +1503,10 @@ fn capture_mode(s: &str) -> PyResult<zc::CaptureMode> {
 #[pymethods]
 impl CudaStream {
     #[new]
-    #[pyo3(signature = (device=Checked(0), non_blocking=false),
+    #[pyo3(signature = (device=Checked(0), non_blocking=Flag(false)),
         text_signature = "(device=0, non_blocking=False)")]
-    fn new(py: Python<'_>, device: Checked<u32>, non_blocking: bool) -> PyResult<Self> {
+    fn new(py: Python<'_>, device: Checked<u32>, non_blocking: Flag) -> PyResult<Self> {
+        let non_blocking = non_blocking.0;
         guard(|| {
             let dev = self::device(py, device.0)?;
             Ok(CudaStream {
@@ -1551,10 +1557,10 @@ impl CudaStream {
     }
     /// Records `event` (a new one if `None`) and returns it.
     #[pyo3(signature = (event=None))]
-    fn record(&self, py: Python<'_>, event: Option<Py<CudaEvent>>) -> PyResult<Py<CudaEvent>> {
+    fn record(&self, py: Python<'_>, event: Option<Is<'_, CudaEvent>>) -> PyResult<Py<CudaEvent>> {
         guard(|| {
             let ev = match event {
-                Some(e) => e,
+                Some(e) => e.0.unbind(),
                 None => Py::new(
                     py,
                     CudaEvent {
@@ -1577,7 +1583,7 @@ impl CudaStream {
                 s.get().inner.record(&ev).py(py)?;
                 return self.inner.wait(&ev).py(py);
             }
-            Err(PyTypeError::new_err(
+            Err(ArgumentError::new_err(
                 "Stream.wait expects an Event or a Stream",
             ))
         })
@@ -1613,9 +1619,10 @@ pub struct CudaEvent {
 #[pymethods]
 impl CudaEvent {
     #[new]
-    #[pyo3(signature = (device=Checked(0), timing=true),
+    #[pyo3(signature = (device=Checked(0), timing=Flag(true)),
         text_signature = "(device=0, timing=True)")]
-    fn new(py: Python<'_>, device: Checked<u32>, timing: bool) -> PyResult<Self> {
+    fn new(py: Python<'_>, device: Checked<u32>, timing: Flag) -> PyResult<Self> {
+        let timing = timing.0;
         guard(|| {
             let dev = self::device(py, device.0)?;
             Ok(CudaEvent {
@@ -1625,7 +1632,7 @@ impl CudaEvent {
     }
     /// Records the event on `stream` (the legacy default stream if `None`).
     #[pyo3(signature = (stream=None))]
-    fn record(&self, py: Python<'_>, stream: Option<&Bound<'_, CudaStream>>) -> PyResult<()> {
+    fn record(&self, py: Python<'_>, stream: Option<Is<'_, CudaStream>>) -> PyResult<()> {
         guard(|| match stream {
             Some(s) => self.inner.record(&s.get().inner).py(py),
             // SAFETY: null is the legacy default stream.
@@ -1640,7 +1647,7 @@ impl CudaEvent {
         guard(|| self.inner.query().py(py))
     }
     /// Milliseconds from this event to `end`.
-    fn elapsed_ms(&self, py: Python<'_>, end: &Bound<'_, CudaEvent>) -> PyResult<f32> {
+    fn elapsed_ms(&self, py: Python<'_>, end: Is<'_, CudaEvent>) -> PyResult<f32> {
         guard(|| self.inner.elapsed_ms(&end.get().inner).py(py))
     }
 }
@@ -1687,8 +1694,8 @@ pub struct CudaGraphExec {
 impl CudaGraphExec {
     /// Queues one replay on `stream` (legacy default stream if `None`).
     #[pyo3(signature = (stream=None))]
-    fn launch(&self, py: Python<'_>, stream: Option<&Bound<'_, CudaStream>>) -> PyResult<()> {
-        guard(|| self.inner.launch(opt_stream(stream)).py(py))
+    fn launch(&self, py: Python<'_>, stream: Option<Is<'_, CudaStream>>) -> PyResult<()> {
+        guard(|| self.inner.launch(opt_stream(stream.as_deref())).py(py))
     }
     #[getter]
     fn num_kernel_nodes(&self) -> usize {
@@ -1702,7 +1709,7 @@ impl CudaGraphExec {
         &self,
         py: Python<'_>,
         index: Checked<usize>,
-        kernel: &Bound<'_, CudaKernel>,
+        kernel: Is<'_, CudaKernel>,
         args: &Bound<'_, PyTuple>,
         grid: Option<&Bound<'_, PyAny>>,
         block: Option<&Bound<'_, PyAny>>,
@@ -1791,40 +1798,52 @@ fn numpy_name(s: ScalarType) -> &'static str {
 /// `{"params": ["ptr<global, f32>", "u32"], "max_threads": [256, 1, 1] | None,
 /// "shared_bytes": 0}` to a signature; the types in `.zir` spelling.
 fn signature_from_dict(name: &str, d: &Bound<'_, PyAny>) -> PyResult<zc::Signature> {
-    let d = d.cast::<PyDict>()?;
-    let bad = |m: String| PyTypeError::new_err(format!("signature of `{name}`: {m}"));
-    let params: Vec<String> = d
+    let bad = |m: String| ArgumentError::new_err(format!("signature of `{name}`: {m}"));
+    let d = d.cast::<PyDict>().map_err(|_| {
+        bad(format!(
+            "expected a dict, got {}",
+            crate::types::type_name(d)
+        ))
+    })?;
+    // Each field through the checked conversions, named in the error.
+    let py = d.py();
+    let field = |e: PyErr, key: &str| {
+        let msg = e.value(py).to_string();
+        if msg.contains(&format!("'{key}'")) {
+            bad(msg)
+        } else {
+            bad(format!("'{key}': {msg}"))
+        }
+    };
+    let params = d
         .get_item("params")?
         .ok_or_else(|| bad("missing 'params'".to_owned()))?
-        .extract()?;
+        .extract::<checked::TextList>()
+        .map_err(|e| field(e, "params"))?;
     let types = params
+        .0
         .iter()
         .map(|t| crate::types::parse_type_text(t))
         .collect::<PyResult<Vec<_>>>()?;
     let mut sig = zc::Signature::from_types(&types).map_err(|e| bad(e.to_string()))?;
     if let Some(m) = d.get_item("max_threads")? {
         if !m.is_none() {
-            let v: Vec<u32> = m.extract()?;
-            sig.max_threads = match v.as_slice() {
-                [x] => Some([*x, 1, 1]),
-                [x, y] => Some([*x, *y, 1]),
-                [x, y, z] => Some([*x, *y, *z]),
-                _ => return Err(bad("max_threads needs 1 to 3 ints".to_owned())),
-            };
+            sig.max_threads =
+                Some(checked::dim3(&m, "max_threads", 1).map_err(|e| field(e, "max_threads"))?);
         }
     }
     if let Some(c) = d.get_item("cluster")? {
         if !c.is_none() {
-            sig.cluster = Some(crate::checked::dim3(&c, "cluster", 1)?);
+            sig.cluster = Some(checked::dim3(&c, "cluster", 1).map_err(|e| field(e, "cluster"))?);
         }
     }
     if let Some(g) = d.get_item("grid_sync")? {
-        sig.grid_sync = g.is_truthy()?;
+        sig.grid_sync = g.extract::<Flag>().map_err(|e| field(e, "grid_sync"))?.0;
     }
     for key in ["shared_bytes", "dynamic_shared_bytes"] {
         if let Some(b) = d.get_item(key)? {
             if !b.is_none() {
-                sig.shared_bytes = b.extract()?;
+                sig.shared_bytes = checked::arg::<u32>(&b, key).map_err(|e| field(e, key))?;
             }
         }
     }
@@ -1846,13 +1865,13 @@ impl CudaModule {
         image: &Bound<'_, PyAny>,
         device: Checked<u32>,
         zir: Option<Text>,
-        signatures: Option<&Bound<'_, PyDict>>,
+        signatures: Option<Is<'_, PyDict>>,
     ) -> PyResult<Self> {
         guard(|| {
             let mut sigs = std::collections::HashMap::new();
             if let Some(d) = signatures {
                 for (k, v) in d.iter() {
-                    let name: String = k.extract()?;
+                    let name = checked::text(&k, "signatures")?;
                     let sig = signature_from_dict(&name, &v)?;
                     sigs.insert(name, sig);
                 }
@@ -2415,7 +2434,9 @@ impl CudaKernel {
     /// `cooperative` (all blocks co-resident, for `grid_sync`) launch through
     /// `cuLaunchKernelEx` with the matching attributes.
     #[pyo3(signature = (grid, block, *args, shared_mem=None, stream=None, cluster=None,
-        pdl=false, cooperative=false))]
+        pdl=Flag(false), cooperative=Flag(false)),
+        text_signature = "($self, grid, block, *args, shared_mem=None, stream=None, cluster=None, \
+        pdl=False, cooperative=False)")]
     #[allow(clippy::too_many_arguments)]
     fn launch(
         &self,
@@ -2424,16 +2445,17 @@ impl CudaKernel {
         block: &Bound<'_, PyAny>,
         args: &Bound<'_, PyTuple>,
         shared_mem: Option<Checked<u32>>,
-        stream: Option<&Bound<'_, CudaStream>>,
+        stream: Option<Is<'_, CudaStream>>,
         cluster: Option<&Bound<'_, PyAny>>,
-        pdl: bool,
-        cooperative: bool,
+        pdl: Flag,
+        cooperative: Flag,
     ) -> PyResult<()> {
         guard(|| {
             let cfg = self.config(grid, block, shared_mem)?;
-            let opts = launch_options(cluster, pdl, cooperative)?;
+            let opts = launch_options(cluster, pdl.0, cooperative.0)?;
             self.inner.check_config(&cfg).py(py)?;
             self.inner.check_options(&cfg, &opts).py(py)?;
+            let stream = stream.as_deref();
             let s = stream_for(py, &self.inner, stream)?;
             self.launch_impl(py, &cfg, &opts, s, stream.map(|s| &s.get().inner), args)
         })
@@ -2442,23 +2464,26 @@ impl CudaKernel {
     /// A launcher with a validated configuration: `launcher(*args)` only
     /// converts arguments and launches (the fastest path).
     #[pyo3(signature = (grid, block, shared_mem=None, stream=None, *, cluster=None,
-        pdl=false, cooperative=false))]
+        pdl=Flag(false), cooperative=Flag(false)),
+        text_signature = "($self, grid, block, shared_mem=None, stream=None, *, cluster=None, \
+        pdl=False, cooperative=False)")]
     #[allow(clippy::too_many_arguments)]
     fn prepare(
         slf: &Bound<'_, Self>,
         grid: &Bound<'_, PyAny>,
         block: &Bound<'_, PyAny>,
         shared_mem: Option<Checked<u32>>,
-        stream: Option<Py<CudaStream>>,
+        stream: Option<Is<'_, CudaStream>>,
         cluster: Option<&Bound<'_, PyAny>>,
-        pdl: bool,
-        cooperative: bool,
+        pdl: Flag,
+        cooperative: Flag,
     ) -> PyResult<CudaLauncher> {
         let py = slf.py();
+        let stream: Option<Py<CudaStream>> = stream.map(|s| s.0.unbind());
         guard(|| {
             let me = slf.get();
             let cfg = me.config(grid, block, shared_mem)?;
-            let opts = launch_options(cluster, pdl, cooperative)?;
+            let opts = launch_options(cluster, pdl.0, cooperative.0)?;
             me.inner.check_config(&cfg).py(py)?;
             me.inner.check_options(&cfg, &opts).py(py)?;
             let raw = stream_for(py, &me.inner, stream.as_ref().map(|s| s.bind(py)))?;
@@ -2477,7 +2502,7 @@ impl CudaKernel {
     fn __getitem__(slf: &Bound<'_, Self>, key: &Bound<'_, PyTuple>) -> PyResult<CudaLauncher> {
         let n = key.len();
         if !(2..=4).contains(&n) {
-            return Err(PyTypeError::new_err(
+            return Err(ArgumentError::new_err(
                 "use kernel[grid, block] or kernel[grid, block, shared_mem(, stream)]",
             ));
         }
@@ -2496,7 +2521,9 @@ impl CudaKernel {
             if s.is_none() {
                 None
             } else {
-                Some(s.cast::<CudaStream>()?.clone().unbind())
+                Some(s.extract::<Is<'_, CudaStream>>().map_err(|e| {
+                    ArgumentError::new_err(format!("kernel[grid, block, shared_mem, stream]: {e}"))
+                })?)
             }
         } else {
             None
@@ -2508,8 +2535,8 @@ impl CudaKernel {
             shared,
             stream,
             None,
-            false,
-            false,
+            Flag(false),
+            Flag(false),
         )
     }
 

@@ -11,7 +11,7 @@
 //! (operands and locations are converted first), and a builder lock is taken
 //! before a module lock, never the other way round.
 
-use crate::checked::{self, Checked, Text};
+use crate::checked::{self, Checked, Flag, Is, Text, TextList};
 use crate::errors::{guard, ArgumentError, BuildError, InternalError, ParseError, VerifyError};
 use crate::loc::caller_loc;
 use crate::types::{enum_name, parse_layout, to_type, to_types, type_name, PyHirType};
@@ -155,7 +155,7 @@ fn to_max_threads(obj: &Bound<'_, PyAny>) -> PyResult<[u32; 3]> {
         return Ok([checked::arg::<u32>(obj, "max_threads")?, 1, 1]);
     }
     let items: Vec<Bound<'_, PyAny>> = obj.extract().map_err(|_| {
-        PyTypeError::new_err("max_threads must be an int or a tuple of 1 to 3 ints")
+        ArgumentError::new_err("max_threads must be an int or a tuple of 1 to 3 ints")
     })?;
     let v = items
         .iter()
@@ -165,7 +165,7 @@ fn to_max_threads(obj: &Bound<'_, PyAny>) -> PyResult<[u32; 3]> {
         [x] => Ok([*x, 1, 1]),
         [x, y] => Ok([*x, *y, 1]),
         [x, y, z] => Ok([*x, *y, *z]),
-        _ => Err(PyTypeError::new_err(
+        _ => Err(ArgumentError::new_err(
             "max_threads must be an int or a tuple of 1 to 3 ints",
         )),
     }
@@ -231,10 +231,10 @@ pub fn parse_zir(py: Python<'_>, text: Text, filename: Option<Text>) -> PyResult
 
 #[derive(Default)]
 struct FnOpts {
-    critical_path: bool,
-    no_alloc: bool,
-    inline_always: bool,
-    no_bounds_check: bool,
+    critical_path: Flag,
+    no_alloc: Flag,
+    inline_always: Flag,
+    no_bounds_check: Flag,
     opt_level: Option<String>,
 }
 
@@ -273,10 +273,10 @@ impl HirModule {
             }
             let mut b = zh::FunctionBuilder::new(name, kind, &params, &returns);
             let c = b.constraints_mut();
-            c.critical_path = opts.critical_path;
-            c.no_alloc = opts.no_alloc;
-            c.inline_always = opts.inline_always;
-            c.no_bounds_check = opts.no_bounds_check;
+            c.critical_path = opts.critical_path.0;
+            c.no_alloc = opts.no_alloc.0;
+            c.inline_always = opts.inline_always.0;
+            c.no_bounds_check = opts.no_bounds_check.0;
             c.opt_level = opt_level;
             if st.record_locations {
                 b.set_function_loc(loc);
@@ -308,15 +308,18 @@ impl HirModule {
 #[pymethods]
 impl HirModule {
     #[new]
-    #[pyo3(signature = (name, *, targets=None, ptx_version=None, record_locations=true))]
+    #[pyo3(signature = (name, *, targets=None, ptx_version=None, record_locations=Flag(true)),
+        text_signature = "(name, *, targets=None, ptx_version=None, record_locations=True)")]
     fn new(
         name: Text,
-        targets: Option<Vec<Text>>,
+        targets: Option<TextList>,
         ptx_version: Option<Text>,
-        record_locations: bool,
+        record_locations: Flag,
     ) -> PyResult<Self> {
+        let record_locations = record_locations.0;
         let targets = targets
             .unwrap_or_default()
+            .0
             .iter()
             .map(|s| parse_arch(s))
             .collect::<PyResult<Vec<_>>>()?;
@@ -350,8 +353,9 @@ impl HirModule {
             .collect())
     }
     #[setter]
-    fn set_targets(&self, targets: Vec<Text>) -> PyResult<()> {
+    fn set_targets(&self, targets: TextList) -> PyResult<()> {
         let t = targets
+            .0
             .iter()
             .map(|s| parse_arch(s))
             .collect::<PyResult<Vec<_>>>()?;
@@ -365,18 +369,18 @@ impl HirModule {
     /// scalar lane, vectors flattened) or zero-filled. Kernels take its
     /// address with `FunctionBuilder.global_addr(name)`; a loaded module reads
     /// and writes it with `read_global` / `write_global`.
-    #[pyo3(signature = (name, elem, count=Checked(1), space="constant", init=None),
+    #[pyo3(signature = (name, elem, count=Checked(1), space=Text::from("constant"), init=None),
         text_signature = "($self, name, elem, count=1, space='constant', init=None)")]
     fn global_var(
         &self,
         name: Text,
         elem: &Bound<'_, PyAny>,
         count: Checked<u64>,
-        space: &str,
+        space: Text,
         init: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         let elem = to_type(elem)?;
-        let space = match space {
+        let space = match space.as_str() {
             "constant" => zh::AddrSpace::Constant,
             "global" => zh::AddrSpace::Global,
             other => {
@@ -485,8 +489,8 @@ impl HirModule {
 
     /// Declares a kernel entry point and returns its builder.
     #[pyo3(signature = (name, params, *, max_threads=None, min_blocks=None,
-        max_registers=None, shared_bytes=Checked(0), arch=None, critical_path=false,
-        no_alloc=false, inline_always=false, no_bounds_check=false, opt_level=None,
+        max_registers=None, shared_bytes=Checked(0), arch=None, critical_path=Flag(false),
+        no_alloc=Flag(false), inline_always=Flag(false), no_bounds_check=Flag(false), opt_level=None,
         cluster=None),
         text_signature = "($self, name, params, *, max_threads=None, min_blocks=None, \
         max_registers=None, shared_bytes=0, arch=None, critical_path=False, no_alloc=False, \
@@ -502,10 +506,10 @@ impl HirModule {
         max_registers: Option<Checked<u32>>,
         shared_bytes: Checked<u32>,
         arch: Option<Text>,
-        critical_path: bool,
-        no_alloc: bool,
-        inline_always: bool,
-        no_bounds_check: bool,
+        critical_path: Flag,
+        no_alloc: Flag,
+        inline_always: Flag,
+        no_bounds_check: Flag,
         opt_level: Option<Text>,
         cluster: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<FunctionBuilder> {
@@ -538,8 +542,10 @@ impl HirModule {
     }
 
     /// Declares a device function (callable from GPU code) and returns its builder.
-    #[pyo3(signature = (name, params, returns=None, *, critical_path=false, no_alloc=false,
-        inline_always=false, no_bounds_check=false, opt_level=None))]
+    #[pyo3(signature = (name, params, returns=None, *, critical_path=Flag(false),
+        no_alloc=Flag(false), inline_always=Flag(false), no_bounds_check=Flag(false), opt_level=None),
+        text_signature = "($self, name, params, returns=None, *, critical_path=False, \
+        no_alloc=False, inline_always=False, no_bounds_check=False, opt_level=None)")]
     #[allow(clippy::too_many_arguments)]
     fn device_function(
         &self,
@@ -547,10 +553,10 @@ impl HirModule {
         name: Text,
         params: &Bound<'_, PyAny>,
         returns: Option<&Bound<'_, PyAny>>,
-        critical_path: bool,
-        no_alloc: bool,
-        inline_always: bool,
-        no_bounds_check: bool,
+        critical_path: Flag,
+        no_alloc: Flag,
+        inline_always: Flag,
+        no_bounds_check: Flag,
         opt_level: Option<Text>,
     ) -> PyResult<FunctionBuilder> {
         let empty = PyTuple::empty(py);
@@ -571,8 +577,10 @@ impl HirModule {
     }
 
     /// Declares a host (CPU) function and returns its builder.
-    #[pyo3(signature = (name, params, returns=None, *, critical_path=false, no_alloc=false,
-        inline_always=false, no_bounds_check=false, opt_level=None))]
+    #[pyo3(signature = (name, params, returns=None, *, critical_path=Flag(false),
+        no_alloc=Flag(false), inline_always=Flag(false), no_bounds_check=Flag(false), opt_level=None),
+        text_signature = "($self, name, params, returns=None, *, critical_path=False, \
+        no_alloc=False, inline_always=False, no_bounds_check=False, opt_level=None)")]
     #[allow(clippy::too_many_arguments)]
     fn host_function(
         &self,
@@ -580,10 +588,10 @@ impl HirModule {
         name: Text,
         params: &Bound<'_, PyAny>,
         returns: Option<&Bound<'_, PyAny>>,
-        critical_path: bool,
-        no_alloc: bool,
-        inline_always: bool,
-        no_bounds_check: bool,
+        critical_path: Flag,
+        no_alloc: Flag,
+        inline_always: Flag,
+        no_bounds_check: Flag,
         opt_level: Option<Text>,
     ) -> PyResult<FunctionBuilder> {
         let empty = PyTuple::empty(py);
@@ -864,7 +872,7 @@ impl FnShared {
                 return Ok((Opnd::Float(f), None));
             }
         }
-        Err(PyTypeError::new_err(format!(
+        Err(ArgumentError::new_err(format!(
             "expected a zyntax.hir.Value or a Python number, got {}",
             type_name(obj)
         )))
@@ -874,7 +882,7 @@ impl FnShared {
     fn value(self: &Arc<Self>, obj: &Bound<'_, PyAny>, what: &str) -> PyResult<(ValueId, Type)> {
         match self.opnd(obj)? {
             (Opnd::V(v), Some(t)) => Ok((v, t)),
-            _ => Err(PyTypeError::new_err(format!(
+            _ => Err(ArgumentError::new_err(format!(
                 "{what} must be a zyntax.hir.Value (its type cannot be inferred from a literal)"
             ))),
         }
@@ -967,7 +975,7 @@ impl FnShared {
         let (oa, ta) = self.opnd(a)?;
         let (ob, tb) = self.opnd(b)?;
         let ty = ta.or(tb).ok_or_else(|| {
-            PyTypeError::new_err(format!(
+            ArgumentError::new_err(format!(
                 "`{}` needs at least one zyntax.hir.Value operand to infer the type",
                 op.name()
             ))
@@ -989,7 +997,7 @@ impl FnShared {
         let (oa, ta) = self.opnd(a)?;
         let (ob, tb) = self.opnd(b)?;
         let ty = ta.or(tb).ok_or_else(|| {
-            PyTypeError::new_err(format!(
+            ArgumentError::new_err(format!(
                 "`cmp.{}` needs at least one zyntax.hir.Value operand to infer the type",
                 op.name()
             ))
@@ -1211,7 +1219,7 @@ impl FunctionBuilder {
     }
 
     /// Continue appending at the end of `block`.
-    fn switch_to(&self, py: Python<'_>, block: &Bound<'_, PyBlock>) -> PyResult<()> {
+    fn switch_to(&self, py: Python<'_>, block: Is<'_, PyBlock>) -> PyResult<()> {
         let blk = block.get();
         if !Arc::ptr_eq(&blk.owner, &self.sh) {
             return Err(BuildError::new_err(format!(
@@ -1239,7 +1247,7 @@ impl FunctionBuilder {
         let ty = to_type(r#type)?;
         let (o, _) = self.sh.opnd(value)?;
         if let Opnd::V(_) = o {
-            return Err(PyTypeError::new_err(
+            return Err(ArgumentError::new_err(
                 "const() takes a Python number or bool, not a Value",
             ));
         }
@@ -1274,7 +1282,7 @@ impl FunctionBuilder {
     ) -> PyResult<PyValue> {
         let ops = [self.sh.opnd(a)?, self.sh.opnd(b)?, self.sh.opnd(c)?];
         let ty = ops.iter().find_map(|o| o.1.clone()).ok_or_else(|| {
-            PyTypeError::new_err("`fma` needs at least one zyntax.hir.Value operand")
+            ArgumentError::new_err("`fma` needs at least one zyntax.hir.Value operand")
         })?;
         self.sh.run1(py, |fb| {
             let a = mat(fb, &ops[0].0, &ty)?;
@@ -1308,7 +1316,7 @@ impl FunctionBuilder {
         let (oa, ta) = self.sh.opnd(a)?;
         let (ob, tb) = self.sh.opnd(b)?;
         let ty = ta.or(tb).ok_or_else(|| {
-            PyTypeError::new_err("`select` needs a zyntax.hir.Value as a or b to infer the type")
+            ArgumentError::new_err("`select` needs a zyntax.hir.Value as a or b to infer the type")
         })?;
         self.sh.run1(py, |fb| {
             let c = mat(fb, &oc, &Type::BOOL)?;
@@ -1617,7 +1625,7 @@ impl FunctionBuilder {
         layout: Option<Text>,
     ) -> PyResult<PyValue> {
         let Type::Frag(ft) = to_type(frag)? else {
-            return Err(PyTypeError::new_err(
+            return Err(ArgumentError::new_err(
                 "mma_load needs a fragment type (zyntax.hir.frag(...))",
             ));
         };
@@ -1647,7 +1655,7 @@ impl FunctionBuilder {
         value: &Bound<'_, PyAny>,
     ) -> PyResult<PyValue> {
         let Type::Frag(ft) = to_type(frag)? else {
-            return Err(PyTypeError::new_err(
+            return Err(ArgumentError::new_err(
                 "mma_fill needs a fragment type (zyntax.hir.frag(...))",
             ));
         };
@@ -1894,9 +1902,9 @@ impl FunctionBuilder {
     }
     /// Waits until at most `n` of this thread's committed bulk groups are
     /// incomplete (`read=True`: until they no longer read their shared source).
-    #[pyo3(signature = (n=Checked(0), *, read=false), text_signature = "($self, n=0, *, read=False)")]
-    fn bulk_wait_group(&self, py: Python<'_>, n: Checked<u32>, read: bool) -> PyResult<()> {
-        self.sh.run(py, |fb| fb.bulk_wait_group(n.0, read))
+    #[pyo3(signature = (n=Checked(0), *, read=Flag(false)), text_signature = "($self, n=0, *, read=False)")]
+    fn bulk_wait_group(&self, py: Python<'_>, n: Checked<u32>, read: Flag) -> PyResult<()> {
+        self.sh.run(py, |fb| fb.bulk_wait_group(n.0, read.0))
     }
     /// Combines `nbytes` (a multiple of 16) of shared `src` element-wise into
     /// global `dst` with `op` (`"add"`, `"min"`, `"max"`, in the pointers'
@@ -1934,9 +1942,9 @@ impl FunctionBuilder {
     // ------------------------------------------------------------ clusters (issue 13 item 4, h13-cluster)
 
     /// `barrier.cluster.arrive` (`relaxed=True`: without release ordering).
-    #[pyo3(signature = (relaxed=false))]
-    fn cluster_arrive(&self, py: Python<'_>, relaxed: bool) -> PyResult<()> {
-        let op = if relaxed {
+    #[pyo3(signature = (relaxed=Flag(false)), text_signature = "($self, relaxed=False)")]
+    fn cluster_arrive(&self, py: Python<'_>, relaxed: Flag) -> PyResult<()> {
+        let op = if relaxed.0 {
             zh::ClusterBarrierOp::ArriveRelaxed
         } else {
             zh::ClusterBarrierOp::Arrive
@@ -1950,7 +1958,7 @@ impl FunctionBuilder {
     }
     /// Cluster-wide barrier: `cluster_arrive()` then `cluster_wait()`.
     fn cluster_sync(&self, py: Python<'_>) -> PyResult<()> {
-        self.cluster_arrive(py, false)?;
+        self.cluster_arrive(py, Flag(false))?;
         self.cluster_wait(py)
     }
     /// `ptr` (a `ptr<shared, T>`) in the cluster's block of rank `rank`: a
@@ -1971,13 +1979,14 @@ impl FunctionBuilder {
     /// One arrival on a barrier `mapa` mapped to a block of the cluster: release at
     /// cluster scope, or (`relaxed=True`) ordering nothing for that block, for handing
     /// back a buffer this thread only read (no GPU-wide fence).
-    #[pyo3(signature = (bar, relaxed=false))]
+    #[pyo3(signature = (bar, relaxed=Flag(false)), text_signature = "($self, bar, relaxed=False)")]
     fn mbarrier_arrive_cluster(
         &self,
         py: Python<'_>,
         bar: &Bound<'_, PyAny>,
-        relaxed: bool,
+        relaxed: Flag,
     ) -> PyResult<()> {
+        let relaxed = relaxed.0;
         let (b, _) = self
             .sh
             .value(bar, "the barrier of `mbarrier_arrive_cluster`")?;
@@ -2019,27 +2028,27 @@ impl FunctionBuilder {
 
     /// `num` (1, 2, 4) 8x8 b16 matrices from shared memory; lane `i*8 + r`
     /// gives the address of row `r` of matrix `i`.
-    #[pyo3(signature = (ptr, num=Checked(4), *, trans=false),
+    #[pyo3(signature = (ptr, num=Checked(4), *, trans=Flag(false)),
         text_signature = "($self, ptr, num=4, *, trans=False)")]
     fn ldmatrix(
         &self,
         py: Python<'_>,
         ptr: &Bound<'_, PyAny>,
         num: Checked<u32>,
-        trans: bool,
+        trans: Flag,
     ) -> PyResult<PyValue> {
         let (p, _) = self.sh.value(ptr, "the pointer of `ldmatrix`")?;
-        self.sh.run1(py, |fb| fb.ldmatrix(num.0, trans, p))
+        self.sh.run1(py, |fb| fb.ldmatrix(num.0, trans.0, p))
     }
 
     /// Stores the matrices of `value` (`u32` or `vec<u32, n>`) to shared memory (sm_90).
-    #[pyo3(signature = (ptr, value, *, trans=false))]
+    #[pyo3(signature = (ptr, value, *, trans=Flag(false)), text_signature = "($self, ptr, value, *, trans=False)")]
     fn stmatrix(
         &self,
         py: Python<'_>,
         ptr: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
-        trans: bool,
+        trans: Flag,
     ) -> PyResult<()> {
         let (p, _) = self.sh.value(ptr, "the pointer of `stmatrix`")?;
         let (v, t) = self.sh.value(value, "the value of `stmatrix`")?;
@@ -2047,7 +2056,7 @@ impl FunctionBuilder {
             Type::Vector(_, n) => n,
             _ => 1,
         };
-        self.sh.run(py, |fb| fb.stmatrix(num, trans, p, v))
+        self.sh.run(py, |fb| fb.stmatrix(num, trans.0, p, v))
     }
 
     // ------------------------------------------------------------ warpgroup MMA (issue 13)
@@ -2087,7 +2096,7 @@ impl FunctionBuilder {
     /// m64nNk*, sm_90a). `acc` is `vec<f32|f16|i32, n/2>`; `a` a u64 descriptor
     /// (A in shared memory) or a `vec<u32, 4>` register fragment; `b_desc` a u64
     /// descriptor; `scale_d` 0/1 or a bool value; `scale_a`/`scale_b` 1 or -1.
-    #[pyo3(signature = (acc, a, b_desc, *, n, a_type=Text::from("bf16"), b_type=None, scale_d=None, trans_a=false, trans_b=false, scale_a=Checked(1), scale_b=Checked(1)),
+    #[pyo3(signature = (acc, a, b_desc, *, n, a_type=Text::from("bf16"), b_type=None, scale_d=None, trans_a=Flag(false), trans_b=Flag(false), scale_a=Checked(1), scale_b=Checked(1)),
         text_signature = "($self, acc, a, b_desc, *, n, a_type='bf16', b_type=None, scale_d=1, trans_a=False, trans_b=False, scale_a=1, scale_b=1)")]
     #[allow(clippy::too_many_arguments)]
     fn wgmma(
@@ -2100,8 +2109,8 @@ impl FunctionBuilder {
         a_type: Text,
         b_type: Option<Text>,
         scale_d: Option<&Bound<'_, PyAny>>,
-        trans_a: bool,
-        trans_b: bool,
+        trans_a: Flag,
+        trans_b: Flag,
         scale_a: Checked<i32>,
         scale_b: Checked<i32>,
     ) -> PyResult<PyValue> {
@@ -2130,8 +2139,8 @@ impl FunctionBuilder {
             n: n.0,
             a: ea,
             b: eb,
-            trans_a,
-            trans_b,
+            trans_a: trans_a.0,
+            trans_b: trans_b.0,
             neg_a: neg(scale_a.0, "scale_a")?,
             neg_b: neg(scale_b.0, "scale_b")?,
         };
@@ -2188,8 +2197,8 @@ impl FunctionBuilder {
     /// `setmaxnreg.inc` (`increase=True`) or `.dec` to `count` registers per
     /// thread (a multiple of 8 in 24..256; sm_90a).
     #[pyo3(signature = (count, *, increase), text_signature = "($self, count, *, increase)")]
-    fn setmaxnreg(&self, py: Python<'_>, count: Checked<u32>, increase: bool) -> PyResult<()> {
-        self.sh.run(py, |fb| fb.setmaxnreg(count.0, increase))
+    fn setmaxnreg(&self, py: Python<'_>, count: Checked<u32>, increase: Flag) -> PyResult<()> {
+        self.sh.run(py, |fb| fb.setmaxnreg(count.0, increase.0))
     }
 
     /// True in exactly one lane of the warp, the lowest active one (`elect.sync`, sm_90).
@@ -2292,7 +2301,7 @@ impl FunctionBuilder {
         } else if let Ok(s) = callee.cast::<PyString>() {
             s.to_cow()?.trim_start_matches('@').to_string()
         } else {
-            return Err(PyTypeError::new_err(format!(
+            return Err(ArgumentError::new_err(format!(
                 "callee must be a function name or a FunctionBuilder, got {}",
                 type_name(callee)
             )));
@@ -2337,10 +2346,10 @@ impl FunctionBuilder {
     fn jump(
         &self,
         py: Python<'_>,
-        block: &Bound<'_, PyBlock>,
+        block: Is<'_, PyBlock>,
         args: &Bound<'_, PyTuple>,
     ) -> PyResult<()> {
-        let id = self.block_id(block)?;
+        let id = self.block_id(&block)?;
         let ops = self.sh.opnds(args)?;
         self.sh.run(py, |fb| {
             let tys = block_param_types(fb, id)?;
@@ -2355,14 +2364,14 @@ impl FunctionBuilder {
         &self,
         py: Python<'_>,
         cond: &Bound<'_, PyAny>,
-        then_block: &Bound<'_, PyBlock>,
-        else_block: &Bound<'_, PyBlock>,
+        then_block: Is<'_, PyBlock>,
+        else_block: Is<'_, PyBlock>,
         then_args: Option<&Bound<'_, PyAny>>,
         else_args: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         let (c, _) = self.sh.value(cond, "the condition of `br`")?;
-        let t = self.block_id(then_block)?;
-        let e = self.block_id(else_block)?;
+        let t = self.block_id(&then_block)?;
+        let e = self.block_id(&else_block)?;
         let ta = self.opnd_seq(then_args)?;
         let ea = self.opnd_seq(else_args)?;
         self.sh.run(py, |fb| {
@@ -3441,7 +3450,7 @@ impl FunctionBuilder {
                 )))
             }
             Opnd::Float(_) | Opnd::Bool(_) => {
-                return Err(PyTypeError::new_err("for_range step must be an integer"))
+                return Err(ArgumentError::new_err("for_range step must be an integer"))
             }
             _ => {}
         }

@@ -12,7 +12,7 @@
 //! signature; a failed run-time check raises `TrapError` naming the function
 //! and index.
 
-use crate::checked::{self, Text};
+use crate::checked::{self, Text, TextList};
 use crate::errors::{guard, ArgumentError, CompileError, InternalError, TrapError};
 use crate::hir::verify_error;
 use pyo3::intern;
@@ -858,7 +858,7 @@ pub fn cpu_compile(
     cpu: Option<Text>,
     features: Option<Text>,
     opt_level: Option<Text>,
-    interp_kernels: Option<Vec<Text>>,
+    interp_kernels: Option<TextList>,
 ) -> PyResult<CpuModule> {
     let m = crate::hir::module_arg(module)?;
     let (cpu, features) = (cpu.map(|t| t.0), features.map(|t| t.0));
@@ -876,11 +876,7 @@ pub fn cpu_compile(
         cpu,
         features,
         opt_level,
-        force_interp: interp_kernels
-            .unwrap_or_default()
-            .into_iter()
-            .map(|t| t.0)
-            .collect(),
+        force_interp: interp_kernels.unwrap_or_default().0,
     };
     let r = py.detach(|| guard(|| Ok(host::jit(&m, &opts))))?;
     let hm = r.map_err(|e| host_error(py, e))?;

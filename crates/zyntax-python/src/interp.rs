@@ -2,7 +2,7 @@
 //! kernel or call a host/device function on byte buffers. The numpy-facing
 //! wrapper is `python/zyntax/interp.py`. Runs release the GIL.
 
-use crate::checked::{self, Text};
+use crate::checked::{self, Flag, Text};
 use crate::errors::{guard, ArgumentError, BuildError, InternalError, TrapError, ZyntaxError};
 use crate::hir::{module_arg, verify_error};
 use pyo3::prelude::*;
@@ -186,7 +186,8 @@ pub fn interp_tensor_map_check(desc: TmapTuple, address: u64) -> PyResult<()> {
 /// `buffers` (bytes). Returns `(buffers_after, stats)`; buffers are returned
 /// after a trap too, as the exception's `buffers` attribute.
 #[pyfunction]
-#[pyo3(signature = (module, name, grid, block, args, buffers, *, shared_bytes=None, checks=true, fuel=None, tensor_maps=None, cluster=None, globals=None))]
+#[pyo3(signature = (module, name, grid, block, args, buffers, *, shared_bytes=None, checks=Flag(true), fuel=None, tensor_maps=None, cluster=None, globals=None),
+    text_signature = "(module, name, grid, block, args, buffers, *, shared_bytes=None, checks=True, fuel=None, tensor_maps=None, cluster=None, globals=None)")]
 #[allow(clippy::too_many_arguments)]
 pub fn interp_launch<'py>(
     py: Python<'py>,
@@ -197,7 +198,7 @@ pub fn interp_launch<'py>(
     args: &Bound<'py, PyList>,
     buffers: &Bound<'py, PyList>,
     shared_bytes: Option<&Bound<'py, PyAny>>,
-    checks: bool,
+    checks: Flag,
     fuel: Option<&Bound<'py, PyAny>>,
     tensor_maps: Option<Vec<TmapTuple>>,
     cluster: Option<&Bound<'py, PyAny>>,
@@ -231,7 +232,7 @@ pub fn interp_launch<'py>(
     };
     let args = args_in(args)?;
     let mut bufs = buffers_in(buffers)?;
-    let opts = options(checks, fuel)?;
+    let opts = options(checks.0, fuel)?;
     // Module globals: set from the given bytes before the run, read back after it.
     let globals = globals.unwrap_or_default();
     let mut globals_after: Vec<Vec<u8>> = Vec::new();
@@ -312,21 +313,22 @@ fn value_to_py(py: Python<'_>, v: &zyntax_interp::Value) -> PyResult<Py<PyAny>> 
 /// Calls host or device function `name` as one thread. Returns
 /// `(results, buffers_after)`.
 #[pyfunction]
-#[pyo3(signature = (module, name, args, buffers, *, checks=true, fuel=None))]
+#[pyo3(signature = (module, name, args, buffers, *, checks=Flag(true), fuel=None),
+    text_signature = "(module, name, args, buffers, *, checks=True, fuel=None)")]
 pub fn interp_call<'py>(
     py: Python<'py>,
     module: &Bound<'py, PyAny>,
     name: Text,
     args: &Bound<'py, PyList>,
     buffers: &Bound<'py, PyList>,
-    checks: bool,
+    checks: Flag,
     fuel: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
     let m = module_arg(module)?;
     let name = name.0;
     let args = args_in(args)?;
     let mut bufs = buffers_in(buffers)?;
-    let opts = options(checks, fuel)?;
+    let opts = options(checks.0, fuel)?;
     let res = guard(|| {
         Ok(py.detach(|| {
             Interpreter::with_options(&m, opts).and_then(|it| it.call(&name, &args, &mut bufs))

@@ -8,10 +8,9 @@
 //!   args), ...]` for the executor, where each argument is a scalar or a
 //!   `(buffer_index, access)` tuple.
 
-use crate::checked::{Checked, Text};
+use crate::checked::{Checked, Is, Text};
 use crate::cuda::{device, dims, err, normalize_dtype, CudaKernel, CudaStream, DeviceArray, OrPy};
-use crate::errors::guard;
-use pyo3::exceptions::PyTypeError;
+use crate::errors::{guard, ArgumentError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyTuple};
 use std::sync::Mutex;
@@ -23,7 +22,7 @@ fn access(s: &str) -> PyResult<Access> {
         "read" => Ok(Access::Read),
         "write" => Ok(Access::Write),
         "readwrite" => Ok(Access::ReadWrite),
-        _ => Err(PyTypeError::new_err(format!(
+        _ => Err(ArgumentError::new_err(format!(
             "access must be 'read', 'write' or 'readwrite', not '{s}'"
         ))),
     }
@@ -37,7 +36,7 @@ fn decls(py: Python<'_>, buffers: Vec<BufferTuple<'_>>) -> PyResult<Vec<BufferDe
         .map(|(name, role, dtype, shape)| {
             let d = normalize_dtype(py, &dtype)?;
             let elem = d.elem.ok_or_else(|| {
-                PyTypeError::new_err(format!(
+                ArgumentError::new_err(format!(
                     "buffer '{name}': dtype {dtype} has no zyntax element type"
                 ))
             })?;
@@ -135,7 +134,7 @@ fn step_arg(py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<StepArg> {
         return Ok(StepArg::Float(a.extract::<f64>()?));
     }
     let _ = py;
-    Err(PyTypeError::new_err(format!(
+    Err(ArgumentError::new_err(format!(
         "program launch arguments are buffers, bools, ints or floats, not {}",
         a.get_type().name()?
     )))
@@ -192,7 +191,7 @@ impl CudaProgram {
         py: Python<'_>,
         bindings: Vec<(String, Bound<'_, DeviceArray>)>,
         warmup: Option<Checked<u32>>,
-        stream: Option<&Bound<'_, CudaStream>>,
+        stream: Option<Is<'_, CudaStream>>,
     ) -> PyResult<CudaProgramExec> {
         guard(|| {
             let b = bindings

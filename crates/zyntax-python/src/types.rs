@@ -1,8 +1,7 @@
 //! `zyntax.hir.Type` and conversions from Python objects to HIR types and enums.
 
 use crate::checked::{Checked, Text};
-use crate::errors::BuildError;
-use pyo3::exceptions::PyTypeError;
+use crate::errors::{ArgumentError, BuildError};
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 use std::collections::hash_map::DefaultHasher;
@@ -166,7 +165,7 @@ pub fn to_type(obj: &Bound<'_, PyAny>) -> PyResult<Type> {
             )));
         }
     }
-    Err(PyTypeError::new_err(format!(
+    Err(ArgumentError::new_err(format!(
         "expected a zyntax.hir.Type, a type name such as 'f32', or a numpy dtype; got {}",
         type_name(obj)
     )))
@@ -181,7 +180,7 @@ pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
 
 pub fn to_types(obj: &Bound<'_, PyAny>) -> PyResult<Vec<Type>> {
     if obj.cast::<PyString>().is_ok() || obj.cast::<PyHirType>().is_ok() {
-        return Err(PyTypeError::new_err(
+        return Err(ArgumentError::new_err(
             "expected a sequence of types (e.g. [f32, u32]), got a single type",
         ));
     }

@@ -26,6 +26,7 @@ def main() -> None:
     p.add_argument("--variants", default=None, help="comma-separated names (default: all)")
     args = p.parse_args()
 
+    import _common  # noqa: F401  (a kernel cache of this run, not the user's)
     import torch
 
     from zyntax import cuda

@@ -15,6 +15,14 @@ ROOT = HERE.parents[1]
 EXAMPLES = ROOT / "examples"
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(EXAMPLES))
+sys.path.insert(0, str(ROOT / "tests"))
+
+import isolated_home  # noqa: E402
+
+# Before any test imports zyntax or starts a process: a temporary HOME and kernel cache.
+TEST_ROOT = isolated_home.isolate()
+#: The user's home, which no test may write to.
+REAL_HOME = isolated_home.real_home()
 
 
 def _gpu_available() -> bool:

@@ -13,6 +13,14 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 # The example builder scripts are importable as modules (`import saxpy`).
 sys.path.insert(0, str(EXAMPLES))
+sys.path.insert(0, str(ROOT / "tests"))
+
+import isolated_home  # noqa: E402
+
+# Before any test imports zyntax or starts a process: a temporary HOME and kernel cache.
+TEST_ROOT = isolated_home.isolate()
+#: The user's home, which no test may write to.
+REAL_HOME = isolated_home.real_home()
 
 
 @functools.cache

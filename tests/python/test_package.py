@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import re
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import zyntax
-from conftest import ROOT
+from conftest import REAL_HOME, ROOT, TEST_ROOT
 from zyntax import errors
+from zyntax.frontend import cache
 
 
 def test_all_names_exist() -> None:
@@ -186,3 +189,51 @@ def test_install_command_parser() -> None:
     assert _installed_names(" 'zyntax-compiler[compute]'") == ["zyntax-compiler"]
     assert _installed_names(" --no-deps dist/zyntax_compiler-0.1.0-cp310-abi3.whl") == []
     assert _installed_names(" -q numpy>=1.24 Zyntax_Compiler") == ["numpy", "zyntax-compiler"]
+
+
+# ------------------------------------------------------------------ the tests' own home
+
+_PROBE = textwrap.dedent(
+    """
+    import zyntax
+    from zyntax import Array, f32, i32
+
+
+    @zyntax.kernel
+    def home_probe(x: Array[f32, 1], n: i32) -> None:
+        i = zyntax.lang.grid(1)
+        if i < n:
+            x[i] = x[i] * 3.0
+
+
+    home_probe.ptx((Array[f32, 1], i32), arch="sm_80")
+    """
+)
+
+
+def _tree(d: Path) -> list[tuple[str, int]]:
+    if not d.is_dir():
+        return []
+    return sorted((str(p.relative_to(d)), p.stat().st_mtime_ns) for p in d.rglob("*"))
+
+
+def test_tests_run_with_a_temporary_home_and_cache() -> None:
+    root = TEST_ROOT.resolve()
+    assert Path.home().resolve() != REAL_HOME.resolve()
+    for p in (Path.home(), Path(os.environ["XDG_CACHE_HOME"]), cache.root_dir()):
+        assert root in p.resolve().parents, p
+
+
+def test_a_compile_in_a_subprocess_leaves_the_real_cache_alone(tmp_path: Path) -> None:
+    real_cache = REAL_HOME / ".cache" / "zyntax"
+    before = _tree(real_cache)
+    script = tmp_path / "probe.py"
+    script.write_text(_PROBE)
+    # The environment the tests run in, as every subprocess a test starts inherits it.
+    proc = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, check=False, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr
+    written = [p for p in cache.cache_dir().glob("*.ptx") if ".entry home_probe(" in p.read_text()]
+    assert written and all(TEST_ROOT.resolve() in p.resolve().parents for p in written)
+    assert _tree(real_cache) == before

@@ -21,11 +21,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from zyntax import fatbin
 from zyntax.errors import ArgumentError, CudaError
@@ -142,17 +143,108 @@ def read_manifest(path: str | Path) -> dict[str, Any]:
         f"version {m.get('version')!r}; this zyntax reads version {MANIFEST_VERSION}",
     )
     _expect(m.get("content_sha256") == _content_hash(m), "edited after it was written (hash)")
+    # The hash only catches accidents (anyone can recompute it): every field
+    # the loader uses is checked for type and range here, before the device.
     img = m.get("image")
     _expect(isinstance(img, dict), "no image record")
     _expect(img.get("kind") in ("fatbin", "cubin"), "image kind is not fatbin or cubin")
-    _expect(isinstance(img.get("file"), str) and "/" not in img["file"], "bad image file name")
+    file = img.get("file")
+    if not (isinstance(file, str) and _FILE_NAME.fullmatch(file) is not None):
+        _bad(f"image.file: expected a plain file name, got {_shown(file)}")
+    _field_int(img.get("bytes"), "image.bytes", 0, MAX_IMAGE_BYTES)
+    if not (isinstance(img.get("sha256"), str) and _SHA256.fullmatch(img["sha256"]) is not None):
+        _bad(f"image.sha256: expected 64 hex digits, got {_shown(img.get('sha256'))}")
     sass = m.get("sass")
-    _expect(isinstance(sass, list) and all(isinstance(a, str) for a in sass), "bad sass list")
+    if not (isinstance(sass, list) and all(_is_arch(a) for a in sass)):
+        _bad(f"sass: expected a list of arch names (e.g. 'sm_90'), got {_shown(sass)}")
+    ptx = m.get("ptx")
+    if not (ptx is None or _is_arch(ptx)):
+        _bad(f"ptx: expected null or an arch name, got {_shown(ptx)}")
     kernels = m.get("kernels")
     _expect(isinstance(kernels, dict) and bool(kernels), "no kernels")
     for name, k in kernels.items():
-        _expect(isinstance(k, dict) and isinstance(k.get("params"), list), f"kernel {name}")
+        _check_kernel(name, k)
+    tuning = m.get("tuning")
+    if not (tuning is None or isinstance(tuning, dict)):
+        _bad(f"tuning: expected an object, got {_shown(tuning)}")
     return dict(m)
+
+
+_ARCH = re.compile(r"sm_[1-9][0-9]{1,2}a?")
+_FILE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,254}")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_KERNEL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]{0,1023}")
+#: Launch dimensions and byte counts the driver takes (unsigned 32-bit, kept positive).
+_U31 = 2**31 - 1
+#: Kernel parameters: PTX passes at most 32 KiB of them, so at most this many.
+_MAX_PARAMS = 32764
+
+
+def _bad(what: str) -> NoReturn:
+    raise BundleError(f"bundle manifest: {what}")
+
+
+def _shown(v: Any) -> str:
+    """`v` for an error message, cut short (a hostile manifest may hold megabytes)."""
+    text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _is_arch(a: Any) -> bool:
+    return isinstance(a, str) and _ARCH.fullmatch(a) is not None
+
+
+def _field_int(v: Any, where: str, lo: int, hi: int) -> int:
+    """`v`, an integer in [lo, hi] (never a bool or float), else a BundleError naming `where`."""
+    if not (isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi):
+        _bad(f"{where}: expected an integer in [{lo}, {hi}], got {_shown(v)}")
+    return int(v)
+
+
+def _field_dims(v: Any, where: str) -> None:
+    """`v`: null or a list of 1 to 3 positive integers (block or cluster dimensions)."""
+    if v is None:
+        return
+    if not (isinstance(v, list) and 1 <= len(v) <= 3):
+        _bad(f"{where}: expected null or a list of 1 to 3 integers, got {_shown(v)}")
+    for i, d in enumerate(v):
+        _field_int(d, f"{where}[{i}]", 1, _U31)
+
+
+def _check_kernel(name: str, k: Any) -> None:
+    """One entry of the manifest's ``kernels``: every field the loader reads."""
+    if _KERNEL_NAME.fullmatch(name) is None:
+        _bad(f"kernels: {_shown(name)} is not a kernel name")
+    at = f"kernels.{name}"
+    if not isinstance(k, dict):
+        _bad(f"{at}: expected an object, got {_shown(k)}")
+    params = k.get("params")
+    if not (isinstance(params, list) and len(params) <= _MAX_PARAMS):
+        _bad(
+            f"{at}.params: expected a list of at most {_MAX_PARAMS} parameters, "
+            f"got {_shown(params)}"
+        )
+    for i, p in enumerate(params):
+        if not (isinstance(p, dict) and isinstance(p.get("type"), str) and len(p["type"]) <= 4096):
+            _bad(f"{at}.params[{i}]: expected an object with a type name, got {_shown(p)}")
+    _field_dims(k.get("max_threads"), f"{at}.max_threads")
+    _field_dims(k.get("cluster_dims"), f"{at}.cluster_dims")
+    shared = k.get("dynamic_shared_bytes")
+    if shared is not None:
+        _field_int(shared, f"{at}.dynamic_shared_bytes", 0, _U31)
+    if not isinstance(k.get("grid_sync", False), bool):
+        _bad(f"{at}.grid_sync: expected true or false, got {_shown(k.get('grid_sync'))}")
+    resources = k.get("resources", {})
+    if not isinstance(resources, dict):
+        _bad(f"{at}.resources: expected an object, got {_shown(resources)}")
+    for arch, r in resources.items():
+        if not (_is_arch(arch) and isinstance(r, dict)):
+            _bad(
+                f"{at}.resources.{_shown(arch)}: expected an arch name and an object, "
+                f"got {_shown(r)}"
+            )
+        if r.get("registers") is not None:
+            _field_int(r["registers"], f"{at}.resources.{arch}.registers", 0, 65536)
 
 
 @dataclass

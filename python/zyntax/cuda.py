@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -429,7 +429,11 @@ class Program:
     """
 
     def __init__(self, device: int = 0) -> None:
-        self.device = device
+        if isinstance(device, (bool, np.bool_)) or not isinstance(device, (int, np.integer)):
+            raise ArgumentError(f"argument 'device': expected an int, got {type(device).__name__}")
+        if not 0 <= device < 2**31:
+            raise ArgumentError(f"argument 'device': expected an ordinal >= 0, got {device}")
+        self.device = int(device)
         self.buffers: list[Buffer] = []
         #: (kernel, grid, block, shared_mem, args) with buffers as (index, access).
         self._steps: list[tuple[Any, Any, Any, int | None, list[Any]]] = []
@@ -437,10 +441,20 @@ class Program:
 
     # -- buffers
     def _buffer(self, name: str, role: str, shape: int | tuple[int, ...], dtype: Any) -> Buffer:
+        if not isinstance(name, str):
+            raise ArgumentError(
+                f"argument 'name': a {role} buffer's name must be a str, got {type(name).__name__}"
+            )
         shp = _shape(shape)
         if any(b.name == name for b in self.buffers):
             raise CudaError(f"the program already has a buffer named {name!r}")
-        b = Buffer(self, len(self.buffers), name, role, shp, np.dtype(dtype))
+        try:
+            dt = np.dtype(dtype)
+        except (TypeError, ValueError) as e:
+            raise ArgumentError(f"argument 'dtype': buffer {name!r}: {e}") from None
+        if dt.hasobject or dt.fields is not None or dt.subdtype is not None:
+            raise ArgumentError(f"argument 'dtype': buffer {name!r} needs a scalar dtype, got {dt}")
+        b = Buffer(self, len(self.buffers), name, role, shp, dt)
         self.buffers.append(b)
         return b
 
@@ -468,9 +482,25 @@ class Program:
         shared_mem: int | None = None,
     ) -> None:
         """Records one launch of a ``zyntax.cuda.Kernel`` or a ``@zyntax.kernel``
-        function; program buffers among `args` stand for the bound tensors."""
-        written = {self._own(b).index for b in writes}
-        updated = {self._own(b).index for b in updates}
+        function; program buffers among `args` stand for the bound tensors.
+        `writes` and `updates` are buffers (one or a list) among `args`."""
+        written = {b.index for b in self._buffer_list(writes, "writes", args)}
+        updated = {b.index for b in self._buffer_list(updates, "updates", args)}
+        both = written & updated
+        if both:
+            raise ArgumentError(
+                f"argument 'updates': buffer {self.buffers[min(both)].name!r} is also in "
+                "'writes' (writes: written only; updates: read and written)"
+            )
+        if shared_mem is not None and (
+            isinstance(shared_mem, (bool, np.bool_))
+            or not isinstance(shared_mem, (int, np.integer))
+            or not 0 <= shared_mem < 2**32
+        ):
+            raise ArgumentError(
+                f"argument 'shared_mem': expected None or an integer in [0, 2**32), "
+                f"got {shared_mem!r}"
+            )
 
         def access(b: Buffer) -> str:
             if b.index in updated:
@@ -496,6 +526,32 @@ class Program:
         if not isinstance(b, Buffer) or b.program is not self:
             raise CudaError(f"{b!r} is not a buffer of this program")
         return b
+
+    def _buffer_list(self, value: Any, what: str, args: tuple[Any, ...]) -> list[Buffer]:
+        """`writes`/`updates`: a Buffer or an iterable of Buffers of this
+        program, each among the launch's `args` (a name or an array there is
+        an ArgumentError naming the argument)."""
+        if isinstance(value, Buffer):
+            value = [value]
+        if isinstance(value, (str, bytes, np.ndarray)) or not isinstance(value, Iterable):
+            raise ArgumentError(
+                f"argument '{what}': expected program buffers (a Buffer or a list of them), "
+                f"got {type(value).__name__}"
+            )
+        out = []
+        for b in value:
+            if not isinstance(b, Buffer):
+                raise ArgumentError(
+                    f"argument '{what}': expected program buffers, got a {type(b).__name__} "
+                    "in it (pass the Buffer that Program.input/output/... returned)"
+                )
+            self._own(b)
+            if not any(a is b for a in args):
+                raise ArgumentError(
+                    f"argument '{what}': buffer {b.name!r} is not an argument of this launch"
+                )
+            out.append(b)
+        return out
 
     def _resolve(self, kernel: Any, args: tuple[Any, ...]) -> tuple[Any, list[Any]]:
         """The loaded kernel and its flat argument list (a ``@zyntax.kernel``
@@ -562,22 +618,52 @@ class Program:
         allocates the planned temporaries and returns the executor. After
         `warmup` eager runs the program is captured into a CUDA graph
         (``None``: never). The executor keeps every bound tensor alive."""
+        self._check_bindings(bindings)
         self.check()
         arrays: list[tuple[str, DeviceArray]] = []
         for name, obj in bindings.items():
             if isinstance(obj, np.ndarray):
-                err = CudaError(
-                    f"binding '{name}': is a host array; device memory is needed "
-                    "(copy it with zyntax.cuda.to_device)"
+                raise _binding_error(
+                    name,
+                    "is a host array; device memory is needed (copy it with zyntax.cuda.to_device)",
                 )
-                setattr(err, "kind", "binding")  # noqa: B010 - set like the native errors
-                raise err
             arrays.append((name, as_device_array(obj, self.device)))
         native = _native.CudaProgram(self.device, self._decls(), self._steps)
         return native.prepare(arrays, warmup, stream)
+
+    def _check_bindings(self, bindings: Any) -> None:
+        """`bindings` before any device work: a mapping from the names (str)
+        of this program's inputs, parameters and outputs to device arrays.
+        A bad name or value is the executor's own `CudaError` (``kind ==
+        "binding"``, naming the binding), raised here without a device."""
+        if not isinstance(bindings, Mapping):
+            raise ArgumentError(
+                f"argument 'bindings': expected a dict of buffer name -> array, "
+                f"got {type(bindings).__name__}"
+            )
+        roles = {b.name: b.role for b in self.buffers}
+        for name, obj in bindings.items():
+            if not isinstance(name, str):
+                raise ArgumentError(
+                    f"argument 'bindings': keys are buffer names (str), got {type(name).__name__}"
+                )
+            if name not in roles:
+                bindable = ", ".join(n for n, r in roles.items() if r != "temporary")
+                raise _binding_error(name, f"the program has no such buffer (bindable: {bindable})")
+            if roles[name] == "temporary":
+                raise _binding_error(name, "is a temporary: the executor allocates it")
+            if obj is None or isinstance(obj, (str, bytes, int, float, Buffer)):
+                raise _binding_error(name, f"is a {type(obj).__name__}, not a device array")
 
     def __repr__(self) -> str:
         return f"<Program: {len(self.buffers)} buffers, {len(self._steps)} launches>"
 
 
 ProgramExec = _native.CudaProgramExec
+
+
+def _binding_error(name: str, message: str) -> CudaError:
+    """A binding refused before the device, as the executor refuses it (``kind == "binding"``)."""
+    err = CudaError(f"binding '{name}': {message}")
+    setattr(err, "kind", "binding")  # noqa: B010 - set like the native errors
+    return err

@@ -181,11 +181,25 @@ class Sequence:
     def _buffer(
         self, name: str, role: str, shape: Any, dtype: Any, alias_of: Buffer | None
     ) -> Buffer:
+        if not isinstance(name, str):
+            raise ArgumentError(f"argument 'name': expected a str, got {type(name).__name__}")
         if name in self.buffers:
             raise BuildError(f"the sequence already has a buffer named {name!r}")
-        shp = (int(shape),) if isinstance(shape, int) else tuple(int(d) for d in shape)
-        if not 1 <= len(shp) <= 2 or any(d < 1 for d in shp):
+        shp = _extents(shape, name)
+        if not 1 <= len(shp) <= 2:
             raise BuildError(f"buffer {name!r}: shape {shp} must have 1 or 2 positive extents")
+        if str(dtype) not in (*_NUMPY, "bf16"):
+            raise ArgumentError(
+                f"argument 'dtype': buffer {name!r} needs one of the scalar types "
+                f"{', '.join((*_NUMPY, 'bf16'))}, got {dtype!r}"
+            )
+        if alias_of is not None and not (
+            isinstance(alias_of, Buffer) and self.buffers.get(alias_of.name) is alias_of
+        ):
+            raise ArgumentError(
+                f"argument 'alias_of': buffer {name!r} can alias only a buffer of this "
+                f"sequence, got {alias_of!r}"
+            )
         b = Buffer(name, role, shp, dtype, alias_of.name if alias_of is not None else None)
         self.buffers[name] = b
         return b
@@ -214,6 +228,7 @@ class Sequence:
         shared_bytes: int = 0,
     ) -> None:
         """``out[p] = body(e)`` for every point ``p`` of ``out``'s shape."""
+        self._check_stage(name, out, body, registers, shared_bytes)
         self.stages.append(
             _Stage(name, "map", out, body, registers=registers, shared_bytes=shared_bytes)
         )
@@ -230,13 +245,36 @@ class Sequence:
         shared_bytes: int = 0,
     ) -> None:
         """``out[r] = op over c < cols of body(e at (r, c))``, accumulated in ``out``'s type."""
+        self._check_stage(name, out, body, registers, shared_bytes)
         if op not in ("add", "max"):
             raise BuildError(f"reduce {name!r}: op must be 'add' or 'max', not {op!r}")
+        (inner,) = _extents(cols, name)
         st = _Stage(
             name, "reduce", out, body, op=op, registers=registers, shared_bytes=shared_bytes
         )
-        st._inner = int(cols)
+        st._inner = inner
         self.stages.append(st)
+
+    def _check_stage(
+        self, name: Any, out: Any, body: Any, registers: Any, shared_bytes: Any
+    ) -> None:
+        """A stage's arguments, else an ArgumentError naming the one that is wrong."""
+        if not isinstance(name, str):
+            raise ArgumentError(f"argument 'name': expected a str, got {type(name).__name__}")
+        if not isinstance(out, Buffer) or self.buffers.get(out.name) is not out:
+            raise ArgumentError(
+                f"argument 'out': stage {name!r} writes a buffer of this sequence, got {out!r}"
+            )
+        if not callable(body):
+            raise ArgumentError(
+                f"argument 'body': stage {name!r} needs a function of the point, "
+                f"got {type(body).__name__}"
+            )
+        for what, v in (("registers", registers), ("shared_bytes", shared_bytes)):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v < 2**31:
+                raise ArgumentError(
+                    f"argument '{what}': stage {name!r} needs an integer in [0, 2**31), got {v!r}"
+                )
 
     # -- planning
     def _record(self) -> None:
@@ -706,14 +744,80 @@ class Fused:
                 out[b.name] = alloc(b)
         return out
 
+    def _checked_arrays(self, arrays: Any) -> dict[str, np.ndarray]:
+        """`arrays` checked against the sequence's buffers: a mapping from
+        buffer names to numpy arrays of exactly the declared shape and dtype,
+        and no memory shared between two buffers the sequence does not
+        declare to alias (``alias_of``) when a kernel writes either; declared
+        aliases that share memory must be the same array, so that the
+        interpreter sees one memory. Else an ArgumentError naming the buffer."""
+        if not isinstance(arrays, Mapping):
+            raise ArgumentError(
+                f"argument 'arrays': expected a dict of buffer name -> numpy array, "
+                f"got {type(arrays).__name__}"
+            )
+        buffers = self.sequence.buffers
+        out: dict[str, np.ndarray] = {}
+        for name, a in arrays.items():
+            if not isinstance(name, str) or name not in buffers:
+                raise ArgumentError(
+                    f"argument 'arrays': {name!r} is not a buffer of sequence "
+                    f"{self.sequence.name!r} (its buffers: {', '.join(buffers)})"
+                )
+            b = buffers[name]
+            if not isinstance(a, np.ndarray):
+                raise ArgumentError(
+                    f"argument 'arrays': buffer {name!r} needs a numpy array, "
+                    f"got {type(a).__name__}"
+                )
+            want = _np_dtype(b.dtype)
+            if a.shape != b.shape or a.dtype != want:
+                raise ArgumentError(
+                    f"argument 'arrays': buffer {name!r} is {b.shape} {want}, "
+                    f"got an array of {a.shape} {a.dtype}"
+                )
+            out[name] = a
+        written = {b.name for k in self.kernels for b in k.writes}
+        alias = _alias_roots(buffers)
+        names = list(out)
+        for i, n1 in enumerate(names):
+            for n2 in names[i + 1 :]:
+                a1, a2 = out[n1], out[n2]
+                if not np.may_share_memory(a1, a2):
+                    continue
+                if not (written & {n1, n2}):
+                    continue  # both only read: sharing changes nothing
+                same_view = a1 is a2 or (
+                    a1.__array_interface__["data"] == a2.__array_interface__["data"]
+                    and a1.strides == a2.strides
+                )
+                if alias[n1] == alias[n2] and same_view and a1.shape == a2.shape:
+                    out[n2] = a1  # one memory, as the kernels were planned for
+                    continue
+                why = (
+                    "pass the same array for both"
+                    if alias[n1] == alias[n2]
+                    else "the sequence does not declare them to alias (alias_of=), so "
+                    "the kernels may read what another thread already overwrote"
+                )
+                raise ArgumentError(
+                    f"argument 'arrays': the arrays for {n1!r} and {n2!r} share memory "
+                    f"and a kernel writes one of them: {why}"
+                )
+        return out
+
     def run_interp(self, arrays: Mapping[str, np.ndarray]) -> None:
-        """Runs the kernels on the reference interpreter; outputs are written in place."""
+        """Runs the kernels on the reference interpreter; outputs are written in place.
+
+        Each array must have its buffer's shape and dtype; two buffers may
+        share memory only if both are only read, or they are declared to
+        alias and get the same array (see :meth:`_checked_arrays`)."""
         from zyntax import interp
 
         def alloc(b: Buffer) -> np.ndarray:
             return np.full(b.shape, np.nan, _NUMPY[str(b.dtype)])
 
-        arrs = self._arrays(arrays, alloc)
+        arrs = self._arrays(self._checked_arrays(arrays), alloc)
         for k in self.kernels:
             interp.launch(k.module, k.name, k.grid, k.block, *[arrs[b.name] for b in k.buffers])
 
@@ -745,6 +849,41 @@ class Fused:
     def bytes_moved(self) -> int:
         """Bytes the kernels read and write in DRAM, each buffer once per kernel using it."""
         return sum(math.prod(b.shape) * _size(b.dtype) for k in self.kernels for b in k.buffers)
+
+
+def _extents(shape: Any, name: str) -> tuple[int, ...]:
+    """`shape` (an int or a sequence of ints, numpy ints too) as positive
+    extents, else an ArgumentError naming the buffer."""
+    dims = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+    for d in dims:
+        if isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)) or d < 1:
+            raise ArgumentError(
+                f"argument 'shape': buffer {name!r} needs positive integer extents, "
+                f"got {d!r} in {shape!r}"
+            )
+    return tuple(int(d) for d in dims)
+
+
+def _np_dtype(ty: Any) -> np.dtype[Any]:
+    """The numpy dtype of a buffer of HIR scalar type `ty` (bf16 through ml_dtypes)."""
+    name = str(ty)
+    return _bf16_dtype() if name == "bf16" else np.dtype(_NUMPY[name])
+
+
+def _alias_roots(buffers: Mapping[str, Buffer]) -> dict[str, str]:
+    """Each buffer's alias class: buffers linked by ``alias_of`` (in either
+    direction, transitively) share a root."""
+    root = {name: name for name in buffers}
+
+    def find(n: str) -> str:
+        while root[n] != n:
+            n = root[n]
+        return n
+
+    for b in buffers.values():
+        if b.alias_of is not None and b.alias_of in root:
+            root[find(b.name)] = find(b.alias_of)
+    return {n: find(n) for n in buffers}
 
 
 def _size(ty: Any) -> int:

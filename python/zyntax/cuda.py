@@ -260,23 +260,60 @@ def load_module(
 def load_cached(entry: str | os.PathLike[str], device: int = 0) -> Module:
     """Loads a ``ptx_cache`` entry (``<key>.ptx`` with its ``<key>.json``):
     `entry` is the path of either file or of the key without a suffix. The
-    JSON's parameter layout and launch bounds become the kernels' signatures."""
-    import json
+    JSON's parameter layout and launch bounds become the kernels' signatures.
+    Both files are read bounded (:mod:`zyntax.safeio`); a malformed JSON is an
+    ArgumentError naming the file and the field."""
     from pathlib import Path
+
+    from zyntax.safeio import read_bounded, read_json
 
     base = Path(entry)
     if base.suffix in (".ptx", ".json"):
         base = base.with_suffix("")
-    meta = json.loads(base.with_suffix(".json").read_text())
-    ptx = base.with_suffix(".ptx").read_text()
+    meta_path = base.with_suffix(".json")
+    meta = read_json(meta_path)
+    try:
+        ptx = read_bounded(base.with_suffix(".ptx"), _MAX_PTX_BYTES).decode("utf-8")
+    except UnicodeDecodeError:
+        raise ArgumentError(f"{base.with_suffix('.ptx')}: PTX is not UTF-8 text") from None
+    return load_module(ptx, device, signatures=_cached_signatures(meta, meta_path.name))
+
+
+#: The largest PTX file :func:`load_cached` reads.
+_MAX_PTX_BYTES = 256 << 20
+
+
+def _cached_signatures(meta: Any, where: str) -> dict[str, dict[str, Any]]:
+    """The ``launch`` section of a ``ptx_cache`` entry's JSON as signatures
+    for :func:`load_module` (which checks the values' ranges), every access
+    checked first: a wrong type anywhere is an ArgumentError naming the field."""
+
+    def bad(field: str, got: Any) -> ArgumentError:
+        shown = repr(got)
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        return ArgumentError(f"{where}: {field}: unexpected {shown}")
+
+    if not isinstance(meta, dict):
+        raise bad("the metadata", meta)
+    launches = meta.get("launch", {})
+    if not isinstance(launches, dict):
+        raise bad("launch", launches)
     sigs: dict[str, dict[str, Any]] = {}
-    for name, launch in meta.get("launch", {}).items():
+    for name, launch in launches.items():
+        if not isinstance(launch, dict):
+            raise bad(f"launch.{name}", launch)
+        params = launch.get("params", [])
+        if not isinstance(params, list):
+            raise bad(f"launch.{name}.params", params)
+        for i, p in enumerate(params):
+            if not isinstance(p, dict) or not isinstance(p.get("type"), str):
+                raise bad(f"launch.{name}.params[{i}]", p)
         sigs[name] = {
-            "params": [p["type"] for p in launch.get("params", [])],
+            "params": [p["type"] for p in params],
             "max_threads": launch.get("max_threads"),
             "shared_bytes": launch.get("dynamic_shared_bytes") or 0,
         }
-    return load_module(ptx, device, signatures=sigs)
+    return sigs
 
 
 def device_arch(device: int = 0) -> str:

@@ -489,3 +489,46 @@ def test_malformed_manifests_raise_bundle_error_naming_the_field(
 def test_the_manifest_as_written_still_reads(tmp_path: Path) -> None:
     m = bundle.read_manifest(forged(tmp_path, lambda m: None))
     assert list(m["kernels"]) == ["saxpy"] and m["image"]["kind"] == "fatbin"
+
+
+# ---------------------------------------------------------------- ptx_cache entries (load_cached)
+
+GOOD_META: dict[str, Any] = {
+    "launch": {"k": {"params": [{"type": "u32"}], "max_threads": [128], "dynamic_shared_bytes": 0}}
+}
+
+CACHED_CASES: list[tuple[str, Any, str]] = [
+    ("metadata a list", [GOOD_META], "the metadata"),
+    ("launch a list", {"launch": [1]}, "launch"),
+    ("entry a str", {"launch": {"k": "u32"}}, "launch.k"),
+    ("params a dict", {"launch": {"k": {"params": {"type": "u32"}}}}, "launch.k.params"),
+    ("param nested", {"launch": {"k": {"params": [[{"type": "u32"}]]}}}, "launch.k.params[0]"),
+    ("param type int", {"launch": {"k": {"params": [{"type": 4}]}}}, "launch.k.params[0]"),
+    ("max_threads str", {"launch": {"k": {"params": [], "max_threads": "128"}}}, "max_threads"),
+    ("max_threads huge", {"launch": {"k": {"params": [], "max_threads": [2**70]}}}, "max_threads"),
+    ("shared bytes negative", {"launch": {"k": {"dynamic_shared_bytes": -1}}}, "shared_bytes"),
+]
+
+
+@pytest.mark.parametrize(
+    ("meta", "field"), [c[1:] for c in CACHED_CASES], ids=[c[0] for c in CACHED_CASES]
+)
+def test_malformed_cache_metadata_is_refused_before_the_device(
+    tmp_path: Path, meta: Any, field: str
+) -> None:
+    if cuda is None:
+        pytest.skip("built without the CUDA runtime")
+    (tmp_path / "e.ptx").write_text(".version 8.0\n.target sm_80\n")
+    (tmp_path / "e.json").write_text(json.dumps(meta))
+    raises_naming(lambda: cuda.load_cached(tmp_path / "e"), field)
+
+
+def test_cache_entry_files_are_read_bounded(tmp_path: Path) -> None:
+    if cuda is None:
+        pytest.skip("built without the CUDA runtime")
+    (tmp_path / "e.ptx").write_bytes(b"\xff\xfe not text")
+    (tmp_path / "e.json").write_text(json.dumps(GOOD_META))
+    raises_naming(lambda: cuda.load_cached(tmp_path / "e.json"), "not UTF-8")
+    (tmp_path / "e.json").write_text("[" * 100_000)
+    with pytest.raises(zyntax.ZyntaxError):
+        cuda.load_cached(tmp_path / "e")

@@ -90,6 +90,7 @@ __all__ = [
     "parse_zir",
     "ptr",
     "ptxas_assemble",
+    "ptxas_info",
     "tensormap",
     "u8",
     "u16",
@@ -796,6 +797,7 @@ def emit_llvm(
     opt_level: str | None = None,
 ) -> str: ...
 def ptxas_assemble(ptx: str, arch: str, ptxas: str | None = None) -> dict[str, Any]: ...
+def ptxas_info(ptxas: str | None = None) -> dict[str, Any]: ...
 
 # ------------------------------------- CPU backend (crates/zyntax-python/src/host.rs, `llvm`)
 

@@ -18,9 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
-import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,36 +59,29 @@ def portable_ptx_arch(archs: Sequence[str]) -> str:
 
 
 def locate_ptxas() -> str:
-    """ptxas as zyntax.validate_ptx finds it: ``$ZYNTAX_PTXAS``, the ``nvidia-cuda-nvcc-cu12``
-    package of this interpreter, then ``PATH``."""
-    env = os.environ.get("ZYNTAX_PTXAS")
-    if env and os.path.isfile(env):
-        return env
-    try:
-        import nvidia.cuda_nvcc as nvcc  # type: ignore[import-untyped]
+    """The ptxas zyntax.validate_ptx uses, found and version-checked by the one locator
+    (Rust, ``zyntax_llvm::Ptxas::locate``): ``$ZYNTAX_PTXAS`` (set but unusable is an
+    error), CUDA 12's ``nvidia-cuda-nvcc-cu12`` and CUDA 13's ``nvidia-cuda-nvcc``
+    packages of this interpreter, a CUDA toolkit, then ``PATH``. CompileError when no
+    ptxas 12.x or 13.x is found."""
+    from zyntax.compiler import _backend
 
-        for d in list(nvcc.__path__):
-            p = Path(d) / "bin" / "ptxas"
-            if p.is_file():
-                return str(p)
-    except ImportError:
-        pass
-    found = shutil.which("ptxas")
-    if found:
-        return found
-    raise CompileError(
-        "ptxas not found (tried $ZYNTAX_PTXAS, the nvidia-cuda-nvcc-cu12 package, PATH); "
-        "install it with `pip install nvidia-cuda-nvcc-cu12` or set ZYNTAX_PTXAS"
-    )
+    return str(_backend("ptxas_info")()["path"])
 
 
 def ptxas_version(ptxas: str) -> str:
-    """The ``release`` line of ``ptxas --version`` (``Cuda compilation tools, release 12.9``)."""
-    out = subprocess.run([ptxas, "--version"], capture_output=True, text=True, check=False)
-    lines = [ln.strip() for ln in out.stdout.splitlines() if "release" in ln]
-    if out.returncode != 0 or not lines:
-        raise CompileError(f"{ptxas} --version failed: {out.stderr.strip() or out.stdout.strip()}")
-    return lines[0]
+    """The ``release`` line of ``ptxas --version`` (``Cuda compilation tools, release 12.9,
+    V12.9.86``); CompileError if ``ptxas`` is no file or not a release zyntax drives."""
+    from zyntax.compiler import _backend
+
+    return str(_backend("ptxas_info")(ptxas)["version"])
+
+
+def ptxas_archs(ptxas: str | None = None) -> list[str]:
+    """The archs ``ptxas`` (default: the located one) assembles for; CUDA 13's lacks sm_70."""
+    from zyntax.compiler import _backend
+
+    return [str(a) for a in _backend("ptxas_info")(ptxas)["archs"]]
 
 
 def _cubin(ptx: str, arch: str, ptxas: str, key: str) -> tuple[bytes, str]:

@@ -42,7 +42,7 @@ pub mod scalar;
 
 pub use error::{CompileError, CompileResult};
 #[cfg(feature = "compute")]
-pub use nvptx::{KernelResources, PtxTarget, Ptxas, PtxasError, PtxasOutput};
+pub use nvptx::{KernelResources, PtxTarget, Ptxas, PtxasError, PtxasOutput, PtxasRelease};
 
 #[cfg(feature = "compute")]
 use inkwell::context::Context;

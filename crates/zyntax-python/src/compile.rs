@@ -1,4 +1,4 @@
-//! `compile_ptx`, `emit_llvm`, `ptxas_assemble`: the LLVM backend (crate
+//! `compile_ptx`, `emit_llvm`, `ptxas_assemble`, `ptxas_info`: the LLVM backend (crate
 //! `zyntax-llvm`) for Python. Compilation releases the GIL.
 
 use crate::checked::Text;
@@ -87,9 +87,37 @@ pub fn emit_llvm(
     guard(|| Ok(py.detach(|| zl::emit_llvm(&m, &opts))))?.map_err(|e| compile_error(py, e))
 }
 
+/// `ptxas` (a path) checked, or the located one (`zyntax_llvm::Ptxas::locate`:
+/// `$ZYNTAX_PTXAS`, the nvcc wheels of CUDA 12 and 13, a CUDA toolkit, `PATH`).
+fn ptxas_tool(py: Python<'_>, ptxas: Option<Text>) -> PyResult<zl::Ptxas> {
+    guard(|| {
+        Ok(py.detach(|| match ptxas {
+            Some(p) => zl::Ptxas::at(p.0),
+            None => zl::Ptxas::locate(),
+        }))
+    })?
+    .map_err(|e| CompileError::new_err(e.to_string()))
+}
+
+/// The ptxas that `ptxas_assemble` uses: `ptxas` checked, else the located one.
+/// Returns `path`, `version` (the `release` line of `ptxas --version`),
+/// `release` (`"13.0"`) and `archs` (the archs it assembles for).
+#[pyfunction]
+#[pyo3(signature = (ptxas=None))]
+pub fn ptxas_info(py: Python<'_>, ptxas: Option<Text>) -> PyResult<Bound<'_, PyDict>> {
+    let tool = ptxas_tool(py, ptxas)?;
+    let d = PyDict::new(py);
+    d.set_item("path", tool.path().to_string_lossy().into_owned())?;
+    d.set_item("version", tool.release().line.clone())?;
+    d.set_item("release", tool.release().to_string())?;
+    let archs: Vec<&str> = tool.release().archs().iter().map(|a| a.name()).collect();
+    d.set_item("archs", archs)?;
+    Ok(d)
+}
+
 /// Assembles PTX with `ptxas -Werror -v` for `arch`; returns `cubin` (bytes),
-/// `log` and the `ptxas` path. `ptxas` defaults to the located one
-/// (`$ZYNTAX_PTXAS`, the `nvidia-cuda-nvcc-cu12` package, `PATH`).
+/// `log` and the `ptxas` path. `ptxas` defaults to the located one (see
+/// `ptxas_info`); an arch the ptxas lacks (CUDA 13: sm_70) is a CompileError.
 #[pyfunction]
 #[pyo3(signature = (ptx, arch, ptxas=None))]
 pub fn ptxas_assemble<'py>(
@@ -99,10 +127,7 @@ pub fn ptxas_assemble<'py>(
     ptxas: Option<Text>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let (ptx, arch) = (ptx.0, parse_arch(&arch.0)?);
-    let tool = match ptxas {
-        Some(p) => zl::Ptxas::at(p.0),
-        None => zl::Ptxas::locate().map_err(|e| CompileError::new_err(e.to_string()))?,
-    };
+    let tool = ptxas_tool(py, ptxas)?;
     if ptx.is_empty() {
         return Err(BuildError::new_err("empty PTX"));
     }

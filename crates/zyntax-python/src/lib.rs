@@ -60,7 +60,7 @@ mod _native {
 
     #[cfg(feature = "compute")]
     #[pymodule_export]
-    use crate::compile::{compile_ptx, emit_llvm, ptxas_assemble};
+    use crate::compile::{compile_ptx, emit_llvm, ptxas_assemble, ptxas_info};
 
     #[cfg(feature = "interp")]
     #[pymodule_export]

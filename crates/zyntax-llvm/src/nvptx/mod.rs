@@ -5,5 +5,5 @@ pub mod annotations;
 pub mod ptxas;
 pub mod target;
 
-pub use ptxas::{KernelResources, Ptxas, PtxasError, PtxasOutput};
+pub use ptxas::{KernelResources, Ptxas, PtxasError, PtxasOutput, PtxasRelease};
 pub use target::{emit_assembly, initialize, PtxTarget, TRIPLE};

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from zyntax.errors import ArgumentError
+from zyntax.kernels import _tensors as T
 from zyntax.kernels._dtypes import DTYPES
 
 #: Element dtypes matmul knows.
@@ -117,6 +118,7 @@ def _describe(
                 f"argument '{name}': dtype {obj.dtype} is not supported "
                 f"(expected one of bf16, f16, f32)"
             )
+        T.host_size(obj, name)  # before operand() copies a strided view
         strides = tuple(s // obj.itemsize for s in obj.strides)
         return dt, tuple(obj.shape), strides, 0, None, obj
     if _is_torch(obj) and hasattr(obj, "data_ptr"):
@@ -223,6 +225,18 @@ class _Unallocated:
         }
 
 
+def _scale(x: Any, name: str) -> Any:
+    """A per-tensor scale: None, a 1-element f32 device array (gemm_sm90 checks
+    it), or a real number (a float then)."""
+    if x is None:
+        return None
+    if not isinstance(x, np.ndarray) and (
+        hasattr(x, "__cuda_array_interface__") or hasattr(x, "__dlpack__")
+    ):
+        return x
+    return T.real(x, name)
+
+
 def normalise(
     a: Any,
     b: Any,
@@ -237,15 +251,10 @@ def normalise(
     allocate: bool = True,
 ) -> Problem:
     """Checks a matmul call and describes it; allocates `out` when it is None."""
-    if activation not in ACTIVATIONS:
-        raise ArgumentError(
-            f"argument 'activation': unknown activation {activation!r} "
-            "(expected None, 'relu' or 'gelu')"
-        )
-    if out_dtype is not None and out_dtype not in OUT_DTYPES:
-        raise ArgumentError(
-            f"argument 'out_dtype': {out_dtype!r} is not an output dtype (expected f32, bf16, f16)"
-        )
+    T.choice(activation, "activation", ACTIVATIONS, "activation")
+    if out_dtype is not None:
+        T.choice(out_dtype, "out_dtype", OUT_DTYPES, "output dtype")
+    scale_a, scale_b = _scale(scale_a, "scale_a"), _scale(scale_b, "scale_b")
     oa, ob = operand(a, "a"), operand(b, "b")
     if oa.cols != ob.rows:
         raise ArgumentError(
@@ -264,9 +273,20 @@ def normalise(
         )
     if backend == "cuda" and oa.device != ob.device:
         raise ArgumentError(f"argument 'b': is on device {ob.device}, a on device {oa.device}")
+    for name, scale in (("scale_a", scale_a), ("scale_b", scale_b)):
+        if scale is not None and oa.dtype != "e4m3":
+            raise ArgumentError(
+                f"argument '{name}': per-tensor scales apply to fp8 (e4m3) inputs only; a and b "
+                f"are {oa.dtype} (scale an input or the output instead)"
+            )
     if oa.dtype == "e4m3" and (scale_a is None) != (scale_b is None):
         raise ArgumentError("argument 'scale_b': fp8 scales come in pairs (scale_a and scale_b)")
     m, k, n = oa.rows, oa.cols, ob.cols
+    if m * n >= 2**31:  # before `out` is allocated (or a given one is looked at)
+        raise ArgumentError(
+            f"argument 'out': the product of a ({m} x {k}) and b ({k} x {n}) has {m * n} "
+            "elements; at most 2**31 - 1"
+        )
     default_out = "bf16" if oa.dtype == "e4m3" else oa.dtype
     odt = out_dtype or default_out
     out_obj: Any
@@ -294,6 +314,8 @@ def normalise(
         raise ArgumentError("argument 'out': must be row-major (its rows contiguous)")
     if oo.host is not None and oo.host is not out_obj:  # a strided view would be copied
         raise ArgumentError("argument 'out': a numpy output must be C-contiguous")
+    if oo.host is not None and not oo.host.flags.writeable:
+        raise ArgumentError("argument 'out': a read-only array")
     if backend == "cuda" and oo.device != oa.device:
         raise ArgumentError(f"argument 'out': is on device {oo.device}, a on device {oa.device}")
     ob_bias = None

@@ -134,6 +134,13 @@ def block_allreduce(b: B, v: Value, op: Callable[[Value, Value], Value], threads
     return warp_allreduce(b, w, op, warps)
 
 
+def nan_max(b: B, x: Value, y: Value) -> Value:
+    """max(x, y) that is NaN when either is (numpy's ``max``, PyTorch's
+    ``amax``): HIR's max, like PTX's ``max.f32``, returns the other operand."""
+    either = b.select(b.ne(y, y), y, b.max(x, y))
+    return b.select(b.ne(x, x), x, either)
+
+
 def safe_max(b: B, m: Value) -> Value:
     """`m`, or 0 where `m` is -inf: exp(x - safe) is then 0 for x = -inf, never NaN."""
     return b.select(b.eq(m, NEG_INF), 0.0, m)

@@ -6,11 +6,19 @@ numpy arrays run on the reference interpreter (small inputs: tests and
 checks); GPU tensors run on their device. Outputs are allocated like the
 first input: a torch tensor for torch, a CuPy array for CuPy, a DeviceArray
 otherwise, a numpy array for numpy.
+
+Every argument is checked here before anything is copied, allocated or
+launched (docs/kernels.md, "Arguments"): arrays by :func:`tensor` (their size
+before a numpy array is copied), scalars by :func:`real`, names by
+:func:`choice`, flags by :func:`flag`, streams by :func:`stream_arg`; each
+refusal is an ArgumentError naming the argument.
 """
 
 from __future__ import annotations
 
 import functools
+import math
+import numbers
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -28,6 +36,78 @@ _TYPESTR = {DTYPES[n].typestr: n for n in _ROW_DTYPES}
 #: zyntax scalar name -> HIR type.
 HIR_TYPE = {n: getattr(hir, n) for n in _ROW_DTYPES}
 ITEMSIZE = {n: DTYPES[n].itemsize for n in _ROW_DTYPES}
+#: The largest finite f32: scalars reach the kernels as f32.
+F32_MAX = float(np.finfo(np.float32).max)
+#: Elements of one numpy argument (numpy runs on the interpreter: small
+#: checks), checked before the array is copied or an output like it allocated.
+MAX_HOST_ELEMENTS = 2**31 - 1
+
+
+def show(x: Any) -> str:
+    """`x` for a message, at most 40 characters (10**400 has 401 digits)."""
+    try:
+        r = repr(x)
+    except Exception:
+        r = f"<{type(x).__name__}>"
+    return r if len(r) <= 40 else r[:37] + "..."
+
+
+def real(x: Any, name: str, *, low: float | None = None, high: float = F32_MAX) -> float:
+    """`x` as a float a kernel takes as f32: a real number (a Python or numpy
+    int or float; not a bool, a complex number, an array or a string), finite,
+    of magnitude at most `high` (the f32 maximum), at least `low` when given."""
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, numbers.Real):
+        raise ArgumentError(
+            f"argument '{name}': expected a real number, got {type(x).__name__} {show(x)}"
+        )
+    try:
+        v = float(x)
+    except (OverflowError, ValueError, TypeError):
+        raise ArgumentError(f"argument '{name}': {show(x)} does not fit in a float") from None
+    if not math.isfinite(v) or abs(v) > high:
+        raise ArgumentError(
+            f"argument '{name}': {show(x)} is not a finite number of magnitude at most {high:.4g}"
+        )
+    if low is not None and not v >= low:
+        raise ArgumentError(f"argument '{name}': {show(x)} is below {low}")
+    return v
+
+
+def choice(x: Any, name: str, allowed: Sequence[str | None], what: str = "value") -> Any:
+    """`x` if it is one of `allowed` (strings, or None): anything else, an
+    array or a list included, is an ArgumentError."""
+    if (x is not None and not isinstance(x, str)) or x not in allowed:
+        shown = ", ".join(repr(a) for a in allowed)
+        raise ArgumentError(
+            f"argument '{name}': unknown {what} {show(x)} (expected one of {shown})"
+        )
+    return x
+
+
+def flag(x: Any, name: str) -> bool:
+    """`x` as a bool: only True and False (numpy's too)."""
+    if not isinstance(x, (bool, np.bool_)):
+        raise ArgumentError(f"argument '{name}': expected True or False, got {show(x)}")
+    return bool(x)
+
+
+def stream_arg(stream: Any) -> Any:
+    """`stream` if it is None or a zyntax.cuda.Stream."""
+    if stream is not None and not isinstance(stream, cuda.Stream):
+        raise ArgumentError(
+            f"argument 'stream': expected a zyntax.cuda.Stream, got {type(stream).__name__}"
+        )
+    return stream
+
+
+def host_size(obj: np.ndarray, name: str) -> None:
+    """Refuses a numpy argument too large for the interpreter, before it is
+    copied (a broadcast view's logical size may exceed any memory)."""
+    if obj.size > MAX_HOST_ELEMENTS:
+        raise ArgumentError(
+            f"argument '{name}': shape {obj.shape} has {obj.size} elements; numpy arrays run "
+            f"on the interpreter, at most 2**31 - 1"
+        )
 
 
 @dataclass
@@ -136,6 +216,7 @@ def tensor(obj: Any, name: str) -> Tensor:
         return Tensor(name, obj, view, True, dtype, tuple(view.shape), strides, view.device)
     if isinstance(obj, np.ndarray):
         dtype = _dtype_name(obj.dtype.str, obj.dtype.name, name)
+        host_size(obj, name)
         arr = obj if obj.flags.c_contiguous else np.ascontiguousarray(obj)
         strides = tuple(s // arr.itemsize for s in arr.strides)
         return Tensor(name, obj, arr, False, dtype, tuple(arr.shape), strides, -1)
@@ -209,6 +290,8 @@ def output(out: Any, like: Tensor, shape: tuple[int, ...], dtype: str) -> tuple[
     want_shape(t, shape, "the result's shape")
     if not t.on_gpu and out is not None and t.arr is not out:
         raise ArgumentError("argument 'out': a numpy output must be C-contiguous")
+    if not t.on_gpu and not t.arr.flags.writeable:
+        raise ArgumentError("argument 'out': a read-only array")
     return obj, t
 
 
@@ -303,13 +386,17 @@ def rows_of(t: Tensor) -> tuple[int, int, int, int]:
     return rows, n, rs, cs
 
 
-def c_strides(shape: Sequence[int]) -> list[int]:
-    """Element strides of a C-contiguous array of `shape`."""
-    out, acc = [], 1
-    for d in reversed(shape):
-        out.append(acc)
-        acc *= d
-    return out[::-1]
+def contiguous(t: Tensor) -> bool:
+    """Whether `t`'s elements are C-contiguous (the strides of dimensions of
+    extent 1 do not matter, nor any of an empty tensor)."""
+    if t.size == 0:
+        return True
+    expect = 1
+    for d, s in zip(reversed(t.shape), reversed(t.strides), strict=True):
+        if d > 1 and s != expect:
+            return False
+        expect *= d
+    return True
 
 
 @functools.cache

@@ -28,6 +28,8 @@ import functools
 import math
 from typing import Any
 
+import numpy as np
+
 from zyntax import cuda, hir
 from zyntax.errors import ArgumentError
 
@@ -309,6 +311,8 @@ def _variant(tq: T.Tensor, d: int, variant: str | None) -> tuple[str, str | None
         if tq.on_gpu and SM90_DEFAULT and _major(tq.device) == 9:
             return "sm90", None
         return "sm80", None
+    if not isinstance(variant, str):
+        raise ArgumentError(f"argument 'variant': expected a str or None, got {T.show(variant)}")
     if variant == "sm80":
         return variant, None
     loop = variant[5:] if isinstance(variant, str) and variant.startswith("sm90_") else None
@@ -354,6 +358,9 @@ def attention(
     ``"sm90_<loop>"`` with one of attention_sm90.LOOPS (``"sm90_overlap"``,
     ``"sm90_plain_wg3"``, ...); by default the device's best.
     """
+    causal = T.flag(causal, "causal")
+    return_lse = T.flag(return_lse, "return_lse")
+    T.stream_arg(stream)
     tq, tk, tv = T.tensor(q, "q"), T.tensor(k, "k"), T.tensor(v, "v")
     T.same_place(tq, tk, tv)
     T.want_dtype(tq, ("bf16", "f16"))
@@ -371,12 +378,10 @@ def attention(
         raise ArgumentError(f"argument 'q': head dim {d} is not supported (64 or 128)")
     T.want_shape(tk, (bsz, heads, sk, d), "q's batch, heads and head dim")
     T.want_shape(tv, (bsz, heads, sk, d), "k's shape")
-    if causal not in (True, False):
-        raise ArgumentError(f"argument 'causal': expected a bool, got {causal!r}")
-    if scale is None:
-        scale = 1.0 / math.sqrt(d)
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 0 < scale < math.inf:
-        raise ArgumentError(f"argument 'scale': expected a positive finite float, got {scale!r}")
+    # The kernels take scale * log2(e) as an f32: it must be finite and above 0 there.
+    scale = 1.0 / math.sqrt(d) if scale is None else T.real(scale, "scale", high=T.F32_MAX / LOG2E)
+    if not np.float32(scale * LOG2E) > 0:
+        raise ArgumentError(f"argument 'scale': expected a positive number, got {scale!r}")
     for t in (tq, tk, tv):
         if t.strides[3] != 1 or any(s % 8 for s in t.strides[:3]) or t.ptr % 16:
             raise ArgumentError(
@@ -384,13 +389,16 @@ def attention(
                 f"multiples of 8 elements, 16-byte aligned (strides {t.strides})"
             )
     kind, loop = _variant(tq, d, variant)
-    out_obj, o = T.output(None, tq, (bsz, heads, sq, d), tq.dtype)
-    lse_obj, lse = T.output(None, tq, (bsz, heads, sq), "f32")
-    if bsz * heads and sq:
+    if bsz * heads and sq:  # checked before the outputs are allocated
         if sk == 0:
             raise ArgumentError("argument 'k': an empty key sequence")
         if bsz * heads >= 1 << 16 or sq >= 1 << 31:
             raise ArgumentError(f"argument 'q': shape {tq.shape} is too large")
+        if sk >= 1 << 31:
+            raise ArgumentError(f"argument 'k': shape {tk.shape} is too large")
+    out_obj, o = T.output(None, tq, (bsz, heads, sq, d), tq.dtype)
+    lse_obj, lse = T.output(None, tq, (bsz, heads, sq), "f32")
+    if bsz * heads and sq:
         strides = [*tq.strides[:3], *tk.strides[:3], *tv.strides[:3], *o.strides[:3]]
         if kind == "sm90":
             from . import attention_sm90

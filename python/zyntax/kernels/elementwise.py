@@ -91,8 +91,8 @@ def _build(
 def saxpy(a: float, x: Any, y: Any, *, stream: Any = None) -> Any:
     """``y = a * x + y`` elementwise (1-D contiguous `x` and `y` of one
     dtype); returns `y`."""
-    if isinstance(a, bool) or not isinstance(a, (int, float)):
-        raise ArgumentError(f"argument 'a': expected a float, got {type(a).__name__}")
+    a = T.real(a, "a")
+    T.stream_arg(stream)
     tx, ty = T.tensor(x, "x"), T.tensor(y, "y")
     T.same_place(tx, ty)
     T.want_dtype(tx, ("f32", "bf16", "f16"))
@@ -104,6 +104,8 @@ def saxpy(a: float, x: Any, y: Any, *, stream: Any = None) -> Any:
     T.want_shape(ty, tx.shape, "x's shape")
     if not ty.on_gpu and ty.arr is not y:
         raise ArgumentError("argument 'y': a numpy y must be C-contiguous (it is updated in place)")
+    if not ty.on_gpu and not y.flags.writeable:
+        raise ArgumentError("argument 'y': a read-only array (it is updated in place)")
     n = tx.shape[0]
     if n >= 1 << 31:
         raise ArgumentError(f"argument 'x': {n} elements; at most 2**31 - 1 are supported")
@@ -119,6 +121,6 @@ def saxpy(a: float, x: Any, y: Any, *, stream: Any = None) -> Any:
     else:
         most = cover
     grid = max(1, min(most, cover))
-    args = [float(a), tx, ty, n, n // lanes]
+    args = [a, tx, ty, n, n // lanes]
     T.launch(_build, key, "saxpy", grid, THREADS, args, tx, stream)
     return y

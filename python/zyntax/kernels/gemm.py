@@ -22,6 +22,7 @@ import numpy as np
 
 from zyntax import _native
 from zyntax.errors import ArgumentError
+from zyntax.kernels import _tensors as T
 from zyntax.kernels import gemm_mma_sync, gemm_simt
 from zyntax.kernels._problem import TYPESTR, Operand, Problem, normalise
 
@@ -548,6 +549,12 @@ def _choose(p: Problem, variant: str | None) -> tuple[Variant, str]:
     )
 
 
+def _options(variant: Any, allow_tf32: Any) -> bool:
+    """Checks `variant` and `allow_tf32`; whether f32 may be read as tf32."""
+    T.choice(variant, "variant", [None, *(v.name for v in REGISTRY)], "variant")
+    return T.flag(allow_tf32, "allow_tf32") or variant in ("mma_sync", "sm90")
+
+
 def choose_variant(
     a: Any,
     b: Any,
@@ -557,7 +564,7 @@ def choose_variant(
     allow_tf32: bool = False,
 ) -> str:
     """The name of the variant :func:`matmul` would run for these inputs."""
-    tf32 = allow_tf32 or variant in ("mma_sync", "sm90")
+    tf32 = _options(variant, allow_tf32)
     p = normalise(a, b, None, out_dtype=out_dtype, tf32=tf32, allocate=False)
     return _choose(p, variant)[0].name
 
@@ -599,7 +606,10 @@ def matmul(
     if key is not None:
         sig, pa, pb, pc, pbias = key
         full = (sig, activation, out_dtype, variant, allow_tf32)
-        plan = _plans.get(full)
+        try:
+            plan = _plans.get(full)
+        except TypeError:  # an unhashable option (a list, an array): the full path names it
+            plan, key = None, None
         if plan is not None and out is not None:
             plan(pa, pb, pc, pbias)
             return out
@@ -608,6 +618,8 @@ def matmul(
             if pc & 15 == 0:  # as aligned as the output the plan was made with
                 plan(pa, pb, pc, pbias)
                 return new
+    tf32 = _options(variant, allow_tf32)
+    T.stream_arg(stream)
     p = normalise(
         a,
         b,
@@ -617,7 +629,7 @@ def matmul(
         out_dtype=out_dtype,
         scale_a=scale_a,
         scale_b=scale_b,
-        tf32=allow_tf32 or variant in ("mma_sync", "sm90"),
+        tf32=tf32,
     )
     v, arch = _choose(p, variant)
     if p.m and p.n:

@@ -88,7 +88,7 @@ def _row_stride(g: T.Tensor) -> int:
     """Stride between consecutive rows' class indices."""
     if len(g.shape) <= 1:
         return g.strides[0] if g.shape else 0
-    if g.strides != tuple(T.c_strides(g.shape)):
+    if not T.contiguous(g):
         raise ArgumentError("argument 'targets': must be contiguous when it has several axes")
     return 1
 
@@ -100,6 +100,8 @@ def cross_entropy(
     against class indices `targets` (int64 or int32, one per row): f32
     losses of shape ``logits.shape[:-1]``, or their mean (0-d) with
     ``reduction="mean"``. A target outside [0, vocabulary) gives NaN."""
+    T.choice(reduction, "reduction", ("none", "mean"), "reduction")
+    T.stream_arg(stream)
     t = T.tensor(logits, "logits")
     T.want_dtype(t, ("f32", "bf16", "f16"))
     rows, n, xs, xcs = T.rows_of(t)
@@ -108,17 +110,17 @@ def cross_entropy(
     T.want_dtype(g, ("i64", "i32"))
     T.want_shape(g, t.shape[:-1], "one class index per row of logits")
     gs = _row_stride(g)
-    if reduction not in ("none", "mean"):
-        raise ArgumentError(f"argument 'reduction': {reduction!r}; expected 'none' or 'mean'")
     if n == 0:
         raise ArgumentError("argument 'logits': an empty vocabulary")
     if reduction == "mean":
         obj, o = T.output(out, t, (), "f32")
-        per_row = T.tensor(T.empty_like(t, (rows,), "f32"), "loss")
+        per_row = T.tensor(T.empty_like(t, (max(rows, 1),), "f32"), "loss")
     else:
         obj, o = T.output(out, t, t.shape[:-1], "f32")
         per_row = o
     if rows == 0:
+        if reduction == "mean":  # the mean of no losses is NaN, as in PyTorch
+            flat_reduce(per_row, "sum", o, math.nan, stream, count=0)
         return obj
     lanes = T.vector_lanes(t.dtype, t, extents=[n])
     threads = min(512, row_shape(n, lanes)[0])

@@ -95,6 +95,8 @@ def _build(dtype: str, lanes: int, threads: int, k: int, kind: str) -> hir.Modul
 
 
 def _norm(x: Any, weight: Any, bias: Any, eps: float, out: Any, stream: Any, kind: str) -> Any:
+    eps = T.real(eps, "eps", low=0.0)
+    T.stream_arg(stream)
     t = T.tensor(x, "x")
     T.want_dtype(t, ("f32", "bf16", "f16"))
     rows, n, xs, xcs = T.rows_of(t)
@@ -110,8 +112,6 @@ def _norm(x: Any, weight: Any, bias: Any, eps: float, out: Any, stream: Any, kin
         if bt.dtype != t.dtype:
             raise ArgumentError(f"argument 'bias': dtype {bt.dtype}, expected {t.dtype} (x's)")
         T.want_shape(bt, (n,), "x's last dimension")
-    if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not eps >= 0:
-        raise ArgumentError(f"argument 'eps': expected a non-negative float, got {eps!r}")
     obj, o = T.output(out, t, t.shape, t.dtype)
     _, _, ys, ycs = T.rows_of(o)
     if rows == 0 or n == 0:
@@ -120,7 +120,7 @@ def _norm(x: Any, weight: Any, bias: Any, eps: float, out: Any, stream: Any, kin
     threads, k = row_shape(n, lanes)
     if k > K_MAX:
         threads, k = 1024, K_MAX + 1
-    args = [t, o, n, xs, xcs, ys, ycs, w, w.strides[0], bt, bt.strides[0], float(eps)]
+    args = [t, o, n, xs, xcs, ys, ycs, w, w.strides[0], bt, bt.strides[0], eps]
     T.launch(_build, (t.dtype, lanes, threads, k, kind), "norm", rows, threads, args, t, stream)
     return obj
 

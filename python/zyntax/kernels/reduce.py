@@ -10,7 +10,10 @@ every run (no atomics), so results are reproducible.
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
+
+import numpy as np
 
 from zyntax import hir
 from zyntax.errors import ArgumentError
@@ -22,6 +25,7 @@ from ._rows import (
     archs_for,
     block_allreduce,
     load_f32,
+    nan_max,
     row_base,
     tree,
     vec_ptr,
@@ -35,7 +39,11 @@ UNROLL = 4
 
 
 def _ops(b: hir.FunctionBuilder, op: str) -> tuple[Any, float]:
-    return (b.add, 0.0) if op == "sum" else (b.max, NEG_INF)
+    """The combining operation and its identity; max propagates NaN, as
+    numpy's and PyTorch's do (HIR's max drops a NaN operand)."""
+    if op == "sum":
+        return b.add, 0.0
+    return (lambda x, y: nan_max(b, x, y)), NEG_INF
 
 
 def _build_rows(op: str, dtype: str, lanes: int) -> hir.Module:
@@ -102,18 +110,12 @@ def _build_flat(op: str, dtype: str, lanes: int) -> hir.Module:
     return m
 
 
-def _contiguous(t: T.Tensor) -> bool:
-    expect = 1
-    for d, s in zip(reversed(t.shape), reversed(t.strides), strict=True):
-        if d > 1 and s != expect:
-            return False
-        expect *= d
-    return True
-
-
-def flat_reduce(t: T.Tensor, op: str, out: T.Tensor, scale: float, stream: Any) -> None:
-    """out[0] = op over every element of the contiguous `t`, times `scale`."""
-    n = t.size
+def flat_reduce(
+    t: T.Tensor, op: str, out: T.Tensor, scale: float, stream: Any, count: int | None = None
+) -> None:
+    """out[0] = op over every element of the contiguous `t` (its first
+    `count` when given), times `scale`."""
+    n = t.size if count is None else count
     if n >= 1 << 31:
         raise ArgumentError(f"argument '{t.name}': {n} elements; at most 2**31 - 1 are supported")
     lanes = T.vector_lanes(t.dtype, t)
@@ -128,13 +130,18 @@ def flat_reduce(t: T.Tensor, op: str, out: T.Tensor, scale: float, stream: Any) 
 
 
 def _reduce(x: Any, axis: int | None, out: Any, stream: Any, op: str) -> Any:
+    T.stream_arg(stream)
+    if axis is not None and (
+        isinstance(axis, (bool, np.bool_)) or not isinstance(axis, numbers.Integral)
+    ):
+        raise ArgumentError(f"argument 'axis': expected -1 or None, got {T.show(axis)}")
     t = T.tensor(x, "x")
     T.want_dtype(t, ("f32", "bf16", "f16"))
     if axis is None:
         if t.size == 0 and op == "max":
             raise ArgumentError("argument 'x': max of an empty tensor")
         obj, o = T.output(out, t, (), "f32")
-        if not _contiguous(t):  # reduce the rows first, then their results
+        if not T.contiguous(t):  # reduce the rows first, then their results
             per_row = T.tensor(_reduce(x, -1, None, stream, op), "rows")
             flat_reduce(per_row, op, o, 1.0, stream)
         else:
@@ -151,7 +158,7 @@ def _reduce(x: Any, axis: int | None, out: Any, stream: Any, op: str) -> Any:
     if rows == 0:
         return obj
     lanes = T.vector_lanes(t.dtype, t, extents=[n])
-    if not _contiguous(o):
+    if not T.contiguous(o):
         raise ArgumentError("argument 'out': must be contiguous")
     args = [t, o, n, xs, xcs, 1]
     T.launch(_build_rows, (op, t.dtype, lanes), "reduce_rows", rows, ROW_THREADS, args, t, stream)

@@ -89,6 +89,7 @@ def softmax(x: Any, *, out: Any = None, stream: Any = None) -> Any:
     interpreter) of float32, bfloat16 or float16. Returns `out`, or a new
     array like `x`. A row of only -inf gives NaN (as PyTorch does).
     """
+    T.stream_arg(stream)
     t = T.tensor(x, "x")
     T.want_dtype(t, ("f32", "bf16", "f16"))
     rows, n, xs, xcs = T.rows_of(t)

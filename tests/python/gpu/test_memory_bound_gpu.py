@@ -248,3 +248,54 @@ def test_explicit_stream_and_cupy() -> None:
     assert np.allclose(cp.asnumpy(got), e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-9)
     lse = kernels.reduce_max(xc, axis=-1)
     assert np.array_equal(cp.asnumpy(lse), cp.asnumpy(xc).max(-1))
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+def test_reduce_max_propagates_nan_as_torch(dtype: Any) -> None:
+    """torch.amax (and np.max) are NaN when any element is; the kernels'
+    max dropped NaN (PTX max.f32 returns the other operand)."""
+    for n in (1, 1001, (1 << 20) + 3):
+        x = torch.randn(n, device=DEV, dtype=dtype)
+        x[n // 3] = math.nan
+        assert math.isnan(float(kernels.reduce_max(x)))
+        x[n // 3] = math.inf
+        assert float(kernels.reduce_max(x)) == math.inf
+    x = torch.randn(37, 5003, device=DEV, dtype=dtype)
+    x[::3, 4999] = math.nan  # in the tail after the last whole vector
+    out = poisoned((37,), F32)
+    kernels.reduce_max(x, axis=-1, out=out)
+    assert torch.equal(out.isnan(), x.float().amax(-1).isnan())
+    assert torch.equal(out.nan_to_num(), x.float().amax(-1).nan_to_num())
+
+
+def test_cross_entropy_mean_of_no_rows_is_nan() -> None:
+    x = torch.empty(0, 32000, device=DEV)
+    t = torch.empty(0, dtype=torch.int64, device=DEV)
+    assert torch.isnan(F.cross_entropy(x, t, reduction="mean"))  # what PyTorch gives
+    out = torch.full((), 7.0, device=DEV)
+    kernels.cross_entropy(x, t, reduction="mean", out=out)
+    assert torch.isnan(out)
+    assert torch.isnan(kernels.cross_entropy(x, t, reduction="mean"))
+
+
+def test_bad_scalars_flags_and_streams_with_torch_tensors() -> None:
+    x = torch.randn(3, 64, device=DEV)
+    w = torch.ones(64, device=DEV)
+    q = torch.randn(1, 1, 8, 64, device=DEV, dtype=BF16)
+    for bad in (10**400, math.nan, 1e39, True, np.array([1e-5])):
+        with pytest.raises(ArgumentError, match="'eps'"):
+            kernels.rms_norm(x, w, bad)
+        with pytest.raises(ArgumentError, match="'scale'"):
+            kernels.attention(q, q, q, scale=bad)
+    with pytest.raises(ArgumentError, match="'causal'"):
+        kernels.attention(q, q, q, causal=torch.tensor([True, False]))
+    with pytest.raises(ArgumentError, match="'stream'"):
+        kernels.softmax(x, stream=torch.cuda.current_stream())
+    a = torch.randn(64, 32, device=DEV, dtype=BF16)
+    b = torch.randn(32, 16, device=DEV, dtype=BF16)
+    out = torch.empty(64, 16, device=DEV, dtype=BF16)
+    kernels.matmul(a, b, out)  # a cached plan for this signature
+    with pytest.raises(ArgumentError, match="'activation'"):
+        kernels.matmul(a, b, out, activation=["relu"])  # unhashable: past the plan cache
+    with pytest.raises(ArgumentError, match=r"'scale_a'.*fp8"):
+        kernels.matmul(a, b, out, scale_a=2.0, scale_b=2.0)

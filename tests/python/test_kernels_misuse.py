@@ -459,3 +459,34 @@ def test_matmul_scales_on_non_fp8_inputs_are_refused(dtype: Any, scales: dict[st
     a, b = f32(4, 8).astype(dtype), f32(8, 4).astype(dtype)
     err = assert_names("matmul", next(iter(scales)), a=a, b=b, bias=None, **scales)
     assert "fp8" in str(err)
+
+
+def test_outputs_overlapping_what_the_kernel_reads_are_refused() -> None:
+    """Another thread would read what one wrote: garbage."""
+    buf = f32(5, 8)
+    with pytest.raises(zyntax.ArgumentError, match="'out': overlaps argument 'x'"):
+        kernels.softmax(buf[1:], out=buf[:-1])
+    with pytest.raises(zyntax.ArgumentError, match="'out': overlaps argument 'x'"):
+        kernels.reduce_sum(buf, axis=-1, out=buf.reshape(-1)[3:8])
+    with pytest.raises(zyntax.ArgumentError, match="'out': overlaps argument 'weight'"):
+        w = np.empty((4, 8), np.float32)
+        kernels.rms_norm(f32(4, 8), w[1], out=w)
+    with pytest.raises(zyntax.ArgumentError, match="'out': overlaps argument 'logits'"):
+        kernels.cross_entropy(buf, np.zeros(5, np.int64), out=buf.reshape(-1)[2:7])
+    line = f32(9)
+    with pytest.raises(zyntax.ArgumentError, match="'y': overlaps argument 'x'"):
+        kernels.saxpy(2.0, line[1:], line[:-1])
+
+
+def test_in_place_outputs_are_refused() -> None:
+    """The kernels read inputs through the read-only path: exact in-place use
+    trapped in the interpreter (no argument named) and may read stale data
+    on the GPU."""
+    x = f32(4, 37)
+    with pytest.raises(zyntax.ArgumentError, match="'out': overlaps argument 'x'"):
+        kernels.softmax(x, out=x)
+    with pytest.raises(zyntax.ArgumentError, match="'out': overlaps argument 'x'"):
+        kernels.layer_norm(x, f32(37), out=x)
+    y = f32(11)
+    with pytest.raises(zyntax.ArgumentError, match="'y': overlaps argument 'x'"):
+        kernels.saxpy(2.0, y, y)

@@ -280,8 +280,44 @@ def empty_like(like: Tensor, shape: tuple[int, ...], dtype: str) -> Any:
     return cuda.empty(shape, "bfloat16" if dtype == "bf16" else _np_dtype(dtype), like.device)
 
 
-def output(out: Any, like: Tensor, shape: tuple[int, ...], dtype: str) -> tuple[Any, Tensor]:
-    """The caller's `out` (checked) or a new array; returns (object to return, its Tensor)."""
+def _span(t: Tensor) -> tuple[int, int] | None:
+    """The byte range [start, end) `t`'s elements lie in (None when empty)."""
+    if t.size == 0:
+        return None
+    low = high = 0
+    for d, s in zip(t.shape, t.strides, strict=True):
+        if s < 0:
+            low += (d - 1) * s
+        else:
+            high += (d - 1) * s
+    base = t.ptr if t.on_gpu else int(t.arr.__array_interface__["data"][0])
+    item = ITEMSIZE[t.dtype]
+    return base + low * item, base + (high + 1) * item
+
+
+def check_overlap(out: Tensor, reads: Sequence[Tensor]) -> None:
+    """Refuses an `out` that shares memory with a tensor the kernel reads:
+    the kernels read their inputs through the read-only (constant) path
+    while other threads write `out`, so even exact in-place use is refused
+    (the interpreter traps it; on the GPU a thread could read stale data)."""
+    so = _span(out)
+    for t in reads:
+        st = _span(t)
+        if so is None or st is None or t.on_gpu != out.on_gpu or t.device != out.device:
+            continue
+        if so[0] < st[1] and st[0] < so[1]:
+            raise ArgumentError(f"argument '{out.name}': overlaps argument '{t.name}' in memory")
+
+
+def output(
+    out: Any,
+    like: Tensor,
+    shape: tuple[int, ...],
+    dtype: str,
+    reads: Sequence[Tensor] = (),
+) -> tuple[Any, Tensor]:
+    """The caller's `out` (checked, and apart from `reads`: :func:`check_overlap`)
+    or a new array; returns (object to return, its Tensor)."""
     obj = empty_like(like, shape, dtype) if out is None else out
     t = tensor(obj, "out")
     same_place(like, t)
@@ -292,6 +328,8 @@ def output(out: Any, like: Tensor, shape: tuple[int, ...], dtype: str) -> tuple[
         raise ArgumentError("argument 'out': a numpy output must be C-contiguous")
     if not t.on_gpu and not t.arr.flags.writeable:
         raise ArgumentError("argument 'out': a read-only array")
+    if out is not None:
+        check_overlap(t, reads)
     return obj, t
 
 

@@ -102,6 +102,7 @@ def saxpy(a: float, x: Any, y: Any, *, stream: Any = None) -> Any:
         if len(t.shape) != 1 or (t.shape[0] > 1 and t.strides[0] != 1):
             raise ArgumentError(f"argument '{t.name}': expected a contiguous 1-D array")
     T.want_shape(ty, tx.shape, "x's shape")
+    T.check_overlap(ty, [tx])  # x is read through the read-only path
     if not ty.on_gpu and ty.arr is not y:
         raise ArgumentError("argument 'y': a numpy y must be C-contiguous (it is updated in place)")
     if not ty.on_gpu and not y.flags.writeable:

@@ -113,10 +113,10 @@ def cross_entropy(
     if n == 0:
         raise ArgumentError("argument 'logits': an empty vocabulary")
     if reduction == "mean":
-        obj, o = T.output(out, t, (), "f32")
+        obj, o = T.output(out, t, (), "f32", reads=[t, g])
         per_row = T.tensor(T.empty_like(t, (max(rows, 1),), "f32"), "loss")
     else:
-        obj, o = T.output(out, t, t.shape[:-1], "f32")
+        obj, o = T.output(out, t, t.shape[:-1], "f32", reads=[t, g])
         per_row = o
     if rows == 0:
         if reduction == "mean":  # the mean of no losses is NaN, as in PyTorch

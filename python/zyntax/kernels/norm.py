@@ -112,7 +112,7 @@ def _norm(x: Any, weight: Any, bias: Any, eps: float, out: Any, stream: Any, kin
         if bt.dtype != t.dtype:
             raise ArgumentError(f"argument 'bias': dtype {bt.dtype}, expected {t.dtype} (x's)")
         T.want_shape(bt, (n,), "x's last dimension")
-    obj, o = T.output(out, t, t.shape, t.dtype)
+    obj, o = T.output(out, t, t.shape, t.dtype, reads=[t, w, bt])
     _, _, ys, ycs = T.rows_of(o)
     if rows == 0 or n == 0:
         return obj

@@ -140,7 +140,7 @@ def _reduce(x: Any, axis: int | None, out: Any, stream: Any, op: str) -> Any:
     if axis is None:
         if t.size == 0 and op == "max":
             raise ArgumentError("argument 'x': max of an empty tensor")
-        obj, o = T.output(out, t, (), "f32")
+        obj, o = T.output(out, t, (), "f32", reads=[t])
         if not T.contiguous(t):  # reduce the rows first, then their results
             per_row = T.tensor(_reduce(x, -1, None, stream, op), "rows")
             flat_reduce(per_row, op, o, 1.0, stream)
@@ -154,7 +154,7 @@ def _reduce(x: Any, axis: int | None, out: Any, stream: Any, op: str) -> Any:
     rows, n, xs, xcs = T.rows_of(t)
     if n == 0 and op == "max":
         raise ArgumentError("argument 'x': max over an empty axis")
-    obj, o = T.output(out, t, t.shape[:-1], "f32")
+    obj, o = T.output(out, t, t.shape[:-1], "f32", reads=[t])
     if rows == 0:
         return obj
     lanes = T.vector_lanes(t.dtype, t, extents=[n])

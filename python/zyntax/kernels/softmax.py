@@ -93,7 +93,7 @@ def softmax(x: Any, *, out: Any = None, stream: Any = None) -> Any:
     t = T.tensor(x, "x")
     T.want_dtype(t, ("f32", "bf16", "f16"))
     rows, n, xs, xcs = T.rows_of(t)
-    obj, o = T.output(out, t, t.shape, t.dtype)
+    obj, o = T.output(out, t, t.shape, t.dtype, reads=[t])
     _, _, ys, ycs = T.rows_of(o)
     if rows == 0 or n == 0:
         return obj

@@ -291,6 +291,10 @@ def test_bad_scalars_flags_and_streams_with_torch_tensors() -> None:
         kernels.attention(q, q, q, causal=torch.tensor([True, False]))
     with pytest.raises(ArgumentError, match="'stream'"):
         kernels.softmax(x, stream=torch.cuda.current_stream())
+    with pytest.raises(ArgumentError, match="'out': overlaps argument 'x'"):
+        kernels.softmax(x, out=x)
+    with pytest.raises(ArgumentError, match="'out': overlaps argument 'x'"):
+        kernels.reduce_sum(x, axis=-1, out=x[0, :3])
     a = torch.randn(64, 32, device=DEV, dtype=BF16)
     b = torch.randn(32, 16, device=DEV, dtype=BF16)
     out = torch.empty(64, 16, device=DEV, dtype=BF16)

@@ -1,0 +1,834 @@
+//! [`TileBuilder`]: the Rust API a DSL uses to write a tile program.
+//!
+//! Ops return handles at once and check their operands as they are added;
+//! the first error is kept (naming the op and operand) and returned by
+//! [`TileBuilder::finish`], so a program reads as straight-line code with one
+//! `?` at the end. Ops after an error return placeholder handles.
+
+use crate::error::{TileError, TileResult};
+use crate::ir::*;
+use crate::lower::{lower, TileKernel};
+use crate::schedule::Schedule;
+use zyntax_hir::{BinOp, CmpOp, Type, UnOp};
+
+/// Builds one tile program for one schedule.
+pub struct TileBuilder {
+    program: TileProgram,
+    schedule: Schedule,
+    /// Open regions: the program body, then the bodies of enclosing loops.
+    regions: Vec<Vec<Op>>,
+    error: Option<TileError>,
+}
+
+impl From<TileId> for Value {
+    fn from(t: TileId) -> Value {
+        Value::Tile(t)
+    }
+}
+
+impl From<ScalarId> for Value {
+    fn from(s: ScalarId) -> Value {
+        Value::Scalar(s)
+    }
+}
+
+impl Value {
+    /// The tile; a scalar gives an invalid handle, reported by the op using it.
+    pub fn tile(self) -> TileId {
+        match self {
+            Value::Tile(t) => t,
+            Value::Scalar(_) => TileId(u32::MAX),
+        }
+    }
+    /// The scalar; a tile gives an invalid handle, reported by the op using it.
+    pub fn scalar(self) -> ScalarId {
+        match self {
+            Value::Scalar(s) => s,
+            Value::Tile(_) => ScalarId(u32::MAX),
+        }
+    }
+}
+
+fn elem_name(t: &Type) -> String {
+    t.to_string()
+}
+
+impl TileBuilder {
+    pub fn new(name: impl Into<String>, schedule: Schedule) -> TileBuilder {
+        TileBuilder {
+            program: TileProgram::new(name),
+            schedule,
+            regions: vec![Vec::new()],
+            error: None,
+        }
+    }
+
+    pub fn schedule(&self) -> &Schedule {
+        &self.schedule
+    }
+
+    /// The program so far (for inspection and tests).
+    pub fn program(&self) -> &TileProgram {
+        &self.program
+    }
+
+    /// Lowers the program to a verified HIR kernel, or returns the first error.
+    pub fn finish(mut self) -> TileResult<TileKernel> {
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
+        self.schedule.validate()?;
+        if self.regions.len() != 1 {
+            return Err(TileError::Internal("a loop body is still open".into()));
+        }
+        self.program.body = self.regions.pop().unwrap_or_default();
+        lower(self.program, &self.schedule)
+    }
+
+    // ---------------------------------------------------------------- plumbing
+
+    fn fail(&mut self, e: TileError) {
+        if self.error.is_none() {
+            self.error = Some(e);
+        }
+    }
+
+    fn push(&mut self, op: Op) {
+        if self.error.is_none() {
+            if let Some(region) = self.regions.last_mut() {
+                region.push(op);
+            }
+        }
+    }
+
+    fn tile_type(&mut self, op: &'static str, operand: &'static str, t: TileId) -> Option<TileType> {
+        match self.program.tiles.get(t.0 as usize) {
+            Some(ty) => Some(ty.clone()),
+            None => {
+                self.fail(TileError::BadOperand {
+                    op,
+                    operand,
+                    message: format!("{t:?} is not a tile of this program"),
+                });
+                None
+            }
+        }
+    }
+
+    fn scalar_of(&mut self, op: &'static str, operand: &'static str, s: ScalarId) -> Option<Type> {
+        match self.program.scalars.get(s.0 as usize) {
+            Some(ty) => Some(ty.clone()),
+            None => {
+                self.fail(TileError::BadOperand {
+                    op,
+                    operand,
+                    message: format!("{s:?} is not a scalar of this program"),
+                });
+                None
+            }
+        }
+    }
+
+    fn view_of(&mut self, op: &'static str, v: ViewId) -> Option<ViewParam> {
+        match self.program.views.get(v.0 as usize) {
+            Some(p) => Some(p.clone()),
+            None => {
+                self.fail(TileError::BadOperand {
+                    op,
+                    operand: "view",
+                    message: format!("{v:?} is not a view of this program"),
+                });
+                None
+            }
+        }
+    }
+
+    fn check_shape(&mut self, op: &'static str, operand: &'static str, shape: &[u32]) -> bool {
+        if shape.is_empty() || shape.len() > 3 || shape.iter().any(|s| !s.is_power_of_two()) {
+            self.fail(TileError::ShapeMismatch {
+                op,
+                operand,
+                expected: "1 to 3 dims, each a power of two".into(),
+                found: shape.to_vec(),
+            });
+            return false;
+        }
+        true
+    }
+
+    fn scalar(&mut self, ty: Type) -> ScalarId {
+        self.program.new_scalar(ty)
+    }
+
+    fn tile(&mut self, shape: Vec<u32>, elem: Type) -> TileId {
+        self.program.new_tile(TileType { shape, elem })
+    }
+
+    /// A placeholder result for an op that failed.
+    fn dead_tile(&mut self) -> TileId {
+        self.tile(vec![1], Type::F32)
+    }
+
+    // ---------------------------------------------------------------- parameters and scalars
+
+    /// A global tensor view of `rank` dims of `elem` (kernel parameters: a
+    /// pointer, then `rank` extents and `rank` strides in elements, all `u32`).
+    pub fn view_param(&mut self, name: &str, elem: Type, rank: usize) -> ViewId {
+        self.add_view(name, elem, rank, None)
+    }
+
+    /// A view whose dim `dim` the caller promises has stride 1 (loads are then
+    /// coalesced along it).
+    pub fn view_param_unit_stride(&mut self, name: &str, elem: Type, rank: usize, dim: usize) -> ViewId {
+        if dim >= rank {
+            self.fail(TileError::BadAxis {
+                op: "view_param_unit_stride",
+                axis: dim,
+                rank,
+            });
+        }
+        self.add_view(name, elem, rank, Some(dim.min(rank.saturating_sub(1))))
+    }
+
+    fn add_view(&mut self, name: &str, elem: Type, rank: usize, unit: Option<usize>) -> ViewId {
+        if !(1..=3).contains(&rank) {
+            self.fail(TileError::BadAxis {
+                op: "view_param",
+                axis: rank,
+                rank: 3,
+            });
+        }
+        if elem.as_scalar().is_none() || elem == Type::BOOL {
+            self.fail(TileError::UnsupportedDtype {
+                op: "view_param",
+                operand: "elem",
+                found: elem_name(&elem),
+                why: "views hold numeric scalars".into(),
+            });
+        }
+        self.program.views.push(ViewParam {
+            name: name.to_string(),
+            elem,
+            rank,
+            unit_stride_dim: unit,
+        });
+        let id = ViewId(self.program.views.len() as u32 - 1);
+        self.program.params.push(Param::View(id));
+        id
+    }
+
+    /// A scalar kernel parameter.
+    pub fn scalar_param(&mut self, name: &str, ty: Type) -> ScalarId {
+        if ty.as_scalar().is_none() {
+            self.fail(TileError::UnsupportedDtype {
+                op: "scalar_param",
+                operand: "ty",
+                found: elem_name(&ty),
+                why: "scalar parameters are HIR scalars".into(),
+            });
+        }
+        let id = self.scalar(ty);
+        self.program.params.push(Param::Scalar {
+            name: name.to_string(),
+            id,
+        });
+        id
+    }
+
+    /// This program instance's index along `axis` (0, 1 or 2).
+    pub fn program_id(&mut self, axis: u32) -> ScalarId {
+        if axis > 2 {
+            self.fail(TileError::BadAxis {
+                op: "program_id",
+                axis: axis as usize,
+                rank: 3,
+            });
+        }
+        let out = self.scalar(Type::U32);
+        self.push(Op::ProgramId { out, axis });
+        out
+    }
+
+    /// A `u32` constant.
+    pub fn index(&mut self, value: u32) -> ScalarId {
+        self.constant(Type::U32, Const::Int(i64::from(value)))
+    }
+
+    /// A constant of scalar type `ty`.
+    pub fn constant(&mut self, ty: Type, value: Const) -> ScalarId {
+        let out = self.scalar(ty);
+        self.push(Op::ScalarConst { out, value });
+        out
+    }
+
+    /// The runtime extent of `view` along `dim`.
+    pub fn dim(&mut self, view: ViewId, dim: usize) -> ScalarId {
+        let out = self.scalar(Type::U32);
+        if let Some(v) = self.view_of("dim", view) {
+            if dim >= v.rank {
+                self.fail(TileError::BadAxis {
+                    op: "dim",
+                    axis: dim,
+                    rank: v.rank,
+                });
+            }
+        }
+        self.push(Op::ViewDim { out, view, dim });
+        out
+    }
+
+    /// `a op b` on scalars of one type.
+    pub fn scalar_binary(&mut self, op: BinOp, a: ScalarId, b: ScalarId) -> ScalarId {
+        let ta = self.scalar_of("scalar_binary", "a", a);
+        let tb = self.scalar_of("scalar_binary", "b", b);
+        let ty = ta.clone().unwrap_or(Type::U32);
+        if let (Some(ta), Some(tb)) = (ta, tb) {
+            if ta != tb {
+                self.fail(TileError::UnsupportedDtype {
+                    op: "scalar_binary",
+                    operand: "b",
+                    found: elem_name(&tb),
+                    why: format!("`a` is {ta}"),
+                });
+            }
+        }
+        let out = self.scalar(ty);
+        self.push(Op::ScalarBinary { out, op, a, b });
+        out
+    }
+
+    pub fn scalar_add(&mut self, a: ScalarId, b: ScalarId) -> ScalarId {
+        self.scalar_binary(BinOp::Add, a, b)
+    }
+
+    pub fn scalar_mul(&mut self, a: ScalarId, b: ScalarId) -> ScalarId {
+        self.scalar_binary(BinOp::Mul, a, b)
+    }
+
+    /// `a op b` on scalars of one type, a `bool`.
+    pub fn scalar_cmp(&mut self, op: CmpOp, a: ScalarId, b: ScalarId) -> ScalarId {
+        let ta = self.scalar_of("scalar_cmp", "a", a);
+        let tb = self.scalar_of("scalar_cmp", "b", b);
+        if let (Some(ta), Some(tb)) = (ta, tb) {
+            if ta != tb {
+                self.fail(TileError::UnsupportedDtype {
+                    op: "scalar_cmp",
+                    operand: "b",
+                    found: elem_name(&tb),
+                    why: format!("`a` is {ta}"),
+                });
+            }
+        }
+        let out = self.scalar(Type::BOOL);
+        self.push(Op::ScalarCmp { out, op, a, b });
+        out
+    }
+
+    // ---------------------------------------------------------------- tile creation and memory
+
+    /// A tile of `shape` with every element `value` (a scalar of the element type).
+    pub fn splat(&mut self, shape: &[u32], value: ScalarId) -> TileId {
+        let Some(elem) = self.scalar_of("splat", "value", value) else {
+            return self.dead_tile();
+        };
+        if !self.check_shape("splat", "shape", shape) {
+            return self.dead_tile();
+        }
+        let out = self.tile(shape.to_vec(), elem);
+        self.push(Op::Full { out, value });
+        out
+    }
+
+    /// A tile of `shape` of `elem` with every element `value`.
+    pub fn full(&mut self, shape: &[u32], elem: Type, value: f64) -> TileId {
+        let c = if elem.is_float() {
+            Const::Float(value)
+        } else {
+            Const::Int(value as i64)
+        };
+        let s = self.constant(elem, c);
+        self.splat(shape, s)
+    }
+
+    /// The `u32` tile `[0, 1, ..., n - 1]`.
+    pub fn arange(&mut self, n: u32) -> TileId {
+        if !self.check_shape("arange", "n", &[n]) {
+            return self.dead_tile();
+        }
+        let out = self.tile(vec![n], Type::U32);
+        self.push(Op::Arange { out });
+        out
+    }
+
+    fn check_origin(&mut self, op: &'static str, view: &ViewParam, origin: &[ScalarId]) -> bool {
+        if origin.len() != view.rank {
+            self.fail(TileError::ShapeMismatch {
+                op,
+                operand: "origin",
+                expected: format!("{} coordinates (the view's rank)", view.rank),
+                found: vec![origin.len() as u32],
+            });
+            return false;
+        }
+        for &o in origin {
+            match self.scalar_of(op, "origin", o) {
+                Some(t) if t == Type::U32 => {}
+                Some(t) => {
+                    self.fail(TileError::UnsupportedDtype {
+                        op,
+                        operand: "origin",
+                        found: elem_name(&t),
+                        why: "coordinates are u32".into(),
+                    });
+                    return false;
+                }
+                None => return false,
+            }
+        }
+        true
+    }
+
+    /// The `shape` box of `view` at `origin`; elements outside the view read as 0.
+    pub fn load(&mut self, view: ViewId, origin: &[ScalarId], shape: &[u32]) -> TileId {
+        self.load_or(view, origin, shape, 0.0)
+    }
+
+    /// [`Self::load`] with `other` for elements outside the view.
+    pub fn load_or(&mut self, view: ViewId, origin: &[ScalarId], shape: &[u32], other: f64) -> TileId {
+        let Some(v) = self.view_of("load", view) else {
+            return self.dead_tile();
+        };
+        if !self.check_origin("load", &v, origin) || !self.check_shape("load", "shape", shape) {
+            return self.dead_tile();
+        }
+        if shape.len() != v.rank {
+            self.fail(TileError::ShapeMismatch {
+                op: "load",
+                operand: "shape",
+                expected: format!("rank {} (the view's)", v.rank),
+                found: shape.to_vec(),
+            });
+            return self.dead_tile();
+        }
+        let other = if v.elem.is_float() {
+            Const::Float(other)
+        } else {
+            Const::Int(other as i64)
+        };
+        let out = self.tile(shape.to_vec(), v.elem.clone());
+        self.push(Op::Load {
+            out,
+            view,
+            origin: origin.to_vec(),
+            other,
+        });
+        out
+    }
+
+    fn check_store(&mut self, op: &'static str, view: ViewId, origin: &[ScalarId], tile: TileId) -> bool {
+        let Some(v) = self.view_of(op, view) else {
+            return false;
+        };
+        let Some(t) = self.tile_type(op, "tile", tile) else {
+            return false;
+        };
+        if !self.check_origin(op, &v, origin) {
+            return false;
+        }
+        if t.shape.len() != v.rank {
+            self.fail(TileError::ShapeMismatch {
+                op,
+                operand: "tile",
+                expected: format!("rank {} (the view's)", v.rank),
+                found: t.shape,
+            });
+            return false;
+        }
+        if t.elem != v.elem {
+            self.fail(TileError::UnsupportedDtype {
+                op,
+                operand: "tile",
+                found: elem_name(&t.elem),
+                why: format!("the view `{}` holds {}", v.name, v.elem),
+            });
+            return false;
+        }
+        true
+    }
+
+    /// Writes `tile` at `origin` of `view`; elements outside the view are dropped.
+    pub fn store(&mut self, view: ViewId, origin: &[ScalarId], tile: TileId) {
+        if self.check_store("store", view, origin, tile) {
+            self.push(Op::Store {
+                view,
+                origin: origin.to_vec(),
+                tile,
+            });
+        }
+    }
+
+    /// Adds `tile` into `view` at `origin` with device-scope atomics.
+    pub fn atomic_add(&mut self, view: ViewId, origin: &[ScalarId], tile: TileId) {
+        if !self.check_store("atomic_add", view, origin, tile) {
+            return;
+        }
+        let elem = self.program.tile(tile).elem.clone();
+        if ![Type::F32, Type::I32, Type::U32, Type::U64, Type::F64].contains(&elem) {
+            self.fail(TileError::UnsupportedDtype {
+                op: "atomic_add",
+                operand: "tile",
+                found: elem_name(&elem),
+                why: "atomic add takes f32, f64, i32, u32 or u64".into(),
+            });
+            return;
+        }
+        self.push(Op::AtomicAdd {
+            view,
+            origin: origin.to_vec(),
+            tile,
+        });
+    }
+
+    // ---------------------------------------------------------------- element-wise
+
+    /// An element-wise op over tiles of one shape.
+    pub fn map(&mut self, op: MapOp, args: &[TileId]) -> TileId {
+        const NAMES: [&str; 3] = ["a", "b", "c"];
+        let arity = match op {
+            MapOp::Unary(_) => 1,
+            MapOp::Binary(_) | MapOp::Cmp(_) => 2,
+            MapOp::Fma | MapOp::Where => 3,
+        };
+        if args.len() != arity {
+            self.fail(TileError::BadOperand {
+                op: "map",
+                operand: "args",
+                message: format!("{op:?} takes {arity} tiles, got {}", args.len()),
+            });
+            return self.dead_tile();
+        }
+        let mut types = Vec::new();
+        for (i, &a) in args.iter().enumerate() {
+            match self.tile_type("map", NAMES[i], a) {
+                Some(t) => types.push(t),
+                None => return self.dead_tile(),
+            }
+        }
+        for (i, t) in types.iter().enumerate().skip(1) {
+            if t.shape != types[0].shape {
+                self.fail(TileError::ShapeMismatch {
+                    op: "map",
+                    operand: NAMES[i],
+                    expected: format!("{:?} (the shape of `a`; broadcast first)", types[0].shape),
+                    found: t.shape.clone(),
+                });
+                return self.dead_tile();
+            }
+        }
+        // The operands whose element type must equal the result's.
+        let (data, result_elem) = match op {
+            MapOp::Where => {
+                if types[0].elem != Type::BOOL {
+                    return self.bad_dtype("where", "cond", &types[0].elem, "the condition is a bool tile");
+                }
+                (&types[1..], types[1].elem.clone())
+            }
+            MapOp::Cmp(_) => (&types[..], Type::BOOL),
+            _ => (&types[..], types[0].elem.clone()),
+        };
+        for (i, t) in data.iter().enumerate().skip(1) {
+            if t.elem != data[0].elem {
+                let operand = NAMES[i + types.len() - data.len()];
+                let why = format!("the other operand is {}", data[0].elem);
+                return self.bad_dtype("map", operand, &t.elem, &why);
+            }
+        }
+        let elem = &data[0].elem;
+        let float_only = match op {
+            MapOp::Unary(u) => u.float_only(),
+            MapOp::Fma => true,
+            _ => false,
+        };
+        let int_only = matches!(op, MapOp::Unary(u) if u.int_only())
+            || matches!(op, MapOp::Binary(b) if matches!(b, BinOp::And | BinOp::Or | BinOp::Xor | BinOp::Shl | BinOp::Shr));
+        if float_only && !elem.is_float() {
+            return self.bad_dtype("map", "a", elem, &format!("{op:?} takes floats"));
+        }
+        if int_only && elem.is_float() {
+            return self.bad_dtype("map", "a", elem, &format!("{op:?} takes integers"));
+        }
+        let out = self.tile(types[0].shape.clone(), result_elem);
+        self.push(Op::Map {
+            out,
+            op,
+            args: args.to_vec(),
+        });
+        out
+    }
+
+    fn bad_dtype(&mut self, op: &'static str, operand: &'static str, found: &Type, why: &str) -> TileId {
+        self.fail(TileError::UnsupportedDtype {
+            op,
+            operand,
+            found: elem_name(found),
+            why: why.to_string(),
+        });
+        self.dead_tile()
+    }
+
+    pub fn unary(&mut self, op: UnOp, a: TileId) -> TileId {
+        self.map(MapOp::Unary(op), &[a])
+    }
+    pub fn binary(&mut self, op: BinOp, a: TileId, b: TileId) -> TileId {
+        self.map(MapOp::Binary(op), &[a, b])
+    }
+    pub fn add(&mut self, a: TileId, b: TileId) -> TileId {
+        self.binary(BinOp::Add, a, b)
+    }
+    pub fn sub(&mut self, a: TileId, b: TileId) -> TileId {
+        self.binary(BinOp::Sub, a, b)
+    }
+    pub fn mul(&mut self, a: TileId, b: TileId) -> TileId {
+        self.binary(BinOp::Mul, a, b)
+    }
+    pub fn div(&mut self, a: TileId, b: TileId) -> TileId {
+        self.binary(BinOp::Div, a, b)
+    }
+    pub fn maximum(&mut self, a: TileId, b: TileId) -> TileId {
+        self.binary(BinOp::Max, a, b)
+    }
+    pub fn minimum(&mut self, a: TileId, b: TileId) -> TileId {
+        self.binary(BinOp::Min, a, b)
+    }
+    pub fn exp(&mut self, a: TileId) -> TileId {
+        self.unary(UnOp::Exp, a)
+    }
+    pub fn cmp(&mut self, op: CmpOp, a: TileId, b: TileId) -> TileId {
+        self.map(MapOp::Cmp(op), &[a, b])
+    }
+    pub fn fma(&mut self, a: TileId, b: TileId, c: TileId) -> TileId {
+        self.map(MapOp::Fma, &[a, b, c])
+    }
+    /// `cond ? a : b` element-wise.
+    pub fn where_(&mut self, cond: TileId, a: TileId, b: TileId) -> TileId {
+        self.map(MapOp::Where, &[cond, a, b])
+    }
+
+    /// `tile` expanded to `shape`: dims of size 1 repeat, others must match.
+    pub fn broadcast(&mut self, tile: TileId, shape: &[u32]) -> TileId {
+        let Some(t) = self.tile_type("broadcast", "tile", tile) else {
+            return self.dead_tile();
+        };
+        let fits = t.shape.len() == shape.len()
+            && t.shape.iter().zip(shape).all(|(&s, &d)| s == d || s == 1);
+        if !fits {
+            self.fail(TileError::ShapeMismatch {
+                op: "broadcast",
+                operand: "tile",
+                expected: format!("the rank of {shape:?}, each dim equal or 1"),
+                found: t.shape,
+            });
+            return self.dead_tile();
+        }
+        if !self.check_shape("broadcast", "shape", shape) {
+            return self.dead_tile();
+        }
+        let out = self.tile(shape.to_vec(), t.elem);
+        self.push(Op::Broadcast { out, tile });
+        out
+    }
+
+    /// Numeric conversion of every element to `elem`.
+    pub fn cast(&mut self, tile: TileId, elem: Type) -> TileId {
+        let Some(t) = self.tile_type("cast", "tile", tile) else {
+            return self.dead_tile();
+        };
+        for (operand, ty) in [("tile", &t.elem), ("elem", &elem)] {
+            if ty.as_scalar().is_none() || *ty == Type::BOOL {
+                return self.bad_dtype("cast", operand, ty, "cast converts between numeric types");
+            }
+        }
+        let out = self.tile(t.shape, elem);
+        self.push(Op::Cast { out, tile });
+        out
+    }
+
+    /// Reduces `axis` with `op`; the result keeps the axis with size 1.
+    pub fn reduce(&mut self, tile: TileId, axis: usize, op: ReduceOp) -> TileId {
+        let Some(t) = self.tile_type("reduce", "tile", tile) else {
+            return self.dead_tile();
+        };
+        if axis >= t.shape.len() {
+            self.fail(TileError::BadAxis {
+                op: "reduce",
+                axis,
+                rank: t.shape.len(),
+            });
+            return self.dead_tile();
+        }
+        if ![Type::F32, Type::I32, Type::U32, Type::F64, Type::I64, Type::U64].contains(&t.elem) {
+            return self.bad_dtype(
+                "reduce",
+                "tile",
+                &t.elem,
+                "reductions shuffle 32- or 64-bit values (cast f16/bf16 to f32 first)",
+            );
+        }
+        let mut shape = t.shape;
+        shape[axis] = 1;
+        let out = self.tile(shape, t.elem);
+        self.push(Op::Reduce { out, tile, axis, op });
+        out
+    }
+
+    pub fn sum(&mut self, tile: TileId, axis: usize) -> TileId {
+        self.reduce(tile, axis, ReduceOp::Sum)
+    }
+    pub fn max(&mut self, tile: TileId, axis: usize) -> TileId {
+        self.reduce(tile, axis, ReduceOp::Max)
+    }
+
+    /// `acc + a @ b`: `a: [M, K]`, `b: [K, N]` of f32, f16 or bf16 (both the
+    /// same), `acc: [M, N]` f32.
+    pub fn dot(&mut self, a: TileId, b: TileId, acc: TileId) -> TileId {
+        let (Some(ta), Some(tb), Some(tc)) = (
+            self.tile_type("dot", "a", a),
+            self.tile_type("dot", "b", b),
+            self.tile_type("dot", "acc", acc),
+        ) else {
+            return self.dead_tile();
+        };
+        let mismatch = |operand, expected: String, found: &Vec<u32>| TileError::ShapeMismatch {
+            op: "dot",
+            operand,
+            expected,
+            found: found.clone(),
+        };
+        if ta.shape.len() != 2 {
+            self.fail(mismatch("a", "[M, K]".into(), &ta.shape));
+        } else if tb.shape.len() != 2 || tb.shape[0] != ta.shape[1] {
+            self.fail(mismatch("b", format!("[{}, N] (K from `a`)", ta.shape[1]), &tb.shape));
+        } else if tc.shape != [ta.shape[0], tb.shape[1]] {
+            let want = format!("[{}, {}] (M from `a`, N from `b`)", ta.shape[0], tb.shape[1]);
+            self.fail(mismatch("acc", want, &tc.shape));
+        } else if ![Type::F32, Type::F16, Type::BF16].contains(&ta.elem) {
+            return self.bad_dtype("dot", "a", &ta.elem, "the FFMA dot takes f32, f16 or bf16 operands");
+        } else if tb.elem != ta.elem {
+            return self.bad_dtype("dot", "b", &tb.elem, &format!("`a` is {}; the pair must match", ta.elem));
+        } else if tc.elem != Type::F32 {
+            return self.bad_dtype("dot", "acc", &tc.elem, "dot accumulates in f32");
+        } else {
+            let out = self.tile(tc.shape, Type::F32);
+            self.push(Op::Dot { out, a, b, acc });
+            return out;
+        }
+        self.dead_tile()
+    }
+
+    // ---------------------------------------------------------------- loops
+
+    /// `for iv in (lo..hi).step_by(step)` over `u32` scalars, carrying `inits`:
+    /// `body(builder, iv, carried)` returns the next carried values (same
+    /// types); returns the values after the last iteration.
+    pub fn for_range(
+        &mut self,
+        lo: ScalarId,
+        hi: ScalarId,
+        step: ScalarId,
+        inits: &[Value],
+        body: impl FnOnce(&mut TileBuilder, ScalarId, &[Value]) -> Vec<Value>,
+    ) -> Vec<Value> {
+        for (operand, s) in [("lo", lo), ("hi", hi), ("step", step)] {
+            if let Some(t) = self.scalar_of("for_range", operand, s) {
+                if t != Type::U32 {
+                    self.fail(TileError::UnsupportedDtype {
+                        op: "for_range",
+                        operand,
+                        found: elem_name(&t),
+                        why: "loop bounds are u32".into(),
+                    });
+                }
+            }
+        }
+        let iv = self.scalar(Type::U32);
+        let mut args = Vec::new();
+        let mut results = Vec::new();
+        for &init in inits {
+            let (arg, result) = match init {
+                Value::Tile(t) => match self.tile_type("for_range", "inits", t) {
+                    Some(ty) => (
+                        Value::Tile(self.program.new_tile(ty.clone())),
+                        Value::Tile(self.program.new_tile(ty)),
+                    ),
+                    None => (Value::Tile(self.dead_tile()), Value::Tile(self.dead_tile())),
+                },
+                Value::Scalar(s) => {
+                    let ty = self.scalar_of("for_range", "inits", s).unwrap_or(Type::U32);
+                    (Value::Scalar(self.scalar(ty.clone())), Value::Scalar(self.scalar(ty)))
+                }
+            };
+            args.push(arg);
+            results.push(result);
+        }
+        self.regions.push(Vec::new());
+        let yields = body(self, iv, &args);
+        let body_ops = self.regions.pop().unwrap_or_default();
+        if yields.len() != inits.len() {
+            self.fail(TileError::BadOperand {
+                op: "for_range",
+                operand: "yields",
+                message: format!("the body yields {} values for {} carried", yields.len(), inits.len()),
+            });
+        } else {
+            for (&y, &a) in yields.iter().zip(&args) {
+                self.check_yield(y, a);
+            }
+        }
+        self.push(Op::For {
+            lo,
+            hi,
+            step,
+            iv,
+            inits: inits.to_vec(),
+            args,
+            body: body_ops,
+            yields,
+            results: results.clone(),
+        });
+        results
+    }
+
+    fn check_yield(&mut self, y: Value, arg: Value) {
+        match (y, arg) {
+            (Value::Tile(y), Value::Tile(a)) => {
+                let (Some(ty), Some(ta)) = (self.tile_type("for_range", "yields", y), self.tile_type("for_range", "yields", a)) else {
+                    return;
+                };
+                if ty != ta {
+                    self.fail(TileError::ShapeMismatch {
+                        op: "for_range",
+                        operand: "yields",
+                        expected: format!("{:?} of {} (the carried tile)", ta.shape, ta.elem),
+                        found: ty.shape,
+                    });
+                }
+            }
+            (Value::Scalar(y), Value::Scalar(a)) => {
+                let ty = self.scalar_of("for_range", "yields", y);
+                let ta = self.scalar_of("for_range", "yields", a);
+                if ty != ta {
+                    self.fail(TileError::BadOperand {
+                        op: "for_range",
+                        operand: "yields",
+                        message: format!("a yielded scalar is {ty:?}, the carried one {ta:?}"),
+                    });
+                }
+            }
+            _ => self.fail(TileError::BadOperand {
+                op: "for_range",
+                operand: "yields",
+                message: "a tile yielded for a carried scalar, or the reverse".into(),
+            }),
+        }
+    }
+}

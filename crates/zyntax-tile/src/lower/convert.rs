@@ -1,0 +1,149 @@
+//! Layout conversion and shared-memory staging.
+//!
+//! A conversion writes the tile to shared memory (row-major, owners only),
+//! waits at a barrier, reads it back in the new layout, and waits again so
+//! that the next use of the scratch buffer cannot overwrite what a slower
+//! warp still reads. `dot` stages its operands and `reduce` combines warps
+//! the same way. Because every use is bracketed by barriers, all of them
+//! share one scratch buffer, sized for the largest ([`scratch_bytes`]).
+
+use super::{Coord, Lowerer};
+use crate::error::{TileError, TileResult};
+use crate::infer::Layouts;
+use crate::ir::{Op, TileId, TileProgram};
+use crate::layout::SharedLayout;
+use zyntax_hir::{AddrSpace, Type, ValueId};
+
+/// Bytes one element takes in shared memory (`bool` is staged as `u32`).
+pub(super) fn staged_bytes(elem: &Type) -> u64 {
+    if *elem == Type::BOOL {
+        4
+    } else {
+        elem.size_bytes().unwrap_or(4)
+    }
+}
+
+/// Rounds up to 16 bytes (the alignment of each staged region).
+pub(super) fn align16(bytes: u64) -> u64 {
+    bytes.div_ceil(16) * 16
+}
+
+/// The largest scratch any op of `ops` (or of loops inside them) needs.
+pub(super) fn scratch_bytes(program: &TileProgram, layouts: &Layouts, ops: &[Op]) -> u64 {
+    let mut most = 0;
+    for op in ops {
+        let bytes = match op {
+            Op::ConvertLayout { tile, .. } => {
+                let t = program.tile(*tile);
+                t.numel() * staged_bytes(&t.elem)
+            }
+            Op::Reduce { out, tile, axis, .. } => {
+                let warps = layouts.get(*tile).map_or(1, |l| l.warps_per_cta[*axis]);
+                let t = program.tile(*out);
+                if warps > 1 {
+                    u64::from(warps) * t.numel() * staged_bytes(&t.elem)
+                } else {
+                    0
+                }
+            }
+            Op::Dot { a, b, .. } => {
+                let (ta, tb) = (program.tile(*a), program.tile(*b));
+                align16(ta.numel() * staged_bytes(&ta.elem)) + tb.numel() * staged_bytes(&tb.elem)
+            }
+            Op::For { body, .. } => scratch_bytes(program, layouts, body),
+            _ => 0,
+        };
+        most = most.max(bytes);
+    }
+    align16(most)
+}
+
+impl Lowerer<'_> {
+    /// The scratch buffer as `ptr<shared, elem>`, advanced by `byte_offset`.
+    pub(super) fn scratch_ptr(&mut self, elem: &Type, byte_offset: u64) -> TileResult<ValueId> {
+        let scratch = self
+            .scratch
+            .ok_or_else(|| TileError::Internal("no shared scratch allocated".into()))?;
+        let ty = if *elem == Type::BOOL { Type::U32 } else { elem.clone() };
+        let p = self.b.ptr_cast(scratch, Type::ptr(AddrSpace::Shared, ty))?;
+        if byte_offset == 0 {
+            return Ok(p);
+        }
+        let index = self.u32((byte_offset / staged_bytes(elem)) as u32)?;
+        Ok(self.b.ptr_add(p, index)?)
+    }
+
+    /// Row-major offset of `coords` in a staged tile of `shape`.
+    pub(super) fn staged_offset(&mut self, shape: &[u32], coords: &[ValueId]) -> TileResult<ValueId> {
+        let strides = SharedLayout::row_major(shape.len()).strides(shape);
+        let mut offset = self.u32(0)?;
+        for (c, s) in coords.iter().zip(strides) {
+            let s = self.u32(s)?;
+            let term = self.b.mul(*c, s)?;
+            offset = self.b.add(offset, term)?;
+        }
+        Ok(offset)
+    }
+
+    /// Writes the owned elements of `tile` row-major at `ptr` (no barrier).
+    pub(super) fn stage(&mut self, tile: TileId, ptr: ValueId) -> TileResult<()> {
+        let layout = self.layout(tile)?;
+        let ty = self.program.tile(tile).clone();
+        let regs = self.regs(tile)?;
+        let table = self.coords(&layout, &ty.shape)?;
+        for (r, &value) in regs.iter().enumerate() {
+            let coords: Vec<Coord> = Self::reg_coords(&layout, &ty.shape, &table, r as u32);
+            let values: Vec<ValueId> = coords.iter().map(|c| c.value).collect();
+            let offset = self.staged_offset(&ty.shape, &values)?;
+            let value = if ty.elem == Type::BOOL {
+                let (one, zero) = (self.u32(1)?, self.u32(0)?);
+                self.b.select(value, one, zero)?
+            } else {
+                value
+            };
+            let owned = self.owned(&coords)?;
+            let frame = match owned {
+                Some(o) => Some(self.b.begin_if(o, &[])?),
+                None => None,
+            };
+            let p = self.b.ptr_add(ptr, offset)?;
+            self.b.store(p, value)?;
+            if let Some(f) = frame {
+                self.b.end_if(f, &[])?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads element `offset` of a staged tile of `elem` at `ptr`.
+    pub(super) fn read_staged(&mut self, ptr: ValueId, elem: &Type, offset: ValueId) -> TileResult<ValueId> {
+        let p = self.b.ptr_add(ptr, offset)?;
+        let v = self.b.load(p)?;
+        if *elem == Type::BOOL {
+            let zero = self.u32(0)?;
+            return Ok(self.b.ne(v, zero)?);
+        }
+        Ok(v)
+    }
+
+    pub(super) fn convert_layout(&mut self, out: TileId, tile: TileId) -> TileResult<()> {
+        let ty = self.program.tile(out).clone();
+        let layout = self.layout(out)?;
+        let ptr = self.scratch_ptr(&ty.elem, 0)?;
+        self.stage(tile, ptr)?;
+        self.b.barrier()?;
+        let table = self.coords(&layout, &ty.shape)?;
+        let mut regs = Vec::new();
+        for r in 0..layout.num_regs(&ty.shape) {
+            let coords: Vec<ValueId> = Self::reg_coords(&layout, &ty.shape, &table, r)
+                .iter()
+                .map(|c| c.value)
+                .collect();
+            let offset = self.staged_offset(&ty.shape, &coords)?;
+            regs.push(self.read_staged(ptr, &ty.elem, offset)?);
+        }
+        self.b.barrier()?;
+        self.set_tile(out, regs);
+        Ok(())
+    }
+}

@@ -1,0 +1,452 @@
+//! Lowering a tile program to one HIR kernel.
+//!
+//! Each thread's registers of a tile are separate HIR SSA values (the tile is
+//! fully unrolled per thread, as Triton's LLVM lowering does); which element
+//! a register holds is the tile's [`Blocked`] layout evaluated on the runtime
+//! thread index. Scalars are single uniform HIR values. One file per op
+//! family: `memory` (load, store, atomic add), `elementwise` (full, arange,
+//! map, broadcast, cast), `reduce`, `dot`, `convert` (layout conversion and
+//! the shared-memory scratch they all use).
+//!
+//! Kernel parameters, in program order: a view is a `ptr<global, elem>`, its
+//! `rank` extents and its `rank` strides (in elements, all `u32`); a scalar
+//! parameter is itself.
+
+mod convert;
+mod dot;
+mod elementwise;
+mod memory;
+mod reduce;
+
+use crate::error::{TileError, TileResult};
+use crate::infer::{infer, Layouts};
+use crate::ir::*;
+use crate::layout::{Blocked, WARP};
+use crate::schedule::Schedule;
+use zyntax_hir::{AddrSpace, Dim, FunctionBuilder, Module, Type, ValueId};
+
+/// Largest static shared memory of one kernel (the HIR verifier's limit).
+pub const MAX_SCRATCH_BYTES: u64 = 48 * 1024;
+
+/// A kernel parameter as the lowered HIR signature spells it out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KernelParam {
+    /// A pointer, `rank` extents, `rank` strides.
+    View { name: String, elem: Type, rank: usize },
+    Scalar { name: String, ty: Type },
+}
+
+/// How to launch the kernel: block shape, shared memory, parameters.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LaunchInfo {
+    /// Threads per block (`warps * 32` in x).
+    pub block: [u32; 3],
+    /// Static shared memory the kernel declares (nothing to pass at launch).
+    pub shared_bytes: u64,
+    pub params: Vec<KernelParam>,
+}
+
+/// A lowered tile program: the verified HIR module (one kernel of the
+/// program's name), its launch facts, and the program after layout
+/// inference with every tile's layout.
+#[derive(Clone, Debug)]
+pub struct TileKernel {
+    pub module: Module,
+    pub name: String,
+    pub launch: LaunchInfo,
+    pub program: TileProgram,
+    pub layouts: Layouts,
+}
+
+/// The HIR values of a view parameter.
+#[derive(Clone, Debug)]
+pub(crate) struct ViewValues {
+    pub base: ValueId,
+    pub shape: Vec<ValueId>,
+    pub strides: Vec<ValueId>,
+}
+
+/// One coordinate of a register: its value and, where copies exist along
+/// the dim, whether this thread owns it (`None`: always).
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct Coord {
+    pub value: ValueId,
+    pub owned: Option<ValueId>,
+}
+
+pub(crate) struct Lowerer<'p> {
+    pub b: FunctionBuilder,
+    pub program: &'p TileProgram,
+    pub layouts: &'p Layouts,
+    pub tiles: Vec<Option<Vec<ValueId>>>,
+    pub scalars: Vec<Option<ValueId>>,
+    pub views: Vec<ViewValues>,
+    pub lane: ValueId,
+    pub warp: ValueId,
+    /// The kernel's one shared-memory scratch buffer (`u8`), if any op needs
+    /// one: every use is bracketed by barriers, so all uses share it.
+    pub scratch: Option<ValueId>,
+}
+
+/// Infers layouts and lowers `program` for `schedule`.
+pub fn lower(mut program: TileProgram, schedule: &Schedule) -> TileResult<TileKernel> {
+    let layouts = infer(&mut program, schedule.warps);
+    check_registers(&program, &layouts, schedule)?;
+    let scratch_bytes = convert::scratch_bytes(&program, &layouts, &program.body);
+    if scratch_bytes > MAX_SCRATCH_BYTES {
+        return Err(TileError::DoesNotFit {
+            field: "block",
+            message: format!(
+                "the program stages {scratch_bytes} bytes through shared memory at once; the static limit is {MAX_SCRATCH_BYTES}"
+            ),
+        });
+    }
+    let mut params = Vec::new();
+    let mut types = Vec::new();
+    for p in &program.params {
+        match p {
+            Param::View(v) => {
+                let view = program.view(*v);
+                types.push(Type::ptr(AddrSpace::Global, view.elem.clone()));
+                types.extend(std::iter::repeat(Type::U32).take(2 * view.rank));
+                params.push(KernelParam::View {
+                    name: view.name.clone(),
+                    elem: view.elem.clone(),
+                    rank: view.rank,
+                });
+            }
+            Param::Scalar { name, id } => {
+                types.push(program.scalar_type(*id).clone());
+                params.push(KernelParam::Scalar {
+                    name: name.clone(),
+                    ty: program.scalar_type(*id).clone(),
+                });
+            }
+        }
+    }
+    let threads = schedule.threads();
+    let mut b = FunctionBuilder::kernel(program.name.clone(), &types);
+    if let Some(info) = b.kernel_info_mut() {
+        info.max_threads = Some([threads, 1, 1]);
+    }
+    let tid = b.thread_idx(Dim::X)?;
+    let warp_size = b.iconst(Type::U32, i64::from(WARP))?;
+    let lane = b.rem(tid, warp_size)?;
+    let warp = b.div(tid, warp_size)?;
+    let scratch = if scratch_bytes > 0 {
+        Some(b.shared_alloc_aligned(Type::U8, scratch_bytes, 16)?)
+    } else {
+        None
+    };
+    let mut lw = Lowerer {
+        b,
+        program: &program,
+        layouts: &layouts,
+        tiles: vec![None; program.tiles.len()],
+        scalars: vec![None; program.scalars.len()],
+        views: Vec::new(),
+        lane,
+        warp,
+        scratch,
+    };
+    lw.bind_params()?;
+    lw.region(&program.body)?;
+    lw.b.ret(&[])?;
+    let function = lw.b.finish()?;
+    let mut module = Module::new(program.name.clone());
+    module.functions.push(function);
+    zyntax_hir::verify_module(&module).map_err(|e| TileError::Internal(e.to_string()))?;
+    Ok(TileKernel {
+        name: program.name.clone(),
+        launch: LaunchInfo {
+            block: [threads, 1, 1],
+            shared_bytes: scratch_bytes,
+            params,
+        },
+        module,
+        program: program.clone(),
+        layouts,
+    })
+}
+
+/// Every tile is unrolled into registers: a tile with more than the register
+/// file's share per thread cannot be lowered.
+fn check_registers(program: &TileProgram, layouts: &Layouts, schedule: &Schedule) -> TileResult<()> {
+    for (i, ty) in program.tiles.iter().enumerate() {
+        if let Some(l) = layouts.get(TileId(i as u32)) {
+            let regs = l.num_regs(&ty.shape);
+            if regs > crate::schedule::MAX_REGISTERS {
+                return Err(TileError::DoesNotFit {
+                    field: "warps",
+                    message: format!(
+                        "a {:?} tile over {} warps needs {regs} registers per thread (limit {})",
+                        ty.shape,
+                        schedule.warps,
+                        crate::schedule::MAX_REGISTERS
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+impl Lowerer<'_> {
+    fn bind_params(&mut self) -> TileResult<()> {
+        let mut next = 0;
+        let program = self.program;
+        self.views = Vec::with_capacity(program.views.len());
+        for p in &program.params {
+            match p {
+                Param::View(v) => {
+                    let rank = program.view(*v).rank;
+                    let base = self.b.try_param(next)?;
+                    let shape = (0..rank).map(|d| self.b.try_param(next + 1 + d)).collect::<Result<_, _>>()?;
+                    let strides = (0..rank)
+                        .map(|d| self.b.try_param(next + 1 + rank + d))
+                        .collect::<Result<_, _>>()?;
+                    debug_assert_eq!(self.views.len(), v.0 as usize);
+                    self.views.push(ViewValues { base, shape, strides });
+                    next += 1 + 2 * rank;
+                }
+                Param::Scalar { id, .. } => {
+                    self.scalars[id.0 as usize] = Some(self.b.try_param(next)?);
+                    next += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn u32(&mut self, v: u32) -> TileResult<ValueId> {
+        Ok(self.b.iconst(Type::U32, i64::from(v))?)
+    }
+
+    pub fn scalar(&self, s: ScalarId) -> TileResult<ValueId> {
+        self.scalars
+            .get(s.0 as usize)
+            .copied()
+            .flatten()
+            .ok_or_else(|| TileError::Internal(format!("scalar {s:?} used before it is defined")))
+    }
+
+    pub fn regs(&self, t: TileId) -> TileResult<Vec<ValueId>> {
+        self.tiles
+            .get(t.0 as usize)
+            .cloned()
+            .flatten()
+            .ok_or_else(|| TileError::Internal(format!("tile {t:?} used before it is defined")))
+    }
+
+    pub fn layout(&self, t: TileId) -> TileResult<Blocked> {
+        self.layouts
+            .get(t)
+            .cloned()
+            .ok_or_else(|| TileError::Internal(format!("tile {t:?} has no layout")))
+    }
+
+    pub fn set_tile(&mut self, t: TileId, regs: Vec<ValueId>) {
+        self.tiles[t.0 as usize] = Some(regs);
+    }
+
+    pub fn set_scalar(&mut self, s: ScalarId, v: ValueId) {
+        self.scalars[s.0 as usize] = Some(v);
+    }
+
+    /// `Some(a && b)`, treating `None` as true.
+    pub fn and(&mut self, a: Option<ValueId>, b: Option<ValueId>) -> TileResult<Option<ValueId>> {
+        Ok(match (a, b) {
+            (Some(a), Some(b)) => Some(self.b.and(a, b)?),
+            (x, None) | (None, x) => x,
+        })
+    }
+
+    /// The coordinates of a tile of `shape` in `layout` held by this thread:
+    /// `[dim][register index along dim]`, evaluating [`Blocked::coords`] on
+    /// the runtime lane and warp.
+    pub fn coords(&mut self, layout: &Blocked, shape: &[u32]) -> TileResult<Vec<Vec<Coord>>> {
+        let per_dim = layout.regs_per_dim(shape);
+        let mut out = Vec::with_capacity(shape.len());
+        for (d, &extent) in shape.iter().enumerate() {
+            let td = layout.thread_dim(d);
+            let mut pos = self.u32(0)?;
+            if td.warps > 1 {
+                let stride = self.u32(td.warp_stride)?;
+                let warps = self.u32(td.warps)?;
+                let lanes = self.u32(td.lanes)?;
+                let w = self.b.div(self.warp, stride)?;
+                let w = self.b.rem(w, warps)?;
+                pos = self.b.mul(w, lanes)?;
+            }
+            if td.lanes > 1 {
+                let stride = self.u32(td.lane_stride)?;
+                let lanes = self.u32(td.lanes)?;
+                let l = self.b.div(self.lane, stride)?;
+                let l = self.b.rem(l, lanes)?;
+                pos = self.b.add(pos, l)?;
+            }
+            let per_thread = self.u32(td.per_thread)?;
+            let first = self.b.mul(pos, per_thread)?;
+            let wraps = extent < layout.coverage(d);
+            let extent_v = self.u32(extent)?;
+            let mut coords = Vec::with_capacity(per_dim[d] as usize);
+            for i in 0..per_dim[d] {
+                let off = self.u32(layout.reg_offset(shape, d, i))?;
+                let raw = self.b.add(first, off)?;
+                coords.push(if wraps {
+                    Coord {
+                        value: self.b.rem(raw, extent_v)?,
+                        owned: Some(self.b.lt(raw, extent_v)?),
+                    }
+                } else {
+                    Coord {
+                        value: raw,
+                        owned: None,
+                    }
+                });
+            }
+            out.push(coords);
+        }
+        Ok(out)
+    }
+
+    /// The coordinates of register `reg`, from [`Self::coords`]' table.
+    pub fn reg_coords(layout: &Blocked, shape: &[u32], table: &[Vec<Coord>], reg: u32) -> Vec<Coord> {
+        let dims = layout.reg_dims(shape, reg);
+        (0..shape.len()).map(|d| table[d][dims[d] as usize]).collect()
+    }
+
+    /// Whether this thread owns the element at `coords` (`None`: always).
+    pub fn owned(&mut self, coords: &[Coord]) -> TileResult<Option<ValueId>> {
+        let mut all = None;
+        for c in coords {
+            all = self.and(all, c.owned)?;
+        }
+        Ok(all)
+    }
+
+    fn region(&mut self, ops: &[Op]) -> TileResult<()> {
+        for op in ops {
+            self.op(op)?;
+        }
+        Ok(())
+    }
+
+    fn op(&mut self, op: &Op) -> TileResult<()> {
+        match op {
+            Op::ScalarConst { out, value } => {
+                let ty = self.program.scalar_type(*out).clone();
+                let v = match *value {
+                    Const::Int(i) => self.b.iconst(ty, i)?,
+                    Const::Float(f) => self.b.fconst(ty, f)?,
+                };
+                self.set_scalar(*out, v);
+            }
+            Op::ProgramId { out, axis } => {
+                let dim = [Dim::X, Dim::Y, Dim::Z][(*axis as usize).min(2)];
+                let v = self.b.block_idx(dim)?;
+                self.set_scalar(*out, v);
+            }
+            Op::ScalarBinary { out, op, a, b } => {
+                let (a, b) = (self.scalar(*a)?, self.scalar(*b)?);
+                let v = self.b.binary(*op, a, b)?;
+                self.set_scalar(*out, v);
+            }
+            Op::ScalarCmp { out, op, a, b } => {
+                let (a, b) = (self.scalar(*a)?, self.scalar(*b)?);
+                let v = self.b.cmp(*op, a, b)?;
+                self.set_scalar(*out, v);
+            }
+            Op::ViewDim { out, view, dim } => {
+                let v = self.views[view.0 as usize].shape[*dim];
+                self.set_scalar(*out, v);
+            }
+            Op::Full { out, value } => self.full(*out, *value)?,
+            Op::Arange { out } => self.arange(*out)?,
+            Op::Load {
+                out,
+                view,
+                origin,
+                other,
+            } => self.load(*out, *view, origin, *other)?,
+            Op::Store { view, origin, tile } => self.store(*view, origin, *tile, false)?,
+            Op::AtomicAdd { view, origin, tile } => self.store(*view, origin, *tile, true)?,
+            Op::Map { out, op, args } => self.map(*out, *op, args)?,
+            Op::Broadcast { out, tile } => self.broadcast(*out, *tile)?,
+            Op::Cast { out, tile } => self.cast(*out, *tile)?,
+            Op::Reduce { out, tile, axis, op } => self.reduce(*out, *tile, *axis, *op)?,
+            Op::Dot { out, a, b, acc } => self.dot(*out, *a, *b, *acc)?,
+            Op::ConvertLayout { out, tile } => self.convert_layout(*out, *tile)?,
+            Op::For {
+                lo,
+                hi,
+                step,
+                iv,
+                inits,
+                args,
+                body,
+                yields,
+                results,
+            } => self.for_loop(*lo, *hi, *step, *iv, inits, args, body, yields, results)?,
+        }
+        Ok(())
+    }
+
+    /// Flattens carried values to HIR values: every register of every tile.
+    fn flatten(&self, values: &[Value]) -> TileResult<Vec<ValueId>> {
+        let mut flat = Vec::new();
+        for v in values {
+            match v {
+                Value::Tile(t) => flat.extend(self.regs(*t)?),
+                Value::Scalar(s) => flat.push(self.scalar(*s)?),
+            }
+        }
+        Ok(flat)
+    }
+
+    /// Binds `values` to consecutive HIR values of `flat`.
+    fn unflatten(&mut self, values: &[Value], flat: &[ValueId]) -> TileResult<()> {
+        let mut at = 0;
+        for v in values {
+            match v {
+                Value::Tile(t) => {
+                    let n = self.layout(*t)?.num_regs(&self.program.tile(*t).shape) as usize;
+                    let regs = flat.get(at..at + n).ok_or_else(|| TileError::Internal("loop arity".into()))?;
+                    self.set_tile(*t, regs.to_vec());
+                    at += n;
+                }
+                Value::Scalar(s) => {
+                    let v = *flat.get(at).ok_or_else(|| TileError::Internal("loop arity".into()))?;
+                    self.set_scalar(*s, v);
+                    at += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn for_loop(
+        &mut self,
+        lo: ScalarId,
+        hi: ScalarId,
+        step: ScalarId,
+        iv: ScalarId,
+        inits: &[Value],
+        args: &[Value],
+        body: &[Op],
+        yields: &[Value],
+        results: &[Value],
+    ) -> TileResult<()> {
+        let (lo, hi, step) = (self.scalar(lo)?, self.scalar(hi)?, self.scalar(step)?);
+        let init = self.flatten(inits)?;
+        let frame = self.b.begin_for(lo, hi, step, &init)?;
+        self.set_scalar(iv, frame.iv);
+        let carried = frame.carried.clone();
+        self.unflatten(args, &carried)?;
+        self.region(body)?;
+        let next = self.flatten(yields)?;
+        let out = self.b.end_for(frame, &next)?;
+        self.unflatten(results, &out)
+    }
+}

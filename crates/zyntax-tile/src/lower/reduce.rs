@@ -1,0 +1,151 @@
+//! `reduce` along one axis, in three steps (Triton's reduce lowering):
+//!
+//! 1. in-thread: each thread combines its registers along the axis;
+//! 2. across lanes: butterfly `shfl.xor` over the lanes that tile the axis,
+//!    after which every such lane holds its warp's partial;
+//! 3. across warps (when several warps tile the axis): lane 0 of each
+//!    writes its partial to shared memory, a barrier, and every thread
+//!    combines the warps' partials for its registers.
+//!
+//! Copies that the layout replicates along the axis (a tile narrower than the
+//! layout's coverage) are replaced by the identity first, so each element is
+//! counted once. The result keeps the operand's layout with the axis of size
+//! 1, so every thread along the axis holds the result.
+
+use super::Lowerer;
+use crate::error::TileResult;
+use crate::ir::{ReduceOp, TileId};
+use zyntax_hir::{BinOp, ScalarType, ShflMode, Type, ValueId};
+
+impl Lowerer<'_> {
+    fn identity(&mut self, op: ReduceOp, elem: &Type) -> TileResult<ValueId> {
+        let v = if elem.is_float() {
+            let f = match op {
+                ReduceOp::Sum => 0.0,
+                ReduceOp::Max => f64::NEG_INFINITY,
+                ReduceOp::Min => f64::INFINITY,
+            };
+            self.b.fconst(elem.clone(), f)?
+        } else {
+            let (lo, hi) = match elem.as_scalar() {
+                Some(ScalarType::I32) => (i64::from(i32::MIN), i64::from(i32::MAX)),
+                Some(ScalarType::I64) => (i64::MIN, i64::MAX),
+                Some(ScalarType::U32) => (0, i64::from(u32::MAX)),
+                _ => (0, -1), // u64: all ones
+            };
+            let i = match op {
+                ReduceOp::Sum => 0,
+                ReduceOp::Max => lo,
+                ReduceOp::Min => hi,
+            };
+            self.b.iconst(elem.clone(), i)?
+        };
+        Ok(v)
+    }
+
+    fn combine(&mut self, op: ReduceOp, a: ValueId, b: ValueId) -> TileResult<ValueId> {
+        let bin = match op {
+            ReduceOp::Sum => BinOp::Add,
+            ReduceOp::Max => BinOp::Max,
+            ReduceOp::Min => BinOp::Min,
+        };
+        Ok(self.b.binary(bin, a, b)?)
+    }
+
+    pub(super) fn reduce(&mut self, out: TileId, tile: TileId, axis: usize, op: ReduceOp) -> TileResult<()> {
+        let layout = self.layout(tile)?;
+        let in_shape = self.program.tile(tile).shape.clone();
+        let out_shape = self.program.tile(out).shape.clone();
+        let elem = self.program.tile(out).elem.clone();
+        let regs = self.regs(tile)?;
+        let table = self.coords(&layout, &in_shape)?;
+        let identity = self.identity(op, &elem)?;
+
+        // 1. In-thread.
+        let along = layout.regs_per_dim(&in_shape)[axis];
+        let mut partials = Vec::new();
+        for ro in 0..layout.num_regs(&out_shape) {
+            let mut dims = layout.reg_dims(&out_shape, ro);
+            let mut acc = None;
+            for i in 0..along {
+                dims[axis] = i;
+                let mut v = regs[layout.reg_index(&in_shape, &dims) as usize];
+                if let Some(owned) = table[axis][i as usize].owned {
+                    v = self.b.select(owned, v, identity)?;
+                }
+                acc = Some(match acc {
+                    Some(a) => self.combine(op, a, v)?,
+                    None => v,
+                });
+            }
+            partials.push(acc.unwrap_or(identity));
+        }
+
+        // 2. Across the lanes along the axis.
+        let td = layout.thread_dim(axis);
+        let full_mask = self.b.iconst(Type::U32, i64::from(u32::MAX))?;
+        let mut step = 1;
+        while step < td.lanes {
+            let lane_mask = self.u32(step * td.lane_stride)?;
+            for p in partials.iter_mut() {
+                let other = self.b.shfl(ShflMode::Xor, full_mask, *p, lane_mask, 32)?;
+                *p = self.combine(op, *p, other)?;
+            }
+            step *= 2;
+        }
+
+        // 3. Across the warps along the axis.
+        if td.warps > 1 {
+            let ptr = self.scratch_ptr(&elem, 0)?;
+            let numel: u32 = out_shape.iter().product();
+            let out_table = self.coords(&layout, &out_shape)?;
+            let (ws, wn, ls, ln) = (
+                self.u32(td.warp_stride)?,
+                self.u32(td.warps)?,
+                self.u32(td.lane_stride)?,
+                self.u32(td.lanes)?,
+            );
+            let w = self.b.div(self.warp, ws)?;
+            let warp_pos = self.b.rem(w, wn)?;
+            let l = self.b.div(self.lane, ls)?;
+            let lane_pos = self.b.rem(l, ln)?;
+            let zero = self.u32(0)?;
+            let first_lane = self.b.eq(lane_pos, zero)?;
+            let numel_v = self.u32(numel)?;
+            let warp_base = self.b.mul(warp_pos, numel_v)?;
+            let mut offsets = Vec::new();
+            for (ro, &p) in partials.iter().enumerate() {
+                let mut coords = Self::reg_coords(&layout, &out_shape, &out_table, ro as u32);
+                // Every warp along the axis writes its own partial.
+                coords[axis].owned = None;
+                let values: Vec<ValueId> = coords.iter().map(|c| c.value).collect();
+                let offset = self.staged_offset(&out_shape, &values)?;
+                offsets.push(offset);
+                let owned = self.owned(&coords)?;
+                let writer = self.and(Some(first_lane), owned)?.unwrap_or(first_lane);
+                let frame = self.b.begin_if(writer, &[])?;
+                let at = self.b.add(warp_base, offset)?;
+                let q = self.b.ptr_add(ptr, at)?;
+                self.b.store(q, p)?;
+                self.b.end_if(frame, &[])?;
+            }
+            self.b.barrier()?;
+            for (p, &offset) in partials.iter_mut().zip(&offsets) {
+                let mut acc = None;
+                for w in 0..td.warps {
+                    let base = self.u32(w * numel)?;
+                    let at = self.b.add(base, offset)?;
+                    let v = self.read_staged(ptr, &elem, at)?;
+                    acc = Some(match acc {
+                        Some(a) => self.combine(op, a, v)?,
+                        None => v,
+                    });
+                }
+                *p = acc.unwrap_or(identity);
+            }
+            self.b.barrier()?;
+        }
+        self.set_tile(out, partials);
+        Ok(())
+    }
+}

@@ -352,11 +352,25 @@ impl TileBuilder {
 
     /// The `u32` tile `[0, 1, ..., n - 1]`.
     pub fn arange(&mut self, n: u32) -> TileId {
-        if !self.check_shape("arange", "n", &[n]) {
+        self.iota(&[n], 0)
+    }
+
+    /// The `u32` tile of `shape` whose elements are their coordinate along
+    /// `axis` (row or column indices, for masks such as causal ones).
+    pub fn iota(&mut self, shape: &[u32], axis: usize) -> TileId {
+        if !self.check_shape("iota", "shape", shape) {
             return self.dead_tile();
         }
-        let out = self.tile(vec![n], Type::U32);
-        self.push(Op::Arange { out });
+        if axis >= shape.len() {
+            self.fail(TileError::BadAxis {
+                op: "iota",
+                axis,
+                rank: shape.len(),
+            });
+            return self.dead_tile();
+        }
+        let out = self.tile(shape.to_vec(), Type::U32);
+        self.push(Op::Iota { out, axis });
         out
     }
 

@@ -2,7 +2,7 @@
 //! `ConvertLayout` where an op needs its operand in another one. The program
 //! names no layout; the rules (Triton's, simplified to blocked layouts):
 //!
-//! - `load`, `full`, `arange`: the coalesced layout of the shape; for loads the
+//! - `load`, `full`, `iota`: the coalesced layout of the shape; for loads the
 //!   fastest dim is the view's unit-stride dim when the front-end declared one,
 //!   else the last.
 //! - element-wise ops, `cast`: their first operand's layout; other operands are
@@ -104,7 +104,7 @@ impl Inference<'_> {
                 let l = self.coalesced(*t, contiguous);
                 self.layouts.set(*t, l);
             }
-            Op::Full { out: t, .. } | Op::Arange { out: t } => {
+            Op::Full { out: t, .. } | Op::Iota { out: t, .. } => {
                 let l = self.coalesced(*t, None);
                 self.layouts.set(*t, l);
             }

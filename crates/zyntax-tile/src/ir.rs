@@ -112,8 +112,9 @@ pub enum Op {
     ViewDim { out: ScalarId, view: ViewId, dim: usize },
     /// A tile with every element `value`.
     Full { out: TileId, value: ScalarId },
-    /// The 1-D `u32` tile `0, 1, ..., n-1`.
-    Arange { out: TileId },
+    /// The `u32` tile whose every element is its coordinate along `axis`
+    /// (`arange(n)` is the 1-D case).
+    Iota { out: TileId, axis: usize },
     /// The box of `view` at `origin` with the result's shape; elements outside
     /// the view's runtime shape read as `other`.
     Load {

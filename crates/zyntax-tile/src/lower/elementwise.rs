@@ -1,4 +1,4 @@
-//! `full`, `arange`, element-wise maps, `broadcast` and `cast`: register by
+//! `full`, `iota`, element-wise maps, `broadcast` and `cast`: register by
 //! register, no data movement (operands share the result's layout; layout
 //! inference converted any that did not).
 
@@ -15,12 +15,12 @@ impl Lowerer<'_> {
         Ok(())
     }
 
-    pub(super) fn arange(&mut self, out: TileId) -> TileResult<()> {
+    pub(super) fn iota(&mut self, out: TileId, axis: usize) -> TileResult<()> {
         let layout = self.layout(out)?;
         let shape = self.program.tile(out).shape.clone();
         let table = self.coords(&layout, &shape)?;
         let regs = (0..layout.num_regs(&shape))
-            .map(|r| Self::reg_coords(&layout, &shape, &table, r)[0].value)
+            .map(|r| Self::reg_coords(&layout, &shape, &table, r)[axis].value)
             .collect();
         self.set_tile(out, regs);
         Ok(())

@@ -4,7 +4,7 @@
 //! fully unrolled per thread, as Triton's LLVM lowering does); which element
 //! a register holds is the tile's [`Blocked`] layout evaluated on the runtime
 //! thread index. Scalars are single uniform HIR values. One file per op
-//! family: `memory` (load, store, atomic add), `elementwise` (full, arange,
+//! family: `memory` (load, store, atomic add), `elementwise` (full, iota,
 //! map, broadcast, cast), `reduce`, `dot`, `convert` (layout conversion and
 //! the shared-memory scratch they all use).
 //!
@@ -362,7 +362,7 @@ impl Lowerer<'_> {
                 self.set_scalar(*out, v);
             }
             Op::Full { out, value } => self.full(*out, *value)?,
-            Op::Arange { out } => self.arange(*out)?,
+            Op::Iota { out, axis } => self.iota(*out, *axis)?,
             Op::Load {
                 out,
                 view,

@@ -1,0 +1,73 @@
+//! With `--features compute`: the lowered GEMM and row softmax compile to PTX
+//! through the NVPTX backend and pass `ptxas` (from `$ZYNTAX_PTXAS`, set by
+//! `source scripts/env.sh && activate_venv`; a missing ptxas fails the test).
+#![cfg(feature = "compute")]
+
+use zyntax_hir::{Arch, Type};
+use zyntax_llvm::{compile_ptx, Options, Ptxas};
+use zyntax_tile::{Schedule, TileBuilder, TileKernel};
+
+fn gemm(schedule: Schedule) -> TileKernel {
+    let (bm, bn, bk) = (schedule.block[0], schedule.block[1], schedule.k);
+    let mut t = TileBuilder::new("gemm", schedule);
+    let a = t.view_param("a", Type::F32, 2);
+    let b = t.view_param("b", Type::F32, 2);
+    let c = t.view_param("c", Type::F32, 2);
+    let (pm, pn) = (t.program_id(0), t.program_id(1));
+    let (cbm, cbn, cbk, zero) = (t.index(bm), t.index(bn), t.index(bk), t.index(0));
+    let (m0, n0) = (t.scalar_mul(pm, cbm), t.scalar_mul(pn, cbn));
+    let k = t.dim(a, 1);
+    let acc0 = t.full(&[bm, bn], Type::F32, 0.0);
+    let acc = t.for_range(zero, k, cbk, &[acc0.into()], |t, k0, carried| {
+        let a_tile = t.load(a, &[m0, k0], &[bm, bk]);
+        let b_tile = t.load(b, &[k0, n0], &[bk, bn]);
+        vec![t.dot(a_tile, b_tile, carried[0].tile()).into()]
+    });
+    t.store(c, &[m0, n0], acc[0].tile());
+    t.finish().unwrap()
+}
+
+fn softmax(bm: u32, bn: u32, warps: u32) -> TileKernel {
+    let mut t = TileBuilder::new("softmax", Schedule::block(&[bm, bn]).warps(warps));
+    let x = t.view_param("x", Type::F32, 2);
+    let out = t.view_param("out", Type::F32, 2);
+    let p0 = t.program_id(0);
+    let (cbm, zero) = (t.index(bm), t.index(0));
+    let origin = [t.scalar_mul(p0, cbm), zero];
+    let xt = t.load_or(x, &origin, &[bm, bn], f64::NEG_INFINITY);
+    let mx = t.max(xt, 1);
+    let m = t.broadcast(mx, &[bm, bn]);
+    let d = t.sub(xt, m);
+    let e = t.exp(d);
+    let s = t.sum(e, 1);
+    let s = t.broadcast(s, &[bm, bn]);
+    let y = t.div(e, s);
+    t.store(out, &origin, y);
+    t.finish().unwrap()
+}
+
+#[test]
+fn lowered_tile_programs_pass_ptxas() {
+    let ptxas = Ptxas::locate().unwrap_or_else(|e| panic!("{e}"));
+    let kernels = [
+        gemm(Schedule::block(&[64, 64]).k(16).warps(4)),
+        softmax(4, 128, 4),
+        // Column-wise reduction across warps goes through shared memory.
+        softmax(2, 1024, 8),
+    ];
+    for kernel in &kernels {
+        for arch in [Arch::Sm80, Arch::Sm90] {
+            let out = compile_ptx(&kernel.module, &Options::new(arch)).unwrap_or_else(|e| panic!("{arch}: {e}"));
+            assert!(out.ptx.contains(&format!(".entry {}", kernel.name)), "{}", out.ptx);
+            if let Err(e) = ptxas.assemble(&out.ptx, arch) {
+                panic!("{} for {arch}: {e}", kernel.name);
+            }
+        }
+    }
+    // The GEMM's inner loop is FFMA on registers, with the operands staged
+    // through shared memory behind barriers.
+    let ptx = compile_ptx(&kernels[0].module, &Options::new(Arch::Sm80)).unwrap().ptx;
+    for needle in ["fma.rn.f32", "ld.shared.f32", "st.shared.f32", "bar.sync", ".maxntid 128, 1, 1"] {
+        assert!(ptx.contains(needle), "missing `{needle}` in the GEMM's PTX");
+    }
+}

@@ -101,7 +101,12 @@ impl TileBuilder {
         }
     }
 
-    fn tile_type(&mut self, op: &'static str, operand: &'static str, t: TileId) -> Option<TileType> {
+    fn tile_type(
+        &mut self,
+        op: &'static str,
+        operand: &'static str,
+        t: TileId,
+    ) -> Option<TileType> {
         match self.program.tiles.get(t.0 as usize) {
             Some(ty) => Some(ty.clone()),
             None => {
@@ -179,7 +184,13 @@ impl TileBuilder {
 
     /// A view whose dim `dim` the caller promises has stride 1 (loads are then
     /// coalesced along it).
-    pub fn view_param_unit_stride(&mut self, name: &str, elem: Type, rank: usize, dim: usize) -> ViewId {
+    pub fn view_param_unit_stride(
+        &mut self,
+        name: &str,
+        elem: Type,
+        rank: usize,
+        dim: usize,
+    ) -> ViewId {
         if dim >= rank {
             self.fail(TileError::BadAxis {
                 op: "view_param_unit_stride",
@@ -408,7 +419,13 @@ impl TileBuilder {
     }
 
     /// [`Self::load`] with `other` for elements outside the view.
-    pub fn load_or(&mut self, view: ViewId, origin: &[ScalarId], shape: &[u32], other: f64) -> TileId {
+    pub fn load_or(
+        &mut self,
+        view: ViewId,
+        origin: &[ScalarId],
+        shape: &[u32],
+        other: f64,
+    ) -> TileId {
         let Some(v) = self.view_of("load", view) else {
             return self.dead_tile();
         };
@@ -439,7 +456,13 @@ impl TileBuilder {
         out
     }
 
-    fn check_store(&mut self, op: &'static str, view: ViewId, origin: &[ScalarId], tile: TileId) -> bool {
+    fn check_store(
+        &mut self,
+        op: &'static str,
+        view: ViewId,
+        origin: &[ScalarId],
+        tile: TileId,
+    ) -> bool {
         let Some(v) = self.view_of(op, view) else {
             return false;
         };
@@ -543,7 +566,12 @@ impl TileBuilder {
         let (data, result_elem) = match op {
             MapOp::Where => {
                 if types[0].elem != Type::BOOL {
-                    return self.bad_dtype("where", "cond", &types[0].elem, "the condition is a bool tile");
+                    return self.bad_dtype(
+                        "where",
+                        "cond",
+                        &types[0].elem,
+                        "the condition is a bool tile",
+                    );
                 }
                 (&types[1..], types[1].elem.clone())
             }
@@ -580,7 +608,13 @@ impl TileBuilder {
         out
     }
 
-    fn bad_dtype(&mut self, op: &'static str, operand: &'static str, found: &Type, why: &str) -> TileId {
+    fn bad_dtype(
+        &mut self,
+        op: &'static str,
+        operand: &'static str,
+        found: &Type,
+        why: &str,
+    ) -> TileId {
         self.fail(TileError::UnsupportedDtype {
             op,
             operand,
@@ -680,7 +714,16 @@ impl TileBuilder {
             });
             return self.dead_tile();
         }
-        if ![Type::F32, Type::I32, Type::U32, Type::F64, Type::I64, Type::U64].contains(&t.elem) {
+        if ![
+            Type::F32,
+            Type::I32,
+            Type::U32,
+            Type::F64,
+            Type::I64,
+            Type::U64,
+        ]
+        .contains(&t.elem)
+        {
             return self.bad_dtype(
                 "reduce",
                 "tile",
@@ -691,7 +734,12 @@ impl TileBuilder {
         let mut shape = t.shape;
         shape[axis] = 1;
         let out = self.tile(shape, t.elem);
-        self.push(Op::Reduce { out, tile, axis, op });
+        self.push(Op::Reduce {
+            out,
+            tile,
+            axis,
+            op,
+        });
         out
     }
 
@@ -721,14 +769,31 @@ impl TileBuilder {
         if ta.shape.len() != 2 {
             self.fail(mismatch("a", "[M, K]".into(), &ta.shape));
         } else if tb.shape.len() != 2 || tb.shape[0] != ta.shape[1] {
-            self.fail(mismatch("b", format!("[{}, N] (K from `a`)", ta.shape[1]), &tb.shape));
+            self.fail(mismatch(
+                "b",
+                format!("[{}, N] (K from `a`)", ta.shape[1]),
+                &tb.shape,
+            ));
         } else if tc.shape != [ta.shape[0], tb.shape[1]] {
-            let want = format!("[{}, {}] (M from `a`, N from `b`)", ta.shape[0], tb.shape[1]);
+            let want = format!(
+                "[{}, {}] (M from `a`, N from `b`)",
+                ta.shape[0], tb.shape[1]
+            );
             self.fail(mismatch("acc", want, &tc.shape));
         } else if ![Type::F32, Type::F16, Type::BF16].contains(&ta.elem) {
-            return self.bad_dtype("dot", "a", &ta.elem, "the FFMA dot takes f32, f16 or bf16 operands");
+            return self.bad_dtype(
+                "dot",
+                "a",
+                &ta.elem,
+                "the FFMA dot takes f32, f16 or bf16 operands",
+            );
         } else if tb.elem != ta.elem {
-            return self.bad_dtype("dot", "b", &tb.elem, &format!("`a` is {}; the pair must match", ta.elem));
+            return self.bad_dtype(
+                "dot",
+                "b",
+                &tb.elem,
+                &format!("`a` is {}; the pair must match", ta.elem),
+            );
         } else if tc.elem != Type::F32 {
             return self.bad_dtype("dot", "acc", &tc.elem, "dot accumulates in f32");
         } else {
@@ -778,7 +843,10 @@ impl TileBuilder {
                 },
                 Value::Scalar(s) => {
                     let ty = self.scalar_of("for_range", "inits", s).unwrap_or(Type::U32);
-                    (Value::Scalar(self.scalar(ty.clone())), Value::Scalar(self.scalar(ty)))
+                    (
+                        Value::Scalar(self.scalar(ty.clone())),
+                        Value::Scalar(self.scalar(ty)),
+                    )
                 }
             };
             args.push(arg);
@@ -791,7 +859,11 @@ impl TileBuilder {
             self.fail(TileError::BadOperand {
                 op: "for_range",
                 operand: "yields",
-                message: format!("the body yields {} values for {} carried", yields.len(), inits.len()),
+                message: format!(
+                    "the body yields {} values for {} carried",
+                    yields.len(),
+                    inits.len()
+                ),
             });
         } else {
             for (&y, &a) in yields.iter().zip(&args) {
@@ -815,7 +887,10 @@ impl TileBuilder {
     fn check_yield(&mut self, y: Value, arg: Value) {
         match (y, arg) {
             (Value::Tile(y), Value::Tile(a)) => {
-                let (Some(ty), Some(ta)) = (self.tile_type("for_range", "yields", y), self.tile_type("for_range", "yields", a)) else {
+                let (Some(ty), Some(ta)) = (
+                    self.tile_type("for_range", "yields", y),
+                    self.tile_type("for_range", "yields", a),
+                ) else {
                     return;
                 };
                 if ty != ta {

@@ -31,10 +31,16 @@ pub enum TileError {
     },
     /// A schedule field with a value the lowering cannot use.
     #[error("schedule field `{field}`: {message}")]
-    BadSchedule { field: &'static str, message: String },
+    BadSchedule {
+        field: &'static str,
+        message: String,
+    },
     /// A schedule whose tiles do not fit shared memory or registers.
     #[error("schedule does not fit (`{field}`): {message}")]
-    DoesNotFit { field: &'static str, message: String },
+    DoesNotFit {
+        field: &'static str,
+        message: String,
+    },
     /// A scalar, view or tile handle used with the wrong kind of operand, or a
     /// handle from another program.
     #[error("{op}: operand `{operand}`: {message}")]

@@ -109,7 +109,11 @@ pub enum Op {
         b: ScalarId,
     },
     /// The runtime extent of a view along `dim` (a `u32`).
-    ViewDim { out: ScalarId, view: ViewId, dim: usize },
+    ViewDim {
+        out: ScalarId,
+        view: ViewId,
+        dim: usize,
+    },
     /// A tile with every element `value`.
     Full { out: TileId, value: ScalarId },
     /// The `u32` tile whose every element is its coordinate along `axis`

@@ -169,7 +169,8 @@ impl Blocked {
         let coords = (0..self.rank())
             .map(|d| {
                 let td = self.thread_dim(d);
-                let raw = td.position(lane, warp) * td.per_thread + self.reg_offset(shape, d, dims[d]);
+                let raw =
+                    td.position(lane, warp) * td.per_thread + self.reg_offset(shape, d, dims[d]);
                 owned &= raw < shape[d];
                 raw % shape[d]
             })
@@ -204,7 +205,9 @@ impl Blocked {
             counts
         };
         let threads_per_warp = fill(WARP, &|d| shape[d] / size_per_thread[d]);
-        let warps_per_cta = fill(warps, &|d| shape[d] / (size_per_thread[d] * threads_per_warp[d]));
+        let warps_per_cta = fill(warps, &|d| {
+            shape[d] / (size_per_thread[d] * threads_per_warp[d])
+        });
         Blocked {
             size_per_thread,
             threads_per_warp,
@@ -239,7 +242,10 @@ mod tests {
                 }
             }
         }
-        assert!(owners.iter().all(|&n| n == 1), "{layout:?} {shape:?}: owners {owners:?}");
+        assert!(
+            owners.iter().all(|&n| n == 1),
+            "{layout:?} {shape:?}: owners {owners:?}"
+        );
         assert!(copies.iter().all(|&n| n >= 1));
         // Without wrap-around, there are no copies at all.
         if (0..shape.len()).all(|d| shape[d] >= layout.coverage(d)) {
@@ -316,6 +322,9 @@ mod tests {
 
     #[test]
     fn shared_row_major_strides() {
-        assert_eq!(SharedLayout::row_major(3).strides(&[4, 8, 16]), [128, 16, 1]);
+        assert_eq!(
+            SharedLayout::row_major(3).strides(&[4, 8, 16]),
+            [128, 16, 1]
+        );
     }
 }

@@ -95,12 +95,22 @@ impl Schedule {
     pub fn validate(&self) -> TileResult<()> {
         let bad = |field, message: String| Err(TileError::BadSchedule { field, message });
         if !(1..=32).contains(&self.warps) || !self.warps.is_power_of_two() {
-            return bad("warps", format!("{} is not a power of two in 1..=32", self.warps));
+            return bad(
+                "warps",
+                format!("{} is not a power of two in 1..=32", self.warps),
+            );
         }
         if self.block.is_empty() || self.block.len() > 3 {
-            return bad("block", format!("{} dims; 1 to 3 are supported", self.block.len()));
+            return bad(
+                "block",
+                format!("{} dims; 1 to 3 are supported", self.block.len()),
+            );
         }
-        if let Some(b) = self.block.iter().find(|b| !b.is_power_of_two() || **b > 4096) {
+        if let Some(b) = self
+            .block
+            .iter()
+            .find(|b| !b.is_power_of_two() || **b > 4096)
+        {
             return bad("block", format!("{b} is not a power of two up to 4096"));
         }
         if !self.k.is_power_of_two() || self.k > 1024 {
@@ -113,7 +123,10 @@ impl Schedule {
             return bad("cluster", format!("{} is not 1, 2, 4 or 8", self.cluster));
         }
         if self.cluster > 1 && self.arch < Arch::Sm90 {
-            return bad("cluster", format!("clusters need sm_90, the schedule is for {}", self.arch));
+            return bad(
+                "cluster",
+                format!("clusters need sm_90, the schedule is for {}", self.arch),
+            );
         }
         Ok(())
     }
@@ -207,7 +220,12 @@ mod tests {
     fn heuristic_schedules_validate() {
         for (m, n, k) in [(17, 33, 9), (4096, 4096, 4096), (256, 256, 64), (1, 1, 1)] {
             for arch in [Arch::Sm70, Arch::Sm80, Arch::Sm90] {
-                let p = GemmProblem { m, n, k, operand_bytes: 4 };
+                let p = GemmProblem {
+                    m,
+                    n,
+                    k,
+                    operand_bytes: 4,
+                };
                 let s = heuristic(&p, arch);
                 s.validate_gemm(4).unwrap();
                 assert_eq!(s.arch, arch);

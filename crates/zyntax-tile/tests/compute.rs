@@ -42,22 +42,43 @@ fn elementwise_broadcast_where_cast_and_iota() {
         let n = (rows * ncols) as usize;
         let (xv, bv) = (rng.vec(n), rng.vec(ncols as usize));
         let mut bufs = vec![bytes(&xv), bytes(&bv), bytes(&vec![f32::NAN; n])];
-        let args = [row_major(0, &[rows, ncols]), row_major(1, &[1, ncols]), row_major(2, &[rows, ncols])];
-        run(&kernel, schedule.grid(&[rows.into(), ncols.into()]).unwrap(), &args, &mut bufs);
+        let args = [
+            row_major(0, &[rows, ncols]),
+            row_major(1, &[1, ncols]),
+            row_major(2, &[rows, ncols]),
+        ];
+        run(
+            &kernel,
+            schedule.grid(&[rows.into(), ncols.into()]).unwrap(),
+            &args,
+            &mut bufs,
+        );
         let got = floats(&bufs[2]);
         for i in 0..rows as usize {
             for j in 0..ncols as usize {
                 let (xx, bb) = (xv[i * ncols as usize + j], bv[j]);
                 let picked = if xx > bb { xx * bb } else { xx - bb };
                 let want = picked + ((xx * 4.0) as i32) as f32 + j as f32;
-                assert_eq!(got[i * ncols as usize + j], want, "{rows}x{ncols} ({i},{j})");
+                assert_eq!(
+                    got[i * ncols as usize + j],
+                    want,
+                    "{rows}x{ncols} ({i},{j})"
+                );
             }
         }
     }
 }
 
 /// Reduces a [BM, BN] tile along `axis` with `op` and stores the kept-dim result.
-fn reduce_case(rows: u32, cols: u32, block: [u32; 2], warps: u32, axis: usize, op: ReduceOp, rng: &mut Rng) {
+fn reduce_case(
+    rows: u32,
+    cols: u32,
+    block: [u32; 2],
+    warps: u32,
+    axis: usize,
+    op: ReduceOp,
+    rng: &mut Rng,
+) {
     let schedule = Schedule::block(&block).warps(warps);
     let mut t = TileBuilder::new("red", schedule);
     let x = t.view_param("x", Type::F32, 2);
@@ -67,7 +88,11 @@ fn reduce_case(rows: u32, cols: u32, block: [u32; 2], warps: u32, axis: usize, o
     let step = t.index(block[1 - axis]);
     // Programs walk the kept dim; the reduced dim fits in one tile.
     let start = t.scalar_mul(p0, step);
-    let origin = if axis == 1 { [start, zero] } else { [zero, start] };
+    let origin = if axis == 1 {
+        [start, zero]
+    } else {
+        [zero, start]
+    };
     let other = match op {
         ReduceOp::Sum => 0.0,
         ReduceOp::Max => f64::NEG_INFINITY,
@@ -82,7 +107,12 @@ fn reduce_case(rows: u32, cols: u32, block: [u32; 2], warps: u32, axis: usize, o
     let out_shape = if axis == 1 { [rows, 1] } else { [1, cols] };
     let mut bufs = vec![bytes(&data), bytes(&vec![f32::NAN; kept as usize])];
     let grid = [kept.div_ceil(block[1 - axis]), 1, 1];
-    run(&kernel, grid, &[row_major(0, &[rows, cols]), row_major(1, &out_shape)], &mut bufs);
+    run(
+        &kernel,
+        grid,
+        &[row_major(0, &[rows, cols]), row_major(1, &out_shape)],
+        &mut bufs,
+    );
     let want: Vec<f64> = (0..kept as usize)
         .map(|k| {
             let line = (0..if axis == 1 { cols } else { rows } as usize).map(|i| {
@@ -151,10 +181,17 @@ fn row_softmax_matches_f64() {
         let rows = 11u32;
         let data = rng.vec((rows * n) as usize);
         let mut bufs = vec![bytes(&data), bytes(&vec![f32::NAN; (rows * n) as usize])];
-        run(&kernel, [rows.div_ceil(bm), 1, 1], &[row_major(0, &[rows, n]), row_major(1, &[rows, n])], &mut bufs);
+        run(
+            &kernel,
+            [rows.div_ceil(bm), 1, 1],
+            &[row_major(0, &[rows, n]), row_major(1, &[rows, n])],
+            &mut bufs,
+        );
         let mut want = Vec::new();
         for r in data.chunks(n as usize) {
-            let mx = r.iter().fold(f64::NEG_INFINITY, |a, &b| a.max(f64::from(b)));
+            let mx = r
+                .iter()
+                .fold(f64::NEG_INFINITY, |a, &b| a.max(f64::from(b)));
             let sum: f64 = r.iter().map(|&v| (f64::from(v) - mx).exp()).sum();
             want.extend(r.iter().map(|&v| (f64::from(v) - mx).exp() / sum));
         }
@@ -177,20 +214,34 @@ fn for_loops_carry_tiles_and_scalars() {
     let acc0 = t.full(&[8, 16], Type::F32, 0.0);
     let one = t.constant(Type::F32, zyntax_tile::Const::Float(1.0));
     let count0 = t.constant(Type::F32, zyntax_tile::Const::Float(0.0));
-    let results = t.for_range(zero, rows, step, &[acc0.into(), count0.into()], |t, row, carried| {
-        let block = t.load(x, &[row, zero], &[8, 16]);
-        let acc = t.add(carried[0].tile(), block);
-        let count = t.scalar_binary(zyntax_hir::BinOp::Add, carried[1].scalar(), one);
-        vec![Value::Tile(acc), Value::Scalar(count)]
-    });
+    let results = t.for_range(
+        zero,
+        rows,
+        step,
+        &[acc0.into(), count0.into()],
+        |t, row, carried| {
+            let block = t.load(x, &[row, zero], &[8, 16]);
+            let acc = t.add(carried[0].tile(), block);
+            let count = t.scalar_binary(zyntax_hir::BinOp::Add, carried[1].scalar(), one);
+            vec![Value::Tile(acc), Value::Scalar(count)]
+        },
+    );
     t.store(out, &[zero, zero], results[0].tile());
     let count_tile = t.splat(&[1, 1], results[1].scalar());
     t.store(count_out, &[zero, zero], count_tile);
     let kernel = t.finish().unwrap();
     let (nrows, ncols) = (29u32, 13u32);
     let data = rng.vec((nrows * ncols) as usize);
-    let mut bufs = vec![bytes(&data), bytes(&vec![f32::NAN; 8 * 13]), bytes(&[f32::NAN])];
-    let args = [row_major(0, &[nrows, ncols]), row_major(1, &[8, ncols]), row_major(2, &[1, 1])];
+    let mut bufs = vec![
+        bytes(&data),
+        bytes(&vec![f32::NAN; 8 * 13]),
+        bytes(&[f32::NAN]),
+    ];
+    let args = [
+        row_major(0, &[nrows, ncols]),
+        row_major(1, &[8, ncols]),
+        row_major(2, &[1, 1]),
+    ];
     run(&kernel, [1, 1, 1], &args, &mut bufs);
     let want: Vec<f64> = (0..8 * ncols as usize)
         .map(|e| {

@@ -33,14 +33,23 @@ fn gemm(schedule: Schedule, elem: Type) -> TileKernel {
 fn check(schedule: &Schedule, m: u32, n: u32, k: u32, a_transposed: bool, rng: &mut Rng) {
     let kernel = gemm(schedule.clone(), Type::F32);
     let (av, bv) = (rng.vec((m * k) as usize), rng.vec((k * n) as usize));
-    let mut bufs = vec![bytes(&av), bytes(&bv), bytes(&vec![f32::NAN; (m * n) as usize])];
+    let mut bufs = vec![
+        bytes(&av),
+        bytes(&bv),
+        bytes(&vec![f32::NAN; (m * n) as usize]),
+    ];
     let a_view = if a_transposed {
         TArg::View(0, vec![m, k], vec![1, m])
     } else {
         row_major(0, &[m, k])
     };
     let args = [a_view, row_major(1, &[k, n]), row_major(2, &[m, n])];
-    run(&kernel, schedule.grid(&[m.into(), n.into()]).unwrap(), &args, &mut bufs);
+    run(
+        &kernel,
+        schedule.grid(&[m.into(), n.into()]).unwrap(),
+        &args,
+        &mut bufs,
+    );
     let a_at = |i: usize, kk: usize| {
         if a_transposed {
             av[kk * m as usize + i]
@@ -92,17 +101,31 @@ fn gemm_with_f16_operands_accumulates_in_f32() {
     let (m, n, k) = (19u32, 21u32, 35u32);
     let to_f16 = |v: &[f32]| -> (Vec<u8>, Vec<f64>) {
         let h: Vec<f16> = v.iter().map(|&x| f16::from_f32(x)).collect();
-        (h.iter().flat_map(|x| x.to_le_bytes()).collect(), h.iter().map(|x| x.to_f64()).collect())
+        (
+            h.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            h.iter().map(|x| x.to_f64()).collect(),
+        )
     };
     let (ab, a64) = to_f16(&rng.vec((m * k) as usize));
     let (bb, b64) = to_f16(&rng.vec((k * n) as usize));
     let mut bufs = vec![ab, bb, bytes(&vec![f32::NAN; (m * n) as usize])];
-    let args = [row_major(0, &[m, k]), row_major(1, &[k, n]), row_major(2, &[m, n])];
-    run(&kernel, schedule.grid(&[m.into(), n.into()]).unwrap(), &args, &mut bufs);
+    let args = [
+        row_major(0, &[m, k]),
+        row_major(1, &[k, n]),
+        row_major(2, &[m, n]),
+    ];
+    run(
+        &kernel,
+        schedule.grid(&[m.into(), n.into()]).unwrap(),
+        &args,
+        &mut bufs,
+    );
     let want: Vec<f64> = (0..(m * n) as usize)
         .map(|e| {
             let (i, j) = (e / n as usize, e % n as usize);
-            (0..k as usize).map(|kk| a64[i * k as usize + kk] * b64[kk * n as usize + j]).sum()
+            (0..k as usize)
+                .map(|kk| a64[i * k as usize + kk] * b64[kk * n as usize + j])
+                .sum()
         })
         .collect();
     assert_close(&floats(&bufs[2]), &want, 1e-5, "f16 gemm");

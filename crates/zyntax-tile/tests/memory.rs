@@ -37,7 +37,12 @@ fn copies_with_masked_tails_at_odd_sizes() {
                 // The output buffer has a NaN guard band past the view.
                 let mut bufs = vec![bytes(&data), bytes(&vec![f32::NAN; n + 40])];
                 let grid = schedule.grid(&[rows.into(), cols.into()]).unwrap();
-                run(&kernel, grid, &[row_major(0, &[rows, cols]), row_major(1, &[rows, cols])], &mut bufs);
+                run(
+                    &kernel,
+                    grid,
+                    &[row_major(0, &[rows, cols]), row_major(1, &[rows, cols])],
+                    &mut bufs,
+                );
                 let got = floats(&bufs[1]);
                 assert_eq!(&got[..n], &data[..], "{rows}x{cols} warps {warps}");
                 assert!(got[n..].iter().all(|v| v.is_nan()), "wrote past the view");
@@ -68,7 +73,11 @@ fn transposed_and_strided_views_are_only_strides() {
             for i in 0..rows as usize {
                 for j in 0..cols as usize {
                     let at = i * 2 * cols as usize;
-                    assert_eq!(got[at + 2 * j], src[j * rows as usize + i], "{rows}x{cols} ({i},{j})");
+                    assert_eq!(
+                        got[at + 2 * j],
+                        src[j * rows as usize + i],
+                        "{rows}x{cols} ({i},{j})"
+                    );
                     assert!(got[at + 2 * j + 1].is_nan(), "the gap column was written");
                 }
             }
@@ -109,7 +118,12 @@ fn a_transposed_load_plus_a_row_major_load_converts_layouts() {
         row_major(1, &[rows, cols]),
         row_major(2, &[rows, cols]),
     ];
-    run(&kernel, schedule.grid(&[rows.into(), cols.into()]).unwrap(), &args, &mut bufs);
+    run(
+        &kernel,
+        schedule.grid(&[rows.into(), cols.into()]).unwrap(),
+        &args,
+        &mut bufs,
+    );
     let got = floats(&bufs[2]);
     for i in 0..rows as usize {
         for j in 0..cols as usize {
@@ -139,9 +153,19 @@ fn atomic_add_accumulates_column_sums_across_programs() {
     let start = rng.vec(cols as usize);
     let mut bufs = vec![bytes(&data), bytes(&start)];
     let grid = [rows.div_ceil(16), 1, 1];
-    run(&kernel, grid, &[row_major(0, &[rows, cols]), row_major(1, &[1, cols])], &mut bufs);
+    run(
+        &kernel,
+        grid,
+        &[row_major(0, &[rows, cols]), row_major(1, &[1, cols])],
+        &mut bufs,
+    );
     let want: Vec<f64> = (0..cols as usize)
-        .map(|j| f64::from(start[j]) + (0..rows as usize).map(|i| f64::from(data[i * cols as usize + j])).sum::<f64>())
+        .map(|j| {
+            f64::from(start[j])
+                + (0..rows as usize)
+                    .map(|i| f64::from(data[i * cols as usize + j]))
+                    .sum::<f64>()
+        })
         .collect();
     assert_close(&floats(&bufs[1]), &want, 1e-5, "column sums");
 }

@@ -57,8 +57,13 @@ fn lowered_tile_programs_pass_ptxas() {
     ];
     for kernel in &kernels {
         for arch in [Arch::Sm80, Arch::Sm90] {
-            let out = compile_ptx(&kernel.module, &Options::new(arch)).unwrap_or_else(|e| panic!("{arch}: {e}"));
-            assert!(out.ptx.contains(&format!(".entry {}", kernel.name)), "{}", out.ptx);
+            let out = compile_ptx(&kernel.module, &Options::new(arch))
+                .unwrap_or_else(|e| panic!("{arch}: {e}"));
+            assert!(
+                out.ptx.contains(&format!(".entry {}", kernel.name)),
+                "{}",
+                out.ptx
+            );
             if let Err(e) = ptxas.assemble(&out.ptx, arch) {
                 panic!("{} for {arch}: {e}", kernel.name);
             }
@@ -66,8 +71,16 @@ fn lowered_tile_programs_pass_ptxas() {
     }
     // The GEMM's inner loop is FFMA on registers, with the operands staged
     // through shared memory behind barriers.
-    let ptx = compile_ptx(&kernels[0].module, &Options::new(Arch::Sm80)).unwrap().ptx;
-    for needle in ["fma.rn.f32", "ld.shared.f32", "st.shared.f32", "bar.sync", ".maxntid 128, 1, 1"] {
+    let ptx = compile_ptx(&kernels[0].module, &Options::new(Arch::Sm80))
+        .unwrap()
+        .ptx;
+    for needle in [
+        "fma.rn.f32",
+        "ld.shared.f32",
+        "st.shared.f32",
+        "bar.sync",
+        ".maxntid 128, 1, 1",
+    ] {
         assert!(ptx.contains(needle), "missing `{needle}` in the GEMM's PTX");
     }
 }

@@ -37,7 +37,9 @@ pub(super) fn scratch_bytes(program: &TileProgram, layouts: &Layouts, ops: &[Op]
                 let t = program.tile(*tile);
                 t.numel() * staged_bytes(&t.elem)
             }
-            Op::Reduce { out, tile, axis, .. } => {
+            Op::Reduce {
+                out, tile, axis, ..
+            } => {
                 let warps = layouts.get(*tile).map_or(1, |l| l.warps_per_cta[*axis]);
                 let t = program.tile(*out);
                 if warps > 1 {
@@ -64,7 +66,11 @@ impl Lowerer<'_> {
         let scratch = self
             .scratch
             .ok_or_else(|| TileError::Internal("no shared scratch allocated".into()))?;
-        let ty = if *elem == Type::BOOL { Type::U32 } else { elem.clone() };
+        let ty = if *elem == Type::BOOL {
+            Type::U32
+        } else {
+            elem.clone()
+        };
         let p = self.b.ptr_cast(scratch, Type::ptr(AddrSpace::Shared, ty))?;
         if byte_offset == 0 {
             return Ok(p);
@@ -74,7 +80,11 @@ impl Lowerer<'_> {
     }
 
     /// Row-major offset of `coords` in a staged tile of `shape`.
-    pub(super) fn staged_offset(&mut self, shape: &[u32], coords: &[ValueId]) -> TileResult<ValueId> {
+    pub(super) fn staged_offset(
+        &mut self,
+        shape: &[u32],
+        coords: &[ValueId],
+    ) -> TileResult<ValueId> {
         let strides = SharedLayout::row_major(shape.len()).strides(shape);
         let mut offset = self.u32(0)?;
         for (c, s) in coords.iter().zip(strides) {
@@ -116,7 +126,12 @@ impl Lowerer<'_> {
     }
 
     /// Reads element `offset` of a staged tile of `elem` at `ptr`.
-    pub(super) fn read_staged(&mut self, ptr: ValueId, elem: &Type, offset: ValueId) -> TileResult<ValueId> {
+    pub(super) fn read_staged(
+        &mut self,
+        ptr: ValueId,
+        elem: &Type,
+        offset: ValueId,
+    ) -> TileResult<ValueId> {
         let p = self.b.ptr_add(ptr, offset)?;
         let v = self.b.load(p)?;
         if *elem == Type::BOOL {

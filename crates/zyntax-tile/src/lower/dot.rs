@@ -5,8 +5,8 @@
 //! widened to f32 after the shared-memory read. The MMA (`mma.sync`) and
 //! wgmma lowerings, with their own operand layouts, come later.
 
-use super::Lowerer;
 use super::convert::{align16, staged_bytes};
+use super::Lowerer;
 use crate::error::TileResult;
 use crate::ir::TileId;
 use zyntax_hir::Type;
@@ -52,7 +52,9 @@ impl Lowerer<'_> {
             }
             for (r, acc_reg) in regs.iter_mut().enumerate() {
                 let dims = layout.reg_dims(&shape, r as u32);
-                *acc_reg = self.b.fma(a_vals[dims[0] as usize], b_vals[dims[1] as usize], *acc_reg)?;
+                *acc_reg =
+                    self.b
+                        .fma(a_vals[dims[0] as usize], b_vals[dims[1] as usize], *acc_reg)?;
             }
         }
         self.b.barrier()?;

@@ -27,22 +27,28 @@ impl Lowerer<'_> {
     }
 
     pub(super) fn map(&mut self, out: TileId, op: MapOp, args: &[TileId]) -> TileResult<()> {
-        let operands = args.iter().map(|a| self.regs(*a)).collect::<TileResult<Vec<_>>>()?;
+        let operands = args
+            .iter()
+            .map(|a| self.regs(*a))
+            .collect::<TileResult<Vec<_>>>()?;
         let n = operands[0].len();
         if operands.iter().any(|o| o.len() != n) {
-            return Err(TileError::Internal("map operands in different layouts".into()));
+            return Err(TileError::Internal(
+                "map operands in different layouts".into(),
+            ));
         }
-        let mut regs = Vec::with_capacity(n);
-        for r in 0..n {
-            let x = |i: usize| operands[i][r];
-            regs.push(match op {
-                MapOp::Unary(u) => self.b.unary(u, x(0))?,
-                MapOp::Binary(b) => self.b.binary(b, x(0), x(1))?,
-                MapOp::Cmp(c) => self.b.cmp(c, x(0), x(1))?,
-                MapOp::Fma => self.b.fma(x(0), x(1), x(2))?,
-                MapOp::Where => self.b.select(x(0), x(1), x(2))?,
-            });
-        }
+        let regs = (0..n)
+            .map(|r| {
+                let x = |i: usize| operands[i][r];
+                match op {
+                    MapOp::Unary(u) => self.b.unary(u, x(0)),
+                    MapOp::Binary(b) => self.b.binary(b, x(0), x(1)),
+                    MapOp::Cmp(c) => self.b.cmp(c, x(0), x(1)),
+                    MapOp::Fma => self.b.fma(x(0), x(1), x(2)),
+                    MapOp::Where => self.b.select(x(0), x(1), x(2)),
+                }
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         self.set_tile(out, regs);
         Ok(())
     }
@@ -63,7 +69,10 @@ impl Lowerer<'_> {
                 }
             }
             let from = layout.reg_index(&src_shape, &dims) as usize;
-            regs.push(*src.get(from).ok_or_else(|| TileError::Internal("broadcast register".into()))?);
+            regs.push(
+                *src.get(from)
+                    .ok_or_else(|| TileError::Internal("broadcast register".into()))?,
+            );
         }
         self.set_tile(out, regs);
         Ok(())

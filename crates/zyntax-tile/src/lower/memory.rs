@@ -16,7 +16,12 @@ use zyntax_hir::{AtomicOp, Scope, ValueId};
 
 impl Lowerer<'_> {
     /// The element offset and in-bounds mask of `coords` in the box at `origin`.
-    fn address(&mut self, view: ViewId, origin: &[ValueId], coords: &[Coord]) -> TileResult<(ValueId, ValueId)> {
+    fn address(
+        &mut self,
+        view: ViewId,
+        origin: &[ValueId],
+        coords: &[Coord],
+    ) -> TileResult<(ValueId, ValueId)> {
         let v = self.views[view.0 as usize].clone();
         let mut offset = self.u32(0)?;
         let mut inside = None;
@@ -38,7 +43,13 @@ impl Lowerer<'_> {
         origin.iter().map(|s| self.scalar(*s)).collect()
     }
 
-    pub(super) fn load(&mut self, out: TileId, view: ViewId, origin: &[ScalarId], other: Const) -> TileResult<()> {
+    pub(super) fn load(
+        &mut self,
+        out: TileId,
+        view: ViewId,
+        origin: &[ScalarId],
+        other: Const,
+    ) -> TileResult<()> {
         let layout = self.layout(out)?;
         let ty = self.program.tile(out).clone();
         let origin = self.origin(origin)?;
@@ -65,7 +76,13 @@ impl Lowerer<'_> {
 
     /// A store, or with `atomic` a device-scope atomic add, of every owned
     /// in-bounds element.
-    pub(super) fn store(&mut self, view: ViewId, origin: &[ScalarId], tile: TileId, atomic: bool) -> TileResult<()> {
+    pub(super) fn store(
+        &mut self,
+        view: ViewId,
+        origin: &[ScalarId],
+        tile: TileId,
+        atomic: bool,
+    ) -> TileResult<()> {
         let layout = self.layout(tile)?;
         let shape = self.program.tile(tile).shape.clone();
         let values = self.regs(tile)?;

@@ -32,8 +32,15 @@ pub const MAX_SCRATCH_BYTES: u64 = 48 * 1024;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum KernelParam {
     /// A pointer, `rank` extents, `rank` strides.
-    View { name: String, elem: Type, rank: usize },
-    Scalar { name: String, ty: Type },
+    View {
+        name: String,
+        elem: Type,
+        rank: usize,
+    },
+    Scalar {
+        name: String,
+        ty: Type,
+    },
 }
 
 /// How to launch the kernel: block shape, shared memory, parameters.
@@ -108,7 +115,7 @@ pub fn lower(mut program: TileProgram, schedule: &Schedule) -> TileResult<TileKe
             Param::View(v) => {
                 let view = program.view(*v);
                 types.push(Type::ptr(AddrSpace::Global, view.elem.clone()));
-                types.extend(std::iter::repeat(Type::U32).take(2 * view.rank));
+                types.extend(vec![Type::U32; 2 * view.rank]);
                 params.push(KernelParam::View {
                     name: view.name.clone(),
                     elem: view.elem.clone(),
@@ -171,7 +178,11 @@ pub fn lower(mut program: TileProgram, schedule: &Schedule) -> TileResult<TileKe
 
 /// Every tile is unrolled into registers: a tile with more than the register
 /// file's share per thread cannot be lowered.
-fn check_registers(program: &TileProgram, layouts: &Layouts, schedule: &Schedule) -> TileResult<()> {
+fn check_registers(
+    program: &TileProgram,
+    layouts: &Layouts,
+    schedule: &Schedule,
+) -> TileResult<()> {
     for (i, ty) in program.tiles.iter().enumerate() {
         if let Some(l) = layouts.get(TileId(i as u32)) {
             let regs = l.num_regs(&ty.shape);
@@ -201,12 +212,18 @@ impl Lowerer<'_> {
                 Param::View(v) => {
                     let rank = program.view(*v).rank;
                     let base = self.b.try_param(next)?;
-                    let shape = (0..rank).map(|d| self.b.try_param(next + 1 + d)).collect::<Result<_, _>>()?;
+                    let shape = (0..rank)
+                        .map(|d| self.b.try_param(next + 1 + d))
+                        .collect::<Result<_, _>>()?;
                     let strides = (0..rank)
                         .map(|d| self.b.try_param(next + 1 + rank + d))
                         .collect::<Result<_, _>>()?;
                     debug_assert_eq!(self.views.len(), v.0 as usize);
-                    self.views.push(ViewValues { base, shape, strides });
+                    self.views.push(ViewValues {
+                        base,
+                        shape,
+                        strides,
+                    });
                     next += 1 + 2 * rank;
                 }
                 Param::Scalar { id, .. } => {
@@ -311,9 +328,16 @@ impl Lowerer<'_> {
     }
 
     /// The coordinates of register `reg`, from [`Self::coords`]' table.
-    pub fn reg_coords(layout: &Blocked, shape: &[u32], table: &[Vec<Coord>], reg: u32) -> Vec<Coord> {
+    pub fn reg_coords(
+        layout: &Blocked,
+        shape: &[u32],
+        table: &[Vec<Coord>],
+        reg: u32,
+    ) -> Vec<Coord> {
         let dims = layout.reg_dims(shape, reg);
-        (0..shape.len()).map(|d| table[d][dims[d] as usize]).collect()
+        (0..shape.len())
+            .map(|d| table[d][dims[d] as usize])
+            .collect()
     }
 
     /// Whether this thread owns the element at `coords` (`None`: always).
@@ -374,7 +398,12 @@ impl Lowerer<'_> {
             Op::Map { out, op, args } => self.map(*out, *op, args)?,
             Op::Broadcast { out, tile } => self.broadcast(*out, *tile)?,
             Op::Cast { out, tile } => self.cast(*out, *tile)?,
-            Op::Reduce { out, tile, axis, op } => self.reduce(*out, *tile, *axis, *op)?,
+            Op::Reduce {
+                out,
+                tile,
+                axis,
+                op,
+            } => self.reduce(*out, *tile, *axis, *op)?,
             Op::Dot { out, a, b, acc } => self.dot(*out, *a, *b, *acc)?,
             Op::ConvertLayout { out, tile } => self.convert_layout(*out, *tile)?,
             Op::For {
@@ -411,12 +440,16 @@ impl Lowerer<'_> {
             match v {
                 Value::Tile(t) => {
                     let n = self.layout(*t)?.num_regs(&self.program.tile(*t).shape) as usize;
-                    let regs = flat.get(at..at + n).ok_or_else(|| TileError::Internal("loop arity".into()))?;
+                    let regs = flat
+                        .get(at..at + n)
+                        .ok_or_else(|| TileError::Internal("loop arity".into()))?;
                     self.set_tile(*t, regs.to_vec());
                     at += n;
                 }
                 Value::Scalar(s) => {
-                    let v = *flat.get(at).ok_or_else(|| TileError::Internal("loop arity".into()))?;
+                    let v = *flat
+                        .get(at)
+                        .ok_or_else(|| TileError::Internal("loop arity".into()))?;
                     self.set_scalar(*s, v);
                     at += 1;
                 }

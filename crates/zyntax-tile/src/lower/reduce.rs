@@ -52,7 +52,13 @@ impl Lowerer<'_> {
         Ok(self.b.binary(bin, a, b)?)
     }
 
-    pub(super) fn reduce(&mut self, out: TileId, tile: TileId, axis: usize, op: ReduceOp) -> TileResult<()> {
+    pub(super) fn reduce(
+        &mut self,
+        out: TileId,
+        tile: TileId,
+        axis: usize,
+        op: ReduceOp,
+    ) -> TileResult<()> {
         let layout = self.layout(tile)?;
         let in_shape = self.program.tile(tile).shape.clone();
         let out_shape = self.program.tile(out).shape.clone();

@@ -72,7 +72,14 @@ pub fn run(kernel: &TileKernel, grid: [u32; 3], args: &[TArg], buffers: &mut [Ve
         }
     }
     let it = Interpreter::new(&kernel.module).unwrap_or_else(|e| panic!("{e}"));
-    if let Err(e) = it.launch(&kernel.name, grid, kernel.launch.block, 0, &hir_args, buffers) {
+    if let Err(e) = it.launch(
+        &kernel.name,
+        grid,
+        kernel.launch.block,
+        0,
+        &hir_args,
+        buffers,
+    ) {
         panic!(
             "{}: {e}\n{}",
             kernel.name,

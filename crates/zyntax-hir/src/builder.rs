@@ -4,9 +4,12 @@
 //! result types where the op determines them. It checks only what it needs to
 //! build (ids in range, a current block that is not terminated); the verifier
 //! checks everything else. Structured helpers (`begin_if`/`begin_else`/`end_if`,
-//! `begin_for`/`end_for`) lower if/else and counted loops to blocks with
-//! parameters, and are plain data so that bindings can drive them from
-//! context managers.
+//! `begin_for`/`end_for`, `break_for`/`continue_for`) lower if/else and
+//! counted loops to blocks with parameters, and are plain data so that
+//! bindings can drive them from context managers. Variables
+//! (`declare_var`/`def_var`/`use_var`, in [`crate::ssa`]) give SSA
+//! construction on top: a front-end assigns and reads variables and the
+//! builder adds the block parameters, also across the structured helpers.
 //!
 //! ```
 //! use zyntax_hir::*;
@@ -33,6 +36,7 @@ use crate::ir::{
     ValueDef,
 };
 use crate::op::*;
+use crate::ssa::{Pred, SsaState};
 use crate::types::{AddrSpace, FragKind, FragType, Layout, ScalarType, Type};
 
 pub type BuildResult<T> = Result<T, BuildError>;
@@ -61,9 +65,11 @@ pub struct ForFrame {
 /// Builds one function.
 #[derive(Clone, Debug)]
 pub struct FunctionBuilder {
-    func: Function,
-    current: Option<BlockId>,
-    loc: Option<Loc>,
+    pub(crate) func: Function,
+    pub(crate) current: Option<BlockId>,
+    pub(crate) loc: Option<Loc>,
+    /// Variables, predecessors and sealed blocks (see [`crate::ssa`]).
+    pub(crate) ssa: SsaState,
 }
 
 impl FunctionBuilder {
@@ -78,8 +84,11 @@ impl FunctionBuilder {
             func: Function::new(name, kind, returns.to_vec()),
             current: None,
             loc: None,
+            ssa: SsaState::default(),
         };
         let entry = b.create_block(params);
+        // Nothing may branch to the entry: it is sealed from the start.
+        b.ssa.seal_entry(entry);
         b.switch_to(entry);
         b
     }
@@ -174,6 +183,7 @@ impl FunctionBuilder {
             params,
             insts: Vec::new(),
         });
+        self.ssa.add_block();
         b
     }
 
@@ -240,6 +250,21 @@ impl FunctionBuilder {
                     op.mnemonic()
                 ));
             }
+            if Some(t.block) == self.func.entry() {
+                return self.err(format!(
+                    "`{}` targets the entry block {}, which cannot be branched to (add a loop header block)",
+                    op.mnemonic(),
+                    t.block
+                ));
+            }
+            if self.ssa.is_sealed(t.block) {
+                return self.err(format!(
+                    "`{}` targets {}, which is sealed: all its predecessors were declared \
+                     (seal a block only after the last branch to it)",
+                    op.mnemonic(),
+                    t.block
+                ));
+            }
         }
         let inst = InstId::from_index(self.func.insts.len());
         let mut results = Vec::with_capacity(result_types.len());
@@ -255,10 +280,20 @@ impl FunctionBuilder {
             op,
             args: args.to_vec(),
             results: results.clone(),
-            targets,
+            targets: targets.clone(),
             loc: self.loc.clone(),
         });
         self.func.blocks[block.index()].insts.push(inst);
+        for (target, t) in targets.iter().enumerate() {
+            self.ssa.add_pred(
+                t.block,
+                Pred {
+                    block,
+                    inst,
+                    target,
+                },
+            );
+        }
         Ok(results)
     }
 
@@ -890,6 +925,9 @@ impl FunctionBuilder {
                 function: self.func.name.clone(),
                 message: "internal: branch missing".into(),
             })?;
+        // Each branch has exactly one predecessor, the `br`.
+        self.seal_block(then_block)?;
+        self.seal_block(else_block)?;
         self.switch_to(then_block);
         Ok(IfFrame {
             branch,
@@ -924,7 +962,10 @@ impl FunctionBuilder {
             }
             // No else: branch straight to the merge block.
             self.func.insts[frame.branch.index()].targets[1].block = frame.merge;
+            self.ssa
+                .move_pred(frame.branch, 1, frame.else_block, frame.merge);
         }
+        self.seal_block(frame.merge)?;
         self.switch_to(frame.merge);
         self.block_params(frame.merge)
     }
@@ -955,6 +996,9 @@ impl FunctionBuilder {
         let hp = self.block_params(header)?;
         let cond = self.cmp(CmpOp::Lt, hp[0], stop)?;
         self.branch(cond, body, &[], exit, &hp[1..])?;
+        // The header waits for its back edges (end_for, continue_for) and the
+        // exit for its breaks; the body has only the header.
+        self.seal_block(body)?;
         self.switch_to(body);
         Ok(ForFrame {
             header,
@@ -976,17 +1020,49 @@ impl FunctionBuilder {
             ));
         }
         if !self.is_terminated() {
-            let iv_next = self.binary(BinOp::Add, frame.iv, frame.step)?;
-            let mut args = vec![iv_next];
-            args.extend_from_slice(next);
-            self.jump(frame.header, &args)?;
+            self.continue_for(&frame, next)?;
         }
+        self.seal_block(frame.header)?;
+        self.seal_block(frame.exit)?;
         self.switch_to(frame.exit);
         self.block_params(frame.exit)
     }
 
-    /// The finished function, canonicalized (ids in layout order).
+    /// `continue`: jump to the next iteration of the loop of `frame` (passing
+    /// `next` as its carried values), ending the current block.
+    pub fn continue_for(&mut self, frame: &ForFrame, next: &[ValueId]) -> BuildResult<()> {
+        if next.len() != frame.carried.len() {
+            return self.err(format!(
+                "loop carries {} values but got {} for the next iteration",
+                frame.carried.len(),
+                next.len()
+            ));
+        }
+        let iv_next = self.binary(BinOp::Add, frame.iv, frame.step)?;
+        let mut args = vec![iv_next];
+        args.extend_from_slice(next);
+        self.jump(frame.header, &args)
+    }
+
+    /// `break`: leave the loop of `frame` (with `values` as the carried values
+    /// at exit), ending the current block.
+    pub fn break_for(&mut self, frame: &ForFrame, values: &[ValueId]) -> BuildResult<()> {
+        if values.len() != frame.carried.len() {
+            return self.err(format!(
+                "loop carries {} values but break_for got {}",
+                frame.carried.len(),
+                values.len()
+            ));
+        }
+        self.jump(frame.exit, values)
+    }
+
+    /// The finished function, canonicalized (ids in layout order). Seals the
+    /// blocks left unsealed, which fails if a variable read is undefined on
+    /// some path (see [`crate::ssa`]).
     pub fn finish(mut self) -> BuildResult<Function> {
+        self.seal_all_blocks()?;
+        self.resolve_aliases();
         self.func.canonicalize();
         Ok(self.func)
     }

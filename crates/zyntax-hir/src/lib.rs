@@ -9,6 +9,8 @@
 //! - [`op`]: the instruction set and its `.zir` mnemonics.
 //! - [`ir`]: functions (arenas of values, blocks, instructions) and modules.
 //! - [`builder`]: [`FunctionBuilder`] with structured if/for helpers.
+//! - [`ssa`]: variables (`declare_var`/`def_var`/`use_var`, sealed blocks): SSA
+//!   construction inside the builder.
 //! - [`verify`]: the verifier; every invariant it checks is listed there.
 //! - [`printer`] / [`parser`]: the `.zir` text format (see `docs/zir.md`).
 //! - [`arch`]: which instructions each target arch and PTX version allows.
@@ -30,6 +32,7 @@ pub mod op;
 pub mod parser;
 pub mod printer;
 pub mod sig;
+pub mod ssa;
 pub mod table;
 pub mod target;
 pub mod tensormap;
@@ -52,6 +55,7 @@ pub use op::{
 };
 pub use parser::{parse_module, parse_module_named};
 pub use printer::{print_function, print_inst, print_module};
+pub use ssa::Var;
 pub use target::{Arch, PtxVersion};
 pub use types::{
     AddrSpace, FragKind, FragType, Layout, MmaShape, ScalarType, Type, MAX_TYPE_DEPTH,

@@ -52,7 +52,7 @@ fn lowered_tile_programs_pass_ptxas() {
     let kernels = [
         gemm(Schedule::block(&[64, 64]).k(16).warps(4)),
         softmax(4, 128, 4),
-        // Column-wise reduction across warps goes through shared memory.
+        // Rows of 1024 over 8 warps: the reductions cross warps through shared memory.
         softmax(2, 1024, 8),
     ];
     for kernel in &kernels {

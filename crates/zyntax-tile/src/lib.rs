@@ -6,7 +6,8 @@
 //! the interpreter and both backends already handle. See `docs/tile.md`.
 //!
 //! - [`ir`]: the tile program (ops in SSA form over tile and scalar ids).
-//! - [`builder`]: [`TileBuilder`], the Rust API a front-end writes programs with.
+//! - [`builder`]: [`TileBuilder`], the Rust API a front-end writes programs with
+//!   (parameters, scalars and memory ops there; tile ops in `builder/ops.rs`).
 //! - [`layout`]: blocked distributed layouts and the shared staging layout.
 //! - [`infer`]: layout inference (the program names no layout).
 //! - [`schedule`]: [`Schedule`], its validation and a heuristic.

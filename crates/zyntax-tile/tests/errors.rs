@@ -69,6 +69,17 @@ fn shape_mismatches_name_the_op_and_operand() {
     ));
 
     let mut t = builder();
+    t.full(&[1 << 16, 1 << 16], Type::F32, 0.0);
+    assert!(matches!(
+        t.finish(),
+        Err(TileError::ShapeMismatch {
+            op: "splat",
+            operand: "shape",
+            ..
+        })
+    ));
+
+    let mut t = builder();
     let v = t.view_param("v", Type::F32, 2);
     let z = t.index(0);
     t.load(v, &[z], &[16, 16]);

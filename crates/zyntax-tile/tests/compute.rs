@@ -255,3 +255,94 @@ fn for_loops_carry_tiles_and_scalars() {
     assert_close(&floats(&bufs[1]), &want, 1e-5, "loop sum");
     assert_eq!(floats(&bufs[2]), [4.0], "trip count of 0..29 step 8");
 }
+
+/// Bool tiles in different layouts are converted through shared memory:
+/// out = (a > 0 && b > 0) ? a : b, with `a` loaded transposed.
+#[test]
+fn bool_tiles_convert_layouts() {
+    let mut rng = Rng::new();
+    let schedule = Schedule::block(&[16, 16]).warps(2);
+    let mut t = TileBuilder::new("both", schedule.clone());
+    let a = t.view_param_unit_stride("a", Type::F32, 2, 0);
+    let b = t.view_param("b", Type::F32, 2);
+    let out = t.view_param("out", Type::F32, 2);
+    let zero = t.index(0);
+    let at = t.load(a, &[zero, zero], &[16, 16]);
+    let bt = t.load(b, &[zero, zero], &[16, 16]);
+    let z = t.full(&[16, 16], Type::F32, 0.0);
+    let (ca, zb) = (t.cmp(CmpOp::Gt, at, z), t.full(&[16, 16], Type::F32, 0.0));
+    let cb = t.cmp(CmpOp::Gt, bt, zb);
+    let both = t.binary(zyntax_hir::BinOp::And, ca, cb);
+    let y = t.where_(both, at, bt);
+    t.store(out, &[zero, zero], y);
+    let kernel = t.finish().unwrap();
+    let converted_bools = kernel
+        .program
+        .body
+        .iter()
+        .filter(|op| match op {
+            zyntax_tile::ir::Op::ConvertLayout { tile, .. } => {
+                kernel.program.tile(*tile).elem == Type::BOOL
+            }
+            _ => false,
+        })
+        .count();
+    assert_eq!(converted_bools, 1);
+    let (rows, cols) = (13u32, 16u32);
+    let n = (rows * cols) as usize;
+    let (av, bv) = (rng.vec(n), rng.vec(n));
+    let mut bufs = vec![bytes(&av), bytes(&bv), bytes(&vec![f32::NAN; n])];
+    let args = [
+        TArg::View(0, vec![rows, cols], vec![1, rows]),
+        row_major(1, &[rows, cols]),
+        row_major(2, &[rows, cols]),
+    ];
+    run(&kernel, [1, 1, 1], &args, &mut bufs);
+    let got = floats(&bufs[2]);
+    for i in 0..rows as usize {
+        for j in 0..cols as usize {
+            let (x, y) = (av[j * rows as usize + i], bv[i * cols as usize + j]);
+            let want = if x > 0.0 && y > 0.0 { x } else { y };
+            assert_eq!(got[i * cols as usize + j], want, "({i},{j})");
+        }
+    }
+}
+
+/// A 3-D tile: per-batch row sums of i32 data, [B, M, N] → [B, M, 1], over
+/// 4 warps (integer shuffles, replication along the short dims).
+#[test]
+fn three_d_integer_row_sums() {
+    let mut rng = Rng::new();
+    let schedule = Schedule::block(&[2, 8, 32]).warps(4);
+    let mut t = TileBuilder::new("sums3", schedule);
+    let x = t.view_param("x", Type::I32, 3);
+    let out = t.view_param("out", Type::I32, 3);
+    let p0 = t.program_id(0);
+    let (two, zero) = (t.index(2), t.index(0));
+    let origin = [t.scalar_mul(p0, two), zero, zero];
+    let tile = t.load(x, &origin, &[2, 8, 32]);
+    let s = t.sum(tile, 2);
+    t.store(out, &origin, s);
+    let kernel = t.finish().unwrap();
+    let (b, m, n) = (5u32, 7u32, 19u32);
+    let data: Vec<i32> = (0..b * m * n)
+        .map(|_| (rng.next() * 1000.0) as i32)
+        .collect();
+    let to_bytes = |v: &[i32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
+    let mut bufs = vec![to_bytes(&data), to_bytes(&vec![i32::MIN; (b * m) as usize])];
+    run(
+        &kernel,
+        [b.div_ceil(2), 1, 1],
+        &[row_major(0, &[b, m, n]), row_major(1, &[b, m, 1])],
+        &mut bufs,
+    );
+    let got: Vec<i32> = bufs[1]
+        .chunks_exact(4)
+        .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    let want: Vec<i32> = data
+        .chunks(n as usize)
+        .map(|row| row.iter().sum())
+        .collect();
+    assert_eq!(got, want);
+}

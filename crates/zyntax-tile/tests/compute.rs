@@ -346,3 +346,46 @@ fn three_d_integer_row_sums() {
         .collect();
     assert_eq!(got, want);
 }
+
+/// Scalar parameters: out = alpha * x + y over a 1-D view, with `alpha` an
+/// f32 kernel parameter splatted into a tile.
+#[test]
+fn scalar_parameters_reach_the_tiles() {
+    let mut rng = Rng::new();
+    let schedule = Schedule::block(&[128]).warps(2);
+    let mut t = TileBuilder::new("axpy", schedule.clone());
+    let alpha = t.scalar_param("alpha", Type::F32);
+    let x = t.view_param("x", Type::F32, 1);
+    let y = t.view_param("y", Type::F32, 1);
+    let p0 = t.program_id(0);
+    let c128 = t.index(128);
+    let origin = [t.scalar_mul(p0, c128)];
+    let (xt, yt) = (t.load(x, &origin, &[128]), t.load(y, &origin, &[128]));
+    let a = t.splat(&[128], alpha);
+    let r = t.fma(a, xt, yt);
+    t.store(y, &origin, r);
+    let kernel = t.finish().unwrap();
+    assert_eq!(
+        kernel.launch.params[0],
+        zyntax_tile::KernelParam::Scalar {
+            name: "alpha".into(),
+            ty: Type::F32
+        }
+    );
+    let n = 300u32;
+    let (xv, yv) = (rng.vec(n as usize), rng.vec(n as usize));
+    let mut bufs = vec![bytes(&xv), bytes(&yv)];
+    let args = [TArg::Float(1.5), row_major(0, &[n]), row_major(1, &[n])];
+    run(
+        &kernel,
+        schedule.grid(&[n.into()]).unwrap(),
+        &args,
+        &mut bufs,
+    );
+    let want: Vec<f32> = xv
+        .iter()
+        .zip(&yv)
+        .map(|(x, y)| 1.5f32.mul_add(*x, *y))
+        .collect();
+    assert_eq!(floats(&bufs[1]), want);
+}

@@ -76,6 +76,9 @@ fn gemm_at_odd_sizes() {
     for (m, n, k) in [(17, 33, 9), (1, 1, 1), (5, 40, 17)] {
         check(&schedule, m, n, k, false, &mut rng);
     }
+    // 8 warps on a 16x16 tile: the layout replicates, only owners store.
+    let replicated = Schedule::block(&[16, 16]).k(8).warps(8);
+    check(&replicated, 17, 33, 9, false, &mut rng);
 }
 
 #[test]

@@ -32,13 +32,20 @@
 //! assert_eq!(bufs[0][4 * 5], 5);
 //! ```
 
+mod atomic;
+mod cluster;
+mod control;
+mod cp_async;
 pub mod decode;
 mod exec;
+mod frag_mma;
 pub mod mbarrier;
 pub mod memory;
 pub mod pack;
 pub mod scalar;
+mod special;
 pub mod tma;
+mod warp;
 pub mod warp_mma;
 pub mod wgmma;
 

@@ -17,7 +17,11 @@
 //! one. A state token (from `arrive`) is the word before the arrival, so its
 //! bit 63 names the phase it arrived on.
 
-use zyntax_hir::MbarrierOp;
+use crate::decode::{DOp, NO_SLOT};
+use crate::exec::{lanes, r, w, Ctx, Exec, Flow};
+use crate::memory::{self, Access, Fault};
+use crate::{InterpError, TrapKind};
+use zyntax_hir::{AddrSpace, MbarrierOp};
 
 const COUNT_MASK: u64 = (1 << 20) - 1;
 const TX_SHIFT: u32 = 40;
@@ -144,6 +148,84 @@ fn add_tx(tx: i64, d: i64, op: MbarrierOp) -> Result<i64, String> {
         ));
     }
     Ok(n)
+}
+
+// ---------------------------------------------------------------- execution
+
+impl Exec<'_> {
+    /// Execute an `mbarrier` op for the lanes `mask`, one lane after another.
+    #[inline]
+    pub(crate) fn exec_mbarrier(
+        &mut self,
+        wi: usize,
+        pc: u32,
+        mask: u32,
+        op: &DOp,
+    ) -> crate::Result<Flow> {
+        let DOp::Mbarrier {
+            op,
+            bar,
+            a1,
+            a2,
+            dst,
+        } = op
+        else {
+            return Err(InterpError::Internal("not an mbarrier op".into()));
+        };
+        let ctx = Ctx::new(self.m, self.p, &self.tids, self.bid, self.root);
+        let warp = &mut self.warps[wi];
+        let base = warp.base_tid;
+        let regs = &mut warp.regs;
+        let mem = &mut self.mem;
+        let opt = |regs: &[u64], s: u32, l: usize| {
+            if s == NO_SLOT {
+                0
+            } else {
+                r(regs, s, l)
+            }
+        };
+        // Lanes act one after another, each atomically on the barrier word.
+        for l in lanes(mask) {
+            let tid = base + l as u32;
+            let pv = r(regs, *bar, l);
+            let what = format!("mbarrier.{op}");
+            if mem.space_of(pv) != Some(AddrSpace::Shared) && memory::ptr_id(pv) != 0 {
+                let name = mem
+                    .allocs
+                    .get(memory::ptr_id(pv) as usize)
+                    .map_or(String::new(), |a| a.name.clone());
+                let have = mem.space_of(pv).unwrap_or(AddrSpace::Generic);
+                return Err(ctx.fault(
+                    Fault::WrongSpace {
+                        name,
+                        have,
+                        want: AddrSpace::Shared,
+                    },
+                    pc,
+                    tid,
+                    &what,
+                ));
+            }
+            let (id, off) = mem
+                .check(pv, 8, 8, Access::Atomic, tid)
+                .map_err(|f| ctx.fault(f, pc, tid, &what))?;
+            let word = mem.read(id, off, 8);
+            let st = step(*op, word, opt(regs, *a1, l), opt(regs, *a2, l))
+                .map_err(|m| ctx.trap(TrapKind::InvalidMbarrier, pc, tid, m))?;
+            if let Some(nw) = st.word {
+                mem.write(id, off, 8, nw);
+            }
+            if let (Some(v), true) = (st.result, *dst != NO_SLOT) {
+                w(regs, *dst, l, v);
+            }
+            if st.completed {
+                // A completed phase orders the accesses before it
+                // against those after it, as a block barrier does.
+                mem.epoch = mem.epoch.wrapping_add(1);
+            }
+        }
+        Ok(Flow::Next)
+    }
 }
 
 #[cfg(test)]

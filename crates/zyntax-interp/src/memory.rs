@@ -6,7 +6,11 @@
 //! Shared memory carries shadow state for the initialization check and the
 //! race check (one entry per byte, see [`Shadow`]).
 
-use zyntax_hir::AddrSpace;
+use crate::decode::DOp;
+use crate::exec::{lanes, r, w, Ctx, Exec, Flow};
+use crate::scalar;
+use crate::InterpError;
+use zyntax_hir::{AddrSpace, ScalarType};
 
 pub const OFFSET_BITS: u32 = 40;
 const OFFSET_MASK: u64 = (1u64 << OFFSET_BITS) - 1;
@@ -283,6 +287,144 @@ fn shadow_check(
         }
     }
     Ok(())
+}
+
+// ---------------------------------------------------------------- execution
+
+impl Exec<'_> {
+    /// Execute a load, store, pointer or allocation op for the lanes `mask`.
+    #[inline]
+    pub(crate) fn exec_memory(
+        &mut self,
+        wi: usize,
+        pc: u32,
+        mask: u32,
+        op: &DOp,
+    ) -> crate::Result<Flow> {
+        let ctx = Ctx::new(self.m, self.p, &self.tids, self.bid, self.root);
+        let warp = &mut self.warps[wi];
+        let base = warp.base_tid;
+        let regs = &mut warp.regs;
+        let mem = &mut self.mem;
+        match op {
+            DOp::Load { mt, dst, ptr } => {
+                let size = mt.size as usize;
+                for l in lanes(mask) {
+                    let tid = base + l as u32;
+                    let pv = r(regs, *ptr, l);
+                    if size <= 8 {
+                        let v = mem
+                            .load(pv, size, u64::from(mt.align), tid)
+                            .map_err(|f| ctx.fault(f, pc, tid, "load"))?;
+                        let v = if mt.elem == ScalarType::Bool {
+                            u64::from(v != 0)
+                        } else {
+                            v
+                        };
+                        w(regs, *dst, l, v);
+                    } else {
+                        let (id, off) = mem
+                            .check(pv, size, u64::from(mt.align), Access::Read, tid)
+                            .map_err(|f| ctx.fault(f, pc, tid, "load"))?;
+                        for k in 0..mt.slots() {
+                            let chunk = (size - k as usize * 8).min(8);
+                            let v = mem.read(id, off + k as usize * 8, chunk);
+                            w(regs, dst + k, l, v);
+                        }
+                    }
+                }
+            }
+            DOp::Store { mt, ptr, val } => {
+                let size = mt.size as usize;
+                for l in lanes(mask) {
+                    let tid = base + l as u32;
+                    let pv = r(regs, *ptr, l);
+                    let (id, off) = mem
+                        .check(pv, size, u64::from(mt.align), Access::Write, tid)
+                        .map_err(|f| ctx.fault(f, pc, tid, "store"))?;
+                    for k in 0..mt.slots() {
+                        let chunk = (size - k as usize * 8).min(8);
+                        let v = r(regs, val + k, l);
+                        mem.write(id, off + k as usize * 8, chunk, v);
+                    }
+                }
+            }
+            DOp::PtrAdd {
+                dst,
+                ptr,
+                idx,
+                idx_ty,
+                elem_size,
+            } => {
+                let (bits, signed, es) = (idx_ty.bits(), idx_ty.is_signed(), *elem_size as i64);
+                for l in lanes(mask) {
+                    let i = r(regs, *idx, l);
+                    let i = if signed {
+                        scalar::sext(i, bits)
+                    } else {
+                        i as i64
+                    };
+                    let v = ptr_add(r(regs, *ptr, l), i.wrapping_mul(es));
+                    w(regs, *dst, l, v);
+                }
+            }
+            DOp::PtrToSpace { dst, a, space } => {
+                for l in lanes(mask) {
+                    let pv = r(regs, *a, l);
+                    if let Some(have) = mem.space_of(pv) {
+                        if have != *space {
+                            let tid = base + l as u32;
+                            let name = mem.allocs[ptr_id(pv) as usize].name.clone();
+                            return Err(ctx.fault(
+                                Fault::WrongSpace {
+                                    name,
+                                    have,
+                                    want: *space,
+                                },
+                                pc,
+                                tid,
+                                "ptr_cast",
+                            ));
+                        }
+                    }
+                    w(regs, *dst, l, pv);
+                }
+            }
+            DOp::Alloca { dst, k } => {
+                let size = self.p.locals.get(*k as usize).map_or(0, |x| x.0 as usize);
+                for l in lanes(mask) {
+                    let id = self.local_base + k * self.nthreads + base + l as u32;
+                    // First execution in this block: zeroed memory (a re-execution keeps it).
+                    let data = &mut mem.allocs[id as usize].data;
+                    if data.len() != size {
+                        data.clear();
+                        data.resize(size, 0);
+                    }
+                    w(regs, *dst, l, make_ptr(id, 0));
+                }
+            }
+            DOp::GlobalAddr { dst, k } => {
+                let v = make_ptr(self.global_base + k, 0);
+                for l in lanes(mask) {
+                    w(regs, *dst, l, v);
+                }
+            }
+            DOp::SharedAlloc { dst, k } => {
+                let v = make_ptr(self.shared_ids[*k as usize], 0);
+                for l in lanes(mask) {
+                    w(regs, *dst, l, v);
+                }
+            }
+            DOp::DynShared { dst } => {
+                let v = make_ptr(self.dyn_id, 0);
+                for l in lanes(mask) {
+                    w(regs, *dst, l, v);
+                }
+            }
+            _ => return Err(InterpError::Internal("not a memory op".into())),
+        }
+        Ok(Flow::Next)
+    }
 }
 
 #[cfg(test)]

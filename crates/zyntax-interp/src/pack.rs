@@ -2,6 +2,9 @@
 //! exact round-to-nearest-even from f32, fp8 saturated to the largest finite
 //! value (`.satfinite`). Definitions in `docs/semantics.md`.
 
+use crate::decode::DOp;
+use crate::exec::{lanes, r, w, Exec, Flow};
+use crate::{InterpError, Result};
 use half::{bf16, f16};
 use zyntax_hir::PackFmt;
 
@@ -111,6 +114,33 @@ pub fn cvt_unpack(fmt: PackFmt, a: u64) -> u64 {
         }
     };
     u64::from(one(a as u8)) | u64::from(one((a >> 8) as u8)) << 16
+}
+
+// ---------------------------------------------------------------- execution
+
+impl Exec<'_> {
+    /// Convert packed pairs (`cvt_pack`, `cvt_unpack`) for the lanes `mask`.
+    #[inline]
+    pub(crate) fn exec_pack(&mut self, wi: usize, mask: u32, op: &DOp) -> Result<Flow> {
+        let regs = &mut self.warps[wi].regs;
+        match op {
+            DOp::CvtPack { fmt, dst, lo, hi } => {
+                for l in lanes(mask) {
+                    let (a, b) = (r(regs, *lo, l) as u32, r(regs, *hi, l) as u32);
+                    let v = cvt_pack(*fmt, f32::from_bits(a), f32::from_bits(b));
+                    w(regs, *dst, l, v);
+                }
+            }
+            DOp::CvtUnpack { fmt, dst, a } => {
+                for l in lanes(mask) {
+                    let v = cvt_unpack(*fmt, r(regs, *a, l));
+                    w(regs, *dst, l, v);
+                }
+            }
+            _ => return Err(InterpError::Internal("not a pack op".into())),
+        }
+        Ok(Flow::Next)
+    }
 }
 
 #[cfg(test)]

@@ -4,6 +4,10 @@
 //! once (exact for add/sub/mul/div/sqrt because f64 has more than 2p+2 bits).
 //! See `docs/semantics.md` for the definitions where PTX leaves a choice.
 
+use crate::decode::DOp;
+use crate::exec::{lanes, r, vget, vset, w, Ctx, Exec, Flow};
+use crate::warp_mma;
+use crate::{InterpError, Result, TrapKind};
 use half::{bf16, f16};
 use zyntax_hir::{BinOp, BitOp, CmpOp, ScalarType, UnOp};
 
@@ -540,6 +544,175 @@ pub fn bits(op: BitOp, ty: ScalarType, x: [u64; 4]) -> u64 {
                 _ => (wide >> n) & 0xffff_ffff,
             }
         }
+    }
+}
+
+// ---------------------------------------------------------------- execution
+
+impl Exec<'_> {
+    /// Execute a scalar, packed-vector or bit op for the lanes `mask`.
+    #[inline]
+    pub(crate) fn exec_scalar(&mut self, wi: usize, pc: u32, mask: u32, op: &DOp) -> Result<Flow> {
+        let ctx = Ctx::new(self.m, self.p, &self.tids, self.bid, self.root);
+        let warp = &mut self.warps[wi];
+        let base = warp.base_tid;
+        let regs = &mut warp.regs;
+        match op {
+            DOp::Const { dst, bits } => {
+                for l in lanes(mask) {
+                    w(regs, *dst, l, *bits);
+                }
+            }
+            DOp::Bin { op, ty, dst, a, b } => {
+                let (op, ty) = (*op, *ty);
+                // Integer division by zero traps, as the lowering does (`trap;`).
+                if matches!(op, BinOp::Div | BinOp::Rem) && !ty.is_float() {
+                    for l in lanes(mask) {
+                        if r(regs, *b, l) == 0 {
+                            return Err(ctx.trap(
+                                TrapKind::DivisionByZero,
+                                pc,
+                                base + l as u32,
+                                format!("integer {op} by zero"),
+                            ));
+                        }
+                    }
+                }
+                if mask == u32::MAX {
+                    let (d0, a0, b0) = (*dst as usize * 32, *a as usize * 32, *b as usize * 32);
+                    for l in 0..32 {
+                        regs[d0 + l] = binary(op, ty, regs[a0 + l], regs[b0 + l]);
+                    }
+                } else {
+                    for l in lanes(mask) {
+                        let v = binary(op, ty, r(regs, *a, l), r(regs, *b, l));
+                        w(regs, *dst, l, v);
+                    }
+                }
+            }
+            DOp::BinV { op, mt, dst, a, b } => {
+                if matches!(op, BinOp::Div | BinOp::Rem) && !mt.elem.is_float() {
+                    for l in lanes(mask) {
+                        if (0..mt.n).any(|i| vget(regs, *b, l, *mt, i) == 0) {
+                            return Err(ctx.trap(
+                                TrapKind::DivisionByZero,
+                                pc,
+                                base + l as u32,
+                                format!("integer {op} by zero"),
+                            ));
+                        }
+                    }
+                }
+                for l in lanes(mask) {
+                    for i in 0..mt.n {
+                        let v = binary(
+                            *op,
+                            mt.elem,
+                            vget(regs, *a, l, *mt, i),
+                            vget(regs, *b, l, *mt, i),
+                        );
+                        vset(regs, *dst, l, *mt, i, v);
+                    }
+                }
+            }
+            DOp::Un { op, ty, dst, a } => {
+                for l in lanes(mask) {
+                    let v = unary(*op, *ty, r(regs, *a, l));
+                    w(regs, *dst, l, v);
+                }
+            }
+            DOp::UnV { op, mt, dst, a } => {
+                for l in lanes(mask) {
+                    for i in 0..mt.n {
+                        let v = unary(*op, mt.elem, vget(regs, *a, l, *mt, i));
+                        vset(regs, *dst, l, *mt, i, v);
+                    }
+                }
+            }
+            DOp::Approx { op, dst, a } => {
+                for l in lanes(mask) {
+                    let v = warp_mma::approx(*op, r(regs, *a, l));
+                    w(regs, *dst, l, v);
+                }
+            }
+            DOp::Fma { ty, dst, a, b, c } => {
+                for l in lanes(mask) {
+                    let v = fma(*ty, r(regs, *a, l), r(regs, *b, l), r(regs, *c, l));
+                    w(regs, *dst, l, v);
+                }
+            }
+            DOp::FmaV { mt, dst, a, b, c } => {
+                for l in lanes(mask) {
+                    for i in 0..mt.n {
+                        let (x, y, z) = (
+                            vget(regs, *a, l, *mt, i),
+                            vget(regs, *b, l, *mt, i),
+                            vget(regs, *c, l, *mt, i),
+                        );
+                        vset(regs, *dst, l, *mt, i, fma(mt.elem, x, y, z));
+                    }
+                }
+            }
+            DOp::Cmp { op, ty, dst, a, b } => {
+                for l in lanes(mask) {
+                    let v = compare(*op, *ty, r(regs, *a, l), r(regs, *b, l));
+                    w(regs, *dst, l, u64::from(v));
+                }
+            }
+            DOp::Select { dst, cond, a, b, n } => {
+                for l in lanes(mask) {
+                    let src = if r(regs, *cond, l) & 1 != 0 { *a } else { *b };
+                    for k in 0..*n {
+                        let v = r(regs, src + k, l);
+                        w(regs, dst + k, l, v);
+                    }
+                }
+            }
+            DOp::Cast { from, to, dst, a } => {
+                for l in lanes(mask) {
+                    let v = cast(*from, *to, r(regs, *a, l));
+                    w(regs, *dst, l, v);
+                }
+            }
+            DOp::Copy { dst, a, n } => {
+                for l in lanes(mask) {
+                    for k in 0..*n {
+                        let v = r(regs, a + k, l);
+                        w(regs, dst + k, l, v);
+                    }
+                }
+            }
+            DOp::Extract { mt, lane, dst, v } => {
+                for l in lanes(mask) {
+                    let x = vget(regs, *v, l, *mt, *lane);
+                    w(regs, *dst, l, x);
+                }
+            }
+            DOp::Insert {
+                mt,
+                lane,
+                dst,
+                v,
+                s,
+            } => {
+                for l in lanes(mask) {
+                    for k in 0..mt.slots() {
+                        let x = r(regs, v + k, l);
+                        w(regs, dst + k, l, x);
+                    }
+                    let x = r(regs, *s, l);
+                    vset(regs, *dst, l, *mt, *lane, x);
+                }
+            }
+            DOp::Bits { op, ty, dst, a } => {
+                for l in lanes(mask) {
+                    let x = a.map(|s| r(regs, s, l));
+                    w(regs, *dst, l, bits(*op, *ty, x));
+                }
+            }
+            _ => return Err(InterpError::Internal("not a scalar op".into())),
+        }
+        Ok(Flow::Next)
     }
 }
 

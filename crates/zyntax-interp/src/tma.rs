@@ -32,8 +32,12 @@
 //! box spans [`TensorMapDesc::shared_bytes`]: rows narrower than the swizzle
 //! span are a span apart, and the bytes between them are left as they were.
 
+use crate::cluster::{cluster_rank, mapa_target};
+use crate::decode::DOp;
+use crate::exec::{lanes, r, Ctx, Exec, Flow};
 use crate::mbarrier;
 use crate::memory::{self, Access, Fault, Memory};
+use crate::InterpError;
 use crate::{scalar, TrapKind};
 use zyntax_hir::tensormap::{OobFill, TensorMapDesc};
 use zyntax_hir::{AddrSpace, BinOp, BulkRedOp, MbarrierOp, Op, ScalarType};
@@ -373,4 +377,56 @@ fn complete_tx(mem: &mut Memory, bar: u64, bytes: u64, tid: u32) -> Result<(), T
         mem.epoch = mem.epoch.wrapping_add(1);
     }
     Ok(())
+}
+
+// ---------------------------------------------------------------- execution
+
+impl Exec<'_> {
+    /// Execute a TMA or bulk-copy instruction for the lanes `mask`, one lane after another.
+    #[inline]
+    pub(crate) fn exec_tma(
+        &mut self,
+        wi: usize,
+        pc: u32,
+        mask: u32,
+        op: &DOp,
+    ) -> crate::Result<Flow> {
+        let DOp::Tma(i) = op else {
+            return Err(InterpError::Internal("not a TMA op".into()));
+        };
+        let ctx = Ctx::new(self.m, self.p, &self.tids, self.bid, self.root);
+        let warp = &mut self.warps[wi];
+        let base = warp.base_tid;
+        let regs = &mut warp.regs;
+        let mem = &mut self.mem;
+        let inst = &self.p.tma[*i as usize];
+        // Each lane issues its own copy, one after another.
+        for l in lanes(mask) {
+            let tid = base + l as u32;
+            let val = |k: usize| r(regs, inst.slots[k], l);
+            // A multicast's target in the cluster's block `rank`.
+            let own = cluster_rank(self.bid, self.cluster);
+            let peer = |ptr: u64, rank: u32| {
+                if rank == own {
+                    return Ok(ptr);
+                }
+                mapa_target(
+                    (&self.shared_ids, self.dyn_id),
+                    &self.parked,
+                    &self.group,
+                    self.cur,
+                    self.cluster,
+                    self.bid,
+                    ptr,
+                    rank,
+                )
+                .map_err(|(k, m)| TmaError::Trap(k, format!("tma.load.multicast: {m}")))
+            };
+            exec(inst, &self.tensor_maps, mem, val, tid, peer).map_err(|e| match e {
+                TmaError::Mem(f, what) => ctx.fault(f, pc, tid, what),
+                TmaError::Trap(kind, msg) => ctx.trap(kind, pc, tid, msg),
+            })?;
+        }
+        Ok(Flow::Next)
+    }
 }

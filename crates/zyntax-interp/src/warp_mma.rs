@@ -6,7 +6,11 @@
 //! packed into `u32` registers, element `i` in bits `[i*w, (i+1)*w)` of the
 //! value (element 0 in the low half of register 0, as PTX packs `f16x2`).
 
+use crate::decode::DOp;
+use crate::exec::{mma_lanes, r, Ctx, Exec};
+use crate::memory::Access;
 use crate::scalar;
+use crate::{InterpError, Result};
 use zyntax_hir::{ApproxOp, MmaElem, ScalarType, WarpShape};
 
 /// The operand of `D = A * B + C` a fragment belongs to (C and D share a layout).
@@ -247,4 +251,88 @@ pub fn approx(op: ApproxOp, bits: u64) -> u64 {
     } as f32;
     let y = if op == ApproxOp::Ex2Ftz { ftz(y) } else { y };
     u64::from(y.to_bits())
+}
+
+// ---------------------------------------------------------------- execution
+
+impl Exec<'_> {
+    /// Execute `mma.sync`, `ldmatrix` or `stmatrix` for the whole warp.
+    pub(crate) fn exec_warp_mma(&mut self, wi: usize, pc: u32, group: u32, op: &DOp) -> Result<()> {
+        let ctx = Ctx::new(self.m, self.p, &self.tids, self.bid, self.root);
+        let warp = &mut self.warps[wi];
+        let base = warp.base_tid;
+        match op {
+            // Warp MMA and ldmatrix/stmatrix (issue 12 items 1-2).
+            DOp::MmaSync {
+                elem,
+                acc,
+                a,
+                b,
+                c,
+                d,
+            } => {
+                mma_lanes(&ctx, warp, group, pc)?;
+                mma_sync(&mut warp.regs, *elem, *acc, *a, *b, *c, *d);
+            }
+            DOp::Ldmatrix {
+                num,
+                trans,
+                dst,
+                ptr,
+            } => {
+                mma_lanes(&ctx, warp, group, pc)?;
+                let what = if *trans { "ldmatrix.trans" } else { "ldmatrix" };
+                for i in 0..*num {
+                    let mut m = [0u16; 64];
+                    for row in 0..8u32 {
+                        let l = (i * 8 + row) as usize;
+                        let tid = base + l as u32;
+                        let pv = r(&warp.regs, *ptr, l);
+                        let (id, off) = self
+                            .mem
+                            .check(pv, 16, 16, Access::Read, tid)
+                            .map_err(|f| ctx.fault(f, pc, tid, what))?;
+                        for (j, e) in m[row as usize * 8..][..8].iter_mut().enumerate() {
+                            *e = self.mem.read(id, off + 2 * j, 2) as u16;
+                        }
+                    }
+                    for l in 0..32u32 {
+                        let v = ldmatrix_reg(&m, l, *trans);
+                        set_reg(&mut warp.regs, *dst, l as usize, i, v);
+                    }
+                }
+            }
+            DOp::Stmatrix {
+                num,
+                trans,
+                ptr,
+                src,
+            } => {
+                mma_lanes(&ctx, warp, group, pc)?;
+                let what = if *trans { "stmatrix.trans" } else { "stmatrix" };
+                for i in 0..*num {
+                    let mut m = [0u16; 64];
+                    for l in 0..32u32 {
+                        let v = reg(&warp.regs, *src, l as usize, i);
+                        stmatrix_reg(&mut m, l, *trans, v);
+                    }
+                    for row in 0..8u32 {
+                        let l = (i * 8 + row) as usize;
+                        let tid = base + l as u32;
+                        let pv = r(&warp.regs, *ptr, l);
+                        let (id, off) = self
+                            .mem
+                            .check(pv, 16, 16, Access::Write, tid)
+                            .map_err(|f| ctx.fault(f, pc, tid, what))?;
+                        for (j, e) in m[row as usize * 8..][..8].iter().enumerate() {
+                            self.mem.write(id, off + 2 * j, 2, u64::from(*e));
+                        }
+                    }
+                }
+            }
+
+            _ => return Err(InterpError::Internal("not a warp MMA".into())),
+        }
+        Ok(())
+    }
 }

@@ -8,7 +8,12 @@
 //! address, so `wgmma` reads exactly the bytes the descriptor names, swizzled
 //! by the address bits as the hardware does.
 
+use crate::decode::DOp;
+use crate::exec::{lanes, mma_lanes, r, w, Ctx, Exec, Flow};
+use crate::memory;
 use crate::warp_mma::{self, Operand};
+use crate::{InterpError, Result, TrapKind};
+use std::collections::HashMap;
 use zyntax_hir::{MmaElem, ScalarType, Swizzle, WarpShape, Wgmma};
 
 /// Alignment of each shared allocation in the interpreter's window (the
@@ -135,4 +140,163 @@ pub fn compute(
         }
     }
     out
+}
+
+// ---------------------------------------------------------------- execution
+
+impl Exec<'_> {
+    /// Make a `wgmma` matrix descriptor, or zero an accumulator, for the lanes `mask`.
+    #[inline]
+    pub(crate) fn exec_wgmma(&mut self, wi: usize, pc: u32, mask: u32, op: &DOp) -> Result<Flow> {
+        let ctx = Ctx::new(self.m, self.p, &self.tids, self.bid, self.root);
+        let warp = &mut self.warps[wi];
+        let base = warp.base_tid;
+        let regs = &mut warp.regs;
+        match op {
+            DOp::WgmmaDesc {
+                swizzle,
+                dst,
+                ptr,
+                lbo,
+                sbo,
+            } => {
+                for l in lanes(mask) {
+                    let pv = r(regs, *ptr, l);
+                    let at = self.window.iter().find(|e| e.1 == memory::ptr_id(pv));
+                    let Some(&(start, _, _)) = at else {
+                        return Err(ctx.trap(
+                            TrapKind::AddressSpace,
+                            pc,
+                            base + l as u32,
+                            format!("wgmma.desc of 0x{pv:016x}, not a shared-memory pointer"),
+                        ));
+                    };
+                    let addr = start.wrapping_add(memory::ptr_offset(pv) as u64);
+                    let (lb, sb) = (r(regs, *lbo, l), r(regs, *sbo, l));
+                    w(regs, *dst, l, encode(addr, lb, sb, *swizzle));
+                }
+            }
+            DOp::Zero { dst, n } => {
+                for l in lanes(mask) {
+                    for k in 0..*n {
+                        w(regs, dst + k, l, 0);
+                    }
+                }
+            }
+
+            _ => return Err(InterpError::Internal("not a wgmma op".into())),
+        }
+        Ok(Flow::Next)
+    }
+}
+
+impl Exec<'_> {
+    /// Execute `wgmma` for the whole warp: its 16-row slab of the warpgroup's tile.
+    pub(crate) fn exec_wgmma_mma(
+        &mut self,
+        wi: usize,
+        pc: u32,
+        group: u32,
+        op: &DOp,
+    ) -> Result<()> {
+        let ctx = Ctx::new(self.m, self.p, &self.tids, self.bid, self.root);
+        let warp = &mut self.warps[wi];
+        let base = warp.base_tid;
+        match op {
+            // Warpgroup MMA (issue 13 item 1): each warp computes its 16-row slab.
+            DOp::Wgmma {
+                form,
+                acc,
+                c,
+                a,
+                a_regs,
+                b,
+                scale_d,
+                d,
+            } => {
+                mma_lanes(&ctx, warp, group, pc)?;
+                let q = (base / 32) % 4;
+                let eb = |e: zyntax_hir::MmaElem| u64::from(e.bits() / 8);
+                // Every byte either descriptor names, read once through the checks.
+                let mut bytes: HashMap<u64, u8> = HashMap::new();
+                let mut read = |addr: u64, len: u64| -> Result<u64> {
+                    let mut v = 0u64;
+                    for i in 0..len {
+                        let x = addr + i;
+                        if let Some(b) = bytes.get(&x) {
+                            v |= u64::from(*b) << (8 * i);
+                            continue;
+                        }
+                        let at = self.window.iter().find(|e| x >= e.0 && x < e.0 + e.2);
+                        let Some(&(start, id, _)) = at else {
+                            return Err(ctx.trap(
+                                TrapKind::OutOfBounds,
+                                pc,
+                                base,
+                                format!("wgmma descriptor addresses window byte 0x{x:x}, outside the block's shared memory"),
+                            ));
+                        };
+                        let p = memory::make_ptr(id, (x - start) as i64);
+                        let b = self
+                            .mem
+                            .load(p, 1, 1, base)
+                            .map_err(|f| ctx.fault(f, pc, base, "wgmma"))?
+                            as u8;
+                        bytes.insert(x, b);
+                        v |= u64::from(b) << (8 * i);
+                    }
+                    Ok(v)
+                };
+                let (k, n) = (form.k(), form.n);
+                let mut am = vec![0u64; 16 * k as usize];
+                if *a_regs {
+                    let shape = a_shape(form.a);
+                    let bits = form.a.bits();
+                    for lane in 0..32u32 {
+                        for i in 0..warp_mma::count(shape, warp_mma::Operand::A) {
+                            let (row, col) =
+                                warp_mma::position(shape, warp_mma::Operand::A, lane, i);
+                            am[(row * k + col) as usize] =
+                                warp_mma::elem(&warp.regs, *a, lane as usize, bits, i);
+                        }
+                    }
+                } else {
+                    let da = decode(r(&warp.regs, *a, 0));
+                    for row in 0..16u32 {
+                        for kk in 0..k {
+                            let m = u64::from(16 * q + row);
+                            let x = address(&da, m, u64::from(kk), eb(form.a), form.trans_a);
+                            am[(row * k + kk) as usize] = read(x, eb(form.a))?;
+                        }
+                    }
+                }
+                let db = decode(r(&warp.regs, *b, 0));
+                let mut bm = vec![0u64; (n * k) as usize];
+                for j in 0..n {
+                    for kk in 0..k {
+                        let x = address(&db, u64::from(j), u64::from(kk), eb(form.b), form.trans_b);
+                        bm[(j * k + kk) as usize] = read(x, eb(form.b))?;
+                    }
+                }
+                let aw = acc.bits();
+                let regs = &warp.regs;
+                let out = compute(
+                    *form,
+                    *acc,
+                    r(regs, *scale_d, 0) & 1 != 0,
+                    &|row, kk| am[(row * k + kk) as usize],
+                    &|j, kk| bm[(j * k + kk) as usize],
+                    &|lane, i| warp_mma::elem(regs, *c, lane as usize, aw, i),
+                );
+                for (lane, vals) in out.iter().enumerate() {
+                    for i in 0..n / 2 {
+                        warp_mma::set_elem(&mut warp.regs, *d, lane, aw, i, vals[i as usize]);
+                    }
+                }
+            }
+
+            _ => return Err(InterpError::Internal("not wgmma".into())),
+        }
+        Ok(())
+    }
 }

@@ -2,12 +2,84 @@
 //! each lane's read-modify-write happens on its own, one lane after another,
 //! so the interpreter's memory stays sequentially consistent.
 
-use crate::decode::DOp;
+use crate::decode::{DOp, InstCx};
 use crate::exec::{lanes, r, w, Ctx, Exec, Flow};
 use crate::memory::Access;
 use crate::scalar;
 use crate::{InterpError, Result};
-use zyntax_hir::{AtomicOp, BinOp, ScalarType};
+use zyntax_hir::{AtomicOp, BinOp, Op, ScalarType, Type};
+
+/// Decode an atomic or `red`.
+pub(crate) fn decode_atomic(ic: &InstCx) -> Result<DOp> {
+    Ok(match &ic.d.op {
+        Op::Red { op, .. } => decode_atomic_v(ic, *op, ic.arg_ty(1), None)?,
+        Op::Atomic { op, .. } if matches!(ic.arg_ty(1), Type::Vector(..)) => {
+            decode_atomic_v(ic, *op, ic.arg_ty(1), Some(ic.res(0)?))?
+        }
+        Op::Atomic { op, .. } => {
+            let Some(ty) = ic.arg_ty(1).as_scalar().filter(|s| *s != ScalarType::Bool) else {
+                return ic.bad("atomic on a non-scalar");
+            };
+            let ok = match op {
+                AtomicOp::And | AtomicOp::Or | AtomicOp::Xor | AtomicOp::Inc | AtomicOp::Dec => {
+                    ty.is_int()
+                }
+                _ => true,
+            };
+            if !ok {
+                return ic.bad(format!("atomic {op} on {ty}"));
+            }
+            DOp::Atomic {
+                op: *op,
+                ty,
+                dst: ic.res(0)?,
+                ptr: ic.arg(0)?,
+                val: ic.arg(1)?,
+            }
+        }
+        Op::AtomicCas { .. } => {
+            let Some(ty) = ic.arg_ty(1).as_scalar().filter(|s| *s != ScalarType::Bool) else {
+                return ic.bad("atomic.cas on a non-scalar");
+            };
+            DOp::Cas {
+                ty,
+                dst: ic.res(0)?,
+                ptr: ic.arg(0)?,
+                exp: ic.arg(1)?,
+                des: ic.arg(2)?,
+            }
+        }
+        _ => return Err(InterpError::Internal("not an atomic".into())),
+    })
+}
+
+/// Decode `red`, and atomics on packed `vec<f16|bf16, 2>` (issue 12).
+fn decode_atomic_v(ic: &InstCx, op: AtomicOp, t: Type, dst: Option<u32>) -> Result<DOp> {
+    let (elem, n) = match t {
+        Type::Scalar(s) if s != ScalarType::Bool => (s, 1),
+        Type::Vector(s, 2) if s.is_float() && op == AtomicOp::Add => (s, 2),
+        t => return ic.bad(format!("atomic {op} on {t}")),
+    };
+    if bitwise(op) && !elem.is_int() {
+        return ic.bad(format!("atomic {op} on {elem}"));
+    }
+    Ok(DOp::AtomicV {
+        op,
+        elem,
+        n,
+        dst,
+        ptr: ic.arg(0)?,
+        val: ic.arg(1)?,
+    })
+}
+
+/// Atomics defined on integers only.
+fn bitwise(op: AtomicOp) -> bool {
+    matches!(
+        op,
+        AtomicOp::And | AtomicOp::Or | AtomicOp::Xor | AtomicOp::Inc | AtomicOp::Dec
+    )
+}
 
 impl Exec<'_> {
     /// Execute an atomic read-modify-write for the lanes `mask`, one lane after another.

@@ -5,13 +5,14 @@
 //! slice.
 
 use crate::cp_async::CpThread;
-use crate::decode::DOp;
+use crate::decode::{DOp, InstCx};
 use crate::exec::{
     block_memory, lanes, new_warps, r, shared_window, w, Ctx, Exec, Flow, Round, St, Warp,
 };
 use crate::memory;
 use crate::{InterpError, Result, TrapKind};
 use std::collections::HashMap;
+use zyntax_hir::{ClusterBarrierOp, Op};
 
 /// The per-block state of a parked block of a co-scheduled group (the
 /// running block's lives in [`Exec`]'s fields of the same names).
@@ -28,6 +29,25 @@ pub(crate) struct Cta {
 
 /// Most blocks a `grid_sync` kernel may launch on the interpreter (all are resident at once).
 const MAX_CO_BLOCKS: usize = 4096;
+
+/// Decode a cluster barrier, `grid_sync`, `griddepcontrol` or `mapa`.
+pub(crate) fn decode_cluster(ic: &InstCx) -> Result<DOp> {
+    Ok(match &ic.d.op {
+        Op::ClusterBarrier(c) => match c {
+            ClusterBarrierOp::Wait => DOp::ClusterWait,
+            _ => DOp::ClusterArrive,
+        },
+        Op::GridSync => DOp::GridSync,
+        // Launches run one after another, so `griddepcontrol` has nothing to wait for.
+        Op::Griddep(_) => DOp::Nop,
+        Op::Mapa => DOp::Mapa {
+            dst: ic.res(0)?,
+            ptr: ic.arg(0)?,
+            rank: ic.arg(1)?,
+        },
+        _ => return Err(InterpError::Internal("not a cluster op".into())),
+    })
+}
 
 impl Exec<'_> {
     /// Execute a cluster barrier, `grid_sync` or `mapa` for the lanes `mask`.

@@ -3,15 +3,28 @@
 //! `unreachable`, `barrier` and named barriers (`bar.sync`/`bar.arrive`).
 
 use crate::cp_async::CpThread;
-use crate::decode::{DOp, VLoc};
+use crate::decode::{DOp, InstCx, VLoc};
 use crate::exec::{edge_copies, lanes, r, w, Exec, Flow, St, Warp};
 use crate::memory::{Alloc, Memory};
 use crate::{InterpError, Result, TrapKind};
 use std::rc::Rc;
-use zyntax_hir::AddrSpace;
+use zyntax_hir::{AddrSpace, Op};
 
 /// Deepest recursion the interpreter runs (GPU stacks are small too).
 const MAX_DEPTH: u32 = 200;
+
+/// Decode a block barrier or named barrier.
+pub(crate) fn decode_barrier(ic: &InstCx) -> Result<DOp> {
+    Ok(match &ic.d.op {
+        Op::Barrier => DOp::Barrier,
+        Op::NamedBarrier { arrive, id, count } => DOp::NamedBarrier {
+            arrive: *arrive,
+            id: *id,
+            count: *count,
+        },
+        _ => return Err(InterpError::Internal("not a barrier".into())),
+    })
+}
 
 impl Exec<'_> {
     /// Execute a branch, exit, recursive call, `unreachable` or block

@@ -2,11 +2,11 @@
 //! checked at issue and the source read then; the destination is written at
 //! the `cp.async.wait_group` that retires the copy's group.
 
-use crate::decode::DOp;
+use crate::decode::{DOp, InstCx};
 use crate::exec::{lanes, r, Ctx, Exec, Flow};
 use crate::memory::{self, Access, Fault};
 use crate::{InterpError, Result};
-use zyntax_hir::AddrSpace;
+use zyntax_hir::{AddrSpace, CacheHint, Op};
 
 /// One issued copy: up to 16 bytes read at issue, written to `dst` at the wait.
 #[derive(Clone)]
@@ -21,6 +21,25 @@ pub(crate) struct CpCopy {
 pub(crate) struct CpThread {
     pub(crate) open: Vec<CpCopy>,
     pub(crate) groups: std::collections::VecDeque<Vec<CpCopy>>,
+}
+
+/// Decode a `cp.async` op.
+pub(crate) fn decode_cp_async(ic: &InstCx) -> Result<DOp> {
+    Ok(match &ic.d.op {
+        Op::CpAsync { bytes, cache } => {
+            if !matches!(bytes, 4 | 8 | 16) || (*cache == CacheHint::Cg && *bytes != 16) {
+                return ic.bad("cp.async copies 4, 8 or 16 bytes (cg: 16)");
+            }
+            DOp::CpAsync {
+                bytes: *bytes,
+                dst: ic.arg(0)?,
+                src: ic.arg(1)?,
+            }
+        }
+        Op::CpAsyncCommit => DOp::CpCommit,
+        Op::CpAsyncWait(n) => DOp::CpWait(*n),
+        _ => return Err(InterpError::Internal("not a cp.async op".into())),
+    })
 }
 
 impl Exec<'_> {

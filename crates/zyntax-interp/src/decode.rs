@@ -4,13 +4,20 @@
 //! bytes takes `ceil(n/8)` consecutive 64-bit slots (vectors pack their
 //! elements little-endian, as in memory); an MMA fragment takes a per-warp
 //! fragment register instead.
+//!
+//! Each op family decodes in its own file, next to its execution
+//! (`scalar.rs`, `memory.rs`, `atomic.rs`, `warp.rs`, ...): `decode_inst`
+//! matches an instruction's family and calls the family's `decode_*`
+//! function. Control flow (calls, branches, returns) is the decoder's own:
+//! it inlines calls and lays out the edges.
 
-use crate::memory;
+use crate::{atomic, cluster, control, cp_async, frag_mma, mbarrier, memory, pack};
+use crate::{scalar, special, tma, warp, warp_mma, wgmma};
 use crate::{InterpError, Result};
 use zyntax_hir::{
-    ApproxOp, AtomicOp, BinOp, BitOp, BlockCall, CacheHint, CmpOp, FragKind, FragType, Function,
-    InstId, Layout, MatchMode, MbarrierOp, MmaElem, Module, Op, PackFmt, ReduxOp, ScalarType,
-    ShflMode, Swizzle, Type, UnOp, ValueId, VoteMode, Wgmma,
+    ApproxOp, AtomicOp, BinOp, BitOp, BlockCall, CmpOp, FragType, Function, InstData, InstId,
+    Layout, MatchMode, MbarrierOp, MmaElem, Module, Op, PackFmt, ReduxOp, ScalarType, ShflMode,
+    Swizzle, Type, UnOp, ValueId, VoteMode, Wgmma,
 };
 
 /// Elements of the largest fragment (32x16 or 16x32).
@@ -646,7 +653,6 @@ impl Decoder<'_> {
         }
         let cx = FnCx {
             f,
-            fi,
             locs: &locs,
             block_pc: &block_pc,
         };
@@ -694,668 +700,121 @@ impl Decoder<'_> {
     }
 
     fn decode_inst(&mut self, cx: &FnCx, i: InstId, ret: &RetTo, chain: &[usize]) -> Result<DOp> {
-        let f = cx.f;
-        let Some(d) = f.insts.get(i.index()) else {
-            return unsupported(f, None, format!("{i} does not exist"));
+        let Some(d) = cx.f.insts.get(i.index()) else {
+            return unsupported(cx.f, None, format!("{i} does not exist"));
         };
-        let bad = |msg: &str| unsupported::<DOp>(f, Some(i), msg.to_string());
-        let arg = |k: usize| -> Result<u32> {
-            match d.args.get(k) {
-                Some(v) => Ok(cx.slot(*v)),
-                None => unsupported(f, Some(i), format!("missing operand {k}")),
-            }
+        let ic = InstCx {
+            m: self.m,
+            cx,
+            d,
+            i,
         };
-        let frag_of = |k: usize| -> Result<(u32, FragType)> {
-            match d.args.get(k).map(|v| (cx.loc(*v), cx.ty(*v))) {
-                Some((VLoc::Frag(r), Type::Frag(ft))) => Ok((r, *ft)),
-                _ => unsupported(f, Some(i), format!("operand {k} is not a fragment")),
+        match &d.op {
+            Op::Const(_)
+            | Op::Binary(_)
+            | Op::Unary(_)
+            | Op::Fma
+            | Op::Cmp(_)
+            | Op::Select
+            | Op::Cast
+            | Op::Bitcast
+            | Op::Extract(_)
+            | Op::Insert(_)
+            | Op::Bits(_)
+            | Op::Approx(_) => scalar::decode_scalar(&ic),
+            Op::Load
+            | Op::LoadCached(_)
+            | Op::LoadAcquire(_)
+            | Op::Store
+            | Op::StoreCached(_)
+            | Op::StoreRelease(_)
+            | Op::PtrAdd
+            | Op::PtrCast
+            | Op::Alloca { .. }
+            | Op::SharedAlloc { .. }
+            | Op::DynShared { .. }
+            | Op::GlobalAddr(_)
+            | Op::Fence(_)
+            | Op::FenceAcqRel(_)
+            | Op::CompilerFence => memory::decode_memory(&ic, &mut self.p),
+            Op::ThreadIdx(_)
+            | Op::BlockIdx(_)
+            | Op::BlockDim(_)
+            | Op::GridDim(_)
+            | Op::LaneId
+            | Op::ClusterIdx(_)
+            | Op::ClusterDim(_)
+            | Op::ClusterBlockIdx(_)
+            | Op::ClusterGridDim(_)
+            | Op::ClusterCtaRank
+            | Op::ClusterNctaRank
+            | Op::IsExplicitCluster => special::decode_special(&ic),
+            Op::Red { .. } | Op::Atomic { .. } | Op::AtomicCas { .. } => atomic::decode_atomic(&ic),
+            Op::WarpSync
+            | Op::Shfl { .. }
+            | Op::Vote(_)
+            | Op::Match(_)
+            | Op::Redux(_)
+            | Op::ElectSync => warp::decode_warp(&ic),
+            Op::MmaLoad { .. } | Op::MmaFill | Op::Mma | Op::MmaStore { .. } => {
+                frag_mma::decode_frag_mma(&ic)
             }
-        };
-        let arg_ty = |k: usize| -> Type { d.args.get(k).map_or(Type::BOOL, |v| cx.ty(*v).clone()) };
-        let res = |k: usize| -> Result<u32> {
-            match d.results.get(k) {
-                Some(v) => Ok(cx.slot(*v)),
-                None => unsupported(f, Some(i), format!("missing result {k}")),
+            Op::MmaSync { .. } | Op::Ldmatrix { .. } | Op::Stmatrix { .. } => {
+                warp_mma::decode_warp_mma(&ic)
             }
-        };
-        let res_ty =
-            |k: usize| -> Type { d.results.get(k).map_or(Type::BOOL, |v| cx.ty(*v).clone()) };
-        let scalar = |t: &Type| t.as_scalar();
-        // `red`, and atomics on packed `vec<f16|bf16, 2>` (issue 12).
-        let atomic_v = |op: AtomicOp, t: Type, dst: Option<u32>| -> Result<DOp> {
-            let (elem, n) = match t {
-                Type::Scalar(s) if s != ScalarType::Bool => (s, 1),
-                Type::Vector(s, 2) if s.is_float() && op == AtomicOp::Add => (s, 2),
-                t => return bad(&format!("atomic {op} on {t}")),
-            };
-            let bitwise = matches!(
-                op,
-                AtomicOp::And | AtomicOp::Or | AtomicOp::Xor | AtomicOp::Inc | AtomicOp::Dec
-            );
-            if bitwise && !elem.is_int() {
-                return bad(&format!("atomic {op} on {elem}"));
+            Op::WgmmaDesc(_)
+            | Op::Wgmma(_)
+            | Op::WgmmaZero
+            | Op::WgmmaFence
+            | Op::WgmmaCommit
+            | Op::WgmmaWait(_)
+            | Op::Setmaxnreg { .. } => wgmma::decode_wgmma(&ic),
+            Op::CpAsync { .. } | Op::CpAsyncCommit | Op::CpAsyncWait(_) => {
+                cp_async::decode_cp_async(&ic)
             }
-            Ok(DOp::AtomicV {
-                op,
-                elem,
-                n,
-                dst,
-                ptr: arg(0)?,
-                val: arg(1)?,
-            })
-        };
-        Ok(match &d.op {
-            Op::Const(c) => {
-                let Some(s) = scalar(&res_ty(0)) else {
-                    return bad("constant of non-scalar type");
-                };
-                DOp::Const {
-                    dst: res(0)?,
-                    bits: crate::scalar::const_bits(s, *c),
-                }
+            Op::Mbarrier(_)
+            | Op::MbarrierArriveCluster
+            | Op::MbarrierArriveClusterRelaxed
+            | Op::FenceMbarrierInit => mbarrier::decode_mbarrier(&ic),
+            Op::TmaLoad { .. }
+            | Op::TmaStore
+            | Op::TmaReduce(_)
+            | Op::BulkCopyG2S
+            | Op::BulkCopyS2G
+            | Op::BulkCommitGroup
+            | Op::BulkWaitGroup { .. }
+            | Op::PrefetchTensormap
+            | Op::BulkReduce(_)
+            | Op::FenceProxyAsync => tma::decode_tma(&ic, &mut self.p),
+            Op::ClusterBarrier(_) | Op::GridSync | Op::Griddep(_) | Op::Mapa => {
+                cluster::decode_cluster(&ic)
             }
-            Op::Binary(op) => match arg_ty(0) {
-                Type::Scalar(s) if crate::scalar::binop_defined(*op, s) => DOp::Bin {
-                    op: *op,
-                    ty: s,
-                    dst: res(0)?,
-                    a: arg(0)?,
-                    b: arg(1)?,
-                },
-                t @ Type::Vector(s, _) if crate::scalar::binop_defined(*op, s) => DOp::BinV {
-                    op: *op,
-                    mt: MemTy::of(&t).unwrap_or(MemTy {
-                        elem: s,
-                        n: 1,
-                        size: 1,
-                        align: 1,
-                    }),
-                    dst: res(0)?,
-                    a: arg(0)?,
-                    b: arg(1)?,
-                },
-                t => return bad(&format!("`{op}` is not defined on {t}")),
-            },
-            Op::Unary(op) => match arg_ty(0) {
-                Type::Scalar(s) if crate::scalar::unop_defined(*op, s) => DOp::Un {
-                    op: *op,
-                    ty: s,
-                    dst: res(0)?,
-                    a: arg(0)?,
-                },
-                t @ Type::Vector(s, _) if crate::scalar::unop_defined(*op, s) => DOp::UnV {
-                    op: *op,
-                    mt: MemTy::of(&t).unwrap_or(MemTy {
-                        elem: s,
-                        n: 1,
-                        size: 1,
-                        align: 1,
-                    }),
-                    dst: res(0)?,
-                    a: arg(0)?,
-                },
-                t => return bad(&format!("`{op}` is not defined on {t}")),
-            },
-            Op::Fma => match arg_ty(0) {
-                Type::Scalar(s) if s.is_float() => DOp::Fma {
-                    ty: s,
-                    dst: res(0)?,
-                    a: arg(0)?,
-                    b: arg(1)?,
-                    c: arg(2)?,
-                },
-                t @ Type::Vector(s, _) if s.is_float() => DOp::FmaV {
-                    mt: MemTy::of(&t).ok_or_else(|| InterpError::Internal("fma vector".into()))?,
-                    dst: res(0)?,
-                    a: arg(0)?,
-                    b: arg(1)?,
-                    c: arg(2)?,
-                },
-                t => return bad(&format!("fma on {t}")),
-            },
-            Op::Cmp(op) => match arg_ty(0) {
-                Type::Scalar(s) => DOp::Cmp {
-                    op: *op,
-                    ty: s,
-                    dst: res(0)?,
-                    a: arg(0)?,
-                    b: arg(1)?,
-                },
-                // Pointers compare by their encoding (equality is exact; order only within one allocation).
-                Type::Ptr(..) => DOp::Cmp {
-                    op: *op,
-                    ty: ScalarType::U64,
-                    dst: res(0)?,
-                    a: arg(0)?,
-                    b: arg(1)?,
-                },
-                t => return bad(&format!("comparison of {t}")),
-            },
-            Op::Select => DOp::Select {
-                dst: res(0)?,
-                cond: arg(0)?,
-                a: arg(1)?,
-                b: arg(2)?,
-                n: d.results.first().map_or(1, |v| cx.nslots(*v)),
-            },
-            Op::Cast => match (arg_ty(0), res_ty(0)) {
-                (Type::Scalar(a), Type::Scalar(b)) => DOp::Cast {
-                    from: a,
-                    to: b,
-                    dst: res(0)?,
-                    a: arg(0)?,
-                },
-                (a, b) => return bad(&format!("cast from {a} to {b}")),
-            },
-            Op::Bitcast => {
-                let (a, b) = (arg_ty(0), res_ty(0));
-                if a.size_bytes() != b.size_bytes() || a.is_bool() != b.is_bool() {
-                    return bad(&format!("bitcast from {a} to {b}"));
-                }
-                DOp::Copy {
-                    dst: res(0)?,
-                    a: arg(0)?,
-                    n: d.results.first().map_or(1, |v| cx.nslots(*v)),
-                }
+            Op::CvtPack(_) | Op::CvtUnpack(_) => pack::decode_pack(&ic),
+            Op::Barrier | Op::NamedBarrier { .. } => control::decode_barrier(&ic),
+            Op::Call(_) | Op::Jump | Op::Branch | Op::Return | Op::Unreachable => {
+                self.decode_flow(&ic, ret, chain)
             }
-            Op::Extract(lane) | Op::Insert(lane) => {
-                let t = arg_ty(0);
-                let Some(mt) = MemTy::of(&t).filter(|_| matches!(t, Type::Vector(..))) else {
-                    return bad("extract/insert needs a vector");
-                };
-                if *lane >= mt.n {
-                    return bad("lane out of range");
-                }
-                if matches!(d.op, Op::Extract(_)) {
-                    DOp::Extract {
-                        mt,
-                        lane: *lane,
-                        dst: res(0)?,
-                        v: arg(0)?,
-                    }
-                } else {
-                    DOp::Insert {
-                        mt,
-                        lane: *lane,
-                        dst: res(0)?,
-                        v: arg(0)?,
-                        s: arg(1)?,
-                    }
-                }
-            }
-            // Cache operators change speed, never values (issue 12 item 3).
-            Op::Load | Op::LoadCached(_) => {
-                let t = res_ty(0);
-                let Some(mt) = MemTy::of(&t) else {
-                    return bad(&format!("load of {t}"));
-                };
-                DOp::Load {
-                    mt,
-                    dst: res(0)?,
-                    ptr: arg(0)?,
-                }
-            }
-            Op::Store | Op::StoreCached(_) => {
-                let t = arg_ty(1);
-                let Some(mt) = MemTy::of(&t) else {
-                    return bad(&format!("store of {t}"));
-                };
-                DOp::Store {
-                    mt,
-                    ptr: arg(0)?,
-                    val: arg(1)?,
-                }
-            }
-            Op::PtrAdd => {
-                let elem_size = arg_ty(0).pointee().and_then(Type::size_bytes).unwrap_or(0);
-                let Some(idx_ty) = scalar(&arg_ty(1)).filter(|s| s.is_int()) else {
-                    return bad("ptr_add index must be an integer");
-                };
-                DOp::PtrAdd {
-                    dst: res(0)?,
-                    ptr: arg(0)?,
-                    idx: arg(1)?,
-                    idx_ty,
-                    elem_size,
-                }
-            }
-            Op::PtrCast => {
-                let to = res_ty(0)
-                    .addr_space()
-                    .unwrap_or(zyntax_hir::AddrSpace::Generic);
-                let from = arg_ty(0)
-                    .addr_space()
-                    .unwrap_or(zyntax_hir::AddrSpace::Generic);
-                if to == from || to == zyntax_hir::AddrSpace::Generic {
-                    DOp::Copy {
-                        dst: res(0)?,
-                        a: arg(0)?,
-                        n: 1,
-                    }
-                } else {
-                    DOp::PtrToSpace {
-                        dst: res(0)?,
-                        a: arg(0)?,
-                        space: to,
-                    }
-                }
-            }
-            // Every allocation starts at offset 0 of its own region: any declared alignment holds.
-            Op::Alloca { elem, count } | Op::SharedAlloc { elem, count, .. } => {
-                let Some(bytes) = elem.size_bytes().and_then(|b| b.checked_mul(*count)) else {
-                    return bad("allocation size overflows");
-                };
-                if bytes > (1u64 << (memory::OFFSET_BITS - 2)) {
-                    return bad("allocation too large");
-                }
-                let name = format!(
-                    "@{}:{}",
-                    f.name,
-                    d.results.first().map_or(i.to_string(), |v| v.to_string())
-                );
-                if matches!(d.op, Op::Alloca { .. }) {
-                    self.p.locals.push((bytes, format!("local {name}")));
-                    DOp::Alloca {
-                        dst: res(0)?,
-                        k: self.p.locals.len() as u32 - 1,
-                    }
-                } else {
-                    self.p.shared.push((bytes, format!("shared {name}")));
-                    DOp::SharedAlloc {
-                        dst: res(0)?,
-                        k: self.p.shared.len() as u32 - 1,
-                    }
-                }
-            }
-            Op::DynShared { .. } => DOp::DynShared { dst: res(0)? },
-            Op::GlobalAddr(name) => {
-                let Some(k) = self.m.globals.iter().position(|g| &g.name == name) else {
-                    return bad("global_addr of an unknown global");
-                };
-                DOp::GlobalAddr {
-                    dst: res(0)?,
-                    k: k as u32,
-                }
-            }
-            Op::ThreadIdx(dm) => DOp::Special {
-                dst: res(0)?,
-                which: Special::Tid(dim(*dm)),
-            },
-            Op::BlockIdx(dm) => DOp::Special {
-                dst: res(0)?,
-                which: Special::Bid(dim(*dm)),
-            },
-            Op::BlockDim(dm) => DOp::Special {
-                dst: res(0)?,
-                which: Special::BDim(dim(*dm)),
-            },
-            Op::GridDim(dm) => DOp::Special {
-                dst: res(0)?,
-                which: Special::GDim(dim(*dm)),
-            },
-            Op::LaneId => DOp::Special {
-                dst: res(0)?,
-                which: Special::Lane,
-            },
-            Op::Barrier => DOp::Barrier,
-            // Execution is sequentially consistent, so fences have nothing to order.
-            Op::Fence(_) => DOp::Nop,
-            Op::WarpSync => DOp::WarpSync { mask: arg(0)? },
-            // --- issue 12 (warp-sync). Execution is sequentially consistent, so
-            // acquire/release accesses are plain ones and fences have nothing to order.
-            Op::Bits(op) => {
-                let Some(ty) =
-                    scalar(&arg_ty(if *op == BitOp::Bfi { 1 } else { 0 })).filter(|s| s.is_int())
-                else {
-                    return bad(&format!("`{op}` on a non-integer"));
-                };
-                let mut a = [0u32; 4];
-                for (i, slot) in a.iter_mut().enumerate().take(d.args.len()) {
-                    *slot = arg(i)?;
-                }
-                DOp::Bits {
-                    op: *op,
-                    ty,
-                    dst: res(0)?,
-                    a,
-                }
-            }
-            Op::LoadAcquire(_) => {
-                let t = res_ty(0);
-                let Some(mt) = MemTy::of(&t) else {
-                    return bad(&format!("load.acquire of {t}"));
-                };
-                DOp::Load {
-                    mt,
-                    dst: res(0)?,
-                    ptr: arg(0)?,
-                }
-            }
-            Op::StoreRelease(_) => {
-                let t = arg_ty(1);
-                let Some(mt) = MemTy::of(&t) else {
-                    return bad(&format!("store.release of {t}"));
-                };
-                DOp::Store {
-                    mt,
-                    ptr: arg(0)?,
-                    val: arg(1)?,
-                }
-            }
-            Op::FenceAcqRel(_) | Op::CompilerFence => DOp::Nop,
-            // h13-cluster. Launches run one after another, so `griddepcontrol` has nothing to wait for.
-            Op::ClusterIdx(dm) => DOp::Special {
-                dst: res(0)?,
-                which: Special::ClusterIdx(dim(*dm)),
-            },
-            Op::ClusterDim(dm) => DOp::Special {
-                dst: res(0)?,
-                which: Special::ClusterDim(dim(*dm)),
-            },
-            Op::ClusterBlockIdx(dm) => DOp::Special {
-                dst: res(0)?,
-                which: Special::ClusterBlockIdx(dim(*dm)),
-            },
-            Op::ClusterGridDim(dm) => DOp::Special {
-                dst: res(0)?,
-                which: Special::ClusterGridDim(dim(*dm)),
-            },
-            Op::ClusterCtaRank => DOp::Special {
-                dst: res(0)?,
-                which: Special::ClusterRank,
-            },
-            Op::ClusterNctaRank => DOp::Special {
-                dst: res(0)?,
-                which: Special::ClusterNRank,
-            },
-            Op::IsExplicitCluster => DOp::Special {
-                dst: res(0)?,
-                which: Special::IsExplicitCluster,
-            },
-            Op::ClusterBarrier(c) => match c {
-                zyntax_hir::ClusterBarrierOp::Wait => DOp::ClusterWait,
-                _ => DOp::ClusterArrive,
-            },
-            Op::GridSync => DOp::GridSync,
-            Op::Griddep(_) => DOp::Nop,
-            Op::Mapa => DOp::Mapa {
-                dst: res(0)?,
-                ptr: arg(0)?,
-                rank: arg(1)?,
-            },
-            // A remote arrival is an `arrive` on the barrier word `mapa` pointed at
-            // (the interpreter's memory is sequentially consistent: both scopes alike).
-            Op::MbarrierArriveCluster | Op::MbarrierArriveClusterRelaxed => DOp::Mbarrier {
-                op: MbarrierOp::Arrive,
-                bar: arg(0)?,
-                a1: NO_SLOT,
-                a2: NO_SLOT,
-                dst: NO_SLOT,
-            },
-            Op::Redux(op) => DOp::Redux {
-                op: *op,
-                signed: arg_ty(1) == Type::I32,
-                dst: res(0)?,
-                mask: arg(0)?,
-                val: arg(1)?,
-            },
-            Op::Red { op, .. } => atomic_v(*op, arg_ty(1), None)?,
-            Op::Atomic { op, .. } if matches!(arg_ty(1), Type::Vector(..)) => {
-                atomic_v(*op, arg_ty(1), Some(res(0)?))?
-            }
-            Op::Atomic { op, .. } => {
-                let Some(ty) = scalar(&arg_ty(1)).filter(|s| *s != ScalarType::Bool) else {
-                    return bad("atomic on a non-scalar");
-                };
-                let ok = match op {
-                    AtomicOp::And
-                    | AtomicOp::Or
-                    | AtomicOp::Xor
-                    | AtomicOp::Inc
-                    | AtomicOp::Dec => ty.is_int(),
-                    _ => true,
-                };
-                if !ok {
-                    return bad(&format!("atomic {op} on {ty}"));
-                }
-                DOp::Atomic {
-                    op: *op,
-                    ty,
-                    dst: res(0)?,
-                    ptr: arg(0)?,
-                    val: arg(1)?,
-                }
-            }
-            Op::AtomicCas { .. } => {
-                let Some(ty) = scalar(&arg_ty(1)).filter(|s| *s != ScalarType::Bool) else {
-                    return bad("atomic.cas on a non-scalar");
-                };
-                DOp::Cas {
-                    ty,
-                    dst: res(0)?,
-                    ptr: arg(0)?,
-                    exp: arg(1)?,
-                    des: arg(2)?,
-                }
-            }
-            Op::Shfl { mode, width } => {
-                if !width.is_power_of_two() || *width > 32 {
-                    return bad("shuffle width must be a power of two <= 32");
-                }
-                DOp::Shfl {
-                    mode: *mode,
-                    width: *width,
-                    dst: res(0)?,
-                    mask: arg(0)?,
-                    val: arg(1)?,
-                    lane: arg(2)?,
-                    n: d.results.first().map_or(1, |v| cx.nslots(*v)),
-                }
-            }
-            Op::Vote(mode) => DOp::Vote {
-                mode: *mode,
-                dst: res(0)?,
-                mask: arg(0)?,
-                pred: arg(1)?,
-            },
-            Op::Match(mode) => DOp::Match {
-                mode: *mode,
-                dst: res(0)?,
-                dst2: if *mode == MatchMode::All { res(1)? } else { 0 },
-                mask: arg(0)?,
-                val: arg(1)?,
-                n: d.args.get(1).map_or(1, |v| cx.nslots(*v)),
-            },
-            Op::MmaLoad { frag, layout } => {
-                let Some(&v) = d.results.first() else {
-                    return bad("missing result");
-                };
-                let VLoc::Frag(dst) = cx.loc(v) else {
-                    return bad("mma.load result is not a fragment");
-                };
-                DOp::MmaLoad {
-                    frag: *frag,
-                    layout: *layout,
-                    dst,
-                    ptr: arg(0)?,
-                    ldm: arg(1)?,
-                }
-            }
-            Op::MmaFill => {
-                let (Some(&v), Type::Frag(frag)) = (d.results.first(), res_ty(0)) else {
-                    return bad("mma.fill result is not a fragment");
-                };
-                let VLoc::Frag(dst) = cx.loc(v) else {
-                    return bad("mma.fill result is not a fragment");
-                };
-                let Some(val_ty) = scalar(&arg_ty(0)) else {
-                    return bad("mma.fill needs a scalar");
-                };
-                DOp::MmaFill {
-                    frag,
-                    dst,
-                    val: arg(0)?,
-                    val_ty,
-                }
-            }
-            Op::Mma => {
-                let (a, fa) = frag_of(0)?;
-                let (b, fb) = frag_of(1)?;
-                let (c, fc) = frag_of(2)?;
-                let Some(VLoc::Frag(dr)) = d.results.first().map(|v| cx.loc(*v)) else {
-                    return bad("mma result is not a fragment");
-                };
-                if fa.kind != FragKind::A || fb.kind != FragKind::B || fc.kind != FragKind::Acc {
-                    return bad("mma needs (a, b, acc) fragments");
-                }
-                if fa.shape != fb.shape || fa.shape != fc.shape {
-                    return bad("mma fragment shapes differ");
-                }
-                DOp::Mma {
-                    a,
-                    b,
-                    c,
-                    d: dr,
-                    fa,
-                    fb,
-                    fc,
-                }
-            }
-            Op::MmaStore { layout } => {
-                let (src, frag) = frag_of(1)?;
-                DOp::MmaStore {
-                    layout: *layout,
-                    frag,
-                    ptr: arg(0)?,
-                    src,
-                    ldm: arg(2)?,
-                }
-            }
-            Op::CpAsync { bytes, cache } => {
-                if !matches!(bytes, 4 | 8 | 16) || (*cache == CacheHint::Cg && *bytes != 16) {
-                    return bad("cp.async copies 4, 8 or 16 bytes (cg: 16)");
-                }
-                DOp::CpAsync {
-                    bytes: *bytes,
-                    dst: arg(0)?,
-                    src: arg(1)?,
-                }
-            }
-            Op::CpAsyncCommit => DOp::CpCommit,
-            Op::CpAsyncWait(n) => DOp::CpWait(*n),
-            Op::Mbarrier(op) => {
-                let opt = |k: usize| {
-                    if k < d.args.len() {
-                        arg(k)
-                    } else {
-                        Ok(NO_SLOT)
-                    }
-                };
-                DOp::Mbarrier {
-                    op: *op,
-                    bar: arg(0)?,
-                    a1: opt(1)?,
-                    a2: opt(2)?,
-                    dst: if d.results.is_empty() {
-                        NO_SLOT
-                    } else {
-                        res(0)?
-                    },
-                }
-            }
-            // The interpreter has one proxy and sequentially consistent memory.
-            Op::FenceProxyAsync | Op::FenceMbarrierInit => DOp::Nop,
-            Op::MmaSync { elem, .. } => {
-                let Some(acc) = arg_ty(2).elem_scalar() else {
-                    return bad("mma.sync accumulator is not a vector");
-                };
-                DOp::MmaSync {
-                    elem: *elem,
-                    acc,
-                    a: arg(0)?,
-                    b: arg(1)?,
-                    c: arg(2)?,
-                    d: res(0)?,
-                }
-            }
-            // Warpgroup MMA and warp specialisation (issue 13 items 1 and 5).
-            Op::WgmmaDesc(swizzle) => DOp::WgmmaDesc {
-                swizzle: *swizzle,
-                dst: res(0)?,
-                ptr: arg(0)?,
-                lbo: arg(1)?,
-                sbo: arg(2)?,
-            },
-            Op::Wgmma(form) => {
-                let Some(acc) = arg_ty(0).elem_scalar() else {
-                    return bad("wgmma accumulator is not a vector");
-                };
-                DOp::Wgmma {
-                    form: *form,
-                    acc,
-                    c: arg(0)?,
-                    a: arg(1)?,
-                    a_regs: arg_ty(1) != Type::U64,
-                    b: arg(2)?,
-                    scale_d: arg(3)?,
-                    d: res(0)?,
-                }
-            }
-            Op::WgmmaZero => DOp::Zero {
-                dst: res(0)?,
-                n: d.results.first().map_or(1, |v| cx.nslots(*v)),
-            },
-            // wgmma completes at issue in the interpreter; registers are not modelled.
-            Op::WgmmaFence | Op::WgmmaCommit | Op::WgmmaWait(_) | Op::Setmaxnreg { .. } => DOp::Nop,
-            Op::ElectSync => DOp::Elect { dst: res(0)? },
-            Op::Ldmatrix { num, trans } => DOp::Ldmatrix {
-                num: *num,
-                trans: *trans,
-                dst: res(0)?,
-                ptr: arg(0)?,
-            },
-            Op::Stmatrix { num, trans } => DOp::Stmatrix {
-                num: *num,
-                trans: *trans,
-                ptr: arg(0)?,
-                src: arg(1)?,
-            },
-            Op::NamedBarrier { arrive, id, count } => DOp::NamedBarrier {
-                arrive: *arrive,
-                id: *id,
-                count: *count,
-            },
-            Op::CvtPack(fmt) => DOp::CvtPack {
-                fmt: *fmt,
-                dst: res(0)?,
-                lo: arg(0)?,
-                hi: arg(1)?,
-            },
-            Op::CvtUnpack(fmt) => DOp::CvtUnpack {
-                fmt: *fmt,
-                dst: res(0)?,
-                a: arg(0)?,
-            },
-            Op::Approx(op) => DOp::Approx {
-                op: *op,
-                dst: res(0)?,
-                a: arg(0)?,
-            },
+        }
+    }
+
+    /// Decode a call (inlined, or a recursive activation), branch or return.
+    fn decode_flow(&mut self, ic: &InstCx, ret: &RetTo, chain: &[usize]) -> Result<DOp> {
+        Ok(match &ic.d.op {
             Op::Call(name) => {
                 let Some(callee) = self.m.functions.iter().position(|g| &g.name == name) else {
-                    return bad(&format!("call to unknown function @{name}"));
+                    return ic.bad(format!("call to unknown function @{name}"));
                 };
                 if chain.contains(&callee) {
                     // A recursive call cannot be inlined: it runs as a nested
                     // activation of the callee's own program (see the executor).
-                    let args: Vec<VLoc> = d.args.iter().map(|v| cx.loc(*v)).collect();
-                    let results: Vec<VLoc> = d.results.iter().map(|v| cx.loc(*v)).collect();
+                    let args: Vec<VLoc> = ic.d.args.iter().map(|v| ic.loc(*v)).collect();
+                    let results: Vec<VLoc> = ic.d.results.iter().map(|v| ic.loc(*v)).collect();
                     if args
                         .iter()
                         .chain(&results)
                         .any(|l| matches!(l, VLoc::Frag(_)))
                     {
-                        return bad("fragments cannot be passed through a recursive call");
+                        return ic.bad("fragments cannot be passed through a recursive call");
                     }
                     self.p.rec_calls.push(RecCall {
                         callee,
@@ -1373,34 +832,33 @@ impl Decoder<'_> {
                 self.pending.push(Pending {
                     edge,
                     callee,
-                    args: d.args.iter().map(|v| cx.loc(*v)).collect(),
-                    results: d.results.iter().map(|v| cx.loc(*v)).collect(),
+                    args: ic.d.args.iter().map(|v| ic.loc(*v)).collect(),
+                    results: ic.d.results.iter().map(|v| ic.loc(*v)).collect(),
                     cont: self.p.insts.len() as u32 + 1,
                     chain: chain2,
                 });
-                let _ = cx.fi;
                 DOp::Jump(edge as u32)
             }
             Op::Jump => {
-                let Some(t) = d.targets.first() else {
-                    return bad("jump without target");
+                let Some(t) = ic.d.targets.first() else {
+                    return ic.bad("jump without target");
                 };
-                DOp::Jump(self.edge(cx, t)?)
+                DOp::Jump(self.edge(ic.cx, t)?)
             }
             Op::Branch => {
-                if d.targets.len() != 2 {
-                    return bad("br needs two targets");
+                if ic.d.targets.len() != 2 {
+                    return ic.bad("br needs two targets");
                 }
-                let t = self.edge(cx, &d.targets[0])?;
-                let e = self.edge(cx, &d.targets[1])?;
+                let t = self.edge(ic.cx, &ic.d.targets[0])?;
+                let e = self.edge(ic.cx, &ic.d.targets[1])?;
                 DOp::Br {
-                    cond: arg(0)?,
+                    cond: ic.arg(0)?,
                     t,
                     e,
                 }
             }
             Op::Return => {
-                let vals: Vec<VLoc> = d.args.iter().map(|v| cx.loc(*v)).collect();
+                let vals: Vec<VLoc> = ic.d.args.iter().map(|v| ic.loc(*v)).collect();
                 match ret {
                     RetTo::Exit => {
                         // One list per `return`: a function may return from several blocks.
@@ -1421,43 +879,13 @@ impl Decoder<'_> {
                 }
             }
             Op::Unreachable => DOp::Unreachable,
-            Op::TmaLoad { .. }
-            | Op::TmaStore
-            | Op::TmaReduce(_)
-            | Op::BulkCopyG2S
-            | Op::BulkCopyS2G
-            | Op::BulkCommitGroup
-            | Op::BulkWaitGroup { .. }
-            | Op::PrefetchTensormap
-            | Op::BulkReduce(_) => {
-                let slots = (0..d.args.len()).map(arg).collect::<Result<Vec<u32>>>()?;
-                // `bulk.reduce`: the element type is the source pointer's.
-                let elem = match d.op {
-                    Op::BulkReduce(_) => arg_ty(1).pointee().and_then(Type::as_scalar),
-                    _ => None,
-                };
-                self.p.tma.push(crate::tma::TmaInst {
-                    op: d.op.clone(),
-                    slots,
-                    elem,
-                });
-                DOp::Tma(self.p.tma.len() as u32 - 1)
-            }
+            _ => return Err(InterpError::Internal("not a control-flow op".into())),
         })
-    }
-}
-
-fn dim(d: zyntax_hir::Dim) -> usize {
-    match d {
-        zyntax_hir::Dim::X => 0,
-        zyntax_hir::Dim::Y => 1,
-        zyntax_hir::Dim::Z => 2,
     }
 }
 
 struct FnCx<'a> {
     f: &'a Function,
-    fi: usize,
     locs: &'a [VLoc],
     block_pc: &'a [u32],
 }
@@ -1483,5 +911,91 @@ impl FnCx<'_> {
     }
     fn ty(&self, v: ValueId) -> &Type {
         self.f.values.get(v.index()).map_or(&Type::BOOL, |d| &d.ty)
+    }
+}
+
+/// One instruction being decoded, for the family decoders: its operands'
+/// register slots and types. Errors name the function and the instruction.
+pub(crate) struct InstCx<'a> {
+    pub(crate) m: &'a Module,
+    cx: &'a FnCx<'a>,
+    pub(crate) d: &'a InstData,
+    i: InstId,
+}
+
+impl InstCx<'_> {
+    /// The instruction is not supported, for the reason `msg`.
+    pub(crate) fn bad<T>(&self, msg: impl Into<String>) -> Result<T> {
+        unsupported(self.cx.f, Some(self.i), msg)
+    }
+
+    /// The first slot (or fragment register) of operand `k`.
+    pub(crate) fn arg(&self, k: usize) -> Result<u32> {
+        match self.d.args.get(k) {
+            Some(v) => Ok(self.cx.slot(*v)),
+            None => self.bad(format!("missing operand {k}")),
+        }
+    }
+
+    /// The first slot (or fragment register) of result `k`.
+    pub(crate) fn res(&self, k: usize) -> Result<u32> {
+        match self.d.results.get(k) {
+            Some(v) => Ok(self.cx.slot(*v)),
+            None => self.bad(format!("missing result {k}")),
+        }
+    }
+
+    /// The type of operand `k` (`bool` when it is missing).
+    pub(crate) fn arg_ty(&self, k: usize) -> Type {
+        self.d
+            .args
+            .get(k)
+            .map_or(Type::BOOL, |v| self.cx.ty(*v).clone())
+    }
+
+    /// The type of result `k` (`bool` when it is missing).
+    pub(crate) fn res_ty(&self, k: usize) -> Type {
+        self.d
+            .results
+            .get(k)
+            .map_or(Type::BOOL, |v| self.cx.ty(*v).clone())
+    }
+
+    /// Operand `k` as a fragment register and its fragment type.
+    pub(crate) fn frag_of(&self, k: usize) -> Result<(u32, FragType)> {
+        match self
+            .d
+            .args
+            .get(k)
+            .map(|v| (self.cx.loc(*v), self.cx.ty(*v)))
+        {
+            Some((VLoc::Frag(r), Type::Frag(ft))) => Ok((r, *ft)),
+            _ => self.bad(format!("operand {k} is not a fragment")),
+        }
+    }
+
+    /// Where the value `v` is held.
+    pub(crate) fn loc(&self, v: ValueId) -> VLoc {
+        self.cx.loc(v)
+    }
+
+    /// Slots of result 0 (1 when there is none).
+    pub(crate) fn res_slots(&self) -> u32 {
+        self.d.results.first().map_or(1, |v| self.cx.nslots(*v))
+    }
+
+    /// Slots of operand `k` (1 when there is none).
+    pub(crate) fn arg_slots(&self, k: usize) -> u32 {
+        self.d.args.get(k).map_or(1, |v| self.cx.nslots(*v))
+    }
+
+    /// The name of the function the instruction is in.
+    pub(crate) fn func_name(&self) -> &str {
+        &self.cx.f.name
+    }
+
+    /// The instruction.
+    pub(crate) fn inst_id(&self) -> InstId {
+        self.i
     }
 }

@@ -3,12 +3,84 @@
 //! registers (element `e` belongs to lane `e % 32`); products are exact in
 //! f64, summed in f64 and rounded once to the accumulator type.
 
-use crate::decode::{DOp, FRAG_ELEMS};
+use crate::decode::{DOp, InstCx, VLoc, FRAG_ELEMS};
 use crate::exec::{lanes, mma_lanes, r, Ctx, Exec, Flow, Warp};
 use crate::memory::{self, Memory};
 use crate::scalar;
 use crate::{InterpError, Result, TrapKind};
-use zyntax_hir::{FragKind, FragType, Layout, ScalarType};
+use zyntax_hir::{FragKind, FragType, Layout, Op, ScalarType, Type};
+
+/// Decode an MMA on fragments.
+pub(crate) fn decode_frag_mma(ic: &InstCx) -> Result<DOp> {
+    Ok(match &ic.d.op {
+        Op::MmaLoad { frag, layout } => {
+            let Some(&v) = ic.d.results.first() else {
+                return ic.bad("missing result");
+            };
+            let VLoc::Frag(dst) = ic.loc(v) else {
+                return ic.bad("mma.load result is not a fragment");
+            };
+            DOp::MmaLoad {
+                frag: *frag,
+                layout: *layout,
+                dst,
+                ptr: ic.arg(0)?,
+                ldm: ic.arg(1)?,
+            }
+        }
+        Op::MmaFill => {
+            let (Some(&v), Type::Frag(frag)) = (ic.d.results.first(), ic.res_ty(0)) else {
+                return ic.bad("mma.fill result is not a fragment");
+            };
+            let VLoc::Frag(dst) = ic.loc(v) else {
+                return ic.bad("mma.fill result is not a fragment");
+            };
+            let Some(val_ty) = ic.arg_ty(0).as_scalar() else {
+                return ic.bad("mma.fill needs a scalar");
+            };
+            DOp::MmaFill {
+                frag,
+                dst,
+                val: ic.arg(0)?,
+                val_ty,
+            }
+        }
+        Op::Mma => {
+            let (a, fa) = ic.frag_of(0)?;
+            let (b, fb) = ic.frag_of(1)?;
+            let (c, fc) = ic.frag_of(2)?;
+            let Some(VLoc::Frag(dr)) = ic.d.results.first().map(|v| ic.loc(*v)) else {
+                return ic.bad("mma result is not a fragment");
+            };
+            if fa.kind != FragKind::A || fb.kind != FragKind::B || fc.kind != FragKind::Acc {
+                return ic.bad("mma needs (a, b, acc) fragments");
+            }
+            if fa.shape != fb.shape || fa.shape != fc.shape {
+                return ic.bad("mma fragment shapes differ");
+            }
+            DOp::Mma {
+                a,
+                b,
+                c,
+                d: dr,
+                fa,
+                fb,
+                fc,
+            }
+        }
+        Op::MmaStore { layout } => {
+            let (src, frag) = ic.frag_of(1)?;
+            DOp::MmaStore {
+                layout: *layout,
+                frag,
+                ptr: ic.arg(0)?,
+                src,
+                ldm: ic.arg(2)?,
+            }
+        }
+        _ => return Err(InterpError::Internal("not a fragment MMA".into())),
+    })
+}
 
 impl Exec<'_> {
     /// `mma.fill`: every element of a fragment from each lane's scalar.

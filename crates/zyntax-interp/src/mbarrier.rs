@@ -17,11 +17,11 @@
 //! one. A state token (from `arrive`) is the word before the arrival, so its
 //! bit 63 names the phase it arrived on.
 
-use crate::decode::{DOp, NO_SLOT};
+use crate::decode::{DOp, InstCx, NO_SLOT};
 use crate::exec::{lanes, r, w, Ctx, Exec, Flow};
 use crate::memory::{self, Access, Fault};
 use crate::{InterpError, TrapKind};
-use zyntax_hir::{AddrSpace, MbarrierOp};
+use zyntax_hir::{AddrSpace, MbarrierOp, Op};
 
 const COUNT_MASK: u64 = (1 << 20) - 1;
 const TX_SHIFT: u32 = 40;
@@ -148,6 +148,46 @@ fn add_tx(tx: i64, d: i64, op: MbarrierOp) -> Result<i64, String> {
         ));
     }
     Ok(n)
+}
+
+// ---------------------------------------------------------------- decoding
+
+/// Decode an `mbarrier` op.
+pub(crate) fn decode_mbarrier(ic: &InstCx) -> crate::Result<DOp> {
+    Ok(match &ic.d.op {
+        // A remote arrival is an `arrive` on the barrier word `mapa` pointed at
+        // (the interpreter's memory is sequentially consistent: both scopes alike).
+        Op::MbarrierArriveCluster | Op::MbarrierArriveClusterRelaxed => DOp::Mbarrier {
+            op: MbarrierOp::Arrive,
+            bar: ic.arg(0)?,
+            a1: NO_SLOT,
+            a2: NO_SLOT,
+            dst: NO_SLOT,
+        },
+        Op::Mbarrier(op) => {
+            let opt = |k: usize| {
+                if k < ic.d.args.len() {
+                    ic.arg(k)
+                } else {
+                    Ok(NO_SLOT)
+                }
+            };
+            DOp::Mbarrier {
+                op: *op,
+                bar: ic.arg(0)?,
+                a1: opt(1)?,
+                a2: opt(2)?,
+                dst: if ic.d.results.is_empty() {
+                    NO_SLOT
+                } else {
+                    ic.res(0)?
+                },
+            }
+        }
+        // The interpreter has one proxy and sequentially consistent memory.
+        Op::FenceMbarrierInit => DOp::Nop,
+        _ => return Err(InterpError::Internal("not an mbarrier op".into())),
+    })
 }
 
 // ---------------------------------------------------------------- execution

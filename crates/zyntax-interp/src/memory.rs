@@ -6,11 +6,11 @@
 //! Shared memory carries shadow state for the initialization check and the
 //! race check (one entry per byte, see [`Shadow`]).
 
-use crate::decode::DOp;
+use crate::decode::{DOp, InstCx, MemTy, Program};
 use crate::exec::{lanes, r, w, Ctx, Exec, Flow};
 use crate::scalar;
 use crate::InterpError;
-use zyntax_hir::{AddrSpace, ScalarType};
+use zyntax_hir::{AddrSpace, Op, ScalarType, Type};
 
 pub const OFFSET_BITS: u32 = 40;
 const OFFSET_MASK: u64 = (1u64 << OFFSET_BITS) - 1;
@@ -287,6 +287,122 @@ fn shadow_check(
         }
     }
     Ok(())
+}
+
+// ---------------------------------------------------------------- decoding
+
+/// Decode a load, store, fence, pointer or allocation op.
+pub(crate) fn decode_memory(ic: &InstCx, p: &mut Program) -> crate::Result<DOp> {
+    Ok(match &ic.d.op {
+        // Cache operators change speed, never values (issue 12 item 3). Execution
+        // is sequentially consistent, so acquire/release accesses are plain ones.
+        Op::Load | Op::LoadCached(_) | Op::LoadAcquire(_) => {
+            let t = ic.res_ty(0);
+            let Some(mt) = MemTy::of(&t) else {
+                let what = match ic.d.op {
+                    Op::LoadAcquire(_) => "load.acquire",
+                    _ => "load",
+                };
+                return ic.bad(format!("{what} of {t}"));
+            };
+            DOp::Load {
+                mt,
+                dst: ic.res(0)?,
+                ptr: ic.arg(0)?,
+            }
+        }
+        Op::Store | Op::StoreCached(_) | Op::StoreRelease(_) => {
+            let t = ic.arg_ty(1);
+            let Some(mt) = MemTy::of(&t) else {
+                let what = match ic.d.op {
+                    Op::StoreRelease(_) => "store.release",
+                    _ => "store",
+                };
+                return ic.bad(format!("{what} of {t}"));
+            };
+            DOp::Store {
+                mt,
+                ptr: ic.arg(0)?,
+                val: ic.arg(1)?,
+            }
+        }
+        Op::PtrAdd => {
+            let elem_size = ic
+                .arg_ty(0)
+                .pointee()
+                .and_then(Type::size_bytes)
+                .unwrap_or(0);
+            let Some(idx_ty) = ic.arg_ty(1).as_scalar().filter(|s| s.is_int()) else {
+                return ic.bad("ptr_add index must be an integer");
+            };
+            DOp::PtrAdd {
+                dst: ic.res(0)?,
+                ptr: ic.arg(0)?,
+                idx: ic.arg(1)?,
+                idx_ty,
+                elem_size,
+            }
+        }
+        Op::PtrCast => {
+            let to = ic.res_ty(0).addr_space().unwrap_or(AddrSpace::Generic);
+            let from = ic.arg_ty(0).addr_space().unwrap_or(AddrSpace::Generic);
+            if to == from || to == AddrSpace::Generic {
+                DOp::Copy {
+                    dst: ic.res(0)?,
+                    a: ic.arg(0)?,
+                    n: 1,
+                }
+            } else {
+                DOp::PtrToSpace {
+                    dst: ic.res(0)?,
+                    a: ic.arg(0)?,
+                    space: to,
+                }
+            }
+        }
+        // Every allocation starts at offset 0 of its own region: any declared alignment holds.
+        Op::Alloca { elem, count } | Op::SharedAlloc { elem, count, .. } => {
+            let Some(bytes) = elem.size_bytes().and_then(|b| b.checked_mul(*count)) else {
+                return ic.bad("allocation size overflows");
+            };
+            if bytes > (1u64 << (OFFSET_BITS - 2)) {
+                return ic.bad("allocation too large");
+            }
+            let name = format!(
+                "@{}:{}",
+                ic.func_name(),
+                ic.d.results
+                    .first()
+                    .map_or(ic.inst_id().to_string(), |v| v.to_string())
+            );
+            if matches!(ic.d.op, Op::Alloca { .. }) {
+                p.locals.push((bytes, format!("local {name}")));
+                DOp::Alloca {
+                    dst: ic.res(0)?,
+                    k: p.locals.len() as u32 - 1,
+                }
+            } else {
+                p.shared.push((bytes, format!("shared {name}")));
+                DOp::SharedAlloc {
+                    dst: ic.res(0)?,
+                    k: p.shared.len() as u32 - 1,
+                }
+            }
+        }
+        Op::DynShared { .. } => DOp::DynShared { dst: ic.res(0)? },
+        Op::GlobalAddr(name) => {
+            let Some(k) = ic.m.globals.iter().position(|g| &g.name == name) else {
+                return ic.bad("global_addr of an unknown global");
+            };
+            DOp::GlobalAddr {
+                dst: ic.res(0)?,
+                k: k as u32,
+            }
+        }
+        // Execution is sequentially consistent, so fences have nothing to order.
+        Op::Fence(_) | Op::FenceAcqRel(_) | Op::CompilerFence => DOp::Nop,
+        _ => return Err(InterpError::Internal("not a memory op".into())),
+    })
 }
 
 // ---------------------------------------------------------------- execution

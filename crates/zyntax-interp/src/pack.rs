@@ -2,11 +2,11 @@
 //! exact round-to-nearest-even from f32, fp8 saturated to the largest finite
 //! value (`.satfinite`). Definitions in `docs/semantics.md`.
 
-use crate::decode::DOp;
+use crate::decode::{DOp, InstCx};
 use crate::exec::{lanes, r, w, Exec, Flow};
 use crate::{InterpError, Result};
 use half::{bf16, f16};
-use zyntax_hir::PackFmt;
+use zyntax_hir::{Op, PackFmt};
 
 /// Exponent and mantissa widths, bias-derived minimum normal exponent and
 /// largest finite value of an fp8 format.
@@ -114,6 +114,26 @@ pub fn cvt_unpack(fmt: PackFmt, a: u64) -> u64 {
         }
     };
     u64::from(one(a as u8)) | u64::from(one((a >> 8) as u8)) << 16
+}
+
+// ---------------------------------------------------------------- decoding
+
+/// Decode `cvt_pack` or `cvt_unpack`.
+pub(crate) fn decode_pack(ic: &InstCx) -> Result<DOp> {
+    Ok(match &ic.d.op {
+        Op::CvtPack(fmt) => DOp::CvtPack {
+            fmt: *fmt,
+            dst: ic.res(0)?,
+            lo: ic.arg(0)?,
+            hi: ic.arg(1)?,
+        },
+        Op::CvtUnpack(fmt) => DOp::CvtUnpack {
+            fmt: *fmt,
+            dst: ic.res(0)?,
+            a: ic.arg(0)?,
+        },
+        _ => return Err(InterpError::Internal("not a pack op".into())),
+    })
 }
 
 // ---------------------------------------------------------------- execution

@@ -4,12 +4,12 @@
 //! once (exact for add/sub/mul/div/sqrt because f64 has more than 2p+2 bits).
 //! See `docs/semantics.md` for the definitions where PTX leaves a choice.
 
-use crate::decode::DOp;
+use crate::decode::{DOp, InstCx, MemTy};
 use crate::exec::{lanes, r, vget, vset, w, Ctx, Exec, Flow};
 use crate::warp_mma;
 use crate::{InterpError, Result, TrapKind};
 use half::{bf16, f16};
-use zyntax_hir::{BinOp, BitOp, CmpOp, ScalarType, UnOp};
+use zyntax_hir::{BinOp, BitOp, CmpOp, Op, ScalarType, Type, UnOp};
 
 /// Mask of the low `bits` bits.
 #[inline]
@@ -545,6 +545,177 @@ pub fn bits(op: BitOp, ty: ScalarType, x: [u64; 4]) -> u64 {
             }
         }
     }
+}
+
+// ---------------------------------------------------------------- decoding
+
+/// Decode a scalar, packed-vector or bit op.
+pub(crate) fn decode_scalar(ic: &InstCx) -> Result<DOp> {
+    Ok(match &ic.d.op {
+        Op::Const(c) => {
+            let Some(s) = ic.res_ty(0).as_scalar() else {
+                return ic.bad("constant of non-scalar type");
+            };
+            DOp::Const {
+                dst: ic.res(0)?,
+                bits: const_bits(s, *c),
+            }
+        }
+        Op::Binary(op) => match ic.arg_ty(0) {
+            Type::Scalar(s) if binop_defined(*op, s) => DOp::Bin {
+                op: *op,
+                ty: s,
+                dst: ic.res(0)?,
+                a: ic.arg(0)?,
+                b: ic.arg(1)?,
+            },
+            t @ Type::Vector(s, _) if binop_defined(*op, s) => DOp::BinV {
+                op: *op,
+                mt: MemTy::of(&t).unwrap_or(MemTy {
+                    elem: s,
+                    n: 1,
+                    size: 1,
+                    align: 1,
+                }),
+                dst: ic.res(0)?,
+                a: ic.arg(0)?,
+                b: ic.arg(1)?,
+            },
+            t => return ic.bad(format!("`{op}` is not defined on {t}")),
+        },
+        Op::Unary(op) => match ic.arg_ty(0) {
+            Type::Scalar(s) if unop_defined(*op, s) => DOp::Un {
+                op: *op,
+                ty: s,
+                dst: ic.res(0)?,
+                a: ic.arg(0)?,
+            },
+            t @ Type::Vector(s, _) if unop_defined(*op, s) => DOp::UnV {
+                op: *op,
+                mt: MemTy::of(&t).unwrap_or(MemTy {
+                    elem: s,
+                    n: 1,
+                    size: 1,
+                    align: 1,
+                }),
+                dst: ic.res(0)?,
+                a: ic.arg(0)?,
+            },
+            t => return ic.bad(format!("`{op}` is not defined on {t}")),
+        },
+        Op::Fma => match ic.arg_ty(0) {
+            Type::Scalar(s) if s.is_float() => DOp::Fma {
+                ty: s,
+                dst: ic.res(0)?,
+                a: ic.arg(0)?,
+                b: ic.arg(1)?,
+                c: ic.arg(2)?,
+            },
+            t @ Type::Vector(s, _) if s.is_float() => DOp::FmaV {
+                mt: MemTy::of(&t).ok_or_else(|| InterpError::Internal("fma vector".into()))?,
+                dst: ic.res(0)?,
+                a: ic.arg(0)?,
+                b: ic.arg(1)?,
+                c: ic.arg(2)?,
+            },
+            t => return ic.bad(format!("fma on {t}")),
+        },
+        Op::Cmp(op) => match ic.arg_ty(0) {
+            Type::Scalar(s) => DOp::Cmp {
+                op: *op,
+                ty: s,
+                dst: ic.res(0)?,
+                a: ic.arg(0)?,
+                b: ic.arg(1)?,
+            },
+            // Pointers compare by their encoding (equality is exact; order only within one allocation).
+            Type::Ptr(..) => DOp::Cmp {
+                op: *op,
+                ty: ScalarType::U64,
+                dst: ic.res(0)?,
+                a: ic.arg(0)?,
+                b: ic.arg(1)?,
+            },
+            t => return ic.bad(format!("comparison of {t}")),
+        },
+        Op::Select => DOp::Select {
+            dst: ic.res(0)?,
+            cond: ic.arg(0)?,
+            a: ic.arg(1)?,
+            b: ic.arg(2)?,
+            n: ic.res_slots(),
+        },
+        Op::Cast => match (ic.arg_ty(0), ic.res_ty(0)) {
+            (Type::Scalar(a), Type::Scalar(b)) => DOp::Cast {
+                from: a,
+                to: b,
+                dst: ic.res(0)?,
+                a: ic.arg(0)?,
+            },
+            (a, b) => return ic.bad(format!("cast from {a} to {b}")),
+        },
+        Op::Bitcast => {
+            let (a, b) = (ic.arg_ty(0), ic.res_ty(0));
+            if a.size_bytes() != b.size_bytes() || a.is_bool() != b.is_bool() {
+                return ic.bad(format!("bitcast from {a} to {b}"));
+            }
+            DOp::Copy {
+                dst: ic.res(0)?,
+                a: ic.arg(0)?,
+                n: ic.res_slots(),
+            }
+        }
+        Op::Extract(lane) | Op::Insert(lane) => {
+            let t = ic.arg_ty(0);
+            let Some(mt) = MemTy::of(&t).filter(|_| matches!(t, Type::Vector(..))) else {
+                return ic.bad("extract/insert needs a vector");
+            };
+            if *lane >= mt.n {
+                return ic.bad("lane out of range");
+            }
+            if matches!(ic.d.op, Op::Extract(_)) {
+                DOp::Extract {
+                    mt,
+                    lane: *lane,
+                    dst: ic.res(0)?,
+                    v: ic.arg(0)?,
+                }
+            } else {
+                DOp::Insert {
+                    mt,
+                    lane: *lane,
+                    dst: ic.res(0)?,
+                    v: ic.arg(0)?,
+                    s: ic.arg(1)?,
+                }
+            }
+        }
+        Op::Bits(op) => {
+            let Some(ty) = ic
+                .arg_ty(if *op == BitOp::Bfi { 1 } else { 0 })
+                .as_scalar()
+                .filter(|s| s.is_int())
+            else {
+                return ic.bad(format!("`{op}` on a non-integer"));
+            };
+            let mut a = [0u32; 4];
+            for (i, slot) in a.iter_mut().enumerate().take(ic.d.args.len()) {
+                *slot = ic.arg(i)?;
+            }
+            DOp::Bits {
+                op: *op,
+                ty,
+                dst: ic.res(0)?,
+                a,
+            }
+        }
+        Op::Approx(op) => DOp::Approx {
+            op: *op,
+            dst: ic.res(0)?,
+            a: ic.arg(0)?,
+        },
+        _ => return Err(InterpError::Internal("not a scalar op".into())),
+    })
 }
 
 // ---------------------------------------------------------------- execution

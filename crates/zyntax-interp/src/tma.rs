@@ -33,14 +33,14 @@
 //! span are a span apart, and the bytes between them are left as they were.
 
 use crate::cluster::{cluster_rank, mapa_target};
-use crate::decode::DOp;
+use crate::decode::{DOp, InstCx, Program};
 use crate::exec::{lanes, r, Ctx, Exec, Flow};
 use crate::mbarrier;
 use crate::memory::{self, Access, Fault, Memory};
 use crate::InterpError;
 use crate::{scalar, TrapKind};
 use zyntax_hir::tensormap::{OobFill, TensorMapDesc};
-use zyntax_hir::{AddrSpace, BinOp, BulkRedOp, MbarrierOp, Op, ScalarType};
+use zyntax_hir::{AddrSpace, BinOp, BulkRedOp, MbarrierOp, Op, ScalarType, Type};
 
 /// A tensor map argument of an interpreter launch: `desc` over buffer
 /// `buffer` (its index in the launch's buffers) starting `offset` bytes in.
@@ -377,6 +377,41 @@ fn complete_tx(mem: &mut Memory, bar: u64, bytes: u64, tid: u32) -> Result<(), T
         mem.epoch = mem.epoch.wrapping_add(1);
     }
     Ok(())
+}
+
+// ---------------------------------------------------------------- decoding
+
+/// Decode a TMA or bulk-copy op.
+pub(crate) fn decode_tma(ic: &InstCx, p: &mut Program) -> crate::Result<DOp> {
+    Ok(match &ic.d.op {
+        Op::TmaLoad { .. }
+        | Op::TmaStore
+        | Op::TmaReduce(_)
+        | Op::BulkCopyG2S
+        | Op::BulkCopyS2G
+        | Op::BulkCommitGroup
+        | Op::BulkWaitGroup { .. }
+        | Op::PrefetchTensormap
+        | Op::BulkReduce(_) => {
+            let slots = (0..ic.d.args.len())
+                .map(|k| ic.arg(k))
+                .collect::<crate::Result<Vec<u32>>>()?;
+            // `bulk.reduce`: the element type is the source pointer's.
+            let elem = match ic.d.op {
+                Op::BulkReduce(_) => ic.arg_ty(1).pointee().and_then(Type::as_scalar),
+                _ => None,
+            };
+            p.tma.push(TmaInst {
+                op: ic.d.op.clone(),
+                slots,
+                elem,
+            });
+            DOp::Tma(p.tma.len() as u32 - 1)
+        }
+        // The interpreter has one proxy and sequentially consistent memory.
+        Op::FenceProxyAsync => DOp::Nop,
+        _ => return Err(InterpError::Internal("not a TMA op".into())),
+    })
 }
 
 // ---------------------------------------------------------------- execution

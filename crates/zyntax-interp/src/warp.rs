@@ -3,10 +3,58 @@
 //! (see `Exec::gather_collective`); each lane reads the others' values
 //! as they were when the last lane arrived.
 
-use crate::decode::DOp;
+use crate::decode::{DOp, InstCx};
 use crate::exec::{lanes, r, w, Exec};
 use crate::{InterpError, Result};
-use zyntax_hir::{MatchMode, ReduxOp, ShflMode, VoteMode};
+use zyntax_hir::{MatchMode, Op, ReduxOp, ShflMode, Type, VoteMode};
+
+/// Decode a warp collective.
+pub(crate) fn decode_warp(ic: &InstCx) -> Result<DOp> {
+    Ok(match &ic.d.op {
+        Op::WarpSync => DOp::WarpSync { mask: ic.arg(0)? },
+        Op::Redux(op) => DOp::Redux {
+            op: *op,
+            signed: ic.arg_ty(1) == Type::I32,
+            dst: ic.res(0)?,
+            mask: ic.arg(0)?,
+            val: ic.arg(1)?,
+        },
+        Op::Shfl { mode, width } => {
+            if !width.is_power_of_two() || *width > 32 {
+                return ic.bad("shuffle width must be a power of two <= 32");
+            }
+            DOp::Shfl {
+                mode: *mode,
+                width: *width,
+                dst: ic.res(0)?,
+                mask: ic.arg(0)?,
+                val: ic.arg(1)?,
+                lane: ic.arg(2)?,
+                n: ic.res_slots(),
+            }
+        }
+        Op::Vote(mode) => DOp::Vote {
+            mode: *mode,
+            dst: ic.res(0)?,
+            mask: ic.arg(0)?,
+            pred: ic.arg(1)?,
+        },
+        Op::Match(mode) => DOp::Match {
+            mode: *mode,
+            dst: ic.res(0)?,
+            dst2: if *mode == MatchMode::All {
+                ic.res(1)?
+            } else {
+                0
+            },
+            mask: ic.arg(0)?,
+            val: ic.arg(1)?,
+            n: ic.arg_slots(1),
+        },
+        Op::ElectSync => DOp::Elect { dst: ic.res(0)? },
+        _ => return Err(InterpError::Internal("not a warp collective".into())),
+    })
+}
 
 impl Exec<'_> {
     /// Execute a warp collective (`warp_sync`, `shfl`, `vote`, `redux`, `match`,

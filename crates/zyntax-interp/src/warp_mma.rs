@@ -6,12 +6,12 @@
 //! packed into `u32` registers, element `i` in bits `[i*w, (i+1)*w)` of the
 //! value (element 0 in the low half of register 0, as PTX packs `f16x2`).
 
-use crate::decode::DOp;
+use crate::decode::{DOp, InstCx};
 use crate::exec::{mma_lanes, r, Ctx, Exec};
 use crate::memory::Access;
 use crate::scalar;
 use crate::{InterpError, Result};
-use zyntax_hir::{ApproxOp, MmaElem, ScalarType, WarpShape};
+use zyntax_hir::{ApproxOp, MmaElem, Op, ScalarType, WarpShape};
 
 /// The operand of `D = A * B + C` a fragment belongs to (C and D share a layout).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -251,6 +251,40 @@ pub fn approx(op: ApproxOp, bits: u64) -> u64 {
     } as f32;
     let y = if op == ApproxOp::Ex2Ftz { ftz(y) } else { y };
     u64::from(y.to_bits())
+}
+
+// ---------------------------------------------------------------- decoding
+
+/// Decode `mma.sync`, `ldmatrix` or `stmatrix`.
+pub(crate) fn decode_warp_mma(ic: &InstCx) -> Result<DOp> {
+    Ok(match &ic.d.op {
+        Op::MmaSync { elem, .. } => {
+            let Some(acc) = ic.arg_ty(2).elem_scalar() else {
+                return ic.bad("mma.sync accumulator is not a vector");
+            };
+            DOp::MmaSync {
+                elem: *elem,
+                acc,
+                a: ic.arg(0)?,
+                b: ic.arg(1)?,
+                c: ic.arg(2)?,
+                d: ic.res(0)?,
+            }
+        }
+        Op::Ldmatrix { num, trans } => DOp::Ldmatrix {
+            num: *num,
+            trans: *trans,
+            dst: ic.res(0)?,
+            ptr: ic.arg(0)?,
+        },
+        Op::Stmatrix { num, trans } => DOp::Stmatrix {
+            num: *num,
+            trans: *trans,
+            ptr: ic.arg(0)?,
+            src: ic.arg(1)?,
+        },
+        _ => return Err(InterpError::Internal("not a warp MMA".into())),
+    })
 }
 
 // ---------------------------------------------------------------- execution

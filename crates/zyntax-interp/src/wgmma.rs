@@ -8,13 +8,13 @@
 //! address, so `wgmma` reads exactly the bytes the descriptor names, swizzled
 //! by the address bits as the hardware does.
 
-use crate::decode::DOp;
+use crate::decode::{DOp, InstCx};
 use crate::exec::{lanes, mma_lanes, r, w, Ctx, Exec, Flow};
 use crate::memory;
 use crate::warp_mma::{self, Operand};
 use crate::{InterpError, Result, TrapKind};
 use std::collections::HashMap;
-use zyntax_hir::{MmaElem, ScalarType, Swizzle, WarpShape, Wgmma};
+use zyntax_hir::{MmaElem, Op, ScalarType, Swizzle, Type, WarpShape, Wgmma};
 
 /// Alignment of each shared allocation in the interpreter's window (the
 /// 128-byte swizzle pattern repeats every 1024 bytes).
@@ -140,6 +140,44 @@ pub fn compute(
         }
     }
     out
+}
+
+// ---------------------------------------------------------------- decoding
+
+/// Decode a warpgroup MMA op.
+pub(crate) fn decode_wgmma(ic: &InstCx) -> Result<DOp> {
+    Ok(match &ic.d.op {
+        // Warpgroup MMA and warp specialisation (issue 13 items 1 and 5).
+        Op::WgmmaDesc(swizzle) => DOp::WgmmaDesc {
+            swizzle: *swizzle,
+            dst: ic.res(0)?,
+            ptr: ic.arg(0)?,
+            lbo: ic.arg(1)?,
+            sbo: ic.arg(2)?,
+        },
+        Op::Wgmma(form) => {
+            let Some(acc) = ic.arg_ty(0).elem_scalar() else {
+                return ic.bad("wgmma accumulator is not a vector");
+            };
+            DOp::Wgmma {
+                form: *form,
+                acc,
+                c: ic.arg(0)?,
+                a: ic.arg(1)?,
+                a_regs: ic.arg_ty(1) != Type::U64,
+                b: ic.arg(2)?,
+                scale_d: ic.arg(3)?,
+                d: ic.res(0)?,
+            }
+        }
+        Op::WgmmaZero => DOp::Zero {
+            dst: ic.res(0)?,
+            n: ic.res_slots(),
+        },
+        // wgmma completes at issue in the interpreter; registers are not modelled.
+        Op::WgmmaFence | Op::WgmmaCommit | Op::WgmmaWait(_) | Op::Setmaxnreg { .. } => DOp::Nop,
+        _ => return Err(InterpError::Internal("not a wgmma op".into())),
+    })
 }
 
 // ---------------------------------------------------------------- execution

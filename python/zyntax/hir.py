@@ -18,6 +18,11 @@ instruction. Structured control flow uses context managers::
 Operands may be `Value`s or Python numbers; numbers become constants of the
 type the other operands (or the instruction) imply. Every instruction records
 the calling Python file:line, so verifier errors point at your code.
+
+Variables (`declare_var`, `def_var`, `use_var`) let a front-end assign and
+read names in any block; the builder constructs SSA form (block parameters
+where paths join), also inside `if_`/`for_range` scopes, so loops need no
+carried values (see docs/python.md, "Variables and SSA construction").
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ from zyntax._native import (
 )
 from zyntax._native import Block as Block
 from zyntax._native import Value as Value
+from zyntax._native import Var as Var
 from zyntax._native import parse_zir as _parse_zir
 from zyntax.errors import ArgumentError
 
@@ -105,6 +111,7 @@ __all__ = [
     "Module",
     "Type",
     "Value",
+    "Var",
     "array",
     "bf16",
     "bool_",

@@ -20,6 +20,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use std::sync::{Arc, Mutex, MutexGuard};
 use zyntax_hir as zh;
+
+mod ssa;
+pub use ssa::PyVar;
 use zyntax_hir::{
     Arch, AtomicOp, BinOp, BitOp, BlockId, CacheHint, CmpOp, Dim, ForFrame, FunctionKind, IfFrame,
     KernelInfo, Loc, MatchMode, MbarrierOp, OptLevel, PtxVersion, ReduxOp, ScalarType, Scope,
@@ -2463,6 +2466,56 @@ impl FunctionBuilder {
         Ok(Loop {
             inner: self.loop_spec(start, stop, step, r#type, carry)?,
         })
+    }
+
+    // ------------------------------------------------------------ variables (hir/ssa.rs)
+
+    /// A new variable of `type` (SSA construction): assign it with `def_var`
+    /// and read it with `use_var` in any block; the builder adds the block
+    /// parameters where paths join. `name` appears in error messages.
+    #[pyo3(signature = (r#type, name=None))]
+    fn declare_var(
+        &self,
+        py: Python<'_>,
+        r#type: &Bound<'_, PyAny>,
+        name: Option<Text>,
+    ) -> PyResult<PyVar> {
+        self.ssa_declare_var(py, r#type, name)
+    }
+
+    /// Assigns `value` (a `Value` of the variable's type, or a Python number)
+    /// to `var` in the current block.
+    fn def_var(
+        &self,
+        py: Python<'_>,
+        var: Is<'_, PyVar>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        self.ssa_def_var(py, var, value)
+    }
+
+    /// The value of `var` in the current block. A read that some path from
+    /// the entry reaches without an assignment is a BuildError (here, or when
+    /// the block that waited for it is sealed).
+    fn use_var(&self, py: Python<'_>, var: Is<'_, PyVar>) -> PyResult<PyValue> {
+        self.ssa_use_var(py, var)
+    }
+
+    /// Declares that every branch to `block` exists; a later branch to it is a
+    /// BuildError. The structured scopes seal the blocks they create, and
+    /// `finish` seals every block left unsealed.
+    fn seal_block(&self, py: Python<'_>, block: Is<'_, PyBlock>) -> PyResult<()> {
+        self.ssa_seal_block(py, block)
+    }
+
+    /// Seals every block not sealed yet.
+    fn seal_all_blocks(&self, py: Python<'_>) -> PyResult<()> {
+        self.ssa_seal_all_blocks(py)
+    }
+
+    /// Whether `block` is sealed.
+    fn is_sealed(&self, py: Python<'_>, block: Is<'_, PyBlock>) -> PyResult<bool> {
+        self.ssa_is_sealed(py, block)
     }
 
     // ------------------------------------------------------------ finishing

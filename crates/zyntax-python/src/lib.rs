@@ -41,7 +41,7 @@ mod _native {
     #[pymodule_export]
     use crate::hir::{
         parse_zir, ForRange, FunctionBuilder, HirModule, IfBranch, IfElse, IfScope, Loop, PyBlock,
-        PyValue,
+        PyValue, PyVar,
     };
 
     #[pymodule_export]

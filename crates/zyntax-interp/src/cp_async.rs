@@ -4,9 +4,9 @@
 
 use crate::decode::{DOp, InstCx};
 use crate::exec::{lanes, r, Ctx, Exec, Flow};
-use crate::memory::{self, Access, Fault};
+use crate::memory::Access;
 use crate::{InterpError, Result};
-use zyntax_hir::{AddrSpace, CacheHint, Op};
+use zyntax_hir::{CacheHint, Op};
 
 /// One issued copy: up to 16 bytes read at issue, written to `dst` at the wait.
 #[derive(Clone)]
@@ -68,23 +68,8 @@ impl Exec<'_> {
                     let (sid, soff) = mem
                         .check(sv, n, n as u64, Access::Read, tid)
                         .map_err(|f| ctx.fault(f, pc, tid, "cp.async source read"))?;
-                    if mem.space_of(dv) != Some(AddrSpace::Shared) && memory::ptr_id(dv) != 0 {
-                        let name = mem
-                            .allocs
-                            .get(memory::ptr_id(dv) as usize)
-                            .map_or(String::new(), |a| a.name.clone());
-                        let have = mem.space_of(dv).unwrap_or(AddrSpace::Generic);
-                        return Err(ctx.fault(
-                            Fault::WrongSpace {
-                                name,
-                                have,
-                                want: AddrSpace::Shared,
-                            },
-                            pc,
-                            tid,
-                            "cp.async destination",
-                        ));
-                    }
+                    mem.shared_only(dv)
+                        .map_err(|f| ctx.fault(f, pc, tid, "cp.async destination"))?;
                     let mut copy = CpCopy {
                         dst: dv,
                         bytes: [0; 16],

@@ -19,9 +19,9 @@
 
 use crate::decode::{DOp, InstCx, NO_SLOT};
 use crate::exec::{lanes, r, w, Ctx, Exec, Flow};
-use crate::memory::{self, Access, Fault};
+use crate::memory::{Access, Memory};
 use crate::{InterpError, TrapKind};
-use zyntax_hir::{AddrSpace, MbarrierOp, Op};
+use zyntax_hir::{MbarrierOp, Op};
 
 const COUNT_MASK: u64 = (1 << 20) - 1;
 const TX_SHIFT: u32 = 40;
@@ -140,6 +140,29 @@ pub fn step(op: MbarrierOp, word: u64, a1: u64, a2: u64) -> Result<Step, String>
     })
 }
 
+/// Applies `op` to the barrier word at byte `off` of allocation `id` (an
+/// access already checked) and stores the new word: the step of an
+/// `mbarrier` instruction and of a copy's `complete_tx`. A completed phase
+/// orders the accesses before it against those after it, as a block barrier
+/// does: it starts a new race-check interval. Returns the op's result.
+pub(crate) fn apply(
+    mem: &mut Memory,
+    id: usize,
+    off: usize,
+    op: MbarrierOp,
+    a1: u64,
+    a2: u64,
+) -> Result<Option<u64>, String> {
+    let st = step(op, mem.read(id, off, 8), a1, a2)?;
+    if let Some(nw) = st.word {
+        mem.write(id, off, 8, nw);
+    }
+    if st.completed {
+        mem.epoch = mem.epoch.wrapping_add(1);
+    }
+    Ok(st.result)
+}
+
 fn add_tx(tx: i64, d: i64, op: MbarrierOp) -> Result<i64, String> {
     let n = tx + d;
     if d.unsigned_abs() > MAX_COUNT || n.unsigned_abs() > MAX_COUNT {
@@ -229,39 +252,14 @@ impl Exec<'_> {
             let tid = base + l as u32;
             let pv = r(regs, *bar, l);
             let what = format!("mbarrier.{op}");
-            if mem.space_of(pv) != Some(AddrSpace::Shared) && memory::ptr_id(pv) != 0 {
-                let name = mem
-                    .allocs
-                    .get(memory::ptr_id(pv) as usize)
-                    .map_or(String::new(), |a| a.name.clone());
-                let have = mem.space_of(pv).unwrap_or(AddrSpace::Generic);
-                return Err(ctx.fault(
-                    Fault::WrongSpace {
-                        name,
-                        have,
-                        want: AddrSpace::Shared,
-                    },
-                    pc,
-                    tid,
-                    &what,
-                ));
-            }
             let (id, off) = mem
-                .check(pv, 8, 8, Access::Atomic, tid)
+                .shared_only(pv)
+                .and_then(|()| mem.check(pv, 8, 8, Access::Atomic, tid))
                 .map_err(|f| ctx.fault(f, pc, tid, &what))?;
-            let word = mem.read(id, off, 8);
-            let st = step(*op, word, opt(regs, *a1, l), opt(regs, *a2, l))
+            let result = apply(mem, id, off, *op, opt(regs, *a1, l), opt(regs, *a2, l))
                 .map_err(|m| ctx.trap(TrapKind::InvalidMbarrier, pc, tid, m))?;
-            if let Some(nw) = st.word {
-                mem.write(id, off, 8, nw);
-            }
-            if let (Some(v), true) = (st.result, *dst != NO_SLOT) {
+            if let (Some(v), true) = (result, *dst != NO_SLOT) {
                 w(regs, *dst, l, v);
-            }
-            if st.completed {
-                // A completed phase orders the accesses before it
-                // against those after it, as a block barrier does.
-                mem.epoch = mem.epoch.wrapping_add(1);
             }
         }
         Ok(Flow::Next)

@@ -145,6 +145,24 @@ impl Memory {
         self.allocs.get(id).map(|a| a.space)
     }
 
+    /// A `WrongSpace` fault when `p` (not null) points outside shared memory:
+    /// the check of operands that must be shared (`cp.async` destinations,
+    /// mbarriers); a null `p` faults at the access that follows.
+    pub(crate) fn shared_only(&self, p: u64) -> Result<(), Fault> {
+        if self.space_of(p) == Some(AddrSpace::Shared) || ptr_id(p) == 0 {
+            return Ok(());
+        }
+        let name = self
+            .allocs
+            .get(ptr_id(p) as usize)
+            .map_or(String::new(), |a| a.name.clone());
+        Err(Fault::WrongSpace {
+            name,
+            have: self.space_of(p).unwrap_or(AddrSpace::Generic),
+            want: AddrSpace::Shared,
+        })
+    }
+
     /// Resolve and check an access of `size` bytes with alignment `align`;
     /// returns (allocation index, byte offset).
     #[inline]

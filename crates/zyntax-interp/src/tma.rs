@@ -367,15 +367,8 @@ fn complete_tx(mem: &mut Memory, bar: u64, bytes: u64, tid: u32) -> Result<(), T
     let (id, off) = mem
         .check(bar, 8, 8, Access::Atomic, tid)
         .map_err(mem_err("mbarrier complete_tx"))?;
-    let word = mem.read(id, off, 8);
-    let st = mbarrier::step(MbarrierOp::CompleteTx, word, bytes, 0)
+    mbarrier::apply(mem, id, off, MbarrierOp::CompleteTx, bytes, 0)
         .map_err(|m| TmaError::Trap(TrapKind::InvalidMbarrier, m))?;
-    if let Some(nw) = st.word {
-        mem.write(id, off, 8, nw);
-    }
-    if st.completed {
-        mem.epoch = mem.epoch.wrapping_add(1);
-    }
     Ok(())
 }
 

@@ -481,3 +481,43 @@ fn integer_division_by_zero_traps_and_min_div_wraps() {
     let got: Vec<i128> = v.iter().map(|x| x.as_i128().unwrap()).collect();
     assert_eq!(got, vec![3, 1, i128::from(i32::MIN), 0]);
 }
+
+#[test]
+fn shared_operands_outside_shared_memory_are_address_space_traps() {
+    // A global pointer stored to memory and loaded back as a shared one still
+    // points into the global buffer: an mbarrier there, or a cp.async
+    // destination there, is an address-space trap naming the instruction,
+    // the buffer and both spaces.
+    for (what, cp_async) in [("mbarrier.init", false), ("cp.async destination", true)] {
+        let mut b = FunctionBuilder::kernel("k", &[g(Type::U64), g(g(Type::U64))]);
+        let (p, q) = (b.param(0), b.param(1));
+        b.store(q, p).unwrap();
+        let shared_ptr = Type::ptr(AddrSpace::Shared, Type::U64);
+        let q_as_shared = b.ptr_cast(q, g(shared_ptr)).unwrap();
+        let s = b.load(q_as_shared).unwrap();
+        if cp_async {
+            b.cp_async(8, CacheHint::Ca, s, p).unwrap();
+        } else {
+            let one = b.iconst(Type::U32, 1).unwrap();
+            b.mbarrier(MbarrierOp::Init, &[s, one]).unwrap();
+        }
+        b.ret(&[]).unwrap();
+        let mut m = module(vec![b.finish().unwrap()]);
+        m.targets = vec![Arch::from_name("sm_90").unwrap()];
+        let mut bufs = vec![vec![0u8; 8], vec![0u8; 8]];
+        let args = [Arg::Buffer(0), Arg::Buffer(1)];
+        let e = Interpreter::new(&m)
+            .unwrap()
+            .launch("k", [1, 1, 1], [1, 1, 1], 0, &args, &mut bufs)
+            .unwrap_err();
+        let t = trap_of(&e);
+        assert_eq!(t.kind, TrapKind::AddressSpace, "{what}: {e}");
+        assert!(
+            t.message.starts_with(&format!("{what}: pointer into "))
+                && t.message.ends_with("(global) used as a shared pointer"),
+            "{}",
+            t.message
+        );
+        assert_eq!(bufs[0], vec![0u8; 8], "{what} wrote to the global buffer");
+    }
+}

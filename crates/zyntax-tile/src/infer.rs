@@ -11,26 +11,37 @@
 //!   hold the same layout on its own shape (a reduce result of a tile with the
 //!   coalesced layout does, so `x - max(x)` needs no conversion).
 //! - `reduce`: the operand's layout, on the reduced shape.
-//! - `dot` (FFMA): the coalesced layout of the accumulator; `a` and `b` are
-//!   staged through shared memory, so any layout will do.
+//! - `dot`: on tensor cores (the schedule's `dot_path` and arch allow it,
+//!   f16/bf16 operands, M, N, K multiples of 16, 8, 16) the `mma.sync`
+//!   accumulator layout [`Mma`]; on the FFMA path the coalesced layout of the
+//!   accumulator. `a` and `b` are staged through shared memory either way, so
+//!   any layout will do. A loop-carried accumulator that a `dot` in the loop
+//!   updates starts in the `dot`'s layout, so nothing is converted per
+//!   iteration.
+//! - `reduce` and `broadcast` work on blocked layouts: an operand in an MMA
+//!   layout is converted first.
 //! - `for`: a carried tile keeps its initial value's layout; yields are
 //!   converted to it.
 //! - `store`, `atomic_add`: any layout (owners write).
 
-use crate::ir::{Op, TileId, TileProgram, Value};
-use crate::layout::Blocked;
+use crate::error::{TileError, TileResult};
+use crate::ir::{Op, ScalarId, TileId, TileProgram, Value};
+use crate::layout::{Blocked, Layout, Mma};
+use crate::schedule::{DotPath, Schedule};
+use std::collections::HashMap;
+use zyntax_hir::{Arch, Type};
 
 /// The layout of every tile, indexed by [`TileId`].
 #[derive(Clone, Debug, Default)]
 pub struct Layouts {
-    pub of: Vec<Option<Blocked>>,
+    pub of: Vec<Option<Layout>>,
 }
 
 impl Layouts {
-    pub fn get(&self, t: TileId) -> Option<&Blocked> {
+    pub fn get(&self, t: TileId) -> Option<&Layout> {
         self.of.get(t.0 as usize).and_then(Option::as_ref)
     }
-    fn set(&mut self, t: TileId, l: Blocked) {
+    fn set(&mut self, t: TileId, l: Layout) {
         let i = t.0 as usize;
         if self.of.len() <= i {
             self.of.resize(i + 1, None);
@@ -42,31 +53,62 @@ impl Layouts {
 struct Inference<'p> {
     program: &'p mut TileProgram,
     warps: u32,
+    arch: Arch,
+    dot_path: DotPath,
     layouts: Layouts,
+    /// The first `dot` that `dot_path: MmaSync` cannot put on tensor cores.
+    error: Option<TileError>,
+    /// Tiles made by `full`, and their value: "converting" one makes a new
+    /// `full` in the wanted layout instead of a trip through shared memory.
+    fulls: HashMap<TileId, ScalarId>,
 }
 
-/// Infers layouts for `warps` warps, rewriting `program` in place.
+/// Infers layouts for `warps` warps with every `dot` on the FFMA path,
+/// rewriting `program` in place.
 pub fn infer(program: &mut TileProgram, warps: u32) -> Layouts {
+    run(program, warps, Arch::Sm80, DotPath::Ffma).0
+}
+
+/// Infers layouts for `schedule` (its warps, arch and `dot_path`), rewriting
+/// `program` in place.
+pub fn infer_for(program: &mut TileProgram, schedule: &Schedule) -> TileResult<Layouts> {
+    let (layouts, error) = run(program, schedule.warps, schedule.arch, schedule.dot_path);
+    match error {
+        Some(e) => Err(e),
+        None => Ok(layouts),
+    }
+}
+
+fn run(
+    program: &mut TileProgram,
+    warps: u32,
+    arch: Arch,
+    dot_path: DotPath,
+) -> (Layouts, Option<TileError>) {
     let body = std::mem::take(&mut program.body);
     let mut inf = Inference {
         program,
         warps,
+        arch,
+        dot_path,
         layouts: Layouts::default(),
+        error: None,
+        fulls: HashMap::new(),
     };
     let body = inf.region(body);
     inf.program.body = body;
-    inf.layouts
+    (inf.layouts, inf.error)
 }
 
 impl Inference<'_> {
-    fn coalesced(&self, t: TileId, contiguous: Option<usize>) -> Blocked {
+    fn coalesced(&self, t: TileId, contiguous: Option<usize>) -> Layout {
         let ty = self.program.tile(t);
         let rank = ty.shape.len();
         let bytes = ty.elem.size_bytes().unwrap_or(4) as u32;
-        Blocked::coalesced(&ty.shape, self.warps, bytes, contiguous.unwrap_or(rank - 1))
+        Blocked::coalesced(&ty.shape, self.warps, bytes, contiguous.unwrap_or(rank - 1)).into()
     }
 
-    fn layout(&self, t: TileId) -> Blocked {
+    fn layout(&self, t: TileId) -> Layout {
         // Every operand was defined (and given a layout) before its use.
         self.layouts
             .get(t)
@@ -74,17 +116,80 @@ impl Inference<'_> {
             .unwrap_or_else(|| self.coalesced(t, None))
     }
 
+    /// Why `a @ b` cannot run on `mma.sync`, if it cannot.
+    fn mma_unfit(&self, a: TileId, b: TileId) -> Option<String> {
+        let (ta, tb) = (self.program.tile(a), self.program.tile(b));
+        let (m, k, n) = (ta.shape[0], ta.shape[1], tb.shape[1]);
+        if self.arch < Arch::Sm80 {
+            Some(format!(
+                "mma.sync needs sm_80, the schedule is for {}",
+                self.arch
+            ))
+        } else if ta.elem != Type::F16 && ta.elem != Type::BF16 {
+            Some(format!(
+                "mma.sync takes f16 or bf16 operands, not {}",
+                ta.elem
+            ))
+        } else if m % 16 != 0 || n % 8 != 0 || k % 16 != 0 {
+            Some(format!(
+                "mma.sync.m16n8k16 needs M, N, K multiples of 16, 8, 16; the dot is {m}x{n}x{k}"
+            ))
+        } else {
+            None
+        }
+    }
+
+    /// The accumulator layout of `a @ b`: [`Mma`] where the schedule allows
+    /// tensor cores and the operands fit, else `None` (FFMA).
+    fn dot_layout(&mut self, a: TileId, b: TileId) -> Option<Layout> {
+        if self.dot_path == DotPath::Ffma {
+            return None;
+        }
+        match self.mma_unfit(a, b) {
+            None => {
+                let (m, n) = (self.program.tile(a).shape[0], self.program.tile(b).shape[1]);
+                Some(Layout::Mma(Mma::for_tile(m, n, self.warps)))
+            }
+            Some(why) => {
+                if self.dot_path == DotPath::MmaSync && self.error.is_none() {
+                    self.error = Some(TileError::BadSchedule {
+                        field: "dot_path",
+                        message: why,
+                    });
+                }
+                None
+            }
+        }
+    }
+
+    /// The layout a tile carried by a loop should start in: the layout of the
+    /// `dot` in `body` that updates it (`yielded = dot(_, _, arg)`), if any.
+    fn carried_dot_layout(&mut self, body: &[Op], arg: TileId, yielded: TileId) -> Option<Layout> {
+        body.iter()
+            .find_map(|op| match op {
+                Op::Dot { out, a, b, acc } if *out == yielded && *acc == arg => Some((*a, *b)),
+                _ => None,
+            })
+            .and_then(|(a, b)| self.dot_layout(a, b))
+    }
+
     /// `t` in layout `want`: `t` itself, or a new tile converted to it.
-    fn convert(&mut self, t: TileId, want: &Blocked, out: &mut Vec<Op>) -> TileId {
+    fn convert(&mut self, t: TileId, want: &Layout, out: &mut Vec<Op>) -> TileId {
         if self.layouts.get(t) == Some(want) {
             return t;
         }
         let ty = self.program.tile(t).clone();
         let converted = self.program.new_tile(ty);
         self.layouts.set(converted, want.clone());
-        out.push(Op::ConvertLayout {
-            out: converted,
-            tile: t,
+        out.push(match self.fulls.get(&t) {
+            Some(&value) => Op::Full {
+                out: converted,
+                value,
+            },
+            None => Op::ConvertLayout {
+                out: converted,
+                tile: t,
+            },
         });
         converted
     }
@@ -104,7 +209,12 @@ impl Inference<'_> {
                 let l = self.coalesced(*t, contiguous);
                 self.layouts.set(*t, l);
             }
-            Op::Full { out: t, .. } | Op::Iota { out: t, .. } => {
+            Op::Full { out: t, value } => {
+                self.fulls.insert(*t, *value);
+                let l = self.coalesced(*t, None);
+                self.layouts.set(*t, l);
+            }
+            Op::Iota { out: t, .. } => {
                 let l = self.coalesced(*t, None);
                 self.layouts.set(*t, l);
             }
@@ -125,11 +235,20 @@ impl Inference<'_> {
                 self.layouts.set(*t, l);
             }
             Op::Reduce { out: t, tile, .. } => {
-                let l = self.layout(*tile);
+                let mut l = self.layout(*tile);
+                if l.as_blocked().is_none() {
+                    l = self.coalesced(*tile, None);
+                    *tile = self.convert(*tile, &l, out);
+                }
                 self.layouts.set(*t, l);
             }
-            Op::Dot { out: t, acc, .. } => {
-                let l = self.coalesced(*acc, None);
+            Op::Dot {
+                out: t, a, b, acc, ..
+            } => {
+                let l = match self.dot_layout(*a, *b) {
+                    Some(mma) => mma,
+                    None => self.coalesced(*acc, None),
+                };
                 *acc = self.convert(*acc, &l, out);
                 self.layouts.set(*t, l);
             }
@@ -141,11 +260,23 @@ impl Inference<'_> {
                 results,
                 ..
             } => {
-                for (init, (arg, result)) in inits.iter().zip(args.iter().zip(results.iter())) {
-                    if let (Value::Tile(i), Value::Tile(a), Value::Tile(r)) = (init, arg, result) {
-                        let l = self.layout(*i);
-                        self.layouts.set(*a, l.clone());
-                        self.layouts.set(*r, l);
+                for (k, init) in inits.iter_mut().enumerate() {
+                    if let (Value::Tile(i), Value::Tile(a), Value::Tile(r)) =
+                        (*init, args[k], results[k])
+                    {
+                        let dot = match yields[k] {
+                            Value::Tile(y) => self.carried_dot_layout(body, a, y),
+                            Value::Scalar(_) => None,
+                        };
+                        let l = match dot {
+                            Some(l) => {
+                                *init = Value::Tile(self.convert(i, &l, out));
+                                l
+                            }
+                            None => self.layout(i),
+                        };
+                        self.layouts.set(a, l.clone());
+                        self.layouts.set(r, l);
                     }
                 }
                 let mut new_body = self.region(std::mem::take(body));

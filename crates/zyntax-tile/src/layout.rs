@@ -18,6 +18,9 @@
 
 use zyntax_hir::Swizzle;
 
+mod mma;
+pub use mma::{DotOperand, Layout, Mma, Operand};
+
 /// Threads per warp.
 pub const WARP: u32 = 32;
 
@@ -47,6 +50,52 @@ pub struct ThreadDim {
 impl ThreadDim {
     pub fn position(&self, lane: u32, warp: u32) -> u32 {
         (warp / self.warp_stride % self.warps) * self.lanes + lane / self.lane_stride % self.lanes
+    }
+}
+
+/// How one dim of any distributed layout ([`Blocked`], [`Mma`],
+/// [`DotOperand`]) maps a thread and a register index to a coordinate:
+///
+/// - the thread's base is `(warp / warp_stride % warps) * warp_step +
+///   (lane / lane_stride % lanes) * lane_step`;
+/// - its `j`-th register along the dim adds `(j / run) * coverage + (j % run)
+///   * run_step`: runs of `run` elements `run_step` apart, repeated every
+///   `coverage` elements.
+///
+/// A blocked dim is the case `run_step = 1`, `lane_step = size_per_thread`;
+/// the MMA fragments need the other values (e.g. rows `g` and `g + 8` of an
+/// `mma.sync` accumulator are one run with `run_step = 8`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct DimMap {
+    pub lane_stride: u32,
+    pub lanes: u32,
+    pub lane_step: u32,
+    pub warp_stride: u32,
+    pub warps: u32,
+    pub warp_step: u32,
+    pub run: u32,
+    pub run_step: u32,
+    pub coverage: u32,
+}
+
+impl DimMap {
+    /// The thread's first coordinate along the dim (before wrapping).
+    pub fn base(&self, lane: u32, warp: u32) -> u32 {
+        (warp / self.warp_stride % self.warps) * self.warp_step
+            + (lane / self.lane_stride % self.lanes) * self.lane_step
+    }
+    /// Registers per thread along the dim for a tile `extent` long.
+    pub fn regs(&self, extent: u32) -> u32 {
+        if extent >= self.coverage {
+            self.run * (extent / self.coverage)
+        } else {
+            self.run.min(extent)
+        }
+    }
+    /// The raw offset of the `j`-th register from the thread's base.
+    pub fn offset(&self, extent: u32, j: u32) -> u32 {
+        let run = self.run.min(extent);
+        (j / run) * self.coverage + (j % run) * self.run_step
     }
 }
 
@@ -80,6 +129,22 @@ impl SharedLayout {
 }
 
 impl Blocked {
+    /// Dim `d` as a [`DimMap`] (the form every distributed layout shares).
+    pub fn dim_map(&self, d: usize) -> DimMap {
+        let td = self.thread_dim(d);
+        DimMap {
+            lane_stride: td.lane_stride,
+            lanes: td.lanes,
+            lane_step: td.per_thread,
+            warp_stride: td.warp_stride,
+            warps: td.warps,
+            warp_step: td.lanes * td.per_thread,
+            run: td.per_thread,
+            run_step: 1,
+            coverage: self.coverage(d),
+        }
+    }
+
     pub fn rank(&self) -> usize {
         self.order.len()
     }

@@ -27,6 +27,24 @@ pub struct Schedule {
     pub cluster: u32,
     /// The arch whose limits the schedule is checked against.
     pub arch: Arch,
+    /// How `dot` is computed: FFMA, tensor cores (`mma.sync`), or the best
+    /// the arch and the operand types allow.
+    pub dot_path: DotPath,
+}
+
+/// How a `dot` is lowered.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum DotPath {
+    /// Scalar `fma` from shared memory (every arch and operand type).
+    Ffma,
+    /// `mma.sync.m16n8k16` (sm_80+, f16/bf16 operands, f32 accumulator,
+    /// M a multiple of 16, N of 8, K of 16); any other `dot` is a
+    /// `BadSchedule` error naming `dot_path`.
+    MmaSync,
+    /// `mma.sync` where it applies, else FFMA. f32 operands stay on FFMA
+    /// (tf32 would round them to 10 mantissa bits without being asked to).
+    #[default]
+    Auto,
 }
 
 impl Schedule {
@@ -38,7 +56,12 @@ impl Schedule {
             stages: 1,
             cluster: 1,
             arch: Arch::Sm80,
+            dot_path: DotPath::Auto,
         }
+    }
+    pub fn dot_path(mut self, dot_path: DotPath) -> Schedule {
+        self.dot_path = dot_path;
+        self
     }
     pub fn k(mut self, k: u32) -> Schedule {
         self.k = k;

@@ -6,7 +6,7 @@ mod common;
 use common::*;
 use half::f16;
 use zyntax_hir::Type;
-use zyntax_tile::{Schedule, TileBuilder, TileKernel};
+use zyntax_tile::{DotPath, Schedule, TileBuilder, TileKernel};
 
 fn gemm(schedule: Schedule, elem: Type) -> TileKernel {
     let (bm, bn, bk) = (schedule.block[0], schedule.block[1], schedule.k);
@@ -99,7 +99,11 @@ fn gemm_with_a_transposed_operand() {
 #[test]
 fn gemm_with_f16_operands_accumulates_in_f32() {
     let mut rng = Rng::new();
-    let schedule = Schedule::block(&[16, 16]).k(16).warps(2);
+    // FFMA explicitly (tests/mma.rs covers f16 on tensor cores).
+    let schedule = Schedule::block(&[16, 16])
+        .k(16)
+        .warps(2)
+        .dot_path(DotPath::Ffma);
     let kernel = gemm(schedule.clone(), Type::F16);
     let (m, n, k) = (19u32, 21u32, 35u32);
     let to_f16 = |v: &[f32]| -> (Vec<u8>, Vec<f64>) {

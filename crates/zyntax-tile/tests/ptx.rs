@@ -5,13 +5,17 @@
 
 use zyntax_hir::{Arch, Type};
 use zyntax_llvm::{compile_ptx, Options, Ptxas};
-use zyntax_tile::{Schedule, TileBuilder, TileKernel};
+use zyntax_tile::{DotPath, Schedule, TileBuilder, TileKernel};
 
 fn gemm(schedule: Schedule) -> TileKernel {
+    gemm_of(schedule, Type::F32)
+}
+
+fn gemm_of(schedule: Schedule, elem: Type) -> TileKernel {
     let (bm, bn, bk) = (schedule.block[0], schedule.block[1], schedule.k);
     let mut t = TileBuilder::new("gemm", schedule);
-    let a = t.view_param("a", Type::F32, 2);
-    let b = t.view_param("b", Type::F32, 2);
+    let a = t.view_param("a", elem.clone(), 2);
+    let b = t.view_param("b", elem, 2);
     let c = t.view_param("c", Type::F32, 2);
     let (pm, pn) = (t.program_id(0), t.program_id(1));
     let (cbm, cbn, cbk, zero) = (t.index(bm), t.index(bn), t.index(bk), t.index(0));
@@ -82,5 +86,37 @@ fn lowered_tile_programs_pass_ptxas() {
         ".maxntid 128, 1, 1",
     ] {
         assert!(ptx.contains(needle), "missing `{needle}` in the GEMM's PTX");
+    }
+}
+
+/// bf16 and f16 GEMMs on tensor cores, for sm_80 and sm_90: `ldmatrix`
+/// (plain for A, transposed for B) and `mma.sync.m16n8k16` with f32
+/// accumulators, through ptxas.
+#[test]
+fn mma_gemm_passes_ptxas() {
+    let ptxas = Ptxas::locate().unwrap_or_else(|e| panic!("{e}"));
+    for (elem, name) in [(Type::BF16, "bf16"), (Type::F16, "f16")] {
+        for warps in [4, 8] {
+            let schedule = Schedule::block(&[128, 128])
+                .k(32)
+                .warps(warps)
+                .dot_path(DotPath::MmaSync);
+            let kernel = gemm_of(schedule, elem.clone());
+            for arch in [Arch::Sm80, Arch::Sm90] {
+                let ptx = compile_ptx(&kernel.module, &Options::new(arch))
+                    .unwrap_or_else(|e| panic!("{arch}: {e}"))
+                    .ptx;
+                for needle in [
+                    format!("mma.sync.aligned.m16n8k16.row.col.f32.{name}.{name}.f32"),
+                    "ldmatrix.sync.aligned.m8n8.x4.shared.b16".to_string(),
+                    "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16".to_string(),
+                ] {
+                    assert!(ptx.contains(&needle), "{arch} {name}: missing `{needle}`");
+                }
+                if let Err(e) = ptxas.assemble(&ptx, arch) {
+                    panic!("{name} mma gemm, {warps} warps, for {arch}: {e}");
+                }
+            }
+        }
     }
 }

@@ -40,7 +40,10 @@ pub(super) fn scratch_bytes(program: &TileProgram, layouts: &Layouts, ops: &[Op]
             Op::Reduce {
                 out, tile, axis, ..
             } => {
-                let warps = layouts.get(*tile).map_or(1, |l| l.warps_per_cta[*axis]);
+                let warps = layouts
+                    .get(*tile)
+                    .and_then(|l| l.as_blocked())
+                    .map_or(1, |l| l.warps_per_cta[*axis]);
                 let t = program.tile(*out);
                 if warps > 1 {
                     u64::from(warps) * t.numel() * staged_bytes(&t.elem)

@@ -2,7 +2,7 @@
 //!
 //! Each thread's registers of a tile are separate HIR SSA values (the tile is
 //! fully unrolled per thread, as Triton's LLVM lowering does); which element
-//! a register holds is the tile's [`Blocked`] layout evaluated on the runtime
+//! a register holds is the tile's [`Layout`] evaluated on the runtime
 //! thread index. Scalars are single uniform HIR values. One file per op
 //! family: `memory` (load, store, atomic add), `elementwise` (full, iota,
 //! map, broadcast, cast), `reduce`, `dot`, `convert` (layout conversion and
@@ -14,14 +14,15 @@
 
 mod convert;
 mod dot;
+mod dot_mma;
 mod elementwise;
 mod memory;
 mod reduce;
 
 use crate::error::{TileError, TileResult};
-use crate::infer::{infer, Layouts};
+use crate::infer::{infer_for, Layouts};
 use crate::ir::*;
-use crate::layout::{Blocked, WARP};
+use crate::layout::{Blocked, Layout, WARP};
 use crate::schedule::Schedule;
 use zyntax_hir::{AddrSpace, Dim, FunctionBuilder, Module, Type, ValueId};
 
@@ -93,11 +94,14 @@ pub(crate) struct Lowerer<'p> {
     /// The kernel's one shared-memory scratch buffer (`u8`), if any op needs
     /// one: every use is bracketed by barriers, so all uses share it.
     pub scratch: Option<ValueId>,
+    /// A `vec<f32, 4>` defined in the entry block, which `mma.sync`
+    /// accumulator fragments are built from (HIR has no vector constants).
+    pub f32x4: Option<ValueId>,
 }
 
 /// Infers layouts and lowers `program` for `schedule`.
 pub fn lower(mut program: TileProgram, schedule: &Schedule) -> TileResult<TileKernel> {
-    let layouts = infer(&mut program, schedule.warps);
+    let layouts = infer_for(&mut program, schedule)?;
     check_registers(&program, &layouts, schedule)?;
     let scratch_bytes = convert::scratch_bytes(&program, &layouts, &program.body);
     if scratch_bytes > MAX_SCRATCH_BYTES {
@@ -145,6 +149,11 @@ pub fn lower(mut program: TileProgram, schedule: &Schedule) -> TileResult<TileKe
     } else {
         None
     };
+    let f32x4 = if dot_mma::uses_mma(&program.body, &layouts) {
+        Some(dot_mma::f32x4_zeros(&mut b)?)
+    } else {
+        None
+    };
     let mut lw = Lowerer {
         b,
         program: &program,
@@ -155,6 +164,7 @@ pub fn lower(mut program: TileProgram, schedule: &Schedule) -> TileResult<TileKe
         lane,
         warp,
         scratch,
+        f32x4,
     };
     lw.bind_params()?;
     lw.region(&program.body)?;
@@ -255,11 +265,19 @@ impl Lowerer<'_> {
             .ok_or_else(|| TileError::Internal(format!("tile {t:?} used before it is defined")))
     }
 
-    pub fn layout(&self, t: TileId) -> TileResult<Blocked> {
+    pub fn layout(&self, t: TileId) -> TileResult<Layout> {
         self.layouts
             .get(t)
             .cloned()
             .ok_or_else(|| TileError::Internal(format!("tile {t:?} has no layout")))
+    }
+
+    /// The layout of `t`, which inference made blocked (reduce, broadcast).
+    pub fn blocked(&self, t: TileId) -> TileResult<Blocked> {
+        self.layout(t)?
+            .as_blocked()
+            .cloned()
+            .ok_or_else(|| TileError::Internal(format!("tile {t:?} is not in a blocked layout")))
     }
 
     pub fn set_tile(&mut self, t: TileId, regs: Vec<ValueId>) {
@@ -279,36 +297,33 @@ impl Lowerer<'_> {
     }
 
     /// The coordinates of a tile of `shape` in `layout` held by this thread:
-    /// `[dim][register index along dim]`, evaluating [`Blocked::coords`] on
-    /// the runtime lane and warp.
-    pub fn coords(&mut self, layout: &Blocked, shape: &[u32]) -> TileResult<Vec<Vec<Coord>>> {
-        let per_dim = layout.regs_per_dim(shape);
+    /// `[dim][register index along dim]`, evaluating [`Layout::coords`] (each
+    /// dim's [`DimMap`](crate::layout::DimMap)) on the runtime lane and warp.
+    pub fn coords(&mut self, layout: &Layout, shape: &[u32]) -> TileResult<Vec<Vec<Coord>>> {
         let mut out = Vec::with_capacity(shape.len());
         for (d, &extent) in shape.iter().enumerate() {
-            let td = layout.thread_dim(d);
-            let mut pos = self.u32(0)?;
-            if td.warps > 1 {
-                let stride = self.u32(td.warp_stride)?;
-                let warps = self.u32(td.warps)?;
-                let lanes = self.u32(td.lanes)?;
+            let map = layout.dim_map(d);
+            let mut first = self.u32(0)?;
+            if map.warps > 1 {
+                let (stride, warps) = (self.u32(map.warp_stride)?, self.u32(map.warps)?);
+                let step = self.u32(map.warp_step)?;
                 let w = self.b.div(self.warp, stride)?;
                 let w = self.b.rem(w, warps)?;
-                pos = self.b.mul(w, lanes)?;
+                first = self.b.mul(w, step)?;
             }
-            if td.lanes > 1 {
-                let stride = self.u32(td.lane_stride)?;
-                let lanes = self.u32(td.lanes)?;
+            if map.lanes > 1 {
+                let (stride, lanes) = (self.u32(map.lane_stride)?, self.u32(map.lanes)?);
+                let step = self.u32(map.lane_step)?;
                 let l = self.b.div(self.lane, stride)?;
                 let l = self.b.rem(l, lanes)?;
-                pos = self.b.add(pos, l)?;
+                let l = self.b.mul(l, step)?;
+                first = self.b.add(first, l)?;
             }
-            let per_thread = self.u32(td.per_thread)?;
-            let first = self.b.mul(pos, per_thread)?;
-            let wraps = extent < layout.coverage(d);
+            let wraps = extent < map.coverage;
             let extent_v = self.u32(extent)?;
-            let mut coords = Vec::with_capacity(per_dim[d] as usize);
-            for i in 0..per_dim[d] {
-                let off = self.u32(layout.reg_offset(shape, d, i))?;
+            let mut coords = Vec::with_capacity(map.regs(extent) as usize);
+            for j in 0..map.regs(extent) {
+                let off = self.u32(map.offset(extent, j))?;
                 let raw = self.b.add(first, off)?;
                 coords.push(if wraps {
                     Coord {
@@ -329,7 +344,7 @@ impl Lowerer<'_> {
 
     /// The coordinates of register `reg`, from [`Self::coords`]' table.
     pub fn reg_coords(
-        layout: &Blocked,
+        layout: &Layout,
         shape: &[u32],
         table: &[Vec<Coord>],
         reg: u32,
@@ -404,7 +419,10 @@ impl Lowerer<'_> {
                 axis,
                 op,
             } => self.reduce(*out, *tile, *axis, *op)?,
-            Op::Dot { out, a, b, acc } => self.dot(*out, *a, *b, *acc)?,
+            Op::Dot { out, a, b, acc } => match self.layout(*out)? {
+                Layout::Mma(mma) => self.dot_mma(*out, *a, *b, *acc, &mma)?,
+                _ => self.dot(*out, *a, *b, *acc)?,
+            },
             Op::ConvertLayout { out, tile } => self.convert_layout(*out, *tile)?,
             Op::For {
                 lo,

@@ -15,6 +15,7 @@
 use super::Lowerer;
 use crate::error::TileResult;
 use crate::ir::{ReduceOp, TileId};
+use crate::layout::Layout;
 use zyntax_hir::{BinOp, ScalarType, ShflMode, Type, ValueId};
 
 impl Lowerer<'_> {
@@ -59,7 +60,8 @@ impl Lowerer<'_> {
         axis: usize,
         op: ReduceOp,
     ) -> TileResult<()> {
-        let layout = self.layout(tile)?;
+        let blocked = self.blocked(tile)?;
+        let layout = Layout::Blocked(blocked.clone());
         let in_shape = self.program.tile(tile).shape.clone();
         let out_shape = self.program.tile(out).shape.clone();
         let elem = self.program.tile(out).elem.clone();
@@ -88,7 +90,7 @@ impl Lowerer<'_> {
         }
 
         // 2. Across the lanes along the axis.
-        let td = layout.thread_dim(axis);
+        let td = blocked.thread_dim(axis);
         let full_mask = self.b.iconst(Type::U32, i64::from(u32::MAX))?;
         let mut step = 1;
         while step < td.lanes {

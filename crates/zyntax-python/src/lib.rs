@@ -20,6 +20,7 @@ mod interp;
 mod loc;
 #[cfg(feature = "cuda")]
 mod program;
+mod tile;
 mod types;
 
 use pyo3::prelude::*;
@@ -49,6 +50,9 @@ mod _native {
 
     #[pymodule_export]
     use crate::fusion::fusion_plan;
+
+    #[pymodule_export]
+    use crate::tile::{tile_heuristic, TileBuilder, TileSchedule};
 
     #[cfg(feature = "cli")]
     #[pymodule_export]

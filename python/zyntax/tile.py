@@ -1,0 +1,568 @@
+"""Tile programs from Python: the tile layer (``zyntax-tile``, docs/tile.md).
+
+A tile program is a kernel written over *tiles* (values with a static shape
+and an element type held by a whole CTA) instead of threads. Write one with a
+:class:`Builder`; every method maps 1:1 onto the Rust ``TileBuilder``::
+
+    from zyntax import tile
+
+    def gemm(s: tile.Schedule) -> tile.Kernel:
+        (bm, bn), bk = s.block, s.k
+        t = tile.Builder("gemm", s)
+        a, b, c = (t.view(n, "f32", 2) for n in "abc")
+        m0, n0 = t.program_id(0) * bm, t.program_id(1) * bn
+
+        def step(t: tile.Builder, k0: tile.Scalar, acc: list[tile.Value]) -> list[tile.Value]:
+            x, y = t.load(a, (m0, k0), (bm, bk)), t.load(b, (k0, n0), (bk, bn))
+            return [t.dot(x, y, acc[0])]
+
+        (acc,) = t.for_range(0, a.dim(1), bk, [t.full((bm, bn), "f32", 0.0)], step)
+        t.store(c, (m0, n0), acc)
+        return t.finish()
+
+    k = gemm(tile.Schedule((64, 64), k=16, warps=4))
+    k.run_interp(a, b, c, grid=k.grid(m, n))      # numpy arrays, on the interpreter
+    k.launch(da, db, dc, grid=k.grid(m, n))       # device arrays, on the GPU
+
+Tiles support ``+ - * /`` (with tiles of the same shape or numbers), unary
+``-``, and methods (``exp``, ``sum``, ``max``, ``cast``, ``broadcast``...);
+``u32`` scalars support ``+ - *`` with scalars or ints. Broadcasting is
+explicit (``x - x.max(1).broadcast(x.shape)``). The first misuse of the
+builder is raised by :meth:`Builder.finish` as a ``BuildError`` naming the op
+and operand; wrong Python types are ``ArgumentError`` at once.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+import numpy as np
+
+from zyntax import _native
+from zyntax.errors import ArgumentError
+from zyntax.hir import Module
+
+#: The schedule of a program: ``Schedule(block, k=16, warps=4, stages=1,
+#: cluster=1, arch="sm_80")``; read-only fields, ``grid(extents)``,
+#: ``validate()``, ``validate_gemm(operand_bytes)``.
+Schedule = _native.TileSchedule
+#: ``heuristic(m, n, k, operand_bytes=4, arch="sm_80")``: an FFMA GEMM schedule.
+heuristic = _native.tile_heuristic
+
+__all__ = [
+    "Builder",
+    "Kernel",
+    "Param",
+    "Scalar",
+    "Schedule",
+    "Tile",
+    "Value",
+    "View",
+    "heuristic",
+]
+
+#: numpy dtype of each view element type.
+_NUMPY = {
+    "f16": np.float16,
+    "f32": np.float32,
+    "f64": np.float64,
+    "i8": np.int8,
+    "i16": np.int16,
+    "i32": np.int32,
+    "i64": np.int64,
+    "u8": np.uint8,
+    "u16": np.uint16,
+    "u32": np.uint32,
+    "u64": np.uint64,
+}
+_U32_MAX = 2**32 - 1
+
+
+def _is_int(x: object) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
+def _is_number(x: object) -> bool:
+    return _is_int(x) or isinstance(x, (float, np.floating))
+
+
+@dataclass(frozen=True, eq=False)
+class View:
+    """A global tensor view parameter (pointer, extents, strides)."""
+
+    builder: Builder
+    id: int
+    name: str
+    dtype: str
+    rank: int
+
+    def dim(self, d: int) -> Scalar:
+        """The runtime extent along `d` (a ``u32`` scalar)."""
+        return self.builder.dim(self, d)
+
+
+@dataclass(frozen=True, eq=False)
+class Scalar:
+    """A uniform scalar of a program (program ids, parameters, loop indices)."""
+
+    builder: Builder
+    id: int
+
+    @property
+    def dtype(self) -> str:
+        return str(self.builder._b.scalar_type(self.id))
+
+    def _op(self, op: str, other: Scalar | int, swap: bool = False) -> Scalar:
+        o = self.builder._scalar(other, "other", self.dtype)
+        a, b = (o, self) if swap else (self, o)
+        return self.builder.scalar_binary(op, a, b)
+
+    def __add__(self, other: Scalar | int) -> Scalar:
+        return self._op("add", other)
+
+    def __radd__(self, other: Scalar | int) -> Scalar:
+        return self._op("add", other, swap=True)
+
+    def __sub__(self, other: Scalar | int) -> Scalar:
+        return self._op("sub", other)
+
+    def __rsub__(self, other: Scalar | int) -> Scalar:
+        return self._op("sub", other, swap=True)
+
+    def __mul__(self, other: Scalar | int) -> Scalar:
+        return self._op("mul", other)
+
+    def __rmul__(self, other: Scalar | int) -> Scalar:
+        return self._op("mul", other, swap=True)
+
+
+@dataclass(frozen=True, eq=False)
+class Tile:
+    """A tile value: a static shape and an element type."""
+
+    builder: Builder
+    id: int
+    shape: tuple[int, ...] = field(repr=True)
+    dtype: str = field(repr=True)
+
+    def _op(self, op: str, other: Tile | float, swap: bool = False) -> Tile:
+        o = self.builder._tile_like(other, self)
+        a, b = (o, self) if swap else (self, o)
+        return self.builder.binary(op, a, b)
+
+    def __add__(self, other: Tile | float) -> Tile:
+        return self._op("add", other)
+
+    def __radd__(self, other: Tile | float) -> Tile:
+        return self._op("add", other, swap=True)
+
+    def __sub__(self, other: Tile | float) -> Tile:
+        return self._op("sub", other)
+
+    def __rsub__(self, other: Tile | float) -> Tile:
+        return self._op("sub", other, swap=True)
+
+    def __mul__(self, other: Tile | float) -> Tile:
+        return self._op("mul", other)
+
+    def __rmul__(self, other: Tile | float) -> Tile:
+        return self._op("mul", other, swap=True)
+
+    def __truediv__(self, other: Tile | float) -> Tile:
+        return self._op("div", other)
+
+    def __rtruediv__(self, other: Tile | float) -> Tile:
+        return self._op("div", other, swap=True)
+
+    def __neg__(self) -> Tile:
+        return self.builder.unary("neg", self)
+
+    def exp(self) -> Tile:
+        return self.builder.unary("exp", self)
+
+    def sum(self, axis: int) -> Tile:
+        return self.builder.reduce(self, axis, "sum")
+
+    def max(self, axis: int) -> Tile:
+        return self.builder.reduce(self, axis, "max")
+
+    def min(self, axis: int) -> Tile:
+        return self.builder.reduce(self, axis, "min")
+
+    def cast(self, dtype: Any) -> Tile:
+        return self.builder.cast(self, dtype)
+
+    def broadcast(self, shape: Sequence[int]) -> Tile:
+        return self.builder.broadcast(self, shape)
+
+
+#: A value a loop carries.
+Value = Union[Tile, Scalar]
+
+
+@dataclass(frozen=True)
+class Param:
+    """A parameter of a lowered kernel: a view (``rank`` dims of ``dtype``,
+    expanded to pointer, extents and strides) or a scalar (``rank`` 0)."""
+
+    kind: str
+    name: str
+    dtype: str
+    rank: int
+
+
+class Builder:
+    """Builds one tile program for one :data:`Schedule` (``zyntax_tile::TileBuilder``)."""
+
+    def __init__(self, name: str, schedule: Any) -> None:
+        self._b = _native.TileBuilder(name, schedule)
+        self.schedule = schedule
+
+    # -- handles
+    def _own(self, h: object, cls: type, name: str) -> Any:
+        if not isinstance(h, cls) or h.builder is not self:  # type: ignore[attr-defined]
+            got = type(h).__name__ if not isinstance(h, cls) else f"a {cls.__name__} of another builder"
+            raise ArgumentError(f"argument '{name}': expected a tile.{cls.__name__} of this builder, got {got}")
+        return h.id  # type: ignore[attr-defined]
+
+    def _tile(self, id: int) -> Tile:
+        shape, dtype = self._b.tile_type(id)
+        return Tile(self, id, tuple(shape), dtype)
+
+    def _scalar(self, x: object, name: str, ty: str = "u32") -> Scalar:
+        """A Scalar of this builder, or a constant of type `ty` from an int."""
+        if _is_int(x):
+            return self.constant(ty, int(x))  # type: ignore[call-overload]
+        self._own(x, Scalar, name)
+        assert isinstance(x, Scalar)
+        return x
+
+    def _tile_like(self, x: object, like: Tile) -> Tile:
+        """A Tile of this builder, or a number splatted to `like`'s shape and type."""
+        if _is_number(x):
+            return self.full(like.shape, like.dtype, float(x))  # type: ignore[arg-type]
+        self._own(x, Tile, "other")
+        assert isinstance(x, Tile)
+        return x
+
+    def _origin(self, origin: Sequence[Scalar | int]) -> list[int]:
+        if not isinstance(origin, (list, tuple)):
+            raise ArgumentError(
+                f"argument 'origin': expected a list or tuple of scalars or ints, got {type(origin).__name__}"
+            )
+        return [self._scalar(o, "origin").id for o in origin]
+
+    # -- parameters and scalars
+    def view(self, name: str, dtype: Any, rank: int, *, unit_stride_dim: int | None = None) -> View:
+        """A global tensor view of `rank` dims of `dtype` (a kernel parameter)."""
+        id = self._b.view(name, dtype, rank, unit_stride_dim=unit_stride_dim)
+        _, elem, _ = self._b.view_type(id)
+        return View(self, id, name, elem, rank)
+
+    def scalar_param(self, name: str, dtype: Any) -> Scalar:
+        return Scalar(self, self._b.scalar_param(name, dtype))
+
+    def program_id(self, axis: int) -> Scalar:
+        """This program instance's grid index along `axis` (0, 1 or 2)."""
+        return Scalar(self, self._b.program_id(axis))
+
+    def constant(self, dtype: Any, value: float) -> Scalar:
+        return Scalar(self, self._b.constant(dtype, value))
+
+    def dim(self, view: View, d: int) -> Scalar:
+        return Scalar(self, self._b.dim(self._own(view, View, "view"), d))
+
+    def scalar_binary(self, op: str, a: Scalar | int, b: Scalar | int) -> Scalar:
+        sa = self._scalar(a, "a")
+        sb = self._scalar(b, "b", sa.dtype)
+        return Scalar(self, self._b.scalar_binary(op, sa.id, sb.id))
+
+    def scalar_cmp(self, op: str, a: Scalar | int, b: Scalar | int) -> Scalar:
+        sa = self._scalar(a, "a")
+        sb = self._scalar(b, "b", sa.dtype)
+        return Scalar(self, self._b.scalar_cmp(op, sa.id, sb.id))
+
+    # -- tiles and memory
+    def splat(self, shape: Sequence[int], value: Scalar) -> Tile:
+        return self._tile(self._b.splat(shape, self._own(value, Scalar, "value")))
+
+    def full(self, shape: Sequence[int], dtype: Any, value: float) -> Tile:
+        return self._tile(self._b.full(shape, dtype, value))
+
+    def zeros(self, shape: Sequence[int], dtype: Any = "f32") -> Tile:
+        return self.full(shape, dtype, 0.0)
+
+    def iota(self, shape: Sequence[int], axis: int) -> Tile:
+        """A ``u32`` tile whose elements are their coordinate along `axis`."""
+        return self._tile(self._b.iota(shape, axis))
+
+    def load(
+        self, view: View, origin: Sequence[Scalar | int], shape: Sequence[int], other: float = 0.0
+    ) -> Tile:
+        """The `shape` box of `view` at `origin`; elements outside read as `other`."""
+        v = self._own(view, View, "view")
+        return self._tile(self._b.load(v, self._origin(origin), shape, other))
+
+    def store(self, view: View, origin: Sequence[Scalar | int], tile: Tile) -> None:
+        """Writes `tile` at `origin`; elements outside the view are dropped."""
+        v = self._own(view, View, "view")
+        self._b.store(v, self._origin(origin), self._own(tile, Tile, "tile"))
+
+    def atomic_add(self, view: View, origin: Sequence[Scalar | int], tile: Tile) -> None:
+        v = self._own(view, View, "view")
+        self._b.atomic_add(v, self._origin(origin), self._own(tile, Tile, "tile"))
+
+    # -- tile ops
+    def unary(self, op: str, a: Tile) -> Tile:
+        return self._tile(self._b.unary(op, self._own(a, Tile, "a")))
+
+    def binary(self, op: str, a: Tile, b: Tile) -> Tile:
+        return self._tile(self._b.binary(op, self._own(a, Tile, "a"), self._own(b, Tile, "b")))
+
+    def add(self, a: Tile, b: Tile) -> Tile:
+        return self.binary("add", a, b)
+
+    def sub(self, a: Tile, b: Tile) -> Tile:
+        return self.binary("sub", a, b)
+
+    def mul(self, a: Tile, b: Tile) -> Tile:
+        return self.binary("mul", a, b)
+
+    def div(self, a: Tile, b: Tile) -> Tile:
+        return self.binary("div", a, b)
+
+    def maximum(self, a: Tile, b: Tile) -> Tile:
+        return self.binary("max", a, b)
+
+    def minimum(self, a: Tile, b: Tile) -> Tile:
+        return self.binary("min", a, b)
+
+    def exp(self, a: Tile) -> Tile:
+        return self.unary("exp", a)
+
+    def cmp(self, op: str, a: Tile, b: Tile) -> Tile:
+        """Element-wise comparison (``eq ne lt le gt ge``), a bool tile."""
+        return self._tile(self._b.cmp(op, self._own(a, Tile, "a"), self._own(b, Tile, "b")))
+
+    def fma(self, a: Tile, b: Tile, c: Tile) -> Tile:
+        ids = [self._own(x, Tile, n) for x, n in ((a, "a"), (b, "b"), (c, "c"))]
+        return self._tile(self._b.fma(*ids))
+
+    def where(self, cond: Tile, a: Tile, b: Tile) -> Tile:
+        """``cond ? a : b`` element-wise."""
+        ids = [self._own(x, Tile, n) for x, n in ((cond, "cond"), (a, "a"), (b, "b"))]
+        return self._tile(self._b.where_(*ids))
+
+    def broadcast(self, tile: Tile, shape: Sequence[int]) -> Tile:
+        return self._tile(self._b.broadcast(self._own(tile, Tile, "tile"), shape))
+
+    def cast(self, tile: Tile, dtype: Any) -> Tile:
+        return self._tile(self._b.cast(self._own(tile, Tile, "tile"), dtype))
+
+    def reduce(self, tile: Tile, axis: int, op: str) -> Tile:
+        """``sum``, ``max`` or ``min`` along `axis` (kept with size 1)."""
+        return self._tile(self._b.reduce(self._own(tile, Tile, "tile"), axis, op))
+
+    def sum(self, tile: Tile, axis: int) -> Tile:
+        return self.reduce(tile, axis, "sum")
+
+    def max(self, tile: Tile, axis: int) -> Tile:
+        return self.reduce(tile, axis, "max")
+
+    def dot(self, a: Tile, b: Tile, acc: Tile) -> Tile:
+        """``acc + a @ b`` (f32 accumulator)."""
+        ids = [self._own(x, Tile, n) for x, n in ((a, "a"), (b, "b"), (acc, "acc"))]
+        return self._tile(self._b.dot(*ids))
+
+    def for_range(
+        self,
+        lo: Scalar | int,
+        hi: Scalar | int,
+        step: Scalar | int,
+        inits: Sequence[Value],
+        body: Callable[[Builder, Scalar, list[Value]], Sequence[Value]],
+    ) -> list[Value]:
+        """``for iv in range(lo, hi, step)`` over ``u32`` scalars carrying `inits`:
+        ``body(builder, iv, carried)`` returns the next carried values; returns
+        the values after the last iteration."""
+        bounds = [self._scalar(x, n).id for x, n in ((lo, "lo"), (hi, "hi"), (step, "step"))]
+        if not isinstance(inits, (list, tuple)):
+            raise ArgumentError(f"argument 'inits': expected a list of tiles or scalars, got {type(inits).__name__}")
+        pairs = [self._pair(v, "inits") for v in inits]
+        if not callable(body):
+            raise ArgumentError(f"argument 'body': expected a callable, got {type(body).__name__}")
+
+        def native_body(iv: int, carried: list[tuple[str, int]]) -> list[tuple[str, int]]:
+            yields = body(self, Scalar(self, iv), [self._value(p) for p in carried])
+            if not isinstance(yields, (list, tuple)):
+                raise ArgumentError(
+                    f"for_range body: expected it to return a list of tiles or scalars, got {type(yields).__name__}"
+                )
+            return [self._pair(v, "yields") for v in yields]
+
+        return [self._value(p) for p in self._b.for_range(*bounds, pairs, native_body)]
+
+    def _pair(self, v: object, name: str) -> tuple[str, int]:
+        if isinstance(v, Tile):
+            return ("tile", self._own(v, Tile, name))
+        if isinstance(v, Scalar):
+            return ("scalar", self._own(v, Scalar, name))
+        raise ArgumentError(f"argument '{name}': expected tile.Tile or tile.Scalar values, got {type(v).__name__}")
+
+    def _value(self, pair: tuple[str, int]) -> Value:
+        kind, id = pair
+        return self._tile(id) if kind == "tile" else Scalar(self, id)
+
+    def finish(self) -> Kernel:
+        """Lowers the program to a verified HIR kernel (raises the first
+        misuse as a ``BuildError``, a bad schedule as an ``ArgumentError``)."""
+        info = self._b.finish()
+        return Kernel(
+            module=info["module"],
+            name=info["name"],
+            schedule=self.schedule,
+            block=tuple(info["block"]),
+            shared_bytes=int(info["shared_bytes"]),
+            params=tuple(Param(*p) for p in info["params"]),
+        )
+
+
+@dataclass
+class Kernel:
+    """A lowered tile program: its HIR module (one kernel named `name`), launch
+    facts, and the parameters as the program declared them (each view expands
+    to pointer, extents and strides in elements)."""
+
+    module: Module
+    name: str
+    schedule: Any
+    block: tuple[int, ...]
+    shared_bytes: int
+    params: tuple[Param, ...]
+    _loaded: dict[int, Any] = field(default_factory=dict, repr=False)
+
+    def grid(self, *extents: int) -> tuple[int, int, int]:
+        """The grid for a problem of `extents` (one per block dim, ceil-divided)."""
+        grid: tuple[int, int, int] = self.schedule.grid(list(extents))
+        return grid
+
+    def _check_count(self, args: Sequence[Any]) -> None:
+        if len(args) != len(self.params):
+            names = ", ".join(p.name for p in self.params)
+            raise ArgumentError(f"tile kernel {self.name!r} takes {len(self.params)} arguments ({names}), got {len(args)}")
+
+    def _scalar(self, p: Param, x: object) -> int | float:
+        if p.dtype.startswith(("f", "bf")):
+            if not _is_number(x):
+                raise ArgumentError(f"argument {p.name!r}: expected a number for {p.dtype}, got {type(x).__name__}")
+            return float(x)  # type: ignore[arg-type]
+        if not _is_int(x):
+            raise ArgumentError(f"argument {p.name!r}: expected an int for {p.dtype}, got {type(x).__name__}")
+        return int(x)  # type: ignore[call-overload]
+
+    def expand(self, args: Sequence[Any], array: Callable[[Param, Any], tuple[Any, Sequence[int], Sequence[int]]]) -> list[Any]:
+        """The lowered kernel's arguments: each view through `array(param, value)`
+        → (pointer argument, extents, strides in elements), scalars checked."""
+        self._check_count(args)
+        out: list[Any] = []
+        for p, x in zip(self.params, args):
+            if p.kind == "scalar":
+                out.append(self._scalar(p, x))
+                continue
+            ptr, extents, strides = array(p, x)
+            for what, vals in (("extent", extents), ("stride", strides)):
+                for v in vals:
+                    if not 0 <= v <= _U32_MAX:
+                        raise ArgumentError(f"argument {p.name!r}: {what} {v} does not fit u32")
+            out += [ptr, *extents, *strides]
+        return out
+
+    # -- the reference interpreter
+    def run_interp(self, *args: Any, grid: int | Sequence[int], checks: bool = True) -> dict[str, int]:
+        """Runs the kernel on the reference interpreter. Views take numpy
+        arrays of their dtype and rank, any non-negative strides (slices,
+        transposes); they are updated in place. Returns the run's statistics."""
+        from zyntax import interp
+
+        windows: list[np.ndarray[Any, Any]] = []
+
+        def array(p: Param, a: Any) -> tuple[Any, Sequence[int], Sequence[int]]:
+            w, extents, strides = _numpy_view(p, a)
+            for other in windows:
+                if np.shares_memory(w, other):
+                    raise ArgumentError(
+                        f"argument {p.name!r}: shares memory with another view; on the interpreter "
+                        "each view is its own buffer, so views must not overlap"
+                    )
+            windows.append(w)
+            return w, extents, strides
+
+        flat = self.expand(args, array)
+        stats: dict[str, int] = interp.launch(
+            self.module, self.name, grid, self.block, *flat, checks=checks
+        ) or {}
+        return stats
+
+    # -- the GPU
+    def launch(self, *args: Any, grid: int | Sequence[int], device: int = 0, stream: Any = None) -> None:
+        """Launches the kernel on the GPU. Views take ``zyntax.cuda.DeviceArray``s
+        or any object with ``__cuda_array_interface__`` of their dtype and
+        rank (strides in the interface are honoured). The module is compiled
+        for `device` once (through the kernel cache) and kept."""
+        from zyntax import cuda
+
+        if not _is_int(device) or device < 0:
+            raise ArgumentError(f"argument 'device': expected an int >= 0, got {device!r}")
+        device = int(device)
+        if device not in self._loaded:
+            self._loaded[device] = cuda.load_hir(self.module, device).kernel(self.name)
+        flat = self.expand(args, _device_view)
+        self._loaded[device].launch(grid, self.block, *flat, stream=stream)
+
+
+def _numpy_view(p: Param, a: Any) -> tuple[np.ndarray[Any, Any], list[int], list[int]]:
+    """A numpy array as (1-D window from its first element over the memory it
+    spans, extents, strides in elements)."""
+    if not isinstance(a, np.ndarray):
+        raise ArgumentError(f"argument {p.name!r}: expected a numpy array, got {type(a).__name__}")
+    want = _NUMPY.get(p.dtype)
+    if want is None or a.dtype != np.dtype(want):
+        raise ArgumentError(f"argument {p.name!r}: the view holds {p.dtype}, got an array of {a.dtype}")
+    if a.ndim != p.rank:
+        raise ArgumentError(f"argument {p.name!r}: the view has rank {p.rank}, got an array of {a.ndim} dims")
+    size = a.itemsize
+    if any(s < 0 or s % size for s in a.strides):
+        raise ArgumentError(
+            f"argument {p.name!r}: strides {a.strides} must be non-negative multiples of the item size {size}"
+        )
+    strides = [s // size for s in a.strides]
+    span = 0 if a.size == 0 else 1 + sum((n - 1) * s for n, s in zip(a.shape, strides))
+    window = np.lib.stride_tricks.as_strided(a, shape=(span,), strides=(size,), writeable=a.flags.writeable)
+    return window, list(a.shape), strides
+
+
+def _device_view(p: Param, a: Any) -> tuple[Any, list[int], list[int]]:
+    """A device array as (itself, extents, strides in elements)."""
+    cai = getattr(a, "__cuda_array_interface__", None)
+    if not isinstance(cai, dict):
+        raise ArgumentError(
+            f"argument {p.name!r}: expected a zyntax.cuda.DeviceArray or an object with "
+            f"__cuda_array_interface__, got {type(a).__name__}"
+        )
+    shape = [int(n) for n in cai["shape"]]
+    dtype = np.dtype(cai["typestr"])
+    want = _NUMPY.get(p.dtype)
+    if want is None or dtype != np.dtype(want):
+        raise ArgumentError(f"argument {p.name!r}: the view holds {p.dtype}, got a device array of {dtype}")
+    if len(shape) != p.rank:
+        raise ArgumentError(f"argument {p.name!r}: the view has rank {p.rank}, got a device array of {len(shape)} dims")
+    raw = cai.get("strides")
+    byte_strides = list(raw) if raw is not None else [dtype.itemsize * math.prod(shape[d + 1 :]) for d in range(len(shape))]
+    if any(s < 0 or s % dtype.itemsize for s in byte_strides):
+        raise ArgumentError(
+            f"argument {p.name!r}: strides {tuple(byte_strides)} must be non-negative multiples of the item size"
+        )
+    return a, shape, [s // dtype.itemsize for s in byte_strides]

@@ -45,6 +45,7 @@ __all__ = [
     "VerifyError",
     "ZyntaxError",
     "__version__",
+    "arch_for_capability",
     "array",
     "bf16",
     "bool_",
@@ -92,6 +93,7 @@ __all__ = [
     "ptr",
     "ptxas_assemble",
     "ptxas_info",
+    "target_table",
     "tensormap",
     "u8",
     "u16",
@@ -109,6 +111,10 @@ FULL_MASK: int
 def build_info() -> dict[str, Any]: ...
 def fusion_plan(sequence: str) -> str: ...
 def cli_main(argv: Sequence[str]) -> int: ...
+
+# The target table (crates/zyntax-hir/src/arch.rs; read by zyntax.targets).
+def target_table() -> dict[str, Any]: ...
+def arch_for_capability(major: int, minor: int) -> str | None: ...
 
 # ---------------------------------------------------------------- errors
 

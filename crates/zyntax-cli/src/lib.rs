@@ -487,7 +487,7 @@ fn compile_nvptx(args: &CompileArgs, module: &zyntax_hir::Module, display: &str)
     let arch = args
         .arch
         .or_else(|| module.targets.first().copied())
-        .unwrap_or(Arch::Sm80);
+        .unwrap_or(Arch::DEFAULT);
     let mut opts = Options::new(arch);
     opts.ptx_version = args.ptx;
     opts.opt_level = args.opt;

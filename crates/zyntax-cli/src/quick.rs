@@ -130,21 +130,13 @@ fn pick_kernel<'m>(
 /// The newest arch zyntax targets that the device runs (portable, not `sm_90a`).
 fn device_arch(ordinal: u32) -> Result<Arch, Vec<String>> {
     let dev = zyntax_cuda::Device::get(ordinal).map_err(|e| one(first_line(&e.to_string())))?;
-    let name = dev.arch_name();
-    let sm: u32 = name
-        .trim_start_matches("sm_")
-        .parse()
-        .map_err(|_| one(format!("device reports an unknown arch `{name}`")))?;
-    Arch::ALL
-        .iter()
-        .copied()
-        .filter(|a| *a != Arch::Sm90a && a.sm() <= sm)
-        .max_by_key(|a| a.sm())
-        .ok_or_else(|| {
-            one(format!(
-                "device arch {name} is older than sm_70, which zyntax needs"
-            ))
-        })
+    let (major, minor) = dev.props().compute_capability;
+    Arch::from_compute_capability(major, minor).ok_or_else(|| {
+        one(format!(
+            "device arch {} is older than sm_70, which zyntax needs",
+            dev.arch_name()
+        ))
+    })
 }
 
 fn parse_arg(text: &str, ty: &Type, rng: &mut SplitMix64) -> Result<(QuickArg, Arg), String> {

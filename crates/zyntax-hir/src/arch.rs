@@ -179,6 +179,61 @@ pub fn ptx_supported(v: PtxVersion) -> bool {
     }
 }
 
+/// Every PTX ISA version LLVM 19 can emit ([`ptx_supported`]), oldest first.
+pub fn ptx_versions() -> Vec<PtxVersion> {
+    (6..=8)
+        .flat_map(|major| (0..=9).map(move |minor| PtxVersion::new(major, minor)))
+        .filter(|v| ptx_supported(*v))
+        .collect()
+}
+
+/// Everything zyntax knows about one arch, as one row of the target table
+/// ([`target_table`]): `zyntax archs` prints it and Python reads it
+/// (`zyntax.targets`), so no other copy of these facts exists.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArchFacts {
+    pub arch: Arch,
+    pub compute_capability: (u32, u32),
+    /// Runs on exactly its compute capability only ([`Arch::is_arch_specific`]).
+    pub arch_specific: bool,
+    /// The PTX version emitted unless the module asks for another ([`Arch::default_ptx`]).
+    pub default_ptx: PtxVersion,
+    /// The oldest PTX version whose `.target` accepts the arch ([`min_ptx`]).
+    pub min_ptx: PtxVersion,
+    /// The names of the [`FEATURES`] rows the arch has at `default_ptx`.
+    pub features: Vec<&'static str>,
+    pub max_shared_bytes: u64,
+    pub max_blocks_per_sm: u64,
+    pub max_threads_per_sm: u64,
+}
+
+impl ArchFacts {
+    pub fn of(arch: Arch) -> ArchFacts {
+        let ptx = arch.default_ptx();
+        ArchFacts {
+            arch,
+            compute_capability: arch.compute_capability(),
+            arch_specific: arch.is_arch_specific(),
+            default_ptx: ptx,
+            min_ptx: min_ptx(arch),
+            features: FEATURES
+                .iter()
+                .filter(|f| f.available(arch, ptx))
+                .map(|f| f.name)
+                .collect(),
+            max_shared_bytes: max_shared_bytes(arch),
+            max_blocks_per_sm: max_blocks_per_sm(arch),
+            max_threads_per_sm: max_threads_per_sm(arch),
+        }
+    }
+}
+
+/// The target table: the facts of every arch of [`Arch::ALL`], oldest first.
+/// The default arch is [`Arch::DEFAULT`]; a device's arch is [`Arch::for_device`].
+pub fn target_table() -> Vec<ArchFacts> {
+    Arch::ALL.iter().map(|a| ArchFacts::of(*a)).collect()
+}
+
 /// Most shared memory (static + dynamic) one block may use on `arch`, in bytes
 /// (the opt-in maximum of the CUDA programming guide's compute capability table).
 pub fn max_shared_bytes(arch: Arch) -> u64 {
@@ -566,5 +621,47 @@ fn inst_diag(f: &Function, b: BlockId, i: InstId, d: &InstData, message: String)
         inst_text: Some(print_inst(f, i)),
         loc: d.loc.clone(),
         message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each row is consistent: its default PTX is one LLVM emits, the arch's
+    /// `.target` accepts it, and it covers every feature gated at the arch.
+    #[test]
+    fn target_table_rows_are_consistent() {
+        let table = target_table();
+        assert_eq!(
+            table.iter().map(|r| r.arch).collect::<Vec<_>>(),
+            Arch::ALL.to_vec()
+        );
+        for row in &table {
+            assert!(ptx_versions().contains(&row.default_ptx), "{}", row.arch);
+            assert!(row.default_ptx >= row.min_ptx, "{}", row.arch);
+            for f in FEATURES.iter().filter(|f| f.arch == row.arch) {
+                assert!(
+                    row.features.contains(&f.name) || f.ptx > row.default_ptx,
+                    "{}: {}",
+                    row.arch,
+                    f.name
+                );
+            }
+        }
+        let h100 = ArchFacts::of(Arch::Sm90a);
+        assert!(h100.arch_specific && h100.features.contains(&WGMMA.name));
+        assert!(!ArchFacts::of(Arch::Sm90).features.contains(&WGMMA.name));
+        assert!(ArchFacts::of(Arch::Sm80).features.contains(&CP_ASYNC.name));
+        assert!(!ArchFacts::of(Arch::Sm75).features.contains(&CP_ASYNC.name));
+    }
+
+    #[test]
+    fn ptx_versions_are_those_llvm_emits() {
+        let v = ptx_versions();
+        assert_eq!(v.first(), Some(&PtxVersion::new(6, 0)));
+        assert_eq!(v.last(), Some(&PtxVersion::new(8, 5)));
+        assert_eq!(v.len(), 6 + 9 + 6);
+        assert!(!v.contains(&PtxVersion::new(6, 6)));
     }
 }

@@ -62,15 +62,42 @@ impl Arch {
         ma * 10 + mi
     }
 
-    /// The arch for a device's compute capability, if zyntax supports it. Newer
-    /// devices run the newest baseline arch's PTX through the driver JIT.
+    /// The arch compiled for when none is named and no device is known (a
+    /// module without `targets(...)`, AOT builds, machines without a GPU):
+    /// the oldest arch with bf16, `cp.async` and `mma.sync`, which every
+    /// newer device also runs through the driver's JIT. Every default in
+    /// zyntax (the CLI, `zyntax.compile`, the `@zyntax.kernel` front-end)
+    /// is this one (docs/lowering.md, "Targets").
+    pub const DEFAULT: Arch = Arch::Sm80;
+
+    /// Whether code for this arch runs on exactly its compute capability only
+    /// (`sm_90a`: wgmma, setmaxnreg), not forward on newer devices.
+    pub fn is_arch_specific(self) -> bool {
+        self == Arch::Sm90a
+    }
+
+    /// The newest portable (not arch-specific) arch a device of this compute
+    /// capability runs, if zyntax supports one: newer devices run its PTX
+    /// through the driver JIT. `None` below sm_70.
     pub fn from_compute_capability(major: u32, minor: u32) -> Option<Arch> {
-        let sm = major * 10 + minor;
+        let sm = major.saturating_mul(10).saturating_add(minor);
         Arch::ALL
             .iter()
             .copied()
-            .filter(|a| *a != Arch::Sm90a && a.sm() <= sm)
+            .filter(|a| !a.is_arch_specific() && a.sm() <= sm)
             .max()
+    }
+
+    /// The arch the runtime compiles for on a device of this compute
+    /// capability: the arch-specific one when the capability is exactly its
+    /// own (9.0 gets `sm_90a`, so kernels may use wgmma), else
+    /// [`Arch::from_compute_capability`]. `None` below sm_70.
+    pub fn for_device(major: u32, minor: u32) -> Option<Arch> {
+        Arch::ALL
+            .iter()
+            .copied()
+            .find(|a| a.is_arch_specific() && a.compute_capability() == (major, minor))
+            .or_else(|| Arch::from_compute_capability(major, minor))
     }
 
     /// The PTX ISA version zyntax emits for this arch by default: the lowest that
@@ -114,5 +141,33 @@ impl PtxVersion {
 impl fmt::Display for PtxVersion {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}.{}", self.major, self.minor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_archs() {
+        let dev = |ma, mi| Arch::for_device(ma, mi).map(Arch::name);
+        assert_eq!(dev(6, 1), None);
+        assert_eq!(dev(7, 0), Some("sm_70"));
+        assert_eq!(dev(7, 2), Some("sm_70"));
+        assert_eq!(dev(8, 7), Some("sm_86"));
+        assert_eq!(dev(8, 9), Some("sm_89"));
+        // wgmma/setmaxnreg code runs on exactly 9.0; newer devices JIT plain sm_90.
+        assert_eq!(dev(9, 0), Some("sm_90a"));
+        assert_eq!(dev(10, 0), Some("sm_90"));
+        assert_eq!(dev(12, 1), Some("sm_90"));
+        assert_eq!(dev(u32::MAX, u32::MAX), Some("sm_90"));
+        assert_eq!(Arch::from_compute_capability(9, 0), Some(Arch::Sm90));
+    }
+
+    #[test]
+    fn default_arch_is_portable() {
+        assert!(!Arch::DEFAULT.is_arch_specific());
+        assert_eq!(Arch::DEFAULT, Arch::Sm80);
+        assert_eq!(Arch::ALL.iter().filter(|a| a.is_arch_specific()).count(), 1);
     }
 }

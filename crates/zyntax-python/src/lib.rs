@@ -20,6 +20,7 @@ mod interp;
 mod loc;
 #[cfg(feature = "cuda")]
 mod program;
+mod targets;
 mod tile;
 mod types;
 
@@ -50,6 +51,9 @@ mod _native {
 
     #[pymodule_export]
     use crate::fusion::fusion_plan;
+
+    #[pymodule_export]
+    use crate::targets::{arch_for_capability, target_table};
 
     #[pymodule_export]
     use crate::tile::{tile_heuristic, TileBuilder, TileSchedule};

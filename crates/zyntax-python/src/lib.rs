@@ -81,6 +81,7 @@ mod _native {
         m.add("FULL_MASK", crate::hir::FULL_MASK)?;
         m.add("FORMAT_VERSION", zyntax_hir::FORMAT_VERSION)?;
         crate::types::add_scalars(m)?;
+        crate::loc::remember_module(m);
         // ptxas of the `[compute]` extra is found through this interpreter, not `python3` on PATH.
         #[cfg(feature = "compute")]
         if let Ok(exe) = m

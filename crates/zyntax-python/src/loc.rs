@@ -4,17 +4,27 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use zyntax_hir::Loc;
 
+/// This extension module, kept at import (`remember_module`): its file's
+/// directory is the `zyntax` package's, found without importing the package.
+static NATIVE: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
+
 /// Directory of the installed `zyntax` package: frames in it are the façade,
 /// not the user's code, and are skipped.
 static PACKAGE_DIR: PyOnceLock<String> = PyOnceLock::new();
 
+/// Keeps `m` (`zyntax._native`, from its module init) for [`package_dir`].
+pub fn remember_module(m: &Bound<'_, PyModule>) {
+    let _ = NATIVE.set(m.py(), m.clone().unbind());
+}
+
 fn package_dir(py: Python<'_>) -> &str {
     PACKAGE_DIR
         .get_or_init(py, || {
-            py.import("zyntax")
-                .and_then(|m| m.getattr("__file__"))
-                .and_then(|f| f.extract::<String>())
-                .ok()
+            // `__file__` is set once the import has finished, before any builder call.
+            NATIVE
+                .get(py)
+                .and_then(|m| m.bind(py).getattr("__file__").ok())
+                .and_then(|f| f.extract::<String>().ok())
                 .and_then(|f| {
                     std::path::Path::new(&f)
                         .parent()

@@ -264,12 +264,13 @@ impl CudaProgramExec {
                             },
                         ));
                     }
-                    let d = py
-                        .import("zyntax.cuda")?
-                        .getattr("as_device_array")?
-                        .call1((array,))?;
-                    let d = d.cast::<DeviceArray>()?;
-                    d.get().binding()
+                    // A zero-copy view, as zyntax.cuda.as_device_array makes one.
+                    let d = if array.hasattr("__cuda_array_interface__")? {
+                        crate::cuda::cuda_from_cuda_array_interface(py, array)?
+                    } else {
+                        crate::cuda::dlpack_view(py, array, "argument 'array'")?
+                    };
+                    d.binding()
                 }
             };
             self.lock().bind(&name, b).py(py)

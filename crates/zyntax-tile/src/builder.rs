@@ -196,7 +196,7 @@ impl TileBuilder {
     /// A global tensor view of `rank` dims of `elem` (kernel parameters: a
     /// pointer, then `rank` extents and `rank` strides in elements, all `u32`).
     pub fn view_param(&mut self, name: &str, elem: Type, rank: usize) -> ViewId {
-        self.add_view(name, elem, rank, None)
+        self.add_view(name, elem, rank, None, None)
     }
 
     /// A view whose dim `dim` the caller promises has stride 1 (loads are then
@@ -215,10 +215,54 @@ impl TileBuilder {
                 rank,
             });
         }
-        self.add_view(name, elem, rank, Some(dim.min(rank.saturating_sub(1))))
+        self.add_view(
+            name,
+            elem,
+            rank,
+            Some(dim.min(rank.saturating_sub(1))),
+            None,
+        )
     }
 
-    fn add_view(&mut self, name: &str, elem: Type, rank: usize, unit: Option<usize>) -> ViewId {
+    /// A view whose dim `dim` has stride 1 and whose base pointer is aligned
+    /// to `align_bytes` (a power of two, at most 16), both promised by the
+    /// caller: a thread's consecutive elements along `dim` are then accessed
+    /// as one vector where the whole vector is in bounds and its address is
+    /// aligned (checked at run time; other accesses stay scalar).
+    pub fn view_param_aligned(
+        &mut self,
+        name: &str,
+        elem: Type,
+        rank: usize,
+        dim: usize,
+        align_bytes: u32,
+    ) -> ViewId {
+        if dim >= rank {
+            self.fail(TileError::BadAxis {
+                op: "view_param_aligned",
+                axis: dim,
+                rank,
+            });
+        }
+        if !align_bytes.is_power_of_two() || align_bytes > 16 {
+            self.fail(TileError::BadOperand {
+                op: "view_param_aligned",
+                operand: "align_bytes",
+                message: format!("{align_bytes} is not a power of two up to 16"),
+            });
+        }
+        let unit = Some(dim.min(rank.saturating_sub(1)));
+        self.add_view(name, elem, rank, unit, Some(align_bytes))
+    }
+
+    fn add_view(
+        &mut self,
+        name: &str,
+        elem: Type,
+        rank: usize,
+        unit: Option<usize>,
+        align_bytes: Option<u32>,
+    ) -> ViewId {
         if !(1..=3).contains(&rank) {
             self.fail(TileError::BadAxis {
                 op: "view_param",
@@ -239,6 +283,7 @@ impl TileBuilder {
             elem,
             rank,
             unit_stride_dim: unit,
+            align_bytes,
         });
         let id = ViewId(self.program.views.len() as u32 - 1);
         self.program.params.push(Param::View(id));

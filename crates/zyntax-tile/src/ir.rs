@@ -50,6 +50,10 @@ pub struct ViewParam {
     /// The dim whose stride the front-end promises is 1, if it knows one;
     /// layout inference makes that dim the fastest-varying one for loads.
     pub unit_stride_dim: Option<usize>,
+    /// The alignment in bytes the front-end promises for the base pointer
+    /// (with `unit_stride_dim`): runs of consecutive elements along the
+    /// unit-stride dim may then be loaded and stored as vectors.
+    pub align_bytes: Option<u32>,
 }
 
 /// A kernel parameter, in signature order.

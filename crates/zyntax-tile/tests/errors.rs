@@ -320,3 +320,29 @@ fn loop_yields_must_match_the_carried_values() {
         })
     ));
 }
+
+#[test]
+fn aligned_view_declarations_are_checked() {
+    let mut t = builder();
+    t.view_param_aligned("x", Type::F32, 2, 2, 16);
+    assert_eq!(
+        t.finish().unwrap_err(),
+        TileError::BadAxis {
+            op: "view_param_aligned",
+            axis: 2,
+            rank: 2
+        }
+    );
+    for align in [0, 12, 32] {
+        let mut t = builder();
+        t.view_param_aligned("x", Type::F32, 2, 1, align);
+        assert!(matches!(
+            t.finish(),
+            Err(TileError::BadOperand {
+                op: "view_param_aligned",
+                operand: "align_bytes",
+                ..
+            })
+        ));
+    }
+}

@@ -13,9 +13,11 @@ use zyntax_tile::{DotPath, Layout, Schedule, TileBuilder, TileError, TileKernel,
 fn gemm(schedule: Schedule, elem: Type) -> TileResult<TileKernel> {
     let (bm, bn, bk) = (schedule.block[0], schedule.block[1], schedule.k);
     let mut t = TileBuilder::new("gemm", schedule);
-    let a = t.view_param("a", elem.clone(), 2);
-    let b = t.view_param("b", elem, 2);
-    let c = t.view_param("c", Type::F32, 2);
+    // Views declared unit-stride and 16-byte aligned: operands load and the
+    // accumulator stores (pairs of f32 from its fragments) as vectors.
+    let a = t.view_param_aligned("a", elem.clone(), 2, 1, 16);
+    let b = t.view_param_aligned("b", elem, 2, 1, 16);
+    let c = t.view_param_aligned("c", Type::F32, 2, 1, 16);
     let (pm, pn) = (t.program_id(0), t.program_id(1));
     let (cbm, cbn, cbk, zero) = (t.index(bm), t.index(bn), t.index(bk), t.index(0));
     let (m0, n0) = (t.scalar_mul(pm, cbm), t.scalar_mul(pn, cbn));
@@ -39,7 +41,7 @@ fn on_tensor_cores(kernel: &TileKernel) -> bool {
         .iter()
         .any(|l| matches!(l, Some(Layout::Mma(_))));
     let text = zyntax_hir::print_module(&kernel.module);
-    mma && text.contains("mma.sync") && text.contains("ldmatrix")
+    mma && text.contains("mma.sync") && text.contains("ldmatrix") && text.contains("vec<f32, 2>")
 }
 
 /// Random values rounded to `elem` (f16 or bf16): the bytes and the exact values.

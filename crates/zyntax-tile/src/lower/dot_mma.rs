@@ -26,7 +26,7 @@ use crate::error::{TileError, TileResult};
 use crate::infer::Layouts;
 use crate::ir::{Op, TileId};
 use crate::layout::{Layout, Mma};
-use zyntax_hir::{AddrSpace, FunctionBuilder, MmaElem, ScalarType, Type, ValueId, WarpShape};
+use zyntax_hir::{MmaElem, ScalarType, Type, ValueId, WarpShape};
 
 /// Whether any `dot` of `ops` (or of loops inside them) runs on `mma.sync`.
 pub(super) fn uses_mma(ops: &[Op], layouts: &Layouts) -> bool {
@@ -35,21 +35,6 @@ pub(super) fn uses_mma(ops: &[Op], layouts: &Layouts) -> bool {
         Op::For { body, .. } => uses_mma(body, layouts),
         _ => false,
     })
-}
-
-/// A zero `vec<f32, 4>` (through a local slot that LLVM promotes), built in
-/// the entry block so that it dominates every use.
-pub(super) fn f32x4_zeros(b: &mut FunctionBuilder) -> TileResult<ValueId> {
-    let vec = Type::Vector(ScalarType::F32, 4);
-    let slot = b.alloca(vec, 1)?;
-    let lanes = b.ptr_cast(slot, Type::ptr(AddrSpace::Local, Type::F32))?;
-    let zero = b.fconst(Type::F32, 0.0)?;
-    for i in 0..4 {
-        let at = b.iconst(Type::U32, i)?;
-        let p = b.ptr_add(lanes, at)?;
-        b.store(p, zero)?;
-    }
-    Ok(b.load(slot)?)
 }
 
 impl Lowerer<'_> {
@@ -68,8 +53,9 @@ impl Lowerer<'_> {
         } else {
             MmaElem::F16
         };
-        let template = self
-            .f32x4
+        let template = *self
+            .vector_zeros
+            .get(&Type::Vector(ScalarType::F32, 4))
             .ok_or_else(|| TileError::Internal("no vec<f32, 4> for mma.sync".into()))?;
         let pa = self.scratch_ptr(&ta.elem, 0)?;
         let b_offset = align16(u64::from(m) * u64::from(k) * staged_bytes(&ta.elem));

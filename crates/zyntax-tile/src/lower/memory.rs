@@ -6,13 +6,103 @@
 //! out-of-bounds access, and so may the GPU): each access sits in an `if` on
 //! its mask, and a masked load yields `other`. Stores and atomics also
 //! require the thread to own the element, so each element is written once.
-//! This session's lowering is scalar; vectorised, `cp.async` and TMA
-//! accesses are future work (docs/tile.md).
+//!
+//! **Vector accesses.** When the view promises a unit-stride dim and a base
+//! alignment (`view_param_aligned`) and the layout gives a thread runs of
+//! consecutive elements along that dim, each run of `width` registers is one
+//! `vec<elem, width>` load or store, under a run-time test that the whole
+//! vector is in bounds and its element offset a multiple of `width` (with
+//! the promised base alignment, the address is then aligned). A run that
+//! fails the test (a tail, an odd row stride, an odd origin) takes the scalar
+//! path, element by element with its own mask. Atomics stay scalar.
 
 use super::{Coord, Lowerer};
-use crate::error::TileResult;
-use crate::ir::{Const, ScalarId, TileId, ViewId};
-use zyntax_hir::{AtomicOp, Scope, ValueId};
+use crate::error::{TileError, TileResult};
+use crate::infer::Layouts;
+use crate::ir::{Const, Op, ScalarId, TileId, TileProgram, ViewId};
+use crate::layout::Layout;
+use zyntax_hir::{AddrSpace, AtomicOp, Scope, Type, ValueId};
+
+/// Runs of `width` registers along `dim` accessed as one vector.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(super) struct VectorPlan {
+    pub dim: usize,
+    pub width: u32,
+}
+
+/// How a tile of `shape` in `layout` accesses `view`: `Some` when vector
+/// accesses apply (see the module docs), `None` for scalar ones.
+pub(super) fn vector_plan(
+    program: &TileProgram,
+    layout: &Layout,
+    view: ViewId,
+    shape: &[u32],
+) -> Option<VectorPlan> {
+    let v = program.view(view);
+    let (dim, align) = (v.unit_stride_dim?, v.align_bytes?);
+    let bytes = v.elem.size_bytes()? as u32;
+    let map = layout.dim_map(dim);
+    if map.run_step != 1 {
+        return None;
+    }
+    // Runs and sizes are powers of two, so `width` divides the run.
+    let width = map.run.min(shape[dim]).min(16 / bytes).min(align / bytes);
+    (width >= 2).then_some(VectorPlan { dim, width })
+}
+
+/// The vector types the vectorised loads and stores of `ops` (and of loops
+/// inside them) build values from; see [`Lowerer::vector_zeros`].
+pub(super) fn vector_types(
+    program: &TileProgram,
+    layouts: &Layouts,
+    ops: &[Op],
+    out: &mut Vec<Type>,
+) {
+    for op in ops {
+        match op {
+            Op::Store { view, tile, .. }
+            | Op::Load {
+                view, out: tile, ..
+            } => {
+                let shape = &program.tile(*tile).shape;
+                let plan = layouts
+                    .get(*tile)
+                    .and_then(|l| vector_plan(program, l, *view, shape));
+                let elem = program.view(*view).elem.as_scalar();
+                if let (Some(p), Some(e)) = (plan, elem) {
+                    let ty = Type::Vector(e, p.width);
+                    if !out.contains(&ty) {
+                        out.push(ty);
+                    }
+                }
+            }
+            Op::For { body, .. } => vector_types(program, layouts, body, out),
+            _ => {}
+        }
+    }
+}
+
+/// The registers accessed together with register `reg`: with a plan, the run
+/// of `width` along its dim starting at `reg` (`None` if `reg` does not start
+/// one); without, `reg` alone.
+fn group(layout: &Layout, shape: &[u32], reg: u32, plan: Option<VectorPlan>) -> Option<Vec<u32>> {
+    let Some(p) = plan else {
+        return Some(vec![reg]);
+    };
+    let dims = layout.reg_dims(shape, reg);
+    if !dims[p.dim].is_multiple_of(p.width) {
+        return None;
+    }
+    Some(
+        (0..p.width)
+            .map(|i| {
+                let mut d = dims.clone();
+                d[p.dim] += i;
+                layout.reg_index(shape, &d)
+            })
+            .collect(),
+    )
+}
 
 impl Lowerer<'_> {
     /// The element offset and in-bounds mask of `coords` in the box at `origin`.
@@ -39,6 +129,41 @@ impl Lowerer<'_> {
         Ok((offset, inside))
     }
 
+    /// Whether the vector of `plan.width` elements starting at `first`
+    /// (element offset `offset`, first element in bounds: `inside`) is wholly
+    /// in bounds and aligned.
+    fn vector_ok(
+        &mut self,
+        view: ViewId,
+        origin: &[ValueId],
+        first: &[Coord],
+        (offset, inside): (ValueId, ValueId),
+        plan: VectorPlan,
+    ) -> TileResult<ValueId> {
+        let extent = self.views[view.0 as usize].shape[plan.dim];
+        let last = self.b.add(origin[plan.dim], first[plan.dim].value)?;
+        let width_less_one = self.u32(plan.width - 1)?;
+        let last = self.b.add(last, width_less_one)?;
+        let last_inside = self.b.lt(last, extent)?;
+        let width = self.u32(plan.width)?;
+        let misalignment = self.b.rem(offset, width)?;
+        let zero = self.u32(0)?;
+        let aligned = self.b.eq(misalignment, zero)?;
+        let ok = self.b.and(inside, last_inside)?;
+        Ok(self.b.and(ok, aligned)?)
+    }
+
+    /// The view's base advanced by `offset`, as a pointer to `vec<elem, width>`.
+    fn vector_ptr(&mut self, view: ViewId, offset: ValueId, width: u32) -> TileResult<ValueId> {
+        let base = self.views[view.0 as usize].base;
+        let elem = self.program.view(view).elem.as_scalar().ok_or_else(|| {
+            TileError::Internal("a vector access to a view of non-scalars".into())
+        })?;
+        let p = self.b.ptr_add(base, offset)?;
+        let ty = Type::ptr(AddrSpace::Global, Type::Vector(elem, width));
+        Ok(self.b.ptr_cast(p, ty)?)
+    }
+
     fn origin(&self, origin: &[ScalarId]) -> TileResult<Vec<ValueId>> {
         origin.iter().map(|s| self.scalar(*s)).collect()
     }
@@ -58,20 +183,84 @@ impl Lowerer<'_> {
             Const::Int(i) => self.b.iconst(ty.elem.clone(), i)?,
             Const::Float(f) => self.b.fconst(ty.elem.clone(), f)?,
         };
-        let base = self.views[view.0 as usize].base;
-        let mut regs = Vec::new();
-        for r in 0..layout.num_regs(&ty.shape) {
-            let coords = Self::reg_coords(&layout, &ty.shape, &table, r);
-            let (offset, inside) = self.address(view, &origin, &coords)?;
-            let mut frame = self.b.begin_if(inside, std::slice::from_ref(&ty.elem))?;
-            let p = self.b.ptr_add(base, offset)?;
-            let value = self.b.load(p)?;
-            self.b.begin_else(&mut frame, &[value])?;
-            let merged = self.b.end_if(frame, &[other])?;
-            regs.push(merged[0]);
+        let plan = vector_plan(self.program, &layout, view, &ty.shape);
+        let n = layout.num_regs(&ty.shape);
+        let mut regs = vec![None; n as usize];
+        for r in 0..n {
+            let Some(regs_of_group) = group(&layout, &ty.shape, r, plan) else {
+                continue;
+            };
+            let coords: Vec<Vec<Coord>> = regs_of_group
+                .iter()
+                .map(|&g| Self::reg_coords(&layout, &ty.shape, &table, g))
+                .collect();
+            let values = match plan {
+                Some(p) => self.load_vector(view, &origin, &coords, &ty.elem, other, p)?,
+                None => vec![self.load_scalar(view, &origin, &coords[0], &ty.elem, other)?],
+            };
+            for (g, v) in regs_of_group.into_iter().zip(values) {
+                regs[g as usize] = Some(v);
+            }
         }
+        let regs = regs
+            .into_iter()
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| TileError::Internal("a load left a register unset".into()))?;
         self.set_tile(out, regs);
         Ok(())
+    }
+
+    /// One element, or `other` where it is outside the view.
+    fn load_scalar(
+        &mut self,
+        view: ViewId,
+        origin: &[ValueId],
+        coords: &[Coord],
+        elem: &Type,
+        other: ValueId,
+    ) -> TileResult<ValueId> {
+        let base = self.views[view.0 as usize].base;
+        let (offset, inside) = self.address(view, origin, coords)?;
+        let mut frame = self.b.begin_if(inside, std::slice::from_ref(elem))?;
+        let p = self.b.ptr_add(base, offset)?;
+        let value = self.b.load(p)?;
+        self.b.begin_else(&mut frame, &[value])?;
+        Ok(self.b.end_if(frame, &[other])?[0])
+    }
+
+    /// A run of elements (`coords[i]` the i-th) as one vector load where
+    /// [`Self::vector_ok`], else element by element.
+    fn load_vector(
+        &mut self,
+        view: ViewId,
+        origin: &[ValueId],
+        coords: &[Vec<Coord>],
+        elem: &Type,
+        other: ValueId,
+        plan: VectorPlan,
+    ) -> TileResult<Vec<ValueId>> {
+        let at = self.address(view, origin, &coords[0])?;
+        let ok = self.vector_ok(view, origin, &coords[0], at, plan)?;
+        // Both paths yield the vector, split after the join: were each path
+        // to yield scalars, LLVM would scalarise the vector load and sink the
+        // loads both paths share, and the vector would not survive.
+        let p = self.vector_ptr(view, at.0, plan.width)?;
+        let ty = self.b.value_type(p)?.clone();
+        let Type::Ptr(_, vector_ty) = ty else {
+            return Err(TileError::Internal("vector_ptr is not a pointer".into()));
+        };
+        let mut frame = self.b.begin_if(ok, std::slice::from_ref(&*vector_ty))?;
+        let vector = self.b.load(p)?;
+        self.b.begin_else(&mut frame, &[vector])?;
+        let mut vector = self.vector_zeros(p)?;
+        for (i, c) in coords.iter().enumerate() {
+            let part = self.load_scalar(view, origin, c, elem, other)?;
+            vector = self.b.insert(vector, part, i as u32)?;
+        }
+        let vector = self.b.end_if(frame, &[vector])?[0];
+        (0..plan.width)
+            .map(|i| Ok(self.b.extract(vector, i)?))
+            .collect()
     }
 
     /// A store, or with `atomic` a device-scope atomic add, of every owned
@@ -88,21 +277,90 @@ impl Lowerer<'_> {
         let values = self.regs(tile)?;
         let origin = self.origin(origin)?;
         let table = self.coords(&layout, &shape)?;
-        let base = self.views[view.0 as usize].base;
-        for (r, &value) in values.iter().enumerate() {
-            let coords = Self::reg_coords(&layout, &shape, &table, r as u32);
-            let (offset, inside) = self.address(view, &origin, &coords)?;
-            let owned = self.owned(&coords)?;
-            let mask = self.and(Some(inside), owned)?.unwrap_or(inside);
-            let frame = self.b.begin_if(mask, &[])?;
-            let p = self.b.ptr_add(base, offset)?;
-            if atomic {
-                self.b.atomic(AtomicOp::Add, Scope::Device, p, value)?;
-            } else {
-                self.b.store(p, value)?;
+        let plan = match atomic {
+            true => None,
+            false => vector_plan(self.program, &layout, view, &shape),
+        };
+        for r in 0..layout.num_regs(&shape) {
+            let Some(regs_of_group) = group(&layout, &shape, r, plan) else {
+                continue;
+            };
+            let coords: Vec<Vec<Coord>> = regs_of_group
+                .iter()
+                .map(|&g| Self::reg_coords(&layout, &shape, &table, g))
+                .collect();
+            let parts: Vec<ValueId> = regs_of_group.iter().map(|&g| values[g as usize]).collect();
+            match plan {
+                Some(p) => self.store_vector(view, &origin, &coords, &parts, p)?,
+                None => self.store_scalar(view, &origin, &coords[0], parts[0], atomic)?,
             }
-            self.b.end_if(frame, &[])?;
         }
         Ok(())
+    }
+
+    /// One element, if this thread owns it and it is inside the view.
+    fn store_scalar(
+        &mut self,
+        view: ViewId,
+        origin: &[ValueId],
+        coords: &[Coord],
+        value: ValueId,
+        atomic: bool,
+    ) -> TileResult<()> {
+        let base = self.views[view.0 as usize].base;
+        let (offset, inside) = self.address(view, origin, coords)?;
+        let owned = self.owned(coords)?;
+        let mask = self.and(Some(inside), owned)?.unwrap_or(inside);
+        let frame = self.b.begin_if(mask, &[])?;
+        let p = self.b.ptr_add(base, offset)?;
+        if atomic {
+            self.b.atomic(AtomicOp::Add, Scope::Device, p, value)?;
+        } else {
+            self.b.store(p, value)?;
+        }
+        self.b.end_if(frame, &[])?;
+        Ok(())
+    }
+
+    /// A run of elements as one vector store where this thread owns the run
+    /// (ownership is the same for all of it: a run never straddles the
+    /// wrap-around) and [`Self::vector_ok`], else element by element.
+    fn store_vector(
+        &mut self,
+        view: ViewId,
+        origin: &[ValueId],
+        coords: &[Vec<Coord>],
+        parts: &[ValueId],
+        plan: VectorPlan,
+    ) -> TileResult<()> {
+        let at = self.address(view, origin, &coords[0])?;
+        let ok = self.vector_ok(view, origin, &coords[0], at, plan)?;
+        let owned = self.owned(&coords[0])?;
+        let ok = self.and(Some(ok), owned)?.unwrap_or(ok);
+        let mut frame = self.b.begin_if(ok, &[])?;
+        let p = self.vector_ptr(view, at.0, plan.width)?;
+        let mut vector = self.vector_zeros(p)?;
+        for (i, &part) in parts.iter().enumerate() {
+            vector = self.b.insert(vector, part, i as u32)?;
+        }
+        self.b.store(p, vector)?;
+        self.b.begin_else(&mut frame, &[])?;
+        for (c, &part) in coords.iter().zip(parts) {
+            self.store_scalar(view, origin, c, part, false)?;
+        }
+        self.b.end_if(frame, &[])?;
+        Ok(())
+    }
+
+    /// The zero vector of `ptr`'s pointee type, made in the entry block.
+    fn vector_zeros(&mut self, ptr: ValueId) -> TileResult<ValueId> {
+        let ty = match self.b.value_type(ptr)? {
+            Type::Ptr(_, t) => (**t).clone(),
+            other => return Err(TileError::Internal(format!("{other} is not a pointer"))),
+        };
+        self.vector_zeros
+            .get(&ty)
+            .copied()
+            .ok_or_else(|| TileError::Internal(format!("no {ty} made in the entry block")))
     }
 }

@@ -24,7 +24,8 @@ use crate::infer::{infer_for, Layouts};
 use crate::ir::*;
 use crate::layout::{Blocked, Layout, WARP};
 use crate::schedule::Schedule;
-use zyntax_hir::{AddrSpace, Dim, FunctionBuilder, Module, Type, ValueId};
+use std::collections::HashMap;
+use zyntax_hir::{AddrSpace, Dim, FunctionBuilder, Module, ScalarType, Type, ValueId};
 
 /// Largest static shared memory of one kernel (the HIR verifier's limit).
 pub const MAX_SCRATCH_BYTES: u64 = 48 * 1024;
@@ -94,9 +95,10 @@ pub(crate) struct Lowerer<'p> {
     /// The kernel's one shared-memory scratch buffer (`u8`), if any op needs
     /// one: every use is bracketed by barriers, so all uses share it.
     pub scratch: Option<ValueId>,
-    /// A `vec<f32, 4>` defined in the entry block, which `mma.sync`
-    /// accumulator fragments are built from (HIR has no vector constants).
-    pub f32x4: Option<ValueId>,
+    /// Zero vectors defined in the entry block, which vector values are
+    /// built from with `insert` (HIR has no vector constants): `vec<f32, 4>`
+    /// for `mma.sync` accumulators, one per type of vectorised access.
+    pub vector_zeros: HashMap<Type, ValueId>,
 }
 
 /// Infers layouts and lowers `program` for `schedule`.
@@ -149,11 +151,16 @@ pub fn lower(mut program: TileProgram, schedule: &Schedule) -> TileResult<TileKe
     } else {
         None
     };
-    let f32x4 = if dot_mma::uses_mma(&program.body, &layouts) {
-        Some(dot_mma::f32x4_zeros(&mut b)?)
-    } else {
-        None
-    };
+    let mut vector_types = Vec::new();
+    if dot_mma::uses_mma(&program.body, &layouts) {
+        vector_types.push(Type::Vector(ScalarType::F32, 4));
+    }
+    memory::vector_types(&program, &layouts, &program.body, &mut vector_types);
+    let mut vector_zeros = HashMap::new();
+    for ty in vector_types {
+        let zeros = zero_vector(&mut b, &ty)?;
+        vector_zeros.insert(ty, zeros);
+    }
     let mut lw = Lowerer {
         b,
         program: &program,
@@ -164,7 +171,7 @@ pub fn lower(mut program: TileProgram, schedule: &Schedule) -> TileResult<TileKe
         lane,
         warp,
         scratch,
-        f32x4,
+        vector_zeros,
     };
     lw.bind_params()?;
     lw.region(&program.body)?;
@@ -184,6 +191,28 @@ pub fn lower(mut program: TileProgram, schedule: &Schedule) -> TileResult<TileKe
         program: program.clone(),
         layouts,
     })
+}
+
+/// A zero vector of type `ty` (through a local slot that LLVM promotes to
+/// registers), to be built in the entry block so that it dominates every use.
+fn zero_vector(b: &mut FunctionBuilder, ty: &Type) -> TileResult<ValueId> {
+    let Type::Vector(elem, lanes) = ty else {
+        return Err(TileError::Internal(format!("{ty} is not a vector")));
+    };
+    let elem = Type::Scalar(*elem);
+    let slot = b.alloca(ty.clone(), 1)?;
+    let parts = b.ptr_cast(slot, Type::ptr(AddrSpace::Local, elem.clone()))?;
+    let zero = if elem.is_float() {
+        b.fconst(elem, 0.0)?
+    } else {
+        b.iconst(elem, 0)?
+    };
+    for i in 0..*lanes {
+        let at = b.iconst(Type::U32, i64::from(i))?;
+        let p = b.ptr_add(parts, at)?;
+        b.store(p, zero)?;
+    }
+    Ok(b.load(slot)?)
 }
 
 /// Every tile is unrolled into registers: a tile with more than the register

@@ -165,3 +165,69 @@ fn mma_sync_demanded_where_it_does_not_apply_is_an_error() {
         }
     }
 }
+
+/// After a tensor-core `dot`, the accumulator feeds element-wise ops and a
+/// row sum: `c = a @ b + bias`, `rows = sum(c, 1)`. The bias (a blocked
+/// load) is converted to the accumulator's layout, and the row sum
+/// converts the accumulator to a blocked layout first.
+#[test]
+fn mma_result_feeds_elementwise_ops_and_a_row_sum() {
+    let mut rng = Rng::new();
+    let (bm, bn, bk) = (32, 32, 16);
+    let schedule = Schedule::block(&[bm, bn]).k(bk).warps(4);
+    let mut t = TileBuilder::new("gemm_bias_rowsum", schedule.clone());
+    let a = t.view_param("a", Type::BF16, 2);
+    let b = t.view_param("b", Type::BF16, 2);
+    let bias = t.view_param("bias", Type::F32, 2);
+    let c = t.view_param("c", Type::F32, 2);
+    let rows = t.view_param("rows", Type::F32, 2);
+    let zero = t.index(0);
+    let acc = t.full(&[bm, bn], Type::F32, 0.0);
+    let at = t.load(a, &[zero, zero], &[bm, bk]);
+    let bt = t.load(b, &[zero, zero], &[bk, bn]);
+    let d = t.dot(at, bt, acc);
+    let bias_t = t.load(bias, &[zero, zero], &[bm, bn]);
+    let sum = t.add(d, bias_t);
+    let row_sums = t.sum(sum, 1);
+    t.store(c, &[zero, zero], sum);
+    t.store(rows, &[zero, zero], row_sums);
+    let kernel = t.finish().unwrap();
+    assert!(kernel
+        .layouts
+        .of
+        .iter()
+        .any(|l| matches!(l, Some(Layout::Mma(_)))));
+
+    let (m, n, k) = (29u32, 30u32, 11u32);
+    let (ab, a64) = rounded(&mut rng, m * k, &Type::BF16);
+    let (bb, b64) = rounded(&mut rng, k * n, &Type::BF16);
+    let bias_v = rng.vec((m * n) as usize);
+    let mut bufs = vec![
+        ab,
+        bb,
+        bytes(&bias_v),
+        bytes(&vec![f32::NAN; (m * n) as usize]),
+        bytes(&vec![f32::NAN; m as usize]),
+    ];
+    let args = [
+        row_major(0, &[m, k]),
+        row_major(1, &[k, n]),
+        row_major(2, &[m, n]),
+        row_major(3, &[m, n]),
+        row_major(4, &[m, 1]),
+    ];
+    run(&kernel, [1, 1, 1], &args, &mut bufs);
+    let (mu, nu, ku) = (m as usize, n as usize, k as usize);
+    let want: Vec<f64> = (0..mu * nu)
+        .map(|e| {
+            let (i, j) = (e / nu, e % nu);
+            let dot: f64 = (0..ku).map(|kk| a64[i * ku + kk] * b64[kk * nu + j]).sum();
+            dot + f64::from(bias_v[e])
+        })
+        .collect();
+    let want_rows: Vec<f64> = (0..mu)
+        .map(|i| want[i * nu..(i + 1) * nu].iter().sum())
+        .collect();
+    assert_close(&floats(&bufs[3]), &want, 1e-5, "a @ b + bias");
+    assert_close(&floats(&bufs[4]), &want_rows, 1e-4, "row sums");
+}

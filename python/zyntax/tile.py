@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
@@ -200,7 +200,7 @@ class Tile:
 
 
 #: A value a loop carries.
-Value = Union[Tile, Scalar]
+Value = Tile | Scalar
 
 
 @dataclass(frozen=True)
@@ -224,8 +224,14 @@ class Builder:
     # -- handles
     def _own(self, h: object, cls: type, name: str) -> Any:
         if not isinstance(h, cls) or h.builder is not self:  # type: ignore[attr-defined]
-            got = type(h).__name__ if not isinstance(h, cls) else f"a {cls.__name__} of another builder"
-            raise ArgumentError(f"argument '{name}': expected a tile.{cls.__name__} of this builder, got {got}")
+            got = (
+                type(h).__name__
+                if not isinstance(h, cls)
+                else f"a {cls.__name__} of another builder"
+            )
+            raise ArgumentError(
+                f"argument '{name}': expected a tile.{cls.__name__} of this builder, got {got}"
+            )
         return h.id  # type: ignore[attr-defined]
 
     def _tile(self, id: int) -> Tile:
@@ -251,7 +257,8 @@ class Builder:
     def _origin(self, origin: Sequence[Scalar | int]) -> list[int]:
         if not isinstance(origin, (list, tuple)):
             raise ArgumentError(
-                f"argument 'origin': expected a list or tuple of scalars or ints, got {type(origin).__name__}"
+                "argument 'origin': expected a list or tuple of scalars or ints, "
+                f"got {type(origin).__name__}"
             )
         return [self._scalar(o, "origin").id for o in origin]
 
@@ -390,7 +397,9 @@ class Builder:
         the values after the last iteration."""
         bounds = [self._scalar(x, n).id for x, n in ((lo, "lo"), (hi, "hi"), (step, "step"))]
         if not isinstance(inits, (list, tuple)):
-            raise ArgumentError(f"argument 'inits': expected a list of tiles or scalars, got {type(inits).__name__}")
+            raise ArgumentError(
+                f"argument 'inits': expected a list of tiles or scalars, got {type(inits).__name__}"
+            )
         pairs = [self._pair(v, "inits") for v in inits]
         if not callable(body):
             raise ArgumentError(f"argument 'body': expected a callable, got {type(body).__name__}")
@@ -399,18 +408,23 @@ class Builder:
             yields = body(self, Scalar(self, iv), [self._value(p) for p in carried])
             if not isinstance(yields, (list, tuple)):
                 raise ArgumentError(
-                    f"for_range body: expected it to return a list of tiles or scalars, got {type(yields).__name__}"
+                    "for_range body: expected it to return a list of tiles or scalars, "
+                    f"got {type(yields).__name__}"
                 )
             return [self._pair(v, "yields") for v in yields]
 
-        return [self._value(p) for p in self._b.for_range(*bounds, pairs, native_body)]
+        lo_id, hi_id, step_id = bounds
+        results = self._b.for_range(lo_id, hi_id, step_id, pairs, native_body)
+        return [self._value(p) for p in results]
 
     def _pair(self, v: object, name: str) -> tuple[str, int]:
         if isinstance(v, Tile):
             return ("tile", self._own(v, Tile, name))
         if isinstance(v, Scalar):
             return ("scalar", self._own(v, Scalar, name))
-        raise ArgumentError(f"argument '{name}': expected tile.Tile or tile.Scalar values, got {type(v).__name__}")
+        raise ArgumentError(
+            f"argument '{name}': expected tile.Tile or tile.Scalar values, got {type(v).__name__}"
+        )
 
     def _value(self, pair: tuple[str, int]) -> Value:
         kind, id = pair
@@ -452,23 +466,34 @@ class Kernel:
     def _check_count(self, args: Sequence[Any]) -> None:
         if len(args) != len(self.params):
             names = ", ".join(p.name for p in self.params)
-            raise ArgumentError(f"tile kernel {self.name!r} takes {len(self.params)} arguments ({names}), got {len(args)}")
+            raise ArgumentError(
+                f"tile kernel {self.name!r} takes {len(self.params)} arguments ({names}), "
+                f"got {len(args)}"
+            )
 
     def _scalar(self, p: Param, x: object) -> int | float:
         if p.dtype.startswith(("f", "bf")):
             if not _is_number(x):
-                raise ArgumentError(f"argument {p.name!r}: expected a number for {p.dtype}, got {type(x).__name__}")
+                raise ArgumentError(
+                    f"argument {p.name!r}: expected a number for {p.dtype}, got {type(x).__name__}"
+                )
             return float(x)  # type: ignore[arg-type]
         if not _is_int(x):
-            raise ArgumentError(f"argument {p.name!r}: expected an int for {p.dtype}, got {type(x).__name__}")
-        return int(x)  # type: ignore[call-overload]
+            raise ArgumentError(
+                f"argument {p.name!r}: expected an int for {p.dtype}, got {type(x).__name__}"
+            )
+        return int(x)  # type: ignore[call-overload, no-any-return]
 
-    def expand(self, args: Sequence[Any], array: Callable[[Param, Any], tuple[Any, Sequence[int], Sequence[int]]]) -> list[Any]:
+    def expand(
+        self,
+        args: Sequence[Any],
+        array: Callable[[Param, Any], tuple[Any, Sequence[int], Sequence[int]]],
+    ) -> list[Any]:
         """The lowered kernel's arguments: each view through `array(param, value)`
         → (pointer argument, extents, strides in elements), scalars checked."""
         self._check_count(args)
         out: list[Any] = []
-        for p, x in zip(self.params, args):
+        for p, x in zip(self.params, args, strict=True):
             if p.kind == "scalar":
                 out.append(self._scalar(p, x))
                 continue
@@ -481,7 +506,9 @@ class Kernel:
         return out
 
     # -- the reference interpreter
-    def run_interp(self, *args: Any, grid: int | Sequence[int], checks: bool = True) -> dict[str, int]:
+    def run_interp(
+        self, *args: Any, grid: int | Sequence[int], checks: bool = True
+    ) -> dict[str, int]:
         """Runs the kernel on the reference interpreter. Views take numpy
         arrays of their dtype and rank, any non-negative strides (slices,
         transposes); they are updated in place. Returns the run's statistics."""
@@ -501,13 +528,15 @@ class Kernel:
             return w, extents, strides
 
         flat = self.expand(args, array)
-        stats: dict[str, int] = interp.launch(
-            self.module, self.name, grid, self.block, *flat, checks=checks
-        ) or {}
+        stats: dict[str, int] = (
+            interp.launch(self.module, self.name, grid, self.block, *flat, checks=checks) or {}
+        )
         return stats
 
     # -- the GPU
-    def launch(self, *args: Any, grid: int | Sequence[int], device: int = 0, stream: Any = None) -> None:
+    def launch(
+        self, *args: Any, grid: int | Sequence[int], device: int = 0, stream: Any = None
+    ) -> None:
         """Launches the kernel on the GPU. Views take ``zyntax.cuda.DeviceArray``s
         or any object with ``__cuda_array_interface__`` of their dtype and
         rank (strides in the interface are honoured). The module is compiled
@@ -530,17 +559,24 @@ def _numpy_view(p: Param, a: Any) -> tuple[np.ndarray[Any, Any], list[int], list
         raise ArgumentError(f"argument {p.name!r}: expected a numpy array, got {type(a).__name__}")
     want = _NUMPY.get(p.dtype)
     if want is None or a.dtype != np.dtype(want):
-        raise ArgumentError(f"argument {p.name!r}: the view holds {p.dtype}, got an array of {a.dtype}")
+        raise ArgumentError(
+            f"argument {p.name!r}: the view holds {p.dtype}, got an array of {a.dtype}"
+        )
     if a.ndim != p.rank:
-        raise ArgumentError(f"argument {p.name!r}: the view has rank {p.rank}, got an array of {a.ndim} dims")
+        raise ArgumentError(
+            f"argument {p.name!r}: the view has rank {p.rank}, got an array of {a.ndim} dims"
+        )
     size = a.itemsize
     if any(s < 0 or s % size for s in a.strides):
         raise ArgumentError(
-            f"argument {p.name!r}: strides {a.strides} must be non-negative multiples of the item size {size}"
+            f"argument {p.name!r}: strides {a.strides} must be non-negative multiples "
+            f"of the item size {size}"
         )
     strides = [s // size for s in a.strides]
-    span = 0 if a.size == 0 else 1 + sum((n - 1) * s for n, s in zip(a.shape, strides))
-    window = np.lib.stride_tricks.as_strided(a, shape=(span,), strides=(size,), writeable=a.flags.writeable)
+    span = 0 if a.size == 0 else 1 + sum((n - 1) * s for n, s in zip(a.shape, strides, strict=True))
+    window = np.lib.stride_tricks.as_strided(
+        a, shape=(span,), strides=(size,), writeable=a.flags.writeable
+    )
     return window, list(a.shape), strides
 
 
@@ -556,13 +592,23 @@ def _device_view(p: Param, a: Any) -> tuple[Any, list[int], list[int]]:
     dtype = np.dtype(cai["typestr"])
     want = _NUMPY.get(p.dtype)
     if want is None or dtype != np.dtype(want):
-        raise ArgumentError(f"argument {p.name!r}: the view holds {p.dtype}, got a device array of {dtype}")
+        raise ArgumentError(
+            f"argument {p.name!r}: the view holds {p.dtype}, got a device array of {dtype}"
+        )
     if len(shape) != p.rank:
-        raise ArgumentError(f"argument {p.name!r}: the view has rank {p.rank}, got a device array of {len(shape)} dims")
+        raise ArgumentError(
+            f"argument {p.name!r}: the view has rank {p.rank}, "
+            f"got a device array of {len(shape)} dims"
+        )
     raw = cai.get("strides")
-    byte_strides = list(raw) if raw is not None else [dtype.itemsize * math.prod(shape[d + 1 :]) for d in range(len(shape))]
+    byte_strides = (
+        list(raw)
+        if raw is not None
+        else [dtype.itemsize * math.prod(shape[d + 1 :]) for d in range(len(shape))]
+    )
     if any(s < 0 or s % dtype.itemsize for s in byte_strides):
         raise ArgumentError(
-            f"argument {p.name!r}: strides {tuple(byte_strides)} must be non-negative multiples of the item size"
+            f"argument {p.name!r}: strides {tuple(byte_strides)} must be non-negative "
+            "multiples of the item size"
         )
     return a, shape, [s // dtype.itemsize for s in byte_strides]

@@ -130,7 +130,9 @@ def test_elementwise_broadcast_and_scalar_param() -> None:
     np.testing.assert_allclose(z, want, rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.parametrize(("rows", "cols", "block", "warps"), [(17, 33, (4, 64), 4), (5, 128, (2, 128), 2)])
+@pytest.mark.parametrize(
+    ("rows", "cols", "block", "warps"), [(17, 33, (4, 64), 4), (5, 128, (2, 128), 2)]
+)
 def test_row_softmax(rows: int, cols: int, block: tuple[int, int], warps: int) -> None:
     k = softmax(tile.Schedule(block, warps=warps))
     x = rand(rows, cols) * 8
@@ -209,7 +211,12 @@ def test_dot_dtype_pair_is_named() -> None:
 
 @pytest.mark.parametrize(
     ("kwargs", "field"),
-    [({"warps": 3}, "warps"), ({"k": 12}, "k"), ({"stages": 0}, "stages"), ({"cluster": 2}, "cluster")],
+    [
+        ({"warps": 3}, "warps"),
+        ({"k": 12}, "k"),
+        ({"stages": 0}, "stages"),
+        ({"cluster": 2}, "cluster"),
+    ],
 )
 def test_bad_schedule_names_the_field(kwargs: dict[str, int], field: str) -> None:
     s = tile.Schedule((16, 16), **kwargs)
@@ -297,15 +304,15 @@ def test_run_interp_checks_arrays() -> None:
     x, y = rand(4, 4), nan(4, 4)
     with pytest.raises(zyntax.ArgumentError, match="takes 2 arguments"):
         k.run_interp(x, grid=1)
-    with pytest.raises(zyntax.ArgumentError, match="'y'.*float64"):
+    with pytest.raises(zyntax.ArgumentError, match=r"'y'.*float64"):
         k.run_interp(x, y.astype(np.float64), grid=1)
-    with pytest.raises(zyntax.ArgumentError, match="'x'.*rank 2"):
+    with pytest.raises(zyntax.ArgumentError, match=r"'x'.*rank 2"):
         k.run_interp(x.ravel(), y, grid=1)
-    with pytest.raises(zyntax.ArgumentError, match="'x'.*strides"):
+    with pytest.raises(zyntax.ArgumentError, match=r"'x'.*strides"):
         k.run_interp(x[::-1], y, grid=1)
-    with pytest.raises(zyntax.ArgumentError, match="'x'.*numpy array"):
+    with pytest.raises(zyntax.ArgumentError, match=r"'x'.*numpy array"):
         k.run_interp([[1.0]], y, grid=1)
-    with pytest.raises(zyntax.ArgumentError, match="'y'.*shares memory"):
+    with pytest.raises(zyntax.ArgumentError, match=r"'y'.*shares memory"):
         k.run_interp(x, x, grid=1)
     kp = axpb(tile.Schedule((16, 16)))
     with pytest.raises(zyntax.ArgumentError, match="'alpha'"):

@@ -166,7 +166,8 @@ pub struct TileSchedule {
 #[pymethods]
 impl TileSchedule {
     #[new]
-    #[pyo3(signature = (block, *, k=Checked(16), warps=Checked(4), stages=Checked(1), cluster=Checked(1), arch=None))]
+    #[pyo3(signature = (block, *, k=Checked(16), warps=Checked(4), stages=Checked(1), cluster=Checked(1), arch=None),
+        text_signature = "(block, *, k=16, warps=4, stages=1, cluster=1, arch=None)")]
     fn new(
         block: &Bound<'_, PyAny>,
         k: Checked<u32>,
@@ -252,7 +253,8 @@ impl TileSchedule {
 /// A reasonable FFMA schedule for an `m x n x k` GEMM on `arch`
 /// (`zyntax_tile::heuristic`).
 #[pyfunction]
-#[pyo3(signature = (m, n, k, *, operand_bytes=Checked(4), arch=None))]
+#[pyo3(signature = (m, n, k, *, operand_bytes=Checked(4), arch=None),
+    text_signature = "(m, n, k, *, operand_bytes=4, arch=None)")]
 pub fn tile_heuristic(
     m: Checked<u64>,
     n: Checked<u64>,

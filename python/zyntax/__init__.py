@@ -45,8 +45,10 @@ __all__ = [
 ]
 
 # The @zyntax.kernel front-end (python/zyntax/frontend/, python/zyntax/lang.py).
-from zyntax import lang
+from zyntax import _providers, lang
+from zyntax.bundle import load_bundle as _load_bundle
 from zyntax.frontend import KernelError, func, kernel
+from zyntax.frontend.pipeline import ptx_for_module as _ptx_for_module
 from zyntax.lang import (
     Array,
     bf16,
@@ -87,6 +89,11 @@ __all__ += [
     "u32",
     "u64",
 ]
+
+# What the runtime (zyntax.cuda) calls but may not import: the layers above it
+# provide it here, before any user code runs (zyntax/_providers.py).
+_providers.compile_hir = _ptx_for_module
+_providers.load_bundle = _load_bundle
 
 
 def gpu_available() -> bool:

@@ -275,8 +275,9 @@ def _text(path: Path, member: str) -> str:
 def _rederive(scratch: Path, key: str) -> tuple[str, dict[str, Any], str] | None:
     """(PTX, metadata, HIR) of the staged entry ``key`` once recompiling its HIR here
     gives the same PTX; None for an entry of another zyntax build."""
-    import zyntax
+    from zyntax import _native, compiler
     from zyntax import hir as zhir
+    from zyntax.errors import ZyntaxError
 
     base = f"ptx_cache/{key}"
     ptx = _text(scratch / f"{base}.ptx", f"{base}.ptx")
@@ -295,14 +296,14 @@ def _rederive(scratch: Path, key: str) -> tuple[str, dict[str, Any], str] | None
         k not in _OPTIONS or v not in _OPTIONS[k] for k, v in options.items()
     ):
         raise ArchiveError(f"{base}.json", f"compile options {options!r} are not ones zyntax uses")
-    if version != str(zyntax.__version__) or meta.get("toolchain") != cache.toolchain():
+    if version != str(_native.__version__) or meta.get("toolchain") != cache.toolchain():
         return None  # made by another build: its key can never be looked up here
     if cache.cache_key(hir_text, str(arch), ptx_version, version, options) != key:
         raise ArchiveError(f"{base}.json", "the key is not the hash of the entry's HIR and options")
     try:
         module = zhir.parse_zir(hir_text, f"{key[:16]}.zir")
-        res = zyntax.compile_ptx(module, str(arch), opt_level=options.get("opt_level"))
-    except zyntax.ZyntaxError as e:
+        res = compiler.compile_ptx(module, str(arch), opt_level=options.get("opt_level"))
+    except ZyntaxError as e:
         raise ArchiveError(f"{base}.zir", f"does not compile: {e}") from None
     if res.ptx_version != ptx_version or res.ptx != ptx:
         raise ArchiveError(f"{base}.ptx", "is not the PTX its HIR compiles to here")

@@ -21,9 +21,9 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
 
-from zyntax import _native
+from zyntax import _native, targets
+from zyntax.commands import EXIT_ERROR, EXIT_USAGE, OneLineParser
 
 # Options of ``zyntax compile`` (Rust) that take a value: skipped when looking
 # for the input file, so ``-o out.py`` is not mistaken for one.
@@ -63,20 +63,6 @@ def _compile_input(args: Sequence[str]) -> str | None:
     return None
 
 
-#: Exit statuses, as in the Rust command's table (`zyntax --help`, docs/cli.md).
-EXIT_ERROR = 1
-EXIT_USAGE = 2
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """Usage errors as one line and status 2, like the Rust command's (also used by
-    :mod:`zyntax.commands`; its subcommand parsers inherit the class)."""
-
-    def error(self, message: str) -> NoReturn:
-        print(f"error: {message} (see `{self.prog} --help`)", file=sys.stderr)
-        sys.exit(EXIT_USAGE)
-
-
 def _python_parser() -> argparse.ArgumentParser:
     ap = OneLineParser(
         prog="zyntax compile",
@@ -95,7 +81,11 @@ def _python_parser() -> argparse.ArgumentParser:
         choices=["nvptx"],
         help="Python kernels compile to PTX only (default: nvptx)",
     )
-    ap.add_argument("--arch", default="sm_80", help="target arch (default: sm_80)")
+    ap.add_argument(
+        "--arch",
+        default=targets.DEFAULT_ARCH,
+        help=f"target arch (default: {targets.DEFAULT_ARCH})",
+    )
     ap.add_argument(
         "-o",
         "--output",

@@ -17,10 +17,25 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
-from zyntax.cli import OneLineParser
 from zyntax.frontend import cache
 from zyntax.safeio import RejectedFile
+
+#: Exit statuses, as in the Rust command's table (`zyntax --help`, docs/cli.md).
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Usage errors as one line and status 2, like the Rust command's (the
+    ``zyntax compile kernels.py`` parser of :mod:`zyntax.cli` and every
+    subcommand parser here)."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"error: {message} (see `{self.prog} --help`)", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
+
 
 # --------------------------------------------------------------------------- compile
 

@@ -1,8 +1,10 @@
 """Compile HIR modules with the LLVM backend.
 
 ``compile(module, backend="nvptx", arch="sm_90", emit="ptx")`` returns PTX
-(or, with ``emit="llvm"``, the optimized LLVM IR). ``compile_ptx`` returns the
-full result (PTX, LLVM IR, kernel names, per-stage timings) and
+(or, with ``emit="llvm"``, the optimized LLVM IR). Without `arch` a module
+compiles for its first declared target, else the default arch
+(:data:`zyntax.targets.DEFAULT_ARCH`, as the ``zyntax compile`` command).
+``compile_ptx`` returns the full result (PTX, LLVM IR, kernel names, per-stage timings) and
 ``validate_ptx`` assembles PTX with ``ptxas`` (from ``nvidia-cuda-nvcc-cu12``,
 ``$ZYNTAX_PTXAS`` or ``PATH``).
 
@@ -21,7 +23,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from zyntax import _native, errors
+from zyntax import _native, errors, targets
 from zyntax import profiling as _profiling
 from zyntax.errors import ArgumentError, CompileError
 from zyntax.hir import Module
@@ -120,7 +122,7 @@ def _in_worker(module: Module, request: dict[str, Any]) -> dict[str, Any]:
 
 def compile_ptx(
     module: Module,
-    arch: str = "sm_90",
+    arch: str | None = None,
     *,
     ptx_version: str | None = None,
     opt_level: str | None = None,
@@ -132,6 +134,7 @@ def compile_ptx(
     `arch`), `CompileError` for unsupported requests. With ``isolate=True``
     the compile runs in a worker process (for untrusted input).
     """
+    arch = arch or targets.default_arch_of(module)
     if isolate:
         req = {"arch": arch, "ptx_version": ptx_version, "opt_level": opt_level, "emit": "ptx"}
         return CompileResult(**_in_worker(module, req))
@@ -148,7 +151,7 @@ def compile_ptx(
 def compile(  # noqa: A001 - the documented entry point shadows the builtin on purpose
     module: Module,
     backend: Literal["nvptx"] = "nvptx",
-    arch: str = "sm_90",
+    arch: str | None = None,
     emit: Literal["ptx", "llvm"] = "ptx",
     *,
     ptx_version: str | None = None,
@@ -162,6 +165,7 @@ def compile(  # noqa: A001 - the documented entry point shadows the builtin on p
     """
     if backend != "nvptx":
         raise CompileError(f"unknown backend {backend!r} (available: 'nvptx')")
+    arch = arch or targets.default_arch_of(module)
     if emit == "ptx":
         return compile_ptx(
             module, arch, ptx_version=ptx_version, opt_level=opt_level, isolate=isolate

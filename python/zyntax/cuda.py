@@ -38,8 +38,10 @@ from typing import Any
 
 import numpy as np
 
-from zyntax import _native
+from zyntax import _native, _providers
 from zyntax.errors import ArgumentError, CudaError, LaunchError
+from zyntax.safeio import read_bounded, read_json
+from zyntax.targets import arch_for_capability
 
 __all__ = [
     "Buffer",
@@ -118,9 +120,6 @@ register_host = _native.cuda_register_host
 prefetch = _native.cuda_prefetch
 advise = _native.cuda_advise
 memory_kind = _native.cuda_memory_kind
-
-#: The archs zyntax can compile for, lowest first (see zyntax.hir targets).
-_ARCHS = ("sm_70", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90")
 
 
 def to_device(
@@ -265,8 +264,6 @@ def load_cached(entry: str | os.PathLike[str], device: int = 0) -> Module:
     ArgumentError naming the file and the field."""
     from pathlib import Path
 
-    from zyntax.safeio import read_bounded, read_json
-
     base = Path(entry)
     if base.suffix in (".ptx", ".json"):
         base = base.with_suffix("")
@@ -321,30 +318,19 @@ def device_arch(device: int = 0) -> str:
     it, else the highest supported arch below it (the driver JIT-compiles the
     PTX forward). A compute capability 9.0 device (H100, H200) gets
     ``sm_90a``, so kernels may use wgmma and setmaxnreg; arch-specific PTX
-    runs on that exact capability only, so newer devices get plain ``sm_90``."""
+    runs on that exact capability only, so newer devices get plain ``sm_90``.
+    The rule is ``Arch::for_device`` in Rust (:func:`arch_for_capability`)."""
     major, minor = Device(device).compute_capability
     return arch_for_capability(int(major), int(minor))
 
 
-def arch_for_capability(major: int, minor: int) -> str:
-    """:func:`device_arch` for a compute capability: ``(9, 0)`` -> ``sm_90a``."""
-    if (major, minor) == (9, 0):
-        return "sm_90a"
-    cc = major * 10 + minor
-    best = _ARCHS[0]
-    for a in _ARCHS:
-        if int(a[3:]) <= cc:
-            best = a
-    return best
-
-
 def load_hir(module: Any, device: int = 0, arch: str | None = None) -> Module:
     """Compiles a ``zyntax.hir.Module`` to PTX for `device` (or `arch`) and
-    loads it with its HIR signatures."""
-    from zyntax.compiler import compile as _compile
-
+    loads it with its HIR signatures. The PTX comes through the kernel cache,
+    as the ``@zyntax.kernel`` front-end's does (docs/runtime.md, "Loading
+    HIR"): a module compiled once is not compiled again, in any process."""
     target = arch or device_arch(device)
-    ptx = _compile(module, backend="nvptx", arch=target)
+    ptx = _providers.need(_providers.compile_hir, "compile_hir")(module, target)
     return load_module(ptx, device, hir=module)
 
 
@@ -400,10 +386,8 @@ def empty_cache(device: int = 0) -> None:
 
 def load_bundle(path: str | os.PathLike[str], device: int = 0) -> Any:
     """Loads an AOT bundle (fatbin or cubin plus its JSON manifest) with only the
-    driver; see :mod:`zyntax.bundle` and docs/aot.md."""
-    from zyntax.bundle import load_bundle as _load
-
-    return _load(os.fspath(path), device)
+    driver: :func:`zyntax.bundle.load_bundle`; see docs/aot.md."""
+    return _providers.need(_providers.load_bundle, "load_bundle")(os.fspath(path), device)
 
 
 # ---------------------------------------------------------------- programs
@@ -591,43 +575,21 @@ class Program:
         return out
 
     def _resolve(self, kernel: Any, args: tuple[Any, ...]) -> tuple[Any, list[Any]]:
-        """The loaded kernel and its flat argument list (a ``@zyntax.kernel``
-        is specialised for the buffers' dtypes and ranks, its array arguments
-        flattened to pointer, extents and strides)."""
+        """The loaded kernel and its flat argument list. A front-end's kernel
+        (``@zyntax.kernel``) resolves itself: its ``_program_launch(device,
+        args)`` specialises it for the buffers (program buffers among `args`
+        stand for C-contiguous arrays of their shape and dtype) and returns
+        the same pair, so the runtime needs no front-end import."""
         if isinstance(kernel, Kernel):
             return kernel, list(args)
-        import importlib
-
-        # (`zyntax.frontend.kernel` the attribute is the decorator, not the module.)
-        fk = importlib.import_module("zyntax.frontend.kernel")
-        pipeline = importlib.import_module("zyntax.frontend.pipeline")
-
-        if not isinstance(kernel, fk.Kernel):
+        resolve = getattr(kernel, "_program_launch", None)
+        if resolve is None:
             raise ArgumentError(
                 f"argument 'kernel': Program.launch takes a zyntax.cuda.Kernel or a "
                 f"@zyntax.kernel, not {type(kernel).__name__}"
             )
-        specs = tuple(
-            fk.ArrayParam(fk.ir.scalar(fk._dtype_name(a.dtype) or ""), a.ndim, "C")
-            if isinstance(a, Buffer)
-            else fk.spec_of_value(a)
-            for a in args
-        )
-        v = kernel.variant(specs)
-        # The front-end keeps device 0's kernel under "gpu".
-        key: Any = "gpu" if self.device == 0 else ("gpu", self.device)
-        native = v.native.get(key)
-        if native is None:
-            ptx = pipeline.ptx_for(v, device_arch(self.device))
-            native = load_module(ptx, self.device, hir=v.hir_text).kernel(v.kernel_name)
-            v.native[key] = native
-        flat: list[Any] = []
-        for a, s in zip(args, specs, strict=True):
-            flat.append(a)
-            if isinstance(s, fk.ArrayParam):
-                flat.extend(a.shape)
-                flat.extend(x // s.dtype.size_bytes for x in a.strides)
-        return native, flat
+        native, flat = resolve(self.device, args)
+        return native, list(flat)
 
     # -- analysis (no GPU needed)
     def _decls(self) -> list[tuple[str, str, Any, list[int]]]:

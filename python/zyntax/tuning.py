@@ -708,15 +708,14 @@ class AutotunedKernel:
             return hit
 
         def prepare(cfg: Config) -> Prepared:
-            import zyntax
-            from zyntax import ptxinfo
+            from zyntax import compiler, ptxinfo
 
             k = self.kernel_for(cfg)
             full = self._full(args, cfg)
             v = k.variant(k.specs_for(full))
             target = pipeline.resolve_arch(None)
             ptx = pipeline.ptx_for(v, target)
-            res = ptxinfo.ptxas_resources(zyntax.validate_ptx(ptx, target).log)
+            res = ptxinfo.ptxas_resources(compiler.validate_ptx(ptx, target).log)
             r = res.get(self.__name__, {})
 
             def launch(a: Sequence[Any]) -> None:
@@ -803,16 +802,16 @@ class Tuner:
 
     def best(self, args: Sequence[Any], key_values: dict[str, Any]) -> Config:
         """The best config for ``key_values``, measured launching ``args`` if not stored."""
-        import zyntax
-        from zyntax import cuda, ptxinfo
+        from zyntax import compiler, cuda, ptxinfo
+        from zyntax.frontend import pipeline
 
         arch = _arch()
         target = cuda.device_arch(0)
 
         def prepare(cfg: Config) -> Prepared:
             m = self.build(cfg)
-            ptx = zyntax.compile_ptx(m, target).ptx
-            res = ptxinfo.ptxas_resources(zyntax.validate_ptx(ptx, target).log)
+            ptx = pipeline.ptx_for_module(m, target)  # through the kernel cache
+            res = ptxinfo.ptxas_resources(compiler.validate_ptx(ptx, target).log)
             k = cuda.load_module(ptx, hir=m).kernel(self.kernel)
 
             def launch(a: Sequence[Any]) -> None:
@@ -827,7 +826,7 @@ class Tuner:
             configs=self.configs,
             key_values=dict(key_values),
             arch=arch,
-            version=str(zyntax.__version__),
+            version=pipeline.zyntax_version(),
             prepare=prepare,
             arg_sets=lambda: rotated(args, self.rotate),
             warmup=self.warmup,

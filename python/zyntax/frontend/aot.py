@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from zyntax import targets
 from zyntax.bundle import refuse_to_replace
-from zyntax.frontend import cache, pipeline
+from zyntax.frontend import pipeline
 from zyntax.frontend.errors import KernelError
 from zyntax.frontend.kernel import Kernel
 
@@ -108,7 +109,7 @@ def compile_file(
         meta: dict[str, object] = dict(
             v.metadata(),
             arch=arch,
-            ptx_version=cache.DEFAULT_PTX[arch],
+            ptx_version=targets.DEFAULT_PTX[arch],
             zyntax_version=pipeline.zyntax_version(),
             source=f"{Path(path).name}:{k.source().tree.lineno + k.source().line_offset}",
         )
@@ -152,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
 
     ap = argparse.ArgumentParser(prog="python -m zyntax.frontend.aot")
     ap.add_argument("file")
-    ap.add_argument("--arch", default="sm_80")
+    ap.add_argument("--arch", default=targets.DEFAULT_ARCH)
     ap.add_argument("-o", "--out", default=".")
     ap.add_argument("--cache-layout", action="store_true")
     ap.add_argument("--force", action="store_true", help="replace a .json zyntax did not write")

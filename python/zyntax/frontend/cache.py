@@ -62,6 +62,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from zyntax import targets
 from zyntax.errors import ZyntaxError
 from zyntax.log import logger
 from zyntax.safeio import RejectedFile, is_missing, read_bounded, read_json
@@ -69,16 +70,9 @@ from zyntax.safeio import RejectedFile, is_missing, read_bounded, read_json
 #: Bump when the front-end changes what it emits for the same HIR inputs.
 FORMAT_VERSION = 2
 
-#: PTX ISA version zyntax emits per arch by default (mirrors ``Arch::default_ptx``).
-DEFAULT_PTX = {
-    "sm_70": "6.4",
-    "sm_75": "6.4",
-    "sm_80": "7.0",
-    "sm_86": "7.1",
-    "sm_89": "7.8",
-    "sm_90": "8.0",
-    "sm_90a": "8.0",
-}
+#: PTX ISA version zyntax emits per arch by default: the target table's
+#: (``Arch::default_ptx``, read by :mod:`zyntax.targets`).
+DEFAULT_PTX = targets.DEFAULT_PTX
 
 #: Size limits of what the cache reads: larger files are corrupt by definition.
 MAX_PTX_BYTES = 64 << 20
@@ -272,9 +266,9 @@ def signed(key: bytes, kind: str, name: str, content: bytes, meta: Any) -> bool:
 def toolchain() -> dict[str, str]:
     """The zyntax build id and LLVM version (part of every key; fixed per process)."""
     try:
-        import zyntax
+        from zyntax import _native
 
-        info = zyntax.build_info()
+        info = _native.build_info()
     except Exception:  # a build without the extension: no compiler, nothing to key
         info = {}
     return {

@@ -480,6 +480,9 @@ class _Translatable:
 class DeviceFunction(_Translatable):
     """A ``@zyntax.func``: callable from kernels, specialised per call signature."""
 
+    #: What the translator sees in a call (it cannot import this module).
+    zyntax_role = "func"
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise KernelError(
             f"@zyntax.func '{self.__name__}' can only be called inside a @zyntax.kernel"
@@ -489,12 +492,15 @@ class DeviceFunction(_Translatable):
         return f"<zyntax.func {self.__name__}>"
 
 
-# Hooks: tests and tools count compilations and launches through these.
-compile_hooks: list[Callable[[dict[str, Any]], None]] = []
+# Hooks: tests and tools count compilations through these (the pipeline's list).
+compile_hooks = pipeline.compile_hooks
 
 
 class Kernel(_Translatable):
     """A ``@zyntax.kernel``: launch with ``k[grid, block](*args)`` or ``k.launch(...)``."""
+
+    #: What the translator sees in a call (it cannot import this module).
+    zyntax_role = "kernel"
 
     def __init__(
         self,
@@ -733,6 +739,35 @@ class Kernel(_Translatable):
             return pipeline.llvm_for(v, pipeline.resolve_arch(arch))
         except KernelError as e:
             raise trim_traceback(e) from None
+
+    def _program_launch(self, device: int, args: Sequence[Any]) -> tuple[Any, list[Any]]:
+        """For ``zyntax.cuda.Program.launch``: this kernel specialised for
+        `args` (program buffers stand for C-contiguous arrays of their dtype
+        and rank), loaded on `device`, and its flat argument list (arrays as
+        pointer, extents and strides in elements)."""
+        from zyntax import cuda
+
+        specs = tuple(
+            ArrayParam(ir.scalar(_dtype_name(a.dtype) or ""), a.ndim, "C")
+            if isinstance(a, cuda.Buffer)
+            else spec_of_value(a)
+            for a in args
+        )
+        v = self.variant(specs)
+        # The launch path keeps device 0's kernel under "gpu".
+        key: Any = "gpu" if device == 0 else ("gpu", device)
+        native = v.native.get(key)
+        if native is None:
+            ptx = pipeline.ptx_for(v, cuda.device_arch(device))
+            native = cuda.load_module(ptx, device, hir=v.hir_text).kernel(v.kernel_name)
+            v.native[key] = native
+        flat: list[Any] = []
+        for a, s in zip(args, specs, strict=True):
+            flat.append(a)
+            if isinstance(s, ArrayParam):
+                flat.extend(a.shape)
+                flat.extend(x // s.dtype.size_bytes for x in a.strides)
+        return native, flat
 
     # ---------------------------------------------------------------- launch
     def __getitem__(self, config: Any) -> Callable[..., None]:

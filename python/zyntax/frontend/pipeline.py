@@ -1,10 +1,17 @@
-"""From a translated :class:`~zyntax.frontend.kernel.Variant` to PTX, LLVM IR, and launches.
+"""The compile pipeline: HIR to PTX through the kernel cache, and launches.
+
+:func:`cached_ptx` is the one path from HIR to PTX for every front-end:
+memory, then the disk cache (:mod:`zyntax.frontend.cache`), then
+``zyntax.compile`` (LLVM NVPTX), with the result stored and the compile hooks
+told. :func:`ptx_for` takes a translated ``@zyntax.kernel``
+:class:`~zyntax.frontend.kernel.Variant` through it, :func:`ptx_for_module` a
+``zyntax.hir.Module`` (``zyntax.cuda.load_hir`` uses it, docs/runtime.md).
 
 The front-end's HIR text goes to the native core through ``zyntax.hir.parse_zir``
 (the ``.zir`` printer/parser round-trip is exact), is verified there, and is
-compiled by ``zyntax.compile`` (LLVM NVPTX), run by ``zyntax.interp`` (the
-reference interpreter) or loaded and launched by ``zyntax.cuda``. Each of those
-is looked up when first needed, so the front-end imports on any build.
+compiled, run by ``zyntax.interp`` (the reference interpreter) or loaded and
+launched by ``zyntax.cuda``. The CUDA runtime is looked up when first needed,
+so the front-end imports on any build.
 """
 
 from __future__ import annotations
@@ -14,11 +21,13 @@ import functools
 import json
 import os
 import time
-from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from zyntax import _native, compiler, profiling, targets
+from zyntax.errors import ArgumentError, InternalError
 from zyntax.frontend import cache
 from zyntax.frontend.errors import KernelArgumentError, KernelError
 from zyntax.log import logger
@@ -28,18 +37,16 @@ if TYPE_CHECKING:
 
 Dim3 = tuple[int, int, int]
 
-#: Default arch when no GPU is present and none is named (``ZYNTAX_ARCH`` overrides).
-DEFAULT_ARCH = "sm_80"
+#: Default arch when no GPU is present and none is named (``ZYNTAX_ARCH``
+#: overrides): the target table's (``Arch::DEFAULT``, docs/lowering.md).
+DEFAULT_ARCH = targets.DEFAULT_ARCH
 
-
-def _zyntax() -> Any:
-    import zyntax
-
-    return zyntax
+# Hooks: tests and tools count compilations through these (``zyntax.frontend.compile_hooks``).
+compile_hooks: list[Callable[[dict[str, Any]], None]] = []
 
 
 def zyntax_version() -> str:
-    return str(_zyntax().__version__)
+    return str(_native.__version__)
 
 
 # --------------------------------------------------------------------------- native module
@@ -107,85 +114,133 @@ def _device_arch() -> str | None:
 
 def resolve_arch(arch: str | None) -> str:
     a = arch or os.environ.get("ZYNTAX_ARCH") or _device_arch() or DEFAULT_ARCH
-    if a not in cache.DEFAULT_PTX:
-        raise KernelError(f"unknown arch {a!r}; expected one of {', '.join(cache.DEFAULT_PTX)}")
+    if a not in targets.ARCHS:
+        raise KernelError(f"unknown arch {a!r}; expected one of {', '.join(targets.ARCHS)}")
     return a
 
 
 # --------------------------------------------------------------------------- compile
 
 
-def _compile(v: Variant, arch: str, emit: str = "ptx") -> Any:
-    z = _zyntax()
-    fn = getattr(z, "compile", None)
-    if fn is None:
-        raise z.CompileError(
-            "zyntax.compile is not available in this build (the LLVM backend is not compiled in)"
-        )
+def _compile(v: Variant, arch: str, emit: Literal["ptx", "llvm"] = "ptx") -> str:
     mod = native_module(v)
     with located_errors():
-        return fn(mod, backend="nvptx", arch=arch, emit=emit)
-
-
-def _field(res: Any, *names: str) -> str | None:
-    if isinstance(res, str):
-        return res
-    for n in names:
-        x = res.get(n) if isinstance(res, dict) else getattr(res, n, None)
-        if isinstance(x, str):
-            return x
-    return None
+        return compiler.compile(mod, backend="nvptx", arch=arch, emit=emit)
 
 
 def cache_key(v: Variant, arch: str) -> str:
-    return cache.cache_key(v.hir_text, arch, cache.DEFAULT_PTX[arch], zyntax_version())
+    return cache.cache_key(v.hir_text, arch, targets.DEFAULT_PTX[arch], zyntax_version())
 
 
-def ptx_for(v: Variant, arch: str) -> str:
-    """PTX for one variant: memory, then the disk cache, then the compiler."""
-    got = v.ptx.get(arch)
-    if got is not None:
-        return got
-    key = cache_key(v, arch)
-    # The entry must hold this kernel with this signature (bound to the key's HIR).
-    hit = cache.load(key, expect={v.kernel_name: v.param_types})
+def cached_ptx(
+    hir_text: str,
+    arch: str,
+    ptx_version: str,
+    *,
+    name: str,
+    expect: Mapping[str, Sequence[str]],
+    compile_ptx: Callable[[], str],
+    describe: Callable[[str], dict[str, Any]],
+) -> str:
+    """PTX for `hir_text` on `arch`: from the disk cache, else `compile_ptx()`,
+    stored with ``describe(ptx)`` as its metadata (the ``ptx_cache/`` schema)
+    and the HIR (which makes the entry exportable); the compile hooks are told.
+
+    `expect` (kernel name -> ``.zir`` parameter types, from the same HIR) binds
+    a cached entry to its key: PTX of other kernels under it is rejected.
+    `name` names the kernels in logs and hooks."""
+    key = cache.cache_key(hir_text, arch, ptx_version, zyntax_version())
+    hit = cache.load(key, expect=expect)
     if hit is not None:
-        logger.info("reused %s for %s from the cache (key %s)", v.kernel_name, arch, key[:16])
-        from zyntax import profiling
-
-        profiling.instant("cache", "ptx cache hit", kernel=v.kernel_name, arch=arch)
-        v.ptx[arch] = hit[0]
+        logger.info("reused %s for %s from the cache (key %s)", name, arch, key[:16])
+        profiling.instant("cache", "ptx cache hit", kernel=name, arch=arch)
         return hit[0]
     t0 = time.perf_counter()
-    res = _compile(v, arch)
-    ptx = _field(res, "ptx")
-    if ptx is None:
-        raise _zyntax().InternalError(f"zyntax.compile returned no PTX ({type(res).__name__})")
+    ptx = compile_ptx()
+    if not isinstance(ptx, str):
+        raise InternalError(f"the compiler returned no PTX ({type(ptx).__name__})")
     elapsed = time.perf_counter() - t0
     logger.info(
-        "compiled %s for %s in %.3f s (not in the cache; key %s)",
-        v.kernel_name,
-        arch,
-        elapsed,
-        key[:16],
+        "compiled %s for %s in %.3f s (not in the cache; key %s)", name, arch, elapsed, key[:16]
     )
-    meta = dict(v.metadata(), arch=arch, ptx_version=cache.DEFAULT_PTX[arch])
+    meta = dict(describe(ptx), arch=arch, ptx_version=ptx_version)
     meta["zyntax_version"] = zyntax_version()
-    cache.store(key, ptx, meta, hir=v.hir_text)  # the HIR makes the entry exportable
-    v.ptx[arch] = ptx
-    from zyntax.frontend.kernel import compile_hooks
-
+    cache.store(key, ptx, meta, hir=hir_text)
     for hook in list(compile_hooks):
-        hook({"kernel": v.kernel_name, "arch": arch, "key": key, "seconds": elapsed})
+        hook({"kernel": name, "arch": arch, "key": key, "seconds": elapsed})
     return ptx
 
 
+def ptx_for(v: Variant, arch: str) -> str:
+    """PTX for one variant: memory, then :func:`cached_ptx`."""
+    got = v.ptx.get(arch)
+    if got is None:
+        got = v.ptx[arch] = cached_ptx(
+            v.hir_text,
+            arch,
+            targets.DEFAULT_PTX[arch],
+            name=v.kernel_name,
+            expect={v.kernel_name: v.param_types},
+            compile_ptx=lambda: _compile(v, arch),
+            describe=lambda _ptx: v.metadata(),
+        )
+    return got
+
+
+def ptx_for_module(module: Any, arch: str) -> str:
+    """PTX for a ``zyntax.hir.Module`` on `arch` through :func:`cached_ptx`
+    (``zyntax.cuda.load_hir``): keyed by its ``.zir`` text, described as
+    ``scripts/build_ptx_cache.py`` describes the bundled entries."""
+    from zyntax import hir, ptxinfo
+
+    if not isinstance(module, hir.Module):
+        raise ArgumentError(
+            f"argument 'module': expected a zyntax.hir.Module, got {type(module).__name__}"
+        )
+    targets.check_arch(arch)
+    kernels = _kernels_for(module, arch)
+
+    def describe(ptx: str) -> dict[str, Any]:
+        launch = {k: ptxinfo.kernel_layout(module, k, ptx) for k in kernels}
+        meta: dict[str, Any] = {
+            "kernels": kernels,
+            "module": module.name,
+            "options": {},
+            "source": f"<zyntax.hir.Module {module.name}>",
+            "launch": launch,
+        }
+        if len(kernels) == 1:
+            # The front-end's single-kernel field: HIR parameter types in order.
+            meta["params"] = [p["type"] for p in launch[kernels[0]]["params"]]
+        return meta
+
+    return cached_ptx(
+        module.to_zir(),
+        arch,
+        module.ptx_version or targets.DEFAULT_PTX[arch],
+        name=module.name,
+        expect={k: [str(t) for t in module.signature(k)[0]] for k in kernels},
+        compile_ptx=lambda: compiler.compile(module, backend="nvptx", arch=arch),
+        describe=describe,
+    )
+
+
+def _kernels_for(module: Any, arch: str) -> list[str]:
+    """The module's kernels in its PTX for `arch`: a kernel declared with its
+    own ``arch(...)`` is compiled for that arch only (docs/lowering.md)."""
+    # The JSON form spells archs without the underscore (``sm90a``).
+    spelled = arch.replace("_", "")
+    out = []
+    for f in json.loads(module.to_json()).get("functions", []):
+        kind = f.get("kind")
+        info = kind.get("kernel") if isinstance(kind, dict) else None
+        if isinstance(info, dict) and info.get("arch") in (None, spelled):
+            out.append(str(f["name"]))
+    return out
+
+
 def llvm_for(v: Variant, arch: str) -> str:
-    res = _compile(v, arch, emit="llvm")
-    text = _field(res, "llvm_ir", "llvm", "ll")
-    if text is None:
-        raise _zyntax().CompileError("this build's zyntax.compile does not return LLVM IR")
-    return text
+    return _compile(v, arch, emit="llvm")
 
 
 # --------------------------------------------------------------------------- launches

@@ -1813,8 +1813,6 @@ class FunctionTranslator:
     def call(
         self, obj: Any, args: list[Operand], kwargs: dict[str, Operand], e: ast.Call
     ) -> Operand:
-        from zyntax.frontend.kernel import DeviceFunction, Kernel
-
         if isinstance(obj, lang.DType):
             if len(args) != 1 or kwargs:
                 raise self.error(e, f"{obj!r}() takes exactly one argument", KernelTypeError)
@@ -1837,9 +1835,12 @@ class FunctionTranslator:
         fname = MATH_FUNCS.get(id(obj))
         if fname is not None:
             return self.math(fname, args, kwargs, e)
-        if isinstance(obj, DeviceFunction):
+        # @zyntax.func and @zyntax.kernel objects say which they are (kernel.py
+        # defines them and imports this module, so it is not imported here).
+        role = getattr(type(obj), "zyntax_role", None)
+        if role == "func":
             return self.call_device(obj, args, kwargs, e)
-        if isinstance(obj, Kernel):
+        if role == "kernel":
             raise self.error(
                 e, f"kernel '{obj.__name__}' cannot be called from device code; use @zyntax.func"
             )

@@ -20,6 +20,7 @@ from zyntax import hir
 
 WARP = 32
 LOG2E = 1.4426950408889634
+LN2 = math.log(2.0)
 NEG_INF = -math.inf
 #: The most vectors a thread keeps in registers (64 f32 values for bf16 rows).
 K_MAX = 8

@@ -34,13 +34,12 @@ from zyntax import cuda, hir
 from zyntax.errors import ArgumentError
 
 from . import _tensors as T
-from ._rows import LOG2E, NEG_INF, safe_max, tree, vector
+from ._rows import LN2, LOG2E, NEG_INF, safe_max, tree, vector
 
 __all__ = ["attention"]
 
 WARPS = 4
 THREADS = 32 * WARPS
-LN2 = math.log(2.0)
 
 
 def block_m(atoms: int) -> int:

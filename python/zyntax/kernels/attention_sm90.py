@@ -55,8 +55,7 @@ from zyntax import cuda, hir, interp
 from zyntax.errors import ArgumentError
 
 from . import _tensors as T
-from ._rows import NEG_INF, safe_max, tree, vector
-from .attention import LN2
+from ._rows import LN2, NEG_INF, safe_max, tree, vector
 from .gemm import _workspace
 
 BN = 128  # keys per tile

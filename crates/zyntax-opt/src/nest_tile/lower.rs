@@ -1,0 +1,254 @@
+//! Lowering of a recognised nest to a `zyntax_tile` program. Every load of
+//! the nest becomes a view whose dims are the tile's loops, with the flat
+//! access's coefficients as strides (0 where the load does not use a loop:
+//! a broadcast) and the loop extents as extents, so tails are masked by the
+//! tile layer's loads and stores.
+
+use super::recognize::{flatten, recognize, ContractionPlan, FlatAccess, Recognition};
+use super::{Expr, NestSpec, NestTileError, Refusal, RefusalKind};
+use zyntax_hir::{Arch, Type};
+use zyntax_tile::{
+    heuristic, DotPath, GemmProblem, ScalarId, Schedule, TileBuilder, TileId, TileKernel, ViewId,
+};
+
+/// How to lower: the arch, and optionally a schedule (else the tile
+/// layer's heuristic for contractions, a fixed blocking for maps).
+#[derive(Clone, Debug)]
+pub struct NestTileOptions {
+    pub arch: Arch,
+    pub schedule: Option<Schedule>,
+}
+
+impl Default for NestTileOptions {
+    fn default() -> NestTileOptions {
+        NestTileOptions {
+            arch: Arch::Sm80,
+            schedule: None,
+        }
+    }
+}
+
+/// The kernel parameters of one view: `buffers[buffer]` from element
+/// `offset` on, with these extents and strides (elements).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ViewArg {
+    pub buffer: usize,
+    pub offset: u64,
+    pub extents: Vec<u32>,
+    pub strides: Vec<u32>,
+}
+
+/// A lowered nest: the tile kernel (verified HIR), what it was recognised
+/// as, the schedule used, the launch grid (block: `kernel.launch.block`)
+/// and the kernel's view arguments in parameter order.
+#[derive(Clone, Debug)]
+pub struct NestKernel {
+    pub kernel: TileKernel,
+    pub recognition: Recognition,
+    pub schedule: Schedule,
+    pub grid: [u32; 3],
+    pub args: Vec<ViewArg>,
+}
+
+/// Recognises and lowers `spec`; a [`NestTileError::Refused`] nest keeps
+/// today's lowering.
+pub fn lower(spec: &NestSpec, options: &NestTileOptions) -> Result<NestKernel, NestTileError> {
+    let recognition = recognize(spec)?;
+    let (tile_loops, schedule) = match &recognition {
+        Recognition::Map(p) => (p.loops.clone(), map_schedule(spec, &p.loops, options)),
+        Recognition::Contraction(c) => (vec![c.m, c.n], gemm_schedule(spec, c, options)),
+    };
+    if schedule.block.len() != tile_loops.len() {
+        return Err(Refusal::new(
+            RefusalKind::BadSpec,
+            format!(
+                "the schedule's block has {} dims; this nest tiles {}",
+                schedule.block.len(),
+                tile_loops.len()
+            ),
+        )
+        .into());
+    }
+    let extents: Vec<u64> = tile_loops.iter().map(|&l| spec.loops[l].extent).collect();
+    let grid = schedule.grid(&extents)?;
+    let mut t = TileBuilder::new(spec.name.clone(), schedule.clone());
+    let mut cx = Ctx {
+        spec,
+        loops: tile_loops.clone(),
+        shape: schedule.block.clone(),
+        origin: Vec::new(),
+        args: Vec::new(),
+    };
+    for (d, &b) in schedule.block.iter().enumerate() {
+        let (pid, bs) = (t.program_id(d as u32), t.index(b));
+        cx.origin.push(t.scalar_mul(pid, bs));
+    }
+    let f32_or_f64 = if uses_f64(spec) { Type::F64 } else { Type::F32 };
+    let result = match &recognition {
+        Recognition::Map(_) => cx.eval(&mut t, &spec.value, &f32_or_f64, None)?,
+        Recognition::Contraction(c) => {
+            let acc = cx.contract(&mut t, c, &schedule);
+            match &spec.epilogue {
+                Some(e) => cx.eval(&mut t, e, &f32_or_f64, Some(acc))?,
+                None => acc,
+            }
+        }
+    };
+    let out = flatten(spec, &spec.output)?;
+    let out_elem = spec.buffers[out.buffer].elem.clone();
+    let view = cx.view(&mut t, &out);
+    let result = t.cast(result, out_elem);
+    let origin = cx.origin.clone();
+    t.store(view, &origin, result);
+    let kernel = t.finish()?;
+    Ok(NestKernel {
+        kernel,
+        recognition,
+        schedule,
+        grid,
+        args: cx.args,
+    })
+}
+
+fn uses_f64(spec: &NestSpec) -> bool {
+    spec.buffers.iter().any(|b| b.elem == Type::F64)
+}
+
+/// Maps: up to 1024 elements per tile (4 warps, 8 per thread), the last
+/// loop fastest, each dim no larger than its loop needs.
+fn map_schedule(spec: &NestSpec, loops: &[usize], options: &NestTileOptions) -> Schedule {
+    if let Some(s) = &options.schedule {
+        return s.clone();
+    }
+    let want: &[u32] = match loops.len() {
+        1 => &[1024],
+        2 => &[16, 64],
+        _ => &[4, 8, 32],
+    };
+    let block: Vec<u32> = loops
+        .iter()
+        .zip(want)
+        .map(|(&l, &w)| {
+            let e = u32::try_from(spec.loops[l].extent).unwrap_or(u32::MAX);
+            w.min(e.checked_next_power_of_two().unwrap_or(w))
+        })
+        .collect();
+    Schedule::block(&block).warps(4).arch(options.arch)
+}
+
+/// Contractions: the tile layer's heuristic; f16/bf16 on sm_80+ on tensor
+/// cores (a K step of at least 16, as `mma.sync.m16n8k16` needs).
+fn gemm_schedule(spec: &NestSpec, c: &ContractionPlan, options: &NestTileOptions) -> Schedule {
+    if let Some(s) = &options.schedule {
+        return s.clone();
+    }
+    let problem = GemmProblem {
+        m: spec.loops[c.m].extent,
+        n: spec.loops[c.n].extent,
+        k: spec.loops[c.k].extent,
+        operand_bytes: c.elem.size_bytes().map_or(4, |b| b as u32),
+    };
+    let s = heuristic(&problem, options.arch);
+    if c.elem != Type::F32 && options.arch >= Arch::Sm80 {
+        let k = s.k.max(16);
+        s.k(k).warps(4).dot_path(DotPath::MmaSync)
+    } else {
+        s.dot_path(DotPath::Ffma)
+    }
+}
+
+struct Ctx<'s> {
+    spec: &'s NestSpec,
+    /// The loop of each tile dim.
+    loops: Vec<usize>,
+    shape: Vec<u32>,
+    origin: Vec<ScalarId>,
+    args: Vec<ViewArg>,
+}
+
+impl Ctx<'_> {
+    /// A view of `access` over `dims` (loops), recorded as a kernel argument.
+    fn view_over(&mut self, t: &mut TileBuilder, access: &FlatAccess, dims: &[usize]) -> ViewId {
+        let buf = &self.spec.buffers[access.buffer];
+        let name = format!("{}{}", buf.name, self.args.len());
+        let strides: Vec<u32> = dims
+            .iter()
+            .map(|&l| u32::try_from(access.coef[l]).unwrap_or(u32::MAX))
+            .collect();
+        let rank = dims.len();
+        let view = if strides[rank - 1] == 1 {
+            t.view_param_unit_stride(&name, buf.elem.clone(), rank, rank - 1)
+        } else {
+            t.view_param(&name, buf.elem.clone(), rank)
+        };
+        self.args.push(ViewArg {
+            buffer: access.buffer,
+            offset: access.offset,
+            extents: dims
+                .iter()
+                .map(|&l| u32::try_from(self.spec.loops[l].extent).unwrap_or(u32::MAX))
+                .collect(),
+            strides,
+        });
+        view
+    }
+
+    fn view(&mut self, t: &mut TileBuilder, access: &FlatAccess) -> ViewId {
+        let dims = self.loops.clone();
+        self.view_over(t, access, &dims)
+    }
+
+    /// `Σ_k A·B` for this program's output tile, in f32.
+    fn contract(&mut self, t: &mut TileBuilder, c: &ContractionPlan, s: &Schedule) -> TileId {
+        let (bm, bn, bk) = (s.block[0], s.block[1], s.k);
+        let a = self.view_over(t, &c.a, &[c.m, c.k]);
+        let b = self.view_over(t, &c.b, &[c.k, c.n]);
+        let (m0, n0) = (self.origin[0], self.origin[1]);
+        let (zero, step) = (t.index(0), t.index(bk));
+        let k_end = t.dim(a, 1);
+        let acc0 = t.full(&[bm, bn], Type::F32, 0.0);
+        let acc = t.for_range(zero, k_end, step, &[acc0.into()], |t, k0, carried| {
+            let at = t.load(a, &[m0, k0], &[bm, bk]);
+            let bt = t.load(b, &[k0, n0], &[bk, bn]);
+            vec![t.dot(at, bt, carried[0].tile()).into()]
+        });
+        acc[0].tile()
+    }
+
+    /// The element-wise expression on this program's tile, in `ty` (f32, or
+    /// f64 when a buffer is f64); `reduced` is the contraction's sum.
+    fn eval(
+        &mut self,
+        t: &mut TileBuilder,
+        e: &Expr,
+        ty: &Type,
+        reduced: Option<TileId>,
+    ) -> Result<TileId, NestTileError> {
+        let shape = self.shape.clone();
+        Ok(match e {
+            Expr::Const(v) => t.full(&shape, ty.clone(), *v),
+            Expr::Reduced => {
+                let r = reduced.ok_or_else(|| {
+                    Refusal::new(RefusalKind::BadSpec, "`Reduced` outside an epilogue")
+                })?;
+                t.cast(r, ty.clone())
+            }
+            Expr::Load(access) => {
+                let flat = flatten(self.spec, access)?;
+                let view = self.view(t, &flat);
+                let origin = self.origin.clone();
+                let tile = t.load(view, &origin, &shape);
+                t.cast(tile, ty.clone())
+            }
+            Expr::Unary(op, a) => {
+                let a = self.eval(t, a, ty, reduced)?;
+                t.unary(*op, a)
+            }
+            Expr::Binary(op, a, b) => {
+                let a = self.eval(t, a, ty, reduced)?;
+                let b = self.eval(t, b, ty, reduced)?;
+                t.binary(*op, a, b)
+            }
+        })
+    }
+}

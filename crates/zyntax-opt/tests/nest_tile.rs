@@ -1,0 +1,446 @@
+//! Nests lowered to tile programs (`zyntax_opt::nest_tile`), run on the
+//! reference interpreter against an f64 evaluation of the nest description
+//! itself on fresh pseudo-random inputs (outputs poisoned with NaN first),
+//! and the recognition report's refusals.
+
+use half::{bf16, f16};
+use zyntax_hir::{BinOp, Type, UnOp};
+use zyntax_interp::{Arg, Interpreter};
+use zyntax_opt::nest_tile::{
+    lower, recognize, tiling_report, Access, Affine, Buffer, Expr, Index, Loop, LoopKind,
+    NestKernel, NestSpec, NestTileError, NestTileOptions, Recognition, RefusalKind,
+};
+
+struct Rng(u64);
+
+impl Rng {
+    fn new() -> Rng {
+        let s = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64)
+            | 1;
+        eprintln!("seed {s}");
+        Rng(s)
+    }
+    /// Uniform in [-2, 2).
+    fn next(&mut self) -> f32 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 >> 40) as f32 / (1u64 << 24) as f32 * 4.0 - 2.0
+    }
+}
+
+fn elem_bytes(t: &Type) -> usize {
+    t.size_bytes().unwrap_or(4) as usize
+}
+
+/// Random values rounded to `elem`: the bytes and the exact values.
+fn random(rng: &mut Rng, n: u64, elem: &Type) -> (Vec<u8>, Vec<f64>) {
+    let mut bytes = Vec::new();
+    let mut vals = Vec::new();
+    for _ in 0..n {
+        let x = rng.next();
+        let v = match elem {
+            t if *t == Type::BF16 => {
+                let h = bf16::from_f32(x);
+                bytes.extend(h.to_le_bytes());
+                h.to_f64()
+            }
+            t if *t == Type::F16 => {
+                let h = f16::from_f32(x);
+                bytes.extend(h.to_le_bytes());
+                h.to_f64()
+            }
+            t if *t == Type::F64 => {
+                bytes.extend(f64::from(x).to_le_bytes());
+                f64::from(x)
+            }
+            _ => {
+                bytes.extend(x.to_le_bytes());
+                f64::from(x)
+            }
+        };
+        vals.push(v);
+    }
+    (bytes, vals)
+}
+
+fn decode(bytes: &[u8], elem: &Type) -> Vec<f64> {
+    let n = elem_bytes(elem);
+    bytes
+        .chunks_exact(n)
+        .map(|c| match n {
+            8 => f64::from_le_bytes(c.try_into().unwrap_or_default()),
+            4 => f64::from(f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+            _ if *elem == Type::BF16 => bf16::from_le_bytes([c[0], c[1]]).to_f64(),
+            _ => f16::from_le_bytes([c[0], c[1]]).to_f64(),
+        })
+        .collect()
+}
+
+/// The nest evaluated directly, in f64.
+fn reference(spec: &NestSpec, vals: &[Vec<f64>]) -> Vec<f64> {
+    let out_buf = &spec.buffers[spec.output.buffer];
+    let mut out = vals[spec.output.buffer].clone();
+    let flat = |a: &Access, iv: &[u64]| -> usize {
+        let buf = &spec.buffers[a.buffer];
+        let mut e = 0i64;
+        for (d, ix) in a.index.iter().enumerate() {
+            let Index::Affine(af) = ix else { panic!() };
+            let v = af.constant + af.terms.iter().map(|&(l, c)| c * iv[l] as i64).sum::<i64>();
+            e = e * buf.shape[d] as i64 + v;
+        }
+        e as usize
+    };
+    fn eval(
+        e: &Expr,
+        iv: &[u64],
+        red: f64,
+        vals: &[Vec<f64>],
+        flat: &dyn Fn(&Access, &[u64]) -> usize,
+    ) -> f64 {
+        match e {
+            Expr::Const(c) => *c,
+            Expr::Reduced => red,
+            Expr::Load(a) => vals[a.buffer][flat(a, iv)],
+            Expr::Unary(op, a) => {
+                let x = eval(a, iv, red, vals, flat);
+                match op {
+                    UnOp::Exp => x.exp(),
+                    UnOp::Tanh => x.tanh(),
+                    UnOp::Neg => -x,
+                    _ => unimplemented!(),
+                }
+            }
+            Expr::Binary(op, a, b) => {
+                let (x, y) = (eval(a, iv, red, vals, flat), eval(b, iv, red, vals, flat));
+                match op {
+                    BinOp::Add => x + y,
+                    BinOp::Sub => x - y,
+                    BinOp::Mul => x * y,
+                    BinOp::Div => x / y,
+                    BinOp::Max => x.max(y),
+                    BinOp::Min => x.min(y),
+                    _ => unimplemented!(),
+                }
+            }
+        }
+    }
+    let kinds = |k: LoopKind| -> Vec<usize> {
+        (0..spec.loops.len())
+            .filter(|&l| spec.loops[l].kind == k)
+            .collect()
+    };
+    let (par, red) = (kinds(LoopKind::Parallel), kinds(LoopKind::Reduction));
+    let combos = |ls: &[usize]| -> Vec<Vec<(usize, u64)>> {
+        let mut all = vec![vec![]];
+        for &l in ls {
+            all = all
+                .into_iter()
+                .flat_map(|c| {
+                    (0..spec.loops[l].extent).map(move |v| {
+                        let mut c = c.clone();
+                        c.push((l, v));
+                        c
+                    })
+                })
+                .collect();
+        }
+        all
+    };
+    for p in combos(&par) {
+        let mut iv = vec![0u64; spec.loops.len()];
+        for &(l, v) in &p {
+            iv[l] = v;
+        }
+        let result = if red.is_empty() {
+            eval(&spec.value, &iv, 0.0, vals, &flat)
+        } else {
+            let mut sum = 0.0;
+            for r in combos(&red) {
+                for &(l, v) in &r {
+                    iv[l] = v;
+                }
+                sum += eval(&spec.value, &iv, 0.0, vals, &flat);
+            }
+            match &spec.epilogue {
+                Some(e) => eval(e, &iv, sum, vals, &flat),
+                None => sum,
+            }
+        };
+        out[flat(&spec.output, &iv)] = result;
+    }
+    assert_eq!(out.len() as u64, out_buf.shape.iter().product::<u64>());
+    out
+}
+
+/// Lowers `spec`, runs it on fresh inputs (output poisoned) and compares
+/// with the f64 reference; returns the lowered kernel.
+fn check(spec: &NestSpec, options: &NestTileOptions, tol: f64) -> NestKernel {
+    let nk = lower(spec, options).unwrap_or_else(|e| panic!("{}: {e}", spec.name));
+    let mut rng = Rng::new();
+    let mut bufs = Vec::new();
+    let mut vals = Vec::new();
+    for (i, b) in spec.buffers.iter().enumerate() {
+        let n: u64 = b.shape.iter().product();
+        let (bytes, v) = random(&mut rng, n, &b.elem);
+        if i == spec.output.buffer {
+            // Poisoned, except where the nest reads the output (C += ...).
+            let reads_output = format!("{:?}", spec.epilogue).contains(&format!("buffer: {i},"));
+            if !reads_output {
+                let nan = match elem_bytes(&b.elem) {
+                    8 => f64::NAN.to_le_bytes().to_vec(),
+                    4 => f32::NAN.to_le_bytes().to_vec(),
+                    _ => vec![0xff, 0x7f],
+                };
+                bufs.push(nan.repeat(n as usize));
+                vals.push(vec![f64::NAN; n as usize]);
+                continue;
+            }
+        }
+        bufs.push(bytes);
+        vals.push(v);
+    }
+    let want = reference(spec, &vals);
+    let mut args = Vec::new();
+    for a in &nk.args {
+        let eb = elem_bytes(&spec.buffers[a.buffer].elem) as u64;
+        args.push(Arg::BufferAt(a.buffer, a.offset * eb));
+        args.extend(a.extents.iter().map(|&e| Arg::Int(e.into())));
+        args.extend(a.strides.iter().map(|&s| Arg::Int(s.into())));
+    }
+    let it = Interpreter::new(&nk.kernel.module).unwrap_or_else(|e| panic!("{e}"));
+    it.launch(
+        &nk.kernel.name,
+        nk.grid,
+        nk.kernel.launch.block,
+        0,
+        &args,
+        &mut bufs,
+    )
+    .unwrap_or_else(|e| panic!("{}: {e}", spec.name));
+    let out = spec.output.buffer;
+    let got = decode(&bufs[out], &spec.buffers[out].elem);
+    for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
+        assert!(
+            (g - w).abs() <= tol * w.abs().max(1.0),
+            "{}: element {i}: got {g}, want {w}",
+            spec.name
+        );
+    }
+    nk
+}
+
+/// `C[i,j] = Σ_k A[i,k] B[k,j]` (A stored as [K, M] when `transposed_a`).
+fn matmul(m: u64, n: u64, k: u64, elem: Type, transposed_a: bool) -> NestSpec {
+    let (i, j, kk) = (0, 1, 2);
+    let (a_shape, a_at) = if transposed_a {
+        (vec![k, m], Access::at(0, &[kk, i]))
+    } else {
+        (vec![m, k], Access::at(0, &[i, kk]))
+    };
+    NestSpec {
+        name: format!("matmul_{m}x{n}x{k}"),
+        loops: vec![
+            Loop::parallel("i", m),
+            Loop::parallel("j", n),
+            Loop::reduction("k", k),
+        ],
+        buffers: vec![
+            Buffer::new("A", elem.clone(), &a_shape),
+            Buffer::new("B", elem, &[k, n]),
+            Buffer::new("C", Type::F32, &[m, n]),
+        ],
+        output: Access::at(2, &[i, j]),
+        value: Expr::binary(BinOp::Mul, Expr::Load(a_at), Expr::load(1, &[kk, j])),
+        epilogue: None,
+    }
+}
+
+fn on_tensor_cores(nk: &NestKernel) -> bool {
+    zyntax_hir::print_module(&nk.kernel.module).contains("mma.sync")
+}
+
+#[test]
+fn f32_matmul_at_odd_sizes() {
+    for (m, n, k) in [(17, 33, 9), (64, 48, 40)] {
+        let spec = matmul(m, n, k, Type::F32, false);
+        assert!(matches!(recognize(&spec), Ok(Recognition::Contraction(_))));
+        let nk = check(&spec, &NestTileOptions::default(), 1e-5);
+        assert!(!on_tensor_cores(&nk));
+    }
+}
+
+#[test]
+fn transposed_a_matmul() {
+    let spec = matmul(33, 17, 21, Type::F32, true);
+    check(&spec, &NestTileOptions::default(), 1e-5);
+}
+
+#[test]
+fn half_precision_matmul_on_tensor_cores() {
+    for elem in [Type::BF16, Type::F16] {
+        for (m, n, k) in [(17, 33, 9), (64, 48, 40)] {
+            let spec = matmul(m, n, k, elem.clone(), false);
+            let nk = check(&spec, &NestTileOptions::default(), 1e-5);
+            assert!(on_tensor_cores(&nk), "{elem} {m}x{n}x{k}: not on mma.sync");
+        }
+    }
+}
+
+#[test]
+fn matmul_with_bias_relu_epilogue_and_accumulate() {
+    let mut spec = matmul(37, 45, 19, Type::F32, false);
+    spec.buffers.push(Buffer::new("bias", Type::F32, &[45]));
+    let biased = Expr::binary(BinOp::Add, Expr::Reduced, Expr::load(3, &[1]));
+    spec.epilogue = Some(Expr::binary(BinOp::Max, biased, Expr::Const(0.0)));
+    check(&spec, &NestTileOptions::default(), 1e-5);
+    // C[i,j] += Σ_k A B: the epilogue reads the output at the written element.
+    spec.epilogue = Some(Expr::binary(
+        BinOp::Add,
+        Expr::Reduced,
+        Expr::load(2, &[0, 1]),
+    ));
+    check(&spec, &NestTileOptions::default(), 1e-5);
+}
+
+#[test]
+fn map_with_tails_and_broadcast() {
+    // out[i,j] = exp(x[i,j]) * 0.5 + y[j], 37x70 (tails on both dims).
+    let spec = NestSpec {
+        name: "map2".into(),
+        loops: vec![Loop::parallel("i", 37), Loop::parallel("j", 70)],
+        buffers: vec![
+            Buffer::new("x", Type::F32, &[37, 70]),
+            Buffer::new("y", Type::F32, &[70]),
+            Buffer::new("out", Type::F32, &[37, 70]),
+        ],
+        output: Access::at(2, &[0, 1]),
+        value: Expr::binary(
+            BinOp::Add,
+            Expr::binary(
+                BinOp::Mul,
+                Expr::unary(UnOp::Exp, Expr::load(0, &[0, 1])),
+                Expr::Const(0.5),
+            ),
+            Expr::load(1, &[1]),
+        ),
+        epilogue: None,
+    };
+    assert!(matches!(recognize(&spec), Ok(Recognition::Map(_))));
+    check(&spec, &NestTileOptions::default(), 1e-5);
+    // 1-D, 1000 elements, strided read x[2*i + 1] from a buffer of 2001.
+    let spec = NestSpec {
+        name: "map1".into(),
+        loops: vec![Loop::parallel("i", 1000)],
+        buffers: vec![
+            Buffer::new("x", Type::F32, &[2001]),
+            Buffer::new("out", Type::F32, &[1000]),
+        ],
+        output: Access::at(1, &[0]),
+        value: Expr::unary(
+            UnOp::Tanh,
+            Expr::Load(Access {
+                buffer: 0,
+                index: vec![Index::Affine(Affine {
+                    terms: vec![(0, 2)],
+                    constant: 1,
+                })],
+            }),
+        ),
+        epilogue: None,
+    };
+    check(&spec, &NestTileOptions::default(), 1e-5);
+}
+
+fn refused(spec: &NestSpec) -> RefusalKind {
+    match lower(spec, &NestTileOptions::default()) {
+        Err(NestTileError::Refused(r)) => {
+            assert!(tiling_report(spec).contains(&r.message));
+            r.kind
+        }
+        Err(e) => panic!("{}: not a refusal: {e}", spec.name),
+        Ok(_) => panic!("{}: lowered", spec.name),
+    }
+}
+
+#[test]
+fn refusals_say_why() {
+    // A[idx[k], i]: not affine.
+    let mut s = matmul(16, 16, 16, Type::F32, false);
+    s.value = Expr::binary(
+        BinOp::Mul,
+        Expr::Load(Access {
+            buffer: 0,
+            index: vec![
+                Index::Affine(Affine::var(0)),
+                Index::Opaque("idx[k]".into()),
+            ],
+        }),
+        Expr::load(1, &[2, 1]),
+    );
+    assert_eq!(refused(&s), RefusalKind::NonAffineIndex);
+    // f64 operands: no tile dot.
+    assert_eq!(
+        refused(&matmul(8, 8, 8, Type::F64, false)),
+        RefusalKind::UnsupportedDtype
+    );
+    // Output not indexed by j: iterations of j race.
+    let mut s = matmul(8, 8, 8, Type::F32, false);
+    s.buffers[2].shape = vec![8];
+    s.output = Access::at(2, &[0]);
+    assert_eq!(refused(&s), RefusalKind::LoopCarriedDependence);
+    // The output read inside the reduction.
+    let mut s = matmul(8, 8, 8, Type::F32, false);
+    s.value = Expr::binary(BinOp::Mul, Expr::load(0, &[0, 2]), Expr::load(2, &[0, 1]));
+    assert_eq!(refused(&s), RefusalKind::LoopCarriedDependence);
+    // A map reading its neighbour: out[i] = out[i+1]... (x aliased with out).
+    let s = NestSpec {
+        name: "shift".into(),
+        loops: vec![Loop::parallel("i", 7)],
+        buffers: vec![Buffer::new("x", Type::F32, &[8])],
+        output: Access::at(0, &[0]),
+        value: Expr::Load(Access {
+            buffer: 0,
+            index: vec![Index::Affine(Affine {
+                terms: vec![(0, 1)],
+                constant: 1,
+            })],
+        }),
+        epilogue: None,
+    };
+    assert_eq!(refused(&s), RefusalKind::LoopCarriedDependence);
+    // A row sum: a reduction that is not a contraction.
+    let mut s = matmul(8, 8, 8, Type::F32, false);
+    s.value = Expr::load(0, &[0, 2]);
+    assert_eq!(refused(&s), RefusalKind::NotAContraction);
+    // A reversed read.
+    let mut s = matmul(8, 8, 8, Type::F32, false);
+    s.value = Expr::binary(
+        BinOp::Mul,
+        Expr::Load(Access {
+            buffer: 0,
+            index: vec![
+                Index::Affine(Affine::var(0)),
+                Index::Affine(Affine {
+                    terms: vec![(2, -1)],
+                    constant: 7,
+                }),
+            ],
+        }),
+        Expr::load(1, &[2, 1]),
+    );
+    assert_eq!(refused(&s), RefusalKind::UnsupportedAccess);
+    // Out of bounds.
+    let mut s = matmul(8, 8, 8, Type::F32, false);
+    s.buffers[0].shape = vec![8, 4];
+    assert_eq!(refused(&s), RefusalKind::UnsupportedAccess);
+    // Integer buffers.
+    let mut s = matmul(8, 8, 8, Type::F32, false);
+    s.buffers[0].elem = Type::I32;
+    assert_eq!(refused(&s), RefusalKind::UnsupportedDtype);
+    // The report of a recognised nest.
+    let r = tiling_report(&matmul(8, 8, 8, Type::BF16, false));
+    assert!(r.contains("contraction") && r.contains("mma.sync"), "{r}");
+}

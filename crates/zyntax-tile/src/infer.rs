@@ -1,6 +1,7 @@
-//! Layout inference: gives every tile a [`Blocked`] layout and inserts
-//! `ConvertLayout` where an op needs its operand in another one. The program
-//! names no layout; the rules (Triton's, simplified to blocked layouts):
+//! Layout inference: gives every tile a [`Layout`] ([`Blocked`], or [`Mma`]
+//! for tensor-core `dot` results) and inserts `ConvertLayout` where an op
+//! needs its operand in another one. The program names no layout; the rules
+//! (Triton's, simplified):
 //!
 //! - `load`, `full`, `iota`: the coalesced layout of the shape; for loads the
 //!   fastest dim is the view's unit-stride dim when the front-end declared one,

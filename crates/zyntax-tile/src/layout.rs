@@ -1,4 +1,6 @@
-//! Distributed layouts: which thread holds which element of a tile.
+//! Distributed layouts: which thread holds which element of a tile. The
+//! tensor-core layouts and [`Layout`], the type every tile's layout has, are
+//! in `layout/mma.rs`; all of them share the per-dim map [`DimMap`].
 //!
 //! A [`Blocked`] layout (Triton's blocked encoding) is a linear map from
 //! (warp, lane, register) to tile coordinates: along each dim a thread holds
@@ -116,7 +118,7 @@ impl SharedLayout {
         }
     }
     /// Element offset of `coords` in a staged tile of `shape`, as
-    /// (coefficient, dim) pairs: offset = Σ coefficient · coords[dim].
+    /// (coefficient, dim) pairs: `offset = Σ coefficient · coords[dim]`.
     pub fn strides(&self, shape: &[u32]) -> Vec<u32> {
         let mut strides = vec![0; shape.len()];
         let mut step = 1;

@@ -8,7 +8,8 @@
 //! - [`ir`]: the tile program (ops in SSA form over tile and scalar ids).
 //! - [`builder`]: [`TileBuilder`], the Rust API a front-end writes programs with
 //!   (parameters, scalars and memory ops there; tile ops in `builder/ops.rs`).
-//! - [`layout`]: blocked distributed layouts and the shared staging layout.
+//! - [`layout`]: distributed layouts (blocked, `mma.sync` accumulator and
+//!   operand fragments) and the shared staging layout.
 //! - [`infer`]: layout inference (the program names no layout).
 //! - [`schedule`]: [`Schedule`], its validation and a heuristic.
 //! - `lower`: tile program → one HIR kernel ([`TileKernel`]).

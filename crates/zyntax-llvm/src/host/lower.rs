@@ -23,6 +23,7 @@
 //! arguments in 8-byte slots; a kernel's `@"name.zx_block"(ptr args, ptr lens,
 //! ptr err, ptr ctx)` runs every thread of one block.
 
+use super::regions;
 use crate::scalar::{self, class_of, Conv, Scalar};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -72,8 +73,11 @@ pub fn cpu_blockers(m: &Module, f: &Function) -> Vec<String> {
                 continue;
             };
             match &d.op {
-                Op::Barrier
-                | Op::WarpSync
+                // A kernel's own barriers split it into regions (see `regions`).
+                Op::Barrier if n != f.name => {
+                    out.insert("barrier in a device function".into());
+                }
+                Op::WarpSync
                 | Op::Shfl { .. }
                 | Op::Vote(_)
                 | Op::Match(_)
@@ -1106,6 +1110,13 @@ impl FnLower<'_> {
                 self.emit(format!("{lin} = add i32 {c}, {tx}"));
                 self.emit(format!("{r} = and i32 {lin}, 31"));
             }
+            Op::Barrier if f.is_kernel() => {
+                let l = self.label();
+                for line in regions::suspend(i, &l) {
+                    self.emit(line);
+                }
+                self.open(l);
+            }
             Op::Fence(_) => self.emit("fence seq_cst"),
             // A compiler-only fence: orders this thread's accesses, emits no instruction.
             Op::CompilerFence => self.emit("fence syncscope(\"singlethread\") seq_cst"),
@@ -1769,9 +1780,20 @@ pub fn lower_module(
             checks: 0,
             unchecked: 0,
         };
+        let coro = f.is_kernel() && cpu_kernels.contains(&f.name) && regions::has_barrier(f);
         let text = fl.lower_fn()?;
         let (checks, unchecked) = (fl.checks, fl.unchecked);
-        out.push_str(&text);
+        if coro {
+            out.push_str(&regions::to_coroutine(&text, &f.name));
+            decls.extend(
+                regions::DECLS
+                    .iter()
+                    .chain(&regions::RUNNER_DECLS)
+                    .map(|d| d.to_string()),
+            );
+        } else {
+            out.push_str(&text);
+        }
         let sig = signature(f)?;
         let slots_ok = f
             .param_types()
@@ -1790,7 +1812,13 @@ pub fn lower_module(
             lf.has_slots = true;
         }
         if slots_ok && f.is_kernel() && cpu_kernels.contains(&f.name) {
-            out.push_str(&block_runner(f, &sig, &target_attrs(mi)));
+            let mut pre = String::new();
+            let parts = call_args(f, &sig, &mut pre);
+            out.push_str(&if coro {
+                regions::coro_block_runner(f, &target_attrs(mi), &pre, &parts, fid)
+            } else {
+                regions::block_runner(f, &sig, &target_attrs(mi), &pre, &parts)
+            });
             lf.has_block_runner = true;
         }
         lowered.push(lf);
@@ -1867,43 +1895,6 @@ fn slots_wrapper(f: &Function, sig: &Sig, attrs: &str) -> String {
         let _ = writeln!(out, "  {call}");
     }
     let _ = writeln!(out, "  ret void\n}}");
-    out
-}
-
-fn block_runner(f: &Function, sig: &Sig, attrs: &str) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "define void {}(ptr %args, ptr %lens, ptr %err, ptr %ctx) {attrs} {{",
-        gname(&format!("{}.zx_block", f.name))
-    );
-    let _ = writeln!(out, "entry:");
-    let mut parts = call_args(f, sig, &mut out);
-    parts.push("ptr %err".into());
-    parts.push("ptr %ctx".into());
-    for (k, n) in ["bx", "by", "bz"].iter().enumerate() {
-        let _ = writeln!(
-            out,
-            "  %{n}.p = getelementptr i8, ptr %ctx, i64 {}",
-            CTX_BDIM + 4 * k as u64
-        );
-        let _ = writeln!(out, "  %{n} = load i32, ptr %{n}.p");
-    }
-    let _ = writeln!(out, "  %bxy = mul i32 %bx, %by\n  %n = mul i32 %bxy, %bz\n  %tx.p = getelementptr i8, ptr %ctx, i64 0\n  %ty.p = getelementptr i8, ptr %ctx, i64 4\n  %tz.p = getelementptr i8, ptr %ctx, i64 8");
-    let _ = writeln!(
-        out,
-        "  %empty = icmp eq i32 %n, 0\n  br i1 %empty, label %done, label %loop"
-    );
-    let _ = writeln!(out, "loop:\n  %t = phi i32 [ 0, %entry ], [ %t1, %next ]");
-    let _ = writeln!(out, "  %tx = urem i32 %t, %bx\n  %q = udiv i32 %t, %bx\n  %ty = urem i32 %q, %by\n  %tz = udiv i32 %t, %bxy");
-    let _ = writeln!(
-        out,
-        "  store i32 %tx, ptr %tx.p\n  store i32 %ty, ptr %ty.p\n  store i32 %tz, ptr %tz.p"
-    );
-    let _ = writeln!(out, "  call void {}({})", gname(&f.name), parts.join(", "));
-    let _ = writeln!(out, "  %e = load i64, ptr %err\n  %bad = icmp ne i64 %e, 0\n  br i1 %bad, label %done, label %next");
-    let _ = writeln!(out, "next:\n  %t1 = add i32 %t, 1\n  %more = icmp ult i32 %t1, %n\n  br i1 %more, label %loop, label %done");
-    let _ = writeln!(out, "done:\n  ret void\n}}");
     out
 }
 

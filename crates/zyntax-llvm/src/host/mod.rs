@@ -29,6 +29,7 @@
 //! machine, or `generic` for portable code).
 
 pub mod lower;
+pub mod regions;
 pub mod target;
 
 use inkwell::context::Context;
@@ -175,6 +176,17 @@ fn thread_stack() -> Option<(usize, usize)> {
         libc::pthread_attr_destroy(&mut attr);
         (rc == 0 && !addr.is_null() && size > 0).then_some((addr as usize, size))
     }
+}
+
+/// Worker threads a CPU kernel launch uses: `ZYNTAX_CPU_THREADS` when it is
+/// a positive integer (1: run the grid on the calling thread), otherwise
+/// every core (`std::thread::available_parallelism`).
+pub fn cpu_threads() -> usize {
+    std::env::var("ZYNTAX_CPU_THREADS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 /// The host CPU as LLVM sees it.
@@ -420,7 +432,11 @@ pub fn prepare(m: &Module, opts: &HostOptions) -> HostResult<Prepared> {
                 }
                 if blockers.is_empty() {
                     cpu_kernels.insert(f.name.clone());
-                    report.add(&f.name, "kernel", "compiled for the CPU: blocks run in parallel on worker threads, threads of a block in sequence", "no barriers, warp collectives, MMA or async copies");
+                    if regions::has_barrier(f) {
+                        report.add(&f.name, "kernel", "compiled for the CPU: blocks run in parallel on worker threads; each barrier splits the block's threads into regions run one after another (threads are LLVM coroutines, values live across a barrier in per-thread frames)", "barriers only in the kernel itself; no warp collectives, MMA or async copies");
+                    } else {
+                        report.add(&f.name, "kernel", "compiled for the CPU: blocks run in parallel on worker threads, threads of a block in sequence", "no barriers, warp collectives, MMA or async copies");
+                    }
                     HostFnKind::CpuKernel
                 } else {
                     report.add(
@@ -1046,6 +1062,10 @@ impl HostModule {
             lower::ERR_STACK => format!(
                 "@{fname}: stack overflow: recursion went deeper than this thread's stack allows{loc}"
             ),
+            regions::ERR_BARRIER => format!(
+                "@{fname}: divergent barrier: thread {} of a block waits at another barrier (instruction {}) than the others{at}{loc}",
+                e.index, e.len
+            ),
             c => format!("@{fname}: run-time error code {c}{at}{loc}"),
         };
         RuntimeError {
@@ -1132,10 +1152,7 @@ impl HostModule {
         let next = AtomicU64::new(0);
         let stop = AtomicBool::new(false);
         let first: Mutex<Option<ErrRecord>> = Mutex::new(None);
-        let workers = std::thread::available_parallelism()
-            .map_or(1, |n| n.get())
-            .min(total as usize)
-            .max(1);
+        let workers = cpu_threads().min(total as usize).max(1);
         let shared = self.shared_bytes as usize;
         let worker = || {
             let mut ctx = [0u8; lower::CTX_BYTES];

@@ -1,0 +1,319 @@
+//! Kernels with barriers on the CPU: every thread of a block is an LLVM
+//! coroutine, and the block runner runs the block region by region.
+//!
+//! A `barrier` splits the kernel's code into regions. The kernel is lowered
+//! as a switched-resume coroutine (`presplitcoroutine`): each barrier is an
+//! `llvm.coro.suspend`, and LLVM's coroutine passes (part of every
+//! `default<Ox>` pipeline) split the function at the suspends and move every
+//! value live across a barrier into the coroutine's frame — the per-thread
+//! storage of the region fission, computed by LLVM's own liveness instead of
+//! ours. Before suspending, a thread writes `barrier inst + 1` into its
+//! context (`CTX_STATE`); on returning it writes 0.
+//!
+//! The block runner ([`block_runner`] for kernels without barriers,
+//! [`coro_block_runner`] for kernels with them) gives every thread its own
+//! context (thread index, the block's shared buffer), starts every thread
+//! (region 0, up to its first barrier), then repeats: the threads that are
+//! still running must all wait at the same barrier (as in the interpreter,
+//! threads that returned no longer take part); each is resumed in turn up to
+//! its next barrier. Threads waiting at different barriers are a run-time
+//! error ([`ERR_BARRIER`]) naming one of them, like the interpreter's
+//! divergent-barrier trap. Any error destroys the suspended threads' frames.
+//!
+//! Barriers may therefore sit anywhere — in uniform loops and branches, or
+//! under thread-dependent control flow as long as every running thread
+//! reaches the same barrier instruction. A barrier in a device function
+//! (reached through a call) is not lowered: such kernels stay on the
+//! interpreter (see [`super::lower::cpu_blockers`]).
+
+use super::lower::{gname, Sig, CTX_BDIM, CTX_BYTES};
+use std::fmt::Write as _;
+use zyntax_hir::{Function, InstId, Op};
+
+/// Byte offset of a coroutine thread's state in its context: 0 when it has
+/// returned, `barrier inst + 1` while it waits at a barrier.
+pub const CTX_STATE: u64 = CTX_BYTES as u64;
+/// Size of one thread's context in the coroutine block runner.
+pub const CORO_CTX_BYTES: u64 = CTX_BYTES as u64 + 8;
+/// Error code: the running threads of a block wait at different barriers.
+pub const ERR_BARRIER: i64 = 16;
+
+/// Whether `f` itself contains a `barrier` (it is lowered as a coroutine).
+pub fn has_barrier(f: &Function) -> bool {
+    f.insts_in_order().any(|(_, i)| {
+        f.insts
+            .get(i.index())
+            .is_some_and(|d| matches!(d.op, Op::Barrier))
+    })
+}
+
+/// The declarations the coroutine lowering needs.
+pub const DECLS: [&str; 9] = [
+    "declare token @llvm.coro.id(i32, ptr readnone, ptr nocapture readonly, ptr)",
+    "declare i64 @llvm.coro.size.i64()",
+    "declare ptr @llvm.coro.begin(token, ptr writeonly)",
+    "declare i8 @llvm.coro.suspend(token, i1)",
+    "declare ptr @llvm.coro.free(token, ptr nocapture readonly)",
+    "declare i1 @llvm.coro.end(ptr, i1, token)",
+    "declare ptr @malloc(i64)",
+    "declare ptr @calloc(i64, i64)",
+    "declare void @free(ptr)",
+];
+
+/// The instructions of a barrier: record it in the thread's state and
+/// suspend; the thread resumes at `resume` (a new LLVM block the caller opens).
+pub fn suspend(i: InstId, resume: &str) -> [String; 3] {
+    let s = format!("%zx.s{}", i.0);
+    [
+        format!("store i32 {}, ptr %zx.state, align 4", i64::from(i.0) + 1),
+        format!("{s} = call i8 @llvm.coro.suspend(token none, i1 false)"),
+        format!(
+            "switch i8 {s}, label %zx.coro.suspend [ i8 0, label %{resume}\n    i8 1, label %zx.coro.cleanup ]"
+        ),
+    ]
+}
+
+/// Turn the lowered text of a kernel with barriers into a coroutine: it
+/// returns its handle, allocates its frame on entry, and every `ret void`
+/// (return or error) ends the coroutine with state 0.
+pub fn to_coroutine(text: &str, name: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 1024);
+    let head = format!("define void {}(", gname(name));
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix(&head) {
+            let rest = rest.strip_suffix(" {").unwrap_or(rest);
+            let _ = writeln!(
+                out,
+                "define ptr {}({rest} presplitcoroutine {{",
+                gname(name)
+            );
+        } else if line == "zx.entry:" {
+            let _ = writeln!(out, "{line}");
+            out.push_str(
+                "  %zx.id = call token @llvm.coro.id(i32 0, ptr null, ptr null, ptr null)\n  \
+                 %zx.size = call i64 @llvm.coro.size.i64()\n  \
+                 %zx.mem0 = call ptr @malloc(i64 %zx.size)\n  \
+                 %zx.hdl = call noalias ptr @llvm.coro.begin(token %zx.id, ptr %zx.mem0)\n",
+            );
+            let _ = writeln!(
+                out,
+                "  %zx.state = getelementptr i8, ptr %ctx, i64 {CTX_STATE}"
+            );
+        } else if line == "  ret void" {
+            out.push_str("  br label %zx.coro.done\n");
+        } else if line == "}" {
+            out.push_str(
+                "zx.coro.done:\n  store i32 0, ptr %zx.state, align 4\n  br label %zx.coro.cleanup\n\
+                 zx.coro.cleanup:\n  %zx.mem = call ptr @llvm.coro.free(token %zx.id, ptr %zx.hdl)\n  \
+                 call void @free(ptr %zx.mem)\n  br label %zx.coro.suspend\n\
+                 zx.coro.suspend:\n  %zx.unused = call i1 @llvm.coro.end(ptr %zx.hdl, i1 false, token none)\n  \
+                 ret ptr %zx.hdl\n}\n",
+            );
+        } else {
+            let _ = writeln!(out, "{line}");
+        }
+    }
+    out
+}
+
+/// Emit the loads of the block's dimensions, `%n` threads, and the
+/// per-thread index computation `%tx`, `%ty`, `%tz` from `%t` (text pieces
+/// shared by both runners).
+fn dims(out: &mut String) {
+    for (k, n) in ["bx", "by", "bz"].iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "  %{n}.p = getelementptr i8, ptr %ctx, i64 {}",
+            CTX_BDIM + 4 * k as u64
+        );
+        let _ = writeln!(out, "  %{n} = load i32, ptr %{n}.p");
+    }
+    let _ = writeln!(out, "  %bxy = mul i32 %bx, %by\n  %n = mul i32 %bxy, %bz");
+}
+
+fn thread_index(out: &mut String, c: &str) {
+    let _ = writeln!(out, "  %tx = urem i32 %t, %bx\n  %q = udiv i32 %t, %bx\n  %ty = urem i32 %q, %by\n  %tz = udiv i32 %t, %bxy");
+    let _ = writeln!(
+        out,
+        "  %ty.p = getelementptr i8, ptr {c}, i64 4\n  %tz.p = getelementptr i8, ptr {c}, i64 8"
+    );
+    let _ = writeln!(
+        out,
+        "  store i32 %tx, ptr {c}\n  store i32 %ty, ptr %ty.p\n  store i32 %tz, ptr %tz.p"
+    );
+}
+
+/// `@"name.zx_block"(args, lens, err, ctx)` for a kernel without barriers:
+/// every thread of the block in turn, stopping at the first error.
+/// `parts` are the kernel's call arguments loaded by the caller's text `pre`.
+pub fn block_runner(f: &Function, sig: &Sig, attrs: &str, pre: &str, parts: &[String]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "define void {}(ptr %args, ptr %lens, ptr %err, ptr %ctx) {attrs} {{",
+        gname(&format!("{}.zx_block", f.name))
+    );
+    let _ = writeln!(out, "entry:");
+    out.push_str(pre);
+    dims(&mut out);
+    let _ = writeln!(
+        out,
+        "  %empty = icmp eq i32 %n, 0\n  br i1 %empty, label %done, label %loop"
+    );
+    let _ = writeln!(out, "loop:\n  %t = phi i32 [ 0, %entry ], [ %t1, %next ]");
+    thread_index(&mut out, "%ctx");
+    let mut p = parts.to_vec();
+    p.push("ptr %err".into());
+    p.push("ptr %ctx".into());
+    let _ = writeln!(
+        out,
+        "  call {} {}({})",
+        sig.ret,
+        gname(&f.name),
+        p.join(", ")
+    );
+    let _ = writeln!(out, "  %e = load i64, ptr %err\n  %bad = icmp ne i64 %e, 0\n  br i1 %bad, label %done, label %next");
+    let _ = writeln!(out, "next:\n  %t1 = add i32 %t, 1\n  %more = icmp ult i32 %t1, %n\n  br i1 %more, label %loop, label %done");
+    let _ = writeln!(out, "done:\n  ret void\n}}");
+    out
+}
+
+/// `@"name.zx_block"` for a kernel with barriers (see the module docs).
+/// `fid` is the kernel's index in the module, for the error record.
+pub fn coro_block_runner(
+    f: &Function,
+    attrs: &str,
+    pre: &str,
+    parts: &[String],
+    fid: usize,
+) -> String {
+    let cb = CORO_CTX_BYTES;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "define void {}(ptr %args, ptr %lens, ptr %err, ptr %ctx) {attrs} {{",
+        gname(&format!("{}.zx_block", f.name))
+    );
+    let _ = writeln!(out, "entry:");
+    out.push_str(pre);
+    dims(&mut out);
+    let _ = writeln!(
+        out,
+        "  %n64 = zext i32 %n to i64\n  %ctxs = call ptr @calloc(i64 %n64, i64 {cb})\n  \
+         %hs = call ptr @calloc(i64 %n64, i64 8)\n  %empty = icmp eq i32 %n, 0\n  \
+         br i1 %empty, label %finish, label %start"
+    );
+    // Region 0: every thread up to its first barrier.
+    let _ = writeln!(
+        out,
+        "start:\n  %t = phi i32 [ 0, %entry ], [ %t1, %start.next ]\n  %t64 = zext i32 %t to i64\n  \
+         %off = mul i64 %t64, {cb}\n  %c = getelementptr i8, ptr %ctxs, i64 %off\n  \
+         call void @llvm.memcpy.p0.p0.i64(ptr %c, ptr %ctx, i64 {CTX_BYTES}, i1 false)"
+    );
+    thread_index(&mut out, "%c");
+    let mut p = parts.to_vec();
+    p.push("ptr %err".into());
+    p.push("ptr %c".into());
+    let _ = writeln!(
+        out,
+        "  %h = call ptr {}({})\n  %hp = getelementptr ptr, ptr %hs, i64 %t64\n  store ptr %h, ptr %hp",
+        gname(&f.name),
+        p.join(", ")
+    );
+    let _ = writeln!(out, "  %e = load i64, ptr %err\n  %bad = icmp ne i64 %e, 0\n  br i1 %bad, label %abort, label %start.next");
+    let _ = writeln!(out, "start.next:\n  %t1 = add i32 %t, 1\n  %more = icmp ult i32 %t1, %n\n  br i1 %more, label %start, label %phase");
+    // Which barrier the running threads wait at (0: all returned).
+    let st = |out: &mut String, t: &str, s: &str| {
+        let _ = writeln!(
+            out,
+            "  %{s}.t64 = zext i32 {t} to i64\n  %{s}.o = mul i64 %{s}.t64, {cb}\n  \
+             %{s}.o2 = add i64 %{s}.o, {CTX_BYTES}\n  %{s}.p = getelementptr i8, ptr %ctxs, i64 %{s}.o2\n  \
+             %{s} = load i32, ptr %{s}.p\n  %{s}.hp = getelementptr ptr, ptr %hs, i64 %{s}.t64"
+        );
+    };
+    let _ = writeln!(out, "phase:\n  br label %scan");
+    let _ = writeln!(
+        out,
+        "scan:\n  %u = phi i32 [ 0, %phase ], [ %u1, %scan.next ]\n  %cur = phi i32 [ 0, %phase ], [ %cur1, %scan.next ]"
+    );
+    st(&mut out, "%u", "su");
+    let _ = writeln!(
+        out,
+        "  %su.run = icmp ne i32 %su, 0\n  %cur.none = icmp eq i32 %cur, 0\n  \
+         %su.same = icmp eq i32 %su, %cur\n  %su.ok0 = or i1 %cur.none, %su.same\n  \
+         %su.ok1 = xor i1 %su.run, true\n  %su.ok = or i1 %su.ok0, %su.ok1\n  \
+         br i1 %su.ok, label %scan.next, label %diverge"
+    );
+    let _ = writeln!(
+        out,
+        "scan.next:\n  %cur1 = select i1 %su.run, i32 %su, i32 %cur\n  %u1 = add i32 %u, 1\n  \
+         %u.more = icmp ult i32 %u1, %n\n  br i1 %u.more, label %scan, label %scanned"
+    );
+    let _ = writeln!(
+        out,
+        "scanned:\n  %alldone = icmp eq i32 %cur1, 0\n  br i1 %alldone, label %finish, label %resume"
+    );
+    // The next region: resume every waiting thread up to its next barrier.
+    let _ = writeln!(
+        out,
+        "resume:\n  %r = phi i32 [ 0, %scanned ], [ %r1, %resume.next ]"
+    );
+    st(&mut out, "%r", "sr");
+    let _ = writeln!(
+        out,
+        "  %sr.run = icmp ne i32 %sr, 0\n  br i1 %sr.run, label %resume.go, label %resume.next\n\
+         resume.go:\n  %rh = load ptr, ptr %sr.hp\n  call void @llvm.coro.resume(ptr %rh)\n  \
+         %re = load i64, ptr %err\n  %rbad = icmp ne i64 %re, 0\n  br i1 %rbad, label %abort, label %resume.next"
+    );
+    let _ = writeln!(
+        out,
+        "resume.next:\n  %r1 = add i32 %r, 1\n  %r.more = icmp ult i32 %r1, %n\n  br i1 %r.more, label %resume, label %phase"
+    );
+    // Threads at different barriers: report the first waiting thread's barrier.
+    let _ = writeln!(
+        out,
+        "diverge:\n  %dinst = sub i32 %cur, 1\n  %dinst64 = zext i32 %dinst to i64\n  \
+         %dother = sub i32 %su, 1\n  %dother64 = zext i32 %dother to i64\n  %dt64 = zext i32 %u to i64"
+    );
+    for (k, v) in [
+        ERR_BARRIER.to_string(),
+        "-1".into(),
+        "%dt64".into(),
+        "%dother64".into(),
+        "%dinst64".into(),
+        fid.to_string(),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let _ = writeln!(
+            out,
+            "  %d.p{k} = getelementptr i64, ptr %err, i64 {k}\n  store i64 {v}, ptr %d.p{k}"
+        );
+    }
+    let _ = writeln!(out, "  br label %abort");
+    // After an error: free the frames of the threads still suspended.
+    let _ = writeln!(
+        out,
+        "abort:\n  br label %kill\nkill:\n  %k = phi i32 [ 0, %abort ], [ %k1, %kill.next ]"
+    );
+    st(&mut out, "%k", "sk");
+    let _ = writeln!(
+        out,
+        "  %sk.run = icmp ne i32 %sk, 0\n  br i1 %sk.run, label %kill.go, label %kill.next\n\
+         kill.go:\n  %kh = load ptr, ptr %sk.hp\n  call void @llvm.coro.destroy(ptr %kh)\n  br label %kill.next\n\
+         kill.next:\n  %k1 = add i32 %k, 1\n  %k.more = icmp ult i32 %k1, %n\n  br i1 %k.more, label %kill, label %finish"
+    );
+    let _ = writeln!(
+        out,
+        "finish:\n  call void @free(ptr %ctxs)\n  call void @free(ptr %hs)\n  ret void\n}}"
+    );
+    out
+}
+
+/// Declarations the coroutine block runner needs.
+pub const RUNNER_DECLS: [&str; 3] = [
+    "declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)",
+    "declare void @llvm.coro.resume(ptr)",
+    "declare void @llvm.coro.destroy(ptr)",
+];

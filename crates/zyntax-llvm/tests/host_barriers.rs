@@ -1,0 +1,470 @@
+//! Kernels with barriers and shared memory on the CPU backend against the
+//! reference interpreter, on fresh random inputs: a tree reduction (barrier
+//! in a uniform loop), a tiled transpose, a histogram with shared atomics,
+//! barriers under thread-dependent control flow, and the divergent-barrier
+//! error.
+
+use zyntax_hir::*;
+use zyntax_interp::{Arg as IArg, Interpreter};
+use zyntax_llvm::host::{self, Arg, Buffer, HostError, HostFnKind, HostOptions, Scalar};
+
+/// xorshift64* seeded from the clock: fresh inputs every run (the seed is printed).
+struct Rng(u64);
+impl Rng {
+    fn new() -> Rng {
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64)
+            | 1;
+        eprintln!("seed {seed}");
+        Rng(seed)
+    }
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545F4914F6CDD1D)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+fn gptr(t: Type) -> Type {
+    Type::ptr(AddrSpace::Global, t)
+}
+
+/// A 32-bit word buffer or a u32 scalar argument, for both engines.
+enum A {
+    Words(Vec<u32>),
+    U32(u32),
+}
+
+/// Run `name` on the interpreter and on the CPU with the same arguments;
+/// returns the word buffers after each run (interpreter, CPU).
+fn both(
+    m: &Module,
+    name: &str,
+    grid: [u32; 3],
+    block: [u32; 3],
+    args: &[A],
+) -> (Vec<Vec<u32>>, Vec<Vec<u32>>) {
+    let interp = Interpreter::new(m).unwrap();
+    let mut bufs = Vec::new();
+    let mut iargs = Vec::new();
+    for a in args {
+        match a {
+            A::Words(w) => {
+                iargs.push(IArg::Buffer(bufs.len()));
+                bufs.push(w.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>());
+            }
+            A::U32(v) => iargs.push(IArg::Int(i128::from(*v))),
+        }
+    }
+    interp
+        .launch(name, grid, block, 0, &iargs, &mut bufs)
+        .unwrap_or_else(|e| panic!("interpreter @{name}: {e}"));
+    let want: Vec<Vec<u32>> = bufs
+        .iter()
+        .map(|b| {
+            b.chunks(4)
+                .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+                .collect()
+        })
+        .collect();
+    let jit = host::jit(m, &HostOptions::default()).unwrap();
+    assert_eq!(jit.function(name).unwrap().kind, HostFnKind::CpuKernel);
+    let mut words: Vec<Vec<u32>> = args
+        .iter()
+        .filter_map(|a| match a {
+            A::Words(w) => Some(w.clone()),
+            A::U32(_) => None,
+        })
+        .collect();
+    {
+        let mut it = words.iter_mut();
+        let mut hargs = Vec::new();
+        let params = m.function(name).unwrap().param_types();
+        for (a, t) in args.iter().zip(&params) {
+            match a {
+                A::Words(_) => {
+                    // Words reinterpreted as the parameter's 32-bit element type.
+                    let w = it.next().unwrap();
+                    let (elem, _) = host::pointee_elem(t).unwrap();
+                    // SAFETY: `w` outlives the launch; every element type here is 4 bytes.
+                    let buf = unsafe { Buffer::from_raw(w.as_mut_ptr().cast(), w.len(), elem) };
+                    hargs.push(Arg::Buffer(buf));
+                }
+                A::U32(v) => hargs.push(Arg::Scalar(Scalar::UInt(u64::from(*v)))),
+            }
+        }
+        jit.launch(name, grid, block, &mut hargs, 0)
+            .unwrap_or_else(|e| panic!("cpu @{name}: {e}"));
+    }
+    (want, words)
+}
+
+fn module(f: Function) -> Module {
+    let mut m = Module::new("barriers");
+    m.targets = vec![Arch::Sm80];
+    m.functions.push(f);
+    m
+}
+
+/// out[block] = sum of x[block*256 .. +256] (u32 wrapping, or f32 bits),
+/// by a tree in shared memory: `for k in 0..8 { s = 128 >> k; if tid < s
+/// { sh[tid] += sh[tid + s] }; barrier }` — a barrier in a uniform loop.
+fn tree_reduce(float: bool) -> Function {
+    let t = if float { Type::F32 } else { Type::U32 };
+    let mut b = FunctionBuilder::kernel("reduce", &[gptr(t.clone()), gptr(t.clone())]);
+    let (x, out) = (b.param(0), b.param(1));
+    let sh = b.shared_alloc(t, 256).unwrap();
+    let tid = b.thread_idx(Dim::X).unwrap();
+    let bid = b.block_idx(Dim::X).unwrap();
+    let c256 = b.iconst(Type::U32, 256).unwrap();
+    let base = b.mul(bid, c256).unwrap();
+    let gi = b.add(base, tid).unwrap();
+    let px = b.ptr_add(x, gi).unwrap();
+    let v = b.load(px).unwrap();
+    let ps = b.ptr_add(sh, tid).unwrap();
+    b.store(ps, v).unwrap();
+    b.barrier().unwrap();
+    let (z, eight, one) = (
+        b.iconst(Type::U32, 0).unwrap(),
+        b.iconst(Type::U32, 8).unwrap(),
+        b.iconst(Type::U32, 1).unwrap(),
+    );
+    let fr = b.begin_for(z, eight, one, &[]).unwrap();
+    let c128 = b.iconst(Type::U32, 128).unwrap();
+    let s = b.shr(c128, fr.iv).unwrap();
+    let act = b.cmp(CmpOp::Lt, tid, s).unwrap();
+    let iff = b.begin_if(act, &[]).unwrap();
+    let j = b.add(tid, s).unwrap();
+    let pj = b.ptr_add(sh, j).unwrap();
+    let pt = b.ptr_add(sh, tid).unwrap();
+    let (a, c) = (b.load(pt).unwrap(), b.load(pj).unwrap());
+    let sum = b.add(a, c).unwrap();
+    b.store(pt, sum).unwrap();
+    b.end_if(iff, &[]).unwrap();
+    b.barrier().unwrap();
+    b.end_for(fr, &[]).unwrap();
+    let first = b.cmp(CmpOp::Eq, tid, z).unwrap();
+    let iff = b.begin_if(first, &[]).unwrap();
+    let r = b.load(sh).unwrap();
+    let po = b.ptr_add(out, bid).unwrap();
+    b.store(po, r).unwrap();
+    b.end_if(iff, &[]).unwrap();
+    b.ret(&[]).unwrap();
+    b.finish().unwrap()
+}
+
+#[test]
+fn tree_reduction_in_shared_memory_matches_the_interpreter() {
+    let mut rng = Rng::new();
+    for float in [false, true] {
+        let m = module(tree_reduce(float));
+        let blocks = 3 + rng.below(20) as u32;
+        let n = blocks as usize * 256;
+        let x: Vec<u32> = (0..n)
+            .map(|_| {
+                if float {
+                    ((rng.below(1 << 20) as f32 - 5e5) / 1e3).to_bits()
+                } else {
+                    rng.next() as u32
+                }
+            })
+            .collect();
+        let (want, got) = both(
+            &m,
+            "reduce",
+            [blocks, 1, 1],
+            [256, 1, 1],
+            &[A::Words(x.clone()), A::Words(vec![7; blocks as usize])],
+        );
+        // Same tree, same order: bit-exact for floats too.
+        assert_eq!(got[1], want[1]);
+        for (k, r) in got[1].iter().enumerate() {
+            let part = &x[k * 256..(k + 1) * 256];
+            if float {
+                let exact: f64 = part.iter().map(|w| f64::from(f32::from_bits(*w))).sum();
+                let v = f64::from(f32::from_bits(*r));
+                assert!(
+                    (v - exact).abs() <= 1e-3 * (1.0 + exact.abs()),
+                    "{v} vs {exact}"
+                );
+            } else {
+                assert_eq!(*r, part.iter().fold(0u32, |a, w| a.wrapping_add(*w)));
+            }
+        }
+    }
+}
+
+/// out[c * h + r] = in[r * w + c] through a 16x17 shared tile, 16x16 blocks.
+fn transpose() -> Function {
+    let mut b = FunctionBuilder::kernel(
+        "transpose",
+        &[gptr(Type::U32), gptr(Type::U32), Type::U32, Type::U32],
+    );
+    let (inp, out, w, h) = (b.param(0), b.param(1), b.param(2), b.param(3));
+    let tile = b.shared_alloc(Type::U32, 16 * 17).unwrap();
+    let (tx, ty) = (b.thread_idx(Dim::X).unwrap(), b.thread_idx(Dim::Y).unwrap());
+    let (bx, by) = (b.block_idx(Dim::X).unwrap(), b.block_idx(Dim::Y).unwrap());
+    let (c16, c17) = (
+        b.iconst(Type::U32, 16).unwrap(),
+        b.iconst(Type::U32, 17).unwrap(),
+    );
+    let bx16 = b.mul(bx, c16).unwrap();
+    let by16 = b.mul(by, c16).unwrap();
+    // Load: row by16+ty, column bx16+tx.
+    let (r, c) = (b.add(by16, ty).unwrap(), b.add(bx16, tx).unwrap());
+    let (rin, cin) = (
+        b.cmp(CmpOp::Lt, r, h).unwrap(),
+        b.cmp(CmpOp::Lt, c, w).unwrap(),
+    );
+    let ok = b.and(rin, cin).unwrap();
+    let iff = b.begin_if(ok, &[]).unwrap();
+    let rw = b.mul(r, w).unwrap();
+    let i = b.add(rw, c).unwrap();
+    let pi = b.ptr_add(inp, i).unwrap();
+    let v = b.load(pi).unwrap();
+    let ty17 = b.mul(ty, c17).unwrap();
+    let si = b.add(ty17, tx).unwrap();
+    let ps = b.ptr_add(tile, si).unwrap();
+    b.store(ps, v).unwrap();
+    b.end_if(iff, &[]).unwrap();
+    b.barrier().unwrap();
+    // Store: output row bx16+ty (an input column), column by16+tx (an input row).
+    let (orow, ocol) = (b.add(bx16, ty).unwrap(), b.add(by16, tx).unwrap());
+    let (a1, a2) = (
+        b.cmp(CmpOp::Lt, orow, w).unwrap(),
+        b.cmp(CmpOp::Lt, ocol, h).unwrap(),
+    );
+    let ok = b.and(a1, a2).unwrap();
+    let iff = b.begin_if(ok, &[]).unwrap();
+    let tx17 = b.mul(tx, c17).unwrap();
+    let si = b.add(tx17, ty).unwrap();
+    let ps = b.ptr_add(tile, si).unwrap();
+    let v = b.load(ps).unwrap();
+    let oh = b.mul(orow, h).unwrap();
+    let o = b.add(oh, ocol).unwrap();
+    let po = b.ptr_add(out, o).unwrap();
+    b.store(po, v).unwrap();
+    b.end_if(iff, &[]).unwrap();
+    b.ret(&[]).unwrap();
+    b.finish().unwrap()
+}
+
+#[test]
+fn tiled_transpose_through_shared_memory_matches_the_interpreter() {
+    let mut rng = Rng::new();
+    let m = module(transpose());
+    let (w, h) = (17 + rng.below(60) as u32, 9 + rng.below(60) as u32);
+    let x: Vec<u32> = (0..w * h).map(|_| rng.next() as u32).collect();
+    let grid = [w.div_ceil(16), h.div_ceil(16), 1];
+    let (want, got) = both(
+        &m,
+        "transpose",
+        grid,
+        [16, 16, 1],
+        &[
+            A::Words(x.clone()),
+            A::Words(vec![0; (w * h) as usize]),
+            A::U32(w),
+            A::U32(h),
+        ],
+    );
+    assert_eq!(got[1], want[1]);
+    for r in 0..h {
+        for c in 0..w {
+            assert_eq!(got[1][(c * h + r) as usize], x[(r * w + c) as usize]);
+        }
+    }
+}
+
+/// hist[v % 64] += 1 for every v of x: per-block bins in shared memory
+/// (zeroed by a thread-dependent loop, filled by shared atomics in a
+/// grid-stride loop, added to the global bins with global atomics).
+fn histogram() -> Function {
+    let mut b = FunctionBuilder::kernel("hist", &[gptr(Type::U32), Type::U32, gptr(Type::U32)]);
+    let (x, n, hist) = (b.param(0), b.param(1), b.param(2));
+    let bins = b.shared_alloc(Type::U32, 64).unwrap();
+    let tid = b.thread_idx(Dim::X).unwrap();
+    let bd = b.block_dim(Dim::X).unwrap();
+    let bid = b.block_idx(Dim::X).unwrap();
+    let gd = b.grid_dim(Dim::X).unwrap();
+    let (z, c64, one) = (
+        b.iconst(Type::U32, 0).unwrap(),
+        b.iconst(Type::U32, 64).unwrap(),
+        b.iconst(Type::U32, 1).unwrap(),
+    );
+    let fr = b.begin_for(tid, c64, bd, &[]).unwrap();
+    let p = b.ptr_add(bins, fr.iv).unwrap();
+    b.store(p, z).unwrap();
+    b.end_for(fr, &[]).unwrap();
+    b.barrier().unwrap();
+    let bb = b.mul(bid, bd).unwrap();
+    let start = b.add(bb, tid).unwrap();
+    let stride = b.mul(gd, bd).unwrap();
+    let fr = b.begin_for(start, n, stride, &[]).unwrap();
+    let px = b.ptr_add(x, fr.iv).unwrap();
+    let v = b.load(px).unwrap();
+    let k = b.rem(v, c64).unwrap();
+    let pb = b.ptr_add(bins, k).unwrap();
+    b.atomic(AtomicOp::Add, Scope::Block, pb, one).unwrap();
+    b.end_for(fr, &[]).unwrap();
+    b.barrier().unwrap();
+    let fr = b.begin_for(tid, c64, bd, &[]).unwrap();
+    let p = b.ptr_add(bins, fr.iv).unwrap();
+    let c = b.load(p).unwrap();
+    let ph = b.ptr_add(hist, fr.iv).unwrap();
+    b.atomic(AtomicOp::Add, Scope::Device, ph, c).unwrap();
+    b.end_for(fr, &[]).unwrap();
+    b.ret(&[]).unwrap();
+    b.finish().unwrap()
+}
+
+#[test]
+fn histogram_with_shared_atomics_matches_the_interpreter() {
+    let mut rng = Rng::new();
+    let m = module(histogram());
+    let n = 500 + rng.below(5000) as u32;
+    let x: Vec<u32> = (0..n).map(|_| rng.next() as u32).collect();
+    let blocks = 1 + rng.below(9) as u32;
+    let threads = 32 * (1 + rng.below(4) as u32);
+    let (want, got) = both(
+        &m,
+        "hist",
+        [blocks, 1, 1],
+        [threads, 1, 1],
+        &[A::Words(x.clone()), A::U32(n), A::Words(vec![0; 64])],
+    );
+    assert_eq!(got[1], want[1]);
+    let mut h = vec![0u32; 64];
+    for v in &x {
+        h[(v % 64) as usize] += 1;
+    }
+    assert_eq!(got[1], h);
+}
+
+/// Threads below `k` run `rounds` rounds of "barrier, then add the left
+/// neighbour's shared value"; the others return at once (they no longer
+/// take part in barriers, as in the interpreter). With `split`, threads
+/// below `k` wait at one barrier and the others at another: an error.
+fn partial(split: bool) -> Function {
+    let mut b = FunctionBuilder::kernel("partial", &[gptr(Type::U32), Type::U32, Type::U32]);
+    let (io, k, rounds) = (b.param(0), b.param(1), b.param(2));
+    let sh = b.shared_alloc(Type::U32, 1024).unwrap();
+    let tid = b.thread_idx(Dim::X).unwrap();
+    let p = b.ptr_add(io, tid).unwrap();
+    let v = b.load(p).unwrap();
+    let ps = b.ptr_add(sh, tid).unwrap();
+    b.store(ps, v).unwrap();
+    let low = b.cmp(CmpOp::Lt, tid, k).unwrap();
+    let mut iff = b.begin_if(low, &[]).unwrap();
+    let (z, one) = (
+        b.iconst(Type::U32, 0).unwrap(),
+        b.iconst(Type::U32, 1).unwrap(),
+    );
+    let fr = b.begin_for(z, rounds, one, &[v]).unwrap();
+    b.barrier().unwrap();
+    let left = b.cmp(CmpOp::Gt, tid, z).unwrap();
+    let t1 = b.sub(tid, one).unwrap();
+    let j = b.select(left, t1, tid).unwrap();
+    let pj = b.ptr_add(sh, j).unwrap();
+    let lv = b.load(pj).unwrap();
+    let acc = b.add(fr.carried[0], lv).unwrap();
+    b.barrier().unwrap();
+    b.store(ps, acc).unwrap();
+    let res = b.end_for(fr, &[acc]).unwrap();
+    b.store(p, res[0]).unwrap();
+    if split {
+        b.begin_else(&mut iff, &[]).unwrap();
+        b.barrier().unwrap();
+    }
+    b.end_if(iff, &[]).unwrap();
+    b.ret(&[]).unwrap();
+    b.finish().unwrap()
+}
+
+#[test]
+fn barriers_under_thread_dependent_control_flow() {
+    let mut rng = Rng::new();
+    let m = module(partial(false));
+    let threads = 64 + rng.below(200) as u32;
+    let k = 1 + rng.below(u64::from(threads)) as u32;
+    let rounds = 1 + rng.below(6) as u32;
+    let x: Vec<u32> = (0..threads).map(|_| rng.below(1000) as u32).collect();
+    let (want, got) = both(
+        &m,
+        "partial",
+        [2, 1, 1],
+        [threads, 1, 1],
+        &[A::Words(x), A::U32(k), A::U32(rounds)],
+    );
+    assert_eq!(got[0], want[0]);
+
+    // Threads waiting at two different barriers: a typed run-time error on
+    // the CPU, as on the interpreter.
+    let m = module(partial(true));
+    let interp = Interpreter::new(&m).unwrap();
+    let mut bufs = vec![vec![0u8; 4 * 64]];
+    assert!(interp
+        .launch(
+            "partial",
+            [1, 1, 1],
+            [64, 1, 1],
+            0,
+            &[IArg::Buffer(0), IArg::Int(5), IArg::Int(2)],
+            &mut bufs,
+        )
+        .is_err());
+    let jit = host::jit(&m, &HostOptions::default()).unwrap();
+    let mut io = vec![0u32; 64];
+    let e = jit
+        .launch(
+            "partial",
+            [3, 1, 1],
+            [64, 1, 1],
+            &mut [
+                Arg::Buffer(Buffer::new(&mut io)),
+                Arg::Scalar(Scalar::UInt(5)),
+                Arg::Scalar(Scalar::UInt(2)),
+            ],
+            0,
+        )
+        .unwrap_err();
+    match e {
+        HostError::Runtime(r) => {
+            assert_eq!(r.code, host::regions::ERR_BARRIER);
+            assert!(r.message.contains("divergent barrier"), "{}", r.message);
+            assert!(r.message.contains("barrier"), "{}", r.message);
+        }
+        e => panic!("expected a run-time error, got {e}"),
+    }
+}
+
+#[test]
+fn barrier_kernels_report_and_bounds_errors() {
+    let m = module(tree_reduce(false));
+    let jit = host::jit(&m, &HostOptions::default()).unwrap();
+    assert!(jit
+        .report
+        .to_string()
+        .contains("each barrier splits the block's threads into regions"));
+    // Too small an output: a bounds error from inside a region, frames freed.
+    let mut x = vec![1u32; 4 * 256];
+    let mut out = vec![0u32; 2];
+    let e = jit
+        .launch(
+            "reduce",
+            [4, 1, 1],
+            [256, 1, 1],
+            &mut [
+                Arg::Buffer(Buffer::new(&mut x)),
+                Arg::Buffer(Buffer::new(&mut out)),
+            ],
+            0,
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("out of bounds"), "{e}");
+}

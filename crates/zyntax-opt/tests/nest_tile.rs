@@ -444,3 +444,140 @@ fn refusals_say_why() {
     let r = tiling_report(&matmul(8, 8, 8, Type::BF16, false));
     assert!(r.contains("contraction") && r.contains("mma.sync"), "{r}");
 }
+
+/// `gelu(x) = 0.5 x (1 + tanh(0.7978845608 (x + 0.044715 x^3)))`.
+fn gelu(x: Expr) -> Expr {
+    let mul = |a, b| Expr::binary(BinOp::Mul, a, b);
+    let add = |a, b| Expr::binary(BinOp::Add, a, b);
+    let cube = mul(x.clone(), mul(x.clone(), x.clone()));
+    let inner = mul(
+        Expr::Const(0.797_884_560_8),
+        add(x.clone(), mul(Expr::Const(0.044_715), cube)),
+    );
+    let t = add(Expr::Const(1.0), Expr::unary(UnOp::Tanh, inner));
+    mul(mul(Expr::Const(0.5), x), t)
+}
+
+#[test]
+fn fused_matmul_bias_gelu_residual() {
+    // out = gelu(A·B + bias[j]) + res[i,j], bf16 operands on mma.sync and
+    // f32 on FFMA, at a size with tails.
+    for elem in [Type::BF16, Type::F32] {
+        let mut spec = matmul(40, 24, 36, elem.clone(), false);
+        spec.buffers.push(Buffer::new("bias", Type::F32, &[24]));
+        spec.buffers.push(Buffer::new("res", Type::F32, &[40, 24]));
+        let biased = Expr::binary(BinOp::Add, Expr::Reduced, Expr::load(3, &[1]));
+        spec.epilogue = Some(Expr::binary(
+            BinOp::Add,
+            gelu(biased),
+            Expr::load(4, &[0, 1]),
+        ));
+        let nk = check(&spec, &NestTileOptions::default(), 1e-4);
+        assert_eq!(on_tensor_cores(&nk), elem == Type::BF16);
+    }
+}
+
+#[test]
+fn schedules_and_arches() {
+    // A given schedule replaces the heuristic.
+    let spec = matmul(33, 40, 20, Type::F32, false);
+    let s = zyntax_opt::nest_tile::Schedule::block(&[32, 16])
+        .k(8)
+        .warps(2);
+    let nk = check(
+        &spec,
+        &NestTileOptions {
+            schedule: Some(s.clone()),
+            ..NestTileOptions::default()
+        },
+        1e-5,
+    );
+    assert_eq!(nk.schedule, s);
+    assert_eq!(nk.grid, [2, 3, 1]);
+    // bf16 on sm_70: no tensor cores, FFMA.
+    let spec = matmul(17, 9, 12, Type::BF16, false);
+    let nk = check(
+        &spec,
+        &NestTileOptions {
+            arch: zyntax_hir::Arch::Sm70,
+            schedule: None,
+        },
+        1e-5,
+    );
+    assert!(!on_tensor_cores(&nk));
+    // A schedule that cannot apply is a tile error, not a panic.
+    let bad = zyntax_opt::nest_tile::Schedule::block(&[32, 32])
+        .k(16)
+        .warps(3);
+    let err = lower(
+        &spec,
+        &NestTileOptions {
+            schedule: Some(bad),
+            ..NestTileOptions::default()
+        },
+    );
+    assert!(matches!(err, Err(NestTileError::Tile(_))), "{err:?}");
+}
+
+#[test]
+fn half_precision_map_and_output() {
+    // out_f16[i,j] = x_bf16[j,i] * 2 - y_f32[i,j] (a transposed read), 19x45.
+    let spec = NestSpec {
+        name: "map_half".into(),
+        loops: vec![Loop::parallel("i", 19), Loop::parallel("j", 45)],
+        buffers: vec![
+            Buffer::new("x", Type::BF16, &[45, 19]),
+            Buffer::new("y", Type::F32, &[19, 45]),
+            Buffer::new("out", Type::F16, &[19, 45]),
+        ],
+        output: Access::at(2, &[0, 1]),
+        value: Expr::binary(
+            BinOp::Sub,
+            Expr::binary(BinOp::Mul, Expr::load(0, &[1, 0]), Expr::Const(2.0)),
+            Expr::load(1, &[0, 1]),
+        ),
+        epilogue: None,
+    };
+    // The result is rounded to f16 (11 significant bits).
+    check(&spec, &NestTileOptions::default(), 1e-3);
+}
+
+#[test]
+fn more_refusals() {
+    let mut s = matmul(8, 8, 8, Type::F32, false);
+    s.value = Expr::binary(BinOp::Rem, Expr::load(0, &[0, 2]), Expr::load(1, &[2, 1]));
+    assert_eq!(refused(&s), RefusalKind::UnsupportedOp);
+    let mut s = matmul(8, 8, 8, Type::F32, false);
+    s.loops[1].extent = 0;
+    assert_eq!(refused(&s), RefusalKind::BadSpec);
+    let mut s = matmul(8, 8, 8, Type::F32, false);
+    s.value = Expr::binary(BinOp::Mul, Expr::load(0, &[0, 2]), Expr::load(5, &[2, 1]));
+    assert_eq!(refused(&s), RefusalKind::BadSpec);
+    // Batched: C[b,i,j] = Σ_k A[b,i,k] B[k,j].
+    let s = NestSpec {
+        name: "bmm".into(),
+        loops: vec![
+            Loop::parallel("b", 2),
+            Loop::parallel("i", 8),
+            Loop::parallel("j", 8),
+            Loop::reduction("k", 8),
+        ],
+        buffers: vec![
+            Buffer::new("A", Type::F32, &[2, 8, 8]),
+            Buffer::new("B", Type::F32, &[8, 8]),
+            Buffer::new("C", Type::F32, &[2, 8, 8]),
+        ],
+        output: Access::at(2, &[0, 1, 2]),
+        value: Expr::binary(
+            BinOp::Mul,
+            Expr::load(0, &[0, 1, 3]),
+            Expr::load(1, &[3, 2]),
+        ),
+        epilogue: None,
+    };
+    assert_eq!(refused(&s), RefusalKind::UnsupportedShape);
+    // Two reduction loops.
+    let mut s = matmul(8, 8, 8, Type::F32, false);
+    s.loops.push(Loop::reduction("l", 2));
+    assert_eq!(refused(&s), RefusalKind::UnsupportedShape);
+}

@@ -9,7 +9,7 @@
 //! | --- | --- | --- |
 //! | [`hir`] (and the common items at the root) | `zyntax-hir`: types, builder, verifier, `.zir` | always |
 //! | [`interp`] | `zyntax-interp`: the reference interpreter | always |
-//! | [`opt`] | `zyntax-opt`: HIR passes | always |
+//! | [`opt`] | `zyntax-opt`: HIR passes; `opt::nest_tile`: loop nests recognised as maps/contractions and lowered to tile programs | always |
 //! | [`cpu`] | `zyntax-llvm`'s CPU backend | always |
 //! | `ptx` | `zyntax-llvm`'s NVPTX backend: [`compile_ptx`](ptx::compile_ptx), `ptxas` | `compute` |
 //! | `cuda` | `zyntax-cuda`: devices, modules, launches, memory | `compute` |

@@ -15,6 +15,8 @@ mod recognize;
 
 pub use lower::{lower, NestKernel, NestTileOptions, ViewArg};
 pub use recognize::{recognize, ContractionPlan, FlatAccess, MapPlan, Recognition};
+/// The tile-layer types a caller of [`lower`] sees (schedules, the kernel).
+pub use zyntax_tile::{DotPath, Schedule, TileError, TileKernel};
 
 use zyntax_hir::{BinOp, Type, UnOp};
 

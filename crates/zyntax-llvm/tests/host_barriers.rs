@@ -468,3 +468,70 @@ fn barrier_kernels_report_and_bounds_errors() {
         .unwrap_err();
     assert!(e.to_string().contains("out of bounds"), "{e}");
 }
+
+#[test]
+fn barrier_kernels_at_o0_and_ahead_of_time() {
+    let mut rng = Rng::new();
+    let m = module(tree_reduce(false));
+    let opts = HostOptions {
+        opt_level: Some(OptLevel::O0),
+        ..HostOptions::default()
+    };
+    let jit = host::jit(&m, &opts).unwrap();
+    let blocks = 2 + rng.below(5) as usize;
+    let mut x: Vec<u32> = (0..blocks * 256).map(|_| rng.next() as u32).collect();
+    let mut out = vec![0u32; blocks];
+    let want: Vec<u32> = x
+        .chunks(256)
+        .map(|c| c.iter().fold(0u32, |a, w| a.wrapping_add(*w)))
+        .collect();
+    jit.launch(
+        "reduce",
+        [blocks as u32, 1, 1],
+        [256, 1, 1],
+        &mut [
+            Arg::Buffer(Buffer::new(&mut x)),
+            Arg::Buffer(Buffer::new(&mut out)),
+        ],
+        0,
+    )
+    .unwrap();
+    assert_eq!(out, want);
+    let obj = host::emit(&m, &HostOptions::default(), host::Emit::Object).unwrap();
+    assert!(obj.symbols.iter().any(|s| s == "reduce.zx_block"));
+}
+
+/// Every example module compiles for the CPU (kernels with barriers are now
+/// lowered, so LLVM must accept their coroutine form): no internal errors.
+#[test]
+fn every_example_compiles_for_the_cpu() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples");
+    let mut barrier_kernels = 0;
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_none_or(|x| x != "zir") {
+            continue;
+        }
+        let Ok(m) = parse_module(&std::fs::read_to_string(&p).unwrap()) else {
+            continue;
+        };
+        match host::jit(&m, &HostOptions::default()) {
+            Ok(jit) => {
+                for f in &m.functions {
+                    if f.is_kernel()
+                        && host::regions::has_barrier(f)
+                        && jit.function(&f.name).unwrap().kind == HostFnKind::CpuKernel
+                    {
+                        barrier_kernels += 1;
+                    }
+                }
+            }
+            Err(e) => assert!(
+                !matches!(e, HostError::Internal { .. }),
+                "{}: {e}",
+                p.display()
+            ),
+        }
+    }
+    assert!(barrier_kernels > 0);
+}

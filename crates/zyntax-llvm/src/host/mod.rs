@@ -1,4 +1,5 @@
-//! The CPU backend: HIR host functions (and barrier-free kernels) to native
+//! The CPU backend: HIR host functions (and kernels, barriers included: see
+//! [`regions`]) to native
 //! code for this machine through LLVM, driven by the critical-path optimizer
 //! (`zyntax-opt`).
 //!

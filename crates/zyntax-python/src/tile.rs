@@ -81,7 +81,11 @@ fn constant_of(obj: &Bound<'_, PyAny>, ty: &Type, name: &str) -> PyResult<Const>
     }
     Err(ArgumentError::new_err(format!(
         "argument '{name}': expected {} for a {ty} constant, got {}",
-        if ty.is_float() { "an int or float" } else { "an int" },
+        if ty.is_float() {
+            "an int or float"
+        } else {
+            "an int"
+        },
         type_name(obj)
     )))
 }
@@ -281,7 +285,7 @@ pub fn tile_heuristic(
 // ====================================================================== builder
 
 enum State {
-    Open(zt::TileBuilder),
+    Open(Box<zt::TileBuilder>),
     /// Why the builder can no longer be used.
     Closed(&'static str),
 }
@@ -314,7 +318,7 @@ impl TileBuilder {
     fn take(&self, why: &'static str) -> PyResult<zt::TileBuilder> {
         let mut st = self.lock()?;
         match std::mem::replace(&mut *st, State::Closed(why)) {
-            State::Open(b) => Ok(b),
+            State::Open(b) => Ok(*b),
             State::Closed(old) => {
                 *st = State::Closed(old);
                 Err(BuildError::new_err(format!(
@@ -325,7 +329,7 @@ impl TileBuilder {
     }
 
     fn put(&self, b: zt::TileBuilder) -> PyResult<()> {
-        *self.lock()? = State::Open(b);
+        *self.lock()? = State::Open(Box::new(b));
         Ok(())
     }
 }
@@ -351,7 +355,7 @@ impl TileBuilder {
         }
         let s = schedule.get().inner.clone();
         Ok(TileBuilder {
-            state: Mutex::new(State::Open(zt::TileBuilder::new(name, s))),
+            state: Mutex::new(State::Open(Box::new(zt::TileBuilder::new(name, s)))),
         })
     }
 
@@ -393,9 +397,7 @@ impl TileBuilder {
                 .get(scalar.0 as usize)
                 .map(|t| t.to_string())
         })?
-        .ok_or_else(|| {
-            ArgumentError::new_err(format!("argument 'scalar': no scalar {}", scalar.0))
-        })
+        .ok_or_else(|| ArgumentError::new_err(format!("argument 'scalar': no scalar {}", scalar.0)))
     }
 
     // ---------------------------------------------------------------- parameters and scalars
@@ -480,7 +482,10 @@ impl TileBuilder {
         let o = self::origin(origin)?;
         let shape = u32_list(shape, "shape")?;
         let other = other.map(|v| number(v, "other")).transpose()?;
-        self.with(|b| b.load_or(ViewId(view.0), &o, &shape, other.unwrap_or(0.0)).0)
+        self.with(|b| {
+            b.load_or(ViewId(view.0), &o, &shape, other.unwrap_or(0.0))
+                .0
+        })
     }
 
     fn store(
@@ -522,7 +527,10 @@ impl TileBuilder {
     }
 
     fn fma(&self, a: Checked<u32>, b: Checked<u32>, c: Checked<u32>) -> PyResult<u32> {
-        self.with(|t| t.map(MapOp::Fma, &[TileId(a.0), TileId(b.0), TileId(c.0)]).0)
+        self.with(|t| {
+            t.map(MapOp::Fma, &[TileId(a.0), TileId(b.0), TileId(c.0)])
+                .0
+        })
     }
 
     fn where_(&self, cond: Checked<u32>, a: Checked<u32>, b: Checked<u32>) -> PyResult<u32> {

@@ -94,3 +94,18 @@ def test_gemm_gpu(cuda, m: int, n: int, kk: int) -> None:  # type: ignore[no-unt
     k.launch(da, db, dc, grid=k.grid(m, n))
     want = a.astype(np.float64) @ b.astype(np.float64)
     np.testing.assert_allclose(dc.to_host(), want, rtol=1e-4, atol=1e-5 * kk)
+
+
+def test_gemm_gpu_strided_foreign_views(cuda) -> None:  # type: ignore[no-untyped-def]
+    """Views from __cuda_array_interface__ with strides (a CuPy transpose and
+    a column slice) are passed as pointer, extents and element strides."""
+    cp = pytest.importorskip("cupy")
+    m, n, kk = 129, 70, 45
+    at, b = rand(kk, m), rand(kk, 2 * n)
+    c = nan(m, n)
+    dat, db, dc = cp.asarray(at), cp.asarray(b), cp.asarray(c)
+    k = gemm(tile.Schedule((32, 32), k=16, warps=4))
+    k.launch(dat.T, db[:, ::2], dc, grid=k.grid(m, n))
+    cp.cuda.Device().synchronize()
+    want = at.T.astype(np.float64) @ b[:, ::2].astype(np.float64)
+    np.testing.assert_allclose(cp.asnumpy(dc), want, rtol=1e-4, atol=1e-5 * kk)

@@ -381,11 +381,6 @@ fn refusals_say_why() {
         Expr::load(1, &[2, 1]),
     );
     assert_eq!(refused(&s), RefusalKind::NonAffineIndex);
-    // f64 operands: no tile dot.
-    assert_eq!(
-        refused(&matmul(8, 8, 8, Type::F64, false)),
-        RefusalKind::UnsupportedDtype
-    );
     // Output not indexed by j: iterations of j race.
     let mut s = matmul(8, 8, 8, Type::F32, false);
     s.buffers[2].shape = vec![8];
@@ -411,9 +406,13 @@ fn refusals_say_why() {
         epilogue: None,
     };
     assert_eq!(refused(&s), RefusalKind::LoopCarriedDependence);
-    // A row sum: a reduction that is not a contraction.
+    // An epilogue reading along the reduction loop.
     let mut s = matmul(8, 8, 8, Type::F32, false);
-    s.value = Expr::load(0, &[0, 2]);
+    s.epilogue = Some(Expr::binary(
+        BinOp::Add,
+        Expr::Reduced,
+        Expr::load(0, &[0, 2]),
+    ));
     assert_eq!(refused(&s), RefusalKind::NotAContraction);
     // A reversed read.
     let mut s = matmul(8, 8, 8, Type::F32, false);
@@ -580,4 +579,48 @@ fn more_refusals() {
     let mut s = matmul(8, 8, 8, Type::F32, false);
     s.loops.push(Loop::reduction("l", 2));
     assert_eq!(refused(&s), RefusalKind::UnsupportedShape);
+}
+
+#[test]
+fn reductions_that_are_not_dots() {
+    // Row sum of exp: out[i] = Σ_k exp(x[i,k]) + 1, 37 rows of 70.
+    let spec = NestSpec {
+        name: "rowsum".into(),
+        loops: vec![Loop::parallel("i", 37), Loop::reduction("k", 70)],
+        buffers: vec![
+            Buffer::new("x", Type::F32, &[37, 70]),
+            Buffer::new("out", Type::F32, &[37]),
+        ],
+        output: Access::at(1, &[0]),
+        value: Expr::unary(UnOp::Exp, Expr::load(0, &[0, 1])),
+        epilogue: Some(Expr::binary(BinOp::Add, Expr::Reduced, Expr::Const(1.0))),
+    };
+    assert!(matches!(recognize(&spec), Ok(Recognition::Reduction(_))));
+    check(&spec, &NestTileOptions::default(), 1e-5);
+    // Matrix-vector: y[i] = Σ_k A[i,k] x[k], 45x19.
+    let spec = NestSpec {
+        name: "matvec".into(),
+        loops: vec![Loop::parallel("i", 45), Loop::reduction("k", 19)],
+        buffers: vec![
+            Buffer::new("A", Type::F32, &[45, 19]),
+            Buffer::new("x", Type::F32, &[19]),
+            Buffer::new("y", Type::F32, &[45]),
+        ],
+        output: Access::at(2, &[0]),
+        value: Expr::binary(BinOp::Mul, Expr::load(0, &[0, 1]), Expr::load(1, &[1])),
+        epilogue: None,
+    };
+    assert!(tiling_report(&spec).contains("reduction over k"));
+    check(&spec, &NestTileOptions::default(), 1e-5);
+    // An f64 matmul (no f64 dot) with a bias: summed in f64.
+    let mut spec = matmul(19, 21, 13, Type::F64, false);
+    spec.buffers[2].elem = Type::F64;
+    spec.buffers.push(Buffer::new("bias", Type::F64, &[19]));
+    spec.epilogue = Some(Expr::binary(BinOp::Add, Expr::Reduced, Expr::load(3, &[0])));
+    let r = recognize(&spec);
+    assert!(
+        matches!(&r, Ok(Recognition::Reduction(p)) if p.why_not_contraction.contains("f64")),
+        "{r:?}"
+    );
+    check(&spec, &NestTileOptions::default(), 1e-12);
 }

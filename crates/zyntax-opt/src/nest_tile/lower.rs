@@ -57,6 +57,12 @@ pub fn lower(spec: &NestSpec, options: &NestTileOptions) -> Result<NestKernel, N
     let (tile_loops, schedule) = match &recognition {
         Recognition::Map(p) => (p.loops.clone(), map_schedule(spec, &p.loops, options)),
         Recognition::Contraction(c) => (vec![c.m, c.n], gemm_schedule(spec, c, options)),
+        Recognition::Reduction(r) => {
+            let mut loops = r.loops.clone();
+            loops.push(r.k);
+            let s = map_schedule(spec, &loops, options);
+            (loops, s)
+        }
     };
     if schedule.block.len() != tile_loops.len() {
         return Err(Refusal::new(
@@ -69,7 +75,13 @@ pub fn lower(spec: &NestSpec, options: &NestTileOptions) -> Result<NestKernel, N
         )
         .into());
     }
-    let extents: Vec<u64> = tile_loops.iter().map(|&l| spec.loops[l].extent).collect();
+    let mut extents: Vec<u64> = tile_loops.iter().map(|&l| spec.loops[l].extent).collect();
+    if let Recognition::Reduction(_) = recognition {
+        // One program instance covers the whole reduction loop.
+        if let Some(k) = extents.last_mut() {
+            *k = 1;
+        }
+    }
     let grid = schedule.grid(&extents)?;
     let mut t = TileBuilder::new(spec.name.clone(), schedule.clone());
     let mut cx = Ctx {
@@ -78,6 +90,7 @@ pub fn lower(spec: &NestSpec, options: &NestTileOptions) -> Result<NestKernel, N
         shape: schedule.block.clone(),
         origin: Vec::new(),
         args: Vec::new(),
+        k_extent_one: false,
     };
     for (d, &b) in schedule.block.iter().enumerate() {
         let (pid, bs) = (t.program_id(d as u32), t.index(b));
@@ -88,6 +101,19 @@ pub fn lower(spec: &NestSpec, options: &NestTileOptions) -> Result<NestKernel, N
         Recognition::Map(_) => cx.eval(&mut t, &spec.value, &f32_or_f64, None)?,
         Recognition::Contraction(c) => {
             let acc = cx.contract(&mut t, c, &schedule);
+            match &spec.epilogue {
+                Some(e) => cx.eval(&mut t, e, &f32_or_f64, Some(acc))?,
+                None => acc,
+            }
+        }
+        Recognition::Reduction(r) => {
+            let acc = cx.reduce(&mut t, spec, r.k, &f32_or_f64)?;
+            // The epilogue and the store see the `k` dim with extent 1.
+            if let (Some(o), Some(s)) = (cx.origin.last_mut(), cx.shape.last_mut()) {
+                *o = t.index(0);
+                *s = 1;
+            }
+            cx.k_extent_one = true;
             match &spec.epilogue {
                 Some(e) => cx.eval(&mut t, e, &f32_or_f64, Some(acc))?,
                 None => acc,
@@ -164,6 +190,8 @@ struct Ctx<'s> {
     shape: Vec<u32>,
     origin: Vec<ScalarId>,
     args: Vec<ViewArg>,
+    /// After a tile reduction: the last tile dim (`k`) has extent 1.
+    k_extent_one: bool,
 }
 
 impl Ctx<'_> {
@@ -181,13 +209,17 @@ impl Ctx<'_> {
         } else {
             t.view_param(&name, buf.elem.clone(), rank)
         };
+        let mut extents: Vec<u32> = dims
+            .iter()
+            .map(|&l| u32::try_from(self.spec.loops[l].extent).unwrap_or(u32::MAX))
+            .collect();
+        if self.k_extent_one {
+            extents[rank - 1] = 1;
+        }
         self.args.push(ViewArg {
             buffer: access.buffer,
             offset: access.offset,
-            extents: dims
-                .iter()
-                .map(|&l| u32::try_from(self.spec.loops[l].extent).unwrap_or(u32::MAX))
-                .collect(),
+            extents,
             strides,
         });
         view
@@ -213,6 +245,48 @@ impl Ctx<'_> {
             vec![t.dot(at, bt, carried[0].tile()).into()]
         });
         acc[0].tile()
+    }
+
+    /// `Σ_k value` for this program's tile of the parallel loops (the last
+    /// tile dim is `k`): a loop over blocks of `k` whose out-of-range
+    /// elements are replaced by 0 before the tile `reduce`.
+    fn reduce(
+        &mut self,
+        t: &mut TileBuilder,
+        spec: &NestSpec,
+        k: usize,
+        ty: &Type,
+    ) -> Result<TileId, NestTileError> {
+        let shape = self.shape.clone();
+        let last = shape.len() - 1;
+        let mut acc_shape = shape.clone();
+        acc_shape[last] = 1;
+        let (zero, step) = (t.index(0), t.index(shape[last]));
+        let k_end = t.index(u32::try_from(spec.loops[k].extent).unwrap_or(u32::MAX));
+        let acc0 = t.full(&acc_shape, ty.clone(), 0.0);
+        let mut failed = None;
+        let acc = t.for_range(zero, k_end, step, &[acc0.into()], |t, k0, carried| {
+            self.origin[last] = k0;
+            let value = match self.eval(t, &spec.value, ty, None) {
+                Ok(v) => v,
+                Err(e) => {
+                    failed = Some(e);
+                    return vec![carried[0]];
+                }
+            };
+            let iota = t.iota(&shape, last);
+            let (start, end) = (t.splat(&shape, k0), t.splat(&shape, k_end));
+            let kk = t.add(iota, start);
+            let inside = t.cmp(zyntax_hir::CmpOp::Lt, kk, end);
+            let zeros = t.full(&shape, ty.clone(), 0.0);
+            let value = t.where_(inside, value, zeros);
+            let part = t.sum(value, last);
+            vec![t.add(carried[0].tile(), part).into()]
+        });
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(acc[0].tile()),
+        }
     }
 
     /// The element-wise expression on this program's tile, in `ty` (f32, or

@@ -3,9 +3,11 @@
 //! loops, its buffers, affine accesses and an element-wise body) as a
 //! [`NestSpec`]; [`recognize`] says what it is — a map, a contraction
 //! `C[i,j] = epilogue(Σ_k A[i,k]·B[k,j])` with any strides or transposition,
-//! or a [`Refusal`] saying why not — and [`lower`] builds a `zyntax_tile`
-//! program for it (blocked masked tiles for maps; a K loop of `load`s and
-//! `dot` on tensor cores or FFMA for contractions) and returns the verified
+//! another sum over one loop, or a [`Refusal`] saying why not — and
+//! [`lower`] builds a `zyntax_tile` program for it (blocked masked tiles for
+//! maps; a K loop of `load`s and `dot` on tensor cores or FFMA for
+//! contractions; a K loop of masked tile sums for other reductions) and
+//! returns the verified
 //! HIR kernel with its launch: grid and one [`ViewArg`] per kernel view.
 //! A refused nest keeps today's lowering ([`crate::nest`]). See
 //! `docs/tiling.md`, "Nests lowered to tile programs".
@@ -14,7 +16,7 @@ mod lower;
 mod recognize;
 
 pub use lower::{lower, NestKernel, NestTileOptions, ViewArg};
-pub use recognize::{recognize, ContractionPlan, FlatAccess, MapPlan, Recognition};
+pub use recognize::{recognize, ContractionPlan, FlatAccess, MapPlan, Recognition, ReductionPlan};
 /// The tile-layer types a caller of [`lower`] sees (schedules, the kernel).
 pub use zyntax_tile::{DotPath, Schedule, TileError, TileKernel};
 
@@ -172,7 +174,7 @@ pub enum RefusalKind {
     /// Iterations of a parallel loop that depend on each other: two write
     /// the same element, or one reads what another writes.
     LoopCarriedDependence,
-    /// A reduction that is not `Σ A·B` over one loop with two output loops.
+    /// An epilogue that reads along the reduction loop.
     NotAContraction,
     /// A nest shape not lowered yet (rank, batched contraction).
     UnsupportedShape,

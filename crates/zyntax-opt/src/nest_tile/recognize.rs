@@ -35,11 +35,24 @@ pub struct ContractionPlan {
     pub elem: Type,
 }
 
+/// `out[p...] = epilogue(Σ_k value)` for a sum over one reduction loop
+/// that is not a tensor-core/FFMA contraction (a row sum, a matrix-vector
+/// product, f64 or mixed-type products): tiles over the parallel loops and
+/// `k`, summed along `k` with the tile `reduce`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReductionPlan {
+    pub loops: Vec<usize>,
+    pub k: usize,
+    /// Why the contraction path did not take it.
+    pub why_not_contraction: String,
+}
+
 /// What a nest was recognised as.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Recognition {
     Map(MapPlan),
     Contraction(ContractionPlan),
+    Reduction(ReductionPlan),
 }
 
 impl Recognition {
@@ -50,6 +63,15 @@ impl Recognition {
             Recognition::Map(p) => {
                 let loops: Vec<String> = p.loops.iter().map(|&l| name(l)).collect();
                 format!("map over ({}), blocked tiles", loops.join(", "))
+            }
+            Recognition::Reduction(r) => {
+                let loops: Vec<String> = r.loops.iter().map(|&l| name(l)).collect();
+                format!(
+                    "reduction over {} for each ({}), tile reduce (not a dot: {})",
+                    name(r.k),
+                    loops.join(", "),
+                    r.why_not_contraction
+                )
             }
             Recognition::Contraction(c) => format!(
                 "contraction over {} ({}x{}) reducing {} ({}), {} operands, {}{}",
@@ -126,7 +148,17 @@ pub fn recognize(spec: &NestSpec) -> Result<Recognition, Refusal> {
         }
         return Ok(Recognition::Map(MapPlan { loops: parallel }));
     }
-    contraction(spec, &parallel, &reduction).map(Recognition::Contraction)
+    match contraction(spec, &parallel, &reduction) {
+        Ok(c) => Ok(Recognition::Contraction(c)),
+        Err(e) if reduction.len() == 1 && (1..=2).contains(&parallel.len()) => {
+            Ok(Recognition::Reduction(ReductionPlan {
+                loops: parallel,
+                k: reduction[0],
+                why_not_contraction: e.message,
+            }))
+        }
+        Err(e) => Err(e),
+    }
 }
 
 fn loops_of(spec: &NestSpec, kind: LoopKind) -> Vec<usize> {
@@ -415,7 +447,7 @@ fn contraction(
     if *ex == Type::F64 {
         return Err(Refusal::new(
             K::UnsupportedDtype,
-            "f64 operands: the tile dot takes f32, f16 and bf16 (f64 keeps today's lowering)",
+            "f64 operands: the tile dot takes f32, f16 and bf16",
         ));
     }
     Ok(ContractionPlan {
@@ -431,6 +463,6 @@ fn contraction(
 fn not_product() -> Refusal {
     Refusal::new(
         K::NotAContraction,
-        "the reduced value is not a product of two loads (general reductions keep today's lowering)",
+        "the reduced value is not a product of two loads",
     )
 }

@@ -1,12 +1,13 @@
-"""The CPU backend: HIR host functions (and simple kernels) as native code.
+"""The CPU backend: HIR host functions and kernels as native code.
 
 ``zyntax.cpu.compile(module)`` JIT-compiles every function of a verified module
 for this machine's CPU through LLVM, applying each function's execution
 constraints (``critical_path``, ``no_alloc``, ``inline_always``,
 ``no_bounds_check``, ``opt_level``); ``cm["fn"](*args)`` calls one with numpy
 arrays and scalars, and ``cm.launch(name, grid, block, *args)`` runs a kernel
-over its grid (natively when it uses no barriers, warp operations or MMA, else
-on the interpreter). ``zyntax.cpu.emit(module, "obj" | "so" | "asm" | "llvm")``
+over its grid (natively, blocks in parallel on all cores or on
+``ZYNTAX_CPU_THREADS`` workers, barriers and shared memory included; on the
+interpreter when it uses warp operations or MMA). ``zyntax.cpu.emit(module, "obj" | "so" | "asm" | "llvm")``
 compiles ahead of time. See docs/cpu.md.
 """
 

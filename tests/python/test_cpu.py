@@ -227,7 +227,7 @@ def test_cpu_kernels_match_numpy_and_interpreter() -> None:
     assert int(cnt[0]) == n
 
 
-def test_barrier_kernels_run_on_the_cpu() -> None:
+def test_barrier_kernels_run_on_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
     """examples/histogram.zir (barriers, shared memory, shared atomics) runs
     natively, region by region between barriers; against numpy and the
     interpreter. `interp_kernels` still forces the interpreter."""
@@ -240,6 +240,10 @@ def test_barrier_kernels_run_on_the_cpu() -> None:
     bins = np.zeros(256, dtype=np.uint32)
     assert cm.launch("histogram", blocks, 64, data, len(data), bins) == "cpu"
     np.testing.assert_array_equal(bins, np.bincount(data, minlength=256))
+    monkeypatch.setenv("ZYNTAX_CPU_THREADS", "1")  # the whole grid on this thread
+    one = np.zeros(256, dtype=np.uint32)
+    assert cm.launch("histogram", blocks, 64, data, len(data), one) == "cpu"
+    np.testing.assert_array_equal(one, bins)
     if interp is None:
         return
     ref = np.zeros(256, dtype=np.uint32)
@@ -251,6 +255,41 @@ def test_barrier_kernels_run_on_the_cpu() -> None:
     bins2 = np.zeros(256, dtype=np.uint32)
     assert forced.launch("histogram", blocks, 64, data, len(data), bins2) == "interp"
     np.testing.assert_array_equal(bins2, ref)
+
+
+SPLIT_BARRIER = """module "split" version(2) targets(sm_80)
+
+kernel @split {
+block0(v0: ptr<global, u32>, v1: u32):
+    v2: u32 = thread_idx.x
+    v3: bool = cmp.lt v2, v1
+    br v3, block1, block2
+block1:
+    barrier
+    jump block3
+block2:
+    barrier
+    jump block3
+block3:
+    v4: ptr<global, u32> = ptr_add v0, v2
+    store v4, v2
+    return
+}
+"""
+
+
+def test_divergent_barrier_is_a_trap_error() -> None:
+    """Threads of a block waiting at two different barriers: TrapError on the
+    CPU (the interpreter traps too); when all threads take one side, it runs."""
+    m = hir.parse_zir(SPLIT_BARRIER)
+    cm = native.cpu_compile(m)
+    out = np.zeros(64, dtype=np.uint32)
+    k = int(rng.integers(1, 64))
+    with pytest.raises(TrapError, match="divergent barrier") as e:
+        cm.launch("split", 2, 64, out, k)
+    assert e.value.kind == "divergent_barrier"
+    assert cm.launch("split", 2, 64, out, 64) == "cpu"
+    np.testing.assert_array_equal(out, np.arange(64, dtype=np.uint32))
 
 
 # ---------------------------------------------------------------- errors and report

@@ -467,6 +467,20 @@ fn barrier_kernels_report_and_bounds_errors() {
         )
         .unwrap_err();
     assert!(e.to_string().contains("out of bounds"), "{e}");
+    // More threads than a GPU block may have: an argument error.
+    let e = jit
+        .launch(
+            "reduce",
+            [1, 1, 1],
+            [256, 8, 1],
+            &mut [
+                Arg::Buffer(Buffer::new(&mut x)),
+                Arg::Buffer(Buffer::new(&mut out)),
+            ],
+            0,
+        )
+        .unwrap_err();
+    assert!(matches!(e, HostError::Argument(_)), "{e}");
 }
 
 #[test]

@@ -1,8 +1,9 @@
 //! The CPU backend for Python: `cpu_compile(module) -> CpuModule`, whose
 //! functions are called with numpy arrays and scalars (`module["f"](x, 3)`)
-//! and whose barrier-free kernels launch over blocks in parallel
-//! (`module.launch("k", grid, block, *args)`); other kernels fall back to the
-//! reference interpreter when it is compiled in.
+//! and whose kernels (barriers and shared memory included) launch natively,
+//! blocks in parallel (`module.launch("k", grid, block, *args)`); kernels with
+//! warp collectives or tensor-core ops fall back to the reference interpreter
+//! when it is compiled in.
 //!
 //! Arrays cross through `__array_interface__` (so the abi3 extension needs no
 //! numpy headers): the dtype must equal the pointee type, the array must be
@@ -37,6 +38,7 @@ fn host_error(py: Python<'_>, e: HostError) -> PyErr {
                 2 => "division_by_zero",
                 4 => "unreachable",
                 8 => "stack_overflow",
+                16 => "divergent_barrier",
                 _ => "runtime",
             };
             let _ = v.setattr("kind", kind);
@@ -667,8 +669,9 @@ impl CpuModule {
     }
 
     /// Launch kernel `name` over `grid` blocks of `block` threads. CPU kernels
-    /// run blocks in parallel on all cores; kernels with barriers, warp ops or
-    /// MMA run on the reference interpreter. Returns `"cpu"` or `"interp"`.
+    /// run blocks in parallel on all cores (`ZYNTAX_CPU_THREADS` workers if
+    /// set) and barriers region by region; kernels with warp ops or MMA run on
+    /// the reference interpreter. Returns `"cpu"` or `"interp"`.
     #[pyo3(signature = (name, grid, block, *args, shared_bytes=None))]
     fn launch(
         &self,
@@ -847,7 +850,7 @@ impl CpuModule {
     }
 }
 
-/// Compile a module's host functions (and barrier-free kernels) to native
+/// Compile a module's host functions and kernels to native
 /// code for this CPU. `cpu`/`features` override the detected host CPU;
 /// `opt_level` replaces every function's level.
 #[pyfunction]

@@ -179,6 +179,10 @@ fn thread_stack() -> Option<(usize, usize)> {
     }
 }
 
+/// The most threads a block may have (the GPU's and the interpreter's limit;
+/// the block runners count threads in `i32`).
+pub const MAX_BLOCK_THREADS: u64 = 1024;
+
 /// Worker threads a CPU kernel launch uses: `ZYNTAX_CPU_THREADS` when it is
 /// a positive integer (1: run the grid on the calling thread), otherwise
 /// every core (`std::thread::available_parallelism`).
@@ -1143,6 +1147,12 @@ impl HostModule {
         if grid.contains(&0) || block.contains(&0) {
             return Err(HostError::Argument(format!(
                 "grid {grid:?} and block {block:?} must be positive"
+            )));
+        }
+        let threads = u64::from(block[0]) * u64::from(block[1]) * u64::from(block[2]);
+        if threads > MAX_BLOCK_THREADS {
+            return Err(HostError::Argument(format!(
+                "block {block:?} has {threads} threads; at most {MAX_BLOCK_THREADS} per block (as on the GPU and the interpreter)"
             )));
         }
         let total = u64::from(grid[0]) * u64::from(grid[1]) * u64::from(grid[2]);

@@ -289,6 +289,33 @@ def test_loop_yield_mismatch_and_body_errors() -> None:
         t.finish()
 
 
+def test_finish_inside_a_loop_body_is_refused() -> None:
+    t = tile.Builder("f", tile.Schedule((16, 16)))
+
+    def body(t: tile.Builder, i: tile.Scalar, c: list[tile.Value]) -> list[tile.Value]:
+        t.finish()
+        return c
+
+    with pytest.raises(zyntax.BuildError, match="inside a for_range body"):
+        t.for_range(0, 2, 1, [t.zeros((16, 16))], body)
+
+
+def test_nested_loops() -> None:
+    t = tile.Builder("nest", tile.Schedule((16, 16), warps=2))
+    x, y = t.view("x", "f32", 2), t.view("y", "f32", 2)
+    v = t.load(x, (0, 0), (16, 16))
+
+    def outer(t: tile.Builder, i: tile.Scalar, c: list[tile.Value]) -> list[tile.Value]:
+        return t.for_range(0, 3, 1, c, lambda t, j, d: [d[0] + v])
+
+    (r,) = t.for_range(0, 2, 1, [t.zeros((16, 16))], outer)
+    t.store(y, (0, 0), r)  # type: ignore[arg-type]
+    k = t.finish()
+    a, b = rand(5, 7), nan(5, 7)
+    k.run_interp(a, b, grid=1)
+    np.testing.assert_allclose(b, 6 * a.astype(np.float64), rtol=1e-6)
+
+
 def test_finish_twice_and_use_after_finish() -> None:
     k = tile.Builder("x", tile.Schedule((16, 16)))
     k.view("x", "f32", 1)

@@ -14,6 +14,7 @@ use crate::hir::HirModule;
 use crate::types::{to_type, type_name};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyTuple};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use zyntax_hir::{Arch, BinOp, CmpOp, Type, UnOp};
 use zyntax_tile as zt;
@@ -296,6 +297,8 @@ enum State {
 #[pyclass(frozen, name = "TileBuilder", module = "zyntax.tile")]
 pub struct TileBuilder {
     state: Mutex<State>,
+    /// `for_range` bodies running now (`finish` is refused inside one).
+    open_loops: AtomicUsize,
 }
 
 impl TileBuilder {
@@ -356,6 +359,7 @@ impl TileBuilder {
         let s = schedule.get().inner.clone();
         Ok(TileBuilder {
             state: Mutex::new(State::Open(Box::new(zt::TileBuilder::new(name, s)))),
+            open_loops: AtomicUsize::new(0),
         })
     }
 
@@ -596,9 +600,11 @@ impl TileBuilder {
                     failure = Some(e);
                     return Vec::new();
                 }
+                self.open_loops.fetch_add(1, Ordering::SeqCst);
                 let yields = body
                     .call1((iv.0, PyList::new(py, value_pairs(carried)).ok()))
                     .and_then(|y| values(&y, "yields"));
+                self.open_loops.fetch_sub(1, Ordering::SeqCst);
                 match self.take("a for_range body raised or finished the builder") {
                     Ok(real) => *t = real,
                     Err(e) => failure = Some(e),
@@ -621,6 +627,11 @@ impl TileBuilder {
     /// (`("view", name, elem, rank)` or `("scalar", name, type)`). The builder
     /// is closed afterwards.
     fn finish<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        if self.open_loops.load(Ordering::SeqCst) > 0 {
+            return Err(BuildError::new_err(
+                "finish() inside a for_range body: finish the program after its loops",
+            ));
+        }
         let b = self.take("finish() was called")?;
         let kernel = guard(|| b.finish().map_err(tile_err))?;
         let json = kernel

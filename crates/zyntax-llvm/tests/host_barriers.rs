@@ -533,7 +533,7 @@ fn every_example_compiles_for_the_cpu() {
             Ok(jit) => {
                 for f in &m.functions {
                     if f.is_kernel()
-                        && host::regions::has_barrier(f)
+                        && host::regions::has_suspend(f)
                         && jit.function(&f.name).unwrap().kind == HostFnKind::CpuKernel
                     {
                         barrier_kernels += 1;

@@ -39,6 +39,7 @@ fn host_error(py: Python<'_>, e: HostError) -> PyErr {
                 4 => "unreachable",
                 8 => "stack_overflow",
                 16 => "divergent_barrier",
+                32 => "divergent_collective",
                 _ => "runtime",
             };
             let _ = v.setattr("kind", kind);

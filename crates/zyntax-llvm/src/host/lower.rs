@@ -23,7 +23,7 @@
 //! arguments in 8-byte slots; a kernel's `@"name.zx_block"(ptr args, ptr lens,
 //! ptr err, ptr ctx)` runs every thread of one block.
 
-use super::regions;
+use super::{regions, warp};
 use crate::scalar::{self, class_of, Conv, Scalar};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -77,6 +77,8 @@ pub fn cpu_blockers(m: &Module, f: &Function) -> Vec<String> {
                 Op::Barrier if n != f.name => {
                     out.insert("barrier in a device function".into());
                 }
+                // A kernel's own shuffles and votes suspend it per warp (see `warp`).
+                Op::Shfl { .. } | Op::Vote(_) if n == f.name && warp::supported(g, d) => {}
                 Op::WarpSync
                 | Op::Shfl { .. }
                 | Op::Vote(_)
@@ -1110,12 +1112,21 @@ impl FnLower<'_> {
                 self.emit(format!("{lin} = add i32 {c}, {tx}"));
                 self.emit(format!("{r} = and i32 {lin}, 31"));
             }
-            Op::Barrier if f.is_kernel() => {
+            Op::Barrier | Op::Shfl { .. } | Op::Vote(_) if f.is_kernel() => {
+                let ops = d.args.iter().map(|&v| Ok((self.op(v)?, self.ty(v)?)));
+                let ops = ops.collect::<LResult<Vec<_>>>()?;
+                let sp = warp::Suspend::new(i, &d.op, &ops, &r, rty.as_ref());
+                let sp = sp.or_else(|m| self.e(m))?;
                 let l = self.label();
-                for line in regions::suspend(i, &l) {
+                for line in sp
+                    .before
+                    .into_iter()
+                    .chain(regions::suspend(i, sp.state, &l))
+                {
                     self.emit(line);
                 }
                 self.open(l);
+                sp.after.into_iter().for_each(|line| self.emit(line));
             }
             Op::Fence(_) => self.emit("fence seq_cst"),
             // A compiler-only fence: orders this thread's accesses, emits no instruction.
@@ -1780,7 +1791,7 @@ pub fn lower_module(
             checks: 0,
             unchecked: 0,
         };
-        let coro = f.is_kernel() && cpu_kernels.contains(&f.name) && regions::has_barrier(f);
+        let coro = f.is_kernel() && cpu_kernels.contains(&f.name) && regions::has_suspend(f);
         let text = fl.lower_fn()?;
         let (checks, unchecked) = (fl.checks, fl.unchecked);
         if coro {

@@ -32,6 +32,7 @@
 pub mod lower;
 pub mod regions;
 pub mod target;
+pub mod warp;
 
 use inkwell::context::Context;
 use inkwell::execution_engine::ExecutionEngine;
@@ -437,8 +438,8 @@ pub fn prepare(m: &Module, opts: &HostOptions) -> HostResult<Prepared> {
                 }
                 if blockers.is_empty() {
                     cpu_kernels.insert(f.name.clone());
-                    if regions::has_barrier(f) {
-                        report.add(&f.name, "kernel", "compiled for the CPU: blocks run in parallel on worker threads; each barrier splits the block's threads into regions run one after another (threads are LLVM coroutines, values live across a barrier in per-thread frames)", "barriers only in the kernel itself; no warp collectives, MMA or async copies");
+                    if regions::has_suspend(f) {
+                        report.add(&f.name, "kernel", "compiled for the CPU: blocks run in parallel on worker threads; each barrier splits the block's threads into regions run one after another, each shuffle or vote those of a warp (threads are LLVM coroutines, values live across a suspend in per-thread frames)", "barriers, shuffles and votes only in the kernel itself; no other warp collectives, MMA or async copies");
                     } else {
                         report.add(&f.name, "kernel", "compiled for the CPU: blocks run in parallel on worker threads, threads of a block in sequence", "no barriers, warp collectives, MMA or async copies");
                     }
@@ -1069,6 +1070,10 @@ impl HostModule {
             ),
             regions::ERR_BARRIER => format!(
                 "@{fname}: divergent barrier: thread {} of a block waits at another barrier (instruction {}) than the others{at}{loc}",
+                e.index, e.len
+            ),
+            warp::ERR_COLLECTIVE => format!(
+                "@{fname}: divergent warp collective: lane {} is named in the mask of thread {} but is not at it (it returned or waits elsewhere){at}{loc}",
                 e.index, e.len
             ),
             c => format!("@{fname}: run-time error code {c}{at}{loc}"),

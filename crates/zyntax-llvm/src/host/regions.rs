@@ -27,6 +27,7 @@
 //! interpreter (see [`super::lower::cpu_blockers`]).
 
 use super::lower::{gname, Sig, CTX_BDIM, CTX_BYTES};
+use super::warp;
 use std::fmt::Write as _;
 use zyntax_hir::{Function, InstId, Op};
 
@@ -34,17 +35,19 @@ use zyntax_hir::{Function, InstId, Op};
 /// returned, `barrier inst + 1` while it waits at a barrier.
 pub const CTX_STATE: u64 = CTX_BYTES as u64;
 /// Size of one thread's context in the coroutine block runner.
-pub const CORO_CTX_BYTES: u64 = CTX_BYTES as u64 + 8;
+pub const CORO_CTX_BYTES: u64 = CTX_BYTES as u64 + super::warp::BYTES;
 /// Error code: the running threads of a block wait at different barriers.
 pub const ERR_BARRIER: i64 = 16;
 
-/// Whether `f` itself contains a `barrier` (it is lowered as a coroutine).
-pub fn has_barrier(f: &Function) -> bool {
-    f.insts_in_order().any(|(_, i)| {
-        f.insts
-            .get(i.index())
-            .is_some_and(|d| matches!(d.op, Op::Barrier))
-    })
+/// Whether `f` itself contains a suspend point — a `barrier` or a warp
+/// collective the CPU runs (it is lowered as a coroutine).
+pub fn has_suspend(f: &Function) -> bool {
+    warp::has_collective(f)
+        || f.insts_in_order().any(|(_, i)| {
+            f.insts
+                .get(i.index())
+                .is_some_and(|d| matches!(d.op, Op::Barrier))
+        })
 }
 
 /// The declarations the coroutine lowering needs.
@@ -60,12 +63,13 @@ pub const DECLS: [&str; 9] = [
     "declare void @free(ptr)",
 ];
 
-/// The instructions of a barrier: record it in the thread's state and
-/// suspend; the thread resumes at `resume` (a new LLVM block the caller opens).
-pub fn suspend(i: InstId, resume: &str) -> [String; 3] {
+/// The instructions of a suspend point at `i`: record `state` (see
+/// [`warp::Suspend`]) in the thread's context and suspend; the thread resumes
+/// at `resume` (a new LLVM block the caller opens).
+pub fn suspend(i: InstId, state: u32, resume: &str) -> [String; 3] {
     let s = format!("%zx.s{}", i.0);
     [
-        format!("store i32 {}, ptr %zx.state, align 4", i64::from(i.0) + 1),
+        format!("store i32 {state}, ptr %zx.state, align 4"),
         format!("{s} = call i8 @llvm.coro.suspend(token none, i1 false)"),
         format!(
             "switch i8 {s}, label %zx.coro.suspend [ i8 0, label %{resume}\n    i8 1, label %zx.coro.cleanup ]"
@@ -200,7 +204,9 @@ pub fn coro_block_runner(
     let _ = writeln!(
         out,
         "  %n64 = zext i32 %n to i64\n  %ctxs = call ptr @calloc(i64 %n64, i64 {cb})\n  \
-         %hs = call ptr @calloc(i64 %n64, i64 8)\n  %empty = icmp eq i32 %n, 0\n  \
+         %hs = call ptr @calloc(i64 %n64, i64 8)\n  %w.nw0 = add i64 %n64, 31\n  \
+         %w.nw64 = lshr i64 %w.nw0, 5\n  %w.group = call ptr @calloc(i64 %w.nw64, i64 4)\n  \
+         %w.ballot = call ptr @calloc(i64 %w.nw64, i64 4)\n  %empty = icmp eq i32 %n, 0\n  \
          br i1 %empty, label %finish, label %start"
     );
     // Region 0: every thread up to its first barrier.
@@ -231,10 +237,12 @@ pub fn coro_block_runner(
              %{s} = load i32, ptr %{s}.p\n  %{s}.hp = getelementptr ptr, ptr %hs, i64 %{s}.t64"
         );
     };
-    let _ = writeln!(out, "phase:\n  br label %scan");
+    // Warp collectives first (per warp), then barriers (the whole block).
+    let _ = writeln!(out, "phase:\n  br label %w.scan");
+    warp::runner_step(&mut out, cb, fid);
     let _ = writeln!(
         out,
-        "scan:\n  %u = phi i32 [ 0, %phase ], [ %u1, %scan.next ]\n  %cur = phi i32 [ 0, %phase ], [ %cur1, %scan.next ]"
+        "scan:\n  %u = phi i32 [ 0, %w.scan.next ], [ %u1, %scan.next ]\n  %cur = phi i32 [ 0, %w.scan.next ], [ %cur1, %scan.next ]"
     );
     st(&mut out, "%u", "su");
     let _ = writeln!(
@@ -306,13 +314,16 @@ pub fn coro_block_runner(
     );
     let _ = writeln!(
         out,
-        "finish:\n  call void @free(ptr %ctxs)\n  call void @free(ptr %hs)\n  ret void\n}}"
+        "finish:\n  call void @free(ptr %ctxs)\n  call void @free(ptr %hs)\n  \
+         call void @free(ptr %w.group)\n  call void @free(ptr %w.ballot)\n  ret void\n}}"
     );
     out
 }
 
 /// Declarations the coroutine block runner needs.
-pub const RUNNER_DECLS: [&str; 3] = [
+pub const RUNNER_DECLS: [&str; 5] = [
+    warp::RUNNER_DECLS[0],
+    warp::RUNNER_DECLS[1],
     "declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)",
     "declare void @llvm.coro.resume(ptr)",
     "declare void @llvm.coro.destroy(ptr)",

@@ -91,6 +91,8 @@ __all__ = [
     "interp_call",
     "interp_launch",
     "interp_tensor_map_check",
+    "nest_tile",
+    "nest_tiling_report",
     "parse_zir",
     "ptr",
     "ptxas_assemble",
@@ -1315,3 +1317,10 @@ class TileBuilder:
         body: Any,
     ) -> list[_TileValue]: ...
     def finish(self) -> dict[str, Any]: ...
+
+# ------------------------------------------ nests lowered to tiles (src/nest_tile.rs)
+
+def nest_tile(
+    spec: dict[str, Any], *, arch: str | None = None, schedule: TileSchedule | None = None
+) -> dict[str, Any]: ...
+def nest_tiling_report(spec: dict[str, Any]) -> str: ...

@@ -48,7 +48,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from zyntax.errors import BuildError
+import numpy as np
+
+from zyntax.errors import ArgumentError, BuildError
 from zyntax.nest import _DIMS, _block_shape, check_sizes
 
 __all__ = [
@@ -56,8 +58,14 @@ __all__ = [
     "MAX_SHARED_BYTES",
     "MAX_STAGED_PER_THREAD",
     "Affine",
+    "NestTile",
+    "NestViewArg",
     "NotAffine",
     "TiledNest",
+    "at",
+    "load",
+    "nest_tiling_report",
+    "nest_to_tile",
     "tiled_parallel_for",
 ]
 
@@ -650,3 +658,206 @@ def tiled_parallel_for(
             f"has {len(workgroup)}"
         )
     yield TiledNest(b, sizes, workgroup, writes)
+
+
+# ------------------------------------------------ nests lowered to tile programs
+#
+# The Rust core (zyntax_opt::nest_tile, docs/tiling.md "Nests lowered to tile
+# programs") recognises a declaratively described nest as a map, a
+# contraction or a reduction and lowers it to a tile program; these functions
+# reach it from Python and run the result through zyntax.tile.Kernel.
+
+
+def at(*loops: int) -> list[tuple[str, list[tuple[int, int]], int]]:
+    """The index list ``[l0, l1, ...]``: each dim indexed by one loop (by its
+    position in ``spec["loops"]``)."""
+    return [("affine", [(loop, 1)], 0) for loop in loops]
+
+
+def load(buffer: int, *loops: int) -> tuple[str, int, list[Any]]:
+    """The expression ``buffers[buffer][l0, l1, ...]``."""
+    return ("load", buffer, at(*loops))
+
+
+@dataclass(frozen=True)
+class NestViewArg:
+    """The kernel arguments of one view: `buffer` (its position in the spec)
+    from element `offset` on, with these extents and strides (elements)."""
+
+    buffer: int
+    offset: int
+    extents: tuple[int, ...]
+    strides: tuple[int, ...]
+
+
+@dataclass
+class NestTile:
+    """The result of :func:`nest_to_tile`. `report` is the core's one-line
+    report (what was recognised, or why not); a refused nest has `refusal`
+    (the kind, e.g. ``"NonAffineIndex"``), `reason` and no `kernel`.
+    A lowered one has `kind` (``map``, ``contraction``, ``reduction``), the
+    `kernel` (a :class:`zyntax.tile.Kernel`), its `grid` and one
+    :class:`NestViewArg` per kernel view."""
+
+    report: str
+    refusal: str | None = None
+    reason: str | None = None
+    kind: str | None = None
+    kernel: Any = None
+    grid: tuple[int, int, int] = (1, 1, 1)
+    args: tuple[NestViewArg, ...] = ()
+    buffers: tuple[tuple[str, str, tuple[int, ...]], ...] = ()
+
+    def _kernel(self) -> Any:
+        if self.kernel is None:
+            raise BuildError(f"the nest was not lowered to a tile program: {self.report}")
+        return self.kernel
+
+    def _check(self, arrays: Sequence[Any], shape_of: Callable[[Any], Any]) -> None:
+        if len(arrays) != len(self.buffers):
+            names = ", ".join(b[0] for b in self.buffers)
+            raise ArgumentError(
+                f"the nest takes {len(self.buffers)} buffers ({names}), got {len(arrays)}"
+            )
+        for (name, _, shape), a in zip(self.buffers, arrays, strict=True):
+            got = shape_of(a)
+            if got is None or tuple(got) != shape:
+                raise ArgumentError(
+                    f"buffer {name!r}: expected a contiguous array of shape {shape}, got "
+                    f"{type(a).__name__} of shape {None if got is None else tuple(got)}"
+                )
+
+    def run_interp(self, *buffers: Any, checks: bool = True) -> dict[str, int]:
+        """Runs the kernel on the reference interpreter over C-contiguous
+        numpy arrays, one per spec buffer (the output is updated in place)."""
+        from zyntax.tile import _NUMPY
+
+        kernel = self._kernel()
+
+        def shape_of(a: Any) -> Any:
+            ok = isinstance(a, np.ndarray) and a.flags.c_contiguous
+            return a.shape if ok else None
+
+        self._check(buffers, shape_of)
+        # The output's view is the last (the core stores after every load).
+        output = len(self.args) - 1
+        views: list[Any] = []
+        for i, arg in enumerate(self.args):
+            a = buffers[arg.buffer]
+            want = _NUMPY.get(self.buffers[arg.buffer][1])
+            if want is None or a.dtype != np.dtype(want):
+                raise ArgumentError(
+                    f"buffer {self.buffers[arg.buffer][0]!r}: expected an array of "
+                    f"{self.buffers[arg.buffer][1]}, got {a.dtype}"
+                )
+            v = np.lib.stride_tricks.as_strided(
+                a.reshape(-1)[arg.offset :],
+                shape=arg.extents,
+                strides=[s * a.itemsize for s in arg.strides],
+                writeable=i == output,
+            )
+            # On the interpreter each view is its own buffer: a read of
+            # memory another view also uses (an operand read twice, the
+            # output in `C += A·B`) reads a copy. The core refuses nests
+            # whose iterations depend on each other, so a copy taken before
+            # the launch reads what the nest would.
+            if i != output and any(np.may_share_memory(v, w) for w in views):
+                v = v.copy()
+            views.append(v)
+        for j in range(output):
+            if np.may_share_memory(views[j], views[output]):
+                views[j] = views[j].copy()
+        return kernel.run_interp(*views, grid=self.grid, checks=checks)  # type: ignore[no-any-return]
+
+    def launch(self, *buffers: Any, device: int = 0, stream: Any = None) -> None:
+        """Launches the kernel on the GPU over contiguous device arrays
+        (``zyntax.cuda.DeviceArray`` or ``__cuda_array_interface__``), one
+        per spec buffer."""
+        kernel = self._kernel()
+
+        def shape_of(a: Any) -> Any:
+            cai = getattr(a, "__cuda_array_interface__", None)
+            if not isinstance(cai, dict):
+                return None
+            shape = tuple(int(n) for n in cai["shape"])
+            strides = cai.get("strides")
+            item = np.dtype(cai["typestr"]).itemsize
+            dense = [item * math.prod(shape[d + 1 :]) for d in range(len(shape))]
+            return shape if strides is None or list(strides) == dense else None
+
+        self._check(buffers, shape_of)
+        views = [_DeviceWindow(buffers[a.buffer], a) for a in self.args]
+        kernel.launch(*views, grid=self.grid, device=device, stream=stream)
+
+
+class _DeviceWindow:
+    """A strided window of a device array for one view (its own
+    ``__cuda_array_interface__``; it keeps the array alive)."""
+
+    def __init__(self, base: Any, arg: NestViewArg) -> None:
+        cai = base.__cuda_array_interface__
+        item = np.dtype(cai["typestr"]).itemsize
+        self.base = base
+        self.__cuda_array_interface__ = {
+            "shape": tuple(arg.extents),
+            "strides": tuple(s * item for s in arg.strides),
+            "typestr": cai["typestr"],
+            "data": (int(cai["data"][0]) + arg.offset * item, False),
+            "version": 3,
+        }
+
+
+def _spec_buffers(spec: Any) -> tuple[tuple[str, str, tuple[int, ...]], ...]:
+    return tuple(
+        (str(b["name"]), str(b["dtype"]), tuple(int(n) for n in b["shape"]))
+        for b in spec["buffers"]
+    )
+
+
+def nest_to_tile(
+    spec: dict[str, Any], *, arch: str | None = None, schedule: Any = None
+) -> NestTile:
+    """Recognises and lowers a loop nest to a tile program in the Rust core.
+
+    `spec` is a dict: ``name``; ``loops``, a list of ``{"name", "extent",
+    "kind": "parallel" | "reduction"}``; ``buffers``, a list of ``{"name",
+    "dtype", "shape"}`` (contiguous row-major; f32, f64, f16, bf16);
+    ``output``, ``(buffer, [index, ...])``; ``value`` and an optional
+    ``epilogue``, expressions. An index is ``("affine", [(loop, coef), ...],
+    constant)`` or ``("opaque", text)``; an expression is ``("load", buffer,
+    [index, ...])``, ``("const", x)``, ``("unary", op, e)``, ``("binary", op,
+    a, b)`` or ``("reduced",)`` (the sum over the reduction loops, in an
+    epilogue only); :func:`load` and :func:`at` write the common indices.
+    Loops and buffers are referred to by position. A malformed spec raises
+    an ``ArgumentError`` naming the field; a nest the core does not tile
+    returns a :class:`NestTile` whose report says why."""
+    from zyntax import _native
+    from zyntax.tile import Kernel, Param
+
+    r = _native.nest_tile(spec, arch=arch, schedule=schedule)
+    if r["refusal"] is not None:
+        return NestTile(report=r["report"], refusal=r["refusal"], reason=r["reason"])
+    kernel = Kernel(
+        module=r["module"],
+        name=r["name"],
+        schedule=r["schedule"],
+        block=tuple(r["block"]),
+        shared_bytes=int(r["shared_bytes"]),
+        params=tuple(Param(*p) for p in r["params"]),
+    )
+    return NestTile(
+        report=r["report"],
+        kind=r["kind"],
+        kernel=kernel,
+        grid=tuple(r["grid"]),
+        args=tuple(NestViewArg(b, o, tuple(e), tuple(s)) for b, o, e, s in r["args"]),
+        buffers=_spec_buffers(spec),
+    )
+
+
+def nest_tiling_report(spec: dict[str, Any]) -> str:
+    """The core's one-line report for `spec` (see :func:`nest_to_tile`): what
+    it recognises the nest as, or why it does not tile it."""
+    from zyntax import _native
+
+    return _native.nest_tiling_report(spec)

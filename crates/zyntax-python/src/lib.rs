@@ -18,6 +18,7 @@ mod host;
 #[cfg(feature = "interp")]
 mod interp;
 mod loc;
+mod nest_tile;
 #[cfg(feature = "cuda")]
 mod program;
 mod targets;
@@ -57,6 +58,9 @@ mod _native {
 
     #[pymodule_export]
     use crate::tile::{tile_heuristic, TileBuilder, TileSchedule};
+
+    #[pymodule_export]
+    use crate::nest_tile::{nest_tile, nest_tiling_report};
 
     #[cfg(feature = "cli")]
     #[pymodule_export]

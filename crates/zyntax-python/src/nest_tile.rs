@@ -1,0 +1,346 @@
+//! `zyntax._native.nest_tile` and `nest_tiling_report`: the Rust nest
+//! recognition and lowering (`zyntax_opt::nest_tile`, issue 26) for Python.
+//! `python/zyntax/tiling.py` (`nest_to_tile`) builds the description and
+//! wraps the result in a `zyntax.tile.Kernel`.
+//!
+//! A nest crosses the boundary as a dict of plain values (see
+//! `nest_to_tile` in tiling.py for the format); every field is checked here
+//! and a bad one is an `ArgumentError` naming it by its path
+//! (`spec.loops[1].extent`). A nest the core refuses is not an error: the
+//! result carries the report and no kernel.
+
+use crate::checked::{self, Text};
+use crate::errors::{guard, ArgumentError, BuildError, InternalError};
+use crate::hir::HirModule;
+use crate::tile::TileSchedule;
+use crate::types::{to_type, type_name};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use zyntax_hir::{Arch, BinOp, UnOp};
+use zyntax_opt::nest_tile as nt;
+
+fn bad(at: &str, what: &str, got: &Bound<'_, PyAny>) -> PyErr {
+    ArgumentError::new_err(format!(
+        "argument '{at}': expected {what}, got {}",
+        type_name(got)
+    ))
+}
+
+/// The items of a list or tuple.
+fn items<'py>(obj: &Bound<'py, PyAny>, at: &str) -> PyResult<Vec<Bound<'py, PyAny>>> {
+    if !(obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>()) {
+        return Err(bad(at, "a list or tuple", obj));
+    }
+    obj.try_iter()?.collect()
+}
+
+/// The value of a required key of a dict.
+fn key<'py>(d: &Bound<'py, PyDict>, name: &str, at: &str) -> PyResult<Bound<'py, PyAny>> {
+    d.get_item(name)?
+        .ok_or_else(|| ArgumentError::new_err(format!("argument '{at}': missing key '{name}'")))
+}
+
+fn dict<'py>(obj: &Bound<'py, PyAny>, at: &str) -> PyResult<Bound<'py, PyDict>> {
+    obj.cast::<PyDict>()
+        .map(|d| d.to_owned())
+        .map_err(|_| bad(at, "a dict", obj))
+}
+
+fn text(obj: &Bound<'_, PyAny>, at: &str) -> PyResult<String> {
+    if !obj.is_instance_of::<PyString>() {
+        return Err(bad(at, "a str", obj));
+    }
+    obj.extract()
+}
+
+/// A tuple whose first item is a str tag: (tag, the other items).
+fn tagged<'py>(obj: &Bound<'py, PyAny>, at: &str) -> PyResult<(String, Vec<Bound<'py, PyAny>>)> {
+    let all = items(obj, at)?;
+    let Some(first) = all.first() else {
+        return Err(ArgumentError::new_err(format!(
+            "argument '{at}': expected a tuple starting with its kind, got an empty one"
+        )));
+    };
+    let tag = text(first, &format!("{at}[0]"))?;
+    Ok((tag, all[1..].to_vec()))
+}
+
+fn arity(at: &str, tag: &str, got: usize, want: usize) -> PyResult<()> {
+    if got == want {
+        return Ok(());
+    }
+    Err(ArgumentError::new_err(format!(
+        "argument '{at}': ({tag:?}, ...) takes {want} items after its kind, got {got}"
+    )))
+}
+
+fn unknown(at: &str, what: &str, value: &str, names: &[&str]) -> PyErr {
+    ArgumentError::new_err(format!(
+        "argument '{at}': unknown {what} {value:?} (expected one of: {})",
+        names.join(", ")
+    ))
+}
+
+fn pick<T: Copy>(at: &str, what: &str, value: &str, all: &[(&str, T)]) -> PyResult<T> {
+    all.iter()
+        .find(|(n, _)| *n == value)
+        .map(|(_, v)| *v)
+        .ok_or_else(|| {
+            let names: Vec<&str> = all.iter().map(|(n, _)| *n).collect();
+            unknown(at, what, value, &names)
+        })
+}
+
+fn parse_loop(obj: &Bound<'_, PyAny>, at: &str) -> PyResult<nt::Loop> {
+    let d = dict(obj, at)?;
+    let name = text(&key(&d, "name", at)?, &format!("{at}.name"))?;
+    let extent = checked::arg::<u64>(&key(&d, "extent", at)?, &format!("{at}.extent"))?;
+    let kind_at = format!("{at}.kind");
+    let kinds = [
+        ("parallel", nt::LoopKind::Parallel),
+        ("reduction", nt::LoopKind::Reduction),
+    ];
+    let kind = pick(
+        &kind_at,
+        "loop kind",
+        &text(&key(&d, "kind", at)?, &kind_at)?,
+        &kinds,
+    )?;
+    Ok(nt::Loop { name, extent, kind })
+}
+
+fn parse_buffer(obj: &Bound<'_, PyAny>, at: &str) -> PyResult<nt::Buffer> {
+    let d = dict(obj, at)?;
+    let name = text(&key(&d, "name", at)?, &format!("{at}.name"))?;
+    let elem = to_type(&key(&d, "dtype", at)?)
+        .map_err(|e| ArgumentError::new_err(format!("argument '{at}.dtype': {e}")))?;
+    let shape_at = format!("{at}.shape");
+    let shape = items(&key(&d, "shape", at)?, &shape_at)?
+        .iter()
+        .enumerate()
+        .map(|(i, n)| checked::arg::<u64>(n, &format!("{shape_at}[{i}]")))
+        .collect::<PyResult<Vec<u64>>>()?;
+    Ok(nt::Buffer { name, elem, shape })
+}
+
+/// `("affine", [(loop, coef), ...], constant)` or `("opaque", text)`.
+fn parse_index(obj: &Bound<'_, PyAny>, at: &str) -> PyResult<nt::Index> {
+    let (tag, rest) = tagged(obj, at)?;
+    match tag.as_str() {
+        "affine" => {
+            arity(at, &tag, rest.len(), 2)?;
+            let terms_at = format!("{at}[1]");
+            let mut terms = Vec::new();
+            for (i, term) in items(&rest[0], &terms_at)?.iter().enumerate() {
+                let term_at = format!("{terms_at}[{i}]");
+                let pair = items(term, &term_at)?;
+                if pair.len() != 2 {
+                    return Err(ArgumentError::new_err(format!(
+                        "argument '{term_at}': expected (loop, coefficient), got {} items",
+                        pair.len()
+                    )));
+                }
+                let l = checked::arg::<usize>(&pair[0], &format!("{term_at}[0]"))?;
+                let c = checked::arg::<i64>(&pair[1], &format!("{term_at}[1]"))?;
+                terms.push((l, c));
+            }
+            let constant = checked::arg::<i64>(&rest[1], &format!("{at}[2]"))?;
+            Ok(nt::Index::Affine(nt::Affine { terms, constant }))
+        }
+        "opaque" => {
+            arity(at, &tag, rest.len(), 1)?;
+            Ok(nt::Index::Opaque(text(&rest[0], &format!("{at}[1]"))?))
+        }
+        _ => Err(unknown(at, "index kind", &tag, &["affine", "opaque"])),
+    }
+}
+
+/// `(buffer, [index, ...])`.
+fn parse_access(
+    buffer: &Bound<'_, PyAny>,
+    index: &Bound<'_, PyAny>,
+    at: &str,
+) -> PyResult<nt::Access> {
+    let buffer = checked::arg::<usize>(buffer, &format!("{at}.buffer"))?;
+    let index_at = format!("{at}.index");
+    let index = items(index, &index_at)?
+        .iter()
+        .enumerate()
+        .map(|(i, x)| parse_index(x, &format!("{index_at}[{i}]")))
+        .collect::<PyResult<Vec<_>>>()?;
+    Ok(nt::Access { buffer, index })
+}
+
+/// `("load", buffer, [index, ...])`, `("const", x)`, `("unary", op, e)`,
+/// `("binary", op, a, b)` or `("reduced",)`.
+fn parse_expr(obj: &Bound<'_, PyAny>, at: &str) -> PyResult<nt::Expr> {
+    let (tag, rest) = tagged(obj, at)?;
+    let sub = |i: usize| format!("{at}[{}]", i + 1);
+    Ok(match tag.as_str() {
+        "load" => {
+            arity(at, &tag, rest.len(), 2)?;
+            nt::Expr::Load(parse_access(&rest[0], &rest[1], at)?)
+        }
+        "const" => {
+            arity(at, &tag, rest.len(), 1)?;
+            let x = &rest[0];
+            if !(x.is_instance_of::<PyFloat>() || x.is_instance_of::<PyInt>())
+                || x.is_instance_of::<pyo3::types::PyBool>()
+            {
+                return Err(bad(&sub(0), "a float or int", x));
+            }
+            nt::Expr::Const(x.extract::<f64>()?)
+        }
+        "unary" => {
+            arity(at, &tag, rest.len(), 2)?;
+            let all: Vec<(&str, UnOp)> = UnOp::ALL.iter().map(|o| (o.name(), *o)).collect();
+            let op = pick(&sub(0), "unary op", &text(&rest[0], &sub(0))?, &all)?;
+            nt::Expr::unary(op, parse_expr(&rest[1], &sub(1))?)
+        }
+        "binary" => {
+            arity(at, &tag, rest.len(), 3)?;
+            let all: Vec<(&str, BinOp)> = BinOp::ALL.iter().map(|o| (o.name(), *o)).collect();
+            let op = pick(&sub(0), "binary op", &text(&rest[0], &sub(0))?, &all)?;
+            let a = parse_expr(&rest[1], &sub(1))?;
+            nt::Expr::binary(op, a, parse_expr(&rest[2], &sub(2))?)
+        }
+        "reduced" => {
+            arity(at, &tag, rest.len(), 0)?;
+            nt::Expr::Reduced
+        }
+        _ => {
+            let kinds = ["load", "const", "unary", "binary", "reduced"];
+            return Err(unknown(at, "expression kind", &tag, &kinds));
+        }
+    })
+}
+
+/// The whole nest description (a dict; see `nest_to_tile` in tiling.py).
+fn parse_spec(obj: &Bound<'_, PyAny>) -> PyResult<nt::NestSpec> {
+    let d = dict(obj, "spec")?;
+    let list = |name: &str| -> PyResult<Vec<Bound<'_, PyAny>>> {
+        items(&key(&d, name, "spec")?, &format!("spec.{name}"))
+    };
+    let loops = list("loops")?
+        .iter()
+        .enumerate()
+        .map(|(i, l)| parse_loop(l, &format!("spec.loops[{i}]")))
+        .collect::<PyResult<Vec<_>>>()?;
+    let buffers = list("buffers")?
+        .iter()
+        .enumerate()
+        .map(|(i, b)| parse_buffer(b, &format!("spec.buffers[{i}]")))
+        .collect::<PyResult<Vec<_>>>()?;
+    let output = items(&key(&d, "output", "spec")?, "spec.output")?;
+    if output.len() != 2 {
+        return Err(ArgumentError::new_err(format!(
+            "argument 'spec.output': expected (buffer, [index, ...]), got {} items",
+            output.len()
+        )));
+    }
+    let epilogue = match d.get_item("epilogue")? {
+        Some(e) if !e.is_none() => Some(parse_expr(&e, "spec.epilogue")?),
+        _ => None,
+    };
+    Ok(nt::NestSpec {
+        name: text(&key(&d, "name", "spec")?, "spec.name")?,
+        loops,
+        buffers,
+        output: parse_access(&output[0], &output[1], "spec.output")?,
+        value: parse_expr(&key(&d, "value", "spec")?, "spec.value")?,
+        epilogue,
+    })
+}
+
+/// The one-line report of what the core recognises `spec` as, or why it
+/// refuses it (`zyntax_opt::nest_tile::tiling_report`).
+#[pyfunction]
+pub fn nest_tiling_report(spec: &Bound<'_, PyAny>) -> PyResult<String> {
+    guard(|| Ok(nt::tiling_report(&parse_spec(spec)?)))
+}
+
+/// Recognises and lowers a nest: a dict with `report`, `refusal` (the
+/// refusal kind, or None) and, when lowered, `kind` (map, contraction or
+/// reduction), `module`, `name`, `block`, `shared_bytes`, `params` (as
+/// `TileBuilder.finish`), `schedule`, `grid` and `args` (per view:
+/// `(buffer, offset, extents, strides)`).
+#[pyfunction]
+#[pyo3(signature = (spec, *, arch=None, schedule=None))]
+pub fn nest_tile<'py>(
+    py: Python<'py>,
+    spec: &Bound<'py, PyAny>,
+    arch: Option<Text>,
+    schedule: Option<checked::Is<'py, TileSchedule>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    guard(|| {
+        let spec = parse_spec(spec)?;
+        let mut options = nt::NestTileOptions::default();
+        if let Some(a) = arch.as_deref() {
+            let all: Vec<(&str, Arch)> = Arch::ALL.iter().map(|a| (a.name(), *a)).collect();
+            options.arch = pick("arch", "arch", a, &all)?;
+        }
+        options.schedule = schedule.map(|s| s.get().inner.clone());
+        let d = PyDict::new(py);
+        d.set_item("report", nt::tiling_report(&spec))?;
+        let nk = match nt::lower(&spec, &options) {
+            Ok(nk) => nk,
+            Err(nt::NestTileError::Refused(r)) => {
+                d.set_item("refusal", format!("{:?}", r.kind))?;
+                d.set_item("reason", r.message)?;
+                return Ok(d);
+            }
+            Err(nt::NestTileError::Tile(e)) => return Err(tile_err(e)),
+        };
+        d.set_item("refusal", py.None())?;
+        let kind = match nk.recognition {
+            nt::Recognition::Map(_) => "map",
+            nt::Recognition::Contraction(_) => "contraction",
+            nt::Recognition::Reduction(_) => "reduction",
+        };
+        d.set_item("kind", kind)?;
+        let json = nk
+            .kernel
+            .module
+            .to_json()
+            .map_err(|e| InternalError::new_err(format!("module to JSON: {e}")))?;
+        let module = py
+            .get_type::<HirModule>()
+            .call_method1("from_json", (json,))?;
+        let params = PyList::empty(py);
+        for p in &nk.kernel.launch.params {
+            let item = match p {
+                zyntax_tile::KernelParam::View { name, elem, rank } => {
+                    ("view", name.clone(), elem.to_string(), *rank).into_pyobject(py)?
+                }
+                zyntax_tile::KernelParam::Scalar { name, ty } => {
+                    ("scalar", name.clone(), ty.to_string(), 0usize).into_pyobject(py)?
+                }
+            };
+            params.append(item)?;
+        }
+        d.set_item("module", module)?;
+        d.set_item("name", &nk.kernel.name)?;
+        d.set_item("block", nk.kernel.launch.block.to_vec())?;
+        d.set_item("shared_bytes", nk.kernel.launch.shared_bytes)?;
+        d.set_item("params", params)?;
+        d.set_item("schedule", TileSchedule { inner: nk.schedule })?;
+        d.set_item("grid", nk.grid.to_vec())?;
+        let args = PyList::empty(py);
+        for a in &nk.args {
+            args.append((a.buffer, a.offset, a.extents.clone(), a.strides.clone()))?;
+        }
+        d.set_item("args", args)?;
+        Ok(d)
+    })
+}
+
+/// A tile-layer error while lowering: a given schedule that does not fit is
+/// the caller's (`ArgumentError`); anything else is a bug in the lowering.
+fn tile_err(e: zyntax_tile::TileError) -> PyErr {
+    use zyntax_tile::TileError as E;
+    match e {
+        E::BadSchedule { .. } | E::DoesNotFit { .. } => ArgumentError::new_err(e.to_string()),
+        E::Internal(_) => InternalError::new_err(e.to_string()),
+        _ => BuildError::new_err(e.to_string()),
+    }
+}

@@ -804,6 +804,8 @@ class _DeviceWindow:
             "typestr": cai["typestr"],
             "data": (int(cai["data"][0]) + arg.offset * item, False),
             "version": 3,
+            # The producer's stream, so that the launch waits for its work.
+            "stream": cai.get("stream"),
         }
 
 

@@ -13,7 +13,14 @@ import pytest
 
 import zyntax
 from zyntax import tile
-from zyntax.tiling import NestTile, load, nest_tiling_report, nest_to_tile
+from zyntax.tiling import (
+    NestTile,
+    NestViewArg,
+    _DeviceWindow,
+    load,
+    nest_tiling_report,
+    nest_to_tile,
+)
 
 SEED = np.random.SeedSequence().entropy
 print(f"test_nest_tile seed {SEED}")
@@ -236,3 +243,24 @@ def test_wrong_buffers_are_argument_errors() -> None:
         nt.run_interp(nan(8, 8), nan(9), nan(8, 8))
     with pytest.raises(zyntax.ArgumentError, match="buffer 'x'"):
         nt.run_interp(nan(8, 8).astype(np.float64), nan(8), nan(8, 8))
+
+
+def test_device_window_of_a_view() -> None:
+    """The GPU path's view of a device buffer: its pointer moved by the
+    view's offset, its strides in bytes, the producer's stream kept."""
+
+    class Fake:
+        __cuda_array_interface__ = {  # noqa: RUF012
+            "shape": (4, 5),
+            "typestr": "<f4",
+            "data": (4096, False),
+            "strides": None,
+            "version": 3,
+            "stream": 7,
+        }
+
+    w = _DeviceWindow(Fake(), NestViewArg(buffer=0, offset=3, extents=(2, 6), strides=(0, 1)))
+    cai = w.__cuda_array_interface__
+    assert cai["data"] == (4096 + 3 * 4, False)
+    assert cai["shape"] == (2, 6) and cai["strides"] == (0, 4)
+    assert cai["typestr"] == "<f4" and cai["stream"] == 7

@@ -60,77 +60,6 @@ pub struct LowerError {
 
 type LResult<T> = Result<T, LowerError>;
 
-/// Which GPU ops a kernel uses that the CPU backend cannot run in parallel
-/// over blocks (they need threads of a block to run together).
-pub fn cpu_blockers(m: &Module, f: &Function) -> Vec<String> {
-    let mut out = BTreeSet::new();
-    let mut seen = vec![f.name.clone()];
-    let mut work = vec![f.name.clone()];
-    while let Some(n) = work.pop() {
-        let Some(g) = m.function(&n) else { continue };
-        for (_, i) in g.insts_in_order() {
-            let Some(d) = g.insts.get(i.index()) else {
-                continue;
-            };
-            match &d.op {
-                // A kernel's own barriers split it into regions (see `regions`).
-                Op::Barrier if n != f.name => {
-                    out.insert("barrier in a device function".into());
-                }
-                // A kernel's own shuffles and votes suspend it per warp (see `warp`).
-                Op::Shfl { .. } | Op::Vote(_) if n == f.name && warp::supported(g, d) => {}
-                Op::WarpSync
-                | Op::Shfl { .. }
-                | Op::Vote(_)
-                | Op::Match(_)
-                | Op::MmaLoad { .. }
-                | Op::MmaFill
-                | Op::Mma
-                | Op::MmaStore { .. }
-                | Op::CpAsync { .. }
-                | Op::CpAsyncCommit
-                | Op::CpAsyncWait(_)
-                | Op::Mbarrier(_)
-                | Op::FenceProxyAsync
-                | Op::FenceMbarrierInit
-                | Op::MmaSync { .. }
-                | Op::Ldmatrix { .. }
-                | Op::Stmatrix { .. }
-                | Op::WgmmaDesc(_)
-                | Op::Wgmma(_)
-                | Op::WgmmaFence
-                | Op::WgmmaCommit
-                | Op::WgmmaWait(_)
-                | Op::Setmaxnreg { .. }
-                | Op::ElectSync
-                | Op::TmaLoad { .. }
-                | Op::TmaStore
-                | Op::TmaReduce(_)
-                | Op::BulkCopyG2S
-                | Op::BulkCopyS2G
-                | Op::BulkCommitGroup
-                | Op::BulkWaitGroup { .. }
-                | Op::PrefetchTensormap
-                | Op::NamedBarrier { .. }
-                // No host lowering: the interpreter runs the packed conversions.
-                | Op::CvtPack(_)
-                | Op::CvtUnpack(_)
-                | Op::BulkReduce(_)
-                // Module globals live in a loaded GPU module (and the interpreter).
-                | Op::GlobalAddr(_) => {
-                    out.insert(d.op.mnemonic());
-                }
-                Op::Call(c) if !seen.contains(c) => {
-                    seen.push(c.clone());
-                    work.push(c.clone());
-                }
-                _ => {}
-            }
-        }
-    }
-    out.into_iter().collect()
-}
-
 /// LLVM name of a scalar as a value.
 pub fn sname(s: ScalarType) -> &'static str {
     match s {
@@ -1115,14 +1044,10 @@ impl FnLower<'_> {
             Op::Barrier | Op::Shfl { .. } | Op::Vote(_) if f.is_kernel() => {
                 let ops = d.args.iter().map(|&v| Ok((self.op(v)?, self.ty(v)?)));
                 let ops = ops.collect::<LResult<Vec<_>>>()?;
+                let l = self.label();
                 let sp = warp::Suspend::new(i, &d.op, &ops, &r, rty.as_ref());
                 let sp = sp.or_else(|m| self.e(m))?;
-                let l = self.label();
-                for line in sp
-                    .before
-                    .into_iter()
-                    .chain(regions::suspend(i, sp.state, &l))
-                {
+                for line in sp.up_to_suspend(i, &l) {
                     self.emit(line);
                 }
                 self.open(l);

@@ -432,7 +432,7 @@ pub fn prepare(m: &Module, opts: &HostOptions) -> HostResult<Prepared> {
             FunctionKind::Host => HostFnKind::Host,
             FunctionKind::Device => HostFnKind::Device,
             FunctionKind::Kernel(_) => {
-                let mut blockers = lower::cpu_blockers(&module, f);
+                let mut blockers = regions::cpu_blockers(&module, f);
                 if opts.force_interp.contains(&f.name) {
                     blockers.push("forced by options".into());
                 }

@@ -24,12 +24,13 @@
 //! under thread-dependent control flow as long as every running thread
 //! reaches the same barrier instruction. A barrier in a device function
 //! (reached through a call) is not lowered: such kernels stay on the
-//! interpreter (see [`super::lower::cpu_blockers`]).
+//! interpreter (see [`cpu_blockers`]).
 
 use super::lower::{gname, Sig, CTX_BDIM, CTX_BYTES};
 use super::warp;
+use std::collections::BTreeSet;
 use std::fmt::Write as _;
-use zyntax_hir::{Function, InstId, Op};
+use zyntax_hir::{Function, InstId, Module, Op};
 
 /// Byte offset of a coroutine thread's state in its context: 0 when it has
 /// returned, `barrier inst + 1` while it waits at a barrier.
@@ -38,6 +39,77 @@ pub const CTX_STATE: u64 = CTX_BYTES as u64;
 pub const CORO_CTX_BYTES: u64 = CTX_BYTES as u64 + super::warp::BYTES;
 /// Error code: the running threads of a block wait at different barriers.
 pub const ERR_BARRIER: i64 = 16;
+
+/// Which GPU ops a kernel uses that the CPU backend cannot run in parallel
+/// over blocks (they need threads of a block to run together).
+pub fn cpu_blockers(m: &Module, f: &Function) -> Vec<String> {
+    let mut out = BTreeSet::new();
+    let mut seen = vec![f.name.clone()];
+    let mut work = vec![f.name.clone()];
+    while let Some(n) = work.pop() {
+        let Some(g) = m.function(&n) else { continue };
+        for (_, i) in g.insts_in_order() {
+            let Some(d) = g.insts.get(i.index()) else {
+                continue;
+            };
+            match &d.op {
+                // A kernel's own barriers split it into regions (see `regions`).
+                Op::Barrier if n != f.name => {
+                    out.insert("barrier in a device function".into());
+                }
+                // A kernel's own shuffles and votes suspend it per warp (see `warp`).
+                Op::Shfl { .. } | Op::Vote(_) if n == f.name && warp::supported(g, d) => {}
+                Op::WarpSync
+                | Op::Shfl { .. }
+                | Op::Vote(_)
+                | Op::Match(_)
+                | Op::MmaLoad { .. }
+                | Op::MmaFill
+                | Op::Mma
+                | Op::MmaStore { .. }
+                | Op::CpAsync { .. }
+                | Op::CpAsyncCommit
+                | Op::CpAsyncWait(_)
+                | Op::Mbarrier(_)
+                | Op::FenceProxyAsync
+                | Op::FenceMbarrierInit
+                | Op::MmaSync { .. }
+                | Op::Ldmatrix { .. }
+                | Op::Stmatrix { .. }
+                | Op::WgmmaDesc(_)
+                | Op::Wgmma(_)
+                | Op::WgmmaFence
+                | Op::WgmmaCommit
+                | Op::WgmmaWait(_)
+                | Op::Setmaxnreg { .. }
+                | Op::ElectSync
+                | Op::TmaLoad { .. }
+                | Op::TmaStore
+                | Op::TmaReduce(_)
+                | Op::BulkCopyG2S
+                | Op::BulkCopyS2G
+                | Op::BulkCommitGroup
+                | Op::BulkWaitGroup { .. }
+                | Op::PrefetchTensormap
+                | Op::NamedBarrier { .. }
+                // No host lowering: the interpreter runs the packed conversions.
+                | Op::CvtPack(_)
+                | Op::CvtUnpack(_)
+                | Op::BulkReduce(_)
+                // Module globals live in a loaded GPU module (and the interpreter).
+                | Op::GlobalAddr(_) => {
+                    out.insert(d.op.mnemonic());
+                }
+                Op::Call(c) if !seen.contains(c) => {
+                    seen.push(c.clone());
+                    work.push(c.clone());
+                }
+                _ => {}
+            }
+        }
+    }
+    out.into_iter().collect()
+}
 
 /// Whether `f` itself contains a suspend point — a `barrier` or a warp
 /// collective the CPU runs (it is lowered as a coroutine).

@@ -106,6 +106,13 @@ pub struct Suspend {
 }
 
 impl Suspend {
+    /// The instructions up to the suspend; the thread resumes at `resume`.
+    pub fn up_to_suspend(&self, i: InstId, resume: &str) -> Vec<String> {
+        let mut lines = self.before.clone();
+        lines.extend(super::regions::suspend(i, self.state, resume));
+        lines
+    }
+
     /// The suspend point `op` at `i` (a barrier or a collective), with its
     /// operands as (LLVM operand, type) and its result `r` of type `rty`.
     pub fn new(

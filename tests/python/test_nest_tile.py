@@ -226,6 +226,8 @@ def test_refusal_of_a_loop_carried_dependence() -> None:
         (lambda s: s.update(value=("gather", 0)), "expression kind"),
         (lambda s: s.update(output=(2, [("affine", [(0, 1.5)], 0)])), r"spec\.output\.index\[0\]"),
         (lambda s: s.update(loops="ij"), r"spec\.loops"),
+        (lambda s: s.update(epilog=("reduced",)), "unknown key 'epilog'"),
+        (lambda s: s["loops"][0].update(size=8), r"spec\.loops\[0\]': unknown key 'size'"),
     ],
 )
 def test_malformed_spec_is_an_argument_error(edit: Any, field: str) -> None:

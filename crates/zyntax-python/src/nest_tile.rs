@@ -40,10 +40,23 @@ fn key<'py>(d: &Bound<'py, PyDict>, name: &str, at: &str) -> PyResult<Bound<'py,
         .ok_or_else(|| ArgumentError::new_err(format!("argument '{at}': missing key '{name}'")))
 }
 
-fn dict<'py>(obj: &Bound<'py, PyAny>, at: &str) -> PyResult<Bound<'py, PyDict>> {
-    obj.cast::<PyDict>()
+/// A dict whose keys are all in `known` (a misspelt optional key, say
+/// `epilog`, would otherwise be dropped without a word).
+fn dict<'py>(obj: &Bound<'py, PyAny>, at: &str, known: &[&str]) -> PyResult<Bound<'py, PyDict>> {
+    let d = obj
+        .cast::<PyDict>()
         .map(|d| d.to_owned())
-        .map_err(|_| bad(at, "a dict", obj))
+        .map_err(|_| bad(at, "a dict", obj))?;
+    for k in d.keys() {
+        let name = k.extract::<String>().unwrap_or_else(|_| k.to_string());
+        if !known.contains(&name.as_str()) {
+            return Err(ArgumentError::new_err(format!(
+                "argument '{at}': unknown key '{name}' (expected: {})",
+                known.join(", ")
+            )));
+        }
+    }
+    Ok(d)
 }
 
 fn text(obj: &Bound<'_, PyAny>, at: &str) -> PyResult<String> {
@@ -92,7 +105,7 @@ fn pick<T: Copy>(at: &str, what: &str, value: &str, all: &[(&str, T)]) -> PyResu
 }
 
 fn parse_loop(obj: &Bound<'_, PyAny>, at: &str) -> PyResult<nt::Loop> {
-    let d = dict(obj, at)?;
+    let d = dict(obj, at, &["name", "extent", "kind"])?;
     let name = text(&key(&d, "name", at)?, &format!("{at}.name"))?;
     let extent = checked::arg::<u64>(&key(&d, "extent", at)?, &format!("{at}.extent"))?;
     let kind_at = format!("{at}.kind");
@@ -110,7 +123,7 @@ fn parse_loop(obj: &Bound<'_, PyAny>, at: &str) -> PyResult<nt::Loop> {
 }
 
 fn parse_buffer(obj: &Bound<'_, PyAny>, at: &str) -> PyResult<nt::Buffer> {
-    let d = dict(obj, at)?;
+    let d = dict(obj, at, &["name", "dtype", "shape"])?;
     let name = text(&key(&d, "name", at)?, &format!("{at}.name"))?;
     let elem = to_type(&key(&d, "dtype", at)?)
         .map_err(|e| ArgumentError::new_err(format!("argument '{at}.dtype': {e}")))?;
@@ -217,7 +230,8 @@ fn parse_expr(obj: &Bound<'_, PyAny>, at: &str) -> PyResult<nt::Expr> {
 
 /// The whole nest description (a dict; see `nest_to_tile` in tiling.py).
 fn parse_spec(obj: &Bound<'_, PyAny>) -> PyResult<nt::NestSpec> {
-    let d = dict(obj, "spec")?;
+    let known = ["name", "loops", "buffers", "output", "value", "epilogue"];
+    let d = dict(obj, "spec", &known)?;
     let list = |name: &str| -> PyResult<Vec<Bound<'_, PyAny>>> {
         items(&key(&d, name, "spec")?, &format!("spec.{name}"))
     };

@@ -242,7 +242,9 @@ def test_literal_conversion_errors() -> None:
         kernel_module(lambda b: b.add(b.params[3], 1.5))
     with pytest.raises(zyntax.ArgumentError, match=r"at least one zyntax.hir.Value"):
         kernel_module(lambda b: b.add(1, 2))
-    with pytest.raises(zyntax.ArgumentError, match=r"expected a zyntax.hir.Value or a Python number"):
+    with pytest.raises(
+        zyntax.ArgumentError, match=r"expected a zyntax.hir.Value or a Python number"
+    ):
         kernel_module(lambda b: b.add(b.params[3], "1"))
     with pytest.raises(zyntax.ArgumentError, match=r"must be a zyntax.hir.Value"):
         kernel_module(lambda b: b.load(3))

@@ -6,9 +6,10 @@ constraints (``critical_path``, ``no_alloc``, ``inline_always``,
 ``no_bounds_check``, ``opt_level``); ``cm["fn"](*args)`` calls one with numpy
 arrays and scalars, and ``cm.launch(name, grid, block, *args)`` runs a kernel
 over its grid (natively, blocks in parallel on all cores or on
-``ZYNTAX_CPU_THREADS`` workers, barriers and shared memory included; on the
-interpreter when it uses warp operations or MMA). ``zyntax.cpu.emit(module, "obj" | "so" | "asm" | "llvm")``
-compiles ahead of time. See docs/cpu.md.
+``ZYNTAX_CPU_THREADS`` workers, barriers, shared memory, warp shuffles and
+votes included; on the interpreter when it uses other warp collectives or
+MMA). ``zyntax.cpu.emit(module, "obj" | "so" | "asm" | "llvm")`` compiles
+ahead of time. See docs/cpu.md.
 """
 
 from __future__ import annotations

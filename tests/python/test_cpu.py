@@ -292,6 +292,57 @@ def test_divergent_barrier_is_a_trap_error() -> None:
     np.testing.assert_array_equal(out, np.arange(64, dtype=np.uint32))
 
 
+def test_warp_shuffles_run_on_the_cpu() -> None:
+    """examples/reduce_sum.zir (shfl.down warp sums, shared partials, a
+    barrier, warp 0 reducing them, an atomic) runs natively; against numpy
+    (small integers: every partial sum is exact in f32) and the interpreter."""
+    m = load("examples/reduce_sum.zir")
+    cm = native.cpu_compile(m)
+    assert {f["name"]: f for f in cm.functions}["block_sum"]["kind"] == "cpu_kernel"
+    n = int(rng.integers(1, 5000))
+    x = rng.integers(0, 100, n).astype(np.float32)
+    blocks = (n + 255) // 256
+    out = np.zeros(1, dtype=np.float32)
+    assert cm.launch("block_sum", blocks, 256, x, out, n) == "cpu"
+    assert out[0] == x.sum(dtype=np.float64)
+    if interp is not None:
+        ref = np.zeros(1, dtype=np.float32)
+        interp.launch(m, "block_sum", blocks, 256, x, ref, n)
+        assert out[0] == ref[0]
+
+
+PARTIAL_SHFL = """module "p" version(2) targets(sm_80)
+
+kernel @partial {
+block0(v0: ptr<global, u32>, v1: u32):
+    v2: u32 = thread_idx.x
+    v3: bool = cmp.lt v2, v1
+    br v3, block1, block2
+block1:
+    v4: u32 = const 4294967295
+    v5: u32 = const 1
+    v6: u32 = shfl.xor v4, v2, v5 width 32
+    v7: ptr<global, u32> = ptr_add v0, v2
+    store v7, v6
+    jump block2
+block2:
+    return
+}
+"""
+
+
+def test_collective_naming_a_returned_lane_is_a_trap_error() -> None:
+    """A full-mask shuffle reached by only some lanes of a warp (the others
+    returned) never completes: TrapError on the CPU; with every lane it runs."""
+    cm = native.cpu_compile(hir.parse_zir(PARTIAL_SHFL))
+    out = np.zeros(32, dtype=np.uint32)
+    with pytest.raises(TrapError, match="divergent warp collective") as e:
+        cm.launch("partial", 1, 32, out, int(rng.integers(1, 32)))
+    assert e.value.kind == "divergent_collective"
+    assert cm.launch("partial", 1, 32, out, 32) == "cpu"
+    np.testing.assert_array_equal(out, np.arange(32, dtype=np.uint32) ^ 1)
+
+
 # ---------------------------------------------------------------- errors and report
 
 

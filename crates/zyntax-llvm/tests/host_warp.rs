@@ -97,8 +97,10 @@ fn cpu(
             A::Words(_) => {
                 let w = it.next().unwrap();
                 let (elem, _) = host::pointee_elem(t).unwrap();
-                // SAFETY: `w` outlives the launch; every element type here is 4 bytes.
-                let buf = unsafe { Buffer::from_raw(w.as_mut_ptr().cast(), w.len(), elem) };
+                // Words reinterpreted as the parameter's element type (4 or 8 bytes).
+                let len = w.len() * 4 / elem.size_bytes() as usize;
+                // SAFETY: `w` outlives the launch and holds `len` elements of `elem`.
+                let buf = unsafe { Buffer::from_raw(w.as_mut_ptr().cast(), len, elem) };
                 hargs.push(Arg::Buffer(buf));
             }
             A::U32(v) => hargs.push(Arg::Scalar(Scalar::UInt(u64::from(*v)))),
@@ -445,5 +447,79 @@ fn mask_naming_a_returned_lane_is_an_error() {
             );
         }
         other => panic!("expected the divergent-collective error, got {other:?}"),
+    }
+}
+
+/// Shuffles of 64-bit values (f64 and i64: the whole slot) and 32-bit ones
+/// with narrower widths (f32 in segments of 8, u32 of 16), by `shfl.idx`
+/// from a random lane.
+const TYPED: &str = r#"module "t" targets(sm_80)
+kernel @typed {
+block0(v0: ptr<global, f64>, v1: ptr<global, i64>, v2: ptr<global, u32>, v3: ptr<global, f64>, v4: ptr<global, i64>, v5: ptr<global, u32>):
+    v6: u32 = thread_idx.x
+    v7: ptr<global, u32> = ptr_add v2, v6
+    v8: u32 = load v7
+    v9: u32 = const 4294967295
+    v10: ptr<global, f64> = ptr_add v0, v6
+    v11: f64 = load v10
+    v12: f64 = shfl.idx v9, v11, v8 width 32
+    v13: ptr<global, f64> = ptr_add v3, v6
+    store v13, v12
+    v14: ptr<global, i64> = ptr_add v1, v6
+    v15: i64 = load v14
+    v16: i64 = shfl.idx v9, v15, v8 width 32
+    v17: ptr<global, i64> = ptr_add v4, v6
+    store v17, v16
+    v18: f32 = cast v8
+    v19: f32 = shfl.idx v9, v18, v8 width 8
+    v20: u32 = cast v19
+    v21: u32 = const 1
+    v22: u32 = and v8, v21
+    v25: u32 = shfl.idx v9, v22, v8 width 16
+    v26: u32 = const 256
+    v27: u32 = mul v25, v26
+    v28: u32 = add v20, v27
+    v29: ptr<global, u32> = ptr_add v5, v6
+    store v29, v28
+    return
+}
+"#;
+
+#[test]
+fn shuffles_of_64_bit_values_and_narrow_widths() {
+    let m = parse_module(TYPED).unwrap();
+    let mut rng = Rng::new();
+    let n = 64usize;
+    // Each 64-bit element as two words (little-endian).
+    let f: Vec<u32> = (0..n)
+        .flat_map(|_| {
+            let v = (rng.next() % 1_000_000) as f64 / 7.0 - 5000.0;
+            let b = v.to_bits();
+            [b as u32, (b >> 32) as u32]
+        })
+        .collect();
+    let i: Vec<u32> = rng.words(2 * n);
+    let lanes: Vec<u32> = (0..n).map(|_| (rng.next() % 200) as u32).collect();
+    let args = [
+        A::Words(f.clone()),
+        A::Words(i.clone()),
+        A::Words(lanes.clone()),
+        A::Words(vec![POISON; 2 * n]),
+        A::Words(vec![POISON; 2 * n]),
+        A::Words(vec![POISON; n]),
+    ];
+    let got = same(&m, "typed", 1, n as u32, &args);
+    for t in 0..n {
+        let src = t / 32 * 32 + (lanes[t] & 31) as usize;
+        assert_eq!(
+            got[3][2 * t..2 * t + 2],
+            f[2 * src..2 * src + 2],
+            "f64 thread {t}"
+        );
+        assert_eq!(
+            got[4][2 * t..2 * t + 2],
+            i[2 * src..2 * src + 2],
+            "i64 thread {t}"
+        );
     }
 }

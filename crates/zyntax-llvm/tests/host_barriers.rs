@@ -8,27 +8,8 @@ use zyntax_hir::*;
 use zyntax_interp::{Arg as IArg, Interpreter};
 use zyntax_llvm::host::{self, Arg, Buffer, HostError, HostFnKind, HostOptions, Scalar};
 
-/// xorshift64* seeded from the clock: fresh inputs every run (the seed is printed).
-struct Rng(u64);
-impl Rng {
-    fn new() -> Rng {
-        let seed = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |d| d.as_nanos() as u64)
-            | 1;
-        eprintln!("seed {seed}");
-        Rng(seed)
-    }
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545F4914F6CDD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+mod fresh_rng;
+use fresh_rng::Rng;
 
 fn gptr(t: Type) -> Type {
     Type::ptr(AddrSpace::Global, t)

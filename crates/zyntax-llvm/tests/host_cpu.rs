@@ -4,30 +4,8 @@
 use zyntax_hir::*;
 use zyntax_llvm::host::{self, Arg, Buffer, Emit, HostError, HostFnKind, HostOptions, Scalar};
 
-/// xorshift64* seeded from the clock: fresh inputs every run (the seed is printed).
-struct Rng(u64);
-impl Rng {
-    fn new() -> Rng {
-        let seed = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |d| d.as_nanos() as u64)
-            | 1;
-        eprintln!("seed {seed}");
-        Rng(seed)
-    }
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545F4914F6CDD1D)
-    }
-    fn f64(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0 + 1e-3
-    }
-    fn i32(&mut self) -> i32 {
-        self.next() as i32
-    }
-}
+mod fresh_rng;
+use fresh_rng::Rng;
 
 fn module(fs: Vec<Function>) -> Module {
     let mut m = Module::new("t");

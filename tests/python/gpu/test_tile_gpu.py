@@ -7,54 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+# The programs and input helpers are the interpreter tests' own (tests/python is on
+# sys.path: its conftest).
+from test_tile import copy, gemm, nan, rand, softmax
 from zyntax import tile
-
-SEED = np.random.SeedSequence().entropy
-print(f"test_tile_gpu seed {SEED}")
-RNG = np.random.default_rng(SEED)
-
-
-def rand(*shape: int) -> np.ndarray:
-    return RNG.uniform(-1.0, 1.0, size=shape).astype(np.float32)
-
-
-def nan(*shape: int) -> np.ndarray:
-    return np.full(shape, np.nan, dtype=np.float32)
-
-
-def copy(s: tile.Schedule) -> tile.Kernel:
-    bm, bn = s.block
-    t = tile.Builder("copy", s)
-    x, y = t.view("x", "f32", 2), t.view("y", "f32", 2)
-    origin = (t.program_id(0) * bm, t.program_id(1) * bn)
-    t.store(y, origin, t.load(x, origin, (bm, bn)))
-    return t.finish()
-
-
-def softmax(s: tile.Schedule) -> tile.Kernel:
-    bm, bn = s.block
-    t = tile.Builder("softmax", s)
-    x, y = t.view("x", "f32", 2), t.view("y", "f32", 2)
-    m0 = t.program_id(0) * bm
-    v = t.load(x, (m0, 0), (bm, bn), other=float("-inf"))
-    e = (v - v.max(1).broadcast((bm, bn))).exp()
-    t.store(y, (m0, 0), e / e.sum(1).broadcast((bm, bn)))
-    return t.finish()
-
-
-def gemm(s: tile.Schedule) -> tile.Kernel:
-    (bm, bn), bk = s.block, s.k
-    t = tile.Builder("gemm", s)
-    a, b, c = (t.view(n, "f32", 2) for n in "abc")
-    m0, n0 = t.program_id(0) * bm, t.program_id(1) * bn
-
-    def step(t: tile.Builder, k0: tile.Scalar, acc: list[tile.Value]) -> list[tile.Value]:
-        x, y = t.load(a, (m0, k0), (bm, bk)), t.load(b, (k0, n0), (bk, bn))
-        return [t.dot(x, y, acc[0])]  # type: ignore[arg-type]
-
-    (acc,) = t.for_range(0, a.dim(1), bk, [t.zeros((bm, bn))], step)
-    t.store(c, (m0, n0), acc)  # type: ignore[arg-type]
-    return t.finish()
 
 
 @pytest.fixture(scope="module")

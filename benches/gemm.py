@@ -28,6 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import gemm_programs
 from _common import ROOT, Results, best_of, event_median_ms, optional
 
 #: case -> (dtype, M, N, K, zyntax variant or None for the registry's choice)
@@ -44,6 +45,20 @@ CASES: dict[str, tuple[str, int, int, int, str | None]] = {
     "bf16_m16_n14336_k4096": ("bf16", 16, 14336, 4096, None),
 }
 SWEEP = (512, 1024, 2048, 3072, 4096, 6144, 8192)
+#: --model-sweep (issue 30): M (tokens) x the (N, K) of model layers: LLaMA-3-8B,
+#: LLaMA-3-70B with 8-way tensor parallelism, the GPT-2 LM head.
+MODEL_M = (1, 16, 64, 256, 1024, 4096, 16384)
+MODEL_NK = (
+    (4096, 4096), (14336, 4096), (4096, 14336), (6144, 4096),  # LLaMA-3-8B
+    (1280, 8192), (8192, 1024), (7168, 8192), (8192, 3584),  # LLaMA-3-70B / TP8
+    (50304, 768),  # GPT-2 LM head
+)  # fmt: skip
+#: Operand layouts beside row-major: ``at`` times ``A.T @ B`` (A stored K x M),
+#: ``slice`` a column slice of a wider A (row stride 2K).
+LAYOUT_CASES: dict[str, tuple[str, int, int, int, str]] = {
+    "bf16_at_b_4096": ("bf16", 4096, 4096, 4096, "at"),
+    "bf16_slice_4096": ("bf16", 4096, 4096, 4096, "slice"),
+}
 L2_FLUSH_BYTES = 256 << 20  # rotate over copies until they exceed this (H100 L2: 50 MB)
 
 
@@ -129,9 +144,18 @@ TRITON_CONFIGS = {
 
 
 def bench_case(
-    ctx: dict[str, Any], case: str, dt: str, m: int, n: int, k: int, variant: str | None
+    ctx: dict[str, Any],
+    case: str,
+    dt: str,
+    m: int,
+    n: int,
+    k: int,
+    variant: str | None,
+    layout: str = "row",
 ) -> None:
-    """Times cuBLAS, Triton and zyntax on one case and checks zyntax's result."""
+    """Times cuBLAS, Triton and zyntax on one case and checks zyntax's result.
+    `layout`: ``row`` (row-major A), ``at`` (A is the transpose of a K x M
+    tensor) or ``slice`` (A is a column slice of an M x 2K tensor)."""
     torch, zk, res, trun = ctx["torch"], ctx["zk"], ctx["res"], ctx["trun"]
     dev, sms, tdt, warmup, iters = ctx["dev"], ctx["sms"], ctx["tdt"], ctx["warmup"], ctx["iters"]
     from zyntax.errors import ZyntaxError
@@ -145,12 +169,17 @@ def bench_case(
         x = torch.randn(r, c, device=dev, generator=_g) / (k**0.25)
         return x.to(tdt[_dt]) if _dt != "e4m3" else x.to(tdt["e4m3"])
 
-    As = [rand(m, k) for _ in range(copies)]
+    if layout == "at":
+        As = [rand(k, m).t() for _ in range(copies)]
+    elif layout == "slice":
+        As = [rand(m, 2 * k)[:, :k] for _ in range(copies)]
+    else:
+        As = [rand(m, k) for _ in range(copies)]
     # B row-major K x N for zyntax and Triton; cuBLAS takes any layout.
     Bs = [rand(k, n) for _ in range(copies)]
     out_dt = torch.bfloat16 if dt == "e4m3" else tdt[dt]
     C = torch.empty(m, n, device=dev, dtype=out_dt)
-    extra: dict[str, Any] = {"m": m, "n": n, "k": k}
+    extra: dict[str, Any] = {"m": m, "n": n, "k": k, "layout": layout}
     torch.backends.cuda.matmul.allow_tf32 = dt == "tf32"
 
     def report(impl: str, fn: Callable[[int], Any], **more: Any) -> None:
@@ -188,9 +217,23 @@ def bench_case(
                 return
             if best is None or ms < best[0]:
                 best = (ms, cfg)
-        if best is not None:
+        tut = ctx.get("ttut")
+        if tut is not None and dt in ("bf16", "f16"):
+            # The tutorial kernel autotunes on its first call (the warm-up).
+            try:
+                ms = median_ms(lambda i: tut(As[i], Bs[i], C), copies, 2, 5)
+                if best is None or ms < best[0]:
+                    best = (ms, "tutorial")
+            except Exception as e:
+                print(f"  triton tutorial failed: {type(e).__name__}: {str(e)[:160]}")
+        if best is not None and best[1] == "tutorial":
+            cfg_s = str(getattr(tut.kernel, "best_config", "autotuned"))  # type: ignore[union-attr]
+            report("triton", lambda i: tut(As[i], Bs[i], C), config=f"tutorial {cfg_s}")
+        elif best is not None:
             cfg = best[1]
             report("triton", lambda i, c=cfg: trun(As[i], Bs[i], C, sms, prec, c), config=list(cfg))
+    if ctx.get("tile") is not None and dt in ("bf16", "f16"):
+        tile_case(ctx, case, dt, As, Bs, C, copies, report)
     zvariant = variant
     try:
         chosen = zk.choose_variant(As[0], Bz[0], variant=zvariant, allow_tf32=dt == "tf32")
@@ -213,6 +256,50 @@ def bench_case(
     print(f"  {case:<22} zyntax rel. error {err:.2e}")
     if ctx["sm90_clusters"] and chosen == "sm90":
         sm90_clusters(ctx, case, As, Bz, Z, ref, flop, copies)
+
+
+def tile_case(
+    ctx: dict[str, Any],
+    case: str,
+    dt: str,
+    As: Any,
+    Bs: Any,
+    C: Any,
+    copies: int,
+    report: Callable[..., None],
+) -> None:
+    """Times the zyntax tile GEMM (benches/gemm_programs.py) over its schedules:
+    row ``zyntax_tile`` with the best schedule, after checking its result."""
+    import gemm_programs
+
+    torch, tile = ctx["torch"], ctx["tile"]
+    from zyntax.errors import ZyntaxError
+
+    m, n = C.shape
+    ref = As[0].double() @ Bs[0].double()
+    best: tuple[float, Any, Any] | None = None
+    for bm, bn, bk, warps, stages in gemm_programs.TILE_CONFIGS:
+        try:
+            kern = gemm_programs.tile_gemm(tile, dt, (bm, bn), bk, warps, stages, ctx["arch"])
+            grid = kern.grid(m, n)
+            C.fill_(float("nan"))
+            kern.launch(As[0], Bs[0], C, grid=grid)
+            err = ((C.double() - ref).norm() / ref.norm()).item()
+            if not err < 2e-2:
+                print(f"  {case:<22} tile {bm}x{bn}x{bk} w{warps} s{stages}: rel. error {err:.2e}")
+                continue
+            ms = median_ms(lambda i, kn=kern, g=grid: kn.launch(As[i], Bs[i], C, grid=g),
+                           copies, 2, 5)  # fmt: skip
+        except (ZyntaxError, RuntimeError) as e:
+            print(f"  {case:<22} tile {bm}x{bn}x{bk} w{warps} s{stages}: {str(e)[:160]}")
+            continue
+        if best is None or ms < best[0]:
+            best = (ms, (bm, bn, bk, warps, stages), kern)
+    torch.cuda.synchronize()
+    if best is not None:
+        _, cfg, kern = best
+        grid = kern.grid(m, n)
+        report("zyntax_tile", lambda i: kern.launch(As[i], Bs[i], C, grid=grid), config=list(cfg))
 
 
 def sm90_clusters(
@@ -373,6 +460,12 @@ def main() -> int:
     p.add_argument("--device", type=int, default=0)
     p.add_argument("--cases", default=",".join(CASES), help="comma-separated case names")
     p.add_argument("--sweep", action="store_true", help="add the square bf16 size sweep")
+    p.add_argument(
+        "--model-sweep",
+        action="store_true",
+        help="add the model-layer sweep (bf16_m<M>_n<N>_k<K>) and the A.T @ B / slice cases",
+    )
+    p.add_argument("--no-tile", action="store_true", help="skip the zyntax tile-program rows")
     p.add_argument("--iters", type=int, default=50, help="timed calls per impl and case")
     p.add_argument(
         "--ladder",
@@ -402,10 +495,16 @@ def main() -> int:
     res = Results("gemm", torch.cuda.get_device_name(dev))
     warmup, iters = (2, 5) if args.quick else (10, args.iters)
 
-    cases = {c: CASES[c] for c in args.cases.split(",") if c}
+    cases = {c: CASES[c] for c in args.cases.split(",") if c in CASES}
     if args.sweep:
         for s in SWEEP:
             cases[f"sweep_bf16_{s}"] = ("bf16", s, s, s, None)
+    layouts = {c: LAYOUT_CASES[c] for c in args.cases.split(",") if c in LAYOUT_CASES}
+    if args.model_sweep:
+        for mm in MODEL_M:
+            for nn, kk in MODEL_NK:
+                cases[f"bf16_m{mm}_n{nn}_k{kk}"] = ("bf16", mm, nn, kk, None)
+        layouts.update(LAYOUT_CASES)
     tdt = {
         "bf16": torch.bfloat16,
         "f16": torch.float16,
@@ -414,14 +513,26 @@ def main() -> int:
         "e4m3": getattr(torch, "float8_e4m3fn", None),
     }
     ctx = {"torch": torch, "zk": zk, "res": res, "trun": trun, "dev": dev, "sms": sms}
+    ctx["ttut"] = gemm_programs.triton_tutorial_matmul(triton, tl) if triton and tl else None
+    if not args.no_tile:
+        from zyntax import tile
+
+        ctx["tile"] = tile
+    cc = torch.cuda.get_device_capability(dev)
+    ctx["arch"] = f"sm_{cc[0]}{cc[1]}"
     ctx.update(tdt=tdt, warmup=warmup, iters=iters)
     ctx["sm90_clusters"] = [int(c) for c in args.sm90_clusters.split(",") if c]
     res.notes["zyntax_matmul_call_us"] = call_overhead_us(torch, zk)
     print(f"  zyntax.kernels.matmul call overhead: {res.notes['zyntax_matmul_call_us']:.1f} us")
     if args.ladder:
         ladder(ctx)
-    for case, spec in cases.items():
-        bench_case(ctx, case, *spec)
+    todo: list[tuple[str, tuple[Any, ...]]] = [*cases.items(), *layouts.items()]
+    for case, spec in todo:
+        if case in layouts:
+            dt_, m_, n_, k_, layout = layouts[case]
+            bench_case(ctx, case, dt_, m_, n_, k_, None, layout)
+        else:
+            bench_case(ctx, case, *spec)
         torch.cuda.empty_cache()
         partial = args.out_dir / "gemm-partial.json"  # kept if a time limit stops the run
         partial.parent.mkdir(parents=True, exist_ok=True)

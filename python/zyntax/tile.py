@@ -582,7 +582,12 @@ def _numpy_view(p: Param, a: Any) -> tuple[np.ndarray[Any, Any], list[int], list
 
 def _device_view(p: Param, a: Any) -> tuple[Any, list[int], list[int]]:
     """A device array as (itself, extents, strides in elements)."""
-    cai = getattr(a, "__cuda_array_interface__", None)
+    try:
+        cai = getattr(a, "__cuda_array_interface__", None)
+    except (AttributeError, TypeError, ValueError):  # torch bf16: no interface typestr
+        cai = None
+    if not isinstance(cai, dict) and hasattr(a, "__dlpack__"):
+        return _dlpack_view(p, a)
     if not isinstance(cai, dict):
         raise ArgumentError(
             f"argument {p.name!r}: expected a zyntax.cuda.DeviceArray or an object with "
@@ -612,3 +617,31 @@ def _device_view(p: Param, a: Any) -> tuple[Any, list[int], list[int]]:
             "multiples of the item size"
         )
     return a, shape, [s // dtype.itemsize for s in byte_strides]
+
+
+#: torch dtype names of each view element type (for tensors without a typestr).
+_TORCH = {"bf16": "torch.bfloat16", "f16": "torch.float16", "f32": "torch.float32"}
+
+
+def _dlpack_view(p: Param, a: Any) -> tuple[Any, list[int], list[int]]:
+    """A DLPack tensor (a torch tensor, bf16 included) as (itself, extents,
+    strides in elements); the launch reads its pointer through DLPack."""
+    shape = [int(n) for n in getattr(a, "shape", ())]
+    stride = getattr(a, "stride", None)
+    if not callable(stride):
+        raise ArgumentError(
+            f"argument {p.name!r}: a DLPack tensor needs shape and stride() "
+            f"(a torch tensor), got {type(a).__name__}"
+        )
+    if str(getattr(a, "dtype", "")) != _TORCH.get(p.dtype, "?"):
+        raise ArgumentError(
+            f"argument {p.name!r}: the view holds {p.dtype}, got a tensor of {a.dtype}"
+        )
+    if len(shape) != p.rank:
+        raise ArgumentError(
+            f"argument {p.name!r}: the view has rank {p.rank}, got a tensor of {len(shape)} dims"
+        )
+    strides = [int(s) for s in stride()]
+    if any(s < 0 for s in strides):
+        raise ArgumentError(f"argument {p.name!r}: negative strides {tuple(strides)}")
+    return a, shape, strides

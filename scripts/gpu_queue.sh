@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Runs every queued GPU job (.device/queue/<name>.sh, git-ignored) on a lent CUDA
+# machine, one after another, each under its own time limit and with its own output
+# folder $OUT/<name>/ (see docs/gpu-runs.md). Sets up what scripts/gpu_batch.sh sets
+# up: the carried wheel on PYTHONPATH, this tree's Python sources, ptxas, nvFatbin.
+# Usage on the device:  ZYNTAX_COMMIT=<sha> bash scripts/gpu_queue.sh [seconds per job]
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+limit="${1:-240}"
+OUT="${OUT:-$PWD/gpu-out}"
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+python3 -m pip install -q --no-index --no-deps --upgrade --target /tmp/site .device/*.whl || exit 1
+export PYTHONPATH=/tmp/site
+find python/zyntax -name '*.py' -o -name '*.pyi' | while read -r f; do
+    mkdir -p "/tmp/site/zyntax/$(dirname "${f#python/zyntax/}")"
+    cp "$f" "/tmp/site/zyntax/${f#python/zyntax/}"
+done
+if [[ -f .device/ptxas.xz ]]; then
+    mkdir -p /tmp/zyntax-tools && xz -dc .device/ptxas.xz >/tmp/zyntax-tools/ptxas && chmod +x /tmp/zyntax-tools/ptxas
+    export ZYNTAX_PTXAS=/tmp/zyntax-tools/ptxas
+fi
+[[ -f .device/libnvfatbin.so.12 ]] && export ZYNTAX_NVFATBIN="$PWD/.device/libnvfatbin.so.12"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/device.txt"
+root="$PWD"
+for job in .device/queue/*.sh; do
+    [[ -f "$job" ]] || continue
+    name="$(basename "$job" .sh)"
+    mkdir -p "$OUT/$name"
+    start=$SECONDS
+    (cd "$root" && OUT="$OUT/$name" timeout -k 10 "$limit" bash "$job") >"$OUT/$name/log.txt" 2>&1
+    echo "$name: exit $? in $((SECONDS - start)) s" | tee -a "$OUT/summary.txt"
+done

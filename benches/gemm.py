@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -496,6 +497,10 @@ def main() -> int:
     warmup, iters = (2, 5) if args.quick else (10, args.iters)
 
     cases = {c: CASES[c] for c in args.cases.split(",") if c in CASES}
+    for c in args.cases.split(","):  # any sweep-style name: bf16_m<M>_n<N>_k<K>
+        if mt := re.fullmatch(r"(bf16|f16)_m(\d+)_n(\d+)_k(\d+)", c):
+            dt_ = mt.group(1)
+            cases[c] = (dt_, int(mt.group(2)), int(mt.group(3)), int(mt.group(4)), None)
     if args.sweep:
         for s in SWEEP:
             cases[f"sweep_bf16_{s}"] = ("bf16", s, s, s, None)

@@ -15,17 +15,27 @@ Cases:
   x, bias, y and sums moved once.
 
 Both zyntax impls run as a ``zyntax.cuda.Program`` replayed from a CUDA graph.
+
+* ``nest_matmul_bias_gelu_residual_bf16_4096`` (issue 26): ``C = gelu_tanh(A·B +
+  bias) + R`` over bf16 4096³ written as one loop nest whose epilogue the
+  Rust core fuses into the contraction's tile program
+  (``zyntax.tiling.nest_to_tile``; ``zyntax_nest``) against the same PyTorch
+  code eager (``torch``) and under ``torch.compile`` (``torch_compile``, the
+  goal's peer); metric ``TFLOP_per_s`` (2·M·N·K per call), median CUDA-event
+  time per call over inputs rotated past L2, best of three.
 Run on a GPU machine: ``python benches/fusion.py [--out-dir DIR] [--quick]``.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
-from _common import Results, best_of, optional, parse_args, per_call_us
+from _common import Results, best_of, event_median_ms, optional, parse_args, per_call_us
 
 from zyntax import cuda, fusion, hir
+from zyntax.tiling import load, nest_to_tile
 
 F32 = np.float32
 N = 64 * 1024 * 1024
@@ -172,6 +182,10 @@ def main() -> None:
             torch_cases(torch, res, reps, xh, want, xb, bb, want_sums, chain_bytes, bgr_bytes)
         except Exception as e:  # a peer failing is reported, never fatal
             print(f"  (torch failed: {type(e).__name__}: {e})")
+        try:
+            nest_fused_case(torch, res, args)
+        except Exception as e:  # reported, never fatal
+            print(f"  (nest fused case failed: {type(e).__name__}: {e})")
     res.notes.update(chain_elements=N, chain_steps=CHAIN, bgr_shape=f"{ROWS}x{COLS}")
     res.write(args.out_dir)
 
@@ -218,6 +232,97 @@ def torch_cases(
         np.testing.assert_allclose(sums.cpu().numpy(), want_sums, rtol=1e-3, atol=1e-2)
         us = best_of(3, lambda f=bgr_fn: per_call_us(lambda: f(txb, tbb), reps, sync))
         res.add("bias_gelu_rowsum_bf16", impl, "GB_per_s", gbps(bgr_bytes, us), False)
+
+
+def nest_gelu(x: Any) -> Any:
+    """The tanh GELU as a nest expression."""
+
+    def b(op: str, p: Any, q: Any) -> Any:
+        return ("binary", op, p, q)
+
+    def c(v: float) -> Any:
+        return ("const", v)
+
+    inner = b(
+        "mul",
+        c(0.7978845608028654),
+        b("add", x, b("mul", c(0.044715), b("mul", x, b("mul", x, x)))),
+    )
+    return b("mul", b("mul", c(0.5), x), b("add", c(1.0), ("unary", "tanh", inner)))
+
+
+def fused_nest_spec(m: int, n: int, k: int) -> dict[str, Any]:
+    """``C[i,j] = gelu(Σ_k A[i,k]·B[k,j] + bias[j]) + R[i,j]``, all bf16."""
+
+    def buf(name: str, *shape: int) -> dict[str, Any]:
+        return {"name": name, "dtype": "bf16", "shape": list(shape)}
+
+    acc_bias = ("binary", "add", ("reduced",), load(3, 1))
+    return {
+        "name": "matmul_bias_gelu_residual",
+        "loops": [
+            {"name": "i", "extent": m, "kind": "parallel"},
+            {"name": "j", "extent": n, "kind": "parallel"},
+            {"name": "k", "extent": k, "kind": "reduction"},
+        ],
+        "buffers": [buf("A", m, k), buf("B", k, n), buf("C", m, n), buf("bias", n), buf("R", m, n)],
+        "output": (2, [("affine", [(0, 1)], 0), ("affine", [(1, 1)], 0)]),
+        "value": ("binary", "mul", load(0, 0, 2), load(1, 2, 1)),
+        "epilogue": ("binary", "add", nest_gelu(acc_bias), load(4, 0, 1)),
+    }
+
+
+def nest_fused_case(torch: Any, res: Results, args: Any) -> None:
+    """``nest_matmul_bias_gelu_residual_bf16_4096`` (module docstring)."""
+    case = "nest_matmul_bias_gelu_residual_bf16_4096"
+    m = n = k = 4096  # the case name says so; --quick only shortens the timing
+    dev = torch.device("cuda", args.device)
+    bf = torch.bfloat16
+    copies = 4  # A and B of 4 copies: 256 MiB, past L2
+    gen = torch.Generator(device=dev).manual_seed(26)
+
+    def rand(*shape: int, scale: float = 1.0) -> Any:
+        return (torch.randn(*shape, device=dev, generator=gen) * scale).to(bf)
+
+    As = [rand(m, k, scale=k**-0.25) for _ in range(copies)]
+    Bs = [rand(k, n, scale=k**-0.25) for _ in range(copies)]
+    bias, R = rand(n), rand(m, n)
+    C = torch.empty(m, n, device=dev, dtype=bf)
+
+    def program(a: Any, b: Any, bias: Any, r: Any) -> Any:
+        return torch.nn.functional.gelu(a @ b + bias, approximate="tanh") + r
+
+    acc = As[0].double() @ Bs[0].double() + bias.double()
+    ref = 0.5 * acc * (1.0 + torch.tanh(0.7978845608028654 * (acc + 0.044715 * acc**3)))
+    ref = ref + R.double()
+    t0 = time.perf_counter()
+    nt = nest_to_tile(fused_nest_spec(m, n, k), arch=cuda.device_arch(args.device))
+    res.notes[f"{case}_nest_to_tile_ms"] = (time.perf_counter() - t0) * 1e3
+    res.notes[f"{case}_report"] = nt.report
+    res.notes[f"{case}_schedule"] = repr(nt.kernel.schedule)
+    calls = [nt.prepare(As[i], Bs[i], C, bias, R, device=args.device) for i in range(copies)]
+    compiled = torch.compile(program)
+    impls: dict[str, Any] = {
+        "zyntax_nest": lambda i: calls[i](),
+        "torch": lambda i: C.copy_(program(As[i], Bs[i], bias, R)),
+        "torch_compile": lambda i: compiled(As[i], Bs[i], bias, R),
+    }
+    for impl, fn in impls.items():
+        try:
+            C.fill_(float("nan"))
+            out = fn(0)
+            torch.cuda.synchronize()
+            got = C if impl == "zyntax_nest" else out
+            err = ((got.double() - ref).norm() / ref.norm()).item()
+            res.notes[f"{case}_{impl}_rel_err"] = err
+            if not err < 2e-2:
+                print(f"  {case} {impl} WRONG: relative error {err:.3e}")
+                continue
+            ms = best_of(3, lambda f=fn: event_median_ms(f, copies, 5 if args.quick else 20))
+        except Exception as e:  # a failing impl is reported, the others still run
+            print(f"  {case} {impl} failed: {type(e).__name__}: {str(e)[:300]}")
+            continue
+        res.add(case, impl, "TFLOP_per_s", 2.0 * m * n * k / ms / 1e9, False)
 
 
 if __name__ == "__main__":

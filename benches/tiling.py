@@ -11,6 +11,19 @@ the kernel front-end), ``zyntax_sgemm_example``,
 ``torch``. Every zyntax result is checked against torch before timing.
 The goal (issue 16): ``zyntax_nest_tiled`` >= 0.9x ``zyntax_sgemm_example``.
 
+Nest cases (issue 26): the same matmul written as a loop nest and lowered
+to a tile program by the Rust core (``zyntax.tiling.nest_to_tile``), metric
+``TFLOP_per_s``: ``nest_matmul_bf16_4096``, ``nest_matmul_bf16_8192``,
+``nest_matmul_f32_4096`` and ``nest_matmul_odd_3001x2999x1001`` (f32), impls
+``zyntax_nest`` (the nest's tile program, the core's heuristic schedule),
+``cublas`` (``torch.matmul``, TF32 off), ``zyntax_kernels_matmul`` (the
+hand-written library GEMM) and, for f32, ``zyntax_nest_tiled`` (the
+threads + shared-memory tiler above). Median CUDA-event time per call, inputs
+rotated over copies that overflow L2, best of three. ``notes.schedules``
+times the nest under other tile schedules (the autotuner's search space),
+``nest_compile_*`` cases the compile time per stage (``ms``, cold: the first
+call in the process; recognise+lower, LLVM to PTX, ptxas).
+
 Run on a GPU machine: ``python benches/tiling.py [--out-dir DIR] [--quick]``.
 """
 
@@ -18,15 +31,17 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from _common import ROOT, Results, best_of, optional, parse_args, per_call_us
+from _common import ROOT, Results, best_of, event_median_ms, optional, parse_args, per_call_us
 
 from nest_matmul import build_with_report
-from zyntax import cuda
+from zyntax import compiler, cuda, tile
 from zyntax.nest import launch_grid
+from zyntax.tiling import load, nest_tiling_report, nest_to_tile
 
 WG = (16, 16)
 
@@ -118,7 +133,155 @@ def main() -> None:
         ]
         if len(ratio) == 2:
             res.notes[f"{case}_tiled_over_example"] = round(ratio[0] / ratio[1], 3)
+    if torch is not None:
+        nest_cases(args, res, torch, kernels["zyntax_nest_tiled"])
     res.write(args.out_dir)
+
+
+# ------------------------------------------------------------ nests lowered to tile programs
+
+#: case -> (dtype, M, N, K)
+NEST_CASES = {
+    "nest_matmul_bf16_4096": ("bf16", 4096, 4096, 4096),
+    "nest_matmul_bf16_8192": ("bf16", 8192, 8192, 8192),
+    "nest_matmul_f32_4096": ("f32", 4096, 4096, 4096),
+    "nest_matmul_odd_3001x2999x1001": ("f32", 3001, 2999, 1001),
+}
+#: Other schedules timed on the first case of each dtype: (block M, block N, K step, warps).
+SCHEDULES = {
+    "bf16": [(64, 64, 32, 4), (128, 128, 32, 8), (128, 64, 32, 4), (64, 128, 32, 4)],
+    "f32": [(64, 64, 8, 4), (128, 64, 8, 8), (128, 128, 8, 8), (32, 64, 16, 2)],
+}
+L2_FLUSH_BYTES = 256 << 20
+
+
+def matmul_spec(dtype: str, m: int, n: int, k: int) -> dict[str, Any]:
+    """``C[i,j] = Σ_k A[i,k]·B[k,j]`` as the nest description (C in `dtype`)."""
+
+    def buf(name: str, *shape: int) -> dict[str, Any]:
+        return {"name": name, "dtype": dtype, "shape": list(shape)}
+
+    return {
+        "name": f"nest_matmul_{dtype}",
+        "loops": [
+            {"name": "i", "extent": m, "kind": "parallel"},
+            {"name": "j", "extent": n, "kind": "parallel"},
+            {"name": "k", "extent": k, "kind": "reduction"},
+        ],
+        "buffers": [buf("A", m, k), buf("B", k, n), buf("C", m, n)],
+        "output": (2, [("affine", [(0, 1)], 0), ("affine", [(1, 1)], 0)]),
+        "value": ("binary", "mul", load(0, 0, 2), load(1, 2, 1)),
+    }
+
+
+def compile_stages(res: Results, case: str, spec: dict[str, Any], arch: str) -> Any:
+    """Times each compile stage of `spec` cold (first call) and returns the nest."""
+    t0 = time.perf_counter()
+    nest_tiling_report(spec)
+    t1 = time.perf_counter()
+    nt = nest_to_tile(spec, arch=arch)
+    t2 = time.perf_counter()
+    out = compiler.compile_ptx(nt.kernel.module, arch)
+    t3 = time.perf_counter()
+    ptxas = compiler.validate_ptx(out.ptx, arch)
+    t4 = time.perf_counter()
+    stages = {
+        "recognise": t1 - t0,
+        "recognise_lower": t2 - t1,
+        "llvm_ptx": t3 - t2,
+        "ptxas": t4 - t3,
+        "total": t4 - t1,
+    }
+    for stage, sec in stages.items():
+        res.add(case, stage, "ms", sec * 1e3, True)
+    res.notes[f"{case}_llvm_timings"] = out.timings
+    res.notes[f"{case}_ptxas"] = ptxas.log.strip()[-400:]
+    return nt
+
+
+def nest_cases(args: Any, res: Results, torch: Any, old_tiled: Any) -> None:
+    """The issue-26 nest cases (module docstring), peers in the same run."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    cases = dict(list(NEST_CASES.items())[:1]) if args.quick else NEST_CASES
+    laddered: set[str] = set()
+    for case, (dt, m, n, k) in cases.items():
+        nest_case(args, res, torch, old_tiled, case, dt, (m, n, k), dt not in laddered)
+        laddered.add(dt)
+
+
+def nest_case(
+    args: Any,
+    res: Results,
+    torch: Any,
+    old_tiled: Any,
+    case: str,
+    dt: str,
+    mnk: tuple[int, int, int],
+    ladder: bool,
+) -> None:
+    import zyntax.kernels as zk
+
+    m, n, k = mnk
+    arch = cuda.device_arch(args.device)
+    dev = torch.device("cuda", args.device)
+    tdt = {"bf16": torch.bfloat16, "f32": torch.float32}[dt]
+    iters = 5 if args.quick else 20
+    flop = 2.0 * m * n * k
+    spec = matmul_spec(dt, m, n, k)
+    nt = compile_stages(res, f"nest_compile_{dt}_{m}x{n}x{k}", spec, arch)
+    res.notes[f"{case}_report"] = nt.report
+    res.notes[f"{case}_schedule"] = repr(nt.kernel.schedule)
+    item = 2 if dt == "bf16" else 4
+    copies = max(1, min(8, -(-L2_FLUSH_BYTES // ((m * k + k * n) * item))))
+    gen = torch.Generator(device=dev).manual_seed(m ^ n ^ k)
+
+    def rand(r: int, c: int) -> Any:
+        return (torch.randn(r, c, device=dev, generator=gen) / k**0.25).to(tdt)
+
+    As = [rand(m, k) for _ in range(copies)]
+    Bs = [rand(k, n) for _ in range(copies)]
+    C = torch.empty(m, n, device=dev, dtype=tdt)
+    ref = As[0].double() @ Bs[0].double()
+
+    def report(impl: str, fn: Any, **extra: Any) -> None:
+        try:
+            C.fill_(float("nan"))
+            fn(0)
+            torch.cuda.synchronize()
+            err = ((C.double() - ref).norm() / ref.norm()).item()
+            res.notes[f"{case}_{impl}_rel_err"] = err
+            if not err < (2e-2 if dt == "bf16" else 1e-4):
+                print(f"  {case:<22} {impl:<18} WRONG: relative error {err:.3e}")
+                return
+            ms = best_of(3, lambda: event_median_ms(fn, copies, iters))
+        except Exception as e:  # a failing impl is reported, the others still run
+            print(f"  {case:<22} {impl:<18} failed: {type(e).__name__}: {str(e)[:300]}")
+            return
+        res.add(case, impl, "TFLOP_per_s", flop / ms / 1e9, False, m=m, n=n, k=k, **extra)
+
+    def nest_calls(nest: Any) -> list[Any]:
+        return [nest.prepare(As[i], Bs[i], C, device=args.device) for i in range(copies)]
+
+    calls = nest_calls(nt)
+    report("zyntax_nest", lambda i: calls[i](), schedule=repr(nt.kernel.schedule))
+    report("cublas", lambda i: torch.matmul(As[i], Bs[i], out=C))
+    report("zyntax_kernels_matmul", lambda i: zk.matmul(As[i], Bs[i], C))
+    if dt == "f32":
+        grid, block = launch_grid((m, n), WG)
+        report(
+            "zyntax_nest_tiled", lambda i: old_tiled.launch(grid, block, As[i], Bs[i], C, m, n, k)
+        )
+    if not ladder:
+        return
+    for bm, bn, bk, w in SCHEDULES[dt]:
+        name = f"{bm}x{bn}x{bk}_w{w}"
+        try:
+            sched = tile.Schedule((bm, bn), k=bk, warps=w, arch=arch)
+            ocalls = nest_calls(nest_to_tile(spec, arch=arch, schedule=sched))
+        except Exception as e:
+            res.notes.setdefault("schedules", {})[f"{case}_{name}"] = f"{type(e).__name__}: {e}"
+            continue
+        report(f"zyntax_nest_{name}", lambda i, oc=ocalls: oc[i](), schedule=name)
 
 
 if __name__ == "__main__":

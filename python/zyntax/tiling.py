@@ -770,24 +770,85 @@ class NestTile:
         return kernel.run_interp(*views, grid=self.grid, checks=checks)  # type: ignore[no-any-return]
 
     def launch(self, *buffers: Any, device: int = 0, stream: Any = None) -> None:
-        """Launches the kernel on the GPU over contiguous device arrays
-        (``zyntax.cuda.DeviceArray`` or ``__cuda_array_interface__``), one
-        per spec buffer."""
+        """Launches the kernel on the GPU over contiguous device arrays, one
+        per spec buffer: ``zyntax.cuda.DeviceArray``s, objects with
+        ``__cuda_array_interface__``, or torch tensors (bf16 included)."""
+        self.prepare(*buffers, device=device, stream=stream)()
+
+    def prepare(self, *buffers: Any, device: int = 0, stream: Any = None) -> Callable[[], None]:
+        """Checks `buffers` (as :meth:`launch`) once and returns a call that
+        launches the kernel over them with the arguments already expanded:
+        a repeated launch over the same buffers (a benchmark, a training
+        step) pays no per-call Python checks. The call keeps the buffers
+        alive; their memory must stay where it is."""
+        from zyntax import cuda
+        from zyntax.tile import _device_view
+
+        if not isinstance(device, int) or isinstance(device, bool) or device < 0:
+            raise ArgumentError(f"argument 'device': expected an int >= 0, got {device!r}")
         kernel = self._kernel()
+        self._check(buffers, _device_shape)
+        windows = [_window(buffers[a.buffer], a) for a in self.args]
+        if device not in kernel._loaded:
+            kernel._loaded[device] = cuda.load_hir(kernel.module, device).kernel(kernel.name)
+        loaded = kernel._loaded[device]
 
-        def shape_of(a: Any) -> Any:
-            cai = getattr(a, "__cuda_array_interface__", None)
-            if not isinstance(cai, dict):
-                return None
-            shape = tuple(int(n) for n in cai["shape"])
-            strides = cai.get("strides")
-            item = np.dtype(cai["typestr"]).itemsize
-            dense = [item * math.prod(shape[d + 1 :]) for d in range(len(shape))]
-            return shape if strides is None or list(strides) == dense else None
+        def address(p: Any, w: Any) -> tuple[Any, Any, Any]:
+            if not _is_torch(w):
+                return _device_view(p, w)
+            # A torch tensor's address as an int (bf16 has no array interface;
+            # the launch then skips a DLPack import on every call; `windows`
+            # keeps the memory alive). _check saw its shape; its dtype:
+            if str(w.dtype) != _TORCH_DTYPES.get(p.dtype):
+                raise ArgumentError(
+                    f"argument {p.name!r}: the view holds {p.dtype}, got a tensor of {w.dtype}"
+                )
+            return int(w.data_ptr()), list(w.shape), list(w.stride())
 
-        self._check(buffers, shape_of)
-        views = [_DeviceWindow(buffers[a.buffer], a) for a in self.args]
-        kernel.launch(*views, grid=self.grid, device=device, stream=stream)
+        flat = kernel.expand(windows, address)
+        grid, block = self.grid, kernel.block
+
+        def call() -> None:
+            loaded.launch(grid, block, *flat, stream=stream)
+
+        call.keep = (buffers, windows)  # type: ignore[attr-defined]
+        return call
+
+
+def _device_shape(a: Any) -> Any:
+    """The shape of a contiguous device array or torch tensor, else None."""
+    if _is_torch(a):
+        return tuple(a.shape) if a.is_cuda and a.is_contiguous() else None
+    cai = getattr(a, "__cuda_array_interface__", None)
+    if not isinstance(cai, dict):
+        return None
+    shape = tuple(int(n) for n in cai["shape"])
+    strides = cai.get("strides")
+    item = np.dtype(cai["typestr"]).itemsize
+    dense = [item * math.prod(shape[d + 1 :]) for d in range(len(shape))]
+    return shape if strides is None or list(strides) == dense else None
+
+
+#: The torch dtype of each buffer element type.
+_TORCH_DTYPES = {
+    "f32": "torch.float32",
+    "f64": "torch.float64",
+    "f16": "torch.float16",
+    "bf16": "torch.bfloat16",
+}
+
+
+def _is_torch(a: Any) -> bool:
+    return type(a).__module__.startswith("torch") and hasattr(a, "as_strided")
+
+
+def _window(base: Any, arg: NestViewArg) -> Any:
+    """One view's window of a device buffer: a strided torch view of a torch
+    tensor (bf16 has no ``__cuda_array_interface__``), else a
+    :class:`_DeviceWindow`."""
+    if _is_torch(base):
+        return base.as_strided(arg.extents, arg.strides, base.storage_offset() + arg.offset)
+    return _DeviceWindow(base, arg)
 
 
 class _DeviceWindow:

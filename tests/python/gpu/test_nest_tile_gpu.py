@@ -57,3 +57,61 @@ def test_map_with_tails_gpu(cuda, m: int, n: int) -> None:  # type: ignore[no-un
     nt.launch(cuda.to_device(x), cuda.to_device(bias), dy)
     want = np.exp(x.astype(np.float64)) * 0.5 + bias.astype(np.float64)
     np.testing.assert_allclose(dy.to_host(), want, rtol=1e-5, atol=1e-6)
+
+
+def _as_dtype(spec: dict, dtype: str) -> dict:  # type: ignore[type-arg]
+    for b in spec["buffers"]:
+        b["dtype"] = dtype
+    return spec
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "f16"])
+@pytest.mark.parametrize(("m", "n", "k"), [(512, 384, 256), (257, 129, 300)])
+def test_half_matmul_on_tensor_cores_gpu(cuda, dtype: str, m: int, n: int, k: int) -> None:  # type: ignore[no-untyped-def]
+    """bf16/f16 operands take mma.sync; torch tensors (bf16 has no array
+    interface) through NestTile.launch and prepare."""
+    torch = pytest.importorskip("torch")
+    nt = nest_to_tile(_as_dtype(matmul_spec(m, n, k), dtype), arch=cuda.device_arch())
+    assert nt.kind == "contraction" and "mma.sync" in nt.report, nt.report
+    tdt = {"bf16": torch.bfloat16, "f16": torch.float16}[dtype]
+    a = torch.from_numpy(rand(m, k)).to("cuda", tdt)
+    b = torch.from_numpy(rand(k, n)).to("cuda", tdt)
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=tdt)
+    want = a.double() @ b.double()
+    nt.launch(a, b, c)
+    torch.cuda.synchronize()
+    np.testing.assert_allclose(c.double().cpu().numpy(), want.cpu().numpy(), rtol=2e-2, atol=2e-2)
+    c.fill_(float("nan"))
+    call = nt.prepare(a, b, c)
+    call()
+    call()
+    torch.cuda.synchronize()
+    np.testing.assert_allclose(c.double().cpu().numpy(), want.cpu().numpy(), rtol=2e-2, atol=2e-2)
+
+
+def test_fused_bf16_epilogue_gpu(cuda) -> None:  # type: ignore[no-untyped-def]
+    """gelu(A·B + bias) + R, bf16 everywhere, the epilogue in f32 registers."""
+    torch = pytest.importorskip("torch")
+    m, n, k = 300, 260, 200
+    nt = nest_to_tile(_as_dtype(fused_spec(m, n, k), "bf16"), arch=cuda.device_arch())
+    a, b, bias, r = (
+        torch.from_numpy(x).to("cuda", torch.bfloat16)
+        for x in (rand(m, k), rand(k, n), rand(n), rand(m, n))
+    )
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    nt.launch(a, b, c, bias, r)
+    torch.cuda.synchronize()
+    acc = (a.double() @ b.double() + bias.double()).cpu().numpy()
+    want = gelu64(acc) + r.double().cpu().numpy()
+    np.testing.assert_allclose(c.double().cpu().numpy(), want, rtol=2e-2, atol=3e-2)
+
+
+def test_prepare_rejects_wrong_buffers_gpu(cuda) -> None:  # type: ignore[no-untyped-def]
+    import zyntax
+
+    nt = nest_to_tile(matmul_spec(64, 64, 32), arch=cuda.device_arch())
+    a, b = cuda.to_device(rand(64, 32)), cuda.to_device(rand(32, 64))
+    with pytest.raises(zyntax.ArgumentError, match="buffer 'C'"):
+        nt.prepare(a, b, cuda.to_device(nan(64, 65)))
+    with pytest.raises(zyntax.ArgumentError, match="device"):
+        nt.prepare(a, b, cuda.to_device(nan(64, 64)), device=-1)

@@ -263,11 +263,13 @@ impl TileBuilder {
         unit: Option<usize>,
         align_bytes: Option<u32>,
     ) -> ViewId {
-        if !(1..=3).contains(&rank) {
+        // Views may have one dim more than tiles: a load or store of a
+        // lower-rank tile indexes the leading dims (see `load_or`).
+        if !(1..=4).contains(&rank) {
             self.fail(TileError::BadAxis {
                 op: "view_param",
                 axis: rank,
-                rank: 3,
+                rank: 4,
             });
         }
         if elem.as_scalar().is_none() || elem == Type::BOOL {
@@ -481,6 +483,11 @@ impl TileBuilder {
     }
 
     /// [`Self::load`] with `other` for elements outside the view.
+    ///
+    /// A tile of lower rank than the view is the box of extent 1 along the
+    /// view's leading dims (at their origin coordinates): `load(q, &[b, h,
+    /// m0, 0], &[64, 128])` reads rows `m0..m0 + 64` of head `h` of batch `b`
+    /// of a `[B, H, S, D]` view as a 2-D tile.
     pub fn load_or(
         &mut self,
         view: ViewId,
@@ -494,11 +501,11 @@ impl TileBuilder {
         if !self.check_origin("load", &v, origin) || !self.check_shape("load", "shape", shape) {
             return self.dead_tile();
         }
-        if shape.len() != v.rank {
+        if shape.len() > v.rank {
             self.fail(TileError::ShapeMismatch {
                 op: "load",
                 operand: "shape",
-                expected: format!("rank {} (the view's)", v.rank),
+                expected: format!("rank at most {} (the view's)", v.rank),
                 found: shape.to_vec(),
             });
             return self.dead_tile();
@@ -534,11 +541,11 @@ impl TileBuilder {
         if !self.check_origin(op, &v, origin) {
             return false;
         }
-        if t.shape.len() != v.rank {
+        if t.shape.len() > v.rank {
             self.fail(TileError::ShapeMismatch {
                 op,
                 operand: "tile",
-                expected: format!("rank {} (the view's)", v.rank),
+                expected: format!("rank at most {} (the view's)", v.rank),
                 found: t.shape,
             });
             return false;

@@ -206,7 +206,11 @@ impl Inference<'_> {
     fn op(&mut self, mut op: Op, out: &mut Vec<Op>) {
         match &mut op {
             Op::Load { out: t, view, .. } => {
-                let contiguous = self.program.view(*view).unit_stride_dim;
+                // The tile's dims are the view's last ones (a lower-rank
+                // tile indexes the leading dims).
+                let v = self.program.view(*view);
+                let lead = v.rank - self.program.tile(*t).shape.len();
+                let contiguous = v.unit_stride_dim.and_then(|d| d.checked_sub(lead));
                 let l = self.coalesced(*t, contiguous);
                 self.layouts.set(*t, l);
             }

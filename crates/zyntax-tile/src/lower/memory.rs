@@ -15,6 +15,11 @@
 //! the promised base alignment, the address is then aligned). A run that
 //! fails the test (a tail, an odd row stride, an odd origin) takes the scalar
 //! path, element by element with its own mask. Atomics stay scalar.
+//!
+//! **Lower-rank tiles.** A tile of rank `r` below the view's rank `R` is the
+//! box of extent 1 along the view's first `R - r` dims: its coordinates are
+//! padded with zeros in front ([`Lowerer::padded`]), so the address and mask
+//! see the leading origin coordinates like any other.
 
 use super::{Coord, Lowerer};
 use crate::error::{TileError, TileResult};
@@ -23,10 +28,12 @@ use crate::ir::{Const, Op, ScalarId, TileId, TileProgram, ViewId};
 use crate::layout::Layout;
 use zyntax_hir::{AddrSpace, AtomicOp, Scope, Type, ValueId};
 
-/// Runs of `width` registers along `dim` accessed as one vector.
+/// Runs of `width` registers along `dim` accessed as one vector (`dim` of
+/// the tile; `view_dim` the same dim of the view, which may have more).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub(super) struct VectorPlan {
     pub dim: usize,
+    pub view_dim: usize,
     pub width: u32,
 }
 
@@ -39,7 +46,8 @@ pub(super) fn vector_plan(
     shape: &[u32],
 ) -> Option<VectorPlan> {
     let v = program.view(view);
-    let (dim, align) = (v.unit_stride_dim?, v.align_bytes?);
+    let (view_dim, align) = (v.unit_stride_dim?, v.align_bytes?);
+    let dim = view_dim.checked_sub(v.rank - shape.len())?;
     let bytes = v.elem.size_bytes()? as u32;
     let map = layout.dim_map(dim);
     if map.run_step != 1 {
@@ -47,7 +55,11 @@ pub(super) fn vector_plan(
     }
     // Runs and sizes are powers of two, so `width` divides the run.
     let width = map.run.min(shape[dim]).min(16 / bytes).min(align / bytes);
-    (width >= 2).then_some(VectorPlan { dim, width })
+    (width >= 2).then_some(VectorPlan {
+        dim,
+        view_dim,
+        width,
+    })
 }
 
 /// The vector types the vectorised loads and stores of `ops` (and of loops
@@ -140,8 +152,10 @@ impl Lowerer<'_> {
         (offset, inside): (ValueId, ValueId),
         plan: VectorPlan,
     ) -> TileResult<ValueId> {
-        let extent = self.views[view.0 as usize].shape[plan.dim];
-        let last = self.b.add(origin[plan.dim], first[plan.dim].value)?;
+        let extent = self.views[view.0 as usize].shape[plan.view_dim];
+        let last = self
+            .b
+            .add(origin[plan.view_dim], first[plan.view_dim].value)?;
         let width_less_one = self.u32(plan.width - 1)?;
         let last = self.b.add(last, width_less_one)?;
         let last_inside = self.b.lt(last, extent)?;
@@ -166,6 +180,24 @@ impl Lowerer<'_> {
 
     fn origin(&self, origin: &[ScalarId]) -> TileResult<Vec<ValueId>> {
         origin.iter().map(|s| self.scalar(*s)).collect()
+    }
+
+    /// A tile's coordinates as the view's: zeros in front for the leading
+    /// dims a lower-rank tile does not have.
+    fn padded(&mut self, view: ViewId, coords: Vec<Coord>) -> TileResult<Vec<Coord>> {
+        let lead = self.program.view(view).rank - coords.len();
+        if lead == 0 {
+            return Ok(coords);
+        }
+        let zero = self.u32(0)?;
+        let mut out: Vec<Coord> = (0..lead)
+            .map(|_| Coord {
+                value: zero,
+                owned: None,
+            })
+            .collect();
+        out.extend(coords);
+        Ok(out)
     }
 
     pub(super) fn load(
@@ -193,7 +225,8 @@ impl Lowerer<'_> {
             let coords: Vec<Vec<Coord>> = regs_of_group
                 .iter()
                 .map(|&g| Self::reg_coords(&layout, &ty.shape, &table, g))
-                .collect();
+                .map(|c| self.padded(view, c))
+                .collect::<TileResult<_>>()?;
             let values = match plan {
                 Some(p) => self.load_vector(view, &origin, &coords, &ty.elem, other, p)?,
                 None => vec![self.load_scalar(view, &origin, &coords[0], &ty.elem, other)?],
@@ -288,7 +321,8 @@ impl Lowerer<'_> {
             let coords: Vec<Vec<Coord>> = regs_of_group
                 .iter()
                 .map(|&g| Self::reg_coords(&layout, &shape, &table, g))
-                .collect();
+                .map(|c| self.padded(view, c))
+                .collect::<TileResult<_>>()?;
             let parts: Vec<ValueId> = regs_of_group.iter().map(|&g| values[g as usize]).collect();
             match plan {
                 Some(p) => self.store_vector(view, &origin, &coords, &parts, p)?,

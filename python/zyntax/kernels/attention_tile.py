@@ -1,0 +1,180 @@
+"""Attention forward as a tile program (FlashAttention-2's algorithm on the
+tile layer, docs/tile.md), for every head dim of 64..256, grouped-query
+attention, causal and sliding-window masks and any sequence lengths.
+
+One program instance owns ``bm`` query rows of one (batch, query head) and
+walks the keys of its KV head (``h // group``) in blocks of ``bn``:
+
+    s = dot(q, k^T) * scale           k^T is a transposed view (strides only)
+    s = where(visible, s, -inf)       key < Sk, and the causal / window band
+    m' = max(m, rowmax(s));  p = exp(s - m');  alpha = exp(m - m')
+    l = l * alpha + rowsum(p);  acc = dot(p as bf16/f16, v, acc * alpha)
+
+and stores ``acc / l`` and the log-sum-exp ``m + log l``. Masks are aligned
+bottom-right (FlashAttention's convention): query ``i`` sits at key position
+``i + Sk - Sq``, and with ``window = (left, right)`` sees keys ``j`` with
+``i + Sk - Sq - left <= j <= i + Sk - Sq + right`` (``causal`` caps ``right``
+at 0). Only the key blocks that can hold a visible key are visited. A row
+that sees no key gives 0 and an LSE of -inf (``l`` is at least 1 for any
+row that sees a key: its maximum contributes ``exp(0)``, so dividing by
+``max(l, 1)`` is exact and turns the empty rows into 0 without a branch).
+
+Head dims that are not a power of two (96) run on the next power of two: the
+loads past ``D`` read zeros, which change no dot product, and the stores
+past ``D`` are masked.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from zyntax import hir, tile
+
+from . import _tensors as T
+
+#: An unbounded window side (any value >= Sq + Sk would do; the kernel's
+#: arithmetic stays below 2^32 for sequences under 2^30).
+UNBOUNDED = 1 << 30
+
+
+def tile_dim(d: int) -> int:
+    """The head dim the program's tiles use: the next power of two."""
+    return 1 << (d - 1).bit_length()
+
+
+def shapes(d: int) -> tuple[int, int, int]:
+    """(query rows per program, keys per block, warps) for head dim `d`: the
+    operands of both dots are staged through one shared scratch buffer of at
+    most 48 KiB (docs/tile.md), so hd 256 takes blocks of 32."""
+    if tile_dim(d) >= 256:
+        return 32, 32, 4
+    return 64, 64, 4
+
+
+@functools.cache
+def build(dtype: str, d: int, bm: int, bn: int, warps: int, arch: str = "sm_80") -> tile.Kernel:
+    """The forward kernel for tiles of `d` (a power of two) over `dtype`
+    (``bf16`` or ``f16``). Parameters: views ``q [B, H, Sq, D]``, ``kt [B, Hk,
+    D, Sk]`` (k transposed by its strides), ``v [B, Hk, Sk, D]``, ``o [B, H,
+    Sq, D]``, ``lse [B, H, Sq, 1]`` (f32); scalars ``heads`` (H), ``group``
+    (H / Hk), ``scale`` (f32), ``left``, ``right`` (the window)."""
+    t = tile.Builder(
+        f"attention_tile_{dtype}_d{d}_{bm}x{bn}w{warps}",
+        tile.Schedule((bm, bn), k=16, warps=warps, arch=arch),
+    )
+    q = t.view("q", dtype, 4, unit_stride_dim=3)
+    kt = t.view("kt", dtype, 4, unit_stride_dim=2)
+    v = t.view("v", dtype, 4, unit_stride_dim=3)
+    o = t.view("o", dtype, 4, unit_stride_dim=3)
+    lse = t.view("lse", "f32", 4)
+    heads = t.scalar_param("heads", "u32")
+    group = t.scalar_param("group", "u32")
+    scale = t.scalar_param("scale", "f32")
+    left = t.scalar_param("left", "u32")
+    right = t.scalar_param("right", "u32")
+
+    bh = t.program_id(1)
+    b = t.scalar_binary("div", bh, heads)
+    h = t.scalar_binary("rem", bh, heads)
+    hk = t.scalar_binary("div", h, group)
+    m0 = t.program_id(0) * bm
+    sq, sk = q.dim(2), kt.dim(3)
+
+    # The key range any row of this block sees: [lo, hi), lo rounded down to
+    # a block. With u32 scalars, max() keeps the subtractions from wrapping.
+    first = t.scalar_binary("max", m0 + sk, sq + left) - (sq + left)
+    lo = t.scalar_binary("div", first, t.constant("u32", bn)) * bn
+    last = t.scalar_binary("max", m0 + bm + sk + right, sq) - sq
+    hi = t.scalar_binary("min", last, sk)
+
+    qt = t.load(q, (b, h, m0, 0), (bm, d))
+    rows = t.iota((bm, bn), 0) + t.splat((bm, bn), m0 + sk)  # i + Sk
+    scale_t = t.splat((bm, bn), scale)
+    neg_inf = t.full((bm, bn), "f32", float("-inf"))
+
+    def step(t: tile.Builder, n0: tile.Scalar, carried: list[Any]) -> list[Any]:
+        acc, m, l_ = carried
+        kb = t.load(kt, (b, hk, 0, n0), (d, bn))
+        s = t.dot(qt, kb, t.zeros((bm, bn))) * scale_t
+        cols = t.iota((bm, bn), 1) + t.splat((bm, bn), n0 + sq)  # j + Sq
+        visible = t.cmp("lt", cols, t.splat((bm, bn), sk + sq))  # j < Sk
+        after = t.cmp("ge", cols + t.splat((bm, bn), left), rows)  # j >= i' - left
+        before = t.cmp("le", cols, rows + t.splat((bm, bn), right))  # j <= i' + right
+        s = t.where(visible, t.where(after, t.where(before, s, neg_inf), neg_inf), neg_inf)
+        m_new = t.maximum(m, s.max(1))
+        # A row with no visible key yet keeps m = -inf: subtract 0 instead,
+        # so its p and alpha are exp(-inf) = 0 rather than NaN.
+        m_use = t.where(
+            t.cmp("eq", m_new, t.full((bm, 1), "f32", float("-inf"))),
+            t.zeros((bm, 1)),
+            m_new,
+        )
+        p = (s - m_use.broadcast((bm, bn))).exp()
+        alpha = (m - m_use).exp()
+        l_new = l_ * alpha + p.sum(1)
+        vb = t.load(v, (b, hk, n0, 0), (bn, d))
+        acc = t.dot(p.cast(dtype), vb, acc * alpha.broadcast((bm, d)))
+        return [acc, m_new, l_new]
+
+    inits = [t.zeros((bm, d)), t.full((bm, 1), "f32", float("-inf")), t.zeros((bm, 1))]
+    acc, m, l_ = t.for_range(lo, hi, bn, inits, step)
+    inv = 1.0 / t.maximum(l_, t.full((bm, 1), "f32", 1.0))
+    t.store(o, (b, h, m0, 0), (acc * inv.broadcast((bm, d))).cast(dtype))
+    t.store(lse, (b, h, m0, 0), m + t.unary("log", l_))
+    return t.finish()
+
+
+def module(dtype: str, d: int, bm: int, bn: int, warps: int) -> hir.Module:
+    return build(dtype, d, bm, bn, warps).module
+
+
+def window_bounds(causal: bool, window: tuple[int | None, int | None] | None) -> tuple[int, int]:
+    """The (left, right) scalars of the kernel for `causal` and a checked `window`."""
+    left, right = window if window is not None else (None, None)
+    left = UNBOUNDED if left is None else left
+    right = UNBOUNDED if right is None else right
+    if causal:
+        right = min(right, 0)
+    return left, right
+
+
+def launch(
+    tq: T.Tensor,
+    tk: T.Tensor,
+    tv: T.Tensor,
+    o: T.Tensor,
+    lse: T.Tensor,
+    *,
+    causal: bool,
+    scale: float,
+    window: tuple[int | None, int | None] | None,
+    stream: Any,
+) -> None:
+    """Runs the forward program over checked tensors: q, o (B, H, Sq, D), k, v
+    (B, Hk, Sk, D), lse (B, H, Sq) f32; H a multiple of Hk."""
+    bsz, heads, sq, d = tq.shape
+    hk, sk = tk.shape[1], tk.shape[2]
+    bm, bn, warps = shapes(d)
+    key = (tq.dtype, tile_dim(d), bm, bn, warps)
+    kernel = build(*key)
+    left, right = window_bounds(causal, window)
+
+    def view(t: T.Tensor, shape: tuple[int, ...], strides: tuple[int, ...]) -> list[Any]:
+        return [t, *shape, *strides]
+
+    qs, ks, vs, os_, ls = tq.strides, tk.strides, tv.strides, o.strides, lse.strides
+    args = [
+        *view(tq, tq.shape, qs),
+        *view(tk, (bsz, hk, d, sk), (ks[0], ks[1], ks[3], ks[2])),  # k^T: strides only
+        *view(tv, tv.shape, vs),
+        *view(o, o.shape, os_),
+        *view(lse, (*lse.shape, 1), (*ls, 1)),
+        heads,
+        heads // hk,
+        float(scale),
+        left,
+        right,
+    ]
+    grid = (-(-sq // bm), bsz * heads, 1)
+    T.launch(module, key, kernel.name, grid, warps * 32, args, tq, stream)

@@ -9,14 +9,21 @@
 //! contractions; a K loop of masked tile sums for other reductions) and
 //! returns the verified
 //! HIR kernel with its launch: grid and one [`ViewArg`] per kernel view.
-//! A refused nest keeps today's lowering ([`crate::nest`]). See
+//! A refused nest keeps today's lowering ([`crate::nest`]). [`parse`]
+//! reads a nest from a tiny text language (an embedder's DSL, the
+//! `nest_dsl` example) and [`evaluate`] runs one directly in f64 (the
+//! reference its lowering is checked against). See
 //! `docs/tiling.md`, "Nests lowered to tile programs".
 
+mod eval;
 mod lower;
 mod recognize;
+mod text;
 
+pub use eval::evaluate;
 pub use lower::{lower, NestKernel, NestTileOptions, ViewArg};
 pub use recognize::{recognize, ContractionPlan, FlatAccess, MapPlan, Recognition, ReductionPlan};
+pub use text::{gelu, parse, parse_with, ParseError};
 /// The tile-layer types a caller of [`lower`] sees (schedules, the kernel).
 pub use zyntax_tile::{DotPath, Schedule, TileError, TileKernel};
 

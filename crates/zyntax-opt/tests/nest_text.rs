@@ -1,0 +1,231 @@
+//! The tiny nest language (`nest_tile::parse`) of the `nest_dsl` example:
+//! the example's programs (the seed's matmul, the fused
+//! matmul + bias + gelu + residual) parsed at small sizes, lowered and run
+//! on the reference interpreter against `nest_tile::evaluate` (f64) on fresh
+//! pseudo-random inputs with the output poisoned; parse errors at
+//! `line:col`; what the parser hands the recogniser (opaque indices,
+//! `+=`, maps).
+
+use half::bf16;
+use zyntax_hir::{BinOp, Type};
+use zyntax_interp::{Arg, Interpreter};
+use zyntax_opt::nest_tile::{
+    self, evaluate, lower, parse, parse_with, Expr, Index, NestSpec, NestTileOptions, Recognition,
+    RefusalKind,
+};
+
+const MATMUL: &str = include_str!("../examples/nests/matmul.nest");
+const FUSED: &str = include_str!("../examples/nests/matmul_bias_gelu_residual.nest");
+
+struct Rng(u64);
+
+impl Rng {
+    fn new() -> Rng {
+        let s = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64)
+            | 1;
+        eprintln!("seed {s}");
+        Rng(s)
+    }
+    fn next(&mut self) -> f64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 >> 40) as f64 / (1u64 << 24) as f64 * 2.0 - 1.0
+    }
+}
+
+fn encode(v: f64, t: &Type) -> Vec<u8> {
+    match *t {
+        Type::BF16 => bf16::from_f64(v).to_le_bytes().to_vec(),
+        Type::F64 => v.to_le_bytes().to_vec(),
+        _ => (v as f32).to_le_bytes().to_vec(),
+    }
+}
+
+fn decode(bytes: &[u8], t: &Type) -> Vec<f64> {
+    match *t {
+        Type::BF16 => bytes
+            .chunks_exact(2)
+            .map(|c| bf16::from_le_bytes([c[0], c[1]]).to_f64())
+            .collect(),
+        Type::F64 => bytes
+            .chunks_exact(8)
+            .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
+            .collect(),
+        _ => bytes
+            .chunks_exact(4)
+            .map(|c| f64::from(f32::from_le_bytes([c[0], c[1], c[2], c[3]])))
+            .collect(),
+    }
+}
+
+/// Lowers and runs `spec` on the interpreter over fresh inputs (the output
+/// poisoned with NaN unless the nest reads it) against `evaluate`.
+fn check(spec: &NestSpec, tol: f64) -> Recognition {
+    let nk = lower(spec, &NestTileOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+    let mut rng = Rng::new();
+    let reads_output = format!("{:?}{:?}", spec.value, spec.epilogue)
+        .contains(&format!("buffer: {},", spec.output.buffer));
+    let (mut values, mut bytes) = (Vec::new(), Vec::new());
+    for (i, b) in spec.buffers.iter().enumerate() {
+        let n: u64 = b.shape.iter().product();
+        let poison = i == spec.output.buffer && !reads_output;
+        let vals: Vec<f64> = (0..n)
+            .map(|_| {
+                let v = if poison { f64::NAN } else { rng.next() };
+                decode(&encode(v, &b.elem), &b.elem)[0]
+            })
+            .collect();
+        bytes.push(
+            vals.iter()
+                .flat_map(|&v| encode(v, &b.elem))
+                .collect::<Vec<u8>>(),
+        );
+        values.push(vals);
+    }
+    let want = evaluate(spec, &values).unwrap();
+    let mut args = Vec::new();
+    for a in &nk.args {
+        let size = spec.buffers[a.buffer].elem.size_bytes().unwrap_or(4);
+        args.push(Arg::BufferAt(a.buffer, a.offset * size));
+        args.extend(a.extents.iter().map(|&e| Arg::Int(e.into())));
+        args.extend(a.strides.iter().map(|&s| Arg::Int(s.into())));
+    }
+    let it = Interpreter::new(&nk.kernel.module).unwrap();
+    it.launch(
+        &nk.kernel.name,
+        nk.grid,
+        nk.kernel.launch.block,
+        0,
+        &args,
+        &mut bytes,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let out = spec.output.buffer;
+    let got = decode(&bytes[out], &spec.buffers[out].elem);
+    for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
+        assert!(
+            (g - w).abs() <= tol * w.abs().max(1.0),
+            "{}: element {i}: got {g}, want {w}",
+            spec.name
+        );
+    }
+    nk.recognition
+}
+
+#[test]
+fn the_seed_matmul_program() {
+    let spec = parse_with(MATMUL, &[("M", 45), ("N", 70), ("K", 37)]).unwrap();
+    assert_eq!(spec.name, "matmul");
+    assert!(spec.epilogue.is_none());
+    assert_eq!(spec.buffers[0].elem, Type::BF16);
+    let r = check(&spec, 1e-2);
+    assert!(matches!(r, Recognition::Contraction(_)), "{r:?}");
+    // The file's own sizes.
+    let big = parse(MATMUL).unwrap();
+    assert_eq!(big.loops[2].extent, 4096);
+    assert!(nest_tile::tiling_report(&big).contains("mma.sync"));
+}
+
+#[test]
+fn the_fused_program() {
+    let spec = parse_with(FUSED, &[("M", 33), ("N", 50), ("K", 41)]).unwrap();
+    assert!(spec.epilogue.is_some());
+    let r = check(&spec, 1e-2);
+    assert!(matches!(r, Recognition::Contraction(_)), "{r:?}");
+    assert!(nest_tile::tiling_report(&spec).contains("epilogue"));
+    // The same program in f32 (FFMA), tighter.
+    let spec = parse_with(
+        &FUSED.replace("bf16", "f32"),
+        &[("M", 20), ("N", 17), ("K", 9)],
+    )
+    .unwrap();
+    check(&spec, 1e-5);
+}
+
+#[test]
+fn maps_accumulation_and_strided_indices() {
+    let map = "nest m\nbuffer x f32[10, 40]\nbuffer y f32[10, 20]\n\
+               parallel i < 10, j < 20\ny[i, j] = relu(x[i, 2*j + 1] - 0.25) * exp(-x[i, j])";
+    let spec = parse(map).unwrap();
+    assert!(matches!(check(&spec, 1e-5), Recognition::Map(_)));
+    let acc = "nest acc\nsize M = 9, N = 11, K = 7\nbuffer A f32[M, K]\nbuffer B f32[K, N]\n\
+               buffer C f32[M, N]\nparallel i < M, j < N\nreduce k < K\nC[i, j] += sum(A[i, k] * B[k, j])";
+    let spec = parse(acc).unwrap();
+    assert!(matches!(
+        spec.epilogue,
+        Some(Expr::Binary(BinOp::Add, _, _))
+    ));
+    check(&spec, 1e-5);
+    let rowsum = "nest rowsum\nbuffer x f32[6, 300]\nbuffer s f32[6]\nparallel i < 6\n\
+                  reduce j < 300\ns[i] = sum(max(x[i, j], 0.0))";
+    assert!(matches!(
+        check(&parse(rowsum).unwrap(), 1e-5),
+        Recognition::Reduction(_)
+    ));
+}
+
+#[test]
+fn a_non_affine_index_is_kept_for_the_report() {
+    let src = "nest gather\nbuffer x f32[64]\nbuffer idx f32[8]\nbuffer y f32[8, 8]\n\
+               parallel i < 8, j < 8\ny[i, j] = x[i * j]";
+    let spec = parse(src).unwrap();
+    let Expr::Load(a) = &spec.value else { panic!() };
+    assert_eq!(a.index[0], Index::Opaque("i*j".into()));
+    let refusal = nest_tile::recognize(&spec).unwrap_err();
+    assert_eq!(refusal.kind, RefusalKind::NonAffineIndex);
+    assert!(nest_tile::tiling_report(&spec).contains("i*j"));
+}
+
+#[test]
+fn errors_point_at_line_and_column() {
+    let cases: &[(&str, (usize, usize), &str)] = &[
+        (
+            "nest a\nbuffer x f33[4]",
+            (2, 10),
+            "unknown element type `f33`",
+        ),
+        ("nest a\nbuffer x f32[N]", (2, 14), "unknown size `N`"),
+        (
+            "buffer x f32[4]\nparallel i < 4\ny[i] = x[i]",
+            (3, 1),
+            "unknown buffer `y`",
+        ),
+        (
+            "buffer x f32[4]\nparallel i < 4\nx[i] = x[i] $ 2",
+            (3, 13),
+            "unexpected character `$`",
+        ),
+        (
+            "buffer x f32[4]\nparallel i < 4\nx[i] = foo(x[i])",
+            (3, 8),
+            "unknown function `foo`",
+        ),
+        (
+            "buffer x f32[4]\nparallel i < 4\nx[i] = sum(x[i])",
+            (3, 1),
+            "needs a `reduce` loop",
+        ),
+        (
+            "buffer x f32[4]\nbuffer y f32[1]\nreduce k < 4\ny[0] = sum(x[k]) + sum(x[k])",
+            (4, 1),
+            "exactly once",
+        ),
+        ("buffer x f32[4]\nparallel i < 4", (2, 1), "no assignment"),
+        (
+            "buffer x f32[4]\nparallel i < 4\nx[i] = 1\nx[i] = 2",
+            (4, 1),
+            "nothing may follow",
+        ),
+        ("size M = 4, M = 5", (1, 13), "declared twice"),
+    ];
+    for (src, (line, col), what) in cases {
+        let e = parse(src).unwrap_err();
+        assert!(e.message.contains(what), "{src:?}: {e}");
+        assert_eq!((e.line, e.col), (*line, *col), "{src:?}: {e}");
+    }
+    let e = parse_with(MATMUL, &[("Q", 3)]).unwrap_err();
+    assert!(e.message.contains("size Q"), "{e}");
+}

@@ -55,6 +55,7 @@ from zyntax import cuda, hir, interp
 from zyntax.errors import ArgumentError
 
 from . import _tensors as T
+from ._dtypes import DTYPES
 from ._rows import LN2, NEG_INF, safe_max, tree, vector
 from .gemm import _workspace
 
@@ -819,9 +820,28 @@ def _tensor_map(t: T.Tensor, rows: int) -> Any:
     """A map of `t` (B, H, S, D) whose box is `rows` x 64 elements of one (b, h)."""
     box = [BOX, rows, 1, 1]
     if t.on_gpu:
-        src = t.obj if isinstance(t.arr, int) else t.arr
+        src = _Raw(t) if isinstance(t.arr, int) else t.arr
         return cuda.TensorMap.tiled(src, box, swizzle="128B", dtype=T.HIR_TYPE[t.dtype])
     return interp.TensorMap(t.arr, box, swizzle="128B", dtype=t.dtype)
+
+
+class _Raw:
+    """A PyTorch tensor (passed by address) as a ``__cuda_array_interface__``
+    without a stream, holding the tensor. Viewing the tensor itself makes the
+    legacy default stream wait for torch's current stream (DLPack and the
+    array interface both order it so), which is illegal while torch captures
+    a CUDA graph; the launch is on torch's current stream anyway."""
+
+    def __init__(self, t: T.Tensor) -> None:
+        self.owner = t.obj
+        item = T.ITEMSIZE[t.dtype]
+        self.__cuda_array_interface__ = {
+            "shape": t.shape,
+            "strides": tuple(s * item for s in t.strides),
+            "typestr": DTYPES[t.dtype].typestr,
+            "data": (t.ptr, False),
+            "version": 3,
+        }
 
 
 def launch(

@@ -178,10 +178,42 @@ def _workspace(device: int, stream: Any, elems: int, kind: str = "partials") -> 
             # allocated and zeroed in the order of the stream that uses them.
             size = 1 << (elems - 1).bit_length()
             dtype = np.uint32 if kind == "counters" else np.float32
-            ws = _workspaces[key] = cuda.empty(size, dtype, device, stream)
+            ws = _workspaces[key] = _capture_pool_array(size, dtype, device, stream)
+            if ws is None:
+                ws = _workspaces[key] = cuda.empty(size, dtype, device, stream)
             if kind == "counters":
                 ws.zero_(stream)
     return ws
+
+
+def _capture_pool_array(size: int, dtype: Any, device: int, stream: Any) -> Any:
+    """A workspace for a stream that PyTorch is capturing (``torch.cuda.graph``
+    captures on a stream of its own, where no call ran before): the driver
+    refuses cuMemAlloc during a capture, so the memory comes from PyTorch's
+    allocator, which serves captures from the graph's private pool (a block
+    held by a live tensor is never handed out again). None when `stream` is
+    not capturing or torch is not in use (zyntax.cuda.capture: allocate, or
+    warm up on the capturing stream, before the capture)."""
+    torch = sys.modules.get("torch")
+    if stream is None or torch is None or not stream.is_capturing():
+        return None
+    if not torch.cuda.is_current_stream_capturing():
+        return None
+    tdt = torch.int32 if dtype == np.uint32 else torch.float32  # 4 bytes; only the address is used
+    return _TorchWorkspace(torch.empty(size, dtype=tdt, device=f"cuda:{device}"))
+
+
+class _TorchWorkspace:
+    """A workspace held as a torch tensor, with the DeviceArray attributes the
+    plans use. Not a DeviceArray view: making one (DLPack or the array
+    interface) orders the legacy default stream after torch's, which a
+    capture forbids."""
+
+    def __init__(self, t: Any) -> None:
+        self.tensor, self.ptr, self.size = t, t.data_ptr(), t.numel()
+
+    def zero_(self, stream: Any = None) -> None:
+        self.tensor.zero_()  # on torch's current stream: the capturing one
 
 
 class _Plan:

@@ -1,0 +1,423 @@
+"""PyTorch integration of ``zyntax.kernels``: every public function that takes
+torch tensors as a ``torch.library`` custom op in the namespace ``zyntax::``
+(``torch.ops.zyntax.softmax``, ...), with a fake (meta) implementation that
+gives the output's shape and dtype, so that ``torch.compile`` traces a model
+calling them without a graph break, and an autograd formula where a backward
+exists (docs/kernels.md, "PyTorch integration").
+
+Importing this module does not import torch; :func:`register` does (once), and
+the functions below call it::
+
+    from zyntax.kernels import torch_ops as zt
+    y = zt.layer_norm(x, w, b)         # = torch.ops.zyntax.layer_norm(x, w, b, 1e-5)
+
+Backward passes: ``matmul`` (without activation; through zyntax matmuls of the
+gradient, and a zyntax row sum for the bias), ``reduce_sum`` (a broadcast of
+the gradient, no kernel). The others have no backward kernel yet: a backward
+through them raises ``zyntax.ArgumentError`` naming the op and the input that
+needs a gradient, never a wrong gradient.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from zyntax.errors import ArgumentError
+
+NAMESPACE = "zyntax"
+
+#: The ops' schemas (argument order is the Python functions' order).
+SCHEMAS: dict[str, str] = {
+    "matmul": (
+        "(Tensor a, Tensor b, Tensor? bias=None, str? activation=None, str? out_dtype=None, "
+        "float? scale_a=None, float? scale_b=None, bool allow_tf32=False) -> Tensor"
+    ),
+    "softmax": "(Tensor x) -> Tensor",
+    "layer_norm": "(Tensor x, Tensor weight, Tensor? bias=None, float eps=1e-05) -> Tensor",
+    "rms_norm": "(Tensor x, Tensor weight, float eps=1e-06) -> Tensor",
+    # The log-sum-exp is always returned: the backward needs it.
+    "attention": (
+        "(Tensor q, Tensor k, Tensor v, bool causal=False, float? scale=None, "
+        "str? variant=None) -> (Tensor, Tensor)"
+    ),
+    "cross_entropy": "(Tensor logits, Tensor targets, str reduction='none') -> Tensor",
+    "reduce_sum": "(Tensor x, int? axis=None) -> Tensor",
+    "reduce_max": "(Tensor x, int? axis=None) -> Tensor",
+    "saxpy": "(float a, Tensor x, Tensor(a!) y) -> ()",
+}
+
+_lock = threading.Lock()
+_registered: list[Any] = []  # [torch.ops.zyntax] once registered
+
+
+def register() -> Any:
+    """Registers the ops (once) and returns ``torch.ops.zyntax``. Raises
+    ArgumentError when torch cannot be imported."""
+    if _registered:
+        return _registered[0]
+    with _lock:
+        if not _registered:
+            try:
+                import torch  # type: ignore[import-not-found, unused-ignore]
+            except ImportError as e:
+                raise ArgumentError(
+                    f"zyntax.kernels.torch_ops needs PyTorch, which does not import: {e}"
+                ) from None
+            _define(torch)
+            _registered.append(getattr(torch.ops, NAMESPACE))
+    return _registered[0]
+
+
+def backward_kernel(name: str) -> Callable[..., Any] | None:
+    """The zyntax function that computes op `name`'s input gradients, or
+    None where the op has no backward kernel (its backward raises)."""
+    return None
+
+
+# ------------------------------------------------------------------ the public functions
+
+
+def matmul(
+    a: Any,
+    b: Any,
+    bias: Any = None,
+    activation: str | None = None,
+    out_dtype: str | None = None,
+    scale_a: float | None = None,
+    scale_b: float | None = None,
+    allow_tf32: bool = False,
+) -> Any:
+    """``zyntax.kernels.matmul`` as ``torch.ops.zyntax.matmul`` (differentiable
+    without `activation`)."""
+    return register().matmul(a, b, bias, activation, out_dtype, scale_a, scale_b, allow_tf32)
+
+
+def softmax(x: Any) -> Any:
+    """``zyntax.kernels.softmax`` as ``torch.ops.zyntax.softmax``."""
+    return register().softmax(x)
+
+
+def layer_norm(x: Any, weight: Any, bias: Any = None, eps: float = 1e-5) -> Any:
+    """``zyntax.kernels.layer_norm`` as ``torch.ops.zyntax.layer_norm``."""
+    return register().layer_norm(x, weight, bias, eps)
+
+
+def rms_norm(x: Any, weight: Any, eps: float = 1e-6) -> Any:
+    """``zyntax.kernels.rms_norm`` as ``torch.ops.zyntax.rms_norm``."""
+    return register().rms_norm(x, weight, eps)
+
+
+def attention(
+    q: Any,
+    k: Any,
+    v: Any,
+    causal: bool = False,
+    scale: float | None = None,
+    return_lse: bool = False,
+    variant: str | None = None,
+) -> Any:
+    """``zyntax.kernels.attention`` as ``torch.ops.zyntax.attention``: the
+    output, and with `return_lse` also the f32 log-sum-exp."""
+    out, lse = register().attention(q, k, v, causal, scale, variant)
+    return (out, lse) if return_lse else out
+
+
+def cross_entropy(logits: Any, targets: Any, reduction: str = "none") -> Any:
+    """``zyntax.kernels.cross_entropy`` as ``torch.ops.zyntax.cross_entropy``."""
+    return register().cross_entropy(logits, targets, reduction)
+
+
+def reduce_sum(x: Any, axis: int | None = None) -> Any:
+    """``zyntax.kernels.reduce_sum`` as ``torch.ops.zyntax.reduce_sum`` (differentiable)."""
+    return register().reduce_sum(x, axis)
+
+
+def reduce_max(x: Any, axis: int | None = None) -> Any:
+    """``zyntax.kernels.reduce_max`` as ``torch.ops.zyntax.reduce_max``."""
+    return register().reduce_max(x, axis)
+
+
+def saxpy(a: float, x: Any, y: Any) -> Any:
+    """``zyntax.kernels.saxpy`` (``y += a * x`` in place) as
+    ``torch.ops.zyntax.saxpy``; returns `y`. Not differentiable: a tensor
+    that requires grad is refused."""
+    ops = register()
+    import torch  # type: ignore[import-not-found, unused-ignore]
+
+    if torch.is_grad_enabled():
+        for name, t in (("x", x), ("y", y)):
+            if getattr(t, "requires_grad", False):
+                raise ArgumentError(
+                    f"argument '{name}': requires grad; zyntax::saxpy updates y in place and "
+                    "has no backward"
+                )
+    ops.saxpy(a, x, y)
+    return y
+
+
+# ------------------------------------------------------------------ registration
+
+
+def _define(torch: Any) -> None:
+    # The package's functions (its submodules `softmax` and `attention` are
+    # shadowed by the functions of those names).
+    from zyntax import kernels as zk
+
+    impls: dict[str, Callable[..., Any]] = {
+        "matmul": lambda a, b, bias, act, odt, sa, sb, tf32: zk.matmul(
+            a,
+            b,
+            bias=bias,
+            activation=act,
+            out_dtype=odt,
+            scale_a=sa,
+            scale_b=sb,
+            allow_tf32=tf32,
+        ),
+        "softmax": lambda x: zk.softmax(x),
+        "layer_norm": lambda x, w, bias, eps: zk.layer_norm(x, w, bias, eps),
+        "rms_norm": lambda x, w, eps: zk.rms_norm(x, w, eps),
+        "attention": lambda q, k, v, causal, scale, variant: zk.attention(
+            q, k, v, causal=causal, scale=scale, return_lse=True, variant=variant
+        ),
+        "cross_entropy": lambda lg, tg, red: zk.cross_entropy(lg, tg, reduction=red),
+        "reduce_sum": lambda x, axis: zk.reduce_sum(x, axis),
+        "reduce_max": lambda x, axis: zk.reduce_max(x, axis),
+        "saxpy": _saxpy_impl,
+    }
+    fakes = _fakes(torch)
+    for name, schema in SCHEMAS.items():
+        full = _full_args(torch, name, schema)
+        mutates = ("y",) if name == "saxpy" else ()
+        op = torch.library.custom_op(
+            f"{NAMESPACE}::{name}", full(impls[name]), mutates_args=mutates, schema=schema
+        )
+        op.register_fake(full(fakes[name]))
+        if name != "saxpy":  # a mutating op has no autograd formula
+            setup, backward = _autograd(torch, name)
+            op.register_autograd(backward, setup_context=_full_inputs(full, setup))
+
+
+def _full_args(torch: Any, name: str, schema: str) -> Callable[[Callable[..., Any]], Any]:
+    """A decorator that calls a function with every argument of the schema in
+    order: the dispatcher leaves out trailing arguments equal to their
+    defaults and may pass others by keyword."""
+    parsed = torch._C.parse_schema(f"{NAMESPACE}::{name}{schema}")
+    names = [a.name for a in parsed.arguments]
+    defaults = [a.default_value if a.has_default_value() else None for a in parsed.arguments]
+
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            rest = [kwargs.get(n, d) for n, d in zip(names, defaults, strict=True)][len(args) :]
+            return fn(*args, *rest)
+
+        return call
+
+    return wrap
+
+
+def _full_inputs(full: Callable[..., Any], setup: Callable[..., Any]) -> Callable[..., None]:
+    """`setup` (a setup_context) seeing every input of the schema."""
+
+    def call(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        full(lambda *a: setup(ctx, a, output))(*inputs)
+
+    return call
+
+
+def _saxpy_impl(a: float, x: Any, y: Any) -> None:
+    from zyntax import kernels as zk
+
+    zk.saxpy(a, x, y)
+
+
+# ------------------------------------------------------------------ fake implementations
+
+
+_OUT_DTYPES = ("f32", "bf16", "f16")
+
+
+def _torch_dtype(torch: Any, name: str | None, like: Any) -> Any:
+    """The torch dtype of a zyntax dtype name (None: `like`'s; fp8 gives bf16)."""
+    if name is None:
+        return torch.bfloat16 if like.dtype == torch.float8_e4m3fn else like.dtype
+    if name not in _OUT_DTYPES:
+        raise ArgumentError(f"argument 'out_dtype': unknown dtype {name!r} (f32, bf16 or f16)")
+    return {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}[name]
+
+
+def _want_rank(t: Any, name: str, ranks: tuple[int, ...], what: str) -> None:
+    if t.dim() not in ranks:
+        raise ArgumentError(f"argument '{name}': shape {tuple(t.shape)}; expected {what}")
+
+
+def _fakes(torch: Any) -> dict[str, Callable[..., Any]]:
+    """Shape and dtype of each op's result, from its inputs' (the checks that
+    decide shapes are repeated here so tracing fails where the call would)."""
+
+    def matmul(a: Any, b: Any, bias: Any, act: Any, odt: Any, sa: Any, sb: Any, tf: Any) -> Any:
+        _want_rank(a, "a", (2,), "a matrix (M x K)")
+        _want_rank(b, "b", (2,), "a matrix (K x N)")
+        if a.shape[1] != b.shape[0]:
+            raise ArgumentError(
+                f"argument 'b': shape {tuple(b.shape)}; expected {a.shape[1]} rows (a's columns)"
+            )
+        return a.new_empty((a.shape[0], b.shape[1]), dtype=_torch_dtype(torch, odt, a))
+
+    def rows(x: Any, *_: Any) -> Any:
+        _want_rank(x, "x", tuple(range(1, 9)), "at least one dimension")
+        return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+    def attention(q: Any, k: Any, v: Any, causal: Any, scale: Any, variant: Any) -> Any:
+        for n, t in (("q", q), ("k", k), ("v", v)):
+            _want_rank(t, n, (4,), "(batch, heads, sequence, head dim)")
+        bsz, heads, sq, d = q.shape
+        out = q.new_empty((bsz, heads, sq, d))
+        return out, q.new_empty((bsz, heads, sq), dtype=torch.float32)
+
+    def cross_entropy(logits: Any, targets: Any, reduction: str) -> Any:
+        shape = () if reduction == "mean" else tuple(logits.shape[:-1])
+        return logits.new_empty(shape, dtype=torch.float32)
+
+    def reduction(x: Any, axis: Any) -> Any:
+        shape = () if axis is None else tuple(x.shape[:-1])
+        return x.new_empty(shape, dtype=torch.float32)
+
+    def saxpy(a: Any, x: Any, y: Any) -> None:
+        return None
+
+    return {
+        "matmul": matmul,
+        "softmax": rows,
+        "layer_norm": rows,
+        "rms_norm": rows,
+        "attention": attention,
+        "cross_entropy": cross_entropy,
+        "reduce_sum": reduction,
+        "reduce_max": reduction,
+        "saxpy": saxpy,
+    }
+
+
+# ------------------------------------------------------------------ autograd
+
+#: For each op, its tensor inputs in schema order (the names errors use).
+_TENSOR_INPUTS = {
+    "matmul": ("a", "b", "bias"),
+    "softmax": ("x",),
+    "layer_norm": ("x", "weight", "bias"),
+    "rms_norm": ("x", "weight"),
+    "attention": ("q", "k", "v"),
+    "cross_entropy": ("logits", "targets"),
+    "reduce_sum": ("x",),
+    "reduce_max": ("x",),
+}
+
+
+def _no_backward(name: str, needs: list[str], why: str) -> ArgumentError:
+    which = ", ".join(f"'{n}'" for n in needs) or "of the op"
+    return ArgumentError(
+        f"argument {which}: requires grad, but zyntax::{name} {why}; "
+        "compute this step with PyTorch's op, or detach the input"
+    )
+
+
+def _autograd(torch: Any, name: str) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """(setup_context, backward) of op `name`."""
+    names = _TENSOR_INPUTS[name]
+
+    def needs_grad(ctx: Any) -> list[str]:
+        return [n for n, need in zip(names, _needs(ctx, len(names)), strict=True) if need]
+
+    if name == "matmul":
+        return _matmul_autograd(torch)
+    if name == "reduce_sum":
+        return _reduce_sum_autograd(torch)
+
+    def setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        pass
+
+    def backward(ctx: Any, *grads: Any) -> Any:
+        raise _no_backward(name, needs_grad(ctx), "has no backward kernel yet")
+
+    return setup, backward
+
+
+def _needs(ctx: Any, n: int) -> list[bool]:
+    """Whether each of the first `n` inputs needs a gradient (the autograd
+    context lists only the inputs the call passed: trailing defaults are
+    left out)."""
+    got = list(ctx.needs_input_grad[:n])
+    return got + [False] * (n - len(got))
+
+
+def _grads(ctx: Any, *grads: Any) -> tuple[Any, ...]:
+    """One gradient per input the call passed (None for the rest)."""
+    n = len(ctx.needs_input_grad)
+    return (*grads[:n], *([None] * (n - len(grads))))
+
+
+def _zyntax_dtype(torch: Any, dtype: Any) -> str:
+    return {torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16"}[dtype]
+
+
+def _matmul_autograd(torch: Any) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """out = a @ b + bias: da = dout @ bᵀ, db = aᵀ @ dout (zyntax matmuls of
+    transposed views, f32 accumulation, in the input's dtype), dbias = the
+    column sums of dout (zyntax reduce_sum, f32, cast to the bias dtype)."""
+
+    def setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        a, b, bias, act, _odt, sa, sb, tf32 = inputs
+        ctx.activation, ctx.fp8, ctx.tf32 = act, sa is not None or sb is not None, tf32
+        ctx.bias_dtype = None if bias is None else bias.dtype
+        ctx.save_for_backward(a, b)
+
+    def backward(ctx: Any, grad: Any) -> Any:
+        a, b = ctx.saved_tensors
+        need_a, need_b, need_bias = _needs(ctx, 3)
+        needs = [
+            n for n, f in zip(("a", "b", "bias"), (need_a, need_b, need_bias), strict=True) if f
+        ]
+        if ctx.activation is not None:
+            raise _no_backward(
+                "matmul", needs, f"has no backward through activation={ctx.activation!r}"
+            )
+        if ctx.fp8:
+            raise _no_backward("matmul", needs, "has no backward for fp8 inputs")
+        ops = register()
+        # The gradient in the operands' dtype, as a dense matrix (a sum's
+        # gradient arrives as a broadcast view with zero strides).
+        g = grad.to(a.dtype).contiguous()
+        ga = gb = gbias = None
+        if need_a:
+            ga = ops.matmul(
+                g, b.t(), None, None, _zyntax_dtype(torch, a.dtype), None, None, ctx.tf32
+            )
+        if need_b:
+            gb = ops.matmul(
+                a.t(), g, None, None, _zyntax_dtype(torch, b.dtype), None, None, ctx.tf32
+            )
+        if need_bias:
+            gbias = ops.reduce_sum(g.t(), -1).to(ctx.bias_dtype)
+        return _grads(ctx, ga, gb, gbias)
+
+    return setup, backward
+
+
+def _reduce_sum_autograd(torch: Any) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """The gradient of a sum is the output's gradient broadcast over the
+    summed axis (a view, no kernel), in x's dtype."""
+
+    def setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        x, axis = inputs
+        ctx.shape, ctx.dtype, ctx.axis = tuple(x.shape), x.dtype, axis
+
+    def backward(ctx: Any, grad: Any) -> Any:
+        g = grad.to(ctx.dtype)
+        if ctx.axis is not None:
+            g = g.unsqueeze(-1)
+        return _grads(ctx, g.expand(ctx.shape))
+
+    return setup, backward

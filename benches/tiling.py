@@ -21,6 +21,11 @@ hand-written library GEMM) and, for f32, ``zyntax_nest_tiled`` (the
 threads + shared-memory tiler above). Median CUDA-event time per call, inputs
 rotated over copies that overflow L2, best of three. ``notes.schedules``
 times the nest under other tile schedules (the autotuner's search space),
+``rust_dsl_matmul_bf16_4096`` the kernel the Rust tiny-DSL example wrote
+(``cargo run -p zyntax-opt --example nest_dsl --
+crates/zyntax-opt/examples/nests/matmul.nest --arch sm_90 --out DIR``, then
+``ZYNTAX_RUST_NEST_DIR=DIR``; skipped without it) against the Python
+front-end's nest and cuBLAS in the same run,
 ``nest_compile_*`` cases the compile time per stage (``ms``, cold: the first
 call in the process; recognise+lower, LLVM to PTX, ptxas).
 
@@ -31,15 +36,18 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import json
+import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from _common import ROOT, Results, best_of, event_median_ms, optional, parse_args, per_call_us
 
 from nest_matmul import build_with_report
-from zyntax import compiler, cuda, tile
+from zyntax import compiler, cuda, hir, tile
 from zyntax.nest import launch_grid
 from zyntax.tiling import load, nest_tiling_report, nest_to_tile
 
@@ -207,6 +215,11 @@ def nest_cases(args: Any, res: Results, torch: Any, old_tiled: Any) -> None:
     for case, (dt, m, n, k) in cases.items():
         nest_case(args, res, torch, old_tiled, case, dt, (m, n, k), dt not in laddered)
         laddered.add(dt)
+    rust_dir = os.environ.get("ZYNTAX_RUST_NEST_DIR")
+    if rust_dir:
+        rust_dsl_case(args, res, torch, Path(rust_dir))
+    else:
+        res.notes["rust_dsl_matmul_bf16_4096"] = "skipped: ZYNTAX_RUST_NEST_DIR not set"
 
 
 def nest_case(
@@ -282,6 +295,52 @@ def nest_case(
             res.notes.setdefault("schedules", {})[f"{case}_{name}"] = f"{type(e).__name__}: {e}"
             continue
         report(f"zyntax_nest_{name}", lambda i, oc=ocalls: oc[i](), schedule=name)
+
+
+def rust_dsl_case(args: Any, res: Results, torch: Any, rust_dir: Path) -> None:
+    """``rust_dsl_matmul_bf16_4096``: the Rust example's kernel (its .zir and
+    launch JSON), the Python front-end's nest and cuBLAS, same inputs."""
+    case, m = "rust_dsl_matmul_bf16_4096", 4096
+    zir = (rust_dir / "matmul.zir").read_text()
+    launch = json.loads((rust_dir / "matmul.launch.json").read_text())
+    spec = matmul_spec("bf16", m, m, m)
+    nt = nest_to_tile(spec, arch=cuda.device_arch(args.device))
+    res.notes[f"{case}_same_hir_as_python"] = nt.kernel.module.to_zir() == zir
+    kernel = cuda.load_hir(hir.parse_zir(zir), args.device).kernel(launch["kernel"])
+    dev = torch.device("cuda", args.device)
+    copies = 4
+    As = [(torch.randn(m, m, device=dev) / m**0.25).bfloat16() for _ in range(copies)]
+    Bs = [(torch.randn(m, m, device=dev) / m**0.25).bfloat16() for _ in range(copies)]
+    C = torch.empty(m, m, device=dev, dtype=torch.bfloat16)
+    ref = As[0].double() @ Bs[0].double()
+
+    def flat(i: int) -> list[Any]:
+        bufs = (As[i], Bs[i], C)
+        out: list[Any] = []
+        for v in launch["views"]:
+            t = bufs[v["buffer"]]
+            out += [t.data_ptr() + v["offset"] * t.element_size(), *v["extents"], *v["strides"]]
+        return out
+
+    grid, block = tuple(launch["grid"]), tuple(launch["block"])
+    rust_args = [flat(i) for i in range(copies)]
+    py_calls = [nt.prepare(As[i], Bs[i], C, device=args.device) for i in range(copies)]
+    impls = {
+        "zyntax_rust_dsl": lambda i: kernel.launch(grid, block, *rust_args[i]),
+        "zyntax_nest": lambda i: py_calls[i](),
+        "cublas": lambda i: torch.matmul(As[i], Bs[i], out=C),
+    }
+    for impl, fn in impls.items():
+        C.fill_(float("nan"))
+        fn(0)
+        torch.cuda.synchronize()
+        err = ((C.double() - ref).norm() / ref.norm()).item()
+        res.notes[f"{case}_{impl}_rel_err"] = err
+        if not err < 2e-2:
+            print(f"  {case} {impl} WRONG: relative error {err:.3e}")
+            continue
+        ms = best_of(3, lambda f=fn: event_median_ms(f, copies, 20))
+        res.add(case, impl, "TFLOP_per_s", 2.0 * m**3 / ms / 1e9, False)
 
 
 if __name__ == "__main__":

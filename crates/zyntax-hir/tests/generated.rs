@@ -1,11 +1,11 @@
 //! The instruction table is complete and the files generated from it are up to date.
 //!
 //! `ZYNTAX_BLESS=1 cargo test -p zyntax-hir --test generated` rewrites the
-//! generated regions (see `zyntax_hir::gen::REGIONS`) from the table.
+//! generated files and regions (see `zyntax_hir::gen::FILES`, `REGIONS`) from the table.
 
 use std::collections::HashSet;
 use std::path::PathBuf;
-use zyntax_hir::gen::{splice, REGIONS};
+use zyntax_hir::gen::{splice, FILES, REGIONS};
 use zyntax_hir::table::{find_mnemonic, op_by_mnemonic, OPS};
 use zyntax_hir::*;
 
@@ -30,9 +30,20 @@ fn generated_files_match_the_table() {
             }
         }
     }
+    for f in FILES {
+        let path = repo_root().join(f.path);
+        let want = (f.render)();
+        if std::fs::read_to_string(&path).ok().as_deref() != Some(want.as_str()) {
+            if bless {
+                std::fs::write(&path, want).unwrap();
+            } else {
+                stale.push(f.path);
+            }
+        }
+    }
     assert!(
         stale.is_empty(),
-        "generated regions out of date in {stale:?}; run `ZYNTAX_BLESS=1 cargo test -p zyntax-hir --test generated`"
+        "generated files or regions out of date in {stale:?}; run `ZYNTAX_BLESS=1 cargo test -p zyntax-hir --test generated`"
     );
 }
 

@@ -28,8 +28,9 @@
 use crate::error::{TileError, TileResult};
 use crate::ir::{Op, ScalarId, TileId, TileProgram, Value};
 use crate::layout::{Blocked, Layout, Mma};
+use crate::lower::pipeline::{gemm_loop, wgmma_unfit};
 use crate::schedule::{DotPath, Schedule};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use zyntax_hir::{Arch, Type};
 
 /// The layout of every tile, indexed by [`TileId`].
@@ -62,18 +63,29 @@ struct Inference<'p> {
     /// Tiles made by `full`, and their value: "converting" one makes a new
     /// `full` in the wanted layout instead of a trip through shared memory.
     fulls: HashMap<TileId, ScalarId>,
+    /// Pipeline stages (the wgmma pipeline's shared-memory fit).
+    stages: u32,
+    /// The `a` operands of `dot`s of GEMM loops lowered to the wgmma
+    /// pipeline (`lower/pipeline.rs`).
+    wgmma: HashSet<TileId>,
 }
 
 /// Infers layouts for `warps` warps with every `dot` on the FFMA path,
 /// rewriting `program` in place.
 pub fn infer(program: &mut TileProgram, warps: u32) -> Layouts {
-    run(program, warps, Arch::Sm80, DotPath::Ffma).0
+    run(program, warps, Arch::Sm80, DotPath::Ffma, 1).0
 }
 
 /// Infers layouts for `schedule` (its warps, arch and `dot_path`), rewriting
 /// `program` in place.
 pub fn infer_for(program: &mut TileProgram, schedule: &Schedule) -> TileResult<Layouts> {
-    let (layouts, error) = run(program, schedule.warps, schedule.arch, schedule.dot_path);
+    let (layouts, error) = run(
+        program,
+        schedule.warps,
+        schedule.arch,
+        schedule.dot_path,
+        schedule.stages,
+    );
     match error {
         Some(e) => Err(e),
         None => Ok(layouts),
@@ -85,6 +97,7 @@ fn run(
     warps: u32,
     arch: Arch,
     dot_path: DotPath,
+    stages: u32,
 ) -> (Layouts, Option<TileError>) {
     let body = std::mem::take(&mut program.body);
     let mut inf = Inference {
@@ -95,6 +108,8 @@ fn run(
         layouts: Layouts::default(),
         error: None,
         fulls: HashMap::new(),
+        stages,
+        wgmma: HashSet::new(),
     };
     let body = inf.region(body);
     inf.program.body = body;
@@ -146,6 +161,18 @@ impl Inference<'_> {
         if self.dot_path == DotPath::Ffma {
             return None;
         }
+        if self.wgmma.contains(&a) {
+            return Some(Layout::Mma(Mma::wgmma(self.warps)));
+        }
+        if self.dot_path == DotPath::Wgmma {
+            if self.error.is_none() {
+                self.error = Some(TileError::BadSchedule {
+                    field: "dot_path",
+                    message: "wgmma lowers the dot of a GEMM loop (a for_range whose body loads a and b and yields dot(a, b, carried)); this dot is not one".into(),
+                });
+            }
+            return None;
+        }
         match self.mma_unfit(a, b) {
             None => {
                 let (m, n) = (self.program.tile(a).shape[0], self.program.tile(b).shape[1]);
@@ -160,6 +187,30 @@ impl Inference<'_> {
                 }
                 None
             }
+        }
+    }
+
+    /// Marks the `dot` of a GEMM loop for the wgmma pipeline when the
+    /// schedule allows it (`auto` or `wgmma` on sm_90) and the loop fits;
+    /// with `dot_path: wgmma` a loop that does not fit is an error.
+    fn plan_wgmma(&mut self, args: &[Value], body: &[Op], yields: &[Value]) {
+        if !matches!(self.dot_path, DotPath::Auto | DotPath::Wgmma) || self.arch < Arch::Sm90 {
+            return;
+        }
+        let Some(g) = gemm_loop(self.program, args, body, yields) else {
+            return;
+        };
+        match wgmma_unfit(self.program, &g, self.warps, self.stages, self.arch) {
+            None => {
+                self.wgmma.insert(g.a.out);
+            }
+            Some(why) if self.dot_path == DotPath::Wgmma && self.error.is_none() => {
+                self.error = Some(TileError::BadSchedule {
+                    field: "dot_path",
+                    message: why,
+                });
+            }
+            Some(_) => {}
         }
     }
 
@@ -265,6 +316,7 @@ impl Inference<'_> {
                 results,
                 ..
             } => {
+                self.plan_wgmma(args, body, yields);
                 for (k, init) in inits.iter_mut().enumerate() {
                     if let (Value::Tile(i), Value::Tile(a), Value::Tile(r)) =
                         (*init, args[k], results[k])

@@ -21,7 +21,9 @@
 use zyntax_hir::Swizzle;
 
 mod mma;
+mod wgmma;
 pub use mma::{DotOperand, Layout, Mma, Operand};
+pub use wgmma::wgmma_reg_dims;
 
 /// Threads per warp.
 pub const WARP: u32 = 32;

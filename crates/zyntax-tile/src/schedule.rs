@@ -41,8 +41,14 @@ pub enum DotPath {
     /// M a multiple of 16, N of 8, K of 16); any other `dot` is a
     /// `BadSchedule` error naming `dot_path`.
     MmaSync,
-    /// `mma.sync` where it applies, else FFMA. f32 operands stay on FFMA
-    /// (tf32 would round them to 10 mantissa bits without being asked to).
+    /// `wgmma.mma_async` (sm_90, f16/bf16 operands): the GEMM loop of a
+    /// program is lowered to a pipeline of `stages` shared-memory stages fed
+    /// by `cp.async` (`lower/pipeline.rs`); a `dot` that cannot be lowered so
+    /// is a `BadSchedule` error naming `dot_path`.
+    Wgmma,
+    /// The best path that applies: on sm_90 `wgmma` for a GEMM loop that fits
+    /// it, else `mma.sync` where it applies, else FFMA. f32 operands stay on
+    /// FFMA (tf32 would round them to 10 mantissa bits without being asked to).
     #[default]
     Auto,
 }

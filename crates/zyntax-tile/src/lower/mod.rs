@@ -15,8 +15,10 @@
 mod convert;
 mod dot;
 mod dot_mma;
+mod dot_wgmma;
 mod elementwise;
 mod memory;
+pub(crate) mod pipeline;
 mod reduce;
 
 use crate::error::{TileError, TileResult};
@@ -52,6 +54,10 @@ pub struct LaunchInfo {
     pub block: [u32; 3],
     /// Static shared memory the kernel declares (nothing to pass at launch).
     pub shared_bytes: u64,
+    /// Dynamic shared memory of the wgmma pipeline (`pipeline.rs`), 0 if
+    /// none; it is also the kernel's declared default (`KernelInfo`), so
+    /// launches that pass 0 get it.
+    pub dynamic_shared_bytes: u64,
     pub params: Vec<KernelParam>,
 }
 
@@ -99,6 +105,7 @@ pub(crate) struct Lowerer<'p> {
     /// built from with `insert` (HIR has no vector constants): `vec<f32, 4>`
     /// for `mma.sync` accumulators, one per type of vectorised access.
     pub vector_zeros: HashMap<Type, ValueId>,
+    pub schedule: &'p Schedule,
 }
 
 /// Infers layouts and lowers `program` for `schedule`.
@@ -138,9 +145,21 @@ pub fn lower(mut program: TileProgram, schedule: &Schedule) -> TileResult<TileKe
         }
     }
     let threads = schedule.threads();
+    let dynamic_bytes = pipeline::dynamic_bytes(&program, &layouts, &program.body, schedule.stages);
+    let shared_limit = zyntax_hir::arch::max_shared_bytes(schedule.arch);
+    if dynamic_bytes > 0 && scratch_bytes + dynamic_bytes > shared_limit {
+        return Err(TileError::DoesNotFit {
+            field: "stages",
+            message: format!(
+                "the wgmma pipeline's {dynamic_bytes} bytes and {scratch_bytes} bytes of scratch exceed the {shared_limit} bytes of shared memory of {}",
+                schedule.arch
+            ),
+        });
+    }
     let mut b = FunctionBuilder::kernel(program.name.clone(), &types);
     if let Some(info) = b.kernel_info_mut() {
         info.max_threads = Some([threads, 1, 1]);
+        info.shared_bytes = dynamic_bytes as u32;
     }
     let tid = b.thread_idx(Dim::X)?;
     let warp_size = b.iconst(Type::U32, i64::from(WARP))?;
@@ -172,12 +191,17 @@ pub fn lower(mut program: TileProgram, schedule: &Schedule) -> TileResult<TileKe
         warp,
         scratch,
         vector_zeros,
+        schedule,
     };
     lw.bind_params()?;
     lw.region(&program.body)?;
     lw.b.ret(&[])?;
     let function = lw.b.finish()?;
     let mut module = Module::new(program.name.clone());
+    if dynamic_bytes > 0 {
+        // wgmma is an sm_90a instruction.
+        module.targets = vec![zyntax_hir::Arch::Sm90a];
+    }
     module.functions.push(function);
     zyntax_hir::verify_module(&module).map_err(|e| TileError::Internal(e.to_string()))?;
     Ok(TileKernel {
@@ -185,6 +209,7 @@ pub fn lower(mut program: TileProgram, schedule: &Schedule) -> TileResult<TileKe
         launch: LaunchInfo {
             block: [threads, 1, 1],
             shared_bytes: scratch_bytes,
+            dynamic_shared_bytes: dynamic_bytes,
             params,
         },
         module,
@@ -449,6 +474,7 @@ impl Lowerer<'_> {
                 op,
             } => self.reduce(*out, *tile, *axis, *op)?,
             Op::Dot { out, a, b, acc } => match self.layout(*out)? {
+                Layout::Mma(mma) if mma.is_wgmma() => return Err(pipeline::not_a_gemm_loop()),
                 Layout::Mma(mma) => self.dot_mma(*out, *a, *b, *acc, &mma)?,
                 _ => self.dot(*out, *a, *b, *acc)?,
             },
@@ -463,7 +489,15 @@ impl Lowerer<'_> {
                 body,
                 yields,
                 results,
-            } => self.for_loop(*lo, *hi, *step, *iv, inits, args, body, yields, results)?,
+            } => match pipeline::gemm_loop(self.program, args, body, yields) {
+                Some(g) if pipeline::is_wgmma(self.layouts.get(g.dot)) => {
+                    let (Value::Tile(init), Value::Tile(result)) = (inits[0], results[0]) else {
+                        return Err(pipeline::not_a_gemm_loop());
+                    };
+                    self.gemm_pipeline(&g, *lo, *hi, *step, *iv, init, body, result)?
+                }
+                _ => self.for_loop(*lo, *hi, *step, *iv, inits, args, body, yields, results)?,
+            },
         }
         Ok(())
     }

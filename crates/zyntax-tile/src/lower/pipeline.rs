@@ -1,0 +1,497 @@
+//! The GEMM loop on sm_90: a `for_range` whose body loads an `a` and a `b`
+//! tile and accumulates `dot(a, b, acc)` is lowered, as a whole, to a
+//! software pipeline of `stages` shared-memory stages feeding `wgmma`.
+//!
+//! The program is the plain tile GEMM; nothing in it names the pipeline.
+//! [`gemm_loop`] recognises the loop (layout inference asks it, and gives
+//! the `dot` the wgmma accumulator layout when [`wgmma_unfit`] finds
+//! nothing against it); [`Lowerer::gemm_pipeline`] then replaces the loop:
+//!
+//! - Every thread is a producer: the `a` and `b` boxes of iteration `j` are
+//!   copied into stage `j % stages` with `cp.async` (16 bytes a copy,
+//!   consecutive threads on consecutive chunks of a row), one commit group
+//!   per iteration. A chunk that is not entirely inside the view, or whose
+//!   global address is not 16-byte aligned, or whose view was not declared
+//!   unit-stride along the staged rows with a 16-byte aligned base
+//!   (`view_param_aligned`), is copied element by element instead, with
+//!   zeros outside the view: tails are masked and padded with zeros, which
+//!   is what the K tail of a `dot` needs.
+//! - Shared memory holds each operand in rows of 128 bytes (64 f16/bf16),
+//!   with the 128-byte swizzle of TMA and wgmma: 16-byte chunk `c` of row
+//!   `r` lies at chunk `c ^ (r % 8)`. `a` is stored K-major (rows are M);
+//!   `b` is stored N-major in boxes of 64 columns (rows are K; `wgmma`
+//!   reads it transposed) or, when its view is declared unit-stride along
+//!   K (a transposed `B`), K-major like `a`.
+//! - The prologue issues iterations `0 .. stages - 1`. Iteration `j` waits
+//!   for its group (`cp.async.wait_group stages - 2`), fences the generic
+//!   proxy against the async proxy (wgmma reads through it), synchronises
+//!   the CTA, issues its `wgmma`s (`dot_wgmma.rs`), commits them, issues the
+//!   copies of iteration `j + stages - 1` into the stage iteration `j - 1`
+//!   used (every warp finished reading it before the barrier), and waits for
+//!   its `wgmma`s. The accumulator stays in `vec<f32, N / 2>` values through
+//!   the loop (nothing reads wgmma registers while one is in flight) and is
+//!   unpacked into the tile's registers after it. With one stage, iteration
+//!   `j` copies its own tiles first and synchronises again at its end.
+
+use super::Lowerer;
+use crate::error::{TileError, TileResult};
+use crate::infer::Layouts;
+use crate::ir::{Const, Op, ScalarId, TileId, TileProgram, Value, ViewId};
+use crate::layout::{wgmma_reg_dims, Layout};
+use zyntax_hir::{AddrSpace, Arch, CacheHint, Dim, Type, ValueId};
+
+/// K elements per stage: one 128-byte swizzle row of 16-bit elements.
+pub(crate) const BK: u32 = 64;
+/// Bytes of one staged row (the span of the 128-byte swizzle).
+pub(super) const ROW: u32 = 128;
+
+/// A load of the loop body that feeds the `dot`.
+#[derive(Clone, Debug)]
+pub(crate) struct LoopLoad {
+    pub out: TileId,
+    pub view: ViewId,
+    pub origin: Vec<ScalarId>,
+}
+
+/// A GEMM loop: the body is scalar arithmetic, the loads of `a` and `b`, and
+/// `dot(a, b, carried)` yielded as the one carried value.
+#[derive(Clone, Debug)]
+pub(crate) struct GemmLoop {
+    pub a: LoopLoad,
+    pub b: LoopLoad,
+    pub dot: TileId,
+}
+
+fn is_zero(c: &Const) -> bool {
+    match *c {
+        Const::Int(i) => i == 0,
+        Const::Float(f) => f == 0.0,
+    }
+}
+
+/// The GEMM loop of a `for` with carried `args`, `body` and `yields`, if it
+/// is one (see the module doc).
+pub(crate) fn gemm_loop(
+    program: &TileProgram,
+    args: &[Value],
+    body: &[Op],
+    yields: &[Value],
+) -> Option<GemmLoop> {
+    let ([Value::Tile(arg)], [Value::Tile(yielded)]) = (args, yields) else {
+        return None;
+    };
+    let mut loads = Vec::new();
+    let mut dot = None;
+    for op in body {
+        match op {
+            Op::ScalarConst { .. }
+            | Op::ScalarBinary { .. }
+            | Op::ScalarCmp { .. }
+            | Op::ViewDim { .. }
+            | Op::ProgramId { .. } => {}
+            Op::Load {
+                out,
+                view,
+                origin,
+                other,
+            } if is_zero(other) => loads.push(LoopLoad {
+                out: *out,
+                view: *view,
+                origin: origin.clone(),
+            }),
+            Op::Dot { out, a, b, acc } if dot.is_none() && out == yielded && acc == arg => {
+                dot = Some((*out, *a, *b));
+            }
+            _ => return None,
+        }
+    }
+    let (out, a, b) = dot?;
+    if loads.len() != 2 || a == b {
+        return None;
+    }
+    let find = |t: TileId| loads.iter().find(|l| l.out == t).cloned();
+    let (a, b) = (find(a)?, find(b)?);
+    for l in [&a, &b] {
+        if program.view(l.view).rank != 2 || program.tile(l.out).shape.len() != 2 {
+            return None;
+        }
+    }
+    Some(GemmLoop { a, b, dot: out })
+}
+
+/// Shared-memory bytes of the pipeline of an `[bm, BK] x [BK, bn]` loop.
+pub(crate) fn pipeline_bytes(bm: u32, bn: u32, stages: u32) -> u64 {
+    u64::from(stages) * u64::from(bm + bn) * u64::from(ROW)
+}
+
+/// Why the GEMM loop `g` cannot run on the wgmma pipeline with `warps` warps
+/// and `stages` stages on `arch`, if it cannot.
+pub(crate) fn wgmma_unfit(
+    program: &TileProgram,
+    g: &GemmLoop,
+    warps: u32,
+    stages: u32,
+    arch: Arch,
+) -> Option<String> {
+    let (ta, tb) = (program.tile(g.a.out), program.tile(g.b.out));
+    let (bm, k, bn) = (ta.shape[0], ta.shape[1], tb.shape[1]);
+    let why = if arch < Arch::Sm90 {
+        format!("wgmma needs sm_90, the schedule is for {arch}")
+    } else if (ta.elem != Type::F16 && ta.elem != Type::BF16) || ta.elem != tb.elem {
+        format!(
+            "the wgmma pipeline takes f16 or bf16 operands, not {} and {}",
+            ta.elem, tb.elem
+        )
+    } else if k != BK {
+        format!("the wgmma pipeline stages K steps of {BK} (128-byte rows); the loop's is {k}")
+    } else if warps % 4 != 0 {
+        format!("wgmma is issued by warpgroups: warps must be a multiple of 4, not {warps}")
+    } else if bm % (16 * warps) != 0 {
+        format!(
+            "the wgmma accumulator puts 16 rows per warp: M of the tile ({bm}) must be a multiple of {}",
+            16 * warps
+        )
+    } else if bn % 64 != 0 || bn > 256 {
+        format!("wgmma tiles need N a multiple of 64 up to 256, not {bn}")
+    } else if pipeline_bytes(bm, bn, stages) > zyntax_hir::arch::max_shared_bytes(arch) {
+        format!(
+            "{stages} stages of {bm}x{BK} and {BK}x{bn} tiles need {} bytes of shared memory; {arch} allows {}",
+            pipeline_bytes(bm, bn, stages),
+            zyntax_hir::arch::max_shared_bytes(arch)
+        )
+    } else {
+        return None;
+    };
+    Some(why)
+}
+
+/// Whether `layout` is the wgmma accumulator.
+pub(crate) fn is_wgmma(layout: Option<&Layout>) -> bool {
+    matches!(layout, Some(Layout::Mma(m)) if m.is_wgmma())
+}
+
+/// Dynamic shared-memory bytes the pipelines of `ops` need (they run one
+/// after another and share the buffer).
+pub(super) fn dynamic_bytes(
+    program: &TileProgram,
+    layouts: &Layouts,
+    ops: &[Op],
+    stages: u32,
+) -> u64 {
+    let mut bytes = 0;
+    for op in ops {
+        if let Op::For {
+            args, body, yields, ..
+        } = op
+        {
+            match gemm_loop(program, args, body, yields) {
+                Some(g) if is_wgmma(layouts.get(g.dot)) => {
+                    let (ta, tb) = (program.tile(g.a.out), program.tile(g.b.out));
+                    bytes = bytes.max(pipeline_bytes(ta.shape[0], tb.shape[1], stages));
+                }
+                _ => bytes = bytes.max(dynamic_bytes(program, layouts, body, stages)),
+            }
+        }
+    }
+    bytes
+}
+
+/// How one operand is staged: `rows` rows of 128 bytes per box, boxes of 64
+/// elements along `col_dim` (the contiguous one in shared memory).
+struct Staging {
+    view: ViewId,
+    origin: Vec<ScalarId>,
+    row_dim: usize,
+    col_dim: usize,
+    rows: u32,
+    cols: u32,
+    elem: Type,
+}
+
+impl Lowerer<'_> {
+    /// Lowers the GEMM loop `g` (a `for` from `lo` to `hi` by `step` with
+    /// induction variable `iv`, one carried accumulator) to the pipeline.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn gemm_pipeline(
+        &mut self,
+        g: &GemmLoop,
+        lo: ScalarId,
+        hi: ScalarId,
+        step: ScalarId,
+        iv: ScalarId,
+        init: TileId,
+        body: &[Op],
+        result: TileId,
+    ) -> TileResult<()> {
+        let stages = self.schedule.stages;
+        let warps = self.schedule.warps;
+        let (ta, tb) = (
+            self.program.tile(g.a.out).clone(),
+            self.program.tile(g.b.out).clone(),
+        );
+        let (bm, bn) = (ta.shape[0], tb.shape[1]);
+        let b_kmajor = self.program.view(g.b.view).unit_stride_dim == Some(0);
+        let a_stage = Staging {
+            view: g.a.view,
+            origin: g.a.origin.clone(),
+            row_dim: 0,
+            col_dim: 1,
+            rows: bm,
+            cols: BK,
+            elem: ta.elem.clone(),
+        };
+        let b_stage = if b_kmajor {
+            Staging {
+                view: g.b.view,
+                origin: g.b.origin.clone(),
+                row_dim: 1,
+                col_dim: 0,
+                rows: bn,
+                cols: BK,
+                elem: tb.elem.clone(),
+            }
+        } else {
+            Staging {
+                view: g.b.view,
+                origin: g.b.origin.clone(),
+                row_dim: 0,
+                col_dim: 1,
+                rows: BK,
+                cols: bn,
+                elem: tb.elem.clone(),
+            }
+        };
+        let a_bytes = bm * ROW;
+        let stage_bytes = (bm + bn) * ROW;
+        let smem = self.b.dyn_shared_aligned(Type::U8, 1024)?;
+        let tid = self.b.thread_idx(Dim::X)?;
+
+        // Trip count: ceil((hi - lo) / step), 0 when hi <= lo.
+        let (lo_v, hi_v, step_v) = (self.scalar(lo)?, self.scalar(hi)?, self.scalar(step)?);
+        let trips = {
+            let one = self.u32(1)?;
+            let span = self.b.sub(hi_v, lo_v)?;
+            let span = self.b.add(span, step_v)?;
+            let span = self.b.sub(span, one)?;
+            let n = self.b.div(span, step_v)?;
+            let zero = self.u32(0)?;
+            let any = self.b.gt(hi_v, lo_v)?;
+            self.b.select(any, n, zero)?
+        };
+
+        // The accumulator as one vector per repetition along M.
+        let layout = self.layout(g.dot)?;
+        let shape = [bm, bn];
+        let reps = bm / (16 * warps);
+        let vec_ty = Type::Vector(zyntax_hir::ScalarType::F32, bn / 2);
+        let init_regs = self.regs(init)?;
+        let mut accs = Vec::new();
+        for rep in 0..reps {
+            let mut v = self.b.wgmma_zero(vec_ty.clone())?;
+            for i in 0..bn / 2 {
+                let r = layout.reg_index(&shape, &wgmma_reg_dims(rep, i));
+                v = self.b.insert(v, init_regs[r as usize], i)?;
+            }
+            accs.push(v);
+        }
+
+        let issue = |lw: &mut Self, j: ValueId, stage: ValueId| -> TileResult<()> {
+            // The body's scalars for iteration j: iv = lo + j * step.
+            let at = lw.b.mul(j, step_v)?;
+            let iv_j = lw.b.add(lo_v, at)?;
+            lw.set_scalar(iv, iv_j);
+            for op in body {
+                if !matches!(op, Op::Load { .. } | Op::Dot { .. }) {
+                    lw.op(op)?;
+                }
+            }
+            let sb = lw.u32(stage_bytes)?;
+            let base = lw.b.mul(stage, sb)?;
+            let b_base = {
+                let ab = lw.u32(a_bytes)?;
+                lw.b.add(base, ab)?
+            };
+            lw.stage_async(&a_stage, smem, base, tid)?;
+            lw.stage_async(&b_stage, smem, b_base, tid)
+        };
+
+        // Prologue: iterations 0 .. stages - 1, one group each.
+        for s in 0..stages.saturating_sub(1) {
+            let s_v = self.u32(s)?;
+            let live = self.b.lt(s_v, trips)?;
+            let frame = self.b.begin_if(live, &[])?;
+            issue(self, s_v, s_v)?;
+            self.b.end_if(frame, &[])?;
+            self.b.cp_async_commit()?;
+        }
+
+        let (zero, one) = (self.u32(0)?, self.u32(1)?);
+        let frame = self.b.begin_for(zero, trips, one, &accs)?;
+        let j = frame.iv;
+        let mut accs = frame.carried.clone();
+        let stages_v = self.u32(stages)?;
+        let stage = self.b.rem(j, stages_v)?;
+        if stages == 1 {
+            issue(self, j, stage)?;
+            self.b.cp_async_commit()?;
+            self.b.cp_async_wait(0)?;
+        } else {
+            self.b.cp_async_wait(stages - 2)?;
+        }
+        self.b.fence_proxy_async()?;
+        self.b.barrier()?;
+        let sb = self.u32(stage_bytes)?;
+        let a_base = self.b.mul(stage, sb)?;
+        let ab = self.u32(a_bytes)?;
+        let b_base = self.b.add(a_base, ab)?;
+        let a_ptr = self.b.ptr_add(smem, a_base)?;
+        let b_ptr = self.b.ptr_add(smem, b_base)?;
+        self.wgmma_stage(&mut accs, a_ptr, b_ptr, bn, b_kmajor, &ta.elem)?;
+        if stages > 1 {
+            let ahead = self.u32(stages - 1)?;
+            let next = self.b.add(j, ahead)?;
+            let live = self.b.lt(next, trips)?;
+            let f = self.b.begin_if(live, &[])?;
+            let next_stage = self.b.rem(next, stages_v)?;
+            issue(self, next, next_stage)?;
+            self.b.end_if(f, &[])?;
+            self.b.cp_async_commit()?;
+        }
+        self.b.wgmma_wait_group(0)?;
+        if stages == 1 {
+            self.b.barrier()?;
+        }
+        let accs = self.b.end_for(frame, &accs)?;
+        // Nothing is in flight but empty groups; later uses of shared memory
+        // (none today) would need the CTA past the last read.
+        self.b.cp_async_wait(0)?;
+        self.b.barrier()?;
+
+        let mut regs = vec![zero; layout.num_regs(&shape) as usize];
+        for (rep, &v) in accs.iter().enumerate() {
+            for i in 0..bn / 2 {
+                let r = layout.reg_index(&shape, &wgmma_reg_dims(rep as u32, i));
+                regs[r as usize] = self.b.extract(v, i)?;
+            }
+        }
+        self.set_tile(result, regs);
+        Ok(())
+    }
+
+    /// Copies one operand box of the current iteration (origins from the
+    /// body's scalars) into shared memory at byte `base` of `smem`, swizzled.
+    fn stage_async(
+        &mut self,
+        st: &Staging,
+        smem: ValueId,
+        base: ValueId,
+        tid: ValueId,
+    ) -> TileResult<()> {
+        let view = self.program.view(st.view).clone();
+        let vals = self.views[st.view.0 as usize].clone();
+        let elem_bytes = st.elem.size_bytes().unwrap_or(2) as u32;
+        let per_chunk = 16 / elem_bytes;
+        let fast = view.unit_stride_dim == Some(st.col_dim) && view.align_bytes.unwrap_or(0) >= 16;
+        let threads = self.schedule.threads();
+        let chunks_per_row = st.cols / per_chunk;
+        let total = st.rows * chunks_per_row;
+        let (o_r, o_c) = (
+            self.scalar(st.origin[st.row_dim])?,
+            self.scalar(st.origin[st.col_dim])?,
+        );
+        let (ext_r, ext_c) = (vals.shape[st.row_dim], vals.shape[st.col_dim]);
+        let (str_r, str_c) = (vals.strides[st.row_dim], vals.strides[st.col_dim]);
+        let elem_ptr_ty = Type::ptr(AddrSpace::Shared, st.elem.clone());
+        for i in 0..total.div_ceil(threads) {
+            let first = self.u32(i * threads)?;
+            let q = self.b.add(tid, first)?;
+            let guard = if total % threads != 0 {
+                let total_v = self.u32(total)?;
+                let inside = self.b.lt(q, total_v)?;
+                Some(self.b.begin_if(inside, &[])?)
+            } else {
+                None
+            };
+            let cpr = self.u32(chunks_per_row)?;
+            let cc = self.b.rem(q, cpr)?;
+            let r = self.b.div(q, cpr)?;
+            // Byte offset: box (cc / 8), row r, chunk (cc % 8) ^ (r % 8).
+            let eight = self.u32(8)?;
+            let box_i = self.b.div(cc, eight)?;
+            let box_bytes = self.u32(st.rows * ROW)?;
+            let off = self.b.mul(box_i, box_bytes)?;
+            let row_bytes = self.u32(ROW)?;
+            let r_off = self.b.mul(r, row_bytes)?;
+            let off = self.b.add(off, r_off)?;
+            let c8 = self.b.rem(cc, eight)?;
+            let r8 = self.b.rem(r, eight)?;
+            let sw = self.b.xor(c8, r8)?;
+            let sixteen = self.u32(16)?;
+            let sw = self.b.mul(sw, sixteen)?;
+            let off = self.b.add(off, sw)?;
+            let off = self.b.add(base, off)?;
+            let dst = self.b.ptr_add(smem, off)?;
+            // Global coordinates of the chunk's first element.
+            let gr = self.b.add(o_r, r)?;
+            let pc = self.u32(per_chunk)?;
+            let c0 = self.b.mul(cc, pc)?;
+            let gc = self.b.add(o_c, c0)?;
+            let row_ok = self.b.lt(gr, ext_r)?;
+            let copy_frame = if fast {
+                let end = self.b.add(gc, pc)?;
+                let cols_ok = self.b.le(end, ext_c)?;
+                let row_at = self.b.mul(gr, str_r)?;
+                let at = self.b.add(row_at, gc)?;
+                let aligned = {
+                    let m = self.b.rem(at, pc)?;
+                    let zero = self.u32(0)?;
+                    self.b.eq(m, zero)?
+                };
+                let ok = self.b.and(row_ok, cols_ok)?;
+                let ok = self.b.and(ok, aligned)?;
+                let mut f = self.b.begin_if(ok, &[])?;
+                let src = self.b.ptr_add(vals.base, at)?;
+                self.b.cp_async(16, CacheHint::Cg, dst, src)?;
+                self.b.begin_else(&mut f, &[])?;
+                Some(f)
+            } else {
+                None
+            };
+            // Element by element, zeros outside the view.
+            let dst_e = self.b.ptr_cast(dst, elem_ptr_ty.clone())?;
+            let row_at = self.b.mul(gr, str_r)?;
+            let zero_e = if st.elem.is_float() {
+                self.b.fconst(st.elem.clone(), 0.0)?
+            } else {
+                self.b.iconst(st.elem.clone(), 0)?
+            };
+            for e in 0..per_chunk {
+                let e_v = self.u32(e)?;
+                let c = self.b.add(gc, e_v)?;
+                let col_ok = self.b.lt(c, ext_c)?;
+                let inside = self.b.and(row_ok, col_ok)?;
+                let mut f = self.b.begin_if(inside, std::slice::from_ref(&st.elem))?;
+                let col_at = self.b.mul(c, str_c)?;
+                let at = self.b.add(row_at, col_at)?;
+                let src = self.b.ptr_add(vals.base, at)?;
+                let v = self.b.load(src)?;
+                self.b.begin_else(&mut f, &[v])?;
+                let v = self.b.end_if(f, &[zero_e])?[0];
+                let p = self.b.ptr_add(dst_e, e_v)?;
+                self.b.store(p, v)?;
+            }
+            if let Some(f) = copy_frame {
+                self.b.end_if(f, &[])?;
+            }
+            if let Some(f) = guard {
+                self.b.end_if(f, &[])?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An internal error for a loop the lowering was told is a GEMM loop.
+pub(super) fn not_a_gemm_loop() -> TileError {
+    TileError::Internal("a dot in the wgmma layout outside a GEMM loop".into())
+}

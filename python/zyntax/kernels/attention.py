@@ -34,6 +34,7 @@ from zyntax import cuda, hir
 from zyntax.errors import ArgumentError
 
 from . import _tensors as T
+from . import attention_tile
 from ._rows import LN2, LOG2E, NEG_INF, safe_max, tree, vector
 
 __all__ = ["attention"]
@@ -344,18 +345,31 @@ def attention(
     return_lse: bool = False,
     stream: Any = None,
     variant: str | None = None,
+    window: Any = None,
 ) -> Any:
     """``softmax(q @ k^T * scale) @ v`` per (batch, head).
 
-    `q` (B, H, Sq, D), `k` and `v` (B, H, Sk, D): bf16 or f16 GPU tensors
-    (or numpy arrays: the interpreter), D 64 or 128, the last axis contiguous.
-    `scale` defaults to 1/sqrt(D). Returns the output (B, H, Sq, D) allocated
+    `q` (B, H, Sq, D), `k` and `v` (B, Hk, Sk, D) with H a multiple of Hk
+    (grouped-query / multi-query attention: query head h reads KV head
+    h // (H / Hk)): bf16 or f16 GPU tensors (or numpy arrays: the
+    interpreter), D 64, 96, 128 or 256, the last axis contiguous. `scale`
+    defaults to 1/sqrt(D). Masks are aligned bottom-right (FlashAttention's
+    convention; the hand-written variants, when named, align `causal`
+    top-left as before): query i sits at key position i + Sk - Sq; `causal` hides
+    the keys after it, and ``window=(left, right)`` (either side None for
+    unbounded; an int w is (w, w)) shows only the keys j with
+    i + Sk - Sq - left <= j <= i + Sk - Sq + right. A row that sees no key
+    gives 0 and an LSE of -inf. Returns the output (B, H, Sq, D) allocated
     like `q`, and with ``return_lse=True`` also the f32 log-sum-exp of each
     row (B, H, Sq), natural log, of the scaled scores. `variant` forces a
-    kernel: ``"sm80"`` (mma.sync), ``"sm90"`` (wgmma + TMA; sm_90 devices
-    or the interpreter; its default consumer loop for the head dim) or
-    ``"sm90_<loop>"`` with one of attention_sm90.LOOPS (``"sm90_overlap"``,
-    ``"sm90_plain_wg3"``, ...); by default the device's best.
+    kernel: ``"tile"`` (the tile program of attention_tile.py), ``"sm80"``
+    (mma.sync), ``"sm90"`` (wgmma + TMA; sm_90 devices or the interpreter;
+    its default consumer loop for the head dim) or ``"sm90_<loop>"`` with
+    one of attention_sm90.LOOPS (``"sm90_overlap"``, ``"sm90_plain_wg3"``,
+    ...); by default the device's best that supports the arguments (the
+    hand-written kernels take D 64/128 without GQA or windows, and run by
+    default where Sq == Sk or the mask is not causal; the tile program takes
+    everything).
     """
     causal = T.flag(causal, "causal")
     return_lse = T.flag(return_lse, "return_lse")
@@ -372,11 +386,16 @@ def attention(
                 f"argument '{t.name}': shape {t.shape}; expected (batch, heads, sequence, head dim)"
             )
     bsz, heads, sq, d = tq.shape
-    sk = tk.shape[2]
-    if d not in (64, 128):
-        raise ArgumentError(f"argument 'q': head dim {d} is not supported (64 or 128)")
-    T.want_shape(tk, (bsz, heads, sk, d), "q's batch, heads and head dim")
-    T.want_shape(tv, (bsz, heads, sk, d), "k's shape")
+    kv_heads, sk = tk.shape[1], tk.shape[2]
+    if d not in (64, 96, 128, 256):
+        raise ArgumentError(f"argument 'q': head dim {d} is not supported (64, 96, 128 or 256)")
+    if kv_heads < 1 or heads % kv_heads:
+        raise ArgumentError(
+            f"argument 'k': {kv_heads} heads; expected a divisor of q's {heads} heads"
+        )
+    T.want_shape(tk, (bsz, kv_heads, sk, d), "q's batch and head dim")
+    T.want_shape(tv, (bsz, kv_heads, sk, d), "k's shape")
+    window = attention_tile.window_arg(window)
     # The kernels take scale * log2(e) as an f32: it must be finite and above 0 there.
     scale = 1.0 / math.sqrt(d) if scale is None else T.real(scale, "scale", high=T.F32_MAX / LOG2E)
     if not np.float32(scale * LOG2E) > 0:
@@ -387,7 +406,18 @@ def attention(
                 f"argument '{t.name}': the head dim must be contiguous and the other strides "
                 f"multiples of 8 elements, 16-byte aligned (strides {t.strides})"
             )
-    kind, loop = _variant(tq, d, variant)
+    # The hand-written kernels align causal masks top-left (SDPA's is_causal):
+    # they run by default only where both alignments agree (Sq == Sk).
+    hand_written = d in (64, 128) and kv_heads == heads and window is None
+    if variant == "tile" or (variant is None and not (hand_written and not (causal and sq != sk))):
+        kind, loop = "tile", None
+    else:
+        kind, loop = _variant(tq, d, variant)
+        if not hand_written:
+            raise ArgumentError(
+                f"argument 'variant': {variant!r} takes head dims 64/128 without grouped-query "
+                "heads or windows; use 'tile' or None"
+            )
     if bsz * heads and sq:  # checked before the outputs are allocated
         if sk == 0:
             raise ArgumentError("argument 'k': an empty key sequence")
@@ -399,7 +429,11 @@ def attention(
     lse_obj, lse = T.output(None, tq, (bsz, heads, sq), "f32")
     if bsz * heads and sq:
         strides = [*tq.strides[:3], *tk.strides[:3], *tv.strides[:3], *o.strides[:3]]
-        if kind == "sm90":
+        if kind == "tile":
+            attention_tile.launch(
+                tq, tk, tv, o, lse, causal=causal, scale=scale, window=window, stream=stream
+            )
+        elif kind == "sm90":
             from . import attention_sm90
 
             attention_sm90.launch(

@@ -29,7 +29,10 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+import numpy as np
+
 from zyntax import hir, tile
+from zyntax.errors import ArgumentError
 
 from . import _tensors as T
 
@@ -118,7 +121,7 @@ def build(dtype: str, d: int, bm: int, bn: int, warps: int, arch: str = "sm_80")
         return [acc, m_new, l_new]
 
     inits = [t.zeros((bm, d)), t.full((bm, 1), "f32", float("-inf")), t.zeros((bm, 1))]
-    acc, m, l_ = t.for_range(lo, hi, bn, inits, step)
+    acc, m, l_ = (_tile(x) for x in t.for_range(lo, hi, bn, inits, step))
     inv = 1.0 / t.maximum(l_, t.full((bm, 1), "f32", 1.0))
     t.store(o, (b, h, m0, 0), (acc * inv.broadcast((bm, d))).cast(dtype))
     t.store(lse, (b, h, m0, 0), m + t.unary("log", l_))
@@ -129,11 +132,37 @@ def module(dtype: str, d: int, bm: int, bn: int, warps: int) -> hir.Module:
     return build(dtype, d, bm, bn, warps).module
 
 
+def window_arg(window: Any) -> tuple[int | None, int | None] | None:
+    """`window` checked: None, an int w >= 0 (the same as ``(w, w)``) or a pair
+    ``(left, right)`` of ints >= 0 or None (unbounded)."""
+    if window is None:
+        return None
+    if _is_count(window):
+        return int(window), int(window)
+    if isinstance(window, (tuple, list)) and len(window) == 2:
+        if all(w is None or _is_count(w) for w in window):
+            left, right = (None if w is None else int(w) for w in window)
+            return left, right
+    raise ArgumentError(
+        "argument 'window': expected None, an int >= 0 or a pair (left, right) of ints >= 0 "
+        f"or None, got {T.show(window)}"
+    )
+
+
+def _is_count(x: Any) -> bool:
+    return bool(isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)) and x >= 0)
+
+
+def _tile(x: tile.Value) -> tile.Tile:
+    assert isinstance(x, tile.Tile)  # the loop carries tiles only
+    return x
+
+
 def window_bounds(causal: bool, window: tuple[int | None, int | None] | None) -> tuple[int, int]:
     """The (left, right) scalars of the kernel for `causal` and a checked `window`."""
     left, right = window if window is not None else (None, None)
-    left = UNBOUNDED if left is None else left
-    right = UNBOUNDED if right is None else right
+    left = UNBOUNDED if left is None else min(left, UNBOUNDED)
+    right = UNBOUNDED if right is None else min(right, UNBOUNDED)
     if causal:
         right = min(right, 0)
     return left, right
@@ -155,6 +184,13 @@ def launch(
     (B, Hk, Sk, D), lse (B, H, Sq) f32; H a multiple of Hk."""
     bsz, heads, sq, d = tq.shape
     hk, sk = tk.shape[1], tk.shape[2]
+    # Views address elements with u32 offsets, and the mask arithmetic adds
+    # positions and window sides (each below 2^30) in u32.
+    for t in (tq, tk, tv, o, lse):
+        if 1 + sum((n - 1) * st for n, st in zip(t.shape, t.strides, strict=True)) > 1 << 32:
+            raise ArgumentError(f"argument '{t.name}': spans more than 2^32 elements")
+    if max(sq, sk) >= UNBOUNDED:
+        raise ArgumentError(f"argument 'q': sequences of 2^30 tokens or more ({sq}, {sk})")
     bm, bn, warps = shapes(d)
     key = (tq.dtype, tile_dim(d), bm, bn, warps)
     kernel = build(*key)

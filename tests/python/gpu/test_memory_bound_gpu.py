@@ -173,7 +173,8 @@ def ref_attention(q: Any, k: Any, v: Any, causal: bool, scale: float) -> tuple[A
     s = (q.double() @ k.double().transpose(-1, -2)) * scale
     if causal:
         sq, sk = s.shape[-2:]
-        mask = torch.ones(sq, sk, dtype=torch.bool, device=DEV).tril()
+        # aligned bottom-right (the tile program's convention for Sq != Sk)
+        mask = torch.ones(sq, sk, dtype=torch.bool, device=DEV).tril(sk - sq)
         s = s.masked_fill(~mask, -math.inf)
     lse = torch.logsumexp(s, -1)
     return torch.softmax(s, -1) @ v.double(), lse

@@ -1,0 +1,128 @@
+"""Attention forward as a tile program (zyntax.kernels.attention_tile) on the
+GPU against a float64 reference on fresh random inputs: bf16 and f16, head
+dims 64/96/128/256, grouped-query (32/8) and multi-query heads, causal masks
+aligned bottom-right for Sq < Sk and Sq > Sk, sliding windows, tails, strided
+(B, S, H, D) storage; outputs poisoned with NaN first. The interpreter
+version: tests/python/test_attention_tile.py."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from zyntax import kernels
+
+pytestmark = pytest.mark.gpu
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("torch has no CUDA", allow_module_level=True)
+DEV = torch.device("cuda")
+BF16 = torch.bfloat16
+att_mod = __import__("zyntax.kernels.attention", fromlist=["T"])
+
+
+@pytest.fixture(autouse=True)
+def poisoned(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outputs allocated by attention() start as NaN."""
+    real = att_mod.T.output
+
+    def output(out: Any, like: Any, shape: Any, dtype: str) -> Any:
+        obj, t = real(out, like, shape, dtype)
+        obj.fill_(float("nan"))
+        return obj, t
+
+    monkeypatch.setattr(att_mod.T, "output", output)
+
+
+def reference(
+    q: Any, k: Any, v: Any, scale: float, causal: bool, window: Any = None
+) -> tuple[Any, Any]:
+    """float64, masks aligned bottom-right; rows that see no key: 0, LSE -inf."""
+    group = q.shape[1] // k.shape[1]
+    k64 = k.double().repeat_interleave(group, 1)
+    v64 = v.double().repeat_interleave(group, 1)
+    s = (q.double() @ k64.transpose(-1, -2)) * scale
+    sq, sk = s.shape[-2:]
+    i = torch.arange(sq, device=DEV)[:, None] + sk - sq
+    j = torch.arange(sk, device=DEV)[None, :]
+    left, right = (window, window) if isinstance(window, int) else (window or (None, None))
+    visible = torch.ones(sq, sk, dtype=torch.bool, device=DEV)
+    if left is not None:
+        visible &= j >= i - left
+    if right is not None:
+        visible &= j <= i + right
+    if causal:
+        visible &= j <= i
+    s = s.masked_fill(~visible, -math.inf)
+    lse = torch.logsumexp(s, -1)
+    p = torch.softmax(s, -1).nan_to_num(0.0)  # empty rows: 0
+    return p @ v64, lse
+
+
+def check(out: Any, lse: Any, ref: Any, ref_lse: Any) -> None:
+    out64 = out.double()
+    assert not torch.isnan(out64).any(), "NaN in the output (an element not written?)"
+    assert float((out64 - ref).norm() / ref.norm().clamp_min(1e-30)) < 1e-2
+    empty = torch.isneginf(ref_lse)
+    assert torch.equal(torch.isneginf(lse), empty)
+    assert torch.allclose(lse[~empty], ref_lse[~empty].float(), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [BF16, torch.float16])
+@pytest.mark.parametrize("d", [64, 96, 128, 256])
+@pytest.mark.parametrize(("sq", "sk", "causal"), [(1, 1, False), (257, 300, True), (300, 97, True)])
+def test_head_dims_and_tails(dtype: Any, d: int, sq: int, sk: int, causal: bool) -> None:
+    q = torch.randn(2, 3, sq, d, device=DEV, dtype=dtype)
+    k = torch.randn(2, 3, sk, d, device=DEV, dtype=dtype)
+    v = torch.randn(2, 3, sk, d, device=DEV, dtype=dtype)
+    out, lse = kernels.attention(q, k, v, causal=causal, return_lse=True, variant="tile")
+    check(out, lse, *reference(q, k, v, 1 / math.sqrt(d), causal))
+
+
+@pytest.mark.parametrize(("h", "hk"), [(32, 8), (8, 1)])
+def test_grouped_and_multi_query(h: int, hk: int) -> None:
+    q = torch.randn(1, h, 333, 128, device=DEV, dtype=BF16)
+    k = torch.randn(1, hk, 333, 128, device=DEV, dtype=BF16)
+    v = torch.randn(1, hk, 333, 128, device=DEV, dtype=BF16)
+    out, lse = kernels.attention(q, k, v, causal=True, return_lse=True)
+    check(out, lse, *reference(q, k, v, 1 / math.sqrt(128), True))
+
+
+@pytest.mark.parametrize(("window", "causal"), [((64, 0), False), ((100, 50), False), (200, True)])
+def test_sliding_windows(window: Any, causal: bool) -> None:
+    q, k, v = (torch.randn(2, 4, 517, 64, device=DEV, dtype=BF16) for _ in range(3))
+    out, lse = kernels.attention(q, k, v, causal=causal, window=window, return_lse=True)
+    check(out, lse, *reference(q, k, v, 1 / 8, causal, window))
+
+
+def test_strided_storage_and_large_logits() -> None:
+    # (B, S, H, D) storage viewed as (B, H, S, D), as transformer code does.
+    q = (torch.randn(2, 300, 8, 96, device=DEV, dtype=BF16) * 6).transpose(1, 2)
+    k = (torch.randn(2, 280, 2, 96, device=DEV, dtype=BF16) * 6).transpose(1, 2)
+    v = torch.randn(2, 280, 2, 96, device=DEV, dtype=BF16).transpose(1, 2)
+    out, lse = kernels.attention(q, k, v, causal=True, scale=0.3, return_lse=True)
+    check(out, lse, *reference(q, k, v, 0.3, True))
+
+
+def test_issue_shapes_against_sdpa() -> None:
+    """The shapes benches/attention.py times for issue 24, against SDPA (fp32)."""
+    F = torch.nn.functional
+    for b, h, hk, s, d, causal in [
+        (1, 32, 32, 1000, 128, False),
+        (4, 16, 16, 512, 64, True),
+        (1, 32, 8, 2048, 128, True),
+    ]:
+        q = torch.randn(b, h, s, d, device=DEV, dtype=BF16)
+        k, v = (torch.randn(b, hk, s, d, device=DEV, dtype=BF16) for _ in range(2))
+        out = kernels.attention(q, k, v, causal=causal, variant="tile")
+        g = h // hk
+        ref = F.scaled_dot_product_attention(
+            q.float(),
+            k.float().repeat_interleave(g, 1),
+            v.float().repeat_interleave(g, 1),
+            is_causal=causal,
+        )
+        err = float((out.double() - ref.double()).norm() / ref.double().norm())
+        assert err < 1e-2, (b, h, hk, s, d, causal, err)

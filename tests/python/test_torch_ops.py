@@ -143,6 +143,29 @@ def test_backward_without_kernel_is_a_typed_error(torch: Any, op: str) -> None:
         runs[op]().float().sum().backward()
 
 
+@pytest.mark.parametrize("op", ["softmax", "layer_norm", "rms_norm", "cross_entropy"])
+def test_row_backward_shapes(torch: Any, op: str) -> None:
+    """Where a backward kernel exists, its op's fake gives the gradients' shapes."""
+    from zyntax.kernels import torch_ops as zt
+
+    if zt.backward_kernel(op) is None:
+        pytest.skip(f"{op} has no backward kernel")
+    x, w, b = _meta(torch, 8, 64, grad=True), _meta(torch, 64, grad=True), _meta(torch, 64)
+    b.requires_grad_()
+    runs = {
+        "softmax": lambda: zt.softmax(x),
+        "layer_norm": lambda: zt.layer_norm(x, w, b),
+        "rms_norm": lambda: zt.rms_norm(x, w),
+        "cross_entropy": lambda: zt.cross_entropy(x, _meta(torch, 8, dtype=torch.int64), "mean"),
+    }
+    runs[op]().sum().backward()
+    assert x.grad.shape == (8, 64)
+    if op in ("layer_norm", "rms_norm"):
+        assert w.grad.shape == (64,)
+    assert (b.grad is not None) == (op == "layer_norm")
+    assert hasattr(torch.ops.zyntax, f"{op}_backward")
+
+
 def test_matmul_backward_shapes_and_activation_refusal(torch: Any) -> None:
     from zyntax.kernels import torch_ops as zt
 

@@ -11,11 +11,15 @@ the functions below call it::
     from zyntax.kernels import torch_ops as zt
     y = zt.layer_norm(x, w, b)         # = torch.ops.zyntax.layer_norm(x, w, b, 1e-5)
 
-Backward passes: ``matmul`` (without activation; through zyntax matmuls of the
-gradient, and a zyntax row sum for the bias), ``reduce_sum`` (a broadcast of
-the gradient, no kernel). The others have no backward kernel yet: a backward
-through them raises ``zyntax.ArgumentError`` naming the op and the input that
-needs a gradient, never a wrong gradient.
+Backward passes: ``matmul`` (without activation; through zyntax matmuls of
+the gradient, and a zyntax row sum for the bias), ``reduce_sum`` (a broadcast
+of the gradient, no kernel), and softmax, layer_norm, rms_norm and
+cross_entropy through their backward kernels (``zyntax.kernels.<name>_backward``,
+registered as the ops ``zyntax::<name>_backward`` when the kernel module has
+one). The others (attention, reduce_max, matmul with an activation or fp8)
+have no backward kernel yet: a backward through them raises
+``zyntax.ArgumentError`` naming the op and the input that needs a gradient,
+never a wrong gradient.
 """
 
 from __future__ import annotations
@@ -70,10 +74,32 @@ def register() -> Any:
     return _registered[0]
 
 
+#: The backward ops, registered for each kernel that has a backward
+#: function in ``zyntax.kernels`` (``<name>_backward``). layer_norm's third
+#: result is dbias, empty without a bias (an op returns tensors only).
+BACKWARD_SCHEMAS: dict[str, str] = {
+    "softmax": "(Tensor y, Tensor dy) -> Tensor",
+    "layer_norm": (
+        "(Tensor dy, Tensor x, Tensor weight, Tensor? bias=None, float eps=1e-05) "
+        "-> (Tensor, Tensor, Tensor)"
+    ),
+    "rms_norm": "(Tensor dy, Tensor x, Tensor weight, float eps=1e-06) -> (Tensor, Tensor)",
+    "cross_entropy": (
+        "(Tensor dloss, Tensor logits, Tensor targets, str reduction='none') -> Tensor"
+    ),
+}
+
+
 def backward_kernel(name: str) -> Callable[..., Any] | None:
-    """The zyntax function that computes op `name`'s input gradients, or
-    None where the op has no backward kernel (its backward raises)."""
-    return None
+    """The zyntax function that computes op `name`'s input gradients
+    (``zyntax.kernels.<name>_backward``), or None where the op has no
+    backward kernel (its backward raises)."""
+    if name not in BACKWARD_SCHEMAS:
+        return None
+    from zyntax import kernels as zk
+
+    found: Callable[..., Any] | None = getattr(zk, f"{name}_backward", None)
+    return found
 
 
 # ------------------------------------------------------------------ the public functions
@@ -188,6 +214,17 @@ def _define(torch: Any) -> None:
         "saxpy": _saxpy_impl,
     }
     fakes = _fakes(torch)
+    for name, schema in BACKWARD_SCHEMAS.items():
+        kernel = backward_kernel(name)
+        if kernel is not None:
+            full = _full_args(torch, f"{name}_backward", schema)
+            op = torch.library.custom_op(
+                f"{NAMESPACE}::{name}_backward",
+                full(_backward_impl(name, kernel)),
+                mutates_args=(),
+                schema=schema,
+            )
+            op.register_fake(full(fakes[f"{name}_backward"]))
     for name, schema in SCHEMAS.items():
         full = _full_args(torch, name, schema)
         mutates = ("y",) if name == "saxpy" else ()
@@ -225,6 +262,21 @@ def _full_inputs(full: Callable[..., Any], setup: Callable[..., Any]) -> Callabl
         full(lambda *a: setup(ctx, a, output))(*inputs)
 
     return call
+
+
+def _backward_impl(name: str, kernel: Callable[..., Any]) -> Callable[..., Any]:
+    if name == "layer_norm":
+
+        def layer_norm(dy: Any, x: Any, w: Any, bias: Any, eps: float) -> Any:
+            dx, dw, db = kernel(dy, x, w, bias, eps)
+            return dx, dw, dw.new_empty(0) if db is None else db
+
+        return layer_norm
+    if name == "rms_norm":
+        return lambda dy, x, w, eps: tuple(kernel(dy, x, w, eps))
+    if name == "cross_entropy":
+        return lambda dloss, lg, tg, red: kernel(dloss, lg, tg, reduction=red)
+    return kernel
 
 
 def _saxpy_impl(a: float, x: Any, y: Any) -> None:
@@ -288,6 +340,16 @@ def _fakes(torch: Any) -> dict[str, Callable[..., Any]]:
     def saxpy(a: Any, x: Any, y: Any) -> None:
         return None
 
+    def contiguous_like(t: Any) -> Any:
+        return torch.empty_like(t, memory_format=torch.contiguous_format)
+
+    def layer_norm_backward(dy: Any, x: Any, w: Any, bias: Any, eps: float) -> Any:
+        n = x.shape[-1]
+        return contiguous_like(x), x.new_empty(n), x.new_empty(n if bias is not None else 0)
+
+    def rms_norm_backward(dy: Any, x: Any, w: Any, eps: float) -> Any:
+        return contiguous_like(x), x.new_empty(x.shape[-1])
+
     return {
         "matmul": matmul,
         "softmax": rows,
@@ -298,6 +360,10 @@ def _fakes(torch: Any) -> dict[str, Callable[..., Any]]:
         "reduce_sum": reduction,
         "reduce_max": reduction,
         "saxpy": saxpy,
+        "softmax_backward": lambda y, dy: contiguous_like(y),
+        "layer_norm_backward": layer_norm_backward,
+        "rms_norm_backward": rms_norm_backward,
+        "cross_entropy_backward": lambda dloss, logits, targets, red: contiguous_like(logits),
     }
 
 
@@ -335,6 +401,8 @@ def _autograd(torch: Any, name: str) -> tuple[Callable[..., Any], Callable[..., 
         return _matmul_autograd(torch)
     if name == "reduce_sum":
         return _reduce_sum_autograd(torch)
+    if backward_kernel(name) is not None:
+        return _row_autograd(name)
 
     def setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         pass
@@ -402,6 +470,46 @@ def _matmul_autograd(torch: Any) -> tuple[Callable[..., Any], Callable[..., Any]
         if need_bias:
             gbias = ops.reduce_sum(g.t(), -1).to(ctx.bias_dtype)
         return _grads(ctx, ga, gb, gbias)
+
+    return setup, backward
+
+
+def _row_autograd(name: str) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """The row kernels' backward through their backward ops: softmax from its
+    output, the norms from x (their statistics recomputed), cross-entropy
+    from the logits (softmax minus the one-hot target, times the loss's
+    gradient). The incoming gradient is made dense in the op's dtype (a
+    sum's gradient arrives as a broadcast view)."""
+
+    def setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        ctx.args = inputs[len(_TENSOR_INPUTS[name]) :]  # the non-tensor arguments
+        if name == "softmax":
+            ctx.save_for_backward(output)
+        else:
+            ctx.save_for_backward(*inputs[: len(_TENSOR_INPUTS[name])])
+
+    def backward(ctx: Any, grad: Any) -> Any:
+        ops = register()
+        saved = ctx.saved_tensors
+        if name == "softmax":
+            (y,) = saved
+            return _grads(ctx, ops.softmax_backward(y, grad.to(y.dtype).contiguous()))
+        if name == "cross_entropy":
+            logits, targets = saved
+            (reduction,) = ctx.args
+            dloss = grad.float().contiguous()
+            return _grads(ctx, ops.cross_entropy_backward(dloss, logits, targets, reduction))
+        x = saved[0]
+        dy = grad.to(x.dtype).contiguous()
+        if name == "layer_norm":
+            _, w, bias = saved
+            (eps,) = ctx.args
+            dx, dw, db = ops.layer_norm_backward(dy, x, w, bias, eps)
+            return _grads(ctx, dx, dw, db if bias is not None else None)
+        _, w = saved
+        (eps,) = ctx.args
+        dx, dw = ops.rms_norm_backward(dy, x, w, eps)
+        return _grads(ctx, dx, dw)
 
     return setup, backward
 

@@ -348,10 +348,86 @@ def test_reduce_sum_gradient() -> None:
     _close(x.grad, up.double()[:, None].expand(17, 300), 0, "dx")
 
 
+ROW_OPS = ["softmax", "layer_norm", "layer_norm_nobias", "rms_norm", "ce_none", "ce_mean"]
+
+
+def _row_case(op: str, dtype: Any) -> tuple[Callable[..., Any], Callable[..., Any], list[Any]]:
+    """(zyntax op, float64 torch reference, inputs) of a row op."""
+    f = torch.nn.functional
+    rows, n = 37, 1000
+    x, w, b = _rand(rows, n, dtype=dtype), _rand(n, dtype=dtype), _rand(n, dtype=dtype)
+    t = torch.randint(0, n, (rows,), device=DEV)
+    cases: dict[str, tuple[Callable[..., Any], Callable[..., Any], list[Any]]] = {
+        "softmax": (zt.softmax, lambda x: torch.softmax(x, -1), [x]),
+        "layer_norm": (zt.layer_norm, lambda x, w, b: f.layer_norm(x, (n,), w, b), [x, w, b]),
+        "layer_norm_nobias": (zt.layer_norm, lambda x, w: f.layer_norm(x, (n,), w), [x, w]),
+        "rms_norm": (
+            zt.rms_norm,
+            lambda x, w: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w,
+            [x, w],
+        ),
+        "ce_none": (
+            lambda x, t: zt.cross_entropy(x, t),
+            lambda x, t: f.cross_entropy(x, t, reduction="none"),
+            [x, t],
+        ),
+        "ce_mean": (
+            lambda x, t: zt.cross_entropy(x, t, "mean"),
+            lambda x, t: f.cross_entropy(x, t),
+            [x, t],
+        ),
+    }
+    return cases[op]
+
+
+def _kernel_name(op: str) -> str:
+    return "cross_entropy" if op.startswith("ce_") else op.removesuffix("_nobias")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("op", ROW_OPS)
+def test_row_gradients_against_float64(op: str, dtype: Any) -> None:
+    if zt.backward_kernel(_kernel_name(op)) is None:
+        pytest.skip(f"{op} has no backward kernel in this tree")
+    fn, ref, inputs = _row_case(op, dtype)
+    leaves = [t.requires_grad_() if t.is_floating_point() else t for t in inputs]
+    out = fn(*leaves)
+    up = torch.randn(out.shape, device=DEV, dtype=torch.float64)
+    (out.double() * up).sum().backward()
+    ref_leaves = [
+        t.detach().double().requires_grad_() if t.is_floating_point() else t for t in inputs
+    ]
+    (ref(*ref_leaves) * up).sum().backward()
+    tol = 1e-4 if dtype == torch.float32 else 3e-2
+    for i, (got, want) in enumerate(zip(leaves, ref_leaves, strict=True)):
+        if got.is_floating_point():
+            _close(got.grad, want.grad, tol, f"{op} grad of input {i}")
+
+
+def test_row_backward_compiles() -> None:
+    """The backward ops trace under torch.compile (AOTAutograd's joint graph)."""
+    if zt.backward_kernel("layer_norm") is None or zt.backward_kernel("softmax") is None:
+        pytest.skip("no row backward kernels in this tree")
+    torch._dynamo.reset()
+
+    def f(x: Any, w: Any, b: Any) -> Any:
+        return zt.softmax(zt.layer_norm(x, w, b))
+
+    x, w, b = _rand(64, 512), _rand(512), _rand(512)
+    up = _rand(64, 512)
+    grads = []
+    for fn in (f, torch.compile(f, fullgraph=True)):
+        leaves = [t.detach().clone().requires_grad_() for t in (x, w, b)]
+        (fn(*leaves) * up).sum().backward()
+        grads.append([t.grad for t in leaves])
+    for got, want in zip(grads[1], grads[0], strict=True):
+        _close(got, want, 1e-5, "compiled backward")
+
+
 @pytest.mark.parametrize("op", ["softmax", "layer_norm", "rms_norm", "attention", "gelu_matmul"])
 def test_backward_without_kernel_is_a_typed_error(op: str) -> None:
-    if op == "attention" and _attention_backward_exists():
-        pytest.skip("attention has a backward")
+    if zt.backward_kernel(op.removeprefix("gelu_")) is not None:
+        pytest.skip(f"{op} has a backward kernel")
     x = _rand(8, 64).requires_grad_()
     w = _rand(64)
     q = _rand(1, 2, 64, 64, dtype=torch.bfloat16).requires_grad_()
@@ -365,7 +441,3 @@ def test_backward_without_kernel_is_a_typed_error(op: str) -> None:
     out = runs[op]()
     with pytest.raises(zyntax.ArgumentError, match="requires grad"):
         out.float().sum().backward()
-
-
-def _attention_backward_exists() -> bool:
-    return zt.backward_kernel("attention") is not None

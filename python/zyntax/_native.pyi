@@ -587,7 +587,15 @@ class FunctionBuilder:
     def seal_all_blocks(self) -> None: ...
     def is_sealed(self, block: Block) -> bool: ...
     # finishing
-    def finish(self) -> None: ...
+    def finish(self, *, prune: bool = False) -> None: ...
+    # one instruction by its .zir mnemonic (front-ends translating another language)
+    def inst(
+        self,
+        mnemonic: str,
+        args: Sequence[Value],
+        results: Sequence[_TypeLike],
+        imm: dict[str, Any] | None = None,
+    ) -> list[Value]: ...
     def __enter__(self) -> FunctionBuilder: ...
     def __exit__(
         self,
@@ -770,6 +778,7 @@ class Module:
         no_bounds_check: bool = False,
         opt_level: str | None = None,
         cluster: int | Sequence[int] | None = None,
+        exact_threads: int | Sequence[int] | None = None,
     ) -> FunctionBuilder: ...
     def device_function(
         self,

@@ -23,7 +23,6 @@ import zyntax
 from conftest import ROOT
 from zyntax import hir, lang
 from zyntax.frontend import cache, errors
-from zyntax.frontend.ir import format_float
 from zyntax.frontend.kernel import spec_of_value
 
 EXAMPLES = ROOT / "examples" / "kernels"
@@ -308,12 +307,6 @@ def test_kernel_launch_bounds_attributes() -> None:
     text = bounded.hir()
     assert "kernel @bounded max_threads(256, 1, 1) min_blocks(2) max_registers(64) {" in text
     verified(text)
-
-
-def test_format_float_matches_rust_debug() -> None:
-    cases = {1.0: "1.0", 0.1: "0.1", 1e-7: "1e-7", 1e20: "1e20", 1.5e16: "1.5e16", -2.5: "-2.5"}
-    for v, s in cases.items():
-        assert format_float(v) == s
 
 
 # --------------------------------------------------------------------------- errors

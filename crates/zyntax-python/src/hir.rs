@@ -21,6 +21,7 @@ use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use std::sync::{Arc, Mutex, MutexGuard};
 use zyntax_hir as zh;
 
+mod emit;
 mod generated;
 mod ssa;
 pub use ssa::PyVar;
@@ -495,10 +496,11 @@ impl HirModule {
     #[pyo3(signature = (name, params, *, max_threads=None, min_blocks=None,
         max_registers=None, shared_bytes=Checked(0), arch=None, critical_path=Flag(false),
         no_alloc=Flag(false), inline_always=Flag(false), no_bounds_check=Flag(false), opt_level=None,
-        cluster=None),
+        cluster=None, exact_threads=None),
         text_signature = "($self, name, params, *, max_threads=None, min_blocks=None, \
         max_registers=None, shared_bytes=0, arch=None, critical_path=False, no_alloc=False, \
-        inline_always=False, no_bounds_check=False, opt_level=None, cluster=None)")]
+        inline_always=False, no_bounds_check=False, opt_level=None, cluster=None, \
+        exact_threads=None)")]
     #[allow(clippy::too_many_arguments)]
     fn kernel(
         &self,
@@ -516,6 +518,7 @@ impl HirModule {
         no_bounds_check: Flag,
         opt_level: Option<Text>,
         cluster: Option<&Bound<'_, PyAny>>,
+        exact_threads: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<FunctionBuilder> {
         let info = KernelInfo {
             max_threads: max_threads.map(to_max_threads).transpose()?,
@@ -523,7 +526,7 @@ impl HirModule {
             max_registers: max_registers.map(|c| c.0),
             shared_bytes: shared_bytes.0,
             arch: arch.as_deref().map(parse_arch).transpose()?,
-            exact_threads: None,
+            exact_threads: exact_threads.map(to_max_threads).transpose()?,
             cluster: cluster
                 .map(|c| checked::dim3(c, "cluster", 1))
                 .transpose()?,
@@ -1052,7 +1055,7 @@ impl FnShared {
         }
     }
 
-    fn finish(&self) -> PyResult<()> {
+    fn finish(&self, prune: bool) -> PyResult<()> {
         guard(|| {
             let mut st = lock(&self.state)?;
             if !st.scopes.is_empty() {
@@ -1068,7 +1071,10 @@ impl FnShared {
                     self.name
                 )));
             };
-            let f = b.finish().map_err(build_err)?;
+            let mut f = b.finish().map_err(build_err)?;
+            if prune {
+                emit::prune_unreachable(&mut f);
+            }
             let mut ms = lock(&self.module.state)?;
             match ms
                 .decls
@@ -2523,10 +2529,30 @@ impl FunctionBuilder {
 
     /// Finishes the function and adds it to its module; the builder is closed.
     /// Adds the implicit `return` of a function that returns nothing, exactly
-    /// as leaving a `with` block does.
-    fn finish(&self, py: Python<'_>) -> PyResult<()> {
+    /// as leaving a `with` block does. `prune=True` drops the blocks no path
+    /// from the entry reaches (code a translator emitted after a `return`).
+    #[pyo3(signature = (*, prune=Flag(false)), text_signature = "($self, *, prune=False)")]
+    fn finish(&self, py: Python<'_>, prune: Flag) -> PyResult<()> {
         self.implicit_return(py)?;
-        self.sh.finish()
+        self.sh.finish(prune.0)
+    }
+
+    /// One instruction by its `.zir` mnemonic (`"cmp.lt"`, `"atomic.add.device"`,
+    /// `"shfl.idx"`), for front-ends that translate another language: `args`
+    /// are `Value`s, `results` the result types, `imm` the immediates the
+    /// row's operand template names (`alloca`: `elem`, `count`; `shfl.*`:
+    /// `width`; ...). The op comes from the instruction table; the verifier
+    /// checks the types against the row's signature (hir/emit.rs).
+    #[pyo3(signature = (mnemonic, args, results, imm=None))]
+    fn inst(
+        &self,
+        py: Python<'_>,
+        mnemonic: Text,
+        args: &Bound<'_, PyAny>,
+        results: &Bound<'_, PyAny>,
+        imm: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Vec<PyValue>> {
+        self.emit_inst(py, &mnemonic, args, results, imm)
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -2550,7 +2576,7 @@ impl FunctionBuilder {
         if lock(&self.sh.state)?.b.is_none() {
             return Ok(false); // finished explicitly inside the block
         }
-        self.finish(py)?;
+        self.finish(py, Flag(false))?;
         Ok(false)
     }
 

@@ -18,8 +18,9 @@ from typing import Any, TypeVar, overload
 
 import numpy as np
 
-from zyntax import lang, nest
-from zyntax.frontend import ir, pipeline
+from zyntax import hir, lang, nest
+from zyntax.frontend import hirtypes as ir
+from zyntax.frontend import pipeline
 from zyntax.frontend.errors import (
     KernelArgumentError,
     KernelError,
@@ -372,14 +373,13 @@ class Variant:
 
     kernel_name: str
     specs: tuple[ParamSpec, ...]
-    module: ir.Module
+    #: The translated module (``zyntax.hir.Module``, verified by ``pipeline.native_module``).
+    module: Any
     hir_text: str
     param_types: list[str]
     ptx: dict[str, str] = field(default_factory=dict)  # arch -> PTX text
     native: dict[Any, Any] = field(default_factory=dict)  # loaded CUDA functions by device
     binder: Callable[..., list[Any]] | None = None
-    #: Python source location of every instruction, per function, in canonical order.
-    locs: list[list[tuple[str, int, int] | None]] = field(default_factory=list)
 
     #: Launch bounds of the kernel (``max_threads`` as [x, y, z], ``min_blocks``, ...).
     bounds: dict[str, Any] = field(default_factory=dict)
@@ -645,9 +645,18 @@ class Kernel(_Translatable):
         return v
 
     def _translate(self, specs: tuple[ParamSpec, ...]) -> Variant:
-        mod = ir.Module(self.__name__)
+        # The translator builds straight into a native module; source locations
+        # are set per statement (record_locations=False: no Python frame walk).
+        mod = hir.Module(self.__name__, record_locations=False)
         ctx = ModuleContext(mod)
         src = self.source()
+        opts = {
+            "max_threads": self.max_threads,
+            "min_blocks": self.min_blocks,
+            "max_registers": self.max_registers,
+            "exact_threads": self.exact_threads,
+            "cluster": self.cluster,
+        }
         tr = FunctionTranslator(
             self.pyfunc,
             list(specs),
@@ -656,35 +665,19 @@ class Kernel(_Translatable):
             ctx=ctx,
             source=self.source(),
             workgroup=self.workgroup,
+            kernel_opts={k: v for k, v in opts.items() if v is not None},
         )
-        fn = tr.translate()
-        if self.max_threads is not None:
-            x, y, z = self.max_threads
-            fn.attrs.append(f"max_threads({x}, {y}, {z})")
-        if self.min_blocks is not None:
-            fn.attrs.append(f"min_blocks({self.min_blocks})")
-        if self.max_registers is not None:
-            fn.attrs.append(f"max_registers({self.max_registers})")
-        if self.exact_threads is not None:
-            x, y, z = self.exact_threads
-            fn.attrs.append(f"exact_threads({x}, {y}, {z})")
-        if self.cluster is not None:
-            x, y, z = self.cluster
-            fn.attrs.append(f"cluster({x}, {y}, {z})")
-        # The kernel first, then the device functions it calls.
-        mod.functions.insert(0, fn)
+        tr.translate()
         params: list[str] = []
         for s in specs:
             params.extend(str(t) for t in param_hir_types(s))
-        locs = [[i.loc for b in f.reachable_layout() for i in b.insts] for f in mod.functions]
         return Variant(
             self.__name__,
             specs,
             mod,
-            mod.print(),
+            mod.to_zir(),
             params,
             binder=_make_binder(specs),
-            locs=locs,
             bounds={
                 "max_threads": list(self.max_threads) if self.max_threads else None,
                 "min_blocks": self.min_blocks,

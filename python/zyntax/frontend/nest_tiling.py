@@ -29,8 +29,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from zyntax import lang
-from zyntax.frontend import ir
-from zyntax.frontend.ir import BOOL, I64, U32, Block, HType, Ptr, Scalar, Value
+from zyntax.frontend import hirtypes as ir
+from zyntax.frontend.emit import Block, Value
+from zyntax.frontend.hirtypes import BOOL, I64, U32, HType, Ptr, Scalar
 
 __all__ = ["TV", "TranslatorBuilder", "plan_prange"]
 
@@ -77,11 +78,11 @@ class TV:
 
     @property
     def id(self) -> int:
-        return self.v.resolve().uid
+        return int(self.v.nv.id)
 
     @property
     def type(self) -> TType:
-        return TType(self.v.resolve().ty)
+        return TType(self.v.ty)
 
     @property
     def name(self) -> str:
@@ -91,7 +92,7 @@ class TV:
         a, c = self.b.unify(self, other)
         if swap:
             a, c = c, a
-        return self.b.emit(op, [a, c], a.v.resolve().ty)
+        return self.b.emit(op, [a, c], a.v.ty)
 
     def _cmp(self, op: str, other: Any) -> TV:
         a, c = self.b.unify(self, other)
@@ -154,8 +155,9 @@ class _IfElse:
     def __init__(self, b: TranslatorBuilder, cond: TV, results: list[Any]) -> None:
         tr = b.tr
         self.b = b
-        then_b, else_b, self.merge = tr.fn.new_block(), tr.fn.new_block(), tr.fn.new_block()
-        self.results = [TV(b, tr.fn.add_param(self.merge, _scalar(t))) for t in results]
+        then_b, else_b = tr.fn.new_block(), tr.fn.new_block()
+        self.merge = tr.fn.new_block(*(_scalar(t) for t in results))
+        self.results = [TV(b, p) for p in self.merge.params]
         tr.fn.branch(cond.v, then_b, else_b)
         tr.seal(then_b)
         tr.seal(else_b)
@@ -175,10 +177,10 @@ class _Loop:
         tr = b.tr
         self.b = b
         lo, hi = b.unify(lo, hi)
-        self.header, self.body, self.exit = tr.fn.new_block(), tr.fn.new_block(), tr.fn.new_block()
-        ity = lo.v.resolve().ty
-        self.index = TV(b, tr.fn.add_param(self.header, ity))
-        self.carried = [TV(b, tr.fn.add_param(self.header, c.v.resolve().ty)) for c in carry]
+        self.header = tr.fn.new_block(lo.v.ty, *(c.v.ty for c in carry))
+        self.body, self.exit = tr.fn.new_block(), tr.fn.new_block()
+        self.index = TV(b, self.header.params[0])
+        self.carried = [TV(b, p) for p in self.header.params[1:]]
         self.results = self.carried
         tr.fn.jump(self.header, [lo.v, *[c.v for c in carry]])
         tr.fn.switch_to(self.header)
@@ -200,9 +202,7 @@ class _Loop:
         tr, b = self.b.tr, self.b
         assert self._next is not None, "loop body without next()"
         step = self.index + 1
-        args = [
-            b.value(v, c.v.resolve().ty).v for v, c in zip(self._next, self.carried, strict=True)
-        ]
+        args = [b.value(v, c.v.ty).v for v, c in zip(self._next, self.carried, strict=True)]
         tr.fn.jump(self.header, [step.v, *args])
         tr.seal(self.header)
         tr.fn.switch_to(self.exit)
@@ -229,7 +229,7 @@ class TranslatorBuilder:
         """`x` (a TV or a Python number) as a value of type `ty`."""
         if not isinstance(x, TV):
             return self.const(x, ty)
-        if x.v.resolve().ty == ty:
+        if x.v.ty == ty:
             return x
         return TV(self, self.tr.fn.emit1("cast", [x.v], ty))
 
@@ -237,10 +237,10 @@ class TranslatorBuilder:
         """Two operands at one type: a number takes the other's; two integer
         types that differ meet at i64 (indices are never negative)."""
         if not isinstance(a, TV):
-            return self.const(a, c.v.resolve().ty), c
+            return self.const(a, c.v.ty), c
         if not isinstance(c, TV):
-            return a, self.const(c, a.v.resolve().ty)
-        ta, tc = a.v.resolve().ty, c.v.resolve().ty
+            return a, self.const(c, a.v.ty)
+        ta, tc = a.v.ty, c.v.ty
         if ta == tc:
             return a, c
         return self.value(a, I64), self.value(c, I64)
@@ -256,7 +256,7 @@ class TranslatorBuilder:
         return self.emit("and", [a, c], BOOL)
 
     def load(self, ptr: TV) -> TV:
-        ty = ptr.v.resolve().ty
+        ty = ptr.v.ty
         assert isinstance(ty, Ptr)
         return self.emit("load", [ptr], ty.pointee)
 
@@ -265,7 +265,7 @@ class TranslatorBuilder:
 
     def ptr_add(self, ptr: TV, index: Any) -> TV:
         ix = index if isinstance(index, TV) else self.const(index, I64)
-        return self.emit("ptr_add", [ptr, ix], ptr.v.resolve().ty)
+        return self.emit("ptr_add", [ptr, ix], ptr.v.ty)
 
     def shared_alloc(self, elem: Any, count: int) -> TV:
         t = _scalar(elem)

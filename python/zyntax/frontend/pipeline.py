@@ -7,10 +7,10 @@ told. :func:`ptx_for` takes a translated ``@zyntax.kernel``
 :class:`~zyntax.frontend.kernel.Variant` through it, :func:`ptx_for_module` a
 ``zyntax.hir.Module`` (``zyntax.cuda.load_hir`` uses it, docs/runtime.md).
 
-The front-end's HIR text goes to the native core through ``zyntax.hir.parse_zir``
-(the ``.zir`` printer/parser round-trip is exact), is verified there, and is
-compiled, run by ``zyntax.interp`` (the reference interpreter) or loaded and
-launched by ``zyntax.cuda``. The CUDA runtime is looked up when first needed,
+The front-end builds its HIR through the native builder (a ``zyntax.hir.Module``,
+see :mod:`zyntax.frontend.emit`); it is verified there, and is compiled, run by
+``zyntax.interp`` (the reference interpreter) or loaded and launched by
+``zyntax.cuda``. The CUDA runtime is looked up when first needed,
 so the front-end imports on any build.
 """
 
@@ -53,31 +53,17 @@ def zyntax_version() -> str:
 
 
 def native_module(v: Variant) -> Any:
-    """The variant as a verified ``zyntax.hir.Module`` (memoised on the variant).
+    """The variant's module (``zyntax.hir.Module``), verified once.
 
-    The ``.zir`` text carries no source locations, so they are attached through
-    the module's JSON form: verifier diagnostics then name the kernel's Python
-    file:line:column.
+    The translator built it through the native builder with the kernel's
+    Python file:line:column on every instruction, so verifier diagnostics
+    become :class:`KernelError` at that line (:func:`located_errors`).
     """
-    m = v.native.get("module")
-    if m is None:
-        from zyntax import hir
-
-        m = hir.parse_zir(v.hir_text, f"<kernel {v.kernel_name}>")
-        doc = json.loads(m.to_json())
-        funcs = doc.get("functions", [])
-        if len(funcs) == len(v.locs):
-            for f, locs in zip(funcs, v.locs, strict=True):
-                insts = f.get("insts", [])
-                if len(insts) != len(locs):
-                    continue
-                for inst, loc in zip(insts, locs, strict=True):
-                    if loc is not None:
-                        inst["loc"] = {"file": loc[0], "line": loc[1], "col": loc[2]}
-            m = hir.Module.from_json(json.dumps(doc))
+    m = v.module
+    if not v.native.get("verified"):
         with located_errors():
             m.verify()
-        v.native["module"] = m
+        v.native["verified"] = True
     return m
 
 

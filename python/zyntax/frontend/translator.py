@@ -32,15 +32,17 @@ from typing import Any, cast
 
 import numpy as np
 
-from zyntax import lang
-from zyntax.frontend import ir, nest_tiling
+from zyntax import hir, lang
+from zyntax.frontend import hirtypes as ir
+from zyntax.frontend import nest_tiling
+from zyntax.frontend.emit import Block, Emitter, UndefinedVariable, Value, native_type
 from zyntax.frontend.errors import (
     KernelError,
     KernelNameError,
     KernelSyntaxError,
     KernelTypeError,
 )
-from zyntax.frontend.ir import (
+from zyntax.frontend.hirtypes import (
     BOOL,
     F32,
     F64,
@@ -48,12 +50,10 @@ from zyntax.frontend.ir import (
     I64,
     U32,
     U64,
-    Block,
     Frag,
     HType,
     Ptr,
     Scalar,
-    Value,
     Vec,
 )
 
@@ -82,7 +82,7 @@ class ArrayView:
 
     @property
     def space(self) -> str:
-        ty = self.ptr.resolve().ty
+        ty = self.ptr.ty
         assert isinstance(ty, Ptr)
         return ty.space
 
@@ -330,7 +330,7 @@ class _Restart(Exception):
 class ModuleContext:
     """Functions of the module being built: the entry plus specialised device functions."""
 
-    module: ir.Module
+    module: hir.Module
     device_funcs: dict[tuple[int, tuple[ParamSpec, ...]], tuple[str, list[HType]]] = field(
         default_factory=dict
     )
@@ -370,7 +370,8 @@ def load_source(pyfunc: Callable[..., Any], what: str) -> SourceInfo:
 
 
 class FunctionTranslator:
-    """Translates one Python function, specialised on parameter specs, into an ir.Function."""
+    """Translates one Python function, specialised on parameter specs, into a
+    function of the context's native module (through :class:`Emitter`)."""
 
     def __init__(
         self,
@@ -382,8 +383,11 @@ class FunctionTranslator:
         ctx: ModuleContext,
         source: SourceInfo | None = None,
         workgroup: tuple[int, ...] | None = None,
+        kernel_opts: dict[str, Any] | None = None,
     ) -> None:
         self.pyfunc = pyfunc
+        #: Keyword arguments of ``zyntax.hir.Module.kernel`` (launch bounds, cluster).
+        self.kernel_opts = kernel_opts or {}
         #: A prange kernel's workgroup (outermost first): its nests' reductions are tiled.
         self.workgroup = workgroup
         #: What the tiler did with each prange nest (zyntax.tiling's report lines).
@@ -445,15 +449,17 @@ class FunctionTranslator:
         self.locals = set(self.assign_count) | {a.arg for a in fdef.args.args}
 
     # ---------------------------------------------------------------- driver
-    def translate(self) -> ir.Function:
+    def translate(self) -> None:
+        """Build the function into the context's module (``zyntax.hir.Module``)."""
         for _ in range(16):
             try:
-                return self._translate_once()
+                self._translate_once()
+                return
             except _Restart:
                 continue
         raise self.error(self.src.tree, "type inference did not converge", KernelTypeError)
 
-    def _translate_once(self) -> ir.Function:
+    def _translate_once(self) -> None:
         fdef = self.src.tree
         a = fdef.args
         if a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs or a.defaults:
@@ -480,16 +486,24 @@ class FunctionTranslator:
             else:
                 raise self.error(fdef.returns, "return annotation must be a zyntax scalar type")
             self.ret_annotated = True
-        self.fn = ir.Function(
-            self.name,
-            self.kind,
-            hir_params,
-            (self.ret_types or []) if self.kind == "device" else [],
-        )
+        m = self.ctx.module
+        params_n = [native_type(t) for t in hir_params]
+        if self.kind == "kernel":
+            b = m.kernel(self.name, params_n, **self.kernel_opts)
+        else:
+            rets = [native_type(t) for t in self.ret_types or []]
+            b = m.device_function(self.name, params_n, rets)
+        self.fn = Emitter(b, hir_params)
         self.fn.loc = (self.src.file, fdef.lineno + self.src.line_offset, 1)
-        self.defs: dict[str, dict[int, Value]] = {}
-        self.sealed: set[int] = set()
-        self.incomplete: dict[int, dict[str, Value]] = {}
+        try:
+            self._translate_body(fdef)
+        except BaseException:
+            self.fn.abandon()  # the next attempt (or nobody) declares it again
+            raise
+        self.fn.finish()
+
+    def _translate_body(self, fdef: ast.FunctionDef) -> None:
+        a = fdef.args
         self.static: dict[str, Operand] = {}
         self.loops: list[tuple[Block, Block]] = []  # (continue target, break target)
         self.depth = 0
@@ -504,11 +518,9 @@ class FunctionTranslator:
                 v = params.pop(0)
                 self.var_types.setdefault(arg.arg, spec)
                 if self.var_types[arg.arg] != spec:
-                    self.write_var(
-                        arg.arg, self.fn.entry, self._convert(v, self.var_types[arg.arg], arg)
-                    )
+                    self.write_var(arg.arg, self._convert(v, self.var_types[arg.arg], arg))
                 else:
-                    self.write_var(arg.arg, self.fn.entry, v)
+                    self.write_var(arg.arg, v)
             elif isinstance(spec, TensorMapParam):
                 if arg.arg in self.assign_count:
                     raise self.error(arg, f"tensor map parameter '{arg.arg}' cannot be reassigned")
@@ -536,112 +548,27 @@ class FunctionTranslator:
             self.fn.emit0("return", [])
         if self.kind == "device" and self.ret_types is None:
             self.ret_types = []
-        return self.fn
 
     # ---------------------------------------------------------------- SSA
-    def write_var(self, name: str, block: Block, v: Value) -> None:
-        self.defs.setdefault(name, {})[block.name] = v
+    # Locals are the native builder's SSA variables (zyntax.frontend.emit): a
+    # read in a block without a local assignment gets a block parameter where
+    # paths join, resolved when the block is sealed.
+    def write_var(self, name: str, v: Value) -> None:
+        self.fn.write_var(name, self.var_types.get(name) or v.ty, v)
 
-    def read_var(self, name: str, block: Block) -> Value | None:
-        d = self.defs.get(name, {}).get(block.name)
-        if d is not None:
-            return d.resolve()
-        return self._read_var_rec(name, block)
-
-    def _read_var_rec(self, name: str, block: Block) -> Value | None:
-        ty = self.var_types.get(name)
-        val: Value | None
-        if block.name not in self.sealed:
-            if ty is None:
-                return None
-            val = self.fn.add_param(block, ty)
-            self.incomplete.setdefault(block.name, {})[name] = val
-        elif not block.preds:
-            return None
-        elif len(block.preds) == 1:
-            val = self.read_var(name, block.preds[0])
-        else:
-            if ty is None:
-                return None
-            p = self.fn.add_param(block, ty)
-            self.write_var(name, block, p)
-            val = self._add_phi_operands(name, block, p)
-        if val is not None:
-            self.write_var(name, block, val)
-        return val
-
-    def _add_phi_operands(self, name: str, block: Block, p: Value) -> Value | None:
-        for pred in block.preds:
-            v = self.read_var(name, pred)
-            if v is None:
-                # Undefined on this path: drop the parameter again; the read fails.
-                self._drop_param(block, p)
-                return None
-            term = self.fn.terminator_of(pred)
-            assert term is not None
-            for t in term.targets:
-                if t.block is block:
-                    t.args.append(v)
-        return self._try_remove_trivial(block, p)
-
-    def _drop_param(self, block: Block, p: Value) -> None:
-        i = block.params.index(p)
-        del block.params[i]
-        for pred in block.preds:
-            term = self.fn.terminator_of(pred)
-            if term is None:
-                continue
-            for t in term.targets:
-                if t.block is block and len(t.args) > i:
-                    del t.args[i]
-        defs = self.defs
-        for name in list(defs):
-            if defs[name].get(block.name) is p:
-                del defs[name][block.name]
-
-    def _try_remove_trivial(self, block: Block, p: Value) -> Value:
-        i = block.params.index(p)
-        same: Value | None = None
-        for pred in block.preds:
-            term = self.fn.terminator_of(pred)
-            assert term is not None
-            for t in term.targets:
-                if t.block is not block:
-                    continue
-                op = t.args[i].resolve()
-                if op is p or op is same:
-                    continue
-                if same is not None:
-                    return p
-                same = op
-        if same is None:
-            return p
-        del block.params[i]
-        for pred in block.preds:
-            term = self.fn.terminator_of(pred)
-            assert term is not None
-            for t in term.targets:
-                if t.block is block:
-                    del t.args[i]
-        self.fn.replace(p, same)
-        return same
+    def read_var(self, name: str) -> Value | None:
+        return self.fn.read_var(name)
 
     def seal(self, block: Block) -> None:
-        pending = self.incomplete.pop(block.name, {})
-        self.sealed.add(block.name)
-        for name, p in pending.items():
-            if p not in block.params:
-                continue
-            if not block.preds:
-                continue
-            r = self._add_phi_operands(name, block, p)
-            if r is None:
-                raise self.error(
-                    self._cur_node,
-                    f"local variable '{name}' might be used before it is assigned "
-                    "(assign it before the loop)",
-                    KernelNameError,
-                )
+        try:
+            self.fn.seal(block)
+        except UndefinedVariable as u:
+            raise self.error(
+                self._cur_node,
+                f"local variable '{u.name}' might be used before it is assigned "
+                "(assign it before the loop)",
+                KernelNameError,
+            ) from None
 
     # ---------------------------------------------------------------- helpers
     _cur_node: ast.AST | None = None
@@ -681,7 +608,7 @@ class FunctionTranslator:
         raise self.error(node, f"expected a scalar value, got {describe(op)}", KernelTypeError)
 
     def _convert(self, v: Value, ty: HType | None, node: ast.AST) -> Value:
-        src = v.resolve().ty
+        src = v.ty
         if ty is None or src == ty:
             return v
         if not isinstance(src, Scalar) or not isinstance(ty, Scalar):
@@ -697,7 +624,7 @@ class FunctionTranslator:
         if isinstance(op, Lit):
             return default_type(op.value)
         if isinstance(op, Value):
-            t = op.resolve().ty
+            t = op.ty
             if isinstance(t, Scalar):
                 return t
         raise self.error(node, f"expected a scalar value, got {describe(op)}", KernelTypeError)
@@ -706,7 +633,7 @@ class FunctionTranslator:
         if isinstance(op, Lit):
             return bool(op.value)
         v = self.value(op, node)
-        t = v.resolve().ty
+        t = v.ty
         if t == BOOL:
             return v
         return self._convert(v, BOOL, node)
@@ -821,15 +748,13 @@ class FunctionTranslator:
                 if j is not None and j != ty:
                     self.var_types[name] = j
                     raise _Restart
-            self.write_var(
-                name, self.block, self.value(val, node, ty if isinstance(ty, Scalar) else None)
-            )
+            self.write_var(name, self.value(val, node, ty if isinstance(ty, Scalar) else None))
             return
         assert isinstance(val, Value)
-        vt = val.resolve().ty
+        vt = val.ty
         if ty is None:
             self.var_types[name] = vt
-            self.write_var(name, self.block, val)
+            self.write_var(name, val)
             return
         if vt != ty:
             if not isinstance(ty, Scalar) or not isinstance(vt, Scalar):
@@ -846,7 +771,7 @@ class FunctionTranslator:
                 self.var_types[name] = j
                 raise _Restart
             val = self._convert(val, ty, node)
-        self.write_var(name, self.block, val)
+        self.write_var(name, val)
 
     def stmt_If(self, s: ast.If) -> None:
         cond = self.to_bool(self.expr(s.test), s.test)
@@ -973,12 +898,12 @@ class FunctionTranslator:
         start_v = self.value(start, s.iter, ty)
         stop_v = self.value(stop, s.iter, ty)
         step_v = self.value(step, s.iter, ty)
-        self.write_var(iv, self.block, start_v)
+        self.write_var(iv, start_v)
         header, body = self.fn.new_block(), self.fn.new_block()
         latch, exit_b = self.fn.new_block(), self.fn.new_block()
         self.fn.jump(header)
         self.fn.switch_to(header)
-        cur = self.read_var(iv, header)
+        cur = self.read_var(iv)
         assert cur is not None
         if isinstance(step, Lit):
             cmp = "cmp.lt" if step.value > 0 else "cmp.gt"
@@ -1004,10 +929,10 @@ class FunctionTranslator:
         self.fn.switch_to(latch)
         self.seal(latch)
         if latch.preds:
-            cur2 = self.read_var(iv, latch)
+            cur2 = self.read_var(iv)
             assert cur2 is not None
             nxt = self.fn.emit1("add", [cur2, step_v], ty)
-            self.write_var(iv, latch, nxt)
+            self.write_var(iv, nxt)
             self.fn.jump(header)
         else:
             self.fn.emit0("unreachable", [])
@@ -1183,7 +1108,7 @@ class FunctionTranslator:
     ) -> None:
         from zyntax.tiling import Affine, NotAffine
 
-        init = self.read_var(r.acc, self.block)
+        init = self.read_var(r.acc)
         if init is None:
             raise self.error(
                 r.update, f"'{r.acc}' must be assigned before the loop", KernelNameError
@@ -1199,7 +1124,7 @@ class FunctionTranslator:
             raise self.error(r.extent, "range() bounds must be integers", KernelTypeError)
         k_ty = self.var_types.get(r.k)
         if not isinstance(k_ty, Scalar):
-            k_ty = extent.v.resolve().ty if isinstance(extent, nest_tiling.TV) else I32
+            k_ty = extent.v.ty if isinstance(extent, nest_tiling.TV) else I32
             self.var_types[r.k] = k_ty
 
         def form(node: ast.expr, k_sym: Any) -> Any:
@@ -1232,7 +1157,7 @@ class FunctionTranslator:
         def flat_at(sub: ast.Subscript, view: ArrayView, kv: Any) -> Any:
             """The element offset of `sub` at reduction index `kv`, computed as
             the untiled kernel would (an index the tiler cannot analyse)."""
-            self.write_var(r.k, self.block, self._convert(kv.v, k_ty, sub))
+            self.write_var(r.k, self._convert(kv.v, k_ty, sub))
             off: Operand = Lit(0)
             for ix_node, st in zip(self._slice_nodes(sub), view.strides, strict=True):
                 ix = self.expr(ix_node)
@@ -1304,7 +1229,7 @@ class FunctionTranslator:
             return nest_tiling.TV(tb, self.value(val, r.update, acc_ty))
 
         res = nest.reduce(extent, init=nest_tiling.TV(tb, init), loads=loads, combine=combine)
-        self.write_var(r.acc, self.block, res.v)
+        self.write_var(r.acc, res.v)
 
     def stmt_Break(self, s: ast.Break) -> None:
         if not self.loops:
@@ -1385,7 +1310,7 @@ class FunctionTranslator:
         if name in self.static:
             return self.static[name]
         if name in self.locals:
-            v = self.read_var(name, self.block)
+            v = self.read_var(name)
             if v is None:
                 raise self.error(
                     node,
@@ -1540,9 +1465,7 @@ class FunctionTranslator:
             off = self._arith("add", off, term, ity, node)
         if isinstance(off, Lit) and off.value == 0:
             return view.ptr
-        return self.fn.emit1(
-            "ptr_add", [view.ptr, self.value(off, node, ity)], view.ptr.resolve().ty
-        )
+        return self.fn.emit1("ptr_add", [view.ptr, self.value(off, node, ity)], view.ptr.ty)
 
     def _arith(self, op: str, a: Operand, b: Operand, ty: Scalar, node: ast.AST) -> Operand:
         """Index arithmetic with folding of constant zeros and ones."""
@@ -1696,8 +1619,8 @@ class FunctionTranslator:
     def expr_BoolOp(self, e: ast.BoolOp) -> Operand:
         is_and = isinstance(e.op, ast.And)
         # Short-circuit through blocks: `i < n and a[i] > 0` must not load when i >= n.
-        merge = self.fn.new_block()
-        result = self.fn.add_param(merge, BOOL)
+        merge = self.fn.new_block(BOOL)
+        result = merge.params[0]
         folded: bool | None = None
         for k, sub in enumerate(e.values):
             c = self.to_bool(self.expr(sub), sub)
@@ -1716,9 +1639,9 @@ class FunctionTranslator:
             nxt = self.fn.new_block()
             short = self.fn.const(BOOL, not is_and)
             if is_and:
-                self.fn.emit("br", [c], [], targets=[ir.Target(nxt, []), ir.Target(merge, [short])])
+                self.fn.branch(c, nxt, merge, [], [short])
             else:
-                self.fn.emit("br", [c], [], targets=[ir.Target(merge, [short]), ir.Target(nxt, [])])
+                self.fn.branch(c, merge, nxt, [short], [])
             self.seal(nxt)
             self.fn.switch_to(nxt)
         if not merge.preds:
@@ -1732,8 +1655,8 @@ class FunctionTranslator:
         if len(e.ops) == 1:
             return self.compare(e.ops[0], left, self.expr(e.comparators[0]), e)
         # a < b < c: short-circuit chain evaluating b once.
-        merge = self.fn.new_block()
-        result = self.fn.add_param(merge, BOOL)
+        merge = self.fn.new_block(BOOL)
+        result = merge.params[0]
         for k, (op, comp) in enumerate(zip(e.ops, e.comparators, strict=True)):
             right = self.expr(comp)
             c = self.compare(op, left, right, e)
@@ -1743,7 +1666,7 @@ class FunctionTranslator:
             else:
                 nxt = self.fn.new_block()
                 f = self.fn.const(BOOL, False)
-                self.fn.emit("br", [cv], [], targets=[ir.Target(nxt, []), ir.Target(merge, [f])])
+                self.fn.branch(cv, nxt, merge, [], [f])
                 self.seal(nxt)
                 self.fn.switch_to(nxt)
             left = right
@@ -1771,7 +1694,7 @@ class FunctionTranslator:
         c = self.to_bool(self.expr(e.test), e.test)
         if isinstance(c, bool):
             return self.expr(e.body if c else e.orelse)
-        then_b, else_b, merge = self.fn.new_block(), self.fn.new_block(), self.fn.new_block()
+        then_b, else_b = self.fn.new_block(), self.fn.new_block()
         self.fn.branch(c, then_b, else_b)
         self.seal(then_b)
         self.seal(else_b)
@@ -1785,10 +1708,11 @@ class FunctionTranslator:
         t = promote(ta, tb)
         if t is None:
             raise self.error(e, f"the branches have types {ta} and {tb}", KernelTypeError)
-        res = self.fn.add_param(merge, t)
-        self.fn.current = then_end
+        merge = self.fn.new_block(t)
+        res = merge.params[0]
+        self.fn.switch_to(then_end)
         self.fn.jump(merge, [self.value(tv, e.body, t)])
-        self.fn.current = else_end
+        self.fn.switch_to(else_end)
         self.fn.jump(merge, [self.value(ev, e.orelse, t)])
         self.fn.switch_to(merge)
         self.seal(merge)
@@ -1992,12 +1916,11 @@ class FunctionTranslator:
             tr = FunctionTranslator(
                 df.pyfunc, specs, kind="device", name=name, ctx=self.ctx, source=df.source()
             )
-            fn = tr.translate()
+            tr.translate()
         finally:
             self.ctx.in_progress.discard(id(df))
         rets = list(tr.ret_types or [])
         self.ctx.device_funcs[key] = (name, rets)
-        self.ctx.module.functions.append(fn)
         self.ctx.sources.append(df.pyfunc)
         return name, rets
 
@@ -2230,7 +2153,7 @@ class FunctionTranslator:
         sv = self.fn.const(BOOL, sd) if isinstance(sd, bool) else sd
         n_ = self._const_int(n, e, "n")
         mn = f"wgmma.m64n{n_}.{ta}.{tb}{flags}"
-        return self.fn.emit1(mn, [acc, av, bv, sv], acc.resolve().ty)
+        return self.fn.emit1(mn, [acc, av, bv, sv], acc.ty)
 
     # ---- warp MMA fragments (issue 12, sm_80+): per-lane vector registers
     def prim_ldmatrix(
@@ -2264,7 +2187,7 @@ class FunctionTranslator:
             raise self.error(e, "stmatrix needs a shared array", KernelTypeError)
         if not isinstance(frag, Value):
             raise self.error(e, "stmatrix stores a fragment (ldmatrix's kind)", KernelTypeError)
-        ty = frag.resolve().ty
+        ty = frag.ty
         n = ty.lanes if isinstance(ty, Vec) else 1
         if not isinstance(trans, Lit) or not isinstance(trans.value, bool):
             raise self.error(e, "trans must be True or False", KernelTypeError)
@@ -2290,7 +2213,7 @@ class FunctionTranslator:
             raise self.error(
                 e, "mma_sync takes fragments (ldmatrix, frag_zero results)", KernelTypeError
             )
-        return self.fn.emit1(f"mma.sync.{shapes[el]}.{el}", [a, b, c], c.resolve().ty)
+        return self.fn.emit1(f"mma.sync.{shapes[el]}.{el}", [a, b, c], c.ty)
 
     def prim_frag_zero(self, e: ast.AST, n: Operand, dtype: Operand = Ref(lang.f32)) -> Operand:
         # The accumulator of zeros `wgmma.zero` makes serves any fragment of n lanes.
@@ -2301,9 +2224,9 @@ class FunctionTranslator:
         return self.prim_wgmma_acc(e, frag, i)
 
     def prim_wgmma_acc(self, e: ast.AST, acc: Operand, i: Operand) -> Operand:
-        if not isinstance(acc, Value) or not isinstance(acc.resolve().ty, Vec):
+        if not isinstance(acc, Value) or not isinstance(acc.ty, Vec):
             raise self.error(e, "wgmma_acc needs a wgmma accumulator", KernelTypeError)
-        ty = acc.resolve().ty
+        ty = acc.ty
         assert isinstance(ty, Vec)
         return self.fn.emit1("extract", [acc], ty.elem, lane=self._const_int(i, e, "i"))
 
@@ -2614,11 +2537,7 @@ class FunctionTranslator:
         tmp = self.fn.emit1("alloca", [], Ptr("local", vt), elem=vt, count=1)
         lanes = self.fn.emit1("ptr_cast", [tmp], Ptr("local", vt.elem))
         for i, x in enumerate(values.items):
-            p = (
-                lanes
-                if i == 0
-                else self.fn.emit1("ptr_add", [lanes, self.const(I32, i)], lanes.resolve().ty)
-            )
+            p = lanes if i == 0 else self.fn.emit1("ptr_add", [lanes, self.const(I32, i)], lanes.ty)
             self.fn.emit0("store", [p, self.value(x, e, vt.elem)])
         v = self.fn.emit1("load", [tmp], vt)
         self.fn.emit0("store" if c is None else f"store.{c}", [vp, v])
@@ -2727,7 +2646,7 @@ class FunctionTranslator:
             raise self.error(e, "width must be a power of two up to 32", KernelTypeError)
         v = self.value(value, e)
         return self.fn.emit1(
-            f"shfl.{mode}", [self._u32(mask, e), v, self._u32(lane, e)], v.resolve().ty, width=w
+            f"shfl.{mode}", [self._u32(mask, e), v, self._u32(lane, e)], v.ty, width=w
         )
 
     def prim_shfl_sync(
@@ -2798,7 +2717,7 @@ class FunctionTranslator:
         shp = self._str(shape, e, "shape", _MMA_SHAPES)
         ptr, dt = self._mma_ptr(arr, offset, e)
         fr = Frag(kind, shp, dt, None if kind == "acc" else lay)
-        return self.fn.emit1(f"mma.load.{lay}", [ptr, self._u32(ldm, e)], fr, frag=fr)
+        return self.fn.emit1(f"mma.load.{lay}", [ptr, self._u32(ldm, e)], fr)
 
     def prim_mma_load_a(
         self,
@@ -2847,11 +2766,11 @@ class FunctionTranslator:
 
     def prim_mma_mma(self, e: ast.AST, a: Operand, b: Operand, c: Operand) -> Operand:
         vals = [self.value(x, e) if isinstance(x, Value) else None for x in (a, b, c)]
-        if any(v is None or not isinstance(v.resolve().ty, Frag) for v in vals):
+        if any(v is None or not isinstance(v.ty, Frag) for v in vals):
             raise self.error(e, "mma.mma(a, b, c) needs three fragments", KernelTypeError)
         cv = vals[2]
         assert cv is not None
-        return self.fn.emit1("mma", [v for v in vals if v is not None], cv.resolve().ty)
+        return self.fn.emit1("mma", [v for v in vals if v is not None], cv.ty)
 
     def prim_mma_store(
         self,
@@ -2864,7 +2783,7 @@ class FunctionTranslator:
     ) -> Operand:
         lay = self._str(layout, e, "layout", ("row", "col"))
         ptr, _ = self._mma_ptr(arr, offset, e)
-        if not isinstance(frag, Value) or not isinstance(frag.resolve().ty, Frag):
+        if not isinstance(frag, Value) or not isinstance(frag.ty, Frag):
             raise self.error(e, "mma.store needs a fragment", KernelTypeError)
         self.fn.emit0(f"mma.store.{lay}", [ptr, frag, self._u32(ldm, e)])
         return Ref(None)
@@ -2894,7 +2813,7 @@ class FunctionTranslator:
 
     # ---- TMA (issue 13 item 2)
     def _tmap(self, e: ast.AST, name: str, tmap: Operand) -> Value:
-        if not isinstance(tmap, Value) or not isinstance(tmap.resolve().ty, ir.TensorMapT):
+        if not isinstance(tmap, Value) or not isinstance(tmap.ty, ir.TensorMapT):
             raise self.error(
                 e,
                 f"{name} needs a tensor map parameter (annotated zyntax.lang.TensorMap)",
@@ -3038,7 +2957,7 @@ class FunctionTranslator:
 
 def describe(op: Operand) -> str:
     if isinstance(op, Value):
-        return f"a value of type {op.resolve().ty}"
+        return f"a value of type {op.ty}"
     if isinstance(op, Lit):
         return f"the constant {op.value!r}"
     if isinstance(op, ArrayView):

@@ -57,12 +57,21 @@ __all__ = [
     "DEFAULT_TILE_K",
     "MAX_SHARED_BYTES",
     "MAX_STAGED_PER_THREAD",
+    "NEST_UNARY",
     "Affine",
+    "KernelNest",
+    "Nest",
+    "NestBuffer",
+    "NestExpr",
+    "NestIndex",
+    "NestLoop",
     "NestTile",
     "NestViewArg",
     "NotAffine",
     "TiledNest",
     "at",
+    "kernel_nest",
+    "launch_prange",
     "load",
     "nest_tiling_report",
     "nest_to_tile",
@@ -769,6 +778,44 @@ class NestTile:
                 views[j] = views[j].copy()
         return kernel.run_interp(*views, grid=self.grid, checks=checks)  # type: ignore[no-any-return]
 
+    def run_cpu(self, *buffers: Any, mode: str | None = None) -> str:
+        """Runs the kernel natively on this CPU (``zyntax.cpu``) over C-contiguous
+        numpy arrays, one per spec buffer (the output is updated in place).
+        The views read and write the arrays' memory, as on the GPU;
+        ``mode="interp"`` is `run_interp`. Returns ``"cpu"`` or ``"interp"``."""
+        from zyntax import cpu
+        from zyntax.tile import _NUMPY
+
+        if cpu.resolve_mode(mode) == "interp":
+            self.run_interp(*buffers)
+            return "interp"
+        kernel = self._kernel()
+
+        def shape_of(a: Any) -> Any:
+            ok = isinstance(a, np.ndarray) and a.flags.c_contiguous
+            return a.shape if ok else None
+
+        self._check(buffers, shape_of)
+        output = len(self.args) - 1
+        views: list[Any] = []
+        for i, arg in enumerate(self.args):
+            a = buffers[arg.buffer]
+            want = _NUMPY.get(self.buffers[arg.buffer][1])
+            if want is None or a.dtype != np.dtype(want):
+                raise ArgumentError(
+                    f"buffer {self.buffers[arg.buffer][0]!r}: expected an array of "
+                    f"{self.buffers[arg.buffer][1]}, got {a.dtype}"
+                )
+            views.append(
+                np.lib.stride_tricks.as_strided(
+                    a.reshape(-1)[arg.offset :],
+                    shape=arg.extents,
+                    strides=[s * a.itemsize for s in arg.strides],
+                    writeable=i == output,
+                )
+            )
+        return kernel.run_cpu(*views, grid=self.grid, mode=mode)  # type: ignore[no-any-return]
+
     def launch(self, *buffers: Any, device: int = 0, stream: Any = None) -> None:
         """Launches the kernel on the GPU over contiguous device arrays, one
         per spec buffer: ``zyntax.cuda.DeviceArray``s, objects with
@@ -924,3 +971,18 @@ def nest_tiling_report(spec: dict[str, Any]) -> str:
     from zyntax import _native
 
     return _native.nest_tiling_report(spec)
+
+
+# The nest builder and the lang.prange route live in zyntax.nest_builder
+# (they build on nest_to_tile above); imported last, as they import this module.
+from zyntax.nest_builder import (  # noqa: E402
+    NEST_UNARY,
+    KernelNest,
+    Nest,
+    NestBuffer,
+    NestExpr,
+    NestIndex,
+    NestLoop,
+    kernel_nest,
+    launch_prange,
+)

@@ -3,10 +3,12 @@
 # machine, one after another, each under its own time limit and with its own output
 # folder $OUT/<name>/ (see docs/gpu-runs.md). Sets up what scripts/gpu_batch.sh sets
 # up: the carried wheel on PYTHONPATH, this tree's Python sources, ptxas, nvFatbin.
-# Usage on the device:  ZYNTAX_COMMIT=<sha> bash scripts/gpu_queue.sh [seconds per job]
+# Usage on the device:  ZYNTAX_COMMIT=<sha> bash scripts/gpu_queue.sh [seconds per job] [seconds in all]
+# Jobs run in name order; each gets at most its limit and what is left of the whole.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 limit="${1:-240}"
+total="${2:-560}"
 OUT="${OUT:-$PWD/gpu-out}"
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
@@ -28,6 +30,12 @@ for job in .device/queue/*.sh; do
     name="$(basename "$job" .sh)"
     mkdir -p "$OUT/$name"
     start=$SECONDS
-    (cd "$root" && OUT="$OUT/$name" timeout -k 10 "$limit" bash "$job") >"$OUT/$name/log.txt" 2>&1
+    left=$((total - SECONDS - 15))
+    if ((left < 30)); then
+        echo "$name: skipped (the batch's time is spent)" | tee -a "$OUT/summary.txt"
+        continue
+    fi
+    (cd "$root" && OUT="$OUT/$name" timeout -k 10 "$((left < limit ? left : limit))" bash "$job") \
+        >"$OUT/$name/log.txt" 2>&1
     echo "$name: exit $? in $((SECONDS - start)) s" | tee -a "$OUT/summary.txt"
 done

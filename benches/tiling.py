@@ -18,9 +18,12 @@ to a tile program by the Rust core (``zyntax.tiling.nest_to_tile``), metric
 ``zyntax_nest`` (the nest's tile program, the core's heuristic schedule),
 ``cublas`` (``torch.matmul``, TF32 off), ``zyntax_kernels_matmul`` (the
 hand-written library GEMM) and, for f32, ``zyntax_nest_tiled`` (the
-threads + shared-memory tiler above). Median CUDA-event time per call, inputs
-rotated over copies that overflow L2, best of three. ``notes.schedules``
-times the nest under other tile schedules (the autotuner's search space),
+threads + shared-memory tiler above), ``zyntax_prange_nest`` (the
+``lang.prange`` kernel of examples/kernels/prange_matmul.py read by
+``zyntax.tiling.kernel_nest`` and lowered by the core) and
+``zyntax_prange_tiled`` (the same kernel through the front-end's tiler).
+Median CUDA-event time per call, inputs rotated over copies that overflow
+L2, best of three. ``notes.schedules`` times the nest under other tile schedules (the autotuner's search space),
 ``rust_dsl_matmul_bf16_4096`` the kernel the Rust tiny-DSL example wrote
 (``cargo run -p zyntax-opt --example nest_dsl --
 crates/zyntax-opt/examples/nests/matmul.nest --arch sm_90 --out DIR``, then
@@ -49,7 +52,7 @@ from _common import ROOT, Results, best_of, event_median_ms, optional, parse_arg
 from nest_matmul import build_with_report
 from zyntax import compiler, cuda, hir, tile
 from zyntax.nest import launch_grid
-from zyntax.tiling import load, nest_tiling_report, nest_to_tile
+from zyntax.tiling import kernel_nest, load, nest_tiling_report, nest_to_tile
 
 WG = (16, 16)
 
@@ -284,6 +287,18 @@ def nest_case(
         report(
             "zyntax_nest_tiled", lambda i: old_tiled.launch(grid, block, As[i], Bs[i], C, m, n, k)
         )
+        # The lang.prange kernel of examples/kernels/prange_matmul.py through
+        # the core (kernel_nest) and through the kernel front-end's own tiler.
+        kn = kernel_nest(prange_mm, As[0], Bs[0], C, arch=arch)
+        res.notes[f"{case}_prange_report"] = kn.report
+        if kn.tile.kernel is not None:
+            res.notes[f"{case}_prange_same_hir"] = (
+                kn.tile.kernel.module.to_zir() == nt.kernel.module.to_zir()
+            )
+            pcalls = [kn.tile.prepare(As[i], Bs[i], C, device=args.device) for i in range(copies)]
+            report("zyntax_prange_nest", lambda i: pcalls[i]())
+        pgrid = prange_mm.launch_grid(m, n)
+        report("zyntax_prange_tiled", lambda i: prange_mm[pgrid](As[i], Bs[i], C))
     if not ladder:
         return
     for bm, bn, bk, w in SCHEDULES[dt]:

@@ -115,3 +115,24 @@ def test_prepare_rejects_wrong_buffers_gpu(cuda) -> None:  # type: ignore[no-unt
         nt.prepare(a, b, cuda.to_device(nan(64, 65)))
     with pytest.raises(zyntax.ArgumentError, match="device"):
         nt.prepare(a, b, cuda.to_device(nan(64, 64)), device=-1)
+
+
+def test_launch_prange_gpu(cuda) -> None:  # type: ignore[no-untyped-def]
+    """A prange matmul goes through the core's tile program; a prange kernel
+    the core does not take (a branch) through the kernel's own lowering."""
+    from test_nest_builder import branchy_kernel, load_example
+    from zyntax.tiling import launch_prange
+
+    m, n, k = 300, 257, 129
+    a, b = rand(m, k), rand(k, n)
+    dc = cuda.to_device(nan(m, n))
+    kn = launch_prange(load_example().mm, cuda.to_device(a), cuda.to_device(b), dc)
+    assert kn.tile.kind == "contraction", kn.report
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(dc.to_host(), want, rtol=1e-4, atol=1e-5 * k)
+    x = rand(40, 70)
+    dy = cuda.to_device(np.zeros((40, 70), np.float32))
+    kn = launch_prange(branchy_kernel, cuda.to_device(x), dy)
+    assert kn.tile.refusal == "NotANest", kn.report
+    cuda.synchronize()
+    np.testing.assert_array_equal(dy.to_host(), np.where(x > 0, x, 0.0).astype(np.float32))

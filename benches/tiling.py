@@ -23,7 +23,8 @@ threads + shared-memory tiler above), ``zyntax_prange_nest`` (the
 ``zyntax.tiling.kernel_nest`` and lowered by the core) and
 ``zyntax_prange_tiled`` (the same kernel through the front-end's tiler).
 Median CUDA-event time per call, inputs rotated over copies that overflow
-L2, best of three. ``notes.schedules`` times the nest under other tile schedules (the autotuner's search space),
+L2, best of three. ``notes.schedules`` times the nest under other tile
+schedules (the autotuner's search space),
 ``rust_dsl_matmul_bf16_4096`` the kernel the Rust tiny-DSL example wrote
 (``cargo run -p zyntax-opt --example nest_dsl --
 crates/zyntax-opt/examples/nests/matmul.nest --arch sm_90 --out DIR``, then

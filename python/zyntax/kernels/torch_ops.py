@@ -247,6 +247,8 @@ def _full_args(torch: Any, name: str, schema: str) -> Callable[[Callable[..., An
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         def call(*args: Any, **kwargs: Any) -> Any:
+            if len(args) == len(names):  # the common case: all given, in order
+                return fn(*args)
             rest = [kwargs.get(n, d) for n, d in zip(names, defaults, strict=True)][len(args) :]
             return fn(*args, *rest)
 

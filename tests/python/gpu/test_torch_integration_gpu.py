@@ -15,7 +15,7 @@ import pytest
 
 import zyntax
 import zyntax.kernels as zk
-from zyntax import cuda
+from zyntax import cuda, lang
 from zyntax.kernels import gemm
 from zyntax.kernels import torch_ops as zt
 
@@ -225,6 +225,37 @@ def test_kernels_inside_zyntax_capture() -> None:
         _close(p, want, 1e-4, "softmax(layer_norm(x))")
 
 
+@zyntax.kernel
+def _axpb(x, y, out):  # type: ignore[no-untyped-def]
+    i = lang.grid(1)
+    if i < len(out):
+        out[i] = 2.0 * x[i] + y[i]
+
+
+def test_decorated_kernel_in_torch_cuda_graph() -> None:
+    """A ``@zyntax.kernel`` launch with torch tensors inside torch.cuda.graph:
+    it must go to torch's (capturing) stream without touching the legacy one."""
+    n = 1000
+    x, y, out = _rand(n), _rand(n), torch.empty(n, device=DEV)
+
+    def launch() -> None:
+        _axpb[(n + 255) // 256, 256](x, y, out)
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        launch()
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        launch()
+    for _ in range(2):
+        x.copy_(torch.randn_like(x))
+        out.fill_(float("nan"))
+        g.replay()
+        _close(out, 2.0 * x.double() + y.double(), 1e-6, "replayed @zyntax.kernel")
+
+
 # ------------------------------------------------------------------ torch.compile and fake tensors
 
 
@@ -260,6 +291,21 @@ def test_torch_compile_matches_eager() -> None:
         got, want = compiled(*args), _model(*args)
         for g, w in zip(got, want, strict=True):
             _close(g, w, 1e-2, "compiled")
+
+
+def test_torch_compile_reduce_overhead_replays() -> None:
+    """mode="reduce-overhead": Inductor records the compiled model (zyntax ops
+    included) into CUDA graphs and replays them; results match eager."""
+    torch._dynamo.reset()
+    compiled = torch.compile(_model, mode="reduce-overhead", fullgraph=True)
+    args = _model_args()
+    for _ in range(4):  # warm-up, recording, replays
+        for a in args:
+            a.copy_(torch.randint_like(a, 0, 512) if not a.is_floating_point() else a.uniform_())
+        got = [t.clone() for t in compiled(*args)]
+        want = _model(*args)
+        for g, w in zip(got, want, strict=True):
+            _close(g, w, 1e-2, "reduce-overhead")
 
 
 def test_attention_op_compiles() -> None:

@@ -96,7 +96,7 @@ def main() -> None:
     dev = torch.device("cuda", args.device)
     torch.cuda.set_device(dev)
     res = Results("blocks", torch.cuda.get_device_name(dev))
-    iters = 20 if args.quick else 200
+    iters = 50 if args.quick else 200
     for size, (b, s, d, heads) in SIZES.items():
         w = Weights(torch, d, dev)
         xs = [torch.randn(b, s, d, device=dev).to(torch.bfloat16) for _ in range(SETS)]

@@ -18,7 +18,14 @@ a parallel nest (``@workgroup`` sets its shape; default 256 or 16x16 or
 4x8x8), lowered with :func:`zyntax.nest.parallel_for`; inner ``for`` loops are
 sequential. Statements: ``var x = e``, ``x = e``, ``x += e`` (also ``-=``,
 ``*=``), ``out[...] = e``; expressions: float literals, names, ``+ - * /``,
-unary ``-``, parentheses, array elements.
+unary ``-``, parentheses, array elements, and the functions ``exp log sqrt
+rsqrt tanh sin cos abs floor ceil max min relu gelu``.
+
+This module lowers a program once for any sizes, through the HIR builder, in
+f32. ``zdsl_tile.py`` lowers the same programs for given sizes through the
+Rust core's nest lowering (tile programs: tensor cores for ``@dtype(bf16)``
+matmuls, epilogues fused), falling back to this lowering when the core does
+not take the nest.
 
 The parser is `lark <https://github.com/lark-parser/lark>`_ (LALR, with an
 indentation post-lexer). Every HIR instruction carries the DSL ``line:col`` it
@@ -75,6 +82,7 @@ range: NAME "in" bound ".." bound
      | INT -> num
      | NAME -> name
      | element
+     | NAME "(" expr ("," expr)* ")" -> call
      | "(" expr ")"
 element: NAME "[" expr ("," expr)* "]"
 
@@ -236,6 +244,12 @@ class _Lowering:
         if "out" in names:
             raise self.error(compute, "`out` is the output; it cannot be an input")
         kname = str(annotations.get("kernel", ["kernel"])[0])
+        if str(annotations.get("dtype", ["f32"])[0]) != "f32":
+            raise self.error(
+                compute,
+                "this lowering takes f32 arrays; @dtype(...) programs go through "
+                "zdsl_tile.py (the Rust core's nest lowering)",
+            )
         # The outermost `for` is the parallel nest, with or without `,` / @workgroup.
         pfors = [s for s in body if s.data in ("pfor", "sfor")]
         if len(body) != 1 or len(pfors) != 1:
@@ -469,7 +483,37 @@ class _Lowering:
         if e.data == "element":
             p = self.address(e, env)
             return b.load(p)
+        if e.data == "call":
+            return self.call(e, env)
         raise self.error(e, f"unsupported expression {e.data}")  # pragma: no cover
+
+    def call(self, e: Tree[Any], env: dict[str, Any]) -> Any:
+        """``exp log sqrt rsqrt tanh sin cos abs floor ceil``, ``max min``,
+        ``relu`` and ``gelu`` (the tanh approximation), as in zdsl_tile.py."""
+        b = self.b
+        f, *args = e.children
+        xs = [self.expr(a, env) for a in args]
+        name, arity = str(f), {"max": 2, "min": 2}.get(str(f), 1)
+        known = {*_UNARY, "max", "min", "relu", "gelu"}
+        if name not in known:
+            raise self.error(f, f"unknown function `{name}` (known: {', '.join(sorted(known))})")
+        if len(xs) != arity:
+            raise self.error(f, f"`{name}` takes {arity} argument(s), got {len(xs)}")
+        self.at(f)
+        if name == "relu":
+            return b.max(xs[0], b.const(0.0, hir.f32))
+        if name == "gelu":
+            x = xs[0]
+            c = lambda v: b.const(v, hir.f32)  # noqa: E731
+            inner = b.mul(
+                c(0.7978845608028654), b.add(x, b.mul(c(0.044715), b.mul(x, b.mul(x, x))))
+            )
+            return b.mul(b.mul(c(0.5), x), b.add(c(1.0), b.tanh(inner)))
+        return getattr(b, name)(*xs)
+
+
+#: The one-argument functions of expressions (builder ops of the same name).
+_UNARY = ("exp", "log", "sqrt", "rsqrt", "tanh", "sin", "cos", "abs", "floor", "ceil")
 
 
 def _pos(node: Tree[Any] | Token) -> tuple[int, int]:

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from typing import Any
 
+import numpy as np
 import pytest
 
 import zyntax
@@ -35,6 +36,44 @@ def test_module_imports_without_torch_and_register_needs_it() -> None:
     r = _python(code)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "refused: zyntax.kernels.torch_ops needs PyTorch" in r.stdout
+
+
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_activation_backward_on_the_interpreter(activation: str, dtype: Any) -> None:
+    """matmul's activation derivative (numpy: the interpreter) against central
+    differences of the activation in float64."""
+    from zyntax.kernels import torch_ops as zt
+
+    rng = np.random.default_rng()
+    pre = (rng.standard_normal((5, 37)) * 3).astype(np.float32)
+    pre[np.abs(pre) < 1e-3] = 0.5  # relu's kink: no difference quotient there
+    dout = rng.standard_normal((5, 37)).astype(dtype)
+
+    def act(v: Any) -> Any:
+        if activation == "relu":
+            return np.maximum(v, 0.0)
+        return 0.5 * v * (1 + np.tanh(0.7978845608028654 * (v + 0.044715 * v**3)))
+
+    h = 1e-6
+    p = pre.astype(np.float64)
+    want = dout.astype(np.float64) * (act(p + h) - act(p - h)) / (2 * h)
+    got = zt.activation_backward(pre, dout, activation)
+    assert got.dtype == dtype and got.shape == pre.shape
+    tol = 1e-5 if dtype == np.float32 else 2e-3
+    assert np.abs(got.astype(np.float64) - want).max() <= tol * max(1.0, np.abs(want).max())
+
+
+def test_activation_backward_refuses_bad_input() -> None:
+    from zyntax.kernels import torch_ops as zt
+
+    pre, d = np.ones((4, 8), np.float32), np.ones((4, 8), np.float32)
+    with pytest.raises(zyntax.ArgumentError, match="argument 'activation'"):
+        zt.activation_backward(pre, d, "tanh")
+    with pytest.raises(zyntax.ArgumentError, match="argument 'pre'"):
+        zt.activation_backward(pre.astype(np.float16), d, "gelu")
+    with pytest.raises(zyntax.ArgumentError, match="argument 'dout'"):
+        zt.activation_backward(pre, d[:, :4], "gelu")
 
 
 def test_importing_the_module_does_not_import_torch() -> None:
@@ -166,15 +205,21 @@ def test_row_backward_shapes(torch: Any, op: str) -> None:
     assert hasattr(torch.ops.zyntax, f"{op}_backward")
 
 
-def test_matmul_backward_shapes_and_activation_refusal(torch: Any) -> None:
+@pytest.mark.parametrize("activation", [None, "gelu"])
+def test_matmul_backward_shapes(torch: Any, activation: str | None) -> None:
     from zyntax.kernels import torch_ops as zt
 
     a, b, bias = _meta(torch, 7, 64, grad=True), _meta(torch, 64, 9, grad=True), _meta(torch, 9)
     bias.requires_grad_()
-    zt.matmul(a, b, bias).sum().backward()
+    zt.matmul(a, b, bias, activation).sum().backward()
     assert a.grad.shape == (7, 64) and b.grad.shape == (64, 9) and bias.grad.shape == (9,)
-    with pytest.raises(zyntax.ArgumentError, match="activation='gelu'"):
-        zt.matmul(a, b, None, "gelu").sum().backward()
+
+
+def test_reduce_max_backward_is_a_typed_error(torch: Any) -> None:
+    from zyntax.kernels import torch_ops as zt
+
+    with pytest.raises(zyntax.ArgumentError, match="argument 'x': requires grad"):
+        zt.reduce_max(_meta(torch, 8, 64, grad=True), -1).sum().backward()
 
 
 def test_saxpy_refuses_tensors_that_require_grad(torch: Any) -> None:

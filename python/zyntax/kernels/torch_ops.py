@@ -11,12 +11,13 @@ the functions below call it::
     from zyntax.kernels import torch_ops as zt
     y = zt.layer_norm(x, w, b)         # = torch.ops.zyntax.layer_norm(x, w, b, 1e-5)
 
-Backward passes: ``matmul`` (without activation; through zyntax matmuls of
-the gradient, and a zyntax row sum for the bias), ``reduce_sum`` (a broadcast
+Backward passes: ``matmul`` (through zyntax matmuls of the gradient, a
+zyntax row sum for the bias, and with an activation the recomputed
+pre-activation and :func:`activation_backward`), ``reduce_sum`` (a broadcast
 of the gradient, no kernel), and softmax, layer_norm, rms_norm and
 cross_entropy through their backward kernels (``zyntax.kernels.<name>_backward``,
 registered as the ops ``zyntax::<name>_backward`` when the kernel module has
-one). The others (attention, reduce_max, matmul with an activation or fp8)
+one). The others (attention, reduce_max, matmul with fp8 scales)
 have no backward kernel yet: a backward through them raises
 ``zyntax.ArgumentError`` naming the op and the input that needs a gradient,
 never a wrong gradient.
@@ -73,6 +74,10 @@ def register() -> Any:
             _registered.append(getattr(torch.ops, NAMESPACE))
     return _registered[0]
 
+
+#: The derivative of matmul's epilogue activation: ``dpre = dout * act'(pre)``
+#: (an elementwise kernel of this module, :func:`activation_backward`).
+ACTIVATION_BACKWARD_SCHEMA = "(Tensor pre, Tensor dout, str activation) -> Tensor"
 
 #: The backward ops, registered for each kernel that has a backward
 #: function in ``zyntax.kernels`` (``<name>_backward``). layer_norm's third
@@ -225,6 +230,15 @@ def _define(torch: Any) -> None:
                 schema=schema,
             )
             op.register_fake(full(fakes[f"{name}_backward"]))
+    op = torch.library.custom_op(
+        f"{NAMESPACE}::activation_backward",
+        activation_backward,
+        mutates_args=(),
+        schema=ACTIVATION_BACKWARD_SCHEMA,
+    )
+    op.register_fake(
+        lambda pre, dout, act: torch.empty_like(dout, memory_format=torch.contiguous_format)
+    )
     for name, schema in SCHEMAS.items():
         full = _full_args(torch, name, schema)
         mutates = ("y",) if name == "saxpy" else ()
@@ -285,6 +299,76 @@ def _saxpy_impl(a: float, x: Any, y: Any) -> None:
     from zyntax import kernels as zk
 
     zk.saxpy(a, x, y)
+
+
+# ------------------------------------------------------------------ activation backward
+
+_ACT_THREADS = 256
+
+
+def _build_activation_backward(out_dtype: str, activation: str) -> Any:
+    """``out[i] = dout[i] * act'(pre[i])``: `pre` f32, `dout` and `out` of
+    `out_dtype`; one element per thread of a grid-stride loop. The GELU is
+    the tanh form of matmul's epilogue (gemm_mma_sync.activation)."""
+    from zyntax import hir
+
+    from . import _tensors as T
+    from ._rows import archs_for
+    from .gemm_mma_sync import GELU_C, GELU_K
+
+    elem = T.HIR_TYPE[out_dtype]
+    m = hir.Module(f"activation_backward_{activation}_{out_dtype}", targets=archs_for(out_dtype))
+    params = [hir.ptr("constant", hir.f32), hir.ptr("constant", elem), hir.ptr("global", elem)]
+    with m.kernel("activation_backward", [*params, hir.u32], max_threads=_ACT_THREADS) as b:
+        pre, dout, out, n = b.params
+        start = b.block_idx() * _ACT_THREADS + b.thread_idx()
+        with b.for_range(start, n, b.grid_dim() * _ACT_THREADS, type=hir.u32) as i:
+            v = b.load(b.ptr_add(pre, i))
+            g = b.load(b.ptr_add(dout, i))
+            g = g if elem == hir.f32 else b.cast(g, hir.f32)
+            if activation == "relu":
+                d = b.select(v > 0.0, g, b.const(0.0, hir.f32))
+            else:  # d/dv of v * (1 + tanh(c * (v + k v^3))) / 2
+                t = b.tanh(v * (v * v * GELU_K + 1.0) * GELU_C)
+                dinner = (v * v * (3.0 * GELU_K) + 1.0) * GELU_C
+                d = g * ((t + 1.0) * 0.5 + v * (1.0 - t * t) * dinner * 0.5)
+            b.store(b.ptr_add(out, i), d if elem == hir.f32 else b.cast(d, elem))
+    return m
+
+
+def activation_backward(pre: Any, dout: Any, activation: str) -> Any:
+    """``dout * act'(pre)`` elementwise (matmul's ``"relu"`` or ``"gelu"``):
+    `pre` the f32 pre-activation, `dout` the gradient of the activation's
+    output (contiguous, f32/bf16/f16, `pre`'s shape). Returns a new tensor of
+    dout's dtype."""
+    from . import _tensors as T
+
+    T.choice(activation, "activation", ("relu", "gelu"), "activation")
+    tp, td = T.tensor(pre, "pre"), T.tensor(dout, "dout")
+    T.same_place(tp, td)
+    T.want_dtype(tp, ("f32",))
+    T.want_dtype(td, ("f32", "bf16", "f16"))
+    T.want_shape(td, tp.shape, "pre's shape")
+    for t in (tp, td):
+        if not T.contiguous(t):
+            raise ArgumentError(f"argument '{t.name}': must be contiguous")
+    obj, o = T.output(None, td, td.shape, td.dtype)
+    n = tp.size
+    if n >= 1 << 31:
+        raise ArgumentError(f"argument 'pre': {n} elements; at most 2**31 - 1 are supported")
+    if n:
+        grid = min(-(-n // _ACT_THREADS), 65535)
+        key = (td.dtype, activation)
+        T.launch(
+            _build_activation_backward,
+            key,
+            "activation_backward",
+            grid,
+            _ACT_THREADS,
+            [tp, td, o, n],
+            td,
+        )
+    return obj
 
 
 # ------------------------------------------------------------------ fake implementations
@@ -434,41 +518,41 @@ def _zyntax_dtype(torch: Any, dtype: Any) -> str:
 
 
 def _matmul_autograd(torch: Any) -> tuple[Callable[..., Any], Callable[..., Any]]:
-    """out = a @ b + bias: da = dout @ bᵀ, db = aᵀ @ dout (zyntax matmuls of
-    transposed views, f32 accumulation, in the input's dtype), dbias = the
-    column sums of dout (zyntax reduce_sum, f32, cast to the bias dtype)."""
+    """out = act(a @ b + bias): with an activation, the pre-activation is
+    recomputed in f32 by a zyntax matmul and ``dpre = dout * act'(pre)`` by
+    :func:`activation_backward`; then da = dpre @ bᵀ, db = aᵀ @ dpre (zyntax
+    matmuls of transposed views, f32 accumulation, in the operand's dtype)
+    and dbias = the column sums of dpre (zyntax reduce_sum, f32, cast to the
+    bias dtype)."""
 
     def setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         a, b, bias, act, _odt, sa, sb, tf32 = inputs
         ctx.activation, ctx.fp8, ctx.tf32 = act, sa is not None or sb is not None, tf32
         ctx.bias_dtype = None if bias is None else bias.dtype
-        ctx.save_for_backward(a, b)
+        ctx.save_for_backward(a, b, bias if act is not None else None)
 
     def backward(ctx: Any, grad: Any) -> Any:
-        a, b = ctx.saved_tensors
+        a, b, bias = ctx.saved_tensors
         need_a, need_b, need_bias = _needs(ctx, 3)
         needs = [
             n for n, f in zip(("a", "b", "bias"), (need_a, need_b, need_bias), strict=True) if f
         ]
-        if ctx.activation is not None:
-            raise _no_backward(
-                "matmul", needs, f"has no backward through activation={ctx.activation!r}"
-            )
         if ctx.fp8:
             raise _no_backward("matmul", needs, "has no backward for fp8 inputs")
         ops = register()
-        # The gradient in the operands' dtype, as a dense matrix (a sum's
-        # gradient arrives as a broadcast view with zero strides).
-        g = grad.to(a.dtype).contiguous()
+        dt = _zyntax_dtype(torch, a.dtype)
+        if ctx.activation is not None:
+            pre = ops.matmul(a, b, bias, None, "f32", None, None, ctx.tf32)
+            g = ops.activation_backward(pre, grad.to(a.dtype).contiguous(), ctx.activation)
+        else:
+            # The gradient in the operands' dtype, as a dense matrix (a sum's
+            # gradient arrives as a broadcast view with zero strides).
+            g = grad.to(a.dtype).contiguous()
         ga = gb = gbias = None
         if need_a:
-            ga = ops.matmul(
-                g, b.t(), None, None, _zyntax_dtype(torch, a.dtype), None, None, ctx.tf32
-            )
+            ga = ops.matmul(g, b.t(), None, None, dt, None, None, ctx.tf32)
         if need_b:
-            gb = ops.matmul(
-                a.t(), g, None, None, _zyntax_dtype(torch, b.dtype), None, None, ctx.tf32
-            )
+            gb = ops.matmul(a.t(), g, None, None, dt, None, None, ctx.tf32)
         if need_bias:
             gbias = ops.reduce_sum(g.t(), -1).to(ctx.bias_dtype)
         return _grads(ctx, ga, gb, gbias)

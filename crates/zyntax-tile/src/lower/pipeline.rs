@@ -22,13 +22,17 @@
 //!   `b` is stored N-major in boxes of 64 columns (rows are K; `wgmma`
 //!   reads it transposed) or, when its view is declared unit-stride along
 //!   K (a transposed `B`), K-major like `a`.
-//! - The prologue issues iterations `0 .. stages - 1`. Iteration `j` waits
-//!   for its group (`cp.async.wait_group stages - 2`), fences the generic
-//!   proxy against the async proxy (wgmma reads through it), synchronises
-//!   the CTA, issues its `wgmma`s (`dot_wgmma.rs`), commits them, issues the
-//!   copies of iteration `j + stages - 1` into the stage iteration `j - 1`
-//!   used (every warp finished reading it before the barrier), and waits for
-//!   its `wgmma`s. The accumulator stays in `vec<f32, N / 2>` values through
+//! - The prologue issues iterations `0 .. ahead`. Iteration `j` waits for
+//!   its group (`cp.async.wait_group ahead - 1`), fences the generic proxy
+//!   against the async proxy (wgmma reads through it), synchronises the CTA,
+//!   issues its `wgmma`s (`dot_wgmma.rs`), commits them, issues the copies of
+//!   iteration `j + ahead` into the stage that iteration `j + ahead -
+//!   stages` used, and waits for its `wgmma`s. With two stages, `ahead` is 1
+//!   and the wait is for all of them (`wgmma.wait_group 0`): every warp is
+//!   done with stage `j - 1` when it passes the barrier of iteration `j`.
+//!   With three or more, one group stays in flight (`wgmma.wait_group 1`,
+//!   the tensor cores work through the barrier and the copies), so only
+//!   stage `j - 2` is free at iteration `j` and `ahead` is `stages - 2`. The accumulator stays in `vec<f32, N / 2>` values through
 //!   the loop (nothing reads wgmma registers while one is in flight) and is
 //!   unpacked into the tile's registers after it. With one stage, iteration
 //!   `j` copies its own tiles first and synchronises again at its end.
@@ -315,8 +319,14 @@ impl Lowerer<'_> {
             lw.stage_async(&b_stage, smem, b_base, tid)
         };
 
-        // Prologue: iterations 0 .. stages - 1, one group each.
-        for s in 0..stages.saturating_sub(1) {
+        // With 3 stages or more, one wgmma group stays in flight across
+        // iterations (`overlap`): iteration j waits only for group j - 1, so
+        // the stage of iteration j - 2 is the one every warp is done with,
+        // and copies run `stages - 2` iterations ahead; else `stages - 1`.
+        let overlap = stages >= 3;
+        let ahead = if overlap { stages - 2 } else { stages - 1 };
+        // Prologue: iterations 0 .. ahead, one group each.
+        for s in 0..ahead {
             let s_v = self.u32(s)?;
             let live = self.b.lt(s_v, trips)?;
             let frame = self.b.begin_if(live, &[])?;
@@ -336,7 +346,8 @@ impl Lowerer<'_> {
             self.b.cp_async_commit()?;
             self.b.cp_async_wait(0)?;
         } else {
-            self.b.cp_async_wait(stages - 2)?;
+            // Groups committed so far: `ahead` + j; group j must be complete.
+            self.b.cp_async_wait(ahead - 1)?;
         }
         self.b.fence_proxy_async()?;
         self.b.barrier()?;
@@ -348,7 +359,7 @@ impl Lowerer<'_> {
         let b_ptr = self.b.ptr_add(smem, b_base)?;
         self.wgmma_stage(&mut accs, a_ptr, b_ptr, bn, b_kmajor, &ta.elem)?;
         if stages > 1 {
-            let ahead = self.u32(stages - 1)?;
+            let ahead = self.u32(ahead)?;
             let next = self.b.add(j, ahead)?;
             let live = self.b.lt(next, trips)?;
             let f = self.b.begin_if(live, &[])?;
@@ -357,11 +368,12 @@ impl Lowerer<'_> {
             self.b.end_if(f, &[])?;
             self.b.cp_async_commit()?;
         }
-        self.b.wgmma_wait_group(0)?;
+        self.b.wgmma_wait_group(u32::from(overlap))?;
         if stages == 1 {
             self.b.barrier()?;
         }
         let accs = self.b.end_for(frame, &accs)?;
+        self.b.wgmma_wait_group(0)?;
         // Nothing is in flight but empty groups; later uses of shared memory
         // (none today) would need the CTA past the last read.
         self.b.cp_async_wait(0)?;

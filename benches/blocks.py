@@ -187,8 +187,13 @@ def main() -> None:
     torch.cuda.set_device(dev)
     res = Results("blocks", torch.cuda.get_device_name(dev))
     iters = 50 if args.quick else 200
+    res.notes["timing"] = (
+        f"median of {iters} CUDA-event timings of one block each ({iters // 2} for the "
+        f"training step), {SETS} input sets rotated"
+    )
     for size in SIZES:
         bench_forward(torch, res, iters, size, dev)
+        res.write(args.out_dir)  # written after each part: a cut-short run keeps its rows
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
     try:
@@ -196,10 +201,6 @@ def main() -> None:
     except Exception as e:  # a missing backward is reported, never fatal
         print(f"  (training step failed: {type(e).__name__}: {str(e)[:300]})")
         res.notes["train_error"] = f"{type(e).__name__}: {str(e)[:300]}"
-    res.notes["timing"] = (
-        f"median of {iters} CUDA-event timings of one block each ({iters // 2} for the "
-        f"training step), {SETS} input sets rotated"
-    )
     res.write(args.out_dir)
 
 

@@ -263,9 +263,22 @@ class Builder:
         return [self._scalar(o, "origin").id for o in origin]
 
     # -- parameters and scalars
-    def view(self, name: str, dtype: Any, rank: int, *, unit_stride_dim: int | None = None) -> View:
-        """A global tensor view of `rank` dims of `dtype` (a kernel parameter)."""
-        id = self._b.view(name, dtype, rank, unit_stride_dim=unit_stride_dim)
+    def view(
+        self,
+        name: str,
+        dtype: Any,
+        rank: int,
+        *,
+        unit_stride_dim: int | None = None,
+        align_bytes: int | None = None,
+    ) -> View:
+        """A global tensor view of `rank` dims of `dtype` (a kernel parameter).
+        `unit_stride_dim` promises that dim has stride 1; `align_bytes` (a
+        power of two up to 16, with `unit_stride_dim`) adds that the base
+        pointer is that aligned, so accesses along the dim may be vectors."""
+        id = self._b.view(
+            name, dtype, rank, unit_stride_dim=unit_stride_dim, align_bytes=align_bytes
+        )
         _, elem, _ = self._b.view_type(id)
         return View(self, id, name, elem, rank)
 

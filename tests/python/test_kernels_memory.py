@@ -15,9 +15,8 @@ import zyntax
 from zyntax import ArgumentError, kernels
 
 # The modules (the package exports functions of the same names).
-softmax_mod = importlib.import_module("zyntax.kernels.softmax")
+rows_tile = importlib.import_module("zyntax.kernels.rows_tile")
 elementwise = importlib.import_module("zyntax.kernels.elementwise")
-norm_mod = importlib.import_module("zyntax.kernels.norm")
 
 rng = np.random.default_rng()
 
@@ -56,7 +55,9 @@ def test_softmax_extreme_values() -> None:
 
 def test_softmax_streaming_path(monkeypatch: pytest.MonkeyPatch) -> None:
     """Rows too long for registers take the online (max, sum) path."""
-    monkeypatch.setattr(softmax_mod, "K_MAX", 0)
+    monkeypatch.setattr(rows_tile, "ROWS_MAX", 0)
+    monkeypatch.setattr(rows_tile, "ROW_MAX", 0)
+    monkeypatch.setattr(rows_tile, "CHUNK", 64)
     x = (rng.standard_normal((3, 203)) * 5).astype(np.float32)
     x[0, :100] = -np.inf
     out = np.full_like(x, np.nan)
@@ -96,7 +97,9 @@ def test_rms_norm_and_streaming(monkeypatch: pytest.MonkeyPatch) -> None:
     w = rng.standard_normal(75).astype(np.float32)
     ref = x / np.sqrt((x.astype(np.float64) ** 2).mean(-1, keepdims=True) + 1e-6) * w
     assert rel_err(kernels.rms_norm(x, w, 1e-6), ref) < 1e-5
-    monkeypatch.setattr(norm_mod, "K_MAX", 0)
+    monkeypatch.setattr(rows_tile, "ROWS_MAX", 0)
+    monkeypatch.setattr(rows_tile, "ROW_MAX", 0)
+    monkeypatch.setattr(rows_tile, "CHUNK", 64)
     assert rel_err(kernels.rms_norm(x, w, 1e-6), ref) < 1e-5
     b = rng.standard_normal(75).astype(np.float32)
     assert rel_err(kernels.layer_norm(x, w, b, 1e-5), ref_layer_norm(x, w, b, 1e-5)) < 1e-5

@@ -55,6 +55,24 @@ GOOD: dict[str, tuple[Callable[..., Any], Callable[[], dict[str, Any]]]] = {
         kernels.cross_entropy,
         lambda: {"logits": f32(3, 8), "targets": np.array([0, 7, 3]), "reduction": "none"},
     ),
+    "softmax_backward": (kernels.softmax_backward, lambda: {"y": f32(3, 8), "dy": f32(3, 8)}),
+    "layer_norm_backward": (
+        kernels.layer_norm_backward,
+        lambda: {"dy": f32(3, 8), "x": f32(3, 8), "weight": f32(8), "bias": f32(8), "eps": 1e-5},
+    ),
+    "rms_norm_backward": (
+        kernels.rms_norm_backward,
+        lambda: {"dy": f32(3, 8), "x": f32(3, 8), "weight": f32(8), "eps": 1e-6},
+    ),
+    "cross_entropy_backward": (
+        kernels.cross_entropy_backward,
+        lambda: {
+            "dloss": f32(3),
+            "logits": f32(3, 8),
+            "targets": np.array([0, 7, 3]),
+            "reduction": "none",
+        },
+    ),
     "matmul": (
         kernels.matmul,
         lambda: {"a": f32(4, 8), "b": f32(8, 4), "bias": f32(4), "activation": "relu"},
@@ -102,6 +120,8 @@ SCALARS = [
     ("saxpy", "a"),
     ("layer_norm", "eps"),
     ("rms_norm", "eps"),
+    ("layer_norm_backward", "eps"),
+    ("rms_norm_backward", "eps"),
     ("attention", "scale"),
     ("matmul", "scale_a"),
     ("matmul", "scale_b"),
@@ -161,6 +181,7 @@ def test_numpy_and_int_scalars_are_numbers(a: Any) -> None:
 
 NAMES = [
     ("cross_entropy", "reduction"),
+    ("cross_entropy_backward", "reduction"),
     ("matmul", "activation"),
     ("matmul", "out_dtype"),
     ("matmul", "variant"),
@@ -238,6 +259,17 @@ ARRAYS = [
     ("reduce_max", "x"),
     ("cross_entropy", "logits"),
     ("cross_entropy", "targets"),
+    ("softmax_backward", "y"),
+    ("softmax_backward", "dy"),
+    ("layer_norm_backward", "dy"),
+    ("layer_norm_backward", "x"),
+    ("layer_norm_backward", "weight"),
+    ("rms_norm_backward", "dy"),
+    ("rms_norm_backward", "x"),
+    ("rms_norm_backward", "weight"),
+    ("cross_entropy_backward", "dloss"),
+    ("cross_entropy_backward", "logits"),
+    ("cross_entropy_backward", "targets"),
     ("matmul", "a"),
     ("matmul", "b"),
     ("matmul", "bias"),
@@ -344,6 +376,10 @@ OUTS = {
     "reduce_sum": (3,),
     "reduce_max": (3,),
     "cross_entropy": (3,),
+    "softmax_backward": (3, 8),
+    "layer_norm_backward": (3, 8),
+    "rms_norm_backward": (3, 8),
+    "cross_entropy_backward": (3, 8),
     "matmul": (4, 4),
 }
 

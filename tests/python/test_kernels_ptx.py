@@ -15,21 +15,28 @@ import pytest
 import zyntax
 from zyntax import ptxinfo
 
-softmax = importlib.import_module("zyntax.kernels.softmax")
-norm = importlib.import_module("zyntax.kernels.norm")
+rows_tile = importlib.import_module("zyntax.kernels.rows_tile")
 reduce = importlib.import_module("zyntax.kernels.reduce")
-loss = importlib.import_module("zyntax.kernels.loss")
 elementwise = importlib.import_module("zyntax.kernels.elementwise")
 attention = importlib.import_module("zyntax.kernels.attention")
 
+
+def _rows(name: str, n: int, dtype: str, *extra: Any) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    """A row tile program at width `n`, views promised unit-stride and aligned."""
+    return rows_tile._module, (name, rows_tile.plan(n), dtype, 16, *extra)
+
+
 MEMORY_BOUND: dict[str, tuple[Callable[..., Any], tuple[Any, ...]]] = {
-    "softmax_f32_8192": (softmax._build, ("f32", 4, 512, 4)),
-    "softmax_bf16_32768": (softmax._build, ("bf16", 8, 1024, 4)),
-    "softmax_streaming": (softmax._build, ("bf16", 8, 1024, 9)),
-    "layer_norm_bf16_8192": (norm._build, ("bf16", 8, 256, 4, "layer")),
-    "rms_norm_bf16_8192": (norm._build, ("bf16", 8, 256, 4, "rms")),
+    "softmax_f32_8192": _rows("softmax_fwd", 8192, "f32"),
+    "softmax_bf16_1000": _rows("softmax_fwd", 1000, "bf16"),
+    "softmax_chunks_bf16": _rows("softmax_fwd", 50257, "bf16"),
+    "softmax_bwd_bf16_4097": _rows("softmax_bwd", 4097, "bf16"),
+    "layer_norm_bf16_8192": _rows("norm_fwd", 8192, "bf16", "layer"),
+    "layer_norm_bwd_bf16_1000": _rows("norm_bwd", 1000, "bf16", "layer"),
+    "rms_norm_bf16_8192": _rows("norm_fwd", 8192, "bf16", "rms"),
     "sum_f32": (reduce._build_flat, ("sum", "f32", 4)),
-    "cross_entropy_bf16": (loss._build, ("bf16", "i64", 8, 512)),
+    "cross_entropy_bf16": _rows("ce_fwd", 128256, "bf16", "i64"),
+    "cross_entropy_bwd_bf16": _rows("ce_bwd", 50257, "bf16", "i64"),
     "saxpy_f32": (elementwise._build, ("f32", 4, 512, 4)),
 }
 

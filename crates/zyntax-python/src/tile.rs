@@ -406,19 +406,28 @@ impl TileBuilder {
 
     // ---------------------------------------------------------------- parameters and scalars
 
-    #[pyo3(signature = (name, elem, rank, *, unit_stride_dim=None))]
+    /// `align_bytes` (with `unit_stride_dim`) promises the base pointer's
+    /// alignment, which lets loads and stores along that dim be vectors.
+    #[pyo3(signature = (name, elem, rank, *, unit_stride_dim=None, align_bytes=None))]
     fn view(
         &self,
         name: Text,
         elem: &Bound<'_, PyAny>,
         rank: Checked<usize>,
         unit_stride_dim: Option<Checked<usize>>,
+        align_bytes: Option<Checked<u32>>,
     ) -> PyResult<u32> {
         let elem = to_type(elem)?;
-        self.with(|b| match unit_stride_dim {
-            Some(d) => b.view_param_unit_stride(&name, elem, rank.0, d.0).0,
-            None => b.view_param(&name, elem, rank.0).0,
-        })
+        match (unit_stride_dim, align_bytes) {
+            (Some(d), Some(a)) => {
+                self.with(|b| b.view_param_aligned(&name, elem, rank.0, d.0, a.0).0)
+            }
+            (Some(d), None) => self.with(|b| b.view_param_unit_stride(&name, elem, rank.0, d.0).0),
+            (None, None) => self.with(|b| b.view_param(&name, elem, rank.0).0),
+            (None, Some(_)) => Err(ArgumentError::new_err(
+                "argument 'align_bytes': needs unit_stride_dim (the dim the vectors run along)",
+            )),
+        }
     }
 
     fn scalar_param(&self, name: Text, ty: &Bound<'_, PyAny>) -> PyResult<u32> {

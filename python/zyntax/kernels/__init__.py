@@ -13,10 +13,10 @@ from __future__ import annotations
 from .attention import attention
 from .elementwise import saxpy
 from .gemm import REGISTRY, Variant, choose_variant, matmul
-from .loss import cross_entropy
-from .norm import layer_norm, rms_norm
+from .loss import cross_entropy, cross_entropy_backward
+from .norm import layer_norm, layer_norm_backward, rms_norm, rms_norm_backward
 from .reduce import reduce_max, reduce_sum
-from .softmax import softmax
+from .softmax import softmax, softmax_backward
 
 __all__ = [
     "REGISTRY",
@@ -24,11 +24,15 @@ __all__ = [
     "attention",
     "choose_variant",
     "cross_entropy",
+    "cross_entropy_backward",
     "layer_norm",
+    "layer_norm_backward",
     "matmul",
     "reduce_max",
     "reduce_sum",
     "rms_norm",
+    "rms_norm_backward",
     "saxpy",
     "softmax",
+    "softmax_backward",
 ]

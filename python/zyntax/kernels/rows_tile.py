@@ -1,0 +1,683 @@
+"""The row kernels as tile programs (``zyntax.tile``): softmax, layer_norm,
+rms_norm and cross-entropy, forward and backward, for any row width and any
+number of rows (docs/kernels.md, "Row kernels as tile programs").
+
+Every program computes in f32 and reads and writes f32, bf16 or f16. Which
+program shape runs is chosen by :func:`plan` from the width alone:
+
+- ``rows``   (width <= 1024): a program instance holds several whole rows, a
+  ``[R, W]`` tile (``W`` the width rounded up to a power of two), so narrow
+  rows still give every thread ~16 elements; tails are masked loads;
+- ``row``    (width <= 16384): one whole row per instance (``R = 1``), 4 to
+  32 warps, the row in registers between the reductions and the write;
+- ``chunks`` (wider): one row per instance, a loop over ``[1, 4096]`` chunks
+  with running per-lane state (an online max and sum of exponentials, or
+  shifted sums for the norms), reduced across the tile once after the loop,
+  then a second loop that writes.
+
+``rows`` and ``row`` are the same program text (``R`` rows of ``W``); only
+``chunks`` differs. The norm backward accumulates ``dweight``/``dbias`` per
+program instance into an f32 ``[G, width]`` buffer of partial sums that a
+second program sums over its rows (deterministic: no atomics).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from zyntax import cuda, hir, tile
+from zyntax.errors import ArgumentError
+
+from . import _tensors as T
+
+NEG_INF = -math.inf
+#: Elements of one tile each thread holds in the whole-row shapes.
+PER_THREAD = 16
+#: Widest row of the ``rows`` shape, and of the ``row`` shape.
+ROWS_MAX, ROW_MAX = 1024, 16384
+#: Chunk width and warps of the ``chunks`` shape.
+CHUNK, CHUNK_WARPS = 4096, 8
+#: Columns per program instance of the partial-sum reduction.
+COLSUM_W, COLSUM_R = 256, 16
+_U32 = 1 << 32
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The program shape for one row width (see the module docstring)."""
+
+    shape: str  # "rows" | "row" | "chunks"
+    rows: int  # rows per program instance (R)
+    width: int  # tile width: the padded row, or one chunk
+    warps: int
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(0, n - 1).bit_length()
+
+
+def plan(n: int) -> Plan:
+    """The one place where the width picks the program: the table in the
+    module docstring (``PER_THREAD`` elements per thread for whole rows)."""
+    w = max(16, _pow2(n))
+    if w <= ROWS_MAX:
+        return Plan("rows", PER_THREAD * 128 // w, w, 4)
+    if w <= ROW_MAX:
+        return Plan("row", 1, w, max(4, min(32, w // (PER_THREAD * 32))))
+    return Plan("chunks", 1, CHUNK, CHUNK_WARPS)
+
+
+# ---------------------------------------------------------------- program pieces
+
+
+class _P:
+    """One program under construction: the builder and the plan's shapes,
+    with the helpers the programs share (f32 loads and stores, broadcasts
+    of per-row values, masks)."""
+
+    def __init__(self, name: str, p: Plan, dtype: str, access: int) -> None:
+        # The schedule's block is only the grid's divisor (capped at 4096 per
+        # dim); the programs compute their grids themselves.
+        block = (p.rows, min(p.width, 4096))
+        self.t = tile.Builder(name, tile.Schedule(block, warps=p.warps))
+        self.p, self.dtype, self.access = p, dtype, access
+        self.shape = (p.rows, p.width)
+
+    def view(self, name: str, dtype: str | None = None) -> tile.View:
+        """A rank-2 view; its last dim is promised unit stride (and 16-byte
+        aligned) when `access` says the host checked that for every view."""
+        dt = dtype or self.dtype
+        if self.access == 16:
+            return self.t.view(name, dt, 2, unit_stride_dim=1, align_bytes=16)
+        if self.access == 1:
+            return self.t.view(name, dt, 2, unit_stride_dim=1)
+        return self.t.view(name, dt, 2)
+
+    def load(
+        self, v: tile.View, origin: Sequence[Any], shape: Sequence[int], other: float = 0.0
+    ) -> tile.Tile:
+        x = self.t.load(v, origin, shape, other=other)
+        return x if x.dtype == "f32" else x.cast("f32")
+
+    def store(self, v: tile.View, origin: Sequence[Any], x: tile.Tile) -> None:
+        self.t.store(v, origin, x if v.dtype == "f32" else x.cast(v.dtype))
+
+    def bc(self, x: tile.Tile, shape: Sequence[int] | None = None) -> tile.Tile:
+        return x.broadcast(tuple(shape or self.shape))
+
+    def splat(self, s: tile.Scalar, shape: Sequence[int]) -> tile.Tile:
+        return self.t.splat(tuple(shape), s)
+
+    def cols(self, c0: Any, shape: Sequence[int]) -> tile.Tile:
+        """Column index of each element (u32) for a tile starting at column `c0`."""
+        i = self.t.iota(tuple(shape), 1)
+        return i if isinstance(c0, int) and c0 == 0 else i + self.splat(c0, shape)
+
+    def lt(self, a: tile.Tile, s: tile.Scalar) -> tile.Tile:
+        return self.t.cmp("lt", a, self.splat(s, a.shape))
+
+    def inside(self, r0: Any, c0: Any, x: tile.View, shape: Sequence[int]) -> tile.Tile:
+        """Whether each element's (row, column) lies in `x` (a bool tile)."""
+        rows = self.t.iota(tuple(shape), 0) + self.splat(self.t._scalar(r0, "r0"), shape)
+        ok_r = self.lt(rows, x.dim(0))
+        return self.t.binary("and", ok_r, self.lt(self.cols(c0, shape), x.dim(1)))
+
+    def zero_where_not(self, ok: tile.Tile, x: tile.Tile) -> tile.Tile:
+        return self.t.where(ok, x, self.t.zeros(x.shape))
+
+    def safe(self, m: tile.Tile) -> tile.Tile:
+        """`m`, or 0 where it is -inf: exp(x - safe) is then 0 for x = -inf, never NaN."""
+        ninf = self.t.full(m.shape, "f32", NEG_INF)
+        return self.t.where(self.t.cmp("eq", m, ninf), self.t.zeros(m.shape), m)
+
+    def unary(self, op: str, x: tile.Tile) -> tile.Tile:
+        return self.t.unary(op, x)
+
+    def for_range(self, lo: Any, hi: Any, step: Any, inits: Sequence[Any], body: Any) -> list[Any]:
+        return self.t.for_range(lo, hi, step, list(inits), body)
+
+    def chunks(
+        self,
+        n: tile.Scalar,
+        inits: Sequence[tile.Value],
+        body: Callable[[tile.Scalar, list[Any]], list[Any]],
+    ) -> list[Any]:
+        """for c0 in range(0, n, CHUNK) carrying `inits`."""
+        return self.t.for_range(0, n, self.p.width, list(inits), lambda _t, c0, c: body(c0, c))
+
+
+def _online(P: _P, m: tile.Tile, s: tile.Tile, v: tile.Tile) -> tuple[tile.Tile, tile.Tile]:
+    """One step of a per-lane online softmax state (max, sum of exp(x - max))."""
+    mn = P.t.maximum(m, v)
+    safe = P.safe(mn)
+    return mn, s * (m - safe).exp() + (v - safe).exp()
+
+
+def _merge(P: _P, m: tile.Tile, s: tile.Tile) -> tuple[tile.Tile, tile.Tile]:
+    """The row's (max, sum of exp(x - max)) from per-lane states: [1, 1] tiles."""
+    mx = m.max(1)
+    safe = P.safe(mx)
+    return safe, (s * (m - P.bc(safe, m.shape)).exp()).sum(1)
+
+
+# ---------------------------------------------------------------- softmax
+
+
+def _softmax_fwd(P: _P) -> None:
+    x, y = P.view("x"), P.view("y")
+    R, W = P.shape
+    if P.p.shape != "chunks":
+        r0 = P.t.program_id(0) * R
+        v = P.load(x, (r0, 0), P.shape, NEG_INF)
+        e = (v - P.bc(v.max(1))).exp()
+        P.store(y, (r0, 0), e * P.bc(1.0 / e.sum(1)))
+        return
+    row, n, sh = P.t.program_id(0), x.dim(1), (1, W)
+
+    def stats(c0: tile.Scalar, c: list[Any]) -> list[Any]:
+        return list(_online(P, c[0], c[1], P.load(x, (row, c0), sh, NEG_INF)))
+
+    m, s = P.chunks(n, [P.t.full(sh, "f32", NEG_INF), P.t.zeros(sh)], stats)
+    base, total = _merge(P, m, s)
+    base, r = P.bc(base, sh), P.bc(1.0 / total, sh)
+
+    def write(c0: tile.Scalar, c: list[Any]) -> list[Any]:
+        P.store(y, (row, c0), (P.load(x, (row, c0), sh, NEG_INF) - base).exp() * r)
+        return []
+
+    P.chunks(n, [], write)
+
+
+def _softmax_bwd(P: _P) -> None:
+    """dx = y * (dy - sum(dy * y)) per row."""
+    y, dy, dx = P.view("y"), P.view("dy"), P.view("dx")
+    R, W = P.shape
+    if P.p.shape != "chunks":
+        r0 = P.t.program_id(0) * R
+        yv, gv = P.load(y, (r0, 0), P.shape), P.load(dy, (r0, 0), P.shape)
+        P.store(dx, (r0, 0), yv * (gv - P.bc((yv * gv).sum(1))))
+        return
+    row, n, sh = P.t.program_id(0), y.dim(1), (1, W)
+
+    def dot(c0: tile.Scalar, c: list[Any]) -> list[Any]:
+        return [c[0] + P.load(y, (row, c0), sh) * P.load(dy, (row, c0), sh)]
+
+    (acc,) = P.chunks(n, [P.t.zeros(sh)], dot)
+    d = P.bc(acc.sum(1), sh)
+
+    def write(c0: tile.Scalar, c: list[Any]) -> list[Any]:
+        yv = P.load(y, (row, c0), sh)
+        P.store(dx, (row, c0), yv * (P.load(dy, (row, c0), sh) - d))
+        return []
+
+    P.chunks(n, [], write)
+
+
+# ---------------------------------------------------------------- layer_norm, rms_norm
+
+
+def _norm_views(P: _P, kind: str) -> tuple[Any, ...]:
+    """x, y, weight, bias (None for rms / no bias), eps, 1/n."""
+    x, y, w = P.view("x"), P.view("y"), P.view("weight")
+    b = P.view("bias") if kind == "layer" else None
+    eps, inv_n = P.t.scalar_param("eps", "f32"), P.t.scalar_param("inv_n", "f32")
+    return x, y, w, b, eps, inv_n
+
+
+def _norm_fwd(P: _P, kind: str) -> None:
+    """kind: "layer" (weight and bias), "layer_nobias", "rms"."""
+    x, y, w, b, eps, inv_n = _norm_views(P, kind)
+    centre = kind != "rms"
+    R, W = P.shape
+    if P.p.shape != "chunks":
+        r0 = P.t.program_id(0) * R
+        col = (R, 1)
+        v = P.load(x, (r0, 0), P.shape)
+        if centre:
+            mean = v.sum(1) * P.splat(inv_n, col)
+            v = P.zero_where_not(P.lt(P.cols(0, P.shape), x.dim(1)), v - P.bc(mean))
+        var = (v * v).sum(1) * P.splat(inv_n, col)
+        rstd = P.unary("rsqrt", var + P.splat(eps, col))
+        out = v * P.bc(rstd) * P.bc(P.load(w, (0, 0), (1, W)))
+        if b is not None:
+            out = out + P.bc(P.load(b, (0, 0), (1, W)))
+        P.store(y, (r0, 0), out)
+        return
+    # Shifted sums in one pass (shift = the row's first element, so large
+    # means cancel before squaring), then the write pass.
+    row, n, sh, one = P.t.program_id(0), x.dim(1), (1, W), (1, 1)
+    k = P.bc(P.load(x, (row, 0), one), sh) if centre else P.t.zeros(sh)
+
+    def sums(c0: tile.Scalar, c: list[Any]) -> list[Any]:
+        d = P.zero_where_not(P.lt(P.cols(c0, sh), n), P.load(x, (row, c0), sh) - k)
+        return [c[0] + d, c[1] + d * d]
+
+    s1, s2 = P.chunks(n, [P.t.zeros(sh), P.t.zeros(sh)], sums)
+    ms = s1.sum(1) * P.splat(inv_n, one) if centre else P.t.zeros(one)
+    var = P.t.maximum(s2.sum(1) * P.splat(inv_n, one) - ms * ms, P.t.zeros(one))
+    rstd = P.bc(P.unary("rsqrt", var + P.splat(eps, one)), sh)
+    mean = k + P.bc(ms, sh) if centre else k
+
+    def write(c0: tile.Scalar, c: list[Any]) -> list[Any]:
+        out = (P.load(x, (row, c0), sh) - mean) * rstd * P.load(w, (0, c0), sh)
+        if b is not None:
+            out = out + P.load(b, (0, c0), sh)
+        P.store(y, (row, c0), out)
+        return []
+
+    P.chunks(n, [], write)
+
+
+def _norm_bwd(P: _P, kind: str) -> None:
+    """dx of a whole-row plan, and this instance's partial sums of dweight and
+    dbias over the row blocks it visits (pid, pid + G, ...): stored as row
+    `pid` of the f32 partial buffers, summed by :func:`_colsum`."""
+    x, dy, dx, w = P.view("x"), P.view("dy"), P.view("dx"), P.view("weight")
+    dwp, dbp = P.view("dw_part", "f32"), P.view("db_part", "f32")
+    eps, inv_n = P.t.scalar_param("eps", "f32"), P.t.scalar_param("inv_n", "f32")
+    step = P.t.scalar_param("step", "u32")  # G * R
+    centre = kind != "rms"
+    R, W = P.shape
+    col, sh = (R, 1), P.shape
+    pid = P.t.program_id(0)
+    wv = P.bc(P.load(w, (0, 0), (1, W)))
+
+    def block(_t: tile.Builder, r0: tile.Scalar, c: list[Any]) -> list[Any]:
+        ok = P.inside(r0, 0, x, sh)
+        v, g = P.load(x, (r0, 0), sh), P.load(dy, (r0, 0), sh)
+        if centre:
+            v = P.zero_where_not(ok, v - P.bc(v.sum(1) * P.splat(inv_n, col)))
+        rstd = P.unary("rsqrt", (v * v).sum(1) * P.splat(inv_n, col) + P.splat(eps, col))
+        xhat = P.zero_where_not(ok, v * P.bc(rstd))
+        wg = g * wv
+        inner = wg - xhat * P.bc((wg * xhat).sum(1) * P.splat(inv_n, col))
+        if centre:
+            inner = inner - P.bc(wg.sum(1) * P.splat(inv_n, col))
+        P.store(dx, (r0, 0), inner * P.bc(rstd))
+        return [c[0] + (g * xhat).sum(0), c[1] + g.sum(0)]
+
+    zeros = P.t.zeros((1, W))
+    dw, db = P.for_range(pid * R, x.dim(0), step, [zeros, zeros], block)
+    P.store(dwp, (pid, 0), dw)
+    if kind == "layer":
+        P.store(dbp, (pid, 0), db)
+
+
+def _norm_bwd_stats(P: _P, kind: str) -> None:
+    """Chunked rows, first program: per row (mean, rstd, mean(g), mean(g·x̂))
+    with g = dy·weight, from shifted sums in one pass over x and dy."""
+    x, dy, w, stats = P.view("x"), P.view("dy"), P.view("weight"), P.view("stats", "f32")
+    eps, inv_n = P.t.scalar_param("eps", "f32"), P.t.scalar_param("inv_n", "f32")
+    centre = kind != "rms"
+    row, n, sh, one = P.t.program_id(0), x.dim(1), P.shape, (1, 1)
+    k = P.bc(P.load(x, (row, 0), one), sh) if centre else P.t.zeros(sh)
+
+    def sums(c0: tile.Scalar, c: list[Any]) -> list[Any]:
+        d = P.zero_where_not(P.lt(P.cols(c0, sh), n), P.load(x, (row, c0), sh) - k)
+        g = P.load(dy, (row, c0), sh) * P.load(w, (0, c0), sh)
+        return [c[0] + d, c[1] + d * d, c[2] + g, c[3] + g * d]
+
+    z = P.t.zeros(sh)
+    s1, s2, sg, sgd = (s.sum(1) * P.splat(inv_n, one) for s in P.chunks(n, [z, z, z, z], sums))
+    if not centre:  # rms: the mean square, not the variance
+        s1 = P.t.zeros(one)
+    var = P.t.maximum(s2 - s1 * s1, P.t.zeros(one))
+    rstd = P.unary("rsqrt", var + P.splat(eps, one))
+    # mean(g * xhat) = rstd * (mean(g * (x - k)) - (mean - k) * mean(g))
+    c2 = rstd * (sgd - s1 * sg)
+    mean = k.max(1) + s1 if centre else P.t.zeros(one)
+    for j, val in enumerate((mean, rstd, sg if centre else P.t.zeros(one), c2)):
+        P.t.store(stats, (row, j), val)
+
+
+def _norm_bwd_chunks(P: _P, kind: str) -> None:
+    """Chunked rows, second program: instance (j, i) writes dx of column
+    chunk j for rows i, i + G, ... and row i of the partial sums there."""
+    x, dy, dx, w = P.view("x"), P.view("dy"), P.view("dx"), P.view("weight")
+    stats = P.view("stats", "f32")
+    dwp, dbp = P.view("dw_part", "f32"), P.view("db_part", "f32")
+    groups = P.t.scalar_param("groups", "u32")
+    sh, one = P.shape, (1, 1)
+    c0 = P.t.program_id(0) * P.p.width
+    gi = P.t.program_id(1)
+    wv = P.load(w, (0, c0), sh)
+
+    def rowstep(_t: tile.Builder, r: tile.Scalar, c: list[Any]) -> list[Any]:
+        mean, rstd, c1, c2 = (P.bc(P.t.load(stats, (r, j), one), sh) for j in range(4))
+        ok = P.inside(r, c0, x, sh)
+        xhat = P.zero_where_not(ok, (P.load(x, (r, c0), sh) - mean) * rstd)
+        g = P.load(dy, (r, c0), sh)
+        P.store(dx, (r, c0), (g * wv - c1 - xhat * c2) * rstd)
+        return [c[0] + g * xhat, c[1] + g]
+
+    z = P.t.zeros(sh)
+    dw, db = P.for_range(gi, x.dim(0), groups, [z, z], rowstep)
+    P.store(dwp, (gi, c0), dw)
+    if kind == "layer":
+        P.store(dbp, (gi, c0), db)
+
+
+def _colsum(P: _P) -> None:
+    """out[0, c] = sum over rows of part[:, c] (f32 sums, in a fixed order)."""
+    part, out = P.view("part", "f32"), P.view("out")
+    c0 = P.t.program_id(0) * COLSUM_W
+    sh = (COLSUM_R, COLSUM_W)
+
+    def step(_t: tile.Builder, r0: tile.Scalar, c: list[Any]) -> list[Any]:
+        return [c[0] + P.t.load(part, (r0, c0), sh)]
+
+    (acc,) = P.for_range(0, part.dim(0), COLSUM_R, [P.t.zeros(sh)], step)
+    P.store(out, (0, c0), acc.sum(0))
+
+
+# ---------------------------------------------------------------- cross-entropy
+
+
+def _ce_target(P: _P, tg: tile.View, r0: Any, n: tile.Scalar, R: int) -> tuple[Any, Any]:
+    """(target column as u32 [R, 1], whether it is in [0, n)) of rows r0.."""
+    t64 = P.t.load(tg, (r0, 0), (R, 1)).cast("i64")
+    n64 = P.splat(n, (R, 1)).cast("i64")
+    ok = P.t.binary("and", P.t.cmp("ge", t64, P.t.zeros((R, 1), "i64")), P.t.cmp("lt", t64, n64))
+    return t64.cast("u32"), ok
+
+
+def _ce_fwd(P: _P, tdtype: str) -> None:
+    """loss[r] = logsumexp(x[r]) - x[r, t[r]]; NaN for a target outside [0, n)."""
+    x, tg, loss = P.view("logits"), P.view("targets", tdtype), P.view("loss", "f32")
+    R, W = P.shape
+    nan = P.t.full((R, 1), "f32", math.nan)
+    if P.p.shape != "chunks":
+        r0, n = P.t.program_id(0) * R, x.dim(1)
+        v = P.load(x, (r0, 0), P.shape, NEG_INF)
+        m = v.max(1)
+        lse = m + P.unary("log", (v - P.bc(m)).exp().sum(1))
+        t, ok = _ce_target(P, tg, r0, n, R)
+        hit = P.t.cmp("eq", P.cols(0, P.shape), P.bc(t))
+        xt = P.t.where(hit, v, P.t.zeros(P.shape)).sum(1)
+        P.t.store(loss, (r0, 0), P.t.where(ok, lse - xt, nan))
+        return
+    row, n, sh = P.t.program_id(0), x.dim(1), (1, W)
+    t, ok = _ce_target(P, tg, row, n, 1)
+    tb = P.bc(t, sh)
+
+    def step(c0: tile.Scalar, c: list[Any]) -> list[Any]:
+        v = P.load(x, (row, c0), sh, NEG_INF)
+        hit = P.t.cmp("eq", P.cols(c0, sh), tb)
+        return [*_online(P, c[0], c[1], v), c[2] + P.t.where(hit, v, P.t.zeros(sh))]
+
+    m, s, xt = P.chunks(n, [P.t.full(sh, "f32", NEG_INF), P.t.zeros(sh), P.t.zeros(sh)], step)
+    base, total = _merge(P, m, s)
+    lse = base + P.unary("log", total)
+    P.t.store(loss, (row, 0), P.t.where(ok, lse - xt.sum(1), nan))
+
+
+def _ce_bwd(P: _P, tdtype: str) -> None:
+    """dx[r] = (softmax(x[r]) - onehot(t[r])) * dloss[r] * scale, fused with
+    the softmax (NaN rows for a target outside [0, n))."""
+    x, tg = P.view("logits"), P.view("targets", tdtype)
+    dl, dx = P.view("dloss", "f32"), P.view("dx")
+    scale = P.t.scalar_param("scale", "f32")
+    R, W = P.shape
+    col = (R, 1)
+    if P.p.shape != "chunks":
+        r0, n = P.t.program_id(0) * R, x.dim(1)
+        v = P.load(x, (r0, 0), P.shape, NEG_INF)
+        e = (v - P.bc(v.max(1))).exp()
+        t, ok = _ce_target(P, tg, r0, n, R)
+        g = P.t.load(dl, (r0, 0), col) * P.splat(scale, col)
+        g = P.t.where(ok, g, P.t.full(col, "f32", math.nan))
+        hit = P.t.cmp("eq", P.cols(0, P.shape), P.bc(t))
+        onehot = P.t.where(hit, P.t.full(P.shape, "f32", 1.0), P.t.zeros(P.shape))
+        P.store(dx, (r0, 0), (e * P.bc(1.0 / e.sum(1)) - onehot) * P.bc(g))
+        return
+    row, n, sh, one = P.t.program_id(0), x.dim(1), (1, W), (1, 1)
+
+    def stats(c0: tile.Scalar, c: list[Any]) -> list[Any]:
+        return list(_online(P, c[0], c[1], P.load(x, (row, c0), sh, NEG_INF)))
+
+    m, s = P.chunks(n, [P.t.full(sh, "f32", NEG_INF), P.t.zeros(sh)], stats)
+    base, total = _merge(P, m, s)
+    t, ok = _ce_target(P, tg, row, n, 1)
+    g = P.t.load(dl, (row, 0), one) * P.splat(scale, one)
+    g = P.t.where(ok, g, P.t.full(one, "f32", math.nan))
+    base, r, tb, gb = P.bc(base, sh), P.bc(1.0 / total, sh), P.bc(t, sh), P.bc(g, sh)
+
+    def write(c0: tile.Scalar, c: list[Any]) -> list[Any]:
+        p = (P.load(x, (row, c0), sh, NEG_INF) - base).exp() * r
+        hit = P.t.cmp("eq", P.cols(c0, sh), tb)
+        onehot = P.t.where(hit, P.t.full(sh, "f32", 1.0), P.t.zeros(sh))
+        P.store(dx, (row, c0), (p - onehot) * gb)
+        return []
+
+    P.chunks(n, [], write)
+
+
+# ---------------------------------------------------------------- building and launching
+
+#: program name -> (body, plan shapes it runs on). Extra key entries are the
+#: body's arguments (norm kind, target dtype).
+_PROGRAMS: dict[str, Callable[..., None]] = {
+    "softmax_fwd": _softmax_fwd,
+    "softmax_bwd": _softmax_bwd,
+    "norm_fwd": _norm_fwd,
+    "norm_bwd": _norm_bwd,
+    "norm_bwd_stats": _norm_bwd_stats,
+    "norm_bwd_chunks": _norm_bwd_chunks,
+    "colsum": _colsum,
+    "ce_fwd": _ce_fwd,
+    "ce_bwd": _ce_bwd,
+}
+
+
+@functools.cache
+def kernel(name: str, p: Plan, dtype: str, access: int, *extra: Any) -> tile.Kernel:
+    """The tile kernel of program `name` for plan `p` (built once)."""
+    P = _P(name, p, dtype, access)
+    _PROGRAMS[name](P, *extra)
+    return P.t.finish()
+
+
+def _module(name: str, p: Plan, dtype: str, access: int, *extra: Any) -> hir.Module:
+    return kernel(name, p, dtype, access, *extra).module
+
+
+def view_args(t: T.Tensor, shape: tuple[int, int], strides: tuple[int, int]) -> list[Any]:
+    """A rank-2 view argument: pointer, extents, strides (u32, checked)."""
+    span = 1 + sum((n - 1) * s for n, s in zip(shape, strides, strict=True) if n)
+    if any(not 0 <= v < _U32 for v in (*shape, *strides)) or span >= _U32:
+        raise ArgumentError(
+            f"argument '{t.name}': shape {shape} with strides {strides} spans 2**32 elements "
+            "or more (the tile programs index in u32)"
+        )
+    return [t, *shape, *strides]
+
+
+def access(*views: tuple[T.Tensor, int]) -> int:
+    """16 when every (tensor, column stride) has unit column stride and a
+    16-byte aligned start (vector accesses), 1 for unit strides, else 0."""
+    if any(cs != 1 for _, cs in views):
+        return 0
+    return 16 if all(t.ptr % 16 == 0 for t, _ in views) else 1
+
+
+def groups(where: T.Tensor, blocks: int) -> int:
+    """Program instances of a loop over `blocks` row blocks: two per SM on
+    the GPU (the partial sums then stay small), 3 on the interpreter (so the
+    loop and the partial-sum reduction are exercised)."""
+    cap = 3 if not where.on_gpu else 2 * int(cuda.Device(where.device).sm_count)
+    return max(1, min(blocks, cap))
+
+
+def launch(
+    name: str,
+    key: tuple[Any, ...],
+    grid: tuple[int, ...],
+    args: Sequence[Any],
+    where: T.Tensor,
+    stream: Any,
+) -> None:
+    """Launches program `name` with key (plan, dtype, access, *extra)."""
+    k = kernel(name, *key)
+    T.launch(_module, (name, *key), k.name, grid, k.block[0], args, where, stream)
+
+
+def colsum(part: T.Tensor, rows: int, n: int, out: T.Tensor, stream: Any) -> None:
+    """out[c] = sum of part[:rows, c] (deterministic)."""
+    p = Plan("colsum", COLSUM_R, COLSUM_W, 4)
+    args = [
+        *view_args(part, (rows, n), (n, 1)),
+        *view_args(out, (1, n), (0, out.strides[0])),
+    ]
+    launch("colsum", (p, out.dtype, 0), (-(-n // COLSUM_W),), args, part, stream)
+
+
+# ---------------------------------------------------------------- runners (checked Tensors in)
+
+
+def _rows2(t: T.Tensor) -> tuple[tuple[int, int], tuple[int, int]]:
+    rows, n, rs, cs = T.rows_of(t)
+    return (rows, n), (rs, cs)
+
+
+def _grid(p: Plan, rows: int) -> tuple[int]:
+    return (-(-rows // p.rows),)
+
+
+def run_softmax(x: T.Tensor, y: T.Tensor, stream: Any) -> None:
+    (rows, n), xs = _rows2(x)
+    ys = _rows2(y)[1]
+    p = plan(n)
+    key = (p, x.dtype, access((x, xs[1]), (y, ys[1])))
+    args = [*view_args(x, (rows, n), xs), *view_args(y, (rows, n), ys)]
+    launch("softmax_fwd", key, _grid(p, rows), args, x, stream)
+
+
+def run_softmax_backward(y: T.Tensor, dy: T.Tensor, dx: T.Tensor, stream: Any) -> None:
+    (rows, n), ys = _rows2(y)
+    gs, xs = _rows2(dy)[1], _rows2(dx)[1]
+    p = plan(n)
+    key = (p, y.dtype, access((y, ys[1]), (dy, gs[1]), (dx, xs[1])))
+    args = [
+        *view_args(y, (rows, n), ys),
+        *view_args(dy, (rows, n), gs),
+        *view_args(dx, (rows, n), xs),
+    ]
+    launch("softmax_bwd", key, _grid(p, rows), args, y, stream)
+
+
+def _vec(t: T.Tensor, n: int) -> tuple[list[Any], tuple[T.Tensor, int]]:
+    """A 1-D tensor of `n` as a [1, n] view (weight, bias)."""
+    return view_args(t, (1, n), (0, t.strides[0])), (t, t.strides[0])
+
+
+def run_norm(
+    x: T.Tensor,
+    w: T.Tensor,
+    b: T.Tensor | None,
+    eps: float,
+    y: T.Tensor,
+    kind: str,
+    stream: Any,
+) -> None:
+    (rows, n), xs = _rows2(x)
+    ys = _rows2(y)[1]
+    p = plan(n)
+    wa, wv = _vec(w, n)
+    ba, bv = _vec(b, n) if b is not None else ([], wv)
+    key = (p, x.dtype, access((x, xs[1]), (y, ys[1]), wv, bv), kind)
+    args = [*view_args(x, (rows, n), xs), *view_args(y, (rows, n), ys), *wa, *ba, eps, 1.0 / n]
+    launch("norm_fwd", key, _grid(p, rows), args, x, stream)
+
+
+def run_norm_backward(
+    dy: T.Tensor,
+    x: T.Tensor,
+    w: T.Tensor,
+    eps: float,
+    dx: T.Tensor,
+    dw: T.Tensor,
+    db: T.Tensor | None,
+    kind: str,
+    stream: Any,
+) -> None:
+    """dx, and dweight (dbias) summed over rows deterministically."""
+    (rows, n), xs = _rows2(x)
+    gs, os_ = _rows2(dy)[1], _rows2(dx)[1]
+    p = plan(n)
+    wa, wv = _vec(w, n)
+    acc = access((x, xs[1]), (dy, gs[1]), (dx, os_[1]), wv)
+    xa, ga = view_args(x, (rows, n), xs), view_args(dy, (rows, n), gs)
+    data = [*xa, *ga, *view_args(dx, (rows, n), os_), *wa]
+    if p.shape != "chunks":
+        g = groups(x, -(-rows // p.rows))
+        grid: tuple[int, ...] = (g,)
+    else:
+        g = groups(x, rows)
+        grid = (-(-n // p.width), g)
+    # Partial sums of dweight and dbias (rms: dbias's is unused), row i by instance i.
+    dwp, dbp = (T.tensor(T.empty_like(x, (g, n), "f32"), "partial sums") for _ in range(2))
+    parts = [*view_args(dwp, (g, n), (n, 1)), *view_args(dbp, (g, n), (n, 1))]
+    if p.shape != "chunks":
+        args = [*data, *parts, eps, 1.0 / n, g * p.rows]
+        launch("norm_bwd", (p, x.dtype, acc, kind), grid, args, x, stream)
+    else:
+        st = T.tensor(T.empty_like(x, (rows, 4), "f32"), "row statistics")
+        sv = view_args(st, (rows, 4), (4, 1))
+        launch(
+            "norm_bwd_stats",
+            (p, x.dtype, acc, kind),
+            (rows,),
+            [*xa, *ga, *wa, *sv, eps, 1.0 / n],
+            x,
+            stream,
+        )
+        launch("norm_bwd_chunks", (p, x.dtype, acc, kind), grid, [*data, *sv, *parts, g], x, stream)
+    colsum(dwp, g, n, dw, stream)
+    if db is not None:
+        colsum(dbp, g, n, db, stream)
+
+
+def _targets(g: T.Tensor, rows: int, gs: int) -> list[Any]:
+    return view_args(g, (rows, 1), (gs, 1))
+
+
+def run_cross_entropy(x: T.Tensor, g: T.Tensor, gs: int, loss: T.Tensor, stream: Any) -> None:
+    """loss[r] (f32, contiguous) per row."""
+    (rows, n), xs = _rows2(x)
+    p = plan(n)
+    key = (p, x.dtype, access((x, xs[1])), g.dtype)
+    args = [
+        *view_args(x, (rows, n), xs),
+        *_targets(g, rows, gs),
+        *view_args(loss, (rows, 1), (1, 1)),
+    ]
+    launch("ce_fwd", key, _grid(p, rows), args, x, stream)
+
+
+def run_cross_entropy_backward(
+    dl: T.Tensor,
+    dls: int,
+    scale: float,
+    x: T.Tensor,
+    g: T.Tensor,
+    gs: int,
+    dx: T.Tensor,
+    stream: Any,
+) -> None:
+    """dx = (softmax(x) - onehot) * dl[r * dls] * scale (dls = 0: one dloss for all rows)."""
+    (rows, n), xs = _rows2(x)
+    os_ = _rows2(dx)[1]
+    p = plan(n)
+    key = (p, x.dtype, access((x, xs[1]), (dx, os_[1])), g.dtype)
+    args = [
+        *view_args(x, (rows, n), xs),
+        *_targets(g, rows, gs),
+        *view_args(dl, (rows, 1), (dls, 1)),
+        *view_args(dx, (rows, n), os_),
+        scale,
+    ]
+    launch("ce_bwd", key, _grid(p, rows), args, x, stream)

@@ -1,0 +1,288 @@
+"""The row kernels as tile programs (``zyntax.kernels.rows_tile``) on the
+reference interpreter: softmax, layer_norm, rms_norm and cross-entropy,
+forward and backward, at widths 1 to 20000 (every program shape: several
+rows per instance, one row, chunks) with tails, against float64 numpy on
+fresh random inputs, outputs poisoned with NaN first. The backward
+references are derived by hand in float64 (and checked against central
+differences of the forward once). The same programs on the GPU:
+tests/python/gpu/test_rows_tile_gpu.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from zyntax import ArgumentError, kernels
+from zyntax.kernels import rows_tile
+
+rng = np.random.default_rng()
+
+#: widths around every boundary of the plan table (1024, 16384) and tails.
+WIDTHS = [1, 63, 64, 65, 1000, 1025, 4097]
+
+
+def rel_err(out: Any, ref: Any) -> float:
+    out = np.asarray(out, np.float64)
+    assert not np.isnan(out).any(), "NaN in the output (an element not written?)"
+    return float(np.linalg.norm(out - ref) / max(np.linalg.norm(ref), 1e-30))
+
+
+def rows_for(n: int) -> int:
+    """Enough rows for two program instances and a partial one."""
+    return 2 * rows_tile.plan(n).rows + 1 if n <= 128 else 3
+
+
+@pytest.fixture(params=["whole", "chunks"])
+def shape(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Runs a test as the plan table says, and again with every width on the
+    chunked program with 64-column chunks (so the loops run several times)."""
+    if request.param == "chunks":
+        monkeypatch.setattr(rows_tile, "ROWS_MAX", 0)
+        monkeypatch.setattr(rows_tile, "ROW_MAX", 0)
+        monkeypatch.setattr(rows_tile, "CHUNK", 64)
+        monkeypatch.setattr(rows_tile, "CHUNK_WARPS", 2)
+    return str(request.param)
+
+
+def test_plan_table() -> None:
+    p = rows_tile.plan
+    assert p(1) == rows_tile.Plan("rows", 128, 16, 4)
+    assert p(1000) == rows_tile.Plan("rows", 2, 1024, 4)
+    assert p(1025).shape == "row" and p(1025).width == 2048
+    assert p(16384) == rows_tile.Plan("row", 1, 16384, 32)
+    assert p(16385) == rows_tile.Plan("chunks", 1, 4096, 8)
+    for n in (1, 63, 1000, 5000, 262144):
+        q = p(n)
+        assert q.rows * q.width // (q.warps * 32) <= 32  # registers per tile
+
+
+# ---------------------------------------------------------------- softmax
+
+
+def ref_softmax(x: Any) -> Any:
+    x = np.asarray(x, np.float64)
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+@pytest.mark.parametrize("n", WIDTHS)
+def test_softmax_forward_backward(n: int, shape: str) -> None:
+    rows = rows_for(n)
+    x = (rng.standard_normal((rows, n)) * 4).astype(np.float32)
+    out = np.full_like(x, np.nan)
+    assert kernels.softmax(x, out=out) is out
+    y = ref_softmax(x)
+    assert rel_err(out, y) < 1e-5
+    dy = rng.standard_normal((rows, n)).astype(np.float32)
+    y32 = y.astype(np.float32)
+    dx = np.full_like(x, np.nan)
+    kernels.softmax_backward(y32, dy, out=dx)
+    y64 = y32.astype(np.float64)
+    ref = y64 * (dy - (dy * y64).sum(-1, keepdims=True))
+    assert rel_err(dx, ref) < 1e-5
+
+
+def test_softmax_masked_and_dominant(shape: str) -> None:
+    x = (rng.standard_normal((4, 203)) * 30 + 1e4).astype(np.float32)
+    x[1, ::3] = -np.inf
+    x[2, 5] = 3e38
+    x[3, :150] = -np.inf  # whole chunks of -inf before the first finite value
+    out = kernels.softmax(x)
+    assert rel_err(out, ref_softmax(x)) < 1e-5
+    assert np.all(out[1, ::3] == 0) and np.all(out[3, :150] == 0)
+    assert np.isnan(kernels.softmax(np.full((2, 40), -np.inf, np.float32))).all()
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_softmax_half(dtype: str) -> None:
+    ml = pytest.importorskip("ml_dtypes")
+    nd = np.float16 if dtype == "f16" else ml.bfloat16
+    x = rng.standard_normal((5, 137)).astype(nd)
+    out = kernels.softmax(x)
+    assert out.dtype == x.dtype
+    assert rel_err(out.astype(np.float64), ref_softmax(x.astype(np.float64))) < 1e-2
+    dy = rng.standard_normal((5, 137)).astype(nd)
+    y = out.astype(np.float64)
+    ref = y * (dy.astype(np.float64) - (dy.astype(np.float64) * y).sum(-1, keepdims=True))
+    assert rel_err(kernels.softmax_backward(out, dy).astype(np.float64), ref) < 2e-2
+
+
+def test_transposed_views_take_the_scalar_path() -> None:
+    """A view whose columns are not unit stride (a transposed array) on the
+    program built without the unit-stride promise."""
+    p = rows_tile.plan(37)
+    k = rows_tile.kernel("softmax_fwd", p, "f32", 0)
+    x = (rng.standard_normal((37, 9)) * 3).astype(np.float32).T  # (9, 37), column stride 9
+    y = np.full((37, 9), np.nan, np.float32).T
+    k.run_interp(x, y, grid=-(-9 // p.rows))
+    assert rel_err(y, ref_softmax(x)) < 1e-5
+
+
+# ---------------------------------------------------------------- layer_norm, rms_norm
+
+
+def ref_norm(x: Any, w: Any, b: Any, eps: float, rms: bool) -> tuple[Any, Any, Any]:
+    """(y, x̂, rstd) in float64."""
+    x = np.asarray(x, np.float64)
+    d = x if rms else x - x.mean(-1, keepdims=True)
+    rstd = 1 / np.sqrt((d * d).mean(-1, keepdims=True) + eps)
+    xh = d * rstd
+    y = xh * w + (0 if b is None else b)
+    return y, xh, rstd
+
+
+def ref_norm_backward(dy: Any, x: Any, w: Any, eps: float, rms: bool) -> tuple[Any, Any, Any]:
+    """dx, dweight, dbias of y = x̂·w + b: with g = dy·w,
+    dx = (g - mean(g) - x̂·mean(g·x̂)) * rstd (no mean(g) term for rms)."""
+    dy = np.asarray(dy, np.float64)
+    _, xh, rstd = ref_norm(x, w, None, eps, rms)
+    g = dy * np.asarray(w, np.float64)
+    inner = g - xh * (g * xh).mean(-1, keepdims=True)
+    if not rms:
+        inner -= g.mean(-1, keepdims=True)
+    return inner * rstd, (dy * xh).sum(0), dy.sum(0)
+
+
+def test_norm_backward_reference_matches_differences() -> None:
+    """The hand-derived reference against central differences of the forward."""
+    x, w = rng.standard_normal((2, 6)), rng.standard_normal(6)
+    dy = rng.standard_normal((2, 6))
+    for rms in (False, True):
+        dx, dw, _ = ref_norm_backward(dy, x, w, 1e-5, rms)
+        h = 1e-6
+        for i, j in [(0, 1), (1, 4)]:
+            xp, xm = x.copy(), x.copy()
+            xp[i, j] += h
+            xm[i, j] -= h
+            fd = (ref_norm(xp, w, None, 1e-5, rms)[0] - ref_norm(xm, w, None, 1e-5, rms)[0]) * dy
+            assert abs(fd.sum() / (2 * h) - dx[i, j]) < 1e-6
+        wp, wm = w.copy(), w.copy()
+        wp[2] += h
+        wm[2] -= h
+        fd = (ref_norm(x, wp, None, 1e-5, rms)[0] - ref_norm(x, wm, None, 1e-5, rms)[0]) * dy
+        assert abs(fd.sum() / (2 * h) - dw[2]) < 1e-6
+
+
+@pytest.mark.parametrize("n", WIDTHS)
+@pytest.mark.parametrize("kind", ["layer", "layer_nobias", "rms"])
+def test_norm_forward_backward(n: int, kind: str, shape: str) -> None:
+    rows = rows_for(n)
+    x = (rng.standard_normal((rows, n)) * 3 + 50).astype(np.float32)  # a large mean
+    w = rng.standard_normal(n).astype(np.float32)
+    b = rng.standard_normal(n).astype(np.float32) if kind == "layer" else None
+    dy = rng.standard_normal((rows, n)).astype(np.float32)
+    rms, eps = kind == "rms", 1e-5
+    y = np.full_like(x, np.nan)
+    dx = np.full_like(x, np.nan)
+    if rms:
+        kernels.rms_norm(x, w, eps, out=y)
+        dx_, dw = kernels.rms_norm_backward(dy, x, w, eps, out=dx)
+        db = None
+    else:
+        kernels.layer_norm(x, w, b, eps, out=y)
+        dx_, dw, db = kernels.layer_norm_backward(dy, x, w, b, eps, out=dx)
+        assert (db is None) == (b is None)
+    assert dx_ is dx
+    assert rel_err(y, ref_norm(x, w, b, eps, rms)[0]) < 1e-5
+    rdx, rdw, rdb = ref_norm_backward(dy, x, w, eps, rms)
+    # dx is a difference of terms of the size of dy·w·rstd (at width 1 it
+    # cancels to ~0): the error is measured against that size.
+    terms = np.linalg.norm(dy * w * ref_norm(x, w, b, eps, rms)[2])
+    assert not np.isnan(dx).any()
+    assert np.linalg.norm(dx - rdx) / terms < 1e-5
+    assert rel_err(dw, rdw) < 1e-5
+    if db is not None:
+        assert rel_err(db, rdb) < 1e-5
+
+
+def test_norm_backward_is_deterministic() -> None:
+    x = rng.standard_normal((70, 33)).astype(np.float32)
+    w, b = rng.standard_normal(33).astype(np.float32), rng.standard_normal(33).astype(np.float32)
+    dy = rng.standard_normal((70, 33)).astype(np.float32)
+    a = kernels.layer_norm_backward(dy, x, w, b)
+    c = kernels.layer_norm_backward(dy, x, w, b)
+    for u, v in zip(a, c, strict=True):
+        assert np.array_equal(u, v)
+
+
+def test_norm_backward_no_rows() -> None:
+    w = rng.standard_normal(9).astype(np.float32)
+    x = np.zeros((0, 9), np.float32)
+    dx, dw, db = kernels.layer_norm_backward(x, x, w, w)
+    assert dx.shape == (0, 9) and np.array_equal(dw, np.zeros(9)) and np.array_equal(db, 0 * w)
+
+
+# ---------------------------------------------------------------- cross-entropy
+
+
+def ref_ce(x: Any, t: Any) -> tuple[Any, Any]:
+    """(losses, softmax) in float64; NaN losses for targets out of range."""
+    x = np.asarray(x, np.float64)
+    n = x.shape[-1]
+    m = x.max(-1, keepdims=True)
+    lse = m[..., 0] + np.log(np.exp(x - m).sum(-1))
+    ok = (t >= 0) & (t < n)
+    xt = np.take_along_axis(x, np.clip(t, 0, n - 1)[..., None].astype(np.int64), -1)[..., 0]
+    return np.where(ok, lse - xt, np.nan), np.exp(x - lse[..., None])
+
+
+@pytest.mark.parametrize("n", WIDTHS)
+@pytest.mark.parametrize("tdtype", [np.int64, np.int32])
+def test_cross_entropy_forward_backward(n: int, tdtype: Any, shape: str) -> None:
+    rows = rows_for(n)
+    x = (rng.standard_normal((rows, n)) * 4).astype(np.float32)
+    t = rng.integers(0, n, rows).astype(tdtype)
+    loss = np.full(rows, np.nan, np.float32)
+    kernels.cross_entropy(x, t, out=loss)
+    ref, p = ref_ce(x, t)
+    assert rel_err(loss, ref) < 1e-5
+    onehot = np.zeros_like(p)
+    onehot[np.arange(rows), t] = 1
+    dl = rng.standard_normal(rows).astype(np.float32)
+    dx = np.full_like(x, np.nan)
+    kernels.cross_entropy_backward(dl, x, t, out=dx)
+    assert rel_err(dx, (p - onehot) * dl[:, None]) < 1e-5
+    g = np.float32(rng.standard_normal())
+    dxm = kernels.cross_entropy_backward(np.array(g), x, t, reduction="mean")
+    assert rel_err(dxm, (p - onehot) * float(g) / rows) < 1e-5
+
+
+def test_cross_entropy_targets_out_of_range(shape: str) -> None:
+    x = (rng.standard_normal((4, 300)) * 4).astype(np.float32)
+    t = np.array([3, 300, -1, 299], np.int64)
+    loss = kernels.cross_entropy(x, t)
+    ref, p = ref_ce(x, t)
+    assert np.array_equal(np.isnan(loss), [False, True, True, False])
+    assert rel_err(loss[[0, 3]], ref[[0, 3]]) < 1e-5
+    dx = kernels.cross_entropy_backward(np.ones(4, np.float32), x, t)
+    assert np.isnan(dx[1:3]).all()
+    p[0, 3] -= 1
+    p[3, 299] -= 1
+    assert rel_err(dx[[0, 3]], p[[0, 3]]) < 1e-5
+
+
+# ---------------------------------------------------------------- bad input
+
+
+def test_backward_bad_input_is_typed() -> None:
+    x = rng.standard_normal((3, 8)).astype(np.float32)
+    w = rng.standard_normal(8).astype(np.float32)
+    t = np.array([1, 2, 3])
+    with pytest.raises(ArgumentError, match="'dy'"):
+        kernels.softmax_backward(x, x[:, :4])
+    with pytest.raises(ArgumentError, match="'dy'"):
+        kernels.softmax_backward(x, x.astype(np.float16))
+    with pytest.raises(ArgumentError, match="'weight'"):
+        kernels.layer_norm_backward(x, x, w[:4])
+    with pytest.raises(ArgumentError, match="'eps'"):
+        kernels.rms_norm_backward(x, x, w, -1.0)
+    with pytest.raises(ArgumentError, match="'dloss'"):
+        kernels.cross_entropy_backward(np.ones(2, np.float32), x, t)
+    with pytest.raises(ArgumentError, match="'dloss'"):
+        kernels.cross_entropy_backward(np.ones(3, np.float32), x, t, reduction="mean")
+    with pytest.raises(ArgumentError, match="'reduction'"):
+        kernels.cross_entropy_backward(np.ones(3, np.float32), x, t, reduction="sum")
+    with pytest.raises(ArgumentError, match="'out'"):
+        kernels.softmax_backward(x, x.copy(), out=x)

@@ -197,7 +197,8 @@ fn check(spec: &NestSpec, nk: &NestKernel) -> Result<(), String> {
     let mut worst = 0.0f64;
     for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
         let e = (g - w).abs() / w.abs().max(1.0);
-        if !(e <= tol) {
+        // NaN (a poisoned element never written) fails too.
+        if e.is_nan() || e > tol {
             return Err(format!("element {i}: got {g}, want {w}"));
         }
         worst = worst.max(e);

@@ -229,3 +229,127 @@ fn errors_point_at_line_and_column() {
     let e = parse_with(MATMUL, &[("Q", 3)]).unwrap_err();
     assert!(e.message.contains("size Q"), "{e}");
 }
+
+// ------------------------------------------------------------ fusion (nest_tile::fuse)
+
+const MM: &str = "nest mm\nsize M = 24, N = 40, K = 19\nbuffer A f32[M, K]\nbuffer B f32[K, N]\n\
+                  buffer T f32[M, N]\nparallel i < M, j < N\nreduce k < K\nT[i, j] = sum(A[i, k] * B[k, j])";
+const ACT: &str = "nest act\nsize M = 24, N = 40\nbuffer T f32[M, N]\nbuffer bias f32[N]\n\
+                   buffer U f32[M, N]\nparallel r < M, c < N\nU[r, c] = gelu(T[r, c] + bias[c])";
+const RES: &str = "nest res\nsize M = 24, N = 40\nbuffer U f32[M, N]\nbuffer R f32[M, N]\n\
+                   buffer C f32[M, N]\nparallel i < M, j < N\nC[i, j] = U[i, j] + R[i, j]";
+
+/// Runs `nests` one after the other in f64 over buffers shared by name.
+fn run_sequence(nests: &[NestSpec], values: &mut std::collections::HashMap<String, Vec<f64>>) {
+    for n in nests {
+        let bufs: Vec<Vec<f64>> = n.buffers.iter().map(|b| values[&b.name].clone()).collect();
+        let out = evaluate(n, &bufs).unwrap();
+        values.insert(n.buffers[n.output.buffer].name.clone(), out);
+    }
+}
+
+#[test]
+fn matmul_bias_gelu_residual_fuse_into_one_contraction() {
+    let nests: Vec<NestSpec> = [MM, ACT, RES].iter().map(|s| parse(s).unwrap()).collect();
+    let f = nest_tile::fuse(&nests, &["T", "U"], &nest_tile::FuseOptions::default());
+    assert_eq!(f.nests.len(), 1, "{}", f.report());
+    assert_eq!(f.members[0], ["mm", "act", "res"]);
+    assert!(f.decisions.iter().all(|d| d.fused), "{}", f.report());
+    let fused = &f.nests[0];
+    let names: Vec<&str> = fused.buffers.iter().map(|b| b.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["A", "B", "bias", "R", "C"],
+        "the intermediates are elided"
+    );
+    // The fused nest on the interpreter against the three nests run in f64.
+    let mut rng = Rng::new();
+    let mut values = std::collections::HashMap::new();
+    for n in &nests {
+        for b in &n.buffers {
+            let len: u64 = b.shape.iter().product();
+            let v: Vec<f64> = (0..len).map(|_| f64::from(rng.next() as f32)).collect();
+            values.entry(b.name.clone()).or_insert(v);
+        }
+    }
+    run_sequence(&nests, &mut values);
+    let inputs: Vec<Vec<f64>> = fused
+        .buffers
+        .iter()
+        .map(|b| values[&b.name].clone())
+        .collect();
+    assert_eq!(evaluate(fused, &inputs).unwrap(), values["C"]);
+    assert!(matches!(check(fused, 1e-5), Recognition::Contraction(_)));
+}
+
+#[test]
+fn fusion_refusals_say_why() {
+    let p = |s: &str| parse(s).unwrap();
+    let opts = nest_tile::FuseOptions::default();
+    let rule = |nests: &[NestSpec], temps: &[&str]| {
+        let f = nest_tile::fuse(nests, temps, &opts);
+        assert_eq!(f.nests.len(), nests.len(), "{}", f.report());
+        f.decisions[0].rule.clone()
+    };
+    // T read after the sequence.
+    assert_eq!(rule(&[p(MM), p(ACT)], &[]), "live_out");
+    // Not a consumer of T.
+    assert_eq!(rule(&[p(MM), p(RES)], &["T", "U"]), "no_dependence");
+    // T read transposed (another program instance's element).
+    let square = |s: &str| s.replace("M = 24", "M = 40");
+    let transposed = square(ACT).replace("T[r, c] + bias[c]", "T[c, r] + bias[c]");
+    assert_eq!(
+        rule(&[p(&square(MM)), p(&transposed)], &["T"]),
+        "not_at_point"
+    );
+    // Another iteration space.
+    let smaller = ACT.replace("parallel r < M, c < N", "parallel r < 8, c < N");
+    assert_eq!(rule(&[p(MM), p(&smaller)], &["T"]), "space");
+    // A row sum of the contraction's output.
+    let rowsum = "buffer T f32[24, 40]\nbuffer s f32[24]\nparallel i < 24\nreduce j < 40\ns[i] = sum(T[i, j])";
+    assert_eq!(rule(&[p(MM), p(rowsum)], &["T"]), "reduction_consumer");
+}
+
+#[test]
+fn fusion_charges_the_fused_kernels_measurement() {
+    let nests: Vec<NestSpec> = [MM, ACT].iter().map(|s| parse(s).unwrap()).collect();
+    let measured = std::cell::Cell::new(0);
+    // A measurement over the budget: the fusion is undone, naming it.
+    let heavy = |k: &nest_tile::NestKernel| {
+        measured.set(measured.get() + 1);
+        assert!(zyntax_hir::print_module(&k.kernel.module).contains("tanh"));
+        Some(nest_tile::Resources {
+            registers: 300,
+            shared_bytes: 1024,
+        })
+    };
+    let opts = nest_tile::FuseOptions {
+        measure: Some(&heavy),
+        ..Default::default()
+    };
+    let f = nest_tile::fuse(&nests, &["T"], &opts);
+    assert_eq!((f.nests.len(), measured.get()), (2, 1));
+    assert_eq!(f.decisions[0].rule, "registers");
+    assert!(
+        f.decisions[0].why.contains("300 registers"),
+        "{}",
+        f.report()
+    );
+    let light = |_: &nest_tile::NestKernel| {
+        Some(nest_tile::Resources {
+            registers: 96,
+            shared_bytes: 8192,
+        })
+    };
+    let opts = nest_tile::FuseOptions {
+        measure: Some(&light),
+        ..Default::default()
+    };
+    let f = nest_tile::fuse(&nests, &["T"], &opts);
+    assert_eq!(f.nests.len(), 1);
+    assert!(
+        f.decisions[0].why.contains("96 registers"),
+        "{}",
+        f.report()
+    );
+}

@@ -12,15 +12,19 @@
 //! A refused nest keeps today's lowering ([`crate::nest`]). [`parse`]
 //! reads a nest from a tiny text language (an embedder's DSL, the
 //! `nest_dsl` example) and [`evaluate`] runs one directly in f64 (the
-//! reference its lowering is checked against). See
+//! reference its lowering is checked against). [`fuse`] merges a sequence
+//! of nests (element-wise consumers into their producer: a contraction's
+//! epilogue), the resource check on the fused kernel's measurement. See
 //! `docs/tiling.md`, "Nests lowered to tile programs".
 
 mod eval;
+mod fuse;
 mod lower;
 mod recognize;
 mod text;
 
 pub use eval::evaluate;
+pub use fuse::{fuse, FuseOptions, FusedNests, Resources};
 pub use lower::{lower, NestKernel, NestTileOptions, ViewArg};
 pub use recognize::{recognize, ContractionPlan, FlatAccess, MapPlan, Recognition, ReductionPlan};
 pub use text::{gelu, parse, parse_with, ParseError};

@@ -168,6 +168,22 @@ fn loops_of(spec: &NestSpec, kind: LoopKind) -> Vec<usize> {
 }
 
 fn check_loops(spec: &NestSpec) -> Result<(), Refusal> {
+    // The name becomes the kernel's: an identifier.
+    let mut chars = spec.name.chars();
+    let ident = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && spec.name != "_";
+    if !ident {
+        return Err(Refusal::new(
+            K::BadSpec,
+            format!(
+                "the nest's name {:?} is not an identifier (it names the kernel)",
+                spec.name
+            ),
+        ));
+    }
     if spec.loops.is_empty() {
         return Err(Refusal::new(K::BadSpec, "the nest has no loop"));
     }

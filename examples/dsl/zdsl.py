@@ -211,6 +211,13 @@ class Program:
         sizes, _, _ = self.launch_config(arrays)
         return [*(arrays[a] for a in [*self.inputs, "out"]), *(sizes[s] for s in self.sizes)]
 
+    def run_cpu(self, arrays: dict[str, np.ndarray], mode: str | None = None) -> np.ndarray:
+        """Runs the program on this CPU as native code (``zyntax.cpu``; ``mode="interp"``:
+        the reference interpreter) and returns ``arrays["out"]``, updated in place."""
+        _, grid, block = self.launch_config(arrays)
+        zyntax.cpu.launch(self.module, self.name, grid, block, *self.args(arrays), mode=mode)
+        return arrays["out"]
+
 
 class _Lowering:
     def __init__(self, tree: Tree[Any], file: str) -> None:

@@ -821,6 +821,21 @@ class Fused:
         for k in self.kernels:
             interp.launch(k.module, k.name, k.grid, k.block, *[arrs[b.name] for b in k.buffers])
 
+    def run_cpu(self, arrays: Mapping[str, np.ndarray], mode: str | None = None) -> None:
+        """Runs the kernels natively on this CPU (``zyntax.cpu``: blocks on all
+        cores), same arrays and checks as :meth:`run_interp`; ``mode="interp"``
+        is the interpreter (docs/cpu.md)."""
+        from zyntax import cpu
+
+        def alloc(b: Buffer) -> np.ndarray:
+            return np.full(b.shape, np.nan, _NUMPY[str(b.dtype)])
+
+        arrs = self._arrays(self._checked_arrays(arrays), alloc)
+        for k in self.kernels:
+            cpu.launch(
+                k.module, k.name, k.grid, k.block, *[arrs[b.name] for b in k.buffers], mode=mode
+            )
+
     def program(self, device: int = 0) -> Any:
         """A ``zyntax.cuda.Program`` running the kernels (inputs and outputs
         bound at ``prepare``)."""

@@ -301,7 +301,9 @@ def launch(
             )
         if len(args) < 2:
             raise LaunchError("interp.launch(kernel, grid, block, *args) needs grid and block")
-        run_cpu(*args[2:], grid=args[0], block=args[1], shared_mem=shared_bytes)
+        # This module is the interpreter: a @zyntax.kernel runs there too (run_cpu's
+        # default is native code).
+        run_cpu(*args[2:], grid=args[0], block=args[1], shared_mem=shared_bytes, mode="interp")
         return None
     if args and isinstance(args[0], str):
         kernel, rest = args[0], args[1:]

@@ -546,6 +546,25 @@ class Kernel:
         )
         return stats
 
+    # -- this CPU, natively
+    def run_cpu(self, *args: Any, grid: int | Sequence[int], mode: str | None = None) -> str:
+        """Runs the kernel on this CPU as native code (``zyntax.cpu.launch``:
+        blocks on all cores). Views take numpy arrays as for `run_interp`, but
+        read and write the arrays' own memory (overlapping views behave as on
+        the GPU). `mode="interp"` is `run_interp`. Returns ``"cpu"`` or
+        ``"interp"`` (a kernel the CPU backend refuses, see docs/cpu.md)."""
+        from zyntax import cpu
+
+        if cpu.resolve_mode(mode) == "interp":
+            self.run_interp(*args, grid=grid)
+            return "interp"
+
+        def array(p: Param, a: Any) -> tuple[Any, Sequence[int], Sequence[int]]:
+            return _numpy_view(p, a)
+
+        flat = self.expand(args, array)
+        return cpu.launch(self.module, self.name, grid, self.block, *flat, mode=mode)
+
     # -- the GPU
     def launch(
         self, *args: Any, grid: int | Sequence[int], device: int = 0, stream: Any = None

@@ -886,6 +886,7 @@ class Kernel(_Translatable):
         shared_mem: int,
         stream: Any,
         device: str | None,
+        cpu_mode: str | None = None,
     ) -> None:
         args = _adopt_foreign(args, self._param_names)
         hot = self._hot
@@ -913,7 +914,7 @@ class Kernel(_Translatable):
         if where == "auto":
             where = "gpu" if pipeline.gpu_available() else "cpu"
         if where == "cpu":
-            pipeline.run_interp(v, args, g, b, shared_mem)
+            pipeline.run_native(v, args, g, b, shared_mem, cpu_mode)
             return
         pipeline.run_gpu(v, args, g, b, shared_mem, stream)
         key, _ = _key_and_flat(args)
@@ -928,9 +929,18 @@ class Kernel(_Translatable):
         grid: int | Sequence[int],
         block: int | Sequence[int],
         shared_mem: int = 0,
+        mode: str | None = None,
     ) -> None:
-        """Run through the reference interpreter (``zyntax.interp``): no GPU needed."""
-        self.launch(*args, grid=grid, block=block, shared_mem=shared_mem, device="cpu")
+        """Run on this CPU, no GPU needed: natively (``zyntax.cpu``: LLVM, blocks on
+        all cores) by default; ``mode="interp"`` runs the reference interpreter (the
+        checking mode: races, exact trap locations), ``mode="native"`` refuses a
+        kernel the native lowering cannot run instead of using the interpreter
+        (see ``zyntax.cpu.MODES``; default ``$ZYNTAX_CPU_MODE`` or ``"auto"``)."""
+        try:
+            g, b = _dim3(grid, "grid"), _dim3(block, "block")
+            self._launch(args, g, b, shared_mem, None, "cpu", mode)
+        except KernelError as e:
+            raise trim_traceback(e) from None
 
     @property
     def signatures(self) -> list[tuple[ParamSpec, ...]]:

@@ -20,6 +20,7 @@ import contextlib
 import functools
 import json
 import os
+import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
@@ -335,6 +336,56 @@ def run_interp(
             )
         orig[...] = np.frombuffer(data, dtype=c.dtype).reshape(c.shape)
     return dict(stats)
+
+
+def run_native(
+    v: Variant,
+    args: Sequence[Any],
+    grid: Dim3,
+    block: Dim3,
+    shared_mem: int,
+    mode: str | None = None,
+) -> str:
+    """Run one launch on this CPU through ``zyntax.cpu.launch`` (native code,
+    blocks on all cores; `mode` as there: ``"interp"`` is `run_interp`).
+    Arrays pass as (array, shape..., strides in elements), as for the interpreter;
+    returns ``"cpu"`` or ``"interp"``."""
+    from zyntax import cpu
+    from zyntax.frontend.translator import ArrayParam
+
+    if cpu.resolve_mode(mode) == "interp":
+        run_interp(v, args, grid, block, shared_mem)
+        return "interp"
+    flat: list[Any] = []
+    owner: list[int] = []  # the Python argument of each flat argument
+    for k, (a, s) in enumerate(zip(args, v.specs, strict=True)):
+        if isinstance(s, ArrayParam):
+            if not isinstance(a, np.ndarray):
+                raise KernelArgumentError(f"run_cpu takes numpy arrays, got {type(a).__name__}")
+            # A strided view goes as a contiguous copy (written back by cpu.launch),
+            # so the strides passed are those of a C-contiguous array, in elements.
+            strides: list[int] = []
+            step = 1
+            for n in reversed(a.shape):
+                strides.insert(0, step)
+                step *= int(n)
+            flat += [a, *(int(x) for x in a.shape), *strides]
+        else:
+            flat.append(a.item() if isinstance(a, np.generic) else a)
+        owner += [k] * (len(flat) - len(owner))
+    try:
+        return cpu.launch(
+            native_module(v), v.kernel_name, grid, block, *flat, shared_bytes=shared_mem, mode=mode
+        )
+    except ArgumentError as e:
+        # The CPU entry numbers the flat HIR parameters: name the Python argument.
+        m = re.search(r"argument (\d+): (.*)", str(e), re.S)
+        if m is None or int(m.group(1)) >= len(owner):
+            raise
+        k = owner[int(m.group(1))]
+        raise KernelArgumentError(
+            f"argument {k} of kernel '{v.kernel_name}': {m.group(2)}"
+        ) from None
 
 
 def run_gpu(

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from zyntax import cuda, hir, interp
+from zyntax import cpu, cuda, hir
 from zyntax.errors import ArgumentError
 from zyntax.kernels._dtypes import DTYPES
 
@@ -399,7 +399,17 @@ def launch(
         k.launch(grid, block, *flat, shared_mem=shared or None, stream=stream)
         return
     flat = [a.arr if isinstance(a, Tensor) else a for a in args]
-    interp.launch(module(builder, key), kernel, grid, block, *flat, shared_bytes=shared)
+    # numpy tensors: natively on this CPU (zyntax.cpu; the interpreter for
+    # kernels the CPU backend refuses, or with ZYNTAX_CPU_MODE=interp). The
+    # module is kept so that it is compiled once.
+    m = _HOST_MODULES.get((builder, key))
+    if m is None:
+        m = _HOST_MODULES[(builder, key)] = module(builder, key)
+    cpu.launch(m, kernel, grid, block, *flat, shared_bytes=shared)
+
+
+#: Modules launched on the CPU, by (builder, key).
+_HOST_MODULES: dict[tuple[Any, tuple[Any, ...]], hir.Module] = {}
 
 
 def rows_of(t: Tensor) -> tuple[int, int, int, int]:

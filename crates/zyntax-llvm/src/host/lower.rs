@@ -269,6 +269,18 @@ impl<'m> ModuleInfo<'m> {
     }
 }
 
+/// The alignment a CPU load or store of `t` assumes: a vector's element's,
+/// not the whole vector's. A GPU faults on a misaligned vector access, but on
+/// the CPU numpy hands kernels arrays at any element offset (a slice `x[1:]`),
+/// and an x86 aligned-move of such an address would kill the process;
+/// unaligned vector moves cost the same on current cores.
+fn host_align(t: &Type) -> u64 {
+    match t {
+        Type::Vector(s, _) => s.size_bytes().max(1),
+        _ => t.align_bytes(),
+    }
+}
+
 /// Function signature pieces in the lowered ABI.
 pub struct Sig {
     pub ret: String,
@@ -917,7 +929,7 @@ impl FnLower<'_> {
                     self.emit_prefetch(addr, dist)?;
                 }
                 let po = self.op(p)?;
-                let al = t.align_bytes();
+                let al = host_align(&t);
                 if t.is_bool() {
                     let x = self.t();
                     self.emit(format!("{x} = load i8, ptr {po}, align 1"));
@@ -934,7 +946,7 @@ impl FnLower<'_> {
                 };
                 self.check_access(p, t.size_bytes().unwrap_or(1), i)?;
                 let (po, vo) = (self.op(p)?, self.op(v)?);
-                let al = t.align_bytes();
+                let al = host_align(&t);
                 if t.is_bool() {
                     let x = self.t();
                     self.emit(format!("{x} = zext i1 {vo} to i8"));

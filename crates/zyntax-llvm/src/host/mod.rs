@@ -419,8 +419,18 @@ pub fn prepare(m: &Module, opts: &HostOptions) -> HostResult<Prepared> {
             f.constraints.opt_level = l;
         }
     }
+    // Before the optimizer: its plans and DCE then see the kernels as lowered.
+    let inlined = regions::inline_suspending(&mut src);
     let opt = zyntax_opt::optimize(&src)?;
     let mut report = opt.report;
+    for (k, c) in &inlined {
+        report.add(
+            k,
+            "inline",
+            format!("inlined call to @{c} for the CPU"),
+            "the callee reaches a barrier or warp collective: only the kernel itself is a coroutine that can suspend",
+        );
+    }
     let module = opt.module;
     let plans = opt.plans;
     let target = opts.target();

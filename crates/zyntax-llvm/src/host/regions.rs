@@ -22,9 +22,10 @@
 //!
 //! Barriers may therefore sit anywhere — in uniform loops and branches, or
 //! under thread-dependent control flow as long as every running thread
-//! reaches the same barrier instruction. A barrier in a device function
-//! (reached through a call) is not lowered: such kernels stay on the
-//! interpreter (see [`cpu_blockers`]).
+//! reaches the same barrier instruction. A device function that reaches a
+//! barrier or a collective is inlined into the kernel first
+//! ([`inline_suspending`]); one that cannot be (recursive, or holding a
+//! `shared_alloc`) keeps its kernel on the interpreter (see [`cpu_blockers`]).
 
 use super::lower::{gname, Sig, CTX_BDIM, CTX_BYTES};
 use super::warp;
@@ -109,6 +110,96 @@ pub fn cpu_blockers(m: &Module, f: &Function) -> Vec<String> {
         }
     }
     out.into_iter().collect()
+}
+
+/// Most calls inlined into one kernel by [`inline_suspending`] (a bound on
+/// code growth; a kernel past it keeps its calls and stays on the interpreter).
+const MAX_SUSPEND_INLINES: usize = 64;
+
+/// Inline into every kernel of `m` each call of a device function that
+/// reaches a barrier or a warp collective (through further calls too), so
+/// that the kernel itself holds the suspend points the coroutine lowering
+/// needs: only a kernel is a coroutine, a callee's suspend would have to
+/// suspend its caller. Front-ends put collectives in helpers (`@zyntax.func`
+/// warp sums, block reductions), which would otherwise keep the kernel on the
+/// interpreter. Recursive callees and callees holding a `shared_alloc` (on the
+/// GPU one array for all call sites, an inlined copy would get its own) are
+/// left alone. Returns (kernel, callee) of every call inlined.
+pub fn inline_suspending(m: &mut Module) -> Vec<(String, String)> {
+    let suspends = |g: &Function| {
+        g.insts_in_order().any(|(_, i)| {
+            g.insts
+                .get(i.index())
+                .is_some_and(|d| matches!(d.op, Op::Barrier | Op::Shfl { .. } | Op::Vote(_)))
+        })
+    };
+    let has_shared = |g: &Function| {
+        g.insts_in_order().any(|(_, i)| {
+            g.insts
+                .get(i.index())
+                .is_some_and(|d| matches!(d.op, Op::SharedAlloc { .. }))
+        })
+    };
+    // Device functions reaching a suspend point, to a fixed point over calls.
+    let mut reach: BTreeSet<String> = m
+        .functions
+        .iter()
+        .filter(|g| !g.is_kernel() && suspends(g))
+        .map(|g| g.name.clone())
+        .collect();
+    loop {
+        let more: Vec<String> = m
+            .functions
+            .iter()
+            .filter(|g| !g.is_kernel() && !reach.contains(&g.name))
+            .filter(|g| {
+                g.insts_in_order().any(|(_, i)| {
+                    matches!(g.insts.get(i.index()).map(|d| &d.op), Some(Op::Call(c)) if reach.contains(c))
+                })
+            })
+            .map(|g| g.name.clone())
+            .collect();
+        if more.is_empty() {
+            break;
+        }
+        reach.extend(more);
+    }
+    let inlinable: BTreeSet<String> = reach
+        .into_iter()
+        .filter(|n| {
+            m.function(n)
+                .is_some_and(|g| !has_shared(g) && !zyntax_opt::analysis::is_recursive(m, n))
+        })
+        .collect();
+    let mut done = Vec::new();
+    if inlinable.is_empty() {
+        return done;
+    }
+    let source = m.clone();
+    for f in m.functions.iter_mut().filter(|f| f.is_kernel()) {
+        let mut count = 0;
+        loop {
+            let site =
+                f.insts_in_order()
+                    .find_map(|(b, i)| match f.insts.get(i.index()).map(|d| &d.op) {
+                        Some(Op::Call(c)) if inlinable.contains(c) => Some((b, i, c.clone())),
+                        _ => None,
+                    });
+            let Some((b, i, c)) = site else { break };
+            let Some(callee) = source.function(&c) else {
+                break;
+            };
+            if count == MAX_SUSPEND_INLINES || !zyntax_opt::inline::inline_call(f, b, i, callee) {
+                break;
+            }
+            count += 1;
+            done.push((f.name.clone(), c));
+        }
+        if count > 0 {
+            f.canonicalize();
+        }
+    }
+    done
 }
 
 /// Whether `f` itself contains a suspend point — a `barrier` or a warp
@@ -222,11 +313,19 @@ fn thread_index(out: &mut String, c: &str) {
 /// `@"name.zx_block"(args, lens, err, ctx)` for a kernel without barriers:
 /// every thread of the block in turn, stopping at the first error.
 /// `parts` are the kernel's call arguments loaded by the caller's text `pre`.
+///
+/// The threads run as three nested counted loops (z, y, x; x innermost), so
+/// a thread index is a loop counter rather than a division of a linear index,
+/// and LLVM, which inlines the kernel here, sees the innermost loop as a
+/// plain loop over `thread_idx.x`. `%err` and `%ctx` are `noalias`: they are
+/// the launch's error record and the worker's own context, never a kernel
+/// argument, so the kernel's stores cannot change them and LLVM keeps
+/// `block_idx`, `block_dim` and the thread index in registers.
 pub fn block_runner(f: &Function, sig: &Sig, attrs: &str, pre: &str, parts: &[String]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "define void {}(ptr %args, ptr %lens, ptr %err, ptr %ctx) {attrs} {{",
+        "define void {}(ptr %args, ptr %lens, ptr noalias %err, ptr noalias %ctx) {attrs} {{",
         gname(&format!("{}.zx_block", f.name))
     );
     let _ = writeln!(out, "entry:");
@@ -234,10 +333,21 @@ pub fn block_runner(f: &Function, sig: &Sig, attrs: &str, pre: &str, parts: &[St
     dims(&mut out);
     let _ = writeln!(
         out,
-        "  %empty = icmp eq i32 %n, 0\n  br i1 %empty, label %done, label %loop"
+        "  %ty.p = getelementptr i8, ptr %ctx, i64 4\n  %tz.p = getelementptr i8, ptr %ctx, i64 8\n  \
+         %empty = icmp eq i32 %n, 0\n  br i1 %empty, label %done, label %lz"
     );
-    let _ = writeln!(out, "loop:\n  %t = phi i32 [ 0, %entry ], [ %t1, %next ]");
-    thread_index(&mut out, "%ctx");
+    let _ = writeln!(
+        out,
+        "lz:\n  %tz = phi i32 [ 0, %entry ], [ %tz1, %lz.next ]\n  store i32 %tz, ptr %tz.p\n  br label %ly"
+    );
+    let _ = writeln!(
+        out,
+        "ly:\n  %ty = phi i32 [ 0, %lz ], [ %ty1, %ly.next ]\n  store i32 %ty, ptr %ty.p\n  br label %lx"
+    );
+    let _ = writeln!(
+        out,
+        "lx:\n  %tx = phi i32 [ 0, %ly ], [ %tx1, %lx.next ]\n  store i32 %tx, ptr %ctx"
+    );
     let mut p = parts.to_vec();
     p.push("ptr %err".into());
     p.push("ptr %ctx".into());
@@ -248,8 +358,13 @@ pub fn block_runner(f: &Function, sig: &Sig, attrs: &str, pre: &str, parts: &[St
         gname(&f.name),
         p.join(", ")
     );
-    let _ = writeln!(out, "  %e = load i64, ptr %err\n  %bad = icmp ne i64 %e, 0\n  br i1 %bad, label %done, label %next");
-    let _ = writeln!(out, "next:\n  %t1 = add i32 %t, 1\n  %more = icmp ult i32 %t1, %n\n  br i1 %more, label %loop, label %done");
+    let _ = writeln!(
+        out,
+        "  %e = load i64, ptr %err\n  %bad = icmp ne i64 %e, 0\n  br i1 %bad, label %done, label %lx.next\n\
+         lx.next:\n  %tx1 = add i32 %tx, 1\n  %mx = icmp ult i32 %tx1, %bx\n  br i1 %mx, label %lx, label %ly.next\n\
+         ly.next:\n  %ty1 = add i32 %ty, 1\n  %my = icmp ult i32 %ty1, %by\n  br i1 %my, label %ly, label %lz.next\n\
+         lz.next:\n  %tz1 = add i32 %tz, 1\n  %mz = icmp ult i32 %tz1, %bz\n  br i1 %mz, label %lz, label %done"
+    );
     let _ = writeln!(out, "done:\n  ret void\n}}");
     out
 }

@@ -5,7 +5,10 @@ and write once, over the median of CUDA-event timings).
 Cases: row softmax (f32 8192x8192, bf16 8192x32768), LayerNorm and RMSNorm
 forward (bf16 8192x8192, with weight and bias), full sum (f32, 256 Mi
 elements), cross-entropy forward (bf16 logits 8192 x 128256, int64 targets)
-and saxpy (f32, 256 Mi). Each case has a ``peak`` row: the best
+saxpy (f32, 256 Mi), and the row-kernel sweep of issue 24: softmax,
+LayerNorm, RMSNorm and cross-entropy, forward and backward (``fwd_``/``bwd_``
+cases, bf16, widths 1000, 4097, 50257 and 128256 over 4096 and 16384 rows;
+PyTorch's backward runs through autograd). Each case has a ``peak`` row: the best
 device-to-device copy measured in the same run (PyTorch ``copy_``), the
 ceiling every case is judged against. Peers: PyTorch's own ops, and Triton's
 tutorial kernels (fused softmax, layer norm; RMSNorm is the layer-norm
@@ -19,6 +22,7 @@ against PyTorch first. ``python benches/memory_bound.py [--quick]``;
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 from typing import Any
@@ -228,6 +232,72 @@ class Bench:
         }
         self.case(name, xs[0].numel() * 2 + rows * (8 + 4), impls, 2)
 
+    def rows(self, op: str, direction: str, rows: int, n: int) -> None:
+        """A row kernel (issue 24's sweep: bf16, widths 1000 to 128256) forward
+        or backward against PyTorch eager (its backward through autograd, as
+        training runs it); bytes are each tensor read or written once."""
+        torch, F = self.torch, self.F
+        bf = torch.bfloat16
+        name = f"{direction}_{op}_bf16_{rows // self.scale}x{n}"
+        rows //= self.scale
+        sets = 2 if rows * n >= 1 << 28 else self.sets
+        xs = [self.randn(rows, n, dtype=bf, std=3.0) for _ in range(sets)]
+        dys = [self.randn(rows, n, dtype=bf) for _ in range(sets)]
+        w, b = self.randn(n, dtype=bf), self.randn(n, dtype=bf)
+        ts = [torch.randint(0, n, (rows,), device=self.dev) for _ in range(sets)]
+        dls = [self.randn(rows) for _ in range(sets)]
+        nbytes = rows * n * 2 * (2 if direction == "fwd" else 3)
+        if op == "cross_entropy":
+            nbytes = rows * n * 2 * (1 if direction == "fwd" else 2) + rows * 12
+
+        def torch_fwd(i: int, x: Any) -> Any:
+            if op == "softmax":
+                return torch.softmax(x, -1)
+            if op == "layernorm":
+                return F.layer_norm(x, (n,), w, b, 1e-5)
+            if op == "rmsnorm":
+                return F.rms_norm(x, (n,), w, 1e-5)
+            return F.cross_entropy(x, ts[i], reduction="none")
+
+        def zy_fwd(i: int) -> Any:
+            if op == "softmax":
+                return kernels.softmax(xs[i])
+            if op == "layernorm":
+                return kernels.layer_norm(xs[i], w, b, 1e-5)
+            if op == "rmsnorm":
+                return kernels.rms_norm(xs[i], w, 1e-5)
+            return kernels.cross_entropy(xs[i], ts[i])
+
+        if direction == "fwd":
+            ref = torch_fwd(0, xs[0].double())
+            self.check(name, zy_fwd(0), ref, 1e-2)
+            impls = {"zyntax": zy_fwd, "torch": lambda i: torch_fwd(i, xs[i])}
+            self.case(name, nbytes, impls, sets)
+            return
+        ys = [kernels.softmax(x) for x in xs] if op == "softmax" else []
+
+        def zy_bwd(i: int) -> Any:
+            if op == "softmax":
+                return kernels.softmax_backward(ys[i], dys[i])
+            if op == "layernorm":
+                return kernels.layer_norm_backward(dys[i], xs[i], w, b, 1e-5)[0]
+            if op == "rmsnorm":
+                return kernels.rms_norm_backward(dys[i], xs[i], w, 1e-5)[0]
+            return kernels.cross_entropy_backward(dls[i], xs[i], ts[i])
+
+        # PyTorch: the autograd graph of the forward, kept, replayed per call.
+        leaves = [x.detach().requires_grad_(True) for x in xs]
+        outs = [torch_fwd(i, x) for i, x in enumerate(leaves)]
+        grads = dls if op == "cross_entropy" else dys
+        x64 = xs[0].double().requires_grad_(True)
+        ref = torch.autograd.grad(torch_fwd(0, x64), x64, grads[0].double())[0]
+        self.check(name, zy_bwd(0), ref, 2e-2)
+        impls = {
+            "zyntax": zy_bwd,
+            "torch": lambda i: torch.autograd.grad(outs[i], leaves[i], grads[i], retain_graph=True),
+        }
+        self.case(name, nbytes, impls, sets)
+
     def saxpy(self) -> None:
         n = (1 << 28) // self.scale
         xs = [self.randn(n) for _ in range(self.sets)]
@@ -251,6 +321,17 @@ class Bench:
             if err < 1e-6:  # a wrong variant is reported and not timed
                 impls[row] = lambda i, k=knobs: saxpy_with(k, 0.5, xs[i], ys[i])
         self.case("saxpy_f32_256Mi", 3 * n * 4, impls, self.sets)
+
+
+#: (rows, width) of the row-kernel sweep (issue 24): cases fwd_/bwd_<op>_bf16_<rows>x<width>.
+ROW_SWEEP = [
+    (4096, 1000),
+    (16384, 1000),
+    (4096, 4097),
+    (16384, 4097),
+    (4096, 50257),
+    (4096, 128256),
+]
 
 
 #: Rows of the saxpy case beyond the default: knobs of zyntax.kernels.elementwise.
@@ -295,6 +376,11 @@ def main() -> None:
         "cross_entropy_bf16_8192x128256": bench.cross_entropy,
         "saxpy_f32_256Mi": bench.saxpy,
     }
+    for op in ("softmax", "layernorm", "rmsnorm", "cross_entropy"):
+        for rows, n in ROW_SWEEP:
+            for direction in ("fwd", "bwd"):
+                case = f"{direction}_{op}_bf16_{rows}x{n}"
+                cases[case] = functools.partial(bench.rows, op, direction, rows, n)
     for name, run in cases.items():
         if only is None or name in only.split(","):
             run()

@@ -87,10 +87,13 @@ class _P:
         self.p, self.dtype, self.access = p, dtype, access
         self.shape = (p.rows, p.width)
 
-    def view(self, name: str, dtype: str | None = None) -> tile.View:
+    def view(self, name: str, dtype: str | None = None, promise: bool = True) -> tile.View:
         """A rank-2 view; its last dim is promised unit stride (and 16-byte
-        aligned) when `access` says the host checked that for every view."""
+        aligned) when `access` says the host checked that for the row data
+        (`promise`: the views whose tiles are rows, not per-row columns)."""
         dt = dtype or self.dtype
+        if not promise:
+            return self.t.view(name, dt, 2)
         if self.access == 16:
             return self.t.view(name, dt, 2, unit_stride_dim=1, align_bytes=16)
         if self.access == 1:
@@ -310,7 +313,7 @@ def _norm_bwd(P: _P, kind: str) -> None:
 def _norm_bwd_stats(P: _P, kind: str) -> None:
     """Chunked rows, first program: per row (mean, rstd, mean(g), mean(g·x̂))
     with g = dy·weight, from shifted sums in one pass over x and dy."""
-    x, dy, w, stats = P.view("x"), P.view("dy"), P.view("weight"), P.view("stats", "f32")
+    x, dy, w, stats = P.view("x"), P.view("dy"), P.view("weight"), P.view("stats", "f32", False)
     eps, inv_n = P.t.scalar_param("eps", "f32"), P.t.scalar_param("inv_n", "f32")
     centre = kind != "rms"
     row, n, sh, one = P.t.program_id(0), x.dim(1), P.shape, (1, 1)
@@ -338,7 +341,7 @@ def _norm_bwd_chunks(P: _P, kind: str) -> None:
     """Chunked rows, second program: instance (j, i) writes dx of column
     chunk j for rows i, i + G, ... and row i of the partial sums there."""
     x, dy, dx, w = P.view("x"), P.view("dy"), P.view("dx"), P.view("weight")
-    stats = P.view("stats", "f32")
+    stats = P.view("stats", "f32", False)
     dwp, dbp = P.view("dw_part", "f32"), P.view("db_part", "f32")
     groups = P.t.scalar_param("groups", "u32")
     sh, one = P.shape, (1, 1)
@@ -387,7 +390,7 @@ def _ce_target(P: _P, tg: tile.View, r0: Any, n: tile.Scalar, R: int) -> tuple[A
 
 def _ce_fwd(P: _P, tdtype: str) -> None:
     """loss[r] = logsumexp(x[r]) - x[r, t[r]]; NaN for a target outside [0, n)."""
-    x, tg, loss = P.view("logits"), P.view("targets", tdtype), P.view("loss", "f32")
+    x, tg, loss = P.view("logits"), P.view("targets", tdtype, False), P.view("loss", "f32", False)
     R, W = P.shape
     nan = P.t.full((R, 1), "f32", math.nan)
     if P.p.shape != "chunks":
@@ -418,8 +421,8 @@ def _ce_fwd(P: _P, tdtype: str) -> None:
 def _ce_bwd(P: _P, tdtype: str) -> None:
     """dx[r] = (softmax(x[r]) - onehot(t[r])) * dloss[r] * scale, fused with
     the softmax (NaN rows for a target outside [0, n))."""
-    x, tg = P.view("logits"), P.view("targets", tdtype)
-    dl, dx = P.view("dloss", "f32"), P.view("dx")
+    x, tg = P.view("logits"), P.view("targets", tdtype, False)
+    dl, dx = P.view("dloss", "f32", False), P.view("dx")
     scale = P.t.scalar_param("scale", "f32")
     R, W = P.shape
     col = (R, 1)
@@ -501,7 +504,13 @@ def access(*views: tuple[T.Tensor, int]) -> int:
     16-byte aligned start (vector accesses), 1 for unit strides, else 0."""
     if any(cs != 1 for _, cs in views):
         return 0
-    return 16 if all(t.ptr % 16 == 0 for t, _ in views) else 1
+    return 16 if all(_address(t) % 16 == 0 for t, _ in views) else 1
+
+
+def _address(t: T.Tensor) -> int:
+    """Where `t`'s element 0 is (numpy arrays too: the CPU backend runs on
+    their own memory)."""
+    return t.ptr if t.on_gpu else int(t.arr.__array_interface__["data"][0])
 
 
 def groups(where: T.Tensor, blocks: int) -> int:

@@ -1,0 +1,154 @@
+"""The row kernels as tile programs (``zyntax.kernels.rows_tile``) on the GPU
+with PyTorch tensors: softmax, layer_norm, rms_norm and cross-entropy,
+forward and backward, at widths 64 to 262144 (every program shape of the
+plan table) and many row counts, against float64 PyTorch autograd on fresh
+random inputs, outputs poisoned with NaN first. The interpreter versions:
+tests/python/test_rows_tile.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from zyntax import kernels
+
+pytestmark = pytest.mark.gpu
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("torch has no CUDA", allow_module_level=True)
+F = torch.nn.functional
+DEV = torch.device("cuda")
+DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
+#: relative error allowed per dtype (outputs rounded to that dtype).
+TOL = {"f32": 1e-5, "bf16": 1e-2, "f16": 2e-3}
+
+#: (rows, width): every plan shape, tails, the issue's widths.
+SHAPES = [
+    (4096, 64),
+    (1000, 65),
+    (333, 1000),
+    (4096, 1000),
+    (17, 1024),
+    (9, 1025),
+    (130, 4097),
+    (64, 8192),
+    (7, 16384),
+    (5, 16385),
+    (3, 50257),
+    (2, 128256),
+    (1, 262144),
+]
+
+
+def rel_err(out: Any, ref: Any) -> float:
+    out64 = out.double()
+    assert not torch.isnan(out64).any(), "NaN in the output (an element not written?)"
+    return float((out64 - ref).norm() / ref.norm().clamp_min(1e-30))
+
+
+def poisoned(shape: tuple[int, ...], dtype: Any) -> Any:
+    return torch.full(shape, float("nan"), dtype=dtype, device=DEV)
+
+
+def leaf(t: Any) -> Any:
+    """`t` in float64 as a leaf that records gradients (the reference)."""
+    return t.detach().double().requires_grad_(True)
+
+
+@pytest.mark.parametrize("dt", ["f32", "bf16"])
+@pytest.mark.parametrize(("rows", "n"), SHAPES)
+def test_softmax(rows: int, n: int, dt: str) -> None:
+    x = torch.randn(rows, n, device=DEV, dtype=DTYPES[dt]) * 4
+    dy = torch.randn_like(x)
+    y = poisoned(x.shape, x.dtype)
+    kernels.softmax(x, out=y)
+    x64 = leaf(x)
+    y64 = torch.softmax(x64, -1)
+    assert rel_err(y, y64.detach()) < TOL[dt]
+    (g64,) = torch.autograd.grad(y64, x64, dy.double())
+    dx = poisoned(x.shape, x.dtype)
+    # The backward takes the rounded forward output, as autograd would.
+    kernels.softmax_backward(y, dy, out=dx)
+    y_r = y.double()
+    ref = y_r * (dy.double() - (dy.double() * y_r).sum(-1, keepdim=True))
+    assert rel_err(dx, ref) < TOL[dt]
+    if dt == "f32":
+        assert rel_err(dx, g64) < 1e-4
+
+
+@pytest.mark.parametrize("kind", ["layer", "rms"])
+@pytest.mark.parametrize("dt", ["f32", "bf16"])
+@pytest.mark.parametrize(("rows", "n"), SHAPES)
+def test_norms(rows: int, n: int, dt: str, kind: str) -> None:
+    dtype = DTYPES[dt]
+    x = torch.randn(rows, n, device=DEV, dtype=dtype) * 2 + 3
+    w = torch.randn(n, device=DEV, dtype=dtype)
+    b = torch.randn(n, device=DEV, dtype=dtype)
+    dy = torch.randn_like(x)
+    y = poisoned(x.shape, dtype)
+    dx = poisoned(x.shape, dtype)
+    x64, w64, b64 = leaf(x), leaf(w), leaf(b)
+    if kind == "layer":
+        kernels.layer_norm(x, w, b, 1e-5, out=y)
+        _, dw, db = kernels.layer_norm_backward(dy, x, w, b, 1e-5, out=dx)
+        y64 = F.layer_norm(x64, (n,), w64, b64, 1e-5)
+        refs = torch.autograd.grad(y64, (x64, w64, b64), dy.double())
+        got = (dx, dw, db)
+    else:
+        kernels.rms_norm(x, w, 1e-5, out=y)
+        _, dw = kernels.rms_norm_backward(dy, x, w, 1e-5, out=dx)
+        y64 = x64 * torch.rsqrt((x64 * x64).mean(-1, keepdim=True) + 1e-5) * w64
+        refs = torch.autograd.grad(y64, (x64, w64), dy.double())
+        got = (dx, dw)
+    assert rel_err(y, y64.detach()) < TOL[dt]
+    for name, g, r in zip(("dx", "dweight", "dbias"), got, refs, strict=False):
+        assert g.dtype == dtype
+        assert rel_err(g, r) < 10 * TOL[dt], name
+
+
+def test_norm_backward_is_deterministic() -> None:
+    x = torch.randn(4096, 1000, device=DEV)
+    w, b = torch.randn(1000, device=DEV), torch.randn(1000, device=DEV)
+    dy = torch.randn_like(x)
+    first = kernels.layer_norm_backward(dy, x, w, b)
+    for _ in range(3):
+        again = kernels.layer_norm_backward(dy, x, w, b)
+        for u, v in zip(first, again, strict=True):
+            assert torch.equal(u, v)
+
+
+@pytest.mark.parametrize("dt", ["f32", "bf16"])
+@pytest.mark.parametrize(("rows", "n"), SHAPES)
+def test_cross_entropy(rows: int, n: int, dt: str) -> None:
+    x = torch.randn(rows, n, device=DEV, dtype=DTYPES[dt]) * 4
+    t = torch.randint(0, n, (rows,), device=DEV)
+    loss = poisoned((rows,), torch.float32)
+    kernels.cross_entropy(x, t, out=loss)
+    x64 = leaf(x)
+    l64 = F.cross_entropy(x64, t, reduction="none")
+    assert rel_err(loss, l64.detach()) < 1e-5
+    dl = torch.randn(rows, device=DEV)
+    (g64,) = torch.autograd.grad(l64, x64, dl.double())
+    dx = poisoned(x.shape, x.dtype)
+    kernels.cross_entropy_backward(dl, x, t, out=dx)
+    assert rel_err(dx, g64) < TOL[dt]
+    m64 = F.cross_entropy(x64, t.int().long(), reduction="mean")
+    (gm,) = torch.autograd.grad(m64, x64, torch.tensor(0.5, dtype=torch.float64, device=DEV))
+    dxm = kernels.cross_entropy_backward(
+        torch.tensor(0.5, device=DEV), x, t.int(), reduction="mean"
+    )
+    assert rel_err(dxm, gm) < TOL[dt]
+
+
+def test_strided_and_unaligned_views() -> None:
+    """Column-strided rows (the scalar path) and rows starting off a 16-byte
+    boundary (the unit-stride program without the alignment promise)."""
+    base = torch.randn(300, 2 * 1000 + 1, device=DEV)
+    x = base[:, 1:1001]  # 4-byte aligned start
+    assert rel_err(kernels.softmax(x), torch.softmax(x.double(), -1)) < 1e-5
+    xt = torch.randn(1000, 96, device=DEV).t()  # column stride 96
+    assert rel_err(kernels.softmax(xt), torch.softmax(xt.double(), -1)) < 1e-5
+    w = torch.randn(1000, device=DEV)
+    ref = F.layer_norm(x.double(), (1000,), w.double(), None, 1e-5)
+    assert rel_err(kernels.layer_norm(x, w, None, 1e-5), ref) < 1e-5

@@ -34,11 +34,14 @@ def rows_for(n: int) -> int:
     return 2 * rows_tile.plan(n).rows + 1 if n <= 128 else 3
 
 
-@pytest.fixture(params=["whole", "chunks"])
+@pytest.fixture(params=["whole", "chunks", "chunks_row_state"])
 def shape(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Runs a test as the plan table says, and again with every width on the
-    chunked program with 64-column chunks (so the loops run several times)."""
-    if request.param == "chunks":
+    chunked program with 64-column chunks (so the loops run several times),
+    carrying per-lane or per-row statistics."""
+    if request.param.startswith("chunks"):
+        if request.param == "chunks_row_state":
+            monkeypatch.setattr(rows_tile, "STATE", "row")
         monkeypatch.setattr(rows_tile, "ROWS_MAX", 0)
         monkeypatch.setattr(rows_tile, "ROW_MAX", 0)
         monkeypatch.setattr(rows_tile, "CHUNK", 64)

@@ -41,6 +41,12 @@ PER_THREAD = 16
 ROWS_MAX, ROW_MAX = 1024, 16384
 #: Chunk width and warps of the ``chunks`` shape.
 CHUNK, CHUNK_WARPS = 4096, 8
+#: What a chunk loop carries: "lanes" (per-lane state, one [1, CHUNK] tile per
+#: statistic, reduced once after the loop) or "row" (each chunk reduced to the
+#: row's [1, 1] state: two block reductions per chunk, far fewer registers).
+STATE = "lanes"
+#: Program instances per SM of the norm backward's row-block loop.
+GROUPS_PER_SM = 2
 #: Columns per program instance of the partial-sum reduction.
 COLSUM_W, COLSUM_R = 256, 16
 _U32 = 1 << 32
@@ -54,6 +60,7 @@ class Plan:
     rows: int  # rows per program instance (R)
     width: int  # tile width: the padded row, or one chunk
     warps: int
+    state: str = "lanes"  # what a chunk loop carries (STATE)
 
 
 def _pow2(n: int) -> int:
@@ -68,7 +75,7 @@ def plan(n: int) -> Plan:
         return Plan("rows", PER_THREAD * 128 // w, w, 4)
     if w <= ROW_MAX:
         return Plan("row", 1, w, max(4, min(32, w // (PER_THREAD * 32))))
-    return Plan("chunks", 1, CHUNK, CHUNK_WARPS)
+    return Plan("chunks", 1, CHUNK, CHUNK_WARPS, STATE)
 
 
 # ---------------------------------------------------------------- program pieces
@@ -86,6 +93,8 @@ class _P:
         self.t = tile.Builder(name, tile.Schedule(block, warps=p.warps))
         self.p, self.dtype, self.access = p, dtype, access
         self.shape = (p.rows, p.width)
+        #: the shape of a chunk loop's carried statistics (see STATE).
+        self.state = (1, 1) if p.state == "row" else (1, p.width)
 
     def view(self, name: str, dtype: str | None = None, promise: bool = True) -> tile.View:
         """A rank-2 view; its last dim is promised unit stride (and 16-byte
@@ -137,6 +146,11 @@ class _P:
         ninf = self.t.full(m.shape, "f32", NEG_INF)
         return self.t.where(self.t.cmp("eq", m, ninf), self.t.zeros(m.shape), m)
 
+    def fold(self, x: tile.Tile) -> tile.Tile:
+        """A chunk's contribution to a carried sum: `x`, or its row sum for
+        the per-row state."""
+        return x.sum(1) if self.state == (1, 1) else x
+
     def unary(self, op: str, x: tile.Tile) -> tile.Tile:
         return self.t.unary(op, x)
 
@@ -154,14 +168,20 @@ class _P:
 
 
 def _online(P: _P, m: tile.Tile, s: tile.Tile, v: tile.Tile) -> tuple[tile.Tile, tile.Tile]:
-    """One step of a per-lane online softmax state (max, sum of exp(x - max))."""
+    """One step of an online softmax state (max, sum of exp(x - max)), per
+    lane, or for the row when the state is [1, 1]."""
+    if m.shape != v.shape:
+        mn = P.t.maximum(m, v.max(1))
+        safe = P.safe(mn)
+        return mn, s * (m - safe).exp() + (v - P.bc(safe, v.shape)).exp().sum(1)
     mn = P.t.maximum(m, v)
     safe = P.safe(mn)
     return mn, s * (m - safe).exp() + (v - safe).exp()
 
 
 def _merge(P: _P, m: tile.Tile, s: tile.Tile) -> tuple[tile.Tile, tile.Tile]:
-    """The row's (max, sum of exp(x - max)) from per-lane states: [1, 1] tiles."""
+    """The row's (max, sum of exp(x - max)) from per-lane states: [1, 1]
+    tiles (the identity for a per-row state)."""
     mx = m.max(1)
     safe = P.safe(mx)
     return safe, (s * (m - P.bc(safe, m.shape)).exp()).sum(1)
@@ -184,7 +204,7 @@ def _softmax_fwd(P: _P) -> None:
     def stats(c0: tile.Scalar, c: list[Any]) -> list[Any]:
         return list(_online(P, c[0], c[1], P.load(x, (row, c0), sh, NEG_INF)))
 
-    m, s = P.chunks(n, [P.t.full(sh, "f32", NEG_INF), P.t.zeros(sh)], stats)
+    m, s = P.chunks(n, [P.t.full(P.state, "f32", NEG_INF), P.t.zeros(P.state)], stats)
     base, total = _merge(P, m, s)
     base, r = P.bc(base, sh), P.bc(1.0 / total, sh)
 
@@ -207,9 +227,9 @@ def _softmax_bwd(P: _P) -> None:
     row, n, sh = P.t.program_id(0), y.dim(1), (1, W)
 
     def dot(c0: tile.Scalar, c: list[Any]) -> list[Any]:
-        return [c[0] + P.load(y, (row, c0), sh) * P.load(dy, (row, c0), sh)]
+        return [c[0] + P.fold(P.load(y, (row, c0), sh) * P.load(dy, (row, c0), sh))]
 
-    (acc,) = P.chunks(n, [P.t.zeros(sh)], dot)
+    (acc,) = P.chunks(n, [P.t.zeros(P.state)], dot)
     d = P.bc(acc.sum(1), sh)
 
     def write(c0: tile.Scalar, c: list[Any]) -> list[Any]:
@@ -257,9 +277,9 @@ def _norm_fwd(P: _P, kind: str) -> None:
 
     def sums(c0: tile.Scalar, c: list[Any]) -> list[Any]:
         d = P.zero_where_not(P.lt(P.cols(c0, sh), n), P.load(x, (row, c0), sh) - k)
-        return [c[0] + d, c[1] + d * d]
+        return [c[0] + P.fold(d), c[1] + P.fold(d * d)]
 
-    s1, s2 = P.chunks(n, [P.t.zeros(sh), P.t.zeros(sh)], sums)
+    s1, s2 = P.chunks(n, [P.t.zeros(P.state), P.t.zeros(P.state)], sums)
     ms = s1.sum(1) * P.splat(inv_n, one) if centre else P.t.zeros(one)
     var = P.t.maximum(s2.sum(1) * P.splat(inv_n, one) - ms * ms, P.t.zeros(one))
     rstd = P.bc(P.unary("rsqrt", var + P.splat(eps, one)), sh)
@@ -322,9 +342,9 @@ def _norm_bwd_stats(P: _P, kind: str) -> None:
     def sums(c0: tile.Scalar, c: list[Any]) -> list[Any]:
         d = P.zero_where_not(P.lt(P.cols(c0, sh), n), P.load(x, (row, c0), sh) - k)
         g = P.load(dy, (row, c0), sh) * P.load(w, (0, c0), sh)
-        return [c[0] + d, c[1] + d * d, c[2] + g, c[3] + g * d]
+        return [c[0] + P.fold(d), c[1] + P.fold(d * d), c[2] + P.fold(g), c[3] + P.fold(g * d)]
 
-    z = P.t.zeros(sh)
+    z = P.t.zeros(P.state)
     s1, s2, sg, sgd = (s.sum(1) * P.splat(inv_n, one) for s in P.chunks(n, [z, z, z, z], sums))
     if not centre:  # rms: the mean square, not the variance
         s1 = P.t.zeros(one)
@@ -410,9 +430,10 @@ def _ce_fwd(P: _P, tdtype: str) -> None:
     def step(c0: tile.Scalar, c: list[Any]) -> list[Any]:
         v = P.load(x, (row, c0), sh, NEG_INF)
         hit = P.t.cmp("eq", P.cols(c0, sh), tb)
-        return [*_online(P, c[0], c[1], v), c[2] + P.t.where(hit, v, P.t.zeros(sh))]
+        return [*_online(P, c[0], c[1], v), c[2] + P.fold(P.t.where(hit, v, P.t.zeros(sh)))]
 
-    m, s, xt = P.chunks(n, [P.t.full(sh, "f32", NEG_INF), P.t.zeros(sh), P.t.zeros(sh)], step)
+    st = P.state
+    m, s, xt = P.chunks(n, [P.t.full(st, "f32", NEG_INF), P.t.zeros(st), P.t.zeros(st)], step)
     base, total = _merge(P, m, s)
     lse = base + P.unary("log", total)
     P.t.store(loss, (row, 0), P.t.where(ok, lse - xt.sum(1), nan))
@@ -442,7 +463,7 @@ def _ce_bwd(P: _P, tdtype: str) -> None:
     def stats(c0: tile.Scalar, c: list[Any]) -> list[Any]:
         return list(_online(P, c[0], c[1], P.load(x, (row, c0), sh, NEG_INF)))
 
-    m, s = P.chunks(n, [P.t.full(sh, "f32", NEG_INF), P.t.zeros(sh)], stats)
+    m, s = P.chunks(n, [P.t.full(P.state, "f32", NEG_INF), P.t.zeros(P.state)], stats)
     base, total = _merge(P, m, s)
     t, ok = _ce_target(P, tg, row, n, 1)
     g = P.t.load(dl, (row, 0), one) * P.splat(scale, one)
@@ -517,7 +538,7 @@ def groups(where: T.Tensor, blocks: int) -> int:
     """Program instances of a loop over `blocks` row blocks: two per SM on
     the GPU (the partial sums then stay small), 3 on the interpreter (so the
     loop and the partial-sum reduction are exercised)."""
-    cap = 3 if not where.on_gpu else 2 * int(cuda.Device(where.device).sm_count)
+    cap = 3 if not where.on_gpu else GROUPS_PER_SM * int(cuda.Device(where.device).sm_count)
     return max(1, min(blocks, cap))
 
 

@@ -251,12 +251,13 @@ class Bench:
             nbytes = rows * n * 2 * (1 if direction == "fwd" else 2) + rows * 12
 
         def torch_fwd(i: int, x: Any) -> Any:
+            wx, bx = w.to(x.dtype), b.to(x.dtype)  # the float64 reference's are float64
             if op == "softmax":
                 return torch.softmax(x, -1)
             if op == "layernorm":
-                return F.layer_norm(x, (n,), w, b, 1e-5)
+                return F.layer_norm(x, (n,), wx, bx, 1e-5)
             if op == "rmsnorm":
-                return F.rms_norm(x, (n,), w, 1e-5)
+                return F.rms_norm(x, (n,), wx, 1e-5)
             return F.cross_entropy(x, ts[i], reduction="none")
 
         def zy_fwd(i: int) -> Any:

@@ -289,3 +289,29 @@ def test_backward_bad_input_is_typed() -> None:
         kernels.cross_entropy_backward(np.ones(3, np.float32), x, t, reduction="sum")
     with pytest.raises(ArgumentError, match="'out'"):
         kernels.softmax_backward(x, x.copy(), out=x)
+
+
+def test_leading_axes_collapse_into_rows() -> None:
+    """(2, 3, n) inputs are 6 rows: every backward against its 2-D result."""
+    x = rng.standard_normal((2, 3, 40)).astype(np.float32)
+    dy = rng.standard_normal((2, 3, 40)).astype(np.float32)
+    w, b = rng.standard_normal(40).astype(np.float32), rng.standard_normal(40).astype(np.float32)
+    x2, dy2 = x.reshape(6, 40), dy.reshape(6, 40)
+    y = kernels.softmax(x)
+    assert y.shape == x.shape
+    np.testing.assert_array_equal(
+        kernels.softmax_backward(y, dy).reshape(6, 40),
+        kernels.softmax_backward(y.reshape(6, 40), dy2),
+    )
+    for got, want in zip(
+        kernels.layer_norm_backward(dy, x, w, b),
+        kernels.layer_norm_backward(dy2, x2, w, b),
+        strict=True,
+    ):
+        np.testing.assert_array_equal(got.reshape(want.shape), want)
+    t = rng.integers(0, 40, (2, 3))
+    dl = rng.standard_normal((2, 3)).astype(np.float32)
+    np.testing.assert_array_equal(
+        kernels.cross_entropy_backward(dl, x, t).reshape(6, 40),
+        kernels.cross_entropy_backward(dl.reshape(6), x2, t.reshape(6)),
+    )

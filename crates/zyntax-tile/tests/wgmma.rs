@@ -74,6 +74,8 @@ fn on_wgmma(kernel: &TileKernel, views: Views) -> bool {
         && (views == Views::Plain || text.contains("cp.async.cg.16"))
         && kernel.module.targets == [Arch::Sm90a]
         && kernel.launch.dynamic_shared_bytes > 0
+        // No static scratch: the staging is all in the pipeline's stages.
+        && kernel.launch.shared_bytes == 0
 }
 
 /// Random values rounded to `elem`: the bytes and the exact values.

@@ -47,7 +47,6 @@ fn wgmma_gemm_passes_ptxas() {
         let ptx = compile_ptx(&kernel.module, &Options::new(Arch::Sm90a))
             .unwrap_or_else(|e| panic!("{block:?}: {e}"))
             .ptx;
-        let trans = if b_unit == 1 { " 1" } else { "" };
         for needle in [
             format!(
                 "wgmma.mma_async.sync.aligned.m64n{}k16.f32.{name}.{name}",
@@ -62,7 +61,14 @@ fn wgmma_gemm_passes_ptxas() {
                 "{block:?} {name}: missing `{needle}`"
             );
         }
-        let _ = trans;
+        // WGMMA_PTX_DUMP=<dir> keeps the PTX (for `ptxas -v` by hand).
+        if let Ok(dir) = std::env::var("WGMMA_PTX_DUMP") {
+            let path = format!(
+                "{dir}/gemm_{}x{}_w{warps}_s{stages}_b{b_unit}.ptx",
+                block[0], block[1]
+            );
+            std::fs::write(path, &ptx).unwrap();
+        }
         if let Err(e) = ptxas.assemble(&ptx, Arch::Sm90a) {
             panic!("{block:?} {name} wgmma gemm: {e}");
         }

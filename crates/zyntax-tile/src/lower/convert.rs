@@ -51,6 +51,8 @@ pub(super) fn scratch_bytes(program: &TileProgram, layouts: &Layouts, ops: &[Op]
                     0
                 }
             }
+            // The wgmma pipeline stages in its own dynamic shared memory.
+            Op::Dot { out, .. } if super::pipeline::is_wgmma(layouts.get(*out)) => 0,
             Op::Dot { a, b, .. } => {
                 let (ta, tb) = (program.tile(*a), program.tile(*b));
                 align16(ta.numel() * staged_bytes(&ta.elem)) + tb.numel() * staged_bytes(&tb.elem)

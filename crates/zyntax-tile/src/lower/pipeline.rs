@@ -469,9 +469,22 @@ impl Lowerer<'_> {
             } else {
                 None
             };
-            // Element by element, zeros outside the view.
+            // Element by element, zeros outside the view: element e is at
+            // the chunk's first offset plus e * stride, inside the view iff
+            // e < room (the elements left in the row, 0 for a row outside).
+            // So only a few values per chunk are loop-invariant (LLVM hoists
+            // those, and each would stay live through the whole K loop).
             let dst_e = self.b.ptr_cast(dst, elem_ptr_ty.clone())?;
             let row_at = self.b.mul(gr, str_r)?;
+            let col_at = self.b.mul(gc, str_c)?;
+            let at0 = self.b.add(row_at, col_at)?;
+            let room = {
+                let zero = self.u32(0)?;
+                let left = self.b.sub(ext_c, gc)?;
+                let cols = self.b.lt(gc, ext_c)?;
+                let ok = self.b.and(row_ok, cols)?;
+                self.b.select(ok, left, zero)?
+            };
             let zero_e = if st.elem.is_float() {
                 self.b.fconst(st.elem.clone(), 0.0)?
             } else {
@@ -479,12 +492,10 @@ impl Lowerer<'_> {
             };
             for e in 0..per_chunk {
                 let e_v = self.u32(e)?;
-                let c = self.b.add(gc, e_v)?;
-                let col_ok = self.b.lt(c, ext_c)?;
-                let inside = self.b.and(row_ok, col_ok)?;
+                let inside = self.b.lt(e_v, room)?;
                 let mut f = self.b.begin_if(inside, std::slice::from_ref(&st.elem))?;
-                let col_at = self.b.mul(c, str_c)?;
-                let at = self.b.add(row_at, col_at)?;
+                let step = self.b.mul(e_v, str_c)?;
+                let at = self.b.add(at0, step)?;
                 let src = self.b.ptr_add(vals.base, at)?;
                 let v = self.b.load(src)?;
                 self.b.begin_else(&mut f, &[v])?;

@@ -262,7 +262,7 @@ class Bench:
         self.dev = torch.device("cuda", device)
         torch.cuda.set_device(self.dev)
         self.device = device
-        self.iters = 5000 if quick else 20000
+        self.iters = 2000 if quick else 20000
         self.res = Results("host_overhead", torch.cuda.get_device_name(self.dev))
         self.tk = triton_kernels()
         self.cupy = cupy_peer()

@@ -6,12 +6,14 @@
 //! - `load`, `full`, `iota`: the coalesced layout of the shape; for loads the
 //!   fastest dim is the view's unit-stride dim when the front-end declared one,
 //!   else the last.
-//! - element-wise ops, `cast`: their first operand's layout; other operands are
-//!   converted to it.
-//! - `broadcast`: the coalesced layout of the result shape; the operand must
-//!   hold the same layout on its own shape (a reduce result of a tile with the
-//!   coalesced layout does, so `x - max(x)` needs no conversion).
-//! - `reduce`: the operand's layout, on the reduced shape.
+//! - element-wise ops: the layout of the first operand in an `Mma` layout,
+//!   else of the first not made from `full`s and `iota`s, else of the first;
+//!   other operands are converted to it. `cast`: its operand's layout.
+//! - `broadcast`: an `Mma` operand's layout; otherwise the coalesced layout
+//!   of the result shape, which the operand must hold on its own shape (a
+//!   reduce result of a tile with the coalesced layout does, so `x - max(x)`
+//!   needs no conversion).
+//! - `reduce`: the operand's layout (blocked or `Mma`), on the reduced shape.
 //! - `dot`: on tensor cores (the schedule's `dot_path` and arch allow it,
 //!   f16/bf16 operands, M, N, K multiples of 16, 8, 16) the `mma.sync`
 //!   accumulator layout [`Mma`]; on the FFMA path the coalesced layout of the
@@ -19,11 +21,15 @@
 //!   any layout will do. A loop-carried accumulator that a `dot` in the loop
 //!   updates starts in the `dot`'s layout, so nothing is converted per
 //!   iteration.
-//! - `reduce` and `broadcast` work on blocked layouts: an operand in an MMA
-//!   layout is converted first.
-//! - `for`: a carried tile keeps its initial value's layout; yields are
-//!   converted to it.
+//! - `for`: a carried tile keeps its initial value's layout, or, when that
+//!   value is made from `full`s and `iota`s, the layout its yield gets in a
+//!   trial inference of the body; yields are converted to it.
+//! - converting a tile made from `full`s and `iota`s makes it again in the
+//!   wanted layout, and converting a `broadcast` converts its source
+//!   (`infer/remat.rs`).
 //! - `store`, `atomic_add`: any layout (owners write).
+
+mod remat;
 
 use crate::error::{TileError, TileResult};
 use crate::ir::{Op, ScalarId, TileId, TileProgram, Value};
@@ -68,6 +74,9 @@ struct Inference<'p> {
     /// The `a` operands of `dot`s of GEMM loops lowered to the wgmma
     /// pipeline (`lower/pipeline.rs`).
     wgmma: HashSet<TileId>,
+    /// Definitions of tiles that may be made again in another layout
+    /// instead of converted (`infer/remat.rs`).
+    defs: HashMap<TileId, Op>,
 }
 
 /// Infers layouts for `warps` warps with every `dot` on the FFMA path,
@@ -110,6 +119,7 @@ fn run(
         fulls: HashMap::new(),
         stages,
         wgmma: HashSet::new(),
+        defs: HashMap::new(),
     };
     let body = inf.region(body);
     inf.program.body = body;
@@ -230,6 +240,9 @@ impl Inference<'_> {
         if self.layouts.get(t) == Some(want) {
             return t;
         }
+        if let Some(made) = self.remake(t, want, out) {
+            return made;
+        }
         let ty = self.program.tile(t).clone();
         let converted = self.program.new_tile(ty);
         self.layouts.set(converted, want.clone());
@@ -275,9 +288,12 @@ impl Inference<'_> {
                 self.layouts.set(*t, l);
             }
             Op::Map { out: t, args, .. } => {
-                let l = self.layout(args[0]);
-                for a in args.iter_mut().skip(1) {
-                    *a = self.convert(*a, &l, out);
+                let leader = self.map_leader(args);
+                let l = self.layout(args[leader]);
+                for (i, a) in args.iter_mut().enumerate() {
+                    if i != leader {
+                        *a = self.convert(*a, &l, out);
+                    }
                 }
                 self.layouts.set(*t, l);
             }
@@ -286,13 +302,18 @@ impl Inference<'_> {
                 self.layouts.set(*t, l);
             }
             Op::Broadcast { out: t, tile } => {
-                let l = self.coalesced(*t, None);
+                // An Mma layout holds a size-1 dim the way blocked ones do
+                // (every thread along it), so its broadcast copies registers.
+                let l = match self.layouts.get(*tile) {
+                    Some(mma @ Layout::Mma(_)) => mma.clone(),
+                    _ => self.coalesced(*t, None),
+                };
                 *tile = self.convert(*tile, &l, out);
                 self.layouts.set(*t, l);
             }
             Op::Reduce { out: t, tile, .. } => {
                 let mut l = self.layout(*tile);
-                if l.as_blocked().is_none() {
+                if matches!(l, Layout::DotOperand(_)) {
                     l = self.coalesced(*tile, None);
                     *tile = self.convert(*tile, &l, out);
                 }
@@ -336,6 +357,7 @@ impl Inference<'_> {
                         self.layouts.set(r, l);
                     }
                 }
+                self.carry_yield_layouts(inits, args, body, yields, results, out);
                 let mut new_body = self.region(std::mem::take(body));
                 for (y, a) in yields.iter_mut().zip(args.iter()) {
                     if let (Value::Tile(yt), Value::Tile(at)) = (y, a) {
@@ -354,6 +376,7 @@ impl Inference<'_> {
             | Op::ScalarCmp { .. }
             | Op::ViewDim { .. } => {}
         }
+        self.record(&op);
         out.push(op);
     }
 }

@@ -24,7 +24,7 @@ mod reduce;
 use crate::error::{TileError, TileResult};
 use crate::infer::{infer_for, Layouts};
 use crate::ir::*;
-use crate::layout::{Blocked, Layout, WARP};
+use crate::layout::{Layout, WARP};
 use crate::schedule::Schedule;
 use std::collections::HashMap;
 use zyntax_hir::{AddrSpace, Dim, FunctionBuilder, Module, ScalarType, Type, ValueId};
@@ -327,13 +327,6 @@ impl Lowerer<'_> {
     }
 
     /// The layout of `t`, which inference made blocked (reduce, broadcast).
-    pub fn blocked(&self, t: TileId) -> TileResult<Blocked> {
-        self.layout(t)?
-            .as_blocked()
-            .cloned()
-            .ok_or_else(|| TileError::Internal(format!("tile {t:?} is not in a blocked layout")))
-    }
-
     pub fn set_tile(&mut self, t: TileId, regs: Vec<ValueId>) {
         self.tiles[t.0 as usize] = Some(regs);
     }

@@ -10,12 +10,14 @@
 //! Copies that the layout replicates along the axis (a tile narrower than the
 //! layout's coverage) are replaced by the identity first, so each element is
 //! counted once. The result keeps the operand's layout with the axis of size
-//! 1, so every thread along the axis holds the result.
+//! 1, so every thread along the axis holds the result. Blocked and `Mma`
+//! layouts alike: on an `Mma` accumulator a row reduction is the thread's
+//! registers, then two `shfl.xor` over the quad (as FlashAttention-2 does),
+//! then shared memory only when several warps split the columns.
 
 use super::Lowerer;
 use crate::error::TileResult;
 use crate::ir::{ReduceOp, TileId};
-use crate::layout::Layout;
 use zyntax_hir::{BinOp, ScalarType, ShflMode, Type, ValueId};
 
 impl Lowerer<'_> {
@@ -60,8 +62,9 @@ impl Lowerer<'_> {
         axis: usize,
         op: ReduceOp,
     ) -> TileResult<()> {
-        let blocked = self.blocked(tile)?;
-        let layout = Layout::Blocked(blocked.clone());
+        // Any distributed layout: each dim's DimMap says which lanes and warps
+        // tile it (an Mma accumulator's rows reduce over the 4 lanes of a quad).
+        let layout = self.layout(tile)?;
         let in_shape = self.program.tile(tile).shape.clone();
         let out_shape = self.program.tile(out).shape.clone();
         let elem = self.program.tile(out).elem.clone();
@@ -90,7 +93,7 @@ impl Lowerer<'_> {
         }
 
         // 2. Across the lanes along the axis.
-        let td = blocked.thread_dim(axis);
+        let td = layout.dim_map(axis);
         let full_mask = self.b.iconst(Type::U32, i64::from(u32::MAX))?;
         let mut step = 1;
         while step < td.lanes {

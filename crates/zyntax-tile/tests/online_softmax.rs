@@ -1,0 +1,225 @@
+//! FlashAttention-2's loop on the interpreter (one head: `o = softmax(q k^T *
+//! scale, causal) v`, keys in blocks with a running maximum and sum) against
+//! f64, and what layout inference makes of it: the scores stay in the
+//! `mma.sync` accumulator layout through the mask (made again from `iota` in
+//! that layout, not converted), the row max and sum (quad shuffles on the
+//! accumulator), the running max and sum (carried in that layout: their
+//! `full` initial values take their yields' layout) and the rescale of the
+//! accumulator (a broadcast of the converted `[bm, 1]` factor at most), so
+//! the loop body converts no `[bm, bn]` tile through shared memory.
+
+mod common;
+use common::*;
+use half::f16;
+use zyntax_hir::{BinOp, CmpOp, Type, UnOp};
+use zyntax_tile::ir::Op;
+use zyntax_tile::{Layout, Schedule, TileBuilder, TileKernel, TileProgram};
+
+/// Views `q [S, D]`, `kt [D, S]` (k transposed: strides only), `v [S, D]`,
+/// `o [S, D]` (f32); scalar `scale`.
+fn flash(bm: u32, bn: u32, d: u32, warps: u32) -> TileKernel {
+    let mut t = TileBuilder::new("flash", Schedule::block(&[bm, bn]).warps(warps));
+    let q = t.view_param("q", Type::F16, 2);
+    let kt = t.view_param("kt", Type::F16, 2);
+    let v = t.view_param("v", Type::F16, 2);
+    let o = t.view_param("o", Type::F32, 2);
+    let scale = t.scalar_param("scale", Type::F32);
+    let (cbm, zero) = (t.index(bm), t.index(0));
+    let pid = t.program_id(0);
+    let m0 = t.scalar_mul(pid, cbm);
+    let s_len = t.dim(kt, 1);
+    // Causal: keys up to the block's last row.
+    let end = t.scalar_add(m0, cbm);
+    let hi = t.scalar_binary(BinOp::Min, end, s_len);
+    let qt = t.load(q, &[m0, zero], &[bm, d]);
+    let neg_inf = t.full(&[bm, 1], Type::F32, f64::NEG_INFINITY);
+    let l0 = t.full(&[bm, 1], Type::F32, 0.0);
+    let acc0 = t.full(&[bm, d], Type::F32, 0.0);
+    let cbn = t.index(bn);
+    let inits = [acc0.into(), neg_inf.into(), l0.into()];
+    let out = t.for_range(zero, hi, cbn, &inits, |t, n0, c| {
+        let (acc, m, l) = (c[0].tile(), c[1].tile(), c[2].tile());
+        let kb = t.load(kt, &[zero, n0], &[d, bn]);
+        let z = t.full(&[bm, bn], Type::F32, 0.0);
+        let s = t.dot(qt, kb, z);
+        let sc = t.splat(&[bm, bn], scale);
+        let s = t.mul(s, sc);
+        // visible: n0 + j <= m0 + i and n0 + j < S
+        let (i, j) = (t.iota(&[bm, bn], 0), t.iota(&[bm, bn], 1));
+        let (m0t, n0t, st) = (
+            t.splat(&[bm, bn], m0),
+            t.splat(&[bm, bn], n0),
+            t.splat(&[bm, bn], s_len),
+        );
+        let (row, col) = (t.add(i, m0t), t.add(j, n0t));
+        let causal = t.cmp(CmpOp::Le, col, row);
+        let inside = t.cmp(CmpOp::Lt, col, st);
+        let ninf = t.full(&[bm, bn], Type::F32, f64::NEG_INFINITY);
+        let s = t.where_(inside, s, ninf);
+        let s = t.where_(causal, s, ninf);
+        let row_max = t.max(s, 1);
+        let m_new = t.maximum(m, row_max);
+        let mb = t.broadcast(m_new, &[bm, bn]);
+        let sm = t.sub(s, mb);
+        let p = t.exp(sm);
+        let dm = t.sub(m, m_new);
+        let alpha = t.exp(dm);
+        let la = t.mul(l, alpha);
+        let ps = t.sum(p, 1);
+        let l_new = t.add(la, ps);
+        let vb = t.load(v, &[n0, zero], &[bn, d]);
+        let ab = t.broadcast(alpha, &[bm, d]);
+        let scaled = t.mul(acc, ab);
+        let p16 = t.cast(p, Type::F16);
+        let acc = t.dot(p16, vb, scaled);
+        vec![acc.into(), m_new.into(), l_new.into()]
+    });
+    let (acc, l) = (out[0].tile(), out[2].tile());
+    let lb = t.broadcast(l, &[bm, d]);
+    let y = t.div(acc, lb);
+    t.store(o, &[m0, zero], y);
+    t.finish().unwrap()
+}
+
+fn rounded(rng: &mut Rng, n: usize) -> (Vec<u8>, Vec<f64>) {
+    let h: Vec<f16> = rng.vec(n).iter().map(|&x| f16::from_f32(x)).collect();
+    (
+        h.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        h.iter().map(|x| x.to_f64()).collect(),
+    )
+}
+
+/// `(converts, shape)` of each `ConvertLayout` inside a loop body.
+fn loop_converts(program: &TileProgram) -> Vec<Vec<u32>> {
+    fn walk(p: &TileProgram, ops: &[Op], in_loop: bool, out: &mut Vec<Vec<u32>>) {
+        for op in ops {
+            match op {
+                Op::ConvertLayout { out: t, .. } if in_loop => out.push(p.tile(*t).shape.clone()),
+                Op::For { body, .. } => walk(p, body, true, out),
+                _ => {}
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(program, &program.body, false, &mut out);
+    out
+}
+
+#[test]
+fn flash_attention_loop_against_f64() {
+    let mut rng = Rng::new();
+    // (bm, bn, d, warps): the warps split S and the accumulator alike
+    // (2x2 and 2x2; 1x4 and 1x4), or differently (2x2 and 1x4: the [bm, 1]
+    // rescale factor is converted, nothing bigger).
+    for (bm, bn, d, warps, s_len) in [
+        (32, 32, 32, 4, 45u32),
+        (32, 64, 64, 4, 70),
+        (16, 32, 64, 4, 33),
+        (32, 32, 64, 4, 50),
+    ] {
+        let k = flash(bm, bn, d, warps);
+        assert!(
+            k.layouts
+                .of
+                .iter()
+                .any(|l| matches!(l, Some(Layout::Mma(_)))),
+            "not on mma.sync"
+        );
+        let big: Vec<_> = loop_converts(&k.program)
+            .into_iter()
+            .filter(|s| s[1] > 1)
+            .collect();
+        assert!(
+            big.is_empty(),
+            "{bm}x{bn} d{d}: converted in the loop: {big:?}"
+        );
+        let (n, du) = (s_len as usize, d as usize);
+        let (qb, q64) = rounded(&mut rng, n * du);
+        let (kb, k64) = rounded(&mut rng, n * du);
+        let (vb, v64) = rounded(&mut rng, n * du);
+        let mut bufs = vec![qb, kb, vb, bytes(&vec![f32::NAN; n * du])];
+        let scale = 0.3;
+        let args = [
+            row_major(0, &[s_len, d]),
+            // k^T of the row-major [S, D] k: extents [D, S], strides [1, D]
+            TArg::View(1, vec![d, s_len], vec![1, d]),
+            row_major(2, &[s_len, d]),
+            row_major(3, &[s_len, d]),
+            TArg::Float(scale),
+        ];
+        run(&k, [s_len.div_ceil(bm), 1, 1], &args, &mut bufs);
+        let mut want = vec![0.0; n * du];
+        for i in 0..n {
+            let s: Vec<f64> = (0..=i)
+                .map(|j| {
+                    (0..du)
+                        .map(|c| q64[i * du + c] * k64[j * du + c])
+                        .sum::<f64>()
+                        * scale
+                })
+                .collect();
+            let mx = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let e: Vec<f64> = s.iter().map(|x| (x - mx).exp()).collect();
+            let den: f64 = e.iter().sum();
+            for c in 0..du {
+                want[i * du + c] = (0..=i).map(|j| e[j] * v64[j * du + c]).sum::<f64>() / den;
+            }
+        }
+        // p is rounded to f16 before the second dot: ~2^-11 relative per term.
+        assert_close(&floats(&bufs[3]), &want, 3e-3, &format!("{bm}x{bn} d{d}"));
+    }
+}
+
+#[test]
+fn unary_exp_of_mma_rows_needs_no_conversion() {
+    // A row softmax of a dot result: reduce and broadcast on the Mma layout.
+    let mut t = TileBuilder::new("rows", Schedule::block(&[32, 32]).warps(4));
+    let a = t.view_param("a", Type::F16, 2);
+    let b = t.view_param("b", Type::F16, 2);
+    let c = t.view_param("c", Type::F32, 2);
+    let zero = t.index(0);
+    let (x, y) = (
+        t.load(a, &[zero, zero], &[32, 32]),
+        t.load(b, &[zero, zero], &[32, 32]),
+    );
+    let z = t.full(&[32, 32], Type::F32, 0.0);
+    let s = t.dot(x, y, z);
+    let mx = t.max(s, 1);
+    let mb = t.broadcast(mx, &[32, 32]);
+    let d = t.sub(s, mb);
+    let e = t.unary(UnOp::Exp, d);
+    let sum = t.sum(e, 1);
+    let sb = t.broadcast(sum, &[32, 32]);
+    let out = t.div(e, sb);
+    t.store(c, &[zero, zero], out);
+    let k = t.finish().unwrap();
+    let converts = k
+        .program
+        .body
+        .iter()
+        .filter(|op| matches!(op, Op::ConvertLayout { .. }))
+        .count();
+    assert_eq!(converts, 0, "{:?}", k.program.body);
+    let mut rng = Rng::new();
+    let (ab, a64) = rounded(&mut rng, 32 * 32);
+    let (bb, b64) = rounded(&mut rng, 32 * 32);
+    let mut bufs = vec![ab, bb, bytes(&vec![f32::NAN; 32 * 32])];
+    let args = [
+        row_major(0, &[32, 32]),
+        row_major(1, &[32, 32]),
+        row_major(2, &[32, 32]),
+    ];
+    run(&k, [1, 1, 1], &args, &mut bufs);
+    let mut want = vec![0.0; 32 * 32];
+    for i in 0..32 {
+        let s: Vec<f64> = (0..32)
+            .map(|j| (0..32).map(|kk| a64[i * 32 + kk] * b64[kk * 32 + j]).sum())
+            .collect();
+        let mx = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let den: f64 = s.iter().map(|x| (x - mx).exp()).sum();
+        for j in 0..32 {
+            want[i * 32 + j] = (s[j] - mx).exp() / den;
+        }
+    }
+    assert_close(&floats(&bufs[2]), &want, 1e-5, "row softmax of a dot");
+}

@@ -271,3 +271,238 @@ def test_host_dlpack_tensor_is_refused_by_name() -> None:
 
     with pytest.raises(zyntax.ZyntaxError, match=r"argument 'src'.*not in CUDA device memory"):
         copy1[1, 32](HostTensor(np.ones(32, np.float32)), np.zeros(32, np.float32))
+
+
+# --------------------------------------------------------------------------- PyTorch tensors
+#
+# The hot path reads PyTorch tensors natively (``zyntax.cuda.ArgPlan``: their
+# ``dtype``, ``get_device()``, ``shape``, ``stride()`` and ``data_ptr()``). A
+# stand-in class with those methods takes torch.Tensor's place; the slow path's
+# adoption (a DeviceArray view through ``__cuda_array_interface__``, which
+# needs a driver) is replaced by a FakeDeviceArray of the same metadata.
+
+
+class FakeTorchTensor:
+    """What the launch path reads of a torch tensor (strides in elements)."""
+
+    def __init__(
+        self,
+        shape: tuple[int, ...],
+        dtype: Any,
+        ptr: int,
+        device: int = 0,
+        strides: tuple[int, ...] | None = None,
+    ) -> None:
+        self.np_dtype = np.dtype(dtype)
+        self.dtype = _TORCH_DTYPES[self.np_dtype.name]  # one object per dtype, as torch's
+        self.shape = shape
+        self._ptr = ptr
+        self._device = device
+        if strides is None:
+            strides = tuple(
+                int(s) // self.np_dtype.itemsize for s in np.empty(shape, dtype).strides
+            )
+        self._strides = strides
+
+    def get_device(self) -> int:
+        return self._device
+
+    def stride(self) -> tuple[int, ...]:
+        return self._strides
+
+    def data_ptr(self) -> int:
+        return self._ptr
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (2, self._device) if self._device >= 0 else (1, 0)  # kDLCUDA / kDLCPU
+
+
+class _TorchDtype:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+_TORCH_DTYPES = {n: _TorchDtype(n) for n in ("float32", "float64", "int32")}
+
+
+def _as_device_array(t: FakeTorchTensor) -> FakeDeviceArray:
+    item = t.np_dtype.itemsize
+    return FakeDeviceArray(t.shape, t.np_dtype, tuple(s * item for s in t.stride()))
+
+
+@pytest.fixture
+def fake_torch(fake_gpu: list[Any], monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    real_adopt = K._adopt_foreign
+
+    def adopt(args: tuple[Any, ...], names: Any) -> tuple[Any, ...]:
+        if any(isinstance(a, FakeTorchTensor) and a.get_device() < 0 for a in args):
+            return real_adopt(args, names)  # the real refusal of host memory
+        out = tuple(_as_device_array(a) if isinstance(a, FakeTorchTensor) else a for a in args)
+        return args if out == args else out
+
+    monkeypatch.setattr(K, "_adopt_foreign", adopt)
+    monkeypatch.setattr(K, "_TORCH_TENSOR", [FakeTorchTensor])
+    monkeypatch.setattr(K, "_RAW_STREAM", [lambda device: 0])  # the legacy default stream
+    return fake_gpu
+
+
+def _needs_arg_plan() -> None:
+    if not hasattr(zyntax._native, "CudaArgPlan"):
+        pytest.skip("an extension built without the CUDA runtime")
+
+
+def test_torch_fast_path_passes_the_same_flat_args_as_the_slow_path(fake_torch: list[Any]) -> None:
+    _needs_arg_plan()
+    rng = np.random.default_rng()
+    k = _mixed_kernel()
+    launch = k[(3, 2), 128, 64]
+    for _ in range(3):
+        rows, cols = (int(v) for v in rng.integers(2, 9, size=2))
+        ptr = int(rng.integers(1, 2**40)) * 256
+        x = FakeTorchTensor((rows, cols), np.float32, ptr, strides=(cols * 2, 2))
+        y = FakeTorchTensor((rows,), np.float32, ptr + 2**30)
+        scalars = (
+            int(rng.integers(1, 1000)),
+            int(rng.integers(2**40, 2**50)),
+            float(rng.uniform(0.5, 2.0)),
+            True,
+            np.float32(rng.uniform(1.0, 3.0)),
+        )
+        fake_torch.clear()
+        for _ in range(3):
+            launch(x, y, *scalars)
+        assert fake_torch[-1][0] == "fast"
+        got = fake_torch[-1]
+        fake_torch.clear()
+        k._hot = None  # the general path, for comparison
+        K.Kernel._launch(k, (x, y, *scalars), (3, 2, 1), (128, 1, 1), 64, None, None)
+        (want,) = fake_torch
+        assert want[0] == "launch" and got[1:6] == want[1:6]  # variant and configuration
+        flat, slow = got[-1], want[-1]
+        # The address where the slow path passes its DeviceArray view, the rest equal.
+        assert flat[0] == ptr and flat[5] == ptr + 2**30
+        assert flat[1:5] == slow[1:5] == [rows, cols, cols * 2, 2]
+        assert flat[6:8] == slow[6:8] == [rows, 1]
+        assert flat[8:] == slow[8:] == list(scalars)
+        assert type(flat[-1]) is np.float32
+
+
+def _kinds(log: list[Any]) -> list[str]:
+    return [e[0] for e in log]
+
+
+def test_torch_tensor_changing_dtype_or_layout_never_takes_a_stale_plan(
+    fake_torch: list[Any],
+) -> None:
+    _needs_arg_plan()
+    k = _tiny()
+    launch = k[1, 256]
+    f4 = FakeTorchTensor((256,), np.float32, 4096)
+    f8 = FakeTorchTensor((256,), np.float64, 8192)
+    i4 = FakeTorchTensor((64,), np.int32, 8192)
+    strided = FakeTorchTensor((128,), np.float32, 4096, strides=(2,))
+    for _ in range(3):
+        launch(f4, f4)
+    assert _kinds(fake_torch)[-1] == "fast"
+    for t, want, layout in [(f8, "f64", "C"), (i4, "i32", "C"), (strided, "f32", "A")]:
+        fake_torch.clear()
+        launch(t, t)
+        (entry,) = fake_torch
+        spec = entry[1][0]
+        assert (str(spec.dtype), spec.layout) == (want, layout)
+        assert entry[0] == "launch"  # the slow path chose the variant
+    # Back to the first signature: its fast path, with the right variant.
+    fake_torch.clear()
+    launch(f4, f4)
+    assert _kinds(fake_torch) == ["fast"] and str(fake_torch[0][1][0].dtype) == "f32"
+
+
+def test_torch_tensor_changing_device_takes_the_slow_path(fake_torch: list[Any]) -> None:
+    _needs_arg_plan()
+    k = _tiny()
+    launch = k[1, 256]
+    on0 = FakeTorchTensor((256,), np.float32, 4096, device=0)
+    on1 = FakeTorchTensor((256,), np.float32, 4096, device=1)
+    for _ in range(3):
+        launch(on0, on0)
+    fake_torch.clear()
+    launch(on1, on0)  # the same address and dtype on another device: not the plan of device 0
+    assert _kinds(fake_torch) == ["launch"]
+    host = FakeTorchTensor((256,), np.float32, 4096, device=-1)
+    with pytest.raises(
+        errors.KernelArgumentError, match=r"argument 'a'.*not in CUDA device memory"
+    ):
+        launch(host, on0)
+
+
+def test_a_reused_address_reads_the_new_tensor(fake_torch: list[Any]) -> None:
+    # Plans are keyed by dtype, rank, contiguity and device, never by address:
+    # a tensor allocated where a freed one was is read afresh (its extents,
+    # strides), and one of another dtype at that address dispatches anew.
+    _needs_arg_plan()
+    rng = np.random.default_rng()
+    k = _tiny()
+    launch = k[1, 256]
+    addr = int(rng.integers(1, 2**30)) * 512
+    for _ in range(3):
+        launch(FakeTorchTensor((256,), np.float32, addr), FakeTorchTensor((256,), np.float32, 0))
+    n = int(rng.integers(2, 200))
+    fake_torch.clear()
+    again = FakeTorchTensor((n,), np.float32, addr)
+    launch(again, again)
+    (entry,) = fake_torch
+    assert entry[0] == "fast" and entry[-1] == [addr, n, 1, addr, n, 1]
+    fake_torch.clear()
+    launch(FakeTorchTensor((n,), np.int32, addr), FakeTorchTensor((n,), np.int32, addr))
+    (entry,) = fake_torch
+    assert entry[0] == "launch" and str(entry[1][0].dtype) == "i32"
+
+
+def test_arg_plan_reads_and_misses() -> None:
+    _needs_arg_plan()
+    plan_type = zyntax._native.CudaArgPlan
+    f32 = _TORCH_DTYPES["float32"]
+    plan = plan_type(
+        [
+            ("tensor", FakeTorchTensor, f32, 2, True, 0, "<f4"),
+            ("i32",),
+            ("i64",),
+            ("f32",),
+            ("bool",),
+            ("exact", np.float32),
+        ]
+    )
+    assert plan.flat_len == 10
+    rng = np.random.default_rng()
+    rows, cols = (int(v) for v in rng.integers(1, 50, size=2))
+    t = FakeTorchTensor((rows, cols), np.float32, 1 << 20)
+    h = np.float32(rng.uniform())
+    ok = (t, 7, 2**40, 0.5, False, h)
+    got = plan.read(ok)
+    assert got == [1 << 20, rows, cols, cols, 1, 7, 2**40, 0.5, False, h] and got[-1] is h
+    for bad in [
+        ok[:5],  # arity
+        (FakeTorchTensor((rows, cols), np.float64, 1 << 20), *ok[1:]),  # dtype
+        (FakeTorchTensor((rows, cols), np.float32, 1 << 20, device=1), *ok[1:]),  # device
+        (FakeTorchTensor((rows, cols), np.float32, 1 << 20, device=-1), *ok[1:]),  # host
+        (FakeTorchTensor((rows, cols, 1), np.float32, 1 << 20), *ok[1:]),  # rank
+        (FakeTorchTensor((rows, 4), np.float32, 0, strides=(8, 2)), *ok[1:]),  # layout
+        (t, 2**40, 2**40, 0.5, False, h),  # an i64 where the plan has an i32
+        (t, 7, 7, 0.5, False, h),  # and the other way
+        (t, True, 2**40, 0.5, False, h),  # a bool is not an int
+        (t, 7, 2**40, 1, False, h),  # an int is not a float
+        (t, 7, 2**40, 0.5, 0, h),
+        (t, 7, 2**40, 0.5, False, np.float64(1.0)),
+        (np.zeros((rows, cols), np.float32), *ok[1:]),
+    ]:
+        assert plan.read(bad) is None
+    for slots in [
+        [("tensor", FakeTorchTensor, f32, 4, True, 0, None)],
+        [("array", "<f4", 1)],
+        [("nope",)],
+        ["i32"],
+        ("i32",),
+        [("exact", 3)],
+    ]:
+        with pytest.raises(zyntax.ArgumentError, match="ArgPlan"):
+            plan_type(slots)

@@ -28,7 +28,9 @@ import numpy as np
 
 from zyntax import cpu, cuda, hir
 from zyntax.errors import ArgumentError
+from zyntax.kernels import _plans
 from zyntax.kernels._dtypes import DTYPES
+from zyntax.kernels._plans import planned  # noqa: F401  (entry functions use T.planned)
 
 _ROW_DTYPES = ("f32", "f16", "bf16", "i32", "i64")
 #: typestr (``__cuda_array_interface__`` / numpy ``dtype.str``) -> zyntax scalar name.
@@ -204,7 +206,16 @@ def _torch_tensor(obj: Any, name: str) -> Tensor | None:
 
 
 def tensor(obj: Any, name: str) -> Tensor:
-    """Checks and views one array argument."""
+    """Checks and views one array argument (noted by a call's recording:
+    ``_plans``)."""
+    t = _tensor(obj, name)
+    rec = _plans.recording()
+    if rec is not None:
+        rec.tensor(t)
+    return t
+
+
+def _tensor(obj: Any, name: str) -> Tensor:
     fast = _torch_tensor(obj, name)
     if fast is not None:
         return fast
@@ -263,7 +274,49 @@ def _np_dtype(dtype: str) -> Any:
 
 
 def empty_like(like: Tensor, shape: tuple[int, ...], dtype: str) -> Any:
-    """A new output allocated like `like` (same library and device)."""
+    """A new output allocated like `like` (same library and device); a
+    call's recording (``_plans``) notes how to allocate another."""
+    rec = _plans.recording()
+    if rec is None or not like.on_gpu:
+        return _empty_like(like, shape, dtype)
+    again = _allocator(like, shape, dtype)
+    if again is None:
+        obj = _empty_like(like, shape, dtype)
+        rec.alloc(obj, None)
+        return obj
+    obj, _ = again()
+    rec.alloc(obj, again)
+    return obj
+
+
+def _allocator(like: Tensor, shape: tuple[int, ...], dtype: str) -> Any:
+    """() -> (a new GPU output like `like`'s, its address), for torch tensors
+    and DeviceArrays (None for other libraries)."""
+    lib = type(like.obj).__module__.split(".")[0]
+    if lib == "torch":
+        import torch  # type: ignore[import-not-found, unused-ignore]
+
+        tdt = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[dtype]
+        empty, dev = torch.empty, like.obj.device
+
+        def torch_tensor() -> tuple[Any, int]:
+            o = empty(shape, dtype=tdt, device=dev)
+            return o, o.data_ptr()
+
+        return torch_tensor
+    if isinstance(like.obj, cuda.DeviceArray) or lib == "zyntax":
+        np_dtype = "bfloat16" if dtype == "bf16" else _np_dtype(dtype)
+        device = like.device
+
+        def device_array() -> tuple[Any, int]:
+            o = cuda.empty(shape, np_dtype, device)
+            return o, int(o.ptr)
+
+        return device_array
+    return None
+
+
+def _empty_like(like: Tensor, shape: tuple[int, ...], dtype: str) -> Any:
     if not like.on_gpu:
         return np.empty(shape, _np_dtype(dtype))
     lib = type(like.obj).__module__.split(".")[0]
@@ -301,12 +354,22 @@ def check_overlap(out: Tensor, reads: Sequence[Tensor]) -> None:
     while other threads write `out`, so even exact in-place use is refused
     (the interpreter traps it; on the GPU a thread could read stale data)."""
     so = _span(out)
+    checked: list[Tensor] = []
     for t in reads:
         st = _span(t)
         if so is None or st is None or t.on_gpu != out.on_gpu or t.device != out.device:
             continue
         if so[0] < st[1] and st[0] < so[1]:
             raise ArgumentError(f"argument '{out.name}': overlaps argument '{t.name}' in memory")
+        checked.append(t)
+    rec = _plans.recording()
+    if rec is not None and so is not None and out.on_gpu:
+        # A plan re-checks these pairs on the addresses of each call.
+        extents = []
+        for t in [out, *checked]:
+            lo, hi = _span(t)  # type: ignore[misc]
+            extents.append((lo - t.ptr, hi - t.ptr, t.name))
+        rec.overlap(out, checked, extents)
 
 
 def output(
@@ -360,10 +423,9 @@ def _stream(handle: int, device: int) -> Any:
 
 
 def _torch_stream(where: Tensor) -> Any:
-    """PyTorch's current stream when it is not the legacy default (None)."""
-    import torch  # type: ignore[import-not-found, unused-ignore]
-
-    handle = torch.cuda.current_stream(where.device).cuda_stream
+    """PyTorch's current stream when it is not the legacy default (None),
+    read as a raw handle (``_plans.raw_torch_stream``: no torch Stream object)."""
+    handle = _plans.raw_torch_stream(where.device)
     return _stream(handle, where.device) if handle else None
 
 
@@ -393,10 +455,7 @@ def launch(
     interpreter for numpy tensors. Tensor arguments are passed as `Tensor`."""
     if where.on_gpu:
         k = _loaded(builder, key, where.device).kernel(kernel)
-        flat = [a.arr if isinstance(a, Tensor) else a for a in args]
-        if stream is None and isinstance(where.arr, int):
-            stream = _torch_stream(where)
-        k.launch(grid, block, *flat, shared_mem=shared or None, stream=stream)
+        launch_loaded(k, grid, block, args, where, stream, shared)
         return
     flat = [a.arr if isinstance(a, Tensor) else a for a in args]
     # numpy tensors: natively on this CPU (zyntax.cpu; the interpreter for
@@ -410,6 +469,49 @@ def launch(
 
 #: Modules launched on the CPU, by (builder, key).
 _HOST_MODULES: dict[tuple[Any, tuple[Any, ...]], hir.Module] = {}
+
+
+def launch_loaded(
+    k: Any,
+    grid: int | tuple[int, ...],
+    block: int,
+    args: Sequence[Any],
+    where: Tensor,
+    stream: Any = None,
+    shared: int = 0,
+) -> None:
+    """Launches the loaded kernel `k` on `where`'s device (PyTorch's current
+    stream for torch tensors when `stream` is None); tensor arguments are
+    passed as `Tensor` and maps from :func:`tensor_map`, so that a call's
+    recording (``_plans``) sees where each argument comes from."""
+    flat = [a.arr if isinstance(a, Tensor) else a for a in args]
+    if stream is None and isinstance(where.arr, int):
+        stream = _torch_stream(where)
+    k.launch(grid, block, *flat, shared_mem=shared or None, stream=stream)
+    rec = _plans.recording()
+    if rec is not None:
+        rec.launch(k, grid, block, shared, stream, list(args))
+
+
+def tensor_map(t: Tensor, box: Sequence[int], *, swizzle: str, dtype: Any) -> Any:
+    """A tiled tensor map of GPU tensor `t` (``cuda.TensorMap.tiled``) built
+    from its address and geometry (``_plans.tensor_map_at``: cached, owning
+    nothing, so the same map serves any tensor at that address with that
+    geometry)."""
+    item = ITEMSIZE[t.dtype]
+    geometry = (
+        tuple(t.shape),
+        tuple(s * item for s in t.strides),
+        DTYPES[t.dtype].typestr,
+        tuple(box),
+        swizzle,
+        dtype,
+    )
+    m = _plans.tensor_map_at(t.ptr, *geometry)
+    rec = _plans.recording()
+    if rec is not None:
+        rec.tensor_map(m, t, geometry)
+    return m
 
 
 def rows_of(t: Tensor) -> tuple[int, int, int, int]:

@@ -335,6 +335,7 @@ def _major(device: int) -> int:
     return int(cuda.Device(device).compute_capability[0])
 
 
+@T.planned
 def attention(
     q: Any,
     k: Any,

@@ -55,7 +55,6 @@ from zyntax import cuda, hir, interp
 from zyntax.errors import ArgumentError
 
 from . import _tensors as T
-from ._dtypes import DTYPES
 from ._rows import LN2, NEG_INF, safe_max, tree, vector
 from .gemm import _workspace
 
@@ -820,28 +819,11 @@ def _tensor_map(t: T.Tensor, rows: int) -> Any:
     """A map of `t` (B, H, S, D) whose box is `rows` x 64 elements of one (b, h)."""
     box = [BOX, rows, 1, 1]
     if t.on_gpu:
-        src = _Raw(t) if isinstance(t.arr, int) else t.arr
-        return cuda.TensorMap.tiled(src, box, swizzle="128B", dtype=T.HIR_TYPE[t.dtype])
+        # From the address and geometry (cached; no stream of the tensor is
+        # waited for, which would be illegal while torch captures a graph;
+        # the launch is on torch's current stream anyway).
+        return T.tensor_map(t, box, swizzle="128B", dtype=T.HIR_TYPE[t.dtype])
     return interp.TensorMap(t.arr, box, swizzle="128B", dtype=t.dtype)
-
-
-class _Raw:
-    """A PyTorch tensor (passed by address) as a ``__cuda_array_interface__``
-    without a stream, holding the tensor. Viewing the tensor itself makes the
-    legacy default stream wait for torch's current stream (DLPack and the
-    array interface both order it so), which is illegal while torch captures
-    a CUDA graph; the launch is on torch's current stream anyway."""
-
-    def __init__(self, t: T.Tensor) -> None:
-        self.owner = t.obj
-        item = T.ITEMSIZE[t.dtype]
-        self.__cuda_array_interface__ = {
-            "shape": t.shape,
-            "strides": tuple(s * item for s in t.strides),
-            "typestr": DTYPES[t.dtype].typestr,
-            "data": (t.ptr, False),
-            "version": 3,
-        }
 
 
 def launch(
@@ -884,6 +866,5 @@ def launch(
         interp.launch(_module(*key), "attention", grid, threads(nc), *args, shared_bytes=smem)
         return
     k = _loaded(key, tq.device).kernel("attention")
-    if stream is None and isinstance(tq.arr, int):
-        stream = T._torch_stream(tq)
-    k.launch(grid, threads(nc), *args, shared_mem=smem, stream=stream)
+    args[3:5] = [o, lse]  # as Tensors: a call plan (_plans) sees where they come from
+    T.launch_loaded(k, grid, threads(nc), args, tq, stream, smem)

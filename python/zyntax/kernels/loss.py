@@ -29,6 +29,7 @@ def _row_stride(g: T.Tensor) -> int:
     return 1
 
 
+@T.planned
 def cross_entropy(
     logits: Any, targets: Any, *, reduction: str = "none", out: Any = None, stream: Any = None
 ) -> Any:

@@ -81,6 +81,7 @@ def _norm_backward(
     return obj, dw_obj, db_obj
 
 
+@T.planned
 def layer_norm(
     x: Any, weight: Any, bias: Any = None, eps: float = 1e-5, *, out: Any = None, stream: Any = None
 ) -> Any:
@@ -90,6 +91,7 @@ def layer_norm(
     return _norm(x, weight, bias, eps, out, stream, "layer" if bias is not None else "layer_nobias")
 
 
+@T.planned
 def rms_norm(x: Any, weight: Any, eps: float = 1e-6, *, out: Any = None, stream: Any = None) -> Any:
     """``x / sqrt(mean(x**2) + eps) * weight`` over the last axis."""
     return _norm(x, weight, None, eps, out, stream, "rms")

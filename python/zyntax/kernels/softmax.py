@@ -16,6 +16,7 @@ from . import rows_tile
 __all__ = ["softmax", "softmax_backward"]
 
 
+@T.planned
 def softmax(x: Any, *, out: Any = None, stream: Any = None) -> Any:
     """``exp(x - max) / sum(exp(x - max))`` along the last axis of `x`.
 

@@ -4,6 +4,8 @@ same path against the slow one with the driver replaced)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -49,3 +51,212 @@ def test_alternating_dtypes_and_scalars_on_the_hot_path() -> None:
     with pytest.raises(errors.KernelArgumentError) as info:
         launch(a, out, 2)
     assert "takes 4 argument(s)" in str(info.value) and "^" in str(info.value)
+
+
+# --------------------------------------------------------------------------- PyTorch tensors
+# The hot path reads torch tensors natively (zyntax.cuda.ArgPlan) and launches on
+# torch's current stream; zyntax.kernels functions replay call plans (_plans).
+
+
+def _torch() -> Any:
+    try:
+        import torch
+    except Exception:
+        pytest.skip("torch is not installed")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA")
+    return torch
+
+
+def _count_slow(k: Any) -> list[int]:
+    """Counts the launches `k`'s launchers (made after this call) send down the slow path."""
+    slow = [0]
+    real = k._launch
+
+    def spy(*a: Any, **kw: Any) -> None:
+        slow[0] += 1
+        real(*a, **kw)
+
+    k._launch = spy
+    return slow
+
+
+def test_torch_tensors_on_the_hot_path_across_dtypes_and_addresses() -> None:
+    torch = _torch()
+
+    @zyntax.kernel
+    def axpb(a, out, s, n):  # type: ignore[no-untyped-def]
+        i = lang.grid(1)
+        if i < n:
+            out[i] = a[i] * s + a[i]
+
+    slow = _count_slow(axpb)
+    n = 1000
+    launch = axpb[(n + 127) // 128, 128]
+    dtypes = [torch.float32, torch.float64, torch.int32]
+    before = -1
+    for it in range(15):
+        if it == 6:
+            before = slow[0]  # every signature has its native guard by now
+        dt = dtypes[it % 3]
+        if dt is torch.int32:
+            a = torch.randint(-50, 50, (n,), device="cuda", dtype=dt)
+            out = torch.full((n,), -(2**31), device="cuda", dtype=dt)
+            s = int(rng.integers(2, 9))
+        else:
+            a = torch.rand(n, device="cuda", dtype=dt) * 50
+            out = torch.full((n,), float("nan"), device="cuda", dtype=dt)
+            s = float(rng.uniform(0.5, 2))
+        m = int(rng.integers(n // 2, n))
+        launch(a, out, s, m)
+        h = a.cpu().numpy()
+        want = out.cpu().numpy().copy()
+        if dt is torch.int32:
+            want[:m] = h[:m] * s + h[:m]
+            np.testing.assert_array_equal(out.cpu().numpy(), want)
+        else:
+            want[:m] = h[:m] * np.float32(s) + h[:m]
+            np.testing.assert_allclose(out.cpu().numpy()[:m], want[:m], rtol=1e-6)
+            assert np.isnan(out.cpu().numpy()[m:]).all()
+    # Three signatures, and after their first launches only the hot path.
+    assert len(axpb.signatures) == 3 and 3 <= before == slow[0]
+    # A CPU tensor after the hot path: the slow path's typed error, by name.
+    with pytest.raises(errors.KernelArgumentError, match="argument 'a'"):
+        launch(torch.rand(n), out, 1.0, n)
+
+
+def test_torch_layout_change_and_reused_address() -> None:
+    torch = _torch()
+
+    @zyntax.kernel
+    def double2d(x, out):  # type: ignore[no-untyped-def]
+        i = lang.grid(1)
+        if i < len(out):
+            out[i] = x[i, 0] * 2.0
+
+    rows = 300
+    launch = double2d[(rows + 127) // 128, 128]
+    for _ in range(3):
+        x = torch.rand(rows, 5, device="cuda")
+        out = torch.full((rows,), float("nan"), device="cuda")
+        launch(x, out)
+        torch.testing.assert_close(out, x[:, 0] * 2)
+    # The same dtype and rank, another layout (column 0 of a transposed view).
+    base = torch.rand(7, rows, device="cuda")
+    xt = base.t()
+    assert xt.stride() == (1, rows)
+    out = torch.full((rows,), float("nan"), device="cuda")
+    launch(xt, out)
+    torch.testing.assert_close(out, base[0] * 2)
+    # A freed tensor's address given to another tensor of the same signature
+    # but another shape: the hot path reads the new tensor's extents and strides.
+    x = torch.rand(rows, 5, device="cuda")
+    del x
+    y = torch.rand(rows, 9, device="cuda")
+    y2 = y[:, 1:]  # another row stride, still contiguous along the last axis
+    out = torch.full((rows,), float("nan"), device="cuda")
+    launch(y2, out)
+    torch.testing.assert_close(out, y[:, 1] * 2)
+
+
+def test_torch_launch_is_ordered_on_torchs_current_stream() -> None:
+    torch = _torch()
+
+    @zyntax.kernel
+    def inc(a):  # type: ignore[no-untyped-def]
+        i = lang.grid(1)
+        if i < len(a):
+            a[i] = a[i] + 1.0
+
+    n = 1 << 22
+    launch = inc[(n + 255) // 256, 256]
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        for _ in range(4):  # the slow paths, then the hot one, all on s
+            x = torch.rand(n, device="cuda")
+            x0 = x.clone()
+            launch(x)
+            y = x * 2  # torch work on s after the launch
+            s.synchronize()
+            torch.testing.assert_close(y, (x0 + 1) * 2)
+
+
+def test_torch_graph_capture_of_a_hot_launch() -> None:
+    torch = _torch()
+
+    @zyntax.kernel
+    def scale(a, out, s):  # type: ignore[no-untyped-def]
+        i = lang.grid(1)
+        if i < len(out):
+            out[i] = a[i] * s
+
+    n = 4096
+    a = torch.rand(n, device="cuda")
+    out = torch.full((n,), float("nan"), device="cuda")
+    launch = scale[n // 256, 256]
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):  # installs the hot path (the slow path may not run in a capture)
+            launch(a, out, 3.0)
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        launch(a, out, 3.0)
+    for _ in range(3):
+        a.copy_(torch.rand(n, device="cuda"))
+        out.fill_(float("nan"))
+        g.replay()
+        torch.testing.assert_close(out, a * 3.0)
+
+
+def test_kernel_library_call_plans_with_torch() -> None:
+    torch = _torch()
+    from zyntax import kernels
+
+    rows, n = 64, 1024
+    for dt in (torch.float32, torch.float16, torch.float32):
+        tol = {"rtol": 1e-5, "atol": 1e-5} if dt is torch.float32 else {"rtol": 1e-2, "atol": 1e-2}
+        for _ in range(3):
+            x = torch.randn(rows, n, device="cuda", dtype=dt)
+            w = torch.randn(n, device="cuda", dtype=dt)
+            b = torch.randn(n, device="cuda", dtype=dt)
+            ref = torch.nn.functional
+            got = kernels.softmax(x)
+            torch.testing.assert_close(got, torch.softmax(x.float(), -1).to(dt), **tol)
+            got = kernels.layer_norm(x, w, b)
+            want = ref.layer_norm(x.float(), (n,), w.float(), b.float()).to(dt)
+            torch.testing.assert_close(got, want, **tol)
+            got = kernels.rms_norm(x, w)
+            xf = x.float()
+            want = (xf * torch.rsqrt((xf * xf).mean(-1, keepdim=True) + 1e-6) * w.float()).to(dt)
+            torch.testing.assert_close(got, want, **tol)
+            out = torch.full_like(x, float("nan"))
+            assert kernels.softmax(x, out=out) is out
+            torch.testing.assert_close(out, torch.softmax(x.float(), -1).to(dt), **tol)
+    assert kernels.softmax.plans and kernels.layer_norm.plans and kernels.rms_norm.plans
+    # A planned call whose out overlaps its input: refused by name, on the plan too.
+    x = torch.randn(rows, n, device="cuda")
+    for _ in range(2):
+        with pytest.raises(zyntax.ArgumentError, match="overlaps argument 'x'"):
+            kernels.softmax(x, out=x)
+    # A CPU tensor of a planned signature: the full path's typed error.
+    with pytest.raises(zyntax.ArgumentError, match="argument 'x'"):
+        kernels.softmax(torch.randn(rows, n))
+
+
+def test_attention_call_plan_with_torch() -> None:
+    torch = _torch()
+    from zyntax import kernels
+
+    for causal in (False, True, False):
+        for _ in range(3):
+            q, k, v = (
+                torch.randn(1, 4, 128, 64, device="cuda", dtype=torch.bfloat16) for _ in range(3)
+            )
+            got = kernels.attention(q, k, v, causal=causal)
+            want = torch.nn.functional.scaled_dot_product_attention(
+                q.float(), k.float(), v.float(), is_causal=causal
+            )
+            torch.testing.assert_close(got.float(), want, rtol=2e-2, atol=2e-2)
+    assert kernels.attention.plans

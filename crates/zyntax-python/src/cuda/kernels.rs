@@ -73,40 +73,16 @@ impl CudaKernel {
         if let Err(e) = k.check_arg_count(n) {
             return Err(PyLaunchError::new_err(e.to_string()));
         }
-        let (total, offsets) = k.slot_layout();
         let mut keep: Vec<DlpackTensor> = Vec::new();
-        let mut stack = [0u64; zc::kernel::STACK_SLOTS];
-        let mut heap;
-        let slots: &mut [u64] = if total <= zc::kernel::STACK_SLOTS {
-            &mut stack[..]
-        } else {
-            heap = vec![0u64; total];
-            &mut heap[..]
-        };
-        for (i, a) in args.iter().enumerate() {
-            let kind = &k.params()[i];
-            let arg = fast_arg(py, k, i, self.plan[i], kind, &a, &mut keep)?;
-            k.encode_arg(i, arg, slots)
-                .map_err(|e| PyLaunchError::new_err(e.to_string()))?;
-        }
-        let mut ptrs_stack = [std::ptr::null_mut::<c_void>(); zc::kernel::STACK_SLOTS];
-        let mut ptrs_heap;
-        let ptrs: &mut [*mut c_void] = if n <= zc::kernel::STACK_SLOTS {
-            &mut ptrs_stack[..]
-        } else {
-            ptrs_heap = vec![std::ptr::null_mut(); n];
-            &mut ptrs_heap[..]
-        };
-        let base = slots.as_mut_ptr();
-        for (p, off) in ptrs.iter_mut().zip(offsets) {
-            // SAFETY: offsets are within the slot buffer (same layout).
-            *p = unsafe { base.add(*off) }.cast();
-        }
-        // SAFETY: arguments were checked against the kernel's parameters; the
-        // encoded values live on this stack frame for the call; memory safety
-        // of what the kernel does with its pointers is the caller's contract
-        // (documented in zyntax.cuda).
-        let r = unsafe { k.launch_raw_with(cfg, opts, stream, ptrs.as_mut_ptr()) };
+        let r = launch_slots(k, cfg, opts, stream, |slots| {
+            for (i, a) in args.iter().enumerate() {
+                let kind = &k.params()[i];
+                let arg = fast_arg(py, k, i, self.plan[i], kind, &a, &mut keep)?;
+                k.encode_arg(i, arg, slots)
+                    .map_err(|e| PyLaunchError::new_err(e.to_string()))?;
+            }
+            Ok(())
+        })?;
         if let Some(s) = captured.filter(|s| r.is_ok() && s.capture_active()) {
             keep_captured(s, args.iter(), keep);
         } else {
@@ -129,6 +105,49 @@ impl CudaKernel {
     }
 }
 
+/// Encodes a launch's parameters with `encode` (which fills the 8-byte
+/// slots of every parameter, in the kernel's slot layout) into a stack
+/// buffer and queues the kernel on `stream`. The outer error is the
+/// encoder's (nothing was launched), the inner one the driver's.
+#[inline]
+pub(super) fn launch_slots(
+    k: &zc::Kernel,
+    cfg: &zc::LaunchConfig,
+    opts: &zc::LaunchOptions,
+    stream: zc::CUstream,
+    encode: impl FnOnce(&mut [u64]) -> PyResult<()>,
+) -> PyResult<zc::Result<()>> {
+    let n = k.params().len();
+    let (total, offsets) = k.slot_layout();
+    let mut stack = [0u64; zc::kernel::STACK_SLOTS];
+    let mut heap;
+    let slots: &mut [u64] = if total <= zc::kernel::STACK_SLOTS {
+        &mut stack[..]
+    } else {
+        heap = vec![0u64; total];
+        &mut heap[..]
+    };
+    encode(slots)?;
+    let mut ptrs_stack = [std::ptr::null_mut::<c_void>(); zc::kernel::STACK_SLOTS];
+    let mut ptrs_heap;
+    let ptrs: &mut [*mut c_void] = if n <= zc::kernel::STACK_SLOTS {
+        &mut ptrs_stack[..]
+    } else {
+        ptrs_heap = vec![std::ptr::null_mut(); n];
+        &mut ptrs_heap[..]
+    };
+    let base = slots.as_mut_ptr();
+    for (p, off) in ptrs.iter_mut().zip(offsets) {
+        // SAFETY: offsets are within the slot buffer (same layout).
+        *p = unsafe { base.add(*off) }.cast();
+    }
+    // SAFETY: the encoder checked every argument against the kernel's
+    // parameters; the encoded values live on this stack frame for the call;
+    // memory safety of what the kernel does with its pointers is the
+    // caller's contract (documented in zyntax.cuda).
+    Ok(unsafe { k.launch_raw_with(cfg, opts, stream, ptrs.as_mut_ptr()) })
+}
+
 /// The owner that keeps the memory behind a kernel or copy argument alive:
 /// a DeviceArray's buffer (or foreign producer), any other non-scalar object
 /// itself (a tensor exporting `__cuda_array_interface__` or DLPack, a host
@@ -145,7 +164,7 @@ pub(super) fn owner_of(a: &Bound<'_, PyAny>) -> Option<zc::KeepAlive> {
 
 /// Registers the owners of `args` (and of imported DLPack tensors) with a
 /// capturing stream: the captured graph then keeps them alive.
-fn keep_captured<'py>(
+pub(super) fn keep_captured<'py>(
     s: &zc::Stream,
     args: impl Iterator<Item = Bound<'py, PyAny>>,
     dlpack: Vec<DlpackTensor>,
@@ -586,12 +605,12 @@ fn launch_options(
 /// A kernel bound to a validated launch configuration.
 #[pyclass(frozen, name = "Launcher", module = "zyntax.cuda")]
 pub struct CudaLauncher {
-    kernel: Py<CudaKernel>,
-    cfg: zc::LaunchConfig,
-    opts: zc::LaunchOptions,
-    stream_raw: usize,
+    pub(super) kernel: Py<CudaKernel>,
+    pub(super) cfg: zc::LaunchConfig,
+    pub(super) opts: zc::LaunchOptions,
+    pub(super) stream_raw: usize,
     /// Keeps the stream alive as long as the launcher.
-    _stream: Option<Py<CudaStream>>,
+    pub(super) _stream: Option<Py<CudaStream>>,
 }
 
 #[pymethods]

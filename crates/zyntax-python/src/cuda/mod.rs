@@ -22,6 +22,8 @@ use crate::errors::{guard, CudaError as PyCudaError, LaunchError as PyLaunchErro
 use pyo3::prelude::*;
 use zyntax_cuda as zc;
 
+// Reading launch arguments natively (issue 25).
+mod abi;
 mod array;
 mod devices;
 mod dlpack;
@@ -116,6 +118,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CudaModule", py.get_type::<CudaModule>())?;
     m.add("CudaKernel", py.get_type::<CudaKernel>())?;
     m.add("CudaLauncher", py.get_type::<CudaLauncher>())?;
+    m.add("CudaArgPlan", py.get_type::<abi::ArgPlan>())?;
+    m.add("CudaArgLauncher", py.get_type::<abi::ArgLauncher>())?;
     m.add("CudaGraph", py.get_type::<CudaGraph>())?;
     m.add("CudaGraphExec", py.get_type::<CudaGraphExec>())?;
     m.add("CudaPinnedBuffer", py.get_type::<CudaPinnedBuffer>())?;

@@ -1,0 +1,341 @@
+"""Call plans of the ``zyntax.kernels`` functions (issue 25): a repeated call
+costs reading its tensors and launching, not checking and dispatching again.
+
+:func:`planned` wraps an entry function (``softmax``, ``layer_norm``, ...).
+A call whose arguments all have a cheap key (PyTorch CUDA tensors and zyntax
+DeviceArrays by type, dtype, shape, strides, device and 16-byte alignment of
+the address, never the address itself; ``None``, bools, ints, floats, strings,
+streams and tuples of them by value; PyTorch's current stream by handle) looks
+its plan up. On a miss the function runs as written, with every check, while
+a recording notes what it does through ``_tensors``: which argument or fresh
+output each kernel argument is, the outputs it allocates, the overlap checks
+of a given ``out``, the tensor maps it encodes, and the kernels it launches
+(config, stream, the other arguments as constants). When everything it did
+was noted, the recording becomes the key's plan. On a hit the plan allocates
+the outputs again (none when ``out=`` is given), re-checks the overlaps on the
+new addresses and launches the prepared kernels with the new addresses: the
+same launches the function would make, since nothing else it looked at
+differs.
+
+Safety (the issue's "bad input"): a tensor that changes dtype, shape,
+strides, device or alignment, or a CPU tensor, has another key (or none) and
+takes the full path, which explains any error. Addresses are read on every
+call and are not part of the key, so a freed tensor's address reused by
+another tensor is just another call. A recording that saw anything it cannot
+replay (an object of unknown provenance, a launch argument equal to a tensor
+address, a tensor map of an unknown tensor, no launch at all) makes no plan;
+entry functions must launch only through ``_tensors.launch`` /
+``_tensors.launch_loaded`` for their launches to be seen.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from zyntax import _native
+
+_DeviceArray = getattr(_native, "DeviceArray", None)
+_Stream = getattr(_native, "CudaStream", None)
+
+#: Plans kept per function (the dict is cleared when it is full).
+PLAN_CACHE_SIZE = 256
+
+_local = threading.local()
+
+
+def recording() -> _Recording | None:
+    """The recording of the call this thread is running, if any."""
+    return getattr(_local, "rec", None)
+
+
+# ---------------------------------------------------------------- PyTorch's stream
+
+_raw_stream: list[Callable[[int], int]] = []
+
+
+def raw_torch_stream(device: int) -> int:
+    """PyTorch's current stream on `device` as a raw handle (0: the legacy
+    default stream) through ``torch._C._cuda_getCurrentRawStream``, a
+    fraction of a microsecond (``torch.cuda.current_stream(d).cuda_stream``
+    builds a Stream object: ~5 us)."""
+    if not _raw_stream:
+        import torch  # type: ignore[import-not-found, unused-ignore]
+
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        if raw is None:  # another torch: the public spelling
+            raw = lambda d: torch.cuda.current_stream(d).cuda_stream  # noqa: E731
+        _raw_stream.append(raw)
+    return int(_raw_stream[0](device))
+
+
+# ---------------------------------------------------------------- keys
+
+
+def _torch_tensor() -> Any:
+    torch = sys.modules.get("torch")
+    return None if torch is None else torch.Tensor
+
+
+def _scalar_key(a: Any) -> Any:
+    t = type(a)
+    if a is None or t in (bool, int, float, str):
+        return (t, a)
+    if t is tuple:
+        keys = tuple(_scalar_key(x) for x in a)
+        return None if None in keys else (t, keys)
+    if t is _Stream:
+        return (t, a)
+    return None
+
+
+def call_key(values: tuple[Any, ...]) -> tuple[Any, list[int | None]] | None:
+    """(key, address of each value or None) of a call's argument values, or
+    None when one has no cheap key (numpy arrays, other libraries' tensors:
+    the full path every call)."""
+    tt = _torch_tensor()
+    key: list[Any] = []
+    ptrs: list[int | None] = []
+    torch_device = -1
+    for a in values:
+        t = type(a)
+        if tt is not None and t is tt:
+            dev = a.get_device()
+            if dev < 0:
+                return None  # a CPU tensor: the full path refuses it by name
+            p = a.data_ptr()
+            key.append((t, a.dtype, tuple(a.shape), a.stride(), dev, p & 15))
+            ptrs.append(p)
+            torch_device = dev if torch_device < 0 else torch_device
+        elif t is _DeviceArray and t is not None:
+            p = a.ptr
+            key.append((t, a.typestr, a.shape, a.strides, a.device, p & 15))
+            ptrs.append(p)
+        else:
+            k = _scalar_key(a)
+            if k is None:
+                return None
+            key.append(k)
+            ptrs.append(None)
+    if torch_device >= 0:
+        key.append(("torch stream", raw_torch_stream(torch_device)))
+    return tuple(key), ptrs
+
+
+# ---------------------------------------------------------------- recording
+
+
+class _Recording:
+    """What one call does through ``_tensors`` (see the module documentation)."""
+
+    def __init__(self, values: tuple[Any, ...]) -> None:
+        self.values = values
+        self.ok = True
+        #: (object, make another: () -> (object, address)) per allocation.
+        self.allocs: list[tuple[Any, Callable[[], tuple[Any, int]]]] = []
+        #: id(Tensor) -> ("in" | "alloc", index), and the Tensors (kept alive).
+        self.sources: dict[int, tuple[str, int]] = {}
+        self.tensors: list[Any] = []
+        #: id(tensor map) -> (source, the map function's other arguments), and the maps.
+        self.maps: dict[int, tuple[tuple[str, int], tuple[Any, ...]]] = {}
+        self.map_objs: list[Any] = []
+        self.overlaps: list[tuple[Any, ...]] = []
+        self.launches: list[tuple[Any, ...]] = []
+
+    def _source(self, obj: Any) -> tuple[str, int] | None:
+        for i, v in enumerate(self.values):
+            if v is obj:
+                return ("in", i)
+        for i, (a, _) in enumerate(self.allocs):
+            if a is obj:
+                return ("alloc", i)
+        return None
+
+    def tensor(self, t: Any) -> None:
+        src = self._source(t.obj)
+        if src is None or not t.on_gpu:
+            self.ok = False
+            return
+        self.sources[id(t)] = src
+        self.tensors.append(t)
+
+    def alloc(self, obj: Any, again: Callable[[], tuple[Any, int]] | None) -> None:
+        if again is None:
+            self.ok = False
+            return
+        self.allocs.append((obj, again))
+
+    def tensor_map(self, m: Any, t: Any, params: tuple[Any, ...]) -> None:
+        src = self.sources.get(id(t))
+        if src is None:
+            self.ok = False
+            return
+        self.maps[id(m)] = (src, params)
+        self.map_objs.append(m)
+
+    def overlap(self, out: Any, reads: list[Any], extents: list[tuple[int, int, str]]) -> None:
+        """`extents`: (start, end, name) in bytes from each tensor's address,
+        `out` first, as ``_tensors.check_overlap`` computed them."""
+        srcs = [self.sources.get(id(t)) for t in [out, *reads]]
+        if None in srcs:
+            self.ok = False
+            return
+        self.overlaps.append((srcs, extents))
+
+    def launch(
+        self, kernel: Any, grid: Any, block: Any, shared: int, stream: Any, args: list[Any]
+    ) -> None:
+        descs: list[Any] = []
+        for a in args:
+            # Tensors and maps by identity (both are kept alive by the recording).
+            if id(a) in self.sources:
+                descs.append(("ptr", self.sources[id(a)]))
+            elif id(a) in self.maps:
+                descs.append(("map", *self.maps[id(a)]))
+            elif type(a) in (int, float, bool) or a is None:
+                descs.append(("const", a))
+            else:  # a DeviceArray or another object: provenance unknown
+                self.ok = False
+                return
+        self.launches.append((kernel, grid, block, shared, stream, descs))
+
+    def plan(self, result: Any) -> _Plan | None:
+        """The plan of this call, or None when it cannot be replayed."""
+        if not self.ok or not self.launches:
+            return None
+        # A constant equal to a tensor's address would be stale on another call.
+        addresses = {t.ptr for t in self.tensors}
+        for launch in self.launches:
+            for d in launch[5]:
+                if d[0] == "const" and type(d[1]) is int and d[1] in addresses:
+                    return None
+        items = result if type(result) is tuple else (result,)
+        out = [self._source(r) for r in items]
+        if None in out:
+            return None
+        return _Plan(self, out, type(result) is tuple)
+
+
+class _Plan:
+    """A recorded call, replayed with new addresses."""
+
+    __slots__ = ("allocs", "launches", "overlaps", "result", "tuple_result")
+
+    def __init__(self, rec: _Recording, result: list[Any], tuple_result: bool) -> None:
+        self.allocs = [again for _, again in rec.allocs]
+        self.overlaps = rec.overlaps
+        self.result = result
+        self.tuple_result = tuple_result
+        self.launches = []
+        for kernel, grid, block, shared, stream, descs in rec.launches:
+            launcher = kernel.prepare(grid, block, shared or None, stream)
+            template = [d[1] if d[0] == "const" else None for d in descs]
+            subs = [(i, d) for i, d in enumerate(descs) if d[0] != "const"]
+            self.launches.append((launcher, template, subs))
+
+    def __call__(self, values: tuple[Any, ...], ptrs: list[int | None]) -> Any:
+        objs: dict[str, Any] = {"in": values, "alloc": []}
+        addr: dict[str, list[Any]] = {"in": ptrs, "alloc": []}
+        for again in self.allocs:
+            o, p = again()
+            objs["alloc"].append(o)
+            addr["alloc"].append(p)
+        for srcs, extents in self.overlaps:
+            (okind, oi), (o0, o1, _) = srcs[0], extents[0]
+            base = addr[okind][oi]
+            for (kind, i), (r0, r1, name) in zip(srcs[1:], extents[1:], strict=True):
+                p = addr[kind][i]
+                if base + o0 < p + r1 and p + r0 < base + o1:
+                    from zyntax.errors import ArgumentError
+
+                    raise ArgumentError(f"argument 'out': overlaps argument '{name}' in memory")
+        for launcher, template, subs in self.launches:
+            vals = list(template)
+            for i, d in subs:
+                kind, idx = d[1]
+                if d[0] == "ptr":
+                    vals[i] = addr[kind][idx]
+                else:
+                    vals[i] = tensor_map_at(addr[kind][idx], *d[2])
+            launcher(*vals)
+        got = [objs[kind][i] for kind, i in self.result]
+        return tuple(got) if self.tuple_result else got[0]
+
+
+# ---------------------------------------------------------------- tensor maps
+
+
+class _RawView:
+    """Device memory described by address and geometry only (it owns nothing:
+    a map built from it stays valid for any tensor at that address with that
+    geometry, and keeps no tensor alive)."""
+
+    def __init__(
+        self, ptr: int, shape: tuple[int, ...], strides: tuple[int, ...], typestr: str
+    ) -> None:
+        self.__cuda_array_interface__ = {
+            "shape": shape,
+            "typestr": typestr,
+            "data": (ptr, False),
+            "strides": strides,
+            "version": 3,
+        }
+
+
+@functools.lru_cache(maxsize=256)
+def tensor_map_at(
+    ptr: int,
+    shape: tuple[int, ...],
+    strides: tuple[int, ...],
+    typestr: str,
+    box: tuple[int, ...],
+    swizzle: str,
+    dtype: Any,
+) -> Any:
+    """The tiled tensor map of the memory at `ptr` with this geometry (bytes
+    strides): a pure function of its arguments, so a cached map is the same
+    map whichever tensor lives there now."""
+    from zyntax import cuda
+
+    view = cuda.from_cuda_array_interface(_RawView(ptr, shape, strides, typestr))
+    return cuda.TensorMap.tiled(view, list(box), swizzle=swizzle, dtype=dtype)
+
+
+# ---------------------------------------------------------------- the decorator
+
+
+def planned(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn` with a plan per call key (see the module documentation)."""
+    plans: dict[Any, _Plan] = {}
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        values = args + tuple(kwargs.values()) if kwargs else args
+        got = call_key(values) if recording() is None else None
+        if got is None:
+            return fn(*args, **kwargs)
+        key = (len(args), tuple(kwargs), got[0])
+        try:
+            plan = plans.get(key)
+        except TypeError:  # an unhashable value: the full path
+            return fn(*args, **kwargs)
+        if plan is not None:
+            return plan(values, got[1])
+        rec = _Recording(values)
+        _local.rec = rec
+        try:
+            result = fn(*args, **kwargs)
+        finally:
+            _local.rec = None
+        plan = rec.plan(result)
+        if plan is not None:
+            if len(plans) >= PLAN_CACHE_SIZE:
+                plans.clear()
+            plans[key] = plan
+        return result
+
+    call.plans = plans  # type: ignore[attr-defined]
+    return call

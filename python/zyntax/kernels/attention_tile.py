@@ -47,11 +47,21 @@ def tile_dim(d: int) -> int:
 
 
 def shapes(d: int) -> tuple[int, int, int]:
-    """(query rows per program, keys per block, warps) for head dim `d`: the
-    operands of both dots are staged through one shared scratch buffer of at
-    most 48 KiB (docs/tile.md), so hd 256 takes blocks of 32."""
-    if tile_dim(d) >= 256:
-        return 32, 32, 4
+    """(query rows per program, keys per block, warps) for head dim `d`.
+
+    Chosen by ptxas's register count (sm_90, no spills; every tile a loaded
+    operand holds lives in registers before the dot stages it): 64x64 over
+    4 warps at hd 64 (217 registers), 64x64 over 8 at hd 128 (237), 16x32
+    over 4 at hd 256 (200). Where the scores ``[bm, bn]`` and the accumulator
+    ``[bm, D]`` get different ``mma.sync`` warp splits (``Mma::for_tile``),
+    the rescale factor (``[bm, 1]``) is converted once per key block. Each
+    dot's operands are staged through one shared scratch buffer of at most
+    48 KiB (docs/tile.md)."""
+    td = tile_dim(d)
+    if td >= 256:
+        return 16, 32, 4
+    if td == 128:
+        return 64, 64, 8
     return 64, 64, 4
 
 
@@ -66,10 +76,12 @@ def build(dtype: str, d: int, bm: int, bn: int, warps: int, arch: str = "sm_80")
         f"attention_tile_{dtype}_d{d}_{bm}x{bn}w{warps}",
         tile.Schedule((bm, bn), k=16, warps=warps, arch=arch),
     )
-    q = t.view("q", dtype, 4, unit_stride_dim=3)
-    kt = t.view("kt", dtype, 4, unit_stride_dim=2)
-    v = t.view("v", dtype, 4, unit_stride_dim=3)
-    o = t.view("o", dtype, 4, unit_stride_dim=3)
+    # 16-byte aligned bases (attention() checks them): 8-element vector
+    # accesses along the head dim wherever a run of them is in bounds.
+    q = t.view("q", dtype, 4, unit_stride_dim=3, align_bytes=16)
+    kt = t.view("kt", dtype, 4, unit_stride_dim=2, align_bytes=16)
+    v = t.view("v", dtype, 4, unit_stride_dim=3, align_bytes=16)
+    o = t.view("o", dtype, 4, unit_stride_dim=3, align_bytes=16)
     lse = t.view("lse", "f32", 4)
     heads = t.scalar_param("heads", "u32")
     group = t.scalar_param("group", "u32")
@@ -189,6 +201,10 @@ def launch(
     for t in (tq, tk, tv, o, lse):
         if 1 + sum((n - 1) * st for n, st in zip(t.shape, t.strides, strict=True)) > 1 << 32:
             raise ArgumentError(f"argument '{t.name}': spans more than 2^32 elements")
+        if t.ptr % 16 or t.strides[-1] != 1:  # the views' promises (see build)
+            raise ArgumentError(
+                f"argument '{t.name}': expected a 16-byte aligned base and a unit last stride"
+            )
     if max(sq, sk) >= UNBOUNDED:
         raise ArgumentError(f"argument 'q': sequences of 2^30 tokens or more ({sq}, {sk})")
     bm, bn, warps = shapes(d)

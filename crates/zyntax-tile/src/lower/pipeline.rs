@@ -392,6 +392,13 @@ impl Lowerer<'_> {
 
     /// Copies one operand box of the current iteration (origins from the
     /// body's scalars) into shared memory at byte `base` of `smem`, swizzled.
+    ///
+    /// Thread `t` copies chunks `t, t + threads, ...`: first each with one
+    /// `cp.async` where it can (unrolled), then, only if one of them could
+    /// not, all of them again in a loop with a run-time start that copies the
+    /// others element by element. Unrolled element-by-element copies cost
+    /// about 90 registers live through the K loop (LLVM hoists their
+    /// loop-invariant parts); a loop keeps them out of it.
     fn stage_async(
         &mut self,
         st: &Staging,
@@ -400,118 +407,175 @@ impl Lowerer<'_> {
         tid: ValueId,
     ) -> TileResult<()> {
         let view = self.program.view(st.view).clone();
+        let fast = view.unit_stride_dim == Some(st.col_dim) && view.align_bytes.unwrap_or(0) >= 16;
+        let threads = self.schedule.threads();
+        let elem_bytes = st.elem.size_bytes().unwrap_or(2) as u32;
+        let total = st.rows * st.cols / (16 / elem_bytes);
+        let mut bad: Option<ValueId> = None;
+        if fast {
+            for i in 0..total.div_ceil(threads) {
+                let first = self.u32(i * threads)?;
+                let q = self.b.add(tid, first)?;
+                let inside = if total % threads != 0 {
+                    let total_v = self.u32(total)?;
+                    Some(self.b.lt(q, total_v)?)
+                } else {
+                    None
+                };
+                let c = self.chunk(st, smem, base, q)?;
+                let ok = match inside {
+                    Some(inside) => self.b.and(c.ok, inside)?,
+                    None => c.ok,
+                };
+                let f = self.b.begin_if(ok, &[])?;
+                let src = self.b.ptr_add(c.src_base, c.at)?;
+                self.b.cp_async(16, CacheHint::Cg, c.dst, src)?;
+                self.b.end_if(f, &[])?;
+                let failed = self.b.not(c.ok)?;
+                let failed = match inside {
+                    Some(inside) => self.b.and(failed, inside)?,
+                    None => failed,
+                };
+                bad = Some(match bad {
+                    Some(b) => self.b.or(b, failed)?,
+                    None => failed,
+                });
+            }
+        }
+        let slow = self.b.bconst(true)?;
+        let f = self.b.begin_if(bad.unwrap_or(slow), &[])?;
+        let (total_v, step) = (self.u32(total)?, self.u32(threads)?);
+        let chunks = self.b.begin_for(tid, total_v, step, &[])?;
+        let c = self.chunk(st, smem, base, chunks.iv)?;
+        let todo = if fast { self.b.not(c.ok)? } else { slow };
+        let g = self.b.begin_if(todo, &[])?;
+        self.copy_elements(st, &c)?;
+        self.b.end_if(g, &[])?;
+        self.b.end_for(chunks, &[])?;
+        self.b.end_if(f, &[])?;
+        Ok(())
+    }
+
+    /// Chunk `q` of the box: its shared destination (swizzled), its global
+    /// coordinates, and whether one 16-byte `cp.async` can copy it (inside
+    /// the view and aligned).
+    fn chunk(
+        &mut self,
+        st: &Staging,
+        smem: ValueId,
+        base: ValueId,
+        q: ValueId,
+    ) -> TileResult<Chunk> {
         let vals = self.views[st.view.0 as usize].clone();
         let elem_bytes = st.elem.size_bytes().unwrap_or(2) as u32;
         let per_chunk = 16 / elem_bytes;
-        let fast = view.unit_stride_dim == Some(st.col_dim) && view.align_bytes.unwrap_or(0) >= 16;
-        let threads = self.schedule.threads();
-        let chunks_per_row = st.cols / per_chunk;
-        let total = st.rows * chunks_per_row;
         let (o_r, o_c) = (
             self.scalar(st.origin[st.row_dim])?,
             self.scalar(st.origin[st.col_dim])?,
         );
         let (ext_r, ext_c) = (vals.shape[st.row_dim], vals.shape[st.col_dim]);
-        let (str_r, str_c) = (vals.strides[st.row_dim], vals.strides[st.col_dim]);
-        let elem_ptr_ty = Type::ptr(AddrSpace::Shared, st.elem.clone());
-        for i in 0..total.div_ceil(threads) {
-            let first = self.u32(i * threads)?;
-            let q = self.b.add(tid, first)?;
-            let guard = if total % threads != 0 {
-                let total_v = self.u32(total)?;
-                let inside = self.b.lt(q, total_v)?;
-                Some(self.b.begin_if(inside, &[])?)
-            } else {
-                None
-            };
-            let cpr = self.u32(chunks_per_row)?;
-            let cc = self.b.rem(q, cpr)?;
-            let r = self.b.div(q, cpr)?;
-            // Byte offset: box (cc / 8), row r, chunk (cc % 8) ^ (r % 8).
-            let eight = self.u32(8)?;
-            let box_i = self.b.div(cc, eight)?;
-            let box_bytes = self.u32(st.rows * ROW)?;
-            let off = self.b.mul(box_i, box_bytes)?;
-            let row_bytes = self.u32(ROW)?;
-            let r_off = self.b.mul(r, row_bytes)?;
-            let off = self.b.add(off, r_off)?;
-            let c8 = self.b.rem(cc, eight)?;
-            let r8 = self.b.rem(r, eight)?;
-            let sw = self.b.xor(c8, r8)?;
-            let sixteen = self.u32(16)?;
-            let sw = self.b.mul(sw, sixteen)?;
-            let off = self.b.add(off, sw)?;
-            let off = self.b.add(base, off)?;
-            let dst = self.b.ptr_add(smem, off)?;
-            // Global coordinates of the chunk's first element.
-            let gr = self.b.add(o_r, r)?;
-            let pc = self.u32(per_chunk)?;
-            let c0 = self.b.mul(cc, pc)?;
-            let gc = self.b.add(o_c, c0)?;
-            let row_ok = self.b.lt(gr, ext_r)?;
-            let copy_frame = if fast {
-                let end = self.b.add(gc, pc)?;
-                let cols_ok = self.b.le(end, ext_c)?;
-                let row_at = self.b.mul(gr, str_r)?;
-                let at = self.b.add(row_at, gc)?;
-                let aligned = {
-                    let m = self.b.rem(at, pc)?;
-                    let zero = self.u32(0)?;
-                    self.b.eq(m, zero)?
-                };
-                let ok = self.b.and(row_ok, cols_ok)?;
-                let ok = self.b.and(ok, aligned)?;
-                let mut f = self.b.begin_if(ok, &[])?;
-                let src = self.b.ptr_add(vals.base, at)?;
-                self.b.cp_async(16, CacheHint::Cg, dst, src)?;
-                self.b.begin_else(&mut f, &[])?;
-                Some(f)
-            } else {
-                None
-            };
-            // Element by element, zeros outside the view: element e is at
-            // the chunk's first offset plus e * stride, inside the view iff
-            // e < room (the elements left in the row, 0 for a row outside).
-            // So only a few values per chunk are loop-invariant (LLVM hoists
-            // those, and each would stay live through the whole K loop).
-            let dst_e = self.b.ptr_cast(dst, elem_ptr_ty.clone())?;
-            let row_at = self.b.mul(gr, str_r)?;
-            let col_at = self.b.mul(gc, str_c)?;
-            let at0 = self.b.add(row_at, col_at)?;
-            let room = {
-                let zero = self.u32(0)?;
-                let left = self.b.sub(ext_c, gc)?;
-                let cols = self.b.lt(gc, ext_c)?;
-                let ok = self.b.and(row_ok, cols)?;
-                self.b.select(ok, left, zero)?
-            };
-            let zero_e = if st.elem.is_float() {
-                self.b.fconst(st.elem.clone(), 0.0)?
-            } else {
-                self.b.iconst(st.elem.clone(), 0)?
-            };
-            for e in 0..per_chunk {
-                let e_v = self.u32(e)?;
-                let inside = self.b.lt(e_v, room)?;
-                let mut f = self.b.begin_if(inside, std::slice::from_ref(&st.elem))?;
-                let step = self.b.mul(e_v, str_c)?;
-                let at = self.b.add(at0, step)?;
-                let src = self.b.ptr_add(vals.base, at)?;
-                let v = self.b.load(src)?;
-                self.b.begin_else(&mut f, &[v])?;
-                let v = self.b.end_if(f, &[zero_e])?[0];
-                let p = self.b.ptr_add(dst_e, e_v)?;
-                self.b.store(p, v)?;
-            }
-            if let Some(f) = copy_frame {
-                self.b.end_if(f, &[])?;
-            }
-            if let Some(f) = guard {
-                self.b.end_if(f, &[])?;
-            }
-        }
+        let str_r = vals.strides[st.row_dim];
+        let cpr = self.u32(st.cols / per_chunk)?;
+        let cc = self.b.rem(q, cpr)?;
+        let r = self.b.div(q, cpr)?;
+        // Byte offset: box (cc / 8), row r, chunk (cc % 8) ^ (r % 8).
+        let eight = self.u32(8)?;
+        let box_i = self.b.div(cc, eight)?;
+        let box_bytes = self.u32(st.rows * ROW)?;
+        let off = self.b.mul(box_i, box_bytes)?;
+        let row_bytes = self.u32(ROW)?;
+        let r_off = self.b.mul(r, row_bytes)?;
+        let off = self.b.add(off, r_off)?;
+        let c8 = self.b.rem(cc, eight)?;
+        let r8 = self.b.rem(r, eight)?;
+        let sw = self.b.xor(c8, r8)?;
+        let sixteen = self.u32(16)?;
+        let sw = self.b.mul(sw, sixteen)?;
+        let off = self.b.add(off, sw)?;
+        let off = self.b.add(base, off)?;
+        let dst = self.b.ptr_add(smem, off)?;
+        let gr = self.b.add(o_r, r)?;
+        let pc = self.u32(per_chunk)?;
+        let c0 = self.b.mul(cc, pc)?;
+        let gc = self.b.add(o_c, c0)?;
+        let row_ok = self.b.lt(gr, ext_r)?;
+        // The fast test assumes unit stride along the row (the view's promise).
+        let end = self.b.add(gc, pc)?;
+        let cols_ok = self.b.le(end, ext_c)?;
+        let row_at = self.b.mul(gr, str_r)?;
+        let at = self.b.add(row_at, gc)?;
+        let m = self.b.rem(at, pc)?;
+        let zero = self.u32(0)?;
+        let aligned = self.b.eq(m, zero)?;
+        let ok = self.b.and(row_ok, cols_ok)?;
+        let ok = self.b.and(ok, aligned)?;
+        Ok(Chunk {
+            dst,
+            src_base: vals.base,
+            at,
+            gr,
+            gc,
+            row_ok,
+            ok,
+        })
+    }
+
+    /// Copies chunk `c` element by element: the `room` elements left in its
+    /// row (0 for a row outside the view), then zeros to the chunk's end.
+    fn copy_elements(&mut self, st: &Staging, c: &Chunk) -> TileResult<()> {
+        let vals = self.views[st.view.0 as usize].clone();
+        let elem_bytes = st.elem.size_bytes().unwrap_or(2) as u32;
+        let pc = self.u32(16 / elem_bytes)?;
+        let (ext_c, str_r, str_c) = (
+            vals.shape[st.col_dim],
+            vals.strides[st.row_dim],
+            vals.strides[st.col_dim],
+        );
+        let dst_e = self
+            .b
+            .ptr_cast(c.dst, Type::ptr(AddrSpace::Shared, st.elem.clone()))?;
+        let row_at = self.b.mul(c.gr, str_r)?;
+        let col_at = self.b.mul(c.gc, str_c)?;
+        let at0 = self.b.add(row_at, col_at)?;
+        let (zero, one) = (self.u32(0)?, self.u32(1)?);
+        let room = {
+            let left = self.b.sub(ext_c, c.gc)?;
+            let cols = self.b.lt(c.gc, ext_c)?;
+            let ok = self.b.and(c.row_ok, cols)?;
+            let left = self.b.select(ok, left, zero)?;
+            self.b.min(left, pc)?
+        };
+        let copy = self.b.begin_for(zero, room, one, &[])?;
+        let step = self.b.mul(copy.iv, str_c)?;
+        let at = self.b.add(at0, step)?;
+        let src = self.b.ptr_add(vals.base, at)?;
+        let v = self.b.load(src)?;
+        let p = self.b.ptr_add(dst_e, copy.iv)?;
+        self.b.store(p, v)?;
+        self.b.end_for(copy, &[])?;
+        let zero_e = if st.elem.is_float() {
+            self.b.fconst(st.elem.clone(), 0.0)?
+        } else {
+            self.b.iconst(st.elem.clone(), 0)?
+        };
+        let fill = self.b.begin_for(room, pc, one, &[])?;
+        let p = self.b.ptr_add(dst_e, fill.iv)?;
+        self.b.store(p, zero_e)?;
+        self.b.end_for(fill, &[])?;
         Ok(())
     }
+}
+
+/// One 16-byte chunk of a staged box (see [`Lowerer::chunk`]).
+struct Chunk {
+    dst: ValueId,
+    src_base: ValueId,
+    /// Element offset of the first element if the row has unit stride.
+    at: ValueId,
+    gr: ValueId,
+    gc: ValueId,
+    row_ok: ValueId,
+    ok: ValueId,
 }
 
 /// An internal error for a loop the lowering was told is a GEMM loop.

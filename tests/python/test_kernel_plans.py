@@ -133,6 +133,7 @@ def test_call_keys() -> None:
     assert k1 is not None and k1 == k2
     assert _plans.call_key((True,)) != _plans.call_key((1,))  # bool is not int
     assert _plans.call_key((1,)) != _plans.call_key((1.0,))
+    assert _plans.call_key((-0.0,)) != _plans.call_key((0.0,))
     assert _plans.call_key(((1, np.zeros(2)),)) is None
 
 
@@ -156,3 +157,13 @@ def test_planned_records_only_outside_a_recording(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(_plans._local, "rec", outer, raising=False)
     entry(4)
     assert calls == [outer]
+
+
+def test_a_result_may_hold_none() -> None:
+    # The backward functions return (dx, dweight, None) without a bias.
+    rec, out, _, log = _record(16, 4096, out_given=False)
+    plan = rec.plan((out, None))
+    assert plan is not None
+    got = plan((Obj(), None, 1.5), [8192, None, None])
+    assert type(got) is tuple and len(got) == 2 and got[1] is None and type(got[0]) is Obj
+    assert log[-1][-1][0] == 8192

@@ -82,7 +82,9 @@ def _torch_tensor() -> Any:
 
 def _scalar_key(a: Any) -> Any:
     t = type(a)
-    if a is None or t in (bool, int, float, str):
+    if t is float:
+        return (t, a.hex())  # exact: -0.0 is not 0.0
+    if a is None or t in (bool, int, str):
         return (t, a)
     if t is tuple:
         keys = tuple(_scalar_key(x) for x in a)
@@ -213,7 +215,8 @@ class _Recording:
                 if d[0] == "const" and type(d[1]) is int and d[1] in addresses:
                     return None
         items = result if type(result) is tuple else (result,)
-        out = [self._source(r) for r in items]
+        # Each result is an argument, a new output or None (an absent gradient).
+        out = [("none", 0) if r is None else self._source(r) for r in items]
         if None in out:
             return None
         return _Plan(self, out, type(result) is tuple)
@@ -237,7 +240,7 @@ class _Plan:
             self.launches.append((launcher, template, subs))
 
     def __call__(self, values: tuple[Any, ...], ptrs: list[int | None]) -> Any:
-        objs: dict[str, Any] = {"in": values, "alloc": []}
+        objs: dict[str, Any] = {"in": values, "alloc": [], "none": (None,)}
         addr: dict[str, list[Any]] = {"in": ptrs, "alloc": []}
         for again in self.allocs:
             o, p = again()

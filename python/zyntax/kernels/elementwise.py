@@ -88,6 +88,7 @@ def _build(
     return m
 
 
+@T.planned
 def saxpy(a: float, x: Any, y: Any, *, stream: Any = None) -> Any:
     """``y = a * x + y`` elementwise (1-D contiguous `x` and `y` of one
     dtype); returns `y`."""

@@ -65,6 +65,7 @@ def cross_entropy(
     return obj
 
 
+@T.planned
 def cross_entropy_backward(
     dloss: Any,
     logits: Any,

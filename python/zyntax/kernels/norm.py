@@ -97,6 +97,7 @@ def rms_norm(x: Any, weight: Any, eps: float = 1e-6, *, out: Any = None, stream:
     return _norm(x, weight, None, eps, out, stream, "rms")
 
 
+@T.planned
 def layer_norm_backward(
     dy: Any,
     x: Any,
@@ -117,6 +118,7 @@ def layer_norm_backward(
     return _norm_backward(dy, x, weight, eps, bias is not None, out, stream, kind)
 
 
+@T.planned
 def rms_norm_backward(
     dy: Any, x: Any, weight: Any, eps: float = 1e-6, *, out: Any = None, stream: Any = None
 ) -> tuple[Any, Any]:

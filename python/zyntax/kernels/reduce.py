@@ -165,12 +165,14 @@ def _reduce(x: Any, axis: int | None, out: Any, stream: Any, op: str) -> Any:
     return obj
 
 
+@T.planned
 def reduce_sum(x: Any, axis: int | None = None, *, out: Any = None, stream: Any = None) -> Any:
     """Sum of `x` over the last axis (``axis=-1``) or over all elements
     (``axis=None``, a 0-d result); f32 result."""
     return _reduce(x, axis, out, stream, "sum")
 
 
+@T.planned
 def reduce_max(x: Any, axis: int | None = None, *, out: Any = None, stream: Any = None) -> Any:
     """Maximum of `x` over the last axis or over all elements; f32 result."""
     return _reduce(x, axis, out, stream, "max")

@@ -36,6 +36,7 @@ def softmax(x: Any, *, out: Any = None, stream: Any = None) -> Any:
     return obj
 
 
+@T.planned
 def softmax_backward(y: Any, dy: Any, *, out: Any = None, stream: Any = None) -> Any:
     """The gradient of :func:`softmax` along the last axis: ``dx = y * (dy -
     sum(dy * y))`` from the softmax output `y` and the output's gradient

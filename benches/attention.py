@@ -15,6 +15,11 @@ Cases (bf16, 16k tokens per batch, 2048 / D heads): ``fwd_bf16_hd128_s4096``,
 ``ZYNTAX_BENCH_LOOPS=loop,loop`` only those sm_90a loops). PyTorch's row
 is its fastest available SDPA backend on the card (flash, cuDNN,
 memory-efficient), named in the row.
+Issue 24's shapes (``SHAPE_CASES``: batch, query heads, KV heads, tokens,
+head dim, causal in the name, e.g. ``fwd_bf16_b1_h32kv8_s2048_hd128_causal``)
+run rows ``zyntax`` (the default dispatch) and ``zyntax_tile`` (the tile
+program, ``variant="tile"``) against SDPA's fastest backend (grouped-query
+K/V expanded to the query heads for it).
 The Triton kernel follows the tutorial (``06-fused-attention``): a 128-row
 query block, exp2 softmax with the scale folded in, the causal diagonal
 blocks masked in a second stage. Every output is checked against PyTorch
@@ -345,6 +350,70 @@ def sdpa_rows(
     return rows
 
 
+#: (case, batch, query heads, KV heads, tokens, head dim, causal): issue 24's shapes.
+SHAPE_CASES = [
+    ("fwd_bf16_b1_h32_s1000_hd128", 1, 32, 32, 1000, 128, False),
+    ("fwd_bf16_b16_h16_s512_hd64_causal", 16, 16, 16, 512, 64, True),
+    ("fwd_bf16_b1_h32_s2048_hd128_causal", 1, 32, 32, 2048, 128, True),
+    ("fwd_bf16_b1_h32kv8_s2048_hd128_causal", 1, 32, 8, 2048, 128, True),
+    ("fwd_bf16_b4_h16_s2048_hd256_causal", 4, 16, 16, 2048, 256, True),
+    ("fwd_bf16_b2_h16_s4096_hd96", 2, 16, 16, 4096, 96, False),
+]
+
+
+def run_shape_case(
+    res: Results,
+    torch: Any,
+    backends: dict[str, Any],
+    sdpa_kernel: Any,
+    case: tuple[str, int, int, int, int, int, bool],
+    iters: int,
+) -> None:
+    """One of SHAPE_CASES: rows checked against SDPA, then timed in ROUNDS
+    interleaved rounds as run_case does."""
+    name, b, h, hk, s, d, causal = case
+    F = torch.nn.functional
+    dev = torch.device("cuda")
+    flops = 4 * b * h * s * s * d / (2 if causal else 1)
+    q = torch.randn(b, h, s, d, device=dev, dtype=torch.bfloat16)
+    k, v = (torch.randn(b, hk, s, d, device=dev, dtype=torch.bfloat16) for _ in range(2))
+    ke, ve = k.repeat_interleave(h // hk, 1), v.repeat_interleave(h // hk, 1)
+    ref = F.scaled_dot_product_attention(q, ke, ve, is_causal=causal).double()
+    rows: list[tuple[str, Callable[[], Any], dict[str, Any]]] = []
+    for impl, variant in (("zyntax", None), ("zyntax_tile", "tile")):
+
+        def call(variant: str | None = variant) -> Any:
+            return kernels.attention(q, k, v, causal=causal, variant=variant)
+
+        try:
+            err = float((call().double() - ref).norm() / ref.norm())
+            print(f"  {name} {impl}: relative error vs SDPA {err:.2e}")
+            if err < 2e-2:
+                rows.append((impl, call, {}))
+        except Exception as e:
+            print(f"  ({impl} failed: {type(e).__name__}: {e})")
+    rows += sdpa_rows(torch, F, backends, sdpa_kernel, q, ke, ve, causal)
+    best: dict[str, float] = {}
+    for _ in range(ROUNDS):
+        for impl, call, _extra in rows:
+            ms = timed_ms(call, iters)
+            best[impl] = min(ms, best.get(impl, ms))
+    sdpa_best: tuple[float, str] | None = None
+    for impl, _call, extra in rows:
+        ms = best[impl]
+        tflops = flops / (ms * 1e-3) / 1e12
+        print(f"  {name} {impl}: {tflops:.1f} TFLOP/s")
+        if impl.startswith("torch_sdpa["):
+            if sdpa_best is None or ms < sdpa_best[0]:
+                sdpa_best = (ms, impl[len("torch_sdpa[") : -1])
+            continue
+        res.add(name, impl, "TFLOP_per_s", tflops, False, ms=round(ms, 3), **extra)
+    if sdpa_best is not None:
+        ms, backend = sdpa_best
+        tflops = flops / (ms * 1e-3) / 1e12
+        res.add(name, "torch_sdpa", "TFLOP_per_s", tflops, False, ms=round(ms, 3), backend=backend)
+
+
 def main() -> None:
     args = parse_args(__doc__ or "attention bench")
     torch = optional("torch")
@@ -373,13 +442,18 @@ def main() -> None:
         ("fwd_bf16_hd64_s16384_causal", 64, 16384, True),
     ]
     only = os.environ.get("ZYNTAX_BENCH_ONLY")
+    shape_cases = SHAPE_CASES
     if only:
         cases = [c for c in cases if c[0] in only.split(",")]
+        shape_cases = [c for c in shape_cases if c[0] in only.split(",")]
     res.notes["shapes"] = "batch = 16384 / S, heads = 2048 / D, bf16, (B, H, S, D) contiguous"
     # Defaults and peers for every case first, then the variants (never run on
     # a device before some of them: a hang there loses no default row), with
     # the rows so far kept in attention-partial.json if a time limit stops it.
     partial = args.out_dir / "attention-partial.json"
+    for case in shape_cases:
+        run_shape_case(res, torch, backends, sdpa_kernel, case, iters)
+        torch.cuda.empty_cache()
     for variants in (False, True):
         for name, d, s, causal in cases:
             scaled = s // (4 if args.quick else 1)

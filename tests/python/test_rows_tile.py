@@ -315,3 +315,14 @@ def test_leading_axes_collapse_into_rows() -> None:
         kernels.cross_entropy_backward(dl, x, t).reshape(6, 40),
         kernels.cross_entropy_backward(dl.reshape(6), x2, t.reshape(6)),
     )
+
+
+def test_backward_of_no_rows() -> None:
+    x = np.zeros((0, 12), np.float32)
+    assert kernels.softmax_backward(x, x).shape == (0, 12)
+    dx, dw = kernels.rms_norm_backward(x, x, np.ones(12, np.float32))
+    assert dx.shape == (0, 12) and np.array_equal(dw, np.zeros(12, np.float32))
+    t = np.zeros(0, np.int64)
+    assert kernels.cross_entropy_backward(np.zeros(0, np.float32), x, t).shape == (0, 12)
+    got = kernels.cross_entropy_backward(np.array(1, np.float32), x, t, reduction="mean")
+    assert got.shape == (0, 12)

@@ -14,6 +14,8 @@ __all__ = [
     "CompileError",
     "CpuFunction",
     "CpuModule",
+    "CudaArgLauncher",
+    "CudaArgPlan",
     "CudaDevice",
     "CudaError",
     "CudaEvent",

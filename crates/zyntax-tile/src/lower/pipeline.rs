@@ -148,14 +148,14 @@ pub(crate) fn wgmma_unfit(
         )
     } else if k != BK {
         format!("the wgmma pipeline stages K steps of {BK} (128-byte rows); the loop's is {k}")
-    } else if warps % 4 != 0 {
+    } else if !warps.is_multiple_of(4) {
         format!("wgmma is issued by warpgroups: warps must be a multiple of 4, not {warps}")
-    } else if bm % (16 * warps) != 0 {
+    } else if !bm.is_multiple_of(16 * warps) {
         format!(
             "the wgmma accumulator puts 16 rows per warp: M of the tile ({bm}) must be a multiple of {}",
             16 * warps
         )
-    } else if bn % 64 != 0 || bn > 256 {
+    } else if !bn.is_multiple_of(64) || bn > 256 {
         format!("wgmma tiles need N a multiple of 64 up to 256, not {bn}")
     } else if pipeline_bytes(bm, bn, stages) > zyntax_hir::arch::max_shared_bytes(arch) {
         format!(
@@ -416,7 +416,7 @@ impl Lowerer<'_> {
             for i in 0..total.div_ceil(threads) {
                 let first = self.u32(i * threads)?;
                 let q = self.b.add(tid, first)?;
-                let inside = if total % threads != 0 {
+                let inside = if !total.is_multiple_of(threads) {
                     let total_v = self.u32(total)?;
                     Some(self.b.lt(q, total_v)?)
                 } else {

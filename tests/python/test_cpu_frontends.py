@@ -345,7 +345,7 @@ def test_kernel_library_with_numpy_inputs(monkeypatch: pytest.MonkeyPatch, op: s
     if op in ("saxpy", "reduce_max"):
         assert np.array_equal(got, want)
     else:  # exp and rsqrt: libm against the interpreter's routines (docs/cpu.md)
-        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6)
 
 
 def test_kernel_library_reduce_sum_of_small_integers(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -380,8 +380,11 @@ def test_tile_program_natively(prog: str) -> None:
     c1, c2 = poisoned(out, F32), poisoned(out, F32)
     assert k.run_cpu(*args, c1, grid=grid, mode="native") == "cpu"
     k.run_interp(*args, c2, grid=grid)
-    assert np.array_equal(c1, c2)
     assert not np.isnan(c1).any()
+    if prog == "softmax":  # exp: libm against the interpreter's (docs/cpu.md)
+        assert ulps(c1, c2).max() <= 4
+    else:
+        assert np.array_equal(c1, c2)
 
 
 def test_nest_natively() -> None:

@@ -116,7 +116,7 @@ pub fn written_params(f: &zyntax_hir::Function) -> Vec<bool> {
                         continue;
                     }
                     match inst.op {
-                        Op::Load | Op::MmaLoad { .. } => {}
+                        Op::Load | Op::LoadCached(_) | Op::LoadAcquire(_) | Op::MmaLoad { .. } => {}
                         Op::Jump | Op::Branch => {
                             for t in &inst.targets {
                                 for (a, bp) in t.args.iter().zip(&f.block(t.block).params) {

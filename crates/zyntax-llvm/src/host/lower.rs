@@ -28,8 +28,8 @@ use crate::scalar::{self, class_of, Conv, Scalar};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use zyntax_hir::{
-    AtomicOp, BinOp, BlockId, ConstValue, Dim, Function, InstId, Module, Op, OptLevel, ScalarType,
-    Type, UnOp, ValueDef, ValueId,
+    ApproxOp, AtomicOp, BinOp, BlockId, ConstValue, Dim, Function, InstId, Module, Op, OptLevel,
+    ScalarType, Type, UnOp, ValueDef, ValueId,
 };
 use zyntax_opt::{FunctionPlan, Origin};
 
@@ -216,7 +216,15 @@ impl<'m> ModuleInfo<'m> {
                         .first()
                         .is_some_and(|a| f.has_value(*a) && f.value_type(*a).is_int()),
                     Op::Unreachable => true,
-                    Op::Load | Op::Store | Op::Atomic { .. } | Op::AtomicCas { .. } => checked(f),
+                    Op::Load
+                    | Op::LoadCached(_)
+                    | Op::LoadAcquire(_)
+                    | Op::Store
+                    | Op::StoreCached(_)
+                    | Op::StoreRelease(_)
+                    | Op::Atomic { .. }
+                    | Op::Red { .. }
+                    | Op::AtomicCas { .. } => checked(f),
                     Op::Call(c) => m.function(c).is_none(),
                     _ => false,
                 })
@@ -374,6 +382,21 @@ struct FnLower<'a> {
 }
 
 impl FnLower<'_> {
+    /// `x` (an f32 operand) with a subnormal value flushed to signed zero.
+    fn flush_subnormal(&mut self, x: &str) -> String {
+        self.decl("declare float @llvm.fabs.f32(float)");
+        self.decl("declare float @llvm.copysign.f32(float, float)");
+        let (a, sub, z, o) = (self.t(), self.t(), self.t(), self.t());
+        self.emit(format!("{a} = call float @llvm.fabs.f32(float {x})"));
+        // 0x3810000000000000: FLT_MIN, the smallest normal f32.
+        self.emit(format!("{sub} = fcmp olt float {a}, 0x3810000000000000"));
+        self.emit(format!(
+            "{z} = call float @llvm.copysign.f32(float 0.0, float {x})"
+        ));
+        self.emit(format!("{o} = select i1 {sub}, float {z}, float {x}"));
+        o
+    }
+
     fn e<T>(&self, m: impl Into<String>) -> LResult<T> {
         Err(LowerError {
             function: self.f.name.clone(),
@@ -823,6 +846,38 @@ impl FnLower<'_> {
                 let ao = self.op(a)?;
                 self.unary(*op, &t, &ao, &r)?;
             }
+            // PTX's approximate f32 math, as the interpreter gives it: the
+            // correctly rounded value (in f64, rounded once); `ex2_ftz` flushes
+            // a subnormal operand and result to signed zero.
+            Op::Approx(op) => {
+                let ftz = matches!(op, ApproxOp::Ex2Ftz);
+                let mut x = self.op(arg(0)?)?;
+                if ftz {
+                    x = self.flush_subnormal(&x);
+                }
+                let w = self.t();
+                self.emit(format!("{w} = fpext float {x} to double"));
+                let y = self.t();
+                match op {
+                    ApproxOp::Ex2 | ApproxOp::Ex2Ftz => {
+                        self.decl("declare double @llvm.exp2.f64(double)");
+                        self.emit(format!("{y} = call double @llvm.exp2.f64(double {w})"));
+                    }
+                    ApproxOp::Rcp => self.emit(format!("{y} = fdiv double 1.0, {w}")),
+                    ApproxOp::Tanh => {
+                        self.decl("declare double @llvm.tanh.f64(double)");
+                        self.emit(format!("{y} = call double @llvm.tanh.f64(double {w})"));
+                    }
+                }
+                if ftz {
+                    let n = self.t();
+                    self.emit(format!("{n} = fptrunc double {y} to float"));
+                    let f = self.flush_subnormal(&n);
+                    self.emit(format!("{r} = fadd float {f}, -0.0"));
+                } else {
+                    self.emit(format!("{r} = fptrunc double {y} to float"));
+                }
+            }
             Op::Fma => {
                 let t = self.ty(arg(0)?)?;
                 let ops = [self.op(arg(0)?)?, self.op(arg(1)?)?, self.op(arg(2)?)?];
@@ -918,7 +973,9 @@ impl FnLower<'_> {
                 let (ao, so) = (self.op(a)?, self.op(s)?);
                 self.emit(format!("{r} = insertelement {tt} {ao}, {st} {so}, i32 {l}"));
             }
-            Op::Load => {
+            // Cache operators are hints for the GPU's caches: a plain access here.
+            // `ld.acquire` is an LLVM acquire load (any scope: one host).
+            Op::Load | Op::LoadCached(_) | Op::LoadAcquire(_) => {
                 let p = arg(0)?;
                 let t = rty.clone().unwrap_or(Type::I32);
                 let Some(m) = mty(&t) else {
@@ -930,15 +987,20 @@ impl FnLower<'_> {
                 }
                 let po = self.op(p)?;
                 let al = host_align(&t);
+                let (ld, order) = if matches!(d.op, Op::LoadAcquire(_)) {
+                    ("load atomic", " acquire")
+                } else {
+                    ("load", "")
+                };
                 if t.is_bool() {
                     let x = self.t();
-                    self.emit(format!("{x} = load i8, ptr {po}, align 1"));
+                    self.emit(format!("{x} = {ld} i8, ptr {po}{order}, align 1"));
                     self.emit(format!("{r} = trunc i8 {x} to i1"));
                 } else {
-                    self.emit(format!("{r} = load {m}, ptr {po}, align {al}"));
+                    self.emit(format!("{r} = {ld} {m}, ptr {po}{order}, align {al}"));
                 }
             }
-            Op::Store => {
+            Op::Store | Op::StoreCached(_) | Op::StoreRelease(_) => {
                 let (p, v) = (arg(0)?, arg(1)?);
                 let t = self.ty(v)?;
                 let Some(m) = mty(&t) else {
@@ -947,12 +1009,17 @@ impl FnLower<'_> {
                 self.check_access(p, t.size_bytes().unwrap_or(1), i)?;
                 let (po, vo) = (self.op(p)?, self.op(v)?);
                 let al = host_align(&t);
+                let (st, order) = if matches!(d.op, Op::StoreRelease(_)) {
+                    ("store atomic", " release")
+                } else {
+                    ("store", "")
+                };
                 if t.is_bool() {
                     let x = self.t();
                     self.emit(format!("{x} = zext i1 {vo} to i8"));
-                    self.emit(format!("store i8 {x}, ptr {po}, align 1"));
+                    self.emit(format!("{st} i8 {x}, ptr {po}{order}, align 1"));
                 } else {
-                    self.emit(format!("store {m} {vo}, ptr {po}, align {al}"));
+                    self.emit(format!("{st} {m} {vo}, ptr {po}{order}, align {al}"));
                 }
             }
             Op::PtrAdd => {
@@ -1066,12 +1133,25 @@ impl FnLower<'_> {
                 sp.after.into_iter().for_each(|line| self.emit(line));
             }
             Op::Fence(_) => self.emit("fence seq_cst"),
+            Op::FenceAcqRel(_) => self.emit("fence acq_rel"),
             // A compiler-only fence: orders this thread's accesses, emits no instruction.
             Op::CompilerFence => self.emit("fence syncscope(\"singlethread\") seq_cst"),
-            Op::Atomic { op, .. } => {
+            // `red` is an atomic whose old value nobody reads.
+            Op::Atomic { op, .. } | Op::Red { op, .. } => {
+                let r = if matches!(d.op, Op::Red { .. }) {
+                    self.t()
+                } else {
+                    r.clone()
+                };
                 let (p, v) = (arg(0)?, arg(1)?);
                 let t = self.ty(v)?;
                 let tt = self.vt(&t)?;
+                if !matches!(t, Type::Scalar(_)) {
+                    return self.e(format!(
+                        "`{}` on {t} (a packed atomic) is not supported on the CPU",
+                        d.op.mnemonic()
+                    ));
+                }
                 self.check_access(p, t.size_bytes().unwrap_or(1), i)?;
                 let s = t.as_scalar().unwrap_or(ScalarType::U32);
                 let name = match (op, s.is_float(), s.is_signed()) {

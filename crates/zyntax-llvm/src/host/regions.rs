@@ -31,7 +31,7 @@ use super::lower::{gname, Sig, CTX_BDIM, CTX_BYTES};
 use super::warp;
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
-use zyntax_hir::{Function, InstId, Module, Op};
+use zyntax_hir::{Function, InstId, Module, Op, Type};
 
 /// Byte offset of a coroutine thread's state in its context: 0 when it has
 /// returned, `barrier inst + 1` while it waits at a barrier.
@@ -98,8 +98,38 @@ pub fn cpu_blockers(m: &Module, f: &Function) -> Vec<String> {
                 | Op::CvtUnpack(_)
                 | Op::BulkReduce(_)
                 // Module globals live in a loaded GPU module (and the interpreter).
-                | Op::GlobalAddr(_) => {
+                | Op::GlobalAddr(_)
+                // Warp reductions: not yet a native collective (shfl and vote are).
+                | Op::Redux(_)
+                | Op::WgmmaZero
+                // Clusters, distributed shared memory, grid-wide sync and
+                // programmatic dependent launch: blocks of a CPU launch run
+                // independently, in any order.
+                | Op::ClusterIdx(_)
+                | Op::ClusterDim(_)
+                | Op::ClusterBlockIdx(_)
+                | Op::ClusterGridDim(_)
+                | Op::ClusterCtaRank
+                | Op::ClusterNctaRank
+                | Op::IsExplicitCluster
+                | Op::ClusterBarrier(_)
+                | Op::Mapa
+                | Op::MbarrierArriveCluster
+                | Op::MbarrierArriveClusterRelaxed
+                | Op::Griddep(_)
+                | Op::GridSync
+                // PTX's bit-field ops (bfe/bfi/prmt/shf): no host lowering yet.
+                | Op::Bits(_) => {
                     out.insert(d.op.mnemonic());
+                }
+                // Packed (vector) atomics: LLVM has no portable host form.
+                Op::Atomic { .. } | Op::Red { .. }
+                    if d
+                        .args
+                        .get(1)
+                        .is_some_and(|v| g.has_value(*v) && !matches!(g.value_type(*v), Type::Scalar(_))) =>
+                {
+                    out.insert(format!("{} on a vector", d.op.mnemonic()));
                 }
                 Op::Call(c) if !seen.contains(c) => {
                     seen.push(c.clone());

@@ -93,6 +93,7 @@ __all__ = [
     "interp_call",
     "interp_launch",
     "interp_tensor_map_check",
+    "nest_fuse",
     "nest_tile",
     "nest_tiling_report",
     "parse_zir",
@@ -1355,3 +1356,12 @@ def nest_tile(
     spec: dict[str, Any], *, arch: str | None = None, schedule: TileSchedule | None = None
 ) -> dict[str, Any]: ...
 def nest_tiling_report(spec: dict[str, Any]) -> str: ...
+def nest_fuse(
+    specs: Sequence[dict[str, Any]],
+    temporaries: Sequence[str],
+    *,
+    arch: str | None = None,
+    measure: Any = None,
+    registers: int = 255,
+    shared_bytes: int = 232448,
+) -> dict[str, Any]: ...

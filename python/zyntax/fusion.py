@@ -21,6 +21,11 @@ iteration space, the group does not end in a reduction, buffers that alias do
 not hide a dependence, and the registers and shared memory (ptxas's resource
 report, with ``fuse(arch=...)``) stay within budget. A fused group keeps the
 values of buffers no one reads afterwards in registers.
+
+Only the planning is in the Rust core here; the kernels are generated in
+Python from the stage lambdas. Nests described declaratively (a contraction
+and its element-wise consumers) fuse entirely in the core:
+:func:`zyntax.tiling.fuse_nests` (docs/fusion.md, "Nests").
 """
 
 from __future__ import annotations

@@ -5,6 +5,9 @@ operators or read from a ``lang.prange`` kernel; re-exported by
 
 * :class:`Nest` builds the description :func:`zyntax.tiling.nest_to_tile`
   takes: ``n.store(C[i, j], n.sum(A[i, k] * B[k, j]) + bias[j])``.
+* :func:`fuse_nests` fuses a sequence of nests in the core (an
+  element-wise consumer into its producer's epilogue), checking the fused
+  kernel's ptxas-measured resources.
 * :func:`kernel_nest` reads a ``@zyntax.kernel`` whose body is one
   ``lang.prange`` nest, for concrete arguments, as a :class:`Nest` and
   lowers it; :func:`launch_prange` launches through it when the core
@@ -32,14 +35,17 @@ from zyntax.tiling import (
 
 __all__ = [
     "NEST_UNARY",
+    "FusedNests",
     "KernelNest",
     "Nest",
     "NestBuffer",
     "NestExpr",
     "NestIndex",
     "NestLoop",
+    "fuse_nests",
     "kernel_nest",
     "launch_prange",
+    "ptxas_measure",
 ]
 
 # ------------------------------------------------ a builder for nest descriptions
@@ -719,3 +725,81 @@ def launch_prange(kern: Any, *args: Any, device: int = 0, stream: Any = None) ->
     else:
         raise ArgumentError(f"{kn.report}; launch it with an explicit grid")
     return kn
+
+
+# ------------------------------------------------ fusion of nests (in the core)
+
+
+@dataclass
+class FusedNests:
+    """:func:`fuse_nests`'s answer: the fused `nests` (descriptions, one
+    kernel each), the input nests each runs (`members`), every decision
+    (dicts: producer, consumer, fused, rule, why) and the `report`."""
+
+    nests: list[dict[str, Any]]
+    members: list[list[str]]
+    decisions: list[dict[str, Any]]
+    report: str
+
+    def lower(self, *, arch: str | None = None, schedule: Any = None) -> list[NestTile]:
+        """Each fused nest through :func:`zyntax.tiling.nest_to_tile`."""
+        return [nest_to_tile(s, arch=arch, schedule=schedule) for s in self.nests]
+
+
+def ptxas_measure(arch: str) -> Any:
+    """A `measure` for :func:`fuse_nests`: the registers per thread and
+    static shared bytes ptxas reports for a lowered kernel on `arch`, or
+    None when this build has no PTX backend or no ptxas is found."""
+    from zyntax import _native
+    from zyntax.ptxinfo import ptxas_resources
+
+    compile_ptx = getattr(_native, "compile_ptx", None)
+    assemble = getattr(_native, "ptxas_assemble", None)
+
+    def measure(module: Any, name: str) -> tuple[int, int] | None:
+        if compile_ptx is None or assemble is None:
+            return None
+        ptx = compile_ptx(module, arch)
+        try:
+            log = assemble(ptx if isinstance(ptx, str) else ptx["ptx"], arch)["log"]
+        except Exception:  # no ptxas on this machine: not measured, said so
+            return None
+        res = ptxas_resources(str(log)).get(name)
+        if res is None:
+            return None
+        return int(res.get("registers", 0)), int(res.get("shared_bytes", 0))
+
+    return measure
+
+
+def fuse_nests(
+    nests: Sequence[Any],
+    temporaries: Sequence[str],
+    *,
+    arch: str | None = None,
+    measure: Any = True,
+) -> FusedNests:
+    """Fuses a sequence of nests (:class:`Nest`s or descriptions; buffers
+    shared by name) in the Rust core (``zyntax_opt::nest_tile::fuse``,
+    docs/fusion.md "Nests"): each element-wise consumer of a temporary
+    another nest writes joins that nest (a contraction's epilogue), the
+    temporary is never stored, and every decision is reported. With
+    `measure` (default: ptxas for `arch`, sm_80 when None) the core lowers
+    each fused nest and refuses a fusion whose measured registers or shared
+    memory exceed the budget; ``measure=False`` skips the check, a callable
+    ``measure(module, kernel_name) -> (registers, shared_bytes) | None``
+    replaces ptxas."""
+    from zyntax import _native
+
+    specs = [n.spec() if isinstance(n, Nest) else n for n in nests]
+    if measure is True:
+        measure = ptxas_measure(arch or "sm_80")
+    elif measure is False:
+        measure = None
+    r = _native.nest_fuse(specs, list(temporaries), arch=arch, measure=measure)
+    return FusedNests(
+        nests=list(r["nests"]),
+        members=[list(m) for m in r["members"]],
+        decisions=list(r["decisions"]),
+        report=str(r["report"]),
+    )

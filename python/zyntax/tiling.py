@@ -59,6 +59,7 @@ __all__ = [
     "MAX_STAGED_PER_THREAD",
     "NEST_UNARY",
     "Affine",
+    "FusedNests",
     "KernelNest",
     "Nest",
     "NestBuffer",
@@ -70,11 +71,13 @@ __all__ = [
     "NotAffine",
     "TiledNest",
     "at",
+    "fuse_nests",
     "kernel_nest",
     "launch_prange",
     "load",
     "nest_tiling_report",
     "nest_to_tile",
+    "ptxas_measure",
     "tiled_parallel_for",
 ]
 
@@ -697,6 +700,8 @@ class NestViewArg:
     offset: int
     extents: tuple[int, ...]
     strides: tuple[int, ...]
+    #: The kernel assumes the view's first element aligned to this many bytes.
+    align: int = 1
 
 
 @dataclass
@@ -776,7 +781,19 @@ class NestTile:
         for j in range(output):
             if np.may_share_memory(views[j], views[output]):
                 views[j] = views[j].copy()
+        for arg, v in zip(self.args, views, strict=True):
+            self._check_aligned(arg, v.ctypes.data)
         return kernel.run_interp(*views, grid=self.grid, checks=checks)  # type: ignore[no-any-return]
+
+    def _check_aligned(self, arg: NestViewArg, address: int) -> None:
+        """The kernel assumes `arg`'s first element aligned to `arg.align` bytes."""
+        if arg.align > 1 and address % arg.align:
+            name = self.buffers[arg.buffer][0]
+            raise ArgumentError(
+                f"buffer {name!r}: the kernel reads it from element {arg.offset} on with "
+                f"{arg.align}-byte vector copies, but that address ({address:#x}) is not "
+                f"{arg.align}-byte aligned"
+            )
 
     def run_cpu(self, *buffers: Any, mode: str | None = None) -> str:
         """Runs the kernel natively on this CPU (``zyntax.cpu``) over C-contiguous
@@ -839,6 +856,10 @@ class NestTile:
         if device not in kernel._loaded:
             kernel._loaded[device] = cuda.load_hir(kernel.module, device).kernel(kernel.name)
         loaded = kernel._loaded[device]
+
+        for arg, w in zip(self.args, windows, strict=True):
+            cai = None if _is_torch(w) else w.__cuda_array_interface__
+            self._check_aligned(arg, int(w.data_ptr()) if cai is None else int(cai["data"][0]))
 
         def address(p: Any, w: Any) -> tuple[Any, Any, Any]:
             if not _is_torch(w):
@@ -960,7 +981,7 @@ def nest_to_tile(
         kind=r["kind"],
         kernel=kernel,
         grid=tuple(r["grid"]),
-        args=tuple(NestViewArg(b, o, tuple(e), tuple(s)) for b, o, e, s in r["args"]),
+        args=tuple(NestViewArg(a[0], a[1], tuple(a[2]), tuple(a[3]), *a[4:]) for a in r["args"]),
         buffers=_spec_buffers(spec),
     )
 
@@ -977,12 +998,15 @@ def nest_tiling_report(spec: dict[str, Any]) -> str:
 # (they build on nest_to_tile above); imported last, as they import this module.
 from zyntax.nest_builder import (  # noqa: E402
     NEST_UNARY,
+    FusedNests,
     KernelNest,
     Nest,
     NestBuffer,
     NestExpr,
     NestIndex,
     NestLoop,
+    fuse_nests,
     kernel_nest,
     launch_prange,
+    ptxas_measure,
 )

@@ -108,8 +108,8 @@ fn launch_json(spec: &NestSpec, nk: &NestKernel) -> String {
         .iter()
         .map(|a| {
             format!(
-                "{{\"buffer\": {}, \"name\": \"{}\", \"offset\": {}, \"extents\": {:?}, \"strides\": {:?}}}",
-                a.buffer, spec.buffers[a.buffer].name, a.offset, a.extents, a.strides
+                "{{\"buffer\": {}, \"name\": \"{}\", \"offset\": {}, \"extents\": {:?}, \"strides\": {:?}, \"align\": {}}}",
+                a.buffer, spec.buffers[a.buffer].name, a.offset, a.extents, a.strides, a.align
             )
         })
         .collect();

@@ -64,7 +64,11 @@ fn decode(bytes: &[u8], t: &Type) -> Vec<f64> {
 /// Lowers and runs `spec` on the interpreter over fresh inputs (the output
 /// poisoned with NaN unless the nest reads it) against `evaluate`.
 fn check(spec: &NestSpec, tol: f64) -> Recognition {
-    let nk = lower(spec, &NestTileOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+    check_with(spec, &NestTileOptions::default(), tol).recognition
+}
+
+fn check_with(spec: &NestSpec, options: &NestTileOptions, tol: f64) -> nest_tile::NestKernel {
+    let nk = lower(spec, options).unwrap_or_else(|e| panic!("{e}"));
     let mut rng = Rng::new();
     let reads_output = format!("{:?}{:?}", spec.value, spec.epilogue)
         .contains(&format!("buffer: {},", spec.output.buffer));
@@ -112,7 +116,7 @@ fn check(spec: &NestSpec, tol: f64) -> Recognition {
             spec.name
         );
     }
-    nk.recognition
+    nk
 }
 
 #[test]
@@ -352,4 +356,27 @@ fn fusion_charges_the_fused_kernels_measurement() {
         "{}",
         f.report()
     );
+}
+
+#[test]
+fn bf16_matmul_on_sm90_takes_the_wgmma_pipeline() {
+    // 128x128 tiles, K steps of 64, 4 cp.async stages; sizes with tails on
+    // every dim and a K loop that wraps the stage ring.
+    let spec = parse_with(MATMUL, &[("M", 150), ("N", 130), ("K", 300)]).unwrap();
+    let options = NestTileOptions {
+        arch: zyntax_hir::Arch::Sm90,
+        schedule: None,
+    };
+    let nk = check_with(&spec, &options, 1e-2);
+    assert_eq!(
+        (nk.schedule.block.clone(), nk.schedule.k),
+        (vec![128, 128], 64)
+    );
+    let hir = zyntax_hir::print_module(&nk.kernel.module);
+    assert!(hir.contains("wgmma"), "no wgmma in the kernel");
+    assert!(nk.args.iter().all(|a| a.align == 16), "{:?}", nk.args);
+    // The fused epilogue reads the wgmma accumulator.
+    let spec = parse_with(FUSED, &[("M", 130), ("N", 140), ("K", 70)]).unwrap();
+    let nk = check_with(&spec, &options, 1e-2);
+    assert!(zyntax_hir::print_module(&nk.kernel.module).contains("wgmma"));
 }

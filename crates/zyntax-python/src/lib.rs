@@ -60,7 +60,7 @@ mod _native {
     use crate::tile::{tile_heuristic, TileBuilder, TileSchedule};
 
     #[pymodule_export]
-    use crate::nest_tile::{nest_tile, nest_tiling_report};
+    use crate::nest_tile::{nest_fuse, nest_tile, nest_tiling_report};
 
     #[cfg(feature = "cli")]
     #[pymodule_export]

@@ -277,7 +277,8 @@ pub fn nest_tiling_report(spec: &Bound<'_, PyAny>) -> PyResult<String> {
 /// refusal kind, or None) and, when lowered, `kind` (map, contraction or
 /// reduction), `module`, `name`, `block`, `shared_bytes`, `params` (as
 /// `TileBuilder.finish`), `schedule`, `grid` and `args` (per view:
-/// `(buffer, offset, extents, strides)`).
+/// `(buffer, offset, extents, strides, align)`: the kernel assumes the
+/// view's first element aligned to `align` bytes).
 #[pyfunction]
 #[pyo3(signature = (spec, *, arch=None, schedule=None))]
 pub fn nest_tile<'py>(
@@ -341,7 +342,14 @@ pub fn nest_tile<'py>(
         d.set_item("grid", nk.grid.to_vec())?;
         let args = PyList::empty(py);
         for a in &nk.args {
-            args.append((a.buffer, a.offset, a.extents.clone(), a.strides.clone()))?;
+            let view = (
+                a.buffer,
+                a.offset,
+                a.extents.clone(),
+                a.strides.clone(),
+                a.align,
+            );
+            args.append(view)?;
         }
         d.set_item("args", args)?;
         Ok(d)
@@ -357,4 +365,182 @@ fn tile_err(e: zyntax_tile::TileError) -> PyErr {
         E::Internal(_) => InternalError::new_err(e.to_string()),
         _ => BuildError::new_err(e.to_string()),
     }
+}
+
+// ------------------------------------------------------------ fusion of nests
+
+fn index_to_py<'py>(py: Python<'py>, ix: &nt::Index) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match ix {
+        nt::Index::Affine(a) => ("affine", a.terms.clone(), a.constant)
+            .into_pyobject(py)?
+            .into_any(),
+        nt::Index::Opaque(t) => ("opaque", t.clone()).into_pyobject(py)?.into_any(),
+    })
+}
+
+fn access_to_py<'py>(py: Python<'py>, a: &nt::Access) -> PyResult<Bound<'py, PyAny>> {
+    let index = a
+        .index
+        .iter()
+        .map(|ix| index_to_py(py, ix))
+        .collect::<PyResult<Vec<_>>>()?;
+    Ok((a.buffer, PyList::new(py, index)?)
+        .into_pyobject(py)?
+        .into_any())
+}
+
+/// An expression in the tuple form `nest_to_tile` reads.
+fn expr_to_py<'py>(py: Python<'py>, e: &nt::Expr) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match e {
+        nt::Expr::Load(a) => {
+            let acc = access_to_py(py, a)?;
+            let (b, ix): (usize, Bound<'py, PyAny>) = acc.extract()?;
+            ("load", b, ix).into_pyobject(py)?.into_any()
+        }
+        nt::Expr::Const(x) => ("const", *x).into_pyobject(py)?.into_any(),
+        nt::Expr::Unary(op, a) => ("unary", op.name(), expr_to_py(py, a)?)
+            .into_pyobject(py)?
+            .into_any(),
+        nt::Expr::Binary(op, a, b) => ("binary", op.name(), expr_to_py(py, a)?, expr_to_py(py, b)?)
+            .into_pyobject(py)?
+            .into_any(),
+        nt::Expr::Reduced => PyTuple::new(py, ["reduced"])?.into_any(),
+    })
+}
+
+/// A nest as the dict `nest_to_tile` reads (the inverse of `parse_spec`).
+fn spec_to_py<'py>(py: Python<'py>, s: &nt::NestSpec) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("name", &s.name)?;
+    let loops = PyList::empty(py);
+    for l in &s.loops {
+        let ld = PyDict::new(py);
+        ld.set_item("name", &l.name)?;
+        ld.set_item("extent", l.extent)?;
+        let kind = match l.kind {
+            nt::LoopKind::Parallel => "parallel",
+            nt::LoopKind::Reduction => "reduction",
+        };
+        ld.set_item("kind", kind)?;
+        loops.append(ld)?;
+    }
+    d.set_item("loops", loops)?;
+    let buffers = PyList::empty(py);
+    for b in &s.buffers {
+        let bd = PyDict::new(py);
+        bd.set_item("name", &b.name)?;
+        bd.set_item("dtype", b.elem.to_string())?;
+        bd.set_item("shape", b.shape.clone())?;
+        buffers.append(bd)?;
+    }
+    d.set_item("buffers", buffers)?;
+    d.set_item("output", access_to_py(py, &s.output)?)?;
+    d.set_item("value", expr_to_py(py, &s.value)?)?;
+    if let Some(e) = &s.epilogue {
+        d.set_item("epilogue", expr_to_py(py, e)?)?;
+    }
+    Ok(d)
+}
+
+/// Fuses a sequence of nests (`zyntax_opt::nest_tile::fuse`): a dict with
+/// `nests` (the fused descriptions, in the form `nest_tile` reads),
+/// `members` (the input nests each runs), `decisions` (dicts: producer,
+/// consumer, fused, rule, why) and `report`. `measure(module, name)`, when
+/// given, returns `(registers, shared_bytes)` of a lowered fused kernel
+/// (ptxas) or None; the core refuses a fusion over the budget.
+#[pyfunction]
+#[pyo3(signature = (specs, temporaries, *, arch=None, measure=None, registers=255, shared_bytes=232448))]
+pub fn nest_fuse<'py>(
+    py: Python<'py>,
+    specs: &Bound<'py, PyAny>,
+    temporaries: &Bound<'py, PyAny>,
+    arch: Option<Text>,
+    measure: Option<Bound<'py, PyAny>>,
+    registers: u32,
+    shared_bytes: u32,
+) -> PyResult<Bound<'py, PyDict>> {
+    guard(|| {
+        let nests = items(specs, "specs")?
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                parse_spec(s)
+                    .map_err(|e| ArgumentError::new_err(format!("specs[{i}]: {}", e.value(py))))
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        let temps = items(temporaries, "temporaries")?
+            .iter()
+            .enumerate()
+            .map(|(i, t)| text(t, &format!("temporaries[{i}]")))
+            .collect::<PyResult<Vec<_>>>()?;
+        let temp_refs: Vec<&str> = temps.iter().map(String::as_str).collect();
+        let mut lower = nt::NestTileOptions::default();
+        if let Some(a) = arch.as_deref() {
+            let all: Vec<(&str, Arch)> = Arch::ALL.iter().map(|a| (a.name(), *a)).collect();
+            lower.arch = pick("arch", "arch", a, &all)?;
+        }
+        let failed: std::cell::RefCell<Option<PyErr>> = std::cell::RefCell::new(None);
+        let call = |k: &nt::NestKernel| -> Option<nt::Resources> {
+            let m = measure.as_ref()?;
+            let run = || -> PyResult<Option<nt::Resources>> {
+                let json = k
+                    .kernel
+                    .module
+                    .to_json()
+                    .map_err(|e| InternalError::new_err(format!("module to JSON: {e}")))?;
+                let module = py
+                    .get_type::<HirModule>()
+                    .call_method1("from_json", (json,))?;
+                let r = m.call1((module, &k.kernel.name))?;
+                if r.is_none() {
+                    return Ok(None);
+                }
+                let (registers, shared_bytes): (u32, u32) = r.extract().map_err(|_| {
+                    ArgumentError::new_err(
+                        "argument 'measure': must return (registers, shared_bytes) or None",
+                    )
+                })?;
+                Ok(Some(nt::Resources {
+                    registers,
+                    shared_bytes,
+                }))
+            };
+            run().unwrap_or_else(|e| {
+                failed.borrow_mut().get_or_insert(e);
+                None
+            })
+        };
+        let options = nt::FuseOptions {
+            lower,
+            budget: zyntax_opt::fusion::Budget {
+                registers,
+                shared_bytes,
+            },
+            measure: if measure.is_some() { Some(&call) } else { None },
+        };
+        let fused = nt::fuse(&nests, &temp_refs, &options);
+        if let Some(e) = failed.into_inner() {
+            return Err(e);
+        }
+        let d = PyDict::new(py);
+        let out = PyList::empty(py);
+        for s in &fused.nests {
+            out.append(spec_to_py(py, s)?)?;
+        }
+        d.set_item("nests", out)?;
+        d.set_item("members", fused.members.clone())?;
+        let decisions = PyList::empty(py);
+        for x in &fused.decisions {
+            let dd = PyDict::new(py);
+            dd.set_item("producer", &x.producer)?;
+            dd.set_item("consumer", &x.consumer)?;
+            dd.set_item("fused", x.fused)?;
+            dd.set_item("rule", &x.rule)?;
+            dd.set_item("why", &x.why)?;
+            decisions.append(dd)?;
+        }
+        d.set_item("decisions", decisions)?;
+        d.set_item("report", fused.report())?;
+        Ok(d)
+    })
 }

@@ -36,6 +36,10 @@ pub struct ViewArg {
     pub offset: u64,
     pub extents: Vec<u32>,
     pub strides: Vec<u32>,
+    /// The kernel assumes the view's first element (`buffers[buffer]` +
+    /// `offset`) is aligned to this many bytes (16, for vector and
+    /// `cp.async` copies), or nothing (1); the launcher must check it.
+    pub align: u32,
 }
 
 /// A lowered nest: the tile kernel (verified HIR), what it was recognised
@@ -54,16 +58,40 @@ pub struct NestKernel {
 /// today's lowering.
 pub fn lower(spec: &NestSpec, options: &NestTileOptions) -> Result<NestKernel, NestTileError> {
     let recognition = recognize(spec)?;
-    let (tile_loops, schedule) = match &recognition {
-        Recognition::Map(p) => (p.loops.clone(), map_schedule(spec, &p.loops, options)),
-        Recognition::Contraction(c) => (vec![c.m, c.n], gemm_schedule(spec, c, options)),
+    let (tile_loops, schedules) = match &recognition {
+        Recognition::Map(p) => (p.loops.clone(), vec![map_schedule(spec, &p.loops, options)]),
+        Recognition::Contraction(c) => (vec![c.m, c.n], gemm_schedules(spec, c, options)),
         Recognition::Reduction(r) => {
             let mut loops = r.loops.clone();
             loops.push(r.k);
             let s = map_schedule(spec, &loops, options);
-            (loops, s)
+            (loops, vec![s])
         }
     };
+    // The first schedule that fits (a preferred one may not: a fused
+    // epilogue converts the whole f32 accumulator through static shared
+    // memory); a given schedule is the only one, and its error the caller's.
+    let last = schedules.len() - 1;
+    for (i, schedule) in schedules.into_iter().enumerate() {
+        match build(spec, &recognition, &tile_loops, schedule) {
+            Err(NestTileError::Tile(
+                zyntax_tile::TileError::DoesNotFit { .. }
+                | zyntax_tile::TileError::BadSchedule { .. },
+            )) if i < last => continue,
+            r => return r,
+        }
+    }
+    unreachable!("at least one schedule")
+}
+
+fn build(
+    spec: &NestSpec,
+    recognition: &Recognition,
+    tile_loops: &[usize],
+    schedule: Schedule,
+) -> Result<NestKernel, NestTileError> {
+    let recognition = recognition.clone();
+    let tile_loops = tile_loops.to_vec();
     if schedule.block.len() != tile_loops.len() {
         return Err(Refusal::new(
             RefusalKind::BadSpec,
@@ -162,25 +190,52 @@ fn map_schedule(spec: &NestSpec, loops: &[usize], options: &NestTileOptions) -> 
     Schedule::block(&block).warps(4).arch(options.arch)
 }
 
-/// Contractions: the tile layer's heuristic; f16/bf16 on sm_80+ on tensor
-/// cores (a K step of at least 16, as `mma.sync.m16n8k16` needs).
-fn gemm_schedule(spec: &NestSpec, c: &ContractionPlan, options: &NestTileOptions) -> Schedule {
+/// Contractions: f16/bf16 on sm_90, when the problem fills 128x128 tiles,
+/// take the tile layer's wgmma pipeline (`DotPath::Auto` picks it for a GEMM
+/// loop that fits: K steps of 64, i.e. 128-byte rows, one warpgroup, 4
+/// stages of `cp.async`; else `mma.sync`); otherwise the tile layer's
+/// heuristic, f16/bf16 on sm_80+ on `mma.sync` (a K step of at least 16, as
+/// `mma.sync.m16n8k16` needs), f32 on FFMA.
+fn gemm_schedules(
+    spec: &NestSpec,
+    c: &ContractionPlan,
+    options: &NestTileOptions,
+) -> Vec<Schedule> {
     if let Some(s) = &options.schedule {
-        return s.clone();
+        return vec![s.clone()];
     }
+    let (m, n, k) = (
+        spec.loops[c.m].extent,
+        spec.loops[c.n].extent,
+        spec.loops[c.k].extent,
+    );
     let problem = GemmProblem {
-        m: spec.loops[c.m].extent,
-        n: spec.loops[c.n].extent,
-        k: spec.loops[c.k].extent,
+        m,
+        n,
+        k,
         operand_bytes: c.elem.size_bytes().map_or(4, |b| b as u32),
     };
     let s = heuristic(&problem, options.arch);
-    if c.elem != Type::F32 && options.arch >= Arch::Sm80 {
+    let fallback = if c.elem != Type::F32 && options.arch >= Arch::Sm80 {
         let k = s.k.max(16);
         s.k(k).warps(4).dot_path(DotPath::MmaSync)
     } else {
         s.dot_path(DotPath::Ffma)
+    };
+    if c.elem != Type::F32 && options.arch >= Arch::Sm90 && m >= 128 && n >= 128 && k >= 64 {
+        let wgmma = |bn: u32| {
+            Schedule::block(&[128, bn])
+                .k(64)
+                .warps(4)
+                .stages(4)
+                .arch(options.arch)
+                .dot_path(DotPath::Auto)
+        };
+        // 128x64 when an epilogue's f32 tile does not fit 128x128 (64 KiB
+        // of static shared memory to convert it).
+        return vec![wgmma(128), wgmma(64), fallback];
     }
+    vec![fallback]
 }
 
 struct Ctx<'s> {
@@ -204,7 +259,18 @@ impl Ctx<'_> {
             .map(|&l| u32::try_from(access.coef[l]).unwrap_or(u32::MAX))
             .collect();
         let rank = dims.len();
-        let view = if strides[rank - 1] == 1 {
+        // A unit-stride view whose offset keeps 16-byte alignment (given an
+        // aligned buffer, which the launcher checks) is declared aligned:
+        // vector loads and 16-byte cp.async copies instead of element ones.
+        let size = buf.elem.size_bytes().unwrap_or(4);
+        let align = if strides[rank - 1] == 1 && (access.offset * size).is_multiple_of(16) {
+            16
+        } else {
+            1
+        };
+        let view = if align == 16 {
+            t.view_param_aligned(&name, buf.elem.clone(), rank, rank - 1, 16)
+        } else if strides[rank - 1] == 1 {
             t.view_param_unit_stride(&name, buf.elem.clone(), rank, rank - 1)
         } else {
             t.view_param(&name, buf.elem.clone(), rank)
@@ -221,6 +287,7 @@ impl Ctx<'_> {
             offset: access.offset,
             extents,
             strides,
+            align,
         });
         view
     }

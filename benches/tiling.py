@@ -159,10 +159,18 @@ NEST_CASES = {
     "nest_matmul_f32_4096": ("f32", 4096, 4096, 4096),
     "nest_matmul_odd_3001x2999x1001": ("f32", 3001, 2999, 1001),
 }
-#: Other schedules timed on the first case of each dtype: (block M, block N, K step, warps).
+#: Other schedules timed on the first case of each dtype: (block M, block N, K
+#: step, warps, stages). bf16 with K steps of 64 on sm_90: the wgmma pipeline.
 SCHEDULES = {
-    "bf16": [(64, 64, 32, 4), (128, 128, 32, 8), (128, 64, 32, 4), (64, 128, 32, 4)],
-    "f32": [(64, 64, 8, 4), (128, 64, 8, 8), (128, 128, 8, 8), (32, 64, 16, 2)],
+    "bf16": [
+        (128, 256, 64, 8, 3),
+        (128, 128, 64, 4, 3),
+        (128, 128, 64, 8, 4),
+        (128, 64, 64, 4, 4),
+        (64, 64, 16, 4, 1),
+        (128, 128, 32, 8, 1),
+    ],
+    "f32": [(64, 64, 8, 4, 1), (128, 64, 8, 8, 1), (128, 128, 8, 8, 1), (32, 64, 16, 2, 1)],
 }
 L2_FLUSH_BYTES = 256 << 20
 
@@ -302,10 +310,10 @@ def nest_case(
         report("zyntax_prange_tiled", lambda i: prange_mm[pgrid](As[i], Bs[i], C))
     if not ladder:
         return
-    for bm, bn, bk, w in SCHEDULES[dt]:
-        name = f"{bm}x{bn}x{bk}_w{w}"
+    for bm, bn, bk, w, st in SCHEDULES[dt]:
+        name = f"{bm}x{bn}x{bk}_w{w}_s{st}"
         try:
-            sched = tile.Schedule((bm, bn), k=bk, warps=w, arch=arch)
+            sched = tile.Schedule((bm, bn), k=bk, warps=w, stages=st, arch=arch)
             ocalls = nest_calls(nest_to_tile(spec, arch=arch, schedule=sched))
         except Exception as e:
             res.notes.setdefault("schedules", {})[f"{case}_{name}"] = f"{type(e).__name__}: {e}"

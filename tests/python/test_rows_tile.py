@@ -98,6 +98,51 @@ def test_softmax_masked_and_dominant(shape: str) -> None:
     assert np.isnan(kernels.softmax(np.full((2, 40), -np.inf, np.float32))).all()
 
 
+@pytest.mark.parametrize("state", ["lanes", "row"])
+@pytest.mark.parametrize(("rows", "n"), [(1, 200), (3, 1000), (2, 4097)])
+def test_softmax_split_rows(rows: int, n: int, state: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Few wide rows: each row split over several program instances
+    (partial statistics, then the write), with -inf runs and a dominant logit."""
+    for k, v in {
+        "ROWS_MAX": 0,
+        "ROW_MAX": 0,
+        "CHUNK": 64,
+        "STATE": state,
+        "SPLIT_TARGET": 8,
+    }.items():
+        monkeypatch.setattr(rows_tile, k, v)
+    x = (rng.standard_normal((rows, n)) * 4).astype(np.float32)
+    x[0, : n // 2] = -np.inf  # whole instances see only -inf
+    x[-1, n - 1] = 3e38
+    assert rows_tile.split(kernels_tensor(x), rows, n, rows_tile.plan(n)) > 1
+    out = np.full_like(x, np.nan)
+    kernels.softmax(x, out=out)
+    assert rel_err(out, ref_softmax(x)) < 1e-5
+    # Cross-entropy, forward and backward, on the same split (targets in
+    # different instances' chunks, one out of range).
+    x = (rng.standard_normal((rows, n)) * 4).astype(np.float32)
+    t = rng.integers(0, n, rows)
+    t[-1] = n - 1 if rows == 1 else n
+    ok = t < n
+    loss = np.full(rows, np.nan, np.float32)
+    kernels.cross_entropy(x, t, out=loss)
+    ref, p = ref_ce(x, t)
+    assert np.array_equal(np.isnan(loss), ~ok)
+    assert rel_err(loss[ok], ref[ok]) < 1e-5
+    dl = rng.standard_normal(rows).astype(np.float32)
+    dx = np.full_like(x, np.nan)
+    kernels.cross_entropy_backward(dl, x, t, out=dx)
+    p[ok, t[ok]] -= 1
+    assert np.isnan(dx[~ok]).all()
+    assert rel_err(dx[ok], p[ok] * dl[ok, None]) < 1e-5
+
+
+def kernels_tensor(x: Any) -> Any:
+    from zyntax.kernels import _tensors
+
+    return _tensors.tensor(x, "x")
+
+
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
 def test_softmax_half(dtype: str) -> None:
     ml = pytest.importorskip("ml_dtypes")

@@ -47,6 +47,10 @@ CHUNK, CHUNK_WARPS = 4096, 8
 STATE = "lanes"
 #: Program instances per SM of the norm backward's row-block loop.
 GROUPS_PER_SM = 2
+#: Program instances wanted when few wide rows would leave SMs idle: a
+#: chunked softmax row is then split over S instances (see :func:`split`); 0
+#: means two per SM on the GPU and no split on the interpreter.
+SPLIT_TARGET = 0
 #: Columns per program instance of the partial-sum reduction.
 COLSUM_W, COLSUM_R = 256, 16
 _U32 = 1 << 32
@@ -213,6 +217,45 @@ def _softmax_fwd(P: _P) -> None:
         return []
 
     P.chunks(n, [], write)
+
+
+def _split_stats(P: _P) -> None:
+    """Split rows, first program: instance (row, j) of S reduces chunks j,
+    j + S, ... of its row to (safe max, sum of exp(x - safe max)), stored at
+    [row, j] of the two f32 part views."""
+    x = P.view("x")
+    mp, sp = P.view("m_part", "f32", False), P.view("s_part", "f32", False)
+    row, j, sh, w = P.t.program_id(0), P.t.program_id(1), P.shape, P.p.width
+
+    def stats(_t: tile.Builder, c0: tile.Scalar, c: list[Any]) -> list[Any]:
+        return list(_online(P, c[0], c[1], P.load(x, (row, c0), sh, NEG_INF)))
+
+    inits = [P.t.full(P.state, "f32", NEG_INF), P.t.zeros(P.state)]
+    m, s = P.for_range(j * w, x.dim(1), mp.dim(1) * w, inits, stats)
+    base, total = _merge(P, m, s)
+    P.t.store(mp, (row, j), base)
+    P.t.store(sp, (row, j), total)
+
+
+def _split_merged(P: _P, mp: tile.View, sp: tile.View, row: Any, parts: int) -> tuple[Any, Any]:
+    """The row's (safe max, sum) from its S partial states ([1, parts] tiles, masked)."""
+    m = P.t.load(mp, (row, 0), (1, parts), other=NEG_INF)
+    return _merge(P, m, P.t.load(sp, (row, 0), (1, parts)))
+
+
+def _softmax_split_write(P: _P, parts: int) -> None:
+    """Split rows, second program: instance (row, j) writes chunks j, j + S, ..."""
+    x, y = P.view("x"), P.view("y")
+    mp, sp = P.view("m_part", "f32", False), P.view("s_part", "f32", False)
+    row, j, sh, w = P.t.program_id(0), P.t.program_id(1), P.shape, P.p.width
+    base, total = _split_merged(P, mp, sp, row, parts)
+    base, r = P.bc(base, sh), P.bc(1.0 / total, sh)
+
+    def write(_t: tile.Builder, c0: tile.Scalar, c: list[Any]) -> list[Any]:
+        P.store(y, (row, c0), (P.load(x, (row, c0), sh, NEG_INF) - base).exp() * r)
+        return []
+
+    P.for_range(j * w, x.dim(1), mp.dim(1) * w, [], write)
 
 
 def _softmax_bwd(P: _P) -> None:
@@ -480,6 +523,66 @@ def _ce_bwd(P: _P, tdtype: str) -> None:
     P.chunks(n, [], write)
 
 
+def _ce_split_stats(P: _P, tdtype: str) -> None:
+    """Split rows: :func:`_split_stats` plus this instance's part of the
+    target logit (0 where the target is in another instance's chunks)."""
+    x, tg = P.view("logits"), P.view("targets", tdtype, False)
+    mp, sp = P.view("m_part", "f32", False), P.view("s_part", "f32", False)
+    xp = P.view("xt_part", "f32", False)
+    row, j, sh, w = P.t.program_id(0), P.t.program_id(1), P.shape, P.p.width
+    t, _ = _ce_target(P, tg, row, x.dim(1), 1)
+    tb = P.bc(t, sh)
+
+    def step(_t: tile.Builder, c0: tile.Scalar, c: list[Any]) -> list[Any]:
+        v = P.load(x, (row, c0), sh, NEG_INF)
+        hit = P.t.cmp("eq", P.cols(c0, sh), tb)
+        return [*_online(P, c[0], c[1], v), c[2] + P.fold(P.t.where(hit, v, P.t.zeros(sh)))]
+
+    st = P.state
+    inits = [P.t.full(st, "f32", NEG_INF), P.t.zeros(st), P.t.zeros(st)]
+    m, s, xt = P.for_range(j * w, x.dim(1), mp.dim(1) * w, inits, step)
+    base, total = _merge(P, m, s)
+    for v, val in ((mp, base), (sp, total), (xp, xt.sum(1))):
+        P.t.store(v, (row, j), val)
+
+
+def _ce_split_loss(P: _P, tdtype: str, parts: int) -> None:
+    """Split rows: one instance per row merges the parts into the loss."""
+    x, tg = P.view("logits"), P.view("targets", tdtype, False)
+    mp, sp = P.view("m_part", "f32", False), P.view("s_part", "f32", False)
+    xp, loss = P.view("xt_part", "f32", False), P.view("loss", "f32", False)
+    row = P.t.program_id(0)
+    base, total = _split_merged(P, mp, sp, row, parts)
+    xt = P.t.load(xp, (row, 0), (1, parts)).sum(1)
+    _, ok = _ce_target(P, tg, row, x.dim(1), 1)
+    nan = P.t.full((1, 1), "f32", math.nan)
+    P.t.store(loss, (row, 0), P.t.where(ok, base + P.unary("log", total) - xt, nan))
+
+
+def _ce_split_write(P: _P, tdtype: str, parts: int) -> None:
+    """Split rows, the backward's second program: instance (row, j) writes
+    (softmax - onehot) * dloss for chunks j, j + S, ..."""
+    x, tg = P.view("logits"), P.view("targets", tdtype, False)
+    dl, dx = P.view("dloss", "f32", False), P.view("dx")
+    mp, sp = P.view("m_part", "f32", False), P.view("s_part", "f32", False)
+    scale = P.t.scalar_param("scale", "f32")
+    row, j, sh, w, one = P.t.program_id(0), P.t.program_id(1), P.shape, P.p.width, (1, 1)
+    base, total = _split_merged(P, mp, sp, row, parts)
+    t, ok = _ce_target(P, tg, row, x.dim(1), 1)
+    g = P.t.load(dl, (row, 0), one) * P.splat(scale, one)
+    g = P.t.where(ok, g, P.t.full(one, "f32", math.nan))
+    base, r, tb, gb = P.bc(base, sh), P.bc(1.0 / total, sh), P.bc(t, sh), P.bc(g, sh)
+
+    def write(_t: tile.Builder, c0: tile.Scalar, c: list[Any]) -> list[Any]:
+        p = (P.load(x, (row, c0), sh, NEG_INF) - base).exp() * r
+        hit = P.t.cmp("eq", P.cols(c0, sh), tb)
+        onehot = P.t.where(hit, P.t.full(sh, "f32", 1.0), P.t.zeros(sh))
+        P.store(dx, (row, c0), (p - onehot) * gb)
+        return []
+
+    P.for_range(j * w, x.dim(1), mp.dim(1) * w, [], write)
+
+
 # ---------------------------------------------------------------- building and launching
 
 #: program name -> (body, plan shapes it runs on). Extra key entries are the
@@ -487,6 +590,8 @@ def _ce_bwd(P: _P, tdtype: str) -> None:
 _PROGRAMS: dict[str, Callable[..., None]] = {
     "softmax_fwd": _softmax_fwd,
     "softmax_bwd": _softmax_bwd,
+    "split_stats": _split_stats,
+    "softmax_split_write": _softmax_split_write,
     "norm_fwd": _norm_fwd,
     "norm_bwd": _norm_bwd,
     "norm_bwd_stats": _norm_bwd_stats,
@@ -494,6 +599,9 @@ _PROGRAMS: dict[str, Callable[..., None]] = {
     "colsum": _colsum,
     "ce_fwd": _ce_fwd,
     "ce_bwd": _ce_bwd,
+    "ce_split_stats": _ce_split_stats,
+    "ce_split_loss": _ce_split_loss,
+    "ce_split_write": _ce_split_write,
 }
 
 
@@ -542,6 +650,17 @@ def groups(where: T.Tensor, blocks: int) -> int:
     return max(1, min(blocks, cap))
 
 
+def split(where: T.Tensor, rows: int, n: int, p: Plan) -> int:
+    """Instances per row for chunked rows: enough that `rows` rows fill
+    SPLIT_TARGET instances (two per SM), at most one per chunk."""
+    target = SPLIT_TARGET
+    if not target and where.on_gpu:
+        target = 2 * int(cuda.Device(where.device).sm_count)
+    if p.shape != "chunks" or rows >= target:
+        return 1
+    return max(1, min(-(-n // p.width), target // rows, 1024))
+
+
 def launch(
     name: str,
     key: tuple[Any, ...],
@@ -573,6 +692,12 @@ def _rows2(t: T.Tensor) -> tuple[tuple[int, int], tuple[int, int]]:
     return (rows, n), (rs, cs)
 
 
+def _parts(x: T.Tensor, rows: int, s: int, count: int) -> list[Any]:
+    """`count` f32 [rows, s] views of partial statistics of split rows."""
+    ts = [T.tensor(T.empty_like(x, (rows, s), "f32"), "partial statistics") for _ in range(count)]
+    return [a for t in ts for a in view_args(t, (rows, s), (s, 1))]
+
+
 def _grid(p: Plan, rows: int) -> tuple[int]:
     return (-(-rows // p.rows),)
 
@@ -582,8 +707,15 @@ def run_softmax(x: T.Tensor, y: T.Tensor, stream: Any) -> None:
     ys = _rows2(y)[1]
     p = plan(n)
     key = (p, x.dtype, access((x, xs[1]), (y, ys[1])))
-    args = [*view_args(x, (rows, n), xs), *view_args(y, (rows, n), ys)]
-    launch("softmax_fwd", key, _grid(p, rows), args, x, stream)
+    xa, ya = view_args(x, (rows, n), xs), view_args(y, (rows, n), ys)
+    s = split(x, rows, n, p)
+    if s == 1:
+        launch("softmax_fwd", key, _grid(p, rows), [*xa, *ya], x, stream)
+        return
+    # Few wide rows: each split over s instances (statistics, then the write).
+    pa = _parts(x, rows, s, 2)
+    launch("split_stats", key, (rows, s), [*xa, *pa], x, stream)
+    launch("softmax_split_write", (*key, _pow2(s)), (rows, s), [*xa, *ya, *pa], x, stream)
 
 
 def run_softmax_backward(y: T.Tensor, dy: T.Tensor, dx: T.Tensor, stream: Any) -> None:
@@ -680,12 +812,18 @@ def run_cross_entropy(x: T.Tensor, g: T.Tensor, gs: int, loss: T.Tensor, stream:
     (rows, n), xs = _rows2(x)
     p = plan(n)
     key = (p, x.dtype, access((x, xs[1])), g.dtype)
-    args = [
-        *view_args(x, (rows, n), xs),
-        *_targets(g, rows, gs),
-        *view_args(loss, (rows, 1), (1, 1)),
-    ]
-    launch("ce_fwd", key, _grid(p, rows), args, x, stream)
+    xa, ga, la = (
+        view_args(x, (rows, n), xs),
+        _targets(g, rows, gs),
+        view_args(loss, (rows, 1), (1, 1)),
+    )
+    s = split(x, rows, n, p)
+    if s == 1:
+        launch("ce_fwd", key, _grid(p, rows), [*xa, *ga, *la], x, stream)
+        return
+    parts = _parts(x, rows, s, 3)
+    launch("ce_split_stats", key, (rows, s), [*xa, *ga, *parts], x, stream)
+    launch("ce_split_loss", (*key, _pow2(s)), (rows,), [*xa, *ga, *parts, *la], x, stream)
 
 
 def run_cross_entropy_backward(
@@ -703,11 +841,13 @@ def run_cross_entropy_backward(
     os_ = _rows2(dx)[1]
     p = plan(n)
     key = (p, x.dtype, access((x, xs[1]), (dx, os_[1])), g.dtype)
-    args = [
-        *view_args(x, (rows, n), xs),
-        *_targets(g, rows, gs),
-        *view_args(dl, (rows, 1), (dls, 1)),
-        *view_args(dx, (rows, n), os_),
-        scale,
-    ]
-    launch("ce_bwd", key, _grid(p, rows), args, x, stream)
+    xa, ga = view_args(x, (rows, n), xs), _targets(g, rows, gs)
+    da, oa = view_args(dl, (rows, 1), (dls, 1)), view_args(dx, (rows, n), os_)
+    s = split(x, rows, n, p)
+    if s == 1:
+        launch("ce_bwd", key, _grid(p, rows), [*xa, *ga, *da, *oa, scale], x, stream)
+        return
+    parts = _parts(x, rows, s, 2)
+    launch("split_stats", key[:3], (rows, s), [*xa, *parts], x, stream)
+    args = [*xa, *ga, *da, *oa, *parts, scale]
+    launch("ce_split_write", (*key, _pow2(s)), (rows, s), args, x, stream)

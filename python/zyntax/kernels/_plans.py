@@ -109,7 +109,7 @@ def call_key(values: tuple[Any, ...]) -> tuple[Any, list[int | None]] | None:
             if dev < 0:
                 return None  # a CPU tensor: the full path refuses it by name
             p = a.data_ptr()
-            key.append((t, a.dtype, tuple(a.shape), a.stride(), dev, p & 15))
+            key.append((t, a.dtype, a.shape, a.stride(), dev, p & 15))  # torch.Size is a tuple
             ptrs.append(p)
             torch_device = dev if torch_device < 0 else torch_device
         elif t is _DeviceArray and t is not None:
@@ -223,48 +223,54 @@ class _Recording:
 
 
 class _Plan:
-    """A recorded call, replayed with new addresses."""
+    """A recorded call, replayed with new addresses. Sources are indices into
+    the call's values followed by its new outputs (None: a None result)."""
 
     __slots__ = ("allocs", "launches", "overlaps", "result", "tuple_result")
 
     def __init__(self, rec: _Recording, result: list[Any], tuple_result: bool) -> None:
+        n = len(rec.values)
+
+        def at(src: tuple[str, int]) -> int:
+            return src[1] if src[0] == "in" else n + src[1]
+
         self.allocs = [again for _, again in rec.allocs]
-        self.overlaps = rec.overlaps
-        self.result = result
+        self.overlaps = [([at(x) for x in srcs], extents) for srcs, extents in rec.overlaps]
+        self.result = [None if src[0] == "none" else at(src) for src in result]
         self.tuple_result = tuple_result
         self.launches = []
         for kernel, grid, block, shared, stream, descs in rec.launches:
             launcher = kernel.prepare(grid, block, shared or None, stream)
             template = [d[1] if d[0] == "const" else None for d in descs]
-            subs = [(i, d) for i, d in enumerate(descs) if d[0] != "const"]
+            # (position, source, map geometry or None for a plain address)
+            subs = [
+                (i, at(d[1]), d[2] if d[0] == "map" else None)
+                for i, d in enumerate(descs)
+                if d[0] != "const"
+            ]
             self.launches.append((launcher, template, subs))
 
     def __call__(self, values: tuple[Any, ...], ptrs: list[int | None]) -> Any:
-        objs: dict[str, Any] = {"in": values, "alloc": [], "none": (None,)}
-        addr: dict[str, list[Any]] = {"in": ptrs, "alloc": []}
+        objs: list[Any] = list(values)
+        addr: list[Any] = list(ptrs)
         for again in self.allocs:
             o, p = again()
-            objs["alloc"].append(o)
-            addr["alloc"].append(p)
+            objs.append(o)
+            addr.append(p)
         for srcs, extents in self.overlaps:
-            (okind, oi), (o0, o1, _) = srcs[0], extents[0]
-            base = addr[okind][oi]
-            for (kind, i), (r0, r1, name) in zip(srcs[1:], extents[1:], strict=True):
-                p = addr[kind][i]
+            base, (o0, o1, _) = addr[srcs[0]], extents[0]
+            for j, (r0, r1, name) in zip(srcs[1:], extents[1:], strict=True):
+                p = addr[j]
                 if base + o0 < p + r1 and p + r0 < base + o1:
                     from zyntax.errors import ArgumentError
 
                     raise ArgumentError(f"argument 'out': overlaps argument '{name}' in memory")
         for launcher, template, subs in self.launches:
             vals = list(template)
-            for i, d in subs:
-                kind, idx = d[1]
-                if d[0] == "ptr":
-                    vals[i] = addr[kind][idx]
-                else:
-                    vals[i] = tensor_map_at(addr[kind][idx], *d[2])
+            for i, j, geometry in subs:
+                vals[i] = addr[j] if geometry is None else tensor_map_at(addr[j], *geometry)
             launcher(*vals)
-        got = [objs[kind][i] for kind, i in self.result]
+        got = [None if j is None else objs[j] for j in self.result]
         return tuple(got) if self.tuple_result else got[0]
 
 

@@ -15,7 +15,7 @@ import pytest
 
 import zyntax
 from zyntax import lang
-from zyntax.tiling import Nest, kernel_nest, nest_tiling_report
+from zyntax.tiling import Nest, fuse_nests, kernel_nest, nest_tiling_report
 
 SEED = np.random.SeedSequence().entropy
 print(f"test_nest_builder seed {SEED}")
@@ -214,3 +214,80 @@ def test_builder_index_text_names_the_loops() -> None:
     i, j = nb.parallel("i", 4), nb.parallel("j", 4)
     assert str(2 * i + j + 1) == "2*i + j + 1"
     assert str((i + 1) * j) == "(i + 1) * j"
+
+
+# ------------------------------------------------------------------ fuse_nests
+
+
+def chain(m: int, n: int, k: int) -> list[Nest]:
+    """T = A·B; U = gelu(T + bias); C = U + R, as three nests."""
+    mm = Nest("mm")
+    i, j, kk = mm.parallel("i", m), mm.parallel("j", n), mm.reduction("k", k)
+    a, b, t = (
+        mm.buffer("A", "f32", (m, k)),
+        mm.buffer("B", "f32", (k, n)),
+        mm.buffer("T", "f32", (m, n)),
+    )
+    mm.store(t[i, j], mm.sum(a[i, kk] * b[kk, j]))
+    act = Nest("act")
+    r, c = act.parallel("r", m), act.parallel("c", n)
+    t2, bias, u = (
+        act.buffer("T", "f32", (m, n)),
+        act.buffer("bias", "f32", (n,)),
+        act.buffer("U", "f32", (m, n)),
+    )
+    act.store(u[r, c], Nest.gelu(t2[r, c] + bias[c]))
+    res = Nest("res")
+    i, j = res.parallel("i", m), res.parallel("j", n)
+    u2, rr, out = (
+        res.buffer("U", "f32", (m, n)),
+        res.buffer("R", "f32", (m, n)),
+        res.buffer("C", "f32", (m, n)),
+    )
+    res.store(out[i, j], u2[i, j] + rr[i, j])
+    return [mm, act, res]
+
+
+def test_fuse_nests_into_one_contraction() -> None:
+    m, n, k = 27, 40, 13
+    seen: list[str] = []
+
+    def measure(module: Any, name: str) -> tuple[int, int]:
+        assert isinstance(module, zyntax.hir.Module) and "tanh" in module.to_zir()
+        seen.append(name)
+        return (64, 4096)
+
+    f = fuse_nests(chain(m, n, k), ["T", "U"], measure=measure)
+    assert len(f.nests) == 1 and f.members == [["mm", "act", "res"]], f.report
+    assert all(d["fused"] for d in f.decisions) and len(seen) == 2
+    assert "64 registers" in f.report
+    assert [b["name"] for b in f.nests[0]["buffers"]] == ["A", "B", "bias", "R", "C"]
+    (nt,) = f.lower()
+    assert nt.kind == "contraction" and "epilogue" in nt.report, nt.report
+    a, b, bias, r, c = rand(m, k), rand(k, n), rand(n), rand(m, n), nan(m, n)
+    nt.run_interp(a, b, bias, r, c)
+    a6, b6, bias6, r6 = f64(a, b, bias, r)
+    np.testing.assert_allclose(c, gelu64(a6 @ b6 + bias6) + r6, rtol=1e-5, atol=1e-5)
+
+
+def test_fuse_nests_refusals() -> None:
+    f = fuse_nests(chain(8, 8, 8), ["U"], measure=False)  # T is read after the sequence
+    assert len(f.nests) == 2 and f.decisions[0]["rule"] == "live_out", f.report
+    f = fuse_nests(chain(8, 8, 8), ["T", "U"], measure=lambda module, name: (300, 0))
+    assert len(f.nests) == 3, f.report
+    assert {d["rule"] for d in f.decisions} == {"registers"}
+    assert "300 registers" in f.report
+
+
+def test_fuse_nests_misuse() -> None:
+    def boom(module: Any, name: str) -> Any:
+        raise RuntimeError("measure failed")
+
+    with pytest.raises(RuntimeError, match="measure failed"):
+        fuse_nests(chain(8, 8, 8), ["T", "U"], measure=boom)
+    with pytest.raises(zyntax.ArgumentError, match="must return"):
+        fuse_nests(chain(8, 8, 8), ["T", "U"], measure=lambda module, name: "many")
+    specs: list[Any] = [n.spec() for n in chain(8, 8, 8)]
+    specs[1]["loops"][0]["kind"] = "serial"
+    with pytest.raises(zyntax.ArgumentError, match=r"specs\[1\]"):
+        fuse_nests(specs, ["T"], measure=False)

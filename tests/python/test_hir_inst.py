@@ -71,18 +71,32 @@ def test_inst_builds_the_table_ops(rng: tuple[np.random.Generator, int]) -> None
     np.testing.assert_array_equal(out, want, err_msg=f"seed {seed}")
 
 
-def test_inst_location_reaches_verifier_errors() -> None:
+def test_inst_checks_the_table_signature_when_built() -> None:
     m = hir.Module("bad", targets=["sm_80"], record_locations=False)
-    b = m.kernel("k", [hir.f32, hir.i32])
-    a, i = b.params
+    b = m.kernel("k", [hir.f32, hir.i32, hir.u32])
+    a, i, u = b.params
+    with pytest.raises(zyntax.BuildError, match="`add` operands must have the same type"):
+        b.inst("add", [a, i], [hir.f32])
+    with pytest.raises(zyntax.BuildError, match=r"`redux\.add` works on u32 or i32, got f32"):
+        b.inst("redux.add", [u, a], [hir.f32])
+    with pytest.raises(zyntax.BuildError, match="takes 2 operand"):
+        b.inst("add", [a], [hir.f32])
+
+
+def test_inst_location_reaches_verifier_errors() -> None:
+    # popc's integer rule is the verifier's own (not a table signature): it
+    # reports at verify, at the location set when the instruction was built.
+    m = hir.Module("bad", targets=["sm_80"], record_locations=False)
+    b = m.kernel("k", [hir.f32])
+    (a,) = b.params
     b.set_location("kernel_src.py", 12, 9)
-    b.inst("add", [a, i], [hir.f32])  # f32 + i32: the table's signature rejects it
+    b.inst("popc", [a], [hir.f32])
     b.finish()
     with pytest.raises(zyntax.VerifyError) as info:
         m.verify()
     d = info.value.diagnostics[0]
     assert d["loc"] == ("kernel_src.py", 12, 9)
-    assert "`add` operands must have the same type, got f32 and i32" in d["message"]
+    assert "`popc` takes an integer, got f32" in d["message"]
 
 
 def test_inst_bad_input_raises_typed_errors() -> None:

@@ -10,7 +10,9 @@ no Python-side IR, no ``.zir`` text to parse and no JSON to patch.
 
 :class:`Value` pairs a native value with its front-end type
 (:mod:`zyntax.frontend.hirtypes`), known when the value is made, so the
-translator's type rules never ask the native side for it.
+translator's type rules never ask the native side for it. An instruction the
+op table's type signature rejects raises :class:`KernelTypeError` with the
+table's message at the current statement's Python line.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 
 from zyntax import hir
 from zyntax.errors import BuildError
+from zyntax.frontend.errors import KernelTypeError
 from zyntax.frontend.hirtypes import ArrayType, Frag, HType, Ptr, Scalar, TensorMapT, Vec
 
 _TYPES = (Scalar, Ptr, ArrayType, Frag, TensorMapT, Vec)
@@ -73,6 +76,7 @@ class Block:
 
 
 _UNDEFINED = re.compile(r"variable `([^`]*)`")
+_BUILD_PREFIX = re.compile(r"^in @\S+: ")
 
 
 class UndefinedVariable(Exception):
@@ -86,8 +90,10 @@ class UndefinedVariable(Exception):
 class Emitter:
     """Builds one function through a native ``FunctionBuilder``."""
 
-    def __init__(self, b: Any, params: list[HType]) -> None:
+    def __init__(self, b: Any, params: list[HType], kernel: str | None = None) -> None:
         self.b = b
+        #: The Python function's name, for errors.
+        self.kernel = kernel
         self.entry = Block(b.entry, [Value(v, t) for v, t in zip(b.params, params, strict=True)])
         self.entry.preds = 0
         self.current: Block | None = self.entry
@@ -158,8 +164,17 @@ class Emitter:
         if imm:
             # Type immediates (alloca's element type, ...) travel as their .zir spelling.
             imm = {k: (str(v) if isinstance(v, _TYPES) else v) for k, v in imm.items()}
-        rs = b.inst(op, nargs, [native_type(t) for t in result_types], imm)
+        try:
+            rs = b.inst(op, nargs, [native_type(t) for t in result_types], imm)
+        except BuildError as e:
+            # The instruction table's type rule for the op, at the statement's line.
+            raise self.type_error(_BUILD_PREFIX.sub("", str(e))) from None
         return [Value(v, t) for v, t in zip(rs, result_types, strict=True)]
+
+    def type_error(self, message: str) -> KernelTypeError:
+        """A KernelTypeError at the current statement's source location."""
+        file, line, col = self._loc or (None, None, None)
+        return KernelTypeError(message, file=file, line=line, col=col, kernel=self.kernel)
 
     def emit1(self, op: str, args: list[Value], ty: HType, **imm: Any) -> Value:
         return self.emit(op, args, [ty], imm)[0]

@@ -133,7 +133,7 @@ class FunctionTranslator(MemPrimTranslator):
         else:
             rets = [native_type(t) for t in self.ret_types or []]
             b = m.device_function(self.name, params_n, rets)
-        self.fn = Emitter(b, hir_params)
+        self.fn = Emitter(b, hir_params, kernel=self.pyfunc.__name__)
         self.fn.loc = (self.src.file, fdef.lineno + self.src.line_offset, 1)
         try:
             self._translate_body(fdef)

@@ -3,9 +3,11 @@
 //! translator). The op comes from the instruction table's row for the
 //! mnemonic (`zyntax_hir::table::find_mnemonic`, as the `.zir` parser reads
 //! it), the immediates of the row's operand template by name, so a front-end
-//! needs no method per op and no text round trip. Operand and result types
-//! are the table signature's business: the verifier checks them and its
-//! diagnostics carry the location set with `set_location`.
+//! needs no method per op and no text round trip. The row's operand and
+//! result counts and its type signature (`zyntax_hir::sig`) are checked here,
+//! as the verifier checks them, so a front-end gets the table's message for
+//! the instruction it just built (the verifier's hand-written rules still run
+//! at `verify`).
 //!
 //! Also `finish(prune=True)`'s reachability filter. The `#[pymethods]` of
 //! `FunctionBuilder` (one block, in `hir.rs`) forward here.
@@ -32,12 +34,11 @@ impl FunctionBuilder {
         let (d, mut values) =
             zyntax_hir::table::find_mnemonic(mnemonic).map_err(BuildError::new_err)?;
         let mut ids: Vec<ValueId> = Vec::new();
+        let mut arg_tys: Vec<Type> = Vec::new();
         for a in args.try_iter()? {
-            ids.push(
-                self.sh
-                    .value(&a?, &format!("an operand of `{mnemonic}`"))?
-                    .0,
-            );
+            let (v, t) = self.sh.value(&a?, &format!("an operand of `{mnemonic}`"))?;
+            ids.push(v);
+            arg_tys.push(t);
         }
         let tys = to_types(results)?;
         for (k, v) in imm.into_iter().flat_map(|d| d.iter()) {
@@ -56,6 +57,24 @@ impl FunctionBuilder {
         let op = d.build(values, frag).ok_or_else(|| {
             ArgumentError::new_err(format!("`{mnemonic}`: missing or malformed immediates"))
         })?;
+        // The row's counts and type signature, as the verifier checks them:
+        // a front-end gets the table's message at the instruction it built.
+        let mn = op.mnemonic();
+        let typed = |m: String| BuildError::new_err(format!("in @{}: {m}", self.sh.name));
+        if let Some((na, nr)) = d.arity() {
+            if ids.len() != na || tys.len() != nr {
+                return Err(typed(format!(
+                    "`{mn}` takes {na} operand(s) and gives {nr} result(s), got {} and {}",
+                    ids.len(),
+                    tys.len()
+                )));
+            }
+        }
+        if let Some(sig) = zyntax_hir::table::sig_of(d) {
+            let a: Vec<&Type> = arg_tys.iter().collect();
+            let r: Vec<&Type> = tys.iter().collect();
+            zyntax_hir::sig::check(sig, &mn, d.operands.unwrap_or(&[]), &a, &r).map_err(typed)?;
+        }
         self.sh.run_n(py, |fb| fb.push(op, &ids, &tys, Vec::new()))
     }
 }

@@ -76,9 +76,8 @@ class MemPrimTranslator(PrimTranslator):
         return self.element_ptr(arr, idx, e)
 
     def _int_value(self, e: ast.AST, what: str, x: Operand) -> tuple[Value, Scalar]:
+        # Which types `what` takes is the op table's rule (checked when it is built).
         t = self.scalar_type(x, e)
-        if not t.is_int:
-            raise self.error(e, f"zyntax.lang.{what}() takes an integer, got {t}", KernelTypeError)
         return self.value(x, e, t), t
 
     def prim_bfe(self, e: ast.AST, a: Operand, pos: Operand, length: Operand) -> Operand:
@@ -123,9 +122,7 @@ class MemPrimTranslator(PrimTranslator):
         return self._named_barrier(e, "arrive", bar, count)
 
     def _reduce(self, e: ast.AST, op: str, mask: Operand, value: Operand) -> Operand:
-        t = self.scalar_type(value, e)
-        if t.name not in ("u32", "i32"):
-            raise self.error(e, f"reduce_{op}_sync takes u32 or i32, got {t}", KernelTypeError)
+        t = self.scalar_type(value, e)  # u32 or i32: the op table's rule for redux
         return self.fn.emit1(f"redux.{op}", [self._u32(mask, e), self.value(value, e, t)], t)
 
     def prim_reduce_add_sync(self, e: ast.AST, mask: Operand, value: Operand) -> Operand:

@@ -167,3 +167,23 @@ def test_a_result_may_hold_none() -> None:
     got = plan((Obj(), None, 1.5), [8192, None, None])
     assert type(got) is tuple and len(got) == 2 and got[1] is None and type(got[0]) is Obj
     assert log[-1][-1][0] == 8192
+
+
+def test_a_call_passing_one_tensor_twice_makes_no_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    # attention(q, q, v): a kernel argument made from the shared object could
+    # be either argument, so that call records no plan (and runs as written).
+    monkeypatch.setattr(_plans, "call_key", lambda values: (("k",), [1, 2, None][: len(values)]))
+    seen: list[Any] = []
+
+    @_plans.planned
+    def entry(a: Any, b: Any) -> Any:
+        rec = _plans.recording()
+        seen.append(rec)
+        rec.launch(FakeKernel([]), 1, 32, 0, None, [1.0])  # type: ignore[union-attr]
+        return None
+
+    x = Obj()
+    entry(x, x)
+    assert entry.plans == {}  # type: ignore[attr-defined]
+    entry(x, Obj())
+    assert len(entry.plans) == 1  # type: ignore[attr-defined]

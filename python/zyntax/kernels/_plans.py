@@ -334,6 +334,12 @@ def planned(fn: Callable[..., Any]) -> Callable[..., Any]:
         if plan is not None:
             return plan(values, got[1])
         rec = _Recording(values)
+        tensors = [id(v) for v, p in zip(values, got[1], strict=True) if p is not None]
+        if len(set(tensors)) != len(tensors):
+            # One tensor passed twice (q = k): the recording could not tell
+            # which argument a kernel argument came from. No plan; a plan made
+            # from distinct tensors replays such calls correctly.
+            rec.ok = False
         _local.rec = rec
         try:
             result = fn(*args, **kwargs)

@@ -27,7 +27,7 @@ L2, best of three. ``notes.schedules`` times the nest under other tile
 schedules (the autotuner's search space),
 ``rust_dsl_matmul_bf16_4096`` the kernel the Rust tiny-DSL example wrote
 (``cargo run -p zyntax-opt --example nest_dsl --
-crates/zyntax-opt/examples/nests/matmul.nest --arch sm_90 --out DIR``, then
+crates/zyntax-opt/examples/nests/matmul.nest --arch sm_90a --out DIR``, then
 ``ZYNTAX_RUST_NEST_DIR=DIR``; skipped without it) against the Python
 front-end's nest and cuBLAS in the same run,
 ``nest_compile_*`` cases the compile time per stage (``ms``, cold: the first
@@ -160,7 +160,7 @@ NEST_CASES = {
     "nest_matmul_odd_3001x2999x1001": ("f32", 3001, 2999, 1001),
 }
 #: Other schedules timed on the first case of each dtype: (block M, block N, K
-#: step, warps, stages). bf16 with K steps of 64 on sm_90: the wgmma pipeline.
+#: step, warps, stages). bf16 with K steps of 64 on sm_90a: the wgmma pipeline.
 SCHEDULES = {
     "bf16": [
         (128, 256, 64, 8, 3),

@@ -359,12 +359,12 @@ fn fusion_charges_the_fused_kernels_measurement() {
 }
 
 #[test]
-fn bf16_matmul_on_sm90_takes_the_wgmma_pipeline() {
+fn bf16_matmul_on_sm90a_takes_the_wgmma_pipeline() {
     // 128x128 tiles, K steps of 64, 4 cp.async stages; sizes with tails on
     // every dim and a K loop that wraps the stage ring.
     let spec = parse_with(MATMUL, &[("M", 150), ("N", 130), ("K", 300)]).unwrap();
     let options = NestTileOptions {
-        arch: zyntax_hir::Arch::Sm90,
+        arch: zyntax_hir::Arch::Sm90a,
         schedule: None,
     };
     let nk = check_with(&spec, &options, 1e-2);
@@ -372,6 +372,13 @@ fn bf16_matmul_on_sm90_takes_the_wgmma_pipeline() {
         (nk.schedule.block.clone(), nk.schedule.k),
         (vec![128, 128], 64)
     );
+    // Plain sm_90 has no wgmma (arch-specific PTX): mma.sync.
+    let plain = NestTileOptions {
+        arch: zyntax_hir::Arch::Sm90,
+        schedule: None,
+    };
+    let nk90 = lower(&spec, &plain).unwrap();
+    assert!(!zyntax_hir::print_module(&nk90.kernel.module).contains("wgmma"));
     let hir = zyntax_hir::print_module(&nk.kernel.module);
     assert!(hir.contains("wgmma"), "no wgmma in the kernel");
     assert!(nk.args.iter().all(|a| a.align == 16), "{:?}", nk.args);

@@ -190,7 +190,7 @@ fn map_schedule(spec: &NestSpec, loops: &[usize], options: &NestTileOptions) -> 
     Schedule::block(&block).warps(4).arch(options.arch)
 }
 
-/// Contractions: f16/bf16 on sm_90, when the problem fills 128x128 tiles,
+/// Contractions: f16/bf16 on sm_90a, when the problem fills 128x128 tiles,
 /// take the tile layer's wgmma pipeline (`DotPath::Auto` picks it for a GEMM
 /// loop that fits: K steps of 64, i.e. 128-byte rows, one warpgroup, 4
 /// stages of `cp.async`; else `mma.sync`); otherwise the tile layer's
@@ -222,7 +222,8 @@ fn gemm_schedules(
     } else {
         s.dot_path(DotPath::Ffma)
     };
-    if c.elem != Type::F32 && options.arch >= Arch::Sm90 && m >= 128 && n >= 128 && k >= 64 {
+    // wgmma is sm_90a PTX (arch-specific): plain sm_90 stays on mma.sync.
+    if c.elem != Type::F32 && options.arch == Arch::Sm90a && m >= 128 && n >= 128 && k >= 64 {
         let wgmma = |bn: u32| {
             Schedule::block(&[128, bn])
                 .k(64)

@@ -84,7 +84,7 @@ impl Recognition {
                 if c.elem == Type::F32 {
                     "FFMA dot"
                 } else {
-                    "mma.sync dot (sm_80+; the wgmma pipeline on sm_90 when it fits)"
+                    "mma.sync dot (sm_80+; the wgmma pipeline on sm_90a when it fits)"
                 },
                 if spec.epilogue.is_some() {
                     " with an element-wise epilogue"

@@ -22,6 +22,8 @@ enum Views {
     Aligned,
     /// `b` is `[K, N]` with unit stride along K (a transposed matrix).
     BTransposed,
+    /// `a` is `[M, K]` with unit stride along M (a transposed matrix).
+    ATransposed,
     /// No promises: every chunk is copied element by element.
     Plain,
 }
@@ -38,6 +40,11 @@ fn gemm(schedule: Schedule, elem: Type, views: Views) -> TileResult<TileKernel> 
         Views::BTransposed => (
             t.view_param_aligned("a", elem.clone(), 2, 1, 16),
             t.view_param_aligned("b", elem, 2, 0, 16),
+            t.view_param_aligned("c", Type::F32, 2, 1, 16),
+        ),
+        Views::ATransposed => (
+            t.view_param_aligned("a", elem.clone(), 2, 0, 16),
+            t.view_param_aligned("b", elem, 2, 1, 16),
             t.view_param_aligned("c", Type::F32, 2, 1, 16),
         ),
         Views::Plain => (
@@ -96,8 +103,9 @@ fn rounded(rng: &mut Rng, n: u32, elem: &Type) -> (Vec<u8>, Vec<f64>) {
     }
 }
 
-/// `a` is `m x k` with row stride `lda` (>= k); `b` is row-major `k x n`, or
-/// `n x k` row-major read as its transpose.
+/// `a` is `m x k` with row stride `lda` (>= k), or (`ATransposed`) `k x m`
+/// with row stride `lda` (>= m) read as its transpose; `b` is row-major
+/// `k x n`, or `n x k` row-major read as its transpose.
 fn check(schedule: Schedule, elem: Type, views: Views, (m, n, k, lda): (u32, u32, u32, u32)) {
     let mut rng = Rng::new();
     let kernel = gemm(schedule.clone(), elem.clone(), views).unwrap();
@@ -105,7 +113,9 @@ fn check(schedule: Schedule, elem: Type, views: Views, (m, n, k, lda): (u32, u32
         on_wgmma(&kernel, views),
         "{schedule:?} {views:?}: not on the wgmma pipeline"
     );
-    let (ab, a64) = rounded(&mut rng, m * lda, &elem);
+    let a_t = views == Views::ATransposed;
+    let a_rows = if a_t { k } else { m };
+    let (ab, a64) = rounded(&mut rng, a_rows * lda, &elem);
     let (bb, b64) = rounded(&mut rng, k * n, &elem);
     let mut bufs = vec![ab, bb, bytes(&vec![f32::NAN; (m * n) as usize])];
     let b_arg = if views == Views::BTransposed {
@@ -113,8 +123,9 @@ fn check(schedule: Schedule, elem: Type, views: Views, (m, n, k, lda): (u32, u32
     } else {
         row_major(1, &[k, n])
     };
+    let a_strides = if a_t { vec![1, lda] } else { vec![lda, 1] };
     let args = [
-        TArg::View(0, vec![m, k], vec![lda, 1]),
+        TArg::View(0, vec![m, k], a_strides),
         b_arg,
         row_major(2, &[m, n]),
     ];
@@ -135,7 +146,14 @@ fn check(schedule: Schedule, elem: Type, views: Views, (m, n, k, lda): (u32, u32
     let want: Vec<f64> = (0..mu * nu)
         .map(|e| {
             let (i, j) = (e / nu, e % nu);
-            (0..ku).map(|kk| a64[i * ld + kk] * b_at(kk, j)).sum()
+            let a_at = |kk: usize| {
+                if a_t {
+                    a64[kk * ld + i]
+                } else {
+                    a64[i * ld + kk]
+                }
+            };
+            (0..ku).map(|kk| a_at(kk) * b_at(kk, j)).sum()
         })
         .collect();
     let what = format!("{elem} {m}x{n}x{k} lda {lda} {views:?} {schedule:?}");
@@ -199,12 +217,31 @@ fn wgmma_gemm_warpgroups_and_repetitions() {
 }
 
 #[test]
-fn wgmma_gemm_transposed_b() {
+fn wgmma_gemm_transposed_operands() {
     check(
         sm90([64, 64], 4, 2),
         Type::BF16,
         Views::BTransposed,
         (72, 70, 130, 136),
+    );
+    // `a` M-major (trans_a): 64-row boxes, one per warpgroup and repetition.
+    check(
+        sm90([64, 64], 4, 3),
+        Type::F16,
+        Views::ATransposed,
+        (72, 70, 130, 80),
+    );
+    check(
+        sm90([128, 64], 4, 2),
+        Type::BF16,
+        Views::ATransposed,
+        (130, 64, 100, 136),
+    );
+    check(
+        sm90([128, 64], 8, 3),
+        Type::BF16,
+        Views::ATransposed,
+        (129, 70, 72, 136),
     );
 }
 

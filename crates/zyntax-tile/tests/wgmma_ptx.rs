@@ -8,10 +8,10 @@ use zyntax_hir::{Arch, Type};
 use zyntax_llvm::{compile_ptx, Options, Ptxas};
 use zyntax_tile::{Schedule, TileBuilder, TileKernel};
 
-fn gemm(schedule: Schedule, elem: Type, b_unit_dim: usize) -> TileKernel {
+fn gemm(schedule: Schedule, elem: Type, a_unit_dim: usize, b_unit_dim: usize) -> TileKernel {
     let (bm, bn, bk) = (schedule.block[0], schedule.block[1], schedule.k);
     let mut t = TileBuilder::new("gemm", schedule);
-    let a = t.view_param_aligned("a", elem.clone(), 2, 1, 16);
+    let a = t.view_param_aligned("a", elem.clone(), 2, a_unit_dim, 16);
     let b = t.view_param_aligned("b", elem, 2, b_unit_dim, 16);
     let c = t.view_param_aligned("c", Type::BF16, 2, 1, 16);
     let (pm, pn) = (t.program_id(0), t.program_id(1));
@@ -32,18 +32,20 @@ fn gemm(schedule: Schedule, elem: Type, b_unit_dim: usize) -> TileKernel {
 #[test]
 fn wgmma_gemm_passes_ptxas() {
     let ptxas = Ptxas::locate().unwrap_or_else(|e| panic!("{e}"));
-    for (block, warps, stages, elem, name, b_unit) in [
-        ([64, 64], 4, 2, Type::BF16, "bf16", 1),
-        ([128, 128], 8, 4, Type::BF16, "bf16", 1),
-        ([128, 256], 8, 3, Type::F16, "f16", 1),
-        ([128, 128], 8, 4, Type::BF16, "bf16", 0),
+    // (block, warps, stages, elem, unit-stride dims of a and b)
+    for (block, warps, stages, elem, name, a_unit, b_unit) in [
+        ([64, 64], 4, 2, Type::BF16, "bf16", 1, 1),
+        ([128, 128], 8, 4, Type::BF16, "bf16", 1, 1),
+        ([128, 256], 8, 3, Type::F16, "f16", 1, 1),
+        ([128, 128], 8, 4, Type::BF16, "bf16", 1, 0),
+        ([128, 128], 8, 4, Type::BF16, "bf16", 0, 1),
     ] {
         let s = Schedule::block(&block)
             .k(64)
             .warps(warps)
             .stages(stages)
             .arch(Arch::Sm90a);
-        let kernel = gemm(s, elem, b_unit);
+        let kernel = gemm(s, elem, a_unit, b_unit);
         let ptx = compile_ptx(&kernel.module, &Options::new(Arch::Sm90a))
             .unwrap_or_else(|e| panic!("{block:?}: {e}"))
             .ptx;
@@ -64,7 +66,7 @@ fn wgmma_gemm_passes_ptxas() {
         // WGMMA_PTX_DUMP=<dir> keeps the PTX (for `ptxas -v` by hand).
         if let Ok(dir) = std::env::var("WGMMA_PTX_DUMP") {
             let path = format!(
-                "{dir}/gemm_{}x{}_w{warps}_s{stages}_b{b_unit}.ptx",
+                "{dir}/gemm_{}x{}_w{warps}_s{stages}_a{a_unit}_b{b_unit}.ptx",
                 block[0], block[1]
             );
             std::fs::write(path, &ptx).unwrap();

@@ -17,12 +17,16 @@ torch = pytest.importorskip("torch")
 
 
 def wgmma_gemm(
-    s: tile.Schedule, dtype: str = "bf16", out: str = "f32", b_kmajor: bool = False
+    s: tile.Schedule,
+    dtype: str = "bf16",
+    out: str = "f32",
+    b_kmajor: bool = False,
+    a_mmajor: bool = False,
 ) -> tile.Kernel:
     """The tile GEMM of docs/tile.md with 16-byte aligned, unit-stride views."""
     (bm, bn), bk = s.block, s.k
     t = tile.Builder("gemm_wgmma", s)
-    a = t.view("a", dtype, 2, unit_stride_dim=1, align_bytes=16)
+    a = t.view("a", dtype, 2, unit_stride_dim=0 if a_mmajor else 1, align_bytes=16)
     b = t.view("b", dtype, 2, unit_stride_dim=0 if b_kmajor else 1, align_bytes=16)
     c = t.view("c", out, 2, unit_stride_dim=1, align_bytes=16)
     m0, n0 = t.program_id(0) * bm, t.program_id(1) * bn
@@ -81,14 +85,18 @@ def test_tile_wgmma_gemm(
 
 
 def test_tile_wgmma_gemm_views_and_bf16_out() -> None:
-    """A transposed B (K-major), a column slice of A with an odd row stride
-    (its misaligned chunks go element by element), and a bf16 output."""
+    """A transposed B (K-major), a transposed A (M-major, trans_a), a column
+    slice of A with an odd row stride (its misaligned chunks go element by
+    element), and a bf16 output."""
     _sm90()
     s = tile.Schedule((128, 128), k=64, warps=8, stages=3, arch="sm_90a")
     m, n, kk = 300, 200, 520
     a = torch.randn(m, kk, device="cuda").bfloat16()
     bt = torch.randn(n, kk, device="cuda").bfloat16()
     _check(wgmma_gemm(s, b_kmajor=True), a, bt.t(), torch.empty(m, n, device="cuda"))
+    at = torch.randn(kk, m + 4, device="cuda").bfloat16()[:, :m]
+    b0 = torch.randn(kk, n, device="cuda").bfloat16()
+    _check(wgmma_gemm(s, a_mmajor=True), at.t(), b0, torch.empty(m, n, device="cuda"))
     wide = torch.randn(m, kk + 3, device="cuda").bfloat16()
     b = torch.randn(kk, n, device="cuda").bfloat16()
     _check(wgmma_gemm(s), wide[:, :kk], b, torch.empty(m, n, device="cuda"))

@@ -235,14 +235,29 @@ impl Lowerer<'_> {
         );
         let (bm, bn) = (ta.shape[0], tb.shape[1]);
         let b_kmajor = self.program.view(g.b.view).unit_stride_dim == Some(0);
-        let a_stage = Staging {
-            view: g.a.view,
-            origin: g.a.origin.clone(),
-            row_dim: 0,
-            col_dim: 1,
-            rows: bm,
-            cols: BK,
-            elem: ta.elem.clone(),
+        // `a` declared unit-stride along M (a transposed matrix) is staged
+        // M-major, in boxes of 64 rows of the tile, and read with trans_a.
+        let a_kmajor = self.program.view(g.a.view).unit_stride_dim != Some(0);
+        let a_stage = if a_kmajor {
+            Staging {
+                view: g.a.view,
+                origin: g.a.origin.clone(),
+                row_dim: 0,
+                col_dim: 1,
+                rows: bm,
+                cols: BK,
+                elem: ta.elem.clone(),
+            }
+        } else {
+            Staging {
+                view: g.a.view,
+                origin: g.a.origin.clone(),
+                row_dim: 1,
+                col_dim: 0,
+                rows: BK,
+                cols: bm,
+                elem: ta.elem.clone(),
+            }
         };
         let b_stage = if b_kmajor {
             Staging {
@@ -357,7 +372,7 @@ impl Lowerer<'_> {
         let b_base = self.b.add(a_base, ab)?;
         let a_ptr = self.b.ptr_add(smem, a_base)?;
         let b_ptr = self.b.ptr_add(smem, b_base)?;
-        self.wgmma_stage(&mut accs, a_ptr, b_ptr, bn, b_kmajor, &ta.elem)?;
+        self.wgmma_stage(&mut accs, a_ptr, b_ptr, bn, a_kmajor, b_kmajor, &ta.elem)?;
         if stages > 1 {
             let ahead = self.u32(ahead)?;
             let next = self.b.add(j, ahead)?;

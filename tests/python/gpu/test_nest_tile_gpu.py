@@ -136,3 +136,30 @@ def test_launch_prange_gpu(cuda) -> None:  # type: ignore[no-untyped-def]
     assert kn.tile.refusal == "NotANest", kn.report
     cuda.synchronize()
     np.testing.assert_array_equal(dy.to_host(), np.where(x > 0, x, 0.0).astype(np.float32))
+
+
+def test_fused_nests_on_the_gpu(cuda) -> None:  # type: ignore[no-untyped-def]
+    """matmul -> bias+gelu -> residual fused by the core into one kernel,
+    measured by ptxas, run in bf16 over torch tensors."""
+    torch = pytest.importorskip("torch")
+    from test_nest_builder import chain
+
+    from zyntax.tiling import fuse_nests
+
+    m, n, k = 384, 320, 200
+    nests = chain(m, n, k)
+    specs = [_as_dtype(x.spec(), "bf16") for x in nests]
+    f = fuse_nests(specs, ["T", "U"], arch=cuda.device_arch())
+    assert len(f.nests) == 1 and "ptxas" in f.report, f.report
+    (nt,) = f.lower(arch=cuda.device_arch())
+    assert nt.kind == "contraction", nt.report
+    a, b, bias, r = (
+        torch.from_numpy(x).to("cuda", torch.bfloat16)
+        for x in (rand(m, k), rand(k, n), rand(n), rand(m, n))
+    )
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    nt.launch(a, b, bias, r, c)
+    torch.cuda.synchronize()
+    acc = (a.double() @ b.double() + bias.double()).cpu().numpy()
+    want = gelu64(acc) + r.double().cpu().numpy()
+    np.testing.assert_allclose(c.double().cpu().numpy(), want, rtol=2e-2, atol=3e-2)

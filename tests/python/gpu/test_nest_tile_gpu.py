@@ -143,7 +143,6 @@ def test_fused_nests_on_the_gpu(cuda) -> None:  # type: ignore[no-untyped-def]
     measured by ptxas, run in bf16 over torch tensors."""
     torch = pytest.importorskip("torch")
     from test_nest_builder import chain
-
     from zyntax.tiling import fuse_nests
 
     m, n, k = 384, 320, 200

@@ -188,7 +188,11 @@ def test_native_equals_interpreter(name: str) -> None:
     kern.run_cpu(*native, grid=grid, block=block, shared_mem=shared, mode="native")
     kern.run_cpu(*interp, grid=grid, block=block, shared_mem=shared, mode="interp")
     for k, (a, b) in enumerate(zip(native, interp, strict=True)):
-        if isinstance(a, np.ndarray):
+        if isinstance(a, np.ndarray) and name == "softmax":
+            # exp: libm against the interpreter's own (docs/cpu.md: within 2 ulp,
+            # then a division by their sum)
+            assert ulps(a, b).max() <= 4, f"{name}: argument {k}"
+        elif isinstance(a, np.ndarray):
             assert np.array_equal(a, b, equal_nan=a.dtype.kind == "f"), f"{name}: argument {k}"
             if a.dtype.kind == "f":
                 assert not np.isnan(a).all(), f"{name}: argument {k} was never written"

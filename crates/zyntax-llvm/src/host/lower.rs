@@ -752,9 +752,14 @@ impl FnLower<'_> {
     fn attrs(&self) -> String {
         let p = self.plan;
         let mut a = vec!["nounwind".to_string()];
+        // A kernel without suspend points is called only by its block runner's
+        // thread loop: inlined there, its thread index is the loop counter
+        // and the loop is one LLVM can optimize (LLVM's cost model would
+        // leave a large kernel as a call per thread).
+        let runner_inlined = self.f.is_kernel() && !super::regions::has_suspend(self.f);
         if p.optnone {
             a.push("optnone noinline".into());
-        } else if p.always_inline {
+        } else if p.always_inline || runner_inlined {
             a.push("alwaysinline".into());
         }
         if p.hot {

@@ -8,8 +8,10 @@ use super::{
 };
 use crate::checked::{Checked, Flag, Is};
 use crate::errors::{guard, ArgumentError, LaunchError as PyLaunchError};
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyTuple};
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyTuple, PyType};
 use std::ffi::c_void;
 use std::sync::Arc;
 use zyntax_cuda as zc;
@@ -307,6 +309,9 @@ pub(super) fn convert_arg<'a>(
         return Err(bad(format!("expected bytes, got {}", type_name(a))));
     }
     if wants_pointer {
+        if let Some(arg) = torch_arg(py, k, a, &bad)? {
+            return Ok(arg);
+        }
         if let Ok(cai) = a.getattr("__cuda_array_interface__") {
             let (ptr, shape, _strides, dtype, stream) = read_cai(&cai)?;
             let dev = if numel(&shape)? == 0 {
@@ -385,6 +390,95 @@ pub(super) fn convert_arg<'a>(
         return Ok(zc::KernelArg::Float(v));
     }
     Err(bad(format!("cannot pass {} to the kernel", type_name(a))))
+}
+
+/// `torch.Tensor` and its dtypes' element types, read once the program has
+/// imported torch (never imported here).
+struct TorchTypes {
+    tensor: Py<PyType>,
+    dtypes: Vec<(Py<PyAny>, ScalarType)>,
+}
+
+fn torch_types(py: Python<'_>) -> PyResult<Option<&'static TorchTypes>> {
+    static TORCH: PyOnceLock<TorchTypes> = PyOnceLock::new();
+    if let Some(t) = TORCH.get(py) {
+        return Ok(Some(t));
+    }
+    let Ok(torch) = py.import("sys")?.getattr("modules")?.get_item("torch") else {
+        return Ok(None);
+    };
+    let Ok(tensor) = torch
+        .getattr("Tensor")
+        .and_then(|t| Ok(t.cast_into::<PyType>()?))
+    else {
+        return Ok(None);
+    };
+    use ScalarType as S;
+    let names = [
+        ("float32", S::F32),
+        ("float64", S::F64),
+        ("float16", S::F16),
+        ("bfloat16", S::BF16),
+        ("int8", S::I8),
+        ("int16", S::I16),
+        ("int32", S::I32),
+        ("int64", S::I64),
+        ("uint8", S::U8),
+        ("uint16", S::U16),
+        ("uint32", S::U32),
+        ("uint64", S::U64),
+        ("bool", S::Bool),
+    ];
+    let dtypes = names
+        .iter()
+        .filter_map(|(n, s)| torch.getattr(*n).ok().map(|d| (d.unbind(), *s)))
+        .collect();
+    let got = TORCH.get_or_init(py, || TorchTypes {
+        tensor: tensor.unbind(),
+        dtypes,
+    });
+    Ok(Some(got))
+}
+
+/// A PyTorch tensor as a pointer argument, read through `data_ptr()`,
+/// `get_device()` and `dtype` (not its `__cuda_array_interface__` dict,
+/// which torch builds in Python per access); like that path, the legacy
+/// default stream first waits for torch's current stream. None for
+/// anything that is not a torch tensor.
+fn torch_arg<'a>(
+    py: Python<'_>,
+    k: &zc::Kernel,
+    a: &Bound<'_, PyAny>,
+    bad: &dyn Fn(String) -> PyErr,
+) -> PyResult<Option<zc::KernelArg<'a>>> {
+    let Some(tt) = torch_types(py)? else {
+        return Ok(None);
+    };
+    if !a.is_instance(tt.tensor.bind(py))? {
+        return Ok(None);
+    }
+    let dev: i64 = a.call_method0(intern!(py, "get_device"))?.extract()?;
+    if dev < 0 {
+        return Err(bad(format!(
+            "{} is a host tensor; device memory is needed (tensor.cuda())",
+            type_name(a)
+        )));
+    }
+    let ptr: u64 = a.call_method0(intern!(py, "data_ptr"))?.extract()?;
+    let dtype = a.getattr(intern!(py, "dtype"))?;
+    let elem = tt
+        .dtypes
+        .iter()
+        .find(|(d, _)| d.bind(py).is(&dtype))
+        .map(|(_, s)| *s);
+    if let Some(s) = producer_stream(py, a, None, k.device().ordinal())? {
+        wait_foreign_stream(py, k.device(), s)?;
+    }
+    Ok(Some(zc::KernelArg::Ptr {
+        ptr,
+        device: Some(dev as u32),
+        elem,
+    }))
 }
 
 #[pymethods]

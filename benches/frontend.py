@@ -8,6 +8,11 @@ Cases (each with peer rows from the same run):
   ``TRITON_CACHE_DIR``) and CuPy ``RawKernel`` (NVRTC, empty ``CUPY_CACHE_DIR``).
 - ``first_call_warm_cache``: the same in a new process whose disk cache holds the
   kernel (zyntax compiles nothing: HIR translation + cache hit + load).
+- ``translate_cold`` (``--translate``, no GPU needed): milliseconds to take one
+  example ``@zyntax.kernel`` from its Python source to a verified HIR module
+  (AST walk, the native builder, verification; no LLVM), median of fresh
+  translations per kernel. No peer: the front-ends of Triton and CuPy do not
+  stop at an IR one can time alike; ``first_call_cold`` compares them whole.
 - ``launch_overhead``: microseconds per asynchronous launch of a small kernel
   in a loop (after warm-up), through ``kern[grid, block](...)`` with device
   arrays. ``zyntax-raw`` is the runtime's own ``CudaKernel`` launch without the
@@ -17,6 +22,7 @@ Writes ``benches/results/frontend-<device>-<yyyymmdd>.json`` (format in
 docs/performance.md) and prints it.
 
     python benches/frontend.py [--out DIR] [--launches N]
+    python benches/frontend.py --translate [--out DIR]    # CPU only: translate_cold
 """
 
 from __future__ import annotations
@@ -233,11 +239,64 @@ def launch_overhead(rows: list[dict[str, Any]], launches: int) -> None:
         )
 
 
+#: Example kernels and the arguments they are specialised for (translate_cold).
+TRANSLATE_CASES = [
+    ("vector_add", "vector_add", "f1 f1 f1"),
+    ("vector_add", "saxpy", None),
+    ("softmax", "softmax", "f2 f2"),
+    ("transpose", "transpose", "f2 f2"),
+    ("sgemm", "sgemm", "f2 f2 f2"),
+    ("scan", "block_scan", "f1 f1"),
+    ("prange_matmul", "mm", None),
+]
+
+
+def translate_cold(rows: list[dict[str, Any]], repeat: int) -> None:
+    import statistics
+    import time
+
+    import numpy as np
+
+    from zyntax.frontend import pipeline
+
+    arrays = {"f1": np.zeros(8, np.float32), "f2": np.zeros((4, 4), np.float32)}
+    for module, name, sig in TRANSLATE_CASES:
+        spec = importlib.util.spec_from_file_location(
+            f"bench_{module}", ROOT / "examples" / "kernels" / f"{module}.py"
+        )
+        assert spec is not None and spec.loader is not None
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = mod
+        spec.loader.exec_module(mod)
+        k = getattr(mod, name)
+        specs = k._sig_specs(None if sig is None else [arrays[a] for a in sig.split()])
+        times = []
+        for _ in range(repeat):
+            k._variants.clear()  # a fresh translation each time (the disk cache is not involved)
+            t0 = time.perf_counter()
+            pipeline.native_module(k.variant(specs))
+            times.append(time.perf_counter() - t0)
+        rows.append(
+            {
+                "case": "translate_cold",
+                "impl": "zyntax",
+                "kernel": name,
+                "metric": "ms",
+                "value": round(statistics.median(times) * 1e3, 3),
+                "min": round(min(times) * 1e3, 3),
+                "lower_is_better": True,
+            }
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=str(ROOT / "benches" / "results"))
     ap.add_argument("--launches", type=int, default=2000)
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument(
+        "--translate", action="store_true", help="only translate_cold (CPU, no GPU needed)"
+    )
     args = ap.parse_args()
     try:
         import zyntax._native  # noqa: F401  (an installed zyntax wins over the source tree)
@@ -245,12 +304,19 @@ def main() -> None:
         sys.path.insert(0, str(ROOT / "python"))
     from zyntax import cuda
 
-    if not cuda.is_available():
-        sys.exit("benches/frontend.py needs an NVIDIA GPU")
-    dev = cuda.Device(0).name
     rows: list[dict[str, Any]] = []
-    first_calls(rows, args.repeat)
-    launch_overhead(rows, args.launches)
+    if args.translate:
+        import platform
+
+        dev = f"cpu {platform.machine()} ({os.cpu_count()} threads)"
+        translate_cold(rows, max(args.repeat, 30))
+    else:
+        if not cuda.is_available():
+            sys.exit("benches/frontend.py needs an NVIDIA GPU (or --translate)")
+        dev = cuda.Device(0).name
+        first_calls(rows, args.repeat)
+        translate_cold(rows, 30)
+        launch_overhead(rows, args.launches)
     commit = os.environ.get("ZYNTAX_COMMIT", "")
     if not commit:
         try:
@@ -269,6 +335,8 @@ def main() -> None:
         "results": rows,
     }
     short = "h200" if "H200" in dev else "h100" if "H100" in dev else "gpu"
+    if args.translate:
+        short = "cpu"
     out = Path(args.out) / f"frontend-{short}-{today:%Y%m%d}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=1) + "\n")

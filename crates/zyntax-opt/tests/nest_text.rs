@@ -387,3 +387,82 @@ fn bf16_matmul_on_sm90a_takes_the_wgmma_pipeline() {
     let nk = check_with(&spec, &options, 1e-2);
     assert!(zyntax_hir::print_module(&nk.kernel.module).contains("wgmma"));
 }
+
+#[test]
+fn prologues_on_the_factors() {
+    // exp on both factors with a ragged K: a masked 0 past K would become
+    // exp(0) = 1 on both sides; the lowering masks it after the prologue.
+    let src = "nest pro\nsize M = 37, N = 29, K = 21\nbuffer A DT[M, K]\nbuffer B DT[K, N]\n\
+               buffer C f32[M, N]\nparallel i < M, j < N\nreduce k < K\n\
+               C[i, j] = sum(exp(A[i, k] * 0.5) * (relu(B[k, j]) + 0.25))";
+    for (dt, tol) in [("f32", 1e-5), ("bf16", 2e-2)] {
+        let spec = parse(&src.replace("DT", dt)).unwrap();
+        let r = nest_tile::recognize(&spec).unwrap();
+        let Recognition::Contraction(c) = &r else {
+            panic!("{r:?}")
+        };
+        assert!(c.a_prologue.is_some() && c.b_prologue.is_some());
+        assert!(nest_tile::tiling_report(&spec).contains("prologue"));
+        check(&spec, tol);
+    }
+    // Two loads in one factor is not a prologue: the sum is not a dot (it
+    // takes the reduction path, which says why).
+    let two = src
+        .replace("DT", "f32")
+        .replace("A[i, k] * 0.5", "A[i, k] * B[k, j]");
+    let r = nest_tile::recognize(&parse(&two).unwrap()).unwrap();
+    let Recognition::Reduction(red) = &r else {
+        panic!("{r:?}")
+    };
+    assert!(red.why_not_contraction.contains("one load"), "{r:?}");
+}
+
+#[test]
+fn a_map_feeding_a_factor_fuses_as_its_prologue() {
+    let act = "nest act\nbuffer X f32[24, 19]\nbuffer X2 f32[24, 19]\nparallel r < 24, c < 19\n\
+               X2[r, c] = gelu(X[r, c])";
+    let mm = MM
+        .replace("buffer A f32[M, K]", "buffer X2 f32[M, K]")
+        .replace("A[i, k]", "X2[i, k]");
+    let nests = [parse(act).unwrap(), parse(&mm).unwrap()];
+    let f = nest_tile::fuse(&nests, &["X2"], &nest_tile::FuseOptions::default());
+    assert_eq!(f.nests.len(), 1, "{}", f.report());
+    assert!(f.decisions[0].why.contains("prologue"), "{}", f.report());
+    let fused = &f.nests[0];
+    let names: Vec<&str> = fused.buffers.iter().map(|b| b.name.as_str()).collect();
+    assert_eq!(names, ["B", "T", "X"], "X2 is elided");
+    let mut rng = Rng::new();
+    let mut values = std::collections::HashMap::new();
+    for n in &nests {
+        for b in &n.buffers {
+            let len: u64 = b.shape.iter().product();
+            let v: Vec<f64> = (0..len).map(|_| f64::from(rng.next() as f32)).collect();
+            values.entry(b.name.clone()).or_insert(v);
+        }
+    }
+    run_sequence(&nests, &mut values);
+    let inputs: Vec<Vec<f64>> = fused
+        .buffers
+        .iter()
+        .map(|b| values[&b.name].clone())
+        .collect();
+    let got = evaluate(fused, &inputs).unwrap();
+    for (g, w) in got.iter().zip(&values["T"]) {
+        assert!((g - w).abs() <= 1e-12 * w.abs().max(1.0));
+    }
+    check(fused, 1e-5);
+    // A map reading two elements is not a one-load prologue: the fused sum is
+    // no longer a contraction, so the fusion is refused, saying so.
+    let scaled = act.replace("gelu(X[r, c])", "X[r, c] * X[0, c]");
+    let f = nest_tile::fuse(
+        &[parse(&scaled).unwrap(), parse(&mm).unwrap()],
+        &["X2"],
+        &nest_tile::FuseOptions::default(),
+    );
+    assert_eq!(
+        (f.nests.len(), f.decisions[0].rule.as_str()),
+        (2, "kind"),
+        "{}",
+        f.report()
+    );
+}

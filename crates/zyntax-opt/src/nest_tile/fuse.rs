@@ -22,9 +22,13 @@
 //!   [`FuseOptions::measure`]), because a sum of the stages' estimates
 //!   says little about one kernel that keeps the intermediate in registers.
 //!
-//! Not fused yet (refused with the reason): prologues (a map computing a
-//! contraction's operand: the tile dot takes loaded operands), a reduction
-//! consuming a contraction (its row sum spans program instances), and
+//! A map whose output a contraction reads in one factor fuses the other
+//! way, as that factor's prologue (`X2 = gelu(X); C = X2·W` becomes
+//! `C = Σ gelu(X)·W`, applied to each loaded tile), when the map writes one
+//! element per point (one loop per dim of its output) and its value reads
+//! one element, so the fused factor stays one load. Not fused yet (refused
+//! with the reason): a reduction consuming a contraction (its row sum spans
+//! program instances), prologues reading more than one element, and
 //! consumers reading the producer's output elsewhere than at the point.
 
 use super::recognize::{flatten, recognize, Recognition};
@@ -152,6 +156,10 @@ fn try_fuse(
             format!("{} does not read {t_name}", c.name),
         );
     }
+    let p_maps = p.loops.iter().all(|l| l.kind == LoopKind::Parallel);
+    if c.loops.iter().any(|l| l.kind == LoopKind::Reduction) && p_maps {
+        return prologue(p, c, temporaries, options);
+    }
     if c.loops.iter().any(|l| l.kind == LoopKind::Reduction) {
         let why = if matches!(recognize(p), Ok(Recognition::Contraction(_))) {
             "a reduction consuming a contraction: its sums span program instances (not fused yet)"
@@ -259,36 +267,8 @@ fn try_fuse(
         "{} reads {t_name} at its own point; {t_name} stays in registers",
         c.name
     );
-    if let Some(measure) = options.measure {
-        let lowered = match lower(&fused, &options.lower) {
-            Ok(k) => k,
-            Err(e) => return no("lowering", format!("the fused nest does not lower: {e}")),
-        };
-        match measure(&lowered) {
-            Some(r) if r.registers > options.budget.registers => {
-                return no(
-                    "registers",
-                    format!(
-                        "the fused kernel needs {} registers per thread (ptxas), over {}",
-                        r.registers, options.budget.registers
-                    ),
-                )
-            }
-            Some(r) if r.shared_bytes > options.budget.shared_bytes => {
-                return no(
-                    "shared_memory",
-                    format!(
-                        "the fused kernel needs {} bytes of shared memory (ptxas), over {}",
-                        r.shared_bytes, options.budget.shared_bytes
-                    ),
-                )
-            }
-            Some(r) => why.push_str(&format!(
-                "; the fused kernel uses {} registers and {} bytes of shared memory (ptxas)",
-                r.registers, r.shared_bytes
-            )),
-            None => why.push_str("; the fused kernel's resources were not measured"),
-        }
+    if let Some(r) = measured(&fused, options, &mut why) {
+        return no(r.0, r.1);
     }
     (decision(p, c, true, "fused", why), Some(prune(fused)))
 }
@@ -336,6 +316,217 @@ fn prune(spec: NestSpec) -> NestSpec {
         output: renumber(&spec.output),
         value: walk(&spec.value, &renumber),
         epilogue: spec.epilogue.as_ref().map(|e| walk(e, &renumber)),
+    }
+}
+
+/// A map `p` whose output `T` a contraction `c` reads in a factor: `p`'s
+/// value, with `p`'s loops replaced by the indices at which `c` reads `T`,
+/// becomes that factor's prologue (applied to each loaded tile).
+fn prologue(
+    p: &NestSpec,
+    c: &NestSpec,
+    temporaries: &[&str],
+    options: &FuseOptions<'_>,
+) -> (Decision, Option<NestSpec>) {
+    let no = |rule: &str, why: String| (decision(p, c, false, rule, why), None);
+    let t_name = &p.buffers[p.output.buffer].name;
+    if !temporaries.contains(&t_name.as_str()) {
+        return no(
+            "live_out",
+            format!("{t_name} is read after the sequence and a nest stores one buffer"),
+        );
+    }
+    if c.epilogue
+        .as_ref()
+        .is_some_and(|e| loads(e).iter().any(|a| c.buffers[a.buffer].name == *t_name))
+    {
+        return no(
+            "prologue",
+            format!(
+                "{} reads {t_name} in its epilogue as well as in its sum",
+                c.name
+            ),
+        );
+    }
+    // Which loop of `p` indexes each dim of T: p must write T[l0, l1, ...]
+    // with one distinct loop per dim (then every element of T is one point).
+    let mut dim_of_loop = vec![usize::MAX; p.loops.len()];
+    for (d, ix) in p.output.index.iter().enumerate() {
+        match ix {
+            Index::Affine(a) if a.constant == 0 && a.terms.len() == 1 && a.terms[0].1 == 1 => {
+                dim_of_loop[a.terms[0].0] = d;
+            }
+            _ => {
+                return no(
+                    "prologue",
+                    format!("{} writes {t_name} other than one loop per dim", p.name),
+                )
+            }
+        }
+    }
+    if dim_of_loop.contains(&usize::MAX) {
+        return no(
+            "prologue",
+            format!("a loop of {} does not index {t_name}", p.name),
+        );
+    }
+    let mut buffers = c.buffers.clone();
+    let mut remap = Vec::new();
+    for b in &p.buffers {
+        match buffers.iter().position(|x| x.name == b.name) {
+            Some(i) if buffers[i].shape != b.shape || buffers[i].elem != b.elem => {
+                return no(
+                    "buffers",
+                    format!("{} is declared with two shapes or types", b.name),
+                )
+            }
+            Some(i) => remap.push(i),
+            None => {
+                buffers.push(Buffer::clone(b));
+                remap.push(buffers.len() - 1);
+            }
+        }
+    }
+    let mut failed = None;
+    let value = substitute_reads(&c.value, &mut |a: &Access| {
+        if c.buffers[a.buffer].name != *t_name {
+            return None;
+        }
+        // p's value at T[a.index]: each p loop l becomes c's index of dim(l).
+        let at: Vec<Option<super::Affine>> = dim_of_loop
+            .iter()
+            .map(|&d| match &a.index[d] {
+                Index::Affine(af) => Some(af.clone()),
+                Index::Opaque(_) => None,
+            })
+            .collect();
+        match compose(&p.value, &at, &remap) {
+            Some(e) => Some(e),
+            None => {
+                failed = Some(format!(
+                    "{} reads {t_name} at an index that is not affine",
+                    c.name
+                ));
+                None
+            }
+        }
+    });
+    if let Some(why) = failed {
+        return no("prologue", why);
+    }
+    let fused = NestSpec {
+        name: format!("{}_{}", p.name, c.name),
+        loops: c.loops.clone(),
+        buffers,
+        output: c.output.clone(),
+        value,
+        epilogue: c.epilogue.clone(),
+    };
+    match recognize(&fused) {
+        Ok(Recognition::Contraction(_)) => {}
+        Ok(_) => return no("kind", "the fused nest is not a contraction".into()),
+        Err(e) => return no("refused", format!("the fused nest is refused: {e}")),
+    }
+    let mut why = format!(
+        "{}'s value is a prologue of {}'s factor; {t_name} is never stored",
+        p.name, c.name
+    );
+    if let Some(r) = measured(&fused, options, &mut why) {
+        return no(r.0, r.1);
+    }
+    (decision(p, c, true, "fused", why), Some(prune(fused)))
+}
+
+/// `e` with each load `f` answers `Some` for replaced.
+fn substitute_reads(e: &Expr, f: &mut dyn FnMut(&Access) -> Option<Expr>) -> Expr {
+    match e {
+        Expr::Load(a) => f(a).unwrap_or_else(|| e.clone()),
+        Expr::Unary(op, a) => Expr::unary(*op, substitute_reads(a, f)),
+        Expr::Binary(op, a, b) => {
+            let a = substitute_reads(a, f);
+            Expr::binary(*op, a, substitute_reads(b, f))
+        }
+        Expr::Const(_) | Expr::Reduced => e.clone(),
+    }
+}
+
+/// `e` (over `p`'s loops and buffers) with loop `l` replaced by `at[l]`
+/// (affine in the consumer's loops) and buffers renumbered by `remap`.
+fn compose(e: &Expr, at: &[Option<super::Affine>], remap: &[usize]) -> Option<Expr> {
+    Some(match e {
+        Expr::Load(a) => {
+            let mut index = Vec::new();
+            for ix in &a.index {
+                let Index::Affine(af) = ix else {
+                    index.push(ix.clone());
+                    continue;
+                };
+                let mut out = super::Affine {
+                    terms: Vec::new(),
+                    constant: af.constant,
+                };
+                for &(l, k) in &af.terms {
+                    let sub = at.get(l)?.as_ref()?;
+                    out.constant += k * sub.constant;
+                    for &(m, j) in &sub.terms {
+                        match out.terms.iter_mut().find(|(x, _)| *x == m) {
+                            Some(t) => t.1 += k * j,
+                            None => out.terms.push((m, k * j)),
+                        }
+                    }
+                }
+                out.terms.retain(|&(_, c)| c != 0);
+                index.push(Index::Affine(out));
+            }
+            Expr::Load(Access {
+                buffer: remap[a.buffer],
+                index,
+            })
+        }
+        Expr::Unary(op, a) => Expr::unary(*op, compose(a, at, remap)?),
+        Expr::Binary(op, a, b) => Expr::binary(*op, compose(a, at, remap)?, compose(b, at, remap)?),
+        Expr::Const(_) | Expr::Reduced => e.clone(),
+    })
+}
+
+/// The resource check of a fused nest: `Some((rule, why))` when it fails,
+/// else the measurement appended to `why`.
+fn measured(
+    fused: &NestSpec,
+    options: &FuseOptions<'_>,
+    why: &mut String,
+) -> Option<(&'static str, String)> {
+    let measure = options.measure?;
+    let lowered = match lower(fused, &options.lower) {
+        Ok(k) => k,
+        Err(e) => return Some(("lowering", format!("the fused nest does not lower: {e}"))),
+    };
+    match measure(&lowered) {
+        Some(r) if r.registers > options.budget.registers => Some((
+            "registers",
+            format!(
+                "the fused kernel needs {} registers per thread (ptxas), over {}",
+                r.registers, options.budget.registers
+            ),
+        )),
+        Some(r) if r.shared_bytes > options.budget.shared_bytes => Some((
+            "shared_memory",
+            format!(
+                "the fused kernel needs {} bytes of shared memory (ptxas), over {}",
+                r.shared_bytes, options.budget.shared_bytes
+            ),
+        )),
+        Some(r) => {
+            why.push_str(&format!(
+                "; the fused kernel uses {} registers and {} bytes of shared memory (ptxas)",
+                r.registers, r.shared_bytes
+            ));
+            None
+        }
+        None => {
+            why.push_str("; the fused kernel's resources were not measured");
+            None
+        }
     }
 }
 

@@ -239,6 +239,49 @@ fn gemm_schedules(
     vec![fallback]
 }
 
+/// `e` (one load, constants, element-wise ops) applied to the loaded tile
+/// `x` of `shape` in f32, rounded back to the operand type `elem`; with
+/// `k_tail = (k0, K)` the elements whose K coordinate (along `k_dim`) is
+/// past K are set to 0 afterwards.
+fn prologue(
+    t: &mut TileBuilder,
+    e: Option<&Expr>,
+    x: TileId,
+    elem: &Type,
+    shape: [u32; 2],
+    k_dim: usize,
+    (k0, k_tail): (ScalarId, Option<ScalarId>),
+) -> TileId {
+    let Some(e) = e else { return x };
+    fn go(t: &mut TileBuilder, e: &Expr, x: TileId, shape: &[u32]) -> TileId {
+        match e {
+            Expr::Load(_) => t.cast(x, Type::F32),
+            Expr::Const(v) => t.full(shape, Type::F32, *v),
+            Expr::Unary(op, a) => {
+                let a = go(t, a, x, shape);
+                t.unary(*op, a)
+            }
+            Expr::Binary(op, a, b) => {
+                let a = go(t, a, x, shape);
+                let b = go(t, b, x, shape);
+                t.binary(*op, a, b)
+            }
+            // recognize keeps `Reduced` out of the value.
+            Expr::Reduced => t.full(shape, Type::F32, 0.0),
+        }
+    }
+    let mut y = go(t, e, x, &shape);
+    if let Some(k_end) = k_tail {
+        let iota = t.iota(&shape, k_dim);
+        let (start, end) = (t.splat(&shape, k0), t.splat(&shape, k_end));
+        let kk = t.add(iota, start);
+        let inside = t.cmp(zyntax_hir::CmpOp::Lt, kk, end);
+        let zeros = t.full(&shape, Type::F32, 0.0);
+        y = t.where_(inside, y, zeros);
+    }
+    t.cast(y, elem.clone())
+}
+
 struct Ctx<'s> {
     spec: &'s NestSpec,
     /// The loop of each tile dim.
@@ -307,9 +350,18 @@ impl Ctx<'_> {
         let (zero, step) = (t.index(0), t.index(bk));
         let k_end = t.dim(a, 1);
         let acc0 = t.full(&[bm, bn], Type::F32, 0.0);
+        let (a_pro, b_pro) = (c.a_prologue.clone(), c.b_prologue.clone());
+        // K past the end loads as 0, but a prologue may map 0 elsewhere
+        // (exp(0) = 1): with a ragged last K step its result is masked.
+        let k_len = self.spec.loops[c.k].extent;
+        let k_tail = (!k_len.is_multiple_of(u64::from(bk)))
+            .then(|| t.index(u32::try_from(k_len).unwrap_or(u32::MAX)));
+        let elem = c.elem.clone();
         let acc = t.for_range(zero, k_end, step, &[acc0.into()], |t, k0, carried| {
             let at = t.load(a, &[m0, k0], &[bm, bk]);
             let bt = t.load(b, &[k0, n0], &[bk, bn]);
+            let at = prologue(t, a_pro.as_ref(), at, &elem, [bm, bk], 1, (k0, k_tail));
+            let bt = prologue(t, b_pro.as_ref(), bt, &elem, [bk, bn], 0, (k0, k_tail));
             vec![t.dot(at, bt, carried[0].tile()).into()]
         });
         acc[0].tile()

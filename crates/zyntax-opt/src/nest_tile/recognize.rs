@@ -24,7 +24,7 @@ pub struct MapPlan {
 
 /// `C[m, n] = epilogue(Σ_k A[m, k] · B[k, n])` with `a` and `b` the flat
 /// accesses of the two factors (either order in the body).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ContractionPlan {
     pub m: usize,
     pub n: usize,
@@ -33,6 +33,11 @@ pub struct ContractionPlan {
     pub b: FlatAccess,
     /// The operand element type (f32, f16 or bf16).
     pub elem: Type,
+    /// An element-wise prologue of a factor (`exp(A[i,k]) * B[k,j]`): the
+    /// factor's expression, whose one load is the operand, applied to each
+    /// loaded tile (in f32, rounded back to the operand type) before the dot.
+    pub a_prologue: Option<Expr>,
+    pub b_prologue: Option<Expr>,
 }
 
 /// `out[p...] = epilogue(Σ_k value)` for a sum over one reduction loop
@@ -48,7 +53,7 @@ pub struct ReductionPlan {
 }
 
 /// What a nest was recognised as.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Recognition {
     Map(MapPlan),
     Contraction(ContractionPlan),
@@ -86,10 +91,14 @@ impl Recognition {
                 } else {
                     "mma.sync dot (sm_80+; the wgmma pipeline on sm_90a when it fits)"
                 },
-                if spec.epilogue.is_some() {
-                    " with an element-wise epilogue"
-                } else {
-                    ""
+                match (
+                    spec.epilogue.is_some(),
+                    c.a_prologue.is_some() || c.b_prologue.is_some()
+                ) {
+                    (true, true) => " with element-wise prologue and epilogue",
+                    (true, false) => " with an element-wise epilogue",
+                    (false, true) => " with an element-wise prologue",
+                    (false, false) => "",
                 },
             ),
         }
@@ -411,13 +420,24 @@ fn contraction(
         ));
     }
     let k = reduction[0];
-    let (x, y) = match &spec.value {
-        Expr::Binary(BinOp::Mul, x, y) => match (&**x, &**y) {
-            (Expr::Load(x), Expr::Load(y)) => (flatten(spec, x)?, flatten(spec, y)?),
-            _ => return Err(not_product()),
-        },
+    let (fx, fy) = match &spec.value {
+        Expr::Binary(BinOp::Mul, x, y) => (&**x, &**y),
         _ => return Err(not_product()),
     };
+    // Each factor is a load, or an element-wise expression of exactly one
+    // load and constants (a prologue).
+    let operand = |f: &Expr| -> Result<(FlatAccess, Option<Expr>), Refusal> {
+        let mut loads = Vec::new();
+        collect_loads(f, &mut loads);
+        // One load, possibly read several times (gelu(x) reads x five times).
+        loads.dedup_by(|a, b| a == b);
+        match (f, loads.as_slice()) {
+            (Expr::Load(a), _) => Ok((flatten(spec, a)?, None)),
+            (_, [a]) if loads.iter().all(|l| l == a) => Ok((flatten(spec, a)?, Some(f.clone()))),
+            _ => Err(not_product()),
+        }
+    };
+    let ((x, x_pro), (y, y_pro)) = (operand(fx)?, operand(fy)?);
     if parallel.len() != 2 {
         return Err(Refusal::new(
             K::UnsupportedShape,
@@ -473,12 +493,27 @@ fn contraction(
         a: x,
         b: y,
         elem: ex.clone(),
+        a_prologue: x_pro,
+        b_prologue: y_pro,
     })
+}
+
+/// The loads of `e`, in order.
+fn collect_loads<'e>(e: &'e Expr, out: &mut Vec<&'e super::Access>) {
+    match e {
+        Expr::Load(a) => out.push(a),
+        Expr::Unary(_, a) => collect_loads(a, out),
+        Expr::Binary(_, a, b) => {
+            collect_loads(a, out);
+            collect_loads(b, out);
+        }
+        Expr::Const(_) | Expr::Reduced => {}
+    }
 }
 
 fn not_product() -> Refusal {
     Refusal::new(
         K::NotAContraction,
-        "the reduced value is not a product of two loads",
+        "the reduced value is not a product of two factors, each one load (or an element-wise expression of one load)",
     )
 }

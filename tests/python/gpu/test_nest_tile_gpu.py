@@ -162,3 +162,27 @@ def test_fused_nests_on_the_gpu(cuda) -> None:  # type: ignore[no-untyped-def]
     acc = (a.double() @ b.double() + bias.double()).cpu().numpy()
     want = gelu64(acc) + r.double().cpu().numpy()
     np.testing.assert_allclose(c.double().cpu().numpy(), want, rtol=2e-2, atol=3e-2)
+
+
+def test_prologue_bf16_gpu(cuda) -> None:  # type: ignore[no-untyped-def]
+    """C = Σ_k gelu(A[i,k]) · B[k,j] with a ragged K: the prologue runs on
+    each loaded tile (mma.sync: not the plain wgmma loop)."""
+    torch = pytest.importorskip("torch")
+    from zyntax.tiling import Nest
+
+    m, n, k = 300, 200, 130
+    nb = Nest("prologue")
+    i, j, kk = nb.parallel("i", m), nb.parallel("j", n), nb.reduction("k", k)
+    a, b = nb.buffer("A", "bf16", (m, k)), nb.buffer("B", "bf16", (k, n))
+    c = nb.buffer("C", "f32", (m, n))
+    nb.store(c[i, j], nb.sum(Nest.gelu(a[i, kk]) * b[kk, j]))
+    nt = nb.lower(arch=cuda.device_arch())
+    assert nt.kind == "contraction" and "prologue" in nt.report, nt.report
+    ta = torch.from_numpy(rand(m, k)).to("cuda", torch.bfloat16)
+    tb = torch.from_numpy(rand(k, n)).to("cuda", torch.bfloat16)
+    tc = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float32)
+    nt.launch(ta, tb, tc)
+    torch.cuda.synchronize()
+    ga = gelu64(ta.double().cpu().numpy())
+    want = ga @ tb.double().cpu().numpy()
+    np.testing.assert_allclose(tc.double().cpu().numpy(), want, rtol=2e-2, atol=2e-2)

@@ -74,14 +74,15 @@ fn lowered_tile_programs_pass_ptxas() {
         }
     }
     // The GEMM's inner loop is FFMA on registers, with the operands staged
-    // through shared memory behind barriers.
+    // through shared memory behind barriers (each thread's run of 4 f32 of
+    // a row one vector store).
     let ptx = compile_ptx(&kernels[0].module, &Options::new(Arch::Sm80))
         .unwrap()
         .ptx;
     for needle in [
         "fma.rn.f32",
         "ld.shared.f32",
-        "st.shared.f32",
+        "st.shared.v4.f32",
         "bar.sync",
         ".maxntid 128, 1, 1",
     ] {

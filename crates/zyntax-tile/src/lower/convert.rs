@@ -11,7 +11,7 @@ use super::{Coord, Lowerer};
 use crate::error::{TileError, TileResult};
 use crate::infer::Layouts;
 use crate::ir::{Op, TileId, TileProgram};
-use crate::layout::SharedLayout;
+use crate::layout::{Layout, SharedLayout};
 use zyntax_hir::{AddrSpace, Type, ValueId};
 
 /// Bytes one element takes in shared memory (`bool` is staged as `u32`).
@@ -20,6 +20,54 @@ pub(super) fn staged_bytes(elem: &Type) -> u64 {
         4
     } else {
         elem.size_bytes().unwrap_or(4)
+    }
+}
+
+/// How many registers of `tile` (in `layout`) one shared-memory store
+/// stages: a run of elements consecutive along the last dim (contiguous in
+/// the row-major staging, and starting at a multiple of the run: offsets
+/// are then aligned, each staged region starting 16-byte aligned), at most
+/// 16 bytes; 1 when there is none.
+pub(super) fn stage_width(layout: &Layout, shape: &[u32], elem: &Type) -> u32 {
+    let last = shape.len() - 1;
+    let map = layout.dim_map(last);
+    match elem.size_bytes() {
+        Some(bytes) if *elem != Type::BOOL && map.run_step == 1 => {
+            map.run.min(shape[last]).min(16 / bytes as u32).max(1)
+        }
+        _ => 1,
+    }
+}
+
+/// The vector types the staging of `ops` (dot operands, conversions; in
+/// loops too) stores; see [`Lowerer::stage`].
+pub(super) fn stage_vector_types(
+    program: &TileProgram,
+    layouts: &Layouts,
+    ops: &[Op],
+    out: &mut Vec<Type>,
+) {
+    for op in ops {
+        let staged: &[TileId] = match op {
+            Op::Dot { a, b, .. } => &[*a, *b],
+            Op::ConvertLayout { tile, .. } => std::slice::from_ref(tile),
+            Op::For { body, .. } => {
+                stage_vector_types(program, layouts, body, out);
+                &[]
+            }
+            _ => &[],
+        };
+        for &t in staged {
+            let ty = program.tile(t);
+            let (Some(layout), Some(e)) = (layouts.get(t), ty.elem.as_scalar()) else {
+                continue;
+            };
+            let w = stage_width(layout, &ty.shape, &ty.elem);
+            let v = Type::Vector(e, w);
+            if w >= 2 && !out.contains(&v) {
+                out.push(v);
+            }
+        }
     }
 }
 
@@ -100,13 +148,21 @@ impl Lowerer<'_> {
         Ok(offset)
     }
 
-    /// Writes the owned elements of `tile` row-major at `ptr` (no barrier).
+    /// Writes the owned elements of `tile` row-major at `ptr` (no barrier),
+    /// each run of [`stage_width`] registers as one vector store (ownership
+    /// is the same along a run: a run never straddles the wrap-around).
     pub(super) fn stage(&mut self, tile: TileId, ptr: ValueId) -> TileResult<()> {
         let layout = self.layout(tile)?;
         let ty = self.program.tile(tile).clone();
         let regs = self.regs(tile)?;
         let table = self.coords(&layout, &ty.shape)?;
+        let last = ty.shape.len() - 1;
+        let width = stage_width(&layout, &ty.shape, &ty.elem);
         for (r, &value) in regs.iter().enumerate() {
+            let mut dims = layout.reg_dims(&ty.shape, r as u32);
+            if dims[last] % width != 0 {
+                continue; // stored with the run it belongs to
+            }
             let coords: Vec<Coord> = Self::reg_coords(&layout, &ty.shape, &table, r as u32);
             let values: Vec<ValueId> = coords.iter().map(|c| c.value).collect();
             let offset = self.staged_offset(&ty.shape, &values)?;
@@ -122,7 +178,25 @@ impl Lowerer<'_> {
                 None => None,
             };
             let p = self.b.ptr_add(ptr, offset)?;
-            self.b.store(p, value)?;
+            if width == 1 {
+                self.b.store(p, value)?;
+            } else {
+                let e = ty
+                    .elem
+                    .as_scalar()
+                    .ok_or_else(|| TileError::Internal("a vector staging of non-scalars".into()))?;
+                let vty = Type::Vector(e, width);
+                let mut v = *self.vector_zeros.get(&vty).ok_or_else(|| {
+                    TileError::Internal(format!("no {vty} made in the entry block"))
+                })?;
+                for i in 0..width {
+                    dims[last] = dims[last] - dims[last] % width + i;
+                    let part = regs[layout.reg_index(&ty.shape, &dims) as usize];
+                    v = self.b.insert(v, part, i)?;
+                }
+                let q = self.b.ptr_cast(p, Type::ptr(AddrSpace::Shared, vty))?;
+                self.b.store(q, v)?;
+            }
             if let Some(f) = frame {
                 self.b.end_if(f, &[])?;
             }

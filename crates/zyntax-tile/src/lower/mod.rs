@@ -175,6 +175,7 @@ pub fn lower(mut program: TileProgram, schedule: &Schedule) -> TileResult<TileKe
         vector_types.push(Type::Vector(ScalarType::F32, 4));
     }
     memory::vector_types(&program, &layouts, &program.body, &mut vector_types);
+    convert::stage_vector_types(&program, &layouts, &program.body, &mut vector_types);
     let mut vector_zeros = HashMap::new();
     for ty in vector_types {
         let zeros = zero_vector(&mut b, &ty)?;

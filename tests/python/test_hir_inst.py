@@ -111,3 +111,15 @@ def test_inst_bad_input_raises_typed_errors() -> None:
         b.inst("cp.async.wait", [], [], {"pending": 1 << 40})
     with pytest.raises(zyntax.BuildError, match="unknown instruction `jump`"):
         b.inst("jump", [], [])  # branches have their own methods (jump, br)
+
+
+def test_abandon_frees_the_name() -> None:
+    # The translator abandons a function it must translate again (a widened variable).
+    m = hir.Module("again", targets=["sm_80"], record_locations=False)
+    b = m.kernel("k", [hir.f32])
+    b.inst("neg", [b.params[0]], [hir.f32])
+    b.abandon()
+    assert m.functions == []
+    b2 = m.kernel("k", [hir.f64])
+    b2.finish()
+    assert m.signature("k")[0][0] == hir.f64

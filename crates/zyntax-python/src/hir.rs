@@ -2537,6 +2537,12 @@ impl FunctionBuilder {
         self.sh.finish(prune.0)
     }
 
+    /// Drops the function under construction without adding it to the module
+    /// (its name is free again), as leaving `with` on an exception does.
+    fn abandon(&self) {
+        self.sh.abandon();
+    }
+
     /// One instruction by its `.zir` mnemonic (`"cmp.lt"`, `"atomic.add.device"`,
     /// `"shfl.idx"`), for front-ends that translate another language: `args`
     /// are `Value`s, `results` the result types, `imm` the immediates the

@@ -245,6 +245,5 @@ class Emitter:
         self.b.finish(prune=True)
 
     def abandon(self) -> None:
-        # Leaving the builder's ``with`` on an exception abandons the function
-        # (its name is free again for the next attempt).
-        self.b.__exit__(RuntimeError, None, None)
+        """Drop the function (its name is free again for the next attempt)."""
+        self.b.abandon()

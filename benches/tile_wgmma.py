@@ -10,11 +10,13 @@ as cuBLAS's is. Each schedule's output is checked against torch first, and its
 registers and local (spill) bytes are recorded.
 
 ``--ncu CASE CONFIG`` launches one case with one schedule a few times (for
-Nsight Compute in the device script) and exits.
+Nsight Compute in the device script) and exits. ``TILE_WGMMA_CONFIGS=0,2``
+times only those schedules (indices into ``CONFIGS``), for short device runs.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -130,7 +132,9 @@ def main() -> None:
     iters = 5 if args.quick else 30
     res = common.Results("tile_wgmma", torch.cuda.get_device_name(0))
     tiled = {}
-    for cfg in CONFIGS:
+    pick = os.environ.get("TILE_WGMMA_CONFIGS")
+    configs = [CONFIGS[int(i)] for i in pick.split(",")] if pick else CONFIGS
+    for cfg in configs:
         try:
             tiled[cfg] = Tiled(cfg)
             kern = tiled[cfg].kern

@@ -291,3 +291,44 @@ def test_fuse_nests_misuse() -> None:
     specs[1]["loops"][0]["kind"] = "serial"
     with pytest.raises(zyntax.ArgumentError, match=r"specs\[1\]"):
         fuse_nests(specs, ["T"], measure=False)
+
+
+def test_builder_prologue_and_its_fusion() -> None:
+    """C = Σ_k exp(A[i,k]/2)·B[k,j] (a prologue on a factor, ragged K), and a
+    map X2 = gelu(X) fused into X2·W as the prologue by fuse_nests."""
+    m, n, k = 20, 30, 13
+    nb = Nest("pro")
+    i, j, kk = nb.parallel("i", m), nb.parallel("j", n), nb.reduction("k", k)
+    a, b, c = (
+        nb.buffer("A", "f32", (m, k)),
+        nb.buffer("B", "f32", (k, n)),
+        nb.buffer("C", "f32", (m, n)),
+    )
+    nb.store(c[i, j], nb.sum(Nest.unary("exp", a[i, kk] / 2.0) * b[kk, j]))
+    nt = nb.lower()
+    assert nt.kind == "contraction" and "prologue" in nt.report, nt.report
+    xa, xb, xc = rand(m, k), rand(k, n), nan(m, n)
+    nt.run_interp(xa, xb, xc)
+    a6, b6 = f64(xa, xb)
+    np.testing.assert_allclose(xc, np.exp(a6 / 2.0) @ b6, rtol=1e-5, atol=1e-5)
+
+    act = Nest("act")
+    r, q = act.parallel("r", m), act.parallel("q", k)
+    x, x2 = act.buffer("X", "f32", (m, k)), act.buffer("X2", "f32", (m, k))
+    act.store(x2[r, q], Nest.gelu(x[r, q]))
+    mm = Nest("mm")
+    i, j, kk = mm.parallel("i", m), mm.parallel("j", n), mm.reduction("k", k)
+    x2b, w, t = (
+        mm.buffer("X2", "f32", (m, k)),
+        mm.buffer("W", "f32", (k, n)),
+        mm.buffer("T", "f32", (m, n)),
+    )
+    mm.store(t[i, j], mm.sum(x2b[i, kk] * w[kk, j]))
+    f = fuse_nests([act, mm], ["X2"], measure=False)
+    assert len(f.nests) == 1 and "prologue" in f.report, f.report
+    (fused,) = f.lower()
+    assert [bb[0] for bb in fused.buffers] == ["W", "T", "X"]
+    xx, ww, tt = rand(m, k), rand(k, n), nan(m, n)
+    fused.run_interp(ww, tt, xx)
+    x6, w6 = f64(xx, ww)
+    np.testing.assert_allclose(tt, gelu64(x6) @ w6, rtol=1e-5, atol=1e-5)

@@ -33,7 +33,10 @@ front-end's nest and cuBLAS in the same run,
 ``nest_compile_*`` cases the compile time per stage (``ms``, cold: the first
 call in the process; recognise+lower, LLVM to PTX, ptxas).
 
-Run on a GPU machine: ``python benches/tiling.py [--out-dir DIR] [--quick]``.
+Run on a GPU machine: ``python benches/tiling.py [--out-dir DIR] [--quick]``
+(environment: ``TILING_NEST_CASES=case,...`` runs only those nest cases,
+``TILING_LADDER=0`` skips the schedule ladder, ``TILING_NEST_ONLY=1`` skips
+the older sgemm cases).
 """
 
 from __future__ import annotations
@@ -112,6 +115,8 @@ def main() -> None:
     if torch is not None:  # the issue-26 cases first, written before the older ones run
         nest_cases(args, res, torch, kernels["zyntax_nest_tiled"])
         res.write(args.out_dir)
+    if os.environ.get("TILING_NEST_ONLY"):
+        return
     rng = np.random.default_rng(0)
     for mm, nn, kk in shapes:
         case = f"sgemm_f32_{mm}x{nn}x{kk}"
@@ -224,12 +229,18 @@ def nest_cases(args: Any, res: Results, torch: Any, old_tiled: Any) -> None:
     """The issue-26 nest cases (module docstring), peers in the same run."""
     torch.backends.cuda.matmul.allow_tf32 = False
     cases = dict(list(NEST_CASES.items())[:1]) if args.quick else NEST_CASES
-    laddered: set[str] = set()
+    # TILING_NEST_CASES=a,b: only these cases (a short device slot);
+    # TILING_LADDER=0: no schedule ladder.
+    only = os.environ.get("TILING_NEST_CASES")
+    if only:
+        cases = {c: NEST_CASES[c] for c in only.split(",") if c in NEST_CASES}
+    laddered: set[str] = set() if os.environ.get("TILING_LADDER", "1") != "0" else {"bf16", "f32"}
     for case, (dt, m, n, k) in cases.items():
         nest_case(args, res, torch, old_tiled, case, dt, (m, n, k), dt not in laddered)
         laddered.add(dt)
+        res.write(args.out_dir)  # progressively: a time limit keeps what ran
     rust_dir = os.environ.get("ZYNTAX_RUST_NEST_DIR")
-    if rust_dir:
+    if rust_dir and (not only or "rust_dsl_matmul_bf16_4096" in only):
         rust_dsl_case(args, res, torch, Path(rust_dir))
     else:
         res.notes["rust_dsl_matmul_bf16_4096"] = "skipped: ZYNTAX_RUST_NEST_DIR not set"

@@ -17,10 +17,16 @@ use zyntax_tile::{Layout, Schedule, TileBuilder, TileKernel, TileProgram};
 
 /// Views `q [S, D]`, `kt [D, S]` (k transposed: strides only), `v [S, D]`,
 /// `o [S, D]` (f32); scalar `scale`.
-fn flash(bm: u32, bn: u32, d: u32, warps: u32) -> TileKernel {
+/// With `kt_unit`, `kt` is declared unit-stride along D (its dim 0): the
+/// loaded `[D, bn]` tile runs along K and is staged transposed for the dot.
+fn flash(bm: u32, bn: u32, d: u32, warps: u32, kt_unit: bool) -> TileKernel {
     let mut t = TileBuilder::new("flash", Schedule::block(&[bm, bn]).warps(warps));
     let q = t.view_param("q", Type::F16, 2);
-    let kt = t.view_param("kt", Type::F16, 2);
+    let kt = if kt_unit {
+        t.view_param_unit_stride("kt", Type::F16, 2, 0)
+    } else {
+        t.view_param("kt", Type::F16, 2)
+    };
     let v = t.view_param("v", Type::F16, 2);
     let o = t.view_param("o", Type::F32, 2);
     let scale = t.scalar_param("scale", Type::F32);
@@ -111,13 +117,14 @@ fn flash_attention_loop_against_f64() {
     // (bm, bn, d, warps): the warps split S and the accumulator alike
     // (2x2 and 2x2; 1x4 and 1x4), or differently (2x2 and 1x4: the [bm, 1]
     // rescale factor is converted, nothing bigger).
-    for (bm, bn, d, warps, s_len) in [
-        (32, 32, 32, 4, 45u32),
-        (32, 64, 64, 4, 70),
-        (16, 32, 64, 4, 33),
-        (32, 32, 64, 4, 50),
+    for (bm, bn, d, warps, s_len, kt_unit) in [
+        (32, 32, 32, 4, 45u32, false),
+        (32, 64, 64, 4, 70, true),
+        (16, 32, 64, 4, 33, false),
+        (32, 32, 64, 4, 50, true),
+        (64, 64, 64, 8, 77, true),
     ] {
-        let k = flash(bm, bn, d, warps);
+        let k = flash(bm, bn, d, warps, kt_unit);
         assert!(
             k.layouts
                 .of
@@ -222,4 +229,18 @@ fn unary_exp_of_mma_rows_needs_no_conversion() {
         }
     }
     assert_close(&floats(&bufs[2]), &want, 1e-5, "row softmax of a dot");
+}
+
+#[test]
+fn a_k_major_b_is_staged_transposed() {
+    // `kt` unit-stride along K: its fragments come from ldmatrix.x2 without
+    // .trans (staged [N, K]); otherwise every B fragment (kt's and v's) is
+    // an ldmatrix.x2.trans (staged [K, N]).
+    for unit in [true, false] {
+        let text = zyntax_hir::print_module(&flash(32, 32, 64, 4, unit).module);
+        let plain_b = text
+            .lines()
+            .any(|l| l.contains("ldmatrix.x2") && !l.contains("trans"));
+        assert_eq!(plain_b, unit, "kt unit-stride {unit}");
+    }
 }

@@ -28,8 +28,7 @@ pub(super) fn staged_bytes(elem: &Type) -> u64 {
 /// the row-major staging, and starting at a multiple of the run: offsets
 /// are then aligned, each staged region starting 16-byte aligned), at most
 /// 16 bytes; 1 when there is none.
-pub(super) fn stage_width(layout: &Layout, shape: &[u32], elem: &Type) -> u32 {
-    let last = shape.len() - 1;
+pub(super) fn stage_width(layout: &Layout, shape: &[u32], elem: &Type, last: usize) -> u32 {
     let map = layout.dim_map(last);
     match elem.size_bytes() {
         Some(bytes) if *elem != Type::BOOL && map.run_step == 1 => {
@@ -49,7 +48,20 @@ pub(super) fn stage_vector_types(
 ) {
     for op in ops {
         let staged: &[TileId] = match op {
-            Op::Dot { a, b, .. } => &[*a, *b],
+            Op::Dot { a, b, .. } => {
+                // a K-major `b` is staged transposed (`dot_mma.rs`)
+                if let (Some(l), Some(e)) = (layouts.get(*b), program.tile(*b).elem.as_scalar()) {
+                    let ty = program.tile(*b);
+                    // (the FFMA path stages it untransposed: both widths)
+                    for dim in [0, 1] {
+                        let w = stage_width(l, &ty.shape, &ty.elem, dim);
+                        if w >= 2 && !out.contains(&Type::Vector(e, w)) {
+                            out.push(Type::Vector(e, w));
+                        }
+                    }
+                }
+                std::slice::from_ref(a)
+            }
             Op::ConvertLayout { tile, .. } => std::slice::from_ref(tile),
             Op::For { body, .. } => {
                 stage_vector_types(program, layouts, body, out);
@@ -62,13 +74,20 @@ pub(super) fn stage_vector_types(
             let (Some(layout), Some(e)) = (layouts.get(t), ty.elem.as_scalar()) else {
                 continue;
             };
-            let w = stage_width(layout, &ty.shape, &ty.elem);
+            let w = stage_width(layout, &ty.shape, &ty.elem, ty.shape.len() - 1);
             let v = Type::Vector(e, w);
             if w >= 2 && !out.contains(&v) {
                 out.push(v);
             }
         }
     }
+}
+
+/// Whether a 2-D tile in `layout` runs along dim 0 (a `[K, N]` operand
+/// loaded K-contiguous, such as attention's `k^T`): it is then staged
+/// transposed, `[N, K]` row-major, so its runs stay vector stores.
+pub(super) fn k_major(layout: &Layout, shape: &[u32]) -> bool {
+    shape.len() == 2 && shape[0] > 1 && matches!(layout, Layout::Blocked(b) if b.order[0] == 0)
 }
 
 /// Rounds up to 16 bytes (the alignment of each staged region).
@@ -152,20 +171,36 @@ impl Lowerer<'_> {
     /// each run of [`stage_width`] registers as one vector store (ownership
     /// is the same along a run: a run never straddles the wrap-around).
     pub(super) fn stage(&mut self, tile: TileId, ptr: ValueId) -> TileResult<()> {
+        self.stage_as(tile, ptr, false)
+    }
+
+    /// [`Self::stage`], or with `transposed` (2-D tiles) the transpose
+    /// row-major: element `[i, j]` at `j * rows + i`.
+    pub(super) fn stage_as(
+        &mut self,
+        tile: TileId,
+        ptr: ValueId,
+        transposed: bool,
+    ) -> TileResult<()> {
         let layout = self.layout(tile)?;
         let ty = self.program.tile(tile).clone();
         let regs = self.regs(tile)?;
         let table = self.coords(&layout, &ty.shape)?;
-        let last = ty.shape.len() - 1;
-        let width = stage_width(&layout, &ty.shape, &ty.elem);
+        let last = if transposed { 0 } else { ty.shape.len() - 1 };
+        let width = stage_width(&layout, &ty.shape, &ty.elem, last);
         for (r, &value) in regs.iter().enumerate() {
             let mut dims = layout.reg_dims(&ty.shape, r as u32);
             if dims[last] % width != 0 {
                 continue; // stored with the run it belongs to
             }
             let coords: Vec<Coord> = Self::reg_coords(&layout, &ty.shape, &table, r as u32);
-            let values: Vec<ValueId> = coords.iter().map(|c| c.value).collect();
-            let offset = self.staged_offset(&ty.shape, &values)?;
+            let mut values: Vec<ValueId> = coords.iter().map(|c| c.value).collect();
+            let mut staged_shape = ty.shape.clone();
+            if transposed {
+                values.reverse();
+                staged_shape.reverse();
+            }
+            let offset = self.staged_offset(&staged_shape, &values)?;
             let value = if ty.elem == Type::BOOL {
                 let (one, zero) = (self.u32(1)?, self.u32(0)?);
                 self.b.select(value, one, zero)?

@@ -20,7 +20,7 @@
 //! accumulator's four registers of a piece are packed into a `vec<f32, 4>`
 //! for the instruction and unpacked after (LLVM keeps them in registers).
 
-use super::convert::{align16, staged_bytes};
+use super::convert::{align16, k_major, staged_bytes};
 use super::Lowerer;
 use crate::error::{TileError, TileResult};
 use crate::infer::Layouts;
@@ -61,7 +61,9 @@ impl Lowerer<'_> {
         let b_offset = align16(u64::from(m) * u64::from(k) * staged_bytes(&ta.elem));
         let pb = self.scratch_ptr(&tb.elem, b_offset)?;
         self.stage(a, pa)?;
-        self.stage(b, pb)?;
+        let b_layout = self.layout(b)?;
+        let b_kmajor = k_major(&b_layout, &tb.shape);
+        self.stage_as(b, pb, b_kmajor)?;
         self.b.barrier()?;
 
         let layout = Layout::Mma(mma.clone());
@@ -88,6 +90,12 @@ impl Lowerer<'_> {
             self.b.mul(q, c8)?
         };
         let k_row = self.b.rem(self.lane, c16)?;
+        let kmajor_row = self.b.rem(self.lane, c8)?;
+        let kmajor_k = {
+            let h = self.b.div(self.lane, c8)?;
+            let h = self.b.rem(h, c2)?;
+            self.b.mul(h, c8)?
+        };
         let (m_v, n_v, k_v) = (self.u32(m)?, self.u32(n)?, self.u32(k)?);
         // Row offsets (row · K) of this lane's A rows, one per piece along M,
         // and the column of each piece along N; both wrap when warps replicate.
@@ -116,13 +124,28 @@ impl Lowerer<'_> {
                 let p = self.b.ptr_add(pa, at)?;
                 a_frags.push(self.b.ldmatrix(4, false, p)?);
             }
-            let k_at = self.b.add(k_row, kk_v)?;
-            let k_at = self.b.mul(k_at, n_v)?;
             let mut b_frags = Vec::new();
-            for &col in &b_cols {
-                let at = self.b.add(k_at, col)?;
-                let p = self.b.ptr_add(pb, at)?;
-                b_frags.push(self.b.ldmatrix(2, true, p)?);
+            if b_kmajor {
+                // B staged [N, K]: ldmatrix.x2 (no .trans) of the 8x8 blocks
+                // k 0-7 / 8-15 at rows n..n+8; lane L addresses row L % 8 and
+                // k 8 * (L / 8 % 2), and gets (n = g, k = 2t, 2t + 1): B's
+                // fragment.
+                let k_at = self.b.add(kmajor_k, kk_v)?;
+                for &col in &b_cols {
+                    let row = self.b.add(col, kmajor_row)?;
+                    let row = self.b.mul(row, k_v)?;
+                    let at = self.b.add(row, k_at)?;
+                    let p = self.b.ptr_add(pb, at)?;
+                    b_frags.push(self.b.ldmatrix(2, false, p)?);
+                }
+            } else {
+                let k_at = self.b.add(k_row, kk_v)?;
+                let k_at = self.b.mul(k_at, n_v)?;
+                for &col in &b_cols {
+                    let at = self.b.add(k_at, col)?;
+                    let p = self.b.ptr_add(pb, at)?;
+                    b_frags.push(self.b.ldmatrix(2, true, p)?);
+                }
             }
             for pm in 0..pieces_m {
                 for pn in 0..pieces_n {

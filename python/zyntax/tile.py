@@ -614,12 +614,10 @@ def _numpy_view(p: Param, a: Any) -> tuple[np.ndarray[Any, Any], list[int], list
 
 def _device_view(p: Param, a: Any) -> tuple[Any, list[int], list[int]]:
     """A device array as (itself, extents, strides in elements)."""
-    try:
-        cai = getattr(a, "__cuda_array_interface__", None)
-    except (AttributeError, TypeError, ValueError):  # torch bf16: no interface typestr
-        cai = None
-    if not isinstance(cai, dict) and hasattr(a, "__dlpack__"):
+    if hasattr(a, "__dlpack__") and callable(getattr(a, "stride", None)):
+        # A torch tensor: its array interface spells bf16 as "|V2" (raw bytes).
         return _dlpack_view(p, a)
+    cai = getattr(a, "__cuda_array_interface__", None)
     if not isinstance(cai, dict):
         raise ArgumentError(
             f"argument {p.name!r}: expected a zyntax.cuda.DeviceArray or an object with "

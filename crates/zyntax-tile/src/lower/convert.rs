@@ -90,6 +90,12 @@ pub(super) fn k_major(layout: &Layout, shape: &[u32]) -> bool {
     shape.len() == 2 && shape[0] > 1 && matches!(layout, Layout::Blocked(b) if b.order[0] == 0)
 }
 
+/// Elements of padding after each staged row of a `mma.sync` operand (16
+/// bytes of f16/bf16): rows then start 16 bytes apart modulo 128, so the
+/// eight rows one `ldmatrix` phase reads fall in eight different bank groups
+/// (unpadded rows of 64 or 128 elements all hit the same banks).
+pub(super) const MMA_PAD: u32 = 8;
+
 /// Rounds up to 16 bytes (the alignment of each staged region).
 pub(super) fn align16(bytes: u64) -> u64 {
     bytes.div_ceil(16) * 16
@@ -107,10 +113,9 @@ pub(super) fn scratch_bytes(program: &TileProgram, layouts: &Layouts, ops: &[Op]
             Op::Reduce {
                 out, tile, axis, ..
             } => {
-                let warps = layouts
-                    .get(*tile)
-                    .and_then(|l| l.as_blocked())
-                    .map_or(1, |l| l.warps_per_cta[*axis]);
+                // Warps tiling the axis, in any layout (an Mma accumulator's
+                // columns are split by its warps along N).
+                let warps = layouts.get(*tile).map_or(1, |l| l.dim_map(*axis).warps);
                 let t = program.tile(*out);
                 if warps > 1 {
                     u64::from(warps) * t.numel() * staged_bytes(&t.elem)
@@ -120,9 +125,24 @@ pub(super) fn scratch_bytes(program: &TileProgram, layouts: &Layouts, ops: &[Op]
             }
             // The wgmma pipeline stages in its own dynamic shared memory.
             Op::Dot { out, .. } if super::pipeline::is_wgmma(layouts.get(*out)) => 0,
-            Op::Dot { a, b, .. } => {
+            Op::Dot { out, a, b, .. } => {
                 let (ta, tb) = (program.tile(*a), program.tile(*b));
-                align16(ta.numel() * staged_bytes(&ta.elem)) + tb.numel() * staged_bytes(&tb.elem)
+                match layouts.get(*out) {
+                    // mma.sync stages with padded rows (dot_mma.rs)
+                    Some(Layout::Mma(_)) => {
+                        let kmajor = layouts.get(*b).is_some_and(|l| k_major(l, &tb.shape));
+                        let ([m, k], [kb, n]) =
+                            ([ta.shape[0], ta.shape[1]], [tb.shape[0], tb.shape[1]]);
+                        let (rows_b, cols_b) = if kmajor { (n, kb) } else { (kb, n) };
+                        let a_bytes = u64::from(m * (k + MMA_PAD)) * staged_bytes(&ta.elem);
+                        align16(a_bytes)
+                            + u64::from(rows_b * (cols_b + MMA_PAD)) * staged_bytes(&tb.elem)
+                    }
+                    _ => {
+                        align16(ta.numel() * staged_bytes(&ta.elem))
+                            + tb.numel() * staged_bytes(&tb.elem)
+                    }
+                }
             }
             Op::For { body, .. } => scratch_bytes(program, layouts, body),
             _ => 0,
@@ -171,16 +191,18 @@ impl Lowerer<'_> {
     /// each run of [`stage_width`] registers as one vector store (ownership
     /// is the same along a run: a run never straddles the wrap-around).
     pub(super) fn stage(&mut self, tile: TileId, ptr: ValueId) -> TileResult<()> {
-        self.stage_as(tile, ptr, false)
+        self.stage_as(tile, ptr, false, 0)
     }
 
     /// [`Self::stage`], or with `transposed` (2-D tiles) the transpose
-    /// row-major: element `[i, j]` at `j * rows + i`.
+    /// row-major (element `[i, j]` at row `j`, column `i`), with `pad`
+    /// elements after each staged row.
     pub(super) fn stage_as(
         &mut self,
         tile: TileId,
         ptr: ValueId,
         transposed: bool,
+        pad: u32,
     ) -> TileResult<()> {
         let layout = self.layout(tile)?;
         let ty = self.program.tile(tile).clone();
@@ -199,6 +221,9 @@ impl Lowerer<'_> {
             if transposed {
                 values.reverse();
                 staged_shape.reverse();
+            }
+            if let Some(row) = staged_shape.last_mut() {
+                *row += pad;
             }
             let offset = self.staged_offset(&staged_shape, &values)?;
             let value = if ty.elem == Type::BOOL {

@@ -20,7 +20,7 @@
 //! accumulator's four registers of a piece are packed into a `vec<f32, 4>`
 //! for the instruction and unpacked after (LLVM keeps them in registers).
 
-use super::convert::{align16, k_major, staged_bytes};
+use super::convert::{align16, k_major, staged_bytes, MMA_PAD};
 use super::Lowerer;
 use crate::error::{TileError, TileResult};
 use crate::infer::Layouts;
@@ -57,13 +57,16 @@ impl Lowerer<'_> {
             .vector_zeros
             .get(&Type::Vector(ScalarType::F32, 4))
             .ok_or_else(|| TileError::Internal("no vec<f32, 4> for mma.sync".into()))?;
-        let pa = self.scratch_ptr(&ta.elem, 0)?;
-        let b_offset = align16(u64::from(m) * u64::from(k) * staged_bytes(&ta.elem));
-        let pb = self.scratch_ptr(&tb.elem, b_offset)?;
-        self.stage(a, pa)?;
+        // Rows are padded (MMA_PAD) so ldmatrix reads are conflict-free.
         let b_layout = self.layout(b)?;
         let b_kmajor = k_major(&b_layout, &tb.shape);
-        self.stage_as(b, pb, b_kmajor)?;
+        let a_pitch = k + MMA_PAD;
+        let b_pitch = if b_kmajor { k } else { n } + MMA_PAD;
+        let pa = self.scratch_ptr(&ta.elem, 0)?;
+        let b_offset = align16(u64::from(m) * u64::from(a_pitch) * staged_bytes(&ta.elem));
+        let pb = self.scratch_ptr(&tb.elem, b_offset)?;
+        self.stage_as(a, pa, false, MMA_PAD)?;
+        self.stage_as(b, pb, b_kmajor, MMA_PAD)?;
         self.b.barrier()?;
 
         let layout = Layout::Mma(mma.clone());
@@ -96,7 +99,8 @@ impl Lowerer<'_> {
             let h = self.b.rem(h, c2)?;
             self.b.mul(h, c8)?
         };
-        let (m_v, n_v, k_v) = (self.u32(m)?, self.u32(n)?, self.u32(k)?);
+        let (m_v, n_v) = (self.u32(m)?, self.u32(n)?);
+        let (a_pitch_v, b_pitch_v) = (self.u32(a_pitch)?, self.u32(b_pitch)?);
         // Row offsets (row · K) of this lane's A rows, one per piece along M,
         // and the column of each piece along N; both wrap when warps replicate.
         let mut a_rows = Vec::new();
@@ -105,7 +109,7 @@ impl Lowerer<'_> {
             let row = self.b.add(warp_m, first)?;
             let row = self.b.add(row, lane_row)?;
             let row = self.b.rem(row, m_v)?;
-            let row = self.b.mul(row, k_v)?;
+            let row = self.b.mul(row, a_pitch_v)?;
             a_rows.push(self.b.add(row, lane_col)?);
         }
         let mut b_cols = Vec::new();
@@ -133,14 +137,14 @@ impl Lowerer<'_> {
                 let k_at = self.b.add(kmajor_k, kk_v)?;
                 for &col in &b_cols {
                     let row = self.b.add(col, kmajor_row)?;
-                    let row = self.b.mul(row, k_v)?;
+                    let row = self.b.mul(row, b_pitch_v)?;
                     let at = self.b.add(row, k_at)?;
                     let p = self.b.ptr_add(pb, at)?;
                     b_frags.push(self.b.ldmatrix(2, false, p)?);
                 }
             } else {
                 let k_at = self.b.add(k_row, kk_v)?;
-                let k_at = self.b.mul(k_at, n_v)?;
+                let k_at = self.b.mul(k_at, b_pitch_v)?;
                 for &col in &b_cols {
                     let at = self.b.add(k_at, col)?;
                     let p = self.b.ptr_add(pb, at)?;

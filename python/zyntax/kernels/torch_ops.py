@@ -29,6 +29,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from zyntax import kernels as zk
 from zyntax.errors import ArgumentError
 
 NAMESPACE = "zyntax"
@@ -55,6 +56,7 @@ SCHEMAS: dict[str, str] = {
 
 _lock = threading.Lock()
 _registered: list[Any] = []  # [torch.ops.zyntax] once registered
+_torch: list[Any] = []  # [torch] once registered
 
 
 def register() -> Any:
@@ -71,8 +73,33 @@ def register() -> Any:
                     f"zyntax.kernels.torch_ops needs PyTorch, which does not import: {e}"
                 ) from None
             _define(torch)
+            _torch.append(torch)
             _registered.append(getattr(torch.ops, NAMESPACE))
     return _registered[0]
+
+
+def _direct(*tensors: Any) -> bool:
+    """Whether a call may skip the dispatcher and run ``zyntax.kernels``
+    directly (the same kernels, without the ~15-25 us of a Python custom
+    op's dispatch and autograd wrapper): plain eager mode, with CUDA tensors
+    of no subclass, none that needs a gradient, no mode (fake tensors,
+    functionalization, torch function modes) and nothing being compiled.
+    Under ``torch.compile`` the op is traced (``is_compiling`` is True)."""
+    torch = _torch[0]
+    if (
+        torch.compiler.is_compiling()
+        or torch._C._len_torch_dispatch_stack()
+        or torch._C._is_torch_function_mode_enabled()
+    ):
+        return False
+    grad = torch.is_grad_enabled()
+    plain = (torch.Tensor, torch.nn.Parameter)
+    for t in tensors:
+        if t is None:
+            continue
+        if type(t) not in plain or not t.is_cuda or (grad and t.requires_grad):
+            return False
+    return True
 
 
 #: The derivative of matmul's epilogue activation: ``dpre = dout * act'(pre)``
@@ -101,8 +128,6 @@ def backward_kernel(name: str) -> Callable[..., Any] | None:
     backward kernel (its backward raises)."""
     if name not in BACKWARD_SCHEMAS:
         return None
-    from zyntax import kernels as zk
-
     found: Callable[..., Any] | None = getattr(zk, f"{name}_backward", None)
     return found
 
@@ -120,24 +145,40 @@ def matmul(
     scale_b: float | None = None,
     allow_tf32: bool = False,
 ) -> Any:
-    """``zyntax.kernels.matmul`` as ``torch.ops.zyntax.matmul`` (differentiable
-    without `activation`)."""
-    return register().matmul(a, b, bias, activation, out_dtype, scale_a, scale_b, allow_tf32)
+    """``zyntax.kernels.matmul`` as ``torch.ops.zyntax.matmul`` (differentiable)."""
+    ops = register()
+    if _direct(a, b, bias):
+        return zk.matmul(
+            a,
+            b,
+            bias=bias,
+            activation=activation,
+            out_dtype=out_dtype,
+            scale_a=scale_a,
+            scale_b=scale_b,
+            allow_tf32=allow_tf32,
+        )
+    return ops.matmul(a, b, bias, activation, out_dtype, scale_a, scale_b, allow_tf32)
 
 
 def softmax(x: Any) -> Any:
     """``zyntax.kernels.softmax`` as ``torch.ops.zyntax.softmax``."""
-    return register().softmax(x)
+    ops = register()
+    return zk.softmax(x) if _direct(x) else ops.softmax(x)
 
 
 def layer_norm(x: Any, weight: Any, bias: Any = None, eps: float = 1e-5) -> Any:
     """``zyntax.kernels.layer_norm`` as ``torch.ops.zyntax.layer_norm``."""
-    return register().layer_norm(x, weight, bias, eps)
+    ops = register()
+    if _direct(x, weight, bias):
+        return zk.layer_norm(x, weight, bias, eps)
+    return ops.layer_norm(x, weight, bias, eps)
 
 
 def rms_norm(x: Any, weight: Any, eps: float = 1e-6) -> Any:
     """``zyntax.kernels.rms_norm`` as ``torch.ops.zyntax.rms_norm``."""
-    return register().rms_norm(x, weight, eps)
+    ops = register()
+    return zk.rms_norm(x, weight, eps) if _direct(x, weight) else ops.rms_norm(x, weight, eps)
 
 
 def attention(
@@ -151,23 +192,33 @@ def attention(
 ) -> Any:
     """``zyntax.kernels.attention`` as ``torch.ops.zyntax.attention``: the
     output, and with `return_lse` also the f32 log-sum-exp."""
-    out, lse = register().attention(q, k, v, causal, scale, variant)
+    ops = register()
+    if _direct(q, k, v):
+        return zk.attention(
+            q, k, v, causal=causal, scale=scale, return_lse=return_lse, variant=variant
+        )
+    out, lse = ops.attention(q, k, v, causal, scale, variant)
     return (out, lse) if return_lse else out
 
 
 def cross_entropy(logits: Any, targets: Any, reduction: str = "none") -> Any:
     """``zyntax.kernels.cross_entropy`` as ``torch.ops.zyntax.cross_entropy``."""
-    return register().cross_entropy(logits, targets, reduction)
+    ops = register()
+    if _direct(logits, targets):
+        return zk.cross_entropy(logits, targets, reduction=reduction)
+    return ops.cross_entropy(logits, targets, reduction)
 
 
 def reduce_sum(x: Any, axis: int | None = None) -> Any:
     """``zyntax.kernels.reduce_sum`` as ``torch.ops.zyntax.reduce_sum`` (differentiable)."""
-    return register().reduce_sum(x, axis)
+    ops = register()
+    return zk.reduce_sum(x, axis) if _direct(x) else ops.reduce_sum(x, axis)
 
 
 def reduce_max(x: Any, axis: int | None = None) -> Any:
     """``zyntax.kernels.reduce_max`` as ``torch.ops.zyntax.reduce_max``."""
-    return register().reduce_max(x, axis)
+    ops = register()
+    return zk.reduce_max(x, axis) if _direct(x) else ops.reduce_max(x, axis)
 
 
 def saxpy(a: float, x: Any, y: Any) -> Any:
@@ -192,10 +243,8 @@ def saxpy(a: float, x: Any, y: Any) -> Any:
 
 
 def _define(torch: Any) -> None:
-    # The package's functions (its submodules `softmax` and `attention` are
-    # shadowed by the functions of those names).
-    from zyntax import kernels as zk
-
+    # zk: the package's functions (its submodules `softmax` and `attention`
+    # are shadowed by the functions of those names).
     impls: dict[str, Callable[..., Any]] = {
         "matmul": lambda a, b, bias, act, odt, sa, sb, tf32: zk.matmul(
             a,
@@ -296,8 +345,6 @@ def _backward_impl(name: str, kernel: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _saxpy_impl(a: float, x: Any, y: Any) -> None:
-    from zyntax import kernels as zk
-
     zk.saxpy(a, x, y)
 
 

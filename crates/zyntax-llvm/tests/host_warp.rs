@@ -504,3 +504,59 @@ fn shuffles_of_64_bit_values_and_narrow_widths() {
         );
     }
 }
+
+/// `warp_sync` (every lane of the warp must reach it) and `elect.sync`
+/// (true in exactly the lowest lane of each warp), under thread-dependent
+/// control flow before them: out[gid] = x[gid] * 2 + elected. 80 threads:
+/// the last warp is partial.
+const SYNC_ELECT: &str = r#"module "se" targets(sm_90)
+kernel @sync_elect {
+block0(v0: ptr<global, u32>, v1: ptr<global, u32>):
+    v3: u32 = thread_idx.x
+    v4: ptr<global, u32> = ptr_add v0, v3
+    v5: u32 = load v4
+    v8: u32 = const 1
+    v20: u32 = and v5, v8
+    v21: bool = cmp.eq v20, v8
+    br v21, block1(v5), block2(v5)
+block1(v22: u32):
+    v23: u32 = xor v22, v8
+    jump block2(v23)
+block2(v24: u32):
+    v7: u32 = const 4294967295
+    warp_sync v7
+    v15: bool = elect.sync
+    v16: u32 = cast v15
+    v17: u32 = shl v5, v8
+    v18: u32 = add v17, v16
+    v25: u32 = xor v24, v5
+    v26: u32 = add v18, v25
+    v19: ptr<global, u32> = ptr_add v1, v3
+    store v19, v26
+    return
+}
+"#;
+
+#[test]
+fn warp_sync_and_elect_sync() {
+    let m = parse_module(SYNC_ELECT).unwrap();
+    let mut rng = Rng::new();
+    let n = 80usize;
+    let x = rng.words(n);
+    let got = same(
+        &m,
+        "sync_elect",
+        1,
+        n as u32,
+        &[A::Words(x.clone()), A::Words(vec![POISON; n])],
+    );
+    for (t, v) in got[1].iter().enumerate() {
+        let elected = u32::from(t % 32 == 0);
+        let flip = x[t] & 1; // odd values were flipped, then xor-ed back in
+        let want = x[t]
+            .wrapping_shl(1)
+            .wrapping_add(elected)
+            .wrapping_add(flip);
+        assert_eq!(*v, want, "thread {t}");
+    }
+}

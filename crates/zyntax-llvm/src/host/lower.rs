@@ -1125,7 +1125,9 @@ impl FnLower<'_> {
                 self.emit(format!("{lin} = add i32 {c}, {tx}"));
                 self.emit(format!("{r} = and i32 {lin}, 31"));
             }
-            Op::Barrier | Op::Shfl { .. } | Op::Vote(_) if f.is_kernel() => {
+            Op::Barrier | Op::Shfl { .. } | Op::Vote(_) | Op::WarpSync | Op::ElectSync
+                if f.is_kernel() =>
+            {
                 let ops = d.args.iter().map(|&v| Ok((self.op(v)?, self.ty(v)?)));
                 let ops = ops.collect::<LResult<Vec<_>>>()?;
                 let l = self.label();

@@ -59,7 +59,8 @@ pub fn cpu_blockers(m: &Module, f: &Function) -> Vec<String> {
                     out.insert("barrier in a device function".into());
                 }
                 // A kernel's own shuffles and votes suspend it per warp (see `warp`).
-                Op::Shfl { .. } | Op::Vote(_) if n == f.name && warp::supported(g, d) => {}
+                Op::Shfl { .. } | Op::Vote(_) | Op::WarpSync | Op::ElectSync
+                    if n == f.name && warp::supported(g, d) => {}
                 Op::WarpSync
                 | Op::Shfl { .. }
                 | Op::Vote(_)
@@ -158,9 +159,12 @@ const MAX_SUSPEND_INLINES: usize = 64;
 pub fn inline_suspending(m: &mut Module) -> Vec<(String, String)> {
     let suspends = |g: &Function| {
         g.insts_in_order().any(|(_, i)| {
-            g.insts
-                .get(i.index())
-                .is_some_and(|d| matches!(d.op, Op::Barrier | Op::Shfl { .. } | Op::Vote(_)))
+            g.insts.get(i.index()).is_some_and(|d| {
+                matches!(
+                    d.op,
+                    Op::Barrier | Op::Shfl { .. } | Op::Vote(_) | Op::WarpSync | Op::ElectSync
+                )
+            })
         })
     };
     let has_shared = |g: &Function| {

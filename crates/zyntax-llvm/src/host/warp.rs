@@ -1,4 +1,4 @@
-//! Warp collectives (`shfl` and `vote`) in CPU kernels.
+//! Warp collectives (`shfl`, `vote`, `warp_sync`, `elect_sync`) in CPU kernels.
 //!
 //! A collective exchanges values between the lanes of a warp mid-region, so
 //! it is a suspend point like a barrier, but per warp (see [`super::regions`]
@@ -42,7 +42,7 @@ pub const BYTES: u64 = 40;
 pub fn supported(f: &Function, d: &InstData) -> bool {
     let value = d.args.get(1).and_then(|v| f.values.get(v.index()));
     match &d.op {
-        Op::Vote(_) => true,
+        Op::Vote(_) | Op::WarpSync | Op::ElectSync => true,
         Op::Shfl { width, .. } => {
             width.is_power_of_two()
                 && *width <= 32
@@ -73,7 +73,10 @@ fn kind(op: &Op) -> (u32, u32) {
         ),
         Op::Vote(VoteMode::Ballot) => (4, 32),
         Op::Vote(VoteMode::Any) => (5, 32),
-        _ => (6, 32),
+        Op::Vote(VoteMode::All) => (6, 32),
+        Op::WarpSync => (7, 32),
+        // elect.sync: every lane of the warp (no mask operand).
+        _ => (8, 32),
     }
 }
 
@@ -143,6 +146,30 @@ impl Suspend {
             out.push(format!("store {ty} {val}, ptr {p}.{name}.p"));
         };
         slot(&mut before, "k", OFF_KIND, "i32", &kind.to_string());
+        if matches!(op, Op::ElectSync | Op::WarpSync) {
+            // elect.sync: the whole warp; warp_sync: its mask. No lane
+            // operand, no value; warp_sync has no result either.
+            let mask = match op {
+                Op::WarpSync => operand(0)?.0.clone(),
+                _ => "-1".to_string(),
+            };
+            slot(&mut before, "m", OFF_MASK, "i32", &mask);
+            slot(&mut before, "l", OFF_LANE, "i32", "0");
+            slot(&mut before, "w", OFF_WIDTH, "i32", &width.to_string());
+            let mut after = Vec::new();
+            if let Op::ElectSync = op {
+                after.push(format!(
+                    "{p}.r.p = getelementptr i8, ptr %zx.state, i64 {OFF_RESULT}"
+                ));
+                after.push(format!("{p}.r = load i64, ptr {p}.r.p"));
+                after.push(format!("{r} = trunc i64 {p}.r to i1"));
+            }
+            return Ok(Suspend {
+                before,
+                state: COLLECTIVE | (i.0 + 1),
+                after,
+            });
+        }
         slot(&mut before, "m", OFF_MASK, "i32", &operand(0)?.0);
         // shfl: the lane operand (i32); vote: the predicate (i1).
         let (lane, lane_ty) = operand(if matches!(op, Op::Shfl { .. }) { 2 } else { 1 })?;
@@ -317,7 +344,10 @@ pub fn runner_step(out: &mut String, cb: u64, fid: usize) {
          %w.bbl = zext i32 %w.bb to i64\n  %w.anyl = zext i1 %w.any to i64\n  %w.alll = zext i1 %w.all to i64\n  \
          %w.k4 = icmp eq i32 %wk, 4\n  %w.k5 = icmp eq i32 %wk, 5\n  \
          %w.v56 = select i1 %w.k5, i64 %w.anyl, i64 %w.alll\n  %w.vote = select i1 %w.k4, i64 %w.bbl, i64 %w.v56\n  \
-         %w.isshfl = icmp ult i32 %wk, 4\n  %w.res = select i1 %w.isshfl, i64 %wv, i64 %w.vote\n  \
+         %w.lead = call i32 @llvm.cttz.i32(i32 %w.mm, i1 false)\n  %w.iselect = icmp eq i32 %w.l, %w.lead\n  \
+         %w.electl = zext i1 %w.iselect to i64\n  %w.k8 = icmp eq i32 %wk, 8\n  \
+         %w.vote8 = select i1 %w.k8, i64 %w.electl, i64 %w.vote\n  \
+         %w.isshfl = icmp ult i32 %wk, 4\n  %w.res = select i1 %w.isshfl, i64 %wv, i64 %w.vote8\n  \
          %w.ro = add i64 %wst.o2, {}\n  %w.rp = getelementptr i8, ptr %ctxs, i64 %w.ro\n  \
          store i64 %w.res, ptr %w.rp\n  br label %w.compute.next",
         OFF_RESULT

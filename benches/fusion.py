@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 from _common import Results, best_of, event_median_ms, optional, parse_args, per_call_us
 
-from zyntax import cuda, fusion, hir
+from zyntax import cuda, fusion, hir, tile
 from zyntax.tiling import load, nest_to_tile
 
 F32 = np.float32
@@ -280,6 +280,10 @@ def fused_nest_spec(m: int, n: int, k: int) -> dict[str, Any]:
     }
 
 
+#: Other schedules of the fused nest: (block M, block N, warps, stages), K steps of 64.
+FUSED_SCHEDULES = [(128, 64, 8, 4), (128, 64, 4, 3), (64, 128, 4, 4)]
+
+
 def nest_fused_case(torch: Any, res: Results, args: Any) -> None:
     """``nest_matmul_bias_gelu_residual_bf16_4096`` (module docstring)."""
     case = "nest_matmul_bias_gelu_residual_bf16_4096"
@@ -315,12 +319,22 @@ def nest_fused_case(torch: Any, res: Results, args: Any) -> None:
         "torch": lambda i: C.copy_(program(As[i], Bs[i], bias, R)),
         "torch_compile": lambda i: compiled(As[i], Bs[i], bias, R),
     }
+    arch = cuda.device_arch(args.device)
+    for bm, bn, w, st in FUSED_SCHEDULES:  # the autotuner's search space, timed
+        try:
+            sched = tile.Schedule((bm, bn), k=64, warps=w, stages=st, arch=arch)
+            other = nest_to_tile(fused_nest_spec(m, n, k), arch=arch, schedule=sched)
+            ocalls = [other.prepare(As[i], Bs[i], C, bias, R) for i in range(copies)]
+        except Exception as e:
+            res.notes[f"{case}_{bm}x{bn}_w{w}_s{st}"] = f"{type(e).__name__}: {str(e)[:200]}"
+            continue
+        impls[f"zyntax_nest_{bm}x{bn}x64_w{w}_s{st}"] = lambda i, oc=ocalls: oc[i]()
     for impl, fn in impls.items():
         try:
             C.fill_(float("nan"))
             out = fn(0)
             torch.cuda.synchronize()
-            got = C if impl == "zyntax_nest" else out
+            got = C if impl.startswith("zyntax_nest") else out
             err = ((got.double() - ref).norm() / ref.norm()).item()
             res.notes[f"{case}_{impl}_rel_err"] = err
             if not err < 2e-2:

@@ -169,12 +169,12 @@ NEST_CASES = {
 #: step, warps, stages). bf16 with K steps of 64 on sm_90a: the wgmma pipeline.
 SCHEDULES = {
     "bf16": [
-        (128, 256, 64, 8, 3),
-        (128, 128, 64, 4, 3),
-        (128, 128, 64, 8, 4),
+        (128, 256, 64, 8, 4),
+        (256, 128, 64, 8, 4),
+        (128, 128, 64, 8, 3),
+        (128, 128, 64, 4, 4),
         (128, 64, 64, 4, 4),
         (64, 64, 16, 4, 1),
-        (128, 128, 32, 8, 1),
     ],
     "f32": [(64, 64, 8, 4, 1), (128, 64, 8, 8, 1), (128, 128, 8, 8, 1), (32, 64, 16, 2, 1)],
 }
@@ -313,9 +313,13 @@ def nest_case(
         kn = kernel_nest(prange_mm, As[0], Bs[0], C, arch=arch)
         res.notes[f"{case}_prange_report"] = kn.report
         if kn.tile.kernel is not None:
-            res.notes[f"{case}_prange_same_hir"] = (
-                kn.tile.kernel.module.to_zir() == nt.kernel.module.to_zir()
-            )
+            # The same nest under the kernel's names (mm; a, b, c).
+            named = {**spec, "name": "mm"}
+            named["buffers"] = [
+                {**b, "name": x} for b, x in zip(spec["buffers"], "abc", strict=True)
+            ]
+            same = nest_to_tile(named, arch=arch).kernel.module.to_zir()
+            res.notes[f"{case}_prange_same_hir"] = kn.tile.kernel.module.to_zir() == same
             pcalls = [kn.tile.prepare(As[i], Bs[i], C, device=args.device) for i in range(copies)]
             report("zyntax_prange_nest", lambda i: pcalls[i]())
         pgrid = prange_mm.launch_grid(m, n)
@@ -340,6 +344,7 @@ def rust_dsl_case(args: Any, res: Results, torch: Any, rust_dir: Path) -> None:
     zir = (rust_dir / "matmul.zir").read_text()
     launch = json.loads((rust_dir / "matmul.launch.json").read_text())
     spec = matmul_spec("bf16", m, m, m)
+    spec["name"] = "matmul"  # the Rust program's name, so that the HIR may match
     nt = nest_to_tile(spec, arch=cuda.device_arch(args.device))
     res.notes[f"{case}_same_hir_as_python"] = nt.kernel.module.to_zir() == zir
     kernel = cuda.load_hir(hir.parse_zir(zir), args.device).kernel(launch["kernel"])

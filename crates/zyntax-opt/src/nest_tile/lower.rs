@@ -192,7 +192,7 @@ fn map_schedule(spec: &NestSpec, loops: &[usize], options: &NestTileOptions) -> 
 
 /// Contractions: f16/bf16 on sm_90a, when the problem fills 128x128 tiles,
 /// take the tile layer's wgmma pipeline (`DotPath::Auto` picks it for a GEMM
-/// loop that fits: K steps of 64, i.e. 128-byte rows, one warpgroup, 4
+/// loop that fits: K steps of 64, i.e. 128-byte rows, two warpgroups, 4
 /// stages of `cp.async`; else `mma.sync`); otherwise the tile layer's
 /// heuristic, f16/bf16 on sm_80+ on `mma.sync` (a K step of at least 16, as
 /// `mma.sync.m16n8k16` needs), f32 on FFMA.
@@ -224,17 +224,19 @@ fn gemm_schedules(
     };
     // wgmma is sm_90a PTX (arch-specific): plain sm_90 stays on mma.sync.
     if c.elem != Type::F32 && options.arch == Arch::Sm90a && m >= 128 && n >= 128 && k >= 64 {
-        let wgmma = |bn: u32| {
+        let wgmma = |bn: u32, warps: u32| {
             Schedule::block(&[128, bn])
                 .k(64)
-                .warps(4)
+                .warps(warps)
                 .stages(4)
                 .arch(options.arch)
                 .dot_path(DotPath::Auto)
         };
+        // 128x128 over two warpgroups: 396 TFLOP/s at bf16 4096^3 on an
+        // H200 against 319 over one (benches/tiling.py's ladder, docs/tiling.md).
         // 128x64 when an epilogue's f32 tile does not fit 128x128 (64 KiB
         // of static shared memory to convert it).
-        return vec![wgmma(128), wgmma(64), fallback];
+        return vec![wgmma(128, 8), wgmma(64, 4), fallback];
     }
     vec![fallback]
 }

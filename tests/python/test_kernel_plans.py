@@ -48,19 +48,19 @@ def _record(n: int, x_ptr: int, out_given: bool) -> tuple[Any, Any, Any, list[An
     x, out = Obj(), Obj()
     values = (x, out if out_given else None, 1.5)
     rec = _plans._Recording(values)
-    allocated: list[int] = []
+    allocated: list[tuple[Any, int]] = []  # (the object it was made like, address)
 
-    def again() -> tuple[Any, int]:
+    def again(like: Any) -> tuple[Any, int]:
         p = int(rng.integers(1, 2**30)) * 256
-        allocated.append(p)
+        allocated.append((like, p))
         return Obj(), p
 
+    tx = _tensor(x, "x", x_ptr, n)
+    rec.tensor(tx)
     if not out_given:
         out = Obj()
-        rec.alloc(out, again)
-    tx = _tensor(x, "x", x_ptr, n)
+        rec.alloc(out, again, tx)
     to = _tensor(out, "out", x_ptr + 4 * n if out_given else 2**40, n)
-    rec.tensor(tx)
     rec.tensor(to)
     if out_given:
         rec.overlap(to, [tx], [(0, 4 * n, "out"), (0, 4 * n, "x")])
@@ -79,7 +79,8 @@ def test_a_plan_replays_with_the_new_addresses() -> None:
     assert type(got) is Obj and got is not out  # a fresh output per call
     ((grid, block, shared, stream, args),) = log
     assert (grid, block, shared, stream) == ((n,), 128, None, None)
-    assert args == [p2, allocated[-1], n, 1.5, True]
+    assert args == [p2, allocated[-1][1], n, 1.5, True]
+    assert allocated[-1][0] is x2  # made like this call's x
 
 
 def test_a_given_out_is_rechecked_for_overlap_on_every_call() -> None:
@@ -117,9 +118,12 @@ def test_what_cannot_be_replayed_makes_no_plan() -> None:
     # A result that is not an argument or an allocation.
     rec, _, _, _ = _record(n, 4096, out_given=True)
     assert rec.plan(Obj()) is None
-    # An allocation that cannot be repeated.
+    # An allocation that cannot be repeated, or made like an unknown tensor.
     rec, out, _, _ = _record(n, 4096, out_given=True)
-    rec.alloc(Obj(), None)
+    rec.alloc(Obj(), None, rec.tensors[0])
+    assert rec.plan(out) is None
+    rec, out, _, _ = _record(n, 4096, out_given=True)
+    rec.alloc(Obj(), lambda like: (Obj(), 0), _tensor(Obj(), "y", 0, 1))
     assert rec.plan(out) is None
 
 

@@ -136,8 +136,8 @@ class _Recording:
     def __init__(self, values: tuple[Any, ...]) -> None:
         self.values = values
         self.ok = True
-        #: (object, make another: () -> (object, address)) per allocation.
-        self.allocs: list[tuple[Any, Callable[[], tuple[Any, int]]]] = []
+        #: (object, make another: like -> (object, address), like's source) per allocation.
+        self.allocs: list[tuple[Any, Callable[[Any], tuple[Any, int]], tuple[str, int]]] = []
         #: id(Tensor) -> ("in" | "alloc", index), and the Tensors (kept alive).
         self.sources: dict[int, tuple[str, int]] = {}
         self.tensors: list[Any] = []
@@ -151,7 +151,7 @@ class _Recording:
         for i, v in enumerate(self.values):
             if v is obj:
                 return ("in", i)
-        for i, (a, _) in enumerate(self.allocs):
+        for i, (a, _, _) in enumerate(self.allocs):
             if a is obj:
                 return ("alloc", i)
         return None
@@ -164,11 +164,13 @@ class _Recording:
         self.sources[id(t)] = src
         self.tensors.append(t)
 
-    def alloc(self, obj: Any, again: Callable[[], tuple[Any, int]] | None) -> None:
-        if again is None:
+    def alloc(self, obj: Any, again: Callable[[Any], tuple[Any, int]] | None, like: Any) -> None:
+        """`again(the call's object in like's place)` makes another output."""
+        src = self.sources.get(id(like))
+        if again is None or src is None:
             self.ok = False
             return
-        self.allocs.append((obj, again))
+        self.allocs.append((obj, again, src))
 
     def tensor_map(self, m: Any, t: Any, params: tuple[Any, ...]) -> None:
         src = self.sources.get(id(t))
@@ -234,7 +236,7 @@ class _Plan:
         def at(src: tuple[str, int]) -> int:
             return src[1] if src[0] == "in" else n + src[1]
 
-        self.allocs = [again for _, again in rec.allocs]
+        self.allocs = [(again, at(src)) for _, again, src in rec.allocs]
         self.overlaps = [([at(x) for x in srcs], extents) for srcs, extents in rec.overlaps]
         self.result = [None if src[0] == "none" else at(src) for src in result]
         self.tuple_result = tuple_result
@@ -253,8 +255,8 @@ class _Plan:
     def __call__(self, values: tuple[Any, ...], ptrs: list[int | None]) -> Any:
         objs: list[Any] = list(values)
         addr: list[Any] = list(ptrs)
-        for again in self.allocs:
-            o, p = again()
+        for again, like in self.allocs:
+            o, p = again(objs[like])
             objs.append(o)
             addr.append(p)
         for srcs, extents in self.overlaps:

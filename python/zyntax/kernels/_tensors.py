@@ -282,25 +282,34 @@ def empty_like(like: Tensor, shape: tuple[int, ...], dtype: str) -> Any:
     again = _allocator(like, shape, dtype)
     if again is None:
         obj = _empty_like(like, shape, dtype)
-        rec.alloc(obj, None)
+        rec.alloc(obj, None, like)
         return obj
-    obj, _ = again()
-    rec.alloc(obj, again)
+    obj, _ = again(like.obj)
+    rec.alloc(obj, again, like)
     return obj
 
 
 def _allocator(like: Tensor, shape: tuple[int, ...], dtype: str) -> Any:
-    """() -> (a new GPU output like `like`'s, its address), for torch tensors
-    and DeviceArrays (None for other libraries)."""
+    """(the call's object in `like`'s place) -> (a new GPU output like it,
+    its address), for torch tensors and DeviceArrays (None for other
+    libraries). A torch output is ``like.new_empty(shape)``: contiguous, on
+    `like`'s device, and cheaper than ``torch.empty(shape, dtype=, device=)``
+    (no device argument to parse)."""
     lib = type(like.obj).__module__.split(".")[0]
     if lib == "torch":
         import torch  # type: ignore[import-not-found, unused-ignore]
 
         tdt = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[dtype]
-        empty, dev = torch.empty, like.obj.device
+        if like.obj.dtype is tdt:
 
-        def torch_tensor() -> tuple[Any, int]:
-            o = empty(shape, dtype=tdt, device=dev)
+            def same_dtype(obj: Any) -> tuple[Any, int]:
+                o = obj.new_empty(shape)
+                return o, o.data_ptr()
+
+            return same_dtype
+
+        def torch_tensor(obj: Any) -> tuple[Any, int]:
+            o = obj.new_empty(shape, dtype=tdt)
             return o, o.data_ptr()
 
         return torch_tensor
@@ -308,7 +317,7 @@ def _allocator(like: Tensor, shape: tuple[int, ...], dtype: str) -> Any:
         np_dtype = "bfloat16" if dtype == "bf16" else _np_dtype(dtype)
         device = like.device
 
-        def device_array() -> tuple[Any, int]:
+        def device_array(_obj: Any) -> tuple[Any, int]:
             o = cuda.empty(shape, np_dtype, device)
             return o, int(o.ptr)
 

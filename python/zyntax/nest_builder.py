@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from zyntax.errors import ArgumentError, BuildError
-from zyntax.tiling import (
+from zyntax.nest_tile import (
     NestTile,
     _device_shape,
     _is_torch,

@@ -63,6 +63,8 @@ LAYERS: list[tuple[str, set[str]]] = [
             "zyntax.kernels",
             "zyntax.lang",
             "zyntax.nest",
+            "zyntax.nest_builder",
+            "zyntax.nest_tile",
             "zyntax.tiling",
             "zyntax.fusion",
             "zyntax.tuning",

@@ -13,10 +13,10 @@ import pytest
 
 import zyntax
 from zyntax import tile
+from zyntax.nest_tile import _DeviceWindow
 from zyntax.tiling import (
     NestTile,
     NestViewArg,
-    _DeviceWindow,
     load,
     nest_tiling_report,
     nest_to_tile,

@@ -40,8 +40,8 @@ def shape(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> st
     chunked program with 64-column chunks (so the loops run several times),
     carrying per-lane or per-row statistics."""
     if request.param.startswith("chunks"):
-        if request.param == "chunks_row_state":
-            monkeypatch.setattr(rows_tile, "STATE", "row")
+        state = "row" if request.param == "chunks_row_state" else "lanes"
+        monkeypatch.setattr(rows_tile, "STATE", state)
         monkeypatch.setattr(rows_tile, "ROWS_MAX", 0)
         monkeypatch.setattr(rows_tile, "ROW_MAX", 0)
         monkeypatch.setattr(rows_tile, "CHUNK", 64)
@@ -55,7 +55,9 @@ def test_plan_table() -> None:
     assert p(1000) == rows_tile.Plan("rows", 2, 1024, 4)
     assert p(1025).shape == "row" and p(1025).width == 2048
     assert p(16384) == rows_tile.Plan("row", 1, 16384, 32)
-    assert p(16385) == rows_tile.Plan("chunks", 1, 4096, 8)
+    assert p(16384, 2) == rows_tile.Plan("chunks", 1, 4096, 8, "row")
+    assert p(8192, 2) == rows_tile.Plan("row", 1, 8192, 16)
+    assert p(16385) == rows_tile.Plan("chunks", 1, 4096, 8, "row")
     for n in (1, 63, 1000, 5000, 262144):
         q = p(n)
         assert q.rows * q.width // (q.warps * 32) <= 32  # registers per tile

@@ -8,12 +8,13 @@ program shape runs is chosen by :func:`plan` from the width alone:
 - ``rows``   (width <= 1024): a program instance holds several whole rows, a
   ``[R, W]`` tile (``W`` the width rounded up to a power of two), so narrow
   rows still give every thread ~16 elements; tails are masked loads;
-- ``row``    (width <= 16384): one whole row per instance (``R = 1``), 4 to
-  32 warps, the row in registers between the reductions and the write;
-- ``chunks`` (wider): one row per instance, a loop over ``[1, 4096]`` chunks
-  with running per-lane state (an online max and sum of exponentials, or
-  shifted sums for the norms), reduced across the tile once after the loop,
-  then a second loop that writes.
+- ``row``    (width <= 16384, 8192 for 2-byte types): one whole row per
+  instance (``R = 1``), 4 to 32 warps, the row in registers between the
+  reductions and the write;
+- ``chunks`` (wider): one row per instance (or a few, see :func:`split`), a
+  loop over ``[1, 4096]`` chunks carrying running statistics (an online max
+  and sum of exponentials, or shifted sums for the norms; per row or per
+  lane, ``STATE``), then a second loop that writes.
 
 ``rows`` and ``row`` are the same program text (``R`` rows of ``W``); only
 ``chunks`` differs. The norm backward accumulates ``dweight``/``dbias`` per
@@ -37,22 +38,22 @@ from . import _tensors as T
 NEG_INF = -math.inf
 #: Elements of one tile each thread holds in the whole-row shapes.
 PER_THREAD = 16
-#: Widest row of the ``rows`` shape, and of the ``row`` shape.
-ROWS_MAX, ROW_MAX = 1024, 16384
+#: Widest row of the ``rows`` shape, and of the ``row`` shape (f32, 2-byte types).
+ROWS_MAX, ROW_MAX, ROW_MAX_16 = 1024, 16384, 8192
 #: Chunk width and warps of the ``chunks`` shape.
 CHUNK, CHUNK_WARPS = 4096, 8
 #: What a chunk loop carries: "lanes" (per-lane state, one [1, CHUNK] tile per
 #: statistic, reduced once after the loop) or "row" (each chunk reduced to the
 #: row's [1, 1] state: two block reductions per chunk, far fewer registers).
-STATE = "lanes"
+STATE = "row"
 #: Program instances per SM of the norm backward's row-block loop.
-GROUPS_PER_SM = 2
+GROUPS_PER_SM = 3
 #: Program instances wanted when few wide rows would leave SMs idle: a
 #: chunked softmax row is then split over S instances (see :func:`split`); 0
 #: means two per SM on the GPU and no split on the interpreter.
 SPLIT_TARGET = 0
 #: Columns per program instance of the partial-sum reduction.
-COLSUM_W, COLSUM_R = 256, 16
+COLSUM_W, COLSUM_R = 64, 64
 _U32 = 1 << 32
 
 
@@ -71,13 +72,17 @@ def _pow2(n: int) -> int:
     return 1 << max(0, n - 1).bit_length()
 
 
-def plan(n: int) -> Plan:
+def plan(n: int, itemsize: int = 4) -> Plan:
     """The one place where the width picks the program: the table in the
-    module docstring (``PER_THREAD`` elements per thread for whole rows)."""
+    module docstring (``PER_THREAD`` elements per thread for whole rows).
+    Rows of 2-byte elements stay whole up to ``ROW_MAX_16`` only: their
+    loads have another layout than the f32/u32 tiles the programs make
+    (8 elements per thread, not 4), and converting a [1, W] f32 tile stages
+    4·W bytes through the 48 KiB of shared memory."""
     w = max(16, _pow2(n))
     if w <= ROWS_MAX:
         return Plan("rows", PER_THREAD * 128 // w, w, 4)
-    if w <= ROW_MAX:
+    if w <= (ROW_MAX if itemsize == 4 else ROW_MAX_16):
         return Plan("row", 1, w, max(4, min(32, w // (PER_THREAD * 32))))
     return Plan("chunks", 1, CHUNK, CHUNK_WARPS, STATE)
 
@@ -705,7 +710,7 @@ def _grid(p: Plan, rows: int) -> tuple[int]:
 def run_softmax(x: T.Tensor, y: T.Tensor, stream: Any) -> None:
     (rows, n), xs = _rows2(x)
     ys = _rows2(y)[1]
-    p = plan(n)
+    p = plan(n, T.ITEMSIZE[x.dtype])
     key = (p, x.dtype, access((x, xs[1]), (y, ys[1])))
     xa, ya = view_args(x, (rows, n), xs), view_args(y, (rows, n), ys)
     s = split(x, rows, n, p)
@@ -721,7 +726,7 @@ def run_softmax(x: T.Tensor, y: T.Tensor, stream: Any) -> None:
 def run_softmax_backward(y: T.Tensor, dy: T.Tensor, dx: T.Tensor, stream: Any) -> None:
     (rows, n), ys = _rows2(y)
     gs, xs = _rows2(dy)[1], _rows2(dx)[1]
-    p = plan(n)
+    p = plan(n, T.ITEMSIZE[y.dtype])
     key = (p, y.dtype, access((y, ys[1]), (dy, gs[1]), (dx, xs[1])))
     args = [
         *view_args(y, (rows, n), ys),
@@ -747,7 +752,7 @@ def run_norm(
 ) -> None:
     (rows, n), xs = _rows2(x)
     ys = _rows2(y)[1]
-    p = plan(n)
+    p = plan(n, T.ITEMSIZE[x.dtype])
     wa, wv = _vec(w, n)
     ba, bv = _vec(b, n) if b is not None else ([], wv)
     key = (p, x.dtype, access((x, xs[1]), (y, ys[1]), wv, bv), kind)
@@ -769,7 +774,7 @@ def run_norm_backward(
     """dx, and dweight (dbias) summed over rows deterministically."""
     (rows, n), xs = _rows2(x)
     gs, os_ = _rows2(dy)[1], _rows2(dx)[1]
-    p = plan(n)
+    p = plan(n, T.ITEMSIZE[x.dtype])
     wa, wv = _vec(w, n)
     acc = access((x, xs[1]), (dy, gs[1]), (dx, os_[1]), wv)
     xa, ga = view_args(x, (rows, n), xs), view_args(dy, (rows, n), gs)
@@ -810,7 +815,7 @@ def _targets(g: T.Tensor, rows: int, gs: int) -> list[Any]:
 def run_cross_entropy(x: T.Tensor, g: T.Tensor, gs: int, loss: T.Tensor, stream: Any) -> None:
     """loss[r] (f32, contiguous) per row."""
     (rows, n), xs = _rows2(x)
-    p = plan(n)
+    p = plan(n, T.ITEMSIZE[x.dtype])
     key = (p, x.dtype, access((x, xs[1])), g.dtype)
     xa, ga, la = (
         view_args(x, (rows, n), xs),
@@ -839,7 +844,7 @@ def run_cross_entropy_backward(
     """dx = (softmax(x) - onehot) * dl[r * dls] * scale (dls = 0: one dloss for all rows)."""
     (rows, n), xs = _rows2(x)
     os_ = _rows2(dx)[1]
-    p = plan(n)
+    p = plan(n, T.ITEMSIZE[x.dtype])
     key = (p, x.dtype, access((x, xs[1]), (dx, os_[1])), g.dtype)
     xa, ga = view_args(x, (rows, n), xs), _targets(g, rows, gs)
     da, oa = view_args(dl, (rows, 1), (dls, 1)), view_args(dx, (rows, n), os_)

@@ -191,3 +191,33 @@ def test_a_call_passing_one_tensor_twice_makes_no_plan(monkeypatch: pytest.Monke
     assert entry.plans == {}  # type: ignore[attr-defined]
     entry(x, Obj())
     assert len(entry.plans) == 1  # type: ignore[attr-defined]
+
+
+def test_tensor_maps_are_rebuilt_for_the_new_address(monkeypatch: pytest.MonkeyPatch) -> None:
+    built: list[tuple[Any, ...]] = []
+
+    def fake_map(ptr: int, *geometry: Any) -> tuple[Any, ...]:
+        built.append((ptr, *geometry))
+        return ("map", ptr, *geometry)
+
+    monkeypatch.setattr(_plans, "tensor_map_at", fake_map)
+    log: list[Any] = []
+    x = Obj()
+    rec = _plans._Recording((x,))
+    tx = _tensor(x, "x", 4096, 64)
+    rec.tensor(tx)
+    geometry = ((64,), (4,), "<f4", (64,), "128B", "f32")
+    m = fake_map(4096, *geometry)
+    rec.tensor_map(m, tx, geometry)
+    rec.launch(FakeKernel(log), 1, 128, 0, None, [m, 7])
+    plan = rec.plan(x)
+    assert plan is not None
+    p = int(rng.integers(1, 2**30)) * 256
+    for _ in range(2):
+        assert plan((x,), [p]) is x
+        assert log[-1][-1] == [("map", p, *geometry), 7]
+    assert [b[0] for b in built] == [4096, p]  # the second call found p's map cached
+    # A map of a tensor the recording did not see makes no plan.
+    rec = _plans._Recording((x,))
+    rec.tensor_map(m, _tensor(Obj(), "y", 0, 1), geometry)
+    assert not rec.ok

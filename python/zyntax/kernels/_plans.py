@@ -246,7 +246,7 @@ class _Plan:
             template = [d[1] if d[0] == "const" else None for d in descs]
             # (position, source, map geometry or None for a plain address)
             subs = [
-                (i, at(d[1]), d[2] if d[0] == "map" else None)
+                (i, at(d[1]), _Geometry(d[2]) if d[0] == "map" else None)
                 for i, d in enumerate(descs)
                 if d[0] != "const"
             ]
@@ -270,7 +270,7 @@ class _Plan:
         for launcher, template, subs in self.launches:
             vals = list(template)
             for i, j, geometry in subs:
-                vals[i] = addr[j] if geometry is None else tensor_map_at(addr[j], *geometry)
+                vals[i] = addr[j] if geometry is None else _map(addr[j], geometry)
             launcher(*vals)
         got = [None if j is None else objs[j] for j in self.result]
         return tuple(got) if self.tuple_result else got[0]
@@ -294,6 +294,29 @@ class _RawView:
             "strides": strides,
             "version": 3,
         }
+
+
+class _Geometry:
+    """A map's arguments besides its address, hashed by identity: a plan's
+    replay looks its maps up by (address, geometry object) without hashing
+    the nested tuples again."""
+
+    __slots__ = ("args",)
+
+    def __init__(self, args: tuple[Any, ...]) -> None:
+        self.args = args
+
+
+_maps: dict[tuple[int, _Geometry], Any] = {}
+
+
+def _map(ptr: int, geometry: _Geometry) -> Any:
+    m = _maps.get((ptr, geometry))
+    if m is None:
+        if len(_maps) >= 256:
+            _maps.clear()
+        m = _maps[(ptr, geometry)] = tensor_map_at(ptr, *geometry.args)
+    return m
 
 
 @functools.lru_cache(maxsize=256)

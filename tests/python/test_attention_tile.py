@@ -124,6 +124,18 @@ def test_dispatch_through_kernels_attention() -> None:
     assert np.abs(out.astype(np.float64) - ref).max() < 4e-3 * max(1.0, np.abs(ref).max())
 
 
+def test_grouped_query_default_repeats_heads() -> None:
+    """hd 64 grouped-query heads by default: K and V repeated to the query
+    heads run the hand-written kernel (the interpreter's sm80 path)."""
+    q = rng.standard_normal((1, 4, 21, 64)).astype(np.float16)
+    k = rng.standard_normal((1, 2, 21, 64)).astype(np.float16)
+    v = rng.standard_normal((1, 2, 21, 64)).astype(np.float16)
+    out, lse = kernels.attention(q, k, v, causal=True, return_lse=True)
+    ref, ref_lse = reference(q, k, v, 1 / 8, True, None)
+    assert np.abs(out.astype(np.float64) - ref).max() < 4e-3 * max(1.0, np.abs(ref).max())
+    assert np.allclose(lse, ref_lse, rtol=1e-5, atol=1e-5)
+
+
 def test_bad_arguments_are_named() -> None:
     q = np.ones((1, 4, 8, 64), np.float16)
     with pytest.raises(ArgumentError, match=r"'k'.*divisor"):

@@ -81,12 +81,13 @@ def test_head_dims_and_tails(dtype: Any, d: int, sq: int, sk: int, causal: bool)
     check(out, lse, *reference(q, k, v, 1 / math.sqrt(d), causal))
 
 
+@pytest.mark.parametrize("variant", ["tile", None])  # None: K/V repeated, hand-written kernel
 @pytest.mark.parametrize(("h", "hk"), [(32, 8), (8, 1)])
-def test_grouped_and_multi_query(h: int, hk: int) -> None:
+def test_grouped_and_multi_query(h: int, hk: int, variant: str | None) -> None:
     q = torch.randn(1, h, 333, 128, device=DEV, dtype=BF16)
     k = torch.randn(1, hk, 333, 128, device=DEV, dtype=BF16)
     v = torch.randn(1, hk, 333, 128, device=DEV, dtype=BF16)
-    out, lse = kernels.attention(q, k, v, causal=True, return_lse=True)
+    out, lse = kernels.attention(q, k, v, causal=True, return_lse=True, variant=variant)
     check(out, lse, *reference(q, k, v, 1 / math.sqrt(128), True))
 
 

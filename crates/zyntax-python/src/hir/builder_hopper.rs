@@ -1,0 +1,557 @@
+//! The Python `FunctionBuilder`'s hand-written methods: Hopper barriers (mbarrier), TMA, clusters, warp MMA (mma.sync,
+//! ldmatrix) and warpgroup MMA (wgmma).
+
+use super::*;
+
+#[pymethods]
+impl FunctionBuilder {
+    // ------------------------------------------------------------ Hopper barriers (issue 13)
+    // A barrier is a `ptr<shared, u64>` (e.g. `shared_alloc(u64, 1)`); counts are u32.
+
+    /// Initializes the barrier for `count` arrivals per phase (phase 0).
+    fn mbarrier_init(
+        &self,
+        py: Python<'_>,
+        bar: &Bound<'_, PyAny>,
+        count: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        self.mbar(py, MbarrierOp::Init, bar, &[count]).map(|_| ())
+    }
+    /// Arrives once; returns the u64 state token for `mbarrier_test_wait`.
+    fn mbarrier_arrive(&self, py: Python<'_>, bar: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.mbar1(py, MbarrierOp::Arrive, bar, &[])
+    }
+    /// Adds `tx` bytes to the phase's expected transactions, then arrives; returns the state token (sm_90).
+    fn mbarrier_arrive_expect_tx(
+        &self,
+        py: Python<'_>,
+        bar: &Bound<'_, PyAny>,
+        tx: &Bound<'_, PyAny>,
+    ) -> PyResult<PyValue> {
+        self.mbar1(py, MbarrierOp::ArriveExpectTx, bar, &[tx])
+    }
+    /// Marks `tx` bytes of the phase's transactions complete (sm_90).
+    fn mbarrier_complete_tx(
+        &self,
+        py: Python<'_>,
+        bar: &Bound<'_, PyAny>,
+        tx: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        self.mbar(py, MbarrierOp::CompleteTx, bar, &[tx])
+            .map(|_| ())
+    }
+    /// Whether the phase `state` (from an arrive) came from has completed; never blocks.
+    fn mbarrier_test_wait(
+        &self,
+        py: Python<'_>,
+        bar: &Bound<'_, PyAny>,
+        state: &Bound<'_, PyAny>,
+    ) -> PyResult<PyValue> {
+        self.mbar1(py, MbarrierOp::TestWait, bar, &[state])
+    }
+    /// Whether the phase of parity `parity` (0 or 1) has completed; may first
+    /// suspend the thread for up to `hint` ns (sm_90). Call it in a loop.
+    #[pyo3(signature = (bar, parity, hint=None))]
+    fn mbarrier_try_wait_parity(
+        &self,
+        py: Python<'_>,
+        bar: &Bound<'_, PyAny>,
+        parity: &Bound<'_, PyAny>,
+        hint: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyValue> {
+        let zero = 0u32.into_pyobject(py)?.into_any();
+        let hint = hint.unwrap_or(&zero);
+        self.mbar1(py, MbarrierOp::TryWaitParity, bar, &[parity, hint])
+    }
+    /// Invalidates the barrier so its shared memory can be reused.
+    fn mbarrier_inval(&self, py: Python<'_>, bar: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.mbar(py, MbarrierOp::Inval, bar, &[]).map(|_| ())
+    }
+
+    // ------------------------------------------------------------ TMA (issue 13 item 2)
+    // A tensor map is a `hir.tensormap` kernel parameter; coordinates are
+    // element coordinates, innermost first (ints become i32 constants).
+
+    /// Copies the tensor map's box at `coords` into shared `dst`; the copy
+    /// completes its bytes on mbarrier `bar` (sm_90). With `multicast` (a u16
+    /// CTA mask), into the same offset of every CTA of the cluster it names (sm_90a).
+    #[pyo3(signature = (dst, tmap, coords, bar, *, multicast=None))]
+    fn tma_load(
+        &self,
+        py: Python<'_>,
+        dst: &Bound<'_, PyAny>,
+        tmap: &Bound<'_, PyAny>,
+        coords: &Bound<'_, PyAny>,
+        bar: &Bound<'_, PyAny>,
+        multicast: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let (dst, _) = self.sh.value(dst, "the destination of `tma_load`")?;
+        let (tmap, _) = self.sh.value(tmap, "the tensor map of `tma_load`")?;
+        let (bar, _) = self.sh.value(bar, "the barrier of `tma_load`")?;
+        let coords = self.opnd_seq(Some(coords))?;
+        let mask = multicast.map(|m| self.sh.opnd(m)).transpose()?;
+        self.sh.run(py, |fb| {
+            let cs = mat_all(fb, &coords, &vec![Type::I32; coords.len()])?;
+            let mask = mask.map(|(m, _)| mat(fb, &m, &Type::U16)).transpose()?;
+            fb.tma_load(dst, tmap, bar, &cs, mask)
+        })
+    }
+    /// Copies the box in shared `src` to the tensor at `coords` (in-bounds
+    /// elements only). A bulk-group op: `bulk_commit_group`, then `bulk_wait_group`.
+    fn tma_store(
+        &self,
+        py: Python<'_>,
+        tmap: &Bound<'_, PyAny>,
+        coords: &Bound<'_, PyAny>,
+        src: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let (tmap, _) = self.sh.value(tmap, "the tensor map of `tma_store`")?;
+        let (src, _) = self.sh.value(src, "the source of `tma_store`")?;
+        let coords = self.opnd_seq(Some(coords))?;
+        self.sh.run(py, |fb| {
+            let cs = mat_all(fb, &coords, &vec![Type::I32; coords.len()])?;
+            fb.tma_store(tmap, src, &cs)
+        })
+    }
+    /// Combines the box in shared `src` into the tensor at `coords` with `op`
+    /// (`"add"`, `"min"` or `"max"`, on the tensor map's element type). A bulk-group op.
+    fn tma_reduce(
+        &self,
+        py: Python<'_>,
+        op: Text,
+        tmap: &Bound<'_, PyAny>,
+        coords: &Bound<'_, PyAny>,
+        src: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let op = zh::BulkRedOp::from_name(&op).ok_or_else(|| {
+            BuildError::new_err(format!(
+                "unknown TMA reduction '{}' (expected one of: add, min, max)",
+                &*op
+            ))
+        })?;
+        let (tmap, _) = self.sh.value(tmap, "the tensor map of `tma_reduce`")?;
+        let (src, _) = self.sh.value(src, "the source of `tma_reduce`")?;
+        let coords = self.opnd_seq(Some(coords))?;
+        self.sh.run(py, |fb| {
+            let cs = mat_all(fb, &coords, &vec![Type::I32; coords.len()])?;
+            fb.tma_reduce(op, tmap, src, &cs)
+        })
+    }
+    /// Copies `nbytes` (a multiple of 16) from global `src` to shared `dst`;
+    /// the copy completes its bytes on mbarrier `bar` (sm_90).
+    fn bulk_copy_g2s(
+        &self,
+        py: Python<'_>,
+        dst: &Bound<'_, PyAny>,
+        src: &Bound<'_, PyAny>,
+        nbytes: &Bound<'_, PyAny>,
+        bar: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let (dst, _) = self.sh.value(dst, "the destination of `bulk_copy_g2s`")?;
+        let (src, _) = self.sh.value(src, "the source of `bulk_copy_g2s`")?;
+        let (bar, _) = self.sh.value(bar, "the barrier of `bulk_copy_g2s`")?;
+        let (n, _) = self.sh.opnd(nbytes)?;
+        self.sh.run(py, |fb| {
+            let n = mat(fb, &n, &Type::U32)?;
+            fb.bulk_copy_g2s(dst, src, n, bar)
+        })
+    }
+    /// Copies `nbytes` (a multiple of 16) from shared `src` to global `dst`. A bulk-group op.
+    fn bulk_copy_s2g(
+        &self,
+        py: Python<'_>,
+        dst: &Bound<'_, PyAny>,
+        src: &Bound<'_, PyAny>,
+        nbytes: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let (dst, _) = self.sh.value(dst, "the destination of `bulk_copy_s2g`")?;
+        let (src, _) = self.sh.value(src, "the source of `bulk_copy_s2g`")?;
+        let (n, _) = self.sh.opnd(nbytes)?;
+        self.sh.run(py, |fb| {
+            let n = mat(fb, &n, &Type::U32)?;
+            fb.bulk_copy_s2g(dst, src, n)
+        })
+    }
+    /// Waits until at most `n` of this thread's committed bulk groups are
+    /// incomplete (`read=True`: until they no longer read their shared source).
+    #[pyo3(signature = (n=Checked(0), *, read=Flag(false)), text_signature = "($self, n=0, *, read=False)")]
+    fn bulk_wait_group(&self, py: Python<'_>, n: Checked<u32>, read: Flag) -> PyResult<()> {
+        self.sh.run(py, |fb| fb.bulk_wait_group(n.0, read.0))
+    }
+    /// Combines `nbytes` (a multiple of 16) of shared `src` element-wise into
+    /// global `dst` with `op` (`"add"`, `"min"`, `"max"`, in the pointers'
+    /// element type). A bulk-group op.
+    fn bulk_reduce(
+        &self,
+        py: Python<'_>,
+        op: Text,
+        dst: &Bound<'_, PyAny>,
+        src: &Bound<'_, PyAny>,
+        nbytes: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let op = zh::BulkRedOp::from_name(&op).ok_or_else(|| {
+            BuildError::new_err(format!(
+                "unknown bulk reduction '{}' (expected one of: add, min, max)",
+                &*op
+            ))
+        })?;
+        let (dst, _) = self.sh.value(dst, "the destination of `bulk_reduce`")?;
+        let (src, _) = self.sh.value(src, "the source of `bulk_reduce`")?;
+        let (n, _) = self.sh.opnd(nbytes)?;
+        self.sh.run(py, |fb| {
+            let n = mat(fb, &n, &Type::U32)?;
+            fb.bulk_reduce(op, dst, src, n)
+        })
+    }
+    /// Prefetches the tensor map (speed only).
+    fn prefetch_tensormap(&self, py: Python<'_>, tmap: &Bound<'_, PyAny>) -> PyResult<()> {
+        let (tmap, _) = self
+            .sh
+            .value(tmap, "the tensor map of `prefetch_tensormap`")?;
+        self.sh.run(py, |fb| fb.prefetch_tensormap(tmap))
+    }
+
+    // ------------------------------------------------------------ clusters (issue 13 item 4, h13-cluster)
+
+    /// `barrier.cluster.arrive` (`relaxed=True`: without release ordering).
+    #[pyo3(signature = (relaxed=Flag(false)), text_signature = "($self, relaxed=False)")]
+    fn cluster_arrive(&self, py: Python<'_>, relaxed: Flag) -> PyResult<()> {
+        let op = if relaxed.0 {
+            zh::ClusterBarrierOp::ArriveRelaxed
+        } else {
+            zh::ClusterBarrierOp::Arrive
+        };
+        self.sh.run(py, |fb| fb.cluster_barrier(op))
+    }
+    /// `barrier.cluster.wait`: until every non-exited thread of the cluster has arrived.
+    fn cluster_wait(&self, py: Python<'_>) -> PyResult<()> {
+        self.sh
+            .run(py, |fb| fb.cluster_barrier(zh::ClusterBarrierOp::Wait))
+    }
+    /// Cluster-wide barrier: `cluster_arrive()` then `cluster_wait()`.
+    fn cluster_sync(&self, py: Python<'_>) -> PyResult<()> {
+        self.cluster_arrive(py, Flag(false))?;
+        self.cluster_wait(py)
+    }
+    /// `ptr` (a `ptr<shared, T>`) in the cluster's block of rank `rank`: a
+    /// `ptr<shared_cluster, T>` to load, store and atomically update (DSMEM).
+    fn mapa(
+        &self,
+        py: Python<'_>,
+        ptr: &Bound<'_, PyAny>,
+        rank: &Bound<'_, PyAny>,
+    ) -> PyResult<PyValue> {
+        let (p, _) = self.sh.value(ptr, "the pointer of `mapa`")?;
+        let (r, _) = self.sh.opnd(rank)?;
+        self.sh.run1(py, |fb| {
+            let r = mat(fb, &r, &Type::U32)?;
+            fb.mapa(p, r)
+        })
+    }
+    /// One arrival on a barrier `mapa` mapped to a block of the cluster: release at
+    /// cluster scope, or (`relaxed=True`) ordering nothing for that block, for handing
+    /// back a buffer this thread only read (no GPU-wide fence).
+    #[pyo3(signature = (bar, relaxed=Flag(false)), text_signature = "($self, bar, relaxed=False)")]
+    fn mbarrier_arrive_cluster(
+        &self,
+        py: Python<'_>,
+        bar: &Bound<'_, PyAny>,
+        relaxed: Flag,
+    ) -> PyResult<()> {
+        let relaxed = relaxed.0;
+        let (b, _) = self
+            .sh
+            .value(bar, "the barrier of `mbarrier_arrive_cluster`")?;
+        self.sh.run(py, |fb| {
+            if relaxed {
+                fb.mbarrier_arrive_cluster_relaxed(b)
+            } else {
+                fb.mbarrier_arrive_cluster(b)
+            }
+        })
+    }
+
+    // ------------------------------------------------------------ warp MMA (issue 12)
+
+    /// `D = A * B + C` over the warp (`mma.sync`) with per-lane register
+    /// fragments in PTX's layouts; `elem` picks the input type and the shape.
+    #[pyo3(signature = (a, b, c, *, elem=Text::from("f16")),
+        text_signature = "($self, a, b, c, *, elem='f16')")]
+    fn mma_sync(
+        &self,
+        py: Python<'_>,
+        a: &Bound<'_, PyAny>,
+        b: &Bound<'_, PyAny>,
+        c: &Bound<'_, PyAny>,
+        elem: Text,
+    ) -> PyResult<PyValue> {
+        let e = enum_name(
+            "mma.sync input type",
+            &elem,
+            zh::MmaElem::ALL,
+            zh::MmaElem::from_name,
+            zh::MmaElem::name,
+        )?;
+        let (a, _) = self.sh.value(a, "fragment a of `mma_sync`")?;
+        let (b, _) = self.sh.value(b, "fragment b of `mma_sync`")?;
+        let (c, _) = self.sh.value(c, "fragment c of `mma_sync`")?;
+        self.sh.run1(py, |fb| fb.mma_sync(e.shape(), e, a, b, c))
+    }
+
+    /// `num` (1, 2, 4) 8x8 b16 matrices from shared memory; lane `i*8 + r`
+    /// gives the address of row `r` of matrix `i`.
+    #[pyo3(signature = (ptr, num=Checked(4), *, trans=Flag(false)),
+        text_signature = "($self, ptr, num=4, *, trans=False)")]
+    fn ldmatrix(
+        &self,
+        py: Python<'_>,
+        ptr: &Bound<'_, PyAny>,
+        num: Checked<u32>,
+        trans: Flag,
+    ) -> PyResult<PyValue> {
+        let (p, _) = self.sh.value(ptr, "the pointer of `ldmatrix`")?;
+        self.sh.run1(py, |fb| fb.ldmatrix(num.0, trans.0, p))
+    }
+
+    /// Stores the matrices of `value` (`u32` or `vec<u32, n>`) to shared memory (sm_90).
+    #[pyo3(signature = (ptr, value, *, trans=Flag(false)), text_signature = "($self, ptr, value, *, trans=False)")]
+    fn stmatrix(
+        &self,
+        py: Python<'_>,
+        ptr: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        trans: Flag,
+    ) -> PyResult<()> {
+        let (p, _) = self.sh.value(ptr, "the pointer of `stmatrix`")?;
+        let (v, t) = self.sh.value(value, "the value of `stmatrix`")?;
+        let num = match t {
+            Type::Vector(_, n) => n,
+            _ => 1,
+        };
+        self.sh.run(py, |fb| fb.stmatrix(num, trans.0, p, v))
+    }
+
+    // ------------------------------------------------------------ warpgroup MMA (issue 13)
+
+    /// A u64 shared-memory matrix descriptor for `wgmma`: the start address of
+    /// `smem_ptr` (a shared pointer), the leading and stride byte offsets
+    /// (multiples of 16; ints or u32 values) and the swizzle
+    /// (`"128B"`, `"64B"`, `"32B"`, `"none"`); base offset 0.
+    #[pyo3(signature = (smem_ptr, *, leading_byte_offset, stride_byte_offset, swizzle=Text::from("128B")),
+        text_signature = "($self, smem_ptr, *, leading_byte_offset, stride_byte_offset, swizzle='128B')")]
+    fn wgmma_desc(
+        &self,
+        py: Python<'_>,
+        smem_ptr: &Bound<'_, PyAny>,
+        leading_byte_offset: &Bound<'_, PyAny>,
+        stride_byte_offset: &Bound<'_, PyAny>,
+        swizzle: Text,
+    ) -> PyResult<PyValue> {
+        let sw = enum_name(
+            "swizzle",
+            &swizzle,
+            zh::Swizzle::ALL,
+            zh::Swizzle::from_name,
+            zh::Swizzle::name,
+        )?;
+        let (p, _) = self.sh.value(smem_ptr, "the pointer of `wgmma_desc`")?;
+        let lbo = self.sh.opnd(leading_byte_offset)?.0;
+        let sbo = self.sh.opnd(stride_byte_offset)?.0;
+        self.sh.run1(py, |fb| {
+            let l = mat(fb, &lbo, &Type::U32)?;
+            let s = mat(fb, &sbo, &Type::U32)?;
+            fb.wgmma_desc(sw, p, l, s)
+        })
+    }
+
+    /// `D = (scale_d ? acc : 0) + A * B` over the warpgroup (`wgmma.mma_async`,
+    /// m64nNk*, sm_90a). `acc` is `vec<f32|f16|i32, n/2>`; `a` a u64 descriptor
+    /// (A in shared memory) or a `vec<u32, 4>` register fragment; `b_desc` a u64
+    /// descriptor; `scale_d` 0/1 or a bool value; `scale_a`/`scale_b` 1 or -1.
+    #[pyo3(signature = (acc, a, b_desc, *, n, a_type=Text::from("bf16"), b_type=None, scale_d=None, trans_a=Flag(false), trans_b=Flag(false), scale_a=Checked(1), scale_b=Checked(1)),
+        text_signature = "($self, acc, a, b_desc, *, n, a_type='bf16', b_type=None, scale_d=1, trans_a=False, trans_b=False, scale_a=1, scale_b=1)")]
+    #[allow(clippy::too_many_arguments)]
+    fn wgmma(
+        &self,
+        py: Python<'_>,
+        acc: &Bound<'_, PyAny>,
+        a: &Bound<'_, PyAny>,
+        b_desc: &Bound<'_, PyAny>,
+        n: Checked<u32>,
+        a_type: Text,
+        b_type: Option<Text>,
+        scale_d: Option<&Bound<'_, PyAny>>,
+        trans_a: Flag,
+        trans_b: Flag,
+        scale_a: Checked<i32>,
+        scale_b: Checked<i32>,
+    ) -> PyResult<PyValue> {
+        let elem = |t: &str| {
+            enum_name(
+                "wgmma input type",
+                t,
+                zh::MmaElem::ALL,
+                zh::MmaElem::from_name,
+                zh::MmaElem::name,
+            )
+        };
+        let ea = elem(&a_type)?;
+        let eb = match &b_type {
+            Some(t) => elem(t)?,
+            None => ea,
+        };
+        let neg = |x: i32, what: &str| match x {
+            1 => Ok(false),
+            -1 => Ok(true),
+            _ => Err(BuildError::new_err(format!(
+                "wgmma: {what} must be 1 or -1, got {x}"
+            ))),
+        };
+        let form = zh::Wgmma {
+            n: n.0,
+            a: ea,
+            b: eb,
+            trans_a: trans_a.0,
+            trans_b: trans_b.0,
+            neg_a: neg(scale_a.0, "scale_a")?,
+            neg_b: neg(scale_b.0, "scale_b")?,
+        };
+        let (c, _) = self.sh.value(acc, "the accumulator of `wgmma`")?;
+        let (av, _) = self.sh.value(a, "operand a of `wgmma`")?;
+        let (bv, _) = self.sh.value(b_desc, "the B descriptor of `wgmma`")?;
+        let sd = match scale_d {
+            None => Opnd::Bool(true),
+            Some(o) => match self.sh.opnd(o)?.0 {
+                Opnd::Int(0) => Opnd::Bool(false),
+                Opnd::Int(1) => Opnd::Bool(true),
+                other => other,
+            },
+        };
+        self.sh.run1(py, |fb| {
+            let s = mat(fb, &sd, &Type::BOOL)?;
+            fb.wgmma(form, c, av, bv, s)
+        })
+    }
+
+    /// An accumulator of zeros for `wgmma` of width `n`: `vec<dtype, n/2>`
+    /// (`dtype` f32, f16 or i32).
+    #[pyo3(signature = (n, *, dtype=None), text_signature = "($self, n, *, dtype=f32)")]
+    fn wgmma_zero(
+        &self,
+        py: Python<'_>,
+        n: Checked<u32>,
+        dtype: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyValue> {
+        let s = match dtype {
+            Some(t) => to_type(t)?,
+            None => Type::F32,
+        };
+        let Some(s) = s.as_scalar() else {
+            return Err(BuildError::new_err(format!(
+                "wgmma_zero: dtype must be a scalar type, got {s}"
+            )));
+        };
+        if n.0 % 8 != 0 || !(8..=256).contains(&n.0) {
+            return Err(BuildError::new_err(format!(
+                "wgmma_zero: n must be 8..256 by 8, got {}",
+                n.0
+            )));
+        }
+        self.sh
+            .run1(py, |fb| fb.wgmma_zero(Type::Vector(s, n.0 / 2)))
+    }
+
+    /// Waits until at most `n` committed wgmma groups are pending (0..7).
+    fn wgmma_wait_group(&self, py: Python<'_>, n: Checked<u32>) -> PyResult<()> {
+        self.sh.run(py, |fb| fb.wgmma_wait_group(n.0))
+    }
+
+    /// `setmaxnreg.inc` (`increase=True`) or `.dec` to `count` registers per
+    /// thread (a multiple of 8 in 24..256; sm_90a).
+    #[pyo3(signature = (count, *, increase), text_signature = "($self, count, *, increase)")]
+    fn setmaxnreg(&self, py: Python<'_>, count: Checked<u32>, increase: Flag) -> PyResult<()> {
+        self.sh.run(py, |fb| fb.setmaxnreg(count.0, increase.0))
+    }
+
+    /// True in exactly one lane of the warp, the lowest active one (`elect.sync`, sm_90).
+    fn elect_sync(&self, py: Python<'_>) -> PyResult<PyValue> {
+        self.sh.run1(py, |fb| fb.elect_sync())
+    }
+
+    /// A global load with a PTX cache operator (`ca`, `cg`, `cs`, `lu`, `cv`).
+    #[pyo3(signature = (ptr, cache=Text::from("cs")),
+        text_signature = "($self, ptr, cache='cs')")]
+    fn load_cached(
+        &self,
+        py: Python<'_>,
+        ptr: &Bound<'_, PyAny>,
+        cache: Text,
+    ) -> PyResult<PyValue> {
+        let c = enum_name(
+            "cache operator",
+            &cache,
+            zh::CacheOp::ALL,
+            zh::CacheOp::from_name,
+            zh::CacheOp::name,
+        )?;
+        let (p, _) = self.sh.value(ptr, "the pointer of `load_cached`")?;
+        self.sh.run1(py, |fb| fb.load_cached(c, p))
+    }
+    /// A global store with a PTX cache operator (`wb`, `cg`, `cs`, `wt`).
+    #[pyo3(signature = (ptr, value, cache=Text::from("cs")),
+        text_signature = "($self, ptr, value, cache='cs')")]
+    fn store_cached(
+        &self,
+        py: Python<'_>,
+        ptr: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        cache: Text,
+    ) -> PyResult<()> {
+        let c = enum_name(
+            "cache operator",
+            &cache,
+            zh::CacheOp::ALL,
+            zh::CacheOp::from_name,
+            zh::CacheOp::name,
+        )?;
+        let (p, _) = self.sh.value(ptr, "the pointer of `store_cached`")?;
+        let (v, _) = self.sh.value(value, "the value of `store_cached`")?;
+        self.sh.run(py, |fb| fb.store_cached(c, p, v))
+    }
+    /// `2**a` on f32, fast approximation (`ex2.approx.f32`).
+    fn ex2_approx(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.approx(py, zh::ApproxOp::Ex2, a)
+    }
+    /// `1/a` on f32, fast approximation (`rcp.approx.f32`).
+    fn rcp_approx(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.approx(py, zh::ApproxOp::Rcp, a)
+    }
+    /// `tanh(a)` on f32, fast approximation (`tanh.approx.f32`, sm_80+).
+    fn tanh_approx(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.approx(py, zh::ApproxOp::Tanh, a)
+    }
+    /// `2**a` on f32, fast approximation with subnormal operands and results
+    /// flushed to zero (`ex2.approx.ftz.f32`: one MUFU.EX2, no range fix-up).
+    fn ex2_ftz_approx(&self, py: Python<'_>, a: &Bound<'_, PyAny>) -> PyResult<PyValue> {
+        self.approx(py, zh::ApproxOp::Ex2Ftz, a)
+    }
+
+    /// Pointer to the module global `name` (declared with
+    /// `Module.global_var`): `ptr<constant|global, elem>`.
+    fn global_addr(&self, py: Python<'_>, name: Text) -> PyResult<PyValue> {
+        let name = name.trim_start_matches('@').to_string();
+        let ty = {
+            let ms = lock(&self.sh.module.state)?;
+            ms.globals
+                .iter()
+                .find(|g| g.name == name)
+                .map(zh::GlobalVar::ptr_type)
+                .ok_or_else(|| {
+                    BuildError::new_err(format!(
+                        "unknown global @{name}: declare it with Module.global_var first"
+                    ))
+                })?
+        };
+        self.sh.run1(py, |fb| fb.global_addr(name, ty))
+    }
+}

@@ -75,9 +75,17 @@ def raw_torch_stream(device: int) -> int:
 # ---------------------------------------------------------------- keys
 
 
+_tensor_type: list[Any] = []
+
+
 def _torch_tensor() -> Any:
-    torch = sys.modules.get("torch")
-    return None if torch is None else torch.Tensor
+    """torch.Tensor once the program has imported torch (never imports it)."""
+    if not _tensor_type:
+        torch = sys.modules.get("torch")
+        if torch is None:
+            return None
+        _tensor_type.append(torch.Tensor)
+    return _tensor_type[0]
 
 
 def _scalar_key(a: Any) -> Any:
@@ -348,7 +356,7 @@ def planned(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
         values = args + tuple(kwargs.values()) if kwargs else args
-        got = call_key(values) if recording() is None else None
+        got = call_key(values) if getattr(_local, "rec", None) is None else None
         if got is None:
             return fn(*args, **kwargs)
         key = (len(args), tuple(kwargs), got[0])

@@ -214,7 +214,7 @@ def test_calls_without_out_reuse_the_plan_and_allocate_each_time(
         return made[-1]
 
     monkeypatch.setattr(_problem, "_alloc_out", fresh)
-    monkeypatch.setattr(zk, "_allocator", lambda p: lambda: (o := fresh(), o.ptr))
+    monkeypatch.setattr(zk, "_allocator", lambda p: lambda a: (o := fresh(), o.ptr))
     a, b = FakeDev((m, k), 1 << 30), FakeDev((k, n), 1 << 32)
     outs = [zk.matmul(a, b) for _ in range(3)]
     assert outs == made and len({o.ptr for o in outs}) == 3  # a new output each call

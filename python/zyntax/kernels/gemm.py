@@ -229,7 +229,7 @@ class _Plan:
     def __init__(self, p: Problem, arch: str, work: _Work) -> None:
         device = p.device or 0
         #: Makes the output of calls without `out` (set by matmul).
-        self.alloc: Callable[[], tuple[Any, int]] | None = None
+        self.alloc: Callable[[Any], tuple[Any, int]] | None = None
         self.ws = None  # (partials, counters), kept alive with the plan
         self.ws_ptr = self.count_ptr = 0
         if work.workspace:
@@ -265,7 +265,7 @@ class _Sm90Plan:
     __slots__ = ("alloc", "relaunch", "spans")
 
     def __init__(self, p: Problem, relaunch: Callable[[int, int, int, int], None]) -> None:
-        self.alloc: Callable[[], tuple[Any, int]] | None = None
+        self.alloc: Callable[[Any], tuple[Any, int]] | None = None
         self.relaunch = relaunch
         ext = [op.span()[1] - op.span()[0] for op in (p.out, p.a, p.b)]
         self.spans = (*ext, p.bias.span()[1] - p.bias.ptr if p.bias is not None else 0)
@@ -646,7 +646,7 @@ def matmul(
             plan(pa, pb, pc, pbias)
             return out
         if plan is not None and plan.alloc is not None:
-            new, pc = plan.alloc()
+            new, pc = plan.alloc(a)
             if pc & 15 == 0:  # as aligned as the output the plan was made with
                 plan(pa, pb, pc, pbias)
                 return new
@@ -706,30 +706,30 @@ def _operand_key(obj: Any) -> tuple[Any, int] | None:
         return (t, obj.typestr, obj.shape, obj.strides, obj.device, ptr & 15), ptr
     if t is _torch_tensor_type() and t is not None:
         ptr = obj.data_ptr()
-        return (obj.dtype, obj.shape, obj.stride(), obj.device, ptr & 15), ptr
+        # get_device(): an int (-1 for a CPU tensor), cheaper than a torch.device.
+        return (obj.dtype, obj.shape, obj.stride(), obj.get_device(), ptr & 15), ptr
     return None
 
 
-def _allocator(p: Problem) -> Callable[[], tuple[Any, int]]:
+def _allocator(p: Problem) -> Callable[[Any], tuple[Any, int]]:
     """Allocates a fresh output like the one the full path allocated for `p`
-    (a torch tensor for torch inputs, else a DeviceArray): (it, its address)."""
+    (a torch tensor for torch inputs, made with the call's `a.new_empty`: no
+    device argument to parse; else a DeviceArray): (it, its address)."""
     shape, device = (p.m, p.n), p.device or 0
     if type(p.out_obj) is _DeviceArray:
         from zyntax import cuda
 
         dtype = "bfloat16" if p.out.dtype == "bf16" else TYPESTR[p.out.dtype]
 
-        def device_array() -> tuple[Any, int]:
+        def device_array(_a: Any) -> tuple[Any, int]:
             got = cuda.empty(shape, dtype, device)
             return got, got.ptr
 
         return device_array
-    import torch  # type: ignore[import-not-found,unused-ignore]
+    tdt = p.out_obj.dtype
 
-    tdt, tdev = p.out_obj.dtype, p.out_obj.device
-
-    def tensor() -> tuple[Any, int]:
-        got = torch.empty(shape, dtype=tdt, device=tdev)
+    def tensor(a: Any) -> tuple[Any, int]:
+        got = a.new_empty(shape, dtype=tdt)
         return got, got.data_ptr()
 
     return tensor
@@ -756,7 +756,7 @@ def _call_key(a: Any, b: Any, out: Any, bias: Any, stream: Any) -> Any:
     elif type(a) is _DeviceArray:
         skey = None
     else:
-        skey = _raw_torch_stream(a.device.index)
+        skey = _raw_torch_stream(a.get_device())
     sig = (ka[0], kb[0], ko[0], kbias[0], skey)
     return sig, ka[1], kb[1], ko[1], kbias[1]
 

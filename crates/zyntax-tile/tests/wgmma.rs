@@ -290,3 +290,57 @@ fn wgmma_choice_and_errors() {
         }
     }
 }
+
+/// A loop whose body does more than load and `dot` (here `a` is doubled
+/// first) is not a GEMM loop: under `auto` it stays on `mma.sync`, and
+/// computes the right thing.
+#[test]
+fn wgmma_other_loops_stay_on_mma_sync() {
+    let mut rng = Rng::new();
+    let (m, n, k) = (70u32, 40u32, 130u32);
+    let s = sm90([64, 64], 4, 3);
+    let mut t = TileBuilder::new("gemm2", s.clone());
+    let a = t.view_param_aligned("a", Type::BF16, 2, 1, 16);
+    let b = t.view_param_aligned("b", Type::BF16, 2, 1, 16);
+    let c = t.view_param_aligned("c", Type::F32, 2, 1, 16);
+    let (pm, pn) = (t.program_id(0), t.program_id(1));
+    let (c64, zero) = (t.index(64), t.index(0));
+    let (m0, n0) = (t.scalar_mul(pm, c64), t.scalar_mul(pn, c64));
+    let kdim = t.dim(a, 1);
+    let acc0 = t.full(&[64, 64], Type::F32, 0.0);
+    let acc = t.for_range(zero, kdim, c64, &[acc0.into()], |t, k0, carried| {
+        let x = t.load(a, &[m0, k0], &[64, 64]);
+        let two = t.full(&[64, 64], Type::BF16, 2.0);
+        let x2 = t.mul(x, two);
+        let y = t.load(b, &[k0, n0], &[64, 64]);
+        vec![t.dot(x2, y, carried[0].tile()).into()]
+    });
+    t.store(c, &[m0, n0], acc[0].tile());
+    let kernel = t.finish().unwrap();
+    assert!(!on_wgmma(&kernel, Views::Aligned));
+    assert!(zyntax_hir::print_module(&kernel.module).contains("mma.sync"));
+    let (ab, a64) = rounded(&mut rng, m * k, &Type::BF16);
+    let (bb, b64) = rounded(&mut rng, k * n, &Type::BF16);
+    let mut bufs = vec![ab, bb, bytes(&vec![f32::NAN; (m * n) as usize])];
+    let args = [
+        row_major(0, &[m, k]),
+        row_major(1, &[k, n]),
+        row_major(2, &[m, n]),
+    ];
+    run(
+        &kernel,
+        s.grid(&[m.into(), n.into()]).unwrap(),
+        &args,
+        &mut bufs,
+    );
+    let (mu, nu, ku) = (m as usize, n as usize, k as usize);
+    let want: Vec<f64> = (0..mu * nu)
+        .map(|e| {
+            let (i, j) = (e / nu, e % nu);
+            (0..ku)
+                .map(|kk| 2.0 * a64[i * ku + kk] * b64[kk * nu + j])
+                .sum()
+        })
+        .collect();
+    assert_close(&floats(&bufs[2]), &want, 1e-5, "doubled a on mma.sync");
+}

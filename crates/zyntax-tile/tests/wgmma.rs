@@ -214,6 +214,13 @@ fn wgmma_gemm_warpgroups_and_repetitions() {
         Views::Aligned,
         (129, 64, 72, 72),
     );
+    // Four warpgroups (16 warps) on a 256x128 tile.
+    check(
+        sm90([256, 128], 16, 3),
+        Type::BF16,
+        Views::Aligned,
+        (260, 130, 136, 136),
+    );
 }
 
 #[test]

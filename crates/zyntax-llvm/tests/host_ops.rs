@@ -2,7 +2,7 @@
 //! `store.release`, `fence.acq_rel`, `compiler_fence`, cached loads and
 //! stores) against the reference interpreter on fresh random inputs; and the
 //! typed refusals: a kernel using an op the CPU does not lower (grid sync,
-//! clusters, `redux`, bit-field ops, packed atomics) is an interpreter kernel
+//! clusters, bit-field ops, packed atomics) is an interpreter kernel
 //! naming the op, and the rest of its module still compiles and runs.
 
 use zyntax_hir::parse_module;
@@ -170,7 +170,6 @@ fn unlowered_ops_are_named_refusals_per_kernel() {
         ("examples/cluster_exchange.zir", "exchange", "cluster"),
         ("tests/data/warp_sync.zir", "bits32", "bfe"),
         ("tests/data/warp_sync.zir", "memory_model", "on a vector"),
-        ("tests/data/redux.zir", "redux_ops", "redux"),
     ] {
         let m = parse_module(&data(file)).unwrap();
         let jit = host::jit(&m, &HostOptions::default())

@@ -560,3 +560,103 @@ fn warp_sync_and_elect_sync() {
         assert_eq!(*v, want, "thread {t}");
     }
 }
+
+/// `redux` (add, min, max, and, or, xor; u32 and i32; full and half-warp
+/// masks): the kernel of tests/data/redux.zir natively against the
+/// interpreter and Rust, two warps.
+#[test]
+fn redux_every_op() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/data/redux.zir"
+    ))
+    .unwrap();
+    let m = parse_module(&text).unwrap();
+    let mut rng = Rng::new();
+    let n = 64usize;
+    let x = rng.words(n);
+    let got = same(
+        &m,
+        "redux_ops",
+        1,
+        n as u32,
+        &[A::Words(x.clone()), A::Words(vec![POISON; 10 * n])],
+    );
+    for t in 0..n {
+        let w = &x[t / 32 * 32..t / 32 * 32 + 32];
+        let half = if t % 32 < 16 { &w[..16] } else { &w[16..] };
+        let s = |v: &[u32]| v.iter().fold(0u32, |a, b| a.wrapping_add(*b));
+        let want = [
+            s(w),
+            *w.iter().min().unwrap(),
+            *w.iter().max().unwrap(),
+            w.iter().fold(u32::MAX, |a, b| a & b),
+            w.iter().fold(0, |a, b| a | b),
+            w.iter().fold(0, |a, b| a ^ b),
+            w.iter().map(|v| *v as i32).min().unwrap() as u32,
+            w.iter().map(|v| *v as i32).max().unwrap() as u32,
+            s(half),
+            half.iter().map(|v| *v as i32).min().unwrap() as u32,
+        ];
+        for (k, v) in want.iter().enumerate() {
+            assert_eq!(got[1][k * n + t], *v, "op {k} thread {t}");
+        }
+    }
+}
+
+/// `match.any` on u32 keys (full mask) and on u64 values (even and odd lanes
+/// in separate masks): each lane gets the lanes of its mask holding an equal
+/// value (80 threads: a partial warp).
+const MATCH_ANY: &str = r#"module "ma" targets(sm_80)
+kernel @match_any {
+block0(v0: ptr<global, u32>, v1: ptr<global, u32>):
+    v2: u32 = thread_idx.x
+    v3: ptr<global, u32> = ptr_add v0, v2
+    v4: u32 = load v3
+    v5: u32 = const 3
+    v6: u32 = and v4, v5
+    v7: u32 = const 4294967295
+    v8: u32 = match.any v7, v6
+    v9: u64 = cast v6
+    v10: u64 = const 4294967296
+    v11: u64 = mul v9, v10
+    v18: u32 = const 1
+    v19: u32 = and v2, v18
+    v20: bool = cmp.eq v19, v18
+    v21: u32 = const 2863311530
+    v22: u32 = const 1431655765
+    v12: u32 = select v20, v21, v22
+    v14: u32 = match.any v12, v11
+    v15: ptr<global, u32> = ptr_add v1, v2
+    store v15, v8
+    v16: u32 = block_dim.x
+    v17: ptr<global, u32> = ptr_add v15, v16
+    store v17, v14
+    return
+}
+"#;
+
+#[test]
+fn match_any_u32_and_u64() {
+    let m = parse_module(MATCH_ANY).unwrap();
+    let mut rng = Rng::new();
+    let n = 80usize;
+    let x = rng.words(n);
+    let got = same(
+        &m,
+        "match_any",
+        1,
+        n as u32,
+        &[A::Words(x.clone()), A::Words(vec![POISON; 2 * n])],
+    );
+    for (t, v) in got[1][..n].iter().enumerate() {
+        let base = t / 32 * 32;
+        let warp = &x[base..(base + 32).min(n)];
+        let full = warp
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| *k & 3 == x[t] & 3)
+            .fold(0u32, |m, (l, _)| m | 1 << l);
+        assert_eq!(*v, full, "u32 thread {t}");
+    }
+}

@@ -1125,7 +1125,13 @@ impl FnLower<'_> {
                 self.emit(format!("{lin} = add i32 {c}, {tx}"));
                 self.emit(format!("{r} = and i32 {lin}, 31"));
             }
-            Op::Barrier | Op::Shfl { .. } | Op::Vote(_) | Op::WarpSync | Op::ElectSync
+            Op::Barrier
+            | Op::Shfl { .. }
+            | Op::Vote(_)
+            | Op::WarpSync
+            | Op::ElectSync
+            | Op::Redux(_)
+            | Op::Match(_)
                 if f.is_kernel() =>
             {
                 let ops = d.args.iter().map(|&v| Ok((self.op(v)?, self.ty(v)?)));

@@ -59,7 +59,12 @@ pub fn cpu_blockers(m: &Module, f: &Function) -> Vec<String> {
                     out.insert("barrier in a device function".into());
                 }
                 // A kernel's own shuffles and votes suspend it per warp (see `warp`).
-                Op::Shfl { .. } | Op::Vote(_) | Op::WarpSync | Op::ElectSync
+                Op::Shfl { .. }
+                | Op::Vote(_)
+                | Op::WarpSync
+                | Op::ElectSync
+                | Op::Redux(_)
+                | Op::Match(_)
                     if n == f.name && warp::supported(g, d) => {}
                 Op::WarpSync
                 | Op::Shfl { .. }
@@ -162,7 +167,13 @@ pub fn inline_suspending(m: &mut Module) -> Vec<(String, String)> {
             g.insts.get(i.index()).is_some_and(|d| {
                 matches!(
                     d.op,
-                    Op::Barrier | Op::Shfl { .. } | Op::Vote(_) | Op::WarpSync | Op::ElectSync
+                    Op::Barrier
+                        | Op::Shfl { .. }
+                        | Op::Vote(_)
+                        | Op::WarpSync
+                        | Op::ElectSync
+                        | Op::Redux(_)
+                        | Op::Match(_)
                 )
             })
         })
@@ -542,9 +553,13 @@ pub fn coro_block_runner(
 }
 
 /// Declarations the coroutine block runner needs.
-pub const RUNNER_DECLS: [&str; 5] = [
+pub const RUNNER_DECLS: [&str; 9] = [
     warp::RUNNER_DECLS[0],
     warp::RUNNER_DECLS[1],
+    warp::RUNNER_DECLS[2],
+    warp::RUNNER_DECLS[3],
+    warp::RUNNER_DECLS[4],
+    warp::RUNNER_DECLS[5],
     "declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)",
     "declare void @llvm.coro.resume(ptr)",
     "declare void @llvm.coro.destroy(ptr)",

@@ -21,7 +21,9 @@
 use super::lower::vty;
 use super::regions::CTX_STATE;
 use std::fmt::Write as _;
-use zyntax_hir::{Function, InstData, InstId, Op, ScalarType, ShflMode, Type, VoteMode};
+use zyntax_hir::{
+    Function, InstData, InstId, MatchMode, Op, ReduxOp, ScalarType, ShflMode, Type, VoteMode,
+};
 
 /// State bit marking a thread waiting at a warp collective (not a barrier).
 pub const COLLECTIVE: u32 = 0x8000_0000;
@@ -43,6 +45,14 @@ pub fn supported(f: &Function, d: &InstData) -> bool {
     let value = d.args.get(1).and_then(|v| f.values.get(v.index()));
     match &d.op {
         Op::Vote(_) | Op::WarpSync | Op::ElectSync => true,
+        // redux: 32-bit integers; match.any: any scalar of at most 64 bits
+        // (match.all has two results: not yet).
+        Op::Redux(_) => value
+            .and_then(|v| v.ty.as_scalar())
+            .is_some_and(|s| matches!(s, ScalarType::U32 | ScalarType::I32)),
+        Op::Match(MatchMode::Any) => value
+            .and_then(|v| v.ty.as_scalar())
+            .is_some_and(|s| s.size_bytes() <= 8),
         Op::Shfl { width, .. } => {
             width.is_power_of_two()
                 && *width <= 32
@@ -75,8 +85,20 @@ fn kind(op: &Op) -> (u32, u32) {
         Op::Vote(VoteMode::Any) => (5, 32),
         Op::Vote(VoteMode::All) => (6, 32),
         Op::WarpSync => (7, 32),
-        // elect.sync: every lane of the warp (no mask operand).
-        _ => (8, 32),
+        Op::ElectSync => (8, 32),
+        // Unsigned min/max; signed ones are the next kind (see `Suspend::new`).
+        Op::Redux(r) => (
+            match r {
+                ReduxOp::Add => 9,
+                ReduxOp::Min => 10,
+                ReduxOp::Max => 12,
+                ReduxOp::And => 14,
+                ReduxOp::Or => 15,
+                ReduxOp::Xor => 16,
+            },
+            32,
+        ),
+        _ => (17, 32), // match.any
     }
 }
 
@@ -137,7 +159,12 @@ impl Suspend {
             ops.get(k)
                 .ok_or_else(|| format!("`{}` is missing operand {k}", op.mnemonic()))
         };
-        let (kind, width) = kind(op);
+        let (mut kind, width) = kind(op);
+        if let Op::Redux(ReduxOp::Min | ReduxOp::Max) = op {
+            if ops.get(1).is_some_and(|(_, t)| *t == Type::I32) {
+                kind += 1;
+            }
+        }
         let mut before = Vec::new();
         let slot = |out: &mut Vec<String>, name: &str, off: u64, ty: &str, val: &str| {
             out.push(format!(
@@ -171,18 +198,23 @@ impl Suspend {
             });
         }
         slot(&mut before, "m", OFF_MASK, "i32", &operand(0)?.0);
-        // shfl: the lane operand (i32); vote: the predicate (i1).
-        let (lane, lane_ty) = operand(if matches!(op, Op::Shfl { .. }) { 2 } else { 1 })?;
-        let (lane_llty, lane_s) = scalar(lane_ty)?;
-        let widen = if bits(lane_s) < 32 { "zext" } else { "trunc" };
-        if bits(lane_s) == 32 {
-            before.push(format!("{p}.l = add i32 {lane}, 0"));
+        // shfl: the lane operand (i32); vote: the predicate (i1); redux and
+        // match: none.
+        if matches!(op, Op::Redux(_) | Op::Match(_)) {
+            slot(&mut before, "l", OFF_LANE, "i32", "0");
         } else {
-            before.push(format!("{p}.l = {widen} {lane_llty} {lane} to i32"));
+            let (lane, lane_ty) = operand(if matches!(op, Op::Shfl { .. }) { 2 } else { 1 })?;
+            let (lane_llty, lane_s) = scalar(lane_ty)?;
+            let widen = if bits(lane_s) < 32 { "zext" } else { "trunc" };
+            if bits(lane_s) == 32 {
+                before.push(format!("{p}.l = add i32 {lane}, 0"));
+            } else {
+                before.push(format!("{p}.l = {widen} {lane_llty} {lane} to i32"));
+            }
+            slot(&mut before, "l", OFF_LANE, "i32", &format!("{p}.l"));
         }
-        slot(&mut before, "l", OFF_LANE, "i32", &format!("{p}.l"));
         slot(&mut before, "w", OFF_WIDTH, "i32", &width.to_string());
-        if matches!(op, Op::Shfl { .. }) {
+        if matches!(op, Op::Shfl { .. } | Op::Redux(_) | Op::Match(_)) {
             let (v, vt) = operand(1)?;
             let (vllty, vs) = scalar(vt)?;
             let nb = bits(vs);
@@ -348,9 +380,47 @@ pub fn runner_step(out: &mut String, cb: u64, fid: usize) {
          %w.electl = zext i1 %w.iselect to i64\n  %w.k8 = icmp eq i32 %wk, 8\n  \
          %w.vote8 = select i1 %w.k8, i64 %w.electl, i64 %w.vote\n  \
          %w.isshfl = icmp ult i32 %wk, 4\n  %w.res = select i1 %w.isshfl, i64 %wv, i64 %w.vote8\n  \
-         %w.ro = add i64 %wst.o2, {}\n  %w.rp = getelementptr i8, ptr %ctxs, i64 %w.ro\n  \
-         store i64 %w.res, ptr %w.rp\n  br label %w.compute.next",
-        OFF_RESULT
+         %w.ro = add i64 %wst.o2, {OFF_RESULT}\n  %w.rp = getelementptr i8, ptr %ctxs, i64 %w.ro\n  \
+         %w.isloop = icmp uge i32 %wk, 9\n  br i1 %w.isloop, label %w.lp.start, label %w.store"
+    );
+    // redux and match.any: a loop over the lanes of the effective mask.
+    let _ = writeln!(
+        out,
+        "w.lp.start:\n  %w.own.o = add i64 %wst.o2, {OFF_VAL}\n  %w.own.p = getelementptr i8, ptr %ctxs, i64 %w.own.o\n  \
+         %w.own = load i64, ptr %w.own.p\n  %w.i10 = icmp eq i32 %wk, 10\n  %w.i11 = icmp eq i32 %wk, 11\n  \
+         %w.i13 = icmp eq i32 %wk, 13\n  %w.i14 = icmp eq i32 %wk, 14\n  %w.iall = or i1 %w.i10, %w.i14\n  \
+         %w.in0 = select i1 %w.iall, i32 -1, i32 0\n  %w.in1 = select i1 %w.i11, i32 2147483647, i32 %w.in0\n  \
+         %w.init = select i1 %w.i13, i32 -2147483648, i32 %w.in1\n  br label %w.lp\n\
+         w.lp:\n  %w.q = phi i32 [ 0, %w.lp.start ], [ %w.q1, %w.lp.next ]\n  \
+         %w.acc = phi i32 [ %w.init, %w.lp.start ], [ %w.acc2, %w.lp.next ]\n  \
+         %w.qb = lshr i32 %w.mm, %w.q\n  %w.qb1 = trunc i32 %w.qb to i1\n  br i1 %w.qb1, label %w.lp.in, label %w.lp.next\n\
+         w.lp.in:\n  %w.qt = add i32 %w.base, %w.q"
+    );
+    field(out, "%w.qt", "wjv", OFF_VAL, "i64");
+    let _ = writeln!(
+        out,
+        "  %w.qv = trunc i64 %wjv to i32\n  %w.c9 = add i32 %w.acc, %w.qv\n  \
+         %w.c10 = call i32 @llvm.umin.i32(i32 %w.acc, i32 %w.qv)\n  %w.c11 = call i32 @llvm.smin.i32(i32 %w.acc, i32 %w.qv)\n  \
+         %w.c12 = call i32 @llvm.umax.i32(i32 %w.acc, i32 %w.qv)\n  %w.c13 = call i32 @llvm.smax.i32(i32 %w.acc, i32 %w.qv)\n  \
+         %w.c14 = and i32 %w.acc, %w.qv\n  %w.c15 = or i32 %w.acc, %w.qv\n  %w.c16 = xor i32 %w.acc, %w.qv\n  \
+         %w.eq = icmp eq i64 %wjv, %w.own\n  %w.qbit = shl i32 1, %w.q\n  %w.cm = or i32 %w.acc, %w.qbit\n  \
+         %w.c17 = select i1 %w.eq, i32 %w.cm, i32 %w.acc\n  \
+         switch i32 %wk, label %w.lp.m [ i32 9, label %w.lp.9 i32 10, label %w.lp.10 i32 11, label %w.lp.11 \
+         i32 12, label %w.lp.12 i32 13, label %w.lp.13 i32 14, label %w.lp.14 i32 15, label %w.lp.15 i32 16, label %w.lp.16 ]"
+    );
+    for k in 9..=16 {
+        let _ = writeln!(out, "w.lp.{k}:\n  br label %w.lp.next");
+    }
+    let _ = writeln!(
+        out,
+        "w.lp.m:\n  br label %w.lp.next\n\
+         w.lp.next:\n  %w.acc2 = phi i32 [ %w.acc, %w.lp ], [ %w.c9, %w.lp.9 ], [ %w.c10, %w.lp.10 ], \
+         [ %w.c11, %w.lp.11 ], [ %w.c12, %w.lp.12 ], [ %w.c13, %w.lp.13 ], [ %w.c14, %w.lp.14 ], \
+         [ %w.c15, %w.lp.15 ], [ %w.c16, %w.lp.16 ], [ %w.c17, %w.lp.m ]\n  \
+         %w.q1 = add i32 %w.q, 1\n  %w.qmore = icmp ult i32 %w.q1, 32\n  br i1 %w.qmore, label %w.lp, label %w.lp.done\n\
+         w.lp.done:\n  %w.accl = zext i32 %w.acc2 to i64\n  br label %w.store\n\
+         w.store:\n  %w.fin = phi i64 [ %w.res, %w.ok ], [ %w.accl, %w.lp.done ]\n  \
+         store i64 %w.fin, ptr %w.rp\n  br label %w.compute.next"
     );
     let _ = writeln!(
         out,
@@ -400,7 +470,11 @@ pub fn runner_step(out: &mut String, cb: u64, fid: usize) {
 }
 
 /// Declarations the collective step needs.
-pub const RUNNER_DECLS: [&str; 2] = [
+pub const RUNNER_DECLS: [&str; 6] = [
     "declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)",
     "declare i32 @llvm.cttz.i32(i32, i1)",
+    "declare i32 @llvm.umin.i32(i32, i32)",
+    "declare i32 @llvm.smin.i32(i32, i32)",
+    "declare i32 @llvm.umax.i32(i32, i32)",
+    "declare i32 @llvm.smax.i32(i32, i32)",
 ];

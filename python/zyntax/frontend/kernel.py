@@ -920,24 +920,32 @@ class Kernel(_Translatable):
             g, b = _dim3(grid, "grid"), _dim3(block, "block")
         except KernelError as e:
             raise trim_traceback(e) from None
-        launcher = self._make_launcher(g, b, shared_mem, stream)
+        launcher = self._make_launcher(g, b, shared_mem, stream, reused=ckey is not None)
         if ckey is not None:
             if len(cache) >= _LAUNCHER_CACHE_SIZE:
                 cache.clear()
             cache[ckey] = launcher
         return launcher
 
-    def _make_launcher(self, g: Dim3, b: Dim3, shared_mem: int, stream: Any) -> Callable[..., None]:
+    def _make_launcher(
+        self, g: Dim3, b: Dim3, shared_mem: int, stream: Any, reused: bool = False
+    ) -> Callable[..., None]:
         """The launcher of one configuration.
 
-        The hot path is one generated guard per argument signature (see
-        :func:`_fast_launch_factory`): it checks the argument types with constants
-        baked in, flattens them and calls the native launcher prepared for this
-        configuration. Anything it does not accept goes through :meth:`_launch`
-        (full dispatch, validation, friendly errors), which then installs the guard.
+        The hot path is one guard per argument signature: a native
+        ``CudaArgLauncher`` (:func:`_native_fast`), or a generated Python guard
+        (:func:`_fast_launch_factory`) for launchers that are not native. It
+        checks the arguments against the signature's key, flattens them and
+        launches through the native launcher prepared for this configuration.
+        Anything it does not accept goes through :meth:`_launch` (full dispatch,
+        validation, friendly errors), which then installs the guard: from the
+        first launch on for a `reused` (cached) launcher, so that one warm-up
+        launch makes the next one legal inside ``torch.cuda.graph`` capture
+        (the full path's adoption of a torch tensor waits on the legacy
+        stream); from the second launch on otherwise.
         """
         # [last used guard, guards by dispatch key, launched before]
-        state: list[Any] = [None, {}, False]
+        state: list[Any] = [None, {}, reused]
         launch_slow = self._launch
 
         def launcher(*args: Any) -> None:

@@ -6,9 +6,10 @@ constraints (``critical_path``, ``no_alloc``, ``inline_always``,
 ``no_bounds_check``, ``opt_level``); ``cm["fn"](*args)`` calls one with numpy
 arrays and scalars, and ``cm.launch(name, grid, block, *args)`` runs a kernel
 over its grid (natively, blocks in parallel on all cores or on
-``ZYNTAX_CPU_THREADS`` workers, barriers, shared memory, warp shuffles and
-votes included; on the interpreter when it uses other warp collectives or
-MMA). ``zyntax.cpu.emit(module, "obj" | "so" | "asm" | "llvm")`` compiles
+``ZYNTAX_CPU_THREADS`` workers, barriers, shared memory, warp shuffles,
+votes, ``warp_sync``, ``elect.sync``, ``redux`` and ``match.any`` included;
+on the interpreter when it uses MMA, TMA, mbarriers, clusters or the other
+ops docs/cpu.md lists). ``zyntax.cpu.emit(module, "obj" | "so" | "asm" | "llvm")`` compiles
 ahead of time.
 
 ``zyntax.cpu.launch(module, name, grid, block, *args, mode=...)`` is the one

@@ -52,6 +52,8 @@ GROUPS_PER_SM = 3
 #: chunked softmax row is then split over S instances (see :func:`split`); 0
 #: means two per SM on the GPU and no split on the interpreter.
 SPLIT_TARGET = 0
+#: Tile of the dweight/dbias program of whole rows ([rows, columns], 4 warps).
+DW_R, DW_W, DW_PER_SM = 32, 64, 3
 #: Columns per program instance of the partial-sum reduction.
 COLSUM_W, COLSUM_R = 64, 64
 _U32 = 1 << 32
@@ -344,38 +346,54 @@ def _norm_fwd(P: _P, kind: str) -> None:
 
 
 def _norm_bwd(P: _P, kind: str) -> None:
-    """dx of a whole-row plan, and this instance's partial sums of dweight and
-    dbias over the row blocks it visits (pid, pid + G, ...): stored as row
-    `pid` of the f32 partial buffers, summed by :func:`_colsum`."""
+    """dx of a whole-row plan (rows pid·R ..), and each row's (mean, rstd) for
+    :func:`_norm_dw`, which sums dweight and dbias over the rows."""
     x, dy, dx, w = P.view("x"), P.view("dy"), P.view("dx"), P.view("weight")
-    dwp, dbp = P.view("dw_part", "f32"), P.view("db_part", "f32")
+    stats = P.view("stats", "f32", False)
     eps, inv_n = P.t.scalar_param("eps", "f32"), P.t.scalar_param("inv_n", "f32")
-    step = P.t.scalar_param("step", "u32")  # G * R
     centre = kind != "rms"
     R, W = P.shape
     col, sh = (R, 1), P.shape
-    pid = P.t.program_id(0)
-    wv = P.bc(P.load(w, (0, 0), (1, W)))
+    r0 = P.t.program_id(0) * R
+    ok = P.inside(r0, 0, x, sh)
+    v, g = P.load(x, (r0, 0), sh), P.load(dy, (r0, 0), sh)
+    mean = P.t.zeros(col)
+    if centre:
+        mean = v.sum(1) * P.splat(inv_n, col)
+        v = P.zero_where_not(ok, v - P.bc(mean))
+    rstd = P.unary("rsqrt", (v * v).sum(1) * P.splat(inv_n, col) + P.splat(eps, col))
+    xhat = P.zero_where_not(ok, v * P.bc(rstd))
+    wg = g * P.bc(P.load(w, (0, 0), (1, W)))
+    inner = wg - xhat * P.bc((wg * xhat).sum(1) * P.splat(inv_n, col))
+    if centre:
+        inner = inner - P.bc(wg.sum(1) * P.splat(inv_n, col))
+    P.store(dx, (r0, 0), inner * P.bc(rstd))
+    P.t.store(stats, (r0, 0), mean)
+    P.t.store(stats, (r0, 1), rstd)
+
+
+def _norm_dw(P: _P, kind: str) -> None:
+    """Instance (j, i): columns j·W.. of dweight (dbias) summed over the row
+    blocks i, i + S, .. of [R, W] tiles, x̂ from the rows' (mean, rstd); row
+    i of the f32 partial buffers, summed by :func:`_colsum`."""
+    x, dy = P.view("x"), P.view("dy")
+    stats = P.view("stats", "f32", False)
+    dwp, dbp = P.view("dw_part", "f32"), P.view("db_part", "f32")
+    R, W = P.shape
+    sh, col = P.shape, (R, 1)
+    c0, i = P.t.program_id(0) * W, P.t.program_id(1)
 
     def block(_t: tile.Builder, r0: tile.Scalar, c: list[Any]) -> list[Any]:
-        ok = P.inside(r0, 0, x, sh)
-        v, g = P.load(x, (r0, 0), sh), P.load(dy, (r0, 0), sh)
-        if centre:
-            v = P.zero_where_not(ok, v - P.bc(v.sum(1) * P.splat(inv_n, col)))
-        rstd = P.unary("rsqrt", (v * v).sum(1) * P.splat(inv_n, col) + P.splat(eps, col))
-        xhat = P.zero_where_not(ok, v * P.bc(rstd))
-        wg = g * wv
-        inner = wg - xhat * P.bc((wg * xhat).sum(1) * P.splat(inv_n, col))
-        if centre:
-            inner = inner - P.bc(wg.sum(1) * P.splat(inv_n, col))
-        P.store(dx, (r0, 0), inner * P.bc(rstd))
-        return [c[0] + (g * xhat).sum(0), c[1] + g.sum(0)]
+        mean, rstd = P.t.load(stats, (r0, 0), col), P.t.load(stats, (r0, 1), col)
+        xhat = (P.load(x, (r0, c0), sh) - P.bc(mean)) * P.bc(rstd)  # 0 outside: rstd 0
+        g = P.load(dy, (r0, c0), sh)
+        return [c[0] + g * xhat, c[1] + g]
 
-    zeros = P.t.zeros((1, W))
-    dw, db = P.for_range(pid * R, x.dim(0), step, [zeros, zeros], block)
-    P.store(dwp, (pid, 0), dw)
+    z = P.t.zeros(sh)
+    dw, db = P.for_range(i * R, x.dim(0), dwp.dim(0) * R, [z, z], block)
+    P.store(dwp, (i, c0), dw.sum(0))
     if kind == "layer":
-        P.store(dbp, (pid, 0), db)
+        P.store(dbp, (i, c0), db.sum(0))
 
 
 def _norm_bwd_stats(P: _P, kind: str) -> None:
@@ -599,6 +617,7 @@ _PROGRAMS: dict[str, Callable[..., None]] = {
     "softmax_split_write": _softmax_split_write,
     "norm_fwd": _norm_fwd,
     "norm_bwd": _norm_bwd,
+    "norm_dw": _norm_dw,
     "norm_bwd_stats": _norm_bwd_stats,
     "norm_bwd_chunks": _norm_bwd_chunks,
     "colsum": _colsum,
@@ -647,11 +666,14 @@ def _address(t: T.Tensor) -> int:
     return t.ptr if t.on_gpu else int(t.arr.__array_interface__["data"][0])
 
 
-def groups(where: T.Tensor, blocks: int) -> int:
-    """Program instances of a loop over `blocks` row blocks: two per SM on
-    the GPU (the partial sums then stay small), 3 on the interpreter (so the
-    loop and the partial-sum reduction are exercised)."""
-    cap = 3 if not where.on_gpu else GROUPS_PER_SM * int(cuda.Device(where.device).sm_count)
+def groups(where: T.Tensor, blocks: int, per: int = 1, per_sm: int = 0) -> int:
+    """Row groups of a loop over `blocks` row blocks when `per` instances
+    share each group: `per_sm` (GROUPS_PER_SM) instances per SM in all on
+    the GPU (the partial sums then stay small), 3 groups on the interpreter
+    (so the loop and the partial-sum reduction are exercised)."""
+    if not where.on_gpu:
+        return max(1, min(blocks, 3))
+    cap = (per_sm or GROUPS_PER_SM) * int(cuda.Device(where.device).sm_count) // per
     return max(1, min(blocks, cap))
 
 
@@ -780,18 +802,25 @@ def run_norm_backward(
     xa, ga = view_args(x, (rows, n), xs), view_args(dy, (rows, n), gs)
     data = [*xa, *ga, *view_args(dx, (rows, n), os_), *wa]
     if p.shape != "chunks":
-        g = groups(x, -(-rows // p.rows))
-        grid: tuple[int, ...] = (g,)
+        # dx and the rows' statistics, then dweight/dbias by column blocks
+        # over S row splits (every instance busy), then the sum of the splits.
+        st = T.tensor(T.empty_like(x, (rows, 2), "f32"), "row statistics")
+        sv = view_args(st, (rows, 2), (2, 1))
+        args = [*data, *sv, eps, 1.0 / n]
+        launch("norm_bwd", (p, x.dtype, acc, kind), _grid(p, rows), args, x, stream)
+        q = Plan("dw", DW_R, DW_W, 4)
+        cols = -(-n // DW_W)
+        g = groups(x, -(-rows // DW_R), cols, DW_PER_SM)
+        dwp, dbp = (T.tensor(T.empty_like(x, (g, n), "f32"), "partial sums") for _ in range(2))
+        parts = [*view_args(dwp, (g, n), (n, 1)), *view_args(dbp, (g, n), (n, 1))]
+        dkey = (q, x.dtype, access((x, xs[1]), (dy, gs[1])), kind)
+        launch("norm_dw", dkey, (cols, g), [*xa, *ga, *sv, *parts], x, stream)
     else:
         g = groups(x, rows)
         grid = (-(-n // p.width), g)
-    # Partial sums of dweight and dbias (rms: dbias's is unused), row i by instance i.
-    dwp, dbp = (T.tensor(T.empty_like(x, (g, n), "f32"), "partial sums") for _ in range(2))
-    parts = [*view_args(dwp, (g, n), (n, 1)), *view_args(dbp, (g, n), (n, 1))]
-    if p.shape != "chunks":
-        args = [*data, *parts, eps, 1.0 / n, g * p.rows]
-        launch("norm_bwd", (p, x.dtype, acc, kind), grid, args, x, stream)
-    else:
+        # Partial sums of dweight and dbias (rms: dbias's is unused), row i by group i.
+        dwp, dbp = (T.tensor(T.empty_like(x, (g, n), "f32"), "partial sums") for _ in range(2))
+        parts = [*view_args(dwp, (g, n), (n, 1)), *view_args(dbp, (g, n), (n, 1))]
         st = T.tensor(T.empty_like(x, (rows, 4), "f32"), "row statistics")
         sv = view_args(st, (rows, 4), (4, 1))
         launch(

@@ -432,3 +432,39 @@ def test_dsl_example_natively() -> None:
     want = p.run_cpu({"A": a, "B": b, "out": poisoned((m, n), F32)}, mode="interp")
     assert np.array_equal(got, want)
     np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_warp_collectives_of_the_language_run_natively() -> None:
+    """ballot, match.any, redux, elect and a shfl.xor butterfly written with
+    ``lang`` run natively (``mode="native"``) and equal the interpreter."""
+    full = 0xFFFFFFFF
+
+    @zyntax.kernel
+    def warp(x, keys, ballots, matches, sums, reds, leads):
+        i = lang.grid(1)
+        v = x[i]
+        ballots[i] = lang.vote_ballot_sync(full, v > 0.5)
+        matches[i] = lang.match_any_sync(full, keys[i])
+        s = v
+        for k in range(5):
+            s += lang.shfl_xor_sync(full, s, 1 << k)
+        sums[i] = s
+        reds[i] = lang.reduce_add_sync(full, keys[i])
+        leads[i] = 1 if lang.elect_sync() else 0
+
+    n = 96
+    x = small_int_floats(n) / F32(64)
+    keys = rng.integers(0, 3, n).astype(np.uint32)
+    outs = [
+        poisoned(n, np.uint32),
+        poisoned(n, np.uint32),
+        poisoned(n, F32),
+        poisoned(n, np.uint32),
+        poisoned(n, np.int32),
+    ]
+    native = [o.copy() for o in outs]
+    warp.run_cpu(x, keys, *native, grid=1, block=n, mode="native")
+    warp.run_cpu(x, keys, *outs, grid=1, block=n, mode="interp")
+    for a, b in zip(native, outs, strict=True):
+        assert np.array_equal(a, b)
+    assert (native[4] == (np.arange(n) % 32 == 0)).all()

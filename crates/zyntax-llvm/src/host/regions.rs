@@ -123,9 +123,7 @@ pub fn cpu_blockers(m: &Module, f: &Function) -> Vec<String> {
                 | Op::MbarrierArriveCluster
                 | Op::MbarrierArriveClusterRelaxed
                 | Op::Griddep(_)
-                | Op::GridSync
-                // PTX's bit-field ops (bfe/bfi/prmt/shf): no host lowering yet.
-                | Op::Bits(_) => {
+                | Op::GridSync => {
                     out.insert(d.op.mnemonic());
                 }
                 // Packed (vector) atomics: LLVM has no portable host form.

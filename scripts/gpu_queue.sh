@@ -10,7 +10,12 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 limit="${1:-240}"
 total="${2:-560}"
 OUT="${OUT:-$PWD/gpu-out}"
-mkdir -p "$OUT"
+# The jobs write under a scratch folder, packed into $OUT/queue.tar.gz at the end
+# (also when the batch is cut short): a device call brings back only a few files.
+final="$OUT"
+mkdir -p "$final"
+OUT="$(mktemp -d)"
+trap 'tar -czf "$final/queue.tar.gz" -C "$OUT" . ; cp "$OUT/summary.txt" "$final/" 2>/dev/null' EXIT
 export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-index --no-deps --upgrade --target /tmp/site .device/*.whl || exit 1
 export PYTHONPATH=/tmp/site
@@ -35,7 +40,10 @@ for job in .device/queue/*.sh; do
         echo "$name: skipped (the batch's time is spent)" | tee -a "$OUT/summary.txt"
         continue
     fi
-    (cd "$root" && OUT="$OUT/$name" timeout -k 10 "$((left < limit ? left : limit))" bash "$job") \
+    # A job may ask for its own limit with a line `# limit: <seconds>`.
+    own="$(sed -n 's/^# limit: *\([0-9][0-9]*\).*/\1/p' "$job" | head -1)"
+    lim="${own:-$limit}"
+    (cd "$root" && OUT="$OUT/$name" timeout -k 10 "$((left < lim ? left : lim))" bash "$job") \
         >"$OUT/$name/log.txt" 2>&1
     echo "$name: exit $? in $((SECONDS - start)) s" | tee -a "$OUT/summary.txt"
 done

@@ -524,7 +524,8 @@ def main() -> int:
 
         ctx["tile"] = tile
     cc = torch.cuda.get_device_capability(dev)
-    ctx["arch"] = f"sm_{cc[0]}{cc[1]}"
+    # sm_90a: the arch-specific features (wgmma) the tile layer uses on Hopper.
+    ctx["arch"] = "sm_90a" if cc == (9, 0) else f"sm_{cc[0]}{cc[1]}"
     ctx.update(tdt=tdt, warmup=warmup, iters=iters)
     ctx["sm90_clusters"] = [int(c) for c in args.sm90_clusters.split(",") if c]
     res.notes["zyntax_matmul_call_us"] = call_overhead_us(torch, zk)

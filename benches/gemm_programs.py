@@ -14,12 +14,12 @@ from typing import Any
 #: Tile schedules tried for the zyntax tile GEMM: (BM, BN, BK, warps, stages).
 #: The best per case is reported (as Triton's autotuner does for Triton).
 TILE_CONFIGS = [
-    (128, 128, 32, 8, 1),
-    (128, 256, 64, 8, 3),
+    (128, 256, 64, 8, 4),
+    (128, 128, 64, 8, 4),
     (128, 128, 64, 8, 3),
+    (64, 128, 64, 4, 6),
+    (64, 64, 64, 4, 4),
     (64, 128, 32, 4, 1),
-    (64, 64, 32, 4, 1),
-    (16, 128, 64, 4, 1),
 ]
 
 

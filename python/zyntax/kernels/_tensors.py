@@ -559,6 +559,12 @@ def contiguous(t: Tensor) -> bool:
 
 
 @functools.cache
+def sm_count(device: int) -> int:
+    """Streaming multiprocessors of GPU `device`, asked of the driver once."""
+    return int(cuda.Device(device).sm_count)
+
+
+@functools.cache
 def one_wave(
     builder: Callable[..., hir.Module], key: tuple[Any, ...], kernel: str, device: int, threads: int
 ) -> int:
@@ -567,4 +573,4 @@ def one_wave(
     this many runs in one wave, with no block waiting for a second."""
     k = _loaded(builder, key, device).kernel(kernel)
     per_sm = min(2048 // threads, 65536 // max(1, int(k.num_regs) * threads))
-    return int(max(1, per_sm) * int(cuda.Device(device).sm_count))
+    return int(max(1, per_sm) * sm_count(device))

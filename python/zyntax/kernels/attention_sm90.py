@@ -56,6 +56,7 @@ from zyntax.errors import ArgumentError
 
 from . import _tensors as T
 from ._rows import LN2, NEG_INF, safe_max, tree, vector
+from ._sync import wait_parity
 from .gemm import _workspace
 
 BN = 128  # keys per tile
@@ -208,11 +209,7 @@ def build(dtype: str, d: int, causal: bool, loop: Loop = Loop()) -> hir.Module:
         b.barrier()
 
         def wait(bar: hir.Value, parity: Any) -> None:
-            spin, done = b.block(), b.block()
-            b.jump(spin)
-            b.switch_to(spin)
-            b.br(b.mbarrier_try_wait_parity(bar, parity, 1000), done, spin)
-            b.switch_to(done)
+            wait_parity(b, bar, parity, 1000)
 
         def while_(state: list[hir.Value], step: Any) -> list[hir.Value]:
             """Runs `step(state)` -> (go on?, next state) until it says stop;
@@ -801,11 +798,6 @@ def fits(d: int, loop: Loop) -> bool:
 
 
 @functools.cache
-def _sm_count(device: int) -> int:
-    return int(cuda.Device(device).sm_count)
-
-
-@functools.cache
 def _module(dtype: str, d: int, causal: bool, loop: Loop) -> hir.Module:
     return build(dtype, d, causal, loop)
 
@@ -853,7 +845,7 @@ def launch(
     tiles = grid[0] * grid[1]
     args = [*maps, o.arr, lse.arr, sq, sk, heads, tiles, *o.strides[:3], scale_log2]
     if lp.persistent:  # one block per SM (the interpreter: 3) and the tile counters
-        grid = (min(tiles, _sm_count(tq.device) if tq.on_gpu else 3), 1)
+        grid = (min(tiles, T.sm_count(tq.device) if tq.on_gpu else 3), 1)
         if tq.on_gpu:
             if stream is None and isinstance(tq.arr, int):
                 stream = T._torch_stream(tq)

@@ -371,19 +371,12 @@ SPLIT_K_MAX_M = 128  # = SMALL_M: the problems the registry sends to mma_sync fi
 #: the interpreter, which always splits); the GPU tests and
 #: benches/gemm_decode.py switch it on.
 SPLIT_K_ON_GPU = False
-_sms: dict[int, int] = {}
 
 
 def _sm_count(p: Problem) -> int:
     if p.backend == "interp":
         return 4  # a small machine: the interpreter tests exercise split-K
-    device = p.device or 0
-    got = _sms.get(device)
-    if got is None:
-        from zyntax import cuda
-
-        got = _sms[device] = int(cuda.Device(device).sm_count)
-    return got
+    return T.sm_count(p.device or 0)
 
 
 def _splits(p: Problem, cfg: gemm_mma_sync.Config) -> int:

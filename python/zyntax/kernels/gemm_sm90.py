@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from zyntax import hir
+from zyntax.kernels._sync import wait_parity
 
 BM_PER_CONSUMER = 64  # rows of one wgmma (m64)
 ROW_BYTES = 128  # K bytes per stage: one tile row = the 128B swizzle span
@@ -144,17 +145,6 @@ class Config:
         """N rows of B one block loads per stage ("col" layout): all of the
         tile's, or its share of the multicast."""
         return self.bn // self.cluster_m
-
-
-def _wait(b: hir.FunctionBuilder, bar: hir.Value, parity: hir.Value) -> None:
-    """Spin on `try_wait.parity` until the phase of `parity` has completed."""
-    spin = b.block()
-    done = b.block()
-    b.jump(spin)
-    b.switch_to(spin)
-    ok = b.mbarrier_try_wait_parity(bar, parity)
-    b.br(ok, done, spin)
-    b.switch_to(done)
 
 
 def _tile_coords(
@@ -279,7 +269,7 @@ def build(cfg: Config) -> hir.Module:
                         with b.loop(0, k_blocks, carry=[it0], type=hir.u32) as kl:
                             (it,) = kl.carried
                             s, parity = ring_slot(it)
-                            _wait(b, empty(s), parity ^ 1)
+                            wait_parity(b, empty(s), parity ^ 1)
                             bar = full(s)
                             b.mbarrier_arrive_expect_tx(bar, cfg.a_bytes + cfg.b_bytes)
                             k0 = b.cast(kl.index * bk, hir.i32)
@@ -324,7 +314,7 @@ def build(cfg: Config) -> hir.Module:
                     with b.loop(0, k_blocks, carry=[zero, it0], type=hir.u32) as kl:
                         acc, it = kl.carried
                         s, parity = ring_slot(it)
-                        _wait(b, full(s), parity)
+                        wait_parity(b, full(s), parity)
                         a_base = b.ptr_add(a_stage(s), c * (BM_PER_CONSUMER * ROW_BYTES))
                         b_base = b_stage(s)
                         b.wgmma_fence()
@@ -550,19 +540,14 @@ def _kernel(cfg: Config, device: int) -> Any:
     return kern
 
 
-@functools.lru_cache(maxsize=8)
-def _sm_count(device: int) -> int:
-    from zyntax import cuda
-
-    return int(cuda.Device(device).sm_count)
-
-
 @functools.lru_cache(maxsize=64)
 def _resident_blocks(cfg: Config, device: int) -> int:
     """Blocks of `cfg` resident at once, the persistent grid: one per SM, or
     whole clusters as many as fit (an SM whose GPC has no free partner
     stays idle; a cluster beyond that would run as a second wave)."""
-    sms = _sm_count(device)
+    from zyntax.kernels._tensors import sm_count
+
+    sms = sm_count(device)
     if cfg.cluster_m == 1:
         return sms
     cluster = (cfg.cluster_m, 1, 1)

@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from zyntax import cuda, hir, tile
+from zyntax import hir, tile
 from zyntax.errors import ArgumentError
 
 from . import _tensors as T
@@ -673,7 +673,7 @@ def groups(where: T.Tensor, blocks: int, per: int = 1, per_sm: int = 0) -> int:
     (so the loop and the partial-sum reduction are exercised)."""
     if not where.on_gpu:
         return max(1, min(blocks, 3))
-    cap = (per_sm or GROUPS_PER_SM) * int(cuda.Device(where.device).sm_count) // per
+    cap = (per_sm or GROUPS_PER_SM) * T.sm_count(where.device) // per
     return max(1, min(blocks, cap))
 
 
@@ -682,7 +682,7 @@ def split(where: T.Tensor, rows: int, n: int, p: Plan) -> int:
     SPLIT_TARGET instances (two per SM), at most one per chunk."""
     target = SPLIT_TARGET
     if not target and where.on_gpu:
-        target = 2 * int(cuda.Device(where.device).sm_count)
+        target = 2 * T.sm_count(where.device)
     if p.shape != "chunks" or rows >= target:
         return 1
     return max(1, min(-(-n // p.width), target // rows, 1024))

@@ -281,7 +281,10 @@ def tile_case(
     best: tuple[float, Any, Any] | None = None
     for bm, bn, bk, warps, stages in gemm_programs.TILE_CONFIGS:
         try:
-            kern = gemm_programs.tile_gemm(tile, dt, (bm, bn), bk, warps, stages, ctx["arch"])
+            a_unit = 0 if As[0].stride(0) == 1 else 1
+            kern = gemm_programs.tile_gemm(
+                tile, dt, (bm, bn), bk, warps, stages, ctx["arch"], a_unit
+            )
             grid = kern.grid(m, n)
             C.fill_(float("nan"))
             kern.launch(As[0], Bs[0], C, grid=grid)

@@ -24,14 +24,19 @@ TILE_CONFIGS = [
 
 
 def tile_gemm(tile: Any, dt: str, block: tuple[int, int], k: int, warps: int, stages: int,
-              arch: str) -> Any:  # fmt: skip
+              arch: str, a_unit: int = 1) -> Any:  # fmt: skip
     """The tile GEMM ``c = a @ b`` with `dt` operands and output (f32
     accumulation): the same 12-line program for every shape; the schedule
-    alone changes. Raises a ZyntaxError when the schedule does not fit."""
+    alone changes. The views promise what the tensors are (as a call plan
+    keyed by layout would): unit stride along dim `a_unit` of `a` (1:
+    row-major or a column slice, 0: `a` is a transpose) and along dim 1 of `b`
+    and `c`, bases 16-byte aligned, so the copies may be 16-byte vectors.
+    Raises a ZyntaxError when the schedule does not fit."""
     s = tile.Schedule(block, k=k, warps=warps, stages=stages, arch=arch)
     bm, bn = block
     t = tile.Builder("gemm", s)
-    a, b, c = (t.view(n, dt, 2) for n in "abc")
+    a = t.view("a", dt, 2, unit_stride_dim=a_unit, align_bytes=16)
+    b, c = (t.view(n, dt, 2, unit_stride_dim=1, align_bytes=16) for n in "bc")
     m0, n0 = t.program_id(0) * bm, t.program_id(1) * bn
 
     def step(t: Any, k0: Any, acc: list[Any]) -> list[Any]:

@@ -201,10 +201,12 @@ impl Inference<'_> {
     }
 
     /// Marks the `dot` of a GEMM loop for the wgmma pipeline when the
-    /// schedule allows it (`auto` or `wgmma` on sm_90) and the loop fits;
-    /// with `dot_path: wgmma` a loop that does not fit is an error.
+    /// schedule allows it (`auto` on sm_90a, or `wgmma`) and the loop fits;
+    /// with `dot_path: wgmma` a loop that does not fit (plain sm_90 included:
+    /// wgmma is arch-specific PTX, sm_90a only) is an error.
     fn plan_wgmma(&mut self, args: &[Value], body: &[Op], yields: &[Value]) {
-        if !matches!(self.dot_path, DotPath::Auto | DotPath::Wgmma) || self.arch < Arch::Sm90 {
+        let auto_ok = self.dot_path == DotPath::Auto && self.arch >= Arch::Sm90a;
+        if !(auto_ok || self.dot_path == DotPath::Wgmma) {
             return;
         }
         let Some(g) = gemm_loop(self.program, args, body, yields) else {

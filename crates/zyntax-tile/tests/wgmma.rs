@@ -279,8 +279,11 @@ fn wgmma_choice_and_errors() {
     off(sm90([64, 64], 4, 2).arch(Arch::Sm80), Type::BF16);
     off(sm90([64, 64], 4, 2), Type::F32);
     off(sm90([64, 64], 4, 2).k(32), Type::BF16);
+    // Plain sm_90 has no wgmma (arch-specific PTX): auto takes mma.sync there.
+    off(sm90([64, 64], 4, 2).arch(Arch::Sm90), Type::BF16);
     // dot_path: wgmma names why it cannot.
     for s in [
+        sm90([64, 64], 4, 2).arch(Arch::Sm90),
         sm90([64, 64], 4, 2).k(32),
         sm90([64, 64], 2, 2),
         sm90([64, 32], 4, 2),

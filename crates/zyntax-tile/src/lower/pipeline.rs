@@ -139,8 +139,8 @@ pub(crate) fn wgmma_unfit(
 ) -> Option<String> {
     let (ta, tb) = (program.tile(g.a.out), program.tile(g.b.out));
     let (bm, k, bn) = (ta.shape[0], ta.shape[1], tb.shape[1]);
-    let why = if arch < Arch::Sm90 {
-        format!("wgmma needs sm_90, the schedule is for {arch}")
+    let why = if arch < Arch::Sm90a {
+        format!("wgmma needs sm_90a (arch-specific PTX), the schedule is for {arch}")
     } else if (ta.elem != Type::F16 && ta.elem != Type::BF16) || ta.elem != tb.elem {
         format!(
             "the wgmma pipeline takes f16 or bf16 operands, not {} and {}",

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import gemm_programs
+import _gemm_programs as gemm_programs
 from _common import ROOT, Results, best_of, event_median_ms, optional
 
 #: case -> (dtype, M, N, K, zyntax variant or None for the registry's choice)
@@ -269,10 +269,8 @@ def tile_case(
     copies: int,
     report: Callable[..., None],
 ) -> None:
-    """Times the zyntax tile GEMM (benches/gemm_programs.py) over its schedules:
+    """Times the zyntax tile GEMM (benches/_gemm_programs.py) over its schedules:
     row ``zyntax_tile`` with the best schedule, after checking its result."""
-    import gemm_programs
-
     torch, tile = ctx["torch"], ctx["tile"]
     from zyntax.errors import ZyntaxError
 

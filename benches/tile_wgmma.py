@@ -113,11 +113,13 @@ class Tiled:
 
 
 def main() -> None:
+    # The options first, so --help answers on a machine without a GPU.
+    args = None if "--ncu" in sys.argv else common.parse_args(__doc__ or "")
     torch = common.optional("torch")
     if torch is None or not torch.cuda.is_available():
         print("needs torch with CUDA")
         return
-    if "--ncu" in sys.argv:
+    if args is None:
         i = sys.argv.index("--ncu")
         m, n, kk = CASES[int(sys.argv[i + 1])]
         cfg = CONFIGS[int(sys.argv[i + 2])]
@@ -129,7 +131,6 @@ def main() -> None:
             f(a, b, c)
         torch.cuda.synchronize()
         return
-    args = common.parse_args(__doc__ or "")
     iters = 5 if args.quick else 30
     res = common.Results("tile_wgmma", torch.cuda.get_device_name(0))
     tiled = {}

@@ -11,7 +11,10 @@ from pathlib import Path
 import pytest
 
 BENCHES = sorted(
-    p for p in (Path(__file__).resolve().parents[2] / "benches").glob("*.py") if p.stem != "_common"
+    # Modules the benches import (`_common`, `_gemm_programs`) are not scripts.
+    p
+    for p in (Path(__file__).resolve().parents[2] / "benches").glob("*.py")
+    if not p.stem.startswith("_")
 )
 
 

@@ -18,8 +18,10 @@ memory-efficient), named in the row.
 Issue 24's shapes (``SHAPE_CASES``: batch, query heads, KV heads, tokens,
 head dim, causal in the name, e.g. ``fwd_bf16_b1_h32kv8_s2048_hd128_causal``)
 run rows ``zyntax`` (the default dispatch) and ``zyntax_tile`` (the tile
-program, ``variant="tile"``) against SDPA's fastest backend (grouped-query
-K/V expanded to the query heads for it).
+program, ``variant="tile"``), ``zyntax_tile[<shape>]`` for each tile shape
+of ``ZYNTAX_BENCH_TILES`` (tile_configs), and Triton's kernel where it
+applies (no GQA, D 64/128, S a multiple of 128) against SDPA's fastest
+backend (grouped-query K/V expanded to the query heads for SDPA and Triton).
 The Triton kernel follows the tutorial (``06-fused-attention``): a 128-row
 query block, exp2 softmax with the scale folded in, the causal diagonal
 blocks masked in a second stage. Every output is checked against PyTorch
@@ -361,9 +363,46 @@ SHAPE_CASES = [
 ]
 
 
+def tile_configs() -> list[tuple[int, int, int, bool, str]]:
+    """``ZYNTAX_BENCH_TILES``: comma-separated tile-program shapes to time
+    beside the default, each ``<rows>x<keys>w<warps>`` with a ``pf`` suffix
+    for the prefetching program (attention_tile.build), e.g. ``128x64w8pf``."""
+    out = []
+    for name in filter(None, os.environ.get("ZYNTAX_BENCH_TILES", "").split(",")):
+        pf = name.endswith("pf")
+        rows, rest = name.removesuffix("pf").split("x")
+        keys, warps = rest.split("w")
+        out.append((int(rows), int(keys), int(warps), pf, name))
+    return out
+
+
+def tile_call(
+    torch: Any, q: Any, k: Any, v: Any, causal: bool, tiles: tuple[int, int, int, bool]
+) -> Callable[[], Any]:
+    """The tile program at `tiles` (attention_tile.launch's override),
+    launched without attention()'s per-call plan (which keys on the
+    arguments, not on the tile shapes)."""
+    from zyntax.kernels import _tensors as T
+    from zyntax.kernels import attention_tile
+
+    o = torch.empty_like(q)
+    lse = torch.empty(q.shape[:3], device=q.device, dtype=torch.float32)
+    args = [T.tensor(x, n) for x, n in ((q, "q"), (k, "k"), (v, "v"), (o, "o"), (lse, "lse"))]
+    scale = 1 / math.sqrt(q.shape[-1])
+
+    def call() -> Any:
+        attention_tile.launch(
+            *args, causal=causal, scale=scale, window=None, stream=None, tiles=tiles
+        )
+        return o
+
+    return call
+
+
 def run_shape_case(
     res: Results,
     torch: Any,
+    tri: Callable[..., Any] | None,
     backends: dict[str, Any],
     sdpa_kernel: Any,
     case: tuple[str, int, int, int, int, int, bool],
@@ -380,11 +419,25 @@ def run_shape_case(
     ke, ve = k.repeat_interleave(h // hk, 1), v.repeat_interleave(h // hk, 1)
     ref = F.scaled_dot_product_attention(q, ke, ve, is_causal=causal).double()
     rows: list[tuple[str, Callable[[], Any], dict[str, Any]]] = []
+    calls: list[tuple[str, Callable[[], Any]]] = []
     for impl, variant in (("zyntax", None), ("zyntax_tile", "tile")):
 
         def call(variant: str | None = variant) -> Any:
             return kernels.attention(q, k, v, causal=causal, variant=variant)
 
+        calls.append((impl, call))
+    for cfg in tile_configs():
+        calls.append((f"zyntax_tile[{cfg[4]}]", tile_call(torch, q, k, v, causal, cfg[:4])))
+    if tri is not None and h == hk and d in (64, 128) and s % 128 == 0:
+        o_tri = torch.empty_like(q)
+
+        def run_tri() -> Any:
+            assert tri is not None
+            tri(q, k, v, o_tri, causal)
+            return o_tri
+
+        calls.append(("triton", run_tri))
+    for impl, call in calls:
         try:
             err = float((call().double() - ref).norm() / ref.norm())
             print(f"  {name} {impl}: relative error vs SDPA {err:.2e}")
@@ -452,7 +505,7 @@ def main() -> None:
     # the rows so far kept in attention-partial.json if a time limit stops it.
     partial = args.out_dir / "attention-partial.json"
     for case in shape_cases:
-        run_shape_case(res, torch, backends, sdpa_kernel, case, iters)
+        run_shape_case(res, torch, tri, backends, sdpa_kernel, case, iters)
         torch.cuda.empty_cache()
     for variants in (False, True):
         for name, d, s, causal in cases:

@@ -41,6 +41,10 @@ from . import _tensors as T
 UNBOUNDED = 1 << 30
 
 
+#: Whether the default program prefetches K and V (see build).
+PREFETCH = True
+
+
 def tile_dim(d: int) -> int:
     """The head dim the program's tiles use: the next power of two."""
     return 1 << (d - 1).bit_length()
@@ -66,14 +70,22 @@ def shapes(d: int) -> tuple[int, int, int]:
 
 
 @functools.cache
-def build(dtype: str, d: int, bm: int, bn: int, warps: int, arch: str = "sm_80") -> tile.Kernel:
+def build(
+    dtype: str, d: int, bm: int, bn: int, warps: int, arch: str = "sm_80", prefetch: bool = True
+) -> tile.Kernel:
     """The forward kernel for tiles of `d` (a power of two) over `dtype`
     (``bf16`` or ``f16``). Parameters: views ``q [B, H, Sq, D]``, ``kt [B, Hk,
     D, Sk]`` (k transposed by its strides), ``v [B, Hk, Sk, D]``, ``o [B, H,
     Sq, D]``, ``lse [B, H, Sq, 1]`` (f32); scalars ``heads`` (H), ``group``
-    (H / Hk), ``scale`` (f32), ``left``, ``right`` (the window)."""
+    (H / Hk), ``scale`` (f32), ``left``, ``right`` (the window).
+
+    With `prefetch`, each key block loads its V block first and the K block
+    of the next iteration (carried by the loop), so those global loads are
+    in flight while the two dots and the softmax of this block run: the
+    tile layer issues loads where the program places them and does not
+    pipeline a loop other than the sm_90a GEMM loop itself."""
     t = tile.Builder(
-        f"attention_tile_{dtype}_d{d}_{bm}x{bn}w{warps}",
+        f"attention_tile_{dtype}_d{d}_{bm}x{bn}w{warps}{'_pf' if prefetch else ''}",
         tile.Schedule((bm, bn), k=16, warps=warps, arch=arch),
     )
     # 16-byte aligned bases (attention() checks them): 8-element vector
@@ -109,8 +121,13 @@ def build(dtype: str, d: int, bm: int, bn: int, warps: int, arch: str = "sm_80")
     neg_inf = t.full((bm, bn), "f32", float("-inf"))
 
     def step(t: tile.Builder, n0: tile.Scalar, carried: list[Any]) -> list[Any]:
-        acc, m, l_ = carried
-        kb = t.load(kt, (b, hk, 0, n0), (d, bn))
+        if prefetch:
+            acc, m, l_, kb = carried
+            vb = t.load(v, (b, hk, n0, 0), (bn, d))
+            kb_next = t.load(kt, (b, hk, 0, n0 + bn), (d, bn))
+        else:
+            acc, m, l_ = carried
+            kb = t.load(kt, (b, hk, 0, n0), (d, bn))
         s = t.dot(qt, kb, t.zeros((bm, bn))) * scale_t
         cols = t.iota((bm, bn), 1) + t.splat((bm, bn), n0 + sq)  # j + Sq
         visible = t.cmp("lt", cols, t.splat((bm, bn), sk + sq))  # j < Sk
@@ -128,20 +145,23 @@ def build(dtype: str, d: int, bm: int, bn: int, warps: int, arch: str = "sm_80")
         p = (s - m_use.broadcast((bm, bn))).exp()
         alpha = (m - m_use).exp()
         l_new = l_ * alpha + p.sum(1)
-        vb = t.load(v, (b, hk, n0, 0), (bn, d))
+        if not prefetch:
+            vb = t.load(v, (b, hk, n0, 0), (bn, d))
         acc = t.dot(p.cast(dtype), vb, acc * alpha.broadcast((bm, d)))
-        return [acc, m_new, l_new]
+        return [acc, m_new, l_new, kb_next] if prefetch else [acc, m_new, l_new]
 
     inits = [t.zeros((bm, d)), t.full((bm, 1), "f32", float("-inf")), t.zeros((bm, 1))]
-    acc, m, l_ = (_tile(x) for x in t.for_range(lo, hi, bn, inits, step))
+    if prefetch:
+        inits.append(t.load(kt, (b, hk, 0, lo), (d, bn)))
+    acc, m, l_, *_ = (_tile(x) for x in t.for_range(lo, hi, bn, inits, step))
     inv = 1.0 / t.maximum(l_, t.full((bm, 1), "f32", 1.0))
     t.store(o, (b, h, m0, 0), (acc * inv.broadcast((bm, d))).cast(dtype))
     t.store(lse, (b, h, m0, 0), m + t.unary("log", l_))
     return t.finish()
 
 
-def module(dtype: str, d: int, bm: int, bn: int, warps: int) -> hir.Module:
-    return build(dtype, d, bm, bn, warps).module
+def module(dtype: str, d: int, bm: int, bn: int, warps: int, prefetch: bool = True) -> hir.Module:
+    return build(dtype, d, bm, bn, warps, prefetch=prefetch).module
 
 
 def window_arg(window: Any) -> tuple[int | None, int | None] | None:
@@ -191,9 +211,12 @@ def launch(
     scale: float,
     window: tuple[int | None, int | None] | None,
     stream: Any,
+    tiles: tuple[int, int, int, bool] | None = None,
 ) -> None:
     """Runs the forward program over checked tensors: q, o (B, H, Sq, D), k, v
-    (B, Hk, Sk, D), lse (B, H, Sq) f32; H a multiple of Hk."""
+    (B, Hk, Sk, D), lse (B, H, Sq) f32; H a multiple of Hk. `tiles` (query
+    rows, keys per block, warps, prefetch) replaces ``shapes(d)`` and the
+    default prefetch (for benches sweeping them)."""
     bsz, heads, sq, d = tq.shape
     hk, sk = tk.shape[1], tk.shape[2]
     # Views address elements with u32 offsets, and the mask arithmetic adds
@@ -207,9 +230,9 @@ def launch(
             )
     if max(sq, sk) >= UNBOUNDED:
         raise ArgumentError(f"argument 'q': sequences of 2^30 tokens or more ({sq}, {sk})")
-    bm, bn, warps = shapes(d)
-    key = (tq.dtype, tile_dim(d), bm, bn, warps)
-    kernel = build(*key)
+    bm, bn, warps, prefetch = tiles or (*shapes(d), PREFETCH)
+    key = (tq.dtype, tile_dim(d), bm, bn, warps, prefetch)
+    kernel = build(*key[:5], prefetch=prefetch)
     left, right = window_bounds(causal, window)
 
     def view(t: T.Tensor, shape: tuple[int, ...], strides: tuple[int, ...]) -> list[Any]:

@@ -26,6 +26,10 @@ The Triton kernel follows the tutorial (``06-fused-attention``): a 128-row
 query block, exp2 softmax with the scale folded in, the causal diagonal
 blocks masked in a second stage. Every output is checked against PyTorch
 before timing. ``python benches/attention.py [--quick]``.
+
+``--backward`` runs only the backward cases instead (``bwd_...``, bench
+``attention_bwd``; benches/_attention_bwd.py): ``kernels.attention_backward``
+against SDPA's backward and the backward of Triton's tutorial.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -468,6 +473,9 @@ def run_shape_case(
 
 
 def main() -> None:
+    backward = "--backward" in sys.argv  # the backward cases (_attention_bwd.py) only
+    if backward:
+        sys.argv.remove("--backward")
     args = parse_args(__doc__ or "attention bench")
     torch = optional("torch")
     if torch is None or not torch.cuda.is_available():
@@ -487,6 +495,15 @@ def main() -> None:
         }
     except ImportError:  # older PyTorch: its default choice only
         backends, sdpa_kernel = {}, None
+    if backward:
+        from _attention_bwd import run_backward
+
+        res = Results("attention_bwd", res.device)
+        picked = os.environ.get("ZYNTAX_BENCH_ONLY")
+        names = picked.split(",") if picked else None
+        run_backward(res, torch, backends, sdpa_kernel, iters, ROUNDS, timed_ms, names)
+        res.write(args.out_dir)
+        return
     cases = [
         ("fwd_bf16_hd128_s4096", 128, 4096, False),
         ("fwd_bf16_hd128_s16384", 128, 16384, False),

@@ -88,6 +88,19 @@ GOOD: dict[str, tuple[Callable[..., Any], Callable[[], dict[str, Any]]]] = {
             "causal": False,
         },
     ),
+    "attention_backward": (
+        kernels.attention_backward,
+        lambda: {
+            "q": f16(1, 1, 2, 64),
+            "k": f16(1, 1, 3, 64),
+            "v": f16(1, 1, 3, 64),
+            "o": f16(1, 1, 2, 64),
+            "lse": f32(1, 1, 2),
+            "do": f16(1, 1, 2, 64),
+            "scale": 0.125,
+            "causal": False,
+        },
+    ),
 }
 
 
@@ -123,6 +136,7 @@ SCALARS = [
     ("layer_norm_backward", "eps"),
     ("rms_norm_backward", "eps"),
     ("attention", "scale"),
+    ("attention_backward", "scale"),
     ("matmul", "scale_a"),
     ("matmul", "scale_b"),
 ]
@@ -203,6 +217,7 @@ BAD_NAMES = [
 FLAGS = [
     ("attention", "causal"),
     ("attention", "return_lse"),
+    ("attention_backward", "causal"),
     ("matmul", "allow_tf32"),
     ("choose_variant", "allow_tf32"),
 ]
@@ -278,6 +293,8 @@ ARRAYS = [
     ("attention", "q"),
     ("attention", "k"),
     ("attention", "v"),
+    ("attention_backward", "lse"),
+    ("attention_backward", "do"),
 ]
 
 

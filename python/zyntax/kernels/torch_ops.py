@@ -17,7 +17,9 @@ pre-activation and :func:`activation_backward`), ``reduce_sum`` (a broadcast
 of the gradient, no kernel), and softmax, layer_norm, rms_norm and
 cross_entropy through their backward kernels (``zyntax.kernels.<name>_backward``,
 registered as the ops ``zyntax::<name>_backward`` when the kernel module has
-one). The others (attention, reduce_max, matmul with fp8 scales)
+one), attention through ``zyntax.kernels.attention_backward`` (the tile
+programs of attention_bwd.py, from the saved output and log-sum-exp; the
+LSE output's gradient included). The others (reduce_max, matmul with fp8 scales)
 have no backward kernel yet: a backward through them raises
 ``zyntax.ArgumentError`` naming the op and the input that needs a gradient,
 never a wrong gradient.
@@ -118,6 +120,11 @@ BACKWARD_SCHEMAS: dict[str, str] = {
     "rms_norm": "(Tensor dy, Tensor x, Tensor weight, float eps=1e-06) -> (Tensor, Tensor)",
     "cross_entropy": (
         "(Tensor dloss, Tensor logits, Tensor targets, str reduction='none') -> Tensor"
+    ),
+    # (dq, dk, dv); dlse: the gradient of the forward's LSE output, if any.
+    "attention": (
+        "(Tensor q, Tensor k, Tensor v, Tensor o, Tensor lse, Tensor do, Tensor? dlse=None, "
+        "bool causal=False, float? scale=None) -> (Tensor, Tensor, Tensor)"
     ),
 }
 
@@ -341,6 +348,10 @@ def _backward_impl(name: str, kernel: Callable[..., Any]) -> Callable[..., Any]:
         return lambda dy, x, w, eps: tuple(kernel(dy, x, w, eps))
     if name == "cross_entropy":
         return lambda dloss, lg, tg, red: kernel(dloss, lg, tg, reduction=red)
+    if name == "attention":
+        return lambda q, k, v, o, lse, do, dlse, causal, scale: tuple(
+            kernel(q, k, v, o, lse, do, causal=causal, scale=scale, dlse=dlse)
+        )
     return kernel
 
 
@@ -483,6 +494,9 @@ def _fakes(torch: Any) -> dict[str, Callable[..., Any]]:
     def rms_norm_backward(dy: Any, x: Any, w: Any, eps: float) -> Any:
         return contiguous_like(x), x.new_empty(x.shape[-1])
 
+    def attention_backward(q: Any, k: Any, v: Any, *_: Any) -> Any:
+        return contiguous_like(q), contiguous_like(k), contiguous_like(v)
+
     return {
         "matmul": matmul,
         "softmax": rows,
@@ -496,6 +510,7 @@ def _fakes(torch: Any) -> dict[str, Callable[..., Any]]:
         "softmax_backward": lambda y, dy: contiguous_like(y),
         "layer_norm_backward": layer_norm_backward,
         "rms_norm_backward": rms_norm_backward,
+        "attention_backward": attention_backward,
         "cross_entropy_backward": lambda dloss, logits, targets, red: contiguous_like(logits),
     }
 
@@ -534,6 +549,8 @@ def _autograd(torch: Any, name: str) -> tuple[Callable[..., Any], Callable[..., 
         return _matmul_autograd(torch)
     if name == "reduce_sum":
         return _reduce_sum_autograd(torch)
+    if name == "attention":
+        return _attention_autograd()
     if backward_kernel(name) is not None:
         return _row_autograd(name)
 
@@ -660,5 +677,37 @@ def _reduce_sum_autograd(torch: Any) -> tuple[Callable[..., Any], Callable[..., 
         if ctx.axis is not None:
             g = g.unsqueeze(-1)
         return _grads(ctx, g.expand(ctx.shape))
+
+    return setup, backward
+
+
+def _attention_autograd() -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """dq, dk, dv through ``zyntax::attention_backward`` from the saved inputs,
+    output and LSE (FlashAttention-2's backward; dk and dv summed over the
+    query heads of a KV head). The output's gradient is made dense; the
+    LSE's gradient, where autograd passes one, is included. A forced
+    hand-written variant aligns a causal mask top-left, which the backward
+    (bottom-right) cannot follow where Sq != Sk: refused by name."""
+
+    def setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        q, k, v, causal, scale, variant = inputs
+        out, lse = output
+        ctx.causal, ctx.scale, ctx.variant = causal, scale, variant
+        ctx.save_for_backward(q, k, v, out, lse)
+
+    def backward(ctx: Any, grad: Any, grad_lse: Any) -> Any:
+        q, k, v, out, lse = ctx.saved_tensors
+        if ctx.causal and ctx.variant not in (None, "tile") and q.shape[2] != k.shape[2]:
+            raise ArgumentError(
+                f"argument 'variant': {ctx.variant!r} aligns the causal mask top-left, and the "
+                "backward (bottom-right, as the default forward) cannot follow it where Sq != Sk; "
+                "use variant=None or 'tile'"
+            )
+        ops = register()
+        do = grad.to(q.dtype).contiguous()
+        dlse = None if grad_lse is None else grad_lse.float().contiguous()
+        dq, dk, dv = ops.attention_backward(q, k, v, out, lse, do, dlse, ctx.causal, ctx.scale)
+        need = _needs(ctx, 3)
+        return _grads(ctx, *(g if n else None for g, n in zip((dq, dk, dv), need, strict=True)))
 
     return setup, backward

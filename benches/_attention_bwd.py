@@ -1,0 +1,317 @@
+"""The backward cases of ``benches/attention.py --backward`` (a module the
+bench imports): ``zyntax.kernels.attention_backward`` (the tile programs of
+attention_bwd.py: dq, dk, dv from the saved output and LSE) against
+PyTorch SDPA's backward (each backend that runs, the fastest kept as
+``torch_sdpa``; the backward alone: ``torch.autograd.grad`` of a saved
+forward graph) and the backward of Triton's fused-attention tutorial
+(``06-fused-attention``: preprocess, a dk/dv program over key blocks and a
+dq program over query blocks, the scaled K made inside the call), where it
+applies (no GQA, D 64/128, S a multiple of 128). Metric ``TFLOP_per_s``
+with backward FLOPs = 2.5x the forward's (4·B·H·S²·D, halved when causal).
+Each row's gradients are checked against SDPA's before timing."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from zyntax import kernels
+
+#: (case, batch, query heads, KV heads, tokens, head dim, causal).
+CASES = [
+    ("bwd_bf16_b4_h32_s2048_hd128", 4, 32, 32, 2048, 128, False),
+    ("bwd_bf16_b4_h32_s2048_hd128_causal", 4, 32, 32, 2048, 128, True),
+    ("bwd_bf16_b2_h32kv8_s4096_hd128_causal", 2, 32, 8, 4096, 128, True),
+    ("bwd_bf16_b16_h12_s1024_hd64_causal", 16, 12, 12, 1024, 64, True),
+    ("bwd_bf16_b2_h16_s2048_hd256_causal", 2, 16, 16, 2048, 256, True),
+]
+
+
+def triton_backward() -> Callable[..., Any] | None:
+    """The tutorial's backward as ``run(q, k, v, o, do, lse, causal, scale)``
+    -> (dq, dk, dv), `lse` natural-log (zyntax's); None without Triton."""
+    try:
+        import triton
+        import triton.language as tl
+    except ImportError:
+        return None
+
+    @triton.jit
+    def _pre(Out, DO, Delta, N_CTX, BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr):
+        off_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+        off_hz = tl.program_id(1)
+        off_n = tl.arange(0, HEAD_DIM)
+        base = off_hz * HEAD_DIM * N_CTX + off_m[:, None] * HEAD_DIM + off_n[None, :]
+        o = tl.load(Out + base)
+        do = tl.load(DO + base).to(tl.float32)
+        tl.store(Delta + off_hz * N_CTX + off_m, tl.sum(o * do, axis=1))
+
+    @triton.jit
+    def _dkdv(
+        dk, dv, Q, k, v, DO, M, D, stride_tok, stride_d,
+        BLOCK_M1: tl.constexpr, BLOCK_N1: tl.constexpr, HEAD_DIM: tl.constexpr,
+        start_n, start_m, num_steps, MASK: tl.constexpr,
+    ):  # fmt: skip
+        offs_m = start_m + tl.arange(0, BLOCK_M1)
+        offs_n = start_n + tl.arange(0, BLOCK_N1)
+        offs_k = tl.arange(0, HEAD_DIM)
+        qT_ptrs = Q + offs_m[None, :] * stride_tok + offs_k[:, None] * stride_d
+        do_ptrs = DO + offs_m[:, None] * stride_tok + offs_k[None, :] * stride_d
+        curr_m = start_m
+        for _ in range(num_steps):
+            qT = tl.load(qT_ptrs)
+            offs_m = curr_m + tl.arange(0, BLOCK_M1)
+            m = tl.load(M + offs_m)
+            pT = tl.math.exp2(tl.dot(k, qT) - m[None, :])
+            if MASK:
+                pT = tl.where(offs_m[None, :] >= offs_n[:, None], pT, 0.0)
+            do = tl.load(do_ptrs)
+            dv += tl.dot(pT.to(do.dtype), do)
+            Di = tl.load(D + offs_m)
+            dpT = tl.dot(v, tl.trans(do)).to(tl.float32)
+            dsT = (pT * (dpT - Di[None, :])).to(do.dtype)
+            dk += tl.dot(dsT, tl.trans(qT))
+            curr_m += BLOCK_M1
+            qT_ptrs += BLOCK_M1 * stride_tok
+            do_ptrs += BLOCK_M1 * stride_tok
+        return dk, dv
+
+    @triton.jit
+    def _dq(
+        dq, q, K, V, do, m, D, stride_tok, stride_d,
+        BLOCK_M2: tl.constexpr, BLOCK_N2: tl.constexpr, HEAD_DIM: tl.constexpr,
+        start_m, start_n, num_steps, MASK: tl.constexpr,
+    ):  # fmt: skip
+        offs_m = start_m + tl.arange(0, BLOCK_M2)
+        offs_n = start_n + tl.arange(0, BLOCK_N2)
+        offs_k = tl.arange(0, HEAD_DIM)
+        kT_ptrs = K + offs_n[None, :] * stride_tok + offs_k[:, None] * stride_d
+        vT_ptrs = V + offs_n[None, :] * stride_tok + offs_k[:, None] * stride_d
+        Di = tl.load(D + offs_m)
+        curr_n = start_n
+        for _ in range(num_steps):
+            kT = tl.load(kT_ptrs)
+            vT = tl.load(vT_ptrs)
+            p = tl.math.exp2(tl.dot(q, kT) - m)
+            if MASK:
+                offs_n = curr_n + tl.arange(0, BLOCK_N2)
+                p = tl.where(offs_m[:, None] >= offs_n[None, :], p, 0.0)
+            dp = tl.dot(do, vT).to(tl.float32)
+            ds = (p * (dp - Di[:, None])).to(kT.dtype)
+            dq += tl.dot(ds, tl.trans(kT))
+            curr_n += BLOCK_N2
+            kT_ptrs += BLOCK_N2 * stride_tok
+            vT_ptrs += BLOCK_N2 * stride_tok
+        return dq
+
+    @triton.jit
+    def _bwd(
+        Q, K, V, sm_scale, DO, DQ, DK, DV, M, D, stride_z, stride_h, stride_tok, stride_d,
+        H, N_CTX, BLOCK_M1: tl.constexpr, BLOCK_N1: tl.constexpr, BLOCK_M2: tl.constexpr,
+        BLOCK_N2: tl.constexpr, BLK_SLICE_FACTOR: tl.constexpr, HEAD_DIM: tl.constexpr,
+        CAUSAL: tl.constexpr,
+    ):  # fmt: skip
+        LN2: tl.constexpr = 0.6931471824645996
+        bhid = tl.program_id(2)
+        off_chz = (bhid * N_CTX).to(tl.int64)
+        adj = (stride_h * (bhid % H) + stride_z * (bhid // H)).to(tl.int64)
+        pid = tl.program_id(0)
+        Q += adj
+        K += adj
+        V += adj
+        DO += adj
+        DQ += adj
+        DK += adj
+        DV += adj
+        M += off_chz
+        D += off_chz
+        offs_k = tl.arange(0, HEAD_DIM)
+        start_n = pid * BLOCK_N1
+        offs_n = start_n + tl.arange(0, BLOCK_N1)
+        dv = tl.zeros([BLOCK_N1, HEAD_DIM], dtype=tl.float32)
+        dk = tl.zeros([BLOCK_N1, HEAD_DIM], dtype=tl.float32)
+        k = tl.load(K + offs_n[:, None] * stride_tok + offs_k[None, :] * stride_d)
+        v = tl.load(V + offs_n[:, None] * stride_tok + offs_k[None, :] * stride_d)
+        if CAUSAL:
+            # The diagonal block in slices with the mask, then the rest.
+            start_m = start_n
+            MASK_BLOCK_M1: tl.constexpr = BLOCK_M1 // BLK_SLICE_FACTOR
+            num_steps = BLOCK_N1 // MASK_BLOCK_M1
+            dk, dv = _dkdv(
+                dk, dv, Q, k, v, DO, M, D, stride_tok, stride_d, MASK_BLOCK_M1, BLOCK_N1,
+                HEAD_DIM, start_n, start_m, num_steps, MASK=True,
+            )  # fmt: skip
+            start_m += num_steps * MASK_BLOCK_M1
+        else:
+            start_m = 0
+        num_steps = (N_CTX - start_m) // BLOCK_M1
+        dk, dv = _dkdv(
+            dk, dv, Q, k, v, DO, M, D, stride_tok, stride_d, BLOCK_M1, BLOCK_N1, HEAD_DIM,
+            start_n, start_m, num_steps, MASK=False,
+        )  # fmt: skip
+        tl.store(DV + offs_n[:, None] * stride_tok + offs_k[None, :] * stride_d, dv)
+        dk *= sm_scale
+        tl.store(DK + offs_n[:, None] * stride_tok + offs_k[None, :] * stride_d, dk)
+
+        start_m = pid * BLOCK_M2
+        offs_m = start_m + tl.arange(0, BLOCK_M2)
+        q = tl.load(Q + offs_m[:, None] * stride_tok + offs_k[None, :] * stride_d)
+        do = tl.load(DO + offs_m[:, None] * stride_tok + offs_k[None, :] * stride_d)
+        dq = tl.zeros([BLOCK_M2, HEAD_DIM], dtype=tl.float32)
+        m = tl.load(M + offs_m)[:, None]
+        if CAUSAL:
+            end_n = start_m + BLOCK_M2
+            MASK_BLOCK_N2: tl.constexpr = BLOCK_N2 // BLK_SLICE_FACTOR
+            num_steps = BLOCK_M2 // MASK_BLOCK_N2
+            dq = _dq(
+                dq, q, K, V, do, m, D, stride_tok, stride_d, BLOCK_M2, MASK_BLOCK_N2, HEAD_DIM,
+                start_m, end_n - num_steps * MASK_BLOCK_N2, num_steps, MASK=True,
+            )  # fmt: skip
+            end_n -= num_steps * MASK_BLOCK_N2
+        else:
+            end_n = N_CTX
+        num_steps = end_n // BLOCK_N2
+        dq = _dq(
+            dq, q, K, V, do, m, D, stride_tok, stride_d, BLOCK_M2, BLOCK_N2, HEAD_DIM,
+            start_m, end_n - num_steps * BLOCK_N2, num_steps, MASK=False,
+        )  # fmt: skip
+        dq *= LN2
+        tl.store(DQ + offs_m[:, None] * stride_tok + offs_k[None, :] * stride_d, dq)
+
+    def run(q: Any, k: Any, v: Any, o: Any, do: Any, lse: Any, causal: bool, scale: float) -> Any:
+        import torch
+
+        b, h, s, d = q.shape
+        rcp_ln2 = 1.4426950408889634
+        arg_k = k * (scale * rcp_ln2)
+        m = lse * rcp_ln2  # the tutorial's M: the LSE in the exp2 domain
+        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        delta = torch.empty_like(m)
+        _pre[(s // 128, b * h)](o, do, delta, s, BLOCK_M=128, HEAD_DIM=d)
+        _bwd[(s // 128, 1, b * h)](
+            q, arg_k, v, scale, do, dq, dk, dv, m, delta, *q.stride(), h, s,
+            BLOCK_M1=32, BLOCK_N1=128, BLOCK_M2=128, BLOCK_N2=32, BLK_SLICE_FACTOR=2,
+            HEAD_DIM=d, CAUSAL=causal, num_warps=4, num_stages=5,
+        )  # fmt: skip
+        return dq, dk, dv
+
+    return run
+
+
+def run_backward(
+    res: Any,
+    torch: Any,
+    backends: dict[str, Any],
+    sdpa_kernel: Any,
+    iters: int,
+    rounds: int,
+    timed_ms: Callable[[Callable[[], Any], int], float],
+    only: list[str] | None,
+) -> None:
+    """Every case of CASES (or those named in `only`)."""
+    tri = triton_backward()
+    for case in CASES:
+        if not only or case[0] in only:
+            run_case(res, torch, tri, backends, sdpa_kernel, case, iters, rounds, timed_ms)
+            torch.cuda.empty_cache()
+
+
+def run_case(
+    res: Any,
+    torch: Any,
+    tri: Callable[..., Any] | None,
+    backends: dict[str, Any],
+    sdpa_kernel: Any,
+    case: tuple[str, int, int, int, int, int, bool],
+    iters: int,
+    rounds: int,
+    timed_ms: Callable[[Callable[[], Any], int], float],
+) -> None:
+    """One case: rows checked against SDPA's gradients, then timed in
+    `rounds` interleaved rounds (each row keeps its best)."""
+    name, b, h, hk, s, d, causal = case
+    F = torch.nn.functional
+    dev = torch.device("cuda")
+    flops = 2.5 * 4 * b * h * s * s * d / (2 if causal else 1)
+    scale = 1 / math.sqrt(d)
+    q = torch.randn(b, h, s, d, device=dev, dtype=torch.bfloat16)
+    k, v = (torch.randn(b, hk, s, d, device=dev, dtype=torch.bfloat16) for _ in range(2))
+    do = torch.randn_like(q)
+    group = h // hk
+    ke, ve = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
+    o, lse = kernels.attention(q, k, v, causal=causal, return_lse=True)
+    calls: list[tuple[str, Callable[[], Any]]] = [
+        ("zyntax", lambda: kernels.attention_backward(q, k, v, o, lse, do, causal=causal))
+    ]
+    if tri is not None and h == hk and d in (64, 128) and s % 128 == 0:
+        calls.append(("triton", lambda: tri(q, k, v, o, do, lse, causal, scale)))
+    named = 0
+    for bname, backend in [*backends.items(), ("default", None)]:
+        if backend is None and named:
+            break  # SDPA's own choice only where no backend could be named
+        leaves = [t.detach().clone().requires_grad_() for t in (q, ke, ve)]
+        try:
+            if backend is None:
+                out = F.scaled_dot_product_attention(*leaves, is_causal=causal)
+            else:
+                with sdpa_kernel([backend]):
+                    out = F.scaled_dot_product_attention(*leaves, is_causal=causal)
+        except Exception as e:
+            print(f"  (SDPA backend {bname} unavailable: {type(e).__name__})")
+            continue
+        named += 1
+
+        def sdpa(out: Any = out, leaves: Any = leaves) -> Any:
+            return torch.autograd.grad(out, leaves, do, retain_graph=True)
+
+        calls.append((f"torch_sdpa[{bname}]", sdpa))
+
+    def grads(call: Callable[[], Any]) -> list[Any]:
+        """dq, dk, dv in f64; SDPA's dk, dv of the expanded K, V summed per group."""
+        dq, dk, dv = call()
+        if dk.shape[1] != hk:
+            dk, dv = (x.unflatten(1, (hk, group)).sum(2) for x in (dk, dv))
+        return [x.double() for x in (dq, dk, dv)]
+
+    ref = None
+    for impl, call in calls:  # the first SDPA backend that runs is the reference
+        if impl.startswith("torch_sdpa") and ref is None:
+            ref = grads(call)
+    good: list[tuple[str, Callable[[], Any]]] = []
+    for impl, call in calls:
+        try:
+            got = grads(call)
+        except Exception as e:
+            print(f"  ({impl} failed: {type(e).__name__}: {e})")
+            continue
+        if ref is not None:
+            errs = [
+                float((x - r).norm() / r.norm().clamp_min(1e-30))
+                for x, r in zip(got, ref, strict=True)
+            ]
+            shown = " ".join(f"{e:.1e}" for e in errs)
+            print(f"  {name} {impl}: relative error of dq, dk, dv vs SDPA {shown}")
+            if not max(errs) < 3e-2:
+                continue
+        good.append((impl, call))
+    del ref
+    best: dict[str, float] = {}
+    for _ in range(rounds):
+        for impl, call in good:
+            ms = timed_ms(call, iters)
+            best[impl] = min(ms, best.get(impl, ms))
+    sdpa_best: tuple[float, str] | None = None
+    for impl, _call in good:
+        ms = best[impl]
+        tflops = flops / (ms * 1e-3) / 1e12
+        print(f"  {name} {impl}: {tflops:.1f} TFLOP/s")
+        if impl.startswith("torch_sdpa["):
+            if sdpa_best is None or ms < sdpa_best[0]:
+                sdpa_best = (ms, impl[len("torch_sdpa[") : -1])
+            continue
+        res.add(name, impl, "TFLOP_per_s", tflops, False, ms=round(ms, 3))
+    if sdpa_best is not None:
+        ms, backend = sdpa_best
+        tflops = flops / (ms * 1e-3) / 1e12
+        res.add(name, "torch_sdpa", "TFLOP_per_s", tflops, False, ms=round(ms, 3), backend=backend)

@@ -1,0 +1,120 @@
+"""Attention backward (zyntax.kernels.attention_backward, the tile programs of
+attention_bwd.py) on the GPU, through torch autograd (``torch_ops.attention``
+with tensors that require grad) against autograd of a float64 reference on
+fresh random inputs: bf16 and f16, head dims 64/96/128/256, grouped-query
+(32/8) and multi-query heads, causal masks aligned bottom-right for Sq < Sk
+and Sq > Sk, tails, the LSE output's gradient, bit-identical gradients
+across runs, and ``torch.compile`` through the forward and backward ops.
+The interpreter version: tests/python/test_attention_bwd.py."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from zyntax import kernels
+from zyntax.kernels import torch_ops as zt
+
+pytestmark = pytest.mark.gpu
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("torch has no CUDA", allow_module_level=True)
+DEV = torch.device("cuda")
+BF16 = torch.bfloat16
+
+
+def reference(q: Any, k: Any, v: Any, scale: float, causal: bool) -> tuple[Any, Any]:
+    """float64 (output, LSE) with a bottom-right causal mask; rows that see
+    no key: output 0 (their LSE is -inf and gets no gradient)."""
+    group = q.shape[1] // k.shape[1]
+    k64 = k.double().repeat_interleave(group, 1)
+    v64 = v.double().repeat_interleave(group, 1)
+    s = (q.double() @ k64.transpose(-1, -2)) * scale
+    sq, sk = s.shape[-2:]
+    if causal:
+        i = torch.arange(sq, device=DEV)[:, None] + sk - sq
+        j = torch.arange(sk, device=DEV)[None, :]
+        s = s.masked_fill(j > i, -math.inf)
+    lse = torch.logsumexp(s, -1)
+    p = torch.softmax(s, -1).nan_to_num(0.0)
+    return p @ v64, lse
+
+
+def grads(
+    b: int, h: int, hk: int, sq: int, sk: int, d: int, causal: bool, dtype: Any, use_lse: bool
+) -> None:
+    """zyntax's gradients against float64 autograd of the same loss."""
+    q = torch.randn(b, h, sq, d, device=DEV, dtype=dtype)
+    k = torch.randn(b, hk, sk, d, device=DEV, dtype=dtype)
+    v = torch.randn(b, hk, sk, d, device=DEV, dtype=dtype)
+    up = torch.randn(b, h, sq, d, device=DEV, dtype=dtype)
+    up_lse = torch.randn(b, h, sq, device=DEV)
+    scale = 0.8 / math.sqrt(d)
+
+    def loss(out: Any, lse: Any) -> Any:
+        total = (out.double() * up.double()).sum()
+        if use_lse:
+            finite = torch.isfinite(lse)
+            total = total + (lse.double().where(finite, 0.0) * up_lse.double()).sum()
+        return total
+
+    leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    out, lse = zt.attention(*leaves, causal=causal, scale=scale, return_lse=True)
+    loss(out, lse).backward()
+    ref = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    loss(*reference(*ref, scale, causal)).backward()
+    for name, x, r in zip("qkv", leaves, ref, strict=True):
+        assert x.grad is not None and x.grad.dtype == dtype and x.grad.shape == r.shape
+        g = x.grad.double()
+        assert not torch.isnan(g).any(), f"NaN in d{name}"
+        err = float((g - r.grad).norm() / r.grad.norm().clamp_min(1e-30))
+        assert err < 2e-2, (f"d{name}", err)
+
+
+@pytest.mark.parametrize("dtype", [BF16, torch.float16])
+@pytest.mark.parametrize("d", [64, 96, 128, 256])
+def test_head_dims_and_tails(dtype: Any, d: int) -> None:
+    grads(2, 3, 3, 257, 300, d, causal=True, dtype=dtype, use_lse=False)
+
+
+@pytest.mark.parametrize(("h", "hk"), [(32, 8), (8, 1)])
+def test_grouped_and_multi_query(h: int, hk: int) -> None:
+    grads(1, h, hk, 333, 333, 128, causal=True, dtype=BF16, use_lse=False)
+
+
+@pytest.mark.parametrize(("sq", "sk"), [(300, 97), (97, 300), (1024, 1024)])
+def test_causal_bottom_right_and_lse_gradient(sq: int, sk: int) -> None:
+    grads(1, 4, 2, sq, sk, 64, causal=True, dtype=BF16, use_lse=True)
+
+
+def test_deterministic() -> None:
+    """Two backward passes give bit-identical gradients (no atomics)."""
+    q = torch.randn(2, 16, 1000, 128, device=DEV, dtype=BF16)
+    k, v = (torch.randn(2, 4, 1000, 128, device=DEV, dtype=BF16) for _ in range(2))
+    do = torch.randn_like(q)
+    out, lse = kernels.attention(q, k, v, causal=True, return_lse=True)
+    first = kernels.attention_backward(q, k, v, out, lse, do, causal=True)
+    for _ in range(3):
+        again = kernels.attention_backward(q, k, v, out, lse, do, causal=True)
+        for a, b in zip(first, again, strict=True):
+            assert torch.equal(a, b)
+
+
+def test_compiled_forward_and_backward() -> None:
+    """torch.compile traces the attention op and its backward op."""
+    q = torch.randn(2, 8, 200, 64, device=DEV, dtype=BF16)
+    k, v = (torch.randn(2, 2, 200, 64, device=DEV, dtype=BF16) for _ in range(2))
+    up = torch.randn_like(q)
+
+    def f(q: Any, k: Any, v: Any) -> Any:
+        return zt.attention(q, k, v, causal=True) * 2
+
+    results = []
+    for fn in (f, torch.compile(f, fullgraph=True)):
+        leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+        (fn(*leaves).float() * up.float()).sum().backward()
+        results.append([t.grad for t in leaves])
+    for got, want in zip(results[1], results[0], strict=True):
+        assert torch.equal(got, want)

@@ -373,3 +373,72 @@ def test_backward_of_no_rows() -> None:
     assert kernels.cross_entropy_backward(np.zeros(0, np.float32), x, t).shape == (0, 12)
     got = kernels.cross_entropy_backward(np.array(1, np.float32), x, t, reduction="mean")
     assert got.shape == (0, 12)
+
+
+# ---------------------------------------------------------------- peeled rows
+
+
+@pytest.mark.parametrize("n", [1025, 4097])
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+def test_peeled_rows(n: int, dtype: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Odd widths: every row's tiles start at its last 16-byte boundary (a
+    peel, so all but the head are vector accesses); 9 rows give every
+    misalignment of a bf16 row, and the one-pass norm backward loops
+    several rows per instance. Every kernel, checked against float64, and
+    each launch's plan asserted to be peeled."""
+    ml = pytest.importorskip("ml_dtypes") if dtype == "bf16" else None
+    nd = np.float32 if ml is None else ml.bfloat16
+    tol = 1e-5 if ml is None else 2e-2
+    plans: list[Any] = []
+    real = rows_tile.launch
+
+    def spy(name: str, key: Any, *rest: Any) -> None:
+        plans.append((name, key[0]))
+        real(name, key, *rest)
+
+    monkeypatch.setattr(rows_tile, "launch", spy)
+    rows = 9
+    x = (rng.standard_normal((rows, n)) * 3).astype(nd)
+    x64 = x.astype(np.float64)
+    dy = rng.standard_normal((rows, n)).astype(nd)
+    w, b = (rng.standard_normal(n).astype(nd) for _ in range(2))
+    assert rel_err(kernels.softmax(x).astype(np.float64), ref_softmax(x64)) < tol
+    y = ref_softmax(x64)
+    ref = y * (dy - (dy * y).sum(-1, keepdims=True))
+    assert rel_err(kernels.softmax_backward(y.astype(nd), dy).astype(np.float64), ref) < tol
+    out = kernels.layer_norm(x, w, b, 1e-5).astype(np.float64)
+    assert (
+        rel_err(out, ref_norm(x64, w.astype(np.float64), b.astype(np.float64), 1e-5, False)[0])
+        < tol
+    )
+    dx, dw, db = kernels.layer_norm_backward(dy, x, w, b, 1e-5)
+    rdx, rdw, rdb = ref_norm_backward(dy, x64, w.astype(np.float64), 1e-5, False)
+    for got, r in ((dx, rdx), (dw, rdw), (db, rdb)):
+        assert rel_err(got.astype(np.float64), r) < 3 * tol
+    t = rng.integers(0, n, rows)
+    loss, p = ref_ce(x64, t)
+    assert rel_err(kernels.cross_entropy(x, t), loss) < 1e-5
+    dl = rng.standard_normal(rows).astype(np.float32)
+    p[np.arange(rows), t] -= 1
+    got = kernels.cross_entropy_backward(dl, x, t).astype(np.float64)
+    assert rel_err(got, p * dl[:, None]) < tol
+    assert {name for name, _ in plans} >= {"softmax_fwd", "norm_bwd_rows", "ce_bwd"}
+    for name, plan in plans:
+        assert name == "colsum" or plan.peel == n % (16 // x.itemsize), name
+
+
+def test_peel_needs_one_misalignment() -> None:
+    """A peel shifts every row view alike, so views whose row strides leave
+    different misalignments (x of width 1001 in a wider array, y dense) are
+    not peeled, and still right; a whole row too close to its tile's width
+    for the head gets the next tile."""
+    base = (rng.standard_normal((6, 1030)) * 3).astype(np.float32)
+    x = base[:, :1025]
+    y = np.full((6, 1025), np.nan, np.float32)
+    kernels.softmax(x, out=y)
+    assert rel_err(y, ref_softmax(x)) < 1e-5
+    p = rows_tile.plan(2047)
+    q = rows_tile.peeled("softmax", p, "f32", 16, 2047, 2047, 2047)
+    assert (p.width, q.width, q.peel) == (2048, 4096, 3)
+    assert rows_tile.peeled("softmax", p, "f32", 16, 2047, 2047, 2048) == p
+    assert rows_tile.peeled("softmax", p, "f32", 1, 2047, 2047) == p

@@ -24,6 +24,7 @@ second program sums over its rows (deterministic: no atomics).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Callable, Sequence
@@ -48,6 +49,8 @@ CHUNK, CHUNK_WARPS = 4096, 8
 STATE = "row"
 #: Program instances per SM of the norm backward's row-block loop.
 GROUPS_PER_SM = 3
+#: Program instances per SM of the one-pass norm backward of whole rows.
+NORM_BWD_PER_SM = 2
 #: Program instances wanted when few wide rows would leave SMs idle: a
 #: chunked softmax row is then split over S instances (see :func:`split`); 0
 #: means two per SM on the GPU and no split on the interpreter.
@@ -56,6 +59,13 @@ SPLIT_TARGET = 0
 DW_R, DW_W, DW_PER_SM = 32, 64, 3
 #: Columns per program instance of the partial-sum reduction.
 COLSUM_W, COLSUM_R = 64, 64
+#: Program families whose one-row programs peel each row's misaligned head
+#: (see :func:`peeled`): "softmax", "ce", "norm".
+PEEL = frozenset({"softmax", "ce", "norm"})
+#: The norm backward of whole rows: "fused" (one program writes dx and
+#: accumulates dweight/dbias partial sums over its rows; x and dy read once)
+#: or "split" (dx, then a column-block program reading x and dy again).
+NORM_BWD = "fused"
 _U32 = 1 << 32
 
 
@@ -68,6 +78,10 @@ class Plan:
     width: int  # tile width: the padded row, or one chunk
     warps: int
     state: str = "lanes"  # what a chunk loop carries (STATE)
+    #: The row stride modulo the 16-byte vector (elements), when each row's
+    #: tile starts at its row's last 16-byte boundary (:func:`peeled`); 0: at
+    #: column 0.
+    peel: int = 0
 
 
 def _pow2(n: int) -> int:
@@ -84,9 +98,33 @@ def plan(n: int, itemsize: int = 4) -> Plan:
     w = max(16, _pow2(n))
     if w <= ROWS_MAX:
         return Plan("rows", PER_THREAD * 128 // w, w, 4)
+    return _one_row(w, itemsize)
+
+
+def _one_row(w: int, itemsize: int) -> Plan:
+    """A whole row in a [1, w] tile, or the chunks past the widest."""
     if w <= (ROW_MAX if itemsize == 4 else ROW_MAX_16):
         return Plan("row", 1, w, max(4, min(32, w // (PER_THREAD * 32))))
     return Plan("chunks", 1, CHUNK, CHUNK_WARPS, STATE)
+
+
+def peeled(family: str, p: Plan, dtype: str, acc: int, n: int, *row_strides: int) -> Plan:
+    """`p` with a peel (``Plan.peel``) where it pays: the family is in
+    PEEL, the row views are unit-stride and 16-byte aligned (`acc` 16), one
+    row per program instance, and every row view's stride leaves the same
+    misalignment, not 0 (an odd width: 7 rows in 8 of bf16 would take the
+    scalar path). Each row's tiles then start at its last 16-byte boundary
+    before column 0 (:meth:`_P.head`). A whole-row tile must hold the row
+    and the head: the next power of two when it does not (or chunks)."""
+    if family not in PEEL or acc != 16 or p.rows != 1:
+        return p
+    lanes = 16 // T.ITEMSIZE[dtype]
+    mis = {s % lanes for s in row_strides}
+    if len(mis) != 1 or 0 in mis:
+        return p
+    if p.shape == "row" and p.width < n + lanes - 1:
+        p = _one_row(2 * p.width, T.ITEMSIZE[dtype])
+    return dataclasses.replace(p, peel=mis.pop())
 
 
 # ---------------------------------------------------------------- program pieces
@@ -168,14 +206,48 @@ class _P:
     def for_range(self, lo: Any, hi: Any, step: Any, inits: Sequence[Any], body: Any) -> list[Any]:
         return self.t.for_range(lo, hi, step, list(inits), body)
 
+    def head(self, row: Any) -> Any:
+        """Where `row`'s tiles start, relative to column 0: 0, or with a peel
+        minus the row's misalignment (its first element's offset modulo the
+        16-byte vector), so that every tile column sits where an aligned
+        vector access can reach it. The columns before the row wrap around
+        (u32) to huge indices, which the masks of loads, stores and `cols`
+        treat as outside the row: the head is a masked scalar tail at the
+        front, the rest vectors."""
+        if not self.p.peel:
+            return 0
+        lanes = 16 // T.ITEMSIZE[self.dtype]
+        t = self.t
+        mis = t.scalar_binary("and", t._scalar(row, "row") * self.p.peel, lanes - 1)
+        return t.scalar_binary("sub", 0, mis)
+
     def chunks(
         self,
         n: tile.Scalar,
         inits: Sequence[tile.Value],
         body: Callable[[tile.Scalar, list[Any]], list[Any]],
+        start: Any = 0,
     ) -> list[Any]:
-        """for c0 in range(0, n, CHUNK) carrying `inits`."""
-        return self.t.for_range(0, n, self.p.width, list(inits), lambda _t, c0, c: body(c0, c))
+        """for c0 in range(start, n, CHUNK) carrying `inits` (`start`: the
+        row's :meth:`head`, 0 or a wrapped negative column)."""
+        return self.strided(0, n, self.p.width, inits, body, start)
+
+    def strided(
+        self,
+        lo: Any,
+        n: Any,
+        step: Any,
+        inits: Sequence[Any],
+        body: Callable[[tile.Scalar, list[Any]], list[Any]],
+        start: Any = 0,
+    ) -> list[Any]:
+        """for c0 in range(start + lo, n, step) carrying `inits`; with a
+        negative (wrapped) `start` the loop counts from 0 to n - start and
+        hands the body its shifted column."""
+        if isinstance(start, int) and start == 0:
+            return self.t.for_range(lo, n, step, list(inits), lambda _t, c0, c: body(c0, c))
+        hi = self.t.scalar_binary("sub", n, start)
+        return self.t.for_range(lo, hi, step, list(inits), lambda _t, c0, c: body(c0 + start, c))
 
 
 def _online(P: _P, m: tile.Tile, s: tile.Tile, v: tile.Tile) -> tuple[tile.Tile, tile.Tile]:
@@ -206,16 +278,18 @@ def _softmax_fwd(P: _P) -> None:
     R, W = P.shape
     if P.p.shape != "chunks":
         r0 = P.t.program_id(0) * R
-        v = P.load(x, (r0, 0), P.shape, NEG_INF)
+        h = P.head(r0)
+        v = P.load(x, (r0, h), P.shape, NEG_INF)
         e = (v - P.bc(v.max(1))).exp()
-        P.store(y, (r0, 0), e * P.bc(1.0 / e.sum(1)))
+        P.store(y, (r0, h), e * P.bc(1.0 / e.sum(1)))
         return
     row, n, sh = P.t.program_id(0), x.dim(1), (1, W)
+    h = P.head(row)
 
     def stats(c0: tile.Scalar, c: list[Any]) -> list[Any]:
         return list(_online(P, c[0], c[1], P.load(x, (row, c0), sh, NEG_INF)))
 
-    m, s = P.chunks(n, [P.t.full(P.state, "f32", NEG_INF), P.t.zeros(P.state)], stats)
+    m, s = P.chunks(n, [P.t.full(P.state, "f32", NEG_INF), P.t.zeros(P.state)], stats, h)
     base, total = _merge(P, m, s)
     base, r = P.bc(base, sh), P.bc(1.0 / total, sh)
 
@@ -223,7 +297,7 @@ def _softmax_fwd(P: _P) -> None:
         P.store(y, (row, c0), (P.load(x, (row, c0), sh, NEG_INF) - base).exp() * r)
         return []
 
-    P.chunks(n, [], write)
+    P.chunks(n, [], write, h)
 
 
 def _split_stats(P: _P) -> None:
@@ -234,11 +308,11 @@ def _split_stats(P: _P) -> None:
     mp, sp = P.view("m_part", "f32", False), P.view("s_part", "f32", False)
     row, j, sh, w = P.t.program_id(0), P.t.program_id(1), P.shape, P.p.width
 
-    def stats(_t: tile.Builder, c0: tile.Scalar, c: list[Any]) -> list[Any]:
+    def stats(c0: tile.Scalar, c: list[Any]) -> list[Any]:
         return list(_online(P, c[0], c[1], P.load(x, (row, c0), sh, NEG_INF)))
 
     inits = [P.t.full(P.state, "f32", NEG_INF), P.t.zeros(P.state)]
-    m, s = P.for_range(j * w, x.dim(1), mp.dim(1) * w, inits, stats)
+    m, s = P.strided(j * w, x.dim(1), mp.dim(1) * w, inits, stats, P.head(row))
     base, total = _merge(P, m, s)
     P.t.store(mp, (row, j), base)
     P.t.store(sp, (row, j), total)
@@ -258,11 +332,11 @@ def _softmax_split_write(P: _P, parts: int) -> None:
     base, total = _split_merged(P, mp, sp, row, parts)
     base, r = P.bc(base, sh), P.bc(1.0 / total, sh)
 
-    def write(_t: tile.Builder, c0: tile.Scalar, c: list[Any]) -> list[Any]:
+    def write(c0: tile.Scalar, c: list[Any]) -> list[Any]:
         P.store(y, (row, c0), (P.load(x, (row, c0), sh, NEG_INF) - base).exp() * r)
         return []
 
-    P.for_range(j * w, x.dim(1), mp.dim(1) * w, [], write)
+    P.strided(j * w, x.dim(1), mp.dim(1) * w, [], write, P.head(row))
 
 
 def _softmax_bwd(P: _P) -> None:
@@ -271,15 +345,17 @@ def _softmax_bwd(P: _P) -> None:
     R, W = P.shape
     if P.p.shape != "chunks":
         r0 = P.t.program_id(0) * R
-        yv, gv = P.load(y, (r0, 0), P.shape), P.load(dy, (r0, 0), P.shape)
-        P.store(dx, (r0, 0), yv * (gv - P.bc((yv * gv).sum(1))))
+        h = P.head(r0)
+        yv, gv = P.load(y, (r0, h), P.shape), P.load(dy, (r0, h), P.shape)
+        P.store(dx, (r0, h), yv * (gv - P.bc((yv * gv).sum(1))))
         return
     row, n, sh = P.t.program_id(0), y.dim(1), (1, W)
+    h = P.head(row)
 
     def dot(c0: tile.Scalar, c: list[Any]) -> list[Any]:
         return [c[0] + P.fold(P.load(y, (row, c0), sh) * P.load(dy, (row, c0), sh))]
 
-    (acc,) = P.chunks(n, [P.t.zeros(P.state)], dot)
+    (acc,) = P.chunks(n, [P.t.zeros(P.state)], dot, h)
     d = P.bc(acc.sum(1), sh)
 
     def write(c0: tile.Scalar, c: list[Any]) -> list[Any]:
@@ -287,7 +363,7 @@ def _softmax_bwd(P: _P) -> None:
         P.store(dx, (row, c0), yv * (P.load(dy, (row, c0), sh) - d))
         return []
 
-    P.chunks(n, [], write)
+    P.chunks(n, [], write, h)
 
 
 # ---------------------------------------------------------------- layer_norm, rms_norm
@@ -308,28 +384,29 @@ def _norm_fwd(P: _P, kind: str) -> None:
     R, W = P.shape
     if P.p.shape != "chunks":
         r0 = P.t.program_id(0) * R
-        col = (R, 1)
-        v = P.load(x, (r0, 0), P.shape)
+        col, h = (R, 1), P.head(r0)
+        v = P.load(x, (r0, h), P.shape)
         if centre:
             mean = v.sum(1) * P.splat(inv_n, col)
-            v = P.zero_where_not(P.lt(P.cols(0, P.shape), x.dim(1)), v - P.bc(mean))
+            v = P.zero_where_not(P.lt(P.cols(h, P.shape), x.dim(1)), v - P.bc(mean))
         var = (v * v).sum(1) * P.splat(inv_n, col)
         rstd = P.unary("rsqrt", var + P.splat(eps, col))
-        out = v * P.bc(rstd) * P.bc(P.load(w, (0, 0), (1, W)))
+        out = v * P.bc(rstd) * P.bc(P.load(w, (0, h), (1, W)))
         if b is not None:
-            out = out + P.bc(P.load(b, (0, 0), (1, W)))
-        P.store(y, (r0, 0), out)
+            out = out + P.bc(P.load(b, (0, h), (1, W)))
+        P.store(y, (r0, h), out)
         return
     # Shifted sums in one pass (shift = the row's first element, so large
     # means cancel before squaring), then the write pass.
     row, n, sh, one = P.t.program_id(0), x.dim(1), (1, W), (1, 1)
+    h = P.head(row)
     k = P.bc(P.load(x, (row, 0), one), sh) if centre else P.t.zeros(sh)
 
     def sums(c0: tile.Scalar, c: list[Any]) -> list[Any]:
         d = P.zero_where_not(P.lt(P.cols(c0, sh), n), P.load(x, (row, c0), sh) - k)
         return [c[0] + P.fold(d), c[1] + P.fold(d * d)]
 
-    s1, s2 = P.chunks(n, [P.t.zeros(P.state), P.t.zeros(P.state)], sums)
+    s1, s2 = P.chunks(n, [P.t.zeros(P.state), P.t.zeros(P.state)], sums, h)
     ms = s1.sum(1) * P.splat(inv_n, one) if centre else P.t.zeros(one)
     var = P.t.maximum(s2.sum(1) * P.splat(inv_n, one) - ms * ms, P.t.zeros(one))
     rstd = P.bc(P.unary("rsqrt", var + P.splat(eps, one)), sh)
@@ -342,7 +419,7 @@ def _norm_fwd(P: _P, kind: str) -> None:
         P.store(y, (row, c0), out)
         return []
 
-    P.chunks(n, [], write)
+    P.chunks(n, [], write, h)
 
 
 def _norm_bwd(P: _P, kind: str) -> None:
@@ -370,6 +447,45 @@ def _norm_bwd(P: _P, kind: str) -> None:
     P.store(dx, (r0, 0), inner * P.bc(rstd))
     P.t.store(stats, (r0, 0), mean)
     P.t.store(stats, (r0, 1), rstd)
+
+
+def _norm_bwd_rows(P: _P, kind: str) -> None:
+    """Whole rows, one pass: instance i writes dx of the row blocks i, i +
+    G, .. (as :func:`_norm_bwd`) and carries their dweight and dbias terms
+    (``dy·x̂``, ``dy``) as [R, W] tiles, stored summed over R as row i of the
+    f32 [G, width] partial buffers (summed by :func:`_colsum`): x and dy
+    are read once. With a peel G is a multiple of the vector, so every row
+    of an instance has the head of row i and the partial sums' columns line
+    up."""
+    x, dy, dx, w = P.view("x"), P.view("dy"), P.view("dx"), P.view("weight")
+    dwp, dbp = P.view("dw_part", "f32", False), P.view("db_part", "f32", False)
+    eps, inv_n = P.t.scalar_param("eps", "f32"), P.t.scalar_param("inv_n", "f32")
+    centre = kind != "rms"
+    R, W = P.shape
+    col, sh = (R, 1), P.shape
+    i = P.t.program_id(0)
+    h = P.head(i)
+    wv = P.bc(P.load(w, (0, h), (1, W)))
+
+    def block(_t: tile.Builder, r0: tile.Scalar, c: list[Any]) -> list[Any]:
+        ok = P.inside(r0, h, x, sh)
+        v, g = P.load(x, (r0, h), sh), P.load(dy, (r0, h), sh)
+        if centre:
+            v = P.zero_where_not(ok, v - P.bc(v.sum(1) * P.splat(inv_n, col)))
+        rstd = P.unary("rsqrt", (v * v).sum(1) * P.splat(inv_n, col) + P.splat(eps, col))
+        xhat = P.zero_where_not(ok, v * P.bc(rstd))
+        wg = g * wv
+        inner = wg - xhat * P.bc((wg * xhat).sum(1) * P.splat(inv_n, col))
+        if centre:
+            inner = inner - P.bc(wg.sum(1) * P.splat(inv_n, col))
+        P.store(dx, (r0, h), inner * P.bc(rstd))
+        return [c[0] + g * xhat, c[1] + g]
+
+    z = P.t.zeros(sh)
+    dw, db = P.for_range(i * R, x.dim(0), dwp.dim(0) * R, [z, z], block)
+    P.store(dwp, (i, h), dw.sum(0))
+    if kind == "layer":
+        P.store(dbp, (i, h), db.sum(0))
 
 
 def _norm_dw(P: _P, kind: str) -> None:
@@ -411,7 +527,8 @@ def _norm_bwd_stats(P: _P, kind: str) -> None:
         return [c[0] + P.fold(d), c[1] + P.fold(d * d), c[2] + P.fold(g), c[3] + P.fold(g * d)]
 
     z = P.t.zeros(P.state)
-    s1, s2, sg, sgd = (s.sum(1) * P.splat(inv_n, one) for s in P.chunks(n, [z, z, z, z], sums))
+    sums4 = P.chunks(n, [z, z, z, z], sums, P.head(row))
+    s1, s2, sg, sgd = (s.sum(1) * P.splat(inv_n, one) for s in sums4)
     if not centre:  # rms: the mean square, not the variance
         s1 = P.t.zeros(one)
     var = P.t.maximum(s2 - s1 * s1, P.t.zeros(one))
@@ -481,11 +598,12 @@ def _ce_fwd(P: _P, tdtype: str) -> None:
     nan = P.t.full((R, 1), "f32", math.nan)
     if P.p.shape != "chunks":
         r0, n = P.t.program_id(0) * R, x.dim(1)
-        v = P.load(x, (r0, 0), P.shape, NEG_INF)
+        h = P.head(r0)
+        v = P.load(x, (r0, h), P.shape, NEG_INF)
         m = v.max(1)
         lse = m + P.unary("log", (v - P.bc(m)).exp().sum(1))
         t, ok = _ce_target(P, tg, r0, n, R)
-        hit = P.t.cmp("eq", P.cols(0, P.shape), P.bc(t))
+        hit = P.t.cmp("eq", P.cols(h, P.shape), P.bc(t))
         xt = P.t.where(hit, v, P.t.zeros(P.shape)).sum(1)
         P.t.store(loss, (r0, 0), P.t.where(ok, lse - xt, nan))
         return
@@ -499,7 +617,8 @@ def _ce_fwd(P: _P, tdtype: str) -> None:
         return [*_online(P, c[0], c[1], v), c[2] + P.fold(P.t.where(hit, v, P.t.zeros(sh)))]
 
     st = P.state
-    m, s, xt = P.chunks(n, [P.t.full(st, "f32", NEG_INF), P.t.zeros(st), P.t.zeros(st)], step)
+    inits = [P.t.full(st, "f32", NEG_INF), P.t.zeros(st), P.t.zeros(st)]
+    m, s, xt = P.chunks(n, inits, step, P.head(row))
     base, total = _merge(P, m, s)
     lse = base + P.unary("log", total)
     P.t.store(loss, (row, 0), P.t.where(ok, lse - xt.sum(1), nan))
@@ -515,21 +634,23 @@ def _ce_bwd(P: _P, tdtype: str) -> None:
     col = (R, 1)
     if P.p.shape != "chunks":
         r0, n = P.t.program_id(0) * R, x.dim(1)
-        v = P.load(x, (r0, 0), P.shape, NEG_INF)
+        h = P.head(r0)
+        v = P.load(x, (r0, h), P.shape, NEG_INF)
         e = (v - P.bc(v.max(1))).exp()
         t, ok = _ce_target(P, tg, r0, n, R)
         g = P.t.load(dl, (r0, 0), col) * P.splat(scale, col)
         g = P.t.where(ok, g, P.t.full(col, "f32", math.nan))
-        hit = P.t.cmp("eq", P.cols(0, P.shape), P.bc(t))
+        hit = P.t.cmp("eq", P.cols(h, P.shape), P.bc(t))
         onehot = P.t.where(hit, P.t.full(P.shape, "f32", 1.0), P.t.zeros(P.shape))
-        P.store(dx, (r0, 0), (e * P.bc(1.0 / e.sum(1)) - onehot) * P.bc(g))
+        P.store(dx, (r0, h), (e * P.bc(1.0 / e.sum(1)) - onehot) * P.bc(g))
         return
     row, n, sh, one = P.t.program_id(0), x.dim(1), (1, W), (1, 1)
+    h = P.head(row)
 
     def stats(c0: tile.Scalar, c: list[Any]) -> list[Any]:
         return list(_online(P, c[0], c[1], P.load(x, (row, c0), sh, NEG_INF)))
 
-    m, s = P.chunks(n, [P.t.full(P.state, "f32", NEG_INF), P.t.zeros(P.state)], stats)
+    m, s = P.chunks(n, [P.t.full(P.state, "f32", NEG_INF), P.t.zeros(P.state)], stats, h)
     base, total = _merge(P, m, s)
     t, ok = _ce_target(P, tg, row, n, 1)
     g = P.t.load(dl, (row, 0), one) * P.splat(scale, one)
@@ -543,7 +664,7 @@ def _ce_bwd(P: _P, tdtype: str) -> None:
         P.store(dx, (row, c0), (p - onehot) * gb)
         return []
 
-    P.chunks(n, [], write)
+    P.chunks(n, [], write, h)
 
 
 def _ce_split_stats(P: _P, tdtype: str) -> None:
@@ -556,14 +677,14 @@ def _ce_split_stats(P: _P, tdtype: str) -> None:
     t, _ = _ce_target(P, tg, row, x.dim(1), 1)
     tb = P.bc(t, sh)
 
-    def step(_t: tile.Builder, c0: tile.Scalar, c: list[Any]) -> list[Any]:
+    def step(c0: tile.Scalar, c: list[Any]) -> list[Any]:
         v = P.load(x, (row, c0), sh, NEG_INF)
         hit = P.t.cmp("eq", P.cols(c0, sh), tb)
         return [*_online(P, c[0], c[1], v), c[2] + P.fold(P.t.where(hit, v, P.t.zeros(sh)))]
 
     st = P.state
     inits = [P.t.full(st, "f32", NEG_INF), P.t.zeros(st), P.t.zeros(st)]
-    m, s, xt = P.for_range(j * w, x.dim(1), mp.dim(1) * w, inits, step)
+    m, s, xt = P.strided(j * w, x.dim(1), mp.dim(1) * w, inits, step, P.head(row))
     base, total = _merge(P, m, s)
     for v, val in ((mp, base), (sp, total), (xp, xt.sum(1))):
         P.t.store(v, (row, j), val)
@@ -596,14 +717,14 @@ def _ce_split_write(P: _P, tdtype: str, parts: int) -> None:
     g = P.t.where(ok, g, P.t.full(one, "f32", math.nan))
     base, r, tb, gb = P.bc(base, sh), P.bc(1.0 / total, sh), P.bc(t, sh), P.bc(g, sh)
 
-    def write(_t: tile.Builder, c0: tile.Scalar, c: list[Any]) -> list[Any]:
+    def write(c0: tile.Scalar, c: list[Any]) -> list[Any]:
         p = (P.load(x, (row, c0), sh, NEG_INF) - base).exp() * r
         hit = P.t.cmp("eq", P.cols(c0, sh), tb)
         onehot = P.t.where(hit, P.t.full(sh, "f32", 1.0), P.t.zeros(sh))
         P.store(dx, (row, c0), (p - onehot) * gb)
         return []
 
-    P.for_range(j * w, x.dim(1), mp.dim(1) * w, [], write)
+    P.strided(j * w, x.dim(1), mp.dim(1) * w, [], write, P.head(row))
 
 
 # ---------------------------------------------------------------- building and launching
@@ -617,6 +738,7 @@ _PROGRAMS: dict[str, Callable[..., None]] = {
     "softmax_split_write": _softmax_split_write,
     "norm_fwd": _norm_fwd,
     "norm_bwd": _norm_bwd,
+    "norm_bwd_rows": _norm_bwd_rows,
     "norm_dw": _norm_dw,
     "norm_bwd_stats": _norm_bwd_stats,
     "norm_bwd_chunks": _norm_bwd_chunks,
@@ -732,8 +854,9 @@ def _grid(p: Plan, rows: int) -> tuple[int]:
 def run_softmax(x: T.Tensor, y: T.Tensor, stream: Any) -> None:
     (rows, n), xs = _rows2(x)
     ys = _rows2(y)[1]
-    p = plan(n, T.ITEMSIZE[x.dtype])
-    key = (p, x.dtype, access((x, xs[1]), (y, ys[1])))
+    acc = access((x, xs[1]), (y, ys[1]))
+    p = peeled("softmax", plan(n, T.ITEMSIZE[x.dtype]), x.dtype, acc, n, xs[0], ys[0])
+    key = (p, x.dtype, acc)
     xa, ya = view_args(x, (rows, n), xs), view_args(y, (rows, n), ys)
     s = split(x, rows, n, p)
     if s == 1:
@@ -748,8 +871,9 @@ def run_softmax(x: T.Tensor, y: T.Tensor, stream: Any) -> None:
 def run_softmax_backward(y: T.Tensor, dy: T.Tensor, dx: T.Tensor, stream: Any) -> None:
     (rows, n), ys = _rows2(y)
     gs, xs = _rows2(dy)[1], _rows2(dx)[1]
-    p = plan(n, T.ITEMSIZE[y.dtype])
-    key = (p, y.dtype, access((y, ys[1]), (dy, gs[1]), (dx, xs[1])))
+    acc = access((y, ys[1]), (dy, gs[1]), (dx, xs[1]))
+    p = peeled("softmax", plan(n, T.ITEMSIZE[y.dtype]), y.dtype, acc, n, ys[0], gs[0], xs[0])
+    key = (p, y.dtype, acc)
     args = [
         *view_args(y, (rows, n), ys),
         *view_args(dy, (rows, n), gs),
@@ -774,10 +898,11 @@ def run_norm(
 ) -> None:
     (rows, n), xs = _rows2(x)
     ys = _rows2(y)[1]
-    p = plan(n, T.ITEMSIZE[x.dtype])
     wa, wv = _vec(w, n)
     ba, bv = _vec(b, n) if b is not None else ([], wv)
-    key = (p, x.dtype, access((x, xs[1]), (y, ys[1]), wv, bv), kind)
+    acc = access((x, xs[1]), (y, ys[1]), wv, bv)
+    p = peeled("norm", plan(n, T.ITEMSIZE[x.dtype]), x.dtype, acc, n, xs[0], ys[0])
+    key = (p, x.dtype, acc, kind)
     args = [*view_args(x, (rows, n), xs), *view_args(y, (rows, n), ys), *wa, *ba, eps, 1.0 / n]
     launch("norm_fwd", key, _grid(p, rows), args, x, stream)
 
@@ -801,7 +926,20 @@ def run_norm_backward(
     acc = access((x, xs[1]), (dy, gs[1]), (dx, os_[1]), wv)
     xa, ga = view_args(x, (rows, n), xs), view_args(dy, (rows, n), gs)
     data = [*xa, *ga, *view_args(dx, (rows, n), os_), *wa]
-    if p.shape != "chunks":
+    if p.shape != "chunks" and NORM_BWD == "fused":
+        p = peeled("norm", p, x.dtype, acc, n, xs[0], gs[0], os_[0])
+        # Instances looping over row blocks: about NORM_BWD_PER_SM per SM, a
+        # multiple of the vector with a peel (every row of an instance then
+        # has the same head).
+        g = groups(x, -(-rows // p.rows), 1, NORM_BWD_PER_SM)
+        if p.peel:
+            lanes = 16 // T.ITEMSIZE[x.dtype]
+            g = -(-g // lanes) * lanes
+        dwp, dbp = (T.tensor(T.empty_like(x, (g, n), "f32"), "partial sums") for _ in range(2))
+        parts = [*view_args(dwp, (g, n), (n, 1)), *view_args(dbp, (g, n), (n, 1))]
+        args = [*data, *parts, eps, 1.0 / n]
+        launch("norm_bwd_rows", (p, x.dtype, acc, kind), (g,), args, x, stream)
+    elif p.shape != "chunks":
         # dx and the rows' statistics, then dweight/dbias by column blocks
         # over S row splits (every instance busy), then the sum of the splits.
         st = T.tensor(T.empty_like(x, (rows, 2), "f32"), "row statistics")
@@ -825,7 +963,7 @@ def run_norm_backward(
         sv = view_args(st, (rows, 4), (4, 1))
         launch(
             "norm_bwd_stats",
-            (p, x.dtype, acc, kind),
+            (peeled("norm", p, x.dtype, acc, n, xs[0], gs[0]), x.dtype, acc, kind),
             (rows,),
             [*xa, *ga, *wa, *sv, eps, 1.0 / n],
             x,
@@ -844,8 +982,9 @@ def _targets(g: T.Tensor, rows: int, gs: int) -> list[Any]:
 def run_cross_entropy(x: T.Tensor, g: T.Tensor, gs: int, loss: T.Tensor, stream: Any) -> None:
     """loss[r] (f32, contiguous) per row."""
     (rows, n), xs = _rows2(x)
-    p = plan(n, T.ITEMSIZE[x.dtype])
-    key = (p, x.dtype, access((x, xs[1])), g.dtype)
+    acc = access((x, xs[1]))
+    p = peeled("ce", plan(n, T.ITEMSIZE[x.dtype]), x.dtype, acc, n, xs[0])
+    key = (p, x.dtype, acc, g.dtype)
     xa, ga, la = (
         view_args(x, (rows, n), xs),
         _targets(g, rows, gs),
@@ -873,8 +1012,9 @@ def run_cross_entropy_backward(
     """dx = (softmax(x) - onehot) * dl[r * dls] * scale (dls = 0: one dloss for all rows)."""
     (rows, n), xs = _rows2(x)
     os_ = _rows2(dx)[1]
-    p = plan(n, T.ITEMSIZE[x.dtype])
-    key = (p, x.dtype, access((x, xs[1]), (dx, os_[1])), g.dtype)
+    acc = access((x, xs[1]), (dx, os_[1]))
+    p = peeled("ce", plan(n, T.ITEMSIZE[x.dtype]), x.dtype, acc, n, xs[0], os_[0])
+    key = (p, x.dtype, acc, g.dtype)
     xa, ga = view_args(x, (rows, n), xs), _targets(g, rows, gs)
     da, oa = view_args(dl, (rows, 1), (dls, 1)), view_args(dx, (rows, n), os_)
     s = split(x, rows, n, p)

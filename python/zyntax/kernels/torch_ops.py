@@ -704,7 +704,8 @@ def _attention_autograd() -> tuple[Callable[..., Any], Callable[..., Any]]:
                 "use variant=None or 'tile'"
             )
         ops = register()
-        do = grad.to(q.dtype).contiguous()
+        # With materialized gradients off, an unused output's gradient is None.
+        do = out.new_zeros(out.shape) if grad is None else grad.to(q.dtype).contiguous()
         dlse = None if grad_lse is None else grad_lse.float().contiguous()
         dq, dk, dv = ops.attention_backward(q, k, v, out, lse, do, dlse, ctx.causal, ctx.scale)
         need = _needs(ctx, 3)

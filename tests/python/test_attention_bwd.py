@@ -179,3 +179,19 @@ def test_bad_arguments_are_named() -> None:
         bw(q, kv, kv, q, lse, q, window=(1, 2, 3))
     with pytest.raises(ArgumentError, match="'dlse'"):
         bw(q, kv, kv, q, lse, q, dlse=lse[:, :, :3])
+
+
+def test_fake_backward_gives_the_gradients_shapes() -> None:
+    """With torch (skipped without it): a backward through the attention op on
+    meta tensors runs the fakes of both ops and gives each input's shape."""
+    torch = pytest.importorskip("torch")
+    from zyntax.kernels import torch_ops as zt
+
+    def meta(*shape: int) -> Any:
+        return torch.empty(shape, device="meta", dtype=torch.bfloat16).requires_grad_()
+
+    q, k, v = meta(2, 8, 33, 128), meta(2, 2, 40, 128), meta(2, 2, 40, 128)
+    out, lse = zt.attention(q, k, v, causal=True, return_lse=True)
+    (out.float().sum() + lse.sum()).backward()
+    for t in (q, k, v):
+        assert t.grad is not None and t.grad.shape == t.shape and t.grad.dtype == t.dtype

@@ -1,6 +1,8 @@
 """The backward cases of ``benches/attention.py --backward`` (a module the
 bench imports): ``zyntax.kernels.attention_backward`` (the tile programs of
-attention_bwd.py: dq, dk, dv from the saved output and LSE) against
+attention_bwd.py: dq, dk, dv from the saved output and LSE; row ``zyntax``
+deterministic, a dQ pass of its own, row ``zyntax_atomic`` with dQ added
+atomically, ``deterministic=False``) against
 PyTorch SDPA's backward (each backend that runs, the fastest kept as
 ``torch_sdpa``; the backward alone: ``torch.autograd.grad`` of a saved
 forward graph) and the backward of Triton's fused-attention tutorial
@@ -242,7 +244,13 @@ def run_case(
     ke, ve = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
     o, lse = kernels.attention(q, k, v, causal=causal, return_lse=True)
     calls: list[tuple[str, Callable[[], Any]]] = [
-        ("zyntax", lambda: kernels.attention_backward(q, k, v, o, lse, do, causal=causal))
+        ("zyntax", lambda: kernels.attention_backward(q, k, v, o, lse, do, causal=causal)),
+        (
+            "zyntax_atomic",
+            lambda: kernels.attention_backward(
+                q, k, v, o, lse, do, causal=causal, deterministic=False
+            ),
+        ),
     ]
     if tri is not None and h == hk and d in (64, 128) and s % 128 == 0:
         calls.append(("triton", lambda: tri(q, k, v, o, do, lse, causal, scale)))

@@ -4,7 +4,8 @@ reference on fresh random inputs: every head dim (64, 96, 128, 256),
 grouped-query and multi-query heads (dk, dv summed over a group), causal
 masks aligned bottom-right for Sq < Sk and Sq > Sk (rows that see no key:
 no gradient, never NaN), sliding windows, tails, the LSE output's gradient;
-outputs poisoned with NaN first; determinism; typed errors. The device
+outputs poisoned with NaN first; determinism; dQ by atomics
+(``deterministic=False``); typed errors. The device
 version: tests/python/gpu/test_attention_bwd_gpu.py."""
 
 from __future__ import annotations
@@ -93,6 +94,7 @@ def run(
     causal: bool,
     window: Any = None,
     with_dlse: bool = False,
+    deterministic: bool = True,
 ) -> tuple[Any, ...]:
     q = rng.standard_normal((b, h, sq, d)).astype(np.float16)
     k = rng.standard_normal((b, hk, sk, d)).astype(np.float16)
@@ -102,7 +104,17 @@ def run(
     o, lse = forward(q, k, v, scale, causal, window)
     dlse = rng.standard_normal((b, h, sq)).astype(np.float32) if with_dlse else None
     got = kernels.attention_backward(
-        q, k, v, o, lse, do, causal=causal, scale=scale, window=window, dlse=dlse
+        q,
+        k,
+        v,
+        o,
+        lse,
+        do,
+        causal=causal,
+        scale=scale,
+        window=window,
+        dlse=dlse,
+        deterministic=deterministic,
     )
     zero = np.zeros((b, h, sq))
     want = reference(q, k, v, do, zero if dlse is None else dlse, scale, causal, window)
@@ -138,6 +150,20 @@ def test_causal_bottom_right(sq: int, sk: int, d: int) -> None:
 @pytest.mark.parametrize(("window", "causal"), [((16, 0), False), ((5, 9), False), (7, True)])
 def test_sliding_windows(window: Any, causal: bool) -> None:
     run(1, 2, 2, 75, 100, 64, causal=causal, window=window)
+
+
+@pytest.mark.parametrize(
+    ("h", "hk", "sq", "sk", "d", "causal", "window"),
+    [
+        (4, 2, 37, 45, 64, True, None),
+        (2, 1, 90, 20, 128, True, None),
+        (2, 2, 20, 33, 256, False, None),
+        (2, 2, 75, 100, 96, False, (5, 9)),
+    ],
+)
+def test_atomic_dq(h: int, hk: int, sq: int, sk: int, d: int, causal: bool, window: Any) -> None:
+    """deterministic=False: dQ added atomically by the dK/dV program."""
+    run(1, h, hk, sq, sk, d, causal=causal, window=window, deterministic=False)
 
 
 def test_lse_gradient() -> None:

@@ -218,6 +218,7 @@ FLAGS = [
     ("attention", "causal"),
     ("attention", "return_lse"),
     ("attention_backward", "causal"),
+    ("attention_backward", "deterministic"),
     ("matmul", "allow_tf32"),
     ("choose_variant", "allow_tf32"),
 ]

@@ -68,13 +68,21 @@ def _schedule(bm: int, bn: int, warps: int, arch: str) -> Any:
 
 @functools.cache
 def build_pre(
-    dtype: str, d: int, bm: int, warps: int, dlse: bool = False, arch: str = "sm_80"
+    dtype: str,
+    d: int,
+    bm: int,
+    warps: int,
+    dlse: bool = False,
+    zero_dq: bool = False,
+    arch: str = "sm_80",
 ) -> tile.Kernel:
     """``delta = rowsum(do * o)`` (minus ``dlse`` with `dlse`: the gradient of
     the LSE output adds ``p * dlse`` to ``ds``) and ``lse2 = lse`` with -inf
     made +inf. Views ``o``, ``do`` [B, H, Sq, D]; ``lse``, ``delta``,
-    ``lse2`` (and ``dlse``) [B, H, Sq, 1] f32; scalar ``heads``."""
+    ``lse2`` (and ``dlse``) [B, H, Sq, 1] f32; with `zero_dq` also ``dq32``
+    [B, H, Sq, D] f32, the atomic dQ accumulator, zeroed; scalar ``heads``."""
     name = f"attention_bwd_pre_{dtype}_d{d}_{bm}w{warps}{'_dlse' if dlse else ''}"
+    name += "_zero" if zero_dq else ""
     t = tile.Builder(name, _schedule(bm, 16, warps, arch))
     o = t.view("o", dtype, 4, unit_stride_dim=3, align_bytes=16)
     do = t.view("do", dtype, 4, unit_stride_dim=3, align_bytes=16)
@@ -82,6 +90,7 @@ def build_pre(
     delta = t.view("delta", "f32", 4)
     lse2 = t.view("lse2", "f32", 4)
     dlse_v = t.view("dlse", "f32", 4) if dlse else None
+    dq32 = t.view("dq32", "f32", 4, unit_stride_dim=3, align_bytes=16) if zero_dq else None
     heads = t.scalar_param("heads", "u32")
     bh = t.program_id(1)
     b, h = t.scalar_binary("div", bh, heads), t.scalar_binary("rem", bh, heads)
@@ -95,6 +104,28 @@ def build_pre(
     lt = t.load(lse, (b, h, m0, 0), (bm, 1))
     empty = t.cmp("eq", lt, t.full((bm, 1), "f32", -INF))
     t.store(lse2, (b, h, m0, 0), t.where(empty, t.full((bm, 1), "f32", INF), lt))
+    if dq32 is not None:
+        t.store(dq32, (b, h, m0, 0), t.zeros((bm, d)))
+    return t.finish()
+
+
+@functools.cache
+def build_dq_cast(dtype: str, d: int, bm: int, warps: int, arch: str = "sm_80") -> tile.Kernel:
+    """``dq = dq32 * scale`` in `dtype`: the atomic dQ accumulator's result.
+    Views ``dq32`` [B, H, Sq, D] f32, ``dq`` [B, H, Sq, D]; scalars
+    ``heads``, ``scale``."""
+    t = tile.Builder(
+        f"attention_bwd_dq_cast_{dtype}_d{d}_{bm}w{warps}", _schedule(bm, 16, warps, arch)
+    )
+    dq32 = t.view("dq32", "f32", 4, unit_stride_dim=3, align_bytes=16)
+    dq = t.view("dq", dtype, 4, unit_stride_dim=3, align_bytes=16)
+    heads = t.scalar_param("heads", "u32")
+    scale = t.scalar_param("scale", "f32")
+    bh = t.program_id(1)
+    b, h = t.scalar_binary("div", bh, heads), t.scalar_binary("rem", bh, heads)
+    m0 = t.program_id(0) * bm
+    acc = t.load(dq32, (b, h, m0, 0), (bm, d))
+    t.store(dq, (b, h, m0, 0), (acc * t.splat((bm, d), scale)).cast(dtype))
     return t.finish()
 
 
@@ -122,17 +153,24 @@ def _masked(
 
 @functools.cache
 def build_dkdv(
-    dtype: str, d: int, bm: int, bn: int, warps: int, arch: str = "sm_80"
+    dtype: str,
+    d: int,
+    bm: int,
+    bn: int,
+    warps: int,
+    atomic_dq: bool = False,
+    arch: str = "sm_80",
 ) -> tile.Kernel:
     """dK and dV of one block of ``bn`` keys of one (batch, KV head). Views
     ``q`` [B, H, Sq, D], ``qt`` [B, H, D, Sq] (q transposed by its strides),
     ``k``, ``v`` [B, Hk, Sk, D], ``do`` [B, H, Sq, D], ``dot`` [B, H, D, Sq]
     (do transposed), ``lse``, ``delta`` [B, H, 1, Sq] f32 (rows),
-    ``dk``, ``dv`` [B, Hk, Sk, D]; scalars ``kv_heads``, ``group``,
-    ``scale``, ``left``, ``right``."""
-    t = tile.Builder(
-        f"attention_bwd_dkdv_{dtype}_d{d}_{bm}x{bn}w{warps}", _schedule(bm, bn, warps, arch)
-    )
+    ``dk``, ``dv`` [B, Hk, Sk, D]; with `atomic_dq` also ``kt`` [B, Hk, D,
+    Sk] (k transposed) and ``dq32`` [B, H, D, Sq] (an f32 accumulator,
+    transposed), where ``dq^T += k^T ds^T`` is added atomically (unscaled);
+    scalars ``kv_heads``, ``group``, ``scale``, ``left``, ``right``."""
+    name = f"attention_bwd_dkdv_{dtype}_d{d}_{bm}x{bn}w{warps}{'_atomic' if atomic_dq else ''}"
+    t = tile.Builder(name, _schedule(bm, bn, warps, arch))
     q = t.view("q", dtype, 4, unit_stride_dim=3, align_bytes=16)
     qt = t.view("qt", dtype, 4, unit_stride_dim=2, align_bytes=16)
     k = t.view("k", dtype, 4, unit_stride_dim=3, align_bytes=16)
@@ -143,6 +181,8 @@ def build_dkdv(
     delta = t.view("delta", "f32", 4, unit_stride_dim=3)
     dk = t.view("dk", dtype, 4, unit_stride_dim=3, align_bytes=16)
     dv = t.view("dv", dtype, 4, unit_stride_dim=3, align_bytes=16)
+    kt = t.view("kt", dtype, 4, unit_stride_dim=2, align_bytes=16) if atomic_dq else None
+    dq32 = t.view("dq32", "f32", 4, unit_stride_dim=2) if atomic_dq else None
     kv_heads = t.scalar_param("kv_heads", "u32")
     group = t.scalar_param("group", "u32")
     scale = t.scalar_param("scale", "f32")
@@ -163,6 +203,7 @@ def build_dkdv(
 
     kb = t.load(k, (b, hk, n0, 0), (bn, d))
     vb = t.load(v, (b, hk, n0, 0), (bn, d))
+    ktb = t.load(kt, (b, hk, 0, n0), (d, bn)) if kt is not None else None
     shape = (bn, bm)
     keys = t.iota(shape, 0) + t.splat(shape, n0)
     scale_t = t.splat(shape, scale)
@@ -186,7 +227,11 @@ def build_dkdv(
             drow = t.load(delta, (b, h, 0, m0), (1, bm))
             ds = p * (dp - drow.broadcast(shape))
             qb = t.load(q, (b, h, m0, 0), (bm, d))
-            dk_acc = t.dot(ds.cast(dtype), qb, dk_acc)
+            ds16 = ds.cast(dtype)
+            dk_acc = t.dot(ds16, qb, dk_acc)
+            if ktb is not None and dq32 is not None:
+                # dq^T = k^T ds^T: no transposed register tile needed.
+                t.atomic_add(dq32, (b, h, 0, m0), t.dot(ktb, ds16, t.zeros((d, bm))))
             return [dk_acc, dv_acc]
 
         return list(t.for_range(lo, hi, bm, carried, step))
@@ -264,12 +309,16 @@ def _tile(x: tile.Value) -> tile.Tile:
     return x
 
 
-def module_pre(dtype: str, d: int, bm: int, warps: int, dlse: bool) -> hir.Module:
-    return build_pre(dtype, d, bm, warps, dlse).module
+def module_pre(dtype: str, d: int, bm: int, warps: int, dlse: bool, zero: bool) -> hir.Module:
+    return build_pre(dtype, d, bm, warps, dlse, zero).module
 
 
-def module_dkdv(dtype: str, d: int, bm: int, bn: int, warps: int) -> hir.Module:
-    return build_dkdv(dtype, d, bm, bn, warps).module
+def module_dq_cast(dtype: str, d: int, bm: int, warps: int) -> hir.Module:
+    return build_dq_cast(dtype, d, bm, warps).module
+
+
+def module_dkdv(dtype: str, d: int, bm: int, bn: int, warps: int, atomic: bool) -> hir.Module:
+    return build_dkdv(dtype, d, bm, bn, warps, atomic).module
 
 
 def module_dq(dtype: str, d: int, bm: int, bn: int, warps: int) -> hir.Module:
@@ -303,6 +352,7 @@ def launch(
     delta: T.Tensor,
     lse2: T.Tensor,
     tdlse: T.Tensor | None = None,
+    dq32: T.Tensor | None = None,
     *,
     causal: bool,
     scale: float,
@@ -312,11 +362,13 @@ def launch(
 ) -> None:
     """Runs the three programs over checked tensors: q, o, do, dq (B, H, Sq,
     D); k, v, dk, dv (B, Hk, Sk, D); lse, the scratch delta, lse2 and the
-    LSE's gradient `tdlse` if any (B, H, Sq) f32. `tiles`: the (query rows,
+    LSE's gradient `tdlse` if any (B, H, Sq) f32. With `dq32` (B, H, Sq, D)
+    f32, dQ is added there atomically by the dkdv program and cast into `dq`
+    after (no dq program; not deterministic). `tiles`: the (query rows,
     keys, warps) of dkdv and of dq instead of :func:`shapes` (for sweeps)."""
     bsz, heads, sq, d = tq.shape
     hk, sk = tk.shape[1], tk.shape[2]
-    for t in (tq, tk, tv, to, tdo, tlse, dq, dk, dv, delta, lse2):
+    for t in (tq, tk, tv, to, tdo, tlse, dq, dk, dv, delta, lse2, *([dq32] if dq32 else [])):
         if 1 + sum((n - 1) * st for n, st in zip(t.shape, t.strides, strict=True)) > 1 << 32:
             raise ArgumentError(f"argument '{t.name}': spans more than 2^32 elements")
         # the views' promises (see the builds); the f32 rows are not vectorised
@@ -331,31 +383,42 @@ def launch(
     left, right = window_bounds(causal, window)
     group = heads // hk
     pre_bm = 64 if td <= 128 else 32
-    key_pre = (tq.dtype, td, pre_bm, 4, tdlse is not None)
+    key_pre = (tq.dtype, td, pre_bm, 4, tdlse is not None, dq32 is not None)
     args = [*_args(to), *_args(tdo), *_rows(tlse, True), *_rows(delta, True)]
-    args += [*_rows(lse2, True), *(_rows(tdlse, True) if tdlse is not None else []), heads]
+    args += [*_rows(lse2, True), *(_rows(tdlse, True) if tdlse is not None else [])]
+    args += [*(_args(dq32) if dq32 is not None else []), heads]
     grid = (-(-sq // pre_bm), bsz * heads, 1)
     if sq:
         T.launch(module_pre, key_pre, build_pre(*key_pre).name, grid, 128, args, tq, stream)
 
-    key = (tq.dtype, td, *kv_tiles)
+    key = (tq.dtype, td, *kv_tiles, dq32 is not None)
     bm, bn, warps = kv_tiles
     t_ = (0, 1, 3, 2)  # the last two dims swapped: a transposed view
     args = [*_args(tq), *_args(tq, t_), *_args(tk), *_args(tv), *_args(tdo), *_args(tdo, t_)]
     args += [*_rows(lse2, False), *_rows(delta, False), *_args(dk), *_args(dv)]
+    if dq32 is not None:
+        args += [*_args(tk, t_), *_args(dq32, t_)]
     args += [hk, group, float(scale), left, right]
     grid = (-(-sk // bn), bsz * hk, 1)
     if sk:
         T.launch(module_dkdv, key, build_dkdv(*key).name, grid, warps * 32, args, tq, stream)
 
-    key = (tq.dtype, td, *q_tiles)
+    if dq32 is not None:
+        key_cast = (tq.dtype, td, pre_bm, 4)
+        args = [*_args(dq32), *_args(dq), heads, float(scale)]
+        grid = (-(-sq // pre_bm), bsz * heads, 1)
+        if sq:
+            name = build_dq_cast(*key_cast).name
+            T.launch(module_dq_cast, key_cast, name, grid, 128, args, tq, stream)
+        return
+    key_dq = (tq.dtype, td, *q_tiles)
     bm, bn, warps = q_tiles
     args = [*_args(tq), *_args(tk), *_args(tk, t_), *_args(tv, t_), *_args(tdo)]
     args += [*_rows(lse2, True), *_rows(delta, True), *_args(dq)]
     args += [heads, group, float(scale), left, right]
     grid = (-(-sq // bm), bsz * heads, 1)
     if sq:
-        T.launch(module_dq, key, build_dq(*key).name, grid, warps * 32, args, tq, stream)
+        T.launch(module_dq, key_dq, build_dq(*key_dq).name, grid, warps * 32, args, tq, stream)
 
 
 @T.planned
@@ -371,6 +434,7 @@ def attention_backward(
     scale: float | None = None,
     window: Any = None,
     dlse: Any = None,
+    deterministic: bool = True,
     stream: Any = None,
 ) -> tuple[Any, Any, Any]:
     """The gradients ``(dq, dk, dv)`` of ``o = attention(q, k, v, causal=,
@@ -383,9 +447,14 @@ def attention_backward(
     bottom-right as in ``attention`` (for Sq == Sk, the same as top-left).
     `dlse` (B, H, Sq) f32, if given, is the gradient of the LSE output
     (its contribution ``p * dlse`` is added to the scores' gradient).
-    Returns new arrays like `q` and `k`, of q's dtype. Deterministic: the
-    same inputs give bit-identical gradients (no atomics)."""
+    Returns new arrays like `q` and `k`, of q's dtype. With `deterministic`
+    (the default) the same inputs give bit-identical gradients: dQ has a
+    pass of its own and nothing is added atomically; with
+    ``deterministic=False`` the dK/dV program adds dQ atomically into an f32
+    buffer (FlashAttention-2's way: fewer FLOPs, the order of the adds,
+    hence the last bits of dq, vary from run to run)."""
     causal = T.flag(causal, "causal")
+    deterministic = T.flag(deterministic, "deterministic")
     T.stream_arg(stream)
     names = ("q", "k", "v", "o", "lse", "do")
     tq, tk, tv, to, tl, tdo = (
@@ -446,6 +515,7 @@ def attention_backward(
     # Per query row: rowsum(do * o), and the LSE with -inf made +inf.
     _, delta = T.output(None, tq, (bsz, heads, sq), "f32")
     _, lse2 = T.output(None, tq, (bsz, heads, sq), "f32")
+    dq32 = None if deterministic else T.output(None, tq, tq.shape, "f32")[1]
     if bsz * heads and (sq or sk):  # with Sq = 0, dk and dv are zeros (still written)
         launch(
             tq,
@@ -460,6 +530,7 @@ def attention_backward(
             delta,
             lse2,
             tdlse,
+            dq32,
             causal=causal,
             scale=scale,
             window=window,

@@ -124,7 +124,8 @@ BACKWARD_SCHEMAS: dict[str, str] = {
     # (dq, dk, dv); dlse: the gradient of the forward's LSE output, if any.
     "attention": (
         "(Tensor q, Tensor k, Tensor v, Tensor o, Tensor lse, Tensor do, Tensor? dlse=None, "
-        "bool causal=False, float? scale=None) -> (Tensor, Tensor, Tensor)"
+        "bool causal=False, float? scale=None, bool deterministic=True) "
+        "-> (Tensor, Tensor, Tensor)"
     ),
 }
 
@@ -349,8 +350,8 @@ def _backward_impl(name: str, kernel: Callable[..., Any]) -> Callable[..., Any]:
     if name == "cross_entropy":
         return lambda dloss, lg, tg, red: kernel(dloss, lg, tg, reduction=red)
     if name == "attention":
-        return lambda q, k, v, o, lse, do, dlse, causal, scale: tuple(
-            kernel(q, k, v, o, lse, do, causal=causal, scale=scale, dlse=dlse)
+        return lambda q, k, v, o, lse, do, dlse, causal, scale, det: tuple(
+            kernel(q, k, v, o, lse, do, causal=causal, scale=scale, dlse=dlse, deterministic=det)
         )
     return kernel
 
@@ -550,7 +551,7 @@ def _autograd(torch: Any, name: str) -> tuple[Callable[..., Any], Callable[..., 
     if name == "reduce_sum":
         return _reduce_sum_autograd(torch)
     if name == "attention":
-        return _attention_autograd()
+        return _attention_autograd(torch)
     if backward_kernel(name) is not None:
         return _row_autograd(name)
 
@@ -681,7 +682,13 @@ def _reduce_sum_autograd(torch: Any) -> tuple[Callable[..., Any], Callable[..., 
     return setup, backward
 
 
-def _attention_autograd() -> tuple[Callable[..., Any], Callable[..., Any]]:
+#: Whether attention's backward under autograd always takes the deterministic
+#: dQ pass; when False it adds dQ atomically (faster) unless
+#: ``torch.use_deterministic_algorithms(True)`` is in force.
+ATTENTION_DETERMINISTIC = True
+
+
+def _attention_autograd(torch: Any) -> tuple[Callable[..., Any], Callable[..., Any]]:
     """dq, dk, dv through ``zyntax::attention_backward`` from the saved inputs,
     output and LSE (FlashAttention-2's backward; dk and dv summed over the
     query heads of a KV head). The output's gradient is made dense; the
@@ -707,7 +714,8 @@ def _attention_autograd() -> tuple[Callable[..., Any], Callable[..., Any]]:
         # With materialized gradients off, an unused output's gradient is None.
         do = out.new_zeros(out.shape) if grad is None else grad.to(q.dtype).contiguous()
         dlse = None if grad_lse is None else grad_lse.float().contiguous()
-        dq, dk, dv = ops.attention_backward(q, k, v, out, lse, do, dlse, ctx.causal, ctx.scale)
+        det = ATTENTION_DETERMINISTIC or torch.are_deterministic_algorithms_enabled()
+        dq, dk, dv = ops.attention_backward(q, k, v, out, lse, do, dlse, ctx.causal, ctx.scale, det)
         need = _needs(ctx, 3)
         return _grads(ctx, *(g if n else None for g, n in zip((dq, dk, dv), need, strict=True)))
 

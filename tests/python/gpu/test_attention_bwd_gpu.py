@@ -3,7 +3,7 @@ attention_bwd.py) on the GPU, through torch autograd (``torch_ops.attention``
 with tensors that require grad) against autograd of a float64 reference on
 fresh random inputs: bf16 and f16, head dims 64/96/128/256, grouped-query
 (32/8) and multi-query heads, causal masks aligned bottom-right for Sq < Sk
-and Sq > Sk, tails, the LSE output's gradient, bit-identical gradients
+and Sq > Sk, tails, the LSE output's gradient, dQ by atomics, bit-identical gradients
 across runs, and ``torch.compile`` through the forward and backward ops.
 The interpreter version: tests/python/test_attention_bwd.py."""
 
@@ -118,3 +118,20 @@ def test_compiled_forward_and_backward() -> None:
         results.append([t.grad for t in leaves])
     for got, want in zip(results[1], results[0], strict=True):
         assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize(("h", "hk", "d"), [(16, 4, 128), (6, 6, 64)])
+def test_atomic_dq(h: int, hk: int, d: int) -> None:
+    """deterministic=False (dQ added atomically) against float64 autograd."""
+    q = torch.randn(2, h, 517, d, device=DEV, dtype=BF16)
+    k, v = (torch.randn(2, hk, 600, d, device=DEV, dtype=BF16) for _ in range(2))
+    do = torch.randn_like(q)
+    out, lse = kernels.attention(q, k, v, causal=True, return_lse=True)
+    got = kernels.attention_backward(q, k, v, out, lse, do, causal=True, deterministic=False)
+    ref = [t.double().requires_grad_() for t in (q, k, v)]
+    o64, _ = reference(*ref, 1 / math.sqrt(d), True)
+    o64.backward(do.double())
+    for name, g, r in zip("qkv", got, ref, strict=True):
+        assert not torch.isnan(g).any(), f"NaN in d{name}"
+        err = float((g.double() - r.grad).norm() / r.grad.norm())
+        assert err < 2e-2, (f"d{name}", err)

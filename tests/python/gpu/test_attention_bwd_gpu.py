@@ -73,7 +73,7 @@ def grads(
         assert err < 2e-2, (f"d{name}", err)
 
 
-@pytest.mark.parametrize("dtype", [BF16, torch.float16])
+@pytest.mark.parametrize("dtype", [BF16, torch.float16], ids=["bf16", "f16"])
 @pytest.mark.parametrize("d", [64, 96, 128, 256])
 def test_head_dims_and_tails(dtype: Any, d: int) -> None:
     grads(2, 3, 3, 257, 300, d, causal=True, dtype=dtype, use_lse=False)

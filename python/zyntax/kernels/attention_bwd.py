@@ -11,7 +11,7 @@ stored), ``dp = do v^T``, ``D = rowsum(do * o)`` (= rowsum(p * dp)) and
 
     dv = p^T do      dk = scale * ds^T q      dq = scale * ds k
 
-Three programs:
+Three programs (four with atomic dQ):
 
 1. ``pre``: per query row, ``D`` and the LSE with -inf (a row that sees no
    key) replaced by +inf, so that ``exp(s - lse)`` is 0 there, not NaN.
@@ -24,11 +24,15 @@ Three programs:
 3. ``dq``: one instance per block of ``bm`` query rows walks the visible key
    blocks as the forward does and accumulates dQ.
 
-dQ has its own pass instead of atomic adds from ``dkdv``: each output
-element is written once by one instance, after a loop in a fixed order, so
-the gradients are **bit-identical across runs** (deterministic always). The
-price is computing ``s`` and ``p`` twice (in both passes): 2.5x the
-forward's FLOPs become 3.5x of work.
+By default dQ has its own pass instead of atomic adds from ``dkdv``: each
+output element is written once by one instance, after a loop in a fixed
+order, so the gradients are **bit-identical across runs**. The price is
+computing ``s``, ``p`` and ``dp`` in both passes: 7 dots per pair of blocks
+instead of 5. With ``deterministic=False``, ``dkdv`` also computes
+``dq^T = k^T ds^T`` (``k^T`` a strided view, loaded once) and adds it
+atomically into an f32 buffer (transposed view) that ``pre`` zeroes, and
+``dq_cast`` scales it into dq: no ``dq`` pass, but the order of the f32
+adds, hence dq's last bits, vary between runs.
 """
 
 from __future__ import annotations

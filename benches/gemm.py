@@ -204,12 +204,13 @@ def bench_case(
         )
     else:
         report("cublas", lambda i: torch.matmul(As[i], Bz[i], out=C))
-    if trun is not None:
+    if trun is not None or ctx.get("ttut") is not None:
         prec = "ieee" if dt == "f32" else "tf32"
         key = "decode" if m <= 128 else dt
         best: tuple[float, Any] | None = None
         # The sweep uses the first config (compiled once); the named cases pick the best.
         configs = TRITON_CONFIGS[key][:1] if case.startswith("sweep") else TRITON_CONFIGS[key]
+        configs = configs if trun is not None else []
         for cfg in configs:
             try:
                 ms = median_ms(lambda i, c=cfg: trun(As[i], Bs[i], C, sms, prec, c), copies, 2, 5)
@@ -233,8 +234,10 @@ def bench_case(
         elif best is not None:
             cfg = best[1]
             report("triton", lambda i, c=cfg: trun(As[i], Bs[i], C, sms, prec, c), config=list(cfg))
-    if ctx.get("tile") is not None and dt in ("bf16", "f16"):
+    if ctx.get("tile_search") and dt in ("bf16", "f16"):
         tile_case(ctx, case, dt, As, Bs, C, copies, report)
+    elif ctx.get("tile") is not None and dt in ("bf16", "f16", "f32"):
+        tile_lib_case(ctx, case, As, Bs, C, copies, report)
     zvariant = variant
     try:
         chosen = zk.choose_variant(As[0], Bz[0], variant=zvariant, allow_tf32=dt == "tf32")
@@ -302,6 +305,111 @@ def tile_case(
         _, cfg, kern = best
         grid = kern.grid(m, n)
         report("zyntax_tile", lambda i: kern.launch(As[i], Bs[i], C, grid=grid), config=list(cfg))
+
+
+def tile_lib_case(
+    ctx: dict[str, Any], case: str, As: Any, Bs: Any, C: Any, copies: int, report: Any
+) -> None:
+    """Row ``zyntax_tile``: the library's tile program (``kernels.gemm_tile.matmul``,
+    its own schedule table and split-K), checked against float64 first."""
+    from zyntax.kernels import gemm_tile
+
+    try:
+        C.fill_(float("nan"))
+        gemm_tile.matmul(As[0], Bs[0], C)
+        ref = As[0].double() @ Bs[0].double()
+        err = ((C.double() - ref).norm() / ref.norm()).item()
+    except Exception as e:
+        print(f"  {case:<22} zyntax_tile failed: {type(e).__name__}: {str(e)[:200]}")
+        return
+    print(f"  {case:<22} zyntax_tile rel. error {err:.2e}")
+    if not err < 2e-2:
+        return
+    m, k = As[0].shape[-2:]
+    sched = gemm_tile.schedule(_zdt(C), m, C.shape[-1], k, 1, ctx["arch"], ctx["sms"])
+    report("zyntax_tile", lambda i: gemm_tile.matmul(As[i], Bs[i], C), schedule=str(sched))
+
+
+def _zdt(t: Any) -> str:
+    return {"torch.bfloat16": "bf16", "torch.float16": "f16"}.get(str(t.dtype), "f32")
+
+
+def batched_case(ctx: dict[str, Any], nb: int = 8, s: int = 512) -> None:
+    """``bf16_batched_<nb>x<s>``: (nb, s, s) @ (nb, s, s); cuBLAS's batched
+    matmul against the tile program's batch axis (Triton's tutorial has none)."""
+    torch, res = ctx["torch"], ctx["res"]
+    from zyntax.kernels import gemm_tile
+
+    case, dev, flop = f"bf16_batched_{nb}x{s}", ctx["dev"], 2.0 * nb * s**3
+    copies = max(1, min(32, -(-L2_FLUSH_BYTES // (2 * nb * s * s * 2))))
+    As = [torch.randn(nb, s, s, device=dev).bfloat16() for _ in range(copies)]
+    Bs = [torch.randn(nb, s, s, device=dev).bfloat16() for _ in range(copies)]
+    C = torch.empty(nb, s, s, device=dev, dtype=torch.bfloat16)
+    C.fill_(float("nan"))
+    gemm_tile.matmul(As[0], Bs[0], C)
+    ref = As[0].double() @ Bs[0].double()
+    err = ((C.double() - ref).norm() / ref.norm()).item()
+    print(f"  {case:<22} zyntax_tile rel. error {err:.2e}")
+    res.notes[f"{case}_zyntax_rel_err"] = err
+    for impl, fn in (
+        ("cublas", lambda i: torch.matmul(As[i], Bs[i], out=C)),
+        ("zyntax", lambda i: gemm_tile.matmul(As[i], Bs[i], C)),
+    ):
+        ms = best_of(3, lambda f=fn: median_ms(f, copies, ctx["warmup"], ctx["iters"]))
+        res.add(case, impl, "TFLOP_per_s", flop / ms / 1e9, False, nb=nb, m=s, n=s, k=s)
+
+
+#: MoE rows per expert (8 experts, ragged; 4096 tokens routed), and (K, N).
+MOE_SIZES = (700, 312, 1024, 95, 513, 640, 800, 12)
+MOE_KN = (4096, 1792)
+
+
+def grouped_case(ctx: dict[str, Any]) -> None:
+    """``bf16_moe_e8``: 8 experts' (rows_e, K) @ (K, N) in one grouped launch,
+    against cuBLAS one matmul per expert and ``torch._grouped_mm`` (where it exists)."""
+    torch, res = ctx["torch"], ctx["res"]
+    import zyntax.kernels as zk
+
+    case, dev = "bf16_moe_e8", ctx["dev"]
+    (k, n), rows = MOE_KN, sum(MOE_SIZES)
+    flop = 2.0 * rows * n * k
+    copies = max(1, min(16, -(-L2_FLUSH_BYTES // ((rows * k + 8 * k * n) * 2))))
+    As = [torch.randn(rows, k, device=dev).bfloat16() / k**0.25 for _ in range(copies)]
+    Bs = [torch.randn(8, k, n, device=dev).bfloat16() / k**0.25 for _ in range(copies)]
+    C = torch.empty(rows, n, device=dev, dtype=torch.bfloat16)
+    starts = [sum(MOE_SIZES[:i]) for i in range(8)]
+    C.fill_(float("nan"))
+    zk.grouped_matmul(As[0], Bs[0], MOE_SIZES, C)
+    ref = torch.cat(
+        [
+            As[0][s : s + g].double() @ Bs[0][e].double()
+            for e, (s, g) in enumerate(zip(starts, MOE_SIZES, strict=True))
+        ]
+    )
+    err = ((C.double() - ref).norm() / ref.norm()).item()
+    print(f"  {case:<22} zyntax rel. error {err:.2e}")
+    res.notes[f"{case}_zyntax_rel_err"] = err
+
+    def per_expert(i: int) -> None:
+        for e, (s, g) in enumerate(zip(starts, MOE_SIZES, strict=True)):
+            torch.matmul(As[i][s : s + g], Bs[i][e], out=C[s : s + g])
+
+    impls: list[tuple[str, Any]] = [
+        ("cublas", per_expert),
+        ("zyntax", lambda i: zk.grouped_matmul(As[i], Bs[i], MOE_SIZES, C)),
+    ]
+    gmm = getattr(torch, "_grouped_mm", None)
+    if gmm is not None:
+        offs = torch.tensor([s + g for s, g in zip(starts, MOE_SIZES, strict=True)], device=dev,
+                            dtype=torch.int32)  # fmt: skip
+        impls.append(("torch_grouped_mm", lambda i: gmm(As[i], Bs[i], offs=offs)))
+    for impl, fn in impls:
+        try:
+            ms = best_of(3, lambda f=fn: median_ms(f, copies, ctx["warmup"], ctx["iters"]))
+        except Exception as e:
+            print(f"  {case:<22} {impl} failed: {type(e).__name__}: {str(e)[:200]}")
+            continue
+        res.add(case, impl, "TFLOP_per_s", flop / ms / 1e9, False, experts=8, k=k, n=n)
 
 
 def sm90_clusters(
@@ -468,6 +576,17 @@ def main() -> int:
         help="add the model-layer sweep (bf16_m<M>_n<N>_k<K>) and the A.T @ B / slice cases",
     )
     p.add_argument("--no-tile", action="store_true", help="skip the zyntax tile-program rows")
+    p.add_argument(
+        "--tile-search",
+        action="store_true",
+        help="time benches/_gemm_programs.py's tile GEMM over its schedules (the best as "
+        "zyntax_tile) instead of the library's tile program",
+    )
+    p.add_argument(
+        "--no-persistent-triton",
+        action="store_true",
+        help="Triton's tutorial matmul only (skip the persistent kernel's configs)",
+    )
     p.add_argument("--iters", type=int, default=50, help="timed calls per impl and case")
     p.add_argument(
         "--ladder",
@@ -491,6 +610,8 @@ def main() -> int:
     triton = optional("triton")
     tl = optional("triton.language") if triton else None
     trun = triton_matmul(triton, tl) if triton and tl else None
+    if args.no_persistent_triton:
+        trun = None
     dev = torch.device("cuda", args.device)
     torch.cuda.set_device(dev)
     sms = torch.cuda.get_device_properties(dev).multi_processor_count
@@ -529,10 +650,16 @@ def main() -> int:
     ctx["arch"] = "sm_90a" if cc == (9, 0) else f"sm_{cc[0]}{cc[1]}"
     ctx.update(tdt=tdt, warmup=warmup, iters=iters)
     ctx["sm90_clusters"] = [int(c) for c in args.sm90_clusters.split(",") if c]
+    ctx["tile_search"] = args.tile_search
     res.notes["zyntax_matmul_call_us"] = call_overhead_us(torch, zk)
     print(f"  zyntax.kernels.matmul call overhead: {res.notes['zyntax_matmul_call_us']:.1f} us")
     if args.ladder:
         ladder(ctx)
+    names = args.cases.split(",")
+    if args.model_sweep or "bf16_batched_8x512" in names:
+        batched_case(ctx)
+    if args.model_sweep or "bf16_moe_e8" in names:
+        grouped_case(ctx)
     todo: list[tuple[str, tuple[Any, ...]]] = [*cases.items(), *layouts.items()]
     for case, spec in todo:
         if case in layouts:

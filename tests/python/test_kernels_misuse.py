@@ -78,6 +78,10 @@ GOOD: dict[str, tuple[Callable[..., Any], Callable[[], dict[str, Any]]]] = {
         lambda: {"a": f32(4, 8), "b": f32(8, 4), "bias": f32(4), "activation": "relu"},
     ),
     "choose_variant": (kernels.choose_variant, lambda: {"a": f32(4, 8), "b": f32(8, 4)}),
+    "grouped_matmul": (
+        kernels.grouped_matmul,
+        lambda: {"a": f32(4, 8), "b": f32(2, 8, 4), "groups": (3, 1), "bias": f32(4)},
+    ),
     "attention": (
         kernels.attention,
         lambda: {
@@ -360,7 +364,10 @@ def test_bad_arrays_name_the_argument(fn: str, arg: str, kind: str) -> None:
         ("matmul", "b", f16(8, 4)),
         ("matmul", "bias", f32(5)),
         ("matmul", "bias", f32(1, 4)),
-        ("matmul", "a", f32(2, 4, 8)),
+        ("matmul", "a", f32(2, 2, 4, 8)),
+        ("matmul", "b", f32(3, 7, 4)),
+        ("grouped_matmul", "groups", (4, 1)),
+        ("grouped_matmul", "b", f32(2, 7, 4)),
         ("attention", "q", f16(1, 1, 2, 32)),
         ("attention", "k", f16(1, 2, 3, 64)),
         ("attention", "v", f16(1, 1, 4, 64)),

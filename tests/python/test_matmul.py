@@ -187,7 +187,7 @@ def test_bad_input_is_a_typed_error_naming_the_argument() -> None:
     bad(r"argument 'bias': shape \(8, 1\)", a16, b16, bias=np.zeros((8, 1), np.float16))
     bad("argument 'a': dtype float64", a16.astype(np.float64), b16)
     bad("argument 'a': dtype int32", np.zeros((8, 8), np.int32), b16)
-    bad("argument 'a': expected a 2-D matrix", np.zeros((2, 8, 8), np.float16), b16)
+    bad("argument 'a': expected a 2-D or 3-D tensor", np.zeros((2, 2, 8, 8), np.float16), b16)
     bad("argument 'variant': unknown variant 'cutlass'", a16, b16, variant="cutlass")
     bad("argument 'variant': no matmul variant runs f16", a16, b16, variant="simt")
     bad("argument 'out': shape", a16, b16, np.zeros((8, 9), np.float32))
@@ -233,7 +233,7 @@ def test_fp8_needs_an_arch_with_fp8(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_registry_order_and_variant_forcing() -> None:
-    assert [v.name for v in zk.REGISTRY] == ["sm90", "mma_sync", "simt"]
+    assert [v.name for v in zk.REGISTRY] == ["sm90", "mma_sync", "simt", "tile"]
     a, b = operands(4, 4, 4, np.float16, "row", "row")
     # On the interpreter sm90 never applies; mma_sync is the choice and can be forced.
     assert zk.choose_variant(a, b) == "mma_sync"

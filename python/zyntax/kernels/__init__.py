@@ -13,7 +13,7 @@ from __future__ import annotations
 from .attention import attention
 from .attention_bwd import attention_backward
 from .elementwise import saxpy
-from .gemm import REGISTRY, Variant, choose_variant, matmul
+from .gemm import REGISTRY, Variant, choose_variant, grouped_matmul, matmul
 from .loss import cross_entropy, cross_entropy_backward
 from .norm import layer_norm, layer_norm_backward, rms_norm, rms_norm_backward
 from .reduce import reduce_max, reduce_sum
@@ -27,6 +27,7 @@ __all__ = [
     "choose_variant",
     "cross_entropy",
     "cross_entropy_backward",
+    "grouped_matmul",
     "layer_norm",
     "layer_norm_backward",
     "matmul",

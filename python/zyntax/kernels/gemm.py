@@ -23,10 +23,12 @@ import numpy as np
 from zyntax import _native
 from zyntax.errors import ArgumentError
 from zyntax.kernels import _tensors as T
-from zyntax.kernels import gemm_mma_sync, gemm_simt
+from zyntax.kernels import gemm_mma_sync, gemm_simt, gemm_tile
 from zyntax.kernels._problem import TYPESTR, Operand, Problem, normalise
 
-__all__ = ["REGISTRY", "Variant", "choose_variant", "matmul"]
+__all__ = ["REGISTRY", "Variant", "choose_variant", "grouped_matmul", "matmul"]
+
+grouped_matmul = gemm_tile.grouped_matmul
 
 _DeviceArray = _native.DeviceArray
 _Stream = _native.CudaStream
@@ -516,11 +518,37 @@ def _cai(op: Operand) -> _CudaArray:
     return _CudaArray(op)
 
 
-#: The variants in order of preference; the first that supports a problem runs it.
+# ------------------------------------------------------------------ tile (the tile program)
+
+
+def _tile_supports(p: Problem, arch: str) -> str | None:
+    if p.a.dtype not in ("bf16", "f16", "f32") or p.scale_a is not None:
+        return f"the tile program takes bf16, f16 or f32 without scales, not {p.a.dtype}"
+    if p.tf32:
+        return "the tile program reads f32 exactly (no tf32 yet)"
+    return None
+
+
+def _tile_run(p: Problem, arch: str) -> None:
+    raise AssertionError("matmul calls gemm_tile.matmul itself")  # see _TILE
+
+
+def tile_preferred(p: Problem, arch: str) -> bool:
+    """Whether the registry runs `p` on the tile program before the
+    hand-written variants: where it was measured faster on an H200
+    (docs/kernels.md, "The tile program"): a transposed bf16/f16 `a` on
+    sm_90 (573 against 444 TFLOP/s at 4096^3; the sm90 variant copies it)."""
+    hopper = arch in ("sm_90", "sm_90a")
+    return hopper and p.a.dtype in ("bf16", "f16") and p.a.layout == "col" and not p.tf32
+
+
+#: The variants in order of preference; the first that supports a problem runs
+#: it (``tile`` only where :func:`tile_preferred` says, or when asked for).
 REGISTRY: list[Variant] = [
     Variant("sm90", _sm90_supports, _sm90_run),
     Variant("mma_sync", _mma_sync_supports, _mma_sync_run),
     Variant("simt", _simt_supports, _simt_run),
+    Variant("tile", _tile_supports, _tile_run),
 ]
 
 
@@ -530,7 +558,9 @@ REGISTRY: list[Variant] = [
 SMALL_M = 128
 
 
-def _preferred_order(p: Problem) -> list[Variant]:
+def _preferred_order(p: Problem, arch: str) -> list[Variant]:
+    if tile_preferred(p, arch):
+        return sorted(REGISTRY, key=lambda v: v.name != "tile")
     if p.m > SMALL_M:
         return REGISTRY
     return sorted(REGISTRY, key=lambda v: v.name != "mma_sync")
@@ -561,7 +591,7 @@ def _choose(p: Problem, variant: str | None) -> tuple[Variant, str]:
             f"argument 'variant': unknown variant {variant!r} (expected one of {names})"
         )
     reasons = []
-    for v in _preferred_order(p):
+    for v in _preferred_order(p, arch):
         if variant is not None and v.name != variant:
             continue
         why = v.supports(p, arch)
@@ -580,6 +610,14 @@ def _options(variant: Any, allow_tf32: Any) -> bool:
     return T.flag(allow_tf32, "allow_tf32") or variant in ("mma_sync", "sm90")
 
 
+#: A plan-cache entry: calls of this signature run the tile program.
+_TILE = object()
+
+
+def _ndim(x: Any) -> int:
+    return len(getattr(x, "shape", ()))
+
+
 def choose_variant(
     a: Any,
     b: Any,
@@ -590,6 +628,8 @@ def choose_variant(
 ) -> str:
     """The name of the variant :func:`matmul` would run for these inputs."""
     tf32 = _options(variant, allow_tf32)
+    if max(_ndim(a), _ndim(b)) > 2:
+        return "tile"
     p = normalise(a, b, None, out_dtype=out_dtype, tf32=tf32, allocate=False)
     return _choose(p, variant)[0].name
 
@@ -618,7 +658,10 @@ def matmul(
     (bf16 for fp8). `out`, when given, must be row-major; otherwise it is
     allocated like the inputs (a torch tensor for torch inputs, a zyntax
     DeviceArray for other GPU inputs, numpy for numpy). `variant` forces
-    ``"sm90"``, ``"mma_sync"`` or ``"simt"``. f32 inputs run exact fp32
+    ``"sm90"``, ``"mma_sync"``, ``"simt"`` or ``"tile"`` (the tile program,
+    ``gemm_tile``: any strides). Batched operands (3-D, broadcast as
+    ``torch.matmul`` does: a batch of 1 or a 2-D operand is shared) run on
+    the tile program. f32 inputs run exact fp32
     (``simt``) unless `allow_tf32` is set or a tensor-core variant is forced:
     then they are read as tf32 (rounded to nearest). Launches go to `stream`
     (a ``zyntax.cuda.Stream``); by default to PyTorch's current stream for
@@ -635,6 +678,10 @@ def matmul(
             plan = _plans.get(full)
         except TypeError:  # an unhashable option (a list, an array): the full path names it
             plan, key = None, None
+        if plan is _TILE:
+            return gemm_tile.matmul(
+                a, b, out, bias=bias, activation=activation, out_dtype=out_dtype, stream=stream
+            )
         if plan is not None and out is not None:
             plan(pa, pb, pc, pbias)
             return out
@@ -645,6 +692,15 @@ def matmul(
                 return new
     tf32 = _options(variant, allow_tf32)
     T.stream_arg(stream)
+    if max(_ndim(a), _ndim(b)) > 2:  # batched: only the tile program
+        if variant not in (None, "tile") or tf32 or not fast:
+            raise ArgumentError(
+                "argument 'a': batched (3-D) operands run on the tile program only "
+                "(no variant other than 'tile', allow_tf32 or fp8 scales)"
+            )
+        return gemm_tile.matmul(
+            a, b, out, bias=bias, activation=activation, out_dtype=out_dtype, stream=stream
+        )
     p = normalise(
         a,
         b,
@@ -657,6 +713,12 @@ def matmul(
         tf32=tf32,
     )
     v, arch = _choose(p, variant)
+    if v.name == "tile":
+        if key is not None:
+            _plans[full] = _TILE
+        return gemm_tile.matmul(
+            a, b, out, bias=bias, activation=activation, out_dtype=out_dtype, stream=stream
+        )
     if p.m and p.n:
         if p.backend == "cuda":
             p = dataclasses.replace(p, stream=_stream_for(a, p.device or 0, stream))
@@ -674,7 +736,7 @@ def matmul(
 
 #: Plans of the GPU calls seen so far, keyed by :func:`_call_key`'s signature
 #: and the keyword arguments (cleared when it reaches PLAN_CACHE_SIZE).
-_plans: dict[tuple[Any, ...], _Plan] = {}
+_plans: dict[tuple[Any, ...], Any] = {}  # a _Plan, or _TILE
 PLAN_CACHE_SIZE = 512
 _tensor_types: list[Any] = []  # [torch.Tensor] once torch is imported
 

@@ -1,0 +1,480 @@
+"""Matrix products as one tile program (issue 30; docs/tile.md, docs/kernels.md).
+
+:func:`program` is the whole GEMM: ``act(a @ b + bias)`` with f32
+accumulation over bf16, f16 or f32 operands of any strides, batched (the
+third grid axis) or grouped (MoE: row groups of `a` against per-group
+weights), split along K when the output alone cannot fill the GPU. The tile
+layer (``zyntax-tile``) picks the layouts and lowers the K loop to the wgmma
+pipeline on sm_90a, ``mma.sync`` on sm_80-class code and FFMA for f32;
+:data:`SCHEDULES` (below the program) only chooses the tile shapes.
+
+:func:`launch` runs it over checked tensors; ``zyntax.kernels.matmul`` (batched
+operands, and the 2-D cases where it is measured faster than the hand-written
+kernels) and :func:`grouped_matmul` call it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from zyntax import hir, tile
+from zyntax.errors import ArgumentError
+
+from . import _tensors as T
+
+GELU_C = 0.7978845608028654  # sqrt(2 / pi): GELU's tanh form, as the other variants
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What one compiled program specialises on (a kernel cache key).
+
+    `a_rank`/`b_rank`: 2 for a view the batch is folded into (or broadcast
+    over), 3 for a ``[batch, rows, cols]`` view; `a_unit`/`b_unit`: the
+    unit-stride dim of the operand's last two (0, 1 or None); `aligned`:
+    16-byte aligned bases of a, b, out; `groups`: 0, or the number of row
+    groups of a grouped product (one output view each); `split`: the
+    program writes f32 partials per K split (:func:`finish` sums them)."""
+
+    dtype: str
+    out_dtype: str
+    bias: str | None
+    activation: str | None
+    a_rank: int
+    b_rank: int
+    a_unit: int | None
+    b_unit: int | None
+    aligned: tuple[bool, bool, bool]
+    groups: int
+    split: bool
+    schedule: tuple[int, int, int, int, int, str]  # bm, bn, bk, warps, stages, arch
+
+
+def _ge(p: tile.Scalar, s: tile.Scalar) -> tile.Scalar:
+    """1 if p >= s else 0, for u32 values below 2^31 (the sign of the wrapped difference)."""
+    return 1 - p.builder.scalar_binary("shr", p - s, 31)
+
+
+def _epilogue(t: tile.Builder, s: Spec, acc: tile.Tile, bias: Any, n0: Any) -> tile.Tile:
+    """bias, activation and the cast of the output, in registers."""
+    bm, bn = acc.shape
+    if bias is not None:
+        acc = acc + t.load(bias, (0, n0), (1, bn)).cast("f32").broadcast((bm, bn))
+    if s.activation == "relu":
+        acc = t.maximum(acc, t.zeros((bm, bn)))
+    elif s.activation == "gelu":
+        inner = (acc + acc * acc * acc * 0.044715) * GELU_C
+        acc = acc * (t.unary("tanh", inner) + 1.0) * 0.5
+    return acc.cast(s.out_dtype)
+
+
+def program(s: Spec) -> tile.Kernel:
+    """``c[z] = act(a[z] @ b[z] + bias)``; grid (M tiles, N tiles, batch * splits),
+    or (row tiles of all groups, N tiles, 1) when grouped."""
+    bm, bn, bk, warps, stages, arch = s.schedule
+    t = tile.Builder("matmul", tile.Schedule((bm, bn), k=bk, warps=warps, stages=stages, arch=arch))
+
+    def view(name: str, dt: str, rank: int, unit: int | None, aligned: bool) -> tile.View:
+        unit = None if unit is None else unit + rank - 2
+        align = 16 if aligned and unit is not None else None
+        return t.view(name, dt, rank, unit_stride_dim=unit, align_bytes=align)
+
+    a = view("a", s.dtype, s.a_rank, s.a_unit, s.aligned[0])
+    b = view("b", s.dtype, s.b_rank, s.b_unit, s.aligned[1])
+    out_dt = "f32" if s.split else s.out_dtype
+    cs = [view(f"c{i}", out_dt, 3, 1, s.aligned[2]) for i in range(max(1, s.groups))]
+    bias = t.view("bias", s.bias, 2) if s.bias and not s.split else None
+    # Per batch, the folded views move by (a_r, a_c) and (b_r, b_c) elements of (rows, cols).
+    kk, kps, splits, a_r, a_c, b_r, b_c = (
+        t.scalar_param(n, "u32") for n in ("k", "kps", "splits", "a_r", "a_c", "b_r", "b_c")
+    )
+    n0, z = t.program_id(1) * bn, t.program_id(2)
+    batch = t.scalar_binary("div", z, splits)
+    k_lo = t.scalar_binary("rem", z, splits) * kps
+    m0, lead = t.program_id(0) * bm, [z]
+    if s.groups:  # the group of this row tile, from the groups' first tiles and rows
+        p = t.program_id(0)
+        firsts = [t.scalar_param(f"tile{i}", "u32") for i in range(1, s.groups)]
+        rows = [t.scalar_param(f"row{i}", "u32") for i in range(1, s.groups)]
+        ge = [_ge(p, f) for f in firsts]
+        batch = _sum(t, ge)
+        prev: list[Any] = [0, *firsts][:-1]
+        m0 = (p - _sum(t, [g * (f - q) for g, f, q in zip(ge, firsts, prev, strict=True)])) * bm
+        row0 = _sum(t, [g * r for g, r in zip(ge, rows, strict=True)])
+        # 1 in the group's own view ([2, rows, N] from the group's first row);
+        # in the others a multiple of 2^16 past 1, outside the view: no write.
+        lead = [(batch - i) * 65536 + 1 for i in range(s.groups)]
+    am = (row0 + m0) if s.groups else m0
+    k_hi = t.scalar_binary("min", k_lo + kps, kk)
+
+    def at(rank: int, r: Any, c: Any, dr: Any, dc: Any) -> tuple[Any, ...]:
+        return (batch, r, c) if rank == 3 else (batch * dr + r, batch * dc + c)
+
+    def step(t: tile.Builder, k0: tile.Scalar, acc: list[Any]) -> list[Any]:
+        x = t.load(a, at(s.a_rank, am, k0, a_r, a_c), (bm, bk))
+        y = t.load(b, at(s.b_rank, k0, n0, b_r, b_c), (bk, bn))
+        return [t.dot(x, y, acc[0])]
+
+    (acc,) = t.for_range(k_lo, k_hi, bk, [t.zeros((bm, bn))], step)
+    res = acc if s.split else _epilogue(t, s, acc, bias, n0)  # type: ignore[arg-type]
+    for c, lz in zip(cs, lead, strict=True):
+        t.store(c, (lz, m0, n0), res)  # type: ignore[arg-type]
+    return t.finish()
+
+
+def finish(s: Spec) -> tile.Kernel:
+    """The second pass of a split product: ``c[z] = act(sum_s ws[z * splits + s] + bias)``."""
+    bm, bn, _, warps, _, arch = s.schedule
+    t = tile.Builder("matmul_finish", tile.Schedule((bm, bn), k=16, warps=warps, arch=arch))
+    ws = t.view("ws", "f32", 3, unit_stride_dim=2, align_bytes=16)
+    c = t.view("c", s.out_dtype, 3, unit_stride_dim=2)
+    bias = t.view("bias", s.bias, 2) if s.bias else None
+    splits = t.scalar_param("splits", "u32")
+    m0, n0, z = t.program_id(0) * bm, t.program_id(1) * bn, t.program_id(2)
+
+    def step(t: tile.Builder, i: tile.Scalar, acc: list[Any]) -> list[Any]:
+        return [acc[0] + t.load(ws, (z * splits + i, m0, n0), (bm, bn))]
+
+    (acc,) = t.for_range(0, splits, 1, [t.zeros((bm, bn))], step)
+    t.store(c, (z, m0, n0), _epilogue(t, s, acc, bias, n0))  # type: ignore[arg-type]
+    return t.finish()
+
+
+def _sum(t: tile.Builder, xs: list[Any]) -> Any:
+    total: Any = t.constant("u32", 0)
+    for x in xs:
+        total = total + x
+    return total
+
+
+# ---------------------------------------------------------------- schedules
+
+#: (bm, bn, bk, warps, stages) by arch class and output size. The sm_90a rows
+#: run the wgmma pipeline (bk 64); measured on an H200 (docs/tile.md,
+#: "Performance"): 128x256 over 8 warps for large outputs, 64x64 over 4 for
+#: small M. sm_80-class code runs mma.sync (no software pipeline yet), f32 FFMA.
+SCHEDULES: dict[str, list[tuple[int, int, int, int, int]]] = {
+    "wgmma": [(128, 256, 64, 8, 4), (128, 128, 64, 8, 4), (64, 128, 64, 4, 4), (64, 64, 64, 4, 4)],
+    "mma": [(128, 128, 32, 8, 1), (64, 64, 32, 4, 1), (16, 64, 32, 4, 1)],
+    "ffma": [(64, 64, 16, 4, 1), (32, 32, 16, 4, 1), (16, 16, 16, 2, 1)],
+}
+#: Split K until the grid has this many CTAs per SM (small M), each split at
+#: least SPLIT_MIN_STEPS K steps long.
+SPLIT_WAVES, SPLIT_MIN_STEPS = 2, 4
+#: Arch whose code numpy inputs run (natively on the CPU or on the interpreter).
+HOST_ARCH = "sm_80"
+
+
+def schedule(
+    dtype: str, m: int, n: int, k: int, batch: int, arch: str, sms: int
+) -> tuple[tuple[int, int, int, int, int, str], int]:
+    """(schedule, K splits) for an M x N x K product of `batch` matrices."""
+    kind = "ffma" if dtype == "f32" else ("wgmma" if arch == "sm_90a" else "mma")
+    table = SCHEDULES[kind]
+    if kind == "ffma" and sms < 8:  # the host: small tiles, quick interpreter runs
+        table = table[1:]
+    # The largest tile that still gives every SM a CTA; else the smallest.
+    pick = table[-1]
+    for cfg in table:
+        if -(-m // cfg[0]) * -(-n // cfg[1]) * batch >= sms:
+            pick = cfg
+            break
+    bm, bn, bk, warps, stages = pick
+    tiles = -(-m // bm) * -(-n // bn) * batch
+    steps = -(-k // bk)
+    splits = max(1, min(-(-SPLIT_WAVES * sms // tiles), steps // SPLIT_MIN_STEPS))
+    return (bm, bn, bk, warps, stages, arch), splits
+
+
+# ---------------------------------------------------------------- launching
+
+
+def _module(s: Spec) -> hir.Module:
+    return program(s).module
+
+
+def _finish_module(s: Spec) -> hir.Module:
+    return finish(s).module
+
+
+def _unit(strides: tuple[int, int], shape: tuple[int, int]) -> int | None:
+    if strides[1] == 1 or shape[1] == 1:
+        return 1
+    return 0 if strides[0] == 1 or shape[0] == 1 else None
+
+
+def _fold(
+    shape: tuple[int, int, int], st: tuple[int, int, int], nb: int, inner: int, bk: int
+) -> tuple[int, list[Any], int, int] | None:
+    """A [B, R, C] operand as a 2-D view: (rank, view extents + strides, per-batch
+    row and column offsets), or None when its batches are not one 2-D grid.
+    `inner` is the dim (0 rows, 1 cols) that is K: folding along K needs whole
+    K steps, so no step reads the next batch."""
+    b, r, c = shape
+    if b == 1 or st[0] == 0:
+        return 2, [r, c, st[1], st[2]], 0, 0
+    if st[0] == r * st[1] and (inner != 0 or r % bk == 0):
+        return 2, [b * r, c, st[1], st[2]], r, 0
+    if st[0] == c * st[2] and (inner != 1 or c % bk == 0):
+        return 2, [r, b * c, st[1], st[2]], 0, c
+    return None
+
+
+#: An operand: the checked tensor (its address) and the [batch, rows, cols]
+#: extents and strides (elements) the program reads it with.
+Operand = tuple[T.Tensor, tuple[int, int, int], tuple[int, int, int]]
+
+
+def launch(
+    a: Operand,
+    b: Operand,
+    c: Operand,
+    bias: T.Tensor | None,
+    activation: str | None,
+    *,
+    arch: str,
+    sms: int,
+    stream: Any = None,
+    groups: list[int] | None = None,
+) -> None:
+    """``c = act(a @ b + bias)`` over checked operands of matching shapes:
+    a (Ba, M, K), b (Bb, K, N), c (B, M, N) with Ba and Bb 1 or B (broadcast);
+    bias (N,). `groups`: row counts of a grouped product instead (a (1, T, K),
+    b (G, K, N), c (1, T, N), sum(groups) == T)."""
+    (ta, ash, ast), (tb, bsh, bst), (tc, csh, cst) = a, b, c
+    nb, m, n = csh
+    kk = ash[2]
+    ng = len(groups) if groups else 0
+    host = not tc.on_gpu
+    arch = HOST_ARCH if host else arch
+    rows = max(groups) if groups else m
+    sched, splits = schedule(ta.dtype, rows, n, kk, max(nb, ng), arch, 4 if host else sms)
+    if groups:
+        splits = 1
+    bm, bn, bk = sched[:3]
+    kps = -(-kk // splits // bk) * bk
+    splits = -(-kk // kps) if kk else 1
+    folds = []
+    for sh, st, inner in ((ash, ast, 1), (bsh, bst, 0)):
+        got = _fold(sh, st, nb, inner, bk)
+        folds.append(got or (3, [*sh, *st], 0, 0))
+    (ar, av, a_r, a_c), (br, bv, b_r, b_c) = folds
+    spec = Spec(
+        ta.dtype,
+        tc.dtype,
+        None if bias is None else bias.dtype,
+        activation,
+        ar,
+        br,
+        _unit((ast[1], ast[2]), (ash[1], ash[2])),
+        _unit((bst[1], bst[2]), (bsh[1], bsh[2])),
+        (ta.ptr % 16 == 0, tb.ptr % 16 == 0, tc.ptr % 16 == 0),
+        ng,
+        splits > 1,
+        sched,
+    )
+    bias_args = [] if bias is None else [bias, 1, n, 0, bias.strides[0]]
+    args: list[Any] = [ta, *av, tb, *bv]
+    if groups:
+        starts, tiles = [0], [0]
+        for g in groups:
+            starts.append(starts[-1] + g)
+            tiles.append(tiles[-1] + -(-g // bm))
+        for i, g in enumerate(groups):
+            args += [tc, 2, g, n, starts[i] * cst[1], cst[1], cst[2]]
+        grid = (max(1, tiles[-1]), -(-n // bn), 1)
+    elif splits > 1:
+        wt = T.tensor(T.empty_like(tc, (nb * splits, m, n), "f32"), "workspace")
+        args += [wt, nb * splits, m, n, m * n, n, 1]
+        grid = (-(-m // bm), -(-n // bn), nb * splits)
+    else:
+        args += [tc, *csh, *cst]
+        grid = (-(-m // bm), -(-n // bn), nb)
+    if spec.bias and not spec.split:
+        args += bias_args
+    args += [kk, kps, splits, a_r, a_c, b_r, b_c]
+    if groups:
+        args += tiles[1:ng] + [starts[i] - starts[i - 1] for i in range(1, ng)]
+    threads = sched[3] * 32
+    T.launch(_module, (spec,), "matmul", grid, threads, args, tc, stream)
+    if splits > 1:
+        fin = [wt, nb * splits, m, n, m * n, n, 1, tc, *csh, *cst, *bias_args, splits]
+        grid = (-(-m // bm), -(-n // bn), nb)
+        T.launch(_finish_module, (spec,), "matmul_finish", grid, threads, fin, tc, stream)
+
+
+def check_groups(groups: Any, rows: int, experts: int) -> list[int]:
+    """`groups` as a list of row counts summing to `rows`, one per expert."""
+    if not isinstance(groups, (list, tuple)) or not all(
+        isinstance(g, int) and not isinstance(g, bool) and g >= 0 for g in groups
+    ):
+        raise ArgumentError(
+            f"argument 'groups': expected a list of row counts (ints >= 0), got {T.show(groups)}"
+        )
+    if len(groups) != experts:
+        raise ArgumentError(
+            f"argument 'groups': {len(groups)} groups for {experts} weight matrices in 'b'"
+        )
+    if sum(groups) != rows:
+        raise ArgumentError(
+            f"argument 'groups': the groups cover {sum(groups)} rows, 'a' has {rows}"
+        )
+    if not 1 <= experts <= MAX_GROUPS:
+        raise ArgumentError(f"argument 'b': 1 to {MAX_GROUPS} groups are supported, got {experts}")
+    return list(groups)
+
+
+#: Groups per launch: each has its own output view (its rows masked), so the
+#: epilogue grows with their number.
+MAX_GROUPS = 16
+
+
+# ---------------------------------------------------------------- entry functions
+
+_DTYPES = ("bf16", "f16", "f32")
+_archs: dict[int, str] = {}
+
+
+def _arch(device: int) -> str:
+    """The device's arch; sm_90a on Hopper (its arch-specific wgmma)."""
+    arch = _archs.get(device)
+    if arch is None:
+        from zyntax import cuda
+
+        arch = cuda.device_arch(device)
+        arch = _archs[device] = "sm_90a" if arch == "sm_90" else arch
+    return arch
+
+
+def _matrix(t: T.Tensor, ranks: tuple[int, ...]) -> tuple[tuple[int, int, int], tuple[int, ...]]:
+    """`t`'s shape and strides as [batch, rows, cols] (batch 1, stride 0 for a matrix)."""
+    if len(t.shape) not in ranks:
+        want = " or ".join(f"{r}-D" for r in ranks)
+        raise ArgumentError(f"argument '{t.name}': expected a {want} tensor, got shape {t.shape}")
+    if len(t.shape) == 2:
+        return (1, t.shape[0], t.shape[1]), (0, *t.strides)
+    return (t.shape[0], t.shape[1], t.shape[2]), t.strides
+
+
+def _checked(
+    a: Any, b: Any, bias: Any, activation: Any, out_dtype: Any, stream: Any, ranks: tuple[int, ...]
+) -> tuple[T.Tensor, T.Tensor, T.Tensor | None, str]:
+    T.choice(activation, "activation", [None, "relu", "gelu"], "activation")
+    T.choice(out_dtype, "out_dtype", [None, *_DTYPES], "dtype")
+    T.stream_arg(stream)
+    ta, tb = T.tensor(a, "a"), T.tensor(b, "b")
+    T.same_place(ta, tb)
+    T.want_dtype(ta, _DTYPES)
+    if tb.dtype != ta.dtype:
+        raise ArgumentError(f"argument 'b': dtype {tb.dtype}, 'a' is {ta.dtype}")
+    tbias = None
+    if bias is not None:
+        tbias = T.tensor(bias, "bias")
+        T.same_place(ta, tbias)
+        T.want_dtype(tbias, _DTYPES)
+        if len(tbias.shape) != 1:
+            raise ArgumentError(f"argument 'bias': expected a 1-D tensor, got shape {tbias.shape}")
+    return ta, tb, tbias, out_dtype or ta.dtype
+
+
+def _fits(*ops: Operand) -> None:
+    """Views address elements with u32 offsets."""
+    for t, shape, strides in ops:
+        if 1 + sum((n - 1) * s for n, s in zip(shape, strides, strict=True)) > 1 << 32:
+            raise ArgumentError(f"argument '{t.name}': spans more than 2^32 elements")
+
+
+@T.planned
+def matmul(
+    a: Any,
+    b: Any,
+    out: Any = None,
+    *,
+    bias: Any = None,
+    activation: str | None = None,
+    out_dtype: str | None = None,
+    stream: Any = None,
+) -> Any:
+    """``act(a @ b + bias)`` as the tile program, with ``torch.matmul``'s
+    batching: a (M, K) or (Ba, M, K), b (K, N) or (Bb, K, N); a batch of 1
+    (or a 2-D operand) is broadcast. Any strides; bf16, f16 or f32 (exact,
+    on FFMA) inputs; the output (M, N) or (B, M, N) of `out_dtype`."""
+    ta, tb, tbias, odt = _checked(a, b, bias, activation, out_dtype, stream, (2, 3))
+    (ba, m, k), ast = _matrix(ta, (2, 3))
+    (bb, k2, n), bst = _matrix(tb, (2, 3))
+    if k2 != k:
+        raise ArgumentError(f"argument 'b': {k2} rows, 'a' has {k} columns")
+    if ba != bb and 1 not in (ba, bb):
+        raise ArgumentError(f"argument 'b': batch {bb} does not broadcast with a's batch {ba}")
+    if tbias is not None and tbias.shape[0] != n:
+        raise ArgumentError(f"argument 'bias': {tbias.shape[0]} elements, expected N = {n}")
+    nb = max(ba, bb)
+    shape = (m, n) if len(ta.shape) == len(tb.shape) == 2 else (nb, m, n)
+    reads = [ta, tb] + ([tbias] if tbias is not None else [])
+    obj, tc = T.output(out, ta, shape, odt, reads)
+    (_, _, _), cst = _matrix(tc, (2, 3))
+    ops: list[Operand] = [
+        (ta, (ba, m, k), ast),  # type: ignore[list-item]
+        (tb, (bb, k, n), bst),  # type: ignore[list-item]
+        (tc, (nb, m, n), cst),  # type: ignore[list-item]
+    ]
+    _fits(*ops)
+    if m and n:
+        dev = max(tc.device, 0)
+        arch, sms = (_arch(dev), T.sm_count(dev)) if tc.on_gpu else ("", 4)
+        launch(ops[0], ops[1], ops[2], tbias, activation, arch=arch, sms=sms, stream=stream)
+    return obj
+
+
+@T.planned
+def grouped_matmul(
+    a: Any,
+    b: Any,
+    groups: Any,
+    out: Any = None,
+    *,
+    bias: Any = None,
+    activation: str | None = None,
+    out_dtype: str | None = None,
+    stream: Any = None,
+) -> Any:
+    """A grouped product in one launch (a mixture-of-experts layer): the rows
+    of `a` (T, K) come in ``len(groups)`` consecutive groups of ``groups[g]``
+    rows, and group g is multiplied by ``b[g]`` (b is (G, K, N)):
+    ``out[rows of g] = act(a[rows of g] @ b[g] + bias)``, out (T, N). Pass
+    `groups` as a tuple for the fast repeated-call path."""
+    ta, tb, tbias, odt = _checked(a, b, bias, activation, out_dtype, stream, (2,))
+    (_, rows, k), ast = _matrix(ta, (2,))
+    if len(tb.shape) != 3:
+        raise ArgumentError(f"argument 'b': expected a 3-D tensor (G, K, N), got {tb.shape}")
+    g, k2, n = tb.shape
+    if k2 != k:
+        raise ArgumentError(f"argument 'b': {k2} rows per group, 'a' has {k} columns")
+    sizes = check_groups(groups, rows, g)
+    if tbias is not None and tbias.shape[0] != n:
+        raise ArgumentError(f"argument 'bias': {tbias.shape[0]} elements, expected N = {n}")
+    reads = [ta, tb] + ([tbias] if tbias is not None else [])
+    obj, tc = T.output(out, ta, (rows, n), odt, reads)
+    (_, _, _), cst = _matrix(tc, (2,))
+    ops: list[Operand] = [
+        (ta, (1, rows, k), ast),  # type: ignore[list-item]
+        (tb, tb.shape, tb.strides),  # type: ignore[list-item]
+        (tc, (1, rows, n), cst),  # type: ignore[list-item]
+    ]
+    _fits(*ops)
+    if rows and n:
+        dev = max(tc.device, 0)
+        arch, sms = (_arch(dev), T.sm_count(dev)) if tc.on_gpu else ("", 4)
+        launch(
+            ops[0],
+            ops[1],
+            ops[2],
+            tbias,
+            activation,
+            arch=arch,
+            sms=sms,
+            stream=stream,
+            groups=sizes,
+        )
+    return obj

@@ -3,9 +3,10 @@ attention_bwd.py) on the GPU, through torch autograd (``torch_ops.attention``
 with tensors that require grad) against autograd of a float64 reference on
 fresh random inputs: bf16 and f16, head dims 64/96/128/256, grouped-query
 (32/8) and multi-query heads, causal masks aligned bottom-right for Sq < Sk
-and Sq > Sk, tails, the LSE output's gradient, dQ by atomics, bit-identical gradients
-across runs, and ``torch.compile`` through the forward and backward ops.
-The interpreter version: tests/python/test_attention_bwd.py."""
+and Sq > Sk, tails, strided (B, S, H, D) storage, the LSE output's
+gradient, dQ by atomics, bit-identical gradients across runs, and
+``torch.compile`` through the forward and backward ops. The interpreter
+version: tests/python/test_attention_bwd.py."""
 
 from __future__ import annotations
 
@@ -87,6 +88,24 @@ def test_grouped_and_multi_query(h: int, hk: int) -> None:
 @pytest.mark.parametrize(("sq", "sk"), [(300, 97), (97, 300), (1024, 1024)])
 def test_causal_bottom_right_and_lse_gradient(sq: int, sk: int) -> None:
     grads(1, 4, 2, sq, sk, 64, causal=True, dtype=BF16, use_lse=True)
+
+
+def test_strided_storage() -> None:
+    """(B, S, H, D) storage viewed as (B, H, S, D), as transformer code does:
+    the backward reads the saved strided views, its gradients come back in
+    the views' shapes."""
+    q = torch.randn(2, 300, 8, 96, device=DEV, dtype=BF16).transpose(1, 2)
+    k = torch.randn(2, 280, 2, 96, device=DEV, dtype=BF16).transpose(1, 2)
+    v = torch.randn(2, 280, 2, 96, device=DEV, dtype=BF16).transpose(1, 2)
+    up = torch.randn(2, 8, 300, 96, device=DEV, dtype=BF16)
+    leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+    (zt.attention(*leaves, causal=True, scale=0.3).double() * up.double()).sum().backward()
+    ref = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    (reference(*ref, 0.3, True)[0] * up.double()).sum().backward()
+    for name, x, r in zip("qkv", leaves, ref, strict=True):
+        assert x.grad is not None and x.grad.shape == x.shape
+        err = float((x.grad.double() - r.grad).norm() / r.grad.norm())
+        assert err < 2e-2, (f"d{name}", err)
 
 
 def test_deterministic() -> None:

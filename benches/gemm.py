@@ -458,19 +458,21 @@ LADDER = [
 ]
 
 
-def call_overhead_us(torch: Any, zk: Any) -> float:
-    """Host time of one small zyntax matmul call (normalise, choose, launch)."""
+def call_overhead_us(torch: Any, zk: Any, fn: Any = None) -> float:
+    """Host time of one small matmul call (normalise, choose, launch): by
+    default ``zk.matmul``; `fn(a, b, c)` times another entry (the same shape)."""
     import time
 
+    call = fn or (lambda a, b, c: zk.matmul(a, b, c))
     a = torch.randn(16, 64, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(64, 64, device="cuda", dtype=torch.bfloat16)
     c = torch.empty(16, 64, device="cuda", dtype=torch.bfloat16)
     for _ in range(20):
-        zk.matmul(a, b, c)
+        call(a, b, c)
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     for _ in range(500):
-        zk.matmul(a, b, c)
+        call(a, b, c)
     torch.cuda.synchronize()
     return (time.perf_counter() - t0) / 500 * 1e6
 
@@ -652,6 +654,14 @@ def main() -> int:
     ctx["sm90_clusters"] = [int(c) for c in args.sm90_clusters.split(",") if c]
     ctx["tile_search"] = args.tile_search
     res.notes["zyntax_matmul_call_us"] = call_overhead_us(torch, zk)
+    from zyntax.kernels import gemm_tile
+
+    res.notes["zyntax_tile_call_us"] = call_overhead_us(torch, zk, gemm_tile.matmul)
+    res.notes["torch_matmul_call_us"] = call_overhead_us(
+        torch, zk, lambda a, b, c: torch.matmul(a, b, out=c)
+    )
+    print(f"  tile program call overhead: {res.notes['zyntax_tile_call_us']:.1f} us, "
+          f"torch.matmul {res.notes['torch_matmul_call_us']:.1f} us")  # fmt: skip
     print(f"  zyntax.kernels.matmul call overhead: {res.notes['zyntax_matmul_call_us']:.1f} us")
     if args.ladder:
         ladder(ctx)

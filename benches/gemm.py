@@ -477,6 +477,65 @@ def call_overhead_us(torch: Any, zk: Any, fn: Any = None) -> float:
     return (time.perf_counter() - t0) / 500 * 1e6
 
 
+#: --tile-ladder: small-M shapes and the schedule alternatives timed for them
+#: (the wgmma table's one entry, SPLIT_WAVES; "mma": the sm_80 code path).
+TILE_LADDER_SHAPES = ((1, 4096, 4096), (16, 4096, 4096), (64, 4096, 4096))
+TILE_LADDER = (
+    ("wgmma", (64, 64, 64, 4, 4), 2),
+    ("wgmma", (64, 64, 64, 4, 4), 4),
+    ("wgmma", (64, 64, 64, 4, 4), 1),
+    ("wgmma", (64, 128, 64, 4, 4), 2),
+    ("mma", (16, 64, 32, 4, 1), 2),
+)
+
+
+def tile_ladder(ctx: dict[str, Any]) -> None:
+    """Times kernels.gemm_tile.matmul with each TILE_LADDER alternative at the
+    TILE_LADDER_SHAPES, cuBLAS beside it (``notes.tile_ladder``)."""
+    torch, res = ctx["torch"], ctx["res"]
+    from zyntax.kernels import gemm_tile
+
+    saved = (dict(gemm_tile.SCHEDULES), gemm_tile.SPLIT_WAVES, dict(gemm_tile._archs))
+    for m, n, k in TILE_LADDER_SHAPES:
+        copies = max(1, min(32, -(-L2_FLUSH_BYTES // ((m * k + k * n) * 2))))
+        As = [torch.randn(m, k, device="cuda").bfloat16() for _ in range(copies)]
+        Bs = [torch.randn(k, n, device="cuda").bfloat16() for _ in range(copies)]
+        c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+        ref = As[0].double() @ Bs[0].double()
+        flop = 2.0 * m * n * k
+        ms = median_ms(lambda i, A=As, B=Bs, C=c: torch.matmul(A[i], B[i], out=C), copies, 3, 20)
+        tf = round(flop / ms / 1e9, 4)
+        rows = [{"m": m, "n": n, "k": k, "impl": "cublas", "TFLOP_per_s": tf}]
+        for kind, cfg, waves in TILE_LADDER:
+            gemm_tile.SCHEDULES[kind] = [cfg]
+            gemm_tile.SPLIT_WAVES = waves
+            gemm_tile._archs[torch.cuda.current_device()] = "sm_80" if kind == "mma" else "sm_90a"
+            gemm_tile.matmul.plans.clear()  # type: ignore[attr-defined]
+            try:
+                c.fill_(float("nan"))
+                gemm_tile.matmul(As[0], Bs[0], c)
+                err = ((c.double() - ref).norm() / ref.norm()).item()
+                ms = median_ms(
+                    lambda i, A=As, B=Bs, C=c: gemm_tile.matmul(A[i], B[i], C), copies, 3, 20
+                )
+            except Exception as e:
+                print(f"  tile ladder {m}x{n}x{k} {kind} {cfg} failed: {str(e)[:160]}")
+                continue
+            finally:
+                gemm_tile.SCHEDULES.clear()
+                gemm_tile.SCHEDULES.update(saved[0])
+                gemm_tile.SPLIT_WAVES = saved[1]
+                gemm_tile._archs.clear()
+                gemm_tile._archs.update(saved[2])
+                gemm_tile.matmul.plans.clear()  # type: ignore[attr-defined]
+            tf = flop / ms / 1e9
+            rows.append({"m": m, "n": n, "k": k, "impl": f"{kind} {cfg} waves {waves}",
+                         "TFLOP_per_s": round(tf, 4), "rel_err": err})  # fmt: skip
+        for r in rows:
+            print(f"  tile ladder {m}x{n}x{k} {r['impl']:<36} {r['TFLOP_per_s']:10.3f} TFLOP/s")
+        res.notes.setdefault("tile_ladder", []).extend(rows)
+
+
 #: Decode-shape ladders: (case tag, (M, N, K), the zyntax.kernels attribute, configs).
 SMALL_LADDERS = [
     (
@@ -584,6 +643,8 @@ def main() -> int:
         help="time benches/_gemm_programs.py's tile GEMM over its schedules (the best as "
         "zyntax_tile) instead of the library's tile program",
     )
+    p.add_argument("--tile-ladder", action="store_true", help="time TILE_LADDER (notes)")
+    p.add_argument("--no-triton", action="store_true", help="no Triton rows")
     p.add_argument(
         "--no-persistent-triton",
         action="store_true",
@@ -612,7 +673,7 @@ def main() -> int:
     triton = optional("triton")
     tl = optional("triton.language") if triton else None
     trun = triton_matmul(triton, tl) if triton and tl else None
-    if args.no_persistent_triton:
+    if args.no_persistent_triton or args.no_triton:
         trun = None
     dev = torch.device("cuda", args.device)
     torch.cuda.set_device(dev)
@@ -643,6 +704,8 @@ def main() -> int:
     }
     ctx = {"torch": torch, "zk": zk, "res": res, "trun": trun, "dev": dev, "sms": sms}
     ctx["ttut"] = gemm_programs.triton_tutorial_matmul(triton, tl) if triton and tl else None
+    if args.no_triton:
+        ctx["ttut"] = None
     if not args.no_tile:
         from zyntax import tile
 
@@ -665,6 +728,8 @@ def main() -> int:
     print(f"  zyntax.kernels.matmul call overhead: {res.notes['zyntax_matmul_call_us']:.1f} us")
     if args.ladder:
         ladder(ctx)
+    if args.tile_ladder:
+        tile_ladder(ctx)
     names = args.cases.split(",")
     if args.model_sweep or "bf16_batched_8x512" in names:
         batched_case(ctx)

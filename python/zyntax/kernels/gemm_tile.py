@@ -159,8 +159,9 @@ SCHEDULES: dict[str, list[tuple[int, int, int, int, int]]] = {
     "mma": [(128, 128, 32, 8, 1), (64, 64, 32, 4, 1), (16, 64, 32, 4, 1)],
     "ffma": [(64, 64, 16, 4, 1), (32, 32, 16, 4, 1), (16, 16, 16, 2, 1)],
 }
-#: Split K until the grid has this many CTAs per SM (small M), each split at
-#: least SPLIT_MIN_STEPS K steps long.
+#: When the output has fewer tiles than the GPU has SMs, split K until the
+#: grid has SPLIT_WAVES CTAs per SM, each split at least SPLIT_MIN_STEPS K
+#: steps long.
 SPLIT_WAVES, SPLIT_MIN_STEPS = 2, 4
 #: Arch whose code numpy inputs run (natively on the CPU or on the interpreter).
 HOST_ARCH = "sm_80"
@@ -183,7 +184,9 @@ def schedule(
     bm, bn, bk, warps, stages = pick
     tiles = -(-m // bm) * -(-n // bn) * batch
     steps = -(-k // bk)
-    splits = max(1, min(-(-SPLIT_WAVES * sms // tiles), steps // SPLIT_MIN_STEPS))
+    splits = 1
+    if tiles < sms:  # fewer output tiles than SMs: split K (a second pass sums)
+        splits = max(1, min(-(-SPLIT_WAVES * sms // tiles), steps // SPLIT_MIN_STEPS))
     return (bm, bn, bk, warps, stages, arch), splits
 
 

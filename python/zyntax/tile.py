@@ -454,14 +454,40 @@ class Builder:
             block=tuple(info["block"]),
             shared_bytes=int(info["shared_bytes"]),
             params=tuple(Param(*p) for p in info["params"]),
+            tensor_maps=tuple(
+                TensorMapParam(v, int(i), int(inner), int(outer), (int(bx[0]), int(bx[1])))
+                for v, i, inner, outer, bx in info.get("tensor_maps", ())
+            ),
+            persistent=bool(info.get("persistent", False)),
         )
+
+
+@dataclass(frozen=True)
+class TensorMapParam:
+    """A tensor map the launch builds from view parameter `param` (index into
+    ``Kernel.params``): 2-d over the view's unit-stride dim `inner_dim` and
+    `outer_dim`, `box` elements (inner, outer), 128-byte swizzle, zero fill
+    (the warp-specialised GEMM pipeline, docs/tile.md)."""
+
+    view: str
+    param: int
+    inner_dim: int
+    outer_dim: int
+    box: tuple[int, int]
+
+
+#: Builds a tensor map from (map, view argument, extents, strides).
+_MapBuilder = Callable[[TensorMapParam, Any, Sequence[int], Sequence[int]], Any]
 
 
 @dataclass
 class Kernel:
     """A lowered tile program: its HIR module (one kernel named `name`), launch
     facts, and the parameters as the program declared them (each view expands
-    to pointer, extents and strides in elements)."""
+    to pointer, extents and strides in elements). A warp-specialised kernel
+    also takes `tensor_maps` (built here from the views) and, `persistent`,
+    the program's grid as two ``u32`` after them; the launch then runs about
+    one CTA per SM."""
 
     module: Module
     name: str
@@ -469,7 +495,10 @@ class Kernel:
     block: tuple[int, ...]
     shared_bytes: int
     params: tuple[Param, ...]
+    tensor_maps: tuple[TensorMapParam, ...] = ()
+    persistent: bool = False
     _loaded: dict[int, Any] = field(default_factory=dict, repr=False)
+    _maps: dict[tuple[Any, ...], Any] = field(default_factory=dict, repr=False)
 
     def grid(self, *extents: int) -> tuple[int, int, int]:
         """The grid for a problem of `extents` (one per block dim, ceil-divided)."""
@@ -501,12 +530,16 @@ class Kernel:
         self,
         args: Sequence[Any],
         array: Callable[[Param, Any], tuple[Any, Sequence[int], Sequence[int]]],
+        tensor_map: _MapBuilder | None = None,
     ) -> list[Any]:
         """The lowered kernel's arguments: each view through `array(param, value)`
-        → (pointer argument, extents, strides in elements), scalars checked."""
+        → (pointer argument, extents, strides in elements), scalars checked;
+        then each of `tensor_maps` through `tensor_map(map, value, extents,
+        strides)`."""
         self._check_count(args)
         out: list[Any] = []
-        for p, x in zip(self.params, args, strict=True):
+        views: dict[int, tuple[Any, Sequence[int], Sequence[int]]] = {}
+        for i, (p, x) in enumerate(zip(self.params, args, strict=True)):
             if p.kind == "scalar":
                 out.append(self._scalar(p, x))
                 continue
@@ -516,7 +549,36 @@ class Kernel:
                     if not 0 <= v <= _U32_MAX:
                         raise ArgumentError(f"argument {p.name!r}: {what} {v} does not fit u32")
             out += [ptr, *extents, *strides]
+            views[i] = (x, extents, strides)
+        if self.tensor_maps:
+            if tensor_map is None:
+                raise ArgumentError(
+                    f"tile kernel {self.name!r} loads through TMA tensor maps, which this "
+                    "launch path does not build (use launch or run_interp)"
+                )
+            for m in self.tensor_maps:
+                x, extents, strides = views[m.param]
+                if strides[m.inner_dim] != 1 and extents[m.inner_dim] > 1:
+                    raise ArgumentError(
+                        f"argument {m.view!r}: the warp-specialised schedule loads it with TMA "
+                        f"along dim {m.inner_dim}, whose stride is {strides[m.inner_dim]}, not 1"
+                    )
+                out.append(tensor_map(m, x, extents, strides))
         return out
+
+    def launch_grid(self, grid: int | Sequence[int], sms: int) -> tuple[list[int], list[int]]:
+        """(the grid to launch, extra arguments) for the program's `grid`: a
+        persistent kernel runs min(instances, `sms`) CTAs along x and takes
+        the program's grid (x, y) as arguments."""
+        g = [int(grid)] if _is_int(grid) else [int(v) for v in grid]  # type: ignore[arg-type]
+        g += [1] * (3 - len(g))
+        if not self.persistent:
+            return g, []
+        if g[2] != 1:
+            raise ArgumentError(
+                f"argument 'grid': a persistent tile kernel walks a 2-d grid, got {tuple(g)}"
+            )
+        return [max(1, min(g[0] * g[1], sms)), 1, 1], g[:2]
 
     # -- the reference interpreter
     def run_interp(
@@ -540,9 +602,20 @@ class Kernel:
             windows.append(w)
             return w, extents, strides
 
-        flat = self.expand(args, array)
+        def tensor_map(m: TensorMapParam, a: Any, ext: Sequence[int], st: Sequence[int]) -> Any:
+            # The interpreter's map reads a C-contiguous array of its own: a
+            # copy of the operand (the kernel only reads it), inner dim last.
+            rows = np.ascontiguousarray(a if m.inner_dim == a.ndim - 1 else np.swapaxes(a, -1, -2))
+            return interp.TensorMap(rows, m.box, swizzle="128B", dtype=_view_dtype(self, m))
+
+        flat = self.expand(args, array, tensor_map)
+        # A few CTAs walk a persistent kernel's grid (as SMs do on the GPU).
+        run_grid, extra = self.launch_grid(grid, 4)
         stats: dict[str, int] = (
-            interp.launch(self.module, self.name, grid, self.block, *flat, checks=checks) or {}
+            interp.launch(
+                self.module, self.name, run_grid, self.block, *flat, *extra, checks=checks
+            )
+            or {}
         )
         return stats
 
@@ -555,7 +628,8 @@ class Kernel:
         ``"interp"`` (a kernel the CPU backend refuses, see docs/cpu.md)."""
         from zyntax import cpu
 
-        if cpu.resolve_mode(mode) == "interp":
+        if cpu.resolve_mode(mode) == "interp" or self.tensor_maps:
+            # TMA tensor maps run on the interpreter only (docs/cpu.md).
             self.run_interp(*args, grid=grid)
             return "interp"
 
@@ -580,8 +654,61 @@ class Kernel:
         device = int(device)
         if device not in self._loaded:
             self._loaded[device] = cuda.load_hir(self.module, device).kernel(self.name)
-        flat = self.expand(args, _device_view)
-        self._loaded[device].launch(grid, self.block, *flat, stream=stream)
+
+        def tensor_map(m: TensorMapParam, a: Any, ext: Sequence[int], st: Sequence[int]) -> Any:
+            ptr = _device_ptr(a)
+            key = (m, ptr, tuple(ext), tuple(st), device)
+            tm = self._maps.get(key)
+            if tm is None:
+                # Encoding a map costs more host time than a large launch:
+                # keep the last few (a pure function of the key).
+                if len(self._maps) >= 64:
+                    self._maps.clear()
+                rows = _Rows2d(a, ptr, ext[m.outer_dim], ext[m.inner_dim], st[m.outer_dim])
+                tm = cuda.TensorMap.tiled(rows, m.box, swizzle="128B", dtype=_view_dtype(self, m))
+                self._maps[key] = tm
+            return tm
+
+        flat = self.expand(args, _device_view, tensor_map)
+        sms = _sm_count(device) if self.persistent else 1
+        run_grid, extra = self.launch_grid(grid, sms)
+        self._loaded[device].launch(run_grid, self.block, *flat, *extra, stream=stream)
+
+
+def _view_dtype(k: Kernel, m: TensorMapParam) -> str:
+    return k.params[m.param].dtype
+
+
+def _sm_count(device: int) -> int:
+    from zyntax.kernels._tensors import sm_count
+
+    return sm_count(device)
+
+
+def _device_ptr(a: Any) -> int:
+    """The device address of a torch tensor, DeviceArray or array-interface object."""
+    data_ptr = getattr(a, "data_ptr", None)
+    if callable(data_ptr):
+        return int(data_ptr())
+    ptr = getattr(a, "ptr", None)
+    if isinstance(ptr, int):
+        return ptr
+    return int(a.__cuda_array_interface__["data"][0])
+
+
+class _Rows2d:
+    """A (rows, cols) view with a row stride (elements) of 2-byte device
+    memory at `ptr`, for ``cuda.TensorMap.tiled``; it keeps `owner` alive."""
+
+    def __init__(self, owner: Any, ptr: int, rows: int, cols: int, stride: int) -> None:
+        self.owner = owner
+        self.__cuda_array_interface__ = {
+            "shape": (rows, cols),
+            "typestr": "<u2",
+            "data": (ptr, False),
+            "strides": (2 * stride, 2),
+            "version": 3,
+        }
 
 
 def _numpy_view(p: Param, a: Any) -> tuple[np.ndarray[Any, Any], list[int], list[int]]:

@@ -30,6 +30,15 @@ pub struct Schedule {
     /// How `dot` is computed: FFMA, tensor cores (`mma.sync`), or the best
     /// the arch and the operand types allow.
     pub dot_path: DotPath,
+    /// sm_90a GEMM loops: one producer warpgroup beside the `warps` consumer
+    /// warps loads the stages with TMA through mbarrier full/empty rings
+    /// (`lower/pipeline_ws.rs`). A program or view the path does not fit
+    /// keeps the `cp.async` pipeline.
+    pub warp_specialize: bool,
+    /// With `warp_specialize`: a grid of about one CTA per SM walks the
+    /// program instances (`grid` of the program) in a grouped order; the
+    /// launch passes the program's grid as two extra `u32` parameters.
+    pub persistent: bool,
 }
 
 /// How a `dot` is lowered.
@@ -63,7 +72,17 @@ impl Schedule {
             cluster: 1,
             arch: Arch::Sm80,
             dot_path: DotPath::Auto,
+            warp_specialize: false,
+            persistent: false,
         }
+    }
+    pub fn warp_specialize(mut self, on: bool) -> Schedule {
+        self.warp_specialize = on;
+        self
+    }
+    pub fn persistent(mut self, on: bool) -> Schedule {
+        self.persistent = on;
+        self
     }
     pub fn dot_path(mut self, dot_path: DotPath) -> Schedule {
         self.dot_path = dot_path;
@@ -150,6 +169,12 @@ impl Schedule {
         }
         if ![1, 2, 4, 8].contains(&self.cluster) {
             return bad("cluster", format!("{} is not 1, 2, 4 or 8", self.cluster));
+        }
+        if self.persistent && !self.warp_specialize {
+            return bad(
+                "persistent",
+                "persistent tile scheduling is built for warp-specialised schedules only".into(),
+            );
         }
         if self.cluster > 1 && self.arch < Arch::Sm90 {
             return bad(
@@ -241,9 +266,109 @@ pub fn heuristic(problem: &GemmProblem, arch: Arch) -> Schedule {
         .arch(arch)
 }
 
+/// Tile shapes of the library's matmul (`zyntax.kernels.gemm_tile`), largest
+/// first, as `[bm, bn, bk, warps, stages]`. sm_90a runs the wgmma pipeline
+/// (K steps of 64; on an H200 128x256 over 8 warps led at large outputs and
+/// 64x64 over 4 at small M, docs/tile.md "Performance"); other sm_80+ code
+/// runs `mma.sync` (no software pipeline yet), f32 operands FFMA.
+pub const WGMMA_TILES: [[u32; 5]; 4] = [
+    [128, 256, 64, 8, 4],
+    [128, 128, 64, 8, 4],
+    [64, 128, 64, 4, 4],
+    [64, 64, 64, 4, 4],
+];
+pub const MMA_TILES: [[u32; 5]; 3] = [[128, 128, 32, 8, 1], [64, 64, 32, 4, 1], [16, 64, 32, 4, 1]];
+pub const FFMA_TILES: [[u32; 5]; 3] = [[64, 64, 16, 4, 1], [32, 32, 16, 4, 1], [16, 16, 16, 2, 1]];
+/// When the output has fewer tiles than the GPU has SMs, K is split until
+/// the grid has `SPLIT_WAVES` CTAs per SM, each split at least
+/// `SPLIT_MIN_STEPS` K steps long.
+pub const SPLIT_WAVES: u64 = 2;
+pub const SPLIT_MIN_STEPS: u64 = 4;
+
+/// The schedule of a `batch` of `problem`s for the library's matmul on
+/// `arch` with `sms` SMs, and its number of K splits (1: none): the largest
+/// tile of the arch's table whose grid still gives every SM a CTA (else the
+/// smallest), and split K when even that leaves SMs idle (decode shapes:
+/// memory bandwidth is the limit there, and idle SMs do not load).
+pub fn gemm_schedule(problem: &GemmProblem, batch: u64, arch: Arch, sms: u64) -> (Schedule, u32) {
+    let table: &[[u32; 5]] = if problem.operand_bytes != 2 || arch < Arch::Sm80 {
+        // A machine of a few SMs is the host (interpreter): its small tiles run quicker.
+        if sms < 8 {
+            &FFMA_TILES[1..]
+        } else {
+            &FFMA_TILES
+        }
+    } else if arch == Arch::Sm90a {
+        &WGMMA_TILES
+    } else {
+        &MMA_TILES
+    };
+    let tiles = |t: &[u32; 5]| {
+        problem.m.div_ceil(u64::from(t[0])) * problem.n.div_ceil(u64::from(t[1])) * batch.max(1)
+    };
+    let pick = table
+        .iter()
+        .find(|t| tiles(t) >= sms)
+        .unwrap_or(&table[table.len() - 1]);
+    let [bm, bn, bk, warps, stages] = *pick;
+    let schedule = Schedule::block(&[bm, bn])
+        .k(bk)
+        .warps(warps)
+        .stages(stages)
+        .arch(arch);
+    let (n_tiles, steps) = (tiles(pick), problem.k.div_ceil(u64::from(bk)));
+    let mut splits = 1;
+    if n_tiles < sms {
+        let want = (SPLIT_WAVES * sms).div_ceil(n_tiles.max(1));
+        splits = want.min(steps / SPLIT_MIN_STEPS).max(1);
+    }
+    (schedule, u32::try_from(splits).unwrap_or(u32::MAX))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn p(m: u64, n: u64, k: u64, operand_bytes: u32) -> GemmProblem {
+        GemmProblem {
+            m,
+            n,
+            k,
+            operand_bytes,
+        }
+    }
+
+    #[test]
+    fn gemm_schedules_by_shape_and_arch() {
+        let h200 = 132;
+        let (s, splits) = gemm_schedule(&p(4096, 4096, 4096, 2), 1, Arch::Sm90a, h200);
+        assert_eq!(
+            (s.block.as_slice(), s.k, s.warps, s.stages, splits),
+            (&[128, 256][..], 64, 8, 4, 1)
+        );
+        // 256 rows: 64x64 tiles (256 of them), no split
+        let (s, splits) = gemm_schedule(&p(256, 4096, 4096, 2), 1, Arch::Sm90a, h200);
+        assert_eq!((s.block.as_slice(), splits), (&[64, 64][..], 1));
+        // decode: 64 tiles of 64x64 on 132 SMs, K split in 5
+        let (s, splits) = gemm_schedule(&p(1, 4096, 4096, 2), 1, Arch::Sm90a, h200);
+        assert_eq!((s.block.as_slice(), splits), (&[64, 64][..], 5));
+        // a batch counts as tiles
+        let (s, _) = gemm_schedule(&p(512, 512, 512, 2), 8, Arch::Sm90a, h200);
+        assert_eq!(s.block, [64, 128]);
+        // sm_80 code: mma.sync tiles; f32: FFMA; a short K is not split
+        let (s, _) = gemm_schedule(&p(16, 64, 64, 2), 1, Arch::Sm80, h200);
+        assert_eq!((s.block.as_slice(), s.k), (&[16, 64][..], 32));
+        let (s, splits) = gemm_schedule(&p(5, 24, 40, 4), 1, Arch::Sm90a, 4);
+        assert_eq!((s.block.as_slice(), s.k, splits), (&[16, 16][..], 16, 1));
+        for t in WGMMA_TILES.iter().chain(&MMA_TILES).chain(&FFMA_TILES) {
+            let s = Schedule::block(&t[..2])
+                .k(t[2])
+                .warps(t[3])
+                .stages(t[4])
+                .arch(Arch::Sm90a);
+            s.validate_gemm(2).unwrap();
+        }
+    }
 
     #[test]
     fn heuristic_schedules_validate() {

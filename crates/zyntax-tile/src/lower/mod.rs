@@ -19,7 +19,10 @@ mod dot_wgmma;
 mod elementwise;
 mod memory;
 pub(crate) mod pipeline;
+pub(crate) mod pipeline_ws;
 mod reduce;
+
+pub use pipeline_ws::TensorMapParam;
 
 use crate::error::{TileError, TileResult};
 use crate::infer::{infer_for, Layouts};
@@ -59,6 +62,13 @@ pub struct LaunchInfo {
     /// launches that pass 0 get it.
     pub dynamic_shared_bytes: u64,
     pub params: Vec<KernelParam>,
+    /// Tensor-map parameters after `params` (the warp-specialised pipeline,
+    /// `pipeline_ws.rs`), in order; the launch builds each from its view.
+    pub tensor_maps: Vec<TensorMapParam>,
+    /// A persistent kernel: the launch passes the program's grid (x, y) as
+    /// two `u32` parameters after the tensor maps and launches about one
+    /// CTA per SM along x.
+    pub persistent: bool,
 }
 
 /// A lowered tile program: the verified HIR module (one kernel of the
@@ -106,6 +116,9 @@ pub(crate) struct Lowerer<'p> {
     /// for `mma.sync` accumulators, one per type of vectorised access.
     pub vector_zeros: HashMap<Type, ValueId>,
     pub schedule: &'p Schedule,
+    /// The program instance a persistent kernel is on (`ProgramId` 0 and
+    /// 1); `None`: the block index.
+    pub program_ids: Option<[ValueId; 2]>,
 }
 
 /// Infers layouts and lowers `program` for `schedule`.
@@ -144,8 +157,20 @@ pub fn lower(mut program: TileProgram, schedule: &Schedule) -> TileResult<TileKe
             }
         }
     }
-    let threads = schedule.threads();
-    let dynamic_bytes = pipeline::dynamic_bytes(&program, &layouts, &program.body, schedule.stages);
+    let ws = pipeline_ws::ws_plan(&program, &layouts, schedule, scratch_bytes);
+    if ws.is_some() {
+        // The tensor maps of `a` and `b` (pipeline_ws.rs).
+        types.extend(vec![Type::TensorMap; 2]);
+    }
+    let persistent = ws.is_some() && schedule.persistent;
+    if persistent {
+        types.extend([Type::U32, Type::U32]);
+    }
+    let threads = schedule.threads() + if ws.is_some() { 128 } else { 0 };
+    let dynamic_bytes = match &ws {
+        Some(plan) => pipeline_ws::ws_bytes(&program, plan, schedule.stages),
+        None => pipeline::dynamic_bytes(&program, &layouts, &program.body, schedule.stages),
+    };
     let shared_limit = zyntax_hir::arch::max_shared_bytes(schedule.arch);
     if dynamic_bytes > 0 && scratch_bytes + dynamic_bytes > shared_limit {
         return Err(TileError::DoesNotFit {
@@ -160,6 +185,10 @@ pub fn lower(mut program: TileProgram, schedule: &Schedule) -> TileResult<TileKe
     if let Some(info) = b.kernel_info_mut() {
         info.max_threads = Some([threads, 1, 1]);
         info.shared_bytes = dynamic_bytes as u32;
+        if ws.is_some() {
+            // setmaxnreg moves registers between the roles of one CTA.
+            info.min_blocks = Some(1);
+        }
     }
     let tid = b.thread_idx(Dim::X)?;
     let warp_size = b.iconst(Type::U32, i64::from(WARP))?;
@@ -193,9 +222,21 @@ pub fn lower(mut program: TileProgram, schedule: &Schedule) -> TileResult<TileKe
         scratch,
         vector_zeros,
         schedule,
+        program_ids: None,
     };
-    lw.bind_params()?;
-    lw.region(&program.body)?;
+    let next = lw.bind_params()?;
+    match &ws {
+        Some(plan) => {
+            let tmaps = [lw.b.try_param(next)?, lw.b.try_param(next + 1)?];
+            let grid = if persistent {
+                Some([lw.b.try_param(next + 2)?, lw.b.try_param(next + 3)?])
+            } else {
+                None
+            };
+            lw.ws_kernel(plan, tmaps, grid)?
+        }
+        None => lw.region(&program.body)?,
+    }
     lw.b.ret(&[])?;
     let function = lw.b.finish()?;
     let mut module = Module::new(program.name.clone());
@@ -212,6 +253,8 @@ pub fn lower(mut program: TileProgram, schedule: &Schedule) -> TileResult<TileKe
             shared_bytes: scratch_bytes,
             dynamic_shared_bytes: dynamic_bytes,
             params,
+            tensor_maps: ws.map(|p| p.maps).unwrap_or_default(),
+            persistent,
         },
         module,
         program: program.clone(),
@@ -268,7 +311,8 @@ fn check_registers(
 }
 
 impl Lowerer<'_> {
-    fn bind_params(&mut self) -> TileResult<()> {
+    /// Binds the program's parameters; returns the index of the next one.
+    fn bind_params(&mut self) -> TileResult<usize> {
         let mut next = 0;
         let program = self.program;
         self.views = Vec::with_capacity(program.views.len());
@@ -297,7 +341,7 @@ impl Lowerer<'_> {
                 }
             }
         }
-        Ok(())
+        Ok(next)
     }
 
     pub fn u32(&mut self, v: u32) -> TileResult<ValueId> {
@@ -431,7 +475,11 @@ impl Lowerer<'_> {
             }
             Op::ProgramId { out, axis } => {
                 let dim = [Dim::X, Dim::Y, Dim::Z][(*axis as usize).min(2)];
-                let v = self.b.block_idx(dim)?;
+                let v = match self.program_ids {
+                    Some(ids) if *axis < 2 => ids[*axis as usize],
+                    Some(_) => self.u32(0)?,
+                    None => self.b.block_idx(dim)?,
+                };
                 self.set_scalar(*out, v);
             }
             Op::ScalarBinary { out, op, a, b } => {

@@ -202,14 +202,44 @@ pub(super) fn dynamic_bytes(
 
 /// How one operand is staged: `rows` rows of 128 bytes per box, boxes of 64
 /// elements along `col_dim` (the contiguous one in shared memory).
-struct Staging {
-    view: ViewId,
-    origin: Vec<ScalarId>,
-    row_dim: usize,
-    col_dim: usize,
-    rows: u32,
-    cols: u32,
-    elem: Type,
+pub(super) struct Staging {
+    pub view: ViewId,
+    pub origin: Vec<ScalarId>,
+    pub row_dim: usize,
+    pub col_dim: usize,
+    pub rows: u32,
+    pub cols: u32,
+    pub elem: Type,
+}
+
+/// How the `a` and `b` tiles of `g` are staged (see the module doc): `a`
+/// K-major (rows are M) unless its view is declared unit-stride along M; `b`
+/// N-major in boxes of 64 columns unless declared unit-stride along K.
+pub(super) fn stagings(program: &TileProgram, g: &GemmLoop) -> (Staging, Staging) {
+    let (ta, tb) = (program.tile(g.a.out), program.tile(g.b.out));
+    let (bm, bn) = (ta.shape[0], tb.shape[1]);
+    let b_kmajor = program.view(g.b.view).unit_stride_dim == Some(0);
+    let a_kmajor = program.view(g.a.view).unit_stride_dim != Some(0);
+    let stage = |l: &LoopLoad, row_dim: usize, rows: u32, cols: u32, elem: &Type| Staging {
+        view: l.view,
+        origin: l.origin.clone(),
+        row_dim,
+        col_dim: 1 - row_dim,
+        rows,
+        cols,
+        elem: elem.clone(),
+    };
+    let a = if a_kmajor {
+        stage(&g.a, 0, bm, BK, &ta.elem)
+    } else {
+        stage(&g.a, 1, BK, bm, &ta.elem)
+    };
+    let b = if b_kmajor {
+        stage(&g.b, 1, bn, BK, &tb.elem)
+    } else {
+        stage(&g.b, 0, BK, bn, &tb.elem)
+    };
+    (a, b)
 }
 
 impl Lowerer<'_> {
@@ -228,91 +258,21 @@ impl Lowerer<'_> {
         result: TileId,
     ) -> TileResult<()> {
         let stages = self.schedule.stages;
-        let warps = self.schedule.warps;
         let (ta, tb) = (
             self.program.tile(g.a.out).clone(),
             self.program.tile(g.b.out).clone(),
         );
         let (bm, bn) = (ta.shape[0], tb.shape[1]);
-        let b_kmajor = self.program.view(g.b.view).unit_stride_dim == Some(0);
-        // `a` declared unit-stride along M (a transposed matrix) is staged
-        // M-major, in boxes of 64 rows of the tile, and read with trans_a.
-        let a_kmajor = self.program.view(g.a.view).unit_stride_dim != Some(0);
-        let a_stage = if a_kmajor {
-            Staging {
-                view: g.a.view,
-                origin: g.a.origin.clone(),
-                row_dim: 0,
-                col_dim: 1,
-                rows: bm,
-                cols: BK,
-                elem: ta.elem.clone(),
-            }
-        } else {
-            Staging {
-                view: g.a.view,
-                origin: g.a.origin.clone(),
-                row_dim: 1,
-                col_dim: 0,
-                rows: BK,
-                cols: bm,
-                elem: ta.elem.clone(),
-            }
-        };
-        let b_stage = if b_kmajor {
-            Staging {
-                view: g.b.view,
-                origin: g.b.origin.clone(),
-                row_dim: 1,
-                col_dim: 0,
-                rows: bn,
-                cols: BK,
-                elem: tb.elem.clone(),
-            }
-        } else {
-            Staging {
-                view: g.b.view,
-                origin: g.b.origin.clone(),
-                row_dim: 0,
-                col_dim: 1,
-                rows: BK,
-                cols: bn,
-                elem: tb.elem.clone(),
-            }
-        };
+        let (a_stage, b_stage) = stagings(self.program, g);
+        let (a_kmajor, b_kmajor) = (a_stage.row_dim == 0, b_stage.row_dim == 1);
         let a_bytes = bm * ROW;
         let stage_bytes = (bm + bn) * ROW;
         let smem = self.b.dyn_shared_aligned(Type::U8, 1024)?;
         let tid = self.b.thread_idx(Dim::X)?;
 
-        // Trip count: ceil((hi - lo) / step), 0 when hi <= lo.
         let (lo_v, hi_v, step_v) = (self.scalar(lo)?, self.scalar(hi)?, self.scalar(step)?);
-        let trips = {
-            let one = self.u32(1)?;
-            let span = self.b.sub(hi_v, lo_v)?;
-            let span = self.b.add(span, step_v)?;
-            let span = self.b.sub(span, one)?;
-            let n = self.b.div(span, step_v)?;
-            let zero = self.u32(0)?;
-            let any = self.b.gt(hi_v, lo_v)?;
-            self.b.select(any, n, zero)?
-        };
-
-        // The accumulator as one vector per repetition along M.
-        let layout = self.layout(g.dot)?;
-        let shape = [bm, bn];
-        let reps = bm / (16 * warps);
-        let vec_ty = Type::Vector(zyntax_hir::ScalarType::F32, bn / 2);
-        let init_regs = self.regs(init)?;
-        let mut accs = Vec::new();
-        for rep in 0..reps {
-            let mut v = self.b.wgmma_zero(vec_ty.clone())?;
-            for i in 0..bn / 2 {
-                let r = layout.reg_index(&shape, &wgmma_reg_dims(rep, i));
-                v = self.b.insert(v, init_regs[r as usize], i)?;
-            }
-            accs.push(v);
-        }
+        let trips = self.trip_count(lo_v, hi_v, step_v)?;
+        let accs = self.pack_accs(g.dot, init, bm, bn)?;
 
         let issue = |lw: &mut Self, j: ValueId, stage: ValueId| -> TileResult<()> {
             // The body's scalars for iteration j: iv = lo + j * step.
@@ -394,6 +354,65 @@ impl Lowerer<'_> {
         self.b.cp_async_wait(0)?;
         self.b.barrier()?;
 
+        self.unpack_accs(g.dot, &accs, bm, bn, result)
+    }
+
+    /// The trip count of `for iv in (lo..hi).step_by(step)`:
+    /// ceil((hi - lo) / step), 0 when hi <= lo.
+    pub(super) fn trip_count(
+        &mut self,
+        lo: ValueId,
+        hi: ValueId,
+        step: ValueId,
+    ) -> TileResult<ValueId> {
+        let one = self.u32(1)?;
+        let span = self.b.sub(hi, lo)?;
+        let span = self.b.add(span, step)?;
+        let span = self.b.sub(span, one)?;
+        let n = self.b.div(span, step)?;
+        let zero = self.u32(0)?;
+        let any = self.b.gt(hi, lo)?;
+        Ok(self.b.select(any, n, zero)?)
+    }
+
+    /// The registers of `init` (in the wgmma layout of `dot`, `[bm, bn]`) as
+    /// one `vec<f32, bn / 2>` per repetition along M, as `wgmma` takes them.
+    pub(super) fn pack_accs(
+        &mut self,
+        dot: TileId,
+        init: TileId,
+        bm: u32,
+        bn: u32,
+    ) -> TileResult<Vec<ValueId>> {
+        let layout = self.layout(dot)?;
+        let shape = [bm, bn];
+        let reps = bm / (16 * self.schedule.warps);
+        let vec_ty = Type::Vector(zyntax_hir::ScalarType::F32, bn / 2);
+        let init_regs = self.regs(init)?;
+        let mut accs = Vec::new();
+        for rep in 0..reps {
+            let mut v = self.b.wgmma_zero(vec_ty.clone())?;
+            for i in 0..bn / 2 {
+                let r = layout.reg_index(&shape, &wgmma_reg_dims(rep, i));
+                v = self.b.insert(v, init_regs[r as usize], i)?;
+            }
+            accs.push(v);
+        }
+        Ok(accs)
+    }
+
+    /// Unpacks the accumulator vectors into the registers of `result`.
+    pub(super) fn unpack_accs(
+        &mut self,
+        dot: TileId,
+        accs: &[ValueId],
+        bm: u32,
+        bn: u32,
+        result: TileId,
+    ) -> TileResult<()> {
+        let layout = self.layout(dot)?;
+        let shape = [bm, bn];
+        let zero = self.u32(0)?;
         let mut regs = vec![zero; layout.num_regs(&shape) as usize];
         for (rep, &v) in accs.iter().enumerate() {
             for i in 0..bn / 2 {

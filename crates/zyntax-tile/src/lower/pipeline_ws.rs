@@ -1,0 +1,512 @@
+//! The warp-specialised GEMM on sm_90a (`Schedule::warp_specialize`): the
+//! same tile program as `pipeline.rs` lowers, with its loads moved to TMA
+//! and to a warpgroup of their own.
+//!
+//! - The CTA is the schedule's `warps` consumer warps (warpgroups `0 ..
+//!   warps / 4`, holding the accumulator in the wgmma layout exactly as on
+//!   the `cp.async` pipeline) plus one **producer warpgroup** after them.
+//!   With two consumer warpgroups or more, the producer gives registers back
+//!   (`setmaxnreg.dec` to 40) and the consumers take them (`.inc`), as the
+//!   hand-written `kernels/gemm_sm90.py` does.
+//! - Shared memory: `stages` stages laid out as on the `cp.async` pipeline
+//!   (128-byte rows, 128-byte swizzle, which is TMA's `SWIZZLE_128B`), then a
+//!   `full` and an `empty` mbarrier per stage.
+//! - One producer thread walks the K loop: it waits for `empty[s]` (the
+//!   parity of the ring's previous lap; a fresh barrier's previous phase
+//!   counts as complete), announces the stage's bytes on `full[s]`
+//!   (`arrive.expect_tx`) and issues one TMA load per 64-element box of each
+//!   operand. TMA zero-fills what lies outside the tensor, so tails need no
+//!   masks. The body's scalar ops run in the producer to give the origins.
+//! - Each consumer warpgroup waits for `full[s]` (the lap's parity), issues
+//!   its wgmmas (`dot_wgmma.rs`), and hands the stage back with one arrival
+//!   per warp on `empty[s]` once its wgmmas have read it: with 3 stages or
+//!   more one wgmma group stays in flight (`wgmma.wait_group 1`) and stage
+//!   `j - 1` is released at iteration `j`; with fewer, `wait_group 0` and
+//!   stage `j` at once.
+//! - The ring counter runs on across the program instances of a persistent
+//!   CTA (`Schedule::persistent`): CTA `c` takes instances `c, c + grid, ..`
+//!   of the program's grid (passed as two `u32` parameters after the tensor
+//!   maps), in a grouped order: [`GROUP_M`] rows of instances at a time, so
+//!   the instances running at once share their `a` and `b` panels in L2. The
+//!   producer loads the next instance's stages while the consumers store
+//!   the previous one's result.
+//! - Tensor maps: one `tensormap` parameter per operand, after the
+//!   program's parameters ([`TensorMapParam`] tells the launch how to build
+//!   it from the view's pointer, extents and strides).
+//!
+//! Everything outside the GEMM loop runs in the consumers only; the
+//! producer evaluates the scalar ops before the loop (origins may use them).
+//! The path applies to a program whose body holds exactly one loop, that
+//! GEMM loop, and needs no scratch (no CTA barrier after the roles split);
+//! both operand views declare a unit-stride dim and 16-byte alignment.
+//! [`ws_plan`] says whether it does; otherwise the `cp.async` pipeline runs.
+
+use super::pipeline::{gemm_loop, is_wgmma, stagings, GemmLoop, Staging, BK, ROW};
+use super::Lowerer;
+use crate::error::TileResult;
+use crate::infer::Layouts;
+use crate::ir::{Op, TileProgram, Value};
+use crate::schedule::Schedule;
+use zyntax_hir::{AddrSpace, Arch, Dim, MbarrierOp, Type, ValueId};
+
+/// Rows of program instances walked together by a persistent CTA.
+pub const GROUP_M: u32 = 8;
+/// Registers of a producer thread after `setmaxnreg.dec`.
+const PRODUCER_REGS: u32 = 40;
+
+/// A tensor-map parameter the launch builds from a view: a 2-d map over the
+/// view's `inner_dim` (unit stride) and `outer_dim`, `box_dims` elements
+/// (innermost first), 128-byte swizzle, zero fill.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorMapParam {
+    /// The view's name.
+    pub view: String,
+    /// The index of the view among the program's parameters.
+    pub param: usize,
+    pub inner_dim: usize,
+    pub outer_dim: usize,
+    pub box_dims: [u32; 2],
+}
+
+/// The warp-specialised lowering of a program: where its GEMM loop is.
+#[derive(Clone, Debug)]
+pub(crate) struct WsPlan {
+    /// Index of the GEMM loop in the program's body.
+    pub at: usize,
+    pub g: GemmLoop,
+    pub maps: Vec<TensorMapParam>,
+}
+
+/// Whether `program` lowers warp-specialised under `schedule` (see the
+/// module doc), and how.
+pub(crate) fn ws_plan(
+    program: &TileProgram,
+    layouts: &Layouts,
+    schedule: &Schedule,
+    scratch_bytes: u64,
+) -> Option<WsPlan> {
+    if !schedule.warp_specialize || schedule.arch != Arch::Sm90a || scratch_bytes > 0 {
+        return None;
+    }
+    let mut found = None;
+    for (i, op) in program.body.iter().enumerate() {
+        if let Op::For {
+            args, body, yields, ..
+        } = op
+        {
+            let g = gemm_loop(program, args, body, yields)?;
+            if found.is_some() || !is_wgmma(layouts.get(g.dot)) {
+                return None;
+            }
+            found = Some((i, g));
+        }
+    }
+    let (at, g) = found?;
+    let (a, b) = stagings(program, &g);
+    let mut maps = Vec::new();
+    for st in [&a, &b] {
+        let view = program.view(st.view);
+        if view.unit_stride_dim != Some(st.col_dim)
+            || view.align_bytes.unwrap_or(0) < 16
+            || st.elem.size_bytes() != Some(2)
+        {
+            return None;
+        }
+        let param = program
+            .params
+            .iter()
+            .position(|p| matches!(p, crate::ir::Param::View(v) if *v == st.view))?;
+        maps.push(TensorMapParam {
+            view: view.name.clone(),
+            param,
+            inner_dim: st.col_dim,
+            outer_dim: st.row_dim,
+            box_dims: [BK, st.rows],
+        });
+    }
+    Some(WsPlan { at, g, maps })
+}
+
+/// Dynamic shared memory of the warp-specialised pipeline: the stages, then
+/// `2 * stages` mbarriers.
+pub(crate) fn ws_bytes(program: &TileProgram, plan: &WsPlan, stages: u32) -> u64 {
+    let (bm, bn) = (
+        program.tile(plan.g.a.out).shape[0],
+        program.tile(plan.g.b.out).shape[1],
+    );
+    super::pipeline::pipeline_bytes(bm, bn, stages) + 16 * u64::from(stages)
+}
+
+/// The HIR values the roles share.
+struct Ring {
+    smem: ValueId,
+    bars: ValueId,
+    stages: u32,
+    stage_bytes: u32,
+    a_bytes: u32,
+}
+
+impl Lowerer<'_> {
+    /// Lowers the whole program body warp-specialised. `tmaps` are the
+    /// tensor-map parameters (`a`, `b`), `grid` the program's grid of a
+    /// persistent schedule.
+    pub(super) fn ws_kernel(
+        &mut self,
+        plan: &WsPlan,
+        tmaps: [ValueId; 2],
+        grid: Option<[ValueId; 2]>,
+    ) -> TileResult<()> {
+        let warps = self.schedule.warps;
+        let stages = self.schedule.stages;
+        let (bm, bn) = (
+            self.program.tile(plan.g.a.out).shape[0],
+            self.program.tile(plan.g.b.out).shape[1],
+        );
+        let smem = self.b.dyn_shared_aligned(Type::U8, 1024)?;
+        let ring_bytes = self.u32(stages * (bm + bn) * ROW)?;
+        let bars = self.b.ptr_add(smem, ring_bytes)?;
+        let bars = self
+            .b
+            .ptr_cast(bars, Type::ptr(AddrSpace::Shared, Type::U64))?;
+        let ring = Ring {
+            smem,
+            bars,
+            stages,
+            stage_bytes: (bm + bn) * ROW,
+            a_bytes: bm * ROW,
+        };
+        let tid = self.b.thread_idx(Dim::X)?;
+        let (zero, one, consumers) = (self.u32(0)?, self.u32(1)?, self.u32(warps)?);
+        let first = self.b.eq(tid, zero)?;
+        let f = self.b.begin_if(first, &[])?;
+        for s in 0..stages {
+            let full = self.bar(&ring, s, false)?;
+            self.b.mbarrier(MbarrierOp::Init, &[full, one])?;
+            // One arrival per consumer warp hands a stage back.
+            let empty = self.bar(&ring, s, true)?;
+            self.b.mbarrier(MbarrierOp::Init, &[empty, consumers])?;
+        }
+        self.b.fence_mbarrier_init()?;
+        self.b.end_if(f, &[])?;
+        self.b.barrier()?;
+
+        let producer = self.b.ge(self.warp, consumers)?;
+        let mut roles = self.b.begin_if(producer, &[])?;
+        let regs = setmaxnreg_counts(warps);
+        if let Some((p, _)) = regs {
+            self.b.setmaxnreg(p, false)?;
+        }
+        let leader = self.u32(warps * 32)?;
+        let leader = self.b.eq(tid, leader)?;
+        let f = self.b.begin_if(leader, &[])?;
+        self.instances(grid, |lw, counter| lw.producer(plan, &ring, tmaps, counter))?;
+        self.b.end_if(f, &[])?;
+        self.b.begin_else(&mut roles, &[])?;
+        if let Some((_, c)) = regs {
+            self.b.setmaxnreg(c, true)?;
+        }
+        self.instances(grid, |lw, counter| lw.consumer(plan, &ring, counter))?;
+        self.b.end_if(roles, &[])?;
+        Ok(())
+    }
+
+    /// Runs `role` for each program instance of this CTA, threading the ring
+    /// counter through: once with the CTA's own block index, or (persistent)
+    /// for instances `blockIdx.x, + gridDim.x, ..` of `grid` in grouped order.
+    fn instances(
+        &mut self,
+        grid: Option<[ValueId; 2]>,
+        mut role: impl FnMut(&mut Self, ValueId) -> TileResult<ValueId>,
+    ) -> TileResult<()> {
+        let zero = self.u32(0)?;
+        let Some([gx, gy]) = grid else {
+            self.program_ids = None;
+            role(self, zero)?;
+            return Ok(());
+        };
+        let total = self.b.mul(gx, gy)?;
+        let first = self.b.block_idx(Dim::X)?;
+        let stride = self.b.grid_dim(Dim::X)?;
+        let frame = self.b.begin_for(first, total, stride, &[zero])?;
+        let t = frame.iv;
+        // Triton's grouped order: GROUP_M rows of instances, column by column.
+        let group = self.u32(GROUP_M)?;
+        let per_group = self.b.mul(group, gy)?;
+        let g = self.b.div(t, per_group)?;
+        let first_row = self.b.mul(g, group)?;
+        let left = self.b.sub(gx, first_row)?;
+        let rows = self.b.min(left, group)?;
+        let within = self.b.rem(t, per_group)?;
+        let r = self.b.rem(within, rows)?;
+        let pm = self.b.add(first_row, r)?;
+        let pn = self.b.div(within, rows)?;
+        self.program_ids = Some([pm, pn]);
+        let counter = role(self, frame.carried[0])?;
+        self.b.end_for(frame, &[counter])?;
+        self.program_ids = None;
+        Ok(())
+    }
+
+    /// `full[s]` or `empty[s]` (`s` a constant).
+    fn bar(&mut self, ring: &Ring, s: u32, empty: bool) -> TileResult<ValueId> {
+        let at = self.u32(s + if empty { ring.stages } else { 0 })?;
+        Ok(self.b.ptr_add(ring.bars, at)?)
+    }
+
+    /// `full[stage]` or `empty[stage]` (`stage` a value).
+    fn bar_at(&mut self, ring: &Ring, stage: ValueId, empty: bool) -> TileResult<ValueId> {
+        let at = if empty {
+            let n = self.u32(ring.stages)?;
+            self.b.add(stage, n)?
+        } else {
+            stage
+        };
+        Ok(self.b.ptr_add(ring.bars, at)?)
+    }
+
+    /// (stage, parity of its lap) of ring use `it`.
+    fn slot(&mut self, ring: &Ring, it: ValueId) -> TileResult<(ValueId, ValueId)> {
+        let n = self.u32(ring.stages)?;
+        let stage = self.b.rem(it, n)?;
+        let lap = self.b.div(it, n)?;
+        let two = self.u32(2)?;
+        Ok((stage, self.b.rem(lap, two)?))
+    }
+
+    /// Spins until the phase of `parity` of `bar` has completed.
+    fn wait_parity(&mut self, bar: ValueId, parity: ValueId) -> TileResult<()> {
+        let hint = self.u32(0)?;
+        let spin = self.b.create_block(&[]);
+        let done = self.b.create_block(&[]);
+        self.b.jump(spin, &[])?;
+        self.b.switch_to(spin);
+        let ok = self
+            .b
+            .mbarrier(MbarrierOp::TryWaitParity, &[bar, parity, hint])?
+            .ok_or_else(|| crate::error::TileError::Internal("try_wait_parity".into()))?;
+        self.b.branch(ok, done, &[], spin, &[])?;
+        self.b.switch_to(done);
+        Ok(())
+    }
+
+    /// The ops of the body before the GEMM loop that give scalars (the
+    /// origins of the loads may use them).
+    fn scalar_prefix(&mut self, plan: &WsPlan) -> TileResult<()> {
+        for op in &self.program.body[..plan.at] {
+            if is_scalar_op(op) {
+                self.op(op)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The producer of one program instance: the K loop's TMA loads from
+    /// ring use `counter` on; returns the counter after them.
+    fn producer(
+        &mut self,
+        plan: &WsPlan,
+        ring: &Ring,
+        tmaps: [ValueId; 2],
+        counter: ValueId,
+    ) -> TileResult<ValueId> {
+        self.scalar_prefix(plan)?;
+        let Op::For {
+            lo,
+            hi,
+            step,
+            iv,
+            body,
+            ..
+        } = &self.program.body[plan.at]
+        else {
+            return Err(super::pipeline::not_a_gemm_loop());
+        };
+        let (lo, hi, step) = (self.scalar(*lo)?, self.scalar(*hi)?, self.scalar(*step)?);
+        let trips = self.trip_count(lo, hi, step)?;
+        let (a_st, b_st) = stagings(self.program, &plan.g);
+        let (zero, one) = (self.u32(0)?, self.u32(1)?);
+        let frame = self.b.begin_for(zero, trips, one, &[])?;
+        let j = frame.iv;
+        let it = self.b.add(counter, j)?;
+        let (stage, parity) = self.slot(ring, it)?;
+        let empty = self.bar_at(ring, stage, true)?;
+        let lap_before = self.b.xor(parity, one)?;
+        self.wait_parity(empty, lap_before)?;
+        let full = self.bar_at(ring, stage, false)?;
+        let bytes = self.u32(ring.stage_bytes)?;
+        self.b
+            .mbarrier(MbarrierOp::ArriveExpectTx, &[full, bytes])?;
+        // The body's scalars for iteration j: iv = lo + j * step.
+        let at = self.b.mul(j, step)?;
+        let iv_j = self.b.add(lo, at)?;
+        self.set_scalar(*iv, iv_j);
+        for op in body {
+            if is_scalar_op(op) {
+                self.op(op)?;
+            }
+        }
+        let sb = self.u32(ring.stage_bytes)?;
+        let base = self.b.mul(stage, sb)?;
+        let ab = self.u32(ring.a_bytes)?;
+        let b_base = self.b.add(base, ab)?;
+        self.tma_stage(&a_st, ring, base, tmaps[0], full)?;
+        self.tma_stage(&b_st, ring, b_base, tmaps[1], full)?;
+        self.b.end_for(frame, &[])?;
+        Ok(self.b.add(counter, trips)?)
+    }
+
+    /// The TMA loads of one operand box into the stage at byte `base`: one
+    /// per 64 elements along the staged rows, box `i` at `i * rows * 128`.
+    fn tma_stage(
+        &mut self,
+        st: &Staging,
+        ring: &Ring,
+        base: ValueId,
+        tmap: ValueId,
+        full: ValueId,
+    ) -> TileResult<()> {
+        let (o_r, o_c) = (
+            self.scalar(st.origin[st.row_dim])?,
+            self.scalar(st.origin[st.col_dim])?,
+        );
+        for i in 0..st.cols / BK {
+            let off = self.u32(i * st.rows * ROW)?;
+            let off = self.b.add(base, off)?;
+            let dst = self.b.ptr_add(ring.smem, off)?;
+            let c = if i == 0 {
+                o_c
+            } else {
+                let d = self.u32(i * BK)?;
+                self.b.add(o_c, d)?
+            };
+            self.b.tma_load(dst, tmap, full, &[c, o_r], None)?;
+        }
+        Ok(())
+    }
+
+    /// The consumers of one program instance: the program's ops, the GEMM
+    /// loop as waits on `full` and wgmmas; returns the ring counter after it.
+    fn consumer(&mut self, plan: &WsPlan, ring: &Ring, counter: ValueId) -> TileResult<ValueId> {
+        let mut after = counter;
+        for (i, op) in self.program.body.iter().enumerate() {
+            if i != plan.at {
+                self.op(op)?;
+                continue;
+            }
+            let Op::For {
+                lo,
+                hi,
+                step,
+                inits,
+                results,
+                ..
+            } = op
+            else {
+                return Err(super::pipeline::not_a_gemm_loop());
+            };
+            let (Value::Tile(init), Value::Tile(result)) = (inits[0], results[0]) else {
+                return Err(super::pipeline::not_a_gemm_loop());
+            };
+            let (lo, hi, step) = (self.scalar(*lo)?, self.scalar(*hi)?, self.scalar(*step)?);
+            after = self.consumer_loop(plan, ring, counter, (lo, hi, step), init, result)?;
+        }
+        Ok(after)
+    }
+
+    fn consumer_loop(
+        &mut self,
+        plan: &WsPlan,
+        ring: &Ring,
+        counter: ValueId,
+        (lo, hi, step): (ValueId, ValueId, ValueId),
+        init: crate::ir::TileId,
+        result: crate::ir::TileId,
+    ) -> TileResult<ValueId> {
+        let g = &plan.g;
+        let (ta, tb) = (
+            self.program.tile(g.a.out).clone(),
+            self.program.tile(g.b.out).clone(),
+        );
+        let (bm, bn) = (ta.shape[0], tb.shape[1]);
+        let (a_st, b_st) = stagings(self.program, g);
+        let (a_kmajor, b_kmajor) = (a_st.row_dim == 0, b_st.row_dim == 1);
+        let trips = self.trip_count(lo, hi, step)?;
+        let accs = self.pack_accs(g.dot, init, bm, bn)?;
+        // With 3 stages or more one wgmma group stays in flight: stage j - 1
+        // is handed back at iteration j (see the module doc).
+        let overlap = ring.stages >= 3;
+        let (zero, one) = (self.u32(0)?, self.u32(1)?);
+        let lane0 = self.b.eq(self.lane, zero)?;
+        let frame = self.b.begin_for(zero, trips, one, &accs)?;
+        let j = frame.iv;
+        let mut accs = frame.carried.clone();
+        let it = self.b.add(counter, j)?;
+        let (stage, parity) = self.slot(ring, it)?;
+        let full = self.bar_at(ring, stage, false)?;
+        self.wait_parity(full, parity)?;
+        let sb = self.u32(ring.stage_bytes)?;
+        let a_base = self.b.mul(stage, sb)?;
+        let ab = self.u32(ring.a_bytes)?;
+        let b_base = self.b.add(a_base, ab)?;
+        let a_ptr = self.b.ptr_add(ring.smem, a_base)?;
+        let b_ptr = self.b.ptr_add(ring.smem, b_base)?;
+        self.wgmma_stage(&mut accs, a_ptr, b_ptr, bn, a_kmajor, b_kmajor, &ta.elem)?;
+        if overlap {
+            self.b.wgmma_wait_group(1)?;
+            let later = self.b.gt(j, zero)?;
+            let go = self.b.and(lane0, later)?;
+            let f = self.b.begin_if(go, &[])?;
+            let prev = self.b.sub(it, one)?;
+            let (prev_stage, _) = self.slot(ring, prev)?;
+            let empty = self.bar_at(ring, prev_stage, true)?;
+            self.b.mbarrier(MbarrierOp::Arrive, &[empty])?;
+            self.b.end_if(f, &[])?;
+        } else {
+            self.b.wgmma_wait_group(0)?;
+            let f = self.b.begin_if(lane0, &[])?;
+            let empty = self.bar_at(ring, stage, true)?;
+            self.b.mbarrier(MbarrierOp::Arrive, &[empty])?;
+            self.b.end_if(f, &[])?;
+        }
+        let accs = self.b.end_for(frame, &accs)?;
+        let after = self.b.add(counter, trips)?;
+        if overlap {
+            self.b.wgmma_wait_group(0)?;
+            let any = self.b.gt(trips, zero)?;
+            let go = self.b.and(lane0, any)?;
+            let f = self.b.begin_if(go, &[])?;
+            let last = self.b.sub(after, one)?;
+            let (last_stage, _) = self.slot(ring, last)?;
+            let empty = self.bar_at(ring, last_stage, true)?;
+            self.b.mbarrier(MbarrierOp::Arrive, &[empty])?;
+            self.b.end_if(f, &[])?;
+        }
+        self.unpack_accs(g.dot, &accs, bm, bn, result)?;
+        Ok(after)
+    }
+}
+
+/// Ops the producer replays: scalar arithmetic, view extents, program ids.
+fn is_scalar_op(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::ScalarConst { .. }
+            | Op::ScalarBinary { .. }
+            | Op::ScalarCmp { .. }
+            | Op::ViewDim { .. }
+            | Op::ProgramId { .. }
+    )
+}
+
+/// (producer, consumer) registers per thread after `setmaxnreg` for `warps`
+/// consumer warps, or `None` below two consumer warpgroups (the register
+/// file then holds both at the compiled count): the consumers take what the
+/// producer gives up, within the 64 Ki registers of the SM, multiples of 8.
+pub(crate) fn setmaxnreg_counts(warps: u32) -> Option<(u32, u32)> {
+    let groups = warps / 4;
+    if groups < 2 {
+        return None;
+    }
+    let consumer = ((65536 / 128 - PRODUCER_REGS) / groups / 8 * 8).min(256);
+    Some((PRODUCER_REGS, consumer))
+}

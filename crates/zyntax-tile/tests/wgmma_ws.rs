@@ -1,0 +1,293 @@
+//! The plain tile GEMM with a warp-specialised schedule on sm_90a
+//! (`lower/pipeline_ws.rs`): a producer warpgroup loading the stages with
+//! TMA through mbarrier full/empty rings, consumer warpgroups on wgmma,
+//! optionally persistent over the program's grid in grouped order. Run on
+//! the interpreter (which implements TMA with its swizzle and zero fill,
+//! mbarriers with transaction counts, wgmma and setmaxnreg) against an f64
+//! reference of the rounded inputs, c poisoned (NaN) first: tails in M, N
+//! and K, the ring wrapping within and across program instances, 4 and 8
+//! consumer warps, a transposed `a` or `b`. The same kernels go through
+//! ptxas in `wgmma_ptx.rs`-style checks below when it is installed.
+
+mod common;
+use common::*;
+use half::bf16;
+use zyntax_hir::tensormap::{Interleave, L2Promotion, OobFill, Swizzle, TensorMapDesc};
+use zyntax_hir::{Arch, ScalarType, Type};
+use zyntax_interp::tma::InterpTensorMap;
+use zyntax_interp::{Arg, Interpreter};
+use zyntax_tile::{Schedule, TileBuilder, TileKernel, TileResult};
+
+/// Which operand is stored transposed (unit stride along M for `a`, along
+/// K for `b`).
+#[derive(Copy, Clone, Debug, PartialEq)]
+enum Trans {
+    None,
+    A,
+    B,
+}
+
+fn gemm(schedule: Schedule, trans: Trans) -> TileResult<TileKernel> {
+    let (bm, bn, bk) = (schedule.block[0], schedule.block[1], schedule.k);
+    let mut t = TileBuilder::new("gemm", schedule);
+    let a_unit = if trans == Trans::A { 0 } else { 1 };
+    let b_unit = if trans == Trans::B { 0 } else { 1 };
+    let a = t.view_param_aligned("a", Type::BF16, 2, a_unit, 16);
+    let b = t.view_param_aligned("b", Type::BF16, 2, b_unit, 16);
+    let c = t.view_param_aligned("c", Type::F32, 2, 1, 16);
+    let (pm, pn) = (t.program_id(0), t.program_id(1));
+    let (cbm, cbn, cbk, zero) = (t.index(bm), t.index(bn), t.index(bk), t.index(0));
+    let (m0, n0) = (t.scalar_mul(pm, cbm), t.scalar_mul(pn, cbn));
+    let k = t.dim(a, 1);
+    let acc0 = t.full(&[bm, bn], Type::F32, 0.0);
+    let acc = t.for_range(zero, k, cbk, &[acc0.into()], |t, k0, carried| {
+        let a_tile = t.load(a, &[m0, k0], &[bm, bk]);
+        let b_tile = t.load(b, &[k0, n0], &[bk, bn]);
+        vec![t.dot(a_tile, b_tile, carried[0].tile()).into()]
+    });
+    t.store(c, &[m0, n0], acc[0].tile());
+    t.finish()
+}
+
+fn ws(block: [u32; 2], warps: u32, stages: u32, persistent: bool) -> Schedule {
+    Schedule::block(&block)
+        .k(64)
+        .warps(warps)
+        .stages(stages)
+        .arch(Arch::Sm90a)
+        .warp_specialize(true)
+        .persistent(persistent)
+}
+
+/// Random bf16 values: the bytes and the exact values.
+fn rounded(rng: &mut Rng, n: u32) -> (Vec<u8>, Vec<f64>) {
+    let h: Vec<bf16> = rng
+        .vec(n as usize)
+        .iter()
+        .map(|&x| bf16::from_f32(x))
+        .collect();
+    (
+        h.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        h.iter().map(|x| x.to_f64()).collect(),
+    )
+}
+
+/// The tensor map the launch builds for parameter view `view` (extents and
+/// strides in elements, as the kernel gets them) from the kernel's
+/// [`zyntax_tile::TensorMapParam`].
+fn map_of(
+    kernel: &TileKernel,
+    i: usize,
+    buffer: usize,
+    ext: &[u32],
+    str: &[u32],
+) -> InterpTensorMap {
+    let m = &kernel.launch.tensor_maps[i];
+    assert_eq!(
+        str[m.inner_dim], 1,
+        "the inner dim of a map has unit stride"
+    );
+    InterpTensorMap {
+        buffer,
+        offset: 0,
+        desc: TensorMapDesc {
+            dtype: ScalarType::BF16,
+            dims: vec![ext[m.inner_dim].into(), ext[m.outer_dim].into()],
+            strides: vec![u64::from(str[m.outer_dim]) * 2],
+            box_dims: m.box_dims.to_vec(),
+            elem_strides: vec![1, 1],
+            swizzle: Swizzle::B128,
+            interleave: Interleave::None,
+            oob_fill: OobFill::Zero,
+            l2_promotion: L2Promotion::None,
+        },
+    }
+}
+
+/// Runs `c = a @ b` for `m x n x k` on the interpreter and checks it; a
+/// persistent kernel gets `ctas` CTAs.
+fn check(schedule: Schedule, trans: Trans, (m, n, k): (u32, u32, u32), ctas: u32) {
+    let mut rng = Rng::new();
+    let kernel = gemm(schedule.clone(), trans).unwrap();
+    let text = zyntax_hir::print_module(&kernel.module);
+    assert!(
+        text.contains("tma.load") && text.contains("mbarrier") && !text.contains("cp.async"),
+        "{schedule:?}: not warp-specialised\n{text}"
+    );
+    assert_eq!(kernel.launch.tensor_maps.len(), 2);
+    assert_eq!(kernel.launch.block[0], schedule.threads() + 128);
+    assert_eq!(kernel.launch.persistent, schedule.persistent);
+    // a: m x k (or k x m stored, read transposed); b: k x n (or n x k).
+    // Rows are padded to 8 elements: TMA needs 16-byte row strides (the
+    // launch refuses others); the extents keep their tails.
+    let pad = |x: u32| x.div_ceil(8) * 8;
+    let (lda, ldb) = match trans {
+        Trans::A => (pad(m), pad(n)),
+        Trans::B => (pad(k), pad(k)),
+        Trans::None => (pad(k), pad(n)),
+    };
+    let a_rows = if trans == Trans::A { k } else { m };
+    let b_rows = if trans == Trans::B { n } else { k };
+    let (ab, a64) = rounded(&mut rng, a_rows * lda);
+    let (bb, b64) = rounded(&mut rng, b_rows * ldb);
+    let mut bufs = vec![ab, bb, bytes(&vec![f32::NAN; (m * n) as usize])];
+    let a_str = if trans == Trans::A {
+        vec![1, lda]
+    } else {
+        vec![lda, 1]
+    };
+    let b_str = if trans == Trans::B {
+        vec![1, ldb]
+    } else {
+        vec![ldb, 1]
+    };
+    let mut args = Vec::new();
+    for (buf, ext, str) in [
+        (0usize, vec![m, k], a_str.clone()),
+        (1, vec![k, n], b_str.clone()),
+        (2, vec![m, n], vec![n, 1]),
+    ] {
+        args.push(Arg::Buffer(buf));
+        args.extend(ext.iter().map(|&s| Arg::Int(s.into())));
+        args.extend(str.iter().map(|&s| Arg::Int(s.into())));
+    }
+    let mut it = Interpreter::new(&kernel.module).unwrap();
+    it.tensor_maps.push(map_of(&kernel, 0, 0, &[m, k], &a_str));
+    it.tensor_maps.push(map_of(&kernel, 1, 1, &[k, n], &b_str));
+    args.extend([Arg::TensorMap(0), Arg::TensorMap(1)]);
+    let program_grid = schedule.grid(&[m.into(), n.into()]).unwrap();
+    let grid = if schedule.persistent {
+        args.extend([
+            Arg::Int(program_grid[0].into()),
+            Arg::Int(program_grid[1].into()),
+        ]);
+        [ctas.min(program_grid[0] * program_grid[1]), 1, 1]
+    } else {
+        program_grid
+    };
+    if let Err(e) = it.launch(&kernel.name, grid, kernel.launch.block, 0, &args, &mut bufs) {
+        panic!("{schedule:?}: {e}");
+    }
+    let (nu, ku) = (n as usize, k as usize);
+    let (la, lb) = (lda as usize, ldb as usize);
+    let a_at = |i: usize, kk: usize| match trans {
+        Trans::A => a64[kk * la + i],
+        _ => a64[i * la + kk],
+    };
+    let b_at = |kk: usize, j: usize| match trans {
+        Trans::B => b64[j * lb + kk],
+        _ => b64[kk * lb + j],
+    };
+    let want: Vec<f64> = (0..m as usize * nu)
+        .map(|e| {
+            let (i, j) = (e / nu, e % nu);
+            (0..ku).map(|kk| a_at(i, kk) * b_at(kk, j)).sum()
+        })
+        .collect();
+    let what = format!("{m}x{n}x{k} {trans:?} {schedule:?}");
+    assert_close(&floats(&bufs[2]), &want, 1e-5, &what);
+}
+
+#[test]
+fn ws_gemm_tails_and_ring_wrap() {
+    // 4 K steps (the last a tail) through 2 stages (no wgmma group in
+    // flight) and 3 (one in flight); tails in M and N.
+    check(ws([64, 64], 4, 2, false), Trans::None, (72, 70, 200), 0);
+    check(ws([64, 64], 4, 3, false), Trans::None, (64, 128, 256), 0);
+}
+
+#[test]
+fn ws_gemm_two_consumer_warpgroups() {
+    // 128x128 over 8 consumer warps: setmaxnreg moves registers.
+    check(ws([128, 128], 8, 3, false), Trans::None, (130, 128, 128), 0);
+}
+
+#[test]
+fn ws_gemm_persistent_grouped() {
+    // 3x3 program instances on 2 CTAs: each walks several, the ring counter
+    // running on across them (K of 3 steps over 2 stages keeps the parity
+    // changing between instances).
+    check(ws([64, 64], 4, 2, true), Trans::None, (150, 160, 150), 2);
+    check(ws([64, 64], 4, 3, true), Trans::None, (130, 192, 64), 4);
+}
+
+#[test]
+fn ws_gemm_transposed_operands() {
+    check(ws([64, 128], 4, 3, false), Trans::A, (64, 130, 128), 0);
+    check(ws([64, 64], 4, 2, true), Trans::B, (100, 72, 192), 3);
+}
+
+#[test]
+fn ws_falls_back_without_alignment_promises() {
+    // Views that promise nothing keep the cp.async pipeline (no tensor maps).
+    let s = ws([64, 64], 4, 2, false);
+    let mut t = TileBuilder::new("gemm", s);
+    let a = t.view_param("a", Type::BF16, 2);
+    let b = t.view_param("b", Type::BF16, 2);
+    let c = t.view_param("c", Type::F32, 2);
+    let (pm, pn) = (t.program_id(0), t.program_id(1));
+    let (c64, zero) = (t.index(64), t.index(0));
+    let (m0, n0) = (t.scalar_mul(pm, c64), t.scalar_mul(pn, c64));
+    let k = t.dim(a, 1);
+    let acc0 = t.full(&[64, 64], Type::F32, 0.0);
+    let acc = t.for_range(zero, k, c64, &[acc0.into()], |t, k0, carried| {
+        let x = t.load(a, &[m0, k0], &[64, 64]);
+        let y = t.load(b, &[k0, n0], &[64, 64]);
+        vec![t.dot(x, y, carried[0].tile()).into()]
+    });
+    t.store(c, &[m0, n0], acc[0].tile());
+    let kernel = t.finish().unwrap();
+    assert!(kernel.launch.tensor_maps.is_empty());
+    assert_eq!(kernel.launch.block[0], 128);
+    assert!(zyntax_hir::print_module(&kernel.module).contains("wgmma"));
+}
+
+/// With `--features compute`: the warp-specialised kernels compile to PTX
+/// with TMA loads, mbarrier waits, `setmaxnreg` (two consumer warpgroups)
+/// and wgmma, and pass `ptxas` (`$ZYNTAX_PTXAS`) without spilling.
+#[cfg(feature = "compute")]
+#[test]
+fn ws_gemm_passes_ptxas() {
+    use zyntax_llvm::{compile_ptx, Options, Ptxas};
+    let ptxas = Ptxas::locate().unwrap_or_else(|e| panic!("{e}"));
+    for (block, warps, stages, persistent, trans) in [
+        ([128, 256], 8, 4, true, Trans::None),
+        ([128, 256], 8, 3, false, Trans::None),
+        ([128, 128], 8, 4, true, Trans::A),
+        ([128, 128], 4, 4, true, Trans::B),
+        ([64, 64], 4, 2, false, Trans::None),
+    ] {
+        let s = ws(block, warps, stages, persistent);
+        let kernel = gemm(s.clone(), trans).unwrap();
+        let ptx = compile_ptx(&kernel.module, &Options::new(Arch::Sm90a))
+            .unwrap_or_else(|e| panic!("{s:?}: {e}"))
+            .ptx;
+        let mut needles = vec![
+            "cp.async.bulk.tensor.2d",
+            "mbarrier.try_wait.parity",
+            "mbarrier.arrive.expect_tx",
+            "wgmma.mma_async",
+        ];
+        if warps >= 8 {
+            needles.push("setmaxnreg.inc");
+        }
+        for needle in needles {
+            assert!(ptx.contains(needle), "{s:?}: missing `{needle}`");
+        }
+        if let Ok(dir) = std::env::var("WGMMA_PTX_DUMP") {
+            let path = format!(
+                "{dir}/gemm_ws_{}x{}_w{warps}_s{stages}_p{persistent}.ptx",
+                block[0], block[1]
+            );
+            std::fs::write(path, &ptx).unwrap();
+        }
+        let out = ptxas
+            .assemble(&ptx, Arch::Sm90a)
+            .unwrap_or_else(|e| panic!("{s:?}: {e}"));
+        assert!(
+            !out.log.contains("bytes spill stores") || out.log.contains(" 0 bytes spill stores"),
+            "{s:?}: spills\n{}",
+            out.log
+        );
+    }
+}

@@ -570,7 +570,8 @@ class Kernel:
         """(the grid to launch, extra arguments) for the program's `grid`: a
         persistent kernel runs min(instances, `sms`) CTAs along x and takes
         the program's grid (x, y) as arguments."""
-        g = [int(grid)] if _is_int(grid) else [int(v) for v in grid]  # type: ignore[arg-type]
+        seq = [grid] if _is_int(grid) else grid
+        g = [int(v) for v in seq]  # type: ignore[union-attr, arg-type]
         g += [1] * (3 - len(g))
         if not self.persistent:
             return g, []
@@ -656,23 +657,42 @@ class Kernel:
             self._loaded[device] = cuda.load_hir(self.module, device).kernel(self.name)
 
         def tensor_map(m: TensorMapParam, a: Any, ext: Sequence[int], st: Sequence[int]) -> Any:
-            ptr = _device_ptr(a)
-            key = (m, ptr, tuple(ext), tuple(st), device)
-            tm = self._maps.get(key)
-            if tm is None:
-                # Encoding a map costs more host time than a large launch:
-                # keep the last few (a pure function of the key).
-                if len(self._maps) >= 64:
-                    self._maps.clear()
-                rows = _Rows2d(a, ptr, ext[m.outer_dim], ext[m.inner_dim], st[m.outer_dim])
-                tm = cuda.TensorMap.tiled(rows, m.box, swizzle="128B", dtype=_view_dtype(self, m))
-                self._maps[key] = tm
-            return tm
+            return self._device_map(m, a, ext, st, device)
 
         flat = self.expand(args, _device_view, tensor_map)
         sms = _sm_count(device) if self.persistent else 1
         run_grid, extra = self.launch_grid(grid, sms)
         self._loaded[device].launch(run_grid, self.block, *flat, *extra, stream=stream)
+
+    def _device_map(
+        self, m: TensorMapParam, a: Any, ext: Sequence[int], st: Sequence[int], device: int
+    ) -> Any:
+        """The CUDA tensor map `m` of device view `a` (extents, strides in
+        elements), cached: encoding one costs more host time than a large
+        launch, and a map is a pure function of the key."""
+        from zyntax import cuda
+
+        ptr = _device_ptr(a)
+        key = (m, ptr, tuple(ext), tuple(st), device)
+        tm = self._maps.get(key)
+        if tm is None:
+            if len(self._maps) >= 64:
+                self._maps.clear()
+            rows = _Rows2d(a, ptr, ext[m.outer_dim], ext[m.inner_dim], st[m.outer_dim])
+            tm = cuda.TensorMap.tiled(rows, m.box, swizzle="128B", dtype=_view_dtype(self, m))
+            self._maps[key] = tm
+        return tm
+
+    def tensor_map_args(self, *args: Any, device: int = 0) -> list[Any]:
+        """The tensor maps a warp-specialised kernel takes after its views,
+        for the device views `args` (all of the program's arguments), for
+        callers that launch through a prepared launcher (benches)."""
+
+        def tensor_map(m: TensorMapParam, a: Any, ext: Sequence[int], st: Sequence[int]) -> Any:
+            return self._device_map(m, a, ext, st, device)
+
+        flat = self.expand(args, _device_view, tensor_map)
+        return flat[len(flat) - len(self.tensor_maps) :]
 
 
 def _view_dtype(k: Kernel, m: TensorMapParam) -> str:

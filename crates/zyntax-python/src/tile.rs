@@ -8,7 +8,7 @@
 //! is converted by the checked helpers; a `TileError` becomes a
 //! `BuildError` (program misuse) or an `ArgumentError` (a bad schedule).
 
-use crate::checked::{self, Checked, Text};
+use crate::checked::{self, Checked, Flag, Text};
 use crate::errors::{guard, ArgumentError, BuildError, InternalError};
 use crate::hir::HirModule;
 use crate::types::{to_type, type_name};
@@ -171,8 +171,9 @@ pub struct TileSchedule {
 #[pymethods]
 impl TileSchedule {
     #[new]
-    #[pyo3(signature = (block, *, k=Checked(16), warps=Checked(4), stages=Checked(1), cluster=Checked(1), arch=None),
-        text_signature = "(block, *, k=16, warps=4, stages=1, cluster=1, arch=None)")]
+    #[pyo3(signature = (block, *, k=Checked(16), warps=Checked(4), stages=Checked(1), cluster=Checked(1), arch=None, warp_specialize=Flag(false), persistent=Flag(false)),
+        text_signature = "(block, *, k=16, warps=4, stages=1, cluster=1, arch=None, warp_specialize=False, persistent=False)")]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         block: &Bound<'_, PyAny>,
         k: Checked<u32>,
@@ -180,6 +181,8 @@ impl TileSchedule {
         stages: Checked<u32>,
         cluster: Checked<u32>,
         arch: Option<Text>,
+        warp_specialize: Flag,
+        persistent: Flag,
     ) -> PyResult<Self> {
         let arch = arch.as_deref().map(parse_arch).transpose()?;
         Ok(TileSchedule {
@@ -188,7 +191,9 @@ impl TileSchedule {
                 .warps(warps.0)
                 .stages(stages.0)
                 .cluster(cluster.0)
-                .arch(arch.unwrap_or(Arch::Sm80)),
+                .arch(arch.unwrap_or(Arch::Sm80))
+                .warp_specialize(warp_specialize.0)
+                .persistent(persistent.0),
         })
     }
 
@@ -215,6 +220,16 @@ impl TileSchedule {
     #[getter]
     fn arch(&self) -> &'static str {
         self.inner.arch.name()
+    }
+    /// sm_90a GEMM loops on a TMA producer warpgroup and wgmma consumers.
+    #[getter]
+    fn warp_specialize(&self) -> bool {
+        self.inner.warp_specialize
+    }
+    /// About one CTA per SM walking the program's grid (warp-specialised).
+    #[getter]
+    fn persistent(&self) -> bool {
+        self.inner.persistent
     }
     /// Threads per CTA (`warps * 32`).
     #[getter]
@@ -244,13 +259,23 @@ impl TileSchedule {
     fn __repr__(&self) -> String {
         let s = &self.inner;
         format!(
-            "Schedule(block={:?}, k={}, warps={}, stages={}, cluster={}, arch='{}')",
+            "Schedule(block={:?}, k={}, warps={}, stages={}, cluster={}, arch='{}'{}{})",
             s.block,
             s.k,
             s.warps,
             s.stages,
             s.cluster,
-            s.arch.name()
+            s.arch.name(),
+            if s.warp_specialize {
+                ", warp_specialize=True"
+            } else {
+                ""
+            },
+            if s.persistent {
+                ", persistent=True"
+            } else {
+                ""
+            }
         )
     }
 }
@@ -281,6 +306,35 @@ pub fn tile_heuristic(
     Ok(TileSchedule {
         inner: zt::heuristic(&p, arch),
     })
+}
+
+/// The library matmul's schedule for a `batch` of `m x n x k` products on
+/// `arch` with `sms` SMs, and its K splits (`zyntax_tile::schedule::gemm_schedule`).
+#[pyfunction]
+#[pyo3(signature = (m, n, k, *, batch=Checked(1), operand_bytes=Checked(2), arch=None, sms=Checked(132)),
+    text_signature = "(m, n, k, *, batch=1, operand_bytes=2, arch=None, sms=132)")]
+pub fn tile_gemm_schedule(
+    m: Checked<u64>,
+    n: Checked<u64>,
+    k: Checked<u64>,
+    batch: Checked<u64>,
+    operand_bytes: Checked<u32>,
+    arch: Option<Text>,
+    sms: Checked<u64>,
+) -> PyResult<(TileSchedule, u32)> {
+    let arch = arch
+        .as_deref()
+        .map(parse_arch)
+        .transpose()?
+        .unwrap_or(Arch::Sm80);
+    let p = zt::GemmProblem {
+        m: m.0,
+        n: n.0,
+        k: k.0,
+        operand_bytes: operand_bytes.0,
+    };
+    let (inner, splits) = zt::schedule::gemm_schedule(&p, batch.0, arch, sms.0.max(1));
+    Ok((TileSchedule { inner }, splits))
 }
 
 // ====================================================================== builder
@@ -633,8 +687,10 @@ impl TileBuilder {
 
     /// Lowers the program to a verified HIR kernel: a dict with `module`
     /// (`zyntax.hir.Module`), `name`, `block`, `shared_bytes` and `params`
-    /// (`("view", name, elem, rank)` or `("scalar", name, type)`). The builder
-    /// is closed afterwards.
+    /// (`("view", name, elem, rank)` or `("scalar", name, type)`),
+    /// `tensor_maps` (`(view, param index, inner dim, outer dim, [box
+    /// inner, box outer])`, parameters after `params`) and `persistent`. The
+    /// builder is closed afterwards.
     fn finish<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         if self.open_loops.load(Ordering::SeqCst) > 0 {
             return Err(BuildError::new_err(
@@ -668,6 +724,19 @@ impl TileBuilder {
         d.set_item("block", kernel.launch.block.to_vec())?;
         d.set_item("shared_bytes", kernel.launch.shared_bytes)?;
         d.set_item("params", params)?;
+        let maps = PyList::empty(py);
+        for m in &kernel.launch.tensor_maps {
+            let item = (
+                m.view.clone(),
+                m.param,
+                m.inner_dim,
+                m.outer_dim,
+                m.box_dims.to_vec(),
+            );
+            maps.append(item.into_pyobject(py)?)?;
+        }
+        d.set_item("tensor_maps", maps)?;
+        d.set_item("persistent", kernel.launch.persistent)?;
         Ok(d)
     }
 }

@@ -102,6 +102,7 @@ __all__ = [
     "ptxas_info",
     "target_table",
     "tensormap",
+    "tile_gemm_schedule",
     "tile_heuristic",
     "u8",
     "u16",
@@ -1304,6 +1305,16 @@ class TileSchedule:
 def tile_heuristic(
     m: int, n: int, k: int, *, operand_bytes: int = 4, arch: str | None = None
 ) -> TileSchedule: ...
+def tile_gemm_schedule(
+    m: int,
+    n: int,
+    k: int,
+    *,
+    batch: int = 1,
+    operand_bytes: int = 2,
+    arch: str | None = None,
+    sms: int = 132,
+) -> tuple[TileSchedule, int]: ...
 
 _TileValue: TypeAlias = tuple[str, int]
 

@@ -57,7 +57,7 @@ mod _native {
     use crate::targets::{arch_for_capability, target_table};
 
     #[pymodule_export]
-    use crate::tile::{tile_heuristic, TileBuilder, TileSchedule};
+    use crate::tile::{tile_gemm_schedule, tile_heuristic, TileBuilder, TileSchedule};
 
     #[pymodule_export]
     use crate::nest_tile::{nest_fuse, nest_tile, nest_tiling_report};

@@ -30,6 +30,7 @@
 //! - `store`, `atomic_add`: any layout (owners write).
 
 mod remat;
+mod rows;
 
 use crate::error::{TileError, TileResult};
 use crate::ir::{Op, ScalarId, TileId, TileProgram, Value};
@@ -77,6 +78,8 @@ struct Inference<'p> {
     /// Definitions of tiles that may be made again in another layout
     /// instead of converted (`infer/remat.rs`).
     defs: HashMap<TileId, Op>,
+    /// `dot` results whose warps all lie along M (`infer/rows.rs`).
+    row_dots: HashSet<TileId>,
 }
 
 /// Infers layouts for `warps` warps with every `dot` on the FFMA path,
@@ -109,6 +112,7 @@ fn run(
     stages: u32,
 ) -> (Layouts, Option<TileError>) {
     let body = std::mem::take(&mut program.body);
+    let row_dots = rows::row_dots(&body);
     let mut inf = Inference {
         program,
         warps,
@@ -120,6 +124,7 @@ fn run(
         stages,
         wgmma: HashSet::new(),
         defs: HashMap::new(),
+        row_dots,
     };
     let body = inf.region(body);
     inf.program.body = body;
@@ -165,9 +170,11 @@ impl Inference<'_> {
         }
     }
 
-    /// The accumulator layout of `a @ b`: [`Mma`] where the schedule allows
-    /// tensor cores and the operands fit, else `None` (FFMA).
-    fn dot_layout(&mut self, a: TileId, b: TileId) -> Option<Layout> {
+    /// The accumulator layout of `out = a @ b`: [`Mma`] where the schedule
+    /// allows tensor cores and the operands fit, else `None` (FFMA). A row
+    /// statistics `dot` (`infer/rows.rs`) puts all its warps along M when
+    /// each gets 16 rows or a multiple.
+    fn dot_layout(&mut self, out: TileId, a: TileId, b: TileId) -> Option<Layout> {
         if self.dot_path == DotPath::Ffma {
             return None;
         }
@@ -186,6 +193,13 @@ impl Inference<'_> {
         match self.mma_unfit(a, b) {
             None => {
                 let (m, n) = (self.program.tile(a).shape[0], self.program.tile(b).shape[1]);
+                if self.row_dots.contains(&out) && m % (16 * self.warps) == 0 {
+                    return Some(Layout::Mma(Mma {
+                        version: 2,
+                        warps_per_cta: [self.warps, 1],
+                        instr_shape: [16, 8],
+                    }));
+                }
                 Some(Layout::Mma(Mma::for_tile(m, n, self.warps)))
             }
             Some(why) => {
@@ -231,10 +245,12 @@ impl Inference<'_> {
     fn carried_dot_layout(&mut self, body: &[Op], arg: TileId, yielded: TileId) -> Option<Layout> {
         body.iter()
             .find_map(|op| match op {
-                Op::Dot { out, a, b, acc } if *out == yielded && *acc == arg => Some((*a, *b)),
+                Op::Dot { out, a, b, acc } if *out == yielded && *acc == arg => {
+                    Some((*out, *a, *b))
+                }
                 _ => None,
             })
-            .and_then(|(a, b)| self.dot_layout(a, b))
+            .and_then(|(out, a, b)| self.dot_layout(out, a, b))
     }
 
     /// `t` in layout `want`: `t` itself, or a new tile converted to it.
@@ -324,7 +340,7 @@ impl Inference<'_> {
             Op::Dot {
                 out: t, a, b, acc, ..
             } => {
-                let l = match self.dot_layout(*a, *b) {
+                let l = match self.dot_layout(*t, *a, *b) {
                     Some(mma) => mma,
                     None => self.coalesced(*acc, None),
                 };

@@ -116,13 +116,19 @@ fn flash_attention_loop_against_f64() {
     let mut rng = Rng::new();
     // (bm, bn, d, warps): the warps split S and the accumulator alike
     // (2x2 and 2x2; 1x4 and 1x4), or differently (2x2 and 1x4: the [bm, 1]
-    // rescale factor is converted, nothing bigger).
+    // rescale factor is converted, nothing bigger); with 16 rows or more per
+    // warp, all warps along M (P and Q from registers: rows_only_dots_...).
     for (bm, bn, d, warps, s_len, kt_unit) in [
         (32, 32, 32, 4, 45u32, false),
         (32, 64, 64, 4, 70, true),
         (16, 32, 64, 4, 33, false),
         (32, 32, 64, 4, 50, true),
         (64, 64, 64, 8, 77, true),
+        (64, 32, 64, 4, 70, true),
+        (64, 64, 32, 4, 93, false),
+        (128, 64, 64, 8, 150, true),
+        (32, 16, 32, 1, 40, true),
+        (64, 32, 128, 2, 70, true),
     ] {
         let k = flash(bm, bn, d, warps, kt_unit);
         assert!(
@@ -242,5 +248,43 @@ fn a_k_major_b_is_staged_transposed() {
             .lines()
             .any(|l| l.contains("ldmatrix.x2") && !l.contains("trans"));
         assert_eq!(plain_b, unit, "kt unit-stride {unit}");
+    }
+}
+
+#[test]
+fn rows_only_dots_keep_p_and_q_in_registers() {
+    // 16 rows per warp or more: both dots put every warp along M, the
+    // scores' rows reduce within a warp (no cross-warp scratch), P's A
+    // fragments come from its registers and Q's are loaded once before the
+    // loop: every ldmatrix.x4 comes before the first mma.sync, and the
+    // kernel passes two barriers around Q's staging and two per dot in the
+    // loop (K staged, V staged), no others.
+    for (bm, bn, d, warps) in [(64, 32, 64, 4), (128, 64, 64, 8), (32, 16, 32, 2)] {
+        let k = flash(bm, bn, d, warps, true);
+        let dots: Vec<_> = k
+            .layouts
+            .of
+            .iter()
+            .filter_map(|l| match l {
+                Some(Layout::Mma(m)) => Some(m.warps_per_cta),
+                _ => None,
+            })
+            .collect();
+        assert!(!dots.is_empty());
+        assert!(dots.iter().all(|w| *w == [warps, 1]), "{dots:?}");
+        let text = zyntax_hir::print_module(&k.module);
+        let lines: Vec<&str> = text.lines().collect();
+        let x4: Vec<usize> = (0..lines.len())
+            .filter(|&i| lines[i].contains("ldmatrix.x4"))
+            .collect();
+        let first_mma = lines.iter().position(|l| l.contains("mma.sync")).unwrap();
+        let q_frags = (bm / (16 * warps) * (d / 16)) as usize;
+        assert_eq!(x4.len(), q_frags, "{bm}x{bn} d{d}: ldmatrix.x4");
+        assert!(
+            x4.iter().all(|&i| i < first_mma),
+            "{bm}x{bn}: A staged in the loop"
+        );
+        let barriers = lines.iter().filter(|l| l.trim() == "barrier").count();
+        assert_eq!(barriers, 6, "{bm}x{bn} d{d}: barriers");
     }
 }

@@ -103,6 +103,17 @@ pub(super) fn align16(bytes: u64) -> u64 {
 
 /// The largest scratch any op of `ops` (or of loops inside them) needs.
 pub(super) fn scratch_bytes(program: &TileProgram, layouts: &Layouts, ops: &[Op]) -> u64 {
+    scratch_in(program, layouts, ops, &[])
+}
+
+/// [`scratch_bytes`] of `ops`, the body of a loop whose `hoisted` dots
+/// (`(result, a)`, `dot_mma::hoisted`) stage `a` before it, not in it.
+fn scratch_in(
+    program: &TileProgram,
+    layouts: &Layouts,
+    ops: &[Op],
+    hoisted: &[(TileId, TileId)],
+) -> u64 {
     let mut most = 0;
     for op in ops {
         let bytes = match op {
@@ -134,7 +145,13 @@ pub(super) fn scratch_bytes(program: &TileProgram, layouts: &Layouts, ops: &[Op]
                         let ([m, k], [kb, n]) =
                             ([ta.shape[0], ta.shape[1]], [tb.shape[0], tb.shape[1]]);
                         let (rows_b, cols_b) = if kmajor { (n, kb) } else { (kb, n) };
-                        let a_bytes = u64::from(m * (k + MMA_PAD)) * staged_bytes(&ta.elem);
+                        let in_regs = super::dot_mma::a_in_registers(layouts, *a, *out)
+                            || hoisted.iter().any(|(d, _)| d == out);
+                        let a_bytes = if in_regs {
+                            0
+                        } else {
+                            u64::from(m * (k + MMA_PAD)) * staged_bytes(&ta.elem)
+                        };
                         align16(a_bytes)
                             + u64::from(rows_b * (cols_b + MMA_PAD)) * staged_bytes(&tb.elem)
                     }
@@ -144,7 +161,15 @@ pub(super) fn scratch_bytes(program: &TileProgram, layouts: &Layouts, ops: &[Op]
                     }
                 }
             }
-            Op::For { body, .. } => scratch_bytes(program, layouts, body),
+            Op::For { body, .. } => {
+                let hoisted = super::dot_mma::hoisted(program, layouts, body);
+                let staged_a = hoisted.iter().map(|&(_, a)| {
+                    let t = program.tile(a);
+                    u64::from(t.shape[0] * (t.shape[1] + MMA_PAD)) * staged_bytes(&t.elem)
+                });
+                let before = staged_a.max().unwrap_or(0);
+                scratch_in(program, layouts, body, &hoisted).max(before)
+            }
             _ => 0,
         };
         most = most.max(bytes);

@@ -116,6 +116,9 @@ pub(crate) struct Lowerer<'p> {
     /// for `mma.sync` accumulators, one per type of vectorised access.
     pub vector_zeros: HashMap<Type, ValueId>,
     pub schedule: &'p Schedule,
+    /// `A` fragments of loop `dot`s loaded before their loop, by the `dot`'s
+    /// result: `[piece along M][K step]` (`dot_mma::hoisted`).
+    pub hoisted_a: HashMap<TileId, Vec<Vec<ValueId>>>,
     /// The program instance a persistent kernel is on (`ProgramId` 0 and
     /// 1); `None`: the block index.
     pub program_ids: Option<[ValueId; 2]>,
@@ -201,7 +204,9 @@ pub fn lower(mut program: TileProgram, schedule: &Schedule) -> TileResult<TileKe
     };
     let mut vector_types = Vec::new();
     if dot_mma::uses_mma(&program.body, &layouts) {
+        // Accumulators, and A fragments built from registers.
         vector_types.push(Type::Vector(ScalarType::F32, 4));
+        vector_types.push(Type::Vector(ScalarType::U32, 4));
     }
     memory::vector_types(&program, &layouts, &program.body, &mut vector_types);
     convert::stage_vector_types(&program, &layouts, &program.body, &mut vector_types);
@@ -222,6 +227,7 @@ pub fn lower(mut program: TileProgram, schedule: &Schedule) -> TileResult<TileKe
         scratch,
         vector_zeros,
         schedule,
+        hoisted_a: HashMap::new(),
         program_ids: None,
     };
     let next = lw.bind_params()?;
@@ -595,6 +601,9 @@ impl Lowerer<'_> {
         results: &[Value],
     ) -> TileResult<()> {
         let (lo, hi, step) = (self.scalar(lo)?, self.scalar(hi)?, self.scalar(step)?);
+        for (out, a) in dot_mma::hoisted(self.program, self.layouts, body) {
+            self.hoist_a(out, a)?;
+        }
         let init = self.flatten(inits)?;
         let frame = self.b.begin_for(lo, hi, step, &init)?;
         self.set_scalar(iv, frame.iv);

@@ -16,6 +16,8 @@ __all__ = [
     "CpuModule",
     "CudaArgLauncher",
     "CudaArgPlan",
+    "CudaCallKey",
+    "CudaCallPlans",
     "CudaDevice",
     "CudaError",
     "CudaEvent",
@@ -1107,6 +1109,31 @@ class CudaArgLauncher:
         cls, launcher: CudaLauncher, plan: CudaArgPlan, stream_fn: Any | None = None
     ) -> CudaArgLauncher: ...
     def __call__(self, args: tuple[Any, ...]) -> bool: ...
+
+@final
+class CudaCallKey:
+    @property
+    def addresses(self) -> list[int | None]: ...
+
+@final
+class CudaCallPlans:
+    def __new__(cls, miss: Any, torch_fn: Any) -> CudaCallPlans: ...
+    def lookup(self, args: tuple[Any, ...], kwargs: dict[str, Any] | None = None) -> Any: ...
+    def key(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any] | None = None
+    ) -> CudaCallKey | None: ...
+    def insert(
+        self,
+        key: CudaCallKey,
+        n: int,
+        allocs: list[Any],
+        overlaps: list[Any],
+        launches: list[Any],
+        result: list[Any],
+        tuple_result: bool,
+    ) -> None: ...
+    def clear(self) -> None: ...
+    def __len__(self) -> int: ...
 
 @final
 class CudaPinnedBuffer:

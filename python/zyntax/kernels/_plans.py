@@ -26,6 +26,12 @@ replay (an object of unknown provenance, a launch argument equal to a tensor
 address, a tensor map of an unknown tensor, no launch at all) makes no plan;
 entry functions must launch only through ``_tensors.launch`` /
 ``_tensors.launch_loaded`` for their launches to be seen.
+
+The hot path is native: with ``_native.CudaCallPlans`` (crates/zyntax-python/
+src/cuda/plans.rs) one call computes the key from the arguments themselves
+and replays the plan (allocations through ``new_empty``, overlap checks,
+launches encoded without building Python objects); Python only records
+misses. Without it (an older extension module) the same plans replay here.
 """
 
 from __future__ import annotations
@@ -40,16 +46,22 @@ from zyntax import _native
 
 _DeviceArray = getattr(_native, "DeviceArray", None)
 _Stream = getattr(_native, "CudaStream", None)
+_CallPlans = getattr(_native, "CudaCallPlans", None)
 
 #: Plans kept per function (the dict is cleared when it is full).
 PLAN_CACHE_SIZE = 256
 
-_local = threading.local()
+
+class _Local(threading.local):
+    rec: _Recording | None = None
+
+
+_local = _Local()
 
 
 def recording() -> _Recording | None:
     """The recording of the call this thread is running, if any."""
-    return getattr(_local, "rec", None)
+    return _local.rec
 
 
 # ---------------------------------------------------------------- PyTorch's stream
@@ -62,6 +74,10 @@ def raw_torch_stream(device: int) -> int:
     default stream) through ``torch._C._cuda_getCurrentRawStream``, a
     fraction of a microsecond (``torch.cuda.current_stream(d).cuda_stream``
     builds a Stream object: ~5 us)."""
+    return int(_raw_stream_fn()(device))
+
+
+def _raw_stream_fn() -> Callable[[int], int]:
     if not _raw_stream:
         import torch  # type: ignore[import-not-found, unused-ignore]
 
@@ -69,7 +85,14 @@ def raw_torch_stream(device: int) -> int:
         if raw is None:  # another torch: the public spelling
             raw = lambda d: torch.cuda.current_stream(d).cuda_stream  # noqa: E731
         _raw_stream.append(raw)
-    return int(_raw_stream[0](device))
+    return _raw_stream[0]
+
+
+def _torch_info() -> tuple[Any, Callable[[int], int]] | None:
+    """(torch.Tensor, the raw stream function) once the program has imported
+    torch, else None: what the native plans key torch tensors by."""
+    tt = _torch_tensor()
+    return None if tt is None else (tt, _raw_stream_fn())
 
 
 # ---------------------------------------------------------------- keys
@@ -236,10 +259,10 @@ class _Plan:
     """A recorded call, replayed with new addresses. Sources are indices into
     the call's values followed by its new outputs (None: a None result)."""
 
-    __slots__ = ("allocs", "launches", "overlaps", "result", "tuple_result")
+    __slots__ = ("allocs", "launches", "n", "overlaps", "result", "tuple_result")
 
     def __init__(self, rec: _Recording, result: list[Any], tuple_result: bool) -> None:
-        n = len(rec.values)
+        n = self.n = len(rec.values)
 
         def at(src: tuple[str, int]) -> int:
             return src[1] if src[0] == "in" else n + src[1]
@@ -282,6 +305,29 @@ class _Plan:
             launcher(*vals)
         got = [None if j is None else objs[j] for j in self.result]
         return tuple(got) if self.tuple_result else got[0]
+
+    def insert_into(self, native: Any, key: Any) -> None:
+        """Stores this plan in a ``CudaCallPlans`` under `key` (see
+        crates/zyntax-python/src/cuda/plans.rs for the spec's form)."""
+        allocs: list[tuple[Any, ...]] = []
+        for again, like in self.allocs:
+            # A torch allocation (``_tensors._allocator``) is made natively.
+            torch_alloc = getattr(again, "torch_alloc", None)
+            if torch_alloc is not None:
+                allocs.append(("torch", like, *torch_alloc))
+            else:
+                allocs.append(("call", like, again))
+        launches = []
+        for launcher, template, subs in self.launches:
+            params: list[tuple[Any, ...]] = [("const", v) for v in template]
+            for i, j, geometry in subs:
+                if geometry is None:
+                    params[i] = ("ptr", j)
+                else:
+                    params[i] = ("map", j, functools.partial(_map, geometry=geometry))
+            launches.append((launcher, params))
+        overlaps = [(list(srcs), list(extents)) for srcs, extents in self.overlaps]
+        native.insert(key, self.n, allocs, overlaps, launches, list(self.result), self.tuple_result)
 
 
 # ---------------------------------------------------------------- tensor maps
@@ -351,12 +397,74 @@ def tensor_map_at(
 
 def planned(fn: Callable[..., Any]) -> Callable[..., Any]:
     """`fn` with a plan per call key (see the module documentation)."""
+    if _CallPlans is None:
+        return _planned_py(fn)
+    miss = object()
+    native = _CallPlans(miss, lambda: _torch_info())  # looked up late: tests patch it
+    lookup = native.lookup
+    local = _local
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if local.rec is not None:  # inside another call's recording: run it as written
+            return fn(*args, **kwargs)
+        got = lookup(args, kwargs)
+        if got is not miss:
+            return got
+        key = native.key(args, kwargs)
+        if key is None:
+            return fn(*args, **kwargs)
+        values = args + tuple(kwargs.values()) if kwargs else args
+        keep = lambda p: p.insert_into(native, key)  # noqa: E731
+        return _record(fn, args, kwargs, values, key.addresses, keep)
+
+    call.plans = native  # type: ignore[attr-defined]
+    return call
+
+
+def _record(
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    values: tuple[Any, ...],
+    ptrs: list[int | None],
+    keep: Callable[[_Plan], None],
+) -> Any:
+    """Runs `fn` recording what it does; `keep(plan)` when it makes one."""
+    rec = _Recording(values)
+    tensors = [id(v) for v, p in zip(values, ptrs, strict=True) if p is not None]
+    if len(set(tensors)) != len(tensors):
+        # One tensor passed twice (q = k): the recording could not tell
+        # which argument a kernel argument came from. No plan; a plan made
+        # from distinct tensors replays such calls correctly.
+        rec.ok = False
+    _local.rec = rec
+    try:
+        result = fn(*args, **kwargs)
+    finally:
+        _local.rec = None
+    plan = rec.plan(result)
+    if plan is not None:
+        keep(plan)
+    return result
+
+
+def _planned_py(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """:func:`planned` replaying in Python (an extension without ``CudaCallPlans``)."""
     plans: dict[Any, _Plan] = {}
+
+    def keep(key: Any) -> Callable[[_Plan], None]:
+        def put(plan: _Plan) -> None:
+            if len(plans) >= PLAN_CACHE_SIZE:
+                plans.clear()
+            plans[key] = plan
+
+        return put
 
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
         values = args + tuple(kwargs.values()) if kwargs else args
-        got = call_key(values) if getattr(_local, "rec", None) is None else None
+        got = call_key(values) if _local.rec is None else None
         if got is None:
             return fn(*args, **kwargs)
         key = (len(args), tuple(kwargs), got[0])
@@ -366,24 +474,7 @@ def planned(fn: Callable[..., Any]) -> Callable[..., Any]:
             return fn(*args, **kwargs)
         if plan is not None:
             return plan(values, got[1])
-        rec = _Recording(values)
-        tensors = [id(v) for v, p in zip(values, got[1], strict=True) if p is not None]
-        if len(set(tensors)) != len(tensors):
-            # One tensor passed twice (q = k): the recording could not tell
-            # which argument a kernel argument came from. No plan; a plan made
-            # from distinct tensors replays such calls correctly.
-            rec.ok = False
-        _local.rec = rec
-        try:
-            result = fn(*args, **kwargs)
-        finally:
-            _local.rec = None
-        plan = rec.plan(result)
-        if plan is not None:
-            if len(plans) >= PLAN_CACHE_SIZE:
-                plans.clear()
-            plans[key] = plan
-        return result
+        return _record(fn, args, kwargs, values, got[1], keep(key))
 
     call.plans = plans  # type: ignore[attr-defined]
     return call

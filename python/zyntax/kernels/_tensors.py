@@ -306,12 +306,15 @@ def _allocator(like: Tensor, shape: tuple[int, ...], dtype: str) -> Any:
                 o = obj.new_empty(shape)
                 return o, o.data_ptr()
 
+            # What a native plan replays (``_plans._Plan.insert_into``).
+            same_dtype.torch_alloc = (tuple(shape), None)  # type: ignore[attr-defined]
             return same_dtype
 
         def torch_tensor(obj: Any) -> tuple[Any, int]:
             o = obj.new_empty(shape, dtype=tdt)
             return o, o.data_ptr()
 
+        torch_tensor.torch_alloc = (tuple(shape), tdt)  # type: ignore[attr-defined]
         return torch_tensor
     if isinstance(like.obj, cuda.DeviceArray) or lib == "zyntax":
         np_dtype = "bfloat16" if dtype == "bf16" else _np_dtype(dtype)

@@ -32,6 +32,8 @@ mod interface;
 mod kernels;
 mod memory;
 mod modules;
+// Call plans of zyntax.kernels replayed natively (issue 25).
+mod plans;
 mod streams;
 // Tensor maps for TMA (issue 13 item 2).
 mod tensormap;
@@ -120,6 +122,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CudaLauncher", py.get_type::<CudaLauncher>())?;
     m.add("CudaArgPlan", py.get_type::<abi::ArgPlan>())?;
     m.add("CudaArgLauncher", py.get_type::<abi::ArgLauncher>())?;
+    m.add("CudaCallPlans", py.get_type::<plans::CallPlans>())?;
+    m.add("CudaCallKey", py.get_type::<plans::CallKey>())?;
     m.add("CudaGraph", py.get_type::<CudaGraph>())?;
     m.add("CudaGraphExec", py.get_type::<CudaGraphExec>())?;
     m.add("CudaPinnedBuffer", py.get_type::<CudaPinnedBuffer>())?;

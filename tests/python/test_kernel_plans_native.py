@@ -1,0 +1,255 @@
+"""The native replay of call plans (``_native.CudaCallPlans``, issue 25).
+
+No GPU and no torch here: stand-in tensors with PyTorch's method names
+(``dtype``, ``get_device()``, ``data_ptr()``, ``shape``, ``stride()``,
+``new_empty``) take torch.Tensor's place (``_plans._torch_info`` patched),
+and the recorded launches go to a Python stand-in launcher that logs its
+arguments. A planned entry function feeds its recording what ``_tensors``
+would (tensors, an allocation, an overlap check, a launch); the second call
+is then answered natively, and every change the key must see (dtype, device,
+layout, alignment, shape, stream, scalars) takes the full path again.
+tests/python/gpu/test_launch_fast_gpu.py runs the real functions with
+PyTorch tensors and real launchers.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+import pytest
+
+import zyntax
+from zyntax import _native
+from zyntax.kernels import _plans
+from zyntax.kernels._tensors import Tensor
+
+pytestmark = pytest.mark.skipif(
+    not hasattr(_native, "CudaCallPlans"), reason="extension without CudaCallPlans"
+)
+
+rng = np.random.default_rng()
+
+
+class DType:
+    def __init__(self, name: str, itemsize: int) -> None:
+        self.name, self.itemsize = name, itemsize
+
+
+F32, F16 = DType("f32", 4), DType("f16", 2)
+
+
+def fresh_ptr() -> int:
+    return int(rng.integers(1, 2**30)) * 256
+
+
+class FakeTensor:
+    """A CUDA tensor as the key reads it (PyTorch's method names)."""
+
+    made: ClassVar[list[tuple[Any, Any]]] = []  # (new tensor, the tensor it was made from)
+
+    def __init__(
+        self,
+        shape: tuple[int, ...],
+        dtype: DType = F32,
+        device: int = 0,
+        ptr: int | None = None,
+        strides: tuple[int, ...] | None = None,
+    ) -> None:
+        self.shape = tuple(shape)
+        self.dtype = dtype
+        self.device = device
+        self.ptr = fresh_ptr() if ptr is None else ptr
+        if strides is None:
+            strides, acc = [], 1
+            for d in reversed(self.shape):
+                strides.insert(0, acc)
+                acc *= d
+        self.strides = tuple(strides)
+
+    def get_device(self) -> int:
+        return self.device
+
+    def data_ptr(self) -> int:
+        return self.ptr
+
+    def stride(self) -> tuple[int, ...]:
+        return self.strides
+
+    def new_empty(self, shape: tuple[int, ...], dtype: DType | None = None) -> FakeTensor:
+        t = FakeTensor(shape, dtype or self.dtype, self.device)
+        FakeTensor.made.append((t, self))
+        return t
+
+
+class FakeKernel:
+    def __init__(self, log: list[Any]) -> None:
+        self.log = log
+
+    def prepare(self, grid: Any, block: Any, shared: Any, stream: Any) -> Any:
+        def launcher(*args: Any) -> None:
+            self.log.append((grid, block, shared, stream, list(args)))
+
+        return launcher
+
+
+def _view(obj: FakeTensor, name: str) -> Tensor:
+    return Tensor(name, obj, obj.ptr, True, obj.dtype.name, obj.shape, obj.strides, obj.device)
+
+
+class Setup:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.stream = 0
+        self.runs = 0
+        self.log: list[Any] = []
+        monkeypatch.setattr(_plans, "_torch_info", lambda: (FakeTensor, lambda d: self.stream))
+        FakeTensor.made.clear()
+        setup = self
+
+        @_plans.planned
+        def entry(x: Any, *, out: Any = None, eps: float = 1e-5, flag: Any = None) -> Any:
+            """A softmax-like function: x in, out given or made like x."""
+            setup.runs += 1
+            # No recording when a value has no key: one that is thrown away.
+            rec = _plans.recording() or _plans._Recording(())
+            tx = _view(x, "x")
+            rec.tensor(tx)
+            if out is None:
+
+                def again(obj: Any) -> tuple[Any, int]:
+                    o = obj.new_empty(x.shape)
+                    return o, o.data_ptr()
+
+                again.torch_alloc = (x.shape, None)  # type: ignore[attr-defined]
+                obj, _ = again(x)
+                rec.alloc(obj, again, tx)
+            else:
+                obj = out
+            to = _view(obj, "out")
+            rec.tensor(to)
+            nbytes = x.dtype.itemsize * int(np.prod(x.shape))
+            if out is not None:
+                if to.ptr < tx.ptr + nbytes and tx.ptr < to.ptr + nbytes:
+                    raise zyntax.ArgumentError("argument 'out': overlaps argument 'x' in memory")
+                rec.overlap(to, [tx], [(0, nbytes, "out"), (0, nbytes, "x")])
+            args = [tx, to, eps, True]
+            # Launch (as _tensors.launch_loaded does), then note it.
+            k = FakeKernel(setup.log)
+            k.prepare((x.shape[0],), 128, None, None)(tx.ptr, to.ptr, eps, True)
+            rec.launch(k, (x.shape[0],), 128, 0, None, args)
+            return obj
+
+        self.entry = entry
+
+
+def test_the_second_call_replays_natively(monkeypatch: pytest.MonkeyPatch) -> None:
+    s = Setup(monkeypatch)
+    n = int(rng.integers(1, 1000))
+    x1 = FakeTensor((n,))
+    o1 = s.entry(x1)
+    assert s.runs == 1 and len(s.entry.plans) == 1  # type: ignore[attr-defined]
+    x2 = FakeTensor((n,))
+    o2 = s.entry(x2)
+    assert s.runs == 1  # answered by the plan
+    assert type(o2) is FakeTensor and o2 is not o1 and o2.shape == (n,)
+    assert FakeTensor.made[-1] == (o2, x2)  # made like this call's x
+    ((_, _, _, _, a1), (grid, block, shared, stream, a2)) = s.log
+    assert a1 == [x1.ptr, o1.ptr, 1e-5, True]
+    assert a2 == [x2.ptr, o2.ptr, 1e-5, True]
+    assert (grid, block, shared, stream) == ((n,), 128, None, None)
+
+
+def test_a_given_out_is_checked_for_overlap_natively(monkeypatch: pytest.MonkeyPatch) -> None:
+    s = Setup(monkeypatch)
+    n = 4 * int(rng.integers(2, 250))  # out 16 bytes earlier keeps its alignment (the key's)
+    p = fresh_ptr()
+    s.entry(FakeTensor((n,), ptr=p), out=FakeTensor((n,), ptr=p + 4 * n))
+    q = fresh_ptr()
+    o = FakeTensor((n,), ptr=q + 4 * n)
+    assert s.entry(FakeTensor((n,), ptr=q), out=o) is o  # adjacent: no overlap
+    assert s.runs == 1 and s.log[-1][-1][:2] == [q, q + 4 * n]
+    with pytest.raises(zyntax.ArgumentError, match="'out': overlaps argument 'x'"):
+        s.entry(FakeTensor((n,), ptr=q), out=FakeTensor((n,), ptr=q + 4 * n - 16))
+    assert s.runs == 1 and len(s.log) == 2  # refused by the plan, nothing launched
+
+
+def test_what_changes_the_kernel_misses(monkeypatch: pytest.MonkeyPatch) -> None:
+    s = Setup(monkeypatch)
+    p = fresh_ptr()
+    s.entry(FakeTensor((8, 16), ptr=p))
+    runs = s.runs
+    changed = [
+        FakeTensor((8, 16), dtype=F16, ptr=p),  # dtype (at the freed tensor's address)
+        FakeTensor((8, 16), device=1, ptr=p),  # device
+        FakeTensor((8, 16), ptr=p, strides=(1, 8)),  # layout
+        FakeTensor((8, 16), ptr=p + 4),  # alignment
+        FakeTensor((8, 17), ptr=p),  # shape
+    ]
+    for t in changed:
+        s.entry(t)
+        runs += 1
+        assert s.runs == runs, t.__dict__
+    # Each made its own plan: the same calls again are all hits.
+    for t in changed:
+        s.entry(FakeTensor(t.shape, t.dtype, t.device, t.ptr, t.strides))
+    assert s.runs == runs
+    # A new tensor at a reused address with the same geometry: just another call.
+    s.entry(FakeTensor((8, 16), ptr=p))
+    assert s.runs == runs and s.log[-1][-1][0] == p
+
+
+def test_scalars_streams_and_names_are_keyed(monkeypatch: pytest.MonkeyPatch) -> None:
+    s = Setup(monkeypatch)
+    x = FakeTensor((4,))
+    s.entry(x, eps=1e-5)
+    s.entry(x, eps=2e-5)
+    s.entry(x, eps=-0.0)
+    s.entry(x, eps=0.0)
+    assert s.runs == 4
+    assert [e[-1][2] for e in s.log] == [1e-5, 2e-5, -0.0, 0.0]
+    s.entry(x, flag=(1, None))
+    s.entry(x, flag=(1, None))
+    s.entry(x, flag=True)
+    s.entry(x, flag=1)  # a bool is not an int
+    assert s.runs == 7
+    s.stream = 12345  # another current stream
+    s.entry(x, eps=1e-5)
+    assert s.runs == 8
+    s.entry(x, flag=None, eps=1e-5)  # keyword order is part of the key
+    s.entry(x, eps=1e-5, flag=None)
+    assert s.runs == 10
+    s.entry(x, eps=1e-5, flag=None)
+    assert s.runs == 10
+
+
+def test_values_without_a_key_take_the_full_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    s = Setup(monkeypatch)
+    cpu = FakeTensor((4,), device=-1)
+    for _ in range(2):
+        s.entry(cpu)
+    s.entry(FakeTensor((4,)), flag=np.zeros(2))
+    s.entry(FakeTensor((4,)), flag=np.zeros(2))
+    assert s.runs == 4 and len(s.entry.plans) == 0  # type: ignore[attr-defined]
+
+
+def test_one_tensor_twice_makes_no_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The recording could not tell which argument a kernel argument came from.
+    s = Setup(monkeypatch)
+    x = FakeTensor((4,))
+    s.entry(x, flag=x)
+    s.entry(x, flag=x)
+    assert s.runs == 2 and len(s.entry.plans) == 0  # type: ignore[attr-defined]
+    s.entry(x, flag=FakeTensor((4,)))
+    s.entry(x, flag=FakeTensor((4,)))
+    assert s.runs == 3 and len(s.entry.plans) == 1  # type: ignore[attr-defined]
+
+
+def test_native_insert_refuses_a_malformed_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    plans = _native.CudaCallPlans(object(), lambda: (FakeTensor, lambda d: 0))
+    key = plans.key((FakeTensor((4,)),), {})
+    assert key is not None and key.addresses[0] is not None
+    with pytest.raises(zyntax.ArgumentError, match="out of range"):
+        plans.insert(key, 1, [], [], [(print, [("ptr", 5)])], [0], False)
+    with pytest.raises(zyntax.ArgumentError, match="one result"):
+        plans.insert(key, 1, [], [], [], [], False)
+    assert plans.key((np.zeros(2),), {}) is None

@@ -9,10 +9,11 @@
 //! - element-wise ops: the layout of the first operand in an `Mma` layout,
 //!   else of the first not made from `full`s and `iota`s, else of the first;
 //!   other operands are converted to it. `cast`: its operand's layout.
-//! - `broadcast`: an `Mma` operand's layout; otherwise the coalesced layout
-//!   of the result shape, which the operand must hold on its own shape (a
-//!   reduce result of a tile with the coalesced layout does, so `x - max(x)`
-//!   needs no conversion).
+//! - `broadcast`: an `Mma` operand's layout; a blocked operand's layout when
+//!   it spreads the result as evenly as the coalesced one (a reduce result
+//!   keeps its tile's layout, so `x - max(x)` needs no conversion, for 2-byte
+//!   data too); otherwise the coalesced layout of the result shape, which
+//!   the operand must hold on its own shape.
 //! - `reduce`: the operand's layout (blocked or `Mma`), on the reduced shape.
 //! - `dot`: on tensor cores (the schedule's `dot_path` and arch allow it,
 //!   f16/bf16 operands, M, N, K multiples of 16, 8, 16) the `mma.sync`
@@ -324,6 +325,19 @@ impl Inference<'_> {
                 // (every thread along it), so its broadcast copies registers.
                 let l = match self.layouts.get(*tile) {
                     Some(mma @ Layout::Mma(_)) => mma.clone(),
+                    // A blocked operand keeps its layout where that spreads
+                    // the result as evenly as the coalesced one: a row
+                    // statistic of 2-byte data (8 per thread) then meets its
+                    // rows without a trip through shared memory (f32's
+                    // coalesced layout has 4 per thread).
+                    Some(own @ Layout::Blocked(_)) => {
+                        let shape = &self.program.tile(*t).shape;
+                        let coalesced = self.coalesced(*t, None);
+                        match own.num_regs(shape) <= coalesced.num_regs(shape) {
+                            true => own.clone(),
+                            false => coalesced,
+                        }
+                    }
                     _ => self.coalesced(*t, None),
                 };
                 *tile = self.convert(*tile, &l, out);

@@ -368,12 +368,16 @@ SHAPE_CASES = [
 ]
 
 
-def tile_configs() -> list[tuple[int, int, int, bool, str]]:
+def tile_configs(d: int) -> list[tuple[int, int, int, bool, str]]:
     """``ZYNTAX_BENCH_TILES``: comma-separated tile-program shapes to time
     beside the default, each ``<rows>x<keys>w<warps>`` with a ``pf`` suffix
-    for the prefetching program (attention_tile.build), e.g. ``128x64w8pf``."""
+    for the prefetching program (attention_tile.build), e.g. ``128x64w8pf``,
+    optionally for one head dim only (``128:128x32w8pf``)."""
     out = []
-    for name in filter(None, os.environ.get("ZYNTAX_BENCH_TILES", "").split(",")):
+    for item in filter(None, os.environ.get("ZYNTAX_BENCH_TILES", "").split(",")):
+        dim, _, name = item.rpartition(":")
+        if dim and int(dim) != d:
+            continue
         pf = name.endswith("pf")
         rows, rest = name.removesuffix("pf").split("x")
         keys, warps = rest.split("w")
@@ -431,7 +435,7 @@ def run_shape_case(
             return kernels.attention(q, k, v, causal=causal, variant=variant)
 
         calls.append((impl, call))
-    for cfg in tile_configs():
+    for cfg in tile_configs(d):
         calls.append((f"zyntax_tile[{cfg[4]}]", tile_call(torch, q, k, v, causal, cfg[:4])))
     if tri is not None and h == hk and d in (64, 128) and s % 128 == 0:
         o_tri = torch.empty_like(q)

@@ -53,20 +53,18 @@ def tile_dim(d: int) -> int:
 def shapes(d: int) -> tuple[int, int, int]:
     """(query rows per program, keys per block, warps) for head dim `d`.
 
-    Chosen by ptxas's register count (sm_90, no spills; every tile a loaded
-    operand holds lives in registers before the dot stages it): 64x64 over
-    4 warps at hd 64 (217 registers), 64x64 over 8 at hd 128 (237), 16x32
-    over 4 at hd 256 (200). Where the scores ``[bm, bn]`` and the accumulator
-    ``[bm, D]`` get different ``mma.sync`` warp splits (``Mma::for_tile``),
-    the rescale factor (``[bm, 1]``) is converted once per key block. Each
-    dot's operands are staged through one shared scratch buffer of at most
-    48 KiB (docs/tile.md)."""
+    With 16 query rows per warp both dots put every warp along M
+    (FlashAttention-2's split, docs/tile.md): the row statistics stay in a
+    warp, P's A fragments come from its registers and Q's are loaded once
+    before the key loop. 128x64 over 8 warps at hd 64 (193 registers with
+    prefetch, sm_90, no spills) and hd 128 (244). At hd 256 Q's fragments
+    would take 64 registers and Q plus a K block staged exceed the 48 KiB
+    scratch, so 16x32 over 4 warps (233 registers) keeps the warps split
+    along N and Q staged per key block."""
     td = tile_dim(d)
     if td >= 256:
         return 16, 32, 4
-    if td == 128:
-        return 64, 64, 8
-    return 64, 64, 4
+    return 128, 64, 8
 
 
 @functools.cache

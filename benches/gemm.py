@@ -477,25 +477,27 @@ def call_overhead_us(torch: Any, zk: Any, fn: Any = None) -> float:
     return (time.perf_counter() - t0) / 500 * 1e6
 
 
-#: --tile-ladder: small-M shapes and the schedule alternatives timed for them
-#: (the wgmma table's one entry, SPLIT_WAVES; "mma": the sm_80 code path).
+#: --tile-ladder: small-M shapes and the schedules timed for them:
+#: (code path, (bm, bn, bk, warps, stages), K splits); "mma": the sm_80 code.
 TILE_LADDER_SHAPES = ((1, 4096, 4096), (16, 4096, 4096), (64, 4096, 4096))
 TILE_LADDER = (
-    ("wgmma", (64, 64, 64, 4, 4), 2),
-    ("wgmma", (64, 64, 64, 4, 4), 4),
     ("wgmma", (64, 64, 64, 4, 4), 1),
-    ("wgmma", (64, 128, 64, 4, 4), 2),
-    ("mma", (16, 64, 32, 4, 1), 2),
+    ("wgmma", (64, 64, 64, 4, 4), 2),
+    ("wgmma", (64, 64, 64, 4, 4), 5),
+    ("wgmma", (64, 64, 64, 4, 4), 8),
+    ("wgmma", (64, 128, 64, 4, 4), 4),
+    ("mma", (16, 64, 32, 4, 1), 4),
 )
 
 
 def tile_ladder(ctx: dict[str, Any]) -> None:
-    """Times kernels.gemm_tile.matmul with each TILE_LADDER alternative at the
-    TILE_LADDER_SHAPES, cuBLAS beside it (``notes.tile_ladder``)."""
+    """Times kernels.gemm_tile.matmul with its default schedule and each
+    TILE_LADDER schedule (``gemm_tile.FORCE``) at the TILE_LADDER_SHAPES,
+    cuBLAS beside it (``notes.tile_ladder``)."""
     torch, res = ctx["torch"], ctx["res"]
     from zyntax.kernels import gemm_tile
 
-    saved = (dict(gemm_tile.SCHEDULES), gemm_tile.SPLIT_WAVES, dict(gemm_tile._archs))
+    dev = torch.cuda.current_device()
     for m, n, k in TILE_LADDER_SHAPES:
         copies = max(1, min(32, -(-L2_FLUSH_BYTES // ((m * k + k * n) * 2))))
         As = [torch.randn(m, k, device="cuda").bfloat16() for _ in range(copies)]
@@ -506,10 +508,10 @@ def tile_ladder(ctx: dict[str, Any]) -> None:
         ms = median_ms(lambda i, A=As, B=Bs, C=c: torch.matmul(A[i], B[i], out=C), copies, 3, 20)
         tf = round(flop / ms / 1e9, 4)
         rows = [{"m": m, "n": n, "k": k, "impl": "cublas", "TFLOP_per_s": tf}]
-        for kind, cfg, waves in TILE_LADDER:
-            gemm_tile.SCHEDULES[kind] = [cfg]
-            gemm_tile.SPLIT_WAVES = waves
-            gemm_tile._archs[torch.cuda.current_device()] = "sm_80" if kind == "mma" else "sm_90a"
+        arch = gemm_tile._arch(dev)
+        for kind, cfg, splits in (("default", None, 0), *TILE_LADDER):
+            gemm_tile.FORCE = None if cfg is None else (cfg, splits)
+            gemm_tile._archs[dev] = "sm_80" if kind == "mma" else arch
             gemm_tile.matmul.plans.clear()  # type: ignore[attr-defined]
             try:
                 c.fill_(float("nan"))
@@ -522,17 +524,14 @@ def tile_ladder(ctx: dict[str, Any]) -> None:
                 print(f"  tile ladder {m}x{n}x{k} {kind} {cfg} failed: {str(e)[:160]}")
                 continue
             finally:
-                gemm_tile.SCHEDULES.clear()
-                gemm_tile.SCHEDULES.update(saved[0])
-                gemm_tile.SPLIT_WAVES = saved[1]
-                gemm_tile._archs.clear()
-                gemm_tile._archs.update(saved[2])
+                gemm_tile.FORCE = None
+                gemm_tile._archs[dev] = arch
                 gemm_tile.matmul.plans.clear()  # type: ignore[attr-defined]
-            tf = flop / ms / 1e9
-            rows.append({"m": m, "n": n, "k": k, "impl": f"{kind} {cfg} waves {waves}",
-                         "TFLOP_per_s": round(tf, 4), "rel_err": err})  # fmt: skip
+            tf = round(flop / ms / 1e9, 4)
+            impl = f"{kind} {cfg} splits {splits}" if cfg else "default"
+            rows.append({"m": m, "n": n, "k": k, "impl": impl, "TFLOP_per_s": tf, "rel_err": err})
         for r in rows:
-            print(f"  tile ladder {m}x{n}x{k} {r['impl']:<36} {r['TFLOP_per_s']:10.3f} TFLOP/s")
+            print(f"  tile ladder {m}x{n}x{k} {r['impl']:<40} {r['TFLOP_per_s']:10.3f} TFLOP/s")
         res.notes.setdefault("tile_ladder", []).extend(rows)
 
 

@@ -6,7 +6,7 @@ third grid axis) or grouped (MoE: row groups of `a` against per-group
 weights), split along K when the output alone cannot fill the GPU. The tile
 layer (``zyntax-tile``) picks the layouts and lowers the K loop to the wgmma
 pipeline on sm_90a, ``mma.sync`` on sm_80-class code and FFMA for f32;
-:data:`SCHEDULES` (below the program) only chooses the tile shapes.
+:func:`schedule` (the tile crate's table) only chooses the tile shapes.
 
 :func:`launch` runs it over checked tensors; ``zyntax.kernels.matmul`` (batched
 operands, and the 2-D cases where it is measured faster than the hand-written
@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from zyntax import hir, tile
+from zyntax import _native, hir, tile
 from zyntax.errors import ArgumentError
 
 from . import _tensors as T
@@ -150,44 +150,25 @@ def _sum(t: tile.Builder, xs: list[Any]) -> Any:
 
 # ---------------------------------------------------------------- schedules
 
-#: (bm, bn, bk, warps, stages) by arch class and output size. The sm_90a rows
-#: run the wgmma pipeline (bk 64); measured on an H200 (docs/tile.md,
-#: "Performance"): 128x256 over 8 warps for large outputs, 64x64 over 4 for
-#: small M. sm_80-class code runs mma.sync (no software pipeline yet), f32 FFMA.
-SCHEDULES: dict[str, list[tuple[int, int, int, int, int]]] = {
-    "wgmma": [(128, 256, 64, 8, 4), (128, 128, 64, 8, 4), (64, 128, 64, 4, 4), (64, 64, 64, 4, 4)],
-    "mma": [(128, 128, 32, 8, 1), (64, 64, 32, 4, 1), (16, 64, 32, 4, 1)],
-    "ffma": [(64, 64, 16, 4, 1), (32, 32, 16, 4, 1), (16, 16, 16, 2, 1)],
-}
-#: When the output has fewer tiles than the GPU has SMs, split K until the
-#: grid has SPLIT_WAVES CTAs per SM, each split at least SPLIT_MIN_STEPS K
-#: steps long.
-SPLIT_WAVES, SPLIT_MIN_STEPS = 2, 4
 #: Arch whose code numpy inputs run (natively on the CPU or on the interpreter).
 HOST_ARCH = "sm_80"
+#: ((bm, bn, bk, warps, stages), K splits) that replaces the tile crate's
+#: choice for every call (benches/gemm.py --tile-ladder compares them).
+FORCE: tuple[tuple[int, int, int, int, int], int] | None = None
 
 
 def schedule(
     dtype: str, m: int, n: int, k: int, batch: int, arch: str, sms: int
 ) -> tuple[tuple[int, int, int, int, int, str], int]:
-    """(schedule, K splits) for an M x N x K product of `batch` matrices."""
-    kind = "ffma" if dtype == "f32" else ("wgmma" if arch == "sm_90a" else "mma")
-    table = SCHEDULES[kind]
-    if kind == "ffma" and sms < 8:  # the host: small tiles, quick interpreter runs
-        table = table[1:]
-    # The largest tile that still gives every SM a CTA; else the smallest.
-    pick = table[-1]
-    for cfg in table:
-        if -(-m // cfg[0]) * -(-n // cfg[1]) * batch >= sms:
-            pick = cfg
-            break
-    bm, bn, bk, warps, stages = pick
-    tiles = -(-m // bm) * -(-n // bn) * batch
-    steps = -(-k // bk)
-    splits = 1
-    if tiles < sms:  # fewer output tiles than SMs: split K (a second pass sums)
-        splits = max(1, min(-(-SPLIT_WAVES * sms // tiles), steps // SPLIT_MIN_STEPS))
-    return (bm, bn, bk, warps, stages, arch), splits
+    """(schedule, K splits) for a `batch` of M x N x K products: the tile
+    crate's table (``zyntax_tile::schedule::gemm_schedule``: the largest tile
+    that gives every SM a CTA, K split when the output leaves SMs idle)."""
+    if FORCE is not None:
+        return (*FORCE[0], arch), FORCE[1]
+    s, splits = _native.tile_gemm_schedule(
+        m, n, k, batch=batch, operand_bytes=4 if dtype == "f32" else 2, arch=arch, sms=sms
+    )
+    return (s.block[0], s.block[1], s.k, s.warps, s.stages, arch), splits
 
 
 # ---------------------------------------------------------------- launching

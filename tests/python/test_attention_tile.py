@@ -51,7 +51,15 @@ def reference(q: Any, k: Any, v: Any, scale: float, causal: bool, window: Any) -
 
 
 def run(
-    b: int, h: int, hk: int, sq: int, sk: int, d: int, causal: bool, window: Any = None
+    b: int,
+    h: int,
+    hk: int,
+    sq: int,
+    sk: int,
+    d: int,
+    causal: bool,
+    window: Any = None,
+    tiles: tuple[int, int, int, bool] | None = None,
 ) -> None:
     """The tile program on fresh f16 inputs, outputs poisoned with NaN."""
     q = rng.standard_normal((b, h, sq, d)).astype(np.float16)
@@ -72,6 +80,7 @@ def run(
         scale=scale,
         window=attention_tile.window_arg(window),
         stream=None,
+        tiles=tiles,
     )
     ref, ref_lse = reference(q, k, v, scale, causal, window)
     got = to.arr.astype(np.float64)
@@ -98,6 +107,21 @@ def test_grouped_and_multi_query(h: int, hk: int) -> None:
 )
 def test_causal_bottom_right(sq: int, sk: int, d: int) -> None:
     run(1, 2, 1, sq, sk, d, causal=True)
+
+
+@pytest.mark.parametrize(
+    "tiles",
+    # (rows, keys, warps, prefetch): warps along M with P and Q in registers
+    # (16+ rows per warp), with and without prefetch; warps split along N.
+    [(64, 32, 4, True), (32, 16, 2, False), (128, 64, 8, False), (16, 32, 4, True)],
+)
+@pytest.mark.parametrize(("sq", "sk", "d"), [(300, 350, 64), (260, 200, 128)])
+def test_block_shapes_over_several_query_blocks(
+    tiles: tuple[int, int, int, bool], sq: int, sk: int, d: int
+) -> None:
+    """Several query blocks (walked last-first) and key blocks, causal with
+    Sq != Sk, for each kind of warp split."""
+    run(1, 2, 1, sq, sk, d, causal=True, tiles=tiles)
 
 
 @pytest.mark.parametrize(

@@ -99,12 +99,16 @@ def build(
     left = t.scalar_param("left", "u32")
     right = t.scalar_param("right", "u32")
 
-    bh = t.program_id(1)
+    # Grid (B * H, query blocks): the hardware starts blocks x-fastest, so
+    # every head's last query block (the longest under a causal mask) runs
+    # first and the short ones fill in at the end.
+    bh = t.program_id(0)
     b = t.scalar_binary("div", bh, heads)
     h = t.scalar_binary("rem", bh, heads)
     hk = t.scalar_binary("div", h, group)
-    m0 = t.program_id(0) * bm
     sq, sk = q.dim(2), kt.dim(3)
+    blocks = t.scalar_binary("div", sq + (bm - 1), t.constant("u32", bm))
+    m0 = (blocks - 1 - t.program_id(1)) * bm
 
     # The key range any row of this block sees: [lo, hi), lo rounded down to
     # a block. With u32 scalars, max() keeps the subtractions from wrapping.
@@ -249,5 +253,7 @@ def launch(
         left,
         right,
     ]
-    grid = (-(-sq // bm), bsz * heads, 1)
+    grid = (bsz * heads, -(-sq // bm), 1)
+    if grid[1] >= 1 << 16:  # the grid's y extent
+        raise ArgumentError(f"argument 'q': {sq} queries make more than 65535 blocks of {bm}")
     T.launch(module, key, kernel.name, grid, warps * 32, args, tq, stream)

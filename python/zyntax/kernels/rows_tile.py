@@ -168,7 +168,13 @@ class _P:
         self.t.store(v, origin, x if v.dtype == "f32" else x.cast(v.dtype))
 
     def bc(self, x: tile.Tile, shape: Sequence[int] | None = None) -> tile.Tile:
-        return x.broadcast(tuple(shape or self.shape))
+        """`x` broadcast to `shape` (the plan's tile); `x` itself when it has
+        that shape already: a broadcast takes the coalesced layout of f32,
+        which a tile loaded from 2-byte data does not have, so a no-op
+        broadcast of a [1, W] weight would cost two trips through shared
+        memory."""
+        shape = tuple(shape or self.shape)
+        return x if tuple(x.shape) == shape else x.broadcast(shape)
 
     def splat(self, s: tile.Scalar, shape: Sequence[int]) -> tile.Tile:
         return self.t.splat(tuple(shape), s)

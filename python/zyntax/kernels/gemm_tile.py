@@ -15,12 +15,15 @@ kernels) and :func:`grouped_matmul` call it.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import Any
 
 from zyntax import _native, hir, tile
 from zyntax.errors import ArgumentError
 
+from . import _plans
 from . import _tensors as T
 
 GELU_C = 0.7978845608028654  # sqrt(2 / pi): GELU's tanh form, as the other variants
@@ -49,6 +52,8 @@ class Spec:
     groups: int
     split: bool
     schedule: tuple[int, int, int, int, int, str]  # bm, bn, bk, warps, stages, arch
+    #: the warp-specialised TMA pipeline (docs/tile.md), persistent
+    ws: bool = False
 
 
 def _ge(p: tile.Scalar, s: tile.Scalar) -> tile.Scalar:
@@ -73,7 +78,10 @@ def program(s: Spec) -> tile.Kernel:
     """``c[z] = act(a[z] @ b[z] + bias)``; grid (M tiles, N tiles, batch * splits),
     or (row tiles of all groups, N tiles, 1) when grouped."""
     bm, bn, bk, warps, stages, arch = s.schedule
-    t = tile.Builder("matmul", tile.Schedule((bm, bn), k=bk, warps=warps, stages=stages, arch=arch))
+    sched = tile.Schedule(
+        (bm, bn), k=bk, warps=warps, stages=stages, arch=arch, warp_specialize=s.ws, persistent=s.ws
+    )
+    t = tile.Builder("matmul", sched)
 
     def view(name: str, dt: str, rank: int, unit: int | None, aligned: bool) -> tile.View:
         unit = None if unit is None else unit + rank - 2
@@ -152,6 +160,9 @@ def _sum(t: tile.Builder, xs: list[Any]) -> Any:
 
 #: Arch whose code numpy inputs run (natively on the CPU or on the interpreter).
 HOST_ARCH = "sm_80"
+#: Large 2-D bf16/f16 products on sm_90a run the warp-specialised, persistent
+#: TMA pipeline (a producer warpgroup, mbarrier rings; docs/tile.md) when set.
+WARP_SPECIALIZE = False
 #: ((bm, bn, bk, warps, stages), K splits) that replaces the tile crate's
 #: choice for every call (benches/gemm.py --tile-ladder compares them).
 FORCE: tuple[tuple[int, int, int, int, int], int] | None = None
@@ -174,8 +185,13 @@ def schedule(
 # ---------------------------------------------------------------- launching
 
 
+@functools.cache
+def _kernel(s: Spec) -> tile.Kernel:
+    return program(s)
+
+
 def _module(s: Spec) -> hir.Module:
-    return program(s).module
+    return _kernel(s).module
 
 
 def _finish_module(s: Spec) -> hir.Module:
@@ -244,6 +260,22 @@ def launch(
         got = _fold(sh, st, nb, inner, bk)
         folds.append(got or (3, [*sh, *st], 0, 0))
     (ar, av, a_r, a_c), (br, bv, b_r, b_c) = folds
+    units = (_unit((ast[1], ast[2]), (ash[1], ash[2])), _unit((bst[1], bst[2]), (bsh[1], bsh[2])))
+    ws = (
+        WARP_SPECIALIZE
+        and not host
+        and arch == "sm_90a"
+        and sched[2] == 64
+        and splits == 1
+        and not groups
+        and nb == 1
+        and (ar, br) == (2, 2)
+        and None not in units
+        and ta.ptr % 16 == 0
+        and tb.ptr % 16 == 0
+        and bias is None
+        and activation is None
+    )
     spec = Spec(
         ta.dtype,
         tc.dtype,
@@ -251,12 +283,13 @@ def launch(
         activation,
         ar,
         br,
-        _unit((ast[1], ast[2]), (ash[1], ash[2])),
-        _unit((bst[1], bst[2]), (bsh[1], bsh[2])),
+        units[0],
+        units[1],
         (ta.ptr % 16 == 0, tb.ptr % 16 == 0, tc.ptr % 16 == 0),
         ng,
         splits > 1,
         sched,
+        ws,
     )
     bias_args = [] if bias is None else [bias, 1, n, 0, bias.strides[0]]
     args: list[Any] = [ta, *av, tb, *bv]
@@ -281,11 +314,34 @@ def launch(
     if groups:
         args += tiles[1:ng] + [starts[i] - starts[i - 1] for i in range(1, ng)]
     threads = sched[3] * 32
+    if ws:
+        kern = _kernel(spec)
+        threads = kern.block[0]
+        views = {0: (ta, av), 1: (tb, bv)}  # the a and b view parameters
+        for tm in kern.tensor_maps:
+            t, v = views[tm.param]
+            args.append(_tensor_map(t, v, tm))
+        if kern.persistent:
+            args += [grid[0], grid[1]]
+            grid = (max(1, min(grid[0] * grid[1], sms)), 1, 1)
     T.launch(_module, (spec,), "matmul", grid, threads, args, tc, stream)
     if splits > 1:
         fin = [wt, nb * splits, m, n, m * n, n, 1, tc, *csh, *cst, *bias_args, splits]
         grid = (-(-m // bm), -(-n // bn), nb)
         T.launch(_finish_module, (spec,), "matmul_finish", grid, threads, fin, tc, stream)
+
+
+def _tensor_map(t: T.Tensor, view: list[Any], m: tile.TensorMapParam) -> Any:
+    """The TMA map of a 2-D view ([extents, strides]) of `t`, through
+    ``_tensors.tensor_map`` (a call's plan rebuilds it at new addresses)."""
+    ext, st = view[:2], view[2:]
+    rows = dataclasses.replace(
+        t, shape=(ext[m.outer_dim], ext[m.inner_dim]), strides=(st[m.outer_dim], 1)
+    )
+    rec = _plans.recording()
+    if rec is not None:
+        rec.tensor(rows)  # the same object as `t`: the plan knows where it comes from
+    return T.tensor_map(rows, m.box, swizzle="128B", dtype=t.dtype)
 
 
 def check_groups(groups: Any, rows: int, experts: int) -> list[int]:

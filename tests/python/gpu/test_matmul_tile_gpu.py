@@ -138,3 +138,23 @@ def test_repeat_calls_use_the_plan(torch: Any) -> None:
     for _ in range(3):
         a, b = rand(torch, 4, 64, 128), rand(torch, 4, 128, 64)
         check(zk.matmul(a, b), reference(torch, a, b), "bf16")
+
+
+WS_CASES = [(1000, 1000, 1000, "row"), (257, 300, 4097, "row"), (4096, 4096, 4096, "at"),
+            (300, 520, 4096, "bt")]  # fmt: skip
+
+
+@pytest.mark.parametrize("m,n,k,layout", WS_CASES)
+def test_warp_specialized(
+    torch: Any, monkeypatch: Any, m: int, n: int, k: int, layout: str
+) -> None:
+    """WARP_SPECIALIZE: the persistent TMA pipeline (on sm_90a; elsewhere the same program)."""
+    from zyntax.kernels import gemm_tile
+
+    monkeypatch.setattr(gemm_tile, "WARP_SPECIALIZE", True)
+    for _ in range(2):  # the second call replays the plan: maps rebuilt at the new addresses
+        a = rand(torch, k, m).t() if layout == "at" else rand(torch, m, k)
+        b = rand(torch, n, k).t() if layout == "bt" else rand(torch, k, n)
+        out = poisoned(torch, (m, n), torch.bfloat16)
+        gemm_tile.matmul(a, b, out)
+        check(out, reference(torch, a, b), "bf16")

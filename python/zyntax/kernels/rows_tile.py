@@ -258,14 +258,18 @@ class _P:
 
 def _online(P: _P, m: tile.Tile, s: tile.Tile, v: tile.Tile) -> tuple[tile.Tile, tile.Tile]:
     """One step of an online softmax state (max, sum of exp(x - max)), per
-    lane, or for the row when the state is [1, 1]."""
+    lane, or for the row when the state is [1, 1]. The chunk's terms come
+    first in every operation (here and in the loops' sums): an element-wise
+    op takes its first operand's layout, so the carried state takes the
+    layout of the chunk's statistics (the rows' own) and nothing is
+    converted per chunk."""
     if m.shape != v.shape:
-        mn = P.t.maximum(m, v.max(1))
+        mn = P.t.maximum(v.max(1), m)
         safe = P.safe(mn)
-        return mn, s * (m - safe).exp() + (v - P.bc(safe, v.shape)).exp().sum(1)
-    mn = P.t.maximum(m, v)
+        return mn, (v - P.bc(safe, v.shape)).exp().sum(1) + s * (m - safe).exp()
+    mn = P.t.maximum(v, m)
     safe = P.safe(mn)
-    return mn, s * (m - safe).exp() + (v - safe).exp()
+    return mn, (v - safe).exp() + s * (m - safe).exp()
 
 
 def _merge(P: _P, m: tile.Tile, s: tile.Tile) -> tuple[tile.Tile, tile.Tile]:
@@ -359,7 +363,7 @@ def _softmax_bwd(P: _P) -> None:
     h = P.head(row)
 
     def dot(c0: tile.Scalar, c: list[Any]) -> list[Any]:
-        return [c[0] + P.fold(P.load(y, (row, c0), sh) * P.load(dy, (row, c0), sh))]
+        return [P.fold(P.load(y, (row, c0), sh) * P.load(dy, (row, c0), sh)) + c[0]]
 
     (acc,) = P.chunks(n, [P.t.zeros(P.state)], dot, h)
     d = P.bc(acc.sum(1), sh)
@@ -410,7 +414,7 @@ def _norm_fwd(P: _P, kind: str) -> None:
 
     def sums(c0: tile.Scalar, c: list[Any]) -> list[Any]:
         d = P.zero_where_not(P.lt(P.cols(c0, sh), n), P.load(x, (row, c0), sh) - k)
-        return [c[0] + P.fold(d), c[1] + P.fold(d * d)]
+        return [P.fold(d) + c[0], P.fold(d * d) + c[1]]
 
     s1, s2 = P.chunks(n, [P.t.zeros(P.state), P.t.zeros(P.state)], sums, h)
     ms = s1.sum(1) * P.splat(inv_n, one) if centre else P.t.zeros(one)
@@ -485,7 +489,7 @@ def _norm_bwd_rows(P: _P, kind: str) -> None:
         if centre:
             inner = inner - P.bc(wg.sum(1) * P.splat(inv_n, col))
         P.store(dx, (r0, h), inner * P.bc(rstd))
-        return [c[0] + g * xhat, c[1] + g]
+        return [g * xhat + c[0], g + c[1]]
 
     z = P.t.zeros(sh)
     dw, db = P.for_range(i * R, x.dim(0), dwp.dim(0) * R, [z, z], block)
@@ -509,7 +513,7 @@ def _norm_dw(P: _P, kind: str) -> None:
         mean, rstd = P.t.load(stats, (r0, 0), col), P.t.load(stats, (r0, 1), col)
         xhat = (P.load(x, (r0, c0), sh) - P.bc(mean)) * P.bc(rstd)  # 0 outside: rstd 0
         g = P.load(dy, (r0, c0), sh)
-        return [c[0] + g * xhat, c[1] + g]
+        return [g * xhat + c[0], g + c[1]]
 
     z = P.t.zeros(sh)
     dw, db = P.for_range(i * R, x.dim(0), dwp.dim(0) * R, [z, z], block)
@@ -530,7 +534,7 @@ def _norm_bwd_stats(P: _P, kind: str) -> None:
     def sums(c0: tile.Scalar, c: list[Any]) -> list[Any]:
         d = P.zero_where_not(P.lt(P.cols(c0, sh), n), P.load(x, (row, c0), sh) - k)
         g = P.load(dy, (row, c0), sh) * P.load(w, (0, c0), sh)
-        return [c[0] + P.fold(d), c[1] + P.fold(d * d), c[2] + P.fold(g), c[3] + P.fold(g * d)]
+        return [P.fold(d) + c[0], P.fold(d * d) + c[1], P.fold(g) + c[2], P.fold(g * d) + c[3]]
 
     z = P.t.zeros(P.state)
     sums4 = P.chunks(n, [z, z, z, z], sums, P.head(row))
@@ -564,7 +568,7 @@ def _norm_bwd_chunks(P: _P, kind: str) -> None:
         xhat = P.zero_where_not(ok, (P.load(x, (r, c0), sh) - mean) * rstd)
         g = P.load(dy, (r, c0), sh)
         P.store(dx, (r, c0), (g * wv - c1 - xhat * c2) * rstd)
-        return [c[0] + g * xhat, c[1] + g]
+        return [g * xhat + c[0], g + c[1]]
 
     z = P.t.zeros(sh)
     dw, db = P.for_range(gi, x.dim(0), groups, [z, z], rowstep)
@@ -580,7 +584,7 @@ def _colsum(P: _P) -> None:
     sh = (COLSUM_R, COLSUM_W)
 
     def step(_t: tile.Builder, r0: tile.Scalar, c: list[Any]) -> list[Any]:
-        return [c[0] + P.t.load(part, (r0, c0), sh)]
+        return [P.t.load(part, (r0, c0), sh) + c[0]]
 
     (acc,) = P.for_range(0, part.dim(0), COLSUM_R, [P.t.zeros(sh)], step)
     P.store(out, (0, c0), acc.sum(0))
@@ -620,7 +624,7 @@ def _ce_fwd(P: _P, tdtype: str) -> None:
     def step(c0: tile.Scalar, c: list[Any]) -> list[Any]:
         v = P.load(x, (row, c0), sh, NEG_INF)
         hit = P.t.cmp("eq", P.cols(c0, sh), tb)
-        return [*_online(P, c[0], c[1], v), c[2] + P.fold(P.t.where(hit, v, P.t.zeros(sh)))]
+        return [*_online(P, c[0], c[1], v), P.fold(P.t.where(hit, v, P.t.zeros(sh))) + c[2]]
 
     st = P.state
     inits = [P.t.full(st, "f32", NEG_INF), P.t.zeros(st), P.t.zeros(st)]
@@ -686,7 +690,7 @@ def _ce_split_stats(P: _P, tdtype: str) -> None:
     def step(c0: tile.Scalar, c: list[Any]) -> list[Any]:
         v = P.load(x, (row, c0), sh, NEG_INF)
         hit = P.t.cmp("eq", P.cols(c0, sh), tb)
-        return [*_online(P, c[0], c[1], v), c[2] + P.fold(P.t.where(hit, v, P.t.zeros(sh)))]
+        return [*_online(P, c[0], c[1], v), P.fold(P.t.where(hit, v, P.t.zeros(sh))) + c[2]]
 
     st = P.state
     inits = [P.t.full(st, "f32", NEG_INF), P.t.zeros(st), P.t.zeros(st)]

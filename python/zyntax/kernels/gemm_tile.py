@@ -205,7 +205,7 @@ def _unit(strides: tuple[int, int], shape: tuple[int, int]) -> int | None:
 
 
 def _fold(
-    shape: tuple[int, int, int], st: tuple[int, int, int], nb: int, inner: int, bk: int
+    shape: tuple[int, int, int], st: tuple[int, ...], inner: int, bk: int
 ) -> tuple[int, list[Any], int, int] | None:
     """A [B, R, C] operand as a 2-D view: (rank, view extents + strides, per-batch
     row and column offsets), or None when its batches are not one 2-D grid.
@@ -249,17 +249,21 @@ def launch(
     host = not tc.on_gpu
     arch = HOST_ARCH if host else arch
     rows = max(groups) if groups else m
-    sched, splits = schedule(ta.dtype, rows, n, kk, max(nb, ng), arch, 4 if host else sms)
+    batch, sms = max(nb, ng), 4 if host else sms
+    sched, splits = schedule(ta.dtype, rows, n, kk, batch, arch, sms)
+    folds = [_fold(ash, ast, 1, sched[2]), _fold(bsh, bst, 0, sched[2])]
+    if None in folds and arch == "sm_90a":
+        # A 3-D view keeps the loop off the wgmma pipeline: mma.sync tiles.
+        sched, splits = schedule(ta.dtype, rows, n, kk, batch, "sm_80", sms)
+        folds = [_fold(ash, ast, 1, sched[2]), _fold(bsh, bst, 0, sched[2])]
+    (ar, av, a_r, a_c), (br, bv, b_r, b_c) = (
+        f or (3, [*sh, *st], 0, 0) for f, sh, st in zip(folds, (ash, bsh), (ast, bst), strict=True)
+    )
     if groups:
         splits = 1
     bm, bn, bk = sched[:3]
     kps = -(-kk // splits // bk) * bk
     splits = -(-kk // kps) if kk else 1
-    folds = []
-    for sh, st, inner in ((ash, ast, 1), (bsh, bst, 0)):
-        got = _fold(sh, st, nb, inner, bk)
-        folds.append(got or (3, [*sh, *st], 0, 0))
-    (ar, av, a_r, a_c), (br, bv, b_r, b_c) = folds
     units = (_unit((ast[1], ast[2]), (ash[1], ash[2])), _unit((bst[1], bst[2]), (bsh[1], bsh[2])))
     ws = (
         WARP_SPECIALIZE

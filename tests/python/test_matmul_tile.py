@@ -144,3 +144,14 @@ def test_errors() -> None:
         zk.grouped_matmul(a, rand(2, 8, 5), "2,2")
     with pytest.raises(ArgumentError, match="argument 'b'"):
         zk.grouped_matmul(a, rand(8, 5), (4,))
+
+
+def test_variant_tile_takes_any_strides() -> None:
+    """A view with no unit stride (every other column) is accepted (on a GPU: read in place)."""
+    a = rand(9, 40)[:, ::2]
+    b = rand(20, 7)
+    out = zk.matmul(a, b, variant="tile")
+    check(out, ref_mm(a, b), np.float32)
+    assert zk.choose_variant(a, b, variant="tile") == "tile"
+    with pytest.raises(ArgumentError, match="argument 'a'"):
+        zk.matmul(a, b, variant="tile", allow_tf32=True)

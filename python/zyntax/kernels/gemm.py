@@ -628,7 +628,7 @@ def choose_variant(
 ) -> str:
     """The name of the variant :func:`matmul` would run for these inputs."""
     tf32 = _options(variant, allow_tf32)
-    if max(_ndim(a), _ndim(b)) > 2:
+    if max(_ndim(a), _ndim(b)) > 2 or variant == "tile":
         return "tile"
     p = normalise(a, b, None, out_dtype=out_dtype, tf32=tf32, allocate=False)
     return _choose(p, variant)[0].name
@@ -692,11 +692,11 @@ def matmul(
                 return new
     tf32 = _options(variant, allow_tf32)
     T.stream_arg(stream)
-    if max(_ndim(a), _ndim(b)) > 2:  # batched: only the tile program
+    if max(_ndim(a), _ndim(b)) > 2 or variant == "tile":  # batched: only the tile program
         if variant not in (None, "tile") or tf32 or not fast:
             raise ArgumentError(
-                "argument 'a': batched (3-D) operands run on the tile program only "
-                "(no variant other than 'tile', allow_tf32 or fp8 scales)"
+                "argument 'a': batched (3-D) operands and variant='tile' run on the tile "
+                "program only (no other variant, allow_tf32 or fp8 scales)"
             )
         return gemm_tile.matmul(
             a, b, out, bias=bias, activation=activation, out_dtype=out_dtype, stream=stream

@@ -64,7 +64,7 @@ def test_shapes(torch: Any, dt: str, m: int, n: int, k: int) -> None:
     check(out, reference(torch, a, b), dt)
 
 
-@pytest.mark.parametrize("layout", ["at", "bt", "atbt", "slice", "odd_ld"])
+@pytest.mark.parametrize("layout", ["at", "bt", "atbt", "slice", "odd_ld", "strided"])
 def test_layouts(torch: Any, layout: str) -> None:
     from zyntax.kernels import gemm_tile
 
@@ -75,6 +75,8 @@ def test_layouts(torch: Any, layout: str) -> None:
         a = rand(torch, m, 2 * k + 8)[:, 8 : k + 8]  # a column slice: row stride 2k + 8
     if layout == "odd_ld":
         b = rand(torch, k, n + 3)[:, :n]  # rows not 16-byte multiples
+    if layout == "strided":
+        a = rand(torch, m, 2 * k)[:, ::2]  # no unit stride at all
     out = poisoned(torch, (m, n), torch.bfloat16)
     gemm_tile.matmul(a, b, out)
     check(out, reference(torch, a, b), "bf16")

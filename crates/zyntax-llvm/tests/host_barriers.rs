@@ -530,3 +530,93 @@ fn every_example_compiles_for_the_cpu() {
     }
     assert!(barrier_kernels > 0);
 }
+
+/// Barrier-only kernels are split at their barriers (one thread loop per
+/// region, no coroutine); a kernel with a warp collective stays a coroutine.
+#[test]
+fn barrier_kernels_are_split_into_region_loops() {
+    let m = module(tree_reduce(true));
+    let p = host::prepare(&m, &HostOptions::default()).unwrap();
+    assert!(p.ir.contains("zx.resume"), "no region dispatch");
+    assert!(!p.ir.contains("presplitcoroutine"), "still a coroutine");
+    assert!(p.report.to_string().contains("region fission"));
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/reduce_sum.zir");
+    let m = parse_module(&std::fs::read_to_string(dir).unwrap()).unwrap();
+    let p = host::prepare(&m, &HostOptions::default()).unwrap();
+    assert!(
+        p.ir.contains("presplitcoroutine"),
+        "shuffles need the coroutine"
+    );
+}
+
+/// Values of every kind live across barriers of a split kernel: a pointer
+/// with its bounds-check offset, a bool and a loaded word from region 0 used
+/// after the last barrier, a loop-carried value across two barriers per
+/// iteration, and a value defined inside the loop used only in the same
+/// region (not saved).
+fn relay() -> Function {
+    let mut b = FunctionBuilder::kernel("relay", &[gptr(Type::U32), Type::U32, Type::U32]);
+    let (io, k, rounds) = (b.param(0), b.param(1), b.param(2));
+    let sh = b.shared_alloc(Type::U32, 1024).unwrap();
+    let tid = b.thread_idx(Dim::X).unwrap();
+    let bid = b.block_idx(Dim::X).unwrap();
+    let n = b.block_dim(Dim::X).unwrap();
+    let base = b.mul(bid, n).unwrap();
+    let gi = b.add(base, tid).unwrap();
+    let p = b.ptr_add(io, gi).unwrap();
+    let v = b.load(p).unwrap();
+    let flag = b.cmp(CmpOp::Lt, tid, k).unwrap();
+    let ps = b.ptr_add(sh, tid).unwrap();
+    b.store(ps, v).unwrap();
+    b.barrier().unwrap();
+    let (z, one) = (
+        b.iconst(Type::U32, 0).unwrap(),
+        b.iconst(Type::U32, 1).unwrap(),
+    );
+    let t1 = b.add(tid, one).unwrap();
+    let j = b.binary(BinOp::Rem, t1, n).unwrap();
+    let pj = b.ptr_add(sh, j).unwrap();
+    let w = b.load(pj).unwrap();
+    b.barrier().unwrap();
+    let fr = b.begin_for(z, rounds, one, &[w]).unwrap();
+    b.store(ps, fr.carried[0]).unwrap();
+    b.barrier().unwrap();
+    let tr = b.add(tid, fr.iv).unwrap();
+    let jr = b.binary(BinOp::Rem, tr, n).unwrap();
+    let pr = b.ptr_add(sh, jr).unwrap();
+    let nb = b.load(pr).unwrap();
+    let mixed = b.binary(BinOp::Xor, fr.carried[0], nb).unwrap();
+    let acc = b.add(mixed, fr.iv).unwrap();
+    b.barrier().unwrap();
+    let res = b.end_for(fr, &[acc]).unwrap();
+    let out = b.select(flag, res[0], v).unwrap();
+    b.store(p, out).unwrap();
+    b.ret(&[]).unwrap();
+    b.finish().unwrap()
+}
+
+#[test]
+fn values_live_across_barriers_match_the_interpreter() {
+    let mut rng = Rng::new();
+    let m = module(relay());
+    let p = host::prepare(&m, &HostOptions::default()).unwrap();
+    assert!(p.ir.contains("zx.resume") && !p.ir.contains("presplitcoroutine"));
+    for _ in 0..4 {
+        let threads = 1 + rng.below(300) as u32;
+        let blocks = 1 + rng.below(4) as u32;
+        let words: Vec<u32> = (0..threads * blocks).map(|_| rng.next() as u32).collect();
+        let k = rng.below(u64::from(threads) + 1) as u32;
+        let rounds = rng.below(6) as u32;
+        let (want, got) = both(
+            &m,
+            "relay",
+            [blocks, 1, 1],
+            [threads, 1, 1],
+            &[A::Words(words), A::U32(k), A::U32(rounds)],
+        );
+        assert_eq!(
+            got, want,
+            "{threads} threads, {blocks} blocks, k {k}, {rounds} rounds"
+        );
+    }
+}

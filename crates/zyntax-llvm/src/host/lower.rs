@@ -23,7 +23,7 @@
 //! arguments in 8-byte slots; a kernel's `@"name.zx_block"(ptr args, ptr lens,
 //! ptr err, ptr ctx)` runs every thread of one block.
 
-use super::{regions, warp};
+use super::{fission, regions, warp};
 use crate::scalar::{self, class_of, Conv, Scalar};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -42,6 +42,8 @@ mod arith;
 mod calls;
 mod inst;
 mod module;
+// Kernels split at their barriers (region fission, `host/fission.rs`).
+mod split;
 
 pub use module::{lower_module, pipeline_for, value_def_block, LoweredFn, LATENCY_PIPELINE};
 
@@ -391,6 +393,11 @@ struct FnLower<'a> {
     lens_bytes: BTreeMap<Origin, String>,
     checks: usize,
     unchecked: usize,
+    /// A kernel split at its barriers (`None`: not split).
+    fission: Option<fission::Plan>,
+    /// Every value's operand as its definition names it (`ops` may hold a
+    /// later reload of a value saved across barriers).
+    base_ops: Vec<String>,
 }
 
 impl FnLower<'_> {
@@ -581,6 +588,13 @@ impl FnLower<'_> {
                 }
             }
         }
+        self.base_ops = self.ops.clone();
+        if f.is_kernel() && !self.mi.recursive.contains(&f.name) {
+            let ops = &self.ops;
+            self.fission = fission::plan(f, &|v| {
+                ops.get(v.index()).is_some_and(|o| !o.starts_with('%'))
+            });
+        }
         for (k, b) in f.layout.iter().enumerate() {
             self.pos.insert(*b, k);
         }
@@ -628,12 +642,17 @@ impl FnLower<'_> {
         for b in f.layout.clone() {
             if b != entry {
                 self.open(format!("b{}", b.0));
+                self.split_defs(&f.block(b).params);
             } else {
                 self.cur_label = format!("b{}", b.0);
             }
             let insts = f.block(b).insts.clone();
             for i in insts {
+                self.split_uses(i);
                 self.lower_inst(b, i, &sig)?;
+                if let Some(d) = f.insts.get(i.index()) {
+                    self.split_defs(&d.results);
+                }
             }
         }
         self.open("zx.end".into());
@@ -681,6 +700,9 @@ impl FnLower<'_> {
                  br i1 %zx.deep, label %{fl}, label %b{}, !prof !0",
                 entry.0
             );
+        } else if let Some(plan) = &self.fission {
+            out.push_str(&plan.entry());
+            out.push_str(&plan.dispatch(entry));
         } else {
             let _ = writeln!(out, "  br label %b{}", entry.0);
         }
@@ -753,7 +775,8 @@ impl FnLower<'_> {
         // thread loop: inlined there, its thread index is the loop counter
         // and the loop is one LLVM can optimize (LLVM's cost model would
         // leave a large kernel as a call per thread).
-        let runner_inlined = self.f.is_kernel() && !super::regions::has_suspend(self.f);
+        let runner_inlined =
+            self.f.is_kernel() && (!super::regions::has_suspend(self.f) || self.fission.is_some());
         if p.optnone {
             a.push("optnone noinline".into());
         } else if p.always_inline || runner_inlined {

@@ -29,6 +29,7 @@
 //! `ZYNTAX_CPU` / `ZYNTAX_CPU_FEATURES` override them (for AOT to another
 //! machine, or `generic` for portable code).
 
+pub mod fission;
 pub mod lower;
 pub mod regions;
 pub mod target;
@@ -448,7 +449,9 @@ pub fn prepare(m: &Module, opts: &HostOptions) -> HostResult<Prepared> {
                 }
                 if blockers.is_empty() {
                     cpu_kernels.insert(f.name.clone());
-                    if regions::has_suspend(f) {
+                    if fission::applies(f) {
+                        report.add(&f.name, "kernel", "compiled for the CPU: blocks run in parallel on worker threads; each barrier splits the block's threads into regions (region fission: each region is a loop over the block's threads, values live across a barrier kept in per-thread arrays)", "barriers only, in the kernel itself; no warp collectives or allocas (those keep the coroutine lowering)");
+                    } else if regions::has_suspend(f) {
                         report.add(&f.name, "kernel", "compiled for the CPU: blocks run in parallel on worker threads; each barrier splits the block's threads into regions run one after another, each shuffle or vote those of a warp (threads are LLVM coroutines, values live across a suspend in per-thread frames)", "barriers, shuffles and votes only in the kernel itself; no other warp collectives, MMA or async copies");
                     } else {
                         report.add(&f.name, "kernel", "compiled for the CPU: blocks run in parallel on worker threads, threads of a block in sequence", "no barriers, warp collectives, MMA or async copies");

@@ -327,6 +327,7 @@ impl FnLower<'_> {
                 self.emit(format!("{lin} = add i32 {c}, {tx}"));
                 self.emit(format!("{r} = and i32 {lin}, 31"));
             }
+            Op::Barrier if self.fission.is_some() => self.split_barrier(i),
             Op::Barrier
             | Op::Shfl { .. }
             | Op::Vote(_)

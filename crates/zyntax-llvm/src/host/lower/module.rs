@@ -92,10 +92,19 @@ pub fn lower_module(
             lens_bytes: BTreeMap::new(),
             checks: 0,
             unchecked: 0,
+            fission: None,
+            base_ops: Vec::new(),
         };
-        let coro = f.is_kernel() && cpu_kernels.contains(&f.name) && regions::has_suspend(f);
         let text = fl.lower_fn()?;
         let (checks, unchecked) = (fl.checks, fl.unchecked);
+        let split = fl.fission.take().filter(|_| cpu_kernels.contains(&f.name));
+        let coro = f.is_kernel()
+            && cpu_kernels.contains(&f.name)
+            && regions::has_suspend(f)
+            && split.is_none();
+        if split.is_some() {
+            decls.extend(fission::RUNNER_DECLS.iter().map(|d| d.to_string()));
+        }
         if coro {
             out.push_str(&regions::to_coroutine(&text, &f.name));
             decls.extend(
@@ -127,7 +136,9 @@ pub fn lower_module(
         if slots_ok && f.is_kernel() && cpu_kernels.contains(&f.name) {
             let mut pre = String::new();
             let parts = call_args(f, &sig, &mut pre);
-            out.push_str(&if coro {
+            out.push_str(&if let Some(plan) = &split {
+                fission::block_runner(f, plan, &sig.ret, &target_attrs(mi), &pre, &parts, fid)
+            } else if coro {
                 regions::coro_block_runner(f, &target_attrs(mi), &pre, &parts, fid)
             } else {
                 regions::block_runner(f, &sig, &target_attrs(mi), &pre, &parts)

@@ -91,8 +91,8 @@ fn lowered_tile_programs_pass_ptxas() {
 }
 
 /// bf16 and f16 GEMMs on tensor cores, for sm_80 and sm_90: `ldmatrix`
-/// (plain for A, transposed for B) and `mma.sync.m16n8k16` with f32
-/// accumulators, through ptxas.
+/// (plain for A, transposed for B, two 8-column pieces of B per x4) and
+/// `mma.sync.m16n8k16` with f32 accumulators, through ptxas.
 #[test]
 fn mma_gemm_passes_ptxas() {
     let ptxas = Ptxas::locate().unwrap_or_else(|e| panic!("{e}"));
@@ -110,7 +110,7 @@ fn mma_gemm_passes_ptxas() {
                 for needle in [
                     format!("mma.sync.aligned.m16n8k16.row.col.f32.{name}.{name}.f32"),
                     "ldmatrix.sync.aligned.m8n8.x4.shared.b16".to_string(),
-                    "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16".to_string(),
+                    "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16".to_string(),
                 ] {
                     assert!(ptx.contains(&needle), "{arch} {name}: missing `{needle}`");
                 }

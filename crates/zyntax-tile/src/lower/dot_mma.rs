@@ -212,6 +212,25 @@ impl Lowerer<'_> {
             let col = self.b.add(warp_n, first)?;
             b_cols.push(self.b.rem(col, n_v)?);
         }
+        // Pieces pn, pn + 1 (pn even) load as one ldmatrix.x4: lanes 16-31
+        // address the matrices of piece pn + 1, one coverage further along N.
+        let b_pairs = {
+            let q = self.b.div(self.lane, c16)?;
+            let cov = self.u32(cols.coverage)?;
+            let hi_off = self.b.mul(q, cov)?;
+            let mut pairs = Vec::new();
+            for pn in (0..pieces_n.saturating_sub(1)).step_by(2) {
+                let first = self.u32(pn * cols.coverage)?;
+                let col = self.b.add(warp_n, first)?;
+                let col = self.b.add(col, hi_off)?;
+                pairs.push(self.b.rem(col, n_v)?);
+            }
+            pairs
+        };
+        let u32x2 = *self
+            .vector_zeros
+            .get(&Type::Vector(ScalarType::U32, 2))
+            .ok_or_else(|| TileError::Internal("no vec<u32, 2> for mma.sync".into()))?;
 
         let mut regs = self.regs(acc)?;
         for kk in (0..k).step_by(16) {
@@ -229,27 +248,48 @@ impl Lowerer<'_> {
                 let p = self.b.ptr_add(pa, at)?;
                 a_frags.push(self.b.ldmatrix(4, false, p)?);
             }
-            let mut b_frags = Vec::new();
-            if b_kmajor {
-                // B staged [N, K]: ldmatrix.x2 (no .trans) of the 8x8 blocks
-                // k 0-7 / 8-15 at rows n..n+8; lane L addresses row L % 8 and
-                // k 8 * (L / 8 % 2), and gets (n = g, k = 2t, 2t + 1): B's
-                // fragment.
-                let k_at = self.b.add(kmajor_k, kk_v)?;
-                for &col in &b_cols {
-                    let row = self.b.add(col, kmajor_row)?;
-                    let row = self.b.mul(row, b_pitch_v)?;
-                    let at = self.b.add(row, k_at)?;
-                    let p = self.b.ptr_add(pb, at)?;
-                    b_frags.push(self.b.ldmatrix(2, false, p)?);
-                }
+            // B staged [N, K] (K-major): ldmatrix without .trans of the 8x8
+            // blocks k 0-7 / 8-15 at rows n..n+8; lane L addresses row
+            // L % 8 and k 8 * (L / 8 % 2), and gets (n = g, k = 2t, 2t + 1):
+            // B's fragment. Staged [K, N]: .trans, lane L addresses row
+            // k = L % 16. Two pieces per x4 (b_pairs), an odd last one x2.
+            let k_at = if b_kmajor {
+                self.b.add(kmajor_k, kk_v)?
             } else {
                 let k_at = self.b.add(k_row, kk_v)?;
-                let k_at = self.b.mul(k_at, b_pitch_v)?;
-                for &col in &b_cols {
-                    let at = self.b.add(k_at, col)?;
-                    let p = self.b.ptr_add(pb, at)?;
-                    b_frags.push(self.b.ldmatrix(2, true, p)?);
+                self.b.mul(k_at, b_pitch_v)?
+            };
+            let mut b_frags = Vec::new();
+            for pn in 0..pieces_n {
+                let pair = pn % 2 == 0 && pn + 1 < pieces_n;
+                if pn % 2 == 1 {
+                    continue; // loaded with pn - 1
+                }
+                let col = if pair {
+                    b_pairs[(pn / 2) as usize]
+                } else {
+                    b_cols[pn as usize]
+                };
+                let at = if b_kmajor {
+                    let row = self.b.add(col, kmajor_row)?;
+                    let row = self.b.mul(row, b_pitch_v)?;
+                    self.b.add(row, k_at)?
+                } else {
+                    self.b.add(k_at, col)?
+                };
+                let p = self.b.ptr_add(pb, at)?;
+                if pair {
+                    let x4 = self.b.ldmatrix(4, !b_kmajor, p)?;
+                    for half in 0..2 {
+                        let mut frag = u32x2;
+                        for i in 0..2 {
+                            let r = self.b.extract(x4, 2 * half + i)?;
+                            frag = self.b.insert(frag, r, i)?;
+                        }
+                        b_frags.push(frag);
+                    }
+                } else {
+                    b_frags.push(self.b.ldmatrix(2, !b_kmajor, p)?);
                 }
             }
             for pm in 0..pieces_m {

@@ -204,9 +204,11 @@ pub fn lower(mut program: TileProgram, schedule: &Schedule) -> TileResult<TileKe
     };
     let mut vector_types = Vec::new();
     if dot_mma::uses_mma(&program.body, &layouts) {
-        // Accumulators, and A fragments built from registers.
+        // Accumulators, A fragments built from registers, B fragments
+        // split from an ldmatrix.x4.
         vector_types.push(Type::Vector(ScalarType::F32, 4));
         vector_types.push(Type::Vector(ScalarType::U32, 4));
+        vector_types.push(Type::Vector(ScalarType::U32, 2));
     }
     memory::vector_types(&program, &layouts, &program.body, &mut vector_types);
     convert::stage_vector_types(&program, &layouts, &program.body, &mut vector_types);

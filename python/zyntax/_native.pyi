@@ -14,6 +14,7 @@ __all__ = [
     "CompileError",
     "CpuFunction",
     "CpuModule",
+    "CudaArgDispatch",
     "CudaArgLauncher",
     "CudaArgPlan",
     "CudaCallKey",
@@ -1109,6 +1110,14 @@ class CudaArgLauncher:
         cls, launcher: CudaLauncher, plan: CudaArgPlan, stream_fn: Any | None = None
     ) -> CudaArgLauncher: ...
     def __call__(self, args: tuple[Any, ...]) -> bool: ...
+
+@final
+class CudaArgDispatch:
+    def __new__(cls, slow: Any) -> CudaArgDispatch: ...
+    def __call__(self, *args: Any) -> None: ...
+    def add(self, g: Any) -> None: ...
+    @property
+    def guards(self) -> list[Any]: ...
 
 @final
 class CudaCallKey:

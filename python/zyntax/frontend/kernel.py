@@ -944,9 +944,25 @@ class Kernel(_Translatable):
         (the full path's adoption of a torch tensor waits on the legacy
         stream); from the second launch on otherwise.
         """
-        # [last used guard, guards by dispatch key, launched before]
-        state: list[Any] = [None, {}, reused]
+        # [last used guard, guards by dispatch key, launched before, native dispatch]
+        state: list[Any] = [None, {}, reused, None]
         launch_slow = self._launch
+        from zyntax import _native
+
+        dispatch = getattr(_native, "CudaArgDispatch", None)
+        if dispatch is not None:
+            # One native call per launch: the guards, then `slow` (no Python frame).
+            def slow(args: tuple[Any, ...]) -> None:
+                try:
+                    launch_slow(args, g, b, shared_mem, stream, None)
+                    if state[2]:
+                        self._install_fast(state, args, g, b, shared_mem, stream)
+                    state[2] = True
+                except KernelError as e:
+                    raise trim_traceback(e) from None
+
+            state[3] = dispatch(slow)
+            return state[3]  # type: ignore[no-any-return]
 
         def launcher(*args: Any) -> None:
             try:
@@ -1002,6 +1018,8 @@ class Kernel(_Translatable):
                 fast = factory(prepared)
             by_key[key] = fast
         state[0] = fast
+        if state[3] is not None:
+            state[3].add(fast)
 
     def launch(
         self,

@@ -260,3 +260,51 @@ def test_attention_call_plan_with_torch() -> None:
             )
             torch.testing.assert_close(got.float(), want, rtol=2e-2, atol=2e-2)
     assert kernels.attention.plans
+
+
+def test_native_call_plans_see_layout_dtype_stream_and_reused_addresses() -> None:
+    """The native replay (``_native.CudaCallPlans``) keys a call by what
+    changes the kernel: a transposed view, another dtype at a freed tensor's
+    address and another current stream each take the full path (a new plan),
+    and every result matches PyTorch on fresh inputs, outputs poisoned."""
+    torch = _torch()
+    from zyntax import kernels
+
+    def check(x: Any, tol: float) -> None:
+        want = torch.softmax(x.double(), -1)
+        got = kernels.softmax(x)
+        torch.testing.assert_close(got.double(), want, rtol=tol, atol=tol)
+        out = torch.full_like(x, float("nan"))
+        assert kernels.softmax(x, out=out) is out
+        torch.testing.assert_close(out.double(), want, rtol=tol, atol=tol)
+
+    kernels.softmax.plans.clear()
+    x = torch.randn(64, 1024, device="cuda")
+    for _ in range(3):
+        x.copy_(torch.randn_like(x))
+        check(x, 1e-5)
+    plans = len(kernels.softmax.plans)
+    assert plans >= 2  # with and without out=
+    for _ in range(2):  # a transposed view of the same memory: its own plan
+        check(x.t(), 1e-5)
+    assert len(kernels.softmax.plans) > plans
+    # A freed tensor's address reused by a tensor of another dtype.
+    ptr = x.data_ptr()
+    del x
+    reused = False
+    for _ in range(3):
+        h = torch.randn(64, 1024, device="cuda", dtype=torch.float16)
+        reused |= h.data_ptr() == ptr
+        check(h, 1e-2)
+    # Another current stream: launches go there (ordered after its own work).
+    side = torch.cuda.Stream()
+    y = torch.randn(64, 1024, device="cuda")
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            y.mul_(2.0)  # on the side stream, before the softmax that reads it
+            got = kernels.softmax(y)
+            want = torch.softmax(y.double(), -1)
+    torch.cuda.current_stream().wait_stream(side)
+    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)
+    print("freed address reused:", reused)

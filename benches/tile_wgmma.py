@@ -1,53 +1,86 @@
 """The plain tile GEMM (docs/tile.md) on sm_90a, where the compiler lowers its
-loop to the wgmma pipeline (crates/zyntax-tile/src/lower/pipeline.rs), against
-``torch.matmul`` (cuBLAS) in the same run: bf16 in, bf16 out, f32 accumulation.
+loop to the wgmma pipeline (crates/zyntax-tile/src/lower/pipeline.rs, cp.async
+into the stages) or, with a warp-specialised schedule, to TMA loads by a
+producer warpgroup through mbarrier rings (lower/pipeline_ws.rs, optionally
+persistent), against ``torch.matmul`` (cuBLAS) in the same run: bf16 in, bf16
+out, f32 accumulation; ``A.T @ B`` cases read a transposed ``a`` view.
 
-Each schedule of ``CONFIGS`` is timed (row ``zyntax_<block>_w<warps>_s<stages>``)
-and the best is the ``zyntax`` row. Device time per call from CUDA events,
-rotating over input sets (``event_median_ms``); the tile kernel is called
-through a prepared launcher with raw pointers so that host cost stays hidden,
-as cuBLAS's is. Each schedule's output is checked against torch first, and its
+Each schedule of ``CONFIGS`` is timed (row ``zyntax_<block>_w<warps>_s<stages>``
+with ``_g<group>`` for a grouped 1-D grid written in the program, ``_ws`` for
+warp specialisation, ``_wsp`` persistent too) and the best is the ``zyntax``
+row. Device time per call from CUDA events, rotating over input sets
+(``event_median_ms``); the tile kernel is called through a prepared launcher
+with raw pointers (and cached tensor maps) so that host cost stays hidden, as
+cuBLAS's is. Each schedule's output is checked against torch first, and its
 registers and local (spill) bytes are recorded.
 
 ``--ncu CASE CONFIG`` launches one case with one schedule a few times (for
 Nsight Compute in the device script) and exits. ``TILE_WGMMA_CONFIGS=0,2``
-times only those schedules (indices into ``CONFIGS``), for short device runs.
+times only those schedules (indices into ``CONFIGS``), ``TILE_WGMMA_CASES=0,1``
+only those cases, for short device runs.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from typing import Any
 
 import _common as common
 
-CASES = [(4096, 4096, 4096), (8192, 8192, 8192), (256, 4096, 4096), (2048, 50304, 768)]
-#: (block, warps, stages, group): `group` 0 is the plain 2-D grid (program
-#: ids along M and N), else a 1-D grid walked in groups of `group` tile rows
-#: (Triton's tutorial order, so that tiles running at once share A and B
-#: panels in L2).
+#: (m, n, k, a transposed): ``a`` is (m, k), stored (k, m) when transposed.
+CASES = [
+    (4096, 4096, 4096, False),
+    (8192, 8192, 8192, False),
+    (256, 4096, 4096, False),
+    (2048, 50304, 768, False),
+    (4096, 4096, 4096, True),
+]
+#: (block, warps, stages, group, mode): `group` 0 is the plain 2-D grid
+#: (program ids along M and N), else a 1-D grid walked in groups of `group`
+#: tile rows (Triton's tutorial order, so that tiles running at once share A
+#: and B panels in L2). `mode` "" is the cp.async pipeline, "ws" the
+#: warp-specialised TMA pipeline (`warps` consumer warps plus a producer
+#: warpgroup), "wsp" that and persistent (the lowering's grouped order).
 CONFIGS = [
-    ((128, 128), 8, 4, 0),
-    ((128, 128), 8, 4, 8),
-    ((128, 128), 8, 6, 8),
-    ((128, 128), 8, 3, 8),
-    ((128, 256), 8, 4, 8),
-    ((64, 128), 4, 6, 8),
-    ((64, 64), 4, 4, 8),
-    ((256, 128), 16, 4, 8),
+    ((128, 128), 8, 4, 0, ""),
+    ((128, 128), 8, 4, 8, ""),
+    ((128, 256), 8, 4, 8, ""),
+    ((64, 128), 4, 6, 8, ""),
+    ((128, 256), 8, 4, 0, "wsp"),
+    ((128, 256), 8, 3, 0, "wsp"),
+    ((128, 256), 8, 4, 0, "ws"),
+    ((128, 128), 8, 5, 0, "wsp"),
+    ((128, 128), 4, 5, 0, "wsp"),
+    ((64, 256), 4, 4, 0, "wsp"),
+    ((64, 128), 4, 6, 0, "wsp"),
 ]
 
 
 def program(
-    block: tuple[int, int], warps: int, stages: int, group: int, dtype: str = "bf16"
+    block: tuple[int, int],
+    warps: int,
+    stages: int,
+    group: int,
+    mode: str = "",
+    a_trans: bool = False,
+    dtype: str = "bf16",
 ) -> Any:
     from zyntax import tile
 
-    s = tile.Schedule(block, k=64, warps=warps, stages=stages, arch="sm_90a")
+    s = tile.Schedule(
+        block,
+        k=64,
+        warps=warps,
+        stages=stages,
+        arch="sm_90a",
+        warp_specialize=mode in ("ws", "wsp"),
+        persistent=mode == "wsp",
+    )
     (bm, bn), bk = s.block, s.k
     t = tile.Builder("gemm", s)
-    a = t.view("a", dtype, 2, unit_stride_dim=1, align_bytes=16)
+    a = t.view("a", dtype, 2, unit_stride_dim=0 if a_trans else 1, align_bytes=16)
     b = t.view("b", dtype, 2, unit_stride_dim=1, align_bytes=16)
     c = t.view("c", dtype, 2, unit_stride_dim=1, align_bytes=16)
     if group:
@@ -78,38 +111,51 @@ def program(
     return t.finish()
 
 
-Config = tuple[tuple[int, int], int, int, int]
+Config = tuple[tuple[int, int], int, int, int, str]
 
 
 def config_name(cfg: Config) -> str:
-    (bm, bn), w, s, g = cfg
-    return f"zyntax_{bm}x{bn}_w{w}_s{s}" + (f"_g{g}" if g else "")
+    (bm, bn), w, s, g, mode = cfg
+    return f"zyntax_{bm}x{bn}_w{w}_s{s}" + (f"_g{g}" if g else "") + (f"_{mode}" if mode else "")
 
 
 class Tiled:
     """A compiled schedule and a fast launcher for it."""
 
-    def __init__(self, cfg: Config) -> None:
+    def __init__(self, cfg: Config, a_trans: bool = False) -> None:
         from zyntax import cuda
 
         self.group = cfg[3]
-        self.k = program(*cfg)
+        self.k = program(*cfg, a_trans=a_trans)
         self.kern = cuda.load_hir(self.k.module, 0).kernel(self.k.name)
         self.launchers: dict[tuple[int, int], Any] = {}
+        self.extra: dict[tuple[int, int], list[int]] = {}
+        self.maps: dict[tuple[int, ...], list[Any]] = {}
 
     def __call__(self, a: Any, b: Any, c: Any) -> None:
         m, n = c.shape
         lc = self.launchers.get((m, n))
         if lc is None:
-            grid = self.k.grid(m, n)
+            from zyntax.kernels._tensors import sm_count
+
+            grid: Any = self.k.grid(m, n)
             if self.group:
                 grid = (grid[0] * grid[1], 1, 1)
-            lc = self.kern.prepare(grid, self.k.block)
+            # a persistent kernel: one CTA per SM, the program's grid as arguments
+            grid, self.extra[(m, n)] = self.k.launch_grid(grid, sm_count(0))
+            lc = self.kern.prepare(tuple(grid), self.k.block)
             self.launchers[(m, n)] = lc
-        args = []
+        args: list[Any] = []
         for x in (a, b, c):
             args += [x.data_ptr(), *x.shape, *x.stride()]
-        lc(*args)
+        if self.k.tensor_maps:
+            # the maps of each input set, built once (as a library caches them)
+            key = (a.data_ptr(), b.data_ptr(), m, n, a.shape[1])
+            maps = self.maps.get(key)
+            if maps is None:
+                maps = self.maps[key] = self.k.tensor_map_args(a, b, c)
+            args += maps
+        lc(*args, *self.extra[(m, n)])
 
 
 def main() -> None:
@@ -121,79 +167,134 @@ def main() -> None:
         return
     if args is None:
         i = sys.argv.index("--ncu")
-        m, n, kk = CASES[int(sys.argv[i + 1])]
+        m, n, kk, a_trans = CASES[int(sys.argv[i + 1])]
         cfg = CONFIGS[int(sys.argv[i + 2])]
-        a = torch.randn(m, kk, device="cuda").bfloat16()
-        b = torch.randn(kk, n, device="cuda").bfloat16()
-        c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-        f = Tiled(cfg)
+        a, b, c = inputs(torch, m, n, kk, a_trans)
+        f = Tiled(cfg, a_trans)
         for _ in range(3):
             f(a, b, c)
         torch.cuda.synchronize()
         return
     iters = 5 if args.quick else 30
     res = common.Results("tile_wgmma", torch.cuda.get_device_name(0))
-    tiled = {}
     pick = os.environ.get("TILE_WGMMA_CONFIGS")
     configs = [CONFIGS[int(i)] for i in pick.split(",")] if pick else CONFIGS
-    for cfg in configs:
-        try:
-            tiled[cfg] = Tiled(cfg)
-            kern = tiled[cfg].kern
-            res.notes[config_name(cfg)] = {
-                "registers": kern.num_regs,
-                "local_bytes": kern.local_bytes,
-            }
-            print(f"{config_name(cfg)}: {kern.num_regs} registers, {kern.local_bytes} local bytes")
-        except Exception as e:  # a schedule that fails to build is reported, not fatal
-            print(f"{config_name(cfg)}: {type(e).__name__}: {e}")
-    for m, n, kk in CASES:
-        bench_case(torch, res, tiled, (m, n, kk), iters)
+    pick = os.environ.get("TILE_WGMMA_CASES")
+    cases = [CASES[int(i)] for i in pick.split(",")] if pick else CASES
+    tiled: dict[tuple[Config, bool], Tiled] = {}
+    for a_trans in sorted({c[3] for c in cases}):
+        for cfg in configs:
+            name = config_name(cfg) + ("_at" if a_trans else "")
+            try:
+                tiled[(cfg, a_trans)] = f = Tiled(cfg, a_trans)
+                res.notes[name] = {
+                    "registers": f.kern.num_regs,
+                    "local_bytes": f.kern.local_bytes,
+                    "threads": f.k.block[0],
+                }
+                print(f"{name}: {f.kern.num_regs} registers, {f.kern.local_bytes} local bytes")
+            except Exception as e:  # a schedule that fails to build is reported, not fatal
+                print(f"{name}: {type(e).__name__}: {e}")
+    triton = None if os.environ.get("TILE_WGMMA_NO_TRITON") else triton_peer()
+    for shape in cases:
+        bench_case(torch, res, tiled, shape, iters, triton)
     res.write(args.out_dir)
 
 
+def triton_peer() -> Any:
+    """Triton's tutorial matmul autotuned over its Hopper configs
+    (benches/_gemm_programs.py), or None without Triton."""
+    triton = common.optional("triton")
+    if triton is None:
+        return None
+    import _gemm_programs
+
+    tl = importlib.import_module("triton.language")
+    return _gemm_programs.triton_tutorial_matmul(triton, tl)
+
+
+def handwritten() -> Any:
+    """The hand-written sm_90a GEMM (``kernels/gemm_sm90.py``: TMA, warp
+    specialisation, persistent), relaunched with raw pointers as its
+    ``matmul_sm90`` prepares it (row-major operands)."""
+    from zyntax.kernels import gemm_sm90
+
+    relaunch: dict[tuple[int, int, int], Any] = {}
+
+    def run(a: Any, b: Any, c: Any) -> None:
+        key = (a.shape[0], a.shape[1], b.shape[1])
+        r = relaunch.get(key)
+        if r is None:
+            relaunch[key] = gemm_sm90.matmul_sm90(a, b, c)
+        else:
+            r(a.data_ptr(), b.data_ptr(), c.data_ptr(), 0)
+
+    return run
+
+
+def inputs(torch: Any, m: int, n: int, k: int, a_trans: bool) -> tuple[Any, Any, Any]:
+    """Fresh random bf16 (a, b, c): `a` (m, k), a transposed view of a (k, m)
+    tensor when `a_trans`."""
+    a = torch.randn(k, m, device="cuda").bfloat16().t() if a_trans else None
+    if a is None:
+        a = torch.randn(m, k, device="cuda").bfloat16()
+    b = torch.randn(k, n, device="cuda").bfloat16()
+    return a, b, torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+
+
 def bench_case(
-    torch: Any, res: Any, tiled: dict[Config, Tiled], shape: tuple[int, int, int], iters: int
+    torch: Any,
+    res: Any,
+    tiled: dict[tuple[Config, bool], Tiled],
+    shape: tuple[int, int, int, bool],
+    iters: int,
+    triton: Any,
 ) -> None:
-    """cuBLAS and every schedule on one shape, over rotating input sets."""
-    m, n, kk = shape
-    case = f"bf16_m{m}_n{n}_k{kk}"
+    """cuBLAS, Triton and every schedule on one shape, over rotating input sets."""
+    m, n, kk, a_trans = shape
+    case = f"bf16_{'at_' if a_trans else ''}m{m}_n{n}_k{kk}"
     flops = 2.0 * m * n * kk
     per_set = 2 * (m * kk + kk * n + m * n)
     sets = max(1, min(8, (200 << 20) // per_set + 1))
-    ins = [
-        (
-            torch.randn(m, kk, device="cuda").bfloat16(),
-            torch.randn(kk, n, device="cuda").bfloat16(),
-            torch.empty(m, n, device="cuda", dtype=torch.bfloat16),
-        )
-        for _ in range(sets)
-    ]
+    ins = [inputs(torch, m, n, kk, a_trans) for _ in range(sets)]
     want = ins[0][0].float() @ ins[0][1].float()
 
-    def run_torch(i: int) -> None:
-        a, b, c = ins[i]
-        torch.matmul(a, b, out=c)
-
-    ms = common.event_median_ms(run_torch, sets, iters)
-    res.add(case, "cublas", "TFLOP_per_s", flops / ms / 1e9, False)
-    best = None
-    for cfg, f in tiled.items():
+    def check(name: str, f: Any) -> bool:
         a, b, c = ins[0]
         c.fill_(float("nan"))
         f(a, b, c)
         torch.cuda.synchronize()
         err = ((c.float() - want).abs().max() / want.abs().max()).item()
         if not err <= 2e-2:
-            print(f"  {case} {config_name(cfg)}: WRONG, max error {err} relative to max |c|")
-            continue
+            print(f"  {case} {name}: WRONG, max error {err} relative to max |c|")
+        return bool(err <= 2e-2)
 
-        def run(i: int, f: Any = f) -> None:
-            f(*ins[i])
-
-        ms = common.event_median_ms(run, sets, iters)
+    def time(name: str, f: Any) -> float:
+        ms = common.event_median_ms(lambda i: f(*ins[i]), sets, iters)
         tf = flops / ms / 1e9
-        res.add(case, config_name(cfg), "TFLOP_per_s", tf, False)
+        res.add(case, name, "TFLOP_per_s", tf, False)
+        print(f"  {case} {name}: {tf:.0f} TFLOP/s")
+        return tf
+
+    time("cublas", lambda a, b, c: torch.matmul(a, b, out=c))
+    if not a_trans and not os.environ.get("TILE_WGMMA_NO_HANDWRITTEN"):
+        try:
+            hand = handwritten()
+            if check("handwritten", hand):
+                time("handwritten", hand)
+        except Exception as e:  # the peer failing is reported, not fatal
+            print(f"  {case} handwritten: {type(e).__name__}: {str(e)[:200]}")
+    if triton is not None:
+        try:
+            if check("triton", triton):
+                time("triton", triton)
+        except Exception as e:  # the peer failing is reported, not fatal
+            print(f"  {case} triton: {type(e).__name__}: {str(e)[:200]}")
+    best = None
+    for (cfg, at), f in tiled.items():
+        if at != a_trans or not check(config_name(cfg), f):
+            continue
+        tf = time(config_name(cfg), f)
         best = tf if best is None else max(best, tf)
     res.add(case, "zyntax", "TFLOP_per_s", best, False)
 

@@ -1339,7 +1339,14 @@ class TileSchedule:
     def grid(self, extents: Sequence[int]) -> tuple[int, int, int]: ...
 
 def tile_heuristic(
-    m: int, n: int, k: int, *, operand_bytes: int = 4, arch: str | None = None
+    m: int,
+    n: int,
+    k: int,
+    *,
+    operand_bytes: int = 4,
+    arch: str | None = None,
+    warp_specialize: bool = False,
+    sms: int = 132,
 ) -> TileSchedule: ...
 def tile_gemm_schedule(
     m: int,

@@ -46,10 +46,16 @@ from zyntax.errors import ArgumentError
 from zyntax.hir import Module
 
 #: The schedule of a program: ``Schedule(block, k=16, warps=4, stages=1,
-#: cluster=1, arch="sm_80")``; read-only fields, ``grid(extents)``,
-#: ``validate()``, ``validate_gemm(operand_bytes)``.
+#: cluster=1, arch="sm_80", warp_specialize=False, persistent=False)``;
+#: read-only fields, ``grid(extents)``, ``validate()``,
+#: ``validate_gemm(operand_bytes)``. ``warp_specialize`` puts an sm_90a GEMM
+#: loop on a TMA producer warpgroup beside the ``warps`` consumer warps,
+#: ``persistent`` also walks the program's grid from one CTA per SM
+#: (docs/tile.md, "Lowering to HIR").
 Schedule = _native.TileSchedule
-#: ``heuristic(m, n, k, operand_bytes=4, arch="sm_80")``: an FFMA GEMM schedule.
+#: ``heuristic(m, n, k, operand_bytes=4, arch="sm_80", warp_specialize=False, sms=132)``:
+#: an FFMA GEMM schedule, or with ``warp_specialize`` on sm_90a the warp-specialised
+#: persistent one where it fits the shape (``zyntax_tile::ws_heuristic``).
 heuristic = _native.tile_heuristic
 
 __all__ = [

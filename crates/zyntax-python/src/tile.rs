@@ -281,16 +281,21 @@ impl TileSchedule {
 }
 
 /// A reasonable FFMA schedule for an `m x n x k` GEMM on `arch`
-/// (`zyntax_tile::heuristic`).
+/// (`zyntax_tile::heuristic`); with `warp_specialize` on sm_90a, the
+/// warp-specialised persistent schedule for `sms` SMs
+/// (`zyntax_tile::ws_heuristic`) where one fits the shape.
 #[pyfunction]
-#[pyo3(signature = (m, n, k, *, operand_bytes=Checked(4), arch=None),
-    text_signature = "(m, n, k, *, operand_bytes=4, arch=None)")]
+#[pyo3(signature = (m, n, k, *, operand_bytes=Checked(4), arch=None, warp_specialize=Flag(false), sms=Checked(132)),
+    text_signature = "(m, n, k, *, operand_bytes=4, arch=None, warp_specialize=False, sms=132)")]
+#[allow(clippy::too_many_arguments)]
 pub fn tile_heuristic(
     m: Checked<u64>,
     n: Checked<u64>,
     k: Checked<u64>,
     operand_bytes: Checked<u32>,
     arch: Option<Text>,
+    warp_specialize: Flag,
+    sms: Checked<u64>,
 ) -> PyResult<TileSchedule> {
     let arch = arch
         .as_deref()
@@ -303,8 +308,13 @@ pub fn tile_heuristic(
         k: k.0,
         operand_bytes: operand_bytes.0,
     };
+    let ws = if warp_specialize.0 && arch == Arch::Sm90a {
+        zt::ws_heuristic(&p, sms.0)
+    } else {
+        None
+    };
     Ok(TileSchedule {
-        inner: zt::heuristic(&p, arch),
+        inner: ws.unwrap_or_else(|| zt::heuristic(&p, arch)),
     })
 }
 

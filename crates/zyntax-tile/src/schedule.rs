@@ -325,6 +325,40 @@ pub fn gemm_schedule(problem: &GemmProblem, batch: u64, arch: Arch, sms: u64) ->
     (schedule, u32::try_from(splits).unwrap_or(u32::MAX))
 }
 
+/// Warp-specialised schedules on sm_90a (`lower/pipeline_ws.rs`), largest
+/// first, as `[bm, bn, warps, stages]` (K steps of 64; `warps` consumer
+/// warps beside the producer warpgroup).
+pub const WS_TILES: [[u32; 4]; 3] = [[128, 256, 8, 4], [128, 128, 8, 5], [64, 128, 4, 6]];
+
+/// A warp-specialised, persistent schedule for `problem` on sm_90a with
+/// `sms` SMs: the largest of [`WS_TILES`] whose grid still gives every SM an
+/// instance (the smallest while it fills half of them), or `None` for
+/// smaller outputs (the `cp.async` pipeline, or split K, serve those) and
+/// operands that are not 16-bit.
+/// Only for callers that launch as `LaunchInfo` says (tensor maps, the
+/// producer warpgroup's threads, the program's grid as parameters).
+pub fn ws_heuristic(problem: &GemmProblem, sms: u64) -> Option<Schedule> {
+    if problem.operand_bytes != 2 {
+        return None;
+    }
+    let tiles =
+        |t: &[u32; 4]| problem.m.div_ceil(u64::from(t[0])) * problem.n.div_ceil(u64::from(t[1]));
+    let smallest = &WS_TILES[WS_TILES.len() - 1];
+    let &[bm, bn, warps, stages] = WS_TILES
+        .iter()
+        .find(|t| tiles(t) >= sms)
+        .or((2 * tiles(smallest) >= sms).then_some(smallest))?;
+    Some(
+        Schedule::block(&[bm, bn])
+            .k(64)
+            .warps(warps)
+            .stages(stages)
+            .arch(Arch::Sm90a)
+            .warp_specialize(true)
+            .persistent(true),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -365,6 +399,38 @@ mod tests {
                 .k(t[2])
                 .warps(t[3])
                 .stages(t[4])
+                .arch(Arch::Sm90a);
+            s.validate_gemm(2).unwrap();
+        }
+    }
+
+    #[test]
+    fn ws_heuristic_by_shape() {
+        let p = |m, n| GemmProblem {
+            m,
+            n,
+            k: 4096,
+            operand_bytes: 2,
+        };
+        let s = ws_heuristic(&p(4096, 4096), 132).unwrap();
+        assert_eq!((s.block.as_slice(), s.warps), (&[128, 256][..], 8));
+        assert!(s.warp_specialize && s.persistent && s.arch == Arch::Sm90a);
+        assert_eq!(ws_heuristic(&p(1024, 4096), 132).unwrap().block, [128, 128]);
+        assert_eq!(ws_heuristic(&p(256, 4096), 132).unwrap().block, [64, 128]);
+        assert!(ws_heuristic(&p(16, 4096), 132).is_none());
+        assert!(ws_heuristic(
+            &GemmProblem {
+                operand_bytes: 4,
+                ..p(4096, 4096)
+            },
+            132
+        )
+        .is_none());
+        for t in WS_TILES {
+            let s = Schedule::block(&t[..2])
+                .k(64)
+                .warps(t[2])
+                .stages(t[3])
                 .arch(Arch::Sm90a);
             s.validate_gemm(2).unwrap();
         }

@@ -28,12 +28,20 @@ def serve(request: dict[str, Any]) -> dict[str, Any]:
         arch: str = request["arch"]
         ptx_version: str | None = request.get("ptx_version")
         opt_level: str | None = request.get("opt_level")
+        line_info = bool(request.get("line_info", False))
         if request.get("emit") == "llvm":
             ir = compiler.compile(
-                module, arch=arch, emit="llvm", ptx_version=ptx_version, opt_level=opt_level
+                module,
+                arch=arch,
+                emit="llvm",
+                ptx_version=ptx_version,
+                opt_level=opt_level,
+                line_info=line_info,
             )
             return {"result": {"llvm_ir": ir}}
-        res = compiler.compile_ptx(module, arch, ptx_version=ptx_version, opt_level=opt_level)
+        res = compiler.compile_ptx(
+            module, arch, ptx_version=ptx_version, opt_level=opt_level, line_info=line_info
+        )
         return {"result": dataclasses.asdict(res)}
     except errors.ZyntaxError as e:
         reply: dict[str, Any] = {"error": type(e).__name__, "message": str(e)}

@@ -127,20 +127,32 @@ def compile_ptx(
     ptx_version: str | None = None,
     opt_level: str | None = None,
     isolate: bool = False,
+    line_info: bool = False,
 ) -> CompileResult:
     """Verifies `module` and compiles it to PTX for `arch`.
 
     Raises `VerifyError` if the module is rejected (including arch gating for
     `arch`), `CompileError` for unsupported requests. With ``isolate=True``
-    the compile runs in a worker process (for untrusted input).
+    the compile runs in a worker process (for untrusted input). With
+    ``line_info=True`` the PTX carries ``.file``/``.loc`` lines from the
+    instructions' source locations (nvcc's ``-lineinfo``; profilers show
+    source lines with it).
     """
     arch = arch or targets.default_arch_of(module)
     if isolate:
-        req = {"arch": arch, "ptx_version": ptx_version, "opt_level": opt_level, "emit": "ptx"}
+        req = {
+            "arch": arch,
+            "ptx_version": ptx_version,
+            "opt_level": opt_level,
+            "emit": "ptx",
+            "line_info": line_info,
+        }
         return CompileResult(**_in_worker(module, req))
     prof = _profiling.current()
     start = prof.now() if prof is not None else 0.0
-    out = _backend("compile_ptx")(module, arch, ptx_version=ptx_version, opt_level=opt_level)
+    out = _backend("compile_ptx")(
+        module, arch, ptx_version=ptx_version, opt_level=opt_level, line_info=line_info
+    )
     if prof is not None:
         _profiling.span_from(
             "compile", f"compile {arch}", start, out.get("timings"), kernels=out.get("kernels")
@@ -157,6 +169,7 @@ def compile(  # noqa: A001 - the documented entry point shadows the builtin on p
     ptx_version: str | None = None,
     opt_level: str | None = None,
     isolate: bool = False,
+    line_info: bool = False,
 ) -> str:
     """Compiles `module` and returns PTX (``emit="ptx"``) or LLVM IR (``emit="llvm"``).
 
@@ -168,13 +181,26 @@ def compile(  # noqa: A001 - the documented entry point shadows the builtin on p
     arch = arch or targets.default_arch_of(module)
     if emit == "ptx":
         return compile_ptx(
-            module, arch, ptx_version=ptx_version, opt_level=opt_level, isolate=isolate
+            module,
+            arch,
+            ptx_version=ptx_version,
+            opt_level=opt_level,
+            isolate=isolate,
+            line_info=line_info,
         ).ptx
     if emit == "llvm" and isolate:
-        req = {"arch": arch, "ptx_version": ptx_version, "opt_level": opt_level, "emit": "llvm"}
+        req = {
+            "arch": arch,
+            "ptx_version": ptx_version,
+            "opt_level": opt_level,
+            "emit": "llvm",
+            "line_info": line_info,
+        }
         return str(_in_worker(module, req)["llvm_ir"])
     if emit == "llvm":
-        ir: str = _backend("emit_llvm")(module, arch, ptx_version=ptx_version, opt_level=opt_level)
+        ir: str = _backend("emit_llvm")(
+            module, arch, ptx_version=ptx_version, opt_level=opt_level, line_info=line_info
+        )
         return ir
     raise CompileError(f"unknown emit kind {emit!r} (expected 'ptx' or 'llvm')")
 

@@ -191,3 +191,41 @@ def test_arch_gating_errors_point_at_the_python_line() -> None:
     line = Path(__file__).read_text().splitlines()[(e.line or 0) - 1]
     assert line.strip() == "lang.async_copy(buf, 0, x, 0, 16)"
     assert ".target sm_80" in staged.ptx(arch="sm_80")
+
+
+def test_line_info_puts_loc_lines_at_the_python_lines_of_the_ops() -> None:
+    import re
+
+    from zyntax import lang
+
+    @zyntax.kernel
+    def scaled(x: A1, y: A1, n: zyntax.i32):
+        i = lang.block_idx.x * lang.block_dim.x + lang.thread_idx.x
+        if i < n:
+            y[i] = x[i] * 2.5 + 1.0  # the line the arithmetic comes from
+
+    src = Path(__file__).read_text().splitlines()
+    tag = "# the line the arithmetic comes from"
+    marker = 1 + next(k for k, s in enumerate(src) if s.endswith(tag))
+    ptx = scaled.ptx(arch="sm_80", line_info=True)
+    assert ".loc" not in scaled.ptx(arch="sm_80")
+    files = dict(re.findall(r'^\s*\.file\s+(\d+)\s+"([^"]+)"', ptx, re.M))
+    assert list(files.values()) == [__file__], files
+    # Each .loc names a line of this kernel; the f32 arithmetic sits under the marker line's.
+    current = None
+    arith_lines = set()
+    for line in ptx.splitlines():
+        m = re.match(r"\s*\.loc\s+(\d+)\s+(\d+)\s+(\d+)", line)
+        if m:
+            current = int(m.group(2))
+            assert m.group(1) in files
+            assert current == 0 or marker - 4 <= current <= marker, line
+        elif re.match(r"\s*(fma|mul|add)\.rn\.f32", line):
+            arith_lines.add(current)
+    assert arith_lines == {marker}, ptx
+    assert zyntax.validate_ptx(ptx, "sm_80").cubin[:4] == b"\x7fELF"
+    # The .zir with locations says the same, as comments that parse away.
+    located = scaled.hir(located=True)
+    assert f"; source: {__file__}" in located
+    assert re.search(rf"f32 = mul .*  ; {marker}:\d+$", located, re.M), located
+    assert zyntax.hir.parse_zir(located) == zyntax.hir.parse_zir(scaled.hir())

@@ -54,7 +54,7 @@ pub use op::{
     ShflMode, Swizzle, UnOp, VoteMode, WarpShape, Wgmma,
 };
 pub use parser::{parse_module, parse_module_named};
-pub use printer::{print_function, print_inst, print_module};
+pub use printer::{print_function, print_inst, print_module, print_module_located};
 pub use ssa::Var;
 pub use target::{Arch, PtxVersion};
 pub use types::{

@@ -12,6 +12,19 @@ use std::fmt::Write;
 
 /// Print a whole module.
 pub fn print_module(m: &Module) -> String {
+    print_module_with(m, false)
+}
+
+/// Print a whole module with each instruction's source location as a
+/// comment (`; line:col`, or `; file:line:col` outside the function's own
+/// file, which a `; source: file` line above the function names). Comments
+/// are ignored by the parser, so this reads back to the same module; the
+/// locations themselves do not (they are not part of a module's identity).
+pub fn print_module_located(m: &Module) -> String {
+    print_module_with(m, true)
+}
+
+fn print_module_with(m: &Module, located: bool) -> String {
     let mut out = String::new();
     let _ = write!(
         out,
@@ -36,7 +49,7 @@ pub fn print_module(m: &Module) -> String {
     }
     for f in &m.functions {
         out.push('\n');
-        out.push_str(&print_function(f));
+        out.push_str(&print_function_with(f, located));
     }
     out
 }
@@ -117,8 +130,21 @@ pub fn print_function_header(f: &Function) -> String {
 
 /// Print one function.
 pub fn print_function(f: &Function) -> String {
-    let mut out = print_function_header(f);
-    out.push_str(" {\n");
+    print_function_with(f, false)
+}
+
+fn print_function_with(f: &Function, located: bool) -> String {
+    let file = f.loc.as_ref().and_then(|l| l.file.as_deref());
+    let mut out = String::new();
+    if let (true, Some(file)) = (located, file) {
+        let _ = writeln!(out, "; source: {file}");
+    }
+    out.push_str(&print_function_header(f));
+    out.push_str(" {");
+    if let (true, Some(loc)) = (located, &f.loc) {
+        let _ = write!(out, "  ; {}:{}", loc.line, loc.col);
+    }
+    out.push('\n');
     for b in &f.layout {
         let Some(bd) = f.blocks.get(b.index()) else {
             continue;
@@ -130,7 +156,16 @@ pub fn print_function(f: &Function) -> String {
         }
         out.push_str(":\n");
         for i in &bd.insts {
-            let _ = writeln!(out, "    {}", print_inst(f, *i));
+            let _ = write!(out, "    {}", print_inst(f, *i));
+            let loc = f.insts.get(i.index()).and_then(|d| d.loc.as_ref());
+            if let (true, Some(loc)) = (located, loc) {
+                if loc.file.as_deref() == file {
+                    let _ = write!(out, "  ; {}:{}", loc.line, loc.col);
+                } else {
+                    let _ = write!(out, "  ; {loc}");
+                }
+            }
+            out.push('\n');
         }
     }
     out.push_str("}\n");

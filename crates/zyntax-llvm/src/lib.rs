@@ -68,6 +68,10 @@ pub struct Options {
     /// Optimization level for the whole module; default: the functions' own
     /// `opt_level` when they agree, else O3. Functions marked O0 keep `optnone`.
     pub opt_level: Option<OptLevel>,
+    /// `.file`/`.loc` directives from the instructions' source locations
+    /// (`nvcc -lineinfo`'s line tables, no other debug information); off by
+    /// default, so that PTX does not depend on where the source lives.
+    pub line_info: bool,
 }
 
 #[cfg(feature = "compute")]
@@ -77,7 +81,12 @@ impl Options {
             arch,
             ptx_version: None,
             opt_level: None,
+            line_info: false,
         }
+    }
+    pub fn with_line_info(mut self, on: bool) -> Options {
+        self.line_info = on;
+        self
     }
     pub fn with_opt_level(mut self, level: OptLevel) -> Options {
         self.opt_level = Some(level);
@@ -248,7 +257,7 @@ fn compile_inner(m: &Module, opts: &Options, emit_ptx: bool) -> CompileResult<Co
     let setup = t.elapsed();
 
     let t = Instant::now();
-    let module = lower::lower_module(&ctx, m, &target, &tm)?;
+    let module = lower::lower_module(&ctx, m, &target, &tm, opts.line_info)?;
     timings.lower = setup + t.elapsed();
 
     let t = Instant::now();

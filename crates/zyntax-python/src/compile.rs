@@ -1,7 +1,7 @@
 //! `compile_ptx`, `emit_llvm`, `ptxas_assemble`, `ptxas_info`: the LLVM backend (crate
 //! `zyntax-llvm`) for Python. Compilation releases the GIL.
 
-use crate::checked::Text;
+use crate::checked::{Flag, Text};
 use crate::errors::{guard, BuildError, CompileError, InternalError};
 use crate::hir::{module_arg, verify_error};
 use pyo3::prelude::*;
@@ -17,8 +17,9 @@ fn options(
     arch: &Text,
     ptx_version: Option<&Text>,
     opt_level: Option<&Text>,
+    line_info: Flag,
 ) -> PyResult<zl::Options> {
-    let mut o = zl::Options::new(parse_arch(&arch.0)?);
+    let mut o = zl::Options::new(parse_arch(&arch.0)?).with_line_info(line_info.0);
     if let Some(p) = ptx_version {
         o = o.with_ptx_version(crate::hir::parse_ptx(&p.0)?);
     }
@@ -45,16 +46,20 @@ fn compile_error(py: Python<'_>, e: zl::CompileError) -> PyErr {
 
 /// Compiles a module to PTX for `arch`; returns a dict with `ptx`, `llvm_ir`,
 /// `arch`, `ptx_version`, `kernels` and per-stage `timings` (seconds).
+/// `line_info=True` writes `.file`/`.loc` lines from the instructions'
+/// source locations (nvcc's `-lineinfo`).
 #[pyfunction]
-#[pyo3(signature = (module, arch, *, ptx_version=None, opt_level=None))]
+#[pyo3(signature = (module, arch, *, ptx_version=None, opt_level=None, line_info=Flag(false)),
+    text_signature = "(module, arch, *, ptx_version=None, opt_level=None, line_info=False)")]
 pub fn compile_ptx<'py>(
     py: Python<'py>,
     module: &Bound<'py, PyAny>,
     arch: Text,
     ptx_version: Option<Text>,
     opt_level: Option<Text>,
+    line_info: Flag,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let opts = options(&arch, ptx_version.as_ref(), opt_level.as_ref())?;
+    let opts = options(&arch, ptx_version.as_ref(), opt_level.as_ref(), line_info)?;
     let m = module_arg(module)?;
     let out = guard(|| Ok(py.detach(|| zl::compile_ptx(&m, &opts))))?
         .map_err(|e| compile_error(py, e))?;
@@ -74,15 +79,17 @@ pub fn compile_ptx<'py>(
 
 /// The module's LLVM IR for `arch`, after the optimization pipeline.
 #[pyfunction]
-#[pyo3(signature = (module, arch, *, ptx_version=None, opt_level=None))]
+#[pyo3(signature = (module, arch, *, ptx_version=None, opt_level=None, line_info=Flag(false)),
+    text_signature = "(module, arch, *, ptx_version=None, opt_level=None, line_info=False)")]
 pub fn emit_llvm(
     py: Python<'_>,
     module: &Bound<'_, PyAny>,
     arch: Text,
     ptx_version: Option<Text>,
     opt_level: Option<Text>,
+    line_info: Flag,
 ) -> PyResult<String> {
-    let opts = options(&arch, ptx_version.as_ref(), opt_level.as_ref())?;
+    let opts = options(&arch, ptx_version.as_ref(), opt_level.as_ref(), line_info)?;
     let m = module_arg(module)?;
     guard(|| Ok(py.detach(|| zl::emit_llvm(&m, &opts))))?.map_err(|e| compile_error(py, e))
 }

@@ -111,6 +111,11 @@ class Emitter:
             self.b.set_location(*loc)
         self._loc = loc
 
+    def set_function_loc(self, loc: tuple[str, int, int]) -> None:
+        """The function's own location (its ``def`` line), and the current one."""
+        self.b.set_location(*loc, function=True)
+        self._loc = loc
+
     # ---- blocks
     def new_block(self, *param_types: HType) -> Block:
         nb = self.b.block(*(native_type(t) for t in param_types))

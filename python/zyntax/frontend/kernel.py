@@ -826,10 +826,13 @@ class Kernel(_Translatable):
         )
 
     # ---------------------------------------------------------------- inspection
-    def hir(self, sig: Sequence[Any] | None = None) -> str:
-        """The HIR (``.zir`` text) of the kernel specialised for ``sig``."""
+    def hir(self, sig: Sequence[Any] | None = None, *, located: bool = False) -> str:
+        """The HIR (``.zir`` text) of the kernel specialised for ``sig``; with
+        ``located=True`` each instruction is followed by its Python
+        ``; line:col`` (the file is named above the kernel)."""
         try:
-            return self.variant(self._sig_specs(sig)).hir_text
+            v = self.variant(self._sig_specs(sig))
+            return v.module.to_zir(located=True) if located else v.hir_text
         except KernelError as e:
             raise trim_traceback(e) from None
 
@@ -850,12 +853,16 @@ class Kernel(_Translatable):
         except KernelError as e:
             raise trim_traceback(e) from None
 
-    def ptx(self, sig: Sequence[Any] | None = None, arch: str | None = None) -> str:
-        """PTX for ``sig`` (through the disk cache)."""
+    def ptx(
+        self, sig: Sequence[Any] | None = None, arch: str | None = None, *, line_info: bool = False
+    ) -> str:
+        """PTX for ``sig`` (through the disk cache); ``line_info=True`` adds
+        ``.file``/``.loc`` lines at the kernel's Python lines (nvcc's
+        ``-lineinfo``: Nsight Compute shows the source with them)."""
 
         try:
             v = self.variant(self._sig_specs(sig))
-            return pipeline.ptx_for(v, pipeline.resolve_arch(arch))
+            return pipeline.ptx_for(v, pipeline.resolve_arch(arch), line_info=line_info)
         except KernelError as e:
             raise trim_traceback(e) from None
 

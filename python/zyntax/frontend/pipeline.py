@@ -109,10 +109,12 @@ def resolve_arch(arch: str | None) -> str:
 # --------------------------------------------------------------------------- compile
 
 
-def _compile(v: Variant, arch: str, emit: Literal["ptx", "llvm"] = "ptx") -> str:
+def _compile(
+    v: Variant, arch: str, emit: Literal["ptx", "llvm"] = "ptx", *, line_info: bool = False
+) -> str:
     mod = native_module(v)
     with located_errors():
-        return compiler.compile(mod, backend="nvptx", arch=arch, emit=emit)
+        return compiler.compile(mod, backend="nvptx", arch=arch, emit=emit, line_info=line_info)
 
 
 def cache_key(v: Variant, arch: str) -> str:
@@ -158,17 +160,22 @@ def cached_ptx(
     return ptx
 
 
-def ptx_for(v: Variant, arch: str) -> str:
-    """PTX for one variant: memory, then :func:`cached_ptx`."""
-    got = v.ptx.get(arch)
+def ptx_for(v: Variant, arch: str, *, line_info: bool = False) -> str:
+    """PTX for one variant: memory, then :func:`cached_ptx`.
+
+    With `line_info` the PTX has ``.loc`` lines at the kernel's Python lines;
+    it is keyed by the ``.zir`` text with its locations (a kernel moved in its
+    file compiles again, one that did not move is found)."""
+    slot = f"{arch}+lines" if line_info else arch
+    got = v.ptx.get(slot)
     if got is None:
-        got = v.ptx[arch] = cached_ptx(
-            v.hir_text,
+        got = v.ptx[slot] = cached_ptx(
+            v.module.to_zir(located=True) if line_info else v.hir_text,
             arch,
             targets.DEFAULT_PTX[arch],
             name=v.kernel_name,
             expect={v.kernel_name: v.param_types},
-            compile_ptx=lambda: _compile(v, arch),
+            compile_ptx=lambda: _compile(v, arch, line_info=line_info),
             describe=lambda _ptx: v.metadata(),
         )
     return got

@@ -134,7 +134,7 @@ class FunctionTranslator(MemPrimTranslator):
             rets = [native_type(t) for t in self.ret_types or []]
             b = m.device_function(self.name, params_n, rets)
         self.fn = Emitter(b, hir_params, kernel=self.pyfunc.__name__)
-        self.fn.loc = (self.src.file, fdef.lineno + self.src.line_offset, 1)
+        self.fn.set_function_loc((self.src.file, fdef.lineno + self.src.line_offset, 1))
         try:
             self._translate_body(fdef)
         except BaseException:

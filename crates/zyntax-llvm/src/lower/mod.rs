@@ -22,6 +22,7 @@
 //! NaN to 0 (PTX `cvt.rzi`), float `min`/`max` return the non-NaN operand.
 
 mod cluster;
+mod debug;
 mod globals;
 mod gpu;
 mod hopper;
@@ -78,11 +79,23 @@ pub fn lower_module<'ctx>(
     m: &hir::Module,
     target: &PtxTarget,
     tm: &TargetMachine,
+    line_info: bool,
 ) -> CompileResult<Module<'ctx>> {
     let module = ctx.create_module(&m.name);
     module.set_triple(&tm.get_triple());
     module.set_data_layout(&tm.get_target_data().get_data_layout());
 
+    let funcs: Vec<&hir::Function> = selected_functions(m, target).collect();
+    // Line information only where there are locations: a module without
+    // any lowers exactly as it would without `line_info`.
+    let first_file = funcs
+        .iter()
+        .flat_map(|f| f.insts.iter().map(|d| &d.loc).chain([&f.loc]))
+        .find_map(|l| l.as_ref().and_then(|l| l.file.clone()));
+    let lines = match (line_info, first_file) {
+        (true, Some(file)) => Some(debug::LineInfo::new(&module, &file)),
+        _ => None,
+    };
     let mut l = Lowerer {
         ctx,
         module,
@@ -90,14 +103,17 @@ pub fn lower_module<'ctx>(
         dyn_shared: None,
         shared_count: 0,
         arch: target.arch,
+        lines,
     };
     l.declare_globals(m)?;
-    let funcs: Vec<&hir::Function> = selected_functions(m, target).collect();
     for f in &funcs {
         l.declare(f)?;
     }
     for f in &funcs {
         FnLowering::new(&mut l, f)?.run()?;
+    }
+    if let Some(lines) = l.lines.take() {
+        lines.finish();
     }
     for f in &funcs {
         if let FunctionKind::Kernel(info) = &f.kind {
@@ -152,6 +168,8 @@ pub(crate) struct Lowerer<'ctx> {
     shared_count: usize,
     /// The target arch (instruction selection that LLVM does not do well enough).
     arch: hir::Arch,
+    /// Source lines for `.loc` (`Options::line_info`), when the module has any.
+    lines: Option<debug::LineInfo>,
 }
 
 impl<'ctx> Lowerer<'ctx> {
@@ -376,6 +394,8 @@ pub(crate) struct FnLowering<'a, 'ctx> {
     prologue: BasicBlock<'ctx>,
     /// The instruction being lowered, for error messages.
     current: Option<InstId>,
+    /// The function's debug subprogram, with line information on.
+    scope: Option<inkwell::llvm_sys::prelude::LLVMMetadataRef>,
 }
 
 impl<'a, 'ctx> FnLowering<'a, 'ctx> {
@@ -383,6 +403,10 @@ impl<'a, 'ctx> FnLowering<'a, 'ctx> {
         let fv = l.function(&f.name)?;
         let b = l.ctx.create_builder();
         let prologue = l.ctx.append_basic_block(fv, "entry");
+        let scope = l
+            .lines
+            .as_mut()
+            .map(|li| li.subprogram(fv, &f.name, f.loc.as_ref()));
         Ok(FnLowering {
             values: vec![None; f.values.len()],
             blocks: vec![None; f.blocks.len()],
@@ -394,6 +418,7 @@ impl<'a, 'ctx> FnLowering<'a, 'ctx> {
             b,
             prologue,
             current: None,
+            scope,
         })
     }
 
@@ -448,7 +473,17 @@ impl<'a, 'ctx> FnLowering<'a, 'ctx> {
             .map_or_else(Vec::new, |d| d.targets.iter().map(|t| t.block).collect())
     }
 
+    /// With line information on, the next LLVM instructions come from `loc`.
+    fn locate(&mut self, loc: Option<&hir::Loc>) {
+        if let (Some(scope), Some(lines)) = (self.scope, self.l.lines.as_mut()) {
+            lines.set(self.l.ctx, &self.b, scope, loc);
+        }
+    }
+
     fn run(mut self) -> CompileResult<()> {
+        // Phis, the prologue's allocas and its branch: the function's line.
+        let f: &'a hir::Function = self.f;
+        self.locate(f.loc.as_ref());
         let order = self.reverse_post_order()?;
         let entry = order[0];
         let entry_has_preds = order
@@ -491,10 +526,12 @@ impl<'a, 'ctx> FnLowering<'a, 'ctx> {
             let insts = self.f.block(*blk).insts.clone();
             for i in insts {
                 self.current = Some(i);
+                self.locate(f.insts[i.index()].loc.as_ref());
                 self.lower_inst(i)?;
             }
             self.current = None;
         }
+        self.locate(f.loc.as_ref());
         // Back edges: incoming values now all exist.
         for (phi, v, pred) in std::mem::take(&mut self.pending) {
             let val = self.val(v)?;

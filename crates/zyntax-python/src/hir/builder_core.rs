@@ -60,14 +60,17 @@ impl FunctionBuilder {
 
     /// Overrides the recorded source location for the following instructions
     /// (for front-ends that compile another language); `None` restores
-    /// automatic Python locations.
-    #[pyo3(signature = (file, line=Checked(1), col=Checked(1)),
-        text_signature = "($self, file, line=1, col=1)")]
+    /// automatic Python locations. With `function=True` it is also the
+    /// function's own location (its header: errors about the whole function
+    /// and the PTX line table's entry name it).
+    #[pyo3(signature = (file, line=Checked(1), col=Checked(1), *, function=Flag(false)),
+        text_signature = "($self, file, line=1, col=1, *, function=False)")]
     fn set_location(
         &self,
         file: Option<Text>,
         line: Checked<u32>,
         col: Checked<u32>,
+        function: Flag,
     ) -> PyResult<()> {
         let mut st = lock(&self.sh.state)?;
         st.loc_override = file.map(|f| Loc {
@@ -75,6 +78,12 @@ impl FunctionBuilder {
             line: line.0,
             col: col.0,
         });
+        if function.0 {
+            let loc = st.loc_override.clone();
+            if let Some(b) = st.b.as_mut() {
+                b.set_function_loc(loc);
+            }
+        }
         Ok(())
     }
 

@@ -340,10 +340,19 @@ impl HirModule {
         guard(|| zh::verify_module(&m).map_err(|e| verify_error(py, e)))
     }
 
-    /// The module as `.zir` text.
-    fn to_zir(&self) -> PyResult<String> {
+    /// The module as `.zir` text; with `located=True` each instruction's
+    /// source location follows it as a `; line:col` comment (the parser
+    /// ignores comments, so the text reads back to the same module).
+    #[pyo3(signature = (*, located=Flag(false)), text_signature = "($self, *, located=False)")]
+    fn to_zir(&self, located: Flag) -> PyResult<String> {
         let m = self.hir()?;
-        guard(|| Ok(zh::print_module(&m)))
+        guard(|| {
+            Ok(if located.0 {
+                zh::print_module_located(&m)
+            } else {
+                zh::print_module(&m)
+            })
+        })
     }
 
     /// One function as `.zir` text.
@@ -396,7 +405,7 @@ impl HirModule {
     }
 
     fn __str__(&self) -> PyResult<String> {
-        self.to_zir()
+        self.to_zir(Flag(false))
     }
     fn __repr__(&self) -> PyResult<String> {
         let st = lock(&self.inner.state)?;

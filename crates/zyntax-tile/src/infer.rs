@@ -7,7 +7,8 @@
 //!   fastest dim is the view's unit-stride dim when the front-end declared one,
 //!   else the last.
 //! - element-wise ops: the layout of the first operand in an `Mma` layout,
-//!   else of the first not made from `full`s and `iota`s, else of the first;
+//!   else of the first not made from `full`s, `iota`s and broadcasts, else
+//!   of the first;
 //!   other operands are converted to it. `cast`: its operand's layout.
 //! - `broadcast`: an `Mma` operand's layout; a blocked operand's layout when
 //!   it spreads the result as evenly as the coalesced one (a reduce result

@@ -7,7 +7,7 @@
 mod common;
 use common::*;
 use half::bf16;
-use zyntax_hir::{Type, UnOp};
+use zyntax_hir::{CmpOp, Type, UnOp};
 use zyntax_tile::ir::Op;
 use zyntax_tile::{Schedule, TileBuilder};
 
@@ -71,4 +71,60 @@ fn bf16_row_softmax_converts_nothing() {
             "element {i}: got {g}, want {w}"
         );
     }
+}
+
+#[test]
+fn target_logit_mask_follows_the_rows() {
+    // Cross-entropy's target logit of bf16 rows: `sum(where(cols == t, x, 0))`
+    // with `t` a loaded `[R, 1]` column. The mask is made again in the rows'
+    // layout (its broadcast of `t` from the converted column), so no
+    // `[R, W]` tile is converted.
+    let (r, w, n, rows) = (2u32, 1024u32, 1000u32, 3u32);
+    let mut t = TileBuilder::new("target", Schedule::block(&[r, w]).warps(4));
+    let x = t.view_param_aligned("x", Type::BF16, 2, 1, 16);
+    let tg = t.view_param("t", Type::U32, 2);
+    let o = t.view_param("o", Type::F32, 2);
+    let (pid, cr, zero) = (t.program_id(0), t.index(r), t.index(0));
+    let r0 = t.scalar_mul(pid, cr);
+    let v = t.load(x, &[r0, zero], &[r, w]);
+    let v = t.cast(v, Type::F32);
+    let tt = t.load(tg, &[r0, zero], &[r, 1]);
+    let tb = t.broadcast(tt, &[r, w]);
+    let cols = t.iota(&[r, w], 1);
+    let hit = t.cmp(CmpOp::Eq, cols, tb);
+    let z = t.full(&[r, w], Type::F32, 0.0);
+    let sel = t.where_(hit, v, z);
+    let xt = t.sum(sel, 1);
+    t.store(o, &[r0, zero], xt);
+    let k = t.finish().unwrap();
+    let wide: Vec<_> = k
+        .program
+        .body
+        .iter()
+        .filter_map(|op| match op {
+            Op::ConvertLayout { out, .. } => Some(k.program.tile(*out).shape.clone()),
+            _ => None,
+        })
+        .filter(|shape| shape[1] > 1)
+        .collect();
+    assert!(wide.is_empty(), "{wide:?}");
+
+    let mut rng = Rng::new();
+    let xs: Vec<bf16> = (0..rows * n)
+        .map(|_| bf16::from_f32(rng.next() * 4.0))
+        .collect();
+    let ts: Vec<u32> = (0..rows).map(|i| (i * 337 + 5) % n).collect();
+    let xb: Vec<u8> = xs.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let tb: Vec<u8> = ts.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let mut bufs = vec![xb, tb, bytes(&vec![f32::NAN; rows as usize])];
+    let args = [
+        row_major(0, &[rows, n]),
+        row_major(1, &[rows, 1]),
+        row_major(2, &[rows, 1]),
+    ];
+    run(&k, [rows.div_ceil(r), 1, 1], &args, &mut bufs);
+    let want: Vec<f64> = (0..rows as usize)
+        .map(|i| f64::from(xs[i * n as usize + ts[i] as usize].to_f32()))
+        .collect();
+    assert_close(&floats(&bufs[2]), &want, 0.0, "target logits");
 }

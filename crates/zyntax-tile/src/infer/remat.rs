@@ -7,6 +7,9 @@
 //! re-emits its definition in the wanted layout instead. A `broadcast` of any
 //! tile is made again from its converted source, which has fewer elements (a
 //! `[64, 1]` row maximum instead of the `[64, 128]` tile it expands to).
+//! So a tile made from `full`s, `iota`s and broadcasts of anything (a mask
+//! `cols == broadcast(targets)`) is made again, and never leads an
+//! element-wise op into its layout when another operand is not so made.
 
 use super::Inference;
 use crate::ir::{Op, TileId, Value};
@@ -25,12 +28,15 @@ impl Inference<'_> {
         }
     }
 
-    /// Whether `t` is made from `full`s and `iota`s only.
+    /// Whether `t` is made from `full`s, `iota`s and broadcasts only (a
+    /// broadcast of any tile is made again from its smaller source: a mask
+    /// comparing columns with a broadcast `[R, 1]` of targets then follows
+    /// the rows it selects from instead of leading them into another layout).
     pub(super) fn remat(&self, t: TileId) -> bool {
         match self.defs.get(&t) {
-            Some(Op::Full { .. } | Op::Iota { .. }) => true,
+            Some(Op::Full { .. } | Op::Iota { .. } | Op::Broadcast { .. }) => true,
             Some(Op::Map { args, .. }) => args.iter().all(|a| self.remat(*a)),
-            Some(Op::Cast { tile, .. } | Op::Broadcast { tile, .. }) => self.remat(*tile),
+            Some(Op::Cast { tile, .. }) => self.remat(*tile),
             _ => false,
         }
     }
@@ -39,7 +45,7 @@ impl Inference<'_> {
     /// be converted.
     pub(super) fn remake(&mut self, t: TileId, want: &Layout, out: &mut Vec<Op>) -> Option<TileId> {
         let def = self.defs.get(&t)?.clone();
-        if !self.remat(t) && !matches!(def, Op::Broadcast { .. }) {
+        if !self.remat(t) {
             return None;
         }
         let ty = self.program.tile(t).clone();

@@ -152,3 +152,36 @@ def test_strided_and_unaligned_views() -> None:
     w = torch.randn(1000, device=DEV)
     ref = F.layer_norm(x.double(), (1000,), w.double(), None, 1e-5)
     assert rel_err(kernels.layer_norm(x, w, None, 1e-5), ref) < 1e-5
+
+
+@pytest.mark.parametrize("dt", ["f32", "bf16", "f16"])
+def test_peeled_and_mixed_row_strides(dt: str) -> None:
+    """Odd widths peel each row's misaligned head; rows inside a wider array
+    (row stride 4100, another misalignment than a dense 4097) are not
+    peeled but must give the same values; many rows so the one-pass norm
+    backward loops over several rows per program instance."""
+    dtype = DTYPES[dt]
+    base = torch.randn(600, 4100, device=DEV, dtype=dtype) * 3
+    for x in (base[:, :4097].contiguous(), base[:, :4097]):
+        x64 = leaf(x)
+        y = poisoned(x.shape, dtype)
+        kernels.softmax(x, out=y)
+        assert rel_err(y, torch.softmax(x64, -1).detach()) < TOL[dt]
+        w, b = (
+            torch.randn(4097, device=DEV, dtype=dtype),
+            torch.randn(4097, device=DEV, dtype=dtype),
+        )
+        dy = torch.randn(x.shape, device=DEV, dtype=dtype)
+        w64, b64 = leaf(w), leaf(b)
+        y64 = F.layer_norm(x64, (4097,), w64, b64, 1e-5)
+        refs = torch.autograd.grad(y64, (x64, w64, b64), dy.double())
+        dx = poisoned(x.shape, dtype)
+        got = kernels.layer_norm_backward(dy, x, w, b, 1e-5, out=dx)
+        for name, g, r in zip(("dx", "dweight", "dbias"), got, refs, strict=True):
+            assert rel_err(g, r) < 3 * TOL[dt], name
+        t = torch.randint(0, 4097, (600,), device=DEV)
+        loss64 = F.cross_entropy(x64, t, reduction="none")
+        assert rel_err(kernels.cross_entropy(x, t), loss64.detach()) < 1e-5
+        dl = torch.randn(600, device=DEV)
+        (g64,) = torch.autograd.grad(loss64, x64, dl.double())
+        assert rel_err(kernels.cross_entropy_backward(dl, x, t), g64) < TOL[dt]

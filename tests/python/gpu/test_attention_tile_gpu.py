@@ -127,3 +127,32 @@ def test_issue_shapes_against_sdpa() -> None:
         )
         err = float((out.double() - ref.double()).norm() / ref.double().norm())
         assert err < 1e-2, (b, h, hk, s, d, causal, err)
+
+
+@pytest.mark.parametrize(
+    "tiles",
+    # (rows, keys, warps, prefetch): warps along M with P and Q in registers
+    # (16+ rows per warp), with and without prefetch; warps split along N.
+    [
+        (128, 64, 8, True),
+        (128, 64, 8, False),
+        (128, 32, 8, True),
+        (64, 32, 4, True),
+        (16, 32, 4, True),
+    ],
+)
+@pytest.mark.parametrize(("sq", "sk", "d"), [(700, 650, 128), (333, 517, 64)])
+def test_block_shapes(tiles: tuple[int, int, int, bool], sq: int, sk: int, d: int) -> None:
+    """Each tile shape the bench sweeps, over several query and key blocks
+    with tails, causal with Sq != Sk, grouped-query heads."""
+    from zyntax.kernels import _tensors as T
+    from zyntax.kernels import attention_tile
+
+    q = torch.randn(2, 4, sq, d, device=DEV, dtype=BF16)
+    k, v = (torch.randn(2, 2, sk, d, device=DEV, dtype=BF16) for _ in range(2))
+    o = torch.full_like(q, float("nan"))
+    lse = torch.full((2, 4, sq), float("nan"), device=DEV)
+    args = [T.tensor(x, n) for x, n in ((q, "q"), (k, "k"), (v, "v"), (o, "o"), (lse, "lse"))]
+    scale = 1 / math.sqrt(d)
+    attention_tile.launch(*args, causal=True, scale=scale, window=None, stream=None, tiles=tiles)
+    check(o, lse, *reference(q, k, v, scale, True))

@@ -681,24 +681,25 @@ class _Gen:
                 for c0, base, ld in zip(starts, bases, loaded, strict=True):
                     total = run_fold(total, c0, base, ld)
             else:
-                with b.loop(b.const(0, hir.u32), b.const(steps, hir.u32), carry=[ident]) as lp:
-                    c0 = lp.index * chunk + first
+                # The accumulator is a builder variable: the loop and the
+                # branch get its block parameters from SSA construction.
+                acc = b.declare_var(acc_t, "acc")
+                b.def_var(acc, ident)
+                with b.for_range(b.const(0, hir.u32), b.const(steps, hir.u32)) as st:
+                    c0 = st * chunk + first
                     base = row * cols + c0
-                    acc = lp.carried[0]
                     if cols % chunk == 0:
                         self.seed = None
-                        acc = run_fold(acc, c0, base, run_loads(base))
+                        b.def_var(acc, run_fold(b.use_var(acc), c0, base, run_loads(base)))
                     else:
-                        pick = b.if_else(c0 + v <= cols, results=[acc_t])
-                        with pick as (yes, no):
+                        with b.if_else(c0 + v <= cols) as (yes, no):
                             with yes:
                                 self.seed = None
-                                yes.yield_(run_fold(acc, c0, base, run_loads(base)))
+                                got = run_fold(b.use_var(acc), c0, base, run_loads(base))
+                                b.def_var(acc, got)
                             with no:
-                                no.yield_(tail(acc, c0, base))
-                        acc = pick.results[0]
-                    lp.next(acc)
-                total = lp.results[0]
+                                b.def_var(acc, tail(b.use_var(acc), c0, base))
+                total = b.use_var(acc)
             for off in (16, 8, 4, 2, 1):
                 total = fold(total, b.shfl_xor(total, off))
             with b.if_(lane < 1):

@@ -496,16 +496,11 @@ class TiledNest:
 
     def _untiled(self, ops: list[_Operand], kv: Any, acc0: Any, combine: Callable[..., Any]) -> Any:
         b = self.b
-        pick = b.if_else(self.in_range, results=[acc0.type])
-        with pick as (yes, no):
-            with yes:
-                with b.loop(b.const(0, "u32"), kv, carry=[acc0]) as lp:
-                    xs = [self._opaque_load(op, lp.index) for op in ops]
-                    lp.next(combine(lp.carried[0], *xs))
-                yes.yield_(lp.results[0])
-            with no:
-                no.yield_(acc0)
-        return pick.results[0]
+        acc = _acc_var(b, acc0)
+        with b.if_(self.in_range), b.for_range(b.const(0, "u32"), kv) as k:
+            xs = [self._opaque_load(op, k) for op in ops]
+            b.def_var(acc, combine(b.use_var(acc), *xs))
+        return b.use_var(acc)
 
     def _opaque_load(self, op: _Operand, k: Any) -> Any:
         """Load of an operand in the untiled reduction (already in range)."""
@@ -539,24 +534,21 @@ class TiledNest:
                 [0] + [self._scaled(self.tid[d], op.strides[d]) for d in op.dims]
             )
         steps = (kv + (tile_k - 1)) / tile_k
-        with b.loop(b.const(0, "u32"), steps, carry=[acc0]) as outer:
-            k0 = outer.index * tile_k
+        acc = _acc_var(b, acc0)
+        with b.for_range(b.const(0, "u32"), steps) as kt:
+            k0 = kt * tile_k
             for op in ops:
                 if op.why is None:
                     self._stage(op, k0, kv, tile_k)
             b.barrier()
             left = kv - k0
-            full = b.if_else(left >= tile_k, results=[acc0.type])
-            with full as (yes, no):
+            with b.if_else(left >= tile_k) as (yes, no):
                 with yes:
-                    yes.yield_(
-                        self._inner(ops, k0, b.const(tile_k, "u32"), outer.carried[0], combine)
-                    )
+                    self._inner(ops, k0, b.const(tile_k, "u32"), acc, combine)
                 with no:
-                    no.yield_(self._inner(ops, k0, left, outer.carried[0], combine))
+                    self._inner(ops, k0, left, acc, combine)
             b.barrier()
-            outer.next(full.results[0])
-        return outer.results[0]
+        return b.use_var(acc)
 
     @staticmethod
     def _scaled(v: Any, stride: int) -> Any:
@@ -564,18 +556,18 @@ class TiledNest:
 
     def _inner(
         self, ops: list[_Operand], k0: Any, count: Any, acc: Any, combine: Callable[..., Any]
-    ) -> Any:
+    ) -> None:
+        """Folds `count` staged K steps into the accumulator variable `acc`."""
         b = self.b
-        with b.loop(b.const(0, "u32"), count, carry=[acc]) as lp:
+        with b.for_range(b.const(0, "u32"), count) as k:
             xs = []
             for op in ops:
                 if op.why is None:
-                    kk = self._scaled(lp.index, op.strides["k"])
+                    kk = self._scaled(k, op.strides["k"])
                     xs.append(b.load(b.ptr_add(op.tile, op.row_base + kk)))
                 else:
-                    xs.append(self._direct(op, k0 + lp.index))
-            lp.next(combine(lp.carried[0], *xs))
-        return lp.results[0]
+                    xs.append(self._direct(op, k0 + k))
+            b.def_var(acc, combine(b.use_var(acc), *xs))
 
     def _stage(self, op: _Operand, k0: Any, kv: Any, tile_k: int) -> None:
         """Every thread copies its share of the operand's tile for the step at `k0`."""
@@ -630,6 +622,15 @@ def _tile_k(tile_k: Any, extent: Any) -> int:
 
 def _zero(b: Any, ty: Any) -> Any:
     return b.const(0.0 if ty.is_float else 0, ty)
+
+
+def _acc_var(b: Any, init: Any) -> Any:
+    """A reduction's accumulator as a builder variable holding `init`: the
+    loops and branches that assign it get their block parameters from the
+    builder's SSA construction."""
+    acc = b.declare_var(init.type, "acc")
+    b.def_var(acc, init)
+    return acc
 
 
 def _leaves(c: Coef) -> list[Any]:

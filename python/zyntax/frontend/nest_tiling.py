@@ -143,7 +143,11 @@ class _Branch:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        return None
+        # A branch of an if_else without results falls through to the merge
+        # (its variables' values meet there through SSA construction).
+        fn = self.b.tr.fn
+        if exc[0] is None and not self.merge.params and not fn.terminated:
+            fn.jump(self.merge)
 
     def yield_(self, *vals: Any) -> None:
         tys = [p.ty for p in self.merge.params]
@@ -172,38 +176,34 @@ class _IfElse:
             self.b.tr.seal(self.merge)
 
 
-class _Loop:
-    def __init__(self, b: TranslatorBuilder, lo: TV, hi: TV, carry: list[TV]) -> None:
+class _ForRange:
+    """``for k in range(lo, hi)``: the header's one parameter is the index;
+    the tiler's accumulators are variables, whose header parameters the SSA
+    construction adds (the header is sealed after the back edge)."""
+
+    def __init__(self, b: TranslatorBuilder, lo: TV, hi: TV) -> None:
         tr = b.tr
         self.b = b
         lo, hi = b.unify(lo, hi)
-        self.header = tr.fn.new_block(lo.v.ty, *(c.v.ty for c in carry))
+        self.header = tr.fn.new_block(lo.v.ty)
         self.body, self.exit = tr.fn.new_block(), tr.fn.new_block()
         self.index = TV(b, self.header.params[0])
-        self.carried = [TV(b, p) for p in self.header.params[1:]]
-        self.results = self.carried
-        tr.fn.jump(self.header, [lo.v, *[c.v for c in carry]])
+        tr.fn.jump(self.header, [lo.v])
         tr.fn.switch_to(self.header)
         cond = tr.fn.emit1("cmp.lt", [self.index.v, hi.v], BOOL)
         tr.fn.branch(cond, self.body, self.exit)
         tr.seal(self.body)
-        self._next: list[TV] | None = None
 
-    def __enter__(self) -> _Loop:
+    def __enter__(self) -> TV:
         self.b.tr.fn.switch_to(self.body)
-        return self
-
-    def next(self, *vals: TV) -> None:
-        self._next = list(vals)
+        return self.index
 
     def __exit__(self, *exc: Any) -> None:
         if exc[0] is not None:
             return
-        tr, b = self.b.tr, self.b
-        assert self._next is not None, "loop body without next()"
-        step = self.index + 1
-        args = [b.value(v, c.v.ty).v for v, c in zip(self._next, self.carried, strict=True)]
-        tr.fn.jump(self.header, [step.v, *args])
+        tr = self.b.tr
+        if not tr.fn.terminated:
+            tr.fn.jump(self.header, [(self.index + 1).v])
         tr.seal(self.header)
         tr.fn.switch_to(self.exit)
         tr.seal(self.exit)
@@ -217,6 +217,7 @@ class TranslatorBuilder:
 
     def __init__(self, tr: Any) -> None:
         self.tr = tr
+        self._var_types: dict[str, HType] = {}
 
     # ---- values
     def emit(self, op: str, args: list[TV], ty: HType, **imm: Any) -> TV:
@@ -287,13 +288,30 @@ class TranslatorBuilder:
         tr.fn.switch_to(merge)
         tr.seal(merge)
 
-    def if_else(self, cond: TV, results: list[Any]) -> _IfElse:
-        return _IfElse(self, cond, results)
+    def if_else(self, cond: TV, results: list[Any] | None = None) -> _IfElse:
+        return _IfElse(self, cond, results or [])
 
-    def loop(self, lo: Any, hi: Any, carry: list[TV]) -> _Loop:
+    def for_range(self, lo: Any, hi: Any) -> _ForRange:
         lo_v = lo if isinstance(lo, TV) else self.const(lo, U32)
         hi_v = hi if isinstance(hi, TV) else self.const(hi, U32)
-        return _Loop(self, lo_v, hi_v, carry)
+        return _ForRange(self, lo_v, hi_v)
+
+    # ---- variables: the translator's own (SSA construction in the Rust builder)
+    def declare_var(self, ty: TType, name: str) -> str:
+        """A fresh variable of type `ty`: a name with a ``$``, which no Python
+        identifier of the kernel has."""
+        var = f"{name}${len(self._var_types)}"
+        self._var_types[var] = ty.ht
+        return var
+
+    def def_var(self, var: str, value: Any) -> None:
+        ty = self._var_types[var]
+        self.tr.fn.write_var(var, ty, self.value(value, ty).v)
+
+    def use_var(self, var: str) -> TV:
+        v = self.tr.fn.read_var(var)
+        assert v is not None, f"the tiler read {var} before assigning it"
+        return TV(self, v)
 
 
 # --------------------------------------------------------------------------- recognition

@@ -46,6 +46,14 @@ def _ops(b: hir.FunctionBuilder, op: str) -> tuple[Any, float]:
     return (lambda x, y: nan_max(b, x, y)), NEG_INF
 
 
+def _var(b: hir.FunctionBuilder, init: Any) -> hir.Var:
+    """An f32 accumulator variable holding `init` (the builder's SSA
+    construction threads it through the loops that assign it)."""
+    v = b.declare_var(hir.f32, "acc")
+    b.def_var(v, init)
+    return v
+
+
 def _build_rows(op: str, dtype: str, lanes: int) -> hir.Module:
     elem = T.HIR_TYPE[dtype]
     m = hir.Module(f"reduce_rows_{op}_{dtype}_v{lanes}", targets=archs_for(dtype))
@@ -58,9 +66,10 @@ def _build_rows(op: str, dtype: str, lanes: int) -> hir.Module:
         row, tid = b.block_idx(), b.thread_idx()
         src = RowAccess(b, x, row, xs, xcs, "constant", elem, lanes)
         nv = n if lanes == 1 else n >> (lanes.bit_length() - 1)
-        with b.loop(tid, nv, ROW_THREADS, carry=[b.const(ident, hir.f32)], type=hir.u32) as lp:
-            lp.next(f(lp.carried[0], tree(f, src.load(lp.index))))
-        total = block_allreduce(b, lp.results[0], f, ROW_THREADS)
+        acc = _var(b, ident)
+        with b.for_range(tid, nv, ROW_THREADS, type=hir.u32) as i:
+            b.def_var(acc, f(b.use_var(acc), tree(f, src.load(i))))
+        total = block_allreduce(b, b.use_var(acc), f, ROW_THREADS)
         with b.if_(b.eq(tid, 0)):
             b.store(row_base(b, out, row, ys), total)
     return m
@@ -81,20 +90,20 @@ def _build_flat(op: str, dtype: str, lanes: int) -> hir.Module:
         stride = b.grid_dim() * FLAT_THREADS
         vp = vec_ptr(b, x, "constant", elem, lanes)
         chunk = stride * UNROLL
-        accs = [b.const(ident, hir.f32) for _ in range(UNROLL)]
-        with b.loop(0, b.div(nv, chunk), carry=accs, type=hir.u32) as lp:
-            at = lp.index * chunk + gt
+        accs = [_var(b, ident) for _ in range(UNROLL)]
+        with b.for_range(0, b.div(nv, chunk), type=hir.u32) as i:
+            at = i * chunk + gt
+            # Every load first: UNROLL 16-byte loads in flight per thread.
             loads = [load_f32(b, vp, at + u * stride, elem, lanes) for u in range(UNROLL)]
-            lp.next(*[f(a, tree(f, v)) for a, v in zip(lp.carried, loads, strict=True)])
-        acc = tree(f, lp.results)
-        with b.loop(b.div(nv, chunk) * chunk + gt, nv, stride, carry=[acc], type=hir.u32) as lp:
-            lp.next(f(lp.carried[0], tree(f, load_f32(b, vp, lp.index, elem, lanes))))
-        acc = lp.results[0]
+            for a, v in zip(accs, loads, strict=True):
+                b.def_var(a, f(b.use_var(a), tree(f, v)))
+        acc = _var(b, tree(f, [b.use_var(a) for a in accs]))
+        with b.for_range(b.div(nv, chunk) * chunk + gt, nv, stride, type=hir.u32) as i:
+            b.def_var(acc, f(b.use_var(acc), tree(f, load_f32(b, vp, i, elem, lanes))))
         if lanes > 1:  # the elements after the last whole vector
-            with b.loop(nv * lanes + gt, n, stride, carry=[acc], type=hir.u32) as lp:
-                lp.next(f(lp.carried[0], load_f32(b, x, lp.index, elem, 1)[0]))
-            acc = lp.results[0]
-        total = block_allreduce(b, acc, f, FLAT_THREADS)
+            with b.for_range(nv * lanes + gt, n, stride, type=hir.u32) as i:
+                b.def_var(acc, f(b.use_var(acc), load_f32(b, x, i, elem, 1)[0]))
+        total = block_allreduce(b, b.use_var(acc), f, FLAT_THREADS)
         with b.if_(b.eq(tid, 0)):
             b.store(b.ptr_add(partial, b.block_idx()), total)
     # Stage 2: out[0] = op over the partials, times `scale` (1, or 1/n for a mean).
@@ -102,9 +111,10 @@ def _build_flat(op: str, dtype: str, lanes: int) -> hir.Module:
         partial, out, count, scale = b.params
         f, ident = _ops(b, op)
         tid = b.thread_idx()
-        with b.loop(tid, count, 1024, carry=[b.const(ident, hir.f32)], type=hir.u32) as lp:
-            lp.next(f(lp.carried[0], b.load(b.ptr_add(partial, lp.index))))
-        total = block_allreduce(b, lp.results[0], f, 1024)
+        acc = _var(b, ident)
+        with b.for_range(tid, count, 1024, type=hir.u32) as i:
+            b.def_var(acc, f(b.use_var(acc), b.load(b.ptr_add(partial, i))))
+        total = block_allreduce(b, b.use_var(acc), f, 1024)
         with b.if_(b.eq(tid, 0)):
             b.store(out, total * scale)
     return m

@@ -120,6 +120,13 @@ def test_softmax_split_rows(rows: int, n: int, state: str, monkeypatch: pytest.M
     out = np.full_like(x, np.nan)
     kernels.softmax(x, out=out)
     assert rel_err(out, ref_softmax(x)) < 1e-5
+    # The backward on the same split (partial sums of y·dy, then the write).
+    y = ref_softmax(x).astype(np.float32)
+    dy = rng.standard_normal((rows, n)).astype(np.float32)
+    dx = np.full_like(x, np.nan)
+    kernels.softmax_backward(y, dy, out=dx)
+    y64 = y.astype(np.float64)
+    assert rel_err(dx, y64 * (dy - (dy * y64).sum(-1, keepdims=True))) < 1e-5
     # Cross-entropy, forward and backward, on the same split (targets in
     # different instances' chunks, one out of range).
     x = (rng.standard_normal((rows, n)) * 4).astype(np.float32)

@@ -376,6 +376,35 @@ def _softmax_bwd(P: _P) -> None:
     P.chunks(n, [], write, h)
 
 
+def _softmax_bwd_split_dot(P: _P) -> None:
+    """Split rows, the backward's first program: instance (row, j) sums
+    y·dy over chunks j, j + S, ... into [row, j] of the f32 part view."""
+    y, dy, dp = P.view("y"), P.view("dy"), P.view("d_part", "f32", False)
+    row, j, sh, w = P.t.program_id(0), P.t.program_id(1), P.shape, P.p.width
+
+    def dot(c0: tile.Scalar, c: list[Any]) -> list[Any]:
+        return [P.fold(P.load(y, (row, c0), sh) * P.load(dy, (row, c0), sh)) + c[0]]
+
+    (acc,) = P.strided(j * w, y.dim(1), dp.dim(1) * w, [P.t.zeros(P.state)], dot, P.head(row))
+    P.t.store(dp, (row, j), acc.sum(1))
+
+
+def _softmax_bwd_split_write(P: _P, parts: int) -> None:
+    """Split rows, the backward's second program: instance (row, j) writes
+    dx = y·(dy - Σ y·dy) for chunks j, j + S, ... (the sum of the S parts)."""
+    y, dy, dx = P.view("y"), P.view("dy"), P.view("dx")
+    dp = P.view("d_part", "f32", False)
+    row, j, sh, w = P.t.program_id(0), P.t.program_id(1), P.shape, P.p.width
+    d = P.bc(P.t.load(dp, (row, 0), (1, parts)).sum(1), sh)
+
+    def write(c0: tile.Scalar, c: list[Any]) -> list[Any]:
+        yv = P.load(y, (row, c0), sh)
+        P.store(dx, (row, c0), yv * (P.load(dy, (row, c0), sh) - d))
+        return []
+
+    P.strided(j * w, y.dim(1), dp.dim(1) * w, [], write, P.head(row))
+
+
 # ---------------------------------------------------------------- layer_norm, rms_norm
 
 
@@ -744,6 +773,8 @@ def _ce_split_write(P: _P, tdtype: str, parts: int) -> None:
 _PROGRAMS: dict[str, Callable[..., None]] = {
     "softmax_fwd": _softmax_fwd,
     "softmax_bwd": _softmax_bwd,
+    "softmax_bwd_split_dot": _softmax_bwd_split_dot,
+    "softmax_bwd_split_write": _softmax_bwd_split_write,
     "split_stats": _split_stats,
     "softmax_split_write": _softmax_split_write,
     "norm_fwd": _norm_fwd,
@@ -889,7 +920,15 @@ def run_softmax_backward(y: T.Tensor, dy: T.Tensor, dx: T.Tensor, stream: Any) -
         *view_args(dy, (rows, n), gs),
         *view_args(dx, (rows, n), xs),
     ]
-    launch("softmax_bwd", key, _grid(p, rows), args, y, stream)
+    s = split(y, rows, n, p)
+    if s == 1:
+        launch("softmax_bwd", key, _grid(p, rows), args, y, stream)
+        return
+    # Few wide rows: each split over s instances (partial sums of y·dy, then the write).
+    pa = _parts(y, rows, s, 1)
+    reads = args[: 2 * len(view_args(y, (rows, n), ys))]  # y and dy
+    launch("softmax_bwd_split_dot", key, (rows, s), [*reads, *pa], y, stream)
+    launch("softmax_bwd_split_write", (*key, _pow2(s)), (rows, s), [*args, *pa], y, stream)
 
 
 def _vec(t: T.Tensor, n: int) -> tuple[list[Any], tuple[T.Tensor, int]]:

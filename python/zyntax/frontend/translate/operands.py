@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import builtins
 import inspect
+import linecache
 import math
 import textwrap
 from collections.abc import Callable
@@ -320,19 +321,59 @@ class SourceInfo:
     col_offset: int
 
 
-def load_source(pyfunc: Callable[..., Any], what: str) -> SourceInfo:
+def _def_by_indentation(pyfunc: Callable[..., Any]) -> tuple[list[str], int, ast.Module] | None:
+    """The lines of `pyfunc`'s ``def`` (decorators included), its first line
+    number and their parse, found by indentation: what
+    ``inspect.getsourcelines`` finds with the tokenizer, whose regular
+    expressions cost a fresh process about 4 ms to compile (most of the
+    translation time of a first small kernel). None when the lines are not
+    a function by themselves (a string or bracket continued at a shallower
+    indentation ends the scan early, which never parses): the caller then
+    asks ``inspect``."""
+    code = getattr(pyfunc, "__code__", None)
+    file = inspect.getsourcefile(pyfunc) if code is not None else None
+    if code is None or file is None:
+        return None
+    text = linecache.getlines(file, pyfunc.__globals__)
+    start = code.co_firstlineno - 1  # the first decorator's line
+    if not 0 <= start < len(text):
+        return None
+    indent = len(text[start]) - len(text[start].lstrip())
+    end = start
+    while end < len(text) and not text[end].lstrip().startswith(("def ", "async def ")):
+        end += 1
+    end += 1
+    while end < len(text):
+        line = text[end]
+        body = line.strip()
+        if body and not body.startswith("#") and len(line) - len(line.lstrip()) <= indent:
+            break
+        end += 1
+    lines = text[start:end]
     try:
-        lines, first = inspect.getsourcelines(pyfunc)
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except (SyntaxError, ValueError):
+        return None
+    if len(tree.body) != 1 or getattr(tree.body[0], "name", None) != pyfunc.__name__:
+        return None
+    return lines, start + 1, tree
+
+
+def load_source(pyfunc: Callable[..., Any], what: str) -> SourceInfo:
+    found = _def_by_indentation(pyfunc)
+    try:
+        if found is None:
+            lines, first = inspect.getsourcelines(pyfunc)
+        else:
+            lines, first, _ = found
         file = inspect.getsourcefile(pyfunc) or pyfunc.__code__.co_filename
     except (OSError, TypeError) as e:
         raise KernelError(
             f"cannot read the source of {what} '{pyfunc.__name__}': kernels must be defined "
             f"in a file ({e})"
         ) from None
-    src = "".join(lines)
-    dedented = textwrap.dedent(src)
     col = len(lines[0]) - len(lines[0].lstrip()) if lines else 0
-    tree = ast.parse(dedented)
+    tree = ast.parse(textwrap.dedent("".join(lines))) if found is None else found[2]
     fdef = tree.body[0]
     if not isinstance(fdef, ast.FunctionDef):
         raise KernelError(f"{what} '{pyfunc.__name__}' must be a plain def function")

@@ -49,8 +49,10 @@ CHUNK, CHUNK_WARPS = 4096, 8
 STATE = "row"
 #: Program instances per SM of the norm backward's row-block loop.
 GROUPS_PER_SM = 3
-#: Program instances per SM of the one-pass norm backward of whole rows.
+#: Program instances per SM of the one-pass norm backward of whole rows,
+#: and whether its threads hold half the elements of the plan's (8, not 16).
 NORM_BWD_PER_SM = 2
+NORM_BWD_THIN = False
 #: Program instances wanted when few wide rows would leave SMs idle: a
 #: chunked softmax row is then split over S instances (see :func:`split`); 0
 #: means two per SM on the GPU and no split on the interpreter.
@@ -976,6 +978,12 @@ def run_norm_backward(
     xa, ga = view_args(x, (rows, n), xs), view_args(dy, (rows, n), gs)
     data = [*xa, *ga, *view_args(dx, (rows, n), os_), *wa]
     if p.shape != "chunks" and NORM_BWD == "fused":
+        if NORM_BWD_THIN:
+            # Half the elements per thread: the carried partial sums raise
+            # the program's registers (168 for [2, 1024] bf16 over 4 warps).
+            p = Plan(p.shape, p.rows // 2, p.width, p.warps)
+            if p.rows == 0:
+                p = Plan("row", 1, p.width, min(32, 2 * p.warps))
         p = peeled("norm", p, x.dtype, acc, n, xs[0], gs[0], os_[0])
         # Instances looping over row blocks: about NORM_BWD_PER_SM per SM, a
         # multiple of the vector with a peel (every row of an instance then

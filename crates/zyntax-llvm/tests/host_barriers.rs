@@ -30,6 +30,18 @@ fn both(
     block: [u32; 3],
     args: &[A],
 ) -> (Vec<Vec<u32>>, Vec<Vec<u32>>) {
+    both_with(m, name, grid, block, args, &HostOptions::default())
+}
+
+/// [`both`] with the CPU backend's options.
+fn both_with(
+    m: &Module,
+    name: &str,
+    grid: [u32; 3],
+    block: [u32; 3],
+    args: &[A],
+    opts: &HostOptions,
+) -> (Vec<Vec<u32>>, Vec<Vec<u32>>) {
     let interp = Interpreter::new(m).unwrap();
     let mut bufs = Vec::new();
     let mut iargs = Vec::new();
@@ -53,7 +65,7 @@ fn both(
                 .collect()
         })
         .collect();
-    let jit = host::jit(m, &HostOptions::default()).unwrap();
+    let jit = host::jit(m, opts).unwrap();
     assert_eq!(jit.function(name).unwrap().kind, HostFnKind::CpuKernel);
     let mut words: Vec<Vec<u32>> = args
         .iter()
@@ -155,12 +167,18 @@ fn tree_reduction_in_shared_memory_matches_the_interpreter() {
                 }
             })
             .collect();
-        let (want, got) = both(
+        // The float tree as SIMD lanes (regions::fast_runner), the u32 one not.
+        let opts = HostOptions {
+            vector_threads: Some(float),
+            ..HostOptions::default()
+        };
+        let (want, got) = both_with(
             &m,
             "reduce",
             [blocks, 1, 1],
             [256, 1, 1],
             &[A::Words(x.clone()), A::Words(vec![7; blocks as usize])],
+            &opts,
         );
         // Same tree, same order: bit-exact for floats too.
         assert_eq!(got[1], want[1]);
@@ -601,18 +619,24 @@ fn values_live_across_barriers_match_the_interpreter() {
     let m = module(relay());
     let p = host::prepare(&m, &HostOptions::default()).unwrap();
     assert!(p.ir.contains("zx.resume") && !p.ir.contains("presplitcoroutine"));
-    for _ in 0..4 {
+    for it in 0..4 {
         let threads = 1 + rng.below(300) as u32;
         let blocks = 1 + rng.below(4) as u32;
         let words: Vec<u32> = (0..threads * blocks).map(|_| rng.next() as u32).collect();
         let k = rng.below(u64::from(threads) + 1) as u32;
         let rounds = rng.below(6) as u32;
-        let (want, got) = both(
+        // Threads one after another, and as SIMD lanes (regions::fast_runner).
+        let vector = HostOptions {
+            vector_threads: Some(it % 2 == 1),
+            ..HostOptions::default()
+        };
+        let (want, got) = both_with(
             &m,
             "relay",
             [blocks, 1, 1],
             [threads, 1, 1],
             &[A::Words(words), A::U32(k), A::U32(rounds)],
+            &vector,
         );
         assert_eq!(
             got, want,

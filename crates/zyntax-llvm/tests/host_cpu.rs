@@ -364,9 +364,18 @@ fn vadd_kernel(with_barrier: bool) -> Function {
 
 #[test]
 fn kernels_run_on_cpu_in_parallel() {
+    for vector_threads in [None, Some(true)] {
+        kernels_run_on_cpu(&HostOptions {
+            vector_threads,
+            ..HostOptions::default()
+        });
+    }
+}
+
+fn kernels_run_on_cpu(opts: &HostOptions) {
     let mut m = module(vec![vadd_kernel(false), vadd_kernel(true)]);
     m.targets = vec![Arch::Sm80];
-    let jit = host::jit(&m, &HostOptions::default()).unwrap();
+    let jit = host::jit(&m, opts).unwrap();
     assert_eq!(jit.function("vadd").unwrap().kind, HostFnKind::CpuKernel);
     // A barrier splits the block into regions (tests/host_barriers.rs).
     assert_eq!(
@@ -453,4 +462,70 @@ fn aot_object_and_shared_library() {
     assert!(text.contains("dot:"));
     // critical_path: the function entry and its innermost loop on 64 bytes.
     assert!(text.matches(".p2align\t6").count() >= 2, "{text}");
+}
+
+/// A barrier-free kernel runs through its vectorizable variant; a failure
+/// there re-runs the block checked for the details, and a failure that does
+/// not recur (the kernel changed its own input) still fails the launch.
+#[test]
+fn vector_runner_failures_are_reported() {
+    let mut b = FunctionBuilder::kernel(
+        "flaky",
+        &[
+            Type::ptr(AddrSpace::Global, Type::U32),
+            Type::ptr(AddrSpace::Global, Type::F32),
+        ],
+    );
+    let (idx, x) = (b.param(0), b.param(1));
+    let i = b.load(idx).unwrap();
+    let z = b.iconst(Type::U32, 0).unwrap();
+    b.store(idx, z).unwrap();
+    let px = b.ptr_add(x, i).unwrap();
+    let one = b.fconst(Type::F32, 1.0).unwrap();
+    b.store(px, one).unwrap();
+    b.ret(&[]).unwrap();
+    let mut m = module(vec![b.finish().unwrap()]);
+    m.targets = vec![Arch::Sm80];
+    let opts = HostOptions {
+        vector_threads: Some(true),
+        ..HostOptions::default()
+    };
+    let p = host::prepare(&m, &opts).unwrap();
+    assert!(p.ir.contains("flaky.zx_fast") && p.ir.contains("flaky.zx_checked"));
+    let plain = host::prepare(&m, &HostOptions::default()).unwrap();
+    assert!(!plain.ir.contains("flaky.zx_fast"));
+    let jit = host::jit(&m, &opts).unwrap();
+    let mut rng = Rng::new();
+    let n = 8 + (rng.next() % 64) as usize;
+    let mut x = vec![0f32; n];
+    // In bounds: runs, writes x[i].
+    let k = (rng.next() % n as u64) as u32;
+    let mut ix = vec![k];
+    jit.launch(
+        "flaky",
+        [1, 1, 1],
+        [1, 1, 1],
+        &mut [
+            Arg::Buffer(Buffer::new(&mut ix)),
+            Arg::Buffer(Buffer::new(&mut x)),
+        ],
+        0,
+    )
+    .unwrap();
+    assert_eq!((ix[0], x[k as usize]), (0, 1.0));
+    // Out of bounds once, in bounds on the checked re-run: still an error.
+    let mut ix = vec![n as u32 + (rng.next() % 100) as u32];
+    let e = jit
+        .launch(
+            "flaky",
+            [1, 1, 1],
+            [1, 1, 1],
+            &mut [
+                Arg::Buffer(Buffer::new(&mut ix)),
+                Arg::Buffer(Buffer::new(&mut x)),
+            ],
+            0,
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("out of bounds"), "{e}");
 }

@@ -881,6 +881,7 @@ pub fn cpu_compile(
         features,
         opt_level,
         force_interp: interp_kernels.unwrap_or_default().0,
+        ..HostOptions::default()
     };
     let r = py.detach(|| guard(|| Ok(host::jit(&m, &opts))))?;
     let hm = r.map_err(|e| host_error(py, e))?;
@@ -955,6 +956,7 @@ pub fn cpu_emit<'py>(
         features,
         opt_level,
         force_interp: Vec::new(),
+        ..HostOptions::default()
     };
     let r = py.detach(|| guard(|| Ok(host::emit(&m, &opts, what))))?;
     let art = r.map_err(|e| host_error(py, e))?;

@@ -283,6 +283,13 @@ impl Plan {
 
 /// `@"name.zx_block"(args, lens, err, ctx)` for a kernel split at its
 /// barriers (see the module docs). `fid`: the kernel's index in the module.
+///
+/// `fast`: the first of one loop-metadata id per region — the runner then
+/// calls the kernel's vectorizable variant (`name.zx_fast`, failures mark
+/// flags, see `regions::fast_runner`), each region's x loop carries
+/// `llvm.loop.vectorize.enable`, and a failure re-runs the block checked
+/// (`name.zx_checked`, this runner without `fast`). `suffix` names it.
+#[allow(clippy::too_many_arguments)]
 pub fn block_runner(
     f: &Function,
     plan: &Plan,
@@ -291,12 +298,14 @@ pub fn block_runner(
     pre: &str,
     parts: &[String],
     fid: usize,
+    suffix: &str,
+    fast: Option<usize>,
 ) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
         "define void {}(ptr %args, ptr %lens, ptr noalias %err, ptr noalias %ctx) {attrs} {{",
-        gname(&format!("{}.zx_block", f.name))
+        gname(&format!("{}.{suffix}", f.name))
     );
     let _ = writeln!(out, "entry:");
     out.push_str(pre);
@@ -310,7 +319,7 @@ pub fn block_runner(
     let _ = writeln!(
         out,
         "  %bxy = mul i32 %bx, %by\n  %n = mul i32 %bxy, %bz\n  %n64 = zext i32 %n to i64\n  \
-         %c = alloca [{FISSION_CTX_BYTES} x i8], align 8\n  \
+         %c = alloca [{} x i8], align 8\n  \
          call void @llvm.memcpy.p0.p0.i64(ptr %c, ptr %ctx, i64 {CTX_BYTES}, i1 false)\n  \
          %c.n = getelementptr i8, ptr %c, i64 {CTX_N}\n  store i32 %n, ptr %c.n\n  \
          %lb0 = mul i64 %n64, {}\n  %lb = add i64 %lb0, 16\n  %live = call ptr @malloc(i64 %lb)\n  \
@@ -319,19 +328,50 @@ pub fn block_runner(
          %c.y = getelementptr i8, ptr %c, i64 4\n  %c.z = getelementptr i8, ptr %c, i64 8\n  \
          %c.t = getelementptr i8, ptr %c, i64 {CTX_T}\n  %c.r = getelementptr i8, ptr %c, i64 {CTX_REGION}\n  \
          %c.s = getelementptr i8, ptr %c, i64 {CTX_STATE}\n  \
-         %empty = icmp eq i32 %n, 0\n  br i1 %empty, label %finish, label %r0",
+         %empty = icmp eq i32 %n, 0",
+        FISSION_CTX_BYTES + 8,
         plan.bytes
     );
+    if fast.is_some() {
+        let _ = writeln!(
+            out,
+            "  %fl = alloca [1024 x i8], align 16\n  %bx64 = zext i32 %bx to i64\n  \
+             call void @llvm.memset.p0.i64(ptr %fl, i8 0, i64 %bx64, i1 false)\n  \
+             %c.fb = getelementptr i8, ptr %c, i64 {FISSION_CTX_BYTES}\n  store ptr %fl, ptr %c.fb"
+        );
+    }
+    let _ = writeln!(out, "  br i1 %empty, label %finish, label %r0");
     let mut p = parts.to_vec();
     p.push("ptr %err".into());
     p.push("ptr %c".into());
-    let call = format!("call {ret} {}({})", gname(&f.name), p.join(", "));
+    let callee = if fast.is_some() {
+        format!("{}.zx_fast", f.name)
+    } else {
+        f.name.clone()
+    };
+    let call = format!("call {ret} {}({})", gname(&callee), p.join(", "));
+    // After a region: with `fast`, the flags and the record (calls write it).
+    let end = if fast.is_some() { "chk" } else { "scan" };
     // One thread loop per region: 0 from the entry, else after a barrier.
     let regions: Vec<u32> = std::iter::once(0)
         .chain(plan.live.keys().map(|i| i.0 + 1))
         .collect();
-    for s in &regions {
+    for (k, s) in regions.iter().enumerate() {
         let r = format!("r{s}");
+        let (check, md) = match fast {
+            // A failing thread marks its flag and ends; the loop runs on.
+            Some(id) => (
+                format!("br label %{r}.ok"),
+                format!(", !llvm.loop !{}", id + k),
+            ),
+            None => (
+                format!(
+                    "%{r}.e = load i64, ptr %err\n  %{r}.bad = icmp ne i64 %{r}.e, 0\n  \
+                     br i1 %{r}.bad, label %finish, label %{r}.ok"
+                ),
+                String::new(),
+            ),
+        };
         let _ = writeln!(
             out,
             "{r}:\n  br label %{r}.lz\n\
@@ -355,12 +395,40 @@ pub fn block_runner(
         let _ = writeln!(
             out,
             "{r}.go:\n  store i32 %{r}.t, ptr %c.t\n  store i32 {s}, ptr %c.r\n  store i32 0, ptr %c.s\n  {call}\n  \
-             %{r}.e = load i64, ptr %err\n  %{r}.bad = icmp ne i64 %{r}.e, 0\n  br i1 %{r}.bad, label %finish, label %{r}.ok\n\
+             {check}\n\
              {r}.ok:\n  %{r}.ns = load i32, ptr %c.s\n  store i32 %{r}.ns, ptr %{r}.sp\n  br label %{r}.lx.next\n\
-             {r}.lx.next:\n  %{r}.tx1 = add i32 %{r}.tx, 1\n  %{r}.mx = icmp ult i32 %{r}.tx1, %bx\n  br i1 %{r}.mx, label %{r}.lx, label %{r}.ly.next\n\
+             {r}.lx.next:\n  %{r}.tx1 = add nuw nsw i32 %{r}.tx, 1\n  %{r}.mx = icmp ult i32 %{r}.tx1, %bx\n  br i1 %{r}.mx, label %{r}.lx, label %{r}.ly.next{md}\n\
              {r}.ly.next:\n  %{r}.ty1 = add i32 %{r}.ty, 1\n  %{r}.my = icmp ult i32 %{r}.ty1, %by\n  br i1 %{r}.my, label %{r}.ly, label %{r}.lz.next\n\
-             {r}.lz.next:\n  %{r}.tz1 = add i32 %{r}.tz, 1\n  %{r}.mz = icmp ult i32 %{r}.tz1, %bz\n  br i1 %{r}.mz, label %{r}.lz, label %scan"
+             {r}.lz.next:\n  %{r}.tz1 = add i32 %{r}.tz, 1\n  %{r}.mz = icmp ult i32 %{r}.tz1, %bz\n  br i1 %{r}.mz, label %{r}.lz, label %{end}"
         );
+    }
+    if fast.is_some() {
+        // Or the row flags; on a failure (or a record a callee wrote) stop,
+        // and without a record run the block again checked for the details.
+        let _ = writeln!(
+            out,
+            "chk:\n  br label %chk.l\nchk.l:\n  %fi = phi i32 [ 0, %chk ], [ %fi1, %chk.l ]\n  \
+             %fa = phi i8 [ 0, %chk ], [ %fa1, %chk.l ]\n  %fp = getelementptr i8, ptr %fl, i32 %fi\n  \
+             %fv = load i8, ptr %fp\n  %fa1 = or i8 %fa, %fv\n  %fi1 = add i32 %fi, 1\n  \
+             %fm = icmp ult i32 %fi1, %bx\n  br i1 %fm, label %chk.l, label %chk.done\n\
+             chk.done:\n  %ce = load i64, ptr %err\n  %ceb = icmp ne i64 %ce, 0\n  %cfb = icmp ne i8 %fa1, 0\n  \
+             %cbad = or i1 %ceb, %cfb\n  br i1 %cbad, label %slow, label %scan\n\
+             slow:\n  br i1 %ceb, label %finish, label %rerun\n\
+             rerun:\n  call void {}(ptr %args, ptr %lens, ptr %err, ptr %ctx)\n  \
+             %e1 = load i64, ptr %err\n  %e1z = icmp eq i64 %e1, 0\n  br i1 %e1z, label %generic, label %finish\n\
+             generic:\n  %fneg = sub i8 0, %fa1\n  %flow = and i8 %fa1, %fneg\n  %gcode = zext i8 %flow to i64",
+            gname(&format!("{}.zx_checked", f.name))
+        );
+        for (k, v) in ["%gcode", "-1", "-1", "-1", "-1", &fid.to_string()]
+            .iter()
+            .enumerate()
+        {
+            let _ = writeln!(
+                out,
+                "  %g.p{k} = getelementptr i64, ptr %err, i64 {k}\n  store i64 {v}, ptr %g.p{k}"
+            );
+        }
+        let _ = writeln!(out, "  br label %finish");
     }
     // Which barrier the running threads stopped at (0: all returned); all the same.
     let _ = writeln!(

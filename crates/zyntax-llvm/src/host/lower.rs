@@ -205,6 +205,8 @@ pub struct ModuleInfo<'m> {
     pub shared_bytes: u64,
     pub cpu: String,
     pub features: String,
+    /// Kernels get the vectorizable runner (`HostOptions::vector_threads`).
+    pub vector: bool,
 }
 
 impl<'m> ModuleInfo<'m> {
@@ -287,6 +289,7 @@ impl<'m> ModuleInfo<'m> {
             shared_bytes: off,
             cpu: cpu.to_string(),
             features: features.to_string(),
+            vector: false,
         }
     }
 }
@@ -395,6 +398,9 @@ struct FnLower<'a> {
     unchecked: usize,
     /// A kernel split at its barriers (`None`: not split).
     fission: Option<fission::Plan>,
+    /// The kernel's vectorizable variant `name.zx_fast` (see `regions::fast_runner`):
+    /// a failed check marks the thread's flag instead of the error record.
+    fast: bool,
     /// Every value's operand as its definition names it (`ops` may hold a
     /// later reload of a value saved across barriers).
     base_ops: Vec<String>,
@@ -452,6 +458,17 @@ impl FnLower<'_> {
     fn fail(&mut self, code: i64, param: i64, index: &str, len: &str, inst: InstId) -> String {
         let l = self.label();
         let _ = writeln!(self.fails, "{l}:");
+        if self.fast {
+            // The vectorizable variant: the failing thread stops with its code,
+            // which every exit writes into the thread's byte of the row's flags
+            // (see `fast_exit`); the runner re-runs the block checked for the
+            // details.
+            let _ = writeln!(
+                self.fails,
+                "  store i8 {code}, ptr %zx.code.a, align 1\n  br label %zx.fail"
+            );
+            return l;
+        }
         let fields = [
             code.to_string(),
             param.to_string(),
@@ -631,6 +648,17 @@ impl FnLower<'_> {
                 }
             }
         }
+        if self.fast {
+            // The thread's failure code (0: none) and its byte of the row's flags.
+            let _ = writeln!(
+                self.entry_text,
+                "  %zx.code.a = alloca i8, align 1\n  store i8 0, ptr %zx.code.a, align 1\n  \
+                 %zx.fbp = getelementptr i8, ptr %ctx, i64 {}\n  %zx.fb = load ptr, ptr %zx.fbp, align 8\n  \
+                 %zx.ftx = load i32, ptr %ctx, align 4\n  %zx.ftx64 = zext i32 %zx.ftx to i64\n  \
+                 %zx.flagp = getelementptr i8, ptr %zx.fb, i64 %zx.ftx64",
+                regions::CTX_FLAGS
+            );
+        }
         if sig.gpu {
             let _ = writeln!(
                 self.entry_text,
@@ -670,7 +698,11 @@ impl FnLower<'_> {
             out,
             "define {} {}({}) {attrs}{align} {{",
             sig.ret,
-            gname(&f.name),
+            gname(&if self.fast {
+                format!("{}.zx_fast", f.name)
+            } else {
+                f.name.clone()
+            }),
             params.join(", ")
         );
         let _ = writeln!(out, "zx.entry:");
@@ -765,7 +797,7 @@ impl FnLower<'_> {
         }
         let _ = writeln!(out, "}}");
         // Unreachable blocks the builder left without predecessors are harmless; phis with none are dropped above.
-        Ok(out)
+        Ok(if self.fast { fast_exit(&out) } else { out })
     }
 
     fn attrs(&self) -> String {
@@ -853,4 +885,27 @@ fn mangle_from(llvm_ty: &str) -> String {
             format!("v{n}{e}")
         }
     }
+}
+
+/// The vectorizable variant's exits: every `ret void` goes through one block
+/// that writes the thread's failure code (0: none) into its flag byte — one
+/// unconditional store per thread, which the loop vectorizer makes a plain
+/// vector store (a conditional store of the code would become per-lane
+/// branches or a slow masked store).
+fn fast_exit(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 256);
+    for line in text.lines() {
+        if line == "  ret void" {
+            out.push_str("  br label %zx.ret\n");
+        } else if line == "}" {
+            out.push_str(
+                "zx.ret:\n  %zx.code = load i8, ptr %zx.code.a, align 1\n  \
+                 store i8 %zx.code, ptr %zx.flagp, align 1\n  ret void\n}\n",
+            );
+        } else {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
 }

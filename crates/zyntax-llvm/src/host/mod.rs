@@ -333,6 +333,11 @@ pub struct HostOptions {
     pub opt_level: Option<OptLevel>,
     /// Kernels to run on the interpreter even if the CPU could run them.
     pub force_interp: Vec<String>,
+    /// Run the threads of a block as SIMD lanes (`regions::fast_runner`);
+    /// `None`: `ZYNTAX_CPU_VECTOR=1` in the environment turns it on (off by
+    /// default: on the AMD EPYC this was measured on it was slower, see
+    /// docs/cpu.md).
+    pub vector_threads: Option<bool>,
 }
 
 impl HostOptions {
@@ -473,7 +478,10 @@ pub fn prepare(m: &Module, opts: &HostOptions) -> HostResult<Prepared> {
         };
         kinds.push(kind);
     }
-    let mi = lower::ModuleInfo::new(&module, &plans, &target.cpu, &target.features);
+    let mut mi = lower::ModuleInfo::new(&module, &plans, &target.cpu, &target.features);
+    mi.vector = opts
+        .vector_threads
+        .unwrap_or_else(|| std::env::var("ZYNTAX_CPU_VECTOR").is_ok_and(|v| v == "1"));
     initialize()?;
     let tm = machine(&target, RelocMode::PIC)?;
     let dl = tm
@@ -1062,6 +1070,11 @@ impl HostModule {
             .map(|l| format!(" ({l})"))
             .unwrap_or_default();
         let message = match e.code {
+            // The vectorized runner saw a failure the checked re-run did not
+            // (regions::fast_runner): the kernel changed its own inputs.
+            lower::ERR_OOB if e.inst < 0 && e.index < 0 => format!(
+                "@{fname}: an access out of bounds (its index is unknown: the failure did not recur when the block ran again thread by thread)"
+            ),
             lower::ERR_OOB => {
                 let what = if e.param >= 0 {
                     let ty = func

@@ -364,12 +364,20 @@ fn thread_index(out: &mut String, c: &str) {
 /// the launch's error record and the worker's own context, never a kernel
 /// argument, so the kernel's stores cannot change them and LLVM keeps
 /// `block_idx`, `block_dim` and the thread index in registers.
-pub fn block_runner(f: &Function, sig: &Sig, attrs: &str, pre: &str, parts: &[String]) -> String {
+/// `suffix` names it: `zx_block`, or `zx_checked` beside [`fast_runner`].
+pub fn block_runner(
+    f: &Function,
+    sig: &Sig,
+    attrs: &str,
+    pre: &str,
+    parts: &[String],
+    suffix: &str,
+) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
         "define void {}(ptr %args, ptr %lens, ptr noalias %err, ptr noalias %ctx) {attrs} {{",
-        gname(&format!("{}.zx_block", f.name))
+        gname(&format!("{}.{suffix}", f.name))
     );
     let _ = writeln!(out, "entry:");
     out.push_str(pre);
@@ -562,3 +570,105 @@ pub const RUNNER_DECLS: [&str; 9] = [
     "declare void @llvm.coro.resume(ptr)",
     "declare void @llvm.coro.destroy(ptr)",
 ];
+
+/// Byte offset, in the fast runner's context, of the pointer to the row's
+/// per-thread failure flags (after the region runner's fields).
+pub const CTX_FLAGS: u64 = super::fission::FISSION_CTX_BYTES;
+const FAST_CTX_BYTES: u64 = CTX_FLAGS + 8;
+
+/// Declarations the fast runner needs.
+pub const FAST_DECLS: [&str; 2] = [
+    "declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)",
+    "declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)",
+];
+
+/// `@"name.zx_block"` for a kernel without barriers: threads as SIMD lanes.
+///
+/// The innermost loop (over `thread_idx.x`) calls the kernel's variant
+/// `name.zx_fast`, in which a failed check does not write the shared error
+/// record (stores to one address from every lane keep LLVM's loop vectorizer
+/// away) but ends the thread with a code that its exit writes into the
+/// thread's byte in a row of flags (0 when it did not fail); the
+/// loop carries `llvm.loop.vectorize.enable`, has one exit, and its context
+/// is a local copy, so LLVM turns it into vector code with masked loads and
+/// stores for the threads' branches. After each row the flags are or-ed: on a
+/// failure the block runs again checked (`name.zx_checked`, thread by thread,
+/// stopping at the first failure) to fill the error record; a failure that
+/// does not happen again (the first run changed the kernel's inputs) still
+/// fails the launch, with the code only (the lowest set in the row's flags). `md`: the id of the loop metadata.
+pub fn fast_runner(
+    f: &Function,
+    sig: &Sig,
+    attrs: &str,
+    pre: &str,
+    parts: &[String],
+    fid: usize,
+    md: usize,
+) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "define void {}(ptr %args, ptr %lens, ptr %err, ptr noalias %ctx) {attrs} {{",
+        gname(&format!("{}.zx_block", f.name))
+    );
+    let _ = writeln!(out, "entry:");
+    out.push_str(pre);
+    dims(&mut out);
+    let _ = writeln!(
+        out,
+        "  %c = alloca [{FAST_CTX_BYTES} x i8], align 8\n  \
+         call void @llvm.memcpy.p0.p0.i64(ptr %c, ptr %ctx, i64 {CTX_BYTES}, i1 false)\n  \
+         %fl = alloca [1024 x i8], align 16\n  %bx64 = zext i32 %bx to i64\n  \
+         call void @llvm.memset.p0.i64(ptr %fl, i8 0, i64 %bx64, i1 false)\n  \
+         %c.fb = getelementptr i8, ptr %c, i64 {CTX_FLAGS}\n  store ptr %fl, ptr %c.fb\n  \
+         %ty.p = getelementptr i8, ptr %c, i64 4\n  %tz.p = getelementptr i8, ptr %c, i64 8\n  \
+         %empty = icmp eq i32 %n, 0\n  br i1 %empty, label %done, label %lz"
+    );
+    let _ = writeln!(
+        out,
+        "lz:\n  %tz = phi i32 [ 0, %entry ], [ %tz1, %lz.next ]\n  store i32 %tz, ptr %tz.p\n  br label %ly\n\
+         ly:\n  %ty = phi i32 [ 0, %lz ], [ %ty1, %ly.next ]\n  store i32 %ty, ptr %ty.p\n  br label %lx\n\
+         lx:\n  %tx = phi i32 [ 0, %ly ], [ %tx1, %lx ]\n  store i32 %tx, ptr %c"
+    );
+    let mut p = parts.to_vec();
+    p.push("ptr %err".into());
+    p.push("ptr %c".into());
+    let _ = writeln!(
+        out,
+        "  call {} {}({})",
+        sig.ret,
+        gname(&format!("{}.zx_fast", f.name)),
+        p.join(", ")
+    );
+    let _ = writeln!(
+        out,
+        "  %tx1 = add nuw nsw i32 %tx, 1\n  %mx = icmp ult i32 %tx1, %bx\n  br i1 %mx, label %lx, label %fs, !llvm.loop !{md}\n\
+         fs:\n  %fi = phi i32 [ 0, %lx ], [ %fi1, %fs ]\n  %fa = phi i8 [ 0, %lx ], [ %fa1, %fs ]\n  \
+         %fp = getelementptr i8, ptr %fl, i32 %fi\n  %fv = load i8, ptr %fp\n  %fa1 = or i8 %fa, %fv\n  \
+         %fi1 = add i32 %fi, 1\n  %fm = icmp ult i32 %fi1, %bx\n  br i1 %fm, label %fs, label %fs.done\n\
+         fs.done:\n  %e = load i64, ptr %err\n  %eb = icmp ne i64 %e, 0\n  %fb = icmp ne i8 %fa1, 0\n  \
+         %bad = or i1 %eb, %fb\n  br i1 %bad, label %slow, label %ly.next\n\
+         ly.next:\n  %ty1 = add i32 %ty, 1\n  %my = icmp ult i32 %ty1, %by\n  br i1 %my, label %ly, label %lz.next\n\
+         lz.next:\n  %tz1 = add i32 %tz, 1\n  %mz = icmp ult i32 %tz1, %bz\n  br i1 %mz, label %lz, label %done"
+    );
+    // A failure: the record a callee wrote stands; else run the block checked.
+    let _ = writeln!(
+        out,
+        "slow:\n  br i1 %eb, label %done, label %rerun\n\
+         rerun:\n  call void {}(ptr %args, ptr %lens, ptr %err, ptr %ctx)\n  \
+         %e1 = load i64, ptr %err\n  %e1z = icmp eq i64 %e1, 0\n  br i1 %e1z, label %generic, label %done\n\
+         generic:\n  %fneg = sub i8 0, %fa1\n  %flow = and i8 %fa1, %fneg\n  %code = zext i8 %flow to i64",
+        gname(&format!("{}.zx_checked", f.name))
+    );
+    for (k, v) in ["%code", "-1", "-1", "-1", "-1", &fid.to_string()]
+        .iter()
+        .enumerate()
+    {
+        let _ = writeln!(
+            out,
+            "  %g.p{k} = getelementptr i64, ptr %err, i64 {k}\n  store i64 {v}, ptr %g.p{k}"
+        );
+    }
+    let _ = writeln!(out, "  br label %done\ndone:\n  ret void\n}}");
+    out
+}

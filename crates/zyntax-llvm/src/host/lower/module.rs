@@ -70,31 +70,16 @@ pub fn lower_module(
         for s in &plan.prefetch {
             prefetch.insert(s.load, (s.addr, s.distance));
         }
-        let mut fl = FnLower {
+        let mut fl = new_fl(
             mi,
             f,
             fid,
             plan,
-            origins: zyntax_opt::analysis::pointer_origins(f),
-            offs: Vec::new(),
-            ops: Vec::new(),
-            entry_text: String::new(),
-            blocks_text: Vec::new(),
-            cur: String::new(),
-            cur_label: String::new(),
-            tmp: 0,
-            incoming: BTreeMap::new(),
-            fails: String::new(),
-            meta: &mut meta,
-            decls: &mut decls,
-            prefetch,
-            pos: BTreeMap::new(),
-            lens_bytes: BTreeMap::new(),
-            checks: 0,
-            unchecked: 0,
-            fission: None,
-            base_ops: Vec::new(),
-        };
+            prefetch.clone(),
+            &mut meta,
+            &mut decls,
+            false,
+        );
         let text = fl.lower_fn()?;
         let (checks, unchecked) = (fl.checks, fl.unchecked);
         let split = fl.fission.take().filter(|_| cpu_kernels.contains(&f.name));
@@ -102,6 +87,16 @@ pub fn lower_module(
             && cpu_kernels.contains(&f.name)
             && regions::has_suspend(f)
             && split.is_none();
+        // A barrier-free kernel also gets its vectorizable variant (see
+        // `regions::fast_runner`).
+        let fast = f.is_kernel()
+            && cpu_kernels.contains(&f.name)
+            && (!regions::has_suspend(f) || split.is_some())
+            && mi.vector;
+        if fast {
+            let mut fl = new_fl(mi, f, fid, plan, prefetch, &mut meta, &mut decls, true);
+            out.push_str(&fl.lower_fn()?);
+        }
         if split.is_some() {
             decls.extend(fission::RUNNER_DECLS.iter().map(|d| d.to_string()));
         }
@@ -136,12 +131,32 @@ pub fn lower_module(
         if slots_ok && f.is_kernel() && cpu_kernels.contains(&f.name) {
             let mut pre = String::new();
             let parts = call_args(f, &sig, &mut pre);
+            let attrs = target_attrs(mi);
             out.push_str(&if let Some(plan) = &split {
-                fission::block_runner(f, plan, &sig.ret, &target_attrs(mi), &pre, &parts, fid)
+                let runner = |suffix: &str, md: Option<usize>| {
+                    fission::block_runner(f, plan, &sig.ret, &attrs, &pre, &parts, fid, suffix, md)
+                };
+                if fast {
+                    // One vectorize hint per region loop.
+                    let id = meta.len() + 10;
+                    for k in 0..=plan.live.len() {
+                        meta.push(format!("!{} = distinct !{{!{}, !1}}", id + k, id + k));
+                    }
+                    decls.extend(regions::FAST_DECLS.iter().map(|d| d.to_string()));
+                    runner("zx_checked", None) + &runner("zx_block", Some(id))
+                } else {
+                    runner("zx_block", None)
+                }
             } else if coro {
                 regions::coro_block_runner(f, &target_attrs(mi), &pre, &parts, fid)
+            } else if fast {
+                let id = meta.len() + 10;
+                meta.push(format!("!{id} = distinct !{{!{id}, !1}}"));
+                decls.extend(regions::FAST_DECLS.iter().map(|d| d.to_string()));
+                regions::block_runner(f, &sig, &attrs, &pre, &parts, "zx_checked")
+                    + &regions::fast_runner(f, &sig, &attrs, &pre, &parts, fid, id)
             } else {
-                regions::block_runner(f, &sig, &target_attrs(mi), &pre, &parts)
+                regions::block_runner(f, &sig, &target_attrs(mi), &pre, &parts, "zx_block")
             });
             lf.has_block_runner = true;
         }
@@ -261,3 +276,43 @@ pub fn pipeline_for(plans: &[FunctionPlan]) -> (String, Option<&'static str>) {
 /// replacement, redundancy elimination, vectorization with the loop hints, tail
 /// calls and dead code, in the order that exposes the most for the next pass.
 pub const LATENCY_PIPELINE: &str = "function(sroa,early-cse<memssa>,gvn,instcombine,loop-simplify,lcssa,loop-mssa(licm),loop-vectorize,slp-vectorizer,instcombine,simplifycfg,tailcallelim,adce)";
+
+/// A function's lowering state; `fast`: the kernel's vectorizable variant.
+#[allow(clippy::too_many_arguments)]
+fn new_fl<'a>(
+    mi: &'a ModuleInfo<'a>,
+    f: &'a Function,
+    fid: usize,
+    plan: &'a FunctionPlan,
+    prefetch: BTreeMap<InstId, (InstId, i64)>,
+    meta: &'a mut Vec<String>,
+    decls: &'a mut BTreeSet<String>,
+    fast: bool,
+) -> FnLower<'a> {
+    FnLower {
+        mi,
+        f,
+        fid,
+        plan,
+        origins: zyntax_opt::analysis::pointer_origins(f),
+        offs: Vec::new(),
+        ops: Vec::new(),
+        entry_text: String::new(),
+        blocks_text: Vec::new(),
+        cur: String::new(),
+        cur_label: String::new(),
+        tmp: 0,
+        incoming: BTreeMap::new(),
+        fails: String::new(),
+        meta,
+        decls,
+        prefetch,
+        pos: BTreeMap::new(),
+        lens_bytes: BTreeMap::new(),
+        checks: 0,
+        unchecked: 0,
+        fission: None,
+        base_ops: Vec::new(),
+        fast,
+    }
+}

@@ -784,16 +784,17 @@ def fuse_nests(
     docs/fusion.md "Nests"): each element-wise consumer of a temporary
     another nest writes joins that nest (a contraction's epilogue), the
     temporary is never stored, and every decision is reported. With
-    `measure` (default: ptxas for `arch`, sm_80 when None) the core lowers
+    `measure` (default: ptxas for `arch`, the target table's default arch
+    when None) the core lowers
     each fused nest and refuses a fusion whose measured registers or shared
     memory exceed the budget; ``measure=False`` skips the check, a callable
     ``measure(module, kernel_name) -> (registers, shared_bytes) | None``
     replaces ptxas."""
-    from zyntax import _native
+    from zyntax import _native, targets
 
     specs = [n.spec() if isinstance(n, Nest) else n for n in nests]
     if measure is True:
-        measure = ptxas_measure(arch or "sm_80")
+        measure = ptxas_measure(arch or targets.DEFAULT_ARCH)
     elif measure is False:
         measure = None
     r = _native.nest_fuse(specs, list(temporaries), arch=arch, measure=measure)

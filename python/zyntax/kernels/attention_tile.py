@@ -41,10 +41,6 @@ from . import _tensors as T
 UNBOUNDED = 1 << 30
 
 
-#: Whether the default program prefetches K and V (see build).
-PREFETCH = True
-
-
 def tile_dim(d: int) -> int:
     """The head dim the program's tiles use: the next power of two."""
     return 1 << (d - 1).bit_length()
@@ -56,15 +52,29 @@ def shapes(d: int) -> tuple[int, int, int]:
     With 16 query rows per warp both dots put every warp along M
     (FlashAttention-2's split, docs/tile.md): the row statistics stay in a
     warp, P's A fragments come from its registers and Q's are loaded once
-    before the key loop. 128x64 over 8 warps at hd 64 (193 registers with
-    prefetch, sm_90, no spills) and hd 128 (244). At hd 256 Q's fragments
-    would take 64 registers and Q plus a K block staged exceed the 48 KiB
-    scratch, so 16x32 over 4 warps (233 registers) keeps the warps split
-    along N and Q staged per key block."""
+    before the key loop. Measured on an H200 (docs/kernels.md, B1 of
+    session 9): 64x64 over 4 warps at hd 64 (74 TFLOP/s at batch 16 x 16
+    heads x 512 causal, against 71 for 128x64 over 8 and 62 for 128x32
+    over 8); 128x64 over 8 warps at hd 96/128 (129-135, within 1-3 % of
+    128x32 over 8 and 64x32 over 4; 64x64 over 8 with warps split along N,
+    the layout before, 86-93). At hd 256 Q's fragments would take 64
+    registers and Q plus a staged K block exceed the 48 KiB scratch, so
+    16x32 over 4 warps keeps the warps split along N and Q staged per key
+    block."""
     td = tile_dim(d)
     if td >= 256:
         return 16, 32, 4
-    return 128, 64, 8
+    if td == 128:
+        return 128, 64, 8
+    return 64, 64, 4
+
+
+def prefetches(d: int) -> bool:
+    """Whether the program for head dim `d` prefetches K and V (see build):
+    it did at hd 64 (74 against 70 TFLOP/s) and 128 (129-135 against
+    125-131 for 128x64 over 8 warps without), not at hd 256 (62 against 69:
+    its 16x32 blocks over 4 warps run out of registers to hold them)."""
+    return tile_dim(d) < 256
 
 
 @functools.cache
@@ -232,9 +242,9 @@ def launch(
             )
     if max(sq, sk) >= UNBOUNDED:
         raise ArgumentError(f"argument 'q': sequences of 2^30 tokens or more ({sq}, {sk})")
-    bm, bn, warps, prefetch = tiles or (*shapes(d), PREFETCH)
-    key = (tq.dtype, tile_dim(d), bm, bn, warps, prefetch)
-    kernel = build(*key[:5], prefetch=prefetch)
+    bm, bn, warps, pf = tiles or (*shapes(d), prefetches(d))
+    key = (tq.dtype, tile_dim(d), bm, bn, warps, pf)
+    kernel = build(*key[:5], prefetch=pf)
     left, right = window_bounds(causal, window)
 
     def view(t: T.Tensor, shape: tuple[int, ...], strides: tuple[int, ...]) -> list[Any]:

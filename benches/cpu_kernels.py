@@ -41,7 +41,8 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "python"))
+# zyntax itself comes from the environment (the editable install, or a wheel
+# on PYTHONPATH), never from python/ ahead of it: that tree has no _native.
 sys.path.insert(0, str(ROOT / "examples" / "kernels"))
 
 import zyntax  # noqa: E402

@@ -229,3 +229,19 @@ def test_line_info_puts_loc_lines_at_the_python_lines_of_the_ops() -> None:
     assert f"; source: {__file__}" in located
     assert re.search(rf"f32 = mul .*  ; {marker}:\d+$", located, re.M), located
     assert zyntax.hir.parse_zir(located) == zyntax.hir.parse_zir(scaled.hir())
+
+
+def test_line_info_ptx_stays_out_of_the_disk_cache() -> None:
+    from zyntax import lang
+    from zyntax.frontend import cache
+
+    @zyntax.kernel
+    def once(x: A1):
+        x[lang.thread_idx.x] = 1.0
+
+    ptx = once.ptx(arch="sm_80", line_info=True)
+    assert ".loc" in ptx
+    assert cache.keys() == []  # compiled, kept with the kernel, not stored
+    assert once.ptx(arch="sm_80", line_info=True) is ptx
+    plain = once.ptx(arch="sm_80")
+    assert ".loc" not in plain and len(cache.keys()) == 1

@@ -163,19 +163,25 @@ def cached_ptx(
 def ptx_for(v: Variant, arch: str, *, line_info: bool = False) -> str:
     """PTX for one variant: memory, then :func:`cached_ptx`.
 
-    With `line_info` the PTX has ``.loc`` lines at the kernel's Python lines;
-    it is keyed by the ``.zir`` text with its locations (a kernel moved in its
-    file compiles again, one that did not move is found)."""
-    slot = f"{arch}+lines" if line_info else arch
-    got = v.ptx.get(slot)
+    With `line_info` the PTX has ``.loc`` lines at the kernel's Python lines.
+    It is compiled in this process and kept with the variant, never in the
+    disk cache: an entry there must be what its ``.zir`` compiles to (the
+    cache archive's import checks that), and ``.zir`` text read back names
+    its own lines, not the Python ones."""
+    if line_info:
+        slot = f"{arch}+lines"
+        if slot not in v.ptx:
+            v.ptx[slot] = _compile(v, arch, line_info=True)
+        return v.ptx[slot]
+    got = v.ptx.get(arch)
     if got is None:
-        got = v.ptx[slot] = cached_ptx(
-            v.module.to_zir(located=True) if line_info else v.hir_text,
+        got = v.ptx[arch] = cached_ptx(
+            v.hir_text,
             arch,
             targets.DEFAULT_PTX[arch],
             name=v.kernel_name,
             expect={v.kernel_name: v.param_types},
-            compile_ptx=lambda: _compile(v, arch, line_info=line_info),
+            compile_ptx=lambda: _compile(v, arch),
             describe=lambda _ptx: v.metadata(),
         )
     return got

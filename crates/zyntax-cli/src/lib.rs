@@ -182,6 +182,11 @@ pub(crate) struct CompileArgs {
     #[arg(long)]
     validate: bool,
 
+    /// `--backend nvptx`: `.file`/`.loc` lines naming the `.zir` line of each
+    /// instruction (nvcc's `-lineinfo`; profilers map the code back with it).
+    #[arg(long)]
+    line_info: bool,
+
     /// Assemble with ptxas (as --validate) and print each kernel's registers,
     /// stack, spills, shared memory and barriers to standard error.
     #[arg(long)]
@@ -491,6 +496,7 @@ fn compile_nvptx(args: &CompileArgs, module: &zyntax_hir::Module, display: &str)
     let mut opts = Options::new(arch);
     opts.ptx_version = args.ptx;
     opts.opt_level = args.opt;
+    opts.line_info = args.line_info;
     // usage_error rejected asm, obj, so, cubin and fatbin.
     let emit = match args.emit {
         Some(Emit::Llvm) => Emit::Llvm,

@@ -263,6 +263,36 @@ fn binary_links_llvm_statically() {
 }
 
 #[test]
+fn line_info_names_the_zir_lines() {
+    let path = example("saxpy.zir");
+    let o = zyntax()
+        .args(["compile", "--arch", "sm_80", "--validate", "--line-info"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let ptx = String::from_utf8(o.stdout).unwrap();
+    assert!(ptx.contains(".file\t1 \""), "{ptx}");
+    // `v14: f32 = fma v1, v12, v13` is line 17 of saxpy.zir.
+    let src = std::fs::read_to_string(&path).unwrap();
+    let line = 1 + src.lines().position(|l| l.contains("= fma ")).unwrap();
+    let at = ptx
+        .find(&format!(".loc\t1 {line} 5"))
+        .unwrap_or_else(|| panic!("{ptx}"));
+    assert!(
+        ptx[at..].lines().nth(1).unwrap().contains("fma.rn.f32"),
+        "{ptx}"
+    );
+    // Off by default.
+    let o = zyntax()
+        .args(["compile", "--arch", "sm_80"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8(o.stdout).unwrap().contains(".loc"));
+}
+
+#[test]
 fn resources_report_registers_per_kernel() {
     let o = zyntax()
         .args(["compile", "--arch", "sm_80", "--resources"])

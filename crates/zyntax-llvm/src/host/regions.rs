@@ -1,5 +1,9 @@
-//! Kernels with barriers on the CPU: every thread of a block is an LLVM
-//! coroutine, and the block runner runs the block region by region.
+//! Block runners of CPU kernels, and kernels with warp collectives (or an
+//! `alloca`) on the CPU as coroutines: every thread of a block is an LLVM
+//! coroutine, and the block runner runs the block region by region. Kernels
+//! whose only suspend points are barriers are split into region loops
+//! instead ([`super::fission`]); barrier-free kernels get [`block_runner`]
+//! (threads one after another) or [`fast_runner`] (threads as SIMD lanes).
 //!
 //! A `barrier` splits the kernel's code into regions. The kernel is lowered
 //! as a switched-resume coroutine (`presplitcoroutine`): each barrier is an

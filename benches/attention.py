@@ -368,25 +368,28 @@ SHAPE_CASES = [
 ]
 
 
-def tile_configs(d: int) -> list[tuple[int, int, int, bool, str]]:
+def tile_configs(d: int) -> list[tuple[int, int, int, bool, bool, str]]:
     """``ZYNTAX_BENCH_TILES``: comma-separated tile-program shapes to time
     beside the default, each ``<rows>x<keys>w<warps>`` with a ``pf`` suffix
-    for the prefetching program (attention_tile.build), e.g. ``128x64w8pf``,
+    for the prefetching program and then an ``s`` for the one whose whole
+    key blocks skip the mask (attention_tile.build), e.g. ``128x64w8pfs``,
     optionally for one head dim only (``128:128x32w8pf``)."""
     out = []
     for item in filter(None, os.environ.get("ZYNTAX_BENCH_TILES", "").split(",")):
         dim, _, name = item.rpartition(":")
         if dim and int(dim) != d:
             continue
-        pf = name.endswith("pf")
-        rows, rest = name.removesuffix("pf").split("x")
+        split = name.endswith("s")
+        shape = name.removesuffix("s") if split else name
+        pf = shape.endswith("pf")
+        rows, rest = shape.removesuffix("pf").split("x")
         keys, warps = rest.split("w")
-        out.append((int(rows), int(keys), int(warps), pf, name))
+        out.append((int(rows), int(keys), int(warps), pf, split, name))
     return out
 
 
 def tile_call(
-    torch: Any, q: Any, k: Any, v: Any, causal: bool, tiles: tuple[int, int, int, bool]
+    torch: Any, q: Any, k: Any, v: Any, causal: bool, tiles: tuple[int, int, int, bool, bool]
 ) -> Callable[[], Any]:
     """The tile program at `tiles` (attention_tile.launch's override),
     launched without attention()'s per-call plan (which keys on the
@@ -436,7 +439,7 @@ def run_shape_case(
 
         calls.append((impl, call))
     for cfg in tile_configs(d):
-        calls.append((f"zyntax_tile[{cfg[4]}]", tile_call(torch, q, k, v, causal, cfg[:4])))
+        calls.append((f"zyntax_tile[{cfg[5]}]", tile_call(torch, q, k, v, causal, cfg[:5])))
     if tri is not None and h == hk and d in (64, 128) and s % 128 == 0:
         o_tri = torch.empty_like(q)
 

@@ -59,7 +59,7 @@ def run(
     d: int,
     causal: bool,
     window: Any = None,
-    tiles: tuple[int, int, int, bool] | None = None,
+    tiles: tuple[int, int, int, bool] | tuple[int, int, int, bool, bool] | None = None,
 ) -> None:
     """The tile program on fresh f16 inputs, outputs poisoned with NaN."""
     q = rng.standard_normal((b, h, sq, d)).astype(np.float16)
@@ -122,6 +122,26 @@ def test_block_shapes_over_several_query_blocks(
     """Several query blocks (walked last-first) and key blocks, causal with
     Sq != Sk, for each kind of warp split."""
     run(1, 2, 1, sq, sk, d, causal=True, tiles=tiles)
+
+
+@pytest.mark.parametrize("prefetch", [True, False])
+@pytest.mark.parametrize(
+    ("sq", "sk", "causal", "window"),
+    [
+        (300, 350, True, None),
+        (350, 300, True, None),
+        (200, 333, False, None),
+        (260, 260, False, (70, 40)),
+        (260, 300, True, 100),
+        (100, 400, False, (None, 0)),
+    ],
+)
+def test_split_masked_and_whole_blocks(
+    prefetch: bool, sq: int, sk: int, causal: bool, window: Any
+) -> None:
+    """The program with whole key blocks in a loop of their own: causal
+    diagonals, windows on both sides and key tails at several offsets."""
+    run(1, 2, 1, sq, sk, 64, causal=causal, window=window, tiles=(32, 16, 2, prefetch, True))
 
 
 @pytest.mark.parametrize(

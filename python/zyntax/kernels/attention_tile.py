@@ -41,6 +41,11 @@ from . import _tensors as T
 UNBOUNDED = 1 << 30
 
 
+#: Whether the default program runs the whole key blocks in a loop without
+#: the mask (build's `split`).
+SPLIT = False
+
+
 def tile_dim(d: int) -> int:
     """The head dim the program's tiles use: the next power of two."""
     return 1 << (d - 1).bit_length()
@@ -79,7 +84,14 @@ def prefetches(d: int) -> bool:
 
 @functools.cache
 def build(
-    dtype: str, d: int, bm: int, bn: int, warps: int, arch: str = "sm_80", prefetch: bool = True
+    dtype: str,
+    d: int,
+    bm: int,
+    bn: int,
+    warps: int,
+    arch: str = "sm_80",
+    prefetch: bool = True,
+    split: bool = False,
 ) -> tile.Kernel:
     """The forward kernel for tiles of `d` (a power of two) over `dtype`
     (``bf16`` or ``f16``). Parameters: views ``q [B, H, Sq, D]``, ``kt [B, Hk,
@@ -91,9 +103,16 @@ def build(
     of the next iteration (carried by the loop), so those global loads are
     in flight while the two dots and the softmax of this block run: the
     tile layer issues loads where the program places them and does not
-    pipeline a loop other than the sm_90a GEMM loop itself."""
+    pipeline a loop other than the sm_90a GEMM loop itself.
+
+    With `split`, the key blocks every row of the query block sees whole
+    (left of a causal diagonal, inside a window, before the key tail) run in
+    a loop of their own without the mask (FlashAttention's split of the
+    masked blocks): three loops, masked / whole / masked, carrying the same
+    values."""
     t = tile.Builder(
-        f"attention_tile_{dtype}_d{d}_{bm}x{bn}w{warps}{'_pf' if prefetch else ''}",
+        f"attention_tile_{dtype}_d{d}_{bm}x{bn}w{warps}{'_pf' if prefetch else ''}"
+        f"{'_split' if split else ''}",
         tile.Schedule((bm, bn), k=16, warps=warps, arch=arch),
     )
     # 16-byte aligned bases (attention() checks them): 8-element vector
@@ -132,7 +151,9 @@ def build(
     scale_t = t.splat((bm, bn), scale)
     neg_inf = t.full((bm, bn), "f32", float("-inf"))
 
-    def step(t: tile.Builder, n0: tile.Scalar, carried: list[Any]) -> list[Any]:
+    def step(
+        t: tile.Builder, n0: tile.Scalar, carried: list[Any], masked: bool = True
+    ) -> list[Any]:
         if prefetch:
             acc, m, l_, kb = carried
             vb = t.load(v, (b, hk, n0, 0), (bn, d))
@@ -141,6 +162,15 @@ def build(
             acc, m, l_ = carried
             kb = t.load(kt, (b, hk, 0, n0), (d, bn))
         s = t.dot(qt, kb, t.zeros((bm, bn))) * scale_t
+        if not masked:  # every row sees every key of the block: m_new is finite
+            m_new = t.maximum(m, s.max(1))
+            p = (s - m_new.broadcast((bm, bn))).exp()
+            alpha = (m - m_new).exp()
+            l_new = l_ * alpha + p.sum(1)
+            if not prefetch:
+                vb = t.load(v, (b, hk, n0, 0), (bn, d))
+            acc = t.dot(p.cast(dtype), vb, acc * alpha.broadcast((bm, d)))
+            return [acc, m_new, l_new, kb_next] if prefetch else [acc, m_new, l_new]
         cols = t.iota((bm, bn), 1) + t.splat((bm, bn), n0 + sq)  # j + Sq
         visible = t.cmp("lt", cols, t.splat((bm, bn), sk + sq))  # j < Sk
         after = t.cmp("ge", cols + t.splat((bm, bn), left), rows)  # j >= i' - left
@@ -165,15 +195,33 @@ def build(
     inits = [t.zeros((bm, d)), t.full((bm, 1), "f32", float("-inf")), t.zeros((bm, 1))]
     if prefetch:
         inits.append(t.load(kt, (b, hk, 0, lo), (d, bn)))
-    acc, m, l_, *_ = (_tile(x) for x in t.for_range(lo, hi, bn, inits, step))
+    if split:
+        # Whole blocks n0 (lo + k * bn): n0 >= i' - left for the last row
+        # (from a on) and n0 + bn - 1 <= min(Sk - 1, i' + right) for the first
+        # (the first (ue - Sq - lo) / bn blocks); u32 max() keeps the
+        # subtractions from wrapping. Any whole block lies below hi.
+        cbn = t.constant("u32", bn)
+        low = t.scalar_binary("max", m0 + (bm - 1) + sk, sq + left + lo) - (sq + left)
+        a = lo + t.scalar_binary("div", low - lo + (bn - 1), cbn) * bn
+        ue = t.scalar_binary("min", sk + sq, m0 + sk + right + 1)
+        whole = t.scalar_binary("div", t.scalar_binary("max", ue, sq + lo) - (sq + lo), cbn)
+        c = t.scalar_binary("max", a, lo + whole * bn)
+        carried = t.for_range(lo, t.scalar_binary("min", a, hi), bn, inits, step)
+        carried = t.for_range(a, c, bn, carried, lambda t, n0, cr: step(t, n0, cr, masked=False))
+        carried = t.for_range(c, hi, bn, carried, step)
+    else:
+        carried = t.for_range(lo, hi, bn, inits, step)
+    acc, m, l_, *_ = (_tile(x) for x in carried)
     inv = 1.0 / t.maximum(l_, t.full((bm, 1), "f32", 1.0))
     t.store(o, (b, h, m0, 0), (acc * inv.broadcast((bm, d))).cast(dtype))
     t.store(lse, (b, h, m0, 0), m + t.unary("log", l_))
     return t.finish()
 
 
-def module(dtype: str, d: int, bm: int, bn: int, warps: int, prefetch: bool = True) -> hir.Module:
-    return build(dtype, d, bm, bn, warps, prefetch=prefetch).module
+def module(
+    dtype: str, d: int, bm: int, bn: int, warps: int, prefetch: bool = True, split: bool = False
+) -> hir.Module:
+    return build(dtype, d, bm, bn, warps, prefetch=prefetch, split=split).module
 
 
 def window_arg(window: Any) -> tuple[int | None, int | None] | None:
@@ -223,12 +271,12 @@ def launch(
     scale: float,
     window: tuple[int | None, int | None] | None,
     stream: Any,
-    tiles: tuple[int, int, int, bool] | None = None,
+    tiles: tuple[int, int, int, bool] | tuple[int, int, int, bool, bool] | None = None,
 ) -> None:
     """Runs the forward program over checked tensors: q, o (B, H, Sq, D), k, v
     (B, Hk, Sk, D), lse (B, H, Sq) f32; H a multiple of Hk. `tiles` (query
-    rows, keys per block, warps, prefetch) replaces ``shapes(d)`` and the
-    default prefetch (for benches sweeping them)."""
+    rows, keys per block, warps, prefetch[, split]) replaces ``shapes(d)``
+    and the defaults (for benches sweeping them)."""
     bsz, heads, sq, d = tq.shape
     hk, sk = tk.shape[1], tk.shape[2]
     # Views address elements with u32 offsets, and the mask arithmetic adds
@@ -242,9 +290,10 @@ def launch(
             )
     if max(sq, sk) >= UNBOUNDED:
         raise ArgumentError(f"argument 'q': sequences of 2^30 tokens or more ({sq}, {sk})")
-    bm, bn, warps, pf = tiles or (*shapes(d), prefetches(d))
-    key = (tq.dtype, tile_dim(d), bm, bn, warps, pf)
-    kernel = build(*key[:5], prefetch=pf)
+    bm, bn, warps, pf, *rest = tiles or (*shapes(d), prefetches(d), SPLIT)
+    split = bool(rest and rest[0])
+    key = (tq.dtype, tile_dim(d), bm, bn, warps, pf, split)
+    kernel = build(*key[:5], prefetch=pf, split=split)
     left, right = window_bounds(causal, window)
 
     def view(t: T.Tensor, shape: tuple[int, ...], strides: tuple[int, ...]) -> list[Any]:

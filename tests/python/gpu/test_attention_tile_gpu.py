@@ -139,12 +139,15 @@ def test_issue_shapes_against_sdpa() -> None:
         (128, 32, 8, True),
         (64, 32, 4, True),
         (16, 32, 4, True),
+        (128, 64, 8, True, True),
+        (64, 64, 4, True, True),
     ],
 )
 @pytest.mark.parametrize(("sq", "sk", "d"), [(700, 650, 128), (333, 517, 64)])
-def test_block_shapes(tiles: tuple[int, int, int, bool], sq: int, sk: int, d: int) -> None:
-    """Each tile shape the bench sweeps, over several query and key blocks
-    with tails, causal with Sq != Sk, grouped-query heads."""
+def test_block_shapes(tiles: tuple[int, ...], sq: int, sk: int, d: int) -> None:
+    """Each tile shape the bench sweeps (a fifth True: whole key blocks in
+    a loop without the mask), over several query and key blocks with tails,
+    causal with Sq != Sk, grouped-query heads."""
     from zyntax.kernels import _tensors as T
     from zyntax.kernels import attention_tile
 

@@ -1,8 +1,8 @@
 """The backward cases of ``benches/attention.py --backward`` (a module the
 bench imports): ``zyntax.kernels.attention_backward`` (the tile programs of
 attention_bwd.py: dq, dk, dv from the saved output and LSE; row ``zyntax``
-deterministic, a dQ pass of its own, row ``zyntax_atomic`` with dQ added
-atomically, ``deterministic=False``) against
+the default, dQ added atomically, row ``zyntax_deterministic`` with a dQ
+pass of its own) against
 PyTorch SDPA's backward (each backend that runs, the fastest kept as
 ``torch_sdpa``; the backward alone: ``torch.autograd.grad`` of a saved
 forward graph) and the backward of Triton's fused-attention tutorial
@@ -246,9 +246,9 @@ def run_case(
     calls: list[tuple[str, Callable[[], Any]]] = [
         ("zyntax", lambda: kernels.attention_backward(q, k, v, o, lse, do, causal=causal)),
         (
-            "zyntax_atomic",
+            "zyntax_deterministic",
             lambda: kernels.attention_backward(
-                q, k, v, o, lse, do, causal=causal, deterministic=False
+                q, k, v, o, lse, do, causal=causal, deterministic=True
             ),
         ),
     ]

@@ -11,7 +11,7 @@ stored), ``dp = do v^T``, ``D = rowsum(do * o)`` (= rowsum(p * dp)) and
 
     dv = p^T do      dk = scale * ds^T q      dq = scale * ds k
 
-Three programs (four with atomic dQ):
+Three programs in either mode:
 
 1. ``pre``: per query row, ``D`` and the LSE with -inf (a row that sees no
    key) replaced by +inf, so that ``exp(s - lse)`` is 0 there, not NaN.
@@ -21,18 +21,18 @@ Three programs (four with atomic dQ):
    see one of its keys. It works on the transposed scores ``s^T = k q^T``
    (``q^T`` is a transposed view, strides only), so that ``p^T`` and
    ``ds^T`` are the ``a`` operands of their dots without a transpose.
-3. ``dq``: one instance per block of ``bm`` query rows walks the visible key
-   blocks as the forward does and accumulates dQ.
+3. ``dq`` (deterministic): one instance per block of ``bm`` query rows
+   walks the visible key blocks as the forward does and accumulates dQ; or
+   ``dq_cast`` (atomic dQ, the default): scales and casts the f32 dQ.
 
-By default dQ has its own pass instead of atomic adds from ``dkdv``: each
-output element is written once by one instance, after a loop in a fixed
-order, so the gradients are **bit-identical across runs**. The price is
-computing ``s``, ``p`` and ``dp`` in both passes: 7 dots per pair of blocks
-instead of 5. With ``deterministic=False``, ``dkdv`` also computes
-``dq^T = k^T ds^T`` (``k^T`` a strided view, loaded once) and adds it
-atomically into an f32 buffer (transposed view) that ``pre`` zeroes, and
-``dq_cast`` scales it into dq: no ``dq`` pass, but the order of the f32
-adds, hence dq's last bits, vary between runs.
+By default ``dkdv`` also computes ``dq^T = k^T ds^T`` (``k^T`` a strided
+view, loaded once) and adds it atomically into an f32 buffer (a transposed
+view) that ``pre`` zeroes, and ``dq_cast`` scales it into dq: 5 dots per
+pair of blocks, but the order of the f32 adds, hence dq's last bits, vary
+between runs. With ``deterministic=True`` dQ has its own pass (3) instead:
+each output element is written once by one instance, after a loop in a
+fixed order, so the gradients are **bit-identical across runs**, at the
+price of computing ``s``, ``p`` and ``dp`` in both passes (7 dots).
 """
 
 from __future__ import annotations
@@ -55,15 +55,16 @@ INF = float("inf")
 
 def shapes(d: int) -> tuple[int, int, int]:
     """(query rows, keys, warps) per block of the backward programs for
-    head dim `d`. ``dkdv`` carries two f32 ``[bn, D]`` accumulators and
-    holds its ``[bn, D]`` K and V tiles; ``dq`` one accumulator and its
-    ``[bm, D]`` Q and dO tiles."""
-    td = tile_dim(d)
-    if td >= 256:
-        return 16, 32, 4
-    if td == 128:
-        return 32, 64, 8
-    return 64, 64, 4
+    head dim `d`: 64x64 over 8 warps up to hd 128, 32x32 over 8 at hd 256.
+    Chosen by ptxas's spills (sm_90; every tile a dot reads is held in
+    registers until the dot stages it, so these programs sit at 255
+    registers): at hd 128 the dkdv program spills 40 bytes at 64x64 and 120
+    at 32x64, the atomic one 280 (and ran fastest on an H200, 96 TFLOP/s
+    against 67 at 32x64); over 4 warps hd 64 spilled 500 bytes and hd 256 at
+    16x32 over 200, 8 warps none to 8."""
+    if tile_dim(d) >= 256:
+        return 32, 32, 8
+    return 64, 64, 8
 
 
 def _schedule(bm: int, bn: int, warps: int, arch: str) -> Any:
@@ -438,7 +439,7 @@ def attention_backward(
     scale: float | None = None,
     window: Any = None,
     dlse: Any = None,
-    deterministic: bool = True,
+    deterministic: bool = False,
     stream: Any = None,
 ) -> tuple[Any, Any, Any]:
     """The gradients ``(dq, dk, dv)`` of ``o = attention(q, k, v, causal=,
@@ -451,12 +452,12 @@ def attention_backward(
     bottom-right as in ``attention`` (for Sq == Sk, the same as top-left).
     `dlse` (B, H, Sq) f32, if given, is the gradient of the LSE output
     (its contribution ``p * dlse`` is added to the scores' gradient).
-    Returns new arrays like `q` and `k`, of q's dtype. With `deterministic`
-    (the default) the same inputs give bit-identical gradients: dQ has a
-    pass of its own and nothing is added atomically; with
-    ``deterministic=False`` the dK/dV program adds dQ atomically into an f32
-    buffer (FlashAttention-2's way: fewer FLOPs, the order of the adds,
-    hence the last bits of dq, vary from run to run)."""
+    Returns new arrays like `q` and `k`, of q's dtype. By default the dK/dV
+    program adds dQ atomically into an f32 buffer (FlashAttention-2's way:
+    5 dots per pair of blocks; the order of the adds, hence the last bits of
+    dq, vary from run to run); with ``deterministic=True`` dQ has a pass of
+    its own (7 dots), nothing is added atomically and the same inputs give
+    bit-identical gradients."""
     causal = T.flag(causal, "causal")
     deterministic = T.flag(deterministic, "deterministic")
     T.stream_arg(stream)

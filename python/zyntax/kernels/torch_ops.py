@@ -124,7 +124,7 @@ BACKWARD_SCHEMAS: dict[str, str] = {
     # (dq, dk, dv); dlse: the gradient of the forward's LSE output, if any.
     "attention": (
         "(Tensor q, Tensor k, Tensor v, Tensor o, Tensor lse, Tensor do, Tensor? dlse=None, "
-        "bool causal=False, float? scale=None, bool deterministic=True) "
+        "bool causal=False, float? scale=None, bool deterministic=False) "
         "-> (Tensor, Tensor, Tensor)"
     ),
 }
@@ -682,17 +682,13 @@ def _reduce_sum_autograd(torch: Any) -> tuple[Callable[..., Any], Callable[..., 
     return setup, backward
 
 
-#: Whether attention's backward under autograd always takes the deterministic
-#: dQ pass; when False it adds dQ atomically (faster) unless
-#: ``torch.use_deterministic_algorithms(True)`` is in force.
-ATTENTION_DETERMINISTIC = True
-
-
 def _attention_autograd(torch: Any) -> tuple[Callable[..., Any], Callable[..., Any]]:
     """dq, dk, dv through ``zyntax::attention_backward`` from the saved inputs,
     output and LSE (FlashAttention-2's backward; dk and dv summed over the
     query heads of a KV head). The output's gradient is made dense; the
-    LSE's gradient, where autograd passes one, is included. A forced
+    LSE's gradient, where autograd passes one, is included. dQ is added
+    atomically unless ``torch.use_deterministic_algorithms(True)`` is in
+    force (then the deterministic dQ pass runs). A forced
     hand-written variant aligns a causal mask top-left, which the backward
     (bottom-right) cannot follow where Sq != Sk: refused by name."""
 
@@ -714,7 +710,8 @@ def _attention_autograd(torch: Any) -> tuple[Callable[..., Any], Callable[..., A
         # With materialized gradients off, an unused output's gradient is None.
         do = out.new_zeros(out.shape) if grad is None else grad.to(q.dtype).contiguous()
         dlse = None if grad_lse is None else grad_lse.float().contiguous()
-        det = ATTENTION_DETERMINISTIC or torch.are_deterministic_algorithms_enabled()
+        # dQ by atomics unless torch is asked for deterministic algorithms.
+        det = torch.are_deterministic_algorithms_enabled()
         dq, dk, dv = ops.attention_backward(q, k, v, out, lse, do, dlse, ctx.causal, ctx.scale, det)
         need = _needs(ctx, 3)
         return _grads(ctx, *(g if n else None for g, n in zip((dq, dk, dv), need, strict=True)))

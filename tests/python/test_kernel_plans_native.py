@@ -14,6 +14,7 @@ PyTorch tensors and real launchers.
 
 from __future__ import annotations
 
+import sys
 from typing import Any, ClassVar
 
 import numpy as np
@@ -98,7 +99,7 @@ def _view(obj: FakeTensor, name: str) -> Tensor:
 
 
 class Setup:
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, like: bool = False) -> None:
         self.stream = 0
         self.runs = 0
         self.log: list[Any] = []
@@ -121,6 +122,7 @@ class Setup:
                     return o, o.data_ptr()
 
                 again.torch_alloc = (x.shape, None)  # type: ignore[attr-defined]
+                again.torch_like = like  # type: ignore[attr-defined]
                 obj, _ = again(x)
                 rec.alloc(obj, again, tx)
             else:
@@ -253,3 +255,28 @@ def test_native_insert_refuses_a_malformed_plan(monkeypatch: pytest.MonkeyPatch)
     with pytest.raises(zyntax.ArgumentError, match="one result"):
         plans.insert(key, 1, [], [], [], [], False)
     assert plans.key((np.zeros(2),), {}) is None
+
+
+def test_an_output_like_its_input_may_be_made_by_empty_like(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # ("like", ...): torch.empty_like(x) where that is the same allocation as
+    # x.new_empty(x.shape) (an extension without the kind: new_empty).
+    made: list[Any] = []
+
+    class FakeTorch:
+        @staticmethod
+        def empty_like(t: FakeTensor) -> FakeTensor:
+            o = FakeTensor(t.shape, t.dtype, t.device)
+            made.append((o, t))
+            return o
+
+    monkeypatch.setitem(sys.modules, "torch", FakeTorch)
+    s = Setup(monkeypatch, like=True)
+    n = int(rng.integers(1, 1000))
+    s.entry(FakeTensor((n,)))
+    x = FakeTensor((n,))
+    o = s.entry(x)
+    assert s.runs == 1 and type(o) is FakeTensor and o.shape == (n,)
+    assert (o, x) in made or (o, x) in FakeTensor.made
+    assert s.log[-1][-1][:2] == [x.ptr, o.ptr]

@@ -43,6 +43,7 @@ from collections.abc import Callable
 from typing import Any
 
 from zyntax import _native
+from zyntax.errors import ArgumentError
 
 _DeviceArray = getattr(_native, "DeviceArray", None)
 _Stream = getattr(_native, "CudaStream", None)
@@ -295,8 +296,6 @@ class _Plan:
             for j, (r0, r1, name) in zip(srcs[1:], extents[1:], strict=True):
                 p = addr[j]
                 if base + o0 < p + r1 and p + r0 < base + o1:
-                    from zyntax.errors import ArgumentError
-
                     raise ArgumentError(f"argument 'out': overlaps argument '{name}' in memory")
         for launcher, template, subs in self.launches:
             vals = list(template)
@@ -310,11 +309,14 @@ class _Plan:
         """Stores this plan in a ``CudaCallPlans`` under `key` (see
         crates/zyntax-python/src/cuda/plans.rs for the spec's form)."""
         allocs: list[tuple[Any, ...]] = []
+        likes = []
         for again, like in self.allocs:
             # A torch allocation (``_tensors._allocator``) is made natively.
             torch_alloc = getattr(again, "torch_alloc", None)
             if torch_alloc is not None:
                 allocs.append(("torch", like, *torch_alloc))
+                if getattr(again, "torch_like", False):
+                    likes.append(len(allocs) - 1)
             else:
                 allocs.append(("call", like, again))
         launches = []
@@ -327,7 +329,18 @@ class _Plan:
                     params[i] = ("map", j, functools.partial(_map, geometry=geometry))
             launches.append((launcher, params))
         overlaps = [(list(srcs), list(extents)) for srcs, extents in self.overlaps]
-        native.insert(key, self.n, allocs, overlaps, launches, list(self.result), self.tuple_result)
+        rest = (overlaps, launches, list(self.result), self.tuple_result)
+        if likes:
+            empty_like = sys.modules["torch"].empty_like
+            fast = list(allocs)
+            for i in likes:
+                fast[i] = ("like", allocs[i][1], empty_like)
+            try:
+                native.insert(key, self.n, fast, *rest)
+                return
+            except ArgumentError:  # an extension without the "like" kind
+                pass
+        native.insert(key, self.n, allocs, *rest)
 
 
 # ---------------------------------------------------------------- tensor maps

@@ -306,8 +306,12 @@ def _allocator(like: Tensor, shape: tuple[int, ...], dtype: str) -> Any:
                 o = obj.new_empty(shape)
                 return o, o.data_ptr()
 
-            # What a native plan replays (``_plans._Plan.insert_into``).
+            # What a native plan replays (``_plans._Plan.insert_into``):
+            # torch.empty_like when that is the same allocation (the shape of
+            # a C-contiguous `like`: ~0.8 us cheaper than new_empty on an H200).
             same_dtype.torch_alloc = (tuple(shape), None)  # type: ignore[attr-defined]
+            dense = like.strides == _c_strides(like.shape)
+            same_dtype.torch_like = dense and tuple(shape) == like.shape  # type: ignore[attr-defined]
             return same_dtype
 
         def torch_tensor(obj: Any) -> tuple[Any, int]:
@@ -326,6 +330,16 @@ def _allocator(like: Tensor, shape: tuple[int, ...], dtype: str) -> Any:
 
         return device_array
     return None
+
+
+def _c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """C-contiguous strides in elements (as torch computes them: extents of
+    0 count as 1)."""
+    out, acc = [], 1
+    for d in reversed(shape):
+        out.append(acc)
+        acc *= max(d, 1)
+    return tuple(reversed(out))
 
 
 def _empty_like(like: Tensor, shape: tuple[int, ...], dtype: str) -> Any:

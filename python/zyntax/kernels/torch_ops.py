@@ -5,8 +5,13 @@ gives the output's shape and dtype, so that ``torch.compile`` traces a model
 calling them without a graph break, and an autograd formula where a backward
 exists (docs/kernels.md, "PyTorch integration").
 
-Importing this module does not import torch; :func:`register` does (once), and
-the functions below call it::
+Importing this module registers the ops when torch is installed (importing
+torch), so that the first call of a model traced by ``torch.compile`` or
+``torch._dynamo.explain`` does not register them inside the traced frame:
+the registration (a lock, ``torch.library`` definitions) is not traceable,
+and dynamo broke the graph there, a break that explain counted without a
+reason (the graph before it was empty). Without torch the module imports
+and :func:`register` raises ``ArgumentError``; the functions below call it::
 
     from zyntax.kernels import torch_ops as zt
     y = zt.layer_norm(x, w, b)         # = torch.ops.zyntax.layer_norm(x, w, b, 1e-5)
@@ -717,3 +722,18 @@ def _attention_autograd(torch: Any) -> tuple[Callable[..., Any], Callable[..., A
         return _grads(ctx, *(g if n else None for g, n in zip((dq, dk, dv), need, strict=True)))
 
     return setup, backward
+
+
+def _register_at_import() -> None:
+    """:func:`register` now when torch is installed (see the module documentation)."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        return
+    try:
+        register()
+    except ArgumentError:  # torch is installed but does not import: the calls say so
+        pass
+
+
+_register_at_import()

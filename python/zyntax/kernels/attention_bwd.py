@@ -59,9 +59,10 @@ def shapes(d: int) -> tuple[int, int, int]:
     Chosen by ptxas's spills (sm_90; every tile a dot reads is held in
     registers until the dot stages it, so these programs sit at 255
     registers): at hd 128 the dkdv program spills 40 bytes at 64x64 and 120
-    at 32x64, the atomic one 280 (and ran fastest on an H200, 96 TFLOP/s
-    against 67 at 32x64); over 4 warps hd 64 spilled 500 bytes and hd 256 at
-    16x32 over 200, 8 warps none to 8."""
+    at 32x64, its atomic form 280 at 64x64 and still ran fastest on an H200
+    (b4 h32 s2048 causal: 96.5 TFLOP/s, 92.8 at 32x64; the dQ pass 81.8 and
+    67.6); over 4 warps hd 64 spilled 500 bytes and hd 256 at 16x32 over
+    200, over 8 warps 0 to 8 (the atomic form at hd 64: 228)."""
     if tile_dim(d) >= 256:
         return 32, 32, 8
     return 64, 64, 8

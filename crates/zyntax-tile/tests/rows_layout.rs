@@ -128,3 +128,43 @@ fn target_logit_mask_follows_the_rows() {
         .collect();
     assert_close(&floats(&bufs[2]), &want, 0.0, "target logits");
 }
+
+#[test]
+fn one_element_conversions_are_register_copies() {
+    // A one-row program scaling a bf16 row by a loaded [1, 1] statistic:
+    // the statistic is converted to the row's layout, and a one-element
+    // tile holds its value in every register of every thread, so the
+    // kernel passes no barrier (no trip through shared memory).
+    let w = 2048u32;
+    let mut t = TileBuilder::new("scale", Schedule::block(&[1, w]).warps(4));
+    let x = t.view_param_aligned("x", Type::BF16, 2, 1, 16);
+    let s = t.view_param("s", Type::F32, 2);
+    let y = t.view_param("y", Type::F32, 2);
+    let (row, zero) = (t.program_id(0), t.index(0));
+    let v = t.load(x, &[row, zero], &[1, w]);
+    let v = t.cast(v, Type::F32);
+    let st = t.load(s, &[row, zero], &[1, 1]);
+    let sb = t.broadcast(st, &[1, w]);
+    let out = t.mul(v, sb);
+    t.store(y, &[row, zero], out);
+    let k = t.finish().unwrap();
+    let hir = zyntax_hir::print_module(&k.module);
+    assert!(!hir.contains("barrier"), "{hir}");
+
+    let (rows, n) = (3u32, 2000u32);
+    let mut rng = Rng::new();
+    let xs: Vec<bf16> = (0..rows * n).map(|_| bf16::from_f32(rng.next())).collect();
+    let ss: Vec<f32> = (0..rows).map(|i| 1.5 + i as f32).collect();
+    let xb: Vec<u8> = xs.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let mut bufs = vec![xb, bytes(&ss), bytes(&vec![f32::NAN; (rows * n) as usize])];
+    let args = [
+        row_major(0, &[rows, n]),
+        row_major(1, &[rows, 1]),
+        row_major(2, &[rows, n]),
+    ];
+    run(&k, [rows, 1, 1], &args, &mut bufs);
+    let want: Vec<f64> = (0..(rows * n) as usize)
+        .map(|i| f64::from(xs[i].to_f32()) * f64::from(ss[i / n as usize]))
+        .collect();
+    assert_close(&floats(&bufs[2]), &want, 0.0, "row times its statistic");
+}

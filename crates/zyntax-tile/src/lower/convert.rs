@@ -308,6 +308,16 @@ impl Lowerer<'_> {
     pub(super) fn convert_layout(&mut self, out: TileId, tile: TileId) -> TileResult<()> {
         let ty = self.program.tile(out).clone();
         let layout = self.layout(out)?;
+        if ty.shape.iter().product::<u32>() == 1 {
+            // One element (a row statistic, a target of a one-row program):
+            // coordinates wrap, so every register of every thread holds it
+            // in any layout, and no trip through shared memory is needed.
+            let first = *self.regs(tile)?.first().ok_or_else(|| {
+                TileError::Internal("a one-element tile without registers".into())
+            })?;
+            self.set_tile(out, vec![first; layout.num_regs(&ty.shape) as usize]);
+            return Ok(());
+        }
         let ptr = self.scratch_ptr(&ty.elem, 0)?;
         self.stage(tile, ptr)?;
         self.b.barrier()?;

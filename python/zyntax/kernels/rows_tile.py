@@ -47,6 +47,13 @@ CHUNK, CHUNK_WARPS = 4096, 8
 #: statistic, reduced once after the loop) or "row" (each chunk reduced to the
 #: row's [1, 1] state: two block reductions per chunk, far fewer registers).
 STATE = "row"
+#: Chunk width of some chunked programs relative to CHUNK (H200, batch B1
+#: of session 9: the softmax forward at 128256 columns ran at 1.31x
+#: PyTorch with 8192-column chunks against 1.17x with 4096; the norm
+#: backward's statistics pass reduces four sums per chunk, and its dx pass
+#: carries two partial sums per element: 160 registers at 4096 columns over
+#: 8 warps, 79 at 2048).
+CHUNK_OF = {"softmax_fwd": 2.0, "norm_bwd_stats": 2.0, "norm_bwd_chunks": 0.5}
 #: Program instances per SM of the norm backward's row-block loop.
 GROUPS_PER_SM = 3
 #: Program instances per SM of the one-pass norm backward of whole rows,
@@ -64,10 +71,14 @@ COLSUM_W, COLSUM_R = 64, 64
 #: Program families whose one-row programs peel each row's misaligned head
 #: (see :func:`peeled`): "softmax", "ce", "norm".
 PEEL = frozenset({"softmax", "ce", "norm"})
-#: The norm backward of whole rows: "fused" (one program writes dx and
-#: accumulates dweight/dbias partial sums over its rows; x and dy read once)
-#: or "split" (dx, then a column-block program reading x and dy again).
-NORM_BWD = "fused"
+#: The norm backward of whole rows, by plan shape: "fused" (one program
+#: writes dx and accumulates dweight/dbias partial sums over its rows; x and
+#: dy read once) or "split" (dx, then a column-block program reading x and
+#: dy again). H200, batch B1 of session 9, bf16 LayerNorm: at 4096x4097
+#: fused 140 us, split 228 (PyTorch 75); at 4096x1000 fused 29, split 24
+#: (PyTorch 24): the fused program's registers (168 for [2, 1024] over 4
+#: warps) leave too few instances per SM for narrow rows.
+NORM_BWD = {"rows": "split", "row": "fused"}
 _U32 = 1 << 32
 
 
@@ -108,6 +119,13 @@ def _one_row(w: int, itemsize: int) -> Plan:
     if w <= (ROW_MAX if itemsize == 4 else ROW_MAX_16):
         return Plan("row", 1, w, max(4, min(32, w // (PER_THREAD * 32))))
     return Plan("chunks", 1, CHUNK, CHUNK_WARPS, STATE)
+
+
+def chunked(name: str, p: Plan) -> Plan:
+    """`p` with program `name`'s chunk width (CHUNK_OF) when it is chunked."""
+    if p.shape != "chunks" or name not in CHUNK_OF:
+        return p
+    return dataclasses.replace(p, width=max(16, int(CHUNK * CHUNK_OF[name])))
 
 
 def peeled(family: str, p: Plan, dtype: str, acc: int, n: int, *row_strides: int) -> Plan:
@@ -898,7 +916,8 @@ def run_softmax(x: T.Tensor, y: T.Tensor, stream: Any) -> None:
     (rows, n), xs = _rows2(x)
     ys = _rows2(y)[1]
     acc = access((x, xs[1]), (y, ys[1]))
-    p = peeled("softmax", plan(n, T.ITEMSIZE[x.dtype]), x.dtype, acc, n, xs[0], ys[0])
+    p = chunked("softmax_fwd", plan(n, T.ITEMSIZE[x.dtype]))
+    p = peeled("softmax", p, x.dtype, acc, n, xs[0], ys[0])
     key = (p, x.dtype, acc)
     xa, ya = view_args(x, (rows, n), xs), view_args(y, (rows, n), ys)
     s = split(x, rows, n, p)
@@ -977,7 +996,7 @@ def run_norm_backward(
     acc = access((x, xs[1]), (dy, gs[1]), (dx, os_[1]), wv)
     xa, ga = view_args(x, (rows, n), xs), view_args(dy, (rows, n), gs)
     data = [*xa, *ga, *view_args(dx, (rows, n), os_), *wa]
-    if p.shape != "chunks" and NORM_BWD == "fused":
+    if NORM_BWD.get(p.shape) == "fused":
         if NORM_BWD_THIN:
             # Half the elements per thread: the carried partial sums raise
             # the program's registers (168 for [2, 1024] bf16 over 4 warps).
@@ -1011,8 +1030,9 @@ def run_norm_backward(
         dkey = (q, x.dtype, access((x, xs[1]), (dy, gs[1])), kind)
         launch("norm_dw", dkey, (cols, g), [*xa, *ga, *sv, *parts], x, stream)
     else:
+        q = chunked("norm_bwd_chunks", p)
         g = groups(x, rows)
-        grid = (-(-n // p.width), g)
+        grid = (-(-n // q.width), g)
         # Partial sums of dweight and dbias (rms: dbias's is unused), row i by group i.
         dwp, dbp = (T.tensor(T.empty_like(x, (g, n), "f32"), "partial sums") for _ in range(2))
         parts = [*view_args(dwp, (g, n), (n, 1)), *view_args(dbp, (g, n), (n, 1))]
@@ -1020,13 +1040,18 @@ def run_norm_backward(
         sv = view_args(st, (rows, 4), (4, 1))
         launch(
             "norm_bwd_stats",
-            (peeled("norm", p, x.dtype, acc, n, xs[0], gs[0]), x.dtype, acc, kind),
+            (
+                peeled("norm", chunked("norm_bwd_stats", p), x.dtype, acc, n, xs[0], gs[0]),
+                x.dtype,
+                acc,
+                kind,
+            ),
             (rows,),
             [*xa, *ga, *wa, *sv, eps, 1.0 / n],
             x,
             stream,
         )
-        launch("norm_bwd_chunks", (p, x.dtype, acc, kind), grid, [*data, *sv, *parts, g], x, stream)
+        launch("norm_bwd_chunks", (q, x.dtype, acc, kind), grid, [*data, *sv, *parts, g], x, stream)
     colsum(dwp, g, n, dw, stream)
     if db is not None:
         colsum(dbp, g, n, db, stream)

@@ -127,8 +127,12 @@ pub fn plan(f: &Function, literal: &dyn Fn(ValueId) -> bool) -> Option<Plan> {
                 Op::Alloca { .. } => return None,
                 _ => {}
             }
-            for r in &d.results {
-                def.insert(*r, at);
+            // A shared array's address is computed in the entry block
+            // (available in every region): never saved.
+            if !matches!(d.op, Op::SharedAlloc { .. }) {
+                for r in &d.results {
+                    def.insert(*r, at);
+                }
             }
             let targets = d.targets.iter().flat_map(|t| t.args.iter());
             for a in d.args.iter().chain(targets) {

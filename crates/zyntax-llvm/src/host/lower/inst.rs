@@ -283,7 +283,12 @@ impl FnLower<'_> {
                 if !sig.gpu {
                     return self.e("shared_alloc outside a GPU function");
                 }
-                self.emit(format!("{r} = getelementptr i8, ptr %shbase, i64 {off}"));
+                // In the entry block: it dominates every use, so a kernel
+                // split at its barriers never saves it per thread.
+                let _ = writeln!(
+                    self.entry_text,
+                    "  {r} = getelementptr i8, ptr %shbase, i64 {off}"
+                );
                 if let Some(rv) = res {
                     self.offs[rv.index()] = Some("0".into());
                     let bytes = elem.size_bytes().unwrap_or(0).saturating_mul(*count);

@@ -71,7 +71,7 @@ pub struct Plan {
     pub bytes: u64,
 }
 
-/// Why region fission is off for every kernel (`ZYNTAX_CPU_BARRIERS=coro`).
+/// Whether region fission is off for every kernel (`ZYNTAX_CPU_BARRIERS=coro`).
 fn forced_off() -> bool {
     std::env::var("ZYNTAX_CPU_BARRIERS").is_ok_and(|v| v == "coro")
 }

@@ -12,14 +12,17 @@ program shape runs is chosen by :func:`plan` from the width alone:
   instance (``R = 1``), 4 to 32 warps, the row in registers between the
   reductions and the write;
 - ``chunks`` (wider): one row per instance (or a few, see :func:`split`), a
-  loop over ``[1, 4096]`` chunks carrying running statistics (an online max
-  and sum of exponentials, or shifted sums for the norms; per row or per
-  lane, ``STATE``), then a second loop that writes.
+  loop over ``[1, 4096]`` chunks (``CHUNK_OF`` per program) carrying running
+  statistics (an online max and sum of exponentials, or shifted sums for the
+  norms; per row or per lane, ``STATE``), then a second loop that writes.
 
 ``rows`` and ``row`` are the same program text (``R`` rows of ``W``); only
-``chunks`` differs. The norm backward accumulates ``dweight``/``dbias`` per
+``chunks`` differs. One-row programs of odd widths start each row's tiles at
+its last 16-byte boundary (:func:`peeled`), so all but a masked head are
+vector accesses. The norm backward accumulates ``dweight``/``dbias`` per
 program instance into an f32 ``[G, width]`` buffer of partial sums that a
-second program sums over its rows (deterministic: no atomics).
+second program sums over its rows (deterministic: no atomics); for whole
+rows in the same pass as dx, or in a second pass (``NORM_BWD``).
 """
 
 from __future__ import annotations

@@ -468,3 +468,33 @@ def test_warp_collectives_of_the_language_run_natively() -> None:
     for a, b in zip(native, outs, strict=True):
         assert np.array_equal(a, b)
     assert (native[4] == (np.arange(n) % 32 == 0)).all()
+
+
+def test_simd_lane_option_against_the_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ZYNTAX_CPU_VECTOR=1`` (read when a module is compiled) runs the threads
+    of a block as SIMD lanes (docs/cpu.md): a barrier-free kernel and one with
+    barriers and shared atomics give the interpreter's results, and an
+    out-of-bounds access still names its index (the block re-runs checked)."""
+    monkeypatch.setenv("ZYNTAX_CPU_VECTOR", "1")
+    m = hir.parse_zir((ROOT / "examples" / "saxpy.zir").read_text())
+    assert "saxpy.zx_fast" in cpu.compiled(m).llvm_ir
+    n = int(rng.integers(300, 2000))
+    a = F32(rng.random() * 4 - 2)
+    x = rng.random(n).astype(F32)
+    y = rng.random(n).astype(F32)
+    ys = [y.copy(), y.copy()]
+    blocks = -(-n // 256)
+    assert cpu.launch(m, "saxpy", blocks, 256, n, a, x, ys[0], mode="native") == "cpu"
+    cpu.launch(m, "saxpy", blocks, 256, n, a, x, ys[1], mode="interp")
+    assert np.array_equal(ys[0], ys[1])
+    short = rng.random(n - 5).astype(F32)
+    with pytest.raises(zyntax.TrapError, match=f"index {n - 5} out of bounds"):
+        cpu.launch(m, "saxpy", blocks, 256, n, a, x, short, mode="native")
+    h = hir.parse_zir((ROOT / "examples" / "histogram.zir").read_text())
+    assert "histogram.zx_fast" in cpu.compiled(h).llvm_ir
+    data = rng.integers(0, 256, int(rng.integers(1000, 5000))).astype(np.uint8)
+    bins = [np.zeros(256, np.uint32), np.zeros(256, np.uint32)]
+    cpu.launch(h, "histogram", 5, 64, data, len(data), bins[0], mode="native")
+    cpu.launch(h, "histogram", 5, 64, data, len(data), bins[1], mode="interp")
+    assert np.array_equal(bins[0], bins[1])
+    assert np.array_equal(bins[0], np.bincount(data, minlength=256))

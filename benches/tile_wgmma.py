@@ -42,7 +42,9 @@ CASES = [
 #: tile rows (Triton's tutorial order, so that tiles running at once share A
 #: and B panels in L2). `mode` "" is the cp.async pipeline, "ws" the
 #: warp-specialised TMA pipeline (`warps` consumer warps plus a producer
-#: warpgroup), "wsp" that and persistent (the lowering's grouped order).
+#: warpgroup), "wsp" that and persistent (the lowering's grouped order),
+#: "wsp0" that with no wgmma group in flight across K steps
+#: (`wgmma_in_flight=0`: each stage handed back at once).
 CONFIGS = [
     ((128, 128), 8, 4, 0, ""),
     ((128, 128), 8, 4, 8, ""),
@@ -55,6 +57,10 @@ CONFIGS = [
     ((128, 128), 4, 5, 0, "wsp"),
     ((64, 256), 4, 4, 0, "wsp"),
     ((64, 128), 4, 6, 0, "wsp"),
+    ((128, 256), 8, 4, 0, "wsp0"),
+    ((128, 128), 8, 5, 0, "wsp0"),
+    ((64, 128), 4, 6, 0, "wsp0"),
+    ((64, 256), 4, 4, 0, "wsp0"),
 ]
 
 
@@ -75,8 +81,9 @@ def program(
         warps=warps,
         stages=stages,
         arch="sm_90a",
-        warp_specialize=mode in ("ws", "wsp"),
-        persistent=mode == "wsp",
+        warp_specialize=mode.startswith("ws"),
+        persistent=mode.startswith("wsp"),
+        wgmma_in_flight=0 if mode.endswith("0") else 1,
     )
     (bm, bn), bk = s.block, s.k
     t = tile.Builder("gemm", s)

@@ -171,8 +171,8 @@ pub struct TileSchedule {
 #[pymethods]
 impl TileSchedule {
     #[new]
-    #[pyo3(signature = (block, *, k=Checked(16), warps=Checked(4), stages=Checked(1), cluster=Checked(1), arch=None, warp_specialize=Flag(false), persistent=Flag(false)),
-        text_signature = "(block, *, k=16, warps=4, stages=1, cluster=1, arch=None, warp_specialize=False, persistent=False)")]
+    #[pyo3(signature = (block, *, k=Checked(16), warps=Checked(4), stages=Checked(1), cluster=Checked(1), arch=None, warp_specialize=Flag(false), persistent=Flag(false), wgmma_in_flight=Checked(1)),
+        text_signature = "(block, *, k=16, warps=4, stages=1, cluster=1, arch=None, warp_specialize=False, persistent=False, wgmma_in_flight=1)")]
     #[allow(clippy::too_many_arguments)]
     fn new(
         block: &Bound<'_, PyAny>,
@@ -183,6 +183,7 @@ impl TileSchedule {
         arch: Option<Text>,
         warp_specialize: Flag,
         persistent: Flag,
+        wgmma_in_flight: Checked<u32>,
     ) -> PyResult<Self> {
         let arch = arch.as_deref().map(parse_arch).transpose()?;
         Ok(TileSchedule {
@@ -193,7 +194,8 @@ impl TileSchedule {
                 .cluster(cluster.0)
                 .arch(arch.unwrap_or(Arch::Sm80))
                 .warp_specialize(warp_specialize.0)
-                .persistent(persistent.0),
+                .persistent(persistent.0)
+                .wgmma_in_flight(wgmma_in_flight.0),
         })
     }
 
@@ -231,6 +233,11 @@ impl TileSchedule {
     fn persistent(&self) -> bool {
         self.inner.persistent
     }
+    /// wgmma groups a warp-specialised consumer keeps in flight (0 or 1).
+    #[getter]
+    fn wgmma_in_flight(&self) -> u32 {
+        self.inner.wgmma_in_flight
+    }
     /// Threads per CTA (`warps * 32`).
     #[getter]
     fn threads(&self) -> u32 {
@@ -259,7 +266,7 @@ impl TileSchedule {
     fn __repr__(&self) -> String {
         let s = &self.inner;
         format!(
-            "Schedule(block={:?}, k={}, warps={}, stages={}, cluster={}, arch='{}'{}{})",
+            "Schedule(block={:?}, k={}, warps={}, stages={}, cluster={}, arch='{}'{}{}{})",
             s.block,
             s.k,
             s.warps,
@@ -275,6 +282,11 @@ impl TileSchedule {
                 ", persistent=True"
             } else {
                 ""
+            },
+            if s.wgmma_in_flight == 1 {
+                String::new()
+            } else {
+                format!(", wgmma_in_flight={}", s.wgmma_in_flight)
             }
         )
     }

@@ -39,6 +39,12 @@ pub struct Schedule {
     /// program instances (`grid` of the program) in a grouped order; the
     /// launch passes the program's grid as two extra `u32` parameters.
     pub persistent: bool,
+    /// With `warp_specialize` and 3 stages or more: wgmma groups a consumer
+    /// keeps in flight across K steps (`wgmma.wait_group` depth, 0 or 1).
+    /// With 1 a stage is handed back one step late (the tensor cores work
+    /// through the wait); with 0 at once (the producer runs a stage further
+    /// ahead).
+    pub wgmma_in_flight: u32,
 }
 
 /// How a `dot` is lowered.
@@ -74,7 +80,12 @@ impl Schedule {
             dot_path: DotPath::Auto,
             warp_specialize: false,
             persistent: false,
+            wgmma_in_flight: 1,
         }
+    }
+    pub fn wgmma_in_flight(mut self, n: u32) -> Schedule {
+        self.wgmma_in_flight = n;
+        self
     }
     pub fn warp_specialize(mut self, on: bool) -> Schedule {
         self.warp_specialize = on;
@@ -169,6 +180,12 @@ impl Schedule {
         }
         if ![1, 2, 4, 8].contains(&self.cluster) {
             return bad("cluster", format!("{} is not 1, 2, 4 or 8", self.cluster));
+        }
+        if self.wgmma_in_flight > 1 {
+            return bad(
+                "wgmma_in_flight",
+                format!("{} is not 0 or 1", self.wgmma_in_flight),
+            );
         }
         if self.persistent && !self.warp_specialize {
             return bad(

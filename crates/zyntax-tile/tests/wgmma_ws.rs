@@ -209,6 +209,9 @@ fn ws_gemm_persistent_grouped() {
     // changing between instances).
     check(ws([64, 64], 4, 2, true), Trans::None, (150, 160, 150), 2);
     check(ws([64, 64], 4, 3, true), Trans::None, (130, 192, 64), 4);
+    // No wgmma group in flight: each stage is handed back at once.
+    let s = ws([64, 64], 4, 3, true).wgmma_in_flight(0);
+    check(s, Trans::None, (150, 128, 320), 2);
 }
 
 #[test]

@@ -20,9 +20,9 @@
 //! - Each consumer warpgroup waits for `full[s]` (the lap's parity), issues
 //!   its wgmmas (`dot_wgmma.rs`), and hands the stage back with one arrival
 //!   per warp on `empty[s]` once its wgmmas have read it: with 3 stages or
-//!   more one wgmma group stays in flight (`wgmma.wait_group 1`) and stage
-//!   `j - 1` is released at iteration `j`; with fewer, `wait_group 0` and
-//!   stage `j` at once.
+//!   more and `Schedule::wgmma_in_flight` 1 (the default) one wgmma group
+//!   stays in flight (`wgmma.wait_group 1`) and stage `j - 1` is released
+//!   at iteration `j`; otherwise `wait_group 0` and stage `j` at once.
 //! - The ring counter runs on across the program instances of a persistent
 //!   CTA (`Schedule::persistent`): CTA `c` takes instances `c, c + grid, ..`
 //!   of the program's grid (passed as two `u32` parameters after the tensor
@@ -432,9 +432,10 @@ impl Lowerer<'_> {
         let (a_kmajor, b_kmajor) = (a_st.row_dim == 0, b_st.row_dim == 1);
         let trips = self.trip_count(lo, hi, step)?;
         let accs = self.pack_accs(g.dot, init, bm, bn)?;
-        // With 3 stages or more one wgmma group stays in flight: stage j - 1
-        // is handed back at iteration j (see the module doc).
-        let overlap = ring.stages >= 3;
+        // With 3 stages or more one wgmma group may stay in flight
+        // (`wgmma_in_flight`): stage j - 1 is handed back at iteration j
+        // (see the module doc).
+        let overlap = ring.stages >= 3 && self.schedule.wgmma_in_flight > 0;
         let (zero, one) = (self.u32(0)?, self.u32(1)?);
         let lane0 = self.b.eq(self.lane, zero)?;
         let frame = self.b.begin_for(zero, trips, one, &accs)?;

@@ -46,9 +46,9 @@ def _operand(rows: int, cols: int, trans: bool) -> Any:
 
 
 @pytest.mark.parametrize(
-    ("block", "warps", "stages", "persistent"),
-    [((128, 256), 8, 4, True), ((128, 256), 8, 3, False), ((128, 128), 4, 4, True),
-     ((64, 128), 4, 2, False)],
+    ("block", "warps", "stages", "persistent", "in_flight"),
+    [((128, 256), 8, 4, True, 1), ((128, 256), 8, 4, True, 0), ((128, 256), 8, 3, False, 1),
+     ((128, 128), 4, 4, True, 1), ((64, 128), 4, 2, False, 1)],
 )  # fmt: skip
 @pytest.mark.parametrize(
     ("m", "n", "kk", "a_trans", "b_trans"),
@@ -60,6 +60,7 @@ def test_tile_ws_gemm(
     warps: int,
     stages: int,
     persistent: bool,
+    in_flight: int,
     m: int,
     n: int,
     kk: int,
@@ -69,7 +70,7 @@ def test_tile_ws_gemm(
     _sm90()
     s = tile.Schedule(
         block, k=64, warps=warps, stages=stages, arch="sm_90a", warp_specialize=True,
-        persistent=persistent,
+        persistent=persistent, wgmma_in_flight=in_flight,
     )  # fmt: skip
     k = ws_gemm(s, a_trans, b_trans)
     assert len(k.tensor_maps) == 2 and k.persistent == persistent

@@ -402,7 +402,12 @@ def test_nest_natively() -> None:
     y1, y2 = poisoned((m, n), F32), poisoned((m, n), F32)
     assert nt.run_cpu(x, bias, y1, mode="native") == "cpu"
     nt.run_interp(x, bias, y2)
-    assert ulps(y1, y2).max() <= 2  # exp: libm against the interpreter's
+    # exp: libm against the interpreter's, within 2 ulp of exp (docs/cpu.md);
+    # counted in the result's ulps that was flaky: where exp(x) * 0.5 + bias
+    # nearly cancels, 1 ulp of exp is many of the result.
+    e = np.exp(x.astype(np.float64)).astype(F32)
+    tol = 2 * np.spacing(e * F32(0.5)) + np.spacing(np.abs(y2))
+    assert np.all(np.abs(y1 - y2) <= tol)
     np.testing.assert_allclose(y1, np.exp(x.astype(np.float64)) * 0.5 + bias, rtol=1e-5, atol=1e-6)
 
 

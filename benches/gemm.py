@@ -328,22 +328,24 @@ def tile_lib_case(
     m, k = As[0].shape[-2:]
     sched = gemm_tile.schedule(_zdt(C), m, C.shape[-1], k, 1, ctx["arch"], ctx["sms"])
     report("zyntax_tile", lambda i: gemm_tile.matmul(As[i], Bs[i], C), schedule=str(sched))
-    if ctx["arch"] != "sm_90a" or sched[1] > 1:
+    if not ctx.get("tile_ws_compare") or ctx["arch"] != "sm_90a" or sched[1] > 1:
         return
-    # The same program on the warp-specialised, persistent TMA pipeline.
-    gemm_tile.WARP_SPECIALIZE = True
+    # The same program with the warp-specialised pipeline switched the other way.
+    ws = gemm_tile.WARP_SPECIALIZE
+    gemm_tile.WARP_SPECIALIZE = not ws
     gemm_tile.matmul.plans.clear()  # type: ignore[attr-defined]
+    name = "zyntax_tile_cp_async" if ws else "zyntax_tile_ws"
     try:
         C.fill_(float("nan"))
         gemm_tile.matmul(As[0], Bs[0], C)
         err = ((C.double() - ref).norm() / ref.norm()).item()
-        print(f"  {case:<22} zyntax_tile_ws rel. error {err:.2e}")
+        print(f"  {case:<22} {name} rel. error {err:.2e}")
         if err < 2e-2:
-            report("zyntax_tile_ws", lambda i: gemm_tile.matmul(As[i], Bs[i], C))
+            report(name, lambda i: gemm_tile.matmul(As[i], Bs[i], C))
     except Exception as e:
-        print(f"  {case:<22} zyntax_tile_ws failed: {type(e).__name__}: {str(e)[:200]}")
+        print(f"  {case:<22} {name} failed: {type(e).__name__}: {str(e)[:200]}")
     finally:
-        gemm_tile.WARP_SPECIALIZE = False
+        gemm_tile.WARP_SPECIALIZE = ws
         gemm_tile.matmul.plans.clear()  # type: ignore[attr-defined]
 
 
@@ -658,6 +660,11 @@ def main() -> int:
         "zyntax_tile) instead of the library's tile program",
     )
     p.add_argument("--tile-ladder", action="store_true", help="time TILE_LADDER (notes)")
+    p.add_argument(
+        "--tile-ws-compare",
+        action="store_true",
+        help="also time the tile program with gemm_tile.WARP_SPECIALIZE switched",
+    )
     p.add_argument("--no-triton", action="store_true", help="no Triton rows")
     p.add_argument(
         "--no-persistent-triton",
@@ -730,6 +737,7 @@ def main() -> int:
     ctx.update(tdt=tdt, warmup=warmup, iters=iters)
     ctx["sm90_clusters"] = [int(c) for c in args.sm90_clusters.split(",") if c]
     ctx["tile_search"] = args.tile_search
+    ctx["tile_ws_compare"] = args.tile_ws_compare
     res.notes["zyntax_matmul_call_us"] = call_overhead_us(torch, zk)
     from zyntax.kernels import gemm_tile
 

@@ -535,11 +535,19 @@ def _tile_run(p: Problem, arch: str) -> None:
 
 def tile_preferred(p: Problem, arch: str) -> bool:
     """Whether the registry runs `p` on the tile program before the
-    hand-written variants: where it was measured faster on an H200
-    (docs/kernels.md, "The tile program"): a transposed bf16/f16 `a` on
-    sm_90 (573 against 444 TFLOP/s at 4096^3; the sm90 variant copies it)."""
+    hand-written variants: where it was measured faster on an H200 (B1,
+    TFLOP/s, docs/kernels.md "The tile program"): bf16/f16 on sm_90 with M up
+    to 256 (1x4096x4096: 1.10 against 0.37; 256x4096x4096: 238 against 189)
+    or a transposed `a` (4096^3: 672 against 553, the sm90 variant copies
+    it). Row-major large products stay on the sm90 variant (726 against 678)."""
     hopper = arch in ("sm_90", "sm_90a")
-    return hopper and p.a.dtype in ("bf16", "f16") and p.a.layout == "col" and not p.tf32
+    if not hopper or p.a.dtype not in ("bf16", "f16") or p.tf32:
+        return False
+    return p.m <= TILE_MAX_M or p.a.layout == "col"
+
+
+#: Up to this M the registry prefers the tile program on sm_90 (tile_preferred).
+TILE_MAX_M = 256
 
 
 #: The variants in order of preference; the first that supports a problem runs

@@ -53,12 +53,19 @@ def test_ws_gemm_interp(persistent: bool, a_trans: bool) -> None:
     k.run_interp(a_arg, b, c, grid=k.grid(m, n))
     want = a.astype(np.float64) @ b.astype(np.float64)
     np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-4)
+    if persistent and not a_trans:
+        # The CPU backend has no TMA: run_cpu takes the interpreter.
+        c[:] = np.nan
+        assert k.run_cpu(a_arg, b, c, grid=k.grid(m, n)) == "interp"
+        np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-4)
 
 
 def test_ws_schedule_fields_and_errors() -> None:
     s = schedule(True)
     assert s.warp_specialize and s.persistent
-    assert "warp_specialize=True" in repr(s)
+    assert "warp_specialize=True" in repr(s) and s.wgmma_in_flight == 1
+    with pytest.raises(ArgumentError, match="wgmma_in_flight"):
+        tile.Schedule((64, 64), arch="sm_90a", wgmma_in_flight=2).validate()
     with pytest.raises(ArgumentError, match="persistent"):
         tile.Schedule((64, 64), k=64, warps=4, arch="sm_90a", persistent=True).validate()
     # A view whose TMA dim is not unit-stride is refused before the launch.

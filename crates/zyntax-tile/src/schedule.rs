@@ -291,7 +291,7 @@ pub fn heuristic(problem: &GemmProblem, arch: Arch) -> Schedule {
 pub const WGMMA_TILES: [[u32; 5]; 4] = [
     [128, 256, 64, 8, 4],
     [128, 128, 64, 8, 4],
-    [64, 128, 64, 4, 4],
+    [64, 128, 64, 4, 6],
     [64, 64, 64, 4, 4],
 ];
 pub const MMA_TILES: [[u32; 5]; 3] = [[128, 128, 32, 8, 1], [64, 64, 32, 4, 1], [16, 64, 32, 4, 1]];
@@ -331,9 +331,12 @@ pub fn gemm_schedule(problem: &GemmProblem, batch: u64, arch: Arch, sms: u64) ->
     let pick = if arch == Arch::Sm90a && problem.operand_bytes == 2 && problem.m <= 64 {
         &WGMMA_SMALL_M_TILE
     } else {
+        // A tile count within 10 % of the SMs counts as filling them: at
+        // 256x4096x4096 64x128 tiles (128 of them on 132 SMs, 6 stages, the
+        // warp-specialised pipeline) ran 0.94x cuBLAS on an H200 (docs/tile.md).
         table
             .iter()
-            .find(|t| tiles(t) >= sms)
+            .find(|t| tiles(t) * 10 >= sms * 9)
             .unwrap_or(&table[table.len() - 1])
     };
     let [bm, bn, bk, warps, stages] = *pick;
@@ -344,7 +347,7 @@ pub fn gemm_schedule(problem: &GemmProblem, batch: u64, arch: Arch, sms: u64) ->
         .arch(arch);
     let (n_tiles, steps) = (tiles(pick), problem.k.div_ceil(u64::from(bk)));
     let mut splits = 1;
-    if n_tiles < sms {
+    if n_tiles * 10 < sms * 9 {
         let want = (SPLIT_WAVES * sms).div_ceil(n_tiles.max(1));
         splits = want.min(steps / SPLIT_MIN_STEPS).max(1);
     }
@@ -406,17 +409,20 @@ mod tests {
             (s.block.as_slice(), s.k, s.warps, s.stages, splits),
             (&[128, 256][..], 64, 8, 4, 1)
         );
-        // 256 rows: 64x64 tiles (256 of them), no split
+        // 256 rows: 64x128 tiles (128 of them, within 10 % of the SMs), no split
         let (s, splits) = gemm_schedule(&p(256, 4096, 4096, 2), 1, Arch::Sm90a, h200);
-        assert_eq!((s.block.as_slice(), splits), (&[64, 64][..], 1));
+        assert_eq!(
+            (s.block.as_slice(), s.stages, splits),
+            (&[64, 128][..], 6, 1)
+        );
         // decode: 32 tiles of 64x128 on 132 SMs, K split in 9 (4 K steps at least each)
         let (s, splits) = gemm_schedule(&p(1, 4096, 4096, 2), 1, Arch::Sm90a, h200);
         assert_eq!((s.block.as_slice(), splits), (&[64, 128][..], 9));
         let (s, splits) = gemm_schedule(&p(16, 14336, 4096, 2), 1, Arch::Sm90a, h200);
         assert_eq!((s.block.as_slice(), splits), (&[64, 128][..], 3));
-        // a batch counts as tiles
+        // a batch counts as tiles: 8 x 16 128x128 tiles
         let (s, _) = gemm_schedule(&p(512, 512, 512, 2), 8, Arch::Sm90a, h200);
-        assert_eq!(s.block, [64, 128]);
+        assert_eq!(s.block, [128, 128]);
         // sm_80 code: mma.sync tiles; f32: FFMA; a short K is not split
         let (s, _) = gemm_schedule(&p(16, 64, 64, 2), 1, Arch::Sm80, h200);
         assert_eq!((s.block.as_slice(), s.k), (&[16, 64][..], 32));

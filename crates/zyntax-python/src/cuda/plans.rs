@@ -101,6 +101,9 @@ enum Alloc {
         shape: Py<PyTuple>,
         kwargs: Option<Py<PyDict>>,
     },
+    /// `f(like)` (`torch.empty_like` of a C-contiguous tensor: ~0.8 µs
+    /// cheaper than `new_empty`), then its `data_ptr()`.
+    Like { like: usize, f: Py<PyAny> },
     /// `f(like)` returns `(output, address)`.
     Call { like: usize, f: Py<PyAny> },
 }
@@ -366,6 +369,11 @@ impl CallPlans {
                     let p: u64 = o.call_method0(intern!(py, "data_ptr"))?.extract()?;
                     (o, p)
                 }
+                Alloc::Like { like, f } => {
+                    let o = f.bind(py).call1((&objs[*like],))?;
+                    let p: u64 = o.call_method0(intern!(py, "data_ptr"))?.extract()?;
+                    (o, p)
+                }
                 Alloc::Call { like, f } => {
                     let got = f.bind(py).call1((&objs[*like],))?;
                     let (o, p): (Bound<'py, PyAny>, u64) = got.extract()?;
@@ -541,8 +549,8 @@ impl CallPlans {
     }
 
     /// Stores a plan under `key` (consumed). `n`: the call's values;
-    /// `allocs`: `("torch", like, shape, dtype | None)` or `("call", like,
-    /// f)`; `overlaps`: `(sources, [(start, end, name), ...])`; `launches`:
+    /// `allocs`: `("torch", like, shape, dtype | None)`, `("like", like, f)`
+    /// or `("call", like, f)`; `overlaps`: `(sources, [(start, end, name), ...])`; `launches`:
     /// `(launcher, [("const", v) | ("ptr", j) | ("map", j, f), ...])`;
     /// `result`: an index or None per result; `tuple_result`: whether the
     /// function returns a tuple. Indices count the values, then the outputs.
@@ -587,6 +595,10 @@ impl CallPlans {
                             kwargs,
                         }
                     }
+                    "like" => Alloc::Like {
+                        like,
+                        f: t.get_item(2)?.unbind(),
+                    },
                     "call" => Alloc::Call {
                         like,
                         f: t.get_item(2)?.unbind(),

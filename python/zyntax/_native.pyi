@@ -1319,7 +1319,7 @@ class TileSchedule:
         arch: str | None = None,
         warp_specialize: bool = False,
         persistent: bool = False,
-        wgmma_in_flight: int = 1,
+        wgmma_in_flight: int = 0,
     ) -> TileSchedule: ...
     @property
     def block(self) -> list[int]: ...

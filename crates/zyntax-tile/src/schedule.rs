@@ -43,7 +43,8 @@ pub struct Schedule {
     /// keeps in flight across K steps (`wgmma.wait_group` depth, 0 or 1).
     /// With 1 a stage is handed back one step late (the tensor cores work
     /// through the wait); with 0 at once (the producer runs a stage further
-    /// ahead).
+    /// ahead). The default is 0: on an H200 it was faster at every measured
+    /// shape (712 vs 670 TFLOP/s at 4096^3, 309 vs 249 at 256x4096x4096).
     pub wgmma_in_flight: u32,
 }
 
@@ -80,7 +81,7 @@ impl Schedule {
             dot_path: DotPath::Auto,
             warp_specialize: false,
             persistent: false,
-            wgmma_in_flight: 1,
+            wgmma_in_flight: 0,
         }
     }
     pub fn wgmma_in_flight(mut self, n: u32) -> Schedule {

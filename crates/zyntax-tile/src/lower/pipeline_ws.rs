@@ -20,7 +20,7 @@
 //! - Each consumer warpgroup waits for `full[s]` (the lap's parity), issues
 //!   its wgmmas (`dot_wgmma.rs`), and hands the stage back with one arrival
 //!   per warp on `empty[s]` once its wgmmas have read it: with 3 stages or
-//!   more and `Schedule::wgmma_in_flight` 1 (the default) one wgmma group
+//!   more and `Schedule::wgmma_in_flight` 1 (the default is 0) one wgmma group
 //!   stays in flight (`wgmma.wait_group 1`) and stage `j - 1` is released
 //!   at iteration `j`; otherwise `wait_group 0` and stage `j` at once.
 //! - The ring counter runs on across the program instances of a persistent

@@ -408,7 +408,14 @@ def _matrix(t: T.Tensor, ranks: tuple[int, ...]) -> tuple[tuple[int, int, int], 
 
 
 def _checked(
-    a: Any, b: Any, bias: Any, activation: Any, out_dtype: Any, stream: Any, ranks: tuple[int, ...]
+    a: Any,
+    b: Any,
+    out: Any,
+    bias: Any,
+    activation: Any,
+    out_dtype: Any,
+    stream: Any,
+    ranks: tuple[int, ...],
 ) -> tuple[T.Tensor, T.Tensor, T.Tensor | None, str]:
     T.choice(activation, "activation", [None, "relu", "gelu"], "activation")
     T.choice(out_dtype, "out_dtype", [None, *_DTYPES], "dtype")
@@ -425,6 +432,12 @@ def _checked(
         T.want_dtype(tbias, _DTYPES)
         if len(tbias.shape) != 1:
             raise ArgumentError(f"argument 'bias': expected a 1-D tensor, got shape {tbias.shape}")
+    if out is not None and out_dtype is None:
+        # As the other variants: a given `out` names the output dtype (an f32
+        # `out` for bf16 operands keeps the f32 accumulator's precision).
+        tout = T.tensor(out, "out")
+        T.want_dtype(tout, _DTYPES)
+        return ta, tb, tbias, tout.dtype
     return ta, tb, tbias, out_dtype or ta.dtype
 
 
@@ -450,7 +463,7 @@ def matmul(
     batching: a (M, K) or (Ba, M, K), b (K, N) or (Bb, K, N); a batch of 1
     (or a 2-D operand) is broadcast. Any strides; bf16, f16 or f32 (exact,
     on FFMA) inputs; the output (M, N) or (B, M, N) of `out_dtype`."""
-    ta, tb, tbias, odt = _checked(a, b, bias, activation, out_dtype, stream, (2, 3))
+    ta, tb, tbias, odt = _checked(a, b, out, bias, activation, out_dtype, stream, (2, 3))
     (ba, m, k), ast = _matrix(ta, (2, 3))
     (bb, k2, n), bst = _matrix(tb, (2, 3))
     if k2 != k:
@@ -494,7 +507,7 @@ def grouped_matmul(
     rows, and group g is multiplied by ``b[g]`` (b is (G, K, N)):
     ``out[rows of g] = act(a[rows of g] @ b[g] + bias)``, out (T, N). Pass
     `groups` as a tuple for the fast repeated-call path."""
-    ta, tb, tbias, odt = _checked(a, b, bias, activation, out_dtype, stream, (2,))
+    ta, tb, tbias, odt = _checked(a, b, out, bias, activation, out_dtype, stream, (2,))
     (_, rows, k), ast = _matrix(ta, (2,))
     if len(tb.shape) != 3:
         raise ArgumentError(f"argument 'b': expected a 3-D tensor (G, K, N), got {tb.shape}")

@@ -63,7 +63,7 @@ def test_ws_gemm_interp(persistent: bool, a_trans: bool) -> None:
 def test_ws_schedule_fields_and_errors() -> None:
     s = schedule(True)
     assert s.warp_specialize and s.persistent
-    assert "warp_specialize=True" in repr(s) and s.wgmma_in_flight == 1
+    assert "warp_specialize=True" in repr(s) and s.wgmma_in_flight == 0
     with pytest.raises(ArgumentError, match="wgmma_in_flight"):
         tile.Schedule((64, 64), arch="sm_90a", wgmma_in_flight=2).validate()
     with pytest.raises(ArgumentError, match="persistent"):

@@ -7,7 +7,12 @@ driver's part (``cuda.load_module``) is replaced by a recorder."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
+import random
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -161,3 +166,93 @@ def test_a_kernel_for_another_arch_is_not_expected_in_the_entry(
     assert len(compiles) == 1 and ".entry hopper_only" not in loads[0]["image"]
     cuda.load_hir(m, arch="sm_90a")
     assert len(compiles) == 2 and ".entry hopper_only" in loads[-1]["image"]
+
+
+# A constant drawn per run, so that no cache entry from elsewhere can match.
+AXPY = """
+import zyntax
+from zyntax import Array, f32, i32
+
+
+@zyntax.kernel
+def axpy(x: Array[f32, 1], y: Array[f32, 1], a: f32, n: i32) -> None:
+    i = zyntax.lang.grid(1)
+    if i < n:
+        y[i] = a * x[i] + y[i] * {scale!r}
+"""
+
+
+def _axpy_built(scale: float) -> hir.Module:
+    """AXPY's HIR written with the builder, as another front-end would."""
+    f32p = hir.ptr("global", hir.f32)
+    m = hir.Module("axpy")
+    params = [f32p, hir.i64, hir.i64, f32p, hir.i64, hir.i64, hir.f32, hir.i32]
+    with m.kernel("axpy", params) as b:
+        x, _, xs, y, _, ys, a, n = b.params
+        bid = b.cast(b.block_idx(), hir.i32)
+        bdim = b.cast(b.block_dim(), hir.i32)
+        tid = b.cast(b.thread_idx(), hir.i32)
+        i = b.add(b.mul(bid, bdim), tid)
+        with b.if_(b.cmp("lt", i, n)):
+            ax = b.mul(a, b.load(b.ptr_add(x, b.mul(b.cast(i, hir.i64), xs))))
+            yv = b.load(b.ptr_add(y, b.mul(b.cast(i, hir.i64), ys)))
+            value = b.add(ax, b.mul(yv, scale))
+            b.store(b.ptr_add(y, b.mul(b.cast(i, hir.i64), ys)), value)
+        b.ret()
+    return m
+
+
+def test_every_front_door_compiles_once_into_one_entry(
+    loads: list[dict[str, Any]], compiles: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    """@zyntax.kernel, the builder + cuda.load_hir, .zir text and the command:
+    one compile, one cache entry (never rewritten), the same PTX everywhere."""
+    scale = round(random.uniform(1.5, 9.5), 3)
+    src = tmp_path / "kern.py"
+    src.write_text(AXPY.format(scale=scale))
+    spec = importlib.util.spec_from_file_location("one_pipeline_axpy", src)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+
+    ptx = mod.axpy.ptx(arch="sm_80")  # the first and only compile
+    assert [e["kernel"] for e in compiles] == ["axpy"]
+    cache_dir = tmp_path / "ptx_cache"
+    entries = {p.name: p.stat().st_mtime_ns for p in cache_dir.iterdir()}
+    assert sorted(Path(e).suffix for e in entries) == [".json", ".ptx", ".zir"]
+    zir = next(cache_dir.glob("*.zir")).read_text()
+
+    built = _axpy_built(scale)
+    assert built.to_zir() == zir
+    cuda.load_hir(built, arch="sm_80")
+    cuda.load_hir(hir.parse_zir(zir, "axpy.zir"), arch="sm_80")
+    assert [x["image"] for x in loads] == [ptx, ptx]
+    assert len(compiles) == 1
+
+    # `zyntax compile kern.py` (the Python front-end) reads the entry back;
+    # `zyntax compile axpy.zir` (the Rust command, which has no kernel cache)
+    # runs the same compiler with the same defaults: the same PTX.
+    cmd = [sys.executable, "-m", "zyntax.cli", "compile", "--backend", "nvptx"]
+    env = {**os.environ, "ZYNTAX_LOG": "info"}
+    out = tmp_path / "out"
+    p = subprocess.run(
+        [*cmd, str(src), "--arch", "sm_80", "-o", str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+    )
+    assert p.returncode == 0, p.stderr
+    assert "reused axpy for sm_80 from the cache" in p.stderr, p.stderr
+    assert (out / "axpy.ptx").read_text() == ptx
+    (tmp_path / "axpy.zir").write_text(zir)
+    p = subprocess.run(
+        [*cmd, str(tmp_path / "axpy.zir"), "--arch", "sm_80", "--emit", "ptx"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == ptx
+    assert {p.name: p.stat().st_mtime_ns for p in cache_dir.iterdir()} == entries
+    assert len(compiles) == 1

@@ -165,8 +165,11 @@ def call_key(values: tuple[Any, ...]) -> tuple[Any, list[int | None]] | None:
 class _Recording:
     """What one call does through ``_tensors`` (see the module documentation)."""
 
-    def __init__(self, values: tuple[Any, ...]) -> None:
+    def __init__(self, values: tuple[Any, ...], fn: Any = None) -> None:
         self.values = values
+        #: The entry function recorded (a nested entry function runs inside
+        #: the outer one's recording and must not take it for its own).
+        self.fn = fn
         self.ok = True
         #: (object, make another: like -> (object, address), like's source) per allocation.
         self.allocs: list[tuple[Any, Callable[[Any], tuple[Any, int]], tuple[str, int]]] = []
@@ -178,6 +181,15 @@ class _Recording:
         self.map_objs: list[Any] = []
         self.overlaps: list[tuple[Any, ...]] = []
         self.launches: list[tuple[Any, ...]] = []
+        #: `f(plans, key)` stores a plan the function made itself (gemm.matmul's
+        #: hand-written variants launch outside ``_tensors``) in the native
+        #: table: the call's replay when the recording makes no plan.
+        self.native_plan: Callable[[Any, Any], None] | None = None
+
+    def index(self, obj: Any) -> int | None:
+        """The position of `obj` among the call's values (by identity), or None."""
+        src = self._source(obj)
+        return src[1] if src is not None and src[0] == "in" else None
 
     def _source(self, obj: Any) -> tuple[str, int] | None:
         for i, v in enumerate(self.values):
@@ -429,7 +441,8 @@ def planned(fn: Callable[..., Any]) -> Callable[..., Any]:
             return fn(*args, **kwargs)
         values = args + tuple(kwargs.values()) if kwargs else args
         keep = lambda p: p.insert_into(native, key)  # noqa: E731
-        return _record(fn, args, kwargs, values, key.addresses, keep)
+        store = lambda f: f(native, key)  # noqa: E731
+        return _record(fn, args, kwargs, values, key.addresses, keep, store)
 
     call.plans = native  # type: ignore[attr-defined]
     return call
@@ -442,11 +455,14 @@ def _record(
     values: tuple[Any, ...],
     ptrs: list[int | None],
     keep: Callable[[_Plan], None],
+    store: Callable[[Callable[[Any, Any], None]], None] | None = None,
 ) -> Any:
-    """Runs `fn` recording what it does; `keep(plan)` when it makes one."""
-    rec = _Recording(values)
+    """Runs `fn` recording what it does; `keep(plan)` when it makes one,
+    else `store(native_plan)` when the function left one (native tables only)."""
+    rec = _Recording(values, fn)
     tensors = [id(v) for v, p in zip(values, ptrs, strict=True) if p is not None]
-    if len(set(tensors)) != len(tensors):
+    shared = len(set(tensors)) != len(tensors)
+    if shared:
         # One tensor passed twice (q = k): the recording could not tell
         # which argument a kernel argument came from. No plan; a plan made
         # from distinct tensors replays such calls correctly.
@@ -459,6 +475,8 @@ def _record(
     plan = rec.plan(result)
     if plan is not None:
         keep(plan)
+    elif rec.native_plan is not None and store is not None and not shared:
+        store(rec.native_plan)
     return result
 
 

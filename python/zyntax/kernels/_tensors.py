@@ -31,6 +31,7 @@ from zyntax.errors import ArgumentError
 from zyntax.kernels import _plans
 from zyntax.kernels._dtypes import DTYPES
 from zyntax.kernels._plans import planned as planned  # entry functions use T.planned
+from zyntax.kernels._plans import recording as recording
 
 _ROW_DTYPES = ("f32", "f16", "bf16", "i32", "i64")
 #: typestr (``__cuda_array_interface__`` / numpy ``dtype.str``) -> zyntax scalar name.

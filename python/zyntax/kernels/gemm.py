@@ -250,13 +250,31 @@ class _Plan:
             shared = ln.cfg.shared_bytes or None
             launcher = kern.prepare(ln.grid, ln.cfg.threads, shared, p.stream)
             # The launch's pointer slots, picked out of (a, b, out, bias, ws, count).
-            self.steps.append((launcher, operator.itemgetter(*ln.ptrs), ln.ints))
+            self.steps.append((launcher, operator.itemgetter(*ln.ptrs), ln.ints, ln.ptrs))
 
     def __call__(self, pa: int, pb: int, pc: int, pbias: int) -> None:
         _check_overlap(self.spans, pa, pb, pc, pbias)
         vals = (pa, pb, pc, pbias if self.has_bias else pc, self.ws_ptr, self.count_ptr)
-        for launcher, pick, ints in self.steps:
+        for launcher, pick, ints, _ in self.steps:
             launcher(*pick(vals), *ints)
+
+    def native_launches(self, at: tuple[int, int, int, int]) -> list[Any]:
+        """The launches in ``CallPlans.insert``'s form, `at` the value indices
+        of (a, b, out, bias) (the workspace addresses are constants: a
+        workspace is never freed)."""
+        ia, ib, io, ibias = at
+        slots = (
+            ("ptr", ia),
+            ("ptr", ib),
+            ("ptr", io),
+            ("ptr", ibias if self.has_bias else io),
+            ("const", self.ws_ptr),
+            ("const", self.count_ptr),
+        )
+        return [
+            (launcher, [slots[s] for s in ptrs] + [("const", i) for i in ints])
+            for launcher, _, ints, ptrs in self.steps
+        ]
 
 
 class _Sm90Plan:
@@ -275,6 +293,12 @@ class _Sm90Plan:
     def __call__(self, pa: int, pb: int, pc: int, pbias: int) -> None:
         _check_overlap(self.spans, pa, pb, pc, pbias)
         self.relaunch(pa, pb, pc, pbias)
+
+    def native_launches(self, at: tuple[int, int, int, int]) -> list[Any]:
+        """As :meth:`_Plan.native_launches`: `relaunch` called with the addresses."""
+        ia, ib, io, ibias = at
+        bias = ("const", 0) if ibias < 0 else ("ptr", ibias)
+        return [(self.relaunch, [("ptr", ia), ("ptr", ib), ("ptr", io), bias])]
 
 
 def _check_overlap(spans: tuple[int, ...], pa: int, pb: int, pc: int, pbias: int) -> None:
@@ -642,6 +666,7 @@ def choose_variant(
     return _choose(p, variant)[0].name
 
 
+@T.planned  # a repeated call: one native call on every route (_store)
 def matmul(
     a: Any,
     b: Any,
@@ -692,11 +717,13 @@ def matmul(
             )
         if plan is not None and out is not None:
             plan(pa, pb, pc, pbias)
+            _store(plan, a, b, out, bias)
             return out
         if plan is not None and plan.alloc is not None:
             new, pc = plan.alloc(a)
             if pc & 15 == 0:  # as aligned as the output the plan was made with
                 plan(pa, pb, pc, pbias)
+                _store(plan, a, b, None, bias)
                 return new
     tf32 = _options(variant, allow_tf32)
     T.stream_arg(stream)
@@ -727,6 +754,7 @@ def matmul(
         return gemm_tile.matmul(
             a, b, out, bias=bias, activation=activation, out_dtype=out_dtype, stream=stream
         )
+    plan = None
     if p.m and p.n:
         if p.backend == "cuda":
             p = dataclasses.replace(p, stream=_stream_for(a, p.device or 0, stream))
@@ -737,6 +765,9 @@ def matmul(
             if len(_plans) >= PLAN_CACHE_SIZE:
                 _plans.clear()
             _plans[full] = plan
+        else:
+            plan = None
+    _store(plan, a, b, out, bias)
     return p.out_obj
 
 
@@ -744,7 +775,21 @@ def matmul(
 
 #: Plans of the GPU calls seen so far, keyed by :func:`_call_key`'s signature
 #: and the keyword arguments (cleared when it reaches PLAN_CACHE_SIZE).
-_plans: dict[tuple[Any, ...], Any] = {}  # a _Plan, or _TILE
+
+
+class _PlanCache(dict):  # type: ignore[type-arg]
+    """The Python plans. Clearing them clears matmul's native table too: it
+    replays these plans (and the tile route's), so a cleared cache means a
+    full path on the next call of every signature, as before the table."""
+
+    def clear(self) -> None:
+        super().clear()
+        native = getattr(matmul, "plans", None)
+        if native is not None:
+            native.clear()
+
+
+_plans: dict[tuple[Any, ...], Any] = _PlanCache()  # a _Plan, or _TILE
 PLAN_CACHE_SIZE = 512
 _tensor_types: list[Any] = []  # [torch.Tensor] once torch is imported
 
@@ -795,7 +840,44 @@ def _allocator(p: Problem) -> Callable[[Any], tuple[Any, int]]:
         got = a.new_empty(shape, dtype=tdt)
         return got, got.data_ptr()
 
+    tensor.torch_alloc = (shape, tdt)  # type: ignore[attr-defined]  # made natively (_store)
     return tensor
+
+
+def _store(plan: Any, a: Any, b: Any, out: Any, bias: Any) -> None:
+    """Hands `plan` (a hand-written variant's, launched outside ``_tensors``)
+    to the recording of this matmul call, which stores it in matmul's native
+    table (``T.planned``): a repeated call is then one native call, as on the
+    tile route. Inside another entry function's recording (or without a
+    plan) the recording only learns that it cannot replay this call."""
+    rec = T.recording()
+    if rec is None:
+        return
+    rec.ok = False  # these launches are not noted: no recorded plan
+    if plan is None or rec.fn is not matmul.__wrapped__:  # type: ignore[attr-defined]
+        return
+    at = [rec.index(x) if x is not None else -1 for x in (a, b, out, bias)]
+    if None in at or (out is None and plan.alloc is None):
+        return
+    ia, ib, io, ibias = (int(i) for i in at if i is not None)
+    n = len(rec.values)
+    allocs: list[tuple[Any, ...]] = []
+    if out is None:
+        io = n  # the first (only) new output
+        torch_alloc = getattr(plan.alloc, "torch_alloc", None)
+        if torch_alloc is not None:
+            allocs.append(("torch", ia, *torch_alloc))
+        else:
+            allocs.append(("call", ia, plan.alloc))
+    no, na, nb, nbias = plan.spans
+    srcs, extents = [io, ia, ib], [(0, no, "out"), (0, na, "a"), (0, nb, "b")]
+    if ibias >= 0:
+        srcs.append(ibias)
+        extents.append((0, nbias, "bias"))
+    launches = plan.native_launches((ia, ib, io, ibias))
+    rec.native_plan = lambda plans, key: plans.insert(
+        key, n, allocs, [(srcs, extents)], launches, [io], False
+    )
 
 
 def _call_key(a: Any, b: Any, out: Any, bias: Any, stream: Any) -> Any:

@@ -22,6 +22,7 @@ pub mod dce;
 pub mod fusion;
 pub mod inline;
 pub mod nest;
+pub mod nest_stage;
 pub mod nest_tile;
 pub mod no_alloc;
 

@@ -171,8 +171,8 @@ pub struct TileSchedule {
 #[pymethods]
 impl TileSchedule {
     #[new]
-    #[pyo3(signature = (block, *, k=Checked(16), warps=Checked(4), stages=Checked(1), cluster=Checked(1), arch=None, warp_specialize=Flag(false), persistent=Flag(false), wgmma_in_flight=Checked(0)),
-        text_signature = "(block, *, k=16, warps=4, stages=1, cluster=1, arch=None, warp_specialize=False, persistent=False, wgmma_in_flight=0)")]
+    #[pyo3(signature = (block, *, k=Checked(16), warps=Checked(4), stages=Checked(1), cluster=Checked(1), arch=None, warp_specialize=Flag(false), persistent=Flag(false), wgmma_in_flight=Checked(0), pingpong=Flag(false)),
+        text_signature = "(block, *, k=16, warps=4, stages=1, cluster=1, arch=None, warp_specialize=False, persistent=False, wgmma_in_flight=0, pingpong=False)")]
     #[allow(clippy::too_many_arguments)]
     fn new(
         block: &Bound<'_, PyAny>,
@@ -184,6 +184,7 @@ impl TileSchedule {
         warp_specialize: Flag,
         persistent: Flag,
         wgmma_in_flight: Checked<u32>,
+        pingpong: Flag,
     ) -> PyResult<Self> {
         let arch = arch.as_deref().map(parse_arch).transpose()?;
         Ok(TileSchedule {
@@ -195,7 +196,8 @@ impl TileSchedule {
                 .arch(arch.unwrap_or(Arch::Sm80))
                 .warp_specialize(warp_specialize.0)
                 .persistent(persistent.0)
-                .wgmma_in_flight(wgmma_in_flight.0),
+                .wgmma_in_flight(wgmma_in_flight.0)
+                .pingpong(pingpong.0),
         })
     }
 
@@ -238,6 +240,12 @@ impl TileSchedule {
     fn wgmma_in_flight(&self) -> u32 {
         self.inner.wgmma_in_flight
     }
+    /// Two consumer sets of `warps` warps take a persistent CTA's program
+    /// instances in turn (one's epilogue under the other's wgmmas).
+    #[getter]
+    fn pingpong(&self) -> bool {
+        self.inner.pingpong
+    }
     /// Threads per CTA (`warps * 32`).
     #[getter]
     fn threads(&self) -> u32 {
@@ -266,7 +274,7 @@ impl TileSchedule {
     fn __repr__(&self) -> String {
         let s = &self.inner;
         format!(
-            "Schedule(block={:?}, k={}, warps={}, stages={}, cluster={}, arch='{}'{}{}{})",
+            "Schedule(block={:?}, k={}, warps={}, stages={}, cluster={}, arch='{}'{}{}{}{})",
             s.block,
             s.k,
             s.warps,
@@ -287,7 +295,8 @@ impl TileSchedule {
                 String::new()
             } else {
                 format!(", wgmma_in_flight={}", s.wgmma_in_flight)
-            }
+            },
+            if s.pingpong { ", pingpong=True" } else { "" }
         )
     }
 }

@@ -46,6 +46,12 @@ pub struct Schedule {
     /// ahead). The default is 0: on an H200 it was faster at every measured
     /// shape (712 vs 670 TFLOP/s at 4096^3, 309 vs 249 at 256x4096x4096).
     pub wgmma_in_flight: u32,
+    /// With `persistent`: two consumer sets of `warps` warps each (CUTLASS's
+    /// "ping-pong") take the CTA's program instances in turn, each holding a
+    /// whole block tile; one set's epilogue runs while the other's wgmmas
+    /// do. The block tile must fit one set's registers (128x128 over 4
+    /// warps: 128 accumulators per thread).
+    pub pingpong: bool,
 }
 
 /// How a `dot` is lowered.
@@ -82,6 +88,19 @@ impl Schedule {
             warp_specialize: false,
             persistent: false,
             wgmma_in_flight: 0,
+            pingpong: false,
+        }
+    }
+    pub fn pingpong(mut self, on: bool) -> Schedule {
+        self.pingpong = on;
+        self
+    }
+    /// Consumer sets of a warp-specialised schedule (2 with `pingpong`).
+    pub fn consumer_sets(&self) -> u32 {
+        if self.pingpong {
+            2
+        } else {
+            1
         }
     }
     pub fn wgmma_in_flight(mut self, n: u32) -> Schedule {
@@ -192,6 +211,12 @@ impl Schedule {
             return bad(
                 "persistent",
                 "persistent tile scheduling is built for warp-specialised schedules only".into(),
+            );
+        }
+        if self.pingpong && !self.persistent {
+            return bad(
+                "pingpong",
+                "two consumer sets take turns over a persistent grid: set persistent too".into(),
             );
         }
         if self.cluster > 1 && self.arch < Arch::Sm90 {

@@ -115,7 +115,10 @@ fn check(schedule: Schedule, trans: Trans, (m, n, k): (u32, u32, u32), ctas: u32
         "{schedule:?}: not warp-specialised\n{text}"
     );
     assert_eq!(kernel.launch.tensor_maps.len(), 2);
-    assert_eq!(kernel.launch.block[0], schedule.threads() + 128);
+    assert_eq!(
+        kernel.launch.block[0],
+        schedule.threads() * schedule.consumer_sets() + 128
+    );
     assert_eq!(kernel.launch.persistent, schedule.persistent);
     // a: m x k (or k x m stored, read transposed); b: k x n (or n x k).
     // Rows are padded to 8 elements: TMA needs 16-byte row strides (the
@@ -215,6 +218,32 @@ fn ws_gemm_persistent_grouped() {
 }
 
 #[test]
+fn ws_gemm_pingpong() {
+    // Two consumer sets take the instances of a CTA in turn: 3x3 instances
+    // on 2 CTAs (5 and 4 each: both sets run several, set 0 one more), K of
+    // 4 steps over 3 stages (the parity changes between instances), with
+    // and without a wgmma group in flight; then one CTA per instance (set 1
+    // idle) and a CTA of 4 instances on 128x128 tiles over 4 warps a set.
+    let pp = |block, stages| ws(block, 4, stages, true).pingpong(true);
+    check(pp([64, 64], 3), Trans::None, (150, 160, 200), 2);
+    check(
+        pp([64, 64], 3).wgmma_in_flight(1),
+        Trans::None,
+        (150, 160, 200),
+        2,
+    );
+    check(pp([64, 64], 2), Trans::B, (100, 72, 192), 4);
+    check(pp([128, 128], 4), Trans::None, (130, 200, 128), 1);
+}
+
+#[test]
+fn ws_pingpong_needs_persistent() {
+    let s = ws([128, 128], 4, 4, false).pingpong(true);
+    let e = s.validate().unwrap_err().to_string();
+    assert!(e.contains("pingpong"), "{e}");
+}
+
+#[test]
 fn ws_gemm_transposed_operands() {
     check(ws([64, 128], 4, 3, false), Trans::A, (64, 130, 128), 0);
     check(ws([64, 64], 4, 2, true), Trans::B, (100, 72, 192), 3);
@@ -254,13 +283,15 @@ fn ws_gemm_passes_ptxas() {
     use zyntax_llvm::{compile_ptx, Options, Ptxas};
     let ptxas = Ptxas::locate().unwrap_or_else(|e| panic!("{e}"));
     for (block, warps, stages, persistent, trans) in [
+        ([128, 128], 4, 6, true, Trans::None),
         ([128, 256], 8, 4, true, Trans::None),
         ([128, 256], 8, 3, false, Trans::None),
         ([128, 128], 8, 4, true, Trans::A),
         ([128, 128], 4, 4, true, Trans::B),
         ([64, 64], 4, 2, false, Trans::None),
     ] {
-        let s = ws(block, warps, stages, persistent);
+        // The first: ping-pong (two sets of 4 consumer warps, setmaxnreg).
+        let s = ws(block, warps, stages, persistent).pingpong(stages == 6);
         let kernel = gemm(s.clone(), trans).unwrap();
         let ptx = compile_ptx(&kernel.module, &Options::new(Arch::Sm90a))
             .unwrap_or_else(|e| panic!("{s:?}: {e}"))
@@ -271,8 +302,11 @@ fn ws_gemm_passes_ptxas() {
             "mbarrier.arrive.expect_tx",
             "wgmma.mma_async",
         ];
-        if warps >= 8 {
+        if warps * s.consumer_sets() >= 8 {
             needles.push("setmaxnreg.inc");
+        }
+        if s.pingpong {
+            needles.push("bar.arrive");
         }
         for needle in needles {
             assert!(ptx.contains(needle), "{s:?}: missing `{needle}`");

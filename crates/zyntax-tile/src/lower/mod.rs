@@ -169,7 +169,11 @@ pub fn lower(mut program: TileProgram, schedule: &Schedule) -> TileResult<TileKe
     if persistent {
         types.extend([Type::U32, Type::U32]);
     }
-    let threads = schedule.threads() + if ws.is_some() { 128 } else { 0 };
+    // The producer warpgroup beside the consumer set(s) (pipeline_ws.rs).
+    let threads = match ws {
+        Some(_) => schedule.threads() * schedule.consumer_sets() + 128,
+        None => schedule.threads(),
+    };
     let dynamic_bytes = match &ws {
         Some(plan) => pipeline_ws::ws_bytes(&program, plan, schedule.stages),
         None => pipeline::dynamic_bytes(&program, &layouts, &program.body, schedule.stages),

@@ -176,27 +176,30 @@ impl Lowerer<'_> {
             a_bytes: bm * ROW,
         };
         let tid = self.b.thread_idx(Dim::X)?;
-        let (zero, one, consumers) = (self.u32(0)?, self.u32(1)?, self.u32(warps)?);
+        // Every consumer warp, of one set or (ping-pong) of two.
+        let all = warps * self.schedule.consumer_sets();
+        let (zero, one, set_warps) = (self.u32(0)?, self.u32(1)?, self.u32(warps)?);
         let first = self.b.eq(tid, zero)?;
         let f = self.b.begin_if(first, &[])?;
         for s in 0..stages {
             let full = self.bar(&ring, s, false)?;
             self.b.mbarrier(MbarrierOp::Init, &[full, one])?;
-            // One arrival per consumer warp hands a stage back.
+            // One arrival per warp of the set that consumed it hands a stage back.
             let empty = self.bar(&ring, s, true)?;
-            self.b.mbarrier(MbarrierOp::Init, &[empty, consumers])?;
+            self.b.mbarrier(MbarrierOp::Init, &[empty, set_warps])?;
         }
         self.b.fence_mbarrier_init()?;
         self.b.end_if(f, &[])?;
         self.b.barrier()?;
 
+        let consumers = self.u32(all)?;
         let producer = self.b.ge(self.warp, consumers)?;
         let mut roles = self.b.begin_if(producer, &[])?;
-        let regs = setmaxnreg_counts(warps);
+        let regs = setmaxnreg_counts(all);
         if let Some((p, _)) = regs {
             self.b.setmaxnreg(p, false)?;
         }
-        let leader = self.u32(warps * 32)?;
+        let leader = self.u32(all * 32)?;
         let leader = self.b.eq(tid, leader)?;
         let f = self.b.begin_if(leader, &[])?;
         self.instances(grid, |lw, counter| lw.producer(plan, &ring, tmaps, counter))?;
@@ -205,9 +208,88 @@ impl Lowerer<'_> {
         if let Some((_, c)) = regs {
             self.b.setmaxnreg(c, true)?;
         }
-        self.instances(grid, |lw, counter| lw.consumer(plan, &ring, counter))?;
+        match grid {
+            Some(grid) if self.schedule.pingpong => {
+                // Each set lowers the program with its own warp index
+                // (0 .. warps), as the layouts expect.
+                let warp = self.warp;
+                let second = self.b.ge(warp, set_warps)?;
+                let mut sets = self.b.begin_if(second, &[])?;
+                self.warp = self.b.sub(warp, set_warps)?;
+                self.pingpong_set(plan, &ring, grid, 1)?;
+                self.b.begin_else(&mut sets, &[])?;
+                self.warp = warp;
+                self.pingpong_set(plan, &ring, grid, 0)?;
+                self.b.end_if(sets, &[])?;
+            }
+            _ => self.instances(grid, |lw, counter| lw.consumer(plan, &ring, counter, None))?,
+        }
         self.b.end_if(roles, &[])?;
         Ok(())
+    }
+
+    /// Consumer set `set` (0 or 1) of a ping-pong schedule: of the CTA's
+    /// program instances (as [`Self::instances`] walks them) it runs every
+    /// other one, the first for set 0, and skips the rest, counting their K
+    /// steps so that its ring counter stays the CTA's. A set starts an
+    /// instance's GEMM loop only once the other set has finished the
+    /// previous instance's (named barrier `1 + set`, which the other set
+    /// arrives at): the sets take the tensor cores in turn, and a consumer
+    /// never waits on a `full` barrier more than one lap ahead of it, which
+    /// the parity wait cannot tell from the lap before.
+    fn pingpong_set(
+        &mut self,
+        plan: &WsPlan,
+        ring: &Ring,
+        [gx, gy]: [ValueId; 2],
+        set: u32,
+    ) -> TileResult<()> {
+        let zero = self.u32(0)?;
+        let total = self.b.mul(gx, gy)?;
+        let first = self.b.block_idx(Dim::X)?;
+        let stride = self.b.grid_dim(Dim::X)?;
+        let frame = self.b.begin_for(first, total, stride, &[zero])?;
+        let (t, counter) = (frame.iv, frame.carried[0]);
+        self.grouped_ids(t, gx, gy)?;
+        let from_first = self.b.sub(t, first)?;
+        let i = self.b.div(from_first, stride)?;
+        let two = self.u32(2)?;
+        let turn = self.b.rem(i, two)?;
+        let set_v = self.u32(set)?;
+        let mine = self.b.eq(turn, set_v)?;
+        let mut f = self.b.begin_if(mine, &[Type::U32])?;
+        // Both sets' threads meet at a hand-over barrier.
+        let count = 2 * self.schedule.warps * 32;
+        let later = self.b.gt(i, zero)?;
+        let w = self.b.begin_if(later, &[])?;
+        self.b.named_barrier(false, 1 + set, count)?;
+        self.b.end_if(w, &[])?;
+        let next = self.b.add(t, stride)?;
+        let more = self.b.lt(next, total)?;
+        let handoff = Handoff {
+            id: 2 - set,
+            count,
+            more,
+        };
+        let after = self.consumer(plan, ring, counter, Some(handoff))?;
+        self.b.begin_else(&mut f, &[after])?;
+        let trips = self.instance_trips(plan)?;
+        let skipped = self.b.add(counter, trips)?;
+        let counter = self.b.end_if(f, &[skipped])?[0];
+        self.b.end_for(frame, &[counter])?;
+        self.program_ids = None;
+        Ok(())
+    }
+
+    /// The K steps of the current program instance's GEMM loop (its scalar
+    /// prefix evaluated for the bounds).
+    fn instance_trips(&mut self, plan: &WsPlan) -> TileResult<ValueId> {
+        self.scalar_prefix(plan)?;
+        let Op::For { lo, hi, step, .. } = &self.program.body[plan.at] else {
+            return Err(super::pipeline::not_a_gemm_loop());
+        };
+        let (lo, hi, step) = (self.scalar(*lo)?, self.scalar(*hi)?, self.scalar(*step)?);
+        self.trip_count(lo, hi, step)
     }
 
     /// Runs `role` for each program instance of this CTA, threading the ring
@@ -228,8 +310,16 @@ impl Lowerer<'_> {
         let first = self.b.block_idx(Dim::X)?;
         let stride = self.b.grid_dim(Dim::X)?;
         let frame = self.b.begin_for(first, total, stride, &[zero])?;
-        let t = frame.iv;
-        // Triton's grouped order: GROUP_M rows of instances, column by column.
+        self.grouped_ids(frame.iv, gx, gy)?;
+        let counter = role(self, frame.carried[0])?;
+        self.b.end_for(frame, &[counter])?;
+        self.program_ids = None;
+        Ok(())
+    }
+
+    /// Sets the program ids of instance `t` of a `gx` x `gy` grid walked in
+    /// Triton's grouped order: [`GROUP_M`] rows of instances, column by column.
+    fn grouped_ids(&mut self, t: ValueId, gx: ValueId, gy: ValueId) -> TileResult<()> {
         let group = self.u32(GROUP_M)?;
         let per_group = self.b.mul(group, gy)?;
         let g = self.b.div(t, per_group)?;
@@ -241,9 +331,6 @@ impl Lowerer<'_> {
         let pm = self.b.add(first_row, r)?;
         let pn = self.b.div(within, rows)?;
         self.program_ids = Some([pm, pn]);
-        let counter = role(self, frame.carried[0])?;
-        self.b.end_for(frame, &[counter])?;
-        self.program_ids = None;
         Ok(())
     }
 
@@ -386,7 +473,15 @@ impl Lowerer<'_> {
 
     /// The consumers of one program instance: the program's ops, the GEMM
     /// loop as waits on `full` and wgmmas; returns the ring counter after it.
-    fn consumer(&mut self, plan: &WsPlan, ring: &Ring, counter: ValueId) -> TileResult<ValueId> {
+    /// With a `handoff` (ping-pong), the other set is let start its GEMM
+    /// loop once this one's is done, before the epilogue.
+    fn consumer(
+        &mut self,
+        plan: &WsPlan,
+        ring: &Ring,
+        counter: ValueId,
+        handoff: Option<Handoff>,
+    ) -> TileResult<ValueId> {
         let mut after = counter;
         for (i, op) in self.program.body.iter().enumerate() {
             if i != plan.at {
@@ -409,6 +504,11 @@ impl Lowerer<'_> {
             };
             let (lo, hi, step) = (self.scalar(*lo)?, self.scalar(*hi)?, self.scalar(*step)?);
             after = self.consumer_loop(plan, ring, counter, (lo, hi, step), init, result)?;
+            if let Some(h) = &handoff {
+                let f = self.b.begin_if(h.more, &[])?;
+                self.b.named_barrier(true, h.id, h.count)?;
+                self.b.end_if(f, &[])?;
+            }
         }
         Ok(after)
     }
@@ -485,6 +585,14 @@ impl Lowerer<'_> {
         self.unpack_accs(g.dot, &accs, bm, bn, result)?;
         Ok(after)
     }
+}
+
+/// A ping-pong consumer set's signal to the other set after its GEMM loop:
+/// `bar.arrive id, count` when the CTA has a next instance (`more`).
+struct Handoff {
+    id: u32,
+    count: u32,
+    more: ValueId,
 }
 
 /// Ops the producer replays: scalar arithmetic, view extents, program ids.

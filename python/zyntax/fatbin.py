@@ -8,38 +8,29 @@ opened at run time through ``ctypes`` (:func:`find`): ``$ZYNTAX_NVFATBIN``, the
 ``libnvfatbin.so.12`` / ``.13``. Its release is checked (``nvFatbinVersion``).
 
 :func:`parse` reads a fatbin's container format without any NVIDIA library (a
-deployed machine needs only the driver): a 16-byte header (magic ``0xBA55ED50``,
-version, header size, payload size) and one record per image, each with its
-kind (PTX or ELF cubin), SM number, flags (bit 20: arch-specific, ``sm_90a``)
-and payload size. It checks every size
-against the buffer, so truncated or corrupted fatbins are reported, never read
-past.
+deployed machine needs only the driver) through zyntax's one fatbin parser,
+``parse_fatbin`` of ``crates/zyntax-cuda/src/bundle.rs`` (which the native
+bundle loader uses too): a 16-byte header (magic ``0xBA55ED50``, version,
+header size, payload size) and one record per image, each with its kind (PTX
+or ELF cubin), SM number, flags (bit 20: arch-specific, ``sm_90a``) and
+payload size. It checks every size against the buffer, so truncated or
+corrupted fatbins are reported, never read past. Building stays here, in
+Python: the Rust crates have no nvFatbin binding.
 """
 
 from __future__ import annotations
 
 import os
-import struct
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from zyntax.errors import CompileError
-
-MAGIC = 0xBA55ED50
-_HEADER = struct.Struct("<IHHQ")
-# kind, version, header size, padded payload size, flags, payload size (then per-kind fields).
-_ENTRY = struct.Struct("<HHIQII")
-_ENTRY_ARCH_OFFSET = 28  # u32 SM number (e.g. 90) inside an entry header
-_ENTRY_FLAGS_OFFSET = 40  # u64 flags; bit 20 marks arch-specific code (sm_90a)
-_FLAG_ARCH_SPECIFIC = 1 << 20
-
-KIND_PTX = 1
-KIND_ELF = 2
+from zyntax import _native
+from zyntax.errors import ArgumentError, CompileError
 
 
-class FatbinFormatError(ValueError):
+class FatbinFormatError(ArgumentError, ValueError):
     """The bytes are not a well-formed fatbin."""
 
 
@@ -53,34 +44,16 @@ class FatbinImage:
 
 def parse(data: bytes) -> list[FatbinImage]:
     """The images in a fatbin (raises FatbinFormatError if it is malformed or truncated)."""
-    if len(data) < _HEADER.size:
-        raise FatbinFormatError(f"{len(data)} bytes is shorter than a fatbin header")
-    magic, _version, hsize, fsize = _HEADER.unpack_from(data, 0)
-    if magic != MAGIC:
-        raise FatbinFormatError(f"bad magic 0x{magic:08x} (a fatbin starts with 0x{MAGIC:08x})")
-    if hsize < _HEADER.size or hsize + fsize > len(data):
-        raise FatbinFormatError(
-            f"header says {hsize} + {fsize} bytes, the file has {len(data)} (truncated?)"
-        )
-    out: list[FatbinImage] = []
-    pos = hsize
-    end = hsize + fsize
-    while pos < end:
-        if pos + _ENTRY_FLAGS_OFFSET + 8 > end:
-            raise FatbinFormatError(f"entry at byte {pos} is cut short")
-        kind, _ver, ehsize, padded, _flags, _size = _ENTRY.unpack_from(data, pos)
-        (sm,) = struct.unpack_from("<I", data, pos + _ENTRY_ARCH_OFFSET)
-        (flags,) = struct.unpack_from("<Q", data, pos + _ENTRY_FLAGS_OFFSET)
-        arch = f"sm_{sm}" + ("a" if flags & _FLAG_ARCH_SPECIFIC else "")
-        if kind not in (KIND_PTX, KIND_ELF):
-            raise FatbinFormatError(f"entry at byte {pos} has unknown kind {kind}")
-        if ehsize < _ENTRY_FLAGS_OFFSET + 8 or pos + ehsize + padded > end:
-            raise FatbinFormatError(f"entry at byte {pos} runs past the end of the fatbin")
-        out.append(FatbinImage("ptx" if kind == KIND_PTX else "cubin", arch, pos + ehsize, padded))
-        pos += ehsize + padded
-    if not out:
-        raise FatbinFormatError("the fatbin holds no image")
-    return out
+    native = getattr(_native, "cuda_parse_fatbin", None)
+    if native is None:
+        raise CompileError("this build of zyntax has no CUDA runtime (built without `cuda`)")
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise FatbinFormatError(f"a fatbin is bytes, not {type(data).__name__}")
+    try:
+        images = native(bytes(data))
+    except ArgumentError as e:
+        raise FatbinFormatError(str(e)) from None
+    return [FatbinImage(kind, arch, offset, size) for kind, arch, offset, size in images]
 
 
 # --------------------------------------------------------------------------- nvFatbin

@@ -35,60 +35,114 @@ pub enum LoadedFrom {
     Ptx,
 }
 
-/// One record of a fatbin: its kind and arch (`sm_90a` for arch-specific code).
+/// One record of a fatbin: its kind, its arch (`sm_90a` for arch-specific
+/// code) and where its payload lies in the fatbin's bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FatbinImage {
     pub ptx: bool,
     pub arch: String,
+    /// Byte offset of the payload (after the record's header).
+    pub offset: usize,
+    /// Payload bytes, padding included.
+    pub size: usize,
 }
+
+/// A malformed or truncated fatbin (the message says what and at which byte).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FatbinError(pub String);
+
+impl std::fmt::Display for FatbinError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for FatbinError {}
 
 fn bad(msg: impl Into<String>) -> CudaError {
     CudaError::Invalid(format!("bundle: {}", msg.into()))
 }
 
-/// Parses a fatbin's container header (see `python/zyntax/fatbin.py` for the layout).
-pub fn parse_fatbin(data: &[u8]) -> Result<Vec<FatbinImage>> {
+/// The fatbin magic, little-endian in its first four bytes.
+pub const FATBIN_MAGIC: u32 = 0xBA55_ED50;
+/// The file header: magic (u32), version (u16), header size (u16), payload size (u64).
+const HEADER_BYTES: usize = 16;
+/// Every record header holds at least kind (u16), version (u16), header size
+/// (u32), padded payload size (u64), ..., SM number (u32 at 28), flags (u64 at 40).
+const ENTRY_MIN_BYTES: usize = 48;
+const ENTRY_ARCH_OFFSET: usize = 28;
+const ENTRY_FLAGS_OFFSET: usize = 40;
+/// Flag bit of arch-specific code (`sm_90a`).
+const FLAG_ARCH_SPECIFIC: u64 = 1 << 20;
+const KIND_PTX: u16 = 1;
+const KIND_ELF: u16 = 2;
+
+/// The images of a fatbin, read from its container format with no NVIDIA
+/// library: a 16-byte header (magic, version, header size, payload size)
+/// then one record per image (kind, header size, padded payload size, SM
+/// number, flags). This is zyntax's one fatbin parser (`zyntax.fatbin.parse`
+/// calls it). Every size is checked against `data` before it is used, so a
+/// truncated or corrupted fatbin is an error, never read past.
+pub fn parse_fatbin(data: &[u8]) -> std::result::Result<Vec<FatbinImage>, FatbinError> {
+    let err = |msg: String| Err(FatbinError(msg));
+    // Callers check the bounds before reading.
     let u16_at = |p: usize| u16::from_le_bytes([data[p], data[p + 1]]);
-    let u32_at = |p: usize| u32::from_le_bytes(data[p..p + 4].try_into().unwrap_or([0; 4]));
-    let u64_at = |p: usize| u64::from_le_bytes(data[p..p + 8].try_into().unwrap_or([0; 8]));
-    if data.len() < 16 || u32_at(0) != 0xBA55_ED50 {
-        return Err(bad("not a fatbin (bad magic or too short)"));
+    let u32_at = |p: usize| u32::from_le_bytes([data[p], data[p + 1], data[p + 2], data[p + 3]]);
+    let u64_at = |p: usize| u64::from(u32_at(p)) | (u64::from(u32_at(p + 4)) << 32);
+    if data.len() < HEADER_BYTES {
+        return err(format!(
+            "{} bytes is shorter than a fatbin header",
+            data.len()
+        ));
+    }
+    let magic = u32_at(0);
+    if magic != FATBIN_MAGIC {
+        return err(format!(
+            "bad magic 0x{magic:08x} (a fatbin starts with 0x{FATBIN_MAGIC:08x})"
+        ));
     }
     let hsize = u16_at(6) as usize;
-    let end = (hsize as u64).saturating_add(u64_at(8));
-    if hsize < 16 || end > data.len() as u64 {
-        return Err(bad(format!(
-            "fatbin header says {end} bytes, the image has {} (truncated?)",
+    let fsize = u64_at(8);
+    let end = (hsize as u64).saturating_add(fsize);
+    if hsize < HEADER_BYTES || end > data.len() as u64 {
+        return err(format!(
+            "header says {hsize} + {fsize} bytes, the file has {} (truncated?)",
             data.len()
-        )));
+        ));
     }
     let end = end as usize;
     let mut pos = hsize;
     let mut out = Vec::new();
     while pos < end {
-        if pos + 48 > end {
-            return Err(bad(format!("fatbin entry at byte {pos} is cut short")));
+        if end - pos < ENTRY_MIN_BYTES {
+            return err(format!("entry at byte {pos} is cut short"));
         }
         let kind = u16_at(pos);
-        let ehsize = u32_at(pos + 4) as u64;
-        let padded = u64_at(pos + 8);
-        let sm = u32_at(pos + 28);
-        let specific = u64_at(pos + 40) & (1 << 20) != 0;
-        if !(kind == 1 || kind == 2) || ehsize < 48 {
-            return Err(bad(format!("fatbin entry at byte {pos} is malformed")));
+        if kind != KIND_PTX && kind != KIND_ELF {
+            return err(format!("entry at byte {pos} has unknown kind {kind}"));
         }
-        let next = (pos as u64).saturating_add(ehsize).saturating_add(padded);
-        if next > end as u64 {
-            return Err(bad(format!("fatbin entry at byte {pos} runs past the end")));
+        let ehsize = u32_at(pos + 4) as usize;
+        let padded = u64_at(pos + 8);
+        let sm = u32_at(pos + ENTRY_ARCH_OFFSET);
+        let specific = u64_at(pos + ENTRY_FLAGS_OFFSET) & FLAG_ARCH_SPECIFIC != 0;
+        let next = (pos as u64)
+            .saturating_add(ehsize as u64)
+            .saturating_add(padded);
+        if ehsize < ENTRY_MIN_BYTES || next > end as u64 {
+            return err(format!(
+                "entry at byte {pos} runs past the end of the fatbin"
+            ));
         }
         out.push(FatbinImage {
-            ptx: kind == 1,
+            ptx: kind == KIND_PTX,
             arch: format!("sm_{sm}{}", if specific { "a" } else { "" }),
+            offset: pos + ehsize,
+            size: padded as usize,
         });
         pos = next as usize;
     }
     if out.is_empty() {
-        return Err(bad("the fatbin holds no image"));
+        return err("the fatbin holds no image".into());
     }
     Ok(out)
 }
@@ -306,7 +360,7 @@ pub fn read_bundle(path: &Path) -> Result<(PathBuf, Value, Vec<u8>)> {
         return Err(bad(format!("{file} does not match its manifest's SHA-256")));
     }
     if m["image"]["kind"] == "fatbin" {
-        let recs = parse_fatbin(&image)?;
+        let recs = parse_fatbin(&image).map_err(|e| bad(format!("{file}: {e}")))?;
         let mut sass: Vec<String> = recs
             .iter()
             .filter(|r| !r.ptx)
@@ -457,14 +511,96 @@ mod tests {
         assert_eq!(choose(&s(&["sm_70"]), Some("sm_90"), (8, 9)), None);
     }
 
+    /// A fatbin of `records` (kind, SM number, arch-specific, payload bytes)
+    /// laid out as nvFatbin writes them: 64-byte record headers.
+    fn fatbin(records: &[(u16, u32, bool, usize)]) -> Vec<u8> {
+        let mut body = Vec::new();
+        for &(kind, sm, specific, n) in records {
+            let mut h = vec![0u8; 64];
+            h[0..2].copy_from_slice(&kind.to_le_bytes());
+            h[4..8].copy_from_slice(&64u32.to_le_bytes());
+            h[8..16].copy_from_slice(&(n as u64).to_le_bytes());
+            h[28..32].copy_from_slice(&sm.to_le_bytes());
+            let flags: u64 = if specific { FLAG_ARCH_SPECIFIC } else { 0 } | 1;
+            h[40..48].copy_from_slice(&flags.to_le_bytes());
+            body.extend_from_slice(&h);
+            body.extend((0..n).map(|i| i as u8));
+        }
+        let mut out = FATBIN_MAGIC.to_le_bytes().to_vec();
+        out.extend_from_slice(&1u16.to_le_bytes());
+        out.extend_from_slice(&16u16.to_le_bytes());
+        out.extend_from_slice(&(body.len() as u64).to_le_bytes());
+        out.extend_from_slice(&body);
+        out
+    }
+
+    #[test]
+    fn fatbin_records_and_their_payloads() {
+        let data = fatbin(&[(2, 80, false, 24), (2, 90, true, 40), (1, 90, false, 8)]);
+        let recs = parse_fatbin(&data).unwrap();
+        let got: Vec<_> = recs
+            .iter()
+            .map(|r| (r.ptx, r.arch.as_str(), r.offset, r.size))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (false, "sm_80", 16 + 64, 24),
+                (false, "sm_90a", 16 + 64 + 24 + 64, 40),
+                (true, "sm_90", 16 + 2 * 64 + 24 + 40 + 64, 8),
+            ]
+        );
+        assert_eq!(recs[2].offset + recs[2].size, data.len());
+    }
+
     #[test]
     fn fatbin_header_errors() {
         assert!(parse_fatbin(b"").is_err());
-        assert!(parse_fatbin(&[0u8; 64]).is_err());
+        let e = parse_fatbin(&[0u8; 64]).unwrap_err().to_string();
+        assert!(e.contains("magic"), "{e}");
         let mut hdr = vec![0x50, 0xED, 0x55, 0xBA, 1, 0, 16, 0];
         hdr.extend_from_slice(&1000u64.to_le_bytes());
         let e = parse_fatbin(&hdr).unwrap_err().to_string();
         assert!(e.contains("truncated"), "{e}");
+        // Header size and payload size near u64::MAX must not wrap around.
+        hdr[8..16].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert!(parse_fatbin(&hdr).is_err());
+        assert!(parse_fatbin(&fatbin(&[]))
+            .unwrap_err()
+            .0
+            .contains("no image"));
+    }
+
+    #[test]
+    fn damaged_fatbins_are_errors_never_read_past() {
+        let data = fatbin(&[(2, 80, false, 24), (1, 86, false, 8)]);
+        // Every proper prefix: the header's size no longer fits.
+        for n in 0..data.len() {
+            assert!(parse_fatbin(&data[..n]).is_err(), "prefix of {n} bytes");
+        }
+        // Every byte of the headers flipped: parsed or rejected, never a panic;
+        // what is parsed lies inside the data.
+        for i in (0..16)
+            .chain(16..16 + 64)
+            .chain(16 + 64 + 24..16 + 2 * 64 + 24)
+        {
+            let mut d = data.clone();
+            d[i] ^= 0xff;
+            if let Ok(recs) = parse_fatbin(&d) {
+                assert!(
+                    recs.iter().all(|r| r.offset + r.size <= d.len()),
+                    "byte {i}"
+                );
+            }
+        }
+        let mut kind = data.clone();
+        kind[16] = 7;
+        let e = parse_fatbin(&kind).unwrap_err().0;
+        assert!(e.contains("unknown kind 7"), "{e}");
+        let mut long = data.clone();
+        long[16 + 8..16 + 16].copy_from_slice(&1000u64.to_le_bytes());
+        let e = parse_fatbin(&long).unwrap_err().0;
+        assert!(e.contains("runs past the end"), "{e}");
     }
 
     #[test]

@@ -28,6 +28,8 @@ mod array;
 mod devices;
 mod dlpack;
 mod dtype;
+// The one fatbin parser, for zyntax.fatbin (issue 28).
+mod fatbin;
 mod interface;
 mod kernels;
 mod memory;
@@ -144,6 +146,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cuda_prefetch, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_advise, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_memory_kind, m)?)?;
+    m.add_function(wrap_pyfunction!(fatbin::cuda_parse_fatbin, m)?)?;
     crate::program::register(m)?;
     Ok(())
 }

@@ -96,6 +96,27 @@ def flat(lists: Sequence[Sequence[Value]]) -> list[Value]:
     return [x for xs in lists for x in xs]
 
 
+def variables(b: B, inits: Sequence[Value], name: str = "v") -> list[hir.Var]:
+    """One builder variable per value of `inits`, holding it. A loop body
+    reads them (`read`) and assigns the next values (`assign`); the builder's
+    SSA construction threads them through the loop, so no value list is
+    carried by hand."""
+    vs = [b.declare_var(v.type, name) for v in inits]
+    assign(b, vs, inits)
+    return vs
+
+
+def read(b: B, vs: Sequence[hir.Var]) -> list[Value]:
+    """The current values of the variables `vs`."""
+    return [b.use_var(v) for v in vs]
+
+
+def assign(b: B, vs: Sequence[hir.Var], values: Sequence[Value]) -> None:
+    """Gives the variables `vs` the `values`, one each."""
+    for v, x in zip(vs, values, strict=True):
+        b.def_var(v, x)
+
+
 def tree(op: Callable[[Value, Value], Value], vals: Sequence[Value]) -> Value:
     """Balanced reduction of `vals` (short dependency chains)."""
     vals = list(vals)

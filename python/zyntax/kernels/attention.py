@@ -35,7 +35,7 @@ from zyntax.errors import ArgumentError
 
 from . import _tensors as T
 from . import attention_tile
-from ._rows import LN2, LOG2E, NEG_INF, safe_max, tree, vector
+from ._rows import LN2, LOG2E, NEG_INF, assign, read, safe_max, tree, variables, vector
 
 __all__ = ["attention"]
 
@@ -163,11 +163,10 @@ def _build(dtype: str, d: int, causal: bool, atoms: int = 2, bn: int = 64) -> hi
         nr = 2 * atoms
         nacc = atoms * (d // 8) * 4  # O accumulators: [slab][n-tile][4]
         init = [b.const(NEG_INF, hir.f32)] * nr + [zero] * nr + [zero] * nacc
-        with b.loop(0, nblocks, carry=init, type=hir.u32) as lp:
-            j = lp.index
-            m_old = lp.carried[0:nr]
-            l_old = lp.carried[nr : 2 * nr]
-            acc = lp.carried[2 * nr :]
+        state = variables(b, init, "state")
+        with b.for_range(0, nblocks, type=hir.u32) as j:
+            cur = read(b, state)
+            m_old, l_old, acc = cur[0:nr], cur[nr : 2 * nr], cur[2 * nr :]
             b.barrier()  # every warp is done with the previous V tile
             load_tile(s_v, vbase, vs, j * bn, bn, sk)
             # S = Q K^T: c[a][nt] accumulates slab a, key n-tile nt.
@@ -270,8 +269,8 @@ def _build(dtype: str, d: int, causal: bool, atoms: int = 2, bn: int = 64) -> hi
                         )
             b.cp_async_wait(0)  # K tile j + 1 (made visible by the next barrier)
             flat_acc = [b.extract(x, i) for row in accv for x in row for i in range(4)]
-            lp.next(*m_new, *l_new, *flat_acc)
-        res = lp.results
+            assign(b, state, [*m_new, *l_new, *flat_acc])
+        res = read(b, state)
         m_fin, l_part, acc = res[0:nr], res[nr : 2 * nr], res[2 * nr :]
         out2 = hir.ptr("global", hir.u32)
         for r in range(nr):

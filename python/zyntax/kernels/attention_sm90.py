@@ -55,7 +55,7 @@ from zyntax import cuda, hir, interp
 from zyntax.errors import ArgumentError
 
 from . import _tensors as T
-from ._rows import LN2, NEG_INF, safe_max, tree, vector
+from ._rows import LN2, NEG_INF, assign, read, safe_max, tree, variables, vector
 from ._sync import wait_parity
 from .gemm import _workspace
 
@@ -531,11 +531,11 @@ def build(dtype: str, d: int, causal: bool, loop: Loop = Loop()) -> hir.Module:
             # tensor cores still work on P_{j-1} V_{j-1}. Carried: row
             # maxima, row sums, O, the rescale factors not yet applied to O
             # (deferred: FA3 scales O while S_j is computed), P's fragments.
-            init = [*state[0:4], b.wgmma_zero(d), *state[4:]]
-            with b.loop(1, tl.nblocks, carry=init, type=hir.u32) as lp:
-                j = lp.index
-                m_old, l_old, acc = lp.carried[0:2], lp.carried[2:4], lp.carried[4]
-                a_old, frags = lp.carried[5:7], list(lp.carried[7:])
+            st = variables(b, [*state[0:4], b.wgmma_zero(d), *state[4:]], "state")
+            with b.for_range(1, tl.nblocks, type=hir.u32) as j:
+                cur = read(b, st)
+                m_old, l_old, acc = cur[0:2], cur[2:4], cur[4]
+                a_old, frags = cur[5:7], cur[7:]
                 my_turn(tl, j)
                 sacc = s_gemm(tl, j)
                 if defer:
@@ -549,8 +549,8 @@ def build(dtype: str, d: int, causal: bool, loop: Loop = Loop()) -> hir.Module:
                 release(empty_v, tl.it + j - 1)
                 if not defer:
                     acc = rescale(acc, alpha)
-                lp.next(*m_new, *l_new, acc, *alpha, *fragments(p))
-            return list(lp.results)
+                assign(b, st, [*m_new, *l_new, acc, *alpha, *fragments(p)])
+            return read(b, st)
 
         def last_pv(tl: Tile, res: list[hir.Value]) -> hir.Value:
             """Issues O += P_last V_last on key_loop's result."""
@@ -584,10 +584,10 @@ def build(dtype: str, d: int, causal: bool, loop: Loop = Loop()) -> hir.Module:
             tl = tile_of_coords(coords(None), zero_u32, zero_u32)
             wait(full_q, 0)
             if not overlap:
-                init = [ninf, ninf, zero, zero, b.wgmma_zero(d)]
-                with b.loop(0, tl.nblocks, carry=init, type=hir.u32) as lp:
-                    j = lp.index
-                    m_old, l_old, acc = lp.carried[0:2], lp.carried[2:4], lp.carried[4]
+                st = variables(b, [ninf, ninf, zero, zero, b.wgmma_zero(d)], "state")
+                with b.for_range(0, tl.nblocks, type=hir.u32) as j:
+                    cur = read(b, st)
+                    m_old, l_old, acc = cur[0:2], cur[2:4], cur[4]
                     sacc = s_gemm(tl, j)
                     b.wgmma_wait_group(0)
                     release(empty_k, j)
@@ -595,8 +595,8 @@ def build(dtype: str, d: int, causal: bool, loop: Loop = Loop()) -> hir.Module:
                     acc = pv_gemm(tl, j, rescale(acc, alpha), fragments(p))
                     b.wgmma_wait_group(0)
                     release(empty_v, j)
-                    lp.next(*m_new, *l_new, acc)
-                res = lp.results
+                    assign(b, st, [*m_new, *l_new, acc])
+                res = read(b, st)
                 epilogue(tl, res[4], res[0:2], res[2:4])
                 return
             res = key_loop(tl, first_s(tl))

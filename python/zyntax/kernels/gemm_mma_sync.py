@@ -30,6 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from zyntax import hir
+from zyntax.kernels._rows import assign, read, variables
 
 GELU_C = 0.7978845608028654  # sqrt(2 / pi), the tanh form of GELU
 GELU_K = 0.044715
@@ -355,15 +356,15 @@ def build(cfg: Config, spec: Spec) -> hir.Module:
             b.cp_async_commit()
 
         if not cfg.frag_pipeline:
-            with b.loop(0, ktiles, carry=acc0, type=hir.u32) as lp:
-                kt = lp.index
-                acc = list(lp.carried)
+            accs = variables(b, acc0, "acc")
+            with b.for_range(0, ktiles, type=hir.u32) as kt:
+                acc = read(b, accs)
                 b.cp_async_wait(cfg.stages - 2)
                 b.barrier()  # tile kt landed for all threads; stage kt-1 is free
                 copy_ahead(kt)
                 for kk in range(kks):
                     mmas(fragments(kt % cfg.stages, kk), acc)
-                lp.next(*acc)
+                assign(b, accs, acc)
         else:
             # The fragments of the next k-step are loaded before the mmas of
             # this one; the barrier for the next tile comes after the last
@@ -371,10 +372,9 @@ def build(cfg: Config, spec: Spec) -> hir.Module:
             b.cp_async_wait(cfg.stages - 2)
             b.barrier()
             frag0 = fragments(b.const(0, hir.u32), 0)
-            with b.loop(0, ktiles, carry=acc0 + frag0, type=hir.u32) as lp:
-                kt = lp.index
-                carried = list(lp.carried)
-                acc, frags = carried[: len(acc0)], carried[len(acc0) :]
+            accs, fvars = variables(b, acc0, "acc"), variables(b, frag0, "frag")
+            with b.for_range(0, ktiles, type=hir.u32) as kt:
+                acc, frags = read(b, accs), read(b, fvars)
                 copy_ahead(kt)
                 for kk in range(kks):
                     if kk + 1 < kks:
@@ -388,8 +388,9 @@ def build(cfg: Config, spec: Spec) -> hir.Module:
                         # (The last iteration re-reads its own stage: never
                         # a stage that no copy has written.)
                         frags = fragments(b.min(kt + 1, ktiles - 1) % cfg.stages, 0)
-                lp.next(*acc, *frags)
-        acc = list(lp.results)[: len(acc0)]
+                assign(b, accs, acc)
+                assign(b, fvars, frags)
+        acc = read(b, accs)
         b.cp_async_wait(0)
 
         def store_out(acc: list[hir.Value]) -> None:
@@ -471,15 +472,15 @@ def build(cfg: Config, spec: Spec) -> hir.Module:
                 row, col = place(i, j, e)
                 offs.append(b.min(row, dim_m - 1) * dim_n + b.min(col, dim_n - 1))
             zero = b.const(0.0, hir.f32)
-            with b.loop(0, nsplit, carry=[zero] * len(elems), type=hir.u32) as sp:
-                part = b.ptr_add(pws, sp.index * plane)
-                sp.next(
-                    *[
-                        x + b.load_cached(b.ptr_add(part, off), "cg")
-                        for x, off in zip(sp.carried, offs, strict=True)
-                    ]
-                )
-            sums = list(sp.results)
+            svars = variables(b, [zero] * len(elems), "sum")
+            with b.for_range(0, nsplit, type=hir.u32) as split_i:
+                part = b.ptr_add(pws, split_i * plane)
+                sums = [
+                    x + b.load_cached(b.ptr_add(part, off), "cg")
+                    for x, off in zip(read(b, svars), offs, strict=True)
+                ]
+                assign(b, svars, sums)
+            sums = read(b, svars)
             total = []
             for f in range(mt * ntl):
                 v = zero_f32x4

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from zyntax import hir
+from zyntax.kernels._rows import assign, read, variables
 from zyntax.kernels.gemm_mma_sync import _SCALAR, activation, zeros
 
 
@@ -158,10 +159,9 @@ def build(cfg: Config, spec: Spec) -> hir.Module:
             stash(b.const(0, hir.u32), 0, fa0, a_kc)
             stash(b.const(0, hir.u32), 1, fb0, b_kc)
         b.barrier()
-        acc0 = [b.const(0.0, hir.f32)] * 64
-        with b.loop(0, ktiles, carry=acc0, type=hir.u32) as lp:
-            kt = lp.index
-            acc = list(lp.carried)
+        accs = variables(b, [b.const(0.0, hir.f32)] * 64, "acc")
+        with b.for_range(0, ktiles, type=hir.u32) as kt:
+            acc = read(b, accs)
             cur = kt & 1
             more = kt + 1 < ktiles
             # Read the next tile into registers before the FMAs (clamped: never out of bounds).
@@ -191,8 +191,8 @@ def build(cfg: Config, spec: Spec) -> hir.Module:
                 stash(cur ^ 1, 0, fa, a_kc)
                 stash(cur ^ 1, 1, fb, b_kc)
             b.barrier()
-            lp.next(*acc)
-        acc = list(lp.results)
+            assign(b, accs, acc)
+        acc = read(b, accs)
 
         for j in range(8):
             col = col0 + tx * 4 + 64 * (j >> 2) + (j & 3)

@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from zyntax import hir
+from zyntax.kernels._rows import variables
 from zyntax.kernels._sync import wait_parity
 
 BM_PER_CONSUMER = 64  # rows of one wgmma (m64)
@@ -263,16 +264,17 @@ def build(cfg: Config) -> hir.Module:
                 if cfg.setmaxnreg:
                     b.setmaxnreg(producer_regs, increase=False)
                 with b.if_(b.eq(tid, 0)):
-                    with b.loop(first, units, stride, carry=[b.const(0, hir.u32)]) as tl:
-                        (it0,) = tl.carried
-                        tm, tn = coords(tl.index)
-                        with b.loop(0, k_blocks, carry=[it0], type=hir.u32) as kl:
-                            (it,) = kl.carried
+                    # ring uses so far, over every tile of this block
+                    uses = variables(b, [b.const(0, hir.u32)], "it")[0]
+                    with b.for_range(first, units, stride) as unit:
+                        tm, tn = coords(unit)
+                        with b.for_range(0, k_blocks, type=hir.u32) as kb:
+                            it = b.use_var(uses)
                             s, parity = ring_slot(it)
                             wait_parity(b, empty(s), parity ^ 1)
                             bar = full(s)
                             b.mbarrier_arrive_expect_tx(bar, cfg.a_bytes + cfg.b_bytes)
-                            k0 = b.cast(kl.index * bk, hir.i32)
+                            k0 = b.cast(kb * bk, hir.i32)
                             row_a = b.cast(tm * bm, hir.i32)
                             b.tma_load(a_stage(s), tmap_a, [k0, row_a], bar)
                             # this block's share of B (all of it without a
@@ -292,8 +294,7 @@ def build(cfg: Config) -> hir.Module:
                                     col = b.cast(tn * bn + jj * 64, hir.i32)
                                     dst = b.ptr_add(b_stage(s), jj * (64 * ROW_BYTES))
                                     b.tma_load(dst, tmap_b, [col, k0], bar, multicast=mask)
-                            kl.next(it + 1)
-                        tl.next(kl.results[0])
+                            b.def_var(uses, it + 1)
             with roles.else_:
                 # Consumers: warpgroup c owns rows 64 (c - 1) .. of each tile.
                 if cfg.setmaxnreg:
@@ -307,12 +308,12 @@ def build(cfg: Config) -> hir.Module:
                 scale = None
                 if scales is not None:
                     scale = b.load(scales[0]) * b.load(scales[1])
-                with b.loop(first, units, stride, carry=[b.const(0, hir.u32)]) as tl:
-                    (it0,) = tl.carried
-                    tm, tn = coords(tl.index)
-                    zero = b.wgmma_zero(bn)
-                    with b.loop(0, k_blocks, carry=[zero, it0], type=hir.u32) as kl:
-                        acc, it = kl.carried
+                uses = variables(b, [b.const(0, hir.u32)], "it")[0]
+                with b.for_range(first, units, stride) as unit:
+                    tm, tn = coords(unit)
+                    acc_var = variables(b, [b.wgmma_zero(bn)], "acc")[0]
+                    with b.for_range(0, k_blocks, type=hir.u32) as kb:
+                        acc, it = b.use_var(acc_var), b.use_var(uses)
                         s, parity = ring_slot(it)
                         wait_parity(b, full(s), parity)
                         a_base = b.ptr_add(a_stage(s), c * (BM_PER_CONSUMER * ROW_BYTES))
@@ -353,20 +354,20 @@ def build(cfg: Config) -> hir.Module:
                         if cfg.overlap:
                             # the previous stage's wgmmas are done: hand it back
                             b.wgmma_wait_group(1)
-                            with b.if_(b.and_(b.eq(lane, 0), b.gt(kl.index, 0))):
+                            with b.if_(b.and_(b.eq(lane, 0), b.gt(kb, 0))):
                                 release((it + (stages - 1)) % stages)
                         else:
                             b.wgmma_wait_group(0)
                             with b.if_(b.eq(lane, 0)):
                                 release(s)
-                        kl.next(acc, it + 1)
-                    acc, it_end = kl.results
+                        b.def_var(acc_var, acc)
+                        b.def_var(uses, it + 1)
+                    acc, it_end = b.use_var(acc_var), b.use_var(uses)
                     if cfg.overlap:
                         b.wgmma_wait_group(0)
                         with b.if_(b.and_(b.eq(lane, 0), b.gt(k_blocks, 0))):
                             release((it_end + (stages - 1)) % stages)
                     _epilogue(b, cfg, acc, out, bias, scale, size_m, size_n, tm, tn, c, lt)
-                    tl.next(it_end)
         if cm > 1:
             # no block exits while the peer may still arrive on its barriers
             b.cluster_sync()

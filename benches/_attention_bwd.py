@@ -18,6 +18,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from _attention_rows import Row, time_rows
+
 from zyntax import kernels
 
 #: (case, batch, query heads, KV heads, tokens, head dim, causal).
@@ -208,14 +210,13 @@ def run_backward(
     sdpa_kernel: Any,
     iters: int,
     rounds: int,
-    timed_ms: Callable[[Callable[[], Any], int], float],
     only: list[str] | None,
 ) -> None:
     """Every case of CASES (or those named in `only`)."""
     tri = triton_backward()
     for case in CASES:
         if not only or case[0] in only:
-            run_case(res, torch, tri, backends, sdpa_kernel, case, iters, rounds, timed_ms)
+            run_case(res, torch, tri, backends, sdpa_kernel, case, iters, rounds)
             torch.cuda.empty_cache()
 
 
@@ -228,7 +229,6 @@ def run_case(
     case: tuple[str, int, int, int, int, int, bool],
     iters: int,
     rounds: int,
-    timed_ms: Callable[[Callable[[], Any], int], float],
 ) -> None:
     """One case: rows checked against SDPA's gradients, then timed in
     `rounds` interleaved rounds (each row keeps its best)."""
@@ -286,7 +286,7 @@ def run_case(
     for impl, call in calls:  # the first SDPA backend that runs is the reference
         if impl.startswith("torch_sdpa") and ref is None:
             ref = grads(call)
-    good: list[tuple[str, Callable[[], Any]]] = []
+    good: list[Row] = []
     for impl, call in calls:
         try:
             got = grads(call)
@@ -302,24 +302,6 @@ def run_case(
             print(f"  {name} {impl}: relative error of dq, dk, dv vs SDPA {shown}")
             if not max(errs) < 3e-2:
                 continue
-        good.append((impl, call))
+        good.append((impl, call, {}))
     del ref
-    best: dict[str, float] = {}
-    for _ in range(rounds):
-        for impl, call in good:
-            ms = timed_ms(call, iters)
-            best[impl] = min(ms, best.get(impl, ms))
-    sdpa_best: tuple[float, str] | None = None
-    for impl, _call in good:
-        ms = best[impl]
-        tflops = flops / (ms * 1e-3) / 1e12
-        print(f"  {name} {impl}: {tflops:.1f} TFLOP/s")
-        if impl.startswith("torch_sdpa["):
-            if sdpa_best is None or ms < sdpa_best[0]:
-                sdpa_best = (ms, impl[len("torch_sdpa[") : -1])
-            continue
-        res.add(name, impl, "TFLOP_per_s", tflops, False, ms=round(ms, 3))
-    if sdpa_best is not None:
-        ms, backend = sdpa_best
-        tflops = flops / (ms * 1e-3) / 1e12
-        res.add(name, "torch_sdpa", "TFLOP_per_s", tflops, False, ms=round(ms, 3), backend=backend)
+    time_rows(res, name, good, flops, iters, rounds)

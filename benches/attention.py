@@ -41,18 +41,14 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from _common import Results, event_median_ms, optional, parse_args
+from _attention_rows import Row, time_rows
+from _common import Results, optional, parse_args
 
 from zyntax import kernels
 from zyntax.kernels import attention_sm90 as sm90
 
 #: Interleaved timing rounds per row (run_case).
 ROUNDS = 3
-
-
-def timed_ms(fn: Callable[[], Any], iters: int) -> float:
-    """Median CUDA-event time of one call (the inputs, tens of MB, exceed L2)."""
-    return event_median_ms(lambda _i: fn(), 1, iters)
 
 
 def triton_attention() -> Callable[..., Any] | None:
@@ -276,7 +272,7 @@ def run_case(
             and (not only or loop in only.split(","))
         ]
     # (row, call, extra fields of the row)
-    rows: list[tuple[str, Callable[[], Any], dict[str, Any]]] = []
+    rows: list[Row] = []
     for impl, variant in ours:
 
         def call(variant: str | None = variant) -> Any:
@@ -300,25 +296,7 @@ def run_case(
                     rows.append(("triton", lambda: tri(q, k, v, o, causal), {}))
             except Exception as e:
                 print(f"  (triton failed: {type(e).__name__}: {e})")
-    best: dict[str, float] = {}
-    for _ in range(ROUNDS):
-        for impl, call, _extra in rows:
-            ms = timed_ms(call, iters)
-            best[impl] = min(ms, best.get(impl, ms))
-    sdpa_best: tuple[float, str] | None = None
-    for impl, _call, extra in rows:
-        ms = best[impl]
-        tflops = flops / (ms * 1e-3) / 1e12
-        print(f"  {name} {impl}: {tflops:.1f} TFLOP/s")
-        if impl.startswith("torch_sdpa["):
-            if sdpa_best is None or ms < sdpa_best[0]:
-                sdpa_best = (ms, impl[len("torch_sdpa[") : -1])
-            continue
-        res.add(name, impl, "TFLOP_per_s", tflops, False, ms=round(ms, 3), **extra)
-    if sdpa_best is not None:
-        ms, backend = sdpa_best
-        tflops = flops / (ms * 1e-3) / 1e12
-        res.add(name, "torch_sdpa", "TFLOP_per_s", tflops, False, ms=round(ms, 3), backend=backend)
+    time_rows(res, name, rows, flops, iters, ROUNDS)
 
 
 def sdpa_rows(
@@ -330,10 +308,10 @@ def sdpa_rows(
     k: Any,
     v: Any,
     causal: bool,
-) -> list[tuple[str, Callable[[], Any], dict[str, Any]]]:
+) -> list[Row]:
     """One row per SDPA backend that runs here (``torch_sdpa[<backend>]``;
     the fastest becomes the ``torch_sdpa`` row), or SDPA's own choice."""
-    rows: list[tuple[str, Callable[[], Any], dict[str, Any]]] = []
+    rows: list[Row] = []
     for bname, backend in backends.items():
 
         def call(backend: Any = backend) -> Any:
@@ -430,7 +408,7 @@ def run_shape_case(
     k, v = (torch.randn(b, hk, s, d, device=dev, dtype=torch.bfloat16) for _ in range(2))
     ke, ve = k.repeat_interleave(h // hk, 1), v.repeat_interleave(h // hk, 1)
     ref = F.scaled_dot_product_attention(q, ke, ve, is_causal=causal).double()
-    rows: list[tuple[str, Callable[[], Any], dict[str, Any]]] = []
+    rows: list[Row] = []
     calls: list[tuple[str, Callable[[], Any]]] = []
     for impl, variant in (("zyntax", None), ("zyntax_tile", "tile")):
 
@@ -458,25 +436,7 @@ def run_shape_case(
         except Exception as e:
             print(f"  ({impl} failed: {type(e).__name__}: {e})")
     rows += sdpa_rows(torch, F, backends, sdpa_kernel, q, ke, ve, causal)
-    best: dict[str, float] = {}
-    for _ in range(ROUNDS):
-        for impl, call, _extra in rows:
-            ms = timed_ms(call, iters)
-            best[impl] = min(ms, best.get(impl, ms))
-    sdpa_best: tuple[float, str] | None = None
-    for impl, _call, extra in rows:
-        ms = best[impl]
-        tflops = flops / (ms * 1e-3) / 1e12
-        print(f"  {name} {impl}: {tflops:.1f} TFLOP/s")
-        if impl.startswith("torch_sdpa["):
-            if sdpa_best is None or ms < sdpa_best[0]:
-                sdpa_best = (ms, impl[len("torch_sdpa[") : -1])
-            continue
-        res.add(name, impl, "TFLOP_per_s", tflops, False, ms=round(ms, 3), **extra)
-    if sdpa_best is not None:
-        ms, backend = sdpa_best
-        tflops = flops / (ms * 1e-3) / 1e12
-        res.add(name, "torch_sdpa", "TFLOP_per_s", tflops, False, ms=round(ms, 3), backend=backend)
+    time_rows(res, name, rows, flops, iters, ROUNDS)
 
 
 def main() -> None:
@@ -508,7 +468,7 @@ def main() -> None:
         res = Results("attention_bwd", res.device)
         picked = os.environ.get("ZYNTAX_BENCH_ONLY")
         names = picked.split(",") if picked else None
-        run_backward(res, torch, backends, sdpa_kernel, iters, ROUNDS, timed_ms, names)
+        run_backward(res, torch, backends, sdpa_kernel, iters, ROUNDS, names)
         res.write(args.out_dir)
         return
     cases = [

@@ -391,25 +391,7 @@ def attention(
     T.stream_arg(stream)
     tq, tk, tv = T.tensor(q, "q"), T.tensor(k, "k"), T.tensor(v, "v")
     T.same_place(tq, tk, tv)
-    T.want_dtype(tq, ("bf16", "f16"))
-    for t in (tk, tv):
-        if t.dtype != tq.dtype:
-            raise ArgumentError(f"argument '{t.name}': dtype {t.dtype}, expected {tq.dtype} (q's)")
-    for t in (tq, tk, tv):
-        if len(t.shape) != 4:
-            raise ArgumentError(
-                f"argument '{t.name}': shape {t.shape}; expected (batch, heads, sequence, head dim)"
-            )
-    bsz, heads, sq, d = tq.shape
-    kv_heads, sk = tk.shape[1], tk.shape[2]
-    if d not in (64, 96, 128, 256):
-        raise ArgumentError(f"argument 'q': head dim {d} is not supported (64, 96, 128 or 256)")
-    if kv_heads < 1 or heads % kv_heads:
-        raise ArgumentError(
-            f"argument 'k': {kv_heads} heads; expected a divisor of q's {heads} heads"
-        )
-    T.want_shape(tk, (bsz, kv_heads, sk, d), "q's batch and head dim")
-    T.want_shape(tv, (bsz, kv_heads, sk, d), "k's shape")
+    bsz, heads, sq, d, kv_heads, sk = attention_tile.qkv_shapes(tq, tk, tv)
     window = attention_tile.window_arg(window)
     # The kernels take scale * log2(e) as an f32: it must be finite and above 0 there.
     scale = 1.0 / math.sqrt(d) if scale is None else T.real(scale, "scale", high=T.F32_MAX / LOG2E)

@@ -48,7 +48,7 @@ from zyntax.errors import ArgumentError
 
 from . import _tensors as T
 from ._rows import LOG2E
-from .attention_tile import UNBOUNDED, tile_dim, window_arg, window_bounds
+from .attention_tile import UNBOUNDED, qkv_shapes, tile_dim, window_arg, window_bounds
 
 INF = float("inf")
 
@@ -467,26 +467,8 @@ def attention_backward(
         T.tensor(x, n) for x, n in zip((q, k, v, o, lse, do), names, strict=True)
     )
     T.same_place(tq, tk, tv, to, tl, tdo)
-    T.want_dtype(tq, ("bf16", "f16"))
-    for t in (tk, tv, to, tdo):
-        if t.dtype != tq.dtype:
-            raise ArgumentError(f"argument '{t.name}': dtype {t.dtype}, expected {tq.dtype} (q's)")
     T.want_dtype(tl, ("f32",))
-    for t in (tq, tk, tv, to, tdo):
-        if len(t.shape) != 4:
-            raise ArgumentError(
-                f"argument '{t.name}': shape {t.shape}; expected (batch, heads, sequence, head dim)"
-            )
-    bsz, heads, sq, d = tq.shape
-    kv_heads, sk = tk.shape[1], tk.shape[2]
-    if d not in (64, 96, 128, 256):
-        raise ArgumentError(f"argument 'q': head dim {d} is not supported (64, 96, 128 or 256)")
-    if kv_heads < 1 or heads % kv_heads:
-        raise ArgumentError(
-            f"argument 'k': {kv_heads} heads; expected a divisor of q's {heads} heads"
-        )
-    T.want_shape(tk, (bsz, kv_heads, sk, d), "q's batch and head dim")
-    T.want_shape(tv, (bsz, kv_heads, sk, d), "k's shape")
+    bsz, heads, sq, d, _kv_heads, sk = qkv_shapes(tq, tk, tv, to, tdo)
     T.want_shape(to, tq.shape, "q's shape")
     T.want_shape(tdo, tq.shape, "q's shape")
     T.want_shape(tl, (bsz, heads, sq), "q's (batch, heads, sequence)")

@@ -224,6 +224,35 @@ def module(
     return build(dtype, d, bm, bn, warps, prefetch=prefetch, split=split).module
 
 
+def qkv_shapes(tq: Any, tk: Any, tv: Any, *like_q: Any) -> tuple[int, int, int, int, int, int]:
+    """``(batch, heads, q tokens, head dim, kv heads, kv tokens)`` of the
+    attention forward's and backward's q, k, v (``T.tensor``s), checked: q is
+    bf16 or f16 and k, v and `like_q` (the backward's o, do) of q's dtype, all
+    of rank 4, a head dim of 64, 96, 128 or 256, k and v (batch, kv heads,
+    kv tokens, head dim) with kv heads dividing q's heads; ArgumentError
+    naming the argument."""
+    T.want_dtype(tq, ("bf16", "f16"))
+    for t in (tk, tv, *like_q):
+        if t.dtype != tq.dtype:
+            raise ArgumentError(f"argument '{t.name}': dtype {t.dtype}, expected {tq.dtype} (q's)")
+    for t in (tq, tk, tv, *like_q):
+        if len(t.shape) != 4:
+            raise ArgumentError(
+                f"argument '{t.name}': shape {t.shape}; expected (batch, heads, sequence, head dim)"
+            )
+    bsz, heads, sq, d = tq.shape
+    kv_heads, sk = tk.shape[1], tk.shape[2]
+    if d not in (64, 96, 128, 256):
+        raise ArgumentError(f"argument 'q': head dim {d} is not supported (64, 96, 128 or 256)")
+    if kv_heads < 1 or heads % kv_heads:
+        raise ArgumentError(
+            f"argument 'k': {kv_heads} heads; expected a divisor of q's {heads} heads"
+        )
+    T.want_shape(tk, (bsz, kv_heads, sk, d), "q's batch and head dim")
+    T.want_shape(tv, (bsz, kv_heads, sk, d), "k's shape")
+    return bsz, heads, sq, d, kv_heads, sk
+
+
 def window_arg(window: Any) -> tuple[int | None, int | None] | None:
     """`window` checked: None, an int w >= 0 (the same as ``(w, w)``) or a pair
     ``(left, right)`` of ints >= 0 or None (unbounded)."""

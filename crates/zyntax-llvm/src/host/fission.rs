@@ -409,30 +409,8 @@ pub fn block_runner(
     if fast.is_some() {
         // Or the row flags; on a failure (or a record a callee wrote) stop,
         // and without a record run the block again checked for the details.
-        let _ = writeln!(
-            out,
-            "chk:\n  br label %chk.l\nchk.l:\n  %fi = phi i32 [ 0, %chk ], [ %fi1, %chk.l ]\n  \
-             %fa = phi i8 [ 0, %chk ], [ %fa1, %chk.l ]\n  %fp = getelementptr i8, ptr %fl, i32 %fi\n  \
-             %fv = load i8, ptr %fp\n  %fa1 = or i8 %fa, %fv\n  %fi1 = add i32 %fi, 1\n  \
-             %fm = icmp ult i32 %fi1, %bx\n  br i1 %fm, label %chk.l, label %chk.done\n\
-             chk.done:\n  %ce = load i64, ptr %err\n  %ceb = icmp ne i64 %ce, 0\n  %cfb = icmp ne i8 %fa1, 0\n  \
-             %cbad = or i1 %ceb, %cfb\n  br i1 %cbad, label %slow, label %scan\n\
-             slow:\n  br i1 %ceb, label %finish, label %rerun\n\
-             rerun:\n  call void {}(ptr %args, ptr %lens, ptr %err, ptr %ctx)\n  \
-             %e1 = load i64, ptr %err\n  %e1z = icmp eq i64 %e1, 0\n  br i1 %e1z, label %generic, label %finish\n\
-             generic:\n  %fneg = sub i8 0, %fa1\n  %flow = and i8 %fa1, %fneg\n  %gcode = zext i8 %flow to i64",
-            gname(&format!("{}.zx_checked", f.name))
-        );
-        for (k, v) in ["%gcode", "-1", "-1", "-1", "-1", &fid.to_string()]
-            .iter()
-            .enumerate()
-        {
-            let _ = writeln!(
-                out,
-                "  %g.p{k} = getelementptr i64, ptr %err, i64 {k}\n  store i64 {v}, ptr %g.p{k}"
-            );
-        }
-        let _ = writeln!(out, "  br label %finish");
+        let _ = writeln!(out, "chk:\n  br label %chk.l");
+        super::regions::checked_rerun(&mut out, &f.name, fid, ("chk", "chk.l"), "scan", "finish");
     }
     // Which barrier the running threads stopped at (0: all returned); all the same.
     let _ = writeln!(

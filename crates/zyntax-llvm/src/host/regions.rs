@@ -646,23 +646,47 @@ pub fn fast_runner(
     );
     let _ = writeln!(
         out,
-        "  %tx1 = add nuw nsw i32 %tx, 1\n  %mx = icmp ult i32 %tx1, %bx\n  br i1 %mx, label %lx, label %fs, !llvm.loop !{md}\n\
-         fs:\n  %fi = phi i32 [ 0, %lx ], [ %fi1, %fs ]\n  %fa = phi i8 [ 0, %lx ], [ %fa1, %fs ]\n  \
-         %fp = getelementptr i8, ptr %fl, i32 %fi\n  %fv = load i8, ptr %fp\n  %fa1 = or i8 %fa, %fv\n  \
-         %fi1 = add i32 %fi, 1\n  %fm = icmp ult i32 %fi1, %bx\n  br i1 %fm, label %fs, label %fs.done\n\
-         fs.done:\n  %e = load i64, ptr %err\n  %eb = icmp ne i64 %e, 0\n  %fb = icmp ne i8 %fa1, 0\n  \
-         %bad = or i1 %eb, %fb\n  br i1 %bad, label %slow, label %ly.next\n\
-         ly.next:\n  %ty1 = add i32 %ty, 1\n  %my = icmp ult i32 %ty1, %by\n  br i1 %my, label %ly, label %lz.next\n\
-         lz.next:\n  %tz1 = add i32 %tz, 1\n  %mz = icmp ult i32 %tz1, %bz\n  br i1 %mz, label %lz, label %done"
+        "  %tx1 = add nuw nsw i32 %tx, 1\n  %mx = icmp ult i32 %tx1, %bx\n  br i1 %mx, label %lx, label %fs, !llvm.loop !{md}"
     );
-    // A failure: the record a callee wrote stands; else run the block checked.
+    checked_rerun(&mut out, &f.name, fid, ("lx", "fs"), "ly.next", "done");
     let _ = writeln!(
         out,
-        "slow:\n  br i1 %eb, label %done, label %rerun\n\
-         rerun:\n  call void {}(ptr %args, ptr %lens, ptr %err, ptr %ctx)\n  \
-         %e1 = load i64, ptr %err\n  %e1z = icmp eq i64 %e1, 0\n  br i1 %e1z, label %generic, label %done\n\
-         generic:\n  %fneg = sub i8 0, %fa1\n  %flow = and i8 %fa1, %fneg\n  %code = zext i8 %flow to i64",
-        gname(&format!("{}.zx_checked", f.name))
+        "ly.next:\n  %ty1 = add i32 %ty, 1\n  %my = icmp ult i32 %ty1, %by\n  br i1 %my, label %ly, label %lz.next\n\
+         lz.next:\n  %tz1 = add i32 %tz, 1\n  %mz = icmp ult i32 %tz1, %bz\n  br i1 %mz, label %lz, label %done"
+    );
+    let _ = writeln!(out, "done:\n  ret void\n}}");
+    out
+}
+
+/// The check after threads ran fast (without checks), shared by the fast
+/// runner and region fission: or the per-thread fault flags (`%fl`, `%bx`
+/// bytes) in a loop at block `at` (entered from block `from`); with no
+/// failure and no record go on to `ok`. On a failure, a record a callee
+/// wrote (`%err`) stands; else the block runs again checked
+/// (`{name}.zx_checked`, stopping at the first failure) to fill the record,
+/// and a failure that does not happen again (the first run changed the
+/// kernel's inputs) still fails the launch, with the code only (the lowest
+/// set in the flags). Both end at `exit`.
+pub fn checked_rerun(
+    out: &mut String,
+    name: &str,
+    fid: usize,
+    (from, at): (&str, &str),
+    ok: &str,
+    exit: &str,
+) {
+    let _ = writeln!(
+        out,
+        "{at}:\n  %fi = phi i32 [ 0, %{from} ], [ %fi1, %{at} ]\n  %fa = phi i8 [ 0, %{from} ], [ %fa1, %{at} ]\n  \
+         %fp = getelementptr i8, ptr %fl, i32 %fi\n  %fv = load i8, ptr %fp\n  %fa1 = or i8 %fa, %fv\n  \
+         %fi1 = add i32 %fi, 1\n  %fm = icmp ult i32 %fi1, %bx\n  br i1 %fm, label %{at}, label %{at}.done\n\
+         {at}.done:\n  %e = load i64, ptr %err\n  %eb = icmp ne i64 %e, 0\n  %fb = icmp ne i8 %fa1, 0\n  \
+         %bad = or i1 %eb, %fb\n  br i1 %bad, label %{at}.slow, label %{ok}\n\
+         {at}.slow:\n  br i1 %eb, label %{exit}, label %{at}.rerun\n\
+         {at}.rerun:\n  call void {}(ptr %args, ptr %lens, ptr %err, ptr %ctx)\n  \
+         %e1 = load i64, ptr %err\n  %e1z = icmp eq i64 %e1, 0\n  br i1 %e1z, label %{at}.generic, label %{exit}\n\
+         {at}.generic:\n  %fneg = sub i8 0, %fa1\n  %flow = and i8 %fa1, %fneg\n  %code = zext i8 %flow to i64",
+        gname(&format!("{name}.zx_checked"))
     );
     for (k, v) in ["%code", "-1", "-1", "-1", "-1", &fid.to_string()]
         .iter()
@@ -673,6 +697,5 @@ pub fn fast_runner(
             "  %g.p{k} = getelementptr i64, ptr %err, i64 {k}\n  store i64 {v}, ptr %g.p{k}"
         );
     }
-    let _ = writeln!(out, "  br label %done\ndone:\n  ret void\n}}");
-    out
+    let _ = writeln!(out, "  br label %{exit}");
 }

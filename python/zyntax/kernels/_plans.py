@@ -429,13 +429,10 @@ def planned(fn: Callable[..., Any]) -> Callable[..., Any]:
     lookup = native.lookup
     local = _local
 
-    @functools.wraps(fn)
-    def call(*args: Any, **kwargs: Any) -> Any:
+    def slow(*args: Any, **kwargs: Any) -> Any:
+        """A call that missed: run it as written, recording it."""
         if local.rec is not None:  # inside another call's recording: run it as written
             return fn(*args, **kwargs)
-        got = lookup(args, kwargs)
-        if got is not miss:
-            return got
         key = native.key(args, kwargs)
         if key is None:
             return fn(*args, **kwargs)
@@ -443,6 +440,21 @@ def planned(fn: Callable[..., Any]) -> Callable[..., Any]:
         keep = lambda p: p.insert_into(native, key)  # noqa: E731
         store = lambda f: f(native, key)  # noqa: E731
         return _record(fn, args, kwargs, values, key.addresses, keep, store)
+
+    if hasattr(native, "set_slow"):
+        # The table is the function: a hit is one native call, no Python frame.
+        native.set_slow(slow, local)
+        functools.update_wrapper(native, fn)
+        native.plans = native
+        return native  # type: ignore[no-any-return]
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:  # an extension without set_slow
+        if local.rec is None:
+            got = lookup(args, kwargs)
+            if got is not miss:
+                return got
+        return slow(*args, **kwargs)
 
     call.plans = native  # type: ignore[attr-defined]
     return call

@@ -170,14 +170,22 @@ impl CallKey {
     }
 }
 
-/// The plans of one entry function (see the module documentation).
-#[pyclass(frozen, name = "CallPlans", module = "zyntax.cuda")]
+/// The plans of one entry function (see the module documentation). Once
+/// `set_slow` gave it the function's slow path, the table is the entry
+/// function itself: calling it replays a plan or runs the slow path, in one
+/// native call (no Python frame on a hit). Its `__dict__` takes the
+/// function's name, documentation and `__wrapped__` (`functools.update_wrapper`).
+#[pyclass(frozen, dict, name = "CallPlans", module = "zyntax.cuda")]
 pub struct CallPlans {
     miss: Py<PyAny>,
     /// () -> (tensor type, stream function) once torch is imported, else None.
     torch_fn: Py<PyAny>,
     torch: OnceLock<(Py<PyType>, Py<PyAny>)>,
     plans: Mutex<HashMap<Key, Arc<Plan>>>,
+    /// (`slow(*args, **kwargs)`, `local`): what a call that misses runs, and
+    /// the thread-local object whose `rec` is not None while this thread
+    /// records a call (every call then runs `slow`: it belongs to the recording).
+    slow: OnceLock<(Py<PyAny>, Py<PyAny>)>,
 }
 
 fn bad(msg: impl Into<String>) -> PyErr {
@@ -507,6 +515,46 @@ impl CallPlans {
             torch_fn: torch_fn.unbind(),
             torch: OnceLock::new(),
             plans: Mutex::new(HashMap::new()),
+            slow: OnceLock::new(),
+        })
+    }
+
+    /// Makes the table callable (see [`CallPlans`]); once.
+    fn set_slow(&self, slow: Bound<'_, PyAny>, local: Bound<'_, PyAny>) -> PyResult<()> {
+        if !slow.is_callable() {
+            return Err(bad("slow must be callable"));
+        }
+        self.slow
+            .set((slow.unbind(), local.unbind()))
+            .map_err(|_| bad("the slow path is set already"))
+    }
+
+    /// The entry function: the plan's result, or the slow path's.
+    #[pyo3(signature = (*args, **kwargs))]
+    fn __call__(
+        &self,
+        py: Python<'_>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Py<PyAny>> {
+        let Some((slow, local)) = self.slow.get() else {
+            return Err(bad("not callable before set_slow"));
+        };
+        let slow = slow.bind(py);
+        if local.bind(py).getattr(intern!(py, "rec"))?.is_none() {
+            let got = self.lookup(py, args, kwargs)?;
+            if got.as_ptr() != self.miss.as_ptr() {
+                return Ok(got);
+            }
+        }
+        Ok(slow.call(args, kwargs)?.unbind())
+    }
+
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        let py = slf.py();
+        Ok(match slf.getattr(intern!(py, "__wrapped__")) {
+            Ok(f) => format!("<planned {}>", f.repr()?),
+            Err(_) => "<zyntax.cuda.CallPlans>".to_owned(),
         })
     }
 

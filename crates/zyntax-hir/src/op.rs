@@ -76,7 +76,8 @@ use std::fmt;
 macro_rules! named_enum {
     ($(#[$m:meta])* $name:ident { $($variant:ident => $text:literal),+ $(,)? }) => {
         $(#[$m])*
-        #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[derive(::serde::Serialize, ::serde::Deserialize)]
         #[serde(rename_all = "snake_case")]
         pub enum $name { $($variant),+ }
 
@@ -92,8 +93,8 @@ macro_rules! named_enum {
             }
         }
 
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        impl ::std::fmt::Display for $name {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
                 f.write_str(self.name())
             }
         }
@@ -112,6 +113,7 @@ macro_rules! named_enum {
         }
     };
 }
+pub(crate) use named_enum;
 
 named_enum!(
     /// Operations on a shared-memory transaction barrier (`mbarrier`, a `u64` in shared memory).
@@ -143,37 +145,9 @@ named_enum!(
     Scope { Block => "block", Device => "device", System => "system" }
 );
 
-named_enum!(
-    /// Two-operand arithmetic and bitwise ops. Integer division and shifts follow
-    /// the signedness of the operand type.
-    BinOp {
-        Add => "add", Sub => "sub", Mul => "mul", Div => "div", Rem => "rem",
-        Min => "min", Max => "max", And => "and", Or => "or", Xor => "xor",
-        Shl => "shl", Shr => "shr",
-    }
-);
-
-named_enum!(
-    /// One-operand ops. `not` is bitwise (logical on bool); the math functions take floats;
-    /// the bit ops (`popc`, `clz`, `brev`, `bfind`) take integers and work on their bits.
-    UnOp {
-        Neg => "neg", Not => "not", Abs => "abs", Sqrt => "sqrt", Rsqrt => "rsqrt",
-        Exp => "exp", Log => "log", Sin => "sin", Cos => "cos", Tanh => "tanh",
-        Floor => "floor", Ceil => "ceil", Popc => "popc", Clz => "clz", Brev => "brev",
-        Bfind => "bfind",
-    }
-);
-
-impl UnOp {
-    /// Whether this op is defined only on floats (from the instruction table).
-    pub fn float_only(self) -> bool {
-        Op::Unary(self).def().types == crate::table::Operands::Float
-    }
-    /// Whether this op is defined only on integers (from the instruction table).
-    pub fn int_only(self) -> bool {
-        Op::Unary(self).def().types == crate::table::Operands::Int
-    }
-}
+// `BinOp` and `UnOp` are declared by their rows in the instruction table
+// (`table/scalar.rs`): a new scalar op is one line there.
+pub use crate::table::{BinOp, UnOp};
 
 named_enum!(
     /// Comparisons. Integer comparisons follow signedness; float comparisons are ordered

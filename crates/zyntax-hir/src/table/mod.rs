@@ -142,8 +142,8 @@ impl Py {
     }
 }
 
-/// One instruction.
-#[derive(Clone, Debug)]
+/// One instruction (`Copy`: the parts of the table are concatenated at compile time).
+#[derive(Copy, Clone, Debug)]
 pub struct OpDef {
     /// Key of the row: the `Op` variant (snake case) and, for ops that carry a
     /// sub-op enum (`binary`, `cmp`, `atomic`, ...), its name; see [`Op::key`].
@@ -323,8 +323,15 @@ impl OpDef {
 use OpClass::{Call as CallC, Memory as Mem, Terminator as Term};
 use Operands as T;
 
+/// Operand-name lists the rows share.
+const AB: &[&str] = &["a", "b"];
+const A: &[&str] = &["a"];
+const NONE: &[&str] = &[];
+
 mod rows;
+mod scalar;
 pub use rows::OPS;
+pub use scalar::{BinOp, UnOp};
 
 fn index() -> &'static HashMap<(&'static str, &'static str), usize> {
     static INDEX: OnceLock<HashMap<(&'static str, &'static str), usize>> = OnceLock::new();

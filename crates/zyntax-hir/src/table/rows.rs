@@ -1,44 +1,9 @@
 //! The rows of the instruction table (`OPS`): one per HIR instruction, in the
-//! order of the docs, with the shorthand macros that build the families.
+//! order of the docs, with the shorthand macros that build the families. The
+//! scalar rows, and the sub-op enums they declare, are in `scalar.rs`.
 
 use super::*;
 
-const AB: &[&str] = &["a", "b"];
-const A: &[&str] = &["a"];
-const NONE: &[&str] = &[];
-
-macro_rules! binary {
-    ($sub:literal, $v:ident, $py:literal, $t:expr, $doc:literal) => {
-        row("binary", $sub, $sub, AB, 1, "type of a")
-            .op(|| Op::Binary(BinOp::$v))
-            .sig("T, T -> T")
-            .types($t)
-            .rust(concat!($sub, "(a, b)"))
-            .py(Py::Binary($py))
-            .doc($doc)
-    };
-}
-macro_rules! unary {
-    ($sub:literal, $v:ident, $py:literal, $t:expr, $doc:literal) => {
-        row("unary", $sub, $sub, A, 1, "type of a")
-            .op(|| Op::Unary(UnOp::$v))
-            .types($t)
-            .rust(concat!($sub, "(a)"))
-            .py(Py::Unary($py))
-            .doc($doc)
-    };
-}
-macro_rules! cmp {
-    ($sub:literal, $v:ident, $doc:literal) => {
-        row("cmp", $sub, concat!("cmp.", $sub), AB, 1, "bool")
-            .op(|| Op::Cmp(CmpOp::$v))
-            .sig("T, T -> bool")
-            .what("comparison")
-            .rust(concat!($sub, "(a, b)"))
-            .py(Py::Cmp($sub))
-            .doc($doc)
-    };
-}
 macro_rules! atomic {
     ($sub:literal, $v:ident, $py:literal, $doc:literal) => {
         row(
@@ -236,168 +201,8 @@ const TMA_LOAD: &str = tma_load!();
 const TMA_STORE: &str =
     "tensormap 'the tensor map', ptr<shared, _> 'the source', i32|u32 'coordinate' *1..5";
 
-/// Every instruction, in the order of the docs.
-pub static OPS: &[OpDef] = &[
-    // --- scalar
-    // `const`'s literal is read by its result type: spelled by hand.
-    row("const", "", "const", NONE, 1, "the given type")
-        .syntax("<value>")
-        .rust("iconst / fconst / bconst")
-        .py(Py::Hand("const"))
-        .doc("A constant of the result type."),
-    binary!("add", Add, "add", T::IntOrFloat, "Sum (integers wrap)."),
-    binary!(
-        "sub",
-        Sub,
-        "sub",
-        T::IntOrFloat,
-        "Difference (integers wrap)."
-    ),
-    binary!("mul", Mul, "mul", T::IntOrFloat, "Product (integers wrap)."),
-    binary!(
-        "div",
-        Div,
-        "div",
-        T::IntOrFloat,
-        "Quotient; integers truncate by signedness."
-    ),
-    binary!(
-        "rem",
-        Rem,
-        "rem",
-        T::Int,
-        "Remainder, sign of the dividend."
-    ),
-    binary!("min", Min, "min", T::IntOrFloat, "Minimum."),
-    binary!("max", Max, "max", T::IntOrFloat, "Maximum."),
-    binary!(
-        "and",
-        And,
-        "and_",
-        T::IntOrBool,
-        "Bitwise (logical on bool) and."
-    ),
-    binary!(
-        "or",
-        Or,
-        "or_",
-        T::IntOrBool,
-        "Bitwise (logical on bool) or."
-    ),
-    binary!(
-        "xor",
-        Xor,
-        "xor",
-        T::IntOrBool,
-        "Bitwise (logical on bool) exclusive or."
-    ),
-    binary!("shl", Shl, "shl", T::Int, "Shift left."),
-    binary!(
-        "shr",
-        Shr,
-        "shr",
-        T::Int,
-        "Shift right, arithmetic on signed types."
-    ),
-    unary!(
-        "neg",
-        Neg,
-        "neg",
-        T::IntOrFloat,
-        "Negation (integers wrap)."
-    ),
-    unary!(
-        "not",
-        Not,
-        "not_",
-        T::IntOrBool,
-        "Bitwise (logical on bool) not."
-    ),
-    unary!(
-        "abs",
-        Abs,
-        "abs",
-        T::SignedOrFloat,
-        "Absolute value (integers wrap)."
-    ),
-    unary!("sqrt", Sqrt, "sqrt", T::Float, "Square root."),
-    unary!("rsqrt", Rsqrt, "rsqrt", T::Float, "Reciprocal square root."),
-    unary!("exp", Exp, "exp", T::Float, "e to the power."),
-    unary!("log", Log, "log", T::Float, "Natural logarithm."),
-    unary!("sin", Sin, "sin", T::Float, "Sine."),
-    unary!("cos", Cos, "cos", T::Float, "Cosine."),
-    unary!("tanh", Tanh, "tanh", T::Float, "Hyperbolic tangent."),
-    unary!(
-        "floor",
-        Floor,
-        "floor",
-        T::Float,
-        "Round toward negative infinity."
-    ),
-    unary!(
-        "ceil",
-        Ceil,
-        "ceil",
-        T::Float,
-        "Round toward positive infinity."
-    ),
-    unary!("popc", Popc, "popc", T::Int, "Number of set bits."),
-    unary!(
-        "clz",
-        Clz,
-        "clz",
-        T::Int,
-        "Number of leading zero bits (the width for 0)."
-    ),
-    unary!("brev", Brev, "brev", T::Int, "The bits in reverse order."),
-    unary!(
-        "bfind",
-        Bfind,
-        "bfind",
-        T::Int,
-        "Index of the highest set bit; all ones for 0."
-    ),
-    row("fma", "", "fma", &["a", "b", "c"], 1, "type of a")
-        .op(|| Op::Fma)
-        // Its operands are counted from 1 in messages the tests pin.
-        .sig("T, T 'operand 2', T 'operand 3' -> T")
-        .rust("fma(a, b, c)")
-        .py(Py::Hand("fma"))
-        .doc("a * b + c, rounded once."),
-    cmp!("eq", Eq, "Equal."),
-    cmp!("ne", Ne, "Not equal (true on NaN)."),
-    cmp!("lt", Lt, "Less than."),
-    cmp!("le", Le, "Less than or equal."),
-    cmp!("gt", Gt, "Greater than."),
-    cmp!("ge", Ge, "Greater than or equal."),
-    row("select", "", "select", &["cond", "a", "b"], 1, "type of a")
-        .op(|| Op::Select)
-        .sig("bool, T, T -> T")
-        .rust("select(cond, a, b)")
-        .py(Py::Hand("select"))
-        .doc("a if cond else b."),
-    row("cast", "", "cast", A, 1, "the given type")
-        .op(|| Op::Cast)
-        .rust("cast(a, ty)")
-        .py(Py::Hand("cast"))
-        .doc("Numeric conversion."),
-    row("bitcast", "", "bitcast", A, 1, "the given type (same size)")
-        .op(|| Op::Bitcast)
-        .rust("bitcast(a, ty)")
-        .py(Py::Hand("bitcast"))
-        .doc("Reinterpret the bits as another type of the same size."),
-    row("extract", "", "extract", &["vec"], 1, "lane type")
-        .imms(imms!(Extract(lane: u32 = "a lane number")))
-        .syntax("{args}, <lane>")
-        .rust("extract(vec, lane)")
-        .py(Py::Hand("extract"))
-        .doc("Read one lane of a vector."),
-    row("insert", "", "insert", &["vec", "scalar"], 1, "type of vec")
-        .imms(imms!(Insert(lane: u32 = "a lane number")))
-        .syntax("{args}, <lane>")
-        .rust("insert(vec, scalar, lane)")
-        .py(Py::Hand("insert"))
-        .doc("Replace one lane of a vector."),
+/// The rows after the scalar ones, in the order of the docs.
+const REST: &[OpDef] = &[
     // --- memory
     row("load", "", "load", &["ptr"], 1, "pointee")
         .op(|| Op::Load)
@@ -1502,4 +1307,43 @@ const fn tma_row(family: &'static str, sub: &'static str, mnemonic: &'static str
         .variadic(true, false)
         .gpu()
         .needs(TMA)
+}
+
+/// Every instruction, in the order of the docs: the parts, concatenated.
+pub static OPS: &[OpDef] = &ALL;
+
+const PARTS: &[&[OpDef]] = &[
+    scalar::CONST,
+    scalar::BINARY,
+    scalar::UNARY,
+    scalar::SCALAR,
+    REST,
+];
+static ALL: [OpDef; total(PARTS)] = concat(PARTS);
+
+/// The number of rows in `parts`.
+const fn total(parts: &[&[OpDef]]) -> usize {
+    let (mut n, mut i) = (0, 0);
+    while i < parts.len() {
+        n += parts[i].len();
+        i += 1;
+    }
+    n
+}
+
+/// The rows of `parts`, in order, as one array: built at compile time, so
+/// `OPS` stays a plain static slice however many files hold its rows.
+const fn concat<const N: usize>(parts: &[&[OpDef]]) -> [OpDef; N] {
+    let mut out = [row("", "", "", NONE, 0, ""); N];
+    let (mut k, mut i) = (0, 0);
+    while i < parts.len() {
+        let mut j = 0;
+        while j < parts[i].len() {
+            out[k] = parts[i][j];
+            k += 1;
+            j += 1;
+        }
+        i += 1;
+    }
+    out
 }

@@ -15,6 +15,12 @@ Cases (each with peer rows from the same run):
   fastest). A note, not a result row: it has no peer (the front-ends of Triton
   and CuPy do not stop at an IR one can time alike; ``first_call_cold``
   compares them whole).
+- ``notes.compile_cold_ms`` / ``notes.compile_warm_ms`` (also with
+  ``--translate``, CPU only): milliseconds of ``k.ptx(args, arch="sm_90a")`` for
+  each example kernel in a fresh process (imports excluded), with an empty disk
+  cache (translation, LLVM, the cache's store) and then in a new process over
+  that cache (translation and a cache hit), median of ``--repeat`` (at least 3)
+  pairs. Notes for the same reason as ``translate_cold``.
 - ``launch_overhead``: microseconds per asynchronous launch of a small kernel
   in a loop (after warm-up), through ``kern[grid, block](...)`` with device
   arrays. ``zyntax-raw`` is the runtime's own ``CudaKernel`` launch without the
@@ -282,6 +288,51 @@ def translate_cold(notes: dict[str, Any], repeat: int) -> None:
         notes.setdefault("translate_cold_min_ms", {})[name] = round(min(times) * 1e3, 3)
 
 
+#: A fresh process compiling one example kernel to PTX (compile_cold_ms / compile_warm_ms).
+COMPILE_CHILD = """
+import importlib.util, sys, time
+import numpy as np
+import zyntax
+path, name, sig, arch = sys.argv[1:5]
+spec = importlib.util.spec_from_file_location("bench_kernel", path)
+mod = importlib.util.module_from_spec(spec)
+sys.modules[spec.name] = mod
+spec.loader.exec_module(mod)
+k = getattr(mod, name)
+arrays = {"f1": np.zeros(8, np.float32), "f2": np.zeros((4, 4), np.float32)}
+args = None if sig == "-" else tuple(arrays[a] for a in sig.split())
+t0 = time.perf_counter()
+ptx = k.ptx(args, arch=arch)
+t1 = time.perf_counter()
+assert ".entry " + name in ptx
+print("RESULT", t1 - t0)
+"""
+
+
+def compile_cold_warm(notes: dict[str, Any], repeat: int, arch: str = "sm_90a") -> None:
+    """Per example kernel, milliseconds of ``k.ptx(args, arch=...)`` in a fresh
+    process (imports excluded): with an empty disk cache (translation, LLVM,
+    the cache's store: the CPU part of a first call) and again in a new process
+    over that cache (translation and a cache hit); medians over `repeat` pairs."""
+    import statistics
+
+    cold: dict[str, list[float]] = {}
+    warm: dict[str, list[float]] = {}
+    for _ in range(repeat):
+        for module, name, sig in TRANSLATE_CASES:
+            path = str(ROOT / "examples" / "kernels" / f"{module}.py")
+            with tempfile.TemporaryDirectory() as zc:
+                env = {"ZYNTAX_CACHE_DIR": zc}
+                code = COMPILE_CHILD.replace("sys.argv[1:5]", repr([path, name, sig or "-", arch]))
+                c, w = child(code, env), child(code, env)
+            if c is not None and w is not None:
+                cold.setdefault(name, []).append(c)
+                warm.setdefault(name, []).append(w)
+    for key, got in (("compile_cold_ms", cold), ("compile_warm_ms", warm)):
+        notes[key] = {k: round(statistics.median(v) * 1e3, 3) for k, v in got.items()}
+    notes["compile_arch"] = arch
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=str(ROOT / "benches" / "results"))
@@ -304,6 +355,7 @@ def main() -> None:
 
         dev = f"cpu {platform.machine()} ({os.cpu_count()} threads)"
         translate_cold(notes, max(args.repeat, 30))
+        compile_cold_warm(notes, max(args.repeat, 3))
     else:
         if not cuda.is_available():
             sys.exit("benches/frontend.py needs an NVIDIA GPU (or --translate)")

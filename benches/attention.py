@@ -308,15 +308,18 @@ def sdpa_rows(
     k: Any,
     v: Any,
     causal: bool,
+    mask: Any = None,
 ) -> list[Row]:
     """One row per SDPA backend that runs here (``torch_sdpa[<backend>]``;
-    the fastest becomes the ``torch_sdpa`` row), or SDPA's own choice."""
+    the fastest becomes the ``torch_sdpa`` row), or SDPA's own choice. With
+    a boolean `mask` (True: seen), SDPA gets it instead of `causal`."""
     rows: list[Row] = []
+    kw = {"is_causal": causal} if mask is None else {"attn_mask": mask}
     for bname, backend in backends.items():
 
         def call(backend: Any = backend) -> Any:
             with sdpa_kernel([backend]):
-                return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                return F.scaled_dot_product_attention(q, k, v, **kw)
 
         try:
             call()
@@ -328,21 +331,29 @@ def sdpa_rows(
         rows.append(
             (
                 "torch_sdpa[default]",
-                lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
+                lambda: F.scaled_dot_product_attention(q, k, v, **kw),
                 {},
             )
         )
     return rows
 
 
-#: (case, batch, query heads, KV heads, tokens, head dim, causal): issue 24's shapes.
-SHAPE_CASES = [
+#: (case, batch, query heads, KV heads, tokens, head dim, causal[, extras]):
+#: issue 24's shapes. Extras: ``sq`` (queries, when fewer than the keys; the
+#: causal mask aligned bottom-right) and ``window`` (attention()'s): SDPA
+#: then takes the mask as a boolean tensor, and the FLOPs count the
+#: (query, key) pairs the mask shows.
+SHAPE_CASES: list[tuple[Any, ...]] = [
     ("fwd_bf16_b1_h32_s1000_hd128", 1, 32, 32, 1000, 128, False),
     ("fwd_bf16_b16_h16_s512_hd64_causal", 16, 16, 16, 512, 64, True),
     ("fwd_bf16_b1_h32_s2048_hd128_causal", 1, 32, 32, 2048, 128, True),
     ("fwd_bf16_b1_h32kv8_s2048_hd128_causal", 1, 32, 8, 2048, 128, True),
     ("fwd_bf16_b4_h16_s2048_hd256_causal", 4, 16, 16, 2048, 256, True),
     ("fwd_bf16_b2_h16_s4096_hd96", 2, 16, 16, 4096, 96, False),
+    # Mistral-style sliding window (4096 tokens, 1024 back) with LLaMA-3's heads.
+    ("fwd_bf16_b2_h32kv8_s4096_hd128_causal_w1024", 2, 32, 8, 4096, 128, True, {"window": 1024}),
+    # Chunked prefill: 512 new queries over a 4096-token cache.
+    ("fwd_bf16_b8_h32kv8_q512_s4096_hd128_causal", 8, 32, 8, 4096, 128, True, {"sq": 512}),
 ]
 
 
@@ -395,30 +406,49 @@ def run_shape_case(
     tri: Callable[..., Any] | None,
     backends: dict[str, Any],
     sdpa_kernel: Any,
-    case: tuple[str, int, int, int, int, int, bool],
+    case: tuple[Any, ...],
     iters: int,
 ) -> None:
     """One of SHAPE_CASES: rows checked against SDPA, then timed in ROUNDS
-    interleaved rounds as run_case does."""
-    name, b, h, hk, s, d, causal = case
+    interleaved rounds as run_case does. ``ZYNTAX_BENCH_SHAPE_VARIANTS``
+    (comma-separated attention() variants, e.g. ``sm90_plain``, optionally
+    for one head dim only: ``256:sm90_plain``) adds a row ``zyntax_<variant>``
+    for each."""
+    name, b, h, hk, s, d, causal = case[:7]
+    extras = case[7] if len(case) > 7 else {}
+    sq, window = extras.get("sq", s), extras.get("window")
     F = torch.nn.functional
     dev = torch.device("cuda")
     flops = 4 * b * h * s * s * d / (2 if causal else 1)
-    q = torch.randn(b, h, s, d, device=dev, dtype=torch.bfloat16)
+    mask = None
+    if extras:  # bottom-right aligned: query i sits at key i + s - sq
+        i = torch.arange(sq, device=dev)[:, None] + (s - sq)
+        j = torch.arange(s, device=dev)[None, :]
+        mask = j <= i if causal else torch.ones(sq, s, dtype=torch.bool, device=dev)
+        if window is not None:
+            mask &= (j >= i - window) & (j <= i + window)
+        flops = 4 * b * h * d * int(mask.sum())
+    q = torch.randn(b, h, sq, d, device=dev, dtype=torch.bfloat16)
     k, v = (torch.randn(b, hk, s, d, device=dev, dtype=torch.bfloat16) for _ in range(2))
     ke, ve = k.repeat_interleave(h // hk, 1), v.repeat_interleave(h // hk, 1)
-    ref = F.scaled_dot_product_attention(q, ke, ve, is_causal=causal).double()
+    kw = {"is_causal": causal} if mask is None else {"attn_mask": mask}
+    ref = F.scaled_dot_product_attention(q, ke, ve, **kw).double()
     rows: list[Row] = []
     calls: list[tuple[str, Callable[[], Any]]] = []
-    for impl, variant in (("zyntax", None), ("zyntax_tile", "tile")):
+    picked = []
+    for item in filter(None, os.environ.get("ZYNTAX_BENCH_SHAPE_VARIANTS", "").split(",")):
+        dim, _, variant = item.rpartition(":")
+        if not dim or int(dim) == d:
+            picked.append((f"zyntax_{variant}", variant))
+    for impl, variant in [("zyntax", None), ("zyntax_tile", "tile"), *picked]:
 
         def call(variant: str | None = variant) -> Any:
-            return kernels.attention(q, k, v, causal=causal, variant=variant)
+            return kernels.attention(q, k, v, causal=causal, window=window, variant=variant)
 
         calls.append((impl, call))
-    for cfg in tile_configs(d):
+    for cfg in tile_configs(d) if not extras else []:
         calls.append((f"zyntax_tile[{cfg[5]}]", tile_call(torch, q, k, v, causal, cfg[:5])))
-    if tri is not None and h == hk and d in (64, 128) and s % 128 == 0:
+    if tri is not None and h == hk and d in (64, 128) and s % 128 == 0 and not extras:
         o_tri = torch.empty_like(q)
 
         def run_tri() -> Any:
@@ -435,7 +465,7 @@ def run_shape_case(
                 rows.append((impl, call, {}))
         except Exception as e:
             print(f"  ({impl} failed: {type(e).__name__}: {e})")
-    rows += sdpa_rows(torch, F, backends, sdpa_kernel, q, ke, ve, causal)
+    rows += sdpa_rows(torch, F, backends, sdpa_kernel, q, ke, ve, causal, mask)
     time_rows(res, name, rows, flops, iters, ROUNDS)
 
 
@@ -491,6 +521,8 @@ def main() -> None:
     for case in shape_cases:
         run_shape_case(res, torch, tri, backends, sdpa_kernel, case, iters)
         torch.cuda.empty_cache()
+        partial.parent.mkdir(parents=True, exist_ok=True)
+        partial.write_text(json.dumps({"device": res.device, "results": res.rows}, indent=1))
     for variants in (False, True):
         for name, d, s, causal in cases:
             scaled = s // (4 if args.quick else 1)

@@ -24,9 +24,9 @@ rng = np.random.default_rng()
 
 def reference(q: Any, k: Any, v: Any, causal: bool, scale: float) -> tuple[Any, Any]:
     s = np.einsum("bhqd,bhkd->bhqk", q.astype(np.float64), k.astype(np.float64)) * scale
-    if causal:
+    if causal:  # aligned bottom-right: query i sits at key i + Sk - Sq
         sq, sk = s.shape[-2:]
-        s = np.where(np.tri(sq, sk, dtype=bool), s, -np.inf)
+        s = np.where(np.tri(sq, sk, sk - sq, dtype=bool), s, -np.inf)
     m = s.max(-1, keepdims=True)
     e = np.exp(s - m)
     lse = (m + np.log(e.sum(-1, keepdims=True)))[..., 0]

@@ -18,8 +18,10 @@ diagonal are skipped. A row whose keys are all masked gives 0 and an LSE of
 -inf, never NaN.
 
 On sm_90 devices ``attention()`` runs the sm_90a kernel of
-``attention_sm90.py`` (wgmma, TMA, warp specialisation) instead; ``_variant``
-chooses.
+``attention_sm90.py`` (wgmma, TMA, warp specialisation; every head dim,
+grouped-query heads, bottom-right masks, windows) instead; ``_variant``
+chooses. Elsewhere this kernel runs where it applies, the tile program of
+``attention_tile.py`` for the rest.
 """
 
 from __future__ import annotations
@@ -369,8 +371,8 @@ def attention(
     h // (H / Hk)): bf16 or f16 GPU tensors (or numpy arrays: the
     interpreter), D 64, 96, 128 or 256, the last axis contiguous. `scale`
     defaults to 1/sqrt(D). Masks are aligned bottom-right (FlashAttention's
-    convention; the hand-written variants, when named, align `causal`
-    top-left as before): query i sits at key position i + Sk - Sq; `causal` hides
+    convention; ``variant="sm80"``, when named, aligns `causal` top-left
+    as before): query i sits at key position i + Sk - Sq; `causal` hides
     the keys after it, and ``window=(left, right)`` (either side None for
     unbounded; an int w is (w, w)) shows only the keys j with
     i + Sk - Sq - left <= j <= i + Sk - Sq + right. A row that sees no key
@@ -381,10 +383,10 @@ def attention(
     (mma.sync), ``"sm90"`` (wgmma + TMA; sm_90 devices or the interpreter;
     its default consumer loop for the head dim) or ``"sm90_<loop>"`` with
     one of attention_sm90.LOOPS (``"sm90_overlap"``, ``"sm90_plain_wg3"``,
-    ...); by default the device's best that supports the arguments (the
-    hand-written kernels take D 64/128 without GQA or windows, and run by
-    default where Sq == Sk or the mask is not causal; the tile program takes
-    everything).
+    ...); by default the device's best that supports the arguments (on
+    sm_90 the sm90 kernel, which takes everything; elsewhere sm80 for D
+    64/128 without windows where Sq == Sk or the mask is not causal, and the
+    tile program, which takes everything, for the rest).
     """
     causal = T.flag(causal, "causal")
     return_lse = T.flag(return_lse, "return_lse")
@@ -403,31 +405,43 @@ def attention(
                 f"argument '{t.name}': the head dim must be contiguous and the other strides "
                 f"multiples of 8 elements, 16-byte aligned (strides {t.strides})"
             )
-    # The hand-written kernels align causal masks top-left (SDPA's is_causal):
-    # they run by default only where both alignments agree (Sq == Sk).
-    if (
-        variant is None
-        and kv_heads != heads
-        and d in (64, 128)
-        and window is None
-        and not (causal and sq != sk)
-        and stream is None
-    ):
-        # Grouped-query heads: K and V repeated to the query heads run the
-        # hand-written kernel, measured 10-15x faster than the tile program
-        # (docs/performance.md) for the cost of the copies.
-        tk, tv = _repeat_heads(tk, heads // kv_heads), _repeat_heads(tv, heads // kv_heads)
-        kv_heads = tk.shape[1]
-    hand_written = d in (64, 128) and kv_heads == heads and window is None
-    if variant == "tile" or (variant is None and not (hand_written and not (causal and sq != sk))):
-        kind, loop = "tile", None
-    else:
-        kind, loop = _variant(tq, d, variant)
-        if not hand_written:
+    from .attention_sm90 import MAX_SEQ
+
+    # The sm_90a kernel takes every head dim, grouped-query heads, windows
+    # and bottom-right causal masks; the sm80 one D 64/128 with as many KV
+    # heads as query heads and no window, its causal mask top-left (SDPA's
+    # is_causal): it runs by default only where both alignments agree.
+    kind, loop = ("tile", None) if variant == "tile" else _variant(tq, d, variant)
+    if kind == "sm90" and max(sq, sk) >= MAX_SEQ:
+        if variant is not None:
             raise ArgumentError(
-                f"argument 'variant': {variant!r} takes head dims 64/128 without grouped-query "
-                "heads or windows; use 'tile' or None"
+                f"argument 'variant': {variant!r} takes sequences below {MAX_SEQ} tokens "
+                f"({sq} queries, {sk} keys); use 'tile' or None"
             )
+        kind = "tile"
+    if kind == "sm80":
+        if d not in (64, 128) or window is not None:
+            if variant is not None:
+                raise ArgumentError(
+                    f"argument 'variant': {variant!r} takes head dims 64/128 without windows; "
+                    "use 'tile' or None"
+                )
+            kind = "tile"
+        elif variant is None and causal and sq != sk:
+            kind = "tile"
+    if kind == "sm80" and kv_heads != heads and variant is None and stream is None:
+        # Grouped-query heads on the sm80 kernel: K and V repeated to the
+        # query heads by the caller's library (on torch's current stream),
+        # measured 10-15x faster than the tile program (docs/performance.md)
+        # for the cost of the copies.
+        tk, tv = _repeat_heads(tk, heads // kv_heads), _repeat_heads(tv, heads // kv_heads)
+    if kind == "sm80" and tk.shape[1] != heads:
+        if variant is not None:
+            raise ArgumentError(
+                f"argument 'variant': {variant!r} takes as many KV heads as query heads; "
+                "use 'tile', an sm90 variant or None"
+            )
+        kind = "tile"
     if bsz * heads and sq:  # checked before the outputs are allocated
         if sk == 0:
             raise ArgumentError("argument 'k': an empty key sequence")
@@ -447,7 +461,7 @@ def attention(
             from . import attention_sm90
 
             attention_sm90.launch(
-                tq, tk, tv, o, lse, bool(causal), float(scale) * LOG2E, stream, loop
+                tq, tk, tv, o, lse, bool(causal), float(scale) * LOG2E, stream, loop, window
             )
         else:
             args = [tq, tk, tv, o, lse, sq, sk, heads, *strides, float(scale) * LOG2E]

@@ -1,7 +1,8 @@
 """Attention forward for sm_90a, FlashAttention-3 style: TMA, an mbarrier
 ring and warpgroup MMA (``wgmma``) with warp specialisation. Same contract as
-``attention.py`` (bf16/f16, head dims 64 and 128, any lengths, causal
-top-left aligned, optional LSE); chosen by ``attention()`` on sm_90 devices.
+``attention()`` (bf16/f16, head dims 64, 96, 128 and 256, any lengths,
+grouped-query heads, causal and window masks aligned bottom-right, optional
+LSE); chosen by ``attention()`` on sm_90 devices.
 
 A block of a producer and two (or, `Loop.consumers`, three) consumer warpgroups
 owns 64 query rows per consumer of one (batch, head):
@@ -24,9 +25,11 @@ owns 64 query rows per consumer of one (batch, head):
 TMA boxes are 64 elements (128 bytes, the 128B swizzle span) wide, so a
 head dim of 128 is two boxes side by side; rows past the sequence end are
 filled with zeros by the TMA unit (their scores are masked). Masking is
-applied only in tiles that cross the sequence end or, when causal, the
-diagonal (a warpgroup-uniform branch); key tiles wholly past the diagonal
-are not loaded. A row whose keys are all masked gives 0 and an LSE of -inf.
+applied only in tiles that cross the sequence end or the band of the
+warpgroup's rows (a warpgroup-uniform branch); key tiles no row of the block
+sees are not loaded. A row whose keys are all masked gives 0 and an LSE of
+-inf. Query head h reads KV head h // (H / Hk) (TMA coordinates: no copy).
+Head dim 96 runs on tiles of 128 (tile_dim), 256 on 64-key tiles (kv_rows).
 
 The persistent form (`Loop.persistent`) launches one block per SM. The
 producer thread takes tiles from a global counter (``atomicAdd``; the last
@@ -59,12 +62,18 @@ from ._rows import LN2, NEG_INF, assign, read, safe_max, tree, variables, vector
 from ._sync import wait_parity
 from .gemm import _workspace
 
-BN = 128  # keys per tile
+BN = 128  # keys per tile (head dims up to 128; kv_rows)
 BOX = 64  # elements per TMA box row: 128 bytes, the 128B swizzle span
 KV_BOX_BYTES = BN * 128  # one K/V box: BN rows of 128 bytes
+#: Sequences the kernel takes: below 2^29, so positions plus clamped mask
+#: bounds stay below 2^31 in its i32 arithmetic.
+MAX_SEQ = 1 << 29
 #: Persistent: u32 words per Q slot for its tile (index, batch, head,
-#: batch * heads + head, first query row, key tiles; padded).
+#: batch * heads + head, first query row, key tiles, first key tile; padded).
 TILE_WORDS = 8
+COORDS = 6  # the coordinates of a tile (build's coords)
+#: Head dims the kernel takes (96 runs on tiles of 128: tile_dim).
+HEAD_DIMS = (64, 96, 128, 256)
 #: Registers per thread of the producer and of each consumer warpgroup
 #: (`setmaxnreg`), by the number of consumers: 64 Ki registers per SM.
 REGS = {2: (24, 240), 3: (32, 160)}
@@ -85,11 +94,26 @@ def q_slots(loop: Loop) -> int:
     return 2 if loop.persistent else 1
 
 
+def tile_dim(d: int) -> int:
+    """The head dim of the shared tiles and the O accumulator: 96 runs as 128
+    (the TMA unit fills the columns past the tensor's 96 with zeros, which
+    change no score and no written output; Q K^T skips them)."""
+    return 128 if d == 96 else d
+
+
+def kv_rows(d: int) -> int:
+    """Keys per K/V tile: BN, or 64 at head dim 256, where Q (128 x 256) and
+    two stages of 128-key K and V tiles would take 320 KiB of shared memory
+    and S and O 192 accumulator registers a thread (FlashAttention-3 takes
+    80 keys there)."""
+    return 64 if d > 128 else BN
+
+
 def shared_bytes(d: int, loop: Loop) -> int:
     """Q tiles, `stages` K and V tiles, the mbarriers, the Q slots' tiles."""
     qs, stages = q_slots(loop), loop.stages
     return (
-        (qs * bm(loop.consumers) + 2 * stages * BN) * d * 2
+        (qs * bm(loop.consumers) + 2 * stages * kv_rows(d)) * tile_dim(d) * 2
         + 8 * (2 * qs + 4 * stages + loop.consumers)
         + 4 * TILE_WORDS * qs
     )
@@ -134,8 +158,15 @@ class Loop:
         return tags + ("_persist" if self.persistent else "")
 
 
-def build(dtype: str, d: int, causal: bool, loop: Loop = Loop()) -> hir.Module:
-    """The kernel for `dtype`, head dim `d`, `causal`, consumer loop `loop`."""
+def build(
+    dtype: str, head_dim: int, causal: bool, loop: Loop = Loop(), left: bool = False
+) -> hir.Module:
+    """The kernel for `dtype`, `head_dim` (one of HEAD_DIMS), consumer loop
+    `loop`. Masks are aligned bottom-right: query row i sits at key position
+    i + shift (the parameter ``shift`` = Sk - Sq). `causal`: keys after
+    i + shift + right are hidden (``right`` a parameter: 0 for a causal mask,
+    a window's right side); `left`: keys before i + shift - left are hidden
+    too (a window's left side). Query head h reads K/V head h // group."""
     if loop.pingpong or loop.defer:
         assert loop.overlap, "pingpong and defer are forms of the overlapped loop"
     if loop.persistent:
@@ -145,21 +176,27 @@ def build(dtype: str, d: int, causal: bool, loop: Loop = Loop()) -> hir.Module:
     consumers, STAGES = loop.consumers, loop.stages
     QS = q_slots(loop)
     elem = T.HIR_TYPE[dtype]
+    d = tile_dim(head_dim)  # the tiles' and O's head dim
+    BN = kv_rows(d)
+    KV_BOX_BYTES = BN * 128
     boxes = d // BOX
     BM, THREADS = bm(consumers), threads(consumers)
     PRODUCER_REGS, CONSUMER_REGS = REGS[consumers]
     q_box_bytes = BM * 128  # one Q box: BM rows of 128 bytes
     q_bytes, kv_bytes = BM * d * 2, BN * d * 2
-    name = f"attention_sm90_{dtype}_d{d}{'_causal' if causal else ''}{loop.tag()}"
+    name = f"attention_sm90_{dtype}_d{head_dim}{'_causal' if causal else ''}"
+    name += f"{'_left' if left else ''}{loop.tag()}"
     m = hir.Module(name, targets=["sm_90a"])
     params = [hir.tensormap] * 3 + [hir.ptr("global", elem), hir.ptr("global", hir.f32)]
     params += [hir.u32] * 4 + [hir.i64] * 3 + [hir.f32]
+    params += [hir.u32] + [hir.i32] * 3  # group, shift, left, right
     if persistent:  # the tile counter and the count of blocks that stopped
         params.append(hir.ptr("global", hir.u32))
     u32x4 = hir.vec(hir.u32, 4)
     su64 = hir.ptr("shared", hir.u64)
     with m.kernel("attention", params, max_threads=THREADS, min_blocks=1) as b:
         tq, tk, tv, o, lse, sq, sk, heads, tiles, ob, oh, os_, scale_log2 = b.params[:13]
+        group, shift, w_left, w_right = b.params[13:17]
         sched = b.params[-1]  # persistent only
         tid = b.thread_idx()
         wg = tid >> 7
@@ -179,10 +216,13 @@ def build(dtype: str, d: int, causal: bool, loop: Loop = Loop()) -> hir.Module:
         empty_q = b.ptr_add(turns, consumers)
         tile_of = b.ptr_cast(b.ptr_add(empty_q, QS), hir.ptr("shared", hir.u32))
 
-        def coords(tix: Any) -> tuple[hir.Value, hir.Value, hir.Value, Any, hir.Value]:
+        def coords(tix: Any) -> tuple[Any, ...]:
             """(batch, head, batch * heads + head, first query row, key
-            tiles) of tile `tix` (None: this block's own tile). Tiles are
-            head-major, the longest (causal) query blocks of a head first."""
+            tiles, first key tile) of tile `tix` (None: this block's own
+            tile). Tiles are head-major, the longest (causal) query blocks of
+            a head first. The key tiles are those holding a key some row of
+            the block sees, at least one (a block whose rows see no key
+            loads one tile and masks all of it: 0 and an LSE of -inf)."""
             if tix is None:
                 mb = b.grid_dim() - 1 - b.block_idx()
                 bh = b.block_idx("y")
@@ -191,8 +231,23 @@ def build(dtype: str, d: int, causal: bool, loop: Loop = Loop()) -> hir.Module:
                 mb = nm - 1 - b.rem(tix, nm)
                 bh = b.div(tix, nm)
             m0 = mb * BM
-            kv_end = b.min(m0 + BM, sk) if causal else sk
-            return b.div(bh, heads), b.rem(bh, heads), bh, m0, b.div(kv_end + (BN - 1), BN)
+            zero_i = b.const(0, hir.i32)
+            m0_i, sk_i = b.cast(m0, hir.i32), b.cast(sk, hir.i32)
+            lo = b.const(0, hir.u32)
+            if left:  # the first key of the block's first row, in whole tiles
+                first_key = b.max(m0_i + shift - w_left, zero_i)
+                lo = b.div(b.cast(first_key, hir.u32), BN)
+            kv_end = sk
+            if causal:  # one past the last key of the block's last row
+                last = m0_i + (BM - 1) + shift + w_right
+                kv_end = b.cast(b.max(b.min(last + 1, sk_i), zero_i), hir.u32)
+            tiles_end = b.div(kv_end + (BN - 1), BN)
+            nblocks = b.select(tiles_end > lo, tiles_end - lo, b.const(1, hir.u32))
+            if left or causal:
+                # A block wholly past the keys (rows before the window's
+                # start): its one tile starts at a key, so TMA stays in range.
+                lo = b.min(lo, b.div(sk - 1, BN))
+            return b.div(bh, heads), b.rem(bh, heads), bh, m0, nblocks, lo
 
         with b.if_(b.eq(tid, 0)):
             for x in range(QS):
@@ -299,16 +354,17 @@ def build(dtype: str, d: int, causal: bool, loop: Loop = Loop()) -> hir.Module:
             q_desc: Any  # of this warpgroup's Q rows in shared memory
             k_desc: Any  # of the K ring's first slot
             v_desc: Any  # of the V ring's first slot
+            lo: Any  # the key tile of its first K/V tile
 
         def tile_of_coords(tc: tuple[Any, ...], it: hir.Value, n: hir.Value) -> Tile:
-            bi, hi, bh, m0, nblocks = tc
+            bi, hi, bh, m0, nblocks, lo = tc
             m0w = m0 + c * 64
             row0 = m0w + ((tid >> 5) & 3) * 16 + g
             qs = q_slot(n)[0]
             q_desc = moved(desc(s_q, 16), qs * q_bytes + c * 64 * 128)
             k_desc, v_desc = desc(s_k, 16), desc(s_v, KV_BOX_BYTES)
             rows = [row0, row0 + 8]
-            return Tile(bi, hi, bh, nblocks, it, n, m0w, rows, q_desc, k_desc, v_desc)
+            return Tile(bi, hi, bh, nblocks, it, n, m0w, rows, q_desc, k_desc, v_desc, lo)
 
         def s_gemm(tl: Tile, j: hir.Value) -> hir.Value:
             """Issues S = Q K_j (one committed group, not waited for)."""
@@ -317,7 +373,7 @@ def build(dtype: str, d: int, causal: bool, loop: Loop = Loop()) -> hir.Module:
             kt = moved(tl.k_desc, slot(r) * kv_bytes)
             b.wgmma_fence()
             sacc = b.wgmma_zero(BN)
-            for kk in range(d // 16):
+            for kk in range(head_dim // 16):  # 96: the zero columns skipped
                 # k-step kk: box kk // 4, 32 bytes per step within its
                 # 128-byte rows (the swizzle acts on the address).
                 off = (kk % 4) * 32
@@ -358,19 +414,32 @@ def build(dtype: str, d: int, causal: bool, loop: Loop = Loop()) -> hir.Module:
                 for h in range(2)
                 for x in range(per)
             ]
-            tile_end = (j + 1) * BN
+            kt = tl.lo + j  # the key tile: keys kt BN ..
+            tile_end = (kt + 1) * BN
             partial = tile_end > sk
+            # The band of the warpgroup's rows m0w..m0w + 63 (signed: the
+            # bounds may lie before key 0): the first row's last key and the
+            # last row's first key.
+            m0w = b.cast(tl.m0w, hir.i32)
             if causal:
-                partial = b.or_(partial, tile_end > tl.m0w + 1)
+                last_key = m0w + shift + w_right
+                partial = b.or_(partial, b.cast(tile_end, hir.i32) > last_key + 1)
+            if left:
+                first_key = m0w + 63 + shift - w_left
+                partial = b.or_(partial, b.cast(kt * BN, hir.i32) < first_key)
 
             def masked(vals: list[hir.Value]) -> list[hir.Value]:
-                # Key j BN + 2t + off is kept when off < sk - (j BN + 2t) and
-                # (causal) off <= row - (j BN + 2t): compares of constants with
-                # two values, where comparing 64 keys with sk had LLVM hoist
-                # 64 key offsets out of the loop and ptxas spill them.
-                first = b.cast(j * BN + 2 * t, hir.i32)
+                # Key kt BN + 2t + off is kept when off < sk - (kt BN + 2t),
+                # (causal) off <= row + shift + right - (kt BN + 2t) and (left)
+                # off >= row + shift - left - (kt BN + 2t): compares of
+                # constants with a few values, where comparing 64 keys with sk
+                # had LLVM hoist 64 key offsets out of the loop and ptxas
+                # spill them.
+                first = b.cast(kt * BN + 2 * t, hir.i32)
                 end = b.cast(sk, hir.i32) - first
-                diag = [b.cast(r, hir.i32) - first for r in tl.rows]
+                at = [b.cast(r, hir.i32) + shift - first for r in tl.rows]
+                diag = [x + w_right for x in at] if causal else []
+                low = [x - w_left for x in at] if left else []
                 out = []
                 for n, val in enumerate(vals):
                     h, x = n // per, n % per
@@ -378,6 +447,8 @@ def build(dtype: str, d: int, causal: bool, loop: Loop = Loop()) -> hir.Module:
                     ok = b.lt(off, end)
                     if causal:
                         ok = b.and_(ok, b.le(off, diag[h]))
+                    if left:
+                        ok = b.and_(ok, b.ge(off, low[h]))
                     out.append(b.select(ok, val, NEG_INF))
                 return out
 
@@ -496,7 +567,7 @@ def build(dtype: str, d: int, causal: bool, loop: Loop = Loop()) -> hir.Module:
 
             def scaled() -> hir.Value:
                 out = acc
-                for i in range(d // 2):
+                for i in range(head_dim // 2):  # 96: O's zero columns stay 0
                     out = b.insert(out, b.extract(acc, i) * alpha[(i % 4) >> 1], i)
                 return out
 
@@ -567,7 +638,7 @@ def build(dtype: str, d: int, causal: bool, loop: Loop = Loop()) -> hir.Module:
                 inv = b.select(none, 0.0, b.rcp_approx(total))
                 with b.if_(tl.rows[h] < sq):
                     orow = b.ptr_add(obase, b.cast(tl.rows[h], hir.i64) * os_)
-                    for nt in range(d // 8):
+                    for nt in range(head_dim // 8):
                         ox = b.extract(acc, 4 * nt + 2 * h) * inv
                         oy = b.extract(acc, 4 * nt + 2 * h + 1) * inv
                         dst = b.ptr_cast(b.ptr_add(orow, nt * 8 + 2 * t), out2)
@@ -613,7 +684,7 @@ def build(dtype: str, d: int, causal: bool, loop: Loop = Loop()) -> hir.Module:
             qs, par = q_slot(n)
             wait(b.ptr_add(full_q, qs), par)
             at = b.ptr_add(tile_of, qs * TILE_WORDS)
-            words = [b.load(b.ptr_add(at, x)) for x in range(6)]
+            words = [b.load(b.ptr_add(at, x)) for x in range(1 + COORDS)]
             return words[0], tuple(words[1:])
 
         def consume_stream() -> None:
@@ -629,14 +700,14 @@ def build(dtype: str, d: int, causal: bool, loop: Loop = Loop()) -> hir.Module:
                 state0 = first_s(tl0)
 
                 def step(st: list[hir.Value]) -> tuple[hir.Value, list[hir.Value]]:
-                    n, it, tc = st[0], st[1], tuple(st[2:7])
+                    n, it, tc = st[0], st[1], tuple(st[2 : 2 + COORDS])
                     tl = tile_of_coords(tc, it, n)
-                    res = key_loop(tl, st[7:])
+                    res = key_loop(tl, st[2 + COORDS :])
                     b.mbarrier_arrive(b.ptr_add(empty_q, q_slot(n)[0]))  # every S of it done
                     n1, it1 = n + 1, it + tl.nblocks
                     tix1, tc1 = next_tile(n1)
                     more = tix1 < tiles
-                    sel = b.if_else(more, results=[v.type for v in st[7:]])
+                    sel = b.if_else(more, results=[v.type for v in st[2 + COORDS :]])
                     with sel as (yes, no):
                         with yes:
                             # S_0 of the next tile, then the last P V of this one.
@@ -661,31 +732,35 @@ def build(dtype: str, d: int, causal: bool, loop: Loop = Loop()) -> hir.Module:
                             b.wgmma_wait_group(0)
                             release(empty_v, it1 - 1)
                             epilogue(tl, acc, res[0:2], res[2:4])
-                            no.yield_(*st[7:])
+                            no.yield_(*st[2 + COORDS :])
                     return more, [n1, it1, *tc1, *sel.results]
 
                 while_([zero_u32, zero_u32, *tc0, *state0], step)
 
         def produce_one() -> None:
             """This block's tile (thread 0): Q, then the K/V tiles into the ring."""
-            bi, hi, _bh, m0, nblocks = coords(None)
+            bi, hi, _bh, m0, nblocks, lo = coords(None)
             b.mbarrier_arrive_expect_tx(full_q, q_bytes)
             tma(s_q, tq, m0, full_q, q_box_bytes, bi, hi)
-            kv_loads(bi, hi, b.const(0, hir.u32), nblocks, b.const(0, hir.u32))
+            kv_loads(bi, hi, lo, b.const(0, hir.u32), nblocks, b.const(0, hir.u32))
 
-        def kv_loads(bi: Any, hi: Any, first: Any, end: Any, it: hir.Value) -> None:
-            """K/V tiles first..end - 1 of (bi, hi), whose tile 0 is ring position `it`."""
+        def kv_loads(bi: Any, hi: Any, lo: Any, first: Any, end: Any, it: hir.Value) -> None:
+            """K/V tiles first..end - 1 of the query tile (bi, hi) (key tiles
+            lo + first..), whose tile 0 is ring position `it`. K and V are
+            those of the query head's KV head hi // group."""
+            hk = b.div(hi, group)
             with b.loop(first, end, type=hir.u32) as lp:
                 r = it + lp.index  # its place in the ring
+                key0 = (lo + lp.index) * BN
                 # A fresh barrier counts the phase before its first as
                 # complete, so the first STAGES waits pass at once.
                 fk, fv = b.ptr_add(full_k, slot(r)), b.ptr_add(full_v, slot(r))
                 wait(b.ptr_add(empty_k, slot(r)), phase(r) ^ 1)
                 b.mbarrier_arrive_expect_tx(fk, kv_bytes)
-                tma(tile(s_k, r), tk, lp.index * BN, fk, KV_BOX_BYTES, bi, hi)
+                tma(tile(s_k, r), tk, key0, fk, KV_BOX_BYTES, bi, hk)
                 wait(b.ptr_add(empty_v, slot(r)), phase(r) ^ 1)
                 b.mbarrier_arrive_expect_tx(fv, kv_bytes)
-                tma(tile(s_v, r), tv, lp.index * BN, fv, KV_BOX_BYTES, bi, hi)
+                tma(tile(s_v, r), tv, key0, fv, KV_BOX_BYTES, bi, hk)
                 lp.next()
 
         def produce_stream() -> None:
@@ -711,21 +786,21 @@ def build(dtype: str, d: int, causal: bool, loop: Loop = Loop()) -> hir.Module:
                         tc = coords(tix)  # once here, not in every consumer thread
                         for x, word in enumerate(tc):
                             b.store(b.ptr_add(at, 1 + x), word)
-                        bi, hi, _bh, m0, _nblocks = tc
+                        bi, hi, _bh, m0, _nblocks, _lo = tc
                         b.mbarrier_arrive_expect_tx(bar, q_bytes)
                         tma(b.ptr_add(s_q, qs * q_bytes), tq, m0, bar, q_box_bytes, bi, hi)
                     with no:
-                        for x in range(5):  # read (not used) by the consumers
+                        for x in range(COORDS):  # read (not used) by the consumers
                             b.store(b.ptr_add(at, 1 + x), zero_u32)
                         b.mbarrier_arrive(bar)  # the stop, with no bytes
                 return tix
 
             def step(st: list[hir.Value]) -> tuple[hir.Value, list[hir.Value]]:
                 n, it, tix = st
-                bi, hi, _bh, _m0, nblocks = coords(tix)
-                kv_loads(bi, hi, b.const(0, hir.u32), b.min(nblocks, 1), it)
+                bi, hi, _bh, _m0, nblocks, lo = coords(tix)
+                kv_loads(bi, hi, lo, b.const(0, hir.u32), b.min(nblocks, 1), it)
                 nxt = take(n + 1)
-                kv_loads(bi, hi, b.const(1, hir.u32), nblocks, it)
+                kv_loads(bi, hi, lo, b.const(1, hir.u32), nblocks, it)
                 return nxt < tiles, [n + 1, it + nblocks, nxt]
 
             first = take(zero_u32)
@@ -786,6 +861,12 @@ DEFAULT_LOOP: dict[tuple[int, bool], str] = {
     (64, True): "pingpong_defer_wg3",
     (128, False): "overlap_persist",
     (128, True): "overlap",
+    # Head dim 96 runs on tiles of 128; 256 (64-key tiles) has no room for
+    # the persistent loop's second Q slot.
+    (96, False): "overlap_persist",
+    (96, True): "overlap",
+    (256, False): "overlap",
+    (256, True): "overlap",
 }
 #: With `lazy`: raise a row's running maximum only when it grows by more than
 #: LAZY_HEADROOM (log2 units: P <= 256), skipping most rescales of O.
@@ -798,12 +879,12 @@ def fits(d: int, loop: Loop) -> bool:
 
 
 @functools.cache
-def _module(dtype: str, d: int, causal: bool, loop: Loop) -> hir.Module:
-    return build(dtype, d, causal, loop)
+def _module(dtype: str, d: int, causal: bool, loop: Loop, left: bool = False) -> hir.Module:
+    return build(dtype, d, causal, loop, left)
 
 
 @functools.cache
-def _loaded(key: tuple[str, int, bool, Loop], device: int) -> Any:
+def _loaded(key: tuple[str, int, bool, Loop, bool], device: int) -> Any:
     return cuda.load_hir(_module(*key), device, arch="sm_90a")
 
 
@@ -828,22 +909,34 @@ def launch(
     scale_log2: float,
     stream: Any,
     loop: str | None = None,
+    window: tuple[int | None, int | None] | None = None,
 ) -> None:
-    """Runs the kernel on checked tensors (attention() validated them) with
-    the consumer loop named `loop` (a key of LOOPS; None: DEFAULT_LOOP's)."""
+    """Runs the kernel on checked tensors (attention() validated them: q, o
+    (B, H, Sq, D), k, v (B, Hk, Sk, D), H a multiple of Hk, Sq and Sk below
+    MAX_SEQ) with the consumer loop named `loop` (a key of LOOPS; None:
+    DEFAULT_LOOP's). Masks are aligned bottom-right (build); `window` is
+    attention()'s checked ``(left, right)`` or None."""
     bsz, heads, sq, d = tq.shape
-    sk = tk.shape[2]
-    lp = LOOPS[loop or DEFAULT_LOOP[d, causal]]
+    hk, sk = tk.shape[1], tk.shape[2]
+    w_left, w_right = window if window is not None else (None, None)
+    upper = causal or w_right is not None  # keys after a bound hidden
+    lower = w_left is not None  # keys before a bound hidden
+    # Bounds past every key are unbounded: the clamp keeps the kernel's i32
+    # arithmetic (positions plus bounds) below 2^31.
+    right = min(0 if causal else sq, sq if w_right is None else w_right, sq)
+    left = min(sk if w_left is None else w_left, sk)
+    lp = LOOPS[loop or DEFAULT_LOOP[d, upper or lower]]
     if not fits(d, lp):
         raise ArgumentError(
             f"argument 'variant': loop {loop!r} needs {shared_bytes(d, lp)}"
             f" bytes of shared memory at head dim {d}, more than a block has"
         )
     nc = lp.consumers
-    maps = [_tensor_map(tq, bm(nc)), _tensor_map(tk, BN), _tensor_map(tv, BN)]
+    maps = [_tensor_map(tq, bm(nc)), _tensor_map(tk, kv_rows(d)), _tensor_map(tv, kv_rows(d))]
     grid = (-(-sq // bm(nc)), bsz * heads)
     tiles = grid[0] * grid[1]
     args = [*maps, o.arr, lse.arr, sq, sk, heads, tiles, *o.strides[:3], scale_log2]
+    args += [heads // hk, sk - sq, left, right]
     if lp.persistent:  # one block per SM (the interpreter: 3) and the tile counters
         grid = (min(tiles, T.sm_count(tq.device) if tq.on_gpu else 3), 1)
         if tq.on_gpu:
@@ -853,7 +946,7 @@ def launch(
         else:
             args.append(np.zeros(2, np.uint32))
     smem = shared_bytes(d, lp)
-    key = (tq.dtype, d, causal, lp)
+    key = (tq.dtype, d, upper, lp, lower)
     if not tq.on_gpu:
         interp.launch(_module(*key), "attention", grid, threads(nc), *args, shared_bytes=smem)
         return

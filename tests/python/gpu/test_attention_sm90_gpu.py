@@ -48,9 +48,9 @@ def rel_err(out: Any, ref: Any) -> float:
 
 def ref_attention(q: Any, k: Any, v: Any, causal: bool, scale: float) -> tuple[Any, Any]:
     s = (q.double() @ k.double().transpose(-1, -2)) * scale
-    if causal:
+    if causal:  # aligned bottom-right: query i sits at key i + Sk - Sq
         sq, sk = s.shape[-2:]
-        mask = torch.ones(sq, sk, dtype=torch.bool, device=DEV).tril()
+        mask = torch.ones(sq, sk, dtype=torch.bool, device=DEV).tril(sk - sq)
         s = s.masked_fill(~mask, -math.inf)
     return torch.softmax(s, -1) @ v.double(), torch.logsumexp(s, -1)
 

@@ -328,8 +328,13 @@ const AB: &[&str] = &["a", "b"];
 const A: &[&str] = &["a"];
 const NONE: &[&str] = &[];
 
+mod control;
+mod hopper;
+mod memory;
+mod mma;
 mod rows;
 mod scalar;
+mod threads;
 pub use rows::OPS;
 pub use scalar::{BinOp, UnOp};
 

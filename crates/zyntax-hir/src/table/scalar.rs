@@ -59,6 +59,18 @@ macro_rules! unary_ops {
     };
 }
 
+macro_rules! bits {
+    ($sub:literal, $v:ident, $py:literal, $ops:expr, $res:literal, $sig:literal, $doc:literal) => {
+        row("bits", $sub, $sub, $ops, 1, $res)
+            .op(|| Op::Bits(BitOp::$v))
+            .sig($sig)
+            .gpu()
+            .rust(concat!("bits(BitOp::", stringify!($v), ", args)"))
+            .py(Py::Bits($py))
+            .doc($doc)
+    };
+}
+
 macro_rules! cmp {
     ($sub:literal, $v:ident, $doc:literal) => {
         row("cmp", $sub, concat!("cmp.", $sub), AB, 1, "bool")
@@ -175,4 +187,154 @@ pub(super) const SCALAR: &[OpDef] = &[
         .rust("insert(vec, scalar, lane)")
         .py(Py::Hand("insert"))
         .doc("Replace one lane of a vector."),
+];
+
+/// Fast approximate f32 math (issue 12 item 3).
+pub(super) const APPROX: &[OpDef] = &[
+    // --- GPU: fast approximate math (issue 12 item 3)
+    row("approx", "ex2", "ex2.approx", A, 1, "f32")
+        .op(|| Op::Approx(ApproxOp::Ex2))
+        .sig("f32 -> f32")
+        .gpu()
+        .rust("approx(ApproxOp::Ex2, a)")
+        .py(Py::Hand("ex2_approx"))
+        .doc("2^a, fast approximation (`ex2.approx.f32`)."),
+    row("approx", "rcp", "rcp.approx", A, 1, "f32")
+        .op(|| Op::Approx(ApproxOp::Rcp))
+        .sig("f32 -> f32")
+        .gpu()
+        .rust("approx(ApproxOp::Rcp, a)")
+        .py(Py::Hand("rcp_approx"))
+        .doc("1/a, fast approximation (`rcp.approx.f32`)."),
+    row("approx", "tanh", "tanh.approx", A, 1, "f32")
+        .op(|| Op::Approx(ApproxOp::Tanh))
+        .sig("f32 -> f32")
+        .gpu()
+        .needs(TANH_APPROX)
+        .rust("approx(ApproxOp::Tanh, a)")
+        .py(Py::Hand("tanh_approx"))
+        .doc("tanh(a), fast approximation (`tanh.approx.f32`, sm_80+)."),
+    row("approx", "ex2_ftz", "ex2_ftz.approx", A, 1, "f32")
+        .op(|| Op::Approx(ApproxOp::Ex2Ftz))
+        .sig("f32 -> f32")
+        .gpu()
+        .rust("approx(ApproxOp::Ex2Ftz, a)")
+        .py(Py::Hand("ex2_ftz_approx"))
+        .doc("2^a, fast approximation with subnormals flushed to zero (`ex2.approx.ftz.f32`: one MUFU, no range fix-up)."),
+    row("load_cached", "", "load.<cop>", &["ptr"], 1, "pointee")
+        .imms(imms!(LoadCached(cop: CacheOp = "cache operator")))
+        .class(Mem)
+        .fx(fx::READ)
+        .rust("load_cached(cop, ptr)")
+        .py(Py::Hand("load_cached"))
+        .doc("Global load with a cache operator (ca, cg, cs, lu, cv) or L2 hint (evict_first, evict_last)."),
+    row("store_cached", "", "store.<cop>", &["ptr", "value"], 0, "–")
+        .imms(imms!(StoreCached(cop: CacheOp = "cache operator")))
+        .class(Mem)
+        .fx(fx::WRITE)
+        .rust("store_cached(cop, ptr, value)")
+        .py(Py::Hand("store_cached"))
+        .doc("Global store with a cache operator (wb, cg, cs, wt) or L2 hint (evict_first, evict_last)."),
+];
+
+/// PTX bit-field, byte-permute and funnel-shift ops (issue 12).
+pub(super) const BITS: &[OpDef] = &[
+    // --- issue 12 (warp-sync): bit ops
+    bits!(
+        "bfe",
+        Bfe,
+        "bfe",
+        &["a", "pos", "len"],
+        "type of a",
+        "T, u32, u32 -> T where T: i32|u32|i64|u64",
+        "Bit-field extract: len bits of a from bit pos, sign-extended for signed types."
+    ),
+    bits!(
+        "bfi",
+        Bfi,
+        "bfi",
+        &["a", "b", "pos", "len"],
+        "type of b",
+        "T, T 'the base operand', u32, u32 -> T where T: i32|u32|i64|u64",
+        "Bit-field insert: b with its len bits from pos replaced by the low bits of a."
+    ),
+    bits!(
+        "prmt",
+        Prmt,
+        "prmt",
+        &["a", "b", "sel"],
+        "u32",
+        "u32, u32, u32 -> u32",
+        "Byte permute: each selector nibble picks one of the 8 bytes of b:a (bit 3: replicate its sign)."
+    ),
+    bits!(
+        "shf.l.wrap",
+        ShfLWrap,
+        "shf_l_wrap",
+        &["lo", "hi", "n"],
+        "u32",
+        "u32, u32, u32 -> u32",
+        "Funnel shift left: high word of hi:lo << (n mod 32)."
+    ),
+    bits!(
+        "shf.l.clamp",
+        ShfLClamp,
+        "shf_l_clamp",
+        &["lo", "hi", "n"],
+        "u32",
+        "u32, u32, u32 -> u32",
+        "Funnel shift left: high word of hi:lo << min(n, 32)."
+    ),
+    bits!(
+        "shf.r.wrap",
+        ShfRWrap,
+        "shf_r_wrap",
+        &["lo", "hi", "n"],
+        "u32",
+        "u32, u32, u32 -> u32",
+        "Funnel shift right: low word of hi:lo >> (n mod 32)."
+    ),
+    bits!(
+        "shf.r.clamp",
+        ShfRClamp,
+        "shf_r_clamp",
+        &["lo", "hi", "n"],
+        "u32",
+        "u32, u32, u32 -> u32",
+        "Funnel shift right: low word of hi:lo >> min(n, 32)."
+    ),
+];
+
+/// Packed conversions (issue 12).
+pub(super) const PACK: &[OpDef] = &[
+    row(
+        "cvt_pack",
+        "",
+        "cvt_pack.<fmt>",
+        &["lo", "hi"],
+        1,
+        "packed pair",
+    )
+    .imms(imms!(CvtPack(fmt: PackFmt = "pair format")))
+    .sig("f32, f32 -> _")
+    .gpu()
+    .rust("cvt_pack(fmt, lo, hi)")
+    .py(Py::Hand("cvt_pack"))
+    .doc(
+        "Two f32 rounded to nearest even into a pair: vec<f16|bf16, 2>, or u16 of fp8 (satfinite).",
+    ),
+    row(
+        "cvt_unpack",
+        "",
+        "cvt_unpack.<fmt>",
+        &["a"],
+        1,
+        "vec<f16, 2>",
+    )
+    .imms(imms!(CvtUnpack(fmt: PackFmt = "pair format")))
+    .sig("u16 'the packed pair' -> vec<f16, 2>")
+    .gpu()
+    .rust("cvt_unpack(fmt, a)")
+    .py(Py::Hand("cvt_unpack"))
+    .doc("A packed fp8 pair (u16) widened exactly to vec<f16, 2>."),
 ];

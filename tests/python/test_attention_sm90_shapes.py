@@ -29,6 +29,8 @@ LOOPS = {
     "plain": sm90.Loop(),
     "overlap": sm90.Loop(overlap=True),
     "persist": sm90.Loop(overlap=True, split=True, persistent=True),
+    "overlap_n96": sm90.LOOPS["overlap_n96"],
+    "persist_n96": sm90.LOOPS["overlap_persist_n96"],
 }
 
 
@@ -129,8 +131,12 @@ def test_head_dims_96_and_256(
     run(monkeypatch, loop, 2, 1, sq, sk, d, causal)
 
 
-def test_persistent_head_dim_96(monkeypatch: pytest.MonkeyPatch) -> None:
-    run(monkeypatch, "persist", 2, 2, 150, 150, 96, causal=False)
+@pytest.mark.parametrize("loop", ["persist", "overlap_n96", "persist_n96"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_head_dim_96_loops(monkeypatch: pytest.MonkeyPatch, loop: str, causal: bool) -> None:
+    """The persistent loop, and P V with wgmma N = 96 (`narrow`): V's
+    MN-major operand ends half-way into its second box."""
+    run(monkeypatch, loop, 2, 2, 150, 150, 96, causal)
 
 
 def test_sm80_refuses_what_it_lacks() -> None:

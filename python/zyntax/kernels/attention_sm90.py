@@ -136,7 +136,9 @@ class Loop:
     schedule; `persistent` (with `overlap`, two consumers): one block per SM
     takes tiles from a global counter, Q has two slots (the next tile's Q
     loads during this one) and each tile's S_0 and its softmax overlap the
-    previous tile's last P V; ping-pong then uses named barriers."""
+    previous tile's last P V; ping-pong then uses named barriers. `narrow`
+    (head dim 96 only): O += P V with wgmma N = 96, not the padded 128
+    (V's MN-major operand then ends half-way into its second 64-column box)."""
 
     overlap: bool = False
     pingpong: bool = False
@@ -146,6 +148,7 @@ class Loop:
     stages: int = 2
     persistent: bool = False
     split: bool = False
+    narrow: bool = False
 
     def tag(self) -> str:
         """The module-name suffix naming this loop."""
@@ -155,6 +158,7 @@ class Loop:
         tags += "_lazy" if self.lazy else ""
         tags += f"_s{self.stages}" if self.stages != 2 else ""
         tags += "_split" if self.split else ""
+        tags += "_n96" if self.narrow else ""
         return tags + ("_persist" if self.persistent else "")
 
 
@@ -179,6 +183,7 @@ def build(
     d = tile_dim(head_dim)  # the tiles' and O's head dim
     BN = kv_rows(d)
     KV_BOX_BYTES = BN * 128
+    dn = head_dim if loop.narrow else d  # O's columns (P V's wgmma N)
     boxes = d // BOX
     BM, THREADS = bm(consumers), threads(consumers)
     PRODUCER_REGS, CONSUMER_REGS = REGS[consumers]
@@ -398,7 +403,7 @@ def build(
                 # V is MN-major: 16 keys (rows of 128 bytes) per step;
                 # the next 64 head-dim columns are the next box (LBO).
                 acc = b.wgmma(
-                    acc, frags[kk], moved(vt, kk * 16 * 128), n=d, a_type=dtype, trans_b=True
+                    acc, frags[kk], moved(vt, kk * 16 * 128), n=dn, a_type=dtype, trans_b=True
                 )
             b.wgmma_commit_group()
             return acc
@@ -602,7 +607,7 @@ def build(
             # tensor cores still work on P_{j-1} V_{j-1}. Carried: row
             # maxima, row sums, O, the rescale factors not yet applied to O
             # (deferred: FA3 scales O while S_j is computed), P's fragments.
-            st = variables(b, [*state[0:4], b.wgmma_zero(d), *state[4:]], "state")
+            st = variables(b, [*state[0:4], b.wgmma_zero(dn), *state[4:]], "state")
             with b.for_range(1, tl.nblocks, type=hir.u32) as j:
                 cur = read(b, st)
                 m_old, l_old, acc = cur[0:2], cur[2:4], cur[4]
@@ -655,7 +660,7 @@ def build(
             tl = tile_of_coords(coords(None), zero_u32, zero_u32)
             wait(full_q, 0)
             if not overlap:
-                st = variables(b, [ninf, ninf, zero, zero, b.wgmma_zero(d)], "state")
+                st = variables(b, [ninf, ninf, zero, zero, b.wgmma_zero(dn)], "state")
                 with b.for_range(0, tl.nblocks, type=hir.u32) as j:
                     cur = read(b, st)
                     m_old, l_old, acc = cur[0:2], cur[2:4], cur[4]
@@ -846,6 +851,9 @@ LOOPS: dict[str, Loop] = {
     "overlap_persist": Loop(overlap=True, split=True, persistent=True),
     "overlap_persist_nosplit": Loop(overlap=True, persistent=True),
     "pingpong_persist": Loop(overlap=True, pingpong=True, split=True, persistent=True),
+    # Head dim 96 only (elsewhere the same as without `narrow`).
+    "overlap_n96": Loop(overlap=True, narrow=True),
+    "overlap_persist_n96": Loop(overlap=True, split=True, persistent=True, narrow=True),
 }
 #: The loop `attention()` runs per (head dim, causal): the fastest on the
 #: H100 (benches/attention.py; docs/performance.md, "Attention, sm_90a

@@ -122,6 +122,14 @@ def test_head_dim_256_loops(variant: str) -> None:
     run(1, 4, 2, 777, 777, 256, True, variant=variant)
 
 
+@pytest.mark.parametrize("variant", ["sm90_overlap_n96", "sm90_overlap_persist_n96"])
+@pytest.mark.parametrize(("sq", "sk", "causal"), [(1000, 1000, True), (333, 777, False)])
+def test_head_dim_96_narrow(variant: str, sq: int, sk: int, causal: bool) -> None:
+    """P V with wgmma N = 96: V's MN-major operand ends half-way into its
+    second 64-column box."""
+    run(2, 4, 2, sq, sk, 96, causal, variant=variant)
+
+
 def test_strided_storage_and_large_logits() -> None:
     """(B, S, H, D) storage viewed as (B, H, S, D), GQA, hd 96, Sq != Sk."""
     q = (torch.randn(2, 300, 8, 96, device=DEV, dtype=BF16) * 6).transpose(1, 2)

@@ -8,11 +8,13 @@ required, as in test_kernel_ptx.py)."""
 from __future__ import annotations
 
 import inspect
+import random
 import re
 from pathlib import Path
 
 import pytest
 
+import test_kernel_fuzz as fuzz
 import zyntax
 from test_kernel_ptx import KERNELS, example
 from zyntax import lang
@@ -68,6 +70,28 @@ def test_every_instruction_carries_its_python_location(
         seen.add(int(m["line"]))
     # The instructions come from more than the def line: one per statement at least.
     assert len(seen) >= 3, seen
+
+
+def test_every_instruction_of_random_control_flow_is_located(tmp_path: Path) -> None:
+    """The fuzzer's programs (nested if/elif/else, for with both step signs,
+    while, break, continue, augmented assignment, ternaries, short-circuit
+    logic): every instruction, the joins' jumps and the loops' branches
+    included, points at code of the program."""
+    base = random.randrange(1 << 30)
+    sig = (zyntax.Array[zyntax.i32, 1], zyntax.i32, zyntax.i32)
+    for n in range(12):
+        seed = base + n
+        path = tmp_path / f"loc_{seed}.py"
+        path.write_text(fuzz.program(seed))
+        mod = fuzz.load(path, f"zyloc_{seed}")
+        lines = dict(enumerate(path.read_text().splitlines(), start=1))
+        insts = [s for s in mod.prog.hir(sig, located=True).splitlines() if s.startswith("    ")]
+        assert len(insts) >= 6  # the three stores at least
+        for s in insts:
+            m = _LOCATED.match(s)
+            assert m is not None and m["file"] is None, f"seed {seed}: `{s.strip()}`"
+            code = _code_at(lines, int(m["line"]), int(m["col"]))
+            assert not code.startswith("#"), (seed, s)
 
 
 def test_locations_point_at_the_expression_of_the_op() -> None:

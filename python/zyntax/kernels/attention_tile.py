@@ -57,7 +57,7 @@ def shapes(d: int) -> tuple[int, int, int]:
     With 16 query rows per warp both dots put every warp along M
     (FlashAttention-2's split, docs/tile.md): the row statistics stay in a
     warp, P's A fragments come from its registers and Q's are loaded once
-    before the key loop. Measured on an H200 (docs/kernels.md, B1 of
+    before the key loop. Measured on an H200 (docs/attention.md, B1 of
     session 9): 64x64 over 4 warps at hd 64 (74 TFLOP/s at batch 16 x 16
     heads x 512 causal, against 71 for 128x64 over 8 and 62 for 128x32
     over 8); 128x64 over 8 warps at hd 96/128 (129-135, within 1-3 % of

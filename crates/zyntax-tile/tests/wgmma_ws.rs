@@ -292,6 +292,8 @@ fn ws_gemm_passes_ptxas() {
     ] {
         // The first: ping-pong (two sets of 4 consumer warps, setmaxnreg).
         let s = ws(block, warps, stages, persistent).pingpong(stages == 6);
+        // One wgmma group in flight for the persistent ones.
+        let s = s.wgmma_in_flight(u32::from(persistent));
         let kernel = gemm(s.clone(), trans).unwrap();
         let ptx = compile_ptx(&kernel.module, &Options::new(Arch::Sm90a))
             .unwrap_or_else(|e| panic!("{s:?}: {e}"))
@@ -326,5 +328,8 @@ fn ws_gemm_passes_ptxas() {
             "{s:?}: spills\n{}",
             out.log
         );
+        // No "wgmma serialized" (C7514): with a group in flight it would
+        // wait for each wgmma in turn.
+        assert!(!out.log.contains("C7514"), "{s:?}: {}", out.log);
     }
 }

@@ -538,6 +538,21 @@ impl Lowerer<'_> {
         let overlap = ring.stages >= 3 && self.schedule.wgmma_in_flight > 0;
         let (zero, one) = (self.u32(0)?, self.u32(1)?);
         let lane0 = self.b.eq(self.lane, zero)?;
+        // With a group in flight, the loop and its final wait go inside
+        // `if trips > 0`: ptxas serialises every wgmma (C7514, "non wgmma
+        // instructions reading accumulator registers") when that wait sits in
+        // a block the loop's exit shares with the path that skips the loop.
+        let after = self.b.add(counter, trips)?;
+        let guard = if overlap {
+            let types = accs
+                .iter()
+                .map(|&a| Ok(self.b.value_type(a)?.clone()))
+                .collect::<TileResult<Vec<_>>>()?;
+            let any = self.b.gt(trips, zero)?;
+            Some((self.b.begin_if(any, &types)?, accs.clone()))
+        } else {
+            None
+        };
         let frame = self.b.begin_for(zero, trips, one, &accs)?;
         let j = frame.iv;
         let mut accs = frame.carried.clone();
@@ -569,18 +584,18 @@ impl Lowerer<'_> {
             self.b.mbarrier(MbarrierOp::Arrive, &[empty])?;
             self.b.end_if(f, &[])?;
         }
-        let accs = self.b.end_for(frame, &accs)?;
-        let after = self.b.add(counter, trips)?;
-        if overlap {
+        let mut accs = self.b.end_for(frame, &accs)?;
+        if let Some((mut f, init)) = guard {
+            // The last stage, handed back once its wgmmas are done.
             self.b.wgmma_wait_group(0)?;
-            let any = self.b.gt(trips, zero)?;
-            let go = self.b.and(lane0, any)?;
-            let f = self.b.begin_if(go, &[])?;
+            let l = self.b.begin_if(lane0, &[])?;
             let last = self.b.sub(after, one)?;
             let (last_stage, _) = self.slot(ring, last)?;
             let empty = self.bar_at(ring, last_stage, true)?;
             self.b.mbarrier(MbarrierOp::Arrive, &[empty])?;
-            self.b.end_if(f, &[])?;
+            self.b.end_if(l, &[])?;
+            self.b.begin_else(&mut f, &accs)?;
+            accs = self.b.end_if(f, &init)?;
         }
         self.unpack_accs(g.dot, &accs, bm, bn, result)?;
         Ok(after)

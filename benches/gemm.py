@@ -25,6 +25,7 @@ import argparse
 import json
 import re
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -759,15 +760,21 @@ def main() -> int:
         grouped_case(ctx)
     todo: list[tuple[str, tuple[Any, ...]]] = [*cases.items(), *layouts.items()]
     for case, spec in todo:
+        t_case = time.perf_counter()
         if case in layouts:
             dt_, m_, n_, k_, layout = layouts[case]
             bench_case(ctx, case, dt_, m_, n_, k_, None, layout)
         else:
             bench_case(ctx, case, *spec)
         torch.cuda.empty_cache()
+        # Wall time per case (Triton's autotuning on a new shape is most of it).
+        res.notes[f"{case}_wall_s"] = round(time.perf_counter() - t_case, 1)
+        print(f"  {case:<22} wall {res.notes[f'{case}_wall_s']} s")
         partial = args.out_dir / "gemm-partial.json"  # kept if a time limit stops the run
         partial.parent.mkdir(parents=True, exist_ok=True)
-        partial.write_text(json.dumps({"device": res.device, "results": res.rows}, indent=1))
+        partial.write_text(
+            json.dumps({"device": res.device, "results": res.rows, "notes": res.notes}, indent=1)
+        )
     res.write(args.out_dir)
     (args.out_dir / "gemm-partial.json").unlink(missing_ok=True)
     return 0

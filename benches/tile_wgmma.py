@@ -14,8 +14,9 @@ with raw pointers (and cached tensor maps) so that host cost stays hidden, as
 cuBLAS's is. Each schedule's output is checked against torch first, and its
 registers and local (spill) bytes are recorded.
 
-``--ncu CASE CONFIG`` launches one case with one schedule a few times (for
-Nsight Compute in the device script) and exits. ``TILE_WGMMA_CONFIGS=0,2``
+``--ncu CASE CONFIG[,CONFIG..]`` launches one case with each schedule (an
+index, or ``cublas`` for ``torch.matmul``) once, in turn (for Nsight
+Compute in the device script) and exits. ``TILE_WGMMA_CONFIGS=0,2``
 times only those schedules (indices into ``CONFIGS``), ``TILE_WGMMA_CASES=0,1``
 only those cases, for short device runs.
 """
@@ -44,7 +45,9 @@ CASES = [
 #: warp-specialised TMA pipeline (`warps` consumer warps plus a producer
 #: warpgroup), "wsp" that and persistent (the lowering's grouped order),
 #: "wsp0" that with no wgmma group in flight across K steps
-#: (`wgmma_in_flight=0`: each stage handed back at once).
+#: (`wgmma_in_flight=0`: each stage handed back at once), "wspp" persistent with
+#: two consumer sets of `warps` warps taking the instances in turn (ping-pong,
+#: one wgmma group in flight), "wspp0" that with none in flight.
 CONFIGS = [
     ((128, 128), 8, 4, 0, ""),
     ((128, 128), 8, 4, 8, ""),
@@ -61,6 +64,10 @@ CONFIGS = [
     ((128, 128), 8, 5, 0, "wsp0"),
     ((64, 128), 4, 6, 0, "wsp0"),
     ((64, 256), 4, 4, 0, "wsp0"),
+    ((128, 128), 4, 6, 0, "wspp"),
+    ((128, 128), 4, 6, 0, "wspp0"),
+    ((128, 128), 4, 5, 0, "wspp"),
+    ((64, 256), 4, 5, 0, "wspp"),
 ]
 
 
@@ -84,6 +91,7 @@ def program(
         warp_specialize=mode.startswith("ws"),
         persistent=mode.startswith("wsp"),
         wgmma_in_flight=0 if mode.endswith("0") else 1,
+        **({"pingpong": True} if mode.startswith("wspp") else {}),
     )
     (bm, bn), bk = s.block, s.k
     t = tile.Builder("gemm", s)
@@ -173,14 +181,18 @@ def main() -> None:
         print("needs torch with CUDA")
         return
     if args is None:
+        # --ncu CASE CONFIG[,CONFIG..]: each schedule (or `cublas`) once, in turn
+        # (Nsight Compute replays each launch it profiles: `-c <number of configs>`).
         i = sys.argv.index("--ncu")
         m, n, kk, a_trans = CASES[int(sys.argv[i + 1])]
-        cfg = CONFIGS[int(sys.argv[i + 2])]
         a, b, c = inputs(torch, m, n, kk, a_trans)
-        f = Tiled(cfg, a_trans)
-        for _ in range(3):
+        for name in sys.argv[i + 2].split(","):
+            if name == "cublas":
+                f: Any = lambda a, b, c: torch.matmul(a, b, out=c)  # noqa: E731
+            else:
+                f = Tiled(CONFIGS[int(name)], a_trans)
             f(a, b, c)
-        torch.cuda.synchronize()
+            torch.cuda.synchronize()
         return
     iters = 5 if args.quick else 30
     res = common.Results("tile_wgmma", torch.cuda.get_device_name(0))

@@ -3,7 +3,8 @@ producer warpgroup feeding wgmma consumer warpgroups through mbarrier rings,
 optionally persistent (crates/zyntax-tile/src/lower/pipeline_ws.rs), launched
 through ``zyntax.tile`` on torch tensors, against a float64 reference of the
 same rounded inputs with the output poisoned (NaN) first: tails in M, N and
-K, transposed operands, one and two consumer warpgroups."""
+K, transposed operands, one and two consumer warpgroups, and two consumer
+sets taking the instances in turn (ping-pong)."""
 
 from __future__ import annotations
 
@@ -46,9 +47,11 @@ def _operand(rows: int, cols: int, trans: bool) -> Any:
 
 
 @pytest.mark.parametrize(
-    ("block", "warps", "stages", "persistent", "in_flight"),
-    [((128, 256), 8, 4, True, 1), ((128, 256), 8, 4, True, 0), ((128, 256), 8, 3, False, 1),
-     ((128, 128), 4, 4, True, 1), ((64, 128), 4, 2, False, 1)],
+    ("block", "warps", "stages", "persistent", "in_flight", "pingpong"),
+    [((128, 256), 8, 4, True, 1, False), ((128, 256), 8, 4, True, 0, False),
+     ((128, 256), 8, 3, False, 1, False), ((128, 128), 4, 4, True, 1, False),
+     ((64, 128), 4, 2, False, 1, False), ((128, 128), 4, 6, True, 1, True),
+     ((128, 128), 4, 5, True, 0, True), ((64, 256), 4, 5, True, 1, True)],
 )  # fmt: skip
 @pytest.mark.parametrize(
     ("m", "n", "kk", "a_trans", "b_trans"),
@@ -61,6 +64,7 @@ def test_tile_ws_gemm(
     stages: int,
     persistent: bool,
     in_flight: int,
+    pingpong: bool,
     m: int,
     n: int,
     kk: int,
@@ -70,11 +74,12 @@ def test_tile_ws_gemm(
     _sm90()
     s = tile.Schedule(
         block, k=64, warps=warps, stages=stages, arch="sm_90a", warp_specialize=True,
-        persistent=persistent, wgmma_in_flight=in_flight,
+        persistent=persistent, wgmma_in_flight=in_flight, pingpong=pingpong,
     )  # fmt: skip
     k = ws_gemm(s, a_trans, b_trans)
     assert len(k.tensor_maps) == 2 and k.persistent == persistent
-    assert k.block[0] == 32 * warps + 128
+    # ping-pong: two consumer sets of `warps` warps beside the producer warpgroup
+    assert k.block[0] == 32 * warps * (2 if pingpong else 1) + 128
     a, b = _operand(m, kk, a_trans), _operand(kk, n, b_trans)
     c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
     k.launch(a, b, c, grid=k.grid(m, n))

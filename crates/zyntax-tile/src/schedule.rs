@@ -381,9 +381,14 @@ pub fn gemm_schedule(problem: &GemmProblem, batch: u64, arch: Arch, sms: u64) ->
 }
 
 /// Warp-specialised schedules on sm_90a (`lower/pipeline_ws.rs`), largest
-/// first, as `[bm, bn, warps, stages]` (K steps of 64; `warps` consumer
-/// warps beside the producer warpgroup).
-pub const WS_TILES: [[u32; 4]; 3] = [[128, 256, 8, 4], [128, 128, 8, 5], [64, 128, 4, 6]];
+/// first, as `[bm, bn, warps, stages, wgmma_in_flight, pingpong]` (K steps
+/// of 64; `warps` consumer warps per set beside the producer warpgroup;
+/// `pingpong` 1: two such sets take turns).
+pub const WS_TILES: [[u32; 6]; 3] = [
+    [128, 256, 8, 4, 0, 0],
+    [128, 128, 8, 5, 0, 0],
+    [64, 128, 4, 6, 0, 0],
+];
 
 /// A warp-specialised, persistent schedule for `problem` on sm_90a with
 /// `sms` SMs: the largest of [`WS_TILES`] whose grid still gives every SM an
@@ -397,9 +402,9 @@ pub fn ws_heuristic(problem: &GemmProblem, sms: u64) -> Option<Schedule> {
         return None;
     }
     let tiles =
-        |t: &[u32; 4]| problem.m.div_ceil(u64::from(t[0])) * problem.n.div_ceil(u64::from(t[1]));
+        |t: &[u32; 6]| problem.m.div_ceil(u64::from(t[0])) * problem.n.div_ceil(u64::from(t[1]));
     let smallest = &WS_TILES[WS_TILES.len() - 1];
-    let &[bm, bn, warps, stages] = WS_TILES
+    let &[bm, bn, warps, stages, in_flight, pingpong] = WS_TILES
         .iter()
         .find(|t| tiles(t) >= sms)
         .or((2 * tiles(smallest) >= sms).then_some(smallest))?;
@@ -410,7 +415,9 @@ pub fn ws_heuristic(problem: &GemmProblem, sms: u64) -> Option<Schedule> {
             .stages(stages)
             .arch(Arch::Sm90a)
             .warp_specialize(true)
-            .persistent(true),
+            .persistent(true)
+            .wgmma_in_flight(in_flight)
+            .pingpong(pingpong == 1),
     )
 }
 
@@ -491,7 +498,11 @@ mod tests {
                 .k(64)
                 .warps(t[2])
                 .stages(t[3])
-                .arch(Arch::Sm90a);
+                .arch(Arch::Sm90a)
+                .warp_specialize(true)
+                .persistent(true)
+                .wgmma_in_flight(t[4])
+                .pingpong(t[5] == 1);
             s.validate_gemm(2).unwrap();
         }
     }

@@ -404,10 +404,11 @@ pub fn ws_heuristic(problem: &GemmProblem, sms: u64) -> Option<Schedule> {
     let tiles =
         |t: &[u32; 6]| problem.m.div_ceil(u64::from(t[0])) * problem.n.div_ceil(u64::from(t[1]));
     let smallest = &WS_TILES[WS_TILES.len() - 1];
-    let &[bm, bn, warps, stages, in_flight, pingpong] = WS_TILES
-        .iter()
-        .find(|t| tiles(t) >= sms)
-        .or((2 * tiles(smallest) >= sms).then_some(smallest))?;
+    let &[bm, bn, warps, stages, in_flight, pingpong] =
+        WS_TILES
+            .iter()
+            .find(|t| tiles(t) >= sms)
+            .or((2 * tiles(smallest) >= sms).then_some(smallest))?;
     Some(
         Schedule::block(&[bm, bn])
             .k(64)

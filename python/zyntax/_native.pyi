@@ -462,6 +462,9 @@ class FunctionBuilder:
     def mbarrier_try_wait_parity(
         self, bar: Value, parity: _Operand, hint: _Operand | None = None
     ) -> Value: ...
+    def mbarrier_wait_parity(
+        self, bar: Value, parity: _Operand, hint: _Operand | None = None
+    ) -> None: ...
     def mbarrier_inval(self, bar: Value) -> None: ...
     # TMA (issue 13 item 2): coordinates innermost first; `tmap` a tensormap parameter
     def tma_load(

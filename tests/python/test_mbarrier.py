@@ -19,14 +19,9 @@ SU64 = hir.ptr("shared", hir.u64)
 
 
 def _wait(b: hir.FunctionBuilder, bar: hir.Value, parity: hir.Value) -> None:
-    """Spin on `try_wait.parity` until the phase of `parity` has completed."""
-    spin = b.block()
-    done = b.block()
-    b.jump(spin)
-    b.switch_to(spin)
-    ok = b.mbarrier_try_wait_parity(bar, parity, 1000)
-    b.br(ok, done, spin)
-    b.switch_to(done)
+    """Spin on `try_wait.parity` until the phase of `parity` has completed
+    (the Rust builder's wait loop, which the tile layer and kernels use)."""
+    b.mbarrier_wait_parity(bar, parity, 1000)
 
 
 def ring_module(arch: str = "sm_90") -> hir.Module:
@@ -95,6 +90,26 @@ def test_mbarrier_ring_on_interpreter() -> None:
     out = np.full(want.shape, 0xDEADBEEF, np.uint32)
     interp.launch(m, "ring", 1, 64, x, out, tiles)
     np.testing.assert_array_equal(out, want)
+
+
+def test_the_wait_loop_spins_on_try_wait_until_done() -> None:
+    """mbarrier_wait_parity: a block that try-waits and branches back to
+    itself until the phase completed; building continues after it."""
+    m = hir.Module("w", targets=["sm_90"])
+    with m.kernel("w", [hir.ptr("global", hir.u32)]) as b:
+        bar = b.shared_alloc(hir.u64, 1)
+        b.mbarrier_init(bar, 1)
+        b.mbarrier_arrive(bar)
+        b.mbarrier_wait_parity(bar, 0)
+        b.store(b.params[0], 7)
+        b.ret()
+    m.verify()
+    zir = m.to_zir()
+    assert "jump block1" in zir
+    assert "mbarrier.try_wait_parity" in zir and "br v" in zir and ", block2, block1" in zir
+    out = np.full(1, 0xDEADBEEF, np.uint32)
+    interp.launch(m, "w", 1, 1, out)
+    assert out[0] == 7
 
 
 def test_mbarrier_zir_round_trip() -> None:

@@ -548,6 +548,34 @@ impl FunctionBuilder {
         };
         self.push1(Op::Mbarrier(op), args, ty).map(Some)
     }
+    /// Spins on `mbarrier.try_wait_parity` until the phase of parity `parity`
+    /// (u32) of `bar` has completed; `hint` (u32) is try_wait's suspend-time
+    /// hint in ns (0: the hardware's default). Building continues in a new
+    /// block after the loop. zyntax's one wait loop: the tile layer's
+    /// pipelines and the kernel library (`FunctionBuilder.mbarrier_wait_parity`
+    /// in Python) call it.
+    pub fn mbarrier_wait_parity(
+        &mut self,
+        bar: ValueId,
+        parity: ValueId,
+        hint: ValueId,
+    ) -> BuildResult<()> {
+        let spin = self.create_block(&[]);
+        let done = self.create_block(&[]);
+        self.jump(spin, &[])?;
+        self.switch_to(spin);
+        let ok = self.push1(
+            Op::Mbarrier(MbarrierOp::TryWaitParity),
+            &[bar, parity, hint],
+            Type::BOOL,
+        )?;
+        self.branch(ok, done, &[], spin, &[])?;
+        // Every branch to both blocks is known: variables read after the loop resolve now.
+        self.seal_block(spin)?;
+        self.seal_block(done)?;
+        self.switch_to(done);
+        Ok(())
+    }
     /// `fence.proxy.async` (shared memory, generic proxy against the async proxy).
     pub fn fence_proxy_async(&mut self) -> BuildResult<()> {
         self.push0(Op::FenceProxyAsync, &[])

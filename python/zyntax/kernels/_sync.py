@@ -1,5 +1,7 @@
 """Synchronisation building blocks shared by the sm_90 kernels (GEMM and
-attention), written once so that every spin on an mbarrier looks the same."""
+attention). The wait loop itself is the Rust builder's
+(`FunctionBuilder::mbarrier_wait_parity`, which the tile layer's pipelines
+use too), so every spin on an mbarrier is the same code."""
 
 from __future__ import annotations
 
@@ -12,9 +14,4 @@ def wait_parity(b: hir.FunctionBuilder, bar: hir.Value, parity: Any, hint: Any =
     """Spin on `try_wait.parity` until the phase of `parity` of `bar` has
     completed; `hint` is try_wait's suspend-time hint in nanoseconds (None:
     the hardware's default)."""
-    spin = b.block()
-    done = b.block()
-    b.jump(spin)
-    b.switch_to(spin)
-    b.br(b.mbarrier_try_wait_parity(bar, parity, hint), done, spin)
-    b.switch_to(done)
+    b.mbarrier_wait_parity(bar, parity, hint)

@@ -63,6 +63,32 @@ impl FunctionBuilder {
         let hint = hint.unwrap_or(&zero);
         self.mbar1(py, MbarrierOp::TryWaitParity, bar, &[parity, hint])
     }
+    /// Spins until the phase of parity `parity` (0 or 1) of `bar` has
+    /// completed: `mbarrier_try_wait_parity` in a loop (`hint`: its
+    /// suspend-time hint in ns; None: the hardware's default), the Rust
+    /// builder's one wait loop. Building continues after the loop (sm_90).
+    #[pyo3(signature = (bar, parity, hint=None))]
+    fn mbarrier_wait_parity(
+        &self,
+        py: Python<'_>,
+        bar: &Bound<'_, PyAny>,
+        parity: &Bound<'_, PyAny>,
+        hint: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let (b, _) = self
+            .sh
+            .value(bar, "the barrier of `mbarrier_wait_parity`")?;
+        let parity = self.sh.opnd(parity)?.0;
+        let hint = hint.map(|h| self.sh.opnd(h)).transpose()?.map(|h| h.0);
+        self.sh.run(py, |fb| {
+            let parity = mat(fb, &parity, &Type::U32)?;
+            let hint = match &hint {
+                Some(h) => mat(fb, h, &Type::U32)?,
+                None => fb.iconst(Type::U32, 0)?,
+            };
+            fb.mbarrier_wait_parity(b, parity, hint)
+        })
+    }
     /// Invalidates the barrier so its shared memory can be reused.
     fn mbarrier_inval(&self, py: Python<'_>, bar: &Bound<'_, PyAny>) -> PyResult<()> {
         self.mbar(py, MbarrierOp::Inval, bar, &[]).map(|_| ())

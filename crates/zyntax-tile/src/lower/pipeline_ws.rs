@@ -363,17 +363,7 @@ impl Lowerer<'_> {
     /// Spins until the phase of `parity` of `bar` has completed.
     fn wait_parity(&mut self, bar: ValueId, parity: ValueId) -> TileResult<()> {
         let hint = self.u32(0)?;
-        let spin = self.b.create_block(&[]);
-        let done = self.b.create_block(&[]);
-        self.b.jump(spin, &[])?;
-        self.b.switch_to(spin);
-        let ok = self
-            .b
-            .mbarrier(MbarrierOp::TryWaitParity, &[bar, parity, hint])?
-            .ok_or_else(|| crate::error::TileError::Internal("try_wait_parity".into()))?;
-        self.b.branch(ok, done, &[], spin, &[])?;
-        self.b.switch_to(done);
-        Ok(())
+        Ok(self.b.mbarrier_wait_parity(bar, parity, hint)?)
     }
 
     /// The ops of the body before the GEMM loop that give scalars (the

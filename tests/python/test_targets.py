@@ -154,3 +154,23 @@ def test_the_front_end_falls_back_to_the_default_arch(monkeypatch: pytest.Monkey
     monkeypatch.setenv("ZYNTAX_ARCH", "sm_91")
     with pytest.raises(zyntax.KernelError, match="unknown arch 'sm_91'"):
         pipeline.resolve_arch(None)
+
+
+def test_tile_schedules_default_to_the_table_default() -> None:
+    """The tile layer's schedules (zyntax_tile::Schedule, tile_heuristic,
+    tile_gemm_schedule) take the table's default arch when none is named, and
+    a schedule's repr leaves out the fields at their defaults."""
+    from zyntax import _native, tile
+
+    s = tile.Schedule((64, 64))
+    assert s.arch == targets.DEFAULT_ARCH
+    assert _native.tile_heuristic(256, 256, 256).arch == targets.DEFAULT_ARCH
+    assert _native.tile_gemm_schedule(256, 256, 256)[0].arch == targets.DEFAULT_ARCH
+    assert repr(s) == (
+        "Schedule(block=[64, 64], k=16, warps=4, stages=1, cluster=1, "
+        f"arch='{targets.DEFAULT_ARCH}')"
+    )
+    shown = repr(tile.Schedule((64, 64), arch="sm_90a", wgmma_in_flight=1))
+    assert shown.endswith("arch='sm_90a', wgmma_in_flight=1)")
+    with pytest.raises(zyntax.ArgumentError, match="unknown arch 'sm_99'"):
+        _native.tile_heuristic(64, 64, 64, arch="sm_99")

@@ -149,11 +149,36 @@ fn value_pairs(vals: &[Value]) -> Vec<(&'static str, u32)> {
 fn parse_arch(s: &str) -> PyResult<Arch> {
     Arch::from_name(s).ok_or_else(|| {
         let names: Vec<&str> = Arch::ALL.iter().map(|a| a.name()).collect();
+        // Worded as zyntax.targets.check_arch words it.
         ArgumentError::new_err(format!(
-            "argument 'arch': unknown arch {s:?} (expected one of: {})",
+            "argument 'arch': unknown arch '{s}'; expected one of {}",
             names.join(", ")
         ))
     })
+}
+
+/// The arch named by an optional `arch=` argument, else the default one
+/// (`Arch::DEFAULT`, the target table's).
+fn arch_or_default(arch: Option<Text>) -> PyResult<Arch> {
+    Ok(arch
+        .as_deref()
+        .map(parse_arch)
+        .transpose()?
+        .unwrap_or(Arch::DEFAULT))
+}
+
+fn gemm_problem(
+    m: Checked<u64>,
+    n: Checked<u64>,
+    k: Checked<u64>,
+    bytes: Checked<u32>,
+) -> zt::GemmProblem {
+    zt::GemmProblem {
+        m: m.0,
+        n: n.0,
+        k: k.0,
+        operand_bytes: bytes.0,
+    }
 }
 
 // ====================================================================== schedule
@@ -186,14 +211,13 @@ impl TileSchedule {
         wgmma_in_flight: Checked<u32>,
         pingpong: Flag,
     ) -> PyResult<Self> {
-        let arch = arch.as_deref().map(parse_arch).transpose()?;
         Ok(TileSchedule {
             inner: zt::Schedule::block(&u32_list(block, "block")?)
                 .k(k.0)
                 .warps(warps.0)
                 .stages(stages.0)
                 .cluster(cluster.0)
-                .arch(arch.unwrap_or(Arch::Sm80))
+                .arch(arch_or_default(arch)?)
                 .warp_specialize(warp_specialize.0)
                 .persistent(persistent.0)
                 .wgmma_in_flight(wgmma_in_flight.0)
@@ -291,7 +315,7 @@ impl TileSchedule {
             } else {
                 ""
             },
-            if s.wgmma_in_flight == 1 {
+            if s.wgmma_in_flight == zt::Schedule::block(&[]).wgmma_in_flight {
                 String::new()
             } else {
                 format!(", wgmma_in_flight={}", s.wgmma_in_flight)
@@ -318,17 +342,8 @@ pub fn tile_heuristic(
     warp_specialize: Flag,
     sms: Checked<u64>,
 ) -> PyResult<TileSchedule> {
-    let arch = arch
-        .as_deref()
-        .map(parse_arch)
-        .transpose()?
-        .unwrap_or(Arch::Sm80);
-    let p = zt::GemmProblem {
-        m: m.0,
-        n: n.0,
-        k: k.0,
-        operand_bytes: operand_bytes.0,
-    };
+    let arch = arch_or_default(arch)?;
+    let p = gemm_problem(m, n, k, operand_bytes);
     let ws = if warp_specialize.0 && arch == Arch::Sm90a {
         zt::ws_heuristic(&p, sms.0)
     } else {
@@ -353,17 +368,8 @@ pub fn tile_gemm_schedule(
     arch: Option<Text>,
     sms: Checked<u64>,
 ) -> PyResult<(TileSchedule, u32)> {
-    let arch = arch
-        .as_deref()
-        .map(parse_arch)
-        .transpose()?
-        .unwrap_or(Arch::Sm80);
-    let p = zt::GemmProblem {
-        m: m.0,
-        n: n.0,
-        k: k.0,
-        operand_bytes: operand_bytes.0,
-    };
+    let arch = arch_or_default(arch)?;
+    let p = gemm_problem(m, n, k, operand_bytes);
     let (inner, splits) = zt::schedule::gemm_schedule(&p, batch.0, arch, sms.0.max(1));
     Ok((TileSchedule { inner }, splits))
 }

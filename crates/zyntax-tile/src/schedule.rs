@@ -83,7 +83,8 @@ impl Schedule {
             warps: 4,
             stages: 1,
             cluster: 1,
-            arch: Arch::Sm80,
+            // The target table's default arch (docs/lowering.md, "Targets").
+            arch: Arch::DEFAULT,
             dot_path: DotPath::Auto,
             warp_specialize: false,
             persistent: false,

@@ -328,7 +328,13 @@ def tile_lib_case(
         return
     m, k = As[0].shape[-2:]
     sched = gemm_tile.schedule(_zdt(C), m, C.shape[-1], k, 1, ctx["arch"], ctx["sms"])
-    report("zyntax_tile", lambda i: gemm_tile.matmul(As[i], Bs[i], C), schedule=str(sched))
+    ws = gemm_tile.ws_schedule(m, C.shape[-1], k, ctx["sms"]) if ctx["arch"] == "sm_90a" else None
+    report(
+        "zyntax_tile",
+        lambda i: gemm_tile.matmul(As[i], Bs[i], C),
+        schedule=str(sched),
+        ws_schedule=str(ws),
+    )
     if not ctx.get("tile_ws_compare") or ctx["arch"] != "sm_90a" or sched[1] > 1:
         return
     # The same program with the warp-specialised pipeline switched the other way.

@@ -54,6 +54,9 @@ class Spec:
     schedule: tuple[int, int, int, int, int, str]  # bm, bn, bk, warps, stages, arch
     #: the warp-specialised TMA pipeline (docs/tile.md), persistent
     ws: bool = False
+    #: with `ws`: (wgmma groups in flight, two consumer sets in turn), as
+    #: ``zyntax_tile::ws_heuristic`` chose them
+    ws_opts: tuple[int, bool] = (0, False)
 
 
 def _ge(p: tile.Scalar, s: tile.Scalar) -> tile.Scalar:
@@ -78,9 +81,11 @@ def program(s: Spec) -> tile.Kernel:
     """``c[z] = act(a[z] @ b[z] + bias)``; grid (M tiles, N tiles, batch * splits),
     or (row tiles of all groups, N tiles, 1) when grouped."""
     bm, bn, bk, warps, stages, arch = s.schedule
+    in_flight, pingpong = s.ws_opts
     sched = tile.Schedule(
-        (bm, bn), k=bk, warps=warps, stages=stages, arch=arch, warp_specialize=s.ws, persistent=s.ws
-    )
+        (bm, bn), k=bk, warps=warps, stages=stages, arch=arch, warp_specialize=s.ws,
+        persistent=s.ws, wgmma_in_flight=in_flight, **({"pingpong": True} if pingpong else {}),
+    )  # fmt: skip
     t = tile.Builder("matmul", sched)
 
     def view(name: str, dt: str, rank: int, unit: int | None, aligned: bool) -> tile.View:
@@ -170,6 +175,30 @@ WARP_SPECIALIZE = True
 #: ((bm, bn, bk, warps, stages), K splits) that replaces the tile crate's
 #: choice for every call (benches/gemm.py --tile-ladder compares them).
 FORCE: tuple[tuple[int, int, int, int, int], int] | None = None
+#: ((bm, bn, warps, stages), wgmma_in_flight, pingpong) that replaces the
+#: warp-specialised choice (benches; call ``ws_schedule.cache_clear()`` and
+#: clear ``matmul.plans`` after setting it).
+WS_FORCE: tuple[tuple[int, int, int, int], int, bool] | None = None
+
+
+@functools.cache
+def ws_schedule(
+    m: int, n: int, k: int, sms: int
+) -> tuple[tuple[int, int, int, int, int, str], tuple[int, int]] | None:
+    """The warp-specialised persistent schedule of an M x N x K bf16/f16
+    product on sm_90a with `sms` SMs (``zyntax_tile::ws_heuristic``: the tile,
+    stages, wgmma groups in flight and ping-pong), or None where the crate
+    keeps the output off it (too few tiles)."""
+    if WS_FORCE is not None:
+        (bm, bn, warps, stages), in_flight, forced = WS_FORCE
+        return (bm, bn, 64, warps, stages, "sm_90a"), (in_flight, int(forced))
+    s = _native.tile_heuristic(
+        m, n, k, operand_bytes=2, arch="sm_90a", warp_specialize=True, sms=sms
+    )
+    if not s.warp_specialize:
+        return None
+    sched = (s.block[0], s.block[1], s.k, s.warps, s.stages, "sm_90a")
+    return sched, (s.wgmma_in_flight, int(s.pingpong))
 
 
 def schedule(
@@ -273,9 +302,7 @@ def launch(
         WARP_SPECIALIZE
         and not host
         and arch == "sm_90a"
-        and sched[0] == 128
-        and kk >= sched[2] * sched[4]  # B2: 17x33x9 (one short K step) failed on it
-        and sched[2] == 64
+        and ta.dtype != "f32"
         and splits == 1
         and not groups
         and nb == 1
@@ -286,6 +313,18 @@ def launch(
         and bias is None
         and activation is None
     )
+    ws_opts = (0, False)
+    if ws:
+        # The crate's warp-specialised table picks the tile (64-row tiles
+        # too) and its pipeline knobs; a K shorter than the ring stays off
+        # it (B2: 17x33x9, one short K step, failed there).
+        got = ws_schedule(m, n, kk, sms)
+        ws = got is not None and kk >= got[0][2] * got[0][4]
+        if got is not None and ws:
+            sched, (in_flight, pp) = got
+            ws_opts = (in_flight, bool(pp))
+            bm, bn, bk = sched[:3]
+            kps = -(-kk // bk) * bk
     spec = Spec(
         ta.dtype,
         tc.dtype,
@@ -300,6 +339,7 @@ def launch(
         splits > 1,
         sched,
         ws,
+        ws_opts,
     )
     bias_args = [] if bias is None else [bias, 1, n, 0, bias.strides[0]]
     args: list[Any] = [ta, *av, tb, *bv]

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from zyntax import fatbin, ptxinfo
+from zyntax import _native, compiler, fatbin, ptxinfo
 from zyntax.bundle import (
     MANIFEST_FORMAT,
     MANIFEST_VERSION,
@@ -89,7 +89,6 @@ def _cubin(ptx: str, arch: str, ptxas: str, key: str) -> tuple[bytes, str]:
 
     A cached cubin is used only if this cache signed it (zyntax.frontend.cache) and
     it was assembled from this very PTX; anything else is rebuilt."""
-    import zyntax
     from zyntax.frontend import cache
 
     ptx_sha256 = hashlib.sha256(ptx.encode()).hexdigest()
@@ -100,7 +99,7 @@ def _cubin(ptx: str, arch: str, ptxas: str, key: str) -> tuple[bytes, str]:
             logger.info("reused the %s cubin from the cache (key %s)", arch, key[:16])
             return blob, str(meta.get("log", ""))
         logger.warning("cache: cubin entry %s is of other PTX; rebuilding it", key[:16])
-    res = zyntax.validate_ptx(ptx, arch, ptxas)
+    res = compiler.validate_ptx(ptx, arch, ptxas)
     meta = {"arch": arch, "log": res.log, "ptx_sha256": ptx_sha256}
     cache.store_blob("cubin_cache", key, ".cubin", res.cubin, meta)
     return res.cubin, res.log
@@ -162,7 +161,6 @@ def build_bundle(
     ``output`` with ``.json``; a file there that is not a zyntax manifest raises
     ArgumentError (nothing written) unless ``overwrite=True``.
     """
-    import zyntax
     from zyntax.frontend import cache
 
     if emit not in ("fatbin", "cubin"):
@@ -188,7 +186,7 @@ def build_bundle(
     if not overwrite:
         check_manifest_target(out)
     zir = module.to_zir()
-    version = str(zyntax.__version__)
+    version = str(_native.__version__)
     options: dict[str, Any] = {"opt_level": opt_level} if opt_level else {}
 
     ptx_texts: dict[str, str] = {}
@@ -198,7 +196,7 @@ def build_bundle(
     ptxas = locate_ptxas()
     ptxas_ver = ptxas_version(ptxas)
     for arch in progress(archs, total=len(archs), desc=f"zyntax: {module.name}"):
-        res = zyntax.compile_ptx(module, arch, ptx_version=ptx_version, opt_level=opt_level)
+        res = compiler.compile_ptx(module, arch, ptx_version=ptx_version, opt_level=opt_level)
         ptx_texts[arch] = res.ptx
         ptx_versions[arch] = res.ptx_version
         key = cache.cache_key(zir, arch, res.ptx_version, version, options, ptxas_version=ptxas_ver)

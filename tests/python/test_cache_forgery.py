@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 
 import zyntax
-from zyntax import Array, aot, cache_archive, commands, f32, hir, i32, tuning
+from zyntax import Array, aot, cache_archive, commands, compiler, f32, hir, i32, tuning
 from zyntax.frontend import cache, pipeline
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -249,14 +249,14 @@ def test_planted_cubin_under_the_real_key_is_not_used(
         "ptx_sha256": hashlib.sha256(ptx.encode()).hexdigest(),
     }
     (d / f"{key}.json").write_text(json.dumps(meta))
-    real = zyntax.validate_ptx
+    real = compiler.validate_ptx
     runs: list[str] = []
 
     def counted(text: str, arch: str, path: str | None) -> Any:
         runs.append(text)
         return real(text, arch, path)
 
-    monkeypatch.setattr(zyntax, "validate_ptx", counted)
+    monkeypatch.setattr(compiler, "validate_ptx", counted)
     blob, _ = aot._cubin(ptx, ARCH, ptxas, key)
     assert blob == genuine and runs == [ptx]
     # The rebuilt cubin is signed: the next bundle reuses it without ptxas ...

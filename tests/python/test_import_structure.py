@@ -77,11 +77,10 @@ LAYERS: list[tuple[str, set[str]]] = [
     ),
     ("entry points", {"zyntax", "zyntax.cli", "zyntax.commands"}),
 ]
-#: Upward imports not fixed yet, each with its reason. aot.py calls
-#: ``zyntax.compile_ptx``/``validate_ptx`` through the package root; it should
-#: import ``zyntax.compiler`` (aot.py was being rewritten for the ptxas/nvFatbin
-#: versions when the layers were drawn).
-KNOWN_UPWARD = {("zyntax.aot", "zyntax")}
+#: Upward imports not fixed yet, each with its reason (none left: aot.py
+#: called ``zyntax.compile_ptx`` through the package root until it imported
+#: ``zyntax.compiler``).
+KNOWN_UPWARD: set[tuple[str, str]] = set()
 
 Graph = dict[str, set[str]]
 

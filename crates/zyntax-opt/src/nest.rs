@@ -32,6 +32,17 @@ use zyntax_hir::{BinOp, BuildError, CmpOp, Dim, FunctionBuilder, IfFrame, ValueI
 /// every CUDA device zyntax targets (sm_70 and newer) allows.
 pub const MAX_WORKGROUP: [u32; 3] = [1024, 1024, 64];
 pub const MAX_WORKGROUP_THREADS: u32 = 1024;
+/// The largest grid extent per dimension (x, y, z) devices launch.
+pub const MAX_GRID: [u64; 3] = [(1 << 31) - 1, 65535, 65535];
+
+/// `(16, 16)`, `(2048,)`: shapes as the Python front door writes them.
+fn shape<T: std::fmt::Display>(xs: &[T]) -> String {
+    let parts: Vec<String> = xs.iter().map(ToString::to_string).collect();
+    match parts.len() {
+        1 => format!("({},)", parts[0]),
+        _ => format!("({})", parts.join(", ")),
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum NestError {
@@ -60,7 +71,8 @@ pub fn block_shape(workgroup: &[u32]) -> Result<[u32; 3], NestError> {
     }
     if workgroup.contains(&0) {
         return Err(NestError::Shape(format!(
-            "workgroup {workgroup:?} has an extent below 1"
+            "workgroup {} has an extent below 1",
+            shape(workgroup)
         )));
     }
     let mut xyz = [1u32; 3];
@@ -70,38 +82,52 @@ pub fn block_shape(workgroup: &[u32]) -> Result<[u32; 3], NestError> {
     for ((name, w), limit) in ["x", "y", "z"].iter().zip(xyz).zip(MAX_WORKGROUP) {
         if w > limit {
             return Err(NestError::Shape(format!(
-                "workgroup {workgroup:?} is {w} threads along {name}; devices allow at most {limit}"
+                "workgroup {} is {w} threads along {name}; devices allow at most {limit}",
+                shape(workgroup)
             )));
         }
     }
     let total: u64 = xyz.iter().map(|&w| u64::from(w)).product();
     if total > u64::from(MAX_WORKGROUP_THREADS) {
         return Err(NestError::Shape(format!(
-            "workgroup {workgroup:?} has {total} threads; devices allow at most \
-             {MAX_WORKGROUP_THREADS} per block"
+            "workgroup {} has {total} threads; devices allow at most \
+             {MAX_WORKGROUP_THREADS} per block",
+            shape(workgroup)
         )));
     }
     Ok(xyz)
 }
 
-/// `(grid, block)` in `(x, y, z)` order covering `sizes` (outermost first).
-pub fn launch_grid(sizes: &[u64], workgroup: &[u32]) -> Result<([u32; 3], [u32; 3]), NestError> {
-    if sizes.len() != workgroup.len() {
-        return Err(NestError::Shape(format!(
-            "the nest has {} dimensions but the workgroup {workgroup:?} has {}",
-            sizes.len(),
-            workgroup.len()
-        )));
+/// A nest of `n` sizes needs a workgroup of `n` extents.
+pub fn dims_match(n: usize, workgroup: &[u32]) -> Result<(), NestError> {
+    if n == workgroup.len() {
+        return Ok(());
     }
+    Err(NestError::Shape(format!(
+        "the nest has {n} dimensions but the workgroup {} has {}",
+        shape(workgroup),
+        workgroup.len()
+    )))
+}
+
+/// `(grid, block)` in `(x, y, z)` order covering `sizes` (outermost first);
+/// a grid past the device limits ([`MAX_GRID`]) is an error.
+pub fn launch_grid(sizes: &[u64], workgroup: &[u32]) -> Result<([u32; 3], [u32; 3]), NestError> {
     let block = block_shape(workgroup)?;
+    dims_match(sizes.len(), workgroup)?;
     let mut grid = [1u32; 3];
-    for ((g, s), b) in grid.iter_mut().zip(sizes.iter().rev()).zip(block) {
+    let slots = grid.iter_mut().zip(sizes.iter().rev()).zip(block);
+    for (((g, s), b), (name, limit)) in slots.zip(["x", "y", "z"].iter().zip(MAX_GRID)) {
         let blocks = s.div_ceil(u64::from(b)).max(1);
-        *g = u32::try_from(blocks).map_err(|_| {
-            NestError::Shape(format!(
-                "size {s} needs {blocks} blocks, more than a grid holds"
-            ))
-        })?;
+        if blocks > limit {
+            return Err(NestError::Shape(format!(
+                "iteration space {} needs {blocks} blocks along {name} with workgroup {}; \
+                 devices allow at most {limit}",
+                shape(sizes),
+                shape(workgroup)
+            )));
+        }
+        *g = blocks as u32;
     }
     Ok((grid, block))
 }
@@ -113,13 +139,7 @@ pub fn begin_parallel_for(
     sizes: &[ValueId],
     workgroup: &[u32],
 ) -> Result<NestFrame, NestError> {
-    if sizes.len() != workgroup.len() {
-        return Err(NestError::Shape(format!(
-            "the nest has {} dimensions but the workgroup {workgroup:?} has {}",
-            sizes.len(),
-            workgroup.len()
-        )));
-    }
+    dims_match(sizes.len(), workgroup)?;
     let block = block_shape(workgroup)?;
     if let Some(info) = b.kernel_info_mut() {
         info.max_threads = Some(block);

@@ -25,7 +25,7 @@ use std::fmt;
 
 use zyntax_hir::{BuildError, CmpOp, Dim, FunctionBuilder, Type, ValueId};
 
-use crate::nest::{block_shape, NestError};
+use crate::nest::{block_shape, dims_match, NestError};
 
 /// Static shared memory a block may declare on every target (sm_70 and
 /// newer): all tiles of a nest must fit.
@@ -690,14 +690,7 @@ impl TiledNest {
         workgroup: &[u32],
         writes: &[ValueId],
     ) -> Result<TiledNest, TileError> {
-        if sizes.len() != workgroup.len() {
-            return Err(NestError::Shape(format!(
-                "the nest has {} dimensions but the workgroup {workgroup:?} has {}",
-                sizes.len(),
-                workgroup.len()
-            ))
-            .into());
-        }
+        dims_match(sizes.len(), workgroup)?;
         let block = block_shape(workgroup)?;
         if let Some(info) = b.kernel_info_mut() {
             info.max_threads = Some(block);

@@ -110,6 +110,15 @@ fn workgroup_limits_and_shapes() {
         ([2, 2, 3], [4, 2, 1])
     );
     assert!(nest::launch_grid(&[8, 8], &[64]).is_err());
+    // Grids past the device limits (y and z at most 65535 blocks).
+    let Err(NestError::Shape(m)) = nest::launch_grid(&[1 << 40, 4], &[1, 4]) else {
+        panic!("a grid of 2^40 blocks along y")
+    };
+    assert!(
+        m.contains("needs 1099511627776 blocks along y with workgroup (1, 4)"),
+        "{m}"
+    );
+    assert!(m.ends_with("at most 65535"), "{m}");
     // The builder is untouched by a rejected workgroup.
     let mut b = FunctionBuilder::kernel("k", &[Type::U32]);
     let n = b.param(0);

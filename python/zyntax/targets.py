@@ -30,6 +30,7 @@ __all__ = [
     "arch_for_capability",
     "check_arch",
     "default_arch_of",
+    "has_feature",
 ]
 
 
@@ -87,6 +88,14 @@ def check_arch(arch: Any, what: str = "arch") -> str:
             f"argument '{what}': unknown arch {arch!r}; expected one of {', '.join(ARCHS)}"
         )
     return arch
+
+
+def has_feature(arch: str, feature: str) -> bool:
+    """Whether `arch` has the gated HIR `feature` (a name of
+    :attr:`ArchInfo.features`, e.g. ``"wgmma"``) at its default PTX version;
+    False for a name that is not an arch of the table (``"interp"``)."""
+    info = ARCHS.get(arch)
+    return info is not None and feature in info.features
 
 
 def default_arch_of(module: Any) -> str:

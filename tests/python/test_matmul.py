@@ -394,7 +394,8 @@ def test_sm90_variant_is_called_with_the_normalised_problem(
         def matmul_sm90(a: Any, b: Any, out: Any, **kw: Any) -> None:
             calls.append((a, b, out, kw))
 
-    monkeypatch.setattr(zk, "_arch_of", lambda p: "sm_90")
+    # What cuda.device_arch gives on an H100/H200 (wgmma needs sm_90a).
+    monkeypatch.setattr(zk, "_arch_of", lambda p: "sm_90a")
     monkeypatch.setattr(zk, "_sm90_module", lambda: FakeSm90)
     monkeypatch.setattr(zk, "SMALL_M", 0)  # M = 64 counts as large here
     monkeypatch.setattr(zk, "TILE_MAX_M", 0)  # and the tile program is not preferred

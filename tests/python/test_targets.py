@@ -174,3 +174,13 @@ def test_tile_schedules_default_to_the_table_default() -> None:
     assert shown.endswith("arch='sm_90a', wgmma_in_flight=1)")
     with pytest.raises(zyntax.ArgumentError, match="unknown arch 'sm_99'"):
         _native.tile_heuristic(64, 64, 64, arch="sm_99")
+
+
+def test_feature_checks_read_the_table() -> None:
+    """targets.has_feature is the table's feature list (the kernel library asks
+    it for wgmma instead of naming the Hopper archs)."""
+    assert targets.has_feature("sm_90a", "wgmma") and not targets.has_feature("sm_90", "wgmma")
+    assert not targets.has_feature("interp", "wgmma")
+    for name, info in targets.ARCHS.items():
+        for feature in {f for a in targets.ARCHS.values() for f in a.features}:
+            assert targets.has_feature(name, feature) == (feature in info.features)

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from zyntax import _native
+from zyntax import _native, targets
 from zyntax.errors import ArgumentError
 from zyntax.kernels import _tensors as T
 from zyntax.kernels import gemm_mma_sync, gemm_simt, gemm_tile
@@ -380,7 +380,7 @@ def _mma_sync_supports(p: Problem, arch: str) -> str | None:
         return "mma_sync reads f32 only as tf32 (allow_tf32=True or variant='mma_sync')"
     if p.a.dtype not in ("bf16", "f16", "f32"):
         return f"mma_sync takes bf16, f16 or f32 (tf32) inputs, not {p.a.dtype}"
-    if arch != "interp" and int(arch[3:5]) < 80:
+    if arch != "interp" and targets.ARCHS[arch].compute_capability < (8, 0):
         return f"mma_sync needs sm_80 or newer, the device is {arch}"
     return None
 
@@ -493,8 +493,8 @@ def _sm90_supports(p: Problem, arch: str) -> str | None:
     mod = _sm90_module()
     if mod is None:
         return "the sm90 variant is not part of this build"
-    if arch not in ("sm_90", "sm_90a"):
-        return f"sm90 needs an sm_90 device, the device is {arch}"
+    if not targets.has_feature(arch, "wgmma"):
+        return f"sm90 needs wgmma (an sm_90a device), the device is {arch}"
     if p.a.dtype == "f32" and not p.tf32:
         return "sm90 reads f32 only as tf32 (allow_tf32=True or variant='sm90')"
     ok = mod.sm90_supports(p.a.dtype, p.b.dtype, p.out.dtype, p.a.layout, p.b.layout)
@@ -564,7 +564,7 @@ def tile_preferred(p: Problem, arch: str) -> bool:
     to 256 (1x4096x4096: 1.10 against 0.37; 256x4096x4096: 238 against 189)
     or a transposed `a` (4096^3: 672 against 553, the sm90 variant copies
     it). Row-major large products stay on the sm90 variant (726 against 678)."""
-    hopper = arch in ("sm_90", "sm_90a")
+    hopper = targets.has_feature(arch, "wgmma")
     if not hopper or p.a.dtype not in ("bf16", "f16") or p.tf32:
         return False
     return p.m <= TILE_MAX_M or p.a.layout == "col"
@@ -615,7 +615,7 @@ def _arch_of(p: Problem) -> str:
 
 def _choose(p: Problem, variant: str | None) -> tuple[Variant, str]:
     arch = _arch_of(p)
-    if p.a.dtype == "e4m3" and arch != "interp" and int(arch[3:5]) < 89:
+    if p.a.dtype == "e4m3" and arch != "interp" and targets.ARCHS[arch].compute_capability < (8, 9):
         raise ArgumentError(f"argument 'a': fp8 (e4m3) needs sm_89 or newer; the device is {arch}")
     names = [v.name for v in REGISTRY]
     if variant is not None and variant not in names:

@@ -427,13 +427,13 @@ _archs: dict[int, str] = {}
 
 
 def _arch(device: int) -> str:
-    """The device's arch; sm_90a on Hopper (its arch-specific wgmma)."""
+    """The device's arch (``cuda.device_arch``: sm_90a on compute capability
+    9.0, for its wgmma, by the target table's rule)."""
     arch = _archs.get(device)
     if arch is None:
         from zyntax import cuda
 
-        arch = cuda.device_arch(device)
-        arch = _archs[device] = "sm_90a" if arch == "sm_90" else arch
+        arch = _archs[device] = cuda.device_arch(device)
     return arch
 
 

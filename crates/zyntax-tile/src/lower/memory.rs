@@ -116,6 +116,17 @@ fn group(layout: &Layout, shape: &[u32], reg: u32, plan: Option<VectorPlan>) -> 
     )
 }
 
+/// How [`Lowerer::store_groups`] writes each group.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Access {
+    /// Masked by the view's extents (vectors where whole and aligned).
+    Masked,
+    /// The box is known inside the view and aligned: no test but ownership.
+    Whole,
+    /// Device-scope atomic adds, element by element, masked.
+    Atomic,
+}
+
 impl Lowerer<'_> {
     /// The element offset and in-bounds mask of `coords` in the box at `origin`.
     fn address(
@@ -307,27 +318,123 @@ impl Lowerer<'_> {
     ) -> TileResult<()> {
         let layout = self.layout(tile)?;
         let shape = self.program.tile(tile).shape.clone();
-        let values = self.regs(tile)?;
         let origin = self.origin(origin)?;
         let table = self.coords(&layout, &shape)?;
-        let plan = match atomic {
-            true => None,
-            false => vector_plan(self.program, &layout, view, &shape),
-        };
+        if atomic {
+            return self.store_groups(view, &origin, tile, &table, None, Access::Atomic);
+        }
+        let plan = vector_plan(self.program, &layout, view, &shape);
+        // A box wholly inside the view (and, for vectors, aligned) is stored
+        // with no per-element test: one uniform test instead of a mask and
+        // an alignment branch per access (an epilogue's 128x256 tile is 64
+        // stores a thread, each ~15 instructions with its tests).
+        let whole = self.whole_store_box(view, &origin, &shape, plan)?;
+        let mut f = self.b.begin_if(whole, &[])?;
+        self.store_groups(view, &origin, tile, &table, plan, Access::Whole)?;
+        self.b.begin_else(&mut f, &[])?;
+        self.store_groups(view, &origin, tile, &table, plan, Access::Masked)?;
+        self.b.end_if(f, &[])?;
+        Ok(())
+    }
+
+    /// Whether the box of `shape` at `origin` lies wholly inside `view` and,
+    /// with a vector `plan`, every vector of it is aligned (the origin along
+    /// the unit-stride dim and the other dims' strides multiples of the width).
+    fn whole_store_box(
+        &mut self,
+        view: ViewId,
+        origin: &[ValueId],
+        shape: &[u32],
+        plan: Option<VectorPlan>,
+    ) -> TileResult<ValueId> {
+        let v = self.views[view.0 as usize].clone();
+        let lead = v.shape.len() - shape.len();
+        let mut ok = self.b.bconst(true)?;
+        for d in 0..v.shape.len() {
+            let ext = self.u32(if d < lead { 1 } else { shape[d - lead] })?;
+            let end = self.b.add(origin[d], ext)?;
+            let inside = self.b.le(end, v.shape[d])?;
+            // an origin near 2^32 wraps `end` around: it must pass it too
+            let no_wrap = self.b.ge(end, origin[d])?;
+            let inside = self.b.and(inside, no_wrap)?;
+            ok = self.b.and(ok, inside)?;
+        }
+        if let Some(p) = plan {
+            let (width, zero) = (self.u32(p.width)?, self.u32(0)?);
+            for (d, (&o, &stride)) in origin.iter().zip(&v.strides).enumerate() {
+                let x = if d == p.view_dim { o } else { stride };
+                let r = self.b.rem(x, width)?;
+                let aligned = self.b.eq(r, zero)?;
+                ok = self.b.and(ok, aligned)?;
+            }
+        }
+        Ok(ok)
+    }
+
+    /// The stores (or atomics) of every register group of `tile`.
+    fn store_groups(
+        &mut self,
+        view: ViewId,
+        origin: &[ValueId],
+        tile: TileId,
+        table: &[Vec<Coord>],
+        plan: Option<VectorPlan>,
+        access: Access,
+    ) -> TileResult<()> {
+        let layout = self.layout(tile)?;
+        let shape = self.program.tile(tile).shape.clone();
+        let values = self.regs(tile)?;
         for r in 0..layout.num_regs(&shape) {
             let Some(regs_of_group) = group(&layout, &shape, r, plan) else {
                 continue;
             };
             let coords: Vec<Vec<Coord>> = regs_of_group
                 .iter()
-                .map(|&g| Self::reg_coords(&layout, &shape, &table, g))
+                .map(|&g| Self::reg_coords(&layout, &shape, table, g))
                 .map(|c| self.padded(view, c))
                 .collect::<TileResult<_>>()?;
             let parts: Vec<ValueId> = regs_of_group.iter().map(|&g| values[g as usize]).collect();
-            match plan {
-                Some(p) => self.store_vector(view, &origin, &coords, &parts, p)?,
-                None => self.store_scalar(view, &origin, &coords[0], parts[0], atomic)?,
+            match (access, plan) {
+                (Access::Whole, _) => self.store_whole(view, origin, &coords[0], &parts, plan)?,
+                (Access::Masked, Some(p)) => self.store_vector(view, origin, &coords, &parts, p)?,
+                (_, _) => {
+                    self.store_scalar(view, origin, &coords[0], parts[0], access == Access::Atomic)?
+                }
             }
+        }
+        Ok(())
+    }
+
+    /// A group (a vector's run, or one element) of a box known inside the
+    /// view and aligned: stored if this thread owns it, with no other test.
+    fn store_whole(
+        &mut self,
+        view: ViewId,
+        origin: &[ValueId],
+        first: &[Coord],
+        parts: &[ValueId],
+        plan: Option<VectorPlan>,
+    ) -> TileResult<()> {
+        let (offset, _) = self.address(view, origin, first)?;
+        let owned = self.owned(first)?;
+        let frame = owned.map(|o| self.b.begin_if(o, &[])).transpose()?;
+        match plan {
+            Some(p) => {
+                let ptr = self.vector_ptr(view, offset, p.width)?;
+                let mut vector = self.vector_zeros(ptr)?;
+                for (i, &part) in parts.iter().enumerate() {
+                    vector = self.b.insert(vector, part, i as u32)?;
+                }
+                self.b.store(ptr, vector)?;
+            }
+            None => {
+                let base = self.views[view.0 as usize].base;
+                let ptr = self.b.ptr_add(base, offset)?;
+                self.b.store(ptr, parts[0])?;
+            }
+        }
+        if let Some(f) = frame {
+            self.b.end_if(f, &[])?;
         }
         Ok(())
     }

@@ -36,13 +36,50 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
 use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
+use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::sync::{Arc, Mutex, OnceLock};
 use zyntax_cuda as zc;
 
 /// Plans kept per function (the map is cleared when it is full, as the
 /// Python cache was).
 const CAPACITY: usize = 256;
+
+/// The multiply-rotate hash of rustc's `FxHasher`: a key is a few hundred
+/// bytes of shapes and strides hashed on every call, where SipHash's
+/// resistance to chosen collisions buys nothing (the keys are the
+/// program's own calls) and costs a good part of a microsecond.
+#[derive(Default)]
+struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut w = [0u8; 8];
+            w[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(w));
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn write_u8(&mut self, v: u8) {
+        self.write_u64(u64::from(v));
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(u64::from(v));
+    }
+    fn write_i64(&mut self, v: i64) {
+        self.write_u64(v as u64);
+    }
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type PlanMap = HashMap<Key, Arc<Plan>, BuildHasherDefault<FxHasher>>;
 
 /// One part of a call's key (see the module documentation).
 #[derive(Hash, PartialEq, Eq)]
@@ -181,7 +218,7 @@ pub struct CallPlans {
     /// () -> (tensor type, stream function) once torch is imported, else None.
     torch_fn: Py<PyAny>,
     torch: OnceLock<(Py<PyType>, Py<PyAny>)>,
-    plans: Mutex<HashMap<Key, Arc<Plan>>>,
+    plans: Mutex<PlanMap>,
     /// (`slow(*args, **kwargs)`, `local`): what a call that misses runs, and
     /// the thread-local object whose `rec` is not None while this thread
     /// records a call (every call then runs `slow`: it belongs to the recording).
@@ -514,7 +551,7 @@ impl CallPlans {
             miss: miss.unbind(),
             torch_fn: torch_fn.unbind(),
             torch: OnceLock::new(),
-            plans: Mutex::new(HashMap::new()),
+            plans: Mutex::new(PlanMap::default()),
             slow: OnceLock::new(),
         })
     }
@@ -743,7 +780,7 @@ impl CallPlans {
             let old = if plans.len() >= CAPACITY {
                 std::mem::take(&mut *plans)
             } else {
-                HashMap::new()
+                PlanMap::default()
             };
             plans.insert(key, Arc::new(plan));
             drop(plans);

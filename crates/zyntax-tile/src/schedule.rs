@@ -405,11 +405,14 @@ pub fn ws_heuristic(problem: &GemmProblem, sms: u64) -> Option<Schedule> {
     let tiles =
         |t: &[u32; 6]| problem.m.div_ceil(u64::from(t[0])) * problem.n.div_ceil(u64::from(t[1]));
     let smallest = &WS_TILES[WS_TILES.len() - 1];
-    let &[bm, bn, warps, stages, in_flight, pingpong] =
-        WS_TILES
-            .iter()
-            .find(|t| tiles(t) >= sms)
-            .or((2 * tiles(smallest) >= sms).then_some(smallest))?;
+    // No tile taller than M needs (M of 64 or less: a 128-row tile would be
+    // half TMA zeros, and fewer tiles fill fewer SMs).
+    let fits = |t: &&[u32; 6]| u64::from(t[0]) <= problem.m.next_power_of_two().max(64);
+    let &[bm, bn, warps, stages, in_flight, pingpong] = WS_TILES
+        .iter()
+        .filter(fits)
+        .find(|t| tiles(t) >= sms)
+        .or((2 * tiles(smallest) >= sms).then_some(smallest))?;
     Some(
         Schedule::block(&[bm, bn])
             .k(64)
@@ -486,6 +489,8 @@ mod tests {
         assert!(s.warp_specialize && s.persistent && s.arch == Arch::Sm90a);
         assert_eq!(ws_heuristic(&p(1024, 4096), 132).unwrap().block, [128, 128]);
         assert_eq!(ws_heuristic(&p(256, 4096), 132).unwrap().block, [64, 128]);
+        // M of 64 or less keeps 64-row tiles however wide the output
+        assert_eq!(ws_heuristic(&p(16, 50304), 132).unwrap().block, [64, 128]);
         assert!(ws_heuristic(&p(16, 4096), 132).is_none());
         assert!(ws_heuristic(
             &GemmProblem {

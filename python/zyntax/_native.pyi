@@ -64,6 +64,8 @@ __all__ = [
     "cpu_emit",
     "cpu_target",
     "cuda_advise",
+    "cuda_bundle_choose",
+    "cuda_bundle_runs_on",
     "cuda_device_count",
     "cuda_driver_version",
     "cuda_empty",
@@ -1268,6 +1270,10 @@ def cuda_prefetch(array: DeviceArray, to: int | str, stream: CudaStream | None =
 def cuda_advise(array: DeviceArray, advice: str, location: int | str | None = None) -> None: ...
 def cuda_memory_kind(array: DeviceArray) -> str: ...
 def cuda_parse_fatbin(data: bytes) -> list[tuple[str, str, int, int]]: ...
+def cuda_bundle_runs_on(arch: str, cc: tuple[int, int], sass: bool) -> bool: ...
+def cuda_bundle_choose(
+    sass: Sequence[str], ptx: str | None, cc: tuple[int, int]
+) -> tuple[str, str] | None: ...
 def cuda_program_plan(
     buffers: Sequence[tuple[str, str, Any, Sequence[int]]],
     steps: Sequence[tuple[str, Sequence[tuple[int, str]]]],

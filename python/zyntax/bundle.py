@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
-from zyntax import fatbin
+from zyntax import _native, fatbin
 from zyntax.errors import ArgumentError, CudaError
 from zyntax.safeio import RejectedFile, read_bounded, read_json
 
@@ -48,38 +48,23 @@ class BundleError(CudaError):
         self.driver_error = None
 
 
-def _split(arch: str) -> tuple[int, int, bool]:
-    """``sm_90a`` -> (9, 0, True)."""
-    num = arch[3:]
-    specific = num.endswith("a")
-    num = num.rstrip("a")
-    return int(num[:-1]), int(num[-1]), specific
-
-
 def runs_on(arch: str, cc: tuple[int, int], kind: str) -> bool:
     """Whether an image for ``arch`` runs on a device of compute capability ``cc``.
 
     SASS runs on the same major version with an equal or higher minor one; PTX
     is JIT-compiled for any newer device; ``a`` (arch-specific) code of either
-    kind runs only on exactly its own arch.
+    kind runs only on exactly its own arch. The rule is zyntax-cuda's
+    (``bundle::runs_on``, which the native bundle loader applies too).
     """
-    major, minor, specific = _split(arch)
-    if specific:
-        return (major, minor) == cc
-    if kind == "cubin":
-        return major == cc[0] and minor <= cc[1]
-    return (major, minor) <= cc
+    return bool(_native.cuda_bundle_runs_on(arch, cc, kind == "cubin"))
 
 
 def choose(sass: list[str], ptx: str | None, cc: tuple[int, int]) -> tuple[str, str] | None:
-    """What the driver runs from a bundle: ("sass", arch) or ("ptx", arch), or None."""
-    ok = [a for a in sass if runs_on(a, cc, "cubin")]
-    if ok:
-        # The driver prefers the closest match: an exact `a` build, then the highest minor.
-        return "sass", max(ok, key=lambda a: (_split(a)[1], _split(a)[2]))
-    if ptx is not None and runs_on(ptx, cc, "ptx"):
-        return "ptx", ptx
-    return None
+    """What the driver runs from a bundle: ("sass", arch) or ("ptx", arch), or
+    None; the closest SASS first (an exact ``a`` build, then the highest minor).
+    zyntax-cuda's ``bundle::choose``."""
+    picked = _native.cuda_bundle_choose(list(sass), ptx, cc)
+    return None if picked is None else (str(picked[0]), str(picked[1]))
 
 
 def _content_hash(manifest: dict[str, Any]) -> str:

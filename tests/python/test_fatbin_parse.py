@@ -90,3 +90,20 @@ def test_the_error_is_a_zyntax_error() -> None:
     assert issubclass(fatbin.FatbinFormatError, ValueError)
     with pytest.raises(zyntax.ZyntaxError):
         fatbin.parse(b"")
+
+
+def test_bundle_image_rules_are_the_native_loaders() -> None:
+    """zyntax.bundle.runs_on/choose are zyntax-cuda's rules (the native
+    bundle loader's): SASS same major and an equal or lower minor, PTX equal
+    or older, `a` code on its own arch only."""
+    from zyntax import bundle
+
+    assert bundle.runs_on("sm_86", (8, 9), "cubin") and not bundle.runs_on("sm_86", (9, 0), "cubin")
+    assert bundle.runs_on("sm_86", (9, 0), "ptx") and not bundle.runs_on("sm_90", (8, 9), "ptx")
+    assert bundle.runs_on("sm_90a", (9, 0), "ptx") and not bundle.runs_on("sm_90a", (10, 0), "ptx")
+    assert not bundle.runs_on("compute_80", (9, 0), "ptx")  # not an arch: runs nowhere
+    assert bundle.choose(["sm_80", "sm_86", "sm_90"], "sm_90", (8, 9)) == ("sass", "sm_86")
+    assert bundle.choose(["sm_90", "sm_90a"], None, (9, 0)) == ("sass", "sm_90a")
+    assert bundle.choose(["sm_90a"], "sm_90", (10, 0)) == ("ptx", "sm_90")
+    with pytest.raises(zyntax.ArgumentError):
+        bundle.choose(["sm_80"], None, (-1, 0))

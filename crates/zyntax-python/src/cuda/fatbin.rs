@@ -1,9 +1,12 @@
-//! `cuda_parse_fatbin`: zyntax-cuda's fatbin parser for Python
-//! (`zyntax.fatbin.parse`), so there is one parser of the container format.
+//! zyntax-cuda's fatbin parser and the driver's image rules for Python, so
+//! each exists once: `cuda_parse_fatbin` (`zyntax.fatbin.parse`),
+//! `cuda_bundle_runs_on` and `cuda_bundle_choose` (`zyntax.bundle`).
 
+use crate::checked::Checked;
 use crate::errors::{guard, ArgumentError};
 use pyo3::prelude::*;
-use zyntax_cuda::bundle::parse_fatbin;
+use zyntax_cuda::bundle::{choose, parse_fatbin, runs_on};
+use zyntax_cuda::LoadedFrom;
 
 /// The images of a fatbin as `(kind, arch, offset, size)`: kind `"ptx"` or
 /// `"cubin"`, arch such as `"sm_90a"`, the payload's byte offset and padded
@@ -20,5 +23,29 @@ pub fn cuda_parse_fatbin(data: &[u8]) -> PyResult<Vec<(&'static str, String, usi
                 (kind, i.arch, i.offset, i.size)
             })
             .collect())
+    })
+}
+
+/// Whether an image for `arch` runs on compute capability `cc` (`sass`: a
+/// cubin, the same major and an equal or lower minor; else PTX, equal or
+/// older; `a` code on its own arch only). Unknown spellings run nowhere.
+#[pyfunction]
+pub fn cuda_bundle_runs_on(arch: &str, cc: (Checked<u32>, Checked<u32>), sass: bool) -> bool {
+    runs_on(arch, (cc.0 .0, cc.1 .0), sass)
+}
+
+/// What the driver runs from a bundle of `sass` cubins and `ptx` on `cc`:
+/// `("sass", arch)` (the closest: an exact `a` build, then the highest
+/// minor), `("ptx", arch)`, or None.
+#[pyfunction]
+#[pyo3(signature = (sass, ptx, cc))]
+pub fn cuda_bundle_choose(
+    sass: Vec<String>,
+    ptx: Option<String>,
+    cc: (Checked<u32>, Checked<u32>),
+) -> Option<(&'static str, String)> {
+    choose(&sass, ptx.as_deref(), (cc.0 .0, cc.1 .0)).map(|(from, arch)| match from {
+        LoadedFrom::Sass => ("sass", arch),
+        LoadedFrom::Ptx => ("ptx", arch),
     })
 }

@@ -28,7 +28,7 @@ mod array;
 mod devices;
 mod dlpack;
 mod dtype;
-// The one fatbin parser, for zyntax.fatbin (issue 28).
+// The one fatbin parser and image rules, for zyntax.fatbin and zyntax.bundle (issue 28).
 mod fatbin;
 mod interface;
 mod kernels;
@@ -147,6 +147,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cuda_advise, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_memory_kind, m)?)?;
     m.add_function(wrap_pyfunction!(fatbin::cuda_parse_fatbin, m)?)?;
+    m.add_function(wrap_pyfunction!(fatbin::cuda_bundle_runs_on, m)?)?;
+    m.add_function(wrap_pyfunction!(fatbin::cuda_bundle_choose, m)?)?;
     crate::program::register(m)?;
     Ok(())
 }

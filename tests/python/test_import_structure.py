@@ -288,7 +288,9 @@ def test_every_import_goes_to_the_same_layer_or_below(graph: Graph) -> None:
     assert not KNOWN_UPWARD - upward, "fixed: remove it from KNOWN_UPWARD"
 
 
-_PACKAGE_IMPORT = re.compile(r"""\bimport(?:_bound)?\s*\(\s*(?:py\s*,\s*)?"zyntax\b""")
+#: An import of the package, or a look-up of one of its modules in
+#: ``sys.modules`` (an import by another name).
+_PACKAGE_IMPORT = re.compile(r"""\b(?:import(?:_bound)?|get_item)\s*\(\s*(?:py\s*,\s*)?"zyntax\b""")
 
 
 def test_the_pyo3_crate_imports_nothing_from_the_python_package() -> None:
@@ -302,3 +304,5 @@ def test_the_pyo3_crate_imports_nothing_from_the_python_package() -> None:
     assert _PACKAGE_IMPORT.search('let m = py.import("zyntax.cuda")?;')
     assert _PACKAGE_IMPORT.search('PyModule::import(py, "zyntax")')
     assert not _PACKAGE_IMPORT.search('py.import("numpy")')
+    assert _PACKAGE_IMPORT.search('modules.get_item("zyntax.frontend.kernel")')
+    assert not _PACKAGE_IMPORT.search('modules.get_item("torch")')

@@ -27,6 +27,7 @@ pub mod entities;
 pub mod error;
 pub mod gen;
 pub mod imm;
+pub mod infer;
 pub mod ir;
 pub mod op;
 pub mod parser;

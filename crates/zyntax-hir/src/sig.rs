@@ -410,15 +410,13 @@ impl Env<'_> {
     }
 }
 
-/// Checks operand types `args` and result types `results` of op `mn`
-/// (operand names `names`) against `sig`.
-pub fn check(
-    sig: &Sig,
+/// Checks operand types `args` against `sig`; the type variables they bind.
+fn check_args<'s>(
+    sig: &'s Sig,
     mn: &str,
     names: &[&str],
     args: &[&Type],
-    results: &[&Type],
-) -> Result<(), String> {
+) -> Result<Env<'s>, String> {
     let mut env = Env {
         vars: Vec::new(),
         var_set: sig.var_set.as_ref(),
@@ -453,6 +451,32 @@ pub fn check(
         }
         operand_vars.extend(var);
     }
+    Ok(env)
+}
+
+/// The result types `sig` gives for operand types `args` (checked as
+/// [`check`] does); `Ok(None)` when a result is not determined by the
+/// operands (`_`, a set, a variable no operand binds).
+pub fn infer(
+    sig: &Sig,
+    mn: &str,
+    names: &[&str],
+    args: &[&Type],
+) -> Result<Option<Vec<Type>>, String> {
+    let env = check_args(sig, mn, names, args)?;
+    Ok(sig.results.iter().map(|it| env.subst(&it.pat)).collect())
+}
+
+/// Checks operand types `args` and result types `results` of op `mn`
+/// (operand names `names`) against `sig`.
+pub fn check(
+    sig: &Sig,
+    mn: &str,
+    names: &[&str],
+    args: &[&Type],
+    results: &[&Type],
+) -> Result<(), String> {
+    let mut env = check_args(sig, mn, names, args)?;
     if results.len() != sig.results.len() {
         return Err(match sig.results.len() {
             0 => format!("`{mn}` has no results, got {}", results.len()),
@@ -533,4 +557,18 @@ fn operand_error(
         Miss::Set(set) => format!("{what} must be {}, got {t}", set_text(&set)),
         Miss::Int => format!("{what} must be an integer, got {t}"),
     }
+}
+
+/// What each operand item of `sig` asks for, for front-ends that turn
+/// literals into operands: the one type it must have (`"u32"`), the type
+/// variable it shares with other operands (`"T"`), or `""` (anything else:
+/// a set, `int`, a pointer pattern with choices).
+pub fn operand_wants(sig: &Sig) -> Vec<String> {
+    sig.args
+        .iter()
+        .map(|it| match &it.pat {
+            Pat::Var(v, _) => v.to_string(),
+            p => concrete(p).map_or_else(String::new, |t| t.to_string()),
+        })
+        .collect()
 }

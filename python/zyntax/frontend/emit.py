@@ -23,10 +23,22 @@ from typing import Any
 from zyntax import hir
 from zyntax.errors import BuildError
 from zyntax.frontend.errors import KernelTypeError
-from zyntax.frontend.hirtypes import ArrayType, Frag, HType, Ptr, Scalar, TensorMapT, Vec
+from zyntax.frontend.hirtypes import (
+    SCALAR_NAMES,
+    ArrayType,
+    Frag,
+    HType,
+    Ptr,
+    Scalar,
+    TensorMapT,
+    Vec,
+    scalar,
+)
 
 _TYPES = (Scalar, Ptr, ArrayType, Frag, TensorMapT, Vec)
 _NATIVE: dict[HType, Any] = {}
+_FRONT: dict[str, HType] = {}
+_VEC = re.compile(r"vec<(\w+), (\d+)>")
 
 
 def native_type(t: HType) -> Any:
@@ -35,6 +47,30 @@ def native_type(t: HType) -> Any:
     if n is None:
         n = _NATIVE[t] = hir.Type.parse(str(t))
     return n
+
+
+def front_type(n: Any) -> HType:
+    """The front-end type of a ``zyntax.hir.Type`` the op table inferred
+    (scalars, vectors and pointers to them; memoised by spelling)."""
+    key = str(n)
+    t = _FRONT.get(key)
+    if t is None:
+        t = _FRONT[key] = _parse(key)
+    return t
+
+
+def _parse(s: str) -> HType:
+    if s in SCALAR_NAMES:
+        return scalar(s)
+    if s == "tensormap":
+        return TensorMapT()
+    m = _VEC.fullmatch(s)
+    if m is not None:
+        return Vec(scalar(m.group(1)), int(m.group(2)))
+    if s.startswith("ptr<") and s.endswith(">"):
+        space, pointee = s[4:-1].split(", ", 1)
+        return Ptr(space, _parse(pointee))
+    raise AssertionError(f"no front-end type for the inferred type {s}")
 
 
 def _wrap(value: int | float | bool, t: HType) -> int | float | bool:
@@ -143,18 +179,22 @@ class Emitter:
         self,
         op: str,
         args: list[Value],
-        result_types: list[HType],
+        result_types: list[HType] | None = None,
         imm: dict[str, Any] | None = None,
     ) -> list[Value]:
+        """Appends ``op``; ``result_types`` None: the types the op table's row
+        gives for the operands (the native builder infers and checks them)."""
         blk = self._open()
         b = self.b
         nargs = [a.nv for a in args]
         if op == "const":
+            assert result_types is not None
             (t,) = result_types
             assert imm is not None
             return [Value(b.const(_wrap(imm["value"], t), native_type(t)), t)]
         if op == "call":
             assert imm is not None
+            assert result_types is not None
             r = b.call(imm["callee"], *nargs, returns=[native_type(t) for t in result_types])
             rs = [] if r is None else list(r) if isinstance(r, tuple) else [r]
             return [Value(v, t) for v, t in zip(rs, result_types, strict=True)]
@@ -169,11 +209,14 @@ class Emitter:
         if imm:
             # Type immediates (alloca's element type, ...) travel as their .zir spelling.
             imm = {k: (str(v) if isinstance(v, _TYPES) else v) for k, v in imm.items()}
+        given = None if result_types is None else [native_type(t) for t in result_types]
         try:
-            rs = b.inst(op, nargs, [native_type(t) for t in result_types], imm)
+            rs = b.inst(op, nargs, given, imm)
         except BuildError as e:
             # The instruction table's type rule for the op, at the statement's line.
             raise self.type_error(_BUILD_PREFIX.sub("", str(e))) from None
+        if result_types is None:
+            return [Value(v, front_type(v.type)) for v in rs]
         return [Value(v, t) for v, t in zip(rs, result_types, strict=True)]
 
     def type_error(self, message: str) -> KernelTypeError:
@@ -181,8 +224,9 @@ class Emitter:
         file, line, col = self._loc or (None, None, None)
         return KernelTypeError(message, file=file, line=line, col=col, kernel=self.kernel)
 
-    def emit1(self, op: str, args: list[Value], ty: HType, **imm: Any) -> Value:
-        return self.emit(op, args, [ty], imm)[0]
+    def emit1(self, op: str, args: list[Value], ty: HType | None = None, **imm: Any) -> Value:
+        """One result; ``ty`` None: the type the op table's row gives."""
+        return self.emit(op, args, None if ty is None else [ty], imm)[0]
 
     def emit0(self, op: str, args: list[Value], **imm: Any) -> None:
         self.emit(op, args, [], imm)

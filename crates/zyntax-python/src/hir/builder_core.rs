@@ -605,17 +605,18 @@ impl FunctionBuilder {
 
     /// One instruction by its `.zir` mnemonic (`"cmp.lt"`, `"atomic.add.device"`,
     /// `"shfl.idx"`), for front-ends that translate another language: `args`
-    /// are `Value`s, `results` the result types, `imm` the immediates the
-    /// row's operand template names (`alloca`: `elem`, `count`; `shfl.*`:
-    /// `width`; ...). The op comes from the instruction table; the verifier
-    /// checks the types against the row's signature (hir/emit.rs).
-    #[pyo3(signature = (mnemonic, args, results, imm=None))]
+    /// are `Value`s, `results` the result types (`None`: the ones the row's
+    /// rule gives for the operands), `imm` the immediates the row's operand
+    /// template names (`alloca`: `elem`, `count`; `shfl.*`: `width`; ...).
+    /// The op comes from the instruction table; the operand types are checked
+    /// against the row's rules here (hir/emit.rs), the rest at `verify`.
+    #[pyo3(signature = (mnemonic, args, results=None, imm=None))]
     fn inst(
         &self,
         py: Python<'_>,
         mnemonic: Text,
         args: &Bound<'_, PyAny>,
-        results: &Bound<'_, PyAny>,
+        results: Option<&Bound<'_, PyAny>>,
         imm: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Vec<PyValue>> {
         self.emit_inst(py, &mnemonic, args, results, imm)

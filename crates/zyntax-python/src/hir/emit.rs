@@ -26,7 +26,7 @@ impl FunctionBuilder {
         py: Python<'_>,
         mnemonic: &str,
         args: &Bound<'_, PyAny>,
-        results: &Bound<'_, PyAny>,
+        results: Option<&Bound<'_, PyAny>>,
         imm: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Vec<PyValue>> {
         // `const`, `jump` and `br` have no row the parser reads (they have their
@@ -40,7 +40,7 @@ impl FunctionBuilder {
             ids.push(v);
             arg_tys.push(t);
         }
-        let tys = to_types(results)?;
+        let given = results.map(to_types).transpose()?;
         for (k, v) in imm.into_iter().flat_map(|d| d.iter()) {
             let k: String = k.extract()?;
             let Some((_, def)) = d.imms.as_ref().and_then(|x| x.def(&k)) else {
@@ -50,8 +50,8 @@ impl FunctionBuilder {
             };
             values.push((def.name, to_imm(&v, def.kind, def.what)?));
         }
-        let frag = match tys.as_slice() {
-            [Type::Frag(f)] => Some(*f),
+        let frag = match given.as_deref() {
+            Some([Type::Frag(f)]) => Some(*f),
             _ => None,
         };
         let op = d.build(values, frag).ok_or_else(|| {
@@ -61,6 +61,18 @@ impl FunctionBuilder {
         // a front-end gets the table's message at the instruction it built.
         let mn = op.mnemonic();
         let typed = |m: String| BuildError::new_err(format!("in @{}: {m}", self.sh.name));
+        // No result types given: the row's rule for these operands (which
+        // checks them), as the Rust builder's `push_inferred`.
+        let Some(tys) = given else {
+            let tys = zyntax_hir::infer::result_types(&op, &arg_tys)
+                .map_err(typed)?
+                .ok_or_else(|| {
+                    ArgumentError::new_err(format!(
+                        "`{mn}`: its row does not determine the result types; give results="
+                    ))
+                })?;
+            return self.sh.run_n(py, |fb| fb.push(op, &ids, &tys, Vec::new()));
+        };
         if let Some((na, nr)) = d.arity() {
             if ids.len() != na || tys.len() != nr {
                 return Err(typed(format!(
@@ -76,6 +88,20 @@ impl FunctionBuilder {
             zyntax_hir::sig::check(sig, &mn, d.operands.unwrap_or(&[]), &a, &r).map_err(typed)?;
         }
         self.sh.run_n(py, |fb| fb.push(op, &ids, &tys, Vec::new()))
+    }
+}
+
+#[pymethods]
+impl FunctionBuilder {
+    /// What each operand of the instruction `mnemonic` asks for, from its
+    /// row's signature, for front-ends that turn literals into operands: a
+    /// type's `.zir` spelling (`"u32"`), a type variable that several operands
+    /// share (`"T"`), or `""`. `None` when the row declares no signature
+    /// (the scalar families: every operand is `"T"`).
+    #[staticmethod]
+    fn operand_types(mnemonic: &str) -> PyResult<Option<Vec<String>>> {
+        let (d, _) = zyntax_hir::table::find_mnemonic(mnemonic).map_err(BuildError::new_err)?;
+        Ok(zyntax_hir::table::sig_of(d).map(zyntax_hir::sig::operand_wants))
     }
 }
 

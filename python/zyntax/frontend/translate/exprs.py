@@ -51,6 +51,7 @@ from zyntax.frontend.translate.operands import (
     mangle,
     promote,
 )
+from zyntax.frontend.translate.plain import emit_plain, plain
 
 
 class ExprTranslator(TranslatorCore):
@@ -543,11 +544,16 @@ class ExprTranslator(TranslatorCore):
                 e, f"kernel '{obj.__name__}' cannot be called from device code; use @zyntax.func"
             )
         if isinstance(obj, lang.Primitive):
-            handler = getattr(self, "prim_" + obj.qualname.replace(".", "_").rstrip("_"), None)
-            if handler is None:
+            key = obj.qualname.replace(".", "_").rstrip("_")
+            # One instruction on the call's operands: declared (translate/plain.py).
+            p = plain(key)
+            handler = getattr(self, "prim_" + key, None) if p is None else None
+            if p is None and handler is None:
                 raise self.error(e, f"primitive {obj.qualname} is not supported yet")
             try:
-                return handler(e, *args, **kwargs)  # type: ignore[no-any-return]
+                if p is not None:
+                    return emit_plain(self, p, e, args, kwargs)
+                return handler(e, *args, **kwargs)  # type: ignore[no-any-return, misc]
             except TypeError as ex:
                 if isinstance(ex, KernelError):
                     raise

@@ -34,24 +34,6 @@ from zyntax.frontend.translate.operands import (
 class PrimTranslator(ExprTranslator):
     """``prim_<name>`` handles ``zyntax.lang.<name>(...)``."""
 
-    def _bit_op(self, e: ast.AST, name: str, x: Operand) -> Operand:
-        t = self.scalar_type(x, e)
-        if not t.is_int:
-            raise self.error(e, f"zyntax.lang.{name}() takes an integer, got {t}", KernelTypeError)
-        return self.fn.emit1(name, [self.value(x, e, t)], t)
-
-    def prim_popc(self, e: ast.AST, x: Operand) -> Operand:
-        return self._bit_op(e, "popc", x)
-
-    def prim_clz(self, e: ast.AST, x: Operand) -> Operand:
-        return self._bit_op(e, "clz", x)
-
-    def prim_brev(self, e: ast.AST, x: Operand) -> Operand:
-        return self._bit_op(e, "brev", x)
-
-    def prim_bfind(self, e: ast.AST, x: Operand) -> Operand:
-        return self._bit_op(e, "bfind", x)
-
     def prim_bitcast(self, e: ast.AST, x: Operand, dtype: Operand) -> Operand:
         ty = self._dtype(dtype, e)
         src = self.scalar_type(x, e)
@@ -65,10 +47,10 @@ class PrimTranslator(ExprTranslator):
 
     def _global_dim(self, d: str) -> Value:
         f = self.fn
-        b = f.emit1("cast", [f.emit1(f"block_idx.{d}", [], U32)], I32)
-        n = f.emit1("cast", [f.emit1(f"block_dim.{d}", [], U32)], I32)
-        t = f.emit1("cast", [f.emit1(f"thread_idx.{d}", [], U32)], I32)
-        return f.emit1("add", [f.emit1("mul", [b, n], I32), t], I32)
+        b = f.emit1("cast", [f.emit1(f"block_idx.{d}", [])], I32)
+        n = f.emit1("cast", [f.emit1(f"block_dim.{d}", [])], I32)
+        t = f.emit1("cast", [f.emit1(f"thread_idx.{d}", [])], I32)
+        return f.emit1("add", [f.emit1("mul", [b, n]), t])
 
     def prim_grid(self, e: ast.AST, ndim: Operand) -> Operand:
         n = self._const_int(ndim, e, "grid(ndim)")
@@ -83,33 +65,10 @@ class PrimTranslator(ExprTranslator):
             raise self.error(e, "gridsize(ndim) takes 1, 2 or 3", KernelTypeError)
         vals: list[Operand] = []
         for d in "xyz"[:n]:
-            bd = self.fn.emit1("cast", [self.fn.emit1(f"block_dim.{d}", [], U32)], I32)
-            gd = self.fn.emit1("cast", [self.fn.emit1(f"grid_dim.{d}", [], U32)], I32)
-            vals.append(self.fn.emit1("mul", [bd, gd], I32))
+            bd = self.fn.emit1("cast", [self.fn.emit1(f"block_dim.{d}", [])], I32)
+            gd = self.fn.emit1("cast", [self.fn.emit1(f"grid_dim.{d}", [])], I32)
+            vals.append(self.fn.emit1("mul", [bd, gd]))
         return vals[0] if n == 1 else TupleVal(vals)
-
-    def prim_lane_id(self, e: ast.AST) -> Operand:
-        return self.fn.emit1("cast", [self.fn.emit1("lane_id", [], U32)], I32)
-
-    def prim_syncthreads(self, e: ast.AST) -> Operand:
-        self.fn.emit0("barrier", [])
-        return Ref(None)
-
-    def prim_syncwarp(self, e: ast.AST, mask: Operand = Lit(0xFFFFFFFF)) -> Operand:
-        self.fn.emit0("warp_sync", [self._u32(mask, e)])
-        return Ref(None)
-
-    def prim_threadfence_block(self, e: ast.AST) -> Operand:
-        self.fn.emit0("fence.block", [])
-        return Ref(None)
-
-    def prim_threadfence(self, e: ast.AST) -> Operand:
-        self.fn.emit0("fence.device", [])
-        return Ref(None)
-
-    def prim_threadfence_system(self, e: ast.AST) -> Operand:
-        self.fn.emit0("fence.system", [])
-        return Ref(None)
 
     # ---- Hopper transaction barriers (issue 13)
     def _mbar(self, e: ast.AST, name: str, bars: Operand, index: Operand) -> Value:
@@ -136,13 +95,13 @@ class PrimTranslator(ExprTranslator):
 
     def prim_mbarrier_arrive(self, e: ast.AST, bars: Operand, index: Operand) -> Operand:
         bar = self._mbar(e, "mbarrier_arrive", bars, index)
-        return self.fn.emit1("mbarrier.arrive", [bar], U64)
+        return self.fn.emit1("mbarrier.arrive", [bar])
 
     def prim_mbarrier_arrive_expect_tx(
         self, e: ast.AST, bars: Operand, index: Operand, tx: Operand
     ) -> Operand:
         bar = self._mbar(e, "mbarrier_arrive_expect_tx", bars, index)
-        return self.fn.emit1("mbarrier.arrive_expect_tx", [bar, self._u32(tx, e)], U64)
+        return self.fn.emit1("mbarrier.arrive_expect_tx", [bar, self._u32(tx, e)])
 
     def prim_mbarrier_complete_tx(
         self, e: ast.AST, bars: Operand, index: Operand, tx: Operand
@@ -155,26 +114,18 @@ class PrimTranslator(ExprTranslator):
         self, e: ast.AST, bars: Operand, index: Operand, state: Operand
     ) -> Operand:
         bar = self._mbar(e, "mbarrier_test_wait", bars, index)
-        return self.fn.emit1("mbarrier.test_wait", [bar, self.value(state, e, U64)], BOOL)
+        return self.fn.emit1("mbarrier.test_wait", [bar, self.value(state, e, U64)])
 
     def prim_mbarrier_try_wait_parity(
         self, e: ast.AST, bars: Operand, index: Operand, parity: Operand, hint: Operand = Lit(0)
     ) -> Operand:
         bar = self._mbar(e, "mbarrier_try_wait_parity", bars, index)
         args = [bar, self._u32(parity, e), self._u32(hint, e)]
-        return self.fn.emit1("mbarrier.try_wait_parity", args, BOOL)
+        return self.fn.emit1("mbarrier.try_wait_parity", args)
 
     def prim_mbarrier_inval(self, e: ast.AST, bars: Operand, index: Operand) -> Operand:
         bar = self._mbar(e, "mbarrier_inval", bars, index)
         self.fn.emit0("mbarrier.inval", [bar])
-        return Ref(None)
-
-    def prim_fence_proxy_async(self, e: ast.AST) -> Operand:
-        self.fn.emit0("fence.proxy_async", [])
-        return Ref(None)
-
-    def prim_fence_mbarrier_init(self, e: ast.AST) -> Operand:
-        self.fn.emit0("fence.mbarrier_init", [])
         return Ref(None)
 
     # ---- warpgroup MMA and warp specialisation (issue 13, sm_90a)
@@ -193,7 +144,7 @@ class PrimTranslator(ExprTranslator):
         sw = self._str(swizzle, e, "swizzle", ("128B", "64B", "32B", "none"))
         ptr = self.element_ptr(arr, [index], e)
         lbo, sbo = self._u32(leading_byte_offset, e), self._u32(stride_byte_offset, e)
-        return self.fn.emit1(f"wgmma.desc.{sw}", [ptr, lbo, sbo], U64)
+        return self.fn.emit1(f"wgmma.desc.{sw}", [ptr, lbo, sbo])
 
     def prim_wgmma_zero(self, e: ast.AST, n: Operand, dtype: Operand = Ref(lang.f32)) -> Operand:
         lanes = self._const_int(n, e, "n") // 2
@@ -310,14 +261,6 @@ class PrimTranslator(ExprTranslator):
         assert isinstance(ty, Vec)
         return self.fn.emit1("extract", [acc], ty.elem, lane=self._const_int(i, e, "i"))
 
-    def prim_wgmma_fence(self, e: ast.AST) -> Operand:
-        self.fn.emit0("wgmma.fence", [])
-        return Ref(None)
-
-    def prim_wgmma_commit_group(self, e: ast.AST) -> Operand:
-        self.fn.emit0("wgmma.commit_group", [])
-        return Ref(None)
-
     def prim_wgmma_wait_group(self, e: ast.AST, n: Operand) -> Operand:
         self.fn.emit0(f"wgmma.wait_group.{self._const_int(n, e, 'n')}", [])
         return Ref(None)
@@ -329,38 +272,14 @@ class PrimTranslator(ExprTranslator):
         self.fn.emit0(f"setmaxnreg.{way}.{self._const_int(count, e, 'count')}", [])
         return Ref(None)
 
-    def prim_elect_sync(self, e: ast.AST) -> Operand:
-        return self.fn.emit1("elect.sync", [], BOOL)
-
     # Clusters, DSMEM, PDL and grid sync (h13-cluster).
-    def prim_cluster_ctarank(self, e: ast.AST) -> Operand:
-        return self.fn.emit1("cast", [self.fn.emit1("cluster_ctarank", [], U32)], I32)
-
-    def prim_cluster_nctarank(self, e: ast.AST) -> Operand:
-        return self.fn.emit1("cast", [self.fn.emit1("cluster_nctarank", [], U32)], I32)
-
     def _emit_sync(self, mnemonics: list[str]) -> Operand:
         for m in mnemonics:
             self.fn.emit0(m, [])
         return Ref(None)
 
-    def prim_cluster_arrive(self, e: ast.AST) -> Operand:
-        return self._emit_sync(["cluster_barrier.arrive"])
-
-    def prim_cluster_wait(self, e: ast.AST) -> Operand:
-        return self._emit_sync(["cluster_barrier.wait"])
-
     def prim_cluster_sync(self, e: ast.AST) -> Operand:
         return self._emit_sync(["cluster_barrier.arrive", "cluster_barrier.wait"])
-
-    def prim_griddepcontrol_wait(self, e: ast.AST) -> Operand:
-        return self._emit_sync(["griddepcontrol.wait"])
-
-    def prim_griddepcontrol_launch_dependents(self, e: ast.AST) -> Operand:
-        return self._emit_sync(["griddepcontrol.launch_dependents"])
-
-    def prim_grid_sync(self, e: ast.AST) -> Operand:
-        return self._emit_sync(["grid_sync"])
 
     def _dsmem(self, e: ast.AST, name: str, arr: Operand, index: Operand, rank: Operand) -> Value:
         """`arr[index]` in the cluster's block of rank `rank` (a shared_cluster pointer)."""

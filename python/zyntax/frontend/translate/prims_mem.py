@@ -75,40 +75,6 @@ class MemPrimTranslator(PrimTranslator):
             )
         return self.element_ptr(arr, idx, e)
 
-    def _int_value(self, e: ast.AST, what: str, x: Operand) -> tuple[Value, Scalar]:
-        # Which types `what` takes is the op table's rule (checked when it is built).
-        t = self.scalar_type(x, e)
-        return self.value(x, e, t), t
-
-    def prim_bfe(self, e: ast.AST, a: Operand, pos: Operand, length: Operand) -> Operand:
-        v, t = self._int_value(e, "bfe", a)
-        return self.fn.emit1("bfe", [v, self._u32(pos, e), self._u32(length, e)], t)
-
-    def prim_bfi(
-        self, e: ast.AST, a: Operand, b: Operand, pos: Operand, length: Operand
-    ) -> Operand:
-        bv, t = self._int_value(e, "bfi", b)
-        args = [self.value(a, e, t), bv, self._u32(pos, e), self._u32(length, e)]
-        return self.fn.emit1("bfi", args, t)
-
-    def _u32_op(self, e: ast.AST, op: str, *xs: Operand) -> Operand:
-        return self.fn.emit1(op, [self._u32(x, e) for x in xs], U32)
-
-    def prim_prmt(self, e: ast.AST, a: Operand, b: Operand, sel: Operand) -> Operand:
-        return self._u32_op(e, "prmt", a, b, sel)
-
-    def prim_shf_l_wrap(self, e: ast.AST, lo: Operand, hi: Operand, n: Operand) -> Operand:
-        return self._u32_op(e, "shf.l.wrap", lo, hi, n)
-
-    def prim_shf_l_clamp(self, e: ast.AST, lo: Operand, hi: Operand, n: Operand) -> Operand:
-        return self._u32_op(e, "shf.l.clamp", lo, hi, n)
-
-    def prim_shf_r_wrap(self, e: ast.AST, lo: Operand, hi: Operand, n: Operand) -> Operand:
-        return self._u32_op(e, "shf.r.wrap", lo, hi, n)
-
-    def prim_shf_r_clamp(self, e: ast.AST, lo: Operand, hi: Operand, n: Operand) -> Operand:
-        return self._u32_op(e, "shf.r.clamp", lo, hi, n)
-
     def _named_barrier(self, e: ast.AST, which: str, bar: Operand, count: Operand) -> Operand:
         i = self._const_int(bar, e, "the barrier id")
         n = self._const_int(count, e, "the thread count")
@@ -121,35 +87,13 @@ class MemPrimTranslator(PrimTranslator):
     def prim_named_barrier_arrive(self, e: ast.AST, bar: Operand, count: Operand) -> Operand:
         return self._named_barrier(e, "arrive", bar, count)
 
-    def _reduce(self, e: ast.AST, op: str, mask: Operand, value: Operand) -> Operand:
-        t = self.scalar_type(value, e)  # u32 or i32: the op table's rule for redux
-        return self.fn.emit1(f"redux.{op}", [self._u32(mask, e), self.value(value, e, t)], t)
-
-    def prim_reduce_add_sync(self, e: ast.AST, mask: Operand, value: Operand) -> Operand:
-        return self._reduce(e, "add", mask, value)
-
-    def prim_reduce_min_sync(self, e: ast.AST, mask: Operand, value: Operand) -> Operand:
-        return self._reduce(e, "min", mask, value)
-
-    def prim_reduce_max_sync(self, e: ast.AST, mask: Operand, value: Operand) -> Operand:
-        return self._reduce(e, "max", mask, value)
-
-    def prim_reduce_and_sync(self, e: ast.AST, mask: Operand, value: Operand) -> Operand:
-        return self._reduce(e, "and", mask, value)
-
-    def prim_reduce_or_sync(self, e: ast.AST, mask: Operand, value: Operand) -> Operand:
-        return self._reduce(e, "or", mask, value)
-
-    def prim_reduce_xor_sync(self, e: ast.AST, mask: Operand, value: Operand) -> Operand:
-        return self._reduce(e, "xor", mask, value)
-
     def prim_load_acquire(
         self, e: ast.AST, arr: Operand, index: Operand, scope: Operand = Ref("device")
     ) -> Operand:
         sc = _SCOPES[self._str(scope, e, "scope", tuple(_SCOPES))]
         ptr = self._index_ptr(e, "load_acquire", arr, index)
         assert isinstance(arr, ArrayView)
-        return self.fn.emit1(f"load.acquire.{sc}", [ptr], arr.dtype)
+        return self.fn.emit1(f"load.acquire.{sc}", [ptr])
 
     def prim_store_release(
         self,
@@ -169,22 +113,6 @@ class MemPrimTranslator(PrimTranslator):
         sc = _SCOPES[self._str(scope, e, "scope", tuple(_SCOPES))]
         self.fn.emit0(f"fence.acq_rel.{sc}", [])
         return Ref(None)
-
-    def prim_compiler_fence(self, e: ast.AST) -> Operand:
-        self.fn.emit0("compiler_fence", [])
-        return Ref(None)
-
-    def _approx(self, e: ast.AST, op: str, x: Operand) -> Operand:
-        return self.fn.emit1(f"{op}.approx", [self.value(x, e, F32)], F32)
-
-    def prim_ex2_approx(self, e: ast.AST, x: Operand) -> Operand:
-        return self._approx(e, "ex2", x)
-
-    def prim_rcp_approx(self, e: ast.AST, x: Operand) -> Operand:
-        return self._approx(e, "rcp", x)
-
-    def prim_tanh_approx(self, e: ast.AST, x: Operand) -> Operand:
-        return self._approx(e, "tanh", x)
 
     def _vec_ptr(
         self, e: ast.AST, what: str, arr: Operand, index: Operand, n: int
@@ -281,9 +209,7 @@ class MemPrimTranslator(PrimTranslator):
 
     def prim_cvt_unpack(self, e: ast.AST, fmt: Operand, bits: Operand) -> Operand:
         f = self._str(fmt, e, "the pair format", ("e4m3x2", "e5m2x2"))
-        pair = self.fn.emit1(
-            f"cvt_unpack.{f}", [self.value(bits, e, ir.scalar("u16"))], Vec(ir.F16, 2)
-        )
+        pair = self.fn.emit1(f"cvt_unpack.{f}", [self.value(bits, e, ir.scalar("u16"))])
         return self.fn.emit1("bitcast", [pair], U32)
 
     def __getattr__(self, name: str) -> Any:
@@ -347,9 +273,7 @@ class MemPrimTranslator(PrimTranslator):
         if w not in (1, 2, 4, 8, 16, 32):
             raise self.error(e, "width must be a power of two up to 32", KernelTypeError)
         v = self.value(value, e)
-        return self.fn.emit1(
-            f"shfl.{mode}", [self._u32(mask, e), v, self._u32(lane, e)], v.ty, width=w
-        )
+        return self.fn.emit1(f"shfl.{mode}", [self._u32(mask, e), v, self._u32(lane, e)], width=w)
 
     def prim_shfl_sync(
         self, e: ast.AST, mask: Operand, value: Operand, src_lane: Operand, width: Operand = Lit(32)
@@ -379,9 +303,7 @@ class MemPrimTranslator(PrimTranslator):
     def _vote(self, mode: str, e: ast.AST, mask: Operand, pred: Operand) -> Operand:
         p = self.to_bool(pred, e)
         pv = p if isinstance(p, Value) else self.fn.const(BOOL, p)
-        return self.fn.emit1(
-            f"vote.{mode}", [self._u32(mask, e), pv], U32 if mode == "ballot" else BOOL
-        )
+        return self.fn.emit1(f"vote.{mode}", [self._u32(mask, e), pv])
 
     def prim_vote_ballot_sync(self, e: ast.AST, mask: Operand, pred: Operand) -> Operand:
         return self._vote("ballot", e, mask, pred)
@@ -392,11 +314,8 @@ class MemPrimTranslator(PrimTranslator):
     def prim_vote_all_sync(self, e: ast.AST, mask: Operand, pred: Operand) -> Operand:
         return self._vote("all", e, mask, pred)
 
-    def prim_match_any_sync(self, e: ast.AST, mask: Operand, value: Operand) -> Operand:
-        return self.fn.emit1("match.any", [self._u32(mask, e), self.value(value, e)], U32)
-
     def prim_match_all_sync(self, e: ast.AST, mask: Operand, value: Operand) -> Operand:
-        r = self.fn.emit("match.all", [self._u32(mask, e), self.value(value, e)], [U32, BOOL])
+        r = self.fn.emit("match.all", [self._u32(mask, e), self.value(value, e)])
         return TupleVal(list(r))
 
     def _mma_ptr(self, arr: Operand, offset: Operand, e: ast.AST) -> tuple[Value, Scalar]:
@@ -623,10 +542,6 @@ class MemPrimTranslator(PrimTranslator):
         self.fn.emit0(f"bulk.reduce.{o}", [d, s, self._u32(nbytes, e)])
         return Ref(None)
 
-    def prim_bulk_commit_group(self, e: ast.AST) -> Operand:
-        self.fn.emit0("bulk.commit_group", [])
-        return Ref(None)
-
     def prim_bulk_wait_group(
         self, e: ast.AST, pending: Operand = Lit(0), read: Operand = Lit(False)
     ) -> Operand:
@@ -638,10 +553,6 @@ class MemPrimTranslator(PrimTranslator):
 
     def prim_prefetch_tensormap(self, e: ast.AST, tmap: Operand) -> Operand:
         self.fn.emit0("prefetch.tensormap", [self._tmap(e, "prefetch_tensormap", tmap)])
-        return Ref(None)
-
-    def prim_async_commit(self, e: ast.AST) -> Operand:
-        self.fn.emit0("cp.async.commit", [])
         return Ref(None)
 
     def prim_async_wait(self, e: ast.AST, pending: Operand = Lit(0)) -> Operand:

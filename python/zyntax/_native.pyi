@@ -99,7 +99,9 @@ __all__ = [
     "interp_call",
     "interp_launch",
     "interp_tensor_map_check",
+    "nest_block_shape",
     "nest_fuse",
+    "nest_launch_grid",
     "nest_tile",
     "nest_tiling_report",
     "parse_zir",
@@ -110,6 +112,8 @@ __all__ = [
     "tensormap",
     "tile_gemm_schedule",
     "tile_heuristic",
+    "tiling_limits",
+    "tiling_plan",
     "u8",
     "u16",
     "u32",
@@ -125,6 +129,25 @@ FULL_MASK: int
 
 def build_info() -> dict[str, Any]: ...
 def fusion_plan(sequence: str) -> str: ...
+
+# Nest shapes and the builder-level tiler's decisions (crates/zyntax-opt/src/nest.rs,
+# nest_stage.rs; zyntax.nest, zyntax.tiling).
+def nest_block_shape(workgroup: Sequence[int]) -> tuple[int, int, int]: ...
+def nest_launch_grid(
+    sizes: Sequence[int], workgroup: Sequence[int]
+) -> tuple[tuple[int, int, int], tuple[int, int, int]]: ...
+def tiling_limits() -> tuple[int, int, int]: ...
+def tiling_plan(
+    workgroup: Sequence[int],
+    first_id: int,
+    writes: Sequence[int],
+    shared_bytes: int,
+    index_names: Sequence[str],
+    names: Sequence[tuple[int, str]],
+    extent: Any,
+    operands: Any,
+    tile_k: int | None = None,
+) -> tuple[int, list[dict[str, Any]], list[str], int]: ...
 def cli_main(argv: Sequence[str]) -> int: ...
 
 # The target table (crates/zyntax-hir/src/arch.rs; read by zyntax.targets).
@@ -609,11 +632,9 @@ class FunctionBuilder:
         self,
         mnemonic: str,
         args: Sequence[Value],
-        results: Sequence[_TypeLike] | None = None,
+        results: Sequence[_TypeLike],
         imm: dict[str, Any] | None = None,
     ) -> list[Value]: ...
-    @staticmethod
-    def operand_types(mnemonic: str) -> list[str] | None: ...
     def __enter__(self) -> FunctionBuilder: ...
     def __exit__(
         self,

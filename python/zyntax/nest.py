@@ -19,11 +19,11 @@ correct. :func:`launch_grid` gives that grid from the sizes at launch time.
 from __future__ import annotations
 
 import contextlib
-import math
 import numbers
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from zyntax import _native
 from zyntax.errors import BuildError
 
 __all__ = ["MAX_WORKGROUP", "MAX_WORKGROUP_THREADS", "launch_grid", "parallel_for"]
@@ -74,51 +74,28 @@ def check_sizes(sizes: Any, what: str = "nest size") -> list[Any]:
 
 
 def _block_shape(workgroup: Sequence[int]) -> tuple[int, int, int]:
-    """The ``(x, y, z)`` block shape of a workgroup given outermost first."""
+    """The ``(x, y, z)`` block shape of a workgroup given outermost first
+    (the limits are the Rust core's, ``zyntax_opt::nest::block_shape``)."""
     dims = _ints(workgroup, "workgroup")
-    if not 1 <= len(dims) <= 3:
-        raise BuildError(f"a workgroup has 1 to 3 dimensions, not {len(dims)}")
-    if any(w < 1 for w in dims):
-        raise BuildError(f"workgroup {tuple(dims)} has an extent below 1")
-    xyz = [*reversed(dims), 1, 1][:3]
-    for name, w, limit in zip(_DIMS, xyz, MAX_WORKGROUP, strict=True):
-        if w > limit:
-            raise BuildError(
-                f"workgroup {tuple(dims)} is {w} threads along {name}; "
-                f"devices allow at most {limit}"
-            )
-    total = math.prod(xyz)
-    if total > MAX_WORKGROUP_THREADS:
-        raise BuildError(
-            f"workgroup {tuple(dims)} has {total} threads; devices allow at most "
-            f"{MAX_WORKGROUP_THREADS} per block"
-        )
-    return (xyz[0], xyz[1], xyz[2])
+    xyz: tuple[int, int, int] = _native.nest_block_shape(dims)
+    return xyz
 
 
 def launch_grid(
     sizes: Sequence[int], workgroup: Sequence[int]
 ) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
     """``(grid, block)`` covering the iteration space `sizes` (outermost
-    first) with `workgroup` threads per block, in ``(x, y, z)`` order."""
-    block = _block_shape(workgroup)
+    first) with `workgroup` threads per block, in ``(x, y, z)`` order
+    (``zyntax_opt::nest::launch_grid``: grids past the device limits are
+    refused)."""
+    dims = _ints(workgroup, "workgroup")
     int_sizes = _ints(sizes, "iteration space")
-    if len(sizes) != len(workgroup):
-        raise BuildError(
-            f"the nest has {len(sizes)} dimensions but the workgroup {tuple(workgroup)} "
-            f"has {len(workgroup)}"
-        )
-    xyz = [*reversed(int_sizes), 1, 1][:3]
-    if any(s < 0 for s in xyz):
+    if any(s < 0 for s in int_sizes):
         raise BuildError(f"iteration space {tuple(sizes)} has a negative size")
-    grid = tuple(max(1, -(-s // b)) for s, b in zip(xyz, block, strict=True))
-    for name, g, limit in zip(_DIMS, grid, MAX_GRID, strict=True):
-        if g > limit:
-            raise BuildError(
-                f"iteration space {tuple(sizes)} needs {g} blocks along {name} with workgroup "
-                f"{tuple(workgroup)}; devices allow at most {limit}"
-            )
-    return (grid[0], grid[1], grid[2]), block
+    # Sizes past u64 need more blocks than any grid holds either way.
+    wide = [min(s, 2**64 - 1) for s in int_sizes]
+    grid, block = _native.nest_launch_grid(wide, dims)
+    return grid, block
 
 
 @contextlib.contextmanager

@@ -33,6 +33,13 @@ no reduction index, and a bound that is not loop-invariant (then nothing is
 tiled). Tiles are bounded by the hardware (:data:`MAX_SHARED_BYTES`,
 :data:`MAX_STAGED_PER_THREAD`; docs/tiling.md, "Tile-size limits").
 
+The decisions (which operands are staged, the tiles' layouts, ``tile_k``
+under the limits, the report) are the Rust core's,
+``zyntax_opt::nest_stage::plan_reduction`` (a Rust front-end also gets the
+emission there, ``nest_stage::TiledNest``); this module lifts the ``loads=``
+indices to affine forms, asks the core, and emits the plan on the builder it
+is given (a ``zyntax.hir.FunctionBuilder`` or the kernel translator's).
+
 Exactness: every output element combines its terms in the order ``k = 0, 1,
 ..., K-1`` with the caller's ``combine``, exactly as the untiled loop does; the
 last, ragged tile runs a shorter loop rather than padding with zeros, so the
@@ -48,6 +55,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from zyntax import _native
 from zyntax.errors import BuildError
 from zyntax.nest import _DIMS, _block_shape, check_sizes
 
@@ -79,18 +87,17 @@ __all__ = [
     "tiled_parallel_for",
 ]
 
-#: Static shared memory a block may declare on every target (sm_70 and newer):
-#: all tiles of a nest must fit (more needs dynamic shared memory and an opt-in).
-MAX_SHARED_BYTES = 48 * 1024
-#: Elements of one operand's tile that each thread copies per ``tile_k`` step.
-#: The copy is unrolled, so this bounds its code size and registers (a
-#: ``tile_k`` of 2**20 unrolled 65536 copies and built for minutes).
-MAX_STAGED_PER_THREAD = 32
-#: The automatic ``tile_k`` (halved until the tiles fit).
-DEFAULT_TILE_K = 16
+#: The tiler's limits, from the Rust core (zyntax_opt::nest_stage):
+#: the static shared memory a block may declare on every target (all tiles of
+#: a nest must fit); the elements of one operand's tile each thread copies per
+#: ``tile_k`` step (the copy is unrolled, so this bounds its code size and
+#: registers); the automatic ``tile_k`` (halved until the tiles fit).
+MAX_SHARED_BYTES, MAX_STAGED_PER_THREAD, DEFAULT_TILE_K = _native.tiling_limits()
 
 #: A coefficient or offset of an affine form: an int, or a value defined before the nest.
 Coef = Any
+#: The value id a pointer that is not a value travels under (the plan refuses it).
+_NO_VALUE = 2**32 - 1
 
 
 class NotAffine:
@@ -293,9 +300,6 @@ class TiledNest:
             flat = flat * self.workgroup[d] + self.tid[d]
         return flat
 
-    def _invariant(self, v: Any) -> bool:
-        return not _is_value(v) or (self._first_id is not None and v.id < self._first_id)
-
     @contextlib.contextmanager
     def inside(self) -> Iterator[None]:
         """``with nest.inside():`` code for in-range points only (the stores)."""
@@ -361,126 +365,70 @@ class TiledNest:
         acc_ty = ty if ty is not None else _elem(ops[0].ptr) if ops else "f32"
         acc0 = init if _is_value(init) else b.const(init, acc_ty)
         kv = extent if _is_value(extent) else b.const(int(extent), "u32")
-        bound_ok = self._invariant(extent)
-        for op in ops:
-            op.why = self._why_not(op, bound_ok)
-        tile_k = self._fit([op for op in ops if op.why is None], tile_k, extent)
-        self.report.append(f"reduction over k < {_fmt((extent,))}")
-        for op in ops:
-            what = f"operand {op.pos} ({_name(op.ptr)}[{op.index}])"
-            if op.why is None:
-                self.report.append(
-                    f"  {what}: tiled through shared memory, {self._tile_desc(op, tile_k)}"
-                )
-            else:
-                self.report.append(f"  {what}: not tiled: {op.why}")
+        tile_k = self._plan(ops, extent, tile_k)
         if all(op.why is not None for op in ops):
             return self._untiled(ops, kv, acc0, combine)
         return self._tiled(ops, kv, acc0, combine, tile_k)
 
-    def _why_not(self, op: _Operand, bound_ok: bool) -> str | None:
-        if not bound_ok:
-            return "the reduction bound is not loop-invariant (defined inside the nest)"
-        if isinstance(op.index, NotAffine):
-            return f"index is not affine in the loop indices: {op.index.why}"
-        if not _is_value(op.ptr) or not op.ptr.type.is_ptr:
-            return "not a pointer value"
-        if any(w.id == op.ptr.id for w in self.writes):
-            return "the nest writes this buffer (aliasing)"
-        if not self._invariant(op.ptr):
-            return "the pointer is computed inside the nest (aliasing cannot be ruled out)"
-        for s, cs in op.index.terms:
-            for c in cs:
-                for leaf in _leaves(c):
-                    if not self._invariant(leaf):
-                        return f"coefficient of {s} is not loop-invariant"
-        for c in op.index.const:
-            for leaf in _leaves(c):
-                if not self._invariant(leaf):
-                    return "index offset depends on values computed inside the nest"
-        syms = {s for s, cs in op.index.terms if cs}
-        if "k" not in syms:
-            return "does not depend on the reduction index (nothing to stage)"
-        op.dims = sorted(s for s in syms if s != "k")
-        others = [d for d in range(len(self.workgroup)) if d not in op.dims]
-        if not any(self.workgroup[d] > 1 for d in others):
-            return "depends on every nest index (no reuse across the workgroup)"
-        return None
+    def _plan(self, ops: list[_Operand], extent: Any, tile_k: int | None) -> int:
+        """The Rust core's decisions for this reduction
+        (``zyntax_opt::nest_stage::plan_reduction``): per operand whether it
+        is staged (and why not), its tile's layout, the ``tile_k`` used, and
+        the report lines; claims the tiles' shared memory. A `tile_k` the
+        hardware cannot hold is a BuildError."""
+        if tile_k is not None and (
+            isinstance(tile_k, bool) or not isinstance(tile_k, numbers.Integral)
+        ):
+            raise BuildError(f"tile_k must be an int, not {type(tile_k).__name__}")
+        names: dict[int, str] = {}
 
-    def _layout(self, op: _Operand, tile_k: int) -> None:
-        """Choose the tile layout. Reads in the inner loop: an operand that
-        depends on the nest's x index (consecutive threads) keeps that index
-        fastest, so a warp reads consecutive words; one that does not is read
-        by broadcast and keeps ``k`` fastest (contiguous per thread). Staging:
-        consecutive threads take the coordinate with unit stride in global
-        memory (coalesced). When the two differ (a transposed operand) the
-        staging writes would hit one bank, so the rows get one element of
-        padding."""
-        assert isinstance(op.index, Affine)
-        x = len(self.workgroup) - 1
-        rest = [d for d in reversed(op.dims) if d != x]
-        op.layout = [x, "k", *rest] if x in op.dims else ["k", *rest]
-        op.extent = {s: (tile_k if s == "k" else self.workgroup[s]) for s in op.layout}
-        idx = op.index
-        unit = [s for s in op.layout if len(idx.coef(s)) == 1 and _is_one(idx.coef(s)[0])]
-        op.stage_order = list(op.layout)
-        if unit:
-            op.stage_order.remove(unit[0])
-            op.stage_order.insert(0, unit[0])
-        op.pad = 0 if op.stage_order[0] == op.layout[0] else 1
-        stride = 1
-        for n, s in enumerate(op.layout):
-            op.strides[s] = stride
-            stride *= op.extent[s] + (op.pad if n == 0 else 0)
-        op.size = stride
+        def value(v: Any) -> Any:
+            if isinstance(v, int):
+                return int(v)
+            names[v.id] = v.name
+            return ("v", v.id)
 
-    def _fit(self, tiled: list[_Operand], tile_k: int | None, extent: Any) -> int:
-        """Lays out the tiles of `tiled` for `tile_k` (or the largest automatic
-        one that fits) and claims their shared memory; returns the tile_k used."""
-        if tile_k is not None:
-            tile_k = _tile_k(tile_k, extent)
-            why = self._over_budget(tiled, tile_k)
-            if why is not None:
-                raise BuildError(f"tile_k={tile_k}: {why}; use a smaller tile_k or workgroup")
-            return tile_k
-        tile_k = _tile_k(DEFAULT_TILE_K, extent)
-        while (why := self._over_budget(tiled, tile_k)) is not None and tile_k > 1:
-            tile_k //= 2
-        if why is not None:
-            for op in tiled:
-                op.why = f"its tile does not fit: {why}"
-        return tile_k
+        def coef(c: Coef) -> Any:
+            return ("*", coef(c[1]), coef(c[2])) if isinstance(c, tuple) else value(c)
 
-    def _over_budget(self, tiled: list[_Operand], tile_k: int) -> str | None:
-        """Lays out `tiled` for `tile_k`; why the hardware cannot hold those
-        tiles (None: it can, and their shared memory is claimed)."""
-        need = 0
-        for op in tiled:
-            self._layout(op, tile_k)
-            copies = -(-math.prod(op.extent.values()) // self.threads)
-            if copies > MAX_STAGED_PER_THREAD:
-                return (
-                    f"each of the {self.threads} threads would copy {copies} elements of "
-                    f"operand {op.pos}'s tile per step (at most {MAX_STAGED_PER_THREAD})"
-                )
-            need += op.size * _elem(op.ptr).size_bytes
-        if self.shared_bytes + need > MAX_SHARED_BYTES:
-            earlier = f" besides {self.shared_bytes} for earlier reductions" * bool(
-                self.shared_bytes
-            )
-            return (
-                f"the tiles need {need} bytes of shared memory{earlier}; a block has at "
-                f"most {MAX_SHARED_BYTES}"
-            )
-        self.shared_bytes += need
-        return None
+        def index(ix: Affine | NotAffine) -> Any:
+            if isinstance(ix, NotAffine):
+                return ("not", ix.why, ix.text)
+            terms = [(s, [coef(c) for c in cs]) for s, cs in ix.terms]
+            return ("affine", terms, [coef(c) for c in ix.const])
 
-    def _tile_desc(self, op: _Operand, tile_k: int) -> str:
-        names = [dict(self.indices[d].names).get(d, f"i{d}") for d in range(len(self.workgroup))]
-        reused = [names[d] for d in range(len(self.workgroup)) if d not in op.dims]
-        shape = "x".join(str(self.workgroup[d]) for d in op.dims) or "1"
-        pad = ", rows padded by 1 against bank conflicts" if op.pad else ""
-        return f"{shape}x{tile_k}{pad}, reused across {', '.join(reused)}"
+        operands = []
+        for op in ops:
+            if _is_value(op.ptr):
+                names[op.ptr.id] = op.ptr.name
+                t = op.ptr.type
+                elem = t.elem.size_bytes if t.is_ptr and t.elem is not None else None
+                operands.append((op.ptr.id, elem, index(op.index)))
+            else:
+                operands.append((_NO_VALUE, None, index(op.index)))
+                names[_NO_VALUE] = repr(op.ptr)
+        index_names = [
+            dict(self.indices[d].names).get(d, f"i{d}") for d in range(len(self.workgroup))
+        ]
+        assert self._first_id is not None  # set by the first nest index
+        used, plans, report, self.shared_bytes = _native.tiling_plan(
+            list(self.workgroup),
+            self._first_id,
+            [w.id for w in self.writes if _is_value(w)],
+            self.shared_bytes,
+            index_names,
+            list(names.items()),
+            value(extent),
+            operands,
+            tile_k=None if tile_k is None else int(tile_k),
+        )
+        for op, p in zip(ops, plans, strict=True):
+            op.why, op.dims, op.pad, op.size = p["why"], p["dims"], p["pad"], p["size"]
+            op.layout, op.stage_order = p["layout"], p["stage_order"]
+            op.extent = dict(zip(op.layout, p["extents"], strict=True))
+            op.strides = dict(zip(op.layout, p["strides"], strict=True))
+        self.report += report
+        return int(used)
 
     def _direct(self, op: _Operand, k: Any) -> Any:
         """A direct global load of `op` at `k`; out-of-range threads read nothing."""
@@ -607,19 +555,6 @@ class TiledNest:
                     b.store(b.ptr_add(op.tile, slot), pick.results[0])
 
 
-def _tile_k(tile_k: Any, extent: Any) -> int:
-    """`tile_k` checked: a positive int, at most the extent when that is a
-    constant (a longer tile would only stage padding)."""
-    if isinstance(tile_k, bool) or not isinstance(tile_k, numbers.Integral):
-        raise BuildError(f"tile_k must be an int, not {type(tile_k).__name__}")
-    tk = int(tile_k)
-    if tk < 1:
-        raise BuildError(f"tile_k must be at least 1, not {tk}")
-    if isinstance(extent, numbers.Integral) and 0 < int(extent) < tk:
-        return int(extent)
-    return tk
-
-
 def _zero(b: Any, ty: Any) -> Any:
     return b.const(0.0 if ty.is_float else 0, ty)
 
@@ -633,21 +568,11 @@ def _acc_var(b: Any, init: Any) -> Any:
     return acc
 
 
-def _leaves(c: Coef) -> list[Any]:
-    if isinstance(c, tuple):
-        return _leaves(c[1]) + _leaves(c[2])
-    return [c]
-
-
 def _elem(ptr: Any) -> Any:
     t = ptr.type
     if t.elem is None:
         raise BuildError(f"{ptr!r} is not a pointer")
     return t.elem
-
-
-def _name(ptr: Any) -> str:
-    return ptr.name if _is_value(ptr) else repr(ptr)
 
 
 @contextlib.contextmanager

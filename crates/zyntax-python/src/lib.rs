@@ -23,6 +23,7 @@ mod nest_tile;
 mod program;
 mod targets;
 mod tile;
+mod tiling;
 mod types;
 
 use pyo3::prelude::*;
@@ -51,7 +52,10 @@ mod _native {
     use super::build_info;
 
     #[pymodule_export]
-    use crate::fusion::fusion_plan;
+    use crate::{
+        fusion::fusion_plan,
+        tiling::{nest_block_shape, nest_launch_grid, tiling_limits, tiling_plan},
+    };
 
     #[pymodule_export]
     use crate::targets::{arch_for_capability, target_table};

@@ -211,6 +211,16 @@ fn param_kind(t: &str) -> Result<ParamKind> {
         .ok_or_else(|| bad(format!("parameter type `{t}` is not a scalar or pointer")))
 }
 
+/// A manifest's `[x, y, z]` (None unless three numbers that fit a u32).
+fn dim3(v: &Value) -> Option<[u32; 3]> {
+    let d: Vec<u32> = v
+        .as_array()?
+        .iter()
+        .map(|x| x.as_u64().and_then(|x| u32::try_from(x).ok()))
+        .collect::<Option<_>>()?;
+    d.try_into().ok()
+}
+
 fn signature(name: &str, k: &Value) -> Result<Signature> {
     let params = k["params"]
         .as_array()
@@ -220,26 +230,8 @@ fn signature(name: &str, k: &Value) -> Result<Signature> {
         .map(|p| param_kind(p["type"].as_str().unwrap_or("?")))
         .collect::<Result<Vec<_>>>()?;
     let mut sig = Signature::from_params(kinds);
-    if let Some(v) = k["max_threads"].as_array() {
-        let d: Vec<u32> = v
-            .iter()
-            .filter_map(|x| x.as_u64())
-            .map(|x| x as u32)
-            .collect();
-        if let [x, y, z] = d[..] {
-            sig.max_threads = Some([x, y, z]);
-        }
-    }
-    if let Some(v) = k["cluster_dims"].as_array() {
-        let d: Vec<u32> = v
-            .iter()
-            .filter_map(|x| x.as_u64())
-            .map(|x| x as u32)
-            .collect();
-        if let [x, y, z] = d[..] {
-            sig.cluster = Some([x, y, z]);
-        }
-    }
+    sig.max_threads = dim3(&k["max_threads"]);
+    sig.cluster = dim3(&k["cluster_dims"]);
     sig.grid_sync = k["grid_sync"].as_bool().unwrap_or(false);
     sig.shared_bytes = k["dynamic_shared_bytes"].as_u64().unwrap_or(0) as u32;
     Ok(sig)
@@ -601,6 +593,16 @@ mod tests {
         long[16 + 8..16 + 16].copy_from_slice(&1000u64.to_le_bytes());
         let e = parse_fatbin(&long).unwrap_err().0;
         assert!(e.contains("runs past the end"), "{e}");
+    }
+
+    #[test]
+    fn launch_dims_of_the_manifest() {
+        let v = |s: &str| serde_json::from_str::<Value>(s).unwrap();
+        assert_eq!(dim3(&v("[128, 2, 1]")), Some([128, 2, 1]));
+        assert_eq!(dim3(&Value::Null), None);
+        assert_eq!(dim3(&v("[128, 2]")), None);
+        assert_eq!(dim3(&v("[128, 2, -1]")), None);
+        assert_eq!(dim3(&v("[4294967296, 1, 1]")), None); // was truncated to 0
     }
 
     #[test]

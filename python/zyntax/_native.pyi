@@ -1,7 +1,7 @@
 # Hand-written stub for the Rust extension module (crates/zyntax-python).
 # Keep in sync with src/*.rs; checked by `python -m mypy.stubtest zyntax._native`.
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import TracebackType
 from typing import Any, Literal, SupportsFloat, SupportsIndex, TypeAlias, final
 
@@ -114,6 +114,20 @@ __all__ = [
     "tile_heuristic",
     "tiling_limits",
     "tiling_plan",
+    "tune_bucket",
+    "tune_check_config",
+    "tune_check_db",
+    "tune_check_record",
+    "tune_config_name",
+    "tune_db_mac",
+    "tune_nearest",
+    "tune_occupancy",
+    "tune_prune",
+    "tune_read_db",
+    "tune_record_key",
+    "tune_search",
+    "tune_table_lookup",
+    "tune_write_db",
     "u8",
     "u16",
     "u32",
@@ -153,6 +167,42 @@ def cli_main(argv: Sequence[str]) -> int: ...
 # The target table (crates/zyntax-hir/src/arch.rs; read by zyntax.targets).
 def target_table() -> dict[str, Any]: ...
 def arch_for_capability(major: int, minor: int) -> str | None: ...
+
+# The autotuner's core (crates/zyntax-tune; zyntax.tuning). Records cross as JSON text;
+# a check returns why a record is refused, or None.
+_Resources: TypeAlias = tuple[int, int, int, int, int, int]
+_Limits: TypeAlias = tuple[int, int, int, int, int, int]
+
+def tune_check_config(name: str, config: str) -> str | None: ...
+def tune_check_record(key: str, record: str) -> str | None: ...
+def tune_check_db(doc: str) -> str | None: ...
+def tune_config_name(config: str) -> str: ...
+def tune_occupancy(resources: _Resources, limits: _Limits) -> float: ...
+def tune_prune(
+    candidates: Sequence[tuple[str, _Resources]], limits: _Limits, min_occupancy_ratio: float
+) -> tuple[list[str], list[tuple[str, str]]]: ...
+def tune_bucket(values: Sequence[tuple[str, int | str]]) -> dict[str, int]: ...
+def tune_record_key(bucket: dict[str, int], arch: str, version: str) -> str: ...
+def tune_nearest(
+    records: str, bucket: dict[str, int], arch: str, version: str | None = None
+) -> str | None: ...
+def tune_table_lookup(records: str, key: str, bucket: dict[str, int], arch: str) -> str | None: ...
+def tune_db_mac(secret: bytes, kernel_hash: str, doc: str) -> str: ...
+def tune_read_db(
+    dir: str, kernel_hash: str, secret: bytes | None = None
+) -> tuple[str | None, str | None]: ...
+def tune_write_db(dir: str, kernel_hash: str, doc: str, secret: bytes | None = None) -> None: ...
+def tune_search(
+    request: str,
+    table: str | None,
+    doc: str,
+    prepare: Callable[[int], _Resources],
+    limits: Callable[[], _Limits],
+    start: Callable[[], object],
+    measure: Callable[[int], float],
+    save: Callable[[str], object],
+    event: Callable[[str, str, str], object],
+) -> dict[str, Any]: ...
 
 # ---------------------------------------------------------------- errors
 

@@ -43,6 +43,11 @@ turns measuring off everywhere (the first config is used where nothing is stored
 
 :class:`Tuner` is the same for kernels built with the HIR builder (DSLs):
 ``build(config)`` returns a ``zyntax.hir.Module``.
+
+The search loop, pruning, buckets, the record schema and the signed tuning files
+are the Rust crate ``zyntax-tune`` (``_native.tune_*``; docs/aot.md); this module
+keeps what is Python: the decorator, argument binding, CUDA-event timing, the
+cache directory and its secret, and the tables installed in this process.
 """
 
 from __future__ import annotations
@@ -50,17 +55,16 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
-import math
 import os
-import re
 import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from zyntax.log import logger, progress
-from zyntax.safeio import RejectedFile, is_missing, read_json
+from zyntax import _native
+from zyntax.log import logger
+from zyntax.safeio import RejectedFile, is_missing
 
 #: 2: records carry the cache's MAC and are checked field by field (1 is re-tuned).
 DB_VERSION = 2
@@ -133,19 +137,36 @@ class Limits:
             shared_per_block=int(d.max_shared_per_block_optin),
         )
 
+    def _native(self) -> tuple[int, int, int, int, int, int]:
+        return (
+            self.registers_per_sm,
+            self.threads_per_block,
+            self.threads_per_sm,
+            self.blocks_per_sm,
+            self.shared_per_sm,
+            self.shared_per_block,
+        )
+
+
+#: registers, static shared bytes, spill stores, spill loads, threads, dynamic shared bytes.
+_Resources = tuple[int, int, int, int, int, int]
+
+
+def _resources(res: dict[str, int], threads: int, shared: int) -> _Resources:
+    """ptxas' report and the launch shape as the native core takes them."""
+    return (
+        int(res.get("registers", 0)),
+        int(res.get("shared_bytes", 0)),
+        int(res.get("spill_store_bytes", 0)),
+        int(res.get("spill_load_bytes", 0)),
+        int(threads),
+        int(shared),
+    )
+
 
 def occupancy(res: dict[str, int], threads: int, shared: int, lim: Limits) -> float:
     """Fraction of the SM's threads resident with ``res`` (ptxas resources) per thread."""
-    warps = -(-threads // 32)
-    regs = int(res.get("registers", 0))
-    # Registers are allocated per warp in units of 256.
-    per_warp = -(-regs * 32 // 256) * 256
-    by_regs = lim.registers_per_sm // (per_warp * warps) if per_warp else lim.blocks_per_sm
-    by_threads = lim.threads_per_sm // (warps * 32)
-    smem = shared + int(res.get("shared_bytes", 0))
-    by_smem = lim.shared_per_sm // smem if smem else lim.blocks_per_sm
-    blocks = min(by_regs, by_threads, by_smem, lim.blocks_per_sm)
-    return blocks * warps * 32 / lim.threads_per_sm
+    return _native.tune_occupancy(_resources(res, threads, shared), lim._native())
 
 
 def prune(
@@ -155,37 +176,10 @@ def prune(
 ) -> tuple[list[str], dict[str, str]]:
     """Split configs (name -> (resources, threads per block, dynamic shared bytes)) into
     those worth measuring and those pruned (name -> why)."""
-    pruned: dict[str, str] = {}
-    occ: dict[str, float] = {}
-    for n, (res, threads, shared) in candidates.items():
-        if threads > lim.threads_per_block:
-            pruned[n] = f"{threads} threads per block (device limit {lim.threads_per_block})"
-            continue
-        smem = shared + int(res.get("shared_bytes", 0))
-        if smem > lim.shared_per_block:
-            pruned[n] = f"{smem} bytes of shared memory (device limit {lim.shared_per_block})"
-            continue
-        o = occupancy(res, threads, shared, lim)
-        if o <= 0:
-            pruned[n] = f"cannot launch: {res.get('registers')} registers x {threads} threads"
-            continue
-        occ[n] = o
-    spill = {
-        n: candidates[n][0].get("spill_store_bytes", 0)
-        + candidates[n][0].get("spill_load_bytes", 0)
-        for n in occ
-    }
-    if any(s == 0 for s in spill.values()):
-        for n, s in spill.items():
-            if s:
-                pruned[n] = f"spills {s} bytes while other configs do not"
-                occ.pop(n)
-    best = max(occ.values(), default=0.0)
-    for n, o in list(occ.items()):
-        if o < best * min_occupancy_ratio:
-            pruned[n] = f"occupancy {o:.2f} under {min_occupancy_ratio} x the best ({best:.2f})"
-            occ.pop(n)
-    return [n for n in candidates if n in occ], pruned
+    keep, pruned = _native.tune_prune(
+        [(n, _resources(*c)) for n, c in candidates.items()], lim._native(), min_occupancy_ratio
+    )
+    return keep, dict(pruned)
 
 
 # --------------------------------------------------------------------------- records
@@ -193,39 +187,37 @@ def prune(
 
 def bucket(values: dict[str, Any]) -> dict[str, int]:
     """Key values rounded up to powers of two (non-integers hash to their repr)."""
-    out = {}
-    for k, v in sorted(values.items()):
-        if isinstance(v, bool) or not isinstance(v, int):
-            out[k] = int(hashlib.sha256(repr(v).encode()).hexdigest()[:8], 16)
-        else:
-            out[k] = 1 << max(0, int(v) - 1).bit_length() if v > 0 else int(v)
-    return out
+    return _native.tune_bucket(
+        [
+            (
+                k,
+                v
+                if isinstance(v, int) and not isinstance(v, bool) and -(1 << 63) <= v < 1 << 63
+                else repr(v),
+            )
+            for k, v in values.items()
+        ]
+    )
 
 
 def record_key(b: dict[str, int], arch: str, version: str) -> str:
-    return ",".join(f"{k}={v}" for k, v in sorted(b.items())) + f"|{arch}|{version}"
+    return _native.tune_record_key(b, arch, version)
 
 
-def _distance(a: dict[str, int], b: dict[str, int]) -> float:
-    if set(a) != set(b):
-        return math.inf
-    return sum(abs(math.log2(max(a[k], 1)) - math.log2(max(b[k], 1))) for k in a)
+def _dumps(x: Any, what: str) -> str:
+    """``x`` as JSON for the native core; RejectedFile if it is not JSON (NaN included)."""
+    try:
+        return json.dumps(x, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise RejectedFile(f"{what} is not JSON: {e}") from e
 
 
 def nearest(
     records: dict[str, Any], b: dict[str, int], arch: str, version: str | None
 ) -> dict[str, Any] | None:
     """The record of the closest bucket on ``arch`` (and ``version``, when given)."""
-    best: tuple[float, dict[str, Any]] | None = None
-    for r in records.values():
-        if not isinstance(r, dict) or r.get("arch") != arch or not r.get("best"):
-            continue
-        if version is not None and r.get("version") != version:
-            continue
-        d = _distance(r.get("bucket", {}), b)
-        if best is None or d < best[0]:
-            best = (d, r)
-    return None if best is None or best[0] == math.inf else best[1]
+    found = _native.tune_nearest(_dumps(records, "records"), b, arch, version)
+    return None if found is None else dict(json.loads(found))
 
 
 _installed: dict[str, dict[str, Any]] = {}
@@ -244,144 +236,47 @@ def db_path(kernel_hash: str) -> Any:
     return cache.root_dir() / "autotune" / f"{kernel_hash}.json"
 
 
-#: Bounds of a tuning file: larger or deeper ones are refused, not truncated.
+#: Bounds of a tuning file (the native core's): larger or deeper ones are refused.
 MAX_DB_BYTES = 4 << 20
 MAX_RECORDS = 4096
 MAX_CONFIGS = 4096
 MAX_TEXT = 16 << 10
-_ARCH_RE = re.compile(r"sm_\d{2,3}a?")
-_RECORD_FIELDS = {
-    "bucket",
-    "arch",
-    "version",
-    "kernel",
-    "times_ms",
-    "pruned",
-    "failed",
-    "best",
-    "complete",
-    "configs",
-    "warm_start",
-    "seconds",
-}
 
 
-def _text(x: Any, what: str, limit: int = MAX_TEXT) -> str:
-    if not isinstance(x, str) or len(x) > limit:
-        raise RejectedFile(f"{what} is not a string of at most {limit} characters")
-    return x
-
-
-def _number(x: Any, what: str) -> float:
-    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0:
-        raise RejectedFile(f"{what} is not a finite number >= 0")
-    return float(x)
-
-
-def _opt_int(x: Any, what: str) -> None:
-    if x is not None and (isinstance(x, bool) or not isinstance(x, int) or not 0 < x < 1 << 31):
-        raise RejectedFile(f"{what} is not null or a positive integer")
-
-
-def _table(x: Any, what: str, limit: int) -> dict[str, Any]:
-    if not isinstance(x, dict) or len(x) > limit:
-        raise RejectedFile(f"{what} is not an object of at most {limit} entries")
-    for k in x:
-        _text(k, f"a key of {what}", 4096)
-    return x
+def _check(why: str | None) -> None:
+    if why is not None:
+        raise RejectedFile(why)
 
 
 def check_config(name: str, d: Any) -> Config:
     """The Config a record stores under ``name``; raise RejectedFile unless well-formed
     and named as :meth:`Config.name` names it."""
-    where = f"config {name[:80]!r}"
-    if not isinstance(d, dict) or set(d) - {"block", "args", "max_registers", "min_blocks"}:
-        raise RejectedFile(f"{where} is not a config object")
-    block = d.get("block")
-    if isinstance(block, bool) or not isinstance(block, int) or not 0 < block <= 1 << 16:
-        raise RejectedFile(f"{where}: block is not an integer in 1..65536")
-    args = _table(d.get("args") or {}, f"{where} args", 64)
-    for k, v in args.items():
-        ok = (
-            v is None
-            or isinstance(v, (bool, int, str))
-            or (isinstance(v, float) and math.isfinite(v))
-        )
-        if not ok or (isinstance(v, str) and len(v) > 4096):
-            raise RejectedFile(f"{where}: argument {k[:80]!r} is not a number, bool or string")
-    _opt_int(d.get("max_registers"), f"{where}: max_registers")
-    _opt_int(d.get("min_blocks"), f"{where}: min_blocks")
-    cfg = Config.from_dict(d)
-    if cfg.name() != name:
-        raise RejectedFile(f"{where} is stored under another name than its own ({cfg.name()!r})")
-    return cfg
+    _check(_native.tune_check_config(name, _dumps(d, f"config {name[:80]!r}")))
+    return Config.from_dict(d)
 
 
 def check_record(rk: str, rec: Any) -> None:
     """Raise RejectedFile unless ``rec`` is a well-formed record stored under its own key."""
-    where = f"record {rk[:120]!r}"
-    if not isinstance(rec, dict) or set(rec) - _RECORD_FIELDS:
-        raise RejectedFile(f"{where} is not a record object (or has unknown fields)")
-    b = _table(rec.get("bucket"), f"{where} bucket", 64)
-    if any(isinstance(v, bool) or not isinstance(v, int) or abs(v) >= 1 << 63 for v in b.values()):
-        raise RejectedFile(f"{where}: a bucket value is not an integer")
-    arch = _text(rec.get("arch"), f"{where} arch", 16)
-    if not _ARCH_RE.fullmatch(arch):
-        raise RejectedFile(f"{where}: arch {arch!r} is not sm_XY")
-    version = _text(rec.get("version"), f"{where} version", 128)
-    if rk != record_key(b, arch, version):
-        raise RejectedFile(f"{where} is not stored under its own bucket, arch and version")
-    _text(rec.get("kernel", ""), f"{where} kernel", 1024)
-    configs = _table(rec.get("configs"), f"{where} configs", MAX_CONFIGS)
-    for name, d in configs.items():
-        check_config(name, d)
-    times = _table(rec.get("times_ms", {}), f"{where} times_ms", MAX_CONFIGS)
-    for name, t in times.items():
-        _number(t, f"{where}: the time of {name[:80]!r}")
-    for field_name in ("pruned", "failed"):
-        why = _table(rec.get(field_name, {}), f"{where} {field_name}", MAX_CONFIGS)
-        for name, text in why.items():
-            _text(text, f"{where}: {field_name} reason of {name[:80]!r}")
-    for name in (*times, *rec.get("pruned", {}), *rec.get("failed", {})):
-        if name not in configs:
-            raise RejectedFile(f"{where} names config {name[:80]!r} it does not describe")
-    best = rec.get("best")
-    if best is not None and (not isinstance(best, str) or best not in times):
-        raise RejectedFile(f"{where}: best is not a measured config")
-    warm = rec.get("warm_start")
-    if warm is not None:
-        _text(warm, f"{where} warm_start", 4096)
-    if not isinstance(rec.get("complete", False), bool):
-        raise RejectedFile(f"{where}: complete is not true or false")
-    if "seconds" in rec:
-        _number(rec["seconds"], f"{where} seconds")
+    _check(_native.tune_check_record(rk, _dumps(rec, f"record {rk[:120]!r}")))
 
 
 def check_db(doc: Any) -> dict[str, Any]:
     """The tuning document ``doc`` if it is well-formed (every record checked; the
     ``mac`` field aside); raise RejectedFile saying what is wrong otherwise."""
-    if not isinstance(doc, dict) or set(doc) - {"version", "kernel", "records", "mac"}:
-        raise RejectedFile("not a tuning document (an object of version, kernel, records)")
-    if doc.get("version") != DB_VERSION:
-        raise RejectedFile(f"tuning format {doc.get('version')!r}, this zyntax reads {DB_VERSION}")
-    _text(doc.get("kernel", ""), "kernel", 1024)
-    records = _table(doc.get("records"), "records", MAX_RECORDS)
-    for rk, rec in records.items():
-        check_record(rk, rec)
-    return doc
+    _check(_native.tune_check_db(_dumps(doc, "the tuning document")))
+    return dict(doc)
 
 
 def read_db(d: Any, kernel_hash: str, secret: bytes | None) -> dict[str, Any]:
     """The checked tuning document of ``kernel_hash`` in folder ``d`` (with ``secret``: it
     must carry this cache's MAC), ``mac`` removed; raise RejectedFile otherwise."""
-    from zyntax.frontend import cache
-
-    doc = read_json(d / f"{kernel_hash}.json", MAX_DB_BYTES)
-    if secret is not None and not cache.signed(secret, "autotune", kernel_hash, b"", doc):
-        raise RejectedFile("not signed by this cache")
-    check_db(doc)
-    doc.pop("mac", None)
-    return dict(doc)
+    doc, why = _native.tune_read_db(str(d), kernel_hash, secret)
+    if doc is None:
+        if why is None:
+            name = f"{kernel_hash}.json"
+            raise RejectedFile(f"{name}: no such file") from FileNotFoundError(name)
+        raise RejectedFile(why)
+    return dict(json.loads(doc))
 
 
 def load_db(kernel_hash: str) -> dict[str, Any]:
@@ -408,13 +303,9 @@ def save_db(kernel_hash: str, doc: dict[str, Any]) -> None:
     if found is None:
         return
     d, secret = found
-    out = {k: v for k, v in doc.items() if k != "mac"}
-    out["mac"] = cache.mac(secret, "autotune", kernel_hash, b"", out)
     try:
-        cache._atomic_write(
-            d / f"{kernel_hash}.json", json.dumps(out, indent=1, sort_keys=True) + "\n"
-        )
-    except OSError as e:
+        _native.tune_write_db(str(d), kernel_hash, _dumps(doc, "the tuning document"), secret)
+    except (OSError, RejectedFile) as e:
         logger.warning("autotune: could not save tuning records: %s", e)
 
 
@@ -503,93 +394,67 @@ def tune(
     limits: Callable[[], Limits],
     min_occupancy_ratio: float,
 ) -> tuple[Config, TuneReport]:
-    """The engine behind :func:`autotune` and :class:`Tuner`."""
-    by_name = {c.name(): c for c in configs}
-    b = bucket(key_values)
-    rk = record_key(b, arch, version)
+    """The engine behind :func:`autotune` and :class:`Tuner`: the native search loop
+    (``zyntax_tune::tune``) with this module's compiling, CUDA-event timing and saving."""
+    cands = list({c.name(): c for c in configs}.values())
     t0 = time.perf_counter()
+    launches: dict[int, Callable[[Sequence[Any]], None]] = {}
+    sets: list[list[Any]] = []
 
+    def compile_one(i: int) -> _Resources:
+        res, threads, shared, launch = prepare(cands[i])
+        launches[i] = launch
+        return _resources(res, threads, shared)
+
+    def start() -> None:
+        sets[:] = arg_sets()
+
+    def measure_one(i: int) -> float:
+        # Looked up at each call: tests interrupt a search by replacing `measure`.
+        return measure(launches[i], sets, warmup, reps)
+
+    def event(kind: str, name: str, detail: str) -> None:
+        if kind == "measured":
+            logger.info("autotune %s: %s: %.4f ms", kernel, name, float(detail))
+        elif kind == "pruned":
+            logger.info("autotune %s: pruned %s: %s", kernel, name, detail)
+        else:
+            logger.warning("autotune %s: config %s %s", kernel, name or "", detail)
+
+    request = {
+        "kernel": kernel,
+        "configs": [c.as_dict() for c in cands],
+        "bucket": bucket(key_values),
+        "arch": arch,
+        "version": version,
+        "min_occupancy_ratio": min_occupancy_ratio,
+        "measure": os.environ.get("ZYNTAX_AUTOTUNE", "1") not in ("0", "off", "no"),
+    }
     table = _installed.get(kernel_hash)
-    if table is not None:
-        rec = table.get(rk) or nearest(table, b, arch, None)
-        if rec is not None and rec.get("best") in by_name:
-            return by_name[rec["best"]], _report(kernel, rk, rec, "table", t0)
-    doc = load_db(kernel_hash)
-    rec = doc["records"].get(rk)
-    if rec is not None and rec.get("complete") and rec.get("best") in by_name:
-        return by_name[rec["best"]], _report(kernel, rk, rec, "database", t0)
-    if os.environ.get("ZYNTAX_AUTOTUNE", "1") in ("0", "off", "no"):
-        c = by_name.get(str((rec or {}).get("best"))) or configs[0]
-        return c, TuneReport(kernel, rk, c.name(), {}, {}, {}, None, 0.0, "default")
-
-    if rec is None:
-        rec = {
-            "bucket": b,
-            "arch": arch,
-            "version": version,
-            "kernel": kernel,
-            "times_ms": {},
-            "pruned": {},
-            "failed": {},
-            "best": None,
-            "complete": False,
-        }
-        warm = nearest(doc["records"], b, arch, version)
-        if warm is not None:
-            rec["warm_start"] = warm.get("best")
-    rec["configs"] = {c.name(): c.as_dict() for c in configs}
-    doc["records"][rk] = rec
-    doc.update(version=DB_VERSION, kernel=kernel)
-
-    order = list(by_name)
-    if rec.get("warm_start") in by_name:
-        order.remove(rec["warm_start"])
-        order.insert(0, rec["warm_start"])
-    todo = [n for n in order if n not in rec["times_ms"] and n not in rec["failed"]]
-    todo = [n for n in todo if n not in rec["pruned"]]
-
-    # 1. compile and read resources; 2. prune.
-    prepared: dict[str, Prepared] = {}
-    for n in progress(todo, total=len(todo), desc=f"zyntax: compiling {kernel} configs"):
-        try:
-            prepared[n] = prepare(by_name[n])
-        except Exception as e:  # a config that does not compile is reported, not fatal
-            rec["failed"][n] = f"compile: {type(e).__name__}: {e}"[:MAX_TEXT]
-            logger.warning("autotune %s: config %s failed to compile: %s", kernel, n, e)
-    keep, pruned = prune(
-        {n: (p[0], p[1], p[2]) for n, p in prepared.items()}, limits(), min_occupancy_ratio
+    out = _native.tune_search(
+        json.dumps(request),
+        None if table is None else _dumps(table, "the installed tuning table"),
+        json.dumps(load_db(kernel_hash)),
+        compile_one,
+        lambda: limits()._native(),
+        start,
+        measure_one,
+        lambda doc: save_db(kernel_hash, json.loads(doc)),
+        event,
     )
-    rec["pruned"].update(pruned)
-    for n, why in pruned.items():
-        logger.info("autotune %s: pruned %s: %s", kernel, n, why)
-
-    # 3. measure, saving after each config (an interrupt keeps the best so far).
-    sets = arg_sets() if keep else []
-    for n in progress(keep, total=len(keep), desc=f"zyntax: tuning {kernel}"):
-        try:
-            ms = measure(prepared[n][3], sets, warmup, reps)
-        except Exception as e:
-            rec["failed"][n] = f"launch: {type(e).__name__}: {e}"[:MAX_TEXT]
-            logger.warning("autotune %s: config %s failed to launch: %s", kernel, n, e)
-            continue
-        rec["times_ms"][n] = ms
-        rec["best"] = min(rec["times_ms"], key=rec["times_ms"].__getitem__)
-        save_db(kernel_hash, doc)
-        logger.info("autotune %s: %s: %.4f ms", kernel, n, ms)
-    rec["complete"] = True
-    rec["seconds"] = rec.get("seconds", 0.0) + time.perf_counter() - t0
-    save_db(kernel_hash, doc)
-    if rec["best"] is None:
+    rk, source = out["record_key"], out["source"]
+    if out["error"] is not None:
         from zyntax.errors import ZyntaxError
 
-        raise ZyntaxError(
-            f"autotune {kernel}: no config could run ("
-            + "; ".join(f"{n}: {w}" for n, w in {**rec["failed"], **rec["pruned"]}.items())
-            + ")"
-        )
-    best = by_name[rec["best"]]
-    logger.info("autotune %s: best for %s is %s", kernel, rk, rec["best"])
-    return best, _report(kernel, rk, rec, "measured", t0, configs[0].name())
+        raise ZyntaxError(out["error"])
+    best = cands[out["best"]]
+    if out["record"] is None:  # measuring is off
+        return best, TuneReport(kernel, rk, best.name(), {}, {}, {}, None, 0.0, "default")
+    rec = json.loads(out["record"])
+    if source == "measured":
+        logger.info("autotune %s: best for %s is %s", kernel, rk, best.name())
+        return best, _report(kernel, rk, rec, source, t0, cands[0].name())
+    return best, _report(kernel, rk, rec, source, t0)
 
 
 def _report(
@@ -844,14 +709,13 @@ class Tuner:
 def tuned_config(
     tables: dict[str, Any], kernel: str, arch: str, **key_values: Any
 ) -> Config | None:
-    """From a bundle's tables: the stored config of ``kernel`` for these key values on ``arch``."""
+    """From a bundle's tables: the stored config of ``kernel`` for these key values on ``arch``
+    (the record of that bucket, of any version, else the nearest bucket's)."""
     b = bucket(key_values)
     for t in tables.values():
         if not isinstance(t, dict) or t.get("kernel") != kernel:
             continue
-        recs = t.get("records", {})
-        exact = [r for r in recs.values() if r.get("bucket") == b and r.get("arch") == arch]
-        rec = exact[0] if exact else nearest(recs, b, arch, None)
+        rec = nearest(t.get("records", {}), b, arch, None)
         if rec is not None:
             cfgs = rec.get("configs") or {}
             if rec.get("best") in cfgs:

@@ -174,3 +174,152 @@ def test_progress_bar_on_request(
     monkeypatch.setenv("ZYNTAX_PROGRESS", "0")
     assert list(progress(range(3), total=3, desc="quiet")) == [0, 1, 2]
     assert capsys.readouterr().err == ""
+
+
+# --------------------------------------------------------------------------- the native core
+
+
+def test_native_mac_is_the_cache_mac() -> None:
+    """Tuning files are signed in Rust (zyntax-tune) with the MAC the cache computes in
+    Python: floats, non-ASCII text and nesting give the same bytes on both sides."""
+    import json
+    import random
+
+    from zyntax import _native
+    from zyntax.frontend import cache
+
+    rng = random.Random()
+    secret = bytes(rng.randrange(256) for _ in range(32))
+    for _ in range(20):
+        times = {f"block={2**i}": rng.random() * 10 ** rng.randint(-7, 18) for i in range(6)}
+        doc = {
+            "version": 2,
+            "kernel": 'k\u00e9\U0001f600\x7f"\\',
+            "records": {"n=8|sm_90|1": {"times_ms": times, "best": None, "complete": False}},
+        }
+        assert _native.tune_db_mac(secret, "e" * 64, json.dumps(doc)) == cache.mac(
+            secret, "autotune", "e" * 64, b"", doc
+        )
+
+
+def test_native_config_names_match_python() -> None:
+    import json
+
+    from zyntax import _native
+
+    for c in (
+        tuning.Config(block=128),
+        tuning.Config(block=256, args={"per_thread": 2, "fast": True, "alpha": 1e-05, "s": "x"}),
+        tuning.Config(block=64, args={"v": None}, max_registers=64, min_blocks=2),
+    ):
+        assert _native.tune_config_name(json.dumps(c.as_dict())) == c.name()
+        assert tuning.check_config(c.name(), c.as_dict()) == c
+
+
+class _FakeGpu:
+    """Compiling and timing without a GPU: resources by block, a time table, failures."""
+
+    def __init__(self, times: dict[int, float]) -> None:
+        self.times = times
+        self.measured: list[int] = []
+        self.interrupt_at: int | None = None
+        self.current = 0  # the block of the config launched last
+
+    def prepare(self, cfg: tuning.Config) -> Any:
+        if cfg.max_registers == 1:
+            raise zyntax.CompileError("below the register floor")
+
+        def launch(_: Any) -> None:
+            if cfg.block == 96:
+                raise zyntax.LaunchError("empty grid")
+
+        return {"registers": 32}, cfg.block, 0, launch
+
+    def measure(self, launch: Any, sets: Any, warmup: int, reps: int) -> float:
+        if self.interrupt_at == len(self.measured):
+            raise KeyboardInterrupt
+        launch(sets[0])
+        cfg = self.current
+        self.measured.append(cfg)
+        return self.times[cfg]
+
+
+def _fake_tune(gpu: _FakeGpu, cfgs: list[tuning.Config], n: int) -> Any:
+    def prepare(cfg: tuning.Config) -> Any:
+        res, threads, shared, launch = gpu.prepare(cfg)
+
+        def tracked(a: Any) -> None:
+            gpu.current = cfg.block
+            launch(a)
+
+        return res, threads, shared, tracked
+
+    return tuning.tune(
+        kernel="k",
+        kernel_hash="a" * 64,
+        configs=cfgs,
+        key_values={"n": n},
+        arch="sm_90",
+        version="1",
+        prepare=prepare,
+        arg_sets=lambda: [[0]],
+        warmup=1,
+        reps=1,
+        limits=tuning.Limits,
+        min_occupancy_ratio=0.25,
+    )
+
+
+def test_search_with_a_fake_timer(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The native search loop end to end on the CPU: failures and pruning recorded, the
+    record saved signed, reused, warm-started, and re-tuned once forged."""
+    import json
+
+    monkeypatch.setenv("ZYNTAX_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("ZYNTAX_AUTOTUNE", raising=False)
+    cfgs = [tuning.Config(block=b) for b in (64, 96, 128, 256, 2048)]
+    cfgs.append(tuning.Config(block=128, max_registers=1))
+    gpu = _FakeGpu({64: 3.0, 96: 1.0, 128: 2.0, 256: 1.5})
+    monkeypatch.setattr(tuning, "measure", gpu.measure)
+    cfg, rep = _fake_tune(gpu, cfgs, 1000)
+    assert cfg.block == 256 and rep.source == "measured" and rep.best == "block=256"
+    assert rep.times_ms == {"block=64": 3.0, "block=128": 2.0, "block=256": 1.5}
+    assert rep.failed["block=96"].startswith("launch: LaunchError")
+    assert rep.failed["block=128,max_registers=1"].startswith("compile: CompileError")
+    assert "threads per block" in rep.pruned["block=2048"]
+    assert rep.default_ms == 3.0 and rep.gain == 2.0
+    db = json.loads(tuning.db_path("a" * 64).read_text())
+    assert len(db["mac"]) == 64 and db["records"][rep.record_key]["complete"]
+
+    gpu.measured.clear()
+    assert _fake_tune(gpu, cfgs, 1023)[1].source == "database" and gpu.measured == []
+    _, rep2 = _fake_tune(gpu, cfgs, 3000)  # a new bucket starts with the best so far
+    assert gpu.measured[0] == 256 and rep2.source == "measured"
+
+    # Forged: the slowest config made best, the MAC kept. Ignored and re-tuned.
+    rec = db["records"][rep.record_key]
+    rec["best"], rec["times_ms"]["block=64"] = "block=64", 0.001
+    tuning.db_path("a" * 64).write_text(json.dumps(db))
+    assert tuning.load_db("a" * 64)["records"] == {}
+    gpu.measured.clear()
+    cfg, rep = _fake_tune(gpu, cfgs, 1000)
+    assert cfg.block == 256 and rep.source == "measured" and len(gpu.measured) == 3
+
+
+def test_interrupted_search_resumes_with_a_fake_timer(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("ZYNTAX_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("ZYNTAX_AUTOTUNE", raising=False)
+    cfgs = [tuning.Config(block=b) for b in (64, 128, 256)]
+    gpu = _FakeGpu({64: 3.0, 128: 2.0, 256: 1.5})
+    gpu.interrupt_at = 1
+    monkeypatch.setattr(tuning, "measure", gpu.measure)
+    with pytest.raises(KeyboardInterrupt):
+        _fake_tune(gpu, cfgs, 100)
+    (rec,) = tuning.load_db("a" * 64)["records"].values()
+    assert not rec["complete"] and rec["times_ms"] == {"block=64": 3.0}
+    assert rec["best"] == "block=64"
+    gpu.interrupt_at = None
+    cfg, rep = _fake_tune(gpu, cfgs, 100)
+    assert gpu.measured == [64, 128, 256] and cfg.block == 256 and rep.source == "measured"

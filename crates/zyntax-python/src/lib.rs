@@ -24,6 +24,7 @@ mod program;
 mod targets;
 mod tile;
 mod tiling;
+mod tuning;
 mod types;
 
 use pyo3::prelude::*;
@@ -59,6 +60,13 @@ mod _native {
 
     #[pymodule_export]
     use crate::targets::{arch_for_capability, target_table};
+
+    #[pymodule_export]
+    use crate::tuning::{
+        tune_bucket, tune_check_config, tune_check_db, tune_check_record, tune_config_name,
+        tune_db_mac, tune_nearest, tune_occupancy, tune_prune, tune_read_db, tune_record_key,
+        tune_search, tune_table_lookup, tune_write_db,
+    };
 
     #[pymodule_export]
     use crate::tile::{tile_gemm_schedule, tile_heuristic, TileBuilder, TileSchedule};

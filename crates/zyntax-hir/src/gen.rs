@@ -10,7 +10,7 @@
 //! rewrite them.
 
 use crate::op::OpClass;
-use crate::table::{fx, OpDef, Py, OPS};
+use crate::table::{fx, OpDef, Py, PyArg, PyMethod, OPS};
 use std::fmt::Write;
 
 /// One generated region: the file (relative to the repository root), the
@@ -296,8 +296,141 @@ fn py_params(d: &OpDef) -> Option<(&'static str, Vec<String>, &'static str)> {
             "Value",
         ),
         Py::Nullary(n) => (n, vec![], "Value"),
-        Py::None | Py::Hand(_) => return None,
+        Py::Method(m) => {
+            let mut params = Vec::new();
+            for (i, a) in m.args.iter().enumerate() {
+                if a.keyword() && (i == 0 || !m.args[i - 1].keyword()) {
+                    params.push(v("*"));
+                }
+                let n = a.name();
+                params.push(match *a {
+                    PyArg::Value(..) => format!("{n}: Value"),
+                    PyArg::Opnd(..) => format!("{n}: {OPND}"),
+                    PyArg::Coords(_) => format!("{n}: Sequence[{OPND}]"),
+                    PyArg::KwOpnd(..) => format!("{n}: {OPND} | None = None"),
+                    PyArg::Flag(..) => format!("{n}: bool = False"),
+                    PyArg::Count(_, d) => format!("{n}: int = {d}"),
+                    PyArg::Enum(_, _, names, _) => {
+                        let names: Vec<String> = names.iter().map(|s| format!("\"{s}\"")).collect();
+                        format!("{n}: Literal[{}] | str", names.join(", "))
+                    }
+                });
+            }
+            (m.name, params, if m.result { "Value" } else { "None" })
+        }
+        Py::None | Py::Hand(_) | Py::Via(_) => return None,
     })
+}
+
+/// The PyO3 method of a [`PyMethod`]: `(attribute, parameters, return type,
+/// body)`. Each argument is converted first (values, operands, enum
+/// spellings, with errors naming the argument and the method), then the
+/// builder call runs with the operands materialised at their types.
+fn pyo3_method(m: &PyMethod) -> (String, Vec<String>, &'static str, String) {
+    let any = "&Bound<'_, PyAny>";
+    let mut params = vec!["&self".to_string(), "py: Python<'_>".to_string()];
+    let (mut sig, mut text) = (Vec::new(), vec!["$self".to_string()]);
+    let (mut before, mut inside) = (String::new(), String::new());
+    let name = m.name;
+    for (i, a) in m.args.iter().enumerate() {
+        if a.keyword() && (i == 0 || !m.args[i - 1].keyword()) {
+            sig.push("*".to_string());
+            text.push("*".to_string());
+        }
+        let n = a.name();
+        let (ty, default) = match *a {
+            PyArg::Value(_, phrase) => {
+                let _ = writeln!(
+                    before,
+                    "        let ({n}, _) = self.sh.value({n}, \"{phrase} of `{name}`\")?;"
+                );
+                (any.to_string(), None)
+            }
+            PyArg::Opnd(_, t) => {
+                let _ = writeln!(before, "        let ({n}, _) = self.sh.opnd({n})?;");
+                let _ = writeln!(inside, "            let {n} = mat(fb, &{n}, &Type::{t})?;");
+                (any.to_string(), None)
+            }
+            PyArg::Coords(_) => {
+                let _ = writeln!(before, "        let {n} = self.opnd_seq(Some({n}))?;");
+                let _ = writeln!(
+                    inside,
+                    "            let {n} = &mat_all(fb, &{n}, &vec![Type::I32; {n}.len()])?;"
+                );
+                (any.to_string(), None)
+            }
+            PyArg::KwOpnd(_, t) => {
+                let _ = writeln!(
+                    before,
+                    "        let {n} = {n}.map(|x| self.sh.opnd(x)).transpose()?;"
+                );
+                let _ = writeln!(
+                    inside,
+                    "            let {n} = {n}.map(|(x, _)| mat(fb, &x, &Type::{t})).transpose()?;"
+                );
+                (
+                    format!("Option<{any}>"),
+                    Some(("None".to_string(), "None".to_string())),
+                )
+            }
+            PyArg::Flag(..) => {
+                let _ = writeln!(before, "        let {n} = {n}.0;");
+                (
+                    "Flag".to_string(),
+                    Some(("Flag(false)".to_string(), "False".to_string())),
+                )
+            }
+            PyArg::Count(_, d) => {
+                let _ = writeln!(before, "        let {n} = {n}.0;");
+                (
+                    "Checked<u32>".to_string(),
+                    Some((format!("Checked({d})"), d.to_string())),
+                )
+            }
+            PyArg::Enum(_, e, _, what) => {
+                let _ = writeln!(
+                    before,
+                    "        let {n} = zh::{e}::from_name(&{n}).ok_or_else(|| {{\n            \
+                     BuildError::new_err(format!(\n                \
+                     \"unknown {what} '{{}}' (expected one of: {{}})\",\n                \
+                     &*{n},\n                zh::{e}::NAMES.join(\", \")\n            ))\n        }})?;"
+                );
+                ("Text".to_string(), None)
+            }
+        };
+        params.push(format!("{n}: {ty}"));
+        match default {
+            Some((rust, py)) => {
+                sig.push(format!("{n}={rust}"));
+                text.push(format!("{n}={py}"));
+            }
+            None => {
+                sig.push(n.to_string());
+                text.push(n.to_string());
+            }
+        }
+    }
+    // PyO3 needs the signature for defaults and keyword-only parameters, and
+    // the text signature where a default is not a Python literal it can print.
+    let attr = if sig.iter().any(|s| s.contains('=') || s == "*") {
+        format!(
+            "    #[pyo3(signature = ({}), text_signature = \"({})\")]\n",
+            sig.join(", "),
+            text.join(", ")
+        )
+    } else {
+        String::new()
+    };
+    let (run, ret) = if m.result {
+        ("run1", "PyResult<PyValue>")
+    } else {
+        ("run", "PyResult<()>")
+    };
+    let body = format!(
+        "{before}        self.sh.{run}(py, |fb| {{\n{inside}            {}\n        }})",
+        m.call
+    );
+    (attr, params, ret, body.trim_start().to_string())
 }
 
 fn generated_rows() -> impl Iterator<Item = &'static OpDef> {
@@ -499,9 +632,19 @@ pub fn pyo3_methods() -> String {
                 "PyResult<PyValue>",
                 format!("self.sh.run1(py, |fb| fb.{n}())"),
             ),
-            Py::None | Py::Hand(_) => continue,
+            Py::Method(m) => {
+                let (attr, params, ret, body) = pyo3_method(m);
+                (m.name, attr, params, ret, body)
+            }
+            Py::None | Py::Hand(_) | Py::Via(_) => continue,
         };
-        let _ = writeln!(out, "    /// {}", d.doc);
+        let doc = match d.py {
+            Py::Method(m) => m.doc,
+            _ => d.doc,
+        };
+        for line in doc.lines() {
+            let _ = writeln!(out, "    /// {line}");
+        }
         out.push_str(&attr);
         out.push_str(&rust_sig(name, &params, ret));
         let _ = writeln!(out, "        {body}");

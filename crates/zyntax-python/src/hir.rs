@@ -25,6 +25,8 @@ mod builder_core;
 mod builder_gpu;
 mod builder_hopper;
 mod emit;
+// Written whole by crates/zyntax-hir/src/gen.rs (a test keeps it current): rustfmt leaves it as generated.
+#[rustfmt::skip]
 mod generated;
 mod module;
 mod scopes;

@@ -36,7 +36,7 @@ macro_rules! tma_reduce {
                 stringify!($v),
                 ", tmap, src, coords)"
             ))
-            .py(Py::Hand("tma_reduce"))
+            .py(Py::Via("tma_reduce"))
             .doc($doc)
     };
 }
@@ -61,7 +61,7 @@ macro_rules! bulk_reduce {
             stringify!($v),
             ", dst, src, bytes)"
         ))
-        .py(Py::Hand("bulk_reduce"))
+        .py(Py::Via("bulk_reduce"))
         .doc($doc)
     };
 }
@@ -98,7 +98,7 @@ macro_rules! cluster_barrier {
             stringify!($v),
             ")"
         ))
-        .py(Py::Hand($py))
+        .py(Py::Via($py))
         .doc($doc)
     };
 }
@@ -160,7 +160,7 @@ pub(super) const ASYNC_COPY: &[OpDef] = &[
         .fx(fx::SYNC)
         .needs(CP_ASYNC)
         .rust("cp_async_wait(pending)")
-        .py(Py::Hand("cp_async_wait"))
+        .py(Py::Method(&py::CP_ASYNC_WAIT))
         .doc("Waits until at most pending committed groups are in flight."),
     // --- GPU: Hopper barriers (issue 13); a barrier is a `ptr<shared, u64>`
     mbarrier!(
@@ -266,7 +266,7 @@ pub(super) const TMA_BULK: &[OpDef] = &[
         .sig(TMA_LOAD)
         .fx(fx::READ | fx::WRITE | fx::SYNC)
         .rust("tma_load(dst, tmap, bar, coords, None)")
-        .py(Py::Hand("tma_load"))
+        .py(Py::Method(&py::TMA_LOAD))
         .doc("dst, tmap, bar, coords (innermost first): copies the box at coords into shared dst; completes its bytes on bar."),
     tma_row("tma_load", "multicast", "tma.load.multicast")
         .op(|| Op::TmaLoad { multicast: true })
@@ -274,16 +274,17 @@ pub(super) const TMA_BULK: &[OpDef] = &[
         .needs(TMA_MULTICAST)
         .fx(fx::READ | fx::WRITE | fx::SYNC)
         .rust("tma_load(dst, tmap, bar, coords, Some(mask))")
-        .py(Py::Hand("tma_load"))
+        .py(Py::Via("tma_load"))
         .doc("dst, tmap, bar, coords, mask: `tma.load` into every CTA of the cluster named in the u16 mask."),
     tma_row("tma_store", "", "tma.store")
         .op(|| Op::TmaStore)
         .sig(TMA_STORE)
         .fx(fx::READ | fx::WRITE | fx::SYNC)
         .rust("tma_store(tmap, src, coords)")
-        .py(Py::Hand("tma_store"))
+        .py(Py::Method(&py::TMA_STORE))
         .doc("tmap, src, coords: copies the box in shared src to the tensor (in-bounds elements only); a bulk group op."),
-    tma_reduce!("add", Add, "tmap, src, coords: adds the box in shared src into the tensor; a bulk group op."),
+    tma_reduce!("add", Add, "tmap, src, coords: adds the box in shared src into the tensor; a bulk group op.")
+        .py(Py::Method(&py::TMA_REDUCE)),
     tma_reduce!("min", Min, "tmap, src, coords: the minimum of the box in shared src and the tensor; a bulk group op."),
     tma_reduce!("max", Max, "tmap, src, coords: the maximum of the box in shared src and the tensor; a bulk group op."),
     row(
@@ -300,7 +301,7 @@ pub(super) const TMA_BULK: &[OpDef] = &[
     .fx(fx::READ | fx::WRITE | fx::SYNC)
     .needs(TMA)
     .rust("bulk_copy_g2s(dst, src, bytes, bar)")
-    .py(Py::Hand("bulk_copy_g2s"))
+    .py(Py::Method(&py::BULK_COPY_G2S))
     .doc("Copies bytes (a multiple of 16) from global src to shared dst; completes them on bar."),
     row(
         "bulk_copy_s2g",
@@ -316,7 +317,7 @@ pub(super) const TMA_BULK: &[OpDef] = &[
     .fx(fx::READ | fx::WRITE | fx::SYNC)
     .needs(TMA)
     .rust("bulk_copy_s2g(dst, src, bytes)")
-    .py(Py::Hand("bulk_copy_s2g"))
+    .py(Py::Method(&py::BULK_COPY_S2G))
     .doc("Copies bytes (a multiple of 16) from shared src to global dst; a bulk group op."),
     row("bulk_commit_group", "", "bulk.commit_group", NONE, 0, "–")
         .op(|| Op::BulkCommitGroup)
@@ -336,7 +337,7 @@ pub(super) const TMA_BULK: &[OpDef] = &[
         .fx(fx::SYNC)
         .needs(TMA)
         .rust("bulk_wait_group(pending, false)")
-        .py(Py::Hand("bulk_wait_group"))
+        .py(Py::Method(&py::BULK_WAIT_GROUP))
         .doc("Waits until at most pending of this thread's bulk groups are incomplete."),
     row("bulk_wait_group", "read", "bulk.wait_group.read", NONE, 0, "–")
         .imms(imms!(BulkWaitGroup {
@@ -348,7 +349,7 @@ pub(super) const TMA_BULK: &[OpDef] = &[
         .fx(fx::SYNC)
         .needs(TMA)
         .rust("bulk_wait_group(pending, true)")
-        .py(Py::Hand("bulk_wait_group"))
+        .py(Py::Via("bulk_wait_group"))
         .doc("Waits until at most pending bulk groups still read their shared source."),
     row("prefetch_tensormap", "", "prefetch.tensormap", &["tmap"], 0, "–")
         .op(|| Op::PrefetchTensormap)
@@ -357,7 +358,7 @@ pub(super) const TMA_BULK: &[OpDef] = &[
         .fx(fx::SYNC)
         .needs(TMA)
         .rust("prefetch_tensormap(tmap)")
-        .py(Py::Hand("prefetch_tensormap"))
+        .py(Py::Method(&py::PREFETCH_TENSORMAP))
         .doc("Prefetches the tensor map into the cache (no effect on values)."),
 ];
 
@@ -420,7 +421,8 @@ pub(super) const CLUSTERS: &[OpDef] = &[
         Arrive,
         "cluster_arrive",
         "Arrives at the cluster barrier (release); pair with `cluster_barrier.wait`."
-    ),
+    )
+    .py(Py::Method(&py::CLUSTER_ARRIVE)),
     cluster_barrier!(
         "arrive_relaxed",
         ArriveRelaxed,
@@ -432,7 +434,8 @@ pub(super) const CLUSTERS: &[OpDef] = &[
         Wait,
         "cluster_wait",
         "Waits until every non-exited thread of the cluster has arrived (acquire)."
-    ),
+    )
+    .py(Py::Method(&py::CLUSTER_WAIT)),
     row(
         "mapa",
         "",
@@ -445,7 +448,7 @@ pub(super) const CLUSTERS: &[OpDef] = &[
     .gpu()
     .needs(CLUSTER)
     .rust("mapa(ptr, rank)")
-    .py(Py::Hand("mapa"))
+    .py(Py::Method(&py::MAPA))
     .doc("The same shared-memory address in the cluster's block of rank `rank` (DSMEM)."),
     row(
         "mbarrier_arrive_cluster",
@@ -461,7 +464,7 @@ pub(super) const CLUSTERS: &[OpDef] = &[
     .fx(fx::READ | fx::WRITE | fx::SYNC)
     .needs(CLUSTER)
     .rust("mbarrier_arrive_cluster(bar)")
-    .py(Py::Hand("mbarrier_arrive_cluster"))
+    .py(Py::Method(&py::MBARRIER_ARRIVE_CLUSTER))
     .doc("One arrival (release, cluster scope) on a barrier of any block of the cluster."),
     // The arrival a TMA ring's consumer hands a stage back with.
     row(
@@ -478,7 +481,7 @@ pub(super) const CLUSTERS: &[OpDef] = &[
     .fx(fx::READ | fx::WRITE | fx::SYNC)
     .needs(CLUSTER)
     .rust("mbarrier_arrive_cluster_relaxed(bar)")
-    .py(Py::Hand("mbarrier_arrive_cluster"))
+    .py(Py::Via("mbarrier_arrive_cluster"))
     .doc(
         "One arrival on a barrier of any block of the cluster that orders nothing for that \
          block (release at CTA scope, no GPU-wide fence): hands back a buffer this thread \
@@ -532,7 +535,8 @@ pub(super) const PDL: &[OpDef] = &[
         "add",
         Add,
         "Adds bytes of shared src into global dst, element-wise; a bulk group op."
-    ),
+    )
+    .py(Py::Method(&py::BULK_REDUCE)),
     bulk_reduce!(
         "min",
         Min,
@@ -544,3 +548,147 @@ pub(super) const PDL: &[OpDef] = &[
         "Element-wise maximum of shared src into global dst; a bulk group op."
     ),
 ];
+
+/// The Python forms of the TMA, bulk-copy and cluster rows: their
+/// parameters and the Rust builder call, from which `crate::gen` writes the
+/// PyO3 methods and their stubs.
+mod py {
+    use super::{PyArg, PyArg::*, PyMethod};
+    use crate::op::BulkRedOp;
+
+    /// A TMA reduction's op.
+    const RED_OP: PyArg = Enum("op", "BulkRedOp", BulkRedOp::NAMES, "TMA reduction");
+
+    pub(super) const CP_ASYNC_WAIT: PyMethod = PyMethod {
+        name: "cp_async_wait",
+        args: &[Count("pending", 0)],
+        call: "fb.cp_async_wait(pending)",
+        result: false,
+        doc: "Waits until at most `pending` committed groups are still in flight.",
+    };
+    pub(super) const TMA_LOAD: PyMethod = PyMethod {
+        name: "tma_load",
+        args: &[
+            Value("dst", "the destination"),
+            Value("tmap", "the tensor map"),
+            Coords("coords"),
+            Value("bar", "the barrier"),
+            KwOpnd("multicast", "U16"),
+        ],
+        call: "fb.tma_load(dst, tmap, bar, coords, multicast)",
+        result: false,
+        doc: "Copies the tensor map's box at `coords` into shared `dst`; the copy\n\
+              completes its bytes on mbarrier `bar` (sm_90). With `multicast` (a u16\n\
+              CTA mask), into the same offset of every CTA of the cluster it names (sm_90a).",
+    };
+    pub(super) const TMA_STORE: PyMethod = PyMethod {
+        name: "tma_store",
+        args: &[
+            Value("tmap", "the tensor map"),
+            Coords("coords"),
+            Value("src", "the source"),
+        ],
+        call: "fb.tma_store(tmap, src, coords)",
+        result: false,
+        doc: "Copies the box in shared `src` to the tensor at `coords` (in-bounds\n\
+              elements only). A bulk-group op: `bulk_commit_group`, then `bulk_wait_group`.",
+    };
+    pub(super) const TMA_REDUCE: PyMethod = PyMethod {
+        name: "tma_reduce",
+        args: &[
+            RED_OP,
+            Value("tmap", "the tensor map"),
+            Coords("coords"),
+            Value("src", "the source"),
+        ],
+        call: "fb.tma_reduce(op, tmap, src, coords)",
+        result: false,
+        doc: "Combines the box in shared `src` into the tensor at `coords` with `op`\n\
+              (`\"add\"`, `\"min\"` or `\"max\"`, on the tensor map's element type). A bulk-group op.",
+    };
+    pub(super) const BULK_COPY_G2S: PyMethod = PyMethod {
+        name: "bulk_copy_g2s",
+        args: &[
+            Value("dst", "the destination"),
+            Value("src", "the source"),
+            Opnd("nbytes", "U32"),
+            Value("bar", "the barrier"),
+        ],
+        call: "fb.bulk_copy_g2s(dst, src, nbytes, bar)",
+        result: false,
+        doc: "Copies `nbytes` (a multiple of 16) from global `src` to shared `dst`;\n\
+              the copy completes its bytes on mbarrier `bar` (sm_90).",
+    };
+    pub(super) const BULK_COPY_S2G: PyMethod = PyMethod {
+        name: "bulk_copy_s2g",
+        args: &[
+            Value("dst", "the destination"),
+            Value("src", "the source"),
+            Opnd("nbytes", "U32"),
+        ],
+        call: "fb.bulk_copy_s2g(dst, src, nbytes)",
+        result: false,
+        doc:
+            "Copies `nbytes` (a multiple of 16) from shared `src` to global `dst`. A bulk-group op.",
+    };
+    pub(super) const BULK_WAIT_GROUP: PyMethod = PyMethod {
+        name: "bulk_wait_group",
+        args: &[Count("n", 0), Flag("read", true)],
+        call: "fb.bulk_wait_group(n, read)",
+        result: false,
+        doc: "Waits until at most `n` of this thread's committed bulk groups are\n\
+              incomplete (`read=True`: until they no longer read their shared source).",
+    };
+    pub(super) const BULK_REDUCE: PyMethod = PyMethod {
+        name: "bulk_reduce",
+        args: &[
+            Enum("op", "BulkRedOp", BulkRedOp::NAMES, "bulk reduction"),
+            Value("dst", "the destination"),
+            Value("src", "the source"),
+            Opnd("nbytes", "U32"),
+        ],
+        call: "fb.bulk_reduce(op, dst, src, nbytes)",
+        result: false,
+        doc: "Combines `nbytes` (a multiple of 16) of shared `src` element-wise into\n\
+              global `dst` with `op` (`\"add\"`, `\"min\"`, `\"max\"`, in the pointers'\n\
+              element type). A bulk-group op.",
+    };
+    pub(super) const PREFETCH_TENSORMAP: PyMethod = PyMethod {
+        name: "prefetch_tensormap",
+        args: &[Value("tmap", "the tensor map")],
+        call: "fb.prefetch_tensormap(tmap)",
+        result: false,
+        doc: "Prefetches the tensor map (speed only).",
+    };
+    pub(super) const CLUSTER_ARRIVE: PyMethod = PyMethod {
+        name: "cluster_arrive",
+        args: &[Flag("relaxed", false)],
+        call: "fb.cluster_barrier(if relaxed { zh::ClusterBarrierOp::ArriveRelaxed } else { zh::ClusterBarrierOp::Arrive })",
+        result: false,
+        doc: "`barrier.cluster.arrive` (`relaxed=True`: without release ordering).",
+    };
+    pub(super) const CLUSTER_WAIT: PyMethod = PyMethod {
+        name: "cluster_wait",
+        args: &[],
+        call: "fb.cluster_barrier(zh::ClusterBarrierOp::Wait)",
+        result: false,
+        doc: "`barrier.cluster.wait`: until every non-exited thread of the cluster has arrived.",
+    };
+    pub(super) const MAPA: PyMethod = PyMethod {
+        name: "mapa",
+        args: &[Value("ptr", "the pointer"), Opnd("rank", "U32")],
+        call: "fb.mapa(ptr, rank)",
+        result: true,
+        doc: "`ptr` (a `ptr<shared, T>`) in the cluster's block of rank `rank`: a\n\
+              `ptr<shared_cluster, T>` to load, store and atomically update (DSMEM).",
+    };
+    pub(super) const MBARRIER_ARRIVE_CLUSTER: PyMethod = PyMethod {
+        name: "mbarrier_arrive_cluster",
+        args: &[Value("bar", "the barrier"), Flag("relaxed", false)],
+        call: "if relaxed { fb.mbarrier_arrive_cluster_relaxed(bar) } else { fb.mbarrier_arrive_cluster(bar) }",
+        result: false,
+        doc: "One arrival on a barrier `mapa` mapped to a block of the cluster: release at\n\
+              cluster scope, or (`relaxed=True`) ordering nothing for that block, for handing\n\
+              back a buffer this thread only read (no GPU-wide fence).",
+    };
+}

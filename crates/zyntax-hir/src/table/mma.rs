@@ -209,6 +209,6 @@ pub(super) const WARPGROUP_MMA: &[OpDef] = &[
         .fx(fx::WARP)
         .needs(ELECT_SYNC)
         .rust("elect_sync()")
-        .py(Py::Hand("elect_sync"))
+        .py(Py::Nullary("elect_sync"))
         .doc("True in one lane of the warp (the lowest active one)."),
 ];

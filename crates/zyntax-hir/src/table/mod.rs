@@ -121,6 +121,72 @@ pub enum Py {
     Bits(&'static str),
     /// Generated: `name(ptr, value, scope="device")`, no result.
     Red(&'static str),
+    /// Generated from its typed parameters and the builder call they feed.
+    Method(&'static PyMethod),
+    /// Exposed through the generated method of this name, which another row
+    /// of the family declares (`tma_load(..., multicast=m)`, `bulk_wait_group(read=True)`).
+    Via(&'static str),
+}
+
+/// A parameter of a generated Python method ([`PyMethod`]), in Python order.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum PyArg {
+    /// An SSA value, and the phrase that names it in errors ("the destination").
+    Value(&'static str, &'static str),
+    /// A value or a Python int, materialised as the named type (`"U32"`: `Type::U32`).
+    Opnd(&'static str, &'static str),
+    /// A sequence of values or ints, each materialised as i32 (TMA coordinates).
+    Coords(&'static str),
+    /// Keyword-only and optional: a value or int of the named type, or `None`.
+    KwOpnd(&'static str, &'static str),
+    /// A bool, `False` by default; keyword-only when the second field says so.
+    Flag(&'static str, bool),
+    /// A u32 given as a Python int, with its default.
+    Count(&'static str, u32),
+    /// A spelling of an op enum: the parameter, the enum (in `zyntax_hir`),
+    /// its spellings (`NAMES`) and what it is in errors ("TMA reduction").
+    Enum(
+        &'static str,
+        &'static str,
+        &'static [&'static str],
+        &'static str,
+    ),
+}
+
+impl PyArg {
+    pub fn name(self) -> &'static str {
+        match self {
+            PyArg::Value(n, _)
+            | PyArg::Opnd(n, _)
+            | PyArg::Coords(n)
+            | PyArg::KwOpnd(n, _)
+            | PyArg::Flag(n, _)
+            | PyArg::Count(n, _)
+            | PyArg::Enum(n, ..) => n,
+        }
+    }
+    /// Whether it is keyword-only.
+    pub fn keyword(self) -> bool {
+        matches!(self, PyArg::KwOpnd(..) | PyArg::Flag(_, true))
+    }
+}
+
+/// A Python `FunctionBuilder` method generated whole from the row that
+/// declares it: for ops whose Python form takes typed arguments (tensor
+/// maps, coordinate lists, flags, enum spellings) rather than one family
+/// helper's. `crate::gen` writes its PyO3 method (argument conversion, then
+/// `call` inside the builder) and its `.pyi` stub.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct PyMethod {
+    pub name: &'static str,
+    pub args: &'static [PyArg],
+    /// The Rust expression that emits the op on `fb` (the Rust
+    /// `FunctionBuilder`) from the converted arguments, by their names.
+    pub call: &'static str,
+    /// Whether it returns the op's result (else `None`).
+    pub result: bool,
+    /// The Python docstring.
+    pub doc: &'static str,
 }
 
 impl Py {
@@ -137,7 +203,9 @@ impl Py {
             | Py::Index(n)
             | Py::Nullary(n)
             | Py::Bits(n)
-            | Py::Red(n) => Some(n),
+            | Py::Red(n)
+            | Py::Via(n) => Some(n),
+            Py::Method(m) => Some(m.name),
         }
     }
 }

@@ -261,11 +261,6 @@ impl FunctionBuilder {
         let (s, _) = self.sh.value(src, "the source of `cp_async`")?;
         self.sh.run(py, |fb| fb.cp_async(bytes.0, c, d, s))
     }
-    /// Waits until at most `pending` committed groups are still in flight.
-    #[pyo3(signature = (pending=Checked(0)), text_signature = "($self, pending=0)")]
-    fn cp_async_wait(&self, py: Python<'_>, pending: Checked<u32>) -> PyResult<()> {
-        self.sh.run(py, |fb| fb.cp_async_wait(pending.0))
-    }
 
     // ------------------------------------------------------------ memory model (issue 12)
 

@@ -1,5 +1,5 @@
-//! The Python `FunctionBuilder`'s hand-written methods: Hopper barriers (mbarrier), TMA, clusters, warp MMA (mma.sync,
-//! ldmatrix) and warpgroup MMA (wgmma).
+//! The Python `FunctionBuilder`'s hand-written methods: Hopper barriers (mbarrier), `cluster_sync`, warp MMA (mma.sync,
+//! ldmatrix) and warpgroup MMA (wgmma). TMA, bulk copies and the cluster ops are generated (`generated.rs`).
 
 use super::*;
 
@@ -94,206 +94,17 @@ impl FunctionBuilder {
         self.mbar(py, MbarrierOp::Inval, bar, &[]).map(|_| ())
     }
 
-    // ------------------------------------------------------------ TMA (issue 13 item 2)
-    // A tensor map is a `hir.tensormap` kernel parameter; coordinates are
-    // element coordinates, innermost first (ints become i32 constants).
-
-    /// Copies the tensor map's box at `coords` into shared `dst`; the copy
-    /// completes its bytes on mbarrier `bar` (sm_90). With `multicast` (a u16
-    /// CTA mask), into the same offset of every CTA of the cluster it names (sm_90a).
-    #[pyo3(signature = (dst, tmap, coords, bar, *, multicast=None))]
-    fn tma_load(
-        &self,
-        py: Python<'_>,
-        dst: &Bound<'_, PyAny>,
-        tmap: &Bound<'_, PyAny>,
-        coords: &Bound<'_, PyAny>,
-        bar: &Bound<'_, PyAny>,
-        multicast: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<()> {
-        let (dst, _) = self.sh.value(dst, "the destination of `tma_load`")?;
-        let (tmap, _) = self.sh.value(tmap, "the tensor map of `tma_load`")?;
-        let (bar, _) = self.sh.value(bar, "the barrier of `tma_load`")?;
-        let coords = self.opnd_seq(Some(coords))?;
-        let mask = multicast.map(|m| self.sh.opnd(m)).transpose()?;
-        self.sh.run(py, |fb| {
-            let cs = mat_all(fb, &coords, &vec![Type::I32; coords.len()])?;
-            let mask = mask.map(|(m, _)| mat(fb, &m, &Type::U16)).transpose()?;
-            fb.tma_load(dst, tmap, bar, &cs, mask)
-        })
-    }
-    /// Copies the box in shared `src` to the tensor at `coords` (in-bounds
-    /// elements only). A bulk-group op: `bulk_commit_group`, then `bulk_wait_group`.
-    fn tma_store(
-        &self,
-        py: Python<'_>,
-        tmap: &Bound<'_, PyAny>,
-        coords: &Bound<'_, PyAny>,
-        src: &Bound<'_, PyAny>,
-    ) -> PyResult<()> {
-        let (tmap, _) = self.sh.value(tmap, "the tensor map of `tma_store`")?;
-        let (src, _) = self.sh.value(src, "the source of `tma_store`")?;
-        let coords = self.opnd_seq(Some(coords))?;
-        self.sh.run(py, |fb| {
-            let cs = mat_all(fb, &coords, &vec![Type::I32; coords.len()])?;
-            fb.tma_store(tmap, src, &cs)
-        })
-    }
-    /// Combines the box in shared `src` into the tensor at `coords` with `op`
-    /// (`"add"`, `"min"` or `"max"`, on the tensor map's element type). A bulk-group op.
-    fn tma_reduce(
-        &self,
-        py: Python<'_>,
-        op: Text,
-        tmap: &Bound<'_, PyAny>,
-        coords: &Bound<'_, PyAny>,
-        src: &Bound<'_, PyAny>,
-    ) -> PyResult<()> {
-        let op = zh::BulkRedOp::from_name(&op).ok_or_else(|| {
-            BuildError::new_err(format!(
-                "unknown TMA reduction '{}' (expected one of: add, min, max)",
-                &*op
-            ))
-        })?;
-        let (tmap, _) = self.sh.value(tmap, "the tensor map of `tma_reduce`")?;
-        let (src, _) = self.sh.value(src, "the source of `tma_reduce`")?;
-        let coords = self.opnd_seq(Some(coords))?;
-        self.sh.run(py, |fb| {
-            let cs = mat_all(fb, &coords, &vec![Type::I32; coords.len()])?;
-            fb.tma_reduce(op, tmap, src, &cs)
-        })
-    }
-    /// Copies `nbytes` (a multiple of 16) from global `src` to shared `dst`;
-    /// the copy completes its bytes on mbarrier `bar` (sm_90).
-    fn bulk_copy_g2s(
-        &self,
-        py: Python<'_>,
-        dst: &Bound<'_, PyAny>,
-        src: &Bound<'_, PyAny>,
-        nbytes: &Bound<'_, PyAny>,
-        bar: &Bound<'_, PyAny>,
-    ) -> PyResult<()> {
-        let (dst, _) = self.sh.value(dst, "the destination of `bulk_copy_g2s`")?;
-        let (src, _) = self.sh.value(src, "the source of `bulk_copy_g2s`")?;
-        let (bar, _) = self.sh.value(bar, "the barrier of `bulk_copy_g2s`")?;
-        let (n, _) = self.sh.opnd(nbytes)?;
-        self.sh.run(py, |fb| {
-            let n = mat(fb, &n, &Type::U32)?;
-            fb.bulk_copy_g2s(dst, src, n, bar)
-        })
-    }
-    /// Copies `nbytes` (a multiple of 16) from shared `src` to global `dst`. A bulk-group op.
-    fn bulk_copy_s2g(
-        &self,
-        py: Python<'_>,
-        dst: &Bound<'_, PyAny>,
-        src: &Bound<'_, PyAny>,
-        nbytes: &Bound<'_, PyAny>,
-    ) -> PyResult<()> {
-        let (dst, _) = self.sh.value(dst, "the destination of `bulk_copy_s2g`")?;
-        let (src, _) = self.sh.value(src, "the source of `bulk_copy_s2g`")?;
-        let (n, _) = self.sh.opnd(nbytes)?;
-        self.sh.run(py, |fb| {
-            let n = mat(fb, &n, &Type::U32)?;
-            fb.bulk_copy_s2g(dst, src, n)
-        })
-    }
-    /// Waits until at most `n` of this thread's committed bulk groups are
-    /// incomplete (`read=True`: until they no longer read their shared source).
-    #[pyo3(signature = (n=Checked(0), *, read=Flag(false)), text_signature = "($self, n=0, *, read=False)")]
-    fn bulk_wait_group(&self, py: Python<'_>, n: Checked<u32>, read: Flag) -> PyResult<()> {
-        self.sh.run(py, |fb| fb.bulk_wait_group(n.0, read.0))
-    }
-    /// Combines `nbytes` (a multiple of 16) of shared `src` element-wise into
-    /// global `dst` with `op` (`"add"`, `"min"`, `"max"`, in the pointers'
-    /// element type). A bulk-group op.
-    fn bulk_reduce(
-        &self,
-        py: Python<'_>,
-        op: Text,
-        dst: &Bound<'_, PyAny>,
-        src: &Bound<'_, PyAny>,
-        nbytes: &Bound<'_, PyAny>,
-    ) -> PyResult<()> {
-        let op = zh::BulkRedOp::from_name(&op).ok_or_else(|| {
-            BuildError::new_err(format!(
-                "unknown bulk reduction '{}' (expected one of: add, min, max)",
-                &*op
-            ))
-        })?;
-        let (dst, _) = self.sh.value(dst, "the destination of `bulk_reduce`")?;
-        let (src, _) = self.sh.value(src, "the source of `bulk_reduce`")?;
-        let (n, _) = self.sh.opnd(nbytes)?;
-        self.sh.run(py, |fb| {
-            let n = mat(fb, &n, &Type::U32)?;
-            fb.bulk_reduce(op, dst, src, n)
-        })
-    }
-    /// Prefetches the tensor map (speed only).
-    fn prefetch_tensormap(&self, py: Python<'_>, tmap: &Bound<'_, PyAny>) -> PyResult<()> {
-        let (tmap, _) = self
-            .sh
-            .value(tmap, "the tensor map of `prefetch_tensormap`")?;
-        self.sh.run(py, |fb| fb.prefetch_tensormap(tmap))
-    }
+    // TMA, bulk copies and the cluster ops (`tma_load`, `bulk_copy_g2s`,
+    // `cluster_arrive`, `mapa`, ...) are generated from their rows
+    // (`crates/zyntax-hir/src/table/hopper.rs`) into `generated.rs`.
 
     // ------------------------------------------------------------ clusters (issue 13 item 4, h13-cluster)
 
-    /// `barrier.cluster.arrive` (`relaxed=True`: without release ordering).
-    #[pyo3(signature = (relaxed=Flag(false)), text_signature = "($self, relaxed=False)")]
-    fn cluster_arrive(&self, py: Python<'_>, relaxed: Flag) -> PyResult<()> {
-        let op = if relaxed.0 {
-            zh::ClusterBarrierOp::ArriveRelaxed
-        } else {
-            zh::ClusterBarrierOp::Arrive
-        };
-        self.sh.run(py, |fb| fb.cluster_barrier(op))
-    }
-    /// `barrier.cluster.wait`: until every non-exited thread of the cluster has arrived.
-    fn cluster_wait(&self, py: Python<'_>) -> PyResult<()> {
-        self.sh
-            .run(py, |fb| fb.cluster_barrier(zh::ClusterBarrierOp::Wait))
-    }
     /// Cluster-wide barrier: `cluster_arrive()` then `cluster_wait()`.
     fn cluster_sync(&self, py: Python<'_>) -> PyResult<()> {
-        self.cluster_arrive(py, Flag(false))?;
-        self.cluster_wait(py)
-    }
-    /// `ptr` (a `ptr<shared, T>`) in the cluster's block of rank `rank`: a
-    /// `ptr<shared_cluster, T>` to load, store and atomically update (DSMEM).
-    fn mapa(
-        &self,
-        py: Python<'_>,
-        ptr: &Bound<'_, PyAny>,
-        rank: &Bound<'_, PyAny>,
-    ) -> PyResult<PyValue> {
-        let (p, _) = self.sh.value(ptr, "the pointer of `mapa`")?;
-        let (r, _) = self.sh.opnd(rank)?;
-        self.sh.run1(py, |fb| {
-            let r = mat(fb, &r, &Type::U32)?;
-            fb.mapa(p, r)
-        })
-    }
-    /// One arrival on a barrier `mapa` mapped to a block of the cluster: release at
-    /// cluster scope, or (`relaxed=True`) ordering nothing for that block, for handing
-    /// back a buffer this thread only read (no GPU-wide fence).
-    #[pyo3(signature = (bar, relaxed=Flag(false)), text_signature = "($self, bar, relaxed=False)")]
-    fn mbarrier_arrive_cluster(
-        &self,
-        py: Python<'_>,
-        bar: &Bound<'_, PyAny>,
-        relaxed: Flag,
-    ) -> PyResult<()> {
-        let relaxed = relaxed.0;
-        let (b, _) = self
-            .sh
-            .value(bar, "the barrier of `mbarrier_arrive_cluster`")?;
         self.sh.run(py, |fb| {
-            if relaxed {
-                fb.mbarrier_arrive_cluster_relaxed(b)
-            } else {
-                fb.mbarrier_arrive_cluster(b)
-            }
+            fb.cluster_barrier(zh::ClusterBarrierOp::Arrive)?;
+            fb.cluster_barrier(zh::ClusterBarrierOp::Wait)
         })
     }
 

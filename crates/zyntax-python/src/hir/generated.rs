@@ -385,6 +385,14 @@ impl FunctionBuilder {
     fn cp_async_commit(&self, py: Python<'_>) -> PyResult<()> {
         self.sh.run(py, |fb| fb.cp_async_commit())
     }
+    /// Waits until at most `pending` committed groups are still in flight.
+    #[pyo3(signature = (pending=Checked(0)), text_signature = "($self, pending=0)")]
+    fn cp_async_wait(&self, py: Python<'_>, pending: Checked<u32>) -> PyResult<()> {
+        let pending = pending.0;
+        self.sh.run(py, |fb| {
+            fb.cp_async_wait(pending)
+        })
+    }
     /// Orders this thread's shared-memory accesses against the async proxy (TMA, wgmma).
     fn fence_proxy_async(&self, py: Python<'_>) -> PyResult<()> {
         self.sh.run(py, |fb| fb.fence_proxy_async())
@@ -596,9 +604,131 @@ impl FunctionBuilder {
     fn wgmma_commit_group(&self, py: Python<'_>) -> PyResult<()> {
         self.sh.run(py, |fb| fb.wgmma_commit_group())
     }
+    /// True in one lane of the warp (the lowest active one).
+    fn elect_sync(&self, py: Python<'_>) -> PyResult<PyValue> {
+        self.sh.run1(py, |fb| fb.elect_sync())
+    }
+    /// Copies the tensor map's box at `coords` into shared `dst`; the copy
+    /// completes its bytes on mbarrier `bar` (sm_90). With `multicast` (a u16
+    /// CTA mask), into the same offset of every CTA of the cluster it names (sm_90a).
+    #[pyo3(signature = (dst, tmap, coords, bar, *, multicast=None), text_signature = "($self, dst, tmap, coords, bar, *, multicast=None)")]
+    fn tma_load(
+        &self,
+        py: Python<'_>,
+        dst: &Bound<'_, PyAny>,
+        tmap: &Bound<'_, PyAny>,
+        coords: &Bound<'_, PyAny>,
+        bar: &Bound<'_, PyAny>,
+        multicast: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let (dst, _) = self.sh.value(dst, "the destination of `tma_load`")?;
+        let (tmap, _) = self.sh.value(tmap, "the tensor map of `tma_load`")?;
+        let coords = self.opnd_seq(Some(coords))?;
+        let (bar, _) = self.sh.value(bar, "the barrier of `tma_load`")?;
+        let multicast = multicast.map(|x| self.sh.opnd(x)).transpose()?;
+        self.sh.run(py, |fb| {
+            let coords = &mat_all(fb, &coords, &vec![Type::I32; coords.len()])?;
+            let multicast = multicast.map(|(x, _)| mat(fb, &x, &Type::U16)).transpose()?;
+            fb.tma_load(dst, tmap, bar, coords, multicast)
+        })
+    }
+    /// Copies the box in shared `src` to the tensor at `coords` (in-bounds
+    /// elements only). A bulk-group op: `bulk_commit_group`, then `bulk_wait_group`.
+    fn tma_store(
+        &self,
+        py: Python<'_>,
+        tmap: &Bound<'_, PyAny>,
+        coords: &Bound<'_, PyAny>,
+        src: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let (tmap, _) = self.sh.value(tmap, "the tensor map of `tma_store`")?;
+        let coords = self.opnd_seq(Some(coords))?;
+        let (src, _) = self.sh.value(src, "the source of `tma_store`")?;
+        self.sh.run(py, |fb| {
+            let coords = &mat_all(fb, &coords, &vec![Type::I32; coords.len()])?;
+            fb.tma_store(tmap, src, coords)
+        })
+    }
+    /// Combines the box in shared `src` into the tensor at `coords` with `op`
+    /// (`"add"`, `"min"` or `"max"`, on the tensor map's element type). A bulk-group op.
+    fn tma_reduce(
+        &self,
+        py: Python<'_>,
+        op: Text,
+        tmap: &Bound<'_, PyAny>,
+        coords: &Bound<'_, PyAny>,
+        src: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let op = zh::BulkRedOp::from_name(&op).ok_or_else(|| {
+            BuildError::new_err(format!(
+                "unknown TMA reduction '{}' (expected one of: {})",
+                &*op,
+                zh::BulkRedOp::NAMES.join(", ")
+            ))
+        })?;
+        let (tmap, _) = self.sh.value(tmap, "the tensor map of `tma_reduce`")?;
+        let coords = self.opnd_seq(Some(coords))?;
+        let (src, _) = self.sh.value(src, "the source of `tma_reduce`")?;
+        self.sh.run(py, |fb| {
+            let coords = &mat_all(fb, &coords, &vec![Type::I32; coords.len()])?;
+            fb.tma_reduce(op, tmap, src, coords)
+        })
+    }
+    /// Copies `nbytes` (a multiple of 16) from global `src` to shared `dst`;
+    /// the copy completes its bytes on mbarrier `bar` (sm_90).
+    fn bulk_copy_g2s(
+        &self,
+        py: Python<'_>,
+        dst: &Bound<'_, PyAny>,
+        src: &Bound<'_, PyAny>,
+        nbytes: &Bound<'_, PyAny>,
+        bar: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let (dst, _) = self.sh.value(dst, "the destination of `bulk_copy_g2s`")?;
+        let (src, _) = self.sh.value(src, "the source of `bulk_copy_g2s`")?;
+        let (nbytes, _) = self.sh.opnd(nbytes)?;
+        let (bar, _) = self.sh.value(bar, "the barrier of `bulk_copy_g2s`")?;
+        self.sh.run(py, |fb| {
+            let nbytes = mat(fb, &nbytes, &Type::U32)?;
+            fb.bulk_copy_g2s(dst, src, nbytes, bar)
+        })
+    }
+    /// Copies `nbytes` (a multiple of 16) from shared `src` to global `dst`. A bulk-group op.
+    fn bulk_copy_s2g(
+        &self,
+        py: Python<'_>,
+        dst: &Bound<'_, PyAny>,
+        src: &Bound<'_, PyAny>,
+        nbytes: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let (dst, _) = self.sh.value(dst, "the destination of `bulk_copy_s2g`")?;
+        let (src, _) = self.sh.value(src, "the source of `bulk_copy_s2g`")?;
+        let (nbytes, _) = self.sh.opnd(nbytes)?;
+        self.sh.run(py, |fb| {
+            let nbytes = mat(fb, &nbytes, &Type::U32)?;
+            fb.bulk_copy_s2g(dst, src, nbytes)
+        })
+    }
     /// Closes this thread's current group of bulk stores and reductions.
     fn bulk_commit_group(&self, py: Python<'_>) -> PyResult<()> {
         self.sh.run(py, |fb| fb.bulk_commit_group())
+    }
+    /// Waits until at most `n` of this thread's committed bulk groups are
+    /// incomplete (`read=True`: until they no longer read their shared source).
+    #[pyo3(signature = (n=Checked(0), *, read=Flag(false)), text_signature = "($self, n=0, *, read=False)")]
+    fn bulk_wait_group(&self, py: Python<'_>, n: Checked<u32>, read: Flag) -> PyResult<()> {
+        let n = n.0;
+        let read = read.0;
+        self.sh.run(py, |fb| {
+            fb.bulk_wait_group(n, read)
+        })
+    }
+    /// Prefetches the tensor map (speed only).
+    fn prefetch_tensormap(&self, py: Python<'_>, tmap: &Bound<'_, PyAny>) -> PyResult<()> {
+        let (tmap, _) = self.sh.value(tmap, "the tensor map of `prefetch_tensormap`")?;
+        self.sh.run(py, |fb| {
+            fb.prefetch_tensormap(tmap)
+        })
     }
     /// Cluster index in the grid (`%clusterid`).
     #[pyo3(signature = (dim=None))]
@@ -644,6 +774,51 @@ impl FunctionBuilder {
     fn is_explicit_cluster(&self, py: Python<'_>) -> PyResult<PyValue> {
         self.sh.run1(py, |fb| fb.is_explicit_cluster())
     }
+    /// `barrier.cluster.arrive` (`relaxed=True`: without release ordering).
+    #[pyo3(signature = (relaxed=Flag(false)), text_signature = "($self, relaxed=False)")]
+    fn cluster_arrive(&self, py: Python<'_>, relaxed: Flag) -> PyResult<()> {
+        let relaxed = relaxed.0;
+        self.sh.run(py, |fb| {
+            fb.cluster_barrier(if relaxed { zh::ClusterBarrierOp::ArriveRelaxed } else { zh::ClusterBarrierOp::Arrive })
+        })
+    }
+    /// `barrier.cluster.wait`: until every non-exited thread of the cluster has arrived.
+    fn cluster_wait(&self, py: Python<'_>) -> PyResult<()> {
+        self.sh.run(py, |fb| {
+            fb.cluster_barrier(zh::ClusterBarrierOp::Wait)
+        })
+    }
+    /// `ptr` (a `ptr<shared, T>`) in the cluster's block of rank `rank`: a
+    /// `ptr<shared_cluster, T>` to load, store and atomically update (DSMEM).
+    fn mapa(
+        &self,
+        py: Python<'_>,
+        ptr: &Bound<'_, PyAny>,
+        rank: &Bound<'_, PyAny>,
+    ) -> PyResult<PyValue> {
+        let (ptr, _) = self.sh.value(ptr, "the pointer of `mapa`")?;
+        let (rank, _) = self.sh.opnd(rank)?;
+        self.sh.run1(py, |fb| {
+            let rank = mat(fb, &rank, &Type::U32)?;
+            fb.mapa(ptr, rank)
+        })
+    }
+    /// One arrival on a barrier `mapa` mapped to a block of the cluster: release at
+    /// cluster scope, or (`relaxed=True`) ordering nothing for that block, for handing
+    /// back a buffer this thread only read (no GPU-wide fence).
+    #[pyo3(signature = (bar, relaxed=Flag(false)), text_signature = "($self, bar, relaxed=False)")]
+    fn mbarrier_arrive_cluster(
+        &self,
+        py: Python<'_>,
+        bar: &Bound<'_, PyAny>,
+        relaxed: Flag,
+    ) -> PyResult<()> {
+        let (bar, _) = self.sh.value(bar, "the barrier of `mbarrier_arrive_cluster`")?;
+        let relaxed = relaxed.0;
+        self.sh.run(py, |fb| {
+            if relaxed { fb.mbarrier_arrive_cluster_relaxed(bar) } else { fb.mbarrier_arrive_cluster(bar) }
+        })
+    }
     /// Lets a dependent grid (launched with `pdl=True`) start before this one ends.
     fn griddep_launch_dependents(&self, py: Python<'_>) -> PyResult<()> {
         self.sh.run(py, |fb| fb.griddep_launch_dependents())
@@ -655,5 +830,31 @@ impl FunctionBuilder {
     /// Grid-wide barrier with device-scope ordering; the kernel needs a cooperative launch.
     fn grid_sync(&self, py: Python<'_>) -> PyResult<()> {
         self.sh.run(py, |fb| fb.grid_sync())
+    }
+    /// Combines `nbytes` (a multiple of 16) of shared `src` element-wise into
+    /// global `dst` with `op` (`"add"`, `"min"`, `"max"`, in the pointers'
+    /// element type). A bulk-group op.
+    fn bulk_reduce(
+        &self,
+        py: Python<'_>,
+        op: Text,
+        dst: &Bound<'_, PyAny>,
+        src: &Bound<'_, PyAny>,
+        nbytes: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let op = zh::BulkRedOp::from_name(&op).ok_or_else(|| {
+            BuildError::new_err(format!(
+                "unknown bulk reduction '{}' (expected one of: {})",
+                &*op,
+                zh::BulkRedOp::NAMES.join(", ")
+            ))
+        })?;
+        let (dst, _) = self.sh.value(dst, "the destination of `bulk_reduce`")?;
+        let (src, _) = self.sh.value(src, "the source of `bulk_reduce`")?;
+        let (nbytes, _) = self.sh.opnd(nbytes)?;
+        self.sh.run(py, |fb| {
+            let nbytes = mat(fb, &nbytes, &Type::U32)?;
+            fb.bulk_reduce(op, dst, src, nbytes)
+        })
     }
 }

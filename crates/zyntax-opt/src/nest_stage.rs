@@ -683,7 +683,9 @@ pub struct TiledNest {
 impl TiledNest {
     /// Opens a nest over `sizes` (`u32` values, outermost first) with
     /// `workgroup` threads per block, whose reductions may stage operands
-    /// (never those in `writes`); sets the kernel's `max_threads`.
+    /// (never those in `writes`); sets the kernel's `max_threads`. Indices
+    /// are computed in `u32`: a reduction's bound is a `u32` value too, and
+    /// value coefficients of its affine forms are cast to `u32`.
     pub fn begin(
         b: &mut FunctionBuilder,
         sizes: &[ValueId],

@@ -337,3 +337,28 @@ fn immediates_are_declared_once_and_read_back() {
         assert_eq!(d.build(all, frag), Some(op.clone()), "{m}");
     }
 }
+
+/// A row reached through another row's Python method names a method that
+/// exists: one row generates it (`Py::Method`), and no two rows do.
+#[test]
+fn python_methods_are_declared_once() {
+    use zyntax_hir::table::Py;
+    let mut declared = HashSet::new();
+    for d in OPS {
+        if let Py::Method(m) = d.py {
+            assert!(declared.insert(m.name), "two rows declare `{}`", m.name);
+            // Every parameter name is unique (they become Rust bindings).
+            let names: HashSet<_> = m.args.iter().map(|a| a.name()).collect();
+            assert_eq!(names.len(), m.args.len(), "`{}` repeats a parameter", m.name);
+        }
+    }
+    for d in OPS {
+        if let Py::Via(name) = d.py {
+            assert!(
+                declared.contains(name),
+                "row `{}` is reached through `{name}`, which no row declares",
+                d.mnemonic
+            );
+        }
+    }
+}

@@ -349,7 +349,12 @@ fn python_methods_are_declared_once() {
             assert!(declared.insert(m.name), "two rows declare `{}`", m.name);
             // Every parameter name is unique (they become Rust bindings).
             let names: HashSet<_> = m.args.iter().map(|a| a.name()).collect();
-            assert_eq!(names.len(), m.args.len(), "`{}` repeats a parameter", m.name);
+            assert_eq!(
+                names.len(),
+                m.args.len(),
+                "`{}` repeats a parameter",
+                m.name
+            );
         }
     }
     for d in OPS {

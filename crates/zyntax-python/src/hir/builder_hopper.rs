@@ -310,11 +310,6 @@ impl FunctionBuilder {
         self.sh.run(py, |fb| fb.setmaxnreg(count.0, increase.0))
     }
 
-    /// True in exactly one lane of the warp, the lowest active one (`elect.sync`, sm_90).
-    fn elect_sync(&self, py: Python<'_>) -> PyResult<PyValue> {
-        self.sh.run1(py, |fb| fb.elect_sync())
-    }
-
     /// A global load with a PTX cache operator (`ca`, `cg`, `cs`, `lu`, `cv`).
     #[pyo3(signature = (ptr, cache=Text::from("cs")),
         text_signature = "($self, ptr, cache='cs')")]

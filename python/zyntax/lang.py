@@ -266,8 +266,14 @@ Array = _ArrayFactory()
 class Primitive:
     """A GPU primitive: only meaningful inside a kernel, where the front-end lowers it."""
 
-    def __init__(self, qualname: str) -> None:
+    def __init__(self, qualname: str, inst: str | None = None) -> None:
         self.qualname = qualname
+        #: For a primitive that is one HIR instruction on its own operands:
+        #: ``"mnemonic(params) [-> type]"`` (``"bfe(a, pos, length)"``, a
+        #: parameter may have a literal default, ``-> i32`` casts the result).
+        #: The front-end takes its operand and result types and their checks
+        #: from the op table's row (``frontend/translate/plain.py``).
+        self.inst = inst
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise _outside(f"zyntax.lang.{self.qualname}()")
@@ -313,12 +319,12 @@ grid = Primitive("grid")
 #: per thread; see ``@zyntax.kernel(workgroup=...)`` and zyntax.nest.
 prange = Primitive("prange")
 gridsize = Primitive("gridsize")
-lane_id = Primitive("lane_id")
-syncthreads = Primitive("syncthreads")
-syncwarp = Primitive("syncwarp")
-threadfence_block = Primitive("threadfence_block")
-threadfence = Primitive("threadfence")
-threadfence_system = Primitive("threadfence_system")
+lane_id = Primitive("lane_id", "lane_id() -> i32")
+syncthreads = Primitive("syncthreads", "barrier()")
+syncwarp = Primitive("syncwarp", "warp_sync(mask=0xFFFFFFFF)")
+threadfence_block = Primitive("threadfence_block", "fence.block()")
+threadfence = Primitive("threadfence", "fence.device()")
+threadfence_system = Primitive("threadfence_system", "fence.system()")
 
 # Hopper transaction barriers (issue 13). A barrier is an element of a shared
 # u64 array (``shared.array(n, u64)``): ``mbarrier_init(bars, i, count)`` etc.
@@ -329,8 +335,8 @@ mbarrier_complete_tx = Primitive("mbarrier_complete_tx")
 mbarrier_test_wait = Primitive("mbarrier_test_wait")
 mbarrier_try_wait_parity = Primitive("mbarrier_try_wait_parity")
 mbarrier_inval = Primitive("mbarrier_inval")
-fence_proxy_async = Primitive("fence_proxy_async")
-fence_mbarrier_init = Primitive("fence_mbarrier_init")
+fence_proxy_async = Primitive("fence_proxy_async", "fence.proxy_async()")
+fence_mbarrier_init = Primitive("fence_mbarrier_init", "fence.mbarrier_init()")
 
 # TMA (issue 13): a kernel parameter annotated ``TensorMap`` takes a
 # ``zyntax.cuda.TensorMap`` (``zyntax.interp.TensorMap`` on the interpreter).
@@ -358,7 +364,7 @@ tma_reduce = Primitive("tma_reduce")
 bulk_copy_g2s = Primitive("bulk_copy_g2s")
 bulk_copy_s2g = Primitive("bulk_copy_s2g")
 bulk_reduce = Primitive("bulk_reduce")
-bulk_commit_group = Primitive("bulk_commit_group")
+bulk_commit_group = Primitive("bulk_commit_group", "bulk.commit_group()")
 bulk_wait_group = Primitive("bulk_wait_group")
 prefetch_tensormap = Primitive("prefetch_tensormap")
 # Warpgroup MMA and warp specialisation (issue 13, sm_90a; docs/semantics.md):
@@ -379,25 +385,27 @@ stmatrix = Primitive("stmatrix")
 mma_sync = Primitive("mma_sync")
 frag_zero = Primitive("frag_zero")
 frag_get = Primitive("frag_get")
-wgmma_fence = Primitive("wgmma_fence")
-wgmma_commit_group = Primitive("wgmma_commit_group")
+wgmma_fence = Primitive("wgmma_fence", "wgmma.fence()")
+wgmma_commit_group = Primitive("wgmma_commit_group", "wgmma.commit_group()")
 wgmma_wait_group = Primitive("wgmma_wait_group")
 setmaxnreg = Primitive("setmaxnreg")
-elect_sync = Primitive("elect_sync")
+elect_sync = Primitive("elect_sync", "elect.sync()")
 # Clusters and distributed shared memory (issue 13, sm_90): the block's rank
 # in its cluster, cluster barriers, and element `i` of a shared array in the
 # cluster's block of rank `rank` (``dsmem_load(arr, i, rank)``).
-cluster_ctarank = Primitive("cluster_ctarank")
-cluster_nctarank = Primitive("cluster_nctarank")
-cluster_arrive = Primitive("cluster_arrive")
-cluster_wait = Primitive("cluster_wait")
+cluster_ctarank = Primitive("cluster_ctarank", "cluster_ctarank() -> i32")
+cluster_nctarank = Primitive("cluster_nctarank", "cluster_nctarank() -> i32")
+cluster_arrive = Primitive("cluster_arrive", "cluster_barrier.arrive()")
+cluster_wait = Primitive("cluster_wait", "cluster_barrier.wait()")
 cluster_sync = Primitive("cluster_sync")
 dsmem_load = Primitive("dsmem_load")
 dsmem_store = Primitive("dsmem_store")
 # Programmatic dependent launch (sm_90) and grid-wide sync (a cooperative launch).
-griddepcontrol_wait = Primitive("griddepcontrol_wait")
-griddepcontrol_launch_dependents = Primitive("griddepcontrol_launch_dependents")
-grid_sync = Primitive("grid_sync")
+griddepcontrol_wait = Primitive("griddepcontrol_wait", "griddepcontrol.wait()")
+griddepcontrol_launch_dependents = Primitive(
+    "griddepcontrol_launch_dependents", "griddepcontrol.launch_dependents()"
+)
+grid_sync = Primitive("grid_sync", "grid_sync()")
 
 shared = _Namespace("shared", ["array", "dynamic"])
 local = _Namespace("local", ["array"])
@@ -413,13 +421,13 @@ shfl_xor_sync = Primitive("shfl_xor_sync")
 vote_ballot_sync = Primitive("vote_ballot_sync")
 vote_any_sync = Primitive("vote_any_sync")
 vote_all_sync = Primitive("vote_all_sync")
-match_any_sync = Primitive("match_any_sync")
+match_any_sync = Primitive("match_any_sync", "match.any(mask, value)")
 match_all_sync = Primitive("match_all_sync")
 
 mma = _Namespace("mma", ["load_a", "load_b", "load_c", "fill", "mma", "store"])
 
 async_copy = Primitive("async_copy")
-async_commit = Primitive("async_commit")
+async_commit = Primitive("async_commit", "cp.async.commit()")
 async_wait = Primitive("async_wait")
 
 # Math: device-side these lower to HIR unary ops; outside a kernel they raise too,
@@ -440,36 +448,36 @@ abs = Primitive("abs")
 
 # Bit manipulation on integers (the HIR ops `popc`, `clz`, `brev`, `bfind`), and
 # reinterpreting a value's bits as another scalar type of the same size.
-popc = Primitive("popc")
-clz = Primitive("clz")
-brev = Primitive("brev")
-bfind = Primitive("bfind")
+popc = Primitive("popc", "popc(x)")
+clz = Primitive("clz", "clz(x)")
+brev = Primitive("brev", "brev(x)")
+bfind = Primitive("bfind", "bfind(x)")
 bitcast = Primitive("bitcast")
 
 # --- issue 12: the warp-level ISA (docs/kernels.md lists each with its HIR op)
-bfe = Primitive("bfe")
-bfi = Primitive("bfi")
-prmt = Primitive("prmt")
-shf_l_wrap = Primitive("shf_l_wrap")
-shf_l_clamp = Primitive("shf_l_clamp")
-shf_r_wrap = Primitive("shf_r_wrap")
-shf_r_clamp = Primitive("shf_r_clamp")
+bfe = Primitive("bfe", "bfe(a, pos, length)")
+bfi = Primitive("bfi", "bfi(a, b, pos, length)")
+prmt = Primitive("prmt", "prmt(a, b, sel)")
+shf_l_wrap = Primitive("shf_l_wrap", "shf.l.wrap(lo, hi, n)")
+shf_l_clamp = Primitive("shf_l_clamp", "shf.l.clamp(lo, hi, n)")
+shf_r_wrap = Primitive("shf_r_wrap", "shf.r.wrap(lo, hi, n)")
+shf_r_clamp = Primitive("shf_r_clamp", "shf.r.clamp(lo, hi, n)")
 named_barrier_sync = Primitive("named_barrier_sync")
 named_barrier_arrive = Primitive("named_barrier_arrive")
-reduce_add_sync = Primitive("reduce_add_sync")
-reduce_min_sync = Primitive("reduce_min_sync")
-reduce_max_sync = Primitive("reduce_max_sync")
-reduce_and_sync = Primitive("reduce_and_sync")
-reduce_or_sync = Primitive("reduce_or_sync")
-reduce_xor_sync = Primitive("reduce_xor_sync")
+reduce_add_sync = Primitive("reduce_add_sync", "redux.add(mask, value)")
+reduce_min_sync = Primitive("reduce_min_sync", "redux.min(mask, value)")
+reduce_max_sync = Primitive("reduce_max_sync", "redux.max(mask, value)")
+reduce_and_sync = Primitive("reduce_and_sync", "redux.and(mask, value)")
+reduce_or_sync = Primitive("reduce_or_sync", "redux.or(mask, value)")
+reduce_xor_sync = Primitive("reduce_xor_sync", "redux.xor(mask, value)")
 red = _Namespace("red", ["add", "sub", "min", "max", "and_", "or_", "xor", "exch", "inc", "dec"])
 load_acquire = Primitive("load_acquire")
 store_release = Primitive("store_release")
 fence_acq_rel = Primitive("fence_acq_rel")
-compiler_fence = Primitive("compiler_fence")
-ex2_approx = Primitive("ex2_approx")
-rcp_approx = Primitive("rcp_approx")
-tanh_approx = Primitive("tanh_approx")
+compiler_fence = Primitive("compiler_fence", "compiler_fence()")
+ex2_approx = Primitive("ex2_approx", "ex2.approx(x)")
+rcp_approx = Primitive("rcp_approx", "rcp.approx(x)")
+tanh_approx = Primitive("tanh_approx", "tanh.approx(x)")
 load_cached = Primitive("load_cached")
 store_cached = Primitive("store_cached")
 load_vec = Primitive("load_vec")

@@ -546,7 +546,7 @@ class ExprTranslator(TranslatorCore):
         if isinstance(obj, lang.Primitive):
             key = obj.qualname.replace(".", "_").rstrip("_")
             # One instruction on the call's operands: declared (translate/plain.py).
-            p = plain(key)
+            p = plain(obj)
             handler = getattr(self, "prim_" + key, None) if p is None else None
             if p is None and handler is None:
                 raise self.error(e, f"primitive {obj.qualname} is not supported yet")

@@ -1,7 +1,8 @@
 """``zyntax.lang`` primitives that are one HIR instruction on the call's own
-operands, declared instead of written: a line of :data:`PLAIN` names the
-instruction's ``.zir`` mnemonic and the primitive's parameters. Everything
-else comes from the op table's row: the operand types literals become
+operands, declared instead of written: the primitive's line in ``lang.py``
+names the instruction's ``.zir`` mnemonic and the primitive's parameters
+(``popc = Primitive("popc", "popc(x)")``, :attr:`zyntax.lang.Primitive.inst`).
+Everything else comes from the op table's row: the operand types literals become
 (``FunctionBuilder.operand_types``: ``u32`` for a mask, the type variable
 several operands share), the type checks and their messages, and the result
 types (``FunctionBuilder.inst`` without ``results``). Primitives with
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING
 
-from zyntax import hir
+from zyntax import hir, lang
 from zyntax.frontend.emit import Value
 from zyntax.frontend.hirtypes import SCALAR_NAMES, Scalar, scalar
 from zyntax.frontend.translate.operands import Lit, Operand, Ref, TupleVal
@@ -26,64 +27,12 @@ from zyntax.frontend.translate.operands import Lit, Operand, Ref, TupleVal
 if TYPE_CHECKING:
     from zyntax.frontend.translate.exprs import ExprTranslator
 
-#: ``lang`` name -> ``"mnemonic(params) [-> type]"``. A parameter may have a
-#: literal default; ``-> i32`` casts the result (the language's ids are i32).
-PLAIN: dict[str, str] = {
-    # bit ops (issue 12)
-    "popc": "popc(x)",
-    "clz": "clz(x)",
-    "brev": "brev(x)",
-    "bfind": "bfind(x)",
-    "bfe": "bfe(a, pos, length)",
-    "bfi": "bfi(a, b, pos, length)",
-    "prmt": "prmt(a, b, sel)",
-    "shf_l_wrap": "shf.l.wrap(lo, hi, n)",
-    "shf_l_clamp": "shf.l.clamp(lo, hi, n)",
-    "shf_r_wrap": "shf.r.wrap(lo, hi, n)",
-    "shf_r_clamp": "shf.r.clamp(lo, hi, n)",
-    "ex2_approx": "ex2.approx(x)",
-    "rcp_approx": "rcp.approx(x)",
-    "tanh_approx": "tanh.approx(x)",
-    # warps
-    "lane_id": "lane_id() -> i32",
-    "syncwarp": "warp_sync(mask=0xFFFFFFFF)",
-    "reduce_add_sync": "redux.add(mask, value)",
-    "reduce_min_sync": "redux.min(mask, value)",
-    "reduce_max_sync": "redux.max(mask, value)",
-    "reduce_and_sync": "redux.and(mask, value)",
-    "reduce_or_sync": "redux.or(mask, value)",
-    "reduce_xor_sync": "redux.xor(mask, value)",
-    "match_any_sync": "match.any(mask, value)",
-    "elect_sync": "elect.sync()",
-    # barriers and fences
-    "syncthreads": "barrier()",
-    "threadfence_block": "fence.block()",
-    "threadfence": "fence.device()",
-    "threadfence_system": "fence.system()",
-    "compiler_fence": "compiler_fence()",
-    "fence_proxy_async": "fence.proxy_async()",
-    "fence_mbarrier_init": "fence.mbarrier_init()",
-    # async groups (cp.async, bulk copies, wgmma)
-    "async_commit": "cp.async.commit()",
-    "bulk_commit_group": "bulk.commit_group()",
-    "wgmma_fence": "wgmma.fence()",
-    "wgmma_commit_group": "wgmma.commit_group()",
-    # clusters and grids (h13-cluster)
-    "cluster_ctarank": "cluster_ctarank() -> i32",
-    "cluster_nctarank": "cluster_nctarank() -> i32",
-    "cluster_arrive": "cluster_barrier.arrive()",
-    "cluster_wait": "cluster_barrier.wait()",
-    "griddepcontrol_wait": "griddepcontrol.wait()",
-    "griddepcontrol_launch_dependents": "griddepcontrol.launch_dependents()",
-    "grid_sync": "grid_sync()",
-}
-
 _SPEC = re.compile(r"([\w.]+)\(([^)]*)\)(?:\s*->\s*(\w+))?")
 
 
 @dataclass(frozen=True)
 class Plain:
-    """A parsed line of :data:`PLAIN`."""
+    """A parsed :attr:`zyntax.lang.Primitive.inst`."""
 
     mnemonic: str
     signature: inspect.Signature
@@ -92,12 +41,13 @@ class Plain:
     cast: Scalar | None
 
 
+def plain(prim: lang.Primitive) -> Plain | None:
+    """The declaration of ``prim`` if it is a plain instruction."""
+    return None if prim.inst is None else _parse(prim.inst)
+
+
 @cache
-def plain(name: str) -> Plain | None:
-    """The declaration of ``zyntax.lang.<name>`` if it is a plain instruction."""
-    spec = PLAIN.get(name)
-    if spec is None:
-        return None
+def _parse(spec: str) -> Plain:
     m = _SPEC.fullmatch(spec)
     assert m is not None, spec
     mnemonic, params, cast = m.groups()

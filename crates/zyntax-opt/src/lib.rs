@@ -6,7 +6,8 @@
 //! target-neutral [`FunctionPlan`] (attributes, loop hints, prefetch streams,
 //! whether to emit bounds checks) that the backend turns into its own terms.
 //! Every decision is recorded in a [`Report`] with the reason for it.
-//! [`nest`] lowers parallel loop nests for front-ends; [`fusion`] plans the
+//! [`nest`] lowers parallel loop nests for front-ends, [`nest_stage`] stages
+//! their reductions through shared memory; [`fusion`] plans the
 //! fusion of a sequence of kernel launches.
 //!
 //! | constraint | what the optimizer does |

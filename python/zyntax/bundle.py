@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
-from zyntax import _native, fatbin
+from zyntax import _native
 from zyntax.errors import ArgumentError, CudaError
 from zyntax.safeio import RejectedFile, read_bounded, read_json
 
@@ -286,31 +286,14 @@ class Bundle:
 
 
 def check_image(manifest: dict[str, Any], image: bytes) -> None:
-    """Raise BundleError unless ``image`` is the one ``manifest`` describes."""
-    rec = manifest["image"]
-    if len(image) != rec.get("bytes"):
-        raise BundleError(
-            f"bundle image {rec['file']} is {len(image)} bytes, its manifest says "
-            f"{rec.get('bytes')} (truncated or replaced?)"
-        )
-    if hashlib.sha256(image).hexdigest() != rec.get("sha256"):
-        raise BundleError(f"bundle image {rec['file']} does not match its manifest's SHA-256")
-    if rec["kind"] == "cubin":
-        if not image.startswith(b"\x7fELF"):
-            raise BundleError(f"bundle image {rec['file']} is not a cubin (ELF)")
-        return
+    """Raise BundleError unless ``image`` is the one ``manifest`` describes: its
+    size and SHA-256, and a fatbin's records exactly the manifest's SASS and
+    PTX archs (a cubin must be ELF). The check is zyntax-cuda's
+    (``bundle::check_image``), the one the native loader runs."""
     try:
-        images = fatbin.parse(image)
-    except fatbin.FatbinFormatError as e:
-        raise BundleError(f"bundle image {rec['file']}: {e}") from None
-    sass = sorted(i.arch for i in images if i.kind == "cubin")
-    ptx = sorted(i.arch for i in images if i.kind == "ptx")
-    want_ptx = [manifest["ptx"]] if manifest.get("ptx") else []
-    if sass != sorted(manifest["sass"]) or ptx != want_ptx:
-        raise BundleError(
-            f"bundle image {rec['file']} holds SASS {sass} and PTX {ptx}; its manifest "
-            f"says SASS {sorted(manifest['sass'])} and PTX {want_ptx}"
-        )
+        _native.cuda_bundle_check_image(json.dumps(manifest), bytes(image))
+    except CudaError as e:
+        raise BundleError(str(e)) from None
 
 
 def load_bundle(path: str | Path, device: int = 0) -> Bundle:

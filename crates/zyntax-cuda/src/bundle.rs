@@ -341,6 +341,16 @@ pub fn read_bundle(path: &Path) -> Result<(PathBuf, Value, Vec<u8>)> {
         .ok_or_else(|| bad("manifest has no image file name"))?;
     let image_path = manifest_path.with_file_name(file);
     let image = read_bounded(&image_path, MAX_IMAGE_BYTES)?;
+    check_image(&m, &image)?;
+    Ok((image_path, m, image))
+}
+
+/// Checks that `image` is the one manifest `m` describes: its size and
+/// SHA-256, and for a fatbin that its records are exactly the manifest's
+/// SASS and PTX archs (a cubin must be ELF). The native loader and
+/// `zyntax.bundle.check_image` both use it.
+pub fn check_image(m: &Value, image: &[u8]) -> Result<()> {
+    let file = m["image"]["file"].as_str().unwrap_or("the image");
     if m["image"]["bytes"].as_u64() != Some(image.len() as u64) {
         return Err(bad(format!(
             "{file} is {} bytes, its manifest says {} (truncated or replaced?)",
@@ -348,11 +358,11 @@ pub fn read_bundle(path: &Path) -> Result<(PathBuf, Value, Vec<u8>)> {
             m["image"]["bytes"]
         )));
     }
-    if m["image"]["sha256"].as_str() != Some(hex(&sha256(&image)).as_str()) {
+    if m["image"]["sha256"].as_str() != Some(hex(&sha256(image)).as_str()) {
         return Err(bad(format!("{file} does not match its manifest's SHA-256")));
     }
     if m["image"]["kind"] == "fatbin" {
-        let recs = parse_fatbin(&image).map_err(|e| bad(format!("{file}: {e}")))?;
+        let recs = parse_fatbin(image).map_err(|e| bad(format!("{file}: {e}")))?;
         let mut sass: Vec<String> = recs
             .iter()
             .filter(|r| !r.ptx)
@@ -378,7 +388,7 @@ pub fn read_bundle(path: &Path) -> Result<(PathBuf, Value, Vec<u8>)> {
     } else if !image.starts_with(b"\x7fELF") {
         return Err(bad(format!("{file} is not a cubin (ELF)")));
     }
-    Ok((image_path, m, image))
+    Ok(())
 }
 
 fn strings(v: &Value) -> Vec<String> {

@@ -1,11 +1,12 @@
-//! zyntax-cuda's fatbin parser and the driver's image rules for Python, so
-//! each exists once: `cuda_parse_fatbin` (`zyntax.fatbin.parse`),
-//! `cuda_bundle_runs_on` and `cuda_bundle_choose` (`zyntax.bundle`).
+//! zyntax-cuda's fatbin parser, bundle image check and the driver's image
+//! rules for Python, so each exists once: `cuda_parse_fatbin`
+//! (`zyntax.fatbin.parse`), `cuda_bundle_check_image`, `cuda_bundle_runs_on`
+//! and `cuda_bundle_choose` (`zyntax.bundle`).
 
 use crate::checked::Checked;
 use crate::errors::{guard, ArgumentError};
 use pyo3::prelude::*;
-use zyntax_cuda::bundle::{choose, parse_fatbin, runs_on};
+use zyntax_cuda::bundle::{check_image, choose, parse_fatbin, runs_on};
 use zyntax_cuda::LoadedFrom;
 
 /// The images of a fatbin as `(kind, arch, offset, size)`: kind `"ptx"` or
@@ -47,5 +48,19 @@ pub fn cuda_bundle_choose(
     choose(&sass, ptx.as_deref(), (cc.0 .0, cc.1 .0)).map(|(from, arch)| match from {
         LoadedFrom::Sass => ("sass", arch),
         LoadedFrom::Ptx => ("ptx", arch),
+    })
+}
+
+/// Checks that `image` is the one the manifest (its JSON text) describes:
+/// size, SHA-256, and a fatbin's records against the manifest's SASS and PTX
+/// archs (a cubin must be ELF). A mismatch raises CudaError (kind
+/// `"invalid"`) saying what differs; `zyntax.bundle` re-raises it as
+/// BundleError.
+#[pyfunction]
+pub fn cuda_bundle_check_image(py: Python<'_>, manifest: &str, image: &[u8]) -> PyResult<()> {
+    guard(|| {
+        let m: serde_json::Value = serde_json::from_str(manifest)
+            .map_err(|e| ArgumentError::new_err(format!("argument 'manifest': {e}")))?;
+        check_image(&m, image).map_err(|e| super::err(py, e))
     })
 }

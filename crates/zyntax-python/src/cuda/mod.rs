@@ -149,6 +149,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fatbin::cuda_parse_fatbin, m)?)?;
     m.add_function(wrap_pyfunction!(fatbin::cuda_bundle_runs_on, m)?)?;
     m.add_function(wrap_pyfunction!(fatbin::cuda_bundle_choose, m)?)?;
+    m.add_function(wrap_pyfunction!(fatbin::cuda_bundle_check_image, m)?)?;
     crate::program::register(m)?;
     Ok(())
 }

@@ -40,7 +40,6 @@ from zyntax.frontend.errors import (
     KernelTypeError,
 )
 from zyntax.frontend.hirtypes import (
-    BOOL,
     I32,
     I64,
     HType,
@@ -458,14 +457,14 @@ class FunctionTranslator(MemPrimTranslator):
         assert cur is not None
         if isinstance(step, Lit):
             cmp = "cmp.lt" if step.value > 0 else "cmp.gt"
-            cond = self.fn.emit1(cmp, [cur, stop_v], BOOL)
+            cond = self.fn.emit1(cmp, [cur, stop_v])
         else:
             # Dynamic step: (step > 0 and i < stop) or (step < 0 and i > stop).
             zero = self.const(ty, 0)
-            pos = self.fn.emit1("cmp.gt", [step_v, zero], BOOL)
-            lt = self.fn.emit1("cmp.lt", [cur, stop_v], BOOL)
-            gt = self.fn.emit1("cmp.gt", [cur, stop_v], BOOL)
-            cond = self.fn.emit1("select", [pos, lt, gt], BOOL)
+            pos = self.fn.emit1("cmp.gt", [step_v, zero])
+            lt = self.fn.emit1("cmp.lt", [cur, stop_v])
+            gt = self.fn.emit1("cmp.gt", [cur, stop_v])
+            cond = self.fn.emit1("select", [pos, lt, gt])
         self.fn.branch(cond, body, exit_b)
         self.seal(body)
         self.fn.switch_to(body)
@@ -482,7 +481,7 @@ class FunctionTranslator(MemPrimTranslator):
         if latch.preds:
             cur2 = self.read_var(iv)
             assert cur2 is not None
-            nxt = self.fn.emit1("add", [cur2, step_v], ty)
+            nxt = self.fn.emit1("add", [cur2, step_v])
             self.write_var(iv, nxt)
             self.fn.jump(header)
         else:
@@ -534,8 +533,8 @@ class FunctionTranslator(MemPrimTranslator):
             idx = self._global_dim("xyz"[n - 1 - k])
             if ty != I32:
                 idx = self.fn.emit1("cast", [idx], ty)
-            below = self.fn.emit1("cmp.lt", [idx, self.value(size, node, ty)], BOOL)
-            cond = below if cond is None else self.fn.emit1("and", [cond, below], BOOL)
+            below = self.fn.emit1("cmp.lt", [idx, self.value(size, node, ty)])
+            cond = below if cond is None else self.fn.emit1("and", [cond, below])
             indices.append(idx)
         assert cond is not None
         body, merge = self.fn.new_block(), self.fn.new_block()

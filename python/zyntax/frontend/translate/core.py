@@ -194,7 +194,7 @@ class TranslatorCore:
             raise self.error(node, f"cannot convert {src} to {ty}", KernelTypeError)
         if ty.is_bool:
             zero = self.const(src, 0)
-            return self.fn.emit1("cmp.ne", [v, zero], BOOL)
+            return self.fn.emit1("cmp.ne", [v, zero])
         if src.is_bool and ty.is_float:
             v = self.fn.emit1("cast", [v], I32)
         return self.fn.emit1("cast", [v], ty)

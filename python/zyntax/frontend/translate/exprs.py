@@ -258,7 +258,7 @@ class ExprTranslator(TranslatorCore):
                 return b
             if isinstance(b, Lit) and b.value == 1:
                 return a
-        return self.fn.emit1(op, [self.value(a, node, ty), self.value(b, node, ty)], ty)
+        return self.fn.emit1(op, [self.value(a, node, ty), self.value(b, node, ty)])
 
     def expr_BinOp(self, e: ast.BinOp) -> Operand:
         return self.binop(e.op, self.expr(e.left), self.expr(e.right), e)
@@ -289,7 +289,7 @@ class ExprTranslator(TranslatorCore):
         if isinstance(op, ast.Div):
             if not t.is_float:
                 t = F64 if t.bits == 64 else F32
-            return self.fn.emit1("div", [self.value(a, node, t), self.value(b, node, t)], t)
+            return self.fn.emit1("div", [self.value(a, node, t), self.value(b, node, t)])
         if isinstance(op, ast.Pow):
             if isinstance(b, Lit) and isinstance(b.value, int) and 0 <= b.value <= 8:
                 av = self.value(a, node, t)
@@ -297,7 +297,7 @@ class ExprTranslator(TranslatorCore):
                     return self.const(t, 1)
                 r = av
                 for _ in range(b.value - 1):
-                    r = self.fn.emit1("mul", [r, av], t)
+                    r = self.fn.emit1("mul", [r, av])
                 return r
             raise self.error(
                 node, "'**' needs a small constant integer exponent (0..8)", KernelTypeError
@@ -316,7 +316,7 @@ class ExprTranslator(TranslatorCore):
             return self.floordiv(av, bv, t)
         if isinstance(op, ast.Mod):
             return self.mod(av, bv, t)
-        return self.fn.emit1(_HIR_BINOPS[type(op)], [av, bv], t)
+        return self.fn.emit1(_HIR_BINOPS[type(op)], [av, bv])
 
     def _op_type(self, x: Operand, other: Operand, node: ast.AST) -> Scalar:
         if isinstance(x, Lit):
@@ -329,39 +329,39 @@ class ExprTranslator(TranslatorCore):
         """Python's floor division: rounds toward negative infinity."""
         f = self.fn
         if t.is_float:
-            q = f.emit1("div", [a, b], t)
-            return f.emit1("floor", [q], t)
-        q = f.emit1("div", [a, b], t)
+            q = f.emit1("div", [a, b])
+            return f.emit1("floor", [q])
+        q = f.emit1("div", [a, b])
         if t.is_unsigned:
             return q
-        r = f.emit1("rem", [a, b], t)
+        r = f.emit1("rem", [a, b])
         zero = self.const(t, 0)
-        nz = f.emit1("cmp.ne", [r, zero], BOOL)
-        rneg = f.emit1("cmp.lt", [r, zero], BOOL)
-        bneg = f.emit1("cmp.lt", [b, zero], BOOL)
-        diff = f.emit1("xor", [rneg, bneg], BOOL)
-        adj = f.emit1("and", [nz, diff], BOOL)
+        nz = f.emit1("cmp.ne", [r, zero])
+        rneg = f.emit1("cmp.lt", [r, zero])
+        bneg = f.emit1("cmp.lt", [b, zero])
+        diff = f.emit1("xor", [rneg, bneg])
+        adj = f.emit1("and", [nz, diff])
         one = self.const(t, 1)
-        qm = f.emit1("sub", [q, one], t)
-        return f.emit1("select", [adj, qm, q], t)
+        qm = f.emit1("sub", [q, one])
+        return f.emit1("select", [adj, qm, q])
 
     def mod(self, a: Value, b: Value, t: Scalar) -> Value:
         """Python's modulo: the result has the divisor's sign."""
         f = self.fn
         if t.is_float:
-            q = f.emit1("floor", [f.emit1("div", [a, b], t)], t)
-            return f.emit1("sub", [a, f.emit1("mul", [q, b], t)], t)
-        r = f.emit1("rem", [a, b], t)
+            q = f.emit1("floor", [f.emit1("div", [a, b])])
+            return f.emit1("sub", [a, f.emit1("mul", [q, b])])
+        r = f.emit1("rem", [a, b])
         if t.is_unsigned:
             return r
         zero = self.const(t, 0)
-        nz = f.emit1("cmp.ne", [r, zero], BOOL)
-        rneg = f.emit1("cmp.lt", [r, zero], BOOL)
-        bneg = f.emit1("cmp.lt", [b, zero], BOOL)
-        diff = f.emit1("xor", [rneg, bneg], BOOL)
-        adj = f.emit1("and", [nz, diff], BOOL)
-        rb = f.emit1("add", [r, b], t)
-        return f.emit1("select", [adj, rb, r], t)
+        nz = f.emit1("cmp.ne", [r, zero])
+        rneg = f.emit1("cmp.lt", [r, zero])
+        bneg = f.emit1("cmp.lt", [b, zero])
+        diff = f.emit1("xor", [rneg, bneg])
+        adj = f.emit1("and", [nz, diff])
+        rb = f.emit1("add", [r, b])
+        return f.emit1("select", [adj, rb, r])
 
     def expr_UnaryOp(self, e: ast.UnaryOp) -> Operand:
         v = self.expr(e.operand)
@@ -369,7 +369,7 @@ class ExprTranslator(TranslatorCore):
             c = self.to_bool(v, e.operand)
             if isinstance(c, bool):
                 return Lit(not c)
-            return self.fn.emit1("not", [c], BOOL)
+            return self.fn.emit1("not", [c])
         if isinstance(v, Lit):
             if isinstance(e.op, ast.USub):
                 return Lit(-v.value)
@@ -384,11 +384,11 @@ class ExprTranslator(TranslatorCore):
         if isinstance(e.op, ast.USub):
             if t.is_bool:
                 val, t = self._convert(val, I32, e), I32
-            return self.fn.emit1("neg", [val], t)
+            return self.fn.emit1("neg", [val])
         if isinstance(e.op, ast.Invert):
             if not t.is_int:
                 raise self.error(e, f"'~' needs an integer operand, got {t}", KernelTypeError)
-            return self.fn.emit1("not", [val], t)
+            return self.fn.emit1("not", [val])
         raise self.error(e, "unsupported unary operator")
 
     def expr_BoolOp(self, e: ast.BoolOp) -> Operand:
@@ -463,7 +463,7 @@ class ExprTranslator(TranslatorCore):
             raise self.error(
                 node, f"cannot compare {ta} with {tb}; convert one side explicitly", KernelTypeError
             )
-        return self.fn.emit1(f"cmp.{name}", [self.value(a, node, t), self.value(b, node, t)], BOOL)
+        return self.fn.emit1(f"cmp.{name}", [self.value(a, node, t), self.value(b, node, t)])
 
     def expr_IfExp(self, e: ast.IfExp) -> Operand:
         c = self.to_bool(self.expr(e.test), e.test)
@@ -593,7 +593,7 @@ class ExprTranslator(TranslatorCore):
                 t = promote(ta, tb)
                 if t is None:
                     raise self.error(e, f"{fname}() of {ta} and {tb}", KernelTypeError)
-                acc = self.fn.emit1(fname, [self.value(acc, e, t), self.value(b, e, t)], t)
+                acc = self.fn.emit1(fname, [self.value(acc, e, t), self.value(b, e, t)])
             return acc
         if fname == "fma":
             if len(args) != 3:
@@ -605,7 +605,7 @@ class ExprTranslator(TranslatorCore):
                     ft = at if ft is None else (promote(ft, at) or F64)
             if ft is None or not ft.is_float:
                 ft = F32 if ft is None or ft.bits < 64 else F64
-            return self.fn.emit1("fma", [self.value(a, e, ft) for a in args], ft)
+            return self.fn.emit1("fma", [self.value(a, e, ft) for a in args])
         if len(args) != 1:
             raise self.error(e, f"{fname}() takes 1 argument", KernelTypeError)
         a = args[0]
@@ -617,10 +617,10 @@ class ExprTranslator(TranslatorCore):
         if fname == "abs":
             if t.is_bool or t.is_unsigned:
                 return a
-            return self.fn.emit1("abs", [self.value(a, e)], t)
+            return self.fn.emit1("abs", [self.value(a, e)])
         if not t.is_float:
             t = F64 if t.bits == 64 else F32
-        return self.fn.emit1(fname, [self.value(a, e, t)], t)
+        return self.fn.emit1(fname, [self.value(a, e, t)])
 
     def call_device(
         self, df: Any, args: list[Operand], kwargs: dict[str, Operand], e: ast.Call

@@ -652,7 +652,7 @@ pub struct Operand {
 }
 
 /// Computes an index the tiler cannot analyse: `(builder, operand position,
-/// the nest's index values, k)` to the element offset (`u32`).
+/// the nest's index values, k)` to the element offset (an integer value).
 pub type OpaqueIndex<'a> =
     dyn FnMut(&mut FunctionBuilder, usize, &[ValueId], ValueId) -> Result<ValueId, BuildError> + 'a;
 
@@ -683,9 +683,12 @@ pub struct TiledNest {
 impl TiledNest {
     /// Opens a nest over `sizes` (`u32` values, outermost first) with
     /// `workgroup` threads per block, whose reductions may stage operands
-    /// (never those in `writes`); sets the kernel's `max_threads`. Indices
-    /// are computed in `u32`: a reduction's bound is a `u32` value too, and
-    /// value coefficients of its affine forms are cast to `u32`.
+    /// (never those in `writes`); sets the kernel's `max_threads`. The index
+    /// type comes from the inputs: thread indices and literals are `u32`,
+    /// sizes, bounds and value coefficients keep their integer types, and two
+    /// integer types that differ meet at `i64` (`u32` sizes keep every index
+    /// `u32`; `i64` shapes, as the `lang.prange` translator passes, give
+    /// `i64` indices where they are used).
     pub fn begin(
         b: &mut FunctionBuilder,
         sizes: &[ValueId],
@@ -706,11 +709,11 @@ impl TiledNest {
             let dim = dims[n - 1 - d];
             let t = b.thread_idx(dim)?;
             first_id.get_or_insert(t);
-            let w = b.iconst(Type::U32, i64::from(workgroup[d]))?;
             let bid = b.block_idx(dim)?;
+            let w = b.iconst(Type::U32, i64::from(workgroup[d]))?;
             let bs = b.mul(bid, w)?;
             let i = b.add(bs, t)?;
-            let below = b.cmp(CmpOp::Lt, i, size)?;
+            let below = ix(b, IxOp::Lt, Ix::V(i), Ix::V(size))?;
             inside = Some(match inside {
                 None => below,
                 Some(c) => b.and(c, below)?,
@@ -836,13 +839,119 @@ fn u32c(b: &mut FunctionBuilder, v: u64) -> Result<ValueId, BuildError> {
     b.iconst(Type::U32, v as i64)
 }
 
+// ---------------------------------------------------------------- index arithmetic
+
+/// An index operand: a value, or an integer that becomes a constant of the
+/// type of the value it meets.
+#[derive(Clone, Copy, Debug)]
+enum Ix {
+    Lit(i64),
+    V(ValueId),
+}
+
+#[derive(Clone, Copy, Debug)]
+enum IxOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+    Lt,
+    Ge,
+}
+
+/// Two index values at one type: equal types stay, differing ones meet at
+/// `i64` (indices are never negative). The index type thus comes from the
+/// inputs: thread indices are `u32`, a nest whose sizes, bound or
+/// coefficients are `i64` (the `lang.prange` translator's shapes) computes in
+/// `i64` where they meet, exactly as the translator's own arithmetic does.
+fn meet(b: &mut FunctionBuilder, x: ValueId, y: ValueId) -> Result<(ValueId, ValueId), BuildError> {
+    let (tx, ty) = (b.value_type(x)?.clone(), b.value_type(y)?.clone());
+    if tx == ty {
+        return Ok((x, y));
+    }
+    let x = if tx == Type::I64 {
+        x
+    } else {
+        b.cast(x, Type::I64)?
+    };
+    let y = if ty == Type::I64 {
+        y
+    } else {
+        b.cast(y, Type::I64)?
+    };
+    Ok((x, y))
+}
+
+/// The value of `x`, a literal at the type of `like` (`u32` without one).
+fn ix_value(b: &mut FunctionBuilder, x: Ix, like: Option<ValueId>) -> Result<ValueId, BuildError> {
+    match x {
+        Ix::V(v) => Ok(v),
+        Ix::Lit(i) => {
+            let t = match like {
+                Some(l) => b.value_type(l)?.clone(),
+                None => Type::U32,
+            };
+            b.iconst(t, i)
+        }
+    }
+}
+
+/// `x op y` for index operands (see [`meet`]; a literal takes the other
+/// operand's type, the left one's when both are literals).
+fn ix(b: &mut FunctionBuilder, op: IxOp, x: Ix, y: Ix) -> Result<ValueId, BuildError> {
+    let (x, y) = match (x, y) {
+        (Ix::V(xv), y) => (xv, ix_value(b, y, Some(xv))?),
+        (x, Ix::V(yv)) => (ix_value(b, x, Some(yv))?, yv),
+        (x, y) => {
+            let xv = ix_value(b, x, None)?;
+            (xv, ix_value(b, y, Some(xv))?)
+        }
+    };
+    let (x, y) = meet(b, x, y)?;
+    match op {
+        IxOp::Add => b.add(x, y),
+        IxOp::Sub => b.sub(x, y),
+        IxOp::Mul => b.mul(x, y),
+        IxOp::Div => b.div(x, y),
+        IxOp::Rem => b.rem(x, y),
+        IxOp::Lt => b.cmp(CmpOp::Lt, x, y),
+        IxOp::Ge => b.cmp(CmpOp::Ge, x, y),
+    }
+}
+
 /// `v * stride`, without the multiply when the stride is 1.
 fn scaled(b: &mut FunctionBuilder, v: ValueId, stride: u64) -> Result<ValueId, BuildError> {
     if stride == 1 {
         return Ok(v);
     }
-    let s = u32c(b, stride)?;
-    b.mul(v, s)
+    ix(b, IxOp::Mul, Ix::V(v), Ix::Lit(stride as i64))
+}
+
+/// `Σ parts`, skipping literal zeros (`0u32` when nothing is left).
+fn ix_sum(b: &mut FunctionBuilder, parts: &[Ix]) -> Result<ValueId, BuildError> {
+    let mut out: Option<Ix> = None;
+    for &p in parts {
+        if matches!(p, Ix::Lit(0)) {
+            continue;
+        }
+        out = Some(match out {
+            None => p,
+            Some(o) => Ix::V(ix(b, IxOp::Add, o, p)?),
+        });
+    }
+    ix_value(b, out.unwrap_or(Ix::Lit(0)), None)
+}
+
+/// `for iv in lo..hi` (step 1) with `lo` and `hi` at one type (see [`meet`]).
+fn for_range(
+    b: &mut FunctionBuilder,
+    lo: ValueId,
+    hi: ValueId,
+) -> Result<zyntax_hir::ForFrame, BuildError> {
+    let (lo, hi) = meet(b, lo, hi)?;
+    let one = ix_value(b, Ix::Lit(1), Some(lo))?;
+    b.begin_for(lo, hi, one, &[])
 }
 
 /// The emission of one reduction (the plan decided, this writes it).
@@ -858,19 +967,14 @@ struct Emit<'n, 'c, 'o, 'x> {
 }
 
 impl Emit<'_, '_, '_, '_> {
-    fn coef(&self, b: &mut FunctionBuilder, c: &Coef) -> Result<ValueId, BuildError> {
+    /// A coefficient: an integer stays a literal (typed by what it meets).
+    fn coef(b: &mut FunctionBuilder, c: &Coef) -> Result<Ix, BuildError> {
         match c {
-            Coef::Int(i) => b.iconst(Type::U32, *i),
-            Coef::Value(v) => {
-                if *b.value_type(*v)? == Type::U32 {
-                    Ok(*v)
-                } else {
-                    b.cast(*v, Type::U32)
-                }
-            }
+            Coef::Int(i) => Ok(Ix::Lit(*i)),
+            Coef::Value(v) => Ok(Ix::V(*v)),
             Coef::Mul(x, y) => {
-                let (x, y) = (self.coef(b, x)?, self.coef(b, y)?);
-                b.mul(x, y)
+                let (x, y) = (Self::coef(b, x)?, Self::coef(b, y)?);
+                Ok(Ix::V(ix(b, IxOp::Mul, x, y)?))
             }
         }
     }
@@ -882,39 +986,24 @@ impl Emit<'_, '_, '_, '_> {
         a: &Affine,
         at: &dyn Fn(Sym) -> ValueId,
     ) -> Result<ValueId, BuildError> {
-        let mut out: Option<ValueId> = None;
-        let mut push = |b: &mut FunctionBuilder, v: ValueId| -> Result<(), BuildError> {
-            out = Some(match out {
-                None => v,
-                Some(o) => b.add(o, v)?,
-            });
-            Ok(())
-        };
+        let mut parts = Vec::new();
         for (s, cs) in &a.terms {
             for c in cs {
                 let x = at(*s);
-                let v = match c {
-                    Coef::Int(1) => x,
+                parts.push(match c {
+                    Coef::Int(1) => Ix::V(x),
                     Coef::Int(0) => continue,
                     c => {
-                        let cv = self.coef(b, c)?;
-                        b.mul(x, cv)?
+                        let cv = Self::coef(b, c)?;
+                        Ix::V(ix(b, IxOp::Mul, Ix::V(x), cv)?)
                     }
-                };
-                push(b, v)?;
+                });
             }
         }
         for c in &a.konst {
-            if matches!(c, Coef::Int(0)) {
-                continue;
-            }
-            let v = self.coef(b, c)?;
-            push(b, v)?;
+            parts.push(Self::coef(b, c)?);
         }
-        match out {
-            Some(v) => Ok(v),
-            None => u32c(b, 0),
-        }
+        ix_sum(b, &parts)
     }
 
     /// The element offset of operand `pos` at `k`, as the untiled loop computes it.
@@ -936,7 +1025,7 @@ impl Emit<'_, '_, '_, '_> {
                     Sym::Index(d) => values[d],
                 };
                 let (x, y) = (self.eval(b, x, &at)?, self.eval(b, y, &at)?);
-                b.mul(x, y)
+                ix(b, IxOp::Mul, Ix::V(x), Ix::V(y))
             }
             Err(NotAffine::Opaque { .. }) => (self.opaque)(b, pos, &values, k),
         }
@@ -972,8 +1061,8 @@ impl Emit<'_, '_, '_, '_> {
         acc: zyntax_hir::Var,
     ) -> Result<(), BuildError> {
         let guard = b.begin_if(self.nest.in_range, &[])?;
-        let (zero, one) = (u32c(b, 0)?, u32c(b, 1)?);
-        let lp = b.begin_for(zero, kv, one, &[])?;
+        let zero = u32c(b, 0)?;
+        let lp = for_range(b, zero, kv)?;
         let xs = (0..self.ops.len())
             .map(|pos| self.direct_load(b, pos, lp.iv))
             .collect::<Result<Vec<_>, _>>()?;
@@ -990,25 +1079,23 @@ impl Emit<'_, '_, '_, '_> {
         acc: zyntax_hir::Var,
     ) -> Result<(), BuildError> {
         let tile_k = self.plan.tile_k;
+        let tk = tile_k as i64;
         for (pos, p) in self.plan.operands.iter().enumerate() {
             let Some(elem) = self.elems[pos].clone().filter(|_| p.staged()) else {
                 continue;
             };
             self.tiles[pos] = Some(b.shared_alloc(elem, p.size)?);
-            let mut row = u32c(b, 0)?;
+            let mut parts = Vec::new();
             for &d in &p.dims {
-                let t = scaled(b, self.nest.tid[d], p.stride(Sym::Index(d)))?;
-                row = b.add(row, t)?;
+                parts.push(Ix::V(scaled(b, self.nest.tid[d], p.stride(Sym::Index(d)))?));
             }
-            self.row_base[pos] = Some(row);
+            self.row_base[pos] = Some(ix_sum(b, &parts)?);
         }
-        let tk = u32c(b, tile_k)?;
-        let tk1 = u32c(b, tile_k - 1)?;
-        let up = b.add(kv, tk1)?;
-        let steps = b.div(up, tk)?;
-        let (zero, one) = (u32c(b, 0)?, u32c(b, 1)?);
-        let outer = b.begin_for(zero, steps, one, &[])?;
-        let k0 = b.mul(outer.iv, tk)?;
+        let up = ix(b, IxOp::Add, Ix::V(kv), Ix::Lit(tk - 1))?;
+        let steps = ix(b, IxOp::Div, Ix::V(up), Ix::Lit(tk))?;
+        let zero = u32c(b, 0)?;
+        let outer = for_range(b, zero, steps)?;
+        let k0 = ix(b, IxOp::Mul, Ix::V(outer.iv), Ix::Lit(tk))?;
         for pos in 0..self.ops.len() {
             if self.plan.operands[pos].staged() {
                 self.stage(b, pos, k0, kv)?;
@@ -1017,10 +1104,11 @@ impl Emit<'_, '_, '_, '_> {
         b.barrier()?;
         // A full tile runs tile_k steps, the last, ragged one K mod tile_k:
         // every term in k order, no padding summed.
-        let left = b.sub(kv, k0)?;
-        let full = b.cmp(CmpOp::Ge, left, tk)?;
+        let left = ix(b, IxOp::Sub, Ix::V(kv), Ix::V(k0))?;
+        let full = ix(b, IxOp::Ge, Ix::V(left), Ix::Lit(tk))?;
         let mut pick = b.begin_if(full, &[])?;
-        self.inner(b, k0, tk, acc)?;
+        let count = u32c(b, tile_k)?;
+        self.inner(b, k0, count, acc)?;
         b.begin_else(&mut pick, &[])?;
         self.inner(b, k0, left, acc)?;
         b.end_if(pick, &[])?;
@@ -1037,14 +1125,14 @@ impl Emit<'_, '_, '_, '_> {
         count: ValueId,
         acc: zyntax_hir::Var,
     ) -> Result<(), BuildError> {
-        let (zero, one) = (u32c(b, 0)?, u32c(b, 1)?);
-        let lp = b.begin_for(zero, count, one, &[])?;
+        let zero = u32c(b, 0)?;
+        let lp = for_range(b, zero, count)?;
         let mut xs = Vec::with_capacity(self.ops.len());
         for pos in 0..self.ops.len() {
             let p = &self.plan.operands[pos];
             if let (Some(tile), Some(row)) = (self.tiles[pos], self.row_base[pos]) {
                 let kk = scaled(b, lp.iv, p.stride(Sym::K))?;
-                let slot = b.add(row, kk)?;
+                let slot = ix(b, IxOp::Add, Ix::V(row), Ix::V(kk))?;
                 let ptr = b.ptr_add(tile, slot)?;
                 xs.push(b.load(ptr)?);
             } else {
@@ -1053,7 +1141,7 @@ impl Emit<'_, '_, '_, '_> {
                     function: b.name().into(),
                     message: format!("operand {pos} is not a pointer"),
                 })?;
-                let k = b.add(k0, lp.iv)?;
+                let k = ix(b, IxOp::Add, Ix::V(k0), Ix::V(lp.iv))?;
                 let mut f = b.begin_if(self.nest.in_range, std::slice::from_ref(&ty))?;
                 let x = self.direct_load(b, pos, k)?;
                 b.begin_else(&mut f, &[x])?;
@@ -1091,8 +1179,8 @@ impl Emit<'_, '_, '_, '_> {
             let e = if r == 0 {
                 self.nest.flat_tid
             } else {
-                let off = u32c(b, r * threads)?;
-                b.add(self.nest.flat_tid, off)?
+                let off = Ix::Lit((r * threads) as i64);
+                ix(b, IxOp::Add, Ix::V(self.nest.flat_tid), off)?
             };
             let mut local: HashMap<Sym, ValueId> = HashMap::new();
             let mut rest = e;
@@ -1100,43 +1188,43 @@ impl Emit<'_, '_, '_, '_> {
                 if n + 1 == p.stage_order.len() {
                     local.insert(*s, rest);
                 } else {
-                    let ext = u32c(b, p.extent(*s))?;
-                    local.insert(*s, b.rem(rest, ext)?);
-                    rest = b.div(rest, ext)?;
+                    let ext = Ix::Lit(p.extent(*s) as i64);
+                    local.insert(*s, ix(b, IxOp::Rem, Ix::V(rest), ext)?);
+                    rest = ix(b, IxOp::Div, Ix::V(rest), ext)?;
                 }
             }
             let mut at: HashMap<Sym, ValueId> = HashMap::new();
             for &d in &p.dims {
-                at.insert(
-                    Sym::Index(d),
-                    b.add(self.nest.base[d], local[&Sym::Index(d)])?,
-                );
+                let base = Ix::V(self.nest.base[d]);
+                let v = ix(b, IxOp::Add, base, Ix::V(local[&Sym::Index(d)]))?;
+                at.insert(Sym::Index(d), v);
             }
-            at.insert(Sym::K, b.add(k0, local[&Sym::K])?);
-            let mut ok = b.cmp(CmpOp::Lt, at[&Sym::K], kv)?;
+            let kk = ix(b, IxOp::Add, Ix::V(k0), Ix::V(local[&Sym::K]))?;
+            at.insert(Sym::K, kk);
+            let mut ok = ix(b, IxOp::Lt, Ix::V(kk), Ix::V(kv))?;
             for &d in &p.dims {
-                let c = b.cmp(CmpOp::Lt, at[&Sym::Index(d)], self.nest.sizes[d])?;
+                let size = Ix::V(self.nest.sizes[d]);
+                let c = ix(b, IxOp::Lt, Ix::V(at[&Sym::Index(d)]), size)?;
                 ok = b.and(ok, c)?;
             }
             let mut in_tile = None;
             if ragged {
-                let n = u32c(b, elements)?;
-                let c = b.cmp(CmpOp::Lt, e, n)?;
+                let c = ix(b, IxOp::Lt, Ix::V(e), Ix::Lit(elements as i64))?;
                 in_tile = Some(c);
                 ok = b.and(ok, c)?;
             }
             let mut f = b.begin_if(ok, std::slice::from_ref(&ty))?;
-            let ix = self.eval(b, idx, &|s| at[&s])?;
-            let src = b.ptr_add(self.ops[pos].ptr, ix)?;
+            let ix_v = self.eval(b, idx, &|s| at[&s])?;
+            let src = b.ptr_add(self.ops[pos].ptr, ix_v)?;
             let x = b.load(src)?;
             b.begin_else(&mut f, &[x])?;
             let z = zero_of(b, &ty)?;
             let x = b.end_if(f, &[z])?[0];
-            let mut slot = u32c(b, 0)?;
+            let mut parts = Vec::new();
             for s in &p.layout {
-                let v = scaled(b, local[s], p.stride(*s))?;
-                slot = b.add(slot, v)?;
+                parts.push(Ix::V(scaled(b, local[s], p.stride(*s))?));
             }
+            let slot = ix_sum(b, &parts)?;
             let dst = b.ptr_add(tile, slot)?;
             match in_tile {
                 None => b.store(dst, x)?,

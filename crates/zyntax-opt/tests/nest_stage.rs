@@ -243,9 +243,23 @@ fn tile_size_limits() {
 }
 
 /// c[i, j] = Σ_k a[i, k] * b[k, j] over M x N x K, as a tiled nest (or the
-/// plain loop with `tile_k` None and a bound that forbids staging).
-fn matmul_kernel(workgroup: &[u32], tile_k: Option<u64>, staged: bool) -> (Module, Vec<String>) {
-    let params = [f32p(), f32p(), f32p(), Type::U32, Type::U32, Type::U32];
+/// plain loop with `tile_k` None and a bound that forbids staging). The
+/// sizes are `ity` values: `u32`, or `i64` as the `lang.prange` translator
+/// passes them (the indices then meet them at `i64`).
+fn matmul_kernel(
+    workgroup: &[u32],
+    tile_k: Option<u64>,
+    staged: bool,
+    ity: &Type,
+) -> (Module, Vec<String>) {
+    let params = [
+        f32p(),
+        f32p(),
+        f32p(),
+        ity.clone(),
+        ity.clone(),
+        ity.clone(),
+    ];
     let mut b = FunctionBuilder::kernel("mm", &params);
     let (a, bm, c) = (b.param(0), b.param(1), b.param(2));
     let (m, n, kk) = (b.param(3), b.param(4), b.param(5));
@@ -266,7 +280,7 @@ fn matmul_kernel(workgroup: &[u32], tile_k: Option<u64>, staged: bool) -> (Modul
     let extent = if staged {
         Extent::Value(kk)
     } else {
-        let zero = b.iconst(Type::U32, 0).unwrap();
+        let zero = b.iconst(ity.clone(), 0).unwrap();
         Extent::Value(b.add(kk, zero).unwrap())
     };
     let (acc, plan) = nest
@@ -282,6 +296,14 @@ fn matmul_kernel(workgroup: &[u32], tile_k: Option<u64>, staged: bool) -> (Modul
         .unwrap();
     assert_eq!(plan.any_staged(), staged);
     let g = nest.begin_inside(&mut b).unwrap();
+    let (vi, vj) = if *ity == Type::U32 {
+        (vi, vj)
+    } else {
+        (
+            b.cast(vi, ity.clone()).unwrap(),
+            b.cast(vj, ity.clone()).unwrap(),
+        )
+    };
     let row = b.mul(vi, n).unwrap();
     let at = b.add(row, vj).unwrap();
     let p = b.ptr_add(c, at).unwrap();
@@ -322,18 +344,23 @@ fn run(
 #[test]
 fn tiled_matmul_matches_float64_and_the_untiled_nest_bit_for_bit() {
     let mut s = seed();
-    for (workgroup, tile_k, dims) in [
-        (vec![8u32, 8], None, (19usize, 21usize, 37usize)),
-        (vec![4, 16], Some(5), (9, 33, 12)),
+    for (workgroup, tile_k, dims, ity) in [
+        (vec![8u32, 8], None, (19usize, 21usize, 37usize), Type::U32),
+        (vec![4, 16], Some(5), (9, 33, 12), Type::U32),
+        (vec![8, 4], Some(3), (13, 10, 17), Type::I64),
     ] {
         let (m, n, k) = dims;
         let (a, b) = (random(m * k, &mut s), random(k * n, &mut s));
-        let (tiled, report) = matmul_kernel(&workgroup, tile_k, true);
+        let (tiled, report) = matmul_kernel(&workgroup, tile_k, true, &ity);
         assert!(
             report[1].contains("tiled through shared memory"),
             "{report:?}"
         );
-        let (plain, report) = matmul_kernel(&workgroup, None, false);
+        // The index type comes from the sizes: u32 sizes keep every index
+        // u32, i64 ones make the indices that meet them i64.
+        let text = print_module(&tiled);
+        assert_eq!(text.contains("i64"), ity == Type::I64, "{text}");
+        let (plain, report) = matmul_kernel(&workgroup, None, false, &ity);
         assert!(report[1].contains("not tiled"), "{report:?}");
         let got = run(&tiled, &workgroup, &a, &b, dims);
         let want = run(&plain, &workgroup, &a, &b, dims);

@@ -303,6 +303,12 @@ impl FunctionBuilder {
         Ok(self.push(op, args, &[ty], Vec::new())?[0])
     }
 
+    /// One result of the type the op's table row gives (`infer::result_types`),
+    /// for the ops whose row fixes it (the special registers): one rule, the row's.
+    fn push_row1(&mut self, op: Op, args: &[ValueId]) -> BuildResult<ValueId> {
+        Ok(self.push_inferred(op, args)?[0])
+    }
+
     fn push0(&mut self, op: Op, args: &[ValueId]) -> BuildResult<()> {
         self.push(op, args, &[], Vec::new()).map(|_| ())
     }
@@ -412,19 +418,19 @@ impl FunctionBuilder {
     // ---------------------------------------------------------------- GPU
 
     pub fn thread_idx(&mut self, d: Dim) -> BuildResult<ValueId> {
-        self.push1(Op::ThreadIdx(d), &[], Type::U32)
+        self.push_row1(Op::ThreadIdx(d), &[])
     }
     pub fn block_idx(&mut self, d: Dim) -> BuildResult<ValueId> {
-        self.push1(Op::BlockIdx(d), &[], Type::U32)
+        self.push_row1(Op::BlockIdx(d), &[])
     }
     pub fn block_dim(&mut self, d: Dim) -> BuildResult<ValueId> {
-        self.push1(Op::BlockDim(d), &[], Type::U32)
+        self.push_row1(Op::BlockDim(d), &[])
     }
     pub fn grid_dim(&mut self, d: Dim) -> BuildResult<ValueId> {
-        self.push1(Op::GridDim(d), &[], Type::U32)
+        self.push_row1(Op::GridDim(d), &[])
     }
     pub fn lane_id(&mut self) -> BuildResult<ValueId> {
-        self.push1(Op::LaneId, &[], Type::U32)
+        self.push_row1(Op::LaneId, &[])
     }
     pub fn barrier(&mut self) -> BuildResult<()> {
         self.push0(Op::Barrier, &[])
@@ -588,25 +594,25 @@ impl FunctionBuilder {
     // ---------------------------------------------------------------- clusters, PDL, grid sync (h13-cluster)
 
     pub fn cluster_idx(&mut self, d: Dim) -> BuildResult<ValueId> {
-        self.push1(Op::ClusterIdx(d), &[], Type::U32)
+        self.push_row1(Op::ClusterIdx(d), &[])
     }
     pub fn cluster_dim(&mut self, d: Dim) -> BuildResult<ValueId> {
-        self.push1(Op::ClusterDim(d), &[], Type::U32)
+        self.push_row1(Op::ClusterDim(d), &[])
     }
     pub fn cluster_block_idx(&mut self, d: Dim) -> BuildResult<ValueId> {
-        self.push1(Op::ClusterBlockIdx(d), &[], Type::U32)
+        self.push_row1(Op::ClusterBlockIdx(d), &[])
     }
     pub fn cluster_grid_dim(&mut self, d: Dim) -> BuildResult<ValueId> {
-        self.push1(Op::ClusterGridDim(d), &[], Type::U32)
+        self.push_row1(Op::ClusterGridDim(d), &[])
     }
     pub fn cluster_ctarank(&mut self) -> BuildResult<ValueId> {
-        self.push1(Op::ClusterCtaRank, &[], Type::U32)
+        self.push_row1(Op::ClusterCtaRank, &[])
     }
     pub fn cluster_nctarank(&mut self) -> BuildResult<ValueId> {
-        self.push1(Op::ClusterNctaRank, &[], Type::U32)
+        self.push_row1(Op::ClusterNctaRank, &[])
     }
     pub fn is_explicit_cluster(&mut self) -> BuildResult<ValueId> {
-        self.push1(Op::IsExplicitCluster, &[], Type::BOOL)
+        self.push_row1(Op::IsExplicitCluster, &[])
     }
     pub fn cluster_barrier(&mut self, op: ClusterBarrierOp) -> BuildResult<()> {
         self.push0(Op::ClusterBarrier(op), &[])
@@ -724,7 +730,7 @@ impl FunctionBuilder {
     }
     /// True in the lowest active lane of the warp.
     pub fn elect_sync(&mut self) -> BuildResult<ValueId> {
-        self.push1(Op::ElectSync, &[], Type::BOOL)
+        self.push_row1(Op::ElectSync, &[])
     }
 
     /// Fast approximate f32 math (`ex2.approx`, `rcp.approx`, `tanh.approx`).

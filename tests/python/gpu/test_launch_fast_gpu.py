@@ -308,3 +308,55 @@ def test_native_call_plans_see_layout_dtype_stream_and_reused_addresses() -> Non
     torch.cuda.current_stream().wait_stream(side)
     torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)
     print("freed address reused:", reused)
+
+
+def test_matmul_replays_every_route_in_one_lookup() -> None:
+    """``kernels.matmul`` answers a repeated signature from its native table
+    on the tile route (small M) and on a hand-written route (M past
+    gemm.TILE_MAX_M: sm90 on an sm_90 device, else mma_sync): fresh
+    operands each call, results against float64 (outputs poisoned when
+    given), a given `out` overlapping `a` refused by the plan, and another
+    dtype at a freed operand's address taking the full path."""
+    torch = _torch()
+    from zyntax import kernels
+    from zyntax.kernels import gemm
+
+    bf = torch.bfloat16
+
+    def want(a: Any, w: Any, b: Any, act: Any) -> Any:
+        y = a.double() @ w.double() + b.double()
+        return torch.nn.functional.gelu(y, approximate="tanh") if act else y
+
+    gemm._plans.clear()  # clears the native table too
+    for m in (64, gemm.TILE_MAX_M + 64):
+        k, n = 256, 192
+        for act in (None, "gelu"):
+            for _ in range(3):
+                a = torch.randn(m, k, device="cuda", dtype=bf)
+                w = (torch.randn(k, n, device="cuda") / k**0.5).to(bf)
+                b = torch.randn(n, device="cuda", dtype=bf)
+                got = kernels.matmul(a, w, bias=b, activation=act)
+                torch.testing.assert_close(got.double(), want(a, w, b, act), rtol=2e-2, atol=3e-2)
+                out = torch.full((m, n), float("nan"), device="cuda", dtype=bf)
+                assert kernels.matmul(a, w, out, bias=b, activation=act) is out
+                torch.testing.assert_close(out.double(), want(a, w, b, act), rtol=2e-2, atol=3e-2)
+    # Two shapes x two epilogues x (allocated, given out): one plan each.
+    assert len(kernels.matmul.plans) == 8
+    # A given out overlapping a: the plan refuses it by name, before launching.
+    big = torch.randn(2 * 64 * 256, device="cuda", dtype=bf)
+    a = big[: 64 * 256].view(64, 256)
+    w, b = torch.randn(256, 192, device="cuda", dtype=bf), torch.randn(192, device="cuda", dtype=bf)
+    kernels.matmul(a, w, big[64 * 256 : 64 * 256 + 64 * 192].view(64, 192), bias=b)
+    for _ in range(2):
+        with pytest.raises(zyntax.ArgumentError, match="overlaps argument 'a'"):
+            kernels.matmul(a, w, big[64 * 192 : 2 * 64 * 192].view(64, 192), bias=b)
+    # Another dtype at a freed operand's address: the full path, correct.
+    ptr = a.data_ptr()
+    del a, big
+    for _ in range(2):
+        h = torch.randn(64, 256, device="cuda", dtype=torch.float16)
+        wh, bh = w.to(torch.float16), b.to(torch.float16)
+        got = kernels.matmul(h, wh, bias=bh)
+        assert got.dtype == torch.float16
+        torch.testing.assert_close(got.double(), want(h, wh, bh, None), rtol=2e-2, atol=3e-2)
+    print("freed address reused:", h.data_ptr() == ptr)

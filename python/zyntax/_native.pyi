@@ -128,6 +128,7 @@ __all__ = [
     "tune_record_key",
     "tune_search",
     "tune_table_lookup",
+    "tune_tuned_config",
     "tune_write_db",
     "u8",
     "u16",
@@ -188,6 +189,9 @@ def tune_nearest(
     records: str, bucket: dict[str, int], arch: str, version: str | None = None
 ) -> str | None: ...
 def tune_table_lookup(records: str, key: str, bucket: dict[str, int], arch: str) -> str | None: ...
+def tune_tuned_config(
+    tables: str, kernel: str, arch: str, bucket: dict[str, int]
+) -> str | None: ...
 def tune_db_mac(secret: bytes, kernel_hash: str, doc: str) -> str: ...
 def tune_read_db(
     dir: str, kernel_hash: str, secret: bytes | None = None

@@ -54,16 +54,17 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import itertools
 import json
 import os
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from zyntax import _native
-from zyntax.log import logger
+from zyntax.log import logger, progress
 from zyntax.safeio import RejectedFile, is_missing
 
 #: 2: records carry the cache's MAC and are checked field by field (1 is re-tuned).
@@ -401,7 +402,16 @@ def tune(
     launches: dict[int, Callable[[Sequence[Any]], None]] = {}
     sets: list[list[Any]] = []
 
+    # Progress bars (ZYNTAX_PROGRESS), advanced one step per config compiled / measured.
+    def bar(desc: str) -> Generator[int, None, None]:
+        return cast(
+            Generator[int, None, None], progress(itertools.count(), total=len(cands), desc=desc)
+        )
+
+    compiling, measuring = bar(f"zyntax: compiling {kernel}"), bar(f"zyntax: tuning {kernel}")
+
     def compile_one(i: int) -> _Resources:
+        next(compiling)
         res, threads, shared, launch = prepare(cands[i])
         launches[i] = launch
         return _resources(res, threads, shared)
@@ -410,6 +420,7 @@ def tune(
         sets[:] = arg_sets()
 
     def measure_one(i: int) -> float:
+        next(measuring)
         # Looked up at each call: tests interrupt a search by replacing `measure`.
         return measure(launches[i], sets, warmup, reps)
 
@@ -431,17 +442,21 @@ def tune(
         "measure": os.environ.get("ZYNTAX_AUTOTUNE", "1") not in ("0", "off", "no"),
     }
     table = _installed.get(kernel_hash)
-    out = _native.tune_search(
-        json.dumps(request),
-        None if table is None else _dumps(table, "the installed tuning table"),
-        json.dumps(load_db(kernel_hash)),
-        compile_one,
-        lambda: limits()._native(),
-        start,
-        measure_one,
-        lambda doc: save_db(kernel_hash, json.loads(doc)),
-        event,
-    )
+    try:
+        out = _native.tune_search(
+            json.dumps(request),
+            None if table is None else _dumps(table, "the installed tuning table"),
+            json.dumps(load_db(kernel_hash)),
+            compile_one,
+            lambda: limits()._native(),
+            start,
+            measure_one,
+            lambda doc: save_db(kernel_hash, json.loads(doc)),
+            event,
+        )
+    finally:
+        compiling.close()
+        measuring.close()
     rk, source = out["record_key"], out["source"]
     if out["error"] is not None:
         from zyntax.errors import ZyntaxError
@@ -711,13 +726,7 @@ def tuned_config(
 ) -> Config | None:
     """From a bundle's tables: the stored config of ``kernel`` for these key values on ``arch``
     (the record of that bucket, of any version, else the nearest bucket's)."""
-    b = bucket(key_values)
-    for t in tables.values():
-        if not isinstance(t, dict) or t.get("kernel") != kernel:
-            continue
-        rec = nearest(t.get("records", {}), b, arch, None)
-        if rec is not None:
-            cfgs = rec.get("configs") or {}
-            if rec.get("best") in cfgs:
-                return Config.from_dict(cfgs[rec["best"]])
-    return None
+    found = _native.tune_tuned_config(
+        _dumps(tables, "the tuning tables"), kernel, arch, bucket(key_values)
+    )
+    return None if found is None else Config.from_dict(json.loads(found))

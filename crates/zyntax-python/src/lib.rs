@@ -65,7 +65,7 @@ mod _native {
     use crate::tuning::{
         tune_bucket, tune_check_config, tune_check_db, tune_check_record, tune_config_name,
         tune_db_mac, tune_nearest, tune_occupancy, tune_prune, tune_read_db, tune_record_key,
-        tune_search, tune_table_lookup, tune_write_db,
+        tune_search, tune_table_lookup, tune_tuned_config, tune_write_db,
     };
 
     #[pymodule_export]

@@ -173,6 +173,22 @@ pub fn tune_table_lookup(
     Ok(tune::table_lookup(m, &key, &bucket, &arch).map(to_json))
 }
 
+/// From bundles' tuning tables (JSON): the stored config (JSON) of `kernel` for
+/// `bucket` on `arch`, or None.
+#[pyfunction]
+pub fn tune_tuned_config(
+    tables: Text,
+    kernel: Text,
+    arch: Text,
+    bucket: BTreeMap<String, i64>,
+) -> PyResult<Option<String>> {
+    let v = parse("tables", &tables)?;
+    let Some(m) = v.as_object() else {
+        return Ok(None);
+    };
+    Ok(tune::tuned_config(m, &kernel, &arch, &bucket).map(|c| to_json(&c.to_json())))
+}
+
 /// The MAC of a tuning document (JSON) under the cache's secret.
 #[pyfunction]
 pub fn tune_db_mac(secret: &[u8], kernel_hash: Text, doc: Text) -> PyResult<String> {

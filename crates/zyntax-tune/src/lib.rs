@@ -66,8 +66,8 @@ pub use config::{check_config, Config};
 pub use db::{db_mac, read_db, signed, write_db, ReadError};
 pub use prune::{occupancy, prune, Limits, Resources};
 pub use record::{
-    bucket, check_db, check_record, empty_db, nearest, record_key, table_lookup, Bucket, KeyValue,
-    DB_VERSION,
+    bucket, check_db, check_record, empty_db, nearest, record_key, table_lookup, tuned_config,
+    Bucket, KeyValue, DB_VERSION,
 };
 pub use search::{tune, Bench, Event, Failure, Outcome, Request, SearchError, Source};
 

@@ -125,6 +125,26 @@ pub fn table_lookup<'a>(
         .or_else(|| nearest(records, b, arch, None))
 }
 
+/// From bundles' tuning tables (`{hash: {"kernel", "records"}}`, as a bundle's
+/// manifest carries them): the stored best config of `kernel` for bucket `b` on
+/// `arch`, from the record of that bucket (any version) or the nearest one. A
+/// best config that fails [`check_config`] is not used.
+pub fn tuned_config(
+    tables: &Map<String, Value>,
+    kernel: &str,
+    arch: &str,
+    b: &Bucket,
+) -> Option<crate::Config> {
+    tables
+        .values()
+        .filter(|t| t.get("kernel").and_then(Value::as_str) == Some(kernel))
+        .find_map(|t| {
+            let rec = nearest(t.get("records")?.as_object()?, b, arch, None)?;
+            let best = rec.get("best")?.as_str()?;
+            check_config(best, rec.get("configs")?.get(best)?).ok()
+        })
+}
+
 /// A new, empty record for a bucket.
 pub fn new_record(b: &Bucket, arch: &str, version: &str, kernel: &str) -> Value {
     json!({
@@ -385,6 +405,39 @@ mod tests {
         assert_eq!(
             table_lookup(recs, "zz", &b(1 << 20), "sm_90").unwrap()["best"],
             "y"
+        );
+    }
+
+    #[test]
+    fn tuned_config_from_bundle_tables() {
+        let (rk, rec) = good();
+        let tables = json!({
+            "h1": {"kernel": "other", "records": {}},
+            "h2": {"kernel": "k", "records": {rk: rec}},
+        });
+        let t = tables.as_object().unwrap();
+        assert_eq!(
+            tuned_config(t, "k", "sm_90", &b(12)),
+            Some(Config::block(64))
+        );
+        assert_eq!(
+            tuned_config(t, "k", "sm_90", &b(1 << 20)),
+            Some(Config::block(64))
+        );
+        assert_eq!(tuned_config(t, "k", "sm_80", &b(16)), None);
+        assert_eq!(tuned_config(t, "other", "sm_90", &b(16)), None);
+        // A best config stored under another config's name is not used.
+        let mut forged = tables.clone();
+        let r = forged["h2"]["records"]
+            .as_object_mut()
+            .unwrap()
+            .values_mut()
+            .next()
+            .unwrap();
+        r["configs"]["block=64"] = Config::block(1024).to_json();
+        assert_eq!(
+            tuned_config(forged.as_object().unwrap(), "k", "sm_90", &b(16)),
+            None
         );
     }
 

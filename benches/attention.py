@@ -312,7 +312,8 @@ def sdpa_rows(
 ) -> list[Row]:
     """One row per SDPA backend that runs here (``torch_sdpa[<backend>]``;
     the fastest becomes the ``torch_sdpa`` row), or SDPA's own choice. With
-    a boolean `mask` (True: seen), SDPA gets it instead of `causal`."""
+    a `mask` (boolean, True: seen; or a torch attention bias), SDPA gets it
+    instead of `causal`."""
     rows: list[Row] = []
     kw = {"is_causal": causal} if mask is None else {"attn_mask": mask}
     for bname, backend in backends.items():
@@ -341,8 +342,9 @@ def sdpa_rows(
 #: (case, batch, query heads, KV heads, tokens, head dim, causal[, extras]):
 #: issue 24's shapes. Extras: ``sq`` (queries, when fewer than the keys; the
 #: causal mask aligned bottom-right) and ``window`` (attention()'s): SDPA
-#: then takes the mask as a boolean tensor, and the FLOPs count the
-#: (query, key) pairs the mask shows.
+#: then takes the mask as a boolean tensor (a bottom-right causal one as
+#: torch's ``causal_lower_right`` bias), and the FLOPs count the (query, key)
+#: pairs the mask shows.
 SHAPE_CASES: list[tuple[Any, ...]] = [
     ("fwd_bf16_b1_h32_s1000_hd128", 1, 32, 32, 1000, 128, False),
     ("fwd_bf16_b16_h16_s512_hd64_causal", 16, 16, 16, 512, 64, True),
@@ -350,6 +352,8 @@ SHAPE_CASES: list[tuple[Any, ...]] = [
     ("fwd_bf16_b1_h32kv8_s2048_hd128_causal", 1, 32, 8, 2048, 128, True),
     ("fwd_bf16_b4_h16_s2048_hd256_causal", 4, 16, 16, 2048, 256, True),
     ("fwd_bf16_b2_h16_s4096_hd96", 2, 16, 16, 4096, 96, False),
+    ("fwd_bf16_b2_h16_s4096_hd96_causal", 2, 16, 16, 4096, 96, True),
+    ("fwd_bf16_b4_h16_s2048_hd256", 4, 16, 16, 2048, 256, False),
     # Mistral-style sliding window (4096 tokens, 1024 back) with LLaMA-3's heads.
     ("fwd_bf16_b2_h32kv8_s4096_hd128_causal_w1024", 2, 32, 8, 4096, 128, True, {"window": 1024}),
     # Chunked prefill: 512 new queries over a 4096-token cache.
@@ -433,6 +437,16 @@ def run_shape_case(
     ke, ve = k.repeat_interleave(h // hk, 1), v.repeat_interleave(h // hk, 1)
     kw = {"is_causal": causal} if mask is None else {"attn_mask": mask}
     ref = F.scaled_dot_product_attention(q, ke, ve, **kw).double()
+    sdpa_mask = mask
+    if causal and sq != s and window is None:
+        # SDPA's own bottom-right causal mask (flash and memory-efficient
+        # backends run it without a mask tensor), where this PyTorch has it.
+        try:
+            from torch.nn.attention.bias import causal_lower_right
+
+            sdpa_mask = causal_lower_right(sq, s)
+        except ImportError:
+            pass
     rows: list[Row] = []
     calls: list[tuple[str, Callable[[], Any]]] = []
     picked = []
@@ -465,7 +479,7 @@ def run_shape_case(
                 rows.append((impl, call, {}))
         except Exception as e:
             print(f"  ({impl} failed: {type(e).__name__}: {e})")
-    rows += sdpa_rows(torch, F, backends, sdpa_kernel, q, ke, ve, causal, mask)
+    rows += sdpa_rows(torch, F, backends, sdpa_kernel, q, ke, ve, causal, sdpa_mask)
     time_rows(res, name, rows, flops, iters, ROUNDS)
 
 

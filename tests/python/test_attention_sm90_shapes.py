@@ -58,10 +58,13 @@ def run(
     causal: bool,
     window: Any = None,
 ) -> None:
-    """`loop` of LOOPS on fresh f16 inputs (batch 2) against float64: the
+    """`loop` of LOOPS (``"default"``: attention_sm90.DEFAULT_LOOP's for the
+    head dim and mask) on fresh f16 inputs (batch 2) against float64: the
     output within a few f16 roundings, the LSE to 1e-3, -inf exactly where a
     row sees no key."""
-    monkeypatch.setitem(sm90.LOOPS, "under_test", LOOPS[loop])
+    masked = causal or window is not None
+    lp = sm90.LOOPS[sm90.DEFAULT_LOOP[d, masked]] if loop == "default" else LOOPS[loop]
+    monkeypatch.setitem(sm90.LOOPS, "under_test", lp)
     q = rng.standard_normal((2, h, sq, d)).astype(np.float16)
     k = rng.standard_normal((2, hk, sk, d)).astype(np.float16)
     v = rng.standard_normal((2, hk, sk, d)).astype(np.float16)
@@ -120,7 +123,7 @@ def test_sliding_windows(
     run(monkeypatch, loop, 2, 1, sq, sk, 64, causal, window)
 
 
-@pytest.mark.parametrize("loop", ["plain", "overlap"])
+@pytest.mark.parametrize("loop", ["plain", "overlap", "default"])
 @pytest.mark.parametrize("d", [96, 256])
 @pytest.mark.parametrize(("sq", "sk", "causal"), [(100, 150, True), (70, 140, False)])
 def test_head_dims_96_and_256(
@@ -161,12 +164,15 @@ def test_sm80_refuses_what_it_lacks() -> None:
         (256, "overlap", False, True),
         (256, "plain", True, True),
         (128, "overlap", False, True),
+        (256, "default", True, True),
+        (256, "default", False, False),
     ],
 )
 def test_assembles_without_spills(d: int, loop: str, causal: bool, left: bool) -> None:
     """ptxas -Werror for sm_90a with the masks of a window: no spills, no
     serialised wgmma; Q K^T runs over the real head dim only (96: 6 k-steps)."""
-    module = sm90.build("bf16", d, causal, LOOPS[loop], left)
+    lp = sm90.LOOPS[sm90.DEFAULT_LOOP[d, causal or left]] if loop == "default" else LOOPS[loop]
+    module = sm90.build("bf16", d, causal, lp, left)
     ptx = zyntax.compile(module, backend="nvptx", arch="sm_90a")
     log = zyntax.validate_ptx(ptx, "sm_90a").log
     assert "C7513" not in log and "serialized" not in log, log
@@ -175,5 +181,5 @@ def test_assembles_without_spills(d: int, loop: str, causal: bool, left: bool) -
     per_tile = d // 16 + sm90.kv_rows(d) // 16
     # Copies of the key tile's GEMMs: the loop; the overlapped loop's prologue S
     # and epilogue P V; the persistent loop's next-tile S and last P V as well.
-    copies = {"plain": 1, "overlap": 2, "persist": 3}[loop]
+    copies = 1 if not lp.overlap else 3 if lp.persistent else 2
     assert ptx.count("wgmma.mma_async") == copies * per_tile

@@ -869,12 +869,15 @@ DEFAULT_LOOP: dict[tuple[int, bool], str] = {
     (64, True): "pingpong_defer_wg3",
     (128, False): "overlap_persist",
     (128, True): "overlap",
-    # Head dim 96 runs on tiles of 128; 256 (64-key tiles) has no room for
-    # the persistent loop's second Q slot.
-    (96, False): "overlap_persist",
-    (96, True): "overlap",
-    (256, False): "overlap",
-    (256, True): "overlap",
+    # Head dim 96 runs on tiles of 128 with P V at N = 96 (H200, session 10
+    # B1, 2 x 16 heads x 4096 tokens: 573.8 TFLOP/s against 560.6 padded and
+    # SDPA's 520.0); 256 (64-key tiles) has no room for the persistent loop's
+    # second Q slot: the lazy ping-pong ran 532.3 causal at 4 x 16 x 2048,
+    # the overlapped loop 512.2, plain 478.9 (SDPA 553.0).
+    (96, False): "overlap_persist_n96",
+    (96, True): "overlap_n96",
+    (256, False): "pingpong_defer_lazy",
+    (256, True): "pingpong_defer_lazy",
 }
 #: With `lazy`: raise a row's running maximum only when it grows by more than
 #: LAZY_HEADROOM (log2 units: P <= 256), skipping most rescales of O.

@@ -5,7 +5,8 @@ bias and tanh-GELU, down projection with bias), residual; bf16.
 
 Implementations (same run): ``zyntax`` (the block composed from
 ``zyntax.kernels``: layer_norm, matmul with the bias and GELU fused in its
-epilogue, attention; the residual adds and the head transpose are PyTorch),
+epilogue, attention; the residual adds are PyTorch, and the head transpose
+a view: attention's output is in q's memory order, as SDPA's),
 ``zyntax_graph`` (that block captured once with ``torch.cuda.graph`` and
 replayed), ``torch`` (PyTorch eager: F.layer_norm, F.linear, SDPA, F.gelu)
 and ``torch_graph`` (PyTorch's block in a CUDA graph).

@@ -280,3 +280,53 @@ def test_an_output_like_its_input_may_be_made_by_empty_like(
     assert s.runs == 1 and type(o) is FakeTensor and o.shape == (n,)
     assert (o, x) in made or (o, x) in FakeTensor.made
     assert s.log[-1][-1][:2] == [x.ptr, o.ptr]
+
+
+def test_an_output_in_its_inputs_memory_order_is_never_made_by_new_empty(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # _tensors.empty_like(keep_order=True) (attention's output): the
+    # allocator has no torch_alloc, only torch_like, so the plan replays it
+    # as torch.empty_like (the input's strides) and never as new_empty (C
+    # order: other strides than the recorded launch's).
+    made: list[Any] = []
+
+    class FakeTorch:
+        @staticmethod
+        def empty_like(t: FakeTensor) -> FakeTensor:
+            o = FakeTensor(t.shape, t.dtype, t.device, strides=t.strides)
+            made.append((o, t))
+            return o
+
+    monkeypatch.setitem(sys.modules, "torch", FakeTorch)
+    monkeypatch.setattr(_plans, "_torch_info", lambda: (FakeTensor, lambda d: 0))
+    log: list[Any] = []
+
+    @_plans.planned
+    def entry(x: Any) -> Any:
+        rec = _plans.recording() or _plans._Recording(())
+        tx = _view(x, "x")
+        rec.tensor(tx)
+
+        def ordered(obj: Any) -> tuple[Any, int]:
+            o = FakeTorch.empty_like(obj)
+            return o, o.data_ptr()
+
+        ordered.torch_like = True  # type: ignore[attr-defined]
+        obj, _ = ordered(x)
+        rec.alloc(obj, ordered, tx)
+        to = _view(obj, "out")
+        rec.tensor(to)
+        k = FakeKernel(log)
+        k.prepare((1,), 32, None, None)(tx.ptr, to.ptr, *to.strides)
+        rec.launch(k, (1,), 32, 0, None, [tx, to, *to.strides])
+        return obj
+
+    b, h, s, d = (int(v) for v in rng.integers(2, 9, 4))
+    permuted = (s * h * d, d, h * d, 1)  # (b, h, s, d) laid out as (b, s, h, d)
+    entry(FakeTensor((b, h, s, d), strides=permuted))
+    x = FakeTensor((b, h, s, d), strides=permuted)
+    o = entry(x)
+    assert len(entry.plans) == 1 and made[-1] == (o, x)  # type: ignore[attr-defined]
+    assert o.strides == permuted and not [t for t, _ in FakeTensor.made if t is o]
+    assert log[-1][-1] == [x.ptr, o.ptr, *permuted]

@@ -327,10 +327,10 @@ class _Plan:
             torch_alloc = getattr(again, "torch_alloc", None)
             if torch_alloc is not None:
                 allocs.append(("torch", like, *torch_alloc))
-                if getattr(again, "torch_like", False):
-                    likes.append(len(allocs) - 1)
             else:
                 allocs.append(("call", like, again))
+            if getattr(again, "torch_like", False):  # the same as torch.empty_like(like)
+                likes.append(len(allocs) - 1)
         launches = []
         for launcher, template, subs in self.launches:
             params: list[tuple[Any, ...]] = [("const", v) for v in template]

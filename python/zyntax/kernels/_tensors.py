@@ -274,13 +274,17 @@ def _np_dtype(dtype: str) -> Any:
     return np.dtype({"f32": np.float32, "f16": np.float16, "i32": np.int32, "i64": np.int64}[dtype])
 
 
-def empty_like(like: Tensor, shape: tuple[int, ...], dtype: str) -> Any:
+def empty_like(like: Tensor, shape: tuple[int, ...], dtype: str, keep_order: bool = False) -> Any:
     """A new output allocated like `like` (same library and device); a
-    call's recording (``_plans``) notes how to allocate another."""
+    call's recording (``_plans``) notes how to allocate another. With
+    `keep_order`, an output of a torch `like`'s shape and dtype is laid out
+    in `like`'s memory order (``torch.empty_like``: a permuted view gives a
+    dense output in the same permutation, as SDPA's output), not C order."""
+    ordered = _ordered(like, shape, dtype) if keep_order else None
     rec = _plans.recording()
     if rec is None or not like.on_gpu:
-        return _empty_like(like, shape, dtype)
-    again = _allocator(like, shape, dtype)
+        return _empty_like(like, shape, dtype) if ordered is None else ordered(like.obj)[0]
+    again = ordered or _allocator(like, shape, dtype)
     if again is None:
         obj = _empty_like(like, shape, dtype)
         rec.alloc(obj, None, like)
@@ -288,6 +292,24 @@ def empty_like(like: Tensor, shape: tuple[int, ...], dtype: str) -> Any:
     obj, _ = again(like.obj)
     rec.alloc(obj, again, like)
     return obj
+
+
+def _ordered(like: Tensor, shape: tuple[int, ...], dtype: str) -> Any:
+    """`empty_like`'s allocator of an output in `like`'s memory order, or
+    None (not a torch GPU tensor, or another shape or dtype: C order). No
+    ``torch_alloc``: a plan must not replay it as ``new_empty`` (C order,
+    other strides than the ones its launches were recorded with)."""
+    lib = type(like.obj).__module__.split(".")[0]
+    if lib != "torch" or not like.on_gpu or tuple(shape) != like.shape or dtype != like.dtype:
+        return None
+    import torch  # type: ignore[import-not-found, unused-ignore]
+
+    def ordered(obj: Any) -> tuple[Any, int]:
+        o = torch.empty_like(obj)
+        return o, o.data_ptr()
+
+    ordered.torch_like = True  # type: ignore[attr-defined]
+    return ordered
 
 
 def _allocator(like: Tensor, shape: tuple[int, ...], dtype: str) -> Any:
@@ -405,10 +427,12 @@ def output(
     shape: tuple[int, ...],
     dtype: str,
     reads: Sequence[Tensor] = (),
+    keep_order: bool = False,
 ) -> tuple[Any, Tensor]:
     """The caller's `out` (checked, and apart from `reads`: :func:`check_overlap`)
-    or a new array; returns (object to return, its Tensor)."""
-    obj = empty_like(like, shape, dtype) if out is None else out
+    or a new array (`keep_order`: see :func:`empty_like`); returns (object
+    to return, its Tensor)."""
+    obj = empty_like(like, shape, dtype, keep_order) if out is None else out
     t = tensor(obj, "out")
     same_place(like, t)
     if t.dtype != dtype:

@@ -377,7 +377,9 @@ def attention(
     unbounded; an int w is (w, w)) shows only the keys j with
     i + Sk - Sq - left <= j <= i + Sk - Sq + right. A row that sees no key
     gives 0 and an LSE of -inf. Returns the output (B, H, Sq, D) allocated
-    like `q`, and with ``return_lse=True`` also the f32 log-sum-exp of each
+    like `q` (a torch output in q's memory order, as SDPA's: q split from a
+    (B, Sq, 3, H, D) projection gives a (B, Sq, H, D) layout), and with
+    ``return_lse=True`` also the f32 log-sum-exp of each
     row (B, H, Sq), natural log, of the scaled scores. `variant` forces a
     kernel: ``"tile"`` (the tile program of attention_tile.py), ``"sm80"``
     (mma.sync), ``"sm90"`` (wgmma + TMA; sm_90 devices or the interpreter;
@@ -449,7 +451,9 @@ def attention(
             raise ArgumentError(f"argument 'q': shape {tq.shape} is too large")
         if sk >= 1 << 31:
             raise ArgumentError(f"argument 'k': shape {tk.shape} is too large")
-    out_obj, o = T.output(None, tq, (bsz, heads, sq, d), tq.dtype)
+    # In q's memory order (SDPA's): q, k, v split from one (b, s, 3, h, d) projection
+    # give a (b, s, h, d) output, whose (b*s, h*d) view needs no copy.
+    out_obj, o = T.output(None, tq, (bsz, heads, sq, d), tq.dtype, keep_order=True)
     lse_obj, lse = T.output(None, tq, (bsz, heads, sq), "f32")
     if bsz * heads and sq:
         strides = [*tq.strides[:3], *tk.strides[:3], *tv.strides[:3], *o.strides[:3]]

@@ -475,8 +475,8 @@ def _fakes(torch: Any) -> dict[str, Callable[..., Any]]:
     def attention(q: Any, k: Any, v: Any, causal: Any, scale: Any, variant: Any) -> Any:
         for n, t in (("q", q), ("k", k), ("v", v)):
             _want_rank(t, n, (4,), "(batch, heads, sequence, head dim)")
-        bsz, heads, sq, d = q.shape
-        out = q.new_empty((bsz, heads, sq, d))
+        bsz, heads, sq, _ = q.shape
+        out = torch.empty_like(q)  # in q's memory order, as the kernel's (attention.py)
         return out, q.new_empty((bsz, heads, sq), dtype=torch.float32)
 
     def cross_entropy(logits: Any, targets: Any, reduction: str) -> Any:

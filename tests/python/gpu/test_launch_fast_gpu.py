@@ -360,3 +360,28 @@ def test_matmul_replays_every_route_in_one_lookup() -> None:
         assert got.dtype == torch.float16
         torch.testing.assert_close(got.double(), want(h, wh, bh, None), rtol=2e-2, atol=3e-2)
     print("freed address reused:", h.data_ptr() == ptr)
+
+
+def test_attention_output_in_qs_memory_order() -> None:
+    """q, k, v split from one (b, s, 3, h, d) projection (as a transformer
+    block does): the output is laid out (b, s, h, d) like SDPA's, so its
+    (b*s, h*d) view needs no copy, on the full path and on the plan's
+    replays; a contiguous q still gives a contiguous output. Values against
+    float64 on fresh inputs."""
+    torch = _torch()
+    from zyntax import kernels
+
+    b, s, h, d = 2, 256, 4, 64
+    for causal in (True, False):
+        for _ in range(3):
+            qkv = torch.randn(b, s, 3, h, d, device="cuda", dtype=torch.bfloat16)
+            q, k, v = qkv.permute(2, 0, 3, 1, 4)
+            got = kernels.attention(q, k, v, causal=causal)
+            assert got.shape == (b, h, s, d) and got.transpose(1, 2).is_contiguous()
+            want = torch.nn.functional.scaled_dot_product_attention(
+                q.double(), k.double(), v.double(), is_causal=causal
+            )
+            torch.testing.assert_close(got.double(), want, rtol=2e-2, atol=2e-2)
+    q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    for _ in range(2):
+        assert kernels.attention(q, k, v).is_contiguous()

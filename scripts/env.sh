@@ -12,7 +12,7 @@ activate_venv() {
     # ptxas from the nvidia-cuda-nvcc-cu12 wheel, for the PTX validation tests.
     if [[ -z "${ZYNTAX_PTXAS:-}" ]]; then
         local d
-        d="$(python -c 'import nvidia.cuda_nvcc as m, os; print(os.path.dirname(m.__file__))' 2>/dev/null || true)"
+        d="$(python -c 'import nvidia.cuda_nvcc as m; print(list(m.__path__)[0])' 2>/dev/null || true)"
         if [[ -n "$d" && -x "$d/bin/ptxas" ]]; then
             export ZYNTAX_PTXAS="$d/bin/ptxas"
         fi

@@ -84,7 +84,8 @@ def program(s: Spec) -> tile.Kernel:
     in_flight, pingpong = s.ws_opts
     sched = tile.Schedule(
         (bm, bn), k=bk, warps=warps, stages=stages, arch=arch, warp_specialize=s.ws,
-        persistent=s.ws, wgmma_in_flight=in_flight, **({"pingpong": True} if pingpong else {}),
+        persistent=s.ws and not s.split, wgmma_in_flight=in_flight,
+        **({"pingpong": True} if pingpong else {}),
     )  # fmt: skip
     t = tile.Builder("matmul", sched)
 
@@ -172,6 +173,11 @@ HOST_ARCH = "sm_80"
 #: 256x4096x4096 on 64x128 tiles; on 64x64 tiles 181 against 238, hence the
 #: width condition.
 WARP_SPECIALIZE = True
+#: Split-K products of M up to 64 (decode) also run the warp-specialised
+#: pipeline, one CTA per (tile, split) and not persistent: TMA streams the
+#: weights where every thread of the cp.async pipeline issued its copies
+#: (B1 on an H200: that route ran 0.49-0.90x cuBLAS at M = 1 and 16).
+WS_SPLIT = True
 #: ((bm, bn, bk, warps, stages), K splits) that replaces the tile crate's
 #: choice for every call (benches/gemm.py --tile-ladder compares them).
 FORCE: tuple[tuple[int, int, int, int, int], int] | None = None
@@ -303,18 +309,23 @@ def launch(
         and not host
         and arch == "sm_90a"
         and ta.dtype != "f32"
-        and splits == 1
+        and (splits == 1 or (WS_SPLIT and m <= 64))
         and not groups
         and nb == 1
         and (ar, br) == (2, 2)
         and None not in units
         and ta.ptr % 16 == 0
         and tb.ptr % 16 == 0
+        # TMA needs 16-byte row strides (the map is refused otherwise)
+        and all(_rows_16(v, T.ITEMSIZE[ta.dtype]) for v in (av, bv))
         and bias is None
         and activation is None
     )
     ws_opts = (0, False)
-    if ws:
+    if ws and splits > 1:
+        # The split route's own tile (64 rows), each split a whole ring or more.
+        ws = sched[2] == 64 and kps >= sched[2] * sched[4]
+    elif ws:
         # The crate's warp-specialised table picks the tile (64-row tiles
         # too) and its pipeline knobs; a K shorter than the ring stays off
         # it (B2: 17x33x9, one short K step, failed there).
@@ -363,7 +374,7 @@ def launch(
     args += [kk, kps, splits, a_r, a_c, b_r, b_c]
     if groups:
         args += tiles[1:ng] + [starts[i] - starts[i - 1] for i in range(1, ng)]
-    threads = sched[3] * 32
+    threads = fin_threads = sched[3] * 32
     if ws:
         kern = _kernel(spec)
         threads = kern.block[0]
@@ -378,7 +389,13 @@ def launch(
     if splits > 1:
         fin = [wt, nb * splits, m, n, m * n, n, 1, tc, *csh, *cst, *bias_args, splits]
         grid = (-(-m // bm), -(-n // bn), nb)
-        T.launch(_finish_module, (spec,), "matmul_finish", grid, threads, fin, tc, stream)
+        T.launch(_finish_module, (spec,), "matmul_finish", grid, fin_threads, fin, tc, stream)
+
+
+def _rows_16(view: list[Any], itemsize: int) -> bool:
+    """Whether every stride of a 2-D view ([extents, strides]) other than
+    the unit one is a multiple of 16 bytes, as TMA needs."""
+    return all(st == 1 or (st * itemsize) % 16 == 0 for st in view[2:4])
 
 
 def _tensor_map(t: T.Tensor, view: list[Any], m: tile.TensorMapParam) -> Any:

@@ -335,11 +335,13 @@ def tile_lib_case(
         schedule=str(sched),
         ws_schedule=str(ws),
     )
-    if not ctx.get("tile_ws_compare") or ctx["arch"] != "sm_90a" or sched[1] > 1:
+    if not ctx.get("tile_ws_compare") or ctx["arch"] != "sm_90a":
         return
-    # The same program with the warp-specialised pipeline switched the other way.
-    ws = gemm_tile.WARP_SPECIALIZE
-    gemm_tile.WARP_SPECIALIZE = not ws
+    # The same program with the warp-specialised pipeline switched the other
+    # way (for a K-split product: its split route, gemm_tile.WS_SPLIT).
+    flag = "WS_SPLIT" if sched[1] > 1 else "WARP_SPECIALIZE"
+    ws = getattr(gemm_tile, flag)
+    setattr(gemm_tile, flag, not ws)
     gemm_tile.matmul.plans.clear()  # type: ignore[attr-defined]
     name = "zyntax_tile_cp_async" if ws else "zyntax_tile_ws"
     try:
@@ -352,7 +354,7 @@ def tile_lib_case(
     except Exception as e:
         print(f"  {case:<22} {name} failed: {type(e).__name__}: {str(e)[:200]}")
     finally:
-        gemm_tile.WARP_SPECIALIZE = ws
+        setattr(gemm_tile, flag, ws)
         gemm_tile.matmul.plans.clear()  # type: ignore[attr-defined]
 
 

@@ -142,8 +142,11 @@ def test_repeat_calls_use_the_plan(torch: Any) -> None:
         check(zk.matmul(a, b), reference(torch, a, b), "bf16")
 
 
+# The last three: ping-pong (a short K), and decode shapes split along K on
+# the warp-specialised pipeline (gemm_tile.WS_SPLIT).
 WS_CASES = [(1000, 1000, 1000, "row"), (257, 300, 4097, "row"), (4096, 4096, 4096, "at"),
-            (300, 520, 4096, "bt")]  # fmt: skip
+            (300, 520, 4096, "bt"), (2048, 50304, 768, "row"), (16, 4096, 4096, "row"),
+            (1, 2048, 8192, "bt")]  # fmt: skip
 
 
 @pytest.mark.parametrize("m,n,k,layout", WS_CASES)

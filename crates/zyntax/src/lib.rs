@@ -11,6 +11,7 @@
 //! | [`interp`] | `zyntax-interp`: the reference interpreter | always |
 //! | [`opt`] | `zyntax-opt`: HIR passes; `opt::nest_tile`: loop nests recognised as maps/contractions and lowered to tile programs | always |
 //! | [`cpu`] | `zyntax-llvm`'s CPU backend | always |
+//! | [`tune`] | `zyntax-tune`: autotuning (configs, pruning, signed records, the search loop over your launcher) | always |
 //! | `ptx` | `zyntax-llvm`'s NVPTX backend: [`compile_ptx`](ptx::compile_ptx), `ptxas` | `compute` |
 //! | `cuda` | `zyntax-cuda`: devices, modules, launches, memory | `compute` |
 //!
@@ -21,6 +22,7 @@ pub use zyntax_hir as hir;
 pub use zyntax_interp as interp;
 pub use zyntax_llvm::host as cpu;
 pub use zyntax_opt as opt;
+pub use zyntax_tune as tune;
 
 pub use zyntax_hir::{
     parse_module, parse_module_named, print_module, verify_module, AddrSpace, Arch, BinOp,

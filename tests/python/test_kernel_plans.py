@@ -221,3 +221,14 @@ def test_tensor_maps_are_rebuilt_for_the_new_address(monkeypatch: pytest.MonkeyP
     rec = _plans._Recording((x,))
     rec.tensor_map(m, _tensor(Obj(), "y", 0, 1), geometry)
     assert not rec.ok
+
+
+def test_entry_functions_pickle_by_reference() -> None:
+    # A planned entry function is its native plan table: it pickles by
+    # module and name, as the plain function did (multiprocessing's spawn).
+    import pickle
+
+    from zyntax import kernels as zk
+
+    for fn in (zk.softmax, zk.layer_norm, zk.matmul, zk.attention):
+        assert pickle.loads(pickle.dumps(fn)) is fn

@@ -52,6 +52,13 @@ _CallPlans = getattr(_native, "CudaCallPlans", None)
 #: Plans kept per function (the dict is cleared when it is full).
 PLAN_CACHE_SIZE = 256
 
+if _CallPlans is not None:
+    import copyreg
+
+    # An entry function (a CallPlans: planned's result) pickles by reference,
+    # its module and name, as the function it wraps did.
+    copyreg.pickle(_CallPlans, lambda p: p.__qualname__)
+
 
 class _Local(threading.local):
     rec: _Recording | None = None

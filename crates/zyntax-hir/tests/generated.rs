@@ -367,3 +367,47 @@ fn python_methods_are_declared_once() {
         }
     }
 }
+
+/// The scalar docs generated from the rows (`docs/lowering.md`'s lowering
+/// lines, `docs/hir.md`'s typing lines, `docs/zir.md`'s op lists) say
+/// something for every one- and two-operand op: each has its lowering note
+/// and its doc, and only those rows carry a lowering note.
+#[test]
+fn scalar_rows_document_themselves() {
+    let mut scalar = 0;
+    for d in OPS {
+        let one_or_two = d.family == "unary" || d.family == "binary";
+        let (llvm, ptx) = d.lower;
+        if one_or_two {
+            scalar += 1;
+            assert!(
+                !llvm.is_empty() && !ptx.is_empty() && !d.doc.is_empty(),
+                "{}: its line needs a doc and a `lower` note",
+                d.mnemonic
+            );
+        } else {
+            assert!(
+                llvm.is_empty() && ptx.is_empty(),
+                "{}: only unary/binary rows have generated lowering lines",
+                d.mnemonic
+            );
+        }
+    }
+    assert_eq!(scalar, UnOp::ALL.len() + BinOp::ALL.len());
+    // Each op is in each generated list, once.
+    let docs = [
+        zyntax_hir::gen::scalar_lowering_table(),
+        zyntax_hir::gen::scalar_typing_table(),
+    ];
+    for op in UnOp::ALL
+        .iter()
+        .map(|o| o.name())
+        .chain(BinOp::ALL.iter().map(|o| o.name()))
+    {
+        let line = format!("| `{op}` |");
+        for doc in &docs {
+            assert_eq!(doc.matches(&line).count(), 1, "{op} in\n{doc}");
+        }
+        assert!(zyntax_hir::gen::scalar_syntax_table().contains(&format!("`{op}`")));
+    }
+}

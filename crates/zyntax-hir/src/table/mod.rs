@@ -252,6 +252,10 @@ pub struct OpDef {
     pub builder: &'static str,
     pub py: Py,
     pub doc: &'static str,
+    /// What the op becomes in LLVM and typically in PTX, for the lowering
+    /// table of `docs/lowering.md` (one- and two-operand scalar ops, whose
+    /// lines there are generated; "" for the rest, documented by hand).
+    pub lower: (&'static str, &'static str),
 }
 
 const fn row(
@@ -281,6 +285,7 @@ const fn row(
         builder: "",
         py: Py::None,
         doc: "",
+        lower: ("", ""),
     }
 }
 
@@ -335,6 +340,10 @@ impl OpDef {
     }
     const fn rust(mut self, builder: &'static str) -> Self {
         self.builder = builder;
+        self
+    }
+    const fn lower(mut self, llvm: &'static str, ptx: &'static str) -> Self {
+        self.lower = (llvm, ptx);
         self
     }
     const fn py(mut self, p: Py) -> Self {

@@ -22,10 +22,13 @@ macro_rules! py_name {
     };
 }
 
-/// `binary_ops! { Variant => "mnemonic" [as "python name"], Operands, "doc"; ... }`:
+/// `binary_ops! { Variant => "mnemonic" [as "python name"], Operands, "doc",
+/// lower "LLVM" => "PTX"; ... }` (the lowering note is its line in
+/// `docs/lowering.md`, generated):
 /// the `BinOp` enum and its rows, `BINARY`, in the same order.
 macro_rules! binary_ops {
-    ($(#[$m:meta])* { $($v:ident => $sub:literal $(as $py:literal)?, $t:ident, $doc:literal;)+ }) => {
+    ($(#[$m:meta])* { $($v:ident => $sub:literal $(as $py:literal)?, $t:ident, $doc:literal,
+        lower $llvm:literal => $ptx:literal;)+ }) => {
         named_enum!($(#[$m])* BinOp { $($v => $sub),+ });
 
         /// The `binary` rows, in `BinOp` order.
@@ -37,14 +40,17 @@ macro_rules! binary_ops {
                 .rust(concat!($sub, "(a, b)"))
                 .py(Py::Binary(py_name!($sub $(, $py)?)))
                 .doc($doc)
+                .lower($llvm, $ptx)
         ),+];
     };
 }
 
-/// `unary_ops! { Variant => "mnemonic" [as "python name"], Operands, "doc"; ... }`:
+/// `unary_ops! { Variant => "mnemonic" [as "python name"], Operands, "doc",
+/// lower "LLVM" => "PTX"; ... }`:
 /// the `UnOp` enum and its rows, `UNARY`, in the same order.
 macro_rules! unary_ops {
-    ($(#[$m:meta])* { $($v:ident => $sub:literal $(as $py:literal)?, $t:ident, $doc:literal;)+ }) => {
+    ($(#[$m:meta])* { $($v:ident => $sub:literal $(as $py:literal)?, $t:ident, $doc:literal,
+        lower $llvm:literal => $ptx:literal;)+ }) => {
         named_enum!($(#[$m])* UnOp { $($v => $sub),+ });
 
         /// The `unary` rows, in `UnOp` order.
@@ -55,6 +61,7 @@ macro_rules! unary_ops {
                 .rust(concat!($sub, "(a)"))
                 .py(Py::Unary(py_name!($sub $(, $py)?)))
                 .doc($doc)
+                .lower($llvm, $ptx)
         ),+];
     };
 }
@@ -95,18 +102,30 @@ binary_ops! {
     /// Two-operand arithmetic and bitwise ops. Integer division and shifts follow
     /// the signedness of the operand type.
     {
-        Add => "add", IntOrFloat, "Sum (integers wrap).";
-        Sub => "sub", IntOrFloat, "Difference (integers wrap).";
-        Mul => "mul", IntOrFloat, "Product (integers wrap).";
-        Div => "div", IntOrFloat, "Quotient; integers truncate by signedness.";
-        Rem => "rem", Int, "Remainder, sign of the dividend.";
-        Min => "min", IntOrFloat, "Minimum.";
-        Max => "max", IntOrFloat, "Maximum.";
-        And => "and" as "and_", IntOrBool, "Bitwise (logical on bool) and.";
-        Or => "or" as "or_", IntOrBool, "Bitwise (logical on bool) or.";
-        Xor => "xor", IntOrBool, "Bitwise (logical on bool) exclusive or.";
-        Shl => "shl", Int, "Shift left.";
-        Shr => "shr", Int, "Shift right, arithmetic on signed types.";
+        Add => "add", IntOrFloat, "Sum (integers wrap).",
+            lower "`add` (wrapping) / `fadd`" => "`add.s32`, `add.f32`, `add.rn.f16`";
+        Sub => "sub", IntOrFloat, "Difference (integers wrap).",
+            lower "`sub` (wrapping) / `fsub`" => "`sub.s32`, `sub.f32`";
+        Mul => "mul", IntOrFloat, "Product (integers wrap).",
+            lower "`mul` (wrapping) / `fmul`" => "`mul.lo.s32`, `mul.f32`";
+        Div => "div", IntOrFloat, "Quotient; integers truncate by signedness.",
+            lower "ints: zero check → `llvm.trap`, `MIN / -1` guarded, `sdiv`/`udiv` by signedness; floats: `fdiv`" => "`trap;`, `div.s32`, `div.rn.f32`";
+        Rem => "rem", Int, "Remainder, sign of the dividend.",
+            lower "zero check → `llvm.trap`, `MIN / -1` guarded, `srem`/`urem` by signedness" => "`trap;`, `rem.s32`, `rem.u64`";
+        Min => "min", IntOrFloat, "Minimum.",
+            lower "`llvm.smin`/`umin`, `llvm.minnum`" => "`min.s32`, `min.f32`";
+        Max => "max", IntOrFloat, "Maximum.",
+            lower "`llvm.smax`/`umax`, `llvm.maxnum`" => "`max.s32`, `max.f32`";
+        And => "and" as "and_", IntOrBool, "Bitwise (logical on bool) and.",
+            lower "`and`" => "`and.b32`, `and.pred`";
+        Or => "or" as "or_", IntOrBool, "Bitwise (logical on bool) or.",
+            lower "`or`" => "`or.b32`, `or.pred`";
+        Xor => "xor", IntOrBool, "Bitwise (logical on bool) exclusive or.",
+            lower "`xor`" => "`xor.b32`, `xor.pred`";
+        Shl => "shl", Int, "Shift left.",
+            lower "`shl`; amounts ≥ the width clamp (PTX's rule)" => "`shl.b32`";
+        Shr => "shr", Int, "Shift right, arithmetic on signed types.",
+            lower "`lshr` (unsigned) / `ashr` (signed); amounts ≥ the width clamp" => "`shr.u32`, `shr.s32`";
     }
 }
 
@@ -114,22 +133,38 @@ unary_ops! {
     /// One-operand ops. `not` is bitwise (logical on bool); the math functions take floats;
     /// the bit ops (`popc`, `clz`, `brev`, `bfind`) take integers and work on their bits.
     {
-        Neg => "neg", IntOrFloat, "Negation (integers wrap).";
-        Not => "not" as "not_", IntOrBool, "Bitwise (logical on bool) not.";
-        Abs => "abs", SignedOrFloat, "Absolute value (integers wrap).";
-        Sqrt => "sqrt", Float, "Square root.";
-        Rsqrt => "rsqrt", Float, "Reciprocal square root.";
-        Exp => "exp", Float, "e to the power.";
-        Log => "log", Float, "Natural logarithm.";
-        Sin => "sin", Float, "Sine.";
-        Cos => "cos", Float, "Cosine.";
-        Tanh => "tanh", Float, "Hyperbolic tangent.";
-        Floor => "floor", Float, "Round toward negative infinity.";
-        Ceil => "ceil", Float, "Round toward positive infinity.";
-        Popc => "popc", Int, "Number of set bits.";
-        Clz => "clz", Int, "Number of leading zero bits (the width for 0).";
-        Brev => "brev", Int, "The bits in reverse order.";
-        Bfind => "bfind", Int, "Index of the highest set bit; all ones for 0.";
+        Neg => "neg", IntOrFloat, "Negation (integers wrap).",
+            lower "`sub 0, x` / `fneg`" => "`neg.s32`, `neg.f32`";
+        Not => "not" as "not_", IntOrBool, "Bitwise (logical on bool) not.",
+            lower "`xor x, -1`" => "`not.b32`, `not.pred`";
+        Abs => "abs", SignedOrFloat, "Absolute value (integers wrap).",
+            lower "`llvm.abs` / `llvm.fabs`" => "`abs.s32`, `abs.f32`";
+        Sqrt => "sqrt", Float, "Square root.",
+            lower "`llvm.sqrt`" => "`sqrt.rn.f32`";
+        Rsqrt => "rsqrt", Float, "Reciprocal square root.",
+            lower "`llvm.nvvm.rsqrt.approx.f` (f64: `1 / llvm.sqrt`)" => "`rsqrt.approx.f32`";
+        Exp => "exp", Float, "e to the power.",
+            lower "`llvm.nvvm.ex2.approx.f(x · log2 e)`" => "`ex2.approx.f32`";
+        Log => "log", Float, "Natural logarithm.",
+            lower "`llvm.nvvm.lg2.approx.f(x) · ln 2`" => "`lg2.approx.f32`";
+        Sin => "sin", Float, "Sine.",
+            lower "`llvm.nvvm.sin.approx.f`" => "`sin.approx.f32`";
+        Cos => "cos", Float, "Cosine.",
+            lower "`llvm.nvvm.cos.approx.f`" => "`cos.approx.f32`";
+        Tanh => "tanh", Float, "Hyperbolic tangent.",
+            lower "`copysign(1 − 2 / (ex2(2·|x|·log2 e) + 1), x)`" => "`ex2.approx.f32`, `div.rn.f32`";
+        Floor => "floor", Float, "Round toward negative infinity.",
+            lower "`llvm.floor`" => "`cvt.rmi.f32.f32`";
+        Ceil => "ceil", Float, "Round toward positive infinity.",
+            lower "`llvm.ceil`" => "`cvt.rpi.f32.f32`";
+        Popc => "popc", Int, "Number of set bits.",
+            lower "`llvm.ctpop`" => "`popc.b32`";
+        Clz => "clz", Int, "Number of leading zero bits (the width for 0).",
+            lower "`llvm.ctlz` (defined at 0)" => "`clz.b32`";
+        Brev => "brev", Int, "The bits in reverse order.",
+            lower "`llvm.bitreverse`" => "`brev.b32`";
+        Bfind => "bfind", Int, "Index of the highest set bit; all ones for 0.",
+            lower "`width − 1 − llvm.ctlz` (all ones for 0)" => "`clz.b32`, `sub.s32`";
     }
 }
 

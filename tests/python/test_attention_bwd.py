@@ -76,8 +76,8 @@ def poisoned(monkeypatch: pytest.MonkeyPatch) -> None:
     """Outputs (and the scratch rows) allocated by attention_backward start as NaN."""
     real = attention_bwd.T.output
 
-    def output(out: Any, like: Any, shape: Any, dtype: str) -> Any:
-        obj, t = real(out, like, shape, dtype)
+    def output(out: Any, like: Any, shape: Any, dtype: str, **kw: Any) -> Any:
+        obj, t = real(out, like, shape, dtype, **kw)
         obj.fill(np.nan)
         return obj, t
 

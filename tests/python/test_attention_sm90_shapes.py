@@ -31,6 +31,7 @@ LOOPS = {
     "persist": sm90.Loop(overlap=True, split=True, persistent=True),
     "overlap_n96": sm90.LOOPS["overlap_n96"],
     "persist_n96": sm90.LOOPS["overlap_persist_n96"],
+    "bn80": sm90.LOOPS["pingpong_defer_lazy_bn80"],
 }
 
 
@@ -39,8 +40,8 @@ def poisoned(monkeypatch: pytest.MonkeyPatch) -> None:
     """Outputs allocated by attention() start as NaN."""
     real = att_mod.T.output
 
-    def output(out: Any, like: Any, shape: Any, dtype: str) -> Any:
-        obj, t = real(out, like, shape, dtype)
+    def output(out: Any, like: Any, shape: Any, dtype: str, **kw: Any) -> Any:
+        obj, t = real(out, like, shape, dtype, **kw)
         obj[...] = np.nan
         return obj, t
 
@@ -123,7 +124,7 @@ def test_sliding_windows(
     run(monkeypatch, loop, 2, 1, sq, sk, 64, causal, window)
 
 
-@pytest.mark.parametrize("loop", ["plain", "overlap", "default"])
+@pytest.mark.parametrize("loop", ["plain", "overlap", "default", "bn80"])
 @pytest.mark.parametrize("d", [96, 256])
 @pytest.mark.parametrize(("sq", "sk", "causal"), [(100, 150, True), (70, 140, False)])
 def test_head_dims_96_and_256(
@@ -166,6 +167,7 @@ def test_sm80_refuses_what_it_lacks() -> None:
         (128, "overlap", False, True),
         (256, "default", True, True),
         (256, "default", False, False),
+        (256, "bn80", False, False),  # masked, its ping-pong spills 12-20 bytes
     ],
 )
 def test_assembles_without_spills(d: int, loop: str, causal: bool, left: bool) -> None:
@@ -178,7 +180,7 @@ def test_assembles_without_spills(d: int, loop: str, causal: bool, left: bool) -
     assert "C7513" not in log and "serialized" not in log, log
     r = ptxinfo.ptxas_resources(log)["attention"]
     assert r["spill_store_bytes"] == 0, r
-    per_tile = d // 16 + sm90.kv_rows(d) // 16
+    per_tile = d // 16 + sm90.kv_rows(d, lp) // 16
     # Copies of the key tile's GEMMs: the loop; the overlapped loop's prologue S
     # and epilogue P V; the persistent loop's next-tile S and last P V as well.
     copies = 1 if not lp.overlap else 3 if lp.persistent else 2

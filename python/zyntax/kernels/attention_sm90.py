@@ -101,11 +101,13 @@ def tile_dim(d: int) -> int:
     return 128 if d == 96 else d
 
 
-def kv_rows(d: int) -> int:
-    """Keys per K/V tile: BN, or 64 at head dim 256, where Q (128 x 256) and
-    two stages of 128-key K and V tiles would take 320 KiB of shared memory
-    and S and O 192 accumulator registers a thread (FlashAttention-3 takes
-    80 keys there)."""
+def kv_rows(d: int, loop: Loop | None = None) -> int:
+    """Keys per K/V tile: `loop.keys` if set, else BN, or 64 at head dim 256,
+    where Q (128 x 256) and two stages of 128-key K and V tiles would take
+    320 KiB of shared memory and S and O 192 accumulator registers a thread
+    (FlashAttention-3 takes 80 keys there)."""
+    if loop is not None and loop.keys:
+        return loop.keys
     return 64 if d > 128 else BN
 
 
@@ -113,7 +115,7 @@ def shared_bytes(d: int, loop: Loop) -> int:
     """Q tiles, `stages` K and V tiles, the mbarriers, the Q slots' tiles."""
     qs, stages = q_slots(loop), loop.stages
     return (
-        (qs * bm(loop.consumers) + 2 * stages * kv_rows(d)) * tile_dim(d) * 2
+        (qs * bm(loop.consumers) + 2 * stages * kv_rows(d, loop)) * tile_dim(d) * 2
         + 8 * (2 * qs + 4 * stages + loop.consumers)
         + 4 * TILE_WORDS * qs
     )
@@ -138,7 +140,8 @@ class Loop:
     loads during this one) and each tile's S_0 and its softmax overlap the
     previous tile's last P V; ping-pong then uses named barriers. `narrow`
     (head dim 96 only): O += P V with wgmma N = 96, not the padded 128
-    (V's MN-major operand then ends half-way into its second 64-column box)."""
+    (V's MN-major operand then ends half-way into its second 64-column box).
+    `keys`: keys per K/V tile (a multiple of 16; 0: kv_rows' choice)."""
 
     overlap: bool = False
     pingpong: bool = False
@@ -149,6 +152,7 @@ class Loop:
     persistent: bool = False
     split: bool = False
     narrow: bool = False
+    keys: int = 0
 
     def tag(self) -> str:
         """The module-name suffix naming this loop."""
@@ -159,6 +163,7 @@ class Loop:
         tags += f"_s{self.stages}" if self.stages != 2 else ""
         tags += "_split" if self.split else ""
         tags += "_n96" if self.narrow else ""
+        tags += f"_bn{self.keys}" if self.keys else ""
         return tags + ("_persist" if self.persistent else "")
 
 
@@ -181,7 +186,7 @@ def build(
     QS = q_slots(loop)
     elem = T.HIR_TYPE[dtype]
     d = tile_dim(head_dim)  # the tiles' and O's head dim
-    BN = kv_rows(d)
+    BN = kv_rows(d, loop)
     KV_BOX_BYTES = BN * 128
     dn = head_dim if loop.narrow else d  # O's columns (P V's wgmma N)
     boxes = d // BOX
@@ -854,6 +859,8 @@ LOOPS: dict[str, Loop] = {
     # Head dim 96 only (elsewhere the same as without `narrow`).
     "overlap_n96": Loop(overlap=True, narrow=True),
     "overlap_persist_n96": Loop(overlap=True, split=True, persistent=True, narrow=True),
+    # Head dim 256 with FlashAttention-3's 80-key tiles (224 KiB of shared memory).
+    "pingpong_defer_lazy_bn80": Loop(overlap=True, pingpong=True, defer=True, lazy=True, keys=80),
 }
 #: The loop `attention()` runs per (head dim, causal): the fastest on the
 #: H100 (benches/attention.py; docs/performance.md, "Attention, sm_90a
@@ -943,7 +950,8 @@ def launch(
             f" bytes of shared memory at head dim {d}, more than a block has"
         )
     nc = lp.consumers
-    maps = [_tensor_map(tq, bm(nc)), _tensor_map(tk, kv_rows(d)), _tensor_map(tv, kv_rows(d))]
+    kv = kv_rows(d, lp)
+    maps = [_tensor_map(tq, bm(nc)), _tensor_map(tk, kv), _tensor_map(tv, kv)]
     grid = (-(-sq // bm(nc)), bsz * heads)
     tiles = grid[0] * grid[1]
     args = [*maps, o.arr, lse.arr, sq, sk, heads, tiles, *o.strides[:3], scale_log2]

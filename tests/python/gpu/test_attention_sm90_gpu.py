@@ -32,8 +32,8 @@ def poisoned(monkeypatch: pytest.MonkeyPatch) -> None:
     """Outputs allocated by attention() start as NaN."""
     real = att_mod.T.output
 
-    def output(out: Any, like: Any, shape: Any, dtype: str) -> Any:
-        obj, t = real(out, like, shape, dtype)
+    def output(out: Any, like: Any, shape: Any, dtype: str, **kw: Any) -> Any:
+        obj, t = real(out, like, shape, dtype, **kw)
         obj.fill_(float("nan"))
         return obj, t
 

@@ -33,8 +33,8 @@ def poisoned_and_no_tile(monkeypatch: pytest.MonkeyPatch) -> None:
     may not run (every case here is the sm_90a kernel's)."""
     real = att_mod.T.output
 
-    def output(out: Any, like: Any, shape: Any, dtype: str) -> Any:
-        obj, t = real(out, like, shape, dtype)
+    def output(out: Any, like: Any, shape: Any, dtype: str, **kw: Any) -> Any:
+        obj, t = real(out, like, shape, dtype, **kw)
         obj.fill_(float("nan"))
         return obj, t
 

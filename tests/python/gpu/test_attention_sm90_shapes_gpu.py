@@ -117,7 +117,10 @@ def test_head_dims_96_and_256(dtype: Any, d: int, sq: int, sk: int, causal: bool
     run(2, 3, 3, sq, sk, d, causal, dtype=dtype)
 
 
-@pytest.mark.parametrize("variant", ["sm90_plain", "sm90_overlap", "sm90_pingpong_defer"])
+@pytest.mark.parametrize(
+    "variant",
+    ["sm90_plain", "sm90_overlap", "sm90_pingpong_defer", "sm90_pingpong_defer_lazy_bn80"],
+)
 def test_head_dim_256_loops(variant: str) -> None:
     run(1, 4, 2, 777, 777, 256, True, variant=variant)
 

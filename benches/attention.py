@@ -358,6 +358,8 @@ SHAPE_CASES: list[tuple[Any, ...]] = [
     ("fwd_bf16_b2_h32kv8_s4096_hd128_causal_w1024", 2, 32, 8, 4096, 128, True, {"window": 1024}),
     # Chunked prefill: 512 new queries over a 4096-token cache.
     ("fwd_bf16_b8_h32kv8_q512_s4096_hd128_causal", 8, 32, 8, 4096, 128, True, {"sq": 512}),
+    # Decode: one query over a 32k cache (no split-KV yet: one block per head).
+    ("fwd_bf16_b8_h32kv8_q1_s32768_hd128", 8, 32, 8, 32768, 128, False, {"sq": 1}),
 ]
 
 
@@ -423,9 +425,9 @@ def run_shape_case(
     sq, window = extras.get("sq", s), extras.get("window")
     F = torch.nn.functional
     dev = torch.device("cuda")
-    flops = 4 * b * h * s * s * d / (2 if causal else 1)
+    flops = 4 * b * h * sq * s * d / (2 if causal else 1)
     mask = None
-    if extras:  # bottom-right aligned: query i sits at key i + s - sq
+    if extras and (causal or window is not None):  # bottom-right: query i at key i + s - sq
         i = torch.arange(sq, device=dev)[:, None] + (s - sq)
         j = torch.arange(s, device=dev)[None, :]
         mask = j <= i if causal else torch.ones(sq, s, dtype=torch.bool, device=dev)

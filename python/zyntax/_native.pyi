@@ -42,6 +42,7 @@ __all__ = [
     "LaunchError",
     "Loop",
     "Module",
+    "NativeTiledNest",
     "ParseError",
     "TileBuilder",
     "TileSchedule",
@@ -113,6 +114,7 @@ __all__ = [
     "tensormap",
     "tile_gemm_schedule",
     "tile_heuristic",
+    "tiling_begin",
     "tiling_limits",
     "tiling_plan",
     "tune_bucket",
@@ -164,6 +166,28 @@ def tiling_plan(
     operands: Any,
     tile_k: int | None = None,
 ) -> tuple[int, list[dict[str, Any]], list[str], int]: ...
+def tiling_begin(
+    b: FunctionBuilder, sizes: Any, workgroup: Sequence[int], writes: Any
+) -> NativeTiledNest: ...
+
+@final
+class NativeTiledNest:
+    def values(self) -> list[Value]: ...
+    def in_range(self) -> Value: ...
+    @property
+    def shared_bytes(self) -> int: ...
+    def reduce(
+        self,
+        extent: Any,
+        init: Any,
+        operands: Any,
+        names: Sequence[tuple[int, str]],
+        index_names: Sequence[str],
+        combine: Callable[..., Any],
+        opaque: Callable[[int, Value], Any],
+        tile_k: int | None = None,
+    ) -> tuple[Value, list[str]]: ...
+
 def cli_main(argv: Sequence[str]) -> int: ...
 
 # The target table (crates/zyntax-hir/src/arch.rs; read by zyntax.targets).

@@ -269,6 +269,22 @@ class TiledNest:
         n = len(sizes)
         self._first_id: int | None = None
         self.sizes = [s if _is_value(s) else b.const(int(s), "u32") for s in check_sizes(sizes)]
+        names = tuple((d, f"i{d}") for d in range(n))
+        self.indices = tuple(Affine(((d, (1,)),), (), names) for d in range(n))
+        self.threads = math.prod(self.workgroup)
+        #: Bytes of shared memory the tiles of this nest's reductions take so far.
+        self.shared_bytes = 0
+        # On a zyntax.hir.FunctionBuilder the Rust core emits the nest and its
+        # reductions (zyntax_opt::nest_stage::TiledNest); the kernel
+        # translator's builder still gets the Python emission below.
+        self._rust: Any = None
+        if isinstance(b, _native.FunctionBuilder):
+            self._rust = _native.tiling_begin(
+                b, self.sizes, list(self.workgroup), [w for w in self.writes if _is_value(w)]
+            )
+            self.values = tuple(self._rust.values())
+            self.in_range = self._rust.in_range()
+            return
         self.tid: list[Any] = []
         self.base: list[Any] = []
         vals: list[Any] = []
@@ -287,12 +303,7 @@ class TiledNest:
             vals.append(i)
         self.values = tuple(vals)
         self.in_range = inside
-        names = tuple((d, f"i{d}") for d in range(n))
-        self.indices = tuple(Affine(((d, (1,)),), (), names) for d in range(n))
-        self.threads = math.prod(self.workgroup)
         self.flat_tid = self._flat_tid()
-        #: Bytes of shared memory the tiles of this nest's reductions take so far.
-        self.shared_bytes = 0
 
     def _flat_tid(self) -> Any:
         flat = self.tid[0]
@@ -364,22 +375,53 @@ class TiledNest:
         ops = [_Operand(p, ptr, _lift(ix)) for p, (ptr, ix) in enumerate(loads(k_sym))]
         acc_ty = ty if ty is not None else _elem(ops[0].ptr) if ops else "f32"
         acc0 = init if _is_value(init) else b.const(init, acc_ty)
+        if self._rust is not None and all(_is_value(op.ptr) for op in ops):
+            return self._rust_reduce(ops, extent, acc0, combine, tile_k)
         kv = extent if _is_value(extent) else b.const(int(extent), "u32")
         tile_k = self._plan(ops, extent, tile_k)
         if all(op.why is not None for op in ops):
             return self._untiled(ops, kv, acc0, combine)
         return self._tiled(ops, kv, acc0, combine, tile_k)
 
-    def _plan(self, ops: list[_Operand], extent: Any, tile_k: int | None) -> int:
-        """The Rust core's decisions for this reduction
-        (``zyntax_opt::nest_stage::plan_reduction``): per operand whether it
-        is staged (and why not), its tile's layout, the ``tile_k`` used, and
-        the report lines; claims the tiles' shared memory. A `tile_k` the
-        hardware cannot hold is a BuildError."""
-        if tile_k is not None and (
-            isinstance(tile_k, bool) or not isinstance(tile_k, numbers.Integral)
-        ):
-            raise BuildError(f"tile_k must be an int, not {type(tile_k).__name__}")
+    def _rust_reduce(
+        self,
+        ops: list[_Operand],
+        extent: Any,
+        acc0: Any,
+        combine: Callable[..., Any],
+        tile_k: int | None,
+    ) -> Any:
+        """The reduction emitted by the Rust core (``nest_stage::TiledNest::reduce``):
+        it plans, stages and loops; `combine` and the indices it cannot
+        analyse are called back, emitting through this builder."""
+        _check_tile_k(tile_k)
+        names, index_names, _, encoded = self._encode(ops, extent)
+
+        def opaque(pos: int, k: Any) -> Any:
+            at: dict[Any, Any] = dict(enumerate(self.values))
+            at["k"] = k
+            return self._eval_any(ops[pos].index, at)
+
+        acc, report = self._rust.reduce(
+            extent if _is_value(extent) else int(extent),
+            acc0,
+            [(op.ptr, ix) for op, (_, _, ix) in zip(ops, encoded, strict=True)],
+            list(names.items()),
+            index_names,
+            combine,
+            opaque,
+            tile_k=None if tile_k is None else int(tile_k),
+        )
+        self.report += report
+        self.shared_bytes = self._rust.shared_bytes
+        return acc
+
+    def _encode(
+        self, ops: list[_Operand], extent: Any
+    ) -> tuple[dict[int, str], list[str], Any, list[Any]]:
+        """The reduction as the Rust core reads it: value names for the
+        report, the nest indices' names, the bound and the operands
+        ``(ptr_id, elem_bytes, index)`` with affine forms as nested tuples."""
         names: dict[int, str] = {}
 
         def value(v: Any) -> Any:
@@ -410,6 +452,16 @@ class TiledNest:
         index_names = [
             dict(self.indices[d].names).get(d, f"i{d}") for d in range(len(self.workgroup))
         ]
+        return names, index_names, value(extent), operands
+
+    def _plan(self, ops: list[_Operand], extent: Any, tile_k: int | None) -> int:
+        """The Rust core's decisions for this reduction
+        (``zyntax_opt::nest_stage::plan_reduction``): per operand whether it
+        is staged (and why not), its tile's layout, the ``tile_k`` used, and
+        the report lines; claims the tiles' shared memory. A `tile_k` the
+        hardware cannot hold is a BuildError."""
+        _check_tile_k(tile_k)
+        names, index_names, ext, operands = self._encode(ops, extent)
         assert self._first_id is not None  # set by the first nest index
         used, plans, report, self.shared_bytes = _native.tiling_plan(
             list(self.workgroup),
@@ -418,7 +470,7 @@ class TiledNest:
             self.shared_bytes,
             index_names,
             list(names.items()),
-            value(extent),
+            ext,
             operands,
             tile_k=None if tile_k is None else int(tile_k),
         )
@@ -553,6 +605,13 @@ class TiledNest:
             else:
                 with b.if_(store_ok):
                     b.store(b.ptr_add(op.tile, slot), pick.results[0])
+
+
+def _check_tile_k(tile_k: Any) -> None:
+    if tile_k is not None and (
+        isinstance(tile_k, bool) or not isinstance(tile_k, numbers.Integral)
+    ):
+        raise BuildError(f"tile_k must be an int, not {type(tile_k).__name__}")
 
 
 def _zero(b: Any, ty: Any) -> Any:

@@ -430,3 +430,23 @@ def test_bad_nest_arguments_are_build_errors(call: Any, message: str) -> None:
         with pytest.raises(zyntax.BuildError, match=message):
             with call(b):
                 pass
+
+
+def test_a_failing_combine_surfaces_as_itself_and_the_builder_stays_usable() -> None:
+    """`combine` is called back from the Rust emitter (zyntax_opt::nest_stage)
+    with the builder lent back to `b`: its exception surfaces unchanged, a
+    literal result is a typed error naming it, and `b` still builds after."""
+    m = hir.Module("cb")
+    with m.kernel("mm", MM_PARAMS, max_threads=(8, 8)) as b:
+        a, bm, c, mm, nn, kk = b.params
+        with tiled_parallel_for(b, (mm, nn), workgroup=(8, 8), writes=[c]) as nest:
+            i, j = nest.indices
+
+            def loads(k: Any) -> list[tuple[Any, Any]]:
+                return [(a, i * kk + k), (bm, k * nn + j)]
+
+            with pytest.raises(ZeroDivisionError):
+                nest.reduce(kk, init=0.0, loads=loads, combine=lambda acc, x, y: 1 / 0)
+            with pytest.raises(zyntax.ZyntaxError, match="combine's result"):
+                nest.reduce(kk, init=0.0, loads=loads, combine=lambda acc, x, y: 3)
+            assert b.add(mm, 1).type == hir.u32

@@ -478,7 +478,11 @@ impl FnShared {
     }
 
     /// An operand that must already be a value (its type cannot be inferred).
-    fn value(self: &Arc<Self>, obj: &Bound<'_, PyAny>, what: &str) -> PyResult<(ValueId, Type)> {
+    pub(crate) fn value(
+        self: &Arc<Self>,
+        obj: &Bound<'_, PyAny>,
+        what: &str,
+    ) -> PyResult<(ValueId, Type)> {
         match self.opnd(obj)? {
             (Opnd::V(v), Some(t)) => Ok((v, t)),
             _ => Err(ArgumentError::new_err(format!(
@@ -516,6 +520,46 @@ impl FnShared {
             }
             f(&mut st)
         })
+    }
+
+    /// Runs `f` on the Rust builder taken out of the state, with the lock
+    /// released, so `f` may call back into Python (`zyntax.tiling` drives the
+    /// Rust tiler this way); a callback that emits through this builder runs
+    /// under [`FnShared::lent_back`]. The builder is back when this returns.
+    pub(crate) fn lend<R>(
+        self: &Arc<Self>,
+        py: Python<'_>,
+        f: impl FnOnce(&mut zh::FunctionBuilder) -> PyResult<R>,
+    ) -> PyResult<R> {
+        let mut fb = self.with_state(py, |st| {
+            st.b.take()
+                .ok_or_else(|| InternalError::new_err("builder vanished"))
+        })?;
+        let r = f(&mut fb);
+        lock(&self.state)?.b = Some(fb);
+        r
+    }
+
+    /// Inside [`FnShared::lend`]: the builder `fb` is this function's again
+    /// for the time of `f` (a Python callback emitting through it).
+    pub(crate) fn lent_back<R>(
+        self: &Arc<Self>,
+        fb: &mut zh::FunctionBuilder,
+        f: impl FnOnce() -> PyResult<R>,
+    ) -> PyResult<R> {
+        let real = std::mem::replace(fb, zh::FunctionBuilder::kernel("lent", &[]));
+        lock(&self.state)?.b = Some(real);
+        let r = f();
+        match lock(&self.state)?.b.take() {
+            Some(real) => *fb = real,
+            None => {
+                return Err(BuildError::new_err(format!(
+                    "the builder of @{} was closed by a callback of the tiler",
+                    self.name
+                )))
+            }
+        }
+        r
     }
 
     fn run<R>(
@@ -556,7 +600,7 @@ impl FnShared {
         Ok(vals.into_iter().map(|(v, t)| self.wrap(v, t)).collect())
     }
 
-    fn wrap(self: &Arc<Self>, id: ValueId, ty: Type) -> PyValue {
+    pub(crate) fn wrap(self: &Arc<Self>, id: ValueId, ty: Type) -> PyValue {
         PyValue {
             owner: self.clone(),
             id,
@@ -740,6 +784,11 @@ fn block_param_types(fb: &zh::FunctionBuilder, b: BlockId) -> zh::BuildResult<Ve
 }
 
 impl FunctionBuilder {
+    /// The function this builder builds (for `tiling.rs`).
+    pub(crate) fn shared(&self) -> &Arc<FnShared> {
+        &self.sh
+    }
+
     fn mask(&self, mask: Option<&Bound<'_, PyAny>>) -> PyResult<Opnd> {
         match mask {
             None => Ok(Opnd::Int(i128::from(FULL_MASK))),

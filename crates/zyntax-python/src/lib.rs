@@ -55,7 +55,10 @@ mod _native {
     #[pymodule_export]
     use crate::{
         fusion::fusion_plan,
-        tiling::{nest_block_shape, nest_launch_grid, tiling_limits, tiling_plan},
+        tiling::{
+            nest_block_shape, nest_launch_grid, tiling_begin, tiling_limits, tiling_plan,
+            NativeTiledNest,
+        },
     };
 
     #[pymodule_export]

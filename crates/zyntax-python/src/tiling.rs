@@ -244,3 +244,209 @@ pub fn nest_launch_grid(sizes: Vec<u64>, workgroup: Vec<i128>) -> PyResult<(Xyz,
         Ok(((g[0], g[1], g[2]), (b[0], b[1], b[2])))
     })
 }
+
+// ====================================================================== the Rust emitter
+
+/// An open tiled nest emitted by the Rust core (`nest_stage::TiledNest`) on
+/// the `zyntax.hir.FunctionBuilder` it was begun on: `zyntax.tiling.TiledNest`
+/// drives it. The user's `combine` (and the tiler's evaluation of indices it
+/// cannot analyse) are Python callables called back from Rust with the
+/// builder lent back to the Python builder object, so they emit through it.
+#[pyclass(module = "zyntax._native")]
+pub struct NativeTiledNest {
+    sh: std::sync::Arc<crate::hir::FnShared>,
+    nest: ns::TiledNest,
+}
+
+fn tile_err(e: ns::TileError) -> PyErr {
+    BuildError::new_err(e.to_string())
+}
+
+fn value_ids(
+    sh: &std::sync::Arc<crate::hir::FnShared>,
+    objs: &Bound<'_, PyAny>,
+    what: &str,
+) -> PyResult<Vec<ValueId>> {
+    items(objs, what)?
+        .iter()
+        .map(|o| sh.value(o, what).map(|(v, _)| v))
+        .collect()
+}
+
+/// Opens a tiled nest on `b` over `sizes` (values, outermost first) with
+/// `workgroup` threads per block; operands reading `writes` are never staged.
+#[pyfunction]
+pub fn tiling_begin(
+    py: Python<'_>,
+    b: &Bound<'_, crate::hir::FunctionBuilder>,
+    sizes: &Bound<'_, PyAny>,
+    workgroup: Vec<u32>,
+    writes: &Bound<'_, PyAny>,
+) -> PyResult<NativeTiledNest> {
+    let sh = b.get().shared().clone();
+    let sizes = value_ids(&sh, sizes, "a nest size")?;
+    let writes = value_ids(&sh, writes, "a written buffer")?;
+    let nest = sh.lend(py, |fb| {
+        ns::TiledNest::begin(fb, &sizes, &workgroup, &writes).map_err(tile_err)
+    })?;
+    Ok(NativeTiledNest { sh, nest })
+}
+
+impl NativeTiledNest {
+    fn wrap(
+        &self,
+        py: Python<'_>,
+        fb: &zyntax_hir::FunctionBuilder,
+        v: ValueId,
+    ) -> PyResult<Py<PyAny>> {
+        let ty = fb
+            .value_type(v)
+            .map_err(|e| BuildError::new_err(e.to_string()))?
+            .clone();
+        Ok(Py::new(py, self.sh.wrap(v, ty))?.into_any())
+    }
+}
+
+/// A Python callback's failure, kept while the Rust emitter unwinds.
+fn callback_failed(fb: &zyntax_hir::FunctionBuilder) -> zyntax_hir::BuildError {
+    zyntax_hir::BuildError {
+        function: fb.name().into(),
+        message: "a callback of the tiler failed".into(),
+    }
+}
+
+#[pymethods]
+impl NativeTiledNest {
+    /// The nest indices (`u32` values, outermost first).
+    fn values(&self, py: Python<'_>) -> PyResult<Vec<Py<PyAny>>> {
+        self.sh.lend(py, |fb| {
+            self.nest
+                .values
+                .iter()
+                .map(|&v| self.wrap(py, fb, v))
+                .collect()
+        })
+    }
+
+    /// Every index below its size (a `bool` value).
+    fn in_range(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.sh.lend(py, |fb| self.wrap(py, fb, self.nest.in_range))
+    }
+
+    /// Bytes of shared memory the tiles of this nest's reductions take so far.
+    #[getter]
+    fn shared_bytes(&self) -> u64 {
+        self.nest.stage.shared_bytes
+    }
+
+    /// Emits one reduction (`nest_stage::TiledNest::reduce`): `operands` are
+    /// `(ptr, index)` with `ptr` a value and `index` as for `tiling_plan`;
+    /// `combine(acc, *xs)` folds one step, `opaque(pos, k)` computes an index
+    /// given as `('not', ...)`; `names` / `index_names` name values and nest
+    /// indices in the report. Returns `(acc, report lines)`.
+    #[pyo3(signature = (extent, init, operands, names, index_names, combine, opaque, tile_k=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn reduce(
+        &mut self,
+        py: Python<'_>,
+        extent: &Bound<'_, PyAny>,
+        init: &Bound<'_, PyAny>,
+        operands: &Bound<'_, PyAny>,
+        names: Vec<(u32, String)>,
+        index_names: Vec<String>,
+        combine: &Bound<'_, PyAny>,
+        opaque: &Bound<'_, PyAny>,
+        tile_k: Option<i128>,
+    ) -> PyResult<(Py<PyAny>, Vec<String>)> {
+        let sh = self.sh.clone();
+        let extent = if extent.is_instance_of::<PyInt>() {
+            ns::Extent::Const(extent.extract().map_err(|_| bad("a size", extent))?)
+        } else {
+            ns::Extent::Value(sh.value(extent, "the reduction bound")?.0)
+        };
+        let (init, _) = sh.value(init, "the reduction's initial value")?;
+        let mut ops = Vec::new();
+        for op in items(operands, "a list of operands")? {
+            let t = items(&op, "an operand")?;
+            if t.len() != 2 {
+                return Err(bad("(ptr, index)", &op));
+            }
+            ops.push(ns::Operand {
+                ptr: sh.value(&t[0], "an operand's pointer")?.0,
+                index: index(&t[1])?,
+            });
+        }
+        if let Some(t) = tile_k.filter(|t| *t < 1) {
+            return Err(BuildError::new_err(format!(
+                "tile_k must be at least 1, not {t}"
+            )));
+        }
+        let tile_k = tile_k.map(|t| u64::try_from(t).unwrap_or(u64::MAX));
+        self.nest.stage.names = ns::Names {
+            indices: index_names,
+            values: names
+                .into_iter()
+                .map(|(v, n)| (ValueId::from_index(v as usize), n))
+                .collect(),
+        };
+        let before = self.nest.report.len();
+        // A Python callback's exception, raised once the emitter unwound.
+        let failed: std::cell::RefCell<Option<PyErr>> = std::cell::RefCell::new(None);
+        let this = &mut self.nest;
+        let wrap = |fb: &zyntax_hir::FunctionBuilder, v: ValueId| -> PyResult<Py<PyAny>> {
+            let ty = fb
+                .value_type(v)
+                .map_err(|e| BuildError::new_err(e.to_string()))?
+                .clone();
+            Ok(Py::new(py, sh.wrap(v, ty))?.into_any())
+        };
+        let call = |fb: &mut zyntax_hir::FunctionBuilder,
+                    f: &Bound<'_, PyAny>,
+                    args: Vec<Py<PyAny>>,
+                    what: &str|
+         -> Result<ValueId, zyntax_hir::BuildError> {
+            let r = sh.lent_back(fb, || {
+                let out = f.call1(PyTuple::new(py, args)?)?;
+                sh.value(&out, what).map(|(v, _)| v)
+            });
+            r.map_err(|e| {
+                failed.borrow_mut().get_or_insert(e);
+                callback_failed(fb)
+            })
+        };
+        let out = sh.lend(py, |fb| {
+            let mut comb = |fb: &mut zyntax_hir::FunctionBuilder,
+                            acc: ValueId,
+                            xs: &[ValueId]|
+             -> Result<ValueId, zyntax_hir::BuildError> {
+                let mut args = Vec::with_capacity(xs.len() + 1);
+                for &v in std::iter::once(&acc).chain(xs) {
+                    args.push(wrap(fb, v).map_err(|e| {
+                        failed.borrow_mut().get_or_insert(e);
+                        callback_failed(fb)
+                    })?);
+                }
+                call(fb, combine, args, "combine's result")
+            };
+            let mut opq = |fb: &mut zyntax_hir::FunctionBuilder,
+                           pos: usize,
+                           _values: &[ValueId],
+                           k: ValueId|
+             -> Result<ValueId, zyntax_hir::BuildError> {
+                let kv = wrap(fb, k).map_err(|e| {
+                    failed.borrow_mut().get_or_insert(e);
+                    callback_failed(fb)
+                })?;
+                let pos = pos.into_pyobject(py).unwrap_or_else(|e| match e {});
+                call(fb, opaque, vec![pos.into_any().unbind(), kv], "an index")
+            };
+            let r = this.reduce(fb, extent, init, &ops, tile_k, &mut comb, &mut opq);
+            match (r, failed.borrow_mut().take()) {
+                (_, Some(e)) => Err(e),
+                (Err(e), None) => Err(tile_err(e)),
+                (Ok((acc, _)), None) => wrap(fb, acc),
+            }
+        })?;
+        Ok((out, self.nest.report[before..].to_vec()))
+    }
+}

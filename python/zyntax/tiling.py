@@ -34,11 +34,12 @@ tiled). Tiles are bounded by the hardware (:data:`MAX_SHARED_BYTES`,
 :data:`MAX_STAGED_PER_THREAD`; docs/tiling.md, "Tile-size limits").
 
 The decisions (which operands are staged, the tiles' layouts, ``tile_k``
-under the limits, the report) are the Rust core's,
-``zyntax_opt::nest_stage::plan_reduction`` (a Rust front-end also gets the
-emission there, ``nest_stage::TiledNest``); this module lifts the ``loads=``
-indices to affine forms, asks the core, and emits the plan on the builder it
-is given (a ``zyntax.hir.FunctionBuilder`` or the kernel translator's).
+under the limits, the report) and the emission are the Rust core's,
+``zyntax_opt::nest_stage`` (``plan_reduction``, ``TiledNest``); this module
+lifts the ``loads=`` indices to affine forms and drives the Rust emitter on
+the native builder under the one it is given (a
+``zyntax.hir.FunctionBuilder`` or the kernel translator's), which calls
+``combine`` back.
 
 Exactness: every output element combines its terms in the order ``k = 0, 1,
 ..., K-1`` with the caller's ``combine``, exactly as the untiled loop does; the
@@ -57,7 +58,7 @@ from typing import Any
 
 from zyntax import _native
 from zyntax.errors import BuildError
-from zyntax.nest import _DIMS, _block_shape, check_sizes
+from zyntax.nest import _block_shape, check_sizes
 
 __all__ = [
     "DEFAULT_TILE_K",
@@ -96,8 +97,6 @@ MAX_SHARED_BYTES, MAX_STAGED_PER_THREAD, DEFAULT_TILE_K = _native.tiling_limits(
 
 #: A coefficient or offset of an affine form: an int, or a value defined before the nest.
 Coef = Any
-#: The value id a pointer that is not a value travels under (the plan refuses it).
-_NO_VALUE = 2**32 - 1
 
 
 class NotAffine:
@@ -238,25 +237,18 @@ class _Operand:
     pos: int
     ptr: Any
     index: Affine | NotAffine
-    dims: list[int] = field(default_factory=list)  # nest dims the index depends on
-    why: str | None = None  # None: tiled
-    tile: Any = None
-    row_base: Any = None  # this thread's offset into the tile
-    # The tile's layout: coordinates fastest first, their strides, the staging
-    # order (fastest first) and the padding of the fastest coordinate's rows.
-    layout: list[Any] = field(default_factory=list)
-    strides: dict[Any, int] = field(default_factory=dict)
-    stage_order: list[Any] = field(default_factory=list)
-    extent: dict[Any, int] = field(default_factory=dict)
-    pad: int = 0
-    size: int = 0
 
 
 class TiledNest:
     """An open tiled nest: :attr:`indices` are affine symbols for the loads of
     :meth:`reduce`, :attr:`values` the same indices as ``u32`` values, and
     :attr:`report` says, per operand of each reduction, whether it was tiled
-    and why not."""
+    and why not.
+
+    The Rust core emits the nest and its reductions
+    (``zyntax_opt::nest_stage::TiledNest``, through ``_native.tiling_begin``)
+    on the native builder: `b` itself (a ``zyntax.hir.FunctionBuilder``), or
+    the one under the kernel translator's builder."""
 
     def __init__(
         self, b: Any, sizes: Sequence[Any], workgroup: Sequence[int], writes: Sequence[Any]
@@ -267,49 +259,21 @@ class TiledNest:
         self.writes = list(writes)
         self.report: list[str] = []
         n = len(sizes)
-        self._first_id: int | None = None
         self.sizes = [s if _is_value(s) else b.const(int(s), "u32") for s in check_sizes(sizes)]
         names = tuple((d, f"i{d}") for d in range(n))
         self.indices = tuple(Affine(((d, (1,)),), (), names) for d in range(n))
         self.threads = math.prod(self.workgroup)
         #: Bytes of shared memory the tiles of this nest's reductions take so far.
         self.shared_bytes = 0
-        # On a zyntax.hir.FunctionBuilder the Rust core emits the nest and its
-        # reductions (zyntax_opt::nest_stage::TiledNest); the kernel
-        # translator's builder still gets the Python emission below.
-        self._rust: Any = None
-        if isinstance(b, _native.FunctionBuilder):
-            self._rust = _native.tiling_begin(
-                b, self.sizes, list(self.workgroup), [w for w in self.writes if _is_value(w)]
-            )
-            self.values = tuple(self._rust.values())
-            self.in_range = self._rust.in_range()
-            return
-        self.tid: list[Any] = []
-        self.base: list[Any] = []
-        vals: list[Any] = []
-        inside = None
-        for d in range(n):
-            dim = _DIMS[n - 1 - d]
-            tid = b.thread_idx(dim)
-            if self._first_id is None:
-                self._first_id = tid.id
-            base = b.block_idx(dim) * self.workgroup[d]
-            i = base + tid
-            below = i < self.sizes[d]
-            inside = below if inside is None else b.and_(inside, below)
-            self.tid.append(tid)
-            self.base.append(base)
-            vals.append(i)
-        self.values = tuple(vals)
-        self.in_range = inside
-        self.flat_tid = self._flat_tid()
-
-    def _flat_tid(self) -> Any:
-        flat = self.tid[0]
-        for d in range(1, len(self.tid)):
-            flat = flat * self.workgroup[d] + self.tid[d]
-        return flat
+        self._io = io = _NativeIO(b)
+        self._rust = _native.tiling_begin(
+            io.fb,
+            [io.unwrap(s) for s in self.sizes],
+            list(self.workgroup),
+            [io.unwrap(w) for w in self.writes if _is_value(w)],
+        )
+        self.values = tuple(io.wrap(v) for v in self._rust.values())
+        self.in_range = io.wrap(self._rust.in_range())
 
     @contextlib.contextmanager
     def inside(self) -> Iterator[None]:
@@ -318,6 +282,7 @@ class TiledNest:
             yield
 
     # ---------------------------------------------------------------- values of affine forms
+    # (the indices the Rust emitter calls back for: those it cannot analyse)
 
     def _coef_value(self, c: Coef) -> Any:
         if isinstance(c, tuple):
@@ -346,6 +311,20 @@ class TiledNest:
         parts += [self._coef_value(c) for c in a.const]
         return self._sum(parts)
 
+    def _eval_any(self, x: Any, at: dict[Any, Any]) -> Any:
+        """The value of an index expression, affine or not."""
+        if isinstance(x, Affine):
+            return self._eval(x, at)
+        if isinstance(x, NotAffine):
+            if x.fn is not None:
+                return x.fn(at["k"])
+            if x.expr is None:
+                raise BuildError(f"an index the tiler cannot evaluate: {x.why}")
+            op, lhs, rhs = x.expr
+            lv, rv = self._eval_any(lhs, at), self._eval_any(rhs, at)
+            return lv * rv if op == "*" else lv + rv
+        return x
+
     # ---------------------------------------------------------------- the reduction
 
     def reduce(
@@ -368,70 +347,65 @@ class TiledNest:
         constant `extent` below it shortens it. A `tile_k` that breaks a bound
         is a BuildError. None (the default) is :data:`DEFAULT_TILE_K`, halved
         until the tiles fit; when not even 1 fits, the operands are loaded
-        directly and the report says why."""
-        b = self.b
+        directly and the report says why.
+
+        The Rust core plans, stages and loops
+        (``nest_stage::TiledNest::reduce``); `combine` and the indices it
+        cannot analyse are called back from it, emitting through `b`."""
+        b, io = self.b, self._io
         check_sizes([extent], "reduction bound")
+        _check_tile_k(tile_k)
         k_sym = Affine((("k", (1,)),), (), (("k", "k"),))
         ops = [_Operand(p, ptr, _lift(ix)) for p, (ptr, ix) in enumerate(loads(k_sym))]
+        for op in ops:
+            if not _is_value(op.ptr):
+                raise BuildError(f"operand {op.pos} reads {op.ptr!r}, which is not a pointer value")
         acc_ty = ty if ty is not None else _elem(ops[0].ptr) if ops else "f32"
         acc0 = init if _is_value(init) else b.const(init, acc_ty)
-        if self._rust is not None and all(_is_value(op.ptr) for op in ops):
-            return self._rust_reduce(ops, extent, acc0, combine, tile_k)
-        kv = extent if _is_value(extent) else b.const(int(extent), "u32")
-        tile_k = self._plan(ops, extent, tile_k)
-        if all(op.why is not None for op in ops):
-            return self._untiled(ops, kv, acc0, combine)
-        return self._tiled(ops, kv, acc0, combine, tile_k)
-
-    def _rust_reduce(
-        self,
-        ops: list[_Operand],
-        extent: Any,
-        acc0: Any,
-        combine: Callable[..., Any],
-        tile_k: int | None,
-    ) -> Any:
-        """The reduction emitted by the Rust core (``nest_stage::TiledNest::reduce``):
-        it plans, stages and loops; `combine` and the indices it cannot
-        analyse are called back, emitting through this builder."""
-        _check_tile_k(tile_k)
-        names, index_names, _, encoded = self._encode(ops, extent)
+        names, index_names, encoded = self._encode(ops)
 
         def opaque(pos: int, k: Any) -> Any:
+            io.sync()
             at: dict[Any, Any] = dict(enumerate(self.values))
-            at["k"] = k
-            return self._eval_any(ops[pos].index, at)
+            at["k"] = io.wrap(k)
+            return io.unwrap(self._eval_any(ops[pos].index, at))
 
-        acc, report = self._rust.reduce(
-            extent if _is_value(extent) else int(extent),
-            acc0,
-            [(op.ptr, ix) for op, (_, _, ix) in zip(ops, encoded, strict=True)],
-            list(names.items()),
-            index_names,
-            combine,
-            opaque,
-            tile_k=None if tile_k is None else int(tile_k),
-        )
+        def fold(acc: Any, *xs: Any) -> Any:
+            io.sync()
+            return io.unwrap(combine(io.wrap(acc), *(io.wrap(x) for x in xs)))
+
+        if _is_value(extent):
+            names[extent.id] = extent.name
+        try:
+            acc, report = self._rust.reduce(
+                io.unwrap(extent) if _is_value(extent) else int(extent),
+                io.unwrap(acc0),
+                [(io.unwrap(op.ptr), ix) for op, ix in zip(ops, encoded, strict=True)],
+                list(names.items()),
+                index_names,
+                fold,
+                opaque,
+                tile_k=None if tile_k is None else int(tile_k),
+            )
+        finally:
+            io.sync()
         self.report += report
         self.shared_bytes = self._rust.shared_bytes
-        return acc
+        return io.wrap(acc)
 
-    def _encode(
-        self, ops: list[_Operand], extent: Any
-    ) -> tuple[dict[int, str], list[str], Any, list[Any]]:
-        """The reduction as the Rust core reads it: value names for the
-        report, the nest indices' names, the bound and the operands
-        ``(ptr_id, elem_bytes, index)`` with affine forms as nested tuples."""
+    def _encode(self, ops: list[_Operand]) -> tuple[dict[int, str], list[str], list[Any]]:
+        """The reduction's operands as the Rust core reads them: value names
+        for the report, the nest indices' names and each index as nested
+        tuples (``("affine", terms, const)`` or ``("not", why, text)``)."""
         names: dict[int, str] = {}
 
-        def value(v: Any) -> Any:
-            if isinstance(v, int):
-                return int(v)
-            names[v.id] = v.name
-            return ("v", v.id)
-
         def coef(c: Coef) -> Any:
-            return ("*", coef(c[1]), coef(c[2])) if isinstance(c, tuple) else value(c)
+            if isinstance(c, tuple):
+                return ("*", coef(c[1]), coef(c[2]))
+            if isinstance(c, int):
+                return int(c)
+            names[c.id] = c.name
+            return ("v", c.id)
 
         def index(ix: Affine | NotAffine) -> Any:
             if isinstance(ix, NotAffine):
@@ -439,172 +413,42 @@ class TiledNest:
             terms = [(s, [coef(c) for c in cs]) for s, cs in ix.terms]
             return ("affine", terms, [coef(c) for c in ix.const])
 
-        operands = []
+        encoded = []
         for op in ops:
-            if _is_value(op.ptr):
-                names[op.ptr.id] = op.ptr.name
-                t = op.ptr.type
-                elem = t.elem.size_bytes if t.is_ptr and t.elem is not None else None
-                operands.append((op.ptr.id, elem, index(op.index)))
-            else:
-                operands.append((_NO_VALUE, None, index(op.index)))
-                names[_NO_VALUE] = repr(op.ptr)
+            names[op.ptr.id] = op.ptr.name
+            encoded.append(index(op.index))
         index_names = [
             dict(self.indices[d].names).get(d, f"i{d}") for d in range(len(self.workgroup))
         ]
-        return names, index_names, value(extent), operands
+        return names, index_names, encoded
 
-    def _plan(self, ops: list[_Operand], extent: Any, tile_k: int | None) -> int:
-        """The Rust core's decisions for this reduction
-        (``zyntax_opt::nest_stage::plan_reduction``): per operand whether it
-        is staged (and why not), its tile's layout, the ``tile_k`` used, and
-        the report lines; claims the tiles' shared memory. A `tile_k` the
-        hardware cannot hold is a BuildError."""
-        _check_tile_k(tile_k)
-        names, index_names, ext, operands = self._encode(ops, extent)
-        assert self._first_id is not None  # set by the first nest index
-        used, plans, report, self.shared_bytes = _native.tiling_plan(
-            list(self.workgroup),
-            self._first_id,
-            [w.id for w in self.writes if _is_value(w)],
-            self.shared_bytes,
-            index_names,
-            list(names.items()),
-            ext,
-            operands,
-            tile_k=None if tile_k is None else int(tile_k),
-        )
-        for op, p in zip(ops, plans, strict=True):
-            op.why, op.dims, op.pad, op.size = p["why"], p["dims"], p["pad"], p["size"]
-            op.layout, op.stage_order = p["layout"], p["stage_order"]
-            op.extent = dict(zip(op.layout, p["extents"], strict=True))
-            op.strides = dict(zip(op.layout, p["strides"], strict=True))
-        self.report += report
-        return int(used)
 
-    def _direct(self, op: _Operand, k: Any) -> Any:
-        """A direct global load of `op` at `k`; out-of-range threads read nothing."""
-        b = self.b
-        ty = _elem(op.ptr)
-        pick = b.if_else(self.in_range, results=[ty])
-        with pick as (yes, no):
-            with yes:
-                yes.yield_(self._opaque_load(op, k))
-            with no:
-                no.yield_(_zero(b, ty))
-        return pick.results[0]
+class _NativeIO:
+    """The native builder under `b` and the conversions of values across it:
+    a ``zyntax.hir.FunctionBuilder`` is its own; the kernel translator's
+    builder (``frontend.nest_tiling.TranslatorBuilder``) wraps one, and after
+    the Rust tiler emitted blocks it continues in the current one (`sync`)."""
 
-    def _untiled(self, ops: list[_Operand], kv: Any, acc0: Any, combine: Callable[..., Any]) -> Any:
-        b = self.b
-        acc = _acc_var(b, acc0)
-        with b.if_(self.in_range), b.for_range(b.const(0, "u32"), kv) as k:
-            xs = [self._opaque_load(op, k) for op in ops]
-            b.def_var(acc, combine(b.use_var(acc), *xs))
-        return b.use_var(acc)
-
-    def _opaque_load(self, op: _Operand, k: Any) -> Any:
-        """Load of an operand in the untiled reduction (already in range)."""
-        at: dict[Any, Any] = dict(enumerate(self.values))
-        at["k"] = k
-        return self.b.load(self.b.ptr_add(op.ptr, self._eval_any(op.index, at)))
-
-    def _eval_any(self, x: Any, at: dict[Any, Any]) -> Any:
-        """The value of an index expression, affine or not."""
-        if isinstance(x, Affine):
-            return self._eval(x, at)
-        if isinstance(x, NotAffine):
-            if x.fn is not None:
-                return x.fn(at["k"])
-            if x.expr is None:
-                raise BuildError(f"an index the tiler cannot evaluate: {x.why}")
-            op, lhs, rhs = x.expr
-            lv, rv = self._eval_any(lhs, at), self._eval_any(rhs, at)
-            return lv * rv if op == "*" else lv + rv
-        return x
-
-    def _tiled(
-        self, ops: list[_Operand], kv: Any, acc0: Any, combine: Callable[..., Any], tile_k: int
-    ) -> Any:
-        b = self.b
-        for op in ops:
-            if op.why is not None:
-                continue
-            op.tile = b.shared_alloc(_elem(op.ptr), op.size)
-            op.row_base = self._sum(
-                [0] + [self._scaled(self.tid[d], op.strides[d]) for d in op.dims]
+    def __init__(self, b: Any) -> None:
+        self._outer: Any = None  # the translator's builder, when `b` is one
+        if isinstance(b, _native.FunctionBuilder):
+            self.fb = b
+        elif hasattr(b, "native"):
+            self.fb, self._outer = b.native, b
+        else:
+            raise BuildError(
+                f"a tiled nest is built on a zyntax.hir.FunctionBuilder, not {type(b).__name__}"
             )
-        steps = (kv + (tile_k - 1)) / tile_k
-        acc = _acc_var(b, acc0)
-        with b.for_range(b.const(0, "u32"), steps) as kt:
-            k0 = kt * tile_k
-            for op in ops:
-                if op.why is None:
-                    self._stage(op, k0, kv, tile_k)
-            b.barrier()
-            left = kv - k0
-            with b.if_else(left >= tile_k) as (yes, no):
-                with yes:
-                    self._inner(ops, k0, b.const(tile_k, "u32"), acc, combine)
-                with no:
-                    self._inner(ops, k0, left, acc, combine)
-            b.barrier()
-        return b.use_var(acc)
 
-    @staticmethod
-    def _scaled(v: Any, stride: int) -> Any:
-        return v * stride if stride != 1 else v
+    def wrap(self, nv: Any) -> Any:
+        return nv if self._outer is None else self._outer.adopt(nv)
 
-    def _inner(
-        self, ops: list[_Operand], k0: Any, count: Any, acc: Any, combine: Callable[..., Any]
-    ) -> None:
-        """Folds `count` staged K steps into the accumulator variable `acc`."""
-        b = self.b
-        with b.for_range(b.const(0, "u32"), count) as k:
-            xs = []
-            for op in ops:
-                if op.why is None:
-                    kk = self._scaled(k, op.strides["k"])
-                    xs.append(b.load(b.ptr_add(op.tile, op.row_base + kk)))
-                else:
-                    xs.append(self._direct(op, k0 + k))
-            b.def_var(acc, combine(b.use_var(acc), *xs))
+    def unwrap(self, v: Any) -> Any:
+        return v if self._outer is None else v.v.nv
 
-    def _stage(self, op: _Operand, k0: Any, kv: Any, tile_k: int) -> None:
-        """Every thread copies its share of the operand's tile for the step at `k0`."""
-        b = self.b
-        assert isinstance(op.index, Affine)
-        coords, extent = op.stage_order, op.extent
-        elements = math.prod(extent.values())
-        for r in range(-(-elements // self.threads)):
-            e = self.flat_tid + r * self.threads if r else self.flat_tid
-            local: dict[Any, Any] = {}
-            rest = e
-            for n_done, s in enumerate(coords):
-                last = n_done == len(coords) - 1
-                local[s] = rest if last else rest % extent[s]
-                if not last:
-                    rest = rest / extent[s]
-            at: dict[Any, Any] = {d: self.base[d] + local[d] for d in op.dims}
-            at["k"] = k0 + local["k"]
-            ok = at["k"] < kv
-            for d in op.dims:
-                ok = b.and_(ok, at[d] < self.sizes[d])
-            if elements % self.threads:
-                ok = b.and_(ok, e < elements)
-            ty = _elem(op.ptr)
-            pick = b.if_else(ok, results=[ty])
-            with pick as (yes, no):
-                with yes:
-                    yes.yield_(b.load(b.ptr_add(op.ptr, self._eval(op.index, at))))
-                with no:
-                    no.yield_(_zero(b, ty))
-            slot = self._sum([0] + [self._scaled(local[s], op.strides[s]) for s in op.layout])
-            store_ok = e < elements if elements % self.threads else None
-            if store_ok is None:
-                b.store(b.ptr_add(op.tile, slot), pick.results[0])
-            else:
-                with b.if_(store_ok):
-                    b.store(b.ptr_add(op.tile, slot), pick.results[0])
+    def sync(self) -> None:
+        if self._outer is not None:
+            self._outer.resync()
 
 
 def _check_tile_k(tile_k: Any) -> None:
@@ -612,19 +456,6 @@ def _check_tile_k(tile_k: Any) -> None:
         isinstance(tile_k, bool) or not isinstance(tile_k, numbers.Integral)
     ):
         raise BuildError(f"tile_k must be an int, not {type(tile_k).__name__}")
-
-
-def _zero(b: Any, ty: Any) -> Any:
-    return b.const(0.0 if ty.is_float else 0, ty)
-
-
-def _acc_var(b: Any, init: Any) -> Any:
-    """A reduction's accumulator as a builder variable holding `init`: the
-    loops and branches that assign it get their block parameters from the
-    builder's SSA construction."""
-    acc = b.declare_var(init.type, "acc")
-    b.def_var(acc, init)
-    return acc
 
 
 def _elem(ptr: Any) -> Any:

@@ -16,9 +16,10 @@
 //! shorter loop, so every element folds its terms in `k` order exactly as the
 //! plain loop does (bit-identical).
 //!
-//! Python's `zyntax.tiling.TiledNest` takes its decisions from
-//! [`plan_reduction`] (through `_native.tiling_plan`); a Rust front-end calls
-//! [`TiledNest::reduce`], which plans and emits in one call.
+//! A Rust front-end calls [`TiledNest::reduce`], which plans and emits in
+//! one call; Python's `zyntax.tiling.TiledNest` (the builder's
+//! `tiled_parallel_for` and the `lang.prange` translator) drives the same
+//! emitter through `_native.tiling_begin`, its callbacks in Python.
 
 use std::collections::HashMap;
 use std::fmt;

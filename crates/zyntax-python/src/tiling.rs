@@ -1,12 +1,14 @@
-//! `zyntax._native.tiling_plan`: the builder-level tiler's decisions
-//! (`zyntax_opt::nest_stage`) for `zyntax.tiling.TiledNest`.
+//! The builder-level tiler (`zyntax_opt::nest_stage`) for Python.
 //!
-//! Python describes the nest and one reduction with plain values (value ids
-//! and names, affine forms as nested tuples; see `_plan_args` in
-//! `python/zyntax/tiling.py`) and gets back, per operand, whether it is
-//! staged, the tile's layout, and the report lines; it then emits the
-//! reduction on whichever builder it holds. An explicit `tile_k` the
-//! hardware cannot hold is a `BuildError`.
+//! `tiling_begin` / `NativeTiledNest` run the Rust emitter
+//! (`nest_stage::TiledNest`) on a `zyntax.hir.FunctionBuilder`'s own Rust
+//! builder for `zyntax.tiling.TiledNest`, calling its Python callbacks back.
+//! `tiling_plan` gives the plan alone: Python describes the nest and one
+//! reduction with plain values (value ids and names, affine forms as nested
+//! tuples; see `TiledNest._encode` in `python/zyntax/tiling.py`) and gets
+//! back, per operand, whether it is staged, the tile's layout, and the
+//! report lines. An explicit `tile_k` the hardware cannot hold is a
+//! `BuildError`.
 
 use crate::errors::{guard, ArgumentError, BuildError};
 use crate::types::type_name;

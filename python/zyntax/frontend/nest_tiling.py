@@ -30,8 +30,8 @@ from typing import Any
 
 from zyntax import lang
 from zyntax.frontend import hirtypes as ir
-from zyntax.frontend.emit import Block, Value
-from zyntax.frontend.hirtypes import BOOL, I64, U32, HType, Ptr, Scalar
+from zyntax.frontend.emit import Block, Value, front_type
+from zyntax.frontend.hirtypes import BOOL, I64, HType, Ptr, Scalar
 
 __all__ = ["TV", "TranslatorBuilder", "plan_prange"]
 
@@ -134,90 +134,31 @@ def _scalar(ty: Any) -> HType:
     return ty  # type: ignore[no-any-return]
 
 
-class _Branch:
-    def __init__(self, b: TranslatorBuilder, block: Block, merge: Block) -> None:
-        self.b, self.block, self.merge = b, block, merge
-
-    def __enter__(self) -> _Branch:
-        self.b.tr.fn.switch_to(self.block)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        # A branch of an if_else without results falls through to the merge
-        # (its variables' values meet there through SSA construction).
-        fn = self.b.tr.fn
-        if exc[0] is None and not self.merge.params and not fn.terminated:
-            fn.jump(self.merge)
-
-    def yield_(self, *vals: Any) -> None:
-        tys = [p.ty for p in self.merge.params]
-        args = [self.b.value(v, t).v for v, t in zip(vals, tys, strict=True)]
-        self.b.tr.fn.jump(self.merge, args)
-
-
-class _IfElse:
-    def __init__(self, b: TranslatorBuilder, cond: TV, results: list[Any]) -> None:
-        tr = b.tr
-        self.b = b
-        then_b, else_b = tr.fn.new_block(), tr.fn.new_block()
-        self.merge = tr.fn.new_block(*(_scalar(t) for t in results))
-        self.results = [TV(b, p) for p in self.merge.params]
-        tr.fn.branch(cond.v, then_b, else_b)
-        tr.seal(then_b)
-        tr.seal(else_b)
-        self.then, self.else_ = _Branch(b, then_b, self.merge), _Branch(b, else_b, self.merge)
-
-    def __enter__(self) -> tuple[_Branch, _Branch]:
-        return self.then, self.else_
-
-    def __exit__(self, *exc: Any) -> None:
-        if exc[0] is None:
-            self.b.tr.fn.switch_to(self.merge)
-            self.b.tr.seal(self.merge)
-
-
-class _ForRange:
-    """``for k in range(lo, hi)``: the header's one parameter is the index;
-    the tiler's accumulators are variables, whose header parameters the SSA
-    construction adds (the header is sealed after the back edge)."""
-
-    def __init__(self, b: TranslatorBuilder, lo: TV, hi: TV) -> None:
-        tr = b.tr
-        self.b = b
-        lo, hi = b.unify(lo, hi)
-        self.header = tr.fn.new_block(lo.v.ty)
-        self.body, self.exit = tr.fn.new_block(), tr.fn.new_block()
-        self.index = TV(b, self.header.params[0])
-        tr.fn.jump(self.header, [lo.v])
-        tr.fn.switch_to(self.header)
-        cond = tr.fn.emit1("cmp.lt", [self.index.v, hi.v], BOOL)
-        tr.fn.branch(cond, self.body, self.exit)
-        tr.seal(self.body)
-
-    def __enter__(self) -> TV:
-        self.b.tr.fn.switch_to(self.body)
-        return self.index
-
-    def __exit__(self, *exc: Any) -> None:
-        if exc[0] is not None:
-            return
-        tr = self.b.tr
-        if not tr.fn.terminated:
-            tr.fn.jump(self.header, [(self.index + 1).v])
-        tr.seal(self.header)
-        tr.fn.switch_to(self.exit)
-        tr.seal(self.exit)
-
-
 class TranslatorBuilder:
-    """The builder calls :class:`zyntax.tiling.TiledNest` makes, emitted into
-    the function a :class:`~zyntax.frontend.translator.FunctionTranslator` is
-    building (its SSA construction sees every block, so the ``combine`` code
-    may read the kernel's variables)."""
+    """What :class:`zyntax.tiling.TiledNest` needs of the function a
+    :class:`~zyntax.frontend.translator.FunctionTranslator` is building: its
+    native builder (the Rust tiler emits there; the SSA construction sees
+    every block, so the ``combine`` code may read the kernel's variables),
+    values across it, and the index arithmetic of the forms it evaluates."""
 
     def __init__(self, tr: Any) -> None:
         self.tr = tr
-        self._var_types: dict[str, HType] = {}
+
+    # ---- the Rust tiler (zyntax.tiling drives nest_stage::TiledNest on the native builder)
+    @property
+    def native(self) -> Any:
+        """The native ``zyntax.hir.FunctionBuilder`` the translator emits through."""
+        return self.tr.fn.b
+
+    def adopt(self, nv: Any) -> TV:
+        """A native value the Rust tiler made, as a translator value."""
+        return TV(self, Value(nv, front_type(nv.type)))
+
+    def resync(self) -> None:
+        """The translator continues in the block the Rust tiler left current."""
+        blk = Block(self.native.current_block, [])
+        blk.preds = 1
+        self.tr.fn.current = blk
 
     # ---- values
     def emit(self, op: str, args: list[TV], ty: HType, **imm: Any) -> TV:
@@ -246,35 +187,7 @@ class TranslatorBuilder:
             return a, c
         return self.value(a, I64), self.value(c, I64)
 
-    # ---- the calls TiledNest makes
-    def thread_idx(self, dim: str) -> TV:
-        return TV(self, self.tr.fn.emit1(f"thread_idx.{dim}", [], U32))
-
-    def block_idx(self, dim: str) -> TV:
-        return TV(self, self.tr.fn.emit1(f"block_idx.{dim}", [], U32))
-
-    def and_(self, a: TV, c: TV) -> TV:
-        return self.emit("and", [a, c], BOOL)
-
-    def load(self, ptr: TV) -> TV:
-        ty = ptr.v.ty
-        assert isinstance(ty, Ptr)
-        return self.emit("load", [ptr], ty.pointee)
-
-    def store(self, ptr: TV, v: TV) -> None:
-        self.tr.fn.emit0("store", [ptr.v, v.v])
-
-    def ptr_add(self, ptr: TV, index: Any) -> TV:
-        ix = index if isinstance(index, TV) else self.const(index, I64)
-        return self.emit("ptr_add", [ptr, ix], ptr.v.ty)
-
-    def shared_alloc(self, elem: Any, count: int) -> TV:
-        t = _scalar(elem)
-        return self.emit("shared_alloc", [], Ptr("shared", t), elem=t, count=int(count))
-
-    def barrier(self) -> None:
-        self.tr.fn.emit0("barrier", [])
-
+    # ---- control flow the translator asks of it
     @contextlib.contextmanager
     def if_(self, cond: TV) -> Iterator[None]:
         tr = self.tr
@@ -287,31 +200,6 @@ class TranslatorBuilder:
             tr.fn.jump(merge)
         tr.fn.switch_to(merge)
         tr.seal(merge)
-
-    def if_else(self, cond: TV, results: list[Any] | None = None) -> _IfElse:
-        return _IfElse(self, cond, results or [])
-
-    def for_range(self, lo: Any, hi: Any) -> _ForRange:
-        lo_v = lo if isinstance(lo, TV) else self.const(lo, U32)
-        hi_v = hi if isinstance(hi, TV) else self.const(hi, U32)
-        return _ForRange(self, lo_v, hi_v)
-
-    # ---- variables: the translator's own (SSA construction in the Rust builder)
-    def declare_var(self, ty: TType, name: str) -> str:
-        """A fresh variable of type `ty`: a name with a ``$``, which no Python
-        identifier of the kernel has."""
-        var = f"{name}${len(self._var_types)}"
-        self._var_types[var] = ty.ht
-        return var
-
-    def def_var(self, var: str, value: Any) -> None:
-        ty = self._var_types[var]
-        self.tr.fn.write_var(var, ty, self.value(value, ty).v)
-
-    def use_var(self, var: str) -> TV:
-        v = self.tr.fn.read_var(var)
-        assert v is not None, f"the tiler read {var} before assigning it"
-        return TV(self, v)
 
 
 # --------------------------------------------------------------------------- recognition

@@ -25,11 +25,9 @@ __all__ = [
     "bf16",
     "bfe",
     "bfi",
-    "bfind",
     "bitcast",
     "block_dim",
     "block_idx",
-    "brev",
     "bulk_commit_group",
     "bulk_copy_g2s",
     "bulk_copy_s2g",
@@ -41,7 +39,6 @@ __all__ = [
     "cluster_nctarank",
     "cluster_sync",
     "cluster_wait",
-    "clz",
     "compiler_fence",
     "cos",
     "cvt_pack",
@@ -93,7 +90,6 @@ __all__ = [
     "mma_sync",
     "named_barrier_arrive",
     "named_barrier_sync",
-    "popc",
     "prange",
     "prefetch_tensormap",
     "prmt",
@@ -446,12 +442,9 @@ min = Primitive("min")
 max = Primitive("max")
 abs = Primitive("abs")
 
-# Bit manipulation on integers (the HIR ops `popc`, `clz`, `brev`, `bfind`), and
-# reinterpreting a value's bits as another scalar type of the same size.
-popc = Primitive("popc", "popc(x)")
-clz = Primitive("clz", "clz(x)")
-brev = Primitive("brev", "brev(x)")
-bfind = Primitive("bfind", "bfind(x)")
+# Reinterpreting a value's bits as another scalar type of the same size. The
+# bit ops on integers (`popc`, `clz`, `brev`, `bfind`) are generated from their
+# op-table rows into `_lang_ops.py` (re-exported at the end of this file).
 bitcast = Primitive("bitcast")
 
 # --- issue 12: the warp-level ISA (docs/kernels.md lists each with its HIR op)
@@ -484,3 +477,12 @@ load_vec = Primitive("load_vec")
 store_vec = Primitive("store_vec")
 cvt_pack = Primitive("cvt_pack")
 cvt_unpack = Primitive("cvt_unpack")
+
+# The primitives that are one HIR instruction on their own operands, declared
+# by their op-table rows (`lang "name(x)"` in `crates/zyntax-hir/src/table/`)
+# and generated into `_lang_ops.py`, which imports `Primitive` from here: last,
+# so that `Primitive` exists when it runs.
+from zyntax import _lang_ops  # noqa: E402
+from zyntax._lang_ops import *  # noqa: E402, F403
+
+__all__ += _lang_ops.__all__

@@ -411,3 +411,25 @@ fn scalar_rows_document_themselves() {
         assert!(zyntax_hir::gen::scalar_syntax_table().contains(&format!("`{op}`")));
     }
 }
+
+/// A row's `zyntax.lang` spelling is `name(params)` with its own name, and
+/// each name is generated into `python/zyntax/_lang_ops.py` once.
+#[test]
+fn lang_spellings_are_calls_with_unique_names() {
+    let mut seen = HashSet::new();
+    for d in OPS.iter().filter(|d| !d.lang.is_empty()) {
+        let name = zyntax_hir::gen::lang_name(d);
+        assert!(
+            !name.is_empty()
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                && d.lang.ends_with(')'),
+            "{}: lang spelling {:?} is not name(params)",
+            d.mnemonic,
+            d.lang
+        );
+        assert!(seen.insert(name), "{name}: two rows spell it");
+        let file = zyntax_hir::gen::lang_file();
+        assert!(file.contains(&format!("{name} = Primitive(\"{name}\", {:?})", d.lang)));
+    }
+    assert!(!seen.is_empty());
+}

@@ -256,6 +256,10 @@ pub struct OpDef {
     /// table of `docs/lowering.md` (one- and two-operand scalar ops, whose
     /// lines there are generated; "" for the rest, documented by hand).
     pub lower: (&'static str, &'static str),
+    /// Its `zyntax.lang` primitive when that is the op on its own operands
+    /// (`"popc(x)"`: the name, then the parameters), generated into
+    /// `python/zyntax/_lang_ops.py`; "" for none (or a hand-written one).
+    pub lang: &'static str,
 }
 
 const fn row(
@@ -286,6 +290,7 @@ const fn row(
         py: Py::None,
         doc: "",
         lower: ("", ""),
+        lang: "",
     }
 }
 
@@ -344,6 +349,10 @@ impl OpDef {
     }
     const fn lower(mut self, llvm: &'static str, ptx: &'static str) -> Self {
         self.lower = (llvm, ptx);
+        self
+    }
+    const fn lang(mut self, spelling: &'static str) -> Self {
+        self.lang = spelling;
         self
     }
     const fn py(mut self, p: Py) -> Self {

@@ -46,11 +46,12 @@ macro_rules! binary_ops {
 }
 
 /// `unary_ops! { Variant => "mnemonic" [as "python name"], Operands, "doc",
-/// lower "LLVM" => "PTX"; ... }`:
+/// [lang "name(x)",] lower "LLVM" => "PTX"; ... }` (`lang`: its `zyntax.lang`
+/// primitive, generated into `python/zyntax/_lang_ops.py`):
 /// the `UnOp` enum and its rows, `UNARY`, in the same order.
 macro_rules! unary_ops {
     ($(#[$m:meta])* { $($v:ident => $sub:literal $(as $py:literal)?, $t:ident, $doc:literal,
-        lower $llvm:literal => $ptx:literal;)+ }) => {
+        $(lang $lang:literal,)? lower $llvm:literal => $ptx:literal;)+ }) => {
         named_enum!($(#[$m])* UnOp { $($v => $sub),+ });
 
         /// The `unary` rows, in `UnOp` order.
@@ -62,6 +63,7 @@ macro_rules! unary_ops {
                 .py(Py::Unary(py_name!($sub $(, $py)?)))
                 .doc($doc)
                 .lower($llvm, $ptx)
+                .lang(concat!("" $(, $lang)?))
         ),+];
     };
 }
@@ -158,12 +160,16 @@ unary_ops! {
         Ceil => "ceil", Float, "Round toward positive infinity.",
             lower "`llvm.ceil`" => "`cvt.rpi.f32.f32`";
         Popc => "popc", Int, "Number of set bits.",
+            lang "popc(x)",
             lower "`llvm.ctpop`" => "`popc.b32`";
         Clz => "clz", Int, "Number of leading zero bits (the width for 0).",
+            lang "clz(x)",
             lower "`llvm.ctlz` (defined at 0)" => "`clz.b32`";
         Brev => "brev", Int, "The bits in reverse order.",
+            lang "brev(x)",
             lower "`llvm.bitreverse`" => "`brev.b32`";
         Bfind => "bfind", Int, "Index of the highest set bit; all ones for 0.",
+            lang "bfind(x)",
             lower "`width − 1 − llvm.ctlz` (all ones for 0)" => "`clz.b32`, `sub.s32`";
     }
 }

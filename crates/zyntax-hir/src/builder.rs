@@ -630,15 +630,6 @@ impl FunctionBuilder {
             Type::ptr(AddrSpace::SharedCluster, elem),
         )
     }
-    pub fn mbarrier_arrive_cluster(&mut self, bar: ValueId) -> BuildResult<()> {
-        self.push0(Op::MbarrierArriveCluster, &[bar])
-    }
-
-    /// `mbarrier.arrive_cluster_relaxed bar`: an arrival on a `mapa`-mapped
-    /// barrier with no ordering for the other block (no GPU-wide fence).
-    pub fn mbarrier_arrive_cluster_relaxed(&mut self, bar: ValueId) -> BuildResult<()> {
-        self.push0(Op::MbarrierArriveClusterRelaxed, &[bar])
-    }
     pub fn griddep(&mut self, op: GriddepOp) -> BuildResult<()> {
         self.push0(Op::Griddep(op), &[])
     }
@@ -1077,29 +1068,9 @@ impl FunctionBuilder {
         args.extend_from_slice(coords);
         self.push0(Op::TmaReduce(op), &args)
     }
-    /// `bulk.copy.g2s`: `bytes` from global `src` to shared `dst`, completed on `bar`.
-    pub fn bulk_copy_g2s(
-        &mut self,
-        dst: ValueId,
-        src: ValueId,
-        bytes: ValueId,
-        bar: ValueId,
-    ) -> BuildResult<()> {
-        self.push0(Op::BulkCopyG2S, &[dst, src, bytes, bar])
-    }
-    /// `bulk.copy.s2g`: `bytes` from shared `src` to global `dst` (a bulk group op).
-    pub fn bulk_copy_s2g(&mut self, dst: ValueId, src: ValueId, bytes: ValueId) -> BuildResult<()> {
-        self.push0(Op::BulkCopyS2G, &[dst, src, bytes])
-    }
-    pub fn bulk_commit_group(&mut self) -> BuildResult<()> {
-        self.push0(Op::BulkCommitGroup, &[])
-    }
     /// Waits until at most `pending` bulk groups are incomplete (`read`: still read their source).
     pub fn bulk_wait_group(&mut self, pending: u32, read: bool) -> BuildResult<()> {
         self.push0(Op::BulkWaitGroup { pending, read }, &[])
-    }
-    pub fn prefetch_tensormap(&mut self, tmap: ValueId) -> BuildResult<()> {
-        self.push0(Op::PrefetchTensormap, &[tmap])
     }
     /// `bulk.reduce.<op>`: `bytes` of shared `src` combined element-wise into global `dst`.
     pub fn bulk_reduce(

@@ -103,12 +103,15 @@ pub fn pyo3_file() -> String {
 }
 
 /// `crates/zyntax-hir/src/builder/generated.rs`: the Rust `FunctionBuilder`'s
-/// shorthands of the scalar families.
+/// shorthands of the scalar families and of the `rust_shorthand` rows.
 pub fn builder_file() -> String {
     format!(
         "{FILE_HEADER}//! The Rust `FunctionBuilder`'s one method per scalar instruction\n\
-         //! (`b.add(x, y)`, `b.popc(x)`, `b.lt(x, y)`); each calls its family method.\n\n\
+         //! (`b.add(x, y)`, `b.popc(x)`, `b.lt(x, y)`), each calling its family method,\n\
+         //! and the shorthands of the rows marked `rust_shorthand` (`b.bulk_commit_group()`),\n\
+         //! each pushing its op on its operands.\n\n\
          use super::*;\n\n\
+         #[rustfmt::skip]\n\
          impl FunctionBuilder {{\n{}}}\n",
         builder_methods()
     )
@@ -780,6 +783,38 @@ pub fn pyo3_methods() -> String {
 /// The Rust `FunctionBuilder`'s one-method-per-instruction shorthands for the
 /// scalar families (`b.add(x, y)`, `b.popc(x)`, `b.lt(x, y)`); each calls the
 /// family method that infers the result type.
+/// The generated Rust method of a row marked `rust_shorthand`: its operands
+/// as `ValueId`s, in order, pushed as the row's op.
+fn shorthand(out: &mut String, d: &OpDef) {
+    let op = d.op.map(|f| format!("{:?}", f()));
+    let name = d.builder.split('(').next().unwrap_or("");
+    let operands = d.operands.unwrap_or(&[]);
+    assert!(
+        d.imms.is_none()
+            && d.results == Some(0)
+            && d.operands.is_some()
+            && d.builder == format!("{name}({})", operands.join(", "))
+            && op
+                .as_deref()
+                .is_some_and(|o| o.chars().all(char::is_alphanumeric)),
+        "{}: a rust_shorthand row is an op without immediates or results, \
+         its method `name(operands in order)`",
+        d.mnemonic
+    );
+    let params: String = operands.iter().map(|o| format!(", {o}: ValueId")).collect();
+    let _ = writeln!(out, "    /// `{}`: {}", d.mnemonic, d.doc);
+    let _ = writeln!(
+        out,
+        "    pub fn {name}(&mut self{params}) -> BuildResult<()> {{"
+    );
+    let _ = writeln!(
+        out,
+        "        self.push0(Op::{}, &[{}])\n    }}",
+        op.unwrap_or_default(),
+        operands.join(", ")
+    );
+}
+
 pub fn builder_methods() -> String {
     let mut out = String::new();
     for d in OPS {
@@ -793,6 +828,10 @@ pub fn builder_methods() -> String {
                 "a: ValueId, b: ValueId",
                 format!("cmp(CmpOp::{}, a, b)", variant(d.sub)),
             ),
+            _ if d.rust_generated => {
+                shorthand(&mut out, d);
+                continue;
+            }
             _ => continue,
         };
         let _ = writeln!(out, "    /// `{}`: {}", d.mnemonic, d.doc);

@@ -300,7 +300,7 @@ pub(super) const TMA_BULK: &[OpDef] = &[
     .gpu()
     .fx(fx::READ | fx::WRITE | fx::SYNC)
     .needs(TMA)
-    .rust("bulk_copy_g2s(dst, src, bytes, bar)")
+    .rust_shorthand("bulk_copy_g2s(dst, src, bytes, bar)")
     .py(Py::Method(&py::BULK_COPY_G2S))
     .doc("Copies bytes (a multiple of 16) from global src to shared dst; completes them on bar."),
     row(
@@ -316,7 +316,7 @@ pub(super) const TMA_BULK: &[OpDef] = &[
     .gpu()
     .fx(fx::READ | fx::WRITE | fx::SYNC)
     .needs(TMA)
-    .rust("bulk_copy_s2g(dst, src, bytes)")
+    .rust_shorthand("bulk_copy_s2g(dst, src, bytes)")
     .py(Py::Method(&py::BULK_COPY_S2G))
     .doc("Copies bytes (a multiple of 16) from shared src to global dst; a bulk group op."),
     row("bulk_commit_group", "", "bulk.commit_group", NONE, 0, "–")
@@ -324,7 +324,7 @@ pub(super) const TMA_BULK: &[OpDef] = &[
         .gpu()
         .fx(fx::SYNC)
         .needs(TMA)
-        .rust("bulk_commit_group()")
+        .rust_shorthand("bulk_commit_group()")
         .py(Py::Nullary("bulk_commit_group"))
         .doc("Closes this thread's current group of bulk stores and reductions."),
     row("bulk_wait_group", "", "bulk.wait_group", NONE, 0, "–")
@@ -357,7 +357,7 @@ pub(super) const TMA_BULK: &[OpDef] = &[
         .gpu()
         .fx(fx::SYNC)
         .needs(TMA)
-        .rust("prefetch_tensormap(tmap)")
+        .rust_shorthand("prefetch_tensormap(tmap)")
         .py(Py::Method(&py::PREFETCH_TENSORMAP))
         .doc("Prefetches the tensor map into the cache (no effect on values)."),
 ];
@@ -463,7 +463,7 @@ pub(super) const CLUSTERS: &[OpDef] = &[
     .gpu()
     .fx(fx::READ | fx::WRITE | fx::SYNC)
     .needs(CLUSTER)
-    .rust("mbarrier_arrive_cluster(bar)")
+    .rust_shorthand("mbarrier_arrive_cluster(bar)")
     .py(Py::Method(&py::MBARRIER_ARRIVE_CLUSTER))
     .doc("One arrival (release, cluster scope) on a barrier of any block of the cluster."),
     // The arrival a TMA ring's consumer hands a stage back with.
@@ -480,7 +480,7 @@ pub(super) const CLUSTERS: &[OpDef] = &[
     .gpu()
     .fx(fx::READ | fx::WRITE | fx::SYNC)
     .needs(CLUSTER)
-    .rust("mbarrier_arrive_cluster_relaxed(bar)")
+    .rust_shorthand("mbarrier_arrive_cluster_relaxed(bar)")
     .py(Py::Via("mbarrier_arrive_cluster"))
     .doc(
         "One arrival on a barrier of any block of the cluster that orders nothing for that \

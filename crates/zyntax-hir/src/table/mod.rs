@@ -250,6 +250,10 @@ pub struct OpDef {
     pub feature: Option<Feature>,
     /// The Rust `FunctionBuilder` method.
     pub builder: &'static str,
+    /// Whether that method is generated (`builder/generated.rs`): an op
+    /// without immediates or results whose method takes its operands, in
+    /// order, and pushes it (`rust_shorthand`).
+    pub rust_generated: bool,
     pub py: Py,
     pub doc: &'static str,
     /// What the op becomes in LLVM and typically in PTX, for the lowering
@@ -287,6 +291,7 @@ const fn row(
         effects: 0,
         feature: None,
         builder: "",
+        rust_generated: false,
         py: Py::None,
         doc: "",
         lower: ("", ""),
@@ -349,6 +354,12 @@ impl OpDef {
     }
     const fn lower(mut self, llvm: &'static str, ptx: &'static str) -> Self {
         self.lower = (llvm, ptx);
+        self
+    }
+    /// The Rust builder method, generated from the row: `"name(operand, ...)"`.
+    const fn rust_shorthand(mut self, builder: &'static str) -> Self {
+        self.builder = builder;
+        self.rust_generated = true;
         self
     }
     const fn lang(mut self, spelling: &'static str) -> Self {

@@ -378,9 +378,6 @@ impl FunctionBuilder {
         };
         self.push1(Op::Load, &[ptr], ty)
     }
-    pub fn store(&mut self, ptr: ValueId, value: ValueId) -> BuildResult<()> {
-        self.push0(Op::Store, &[ptr, value])
-    }
     /// `ptr + index` elements of the pointee type.
     pub fn ptr_add(&mut self, ptr: ValueId, index: ValueId) -> BuildResult<ValueId> {
         let ty = self.value_type(ptr)?.clone();
@@ -432,14 +429,8 @@ impl FunctionBuilder {
     pub fn lane_id(&mut self) -> BuildResult<ValueId> {
         self.push_row1(Op::LaneId, &[])
     }
-    pub fn barrier(&mut self) -> BuildResult<()> {
-        self.push0(Op::Barrier, &[])
-    }
     pub fn fence(&mut self, scope: Scope) -> BuildResult<()> {
         self.push0(Op::Fence(scope), &[])
-    }
-    pub fn warp_sync(&mut self, mask: ValueId) -> BuildResult<()> {
-        self.push0(Op::WarpSync, &[mask])
     }
     /// Atomic read-modify-write; returns the old value.
     pub fn atomic(
@@ -531,9 +522,6 @@ impl FunctionBuilder {
     ) -> BuildResult<()> {
         self.push0(Op::CpAsync { bytes, cache }, &[dst, src])
     }
-    pub fn cp_async_commit(&mut self) -> BuildResult<()> {
-        self.push0(Op::CpAsyncCommit, &[])
-    }
     /// Wait until at most `pending` committed groups are still in flight.
     pub fn cp_async_wait(&mut self, pending: u32) -> BuildResult<()> {
         self.push0(Op::CpAsyncWait(pending), &[])
@@ -581,14 +569,6 @@ impl FunctionBuilder {
         self.seal_block(done)?;
         self.switch_to(done);
         Ok(())
-    }
-    /// `fence.proxy.async` (shared memory, generic proxy against the async proxy).
-    pub fn fence_proxy_async(&mut self) -> BuildResult<()> {
-        self.push0(Op::FenceProxyAsync, &[])
-    }
-    /// `fence.mbarrier_init.release.cluster`.
-    pub fn fence_mbarrier_init(&mut self) -> BuildResult<()> {
-        self.push0(Op::FenceMbarrierInit, &[])
     }
 
     // ---------------------------------------------------------------- clusters, PDL, grid sync (h13-cluster)
@@ -638,9 +618,6 @@ impl FunctionBuilder {
     }
     pub fn griddep_wait(&mut self) -> BuildResult<()> {
         self.griddep(GriddepOp::Wait)
-    }
-    pub fn grid_sync(&mut self) -> BuildResult<()> {
-        self.push0(Op::GridSync, &[])
     }
 
     // ---------------------------------------------------------------- warp MMA (issue 12)
@@ -704,12 +681,6 @@ impl FunctionBuilder {
     /// An accumulator of zeros of type `ty` (`vec<f32|f16|i32, N/2>`).
     pub fn wgmma_zero(&mut self, ty: Type) -> BuildResult<ValueId> {
         self.push1(Op::WgmmaZero, &[], ty)
-    }
-    pub fn wgmma_fence(&mut self) -> BuildResult<()> {
-        self.push0(Op::WgmmaFence, &[])
-    }
-    pub fn wgmma_commit_group(&mut self) -> BuildResult<()> {
-        self.push0(Op::WgmmaCommit, &[])
     }
     /// Wait until at most `n` committed wgmma groups are pending.
     pub fn wgmma_wait_group(&mut self, n: u32) -> BuildResult<()> {
@@ -793,9 +764,6 @@ impl FunctionBuilder {
     }
     pub fn ret(&mut self, values: &[ValueId]) -> BuildResult<()> {
         self.push0(Op::Return, values)
-    }
-    pub fn unreachable(&mut self) -> BuildResult<()> {
-        self.push0(Op::Unreachable, &[])
     }
 
     // ---------------------------------------------------------------- structured control flow
@@ -996,9 +964,6 @@ impl FunctionBuilder {
     }
     pub fn fence_acq_rel(&mut self, scope: Scope) -> BuildResult<()> {
         self.push0(Op::FenceAcqRel(scope), &[])
-    }
-    pub fn compiler_fence(&mut self) -> BuildResult<()> {
-        self.push0(Op::CompilerFence, &[])
     }
     /// `redux.sync`: the reduction of `value` over the lanes in `mask`.
     pub fn redux(&mut self, op: ReduxOp, mask: ValueId, value: ValueId) -> BuildResult<ValueId> {

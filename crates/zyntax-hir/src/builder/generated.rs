@@ -144,6 +144,46 @@ impl FunctionBuilder {
     pub fn ge(&mut self, a: ValueId, b: ValueId) -> BuildResult<ValueId> {
         self.cmp(CmpOp::Ge, a, b)
     }
+    /// `store`: Write memory.
+    pub fn store(&mut self, ptr: ValueId, value: ValueId) -> BuildResult<()> {
+        self.push0(Op::Store, &[ptr, value])
+    }
+    /// `barrier`: Block-wide barrier (`bar.sync 0`).
+    pub fn barrier(&mut self) -> BuildResult<()> {
+        self.push0(Op::Barrier, &[])
+    }
+    /// `warp_sync`: Synchronizes the lanes in mask.
+    pub fn warp_sync(&mut self, mask: ValueId) -> BuildResult<()> {
+        self.push0(Op::WarpSync, &[mask])
+    }
+    /// `cp.async.commit`: Closes the current group of async copies.
+    pub fn cp_async_commit(&mut self) -> BuildResult<()> {
+        self.push0(Op::CpAsyncCommit, &[])
+    }
+    /// `fence.proxy_async`: Orders this thread's shared-memory accesses against the async proxy (TMA, wgmma).
+    pub fn fence_proxy_async(&mut self) -> BuildResult<()> {
+        self.push0(Op::FenceProxyAsync, &[])
+    }
+    /// `fence.mbarrier_init`: Makes prior `mbarrier.init`s visible to the cluster and the async proxy.
+    pub fn fence_mbarrier_init(&mut self) -> BuildResult<()> {
+        self.push0(Op::FenceMbarrierInit, &[])
+    }
+    /// `unreachable`: Traps if reached.
+    pub fn unreachable(&mut self) -> BuildResult<()> {
+        self.push0(Op::Unreachable, &[])
+    }
+    /// `compiler_fence`: Thread-scope fence: the compiler keeps memory accesses on their side; no instruction.
+    pub fn compiler_fence(&mut self) -> BuildResult<()> {
+        self.push0(Op::CompilerFence, &[])
+    }
+    /// `wgmma.fence`: Orders register and shared-memory accesses before the following `wgmma`s.
+    pub fn wgmma_fence(&mut self) -> BuildResult<()> {
+        self.push0(Op::WgmmaFence, &[])
+    }
+    /// `wgmma.commit_group`: Closes the current group of `wgmma`s.
+    pub fn wgmma_commit_group(&mut self) -> BuildResult<()> {
+        self.push0(Op::WgmmaCommit, &[])
+    }
     /// `bulk.copy.g2s`: Copies bytes (a multiple of 16) from global src to shared dst; completes them on bar.
     pub fn bulk_copy_g2s(&mut self, dst: ValueId, src: ValueId, bytes: ValueId, bar: ValueId) -> BuildResult<()> {
         self.push0(Op::BulkCopyG2S, &[dst, src, bytes, bar])
@@ -167,5 +207,9 @@ impl FunctionBuilder {
     /// `mbarrier.arrive_cluster_relaxed`: One arrival on a barrier of any block of the cluster that orders nothing for that block (release at CTA scope, no GPU-wide fence): hands back a buffer this thread only read.
     pub fn mbarrier_arrive_cluster_relaxed(&mut self, bar: ValueId) -> BuildResult<()> {
         self.push0(Op::MbarrierArriveClusterRelaxed, &[bar])
+    }
+    /// `grid_sync`: Grid-wide barrier with device-scope ordering; the kernel needs a cooperative launch.
+    pub fn grid_sync(&mut self) -> BuildResult<()> {
+        self.push0(Op::GridSync, &[])
     }
 }

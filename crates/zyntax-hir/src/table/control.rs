@@ -39,7 +39,7 @@ pub(super) const CONTROL: &[OpDef] = &[
     row("unreachable", "", "unreachable", NONE, 0, "–")
         .op(|| Op::Unreachable)
         .class(Term)
-        .rust("unreachable()")
+        .rust_shorthand("unreachable()")
         .py(Py::Hand("unreachable"))
         .doc("Traps if reached."),
 ];

@@ -150,7 +150,7 @@ pub(super) const ASYNC_COPY: &[OpDef] = &[
         .gpu()
         .fx(fx::SYNC)
         .needs(CP_ASYNC)
-        .rust("cp_async_commit()")
+        .rust_shorthand("cp_async_commit()")
         .py(Py::Nullary("cp_async_commit"))
         .doc("Closes the current group of async copies."),
     row("cp_async_wait", "", "cp.async.wait", NONE, 0, "–")
@@ -238,7 +238,7 @@ pub(super) const ASYNC_COPY: &[OpDef] = &[
         .gpu()
         .fx(fx::SYNC)
         .needs(MBARRIER_TX)
-        .rust("fence_proxy_async()")
+        .rust_shorthand("fence_proxy_async()")
         .py(Py::Nullary("fence_proxy_async"))
         .doc("Orders this thread's shared-memory accesses against the async proxy (TMA, wgmma)."),
     row(
@@ -253,7 +253,7 @@ pub(super) const ASYNC_COPY: &[OpDef] = &[
     .gpu()
     .fx(fx::SYNC)
     .needs(MBARRIER_TX)
-    .rust("fence_mbarrier_init()")
+    .rust_shorthand("fence_mbarrier_init()")
     .py(Py::Nullary("fence_mbarrier_init"))
     .doc("Makes prior `mbarrier.init`s visible to the cluster and the async proxy."),
 ];
@@ -526,7 +526,7 @@ pub(super) const PDL: &[OpDef] = &[
         .op(|| Op::GridSync)
         .gpu()
         .fx(fx::READ | fx::WRITE | fx::SYNC)
-        .rust("grid_sync()")
+        .rust_shorthand("grid_sync()")
         .py(Py::Nullary("grid_sync"))
         .doc(
             "Grid-wide barrier with device-scope ordering; the kernel needs a cooperative launch.",

@@ -42,7 +42,7 @@ pub(super) const MEMORY: &[OpDef] = &[
         .op(|| Op::Store)
         .class(Mem)
         .fx(fx::WRITE)
-        .rust("store(ptr, value)")
+        .rust_shorthand("store(ptr, value)")
         .py(Py::Hand("store"))
         .doc("Write memory."),
     row(
@@ -164,7 +164,7 @@ pub(super) const MEMORY_MODEL: &[OpDef] = &[
     row("compiler_fence", "", "compiler_fence", NONE, 0, "–")
         .op(|| Op::CompilerFence)
         .fx(fx::SYNC)
-        .rust("compiler_fence()")
+        .rust_shorthand("compiler_fence()")
         .py(Py::Nullary("compiler_fence"))
         .doc(
             "Thread-scope fence: the compiler keeps memory accesses on their side; no instruction.",

@@ -175,7 +175,7 @@ pub(super) const WARPGROUP_MMA: &[OpDef] = &[
         .gpu()
         .fx(fx::SYNC | fx::WARP)
         .needs(WGMMA)
-        .rust("wgmma_fence()")
+        .rust_shorthand("wgmma_fence()")
         .py(Py::Nullary("wgmma_fence"))
         .doc("Orders register and shared-memory accesses before the following `wgmma`s."),
     row("wgmma_commit", "", "wgmma.commit_group", NONE, 0, "–")
@@ -183,7 +183,7 @@ pub(super) const WARPGROUP_MMA: &[OpDef] = &[
         .gpu()
         .fx(fx::SYNC | fx::WARP)
         .needs(WGMMA)
-        .rust("wgmma_commit_group()")
+        .rust_shorthand("wgmma_commit_group()")
         .py(Py::Nullary("wgmma_commit_group"))
         .doc("Closes the current group of `wgmma`s."),
     row("wgmma_wait", "", "wgmma.wait_group.<n>", NONE, 0, "–")

@@ -89,7 +89,7 @@ pub(super) const THREADS: &[OpDef] = &[
         .op(|| Op::Barrier)
         .gpu()
         .fx(fx::SYNC)
-        .rust("barrier()")
+        .rust_shorthand("barrier()")
         .py(Py::Nullary("barrier"))
         .doc("Block-wide barrier (`bar.sync 0`)."),
     row("fence", "", "fence.<scope>", NONE, 0, "–")
@@ -104,7 +104,7 @@ pub(super) const THREADS: &[OpDef] = &[
         .sig("u32")
         .gpu()
         .fx(fx::SYNC | fx::WARP)
-        .rust("warp_sync(mask)")
+        .rust_shorthand("warp_sync(mask)")
         .py(Py::Hand("warp_sync"))
         .doc("Synchronizes the lanes in mask."),
     // --- GPU: atomics

@@ -5,7 +5,7 @@ from the ``lang`` spelling of their op-table rows; ``zyntax.lang`` re-exports th
 
 from __future__ import annotations
 
-from zyntax.lang import Primitive
+from zyntax._lang_prims import Primitive
 
 __all__: list[str] = [
     "bfind",

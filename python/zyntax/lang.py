@@ -13,6 +13,13 @@ from typing import Any
 
 import numpy as np
 
+# `Primitive` lives in `_lang_prims` so that the generated `_lang_ops` builds
+# its primitives without importing this module (no import cycle).
+from zyntax import _lang_ops
+from zyntax._lang_ops import *  # noqa: F403
+from zyntax._lang_prims import Primitive as Primitive  # re-exported
+from zyntax._lang_prims import _outside
+
 __all__ = [
     "Array",
     "DType",
@@ -154,13 +161,6 @@ def _type_error(message: str) -> Exception:
     return KernelTypeError(message)
 
 
-def _outside(what: str) -> Exception:
-    # Imported here: zyntax.frontend imports this module.
-    from zyntax.frontend.errors import KernelError
-
-    return KernelError(f"{what} can only be used inside a @zyntax.kernel or @zyntax.func function")
-
-
 class DType:
     """A scalar type: annotation (``x: zyntax.f32``), cast (``zyntax.f32(v)``), dtype argument."""
 
@@ -257,25 +257,6 @@ class _ArrayFactory:
 
 
 Array = _ArrayFactory()
-
-
-class Primitive:
-    """A GPU primitive: only meaningful inside a kernel, where the front-end lowers it."""
-
-    def __init__(self, qualname: str, inst: str | None = None) -> None:
-        self.qualname = qualname
-        #: For a primitive that is one HIR instruction on its own operands:
-        #: ``"mnemonic(params) [-> type]"`` (``"bfe(a, pos, length)"``, a
-        #: parameter may have a literal default, ``-> i32`` casts the result).
-        #: The front-end takes its operand and result types and their checks
-        #: from the op table's row (``frontend/translate/plain.py``).
-        self.inst = inst
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        raise _outside(f"zyntax.lang.{self.qualname}()")
-
-    def __repr__(self) -> str:
-        return f"<zyntax primitive {self.qualname}>"
 
 
 class _Namespace:
@@ -480,9 +461,5 @@ cvt_unpack = Primitive("cvt_unpack")
 
 # The primitives that are one HIR instruction on their own operands, declared
 # by their op-table rows (`lang "name(x)"` in `crates/zyntax-hir/src/table/`)
-# and generated into `_lang_ops.py`, which imports `Primitive` from here: last,
-# so that `Primitive` exists when it runs.
-from zyntax import _lang_ops  # noqa: E402
-from zyntax._lang_ops import *  # noqa: E402, F403
-
+# and generated into `_lang_ops.py` (imported above).
 __all__ += _lang_ops.__all__

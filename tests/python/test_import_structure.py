@@ -62,6 +62,8 @@ LAYERS: list[tuple[str, set[str]]] = [
             "zyntax.frontend",
             "zyntax.kernels",
             "zyntax.lang",
+            "zyntax._lang_ops",
+            "zyntax._lang_prims",
             "zyntax.nest",
             "zyntax.nest_builder",
             "zyntax.nest_tile",

@@ -141,7 +141,7 @@ pub fn lang_file() -> String {
          \"\"\"The ``zyntax.lang`` primitives that are one HIR instruction on its own operands,\n\
          from the ``lang`` spelling of their op-table rows; ``zyntax.lang`` re-exports them.\"\"\"\n\n\
          from __future__ import annotations\n\n\
-         from zyntax.lang import Primitive\n\n\
+         from zyntax._lang_prims import Primitive\n\n\
          __all__: list[str] = [\n{all}]\n\n{defs}"
     )
 }

@@ -682,9 +682,11 @@ class FunctionBuilder:
         self,
         mnemonic: str,
         args: Sequence[Value],
-        results: Sequence[_TypeLike],
+        results: Sequence[_TypeLike] | None = None,
         imm: dict[str, Any] | None = None,
     ) -> list[Value]: ...
+    @staticmethod
+    def operand_types(mnemonic: str) -> list[str] | None: ...
     def __enter__(self) -> FunctionBuilder: ...
     def __exit__(
         self,

@@ -2,7 +2,7 @@
 # One batch of GPU work on a lent CUDA machine (see docs/gpu-runs.md):
 # installs the wheel carried in .device/, runs every GPU test and the GPU
 # benches, and writes logs and bench JSON under $OUT (default ./gpu-out).
-# Usage on the device:  ZYNTAX_COMMIT=<sha> bash scripts/gpu_batch.sh [tests|benches|sanitize|all|pending_tests|pending_benches]
+# Usage on the device:  ZYNTAX_COMMIT=<sha> bash scripts/gpu_batch.sh [tests|tests1|tests2|benches|sanitize|all|pending_tests|pending_benches]
 # (`pending_*`: only what no device has run yet, each part under 10 minutes: the split TMA
 # groups and the TMA probe, the decode/split-K, cluster and attention-variant tests; then
 # the decode and cluster GEMM cases, the attention variants and the saxpy variants.)
@@ -37,6 +37,13 @@ python3 -c "import zyntax, zyntax.cuda as c; print('zyntax', zyntax.__version__,
 
 if [[ "$what" == tests || "$what" == all ]]; then
     python3 -m pytest -q -rfEs -p no:cacheprovider -m gpu tests/gpu tests/python/gpu 2>&1 | tee "$OUT/gpu_tests.log" | tail -40
+fi
+# The whole suite takes close to a device call's 10 minutes: `tests1` and `tests2` run
+# alternate test files (sorted by path), about half of the time each.
+if [[ "$what" == tests1 || "$what" == tests2 ]]; then
+    part=$(( ${what#tests} - 1 ))
+    mapfile -t files < <(find tests/gpu tests/python/gpu -name 'test_*.py' | sort | awk -v p="$part" 'NR % 2 == 1 - p')
+    python3 -m pytest -q -rfEs -p no:cacheprovider -m gpu "${files[@]}" 2>&1 | tee "$OUT/gpu_$what.log" | tail -40
 fi
 if [[ "$what" == benches || "$what" == all ]]; then
     mkdir -p "$OUT/results"

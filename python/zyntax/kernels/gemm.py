@@ -567,11 +567,24 @@ def tile_preferred(p: Problem, arch: str) -> bool:
     hopper = targets.has_feature(arch, "wgmma")
     if not hopper or p.a.dtype not in ("bf16", "f16") or p.tf32:
         return False
-    return p.m <= TILE_MAX_M or p.a.layout == "col"
+    if p.a.layout == "col":
+        return True
+    if MMA_SYNC_M[0] < p.m <= MMA_SYNC_M[1] and p.k <= MMA_SYNC_MAX_K:
+        return False  # mma_sync's small tiles (see MMA_SYNC_M)
+    return p.m <= TILE_MAX_M
 
 
 #: Up to this M the registry prefers the tile program on sm_90 (tile_preferred).
 TILE_MAX_M = 256
+
+#: Row-major products with M in (lo, hi] and K up to MMA_SYNC_MAX_K run
+#: mma_sync before the tile program on sm_90: the small transformer block's
+#: projections (M = 128, K = 768, in a CUDA graph, H200, session 10 B2, us):
+#: N = 2304 6.5 against 7.9, N = 768 6.4 against 6.8, N = 3072 with GELU 8.6
+#: against 10.8; at K = 3072 the tile program wins (11.5 against 16.6), and
+#: decode rows (M <= 64) were not measured there, so they stay on the tile.
+MMA_SYNC_M = (64, 128)
+MMA_SYNC_MAX_K = 1024
 
 
 #: The variants in order of preference; the first that supports a problem runs

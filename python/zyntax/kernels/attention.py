@@ -363,6 +363,12 @@ def attention(
     stream: Any = None,
     variant: str | None = None,
     window: Any = None,
+    block_table: Any = None,
+    cache_seqlens: Any = None,
+    cu_seqlens_q: Any = None,
+    cu_seqlens_k: Any = None,
+    max_seqlen_q: Any = None,
+    max_seqlen_k: Any = None,
 ) -> Any:
     """``softmax(q @ k^T * scale) @ v`` per (batch, head).
 
@@ -389,10 +395,42 @@ def attention(
     sm_90 the sm90 kernel, which takes everything; elsewhere sm80 for D
     64/128 without windows where Sq == Sk or the mask is not causal, and the
     tile program, which takes everything, for the rest).
+
+    Few queries over long keys (Sq <= 16, Sk >= 512 on a GPU) or
+    ``variant="decode"`` run the split-KV decode kernel (attention_decode.py).
+    KV caches (FlashAttention's ``flash_attn_with_kvcache`` conventions):
+    ``cache_seqlens`` (B,) int32 gives each sequence's keys (the first of
+    `k`'s); with ``block_table`` (B, max pages) int32, `k` and `v` are paged
+    caches [num_blocks, page_size, Hk, D] and sequence b's key j lives in
+    page ``block_table[b, j // page_size]``, row ``j % page_size``.
+    Varlen: ``cu_seqlens_q``/``cu_seqlens_k`` (B + 1,) int32 offsets of
+    packed q (Tq, H, D) and k, v (Tk, Hk, D), with ``max_seqlen_q``/``_k``
+    bounds of the lengths; the output is (Tq, H, D), the LSE (H, Tq).
     """
     causal = T.flag(causal, "causal")
     return_lse = T.flag(return_lse, "return_lse")
     T.stream_arg(stream)
+    kv_args = (block_table, cache_seqlens, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    if any(x is not None for x in kv_args):
+        from . import attention_decode
+
+        res = attention_decode.attention_kv(
+            q,
+            k,
+            v,
+            causal=causal,
+            scale=scale,
+            window=window,
+            stream=stream,
+            variant=variant,
+            block_table=block_table,
+            cache_seqlens=cache_seqlens,
+            cu_seqlens_q=cu_seqlens_q,
+            cu_seqlens_k=cu_seqlens_k,
+            max_seqlen_q=max_seqlen_q,
+            max_seqlen_k=max_seqlen_k,
+        )
+        return res if return_lse else res[0]
     tq, tk, tv = T.tensor(q, "q"), T.tensor(k, "k"), T.tensor(v, "v")
     T.same_place(tq, tk, tv)
     bsz, heads, sq, d, kv_heads, sk = attention_tile.qkv_shapes(tq, tk, tv)
@@ -407,8 +445,19 @@ def attention(
                 f"argument '{t.name}': the head dim must be contiguous and the other strides "
                 f"multiples of 8 elements, 16-byte aligned (strides {t.strides})"
             )
+    from . import attention_decode
     from .attention_sm90 import MAX_SEQ
 
+    # Few queries over many keys: the split-KV decode kernel.
+    if variant == "decode" or (
+        variant is None and attention_decode.decode_default(tq.on_gpu, sq, sk)
+    ):
+        if bsz * heads and sq and sk == 0:
+            raise ArgumentError("argument 'k': an empty key sequence")
+        res = attention_decode.forward(
+            tq, tk, tv, causal=causal, scale_log2=float(scale) * LOG2E, window=window, stream=stream
+        )
+        return res if return_lse else res[0]
     # The sm_90a kernel takes every head dim, grouped-query heads, windows
     # and bottom-right causal masks; the sm80 one D 64/128 with as many KV
     # heads as query heads and no window, its causal mask top-left (SDPA's

@@ -27,6 +27,10 @@ query block, exp2 softmax with the scale folded in, the causal diagonal
 blocks masked in a second stage. Every output is checked against PyTorch
 before timing. ``python benches/attention.py [--quick]``.
 
+``--decode`` runs only the decode and varlen cases (``fwd_decode_...``,
+``fwd_varlen_...``, benches/_attention_decode.py: TFLOP/s and GB/s against
+SDPA and FlashAttention's ``flash_attn_with_kvcache`` where installed).
+
 ``--backward`` runs only the backward cases instead (``bwd_...``, bench
 ``attention_bwd``; benches/_attention_bwd.py): ``kernels.attention_backward``
 against SDPA's backward and the backward of Triton's tutorial.
@@ -358,7 +362,8 @@ SHAPE_CASES: list[tuple[Any, ...]] = [
     ("fwd_bf16_b2_h32kv8_s4096_hd128_causal_w1024", 2, 32, 8, 4096, 128, True, {"window": 1024}),
     # Chunked prefill: 512 new queries over a 4096-token cache.
     ("fwd_bf16_b8_h32kv8_q512_s4096_hd128_causal", 8, 32, 8, 4096, 128, True, {"sq": 512}),
-    # Decode: one query over a 32k cache (no split-KV yet: one block per head).
+    # Decode: one query over a 32k cache (the split-KV route since session 11;
+    # --decode has the decode cases against flash_attn_with_kvcache).
     ("fwd_bf16_b8_h32kv8_q1_s32768_hd128", 8, 32, 8, 32768, 128, False, {"sq": 1}),
 ]
 
@@ -489,6 +494,9 @@ def main() -> None:
     backward = "--backward" in sys.argv  # the backward cases (_attention_bwd.py) only
     if backward:
         sys.argv.remove("--backward")
+    decode = "--decode" in sys.argv  # the decode / varlen cases (_attention_decode.py) only
+    if decode:
+        sys.argv.remove("--decode")
     args = parse_args(__doc__ or "attention bench")
     torch = optional("torch")
     if torch is None or not torch.cuda.is_available():
@@ -508,6 +516,15 @@ def main() -> None:
         }
     except ImportError:  # older PyTorch: its default choice only
         backends, sdpa_kernel = {}, None
+    if decode:
+        from _attention_decode import run_decode, run_varlen
+
+        picked = os.environ.get("ZYNTAX_BENCH_ONLY")
+        names = picked.split(",") if picked else None
+        run_decode(res, torch, backends, sdpa_kernel, iters, ROUNDS, names)
+        run_varlen(res, torch, backends, sdpa_kernel, iters, ROUNDS, names)
+        res.write(args.out_dir)
+        return
     if backward:
         from _attention_bwd import run_backward
 

@@ -12,7 +12,6 @@ import math
 from typing import Any
 
 import pytest
-from test_attention_tile_gpu import check, reference
 
 from zyntax import kernels
 
@@ -22,26 +21,27 @@ if not torch.cuda.is_available():
     pytest.skip("torch has no CUDA", allow_module_level=True)
 if torch.cuda.get_device_capability()[0] != 9:
     pytest.skip("the sm_90a kernel needs a Hopper GPU", allow_module_level=True)
-DEV = torch.device("cuda")
-BF16 = torch.bfloat16
-att_mod = __import__("zyntax.kernels.attention", fromlist=["T"])
+from attention_ref import (  # noqa: E402 (after the skips: it imports torch)
+    BF16,
+    DEV,
+    att_mod,
+    check,
+    issue_shapes_case,
+    poison_outputs,
+    reference,
+    strided_storage_case,
+)
 
 
 @pytest.fixture(autouse=True)
 def poisoned_and_no_tile(monkeypatch: pytest.MonkeyPatch) -> None:
     """Outputs allocated by attention() start as NaN, and the tile program
     may not run (every case here is the sm_90a kernel's)."""
-    real = att_mod.T.output
-
-    def output(out: Any, like: Any, shape: Any, dtype: str, **kw: Any) -> Any:
-        obj, t = real(out, like, shape, dtype, **kw)
-        obj.fill_(float("nan"))
-        return obj, t
 
     def no_tile(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("the tile program ran")
 
-    monkeypatch.setattr(att_mod.T, "output", output)
+    poison_outputs(monkeypatch)
     monkeypatch.setattr(att_mod.attention_tile, "launch", no_tile)
 
 
@@ -135,24 +135,11 @@ def test_head_dim_96_narrow(variant: str, sq: int, sk: int, causal: bool) -> Non
 
 def test_strided_storage_and_large_logits() -> None:
     """(B, S, H, D) storage viewed as (B, H, S, D), GQA, hd 96, Sq != Sk."""
-    q = (torch.randn(2, 300, 8, 96, device=DEV, dtype=BF16) * 6).transpose(1, 2)
-    k = (torch.randn(2, 280, 2, 96, device=DEV, dtype=BF16) * 6).transpose(1, 2)
-    v = torch.randn(2, 280, 2, 96, device=DEV, dtype=BF16).transpose(1, 2)
-    out, lse = kernels.attention(q, k, v, causal=True, scale=0.3, return_lse=True)
-    check(out, lse, *reference(q, k, v, 0.3, True))
+    strided_storage_case(None)
 
 
 def test_issue_shapes_against_sdpa() -> None:
     """The shapes benches/attention.py times for issue 24, against SDPA."""
-    F = torch.nn.functional
-    for b, h, hk, s, d, causal in [
-        (1, 32, 8, 2048, 128, True),
-        (4, 16, 16, 2048, 256, True),
-        (2, 16, 16, 4096, 96, False),
-    ]:
-        q = torch.randn(b, h, s, d, device=DEV, dtype=BF16)
-        k, v = (torch.randn(b, hk, s, d, device=DEV, dtype=BF16) for _ in range(2))
-        out = kernels.attention(q, k, v, causal=causal)
-        ke, ve = k.repeat_interleave(h // hk, 1), v.repeat_interleave(h // hk, 1)
-        ref = F.scaled_dot_product_attention(q, ke, ve, is_causal=causal).double()
-        assert float((out.double() - ref).norm() / ref.norm()) < 2e-2
+    issue_shapes_case(
+        [(1, 32, 8, 2048, 128, 1), (4, 16, 16, 2048, 256, 1), (2, 16, 16, 4096, 96, 0)], None
+    )

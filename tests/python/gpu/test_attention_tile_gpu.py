@@ -18,56 +18,21 @@ pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
 if not torch.cuda.is_available():
     pytest.skip("torch has no CUDA", allow_module_level=True)
-DEV = torch.device("cuda")
-BF16 = torch.bfloat16
-att_mod = __import__("zyntax.kernels.attention", fromlist=["T"])
+from attention_ref import (  # noqa: E402 (after the skips: it imports torch)
+    BF16,
+    DEV,
+    check,
+    issue_shapes_case,
+    poison_outputs,
+    reference,
+    strided_storage_case,
+)
 
 
 @pytest.fixture(autouse=True)
 def poisoned(monkeypatch: pytest.MonkeyPatch) -> None:
     """Outputs allocated by attention() start as NaN."""
-    real = att_mod.T.output
-
-    def output(out: Any, like: Any, shape: Any, dtype: str, **kw: Any) -> Any:
-        obj, t = real(out, like, shape, dtype, **kw)
-        obj.fill_(float("nan"))
-        return obj, t
-
-    monkeypatch.setattr(att_mod.T, "output", output)
-
-
-def reference(
-    q: Any, k: Any, v: Any, scale: float, causal: bool, window: Any = None
-) -> tuple[Any, Any]:
-    """float64, masks aligned bottom-right; rows that see no key: 0, LSE -inf."""
-    group = q.shape[1] // k.shape[1]
-    k64 = k.double().repeat_interleave(group, 1)
-    v64 = v.double().repeat_interleave(group, 1)
-    s = (q.double() @ k64.transpose(-1, -2)) * scale
-    sq, sk = s.shape[-2:]
-    i = torch.arange(sq, device=DEV)[:, None] + sk - sq
-    j = torch.arange(sk, device=DEV)[None, :]
-    left, right = (window, window) if isinstance(window, int) else (window or (None, None))
-    visible = torch.ones(sq, sk, dtype=torch.bool, device=DEV)
-    if left is not None:
-        visible &= j >= i - left
-    if right is not None:
-        visible &= j <= i + right
-    if causal:
-        visible &= j <= i
-    s = s.masked_fill(~visible, -math.inf)
-    lse = torch.logsumexp(s, -1)
-    p = torch.softmax(s, -1).nan_to_num(0.0)  # empty rows: 0
-    return p @ v64, lse
-
-
-def check(out: Any, lse: Any, ref: Any, ref_lse: Any) -> None:
-    out64 = out.double()
-    assert not torch.isnan(out64).any(), "NaN in the output (an element not written?)"
-    assert float((out64 - ref).norm() / ref.norm().clamp_min(1e-30)) < 1e-2
-    empty = torch.isneginf(ref_lse)
-    assert torch.equal(torch.isneginf(lse), empty)
-    assert torch.allclose(lse[~empty], ref_lse[~empty].float(), rtol=1e-4, atol=1e-4)
+    poison_outputs(monkeypatch)
 
 
 @pytest.mark.parametrize("dtype", [BF16, torch.float16])
@@ -99,34 +64,13 @@ def test_sliding_windows(window: Any, causal: bool) -> None:
 
 
 def test_strided_storage_and_large_logits() -> None:
-    # (B, S, H, D) storage viewed as (B, H, S, D), as transformer code does.
-    q = (torch.randn(2, 300, 8, 96, device=DEV, dtype=BF16) * 6).transpose(1, 2)
-    k = (torch.randn(2, 280, 2, 96, device=DEV, dtype=BF16) * 6).transpose(1, 2)
-    v = torch.randn(2, 280, 2, 96, device=DEV, dtype=BF16).transpose(1, 2)
-    out, lse = kernels.attention(q, k, v, causal=True, scale=0.3, return_lse=True)
-    check(out, lse, *reference(q, k, v, 0.3, True))
+    strided_storage_case("tile")
 
 
 def test_issue_shapes_against_sdpa() -> None:
     """The shapes benches/attention.py times for issue 24, against SDPA (fp32)."""
-    F = torch.nn.functional
-    for b, h, hk, s, d, causal in [
-        (1, 32, 32, 1000, 128, False),
-        (4, 16, 16, 512, 64, True),
-        (1, 32, 8, 2048, 128, True),
-    ]:
-        q = torch.randn(b, h, s, d, device=DEV, dtype=BF16)
-        k, v = (torch.randn(b, hk, s, d, device=DEV, dtype=BF16) for _ in range(2))
-        out = kernels.attention(q, k, v, causal=causal, variant="tile")
-        g = h // hk
-        ref = F.scaled_dot_product_attention(
-            q.float(),
-            k.float().repeat_interleave(g, 1),
-            v.float().repeat_interleave(g, 1),
-            is_causal=causal,
-        )
-        err = float((out.double() - ref.double()).norm() / ref.double().norm())
-        assert err < 1e-2, (b, h, hk, s, d, causal, err)
+    shapes = [(1, 32, 32, 1000, 128, 0), (4, 16, 16, 512, 64, 1), (1, 32, 8, 2048, 128, 1)]
+    issue_shapes_case(shapes, "tile")
 
 
 @pytest.mark.parametrize(

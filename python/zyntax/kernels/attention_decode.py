@@ -532,8 +532,9 @@ def forward(
     has_right = right < (1 << 30)
     has_left = left < (1 << 30)
     # absent index arrays: a stand-in the kernel does not read
-    both = cache_seqlens is not None and block_table is not None
-    stand_in = None if both else T.output(None, tq, (1,), "i32")[1]
+    # Absent index arrays: a stand-in the kernel never reads (on a GPU any
+    # pointer; the interpreter wants an int32 array).
+    stand_in = lse if tq.on_gpu else T.tensor(np.zeros(1, np.int32), "stand_in")
     lens = cache_seqlens if cache_seqlens is not None else stand_in
     pages = block_table if block_table is not None else stand_in
     if block_table is not None:

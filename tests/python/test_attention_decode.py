@@ -72,15 +72,19 @@ def test_decode(
     check(out, lse, *reference(q, k, v, 1 / math.sqrt(d), causal, window))
 
 
-@pytest.mark.parametrize("splits", [1, 3, 40])
-def test_split_counts(splits: int) -> None:
+@pytest.mark.parametrize(
+    ("splits", "stages", "keys"),
+    [(1, 1, 0), (3, 1, 0), (40, 1, 0), (1, 2, 0), (3, 2, 32), (2, 2, 128), (5, 1, 32)],
+)
+def test_split_counts_and_rings(splits: int, stages: int, keys: int) -> None:
     """One split writes the output itself; several go through the combine
-    program, including more splits than key tiles (empty splits: LSE -inf)."""
+    program, including more splits than key tiles (empty splits: LSE -inf);
+    the two-stage K/V ring and other tile sizes (build's stages, keys)."""
     q, k, v = randn(1, 4, 2, 64), randn(1, 2, 500, 64), randn(1, 2, 500, 64)
     tq, tk, tv = (T.tensor(x, n) for x, n in ((q, "q"), (k, "k"), (v, "v")))
     out, lse = dec.forward(
         tq, tk, tv, causal=True, scale_log2=1 / 8 * 1.4426950408889634, window=None, stream=None,
-        splits=splits,
+        splits=splits, stages=stages, keys=keys,
     )  # fmt: skip
     check(out, lse, *reference(q, k, v, 1 / 8, True, None))
 
@@ -94,7 +98,15 @@ def test_plan() -> None:
 
 
 def paged(
-    b: int, h: int, hk: int, sq: int, d: int, page: int, lens: list[int], causal: bool
+    b: int,
+    h: int,
+    hk: int,
+    sq: int,
+    d: int,
+    page: int,
+    lens: list[int],
+    causal: bool,
+    stages: int | None = None,
 ) -> None:
     pages = max(-(-n // page) for n in lens) + 1
     nblocks = b * pages + 3
@@ -102,9 +114,17 @@ def paged(
     table = rng.permutation(nblocks)[: b * pages].reshape(b, pages).astype(np.int32)
     q = randn(b, h, sq, d)
     seqlens = np.array(lens, np.int32)
-    out, lse = kernels.attention(
-        q, kc, vc, causal=causal, block_table=table, cache_seqlens=seqlens, return_lse=True
-    )
+    if stages is None:
+        out, lse = kernels.attention(
+            q, kc, vc, causal=causal, block_table=table, cache_seqlens=seqlens, return_lse=True
+        )
+    else:  # the split kernel's forward with a given ring depth
+        args = [T.tensor(x, n) for x, n in ((q, "q"), (kc, "k"), (vc, "v"))]
+        out, lse = dec.forward(
+            *args, causal=causal, scale_log2=d**-0.5 * 1.4426950408889634, window=None,
+            stream=None, block_table=T.tensor(table, "block_table"),
+            cache_seqlens=T.tensor(seqlens, "cache_seqlens"), stages=stages,
+        )  # fmt: skip
     for i, n in enumerate(lens):
         k = kc[table[i]].reshape(-1, hk, d)[:n].transpose(1, 0, 2)[None]
         v = vc[table[i]].reshape(-1, hk, d)[:n].transpose(1, 0, 2)[None]
@@ -113,15 +133,17 @@ def paged(
 
 
 @pytest.mark.parametrize(
-    ("page", "lens", "sq", "causal"),
+    ("page", "lens", "sq", "causal", "stages"),
     [
-        (16, [300, 41], 1, False),  # pages smaller than a tile: a table read per row
-        (64, [500, 130], 4, True),  # a tile per page
-        (128, [257, 1, 129], 2, True),  # pages of two tiles; a 1-key cache
+        (16, [300, 41], 1, False, None),  # pages smaller than a tile: a table read per row
+        (64, [500, 130], 4, True, None),  # a tile per page
+        (128, [257, 1, 129], 2, True, None),  # pages of two tiles; a 1-key cache
+        (64, [700, 65], 1, False, 2),  # the two-stage ring
+        (16, [300, 3], 3, True, 2),
     ],
 )
-def test_paged(page: int, lens: list[int], sq: int, causal: bool) -> None:
-    paged(len(lens), 8, 2, sq, 64, page, lens, causal)
+def test_paged(page: int, lens: list[int], sq: int, causal: bool, stages: Any) -> None:
+    paged(len(lens), 8, 2, sq, 64, page, lens, causal, stages)
 
 
 def test_cache_seqlens_contiguous() -> None:

@@ -53,6 +53,10 @@ DECODE_MIN_K = 512
 MAX_SPLITS = 256
 #: Splits the combine program reads per step.
 COMBINE_STEP = 16
+#: The split kernel's K/V ring depth and keys per tile (0: tile_keys(d))
+#: by default (build's `stages`, `keys`).
+STAGES = 1
+KEYS = 0
 
 
 def tile_keys(d: int) -> int:
@@ -67,9 +71,9 @@ def _chunks(d: int) -> tuple[int, int]:
     return 1 << (d // 8 - 1).bit_length(), d // 8
 
 
-def shared_bytes(d: int, warps: int) -> int:
+def shared_bytes(d: int, warps: int, stages: int = 1, bn: int | None = None) -> int:
     cpr, _ = _chunks(d)
-    return (16 * warps + 2 * tile_keys(d)) * cpr * 16
+    return (16 * warps + 2 * stages * (bn or tile_keys(d))) * cpr * 16
 
 
 @functools.cache
@@ -83,17 +87,25 @@ def build(
     kv_len: str,
     page: int,
     final: bool,
+    stages: int = 1,
+    keys: int = 0,
 ) -> hir.Module:
     """The split kernel. `kv_len`: ``"fixed"`` (every sequence has the
     ``sk`` parameter's keys), ``"lens"`` (``cache_seqlens[b]``) or ``"cu"``
     (``cu_seqlens_k``); `page` > 0: a paged cache of that page size; `q_cu`:
     packed queries with ``cu_seqlens_q``; `final`: write the output (q's
     dtype) and LSE, else the f32 partials of split ``blockIdx.y``. `causal`
-    stands for any right bound (a causal mask or a window's right side)."""
+    stands for any right bound (a causal mask or a window's right side).
+
+    `stages` 1: one K and one V tile in shared memory, V's copy overlapping
+    S = QKᵀ and the next K's the softmax and PV (attention.py's loop);
+    2: a ring of two (K, V) tile pairs, the pair two tiles ahead copied
+    while a tile is computed (twice the bytes in flight per warp, twice the
+    shared memory). `keys`: keys per tile instead of tile_keys(d)."""
     elem = T.HIR_TYPE[dtype]
     chunk = hir.vec(elem, 8)
     cpr, creal = _chunks(d)
-    bn = tile_keys(d)
+    bn = keys or tile_keys(d)
     bm = 16 * warps
     threads = 32 * warps
     f32x4 = hir.vec(hir.f32, 4)
@@ -103,6 +115,7 @@ def build(
     name = (
         f"attn_split_{dtype}_d{d}_w{warps}{'_c' if causal else ''}{'_l' if has_left else ''}"
         f"{'_qcu' if q_cu else ''}_{kv_len}{f'_p{page}' if page else ''}{'_fin' if final else ''}"
+        f"_s{stages}k{bn}"
     )
     m = hir.Module(name, targets=["sm_80", "sm_90"])
     gp = hir.ptr("global", elem)
@@ -175,7 +188,7 @@ def build(
         def swz(r: Any, c: Any) -> Any:
             return r * cpr + (c ^ (r & 7))
 
-        def copy_rows(dst: hir.Value, rows: int, src_of: Any) -> None:
+        def copy_rows(dst: hir.Value, rows: int, src_of: Any, commit: bool = True) -> None:
             """cp.async of `rows` rows of real chunks into `dst`; `src_of(r)`
             is row r's global address (a ptr to 16-byte chunks)."""
             for i in range(rows * creal // threads):
@@ -183,12 +196,13 @@ def build(
                 r, c = b.div(idx, creal), b.rem(idx, creal)
                 src = src_of(r)
                 b.cp_async(b.ptr_add(dst, swz(r, c)), b.ptr_add(src, c), bytes=16, cache="cg")
-            b.cp_async_commit()
+            if commit:
+                b.cp_async_commit()
 
         def as_chunks(p: hir.Value) -> hir.Value:
             return b.ptr_cast(p, hir.ptr("global", chunk))
 
-        def load_kv(which: int, j0: hir.Value) -> None:
+        def load_kv(which: int, j0: hir.Value, slot: Any = 0, commit: bool = True) -> None:
             """K (0) or V (1) tile of keys [j0, j0 + bn); keys past `hi`
             repeat the last one (masked)."""
             base, row_stride = kvh[which], (ks, vs)[which]
@@ -207,7 +221,7 @@ def build(
                 off = pg * page_stride + b.cast(b.rem(key, page), i64) * row_stride
                 return as_chunks(b.ptr_add(base, off))
 
-            copy_rows((s_k, s_v)[which], bn, src_of)
+            copy_rows(b.ptr_add((s_k, s_v)[which], slot), bn, src_of, commit)
 
         if page:
             table = b.ptr_add(table, bi64 * ts)
@@ -242,7 +256,7 @@ def build(
 
         bases: dict[tuple[str, int], hir.Value] = {}
 
-        def frag_ptr(which: str, row_const: int, chunk_const: int) -> hir.Value:
+        def frag_ptr(which: str, row_const: int, chunk_const: int, slot: Any = 0) -> hir.Value:
             """As attention.py's: this lane's ldmatrix row address, swizzled."""
             k8 = chunk_const & 7
             if (which, k8) not in bases:
@@ -253,16 +267,26 @@ def build(
                     start = s_v if which == "v" else b.ptr_add(s_q, warp * (16 * cpr))
                 term = (c_lane ^ (r_lane & 7)) ^ k8
                 bases[which, k8] = b.ptr_add(start, r_lane * cpr + term)
-            return b.ptr_add(bases[which, k8], row_const * cpr + (chunk_const & ~7))
+            base = bases[which, k8] if isinstance(slot, int) else b.ptr_add(bases[which, k8], slot)
+            return b.ptr_add(base, row_const * cpr + (chunk_const & ~7))
 
         zero = b.const(0.0, hir.f32)
         zero_acc = vector(b, f32x4, [zero] * 4)
         # A block with no valid row (an empty varlen sequence) does nothing.
         with b.if_(valid):
-            copy_rows(s_q, bm, q_src)
+            copy_rows(s_q, bm, q_src, commit=stages == 1)
+            pair = 2 * bn * cpr  # a (K, V) slot of the ring
             with b.if_(nblocks > 0):
-                load_kv(0, lo)
-            b.cp_async_wait(0)
+                load_kv(0, lo, commit=stages == 1)
+                if stages == 2:
+                    load_kv(1, lo, commit=False)
+            if stages == 2:
+                b.cp_async_commit()
+                with b.if_(nblocks > 1):
+                    load_kv(0, lo + bn, pair, commit=False)
+                    load_kv(1, lo + bn, pair, commit=False)
+                b.cp_async_commit()
+            b.cp_async_wait(stages - 1)
             b.barrier()
             q_regs = [b.ldmatrix(frag_ptr("q", 0, 2 * kk), 4) for kk in range(d // 16)]
             my_rows = [warp * 16 + g, warp * 16 + g + 8]
@@ -274,12 +298,18 @@ def build(
                 j0 = lo + j * bn
                 cur = read(b, state)
                 m_old, l_old, acc = cur[0:2], cur[2:4], cur[4:]
-                b.barrier()  # every warp is done with the previous V tile
-                load_kv(1, j0)
+                slot: Any = 0
+                if stages == 1:
+                    b.barrier()  # every warp is done with the previous V tile
+                    load_kv(1, j0)
+                else:
+                    slot = b.cast(j & 1, hir.u32) * pair
+                    b.cp_async_wait(1)  # this tile's pair landed (the next may not have)
+                    b.barrier()
                 c = [zero_acc] * (bn // 8)
                 for q4 in range(d // 32):
                     for nt in range(bn // 8):
-                        kf = b.ldmatrix(frag_ptr("k", nt * 8, 4 * q4), 4)
+                        kf = b.ldmatrix(frag_ptr("k", nt * 8, 4 * q4, slot), 4)
                         kb0 = vec2(b.extract(kf, 0), b.extract(kf, 1))
                         kb1 = vec2(b.extract(kf, 2), b.extract(kf, 3))
                         c[nt] = b.mma_sync(q_regs[2 * q4], kb0, c[nt], elem=dtype)
@@ -288,10 +318,11 @@ def build(
                     [b.extract(c[nt], 2 * r + e) for nt in range(bn // 8) for e in range(2)]
                     for r in range(2)
                 ]
-                b.cp_async_wait(0)
-                b.barrier()  # V tile landed; every warp is done with this K tile
-                with b.if_(j + 1 < nblocks):
-                    load_kv(0, j0 + bn)
+                if stages == 1:
+                    b.cp_async_wait(0)
+                    b.barrier()  # V tile landed; every warp is done with this K tile
+                    with b.if_(j + 1 < nblocks):
+                        load_kv(0, j0 + bn)
                 # Masked tiles: past the split's / sequence's keys, or crossing the
                 # band of the block's rows (a block-uniform branch).
                 partial = j0 + bn > hi
@@ -345,12 +376,19 @@ def build(
                         ],
                     )
                     for pp in range(d // 16):
-                        vf = b.ldmatrix(frag_ptr("v", kk * 16, 2 * pp), 4, trans=True)
+                        vf = b.ldmatrix(frag_ptr("v", kk * 16, 2 * pp, slot), 4, trans=True)
                         vb0 = vec2(b.extract(vf, 0), b.extract(vf, 1))
                         vb1 = vec2(b.extract(vf, 2), b.extract(vf, 3))
                         accv[2 * pp] = b.mma_sync(pf, vb0, accv[2 * pp], elem=dtype)
                         accv[2 * pp + 1] = b.mma_sync(pf, vb1, accv[2 * pp + 1], elem=dtype)
-                b.cp_async_wait(0)
+                if stages == 1:
+                    b.cp_async_wait(0)  # K tile j + 1
+                else:
+                    b.barrier()  # every warp is done with this slot: refill it
+                    with b.if_(j + 2 < nblocks):
+                        load_kv(0, j0 + 2 * bn, slot, commit=False)
+                        load_kv(1, j0 + 2 * bn, slot, commit=False)
+                    b.cp_async_commit()
                 flat_acc = [b.extract(x, i) for x in accv for i in range(4)]
                 assign(b, state, [*m_new, *l_new, *flat_acc])
             res = read(b, state)
@@ -430,14 +468,21 @@ def _combine_module(dtype: str, d: int) -> hir.Module:
 
 
 def plan(
-    device: int | None, groups: int, row_blocks: int, sk: int, d: int, warps: int
+    device: int | None,
+    groups: int,
+    row_blocks: int,
+    sk: int,
+    d: int,
+    warps: int,
+    stages: int = 1,
+    keys: int = 0,
 ) -> tuple[int, int]:
     """(keys per split, splits): enough blocks for about four waves of the
     device's SMs (the split blocks are small and the data is read once),
-    splits of at least 4 tiles, at most MAX_SPLITS."""
-    bn = tile_keys(d)
+    splits of at least 4 tiles (whole tiles), at most MAX_SPLITS."""
+    bn = max(keys or tile_keys(d), 64)
     sms = T.sm_count(device) if device is not None else 8
-    per_sm = max(1, min(16 // warps, (200 * 1024) // shared_bytes(d, warps)))
+    per_sm = max(1, min(16 // warps, (200 * 1024) // shared_bytes(d, warps, stages, keys)))
     want = -(-4 * sms * per_sm // max(1, groups * row_blocks))
     chunk = max(4 * bn, -(-sk // max(1, want)))
     chunk = -(-chunk // bn) * bn
@@ -490,10 +535,15 @@ def forward(
     block_table: T.Tensor | None = None,
     cache_seqlens: T.Tensor | None = None,
     splits: int | None = None,
+    stages: int | None = None,
+    keys: int | None = None,
 ) -> tuple[Any, Any]:
     """The decode / kv-cache forward over checked q (B, H, Sq, D) and k, v
     (B, Hk, Sk, D), or with `block_table` k, v as paged caches [num_blocks,
-    page_size, Hk, D]. Returns (out, lse) objects."""
+    page_size, Hk, D]. Returns (out, lse) objects. `splits`, `stages`,
+    `keys` replace plan()'s split count and STAGES / KEYS (benches)."""
+    stages = STAGES if stages is None else stages
+    keys = KEYS if keys is None else keys
     from .attention_tile import window_bounds
 
     bsz, heads, sq, d = tq.shape
@@ -507,11 +557,12 @@ def forward(
     warps = _warps(rows)
     row_blocks = -(-rows // (16 * warps))
     if splits is None:
-        chunk, nsplit = plan(tq.device if tq.on_gpu else None, bsz * hk, row_blocks, sk, d, warps)
+        device = tq.device if tq.on_gpu else None
+        chunk, nsplit = plan(device, bsz * hk, row_blocks, sk, d, warps, stages, keys)
     else:
         if not isinstance(splits, int) or isinstance(splits, bool) or not 1 <= splits:
             raise ArgumentError(f"argument 'splits': expected an int >= 1, got {T.show(splits)}")
-        bn = tile_keys(d)
+        bn = max(keys or tile_keys(d), 64)
         per_split = -(-sk // splits)
         chunk = -(-per_split // bn) * bn
         nsplit = max(1, -(-sk // chunk))
@@ -571,9 +622,9 @@ def forward(
         min(right, 1 << 30),
         float(scale_log2),
     ]
-    key = (tq.dtype, d, warps, has_right, has_left, False, kv_len, page, final)
+    key = (tq.dtype, d, warps, has_right, has_left, False, kv_len, page, final, stages, keys)
     grid = (bsz * hk, nsplit, row_blocks)
-    smem = shared_bytes(d, warps)
+    smem = shared_bytes(d, warps, stages, keys)
     T.launch(build, key, "attention_split", grid, 32 * warps, args, tq, stream, shared=smem)
     if not final:
         kern = combine(tq.dtype, d)

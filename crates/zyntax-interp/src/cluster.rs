@@ -25,6 +25,8 @@ pub(crate) struct Cta {
     local_base: u32,
     c_arrived: Vec<u32>,
     c_waited: Vec<u32>,
+    /// The block's named barriers (`bar.sync id` is per CTA).
+    nbar: [(u32, u32); 16],
 }
 
 /// Most blocks a `grid_sync` kernel may launch on the interpreter (all are resident at once).
@@ -249,6 +251,7 @@ impl Exec<'_> {
         std::mem::swap(&mut self.local_base, &mut c.local_base);
         std::mem::swap(&mut self.c_arrived, &mut c.c_arrived);
         std::mem::swap(&mut self.c_waited, &mut c.c_waited);
+        std::mem::swap(&mut self.nbar, &mut c.nbar);
         self.parked[self.cur] = Some(c);
         self.cur = k;
         Ok(())
@@ -272,6 +275,7 @@ impl Exec<'_> {
                 local_base,
                 c_arrived: vec![0; nthreads as usize],
                 c_waited: vec![0; nthreads as usize],
+                nbar: [(0, 0); 16],
             }));
         }
         self.group = bids;

@@ -23,8 +23,15 @@ pub struct Schedule {
     /// Software-pipeline stages. Recorded and validated; the lowering is
     /// single-stage for now (see docs/tile.md, "Not built yet").
     pub stages: u32,
-    /// CTAs per thread-block cluster. Recorded and validated; not lowered yet.
+    /// CTAs per thread-block cluster. Lowered by the warp-specialised,
+    /// persistent pipeline (`lower/pipeline_ws.rs`): the cluster's CTAs take
+    /// adjacent program instances that share an operand tile, and each
+    /// loads its share of that tile with TMA multicast into every CTA of
+    /// the cluster. Other paths record it and run without clusters.
     pub cluster: u32,
+    /// With `cluster` > 1: the cluster's CTAs are adjacent along N and share
+    /// the `a` tile (cuBLAS's "2x1"); otherwise along M, sharing `b`.
+    pub cluster_n: bool,
     /// The arch whose limits the schedule is checked against.
     pub arch: Arch,
     /// How `dot` is computed: FFMA, tensor cores (`mma.sync`), or the best
@@ -83,6 +90,7 @@ impl Schedule {
             warps: 4,
             stages: 1,
             cluster: 1,
+            cluster_n: false,
             // The target table's default arch (docs/lowering.md, "Targets").
             arch: Arch::DEFAULT,
             dot_path: DotPath::Auto,
@@ -134,6 +142,11 @@ impl Schedule {
     }
     pub fn cluster(mut self, cluster: u32) -> Schedule {
         self.cluster = cluster;
+        self
+    }
+    /// Clusters along N (sharing `a`) instead of along M (sharing `b`).
+    pub fn cluster_n(mut self, on: bool) -> Schedule {
+        self.cluster_n = on;
         self
     }
     pub fn arch(mut self, arch: Arch) -> Schedule {

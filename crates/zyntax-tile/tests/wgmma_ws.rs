@@ -159,12 +159,27 @@ fn check(schedule: Schedule, trans: Trans, (m, n, k): (u32, u32, u32), ctas: u32
     it.tensor_maps.push(map_of(&kernel, 1, 1, &[k, n], &b_str));
     args.extend([Arg::TensorMap(0), Arg::TensorMap(1)]);
     let program_grid = schedule.grid(&[m.into(), n.into()]).unwrap();
+    let c = kernel.launch.cluster;
+    assert_eq!(c, schedule.cluster);
+    if c > 1 {
+        assert!(
+            text.contains("tma.load.multicast") && text.contains("mapa"),
+            "{schedule:?}: no multicast\n{text}"
+        );
+    }
     let grid = if schedule.persistent {
         args.extend([
             Arg::Int(program_grid[0].into()),
             Arg::Int(program_grid[1].into()),
         ]);
-        [ctas.min(program_grid[0] * program_grid[1]), 1, 1]
+        // Whole clusters, no more than there are units of `c` instances.
+        let [gx, gy] = [program_grid[0], program_grid[1]];
+        let units = if schedule.cluster_n {
+            gx * gy.div_ceil(c)
+        } else {
+            gx.div_ceil(c) * gy
+        };
+        [c * (ctas / c).min(units).max(1), 1, 1]
     } else {
         program_grid
     };
@@ -330,6 +345,95 @@ fn ws_gemm_passes_ptxas() {
         );
         // No "wgmma serialized" (C7514): with a group in flight it would
         // wait for each wgmma in turn.
+        assert!(!out.log.contains("C7514"), "{s:?}: {}", out.log);
+    }
+}
+
+#[test]
+fn ws_gemm_clusters() {
+    // Clusters of 2 along M (b shared: with 64x64 tiles b's stage is one
+    // box of 64 k-rows x 64 columns, so each CTA loads 32 of its k rows)
+    // and along N (a shared), on
+    // 2 and 4 CTAs: an odd number of instance rows (or columns) leaves the
+    // last unit's second CTA past the grid; tails in M, N and K; the ring
+    // wrapping across instances.
+    let cl = |block, stages, n| ws(block, 4, stages, true).cluster(2).cluster_n(n);
+    check(cl([64, 64], 2, false), Trans::None, (150, 160, 200), 4);
+    check(cl([64, 64], 3, true), Trans::None, (130, 150, 150), 2);
+    // b of 128 columns: two boxes, one per CTA; a wgmma group in flight.
+    check(
+        cl([64, 128], 3, false).wgmma_in_flight(1),
+        Trans::None,
+        (200, 130, 192),
+        4,
+    );
+    // Transposed operands: b stored n x k (one box of bn rows, split), a
+    // stored k x m (bm / 64 boxes).
+    check(cl([64, 64], 2, false), Trans::B, (100, 72, 192), 2);
+    check(cl([128, 64], 3, true), Trans::A, (130, 140, 128), 2);
+    // Ping-pong consumer sets within each CTA of the cluster.
+    check(
+        cl([64, 64], 3, false).pingpong(true),
+        Trans::None,
+        (150, 160, 200),
+        2,
+    );
+}
+
+#[test]
+fn ws_cluster_needs_persistent() {
+    let s = ws([64, 64], 4, 2, false).cluster(2);
+    let e = gemm(s, Trans::None).unwrap_err().to_string();
+    assert!(e.contains("`cluster`"), "{e}");
+}
+
+/// With `--features compute`: cluster kernels (declared `.reqnctapercluster`)
+/// with multicast TMA loads, remote relaxed arrivals and cluster barriers
+/// pass `ptxas` without spills or serialised wgmmas.
+#[cfg(feature = "compute")]
+#[test]
+fn ws_cluster_passes_ptxas() {
+    use zyntax_llvm::{compile_ptx, Options, Ptxas};
+    let ptxas = Ptxas::locate().unwrap_or_else(|e| panic!("{e}"));
+    for (block, warps, stages, pingpong, along_n) in [
+        ([128, 256], 8, 4, false, false),
+        ([128, 256], 8, 4, false, true),
+        ([128, 128], 4, 6, true, true),
+    ] {
+        let s = ws(block, warps, stages, true)
+            .pingpong(pingpong)
+            .wgmma_in_flight(1)
+            .cluster(2)
+            .cluster_n(along_n);
+        let kernel = gemm(s.clone(), Trans::None).unwrap();
+        assert_eq!(kernel.launch.cluster, 2);
+        let ptx = compile_ptx(&kernel.module, &Options::new(Arch::Sm90a))
+            .unwrap_or_else(|e| panic!("{s:?}: {e}"))
+            .ptx;
+        for needle in [
+            ".reqnctapercluster 2, 1, 1",
+            ".multicast::cluster",
+            "mapa",
+            "barrier.cluster.wait",
+            "mbarrier.try_wait.parity",
+        ] {
+            assert!(ptx.contains(needle), "{s:?}: missing `{needle}`");
+        }
+        if let Ok(dir) = std::env::var("WGMMA_PTX_DUMP") {
+            let path = format!(
+                "{dir}/gemm_ws_cluster_{}x{}_n{along_n}.ptx",
+                block[0], block[1]
+            );
+            std::fs::write(path, &ptx).unwrap();
+        }
+        let out = ptxas
+            .assemble(&ptx, Arch::Sm90a)
+            .unwrap_or_else(|e| panic!("{s:?}: {e}"));
+        assert!(
+            !out.log.contains("bytes spill stores") || out.log.contains(" 0 bytes spill stores"),
+            "{s:?}: spills\n{}",
+            out.log
+        );
         assert!(!out.log.contains("C7514"), "{s:?}: {}", out.log);
     }
 }

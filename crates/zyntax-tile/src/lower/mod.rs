@@ -69,6 +69,10 @@ pub struct LaunchInfo {
     /// two `u32` parameters after the tensor maps and launches about one
     /// CTA per SM along x.
     pub persistent: bool,
+    /// CTAs per cluster (1: none), along x: the kernel declares the cluster
+    /// shape, so a persistent launch runs whole clusters (a multiple of
+    /// this many CTAs, at most as many clusters as can be resident).
+    pub cluster: u32,
 }
 
 /// A lowered tile program: the verified HIR module (one kernel of the
@@ -122,6 +126,9 @@ pub(crate) struct Lowerer<'p> {
     /// The program instance a persistent kernel is on (`ProgramId` 0 and
     /// 1); `None`: the block index.
     pub program_ids: Option<[ValueId; 2]>,
+    /// With a cluster: whether the program instance this CTA is on lies in
+    /// the grid (`pipeline_ws.rs`); `None`: it does.
+    pub instance_valid: Option<ValueId>,
 }
 
 /// Infers layouts and lowers `program` for `schedule`.
@@ -166,6 +173,16 @@ pub fn lower(mut program: TileProgram, schedule: &Schedule) -> TileResult<TileKe
         types.extend(vec![Type::TensorMap; 2]);
     }
     let persistent = ws.is_some() && schedule.persistent;
+    if schedule.cluster > 1 && schedule.warp_specialize && ws.is_none() {
+        return Err(TileError::BadSchedule {
+            field: "cluster",
+            message: format!(
+                "clusters of {} are lowered on the warp-specialised persistent GEMM pipeline only, with a shared operand tile of whole 64-element boxes or 8-row slices per CTA: set persistent, or cluster 1",
+                schedule.cluster
+            ),
+        });
+    }
+    let cluster = ws.as_ref().and_then(|p| p.share).map_or(1, |s| s.ctas);
     if persistent {
         types.extend([Type::U32, Type::U32]);
     }
@@ -195,6 +212,9 @@ pub fn lower(mut program: TileProgram, schedule: &Schedule) -> TileResult<TileKe
         if ws.is_some() {
             // setmaxnreg moves registers between the roles of one CTA.
             info.min_blocks = Some(1);
+        }
+        if cluster > 1 {
+            info.cluster = Some([cluster, 1, 1]);
         }
     }
     let tid = b.thread_idx(Dim::X)?;
@@ -235,6 +255,7 @@ pub fn lower(mut program: TileProgram, schedule: &Schedule) -> TileResult<TileKe
         schedule,
         hoisted_a: HashMap::new(),
         program_ids: None,
+        instance_valid: None,
     };
     let next = lw.bind_params()?;
     match &ws {
@@ -267,6 +288,7 @@ pub fn lower(mut program: TileProgram, schedule: &Schedule) -> TileResult<TileKe
             params,
             tensor_maps: ws.map(|p| p.maps).unwrap_or_default(),
             persistent,
+            cluster,
         },
         module,
         program: program.clone(),

@@ -30,6 +30,26 @@
 //!   the instances running at once share their `a` and `b` panels in L2. The
 //!   producer loads the next instance's stages while the consumers store
 //!   the previous one's result.
+//! - Clusters (`Schedule::cluster` 2 or 4, persistent only): the CTAs of a
+//!   cluster take adjacent program instances along M (`b` shared) or, with
+//!   `cluster_n`, along N (`a` shared). The cluster walks units of
+//!   `cluster` instances (`%clusterid` from `%nclusterid`, grouped order
+//!   over the unit grid); CTA rank `r` takes instance `cluster * u + r`
+//!   along the cluster's dim. Each producer loads its own tile of the other
+//!   operand and its `1 / cluster` share of the shared one (whole 64-element
+//!   boxes, or a slice of the rows of a single box) with
+//!   `tma.load.multicast` into the same stage of every CTA, so `full[s]`
+//!   still expects the whole stage's bytes. Since every producer writes
+//!   into every CTA's stage, `empty[s]` counts the consumer warps of the
+//!   whole cluster: each warp arrives on `empty[s]` of every CTA (`mapa` and
+//!   a relaxed `mbarrier.arrive.shared::cluster`: the warp only read the
+//!   stage, and a cluster-scope release costs a GPU-wide fence per arrival,
+//!   docs/kernels.md). A cluster barrier after the mbarrier initialisation
+//!   (no remote arrival before a barrier exists) and one before the exit
+//!   (no CTA leaves while its peer may still write into it) bracket the
+//!   kernel. When the grid has a partial unit, the CTAs past the grid
+//!   compute a tile of TMA zeros (they must still load their share) and
+//!   skip every op after the GEMM loop (the epilogue).
 //! - Tensor maps: one `tensormap` parameter per operand, after the
 //!   program's parameters ([`TensorMapParam`] tells the launch how to build
 //!   it from the view's pointer, extents and strides).
@@ -47,7 +67,7 @@ use crate::error::TileResult;
 use crate::infer::Layouts;
 use crate::ir::{Op, TileProgram, Value};
 use crate::schedule::Schedule;
-use zyntax_hir::{AddrSpace, Arch, Dim, MbarrierOp, Type, ValueId};
+use zyntax_hir::{AddrSpace, Arch, ClusterBarrierOp, Dim, MbarrierOp, Type, ValueId};
 
 /// Rows of program instances walked together by a persistent CTA.
 pub const GROUP_M: u32 = 8;
@@ -75,6 +95,21 @@ pub(crate) struct WsPlan {
     pub at: usize,
     pub g: GemmLoop,
     pub maps: Vec<TensorMapParam>,
+    /// The operand the CTAs of a cluster share (`Schedule::cluster` > 1).
+    pub share: Option<Share>,
+}
+
+/// How the CTAs of a cluster split the operand tile they share.
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct Share {
+    /// 0: `a` (clusters along N), 1: `b` (along M).
+    pub operand: usize,
+    /// CTAs per cluster.
+    pub ctas: u32,
+    /// The operand's stage is one TMA box: each CTA loads `rows / ctas` of
+    /// its rows (the tensor map's box is that slice); otherwise each loads
+    /// `boxes / ctas` whole boxes.
+    pub rows_split: bool,
 }
 
 /// Whether `program` lowers warp-specialised under `schedule` (see the
@@ -124,7 +159,35 @@ pub(crate) fn ws_plan(
             box_dims: [BK, st.rows],
         });
     }
-    Some(WsPlan { at, g, maps })
+    let share = match schedule.cluster {
+        1 => None,
+        // Clusters are built on the persistent walk only (units of
+        // instances); the caller reports the schedule.
+        _ if !schedule.persistent => return None,
+        ctas => {
+            let operand = if schedule.cluster_n { 0 } else { 1 };
+            let st = [&a, &b][operand];
+            let boxes = st.cols / BK;
+            // A slice of rows lands on a whole 8-row swizzle atom (1024
+            // bytes), so the stage's layout is the one-box load's.
+            let rows_split = if boxes % ctas == 0 {
+                false
+            } else if boxes == 1 && st.rows % (8 * ctas) == 0 {
+                true
+            } else {
+                return None;
+            };
+            if rows_split {
+                maps[operand].box_dims[1] = st.rows / ctas;
+            }
+            Some(Share {
+                operand,
+                ctas,
+                rows_split,
+            })
+        }
+    };
+    Some(WsPlan { at, g, maps, share })
 }
 
 /// Dynamic shared memory of the warp-specialised pipeline: the stages, then
@@ -144,6 +207,17 @@ struct Ring {
     stages: u32,
     stage_bytes: u32,
     a_bytes: u32,
+    cluster: Option<Cluster>,
+}
+
+/// The cluster of a CTA (`Schedule::cluster` > 1).
+#[derive(Copy, Clone)]
+struct Cluster {
+    share: Share,
+    /// `%cluster_ctarank`.
+    rank: ValueId,
+    /// The `u16` multicast mask of every CTA of the cluster.
+    mask: ValueId,
 }
 
 impl Lowerer<'_> {
@@ -168,29 +242,41 @@ impl Lowerer<'_> {
         let bars = self
             .b
             .ptr_cast(bars, Type::ptr(AddrSpace::Shared, Type::U64))?;
+        let cluster = match plan.share {
+            Some(share) => Some(Cluster {
+                share,
+                rank: self.b.cluster_ctarank()?,
+                mask: self.b.iconst(Type::U16, (1i64 << share.ctas) - 1)?,
+            }),
+            None => None,
+        };
         let ring = Ring {
             smem,
             bars,
             stages,
             stage_bytes: (bm + bn) * ROW,
             a_bytes: bm * ROW,
+            cluster,
         };
+        let ctas = plan.share.map_or(1, |s| s.ctas);
         let tid = self.b.thread_idx(Dim::X)?;
         // Every consumer warp, of one set or (ping-pong) of two.
         let all = warps * self.schedule.consumer_sets();
         let (zero, one, set_warps) = (self.u32(0)?, self.u32(1)?, self.u32(warps)?);
+        let releases = self.u32(warps * ctas)?;
         let first = self.b.eq(tid, zero)?;
         let f = self.b.begin_if(first, &[])?;
         for s in 0..stages {
             let full = self.bar(&ring, s, false)?;
             self.b.mbarrier(MbarrierOp::Init, &[full, one])?;
-            // One arrival per warp of the set that consumed it hands a stage back.
+            // One arrival per warp of the set that consumed it (in every
+            // CTA of the cluster) hands a stage back.
             let empty = self.bar(&ring, s, true)?;
-            self.b.mbarrier(MbarrierOp::Init, &[empty, set_warps])?;
+            self.b.mbarrier(MbarrierOp::Init, &[empty, releases])?;
         }
         self.b.fence_mbarrier_init()?;
         self.b.end_if(f, &[])?;
-        self.b.barrier()?;
+        self.cta_or_cluster_sync(&ring)?;
 
         let consumers = self.u32(all)?;
         let producer = self.b.ge(self.warp, consumers)?;
@@ -202,7 +288,9 @@ impl Lowerer<'_> {
         let leader = self.u32(all * 32)?;
         let leader = self.b.eq(tid, leader)?;
         let f = self.b.begin_if(leader, &[])?;
-        self.instances(grid, |lw, counter| lw.producer(plan, &ring, tmaps, counter))?;
+        self.instances(grid, &ring, |lw, counter| {
+            lw.producer(plan, &ring, tmaps, counter)
+        })?;
         self.b.end_if(f, &[])?;
         self.b.begin_else(&mut roles, &[])?;
         if let Some((_, c)) = regs {
@@ -222,9 +310,86 @@ impl Lowerer<'_> {
                 self.pingpong_set(plan, &ring, grid, 0)?;
                 self.b.end_if(sets, &[])?;
             }
-            _ => self.instances(grid, |lw, counter| lw.consumer(plan, &ring, counter, None))?,
+            _ => self.instances(grid, &ring, |lw, counter| {
+                lw.consumer(plan, &ring, counter, None)
+            })?,
         }
         self.b.end_if(roles, &[])?;
+        if ring.cluster.is_some() {
+            self.cta_or_cluster_sync(&ring)?;
+        }
+        Ok(())
+    }
+
+    /// Every thread of the CTA, or with a cluster of the cluster, meets.
+    fn cta_or_cluster_sync(&mut self, ring: &Ring) -> TileResult<()> {
+        if ring.cluster.is_some() {
+            self.b.cluster_barrier(ClusterBarrierOp::Arrive)?;
+            self.b.cluster_barrier(ClusterBarrierOp::Wait)?;
+        } else {
+            self.b.barrier()?;
+        }
+        Ok(())
+    }
+
+    /// The persistent walk over a `gx` x `gy` program grid: (first,
+    /// end, stride) of the work units, one instance each, or with a cluster
+    /// `ctas` adjacent instances per unit walked by cluster index; and the
+    /// unit grid.
+    fn walk(
+        &mut self,
+        ring: &Ring,
+        [gx, gy]: [ValueId; 2],
+    ) -> TileResult<(ValueId, ValueId, ValueId, [ValueId; 2])> {
+        let Some(c) = ring.cluster else {
+            let total = self.b.mul(gx, gy)?;
+            let first = self.b.block_idx(Dim::X)?;
+            let stride = self.b.grid_dim(Dim::X)?;
+            return Ok((first, total, stride, [gx, gy]));
+        };
+        let n = self.u32(c.share.ctas)?;
+        let units = if c.share.operand == 0 {
+            [gx, self.ceil_div(gy, n)?]
+        } else {
+            [self.ceil_div(gx, n)?, gy]
+        };
+        let total = self.b.mul(units[0], units[1])?;
+        let first = self.b.cluster_idx(Dim::X)?;
+        let stride = self.b.cluster_grid_dim(Dim::X)?;
+        Ok((first, total, stride, units))
+    }
+
+    fn ceil_div(&mut self, x: ValueId, n: ValueId) -> TileResult<ValueId> {
+        let one = self.u32(1)?;
+        let up = self.b.sub(n, one)?;
+        let up = self.b.add(x, up)?;
+        Ok(self.b.div(up, n)?)
+    }
+
+    /// Sets the program ids of unit `t` (see [`Self::walk`]): the grouped
+    /// order over the unit grid, then this CTA's instance of the unit; with
+    /// a cluster, whether that instance lies in the grid
+    /// (`instance_valid`).
+    fn unit_ids(
+        &mut self,
+        ring: &Ring,
+        t: ValueId,
+        [gx, gy]: [ValueId; 2],
+        [ux, uy]: [ValueId; 2],
+    ) -> TileResult<()> {
+        self.grouped_ids(t, ux, uy)?;
+        self.instance_valid = None;
+        let (Some(c), Some([pm, pn])) = (ring.cluster, self.program_ids) else {
+            return Ok(());
+        };
+        let n = self.u32(c.share.ctas)?;
+        let along_n = c.share.operand == 0;
+        let p = if along_n { pn } else { pm };
+        let p = self.b.mul(p, n)?;
+        let p = self.b.add(p, c.rank)?;
+        let extent = if along_n { gy } else { gx };
+        self.instance_valid = Some(self.b.lt(p, extent)?);
+        self.program_ids = Some(if along_n { [pm, p] } else { [p, pn] });
         Ok(())
     }
 
@@ -245,12 +410,10 @@ impl Lowerer<'_> {
         set: u32,
     ) -> TileResult<()> {
         let zero = self.u32(0)?;
-        let total = self.b.mul(gx, gy)?;
-        let first = self.b.block_idx(Dim::X)?;
-        let stride = self.b.grid_dim(Dim::X)?;
+        let (first, total, stride, units) = self.walk(ring, [gx, gy])?;
         let frame = self.b.begin_for(first, total, stride, &[zero])?;
         let (t, counter) = (frame.iv, frame.carried[0]);
-        self.grouped_ids(t, gx, gy)?;
+        self.unit_ids(ring, t, [gx, gy], units)?;
         let from_first = self.b.sub(t, first)?;
         let i = self.b.div(from_first, stride)?;
         let two = self.u32(2)?;
@@ -278,6 +441,7 @@ impl Lowerer<'_> {
         let counter = self.b.end_if(f, &[skipped])?[0];
         self.b.end_for(frame, &[counter])?;
         self.program_ids = None;
+        self.instance_valid = None;
         Ok(())
     }
 
@@ -298,22 +462,22 @@ impl Lowerer<'_> {
     fn instances(
         &mut self,
         grid: Option<[ValueId; 2]>,
+        ring: &Ring,
         mut role: impl FnMut(&mut Self, ValueId) -> TileResult<ValueId>,
     ) -> TileResult<()> {
         let zero = self.u32(0)?;
-        let Some([gx, gy]) = grid else {
+        let Some(grid) = grid else {
             self.program_ids = None;
             role(self, zero)?;
             return Ok(());
         };
-        let total = self.b.mul(gx, gy)?;
-        let first = self.b.block_idx(Dim::X)?;
-        let stride = self.b.grid_dim(Dim::X)?;
+        let (first, total, stride, units) = self.walk(ring, grid)?;
         let frame = self.b.begin_for(first, total, stride, &[zero])?;
-        self.grouped_ids(frame.iv, gx, gy)?;
+        self.unit_ids(ring, frame.iv, grid, units)?;
         let counter = role(self, frame.carried[0])?;
         self.b.end_for(frame, &[counter])?;
         self.program_ids = None;
+        self.instance_valid = None;
         Ok(())
     }
 
@@ -426,14 +590,16 @@ impl Lowerer<'_> {
         let base = self.b.mul(stage, sb)?;
         let ab = self.u32(ring.a_bytes)?;
         let b_base = self.b.add(base, ab)?;
-        self.tma_stage(&a_st, ring, base, tmaps[0], full)?;
-        self.tma_stage(&b_st, ring, b_base, tmaps[1], full)?;
+        self.tma_stage(&a_st, ring, base, tmaps[0], full, 0)?;
+        self.tma_stage(&b_st, ring, b_base, tmaps[1], full, 1)?;
         self.b.end_for(frame, &[])?;
         Ok(self.b.add(counter, trips)?)
     }
 
     /// The TMA loads of one operand box into the stage at byte `base`: one
     /// per 64 elements along the staged rows, box `i` at `i * rows * 128`.
+    /// The operand a cluster shares (`operand` 0: `a`, 1: `b`) is loaded in
+    /// this CTA's share only, multicast into every CTA of the cluster.
     fn tma_stage(
         &mut self,
         st: &Staging,
@@ -441,11 +607,15 @@ impl Lowerer<'_> {
         base: ValueId,
         tmap: ValueId,
         full: ValueId,
+        operand: usize,
     ) -> TileResult<()> {
         let (o_r, o_c) = (
             self.scalar(st.origin[st.row_dim])?,
             self.scalar(st.origin[st.col_dim])?,
         );
+        if let Some(c) = ring.cluster.filter(|c| c.share.operand == operand) {
+            return self.tma_share(st, ring, base, tmap, full, c, [o_r, o_c]);
+        }
         for i in 0..st.cols / BK {
             let off = self.u32(i * st.rows * ROW)?;
             let off = self.b.add(base, off)?;
@@ -457,6 +627,71 @@ impl Lowerer<'_> {
                 self.b.add(o_c, d)?
             };
             self.b.tma_load(dst, tmap, full, &[c, o_r], None)?;
+        }
+        Ok(())
+    }
+
+    /// This CTA's share of a shared operand's stage (see [`Share`]),
+    /// multicast: `rows / ctas` rows from row `rank * rows / ctas` of the
+    /// one box, or boxes `rank * per ..` of `per = boxes / ctas`.
+    #[allow(clippy::too_many_arguments)]
+    fn tma_share(
+        &mut self,
+        st: &Staging,
+        ring: &Ring,
+        base: ValueId,
+        tmap: ValueId,
+        full: ValueId,
+        c: Cluster,
+        [o_r, o_c]: [ValueId; 2],
+    ) -> TileResult<()> {
+        let mask = Some(c.mask);
+        if c.share.rows_split {
+            let slice = self.u32(st.rows / c.share.ctas)?;
+            let first = self.b.mul(c.rank, slice)?;
+            let row = self.b.add(o_r, first)?;
+            let row_bytes = self.u32(ROW)?;
+            let off = self.b.mul(first, row_bytes)?;
+            let off = self.b.add(base, off)?;
+            let dst = self.b.ptr_add(ring.smem, off)?;
+            self.b.tma_load(dst, tmap, full, &[o_c, row], mask)?;
+            return Ok(());
+        }
+        let per = st.cols / BK / c.share.ctas;
+        let per_v = self.u32(per)?;
+        let first = self.b.mul(c.rank, per_v)?;
+        for i in 0..per {
+            let box_i = if i == 0 {
+                first
+            } else {
+                let i = self.u32(i)?;
+                self.b.add(first, i)?
+            };
+            let box_bytes = self.u32(st.rows * ROW)?;
+            let off = self.b.mul(box_i, box_bytes)?;
+            let off = self.b.add(base, off)?;
+            let dst = self.b.ptr_add(ring.smem, off)?;
+            let bk = self.u32(BK)?;
+            let col = self.b.mul(box_i, bk)?;
+            let col = self.b.add(o_c, col)?;
+            self.b.tma_load(dst, tmap, full, &[col, o_r], mask)?;
+        }
+        Ok(())
+    }
+
+    /// One warp's hand-back of stage `stage`: an arrival on its `empty`
+    /// barrier, in every CTA of the cluster (remote arrivals through `mapa`,
+    /// relaxed: the warp only read the stage).
+    fn release(&mut self, ring: &Ring, stage: ValueId) -> TileResult<()> {
+        let empty = self.bar_at(ring, stage, true)?;
+        let Some(c) = ring.cluster else {
+            self.b.mbarrier(MbarrierOp::Arrive, &[empty])?;
+            return Ok(());
+        };
+        for r in 0..c.share.ctas {
+            let r = self.u32(r)?;
+            let remote = self.b.mapa(empty, r)?;
+            self.b.mbarrier_arrive_cluster_relaxed(remote)?;
         }
         Ok(())
     }
@@ -473,7 +708,14 @@ impl Lowerer<'_> {
         handoff: Option<Handoff>,
     ) -> TileResult<ValueId> {
         let mut after = counter;
+        // A cluster's CTA past the grid skips the ops after the GEMM loop.
+        let mut skip = None;
         for (i, op) in self.program.body.iter().enumerate() {
+            if i == plan.at + 1 {
+                if let Some(valid) = self.instance_valid {
+                    skip = Some(self.b.begin_if(valid, &[])?);
+                }
+            }
             if i != plan.at {
                 self.op(op)?;
                 continue;
@@ -499,6 +741,9 @@ impl Lowerer<'_> {
                 self.b.named_barrier(true, h.id, h.count)?;
                 self.b.end_if(f, &[])?;
             }
+        }
+        if let Some(f) = skip {
+            self.b.end_if(f, &[])?;
         }
         Ok(after)
     }
@@ -564,14 +809,12 @@ impl Lowerer<'_> {
             let f = self.b.begin_if(go, &[])?;
             let prev = self.b.sub(it, one)?;
             let (prev_stage, _) = self.slot(ring, prev)?;
-            let empty = self.bar_at(ring, prev_stage, true)?;
-            self.b.mbarrier(MbarrierOp::Arrive, &[empty])?;
+            self.release(ring, prev_stage)?;
             self.b.end_if(f, &[])?;
         } else {
             self.b.wgmma_wait_group(0)?;
             let f = self.b.begin_if(lane0, &[])?;
-            let empty = self.bar_at(ring, stage, true)?;
-            self.b.mbarrier(MbarrierOp::Arrive, &[empty])?;
+            self.release(ring, stage)?;
             self.b.end_if(f, &[])?;
         }
         let mut accs = self.b.end_for(frame, &accs)?;
@@ -581,8 +824,7 @@ impl Lowerer<'_> {
             let l = self.b.begin_if(lane0, &[])?;
             let last = self.b.sub(after, one)?;
             let (last_stage, _) = self.slot(ring, last)?;
-            let empty = self.bar_at(ring, last_stage, true)?;
-            self.b.mbarrier(MbarrierOp::Arrive, &[empty])?;
+            self.release(ring, last_stage)?;
             self.b.end_if(l, &[])?;
             self.b.begin_else(&mut f, &accs)?;
             accs = self.b.end_if(f, &init)?;

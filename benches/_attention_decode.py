@@ -7,7 +7,9 @@ paged (``[num_blocks, 256, Hk, D]`` pages in a shuffled block table): rows
 ``zyntax`` (attention()'s default, the split-KV kernel), ``zyntax_paged``
 (the same cache paged), SDPA's fastest backend on the contiguous cache
 (``enable_gqa``, no copy of K/V) and FlashAttention's
-``flash_attn_with_kvcache`` (contiguous and paged) when it imports. Two
+``flash_attn_with_kvcache`` (contiguous and paged) when it imports, and
+``zyntax[s<stages>k<keys>]`` for other forms of the split kernel
+(``ZYNTAX_BENCH_DECODE``). Two
 metrics a row: TFLOP/s (4·B·H·Sq·Sk·D) and GB/s (the K and V bytes read
 plus q and o). Inputs rotate over copies that together exceed L2.
 
@@ -22,6 +24,7 @@ rounds, each keeping its best.
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -97,6 +100,36 @@ def _add(
     res.add(name, impl, "GB_per_s", nbytes / (ms * 1e-3) / 1e9, False, ms=round(ms, 4), **extra)
 
 
+def _configs() -> list[str]:
+    """``ZYNTAX_BENCH_DECODE``: split-kernel forms timed beside the default on
+    the contiguous cache, comma-separated ``s<stages>[k<keys>]`` (build's
+    ring depth and keys per tile; default ``s2,s1k32,s2k32``; empty: none)."""
+    return [c for c in os.environ.get("ZYNTAX_BENCH_DECODE", "s2,s1k32,s2k32").split(",") if c]
+
+
+def _forced(qs: list[Any], ks: list[Any], vs: list[Any], cfg: str) -> Callable[[int], Any]:
+    """attention_decode.forward with `cfg`'s ring depth and tile keys
+    (called directly: attention()'s plan keys on the arguments only)."""
+    from zyntax.kernels import _tensors as T
+    from zyntax.kernels import attention_decode
+
+    stages, _, keys = cfg[1:].partition("k")
+    sets = [
+        [T.tensor(x, n) for x, n in ((q, "q"), (k.transpose(1, 2), "k"), (v.transpose(1, 2), "v"))]
+        for q, k, v in zip(qs, ks, vs, strict=True)
+    ]
+    scale_log2 = qs[0].shape[-1] ** -0.5 * 1.4426950408889634
+
+    def call(i: int) -> Any:
+        out, _ = attention_decode.forward(
+            *sets[i], causal=False, scale_log2=scale_log2, window=None, stream=None,
+            stages=int(stages), keys=int(keys or 0),
+        )  # fmt: skip
+        return out
+
+    return call
+
+
 def run_decode(
     res: Results,
     torch: Any,
@@ -170,6 +203,8 @@ def _decode_case(
         return kernels.attention(qs[i], kps[i], vps[i], block_table=tables[i], cache_seqlens=lens)
 
     calls: list[tuple[str, Callable[[int], Any]]] = [("zyntax", zy), ("zyntax_paged", zy_paged)]
+    for cfg in _configs():
+        calls.append((f"zyntax[{cfg}]", _forced(qs, ks, vs, cfg)))
     if flash_attn_with_kvcache is not None:
 
         def fa(i: int) -> Any:  # (B, Sq, H, D) in and out

@@ -115,6 +115,8 @@ fn run(
 ) -> (Layouts, Option<TileError>) {
     let body = std::mem::take(&mut program.body);
     let row_dots = rows::row_dots(&body);
+    // Row dots on wgmma are marked like GEMM loops' (`dot_layout`).
+    let wgmma = rows::wgmma_operands(program, &body, &row_dots, warps, arch, dot_path);
     let mut inf = Inference {
         program,
         warps,
@@ -124,7 +126,7 @@ fn run(
         error: None,
         fulls: HashMap::new(),
         stages,
-        wgmma: HashSet::new(),
+        wgmma,
         defs: HashMap::new(),
         row_dots,
     };

@@ -52,7 +52,8 @@ const HOISTED_A_REGS: u32 = 32;
 pub(super) fn a_in_registers(layouts: &Layouts, a: TileId, out: TileId) -> bool {
     match (layouts.get(a), layouts.get(out)) {
         (Some(Layout::Mma(la)), Some(Layout::Mma(lo))) => {
-            la.version == 2 && lo.version == 2 && la == lo && lo.warps_per_cta[1] == 1
+            // (version 3, wgmma's, holds a warp's rows as version 2 does)
+            la.version >= 2 && la == lo && lo.warps_per_cta[1] == 1
         }
         _ => false,
     }
@@ -80,7 +81,7 @@ pub(super) fn hoisted(
             let (m, k) = (program.tile(a).shape[0], program.tile(a).shape[1]);
             let n = program.tile(out).shape[1];
             let pieces_m = Layout::Mma(mma.clone()).regs_per_dim(&[m, n])[0] / 2;
-            mma.version == 2
+            mma.version >= 2
                 && !inside.contains(&a)
                 && !a_in_registers(layouts, a, out)
                 && pieces_m * (k / 16) * 4 <= HOISTED_A_REGS
@@ -392,7 +393,7 @@ impl Lowerer<'_> {
     /// `kk / 8` and `kk / 8 + 1` (registers `kk / 4 ..+ 4` along K), each
     /// pair one `u32` with the lower column in the low half, in PTX's order
     /// `(g, kk), (g + 8, kk), (g, kk + 8), (g + 8, kk + 8)`.
-    fn a_fragment_from_regs(
+    pub(super) fn a_fragment_from_regs(
         &mut self,
         a: TileId,
         pm: u32,

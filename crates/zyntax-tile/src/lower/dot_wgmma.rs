@@ -23,10 +23,15 @@
 //!
 //! These are the descriptors of the hand-written `kernels/gemm_sm90.py`.
 
-use super::pipeline::{BK, ROW};
+use super::convert::{k_major, stage_width};
+use super::dot_mma;
+use super::pipeline::{gemm_loop, is_wgmma, BK, ROW};
 use super::Lowerer;
-use crate::error::TileResult;
-use zyntax_hir::{MmaElem, Swizzle, Type, ValueId, Wgmma};
+use crate::error::{TileError, TileResult};
+use crate::infer::Layouts;
+use crate::ir::{Op, TileId, TileProgram};
+use crate::layout::Layout;
+use zyntax_hir::{AddrSpace, MmaElem, ScalarType, Swizzle, Type, ValueId, Wgmma};
 
 /// Bytes of an 8-row swizzle atom (the stride byte offset).
 const ATOM: u32 = 8 * ROW;
@@ -104,6 +109,340 @@ impl Lowerer<'_> {
             }
         }
         self.b.wgmma_commit_group()?;
+        Ok(())
+    }
+}
+
+// ------------------------------------------------------------------------
+// A `dot` of its own on wgmma (outside the GEMM pipeline): the row
+// statistics `dot`s of an online softmax (`infer/rows.rs`), S = Q K^T and
+// O += P V of attention, in any loop.
+//
+// `b` is staged from its registers (its owners store 16-byte runs) into a
+// region of dynamic shared memory of its own, with the 128-byte swizzle of
+// the pipeline above: K-major (rows are N, boxes of 64 K) when its layout
+// runs along K (attention's `k^T`), else N-major (rows are K, boxes of 64 N)
+// when N is a multiple of 64 (attention's `V`). `a` comes from registers
+// (wgmma's RS form: a warp's `A` fragment is `mma.sync`'s, rows `16 w ..+
+// 16` of its warpgroup's 64): `P`, in this `dot`'s own accumulator layout
+// (`dot_mma::a_in_registers`), or a loop-invariant `a` whose fragments were
+// loaded before the loop (`dot_mma::hoisted`, attention's `Q`); otherwise it
+// is staged K-major beside `b` (SS form). Then `fence.proxy.async` (the
+// generic-proxy stores become visible to wgmma's async proxy), a CTA
+// barrier, one `wgmma.m64n<N>k16` per K step and repetition along M,
+// commit, `wait_group 0`. Each `dot` has its own region, so the barrier
+// before the next `dot` of the loop also orders this one's reads before its
+// next staging; a `dot` alone in its loop body passes a second barrier after
+// its wgmmas instead.
+
+/// The wgmma `dot`s of a program (see above): where each stages.
+#[derive(Clone, Debug)]
+pub(super) struct DotRegion {
+    pub out: TileId,
+    /// Byte offset of the region in dynamic shared memory (1024-aligned).
+    pub offset: u64,
+    /// Whether `a` is staged (SS form) at `offset`, `b` after it.
+    pub stage_a: bool,
+    /// Bytes of the staged `a` (0 unless `stage_a`), 1024-aligned.
+    pub a_bytes: u64,
+    /// Whether a CTA barrier must follow the wgmmas (no other wgmma `dot`
+    /// in the same body orders the next staging).
+    pub barrier_after: bool,
+}
+
+fn align1024(bytes: u64) -> u64 {
+    bytes.div_ceil(1024) * 1024
+}
+
+/// Staged bytes of a `[rows, cols]` operand in boxes of 64 `cols`.
+fn boxed_bytes(rows: u32, cols: u32) -> u64 {
+    u64::from(cols.div_ceil(64)) * u64::from(rows) * u64::from(ROW)
+}
+
+/// The regions of the wgmma `dot`s of `program` (not the GEMM pipeline's),
+/// after `first` bytes (the pipelines' ring), and the bytes they end at.
+pub(super) fn dot_regions(
+    program: &TileProgram,
+    layouts: &Layouts,
+    first: u64,
+) -> (Vec<DotRegion>, u64) {
+    let mut out = Vec::new();
+    let mut end = align1024(first);
+    walk(program, layouts, &program.body, &[], &mut out, &mut end);
+    (out, end)
+}
+
+fn walk(
+    program: &TileProgram,
+    layouts: &Layouts,
+    ops: &[Op],
+    hoisted: &[(TileId, TileId)],
+    out: &mut Vec<DotRegion>,
+    end: &mut u64,
+) {
+    let here: Vec<_> = ops
+        .iter()
+        .filter_map(|op| match op {
+            Op::Dot { out, a, b, .. } if is_wgmma(layouts.get(*out)) => Some((*out, *a, *b)),
+            _ => None,
+        })
+        .collect();
+    for &(d, a, b) in &here {
+        let (ta, tb) = (program.tile(a), program.tile(b));
+        let stage_a =
+            !dot_mma::a_in_registers(layouts, a, d) && !hoisted.iter().any(|&(h, _)| h == d);
+        let a_bytes = if stage_a {
+            align1024(boxed_bytes(ta.shape[0], ta.shape[1]))
+        } else {
+            0
+        };
+        let (k, n) = (tb.shape[0], tb.shape[1]);
+        let b_bytes = match b_kmajor(layouts.get(b), k, n) {
+            true => boxed_bytes(n, k),
+            false => boxed_bytes(k, n),
+        };
+        out.push(DotRegion {
+            out: d,
+            offset: *end,
+            stage_a,
+            a_bytes,
+            barrier_after: here.len() < 2,
+        });
+        *end += a_bytes + align1024(b_bytes);
+    }
+    for op in ops {
+        if let Op::For {
+            args, body, yields, ..
+        } = op
+        {
+            // A GEMM loop on the pipeline stages in the ring.
+            match gemm_loop(program, args, body, yields) {
+                Some(g) if is_wgmma(layouts.get(g.dot)) => {}
+                _ => {
+                    let h = dot_mma::hoisted(program, layouts, body);
+                    walk(program, layouts, body, &h, out, end);
+                }
+            }
+        }
+    }
+}
+
+/// Whether `b` (`[k, n]`) is staged K-major: its layout runs along K, or N
+/// is not a multiple of the 64-column boxes of N-major staging.
+fn b_kmajor(layout: Option<&Layout>, k: u32, n: u32) -> bool {
+    let along_k = layout.is_some_and(|l| k_major(l, &[k, n]));
+    along_k || !n.is_multiple_of(64)
+}
+
+/// Dynamic shared-memory bytes of the wgmma pipelines and wgmma `dot`s of
+/// `program`.
+pub(super) fn dynamic_bytes(program: &TileProgram, layouts: &Layouts, stages: u32) -> u64 {
+    let ring = super::pipeline::dynamic_bytes(program, layouts, &program.body, stages);
+    let (regions, end) = dot_regions(program, layouts, ring);
+    if regions.is_empty() {
+        ring
+    } else {
+        end
+    }
+}
+
+impl Lowerer<'_> {
+    /// `out = a @ b + acc` as one wgmma `dot` (see above).
+    pub(super) fn dot_wgmma(
+        &mut self,
+        out: TileId,
+        a: TileId,
+        b: TileId,
+        acc: TileId,
+    ) -> TileResult<()> {
+        let (ta, tb) = (self.program.tile(a).clone(), self.program.tile(b).clone());
+        let (m, k, n) = (ta.shape[0], ta.shape[1], tb.shape[1]);
+        let ring = super::pipeline::dynamic_bytes(
+            self.program,
+            self.layouts,
+            &self.program.body,
+            self.schedule.stages,
+        );
+        let (regions, _) = dot_regions(self.program, self.layouts, ring);
+        let region = regions
+            .into_iter()
+            .find(|r| r.out == out)
+            .ok_or_else(|| TileError::Internal("a wgmma dot without a region".into()))?;
+        let smem = self.b.dyn_shared_aligned(Type::U8, 1024)?;
+        let b_kmajor = b_kmajor(self.layouts.get(b).map(|l| l as &Layout), k, n);
+        let hoisted = self.hoisted_a.get(&out).cloned();
+        let a_base = region.offset;
+        let b_base = region.offset + region.a_bytes;
+        if region.stage_a {
+            self.stage_swizzled(a, smem, a_base, 0)?;
+        }
+        // K-major: rows are N (dim 1), N-major: rows are K (dim 0).
+        self.stage_swizzled(b, smem, b_base, usize::from(b_kmajor))?;
+        self.b.fence_proxy_async()?;
+        self.b.barrier()?;
+
+        let warps = self.schedule.warps;
+        let reps = m / (16 * warps);
+        let mma_elem = if ta.elem == Type::BF16 {
+            MmaElem::Bf16
+        } else {
+            MmaElem::F16
+        };
+        let form = Wgmma {
+            n,
+            a: mma_elem,
+            b: mma_elem,
+            trans_a: false,
+            trans_b: !b_kmajor,
+            neg_a: false,
+            neg_b: false,
+        };
+        let mut accs = self.pack_accs(out, acc, m, n)?;
+        let zero4 = *self
+            .vector_zeros
+            .get(&Type::Vector(ScalarType::U32, 4))
+            .ok_or_else(|| TileError::Internal("no vec<u32, 4> for wgmma".into()))?;
+        let (sixteen, atom) = (self.u32(16)?, self.u32(ATOM)?);
+        // N-major `b`: from one box of 64 columns to the next.
+        let b_box = self.u32(k * ROW)?;
+        let a_wg = if region.stage_a {
+            // This warpgroup's first row (64 rows of 128 bytes a box row).
+            let (c4, wg_bytes) = (self.u32(4)?, self.u32(64 * ROW)?);
+            let wg = self.b.div(self.warp, c4)?;
+            let off = self.b.mul(wg, wg_bytes)?;
+            let base = self.u32(a_base as u32)?;
+            let off = self.b.add(off, base)?;
+            Some(self.b.ptr_add(smem, off)?)
+        } else {
+            None
+        };
+        let yes = self.b.bconst(true)?;
+        // Every A operand is built before the fence: register fragments are
+        // inputs wgmma may read at any point after it is issued.
+        let mut a_ops = vec![Vec::new(); reps as usize];
+        for (rep, ops) in a_ops.iter_mut().enumerate() {
+            for ks in 0..k / 16 {
+                let op = if let Some(h) = &hoisted {
+                    h[rep][ks as usize]
+                } else if let Some(a_wg) = a_wg {
+                    // Box ks / 4 of 64 K, the repetition's rows, 32 bytes a K step.
+                    let rows = 16 * warps * rep as u32;
+                    let at = (u64::from(ks / 4) * boxed_bytes(m, 64)) as u32
+                        + rows * ROW
+                        + (ks % 4) * 32;
+                    let at = self.u32(at)?;
+                    let p = self.b.ptr_add(a_wg, at)?;
+                    self.b.wgmma_desc(Swizzle::B128, p, sixteen, atom)?
+                } else {
+                    self.a_fragment_from_regs(a, rep as u32, ks * 16, zero4)?
+                };
+                ops.push(op);
+            }
+        }
+        self.b.wgmma_fence()?;
+        for ks in 0..k / 16 {
+            let at = if b_kmajor {
+                (u64::from(ks / 4) * boxed_bytes(n, 64)) as u32 + (ks % 4) * 32
+            } else {
+                ks * 16 * ROW
+            };
+            let at = self.u32(b_base as u32 + at)?;
+            let p = self.b.ptr_add(smem, at)?;
+            let b_desc = if b_kmajor {
+                self.b.wgmma_desc(Swizzle::B128, p, sixteen, atom)?
+            } else {
+                self.b.wgmma_desc(Swizzle::B128, p, b_box, atom)?
+            };
+            for (rep, acc) in accs.iter_mut().enumerate() {
+                *acc = self
+                    .b
+                    .wgmma(form, *acc, a_ops[rep][ks as usize], b_desc, yes)?;
+            }
+        }
+        self.b.wgmma_commit_group()?;
+        self.b.wgmma_wait_group(0)?;
+        if region.barrier_after {
+            self.b.barrier()?;
+        }
+        self.unpack_accs(out, &accs, m, n, out)
+    }
+
+    /// Stores the owned elements of 2-D `tile` at byte `base` of `smem` in
+    /// rows of 128 bytes along dim `1 - row_dim`, boxes of 64 elements, with
+    /// the 128-byte swizzle: element `(row, col)` at `(col / 64) * rows * 128
+    /// + row * 128 + ((col % 64 / 8) ^ (row % 8)) * 16 + (col % 8) * 2`. A run
+    /// of registers along `col` (at most 8, so within one 16-byte chunk) is
+    /// one vector store.
+    fn stage_swizzled(
+        &mut self,
+        tile: TileId,
+        smem: ValueId,
+        base: u64,
+        row_dim: usize,
+    ) -> TileResult<()> {
+        let layout = self.layout(tile)?;
+        let ty = self.program.tile(tile).clone();
+        let col_dim = 1 - row_dim;
+        let regs = self.regs(tile)?;
+        let table = self.coords(&layout, &ty.shape)?;
+        let width = stage_width(&layout, &ty.shape, &ty.elem, col_dim);
+        let elem_bytes = ty.elem.size_bytes().unwrap_or(2) as u32;
+        let e = ty
+            .elem
+            .as_scalar()
+            .ok_or_else(|| TileError::Internal("a wgmma operand of non-scalars".into()))?;
+        let (c8, c64, c16) = (self.u32(8)?, self.u32(64)?, self.u32(16)?);
+        let (row_bytes, box_bytes) = (self.u32(ROW)?, self.u32(ty.shape[row_dim] * ROW)?);
+        let (base_v, eb) = (self.u32(base as u32)?, self.u32(elem_bytes)?);
+        for (r, &value) in regs.iter().enumerate() {
+            let mut dims = layout.reg_dims(&ty.shape, r as u32);
+            if dims[col_dim] % width != 0 {
+                continue; // stored with the run it belongs to
+            }
+            let coords = Self::reg_coords(&layout, &ty.shape, &table, r as u32);
+            let (row, col) = (coords[row_dim].value, coords[col_dim].value);
+            let bx = self.b.div(col, c64)?;
+            let off = self.b.mul(bx, box_bytes)?;
+            let r_off = self.b.mul(row, row_bytes)?;
+            let off = self.b.add(off, r_off)?;
+            let chunk = self.b.rem(col, c64)?;
+            let chunk = self.b.div(chunk, c8)?;
+            let r8 = self.b.rem(row, c8)?;
+            let sw = self.b.xor(chunk, r8)?;
+            let sw = self.b.mul(sw, c16)?;
+            let off = self.b.add(off, sw)?;
+            let within = self.b.rem(col, c8)?;
+            let within = self.b.mul(within, eb)?;
+            let off = self.b.add(off, within)?;
+            let off = self.b.add(off, base_v)?;
+            let owned = self.owned(&coords)?;
+            let frame = match owned {
+                Some(o) => Some(self.b.begin_if(o, &[])?),
+                None => None,
+            };
+            let p = self.b.ptr_add(smem, off)?;
+            if width == 1 {
+                let q = self
+                    .b
+                    .ptr_cast(p, Type::ptr(AddrSpace::Shared, ty.elem.clone()))?;
+                self.b.store(q, value)?;
+            } else {
+                let vty = Type::Vector(e, width);
+                let mut v = *self.vector_zeros.get(&vty).ok_or_else(|| {
+                    TileError::Internal(format!("no {vty} made in the entry block"))
+                })?;
+                for i in 0..width {
+                    dims[col_dim] = dims[col_dim] - dims[col_dim] % width + i;
+                    let part = regs[layout.reg_index(&ty.shape, &dims) as usize];
+                    v = self.b.insert(v, part, i)?;
+                }
+                let q = self.b.ptr_cast(p, Type::ptr(AddrSpace::Shared, vty))?;
+                self.b.store(q, v)?;
+            }
+            if let Some(f) = frame {
+                self.b.end_if(f, &[])?;
+            }
+        }
         Ok(())
     }
 }

@@ -193,7 +193,7 @@ pub fn lower(mut program: TileProgram, schedule: &Schedule) -> TileResult<TileKe
     };
     let dynamic_bytes = match &ws {
         Some(plan) => pipeline_ws::ws_bytes(&program, plan, schedule.stages),
-        None => pipeline::dynamic_bytes(&program, &layouts, &program.body, schedule.stages),
+        None => dot_wgmma::dynamic_bytes(&program, &layouts, schedule.stages),
     };
     let shared_limit = zyntax_hir::arch::max_shared_bytes(schedule.arch);
     if dynamic_bytes > 0 && scratch_bytes + dynamic_bytes > shared_limit {
@@ -550,7 +550,7 @@ impl Lowerer<'_> {
                 op,
             } => self.reduce(*out, *tile, *axis, *op)?,
             Op::Dot { out, a, b, acc } => match self.layout(*out)? {
-                Layout::Mma(mma) if mma.is_wgmma() => return Err(pipeline::not_a_gemm_loop()),
+                Layout::Mma(mma) if mma.is_wgmma() => self.dot_wgmma(*out, *a, *b, *acc)?,
                 Layout::Mma(mma) => self.dot_mma(*out, *a, *b, *acc, &mma)?,
                 _ => self.dot(*out, *a, *b, *acc)?,
             },

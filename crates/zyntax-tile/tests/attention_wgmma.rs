@@ -1,0 +1,218 @@
+//! FlashAttention-2's loop (one head, causal, keys in blocks) on sm_90a: the
+//! row-statistics `dot`s go on `wgmma` (`lower/dot_wgmma.rs`): S = Q K^T
+//! with Q's fragments loaded once before the loop and K^T staged K-major,
+//! O += P V with P from registers (wgmma's RS form) and V staged N-major,
+//! the row max / sum on the wgmma accumulator layout. Run on the
+//! interpreter against f64 (outputs poisoned with NaN), and, with
+//! `--features compute`, compiled to PTX and passed through `ptxas`.
+
+mod common;
+use common::*;
+use half::bf16;
+use zyntax_hir::{Arch, BinOp, CmpOp, Op as HOp, Type};
+use zyntax_tile::{Layout, Schedule, TileBuilder, TileKernel};
+
+/// Views `q [S, D]`, `kt [D, S]` (k transposed: strides only, declared
+/// unit-stride along D), `v [S, D]` (bf16), `o [S, D]` (f32); scalar
+/// `scale`. Causal.
+fn flash(bm: u32, bn: u32, d: u32, warps: u32, arch: Arch) -> TileKernel {
+    let s = Schedule::block(&[bm, bn]).warps(warps).arch(arch);
+    let mut t = TileBuilder::new("flash_wgmma", s);
+    let q = t.view_param_aligned("q", Type::BF16, 2, 1, 16);
+    let kt = t.view_param_aligned("kt", Type::BF16, 2, 0, 16);
+    let v = t.view_param_aligned("v", Type::BF16, 2, 1, 16);
+    let o = t.view_param("o", Type::F32, 2);
+    let scale = t.scalar_param("scale", Type::F32);
+    let (cbm, zero) = (t.index(bm), t.index(0));
+    let pid = t.program_id(0);
+    let m0 = t.scalar_mul(pid, cbm);
+    let s_len = t.dim(kt, 1);
+    let end = t.scalar_add(m0, cbm);
+    let hi = t.scalar_binary(BinOp::Min, end, s_len);
+    let qt = t.load(q, &[m0, zero], &[bm, d]);
+    let neg_inf = t.full(&[bm, 1], Type::F32, f64::NEG_INFINITY);
+    let l0 = t.full(&[bm, 1], Type::F32, 0.0);
+    let acc0 = t.full(&[bm, d], Type::F32, 0.0);
+    let cbn = t.index(bn);
+    let inits = [acc0.into(), neg_inf.into(), l0.into()];
+    let out = t.for_range(zero, hi, cbn, &inits, |t, n0, c| {
+        let (acc, m, l) = (c[0].tile(), c[1].tile(), c[2].tile());
+        let kb = t.load(kt, &[zero, n0], &[d, bn]);
+        let z = t.full(&[bm, bn], Type::F32, 0.0);
+        let s = t.dot(qt, kb, z);
+        let sc = t.splat(&[bm, bn], scale);
+        let s = t.mul(s, sc);
+        let (i, j) = (t.iota(&[bm, bn], 0), t.iota(&[bm, bn], 1));
+        let (m0t, n0t, st) = (
+            t.splat(&[bm, bn], m0),
+            t.splat(&[bm, bn], n0),
+            t.splat(&[bm, bn], s_len),
+        );
+        let (row, col) = (t.add(i, m0t), t.add(j, n0t));
+        let causal = t.cmp(CmpOp::Le, col, row);
+        let inside = t.cmp(CmpOp::Lt, col, st);
+        let ninf = t.full(&[bm, bn], Type::F32, f64::NEG_INFINITY);
+        let s = t.where_(inside, s, ninf);
+        let s = t.where_(causal, s, ninf);
+        let row_max = t.max(s, 1);
+        let m_new = t.maximum(m, row_max);
+        let mb = t.broadcast(m_new, &[bm, bn]);
+        let sm = t.sub(s, mb);
+        let p = t.exp(sm);
+        let dm = t.sub(m, m_new);
+        let alpha = t.exp(dm);
+        let la = t.mul(l, alpha);
+        let ps = t.sum(p, 1);
+        let l_new = t.add(la, ps);
+        let vb = t.load(v, &[n0, zero], &[bn, d]);
+        let ab = t.broadcast(alpha, &[bm, d]);
+        let scaled = t.mul(acc, ab);
+        let p16 = t.cast(p, Type::BF16);
+        let acc = t.dot(p16, vb, scaled);
+        vec![acc.into(), m_new.into(), l_new.into()]
+    });
+    let (acc, l) = (out[0].tile(), out[2].tile());
+    let lb = t.broadcast(l, &[bm, d]);
+    let y = t.div(acc, lb);
+    t.store(o, &[m0, zero], y);
+    t.finish().unwrap()
+}
+
+fn rounded(rng: &mut Rng, n: usize) -> (Vec<u8>, Vec<f64>) {
+    let h: Vec<bf16> = rng.vec(n).iter().map(|&x| bf16::from_f32(x)).collect();
+    (
+        h.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        h.iter().map(|x| x.to_f64()).collect(),
+    )
+}
+
+/// The `wgmma` instructions of the kernel and how many take `A` from
+/// registers (a `vec<u32, 4>` operand).
+fn wgmmas(k: &TileKernel) -> (usize, usize) {
+    let f = &k.module.functions[0];
+    let (mut all, mut regs) = (0, 0);
+    for inst in &f.insts {
+        if let HOp::Wgmma(_) = inst.op {
+            all += 1;
+            if matches!(f.value_type(inst.args[1]), Type::Vector(_, 4)) {
+                regs += 1;
+            }
+        }
+    }
+    (all, regs)
+}
+
+fn is_wgmma_layout(l: &Option<Layout>) -> bool {
+    matches!(l, Some(Layout::Mma(m)) if m.is_wgmma())
+}
+
+#[test]
+fn flash_attention_on_wgmma_against_f64() {
+    let mut rng = Rng::new();
+    // (bm, bn, d, warps, tokens): one and two warpgroups, one and two
+    // repetitions along M, head dims 64 and 128, tails.
+    for (bm, bn, d, warps, s_len) in [
+        (64, 64, 64, 4, 150u32),
+        (128, 64, 128, 8, 200),
+        (128, 64, 64, 4, 130),
+        (64, 128, 64, 4, 77),
+    ] {
+        let k = flash(bm, bn, d, warps, Arch::Sm90a);
+        assert!(
+            k.layouts.of.iter().any(is_wgmma_layout),
+            "{bm}x{bn} d{d}: not on wgmma"
+        );
+        assert!(
+            !k.layouts
+                .of
+                .iter()
+                .any(|l| matches!(l, Some(Layout::Mma(m)) if !m.is_wgmma())),
+            "{bm}x{bn} d{d}: an mma.sync layout is left"
+        );
+        // Both dots take A from registers: Q hoisted, P in place.
+        let (all, regs) = wgmmas(&k);
+        assert!(
+            all > 0 && all == regs,
+            "{bm}x{bn} d{d}: {regs} of {all} wgmmas from registers"
+        );
+        assert_eq!(k.module.targets, vec![Arch::Sm90a]);
+        let (n, du) = (s_len as usize, d as usize);
+        let (qb, q64) = rounded(&mut rng, n * du);
+        let (kb, k64) = rounded(&mut rng, n * du);
+        let (vb, v64) = rounded(&mut rng, n * du);
+        let mut bufs = vec![qb, kb, vb, bytes(&vec![f32::NAN; n * du])];
+        let scale = 0.3;
+        let args = [
+            row_major(0, &[s_len, d]),
+            TArg::View(1, vec![d, s_len], vec![1, d]),
+            row_major(2, &[s_len, d]),
+            row_major(3, &[s_len, d]),
+            TArg::Float(scale),
+        ];
+        run(&k, [s_len.div_ceil(bm), 1, 1], &args, &mut bufs);
+        let mut want = vec![0.0; n * du];
+        for i in 0..n {
+            let s: Vec<f64> = (0..=i)
+                .map(|j| {
+                    (0..du)
+                        .map(|c| q64[i * du + c] * k64[j * du + c])
+                        .sum::<f64>()
+                        * scale
+                })
+                .collect();
+            let mx = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let e: Vec<f64> = s.iter().map(|x| (x - mx).exp()).collect();
+            let den: f64 = e.iter().sum();
+            for c in 0..du {
+                want[i * du + c] = (0..=i).map(|j| e[j] * v64[j * du + c]).sum::<f64>() / den;
+            }
+        }
+        // p is rounded to bf16 before the second dot: ~2^-8 relative per term.
+        assert_close(&floats(&bufs[3]), &want, 2e-2, &format!("{bm}x{bn} d{d}"));
+    }
+}
+
+#[test]
+fn flash_attention_stays_on_mma_sync_where_wgmma_does_not_fit() {
+    // sm_80 and plain sm_90 (wgmma is sm_90a PTX), 2 warps, 32-key blocks.
+    for (arch, bm, bn, warps) in [
+        (Arch::Sm80, 128, 64, 8),
+        (Arch::Sm90, 128, 64, 8),
+        (Arch::Sm90a, 32, 64, 2),
+        (Arch::Sm90a, 64, 32, 4),
+    ] {
+        let k = flash(bm, bn, 64, warps, arch);
+        assert!(
+            !k.layouts.of.iter().any(is_wgmma_layout),
+            "{arch} {bm}x{bn}w{warps}"
+        );
+        assert_eq!(wgmmas(&k).0, 0);
+    }
+}
+
+#[cfg(feature = "compute")]
+#[test]
+fn flash_attention_on_wgmma_passes_ptxas() {
+    use zyntax_llvm::{compile_ptx, Options, Ptxas};
+    let ptxas = Ptxas::locate().unwrap_or_else(|e| panic!("{e}"));
+    for (bm, bn, d, warps) in [(64, 64, 64, 4), (128, 64, 128, 8)] {
+        let k = flash(bm, bn, d, warps, Arch::Sm90a);
+        let ptx = compile_ptx(&k.module, &Options::new(Arch::Sm90a))
+            .unwrap_or_else(|e| panic!("{bm}x{bn} d{d}: {e}"))
+            .ptx;
+        for needle in [
+            format!("wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.bf16.bf16"),
+            format!("wgmma.mma_async.sync.aligned.m64n{d}k16.f32.bf16.bf16"),
+            "fence.proxy.async".to_string(),
+            "wgmma.wait_group.sync.aligned 0".to_string(),
+        ] {
+            assert!(ptx.contains(&needle), "{bm}x{bn} d{d}: missing `{needle}`");
+        }
+        if let Ok(dir) = std::env::var("WGMMA_PTX_DUMP") {
+            std::fs::write(format!("{dir}/flash_{bm}x{bn}_d{d}.ptx"), &ptx).unwrap();
+        }
+        if let Err(e) = ptxas.assemble(&ptx, Arch::Sm90a) {
+            panic!("{bm}x{bn} d{d} flash on wgmma: {e}");
+        }
+    }
+}

@@ -724,7 +724,7 @@ def forward_varlen(
         min(right, 1 << 30),
         float(scale_log2),
     ]
-    key = (tq.dtype, d, warps, has_right, has_left, True, "cu", 0, True)
+    key = (tq.dtype, d, warps, has_right, has_left, True, "cu", 0, True, 1, 0)
     grid = (bsz * hk, 1, row_blocks)
     smem = shared_bytes(d, warps)
     T.launch(build, key, "attention_split", grid, 32 * warps, args, tq, stream, shared=smem)

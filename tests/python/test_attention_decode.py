@@ -16,8 +16,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+import zyntax
 from test_attention_tile import reference
-from zyntax import ArgumentError, kernels
+from zyntax import ArgumentError, kernels, ptxinfo
 from zyntax.kernels import _tensors as T
 from zyntax.kernels import attention_decode as dec
 
@@ -218,3 +219,21 @@ def test_errors() -> None:
         )
     with pytest.raises(ArgumentError, match="'max_seqlen_k'"):
         kernels.attention(q, kc, kc, max_seqlen_k=3)
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        ("bf16", 128, 1, False, False, False, "fixed", 0, False, 1, 0),  # decode, 32/8 heads
+        ("bf16", 128, 4, True, True, False, "lens", 16, False, 1, 0),  # paged, row table reads
+        ("f16", 64, 2, True, False, False, "lens", 256, False, 1, 0),
+        ("bf16", 96, 4, True, False, True, "cu", 0, True, 1, 0),  # varlen
+        ("bf16", 256, 1, True, False, False, "fixed", 0, False, 1, 0),  # Q re-read per tile
+        ("bf16", 128, 1, False, False, False, "fixed", 0, False, 2, 32),  # the ring
+    ],
+)
+def test_assembles_without_spills(key: tuple[Any, ...]) -> None:
+    """ptxas for sm_90a: the split kernel's forms keep everything in registers."""
+    ptx = zyntax.compile(dec.build(*key), backend="nvptx", arch="sm_90a")
+    r = ptxinfo.ptxas_resources(zyntax.validate_ptx(ptx, "sm_90a").log)["attention_split"]
+    assert r["spill_store_bytes"] == 0 and r["stack_bytes"] == 0, r

@@ -288,7 +288,17 @@ def build(
                 b.cp_async_commit()
             b.cp_async_wait(stages - 1)
             b.barrier()
-            q_regs = [b.ldmatrix(frag_ptr("q", 0, 2 * kk), 4) for kk in range(d // 16)]
+            # Q's fragments stay in registers up to hd 128; at hd 256 (64
+            # registers, beside 128 of accumulators) they are re-read from
+            # shared memory for each key tile.
+            hold_q = d <= 128
+            q_regs = [
+                b.ldmatrix(frag_ptr("q", 0, 2 * kk), 4) for kk in range(d // 16 if hold_q else 0)
+            ]
+
+            def q_frag(kk: int) -> hir.Value:
+                return q_regs[kk] if hold_q else b.ldmatrix(frag_ptr("q", 0, 2 * kk), 4)
+
             my_rows = [warp * 16 + g, warp * 16 + g + 8]
             row_i = [b.rem(r0 + b.cast(r, i32), sq) for r in my_rows]
             nacc = (d // 8) * 4
@@ -308,12 +318,13 @@ def build(
                     b.barrier()
                 c = [zero_acc] * (bn // 8)
                 for q4 in range(d // 32):
+                    qa, qb_ = q_frag(2 * q4), q_frag(2 * q4 + 1)
                     for nt in range(bn // 8):
                         kf = b.ldmatrix(frag_ptr("k", nt * 8, 4 * q4, slot), 4)
                         kb0 = vec2(b.extract(kf, 0), b.extract(kf, 1))
                         kb1 = vec2(b.extract(kf, 2), b.extract(kf, 3))
-                        c[nt] = b.mma_sync(q_regs[2 * q4], kb0, c[nt], elem=dtype)
-                        c[nt] = b.mma_sync(q_regs[2 * q4 + 1], kb1, c[nt], elem=dtype)
+                        c[nt] = b.mma_sync(qa, kb0, c[nt], elem=dtype)
+                        c[nt] = b.mma_sync(qb_, kb1, c[nt], elem=dtype)
                 scores = [
                     [b.extract(c[nt], 2 * r + e) for nt in range(bn // 8) for e in range(2)]
                     for r in range(2)

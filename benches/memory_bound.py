@@ -7,7 +7,7 @@ forward (bf16 8192x8192, with weight and bias), full sum (f32, 256 Mi
 elements), cross-entropy forward (bf16 logits 8192 x 128256, int64 targets)
 saxpy (f32, 256 Mi), and the row-kernel sweep of issue 24: softmax,
 LayerNorm, RMSNorm and cross-entropy, forward and backward (``fwd_``/``bwd_``
-cases, bf16, widths 1000, 4097, 50257 and 128256 over 4096 and 16384 rows;
+cases, bf16, widths 1000, 4097, 8192, 50257 and 128256 over 4096 and 16384 rows;
 PyTorch's backward runs through autograd, with the norms' weight and bias
 requiring grad as zyntax's backward computes dweight and dbias). Each case
 has a ``peak`` row: the best device-to-device copy measured in the same run (PyTorch ``copy_``), the
@@ -342,6 +342,7 @@ ROW_SWEEP = [
     (16384, 1000),
     (4096, 4097),
     (16384, 4097),
+    (4096, 8192),
     (4096, 50257),
     (4096, 128256),
 ]

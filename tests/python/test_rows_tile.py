@@ -449,3 +449,93 @@ def test_peel_needs_one_misalignment() -> None:
     assert (p.width, q.width, q.peel) == (2048, 4096, 3)
     assert rows_tile.peeled("softmax", p, "f32", 16, 2047, 2047, 2048) == p
     assert rows_tile.peeled("softmax", p, "f32", 1, 2047, 2047) == p
+
+
+# ---------------------------------------------------------------- tailed rows
+
+
+@pytest.mark.parametrize("n", [1025, 1200])
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+@pytest.mark.parametrize("kind", ["layer", "rms"])
+def test_tailed_rows(n: int, dtype: str, kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows just past a power of two (with the peel's head) take a [1, W/2]
+    tile and a narrow tail tile (``Plan.tail``), not a [1, W] tile half
+    empty: the norms forward and backward against float64, outputs poisoned,
+    each launch's plan asserted to have the tail, dweight bit-identical on a
+    rerun; and on an unaligned (not peeled) view."""
+    ml = pytest.importorskip("ml_dtypes") if dtype == "bf16" else None
+    nd = np.float32 if ml is None else ml.bfloat16
+    tol = 1e-5 if ml is None else 2e-2
+    plans: list[Any] = []
+    real = rows_tile.launch
+
+    def spy(name: str, key: Any, *rest: Any) -> None:
+        plans.append((name, key[0]))
+        real(name, key, *rest)
+
+    monkeypatch.setattr(rows_tile, "launch", spy)
+    rms, rows = kind == "rms", 9
+    base = (rng.standard_normal((rows, n + 1)) * 3 + 20).astype(nd)
+    for x in (np.ascontiguousarray(base[:, :n]), base[:, 1:]):
+        plans.clear()
+        x64 = x.astype(np.float64)
+        dy = rng.standard_normal((rows, n)).astype(nd)
+        w, b = (rng.standard_normal(n).astype(nd) for _ in range(2))
+        w64, b64 = w.astype(np.float64), None if rms else b.astype(np.float64)
+        y = np.full((rows, n), np.nan, nd)
+        dx = np.full((rows, n), np.nan, nd)
+        if rms:
+            kernels.rms_norm(x, w, 1e-5, out=y)
+            got = kernels.rms_norm_backward(dy, x, w, 1e-5, out=dx)
+            again = kernels.rms_norm_backward(dy, x, w, 1e-5)
+        else:
+            kernels.layer_norm(x, w, b, 1e-5, out=y)
+            got = kernels.layer_norm_backward(dy, x, w, b, 1e-5, out=dx)
+            again = kernels.layer_norm_backward(dy, x, w, b, 1e-5)
+        assert rel_err(y, ref_norm(x64, w64, b64, 1e-5, rms)[0]) < tol
+        rdx, rdw, rdb = ref_norm_backward(dy, x64, w64, 1e-5, rms)
+        for g, r in zip(got, (rdx, rdw, rdb), strict=False):
+            assert rel_err(np.asarray(g, np.float64), r) < 3 * tol
+        for u, v in zip(got[1:], again[1:], strict=True):
+            assert np.array_equal(u, v)
+        assert {name for name, _ in plans} >= {"norm_fwd", "norm_bwd_rows"}
+        for name, plan in plans:
+            assert name == "colsum" or (plan.tail and plan.width == 1024), (name, plan)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+def test_peeled_chunked_norm_backward(dtype: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunked rows of odd width: the norm backward's dx pass peels too (its
+    row groups a multiple of the vector, so every row of a group has the
+    group's head); against float64, dx poisoned, dweight bit-identical on a
+    rerun, and the launch's plan asserted to be peeled."""
+    ml = pytest.importorskip("ml_dtypes") if dtype == "bf16" else None
+    nd = np.float32 if ml is None else ml.bfloat16
+    tol = 1e-5 if ml is None else 2e-2
+    monkeypatch.setattr(rows_tile, "ROWS_MAX", 0)
+    monkeypatch.setattr(rows_tile, "ROW_MAX", 0)
+    monkeypatch.setattr(rows_tile, "ROW_MAX_16", 0)
+    monkeypatch.setattr(rows_tile, "CHUNK", 64)
+    monkeypatch.setattr(rows_tile, "CHUNK_WARPS", 2)
+    plans: list[Any] = []
+    real = rows_tile.launch
+
+    def spy(name: str, key: Any, *rest: Any) -> None:
+        plans.append((name, key[0]))
+        real(name, key, *rest)
+
+    monkeypatch.setattr(rows_tile, "launch", spy)
+    rows, n = 11, 301
+    x = (rng.standard_normal((rows, n)) * 3 + 20).astype(nd)
+    dy = rng.standard_normal((rows, n)).astype(nd)
+    w, b = (rng.standard_normal(n).astype(nd) for _ in range(2))
+    dx = np.full((rows, n), np.nan, nd)
+    got = kernels.layer_norm_backward(dy, x, w, b, 1e-5, out=dx)
+    again = kernels.layer_norm_backward(dy, x, w, b, 1e-5)
+    ref = ref_norm_backward(dy, x.astype(np.float64), w.astype(np.float64), 1e-5, False)
+    for g, r in zip(got, ref, strict=True):
+        assert rel_err(np.asarray(g, np.float64), r) < 3 * tol
+    for u, v in zip(got, again, strict=True):
+        assert np.array_equal(u, v)
+    chunk_plans = [p for name, p in plans if name == "norm_bwd_chunks"]
+    assert chunk_plans and all(p.peel == n % (16 // x.itemsize) for p in chunk_plans)

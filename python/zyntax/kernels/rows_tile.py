@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -57,12 +58,19 @@ STATE = "row"
 #: carries two partial sums per element: 160 registers at 4096 columns over
 #: 8 warps, 79 at 2048).
 CHUNK_OF = {"softmax_fwd": 2.0, "norm_bwd_stats": 2.0, "norm_bwd_chunks": 0.5}
+#: Warps of some chunked programs (CHUNK_WARPS otherwise).
+WARPS_OF: dict[str, int] = {}
 #: Program instances per SM of the norm backward's row-block loop.
 GROUPS_PER_SM = 3
 #: Program instances per SM of the one-pass norm backward of whole rows,
 #: and whether its threads hold half the elements of the plan's (8, not 16).
 NORM_BWD_PER_SM = 2
 NORM_BWD_THIN = False
+#: Whether the one-pass norm backward loads the next row block before this
+#: one's reductions (its tiles carried through the loop), and whether it
+#: loads the weight per row block (from L1) instead of holding it.
+NORM_BWD_PREFETCH = False
+NORM_BWD_W_RELOAD = False
 #: Program instances wanted when few wide rows would leave SMs idle: a
 #: chunked softmax row is then split over S instances (see :func:`split`); 0
 #: means two per SM on the GPU and no split on the interpreter.
@@ -74,6 +82,23 @@ COLSUM_W, COLSUM_R = 64, 64
 #: Program families whose one-row programs peel each row's misaligned head
 #: (see :func:`peeled`): "softmax", "ce", "norm".
 PEEL = frozenset({"softmax", "ce", "norm"})
+#: Chunked forward programs whose instances loop over rows (``Plan.persist``):
+#: program name -> instances per SM (few rows in flight, so that a row's
+#: second read, the write pass, finds it in L2).
+PERSIST: dict[str, int] = {}
+#: Whether the write pass of the chunked softmax and norm forward runs from
+#: the row's last chunk to its first (see :meth:`_P.write_chunks`). Read
+#: when a program is built, as NORM_BWD_PREFETCH and NORM_BWD_W_RELOAD.
+REVERSE_WRITE = False
+#: Whether the chunked norm backward's dx pass peels odd rows' heads.
+PEEL_CHUNKS_BWD = True
+#: Resident instances per SM asked of ptxas (``.minnctapersm``, which caps
+#: the registers), by (program, plan shape); absent: ptxas's own choice.
+MIN_BLOCKS: dict[tuple[str, str], int] = {}
+#: Program families whose whole-row programs take a tail tile (:func:`tailed`),
+#: and the widest tail relative to the first tile (1/TAIL_FRAC of it).
+TAILED = frozenset({"norm"})
+TAIL_FRAC = 4
 #: The norm backward of whole rows, by plan shape: "fused" (one program
 #: writes dx and accumulates dweight/dbias partial sums over its rows; x and
 #: dy read once) or "split" (dx, then a column-block program reading x and
@@ -98,6 +123,12 @@ class Plan:
     #: tile starts at its row's last 16-byte boundary (:func:`peeled`); 0: at
     #: column 0.
     peel: int = 0
+    #: Width of a second tile holding the rest of a whole row past the
+    #: first `width` columns (0: none; see :func:`tailed`).
+    tail: int = 0
+    #: Chunked rows: program instances per SM, each looping over rows pid,
+    #: pid + G, .. (0: one row per instance; see PERSIST).
+    persist: int = 0
 
 
 def _pow2(n: int) -> int:
@@ -126,9 +157,10 @@ def _one_row(w: int, itemsize: int) -> Plan:
 
 def chunked(name: str, p: Plan) -> Plan:
     """`p` with program `name`'s chunk width (CHUNK_OF) when it is chunked."""
-    if p.shape != "chunks" or name not in CHUNK_OF:
+    if p.shape != "chunks":
         return p
-    return dataclasses.replace(p, width=max(16, int(CHUNK * CHUNK_OF[name])))
+    width = max(16, int(CHUNK * CHUNK_OF.get(name, 1.0)))
+    return dataclasses.replace(p, width=width, warps=WARPS_OF.get(name, p.warps))
 
 
 def peeled(family: str, p: Plan, dtype: str, acc: int, n: int, *row_strides: int) -> Plan:
@@ -148,6 +180,24 @@ def peeled(family: str, p: Plan, dtype: str, acc: int, n: int, *row_strides: int
     if p.shape == "row" and p.width < n + lanes - 1:
         p = _one_row(2 * p.width, T.ITEMSIZE[dtype])
     return dataclasses.replace(p, peel=mis.pop())
+
+
+def tailed(family: str, p: Plan, n: int, dtype: str) -> Plan:
+    """`p` with its whole-row tile halved and a second, narrow tile for the
+    rest of the row (``Plan.tail``) where the row (with its peel's head)
+    passes a power of two by at most 1/TAIL_FRAC of the half: 4097 bf16
+    columns as [1, 4096] and [1, 16] tiles, not one [1, 8192] whose upper
+    half holds nothing but costs the threads and registers all the same (H200,
+    session 9: the norm backward took 139 us at 4096x4097, 147 at 4096x8192).
+    Only the families in TAILED, whose programs handle a tail."""
+    if family not in TAILED or p.shape != "row" or p.rows != 1:
+        return p
+    need = n + (16 // T.ITEMSIZE[dtype] - 1 if p.peel else 0)
+    half = p.width // 2
+    if half < ROWS_MAX or not 0 < need - half <= half // TAIL_FRAC:
+        return p
+    q = _one_row(half, T.ITEMSIZE[dtype])
+    return dataclasses.replace(q, peel=p.peel, tail=max(16, _pow2(need - half)))
 
 
 # ---------------------------------------------------------------- program pieces
@@ -199,13 +249,51 @@ class _P:
         shape = tuple(shape or self.shape)
         return x if tuple(x.shape) == shape else x.broadcast(shape)
 
+    def pieces(self, c0: Any) -> list[tuple[Any, tuple[int, int]]]:
+        """(first column, shape) of the tiles that hold whole rows starting at
+        column `c0`: the plan's tile, and the tail's (``Plan.tail``) after it."""
+        out = [(c0, self.shape)]
+        if self.p.tail:
+            c1 = (
+                c0 + self.p.width
+                if isinstance(c0, int)
+                else self.t.scalar_binary("add", c0, self.p.width)
+            )
+            out.append((c1, (self.p.rows, self.p.tail)))
+        return out
+
+    def rowsum(self, xs: Sequence[tile.Tile]) -> tile.Tile:
+        """The [R, 1] row sums over the pieces of a row."""
+        acc = xs[0].sum(1)
+        for x in xs[1:]:
+            acc = acc + x.sum(1)
+        return acc
+
+    def each_row(self, rows: Any, body: Callable[[Any], None]) -> None:
+        """body(row) for this instance's rows: its own with one row per
+        instance, or with ``Plan.persist`` rows pid, pid + G, .. (G
+        instances in all, the u32 parameter "instances")."""
+        pid = self.t.program_id(0)
+        if not self.p.persist:
+            body(pid)
+            return
+        g = self.t.scalar_param("instances", "u32")
+
+        def step(_t: tile.Builder, row: tile.Scalar, c: list[Any]) -> list[Any]:
+            body(row)
+            return []
+
+        self.t.for_range(pid, rows, g, [], step)
+
     def splat(self, s: tile.Scalar, shape: Sequence[int]) -> tile.Tile:
         return self.t.splat(tuple(shape), s)
 
     def cols(self, c0: Any, shape: Sequence[int]) -> tile.Tile:
         """Column index of each element (u32) for a tile starting at column `c0`."""
         i = self.t.iota(tuple(shape), 1)
-        return i if isinstance(c0, int) and c0 == 0 else i + self.splat(c0, shape)
+        if isinstance(c0, int) and c0 == 0:
+            return i
+        return i + self.splat(self.t._scalar(c0, "c0"), shape)
 
     def lt(self, a: tile.Tile, s: tile.Scalar) -> tile.Tile:
         return self.t.cmp("lt", a, self.splat(s, a.shape))
@@ -260,6 +348,26 @@ class _P:
         """for c0 in range(start, n, CHUNK) carrying `inits` (`start`: the
         row's :meth:`head`, 0 or a wrapped negative column)."""
         return self.strided(0, n, self.p.width, inits, body, start)
+
+    def write_chunks(
+        self, n: tile.Scalar, body: Callable[[tile.Scalar, list[Any]], list[Any]], start: Any = 0
+    ) -> None:
+        """The write pass of a chunked row: :meth:`chunks` without carried
+        values, last chunk first with REVERSE_WRITE (the chunks the
+        statistics pass read last are the likeliest still in L2)."""
+        if not REVERSE_WRITE:
+            self.chunks(n, [], body, start)
+            return
+        t, w = self.t, self.p.width
+        span = n if isinstance(start, int) and start == 0 else t.scalar_binary("sub", n, start)
+        count = t.scalar_binary("shr", t.scalar_binary("add", span, w - 1), w.bit_length() - 1)
+
+        def step(_t: tile.Builder, k: tile.Scalar, c: list[Any]) -> list[Any]:
+            j = t.scalar_binary("sub", t.scalar_binary("sub", count, 1), k)
+            c0 = t.scalar_binary("mul", j, w)
+            return body(c0 if isinstance(start, int) and start == 0 else c0 + start, c)
+
+        t.for_range(0, count, 1, [], step)
 
     def strided(
         self,
@@ -316,21 +424,25 @@ def _softmax_fwd(P: _P) -> None:
         e = (v - P.bc(v.max(1))).exp()
         P.store(y, (r0, h), e * P.bc(1.0 / e.sum(1)))
         return
-    row, n, sh = P.t.program_id(0), x.dim(1), (1, W)
-    h = P.head(row)
+    n, sh = x.dim(1), (1, W)
 
-    def stats(c0: tile.Scalar, c: list[Any]) -> list[Any]:
-        return list(_online(P, c[0], c[1], P.load(x, (row, c0), sh, NEG_INF)))
+    def one_row(row: Any) -> None:
+        h = P.head(row)
 
-    m, s = P.chunks(n, [P.t.full(P.state, "f32", NEG_INF), P.t.zeros(P.state)], stats, h)
-    base, total = _merge(P, m, s)
-    base, r = P.bc(base, sh), P.bc(1.0 / total, sh)
+        def stats(c0: tile.Scalar, c: list[Any]) -> list[Any]:
+            return list(_online(P, c[0], c[1], P.load(x, (row, c0), sh, NEG_INF)))
 
-    def write(c0: tile.Scalar, c: list[Any]) -> list[Any]:
-        P.store(y, (row, c0), (P.load(x, (row, c0), sh, NEG_INF) - base).exp() * r)
-        return []
+        m, s = P.chunks(n, [P.t.full(P.state, "f32", NEG_INF), P.t.zeros(P.state)], stats, h)
+        base, total = _merge(P, m, s)
+        base, r = P.bc(base, sh), P.bc(1.0 / total, sh)
 
-    P.chunks(n, [], write, h)
+        def write(c0: tile.Scalar, c: list[Any]) -> list[Any]:
+            P.store(y, (row, c0), (P.load(x, (row, c0), sh, NEG_INF) - base).exp() * r)
+            return []
+
+        P.write_chunks(n, write, h)
+
+    P.each_row(x.dim(0), one_row)
 
 
 def _split_stats(P: _P) -> None:
@@ -446,42 +558,50 @@ def _norm_fwd(P: _P, kind: str) -> None:
     R, W = P.shape
     if P.p.shape != "chunks":
         r0 = P.t.program_id(0) * R
-        col, h = (R, 1), P.head(r0)
-        v = P.load(x, (r0, h), P.shape)
+        col, segs = (R, 1), P.pieces(P.head(r0))
+        vs = [P.load(x, (r0, c), sh) for c, sh in segs]
         if centre:
-            mean = v.sum(1) * P.splat(inv_n, col)
-            v = P.zero_where_not(P.lt(P.cols(h, P.shape), x.dim(1)), v - P.bc(mean))
-        var = (v * v).sum(1) * P.splat(inv_n, col)
+            mean = P.rowsum(vs) * P.splat(inv_n, col)
+            vs = [
+                P.zero_where_not(P.lt(P.cols(c, sh), x.dim(1)), v - P.bc(mean, sh))
+                for (c, sh), v in zip(segs, vs, strict=True)
+            ]
+        var = P.rowsum([v * v for v in vs]) * P.splat(inv_n, col)
         rstd = P.unary("rsqrt", var + P.splat(eps, col))
-        out = v * P.bc(rstd) * P.bc(P.load(w, (0, h), (1, W)))
-        if b is not None:
-            out = out + P.bc(P.load(b, (0, h), (1, W)))
-        P.store(y, (r0, h), out)
+        for (c, sh), v in zip(segs, vs, strict=True):
+            out = v * P.bc(rstd, sh) * P.bc(P.load(w, (0, c), (1, sh[1])), sh)
+            if b is not None:
+                out = out + P.bc(P.load(b, (0, c), (1, sh[1])), sh)
+            P.store(y, (r0, c), out)
         return
     # Shifted sums in one pass (shift = the row's first element, so large
     # means cancel before squaring), then the write pass.
-    row, n, sh, one = P.t.program_id(0), x.dim(1), (1, W), (1, 1)
-    h = P.head(row)
-    k = P.bc(P.load(x, (row, 0), one), sh) if centre else P.t.zeros(sh)
+    n, sh, one = x.dim(1), (1, W), (1, 1)
 
-    def sums(c0: tile.Scalar, c: list[Any]) -> list[Any]:
-        d = P.zero_where_not(P.lt(P.cols(c0, sh), n), P.load(x, (row, c0), sh) - k)
-        return [P.fold(d) + c[0], P.fold(d * d) + c[1]]
+    def one_row(row: Any) -> None:
+        h = P.head(row)
+        k = P.bc(P.load(x, (row, 0), one), sh) if centre else P.t.zeros(sh)
 
-    s1, s2 = P.chunks(n, [P.t.zeros(P.state), P.t.zeros(P.state)], sums, h)
-    ms = s1.sum(1) * P.splat(inv_n, one) if centre else P.t.zeros(one)
-    var = P.t.maximum(s2.sum(1) * P.splat(inv_n, one) - ms * ms, P.t.zeros(one))
-    rstd = P.bc(P.unary("rsqrt", var + P.splat(eps, one)), sh)
-    mean = k + P.bc(ms, sh) if centre else k
+        def sums(c0: tile.Scalar, c: list[Any]) -> list[Any]:
+            d = P.zero_where_not(P.lt(P.cols(c0, sh), n), P.load(x, (row, c0), sh) - k)
+            return [P.fold(d) + c[0], P.fold(d * d) + c[1]]
 
-    def write(c0: tile.Scalar, c: list[Any]) -> list[Any]:
-        out = (P.load(x, (row, c0), sh) - mean) * rstd * P.load(w, (0, c0), sh)
-        if b is not None:
-            out = out + P.load(b, (0, c0), sh)
-        P.store(y, (row, c0), out)
-        return []
+        s1, s2 = P.chunks(n, [P.t.zeros(P.state), P.t.zeros(P.state)], sums, h)
+        ms = s1.sum(1) * P.splat(inv_n, one) if centre else P.t.zeros(one)
+        var = P.t.maximum(s2.sum(1) * P.splat(inv_n, one) - ms * ms, P.t.zeros(one))
+        rstd = P.bc(P.unary("rsqrt", var + P.splat(eps, one)), sh)
+        mean = k + P.bc(ms, sh) if centre else k
 
-    P.chunks(n, [], write, h)
+        def write(c0: tile.Scalar, c: list[Any]) -> list[Any]:
+            out = (P.load(x, (row, c0), sh) - mean) * rstd * P.load(w, (0, c0), sh)
+            if b is not None:
+                out = out + P.load(b, (0, c0), sh)
+            P.store(y, (row, c0), out)
+            return []
+
+        P.write_chunks(n, write, h)
+
+    P.each_row(x.dim(0), one_row)
 
 
 def _norm_bwd(P: _P, kind: str) -> None:
@@ -523,31 +643,64 @@ def _norm_bwd_rows(P: _P, kind: str) -> None:
     dwp, dbp = P.view("dw_part", "f32", False), P.view("db_part", "f32", False)
     eps, inv_n = P.t.scalar_param("eps", "f32"), P.t.scalar_param("inv_n", "f32")
     centre = kind != "rms"
-    R, W = P.shape
-    col, sh = (R, 1), P.shape
+    R = P.shape[0]
+    col = (R, 1)
     i = P.t.program_id(0)
-    h = P.head(i)
-    wv = P.bc(P.load(w, (0, h), (1, W)))
+    segs = P.pieces(P.head(i))
+    step = dwp.dim(0) * R
+
+    def weights() -> list[tile.Tile]:
+        return [P.bc(P.load(w, (0, c), (1, sh[1])), sh) for c, sh in segs]
+
+    def raw(r0: Any) -> list[tile.Tile]:
+        """x's and dy's tiles of row block r0 as stored (bf16 stays bf16)."""
+        return [P.t.load(v, (r0, c0), sh) for v in (x, dy) for c0, sh in segs]
+
+    def f32(t: tile.Tile) -> tile.Tile:
+        return t if t.dtype == "f32" else t.cast("f32")
+
+    wvs = None if NORM_BWD_W_RELOAD else weights()
+    n_acc = 2 * len(segs)
 
     def block(_t: tile.Builder, r0: tile.Scalar, c: list[Any]) -> list[Any]:
-        ok = P.inside(r0, h, x, sh)
-        v, g = P.load(x, (r0, h), sh), P.load(dy, (r0, h), sh)
+        if NORM_BWD_PREFETCH:
+            # The next row block's loads go out before this one's reductions.
+            cur, nxt = c[n_acc:], raw(r0 + step)
+        else:
+            cur, nxt = raw(r0), []
+        vs = [f32(t) for t in cur[: len(segs)]]
+        gs = [f32(t) for t in cur[len(segs) :]]
+        wv_ = wvs or weights()
+        oks = [P.inside(r0, c0, x, sh) for c0, sh in segs]
         if centre:
-            v = P.zero_where_not(ok, v - P.bc(v.sum(1) * P.splat(inv_n, col)))
-        rstd = P.unary("rsqrt", (v * v).sum(1) * P.splat(inv_n, col) + P.splat(eps, col))
-        xhat = P.zero_where_not(ok, v * P.bc(rstd))
-        wg = g * wv
-        inner = wg - xhat * P.bc((wg * xhat).sum(1) * P.splat(inv_n, col))
-        if centre:
-            inner = inner - P.bc(wg.sum(1) * P.splat(inv_n, col))
-        P.store(dx, (r0, h), inner * P.bc(rstd))
-        return [g * xhat + c[0], g + c[1]]
+            mean = P.rowsum(vs) * P.splat(inv_n, col)
+            vs = [
+                P.zero_where_not(ok, v - P.bc(mean, v.shape)) for ok, v in zip(oks, vs, strict=True)
+            ]
+        ms = P.rowsum([v * v for v in vs]) * P.splat(inv_n, col)
+        rstd = P.unary("rsqrt", ms + P.splat(eps, col))
+        xhats = [
+            P.zero_where_not(ok, v * P.bc(rstd, v.shape)) for ok, v in zip(oks, vs, strict=True)
+        ]
+        wgs = [g * wv for g, wv in zip(gs, wv_, strict=True)]
+        c2 = P.rowsum([wg * xh for wg, xh in zip(wgs, xhats, strict=True)]) * P.splat(inv_n, col)
+        c1 = P.rowsum(wgs) * P.splat(inv_n, col) if centre else None
+        carry = []
+        for k, (c0, sh) in enumerate(segs):
+            inner = wgs[k] - xhats[k] * P.bc(c2, sh)
+            if c1 is not None:
+                inner = inner - P.bc(c1, sh)
+            P.store(dx, (r0, c0), inner * P.bc(rstd, sh))
+            carry += [gs[k] * xhats[k] + c[2 * k], gs[k] + c[2 * k + 1]]
+        return carry + nxt
 
-    z = P.t.zeros(sh)
-    dw, db = P.for_range(i * R, x.dim(0), dwp.dim(0) * R, [z, z], block)
-    P.store(dwp, (i, h), dw.sum(0))
-    if kind == "layer":
-        P.store(dbp, (i, h), db.sum(0))
+    z = [P.t.zeros(sh) for _, sh in segs for _ in range(2)]
+    first = raw(i * R) if NORM_BWD_PREFETCH else []
+    acc = P.for_range(i * R, x.dim(0), step, z + first, block)
+    for k, (c0, _) in enumerate(segs):
+        P.store(dwp, (i, c0), acc[2 * k].sum(0))
+        if kind == "layer":
+            P.store(dbp, (i, c0), acc[2 * k + 1].sum(0))
 
 
 def _norm_dw(P: _P, kind: str) -> None:
@@ -610,8 +763,12 @@ def _norm_bwd_chunks(P: _P, kind: str) -> None:
     dwp, dbp = P.view("dw_part", "f32"), P.view("db_part", "f32")
     groups = P.t.scalar_param("groups", "u32")
     sh, one = P.shape, (1, 1)
-    c0 = P.t.program_id(0) * P.p.width
     gi = P.t.program_id(1)
+    # With a peel every row of group gi has gi's head (G is a multiple of
+    # the vector), so the chunks of all its rows line up.
+    c0 = P.t.program_id(0) * P.p.width
+    if P.p.peel:
+        c0 = c0 + P.head(gi)
     wv = P.load(w, (0, c0), sh)
 
     def rowstep(_t: tile.Builder, r: tile.Scalar, c: list[Any]) -> list[Any]:
@@ -824,7 +981,17 @@ def kernel(name: str, p: Plan, dtype: str, access: int, *extra: Any) -> tile.Ker
 
 
 def _module(name: str, p: Plan, dtype: str, access: int, *extra: Any) -> hir.Module:
-    return kernel(name, p, dtype, access, *extra).module
+    """The program's HIR, with ``.minnctapersm`` from MIN_BLOCKS: ptxas then
+    caps the registers so that many instances fit on an SM."""
+    m = kernel(name, p, dtype, access, *extra).module
+    blocks = MIN_BLOCKS.get((name, p.shape))
+    if not blocks:
+        return m
+    j = json.loads(m.to_json())
+    for f in j["functions"]:
+        if "kernel" in f["kind"]:
+            f["kind"]["kernel"]["min_blocks"] = blocks
+    return hir.Module.from_json(json.dumps(j))
 
 
 def view_args(t: T.Tensor, shape: tuple[int, int], strides: tuple[int, int]) -> list[Any]:
@@ -915,6 +1082,23 @@ def _grid(p: Plan, rows: int) -> tuple[int]:
     return (-(-rows // p.rows),)
 
 
+def persisted(name: str, p: Plan) -> Plan:
+    """`p` with PERSIST's instances per SM for program `name` when it is chunked."""
+    k = PERSIST.get(name, 0)
+    return dataclasses.replace(p, persist=k) if k and p.shape == "chunks" else p
+
+
+def _row_grid(p: Plan, rows: int, where: T.Tensor) -> tuple[tuple[int], list[Any]]:
+    """The grid of a one-row-per-instance program, and its "instances"
+    argument when the instances loop over rows (``Plan.persist``: that many
+    per SM on the GPU, 2 on the interpreter, so that the loop runs)."""
+    if not p.persist:
+        return _grid(p, rows), []
+    cap = p.persist * T.sm_count(where.device) if where.on_gpu else 2
+    g = max(1, min(rows, cap))
+    return (g,), [g]
+
+
 def run_softmax(x: T.Tensor, y: T.Tensor, stream: Any) -> None:
     (rows, n), xs = _rows2(x)
     ys = _rows2(y)[1]
@@ -925,7 +1109,9 @@ def run_softmax(x: T.Tensor, y: T.Tensor, stream: Any) -> None:
     xa, ya = view_args(x, (rows, n), xs), view_args(y, (rows, n), ys)
     s = split(x, rows, n, p)
     if s == 1:
-        launch("softmax_fwd", key, _grid(p, rows), [*xa, *ya], x, stream)
+        q = persisted("softmax_fwd", p)
+        grid, extra = _row_grid(q, rows, x)
+        launch("softmax_fwd", (q, *key[1:]), grid, [*xa, *ya, *extra], x, stream)
         return
     # Few wide rows: each split over s instances (statistics, then the write).
     pa = _parts(x, rows, s, 2)
@@ -974,10 +1160,13 @@ def run_norm(
     wa, wv = _vec(w, n)
     ba, bv = _vec(b, n) if b is not None else ([], wv)
     acc = access((x, xs[1]), (y, ys[1]), wv, bv)
-    p = peeled("norm", plan(n, T.ITEMSIZE[x.dtype]), x.dtype, acc, n, xs[0], ys[0])
+    p = chunked("norm_fwd", plan(n, T.ITEMSIZE[x.dtype]))
+    p = peeled("norm", p, x.dtype, acc, n, xs[0], ys[0])
+    p = persisted("norm_fwd", tailed("norm", p, n, x.dtype))
     key = (p, x.dtype, acc, kind)
+    grid, extra = _row_grid(p, rows, x)
     args = [*view_args(x, (rows, n), xs), *view_args(y, (rows, n), ys), *wa, *ba, eps, 1.0 / n]
-    launch("norm_fwd", key, _grid(p, rows), args, x, stream)
+    launch("norm_fwd", key, grid, [*args, *extra], x, stream)
 
 
 def run_norm_backward(
@@ -1006,7 +1195,7 @@ def run_norm_backward(
             p = Plan(p.shape, p.rows // 2, p.width, p.warps)
             if p.rows == 0:
                 p = Plan("row", 1, p.width, min(32, 2 * p.warps))
-        p = peeled("norm", p, x.dtype, acc, n, xs[0], gs[0], os_[0])
+        p = tailed("norm", peeled("norm", p, x.dtype, acc, n, xs[0], gs[0], os_[0]), n, x.dtype)
         # Instances looping over row blocks: about NORM_BWD_PER_SM per SM, a
         # multiple of the vector with a peel (every row of an instance then
         # has the same head).
@@ -1034,8 +1223,14 @@ def run_norm_backward(
         launch("norm_dw", dkey, (cols, g), [*xa, *ga, *sv, *parts], x, stream)
     else:
         q = chunked("norm_bwd_chunks", p)
+        q = peeled("norm", q, x.dtype, acc, n, xs[0], gs[0], os_[0]) if PEEL_CHUNKS_BWD else q
         g = groups(x, rows)
-        grid = (-(-n // q.width), g)
+        head = 0
+        if q.peel:
+            # Every row of a group then has the group's head (see _norm_bwd_chunks).
+            lanes = 16 // T.ITEMSIZE[x.dtype]
+            g, head = -(-g // lanes) * lanes, lanes - 1
+        grid = (-(-(n + head) // q.width), g)
         # Partial sums of dweight and dbias (rms: dbias's is unused), row i by group i.
         dwp, dbp = (T.tensor(T.empty_like(x, (g, n), "f32"), "partial sums") for _ in range(2))
         parts = [*view_args(dwp, (g, n), (n, 1)), *view_args(dbp, (g, n), (n, 1))]

@@ -107,9 +107,14 @@ def test_norms(rows: int, n: int, dt: str, kind: str) -> None:
         assert rel_err(g, r) < 3 * TOL[dt], name
 
 
-def test_norm_backward_is_deterministic() -> None:
-    x = torch.randn(4096, 1000, device=DEV)
-    w, b = torch.randn(1000, device=DEV), torch.randn(1000, device=DEV)
+@pytest.mark.parametrize(
+    ("rows", "n", "dt"), [(4096, 1000, "f32"), (1000, 4097, "bf16"), (40, 50257, "bf16")]
+)
+def test_norm_backward_is_deterministic(rows: int, n: int, dt: str) -> None:
+    """dweight and dbias bit-identical on reruns: the split path (1000), the
+    one-pass whole-row program with a tail tile (4097), chunked rows (50257)."""
+    x = torch.randn(rows, n, device=DEV, dtype=DTYPES[dt])
+    w, b = torch.randn(n, device=DEV, dtype=x.dtype), torch.randn(n, device=DEV, dtype=x.dtype)
     dy = torch.randn_like(x)
     first = kernels.layer_norm_backward(dy, x, w, b)
     for _ in range(3):

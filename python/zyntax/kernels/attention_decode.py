@@ -137,6 +137,8 @@ def build(
         bx = b.cast(b.block_idx(), i32)
         split = b.cast(b.block_idx("y"), i32)
         rb = b.cast(b.block_idx("z"), i32)
+        if q_cu:  # the last row blocks (the longest under a causal mask) start first
+            rb = b.cast(b.grid_dim("z") - 1, i32) - rb
         bi, hk = b.div(bx, kv_heads), b.rem(bx, kv_heads)
         bi64, hk64 = b.cast(bi, i64), b.cast(hk, i64)
 

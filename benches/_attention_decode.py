@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -102,8 +103,9 @@ def _add(
 
 def _configs() -> list[str]:
     """``ZYNTAX_BENCH_DECODE``: split-kernel forms timed beside the default on
-    the contiguous cache, comma-separated ``s<stages>[k<keys>]`` (build's
-    ring depth and keys per tile; default ``s2,s1k32,s2k32``; empty: none)."""
+    the contiguous cache, comma-separated ``s<stages>[k<keys>][w<waves>]``
+    (build's ring depth and keys per tile, plan's waves; default
+    ``s2,s1k32,s2k32``; empty: none)."""
     return [c for c in os.environ.get("ZYNTAX_BENCH_DECODE", "s2,s1k32,s2k32").split(",") if c]
 
 
@@ -113,7 +115,10 @@ def _forced(qs: list[Any], ks: list[Any], vs: list[Any], cfg: str) -> Callable[[
     from zyntax.kernels import _tensors as T
     from zyntax.kernels import attention_decode
 
-    stages, _, keys = cfg[1:].partition("k")
+    m = re.fullmatch(r"s(\d+)(?:k(\d+))?(?:w(\d+))?", cfg)
+    if m is None:
+        raise SystemExit(f"ZYNTAX_BENCH_DECODE: bad form {cfg!r}")
+    stages, keys, waves = (int(x) if x else None for x in m.groups())
     sets = [
         [T.tensor(x, n) for x, n in ((q, "q"), (k.transpose(1, 2), "k"), (v.transpose(1, 2), "v"))]
         for q, k, v in zip(qs, ks, vs, strict=True)
@@ -123,7 +128,7 @@ def _forced(qs: list[Any], ks: list[Any], vs: list[Any], cfg: str) -> Callable[[
     def call(i: int) -> Any:
         out, _ = attention_decode.forward(
             *sets[i], causal=False, scale_log2=scale_log2, window=None, stream=None,
-            stages=int(stages), keys=int(keys or 0),
+            stages=stages, keys=keys or 0, waves=waves,
         )  # fmt: skip
         return out
 

@@ -57,6 +57,9 @@ COMBINE_STEP = 16
 #: by default (build's `stages`, `keys`).
 STAGES = 1
 KEYS = 0
+#: Waves of split blocks plan() aims for (the blocks are small; more waves
+#: shorten the last one's tail, fewer splits shorten the combine).
+WAVES = 4
 
 
 def tile_keys(d: int) -> int:
@@ -489,14 +492,15 @@ def plan(
     warps: int,
     stages: int = 1,
     keys: int = 0,
+    waves: int = WAVES,
 ) -> tuple[int, int]:
-    """(keys per split, splits): enough blocks for about four waves of the
+    """(keys per split, splits): enough blocks for about `waves` waves of the
     device's SMs (the split blocks are small and the data is read once),
     splits of at least 4 tiles (whole tiles), at most MAX_SPLITS."""
     bn = max(keys or tile_keys(d), 64)
     sms = T.sm_count(device) if device is not None else 8
     per_sm = max(1, min(16 // warps, (200 * 1024) // shared_bytes(d, warps, stages, keys)))
-    want = -(-4 * sms * per_sm // max(1, groups * row_blocks))
+    want = -(-waves * sms * per_sm // max(1, groups * row_blocks))
     chunk = max(4 * bn, -(-sk // max(1, want)))
     chunk = -(-chunk // bn) * bn
     chunk = max(chunk, -(-sk // MAX_SPLITS))
@@ -550,11 +554,13 @@ def forward(
     splits: int | None = None,
     stages: int | None = None,
     keys: int | None = None,
+    waves: int | None = None,
 ) -> tuple[Any, Any]:
     """The decode / kv-cache forward over checked q (B, H, Sq, D) and k, v
     (B, Hk, Sk, D), or with `block_table` k, v as paged caches [num_blocks,
     page_size, Hk, D]. Returns (out, lse) objects. `splits`, `stages`,
-    `keys` replace plan()'s split count and STAGES / KEYS (benches)."""
+    `keys`, `waves` replace plan()'s split count and STAGES / KEYS / WAVES
+    (benches)."""
     stages = STAGES if stages is None else stages
     keys = KEYS if keys is None else keys
     from .attention_tile import window_bounds
@@ -571,7 +577,8 @@ def forward(
     row_blocks = -(-rows // (16 * warps))
     if splits is None:
         device = tq.device if tq.on_gpu else None
-        chunk, nsplit = plan(device, bsz * hk, row_blocks, sk, d, warps, stages, keys)
+        waves = WAVES if waves is None else waves
+        chunk, nsplit = plan(device, bsz * hk, row_blocks, sk, d, warps, stages, keys, waves)
     else:
         if not isinstance(splits, int) or isinstance(splits, bool) or not 1 <= splits:
             raise ArgumentError(f"argument 'splits': expected an int >= 1, got {T.show(splits)}")

@@ -593,6 +593,8 @@ def forward(
     if not (bsz * heads and sq):
         return out_obj, lse_obj
     final = nsplit == 1
+    if row_blocks >= 1 << 16 or (not final and sq >= 1 << 16):  # grid y / z extents
+        raise ArgumentError(f"argument 'q': {sq} queries are too many for the decode kernel")
     if final:
         po, pl = o, lse
     else:

@@ -330,3 +330,30 @@ def test_an_output_in_its_inputs_memory_order_is_never_made_by_new_empty(
     assert len(entry.plans) == 1 and made[-1] == (o, x)  # type: ignore[attr-defined]
     assert o.strides == permuted and not [t for t, _ in FakeTensor.made if t is o]
     assert log[-1][-1] == [x.ptr, o.ptr, *permuted]
+
+
+def test_an_output_may_be_made_by_a_prepared_call() -> None:
+    # ("args", like, f, args, kwargs): f(*args, **kwargs) prepared once (as
+    # torch.empty(shape, dtype=, device=)), its data_ptr() the launch's address.
+    made: list[tuple[Any, Any]] = []
+
+    def empty(shape: tuple[int, ...], *, dtype: DType, device: int) -> FakeTensor:
+        o = FakeTensor(shape, dtype, device)
+        made.append((o, (shape, dtype, device)))
+        return o
+
+    log: list[Any] = []
+    plans = _native.CudaCallPlans(object(), lambda: (FakeTensor, lambda d: 0))
+    n = int(rng.integers(1, 1000))
+    x = FakeTensor((n,), F16)
+    key = plans.key((x,), {})
+    alloc = ("args", 0, empty, ((n, 2),), {"dtype": F32, "device": 0})
+    launches = [(lambda *a: log.append(a), [("ptr", 0), ("ptr", 1), ("const", n)])]
+    plans.insert(key, 1, [alloc], [], launches, [1], False)
+    y = FakeTensor((n,), F16)
+    o = plans.lookup((y,), {})
+    assert type(o) is FakeTensor and made == [(o, ((n, 2), F32, 0))]
+    assert log == [(y.ptr, o.ptr, n)]
+    with pytest.raises(zyntax.ArgumentError, match="kwargs must be a dict"):
+        key = plans.key((x,), {})
+        plans.insert(key, 1, [("args", 0, empty, ((n,),), [1])], [], launches, [1], False)

@@ -143,6 +143,14 @@ enum Alloc {
     Like { like: usize, f: Py<PyAny> },
     /// `f(like)` returns `(output, address)`.
     Call { like: usize, f: Py<PyAny> },
+    /// `f(*args, **kwargs)`, prepared once (`torch.empty(shape, dtype=,
+    /// device=)`: no tensor to read the device and dtype from), then its
+    /// `data_ptr()`.
+    Args {
+        f: Py<PyAny>,
+        args: Py<PyTuple>,
+        kwargs: Option<Py<PyDict>>,
+    },
 }
 
 /// A launch parameter that is the same on every call, converted once.
@@ -424,6 +432,13 @@ impl CallPlans {
                     let (o, p): (Bound<'py, PyAny>, u64) = got.extract()?;
                     (o, p)
                 }
+                Alloc::Args { f, args, kwargs } => {
+                    let o = f
+                        .bind(py)
+                        .call(args.bind(py), kwargs.as_ref().map(|k| k.bind(py)))?;
+                    let p: u64 = o.call_method0(intern!(py, "data_ptr"))?.extract()?;
+                    (o, p)
+                }
             };
             objs.push(o);
             addr.push(p);
@@ -634,8 +649,8 @@ impl CallPlans {
     }
 
     /// Stores a plan under `key` (consumed). `n`: the call's values;
-    /// `allocs`: `("torch", like, shape, dtype | None)`, `("like", like, f)`
-    /// or `("call", like, f)`; `overlaps`: `(sources, [(start, end, name), ...])`; `launches`:
+    /// `allocs`: `("torch", like, shape, dtype | None)`, `("like", like, f)`,
+    /// `("call", like, f)` or `("args", like, f, args, kwargs | None)`; `overlaps`: `(sources, [(start, end, name), ...])`; `launches`:
     /// `(launcher, [("const", v) | ("ptr", j) | ("map", j, f), ...])`;
     /// `result`: an index or None per result; `tuple_result`: whether the
     /// function returns a tuple. Indices count the values, then the outputs.
@@ -688,6 +703,28 @@ impl CallPlans {
                         like,
                         f: t.get_item(2)?.unbind(),
                     },
+                    "args" => {
+                        let args = t
+                            .get_item(3)?
+                            .cast_into::<PyTuple>()
+                            .map_err(|_| bad("alloc 'args': args must be a tuple"))?;
+                        let kwargs = t.get_item(4)?;
+                        let kwargs = if kwargs.is_none() {
+                            None
+                        } else {
+                            Some(
+                                kwargs
+                                    .cast_into::<PyDict>()
+                                    .map_err(|_| bad("alloc 'args': kwargs must be a dict"))?
+                                    .unbind(),
+                            )
+                        };
+                        Alloc::Args {
+                            f: t.get_item(2)?.unbind(),
+                            args: args.unbind(),
+                            kwargs,
+                        }
+                    }
                     other => return Err(bad(format!("unknown alloc kind '{other}'"))),
                 });
             }

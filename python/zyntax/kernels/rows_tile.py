@@ -196,8 +196,8 @@ def tailed(family: str, p: Plan, n: int, dtype: str) -> Plan:
     half = p.width // 2
     if half < ROWS_MAX or not 0 < need - half <= half // TAIL_FRAC:
         return p
-    q = _one_row(half, T.ITEMSIZE[dtype])
-    return dataclasses.replace(q, peel=p.peel, tail=max(16, _pow2(need - half)))
+    warps = max(4, p.warps // 2)  # the plan's elements per thread
+    return dataclasses.replace(p, width=half, warps=warps, tail=max(16, _pow2(need - half)))
 
 
 # ---------------------------------------------------------------- program pieces
@@ -671,17 +671,17 @@ def _norm_bwd_rows(P: _P, kind: str) -> None:
         vs = [f32(t) for t in cur[: len(segs)]]
         gs = [f32(t) for t in cur[len(segs) :]]
         wv_ = wvs or weights()
-        oks = [P.inside(r0, c0, x, sh) for c0, sh in segs]
+        # Loads give 0 outside the rows, and so do the centred values once
+        # masked: x̂ is 0 there without another mask.
         if centre:
             mean = P.rowsum(vs) * P.splat(inv_n, col)
             vs = [
-                P.zero_where_not(ok, v - P.bc(mean, v.shape)) for ok, v in zip(oks, vs, strict=True)
+                P.zero_where_not(P.inside(r0, c0, x, sh), v - P.bc(mean, sh))
+                for (c0, sh), v in zip(segs, vs, strict=True)
             ]
         ms = P.rowsum([v * v for v in vs]) * P.splat(inv_n, col)
         rstd = P.unary("rsqrt", ms + P.splat(eps, col))
-        xhats = [
-            P.zero_where_not(ok, v * P.bc(rstd, v.shape)) for ok, v in zip(oks, vs, strict=True)
-        ]
+        xhats = [v * P.bc(rstd, v.shape) for v in vs]
         wgs = [g * wv for g, wv in zip(gs, wv_, strict=True)]
         c2 = P.rowsum([wg * xh for wg, xh in zip(wgs, xhats, strict=True)]) * P.splat(inv_n, col)
         c1 = P.rowsum(wgs) * P.splat(inv_n, col) if centre else None

@@ -47,7 +47,9 @@ CASES = [
 #: "wsp0" that with no wgmma group in flight across K steps
 #: (`wgmma_in_flight=0`: each stage handed back at once), "wspp" persistent with
 #: two consumer sets of `warps` warps taking the instances in turn (ping-pong,
-#: one wgmma group in flight), "wspp0" that with none in flight.
+#: one wgmma group in flight), "wspp0" that with none in flight. A suffix
+#: "_c2" runs clusters of 2 CTAs along M sharing the `b` tile by TMA
+#: multicast, "_c2n" along N sharing `a` (``Schedule(cluster=2, cluster_n=)``).
 CONFIGS = [
     ((128, 128), 8, 4, 0, ""),
     ((128, 128), 8, 4, 8, ""),
@@ -68,6 +70,11 @@ CONFIGS = [
     ((128, 128), 4, 6, 0, "wspp0"),
     ((128, 128), 4, 5, 0, "wspp"),
     ((64, 256), 4, 5, 0, "wspp"),
+    ((128, 256), 8, 4, 0, "wsp_c2"),
+    ((128, 256), 8, 4, 0, "wsp_c2n"),
+    ((128, 256), 8, 4, 0, "wsp0_c2"),
+    ((128, 128), 4, 6, 0, "wspp_c2"),
+    ((128, 128), 4, 6, 0, "wspp_c2n"),
 ]
 
 
@@ -82,6 +89,7 @@ def program(
 ) -> Any:
     from zyntax import tile
 
+    mode, _, cl = mode.partition("_c")
     s = tile.Schedule(
         block,
         k=64,
@@ -92,6 +100,7 @@ def program(
         persistent=mode.startswith("wsp"),
         wgmma_in_flight=0 if mode.endswith("0") else 1,
         **({"pingpong": True} if mode.startswith("wspp") else {}),
+        **({"cluster": int(cl.rstrip("n")), "cluster_n": cl.endswith("n")} if cl else {}),
     )
     (bm, bn), bk = s.block, s.k
     t = tile.Builder("gemm", s)
@@ -156,8 +165,10 @@ class Tiled:
             grid: Any = self.k.grid(m, n)
             if self.group:
                 grid = (grid[0] * grid[1], 1, 1)
-            # a persistent kernel: one CTA per SM, the program's grid as arguments
-            grid, self.extra[(m, n)] = self.k.launch_grid(grid, sm_count(0))
+            # a persistent kernel: one CTA per SM (whole clusters, as many as
+            # fit), the program's grid as arguments
+            ctas = self.k.resident_ctas(0) if self.k.cluster > 1 else sm_count(0)
+            grid, self.extra[(m, n)] = self.k.launch_grid(grid, ctas)
             lc = self.kern.prepare(tuple(grid), self.k.block)
             self.launchers[(m, n)] = lc
         args: list[Any] = []

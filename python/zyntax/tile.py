@@ -465,6 +465,8 @@ class Builder:
                 for v, i, inner, outer, bx in info.get("tensor_maps", ())
             ),
             persistent=bool(info.get("persistent", False)),
+            cluster=int(info.get("cluster", 1)),
+            dynamic_shared_bytes=int(info.get("dynamic_shared_bytes", 0)),
         )
 
 
@@ -493,7 +495,9 @@ class Kernel:
     to pointer, extents and strides in elements). A warp-specialised kernel
     also takes `tensor_maps` (built here from the views) and, `persistent`,
     the program's grid as two ``u32`` after them; the launch then runs about
-    one CTA per SM."""
+    one CTA per SM. `cluster` > 1: the kernel declares clusters of that
+    many CTAs along x (the schedule's ``cluster``), and a persistent launch
+    runs whole clusters."""
 
     module: Module
     name: str
@@ -503,6 +507,8 @@ class Kernel:
     params: tuple[Param, ...]
     tensor_maps: tuple[TensorMapParam, ...] = ()
     persistent: bool = False
+    cluster: int = 1
+    dynamic_shared_bytes: int = 0
     _loaded: dict[int, Any] = field(default_factory=dict, repr=False)
     _maps: dict[tuple[Any, ...], Any] = field(default_factory=dict, repr=False)
 
@@ -575,7 +581,9 @@ class Kernel:
     def launch_grid(self, grid: int | Sequence[int], sms: int) -> tuple[list[int], list[int]]:
         """(the grid to launch, extra arguments) for the program's `grid`: a
         persistent kernel runs min(instances, `sms`) CTAs along x and takes
-        the program's grid (x, y) as arguments."""
+        the program's grid (x, y) as arguments. With clusters of `c` CTAs it
+        runs whole clusters, min(units of `c` instances, `sms` // `c`) of
+        them (`sms`: the CTAs that can be resident at once)."""
         seq = [grid] if _is_int(grid) else grid
         g = [int(v) for v in seq]  # type: ignore[union-attr, arg-type]
         g += [1] * (3 - len(g))
@@ -585,6 +593,11 @@ class Kernel:
             raise ArgumentError(
                 f"argument 'grid': a persistent tile kernel walks a 2-d grid, got {tuple(g)}"
             )
+        c = self.cluster
+        if c > 1:
+            along_n = bool(getattr(self.schedule, "cluster_n", False))
+            units = g[0] * -(-g[1] // c) if along_n else -(-g[0] // c) * g[1]
+            return [c * max(1, min(units, sms // c)), 1, 1], g[:2]
         return [max(1, min(g[0] * g[1], sms)), 1, 1], g[:2]
 
     # -- the reference interpreter
@@ -666,9 +679,26 @@ class Kernel:
             return self._device_map(m, a, ext, st, device)
 
         flat = self.expand(args, _device_view, tensor_map)
-        sms = _sm_count(device) if self.persistent else 1
+        sms = self.resident_ctas(device) if self.persistent else 1
         run_grid, extra = self.launch_grid(grid, sms)
         self._loaded[device].launch(run_grid, self.block, *flat, *extra, stream=stream)
+
+    def resident_ctas(self, device: int = 0) -> int:
+        """CTAs of a persistent launch resident at once on `device`: one per
+        SM, or with clusters as many whole clusters as fit (an SM whose GPC
+        has no free partner stays idle; a cluster beyond them would wait for
+        a second wave)."""
+        sms = _sm_count(device)
+        if self.cluster == 1:
+            return sms
+        from zyntax import cuda
+
+        if device not in self._loaded:
+            self._loaded[device] = cuda.load_hir(self.module, device).kernel(self.name)
+        fit = self._loaded[device].max_active_clusters(
+            self.block, (self.cluster, 1, 1), self.dynamic_shared_bytes
+        )
+        return min(sms, int(fit) * self.cluster)
 
     def _device_map(
         self, m: TensorMapParam, a: Any, ext: Sequence[int], st: Sequence[int], device: int

@@ -196,8 +196,8 @@ pub struct TileSchedule {
 #[pymethods]
 impl TileSchedule {
     #[new]
-    #[pyo3(signature = (block, *, k=Checked(16), warps=Checked(4), stages=Checked(1), cluster=Checked(1), arch=None, warp_specialize=Flag(false), persistent=Flag(false), wgmma_in_flight=Checked(0), pingpong=Flag(false)),
-        text_signature = "(block, *, k=16, warps=4, stages=1, cluster=1, arch=None, warp_specialize=False, persistent=False, wgmma_in_flight=0, pingpong=False)")]
+    #[pyo3(signature = (block, *, k=Checked(16), warps=Checked(4), stages=Checked(1), cluster=Checked(1), arch=None, warp_specialize=Flag(false), persistent=Flag(false), wgmma_in_flight=Checked(0), pingpong=Flag(false), cluster_n=Flag(false)),
+        text_signature = "(block, *, k=16, warps=4, stages=1, cluster=1, arch=None, warp_specialize=False, persistent=False, wgmma_in_flight=0, pingpong=False, cluster_n=False)")]
     #[allow(clippy::too_many_arguments)]
     fn new(
         block: &Bound<'_, PyAny>,
@@ -210,6 +210,7 @@ impl TileSchedule {
         persistent: Flag,
         wgmma_in_flight: Checked<u32>,
         pingpong: Flag,
+        cluster_n: Flag,
     ) -> PyResult<Self> {
         Ok(TileSchedule {
             inner: zt::Schedule::block(&u32_list(block, "block")?)
@@ -221,7 +222,8 @@ impl TileSchedule {
                 .warp_specialize(warp_specialize.0)
                 .persistent(persistent.0)
                 .wgmma_in_flight(wgmma_in_flight.0)
-                .pingpong(pingpong.0),
+                .pingpong(pingpong.0)
+                .cluster_n(cluster_n.0),
         })
     }
 
@@ -244,6 +246,11 @@ impl TileSchedule {
     #[getter]
     fn cluster(&self) -> u32 {
         self.inner.cluster
+    }
+    /// The cluster's CTAs are adjacent along N (sharing `a`), not along M.
+    #[getter]
+    fn cluster_n(&self) -> bool {
+        self.inner.cluster_n
     }
     #[getter]
     fn arch(&self) -> &'static str {
@@ -298,7 +305,7 @@ impl TileSchedule {
     fn __repr__(&self) -> String {
         let s = &self.inner;
         format!(
-            "Schedule(block={:?}, k={}, warps={}, stages={}, cluster={}, arch='{}'{}{}{}{})",
+            "Schedule(block={:?}, k={}, warps={}, stages={}, cluster={}, arch='{}'{}{}{}{}{})",
             s.block,
             s.k,
             s.warps,
@@ -320,7 +327,8 @@ impl TileSchedule {
             } else {
                 format!(", wgmma_in_flight={}", s.wgmma_in_flight)
             },
-            if s.pingpong { ", pingpong=True" } else { "" }
+            if s.pingpong { ", pingpong=True" } else { "" },
+            if s.cluster_n { ", cluster_n=True" } else { "" }
         )
     }
 }
@@ -726,8 +734,9 @@ impl TileBuilder {
     /// (`zyntax.hir.Module`), `name`, `block`, `shared_bytes` and `params`
     /// (`("view", name, elem, rank)` or `("scalar", name, type)`),
     /// `tensor_maps` (`(view, param index, inner dim, outer dim, [box
-    /// inner, box outer])`, parameters after `params`) and `persistent`. The
-    /// builder is closed afterwards.
+    /// inner, box outer])`, parameters after `params`), `persistent`,
+    /// `cluster` (CTAs per cluster along x, 1: none) and
+    /// `dynamic_shared_bytes`. The builder is closed afterwards.
     fn finish<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         if self.open_loops.load(Ordering::SeqCst) > 0 {
             return Err(BuildError::new_err(
@@ -774,6 +783,8 @@ impl TileBuilder {
         }
         d.set_item("tensor_maps", maps)?;
         d.set_item("persistent", kernel.launch.persistent)?;
+        d.set_item("cluster", kernel.launch.cluster)?;
+        d.set_item("dynamic_shared_bytes", kernel.launch.dynamic_shared_bytes)?;
         Ok(d)
     }
 }

@@ -54,9 +54,10 @@ class Spec:
     schedule: tuple[int, int, int, int, int, str]  # bm, bn, bk, warps, stages, arch
     #: the warp-specialised TMA pipeline (docs/tile.md), persistent
     ws: bool = False
-    #: with `ws`: (wgmma groups in flight, two consumer sets in turn), as
-    #: ``zyntax_tile::ws_heuristic`` chose them
-    ws_opts: tuple[int, bool] = (0, False)
+    #: with `ws`: (wgmma groups in flight, two consumer sets in turn, CTAs
+    #: per cluster, the cluster along N), as ``zyntax_tile::ws_heuristic``
+    #: chose them
+    ws_opts: tuple[int, bool, int, bool] = (0, False, 1, False)
 
 
 def _ge(p: tile.Scalar, s: tile.Scalar) -> tile.Scalar:
@@ -81,11 +82,12 @@ def program(s: Spec) -> tile.Kernel:
     """``c[z] = act(a[z] @ b[z] + bias)``; grid (M tiles, N tiles, batch * splits),
     or (row tiles of all groups, N tiles, 1) when grouped."""
     bm, bn, bk, warps, stages, arch = s.schedule
-    in_flight, pingpong = s.ws_opts
+    in_flight, pingpong, cluster, cluster_n = s.ws_opts
     sched = tile.Schedule(
         (bm, bn), k=bk, warps=warps, stages=stages, arch=arch, warp_specialize=s.ws,
         persistent=s.ws and not s.split, wgmma_in_flight=in_flight,
         **({"pingpong": True} if pingpong else {}),
+        **({"cluster": cluster, "cluster_n": cluster_n} if cluster > 1 else {}),
     )  # fmt: skip
     t = tile.Builder("matmul", sched)
 
@@ -181,30 +183,33 @@ WS_SPLIT = True
 #: ((bm, bn, bk, warps, stages), K splits) that replaces the tile crate's
 #: choice for every call (benches/gemm.py --tile-ladder compares them).
 FORCE: tuple[tuple[int, int, int, int, int], int] | None = None
-#: ((bm, bn, warps, stages), wgmma_in_flight, pingpong) that replaces the
-#: warp-specialised choice (benches; call ``ws_schedule.cache_clear()`` and
-#: clear ``matmul.plans`` after setting it).
-WS_FORCE: tuple[tuple[int, int, int, int], int, bool] | None = None
+#: ((bm, bn, warps, stages), wgmma_in_flight, pingpong[, cluster,
+#: cluster_n]) that replaces the warp-specialised choice (benches; call
+#: ``ws_schedule.cache_clear()`` and clear ``matmul.plans`` after setting it).
+WS_FORCE: tuple[Any, ...] | None = None
 
 
 @functools.cache
 def ws_schedule(
     m: int, n: int, k: int, sms: int
-) -> tuple[tuple[int, int, int, int, int, str], tuple[int, int]] | None:
+) -> tuple[tuple[int, int, int, int, int, str], tuple[int, int, int, int]] | None:
     """The warp-specialised persistent schedule of an M x N x K bf16/f16
     product on sm_90a with `sms` SMs (``zyntax_tile::ws_heuristic``: the tile,
-    stages, wgmma groups in flight and ping-pong), or None where the crate
-    keeps the output off it (too few tiles)."""
+    stages, wgmma groups in flight, ping-pong, CTAs per cluster and whether
+    the cluster runs along N), or None where the crate keeps the output off
+    it (too few tiles)."""
     if WS_FORCE is not None:
-        (bm, bn, warps, stages), in_flight, forced = WS_FORCE
-        return (bm, bn, 64, warps, stages, "sm_90a"), (in_flight, int(forced))
+        (bm, bn, warps, stages), in_flight, forced, *cl = WS_FORCE
+        cluster, along_n = (cl[0] if cl else 1), (len(cl) > 1 and bool(cl[1]))
+        sched = (bm, bn, 64, warps, stages, "sm_90a")
+        return sched, (in_flight, int(forced), int(cluster), int(along_n))
     s = _native.tile_heuristic(
         m, n, k, operand_bytes=2, arch="sm_90a", warp_specialize=True, sms=sms
     )
     if not s.warp_specialize:
         return None
     sched = (s.block[0], s.block[1], s.k, s.warps, s.stages, "sm_90a")
-    return sched, (s.wgmma_in_flight, int(s.pingpong))
+    return sched, (s.wgmma_in_flight, int(s.pingpong), s.cluster, int(s.cluster_n))
 
 
 def schedule(
@@ -321,7 +326,7 @@ def launch(
         and bias is None
         and activation is None
     )
-    ws_opts = (0, False)
+    ws_opts = (0, False, 1, False)
     if ws and splits > 1:
         # The split route's own tile (64 rows), each split a whole ring or more.
         ws = sched[2] == 64 and kps >= sched[2] * sched[4]
@@ -332,8 +337,8 @@ def launch(
         got = ws_schedule(m, n, kk, sms)
         ws = got is not None and kk >= got[0][2] * got[0][4]
         if got is not None and ws:
-            sched, (in_flight, pp) = got
-            ws_opts = (in_flight, bool(pp))
+            sched, (in_flight, pp, cl, cl_n) = got
+            ws_opts = (in_flight, bool(pp), cl, bool(cl_n))
             bm, bn, bk = sched[:3]
             kps = -(-kk // bk) * bk
     spec = Spec(
@@ -384,12 +389,20 @@ def launch(
             args.append(_tensor_map(t, v, tm))
         if kern.persistent:
             args += [grid[0], grid[1]]
-            grid = (max(1, min(grid[0] * grid[1], sms)), 1, 1)
+            resident = _resident(spec, max(tc.device, 0)) if kern.cluster > 1 else sms
+            run, _ = kern.launch_grid(grid[:2], resident)
+            grid = (run[0], 1, 1)
     T.launch(_module, (spec,), "matmul", grid, threads, args, tc, stream)
     if splits > 1:
         fin = [wt, nb * splits, m, n, m * n, n, 1, tc, *csh, *cst, *bias_args, splits]
         grid = (-(-m // bm), -(-n // bn), nb)
         T.launch(_finish_module, (spec,), "matmul_finish", grid, fin_threads, fin, tc, stream)
+
+
+@functools.cache
+def _resident(s: Spec, device: int) -> int:
+    """CTAs of the clustered kernel of `s` resident at once on `device`."""
+    return _kernel(s).resident_ctas(device)
 
 
 def _rows_16(view: list[Any], itemsize: int) -> bool:

@@ -14,8 +14,10 @@ use zyntax_tile::{Layout, Schedule, TileBuilder, TileKernel};
 
 /// Views `q [S, D]`, `kt [D, S]` (k transposed: strides only, declared
 /// unit-stride along D), `v [S, D]` (bf16), `o [S, D]` (f32); scalar
-/// `scale`. Causal.
-fn flash(bm: u32, bn: u32, d: u32, warps: u32, arch: Arch) -> TileKernel {
+/// `scale`. Causal. With `v_first`, the body loads its V block before the
+/// first dot (as attention_tile.py's prefetching program does), so the
+/// first dot's barrier also covers V's staging.
+fn flash(bm: u32, bn: u32, d: u32, warps: u32, arch: Arch, v_first: bool) -> TileKernel {
     let s = Schedule::block(&[bm, bn]).warps(warps).arch(arch);
     let mut t = TileBuilder::new("flash_wgmma", s);
     let q = t.view_param_aligned("q", Type::BF16, 2, 1, 16);
@@ -37,6 +39,7 @@ fn flash(bm: u32, bn: u32, d: u32, warps: u32, arch: Arch) -> TileKernel {
     let inits = [acc0.into(), neg_inf.into(), l0.into()];
     let out = t.for_range(zero, hi, cbn, &inits, |t, n0, c| {
         let (acc, m, l) = (c[0].tile(), c[1].tile(), c[2].tile());
+        let v_early = v_first.then(|| t.load(v, &[n0, zero], &[bn, d]));
         let kb = t.load(kt, &[zero, n0], &[d, bn]);
         let z = t.full(&[bm, bn], Type::F32, 0.0);
         let s = t.dot(qt, kb, z);
@@ -64,7 +67,7 @@ fn flash(bm: u32, bn: u32, d: u32, warps: u32, arch: Arch) -> TileKernel {
         let la = t.mul(l, alpha);
         let ps = t.sum(p, 1);
         let l_new = t.add(la, ps);
-        let vb = t.load(v, &[n0, zero], &[bn, d]);
+        let vb = v_early.unwrap_or_else(|| t.load(v, &[n0, zero], &[bn, d]));
         let ab = t.broadcast(alpha, &[bm, d]);
         let scaled = t.mul(acc, ab);
         let p16 = t.cast(p, Type::BF16);
@@ -111,13 +114,14 @@ fn flash_attention_on_wgmma_against_f64() {
     let mut rng = Rng::new();
     // (bm, bn, d, warps, tokens): one and two warpgroups, one and two
     // repetitions along M, head dims 64 and 128, tails.
-    for (bm, bn, d, warps, s_len) in [
-        (64, 64, 64, 4, 150u32),
-        (128, 64, 128, 8, 200),
-        (128, 64, 64, 4, 130),
-        (64, 128, 64, 4, 77),
+    for (bm, bn, d, warps, s_len, v_first) in [
+        (64, 64, 64, 4, 150u32, false),
+        (128, 64, 128, 8, 200, true),
+        (128, 64, 64, 4, 130, false),
+        (64, 128, 64, 4, 77, true),
+        (64, 64, 64, 4, 300, true),
     ] {
-        let k = flash(bm, bn, d, warps, Arch::Sm90a);
+        let k = flash(bm, bn, d, warps, Arch::Sm90a, v_first);
         assert!(
             k.layouts.of.iter().any(is_wgmma_layout),
             "{bm}x{bn} d{d}: not on wgmma"
@@ -136,6 +140,13 @@ fn flash_attention_on_wgmma_against_f64() {
             "{bm}x{bn} d{d}: {regs} of {all} wgmmas from registers"
         );
         assert_eq!(k.module.targets, vec![Arch::Sm90a]);
+        // Q's staging (2), one barrier per dot in the loop, or one for both
+        // when V is loaded first, and one after the loop (buffers alternate
+        // between iterations: none after the wgmmas).
+        let text = zyntax_hir::print_module(&k.module);
+        let bars = text.lines().filter(|l| l.trim() == "barrier").count();
+        let want = if v_first { 4 } else { 5 };
+        assert_eq!(bars, want, "{bm}x{bn} d{d}: barriers");
         let (n, du) = (s_len as usize, d as usize);
         let (qb, q64) = rounded(&mut rng, n * du);
         let (kb, k64) = rounded(&mut rng, n * du);
@@ -181,7 +192,7 @@ fn flash_attention_stays_on_mma_sync_where_wgmma_does_not_fit() {
         (Arch::Sm90a, 32, 64, 2),
         (Arch::Sm90a, 64, 32, 4),
     ] {
-        let k = flash(bm, bn, 64, warps, arch);
+        let k = flash(bm, bn, 64, warps, arch, true);
         assert!(
             !k.layouts.of.iter().any(is_wgmma_layout),
             "{arch} {bm}x{bn}w{warps}"
@@ -196,7 +207,7 @@ fn flash_attention_on_wgmma_passes_ptxas() {
     use zyntax_llvm::{compile_ptx, Options, Ptxas};
     let ptxas = Ptxas::locate().unwrap_or_else(|e| panic!("{e}"));
     for (bm, bn, d, warps) in [(64, 64, 64, 4), (128, 64, 128, 8)] {
-        let k = flash(bm, bn, d, warps, Arch::Sm90a);
+        let k = flash(bm, bn, d, warps, Arch::Sm90a, true);
         let ptx = compile_ptx(&k.module, &Options::new(Arch::Sm90a))
             .unwrap_or_else(|e| panic!("{bm}x{bn} d{d}: {e}"))
             .ptx;

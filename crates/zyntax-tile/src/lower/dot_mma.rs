@@ -90,7 +90,7 @@ pub(super) fn hoisted(
 }
 
 /// The tiles `ops` define (loops included).
-fn defined(ops: &[Op], out: &mut HashSet<TileId>) {
+pub(super) fn defined(ops: &[Op], out: &mut HashSet<TileId>) {
     for op in ops {
         match op {
             Op::Full { out: t, .. }

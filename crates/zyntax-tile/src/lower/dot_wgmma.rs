@@ -31,6 +31,7 @@ use crate::error::{TileError, TileResult};
 use crate::infer::Layouts;
 use crate::ir::{Op, TileId, TileProgram};
 use crate::layout::Layout;
+use std::collections::HashSet;
 use zyntax_hir::{AddrSpace, MmaElem, ScalarType, Swizzle, Type, ValueId, Wgmma};
 
 /// Bytes of an 8-row swizzle atom (the stride byte offset).
@@ -130,24 +131,37 @@ impl Lowerer<'_> {
 // is staged K-major beside `b` (SS form). Then `fence.proxy.async` (the
 // generic-proxy stores become visible to wgmma's async proxy), a CTA
 // barrier, one `wgmma.m64n<N>k16` per K step and repetition along M,
-// commit, `wait_group 0`. Each `dot` has its own region, so the barrier
-// before the next `dot` of the loop also orders this one's reads before its
-// next staging; a `dot` alone in its loop body passes a second barrier after
-// its wgmmas instead.
+// commit, `wait_group 0`.
+//
+// In a loop, each region has two buffers, used by even and odd iterations
+// (`Lowerer::wgmma_parity`): a buffer is written again two iterations
+// later, after a barrier of the iteration between, which every warp passes
+// only once its wgmmas on that buffer are done, so no barrier follows the
+// wgmmas. The first wgmma `dot` of a loop body (the *leader*) also stages the
+// operands of the later ones that are ready by then (defined before it in
+// the body, or outside the loop: attention's prefetched V), behind its one
+// barrier: an attention key block then passes one barrier. A loop whose
+// body has wgmma `dot`s is followed by a barrier (the loop may run again,
+// from buffer 0).
 
 /// The wgmma `dot`s of a program (see above): where each stages.
 #[derive(Clone, Debug)]
 pub(super) struct DotRegion {
     pub out: TileId,
+    pub a: TileId,
+    pub b: TileId,
     /// Byte offset of the region in dynamic shared memory (1024-aligned).
     pub offset: u64,
     /// Whether `a` is staged (SS form) at `offset`, `b` after it.
     pub stage_a: bool,
     /// Bytes of the staged `a` (0 unless `stage_a`), 1024-aligned.
     pub a_bytes: u64,
-    /// Whether a CTA barrier must follow the wgmmas (no other wgmma `dot`
-    /// in the same body orders the next staging).
-    pub barrier_after: bool,
+    /// Bytes of one buffer (the staged `a` and `b`).
+    pub buffer: u64,
+    /// Whether the region has two buffers (the `dot` is in a loop).
+    pub double: bool,
+    /// The leader that stages this `dot`'s operands, if another `dot`.
+    pub staged_by: Option<TileId>,
 }
 
 fn align1024(bytes: u64) -> u64 {
@@ -168,8 +182,33 @@ pub(super) fn dot_regions(
 ) -> (Vec<DotRegion>, u64) {
     let mut out = Vec::new();
     let mut end = align1024(first);
-    walk(program, layouts, &program.body, &[], &mut out, &mut end);
+    walk(
+        program,
+        layouts,
+        &program.body,
+        &[],
+        false,
+        &mut out,
+        &mut end,
+    );
     (out, end)
+}
+
+/// The wgmma `dot`s of `ops` (not of loops inside): `(index, out, a, b)`.
+fn dots_of(layouts: &Layouts, ops: &[Op]) -> Vec<(usize, TileId, TileId, TileId)> {
+    ops.iter()
+        .enumerate()
+        .filter_map(|(i, op)| match op {
+            Op::Dot { out, a, b, .. } if is_wgmma(layouts.get(*out)) => Some((i, *out, *a, *b)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Whether a loop `body` has wgmma `dot`s of its own (it then keeps an
+/// iteration parity for their buffers).
+pub(super) fn stages_in(layouts: &Layouts, body: &[Op]) -> bool {
+    !dots_of(layouts, body).is_empty()
 }
 
 fn walk(
@@ -177,17 +216,18 @@ fn walk(
     layouts: &Layouts,
     ops: &[Op],
     hoisted: &[(TileId, TileId)],
+    in_loop: bool,
     out: &mut Vec<DotRegion>,
     end: &mut u64,
 ) {
-    let here: Vec<_> = ops
-        .iter()
-        .filter_map(|op| match op {
-            Op::Dot { out, a, b, .. } if is_wgmma(layouts.get(*out)) => Some((*out, *a, *b)),
-            _ => None,
-        })
-        .collect();
-    for &(d, a, b) in &here {
+    let here = dots_of(layouts, ops);
+    // Tiles defined from the leader on: operands that are not wait for their
+    // own `dot`.
+    let mut late = HashSet::new();
+    if let Some(&(first, ..)) = here.first() {
+        dot_mma::defined(&ops[first..], &mut late);
+    }
+    for (n, &(_, d, a, b)) in here.iter().enumerate() {
         let (ta, tb) = (program.tile(a), program.tile(b));
         let stage_a =
             !dot_mma::a_in_registers(layouts, a, d) && !hoisted.iter().any(|&(h, _)| h == d);
@@ -196,19 +236,30 @@ fn walk(
         } else {
             0
         };
-        let (k, n) = (tb.shape[0], tb.shape[1]);
-        let b_bytes = match b_kmajor(layouts.get(b), k, n) {
-            true => boxed_bytes(n, k),
-            false => boxed_bytes(k, n),
+        let (k, n_cols) = (tb.shape[0], tb.shape[1]);
+        let b_bytes = match b_kmajor(layouts.get(b), k, n_cols) {
+            true => boxed_bytes(n_cols, k),
+            false => boxed_bytes(k, n_cols),
         };
+        let ready = !late.contains(&b) && !(stage_a && late.contains(&a));
+        let staged_by = if n > 0 && in_loop && ready {
+            Some(here[0].1)
+        } else {
+            None
+        };
+        let buffer = a_bytes + align1024(b_bytes);
         out.push(DotRegion {
             out: d,
+            a,
+            b,
             offset: *end,
             stage_a,
             a_bytes,
-            barrier_after: here.len() < 2,
+            buffer,
+            double: in_loop,
+            staged_by,
         });
-        *end += a_bytes + align1024(b_bytes);
+        *end += buffer * if in_loop { 2 } else { 1 };
     }
     for op in ops {
         if let Op::For {
@@ -220,7 +271,7 @@ fn walk(
                 Some(g) if is_wgmma(layouts.get(g.dot)) => {}
                 _ => {
                     let h = dot_mma::hoisted(program, layouts, body);
-                    walk(program, layouts, body, &h, out, end);
+                    walk(program, layouts, body, &h, true, out, end);
                 }
             }
         }
@@ -247,6 +298,49 @@ pub(super) fn dynamic_bytes(program: &TileProgram, layouts: &Layouts, stages: u3
 }
 
 impl Lowerer<'_> {
+    /// `((iv - lo) / step) % 2`: which buffer this iteration stages into.
+    pub(super) fn iteration_parity(
+        &mut self,
+        lo: ValueId,
+        step: ValueId,
+        iv: ValueId,
+    ) -> TileResult<ValueId> {
+        let span = self.b.sub(iv, lo)?;
+        let j = self.b.div(span, step)?;
+        let two = self.u32(2)?;
+        Ok(self.b.rem(j, two)?)
+    }
+
+    /// The byte offset of `r`'s buffer for this iteration.
+    fn buffer_base(&mut self, r: &DotRegion) -> TileResult<ValueId> {
+        let base = self.u32(r.offset as u32)?;
+        match (r.double, self.wgmma_parity) {
+            (true, Some(parity)) => {
+                let bytes = self.u32(r.buffer as u32)?;
+                let off = self.b.mul(parity, bytes)?;
+                Ok(self.b.add(base, off)?)
+            }
+            (true, None) => Err(TileError::Internal(
+                "a double-buffered wgmma dot outside its loop".into(),
+            )),
+            _ => Ok(base),
+        }
+    }
+
+    /// Stages the operands of the wgmma `dot` of region `r` (see above).
+    fn stage_region(&mut self, r: &DotRegion, smem: ValueId) -> TileResult<()> {
+        let base = self.buffer_base(r)?;
+        if r.stage_a {
+            self.stage_swizzled(r.a, smem, base, 0)?;
+        }
+        let a_bytes = self.u32(r.a_bytes as u32)?;
+        let b_base = self.b.add(base, a_bytes)?;
+        let tb = self.program.tile(r.b).clone();
+        let kmajor = b_kmajor(self.layouts.get(r.b), tb.shape[0], tb.shape[1]);
+        // K-major: rows are N (dim 1), N-major: rows are K (dim 0).
+        self.stage_swizzled(r.b, smem, b_base, usize::from(kmajor))
+    }
+
     /// `out = a @ b + acc` as one wgmma `dot` (see above).
     pub(super) fn dot_wgmma(
         &mut self,
@@ -265,21 +359,25 @@ impl Lowerer<'_> {
         );
         let (regions, _) = dot_regions(self.program, self.layouts, ring);
         let region = regions
-            .into_iter()
+            .iter()
             .find(|r| r.out == out)
+            .cloned()
             .ok_or_else(|| TileError::Internal("a wgmma dot without a region".into()))?;
         let smem = self.b.dyn_shared_aligned(Type::U8, 1024)?;
-        let b_kmajor = b_kmajor(self.layouts.get(b).map(|l| l as &Layout), k, n);
+        let b_kmajor = b_kmajor(self.layouts.get(b), k, n);
         let hoisted = self.hoisted_a.get(&out).cloned();
-        let a_base = region.offset;
-        let b_base = region.offset + region.a_bytes;
-        if region.stage_a {
-            self.stage_swizzled(a, smem, a_base, 0)?;
+        if region.staged_by.is_none() {
+            self.stage_region(&region, smem)?;
+            // The later dots of the body whose operands are ready.
+            for r in regions.iter().filter(|r| r.staged_by == Some(out)) {
+                self.stage_region(r, smem)?;
+            }
+            self.b.fence_proxy_async()?;
+            self.b.barrier()?;
         }
-        // K-major: rows are N (dim 1), N-major: rows are K (dim 0).
-        self.stage_swizzled(b, smem, b_base, usize::from(b_kmajor))?;
-        self.b.fence_proxy_async()?;
-        self.b.barrier()?;
+        let a_base = self.buffer_base(&region)?;
+        let a_bytes = self.u32(region.a_bytes as u32)?;
+        let b_base = self.b.add(a_base, a_bytes)?;
 
         let warps = self.schedule.warps;
         let reps = m / (16 * warps);
@@ -310,12 +408,12 @@ impl Lowerer<'_> {
             let (c4, wg_bytes) = (self.u32(4)?, self.u32(64 * ROW)?);
             let wg = self.b.div(self.warp, c4)?;
             let off = self.b.mul(wg, wg_bytes)?;
-            let base = self.u32(a_base as u32)?;
-            let off = self.b.add(off, base)?;
+            let off = self.b.add(off, a_base)?;
             Some(self.b.ptr_add(smem, off)?)
         } else {
             None
         };
+        let b_ptr = self.b.ptr_add(smem, b_base)?;
         let yes = self.b.bconst(true)?;
         // Every A operand is built before the fence: register fragments are
         // inputs wgmma may read at any point after it is issued.
@@ -346,8 +444,8 @@ impl Lowerer<'_> {
             } else {
                 ks * 16 * ROW
             };
-            let at = self.u32(b_base as u32 + at)?;
-            let p = self.b.ptr_add(smem, at)?;
+            let at = self.u32(at)?;
+            let p = self.b.ptr_add(b_ptr, at)?;
             let b_desc = if b_kmajor {
                 self.b.wgmma_desc(Swizzle::B128, p, sixteen, atom)?
             } else {
@@ -361,9 +459,6 @@ impl Lowerer<'_> {
         }
         self.b.wgmma_commit_group()?;
         self.b.wgmma_wait_group(0)?;
-        if region.barrier_after {
-            self.b.barrier()?;
-        }
         self.unpack_accs(out, &accs, m, n, out)
     }
 
@@ -377,7 +472,7 @@ impl Lowerer<'_> {
         &mut self,
         tile: TileId,
         smem: ValueId,
-        base: u64,
+        base: ValueId,
         row_dim: usize,
     ) -> TileResult<()> {
         let layout = self.layout(tile)?;
@@ -393,7 +488,7 @@ impl Lowerer<'_> {
             .ok_or_else(|| TileError::Internal("a wgmma operand of non-scalars".into()))?;
         let (c8, c64, c16) = (self.u32(8)?, self.u32(64)?, self.u32(16)?);
         let (row_bytes, box_bytes) = (self.u32(ROW)?, self.u32(ty.shape[row_dim] * ROW)?);
-        let (base_v, eb) = (self.u32(base as u32)?, self.u32(elem_bytes)?);
+        let (base_v, eb) = (base, self.u32(elem_bytes)?);
         for (r, &value) in regs.iter().enumerate() {
             let mut dims = layout.reg_dims(&ty.shape, r as u32);
             if dims[col_dim] % width != 0 {

@@ -123,6 +123,10 @@ pub(crate) struct Lowerer<'p> {
     /// `A` fragments of loop `dot`s loaded before their loop, by the `dot`'s
     /// result: `[piece along M][K step]` (`dot_mma::hoisted`).
     pub hoisted_a: HashMap<TileId, Vec<Vec<ValueId>>>,
+    /// The parity of the iteration of the innermost loop whose body has
+    /// wgmma `dot`s: which of their two staging buffers it uses
+    /// (`dot_wgmma.rs`).
+    pub wgmma_parity: Option<ValueId>,
     /// The program instance a persistent kernel is on (`ProgramId` 0 and
     /// 1); `None`: the block index.
     pub program_ids: Option<[ValueId; 2]>,
@@ -254,6 +258,7 @@ pub fn lower(mut program: TileProgram, schedule: &Schedule) -> TileResult<TileKe
         vector_zeros,
         schedule,
         hoisted_a: HashMap::new(),
+        wgmma_parity: None,
         program_ids: None,
         instance_valid: None,
     };
@@ -637,9 +642,19 @@ impl Lowerer<'_> {
         self.set_scalar(iv, frame.iv);
         let carried = frame.carried.clone();
         self.unflatten(args, &carried)?;
+        let outer = self.wgmma_parity;
+        let staged = dot_wgmma::stages_in(self.layouts, body);
+        if staged {
+            self.wgmma_parity = Some(self.iteration_parity(lo, step, frame.iv)?);
+        }
         self.region(body)?;
         let next = self.flatten(yields)?;
         let out = self.b.end_for(frame, &next)?;
+        if staged {
+            // The loop may run again (inside another loop) from buffer 0.
+            self.b.barrier()?;
+        }
+        self.wgmma_parity = outer;
         self.unflatten(results, &out)
     }
 }

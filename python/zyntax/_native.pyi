@@ -1546,7 +1546,11 @@ class TileBuilder:
 # ------------------------------------------ nests lowered to tiles (src/nest_tile.rs)
 
 def nest_tile(
-    spec: dict[str, Any], *, arch: str | None = None, schedule: TileSchedule | None = None
+    spec: dict[str, Any],
+    *,
+    arch: str | None = None,
+    schedule: TileSchedule | None = None,
+    sms: int = 132,
 ) -> dict[str, Any]: ...
 def nest_tiling_report(spec: dict[str, Any]) -> str: ...
 def nest_fuse(

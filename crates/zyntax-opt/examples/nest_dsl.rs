@@ -18,7 +18,10 @@
 
 use std::process::ExitCode;
 use zyntax_hir::{Arch, Type};
-use zyntax_interp::{Arg, Interpreter};
+// The launch the nest tests use (views, TMA tensor maps, a persistent grid).
+#[path = "../tests/common/interp_launch.rs"]
+mod interp_launch;
+use interp_launch::interp_launch;
 use zyntax_opt::nest_tile::{self, NestKernel, NestSpec, NestTileOptions};
 
 fn main() -> ExitCode {
@@ -86,8 +89,12 @@ fn run(args: Vec<String>) -> Result<(), String> {
     let options = NestTileOptions {
         arch: o.arch,
         schedule: None,
+        ..NestTileOptions::default()
     };
     let nk = nest_tile::lower(&spec, &options).map_err(|e| e.to_string())?;
+    if !nk.pipeline.is_empty() {
+        println!("{}: {}", spec.name, nk.pipeline);
+    }
     if let Some(dir) = &o.out {
         write_out(dir, &spec, &nk)?;
     }
@@ -101,25 +108,47 @@ fn run(args: Vec<String>) -> Result<(), String> {
     Ok(())
 }
 
-/// The launch as JSON: grid, block, schedule and the kernel's views.
+/// The launch as JSON: the program's grid, block, schedule, the pipeline,
+/// the kernel's views (buffer, offset, extents, strides and the element
+/// type of each view parameter) and, for a warp-specialised kernel, the
+/// TMA tensor maps to build after them (the view each is over, its inner
+/// and outer dim and box) and whether it is persistent (then it takes the
+/// program's grid as two u32 after the maps and runs about one CTA per SM).
 fn launch_json(spec: &NestSpec, nk: &NestKernel) -> String {
     let views: Vec<String> = nk
         .args
         .iter()
         .map(|a| {
+            let b = &spec.buffers[a.buffer];
             format!(
-                "{{\"buffer\": {}, \"name\": \"{}\", \"offset\": {}, \"extents\": {:?}, \"strides\": {:?}, \"align\": {}}}",
-                a.buffer, spec.buffers[a.buffer].name, a.offset, a.extents, a.strides, a.align
+                "{{\"buffer\": {}, \"name\": \"{}\", \"dtype\": \"{}\", \"offset\": {}, \"extents\": {:?}, \"strides\": {:?}, \"align\": {}}}",
+                a.buffer, b.name, b.elem, a.offset, a.extents, a.strides, a.align
+            )
+        })
+        .collect();
+    let maps: Vec<String> = nk
+        .kernel
+        .launch
+        .tensor_maps
+        .iter()
+        .zip(nk.tensor_map_views())
+        .map(|(m, v)| {
+            format!(
+                "{{\"view\": {v}, \"inner_dim\": {}, \"outer_dim\": {}, \"box\": {:?}}}",
+                m.inner_dim, m.outer_dim, m.box_dims
             )
         })
         .collect();
     format!(
-        "{{\"kernel\": \"{}\", \"grid\": {:?}, \"block\": {:?}, \"schedule\": \"{:?}\", \"views\": [{}]}}",
+        "{{\"kernel\": \"{}\", \"grid\": {:?}, \"block\": {:?}, \"schedule\": \"{:?}\", \"pipeline\": \"{}\", \"views\": [{}], \"tensor_maps\": [{}], \"persistent\": {}}}",
         nk.kernel.name,
         nk.grid,
         nk.kernel.launch.block,
         nk.schedule,
-        views.join(", ")
+        nk.pipeline.replace('"', "'"),
+        views.join(", "),
+        maps.join(", "),
+        nk.kernel.launch.persistent
     )
 }
 
@@ -169,23 +198,7 @@ fn check(spec: &NestSpec, nk: &NestKernel) -> Result<(), String> {
         values.push(vals);
     }
     let want = nest_tile::evaluate(spec, &values).map_err(|e| e.to_string())?;
-    let mut args = Vec::new();
-    for a in &nk.args {
-        let size = spec.buffers[a.buffer].elem.size_bytes().unwrap_or(4);
-        args.push(Arg::BufferAt(a.buffer, a.offset * size));
-        args.extend(a.extents.iter().map(|&e| Arg::Int(e.into())));
-        args.extend(a.strides.iter().map(|&s| Arg::Int(s.into())));
-    }
-    let it = Interpreter::new(&nk.kernel.module).map_err(|e| e.to_string())?;
-    it.launch(
-        &nk.kernel.name,
-        nk.grid,
-        nk.kernel.launch.block,
-        0,
-        &args,
-        &mut bytes,
-    )
-    .map_err(|e| e.to_string())?;
+    interp_launch(spec, nk, &mut bytes)?;
     let out = &spec.buffers[spec.output.buffer];
     let got = decode(&bytes[spec.output.buffer], &out.elem);
     // f32 accumulation, then rounding to the output type.

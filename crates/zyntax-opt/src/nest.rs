@@ -26,7 +26,7 @@
 //! assert_eq!(nest::launch_grid(&[100, 1000], &[16, 16]).unwrap(), ([63, 7, 1], [16, 16, 1]));
 //! ```
 
-use zyntax_hir::{BinOp, BuildError, CmpOp, Dim, FunctionBuilder, IfFrame, ValueId};
+use zyntax_hir::{BinOp, BuildError, CmpOp, Dim, FunctionBuilder, IfFrame, Type, ValueId};
 
 /// The largest workgroup extent per dimension (x, y, z) and in total that
 /// every CUDA device zyntax targets (sm_70 and newer) allows.
@@ -132,13 +132,43 @@ pub fn launch_grid(sizes: &[u64], workgroup: &[u32]) -> Result<([u32; 3], [u32; 
     Ok((grid, block))
 }
 
-/// Opens a nest over `sizes` (`u32` values, outermost first) in kernel `b`,
-/// and sets the kernel's `max_threads` to the workgroup's block shape.
-pub fn begin_parallel_for(
+/// `index < size` for a `u32` index and a size of the caller's type.
+pub(crate) type LessThan<'a> =
+    dyn FnMut(&mut FunctionBuilder, ValueId, ValueId) -> Result<ValueId, BuildError> + 'a;
+
+/// The index type of a nest's sizes, which decides how [`open`] builds each
+/// dim's block extent and bound check.
+pub(crate) enum IndexType<'a> {
+    /// `u32` sizes: the `block_dim` register (any launch whose grid covers
+    /// the sizes is correct) and a `u32` compare.
+    U32,
+    /// Sizes of any integer type (`nest_stage`, whose blocks are exactly
+    /// the workgroup): the workgroup's extent as a constant, and `lt`
+    /// compares the `u32` index with the size, meeting the two types.
+    Typed(&'a mut LessThan<'a>),
+}
+
+/// A nest's opening, per dim outermost first: the thread index, the
+/// block's first index (`block_idx * block extent`), the index, and every
+/// index below its size; `first` is the first value it defined.
+pub(crate) struct Opened {
+    pub tid: Vec<ValueId>,
+    pub base: Vec<ValueId>,
+    pub indices: Vec<ValueId>,
+    pub inside: ValueId,
+    pub first: ValueId,
+}
+
+/// The opening both builder nests share ([`begin_parallel_for`] and
+/// `nest_stage::TiledNest::begin`): checks the workgroup, sets the kernel's
+/// `max_threads` to its block shape and computes the indices (the last
+/// along `x`) and their bound check.
+pub(crate) fn open(
     b: &mut FunctionBuilder,
     sizes: &[ValueId],
     workgroup: &[u32],
-) -> Result<NestFrame, NestError> {
+    mut index_type: IndexType<'_>,
+) -> Result<Opened, NestError> {
     dims_match(sizes.len(), workgroup)?;
     let block = block_shape(workgroup)?;
     if let Some(info) = b.kernel_info_mut() {
@@ -146,23 +176,56 @@ pub fn begin_parallel_for(
     }
     let dims = [Dim::X, Dim::Y, Dim::Z];
     let n = sizes.len();
-    let mut indices = Vec::with_capacity(n);
-    let mut inside: Option<ValueId> = None;
+    let (mut tid, mut base, mut indices) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut first, mut inside) = (None, None);
     for (k, &size) in sizes.iter().enumerate() {
         let d = dims[n - 1 - k];
-        let (bid, bdim, tid) = (b.block_idx(d)?, b.block_dim(d)?, b.thread_idx(d)?);
-        let base = b.mul(bid, bdim)?;
-        let i = b.add(base, tid)?;
-        let below = b.cmp(CmpOp::Lt, i, size)?;
+        let bid = b.block_idx(d)?;
+        first.get_or_insert(bid);
+        let extent = match index_type {
+            IndexType::U32 => b.block_dim(d)?,
+            IndexType::Typed(_) => b.iconst(Type::U32, i64::from(workgroup[k]))?,
+        };
+        let t = b.thread_idx(d)?;
+        let bs = b.mul(bid, extent)?;
+        let i = b.add(bs, t)?;
+        let below = match &mut index_type {
+            IndexType::U32 => b.cmp(CmpOp::Lt, i, size)?,
+            IndexType::Typed(lt) => lt(b, i, size)?,
+        };
         inside = Some(match inside {
             None => below,
             Some(c) => b.binary(BinOp::And, c, below)?,
         });
+        tid.push(t);
+        base.push(bs);
         indices.push(i);
     }
-    let cond = inside.ok_or_else(|| NestError::Shape("a nest needs a dimension".into()))?;
-    let guard = b.begin_if(cond, &[])?;
-    Ok(NestFrame { indices, guard })
+    let (Some(inside), Some(first)) = (inside, first) else {
+        return Err(NestError::Shape("a nest needs a dimension".into()));
+    };
+    Ok(Opened {
+        tid,
+        base,
+        indices,
+        inside,
+        first,
+    })
+}
+
+/// Opens a nest over `sizes` (`u32` values, outermost first) in kernel `b`,
+/// and sets the kernel's `max_threads` to the workgroup's block shape.
+pub fn begin_parallel_for(
+    b: &mut FunctionBuilder,
+    sizes: &[ValueId],
+    workgroup: &[u32],
+) -> Result<NestFrame, NestError> {
+    let opened = open(b, sizes, workgroup, IndexType::U32)?;
+    let guard = b.begin_if(opened.inside, &[])?;
+    Ok(NestFrame {
+        indices: opened.indices,
+        guard,
+    })
 }
 
 /// Closes the nest opened by [`begin_parallel_for`].

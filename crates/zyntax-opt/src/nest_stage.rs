@@ -24,9 +24,9 @@
 use std::collections::HashMap;
 use std::fmt;
 
-use zyntax_hir::{BuildError, CmpOp, Dim, FunctionBuilder, Type, ValueId};
+use zyntax_hir::{BuildError, CmpOp, FunctionBuilder, Type, ValueId};
 
-use crate::nest::{block_shape, dims_match, NestError};
+use crate::nest::{open, IndexType, NestError, Opened};
 
 /// Static shared memory a block may declare on every target (sm_70 and
 /// newer): all tiles of a nest must fit.
@@ -696,33 +696,17 @@ impl TiledNest {
         workgroup: &[u32],
         writes: &[ValueId],
     ) -> Result<TiledNest, TileError> {
-        dims_match(sizes.len(), workgroup)?;
-        let block = block_shape(workgroup)?;
-        if let Some(info) = b.kernel_info_mut() {
-            info.max_threads = Some(block);
-        }
-        let dims = [Dim::X, Dim::Y, Dim::Z];
+        let mut lt = |b: &mut FunctionBuilder, i: ValueId, size: ValueId| {
+            ix(b, IxOp::Lt, Ix::V(i), Ix::V(size))
+        };
+        let Opened {
+            tid,
+            base,
+            indices: values,
+            inside,
+            first,
+        } = open(b, sizes, workgroup, IndexType::Typed(&mut lt))?;
         let n = sizes.len();
-        let (mut tid, mut base, mut values) = (Vec::new(), Vec::new(), Vec::new());
-        let mut first_id = None;
-        let mut inside: Option<ValueId> = None;
-        for (d, &size) in sizes.iter().enumerate() {
-            let dim = dims[n - 1 - d];
-            let t = b.thread_idx(dim)?;
-            first_id.get_or_insert(t);
-            let bid = b.block_idx(dim)?;
-            let w = b.iconst(Type::U32, i64::from(workgroup[d]))?;
-            let bs = b.mul(bid, w)?;
-            let i = b.add(bs, t)?;
-            let below = ix(b, IxOp::Lt, Ix::V(i), Ix::V(size))?;
-            inside = Some(match inside {
-                None => below,
-                Some(c) => b.and(c, below)?,
-            });
-            tid.push(t);
-            base.push(bs);
-            values.push(i);
-        }
         let mut flat_tid = tid[0];
         for d in 1..n {
             let w = b.iconst(Type::U32, i64::from(workgroup[d]))?;
@@ -731,10 +715,10 @@ impl TiledNest {
         }
         Ok(TiledNest {
             values,
-            in_range: inside.ok_or_else(|| NestError::Shape("a nest needs a dimension".into()))?,
+            in_range: inside,
             stage: StageNest {
                 workgroup: workgroup.to_vec(),
-                first_id: first_id.unwrap_or(ValueId::from_index(0)),
+                first_id: first,
                 writes: writes.to_vec(),
                 shared_bytes: 0,
                 names: Names::default(),

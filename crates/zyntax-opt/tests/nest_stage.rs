@@ -5,45 +5,14 @@
 
 use zyntax_hir::*;
 use zyntax_interp::{Arg, Interpreter};
+#[path = "common/rand_f32.rs"]
+mod rand_f32;
+use rand_f32::{bytes, f32p, floats, random, seed};
 use zyntax_opt::nest;
 use zyntax_opt::nest_stage::*;
 
-fn random(n: usize, seed: &mut u64) -> Vec<f32> {
-    (0..n)
-        .map(|_| {
-            *seed ^= *seed << 13;
-            *seed ^= *seed >> 7;
-            *seed ^= *seed << 17;
-            (*seed >> 40) as f32 / (1u64 << 24) as f32 * 4.0 - 2.0
-        })
-        .collect()
-}
-
-fn seed() -> u64 {
-    let s = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(1, |d| d.as_nanos() as u64)
-        | 1;
-    eprintln!("seed {s}");
-    s
-}
-
-fn bytes(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-
-fn floats(b: &[u8]) -> Vec<f32> {
-    b.chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect()
-}
-
 fn v(i: usize) -> ValueId {
     ValueId::from_index(i)
-}
-
-fn f32p() -> Type {
-    Type::ptr(AddrSpace::Global, Type::F32)
 }
 
 /// A nest whose values v0..v9 are defined before it.

@@ -8,7 +8,9 @@
 
 use half::bf16;
 use zyntax_hir::{BinOp, Type};
-use zyntax_interp::{Arg, Interpreter};
+#[path = "common/interp_launch.rs"]
+mod interp_launch;
+use interp_launch::interp_launch;
 use zyntax_opt::nest_tile::{
     self, evaluate, lower, parse, parse_with, Expr, Index, NestSpec, NestTileOptions, Recognition,
     RefusalKind,
@@ -90,23 +92,7 @@ fn check_with(spec: &NestSpec, options: &NestTileOptions, tol: f64) -> nest_tile
         values.push(vals);
     }
     let want = evaluate(spec, &values).unwrap();
-    let mut args = Vec::new();
-    for a in &nk.args {
-        let size = spec.buffers[a.buffer].elem.size_bytes().unwrap_or(4);
-        args.push(Arg::BufferAt(a.buffer, a.offset * size));
-        args.extend(a.extents.iter().map(|&e| Arg::Int(e.into())));
-        args.extend(a.strides.iter().map(|&s| Arg::Int(s.into())));
-    }
-    let it = Interpreter::new(&nk.kernel.module).unwrap();
-    it.launch(
-        &nk.kernel.name,
-        nk.grid,
-        nk.kernel.launch.block,
-        0,
-        &args,
-        &mut bytes,
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    interp_launch(spec, &nk, &mut bytes).unwrap_or_else(|e| panic!("{e}"));
     let out = spec.output.buffer;
     let got = decode(&bytes[out], &spec.buffers[out].elem);
     for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
@@ -366,6 +352,7 @@ fn bf16_matmul_on_sm90a_takes_the_wgmma_pipeline() {
     let options = NestTileOptions {
         arch: zyntax_hir::Arch::Sm90a,
         schedule: None,
+        ..NestTileOptions::default()
     };
     let nk = check_with(&spec, &options, 1e-2);
     assert_eq!(
@@ -376,6 +363,7 @@ fn bf16_matmul_on_sm90a_takes_the_wgmma_pipeline() {
     let plain = NestTileOptions {
         arch: zyntax_hir::Arch::Sm90,
         schedule: None,
+        ..NestTileOptions::default()
     };
     let nk90 = lower(&spec, &plain).unwrap();
     assert!(!zyntax_hir::print_module(&nk90.kernel.module).contains("wgmma"));

@@ -278,18 +278,29 @@ pub fn nest_tiling_report(spec: &Bound<'_, PyAny>) -> PyResult<String> {
 /// reduction), `module`, `name`, `block`, `shared_bytes`, `params` (as
 /// `TileBuilder.finish`), `schedule`, `grid` and `args` (per view:
 /// `(buffer, offset, extents, strides, align)`: the kernel assumes the
-/// view's first element aligned to `align` bytes).
+/// view's first element aligned to `align` bytes), `tensor_maps` and
+/// `persistent` (as `TileBuilder.finish`: a warp-specialised kernel) and
+/// `pipeline` (which pipeline a contraction runs, and why). `sms`: the SM
+/// count the warp-specialised tile is chosen for.
 #[pyfunction]
-#[pyo3(signature = (spec, *, arch=None, schedule=None))]
+#[pyo3(signature = (spec, *, arch=None, schedule=None, sms=checked::Checked(132)),
+    text_signature = "(spec, *, arch=None, schedule=None, sms=132)")]
 pub fn nest_tile<'py>(
     py: Python<'py>,
     spec: &Bound<'py, PyAny>,
     arch: Option<Text>,
     schedule: Option<checked::Is<'py, TileSchedule>>,
+    sms: checked::Checked<u64>,
 ) -> PyResult<Bound<'py, PyDict>> {
     guard(|| {
         let spec = parse_spec(spec)?;
         let mut options = nt::NestTileOptions::default();
+        if sms.0 == 0 {
+            return Err(ArgumentError::new_err(
+                "argument 'sms': expected at least 1 SM, got 0",
+            ));
+        }
+        options.sms = sms.0;
         if let Some(a) = arch.as_deref() {
             let all: Vec<(&str, Arch)> = Arch::ALL.iter().map(|a| (a.name(), *a)).collect();
             options.arch = pick("arch", "arch", a, &all)?;
@@ -352,6 +363,20 @@ pub fn nest_tile<'py>(
             args.append(view)?;
         }
         d.set_item("args", args)?;
+        let maps = PyList::empty(py);
+        for m in &nk.kernel.launch.tensor_maps {
+            let item = (
+                m.view.clone(),
+                m.param,
+                m.inner_dim,
+                m.outer_dim,
+                m.box_dims.to_vec(),
+            );
+            maps.append(item.into_pyobject(py)?)?;
+        }
+        d.set_item("tensor_maps", maps)?;
+        d.set_item("persistent", nk.kernel.launch.persistent)?;
+        d.set_item("pipeline", &nk.pipeline)?;
         Ok(d)
     })
 }

@@ -8,7 +8,8 @@ use super::recognize::{flatten, recognize, ContractionPlan, FlatAccess, Recognit
 use super::{Expr, NestSpec, NestTileError, Refusal, RefusalKind};
 use zyntax_hir::{Arch, Type};
 use zyntax_tile::{
-    heuristic, DotPath, GemmProblem, ScalarId, Schedule, TileBuilder, TileId, TileKernel, ViewId,
+    heuristic, ws_heuristic, DotPath, GemmProblem, ScalarId, Schedule, TileBuilder, TileId,
+    TileKernel, ViewId,
 };
 
 /// How to lower: the arch, and optionally a schedule (else the tile
@@ -17,13 +18,23 @@ use zyntax_tile::{
 pub struct NestTileOptions {
     pub arch: Arch,
     pub schedule: Option<Schedule>,
+    /// SMs of the GPU the kernel is for: the warp-specialised schedule's
+    /// tile is the largest that still gives each SM a program instance
+    /// (`zyntax_tile::ws_heuristic`). The launch sizes a persistent grid
+    /// from the device it runs on; this only picks the tile.
+    pub sms: u64,
 }
+
+/// SMs assumed when the caller does not say ([`NestTileOptions::sms`]): an
+/// H100 / H200 SXM.
+pub const DEFAULT_SMS: u64 = 132;
 
 impl Default for NestTileOptions {
     fn default() -> NestTileOptions {
         NestTileOptions {
             arch: Arch::Sm80,
             schedule: None,
+            sms: DEFAULT_SMS,
         }
     }
 }
@@ -44,7 +55,11 @@ pub struct ViewArg {
 
 /// A lowered nest: the tile kernel (verified HIR), what it was recognised
 /// as, the schedule used, the launch grid (block: `kernel.launch.block`)
-/// and the kernel's view arguments in parameter order.
+/// and the kernel's view arguments in parameter order. A warp-specialised
+/// kernel (`kernel.launch.tensor_maps` not empty) also takes one TMA tensor
+/// map per operand view after the views, and when `kernel.launch.persistent`
+/// the program's grid (`grid[0]`, `grid[1]`) as two `u32`, launched on
+/// about one CTA per SM ([`NestKernel::launch_grid`]).
 #[derive(Clone, Debug)]
 pub struct NestKernel {
     pub kernel: TileKernel,
@@ -52,15 +67,63 @@ pub struct NestKernel {
     pub schedule: Schedule,
     pub grid: [u32; 3],
     pub args: Vec<ViewArg>,
+    /// Which pipeline a contraction runs and why (for reports): the
+    /// warp-specialised TMA pipeline, or why not.
+    pub pipeline: String,
+}
+
+impl NestKernel {
+    /// The grid to launch on a GPU of `sms` SMs and the extra `u32`
+    /// arguments after the tensor maps: a persistent kernel runs
+    /// min(instances, `sms`) CTAs and takes the program's grid.
+    pub fn launch_grid(&self, sms: u32) -> ([u32; 3], Vec<u32>) {
+        if !self.kernel.launch.persistent {
+            return (self.grid, Vec::new());
+        }
+        let instances = self.grid[0].saturating_mul(self.grid[1]);
+        (
+            [instances.min(sms).max(1), 1, 1],
+            vec![self.grid[0], self.grid[1]],
+        )
+    }
+
+    /// The view argument (index into `args`) each tensor map is built from.
+    pub fn tensor_map_views(&self) -> Vec<usize> {
+        self.kernel
+            .launch
+            .tensor_maps
+            .iter()
+            .map(|m| view_index(&self.kernel.launch.params, m.param))
+            .collect()
+    }
+}
+
+/// The position among the view parameters of parameter `param`.
+fn view_index(params: &[zyntax_tile::KernelParam], param: usize) -> usize {
+    params[..param]
+        .iter()
+        .filter(|p| matches!(p, zyntax_tile::KernelParam::View { .. }))
+        .count()
 }
 
 /// Recognises and lowers `spec`; a [`NestTileError::Refused`] nest keeps
 /// today's lowering.
 pub fn lower(spec: &NestSpec, options: &NestTileOptions) -> Result<NestKernel, NestTileError> {
     let recognition = recognize(spec)?;
+    let mut why_not_ws = String::new();
     let (tile_loops, schedules) = match &recognition {
         Recognition::Map(p) => (p.loops.clone(), vec![map_schedule(spec, &p.loops, options)]),
-        Recognition::Contraction(c) => (vec![c.m, c.n], gemm_schedules(spec, c, options)),
+        Recognition::Contraction(c) => {
+            let mut schedules = Vec::new();
+            if options.schedule.is_none() {
+                match ws_schedule(spec, c, options) {
+                    Ok(s) => schedules.push(s),
+                    Err(why) => why_not_ws = why,
+                }
+            }
+            schedules.extend(gemm_schedules(spec, c, options));
+            (vec![c.m, c.n], schedules)
+        }
         Recognition::Reduction(r) => {
             let mut loops = r.loops.clone();
             loops.push(r.k);
@@ -71,17 +134,74 @@ pub fn lower(spec: &NestSpec, options: &NestTileOptions) -> Result<NestKernel, N
     // The first schedule that fits (a preferred one may not: a fused
     // epilogue converts the whole f32 accumulator through static shared
     // memory); a given schedule is the only one, and its error the caller's.
+    // A warp-specialised schedule the tile layer lowered otherwise (an
+    // epilogue needing scratch shared memory keeps it off TMA) gives way to
+    // the next one: its tile was chosen for the TMA pipeline.
     let last = schedules.len() - 1;
     for (i, schedule) in schedules.into_iter().enumerate() {
+        let ws = schedule.warp_specialize;
         match build(spec, &recognition, &tile_loops, schedule) {
             Err(NestTileError::Tile(
-                zyntax_tile::TileError::DoesNotFit { .. }
-                | zyntax_tile::TileError::BadSchedule { .. },
-            )) if i < last => continue,
+                e @ (zyntax_tile::TileError::DoesNotFit { .. }
+                | zyntax_tile::TileError::BadSchedule { .. }),
+            )) if i < last => {
+                if ws {
+                    why_not_ws = e.to_string();
+                }
+                continue;
+            }
+            Ok(nk) if ws && nk.kernel.launch.tensor_maps.is_empty() && i < last => {
+                why_not_ws = "the tile layer did not lower the program warp-specialised \
+                              (its epilogue stages the accumulator through shared memory)"
+                    .into();
+                continue;
+            }
+            Ok(mut nk) => {
+                nk.pipeline = describe_pipeline(&nk, &why_not_ws);
+                return Ok(nk);
+            }
             r => return r,
         }
     }
     unreachable!("at least one schedule")
+}
+
+/// What [`NestKernel::pipeline`] says.
+fn describe_pipeline(nk: &NestKernel, why_not_ws: &str) -> String {
+    let s = &nk.schedule;
+    if !matches!(nk.recognition, Recognition::Contraction(_)) || s.block.len() != 2 {
+        return String::new();
+    }
+    let tile = format!("{}x{}, K step {}", s.block[0], s.block[1], s.k);
+    if !nk.kernel.launch.tensor_maps.is_empty() {
+        return format!(
+            "warp-specialised TMA pipeline ({tile}, {} consumer warps{}, {} stages{})",
+            s.warps,
+            if s.pingpong { " x 2 sets" } else { "" },
+            s.stages,
+            if nk.kernel.launch.persistent {
+                ", persistent"
+            } else {
+                ""
+            }
+        );
+    }
+    let text = zyntax_hir::print_module(&nk.kernel.module);
+    let path = if text.contains("wgmma") {
+        "wgmma cp.async pipeline"
+    } else if text.contains("mma.sync") {
+        "mma.sync tiles"
+    } else {
+        "FFMA tiles"
+    };
+    if why_not_ws.is_empty() {
+        format!("{path} ({tile}, {} warps, {} stages)", s.warps, s.stages)
+    } else {
+        format!(
+            "{path} ({tile}, {} warps, {} stages); not warp-specialised: {why_not_ws}",
+            s.warps, s.stages
+        )
+    }
 }
 
 fn build(
@@ -161,6 +281,7 @@ fn build(
         schedule,
         grid,
         args: cx.args,
+        pipeline: String::new(),
     })
 }
 
@@ -241,6 +362,67 @@ fn gemm_schedules(
         return vec![wgmma(128, 8, 4), wgmma(64, 4, 2), fallback];
     }
     vec![fallback]
+}
+
+/// The warp-specialised, persistent TMA schedule of a 16-bit contraction on
+/// sm_90a (`zyntax_tile::ws_heuristic`, the choice the library matmul
+/// makes), or why the nest cannot take it: TMA loads 2-d boxes along a
+/// unit-stride dim with 16-byte aligned rows, and the producer only issues
+/// copies (a prologue computes on the loaded tiles).
+fn ws_schedule(
+    spec: &NestSpec,
+    c: &ContractionPlan,
+    options: &NestTileOptions,
+) -> Result<Schedule, String> {
+    if options.arch != Arch::Sm90a {
+        return Err(format!("the pipeline is sm_90a code, not {}", options.arch));
+    }
+    if c.elem.size_bytes() != Some(2) {
+        return Err(format!(
+            "{} operands (TMA + wgmma take f16 and bf16)",
+            c.elem
+        ));
+    }
+    if c.a_prologue.is_some() || c.b_prologue.is_some() {
+        return Err("a prologue computes on the loaded operand tiles".into());
+    }
+    for (what, acc, inner, outer) in [("A", &c.a, c.k, c.m), ("B", &c.b, c.n, c.k)] {
+        let name = &spec.buffers[acc.buffer].name;
+        let loop_name = |l: usize| spec.loops[l].name.clone();
+        if acc.coef[inner] != 1 {
+            return Err(format!(
+                "operand {what} ({name}) does not have unit stride along `{}`",
+                loop_name(inner)
+            ));
+        }
+        if (acc.offset * 2) % 16 != 0 || (acc.coef[outer] * 2) % 16 != 0 {
+            return Err(format!(
+                "operand {what} ({name}): its first element or its rows along `{}` are not 16-byte aligned",
+                loop_name(outer)
+            ));
+        }
+    }
+    let (m, n, k) = (
+        spec.loops[c.m].extent,
+        spec.loops[c.n].extent,
+        spec.loops[c.k].extent,
+    );
+    let problem = GemmProblem {
+        m,
+        n,
+        k,
+        operand_bytes: 2,
+    };
+    let s = ws_heuristic(&problem, options.sms)
+        .ok_or_else(|| format!("{m}x{n} has too few output tiles for {} SMs", options.sms))?;
+    // A K shorter than the ring stays off it (as in zyntax.kernels.matmul).
+    if k < u64::from(s.k * s.stages) {
+        return Err(format!(
+            "K = {k} is shorter than the {} stages of {}",
+            s.stages, s.k
+        ));
+    }
+    Ok(s)
 }
 
 /// `e` (one load, constants, element-wise ops) applied to the loaded tile

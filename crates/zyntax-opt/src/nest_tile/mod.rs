@@ -25,7 +25,7 @@ mod text;
 
 pub use eval::evaluate;
 pub use fuse::{fuse, FuseOptions, FusedNests, Resources};
-pub use lower::{lower, NestKernel, NestTileOptions, ViewArg};
+pub use lower::{lower, NestKernel, NestTileOptions, ViewArg, DEFAULT_SMS};
 pub use recognize::{recognize, ContractionPlan, FlatAccess, MapPlan, Recognition, ReductionPlan};
 pub use text::{gelu, parse, parse_with, ParseError};
 /// The tile-layer types a caller of [`lower`] sees (schedules, the kernel).

@@ -539,3 +539,49 @@ def test_peeled_chunked_norm_backward(dtype: str, monkeypatch: pytest.MonkeyPatc
         assert np.array_equal(u, v)
     chunk_plans = [p for name, p in plans if name == "norm_bwd_chunks"]
     assert chunk_plans and all(p.peel == n % (16 // x.itemsize) for p in chunk_plans)
+
+
+@pytest.mark.parametrize("n", [1025, 1200])
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+def test_tailed_softmax_cross_entropy(n: int, dtype: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tail tile (``Plan.tail``) in softmax and cross-entropy, forward
+    and backward, against float64 with outputs poisoned, on an aligned
+    (peeled) and an unaligned view; each launch's plan asserted to have it."""
+    ml = pytest.importorskip("ml_dtypes") if dtype == "bf16" else None
+    nd = np.float32 if ml is None else ml.bfloat16
+    tol = 1e-5 if ml is None else 2e-2
+    plans: list[Any] = []
+    real = rows_tile.launch
+
+    def spy(name: str, key: Any, *rest: Any) -> None:
+        plans.append((name, key[0]))
+        real(name, key, *rest)
+
+    monkeypatch.setattr(rows_tile, "launch", spy)
+    rows = 9
+    base = (rng.standard_normal((rows, n + 1)) * 4).astype(nd)
+    for x in (np.ascontiguousarray(base[:, :n]), base[:, 1:]):
+        plans.clear()
+        x64 = x.astype(np.float64)
+        y = np.full((rows, n), np.nan, nd)
+        kernels.softmax(x, out=y)
+        p64 = ref_softmax(x64)
+        assert rel_err(y, p64) < tol
+        dy = rng.standard_normal((rows, n)).astype(nd)
+        dx = np.full((rows, n), np.nan, nd)
+        yb = p64.astype(nd)
+        kernels.softmax_backward(yb, dy, out=dx)
+        y64 = yb.astype(np.float64)
+        ref = y64 * (dy - (dy * y64).sum(-1, keepdims=True))
+        assert rel_err(dx, ref) < 3 * tol
+        t = rng.integers(0, n, rows)
+        loss, p = ref_ce(x64, t)
+        assert rel_err(kernels.cross_entropy(x, t), loss) < 1e-5
+        dl = rng.standard_normal(rows).astype(np.float32)
+        p[np.arange(rows), t] -= 1
+        dxc = np.full((rows, n), np.nan, nd)
+        kernels.cross_entropy_backward(dl, x, t, out=dxc)
+        assert rel_err(dxc, p * dl[:, None]) < tol
+        assert {name for name, _ in plans} == {"softmax_fwd", "softmax_bwd", "ce_fwd", "ce_bwd"}
+        for name, plan in plans:
+            assert plan.tail and plan.width == 1024, (name, plan)

@@ -19,10 +19,14 @@ program shape runs is chosen by :func:`plan` from the width alone:
 ``rows`` and ``row`` are the same program text (``R`` rows of ``W``); only
 ``chunks`` differs. One-row programs of odd widths start each row's tiles at
 its last 16-byte boundary (:func:`peeled`), so all but a masked head are
-vector accesses. The norm backward accumulates ``dweight``/``dbias`` per
-program instance into an f32 ``[G, width]`` buffer of partial sums that a
-second program sums over its rows (deterministic: no atomics); for whole
-rows in the same pass as dx, or in a second pass (``NORM_BWD``).
+vector accesses; a whole row just past a power of two is a tile of half
+that width plus a narrow tail tile (:func:`tailed`). The norm backward
+accumulates ``dweight``/``dbias`` per program instance into an f32
+``[G, width]`` buffer of partial sums that a second program sums over its
+rows (deterministic: no atomics); for whole rows in the same pass as dx,
+or in a second pass (``NORM_BWD``). The upper-case module constants are
+the tuning knobs (measured in docs/kernels.md); those that a Plan does not
+carry are read when a program is built.
 """
 
 from __future__ import annotations
@@ -97,7 +101,7 @@ PEEL_CHUNKS_BWD = True
 MIN_BLOCKS: dict[tuple[str, str], int] = {}
 #: Program families whose whole-row programs take a tail tile (:func:`tailed`),
 #: and the widest tail relative to the first tile (1/TAIL_FRAC of it).
-TAILED = frozenset({"norm"})
+TAILED = frozenset({"norm", "softmax", "ce"})
 TAIL_FRAC = 4
 #: The norm backward of whole rows, by plan shape: "fused" (one program
 #: writes dx and accumulates dweight/dbias partial sums over its rows; x and
@@ -269,6 +273,13 @@ class _P:
             acc = acc + x.sum(1)
         return acc
 
+    def rowmax(self, xs: Sequence[tile.Tile]) -> tile.Tile:
+        """The [R, 1] row maxima over the pieces of a row."""
+        acc = xs[0].max(1)
+        for x in xs[1:]:
+            acc = self.t.maximum(acc, x.max(1))
+        return acc
+
     def each_row(self, rows: Any, body: Callable[[Any], None]) -> None:
         """body(row) for this instance's rows: its own with one row per
         instance, or with ``Plan.persist`` rows pid, pid + G, .. (G
@@ -419,10 +430,13 @@ def _softmax_fwd(P: _P) -> None:
     R, W = P.shape
     if P.p.shape != "chunks":
         r0 = P.t.program_id(0) * R
-        h = P.head(r0)
-        v = P.load(x, (r0, h), P.shape, NEG_INF)
-        e = (v - P.bc(v.max(1))).exp()
-        P.store(y, (r0, h), e * P.bc(1.0 / e.sum(1)))
+        segs = P.pieces(P.head(r0))
+        vs = [P.load(x, (r0, c), sh, NEG_INF) for c, sh in segs]
+        m = P.rowmax(vs)
+        es = [(v - P.bc(m, v.shape)).exp() for v in vs]
+        r = 1.0 / P.rowsum(es)
+        for (c, sh), e in zip(segs, es, strict=True):
+            P.store(y, (r0, c), e * P.bc(r, sh))
         return
     n, sh = x.dim(1), (1, W)
 
@@ -490,9 +504,12 @@ def _softmax_bwd(P: _P) -> None:
     R, W = P.shape
     if P.p.shape != "chunks":
         r0 = P.t.program_id(0) * R
-        h = P.head(r0)
-        yv, gv = P.load(y, (r0, h), P.shape), P.load(dy, (r0, h), P.shape)
-        P.store(dx, (r0, h), yv * (gv - P.bc((yv * gv).sum(1))))
+        segs = P.pieces(P.head(r0))
+        ys = [P.load(y, (r0, c), sh) for c, sh in segs]
+        gs = [P.load(dy, (r0, c), sh) for c, sh in segs]
+        d = P.rowsum([a * b for a, b in zip(ys, gs, strict=True)])
+        for (c, sh), yv, gv in zip(segs, ys, gs, strict=True):
+            P.store(dx, (r0, c), yv * (gv - P.bc(d, sh)))
         return
     row, n, sh = P.t.program_id(0), y.dim(1), (1, W)
     h = P.head(row)
@@ -817,14 +834,16 @@ def _ce_fwd(P: _P, tdtype: str) -> None:
     nan = P.t.full((R, 1), "f32", math.nan)
     if P.p.shape != "chunks":
         r0, n = P.t.program_id(0) * R, x.dim(1)
-        h = P.head(r0)
-        v = P.load(x, (r0, h), P.shape, NEG_INF)
-        m = v.max(1)
-        lse = m + P.unary("log", (v - P.bc(m)).exp().sum(1))
+        segs = P.pieces(P.head(r0))
+        vs = [P.load(x, (r0, c), sh, NEG_INF) for c, sh in segs]
+        m = P.rowmax(vs)
+        lse = m + P.unary("log", P.rowsum([(v - P.bc(m, v.shape)).exp() for v in vs]))
         t, ok = _ce_target(P, tg, r0, n, R)
-        hit = P.t.cmp("eq", P.cols(h, P.shape), P.bc(t))
-        xt = P.t.where(hit, v, P.t.zeros(P.shape)).sum(1)
-        P.t.store(loss, (r0, 0), P.t.where(ok, lse - xt, nan))
+        xts = [
+            P.t.where(P.t.cmp("eq", P.cols(c, sh), P.bc(t, sh)), v, P.t.zeros(sh))
+            for (c, sh), v in zip(segs, vs, strict=True)
+        ]
+        P.t.store(loss, (r0, 0), P.t.where(ok, lse - P.rowsum(xts), nan))
         return
     row, n, sh = P.t.program_id(0), x.dim(1), (1, W)
     t, ok = _ce_target(P, tg, row, n, 1)
@@ -853,15 +872,18 @@ def _ce_bwd(P: _P, tdtype: str) -> None:
     col = (R, 1)
     if P.p.shape != "chunks":
         r0, n = P.t.program_id(0) * R, x.dim(1)
-        h = P.head(r0)
-        v = P.load(x, (r0, h), P.shape, NEG_INF)
-        e = (v - P.bc(v.max(1))).exp()
+        segs = P.pieces(P.head(r0))
+        vs = [P.load(x, (r0, c), sh, NEG_INF) for c, sh in segs]
+        m = P.rowmax(vs)
+        es = [(v - P.bc(m, v.shape)).exp() for v in vs]
+        r = 1.0 / P.rowsum(es)
         t, ok = _ce_target(P, tg, r0, n, R)
         g = P.t.load(dl, (r0, 0), col) * P.splat(scale, col)
         g = P.t.where(ok, g, P.t.full(col, "f32", math.nan))
-        hit = P.t.cmp("eq", P.cols(h, P.shape), P.bc(t))
-        onehot = P.t.where(hit, P.t.full(P.shape, "f32", 1.0), P.t.zeros(P.shape))
-        P.store(dx, (r0, h), (e * P.bc(1.0 / e.sum(1)) - onehot) * P.bc(g))
+        for (c, sh), e in zip(segs, es, strict=True):
+            hit = P.t.cmp("eq", P.cols(c, sh), P.bc(t, sh))
+            onehot = P.t.where(hit, P.t.full(sh, "f32", 1.0), P.t.zeros(sh))
+            P.store(dx, (r0, c), (e * P.bc(r, sh) - onehot) * P.bc(g, sh))
         return
     row, n, sh, one = P.t.program_id(0), x.dim(1), (1, W), (1, 1)
     h = P.head(row)
@@ -1104,7 +1126,7 @@ def run_softmax(x: T.Tensor, y: T.Tensor, stream: Any) -> None:
     ys = _rows2(y)[1]
     acc = access((x, xs[1]), (y, ys[1]))
     p = chunked("softmax_fwd", plan(n, T.ITEMSIZE[x.dtype]))
-    p = peeled("softmax", p, x.dtype, acc, n, xs[0], ys[0])
+    p = tailed("softmax", peeled("softmax", p, x.dtype, acc, n, xs[0], ys[0]), n, x.dtype)
     key = (p, x.dtype, acc)
     xa, ya = view_args(x, (rows, n), xs), view_args(y, (rows, n), ys)
     s = split(x, rows, n, p)
@@ -1124,6 +1146,7 @@ def run_softmax_backward(y: T.Tensor, dy: T.Tensor, dx: T.Tensor, stream: Any) -
     gs, xs = _rows2(dy)[1], _rows2(dx)[1]
     acc = access((y, ys[1]), (dy, gs[1]), (dx, xs[1]))
     p = peeled("softmax", plan(n, T.ITEMSIZE[y.dtype]), y.dtype, acc, n, ys[0], gs[0], xs[0])
+    p = tailed("softmax", p, n, y.dtype)
     key = (p, y.dtype, acc)
     args = [
         *view_args(y, (rows, n), ys),
@@ -1263,7 +1286,7 @@ def run_cross_entropy(x: T.Tensor, g: T.Tensor, gs: int, loss: T.Tensor, stream:
     """loss[r] (f32, contiguous) per row."""
     (rows, n), xs = _rows2(x)
     acc = access((x, xs[1]))
-    p = peeled("ce", plan(n, T.ITEMSIZE[x.dtype]), x.dtype, acc, n, xs[0])
+    p = tailed("ce", peeled("ce", plan(n, T.ITEMSIZE[x.dtype]), x.dtype, acc, n, xs[0]), n, x.dtype)
     key = (p, x.dtype, acc, g.dtype)
     xa, ga, la = (
         view_args(x, (rows, n), xs),
@@ -1294,6 +1317,7 @@ def run_cross_entropy_backward(
     os_ = _rows2(dx)[1]
     acc = access((x, xs[1]), (dx, os_[1]))
     p = peeled("ce", plan(n, T.ITEMSIZE[x.dtype]), x.dtype, acc, n, xs[0], os_[0])
+    p = tailed("ce", p, n, x.dtype)
     key = (p, x.dtype, acc, g.dtype)
     xa, ga = view_args(x, (rows, n), xs), _targets(g, rows, gs)
     da, oa = view_args(dl, (rows, 1), (dls, 1)), view_args(dx, (rows, n), os_)

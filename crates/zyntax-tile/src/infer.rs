@@ -82,6 +82,9 @@ struct Inference<'p> {
     defs: HashMap<TileId, Op>,
     /// `dot` results whose warps all lie along M (`infer/rows.rs`).
     row_dots: HashSet<TileId>,
+    /// Views the program stores or adds into (`infer/remat.rs` loads the
+    /// others again rather than convert them).
+    written: HashSet<crate::ir::ViewId>,
 }
 
 /// Infers layouts for `warps` warps with every `dot` on the FFMA path,
@@ -117,6 +120,7 @@ fn run(
     let row_dots = rows::row_dots(&body);
     // Row dots on wgmma are marked like GEMM loops' (`dot_layout`).
     let wgmma = rows::wgmma_operands(program, &body, &row_dots, warps, arch, dot_path);
+    let written = remat::written(&body);
     let mut inf = Inference {
         program,
         warps,
@@ -129,6 +133,7 @@ fn run(
         wgmma,
         defs: HashMap::new(),
         row_dots,
+        written,
     };
     let body = inf.region(body);
     inf.program.body = body;

@@ -10,10 +10,19 @@
 //! So a tile made from `full`s, `iota`s and broadcasts of anything (a mask
 //! `cols == broadcast(targets)`) is made again, and never leads an
 //! element-wise op into its layout when another operand is not so made.
+//!
+//! A `load` from a view the program never writes, converted to an `Mma`
+//! layout (a GEMM epilogue's bias row or residual tile meeting the
+//! accumulator) or a vector load (a size-1 dim: what a broadcast expands),
+//! is loaded again in the wanted layout: each thread reads the
+//! elements of its fragment from global memory (L2 or L1 serve the copies
+//! that threads share), where a conversion stages the tile through shared
+//! memory, which the warp-specialised pipeline has no scratch for.
 
 use super::Inference;
-use crate::ir::{Op, TileId, Value};
+use crate::ir::{Op, TileId, Value, ViewId};
 use crate::layout::Layout;
+use std::collections::HashSet;
 
 impl Inference<'_> {
     /// Remembers the definition of a tile that may be made again.
@@ -22,7 +31,8 @@ impl Inference<'_> {
         | Op::Iota { out, .. }
         | Op::Map { out, .. }
         | Op::Cast { out, .. }
-        | Op::Broadcast { out, .. } = op
+        | Op::Broadcast { out, .. }
+        | Op::Load { out, .. } = op
         {
             self.defs.insert(*out, op.clone());
         }
@@ -41,11 +51,27 @@ impl Inference<'_> {
         }
     }
 
+    /// Whether `t` is made from `full`s, `iota`s, broadcasts and loads of
+    /// views the program never writes: what an `Mma` layout loads again
+    /// (see the module docs).
+    fn reloadable(&self, t: TileId) -> bool {
+        match self.defs.get(&t) {
+            Some(Op::Load { view, .. }) => !self.written.contains(view),
+            Some(Op::Map { args, .. }) => args.iter().all(|a| self.reloadable(*a)),
+            Some(Op::Cast { tile, .. }) => self.reloadable(*tile),
+            _ => self.remat(t),
+        }
+    }
+
     /// `t` made again in `want` (see the module docs), or `None` when it must
     /// be converted.
     pub(super) fn remake(&mut self, t: TileId, want: &Layout, out: &mut Vec<Op>) -> Option<TileId> {
         let def = self.defs.get(&t)?.clone();
-        if !self.remat(t) {
+        // A load is read again in an `Mma` layout, or when it is a vector
+        // (a size-1 dim: a broadcast's source), few elements a thread.
+        let vector = self.program.tile(t).shape.contains(&1);
+        let reload = (vector || matches!(want, Layout::Mma(_))) && self.reloadable(t);
+        if !self.remat(t) && !reload {
             return None;
         }
         let ty = self.program.tile(t).clone();
@@ -64,6 +90,17 @@ impl Inference<'_> {
             Op::Broadcast { tile, .. } => Op::Broadcast {
                 out: new,
                 tile: self.convert(tile, want, out),
+            },
+            Op::Load {
+                view,
+                origin,
+                other,
+                ..
+            } => Op::Load {
+                out: new,
+                view,
+                origin,
+                other,
             },
             _ => return None,
         };
@@ -127,4 +164,19 @@ impl Inference<'_> {
             self.layouts.set(r, l);
         }
     }
+}
+
+/// The views `ops` (and loops in them) store or add into.
+pub(super) fn written(ops: &[Op]) -> HashSet<ViewId> {
+    let mut out = HashSet::new();
+    for op in ops {
+        match op {
+            Op::Store { view, .. } | Op::AtomicAdd { view, .. } => {
+                out.insert(*view);
+            }
+            Op::For { body, .. } => out.extend(written(body)),
+            _ => {}
+        }
+    }
+    out
 }

@@ -125,6 +125,8 @@ enum Access {
     Whole,
     /// Device-scope atomic adds, element by element, masked.
     Atomic,
+    /// `Whole` where the value holds, else `Masked`, group by group.
+    Either(ValueId),
 }
 
 impl Lowerer<'_> {
@@ -222,27 +224,14 @@ impl Lowerer<'_> {
         let ty = self.program.tile(out).clone();
         let origin = self.origin(origin)?;
         let table = self.coords(&layout, &ty.shape)?;
-        let other = match other {
-            Const::Int(i) => self.b.iconst(ty.elem.clone(), i)?,
-            Const::Float(f) => self.b.fconst(ty.elem.clone(), f)?,
-        };
         let plan = vector_plan(self.program, &layout, view, &ty.shape);
         let n = layout.num_regs(&ty.shape);
         let mut regs = vec![None; n as usize];
         for r in 0..n {
-            let Some(regs_of_group) = group(&layout, &ty.shape, r, plan) else {
+            if group(&layout, &ty.shape, r, plan).is_none() {
                 continue;
-            };
-            let coords: Vec<Vec<Coord>> = regs_of_group
-                .iter()
-                .map(|&g| Self::reg_coords(&layout, &ty.shape, &table, g))
-                .map(|c| self.padded(view, c))
-                .collect::<TileResult<_>>()?;
-            let values = match plan {
-                Some(p) => self.load_vector(view, &origin, &coords, &ty.elem, other, p)?,
-                None => vec![self.load_scalar(view, &origin, &coords[0], &ty.elem, other)?],
-            };
-            for (g, v) in regs_of_group.into_iter().zip(values) {
+            }
+            for (g, v) in self.load_group(out, view, &origin, other, &table, r)? {
                 regs[g as usize] = Some(v);
             }
         }
@@ -252,6 +241,46 @@ impl Lowerer<'_> {
             .ok_or_else(|| TileError::Internal("a load left a register unset".into()))?;
         self.set_tile(out, regs);
         Ok(())
+    }
+
+    /// The registers of the group (a vector's run, or one element) of the
+    /// load of `out` that holds register `r`, with their values.
+    pub(super) fn load_group(
+        &mut self,
+        out: TileId,
+        view: ViewId,
+        origin: &[ValueId],
+        other: Const,
+        table: &[Vec<Coord>],
+        r: u32,
+    ) -> TileResult<Vec<(u32, ValueId)>> {
+        let layout = self.layout(out)?;
+        let ty = self.program.tile(out).clone();
+        let other = match other {
+            Const::Int(i) => self.b.iconst(ty.elem.clone(), i)?,
+            Const::Float(f) => self.b.fconst(ty.elem.clone(), f)?,
+        };
+        let plan = vector_plan(self.program, &layout, view, &ty.shape);
+        let first = match plan {
+            Some(p) => {
+                let mut dims = layout.reg_dims(&ty.shape, r);
+                dims[p.dim] -= dims[p.dim] % p.width;
+                layout.reg_index(&ty.shape, &dims)
+            }
+            None => r,
+        };
+        let regs_of_group = group(&layout, &ty.shape, first, plan)
+            .ok_or_else(|| TileError::Internal("a load group does not start a run".into()))?;
+        let coords: Vec<Vec<Coord>> = regs_of_group
+            .iter()
+            .map(|&g| Self::reg_coords(&layout, &ty.shape, table, g))
+            .map(|c| self.padded(view, c))
+            .collect::<TileResult<_>>()?;
+        let values = match plan {
+            Some(p) => self.load_vector(view, origin, &coords, &ty.elem, other, p)?,
+            None => vec![self.load_scalar(view, origin, &coords[0], &ty.elem, other)?],
+        };
+        Ok(regs_of_group.into_iter().zip(values).collect())
     }
 
     /// One element, or `other` where it is outside the view.
@@ -329,6 +358,13 @@ impl Lowerer<'_> {
         // an alignment branch per access (an epilogue's 128x256 tile is 64
         // stores a thread, each ~15 instructions with its tests).
         let whole = self.whole_store_box(view, &origin, &shape, plan)?;
+        if self.tiles[tile.0 as usize].is_none() {
+            // An epilogue computed where stored (`fuse.rs`): each group is
+            // computed once, then stored on either path. Computed in both
+            // paths, LLVM hoists what they share above the branch, the whole
+            // epilogue live at once.
+            return self.store_groups(view, &origin, tile, &table, plan, Access::Either(whole));
+        }
         let mut f = self.b.begin_if(whole, &[])?;
         self.store_groups(view, &origin, tile, &table, plan, Access::Whole)?;
         self.b.begin_else(&mut f, &[])?;
@@ -383,7 +419,6 @@ impl Lowerer<'_> {
     ) -> TileResult<()> {
         let layout = self.layout(tile)?;
         let shape = self.program.tile(tile).shape.clone();
-        let values = self.regs(tile)?;
         for r in 0..layout.num_regs(&shape) {
             let Some(regs_of_group) = group(&layout, &shape, r, plan) else {
                 continue;
@@ -393,8 +428,19 @@ impl Lowerer<'_> {
                 .map(|&g| Self::reg_coords(&layout, &shape, table, g))
                 .map(|c| self.padded(view, c))
                 .collect::<TileResult<_>>()?;
-            let parts: Vec<ValueId> = regs_of_group.iter().map(|&g| values[g as usize]).collect();
+            // Computed here when the tile's ops were recorded (`fuse.rs`).
+            let parts = self.tile_regs(tile, &regs_of_group)?;
             match (access, plan) {
+                (Access::Either(whole), _) => {
+                    let mut f = self.b.begin_if(whole, &[])?;
+                    self.store_whole(view, origin, &coords[0], &parts, plan)?;
+                    self.b.begin_else(&mut f, &[])?;
+                    match plan {
+                        Some(p) => self.store_vector(view, origin, &coords, &parts, p)?,
+                        None => self.store_scalar(view, origin, &coords[0], parts[0], false)?,
+                    }
+                    self.b.end_if(f, &[])?;
+                }
                 (Access::Whole, _) => self.store_whole(view, origin, &coords[0], &parts, plan)?,
                 (Access::Masked, Some(p)) => self.store_vector(view, origin, &coords, &parts, p)?,
                 (_, _) => {

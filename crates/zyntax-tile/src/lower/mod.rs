@@ -17,6 +17,7 @@ mod dot;
 mod dot_mma;
 mod dot_wgmma;
 mod elementwise;
+mod fuse;
 mod memory;
 pub(crate) mod pipeline;
 pub(crate) mod pipeline_ws;
@@ -133,6 +134,9 @@ pub(crate) struct Lowerer<'p> {
     /// With a cluster: whether the program instance this CTA is on lies in
     /// the grid (`pipeline_ws.rs`); `None`: it does.
     pub instance_valid: Option<ValueId>,
+    /// Element-wise ops recorded to be computed register by register where
+    /// stored (`fuse.rs`: the warp-specialised epilogue), while on.
+    pub fused: Option<fuse::Fused>,
 }
 
 /// Infers layouts and lowers `program` for `schedule`.
@@ -261,6 +265,7 @@ pub fn lower(mut program: TileProgram, schedule: &Schedule) -> TileResult<TileKe
         wgmma_parity: None,
         program_ids: None,
         instance_valid: None,
+        fused: None,
     };
     let next = lw.bind_params()?;
     match &ws {
@@ -503,6 +508,9 @@ impl Lowerer<'_> {
     }
 
     fn op(&mut self, op: &Op) -> TileResult<()> {
+        if self.fuse(op)? {
+            return Ok(());
+        }
         match op {
             Op::ScalarConst { out, value } => {
                 let ty = self.program.scalar_type(*out).clone();

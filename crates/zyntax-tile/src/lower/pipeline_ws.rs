@@ -741,7 +741,10 @@ impl Lowerer<'_> {
                 self.b.named_barrier(true, h.id, h.count)?;
                 self.b.end_if(f, &[])?;
             }
+            // The epilogue, register by register where stored (`fuse.rs`).
+            self.set_fused(true);
         }
+        self.set_fused(false);
         if let Some(f) = skip {
             self.b.end_if(f, &[])?;
         }

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import os
 import re
 import time
@@ -228,15 +227,7 @@ def ptx_for_module(module: Any, arch: str) -> str:
 def _kernels_for(module: Any, arch: str) -> list[str]:
     """The module's kernels in its PTX for `arch`: a kernel declared with its
     own ``arch(...)`` is compiled for that arch only (docs/lowering.md)."""
-    # The JSON form spells archs without the underscore (``sm90a``).
-    spelled = arch.replace("_", "")
-    out = []
-    for f in json.loads(module.to_json()).get("functions", []):
-        kind = f.get("kind")
-        info = kind.get("kernel") if isinstance(kind, dict) else None
-        if isinstance(info, dict) and info.get("arch") in (None, spelled):
-            out.append(str(f["name"]))
-    return out
+    return list(module.kernels_for(arch))
 
 
 def llvm_for(v: Variant, arch: str) -> str:

@@ -185,6 +185,23 @@ impl HirModule {
         Ok(self.hir()?.kernels().map(|f| f.name.clone()).collect())
     }
 
+    /// Names of the kernels in the module's code for `arch`: a kernel
+    /// declared with its own `arch=` is compiled for that arch only.
+    fn kernels_for(&self, arch: Text) -> PyResult<Vec<String>> {
+        let arch = parse_arch(&arch)?;
+        Ok(self
+            .hir()?
+            .kernels()
+            .filter(|f| {
+                f.kind
+                    .kernel_info()
+                    .and_then(|k| k.arch)
+                    .is_none_or(|a| a == arch)
+            })
+            .map(|f| f.name.clone())
+            .collect())
+    }
+
     /// Declares a kernel entry point and returns its builder.
     #[pyo3(signature = (name, params, *, max_threads=None, min_blocks=None,
         max_registers=None, shared_bytes=Checked(0), arch=None, critical_path=Flag(false),

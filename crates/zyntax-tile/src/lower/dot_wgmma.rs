@@ -241,7 +241,7 @@ fn walk(
             true => boxed_bytes(n_cols, k),
             false => boxed_bytes(k, n_cols),
         };
-        let ready = !late.contains(&b) && !(stage_a && late.contains(&a));
+        let ready = !(late.contains(&b) || stage_a && late.contains(&a));
         let staged_by = if n > 0 && in_loop && ready {
             Some(here[0].1)
         } else {
@@ -464,10 +464,10 @@ impl Lowerer<'_> {
 
     /// Stores the owned elements of 2-D `tile` at byte `base` of `smem` in
     /// rows of 128 bytes along dim `1 - row_dim`, boxes of 64 elements, with
-    /// the 128-byte swizzle: element `(row, col)` at `(col / 64) * rows * 128
-    /// + row * 128 + ((col % 64 / 8) ^ (row % 8)) * 16 + (col % 8) * 2`. A run
-    /// of registers along `col` (at most 8, so within one 16-byte chunk) is
-    /// one vector store.
+    /// the 128-byte swizzle: element `(row, col)` lies at byte
+    /// `(col / 64) * rows * 128 + row * 128 + ((col % 64 / 8) ^ (row % 8)) * 16`
+    /// plus `(col % 8) * 2`. A run of registers along `col` (at most 8, so
+    /// within one 16-byte chunk) is one vector store.
     fn stage_swizzled(
         &mut self,
         tile: TileId,

@@ -56,6 +56,7 @@ from _common import ROOT, Results, best_of, event_median_ms, optional, parse_arg
 from nest_matmul import build_with_report
 from zyntax import compiler, cuda, hir, tile
 from zyntax.nest import launch_grid
+from zyntax.nest_tile import NestTile, NestViewArg
 from zyntax.tiling import kernel_nest, load, nest_tiling_report, nest_to_tile
 
 WG = (16, 16)
@@ -166,17 +167,25 @@ NEST_CASES = {
     "nest_matmul_odd_3001x2999x1001": ("f32", 3001, 2999, 1001),
 }
 #: Other schedules timed on the first case of each dtype: (block M, block N, K
-#: step, warps, stages). bf16 with K steps of 64 on sm_90a: the wgmma pipeline.
-SCHEDULES = {
+#: step, warps, stages, warp-specialised options). bf16 with K steps of 64 on
+#: sm_90a: the warp-specialised persistent TMA pipeline (options: wgmma groups
+#: in flight, ping-pong), or the cp.async wgmma pipeline (None). f32: FFMA
+#: tiles (B1 of session 10: 64x64x8 27.9, 128x64x8 over 8 warps 28.5,
+#: 128x128x8 over 8 23.0, 32x64x16 over 2 29.2 against the default 64x64x16's
+#: 33.9 TFLOP/s at 4096^3).
+WsOptions = tuple[int, bool] | None
+SCHEDULES: dict[str, list[tuple[int, int, int, int, int, WsOptions]]] = {
     "bf16": [
-        (128, 256, 64, 8, 4),
-        (256, 128, 64, 8, 4),
-        (128, 128, 64, 8, 3),
-        (128, 128, 64, 4, 4),
-        (128, 64, 64, 4, 4),
-        (64, 64, 16, 4, 1),
+        (128, 256, 64, 8, 4, (0, False)),
+        (128, 128, 64, 4, 6, (1, True)),
+        (128, 128, 64, 8, 4, None),
     ],
-    "f32": [(64, 64, 8, 4, 1), (128, 64, 8, 8, 1), (128, 128, 8, 8, 1), (32, 64, 16, 2, 1)],
+    "f32": [
+        (64, 128, 16, 4, 1, None),
+        (128, 64, 16, 4, 1, None),
+        (128, 128, 16, 8, 1, None),
+        (64, 64, 32, 4, 1, None),
+    ],
 }
 L2_FLUSH_BYTES = 256 << 20
 
@@ -267,6 +276,7 @@ def nest_case(
     spec = matmul_spec(dt, m, n, k)
     nt = compile_stages(res, f"nest_compile_{dt}_{m}x{n}x{k}", spec, arch)
     res.notes[f"{case}_report"] = nt.report
+    res.notes[f"{case}_pipeline"] = nt.pipeline
     res.notes[f"{case}_schedule"] = repr(nt.kernel.schedule)
     item = 2 if dt == "bf16" else 4
     copies = max(1, min(8, -(-L2_FLUSH_BYTES // ((m * k + k * n) * item))))
@@ -326,10 +336,15 @@ def nest_case(
         report("zyntax_prange_tiled", lambda i: prange_mm[pgrid](As[i], Bs[i], C))
     if not ladder:
         return
-    for bm, bn, bk, w, st in SCHEDULES[dt]:
+    for bm, bn, bk, w, st, ws in SCHEDULES[dt]:
         name = f"{bm}x{bn}x{bk}_w{w}_s{st}"
+        extra: dict[str, Any] = {}
+        if ws is not None:
+            name += f"_ws{ws[0]}" + ("_pp" if ws[1] else "")
+            extra = {"warp_specialize": True, "persistent": True, "wgmma_in_flight": ws[0]}
+            extra.update({"pingpong": True} if ws[1] else {})
         try:
-            sched = tile.Schedule((bm, bn), k=bk, warps=w, stages=st, arch=arch)
+            sched = tile.Schedule((bm, bn), k=bk, warps=w, stages=st, arch=arch, **extra)
             ocalls = nest_calls(nest_to_tile(spec, arch=arch, schedule=sched))
         except Exception as e:
             res.notes.setdefault("schedules", {})[f"{case}_{name}"] = f"{type(e).__name__}: {e}"
@@ -347,27 +362,18 @@ def rust_dsl_case(args: Any, res: Results, torch: Any, rust_dir: Path) -> None:
     spec["name"] = "matmul"  # the Rust program's name, so that the HIR may match
     nt = nest_to_tile(spec, arch=cuda.device_arch(args.device))
     res.notes[f"{case}_same_hir_as_python"] = nt.kernel.module.to_zir() == zir
-    kernel = cuda.load_hir(hir.parse_zir(zir), args.device).kernel(launch["kernel"])
+    res.notes[f"{case}_pipeline"] = launch.get("pipeline", "")
+    rust = rust_nest(zir, launch, spec)
     dev = torch.device("cuda", args.device)
     copies = 4
     As = [(torch.randn(m, m, device=dev) / m**0.25).bfloat16() for _ in range(copies)]
     Bs = [(torch.randn(m, m, device=dev) / m**0.25).bfloat16() for _ in range(copies)]
     C = torch.empty(m, m, device=dev, dtype=torch.bfloat16)
     ref = As[0].double() @ Bs[0].double()
-
-    def flat(i: int) -> list[Any]:
-        bufs = (As[i], Bs[i], C)
-        out: list[Any] = []
-        for v in launch["views"]:
-            t = bufs[v["buffer"]]
-            out += [t.data_ptr() + v["offset"] * t.element_size(), *v["extents"], *v["strides"]]
-        return out
-
-    grid, block = tuple(launch["grid"]), tuple(launch["block"])
-    rust_args = [flat(i) for i in range(copies)]
+    rust_calls = [rust.prepare(As[i], Bs[i], C, device=args.device) for i in range(copies)]
     py_calls = [nt.prepare(As[i], Bs[i], C, device=args.device) for i in range(copies)]
     impls = {
-        "zyntax_rust_dsl": lambda i: kernel.launch(grid, block, *rust_args[i]),
+        "zyntax_rust_dsl": lambda i: rust_calls[i](),
         "zyntax_nest": lambda i: py_calls[i](),
         "cublas": lambda i: torch.matmul(As[i], Bs[i], out=C),
     }
@@ -382,6 +388,49 @@ def rust_dsl_case(args: Any, res: Results, torch: Any, rust_dir: Path) -> None:
             continue
         ms = best_of(3, lambda f=fn: event_median_ms(f, copies, 20))
         res.add(case, impl, "TFLOP_per_s", 2.0 * m**3 / ms / 1e9, False)
+
+
+def rust_nest(zir: str, launch: dict[str, Any], spec: dict[str, Any]) -> NestTile:
+    """The Rust example's kernel (its .zir module and launch JSON: views,
+    TMA tensor maps, persistent grid) as a :class:`NestTile`, so that it
+    launches through the same launcher as the Python front-end's nest."""
+    views = launch["views"]
+    kernel = tile.Kernel(
+        module=hir.parse_zir(zir),
+        name=launch["kernel"],
+        schedule=None,
+        block=tuple(launch["block"]),
+        shared_bytes=0,
+        params=tuple(
+            tile.Param("view", f"{v['name']}{i}", v["dtype"], len(v["extents"]))
+            for i, v in enumerate(views)
+        ),
+        tensor_maps=tuple(
+            tile.TensorMapParam(
+                f"{views[t['view']]['name']}{t['view']}",
+                t["view"],  # every parameter of a nest kernel is a view
+                t["inner_dim"],
+                t["outer_dim"],
+                tuple(t["box"]),
+            )
+            for t in launch.get("tensor_maps", ())
+        ),
+        persistent=bool(launch.get("persistent", False)),
+    )
+    args = tuple(
+        NestViewArg(v["buffer"], v["offset"], tuple(v["extents"]), tuple(v["strides"]), v["align"])
+        for v in views
+    )
+    buffers = tuple((b["name"], b["dtype"], tuple(b["shape"])) for b in spec["buffers"])
+    return NestTile(
+        report="the Rust nest_dsl example's kernel",
+        kind="contraction",
+        kernel=kernel,
+        grid=tuple(launch["grid"]),
+        args=args,
+        buffers=buffers,
+        pipeline=launch.get("pipeline", ""),
+    )
 
 
 if __name__ == "__main__":

@@ -76,6 +76,9 @@ class NestTile:
     grid: tuple[int, int, int] = (1, 1, 1)
     args: tuple[NestViewArg, ...] = ()
     buffers: tuple[tuple[str, str, tuple[int, ...]], ...] = ()
+    #: Which pipeline a contraction runs and why (the warp-specialised TMA
+    #: pipeline, or why not); empty for maps and reductions.
+    pipeline: str = ""
 
     def _kernel(self) -> Any:
         if self.kernel is None:
@@ -228,8 +231,15 @@ class NestTile:
                 )
             return int(w.data_ptr()), list(w.shape), list(w.stride())
 
-        flat = kernel.expand(windows, address)
-        grid, block = self.grid, kernel.block
+        def tensor_map(m: Any, w: Any, ext: Sequence[int], st: Sequence[int]) -> Any:
+            # A warp-specialised kernel's TMA maps, built once over the windows.
+            return kernel._device_map(m, w, ext, st, device)
+
+        flat = kernel.expand(windows, address, tensor_map)
+        sms = _sm_count(device) if kernel.persistent else 1
+        run_grid, extra = kernel.launch_grid(self.grid, sms)
+        flat += extra
+        grid, block = tuple(run_grid), kernel.block
 
         def call() -> None:
             loaded.launch(grid, block, *flat, stream=stream)
@@ -301,7 +311,7 @@ def _spec_buffers(spec: Any) -> tuple[tuple[str, str, tuple[int, ...]], ...]:
 
 
 def nest_to_tile(
-    spec: dict[str, Any], *, arch: str | None = None, schedule: Any = None
+    spec: dict[str, Any], *, arch: str | None = None, schedule: Any = None, sms: int = 132
 ) -> NestTile:
     """Recognises and lowers a loop nest to a tile program in the Rust core.
 
@@ -316,11 +326,17 @@ def nest_to_tile(
     epilogue only); :func:`load` and :func:`at` write the common indices.
     Loops and buffers are referred to by position. A malformed spec raises
     an ``ArgumentError`` naming the field; a nest the core does not tile
-    returns a :class:`NestTile` whose report says why."""
-    from zyntax import _native
-    from zyntax.tile import Kernel, Param
+    returns a :class:`NestTile` whose report says why.
 
-    r = _native.nest_tile(spec, arch=arch, schedule=schedule)
+    A bf16/f16 contraction on sm_90a whose operands TMA can load (unit
+    stride along the contraction's inner dims, 16-byte aligned rows) with
+    enough output tiles for `sms` SMs takes the warp-specialised persistent
+    pipeline, as ``zyntax.kernels.matmul`` does (`NestTile.pipeline` says
+    which pipeline, or why not); the launch builds its tensor maps."""
+    from zyntax import _native
+    from zyntax.tile import Kernel, Param, TensorMapParam
+
+    r = _native.nest_tile(spec, arch=arch, schedule=schedule, sms=sms)
     if r["refusal"] is not None:
         return NestTile(report=r["report"], refusal=r["refusal"], reason=r["reason"])
     kernel = Kernel(
@@ -330,6 +346,11 @@ def nest_to_tile(
         block=tuple(r["block"]),
         shared_bytes=int(r["shared_bytes"]),
         params=tuple(Param(*p) for p in r["params"]),
+        tensor_maps=tuple(
+            TensorMapParam(v, int(i), int(inner), int(outer), (int(bx[0]), int(bx[1])))
+            for v, i, inner, outer, bx in r["tensor_maps"]
+        ),
+        persistent=bool(r["persistent"]),
     )
     return NestTile(
         report=r["report"],
@@ -338,7 +359,14 @@ def nest_to_tile(
         grid=tuple(r["grid"]),
         args=tuple(NestViewArg(a[0], a[1], tuple(a[2]), tuple(a[3]), *a[4:]) for a in r["args"]),
         buffers=_spec_buffers(spec),
+        pipeline=str(r["pipeline"]),
     )
+
+
+def _sm_count(device: int) -> int:
+    from zyntax.kernels._tensors import sm_count
+
+    return sm_count(device)
 
 
 def nest_tiling_report(spec: dict[str, Any]) -> str:

@@ -126,6 +126,35 @@ def test_matmul(m: int, n: int, k: int, a_transposed: bool) -> None:
     np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-6 * k)
 
 
+def test_half_matmul_on_sm90a_takes_the_warp_specialised_pipeline() -> None:
+    """f16 operands on sm_90a with TMA-loadable views: the warp-specialised
+    persistent pipeline (the tile ws_heuristic picks for 1 SM: 64x128, 6
+    stages), run on the interpreter's TMA: a tail in N, K of 7 steps wraps
+    the ring, the interpreter's CTAs walk the 1x2 instances."""
+    m, n, k = 64, 136, 448
+    spec = matmul_spec(m, n, k)
+    for b in spec["buffers"][:2]:
+        b["dtype"] = "f16"
+    nt = nest_to_tile(spec, arch="sm_90a", sms=1)
+    assert nt.kernel is not None, nt.report
+    assert len(nt.kernel.tensor_maps) == 2 and nt.kernel.persistent, nt.pipeline
+    assert nt.pipeline.startswith("warp-specialised TMA pipeline (64x128"), nt.pipeline
+    a, b, c = rand(m, k).astype(np.float16), rand(k, n).astype(np.float16), nan(m, n)
+    nt.run_interp(a, b, c)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-4)
+    # Rows of 447 f16 are not 16-byte aligned: TMA cannot load them, and
+    # the report says so (the cp.async wgmma pipeline runs instead).
+    spec = matmul_spec(m, n, k - 1)
+    for b in spec["buffers"][:2]:
+        b["dtype"] = "f16"
+    nt = nest_to_tile(spec, arch="sm_90a", sms=1)
+    assert not nt.kernel.tensor_maps and "16-byte aligned" in nt.pipeline, nt.pipeline
+    assert nest_to_tile(spec).pipeline.startswith("mma.sync")  # sm_80
+    with pytest.raises(zyntax.ArgumentError, match="sms"):
+        nest_to_tile(spec, arch="sm_90a", sms=0)
+
+
 @pytest.mark.parametrize(("m", "n", "k"), [(17, 33, 9), (64, 48, 40)])
 def test_matmul_bias_gelu_residual(m: int, n: int, k: int) -> None:
     a, b, bias, r, c = rand(m, k), rand(k, n), rand(n), rand(m, n), nan(m, n)

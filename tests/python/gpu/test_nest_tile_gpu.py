@@ -89,6 +89,31 @@ def test_half_matmul_on_tensor_cores_gpu(cuda, dtype: str, m: int, n: int, k: in
     np.testing.assert_allclose(c.double().cpu().numpy(), want.cpu().numpy(), rtol=2e-2, atol=2e-2)
 
 
+@pytest.mark.parametrize(("m", "n", "k"), [(1000, 1016, 520), (2048, 2048, 1024)])
+def test_bf16_matmul_warp_specialised_gpu(cuda, m: int, n: int, k: int) -> None:  # type: ignore[no-untyped-def]
+    """On sm_90a a bf16 nest with TMA-loadable operands takes the
+    warp-specialised persistent pipeline (tensor maps built at launch, about
+    one CTA per SM): tails in M, K of 520 (9 steps, the ring wraps)."""
+    torch = pytest.importorskip("torch")
+    arch = cuda.device_arch()
+    nt = nest_to_tile(_as_dtype(matmul_spec(m, n, k), "bf16"), arch=arch)
+    assert nt.kind == "contraction", nt.report
+    if arch == "sm_90a":
+        assert nt.kernel.tensor_maps and nt.kernel.persistent, nt.pipeline
+    a = torch.from_numpy(rand(m, k)).to("cuda", torch.bfloat16)
+    b = torch.from_numpy(rand(k, n)).to("cuda", torch.bfloat16)
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    want = (a.double() @ b.double()).cpu().numpy()
+    call = nt.prepare(a, b, c)
+    call()
+    torch.cuda.synchronize()
+    np.testing.assert_allclose(c.double().cpu().numpy(), want, rtol=2e-2, atol=2e-2)
+    c.fill_(float("nan"))
+    nt.launch(a, b, c)
+    torch.cuda.synchronize()
+    np.testing.assert_allclose(c.double().cpu().numpy(), want, rtol=2e-2, atol=2e-2)
+
+
 def test_fused_bf16_epilogue_gpu(cuda) -> None:  # type: ignore[no-untyped-def]
     """gelu(A·B + bias) + R, bf16 everywhere, the epilogue in f32 registers."""
     torch = pytest.importorskip("torch")

@@ -680,12 +680,15 @@ def cases(scale: int) -> list[Case]:
 # --------------------------------------------------------------------------- timing
 
 #: zyntax's row name: by default kernels with barriers are split into region
-#: loops; the compiler's ZYNTAX_CPU_BARRIERS=coro keeps the coroutine lowering
-#: and ZYNTAX_CPU_VECTOR=1 runs the threads of a block as SIMD lanes (off by
+#: loops and per-thread strided loops interchanged with the thread loop; the
+#: compiler's ZYNTAX_CPU_BARRIERS=coro keeps the coroutine lowering,
+#: ZYNTAX_CPU_INTERCHANGE=0 keeps every loop per thread and
+#: ZYNTAX_CPU_VECTOR=1 runs the threads of a block as SIMD lanes (off by
 #: default), for comparisons in one session
 ZYNTAX = (
     "zyntax"
     + ("_coro" if os.environ.get("ZYNTAX_CPU_BARRIERS") == "coro" else "")
+    + ("_nointerchange" if os.environ.get("ZYNTAX_CPU_INTERCHANGE") == "0" else "")
     + ("_vec" if os.environ.get("ZYNTAX_CPU_VECTOR") == "1" else "")
 )
 
@@ -793,6 +796,11 @@ def main() -> None:
                     "barrier kernels as coroutines (ZYNTAX_CPU_BARRIERS=coro)"
                     if "_coro" in ZYNTAX
                     else "barrier kernels as region loops"
+                )
+                + (
+                    ", no loop interchange (ZYNTAX_CPU_INTERCHANGE=0)"
+                    if "_nointerchange" in ZYNTAX
+                    else ", strided per-thread loops interchanged with the thread loop"
                 )
                 + (
                     ", threads of a block as SIMD lanes (ZYNTAX_CPU_VECTOR=1)"

@@ -644,3 +644,211 @@ fn values_live_across_barriers_match_the_interpreter() {
         );
     }
 }
+
+/// Per-thread strided walks that the CPU backend interchanges with the
+/// thread loop (`host/interchange.rs`): a grid-stride loop (`float`: an f32
+/// sum of squares, else a u32 wrapping sum of `x * i`), whose trip count
+/// differs between threads when `n` is not a multiple of the grid; with
+/// `early`, a thread that meets a word above `limit` stores its index and
+/// returns from inside the loop. out[gid] = the thread's result.
+fn grid_stride(float: bool, early: bool) -> Function {
+    let t = if float { Type::F32 } else { Type::U32 };
+    let mut b = FunctionBuilder::kernel(
+        "gs",
+        &[
+            gptr(t.clone()),
+            Type::U32,
+            Type::U32,
+            gptr(Type::U32),
+            gptr(t.clone()),
+        ],
+    );
+    let (x, n, limit, hit, out) = (b.param(0), b.param(1), b.param(2), b.param(3), b.param(4));
+    let tid = b.thread_idx(Dim::X).unwrap();
+    let bd = b.block_dim(Dim::X).unwrap();
+    let bid = b.block_idx(Dim::X).unwrap();
+    let gd = b.grid_dim(Dim::X).unwrap();
+    let bb = b.mul(bid, bd).unwrap();
+    let gid = b.add(bb, tid).unwrap();
+    let stride = b.mul(gd, bd).unwrap();
+    let zero = if float {
+        b.fconst(Type::F32, 0.0).unwrap()
+    } else {
+        b.iconst(Type::U32, 0).unwrap()
+    };
+    let fr = b.begin_for(gid, n, stride, &[zero]).unwrap();
+    let px = b.ptr_add(x, fr.iv).unwrap();
+    let v = b.load(px).unwrap();
+    if early {
+        let bits = if float {
+            b.bitcast(v, Type::U32).unwrap()
+        } else {
+            v
+        };
+        let big = b.cmp(CmpOp::Gt, bits, limit).unwrap();
+        let iff = b.begin_if(big, &[]).unwrap();
+        let ph = b.ptr_add(hit, gid).unwrap();
+        b.store(ph, fr.iv).unwrap();
+        b.ret(&[]).unwrap();
+        b.end_if(iff, &[]).unwrap();
+    }
+    let term = if float {
+        b.mul(v, v).unwrap()
+    } else {
+        b.mul(v, fr.iv).unwrap()
+    };
+    let acc = b.add(fr.carried[0], term).unwrap();
+    let res = b.end_for(fr, &[acc]).unwrap();
+    let po = b.ptr_add(out, gid).unwrap();
+    b.store(po, res[0]).unwrap();
+    b.ret(&[]).unwrap();
+    b.finish().unwrap()
+}
+
+/// A row walk at stride blockDim then a barrier: row sums of an `rows x n`
+/// matrix, each thread summing `x[row, tid + k * blockDim]` (f32), the
+/// partials through shared memory, thread 0 adding them in order.
+fn row_walk() -> Function {
+    let mut b = FunctionBuilder::kernel("rows", &[gptr(Type::F32), Type::U32, gptr(Type::F32)]);
+    let (x, n, out) = (b.param(0), b.param(1), b.param(2));
+    let sh = b.shared_alloc(Type::F32, 256).unwrap();
+    let tid = b.thread_idx(Dim::X).unwrap();
+    let bd = b.block_dim(Dim::X).unwrap();
+    let row = b.block_idx(Dim::X).unwrap();
+    let base = b.mul(row, n).unwrap();
+    let zero = b.fconst(Type::F32, 0.0).unwrap();
+    let fr = b.begin_for(tid, n, bd, &[zero]).unwrap();
+    let j = b.add(base, fr.iv).unwrap();
+    let px = b.ptr_add(x, j).unwrap();
+    let v = b.load(px).unwrap();
+    let acc = b.add(fr.carried[0], v).unwrap();
+    let s = b.end_for(fr, &[acc]).unwrap();
+    let ps = b.ptr_add(sh, tid).unwrap();
+    b.store(ps, s[0]).unwrap();
+    b.barrier().unwrap();
+    let z = b.iconst(Type::U32, 0).unwrap();
+    let first = b.cmp(CmpOp::Eq, tid, z).unwrap();
+    let iff = b.begin_if(first, &[]).unwrap();
+    let one = b.iconst(Type::U32, 1).unwrap();
+    let fr = b.begin_for(z, bd, one, &[zero]).unwrap();
+    let pk = b.ptr_add(sh, fr.iv).unwrap();
+    let v = b.load(pk).unwrap();
+    let acc = b.add(fr.carried[0], v).unwrap();
+    let tot = b.end_for(fr, &[acc]).unwrap();
+    let po = b.ptr_add(out, row).unwrap();
+    b.store(po, tot[0]).unwrap();
+    b.end_if(iff, &[]).unwrap();
+    b.ret(&[]).unwrap();
+    b.finish().unwrap()
+}
+
+fn interchanged(m: &Module, opts: &HostOptions) -> bool {
+    let p = host::prepare(m, opts).unwrap();
+    p.report
+        .to_string()
+        .contains("interchanged with the thread loop")
+}
+
+/// Interchanged loops give the interpreter's results bit for bit (each
+/// thread's accumulator keeps its own order), with and without SIMD lanes:
+/// trip counts that differ between threads, threads returning from inside
+/// the loop, a barrier after the loop, random grids and block sizes.
+#[test]
+fn interchanged_loops_match_the_interpreter() {
+    let mut rng = Rng::new();
+    for vector in [false, true] {
+        let opts = HostOptions {
+            vector_threads: Some(vector),
+            ..HostOptions::default()
+        };
+        for (float, early) in [(false, false), (true, false), (false, true), (true, true)] {
+            let m = module(grid_stride(float, early));
+            assert!(interchanged(&m, &opts), "grid-stride loop not interchanged");
+            let blocks = 1 + rng.below(6) as u32;
+            let threads = 1 + rng.below(200) as u32;
+            let total = (blocks * threads) as usize;
+            let n = rng.below(20 * total as u64) as u32;
+            let x: Vec<u32> = (0..n.max(1))
+                .map(|_| {
+                    if float {
+                        (rng.next() as f32 / u64::MAX as f32 * 2.0).to_bits()
+                    } else {
+                        rng.next() as u32
+                    }
+                })
+                .collect();
+            // Early exits in a few percent of the words.
+            let limit = if float {
+                0x3FF0_0000
+            } else {
+                u32::MAX - u32::MAX / 32
+            };
+            let (want, got) = both_with(
+                &m,
+                "gs",
+                [blocks, 1, 1],
+                [threads, 1, 1],
+                &[
+                    A::Words(x),
+                    A::U32(n),
+                    A::U32(limit),
+                    A::Words(vec![0xDEAD_BEEF; total]),
+                    A::Words(vec![0xA5A5_A5A5; total]),
+                ],
+                &opts,
+            );
+            assert_eq!(got, want, "float {float} early {early} vector {vector}");
+        }
+        let m = module(row_walk());
+        assert!(interchanged(&m, &opts), "row walk not interchanged");
+        let rows = 1 + rng.below(5) as u32;
+        let n = 1 + rng.below(700) as u32;
+        let threads = 1 + rng.below(256) as u32;
+        let x: Vec<u32> = (0..rows * n)
+            .map(|_| (rng.next() as f32 / u64::MAX as f32 - 0.5).to_bits())
+            .collect();
+        let (want, got) = both_with(
+            &m,
+            "rows",
+            [rows, 1, 1],
+            [threads, 1, 1],
+            &[
+                A::Words(x),
+                A::U32(n),
+                A::Words(vec![0xA5A5_A5A5; rows as usize]),
+            ],
+            &opts,
+        );
+        assert_eq!(got, want, "row walk, vector {vector}");
+    }
+}
+
+/// Loops that stay per-thread: one with an atomic (its results depend on the
+/// order of the threads), one whose addresses do not depend on the thread
+/// (every thread walks the same words: nothing to make contiguous).
+#[test]
+fn loops_with_atomics_or_uniform_addresses_are_not_interchanged() {
+    let opts = HostOptions::default();
+    let hist = histogram();
+    let hs = host::interchange::headers(&hist);
+    // Only the clearing loop (`bins[tid + k * blockDim] = 0`) is taken.
+    assert_eq!(hs.len(), 1, "{hs:?}");
+    let mut b = FunctionBuilder::kernel("same", &[gptr(Type::U32), Type::U32, gptr(Type::U32)]);
+    let (x, n, out) = (b.param(0), b.param(1), b.param(2));
+    let tid = b.thread_idx(Dim::X).unwrap();
+    let (z, one) = (
+        b.iconst(Type::U32, 0).unwrap(),
+        b.iconst(Type::U32, 1).unwrap(),
+    );
+    let fr = b.begin_for(z, n, one, &[z]).unwrap();
+    let px = b.ptr_add(x, fr.iv).unwrap();
+    let v = b.load(px).unwrap();
+    let w = b.mul(v, tid).unwrap();
+    let acc = b.add(fr.carried[0], w).unwrap();
+    let r = b.end_for(fr, &[acc]).unwrap();
+    let po = b.ptr_add(out, tid).unwrap();
+    b.store(po, r[0]).unwrap();
+    b.ret(&[]).unwrap();
+    let m = module(b.finish().unwrap());
+    assert!(!interchanged(&m, &opts));
+}

@@ -83,11 +83,11 @@ pub fn applies(f: &Function) -> bool {
     f.is_kernel()
         && !forced_off()
         && !super::warp::has_collective(f)
-        && f.insts_in_order().any(|(_, i)| {
+        && (f.insts_in_order().any(|(_, i)| {
             f.insts
                 .get(i.index())
                 .is_some_and(|d| matches!(d.op, Op::Barrier))
-        })
+        }) || !super::interchange::headers(f).is_empty())
         && !f.insts_in_order().any(|(_, i)| {
             f.insts
                 .get(i.index())
@@ -112,7 +112,13 @@ pub fn plan(f: &Function, literal: &dyn Fn(ValueId) -> bool) -> Option<Plan> {
     let mut uses: BTreeMap<ValueId, Vec<Point>> = BTreeMap::new();
     let mut succ: BTreeMap<BlockId, Vec<BlockId>> = BTreeMap::new();
     let entry = f.entry()?;
+    // Loops interchanged with the thread loop: a virtual barrier at the
+    // start of each header, after its parameters (`host/interchange.rs`).
+    let virtuals: BTreeSet<BlockId> = super::interchange::headers(f).into_iter().collect();
     for &b in &f.layout {
+        if virtuals.contains(&b) {
+            barriers.push((super::interchange::point(b), (b, -1)));
+        }
         let bd = f.block(b);
         if b != entry {
             for p in &bd.params {
@@ -412,11 +418,34 @@ pub fn block_runner(
         let _ = writeln!(out, "chk:\n  br label %chk.l");
         super::regions::checked_rerun(&mut out, &f.name, fid, ("chk", "chk.l"), "scan", "finish");
     }
+    // Threads waiting at a virtual barrier (an interchanged loop's header,
+    // `host/interchange.rs`) run first: the largest state, if it is one.
+    let virtuals: Vec<String> = regions
+        .iter()
+        .filter(|s| **s > super::interchange::VIRTUAL)
+        .map(|s| format!("i32 {s}, label %r{s}"))
+        .collect();
+    let from = if virtuals.is_empty() {
+        let _ = writeln!(out, "scan:\n  br label %scan.l");
+        "scan"
+    } else {
+        let _ = writeln!(
+            out,
+            "scan:\n  br label %vs.l\nvs.l:\n  %vu = phi i32 [ 0, %scan ], [ %vu1, %vs.l ]\n  \
+             %vm = phi i32 [ 0, %scan ], [ %vm1, %vs.l ]\n  %vu64 = zext i32 %vu to i64\n  \
+             %vp = getelementptr i32, ptr %sts, i64 %vu64\n  %vv = load i32, ptr %vp\n  \
+             %vgt = icmp ugt i32 %vv, %vm\n  %vm1 = select i1 %vgt, i32 %vv, i32 %vm\n  \
+             %vu1 = add i32 %vu, 1\n  %vmore = icmp ult i32 %vu1, %n\n  br i1 %vmore, label %vs.l, label %vs.done\n\
+             vs.done:\n  switch i32 %vm1, label %scan.g [ {} ]\nscan.g:\n  br label %scan.l",
+            virtuals.join("\n    ")
+        );
+        "scan.g"
+    };
     // Which barrier the running threads stopped at (0: all returned); all the same.
     let _ = writeln!(
         out,
-        "scan:\n  br label %scan.l\nscan.l:\n  %u = phi i32 [ 0, %scan ], [ %u1, %scan.next ]\n  \
-         %cur = phi i32 [ 0, %scan ], [ %cur1, %scan.next ]\n  %u64 = zext i32 %u to i64\n  \
+        "scan.l:\n  %u = phi i32 [ 0, %{from} ], [ %u1, %scan.next ]\n  \
+         %cur = phi i32 [ 0, %{from} ], [ %cur1, %scan.next ]\n  %u64 = zext i32 %u to i64\n  \
          %su.p = getelementptr i32, ptr %sts, i64 %u64\n  %su = load i32, ptr %su.p\n  \
          %su.run = icmp ne i32 %su, 0\n  %cur.set = icmp ne i32 %cur, 0\n  %su.other = icmp ne i32 %su, %cur\n  \
          %su.b0 = and i1 %su.run, %cur.set\n  %su.bad = and i1 %su.b0, %su.other\n  \

@@ -671,6 +671,16 @@ impl FnLower<'_> {
             if b != entry {
                 self.open(format!("b{}", b.0));
                 self.split_defs(&f.block(b).params);
+                // An interchanged loop's header: a virtual barrier after its
+                // parameters (`host/interchange.rs`).
+                let vp = super::interchange::point(b);
+                if self
+                    .fission
+                    .as_ref()
+                    .is_some_and(|p| p.live.contains_key(&vp))
+                {
+                    self.split_barrier(vp);
+                }
             } else {
                 self.cur_label = format!("b{}", b.0);
             }

@@ -30,6 +30,7 @@
 //! machine, or `generic` for portable code).
 
 pub mod fission;
+pub mod interchange;
 pub mod lower;
 pub mod regions;
 pub mod target;
@@ -454,6 +455,11 @@ pub fn prepare(m: &Module, opts: &HostOptions) -> HostResult<Prepared> {
                 }
                 if blockers.is_empty() {
                     cpu_kernels.insert(f.name.clone());
+                    let hs = interchange::headers(f);
+                    if !hs.is_empty() && fission::applies(f) {
+                        let names: Vec<String> = hs.iter().map(|b| b.to_string()).collect();
+                        report.add(&f.name, "interchange", format!("loop(s) at {} interchanged with the thread loop: each iteration runs for every thread of the block in turn (a virtual barrier at the loop's header), so consecutive threads touch consecutive addresses and the thread loop is the innermost loop", names.join(", ")), "the loop's address steps by one element from thread x to x + 1, and it has no atomics, calls, barriers or inner loops (see host/interchange.rs)");
+                    }
                     if fission::applies(f) {
                         report.add(&f.name, "kernel", "compiled for the CPU: blocks run in parallel on worker threads; each barrier splits the block's threads into regions (region fission: each region is a loop over the block's threads, values live across a barrier kept in per-thread arrays)", "barriers only, in the kernel itself; no warp collectives or allocas (those keep the coroutine lowering)");
                     } else if regions::has_suspend(f) {

@@ -86,8 +86,7 @@ def program(s: Spec) -> tile.Kernel:
     sched = tile.Schedule(
         (bm, bn), k=bk, warps=warps, stages=stages, arch=arch, warp_specialize=s.ws,
         persistent=s.ws and not s.split, wgmma_in_flight=in_flight,
-        **({"pingpong": True} if pingpong else {}),
-        **({"cluster": cluster, "cluster_n": cluster_n} if cluster > 1 else {}),
+        cluster=cluster, cluster_n=cluster_n, **({"pingpong": True} if pingpong else {}),
     )  # fmt: skip
     t = tile.Builder("matmul", sched)
 

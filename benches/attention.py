@@ -264,7 +264,7 @@ def run_case(
     # (row, the `variant` argument of kernels.attention)
     ours: list[tuple[str, str | None]] = []
     if not variants:
-        ours += [("zyntax", None), ("zyntax_sm80", "sm80")]
+        ours += [("zyntax", None), ("zyntax_sm80", "sm80"), ("zyntax_tile", "tile")]
     elif hopper:
         only = os.environ.get("ZYNTAX_BENCH_LOOPS")
         ours += [
@@ -355,6 +355,7 @@ SHAPE_CASES: list[tuple[Any, ...]] = [
     ("fwd_bf16_b1_h32_s2048_hd128_causal", 1, 32, 32, 2048, 128, True),
     ("fwd_bf16_b1_h32kv8_s2048_hd128_causal", 1, 32, 8, 2048, 128, True),
     ("fwd_bf16_b4_h16_s2048_hd256_causal", 4, 16, 16, 2048, 256, True),
+    ("fwd_bf16_b2_h16_s4096_hd128", 2, 16, 16, 4096, 128, False),
     ("fwd_bf16_b2_h16_s4096_hd96", 2, 16, 16, 4096, 96, False),
     ("fwd_bf16_b2_h16_s4096_hd96_causal", 2, 16, 16, 4096, 96, True),
     ("fwd_bf16_b4_h16_s2048_hd256", 4, 16, 16, 2048, 256, False),
@@ -368,28 +369,31 @@ SHAPE_CASES: list[tuple[Any, ...]] = [
 ]
 
 
-def tile_configs(d: int) -> list[tuple[int, int, int, bool, bool, str]]:
+def tile_configs(d: int) -> list[tuple[int, int, int, bool, bool, str, str]]:
     """``ZYNTAX_BENCH_TILES``: comma-separated tile-program shapes to time
     beside the default, each ``<rows>x<keys>w<warps>`` with a ``pf`` suffix
     for the prefetching program and then an ``s`` for the one whose whole
     key blocks skip the mask (attention_tile.build), e.g. ``128x64w8pfs``,
-    optionally for one head dim only (``128:128x32w8pf``)."""
+    optionally for one head dim only (``128:128x32w8pf``) and for one arch
+    (``128x64w8pf@sm_80``: the mma.sync program on Hopper; default: the
+    device's, attention_tile.arch_for)."""
     out = []
     for item in filter(None, os.environ.get("ZYNTAX_BENCH_TILES", "").split(",")):
-        dim, _, name = item.rpartition(":")
+        dim, _, full = item.rpartition(":")
         if dim and int(dim) != d:
             continue
+        name, _, arch = full.partition("@")
         split = name.endswith("s")
         shape = name.removesuffix("s") if split else name
         pf = shape.endswith("pf")
         rows, rest = shape.removesuffix("pf").split("x")
         keys, warps = rest.split("w")
-        out.append((int(rows), int(keys), int(warps), pf, split, name))
+        out.append((int(rows), int(keys), int(warps), pf, split, arch, full))
     return out
 
 
 def tile_call(
-    torch: Any, q: Any, k: Any, v: Any, causal: bool, tiles: tuple[int, int, int, bool, bool]
+    torch: Any, q: Any, k: Any, v: Any, causal: bool, tiles: tuple[Any, ...]
 ) -> Callable[[], Any]:
     """The tile program at `tiles` (attention_tile.launch's override),
     launched without attention()'s per-call plan (which keys on the
@@ -468,7 +472,7 @@ def run_shape_case(
 
         calls.append((impl, call))
     for cfg in tile_configs(d) if not extras else []:
-        calls.append((f"zyntax_tile[{cfg[5]}]", tile_call(torch, q, k, v, causal, cfg[:5])))
+        calls.append((f"zyntax_tile[{cfg[-1]}]", tile_call(torch, q, k, v, causal, cfg[:-1])))
     if tri is not None and h == hk and d in (64, 128) and s % 128 == 0 and not extras:
         o_tri = torch.empty_like(q)
 

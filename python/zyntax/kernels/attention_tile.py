@@ -45,6 +45,26 @@ UNBOUNDED = 1 << 30
 #: the mask (build's `split`).
 SPLIT = False
 
+#: Whether sm_90a devices (H100, H200) build the program for sm_90a, where
+#: the tile layer puts both dots on wgmma (docs/tile.md, "Row-statistics
+#: dots on wgmma"); False builds it for sm_80 (mma.sync) everywhere.
+WGMMA = True
+
+
+@functools.cache
+def _device_arch(device: int) -> str:
+    from zyntax import cuda
+
+    return str(cuda.device_arch(device))
+
+
+def arch_for(t: T.Tensor) -> str:
+    """The schedule's arch for a launch on `t`'s device: ``sm_90a`` on an
+    sm_90a device (with WGMMA), else ``sm_80`` (also on the interpreter)."""
+    if WGMMA and t.on_gpu and _device_arch(t.device) == "sm_90a":
+        return "sm_90a"
+    return "sm_80"
+
 
 def tile_dim(d: int) -> int:
     """The head dim the program's tiles use: the next power of two."""
@@ -219,9 +239,16 @@ def build(
 
 
 def module(
-    dtype: str, d: int, bm: int, bn: int, warps: int, prefetch: bool = True, split: bool = False
+    dtype: str,
+    d: int,
+    bm: int,
+    bn: int,
+    warps: int,
+    prefetch: bool = True,
+    split: bool = False,
+    arch: str = "sm_80",
 ) -> hir.Module:
-    return build(dtype, d, bm, bn, warps, prefetch=prefetch, split=split).module
+    return build(dtype, d, bm, bn, warps, arch, prefetch=prefetch, split=split).module
 
 
 def qkv_shapes(tq: Any, tk: Any, tv: Any, *like_q: Any) -> tuple[int, int, int, int, int, int]:
@@ -300,12 +327,13 @@ def launch(
     scale: float,
     window: tuple[int | None, int | None] | None,
     stream: Any,
-    tiles: tuple[int, int, int, bool] | tuple[int, int, int, bool, bool] | None = None,
+    tiles: tuple[Any, ...] | None = None,
 ) -> None:
     """Runs the forward program over checked tensors: q, o (B, H, Sq, D), k, v
     (B, Hk, Sk, D), lse (B, H, Sq) f32; H a multiple of Hk. `tiles` (query
-    rows, keys per block, warps, prefetch[, split]) replaces ``shapes(d)``
-    and the defaults (for benches sweeping them)."""
+    rows, keys per block, warps, prefetch[, split[, arch]]) replaces
+    ``shapes(d)`` and the defaults (for benches sweeping them; `arch`, e.g.
+    ``"sm_80"``, replaces ``arch_for(q)``)."""
     bsz, heads, sq, d = tq.shape
     hk, sk = tk.shape[1], tk.shape[2]
     # Views address elements with u32 offsets, and the mask arithmetic adds
@@ -321,8 +349,9 @@ def launch(
         raise ArgumentError(f"argument 'q': sequences of 2^30 tokens or more ({sq}, {sk})")
     bm, bn, warps, pf, *rest = tiles or (*shapes(d), prefetches(d), SPLIT)
     split = bool(rest and rest[0])
-    key = (tq.dtype, tile_dim(d), bm, bn, warps, pf, split)
-    kernel = build(*key[:5], prefetch=pf, split=split)
+    arch = str(rest[1]) if len(rest) > 1 and rest[1] else arch_for(tq)
+    key = (tq.dtype, tile_dim(d), bm, bn, warps, pf, split, arch)
+    kernel = build(*key[:5], arch, prefetch=pf, split=split)
     left, right = window_bounds(causal, window)
 
     def view(t: T.Tensor, shape: tuple[int, ...], strides: tuple[int, ...]) -> list[Any]:

@@ -308,6 +308,25 @@ fn bf16_matmul_on_sm90a_takes_the_warp_specialised_pipeline() {
         let hir = zyntax_hir::print_module(&nk.kernel.module);
         assert!(hir.contains("tma.load") && !hir.contains("cp.async"));
     }
+    // The fused matmul + bias + gelu + residual: the epilogue runs in the
+    // consumers' registers (its loads re-read in the accumulator's layout),
+    // so it stays on the WS pipeline.
+    let mut spec = matmul(130, 136, 448, Type::BF16, false);
+    spec.buffers.push(Buffer::new("bias", Type::BF16, &[136]));
+    spec.buffers
+        .push(Buffer::new("res", Type::BF16, &[130, 136]));
+    let biased = Expr::binary(BinOp::Add, Expr::Reduced, Expr::load(3, &[1]));
+    spec.epilogue = Some(Expr::binary(
+        BinOp::Add,
+        gelu(biased),
+        Expr::load(4, &[0, 1]),
+    ));
+    let nk = check(&spec, &sm90a(4), 1e-4);
+    assert!(
+        nk.pipeline.starts_with("warp-specialised"),
+        "{}",
+        nk.pipeline
+    );
     // Why not, in the report: rows of A (K = 447 bf16) are not 16-byte
     // aligned for TMA; a transposed A is not unit-stride along k; too few
     // tiles for 132 SMs. Each keeps the cp.async wgmma pipeline.

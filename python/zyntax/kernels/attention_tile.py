@@ -119,11 +119,13 @@ def build(
     Sq, D]``, ``lse [B, H, Sq, 1]`` (f32); scalars ``heads`` (H), ``group``
     (H / Hk), ``scale`` (f32), ``left``, ``right`` (the window).
 
-    With `prefetch`, each key block loads its V block first and the K block
-    of the next iteration (carried by the loop), so those global loads are
-    in flight while the two dots and the softmax of this block run: the
-    tile layer issues loads where the program places them and does not
-    pipeline a loop other than the sm_90a GEMM loop itself.
+    With `prefetch`, each key block loads the K and V blocks of the next
+    iteration (carried by the loop) right after its first dot, so those
+    global loads are in flight while the softmax and the second dot of this
+    block run: the tile layer issues loads where the program places them
+    and does not pipeline a loop other than the sm_90a GEMM loop itself. On
+    wgmma (sm_90a) the carried V block is ready when the first dot stages
+    K, and is staged behind the same barrier (docs/tile.md).
 
     With `split`, the key blocks every row of the query block sees whole
     (left of a causal diagonal, inside a window, before the key tail) run in
@@ -175,13 +177,14 @@ def build(
         t: tile.Builder, n0: tile.Scalar, carried: list[Any], masked: bool = True
     ) -> list[Any]:
         if prefetch:
-            acc, m, l_, kb = carried
-            vb = t.load(v, (b, hk, n0, 0), (bn, d))
-            kb_next = t.load(kt, (b, hk, 0, n0 + bn), (d, bn))
+            acc, m, l_, kb, vb = carried
         else:
             acc, m, l_ = carried
             kb = t.load(kt, (b, hk, 0, n0), (d, bn))
         s = t.dot(qt, kb, t.zeros((bm, bn))) * scale_t
+        if prefetch:  # the next key block's K and V, in flight through this one
+            kb_next = t.load(kt, (b, hk, 0, n0 + bn), (d, bn))
+            vb_next = t.load(v, (b, hk, n0 + bn, 0), (bn, d))
         if not masked:  # every row sees every key of the block: m_new is finite
             m_new = t.maximum(m, s.max(1))
             p = (s - m_new.broadcast((bm, bn))).exp()
@@ -190,7 +193,7 @@ def build(
             if not prefetch:
                 vb = t.load(v, (b, hk, n0, 0), (bn, d))
             acc = t.dot(p.cast(dtype), vb, acc * alpha.broadcast((bm, d)))
-            return [acc, m_new, l_new, kb_next] if prefetch else [acc, m_new, l_new]
+            return [acc, m_new, l_new, kb_next, vb_next] if prefetch else [acc, m_new, l_new]
         cols = t.iota((bm, bn), 1) + t.splat((bm, bn), n0 + sq)  # j + Sq
         visible = t.cmp("lt", cols, t.splat((bm, bn), sk + sq))  # j < Sk
         after = t.cmp("ge", cols + t.splat((bm, bn), left), rows)  # j >= i' - left
@@ -210,11 +213,12 @@ def build(
         if not prefetch:
             vb = t.load(v, (b, hk, n0, 0), (bn, d))
         acc = t.dot(p.cast(dtype), vb, acc * alpha.broadcast((bm, d)))
-        return [acc, m_new, l_new, kb_next] if prefetch else [acc, m_new, l_new]
+        return [acc, m_new, l_new, kb_next, vb_next] if prefetch else [acc, m_new, l_new]
 
     inits = [t.zeros((bm, d)), t.full((bm, 1), "f32", float("-inf")), t.zeros((bm, 1))]
     if prefetch:
         inits.append(t.load(kt, (b, hk, 0, lo), (d, bn)))
+        inits.append(t.load(v, (b, hk, lo, 0), (bn, d)))
     if split:
         # Whole blocks n0 (lo + k * bn): n0 >= i' - left for the last row
         # (from a on) and n0 + bn - 1 <= min(Sk - 1, i' + right) for the first

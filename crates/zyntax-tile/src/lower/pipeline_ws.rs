@@ -170,9 +170,9 @@ pub(crate) fn ws_plan(
             let boxes = st.cols / BK;
             // A slice of rows lands on a whole 8-row swizzle atom (1024
             // bytes), so the stage's layout is the one-box load's.
-            let rows_split = if boxes % ctas == 0 {
+            let rows_split = if boxes.is_multiple_of(ctas) {
                 false
-            } else if boxes == 1 && st.rows % (8 * ctas) == 0 {
+            } else if boxes == 1 && st.rows.is_multiple_of(8 * ctas) {
                 true
             } else {
                 return None;

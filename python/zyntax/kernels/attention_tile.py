@@ -119,13 +119,14 @@ def build(
     Sq, D]``, ``lse [B, H, Sq, 1]`` (f32); scalars ``heads`` (H), ``group``
     (H / Hk), ``scale`` (f32), ``left``, ``right`` (the window).
 
-    With `prefetch`, each key block loads the K and V blocks of the next
-    iteration (carried by the loop) right after its first dot, so those
-    global loads are in flight while the softmax and the second dot of this
-    block run: the tile layer issues loads where the program places them
-    and does not pipeline a loop other than the sm_90a GEMM loop itself. On
-    wgmma (sm_90a) the carried V block is ready when the first dot stages
-    K, and is staged behind the same barrier (docs/tile.md).
+    With `prefetch`, each key block loads its V block first and the K block
+    of the next iteration (carried by the loop), so those global loads are
+    in flight while the two dots and the softmax of this block run: the
+    tile layer issues loads where the program places them and does not
+    pipeline a loop other than the sm_90a GEMM loop itself. For sm_90a
+    (wgmma) V is carried a block ahead as well, both loaded right after the
+    first dot: the carried V is then ready when the first dot stages K, and
+    is staged behind the same barrier (docs/tile.md).
 
     With `split`, the key blocks every row of the query block sees whole
     (left of a causal diagonal, inside a window, before the key tail) run in
@@ -173,18 +174,29 @@ def build(
     scale_t = t.splat((bm, bn), scale)
     neg_inf = t.full((bm, bn), "f32", float("-inf"))
 
+    # On wgmma V is carried a block ahead too (see the docstring); on
+    # mma.sync that would hold two V blocks in registers at once.
+    v_ahead = prefetch and arch == "sm_90a"
+
     def step(
         t: tile.Builder, n0: tile.Scalar, carried: list[Any], masked: bool = True
     ) -> list[Any]:
-        if prefetch:
-            acc, m, l_, kb, vb = carried
+        acc, m, l_, *ahead = carried
+        if v_ahead:
+            kb, vb = ahead
+        elif prefetch:
+            kb = ahead[0]
+            vb = t.load(v, (b, hk, n0, 0), (bn, d))
+            nexts = [t.load(kt, (b, hk, 0, n0 + bn), (d, bn))]
         else:
-            acc, m, l_ = carried
             kb = t.load(kt, (b, hk, 0, n0), (d, bn))
+            nexts = []
         s = t.dot(qt, kb, t.zeros((bm, bn))) * scale_t
-        if prefetch:  # the next key block's K and V, in flight through this one
-            kb_next = t.load(kt, (b, hk, 0, n0 + bn), (d, bn))
-            vb_next = t.load(v, (b, hk, n0 + bn, 0), (bn, d))
+        if v_ahead:  # the next key block's K and V, in flight through this one
+            nexts = [
+                t.load(kt, (b, hk, 0, n0 + bn), (d, bn)),
+                t.load(v, (b, hk, n0 + bn, 0), (bn, d)),
+            ]
         if not masked:  # every row sees every key of the block: m_new is finite
             m_new = t.maximum(m, s.max(1))
             p = (s - m_new.broadcast((bm, bn))).exp()
@@ -193,7 +205,7 @@ def build(
             if not prefetch:
                 vb = t.load(v, (b, hk, n0, 0), (bn, d))
             acc = t.dot(p.cast(dtype), vb, acc * alpha.broadcast((bm, d)))
-            return [acc, m_new, l_new, kb_next, vb_next] if prefetch else [acc, m_new, l_new]
+            return [acc, m_new, l_new, *nexts]
         cols = t.iota((bm, bn), 1) + t.splat((bm, bn), n0 + sq)  # j + Sq
         visible = t.cmp("lt", cols, t.splat((bm, bn), sk + sq))  # j < Sk
         after = t.cmp("ge", cols + t.splat((bm, bn), left), rows)  # j >= i' - left
@@ -213,11 +225,12 @@ def build(
         if not prefetch:
             vb = t.load(v, (b, hk, n0, 0), (bn, d))
         acc = t.dot(p.cast(dtype), vb, acc * alpha.broadcast((bm, d)))
-        return [acc, m_new, l_new, kb_next, vb_next] if prefetch else [acc, m_new, l_new]
+        return [acc, m_new, l_new, *nexts]
 
     inits = [t.zeros((bm, d)), t.full((bm, 1), "f32", float("-inf")), t.zeros((bm, 1))]
     if prefetch:
         inits.append(t.load(kt, (b, hk, 0, lo), (d, bn)))
+    if v_ahead:
         inits.append(t.load(v, (b, hk, lo, 0), (bn, d)))
     if split:
         # Whole blocks n0 (lo + k * bn): n0 >= i' - left for the last row

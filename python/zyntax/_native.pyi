@@ -3,7 +3,9 @@
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import TracebackType
-from typing import Any, Literal, SupportsFloat, SupportsIndex, TypeAlias, final
+from typing import Any, Literal, Self, SupportsFloat, SupportsIndex, TypeAlias, final
+
+from typing_extensions import disjoint_base
 
 __all__ = [
     "FORMAT_VERSION",
@@ -39,6 +41,7 @@ __all__ = [
     "IfElse",
     "IfScope",
     "InternalError",
+    "KernelLaunchers",
     "LaunchError",
     "Loop",
     "Module",
@@ -1234,6 +1237,13 @@ class CudaArgDispatch:
     def add(self, g: Any) -> None: ...
     @property
     def guards(self) -> list[Any]: ...
+
+@disjoint_base
+class KernelLaunchers:
+    def __new__(cls, *_args: Any, **_kwargs: Any) -> Self: ...
+    def __getitem__(self, key: Any, /) -> Any: ...
+    @property
+    def cached_launchers(self) -> int: ...
 
 @final
 class CudaCallKey:

@@ -506,3 +506,35 @@ def test_arg_plan_reads_and_misses() -> None:
     ]:
         with pytest.raises(zyntax.ArgumentError, match="ArgPlan"):
             plan_type(slots)
+
+
+@zyntax.kernel
+def _bump(x):  # type: ignore[no-untyped-def]
+    i = lang.grid(1)
+    if i < len(x):
+        x[i] = x[i] + 1.0
+
+
+def test_launchers_are_kept_per_exact_configuration() -> None:
+    # k[grid, block] is answered by the native base (KernelLaunchers) from
+    # the launchers made before; 1.0 or True never find the launcher of 1
+    # (the full path refuses or checks them), and a stream is never kept.
+    if not hasattr(_bump, "cached_launchers"):
+        pytest.skip("extension without KernelLaunchers")
+    x = np.zeros(int(np.random.default_rng().integers(2, 50)), np.float32)
+    n = len(x)
+    first = _bump[1, n]
+    assert _bump[1, n] is first and _bump[(1,), (n,)] is not first
+    first(x)
+    _bump[1, n](x)
+    assert np.array_equal(x, np.full(n, 2.0, np.float32))
+    kept = _bump.cached_launchers
+    for bad in (1.0, True):
+        with pytest.raises(errors.KernelArgumentError, match="grid must be an int"):
+            _bump[bad, n]
+    assert _bump.cached_launchers == kept
+    assert _bump[1, n, 0, object()] is not _bump[1, n, 0, object()]
+    assert _bump.cached_launchers == kept
+    for g in range(1, 70):  # more than the table keeps: it starts over, still answering
+        assert _bump[g, n] is _bump[g, n]
+    assert 0 < _bump.cached_launchers <= 64

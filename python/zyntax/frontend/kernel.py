@@ -19,7 +19,7 @@ from typing import Any, TypeVar, overload
 
 import numpy as np
 
-from zyntax import hir, lang, nest
+from zyntax import _native, hir, lang, nest
 from zyntax.frontend import hirtypes as ir
 from zyntax.frontend import pipeline
 from zyntax.frontend.errors import (
@@ -631,7 +631,12 @@ class DeviceFunction(_Translatable):
 compile_hooks = pipeline.compile_hooks
 
 
-class Kernel(_Translatable):
+#: The native base of Kernel that keeps its launchers (``k[grid, block]``
+#: without a Python frame); ``object`` with an extension that lacks it.
+_LauncherBase: type = getattr(_native, "KernelLaunchers", object)
+
+
+class Kernel(_Translatable, _LauncherBase):  # type: ignore[misc]
     """A ``@zyntax.kernel``: launch with ``k[grid, block](*args)`` or ``k.launch(...)``."""
 
     #: What the translator sees in a call (it cannot import this module).
@@ -905,15 +910,29 @@ class Kernel(_Translatable):
         return native, flat
 
     # ---------------------------------------------------------------- launch
-    def __getitem__(self, config: Any) -> Callable[..., None]:
-        # Launchers are kept per configuration so that ``k[grid, block](...)`` in a
-        # loop reuses the prepared native launches of the previous iterations.
-        cache = self._launchers
+    if _LauncherBase is object:  # an extension without KernelLaunchers
+
+        def __getitem__(self, config: Any) -> Callable[..., None]:
+            # Launchers are kept per configuration so that ``k[grid, block](...)`` in a
+            # loop reuses the prepared native launches of the previous iterations.
+            cache = self._launchers
+            ckey = _config_key(config)
+            if ckey is not None:
+                hit = cache.get(ckey)
+                if hit is not None:
+                    return hit
+            launcher = self._launcher_for(config)
+            if ckey is not None:
+                if len(cache) >= _LAUNCHER_CACHE_SIZE:
+                    cache.clear()
+                cache[ckey] = launcher
+            return launcher
+
+    def _launcher_for(self, config: Any) -> Callable[..., None]:
+        """A new launcher of `config` (``k[config]``). The native base
+        (``_native.KernelLaunchers``) keeps it per cacheable configuration
+        and answers the next ``k[config]`` without a Python frame."""
         ckey = _config_key(config)
-        if ckey is not None:
-            hit = cache.get(ckey)
-            if hit is not None:
-                return hit
         if not isinstance(config, tuple) or len(config) not in (2, 3, 4):
             raise KernelArgumentError(
                 f"launch configuration must be [grid, block] or [grid, block, shared_mem"
@@ -927,12 +946,7 @@ class Kernel(_Translatable):
             g, b = _dim3(grid, "grid"), _dim3(block, "block")
         except KernelError as e:
             raise trim_traceback(e) from None
-        launcher = self._make_launcher(g, b, shared_mem, stream, reused=ckey is not None)
-        if ckey is not None:
-            if len(cache) >= _LAUNCHER_CACHE_SIZE:
-                cache.clear()
-            cache[ckey] = launcher
-        return launcher
+        return self._make_launcher(g, b, shared_mem, stream, reused=ckey is not None)
 
     def _make_launcher(
         self, g: Dim3, b: Dim3, shared_mem: int, stream: Any, reused: bool = False

@@ -548,3 +548,85 @@ impl ArgDispatch {
         gs.iter().map(|x| x.clone_ref(py)).collect()
     }
 }
+
+/// Launchers kept per cacheable configuration (see [`KernelLaunchers`]).
+const LAUNCHERS: usize = 64;
+
+/// The base of `zyntax.frontend.kernel.Kernel`: `k[grid, block]` answered
+/// natively (the `mp_subscript` slot: no Python frame) from the launchers
+/// made before, per configuration. A configuration is cacheable when it is a
+/// tuple of 2 to 4 exact ints or tuples of exact ints (so `1.0`, `True` or a
+/// stream object never find the launcher of `1`: they take the full path,
+/// which checks them); any other, and a first use, calls the subclass's
+/// `_launcher_for(config)` and keeps a cacheable configuration's result.
+#[pyclass(frozen, subclass, name = "KernelLaunchers", module = "zyntax.cuda")]
+pub struct KernelLaunchers {
+    map: std::sync::Mutex<std::collections::HashMap<Vec<i64>, Py<PyAny>>>,
+}
+
+/// The key of a cacheable configuration (see [`KernelLaunchers`]), or None.
+fn config_key(config: &Bound<'_, PyAny>) -> Option<Vec<i64>> {
+    let t = config.cast_exact::<PyTuple>().ok()?;
+    if !(2..=4).contains(&t.len()) {
+        return None;
+    }
+    let mut key = Vec::with_capacity(8);
+    for x in t.iter() {
+        if x.is_exact_instance_of::<PyInt>() {
+            key.extend([0, x.extract::<i64>().ok()?]);
+        } else {
+            let inner = x.cast_exact::<PyTuple>().ok()?;
+            key.extend([1, inner.len() as i64]);
+            for y in inner.iter() {
+                if !y.is_exact_instance_of::<PyInt>() {
+                    return None;
+                }
+                key.push(y.extract::<i64>().ok()?);
+            }
+        }
+    }
+    Some(key)
+}
+
+#[pymethods]
+impl KernelLaunchers {
+    /// Takes (and ignores) the subclass's constructor arguments.
+    #[new]
+    #[pyo3(signature = (*_args, **_kwargs))]
+    fn new(_args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, pyo3::types::PyDict>>) -> Self {
+        KernelLaunchers {
+            map: std::sync::Mutex::new(std::collections::HashMap::new()),
+        }
+    }
+
+    fn __getitem__(slf: &Bound<'_, Self>, config: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        let py = slf.py();
+        let key = config_key(config);
+        if let Some(k) = &key {
+            let map = slf.get().map.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(l) = map.get(k) {
+                return Ok(l.clone_ref(py));
+            }
+        }
+        let launcher = slf.call_method1(intern!(py, "_launcher_for"), (config,))?;
+        if let Some(k) = key {
+            let mut map = slf.get().map.lock().unwrap_or_else(|e| e.into_inner());
+            // Dropped after the lock is released (a finaliser may call back).
+            let old = if map.len() >= LAUNCHERS {
+                std::mem::take(&mut *map)
+            } else {
+                Default::default()
+            };
+            map.insert(k, launcher.clone().unbind());
+            drop(map);
+            drop(old);
+        }
+        Ok(launcher.unbind())
+    }
+
+    /// The launchers kept, by configuration (tests and diagnostics).
+    #[getter]
+    fn cached_launchers(&self) -> usize {
+        self.map.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}

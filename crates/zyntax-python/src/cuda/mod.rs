@@ -125,6 +125,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CudaArgPlan", py.get_type::<abi::ArgPlan>())?;
     m.add("CudaArgLauncher", py.get_type::<abi::ArgLauncher>())?;
     m.add("CudaArgDispatch", py.get_type::<abi::ArgDispatch>())?;
+    m.add("KernelLaunchers", py.get_type::<abi::KernelLaunchers>())?;
     m.add("CudaCallPlans", py.get_type::<plans::CallPlans>())?;
     m.add("CudaCallKey", py.get_type::<plans::CallKey>())?;
     m.add("CudaGraph", py.get_type::<CudaGraph>())?;

@@ -114,6 +114,28 @@ def test_bf16_matmul_warp_specialised_gpu(cuda, m: int, n: int, k: int) -> None:
     np.testing.assert_allclose(c.double().cpu().numpy(), want, rtol=2e-2, atol=2e-2)
 
 
+def test_fused_bf16_epilogue_warp_specialised_gpu(cuda) -> None:  # type: ignore[no-untyped-def]
+    """gelu(A·B + bias) + R in bf16 at a size the WS pipeline takes on
+    sm_90a: the epilogue computed in the consumers' registers (its bias and
+    residual loaded in the accumulator's layout), tails in M."""
+    torch = pytest.importorskip("torch")
+    m, n, k = 1000, 1016, 520
+    arch = cuda.device_arch()
+    nt = nest_to_tile(_as_dtype(fused_spec(m, n, k), "bf16"), arch=arch)
+    if arch == "sm_90a":
+        assert nt.kernel.tensor_maps and nt.kernel.persistent, nt.pipeline
+    a, b, bias, r = (
+        torch.from_numpy(x).to("cuda", torch.bfloat16)
+        for x in (rand(m, k), rand(k, n), rand(n), rand(m, n))
+    )
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    nt.prepare(a, b, c, bias, r)()
+    torch.cuda.synchronize()
+    acc = (a.double() @ b.double() + bias.double()).cpu().numpy()
+    want = gelu64(acc) + r.double().cpu().numpy()
+    np.testing.assert_allclose(c.double().cpu().numpy(), want, rtol=2e-2, atol=3e-2)
+
+
 def test_fused_bf16_epilogue_gpu(cuda) -> None:  # type: ignore[no-untyped-def]
     """gelu(A·B + bias) + R, bf16 everywhere, the epilogue in f32 registers."""
     torch = pytest.importorskip("torch")

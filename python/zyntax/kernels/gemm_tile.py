@@ -169,7 +169,8 @@ def _sum(t: tile.Builder, xs: list[Any]) -> Any:
 HOST_ARCH = "sm_80"
 #: 2-D bf16/f16 products on sm_90a (tiles 128 wide or more, no split) run the
 #: warp-specialised, persistent TMA pipeline (a producer warpgroup, mbarrier
-#: rings; docs/tile.md). B1 on an H200: 678 TFLOP/s at 4096^3 against 558 on
+#: rings; docs/tile.md), bias and activation included (the consumers apply
+#: them to the accumulator's registers, ``lower/fuse.rs``). B1 on an H200: 678 TFLOP/s at 4096^3 against 558 on
 #: the cp.async pipeline, 672 against 553 for A.T @ B, 249 (0.94x cuBLAS) at
 #: 256x4096x4096 on 64x128 tiles; on 64x64 tiles 181 against 238, hence the
 #: width condition.
@@ -322,8 +323,6 @@ def launch(
         and tb.ptr % 16 == 0
         # TMA needs 16-byte row strides (the map is refused otherwise)
         and all(_rows_16(v, T.ITEMSIZE[ta.dtype]) for v in (av, bv))
-        and bias is None
-        and activation is None
     )
     ws_opts = (0, False, 1, False)
     if ws and splits > 1:

@@ -1,0 +1,152 @@
+"""GEMM with bias / activation epilogues (issues 30 and 25): the tile program
+(its warp-specialised pipeline applies the epilogue in the consumers'
+registers), the hand-written ``gemm_sm90`` variant, and cuBLAS in the same
+run: ``torch.addmm`` followed by PyTorch's GELU (tanh), and cuBLASLt's fused
+epilogue (``torch._addmm_activation``, its GELU only). Cases are transformer
+layers: the QKV projection with bias, the MLP up projection with bias and
+GELU, 4096^3 with bias and GELU; ``--plain`` adds products without an
+epilogue (the route between the tile program and ``gemm_sm90``).
+
+Device time of each call (CUDA events), inputs rotated over copies that
+exceed L2, best of three medians; each zyntax row is checked against the
+float64 result of copy 0 (relative Frobenius error in the notes). JSON:
+bench ``gemm_epilogue``, metric ``TFLOP_per_s``.
+
+    python benches/gemm_epilogue.py [--quick] [--cases qkv_bias,...] [--plain]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from _common import ROOT, Results, best_of, event_median_ms, optional
+
+#: case -> (M, N, K, bias, activation)
+CASES: dict[str, tuple[int, int, int, bool, str | None]] = {
+    "qkv_bias_8192x3072x1024": (8192, 3072, 1024, True, None),
+    "mlp_up_bias_gelu_8192x4096x1024": (8192, 4096, 1024, True, "gelu"),
+    "bias_gelu_4096": (4096, 4096, 4096, True, "gelu"),
+}
+PLAIN: dict[str, tuple[int, int, int, bool, str | None]] = {
+    "plain_8192": (8192, 8192, 8192, False, None),
+    "plain_4096": (4096, 4096, 4096, False, None),
+}
+L2_FLUSH_BYTES = 256 << 20
+
+
+def bench_case(
+    ctx: dict[str, Any], case: str, m: int, n: int, k: int, bias: bool, act: Any
+) -> None:
+    torch, zk, res = ctx["torch"], ctx["zk"], ctx["res"]
+    dev, warmup, iters = ctx["dev"], ctx["warmup"], ctx["iters"]
+    fn = torch.nn.functional
+    flop = 2.0 * m * n * k
+    copies = max(1, min(16, -(-L2_FLUSH_BYTES // ((m * k + k * n) * 2))))
+    gen = torch.Generator(device=dev).manual_seed(hash(case) & 0xFFFF)
+
+    def rand(*shape: int) -> Any:
+        x = torch.randn(*shape, device=dev, generator=gen) / (k**0.25)
+        return x.to(torch.bfloat16)
+
+    As = [rand(m, k) for _ in range(copies)]
+    Bs = [rand(k, n) for _ in range(copies)]
+    bs = rand(n) if bias else None
+    C = torch.empty(m, n, device=dev, dtype=torch.bfloat16)
+    extra = {"m": m, "n": n, "k": k, "bias": bias, "activation": act}
+
+    def report(impl: str, f: Any, **more: Any) -> None:
+        try:
+            ms = best_of(3, lambda: event_median_ms(f, copies, iters, warmup))
+        except Exception as e:  # a failing impl is reported, not fatal
+            print(f"  {case:<34} {impl:<16} failed: {type(e).__name__}: {str(e)[:200]}")
+            return
+        res.add(case, impl, "TFLOP_per_s", flop / ms / 1e9, False, **extra, **more)
+
+    def torch_ref(i: int) -> Any:
+        if bs is None:
+            return torch.matmul(As[i], Bs[i], out=C)
+        y = torch.addmm(bs, As[i], Bs[i], out=C)
+        return fn.gelu(y, approximate="tanh") if act == "gelu" else y
+
+    report("cublas", torch_ref, note="addmm + torch GELU" if act else "matmul")
+    if bs is not None and act == "gelu":
+        # cuBLASLt's fused bias + GELU epilogue (its GELU form)
+        report("cublaslt_fused", lambda i: torch._addmm_activation(bs, As[i], Bs[i], use_gelu=True))
+    # f64 reference of copy 0
+    ref = As[0].double() @ Bs[0].double()
+    if bs is not None:
+        ref += bs.double()
+    if act == "gelu":
+        ref = fn.gelu(ref, approximate="tanh")
+    Z = torch.empty_like(C)
+    for impl, variant in (("zyntax_tile", "tile"), ("zyntax_sm90", "sm90"), ("zyntax", None)):
+        try:
+            chosen = zk.choose_variant(As[0], Bs[0], variant=variant)
+        except Exception as e:
+            print(f"  {case:<34} {impl:<16} (no variant: {str(e)[:160]})")
+            continue
+
+        def call(i: int, v: Any = variant) -> Any:
+            return zk.matmul(As[i], Bs[i], Z, bias=bs, activation=act, variant=v)
+
+        t0 = time.perf_counter()
+        try:
+            Z.fill_(float("nan"))
+            call(0)
+            torch.cuda.synchronize()
+        except Exception as e:
+            print(f"  {case:<34} {impl:<16} failed: {type(e).__name__}: {str(e)[:200]}")
+            continue
+        err = ((Z.double() - ref).norm() / ref.norm()).item()
+        res.notes[f"{case}_{impl}_rel_err"] = err
+        res.notes[f"{case}_{impl}_first_call_s"] = round(time.perf_counter() - t0, 2)
+        report(impl, call, variant=chosen)
+        print(f"  {case:<34} {impl:<16} rel. error {err:.2e}")
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out-dir", type=Path, default=ROOT / "benches" / "results")
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--device", type=int, default=0)
+    p.add_argument("--cases", default=",".join(CASES))
+    p.add_argument("--plain", action="store_true", help="add the products without epilogue")
+    p.add_argument("--iters", type=int, default=20)
+    args = p.parse_args()
+    torch = optional("torch")
+    if torch is None or not torch.cuda.is_available():
+        print("gemm_epilogue: needs torch with CUDA", file=sys.stderr)
+        return 1
+    import zyntax.kernels.gemm as zk
+
+    dev = torch.device("cuda", args.device)
+    torch.cuda.set_device(dev)
+    res = Results("gemm_epilogue", torch.cuda.get_device_name(dev))
+    ctx = {"torch": torch, "zk": zk, "res": res, "dev": dev}
+    ctx.update(warmup=2 if args.quick else 5, iters=5 if args.quick else args.iters)
+    todo = {c: CASES[c] for c in args.cases.split(",") if c in CASES}
+    todo.update({c: PLAIN[c] for c in args.cases.split(",") if c in PLAIN})
+    if args.plain:
+        todo.update(PLAIN)
+    partial = args.out_dir / "gemm_epilogue-partial.json"
+    for case, spec in todo.items():
+        t0 = time.perf_counter()
+        bench_case(ctx, case, *spec)
+        torch.cuda.empty_cache()
+        res.notes[f"{case}_wall_s"] = round(time.perf_counter() - t0, 1)
+        partial.parent.mkdir(parents=True, exist_ok=True)  # kept if a time limit stops the run
+        partial.write_text(
+            json.dumps({"device": res.device, "results": res.rows, "notes": res.notes}, indent=1)
+        )
+    res.write(args.out_dir)
+    partial.unlink(missing_ok=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

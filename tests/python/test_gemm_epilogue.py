@@ -1,0 +1,34 @@
+"""The tile matmul's epilogues lower onto the warp-specialised pipeline
+(issue 30): with a bias and relu / GELU the program under a WS schedule has
+its two tensor maps and no shared-memory scratch (the bias is loaded in the
+accumulator's layout, ``infer/remat.rs``), where it fell back to the
+cp.async pipeline before. No GPU needed: lowering only (the GPU runs are in
+tests/python/gpu/test_gemm_epilogue_gpu.py, the interpreter runs of the same
+lowering in crates/zyntax-tile/tests/wgmma_ws_epilogue.rs)."""
+
+from __future__ import annotations
+
+import pytest
+
+from zyntax.kernels import gemm_tile
+
+
+@pytest.mark.parametrize("bias", [None, "bf16", "f32"])
+@pytest.mark.parametrize("act", [None, "relu", "gelu"])
+@pytest.mark.parametrize(
+    "sched,opts",
+    [((128, 256, 64, 8, 4, "sm_90a"), (1, False)), ((128, 128, 64, 4, 6, "sm_90a"), (1, True))],
+)  # fmt: skip
+def test_epilogue_stays_warp_specialised(
+    bias: str | None, act: str | None, sched: tuple, opts: tuple
+) -> None:
+    # (in flight, ping-pong) and the defaults of any later knobs (clusters)
+    opts = (*opts, *gemm_tile.Spec.__dataclass_fields__["ws_opts"].default[2:])
+    s = gemm_tile.Spec(
+        "bf16", "bf16", bias, act, 2, 2, 1, 1, (True, True, True), 0, False, sched, True, opts
+    )
+    k = gemm_tile.program(s)
+    assert len(k.tensor_maps) == 2 and k.persistent
+    assert k.shared_bytes == 0
+    threads = 32 * sched[3] * (2 if opts[1] else 1) + 128
+    assert k.block == (threads, 1, 1)

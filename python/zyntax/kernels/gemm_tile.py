@@ -170,10 +170,10 @@ HOST_ARCH = "sm_80"
 #: 2-D bf16/f16 products on sm_90a (tiles 128 wide or more, no split) run the
 #: warp-specialised, persistent TMA pipeline (a producer warpgroup, mbarrier
 #: rings; docs/tile.md), bias and activation included (the consumers apply
-#: them to the accumulator's registers, ``lower/fuse.rs``). B1 on an H200: 678 TFLOP/s at 4096^3 against 558 on
-#: the cp.async pipeline, 672 against 553 for A.T @ B, 249 (0.94x cuBLAS) at
-#: 256x4096x4096 on 64x128 tiles; on 64x64 tiles 181 against 238, hence the
-#: width condition.
+#: them to the accumulator's registers, ``lower/fuse.rs``). B1 on an H200:
+#: 678 TFLOP/s at 4096^3 against 558 on the cp.async pipeline, 672 against
+#: 553 for A.T @ B, 249 (0.94x cuBLAS) at 256x4096x4096 on 64x128 tiles; on
+#: 64x64 tiles 181 against 238, hence the width condition.
 WARP_SPECIALIZE = True
 #: Split-K products of M up to 64 (decode) also run the warp-specialised
 #: pipeline, one CTA per (tile, split) and not persistent: TMA streams the

@@ -34,7 +34,8 @@
 //! do not depend on the thread (n-body's walk over all bodies) or step by a
 //! thread's chunk (a scan's per-thread chunk) stays a per-thread loop, where
 //! it is cheaper. `ZYNTAX_CPU_INTERCHANGE=0` turns the interchange off (for
-//! comparisons).
+//! comparisons), `ZYNTAX_CPU_INTERCHANGE=all` takes every loop it may take
+//! (for the random-kernel tests).
 
 use std::collections::{BTreeMap, BTreeSet};
 use zyntax_hir::{BinOp, BlockId, Dim, Function, InstId, Op, ValueId};
@@ -53,8 +54,15 @@ pub fn is_virtual(i: InstId) -> bool {
     i.0 & VIRTUAL != 0
 }
 
-fn disabled() -> bool {
-    std::env::var("ZYNTAX_CPU_INTERCHANGE").is_ok_and(|v| v == "0")
+/// `ZYNTAX_CPU_INTERCHANGE`: `0` off; `all` every loop that may be
+/// interchanged, whether it pays or not (for tests: more loops against the
+/// interpreter); anything else the default.
+fn mode() -> Option<bool> {
+    match std::env::var("ZYNTAX_CPU_INTERCHANGE").as_deref() {
+        Ok("0") => None,
+        Ok("all") => Some(true),
+        _ => Some(false),
+    }
 }
 
 /// Ops a loop may hold and still be interchanged: pure arithmetic, plain
@@ -234,7 +242,10 @@ fn meet(a: Option<Option<i64>>, b: Option<i64>) -> Option<Option<i64>> {
 /// The headers of the loops of kernel `f` to interchange with its thread
 /// loop (see the module docs), in layout order; empty when off.
 pub fn headers(f: &Function) -> Vec<BlockId> {
-    if !f.is_kernel() || disabled() {
+    let Some(all) = mode() else {
+        return Vec::new();
+    };
+    if !f.is_kernel() {
         return Vec::new();
     }
     let loops = zyntax_opt::analysis::loops(f);
@@ -268,7 +279,7 @@ pub fn headers(f: &Function) -> Vec<BlockId> {
                 pays |= addr.is_some_and(contiguous);
             }
         }
-        if ok && pays {
+        if ok && (pays || all) {
             out.insert(l.header);
         }
     }

@@ -7,9 +7,10 @@
 //! Run thread after thread, such a loop touches one element per cache line
 //! per thread and keeps its accumulator a serial chain. Interchanged — for
 //! each iteration, every thread of the block — consecutive threads touch
-//! consecutive addresses, and the thread loop is the innermost loop, which
-//! LLVM's loop vectorizer turns into SIMD code (each thread a lane, its
-//! accumulator a lane of a vector: no reassociation, results unchanged).
+//! consecutive addresses, and the thread loop is the innermost loop, the
+//! form LLVM's loop vectorizer takes (each thread a lane, its accumulator a
+//! lane of a vector: no reassociation, results unchanged) — which it does
+//! not do here yet (below).
 //!
 //! The interchange is region fission ([`super::fission`]) with one more kind
 //! of split point: the header of a chosen loop is a *virtual barrier*. A
@@ -28,12 +29,19 @@
 //! alone, as are loops holding another loop (the vectorizer takes innermost
 //! loops only).
 //!
-//! Which loops: those with a memory access whose address steps by one
-//! element from thread `x` to thread `x + 1` ([`x_stride`]) — the case where
-//! interchange makes the threads' accesses contiguous. A loop whose accesses
-//! do not depend on the thread (n-body's walk over all bodies) or step by a
-//! thread's chunk (a scan's per-thread chunk) stays a per-thread loop, where
-//! it is cheaper. `ZYNTAX_CPU_INTERCHANGE=0` turns the interchange off (for
+//! Which loops: grid-stride loops (a carried value stepped by an amount
+//! computed from `grid_dim`, [`grid_stride`]) with a memory access whose
+//! address steps by one element from thread `x` to `x + 1` ([`x_stride`]) —
+//! where thread after thread order fetches every cache line once per thread.
+//! A row walk at stride `blockDim`, a tile's constant-stride loop, a loop
+//! whose accesses do not depend on the thread (n-body's walk over all
+//! bodies) or step by a thread's chunk (a scan's chunks) stays per thread:
+//! its data stays in cache while the block's threads run, and the
+//! interchange's per-iteration saves and restores cost more than they save
+//! (measured, docs/cpu.md). They would pay once the interchanged thread loop
+//! became SIMD code, which LLVM does not do here yet (the loop's index comes
+//! back from its per-thread array: a gather, and run-time alias checks it
+//! cannot form). `ZYNTAX_CPU_INTERCHANGE=0` turns the interchange off (for
 //! comparisons), `ZYNTAX_CPU_INTERCHANGE=all` takes every loop it may take
 //! (for the random-kernel tests).
 
@@ -239,6 +247,55 @@ fn meet(a: Option<Option<i64>>, b: Option<i64>) -> Option<Option<i64>> {
     }
 }
 
+/// Whether loop `l` steps a carried value by an amount that depends on the
+/// grid's size (`grid_dim`): a grid-stride loop, whose thread after thread
+/// walk touches every cache line of the array once per thread sharing it.
+/// A walk at stride `blockDim` or a constant spans a row or a tile, which
+/// stays in cache while the block's threads run one after another; there
+/// the interchange's per-iteration saves and restores cost more than they
+/// save (measured: layernorm, softmax, the tiled transpose and the matmul
+/// nest were slower interchanged, reduce_sum faster; docs/cpu.md).
+fn grid_stride(f: &Function, l: &zyntax_opt::analysis::Loop) -> bool {
+    let Some(hp) = f.blocks.get(l.header.index()).map(|b| b.params.clone()) else {
+        return false;
+    };
+    let Some(last) = f.block(l.latch).insts.last() else {
+        return false;
+    };
+    let Some(d) = f.insts.get(last.index()) else {
+        return false;
+    };
+    d.targets
+        .iter()
+        .filter(|t| t.block == l.header)
+        .flat_map(|t| hp.iter().zip(&t.args))
+        .any(|(p, a)| {
+            let Some(add) = def_of(f, *a) else {
+                return false;
+            };
+            matches!(add.op, Op::Binary(BinOp::Add))
+                && add.args.len() == 2
+                && add.args.contains(p)
+                && add.args.iter().any(|s| s != p && uses_grid_dim(f, *s, 8))
+        })
+}
+
+fn def_of(f: &Function, v: ValueId) -> Option<&zyntax_hir::InstData> {
+    match f.values.get(v.index())?.def {
+        zyntax_hir::ValueDef::Result(i, _) => f.insts.get(i.index()),
+        _ => None,
+    }
+}
+
+/// Whether `v` is computed from `grid_dim` (through at most `depth` ops).
+fn uses_grid_dim(f: &Function, v: ValueId, depth: usize) -> bool {
+    let Some(d) = def_of(f, v) else {
+        return false;
+    };
+    matches!(d.op, Op::GridDim(_))
+        || depth > 0 && d.args.iter().any(|a| uses_grid_dim(f, *a, depth - 1))
+}
+
 /// The headers of the loops of kernel `f` to interchange with its thread
 /// loop (see the module docs), in layout order; empty when off.
 pub fn headers(f: &Function) -> Vec<BlockId> {
@@ -279,7 +336,7 @@ pub fn headers(f: &Function) -> Vec<BlockId> {
                 pays |= addr.is_some_and(contiguous);
             }
         }
-        if ok && (pays || all) {
+        if ok && (all || pays && grid_stride(f, l)) {
             out.insert(l.header);
         }
     }

@@ -58,11 +58,22 @@ class Spec:
     #: per cluster, the cluster along N), as ``zyntax_tile::ws_heuristic``
     #: chose them
     ws_opts: tuple[int, bool, int, bool] = (0, False, 1, False)
+    #: a contiguous, 8-byte aligned bias: read two columns per access
+    bias_vec: bool = False
 
 
 def _ge(p: tile.Scalar, s: tile.Scalar) -> tile.Scalar:
     """1 if p >= s else 0, for u32 values below 2^31 (the sign of the wrapped difference)."""
     return 1 - p.builder.scalar_binary("shr", p - s, 31)
+
+
+def _bias_view(t: tile.Builder, s: Spec) -> tile.View | None:
+    """The bias as a [1, N] view (row stride 0), if there is one."""
+    if not s.bias:
+        return None
+    if s.bias_vec:
+        return t.view("bias", s.bias, 2, unit_stride_dim=1, align_bytes=8)
+    return t.view("bias", s.bias, 2)
 
 
 def _epilogue(t: tile.Builder, s: Spec, acc: tile.Tile, bias: Any, n0: Any) -> tile.Tile:
@@ -73,8 +84,12 @@ def _epilogue(t: tile.Builder, s: Spec, acc: tile.Tile, bias: Any, n0: Any) -> t
     if s.activation == "relu":
         acc = t.maximum(acc, t.zeros((bm, bn)))
     elif s.activation == "gelu":
-        inner = (acc + acc * acc * acc * 0.044715) * GELU_C
-        acc = acc * (t.unary("tanh", inner) + 1.0) * 0.5
+        # x (1 + tanh(v)) / 2 = x sigmoid(2 v) = x r^2, r = rsqrt(1 + exp(-2 v)):
+        # two approximate MUFU ops where tanh took a full-precision division
+        # (B1, H200: 218 against 508 TFLOP/s with bias only).
+        v2 = (acc + acc * acc * acc * 0.044715) * (-2.0 * GELU_C)
+        r = t.unary("rsqrt", t.unary("exp", v2) + 1.0)
+        acc = acc * r * r
     return acc.cast(s.out_dtype)
 
 
@@ -99,7 +114,7 @@ def program(s: Spec) -> tile.Kernel:
     b = view("b", s.dtype, s.b_rank, s.b_unit, s.aligned[1])
     out_dt = "f32" if s.split else s.out_dtype
     cs = [view(f"c{i}", out_dt, 3, 1, s.aligned[2]) for i in range(max(1, s.groups))]
-    bias = t.view("bias", s.bias, 2) if s.bias and not s.split else None
+    bias = _bias_view(t, s) if not s.split else None
     # Per batch, the folded views move by (a_r, a_c) and (b_r, b_c) elements of (rows, cols).
     kk, kps, splits, a_r, a_c, b_r, b_c = (
         t.scalar_param(n, "u32") for n in ("k", "kps", "splits", "a_r", "a_c", "b_r", "b_c")
@@ -144,7 +159,7 @@ def finish(s: Spec) -> tile.Kernel:
     t = tile.Builder("matmul_finish", tile.Schedule((bm, bn), k=16, warps=warps, arch=arch))
     ws = t.view("ws", "f32", 3, unit_stride_dim=2, align_bytes=16)
     c = t.view("c", s.out_dtype, 3, unit_stride_dim=2)
-    bias = t.view("bias", s.bias, 2) if s.bias else None
+    bias = _bias_view(t, s)
     splits = t.scalar_param("splits", "u32")
     m0, n0, z = t.program_id(0) * bm, t.program_id(1) * bn, t.program_id(2)
 
@@ -354,6 +369,7 @@ def launch(
         sched,
         ws,
         ws_opts,
+        bias_vec=bias is not None and bias.strides[0] == 1 and bias.ptr % 8 == 0,
     )
     bias_args = [] if bias is None else [bias, 1, n, 0, bias.strides[0]]
     args: list[Any] = [ta, *av, tb, *bv]

@@ -31,6 +31,9 @@ CASES: dict[str, tuple[int, int, int, bool, str | None]] = {
     "qkv_bias_8192x3072x1024": (8192, 3072, 1024, True, None),
     "mlp_up_bias_gelu_8192x4096x1024": (8192, 4096, 1024, True, "gelu"),
     "bias_gelu_4096": (4096, 4096, 4096, True, "gelu"),
+    # the medium transformer block's other projections (benches/blocks.py)
+    "o_bias_8192x1024x1024": (8192, 1024, 1024, True, None),
+    "down_bias_8192x1024x4096": (8192, 1024, 4096, True, None),
 }
 PLAIN: dict[str, tuple[int, int, int, bool, str | None]] = {
     "plain_8192": (8192, 8192, 8192, False, None),

@@ -97,8 +97,12 @@ REVERSE_WRITE = False
 #: Whether the chunked norm backward's dx pass peels odd rows' heads.
 PEEL_CHUNKS_BWD = True
 #: Resident instances per SM asked of ptxas (``.minnctapersm``, which caps
-#: the registers), by (program, plan shape); absent: ptxas's own choice.
-MIN_BLOCKS: dict[tuple[str, str], int] = {}
+#: the registers), by (program, plan shape), where that leaves 128 registers
+#: a thread or more; absent: ptxas's own choice. The one-pass norm backward
+#: of a [1, 4096] row and its tail took 168 registers, one instance of 8
+#: warps per SM (ncu, H200, session 11 B1: 12.5 % occupancy, DRAM 16 % busy,
+#: 120 us at 4096x4097); 2 caps it at 128 (32 bytes of spills).
+MIN_BLOCKS: dict[tuple[str, str], int] = {("norm_bwd_rows", "row"): 2}
 #: Program families whose whole-row programs take a tail tile (:func:`tailed`),
 #: and the widest tail relative to the first tile (1/TAIL_FRAC of it).
 TAILED = frozenset({"norm", "softmax", "ce"})
@@ -1007,7 +1011,8 @@ def _module(name: str, p: Plan, dtype: str, access: int, *extra: Any) -> hir.Mod
     caps the registers so that many instances fit on an SM."""
     m = kernel(name, p, dtype, access, *extra).module
     blocks = MIN_BLOCKS.get((name, p.shape))
-    if not blocks:
+    # Never below 128 registers a thread: past that the spills cost more.
+    if not blocks or blocks * p.warps * 32 * 128 > 65536:
         return m
     j = json.loads(m.to_json())
     for f in j["functions"]:

@@ -89,7 +89,7 @@ def bench_case(
     Z = torch.empty_like(C)
     for impl, variant in (("zyntax_tile", "tile"), ("zyntax_sm90", "sm90"), ("zyntax", None)):
         try:
-            chosen = zk.choose_variant(As[0], Bs[0], variant=variant)
+            chosen = zk.choose_variant(As[0], Bs[0], bias=bs, activation=act, variant=variant)
         except Exception as e:
             print(f"  {case:<34} {impl:<16} (no variant: {str(e)[:160]})")
             continue

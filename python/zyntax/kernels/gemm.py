@@ -571,11 +571,41 @@ def tile_preferred(p: Problem, arch: str) -> bool:
         return True
     if MMA_SYNC_M[0] < p.m <= MMA_SYNC_M[1] and p.k <= MMA_SYNC_MAX_K:
         return False  # mma_sync's small tiles (see MMA_SYNC_M)
-    return p.m <= TILE_MAX_M
+    if p.m > TILE_MAX_M:
+        if p.activation is not None:
+            on = ACTIVATION_ON_TILE
+        else:
+            on = BIAS_ON_TILE if p.bias is not None else PLAIN_ON_TILE
+        return on and _tile_ws_fits(p)
+    return True
 
 
 #: Up to this M the registry prefers the tile program on sm_90 (tile_preferred).
 TILE_MAX_M = 256
+#: Larger products with a bias (no activation) run the tile program where its
+#: warp-specialised pipeline takes them (:func:`_tile_ws_fits`; the epilogue
+#: in the consumers' registers). B1 of session 11 on an H200, TFLOP/s, the
+#: QKV projection 8192x3072x1024 with bias: tile 508, hand-written sm90 462
+#: (cuBLAS 695).
+BIAS_ON_TILE = True
+#: The same with an activation: off, the GELU epilogue ran at 218 against
+#: sm90's 343 (8192x4096x1024 with bias; 4096^3 530 against 611) in that B1.
+ACTIVATION_ON_TILE = False
+#: Without an epilogue the hand-written sm90 variant stays first: 785
+#: against the tile's 771 at 8192^3 in that B1.
+PLAIN_ON_TILE = False
+
+
+def _tile_ws_fits(p: Problem) -> bool:
+    """Whether ``gemm_tile.launch`` runs the 2-D product `p` (M above
+    TILE_MAX_M: never split) on its warp-specialised pipeline: 16-byte aligned
+    operands and row strides (TMA), enough output tiles and K steps for the
+    crate's WS table."""
+    if any(op.ptr % 16 or (op.ld * op.itemsize) % 16 for op in (p.a, p.b)):
+        return False
+    got = gemm_tile.ws_schedule(p.m, p.n, p.k, _sm_count(p))
+    return got is not None and p.k >= got[0][2] * got[0][4]
+
 
 #: Row-major products with M in (lo, hi] and K up to MMA_SYNC_MAX_K run
 #: mma_sync before the tile program on sm_90: the small transformer block's
@@ -667,6 +697,8 @@ def choose_variant(
     a: Any,
     b: Any,
     *,
+    bias: Any = None,
+    activation: str | None = None,
     out_dtype: str | None = None,
     variant: str | None = None,
     allow_tf32: bool = False,
@@ -675,7 +707,10 @@ def choose_variant(
     tf32 = _options(variant, allow_tf32)
     if max(_ndim(a), _ndim(b)) > 2 or variant == "tile":
         return "tile"
-    p = normalise(a, b, None, out_dtype=out_dtype, tf32=tf32, allocate=False)
+    p = normalise(
+        a, b, None, bias=bias, activation=activation, out_dtype=out_dtype, tf32=tf32,
+        allocate=False,
+    )  # fmt: skip
     return _choose(p, variant)[0].name
 
 

@@ -1,0 +1,44 @@
+"""The route kernels.matmul picks for large row-major products with an
+epilogue on sm_90 (gemm.tile_preferred, issue 30): a bias alone runs the tile
+program where its warp-specialised pipeline takes the product (B1 of session
+11: the QKV projection 508 TFLOP/s against the hand-written sm90's 462), an
+activation (ACTIVATION_ON_TILE) and no epilogue (PLAIN_ON_TILE) as measured.
+Checked through choose_variant on GPU-looking operands (nothing launched)."""
+
+from __future__ import annotations
+
+import pytest
+
+import zyntax.kernels.gemm as zk
+from test_matmul import FakeGpu
+
+
+@pytest.fixture
+def hopper(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(zk, "_arch_of", lambda p: "sm_90a")  # what an H200 reports
+    monkeypatch.setattr(zk, "_sm_count", lambda p: 132)
+
+
+def mat(*shape: int) -> FakeGpu:  # bf16, row-major
+    return FakeGpu(shape, "<V2")
+
+
+@pytest.mark.parametrize("m,k,n", [(8192, 1024, 3072), (8192, 4096, 1024), (1024, 1024, 4096)])
+def test_bias_runs_the_tile_program(hopper: None, m: int, k: int, n: int) -> None:
+    assert zk.BIAS_ON_TILE
+    assert zk.choose_variant(mat(m, k), mat(k, n), bias=mat(n)) == "tile"
+    want = "tile" if zk.ACTIVATION_ON_TILE else "sm90"
+    assert zk.choose_variant(mat(m, k), mat(k, n), bias=mat(n), activation="gelu") == want
+    want = "tile" if zk.PLAIN_ON_TILE else "sm90"
+    assert zk.choose_variant(mat(m, k), mat(k, n)) == want
+
+
+def test_too_few_tiles_or_short_k_stay_on_sm90(hopper: None) -> None:
+    # 512x512 output: too few tiles for the crate's WS table; K = 64: less than the ring
+    assert zk.choose_variant(mat(512, 4096), mat(4096, 512), bias=mat(512)) == "sm90"
+    assert zk.choose_variant(mat(8192, 64), mat(64, 4096), bias=mat(4096)) == "sm90"
+
+
+def test_misaligned_rows_stay_on_sm90(hopper: None) -> None:
+    # K = 1001: a's rows are not 16-byte multiples, TMA cannot read them
+    assert zk.choose_variant(mat(4096, 1001), mat(1001, 4096), bias=mat(4096)) == "sm90"

@@ -9,6 +9,7 @@ tests/python/gpu/test_rows_tile_gpu.py."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -585,3 +586,17 @@ def test_tailed_softmax_cross_entropy(n: int, dtype: str, monkeypatch: pytest.Mo
         assert {name for name, _ in plans} == {"softmax_fwd", "softmax_bwd", "ce_fwd", "ce_bwd"}
         for name, plan in plans:
             assert plan.tail and plan.width == 1024, (name, plan)
+
+
+def test_min_blocks_caps_registers_not_below_128() -> None:
+    """MIN_BLOCKS asks ptxas for instances per SM (``.minnctapersm`` in the
+    kernel's HIR) only where that leaves 128 registers a thread or more."""
+
+    def min_blocks(p: Any) -> Any:
+        m = json.loads(rows_tile._module("norm_bwd_rows", p, "bf16", 16, "layer").to_json())
+        return m["functions"][0]["kind"]["kernel"]["min_blocks"]
+
+    Plan = rows_tile.Plan
+    assert rows_tile.MIN_BLOCKS[("norm_bwd_rows", "row")] == 2
+    assert min_blocks(Plan("row", 1, 4096, 8, peel=1, tail=16)) == 2  # 2 x 256 threads
+    assert min_blocks(Plan("row", 1, 8192, 16)) is None  # 2 x 512 would leave 64

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -104,33 +103,18 @@ def _add(
 def _configs() -> list[str]:
     """``ZYNTAX_BENCH_DECODE``: split-kernel forms timed beside the default on
     the contiguous cache, comma-separated ``s<stages>[k<keys>][w<waves>]``
-    (build's ring depth and keys per tile, plan's waves; default
-    ``s2,s1k32,s2k32``; empty: none)."""
-    return [c for c in os.environ.get("ZYNTAX_BENCH_DECODE", "s2,s1k32,s2k32").split(",") if c]
+    (attention()'s ``variant="decode_<form>"``: build's ring depth and keys
+    per tile, plan's waves; default ``s2k32,s1k32``; empty: none)."""
+    return [c for c in os.environ.get("ZYNTAX_BENCH_DECODE", "s2k32,s1k32").split(",") if c]
 
 
 def _forced(qs: list[Any], ks: list[Any], vs: list[Any], cfg: str) -> Callable[[int], Any]:
-    """attention_decode.forward with `cfg`'s ring depth and tile keys
-    (called directly: attention()'s plan keys on the arguments only)."""
-    from zyntax.kernels import _tensors as T
-    from zyntax.kernels import attention_decode
-
-    m = re.fullmatch(r"s(\d+)(?:k(\d+))?(?:w(\d+))?", cfg)
-    if m is None:
-        raise SystemExit(f"ZYNTAX_BENCH_DECODE: bad form {cfg!r}")
-    stages, keys, waves = (int(x) if x else None for x in m.groups())
-    sets = [
-        [T.tensor(x, n) for x, n in ((q, "q"), (k.transpose(1, 2), "k"), (v.transpose(1, 2), "v"))]
-        for q, k, v in zip(qs, ks, vs, strict=True)
-    ]
-    scale_log2 = qs[0].shape[-1] ** -0.5 * 1.4426950408889634
+    """attention() with ``variant="decode_<cfg>"`` (planned as the default)."""
 
     def call(i: int) -> Any:
-        out, _ = attention_decode.forward(
-            *sets[i], causal=False, scale_log2=scale_log2, window=None, stream=None,
-            stages=stages, keys=keys or 0, waves=waves,
-        )  # fmt: skip
-        return out
+        return kernels.attention(
+            qs[i], ks[i].transpose(1, 2), vs[i].transpose(1, 2), variant=f"decode_{cfg}"
+        )
 
     return call
 

@@ -90,6 +90,23 @@ def test_split_counts_and_rings(splits: int, stages: int, keys: int) -> None:
     check(out, lse, *reference(q, k, v, 1 / 8, True, None))
 
 
+@pytest.mark.parametrize("variant", ["decode_s2k32", "decode_s1k32w2", "decode_s2"])
+def test_forms_by_variant(variant: str) -> None:
+    """variant="decode_<form>" picks the split kernel's ring depth, tile keys
+    and waves, through attention() (and with a paged cache)."""
+    q, k, v = randn(1, 4, 2, 64), randn(1, 2, 333, 64), randn(1, 2, 333, 64)
+    out, lse = kernels.attention(q, k, v, causal=True, return_lse=True, variant=variant)
+    check(out, lse, *reference(q, k, v, 1 / 8, True, None))
+    kc = k[0].transpose(1, 0, 2)[:320].reshape(5, 64, 2, 64)
+    vc = v[0].transpose(1, 0, 2)[:320].reshape(5, 64, 2, 64)
+    table = np.array([[3, 1, 4, 0, 2]], np.int32)
+    out, lse = kernels.attention(
+        q, kc[table[0].argsort()], vc[table[0].argsort()], block_table=table, return_lse=True,
+        variant=variant,
+    )  # fmt: skip
+    check(out, lse, *reference(q, k[:, :, :320], v[:, :, :320], 1 / 8, False, None))
+
+
 def test_plan() -> None:
     """Splits are whole tiles, at least 4 of them, at most MAX_SPLITS."""
     for sk in (1, 100, 4096, 32768, 1 << 22):
@@ -203,6 +220,8 @@ def test_errors() -> None:
         kernels.attention(q, kc[:, :, :, :32], kc[:, :, :, :32], block_table=table)
     with pytest.raises(ArgumentError, match="'variant'"):
         kernels.attention(q, kc, kc, block_table=table, variant="sm90")
+    with pytest.raises(ArgumentError, match=r"'variant'.*decode_s3"):
+        kernels.attention(q, kc, kc, block_table=table, variant="decode_s3")
     cu = np.array([0, 1, 2], np.int32)
     q3, kv3 = randn(2, 4, 64), randn(2, 2, 64)  # packed (tokens, heads, head dim)
     with pytest.raises(ArgumentError, match="'cu_seqlens_q'"):

@@ -449,13 +449,21 @@ def attention(
     from .attention_sm90 import MAX_SEQ
 
     # Few queries over many keys: the split-KV decode kernel.
-    if variant == "decode" or (
-        variant is None and attention_decode.decode_default(tq.on_gpu, sq, sk)
-    ):
+    form = attention_decode.form(variant)  # "decode" or "decode_<form>"
+    if form is not None or (variant is None and attention_decode.decode_default(tq.on_gpu, sq, sk)):
         if bsz * heads and sq and sk == 0:
             raise ArgumentError("argument 'k': an empty key sequence")
         res = attention_decode.forward(
-            tq, tk, tv, causal=causal, scale_log2=float(scale) * LOG2E, window=window, stream=stream
+            tq,
+            tk,
+            tv,
+            causal=causal,
+            scale_log2=float(scale) * LOG2E,
+            window=window,
+            stream=stream,
+            stages=(form or {}).get("stages"),
+            keys=(form or {}).get("keys"),
+            waves=(form or {}).get("waves"),
         )
         return res if return_lse else res[0]
     # The sm_90a kernel takes every head dim, grouped-query heads, windows

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -775,9 +776,11 @@ def attention_kv(
     arguments checked (ArgumentError naming the argument), (out, lse)."""
     from .attention_tile import window_arg
 
-    if variant not in (None, "decode"):
+    forced = form(variant) if variant is not None else {}
+    if forced is None:
         raise ArgumentError(
-            f"argument 'variant': {variant!r} does not take paged or varlen inputs; use None"
+            f"argument 'variant': {variant!r} does not take paged or varlen inputs; use None "
+            "or 'decode'"
         )
     tq, tk, tv = T.tensor(q, "q"), T.tensor(k, "k"), T.tensor(v, "v")
     T.same_place(tq, tk, tv)
@@ -900,7 +903,33 @@ def attention_kv(
         stream=stream,
         block_table=bt,
         cache_seqlens=lens,
+        stages=forced.get("stages"),
+        keys=forced.get("keys"),
+        waves=forced.get("waves"),
     )
+
+
+def form(variant: Any) -> dict[str, int] | None:
+    """The split kernel's form a `variant` names: ``"decode"`` (the
+    defaults, {}) or ``"decode_s<stages>[k<keys>][w<waves>]"`` (build's ring
+    depth and keys per tile, plan's waves, e.g. ``"decode_s2k32"``); None for
+    other variants. ArgumentError for a malformed decode form."""
+    if not isinstance(variant, str) or not variant.startswith("decode"):
+        return None
+    if variant == "decode":
+        return {}
+    m = re.fullmatch(r"decode_s([12])(?:k(32|64|128))?(?:w(\d+))?", variant)
+    if m is None or (m.group(3) is not None and not 1 <= int(m.group(3)) <= 64):
+        raise ArgumentError(
+            f"argument 'variant': expected 'decode' or 'decode_s<1|2>[k<32|64|128>][w<waves>]', "
+            f"got {variant!r}"
+        )
+    out = {"stages": int(m.group(1))}
+    if m.group(2):
+        out["keys"] = int(m.group(2))
+    if m.group(3):
+        out["waves"] = int(m.group(3))
+    return out
 
 
 def _count(x: Any, name: str) -> int:

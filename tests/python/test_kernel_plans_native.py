@@ -357,3 +357,55 @@ def test_an_output_may_be_made_by_a_prepared_call() -> None:
     with pytest.raises(zyntax.ArgumentError, match="kwargs must be a dict"):
         key = plans.key((x,), {})
         plans.insert(key, 1, [("args", 0, empty, ((n,),), [1])], [], launches, [1], False)
+
+
+def test_an_output_of_another_shape_is_made_by_empty_strided(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # An allocator with torch_strided (and not torch_like) replays natively as
+    # torch.empty_strided(shape, strides, dtype=, device=) prepared once.
+    made: list[Any] = []
+
+    class FakeTorch:
+        @staticmethod
+        def empty_strided(
+            shape: tuple[int, ...], strides: tuple[int, ...], *, dtype: DType, device: int
+        ) -> FakeTensor:
+            o = FakeTensor(shape, dtype, device, strides=strides)
+            made.append((o, shape, strides, dtype, device))
+            return o
+
+    monkeypatch.setitem(sys.modules, "torch", FakeTorch)
+    monkeypatch.setattr(_plans, "_torch_info", lambda: (FakeTensor, lambda d: 0))
+    log: list[Any] = []
+    runs = [0]
+
+    @_plans.planned
+    def entry(x: Any) -> Any:  # one f32 value per row of x (as cross_entropy's losses)
+        runs[0] += 1
+        rec = _plans.recording() or _plans._Recording(())
+        tx = _view(x, "x")
+        rec.tensor(tx)
+        rows = x.shape[0]
+
+        def again(obj: Any) -> tuple[Any, int]:
+            o = obj.new_empty((rows,), dtype=F32)
+            return o, o.data_ptr()
+
+        again.torch_alloc = ((rows,), F32)  # type: ignore[attr-defined]
+        again.torch_strided = ((rows,), (1,), F32, x.device)  # type: ignore[attr-defined]
+        obj, _ = again(x)
+        rec.alloc(obj, again, tx)
+        to = _view(obj, "out")
+        rec.tensor(to)
+        k = FakeKernel(log)
+        k.prepare((rows,), 32, None, None)(tx.ptr, to.ptr, rows)
+        rec.launch(k, (rows,), 32, 0, None, [tx, to, rows])
+        return obj
+
+    rows, cols = (int(v) for v in rng.integers(1, 300, 2))
+    entry(FakeTensor((rows, cols), F16))
+    x = FakeTensor((rows, cols), F16)
+    o = entry(x)
+    assert runs[0] == 1 and made == [(o, (rows,), (1,), F32, 0)]
+    assert log[-1][-1] == [x.ptr, o.ptr, rows]

@@ -333,6 +333,9 @@ def _allocator(like: Tensor, shape: tuple[int, ...], dtype: str) -> Any:
             # torch.empty_like when that is the same allocation (the shape of
             # a C-contiguous `like`: ~0.8 us cheaper than new_empty on an H200).
             same_dtype.torch_alloc = (tuple(shape), None)  # type: ignore[attr-defined]
+            # Or torch.empty_strided prepared once (_plans: the "args" kind).
+            strided = (tuple(shape), _c_strides(tuple(shape)), tdt, like.obj.device)
+            same_dtype.torch_strided = strided  # type: ignore[attr-defined]
             dense = like.strides == _c_strides(like.shape)
             same_dtype.torch_like = dense and tuple(shape) == like.shape  # type: ignore[attr-defined]
             return same_dtype
@@ -342,6 +345,8 @@ def _allocator(like: Tensor, shape: tuple[int, ...], dtype: str) -> Any:
             return o, o.data_ptr()
 
         torch_tensor.torch_alloc = (tuple(shape), tdt)  # type: ignore[attr-defined]
+        strided = (tuple(shape), _c_strides(tuple(shape)), tdt, like.obj.device)
+        torch_tensor.torch_strided = strided  # type: ignore[attr-defined]
         return torch_tensor
     if isinstance(like.obj, cuda.DeviceArray) or lib == "zyntax":
         np_dtype = "bfloat16" if dtype == "bf16" else _np_dtype(dtype)

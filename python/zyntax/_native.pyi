@@ -3,9 +3,9 @@
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import TracebackType
-from typing import Any, Literal, Self, SupportsFloat, SupportsIndex, TypeAlias, final
+from typing import Any, Literal, SupportsFloat, SupportsIndex, TypeAlias, final
 
-from typing_extensions import disjoint_base
+from typing_extensions import Self, disjoint_base
 
 __all__ = [
     "FORMAT_VERSION",

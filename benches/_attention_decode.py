@@ -23,6 +23,7 @@ rounds, each keeping its best.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 from collections.abc import Callable
@@ -298,10 +299,10 @@ def _varlen_case(
         for p, x in zip(padded, (q, k, v), strict=True):
             p[i, :, :n] = x[starts[i] : starts[i] + n].transpose(0, 1)
 
-    def zy(_i: int) -> Any:
+    def zy(_i: int, variant: str | None = None) -> Any:
         return kernels.attention(
             q, k, v, causal=True, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=mx,
-            max_seqlen_k=mx,
+            max_seqlen_k=mx, variant=variant,
         )  # fmt: skip
 
     def pad_out(o: Any) -> Any:
@@ -313,6 +314,12 @@ def _varlen_case(
     print(f"  {name} zyntax: relative error vs float64 SDPA {err:.2e}")
     if err < 2e-2:
         rows.append(("zyntax", zy))
+    for cfg in _configs():
+        call = functools.partial(zy, variant=f"decode_{cfg}")
+        err = float((call(0).double() - ref).norm() / ref.norm())
+        print(f"  {name} zyntax[{cfg}]: relative error vs float64 SDPA {err:.2e}")
+        if err < 2e-2:
+            rows.append((f"zyntax[{cfg}]", call))
     qp, kp, vp = padded
     for impl, call in _sdpa(
         torch,

@@ -183,14 +183,16 @@ def test_cache_seqlens_contiguous() -> None:
         ([17, 1], [1, 17], 4, 1, True),
     ],
 )
-def test_varlen(lq: list[int], lk: list[int], h: int, hk: int, causal: bool) -> None:
+def test_varlen(
+    lq: list[int], lk: list[int], h: int, hk: int, causal: bool, variant: Any = None
+) -> None:
     d = 64
     cq = np.concatenate([[0], np.cumsum(lq)]).astype(np.int32)
     ck = np.concatenate([[0], np.cumsum(lk)]).astype(np.int32)
     q, k, v = randn(int(cq[-1]), h, d), randn(int(ck[-1]), hk, d), randn(int(ck[-1]), hk, d)
     out, lse = kernels.attention(
         q, k, v, causal=causal, return_lse=True, cu_seqlens_q=cq, cu_seqlens_k=ck,
-        max_seqlen_q=max(lq), max_seqlen_k=max(lk),
+        max_seqlen_q=max(lq), max_seqlen_k=max(lk), variant=variant,
     )  # fmt: skip
     assert out.shape == q.shape and lse.shape == (h, cq[-1])
     for i in range(len(lq)):
@@ -203,6 +205,11 @@ def test_varlen(lq: list[int], lk: list[int], h: int, hk: int, causal: bool) -> 
             continue
         qi, ki, vi = (x.transpose(1, 0, 2)[None] for x in (q[qs], k[ks], v[ks]))
         check(oi, li, *reference(qi, ki, vi, d**-0.5, causal, None))
+
+
+@pytest.mark.parametrize("variant", ["decode_s2", "decode_s1k32", "decode_s2k128"])
+def test_varlen_forms(variant: str) -> None:
+    test_varlen([70, 1, 0, 130], [70, 5, 3, 200], 4, 2, True, variant)
 
 
 def test_errors() -> None:

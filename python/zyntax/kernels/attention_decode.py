@@ -689,9 +689,14 @@ def forward_varlen(
     scale_log2: float,
     window: tuple[int | None, int | None] | None,
     stream: Any,
+    stages: int | None = None,
+    keys: int | None = None,
 ) -> tuple[Any, Any]:
     """The varlen forward over checked packed q (Tq, H, D), k, v (Tk, Hk, D):
-    one split per row block, the output (Tq, H, D) and the LSE (H, Tq)."""
+    one split per row block, the output (Tq, H, D) and the LSE (H, Tq).
+    `stages`, `keys`: the split kernel's form (build's; STAGES, KEYS)."""
+    stages = STAGES if stages is None else stages
+    keys = KEYS if keys is None else keys
     from .attention_tile import window_bounds
 
     total, heads, d = tq.shape
@@ -710,7 +715,7 @@ def forward_varlen(
     left, right = window_bounds(causal, window)
     has_right = right < (1 << 30)
     has_left = left < (1 << 30)
-    chunk = -(-max(max_k, 1) // 64) * 64
+    chunk = -(-max(max_k, 1) // 128) * 128  # whole tiles of any size
     args = [
         tq,
         tk,
@@ -747,9 +752,9 @@ def forward_varlen(
         min(right, 1 << 30),
         float(scale_log2),
     ]
-    key = (tq.dtype, d, warps, has_right, has_left, True, "cu", 0, True, 1, 0)
+    key = (tq.dtype, d, warps, has_right, has_left, True, "cu", 0, True, stages, keys)
     grid = (bsz * hk, 1, row_blocks)
-    smem = shared_bytes(d, warps)
+    smem = shared_bytes(d, warps, stages, keys)
     T.launch(build, key, "attention_split", grid, 32 * warps, args, tq, stream, shared=smem)
     return out_obj, lse_obj
 
@@ -861,6 +866,8 @@ def attention_kv(
             scale_log2=float(scale) * LOG2E,
             window=window,
             stream=stream,
+            stages=forced.get("stages"),
+            keys=forced.get("keys"),
         )
     for name, val in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
         if val is not None:

@@ -162,3 +162,12 @@ def test_errors() -> None:
         kernels.attention(q, kc, kc, block_table=torch.zeros(3, 3, device=DEV).int())
     with pytest.raises(ArgumentError, match="cu_seqlens_q"):
         kernels.attention(q[0], kc[0], kc[0], cu_seqlens_k=torch.zeros(3, device=DEV).int())
+
+
+@pytest.mark.parametrize("variant", ["decode_s2k32", "decode_s1k32"])
+def test_forms(variant: str) -> None:
+    """The split kernel's other forms (the two-stage ring, 32-key tiles)."""
+    q = torch.randn(2, 32, 1, 128, device=DEV, dtype=BF16)
+    k, v = (torch.randn(2, 8, 3000, 128, device=DEV, dtype=BF16) for _ in range(2))
+    out, lse = kernels.attention(q, k, v, return_lse=True, variant=variant)
+    check(out, lse, *reference(q, k, v, 128**-0.5, False))

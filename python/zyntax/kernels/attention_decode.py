@@ -4,7 +4,9 @@ forward: the kernels behind ``attention(..., block_table=, cache_seqlens=,
 cu_seqlens_q=, cu_seqlens_k=)`` and the decode route (docs/attention.md,
 "Decode, paged KV caches and varlen batches").
 
-**The split kernel** (builder-written, ``mma.sync``): a block of ``W``
+**The split kernel** (builder-written, ``mma.sync``: the tile layer has no
+load of a scalar from memory, which addressing a tile through the block
+table or ``cu_seqlens`` needs): a block of ``W``
 warps owns ``16 W`` *packed rows* of one (batch, KV head) and one *split*
 (a chunk of the keys). A packed row is (query head of the KV head's group,
 query): row ``r`` is query head ``hk * G + r // Sq`` and query ``r % Sq``,

@@ -407,6 +407,19 @@ pub const WS_TILES: [[u32; 6]; 3] = [
     [128, 128, 4, 6, 1, 1],
     [64, 128, 4, 6, 0, 0],
 ];
+/// Clusters per [`WS_TILES`] entry, as `[ctas, along_n]`: `ctas` 2 runs
+/// clusters of two CTAs sharing an operand tile by TMA multicast
+/// (`lower/pipeline_ws.rs`), along M (sharing `b`) or with `along_n` 1
+/// along N (sharing `a`); 1: none. Taken only when the output has at least
+/// [`WS_CLUSTER_MIN_TILES`] tiles. None is on: on an H200 (session 11 B1,
+/// TFLOP/s, 1 CTA / clusters along M / along N) 761 / 742 / 746 at 8192^3
+/// (128x256), 717 / 661 / 664 at 4096^3, 577 / 533 / 538 on the LM head
+/// 2048x50304x768 (ping-pong 128x128): clusters lost 2-15 % everywhere.
+pub const WS_CLUSTERS: [[u32; 2]; 3] = [[1, 0], [1, 0], [1, 0]];
+/// Tiles from which [`WS_CLUSTERS`] applies: with fewer, a partial last
+/// wave of clusters (or a unit half outside the grid) costs more than the
+/// L2 traffic multicast saves.
+pub const WS_CLUSTER_MIN_TILES: u64 = 1024;
 /// Below this K (in elements) a tile's epilogue is a large share of its
 /// time (12 K steps at K = 768): the ping-pong 128x128 schedule, whose
 /// epilogue runs under the other set's wgmmas, replaces 128x256.
@@ -432,11 +445,17 @@ pub fn ws_heuristic(problem: &GemmProblem, sms: u64) -> Option<Schedule> {
         u64::from(t[0]) <= problem.m.next_power_of_two().max(64)
             && (problem.k >= WS_SHORT_K || t[5] == 1 || t[0] < 128)
     };
-    let &[bm, bn, warps, stages, in_flight, pingpong] = WS_TILES
+    let t = WS_TILES
         .iter()
         .filter(fits)
         .find(|t| tiles(t) >= sms)
         .or((2 * tiles(smallest) >= sms).then_some(smallest))?;
+    let &[bm, bn, warps, stages, in_flight, pingpong] = t;
+    let at = WS_TILES.iter().position(|x| x == t).unwrap_or(0);
+    let [ctas, along_n] = match WS_CLUSTERS[at] {
+        c if tiles(t) >= WS_CLUSTER_MIN_TILES => c,
+        _ => [1, 0],
+    };
     Some(
         Schedule::block(&[bm, bn])
             .k(64)
@@ -446,7 +465,9 @@ pub fn ws_heuristic(problem: &GemmProblem, sms: u64) -> Option<Schedule> {
             .warp_specialize(true)
             .persistent(true)
             .wgmma_in_flight(in_flight)
-            .pingpong(pingpong == 1),
+            .pingpong(pingpong == 1)
+            .cluster(ctas)
+            .cluster_n(along_n == 1),
     )
 }
 
@@ -551,6 +572,9 @@ mod tests {
                 .wgmma_in_flight(t[4])
                 .pingpong(t[5] == 1);
             s.validate_gemm(2).unwrap();
+        }
+        for (t, c) in WS_TILES.iter().zip(WS_CLUSTERS) {
+            assert!([1, 2].contains(&c[0]) && c[1] <= 1, "{t:?}: {c:?}");
         }
     }
 

@@ -62,7 +62,13 @@ impl Lowerer<'_> {
             return Ok(true);
         }
         let reads: Vec<TileId> = match op {
-            // A store reads its registers group by group (`memory.rs`).
+            // A store reads its registers group by group (`memory.rs`),
+            // unless they are only a cast of computed ones (the plain GEMM's
+            // epilogue): no pressure to spare, and the store keeps its one
+            // branch between the whole box and the masked one.
+            Op::Store { tile, .. } | Op::AtomicAdd { tile, .. } if self.only_casts(*tile) => {
+                vec![*tile]
+            }
             Op::Store { .. } | Op::AtomicAdd { .. } => Vec::new(),
             Op::Reduce { tile, .. } | Op::ConvertLayout { tile, .. } => vec![*tile],
             Op::Dot { a, b, acc, .. } => vec![*a, *b, *acc],
@@ -85,6 +91,17 @@ impl Lowerer<'_> {
             }
         }
         Ok(false)
+    }
+
+    /// Whether `t` is computed, or a recorded cast of such a tile.
+    fn only_casts(&self, t: TileId) -> bool {
+        if self.tiles[t.0 as usize].is_some() {
+            return true;
+        }
+        match self.fused.as_ref().and_then(|f| f.defs.get(&t)) {
+            Some(Op::Cast { tile, .. }) => self.only_casts(*tile),
+            _ => false,
+        }
     }
 
     /// Registers `regs` of `t`: computed ones, or recorded ops evaluated now.

@@ -155,6 +155,28 @@ def test_half_matmul_on_sm90a_takes_the_warp_specialised_pipeline() -> None:
         nest_to_tile(spec, arch="sm_90a", sms=0)
 
 
+@pytest.mark.parametrize("fused", [False, True])
+def test_warp_specialised_nest_assembles_without_spills(fused: bool) -> None:
+    """The bench's bf16 4096^3 nests (the matmul, and with bias + gelu +
+    residual computed in the consumers' registers) on the WS pipeline go
+    through ptxas for sm_90a with TMA, mbarriers and wgmma, no spills (the
+    fused one on 128x128 over 8 warps: at 128x256 it spilled 776 bytes)."""
+    from zyntax import ptxinfo
+
+    spec = fused_spec(4096, 4096, 4096) if fused else matmul_spec(4096, 4096, 4096)
+    for b in spec["buffers"]:
+        b["dtype"] = "bf16"
+    nt = nest_to_tile(spec, arch="sm_90a")
+    # With an epilogue 128x128 over 8 warps (64 accumulators a thread).
+    tile = "(128x128, K step 64, 8" if fused else "(128x256"
+    assert nt.pipeline.startswith(f"warp-specialised TMA pipeline {tile}"), nt.pipeline
+    ptx = zyntax.compile(nt.kernel.module, backend="nvptx", arch="sm_90a")
+    for needle in ("cp.async.bulk.tensor.2d", "mbarrier.try_wait.parity", "wgmma.mma_async"):
+        assert needle in ptx, needle
+    r = ptxinfo.ptxas_resources(zyntax.validate_ptx(ptx, "sm_90a").log)[nt.kernel.name]
+    assert r["spill_store_bytes"] == 0 and r["stack_bytes"] == 0, r
+
+
 @pytest.mark.parametrize(("m", "n", "k"), [(17, 33, 9), (64, 48, 40)])
 def test_matmul_bias_gelu_residual(m: int, n: int, k: int) -> None:
     a, b, bias, r, c = rand(m, k), rand(k, n), rand(n), rand(m, n), nan(m, n)

@@ -413,8 +413,23 @@ fn ws_schedule(
         k,
         operand_bytes: 2,
     };
-    let s = ws_heuristic(&problem, options.sms)
+    let mut s = ws_heuristic(&problem, options.sms)
         .ok_or_else(|| format!("{m}x{n} has too few output tiles for {} SMs", options.sms))?;
+    // An epilogue computes in the consumers' registers beside the f32
+    // accumulator: 128 accumulators a thread (128x256 over 8 warps, a
+    // 128x128 ping-pong set of 4) leave it too few, and ptxas spills (776
+    // bytes for bias + gelu + residual at 128x256); 128x128 over 8
+    // cooperative warps holds 64 a thread and spills nothing.
+    let per_thread = s.block[0] * s.block[1] / s.threads();
+    if spec.epilogue.is_some() && per_thread > 64 {
+        s = Schedule::block(&[128, 128])
+            .k(64)
+            .warps(8)
+            .stages(4)
+            .arch(Arch::Sm90a)
+            .warp_specialize(true)
+            .persistent(true);
+    }
     // A K shorter than the ring stays off it (as in zyntax.kernels.matmul).
     if k < u64::from(s.k * s.stages) {
         return Err(format!(

@@ -59,6 +59,10 @@ impl Lowerer<'_> {
         };
         if let Some(out) = out {
             fused.defs.insert(out, op.clone());
+            // Not computed (yet): registers a previous lowering of this op
+            // left (the other consumer set of a ping-pong kernel) are in
+            // blocks this one's use is not dominated by.
+            self.tiles[out.0 as usize] = None;
             return Ok(true);
         }
         let reads: Vec<TileId> = match op {

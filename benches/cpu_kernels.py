@@ -45,6 +45,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # on PYTHONPATH), never from python/ ahead of it: that tree has no _native.
 sys.path.insert(0, str(ROOT / "examples" / "kernels"))
 
+from _common import git_commit  # noqa: E402
+
 import zyntax  # noqa: E402
 from zyntax import lang  # noqa: E402
 
@@ -775,9 +777,7 @@ def main() -> None:
     def save() -> None:
         """The JSON so far (after every case: a run cut short by a time limit
         still leaves its finished cases)."""
-        commit = subprocess.run(
-            ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True
-        ).stdout.strip()
+        commit = git_commit()
         doc = {
             "bench": "cpu_kernels",
             "device": f"{cpu_model()}, {cores} cores",

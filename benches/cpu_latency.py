@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _common import git_commit
 
 ROOT = Path(__file__).resolve().parents[1]
 ZIR = ROOT / "benches" / "zir" / "trading.zir"
@@ -439,9 +440,7 @@ def main() -> None:
                 break
     except OSError:
         pass
-    commit = subprocess.run(
-        ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True
-    ).stdout.strip()
+    commit = git_commit()
     today = datetime.datetime.now(datetime.timezone.utc)
     doc = {
         "bench": "cpu_latency",

@@ -18,13 +18,13 @@ import argparse
 import datetime
 import json
 import platform
-import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _common import git_commit
 
 import zyntax
 from zyntax import hir, interp
@@ -53,16 +53,6 @@ def cpu_name() -> str:
     except OSError:
         pass
     return "cpu: " + (platform.processor() or platform.machine())
-
-
-def git_commit() -> str:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
-        )
-        return out.stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def row(case: str, impl: str, metric: str, value: float) -> dict[str, Any]:

@@ -64,6 +64,9 @@ SCHEMAS: dict[str, str] = {
 _lock = threading.Lock()
 _registered: list[Any] = []  # [torch.ops.zyntax] once registered
 _torch: list[Any] = []  # [torch] once registered
+#: Per op, the ``torch.autograd.Function`` of eager calls that need a
+#: gradient (:func:`_route`), made at registration.
+_functions: dict[str, Any] = {}
 
 
 def register() -> Any:
@@ -85,28 +88,49 @@ def register() -> Any:
     return _registered[0]
 
 
-def _direct(*tensors: Any) -> bool:
-    """Whether a call may skip the dispatcher and run ``zyntax.kernels``
-    directly (the same kernels, without the ~15-25 us of a Python custom
-    op's dispatch and autograd wrapper): plain eager mode, with CUDA tensors
-    of no subclass, none that needs a gradient, no mode (fake tensors,
-    functionalization, torch function modes) and nothing being compiled.
-    Under ``torch.compile`` the op is traced (``is_compiling`` is True)."""
-    torch = _torch[0]
-    if (
-        torch.compiler.is_compiling()
-        or torch._C._len_torch_dispatch_stack()
-        or torch._C._is_torch_function_mode_enabled()
-    ):
-        return False
-    grad = torch.is_grad_enabled()
-    plain = (torch.Tensor, torch.nn.Parameter)
+#: What :func:`_route` says a call runs: the custom op (the dispatcher),
+#: ``zyntax.kernels`` directly, or the op's eager ``autograd.Function``.
+_OP, _DIRECT, _FUNCTION = 0, 1, 2
+
+
+def _route(*tensors: Any) -> int:
+    """How a ``zt.*`` call runs. In plain eager mode (CUDA tensors of no
+    subclass, no mode: fake tensors, functionalization, torch function
+    modes; nothing being compiled) it skips the dispatcher, whose Python
+    custom op costs ~10-15 us more per call (its dispatch and autograd
+    wrapper): ``_DIRECT`` (``zyntax.kernels`` itself) when no tensor needs a
+    gradient, else ``_FUNCTION`` (a ``torch.autograd.Function`` calling
+    ``zyntax.kernels`` with the op's own backward formula; not under
+    torch.func transforms, whose wrapped tensors only the op handles).
+    Under ``torch.compile`` the op is traced (``is_compiling`` is True):
+    ``_OP``."""
+    # torch's functions, looked up once at registration (_define).
+    is_compiling, dispatch_modes, function_modes, grad_enabled, transforms = _checks
+    if is_compiling() or dispatch_modes() or function_modes():
+        return _OP
+    grad = grad_enabled()
+    route = _DIRECT
     for t in tensors:
         if t is None:
             continue
-        if type(t) not in plain or not t.is_cuda or (grad and t.requires_grad):
-            return False
-    return True
+        if type(t) not in _PLAIN or not t.is_cuda:
+            return _OP
+        if grad and t.requires_grad:
+            route = _FUNCTION
+    if route == _FUNCTION and transforms():
+        return _OP
+    return route
+
+
+_PLAIN: tuple[Any, ...] = ()  # (torch.Tensor, torch.nn.Parameter) once registered
+#: (is_compiling, dispatch mode stack length, torch function mode enabled,
+#: grad enabled, functorch transforms active) once registered.
+_checks: tuple[Callable[[], Any], ...] = ()
+
+
+def _direct(*tensors: Any) -> bool:
+    """Whether a call runs ``zyntax.kernels`` directly (:func:`_route`)."""
+    return _route(*tensors) == _DIRECT
 
 
 #: The derivative of matmul's epilogue activation: ``dpre = dout * act'(pre)``
@@ -160,7 +184,12 @@ def matmul(
 ) -> Any:
     """``zyntax.kernels.matmul`` as ``torch.ops.zyntax.matmul`` (differentiable)."""
     ops = register()
-    if _direct(a, b, bias):
+    route = _route(a, b, bias)
+    if route == _DIRECT:
+        # Only the keywords given (each is a part of the plan's key to read).
+        if activation is None and out_dtype is None and scale_a is None and scale_b is None:
+            if not allow_tf32:
+                return zk.matmul(a, b) if bias is None else zk.matmul(a, b, bias=bias)
         return zk.matmul(
             a,
             b,
@@ -171,27 +200,37 @@ def matmul(
             scale_b=scale_b,
             allow_tf32=allow_tf32,
         )
-    return ops.matmul(a, b, bias, activation, out_dtype, scale_a, scale_b, allow_tf32)
+    args = (a, b, bias, activation, out_dtype, scale_a, scale_b, allow_tf32)
+    return _functions["matmul"].apply(*args) if route == _FUNCTION else ops.matmul(*args)
 
 
 def softmax(x: Any) -> Any:
     """``zyntax.kernels.softmax`` as ``torch.ops.zyntax.softmax``."""
     ops = register()
-    return zk.softmax(x) if _direct(x) else ops.softmax(x)
+    route = _route(x)
+    if route == _DIRECT:
+        return zk.softmax(x)
+    return _functions["softmax"].apply(x) if route == _FUNCTION else ops.softmax(x)
 
 
 def layer_norm(x: Any, weight: Any, bias: Any = None, eps: float = 1e-5) -> Any:
     """``zyntax.kernels.layer_norm`` as ``torch.ops.zyntax.layer_norm``."""
     ops = register()
-    if _direct(x, weight, bias):
+    route = _route(x, weight, bias)
+    if route == _DIRECT:
         return zk.layer_norm(x, weight, bias, eps)
-    return ops.layer_norm(x, weight, bias, eps)
+    args = (x, weight, bias, eps)
+    return _functions["layer_norm"].apply(*args) if route == _FUNCTION else ops.layer_norm(*args)
 
 
 def rms_norm(x: Any, weight: Any, eps: float = 1e-6) -> Any:
     """``zyntax.kernels.rms_norm`` as ``torch.ops.zyntax.rms_norm``."""
     ops = register()
-    return zk.rms_norm(x, weight, eps) if _direct(x, weight) else ops.rms_norm(x, weight, eps)
+    route = _route(x, weight)
+    if route == _DIRECT:
+        return zk.rms_norm(x, weight, eps)
+    args = (x, weight, eps)
+    return _functions["rms_norm"].apply(*args) if route == _FUNCTION else ops.rms_norm(*args)
 
 
 def attention(
@@ -206,32 +245,56 @@ def attention(
     """``zyntax.kernels.attention`` as ``torch.ops.zyntax.attention``: the
     output, and with `return_lse` also the f32 log-sum-exp."""
     ops = register()
-    if _direct(q, k, v):
+    route = _route(q, k, v)
+    if route == _DIRECT:
+        # Only the keywords given (each is a part of the plan's key to read).
+        if scale is None and return_lse is False and variant is None:
+            if causal is True:
+                return zk.attention(q, k, v, causal=True)
+            if causal is False:
+                return zk.attention(q, k, v)
         return zk.attention(
             q, k, v, causal=causal, scale=scale, return_lse=return_lse, variant=variant
         )
-    out, lse = ops.attention(q, k, v, causal, scale, variant)
+    args = (q, k, v, causal, scale, variant)
+    if route == _FUNCTION:
+        out, lse = _functions["attention"].apply(*args)
+    else:
+        out, lse = ops.attention(*args)
     return (out, lse) if return_lse else out
 
 
 def cross_entropy(logits: Any, targets: Any, reduction: str = "none") -> Any:
     """``zyntax.kernels.cross_entropy`` as ``torch.ops.zyntax.cross_entropy``."""
     ops = register()
-    if _direct(logits, targets):
+    route = _route(logits, targets)
+    if route == _DIRECT:
         return zk.cross_entropy(logits, targets, reduction=reduction)
+    if route == _FUNCTION:
+        return _functions["cross_entropy"].apply(logits, targets, reduction)
     return ops.cross_entropy(logits, targets, reduction)
 
 
 def reduce_sum(x: Any, axis: int | None = None) -> Any:
     """``zyntax.kernels.reduce_sum`` as ``torch.ops.zyntax.reduce_sum`` (differentiable)."""
     ops = register()
-    return zk.reduce_sum(x, axis) if _direct(x) else ops.reduce_sum(x, axis)
+    route = _route(x)
+    if route == _DIRECT:
+        return zk.reduce_sum(x, axis)
+    if route == _FUNCTION:
+        return _functions["reduce_sum"].apply(x, axis)
+    return ops.reduce_sum(x, axis)
 
 
 def reduce_max(x: Any, axis: int | None = None) -> Any:
     """``zyntax.kernels.reduce_max`` as ``torch.ops.zyntax.reduce_max``."""
     ops = register()
-    return zk.reduce_max(x, axis) if _direct(x) else ops.reduce_max(x, axis)
+    route = _route(x)
+    if route == _DIRECT:
+        return zk.reduce_max(x, axis)
+    if route == _FUNCTION:
+        return _functions["reduce_max"].apply(x, axis)
+    return ops.reduce_max(x, axis)
 
 
 def saxpy(a: float, x: Any, y: Any) -> Any:
@@ -311,6 +374,55 @@ def _define(torch: Any) -> None:
         if name != "saxpy":  # a mutating op has no autograd formula
             setup, backward = _autograd(torch, name)
             op.register_autograd(backward, setup_context=_full_inputs(full, setup))
+            _functions[name] = _function(torch, name, impls[name], setup, backward)
+    global _PLAIN, _checks
+    _PLAIN = (torch.Tensor, torch.nn.Parameter)
+    _checks = (
+        torch.compiler.is_compiling,
+        torch._C._len_torch_dispatch_stack,
+        torch._C._is_torch_function_mode_enabled,
+        torch.is_grad_enabled,
+        # What autograd.Function.apply asks before taking the functorch path.
+        getattr(torch._C, "_are_functorch_transforms_active", lambda: False),
+    )
+
+
+def _function(
+    torch: Any,
+    name: str,
+    impl: Callable[..., Any],
+    setup: Callable[..., None],
+    backward: Callable[..., Any],
+) -> Any:
+    """The ``torch.autograd.Function`` of op `name` for eager calls that
+    need a gradient (:func:`_route`): its forward is the op's implementation
+    (``zyntax.kernels``, no dispatcher) followed by the op's setup_context,
+    its backward the op's (the same formula, the same backward ops). It is
+    applied to every argument of the schema in order, as the op's setup
+    sees them."""
+
+    def forward(ctx: Any, *inputs: Any) -> Any:
+        # The setup runs here, not as a separate setup_context: with one,
+        # Function.apply binds the arguments through inspect.signature on
+        # every call (38 us a softmax on the H200 in session 11 B2, against
+        # 14.6 for this form in B1).
+        output = impl(*inputs)
+        if name == "attention":
+            # An unused output (the LSE, mostly) gets no zero gradient to add.
+            ctx.set_materialize_grads(False)
+        setup(ctx, inputs, output)
+        return output
+
+    camel = "".join(w.capitalize() for w in name.split("_"))
+    return type(
+        f"Zyntax{camel}Function",
+        (torch.autograd.Function,),
+        {
+            "forward": staticmethod(forward),
+            "backward": staticmethod(backward),
+            "__module__": __name__,
+        },
+    )
 
 
 def _full_args(torch: Any, name: str, schema: str) -> Callable[[Callable[..., Any]], Any]:

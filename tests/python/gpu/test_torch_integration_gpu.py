@@ -513,3 +513,57 @@ def test_backward_without_kernel_is_a_typed_error(op: str) -> None:
     out = runs[op]()
     with pytest.raises(zyntax.ArgumentError, match="requires grad"):
         out.float().sum().backward()
+
+
+# ------------------------------------------------------------------ the eager routes
+
+
+def test_eager_grad_calls_take_the_function_and_match_the_op() -> None:
+    """An eager call that needs a gradient runs the op's autograd.Function
+    (zyntax.kernels without the dispatcher), one that needs none the kernel
+    itself; both give what the custom op gives, gradients included."""
+    ops = zt.register()
+    x, w, b = _rand(33, 1000), _rand(1000), _rand(1000)
+    up = _rand(33, 1000)
+    grads = []
+    for path in ("function", "op"):
+        leaves = [t.detach().clone().requires_grad_() for t in (x, w, b)]
+        if path == "function":
+            y = zt.softmax(zt.layer_norm(*leaves))
+            assert type(y.grad_fn).__name__ == "ZyntaxSoftmaxFunctionBackward"
+        else:
+            y = ops.softmax(ops.layer_norm(*leaves, 1e-5))
+            assert "ZyntaxSoftmaxFunction" not in type(y.grad_fn).__name__
+        (y * up).sum().backward()
+        grads.append([t.grad for t in leaves])
+    for i, (got, want) in enumerate(zip(*grads, strict=True)):
+        assert got is not None and torch.equal(got, want), f"grad of input {i}"
+    y = zt.softmax(x)  # nothing needs a gradient: the kernel's own output
+    assert y.grad_fn is None and not y.requires_grad
+    with torch.no_grad():
+        assert zt.softmax(x.detach().clone().requires_grad_()).grad_fn is None
+    assert zt._route(_rand(4)) == zt._DIRECT
+    assert zt._route(_rand(4).requires_grad_()) == zt._FUNCTION
+
+
+def test_eager_attention_function_gives_no_lse_gradient_work() -> None:
+    """The attention Function leaves an unused LSE's gradient None (no zero
+    tensor is added) and its gradients match the op's."""
+    if zt.backward_kernel("attention") is None:
+        pytest.skip("no attention backward in this tree")
+    ops = zt.register()
+    q, k, v = (_rand(1, 2, 70, 64, dtype=torch.bfloat16) for _ in range(3))
+    do = _rand(1, 2, 70, 64, dtype=torch.bfloat16)
+    grads = []
+    for path in ("function", "op"):
+        leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+        if path == "function":
+            out = zt.attention(*leaves, causal=True)
+            assert type(out.grad_fn).__name__ == "ZyntaxAttentionFunctionBackward"
+        else:
+            out = ops.attention(*leaves, True, None, None)[0]
+        out.backward(do)
+        grads.append([t.grad.float() for t in leaves])
+    for i, (got, want) in enumerate(zip(*grads, strict=True)):
+        # dQ is added atomically: the order of the adds may differ run to run.
+        assert (got - want).abs().max().item() <= 1e-2 * want.abs().max().item(), f"input {i}"

@@ -574,8 +574,11 @@ def tile_preferred(p: Problem, arch: str) -> bool:
     if p.m > TILE_MAX_M:
         if p.activation is not None:
             on = ACTIVATION_ON_TILE
+        elif p.bias is not None:
+            # measured faster on the ping-pong schedules only (BIAS_ON_TILE)
+            on = BIAS_ON_TILE and _tile_ws_pingpong(p)
         else:
-            on = BIAS_ON_TILE if p.bias is not None else PLAIN_ON_TILE
+            on = PLAIN_ON_TILE
         return on and _tile_ws_fits(p)
     return True
 
@@ -583,17 +586,25 @@ def tile_preferred(p: Problem, arch: str) -> bool:
 #: Up to this M the registry prefers the tile program on sm_90 (tile_preferred).
 TILE_MAX_M = 256
 #: Larger products with a bias (no activation) run the tile program where its
-#: warp-specialised pipeline takes them (:func:`_tile_ws_fits`; the epilogue
-#: in the consumers' registers). B1 of session 11 on an H200, TFLOP/s, the
-#: QKV projection 8192x3072x1024 with bias: tile 508, hand-written sm90 462
-#: (cuBLAS 695).
+#: warp-specialised pipeline takes them with its ping-pong schedule (the
+#: crate's WS table: K up to ~1024; :func:`_tile_ws_fits`, the epilogue in the
+#: consumers' registers). Session 11 B2 on an H200, TFLOP/s, tile / sm90 /
+#: cuBLAS: QKV 8192x3072x1024 502 / 461 / 690, o 8192x1024x1024 445 / 420 /
+#: 615; on 128x256 tiles (no ping-pong) down 8192x1024x4096 660 / 687 / 780.
 BIAS_ON_TILE = True
-#: The same with an activation: off, the GELU epilogue ran at 218 against
-#: sm90's 343 (8192x4096x1024 with bias; 4096^3 530 against 611) in that B1.
+#: The same with an activation: off. B2 (GELU without a division): 4096^3
+#: with bias + GELU 619 against sm90's 608, but MLP up 8192x4096x1024 285
+#: against 346 (B1, GELU through tanh: 218).
 ACTIVATION_ON_TILE = False
 #: Without an epilogue the hand-written sm90 variant stays first: 785
-#: against the tile's 771 at 8192^3 in that B1.
+#: against the tile's 771 at 8192^3 (B1), 731 against 718 at 4096^3 (B2).
 PLAIN_ON_TILE = False
+
+
+def _tile_ws_pingpong(p: Problem) -> bool:
+    """Whether the crate's WS table gives `p` two consumer sets in turn."""
+    got = gemm_tile.ws_schedule(p.m, p.n, p.k, _sm_count(p))
+    return got is not None and bool(got[1][1])
 
 
 def _tile_ws_fits(p: Problem) -> bool:

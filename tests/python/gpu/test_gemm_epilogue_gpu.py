@@ -75,13 +75,14 @@ def run(
 @pytest.mark.parametrize("act", [None, "relu", "gelu"])
 @pytest.mark.parametrize("dt", ["bf16", "f16"])
 @pytest.mark.parametrize(
-    "m,n,k,ws", [(1000, 1000, 1000, True), (4097, 512, 256, True), (17, 3072, 1024, None)]
+    "m,n,k,ws", [(1000, 1000, 1000, True), (4097, 512, 512, True), (17, 3072, 1024, None)]
 )
 def test_ws_bias_activation(
     torch: Any, monkeypatch: Any, act: Any, dt: str, m: int, n: int, k: int, ws: Any
 ) -> None:
     # 1000^3: 64x128 tiles, 4097 rows: 128x128 ping-pong (the crate's WS
-    # table); M = 17: split K (the epilogue in the finishing pass).
+    # table; K at least the ring's 6 steps of 64); M = 17: split K (the
+    # epilogue in the finishing pass).
     specs = run(torch, monkeypatch, m, n, k, dt, dt, True, act)
     if ws:
         assert [s.ws for s in specs] == [True], specs
@@ -90,7 +91,7 @@ def test_ws_bias_activation(
 
 @pytest.mark.parametrize("out_dt", ["f32", "bf16"])
 def test_ws_activation_without_bias(torch: Any, monkeypatch: Any, out_dt: str) -> None:
-    specs = run(torch, monkeypatch, 4097, 512, 256, "bf16", out_dt, False, "gelu")
+    specs = run(torch, monkeypatch, 4097, 512, 512, "bf16", out_dt, False, "gelu")
     assert [s.ws for s in specs] == [True], specs
 
 

@@ -600,3 +600,19 @@ def test_min_blocks_caps_registers_not_below_128() -> None:
     assert rows_tile.MIN_BLOCKS[("norm_bwd_rows", "row")] == 2
     assert min_blocks(Plan("row", 1, 4096, 8, peel=1, tail=16)) == 2  # 2 x 256 threads
     assert min_blocks(Plan("row", 1, 8192, 16)) is None  # 2 x 512 would leave 64
+
+
+def test_norm_backward_prefetch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The one-pass norm backward that loads the next row block ahead (the
+    default from NORM_BWD_PREFETCH_WARPS warps; here every plan) against
+    float64, dx poisoned."""
+    monkeypatch.setattr(rows_tile, "NORM_BWD_PREFETCH_WARPS", 4)
+    rows, n = 9, 1025
+    x = (rng.standard_normal((rows, n)) * 3 + 20).astype(np.float32)
+    w, b = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    dy = rng.standard_normal((rows, n)).astype(np.float32)
+    dx = np.full_like(x, np.nan)
+    got = kernels.layer_norm_backward(dy, x, w, b, 1e-5, out=dx)
+    ref = ref_norm_backward(dy, x.astype(np.float64), w.astype(np.float64), 1e-5, False)
+    for g, r in zip(got, ref, strict=True):
+        assert rel_err(g, r) < 1e-5

@@ -74,6 +74,11 @@ NORM_BWD_THIN = False
 #: one's reductions (its tiles carried through the loop), and whether it
 #: loads the weight per row block (from L1) instead of holding it.
 NORM_BWD_PREFETCH = False
+#: ... and from how many warps it always does, with one instance per SM
+#: (H200, session 11 B2, LayerNorm backward at 4096x8192, [1, 8192] over 16
+#: warps: 99 us against 144 with two instances and no prefetch, PyTorch
+#: 130; at 4096x4097, [1, 4096] over 8 warps, the prefetch lost: 144 vs 84).
+NORM_BWD_PREFETCH_WARPS = 16
 NORM_BWD_W_RELOAD = False
 #: Program instances wanted when few wide rows would leave SMs idle: a
 #: chunked softmax row is then split over S instances (see :func:`split`); 0
@@ -681,10 +686,11 @@ def _norm_bwd_rows(P: _P, kind: str) -> None:
         return t if t.dtype == "f32" else t.cast("f32")
 
     wvs = None if NORM_BWD_W_RELOAD else weights()
+    prefetch = NORM_BWD_PREFETCH or P.p.warps >= NORM_BWD_PREFETCH_WARPS
     n_acc = 2 * len(segs)
 
     def block(_t: tile.Builder, r0: tile.Scalar, c: list[Any]) -> list[Any]:
-        if NORM_BWD_PREFETCH:
+        if prefetch:
             # The next row block's loads go out before this one's reductions.
             cur, nxt = c[n_acc:], raw(r0 + step)
         else:
@@ -716,7 +722,7 @@ def _norm_bwd_rows(P: _P, kind: str) -> None:
         return carry + nxt
 
     z = [P.t.zeros(sh) for _, sh in segs for _ in range(2)]
-    first = raw(i * R) if NORM_BWD_PREFETCH else []
+    first = raw(i * R) if prefetch else []
     acc = P.for_range(i * R, x.dim(0), step, z + first, block)
     for k, (c0, _) in enumerate(segs):
         P.store(dwp, (i, c0), acc[2 * k].sum(0))
@@ -1227,7 +1233,8 @@ def run_norm_backward(
         # Instances looping over row blocks: about NORM_BWD_PER_SM per SM, a
         # multiple of the vector with a peel (every row of an instance then
         # has the same head).
-        g = groups(x, -(-rows // p.rows), 1, NORM_BWD_PER_SM)
+        per_sm = 1 if p.warps >= NORM_BWD_PREFETCH_WARPS else NORM_BWD_PER_SM
+        g = groups(x, -(-rows // p.rows), 1, per_sm)
         if p.peel:
             lanes = 16 // T.ITEMSIZE[x.dtype]
             g = -(-g // lanes) * lanes

@@ -106,7 +106,8 @@ PEEL_CHUNKS_BWD = True
 #: a thread or more; absent: ptxas's own choice. The one-pass norm backward
 #: of a [1, 4096] row and its tail took 168 registers, one instance of 8
 #: warps per SM (ncu, H200, session 11 B1: 12.5 % occupancy, DRAM 16 % busy,
-#: 120 us at 4096x4097); 2 caps it at 128 (32 bytes of spills).
+#: 120 us at 4096x4097); 2 caps it at 128 (32 bytes of spills). By device
+#: time in B2 it made no difference (84 us either way; the tail made it).
 MIN_BLOCKS: dict[tuple[str, str], int] = {("norm_bwd_rows", "row"): 2}
 #: Program families whose whole-row programs take a tail tile (:func:`tailed`),
 #: and the widest tail relative to the first tile (1/TAIL_FRAC of it).

@@ -12,7 +12,7 @@ use crate::error::{TileError, TileResult};
 use crate::infer::Layouts;
 use crate::ir::{Op, TileId, TileProgram};
 use crate::layout::{Layout, SharedLayout};
-use zyntax_hir::{AddrSpace, Type, ValueId};
+use zyntax_hir::{AddrSpace, ScalarType, Type, ValueId};
 
 /// Bytes one element takes in shared memory (`bool` is staged as `u32`).
 pub(super) fn staged_bytes(elem: &Type) -> u64 {
@@ -270,22 +270,41 @@ impl Lowerer<'_> {
                     .elem
                     .as_scalar()
                     .ok_or_else(|| TileError::Internal("a vector staging of non-scalars".into()))?;
-                let vty = Type::Vector(e, width);
-                let mut v = *self.vector_zeros.get(&vty).ok_or_else(|| {
-                    TileError::Internal(format!("no {vty} made in the entry block"))
-                })?;
-                for i in 0..width {
-                    dims[last] = dims[last] - dims[last] % width + i;
-                    let part = regs[layout.reg_index(&ty.shape, &dims) as usize];
-                    v = self.b.insert(v, part, i)?;
-                }
-                let q = self.b.ptr_cast(p, Type::ptr(AddrSpace::Shared, vty))?;
-                self.b.store(q, v)?;
+                self.store_run(p, e, width, &regs, &layout, &ty.shape, &mut dims, last)?;
             }
             if let Some(f) = frame {
                 self.b.end_if(f, &[])?;
             }
         }
+        Ok(())
+    }
+
+    /// One vector store at shared `p` of the `width` registers along `dim` of
+    /// the run that holds `dims` (a staging's 16-byte chunk).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn store_run(
+        &mut self,
+        p: ValueId,
+        e: ScalarType,
+        width: u32,
+        regs: &[ValueId],
+        layout: &Layout,
+        shape: &[u32],
+        dims: &mut [u32],
+        dim: usize,
+    ) -> TileResult<()> {
+        let vty = Type::Vector(e, width);
+        let mut v = *self
+            .vector_zeros
+            .get(&vty)
+            .ok_or_else(|| TileError::Internal(format!("no {vty} made in the entry block")))?;
+        for i in 0..width {
+            dims[dim] = dims[dim] - dims[dim] % width + i;
+            let part = regs[layout.reg_index(shape, dims) as usize];
+            v = self.b.insert(v, part, i)?;
+        }
+        let q = self.b.ptr_cast(p, Type::ptr(AddrSpace::Shared, vty))?;
+        self.b.store(q, v)?;
         Ok(())
     }
 

@@ -522,17 +522,7 @@ impl Lowerer<'_> {
                     .ptr_cast(p, Type::ptr(AddrSpace::Shared, ty.elem.clone()))?;
                 self.b.store(q, value)?;
             } else {
-                let vty = Type::Vector(e, width);
-                let mut v = *self.vector_zeros.get(&vty).ok_or_else(|| {
-                    TileError::Internal(format!("no {vty} made in the entry block"))
-                })?;
-                for i in 0..width {
-                    dims[col_dim] = dims[col_dim] - dims[col_dim] % width + i;
-                    let part = regs[layout.reg_index(&ty.shape, &dims) as usize];
-                    v = self.b.insert(v, part, i)?;
-                }
-                let q = self.b.ptr_cast(p, Type::ptr(AddrSpace::Shared, vty))?;
-                self.b.store(q, v)?;
+                self.store_run(p, e, width, &regs, &layout, &ty.shape, &mut dims, col_dim)?;
             }
             if let Some(f) = frame {
                 self.b.end_if(f, &[])?;

@@ -92,6 +92,37 @@ def vector(b: B, ty: object, lanes: Sequence[Value]) -> Value:
     return v
 
 
+def pack_pair(b: B, elem: object, x: Value, y: Value) -> Value:
+    """Two f32 as the 16-bit `elem` pair of one u32 register (x in the low half)."""
+    lo = b.cast(b.bitcast(b.cast(x, elem), hir.u16), hir.u32)
+    hi = b.cast(b.bitcast(b.cast(y, elem), hir.u16), hir.u32)
+    return b.prmt(lo, hi, 0x5410)  # low halves of lo and hi
+
+
+def quad(b: B, x: Value, op: Any) -> Value:
+    """op over the four lanes of a quad (the threads sharing an mma.sync row)."""
+    x = op(x, b.shfl_xor(x, 1))
+    out: Value = op(x, b.shfl_xor(x, 2))
+    return out
+
+
+def p_fragment(b: B, elem: object, lo: Sequence[Value], hi: Sequence[Value], kk: int) -> Value:
+    """K step `kk`'s A fragment (u32x4) of an mma.sync m16n8k16 from this thread's
+    accumulator values of rows g (`lo`) and g + 8 (`hi`): FlashAttention-2's reuse of
+    P's registers as the next dot's operand."""
+    c0 = 4 * kk
+    return vector(
+        b,
+        hir.vec(hir.u32, 4),
+        [
+            pack_pair(b, elem, lo[c0], lo[c0 + 1]),
+            pack_pair(b, elem, hi[c0], hi[c0 + 1]),
+            pack_pair(b, elem, lo[c0 + 2], lo[c0 + 3]),
+            pack_pair(b, elem, hi[c0 + 2], hi[c0 + 3]),
+        ],
+    )
+
+
 def flat(lists: Sequence[Sequence[Value]]) -> list[Value]:
     return [x for xs in lists for x in xs]
 

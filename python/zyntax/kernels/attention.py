@@ -37,7 +37,20 @@ from zyntax.errors import ArgumentError
 
 from . import _tensors as T
 from . import attention_tile
-from ._rows import LN2, LOG2E, NEG_INF, assign, read, safe_max, tree, variables, vector
+from ._rows import (
+    LN2,
+    LOG2E,
+    NEG_INF,
+    assign,
+    p_fragment,
+    pack_pair,
+    quad,
+    read,
+    safe_max,
+    tree,
+    variables,
+    vector,
+)
 
 __all__ = ["attention"]
 
@@ -65,7 +78,7 @@ def _build(dtype: str, d: int, causal: bool, atoms: int = 2, bn: int = 64) -> hi
     cpr = d // 8  # chunks per row
     bm = block_m(atoms)
     f32x4 = hir.vec(hir.f32, 4)
-    u32x2, u32x4 = hir.vec(hir.u32, 2), hir.vec(hir.u32, 4)
+    u32x2 = hir.vec(hir.u32, 2)
     name = f"attention_{dtype}_d{d}_a{atoms}{'_causal' if causal else ''}"
     m = hir.Module(name, targets=["sm_80", "sm_90"])
     gp = hir.ptr("global", elem)
@@ -110,18 +123,6 @@ def _build(dtype: str, d: int, causal: bool, atoms: int = 2, bn: int = 64) -> hi
 
         def vec2(x: hir.Value, y: hir.Value) -> hir.Value:
             return vector(b, u32x2, [x, y])
-
-        def pack(x: hir.Value, y: hir.Value) -> hir.Value:
-            """Two f32 as the element pair of one u32 register (x in the low half)."""
-            lo = b.cast(b.bitcast(b.cast(x, elem), hir.u16), hir.u32)
-            hi = b.cast(b.bitcast(b.cast(y, elem), hir.u16), hir.u32)
-            return b.prmt(lo, hi, 0x5410)  # low halves of lo and hi
-
-        def quad(x: hir.Value, op: Any) -> hir.Value:
-            """op over the four lanes of a quad (the threads sharing a row)."""
-            x = op(x, b.shfl_xor(x, 1))
-            out: hir.Value = op(x, b.shfl_xor(x, 2))
-            return out
 
         bases: dict[tuple[str, int], hir.Value] = {}
 
@@ -224,7 +225,7 @@ def _build(dtype: str, d: int, causal: bool, atoms: int = 2, bn: int = 64) -> hi
             # Online softmax in the exp2 domain, one row at a time.
             m_new, l_new, alpha, p = [], [], [], []
             for r in range(nr):
-                mx = quad(tree(b.max, scores[r]), b.max)
+                mx = quad(b, tree(b.max, scores[r]), b.max)
                 mn = b.max(m_old[r], mx * scale_log2)
                 base = safe_max(b, mn)
                 alpha.append(b.ex2_approx(m_old[r] - base))
@@ -246,20 +247,7 @@ def _build(dtype: str, d: int, causal: bool, atoms: int = 2, bn: int = 64) -> hi
             for kk in range(bn // 16):
                 pf = []
                 for a in range(atoms):
-                    lo, hi_ = p[2 * a], p[2 * a + 1]
-                    c0 = 4 * kk
-                    pf.append(
-                        vector(
-                            b,
-                            u32x4,
-                            [
-                                pack(lo[c0], lo[c0 + 1]),
-                                pack(hi_[c0], hi_[c0 + 1]),
-                                pack(lo[c0 + 2], lo[c0 + 3]),
-                                pack(hi_[c0 + 2], hi_[c0 + 3]),
-                            ],
-                        )
-                    )
+                    pf.append(p_fragment(b, elem, p[2 * a], p[2 * a + 1], kk))
                 for pp in range(d // 16):
                     vf = b.ldmatrix(frag_ptr("v", kk * 16, 2 * pp), 4, trans=True)
                     vb0 = vec2(b.extract(vf, 0), b.extract(vf, 1))
@@ -277,7 +265,7 @@ def _build(dtype: str, d: int, causal: bool, atoms: int = 2, bn: int = 64) -> hi
         out2 = hir.ptr("global", hir.u32)
         for r in range(nr):
             a, h = r >> 1, r & 1
-            total = quad(l_part[r], b.add)
+            total = quad(b, l_part[r], b.add)
             empty = b.eq(total, 0.0)
             inv = b.select(empty, 0.0, b.div(b.const(1.0, hir.f32), total))
             with b.if_(rows[r] < sq):
@@ -286,7 +274,7 @@ def _build(dtype: str, d: int, causal: bool, atoms: int = 2, bn: int = 64) -> hi
                     base_i = (a * (d // 8) + nd) * 4 + 2 * h
                     ox, oy = acc[base_i] * inv, acc[base_i + 1] * inv
                     dst = b.ptr_cast(b.ptr_add(orow, nd * 8 + 2 * t), out2)
-                    b.store(dst, pack(ox, oy))
+                    b.store(dst, pack_pair(b, elem, ox, oy))
                 with b.if_(b.eq(t, 0)):
                     val = b.select(empty, NEG_INF, b.fma(m_fin[r], LN2, b.log(total)))
                     at = b.cast(bh, hir.i64) * b.cast(sq, hir.i64) + b.cast(rows[r], hir.i64)

@@ -44,7 +44,20 @@ from zyntax import hir, tile
 from zyntax.errors import ArgumentError
 
 from . import _tensors as T
-from ._rows import LN2, LOG2E, NEG_INF, assign, read, safe_max, tree, variables, vector
+from ._rows import (
+    LN2,
+    LOG2E,
+    NEG_INF,
+    assign,
+    p_fragment,
+    pack_pair,
+    quad,
+    read,
+    safe_max,
+    tree,
+    variables,
+    vector,
+)
 
 #: Sq at or below which attention() takes the split route on a GPU by
 #: default (few queries: one 128-row block per head would idle the GPU).
@@ -115,7 +128,7 @@ def build(
     bm = 16 * warps
     threads = 32 * warps
     f32x4 = hir.vec(hir.f32, 4)
-    u32x2, u32x4 = hir.vec(hir.u32, 2), hir.vec(hir.u32, 4)
+    u32x2 = hir.vec(hir.u32, 2)
     u32p = hir.ptr("global", hir.u32)
     i32, i64 = hir.i32, hir.i64
     name = (
@@ -252,16 +265,6 @@ def build(
         def vec2(x: hir.Value, y: hir.Value) -> hir.Value:
             return vector(b, u32x2, [x, y])
 
-        def pack(x: hir.Value, y: hir.Value) -> hir.Value:
-            lo_ = b.cast(b.bitcast(b.cast(x, elem), hir.u16), hir.u32)
-            hi_ = b.cast(b.bitcast(b.cast(y, elem), hir.u16), hir.u32)
-            return b.prmt(lo_, hi_, 0x5410)
-
-        def quad(x: hir.Value, op: Any) -> hir.Value:
-            x = op(x, b.shfl_xor(x, 1))
-            out: hir.Value = op(x, b.shfl_xor(x, 2))
-            return out
-
         bases: dict[tuple[str, int], hir.Value] = {}
 
         def frag_ptr(which: str, row_const: int, chunk_const: int, slot: Any = 0) -> hir.Value:
@@ -371,7 +374,7 @@ def build(
                 scores = [list(sel.results[r * per : (r + 1) * per]) for r in range(2)]
                 m_new, l_new, alpha, p = [], [], [], []
                 for r in range(2):
-                    mx = quad(tree(b.max, scores[r]), b.max)
+                    mx = quad(b, tree(b.max, scores[r]), b.max)
                     mn = b.max(m_old[r], mx * scale_log2)
                     base = safe_max(b, mn)
                     alpha.append(b.ex2_approx(m_old[r] - base))
@@ -382,18 +385,7 @@ def build(
                 acc = [x * alpha[(n % 4) >> 1] for n, x in enumerate(acc)]
                 accv = [vector(b, f32x4, acc[nd * 4 : nd * 4 + 4]) for nd in range(d // 8)]
                 for kk in range(bn // 16):
-                    lo_r, hi_r = p[0], p[1]
-                    c0 = 4 * kk
-                    pf = vector(
-                        b,
-                        u32x4,
-                        [
-                            pack(lo_r[c0], lo_r[c0 + 1]),
-                            pack(hi_r[c0], hi_r[c0 + 1]),
-                            pack(lo_r[c0 + 2], lo_r[c0 + 3]),
-                            pack(hi_r[c0 + 2], hi_r[c0 + 3]),
-                        ],
-                    )
+                    pf = p_fragment(b, elem, p[0], p[1], kk)
                     for pp in range(d // 16):
                         vf = b.ldmatrix(frag_ptr("v", kk * 16, 2 * pp, slot), 4, trans=True)
                         vb0 = vec2(b.extract(vf, 0), b.extract(vf, 1))
@@ -414,7 +406,7 @@ def build(
             m_fin, l_part, acc = res[0:2], res[2:4], res[4:]
             for r in range(2):
                 head, i, ok = q_row(my_rows[r])
-                total = quad(l_part[r], b.add)
+                total = quad(b, l_part[r], b.add)
                 empty = b.eq(total, 0.0)
                 inv = b.select(empty, 0.0, b.div(b.const(1.0, hir.f32), total))
                 lse_val = b.select(empty, NEG_INF, b.fma(m_fin[r], LN2, b.log(total)))
@@ -427,7 +419,7 @@ def build(
                         for nd in range(d // 8):
                             ox, oy = acc[nd * 4 + 2 * r] * inv, acc[nd * 4 + 2 * r + 1] * inv
                             dst = b.ptr_cast(b.ptr_add(orow, nd * 8 + 2 * t), u32p)
-                            b.store(dst, pack(ox, oy))
+                            b.store(dst, pack_pair(b, elem, ox, oy))
                         lat = bi64 * lb + head64 * lh + (b.cast(qoff, i64) + i64_) * ls
                     else:
                         # partials [B*H, Sq, splits, D] and [B*H, Sq, splits]

@@ -82,11 +82,7 @@ fn flash(bm: u32, bn: u32, d: u32, warps: u32, arch: Arch, v_first: bool) -> Til
 }
 
 fn rounded(rng: &mut Rng, n: usize) -> (Vec<u8>, Vec<f64>) {
-    let h: Vec<bf16> = rng.vec(n).iter().map(|&x| bf16::from_f32(x)).collect();
-    (
-        h.iter().flat_map(|x| x.to_le_bytes()).collect(),
-        h.iter().map(|x| x.to_f64()).collect(),
-    )
+    rounded16(rng, n, bf16::from_f32, bf16::to_le_bytes, bf16::to_f64)
 }
 
 /// The `wgmma` instructions of the kernel and how many take `A` from
@@ -147,39 +143,15 @@ fn flash_attention_on_wgmma_against_f64() {
         let bars = text.lines().filter(|l| l.trim() == "barrier").count();
         let want = if v_first { 4 } else { 5 };
         assert_eq!(bars, want, "{bm}x{bn} d{d}: barriers");
-        let (n, du) = (s_len as usize, d as usize);
-        let (qb, q64) = rounded(&mut rng, n * du);
-        let (kb, k64) = rounded(&mut rng, n * du);
-        let (vb, v64) = rounded(&mut rng, n * du);
-        let mut bufs = vec![qb, kb, vb, bytes(&vec![f32::NAN; n * du])];
-        let scale = 0.3;
-        let args = [
-            row_major(0, &[s_len, d]),
-            TArg::View(1, vec![d, s_len], vec![1, d]),
-            row_major(2, &[s_len, d]),
-            row_major(3, &[s_len, d]),
-            TArg::Float(scale),
-        ];
-        run(&k, [s_len.div_ceil(bm), 1, 1], &args, &mut bufs);
-        let mut want = vec![0.0; n * du];
-        for i in 0..n {
-            let s: Vec<f64> = (0..=i)
-                .map(|j| {
-                    (0..du)
-                        .map(|c| q64[i * du + c] * k64[j * du + c])
-                        .sum::<f64>()
-                        * scale
-                })
-                .collect();
-            let mx = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-            let e: Vec<f64> = s.iter().map(|x| (x - mx).exp()).collect();
-            let den: f64 = e.iter().sum();
-            for c in 0..du {
-                want[i * du + c] = (0..=i).map(|j| e[j] * v64[j * du + c]).sum::<f64>() / den;
-            }
-        }
+        let n = (s_len * d) as usize;
+        let inputs = (
+            rounded(&mut rng, n),
+            rounded(&mut rng, n),
+            rounded(&mut rng, n),
+        );
+        let (got, want) = run_causal_attention(&k, bm, (s_len, d), inputs, 0.3);
         // p is rounded to bf16 before the second dot: ~2^-8 relative per term.
-        assert_close(&floats(&bufs[3]), &want, 2e-2, &format!("{bm}x{bn} d{d}"));
+        assert_close(&got, &want, 2e-2, &format!("{bm}x{bn} d{d}"));
     }
 }
 

@@ -103,3 +103,66 @@ pub fn assert_close(got: &[f32], want: &[f64], tol: f64, what: &str) {
         );
     }
 }
+
+/// `n` fresh inputs rounded to a 16-bit float type (`f16` or `bf16`): their
+/// bytes and their exact values.
+pub fn rounded16<T: Copy>(
+    rng: &mut Rng,
+    n: usize,
+    from: impl Fn(f32) -> T,
+    le_bytes: impl Fn(T) -> [u8; 2],
+    to_f64: impl Fn(T) -> f64,
+) -> (Vec<u8>, Vec<f64>) {
+    let h: Vec<T> = rng.vec(n).into_iter().map(from).collect();
+    (
+        h.iter().flat_map(|&x| le_bytes(x)).collect(),
+        h.iter().map(|&x| to_f64(x)).collect(),
+    )
+}
+
+/// Runs a one-head causal attention kernel over `s_len` tokens of head dim
+/// `d` (parameters `q [S, D]`, `kt [D, S]` — k transposed, strides only —,
+/// `v [S, D]`, `o [S, D]` f32 poisoned with NaN, scalar `scale`; `bm` query
+/// rows per program instance) on the interpreter, and returns `o` with its
+/// float64 reference.
+pub fn run_causal_attention(
+    kernel: &TileKernel,
+    bm: u32,
+    (s_len, d): (u32, u32),
+    (q, k, v): (
+        (Vec<u8>, Vec<f64>),
+        (Vec<u8>, Vec<f64>),
+        (Vec<u8>, Vec<f64>),
+    ),
+    scale: f64,
+) -> (Vec<f32>, Vec<f64>) {
+    let (n, du) = (s_len as usize, d as usize);
+    let (q64, k64, v64) = (q.1, k.1, v.1);
+    let mut bufs = vec![q.0, k.0, v.0, bytes(&vec![f32::NAN; n * du])];
+    let args = [
+        row_major(0, &[s_len, d]),
+        TArg::View(1, vec![d, s_len], vec![1, d]),
+        row_major(2, &[s_len, d]),
+        row_major(3, &[s_len, d]),
+        TArg::Float(scale),
+    ];
+    run(kernel, [s_len.div_ceil(bm), 1, 1], &args, &mut bufs);
+    let mut want = vec![0.0; n * du];
+    for i in 0..n {
+        let s: Vec<f64> = (0..=i)
+            .map(|j| {
+                (0..du)
+                    .map(|c| q64[i * du + c] * k64[j * du + c])
+                    .sum::<f64>()
+                    * scale
+            })
+            .collect();
+        let mx = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let e: Vec<f64> = s.iter().map(|x| (x - mx).exp()).collect();
+        let den: f64 = e.iter().sum();
+        for c in 0..du {
+            want[i * du + c] = (0..=i).map(|j| e[j] * v64[j * du + c]).sum::<f64>() / den;
+        }
+    }
+    (floats(&bufs[3]), want)
+}

@@ -1,8 +1,9 @@
 """The backward cases of ``benches/attention.py --backward`` (a module the
-bench imports): ``zyntax.kernels.attention_backward`` (the tile programs of
-attention_bwd.py: dq, dk, dv from the saved output and LSE; row ``zyntax``
-the default, dQ added atomically, row ``zyntax_deterministic`` with a dQ
-pass of its own) against
+bench imports): ``zyntax.kernels.attention_backward`` (dq, dk, dv from the
+saved output and LSE; row ``zyntax`` the default: on sm_90 the wgmma kernel
+of attention_bwd_sm90.py where it applies, dQ added atomically; row
+``zyntax_tile`` the tile programs of attention_bwd.py with atomic dQ; row
+``zyntax_deterministic`` the tile programs with a dQ pass of their own) against
 PyTorch SDPA's backward (each backend that runs, the fastest kept as
 ``torch_sdpa``; the backward alone: ``torch.autograd.grad`` of a saved
 forward graph) and the backward of Triton's fused-attention tutorial
@@ -21,6 +22,7 @@ from typing import Any
 from _attention_rows import Row, time_rows
 
 from zyntax import kernels
+from zyntax.kernels import attention_bwd
 
 #: (case, batch, query heads, KV heads, tokens, head dim, causal).
 CASES = [
@@ -243,8 +245,18 @@ def run_case(
     group = h // hk
     ke, ve = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
     o, lse = kernels.attention(q, k, v, causal=causal, return_lse=True)
+
+    def tile_programs() -> Any:
+        """The default's call with the sm_90a kernel switched off."""
+        attention_bwd.SM90 = False
+        try:
+            return kernels.attention_backward(q, k, v, o, lse, do, causal=causal)
+        finally:
+            attention_bwd.SM90 = None
+
     calls: list[tuple[str, Callable[[], Any]]] = [
         ("zyntax", lambda: kernels.attention_backward(q, k, v, o, lse, do, causal=causal)),
+        ("zyntax_tile", tile_programs),
         (
             "zyntax_deterministic",
             lambda: kernels.attention_backward(

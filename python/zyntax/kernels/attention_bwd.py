@@ -47,6 +47,7 @@ from zyntax import hir, tile
 from zyntax.errors import ArgumentError
 
 from . import _tensors as T
+from . import attention_bwd_sm90
 from ._rows import LOG2E
 from .attention_tile import UNBOUNDED, qkv_shapes, tile_dim, window_arg, window_bounds
 
@@ -310,6 +311,25 @@ def build_dq(dtype: str, d: int, bm: int, bn: int, warps: int, arch: str = "sm_8
     return t.finish()
 
 
+#: Where the sm_90a kernel (attention_bwd_sm90) computes dK, dV and the
+#: atomic dQ: None on sm_90 GPUs (the default), True also on the interpreter
+#: (tests), False nowhere (the tile programs; benches compare both).
+SM90: bool | None = None
+SM90_BM = attention_bwd_sm90.BM
+
+
+def _sm90(tq: T.Tensor, d: int, seq: int) -> bool:
+    """Whether the sm_90a kernel runs this call (see SM90); `seq` the longer
+    sequence (its i32 arithmetic takes sequences below 2^29)."""
+    if SM90 is False or not attention_bwd_sm90.supports(d) or seq >= attention_bwd_sm90.MAX_SEQ:
+        return False
+    if not tq.on_gpu:
+        return SM90 is True
+    from .attention import _major
+
+    return _major(tq.device) == 9
+
+
 def _tile(x: tile.Value) -> tile.Tile:
     assert isinstance(x, tile.Tile)  # the loops carry tiles only
     return x
@@ -365,13 +385,17 @@ def launch(
     window: tuple[int | None, int | None] | None,
     stream: Any,
     tiles: tuple[tuple[int, int, int], tuple[int, int, int]] | None = None,
+    sm90: bool = False,
 ) -> None:
     """Runs the three programs over checked tensors: q, o, do, dq (B, H, Sq,
     D); k, v, dk, dv (B, Hk, Sk, D); lse, the scratch delta, lse2 and the
     LSE's gradient `tdlse` if any (B, H, Sq) f32. With `dq32` (B, H, Sq, D)
     f32, dQ is added there atomically by the dkdv program and cast into `dq`
     after (no dq program; not deterministic). `tiles`: the (query rows,
-    keys, warps) of dkdv and of dq instead of :func:`shapes` (for sweeps)."""
+    keys, warps) of dkdv and of dq instead of :func:`shapes` (for sweeps).
+    `sm90`: dK, dV and the atomic dQ by the sm_90a kernel
+    (attention_bwd_sm90) instead of the dkdv program; delta and lse2 are then
+    padded to whole blocks of its query rows."""
     bsz, heads, sq, d = tq.shape
     hk, sk = tk.shape[1], tk.shape[2]
     for t in (tq, tk, tv, to, tdo, tlse, dq, dk, dv, delta, lse2, *([dq32] if dq32 else [])):
@@ -397,6 +421,15 @@ def launch(
     if sq:
         T.launch(module_pre, key_pre, build_pre(*key_pre).name, grid, 128, args, tq, stream)
 
+    if sm90 and dq32 is not None:
+        if sk:
+            attention_bwd_sm90.launch(
+                *(tq, tk, tv, tdo, lse2, delta, dq32, dk, dv),
+                causal=causal,
+                scale=scale,
+                window=window,
+                stream=stream,
+            )
     key = (tq.dtype, td, *kv_tiles, dq32 is not None)
     bm, bn, warps = kv_tiles
     t_ = (0, 1, 3, 2)  # the last two dims swapped: a transposed view
@@ -406,7 +439,7 @@ def launch(
         args += [*_args(tk, t_), *_args(dq32, t_)]
     args += [hk, group, float(scale), left, right]
     grid = (-(-sk // bn), bsz * hk, 1)
-    if sk:
+    if sk and not sm90:
         T.launch(module_dkdv, key, build_dkdv(*key).name, grid, warps * 32, args, tq, stream)
 
     if dq32 is not None:
@@ -500,9 +533,12 @@ def attention_backward(
     dq_obj, dq = T.output(None, tq, tq.shape, tq.dtype)
     dk_obj, dk = T.output(None, tq, tk.shape, tq.dtype)
     dv_obj, dv = T.output(None, tq, tk.shape, tq.dtype)
-    # Per query row: rowsum(do * o), and the LSE with -inf made +inf.
-    _, delta = T.output(None, tq, (bsz, heads, sq), "f32")
-    _, lse2 = T.output(None, tq, (bsz, heads, sq), "f32")
+    sm90 = not deterministic and _sm90(tq, d, max(sq, sk))
+    # Per query row: rowsum(do * o), and the LSE with -inf made +inf (for
+    # the sm_90a kernel padded to whole blocks of its query rows).
+    rows_len = -(-sq // SM90_BM) * SM90_BM if sm90 else sq
+    _, delta = T.output(None, tq, (bsz, heads, rows_len), "f32")
+    _, lse2 = T.output(None, tq, (bsz, heads, rows_len), "f32")
     dq32 = None if deterministic else T.output(None, tq, tq.shape, "f32")[1]
     if bsz * heads and (sq or sk):  # with Sq = 0, dk and dv are zeros (still written)
         launch(
@@ -523,5 +559,6 @@ def attention_backward(
             scale=scale,
             window=window,
             stream=stream,
+            sm90=sm90,
         )
     return dq_obj, dk_obj, dv_obj

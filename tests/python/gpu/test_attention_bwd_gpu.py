@@ -1,13 +1,15 @@
-"""Attention backward (zyntax.kernels.attention_backward, the tile programs of
-attention_bwd.py) on the GPU, through torch autograd (``torch_ops.attention``
+"""Attention backward (zyntax.kernels.attention_backward: on sm_90 the wgmma
+kernel of attention_bwd_sm90.py for head dims 64/128, the tile programs of
+attention_bwd.py elsewhere) on the GPU, through torch autograd (``torch_ops.attention``
 with tensors that require grad) against autograd of a float64 reference on
 fresh random inputs: bf16 and f16, head dims 64/96/128/256, grouped-query
 (32/8) and multi-query heads, causal masks aligned bottom-right for Sq < Sk
 and Sq > Sk, tails, strided (B, S, H, D) storage, the LSE output's
 gradient, dQ by atomics (the default) and by its own pass (bit-identical
 across runs, also under torch.use_deterministic_algorithms), and
-``torch.compile`` through the forward and backward ops. The interpreter
-version: tests/python/test_attention_bwd.py."""
+``torch.compile`` through the forward and backward ops; test_sm90_kernel
+checks that the sm_90a kernel ran. The interpreter versions:
+tests/python/test_attention_bwd.py, test_attention_bwd_sm90.py."""
 
 from __future__ import annotations
 
@@ -161,6 +163,71 @@ def test_deterministic_dq_pass(h: int, hk: int, d: int) -> None:
     got = kernels.attention_backward(q, k, v, out, lse, do, causal=True, deterministic=True)
     ref = [t.double().requires_grad_() for t in (q, k, v)]
     o64, _ = reference(*ref, 1 / math.sqrt(d), True)
+    o64.backward(do.double())
+    for name, g, r in zip("qkv", got, ref, strict=True):
+        assert not torch.isnan(g).any(), f"NaN in d{name}"
+        err = float((g.double() - r.grad).norm() / r.grad.norm())
+        assert err < 2e-2, (f"d{name}", err)
+
+
+def _sm90_kernel_runs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts launches of the sm_90a kernel (attention_bwd_sm90) and poisons
+    every output and scratch buffer attention_backward allocates with NaN."""
+    from zyntax.kernels import attention_bwd, attention_bwd_sm90
+
+    ran: list[int] = []
+    real_launch, real_output = attention_bwd_sm90.launch, attention_bwd.T.output
+
+    def launch(*args: Any, **kw: Any) -> None:
+        ran.append(1)
+        real_launch(*args, **kw)
+
+    def output(out: Any, like: Any, shape: Any, dtype: str, **kw: Any) -> Any:
+        obj, t = real_output(out, like, shape, dtype, **kw)
+        obj.fill_(math.nan)
+        return obj, t
+
+    monkeypatch.setattr(attention_bwd_sm90, "launch", launch)
+    monkeypatch.setattr(attention_bwd.T, "output", output)
+    return ran
+
+
+@pytest.mark.parametrize(
+    ("h", "hk", "sq", "sk", "d", "causal", "dtype"),
+    [
+        (4, 4, 1000, 1000, 128, False, BF16),
+        (4, 4, 1001, 1001, 64, True, BF16),
+        (4, 2, 1000, 1001, 128, True, torch.float16),
+        (32, 8, 300, 300, 128, True, BF16),
+        (12, 12, 1024, 1024, 64, True, BF16),
+        (2, 1, 500, 97, 64, True, torch.float16),
+    ],
+)
+def test_sm90_kernel(
+    monkeypatch: pytest.MonkeyPatch,
+    h: int,
+    hk: int,
+    sq: int,
+    sk: int,
+    d: int,
+    causal: bool,
+    dtype: Any,
+) -> None:
+    """On sm_90 the wgmma kernel (attention_bwd_sm90) computes dK, dV and the
+    atomic dQ for head dims 64/128: tails, GQA, causal Sq != Sk, against
+    float64 autograd, with NaN-poisoned outputs."""
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("the sm_90a backward needs an sm_90 device")
+    ran = _sm90_kernel_runs(monkeypatch)
+    q = torch.randn(2, h, sq, d, device=DEV, dtype=dtype)
+    k, v = (torch.randn(2, hk, sk, d, device=DEV, dtype=dtype) for _ in range(2))
+    do = torch.randn_like(q)
+    scale = 0.9 / math.sqrt(d)
+    out, lse = kernels.attention(q, k, v, causal=causal, scale=scale, return_lse=True)
+    got = kernels.attention_backward(q, k, v, out, lse, do, causal=causal, scale=scale)
+    assert ran, "the sm_90a kernel did not run"
+    ref = [t.double().requires_grad_() for t in (q, k, v)]
+    o64, _ = reference(*ref, scale, causal)
     o64.backward(do.double())
     for name, g, r in zip("qkv", got, ref, strict=True):
         assert not torch.isnan(g).any(), f"NaN in d{name}"

@@ -1,0 +1,468 @@
+"""Attention backward for sm_90a, FlashAttention-3's structure: TMA, an
+mbarrier ring, warpgroup MMA (``wgmma``) and warp specialisation, written
+with the HIR builder the way attention_sm90.py (the forward) is. It computes
+dK and dV, and adds dQ into an f32 buffer, for the contract of
+``attention_backward`` (attention_bwd.py): bf16/f16, head dims 64 and 128,
+grouped-query heads, causal and window masks aligned bottom-right, any
+lengths. attention_bwd.py's ``pre`` program (D = rowsum(dO * O), the LSE
+with -inf made +inf, dQ's buffer zeroed) runs before it and ``dq_cast``
+after it.
+
+A block owns BN = 128 keys of one (batch, KV head) and walks every query
+head of the group and every block of BM = 64 query rows that sees one of
+its keys:
+
+* warpgroup 0 is the producer (``setmaxnreg.dec``): one thread loads K and
+  V once by TMA, then streams the Q and dO tiles of each query block, and
+  its 64 LSE and D values (bulk copies), through a ring of `STAGES` slots
+  ("full" completed by the bytes, "empty" by every consumer thread).
+* warpgroups 1 and 2 are consumers of 64 keys each (``setmaxnreg.inc``):
+  Sᵀ = K Qᵀ and dPᵀ = V dOᵀ are wgmma chains with both operands in shared
+  memory (K-major, 128B swizzle, as the forward's S = Q Kᵀ); Pᵀ =
+  exp2(Sᵀ·scale·log2 e - LSE·log2 e) and dSᵀ = Pᵀ∘(dPᵀ - D) stay in the
+  accumulator registers, which are the A fragments of dV += Pᵀ dO and
+  dK += dSᵀ Q (wgmma with A from registers, dO and Q MN-major: the
+  forward's P V). dSᵀ is also written to shared memory as dS (rows =
+  queries, 128B swizzle) for dQ = dS K (wgmma, K MN-major): at head dim 128
+  warpgroup c computes dQ's columns 64c.. over all 128 keys (the two
+  warpgroups meet at a named barrier), at 64 each warpgroup its own 64 keys'
+  share of all columns. dQ's f32 accumulator is added into the global buffer
+  with ``red.global.add.f32`` (so dQ's last bits vary between runs; the
+  deterministic option runs the tile programs).
+
+Masks are applied only in tiles that cross the diagonal / window band or the
+end of the keys (a warpgroup-uniform branch). Query rows past the end
+arrive as zeros from TMA and read a padded LSE and D of 0 (the scratch rows
+are padded to whole query blocks), which makes every product of theirs 0.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from zyntax import cuda, hir, interp
+
+from . import _tensors as T
+from ._rows import LOG2E, assign, read, variables, vector
+from ._sync import wait_parity
+from .attention_sm90 import BOX, MAX_SEQ, _tensor_map
+
+BN = 128  # keys per block (64 per consumer warpgroup)
+BM = 64  # query rows per step
+THREADS = 384  # a producer and two consumer warpgroups
+#: Head dims the kernel takes.
+HEAD_DIMS = (64, 128)
+#: Registers per thread of the producer and of each consumer warpgroup.
+REGS = (24, 240)
+ROW_BYTES = BM * 4  # one step's LSE (or D) values
+
+
+def shared_bytes(d: int, stages: int) -> int:
+    """K, V, `stages` Q and dO tiles, two dS buffers, the rows, the barriers."""
+    return (
+        2 * BN * d * 2
+        + 2 * stages * BM * d * 2
+        + 2 * BM * BN * 2
+        + 2 * stages * ROW_BYTES
+        + 8 * (1 + 2 * stages)
+    )
+
+
+def build(dtype: str, d: int, upper: bool, lower: bool, stages: int = 2) -> hir.Module:
+    """The kernel for `dtype`, head dim `d` (64 or 128). `upper`: keys after
+    i + shift + right are hidden from query i (causal, a window's right
+    side); `lower`: keys before i + shift - left are (a window's left side);
+    shift = Sk - Sq (bottom-right alignment)."""
+    assert d in HEAD_DIMS
+    elem = T.HIR_TYPE[dtype]
+    boxes = d // BOX
+    kv_bytes, q_bytes = BN * d * 2, BM * d * 2
+    kv_box, q_box = BN * 128, BM * 128  # one 64-column box of a K/V, Q/dO tile
+    ds_bytes = BM * BN * 2
+    name = f"attention_bwd_sm90_{dtype}_d{d}{'_upper' if upper else ''}"
+    name += f"{'_lower' if lower else ''}_s{stages}"
+    m = hir.Module(name, targets=["sm_90a"])
+    params = [hir.tensormap] * 4
+    params += [hir.ptr("global", hir.f32)] * 3 + [hir.ptr("global", elem)] * 2
+    params += [hir.u32] * 6 + [hir.i64] * 3 + [hir.f32] * 2 + [hir.i32] * 3
+    f32p = hir.ptr("shared", hir.f32)
+    with m.kernel("attention_bwd", params, max_threads=THREADS, min_blocks=1) as b:
+        tk, tv, tq, tdo, lse2, delta, dq32, dk, dv = b.params[:9]
+        sq, sk, sq_pad, heads, kv_heads, group = b.params[9:15]
+        sb, sh, ss, scale_log2, scale, shift, w_left, w_right = b.params[15:23]
+        tid = b.thread_idx()
+        wg = tid >> 7
+        base = b.dyn_shared(hir.u8)
+        s_k = base
+        s_v = b.ptr_add(base, kv_bytes)
+        s_q = b.ptr_add(base, 2 * kv_bytes)
+        s_do = b.ptr_add(s_q, stages * q_bytes)
+        s_ds = b.ptr_add(s_do, stages * q_bytes)  # two buffers
+        s_rows = b.ptr_add(s_ds, 2 * ds_bytes)  # per stage: LSE, then D
+        bars = b.ptr_cast(b.ptr_add(s_rows, 2 * stages * ROW_BYTES), hir.ptr("shared", hir.u64))
+        full_kv = bars
+        full = b.ptr_add(bars, 1)
+        empty = b.ptr_add(full, stages)
+
+        # The block's keys and the query blocks that see one of them.
+        n0 = b.block_idx() * BN
+        bhk = b.block_idx("y")
+        bi, hk = b.div(bhk, kv_heads), b.rem(bhk, kv_heads)
+        n0i, sqi, ski = b.cast(n0, hir.i32), b.cast(sq, hir.i32), b.cast(sk, hir.i32)
+        zero_i = b.const(0, hir.i32)
+        first = zero_i
+        last = sqi - 1
+        if upper:  # query i sees key j only if j <= i + shift + right
+            first = b.max(n0i - shift - w_right, zero_i)
+        if lower:  # ... and j >= i + shift - left
+            last = b.min(n0i + (BN - 1) - shift + w_left, sqi - 1)
+        qlo = b.div(b.cast(first, hir.u32), BM)
+        some = b.ge(last, first)
+        safe_last = b.cast(b.max(last, zero_i), hir.u32)
+        nq = b.select(some, b.div(safe_last, BM) + 1 - qlo, b.const(0, hir.u32))
+        total = group * nq
+
+        def step_coords(it: Any) -> tuple[Any, Any]:
+            """(query head, first query row) of step `it`: heads of the group
+            in turn, the query blocks of each in order."""
+            nq1 = b.max(nq, b.const(1, hir.u32))
+            return hk * group + b.div(it, nq1), (qlo + b.rem(it, nq1)) * BM
+
+        with b.if_(b.eq(tid, 0)):
+            b.mbarrier_init(full_kv, 1)
+            for x in range(stages):
+                b.mbarrier_init(b.ptr_add(full, x), 1)
+                b.mbarrier_init(b.ptr_add(empty, x), 256)  # every consumer thread
+            b.fence_mbarrier_init()
+        b.barrier()
+
+        def wait(bar: hir.Value, parity: Any) -> None:
+            wait_parity(b, bar, parity, 1000)
+
+        def tma(
+            dst: hir.Value, tmap: hir.Value, row: Any, bar: hir.Value, box: int, hi: Any
+        ) -> None:
+            for x in range(boxes):
+                at = [b.const(x * BOX, hir.i32), b.cast(row, hir.i32)]
+                at += [b.cast(hi, hir.i32), b.cast(bi, hir.i32)]
+                b.tma_load(b.ptr_add(dst, x * box), tmap, at, bar)
+
+        def produce() -> None:
+            b.mbarrier_arrive_expect_tx(full_kv, 2 * kv_bytes)
+            tma(s_k, tk, n0, full_kv, kv_box, hk)
+            tma(s_v, tv, n0, full_kv, kv_box, hk)
+            with b.for_range(0, total, type=hir.u32) as it:
+                st, ph = b.rem(it, stages), b.div(it, stages) & 1
+                wait(b.ptr_add(empty, st), ph ^ 1)  # a fresh barrier passes parity 1
+                h, m0 = step_coords(it)
+                bar = b.ptr_add(full, st)
+                b.mbarrier_arrive_expect_tx(bar, 2 * q_bytes + 2 * ROW_BYTES)
+                tma(b.ptr_add(s_q, st * q_bytes), tq, m0, bar, q_box, h)
+                tma(b.ptr_add(s_do, st * q_bytes), tdo, m0, bar, q_box, h)
+                row = b.cast((bi * heads + h) * sq_pad + m0, hir.i64)
+                rows = b.ptr_cast(b.ptr_add(s_rows, st * 2 * ROW_BYTES), f32p)
+                b.bulk_copy_g2s(rows, b.ptr_add(lse2, row), ROW_BYTES, bar)
+                b.bulk_copy_g2s(b.ptr_add(rows, BM), b.ptr_add(delta, row), ROW_BYTES, bar)
+
+        # Consumer side: c the warpgroup (keys n0 + 64c ..), w the warp in it,
+        # (g, t) the lane's row group and column pair of the accumulator
+        # layout (rows = keys of Sᵀ, dK, dV; queries of dQ).
+        c = wg - 1
+        w = (tid >> 5) & 3
+        lane = tid & 31
+        g, t = lane >> 2, lane & 3
+
+        def desc(ptr: hir.Value, lbo: int) -> hir.Value:
+            return b.wgmma_desc(
+                ptr, leading_byte_offset=lbo, stride_byte_offset=1024, swizzle="128B"
+            )
+
+        def moved(dsc: hir.Value, offset: Any) -> hir.Value:
+            """`dsc` with its address `offset` bytes further (attention_sm90's moved)."""
+            if isinstance(offset, int):
+                return dsc + (offset >> 4) if offset else dsc
+            return dsc + b.cast(offset >> 4, hir.u64)
+
+        def pack(x: hir.Value, y: hir.Value) -> hir.Value:
+            return b.bitcast(b.cvt_pack(f"{dtype}x2", x, y), hir.u32)
+
+        def fragments(p: list[list[hir.Value]]) -> list[hir.Value]:
+            """The A fragments (K = 16 queries each) of a 64 x 64 accumulator
+            given per row half: the forward's P fragments."""
+            u32x4 = hir.vec(hir.u32, 4)
+            return [
+                vector(
+                    b,
+                    u32x4,
+                    [
+                        pack(p[0][4 * kk], p[0][4 * kk + 1]),
+                        pack(p[1][4 * kk], p[1][4 * kk + 1]),
+                        pack(p[0][4 * kk + 2], p[0][4 * kk + 3]),
+                        pack(p[1][4 * kk + 2], p[1][4 * kk + 3]),
+                    ],
+                )
+                for kk in range(BM // 16)
+            ]
+
+        def ss_chain(a: hir.Value, bd: hir.Value, a_box: int) -> hir.Value:
+            """A Bᵀ for a 64-row A (K-major) and 64 rows of B (K-major) over
+            the head dim: k-step kk is box kk // 4, 32 bytes per step."""
+            acc = b.wgmma_zero(BM)
+            for kk in range(d // 16):
+                off = (kk % 4) * 32
+                acc = b.wgmma(
+                    acc,
+                    moved(a, (kk // 4) * a_box + off),
+                    moved(bd, (kk // 4) * q_box + off),
+                    n=BM,
+                    a_type=dtype,
+                    scale_d=0 if kk == 0 else 1,
+                )
+            return acc
+
+        def per_half(acc: hir.Value) -> list[list[hir.Value]]:
+            """A 64 x 64 accumulator as [row half][x], x = 2 n-tile + e:
+            column 8 n-tile + 2t + e."""
+            return [
+                [b.extract(acc, 4 * (x >> 1) + 2 * h + (x & 1)) for x in range(16)]
+                for h in range(2)
+            ]
+
+        def rs_chain(acc: hir.Value, frags: list[hir.Value], bd: hir.Value) -> hir.Value:
+            """acc += A B with A from registers (K = 64 queries) and B a
+            [queries, d] tile, MN-major: 16 rows of 128 bytes per k-step."""
+            for kk in range(BM // 16):
+                acc = b.wgmma(
+                    acc, frags[kk], moved(bd, kk * 16 * 128), n=d, a_type=dtype, trans_b=True
+                )
+            return acc
+
+        def consume() -> None:
+            wait(full_kv, 0)
+            k_desc = moved(desc(s_k, 16), c * 64 * 128)  # this warpgroup's 64 keys
+            v_desc = moved(desc(s_v, 16), c * 64 * 128)
+            kmn_desc = desc(s_k, kv_box)  # K as dQ's MN-major B
+            q_desc0, do_desc0 = desc(s_q, 16), desc(s_do, 16)
+            qmn0, domn0 = desc(s_q, q_box), desc(s_do, q_box)
+            ds_desc0 = desc(s_ds, 16)
+            key0 = n0 + c * 64 + w * 16 + g  # the lane's first key row
+            st_vars = variables(b, [b.wgmma_zero(d), b.wgmma_zero(d)], "acc")
+            with b.for_range(0, total, type=hir.u32) as it:
+                dk_acc, dv_acc = read(b, st_vars)
+                st, ph = b.rem(it, stages), b.div(it, stages) & 1
+                h, m0 = step_coords(it)
+                wait(b.ptr_add(full, st), ph)
+                q_off = st * q_bytes
+                b.wgmma_fence()
+                s_acc = ss_chain(k_desc, moved(q_desc0, q_off), kv_box)
+                dp_acc = ss_chain(v_desc, moved(do_desc0, q_off), kv_box)
+                b.wgmma_commit_group()
+                # The rows' LSE and D (column x's query: 8 (x >> 1) + 2t + (x & 1)).
+                rows = b.ptr_cast(b.ptr_add(s_rows, st * 2 * ROW_BYTES), f32p)
+                cols = [(x >> 1) * 8 + (x & 1) + 2 * t for x in range(16)]
+                b.wgmma_wait_group(0)
+                # Loaded as they are needed (D after P): S, dP, dK and dV
+                # already hold 192 of the 240 registers.
+                lse_l2 = [b.load(b.ptr_add(rows, col)) * LOG2E for col in cols]
+                s_h, dp_h = per_half(s_acc), per_half(dp_acc)
+                p = [
+                    [b.ex2_ftz_approx(b.fma(s_h[h_][x], scale_log2, -lse_l2[x])) for x in range(16)]
+                    for h_ in range(2)
+                ]
+                # Masks: only where the warpgroup's 64 keys cross the key end
+                # or the band of the block's 64 query rows.
+                kc0 = b.cast(n0 + c * 64, hir.i32)
+                m0i = b.cast(m0, hir.i32)
+                partial = b.cast(n0 + c * 64 + 64, hir.i32) > ski
+                if upper:
+                    partial = b.or_(partial, kc0 + 63 - m0i > shift + w_right)
+                if lower:
+                    partial = b.or_(partial, kc0 - (m0i + 63) < shift - w_left)
+
+                def masked(vals: list[list[hir.Value]]) -> list[hir.Value]:
+                    out = []
+                    for h_ in range(2):
+                        j = b.cast(key0 + 8 * h_, hir.i32)
+                        rel = j - m0i - b.cast(2 * t, hir.i32) - shift  # key - query at offset 0
+                        keep = b.lt(j, ski)
+                        for x in range(16):
+                            off = (x >> 1) * 8 + (x & 1)
+                            ok = keep
+                            if upper:  # key - query <= shift + right
+                                ok = b.and_(ok, b.ge(b.const(off, hir.i32), rel - w_right))
+                            if lower:  # key - query >= shift - left
+                                ok = b.and_(ok, b.le(b.const(off, hir.i32), rel + w_left))
+                            out.append(b.select(ok, vals[h_][x], 0.0))
+                    return out
+
+                sel = b.if_else(partial, results=[hir.f32] * 32)
+                with sel as (yes, no):
+                    with yes:
+                        yes.yield_(*masked(p))
+                    with no:
+                        no.yield_(*p[0], *p[1])
+                pf = list(sel.results)
+                p = [pf[:16], pf[16:]]
+                dl = [b.load(b.ptr_add(rows, col + BM)) for col in cols]
+                ds = [[p[h_][x] * (dp_h[h_][x] - dl[x]) for x in range(16)] for h_ in range(2)]
+                p_frags, ds_frags = fragments(p), fragments(ds)
+                b.wgmma_fence()
+                dv_acc = rs_chain(dv_acc, p_frags, moved(domn0, q_off))
+                dk_acc = rs_chain(dk_acc, ds_frags, moved(qmn0, q_off))
+                b.wgmma_commit_group()
+                # dS (rows = queries, this warpgroup's box of 64 keys) from
+                # dSᵀ's A fragments by stmatrix.trans: lane 8i + r of matrix i
+                # (keys 16w + 8 (i & 1).., queries 16kk + 8 (i >> 1)..) gives
+                # the address of query row 16kk + 8 (i >> 1) + r, whose 8 keys
+                # are 16-byte chunk 2w + (i & 1) of the swizzled row.
+                buf = b.ptr_add(s_ds, (it & 1) * ds_bytes + c * (BM * 128))
+                mi, r8 = lane >> 3, lane & 7
+                chunk = ((w * 2 + (mi & 1)) ^ r8) << 4
+                row_at = ((mi >> 1) * 8 + r8) * 128 + chunk
+                for kk in range(BM // 16):
+                    b.stmatrix(b.ptr_add(buf, row_at + kk * 16 * 128), ds_frags[kk], trans=True)
+                b.fence_proxy_async()
+                ds_desc = moved(ds_desc0, (it & 1) * ds_bytes)
+                if d == 128:
+                    b.named_barrier_sync(1, 256)  # both warpgroups' dS written
+                else:
+                    sel2 = b.if_else(b.eq(c, 0))
+                    with sel2 as (one, two):
+                        with one:
+                            b.named_barrier_sync(1, 128)
+                        with two:
+                            b.named_barrier_sync(2, 128)
+                b.wgmma_fence()
+                dq_acc = b.wgmma_zero(64)
+                if d == 128:  # columns 64c.., all 128 keys
+                    steps = BN // 16
+                    kb = moved(kmn_desc, c * kv_box)
+                else:  # all 64 columns, this warpgroup's 64 keys
+                    steps = 4
+                    kb = moved(kmn_desc, c * 64 * 128)
+                    ds_desc = moved(ds_desc, c * (BM * 128))
+                for s in range(steps):
+                    a_off = (s // 4) * (BM * 128) + (s % 4) * 32
+                    dq_acc = b.wgmma(
+                        dq_acc,
+                        moved(ds_desc, a_off),
+                        moved(kb, s * 16 * 128),
+                        n=64,
+                        a_type=dtype,
+                        trans_b=True,
+                        scale_d=0 if s == 0 else 1,
+                    )
+                b.wgmma_commit_group()
+                b.wgmma_wait_group(0)
+                b.mbarrier_arrive(b.ptr_add(empty, st))
+                # dQ (unscaled) into the f32 buffer, rows before Sq.
+                bh = bi * heads + h
+                cbase = c * 64 if d == 128 else 0
+                for h_ in range(2):
+                    qrow = m0 + w * 16 + g + 8 * h_
+                    with b.if_(qrow < sq):
+                        at = (b.cast(bh, hir.i64) * b.cast(sq, hir.i64) + b.cast(qrow, hir.i64)) * d
+                        rowp = b.ptr_add(dq32, at + b.cast(cbase + 2 * t, hir.i64))
+                        for nt in range(8):
+                            for e in range(2):
+                                val = b.extract(dq_acc, 4 * nt + 2 * h_ + e)
+                                b.red_add(b.ptr_add(rowp, nt * 8 + e), val)
+                assign(b, st_vars, [dk_acc, dv_acc])
+            dk_acc, dv_acc = read(b, st_vars)
+            # dK (scaled) and dV, keys before Sk.
+            for h_ in range(2):
+                key = key0 + 8 * h_
+                with b.if_(key < sk):
+                    at = b.cast(bi, hir.i64) * sb + b.cast(hk, hir.i64) * sh
+                    at += b.cast(key, hir.i64) * ss
+                    for nt in range(d // 8):
+                        i = 4 * nt + 2 * h_
+                        col = b.cast(nt * 8 + 2 * t, hir.i64)
+                        out2 = hir.ptr("global", hir.u32)
+                        kx = b.extract(dk_acc, i) * scale
+                        ky = b.extract(dk_acc, i + 1) * scale
+                        b.store(b.ptr_cast(b.ptr_add(dk, at + col), out2), pack(kx, ky))
+                        vx, vy = b.extract(dv_acc, i), b.extract(dv_acc, i + 1)
+                        b.store(b.ptr_cast(b.ptr_add(dv, at + col), out2), pack(vx, vy))
+
+        cond = b.if_else(b.eq(wg, 0))
+        with cond as (producer, consumer):
+            with producer:
+                b.setmaxnreg(REGS[0], increase=False)
+                with b.if_(b.eq(tid, 0)):
+                    produce()
+            with consumer:
+                b.setmaxnreg(REGS[1], increase=True)
+                consume()
+        b.ret()
+    return m
+
+
+@functools.cache
+def _module(dtype: str, d: int, upper: bool, lower: bool, stages: int) -> hir.Module:
+    return build(dtype, d, upper, lower, stages)
+
+
+@functools.cache
+def _loaded(key: tuple[str, int, bool, bool, int], device: int) -> Any:
+    return cuda.load_hir(_module(*key), device, arch="sm_90a")
+
+
+#: Q/dO ring depth.
+STAGES = 2
+
+
+__all__ = ["MAX_SEQ", "build", "launch", "supports"]
+
+
+def supports(d: int) -> bool:
+    """Whether the kernel takes head dim `d`."""
+    return d in HEAD_DIMS
+
+
+def launch(
+    tq: T.Tensor,
+    tk: T.Tensor,
+    tv: T.Tensor,
+    tdo: T.Tensor,
+    lse2: T.Tensor,
+    delta: T.Tensor,
+    dq32: T.Tensor,
+    dk: T.Tensor,
+    dv: T.Tensor,
+    *,
+    causal: bool,
+    scale: float,
+    window: tuple[int | None, int | None] | None,
+    stream: Any,
+) -> None:
+    """Runs the kernel on checked tensors (attention_backward validated
+    them): q, do (B, H, Sq, D); k, v, dk, dv (B, Hk, Sk, D) with dk and dv
+    alike; lse2, delta (B, H, Sq padded to a multiple of BM) f32 from the
+    pre program; dq32 (B, H, Sq, D) f32, contiguous and zeroed, where dQ
+    (unscaled) is added."""
+    bsz, heads, sq, d = tq.shape
+    hk, sk = tk.shape[1], tk.shape[2]
+    sq_pad = lse2.shape[2]
+    assert sq_pad % BM == 0 and delta.shape == lse2.shape and T.contiguous(lse2)
+    assert T.contiguous(dq32) and T.contiguous(delta) and dk.strides == dv.strides
+    w_left, w_right = window if window is not None else (None, None)
+    upper = causal or w_right is not None
+    lower = w_left is not None
+    # Bounds past every key or query are unbounded: clamped to keep the
+    # kernel's i32 arithmetic (positions plus bounds) below 2^31.
+    right = min(0 if causal else sq, sq if w_right is None else w_right, sq)
+    left = min(sk if w_left is None else w_left, sk)
+    maps = [_tensor_map(tk, BN), _tensor_map(tv, BN), _tensor_map(tq, BM), _tensor_map(tdo, BM)]
+    args: list[Any] = [*maps, lse2, delta, dq32, dk, dv, sq, sk, sq_pad, heads, hk, heads // hk]
+    args += [*dk.strides[:3], float(scale) * LOG2E, float(scale), sk - sq, left, right]
+    grid = (-(-sk // BN), bsz * hk)
+    key = (tq.dtype, d, upper, lower, STAGES)
+    smem = shared_bytes(d, STAGES)
+    if not tq.on_gpu:
+        flat = [a.arr if isinstance(a, T.Tensor) else a for a in args]
+        interp.launch(_module(*key), "attention_bwd", grid, THREADS, *flat, shared_bytes=smem)
+        return
+    k = _loaded(key, tq.device).kernel("attention_bwd")
+    T.launch_loaded(k, grid, THREADS, args, tq, stream, smem)

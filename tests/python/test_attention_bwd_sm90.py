@@ -1,0 +1,148 @@
+"""The sm_90a attention backward (attention_bwd_sm90.py: TMA ring, wgmma
+with Pᵀ and dSᵀ from registers, dS through shared memory for dQ, dQ by
+``red.global.add``) on the reference interpreter, through
+``kernels.attention_backward`` with ``attention_bwd.SM90 = True``: tiny
+problems against the float64 gradients (test_attention_bwd.reference) on
+fresh random inputs, outputs poisoned with NaN; head dims 64 and 128,
+grouped-query heads, causal masks with Sq < Sk and Sq > Sk, windows, tails,
+several key and query blocks. The device version:
+tests/python/gpu/test_attention_bwd_gpu.py (the default on sm_90)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+
+from test_attention_bwd import reference
+from zyntax import hir, kernels
+from zyntax.kernels import attention_bwd, attention_bwd_sm90, attention_tile
+
+rng = np.random.default_rng()
+
+
+@pytest.fixture(autouse=True)
+def sm90_everywhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sm_90a kernel on the interpreter too; outputs and scratch start as NaN."""
+    monkeypatch.setattr(attention_bwd, "SM90", True)
+    real = attention_bwd.T.output
+
+    def output(out: Any, like: Any, shape: Any, dtype: str, **kw: Any) -> Any:
+        obj, t = real(out, like, shape, dtype, **kw)
+        obj.fill(np.nan)
+        return obj, t
+
+    monkeypatch.setattr(attention_bwd.T, "output", output)
+
+
+def forward(q: Any, k: Any, v: Any, scale: float, causal: bool, window: Any) -> tuple[Any, Any]:
+    """o (q's dtype) and the LSE (f32) in float64, masks aligned bottom-right:
+    the backward's inputs, independent of any forward kernel."""
+    group = q.shape[1] // k.shape[1]
+    q64, k64, v64 = (x.astype(np.float64) for x in (q, k, v))
+    kr, vr = np.repeat(k64, group, 1), np.repeat(v64, group, 1)
+    s = np.einsum("bhqd,bhkd->bhqk", q64, kr) * scale
+    sq, sk = s.shape[-2:]
+    i = np.arange(sq)[:, None] + sk - sq
+    j = np.arange(sk)[None, :]
+    left, right = attention_tile.window_arg(window) or (None, None)
+    visible = np.ones((sq, sk), bool)
+    if left is not None:
+        visible &= j >= i - left
+    if right is not None:
+        visible &= j <= i + right
+    if causal:
+        visible &= j <= i
+    s = np.where(visible, s, -np.inf)
+    m = s.max(-1, keepdims=True)
+    m = np.where(np.isinf(m), 0.0, m)
+    e = np.exp(s - m)
+    den = e.sum(-1, keepdims=True)
+    lse = np.where(den == 0, -np.inf, m + np.log(np.where(den == 0, 1.0, den)))[..., 0]
+    o = (e / np.where(den == 0, 1.0, den)) @ vr
+    return o.astype(q.dtype), lse.astype(np.float32)
+
+
+def run(
+    h: int,
+    hk: int,
+    sq: int,
+    sk: int,
+    d: int,
+    causal: bool,
+    window: Any = None,
+    with_dlse: bool = False,
+    b: int = 1,
+) -> tuple[Any, ...]:
+    q, do = (rng.standard_normal((b, h, sq, d)).astype(np.float16) for _ in range(2))
+    k, v = (rng.standard_normal((b, hk, sk, d)).astype(np.float16) for _ in range(2))
+    scale = 0.7 / math.sqrt(d)
+    o, lse = forward(q, k, v, scale, causal, window)
+    dlse = rng.standard_normal((b, h, sq)).astype(np.float32) if with_dlse else None
+    got = kernels.attention_backward(
+        q, k, v, o, lse, do, causal=causal, scale=scale, window=window, dlse=dlse
+    )
+    zero = np.zeros((b, h, sq))
+    want = reference(q, k, v, do, zero if dlse is None else dlse, scale, causal, window)
+    for name, g, w, like in zip(("dq", "dk", "dv"), got, want, (q, k, v), strict=True):
+        assert g.shape == like.shape and g.dtype == np.float16, name
+        g64 = g.astype(np.float64)
+        assert not np.isnan(g64).any(), f"NaN in {name} (an element not written?)"
+        assert np.abs(g64 - w).max() < 5e-3 * max(1.0, np.abs(w).max()), name
+    return got
+
+
+@pytest.mark.parametrize("d", [64, 128])
+def test_head_dims_with_tails(d: int) -> None:
+    """Two key blocks (the second a tail), two query blocks (a tail)."""
+    run(2, 2, 70, 130, d, causal=False)
+
+
+@pytest.mark.parametrize(("sq", "sk", "d"), [(150, 150, 64), (100, 100, 128), (20, 90, 64)])
+def test_causal(sq: int, sk: int, d: int) -> None:
+    run(2, 2, sq, sk, d, causal=True)
+
+
+def test_causal_more_queries_than_keys() -> None:
+    """Sq > Sk: the first Sq - Sk rows see no key, dq 0 there."""
+    dq, _, _ = run(2, 1, 90, 20, 128, causal=True)
+    assert not dq[:, :, :70].any()
+
+
+@pytest.mark.parametrize(("h", "hk"), [(4, 2), (4, 1)])
+def test_grouped_query_heads(h: int, hk: int) -> None:
+    run(h, hk, 37, 45, 64, causal=True, b=2)
+
+
+@pytest.mark.parametrize(("window", "causal"), [((16, 0), False), ((5, 9), False), (7, True)])
+def test_windows(window: Any, causal: bool) -> None:
+    run(2, 2, 75, 200, 64, causal=causal, window=window)
+
+
+def test_lse_gradient() -> None:
+    run(2, 1, 40, 50, 64, causal=True, with_dlse=True)
+
+
+def test_deterministic_keeps_the_tile_programs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """deterministic=True never reaches the sm_90a kernel (its dQ is atomic)."""
+
+    def refuse(*_: Any, **__: Any) -> None:
+        raise AssertionError("the sm_90a kernel ran for deterministic=True")
+
+    monkeypatch.setattr(attention_bwd_sm90, "launch", refuse)
+    q = rng.standard_normal((1, 2, 20, 64)).astype(np.float16)
+    o, lse = forward(q, q, q, 0.125, True, None)
+    dq, dk, dv = kernels.attention_backward(q, q, q, o, lse, q, causal=True, deterministic=True)
+    assert not np.isnan(dq).any() and not np.isnan(dk).any() and not np.isnan(dv).any()
+
+
+@pytest.mark.parametrize("d", [64, 128])
+def test_module_verifies(d: int) -> None:
+    """Every mask form builds and verifies for sm_90a."""
+    for upper in (False, True):
+        for lower in (False, True):
+            m = attention_bwd_sm90.build("bf16", d, upper, lower)
+            assert isinstance(m, hir.Module)
+            m.verify()

@@ -345,6 +345,144 @@ fn histogram_with_shared_atomics_matches_the_interpreter() {
     assert_eq!(got[1], h);
 }
 
+/// Every kind of read-modify-write the CPU lowers without `lock` on shared
+/// memory (the block's, which one worker runs from start to end), with the
+/// old values used: per block, thread 0 sets six shared words and an f32, every
+/// thread applies `add 1` (its old value: a ticket), `sub v`, `and`, `or`,
+/// `xor`, `xchg tid` and an f32 `add` to them, and after a barrier thread 0
+/// copies the words out. `tick[gid]`, `xold[gid]`: the old values of `add`
+/// and `xchg`; `res[block * 8 + k]`: the final words.
+fn shared_rmw() -> Function {
+    let g = gptr(Type::U32);
+    let mut b = FunctionBuilder::kernel("rmw", &[g.clone(), g.clone(), g.clone(), g]);
+    let (x, tick, xold, res) = (b.param(0), b.param(1), b.param(2), b.param(3));
+    let sh = b.shared_alloc(Type::U32, 6).unwrap();
+    let shf = b.shared_alloc(Type::F32, 1).unwrap();
+    let tid = b.thread_idx(Dim::X).unwrap();
+    let bd = b.block_dim(Dim::X).unwrap();
+    let bid = b.block_idx(Dim::X).unwrap();
+    let bb = b.mul(bid, bd).unwrap();
+    let gid = b.add(bb, tid).unwrap();
+    let z = b.iconst(Type::U32, 0).unwrap();
+    let first = b.eq(tid, z).unwrap();
+    let iff = b.begin_if(first, &[]).unwrap();
+    for (k, v) in [0u32, 4_000_000_000, 0xffff_ffff, 0, 0x5a5a_5a5a, 7]
+        .iter()
+        .enumerate()
+    {
+        let kk = b.iconst(Type::U32, k as i64).unwrap();
+        let p = b.ptr_add(sh, kk).unwrap();
+        let c = b.iconst(Type::U32, i64::from(*v)).unwrap();
+        b.store(p, c).unwrap();
+    }
+    let f0 = b.fconst(Type::F32, 0.5).unwrap();
+    b.store(shf, f0).unwrap();
+    b.end_if(iff, &[]).unwrap();
+    b.barrier().unwrap();
+    let px = b.ptr_add(x, gid).unwrap();
+    let v = b.load(px).unwrap();
+    let at = |b: &mut FunctionBuilder, k: i64| {
+        let kk = b.iconst(Type::U32, k).unwrap();
+        b.ptr_add(sh, kk).unwrap()
+    };
+    let one = b.iconst(Type::U32, 1).unwrap();
+    let p0 = at(&mut b, 0);
+    let t = b.atomic(AtomicOp::Add, Scope::Block, p0, one).unwrap();
+    let pt = b.ptr_add(tick, gid).unwrap();
+    b.store(pt, t).unwrap();
+    let c255 = b.iconst(Type::U32, 255).unwrap();
+    let small = b.and(v, c255).unwrap();
+    let p1 = at(&mut b, 1);
+    b.atomic(AtomicOp::Sub, Scope::Block, p1, small).unwrap();
+    let c31 = b.iconst(Type::U32, 31).unwrap();
+    let bit = b.and(tid, c31).unwrap();
+    let m = b.shl(one, bit).unwrap();
+    let nm = b.not(m).unwrap();
+    let p2 = at(&mut b, 2);
+    b.atomic(AtomicOp::And, Scope::Block, p2, nm).unwrap();
+    let p3 = at(&mut b, 3);
+    b.atomic(AtomicOp::Or, Scope::Block, p3, m).unwrap();
+    let p4 = at(&mut b, 4);
+    b.atomic(AtomicOp::Xor, Scope::Block, p4, v).unwrap();
+    let p5 = at(&mut b, 5);
+    let o = b.atomic(AtomicOp::Exch, Scope::Block, p5, tid).unwrap();
+    let po = b.ptr_add(xold, gid).unwrap();
+    b.store(po, o).unwrap();
+    let fv = b.cast(small, Type::F32).unwrap();
+    b.atomic(AtomicOp::Add, Scope::Block, shf, fv).unwrap();
+    b.barrier().unwrap();
+    let iff = b.begin_if(first, &[]).unwrap();
+    let c8 = b.iconst(Type::U32, 8).unwrap();
+    let rb = b.mul(bid, c8).unwrap();
+    for k in 0..6 {
+        let p = at(&mut b, k);
+        let w = b.load(p).unwrap();
+        let kk = b.iconst(Type::U32, k).unwrap();
+        let ri = b.add(rb, kk).unwrap();
+        let pr = b.ptr_add(res, ri).unwrap();
+        b.store(pr, w).unwrap();
+    }
+    let fw = b.load(shf).unwrap();
+    let fb = b.bitcast(fw, Type::U32).unwrap();
+    let c7 = b.iconst(Type::U32, 7).unwrap();
+    let ri = b.add(rb, c7).unwrap();
+    let pr = b.ptr_add(res, ri).unwrap();
+    b.store(pr, fb).unwrap();
+    b.end_if(iff, &[]).unwrap();
+    b.ret(&[]).unwrap();
+    b.finish().unwrap()
+}
+
+#[test]
+fn shared_read_modify_writes_match_the_interpreter() {
+    let mut rng = Rng::new();
+    let m = module(shared_rmw());
+    // Shared memory only: plain loads and stores, no `lock`ed instruction.
+    let p = host::prepare(&m, &HostOptions::default()).unwrap();
+    assert!(!p.ir.contains("atomicrmw"), "a shared atomic stayed atomic");
+    let blocks = 1 + rng.below(5) as u32;
+    let threads = 1 + rng.below(256) as u32;
+    let n = (blocks * threads) as usize;
+    let x: Vec<u32> = (0..n).map(|_| rng.next() as u32).collect();
+    let poison = vec![0xdead_beef; n];
+    let (want, got) = both(
+        &m,
+        "rmw",
+        [blocks, 1, 1],
+        [threads, 1, 1],
+        &[
+            A::Words(x.clone()),
+            A::Words(poison.clone()),
+            A::Words(poison),
+            A::Words(vec![0xdead_beef; 8 * blocks as usize]),
+        ],
+    );
+    // Final words: the same in any order of the threads.
+    assert_eq!(got[3], want[3]);
+    for (blk, xs) in x.chunks(threads as usize).enumerate() {
+        let r = &got[3][blk * 8..blk * 8 + 8];
+        let small: u32 = xs.iter().map(|v| v & 255).sum();
+        let mask = (0..threads).fold(0u32, |a, t| a | 1 << (t % 32));
+        assert_eq!(r[0], threads);
+        assert_eq!(r[1], 4_000_000_000u32.wrapping_sub(small));
+        assert_eq!(r[2], !mask);
+        assert_eq!(r[3], mask);
+        assert_eq!(r[4], xs.iter().fold(0x5a5a_5a5a, |a, v| a ^ v));
+        assert_eq!(f32::from_bits(r[7]), 0.5 + small as f32);
+        // Tickets: each of 0..threads once; xchg: the old values and the
+        // final word are the initial 7 and every thread index, once each.
+        let mut t: Vec<u32> = got[1][blk * threads as usize..][..threads as usize].to_vec();
+        t.sort_unstable();
+        assert!(t.iter().copied().eq(0..threads));
+        let mut o: Vec<u32> = got[2][blk * threads as usize..][..threads as usize].to_vec();
+        o.push(r[5]);
+        o.sort_unstable();
+        let mut w: Vec<u32> = (0..threads).chain([7]).collect();
+        w.sort_unstable();
+        assert_eq!(o, w);
+    }
+}
+
 /// Threads below `k` run `rounds` rounds of "barrier, then add the left
 /// neighbour's shared value"; the others return at once (they no longer
 /// take part in barriers, as in the interpreter). With `split`, threads

@@ -28,8 +28,8 @@ use crate::scalar::{self, class_of, Conv, Scalar};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use zyntax_hir::{
-    ApproxOp, AtomicOp, BinOp, BlockId, ConstValue, Dim, Function, InstId, Module, Op, OptLevel,
-    ScalarType, Type, UnOp, ValueDef, ValueId,
+    AddrSpace, ApproxOp, AtomicOp, BinOp, BlockId, ConstValue, Dim, Function, InstId, Module, Op,
+    OptLevel, ScalarType, Type, UnOp, ValueDef, ValueId,
 };
 use zyntax_opt::{FunctionPlan, Origin};
 

@@ -1,6 +1,6 @@
 """The sm_90a attention backward (attention_bwd_sm90.py: TMA ring, wgmma
 with Pᵀ and dSᵀ from registers, dS through shared memory for dQ, dQ by
-``red.global.add``) on the reference interpreter, through
+a TMA reduction) on the reference interpreter, through
 ``kernels.attention_backward`` with ``attention_bwd.SM90 = True``: tiny
 problems against the float64 gradients (test_attention_bwd.reference) on
 fresh random inputs, outputs poisoned with NaN; head dims 64 and 128,

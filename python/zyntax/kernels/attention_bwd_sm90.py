@@ -15,7 +15,8 @@ its keys:
 * warpgroup 0 is the producer (``setmaxnreg.dec``): one thread loads K and
   V once by TMA, then streams the Q and dO tiles of each query block, and
   its 64 LSE and D values (bulk copies), through a ring of `STAGES` slots
-  ("full" completed by the bytes, "empty" by every consumer thread).
+  ("full" completed by the bytes, "empty" by every consumer thread); a
+  thread of its second warp is the dQ writer (below).
 * warpgroups 1 and 2 are consumers of 64 keys each (``setmaxnreg.inc``):
   Sᵀ = K Qᵀ and dPᵀ = V dOᵀ are wgmma chains with both operands in shared
   memory (K-major, 128B swizzle, as the forward's S = Q Kᵀ); Pᵀ =
@@ -26,9 +27,11 @@ its keys:
   queries, 128B swizzle) for dQ = dS K (wgmma, K MN-major): at head dim 128
   warpgroup c computes dQ's columns 64c.. over all 128 keys (the two
   warpgroups meet at a named barrier), at 64 each warpgroup its own 64 keys'
-  share of all columns. dQ's f32 accumulator is added into the global buffer
-  with ``red.global.add.f32`` (so dQ's last bits vary between runs; the
-  deterministic option runs the tile programs).
+  share of all columns. Each consumer writes its f32 dQ tile to shared
+  memory and a second producer thread adds it into the global f32 buffer by
+  a TMA reduction (``cp.reduce.async.bulk.tensor``; FlashAttention-3's way),
+  so dQ's last bits vary between runs (the deterministic option runs the
+  tile programs).
 
 Masks are applied only in tiles that cross the diagonal / window band or the
 end of the keys (a warpgroup-uniform branch). Query rows past the end
@@ -58,14 +61,19 @@ REGS = (24, 240)
 ROW_BYTES = BM * 4  # one step's LSE (or D) values
 
 
+DQ_BYTES = BM * 64 * 4  # one consumer's dQ tile (64 x 64 f32) for the TMA reduction
+
+
 def shared_bytes(d: int, stages: int) -> int:
-    """K, V, `stages` Q and dO tiles, two dS buffers, the rows, the barriers."""
+    """K, V, `stages` Q and dO tiles, two dS buffers, two dQ tiles, the rows,
+    the barriers."""
     return (
         2 * BN * d * 2
         + 2 * stages * BM * d * 2
         + 2 * BM * BN * 2
+        + 2 * DQ_BYTES
         + 2 * stages * ROW_BYTES
-        + 8 * (1 + 2 * stages)
+        + 8 * (1 + 2 * stages + 4)
     )
 
 
@@ -83,12 +91,12 @@ def build(dtype: str, d: int, upper: bool, lower: bool, stages: int = 2) -> hir.
     name = f"attention_bwd_sm90_{dtype}_d{d}{'_upper' if upper else ''}"
     name += f"{'_lower' if lower else ''}_s{stages}"
     m = hir.Module(name, targets=["sm_90a"])
-    params = [hir.tensormap] * 4
-    params += [hir.ptr("global", hir.f32)] * 3 + [hir.ptr("global", elem)] * 2
+    params = [hir.tensormap] * 5
+    params += [hir.ptr("global", hir.f32)] * 2 + [hir.ptr("global", elem)] * 2
     params += [hir.u32] * 6 + [hir.i64] * 3 + [hir.f32] * 2 + [hir.i32] * 3
     f32p = hir.ptr("shared", hir.f32)
     with m.kernel("attention_bwd", params, max_threads=THREADS, min_blocks=1) as b:
-        tk, tv, tq, tdo, lse2, delta, dq32, dk, dv = b.params[:9]
+        tk, tv, tq, tdo, tdq, lse2, delta, dk, dv = b.params[:9]
         sq, sk, sq_pad, heads, kv_heads, group = b.params[9:15]
         sb, sh, ss, scale_log2, scale, shift, w_left, w_right = b.params[15:23]
         tid = b.thread_idx()
@@ -99,11 +107,14 @@ def build(dtype: str, d: int, upper: bool, lower: bool, stages: int = 2) -> hir.
         s_q = b.ptr_add(base, 2 * kv_bytes)
         s_do = b.ptr_add(s_q, stages * q_bytes)
         s_ds = b.ptr_add(s_do, stages * q_bytes)  # two buffers
-        s_rows = b.ptr_add(s_ds, 2 * ds_bytes)  # per stage: LSE, then D
+        s_dq = b.ptr_add(s_ds, 2 * ds_bytes)  # a dQ tile per consumer
+        s_rows = b.ptr_add(s_dq, 2 * DQ_BYTES)  # per stage: LSE, then D
         bars = b.ptr_cast(b.ptr_add(s_rows, 2 * stages * ROW_BYTES), hir.ptr("shared", hir.u64))
         full_kv = bars
         full = b.ptr_add(bars, 1)
         empty = b.ptr_add(full, stages)
+        dq_full = b.ptr_add(empty, stages)  # per consumer: its dQ tile written
+        dq_empty = b.ptr_add(dq_full, 2)  # per consumer: its dQ tile read by TMA
 
         # The block's keys and the query blocks that see one of them.
         n0 = b.block_idx() * BN
@@ -134,6 +145,9 @@ def build(dtype: str, d: int, upper: bool, lower: bool, stages: int = 2) -> hir.
             for x in range(stages):
                 b.mbarrier_init(b.ptr_add(full, x), 1)
                 b.mbarrier_init(b.ptr_add(empty, x), 256)  # every consumer thread
+            for x in range(2):
+                b.mbarrier_init(b.ptr_add(dq_full, x), 128)  # the consumer's threads
+                b.mbarrier_init(b.ptr_add(dq_empty, x), 1)  # the dQ writer
             b.fence_mbarrier_init()
         b.barrier()
 
@@ -164,6 +178,22 @@ def build(dtype: str, d: int, upper: bool, lower: bool, stages: int = 2) -> hir.
                 rows = b.ptr_cast(b.ptr_add(s_rows, st * 2 * ROW_BYTES), f32p)
                 b.bulk_copy_g2s(rows, b.ptr_add(lse2, row), ROW_BYTES, bar)
                 b.bulk_copy_g2s(b.ptr_add(rows, BM), b.ptr_add(delta, row), ROW_BYTES, bar)
+
+        def write_dq() -> None:
+            """The dQ writer (a thread of the producer warpgroup): adds each
+            consumer's dQ tile into the f32 buffer by a TMA reduction (rows
+            past Sq clipped by the unit) and hands the tile back once read."""
+            with b.for_range(0, total, type=hir.u32) as it:
+                h, m0 = step_coords(it)
+                for x in range(2):
+                    wait(b.ptr_add(dq_full, x), it & 1)
+                    col = x * 64 if d == 128 else 0
+                    at = [b.const(col, hir.i32), b.cast(m0, hir.i32)]
+                    at += [b.cast(h, hir.i32), b.cast(bi, hir.i32)]
+                    b.tma_reduce("add", tdq, at, b.ptr_add(s_dq, x * DQ_BYTES))
+                    b.bulk_commit_group()
+                    b.bulk_wait_group(0, read=True)
+                    b.mbarrier_arrive(b.ptr_add(dq_empty, x))
 
         # Consumer side: c the warpgroup (keys n0 + 64c ..), w the warp in it,
         # (g, t) the lane's row group and column pair of the accumulator
@@ -251,21 +281,22 @@ def build(dtype: str, d: int, upper: bool, lower: bool, stages: int = 2) -> hir.
             with b.for_range(0, total, type=hir.u32) as it:
                 dk_acc, dv_acc = read(b, st_vars)
                 st, ph = b.rem(it, stages), b.div(it, stages) & 1
-                h, m0 = step_coords(it)
+                _h, m0 = step_coords(it)
                 wait(b.ptr_add(full, st), ph)
                 q_off = st * q_bytes
                 b.wgmma_fence()
                 s_acc = ss_chain(k_desc, moved(q_desc0, q_off), kv_box)
+                b.wgmma_commit_group()
                 dp_acc = ss_chain(v_desc, moved(do_desc0, q_off), kv_box)
                 b.wgmma_commit_group()
                 # The rows' LSE and D (column x's query: 8 (x >> 1) + 2t + (x & 1)).
                 rows = b.ptr_cast(b.ptr_add(s_rows, st * 2 * ROW_BYTES), f32p)
                 cols = [(x >> 1) * 8 + (x & 1) + 2 * t for x in range(16)]
-                b.wgmma_wait_group(0)
+                b.wgmma_wait_group(1)  # S is ready; P is computed while dP runs
                 # Loaded as they are needed (D after P): S, dP, dK and dV
                 # already hold 192 of the 240 registers.
                 lse_l2 = [b.load(b.ptr_add(rows, col)) * LOG2E for col in cols]
-                s_h, dp_h = per_half(s_acc), per_half(dp_acc)
+                s_h = per_half(s_acc)
                 p = [
                     [b.ex2_ftz_approx(b.fma(s_h[h_][x], scale_log2, -lse_l2[x])) for x in range(16)]
                     for h_ in range(2)
@@ -304,6 +335,8 @@ def build(dtype: str, d: int, upper: bool, lower: bool, stages: int = 2) -> hir.
                         no.yield_(*p[0], *p[1])
                 pf = list(sel.results)
                 p = [pf[:16], pf[16:]]
+                b.wgmma_wait_group(0)  # dP
+                dp_h = per_half(dp_acc)
                 dl = [b.load(b.ptr_add(rows, col + BM)) for col in cols]
                 ds = [[p[h_][x] * (dp_h[h_][x] - dl[x]) for x in range(16)] for h_ in range(2)]
                 p_frags, ds_frags = fragments(p), fragments(ds)
@@ -333,6 +366,8 @@ def build(dtype: str, d: int, upper: bool, lower: bool, stages: int = 2) -> hir.
                             b.named_barrier_sync(1, 128)
                         with two:
                             b.named_barrier_sync(2, 128)
+                # This consumer's dQ tile is free once the writer read the last one.
+                wait(b.ptr_add(dq_empty, c), (it & 1) ^ 1)
                 b.wgmma_fence()
                 dq_acc = b.wgmma_zero(64)
                 if d == 128:  # columns 64c.., all 128 keys
@@ -356,18 +391,18 @@ def build(dtype: str, d: int, upper: bool, lower: bool, stages: int = 2) -> hir.
                 b.wgmma_commit_group()
                 b.wgmma_wait_group(0)
                 b.mbarrier_arrive(b.ptr_add(empty, st))
-                # dQ (unscaled) into the f32 buffer, rows before Sq.
-                bh = bi * heads + h
-                cbase = c * 64 if d == 128 else 0
+                # dQ (unscaled) to this consumer's tile (64 x 64 f32, rows of
+                # 256 bytes).
+                tile_dq = b.ptr_cast(b.ptr_add(s_dq, c * DQ_BYTES), f32p)
+                f32x2 = hir.vec(hir.f32, 2)
                 for h_ in range(2):
-                    qrow = m0 + w * 16 + g + 8 * h_
-                    with b.if_(qrow < sq):
-                        at = (b.cast(bh, hir.i64) * b.cast(sq, hir.i64) + b.cast(qrow, hir.i64)) * d
-                        rowp = b.ptr_add(dq32, at + b.cast(cbase + 2 * t, hir.i64))
-                        for nt in range(8):
-                            for e in range(2):
-                                val = b.extract(dq_acc, 4 * nt + 2 * h_ + e)
-                                b.red_add(b.ptr_add(rowp, nt * 8 + e), val)
+                    row = b.ptr_add(tile_dq, (w * 16 + g + 8 * h_) * 64 + 2 * t)
+                    for nt in range(8):
+                        i = 4 * nt + 2 * h_
+                        pair = vector(b, f32x2, [b.extract(dq_acc, i), b.extract(dq_acc, i + 1)])
+                        b.store(b.ptr_cast(b.ptr_add(row, nt * 8), hir.ptr("shared", f32x2)), pair)
+                b.fence_proxy_async()
+                b.mbarrier_arrive(b.ptr_add(dq_full, c))
                 assign(b, st_vars, [dk_acc, dv_acc])
             dk_acc, dv_acc = read(b, st_vars)
             # dK (scaled) and dV, keys before Sk.
@@ -392,6 +427,8 @@ def build(dtype: str, d: int, upper: bool, lower: bool, stages: int = 2) -> hir.
                 b.setmaxnreg(REGS[0], increase=False)
                 with b.if_(b.eq(tid, 0)):
                     produce()
+                with b.if_(b.eq(tid, 32)):
+                    write_dq()
             with consumer:
                 b.setmaxnreg(REGS[1], increase=True)
                 consume()
@@ -419,6 +456,15 @@ __all__ = ["MAX_SEQ", "build", "launch", "supports"]
 def supports(d: int) -> bool:
     """Whether the kernel takes head dim `d`."""
     return d in HEAD_DIMS
+
+
+def _dq_map(t: T.Tensor) -> Any:
+    """A map of the f32 dQ buffer (B, H, Sq, D) whose box is 64 x 64 of one
+    (b, h), unswizzled: a consumer's dQ tile."""
+    box = [64, BM, 1, 1]
+    if t.on_gpu:
+        return T.tensor_map(t, box, swizzle="none", dtype=hir.f32)
+    return interp.TensorMap(t.arr, box, swizzle="none", dtype="f32")
 
 
 def launch(
@@ -455,7 +501,8 @@ def launch(
     right = min(0 if causal else sq, sq if w_right is None else w_right, sq)
     left = min(sk if w_left is None else w_left, sk)
     maps = [_tensor_map(tk, BN), _tensor_map(tv, BN), _tensor_map(tq, BM), _tensor_map(tdo, BM)]
-    args: list[Any] = [*maps, lse2, delta, dq32, dk, dv, sq, sk, sq_pad, heads, hk, heads // hk]
+    maps.append(_dq_map(dq32))
+    args: list[Any] = [*maps, lse2, delta, dk, dv, sq, sk, sq_pad, heads, hk, heads // hk]
     args += [*dk.strides[:3], float(scale) * LOG2E, float(scale), sk - sq, left, right]
     grid = (-(-sk // BN), bsz * hk)
     key = (tq.dtype, d, upper, lower, STAGES)

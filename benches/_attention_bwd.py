@@ -3,7 +3,8 @@ bench imports): ``zyntax.kernels.attention_backward`` (dq, dk, dv from the
 saved output and LSE; row ``zyntax`` the default: on sm_90 the wgmma kernel
 of attention_bwd_sm90.py where it applies, dQ added atomically; row
 ``zyntax_tile`` the tile programs of attention_bwd.py with atomic dQ; row
-``zyntax_deterministic`` the tile programs with a dQ pass of their own) against
+``zyntax_deterministic`` the tile programs with a dQ pass of their own;
+``ZYNTAX_BENCH_BWD_TILE=0`` leaves both tile rows out) against
 PyTorch SDPA's backward (each backend that runs, the fastest kept as
 ``torch_sdpa``; the backward alone: ``torch.autograd.grad`` of a saved
 forward graph) and the backward of Triton's fused-attention tutorial
@@ -16,6 +17,7 @@ Each row's gradients are checked against SDPA's before timing."""
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -256,14 +258,17 @@ def run_case(
 
     calls: list[tuple[str, Callable[[], Any]]] = [
         ("zyntax", lambda: kernels.attention_backward(q, k, v, o, lse, do, causal=causal)),
-        ("zyntax_tile", tile_programs),
-        (
-            "zyntax_deterministic",
-            lambda: kernels.attention_backward(
-                q, k, v, o, lse, do, causal=causal, deterministic=True
-            ),
-        ),
     ]
+    if os.environ.get("ZYNTAX_BENCH_BWD_TILE", "1") != "0":  # 0: the default row alone
+        calls.append(("zyntax_tile", tile_programs))
+        calls.append(
+            (
+                "zyntax_deterministic",
+                lambda: kernels.attention_backward(
+                    q, k, v, o, lse, do, causal=causal, deterministic=True
+                ),
+            )
+        )
     if tri is not None and h == hk and d in (64, 128) and s % 128 == 0:
         calls.append(("triton", lambda: tri(q, k, v, o, do, lse, causal, scale)))
     named = 0

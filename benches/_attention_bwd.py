@@ -4,7 +4,9 @@ saved output and LSE; row ``zyntax`` the default: on sm_90 the wgmma kernel
 of attention_bwd_sm90.py where it applies, dQ added atomically; row
 ``zyntax_tile`` the tile programs of attention_bwd.py with atomic dQ; row
 ``zyntax_deterministic`` the tile programs with a dQ pass of their own;
-``ZYNTAX_BENCH_BWD_TILE=0`` leaves both tile rows out) against
+``ZYNTAX_BENCH_BWD_TILE=0`` leaves both tile rows out; rows
+``zyntax[<form>]`` at head dim 128 time the sm_90a kernel's forms named in
+``ZYNTAX_BENCH_BWD_FORMS``, FORMS) against
 PyTorch SDPA's backward (each backend that runs, the fastest kept as
 ``torch_sdpa``; the backward alone: ``torch.autograd.grad`` of a saved
 forward graph) and the backward of Triton's fused-attention tutorial
@@ -207,6 +209,31 @@ def triton_backward() -> Callable[..., Any] | None:
     return run
 
 
+#: Forms of the sm_90a kernel (attention_bwd_sm90's knobs) the bench can time
+#: against its default (``ZYNTAX_BENCH_BWD_FORMS=keys,s3``): dQ split by keys
+#: between the consumers, a Q/dO ring of three stages.
+FORMS = {"keys": {"SPLIT_KEYS": True}, "s3": {"STAGES": 3}, "s2": {"STAGES": 2}}
+
+
+def sm90_form(form: str, *args: Any) -> Callable[[], Any]:
+    """attention_backward(*args) with the sm_90a kernel's knobs set to `form`."""
+    from zyntax.kernels import attention_bwd_sm90
+
+    q, k, v, o, lse, do, causal = args
+
+    def run() -> Any:
+        saved = {n: getattr(attention_bwd_sm90, n) for n in FORMS[form]}
+        for n, val in FORMS[form].items():
+            setattr(attention_bwd_sm90, n, val)
+        try:
+            return kernels.attention_backward(q, k, v, o, lse, do, causal=causal)
+        finally:
+            for n, val in saved.items():
+                setattr(attention_bwd_sm90, n, val)
+
+    return run
+
+
 def run_backward(
     res: Any,
     torch: Any,
@@ -259,6 +286,9 @@ def run_case(
     calls: list[tuple[str, Callable[[], Any]]] = [
         ("zyntax", lambda: kernels.attention_backward(q, k, v, o, lse, do, causal=causal)),
     ]
+    for form in filter(None, os.environ.get("ZYNTAX_BENCH_BWD_FORMS", "").split(",")):
+        if d == 128:  # the sm_90a kernel's forms (FORMS): rows zyntax[<form>]
+            calls.append((f"zyntax[{form}]", sm90_form(form, q, k, v, o, lse, do, causal)))
     if os.environ.get("ZYNTAX_BENCH_BWD_TILE", "1") != "0":  # 0: the default row alone
         calls.append(("zyntax_tile", tile_programs))
         calls.append(

@@ -61,35 +61,50 @@ REGS = (24, 240)
 ROW_BYTES = BM * 4  # one step's LSE (or D) values
 
 
-DQ_BYTES = BM * 64 * 4  # one consumer's dQ tile (64 x 64 f32) for the TMA reduction
+SUB_BYTES = BM * 64 * 4  # a 64 x 64 f32 piece of a dQ tile (one TMA reduction)
 
 
-def shared_bytes(d: int, stages: int) -> int:
+def dq_columns(d: int, split_keys: bool) -> int:
+    """dQ columns per consumer: all of them when each consumer takes its own
+    keys' share (`split_keys`, always at head dim 64), else half (head dim
+    128: the consumers split the columns and read each other's dS)."""
+    return d if split_keys or d == 64 else d // 2
+
+
+def shared_bytes(d: int, stages: int, split_keys: bool = False) -> int:
     """K, V, `stages` Q and dO tiles, two dS buffers, two dQ tiles, the rows,
     the barriers."""
     return (
         2 * BN * d * 2
         + 2 * stages * BM * d * 2
         + 2 * BM * BN * 2
-        + 2 * DQ_BYTES
+        + 2 * BM * dq_columns(d, split_keys) * 4
         + 2 * stages * ROW_BYTES
         + 8 * (1 + 2 * stages + 4)
     )
 
 
-def build(dtype: str, d: int, upper: bool, lower: bool, stages: int = 2) -> hir.Module:
+def build(
+    dtype: str, d: int, upper: bool, lower: bool, stages: int = 2, split_keys: bool = False
+) -> hir.Module:
     """The kernel for `dtype`, head dim `d` (64 or 128). `upper`: keys after
     i + shift + right are hidden from query i (causal, a window's right
     side); `lower`: keys before i + shift - left are (a window's left side);
-    shift = Sk - Sq (bottom-right alignment)."""
+    shift = Sk - Sq (bottom-right alignment). `split_keys` (head dim 128):
+    each consumer computes dQ over its own 64 keys for all columns (no
+    barrier between the consumers, twice the reductions) instead of half the
+    columns over all 128 keys."""
     assert d in HEAD_DIMS
+    split_keys = split_keys or d == 64
+    dq_cols = dq_columns(d, split_keys)
+    dq_bytes = BM * dq_cols * 4  # one consumer's dQ tile: 64-column pieces
     elem = T.HIR_TYPE[dtype]
     boxes = d // BOX
     kv_bytes, q_bytes = BN * d * 2, BM * d * 2
     kv_box, q_box = BN * 128, BM * 128  # one 64-column box of a K/V, Q/dO tile
     ds_bytes = BM * BN * 2
     name = f"attention_bwd_sm90_{dtype}_d{d}{'_upper' if upper else ''}"
-    name += f"{'_lower' if lower else ''}_s{stages}"
+    name += f"{'_lower' if lower else ''}_s{stages}{'_keys' if split_keys else ''}"
     m = hir.Module(name, targets=["sm_90a"])
     params = [hir.tensormap] * 5
     params += [hir.ptr("global", hir.f32)] * 2 + [hir.ptr("global", elem)] * 2
@@ -108,7 +123,7 @@ def build(dtype: str, d: int, upper: bool, lower: bool, stages: int = 2) -> hir.
         s_do = b.ptr_add(s_q, stages * q_bytes)
         s_ds = b.ptr_add(s_do, stages * q_bytes)  # two buffers
         s_dq = b.ptr_add(s_ds, 2 * ds_bytes)  # a dQ tile per consumer
-        s_rows = b.ptr_add(s_dq, 2 * DQ_BYTES)  # per stage: LSE, then D
+        s_rows = b.ptr_add(s_dq, 2 * dq_bytes)  # per stage: LSE, then D
         bars = b.ptr_cast(b.ptr_add(s_rows, 2 * stages * ROW_BYTES), hir.ptr("shared", hir.u64))
         full_kv = bars
         full = b.ptr_add(bars, 1)
@@ -187,10 +202,12 @@ def build(dtype: str, d: int, upper: bool, lower: bool, stages: int = 2) -> hir.
                 h, m0 = step_coords(it)
                 for x in range(2):
                     wait(b.ptr_add(dq_full, x), it & 1)
-                    col = x * 64 if d == 128 else 0
-                    at = [b.const(col, hir.i32), b.cast(m0, hir.i32)]
-                    at += [b.cast(h, hir.i32), b.cast(bi, hir.i32)]
-                    b.tma_reduce("add", tdq, at, b.ptr_add(s_dq, x * DQ_BYTES))
+                    for piece in range(dq_cols // 64):
+                        col = piece * 64 if split_keys else x * 64
+                        at = [b.const(col, hir.i32), b.cast(m0, hir.i32)]
+                        at += [b.cast(h, hir.i32), b.cast(bi, hir.i32)]
+                        src = b.ptr_add(s_dq, x * dq_bytes + piece * SUB_BYTES)
+                        b.tma_reduce("add", tdq, at, src)
                     b.bulk_commit_group()
                     b.bulk_wait_group(0, read=True)
                     b.mbarrier_arrive(b.ptr_add(dq_empty, x))
@@ -268,6 +285,17 @@ def build(dtype: str, d: int, upper: bool, lower: bool, stages: int = 2) -> hir.
                 )
             return acc
 
+        def row_values(rows: hir.Value, first: int) -> list[hir.Value]:
+            """The lane's 16 columns' values of a step's row (LSE or D):
+            column x is query 8 (x >> 1) + 2t + (x & 1), two at a time."""
+            f32x2 = hir.vec(hir.f32, 2)
+            out = []
+            for nt in range(8):
+                at = b.ptr_add(rows, first + nt * 8 + 2 * t)
+                pair = b.load(b.ptr_cast(at, hir.ptr("shared", f32x2)))
+                out += [b.extract(pair, 0), b.extract(pair, 1)]
+            return out
+
         def consume() -> None:
             wait(full_kv, 0)
             k_desc = moved(desc(s_k, 16), c * 64 * 128)  # this warpgroup's 64 keys
@@ -291,11 +319,10 @@ def build(dtype: str, d: int, upper: bool, lower: bool, stages: int = 2) -> hir.
                 b.wgmma_commit_group()
                 # The rows' LSE and D (column x's query: 8 (x >> 1) + 2t + (x & 1)).
                 rows = b.ptr_cast(b.ptr_add(s_rows, st * 2 * ROW_BYTES), f32p)
-                cols = [(x >> 1) * 8 + (x & 1) + 2 * t for x in range(16)]
                 b.wgmma_wait_group(1)  # S is ready; P is computed while dP runs
                 # Loaded as they are needed (D after P): S, dP, dK and dV
                 # already hold 192 of the 240 registers.
-                lse_l2 = [b.load(b.ptr_add(rows, col)) * LOG2E for col in cols]
+                lse_l2 = [x * LOG2E for x in row_values(rows, 0)]
                 s_h = per_half(s_acc)
                 p = [
                     [b.ex2_ftz_approx(b.fma(s_h[h_][x], scale_log2, -lse_l2[x])) for x in range(16)]
@@ -337,7 +364,7 @@ def build(dtype: str, d: int, upper: bool, lower: bool, stages: int = 2) -> hir.
                 p = [pf[:16], pf[16:]]
                 b.wgmma_wait_group(0)  # dP
                 dp_h = per_half(dp_acc)
-                dl = [b.load(b.ptr_add(rows, col + BM)) for col in cols]
+                dl = row_values(rows, BM)
                 ds = [[p[h_][x] * (dp_h[h_][x] - dl[x]) for x in range(16)] for h_ in range(2)]
                 p_frags, ds_frags = fragments(p), fragments(ds)
                 b.wgmma_fence()
@@ -357,7 +384,7 @@ def build(dtype: str, d: int, upper: bool, lower: bool, stages: int = 2) -> hir.
                     b.stmatrix(b.ptr_add(buf, row_at + kk * 16 * 128), ds_frags[kk], trans=True)
                 b.fence_proxy_async()
                 ds_desc = moved(ds_desc0, (it & 1) * ds_bytes)
-                if d == 128:
+                if not split_keys:
                     b.named_barrier_sync(1, 256)  # both warpgroups' dS written
                 else:
                     sel2 = b.if_else(b.eq(c, 0))
@@ -369,11 +396,11 @@ def build(dtype: str, d: int, upper: bool, lower: bool, stages: int = 2) -> hir.
                 # This consumer's dQ tile is free once the writer read the last one.
                 wait(b.ptr_add(dq_empty, c), (it & 1) ^ 1)
                 b.wgmma_fence()
-                dq_acc = b.wgmma_zero(64)
-                if d == 128:  # columns 64c.., all 128 keys
+                dq_acc = b.wgmma_zero(dq_cols)
+                if not split_keys:  # columns 64c.., all 128 keys
                     steps = BN // 16
                     kb = moved(kmn_desc, c * kv_box)
-                else:  # all 64 columns, this warpgroup's 64 keys
+                else:  # all columns, this warpgroup's 64 keys
                     steps = 4
                     kb = moved(kmn_desc, c * 64 * 128)
                     ds_desc = moved(ds_desc, c * (BM * 128))
@@ -383,7 +410,7 @@ def build(dtype: str, d: int, upper: bool, lower: bool, stages: int = 2) -> hir.
                         dq_acc,
                         moved(ds_desc, a_off),
                         moved(kb, s * 16 * 128),
-                        n=64,
+                        n=dq_cols,
                         a_type=dtype,
                         trans_b=True,
                         scale_d=0 if s == 0 else 1,
@@ -391,16 +418,18 @@ def build(dtype: str, d: int, upper: bool, lower: bool, stages: int = 2) -> hir.
                 b.wgmma_commit_group()
                 b.wgmma_wait_group(0)
                 b.mbarrier_arrive(b.ptr_add(empty, st))
-                # dQ (unscaled) to this consumer's tile (64 x 64 f32, rows of
-                # 256 bytes).
-                tile_dq = b.ptr_cast(b.ptr_add(s_dq, c * DQ_BYTES), f32p)
+                # dQ (unscaled) to this consumer's tile: 64 x 64 f32 pieces,
+                # rows of 256 bytes.
+                tile_dq = b.ptr_cast(b.ptr_add(s_dq, c * dq_bytes), f32p)
                 f32x2 = hir.vec(hir.f32, 2)
                 for h_ in range(2):
                     row = b.ptr_add(tile_dq, (w * 16 + g + 8 * h_) * 64 + 2 * t)
-                    for nt in range(8):
+                    for nt in range(dq_cols // 8):
+                        at_nt = (nt // 8) * (SUB_BYTES // 4) + (nt % 8) * 8
                         i = 4 * nt + 2 * h_
                         pair = vector(b, f32x2, [b.extract(dq_acc, i), b.extract(dq_acc, i + 1)])
-                        b.store(b.ptr_cast(b.ptr_add(row, nt * 8), hir.ptr("shared", f32x2)), pair)
+                        dst = b.ptr_cast(b.ptr_add(row, at_nt), hir.ptr("shared", f32x2))
+                        b.store(dst, pair)
                 b.fence_proxy_async()
                 b.mbarrier_arrive(b.ptr_add(dq_full, c))
                 assign(b, st_vars, [dk_acc, dv_acc])
@@ -437,17 +466,21 @@ def build(dtype: str, d: int, upper: bool, lower: bool, stages: int = 2) -> hir.
 
 
 @functools.cache
-def _module(dtype: str, d: int, upper: bool, lower: bool, stages: int) -> hir.Module:
-    return build(dtype, d, upper, lower, stages)
+def _module(
+    dtype: str, d: int, upper: bool, lower: bool, stages: int, split_keys: bool
+) -> hir.Module:
+    return build(dtype, d, upper, lower, stages, split_keys)
 
 
 @functools.cache
-def _loaded(key: tuple[str, int, bool, bool, int], device: int) -> Any:
+def _loaded(key: tuple[str, int, bool, bool, int, bool], device: int) -> Any:
     return cuda.load_hir(_module(*key), device, arch="sm_90a")
 
 
 #: Q/dO ring depth.
 STAGES = 2
+#: Head dim 128: dQ split by keys between the consumers (build's split_keys).
+SPLIT_KEYS = False
 
 
 __all__ = ["MAX_SEQ", "build", "launch", "supports"]
@@ -505,8 +538,8 @@ def launch(
     args: list[Any] = [*maps, lse2, delta, dk, dv, sq, sk, sq_pad, heads, hk, heads // hk]
     args += [*dk.strides[:3], float(scale) * LOG2E, float(scale), sk - sq, left, right]
     grid = (-(-sk // BN), bsz * hk)
-    key = (tq.dtype, d, upper, lower, STAGES)
-    smem = shared_bytes(d, STAGES)
+    key = (tq.dtype, d, upper, lower, STAGES, SPLIT_KEYS or d == 64)
+    smem = shared_bytes(d, STAGES, key[-1])
     if not tq.on_gpu:
         flat = [a.arr if isinstance(a, T.Tensor) else a for a in args]
         interp.launch(_module(*key), "attention_bwd", grid, THREADS, *flat, shared_bytes=smem)

@@ -518,26 +518,54 @@ def test_backward_without_kernel_is_a_typed_error(op: str) -> None:
 # ------------------------------------------------------------------ the eager routes
 
 
+def _passthrough() -> Any:
+    """A dispatch mode that changes nothing but makes the ops take the custom
+    op's generic autograd path (:func:`zt._route` says ``_OP`` under a mode)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Passthrough(TorchDispatchMode):  # type: ignore[misc]
+        def __torch_dispatch__(
+            self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+        ) -> Any:
+            return func(*args, **(kwargs or {}))
+
+    return Passthrough()
+
+
 def test_eager_grad_calls_take_the_function_and_match_the_op() -> None:
     """An eager call that needs a gradient runs the op's autograd.Function
     (zyntax.kernels without the dispatcher), one that needs none the kernel
-    itself; both give what the custom op gives, gradients included."""
+    itself; both give what the custom op's generic path gives, gradients
+    included. ``torch.ops.zyntax.*`` called directly takes the same routes
+    (its AutogradCUDA kernel, zt._install_fast)."""
     ops = zt.register()
     x, w, b = _rand(33, 1000), _rand(1000), _rand(1000)
     up = _rand(33, 1000)
     grads = []
-    for path in ("function", "op"):
+    for path in ("function", "op", "generic"):
         leaves = [t.detach().clone().requires_grad_() for t in (x, w, b)]
         if path == "function":
             y = zt.softmax(zt.layer_norm(*leaves))
             assert type(y.grad_fn).__name__ == "ZyntaxSoftmaxFunctionBackward"
-        else:
+        elif path == "op":
             y = ops.softmax(ops.layer_norm(*leaves, 1e-5))
+            if zt._fast_libs:
+                assert type(y.grad_fn).__name__ == "ZyntaxSoftmaxFunctionBackward"
+        else:
+            with _passthrough():
+                y = ops.softmax(ops.layer_norm(*leaves, 1e-5))
             assert "ZyntaxSoftmaxFunction" not in type(y.grad_fn).__name__
         (y * up).sum().backward()
         grads.append([t.grad for t in leaves])
-    for i, (got, want) in enumerate(zip(*grads, strict=True)):
+    for i, (got, want) in enumerate(zip(grads[0], grads[2], strict=True)):
         assert got is not None and torch.equal(got, want), f"grad of input {i}"
+    for i, (got, want) in enumerate(zip(grads[1], grads[2], strict=True)):
+        assert got is not None and torch.equal(got, want), f"grad of input {i} (op)"
+    # Nothing needs a gradient: the op's fast kernel runs the kernel itself.
+    with torch.no_grad():
+        got = ops.softmax(x)
+    assert got.grad_fn is None
+    torch.testing.assert_close(got.double(), torch.softmax(x.double(), -1), rtol=1e-5, atol=1e-5)
     y = zt.softmax(x)  # nothing needs a gradient: the kernel's own output
     assert y.grad_fn is None and not y.requires_grad
     with torch.no_grad():

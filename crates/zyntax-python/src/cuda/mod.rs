@@ -39,6 +39,8 @@ mod plans;
 mod streams;
 // Tensor maps for TMA (issue 13 item 2).
 mod tensormap;
+// PyTorch tensors read and made through libtorch's C functions (issue 25).
+mod torch_c;
 
 // Re-exported so that the files import each other's items as `super::X`
 // and the rest of the crate as `crate::cuda::X`.
@@ -151,6 +153,10 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fatbin::cuda_bundle_runs_on, m)?)?;
     m.add_function(wrap_pyfunction!(fatbin::cuda_bundle_choose, m)?)?;
     m.add_function(wrap_pyfunction!(fatbin::cuda_bundle_check_image, m)?)?;
+    m.add_function(wrap_pyfunction!(torch_c::cuda_torch_c_load, m)?)?;
+    m.add_function(wrap_pyfunction!(torch_c::cuda_torch_c_read, m)?)?;
+    m.add_function(wrap_pyfunction!(torch_c::cuda_torch_c_empty, m)?)?;
+    m.add_function(wrap_pyfunction!(torch_c::cuda_torch_c_enable, m)?)?;
     crate::program::register(m)?;
     Ok(())
 }

@@ -22,6 +22,8 @@ rng = np.random.default_rng()
 
 #: widths around every boundary of the plan table (1024, 16384) and tails.
 WIDTHS = [1, 63, 64, 65, 1000, 1025, 4097]
+#: The programs that hold wide rows whole over several tiles (rows_tile.wide).
+WIDE_PROGRAMS = ("softmax_fwd", "norm_fwd", "ce_fwd", "ce_bwd")
 
 
 def rel_err(out: Any, ref: Any) -> float:
@@ -35,11 +37,21 @@ def rows_for(n: int) -> int:
     return 2 * rows_tile.plan(n).rows + 1 if n <= 128 else 3
 
 
-@pytest.fixture(params=["whole", "chunks", "chunks_row_state"])
+@pytest.fixture(params=["whole", "chunks", "chunks_row_state", "wide"])
 def shape(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Runs a test as the plan table says, and again with every width on the
     chunked program with 64-column chunks (so the loops run several times),
-    carrying per-lane or per-row statistics."""
+    carrying per-lane or per-row statistics, and with the chunked rows that
+    fit held whole over several 64-column tiles and a tail (``WIDE``), the
+    norms' wider ones with their first tiles held (``HELD``: 4097)."""
+    if request.param == "wide":
+        monkeypatch.setattr(rows_tile, "ROWS_MAX", 0)
+        monkeypatch.setattr(rows_tile, "ROW_MAX", 0)
+        monkeypatch.setattr(rows_tile, "CHUNK", 64)
+        monkeypatch.setattr(rows_tile, "WIDE", frozenset(WIDE_PROGRAMS))
+        monkeypatch.setattr(rows_tile, "WIDE_TILE", 64)
+        monkeypatch.setattr(rows_tile, "WIDE_WARPS", 2)
+        monkeypatch.setattr(rows_tile, "HELD", frozenset({"norm_fwd"}))
     if request.param.startswith("chunks"):
         state = "row" if request.param == "chunks_row_state" else "lanes"
         monkeypatch.setattr(rows_tile, "STATE", state)
@@ -616,3 +628,91 @@ def test_norm_backward_prefetch(monkeypatch: pytest.MonkeyPatch) -> None:
     ref = ref_norm_backward(dy, x.astype(np.float64), w.astype(np.float64), 1e-5, False)
     for g, r in zip(got, ref, strict=True):
         assert rel_err(g, r) < 1e-5
+
+
+# ---------------------------------------------------------------- wide rows held in registers
+
+
+def test_wide_and_held_plans(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 50257-wide bf16 row (peeled) is six [1, 8192] tiles and a [1, 2048]
+    tail on 32 warps; a 128256-wide one keeps HELD_TILES tiles and loops over
+    the rest; programs outside WIDE/HELD keep the chunks."""
+    monkeypatch.setattr(rows_tile, "WIDE", frozenset({"softmax_fwd"}))
+    monkeypatch.setattr(rows_tile, "HELD", frozenset({"norm_fwd"}))
+    p = rows_tile.peeled("softmax", rows_tile.plan(50257, 2), "bf16", 16, 50257, 50257)
+    q = rows_tile.wide("softmax_fwd", p, 50257, "bf16")
+    assert (q.shape, q.width, q.reps, q.tail, q.warps) == ("row", 8192, 6, 2048, 32)
+    assert rows_tile.wide("ce_fwd", p, 50257, "bf16") == p
+    c = rows_tile.plan(128256, 2)
+    assert rows_tile.wide("softmax_fwd", c, 128256, "bf16") == c  # 125 elements a thread
+    h = rows_tile.held("norm_fwd", c, 128256)
+    assert (h.shape, h.width, h.held, h.unroll) == ("chunks", 8192, rows_tile.HELD_TILES, 2)
+    assert rows_tile.held("norm_fwd", c, 40000) == c  # not wider than the held tiles and one
+
+
+@pytest.mark.parametrize("n", [1000, 4097])
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+def test_wide_and_held_rows(n: int, dtype: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunked rows held whole over several tiles (``WIDE``: softmax and
+    cross-entropy forward, cross-entropy backward, the norms' forward) or,
+    for the norms' forward, with their first tiles held and the rest read
+    twice (``HELD``), shrunk to 64-column tiles on 2 warps so that 1000 is
+    wide and 4097 held; aligned (peeled) and unaligned rows, outputs
+    poisoned, against float64; each launch's plan asserted."""
+    ml = pytest.importorskip("ml_dtypes") if dtype == "bf16" else None
+    nd = np.float32 if ml is None else ml.bfloat16
+    tol = 1e-5 if ml is None else 2e-2
+    for k, v in {
+        "ROWS_MAX": 0,
+        "ROW_MAX": 0,
+        "ROW_MAX_16": 0,
+        "CHUNK": 64,
+        "WIDE": frozenset(WIDE_PROGRAMS),
+        "WIDE_TILE": 64,
+        "WIDE_WARPS": 2,
+        "WIDE_PER_THREAD": 40,
+        "HELD": frozenset({"norm_fwd"}),
+        "HELD_TILES": 2,
+    }.items():
+        monkeypatch.setattr(rows_tile, k, v)
+    plans: list[Any] = []
+    real = rows_tile.launch
+
+    def spy(name: str, key: Any, *rest: Any) -> None:
+        plans.append((name, key[0]))
+        real(name, key, *rest)
+
+    monkeypatch.setattr(rows_tile, "launch", spy)
+    rows = 9
+    base = (rng.standard_normal((rows, n + 1)) * 4 + 2).astype(nd)
+    w, b = (rng.standard_normal(n).astype(nd) for _ in range(2))
+    w64, b64 = w.astype(np.float64), b.astype(np.float64)
+    for x in (np.ascontiguousarray(base[:, :n]), base[:, 1:]):
+        plans.clear()
+        x64 = x.astype(np.float64)
+        for kind in ("layer", "rms"):
+            y = np.full((rows, n), np.nan, nd)
+            if kind == "layer":
+                kernels.layer_norm(x, w, b, 1e-5, out=y)
+            else:
+                kernels.rms_norm(x, w, 1e-5, out=y)
+            ref = ref_norm(x64, w64, b64 if kind == "layer" else None, 1e-5, kind == "rms")[0]
+            assert rel_err(y, ref) < tol, kind
+        if n == 1000:
+            y = np.full((rows, n), np.nan, nd)
+            kernels.softmax(x, out=y)
+            assert rel_err(y, ref_softmax(x64)) < tol
+            t = rng.integers(0, n, rows)
+            loss, p = ref_ce(x64, t)
+            assert rel_err(kernels.cross_entropy(x, t), loss) < 1e-5
+            dl = rng.standard_normal(rows).astype(np.float32)
+            p[np.arange(rows), t] -= 1
+            dxc = np.full((rows, n), np.nan, nd)
+            kernels.cross_entropy_backward(dl, x, t, out=dxc)
+            assert rel_err(dxc, p * dl[:, None]) < tol
+        for name, plan in plans:
+            if n == 1000:
+                assert plan.shape == "row" and plan.reps > 1 and plan.width == 64, (name, plan)
+            else:
+                assert plan.shape == "chunks" and plan.held == 2, (name, plan)
+        assert len(plans) == (5 if n == 1000 else 2)

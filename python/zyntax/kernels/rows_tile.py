@@ -79,6 +79,10 @@ NORM_BWD_PREFETCH = False
 #: warps: 99 us against 144 with two instances and no prefetch, PyTorch
 #: 130; at 4096x4097, [1, 4096] over 8 warps, the prefetch lost: 144 vs 84).
 NORM_BWD_PREFETCH_WARPS = 16
+#: Warps of the one-pass norm backward of a tailed row (0: the tail's plan,
+#: the plan's elements per thread; 16 at 4097 columns: 8 a thread, and
+#: with NORM_BWD_PREFETCH_WARPS the prefetch at one instance per SM).
+NORM_BWD_TAIL_WARPS = 0
 NORM_BWD_W_RELOAD = False
 #: Program instances wanted when few wide rows would leave SMs idle: a
 #: chunked softmax row is then split over S instances (see :func:`split`); 0
@@ -113,6 +117,17 @@ MIN_BLOCKS: dict[tuple[str, str], int] = {("norm_bwd_rows", "row"): 2}
 #: and the widest tail relative to the first tile (1/TAIL_FRAC of it).
 TAILED = frozenset({"norm", "softmax", "ce"})
 TAIL_FRAC = 4
+#: Programs whose chunked rows (wider than a whole-row tile) stay whole in
+#: registers over several tiles when they fit (:func:`wide`): the tile, the
+#: warps of an instance, and the most elements a thread holds (1024 threads
+#: may use 64 registers each).
+WIDE = frozenset({"softmax_fwd"})
+WIDE_TILE, WIDE_WARPS, WIDE_PER_THREAD = 8192, 32, 56
+#: Programs whose chunked rows too wide for :func:`wide` keep their first
+#: HELD_TILES tiles in registers and loop over the rest HELD_UNROLL tiles a
+#: step (:func:`held`; the norm forward only).
+HELD = frozenset({"norm_fwd"})
+HELD_TILES, HELD_UNROLL = 5, 2
 #: The norm backward of whole rows, by plan shape: "fused" (one program
 #: writes dx and accumulates dweight/dbias partial sums over its rows; x and
 #: dy read once) or "split" (dx, then a column-block program reading x and
@@ -140,6 +155,13 @@ class Plan:
     #: Width of a second tile holding the rest of a whole row past the
     #: first `width` columns (0: none; see :func:`tailed`).
     tail: int = 0
+    #: How many `width` tiles hold a whole row before the tail (more than
+    #: one: a wide row kept in registers over several tiles, see :func:`wide`).
+    reps: int = 1
+    #: Chunked rows: the row's first tiles kept in registers between the
+    #: statistics and the write (see :func:`held`), and the loop's tiles a step.
+    held: int = 0
+    unroll: int = 1
     #: Chunked rows: program instances per SM, each looping over rows pid,
     #: pid + G, .. (0: one row per instance; see PERSIST).
     persist: int = 0
@@ -214,6 +236,51 @@ def tailed(family: str, p: Plan, n: int, dtype: str) -> Plan:
     return dataclasses.replace(p, width=half, warps=warps, tail=max(16, _pow2(need - half)))
 
 
+def wide(name: str, p: Plan, n: int, dtype: str) -> Plan:
+    """`p`, a chunked one-row plan, as a whole row in registers over
+    ``reps`` tiles of ``[1, WIDE_TILE]`` (and a tail) on WIDE_WARPS warps,
+    when program `name` is in WIDE and the row (with its peel's head) gives
+    each thread at most WIDE_PER_THREAD elements: the row is then read from
+    memory once, not twice (statistics, then the write), at one instance of
+    1024 threads per SM whose loads of the whole row are all in flight at
+    once (a 50257-wide bf16 row: six [1, 8192] tiles and a [1, 2048] tail,
+    49 elements a thread)."""
+    if name not in WIDE or p.shape != "chunks" or p.rows != 1 or p.persist:
+        return p
+    need = n + (16 // T.ITEMSIZE[dtype] - 1 if p.peel else 0)
+    threads = WIDE_WARPS * 32
+    if need > WIDE_PER_THREAD * threads:
+        return p
+    reps, rest = divmod(need, WIDE_TILE)
+    tail = max(16, _pow2(rest)) if rest else 0
+    if tail > WIDE_TILE // 2 or not reps:  # a tail as wide as a tile: one more tile
+        reps, tail = reps + 1, 0
+    return dataclasses.replace(
+        p, shape="row", width=WIDE_TILE, warps=WIDE_WARPS, state="lanes", reps=reps, tail=tail
+    )
+
+
+def held(name: str, p: Plan, n: int) -> Plan:
+    """`p`, a chunked one-row plan, with its first HELD_TILES tiles of
+    ``[1, WIDE_TILE]`` kept in registers on WIDE_WARPS warps (one instance
+    of 1024 threads per SM), the rest of the row a loop of HELD_UNROLL tiles
+    a step, when program `name` is in HELD and the row is wider than the
+    held tiles and one more: only the rest is read twice (a 128256-wide
+    bf16 row: 49152 columns held, 79104 read twice)."""
+    if name not in HELD or p.shape != "chunks" or p.rows != 1 or p.persist:
+        return p
+    if n < (HELD_TILES + 1) * WIDE_TILE:
+        return p
+    return dataclasses.replace(
+        p,
+        width=WIDE_TILE,
+        warps=WIDE_WARPS,
+        state="lanes",
+        held=HELD_TILES,
+        unroll=HELD_UNROLL,
+    )
+
+
 # ---------------------------------------------------------------- program pieces
 
 
@@ -265,28 +332,42 @@ class _P:
 
     def pieces(self, c0: Any) -> list[tuple[Any, tuple[int, int]]]:
         """(first column, shape) of the tiles that hold whole rows starting at
-        column `c0`: the plan's tile, and the tail's (``Plan.tail``) after it."""
-        out = [(c0, self.shape)]
-        if self.p.tail:
-            c1 = (
-                c0 + self.p.width
-                if isinstance(c0, int)
-                else self.t.scalar_binary("add", c0, self.p.width)
-            )
-            out.append((c1, (self.p.rows, self.p.tail)))
+        column `c0`: the plan's tile (``Plan.reps`` of them side by side), and
+        the tail's (``Plan.tail``) after them."""
+        shapes = [self.shape] * self.p.reps + ([(self.p.rows, self.p.tail)] if self.p.tail else [])
+        out, c = [], c0
+        for k, sh in enumerate(shapes):
+            if k:
+                w = self.p.width * k
+                c = c0 + w if isinstance(c0, int) else self.t.scalar_binary("add", c0, w)
+            out.append((c, sh))
         return out
+
+    def _fold_pieces(
+        self, xs: Sequence[tile.Tile], op: Callable[..., tile.Tile]
+    ) -> list[tile.Tile]:
+        """`xs` with the tiles of one shape combined element-wise by `op`
+        first: one block reduction per shape, not one per tile (a wide row's
+        six [1, 8192] tiles)."""
+        out: dict[tuple[int, ...], tile.Tile] = {}
+        for x in xs:
+            k = tuple(x.shape)
+            out[k] = op(out[k], x) if k in out else x
+        return list(out.values())
 
     def rowsum(self, xs: Sequence[tile.Tile]) -> tile.Tile:
         """The [R, 1] row sums over the pieces of a row."""
-        acc = xs[0].sum(1)
-        for x in xs[1:]:
+        ys = self._fold_pieces(xs, lambda a, b: a + b)
+        acc = ys[0].sum(1)
+        for x in ys[1:]:
             acc = acc + x.sum(1)
         return acc
 
     def rowmax(self, xs: Sequence[tile.Tile]) -> tile.Tile:
         """The [R, 1] row maxima over the pieces of a row."""
-        acc = xs[0].max(1)
-        for x in xs[1:]:
+        ys = self._fold_pieces(xs, self.t.maximum)
+        acc = ys[0].max(1)
+        for x in ys[1:]:
             acc = self.t.maximum(acc, x.max(1))
         return acc
 
@@ -608,6 +689,9 @@ def _norm_fwd(P: _P, kind: str) -> None:
     def one_row(row: Any) -> None:
         h = P.head(row)
         k = P.bc(P.load(x, (row, 0), one), sh) if centre else P.t.zeros(sh)
+        if P.p.held:
+            _norm_fwd_held(P, row, h, k, (x, y, w, b, eps, inv_n), centre)
+            return
 
         def sums(c0: tile.Scalar, c: list[Any]) -> list[Any]:
             d = P.zero_where_not(P.lt(P.cols(c0, sh), n), P.load(x, (row, c0), sh) - k)
@@ -629,6 +713,60 @@ def _norm_fwd(P: _P, kind: str) -> None:
         P.write_chunks(n, write, h)
 
     P.each_row(x.dim(0), one_row)
+
+
+def _norm_fwd_held(
+    P: _P, row: Any, h: Any, k: tile.Tile, views: tuple[Any, ...], centre: bool
+) -> None:
+    """A chunked row whose first ``Plan.held`` tiles stay in registers
+    (:func:`held`): the shifted sums over the rest of the row (``unroll``
+    tiles a loop step, per-lane state), then the held tiles' loads, the
+    statistics, the held tiles' write, and the rest's write, which reads
+    it again (from L2, with one instance per SM: 132 rows of 250 KiB in
+    flight on an H200, not 528). `views`: :func:`_norm_views`'s."""
+    x, y, w, b, eps, inv_n = views
+    n, W, U, H = x.dim(1), P.p.width, P.p.unroll, P.p.held
+    sh, one = (1, W), (1, 1)
+
+    def at(c0: Any, j: int) -> Any:
+        return c0 if not j else P.t.scalar_binary("add", c0, j * W)
+
+    def dev(c0: Any) -> tile.Tile:
+        """x - k at columns c0.., 0 outside the row."""
+        return P.zero_where_not(P.lt(P.cols(c0, sh), n), P.load(x, (row, c0), sh) - k)
+
+    def sums(c0: tile.Scalar, c: list[Any]) -> list[Any]:
+        ds = [dev(at(c0, j)) for j in range(U)]
+        s1, s2 = c
+        for d in ds:
+            s1, s2 = d + s1, d * d + s2
+        return [s1, s2]
+
+    rest = at(h, H)  # the loop's first column: after the held tiles
+    z = P.t.zeros(sh)
+    s1, s2 = P.strided(0, n, U * W, [z, z], sums, rest)
+    ds = [dev(at(h, j)) for j in range(H)]
+    s1 = P.rowsum([*ds, s1])
+    s2 = P.rowsum([*(d * d for d in ds), s2])
+    ms = s1 * P.splat(inv_n, one) if centre else P.t.zeros(one)
+    var = P.t.maximum(s2 * P.splat(inv_n, one) - ms * ms, P.t.zeros(one))
+    rstd = P.bc(P.unary("rsqrt", var + P.splat(eps, one)), sh)
+    msb = P.bc(ms, sh)
+
+    def out(c0: Any, d: tile.Tile) -> None:
+        """y at columns c0.. from d = x - k there."""
+        v = (d - msb) * rstd * P.load(w, (0, c0), sh)
+        P.store(y, (row, c0), v + P.load(b, (0, c0), sh) if b is not None else v)
+
+    for j, d in enumerate(ds):
+        out(at(h, j), d)
+
+    def write(c0: tile.Scalar, c: list[Any]) -> list[Any]:
+        for j in range(U):
+            out(at(c0, j), P.load(x, (row, at(c0, j)), sh) - k)
+        return []
+
+    P.strided(0, n, U * W, [], write, rest)
 
 
 def _norm_bwd(P: _P, kind: str) -> None:
@@ -1143,7 +1281,7 @@ def run_softmax(x: T.Tensor, y: T.Tensor, stream: Any) -> None:
     xa, ya = view_args(x, (rows, n), xs), view_args(y, (rows, n), ys)
     s = split(x, rows, n, p)
     if s == 1:
-        q = persisted("softmax_fwd", p)
+        q = wide("softmax_fwd", persisted("softmax_fwd", p), n, x.dtype)
         grid, extra = _row_grid(q, rows, x)
         launch("softmax_fwd", (q, *key[1:]), grid, [*xa, *ya, *extra], x, stream)
         return
@@ -1198,6 +1336,7 @@ def run_norm(
     p = chunked("norm_fwd", plan(n, T.ITEMSIZE[x.dtype]))
     p = peeled("norm", p, x.dtype, acc, n, xs[0], ys[0])
     p = persisted("norm_fwd", tailed("norm", p, n, x.dtype))
+    p = held("norm_fwd", wide("norm_fwd", p, n, x.dtype), n)
     key = (p, x.dtype, acc, kind)
     grid, extra = _row_grid(p, rows, x)
     args = [*view_args(x, (rows, n), xs), *view_args(y, (rows, n), ys), *wa, *ba, eps, 1.0 / n]
@@ -1231,6 +1370,8 @@ def run_norm_backward(
             if p.rows == 0:
                 p = Plan("row", 1, p.width, min(32, 2 * p.warps))
         p = tailed("norm", peeled("norm", p, x.dtype, acc, n, xs[0], gs[0], os_[0]), n, x.dtype)
+        if p.tail and NORM_BWD_TAIL_WARPS:
+            p = dataclasses.replace(p, warps=NORM_BWD_TAIL_WARPS)
         # Instances looping over row blocks: about NORM_BWD_PER_SM per SM, a
         # multiple of the vector with a peel (every row of an instance then
         # has the same head).
@@ -1308,7 +1449,8 @@ def run_cross_entropy(x: T.Tensor, g: T.Tensor, gs: int, loss: T.Tensor, stream:
     )
     s = split(x, rows, n, p)
     if s == 1:
-        launch("ce_fwd", key, _grid(p, rows), [*xa, *ga, *la], x, stream)
+        q = wide("ce_fwd", p, n, x.dtype)
+        launch("ce_fwd", (q, *key[1:]), _grid(q, rows), [*xa, *ga, *la], x, stream)
         return
     parts = _parts(x, rows, s, 3)
     launch("ce_split_stats", key, (rows, s), [*xa, *ga, *parts], x, stream)
@@ -1336,7 +1478,8 @@ def run_cross_entropy_backward(
     da, oa = view_args(dl, (rows, 1), (dls, 1)), view_args(dx, (rows, n), os_)
     s = split(x, rows, n, p)
     if s == 1:
-        launch("ce_bwd", key, _grid(p, rows), [*xa, *ga, *da, *oa, scale], x, stream)
+        q = wide("ce_bwd", p, n, x.dtype)
+        launch("ce_bwd", (q, *key[1:]), _grid(q, rows), [*xa, *ga, *da, *oa, scale], x, stream)
         return
     parts = _parts(x, rows, s, 2)
     launch("split_stats", key[:3], (rows, s), [*xa, *parts], x, stream)

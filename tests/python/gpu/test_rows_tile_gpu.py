@@ -190,3 +190,49 @@ def test_peeled_and_mixed_row_strides(dt: str) -> None:
         dl = torch.randn(600, device=DEV)
         (g64,) = torch.autograd.grad(loss64, x64, dl.double())
         assert rel_err(kernels.cross_entropy_backward(dl, x, t), g64) < TOL[dt]
+
+
+@pytest.mark.parametrize("dt", ["f32", "bf16"])
+@pytest.mark.parametrize(("rows", "n"), [(301, 50257), (300, 20000), (37, 128256)])
+def test_wide_and_held_rows(rows: int, n: int, dt: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunked rows kept whole in registers over several [1, 8192] tiles
+    (rows_tile.WIDE, every program that can: softmax and cross-entropy
+    forward, cross-entropy backward, the norms' forward; enough rows that
+    nothing is split) and the norms' forward with its first tiles held
+    (rows_tile.HELD, at 128256); unaligned rows too (a peel), against
+    float64 with outputs poisoned."""
+    from zyntax.kernels import rows_tile
+
+    monkeypatch.setattr(
+        rows_tile, "WIDE", frozenset({"softmax_fwd", "norm_fwd", "ce_fwd", "ce_bwd"})
+    )
+    monkeypatch.setattr(rows_tile, "HELD", frozenset({"norm_fwd"}))
+    for f in (kernels.softmax, kernels.layer_norm, kernels.rms_norm, kernels.cross_entropy):
+        f.plans.clear()
+    kernels.cross_entropy_backward.plans.clear()
+    dtype = DTYPES[dt]
+    base = torch.randn(rows, n + 1, device=DEV, dtype=dtype) * 3 + 1
+    for x in (base[:, :n].contiguous(), base[:, 1:]):
+        x64 = x.double()
+        y = poisoned(x.shape, dtype)
+        kernels.softmax(x, out=y)
+        assert rel_err(y, torch.softmax(x64, -1)) < TOL[dt]
+        w, b = torch.randn(n, device=DEV, dtype=dtype), torch.randn(n, device=DEV, dtype=dtype)
+        y = poisoned(x.shape, dtype)
+        kernels.layer_norm(x, w, b, 1e-5, out=y)
+        assert rel_err(y, F.layer_norm(x64, (n,), w.double(), b.double(), 1e-5)) < TOL[dt]
+        y = poisoned(x.shape, dtype)
+        kernels.rms_norm(x, w, 1e-5, out=y)
+        ref = x64 * torch.rsqrt((x64 * x64).mean(-1, keepdim=True) + 1e-5) * w.double()
+        assert rel_err(y, ref) < TOL[dt]
+        t = torch.randint(0, n, (rows,), device=DEV)
+        l64 = leaf(x)
+        loss64 = F.cross_entropy(l64, t, reduction="none")
+        loss = poisoned((rows,), torch.float32)
+        kernels.cross_entropy(x, t, out=loss)
+        assert rel_err(loss, loss64.detach()) < 1e-5
+        dl = torch.randn(rows, device=DEV)
+        (g64,) = torch.autograd.grad(loss64, l64, dl.double())
+        dx = poisoned(x.shape, dtype)
+        kernels.cross_entropy_backward(dl, x, t, out=dx)
+        assert rel_err(dx, g64) < TOL[dt]

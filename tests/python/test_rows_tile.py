@@ -657,7 +657,8 @@ def test_wide_and_held_rows(n: int, dtype: str, monkeypatch: pytest.MonkeyPatch)
     cross-entropy forward, cross-entropy backward, the norms' forward) or,
     for the norms' forward, with their first tiles held and the rest read
     twice (``HELD``), shrunk to 64-column tiles on 2 warps so that 1000 is
-    wide and 4097 held; aligned (peeled) and unaligned rows, outputs
+    wide and 4097 held (bf16: 3 tiles a step, written backwards); aligned
+    (peeled) and unaligned rows, outputs
     poisoned, against float64; each launch's plan asserted."""
     ml = pytest.importorskip("ml_dtypes") if dtype == "bf16" else None
     nd = np.float32 if ml is None else ml.bfloat16
@@ -673,6 +674,9 @@ def test_wide_and_held_rows(n: int, dtype: str, monkeypatch: pytest.MonkeyPatch)
         "WIDE_PER_THREAD": 40,
         "HELD": frozenset({"norm_fwd"}),
         "HELD_TILES": 2,
+        # bf16: 3 tiles a loop step, the write loop from the row's end
+        "HELD_UNROLL": 3 if ml else 2,
+        "HELD_REVERSE": bool(ml),
     }.items():
         monkeypatch.setattr(rows_tile, k, v)
     plans: list[Any] = []

@@ -128,6 +128,8 @@ WIDE_TILE, WIDE_WARPS, WIDE_PER_THREAD = 8192, 32, 56
 #: step (:func:`held`; the norm forward only).
 HELD = frozenset({"norm_fwd"})
 HELD_TILES, HELD_UNROLL = 5, 2
+#: Whether the held rows' write loop runs from the row's end (read last).
+HELD_REVERSE = False
 #: The norm backward of whole rows, by plan shape: "fused" (one program
 #: writes dx and accumulates dweight/dbias partial sums over its rows; x and
 #: dy read once) or "split" (dx, then a column-block program reading x and
@@ -766,7 +768,18 @@ def _norm_fwd_held(
             out(at(c0, j), P.load(x, (row, at(c0, j)), sh) - k)
         return []
 
-    P.strided(0, n, U * W, [], write, rest)
+    if not HELD_REVERSE:
+        P.strided(0, n, U * W, [], write, rest)
+        return
+    # The last steps first: the rest's columns read last are the likeliest in L2.
+    t = P.t
+    count = t.scalar_binary("div", t.scalar_binary("sub", n, rest) + (U * W - 1), U * W)
+
+    def back(_t: tile.Builder, i: tile.Scalar, c: list[Any]) -> list[Any]:
+        j = t.scalar_binary("sub", t.scalar_binary("sub", count, 1), i)
+        return write(t.scalar_binary("add", rest, j * (U * W)), c)
+
+    t.for_range(0, count, 1, [], back)
 
 
 def _norm_bwd(P: _P, kind: str) -> None:

@@ -3,7 +3,7 @@ with Pᵀ and dSᵀ from registers, dS through shared memory for dQ, dQ by
 a TMA reduction) on the reference interpreter, through
 ``kernels.attention_backward`` with ``attention_bwd.SM90 = True``: tiny
 problems against the float64 gradients (test_attention_bwd.reference) on
-fresh random inputs, outputs poisoned with NaN; head dims 64 and 128,
+fresh random inputs, outputs poisoned with NaN; head dims 64, 96 and 128,
 grouped-query heads, causal masks with Sq < Sk and Sq > Sk, windows, tails,
 several key and query blocks. The device version:
 tests/python/gpu/test_attention_bwd_gpu.py (the default on sm_90)."""
@@ -94,7 +94,7 @@ def run(
     return got
 
 
-@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("d", [64, 96, 128])
 def test_head_dims_with_tails(d: int) -> None:
     """Two key blocks (the second a tail), two query blocks (a tail)."""
     run(2, 2, 70, 130, d, causal=False)
@@ -138,7 +138,7 @@ def test_deterministic_keeps_the_tile_programs(monkeypatch: pytest.MonkeyPatch) 
     assert not np.isnan(dq).any() and not np.isnan(dk).any() and not np.isnan(dv).any()
 
 
-@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("d", [64, 96, 128])
 def test_module_verifies(d: int) -> None:
     """Every mask form builds and verifies for sm_90a."""
     for upper in (False, True):

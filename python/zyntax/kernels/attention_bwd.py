@@ -35,7 +35,7 @@ fixed order, so the gradients are **bit-identical across runs**, at the
 price of computing ``s``, ``p`` and ``dp`` in both passes (7 dots).
 
 On sm_90 GPUs the atomic mode's dkdv program is replaced by the wgmma
-kernel of attention_bwd_sm90.py (head dims 64 and 128; ``SM90``), between
+kernel of attention_bwd_sm90.py (head dims 64, 96 and 128; ``SM90``), between
 the same ``pre`` and ``dq_cast`` programs; the deterministic mode and the
 other head dims keep the tile programs.
 """

@@ -2,7 +2,7 @@
 mbarrier ring, warpgroup MMA (``wgmma``) and warp specialisation, written
 with the HIR builder the way attention_sm90.py (the forward) is. It computes
 dK and dV, and adds dQ into an f32 buffer, for the contract of
-``attention_backward`` (attention_bwd.py): bf16/f16, head dims 64 and 128,
+``attention_backward`` (attention_bwd.py): bf16/f16, head dims 64, 96 and 128,
 grouped-query heads, causal and window masks aligned bottom-right, any
 lengths. attention_bwd.py's ``pre`` program (D = rowsum(dO * O), the LSE
 with -inf made +inf, dQ's buffer zeroed) runs before it and ``dq_cast``
@@ -49,13 +49,13 @@ from zyntax import cuda, hir, interp
 from . import _tensors as T
 from ._rows import LOG2E, assign, read, variables, vector
 from ._sync import wait_parity
-from .attention_sm90 import BOX, MAX_SEQ, _tensor_map
+from .attention_sm90 import BOX, MAX_SEQ, _tensor_map, tile_dim
 
 BN = 128  # keys per block (64 per consumer warpgroup)
 BM = 64  # query rows per step
 THREADS = 384  # a producer and two consumer warpgroups
 #: Head dims the kernel takes.
-HEAD_DIMS = (64, 128)
+HEAD_DIMS = (64, 96, 128)
 #: Registers per thread of the producer and of each consumer warpgroup.
 REGS = (24, 240)
 ROW_BYTES = BM * 4  # one step's LSE (or D) values
@@ -85,16 +85,25 @@ def shared_bytes(d: int, stages: int, split_keys: bool = False) -> int:
 
 
 def build(
-    dtype: str, d: int, upper: bool, lower: bool, stages: int = 2, split_keys: bool = False
+    dtype: str,
+    head_dim: int,
+    upper: bool,
+    lower: bool,
+    stages: int = 2,
+    split_keys: bool = False,
 ) -> hir.Module:
-    """The kernel for `dtype`, head dim `d` (64 or 128). `upper`: keys after
+    """The kernel for `dtype`, head dim `head_dim` (64, 96 or 128; 96 runs
+    on tiles of 128 as the forward's: the TMA unit fills the columns past
+    96 with zeros, Sᵀ and dPᵀ skip them, the stores and the dQ reductions
+    leave them out). `upper`: keys after
     i + shift + right are hidden from query i (causal, a window's right
     side); `lower`: keys before i + shift - left are (a window's left side);
     shift = Sk - Sq (bottom-right alignment). `split_keys` (head dim 128):
     each consumer computes dQ over its own 64 keys for all columns (no
     barrier between the consumers, twice the reductions) instead of half the
     columns over all 128 keys."""
-    assert d in HEAD_DIMS
+    assert head_dim in HEAD_DIMS
+    d = tile_dim(head_dim)  # the tiles' head dim
     split_keys = split_keys or d == 64
     dq_cols = dq_columns(d, split_keys)
     dq_bytes = BM * dq_cols * 4  # one consumer's dQ tile: 64-column pieces
@@ -103,7 +112,7 @@ def build(
     kv_bytes, q_bytes = BN * d * 2, BM * d * 2
     kv_box, q_box = BN * 128, BM * 128  # one 64-column box of a K/V, Q/dO tile
     ds_bytes = BM * BN * 2
-    name = f"attention_bwd_sm90_{dtype}_d{d}{'_upper' if upper else ''}"
+    name = f"attention_bwd_sm90_{dtype}_d{head_dim}{'_upper' if upper else ''}"
     name += f"{'_lower' if lower else ''}_s{stages}{'_keys' if split_keys else ''}"
     m = hir.Module(name, targets=["sm_90a"])
     params = [hir.tensormap] * 5
@@ -256,7 +265,7 @@ def build(
             """A Bᵀ for a 64-row A (K-major) and 64 rows of B (K-major) over
             the head dim: k-step kk is box kk // 4, 32 bytes per step."""
             acc = b.wgmma_zero(BM)
-            for kk in range(d // 16):
+            for kk in range(head_dim // 16):  # 96: the zero columns skipped
                 off = (kk % 4) * 32
                 acc = b.wgmma(
                     acc,
@@ -440,7 +449,7 @@ def build(
                 with b.if_(key < sk):
                     at = b.cast(bi, hir.i64) * sb + b.cast(hk, hir.i64) * sh
                     at += b.cast(key, hir.i64) * ss
-                    for nt in range(d // 8):
+                    for nt in range(head_dim // 8):
                         i = 4 * nt + 2 * h_
                         col = b.cast(nt * 8 + 2 * t, hir.i64)
                         out2 = hir.ptr("global", hir.u32)
@@ -539,6 +548,7 @@ def launch(
     args += [*dk.strides[:3], float(scale) * LOG2E, float(scale), sk - sq, left, right]
     grid = (-(-sk // BN), bsz * hk)
     key = (tq.dtype, d, upper, lower, STAGES, SPLIT_KEYS or d == 64)
+    d = tile_dim(d)
     smem = shared_bytes(d, STAGES, key[-1])
     if not tq.on_gpu:
         flat = [a.arr if isinstance(a, T.Tensor) else a for a in args]

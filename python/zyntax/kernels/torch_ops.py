@@ -23,7 +23,7 @@ of the gradient, no kernel), and softmax, layer_norm, rms_norm and
 cross_entropy through their backward kernels (``zyntax.kernels.<name>_backward``,
 registered as the ops ``zyntax::<name>_backward`` when the kernel module has
 one), attention through ``zyntax.kernels.attention_backward`` (the wgmma
-kernel of attention_bwd_sm90.py on sm_90 for head dims 64/128, the tile
+kernel of attention_bwd_sm90.py on sm_90 for head dims 64/96/128, the tile
 programs of attention_bwd.py elsewhere, from the saved output and log-sum-exp; the
 LSE output's gradient included). The others (reduce_max, matmul with fp8 scales)
 have no backward kernel yet: a backward through them raises

@@ -1,5 +1,5 @@
 """Attention backward (zyntax.kernels.attention_backward: on sm_90 the wgmma
-kernel of attention_bwd_sm90.py for head dims 64/128, the tile programs of
+kernel of attention_bwd_sm90.py for head dims 64/96/128, the tile programs of
 attention_bwd.py elsewhere) on the GPU, through torch autograd (``torch_ops.attention``
 with tensors that require grad) against autograd of a float64 reference on
 fresh random inputs: bf16 and f16, head dims 64/96/128/256, grouped-query
@@ -201,6 +201,7 @@ def _sm90_kernel_runs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         (32, 8, 300, 300, 128, True, BF16),
         (12, 12, 1024, 1024, 64, True, BF16),
         (2, 1, 500, 97, 64, True, torch.float16),
+        (4, 2, 777, 1000, 96, True, BF16),
     ],
 )
 def test_sm90_kernel(
@@ -214,7 +215,7 @@ def test_sm90_kernel(
     dtype: Any,
 ) -> None:
     """On sm_90 the wgmma kernel (attention_bwd_sm90) computes dK, dV and the
-    atomic dQ for head dims 64/128: tails, GQA, causal Sq != Sk, against
+    atomic dQ for head dims 64/96/128: tails, GQA, causal Sq != Sk, against
     float64 autograd, with NaN-poisoned outputs."""
     if torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("the sm_90a backward needs an sm_90 device")

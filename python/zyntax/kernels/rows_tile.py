@@ -16,6 +16,9 @@ program shape runs is chosen by :func:`plan` from the width alone:
   statistics (an online max and sum of exponentials, or shifted sums for the
   norms; per row or per lane, ``STATE``), then a second loop that writes.
 
+Chunked rows that fit 1024 threads' registers stay whole over several
+``[1, 8192]`` tiles instead (:func:`wide`, read once), and the norms'
+forward keeps the first tiles of wider rows in registers (:func:`held`).
 ``rows`` and ``row`` are the same program text (``R`` rows of ``W``); only
 ``chunks`` differs. One-row programs of odd widths start each row's tiles at
 its last 16-byte boundary (:func:`peeled`), so all but a masked head are

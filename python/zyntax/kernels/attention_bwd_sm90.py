@@ -220,6 +220,7 @@ def build(
                     b.bulk_commit_group()
                     b.bulk_wait_group(0, read=True)
                     b.mbarrier_arrive(b.ptr_add(dq_empty, x))
+            b.bulk_wait_group(0)  # the reductions' writes done before the block ends
 
         # Consumer side: c the warpgroup (keys n0 + 64c ..), w the warp in it,
         # (g, t) the lane's row group and column pair of the accumulator

@@ -669,8 +669,27 @@ impl TileBuilder {
         self.with(|b| b.reduce(TileId(tile.0), axis.0, op).0)
     }
 
-    fn dot(&self, a: Checked<u32>, b: Checked<u32>, acc: Checked<u32>) -> PyResult<u32> {
-        self.with(|t| t.dot(TileId(a.0), TileId(b.0), TileId(acc.0)).0)
+    /// `inputs`: how the dot reads `a` and `b` (`native`, `tf32` for f32
+    /// operands, `e4m3` / `e5m2` for u8 fp8 bytes).
+    #[pyo3(signature = (a, b, acc, inputs = None))]
+    fn dot(
+        &self,
+        a: Checked<u32>,
+        b: Checked<u32>,
+        acc: Checked<u32>,
+        inputs: Option<Text>,
+    ) -> PyResult<u32> {
+        let all = [
+            ("native", zt::DotInputs::Native),
+            ("tf32", zt::DotInputs::Tf32),
+            ("e4m3", zt::DotInputs::E4m3),
+            ("e5m2", zt::DotInputs::E5m2),
+        ];
+        let inputs = match inputs {
+            Some(name) => pick("inputs", "dot input format", &name, &all)?,
+            None => zt::DotInputs::Native,
+        };
+        self.with(|t| t.dot_as(TileId(a.0), TileId(b.0), TileId(acc.0), inputs).0)
     }
 
     /// A counted loop: `body(iv, carried)` (scalar id, `(kind, id)` pairs)

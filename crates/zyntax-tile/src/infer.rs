@@ -254,7 +254,7 @@ impl Inference<'_> {
     fn carried_dot_layout(&mut self, body: &[Op], arg: TileId, yielded: TileId) -> Option<Layout> {
         body.iter()
             .find_map(|op| match op {
-                Op::Dot { out, a, b, acc } if *out == yielded && *acc == arg => {
+                Op::Dot { out, a, b, acc, .. } if *out == yielded && *acc == arg => {
                     Some((*out, *a, *b))
                 }
                 _ => None,

@@ -84,6 +84,31 @@ pub enum ReduceOp {
     Min,
 }
 
+/// How a `dot` reads its operands. The HIR has no fp8 or tf32 scalar type
+/// (its `mma`/`wgmma` name those formats and carry the bits in integer
+/// registers), so neither has the tile IR: an fp8 tensor is a `u8` view of
+/// its bytes, and the `dot` names the format its bytes are in.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum DotInputs {
+    /// By the operands' element type: f32 (exact), f16 or bf16.
+    #[default]
+    Native,
+    /// f32 operands read as tf32: the low 13 mantissa bits dropped, as the
+    /// tensor cores read them (wgmma `.tf32`, k8); f32 accumulation.
+    Tf32,
+    /// `u8` operands holding fp8 e4m3 bytes (wgmma `.e4m3`, k32).
+    E4m3,
+    /// `u8` operands holding fp8 e5m2 bytes (wgmma `.e5m2`, k32).
+    E5m2,
+}
+
+impl DotInputs {
+    /// Whether the operands are fp8 bytes.
+    pub fn is_fp8(self) -> bool {
+        matches!(self, DotInputs::E4m3 | DotInputs::E5m2)
+    }
+}
+
 /// A scalar constant.
 #[derive(Copy, Clone, Debug, PartialEq)]
 pub enum Const {
@@ -161,12 +186,14 @@ pub enum Op {
         axis: usize,
         op: ReduceOp,
     },
-    /// `acc + a @ b` with `a: [M, K]`, `b: [K, N]`, `acc: [M, N]` (f32).
+    /// `acc + a @ b` with `a: [M, K]`, `b: [K, N]`, `acc: [M, N]` (f32),
+    /// the operands read as `inputs` says.
     Dot {
         out: TileId,
         a: TileId,
         b: TileId,
         acc: TileId,
+        inputs: DotInputs,
     },
     /// The same tile in another layout (inserted by layout inference only).
     ConvertLayout { out: TileId, tile: TileId },

@@ -25,7 +25,7 @@ pub mod schedule;
 
 pub use builder::TileBuilder;
 pub use error::{TileError, TileResult};
-pub use ir::{Const, MapOp, ReduceOp, ScalarId, TileId, TileProgram, Value, ViewId};
+pub use ir::{Const, DotInputs, MapOp, ReduceOp, ScalarId, TileId, TileProgram, Value, ViewId};
 pub use layout::{Blocked, DotOperand, Layout, Mma, SharedLayout};
 pub use lower::{KernelParam, LaunchInfo, TensorMapParam, TileKernel, MAX_SCRATCH_BYTES};
 pub use schedule::{heuristic, ws_heuristic, DotPath, GemmProblem, Schedule};

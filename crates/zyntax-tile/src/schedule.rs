@@ -429,11 +429,14 @@ pub const WS_SHORT_K: u64 = 2048;
 /// `sms` SMs: the largest of [`WS_TILES`] whose grid still gives every SM an
 /// instance (the smallest while it fills half of them), or `None` for
 /// smaller outputs (the `cp.async` pipeline, or split K, serve those) and
-/// operands that are not 16-bit.
+/// operands that are not 1 (fp8), 2 or 4 (tf32) bytes; K steps of 128 bytes.
 /// Only for callers that launch as `LaunchInfo` says (tensor maps, the
 /// producer warpgroup's threads, the program's grid as parameters).
 pub fn ws_heuristic(problem: &GemmProblem, sms: u64) -> Option<Schedule> {
-    if problem.operand_bytes != 2 {
+    // 1-byte operands are fp8, 4-byte ones f32 read as tf32: a stage row is
+    // 128 bytes whatever the type, so the stages, and the MMA time of one
+    // (K elements per byte times the tensor cores' rate), are the 16-bit ones.
+    if ![1, 2, 4].contains(&problem.operand_bytes) {
         return None;
     }
     let tiles =
@@ -458,7 +461,7 @@ pub fn ws_heuristic(problem: &GemmProblem, sms: u64) -> Option<Schedule> {
     };
     Some(
         Schedule::block(&[bm, bn])
-            .k(64)
+            .k(128 / problem.operand_bytes)
             .warps(warps)
             .stages(stages)
             .arch(Arch::Sm90a)
@@ -553,9 +556,18 @@ mod tests {
         // M of 64 or less keeps 64-row tiles however wide the output
         assert_eq!(ws_heuristic(&p(16, 50304), 132).unwrap().block, [64, 128]);
         assert!(ws_heuristic(&p(16, 4096), 132).is_none());
+        // fp8 (1 byte) and tf32 (4): the same tiles, K steps of 128 bytes.
+        for (bytes, k) in [(1, 128), (4, 32)] {
+            let q = GemmProblem {
+                operand_bytes: bytes,
+                ..p(4096, 4096)
+            };
+            let s = ws_heuristic(&q, 132).unwrap();
+            assert_eq!((s.block.as_slice(), s.k), (&[128, 256][..], k));
+        }
         assert!(ws_heuristic(
             &GemmProblem {
-                operand_bytes: 4,
+                operand_bytes: 8,
                 ..p(4096, 4096)
             },
             132

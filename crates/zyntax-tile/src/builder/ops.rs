@@ -7,6 +7,22 @@ use crate::error::TileError;
 use crate::ir::*;
 use zyntax_hir::{BinOp, CmpOp, Type, UnOp};
 
+/// Why operands of element type `elem` cannot be read as `inputs`, if not.
+fn dot_input_unfit(inputs: DotInputs, elem: &Type) -> Option<String> {
+    let (ok, want) = match inputs {
+        DotInputs::Native => (
+            [Type::F32, Type::F16, Type::BF16].contains(elem),
+            "a dot takes f32, f16 or bf16 operands (fp8 as u8 bytes with inputs e4m3/e5m2)",
+        ),
+        DotInputs::Tf32 => (*elem == Type::F32, "a tf32 dot reads f32 operands"),
+        DotInputs::E4m3 | DotInputs::E5m2 => (
+            *elem == Type::U8,
+            "an fp8 dot reads u8 operands (the fp8 bytes)",
+        ),
+    };
+    (!ok).then(|| want.to_string())
+}
+
 impl TileBuilder {
     // ---------------------------------------------------------------- element-wise
 
@@ -235,6 +251,13 @@ impl TileBuilder {
     /// `acc + a @ b`: `a: [M, K]`, `b: [K, N]` of f32, f16 or bf16 (both the
     /// same), `acc: [M, N]` f32.
     pub fn dot(&mut self, a: TileId, b: TileId, acc: TileId) -> TileId {
+        self.dot_as(a, b, acc, DotInputs::Native)
+    }
+
+    /// `acc + a @ b` with the operands read as `inputs` says: f32 operands
+    /// as tf32 ([`DotInputs::Tf32`]), `u8` operands as fp8 bytes
+    /// ([`DotInputs::E4m3`], [`DotInputs::E5m2`]); see [`DotInputs`].
+    pub fn dot_as(&mut self, a: TileId, b: TileId, acc: TileId, inputs: DotInputs) -> TileId {
         let (Some(ta), Some(tb), Some(tc)) = (
             self.tile_type("dot", "a", a),
             self.tile_type("dot", "b", b),
@@ -262,13 +285,8 @@ impl TileBuilder {
                 ta.shape[0], tb.shape[1]
             );
             self.fail(mismatch("acc", want, &tc.shape));
-        } else if ![Type::F32, Type::F16, Type::BF16].contains(&ta.elem) {
-            return self.bad_dtype(
-                "dot",
-                "a",
-                &ta.elem,
-                "the FFMA dot takes f32, f16 or bf16 operands",
-            );
+        } else if let Some(why) = dot_input_unfit(inputs, &ta.elem) {
+            return self.bad_dtype("dot", "a", &ta.elem, &why);
         } else if tb.elem != ta.elem {
             return self.bad_dtype(
                 "dot",
@@ -280,7 +298,13 @@ impl TileBuilder {
             return self.bad_dtype("dot", "acc", &tc.elem, "dot accumulates in f32");
         } else {
             let out = self.tile(tc.shape, Type::F32);
-            self.push(Op::Dot { out, a, b, acc });
+            self.push(Op::Dot {
+                out,
+                a,
+                b,
+                acc,
+                inputs,
+            });
             return out;
         }
         self.dead_tile()

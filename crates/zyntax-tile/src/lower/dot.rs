@@ -2,17 +2,27 @@
 //! then each thread accumulates its accumulator registers over K with `fma`,
 //! reading each row of `a` and column of `b` it needs once per k (the
 //! register-blocked outer product of a SIMT GEMM). f16/bf16 operands are
-//! widened to f32 after the shared-memory read. The MMA (`mma.sync`) and
-//! wgmma lowerings, with their own operand layouts, come later.
+//! widened to f32 after the shared-memory read; tf32 operands lose their low
+//! 13 mantissa bits there (as the tensor cores read them) and fp8 bytes are
+//! decoded to f32 with integer arithmetic (any arch, the interpreter too).
+//! The MMA (`mma.sync`) and wgmma lowerings, with their own operand layouts,
+//! are `dot_mma.rs` and `dot_wgmma.rs`.
 
 use super::convert::{align16, staged_bytes};
 use super::Lowerer;
 use crate::error::TileResult;
-use crate::ir::TileId;
-use zyntax_hir::Type;
+use crate::ir::{DotInputs, TileId};
+use zyntax_hir::{Type, ValueId};
 
 impl Lowerer<'_> {
-    pub(super) fn dot(&mut self, out: TileId, a: TileId, b: TileId, acc: TileId) -> TileResult<()> {
+    pub(super) fn dot(
+        &mut self,
+        out: TileId,
+        a: TileId,
+        b: TileId,
+        acc: TileId,
+        inputs: DotInputs,
+    ) -> TileResult<()> {
         let (ta, tb) = (self.program.tile(a).clone(), self.program.tile(b).clone());
         let (m, k, n) = (ta.shape[0], ta.shape[1], tb.shape[1]);
         let pa = self.scratch_ptr(&ta.elem, 0)?;
@@ -34,21 +44,20 @@ impl Lowerer<'_> {
             .map(|c| self.b.mul(c.value, k_v))
             .collect::<Result<Vec<_>, _>>()?;
         let cols: Vec<_> = table[1].iter().map(|c| c.value).collect();
-        let widen = ta.elem != Type::F32;
         for kk in 0..k {
             let kc = self.u32(kk)?;
             let mut a_vals = Vec::with_capacity(rows.len());
             for &row in &rows {
                 let at = self.b.add(row, kc)?;
                 let v = self.read_staged(pa, &ta.elem, at)?;
-                a_vals.push(if widen { self.b.cast(v, Type::F32)? } else { v });
+                a_vals.push(self.dot_input(v, &ta.elem, inputs)?);
             }
             let row_b = self.u32(kk * n)?;
             let mut b_vals = Vec::with_capacity(cols.len());
             for &col in &cols {
                 let at = self.b.add(row_b, col)?;
                 let v = self.read_staged(pb, &tb.elem, at)?;
-                b_vals.push(if widen { self.b.cast(v, Type::F32)? } else { v });
+                b_vals.push(self.dot_input(v, &tb.elem, inputs)?);
             }
             for (r, acc_reg) in regs.iter_mut().enumerate() {
                 let dims = layout.reg_dims(&shape, r as u32);
@@ -60,5 +69,73 @@ impl Lowerer<'_> {
         self.b.barrier()?;
         self.set_tile(out, regs);
         Ok(())
+    }
+}
+
+impl Lowerer<'_> {
+    /// Operand element `v` (of type `elem`) as the f32 the dot multiplies.
+    fn dot_input(&mut self, v: ValueId, elem: &Type, inputs: DotInputs) -> TileResult<ValueId> {
+        match inputs {
+            DotInputs::Native if *elem == Type::F32 => Ok(v),
+            DotInputs::Native => Ok(self.b.cast(v, Type::F32)?),
+            DotInputs::Tf32 => {
+                let bits = self.b.bitcast(v, Type::U32)?;
+                let mask = self.u32(0xffff_e000)?;
+                let bits = self.b.and(bits, mask)?;
+                Ok(self.b.bitcast(bits, Type::F32)?)
+            }
+            DotInputs::E4m3 => self.fp8_to_f32(v, 4, 3),
+            DotInputs::E5m2 => self.fp8_to_f32(v, 5, 2),
+        }
+    }
+
+    /// The f32 value of fp8 byte `v` with `eb` exponent and `mb` mantissa
+    /// bits (bias `2^(eb-1) - 1`): normals rebuilt as f32 bits, subnormals as
+    /// `m * 2^(1 - bias - mb)`; e4m3's one NaN (`S.1111.111`, no infinities)
+    /// and e5m2's infinities and NaNs (exponent all ones) as IEEE does.
+    fn fp8_to_f32(&mut self, v: ValueId, eb: u32, mb: u32) -> TileResult<ValueId> {
+        let bias = (1u32 << (eb - 1)) - 1;
+        let x = self.b.cast(v, Type::U32)?;
+        let (c7, c31, cmb) = (self.u32(7)?, self.u32(31)?, self.u32(mb)?);
+        let sign = self.b.shr(x, c7)?;
+        let sign = self.b.shl(sign, c31)?;
+        let e = self.b.shr(x, cmb)?;
+        let e_mask = self.u32((1 << eb) - 1)?;
+        let e = self.b.and(e, e_mask)?;
+        let m_mask = self.u32((1 << mb) - 1)?;
+        let m = self.b.and(x, m_mask)?;
+        // Normal: exponent rebased to f32's bias, mantissa at the top.
+        let rebase = self.u32(127 - bias)?;
+        let ef = self.b.add(e, rebase)?;
+        let c23 = self.u32(23)?;
+        let ef = self.b.shl(ef, c23)?;
+        let shift = self.u32(23 - mb)?;
+        let mf = self.b.shl(m, shift)?;
+        let normal = self.b.or(ef, mf)?;
+        // Subnormal: exact in f32.
+        let mv = self.b.cast(m, Type::F32)?;
+        let unit = self
+            .b
+            .fconst(Type::F32, 2f64.powi(1 - bias as i32 - mb as i32))?;
+        let sub = self.b.mul(mv, unit)?;
+        let sub = self.b.bitcast(sub, Type::U32)?;
+        let zero = self.u32(0)?;
+        let is_sub = self.b.eq(e, zero)?;
+        let mag = self.b.select(is_sub, sub, normal)?;
+        let top = self.b.eq(e, e_mask)?;
+        let special = if eb == 4 {
+            // e4m3: only S.1111.111 is special (NaN).
+            let all = self.b.eq(m, m_mask)?;
+            let nan = self.b.and(top, all)?;
+            let q = self.u32(0x7fc0_0000)?;
+            self.b.select(nan, q, mag)?
+        } else {
+            let is_inf = self.b.eq(m, zero)?;
+            let (inf, q) = (self.u32(0x7f80_0000)?, self.u32(0x7fc0_0000)?);
+            let s = self.b.select(is_inf, inf, q)?;
+            self.b.select(top, s, mag)?
+        };
+        let bits = self.b.or(special, sign)?;
+        Ok(self.b.bitcast(bits, Type::F32)?)
     }
 }

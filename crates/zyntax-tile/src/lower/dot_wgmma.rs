@@ -22,6 +22,12 @@
 //!   1024 (8 K rows).
 //!
 //! These are the descriptors of the hand-written `kernels/gemm_sm90.py`.
+//!
+//! fp8 (`u8` bytes read as e4m3/e5m2) and tf32 (f32) operands are K-major
+//! both (wgmma reads 8- and 32-bit inputs only so): a stage row is still
+//! 128 bytes, now 128 fp8 or 32 tf32 K elements, and each instruction
+//! (`k32` for fp8, `k8` for tf32) still covers 32 bytes of it, so the
+//! descriptors and their K-step offsets are the 16-bit ones.
 
 use super::convert::{k_major, stage_width};
 use super::dot_mma;
@@ -29,7 +35,7 @@ use super::pipeline::{gemm_loop, is_wgmma, BK, ROW};
 use super::Lowerer;
 use crate::error::{TileError, TileResult};
 use crate::infer::Layouts;
-use crate::ir::{Op, TileId, TileProgram};
+use crate::ir::{DotInputs, Op, TileId, TileProgram};
 use crate::layout::Layout;
 use std::collections::HashSet;
 use zyntax_hir::{AddrSpace, MmaElem, ScalarType, Swizzle, Type, ValueId, Wgmma};
@@ -49,14 +55,19 @@ impl Lowerer<'_> {
         bn: u32,
         a_kmajor: bool,
         b_kmajor: bool,
+        inputs: DotInputs,
         elem: &Type,
     ) -> TileResult<()> {
         let warps = self.schedule.warps;
-        let mma_elem = if *elem == Type::BF16 {
-            MmaElem::Bf16
-        } else {
-            MmaElem::F16
+        let mma_elem = match inputs {
+            DotInputs::Tf32 => MmaElem::Tf32,
+            DotInputs::E4m3 => MmaElem::E4m3,
+            DotInputs::E5m2 => MmaElem::E5m2,
+            DotInputs::Native if *elem == Type::BF16 => MmaElem::Bf16,
+            DotInputs::Native => MmaElem::F16,
         };
+        // K elements of one 128-byte stage row.
+        let bk = super::pipeline::stage_k(elem);
         let form = Wgmma {
             n: bn,
             a: mma_elem,
@@ -66,7 +77,7 @@ impl Lowerer<'_> {
             neg_a: false,
             neg_b: false,
         };
-        let k_steps = BK / form.k();
+        let k_steps = bk / form.k();
         let (c4, c64, row) = (self.u32(4)?, self.u32(64)?, self.u32(ROW)?);
         // This warpgroup's first row: 64 rows of 128 bytes K-major, one box
         // of 64 columns (M) of `BK` rows M-major.

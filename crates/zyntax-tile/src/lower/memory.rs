@@ -54,7 +54,14 @@ pub(super) fn vector_plan(
         return None;
     }
     // Runs and sizes are powers of two, so `width` divides the run.
-    let width = map.run.min(shape[dim]).min(16 / bytes).min(align / bytes);
+    // At most 8 lanes: a HIR vector in memory has no more (16 u8 lanes
+    // would be one 16-byte access; fp8 tiles load 8 at a time).
+    let width = map
+        .run
+        .min(shape[dim])
+        .min(16 / bytes)
+        .min(align / bytes)
+        .min(8);
     (width >= 2).then_some(VectorPlan {
         dim,
         view_dim,

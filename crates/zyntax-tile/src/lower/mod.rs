@@ -562,10 +562,23 @@ impl Lowerer<'_> {
                 axis,
                 op,
             } => self.reduce(*out, *tile, *axis, *op)?,
-            Op::Dot { out, a, b, acc } => match self.layout(*out)? {
+            Op::Dot {
+                out,
+                a,
+                b,
+                acc,
+                inputs,
+            } => match self.layout(*out)? {
+                // Outside a GEMM loop only 16-bit operands get a tensor-core
+                // layout (`infer::mma_unfit`, `infer/rows.rs`).
+                Layout::Mma(_) if *inputs != DotInputs::Native => {
+                    return Err(TileError::Internal(format!(
+                        "a {inputs:?} dot outside a GEMM loop got a tensor-core layout"
+                    )))
+                }
                 Layout::Mma(mma) if mma.is_wgmma() => self.dot_wgmma(*out, *a, *b, *acc)?,
                 Layout::Mma(mma) => self.dot_mma(*out, *a, *b, *acc, &mma)?,
-                _ => self.dot(*out, *a, *b, *acc)?,
+                _ => self.dot(*out, *a, *b, *acc, *inputs)?,
             },
             Op::ConvertLayout { out, tile } => self.convert_layout(*out, *tile)?,
             Op::For {

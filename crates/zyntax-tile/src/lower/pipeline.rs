@@ -40,12 +40,50 @@
 use super::Lowerer;
 use crate::error::{TileError, TileResult};
 use crate::infer::Layouts;
-use crate::ir::{Const, Op, ScalarId, TileId, TileProgram, Value, ViewId};
+use crate::ir::{Const, DotInputs, Op, ScalarId, TileId, TileProgram, Value, ViewId};
 use crate::layout::{wgmma_reg_dims, Layout};
 use zyntax_hir::{AddrSpace, Arch, CacheHint, Dim, Type, ValueId};
 
 /// K elements per stage: one 128-byte swizzle row of 16-bit elements.
 pub(crate) const BK: u32 = 64;
+
+/// K elements per stage of `elem` operands: one 128-byte swizzle row (64
+/// f16/bf16, 128 fp8 bytes, 32 tf32).
+pub(crate) fn stage_k(elem: &Type) -> u32 {
+    ROW / elem.size_bytes().unwrap_or(2) as u32
+}
+
+/// Why a GEMM loop's operands of types `a` and `b`, read as `inputs`,
+/// cannot feed wgmma, if not: f16/bf16 pairs, f32 read as tf32, or fp8
+/// bytes (`u8`); 8-bit and 32-bit operands K-major both (`a_kmajor`,
+/// `b_kmajor`), as wgmma reads them only so.
+pub(crate) fn wgmma_inputs_unfit(
+    a: &Type,
+    b: &Type,
+    inputs: DotInputs,
+    a_kmajor: bool,
+    b_kmajor: bool,
+) -> Option<String> {
+    let pair_ok = a == b
+        && match inputs {
+            DotInputs::Native => *a == Type::F16 || *a == Type::BF16,
+            DotInputs::Tf32 => *a == Type::F32,
+            DotInputs::E4m3 | DotInputs::E5m2 => *a == Type::U8,
+        };
+    if !pair_ok {
+        return Some(format!(
+            "the wgmma pipeline takes f16 or bf16 operands, f32 read as tf32 or fp8 bytes (u8), not {a} and {b} read as {inputs:?}"
+        ));
+    }
+    let sixteen = inputs == DotInputs::Native;
+    if !sixteen && !(a_kmajor && b_kmajor) {
+        let which = if a_kmajor { "b" } else { "a" };
+        return Some(format!(
+            "wgmma reads {inputs:?} operands K-major only: `{which}` must be unit-stride along K (a: [M, K] row-major, b: a transposed view of an [N, K] matrix)"
+        ));
+    }
+    None
+}
 /// Bytes of one staged row (the span of the 128-byte swizzle).
 pub(super) const ROW: u32 = 128;
 
@@ -64,6 +102,8 @@ pub(crate) struct GemmLoop {
     pub a: LoopLoad,
     pub b: LoopLoad,
     pub dot: TileId,
+    /// How the `dot` reads `a` and `b`.
+    pub inputs: DotInputs,
 }
 
 fn is_zero(c: &Const) -> bool {
@@ -103,13 +143,19 @@ pub(crate) fn gemm_loop(
                 view: *view,
                 origin: origin.clone(),
             }),
-            Op::Dot { out, a, b, acc } if dot.is_none() && out == yielded && acc == arg => {
-                dot = Some((*out, *a, *b));
+            Op::Dot {
+                out,
+                a,
+                b,
+                acc,
+                inputs,
+            } if dot.is_none() && out == yielded && acc == arg => {
+                dot = Some((*out, *a, *b, *inputs));
             }
             _ => return None,
         }
     }
-    let (out, a, b) = dot?;
+    let (out, a, b, inputs) = dot?;
     if loads.len() != 2 || a == b {
         return None;
     }
@@ -120,7 +166,12 @@ pub(crate) fn gemm_loop(
             return None;
         }
     }
-    Some(GemmLoop { a, b, dot: out })
+    Some(GemmLoop {
+        a,
+        b,
+        dot: out,
+        inputs,
+    })
 }
 
 /// Shared-memory bytes of the pipeline of an `[bm, BK] x [BK, bn]` loop.
@@ -139,15 +190,19 @@ pub(crate) fn wgmma_unfit(
 ) -> Option<String> {
     let (ta, tb) = (program.tile(g.a.out), program.tile(g.b.out));
     let (bm, k, bn) = (ta.shape[0], ta.shape[1], tb.shape[1]);
+    let (a_st, b_st) = stagings(program, g);
+    let (a_kmajor, b_kmajor) = (a_st.row_dim == 0, b_st.row_dim == 1);
+    let bk = stage_k(&ta.elem);
+    let unfit = wgmma_inputs_unfit(&ta.elem, &tb.elem, g.inputs, a_kmajor, b_kmajor);
     let why = if arch < Arch::Sm90a {
         format!("wgmma needs sm_90a (arch-specific PTX), the schedule is for {arch}")
-    } else if (ta.elem != Type::F16 && ta.elem != Type::BF16) || ta.elem != tb.elem {
+    } else if let Some(why) = unfit {
+        why
+    } else if k != bk {
         format!(
-            "the wgmma pipeline takes f16 or bf16 operands, not {} and {}",
-            ta.elem, tb.elem
+            "the wgmma pipeline stages K steps of {bk} {} (128-byte rows); the loop's is {k}",
+            ta.elem
         )
-    } else if k != BK {
-        format!("the wgmma pipeline stages K steps of {BK} (128-byte rows); the loop's is {k}")
     } else if !warps.is_multiple_of(4) {
         format!("wgmma is issued by warpgroups: warps must be a multiple of 4, not {warps}")
     } else if !bm.is_multiple_of(16 * warps) {
@@ -159,7 +214,7 @@ pub(crate) fn wgmma_unfit(
         format!("wgmma tiles need N a multiple of 64 up to 256, not {bn}")
     } else if pipeline_bytes(bm, bn, stages) > zyntax_hir::arch::max_shared_bytes(arch) {
         format!(
-            "{stages} stages of {bm}x{BK} and {BK}x{bn} tiles need {} bytes of shared memory; {arch} allows {}",
+            "{stages} stages of {bm}x{bk} and {bk}x{bn} tiles need {} bytes of shared memory; {arch} allows {}",
             pipeline_bytes(bm, bn, stages),
             zyntax_hir::arch::max_shared_bytes(arch)
         )
@@ -229,15 +284,16 @@ pub(super) fn stagings(program: &TileProgram, g: &GemmLoop) -> (Staging, Staging
         cols,
         elem: elem.clone(),
     };
+    let (ka, kb) = (stage_k(&ta.elem), stage_k(&tb.elem));
     let a = if a_kmajor {
-        stage(&g.a, 0, bm, BK, &ta.elem)
+        stage(&g.a, 0, bm, ka, &ta.elem)
     } else {
-        stage(&g.a, 1, BK, bm, &ta.elem)
+        stage(&g.a, 1, ka, bm, &ta.elem)
     };
     let b = if b_kmajor {
-        stage(&g.b, 1, bn, BK, &tb.elem)
+        stage(&g.b, 1, bn, kb, &tb.elem)
     } else {
-        stage(&g.b, 0, BK, bn, &tb.elem)
+        stage(&g.b, 0, kb, bn, &tb.elem)
     };
     (a, b)
 }
@@ -332,7 +388,9 @@ impl Lowerer<'_> {
         let b_base = self.b.add(a_base, ab)?;
         let a_ptr = self.b.ptr_add(smem, a_base)?;
         let b_ptr = self.b.ptr_add(smem, b_base)?;
-        self.wgmma_stage(&mut accs, a_ptr, b_ptr, bn, a_kmajor, b_kmajor, &ta.elem)?;
+        self.wgmma_stage(
+            &mut accs, a_ptr, b_ptr, bn, a_kmajor, b_kmajor, g.inputs, &ta.elem,
+        )?;
         if stages > 1 {
             let ahead = self.u32(ahead)?;
             let next = self.b.add(j, ahead)?;

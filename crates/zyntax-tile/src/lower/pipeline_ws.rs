@@ -61,7 +61,7 @@
 //! both operand views declare a unit-stride dim and 16-byte alignment.
 //! [`ws_plan`] says whether it does; otherwise the `cp.async` pipeline runs.
 
-use super::pipeline::{gemm_loop, is_wgmma, stagings, GemmLoop, Staging, BK, ROW};
+use super::pipeline::{gemm_loop, is_wgmma, stage_k, stagings, GemmLoop, Staging, ROW};
 use super::Lowerer;
 use crate::error::TileResult;
 use crate::infer::Layouts;
@@ -143,7 +143,7 @@ pub(crate) fn ws_plan(
         let view = program.view(st.view);
         if view.unit_stride_dim != Some(st.col_dim)
             || view.align_bytes.unwrap_or(0) < 16
-            || st.elem.size_bytes() != Some(2)
+            || !matches!(st.elem.size_bytes(), Some(1 | 2 | 4))
         {
             return None;
         }
@@ -156,7 +156,7 @@ pub(crate) fn ws_plan(
             param,
             inner_dim: st.col_dim,
             outer_dim: st.row_dim,
-            box_dims: [BK, st.rows],
+            box_dims: [stage_k(&st.elem), st.rows],
         });
     }
     let share = match schedule.cluster {
@@ -167,7 +167,7 @@ pub(crate) fn ws_plan(
         ctas => {
             let operand = if schedule.cluster_n { 0 } else { 1 };
             let st = [&a, &b][operand];
-            let boxes = st.cols / BK;
+            let boxes = st.cols / stage_k(&st.elem);
             // A slice of rows lands on a whole 8-row swizzle atom (1024
             // bytes), so the stage's layout is the one-box load's.
             let rows_split = if boxes.is_multiple_of(ctas) {
@@ -616,14 +616,15 @@ impl Lowerer<'_> {
         if let Some(c) = ring.cluster.filter(|c| c.share.operand == operand) {
             return self.tma_share(st, ring, base, tmap, full, c, [o_r, o_c]);
         }
-        for i in 0..st.cols / BK {
+        let bk = stage_k(&st.elem);
+        for i in 0..st.cols / bk {
             let off = self.u32(i * st.rows * ROW)?;
             let off = self.b.add(base, off)?;
             let dst = self.b.ptr_add(ring.smem, off)?;
             let c = if i == 0 {
                 o_c
             } else {
-                let d = self.u32(i * BK)?;
+                let d = self.u32(i * bk)?;
                 self.b.add(o_c, d)?
             };
             self.b.tma_load(dst, tmap, full, &[c, o_r], None)?;
@@ -657,7 +658,7 @@ impl Lowerer<'_> {
             self.b.tma_load(dst, tmap, full, &[o_c, row], mask)?;
             return Ok(());
         }
-        let per = st.cols / BK / c.share.ctas;
+        let per = st.cols / stage_k(&st.elem) / c.share.ctas;
         let per_v = self.u32(per)?;
         let first = self.b.mul(c.rank, per_v)?;
         for i in 0..per {
@@ -671,7 +672,7 @@ impl Lowerer<'_> {
             let off = self.b.mul(box_i, box_bytes)?;
             let off = self.b.add(base, off)?;
             let dst = self.b.ptr_add(ring.smem, off)?;
-            let bk = self.u32(BK)?;
+            let bk = self.u32(stage_k(&st.elem))?;
             let col = self.b.mul(box_i, bk)?;
             let col = self.b.add(o_c, col)?;
             self.b.tma_load(dst, tmap, full, &[col, o_r], mask)?;
@@ -804,7 +805,9 @@ impl Lowerer<'_> {
         let b_base = self.b.add(a_base, ab)?;
         let a_ptr = self.b.ptr_add(ring.smem, a_base)?;
         let b_ptr = self.b.ptr_add(ring.smem, b_base)?;
-        self.wgmma_stage(&mut accs, a_ptr, b_ptr, bn, a_kmajor, b_kmajor, &ta.elem)?;
+        self.wgmma_stage(
+            &mut accs, a_ptr, b_ptr, bn, a_kmajor, b_kmajor, g.inputs, &ta.elem,
+        )?;
         if overlap {
             self.b.wgmma_wait_group(1)?;
             let later = self.b.gt(j, zero)?;

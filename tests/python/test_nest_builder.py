@@ -253,7 +253,8 @@ def test_fuse_nests_into_one_contraction() -> None:
     seen: list[str] = []
 
     def measure(module: Any, name: str) -> tuple[int, int]:
-        assert isinstance(module, zyntax.hir.Module) and "tanh" in module.to_zir()
+        # gelu's `1 + tanh(v)` lowers as 2·rsqrt(1 + exp(-2v))² (nest_tile::lower)
+        assert isinstance(module, zyntax.hir.Module) and "rsqrt" in module.to_zir()
         seen.append(name)
         return (64, 4096)
 

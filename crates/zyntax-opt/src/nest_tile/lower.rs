@@ -6,7 +6,7 @@
 
 use super::recognize::{flatten, recognize, ContractionPlan, FlatAccess, Recognition};
 use super::{Expr, NestSpec, NestTileError, Refusal, RefusalKind};
-use zyntax_hir::{Arch, Type};
+use zyntax_hir::{Arch, BinOp, Type, UnOp};
 use zyntax_tile::{
     heuristic, ws_heuristic, DotPath, GemmProblem, ScalarId, Schedule, TileBuilder, TileId,
     TileKernel, ViewId,
@@ -612,6 +612,8 @@ impl Ctx<'_> {
 
     /// The element-wise expression on this program's tile, in `ty` (f32, or
     /// f64 when a buffer is f64); `reduced` is the contraction's sum.
+    /// Repeated subexpressions are evaluated once (`gelu(x)` names `x` five
+    /// times: five loads of a bias, each its own kernel parameter, before).
     fn eval(
         &mut self,
         t: &mut TileBuilder,
@@ -619,8 +621,23 @@ impl Ctx<'_> {
         ty: &Type,
         reduced: Option<TileId>,
     ) -> Result<TileId, NestTileError> {
+        let mut memo = Vec::new();
+        self.eval_in(t, e, ty, reduced, &mut memo)
+    }
+
+    fn eval_in(
+        &mut self,
+        t: &mut TileBuilder,
+        e: &Expr,
+        ty: &Type,
+        reduced: Option<TileId>,
+        memo: &mut Vec<(Expr, TileId)>,
+    ) -> Result<TileId, NestTileError> {
+        if let Some((_, tile)) = memo.iter().find(|(seen, _)| seen == e) {
+            return Ok(*tile);
+        }
         let shape = self.shape.clone();
-        Ok(match e {
+        let tile = match e {
             Expr::Const(v) => t.full(&shape, ty.clone(), *v),
             Expr::Reduced => {
                 let r = reduced.ok_or_else(|| {
@@ -630,20 +647,83 @@ impl Ctx<'_> {
             }
             Expr::Load(access) => {
                 let flat = flatten(self.spec, access)?;
-                let view = self.view(t, &flat);
-                let origin = self.origin.clone();
-                let tile = t.load(view, &origin, &shape);
-                t.cast(tile, ty.clone())
+                self.load_broadcast(t, &flat, ty)
+            }
+            // 1 + tanh(v) = 2 sigmoid(2v) = 2 r², r = rsqrt(1 + exp(-2v)) (the
+            // tanh-form GELU's factor): two approximate MUFU ops where the
+            // HIR `tanh` takes a full-precision division (the library's
+            // epilogue measured 218 against 508 TFLOP/s with it, gemm_tile.py).
+            Expr::Binary(BinOp::Add, a, b) if *ty == Type::F32 && one_plus_tanh(a, b).is_some() => {
+                let v = one_plus_tanh(a, b).expect("matched");
+                let v = self.eval_in(t, v, ty, reduced, memo)?;
+                let minus_two = t.full(&shape, ty.clone(), -2.0);
+                let v2 = t.mul(v, minus_two);
+                let ex = t.unary(UnOp::Exp, v2);
+                let one = t.full(&shape, ty.clone(), 1.0);
+                let den = t.add(ex, one);
+                let r = t.unary(UnOp::Rsqrt, den);
+                let two = t.full(&shape, ty.clone(), 2.0);
+                let r2 = t.mul(r, r);
+                t.mul(r2, two)
             }
             Expr::Unary(op, a) => {
-                let a = self.eval(t, a, ty, reduced)?;
+                let a = self.eval_in(t, a, ty, reduced, memo)?;
                 t.unary(*op, a)
             }
             Expr::Binary(op, a, b) => {
-                let a = self.eval(t, a, ty, reduced)?;
-                let b = self.eval(t, b, ty, reduced)?;
+                let a = self.eval_in(t, a, ty, reduced, memo)?;
+                let b = self.eval_in(t, b, ty, reduced, memo)?;
                 t.binary(*op, a, b)
             }
-        })
+        };
+        memo.push((e.clone(), tile));
+        Ok(tile)
+    }
+
+    /// A load of `access` on this program's tile in `ty`. Along a tile dim
+    /// the access does not move with (a bias `b[j]` along `i`), it loads
+    /// one element and broadcasts it in registers, as the library GEMM's
+    /// bias does, instead of a full tile of stride 0.
+    fn load_broadcast(&mut self, t: &mut TileBuilder, flat: &FlatAccess, ty: &Type) -> TileId {
+        let shape = self.shape.clone();
+        let mut part = shape.clone();
+        let mut origin = self.origin.clone();
+        let zero = t.index(0);
+        for (d, &l) in self.loops.iter().enumerate() {
+            if flat.coef[l] == 0 {
+                part[d] = 1;
+                origin[d] = zero;
+            }
+        }
+        let view = self.view(t, flat);
+        if part != shape {
+            // Its extent along those dims is 1 (the stride is 0 anyway).
+            let arg = self.args.last_mut().expect("view() records its argument");
+            for (d, p) in part.iter().enumerate() {
+                if *p == 1 && shape[d] != 1 {
+                    arg.extents[d] = 1;
+                }
+            }
+        }
+        let tile = t.load(view, &origin, &part);
+        let tile = t.cast(tile, ty.clone());
+        if part == shape {
+            tile
+        } else {
+            t.broadcast(tile, &shape)
+        }
+    }
+}
+
+/// `v` when `a + b` is `1 + tanh(v)` or `tanh(v) + 1`.
+fn one_plus_tanh<'e>(a: &'e Expr, b: &'e Expr) -> Option<&'e Expr> {
+    match (a, b) {
+        (Expr::Const(c), Expr::Unary(UnOp::Tanh, v))
+        | (Expr::Unary(UnOp::Tanh, v), Expr::Const(c))
+            if *c == 1.0 =>
+        {
+            Some(v)
+        }
+        _ => None,
     }
 }

@@ -210,9 +210,16 @@ def triton_backward() -> Callable[..., Any] | None:
 
 
 #: Forms of the sm_90a kernel (attention_bwd_sm90's knobs) the bench can time
-#: against its default (``ZYNTAX_BENCH_BWD_FORMS=keys,s3``): dQ split by keys
-#: between the consumers, a Q/dO ring of three stages.
-FORMS = {"keys": {"SPLIT_KEYS": True}, "s3": {"STAGES": 3}, "s2": {"STAGES": 2}}
+#: against its default (``ZYNTAX_BENCH_BWD_FORMS=s3,latedk``): dQ split by keys
+#: between the consumers, a Q/dO ring of three (two) stages, dK issued after
+#: dQ (LATE_DK).
+FORMS = {
+    "keys": {"SPLIT_KEYS": True},
+    "s3": {"STAGES": 3},
+    "s2": {"STAGES": 2},
+    "latedk": {"LATE_DK": True},
+    "latedk_s3": {"LATE_DK": True, "STAGES": 3},
+}
 
 
 def sm90_form(form: str, *args: Any) -> Callable[[], Any]:
@@ -287,7 +294,7 @@ def run_case(
         ("zyntax", lambda: kernels.attention_backward(q, k, v, o, lse, do, causal=causal)),
     ]
     for form in filter(None, os.environ.get("ZYNTAX_BENCH_BWD_FORMS", "").split(",")):
-        if d == 128:  # the sm_90a kernel's forms (FORMS): rows zyntax[<form>]
+        if d in (64, 128):  # the sm_90a kernel's forms (FORMS): rows zyntax[<form>]
             calls.append((f"zyntax[{form}]", sm90_form(form, q, k, v, o, lse, do, causal)))
     if os.environ.get("ZYNTAX_BENCH_BWD_TILE", "1") != "0":  # 0: the default row alone
         calls.append(("zyntax_tile", tile_programs))

@@ -91,6 +91,7 @@ def build(
     lower: bool,
     stages: int = 2,
     split_keys: bool = False,
+    late_dk: bool = False,
 ) -> hir.Module:
     """The kernel for `dtype`, head dim `head_dim` (64, 96 or 128; 96 runs
     on tiles of 128 as the forward's: the TMA unit fills the columns past
@@ -101,7 +102,9 @@ def build(
     shift = Sk - Sq (bottom-right alignment). `split_keys` (head dim 128):
     each consumer computes dQ over its own 64 keys for all columns (no
     barrier between the consumers, twice the reductions) instead of half the
-    columns over all 128 keys."""
+    columns over all 128 keys. `late_dk`: dK += dSᵀ Q is issued after dQ's
+    wgmma, and dQ's tile is written while it runs (else dV and dK are issued
+    before the barrier and everything is waited for before dQ is written)."""
     assert head_dim in HEAD_DIMS
     d = tile_dim(head_dim)  # the tiles' head dim
     split_keys = split_keys or d == 64
@@ -114,6 +117,7 @@ def build(
     ds_bytes = BM * BN * 2
     name = f"attention_bwd_sm90_{dtype}_d{head_dim}{'_upper' if upper else ''}"
     name += f"{'_lower' if lower else ''}_s{stages}{'_keys' if split_keys else ''}"
+    name += "_latedk" if late_dk else ""
     m = hir.Module(name, targets=["sm_90a"])
     params = [hir.tensormap] * 5
     params += [hir.ptr("global", hir.f32)] * 2 + [hir.ptr("global", elem)] * 2
@@ -379,7 +383,8 @@ def build(
                 p_frags, ds_frags = fragments(p), fragments(ds)
                 b.wgmma_fence()
                 dv_acc = rs_chain(dv_acc, p_frags, moved(domn0, q_off))
-                dk_acc = rs_chain(dk_acc, ds_frags, moved(qmn0, q_off))
+                if not late_dk:
+                    dk_acc = rs_chain(dk_acc, ds_frags, moved(qmn0, q_off))
                 b.wgmma_commit_group()
                 # dS (rows = queries, this warpgroup's box of 64 keys) from
                 # dSᵀ's A fragments by stmatrix.trans: lane 8i + r of matrix i
@@ -426,8 +431,13 @@ def build(
                         scale_d=0 if s == 0 else 1,
                     )
                 b.wgmma_commit_group()
-                b.wgmma_wait_group(0)
-                b.mbarrier_arrive(b.ptr_add(empty, st))
+                if late_dk:
+                    dk_acc = rs_chain(dk_acc, ds_frags, moved(qmn0, q_off))
+                    b.wgmma_commit_group()
+                    b.wgmma_wait_group(1)  # dV and dQ done; dK runs while dQ is written
+                else:
+                    b.wgmma_wait_group(0)
+                    b.mbarrier_arrive(b.ptr_add(empty, st))
                 # dQ (unscaled) to this consumer's tile: 64 x 64 f32 pieces,
                 # rows of 256 bytes.
                 tile_dq = b.ptr_cast(b.ptr_add(s_dq, c * dq_bytes), f32p)
@@ -442,6 +452,9 @@ def build(
                         b.store(dst, pair)
                 b.fence_proxy_async()
                 b.mbarrier_arrive(b.ptr_add(dq_full, c))
+                if late_dk:
+                    b.wgmma_wait_group(0)
+                    b.mbarrier_arrive(b.ptr_add(empty, st))
                 assign(b, st_vars, [dk_acc, dv_acc])
             dk_acc, dv_acc = read(b, st_vars)
             # dK (scaled) and dV, keys before Sk.
@@ -477,13 +490,13 @@ def build(
 
 @functools.cache
 def _module(
-    dtype: str, d: int, upper: bool, lower: bool, stages: int, split_keys: bool
+    dtype: str, d: int, upper: bool, lower: bool, stages: int, split_keys: bool, late_dk: bool
 ) -> hir.Module:
-    return build(dtype, d, upper, lower, stages, split_keys)
+    return build(dtype, d, upper, lower, stages, split_keys, late_dk)
 
 
 @functools.cache
-def _loaded(key: tuple[str, int, bool, bool, int, bool], device: int) -> Any:
+def _loaded(key: tuple[str, int, bool, bool, int, bool, bool], device: int) -> Any:
     return cuda.load_hir(_module(*key), device, arch="sm_90a")
 
 
@@ -491,6 +504,8 @@ def _loaded(key: tuple[str, int, bool, bool, int, bool], device: int) -> Any:
 STAGES = 2
 #: Head dim 128: dQ split by keys between the consumers (build's split_keys).
 SPLIT_KEYS = False
+#: dK issued after dQ, dQ written while it runs (build's late_dk).
+LATE_DK = False
 
 
 __all__ = ["MAX_SEQ", "build", "launch", "supports"]
@@ -548,9 +563,9 @@ def launch(
     args: list[Any] = [*maps, lse2, delta, dk, dv, sq, sk, sq_pad, heads, hk, heads // hk]
     args += [*dk.strides[:3], float(scale) * LOG2E, float(scale), sk - sq, left, right]
     grid = (-(-sk // BN), bsz * hk)
-    key = (tq.dtype, d, upper, lower, STAGES, SPLIT_KEYS or d == 64)
+    key = (tq.dtype, d, upper, lower, STAGES, SPLIT_KEYS or d == 64, LATE_DK)
     d = tile_dim(d)
-    smem = shared_bytes(d, STAGES, key[-1])
+    smem = shared_bytes(d, STAGES, key[5])
     if not tq.on_gpu:
         flat = [a.arr if isinstance(a, T.Tensor) else a for a in args]
         interp.launch(_module(*key), "attention_bwd", grid, THREADS, *flat, shared_bytes=smem)

@@ -10,7 +10,10 @@ Bench ``gemm``, metric ``TFLOP_per_s`` (2·M·N·K per call), impls ``zyntax``,
 tutorial writes it: the installed Triton compiles it). Each value is the
 best of three medians of per-call CUDA-event timings after a warm-up (every
 impl alike), the inputs rotated
-over enough copies that L2 holds none of them between calls. A case whose
+over enough copies that L2 holds none of them between calls. The events
+time device work only (``DEVICE_TIME``: the calls are queued behind a spin
+kernel, so no host time is inside); ``--host-bound`` times each call with
+an idle GPU instead (its host time counts when longer than its kernels). A case whose
 zyntax variant does not exist (or rejects it) gets no zyntax row; its peer
 rows stay. ``--sweep`` adds ``sweep_bf16_<n>`` cases (square sizes) for the
 plot (``benches/plot_gemm.py`` renders docs/gemm.png from the JSON).
@@ -64,9 +67,58 @@ LAYOUT_CASES: dict[str, tuple[str, int, int, int, str]] = {
 L2_FLUSH_BYTES = 256 << 20  # rotate over copies until they exceed this (H100 L2: 50 MB)
 
 
+#: How a call is timed (``--host-bound`` switches it off): True, device time
+#: only. A spin kernel (``torch.cuda._sleep``) holds the stream while the host
+#: queues all the timed calls behind it, so each call's events measure the
+#: GPU's work from its first kernel to its last, for every impl alike, and
+#: never a GPU waiting for the host. Without it a decode-shape call's events
+#: also hold its host time when that is longer than its kernels: the
+#: session-11 sweep timed cuBLAS's 1x4096x4096 at 38 us (0.88 TFLOP/s) for
+#: 32 MB of weights an H200 streams in about 7 us (torch.matmul's host time
+#: there: 17.6 us a call).
+DEVICE_TIME = True
+#: Calls whose GPU caught up with the host while they were queued (the spin
+#: was too short): reported in ``notes.device_time_starved``, 0 when fair.
+STARVED: list[str] = []
+
+
 def median_ms(fn: Callable[[int], Any], copies: int, warmup: int, iters: int) -> float:
     """Median of per-call CUDA-event times; call i uses input copy i % copies."""
+    if DEVICE_TIME:
+        return device_median_ms(fn, copies, warmup, iters)
     return event_median_ms(fn, copies, iters, warmup)
+
+
+def device_median_ms(fn: Callable[[int], Any], sets: int, warmup: int, iters: int) -> float:
+    """Median device time (ms) of one call `fn(i)` (input set ``i % sets``):
+    every call is queued behind a spin kernel that outlasts the host's queueing
+    of them all, so the events around a call see only its kernels (and the
+    gaps between them on the device)."""
+    import statistics
+
+    import torch
+
+    for i in range(max(warmup, sets)):
+        fn(i % sets)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()  # the host's queueing time per call (no sync inside)
+    for i in range(sets):
+        fn(i % sets)
+    host_us = (time.perf_counter() - t0) / sets * 1e6
+    torch.cuda.synchronize()
+    # ~2000 cycles a microsecond (H100/H200 boost clocks: a lower clock spins longer)
+    torch.cuda._sleep(int((iters * host_us * 1.5 + 200) * 2000))
+    pairs = []
+    for i in range(iters):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn(i % sets)
+        end.record()
+        pairs.append((start, end))
+    if pairs[-1][0].query():  # the GPU reached the last call before the host queued it
+        STARVED.append(f"{host_us:.1f} us/call")
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) for s, e in pairs)
 
 
 # ---------------------------------------------------------------- Triton peer
@@ -676,6 +728,17 @@ def main() -> int:
     )
     p.add_argument("--no-triton", action="store_true", help="no Triton rows")
     p.add_argument(
+        "--no-triton-tutorial",
+        action="store_true",
+        help="no Triton tutorial rows (its autotuning of ten configs per shape; the "
+        "persistent kernel's decode configs stay)",
+    )
+    p.add_argument(
+        "--host-bound",
+        action="store_true",
+        help="time each call with an idle GPU (host time counts) instead of device time",
+    )
+    p.add_argument(
         "--no-persistent-triton",
         action="store_true",
         help="Triton's tutorial matmul only (skip the persistent kernel's configs)",
@@ -734,8 +797,11 @@ def main() -> int:
     }
     ctx = {"torch": torch, "zk": zk, "res": res, "trun": trun, "dev": dev, "sms": sms}
     ctx["ttut"] = gemm_programs.triton_tutorial_matmul(triton, tl) if triton and tl else None
-    if args.no_triton:
+    if args.no_triton or args.no_triton_tutorial:
         ctx["ttut"] = None
+    global DEVICE_TIME
+    DEVICE_TIME = not args.host_bound
+    res.notes["timing"] = "device" if DEVICE_TIME else "host_bound"
     if not args.no_tile:
         from zyntax import tile
 
@@ -783,6 +849,7 @@ def main() -> int:
         partial.write_text(
             json.dumps({"device": res.device, "results": res.rows, "notes": res.notes}, indent=1)
         )
+    res.notes["device_time_starved"] = len(STARVED)
     res.write(args.out_dir)
     (args.out_dir / "gemm-partial.json").unlink(missing_ok=True)
     return 0

@@ -684,13 +684,17 @@ def cases(scale: int) -> list[Case]:
 #: zyntax's row name: by default kernels with barriers are split into region
 #: loops and per-thread strided loops interchanged with the thread loop; the
 #: compiler's ZYNTAX_CPU_BARRIERS=coro keeps the coroutine lowering,
-#: ZYNTAX_CPU_INTERCHANGE=0 keeps every loop per thread and
+#: ZYNTAX_CPU_INTERCHANGE=0 keeps every loop per thread (=all interchanges
+#: every loop it may), ZYNTAX_CPU_AFFINE=0
+#: runs interchanged rows thread by thread (no index rebuilt, no SIMD lanes) and
 #: ZYNTAX_CPU_VECTOR=1 runs the threads of a block as SIMD lanes (off by
 #: default), for comparisons in one session
 ZYNTAX = (
     "zyntax"
     + ("_coro" if os.environ.get("ZYNTAX_CPU_BARRIERS") == "coro" else "")
     + ("_nointerchange" if os.environ.get("ZYNTAX_CPU_INTERCHANGE") == "0" else "")
+    + ("_interchangeall" if os.environ.get("ZYNTAX_CPU_INTERCHANGE") == "all" else "")
+    + ("_noaffine" if os.environ.get("ZYNTAX_CPU_AFFINE") == "0" else "")
     + ("_vec" if os.environ.get("ZYNTAX_CPU_VECTOR") == "1" else "")
 )
 

@@ -889,6 +889,28 @@ fn interchanged(m: &Module, opts: &HostOptions) -> bool {
         .contains("interchanged with the thread loop")
 }
 
+/// An interchanged loop's rows of threads get a second entry that rebuilds
+/// the loop's index (and the other affine values) from the thread index,
+/// and LLVM makes that row loop SIMD code: vector types in the optimized
+/// block runner (any x86-64 has SSE2's 4 lanes of f32). With
+/// `ZYNTAX_CPU_AFFINE=0` (read at compile time) the entry is not there.
+#[test]
+fn interchanged_rows_are_simd_lanes() {
+    let m = module(grid_stride(true, false));
+    let p = host::prepare(&m, &HostOptions::default()).unwrap();
+    assert!(p.ir.contains("zx.resumeA"), "no affine entry");
+    let art = host::emit(&m, &HostOptions::default(), host::Emit::LlvmIr).unwrap();
+    let ir = String::from_utf8(art.bytes).unwrap();
+    let runner = ir
+        .split("\ndefine ")
+        .find(|f| f.contains("@gs.zx_block("))
+        .expect("no block runner");
+    assert!(
+        runner.contains(" x float>") && runner.contains(" x i32>"),
+        "the interchanged row loop is not vectorized"
+    );
+}
+
 /// Interchanged loops give the interpreter's results bit for bit (each
 /// thread's accumulator keeps its own order), with and without SIMD lanes:
 /// trip counts that differ between threads, threads returning from inside

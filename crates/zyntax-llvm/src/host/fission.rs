@@ -47,6 +47,15 @@ pub const CTX_N: u64 = CTX_BYTES as u64 + 12;
 /// Base of the per-thread arrays of live values.
 pub const CTX_LIVE: u64 = CTX_BYTES as u64 + 16;
 pub const FISSION_CTX_BYTES: u64 = CTX_BYTES as u64 + 24;
+/// After the fast variant's flag pointer (`regions::CTX_FLAGS`): the row's
+/// uniform parts of the affine values of a virtual barrier (one `i64` slot
+/// each, [`AFFINE_MAX`] at most; see [`Plan::affine`]).
+pub const CTX_AFFINE: u64 = FISSION_CTX_BYTES + 8;
+/// Most values rebuilt from the thread index at one virtual barrier.
+pub const AFFINE_MAX: usize = 16;
+/// Region bit: resume at a virtual barrier with its affine values rebuilt
+/// (`zx.resumeA<i>`) rather than restored from the per-thread arrays.
+pub const AFFINE_REGION: u32 = 0x2000_0000;
 
 /// The per-thread storage of one value live across a barrier.
 #[derive(Clone, Debug)]
@@ -69,6 +78,16 @@ pub struct Plan {
     pub live: BTreeMap<InstId, Vec<ValueId>>,
     /// Bytes of per-thread storage per thread.
     pub bytes: u64,
+    /// Per virtual barrier (an interchanged loop's header): the saved
+    /// integer values that step by a constant from thread `x` to `x + 1`
+    /// (`interchange::x_stride`: the loop's index, the thread index, uniform
+    /// values), with that step. When every thread of a row waits there and
+    /// each such value is `u + x * step` with `u` the row's first thread's
+    /// (the runner checks it), the row runs the region with the values
+    /// rebuilt that way: the index of the iteration is then visibly
+    /// thread-contiguous and LLVM's vectorizer makes the row SIMD lanes
+    /// (a restored index would be a gather).
+    pub affine: BTreeMap<InstId, Vec<(ValueId, i64)>>,
 }
 
 /// Whether region fission is off for every kernel (`ZYNTAX_CPU_BARRIERS=coro`).
@@ -213,6 +232,27 @@ pub fn plan(f: &Function, literal: &dyn Fn(ValueId) -> bool) -> Option<Plan> {
         p.slots.insert(v, s);
     }
     p.bytes = off;
+    // `ZYNTAX_CPU_AFFINE=0`: restore every value (for comparisons).
+    let off = std::env::var("ZYNTAX_CPU_AFFINE").is_ok_and(|v| v == "0");
+    let stride = super::interchange::x_stride(f);
+    for (i, live) in &p.live {
+        if off || !super::interchange::is_virtual(*i) {
+            continue;
+        }
+        let aff: Vec<(ValueId, i64)> = live
+            .iter()
+            .filter(|v| matches!(p.slots.get(v).map(|s| s.ty.as_str()), Some("i32" | "i64")))
+            .filter_map(|v| Some((*v, stride.get(v.index()).copied().flatten()?)))
+            // The step as a literal of the value's type.
+            .filter(|(v, c)| {
+                p.slots.get(v).is_some_and(|s| s.ty == "i64") || i32::try_from(*c).is_ok()
+            })
+            .take(AFFINE_MAX)
+            .collect();
+        if !aff.is_empty() {
+            p.affine.insert(*i, aff);
+        }
+    }
     Some(p)
 }
 
@@ -251,10 +291,18 @@ impl Plan {
 
     /// The branch ending the entry: to the region the context names.
     pub fn dispatch(&self, entry: BlockId) -> String {
+        let affine = self.affine.keys().map(|i| {
+            format!(
+                "i32 {}, label %zx.resumeA{}",
+                (i.0 + 1) | AFFINE_REGION,
+                i.0
+            )
+        });
         let cases: Vec<String> = self
             .live
             .keys()
             .map(|i| format!("i32 {}, label %zx.resume{}", i.0 + 1, i.0))
+            .chain(affine)
             .collect();
         format!(
             "  %zx.regp = getelementptr i8, ptr %ctx, i64 {CTX_REGION}\n  \
@@ -265,12 +313,56 @@ impl Plan {
         )
     }
 
+    /// The restore at virtual barrier `i` of a row whose affine values
+    /// (see [`Plan::affine`]) are rebuilt: `u + x * step`, `u` from the
+    /// runner's context, `x` the thread's index; the others restored as
+    /// [`Plan::copy`] does.
+    pub fn rebuild(&self, i: InstId, tmp: &mut dyn FnMut() -> String) -> Vec<String> {
+        let aff = self.affine.get(&i).cloned().unwrap_or_default();
+        let skip: BTreeSet<ValueId> = aff.iter().map(|(v, _)| *v).collect();
+        let mut out = self.copy_but(i, false, &skip, tmp);
+        let tx = tmp();
+        out.push(format!("{tx} = load i32, ptr %ctx, align 4"));
+        for (k, (v, step)) in aff.iter().enumerate() {
+            let Some(s) = self.slots.get(v) else { continue };
+            let ty = &s.ty;
+            let (p, u, x, m, r) = (tmp(), tmp(), tmp(), tmp(), tmp());
+            out.push(format!(
+                "{p} = getelementptr i8, ptr %ctx, i64 {}",
+                CTX_AFFINE + 8 * k as u64
+            ));
+            out.push(format!("{u} = load {ty}, ptr {p}, align 8"));
+            if ty == "i64" {
+                out.push(format!("{x} = zext i32 {tx} to i64"));
+            } else {
+                out.push(format!("{x} = add i32 {tx}, 0"));
+            }
+            out.push(format!("{m} = mul {ty} {x}, {step}"));
+            out.push(format!("{r} = add {ty} {u}, {m}"));
+            out.push(format!("store {ty} {r}, ptr %v{}.a", v.0));
+        }
+        out
+    }
+
     /// Copy the saved values of barrier `i` between their local `alloca`s
     /// and the thread's arrays (`save`: to the arrays; else back). `tmp`
     /// names temporaries.
     pub fn copy(&self, i: InstId, save: bool, tmp: &mut dyn FnMut() -> String) -> Vec<String> {
+        self.copy_but(i, save, &BTreeSet::new(), tmp)
+    }
+
+    fn copy_but(
+        &self,
+        i: InstId,
+        save: bool,
+        skip: &BTreeSet<ValueId>,
+        tmp: &mut dyn FnMut() -> String,
+    ) -> Vec<String> {
         let mut out = Vec::new();
         for v in self.live.get(&i).into_iter().flatten() {
+            if skip.contains(v) {
+                continue;
+            }
             let Some(s) = self.slots.get(v) else { continue };
             let mut one = |ty: &str, name: String| {
                 let (from, to) = if save {
@@ -299,6 +391,11 @@ impl Plan {
 /// flags, see `regions::fast_runner`), each region's x loop carries
 /// `llvm.loop.vectorize.enable`, and a failure re-runs the block checked
 /// (`name.zx_checked`, this runner without `fast`). `suffix` names it.
+///
+/// `affine`: the first of one loop-metadata id per virtual barrier with
+/// affine values ([`Plan::affine`]): such a region checks each row of
+/// threads first, and a row whose threads all wait there with their affine
+/// values `u + x * step` runs through [`affine_row`] (SIMD lanes).
 #[allow(clippy::too_many_arguments)]
 pub fn block_runner(
     f: &Function,
@@ -310,6 +407,7 @@ pub fn block_runner(
     fid: usize,
     suffix: &str,
     fast: Option<usize>,
+    affine: Option<usize>,
 ) -> String {
     let mut out = String::new();
     let _ = writeln!(
@@ -339,10 +437,10 @@ pub fn block_runner(
          %c.t = getelementptr i8, ptr %c, i64 {CTX_T}\n  %c.r = getelementptr i8, ptr %c, i64 {CTX_REGION}\n  \
          %c.s = getelementptr i8, ptr %c, i64 {CTX_STATE}\n  \
          %empty = icmp eq i32 %n, 0",
-        FISSION_CTX_BYTES + 8,
+        CTX_AFFINE + 8 * AFFINE_MAX as u64,
         plan.bytes
     );
-    if fast.is_some() {
+    if fast.is_some() || affine.is_some() {
         let _ = writeln!(
             out,
             "  %fl = alloca [1024 x i8], align 16\n  %bx64 = zext i32 %bx to i64\n  \
@@ -360,6 +458,15 @@ pub fn block_runner(
         f.name.clone()
     };
     let call = format!("call {ret} {}({})", gname(&callee), p.join(", "));
+    let fast_call = format!(
+        "call {ret} {}({})",
+        gname(&format!("{}.zx_fast", f.name)),
+        p.join(", ")
+    );
+    // Where a failed fast row goes: the region runner's own check when all
+    // regions run fast, else one of the affine rows' own.
+    let fail = if fast.is_some() { "chk" } else { "vf" };
+    let mut aff_k = 0;
     // After a region: with `fast`, the flags and the record (calls write it).
     let end = if fast.is_some() { "chk" } else { "scan" };
     // One thread loop per region: 0 from the entry, else after a barrier.
@@ -382,13 +489,31 @@ pub fn block_runner(
                 String::new(),
             ),
         };
+        let aff = match (affine, s.checked_sub(1).map(InstId)) {
+            (Some(md), Some(i)) => plan.affine.get(&i).map(|a| (a, md + aff_k)),
+            _ => None,
+        };
+        aff_k += usize::from(aff.is_some());
         let _ = writeln!(
             out,
             "{r}:\n  br label %{r}.lz\n\
              {r}.lz:\n  %{r}.tz = phi i32 [ 0, %{r} ], [ %{r}.tz1, %{r}.lz.next ]\n  store i32 %{r}.tz, ptr %c.z\n  br label %{r}.ly\n\
              {r}.ly:\n  %{r}.ty = phi i32 [ 0, %{r}.lz ], [ %{r}.ty1, %{r}.ly.next ]\n  store i32 %{r}.ty, ptr %c.y\n  \
-             %{r}.yz0 = mul i32 %{r}.tz, %by\n  %{r}.yz1 = add i32 %{r}.yz0, %{r}.ty\n  %{r}.yb = mul i32 %{r}.yz1, %bx\n  br label %{r}.lx\n\
-             {r}.lx:\n  %{r}.tx = phi i32 [ 0, %{r}.ly ], [ %{r}.tx1, %{r}.lx.next ]\n  store i32 %{r}.tx, ptr %c\n  \
+             %{r}.yz0 = mul i32 %{r}.tz, %by\n  %{r}.yz1 = add i32 %{r}.yz0, %{r}.ty\n  %{r}.yb = mul i32 %{r}.yz1, %bx"
+        );
+        let from = match aff {
+            Some((vals, md)) => {
+                affine_row(&mut out, plan, &r, *s, vals, &fast_call, md, fail);
+                format!("{r}.ck.d")
+            }
+            None => {
+                let _ = writeln!(out, "  br label %{r}.lx");
+                format!("{r}.ly")
+            }
+        };
+        let _ = writeln!(
+            out,
+            "{r}.lx:\n  %{r}.tx = phi i32 [ 0, %{from} ], [ %{r}.tx1, %{r}.lx.next ]\n  store i32 %{r}.tx, ptr %c\n  \
              %{r}.t = add i32 %{r}.yb, %{r}.tx\n  %{r}.t64 = zext i32 %{r}.t to i64\n  \
              %{r}.sp = getelementptr i32, ptr %sts, i64 %{r}.t64"
         );
@@ -417,6 +542,9 @@ pub fn block_runner(
         // and without a record run the block again checked for the details.
         let _ = writeln!(out, "chk:\n  br label %chk.l");
         super::regions::checked_rerun(&mut out, &f.name, fid, ("chk", "chk.l"), "scan", "finish");
+    } else if aff_k > 0 {
+        let _ = writeln!(out, "vf:\n  br label %vf.l");
+        super::regions::checked_rerun(&mut out, &f.name, fid, ("vf", "vf.l"), "finish", "finish");
     }
     // Threads waiting at a virtual barrier (an interchanged loop's header,
     // `host/interchange.rs`) run first: the largest state, if it is one.
@@ -489,6 +617,107 @@ pub fn block_runner(
         "  br label %finish\nfinish:\n  call void @free(ptr %live)\n  call void @free(ptr %sts)\n  ret void\n}}"
     );
     out
+}
+
+/// A row of threads at virtual barrier `s - 1` (region `r`), entered with
+/// its base `%{r}.yb`: check that every thread of the row waits there and
+/// that each affine value is `u + x * step`, `u` the row's first thread's
+/// (`%{r}.ck.d` goes on to the thread-by-thread loop `%{r}.lx` otherwise);
+/// then run the row through the fast variant (`call`, the region with
+/// [`AFFINE_REGION`], the `u`s in the context) as one loop carrying the
+/// vectorize hint `md`, or its flags, and go to `fail` on a failure, else
+/// on to the next row.
+#[allow(clippy::too_many_arguments)]
+fn affine_row(
+    out: &mut String,
+    plan: &Plan,
+    r: &str,
+    s: u32,
+    vals: &[(ValueId, i64)],
+    call: &str,
+    md: usize,
+    fail: &str,
+) {
+    let _ = writeln!(
+        out,
+        "  br label %{r}.ck0\n{r}.ck0:\n  %{r}.yb64 = zext i32 %{r}.yb to i64"
+    );
+    let slot = |k: usize| plan.slots.get(&vals[k].0);
+    for k in 0..vals.len() {
+        let Some(sl) = slot(k) else { continue };
+        let _ = writeln!(
+            out,
+            "  %{r}.a{k}.base = mul i64 %n64, {}\n  %{r}.a{k}.o = mul i64 %{r}.yb64, {}\n  \
+             %{r}.a{k}.o2 = add i64 %{r}.a{k}.base, %{r}.a{k}.o\n  %{r}.a{k}.p = getelementptr i8, ptr %live, i64 %{r}.a{k}.o2\n  \
+             %{r}.u{k} = load {}, ptr %{r}.a{k}.p, align 1",
+            sl.off, sl.size, sl.ty
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  br label %{r}.ck\n{r}.ck:\n  %{r}.cx = phi i32 [ 0, %{r}.ck0 ], [ %{r}.cx1, %{r}.ck ]\n  \
+         %{r}.cok = phi i1 [ true, %{r}.ck0 ], [ %{r}.cok{}, %{r}.ck ]\n  \
+         %{r}.ct = add i32 %{r}.yb, %{r}.cx\n  %{r}.ct64 = zext i32 %{r}.ct to i64\n  \
+         %{r}.csp = getelementptr i32, ptr %sts, i64 %{r}.ct64\n  %{r}.cst = load i32, ptr %{r}.csp\n  \
+         %{r}.cq = icmp eq i32 %{r}.cst, {s}\n  %{r}.cok0 = and i1 %{r}.cok, %{r}.cq",
+        vals.len()
+    );
+    for (k, (_, step)) in vals.iter().enumerate() {
+        let Some(sl) = slot(k) else {
+            let _ = writeln!(out, "  %{r}.cok{} = and i1 %{r}.cok{k}, false", k + 1);
+            continue;
+        };
+        let ty = &sl.ty;
+        let widen = if ty == "i64" {
+            format!("zext i32 %{r}.cx to i64")
+        } else {
+            format!("add i32 %{r}.cx, 0")
+        };
+        let _ = writeln!(
+            out,
+            "  %{r}.c{k}.o = mul i64 %{r}.ct64, {}\n  %{r}.c{k}.o2 = add i64 %{r}.a{k}.base, %{r}.c{k}.o\n  \
+             %{r}.c{k}.p = getelementptr i8, ptr %live, i64 %{r}.c{k}.o2\n  %{r}.c{k}.w = load {ty}, ptr %{r}.c{k}.p, align 1\n  \
+             %{r}.c{k}.x = {widen}\n  %{r}.c{k}.m = mul {ty} %{r}.c{k}.x, {step}\n  \
+             %{r}.c{k}.e = add {ty} %{r}.u{k}, %{r}.c{k}.m\n  %{r}.c{k}.q = icmp eq {ty} %{r}.c{k}.w, %{r}.c{k}.e\n  \
+             %{r}.cok{} = and i1 %{r}.cok{k}, %{r}.c{k}.q",
+            sl.size,
+            k + 1
+        );
+    }
+    let n = vals.len();
+    let _ = writeln!(
+        out,
+        "  %{r}.cx1 = add nuw i32 %{r}.cx, 1\n  %{r}.cm = icmp ult i32 %{r}.cx1, %bx\n  \
+         br i1 %{r}.cm, label %{r}.ck, label %{r}.ck.d\n\
+         {r}.ck.d:\n  br i1 %{r}.cok{n}, label %{r}.f0, label %{r}.lx\n{r}.f0:"
+    );
+    for k in 0..vals.len() {
+        let Some(sl) = slot(k) else { continue };
+        let _ = writeln!(
+            out,
+            "  %{r}.f{k}.p = getelementptr i8, ptr %c, i64 {}\n  store {} %{r}.u{k}, ptr %{r}.f{k}.p, align 8",
+            CTX_AFFINE + 8 * k as u64,
+            sl.ty
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  br label %{r}.fx\n\
+         {r}.fx:\n  %{r}.fxx = phi i32 [ 0, %{r}.f0 ], [ %{r}.fxx1, %{r}.fx ]\n  store i32 %{r}.fxx, ptr %c\n  \
+         %{r}.ft = add i32 %{r}.yb, %{r}.fxx\n  store i32 %{r}.ft, ptr %c.t\n  store i32 {}, ptr %c.r\n  \
+         store i32 0, ptr %c.s\n  {call}\n  %{r}.fns = load i32, ptr %c.s\n  %{r}.ft64 = zext i32 %{r}.ft to i64\n  \
+         %{r}.fsp = getelementptr i32, ptr %sts, i64 %{r}.ft64\n  store i32 %{r}.fns, ptr %{r}.fsp\n  \
+         %{r}.fxx1 = add nuw nsw i32 %{r}.fxx, 1\n  %{r}.fm = icmp ult i32 %{r}.fxx1, %bx\n  \
+         br i1 %{r}.fm, label %{r}.fx, label %{r}.fo, !llvm.loop !{md}\n\
+         {r}.fo:\n  %{r}.foi = phi i32 [ 0, %{r}.fx ], [ %{r}.foi1, %{r}.fo ]\n  \
+         %{r}.foa = phi i8 [ 0, %{r}.fx ], [ %{r}.foa1, %{r}.fo ]\n  %{r}.fop = getelementptr i8, ptr %fl, i32 %{r}.foi\n  \
+         %{r}.fov = load i8, ptr %{r}.fop\n  %{r}.foa1 = or i8 %{r}.foa, %{r}.fov\n  %{r}.foi1 = add i32 %{r}.foi, 1\n  \
+         %{r}.fom = icmp ult i32 %{r}.foi1, %bx\n  br i1 %{r}.fom, label %{r}.fo, label %{r}.fo.d\n\
+         {r}.fo.d:\n  %{r}.fe = load i64, ptr %err\n  %{r}.feb = icmp ne i64 %{r}.fe, 0\n  \
+         %{r}.ffb = icmp ne i8 %{r}.foa1, 0\n  %{r}.fbad = or i1 %{r}.feb, %{r}.ffb\n  \
+         br i1 %{r}.fbad, label %{fail}, label %{r}.ly.next",
+        s | AFFINE_REGION
+    );
 }
 
 /// Declarations the region runner needs.

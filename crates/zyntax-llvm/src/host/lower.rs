@@ -898,10 +898,13 @@ fn mangle_from(llvm_ty: &str) -> String {
 }
 
 /// The vectorizable variant's exits: every `ret void` goes through one block
-/// that writes the thread's failure code (0: none) into its flag byte — one
-/// unconditional store per thread, which the loop vectorizer makes a plain
-/// vector store (a conditional store of the code would become per-lane
-/// branches or a slow masked store).
+/// that ors the thread's failure code (0: none) into its flag byte — one
+/// unconditional load and store per thread, which the loop vectorizer makes
+/// plain vector ones (a conditional store of the code would become per-lane
+/// branches or a slow masked store). Or, not store: the flags are cleared
+/// once per block and indexed by `thread_idx.x`, so a region runner that
+/// checks them after a region of several rows must not let a later row's
+/// thread clear an earlier one's failure.
 fn fast_exit(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 256);
     for line in text.lines() {
@@ -910,7 +913,8 @@ fn fast_exit(text: &str) -> String {
         } else if line == "}" {
             out.push_str(
                 "zx.ret:\n  %zx.code = load i8, ptr %zx.code.a, align 1\n  \
-                 store i8 %zx.code, ptr %zx.flagp, align 1\n  ret void\n}\n",
+                 %zx.fold = load i8, ptr %zx.flagp, align 1\n  %zx.fnew = or i8 %zx.fold, %zx.code\n  \
+                 store i8 %zx.fnew, ptr %zx.flagp, align 1\n  ret void\n}\n",
             );
         } else {
             out.push_str(line);

@@ -93,7 +93,10 @@ pub fn lower_module(
             && cpu_kernels.contains(&f.name)
             && (!regions::has_suspend(f) || split.is_some())
             && mi.vector;
-        if fast {
+        // Interchanged loops with affine values run rows of threads through
+        // the fast variant too (`fission::affine_row`).
+        let affine = split.as_ref().is_some_and(|p| !p.affine.is_empty());
+        if fast || affine {
             let mut fl = new_fl(mi, f, fid, plan, prefetch, &mut meta, &mut decls, true);
             out.push_str(&fl.lower_fn()?);
         }
@@ -133,19 +136,26 @@ pub fn lower_module(
             let parts = call_args(f, &sig, &mut pre);
             let attrs = target_attrs(mi);
             out.push_str(&if let Some(plan) = &split {
-                let runner = |suffix: &str, md: Option<usize>| {
-                    fission::block_runner(f, plan, &sig.ret, &attrs, &pre, &parts, fid, suffix, md)
+                let runner = |suffix: &str, md: Option<usize>, aff: Option<usize>| {
+                    fission::block_runner(
+                        f, plan, &sig.ret, &attrs, &pre, &parts, fid, suffix, md, aff,
+                    )
                 };
-                if fast {
-                    // One vectorize hint per region loop.
+                // One vectorize hint per region loop and per affine row loop.
+                let mut hints = |count: usize| {
                     let id = meta.len() + 10;
-                    for k in 0..=plan.live.len() {
+                    for k in 0..count {
                         meta.push(format!("!{} = distinct !{{!{}, !1}}", id + k, id + k));
                     }
+                    id
+                };
+                let aff = affine.then(|| hints(plan.affine.len()));
+                if fast || affine {
+                    let id = fast.then(|| hints(plan.live.len() + 1));
                     decls.extend(regions::FAST_DECLS.iter().map(|d| d.to_string()));
-                    runner("zx_checked", None) + &runner("zx_block", Some(id))
+                    runner("zx_checked", None, None) + &runner("zx_block", id, aff)
                 } else {
-                    runner("zx_block", None)
+                    runner("zx_block", None, None)
                 }
             } else if coro {
                 regions::coro_block_runner(f, &target_attrs(mi), &pre, &parts, fid)

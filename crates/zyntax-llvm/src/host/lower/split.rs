@@ -66,12 +66,25 @@ impl FnLower<'_> {
         };
         let save = plan.copy(i, true, &mut next);
         let restore = plan.copy(i, false, &mut next);
+        // A virtual barrier with affine values: a second entry that rebuilds
+        // them from the thread index (`fission::Plan::affine`).
+        let rebuild = plan
+            .affine
+            .contains_key(&i)
+            .then(|| plan.rebuild(i, &mut next));
         self.tmp = tmp;
         save.into_iter().for_each(|l| self.emit(l));
         self.emit(format!("store i32 {}, ptr %zx.state, align 4", i.0 + 1));
         self.emit("ret void");
         self.open(format!("zx.resume{}", i.0));
         restore.into_iter().for_each(|l| self.emit(l));
+        if let Some(rebuild) = rebuild {
+            self.emit(format!("br label %zx.rb{}", i.0));
+            self.open(format!("zx.resumeA{}", i.0));
+            rebuild.into_iter().for_each(|l| self.emit(l));
+            self.emit(format!("br label %zx.rb{}", i.0));
+            self.open(format!("zx.rb{}", i.0));
+        }
         self.fission = Some(plan);
     }
 }

@@ -127,6 +127,9 @@ TAIL_FRAC = 4
 #: may use 64 registers each).
 WIDE = frozenset({"softmax_fwd"})
 WIDE_TILE, WIDE_WARPS, WIDE_PER_THREAD = 8192, 32, 56
+#: Warps of some programs' whole-row plans (one [1, W] tile; the plan's
+#: otherwise: 16 elements a thread).
+ROW_WARPS: dict[str, int] = {}
 #: Programs whose chunked rows too wide for :func:`wide` keep their first
 #: HELD_TILES tiles in registers and loop over the rest HELD_UNROLL tiles a
 #: step (:func:`held`; the norm forward only).
@@ -1202,6 +1205,8 @@ def run_norm(
     p = peeled("norm", p, x.dtype, acc, n, xs[0], ys[0])
     p = persisted("norm_fwd", tailed("norm", p, n, x.dtype))
     p = held("norm_fwd", wide("norm_fwd", p, n, x.dtype), n)
+    if p.shape == "row" and p.reps == 1 and ROW_WARPS.get("norm_fwd"):
+        p = dataclasses.replace(p, warps=ROW_WARPS["norm_fwd"])
     key = (p, x.dtype, acc, kind)
     grid, extra = _row_grid(p, rows, x)
     args = [*view_args(x, (rows, n), xs), *view_args(y, (rows, n), ys), *wa, *ba, eps, 1.0 / n]

@@ -410,8 +410,6 @@ def build(
                             b.named_barrier_sync(2, 128)
                 # This consumer's dQ tile is free once the writer read the last one.
                 wait(b.ptr_add(dq_empty, c), (it & 1) ^ 1)
-                b.wgmma_fence()
-                dq_acc = b.wgmma_zero(dq_cols)
                 if not split_keys:  # columns 64c.., all 128 keys
                     steps = BN // 16
                     kb = moved(kmn_desc, c * kv_box)
@@ -419,37 +417,46 @@ def build(
                     steps = 4
                     kb = moved(kmn_desc, c * 64 * 128)
                     ds_desc = moved(ds_desc, c * (BM * 128))
-                for s in range(steps):
-                    a_off = (s // 4) * (BM * 128) + (s % 4) * 32
-                    dq_acc = b.wgmma(
-                        dq_acc,
-                        moved(ds_desc, a_off),
-                        moved(kb, s * 16 * 128),
-                        n=dq_cols,
-                        a_type=dtype,
-                        trans_b=True,
-                        scale_d=0 if s == 0 else 1,
-                    )
-                b.wgmma_commit_group()
-                if late_dk:
-                    dk_acc = rs_chain(dk_acc, ds_frags, moved(qmn0, q_off))
-                    b.wgmma_commit_group()
-                    b.wgmma_wait_group(1)  # dV and dQ done; dK runs while dQ is written
-                else:
-                    b.wgmma_wait_group(0)
-                    b.mbarrier_arrive(b.ptr_add(empty, st))
-                # dQ (unscaled) to this consumer's tile: 64 x 64 f32 pieces,
-                # rows of 256 bytes.
                 tile_dq = b.ptr_cast(b.ptr_add(s_dq, c * dq_bytes), f32p)
-                f32x2 = hir.vec(hir.f32, 2)
-                for h_ in range(2):
-                    row = b.ptr_add(tile_dq, (w * 16 + g + 8 * h_) * 64 + 2 * t)
-                    for nt in range(dq_cols // 8):
-                        at_nt = (nt // 8) * (SUB_BYTES // 4) + (nt % 8) * 8
-                        i = 4 * nt + 2 * h_
-                        pair = vector(b, f32x2, [b.extract(dq_acc, i), b.extract(dq_acc, i + 1)])
-                        dst = b.ptr_cast(b.ptr_add(row, at_nt), hir.ptr("shared", f32x2))
-                        b.store(dst, pair)
+                # dQ in 64-column pieces (two with split_keys at head dim 128:
+                # 32 accumulator registers, not 64, which made ptxas serialise
+                # the wgmmas), each written to its piece of the tile.
+                for pc in range(dq_cols // 64):
+                    b.wgmma_fence()
+                    dq_acc = b.wgmma_zero(64)
+                    for s in range(steps):
+                        a_off = (s // 4) * (BM * 128) + (s % 4) * 32
+                        dq_acc = b.wgmma(
+                            dq_acc,
+                            moved(ds_desc, a_off),
+                            moved(kb, s * 16 * 128 + pc * kv_box),
+                            n=64,
+                            a_type=dtype,
+                            trans_b=True,
+                            scale_d=0 if s == 0 else 1,
+                        )
+                    b.wgmma_commit_group()
+                    if late_dk and pc == 0:
+                        dk_acc = rs_chain(dk_acc, ds_frags, moved(qmn0, q_off))
+                        b.wgmma_commit_group()
+                        b.wgmma_wait_group(1)  # dV and dQ done; dK runs while dQ is written
+                    else:
+                        b.wgmma_wait_group(0)
+                        if pc == 0:  # dV and dK done: the stage is free
+                            b.mbarrier_arrive(b.ptr_add(empty, st))
+                    # dQ (unscaled) to this consumer's tile: 64 x 64 f32
+                    # pieces, rows of 256 bytes.
+                    f32x2 = hir.vec(hir.f32, 2)
+                    for h_ in range(2):
+                        row = b.ptr_add(tile_dq, pc * (SUB_BYTES // 4))
+                        row = b.ptr_add(row, (w * 16 + g + 8 * h_) * 64 + 2 * t)
+                        for nt in range(8):
+                            i = 4 * nt + 2 * h_
+                            vals = [b.extract(dq_acc, i), b.extract(dq_acc, i + 1)]
+                            dst = b.ptr_add(row, nt * 8)
+                            b.store(
+                                b.ptr_cast(dst, hir.ptr("shared", f32x2)), vector(b, f32x2, vals)
+                            )
                 b.fence_proxy_async()
                 b.mbarrier_arrive(b.ptr_add(dq_full, c))
                 if late_dk:

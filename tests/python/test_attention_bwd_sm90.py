@@ -155,8 +155,7 @@ def test_assembles(d: int, causal: bool) -> None:
     """ptxas -Werror for sm_90a accepts the default forms (setmaxnreg
     honoured) with no serialised wgmma (C7512, C7513) and at most the few
     loop invariants reloaded from local memory that head dim 128 has
-    (docs/attention.md). (split_keys at head dim 128 is serialised, C7512:
-    a form for measurements only.)"""
+    (docs/attention.md)."""
     module = attention_bwd_sm90.build("bf16", d, causal, False)
     ptx = zyntax.compile(module, backend="nvptx", arch="sm_90a")
     log = zyntax.validate_ptx(ptx, "sm_90a").log

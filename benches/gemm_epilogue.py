@@ -5,7 +5,10 @@ run: ``torch.addmm`` followed by PyTorch's GELU (tanh), and cuBLASLt's fused
 epilogue (``torch._addmm_activation``, its GELU only). Cases are transformer
 layers: the QKV projection with bias, the MLP up projection with bias and
 GELU, 4096^3 with bias and GELU; ``--plain`` adds products without an
-epilogue (the route between the tile program and ``gemm_sm90``).
+epilogue (the route between the tile program and ``gemm_sm90``). ``--ws``
+adds rows of the tile program under forced warp-specialised schedules
+(``gemm_tile.WS_FORCE``, names in :data:`WS_VARIANTS`), to compare tile
+shapes and ping-pong per shape in one run.
 
 Device time of each call (CUDA events), inputs rotated over copies that
 exceed L2, best of three medians; each zyntax row is checked against the
@@ -13,6 +16,7 @@ float64 result of copy 0 (relative Frobenius error in the notes). JSON:
 bench ``gemm_epilogue``, metric ``TFLOP_per_s``.
 
     python benches/gemm_epilogue.py [--quick] [--cases qkv_bias,...] [--plain]
+        [--ws pp128_s6,coop256_s4]
 """
 
 from __future__ import annotations
@@ -40,6 +44,29 @@ PLAIN: dict[str, tuple[int, int, int, bool, str | None]] = {
     "plain_4096": (4096, 4096, 4096, False, None),
 }
 L2_FLUSH_BYTES = 256 << 20
+#: name -> the ``gemm_tile`` knobs its rows set: ``WS_FORCE`` ((bm, bn, warps,
+#: stages), wgmma groups in flight, ping-pong), ``TMA_STORE`` (the output
+#: through shared memory and TMA), ``GELU_APPROX`` (GELU on tanh.approx)
+PP6, PP5, PP4 = (
+    ((128, 128, 4, 6), 1, True),
+    ((128, 128, 4, 5), 1, True),
+    ((128, 128, 4, 4), 1, True),
+)
+CO4, CO3 = ((128, 256, 8, 4), 1, False), ((128, 256, 8, 3), 1, False)
+WS_VARIANTS: dict[str, dict[str, Any]] = {
+    "pp128_s6": {"WS_FORCE": PP6},
+    "pp128_s5": {"WS_FORCE": PP5},
+    "coop256_s4": {"WS_FORCE": CO4},
+    "coop128_s6": {"WS_FORCE": ((128, 128, 8, 6), 1, False)},
+    "pp128_s6_tma": {"WS_FORCE": PP6, "TMA_STORE": True},
+    "pp128_s5_tma": {"WS_FORCE": PP5, "TMA_STORE": True},
+    "pp128_s4_tma": {"WS_FORCE": PP4, "TMA_STORE": True},
+    "coop256_s4_tma": {"WS_FORCE": CO4, "TMA_STORE": True},
+    "coop256_s3_tma": {"WS_FORCE": CO3, "TMA_STORE": True},
+    "pp128_s6_tanh": {"WS_FORCE": PP6, "GELU_APPROX": True},
+    "pp128_s5_tma_tanh": {"WS_FORCE": PP5, "TMA_STORE": True, "GELU_APPROX": True},
+    "coop256_s4_tma_tanh": {"WS_FORCE": CO4, "TMA_STORE": True, "GELU_APPROX": True},
+}
 
 
 def bench_case(
@@ -110,6 +137,44 @@ def bench_case(
         res.notes[f"{case}_{impl}_first_call_s"] = round(time.perf_counter() - t0, 2)
         report(impl, call, variant=chosen)
         print(f"  {case:<34} {impl:<16} rel. error {err:.2e}")
+    for name in ctx["ws"]:
+        forced_row(ctx, case, name, As, Bs, bs, act, ref, Z, report)
+
+
+def forced_row(
+    ctx: dict[str, Any], case: str, name: str, As: Any, Bs: Any, bs: Any, act: Any,
+    ref: Any, Z: Any, report: Any,
+) -> None:  # fmt: skip
+    """A row of the tile program under the forced WS schedule `name`."""
+    from zyntax.kernels import gemm_tile as gt
+
+    knobs = {"WS_FORCE": None, "TMA_STORE": False, "GELU_APPROX": False}
+    defaults = {k: getattr(gt, k) for k in knobs}
+    for k, v in {**knobs, **WS_VARIANTS[name]}.items():
+        setattr(gt, k, v)
+    gt.ws_schedule.cache_clear()
+    gt.matmul.plans.clear()
+    impl = f"zyntax_tile_{name}"
+
+    def call(i: int) -> Any:
+        return gt.matmul(As[i], Bs[i], Z, bias=bs, activation=act)
+
+    try:
+        Z.fill_(float("nan"))
+        call(0)
+        ctx["torch"].cuda.synchronize()
+        err = ((Z.double() - ref).norm() / ref.norm()).item()
+        ctx["res"].notes[f"{case}_{impl}_rel_err"] = err
+        if err < 2e-2:
+            report(impl, call, ws=name)
+        print(f"  {case:<34} {impl:<16} rel. error {err:.2e}")
+    except Exception as e:
+        print(f"  {case:<34} {impl:<16} failed: {type(e).__name__}: {str(e)[:200]}")
+    finally:
+        for k, v in defaults.items():
+            setattr(gt, k, v)
+        gt.ws_schedule.cache_clear()
+        gt.matmul.plans.clear()
 
 
 def main() -> int:
@@ -120,6 +185,7 @@ def main() -> int:
     p.add_argument("--cases", default=",".join(CASES))
     p.add_argument("--plain", action="store_true", help="add the products without epilogue")
     p.add_argument("--iters", type=int, default=20)
+    p.add_argument("--ws", default="", help="forced WS schedules to add (WS_VARIANTS)")
     args = p.parse_args()
     torch = optional("torch")
     if torch is None or not torch.cuda.is_available():
@@ -130,7 +196,11 @@ def main() -> int:
     dev = torch.device("cuda", args.device)
     torch.cuda.set_device(dev)
     res = Results("gemm_epilogue", torch.cuda.get_device_name(dev))
-    ctx = {"torch": torch, "zk": zk, "res": res, "dev": dev}
+    ws = [w for w in args.ws.split(",") if w]
+    bad = [w for w in ws if w not in WS_VARIANTS]
+    if bad:
+        p.error(f"--ws: unknown {bad}; known: {list(WS_VARIANTS)}")
+    ctx = {"torch": torch, "zk": zk, "res": res, "dev": dev, "ws": ws}
     ctx.update(warmup=2 if args.quick else 5, iters=5 if args.quick else args.iters)
     todo = {c: CASES[c] for c in args.cases.split(",") if c in CASES}
     todo.update({c: PLAIN[c] for c in args.cases.split(",") if c in PLAIN})

@@ -622,10 +622,15 @@ class Kernel:
             windows.append(w)
             return w, extents, strides
 
+        copies: list[tuple[Any, Any, bool, bytes]] = []
+
         def tensor_map(m: TensorMapParam, a: Any, ext: Sequence[int], st: Sequence[int]) -> Any:
             # The interpreter's map reads a C-contiguous array of its own: a
-            # copy of the operand (the kernel only reads it), inner dim last.
-            rows = np.ascontiguousarray(a if m.inner_dim == a.ndim - 1 else np.swapaxes(a, -1, -2))
+            # copy of the view, inner dim last; a TMA store (the output's map)
+            # writes the copy, which goes back to the view after the run.
+            swap = m.inner_dim != a.ndim - 1
+            rows = np.ascontiguousarray(np.swapaxes(a, -1, -2) if swap else a)
+            copies.append((a, rows, swap, rows.tobytes()))
             return interp.TensorMap(rows, m.box, swizzle="128B", dtype=_view_dtype(self, m))
 
         flat = self.expand(args, array, tensor_map)
@@ -637,6 +642,9 @@ class Kernel:
             )
             or {}
         )
+        for a, rows, swap, before in copies:
+            if rows.tobytes() != before:
+                a[...] = np.swapaxes(rows, -1, -2) if swap else rows
         return stats
 
     # -- this CPU, natively

@@ -74,3 +74,36 @@ def test_ws_schedule_fields_and_errors() -> None:
     bad = np.zeros((64, 128), np.float16)[:, ::2]
     with pytest.raises(ArgumentError, match="stride"):
         k.run_interp(a, bad, np.zeros((64, 64), np.float32), grid=k.grid(64, 64))
+
+
+@pytest.mark.parametrize("pingpong", [False, True])
+def test_ws_tma_store_interp(pingpong: bool) -> None:
+    # The output through shared memory and TMA (Schedule(tma_store=True)):
+    # a third tensor map, over c; run_interp hands the map's copy back to
+    # the view. c is a column slice of a wider buffer (16-byte rows), tails
+    # in M and N; the columns past the view stay untouched.
+    m, n, kk = 100, 136, 200
+    s = tile.Schedule(
+        (64, 64), k=64, warps=4, stages=3, arch="sm_90a", warp_specialize=True,
+        persistent=True, pingpong=pingpong, tma_store=True,
+    )  # fmt: skip
+    assert s.tma_store and "tma_store=True" in repr(s)
+    k = ws_gemm(s)
+    assert [(x.view, x.box) for x in k.tensor_maps] == [
+        ("a", (64, 64)),
+        ("b", (64, 64)),
+        ("c", (32, 64)),
+    ]
+    rng = np.random.default_rng()
+    a = rng.standard_normal((m, kk)).astype(np.float16)
+    b = rng.standard_normal((kk, n)).astype(np.float16)
+    big = np.full((m, n + 4), np.nan, np.float32)
+    k.run_interp(a, b, big[:, :n], grid=k.grid(m, n))
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(big[:, :n], want, rtol=1e-5, atol=1e-4)
+    assert np.isnan(big[:, n:]).all()
+
+
+def test_tma_store_needs_warp_specialize() -> None:
+    with pytest.raises(ArgumentError, match="tma_store"):
+        tile.Schedule((64, 64), k=64, arch="sm_90a", tma_store=True).validate()

@@ -6,7 +6,7 @@
 //! thread of the CTA holds the same value. Ops name their results by
 //! [`TileId`] / [`ScalarId`]; the types live in the program's tables.
 
-use zyntax_hir::{BinOp, CmpOp, Type, UnOp};
+use zyntax_hir::{ApproxOp, BinOp, CmpOp, Type, UnOp};
 
 /// A tile value of a program.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -74,6 +74,9 @@ pub enum MapOp {
     Fma,
     /// `cond ? a : b` (the issue's `where`).
     Where,
+    /// A fast approximation of an f32 function (PTX `tanh.approx.f32` and
+    /// the like: one MUFU op; error bounds in docs/semantics.md).
+    Approx(ApproxOp),
 }
 
 /// Row/column reductions.

@@ -13,7 +13,7 @@ mod common;
 use common::*;
 use half::bf16;
 use zyntax_hir::tensormap::{Interleave, L2Promotion, OobFill, Swizzle, TensorMapDesc};
-use zyntax_hir::{Arch, ScalarType, Type, UnOp};
+use zyntax_hir::{ApproxOp, Arch, ScalarType, Type, UnOp};
 use zyntax_interp::tma::InterpTensorMap;
 use zyntax_interp::{Arg, Interpreter};
 use zyntax_tile::{Schedule, TileBuilder, TileId, TileKernel, TileResult};
@@ -23,6 +23,9 @@ enum Act {
     None,
     Relu,
     Gelu,
+    /// GELU on `tanh.approx.f32` (`MapOp::Approx`), as `kernels/gemm_tile.py`
+    /// runs it into bf16 outputs.
+    GeluApprox,
 }
 
 /// What the epilogue applies, in this order: `scale`, the bias row, the
@@ -88,6 +91,7 @@ fn gemm(schedule: Schedule, e: &Epi) -> TileResult<TileKernel> {
             t.maximum(acc, z)
         }
         Act::Gelu => gelu(&mut t, acc, [bm, bn]),
+        Act::GeluApprox => gelu_approx(&mut t, acc, [bm, bn]),
     };
     let out = t.cast(acc, e.out.clone());
     t.store(c, &[m0, n0], out);
@@ -108,6 +112,18 @@ fn gelu(t: &mut TileBuilder, x: TileId, shape: [u32; 2]) -> TileId {
     let half = t.full(&shape, Type::F32, 0.5);
     let xh = t.mul(x, half);
     t.mul(xh, th)
+}
+
+/// `x / 2 * (1 + tanh(c x (1 + 0.044715 x^2)))` with `tanh.approx`.
+fn gelu_approx(t: &mut TileBuilder, x: TileId, shape: [u32; 2]) -> TileId {
+    let full = |t: &mut TileBuilder, v: f64| t.full(&shape, Type::F32, v);
+    let (k, c, half) = (full(t, 0.044715 * GELU_C), full(t, GELU_C), full(t, 0.5));
+    let x2 = t.mul(x, x);
+    let inner = t.fma(x2, k, c);
+    let v = t.mul(inner, x);
+    let th = t.approx(ApproxOp::Tanh, v);
+    let h = t.mul(x, half);
+    t.fma(h, th, h)
 }
 
 fn gelu64(x: f64) -> f64 {
@@ -136,16 +152,25 @@ fn rounded(rng: &mut Rng, n: u32) -> (Vec<u8>, Vec<f64>) {
     )
 }
 
-fn map_of(kernel: &TileKernel, i: usize, buffer: usize, ext: [u32; 2]) -> InterpTensorMap {
+/// The interpreter's map of tensor map `i` over buffer `buffer`, a
+/// row-major `ext` matrix of `dtype` whose rows are padded to 16 bytes.
+fn map_of(
+    kernel: &TileKernel,
+    i: usize,
+    buffer: usize,
+    ext: [u32; 2],
+    dtype: ScalarType,
+) -> InterpTensorMap {
     let m = &kernel.launch.tensor_maps[i];
     assert_eq!((m.inner_dim, m.outer_dim), (1, 0));
+    let bytes = dtype.size_bytes() as u32;
     InterpTensorMap {
         buffer,
         offset: 0,
         desc: TensorMapDesc {
-            dtype: ScalarType::BF16,
+            dtype,
             dims: vec![ext[1].into(), ext[0].into()],
-            strides: vec![u64::from(ext[1].div_ceil(8) * 8) * 2],
+            strides: vec![u64::from(pad16(ext[1], bytes) * bytes)],
             box_dims: m.box_dims.to_vec(),
             elem_strides: vec![1, 1],
             swizzle: Swizzle::B128,
@@ -156,7 +181,15 @@ fn map_of(kernel: &TileKernel, i: usize, buffer: usize, ext: [u32; 2]) -> Interp
     }
 }
 
+/// `x` elements of `bytes` rounded up to a multiple of 16 bytes (TMA's
+/// row strides).
+fn pad16(x: u32, bytes: u32) -> u32 {
+    (x * bytes).div_ceil(16) * 16 / bytes
+}
+
 /// Runs the epilogue GEMM for `m x n x k` on the interpreter and checks it.
+/// With a TMA store (a third tensor map) the output's rows are padded to 16
+/// bytes, and the padding must stay poisoned (TMA clips the box at N).
 fn check(schedule: Schedule, e: &Epi, (m, n, k): (u32, u32, u32), ctas: u32) {
     let mut rng = Rng::new();
     let kernel = gemm(schedule.clone(), e).unwrap();
@@ -167,7 +200,9 @@ fn check(schedule: Schedule, e: &Epi, (m, n, k): (u32, u32, u32), ctas: u32) {
         "{what}: not warp-specialised"
     );
     assert_eq!(kernel.launch.shared_bytes, 0, "{what}: scratch");
-    assert_eq!(kernel.launch.tensor_maps.len(), 2);
+    let tma_store = schedule.tma_store;
+    assert_eq!(kernel.launch.tensor_maps.len(), 2 + usize::from(tma_store));
+    assert_eq!(text.contains("tma.store"), tma_store, "{what}: store path");
     // Rows padded to 8 elements (TMA's 16-byte row strides).
     let pad = |x: u32| x.div_ceil(8) * 8;
     let (ab, a64) = rounded(&mut rng, m * pad(k));
@@ -176,12 +211,17 @@ fn check(schedule: Schedule, e: &Epi, (m, n, k): (u32, u32, u32), ctas: u32) {
     let col = rng.vec(m as usize);
     let (resb, res64) = rounded(&mut rng, m * n);
     let out_bytes = e.out.size_bytes().unwrap() as usize;
-    let poison = vec![0xFFu8; (m * n) as usize * out_bytes]; // NaN in f32 and bf16
+    let ldc = if tma_store {
+        pad16(n, out_bytes as u32)
+    } else {
+        n
+    };
+    let poison = vec![0xFFu8; (m * ldc) as usize * out_bytes]; // NaN in f32 and bf16
     let mut bufs = vec![ab, bb, poison, rowb, bytes(&col), resb];
     let views: [(u32, u32, u32); 6] = [
         (m, k, pad(k)),
         (k, n, pad(n)),
-        (m, n, n),
+        (m, n, ldc),
         (1, n, n),
         (m, 1, 1),
         (m, n, n),
@@ -192,9 +232,16 @@ fn check(schedule: Schedule, e: &Epi, (m, n, k): (u32, u32, u32), ctas: u32) {
         args.extend([r, c, ld, 1].map(|x| Arg::Int(x.into())));
     }
     let mut it = Interpreter::new(&kernel.module).unwrap();
-    it.tensor_maps.push(map_of(&kernel, 0, 0, [m, k]));
-    it.tensor_maps.push(map_of(&kernel, 1, 1, [k, n]));
+    it.tensor_maps
+        .push(map_of(&kernel, 0, 0, [m, k], ScalarType::BF16));
+    it.tensor_maps
+        .push(map_of(&kernel, 1, 1, [k, n], ScalarType::BF16));
     args.extend([Arg::TensorMap(0), Arg::TensorMap(1)]);
+    if tma_store {
+        let out = e.out.as_scalar().unwrap();
+        it.tensor_maps.push(map_of(&kernel, 2, 2, [m, n], out));
+        args.push(Arg::TensorMap(2));
+    }
     let pg = schedule.grid(&[m.into(), n.into()]).unwrap();
     let grid = if schedule.persistent {
         args.extend([Arg::Int(pg[0].into()), Arg::Int(pg[1].into())]);
@@ -224,11 +271,11 @@ fn check(schedule: Schedule, e: &Epi, (m, n, k): (u32, u32, u32), ctas: u32) {
             match e.act {
                 Act::None => x,
                 Act::Relu => x.max(0.0),
-                Act::Gelu => gelu64(x),
+                Act::Gelu | Act::GeluApprox => gelu64(x),
             }
         })
         .collect();
-    let got: Vec<f32> = if e.out == Type::BF16 {
+    let all: Vec<f32> = if e.out == Type::BF16 {
         bufs[2]
             .chunks_exact(2)
             .map(|c| bf16::from_le_bytes([c[0], c[1]]).to_f32())
@@ -236,6 +283,13 @@ fn check(schedule: Schedule, e: &Epi, (m, n, k): (u32, u32, u32), ctas: u32) {
     } else {
         floats(&bufs[2])
     };
+    let ld = ldc as usize;
+    let got: Vec<f32> = (0..mu * nu).map(|i| all[i / nu * ld + i % nu]).collect();
+    let padding = (0..mu * ld).filter(|i| i % ld >= nu);
+    assert!(
+        padding.clone().all(|i| all[i].is_nan()),
+        "{what}: a store past N"
+    );
     // bf16 keeps 8 bits; tanh runs on ex2.approx.
     let tol = if e.out == Type::BF16 { 1e-2 } else { 1e-4 };
     assert_close(&got, &want, tol, &what);
@@ -296,6 +350,67 @@ fn ws_epilogue_column_bias_scale_residual() {
     );
 }
 
+#[test]
+fn ws_tma_store_one_box_per_set() {
+    // 64x64 bf16: one 64-column box; not persistent, then persistent with
+    // ping-pong sets (each its own buffer and barrier); tails in M, N, K.
+    let e = Epi {
+        out: Type::BF16,
+        ..epi(Act::Gelu)
+    };
+    check(
+        ws([64, 64], 4, 2, false).tma_store(true),
+        &e,
+        (72, 70, 200),
+        0,
+    );
+    check(
+        ws([64, 64], 4, 3, true).pingpong(true).tma_store(true),
+        &e,
+        (150, 130, 200),
+        2,
+    );
+}
+
+#[test]
+fn ws_tma_store_reuses_buffers() {
+    // f32 out: 32-column boxes, 4 per 128x128 tile; 6 stages of 32 KiB
+    // leave room for 2 box buffers of 16 KiB, so boxes 2 and 3 wait for the
+    // stores of 0 and 1; persistent over 3 CTAs.
+    let e = Epi {
+        residual: true,
+        ..epi(Act::Relu)
+    };
+    let s = ws([128, 128], 4, 6, true).tma_store(true);
+    check(s.clone(), &e, (150, 250, 128), 3);
+    // Ping-pong, the sets' buffers and barriers apart: 5 stages leave 2
+    // buffers a set, 6 stages one.
+    check(s.clone().stages(5).pingpong(true), &e, (150, 250, 128), 2);
+    check(s.pingpong(true), &e, (150, 250, 128), 2);
+}
+
+#[test]
+fn ws_tma_store_two_warpgroups_bf16() {
+    // 128x256 over 8 consumer warps, bias + GELU (on tanh.approx) into
+    // bf16: 4 boxes of 64 columns, 4 stages leave 2 box buffers of 16 KiB.
+    let e = Epi {
+        out: Type::BF16,
+        ..epi(Act::GeluApprox)
+    };
+    let s = ws([128, 256], 8, 4, true).tma_store(true);
+    check(s, &e, (130, 300, 128), 2);
+}
+
+#[test]
+fn ws_tma_store_needs_warp_specialize() {
+    let s = Schedule::block(&[64, 64])
+        .k(64)
+        .arch(Arch::Sm90a)
+        .tma_store(true);
+    let err = gemm(s, &epi(Act::None)).unwrap_err().to_string();
+    assert!(err.contains("tma_store"), "{err}");
+}
+
 /// With `--features compute`: the epilogue kernels pass ptxas without
 /// spills and without serialised wgmmas (C7514).
 #[cfg(feature = "compute")]
@@ -333,6 +448,65 @@ fn ws_epilogue_passes_ptxas() {
         // 168 registers at compile time, 128 of them the accumulator: bias,
         // GELU and a residual together spill a few registers (20 bytes on
         // 128x128 a set, about 50 on 128x256); op by op they spilled ~2 KB.
+        let spilled: u32 = out
+            .log
+            .split(" bytes spill stores")
+            .next()
+            .and_then(|head| head.rsplit(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        assert!(spilled <= 64, "{s:?} {e:?}: spills\n{}", out.log);
+        assert!(!out.log.contains("C7514"), "{s:?}: {}", out.log);
+    }
+}
+
+/// With `--features compute`: the TMA-store epilogues (`store_tma.rs`)
+/// pass ptxas, spill no more than the register stores, and keep the
+/// wgmmas unserialised.
+#[cfg(feature = "compute")]
+#[test]
+fn ws_tma_store_passes_ptxas() {
+    use zyntax_llvm::{compile_ptx, Options, Ptxas};
+    let ptxas = Ptxas::locate().unwrap_or_else(|e| panic!("{e}"));
+    let gelu_bf16 = Epi {
+        out: Type::BF16,
+        ..epi(Act::Gelu)
+    };
+    let plain = Epi {
+        row_bias: false,
+        ..epi(Act::None)
+    };
+    let pp = |stages| {
+        ws([128, 128], 4, stages, true)
+            .pingpong(true)
+            .wgmma_in_flight(1)
+            .tma_store(true)
+    };
+    let coop = ws([128, 256], 8, 4, true)
+        .wgmma_in_flight(1)
+        .tma_store(true);
+    let approx = Epi {
+        act: Act::GeluApprox,
+        ..gelu_bf16.clone()
+    };
+    for (s, e) in [
+        (coop.clone(), &gelu_bf16),
+        (coop, &plain),
+        (pp(5), &gelu_bf16),
+        (pp(6), &approx),
+    ] {
+        let kernel = gemm(s.clone(), e).unwrap();
+        assert_eq!(kernel.launch.tensor_maps.len(), 3, "{s:?}");
+        let ptx = compile_ptx(&kernel.module, &Options::new(Arch::Sm90a))
+            .unwrap_or_else(|err| panic!("{s:?}: {err}"))
+            .ptx;
+        assert!(
+            ptx.contains("cp.async.bulk.tensor.2d.global.shared"),
+            "{s:?}"
+        );
+        let out = ptxas
+            .assemble(&ptx, Arch::Sm90a)
+            .unwrap_or_else(|err| panic!("{s:?}: {err}"));
         let spilled: u32 = out
             .log
             .split(" bytes spill stores")

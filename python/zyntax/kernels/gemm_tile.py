@@ -60,6 +60,13 @@ class Spec:
     ws_opts: tuple[int, bool, int, bool] = (0, False, 1, False)
     #: a contiguous, 8-byte aligned bias: read two columns per access
     bias_vec: bool = False
+    #: with `ws` (not split): the output is a 2-D view stored through shared
+    #: memory and TMA (``Schedule.tma_store``, the tile crate's
+    #: ``lower/store_tma.rs``)
+    tma_store: bool = False
+    #: GELU through ``tanh.approx.f32`` (one MUFU op; its ~5e-4 relative error
+    #: is below a bf16/f16 output's rounding), on the GPU only
+    gelu_approx: bool = False
 
 
 def _ge(p: tile.Scalar, s: tile.Scalar) -> tile.Scalar:
@@ -83,6 +90,11 @@ def _epilogue(t: tile.Builder, s: Spec, acc: tile.Tile, bias: Any, n0: Any) -> t
         acc = acc + t.load(bias, (0, n0), (1, bn)).cast("f32").broadcast((bm, bn))
     if s.activation == "relu":
         acc = t.maximum(acc, t.zeros((bm, bn)))
+    elif s.activation == "gelu" and s.gelu_approx:
+        # x / 2 (1 + tanh(v)), v = c (x + 0.044715 x^3): one MUFU op
+        half = acc * 0.5
+        v = acc * (acc * acc * (0.044715 * GELU_C) + GELU_C)
+        acc = half * t.unary("tanh_approx", v) + half
     elif s.activation == "gelu":
         # x (1 + tanh(v)) / 2 = x sigmoid(2 v) = x r^2, r = rsqrt(1 + exp(-2 v)):
         # two approximate MUFU ops where tanh took a full-precision division
@@ -102,6 +114,7 @@ def program(s: Spec) -> tile.Kernel:
         (bm, bn), k=bk, warps=warps, stages=stages, arch=arch, warp_specialize=s.ws,
         persistent=s.ws and not s.split, wgmma_in_flight=in_flight,
         cluster=cluster, cluster_n=cluster_n, **({"pingpong": True} if pingpong else {}),
+        **({"tma_store": True} if s.tma_store else {}),
     )  # fmt: skip
     t = tile.Builder("matmul", sched)
 
@@ -113,7 +126,9 @@ def program(s: Spec) -> tile.Kernel:
     a = view("a", s.dtype, s.a_rank, s.a_unit, s.aligned[0])
     b = view("b", s.dtype, s.b_rank, s.b_unit, s.aligned[1])
     out_dt = "f32" if s.split else s.out_dtype
-    cs = [view(f"c{i}", out_dt, 3, 1, s.aligned[2]) for i in range(max(1, s.groups))]
+    # A TMA store writes a 2-D view (one batch: the WS route's products).
+    c_rank = 2 if s.tma_store else 3
+    cs = [view(f"c{i}", out_dt, c_rank, 1, s.aligned[2]) for i in range(max(1, s.groups))]
     bias = _bias_view(t, s) if not s.split else None
     # Per batch, the folded views move by (a_r, a_c) and (b_r, b_c) elements of (rows, cols).
     kk, kps, splits, a_r, a_c, b_r, b_c = (
@@ -149,7 +164,7 @@ def program(s: Spec) -> tile.Kernel:
     (acc,) = t.for_range(k_lo, k_hi, bk, [t.zeros((bm, bn))], step)
     res = acc if s.split else _epilogue(t, s, acc, bias, n0)  # type: ignore[arg-type]
     for c, lz in zip(cs, lead, strict=True):
-        t.store(c, (lz, m0, n0), res)  # type: ignore[arg-type]
+        t.store(c, (m0, n0) if s.tma_store else (lz, m0, n0), res)  # type: ignore[arg-type]
     return t.finish()
 
 
@@ -198,6 +213,13 @@ WS_SPLIT = True
 #: ((bm, bn, bk, warps, stages), K splits) that replaces the tile crate's
 #: choice for every call (benches/gemm.py --tile-ladder compares them).
 FORCE: tuple[tuple[int, int, int, int, int], int] | None = None
+#: Products on the warp-specialised route store their output tile through
+#: shared memory and TMA (``Spec.tma_store``) where the output allows it
+#: (16-byte aligned base and row stride, unit column stride).
+TMA_STORE = False
+#: GELU on the warp-specialised route with a bf16/f16 output runs
+#: ``tanh.approx.f32`` (``Spec.gelu_approx``) instead of exp + rsqrt.
+GELU_APPROX = False
 #: ((bm, bn, warps, stages), wgmma_in_flight, pingpong[, cluster,
 #: cluster_n]) that replaces the warp-specialised choice (benches; call
 #: ``ws_schedule.cache_clear()`` and clear ``matmul.plans`` after setting it).
@@ -354,6 +376,15 @@ def launch(
             ws_opts = (in_flight, bool(pp), cl, bool(cl_n))
             bm, bn, bk = sched[:3]
             kps = -(-kk // bk) * bk
+    out_2d = [m, n, cst[1], cst[2]]
+    tma_store = (
+        ws
+        and splits == 1
+        and TMA_STORE
+        and tc.ptr % 16 == 0
+        and cst[2] == 1
+        and _rows_16(out_2d, T.ITEMSIZE[tc.dtype])
+    )
     spec = Spec(
         ta.dtype,
         tc.dtype,
@@ -370,6 +401,8 @@ def launch(
         ws,
         ws_opts,
         bias_vec=bias is not None and bias.strides[0] == 1 and bias.ptr % 8 == 0,
+        tma_store=bool(tma_store),
+        gelu_approx=GELU_APPROX and ws and activation == "gelu" and tc.dtype != "f32",
     )
     bias_args = [] if bias is None else [bias, 1, n, 0, bias.strides[0]]
     args: list[Any] = [ta, *av, tb, *bv]
@@ -385,6 +418,9 @@ def launch(
         wt = T.tensor(T.empty_like(tc, (nb * splits, m, n), "f32"), "workspace")
         args += [wt, nb * splits, m, n, m * n, n, 1]
         grid = (-(-m // bm), -(-n // bn), nb * splits)
+    elif tma_store:
+        args += [tc, *out_2d]
+        grid = (-(-m // bm), -(-n // bn), 1)
     else:
         args += [tc, *csh, *cst]
         grid = (-(-m // bm), -(-n // bn), nb)
@@ -397,7 +433,7 @@ def launch(
     if ws:
         kern = _kernel(spec)
         threads = kern.block[0]
-        views = {0: (ta, av), 1: (tb, bv)}  # the a and b view parameters
+        views = {0: (ta, av), 1: (tb, bv), 2: (tc, out_2d)}  # a, b (and c) view parameters
         for tm in kern.tensor_maps:
             t, v = views[tm.param]
             args.append(_tensor_map(t, v, tm))

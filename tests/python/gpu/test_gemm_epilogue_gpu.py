@@ -99,3 +99,67 @@ def test_odd_k_keeps_the_epilogue_off_tma(torch: Any, monkeypatch: Any) -> None:
     # K = 4097: a's rows are not 16-byte multiples, TMA refuses them.
     specs = run(torch, monkeypatch, 17, 1000, 4097, "bf16", "bf16", True, "gelu")
     assert specs and not any(s.ws for s in specs), specs
+
+
+#: forced WS schedules (``gemm_tile.WS_FORCE``) for the TMA-store cases:
+#: ping-pong 128x128 with 6 stages (one box buffer a set) and 5 (two), and
+#: 128x256 over 8 warps (two buffers for four boxes)
+TMA_SCHEDULES = {
+    "pp_s6": ((128, 128, 4, 6), 1, True),
+    "pp_s5": ((128, 128, 4, 5), 1, True),
+    "coop_s4": ((128, 256, 8, 4), 1, False),
+}
+
+
+@pytest.mark.parametrize("sched", list(TMA_SCHEDULES))
+@pytest.mark.parametrize(
+    "m,n,k,out_dt,act",
+    [
+        (4097, 1000, 1024, "bf16", "gelu"),
+        (1000, 264, 512, "f32", None),
+        (777, 520, 448, "bf16", "relu"),
+    ],
+)
+def test_tma_store(
+    torch: Any, monkeypatch: Any, sched: str, m: int, n: int, k: int, out_dt: str, act: Any
+) -> None:
+    # The output through shared memory and TMA (gemm_tile.TMA_STORE): tails
+    # in M and N (TMA clips the boxes), bf16 and f32 outputs.
+    from zyntax.kernels import gemm_tile
+
+    monkeypatch.setattr(gemm_tile, "TMA_STORE", True)
+    monkeypatch.setattr(gemm_tile, "WS_FORCE", TMA_SCHEDULES[sched])
+    gemm_tile.ws_schedule.cache_clear()
+    gemm_tile.matmul.plans.clear()
+    try:
+        specs = run(torch, monkeypatch, m, n, k, "bf16", out_dt, True, act)
+    finally:
+        gemm_tile.ws_schedule.cache_clear()
+        gemm_tile.matmul.plans.clear()
+    assert [(s.ws, s.tma_store) for s in specs] == [(True, True)], specs
+
+
+def test_tma_store_refused_rows_fall_back(torch: Any, monkeypatch: Any) -> None:
+    # An output whose rows are not 16-byte multiples (a column slice of a
+    # 1001-wide buffer) keeps the register stores; the rest of the buffer
+    # stays untouched.
+    import zyntax.kernels as zk
+    from zyntax.kernels import gemm_tile
+
+    monkeypatch.setattr(gemm_tile, "TMA_STORE", True)
+    gemm_tile.matmul.plans.clear()
+    specs: list[Any] = []
+    program = gemm_tile.program
+    monkeypatch.setattr(gemm_tile, "program", lambda s: specs.append(s) or program(s))
+    gemm_tile._kernel.cache_clear()
+    a, b = rand(torch, 4097, 1024, dt=torch.bfloat16), rand(torch, 1024, 1000, dt=torch.bfloat16)
+    bias = rand(torch, 1000, dt=torch.bfloat16)
+    big = torch.full((4097, 1001), float("nan"), device="cuda", dtype=torch.bfloat16)
+    zk.matmul(a, b, big[:, :1000], bias=bias, variant="tile")
+    gemm_tile._kernel.cache_clear()
+    gemm_tile.matmul.plans.clear()
+    assert [(s.ws, s.tma_store) for s in specs] == [(True, False)], specs
+    ref = reference(torch, a, b, bias, None)
+    got = big[:, :1000].double()
+    assert ((got - ref).norm() / ref.norm()).item() < TOL["bf16"]
+    assert big[:, 1000].isnan().all()

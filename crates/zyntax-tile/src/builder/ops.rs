@@ -30,7 +30,7 @@ impl TileBuilder {
     pub fn map(&mut self, op: MapOp, args: &[TileId]) -> TileId {
         const NAMES: [&str; 3] = ["a", "b", "c"];
         let arity = match op {
-            MapOp::Unary(_) => 1,
+            MapOp::Unary(_) | MapOp::Approx(_) => 1,
             MapOp::Binary(_) | MapOp::Cmp(_) => 2,
             MapOp::Fma | MapOp::Where => 3,
         };
@@ -94,6 +94,9 @@ impl TileBuilder {
         if float_only && !elem.is_float() {
             return self.bad_dtype("map", "a", elem, &format!("{op:?} takes floats"));
         }
+        if matches!(op, MapOp::Approx(_)) && *elem != Type::F32 {
+            return self.bad_dtype("map", "a", elem, &format!("{op:?} takes f32"));
+        }
         if int_only && elem.is_float() {
             return self.bad_dtype("map", "a", elem, &format!("{op:?} takes integers"));
         }
@@ -124,6 +127,10 @@ impl TileBuilder {
 
     pub fn unary(&mut self, op: UnOp, a: TileId) -> TileId {
         self.map(MapOp::Unary(op), &[a])
+    }
+    /// A fast approximation of an f32 function, element-wise (`MapOp::Approx`).
+    pub fn approx(&mut self, op: zyntax_hir::ApproxOp, a: TileId) -> TileId {
+        self.map(MapOp::Approx(op), &[a])
     }
     pub fn binary(&mut self, op: BinOp, a: TileId, b: TileId) -> TileId {
         self.map(MapOp::Binary(op), &[a, b])

@@ -151,6 +151,7 @@ impl Lowerer<'_> {
                     MapOp::Cmp(c) => self.b.cmp(c, x[0], x[1])?,
                     MapOp::Fma => self.b.fma(x[0], x[1], x[2])?,
                     MapOp::Where => self.b.select(x[0], x[1], x[2])?,
+                    MapOp::Approx(a) => self.b.approx(a, x[0])?,
                 }
             }
             Op::Cast { tile, .. } => {

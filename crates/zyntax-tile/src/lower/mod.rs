@@ -22,6 +22,7 @@ mod memory;
 pub(crate) mod pipeline;
 pub(crate) mod pipeline_ws;
 mod reduce;
+mod store_tma;
 
 pub use pipeline_ws::TensorMapParam;
 
@@ -176,9 +177,10 @@ pub fn lower(mut program: TileProgram, schedule: &Schedule) -> TileResult<TileKe
         }
     }
     let ws = pipeline_ws::ws_plan(&program, &layouts, schedule, scratch_bytes);
-    if ws.is_some() {
-        // The tensor maps of `a` and `b` (pipeline_ws.rs).
-        types.extend(vec![Type::TensorMap; 2]);
+    if let Some(plan) = &ws {
+        // The tensor maps of `a` and `b`, and of a TMA store's output
+        // (pipeline_ws.rs).
+        types.extend(vec![Type::TensorMap; plan.maps.len()]);
     }
     let persistent = ws.is_some() && schedule.persistent;
     if schedule.cluster > 1 && schedule.warp_specialize && ws.is_none() {
@@ -270,13 +272,16 @@ pub fn lower(mut program: TileProgram, schedule: &Schedule) -> TileResult<TileKe
     let next = lw.bind_params()?;
     match &ws {
         Some(plan) => {
-            let tmaps = [lw.b.try_param(next)?, lw.b.try_param(next + 1)?];
+            let n = plan.maps.len();
+            let tmaps = (next..next + n)
+                .map(|i| lw.b.try_param(i))
+                .collect::<Result<Vec<_>, _>>()?;
             let grid = if persistent {
-                Some([lw.b.try_param(next + 2)?, lw.b.try_param(next + 3)?])
+                Some([lw.b.try_param(next + n)?, lw.b.try_param(next + n + 1)?])
             } else {
                 None
             };
-            lw.ws_kernel(plan, tmaps, grid)?
+            lw.ws_kernel(plan, &tmaps, grid)?
         }
         None => lw.region(&program.body)?,
     }

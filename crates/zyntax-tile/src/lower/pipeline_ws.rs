@@ -50,6 +50,10 @@
 //!   kernel. When the grid has a partial unit, the CTAs past the grid
 //!   compute a tile of TMA zeros (they must still load their share) and
 //!   skip every op after the GEMM loop (the epilogue).
+//! - With `Schedule::tma_store`, the epilogue's store goes through shared
+//!   memory (box buffers after the ring, the barriers after them) and TMA
+//!   stores issued by one thread per consumer set (`store_tma.rs`); the
+//!   output's tensor map is the third parameter.
 //! - Tensor maps: one `tensormap` parameter per operand, after the
 //!   program's parameters ([`TensorMapParam`] tells the launch how to build
 //!   it from the view's pointer, extents and strides).
@@ -62,6 +66,7 @@
 //! [`ws_plan`] says whether it does; otherwise the `cp.async` pipeline runs.
 
 use super::pipeline::{gemm_loop, is_wgmma, stage_k, stagings, GemmLoop, Staging, ROW};
+use super::store_tma::{store_plan, StorePlan, StoreRing};
 use super::Lowerer;
 use crate::error::TileResult;
 use crate::infer::Layouts;
@@ -97,6 +102,9 @@ pub(crate) struct WsPlan {
     pub maps: Vec<TensorMapParam>,
     /// The operand the CTAs of a cluster share (`Schedule::cluster` > 1).
     pub share: Option<Share>,
+    /// The epilogue's store through shared memory and TMA
+    /// (`Schedule::tma_store`, `store_tma.rs`); its map is `maps[2]`.
+    pub store: Option<StorePlan>,
 }
 
 /// How the CTAs of a cluster split the operand tile they share.
@@ -187,17 +195,40 @@ pub(crate) fn ws_plan(
             })
         }
     };
-    Some(WsPlan { at, g, maps, share })
+    let tiles = [
+        program.tile(g.a.out).shape[0],
+        program.tile(g.b.out).shape[1],
+    ];
+    let ring = super::pipeline::pipeline_bytes(tiles[0], tiles[1], schedule.stages)
+        + 16 * u64::from(schedule.stages);
+    let store = store_plan(program, layouts, schedule, at, tiles, ring).map(|(plan, map)| {
+        maps.push(map);
+        plan
+    });
+    Some(WsPlan {
+        at,
+        g,
+        maps,
+        share,
+        store,
+    })
 }
 
-/// Dynamic shared memory of the warp-specialised pipeline: the stages, then
-/// `2 * stages` mbarriers.
+/// Dynamic shared memory of the warp-specialised pipeline: the stages, the
+/// box buffers of a TMA store (`store_tma.rs`), then `2 * stages` mbarriers.
 pub(crate) fn ws_bytes(program: &TileProgram, plan: &WsPlan, stages: u32) -> u64 {
     let (bm, bn) = (
         program.tile(plan.g.a.out).shape[0],
         program.tile(plan.g.b.out).shape[1],
     );
-    super::pipeline::pipeline_bytes(bm, bn, stages) + 16 * u64::from(stages)
+    super::pipeline::pipeline_bytes(bm, bn, stages) + store_bytes(plan) + 16 * u64::from(stages)
+}
+
+/// Bytes of every consumer set's box buffers for a TMA store.
+fn store_bytes(plan: &WsPlan) -> u64 {
+    plan.store.as_ref().map_or(0, |s| {
+        u64::from(s.slots) * u64::from(s.slot_bytes()) * u64::from(s.sets)
+    })
 }
 
 /// The HIR values the roles share.
@@ -208,6 +239,8 @@ struct Ring {
     stage_bytes: u32,
     a_bytes: u32,
     cluster: Option<Cluster>,
+    /// A TMA store's first box buffer and the output's tensor map.
+    store: Option<(ValueId, ValueId)>,
 }
 
 /// The cluster of a CTA (`Schedule::cluster` > 1).
@@ -222,14 +255,16 @@ struct Cluster {
 
 impl Lowerer<'_> {
     /// Lowers the whole program body warp-specialised. `tmaps` are the
-    /// tensor-map parameters (`a`, `b`), `grid` the program's grid of a
-    /// persistent schedule.
+    /// tensor-map parameters (`a`, `b`, and the output of a TMA store),
+    /// `grid` the program's grid of a persistent schedule.
     pub(super) fn ws_kernel(
         &mut self,
         plan: &WsPlan,
-        tmaps: [ValueId; 2],
+        tmaps: &[ValueId],
         grid: Option<[ValueId; 2]>,
     ) -> TileResult<()> {
+        let store_map = tmaps.get(2).copied();
+        let tmaps = [tmaps[0], tmaps[1]];
         let warps = self.schedule.warps;
         let stages = self.schedule.stages;
         let (bm, bn) = (
@@ -237,7 +272,17 @@ impl Lowerer<'_> {
             self.program.tile(plan.g.b.out).shape[1],
         );
         let smem = self.b.dyn_shared_aligned(Type::U8, 1024)?;
-        let ring_bytes = self.u32(stages * (bm + bn) * ROW)?;
+        let ring_bytes = stages * (bm + bn) * ROW;
+        // A TMA store's box buffers follow the ring, the barriers them.
+        let store_bytes = store_bytes(plan) as u32;
+        let store_slots = match plan.store {
+            Some(_) => {
+                let at = self.u32(ring_bytes)?;
+                Some(self.b.ptr_add(smem, at)?)
+            }
+            None => None,
+        };
+        let ring_bytes = self.u32(ring_bytes + store_bytes)?;
         let bars = self.b.ptr_add(smem, ring_bytes)?;
         let bars = self
             .b
@@ -257,6 +302,7 @@ impl Lowerer<'_> {
             stage_bytes: (bm + bn) * ROW,
             a_bytes: bm * ROW,
             cluster,
+            store: store_slots.zip(store_map),
         };
         let ctas = plan.share.map_or(1, |s| s.ctas);
         let tid = self.b.thread_idx(Dim::X)?;
@@ -313,6 +359,11 @@ impl Lowerer<'_> {
             _ => self.instances(grid, &ring, |lw, counter| {
                 lw.consumer(plan, &ring, counter, None)
             })?,
+        }
+        if plan.store.is_some() {
+            // Every bulk store done before the CTA ends (a no-op for the
+            // threads that issued none).
+            self.b.bulk_wait_group(0, false)?;
         }
         self.b.end_if(roles, &[])?;
         if ring.cluster.is_some() {
@@ -433,6 +484,7 @@ impl Lowerer<'_> {
             id: 2 - set,
             count,
             more,
+            set,
         };
         let after = self.consumer(plan, ring, counter, Some(handoff))?;
         self.b.begin_else(&mut f, &[after])?;
@@ -717,6 +769,16 @@ impl Lowerer<'_> {
                     skip = Some(self.b.begin_if(valid, &[])?);
                 }
             }
+            if let (Some(sp), Some((slots, map))) = (&plan.store, ring.store) {
+                if let (true, Op::Store { origin, tile, .. }) = (i == sp.at, op) {
+                    let set = handoff.as_ref().map_or(0, |h| h.set);
+                    let set_bytes = self.u32(set * sp.slots * sp.slot_bytes())?;
+                    let slots = self.b.ptr_add(slots, set_bytes)?;
+                    let ring = StoreRing { slots, map, set };
+                    self.tma_store_tile(sp, ring, origin, *tile)?;
+                    continue;
+                }
+            }
             if i != plan.at {
                 self.op(op)?;
                 continue;
@@ -846,6 +908,8 @@ struct Handoff {
     id: u32,
     count: u32,
     more: ValueId,
+    /// The set (0 or 1) that arrives.
+    set: u32,
 }
 
 /// Ops the producer replays: scalar arithmetic, view extents, program ids.

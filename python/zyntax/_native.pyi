@@ -120,6 +120,7 @@ __all__ = [
     "target_table",
     "tensormap",
     "tile_gemm_schedule",
+    "tile_gemv_schedule",
     "tile_heuristic",
     "tiling_begin",
     "tiling_limits",
@@ -1464,7 +1465,6 @@ class TileSchedule:
         wgmma_in_flight: int = 0,
         pingpong: bool = False,
         cluster_n: bool = False,
-        tma_store: bool = False,
     ) -> TileSchedule: ...
     @property
     def block(self) -> list[int]: ...
@@ -1488,8 +1488,6 @@ class TileSchedule:
     def wgmma_in_flight(self) -> int: ...
     @property
     def pingpong(self) -> bool: ...
-    @property
-    def tma_store(self) -> bool: ...
     @property
     def threads(self) -> int: ...
     def validate(self) -> None: ...
@@ -1516,6 +1514,16 @@ def tile_gemm_schedule(
     arch: str | None = None,
     sms: int = 132,
 ) -> tuple[TileSchedule, int]: ...
+def tile_gemv_schedule(
+    m: int,
+    n: int,
+    k: int,
+    *,
+    arch: str | None = None,
+    sms: int = 132,
+    tile: tuple[int, int, int] | list[int] | None = None,
+    ctas_per_sm: int | None = None,
+) -> tuple[TileSchedule, int] | None: ...
 
 _TileValue: TypeAlias = tuple[str, int]
 

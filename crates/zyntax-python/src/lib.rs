@@ -72,7 +72,9 @@ mod _native {
     };
 
     #[pymodule_export]
-    use crate::tile::{tile_gemm_schedule, tile_heuristic, TileBuilder, TileSchedule};
+    use crate::tile::{
+        tile_gemm_schedule, tile_gemv_schedule, tile_heuristic, TileBuilder, TileSchedule,
+    };
 
     #[pymodule_export]
     use crate::nest_tile::{nest_fuse, nest_tile, nest_tiling_report};

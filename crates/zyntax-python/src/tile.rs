@@ -196,8 +196,8 @@ pub struct TileSchedule {
 #[pymethods]
 impl TileSchedule {
     #[new]
-    #[pyo3(signature = (block, *, k=Checked(16), warps=Checked(4), stages=Checked(1), cluster=Checked(1), arch=None, warp_specialize=Flag(false), persistent=Flag(false), wgmma_in_flight=Checked(0), pingpong=Flag(false), cluster_n=Flag(false), tma_store=Flag(false)),
-        text_signature = "(block, *, k=16, warps=4, stages=1, cluster=1, arch=None, warp_specialize=False, persistent=False, wgmma_in_flight=0, pingpong=False, cluster_n=False, tma_store=False)")]
+    #[pyo3(signature = (block, *, k=Checked(16), warps=Checked(4), stages=Checked(1), cluster=Checked(1), arch=None, warp_specialize=Flag(false), persistent=Flag(false), wgmma_in_flight=Checked(0), pingpong=Flag(false), cluster_n=Flag(false)),
+        text_signature = "(block, *, k=16, warps=4, stages=1, cluster=1, arch=None, warp_specialize=False, persistent=False, wgmma_in_flight=0, pingpong=False, cluster_n=False)")]
     #[allow(clippy::too_many_arguments)]
     fn new(
         block: &Bound<'_, PyAny>,
@@ -211,7 +211,6 @@ impl TileSchedule {
         wgmma_in_flight: Checked<u32>,
         pingpong: Flag,
         cluster_n: Flag,
-        tma_store: Flag,
     ) -> PyResult<Self> {
         Ok(TileSchedule {
             inner: zt::Schedule::block(&u32_list(block, "block")?)
@@ -224,8 +223,7 @@ impl TileSchedule {
                 .persistent(persistent.0)
                 .wgmma_in_flight(wgmma_in_flight.0)
                 .pingpong(pingpong.0)
-                .cluster_n(cluster_n.0)
-                .tma_store(tma_store.0),
+                .cluster_n(cluster_n.0),
         })
     }
 
@@ -279,11 +277,6 @@ impl TileSchedule {
     fn pingpong(&self) -> bool {
         self.inner.pingpong
     }
-    /// The epilogue stores the output tile through shared memory and TMA.
-    #[getter]
-    fn tma_store(&self) -> bool {
-        self.inner.tma_store
-    }
     /// Threads per CTA (`warps * 32`).
     #[getter]
     fn threads(&self) -> u32 {
@@ -312,7 +305,7 @@ impl TileSchedule {
     fn __repr__(&self) -> String {
         let s = &self.inner;
         format!(
-            "Schedule(block={:?}, k={}, warps={}, stages={}, cluster={}, arch='{}'{}{}{}{}{}{})",
+            "Schedule(block={:?}, k={}, warps={}, stages={}, cluster={}, arch='{}'{}{}{}{}{})",
             s.block,
             s.k,
             s.warps,
@@ -335,8 +328,7 @@ impl TileSchedule {
                 format!(", wgmma_in_flight={}", s.wgmma_in_flight)
             },
             if s.pingpong { ", pingpong=True" } else { "" },
-            if s.cluster_n { ", cluster_n=True" } else { "" },
-            if s.tma_store { ", tma_store=True" } else { "" }
+            if s.cluster_n { ", cluster_n=True" } else { "" }
         )
     }
 }
@@ -388,6 +380,42 @@ pub fn tile_gemm_schedule(
     let p = gemm_problem(m, n, k, operand_bytes);
     let (inner, splits) = zt::schedule::gemm_schedule(&p, batch.0, arch, sms.0.max(1));
     Ok((TileSchedule { inner }, splits))
+}
+
+/// The gemv program's schedule (`zyntax_tile::schedule::gemv_schedule`:
+/// block `[1, bn]`, K step `bk`, warps) for an `m x n x k` product on `arch`
+/// with `sms` SMs and its K splits, or `None` above its rows. `tile`
+/// (`[bk, bn, warps]`) and `ctas_per_sm` replace the table's (benches).
+#[pyfunction]
+#[pyo3(signature = (m, n, k, *, arch=None, sms=Checked(132), tile=None, ctas_per_sm=None),
+    text_signature = "(m, n, k, *, arch=None, sms=132, tile=None, ctas_per_sm=None)")]
+pub fn tile_gemv_schedule(
+    m: Checked<u64>,
+    n: Checked<u64>,
+    k: Checked<u64>,
+    arch: Option<Text>,
+    sms: Checked<u64>,
+    tile: Option<[Checked<u32>; 3]>,
+    ctas_per_sm: Option<Checked<u64>>,
+) -> PyResult<Option<(TileSchedule, u32)>> {
+    let arch = arch_or_default(arch)?;
+    let p = gemm_problem(m, n, k, Checked(2));
+    let sms = sms.0.max(1);
+    let Some((mut inner, mut splits)) = zt::schedule::gemv_schedule(&p, arch, sms) else {
+        return Ok(None);
+    };
+    if tile.is_some() || ctas_per_sm.is_some() {
+        if let Some([bk, bn, warps]) = tile {
+            inner = zt::Schedule::block(&[1, bn.0])
+                .k(bk.0)
+                .warps(warps.0)
+                .arch(arch);
+            inner.validate().map_err(tile_err)?;
+        }
+        let ctas = ctas_per_sm.map_or(zt::schedule::GEMV_CTAS_PER_SM, |c| c.0.max(1));
+        splits = zt::schedule::gemv_splits(&p, &inner, ctas, sms);
+    }
+    Ok(Some((TileSchedule { inner }, splits)))
 }
 
 // ====================================================================== builder
@@ -630,31 +658,10 @@ impl TileBuilder {
 
     // ---------------------------------------------------------------- tile ops
 
-    /// `op`: a HIR unary op's name, or `<name>_approx` for a fast f32
-    /// approximation (`tanh_approx`, `ex2_approx`, `rcp_approx`,
-    /// `ex2_ftz_approx`: `MapOp::Approx`).
     fn unary(&self, op: Text, a: Checked<u32>) -> PyResult<u32> {
-        let names: Vec<String> = UnOp::ALL
-            .iter()
-            .map(|o| o.name().to_string())
-            .chain(
-                zyntax_hir::ApproxOp::ALL
-                    .iter()
-                    .map(|o| format!("{}_approx", o.name())),
-            )
-            .collect();
-        let all: Vec<(&str, MapOp)> = names
-            .iter()
-            .map(String::as_str)
-            .zip(
-                UnOp::ALL
-                    .iter()
-                    .map(|&o| MapOp::Unary(o))
-                    .chain(zyntax_hir::ApproxOp::ALL.iter().map(|&o| MapOp::Approx(o))),
-            )
-            .collect();
+        let all: Vec<(&str, UnOp)> = UnOp::ALL.iter().map(|o| (o.name(), *o)).collect();
         let op = pick("op", "unary op", &op, &all)?;
-        self.with(|b| b.map(op, &[TileId(a.0)]).0)
+        self.with(|b| b.unary(op, TileId(a.0)).0)
     }
 
     fn binary(&self, op: Text, a: Checked<u32>, b: Checked<u32>) -> PyResult<u32> {

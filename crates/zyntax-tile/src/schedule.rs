@@ -59,13 +59,6 @@ pub struct Schedule {
     /// do. The block tile must fit one set's registers (128x128 over 4
     /// warps: 128 accumulators per thread).
     pub pingpong: bool,
-    /// With `warp_specialize`: the epilogue's store of the output tile goes
-    /// through shared memory and TMA (`cp.async.bulk.tensor` from 128-byte
-    /// swizzled column boxes, one thread per consumer set issuing them), so
-    /// the consumers write registers to shared memory and return to the
-    /// next tile's wgmmas while the copy runs (`lower/pipeline_ws.rs`). A
-    /// program whose store the path cannot take keeps the register stores.
-    pub tma_store: bool,
 }
 
 /// How a `dot` is lowered.
@@ -105,12 +98,7 @@ impl Schedule {
             persistent: false,
             wgmma_in_flight: 0,
             pingpong: false,
-            tma_store: false,
         }
-    }
-    pub fn tma_store(mut self, on: bool) -> Schedule {
-        self.tma_store = on;
-        self
     }
     pub fn pingpong(mut self, on: bool) -> Schedule {
         self.pingpong = on;
@@ -245,12 +233,6 @@ impl Schedule {
                 "two consumer sets take turns over a persistent grid: set persistent too".into(),
             );
         }
-        if self.tma_store && !self.warp_specialize {
-            return bad(
-                "tma_store",
-                "the TMA store epilogue is built for warp-specialised schedules only".into(),
-            );
-        }
         if self.cluster > 1 && self.arch < Arch::Sm90 {
             return bad(
                 "cluster",
@@ -364,6 +346,46 @@ pub const WGMMA_SMALL_M_TILE: [u32; 5] = [64, 128, 64, 4, 4];
 /// `SPLIT_MIN_STEPS` K steps long.
 pub const SPLIT_WAVES: u64 = 2;
 pub const SPLIT_MIN_STEPS: u64 = 4;
+
+/// Rows up to which the library's matmul runs the gemv program
+/// (`kernels/gemv_tile.py`: FFMA over `[bk, bn]` slabs of `b`, no tensor
+/// cores) instead of a tensor-core tile: a product of a few rows reads each
+/// weight once, and wgmma pads the rows to 64.
+pub const GEMV_MAX_M: u64 = 4;
+/// The gemv program's slab per K step, `[bk, bn, warps]`.
+pub const GEMV_TILE: [u32; 3] = [16, 128, 4];
+/// Program instances per SM the gemv program's K split aims at (the loop is
+/// not software-pipelined: many resident slabs keep loads in flight), each
+/// split at least `GEMV_MIN_STEPS` K steps long.
+pub const GEMV_CTAS_PER_SM: u64 = 6;
+pub const GEMV_MIN_STEPS: u64 = 2;
+
+/// The gemv program's schedule (block `[1, bn]`, K step `bk`) for `problem`
+/// on `arch` with `sms` SMs and its K splits, or `None` above
+/// [`GEMV_MAX_M`] rows.
+pub fn gemv_schedule(problem: &GemmProblem, arch: Arch, sms: u64) -> Option<(Schedule, u32)> {
+    if problem.m == 0 || problem.m > GEMV_MAX_M {
+        return None;
+    }
+    let [bk, bn, warps] = GEMV_TILE;
+    let schedule = Schedule::block(&[1, bn]).k(bk).warps(warps).arch(arch);
+    let splits = gemv_splits(problem, &schedule, GEMV_CTAS_PER_SM, sms);
+    Some((schedule, splits))
+}
+
+/// K splits of the gemv program under `schedule` (one instance per row, N
+/// tile and split): enough for `ctas_per_sm` instances per SM, each split a
+/// whole number of K steps, at least [`GEMV_MIN_STEPS`] (or all of K), so
+/// that none is empty.
+pub fn gemv_splits(problem: &GemmProblem, schedule: &Schedule, ctas_per_sm: u64, sms: u64) -> u32 {
+    let (bk, bn) = (u64::from(schedule.k), u64::from(schedule.block[1]));
+    let blocks = problem.m.max(1) * problem.n.div_ceil(bn).max(1);
+    let want = (ctas_per_sm * sms).div_ceil(blocks).max(1);
+    let steps = problem.k.div_ceil(bk).max(1);
+    // Rounded down: at least `want` splits.
+    let per = (steps / want).max(GEMV_MIN_STEPS);
+    u32::try_from(steps.div_ceil(per)).unwrap_or(u32::MAX)
+}
 
 /// The schedule of a `batch` of `problem`s for the library's matmul on
 /// `arch` with `sms` SMs, and its number of K splits (1: none): the largest
@@ -540,6 +562,26 @@ mod tests {
                 .arch(Arch::Sm90a);
             s.validate_gemm(2).unwrap();
         }
+    }
+
+    #[test]
+    fn gemv_schedules_split_k_to_fill_the_sms() {
+        let h200 = 132;
+        let (s, splits) = gemv_schedule(&p(1, 4096, 4096, 2), Arch::Sm90a, h200).unwrap();
+        let (bk, bn) = (u64::from(s.k), u64::from(s.block[1]));
+        assert_eq!(s.block[0], 1);
+        s.validate().unwrap();
+        // enough instances, none empty, each split GEMV_MIN_STEPS steps or more
+        let steps = 4096u64.div_ceil(bk);
+        let per = steps.div_ceil(u64::from(splits));
+        assert!(4096u64.div_ceil(bn) * u64::from(splits) >= GEMV_CTAS_PER_SM * h200);
+        assert!(per >= GEMV_MIN_STEPS && (u64::from(splits) - 1) * per < steps);
+        // a short K is not split below GEMV_MIN_STEPS steps
+        let (_, short) = gemv_schedule(&p(1, 64, 16, 2), Arch::Sm90a, h200).unwrap();
+        assert_eq!(short, 1);
+        // rows past GEMV_MAX_M go to the tensor-core tiles
+        assert!(gemv_schedule(&p(GEMV_MAX_M + 1, 4096, 4096, 2), Arch::Sm90a, h200).is_none());
+        assert!(gemv_schedule(&p(0, 4096, 4096, 2), Arch::Sm90a, h200).is_none());
     }
 
     #[test]

@@ -196,8 +196,8 @@ pub struct TileSchedule {
 #[pymethods]
 impl TileSchedule {
     #[new]
-    #[pyo3(signature = (block, *, k=Checked(16), warps=Checked(4), stages=Checked(1), cluster=Checked(1), arch=None, warp_specialize=Flag(false), persistent=Flag(false), wgmma_in_flight=Checked(0), pingpong=Flag(false), cluster_n=Flag(false)),
-        text_signature = "(block, *, k=16, warps=4, stages=1, cluster=1, arch=None, warp_specialize=False, persistent=False, wgmma_in_flight=0, pingpong=False, cluster_n=False)")]
+    #[pyo3(signature = (block, *, k=Checked(16), warps=Checked(4), stages=Checked(1), cluster=Checked(1), arch=None, warp_specialize=Flag(false), persistent=Flag(false), wgmma_in_flight=Checked(0), pingpong=Flag(false), cluster_n=Flag(false), tma_store=Flag(false)),
+        text_signature = "(block, *, k=16, warps=4, stages=1, cluster=1, arch=None, warp_specialize=False, persistent=False, wgmma_in_flight=0, pingpong=False, cluster_n=False, tma_store=False)")]
     #[allow(clippy::too_many_arguments)]
     fn new(
         block: &Bound<'_, PyAny>,
@@ -211,6 +211,7 @@ impl TileSchedule {
         wgmma_in_flight: Checked<u32>,
         pingpong: Flag,
         cluster_n: Flag,
+        tma_store: Flag,
     ) -> PyResult<Self> {
         Ok(TileSchedule {
             inner: zt::Schedule::block(&u32_list(block, "block")?)
@@ -223,7 +224,8 @@ impl TileSchedule {
                 .persistent(persistent.0)
                 .wgmma_in_flight(wgmma_in_flight.0)
                 .pingpong(pingpong.0)
-                .cluster_n(cluster_n.0),
+                .cluster_n(cluster_n.0)
+                .tma_store(tma_store.0),
         })
     }
 
@@ -277,6 +279,11 @@ impl TileSchedule {
     fn pingpong(&self) -> bool {
         self.inner.pingpong
     }
+    /// The epilogue stores the output tile through shared memory and TMA.
+    #[getter]
+    fn tma_store(&self) -> bool {
+        self.inner.tma_store
+    }
     /// Threads per CTA (`warps * 32`).
     #[getter]
     fn threads(&self) -> u32 {
@@ -305,7 +312,7 @@ impl TileSchedule {
     fn __repr__(&self) -> String {
         let s = &self.inner;
         format!(
-            "Schedule(block={:?}, k={}, warps={}, stages={}, cluster={}, arch='{}'{}{}{}{}{})",
+            "Schedule(block={:?}, k={}, warps={}, stages={}, cluster={}, arch='{}'{}{}{}{}{}{})",
             s.block,
             s.k,
             s.warps,
@@ -328,7 +335,8 @@ impl TileSchedule {
                 format!(", wgmma_in_flight={}", s.wgmma_in_flight)
             },
             if s.pingpong { ", pingpong=True" } else { "" },
-            if s.cluster_n { ", cluster_n=True" } else { "" }
+            if s.cluster_n { ", cluster_n=True" } else { "" },
+            if s.tma_store { ", tma_store=True" } else { "" }
         )
     }
 }
@@ -658,10 +666,31 @@ impl TileBuilder {
 
     // ---------------------------------------------------------------- tile ops
 
+    /// `op`: a HIR unary op's name, or `<name>_approx` for a fast f32
+    /// approximation (`tanh_approx`, `ex2_approx`, `rcp_approx`,
+    /// `ex2_ftz_approx`: `MapOp::Approx`).
     fn unary(&self, op: Text, a: Checked<u32>) -> PyResult<u32> {
-        let all: Vec<(&str, UnOp)> = UnOp::ALL.iter().map(|o| (o.name(), *o)).collect();
+        let names: Vec<String> = UnOp::ALL
+            .iter()
+            .map(|o| o.name().to_string())
+            .chain(
+                zyntax_hir::ApproxOp::ALL
+                    .iter()
+                    .map(|o| format!("{}_approx", o.name())),
+            )
+            .collect();
+        let all: Vec<(&str, MapOp)> = names
+            .iter()
+            .map(String::as_str)
+            .zip(
+                UnOp::ALL
+                    .iter()
+                    .map(|&o| MapOp::Unary(o))
+                    .chain(zyntax_hir::ApproxOp::ALL.iter().map(|&o| MapOp::Approx(o))),
+            )
+            .collect();
         let op = pick("op", "unary op", &op, &all)?;
-        self.with(|b| b.unary(op, TileId(a.0)).0)
+        self.with(|b| b.map(op, &[TileId(a.0)]).0)
     }
 
     fn binary(&self, op: Text, a: Checked<u32>, b: Checked<u32>) -> PyResult<u32> {

@@ -59,6 +59,13 @@ pub struct Schedule {
     /// do. The block tile must fit one set's registers (128x128 over 4
     /// warps: 128 accumulators per thread).
     pub pingpong: bool,
+    /// With `warp_specialize`: the epilogue's store of the output tile goes
+    /// through shared memory and TMA (`cp.async.bulk.tensor` from 128-byte
+    /// swizzled column boxes, one thread per consumer set issuing them), so
+    /// the consumers write registers to shared memory and return to the
+    /// next tile's wgmmas while the copy runs (`lower/pipeline_ws.rs`). A
+    /// program whose store the path cannot take keeps the register stores.
+    pub tma_store: bool,
 }
 
 /// How a `dot` is lowered.
@@ -98,7 +105,12 @@ impl Schedule {
             persistent: false,
             wgmma_in_flight: 0,
             pingpong: false,
+            tma_store: false,
         }
+    }
+    pub fn tma_store(mut self, on: bool) -> Schedule {
+        self.tma_store = on;
+        self
     }
     pub fn pingpong(mut self, on: bool) -> Schedule {
         self.pingpong = on;
@@ -231,6 +243,12 @@ impl Schedule {
             return bad(
                 "pingpong",
                 "two consumer sets take turns over a persistent grid: set persistent too".into(),
+            );
+        }
+        if self.tma_store && !self.warp_specialize {
+            return bad(
+                "tma_store",
+                "the TMA store epilogue is built for warp-specialised schedules only".into(),
             );
         }
         if self.cluster > 1 && self.arch < Arch::Sm90 {

@@ -46,8 +46,9 @@ SHAPES = [
 #: (``gemm_tile.FORCE``: schedule (bm, bn, bk, warps, stages), n K splits;
 #: the warp-specialised kernel up to gemm_tile.WS_SPLIT_MAX_M, raised to 256
 #: here), "ws" the persistent warp-specialised schedule (``WS_FORCE``, n 1),
-#: "gemv" the FFMA program of ``kernels/gemv_tile.py`` (schedule (bk, bn,
-#: warps), n instances per SM).
+#: "gemv" the FFMA program of ``kernels/gemv_tile.py`` (``GEMV_FORCE``:
+#: schedule (bk, bn, warps), n instances per SM; for the rows the crate
+#: gives that program).
 Entry = tuple[str, tuple[int, ...], int]
 GEMV: list[Entry] = [
     ("gemv", (16, 128, 4), 4),
@@ -112,13 +113,12 @@ def _forced(entry: Entry | None) -> None:
     from zyntax.kernels import gemv_tile as gv
 
     gt.FORCE, gt.WS_FORCE, gt.WS_SPLIT_MAX_M = None, None, DEFAULTS["max_m"]
-    gv.GEMV_ON, gv.GEMV_MAX_M = True, DEFAULTS["gemv_max_m"]
-    gv.GEMV_SCHEDULE, gv.GEMV_CTAS_PER_SM = DEFAULTS["gemv"], DEFAULTS["gemv_ctas"]
+    gv.GEMV_ON, gv.GEMV_FORCE = True, None
     if entry is not None:
         route, sched, n = entry
         gv.GEMV_ON = route == "gemv"
         if route == "gemv":
-            gv.GEMV_MAX_M, gv.GEMV_SCHEDULE, gv.GEMV_CTAS_PER_SM = 1 << 20, sched, n
+            gv.GEMV_FORCE = (sched, n)  # type: ignore[assignment]
         elif route == "ws":
             bm, bn, _, warps, stages = sched
             gt.WS_FORCE = ((bm, bn, warps, stages), 0, False)
@@ -135,6 +135,7 @@ DEFAULTS: dict[str, Any] = {}
 
 def sweep(torch: Any, zk: Any, m: int, n: int, k: int, iters: int) -> list[dict[str, Any]]:
     from zyntax.kernels import gemm_tile as gt
+    from zyntax.kernels import gemv_tile as gv
 
     copies = max(1, min(32, -(-L2_FLUSH_BYTES // ((m * k + k * n) * 2))))
     As = [torch.randn(m, k, device="cuda").bfloat16() / k**0.25 for _ in range(copies)]
@@ -165,7 +166,7 @@ def sweep(torch: Any, zk: Any, m: int, n: int, k: int, iters: int) -> list[dict[
     timed("cublas", lambda i: torch.matmul(As[i], Bs[i], out=c))
     timed("zyntax", lambda i: zk.matmul(As[i], Bs[i], c), variant=zk.choose_variant(As[0], Bs[0]))
     entries: list[Entry] = [("tensorcore", (), 0), *LADDER["small" if m <= 64 else "mid"]]
-    if m > 16:  # every row of a gemv instance re-reads its slab of b: not for 17 rows or more
+    if not gv.applies(m, (1, 1, 1), None):  # rows the crate keeps off the gemv program
         entries = [e for e in entries if e[0] != "gemv"]
     for entry in entries:
         route, cfg, n_ = entry
@@ -191,10 +192,8 @@ def main() -> int:
 
     import zyntax.kernels.gemm as zk
     from zyntax.kernels import gemm_tile as gt
-    from zyntax.kernels import gemv_tile as gv
 
-    DEFAULTS.update(max_m=gt.WS_SPLIT_MAX_M, gemv_max_m=gv.GEMV_MAX_M)
-    DEFAULTS.update(gemv=gv.GEMV_SCHEDULE, gemv_ctas=gv.GEMV_CTAS_PER_SM)
+    DEFAULTS.update(max_m=gt.WS_SPLIT_MAX_M)
 
     shapes = SHAPES
     if args.shapes:

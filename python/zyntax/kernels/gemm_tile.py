@@ -210,6 +210,9 @@ WARP_SPECIALIZE = True
 #: weights where every thread of the cp.async pipeline issued its copies
 #: (B1 on an H200: that route ran 0.49-0.90x cuBLAS at M = 1 and 16).
 WS_SPLIT = True
+#: The largest M whose K-split products take that route (the cp.async
+#: pipeline above it).
+WS_SPLIT_MAX_M = 64
 #: ((bm, bn, bk, warps, stages), K splits) that replaces the tile crate's
 #: choice for every call (benches/gemm.py --tile-ladder compares them).
 FORCE: tuple[tuple[int, int, int, int, int], int] | None = None
@@ -329,6 +332,13 @@ def launch(
     ng = len(groups) if groups else 0
     host = not tc.on_gpu
     arch = HOST_ARCH if host else arch
+    from . import gemv_tile  # (imports this module)
+
+    if gemv_tile.applies(m, (ash[0], bsh[0], nb), groups):
+        # A few rows (decode): the FFMA gemv program, where the crate gives it a schedule.
+        sms = 4 if host else sms
+        gemv_tile.launch(a, b, c, bias, activation, arch=arch, sms=sms, stream=stream)
+        return
     rows = max(groups) if groups else m
     batch, sms = max(nb, ng), 4 if host else sms
     sched, splits = schedule(ta.dtype, rows, n, kk, batch, arch, sms)
@@ -351,7 +361,7 @@ def launch(
         and not host
         and arch == "sm_90a"
         and ta.dtype != "f32"
-        and (splits == 1 or (WS_SPLIT and m <= 64))
+        and (splits == 1 or (WS_SPLIT and m <= WS_SPLIT_MAX_M))
         and not groups
         and nb == 1
         and (ar, br) == (2, 2)

@@ -1,0 +1,182 @@
+"""Products of a few rows (decode: up to the tile crate's ``GEMV_MAX_M``) as a tile program
+without tensor cores: each program instance streams a [BK, BN] slab of `b`
+per K step with vector loads, multiplies it by the row's K slice of `a`
+broadcast across the slab (FFMA into a [BK, BN] f32 accumulator, so each
+thread keeps many independent sums and loads in flight), and reduces the K
+axis once at the end. Row `m` is grid axis 0, the N tile axis 1, the K
+split axis 2; each split writes f32 partials that ``gemm_tile.finish``
+sums (bias, activation and the output cast there).
+
+At M = 1 a product reads each weight once: the time is the weights' bytes
+over memory bandwidth, and the tensor-core route pads the row to 64 (wgmma
+tiles) for nothing. docs/kernels.md, "Small M", has the measurements.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+from zyntax import _native, hir, tile
+
+from . import _tensors as T
+from . import gemm_tile
+
+#: Off: every small-M product stays on the tensor-core split route (benches).
+GEMV_ON = True
+#: ((bk, bn, warps), instances per SM) that replaces the tile crate's choice
+#: (``zyntax_tile::schedule::gemv_schedule``) for every call (benches; clear
+#: ``gemm_tile.matmul.plans`` after setting it).
+GEMV_FORCE: tuple[tuple[int, int, int], int] | None = None
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What one compiled gemv program specialises on. `a_unit`/`b_unit`:
+    the unit-stride dim of the [K, M] view of a and the [K, N] view of b
+    (0, 1 or None); `aligned`: 16-byte aligned bases of a and b."""
+
+    dtype: str
+    a_unit: int | None
+    b_unit: int | None
+    aligned: tuple[bool, bool]
+    schedule: tuple[int, int, int, str]  # bk, bn, warps, arch
+
+
+def program(s: Spec) -> tile.Kernel:
+    """``ws[z, m, n0:n0+BN] = sum over the z-th K split of a[m, k] * b[k, n0:n0+BN]``."""
+    bk, bn, warps, arch = s.schedule
+    t = tile.Builder("gemv", tile.Schedule((1, bn), k=bk, warps=warps, arch=arch))
+
+    def view(name: str, unit: int | None, aligned: bool) -> tile.View:
+        align = 16 if aligned and unit is not None else None
+        return t.view(name, s.dtype, 2, unit_stride_dim=unit, align_bytes=align)
+
+    a = view("a", s.a_unit, s.aligned[0])  # [K, M]: a's K runs down the rows
+    b = view("b", s.b_unit, s.aligned[1])  # [K, N]
+    ws = t.view("ws", "f32", 3, unit_stride_dim=2, align_bytes=16)  # [splits, M, N]
+    kk, kps = t.scalar_param("k", "u32"), t.scalar_param("kps", "u32")
+    m, n0, z = t.program_id(0), t.program_id(1) * bn, t.program_id(2)
+    k_lo = z * kps
+    k_hi = t.scalar_binary("min", k_lo + kps, kk)
+
+    def f32(x: tile.Tile) -> tile.Tile:
+        return x if s.dtype == "f32" else x.cast("f32")
+
+    def step(t: tile.Builder, k0: tile.Scalar, acc: list[Any]) -> list[Any]:
+        x = f32(t.load(a, (k0, m), (bk, 1))).broadcast((bk, bn))
+        y = f32(t.load(b, (k0, n0), (bk, bn)))
+        return [t.fma(x, y, acc[0])]
+
+    (acc,) = t.for_range(k_lo, k_hi, bk, [t.zeros((bk, bn))], step)
+    t.store(ws, (z, m, n0), t.sum(acc, 0))  # type: ignore[arg-type]
+    return t.finish()
+
+
+@functools.cache
+def _kernel(s: Spec) -> tile.Kernel:
+    return program(s)
+
+
+def _module(s: Spec) -> hir.Module:
+    return _kernel(s).module
+
+
+def _finish_module(s: gemm_tile.Spec) -> hir.Module:
+    return gemm_tile.finish(s).module
+
+
+#: A gemv schedule: ((bk, bn, warps), K splits).
+GemvSchedule = tuple[tuple[int, int, int], int]
+
+
+def schedule(m: int, n: int, k: int, arch: str, sms: int) -> GemvSchedule | None:
+    """((bk, bn, warps), K splits) of an M x N x K product for `sms` SMs (the
+    tile crate's ``gemv_schedule``), or None where the crate keeps it off this
+    program (more than ``GEMV_MAX_M`` rows there)."""
+    kw: dict[str, Any] = {}
+    if GEMV_FORCE is not None:
+        kw = {"tile": list(GEMV_FORCE[0]), "ctas_per_sm": GEMV_FORCE[1]}
+    got = _native.tile_gemv_schedule(m, n, k, arch=arch, sms=sms, **kw)
+    if got is None:
+        return None
+    s, splits = got
+    return (s.k, s.block[1], s.warps), splits
+
+
+def applies(m: int, batches: tuple[int, int, int], groups: Any) -> bool:
+    """Whether ``gemm_tile.launch`` runs a product of `m` rows and (a, b, c)
+    batch counts on this program: 2-D products of the rows the tile crate
+    gives a gemv schedule (``GEMV_MAX_M`` there)."""
+    if not GEMV_ON or batches != (1, 1, 1) or groups:
+        return False
+    return _native.tile_gemv_schedule(m, 1, 1) is not None
+
+
+def launch(
+    a: gemm_tile.Operand,
+    b: gemm_tile.Operand,
+    c: gemm_tile.Operand,
+    bias: T.Tensor | None,
+    activation: str | None,
+    *,
+    arch: str,
+    sms: int,
+    stream: Any = None,
+) -> bool:
+    """``c = act(a @ b + bias)`` for 2-D operands (batch 1) where the tile
+    crate gives the product a gemv schedule; False (nothing launched) where not."""
+    (ta, ash, ast), (tb, _, bst), (tc, csh, cst) = a, b, c
+    _, m, n = csh
+    kk = ash[2]
+    got = schedule(m, n, kk, arch, sms) if GEMV_ON else None
+    if got is None:
+        return False
+    (bk, bn, warps), nsplit = got
+    kps = -(-kk // nsplit // bk) * bk if kk else bk  # whole K steps; no split is empty
+    nsplit = max(1, -(-kk // kps))
+
+    def unit(strides: tuple[int, int], shape: tuple[int, int]) -> int | None:
+        return 0 if strides[0] == 1 or shape[0] == 1 else 1 if strides[1] == 1 else None
+
+    # a's [K, M] view: its (M, K) strides swapped.
+    a_view = [kk, m, ast[2], ast[1]]
+    b_view = [kk, n, bst[1], bst[2]]
+    spec = Spec(
+        ta.dtype,
+        unit((ast[2], ast[1]), (kk, m)),
+        1 if bst[2] == 1 or n == 1 else 0 if bst[1] == 1 or kk == 1 else None,
+        (ta.ptr % 16 == 0, tb.ptr % 16 == 0),
+        (bk, bn, warps, arch),
+    )
+    wt = T.tensor(T.empty_like(tc, (nsplit, m, n), "f32"), "workspace")
+    ws_view = [nsplit, m, n, m * n, n, 1]
+    args = [ta, *a_view, tb, *b_view, wt, *ws_view, kk, kps]
+    grid = (m, -(-n // bn), nsplit)
+    T.launch(_module, (spec,), "gemv", grid, warps * 32, args, tc, stream)
+    # The second pass: gemm_tile's finish over [1, 512] tiles of the partials.
+    fin_spec = gemm_tile.Spec(
+        ta.dtype,
+        tc.dtype,
+        None if bias is None else bias.dtype,
+        activation,
+        2,
+        2,
+        spec.a_unit,
+        spec.b_unit,
+        (ta.ptr % 16 == 0, tb.ptr % 16 == 0, tc.ptr % 16 == 0),
+        0,
+        True,
+        (1, FINISH_BN, 16, 4, 1, arch),
+        bias_vec=bias is not None and bias.strides[0] == 1 and bias.ptr % 8 == 0,
+    )
+    bias_args = [] if bias is None else [bias, 1, n, 0, bias.strides[0]]
+    fin = [wt, *ws_view, tc, *csh, *cst, *bias_args, nsplit]
+    grid = (m, -(-n // FINISH_BN), 1)
+    T.launch(_finish_module, (fin_spec,), "matmul_finish", grid, 128, fin, tc, stream)
+    return True
+
+
+#: Output columns per instance of the finishing pass.
+FINISH_BN = 512

@@ -319,6 +319,10 @@ def _native_fast(key: tuple[Any, ...], prepared: Any) -> Callable[[tuple[Any, ..
         return None
     plan = plan_type(slots)
     tensors = any(s[0] == "tensor" for s in slots)
+    if tensors:
+        from zyntax import _torch_c
+
+        _torch_c.ensure()  # torch tensors read in C where libtorch's functions pass their check
     if type(prepared) is getattr(_native, "CudaLauncher", None):
         fast: Any = _native.CudaArgLauncher(prepared, plan, _raw_stream_fn() if tensors else None)
         return fast  # type: ignore[no-any-return]

@@ -37,13 +37,13 @@ misses. Without it (an older extension module) the same plans replay here.
 from __future__ import annotations
 
 import functools
-import os
 import sys
 import threading
 from collections.abc import Callable
 from typing import Any
 
-from zyntax import _native
+from zyntax import _native, _torch_c
+from zyntax._torch_c import torch_c_codes, torch_c_enable  # noqa: F401 - the tests' switch
 from zyntax.errors import ArgumentError
 
 _DeviceArray = getattr(_native, "DeviceArray", None)
@@ -101,88 +101,12 @@ def _torch_info() -> tuple[Any, Callable[[int], int]] | None:
     """(torch.Tensor, the raw stream function) once the program has imported
     torch, else None: what the native plans key torch tensors by. The first
     time, libtorch's C functions are turned on where they pass their check
-    (:func:`torch_c_enable`)."""
+    (``zyntax._torch_c``)."""
     tt = _torch_tensor()
     if tt is None:
         return None
-    if not _torch_c_tried:
-        _torch_c_tried.append(True)
-        torch_c_enable()
+    _torch_c.ensure()
     return (tt, _raw_stream_fn())
-
-
-# ---------------------------------------------------------------- libtorch's C functions
-
-#: torch dtype -> PyTorch's ScalarType code while the native plans read and
-#: allocate torch tensors through libtorch's C functions (empty: the methods).
-torch_c_codes: dict[Any, int] = {}
-_torch_c_tried: list[bool] = []
-
-
-def torch_c_enable(on: bool = True) -> bool:
-    """Turns the native plans' C path for torch tensors on (after checking it)
-    or off; returns whether it is on. On: each tensor's key (dtype, device,
-    shape, strides, address) is read and each output made (``at::
-    empty_strided``, PyTorch's caching allocator) through the C functions of
-    libtorch (AOTInductor's ``aoti_torch_*`` shim and ``THPVariable_Wrap``;
-    crates/zyntax-python/src/cuda/torch_c.rs) instead of the tensor's Python
-    methods and ``torch.empty_like`` (H200, session 11: ~1.0 us a tensor's
-    key and ~1.6 us an output that way). Every value read is first compared
-    with the tensor's own methods, on CPU tensors of each dtype (and a CUDA
-    one once CUDA is up), and a tensor made with what Python sees of it: a
-    PyTorch whose objects or functions differ fails the check and keeps the
-    methods. ``ZYNTAX_TORCH_C=0`` keeps them too."""
-    load = getattr(_native, "cuda_torch_c_load", None)
-    torch = sys.modules.get("torch")
-    torch_c_codes.clear()
-    if not on or load is None or torch is None or os.environ.get("ZYNTAX_TORCH_C") == "0":
-        if load is not None:
-            _native.cuda_torch_c_enable(False)
-        return False
-    try:
-        codes = _torch_c_check(torch, load)
-    except Exception:  # any surprise means the methods
-        codes = None
-    if not codes:
-        _native.cuda_torch_c_enable(False)
-        return False
-    torch_c_codes.update(codes)
-    return bool(_native.cuda_torch_c_enable(True))
-
-
-def _torch_c_check(torch: Any, load: Callable[[str, str], str | None]) -> dict[Any, int] | None:
-    """The dtype codes when libtorch's C functions read and make tensors as
-    the methods say (see :func:`torch_c_enable`), else None."""
-    lib = os.path.join(os.path.dirname(torch.__file__), "lib")
-    if load(os.path.join(lib, "libtorch_cpu.so"), os.path.join(lib, "libtorch_python.so")):
-        return None  # a library or function is missing
-    read, empty = _native.cuda_torch_c_read, _native.cuda_torch_c_empty
-    dtypes = [torch.float32, torch.bfloat16, torch.float16, torch.float64, torch.int64]
-    dtypes += [torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool]
-    dtypes += [getattr(torch, n) for n in ("float8_e4m3fn", "float8_e5m2") if hasattr(torch, n)]
-    samples = [torch.empty((3, 5), dtype=d)[:, 1:4] for d in dtypes]  # offset and strides
-    if torch.cuda.is_initialized():
-        samples.append(torch.empty((4, 6), device="cuda").t())
-    codes: dict[Any, int] = {}
-    for t in samples:
-        got = read(t, t._cdata)
-        dev = t.get_device()
-        want_type = 1 if dev >= 0 else 0  # c10::DeviceType CUDA, CPU
-        if got is None or got[1:] != (want_type, dev, tuple(t.shape), t.stride(), t.data_ptr()):
-            return None
-        codes[t.dtype] = got[0]
-    if len(set(codes.values())) != len(codes):
-        return None
-    made = [(empty([2, 3], [3, 1], codes[torch.float32], 0, -1), torch.float32, "cpu")]
-    if torch.cuda.is_initialized():
-        made.append((empty([5, 2], [1, 5], codes[torch.bfloat16], 1, 0), torch.bfloat16, "cuda"))
-    for (t, p), dtype, kind in made:
-        shape, strides = ((2, 3), (3, 1)) if kind == "cpu" else ((5, 2), (1, 5))
-        ok = type(t) is torch.Tensor and t.dtype is dtype and t.device.type == kind
-        ok = ok and tuple(t.shape) == shape and t.stride() == strides and t.data_ptr() == p
-        if not ok or t.requires_grad:
-            return None
-    return codes
 
 
 def _torch_meta(obj: Any) -> tuple[Any, ...] | None:

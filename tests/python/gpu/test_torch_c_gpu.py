@@ -157,3 +157,43 @@ def test_capture_allocates_in_the_graph_pool(c_path: bool) -> None:
         want = torch.softmax(x.double(), -1)
         torch.testing.assert_close(y.double(), want, rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(z.double(), torch.softmax(want, -1), rtol=1e-5, atol=1e-5)
+
+
+def test_decorated_kernel_launch_reads(c_path: bool) -> None:
+    """``@zyntax.kernel`` launches read torch tensors through the same C
+    functions (abi.rs): views at an offset, 2-D strides, another dtype
+    and a CPU tensor (the slow path's typed error) on fresh inputs."""
+    torch = _torch()
+    import zyntax
+    from zyntax import lang
+    from zyntax.frontend import errors
+
+    @zyntax.kernel
+    def axpy(a, b, out, s, n):  # type: ignore[no-untyped-def]
+        i = lang.grid(1)
+        if i < n:
+            out[i] = a[i] * s + b[i]
+
+    @zyntax.kernel
+    def col(m, out, j):  # type: ignore[no-untyped-def]
+        i = lang.grid(1)
+        if i < out.shape[0]:
+            out[i] = m[i, j]
+
+    n = 1000
+    for dt in (torch.float32, torch.float16, torch.float32):
+        for off in (0, 3):
+            a = torch.randn(n + off, device="cuda", dtype=dt)[off:]
+            b = torch.randn(n, device="cuda", dtype=dt)
+            out = torch.full((n,), float("nan"), device="cuda", dtype=dt)
+            axpy[(n + 127) // 128, 128](a, b, out, 2.0, n)
+            want = a.double() * 2.0 + b.double()
+            tol = 1e-2 if dt is torch.float16 else 1e-6
+            torch.testing.assert_close(out.double(), want, rtol=tol, atol=tol)
+    m = torch.randn(64, 48, device="cuda")
+    for view in (m, m.t()):
+        out = torch.full((view.shape[0],), float("nan"), device="cuda")
+        col[1, 128](view, out, 5)
+        torch.testing.assert_close(out, view[:, 5])
+    with pytest.raises(errors.KernelArgumentError, match="argument 'a'"):
+        axpy[8, 128](torch.randn(n), b, out, 1.0, n)

@@ -35,8 +35,8 @@ call in the process; recognise+lower, LLVM to PTX, ptxas).
 
 Run on a GPU machine: ``python benches/tiling.py [--out-dir DIR] [--quick]``
 (environment: ``TILING_NEST_CASES=case,...`` runs only those nest cases,
-``TILING_LADDER=0`` skips the schedule ladder, ``TILING_NEST_ONLY=1`` skips
-the older sgemm cases).
+``TILING_LADDER=0`` skips the schedule ladder, ``TILING_LADDER=f32`` runs only
+f32's, ``TILING_NEST_ONLY=1`` skips the older sgemm cases).
 """
 
 from __future__ import annotations
@@ -181,10 +181,10 @@ SCHEDULES: dict[str, list[tuple[int, int, int, int, int, WsOptions]]] = {
         (128, 128, 64, 8, 4, None),
     ],
     "f32": [
-        (64, 128, 16, 4, 1, None),
-        (128, 64, 16, 4, 1, None),
-        (128, 128, 16, 8, 1, None),
-        (64, 64, 32, 4, 1, None),
+        (64, 64, 16, 4, 1, None),  # no register prefetch (the default before session 12)
+        (64, 128, 16, 4, 2, None),
+        (128, 64, 16, 4, 2, None),
+        (64, 64, 32, 4, 2, None),
     ],
 }
 L2_FLUSH_BYTES = 256 << 20
@@ -243,7 +243,9 @@ def nest_cases(args: Any, res: Results, torch: Any, old_tiled: Any) -> None:
     only = os.environ.get("TILING_NEST_CASES")
     if only:
         cases = {c: NEST_CASES[c] for c in only.split(",") if c in NEST_CASES}
-    laddered: set[str] = set() if os.environ.get("TILING_LADDER", "1") != "0" else {"bf16", "f32"}
+    # TILING_LADDER=f32 (or bf16): only that dtype's ladder.
+    ladder_env = os.environ.get("TILING_LADDER", "1")
+    laddered = {"bf16", "f32"} - ({"bf16", "f32"} if ladder_env == "1" else {ladder_env})
     rust_dir = os.environ.get("ZYNTAX_RUST_NEST_DIR")
     rust = bool(rust_dir) and (not only or "rust_dsl_matmul_bf16_4096" in only)
     if not rust_dir:

@@ -689,3 +689,34 @@ fn reductions_that_are_not_dots() {
     );
     check(&spec, &NestTileOptions::default(), 1e-12);
 }
+
+#[test]
+fn ffma_register_prefetch_with_a_prologue_and_ragged_k() {
+    // exp(A)·B: the prologue maps the zeros past K to 1, so the prefetched
+    // step past the end must stay masked; K = 37 is not a multiple of 16.
+    let mut spec = matmul(35, 29, 37, Type::F32, false);
+    spec.value = Expr::binary(
+        BinOp::Mul,
+        Expr::unary(UnOp::Exp, Expr::load(0, &[0, 2])),
+        Expr::load(1, &[2, 1]),
+    );
+    for stages in [1, 2] {
+        let s = zyntax_opt::nest_tile::Schedule::block(&[16, 32])
+            .k(16)
+            .warps(2)
+            .stages(stages)
+            .dot_path(zyntax_opt::nest_tile::DotPath::Ffma);
+        let options = NestTileOptions {
+            schedule: Some(s),
+            ..NestTileOptions::default()
+        };
+        check(&spec, &options, 1e-5);
+    }
+    // The default FFMA schedule of an f32 nest prefetches (2 stages).
+    let nk = lower(
+        &matmul(64, 64, 64, Type::F32, false),
+        &NestTileOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(nk.schedule.stages, 2);
+}

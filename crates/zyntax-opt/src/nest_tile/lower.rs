@@ -340,6 +340,9 @@ fn gemm_schedules(
     let fallback = if c.elem != Type::F32 && options.arch >= Arch::Sm80 {
         let k = s.k.max(16);
         s.k(k).warps(4).dot_path(DotPath::MmaSync)
+    } else if c.elem == Type::F32 {
+        // 2 stages: the K loop prefetches the next tiles into registers.
+        s.dot_path(DotPath::Ffma).stages(2)
     } else {
         s.dot_path(DotPath::Ffma)
     };
@@ -558,6 +561,26 @@ impl Ctx<'_> {
         let k_tail = (!k_len.is_multiple_of(u64::from(bk)))
             .then(|| t.index(u32::try_from(k_len).unwrap_or(u32::MAX)));
         let elem = c.elem.clone();
+        if ffma_prefetch(s, &elem) {
+            // Register prefetch (the FFMA dot has no cp.async pipeline): the
+            // next K step's tiles are loaded before this step's dot stages
+            // and multiplies its own, so their global latency overlaps it.
+            // The load after the last step is past K: masked, all zeros.
+            let at0 = t.load(a, &[m0, zero], &[bm, bk]);
+            let bt0 = t.load(b, &[zero, n0], &[bk, bn]);
+            let inits = [acc0.into(), at0.into(), bt0.into()];
+            let acc = t.for_range(zero, k_end, step, &inits, |t, k0, carried| {
+                let k1 = t.scalar_add(k0, step);
+                let at_next = t.load(a, &[m0, k1], &[bm, bk]);
+                let bt_next = t.load(b, &[k1, n0], &[bk, bn]);
+                let (at, bt) = (carried[1].tile(), carried[2].tile());
+                let at = prologue(t, a_pro.as_ref(), at, &elem, [bm, bk], 1, (k0, k_tail));
+                let bt = prologue(t, b_pro.as_ref(), bt, &elem, [bk, bn], 0, (k0, k_tail));
+                let acc = t.dot(at, bt, carried[0].tile());
+                vec![acc.into(), at_next.into(), bt_next.into()]
+            });
+            return acc[0].tile();
+        }
         let acc = t.for_range(zero, k_end, step, &[acc0.into()], |t, k0, carried| {
             let at = t.load(a, &[m0, k0], &[bm, bk]);
             let bt = t.load(b, &[k0, n0], &[bk, bn]);
@@ -713,6 +736,14 @@ impl Ctx<'_> {
             t.broadcast(tile, &shape)
         }
     }
+}
+
+/// Whether the contraction's K loop prefetches the next step's tiles into
+/// registers: an FFMA dot (f32 operands, or any on an FFMA schedule) with 2
+/// stages or more asks for it; the tensor-core paths pipeline themselves.
+fn ffma_prefetch(s: &Schedule, elem: &Type) -> bool {
+    let ffma = s.dot_path == DotPath::Ffma || (*elem == Type::F32 && s.dot_path == DotPath::Auto);
+    ffma && s.stages >= 2
 }
 
 /// `v` when `a + b` is `1 + tanh(v)` or `tanh(v) + 1`.

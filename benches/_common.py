@@ -35,8 +35,13 @@ sys.path.insert(0, str(ROOT / "tests" / "gpu"))
 ptx_kernels = importlib.import_module("ptx_kernels")
 
 
-def parse_args(description: str) -> argparse.Namespace:
+def parse_args(
+    description: str, extra: Callable[[argparse.ArgumentParser], None] | None = None
+) -> argparse.Namespace:
+    """The benches' common options (and a bench's own, added by `extra`)."""
     p = argparse.ArgumentParser(description=description)
+    if extra is not None:
+        extra(p)
     p.add_argument(
         "--out-dir",
         type=Path,

@@ -22,7 +22,7 @@ attention is PyTorch's SDPA in both rows until zyntax's attention has a
 backward: the row says which) against PyTorch eager. Each call is timed
 alone between CUDA events (median), over 4 rotated input sets (one graph per
 set for the graph rows). The zyntax block is checked against PyTorch's
-before timing. ``python benches/blocks.py [--quick]``.
+before timing. ``python benches/blocks.py [--quick] [--size small] [--no-train]``.
 """
 
 from __future__ import annotations
@@ -180,7 +180,11 @@ def bench_train(torch: Any, res: Results, iters: int, dev: Any) -> None:
 
 
 def main() -> None:
-    args = parse_args(__doc__ or "transformer block bench")
+    def sizes(p: Any) -> None:
+        p.add_argument("--size", choices=sorted(SIZES), action="append", help="only these sizes")
+        p.add_argument("--no-train", action="store_true", help="skip the training step")
+
+    args = parse_args(__doc__ or "transformer block bench", sizes)
     torch = optional("torch")
     if torch is None or not torch.cuda.is_available():
         raise SystemExit("blocks bench: needs PyTorch with CUDA")
@@ -192,11 +196,13 @@ def main() -> None:
         f"median of {iters} CUDA-event timings of one block each ({iters // 2} for the "
         f"training step), {SETS} input sets rotated"
     )
-    for size in SIZES:
+    for size in args.size or SIZES:
         bench_forward(torch, res, iters, size, dev)
         res.write(args.out_dir)  # written after each part: a cut-short run keeps its rows
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
+    if args.no_train:
+        return
     try:
         bench_train(torch, res, iters // 2, dev)
     except Exception as e:  # a missing backward is reported, never fatal

@@ -4,13 +4,18 @@ kernel of the zyntax block loses, and to which of PyTorch's.
 
 ``python benches/blocks_profile.py [small|medium] [--reps N]`` prints, per
 implementation, every kernel's device time per block (microseconds, summed
-over its launches in one block) and the block's total. A diagnostic: it
-writes no results JSON (``benches/blocks.py`` is the bench).
+over its launches in one block) and the block's total. ``--graph`` instead
+times each op of the block alone, zyntax's against PyTorch's (and each
+matmul route of zyntax's), as the best per-call time of a CUDA graph of
+`reps` calls: no profiler (whose start-up did not fit the device slots of
+session 11). A diagnostic: it writes no results JSON (``benches/blocks.py``
+is the bench).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 from typing import Any
 
 import blocks
@@ -38,14 +43,98 @@ def kernel_times(torch: Any, fn: Any, reps: int) -> list[tuple[str, float, int]]
     return sorted(rows, key=lambda r: -r[1])
 
 
+def graph_us(torch: Any, fn: Any, reps: int) -> float:
+    """Best device time per call of `fn` over 5 replays of a CUDA graph of `reps` calls."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):  # compile, load, plan
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(reps):
+            fn()
+    g.replay()
+    torch.cuda.synchronize()
+    best = math.inf
+    for _ in range(5):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        g.replay()
+        end.record()
+        torch.cuda.synchronize()
+        best = min(best, start.elapsed_time(end) * 1e3 / reps)
+    return best
+
+
+def op_times(torch: Any, size: str, reps: int) -> None:
+    """Prints each op of the block alone: zyntax's and PyTorch's device time (us)."""
+    from zyntax import kernels as zk
+
+    F = torch.nn.functional
+    bf = torch.bfloat16
+    b, s, d, heads = blocks.SIZES[size]
+    rows = b * s
+
+    def rnd(*shape: int, scale: float = 1.0) -> Any:
+        return (torch.randn(*shape, device="cuda") * scale).to(bf)
+
+    def row(name: str, fns: dict[str, Any]) -> None:
+        cells = []
+        for impl, fn in fns.items():
+            try:
+                cells.append(f"{impl} {graph_us(torch, fn, reps):7.2f}")
+            except Exception as e:  # a route that refuses the shape is reported
+                cells.append(f"{impl} failed ({type(e).__name__}: {str(e)[:80]})")
+        print(f"  {name:34s} " + " | ".join(cells), flush=True)
+
+    x, w, bias = rnd(rows, d), 1 + rnd(d, scale=0.1), rnd(d, scale=0.1)
+    row(
+        f"layer_norm {rows}x{d}",
+        {
+            "zyntax": lambda: zk.layer_norm(x, w, bias),
+            "torch": lambda: F.layer_norm(x, (d,), w, bias),
+        },
+    )
+    q, k, v = (rnd(b, s, heads, d // heads).transpose(1, 2) for _ in range(3))
+    row(
+        f"attention {b}x{heads}x{s}x{d // heads} causal",
+        {
+            "zyntax": lambda: zk.attention(q, k, v, causal=True),
+            "torch": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+        },
+    )
+    for kk, n, act in ((d, 3 * d, None), (d, d, None), (d, 4 * d, "gelu"), (4 * d, d, None)):
+        a, wm, bb = rnd(rows, kk), rnd(kk, n, scale=kk**-0.5), rnd(n, scale=0.02)
+        wt = wm.t().contiguous()
+        fns: dict[str, Any] = {
+            "torch": (lambda a=a, wt=wt, bb=bb: F.gelu(F.linear(a, wt, bb), approximate="tanh"))
+            if act
+            else (lambda a=a, wt=wt, bb=bb: F.linear(a, wt, bb))
+        }
+        for var in (None, "tile", "mma_sync"):
+            fns[f"zyntax {var or 'route'}"] = lambda a=a, wm=wm, bb=bb, var=var, act=act: zk.matmul(
+                a, wm, bias=bb, activation=act, variant=var
+            )
+        row(f"matmul {rows}x{kk}x{n}{' gelu' if act else ''} + bias", fns)
+    y = rnd(rows, d)
+    row("residual add (PyTorch in both)", {"torch": lambda: x + y})
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("size", nargs="?", default="medium", choices=sorted(blocks.SIZES))
     p.add_argument("--reps", type=int, default=10)
+    p.add_argument("--graph", action="store_true", help="each op alone in a CUDA graph")
     args = p.parse_args()
     torch = optional("torch")
     if torch is None or not torch.cuda.is_available():
         raise SystemExit("blocks_profile: needs PyTorch with CUDA")
+    if args.graph:
+        print(f"block {args.size}: each op alone, us per call (CUDA graph of {args.reps})")
+        op_times(torch, args.size, args.reps)
+        return
     dev = torch.device("cuda", 0)
     b, s, d, heads = blocks.SIZES[args.size]
     w = blocks.Weights(torch, d, dev)

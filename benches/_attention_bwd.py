@@ -212,13 +212,15 @@ def triton_backward() -> Callable[..., Any] | None:
 #: Forms of the sm_90a kernel (attention_bwd_sm90's knobs) the bench can time
 #: against its default (``ZYNTAX_BENCH_BWD_FORMS=s3,latedk``): dQ split by keys
 #: between the consumers, a Q/dO ring of three (two) stages, dK issued after
-#: dQ (LATE_DK).
+#: dQ (LATE_DK), the consumers taking turns issuing wgmmas (PINGPONG).
 FORMS = {
     "keys": {"SPLIT_KEYS": True},
     "s3": {"STAGES": 3},
     "s2": {"STAGES": 2},
     "latedk": {"LATE_DK": True},
     "latedk_s3": {"LATE_DK": True, "STAGES": 3},
+    "pp": {"PINGPONG": True},
+    "pp_latedk": {"PINGPONG": True, "LATE_DK": True},
 }
 
 

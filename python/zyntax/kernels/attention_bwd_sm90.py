@@ -92,6 +92,7 @@ def build(
     stages: int = 2,
     split_keys: bool = False,
     late_dk: bool = False,
+    pingpong: bool = False,
 ) -> hir.Module:
     """The kernel for `dtype`, head dim `head_dim` (64, 96 or 128; 96 runs
     on tiles of 128 as the forward's: the TMA unit fills the columns past
@@ -104,10 +105,13 @@ def build(
     barrier between the consumers, twice the reductions) instead of half the
     columns over all 128 keys. `late_dk`: dK += dSᵀ Q is issued after dQ's
     wgmma, and dQ's tile is written while it runs (else dV and dK are issued
-    before the barrier and everything is waited for before dQ is written)."""
+    before the barrier and everything is waited for before dQ is written).
+    `pingpong` (implies `split_keys`): the consumers take turns issuing
+    their wgmmas (Sᵀ and dPᵀ; then dV, dK, dQ), FlashAttention-3's forward
+    ping-pong, so that one's softmax runs under the other's products."""
     assert head_dim in HEAD_DIMS
     d = tile_dim(head_dim)  # the tiles' head dim
-    split_keys = split_keys or d == 64
+    split_keys = split_keys or d == 64 or pingpong
     dq_cols = dq_columns(d, split_keys)
     dq_bytes = BM * dq_cols * 4  # one consumer's dQ tile: 64-column pieces
     elem = T.HIR_TYPE[dtype]
@@ -118,6 +122,7 @@ def build(
     name = f"attention_bwd_sm90_{dtype}_d{head_dim}{'_upper' if upper else ''}"
     name += f"{'_lower' if lower else ''}_s{stages}{'_keys' if split_keys else ''}"
     name += "_latedk" if late_dk else ""
+    name += "_pp" if pingpong else ""
     m = hir.Module(name, targets=["sm_90a"])
     params = [hir.tensormap] * 5
     params += [hir.ptr("global", hir.f32)] * 2 + [hir.ptr("global", elem)] * 2
@@ -310,6 +315,37 @@ def build(
                 out += [b.extract(pair, 0), b.extract(pair, 1)]
             return out
 
+        def per_wg(first: Any, second: Any) -> None:
+            """`first()` in the first consumer, `second()` in the second (a
+            warpgroup-uniform branch: named barrier ids are immediates)."""
+            sel = b.if_else(b.eq(c, 0))
+            with sel as (one, two):
+                with one:
+                    first()
+                with two:
+                    second()
+
+        def my_turn() -> None:
+            """Ping-pong: wait until the other consumer has issued its last
+            group of wgmmas (named barrier 3: the first consumer's turn, 4:
+            the second's; 256 threads, the other's by bar.arrive)."""
+            if pingpong:
+                per_wg(lambda: b.named_barrier_sync(3, 256), lambda: b.named_barrier_sync(4, 256))
+
+        def end_turn(more: Any = None) -> None:
+            """Ping-pong: the other consumer's turn; `more` false: this was
+            the second consumer's last turn (nobody waits for it)."""
+
+            def second() -> None:
+                if more is None:
+                    b.named_barrier_arrive(3, 256)
+                else:
+                    with b.if_(more):
+                        b.named_barrier_arrive(3, 256)
+
+            if pingpong:
+                per_wg(lambda: b.named_barrier_arrive(4, 256), second)
+
         def consume() -> None:
             wait(full_kv, 0)
             k_desc = moved(desc(s_k, 16), c * 64 * 128)  # this warpgroup's 64 keys
@@ -320,17 +356,22 @@ def build(
             ds_desc0 = desc(s_ds, 16)
             key0 = n0 + c * 64 + w * 16 + g  # the lane's first key row
             st_vars = variables(b, [b.wgmma_zero(d), b.wgmma_zero(d)], "acc")
+            if pingpong:  # the first consumer takes the first turn
+                with b.if_(b.and_(b.eq(c, 1), total > 0)):
+                    b.named_barrier_arrive(3, 256)
             with b.for_range(0, total, type=hir.u32) as it:
                 dk_acc, dv_acc = read(b, st_vars)
                 st, ph = b.rem(it, stages), b.div(it, stages) & 1
                 _h, m0 = step_coords(it)
                 wait(b.ptr_add(full, st), ph)
                 q_off = st * q_bytes
+                my_turn()
                 b.wgmma_fence()
                 s_acc = ss_chain(k_desc, moved(q_desc0, q_off), kv_box)
                 b.wgmma_commit_group()
                 dp_acc = ss_chain(v_desc, moved(do_desc0, q_off), kv_box)
                 b.wgmma_commit_group()
+                end_turn()
                 # The rows' LSE and D (column x's query: 8 (x >> 1) + 2t + (x & 1)).
                 rows = b.ptr_cast(b.ptr_add(s_rows, st * 2 * ROW_BYTES), f32p)
                 b.wgmma_wait_group(1)  # S is ready; P is computed while dP runs
@@ -381,6 +422,7 @@ def build(
                 dl = row_values(rows, BM)
                 ds = [[p[h_][x] * (dp_h[h_][x] - dl[x]) for x in range(16)] for h_ in range(2)]
                 p_frags, ds_frags = fragments(p), fragments(ds)
+                my_turn()
                 b.wgmma_fence()
                 dv_acc = rs_chain(dv_acc, p_frags, moved(domn0, q_off))
                 if not late_dk:
@@ -439,6 +481,9 @@ def build(
                     if late_dk and pc == 0:
                         dk_acc = rs_chain(dk_acc, ds_frags, moved(qmn0, q_off))
                         b.wgmma_commit_group()
+                    if pc == 0:  # the other consumer's turn (not after the last)
+                        end_turn(it + 1 < total)
+                    if late_dk and pc == 0:
                         b.wgmma_wait_group(1)  # dV and dQ done; dK runs while dQ is written
                     else:
                         b.wgmma_wait_group(0)
@@ -497,13 +542,20 @@ def build(
 
 @functools.cache
 def _module(
-    dtype: str, d: int, upper: bool, lower: bool, stages: int, split_keys: bool, late_dk: bool
+    dtype: str,
+    d: int,
+    upper: bool,
+    lower: bool,
+    stages: int,
+    split_keys: bool,
+    late_dk: bool,
+    pingpong: bool,
 ) -> hir.Module:
-    return build(dtype, d, upper, lower, stages, split_keys, late_dk)
+    return build(dtype, d, upper, lower, stages, split_keys, late_dk, pingpong)
 
 
 @functools.cache
-def _loaded(key: tuple[str, int, bool, bool, int, bool, bool], device: int) -> Any:
+def _loaded(key: tuple[str, int, bool, bool, int, bool, bool, bool], device: int) -> Any:
     return cuda.load_hir(_module(*key), device, arch="sm_90a")
 
 
@@ -513,6 +565,8 @@ STAGES = 2
 SPLIT_KEYS = False
 #: dK issued after dQ, dQ written while it runs (build's late_dk).
 LATE_DK = False
+#: The consumers take turns issuing wgmmas (build's pingpong).
+PINGPONG = False
 
 
 __all__ = ["MAX_SEQ", "build", "launch", "supports"]
@@ -570,7 +624,8 @@ def launch(
     args: list[Any] = [*maps, lse2, delta, dk, dv, sq, sk, sq_pad, heads, hk, heads // hk]
     args += [*dk.strides[:3], float(scale) * LOG2E, float(scale), sk - sq, left, right]
     grid = (-(-sk // BN), bsz * hk)
-    key = (tq.dtype, d, upper, lower, STAGES, SPLIT_KEYS or d == 64, LATE_DK)
+    split = SPLIT_KEYS or d == 64 or PINGPONG
+    key = (tq.dtype, d, upper, lower, STAGES, split, LATE_DK, PINGPONG)
     d = tile_dim(d)
     smem = shared_bytes(d, STAGES, key[5])
     if not tq.on_gpu:

@@ -626,7 +626,13 @@ pub fn block_runner(
 /// then run the row through the fast variant (`call`, the region with
 /// [`AFFINE_REGION`], the `u`s in the context) as one loop carrying the
 /// vectorize hint `md`, or its flags, and go to `fail` on a failure, else
-/// on to the next row.
+/// check the row again: the row runs iteration after iteration while its
+/// threads step together (between barriers the threads of a block may run
+/// in any interleaving, so a row may finish its loop before the next row
+/// starts, as a thread did before the interchange), its values in L1, and
+/// the runner's pass over the block's states is paid once per row's loop
+/// rather than per iteration. The first row check that fails (a thread left
+/// the loop) runs that iteration thread by thread.
 #[allow(clippy::too_many_arguments)]
 fn affine_row(
     out: &mut String,
@@ -715,7 +721,7 @@ fn affine_row(
          %{r}.fom = icmp ult i32 %{r}.foi1, %bx\n  br i1 %{r}.fom, label %{r}.fo, label %{r}.fo.d\n\
          {r}.fo.d:\n  %{r}.fe = load i64, ptr %err\n  %{r}.feb = icmp ne i64 %{r}.fe, 0\n  \
          %{r}.ffb = icmp ne i8 %{r}.foa1, 0\n  %{r}.fbad = or i1 %{r}.feb, %{r}.ffb\n  \
-         br i1 %{r}.fbad, label %{fail}, label %{r}.ly.next",
+         br i1 %{r}.fbad, label %{fail}, label %{r}.ck0",
         s | AFFINE_REGION
     );
 }

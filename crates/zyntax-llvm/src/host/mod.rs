@@ -32,6 +32,7 @@
 pub mod fission;
 pub mod interchange;
 pub mod lower;
+mod pool;
 pub mod regions;
 pub mod target;
 pub mod warp;
@@ -1246,15 +1247,9 @@ impl HostModule {
                 }
             }
         };
-        if workers == 1 {
-            worker();
-        } else {
-            std::thread::scope(|s| {
-                for _ in 0..workers {
-                    s.spawn(worker);
-                }
-            });
-        }
+        // Kept between launches (`host/pool.rs`): starting 15 threads per
+        // launch cost a few hundred µs on 16 cores.
+        pool::run(workers, &worker);
         let e = first.lock().ok().and_then(|g| *g);
         match e {
             Some(e) => Err(self.runtime_error(name, &e).into()),

@@ -42,7 +42,9 @@ CASES: dict[str, tuple[str, int, int, int, str | None]] = {
     "fp16_8192": ("f16", 8192, 8192, 8192, None),
     "bf16_4096": ("bf16", 4096, 4096, 4096, None),
     "fp8_8192": ("e4m3", 8192, 8192, 8192, None),
+    "fp8_4096": ("e4m3", 4096, 4096, 4096, None),
     "tf32_8192": ("tf32", 8192, 8192, 8192, None),
+    "tf32_4096": ("tf32", 4096, 4096, 4096, None),
     "fp32_8192": ("f32", 8192, 8192, 8192, "simt"),
     "bf16_mma_sync_8192": ("bf16", 8192, 8192, 8192, "mma_sync"),
     "bf16_m16_n4096_k4096": ("bf16", 16, 4096, 4096, None),
@@ -291,6 +293,8 @@ def bench_case(
         tile_case(ctx, case, dt, As, Bs, C, copies, report)
     elif ctx.get("tile") is not None and dt in ("bf16", "f16", "f32"):
         tile_lib_case(ctx, case, As, Bs, C, copies, report)
+    if dt in ("e4m3", "tf32") and ctx["arch"] == "sm_90a":
+        tc_tile_case(ctx, case, dt, As, Bz, C, copies, report)
     zvariant = variant
     try:
         chosen = zk.choose_variant(As[0], Bz[0], variant=zvariant, allow_tf32=dt == "tf32")
@@ -313,6 +317,31 @@ def bench_case(
     print(f"  {case:<22} zyntax rel. error {err:.2e}")
     if ctx["sm90_clusters"] and chosen == "sm90":
         sm90_clusters(ctx, case, As, Bz, Z, ref, flop, copies)
+
+
+def tc_tile_case(
+    ctx: dict[str, Any], case: str, dt: str, As: Any, Bz: Any, C: Any, copies: int, report: Any
+) -> None:
+    """Row ``zyntax_tile``: the tile program on fp8 (scales 1.0) or tf32
+    (``matmul(variant="tile")``: wgmma .e4m3 / .tf32, B column-major), checked
+    against float64 of the values the tensor cores read first."""
+    torch, zk = ctx["torch"], ctx["zk"]
+    kw: dict[str, Any] = {"scale_a": 1.0, "scale_b": 1.0} if dt == "e4m3" else {"allow_tf32": True}
+    try:
+        C.fill_(float("nan"))
+        zk.matmul(As[0], Bz[0], C, variant="tile", **kw)
+        a, b = As[0], Bz[0]
+        if dt == "tf32":  # the low 13 mantissa bits dropped
+            a, b = ((x.view(torch.int32) & ~0x1FFF).view(torch.float32) for x in (a, b))
+        ref = a.double() @ b.double()
+        err = ((C.double() - ref).norm() / ref.norm()).item()
+    except Exception as e:
+        print(f"  {case:<22} zyntax_tile failed: {type(e).__name__}: {str(e)[:200]}")
+        return
+    ctx["res"].notes[f"{case}_zyntax_tile_rel_err"] = err
+    print(f"  {case:<22} zyntax_tile rel. error {err:.2e}")
+    if err < 2e-2:
+        report("zyntax_tile", lambda i: zk.matmul(As[i], Bz[i], C, variant="tile", **kw))
 
 
 def tile_case(

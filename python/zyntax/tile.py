@@ -398,10 +398,15 @@ class Builder:
     def max(self, tile: Tile, axis: int) -> Tile:
         return self.reduce(tile, axis, "max")
 
-    def dot(self, a: Tile, b: Tile, acc: Tile) -> Tile:
-        """``acc + a @ b`` (f32 accumulator)."""
+    def dot(self, a: Tile, b: Tile, acc: Tile, inputs: str | None = None) -> Tile:
+        """``acc + a @ b`` (f32 accumulator). `inputs` says how `a` and `b` are
+        read: by their dtype (None or ``"native"``: f32 exact, f16, bf16),
+        ``"tf32"`` (f32 operands, the low 13 mantissa bits dropped as the
+        tensor cores read them) or ``"e4m3"`` / ``"e5m2"`` (u8 operands
+        holding fp8 bytes: the tile layer has no fp8 dtype, as the HIR has
+        none)."""
         ids = [self._own(x, Tile, n) for x, n in ((a, "a"), (b, "b"), (acc, "acc"))]
-        return self._tile(self._b.dot(*ids))
+        return self._tile(self._b.dot(*ids, inputs))
 
     def for_range(
         self,

@@ -30,6 +30,7 @@ ACTIVATIONS = (None, "relu", "gelu")
 
 _TORCH_DTYPES = {f"torch.{DTYPES[n].torch}": n for n in _MATMUL_DTYPES}
 _NUMPY_DTYPES = {DTYPES[n].numpy: n for n in ("f16", "f32", "bf16")}
+_NUMPY_DTYPES["float8_e4m3fn"] = "e4m3"  # ml_dtypes' fp8 (the interpreter's tile program)
 #: numpy/typestr spelling of each zyntax dtype name (bf16 is an opaque 2-byte type).
 TYPESTR = {n: DTYPES[n].typestr for n in _MATMUL_DTYPES}
 

@@ -38,7 +38,7 @@ _ROW_DTYPES = ("f32", "f16", "bf16", "i32", "i64")
 _TYPESTR = {DTYPES[n].typestr: n for n in _ROW_DTYPES}
 #: zyntax scalar name -> HIR type.
 HIR_TYPE = {n: getattr(hir, n) for n in _ROW_DTYPES}
-ITEMSIZE = {n: DTYPES[n].itemsize for n in _ROW_DTYPES}
+ITEMSIZE = {n: DTYPES[n].itemsize for n in (*_ROW_DTYPES, "e4m3")}  # e4m3: tile GEMM maps
 #: The largest finite f32: scalars reach the kernels as f32.
 F32_MAX = float(np.finfo(np.float32).max)
 #: Elements of one numpy argument (numpy runs on the interpreter: small

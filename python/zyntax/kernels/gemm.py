@@ -546,10 +546,34 @@ def _cai(op: Operand) -> _CudaArray:
 
 
 def _tile_supports(p: Problem, arch: str) -> str | None:
-    if p.a.dtype not in ("bf16", "f16", "f32") or p.scale_a is not None:
-        return f"the tile program takes bf16, f16 or f32 without scales, not {p.a.dtype}"
-    if p.tf32:
-        return "the tile program reads f32 exactly (no tf32 yet)"
+    if p.a.dtype not in ("bf16", "f16", "f32", "e4m3"):
+        return f"the tile program takes bf16, f16, f32 or e4m3, not {p.a.dtype}"
+    if _tensor_core_inputs(p):
+        return _tile_tc_unfit(p, arch)
+    return None
+
+
+def _tensor_core_inputs(p: Problem) -> bool:
+    """Whether the tile program reads `p`'s operands as fp8 or tf32 (wgmma only)."""
+    return p.a.dtype == "e4m3" or (p.tf32 and p.a.dtype == "f32")
+
+
+def _tile_tc_unfit(p: Problem, arch: str) -> str | None:
+    """Why the tile program cannot run the fp8 or tf32 product `p`, if not:
+    it reads them on wgmma (sm_90a; FFMA on the interpreter), both operands
+    K-major as wgmma reads 8- and 32-bit inputs (the same rule everywhere),
+    scales as numbers."""
+    what = "fp8 (e4m3)" if p.a.dtype == "e4m3" else "tf32"
+    if arch != "interp" and not targets.has_feature(arch, "wgmma"):
+        return f"the tile program runs {what} on wgmma (sm_90a) only; the device is {arch}"
+    if p.a.layout != "row" or (p.b.layout != "col" and p.n > 1):
+        return (
+            f"the tile program reads {what} operands K-major only (wgmma): a row-major and b "
+            f"column-major (a transposed view of an N x K matrix), got a {p.a.layout}-major "
+            f"and b {p.b.layout}-major"
+        )
+    if any(x is not None and not isinstance(x, float) for x in (p.scale_a, p.scale_b)):
+        return "the tile program takes fp8 scales as numbers, not device arrays"
     return None
 
 
@@ -565,6 +589,9 @@ def tile_preferred(p: Problem, arch: str) -> bool:
     or a transposed `a` (4096^3: 672 against 553, the sm90 variant copies
     it). Row-major large products stay on the sm90 variant (726 against 678)."""
     hopper = targets.has_feature(arch, "wgmma")
+    if hopper and _tensor_core_inputs(p):
+        on = FP8_ON_TILE if p.a.dtype == "e4m3" else TF32_ON_TILE
+        return on and _tile_tc_unfit(p, arch) is None
     if not hopper or p.a.dtype not in ("bf16", "f16") or p.tf32:
         return False
     if p.a.layout == "col":
@@ -585,6 +612,11 @@ def tile_preferred(p: Problem, arch: str) -> bool:
 
 #: Up to this M the registry prefers the tile program on sm_90 (tile_preferred).
 TILE_MAX_M = 256
+#: fp8 e4m3 (with per-tensor scales as numbers) and f32 read as tf32 run the
+#: tile program (wgmma .e4m3 / .tf32, both operands K-major) before the
+#: hand-written sm90 variant: off until measured (docs/kernels.md).
+FP8_ON_TILE = False
+TF32_ON_TILE = False
 #: Larger products with a bias (no activation) run the tile program where its
 #: warp-specialised pipeline takes them with its ping-pong schedule (the
 #: crate's WS table: K up to ~1024; :func:`_tile_ws_fits`, the epilogue in the
@@ -786,7 +818,11 @@ def matmul(
                 return new
     tf32 = _options(variant, allow_tf32)
     T.stream_arg(stream)
-    if max(_ndim(a), _ndim(b)) > 2 or variant == "tile":  # batched: only the tile program
+    batched = max(_ndim(a), _ndim(b)) > 2
+    # 2-D fp8 (scales) and tf32 products reach the tile program through the
+    # normalised problem below (gemm_tile.problem_matmul).
+    plain = fast and not tf32 and "float8" not in str(getattr(a, "dtype", ""))
+    if batched or (variant == "tile" and plain):  # batched: only the tile program
         if variant not in (None, "tile") or tf32 or not fast:
             raise ArgumentError(
                 "argument 'a': batched (3-D) operands and variant='tile' run on the tile "
@@ -807,6 +843,12 @@ def matmul(
         tf32=tf32,
     )
     v, arch = _choose(p, variant)
+    if v.name == "tile" and _tensor_core_inputs(p):
+        if p.m and p.n:
+            if p.backend == "cuda":
+                p = dataclasses.replace(p, stream=_stream_for(a, p.device or 0, stream))
+            gemm_tile.problem_matmul(p, arch, _sm_count(p))
+        return p.out_obj
     if v.name == "tile":
         if key is not None:
             _plans[full] = _TILE

@@ -20,11 +20,14 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from zyntax import _native, hir, tile
 from zyntax.errors import ArgumentError
 
 from . import _plans
 from . import _tensors as T
+from ._dtypes import DTYPES
 
 GELU_C = 0.7978845608028654  # sqrt(2 / pi): GELU's tanh form, as the other variants
 
@@ -60,6 +63,12 @@ class Spec:
     ws_opts: tuple[int, bool, int, bool] = (0, False, 1, False)
     #: a contiguous, 8-byte aligned bias: read two columns per access
     bias_vec: bool = False
+    #: how the dot reads a and b (``tile.Builder.dot``): "native", "tf32"
+    #: (f32 operands) or "e4m3" (fp8 bytes, `dtype` "e4m3", u8 views)
+    inputs: str = "native"
+    #: an f32 scalar parameter `scale` multiplies the accumulator (fp8's
+    #: per-tensor scales, ``scale_a * scale_b``, as ``torch._scaled_mm``)
+    scaled: bool = False
     #: with `ws` (not split): the output is a 2-D view stored through shared
     #: memory and TMA (``Schedule.tma_store``, the tile crate's
     #: ``lower/store_tma.rs``)
@@ -123,8 +132,10 @@ def program(s: Spec) -> tile.Kernel:
         align = 16 if aligned and unit is not None else None
         return t.view(name, dt, rank, unit_stride_dim=unit, align_bytes=align)
 
-    a = view("a", s.dtype, s.a_rank, s.a_unit, s.aligned[0])
-    b = view("b", s.dtype, s.b_rank, s.b_unit, s.aligned[1])
+    # fp8 operands are u8 views of their bytes; the dot names the format.
+    in_dt = "u8" if s.dtype == "e4m3" else s.dtype
+    a = view("a", in_dt, s.a_rank, s.a_unit, s.aligned[0])
+    b = view("b", in_dt, s.b_rank, s.b_unit, s.aligned[1])
     out_dt = "f32" if s.split else s.out_dtype
     # A TMA store writes a 2-D view (one batch: the WS route's products).
     c_rank = 2 if s.tma_store else 3
@@ -134,6 +145,7 @@ def program(s: Spec) -> tile.Kernel:
     kk, kps, splits, a_r, a_c, b_r, b_c = (
         t.scalar_param(n, "u32") for n in ("k", "kps", "splits", "a_r", "a_c", "b_r", "b_c")
     )
+    scale = t.scalar_param("scale", "f32") if s.scaled else None
     n0, z = t.program_id(1) * bn, t.program_id(2)
     batch = t.scalar_binary("div", z, splits)
     k_lo = t.scalar_binary("rem", z, splits) * kps
@@ -159,9 +171,11 @@ def program(s: Spec) -> tile.Kernel:
     def step(t: tile.Builder, k0: tile.Scalar, acc: list[Any]) -> list[Any]:
         x = t.load(a, at(s.a_rank, am, k0, a_r, a_c), (bm, bk))
         y = t.load(b, at(s.b_rank, k0, n0, b_r, b_c), (bk, bn))
-        return [t.dot(x, y, acc[0])]
+        return [t.dot(x, y, acc[0], None if s.inputs == "native" else s.inputs)]
 
     (acc,) = t.for_range(k_lo, k_hi, bk, [t.zeros((bm, bn))], step)
+    if scale is not None:  # before a split's partials too: the sum is linear
+        acc = acc * t.splat((bm, bn), scale)
     res = acc if s.split else _epilogue(t, s, acc, bias, n0)  # type: ignore[arg-type]
     for c, lz in zip(cs, lead, strict=True):
         t.store(c, (m0, n0) if s.tma_store else (lz, m0, n0), res)  # type: ignore[arg-type]
@@ -231,20 +245,21 @@ WS_FORCE: tuple[Any, ...] | None = None
 
 @functools.cache
 def ws_schedule(
-    m: int, n: int, k: int, sms: int
+    m: int, n: int, k: int, sms: int, operand_bytes: int = 2
 ) -> tuple[tuple[int, int, int, int, int, str], tuple[int, int, int, int]] | None:
     """The warp-specialised persistent schedule of an M x N x K bf16/f16
-    product on sm_90a with `sms` SMs (``zyntax_tile::ws_heuristic``: the tile,
+    product (`operand_bytes` 1: fp8, 4: tf32; K steps of 128 bytes) on
+    sm_90a with `sms` SMs (``zyntax_tile::ws_heuristic``: the tile,
     stages, wgmma groups in flight, ping-pong, CTAs per cluster and whether
     the cluster runs along N), or None where the crate keeps the output off
     it (too few tiles)."""
     if WS_FORCE is not None:
         (bm, bn, warps, stages), in_flight, forced, *cl = WS_FORCE
         cluster, along_n = (cl[0] if cl else 1), (len(cl) > 1 and bool(cl[1]))
-        sched = (bm, bn, 64, warps, stages, "sm_90a")
+        sched = (bm, bn, 128 // operand_bytes, warps, stages, "sm_90a")
         return sched, (in_flight, int(forced), int(cluster), int(along_n))
     s = _native.tile_heuristic(
-        m, n, k, operand_bytes=2, arch="sm_90a", warp_specialize=True, sms=sms
+        m, n, k, operand_bytes=operand_bytes, arch="sm_90a", warp_specialize=True, sms=sms
     )
     if not s.warp_specialize:
         return None
@@ -253,17 +268,26 @@ def ws_schedule(
 
 
 def schedule(
-    dtype: str, m: int, n: int, k: int, batch: int, arch: str, sms: int
+    dtype: str, m: int, n: int, k: int, batch: int, arch: str, sms: int, inputs: str = "native"
 ) -> tuple[tuple[int, int, int, int, int, str], int]:
     """(schedule, K splits) for a `batch` of M x N x K products: the tile
     crate's table (``zyntax_tile::schedule::gemm_schedule``: the largest tile
-    that gives every SM a CTA, K split when the output leaves SMs idle)."""
+    that gives every SM a CTA, K split when the output leaves SMs idle).
+    fp8 and tf32 on sm_90a take the 16-bit wgmma tiles with K steps of 128
+    bytes (the same stage bytes); elsewhere they run on FFMA (its tiles)."""
     if FORCE is not None:
         return (*FORCE[0], arch), FORCE[1]
+    wgmma = inputs != "native" and arch == "sm_90a"
+    ob = 2 if wgmma or dtype in ("bf16", "f16") else 4
     s, splits = _native.tile_gemm_schedule(
-        m, n, k, batch=batch, operand_bytes=4 if dtype == "f32" else 2, arch=arch, sms=sms
+        m, n, k, batch=batch, operand_bytes=ob, arch=arch, sms=sms
     )
-    return (s.block[0], s.block[1], s.k, s.warps, s.stages, arch), splits
+    bk = 128 // ITEMSIZE[dtype] if wgmma else s.k
+    return (s.block[0], s.block[1], bk, s.warps, s.stages, arch), splits
+
+
+#: Bytes of an operand element, by dtype name.
+ITEMSIZE = {n: DTYPES[n].itemsize for n in ("f32", "f16", "bf16", "e4m3")}
 
 
 # ---------------------------------------------------------------- launching
@@ -321,11 +345,14 @@ def launch(
     sms: int,
     stream: Any = None,
     groups: list[int] | None = None,
+    inputs: str = "native",
+    scale: float | None = None,
 ) -> None:
     """``c = act(a @ b + bias)`` over checked operands of matching shapes:
     a (Ba, M, K), b (Bb, K, N), c (B, M, N) with Ba and Bb 1 or B (broadcast);
     bias (N,). `groups`: row counts of a grouped product instead (a (1, T, K),
-    b (G, K, N), c (1, T, N), sum(groups) == T)."""
+    b (G, K, N), c (1, T, N), sum(groups) == T). `inputs`: how the dot reads
+    a and b (:class:`Spec`); `scale`: multiplies ``a @ b`` before the bias."""
     (ta, ash, ast), (tb, bsh, bst), (tc, csh, cst) = a, b, c
     nb, m, n = csh
     kk = ash[2]
@@ -334,14 +361,14 @@ def launch(
     arch = HOST_ARCH if host else arch
     from . import gemv_tile  # (imports this module)
 
-    if gemv_tile.applies(m, (ash[0], bsh[0], nb), groups):
+    if inputs == "native" and gemv_tile.applies(m, (ash[0], bsh[0], nb), groups):
         # A few rows (decode): the FFMA gemv program, where the crate gives it a schedule.
         sms = 4 if host else sms
         gemv_tile.launch(a, b, c, bias, activation, arch=arch, sms=sms, stream=stream)
         return
     rows = max(groups) if groups else m
     batch, sms = max(nb, ng), 4 if host else sms
-    sched, splits = schedule(ta.dtype, rows, n, kk, batch, arch, sms)
+    sched, splits = schedule(ta.dtype, rows, n, kk, batch, arch, sms, inputs)
     folds = [_fold(ash, ast, 1, sched[2]), _fold(bsh, bst, 0, sched[2])]
     if None in folds and arch == "sm_90a":
         # A 3-D view keeps the loop off the wgmma pipeline: mma.sync tiles.
@@ -360,7 +387,7 @@ def launch(
         WARP_SPECIALIZE
         and not host
         and arch == "sm_90a"
-        and ta.dtype != "f32"
+        and (ta.dtype != "f32" or inputs == "tf32")
         and (splits == 1 or (WS_SPLIT and m <= WS_SPLIT_MAX_M))
         and not groups
         and nb == 1
@@ -369,17 +396,17 @@ def launch(
         and ta.ptr % 16 == 0
         and tb.ptr % 16 == 0
         # TMA needs 16-byte row strides (the map is refused otherwise)
-        and all(_rows_16(v, T.ITEMSIZE[ta.dtype]) for v in (av, bv))
+        and all(_rows_16(v, ITEMSIZE[ta.dtype]) for v in (av, bv))
     )
     ws_opts = (0, False, 1, False)
     if ws and splits > 1:
         # The split route's own tile (64 rows), each split a whole ring or more.
-        ws = sched[2] == 64 and kps >= sched[2] * sched[4]
+        ws = sched[2] == 128 // ITEMSIZE[ta.dtype] and kps >= sched[2] * sched[4]
     elif ws:
         # The crate's warp-specialised table picks the tile (64-row tiles
         # too) and its pipeline knobs; a K shorter than the ring stays off
         # it (B2: 17x33x9, one short K step, failed there).
-        got = ws_schedule(m, n, kk, sms)
+        got = ws_schedule(m, n, kk, sms, ITEMSIZE[ta.dtype])
         ws = got is not None and kk >= got[0][2] * got[0][4]
         if got is not None and ws:
             sched, (in_flight, pp, cl, cl_n) = got
@@ -413,6 +440,8 @@ def launch(
         bias_vec=bias is not None and bias.strides[0] == 1 and bias.ptr % 8 == 0,
         tma_store=bool(tma_store),
         gelu_approx=GELU_APPROX and ws and activation == "gelu" and tc.dtype != "f32",
+        inputs=inputs,
+        scaled=scale is not None,
     )
     bias_args = [] if bias is None else [bias, 1, n, 0, bias.strides[0]]
     args: list[Any] = [ta, *av, tb, *bv]
@@ -437,6 +466,8 @@ def launch(
     if spec.bias and not spec.split:
         args += bias_args
     args += [kk, kps, splits, a_r, a_c, b_r, b_c]
+    if scale is not None:
+        args.append(float(scale))
     if groups:
         args += tiles[1:ng] + [starts[i] - starts[i - 1] for i in range(1, ng)]
     threads = fin_threads = sched[3] * 32
@@ -457,6 +488,40 @@ def launch(
         fin = [wt, nb * splits, m, n, m * n, n, 1, tc, *csh, *cst, *bias_args, splits]
         grid = (-(-m // bm), -(-n // bn), nb)
         T.launch(_finish_module, (spec,), "matmul_finish", grid, fin_threads, fin, tc, stream)
+
+
+def _problem_operand(o: Any, obj: Any = None) -> Operand:
+    """A normalised matrix of ``kernels.gemm`` (``_problem.Operand``: device
+    address or host buffer, layout, leading dimension) as a launch operand."""
+    strides = (o.ld, 1) if o.layout == "row" else (1, o.ld)
+    if o.host is None:
+        t = T.Tensor(o.name, obj, o.ptr, True, o.dtype, (o.rows, o.cols), strides, o.device or 0)
+    else:
+        # fp8 host arrays (ml_dtypes) travel as their bytes
+        arr = o.host.view(np.uint8) if o.dtype == "e4m3" else o.host
+        t = T.Tensor(o.name, obj, arr, False, o.dtype, (o.rows, o.cols), strides, -1)
+    return t, (1, o.rows, o.cols), (0, *strides)
+
+
+def problem_matmul(p: Any, arch: str, sms: int) -> None:
+    """Runs the 2-D product `p` (``kernels.gemm``'s normalised ``Problem``) on
+    the tile program: fp8 e4m3 with its per-tensor scales (``scale_a *
+    scale_b`` times the accumulator, before the bias, as ``torch._scaled_mm``)
+    and f32 read as tf32 (``p.tf32``) included."""
+    if p.a.dtype == "e4m3":
+        inputs = "e4m3"
+    else:
+        inputs = "tf32" if p.tf32 and p.a.dtype == "f32" else "native"
+    scale = None if p.scale_a is None else float(p.scale_a) * float(p.scale_b)
+    a, b = _problem_operand(p.a), _problem_operand(p.b)
+    c = _problem_operand(p.out, p.out_obj)
+    bias = None
+    if p.bias is not None:
+        bias = _problem_operand(p.bias)[0]
+        bias = dataclasses.replace(bias, shape=(p.n,), strides=(1,))
+    launch(
+        a, b, c, bias, p.activation, arch=arch, sms=sms, stream=p.stream, inputs=inputs, scale=scale
+    )  # fmt: skip
 
 
 @functools.cache
@@ -481,7 +546,8 @@ def _tensor_map(t: T.Tensor, view: list[Any], m: tile.TensorMapParam) -> Any:
     rec = _plans.recording()
     if rec is not None:
         rec.tensor(rows)  # the same object as `t`: the plan knows where it comes from
-    return T.tensor_map(rows, m.box, swizzle="128B", dtype=t.dtype)
+    dtype = "u8" if t.dtype == "e4m3" else t.dtype  # fp8 bytes: the map copies bytes
+    return T.tensor_map(rows, m.box, swizzle="128B", dtype=dtype)
 
 
 def check_groups(groups: Any, rows: int, experts: int) -> list[int]:

@@ -405,8 +405,8 @@ class Builder:
         tensor cores read them) or ``"e4m3"`` / ``"e5m2"`` (u8 operands
         holding fp8 bytes: the tile layer has no fp8 dtype, as the HIR has
         none)."""
-        ids = [self._own(x, Tile, n) for x, n in ((a, "a"), (b, "b"), (acc, "acc"))]
-        return self._tile(self._b.dot(*ids, inputs))
+        ia, ib, ic = (self._own(x, Tile, n) for x, n in ((a, "a"), (b, "b"), (acc, "acc")))
+        return self._tile(self._b.dot(ia, ib, ic, inputs))
 
     def for_range(
         self,

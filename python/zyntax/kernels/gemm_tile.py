@@ -175,7 +175,7 @@ def program(s: Spec) -> tile.Kernel:
 
     (acc,) = t.for_range(k_lo, k_hi, bk, [t.zeros((bm, bn))], step)
     if scale is not None:  # before a split's partials too: the sum is linear
-        acc = acc * t.splat((bm, bn), scale)
+        acc = acc * t.splat((bm, bn), scale)  # type: ignore[operator]
     res = acc if s.split else _epilogue(t, s, acc, bias, n0)  # type: ignore[arg-type]
     for c, lz in zip(cs, lead, strict=True):
         t.store(c, (m0, n0) if s.tma_store else (lz, m0, n0), res)  # type: ignore[arg-type]

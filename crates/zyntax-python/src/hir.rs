@@ -184,7 +184,7 @@ fn to_max_threads(obj: &Bound<'_, PyAny>) -> PyResult<[u32; 3]> {
     }
 }
 
-fn module_from(m: zh::Module) -> HirModule {
+pub(crate) fn module_from(m: zh::Module) -> HirModule {
     HirModule {
         inner: Arc::new(ModShared {
             state: Mutex::new(ModState::from_hir(m)),

@@ -282,8 +282,9 @@ def fused_nest_spec(m: int, n: int, k: int) -> dict[str, Any]:
 
 #: Other schedules of the fused nest: (block M, block N, warps, stages, warp-
 #: specialised options: (wgmma groups in flight, ping-pong) or None), K steps
-#: of 64. The default is the WS pipeline's 128x256 (the epilogue in the
-#: consumers' registers, tile layer 82c3ae1); before it, the cp.async
+#: of 64. The default is the WS pipeline at 128x128 over 8 consumer warps
+#: (the epilogue in the consumers' registers, tile layer 82c3ae1; a nest with
+#: an epilogue keeps 64 accumulators a thread, lower.rs); before it, the cp.async
 #: pipeline converted the f32 tile through static shared memory and fell to
 #: 128x64 with 2 stages (161 TFLOP/s in session 10's B2, timed here again).
 FUSED_SCHEDULES: list[tuple[int, int, int, int, tuple[int, bool] | None]] = [

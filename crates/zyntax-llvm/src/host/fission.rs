@@ -344,6 +344,33 @@ impl Plan {
         out
     }
 
+    /// The fast variant's saves (`lower::fast_exit`): every value saved at
+    /// any barrier, copied to its per-thread array at the thread's one exit,
+    /// whichever barrier it stopped at (or none). Saves at each barrier
+    /// would be stores on some of the paths through the region — masked
+    /// vector stores in a SIMD row, microcoded and slow on AMD's cores; these
+    /// are plain ones. Storing a value that is not live, or not even defined
+    /// on the thread's path (no `freeze`: it would hide the index from
+    /// LLVM's scalar evolution, where the store goes), is harmless: a
+    /// thread's array entry is read only when the thread resumes at a barrier
+    /// where the value was live, and that barrier's exit wrote it.
+    pub fn save_all(&self) -> String {
+        let mut out = String::new();
+        for (v, s) in &self.slots {
+            let mut one = |ty: &str, n: String| {
+                let _ = writeln!(
+                    out,
+                    "  {n}.ld = load {ty}, ptr {n}.a, align 1\n  store {ty} {n}.ld, ptr {n}.s, align 1"
+                );
+            };
+            one(&s.ty, format!("%v{}", v.0));
+            if s.off_slot.is_some() {
+                one("i64", format!("%o{}", v.0));
+            }
+        }
+        out
+    }
+
     /// Copy the saved values of barrier `i` between their local `alloca`s
     /// and the thread's arrays (`save`: to the arrays; else back). `tmp`
     /// names temporaries.

@@ -807,7 +807,16 @@ impl FnLower<'_> {
         }
         let _ = writeln!(out, "}}");
         // Unreachable blocks the builder left without predecessors are harmless; phis with none are dropped above.
-        Ok(if self.fast { fast_exit(&out) } else { out })
+        Ok(if self.fast {
+            let saves = self
+                .fission
+                .as_ref()
+                .map(|p| p.save_all())
+                .unwrap_or_default();
+            fast_exit(&out, &saves)
+        } else {
+            out
+        })
     }
 
     fn attrs(&self) -> String {
@@ -905,16 +914,21 @@ fn mangle_from(llvm_ty: &str) -> String {
 /// once per block and indexed by `thread_idx.x`, so a region runner that
 /// checks them after a region of several rows must not let a later row's
 /// thread clear an earlier one's failure.
-fn fast_exit(text: &str) -> String {
+///
+/// `saves`: in a kernel split at barriers, the copy of every saved value to
+/// its per-thread array, done here on every exit rather than at each
+/// barrier (see `fission::Plan::save_all`).
+fn fast_exit(text: &str, saves: &str) -> String {
     let mut out = String::with_capacity(text.len() + 256);
     for line in text.lines() {
         if line == "  ret void" {
             out.push_str("  br label %zx.ret\n");
         } else if line == "}" {
-            out.push_str(
-                "zx.ret:\n  %zx.code = load i8, ptr %zx.code.a, align 1\n  \
+            let _ = write!(
+                out,
+                "zx.ret:\n{saves}  %zx.code = load i8, ptr %zx.code.a, align 1\n  \
                  %zx.fold = load i8, ptr %zx.flagp, align 1\n  %zx.fnew = or i8 %zx.fold, %zx.code\n  \
-                 store i8 %zx.fnew, ptr %zx.flagp, align 1\n  ret void\n}\n",
+                 store i8 %zx.fnew, ptr %zx.flagp, align 1\n  ret void\n}}\n",
             );
         } else {
             out.push_str(line);

@@ -73,7 +73,10 @@ impl FnLower<'_> {
             .contains_key(&i)
             .then(|| plan.rebuild(i, &mut next));
         self.tmp = tmp;
-        save.into_iter().for_each(|l| self.emit(l));
+        // The fast variant saves every value at its one exit (`Plan::save_all`).
+        if !self.fast {
+            save.into_iter().for_each(|l| self.emit(l));
+        }
         self.emit(format!("store i32 {}, ptr %zx.state, align 4", i.0 + 1));
         self.emit("ret void");
         self.open(format!("zx.resume{}", i.0));

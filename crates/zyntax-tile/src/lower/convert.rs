@@ -31,12 +31,10 @@ pub(super) fn staged_bytes(elem: &Type) -> u64 {
 pub(super) fn stage_width(layout: &Layout, shape: &[u32], elem: &Type, last: usize) -> u32 {
     let map = layout.dim_map(last);
     match elem.size_bytes() {
-        Some(bytes) if *elem != Type::BOOL && map.run_step == 1 => map
-            .run
-            .min(shape[last])
-            .min(16 / bytes as u32)
-            .min(8)
-            .max(1),
+        Some(bytes) if *elem != Type::BOOL && map.run_step == 1 => {
+            // At most 8 lanes (HIR vectors in memory): a u8 run of 16 too.
+            map.run.min(shape[last]).min(16 / bytes as u32).clamp(1, 8)
+        }
         _ => 1,
     }
 }

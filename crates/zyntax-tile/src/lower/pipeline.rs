@@ -75,8 +75,7 @@ pub(crate) fn wgmma_inputs_unfit(
             "the wgmma pipeline takes f16 or bf16 operands, f32 read as tf32 or fp8 bytes (u8), not {a} and {b} read as {inputs:?}"
         ));
     }
-    let sixteen = inputs == DotInputs::Native;
-    if !sixteen && !(a_kmajor && b_kmajor) {
+    if inputs != DotInputs::Native && !(a_kmajor && b_kmajor) {
         let which = if a_kmajor { "b" } else { "a" };
         return Some(format!(
             "wgmma reads {inputs:?} operands K-major only: `{which}` must be unit-stride along K (a: [M, K] row-major, b: a transposed view of an [N, K] matrix)"

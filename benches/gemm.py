@@ -342,6 +342,36 @@ def tc_tile_case(
     print(f"  {case:<22} zyntax_tile rel. error {err:.2e}")
     if err < 2e-2:
         report("zyntax_tile", lambda i: zk.matmul(As[i], Bz[i], C, variant="tile", **kw))
+    if not ctx.get("tc_ladder"):
+        return
+    from zyntax.kernels import gemm_tile
+
+    for force in TC_LADDER:  # rows zyntax_tile_<config>, each checked first
+        gemm_tile.WS_FORCE = force
+        gemm_tile.ws_schedule.cache_clear()
+        name = "zyntax_tile_" + "_".join(str(x) for x in (*force[0], *force[1:]))
+        try:
+            C.fill_(float("nan"))
+            zk.matmul(As[0], Bz[0], C, variant="tile", **kw)
+            e = ((C.double() - ref).norm() / ref.norm()).item()
+            if e < 2e-2:
+                report(name, lambda i: zk.matmul(As[i], Bz[i], C, variant="tile", **kw))
+            else:
+                print(f"  {case:<22} {name} rel. error {e:.2e}")
+        except Exception as ex:
+            print(f"  {case:<22} {name} failed: {type(ex).__name__}: {str(ex)[:160]}")
+    gemm_tile.WS_FORCE = None
+    gemm_tile.ws_schedule.cache_clear()
+
+
+#: --tc-ladder: warp-specialised schedules (gemm_tile.WS_FORCE: (bm, bn, warps,
+#: stages), wgmma groups in flight, ping-pong[, CTAs per cluster, along N])
+#: timed for the fp8 and tf32 cases beside the crate's choice.
+TC_LADDER: list[tuple[Any, ...]] = [
+    ((128, 256, 8, 3), 1, False),
+    ((128, 128, 4, 6), 1, True),
+    ((128, 256, 8, 4), 1, False, 2, False),
+]
 
 
 def tile_case(
@@ -751,6 +781,9 @@ def main() -> int:
     )
     p.add_argument("--tile-ladder", action="store_true", help="time TILE_LADDER (notes)")
     p.add_argument(
+        "--tc-ladder", action="store_true", help="time TC_LADDER for the fp8 and tf32 cases"
+    )
+    p.add_argument(
         "--tile-ws-compare",
         action="store_true",
         help="also time the tile program with gemm_tile.WARP_SPECIALIZE switched",
@@ -841,6 +874,7 @@ def main() -> int:
     ctx.update(tdt=tdt, warmup=warmup, iters=iters)
     ctx["sm90_clusters"] = [int(c) for c in args.sm90_clusters.split(",") if c]
     ctx["tile_search"] = args.tile_search
+    ctx["tc_ladder"] = args.tc_ladder
     ctx["tile_ws_compare"] = args.tile_ws_compare
     res.notes["zyntax_matmul_call_us"] = call_overhead_us(torch, zk)
     from zyntax.kernels import gemm_tile

@@ -82,3 +82,61 @@ def test_grid_stride_loops_against_the_interpreter(monkeypatch: pytest.MonkeyPat
     block_sum.run_cpu(xi, sums[1], grid=grid, block=128, mode="interp")
     assert sums[0][0] == sums[1][0] == int(xi.sum())
     assert "interchanged with the thread loop" in report(block_sum, xi, sums[0])
+
+
+@zyntax.kernel
+def rows2d(x, out):
+    """A grid-stride walk over the linear thread index of a 2-D block: each
+    row of threads (same y) has its own start, so rows rebuild their index
+    from their own first thread (the SIMD-lane rows of docs/cpu.md)."""
+    t = lang.thread_idx.y * lang.block_dim.x + lang.thread_idx.x
+    nt = lang.block_dim.x * lang.block_dim.y
+    g = lang.block_idx.x * nt + t
+    acc = zyntax.f32(0)
+    for i in range(g, len(x), nt * lang.grid_dim.x):
+        acc += x[i] * zyntax.f32(1.5)
+    out[g] = acc
+
+
+@zyntax.kernel
+def rounds(x, out):
+    """The grid-stride loop inside an outer loop whose trip count differs
+    between threads: threads of a row reach the loop's header from
+    different outer rounds, where the row's index is not `u + x`; those
+    iterations run thread by thread."""
+    g = lang.grid(1)
+    acc = zyntax.i32(0)
+    for r in range(g % 3 + 1):
+        for i in range(g + r, len(x), lang.gridsize(1)):
+            acc += x[i] * (r + 1)
+    out[g] = acc
+
+
+def test_simd_rows_against_the_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ZYNTAX_CPU_INTERCHANGE", raising=False)
+    bx, by = int(rng.integers(1, 40)), int(rng.integers(1, 6))
+    blocks = int(rng.integers(1, 5))
+    total = bx * by * blocks
+    x = (rng.random(int(rng.integers(1, 40 * total))) * 4 - 2).astype(F32)
+    outs = [np.full(total, np.nan, F32) for _ in range(2)]
+    rows2d.run_cpu(x, outs[0], grid=blocks, block=(bx, by), mode="native")
+    rows2d.run_cpu(x, outs[1], grid=blocks, block=(bx, by), mode="interp")
+    assert np.array_equal(outs[0], outs[1])
+    want = np.zeros(total, np.float64)
+    np.add.at(want, np.arange(len(x)) % total, x.astype(np.float64) * 1.5)
+    assert np.allclose(outs[0], want, rtol=1e-4, atol=1e-4)
+    assert "interchanged with the thread loop" in report(rows2d, x, outs[0])
+
+    threads, blocks = int(rng.integers(1, 100)), int(rng.integers(1, 4))
+    total = threads * blocks
+    xi = rng.integers(-1000, 1000, int(rng.integers(1, 30 * total))).astype(np.int32)
+    iouts = [np.full(total, -7, np.int32) for _ in range(2)]
+    rounds.run_cpu(xi, iouts[0], grid=blocks, block=threads, mode="native")
+    rounds.run_cpu(xi, iouts[1], grid=blocks, block=threads, mode="interp")
+    assert np.array_equal(iouts[0], iouts[1])
+    iwant = np.zeros(total, np.int64)
+    for g in range(total):
+        for r in range(g % 3 + 1):
+            iwant[g] += int(xi[g + r :: total].astype(np.int64).sum()) * (r + 1)
+    assert np.array_equal(iouts[0], iwant.astype(np.int32))
+    assert "interchanged with the thread loop" in report(rounds, xi, iouts[0])

@@ -892,14 +892,27 @@ fn interchanged(m: &Module, opts: &HostOptions) -> bool {
 /// An interchanged loop's rows of threads get a second entry that rebuilds
 /// the loop's index (and the other affine values) from the thread index,
 /// and LLVM makes that row loop SIMD code: vector types in the optimized
-/// block runner: the sum of squares as a vector `fadd`. With
-/// `ZYNTAX_CPU_AFFINE=0` (read at compile time) the entry is not there.
+/// block runner: the sum of squares as a vector `fadd`. Without
+/// `affine_rows` the entry is not there.
 #[test]
 fn interchanged_rows_are_simd_lanes() {
     let m = module(grid_stride(true, false));
-    let p = host::prepare(&m, &HostOptions::default()).unwrap();
+    let off = HostOptions {
+        affine_rows: Some(false),
+        ..HostOptions::default()
+    };
+    let p = host::prepare(&m, &off).unwrap();
+    assert!(
+        !p.ir.contains("zx.resumeA"),
+        "affine entry without affine rows"
+    );
+    let on = HostOptions {
+        affine_rows: Some(true),
+        ..HostOptions::default()
+    };
+    let p = host::prepare(&m, &on).unwrap();
     assert!(p.ir.contains("zx.resumeA"), "no affine entry");
-    let art = host::emit(&m, &HostOptions::default(), host::Emit::LlvmIr).unwrap();
+    let art = host::emit(&m, &on, host::Emit::LlvmIr).unwrap();
     let ir = String::from_utf8(art.bytes).unwrap();
     let runner = ir
         .split("\ndefine ")
@@ -918,9 +931,10 @@ fn interchanged_rows_are_simd_lanes() {
 #[test]
 fn interchanged_loops_match_the_interpreter() {
     let mut rng = Rng::new();
-    for vector in [false, true] {
+    for (vector, affine) in [(false, false), (false, true), (true, false), (true, true)] {
         let opts = HostOptions {
             vector_threads: Some(vector),
+            affine_rows: Some(affine),
             ..HostOptions::default()
         };
         for (float, early) in [(false, false), (true, false), (false, true), (true, true)] {

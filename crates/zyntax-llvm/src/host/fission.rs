@@ -122,7 +122,7 @@ type Point = (BlockId, i64);
 /// lowering (no barrier, a warp collective, an `alloca`, or a value live
 /// across a barrier whose type has no per-thread storage). `literal` says
 /// which values the lowering writes as literals (constants: never stored).
-pub fn plan(f: &Function, literal: &dyn Fn(ValueId) -> bool) -> Option<Plan> {
+pub fn plan(f: &Function, literal: &dyn Fn(ValueId) -> bool, affine: bool) -> Option<Plan> {
     if !f.is_kernel() || forced_off() || super::warp::has_collective(f) {
         return None;
     }
@@ -232,11 +232,10 @@ pub fn plan(f: &Function, literal: &dyn Fn(ValueId) -> bool) -> Option<Plan> {
         p.slots.insert(v, s);
     }
     p.bytes = off;
-    // `ZYNTAX_CPU_AFFINE=0`: restore every value (for comparisons).
-    let off = std::env::var("ZYNTAX_CPU_AFFINE").is_ok_and(|v| v == "0");
+    // `affine`: `HostOptions::affine_rows` (else every value is restored).
     let stride = super::interchange::x_stride(f);
     for (i, live) in &p.live {
-        if off || !super::interchange::is_virtual(*i) {
+        if !affine || !super::interchange::is_virtual(*i) {
             continue;
         }
         let aff: Vec<(ValueId, i64)> = live

@@ -207,6 +207,8 @@ pub struct ModuleInfo<'m> {
     pub features: String,
     /// Kernels get the vectorizable runner (`HostOptions::vector_threads`).
     pub vector: bool,
+    /// Interchanged loops run rows as SIMD lanes (`HostOptions::affine_rows`).
+    pub affine: bool,
 }
 
 impl<'m> ModuleInfo<'m> {
@@ -290,6 +292,7 @@ impl<'m> ModuleInfo<'m> {
             cpu: cpu.to_string(),
             features: features.to_string(),
             vector: false,
+            affine: false,
         }
     }
 }
@@ -608,9 +611,8 @@ impl FnLower<'_> {
         self.base_ops = self.ops.clone();
         if f.is_kernel() && !self.mi.recursive.contains(&f.name) {
             let ops = &self.ops;
-            self.fission = fission::plan(f, &|v| {
-                ops.get(v.index()).is_some_and(|o| !o.starts_with('%'))
-            });
+            let literal = |v: ValueId| ops.get(v.index()).is_some_and(|o| !o.starts_with('%'));
+            self.fission = fission::plan(f, &literal, self.mi.affine);
         }
         for (k, b) in f.layout.iter().enumerate() {
             self.pos.insert(*b, k);

@@ -340,6 +340,12 @@ pub struct HostOptions {
     /// default: on the AMD EPYC this was measured on it was slower, see
     /// docs/cpu.md).
     pub vector_threads: Option<bool>,
+    /// Run the rows of threads of an interchanged loop as SIMD lanes
+    /// (`fission::Plan::affine`); `None`: `ZYNTAX_CPU_AFFINE=0|1` in the
+    /// environment, else on where the target has AVX-512 (masked vector
+    /// stores through mask registers; AVX2's `vmaskmov` stores are
+    /// microcoded on AMD's cores and made the rows slower, docs/cpu.md).
+    pub affine_rows: Option<bool>,
 }
 
 impl HostOptions {
@@ -489,6 +495,13 @@ pub fn prepare(m: &Module, opts: &HostOptions) -> HostResult<Prepared> {
     mi.vector = opts
         .vector_threads
         .unwrap_or_else(|| std::env::var("ZYNTAX_CPU_VECTOR").is_ok_and(|v| v == "1"));
+    mi.affine =
+        opts.affine_rows
+            .unwrap_or_else(|| match std::env::var("ZYNTAX_CPU_AFFINE").as_deref() {
+                Ok("0") => false,
+                Ok("1") => true,
+                _ => target.features.split(',').any(|f| f == "+avx512f"),
+            });
     initialize()?;
     let tm = machine(&target, RelocMode::PIC)?;
     let dl = tm

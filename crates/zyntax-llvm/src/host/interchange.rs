@@ -46,7 +46,7 @@
 //! (for the random-kernel tests).
 
 use std::collections::{BTreeMap, BTreeSet};
-use zyntax_hir::{BinOp, BlockId, Dim, Function, InstId, Op, ValueId};
+use zyntax_hir::{AtomicOp, BinOp, BlockId, Dim, Function, InstData, InstId, Op, ValueId};
 
 /// Virtual barriers are numbered `VIRTUAL | header block`, above every
 /// instruction id: the block runner runs the largest waiting state first.
@@ -105,6 +105,34 @@ fn allowed(op: &Op) -> bool {
             | Op::Return
             | Op::Unreachable
     )
+}
+
+/// An atomic whose effect does not depend on the order of the threads: an
+/// integer `add`, `sub`, `and`, `or`, `xor`, `min` or `max` whose old value
+/// nobody reads (`red`, or an unused result) — any interleaving of the
+/// threads leaves the same memory, so interchanging the loop that holds it
+/// keeps results bit for bit (histogram's counting loop). `used`: the values
+/// some instruction reads.
+fn order_free_atomic(f: &Function, d: &InstData, used: &BTreeSet<ValueId>) -> bool {
+    let op = match d.op {
+        Op::Atomic { op, .. } | Op::Red { op, .. } => op,
+        _ => return false,
+    };
+    let commutes = matches!(
+        op,
+        AtomicOp::Add
+            | AtomicOp::Sub
+            | AtomicOp::And
+            | AtomicOp::Or
+            | AtomicOp::Xor
+            | AtomicOp::Min
+            | AtomicOp::Max
+    );
+    let int = d
+        .args
+        .get(1)
+        .is_some_and(|v| f.value_type(*v).as_scalar().is_some_and(|s| s.is_int()));
+    commutes && int && d.results.iter().all(|r| !used.contains(r))
 }
 
 /// Per value: how it changes from thread `x` to thread `x + 1` of a row
@@ -307,6 +335,16 @@ pub fn headers(f: &Function) -> Vec<BlockId> {
     }
     let loops = zyntax_opt::analysis::loops(f);
     let stride = x_stride(f);
+    let used: BTreeSet<ValueId> = f
+        .insts_in_order()
+        .filter_map(|(_, i)| f.insts.get(i.index()))
+        .flat_map(|d| {
+            d.args
+                .iter()
+                .chain(d.targets.iter().flat_map(|t| t.args.iter()))
+        })
+        .copied()
+        .collect();
     let contiguous = |v: ValueId| stride.get(v.index()).copied().flatten() == Some(1);
     let mut out: BTreeSet<BlockId> = BTreeSet::new();
     for l in &loops {
@@ -326,7 +364,7 @@ pub fn headers(f: &Function) -> Vec<BlockId> {
                     ok = false;
                     continue;
                 };
-                ok &= allowed(&d.op);
+                ok &= allowed(&d.op) || order_free_atomic(f, d, &used);
                 let addr = match d.op {
                     Op::Load | Op::Store | Op::LoadCached(_) | Op::StoreCached(_) => {
                         d.args.first().copied()

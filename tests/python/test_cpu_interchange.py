@@ -143,3 +143,36 @@ def test_simd_rows_against_the_interpreter(monkeypatch: pytest.MonkeyPatch) -> N
             iwant[g] += int(xi[g + r :: total].astype(np.int64).sum()) * (r + 1)
     assert np.array_equal(iouts[0], iwant.astype(np.int32))
     assert "interchanged with the thread loop" in report(rounds, xi, iouts[0])
+
+
+@zyntax.kernel
+def byte_hist(data, hist):
+    """The bench's histogram: per-block shared bins counted by atomics whose
+    old value nobody reads (interchanged: the same bins in any order)."""
+    local = lang.shared.array(256, zyntax.u32)
+    tid = lang.thread_idx.x
+    local[tid] = 0
+    lang.syncthreads()
+    for i in range(lang.grid(1), len(data), lang.gridsize(1)):
+        lang.atomic.add(local, zyntax.i32(data[i]), 1, scope="block")
+    lang.syncthreads()
+    lang.atomic.add(hist, tid, local[tid])
+
+
+@pytest.mark.parametrize("affine", ["0", "1"])
+def test_histogram_loop_is_interchanged(monkeypatch: pytest.MonkeyPatch, affine: str) -> None:
+    monkeypatch.delenv("ZYNTAX_CPU_INTERCHANGE", raising=False)
+    monkeypatch.setenv("ZYNTAX_CPU_AFFINE", affine)
+    data = rng.integers(0, 256, int(rng.integers(1, 200_000))).astype(np.uint8)
+    m = hir.parse_zir(byte_hist.hir([data, np.zeros(256, np.uint32)]))
+    grid = int(rng.integers(1, 9))
+    hists = [np.zeros(256, np.uint32) for _ in range(2)]
+    # A module of its own, compiled here with this ZYNTAX_CPU_AFFINE (the
+    # kernel's cached module would keep the first test's); each array
+    # parameter comes with its length and stride.
+    args = (data, len(data), 1, hists[0], 256, 1)
+    assert cpu.launch(m, "byte_hist", grid, 256, *args, mode="native") == "cpu"
+    byte_hist.run_cpu(data, hists[1], grid=grid, block=256, mode="interp")
+    assert np.array_equal(hists[0], hists[1])
+    assert np.array_equal(hists[0], np.bincount(data, minlength=256))
+    assert "interchanged with the thread loop" in str(cpu.compiled(m).report_text)

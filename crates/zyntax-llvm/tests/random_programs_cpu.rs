@@ -31,10 +31,13 @@ fn random_kernels_on_the_cpu_match_the_interpreter() {
 /// The random kernels with every loop that may be interchanged with the
 /// thread loop interchanged (`ZYNTAX_CPU_INTERCHANGE=all`, also for the
 /// other test of this binary: results must not change either way): loops
-/// with branches, carried values of every type, loads in the loop.
+/// with branches, carried values of every type, loads in the loop; their
+/// rows as SIMD lanes on every CPU (`ZYNTAX_CPU_AFFINE=1`, on by default
+/// only with AVX-512).
 #[test]
 fn random_kernels_with_interchanged_loops_match_the_interpreter() {
     std::env::set_var("ZYNTAX_CPU_INTERCHANGE", "all");
+    std::env::set_var("ZYNTAX_CPU_AFFINE", "1");
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(7, |d| d.as_nanos() as u64);

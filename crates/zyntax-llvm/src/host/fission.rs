@@ -133,7 +133,12 @@ pub fn plan(f: &Function, literal: &dyn Fn(ValueId) -> bool, affine: bool) -> Op
     let entry = f.entry()?;
     // Loops interchanged with the thread loop: a virtual barrier at the
     // start of each header, after its parameters (`host/interchange.rs`).
-    let virtuals: BTreeSet<BlockId> = super::interchange::headers(f).into_iter().collect();
+    let headers = super::interchange::headers(f);
+    let mut virtuals: BTreeSet<BlockId> = headers.iter().copied().collect();
+    // With SIMD-lane rows, the loops' exits too (`interchange::exits`).
+    if affine {
+        virtuals.extend(super::interchange::exits(f, &headers));
+    }
     for &b in &f.layout {
         if virtuals.contains(&b) {
             barriers.push((super::interchange::point(b), (b, -1)));

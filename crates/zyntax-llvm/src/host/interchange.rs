@@ -383,3 +383,33 @@ pub fn headers(f: &Function) -> Vec<BlockId> {
     v.sort_by_key(|b| pos.get(b).copied().unwrap_or(usize::MAX));
     v
 }
+
+/// The blocks the interchanged loops of `f` (at `headers`) exit to. With
+/// SIMD-lane rows each is a virtual barrier too (`fission::plan`): the code
+/// after the loop (reduce_sum's `buf[tid] = acc`) then runs in a region of
+/// its own, once per thread, instead of as a store under a mask in every
+/// iteration of the row's loop — a `vmaskmov` store on AVX2, microcoded on
+/// AMD's cores.
+pub fn exits(f: &Function, headers: &[BlockId]) -> Vec<BlockId> {
+    let mut out = BTreeSet::new();
+    for l in zyntax_opt::analysis::loops(f) {
+        if !headers.contains(&l.header) {
+            continue;
+        }
+        for b in &l.blocks {
+            let Some(last) = f.block(*b).insts.last() else {
+                continue;
+            };
+            let Some(d) = f.insts.get(last.index()) else {
+                continue;
+            };
+            out.extend(
+                d.targets
+                    .iter()
+                    .map(|t| t.block)
+                    .filter(|t| !l.blocks.contains(t)),
+            );
+        }
+    }
+    out.into_iter().collect()
+}

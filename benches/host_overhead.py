@@ -26,7 +26,8 @@ Cases and peers (same run):
 
 Each callable rotates over 4 input sets (fresh random values), so that a plan
 cache keyed by address is exercised as a model would. ``python
-benches/host_overhead.py [--quick]``; peers that do not import are skipped.
+benches/host_overhead.py [--quick] [--no-numba]``; peers that do not import
+are skipped.
 """
 
 from __future__ import annotations
@@ -261,7 +262,7 @@ def numba_peer() -> Any:
 
 
 class Bench:
-    def __init__(self, torch: Any, device: int, quick: bool) -> None:
+    def __init__(self, torch: Any, device: int, quick: bool, out_dir: Any, numba: bool) -> None:
         self.torch = torch
         self.dev = torch.device("cuda", device)
         torch.cuda.set_device(self.dev)
@@ -270,7 +271,8 @@ class Bench:
         self.res = Results("host_overhead", torch.cuda.get_device_name(self.dev))
         self.tk = triton_kernels()
         self.cupy = cupy_peer()
-        self.numba = numba_peer()
+        self.numba = numba_peer() if numba else None
+        self.out_dir = out_dir
 
     def sync(self) -> None:
         self.torch.cuda.synchronize()
@@ -357,6 +359,7 @@ class Bench:
         def run(case: str, impls: dict[str, list[Callable[[], Any]]], **extra: Any) -> None:
             for impl, fns in impls.items():
                 self.time(case, impl, fns, **extra)
+            self.res.write(self.out_dir)  # after each case: a cut-short run keeps its rows
 
         # matmul 128^3 bf16
         mats = [
@@ -457,11 +460,14 @@ class Bench:
 
 
 def main() -> None:
-    args = parse_args(__doc__ or "host overhead bench")
+    def options(p: Any) -> None:
+        p.add_argument("--no-numba", action="store_true", help="skip the Numba-CUDA peer")
+
+    args = parse_args(__doc__ or "host overhead bench", options)
     torch = optional("torch")
     if torch is None or not torch.cuda.is_available():
         raise SystemExit("host_overhead bench: needs PyTorch with CUDA")
-    bench = Bench(torch, args.device, args.quick)
+    bench = Bench(torch, args.device, args.quick, args.out_dir, not args.no_numba)
     bench.check()
     bench.res.notes["timing"] = (
         f"best of 3 loops of {bench.iters} back-to-back calls (4 input sets rotated), "

@@ -720,3 +720,24 @@ def test_wide_and_held_rows(n: int, dtype: str, monkeypatch: pytest.MonkeyPatch)
             else:
                 assert plan.shape == "chunks" and plan.held == 2, (name, plan)
         assert len(plans) == (5 if n == 1000 else 2)
+
+
+def test_norm_forward_row_warps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A whole row of one [1, 8192] tile runs the norm forward on ROW_WARPS
+    (32) warps: plan and values (against float64, output poisoned)."""
+    plans: list[Any] = []
+    real = rows_tile.launch
+
+    def spy(name: str, key: Any, *rest: Any) -> None:
+        plans.append(key[0])
+        real(name, key, *rest)
+
+    monkeypatch.setattr(rows_tile, "launch", spy)
+    n = 6000
+    x = (rng.standard_normal((3, n)) * 3 + 2).astype(np.float32)
+    w, b = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
+    y = np.full_like(x, np.nan)
+    kernels.layer_norm(x, w, b, 1e-5, out=y)
+    ref = ref_norm(x, w.astype(np.float64), b.astype(np.float64), 1e-5, False)[0]
+    assert rel_err(y, ref) < 1e-5
+    assert [(p.width, p.warps, p.tail) for p in plans] == [(8192, 32, 0)]

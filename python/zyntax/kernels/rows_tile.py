@@ -124,16 +124,25 @@ TAIL_FRAC = 4
 #: Programs whose chunked rows (wider than a whole-row tile) stay whole in
 #: registers over several tiles when they fit (:func:`wide`): the tile, the
 #: warps of an instance, and the most elements a thread holds (1024 threads
-#: may use 64 registers each).
+#: may use 64 registers each). H200, session 12 B1, bf16 at 50257 columns:
+#: the softmax forward 348 us wide against 382 chunked (PyTorch 361; at
+#: 16384 rows 1355 against 1600, PyTorch 1412); cross-entropy forward 2083
+#: against 222 and LayerNorm forward 1006 against 477 (both spill), the
+#: cross-entropy backward 414 against 419.
 WIDE = frozenset({"softmax_fwd"})
 WIDE_TILE, WIDE_WARPS, WIDE_PER_THREAD = 8192, 32, 56
-#: Warps of some programs' whole-row plans (one [1, W] tile; the plan's
-#: otherwise: 16 elements a thread).
-ROW_WARPS: dict[str, int] = {}
+#: Warps of some programs' whole-row plans of one tile of 8192 columns or
+#: more, no tail (the plan's otherwise: 16 elements a thread). H200, session
+#: 12 B1, LayerNorm forward at 4096x8192 bf16: 58 us on 32 warps against 65
+#: on 16 (PyTorch 66).
+ROW_WARPS: dict[str, int] = {"norm_fwd": 32}
 #: Programs whose chunked rows too wide for :func:`wide` keep their first
 #: HELD_TILES tiles in registers and loop over the rest HELD_UNROLL tiles a
-#: step (:func:`held`; the norm forward only).
-HELD = frozenset({"norm_fwd"})
+#: step (:func:`held`; the norm forward only). Off: H200, session 12 B1,
+#: RMSNorm forward at 4096x128256 1146 us held (5 tiles, 2 a step), 1010 (4,
+#: 3 a step, written backwards), against 928 chunked (PyTorch 803): one
+#: 1024-thread instance per SM keeps too few loads in flight in the loop.
+HELD: frozenset[str] = frozenset()
 HELD_TILES, HELD_UNROLL = 5, 2
 #: Whether the held rows' write loop runs from the row's end (read last).
 HELD_REVERSE = False
@@ -1205,8 +1214,8 @@ def run_norm(
     p = peeled("norm", p, x.dtype, acc, n, xs[0], ys[0])
     p = persisted("norm_fwd", tailed("norm", p, n, x.dtype))
     p = held("norm_fwd", wide("norm_fwd", p, n, x.dtype), n)
-    if p.shape == "row" and p.reps == 1 and ROW_WARPS.get("norm_fwd"):
-        p = dataclasses.replace(p, warps=ROW_WARPS["norm_fwd"])
+    if p.shape == "row" and p.reps == 1 and not p.tail and p.width >= 8192:
+        p = dataclasses.replace(p, warps=ROW_WARPS.get("norm_fwd", p.warps))
     key = (p, x.dtype, acc, kind)
     grid, extra = _row_grid(p, rows, x)
     args = [*view_args(x, (rows, n), xs), *view_args(y, (rows, n), ys), *wa, *ba, eps, 1.0 / n]

@@ -810,6 +810,11 @@ def main() -> None:
                     ", threads of a block as SIMD lanes (ZYNTAX_CPU_VECTOR=1)"
                     if "_vec" in ZYNTAX
                     else ", threads of a block one after another"
+                )
+                + (
+                    ", interchanged rows thread by thread (ZYNTAX_CPU_AFFINE=0)"
+                    if "_noaffine" in ZYNTAX
+                    else ", interchanged rows as SIMD lanes where the CPU has AVX-512"
                 ),
                 "interp": f"reference interpreter on 1/{opts.interp_scale} of the work, scaled",
                 "quick": opts.quick,

@@ -219,6 +219,7 @@ FORMS = {
     "s2": {"STAGES": 2},
     "latedk": {"LATE_DK": True},
     "latedk_s3": {"LATE_DK": True, "STAGES": 3},
+    "s4": {"STAGES": 4},
     "pp": {"PINGPONG": True},
     "pp_latedk": {"PINGPONG": True, "LATE_DK": True},
 }

@@ -45,6 +45,7 @@ import functools
 from typing import Any
 
 from zyntax import cuda, hir, interp
+from zyntax.errors import ArgumentError
 
 from . import _tensors as T
 from ._rows import LOG2E, assign, read, variables, vector
@@ -628,6 +629,11 @@ def launch(
     key = (tq.dtype, d, upper, lower, STAGES, split, LATE_DK, PINGPONG)
     d = tile_dim(d)
     smem = shared_bytes(d, STAGES, key[5])
+    if smem > 227 * 1024:  # a form set by hand (STAGES, SPLIT_KEYS, PINGPONG) too large
+        raise ArgumentError(
+            f"argument 'q': the sm_90a backward's form needs {smem} bytes of shared memory "
+            f"at head dim {d}, more than a block has"
+        )
     if not tq.on_gpu:
         flat = [a.arr if isinstance(a, T.Tensor) else a for a in args]
         interp.launch(_module(*key), "attention_bwd", grid, THREADS, *flat, shared_bytes=smem)

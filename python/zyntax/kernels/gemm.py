@@ -976,9 +976,36 @@ def _store(plan: Any, a: Any, b: Any, out: Any, bias: Any) -> None:
         srcs.append(ibias)
         extents.append((0, nbias, "bias"))
     launches = plan.native_launches((ia, ib, io, ibias))
-    rec.native_plan = lambda plans, key: plans.insert(
-        key, n, allocs, [(srcs, extents)], launches, [io], False
-    )
+    # A torch output made through libtorch's C functions where they are on
+    # (``_torch_c``: ~0.5 us against new_empty's ~2.2 on the H200).
+    fast = _aten_alloc(a, ia, getattr(plan.alloc, "torch_alloc", None)) if out is None else None
+
+    def insert(plans: Any, key: Any) -> None:
+        if fast is not None:
+            try:
+                plans.insert(key, n, [fast], [(srcs, extents)], launches, [io], False)
+                return
+            except ArgumentError:  # turned off since: the plain allocation
+                pass
+        plans.insert(key, n, allocs, [(srcs, extents)], launches, [io], False)
+
+    rec.native_plan = insert
+
+
+def _aten_alloc(a: Any, ia: int, torch_alloc: Any) -> tuple[Any, ...] | None:
+    """The native plans' ``("aten", ...)`` allocation of a C-order torch output
+    ``a.new_empty(shape, dtype=)`` (`torch_alloc`: (shape, dtype or None)), or
+    None where libtorch's C functions are off."""
+    from zyntax._torch_c import torch_c_codes
+
+    if torch_alloc is None or not torch_c_codes:
+        return None
+    shape, tdt = torch_alloc
+    code = torch_c_codes.get(a.dtype if tdt is None else tdt)
+    dev = a.get_device()
+    if code is None or dev < 0:
+        return None
+    return ("aten", ia, (tuple(shape), T._c_strides(tuple(shape)), code, dev))
 
 
 def _call_key(a: Any, b: Any, out: Any, bias: Any, stream: Any) -> Any:

@@ -361,21 +361,36 @@ pub const FFMA_TILES: [[u32; 5]; 3] = [[64, 64, 16, 4, 1], [32, 32, 16, 4, 1], [
 pub const WGMMA_SMALL_M_TILE: [u32; 5] = [64, 128, 64, 4, 4];
 /// When the output has fewer tiles than the GPU has SMs, K is split until
 /// the grid has `SPLIT_WAVES` CTAs per SM, each split at least
-/// `SPLIT_MIN_STEPS` K steps long.
-pub const SPLIT_WAVES: u64 = 2;
+/// `SPLIT_MIN_STEPS` K steps long. One wave: on an H200 (session 12 B1,
+/// device time, us) more splits lost at every small-M shape, 1x4096x4096
+/// 64x128 split in 2 / 4 / 8 / 16: 23.6 / 23.0 / 25.1 / 36.0 (two waves
+/// made 9 splits: 25.2), 16x14336x4096 in 2 / 4 / 8: 42.3 / 47.5 / 51.0
+/// (two waves: 3, 45.7), 64x4096x4096 in 2 / 4 / 8: 19.3 / 18.9 / 23.2.
+pub const SPLIT_WAVES: u64 = 1;
 pub const SPLIT_MIN_STEPS: u64 = 4;
+/// Products of 129 to 256 rows with K of at least `MID_SPLIT_MIN_K` whose
+/// 128x128 tiles leave SMs idle take those tiles and split K until they fill
+/// one wave (one CTA per SM): 256x4096x14336 (64 tiles) in 2 ran 55.4 us
+/// against 67.3 for unsplit 64x128 (B1 above; cuBLAS 48.5). With K = 4096
+/// the split lost (256x6144x4096: 41.5 split, 30.3 unsplit).
+pub const MID_SPLIT_MIN_K: u64 = 8192;
 
 /// Rows up to which the library's matmul runs the gemv program
 /// (`kernels/gemv_tile.py`: FFMA over `[bk, bn]` slabs of `b`, no tensor
 /// cores) instead of a tensor-core tile: a product of a few rows reads each
-/// weight once, and wgmma pads the rows to 64.
-pub const GEMV_MAX_M: u64 = 4;
+/// weight once, and wgmma pads the rows to 64. One row only: on an H200
+/// (session 12 B1, device time) 4x4096x4096 took 32.8 us on it against 22.1
+/// for the split tensor-core route (each row of an instance re-reads its
+/// slab); at M = 1 it ran 21.3 against 23.0 (4096x4096) and 45.4 against
+/// 43.4 (K = 14336) for 64x128 split in 4 (cuBLAS 14.9 and 32.6).
+pub const GEMV_MAX_M: u64 = 1;
 /// The gemv program's slab per K step, `[bk, bn, warps]`.
 pub const GEMV_TILE: [u32; 3] = [16, 128, 4];
 /// Program instances per SM the gemv program's K split aims at (the loop is
 /// not software-pipelined: many resident slabs keep loads in flight), each
-/// split at least `GEMV_MIN_STEPS` K steps long.
-pub const GEMV_CTAS_PER_SM: u64 = 6;
+/// split at least `GEMV_MIN_STEPS` K steps long. B1 at 1x4096x4096: 4 per
+/// SM 21.3 us, 6 25.8, 12 30.5 (80 registers a thread: 6 resident).
+pub const GEMV_CTAS_PER_SM: u64 = 4;
 pub const GEMV_MIN_STEPS: u64 = 2;
 
 /// The gemv program's schedule (block `[1, bn]`, K step `bk`) for `problem`
@@ -426,7 +441,23 @@ pub fn gemm_schedule(problem: &GemmProblem, batch: u64, arch: Arch, sms: u64) ->
     let tiles = |t: &[u32; 5]| {
         problem.m.div_ceil(u64::from(t[0])) * problem.n.div_ceil(u64::from(t[1])) * batch.max(1)
     };
-    let pick = if arch == Arch::Sm90a && problem.operand_bytes == 2 && problem.m <= 64 {
+    let hopper16 = arch == Arch::Sm90a && problem.operand_bytes == 2;
+    if hopper16 && 128 < problem.m && problem.m <= 256 && problem.k >= MID_SPLIT_MIN_K {
+        let t = &WGMMA_TILES[1]; // 128x128 over 8 warps
+        let n_tiles = tiles(t);
+        if n_tiles * 10 < sms * 9 {
+            let steps = problem.k.div_ceil(u64::from(t[2]));
+            let splits = (sms / n_tiles).clamp(1, (steps / SPLIT_MIN_STEPS).max(1));
+            let [bm, bn, bk, warps, stages] = *t;
+            let s = Schedule::block(&[bm, bn])
+                .k(bk)
+                .warps(warps)
+                .stages(stages)
+                .arch(arch);
+            return (s, u32::try_from(splits).unwrap_or(u32::MAX));
+        }
+    }
+    let pick = if hopper16 && problem.m <= 64 {
         &WGMMA_SMALL_M_TILE
     } else {
         // A tile count within 10 % of the SMs counts as filling them: at
@@ -452,6 +483,12 @@ pub fn gemm_schedule(problem: &GemmProblem, batch: u64, arch: Arch, sms: u64) ->
     (schedule, u32::try_from(splits).unwrap_or(u32::MAX))
 }
 
+/// The warp-specialised tile (as a [`WS_TILES`] entry) of 129 to 256 rows
+/// when no table tile gives every SM one and it fills half of them: 128x128
+/// over 8 cooperative warps. On an H200 (session 12 B1, device time)
+/// 256x6144x4096 (96 tiles) ran 30.3 us against 43.0 on 64x128 (192 tiles)
+/// and 34.0 on 64x256; cuBLAS 25.2.
+pub const WS_MID_M_TILE: [u32; 6] = [128, 128, 8, 4, 0, 0];
 /// Warp-specialised schedules on sm_90a (`lower/pipeline_ws.rs`), largest
 /// first, as `[bm, bn, warps, stages, wgmma_in_flight, pingpong]` (K steps
 /// of 64; `warps` consumer warps per set beside the producer warpgroup;
@@ -511,6 +548,14 @@ pub fn ws_heuristic(problem: &GemmProblem, sms: u64) -> Option<Schedule> {
         .filter(fits)
         .find(|t| tiles(t) >= sms)
         .or((2 * tiles(smallest) >= sms).then_some(smallest))?;
+    // 129 to 256 rows whose 128-row table tiles do not fill the SMs: the mid
+    // tile where it fills half of them, before 64-row tiles.
+    let mid = 128 < problem.m && problem.m <= 256 && problem.k >= WS_SHORT_K;
+    let t = if mid && t[0] < 128 && 2 * tiles(&WS_MID_M_TILE) >= sms {
+        &WS_MID_M_TILE
+    } else {
+        t
+    };
     let &[bm, bn, warps, stages, in_flight, pingpong] = t;
     let at = WS_TILES.iter().position(|x| x == t).unwrap_or(0);
     let [ctas, along_n] = match WS_CLUSTERS[at] {
@@ -559,11 +604,20 @@ mod tests {
             (s.block.as_slice(), s.stages, splits),
             (&[64, 128][..], 6, 1)
         );
-        // decode: 32 tiles of 64x128 on 132 SMs, K split in 9 (4 K steps at least each)
+        // decode: 32 tiles of 64x128 on 132 SMs, K split in 5 (one wave)
         let (s, splits) = gemm_schedule(&p(1, 4096, 4096, 2), 1, Arch::Sm90a, h200);
-        assert_eq!((s.block.as_slice(), splits), (&[64, 128][..], 9));
+        assert_eq!((s.block.as_slice(), splits), (&[64, 128][..], 5));
         let (s, splits) = gemm_schedule(&p(16, 14336, 4096, 2), 1, Arch::Sm90a, h200);
-        assert_eq!((s.block.as_slice(), splits), (&[64, 128][..], 3));
+        assert_eq!((s.block.as_slice(), splits), (&[64, 128][..], 2));
+        // 256 rows, a long K: 64 128x128 tiles split in 2 (one wave)
+        let (s, splits) = gemm_schedule(&p(256, 4096, 14336, 2), 1, Arch::Sm90a, h200);
+        assert_eq!(
+            (s.block.as_slice(), s.warps, splits),
+            (&[128, 128][..], 8, 2)
+        );
+        // ... but not with K = 4096
+        let (s, splits) = gemm_schedule(&p(256, 6144, 4096, 2), 1, Arch::Sm90a, h200);
+        assert_eq!((s.block.as_slice(), splits), (&[64, 128][..], 1));
         // a batch counts as tiles: 8 x 16 128x128 tiles
         let (s, _) = gemm_schedule(&p(512, 512, 512, 2), 8, Arch::Sm90a, h200);
         assert_eq!(s.block, [128, 128]);
@@ -631,6 +685,12 @@ mod tests {
         assert!(s.warp_specialize && s.persistent && s.arch == Arch::Sm90a);
         assert!(ws_heuristic(&p(1024, 4096), 132).unwrap().pingpong);
         assert_eq!(ws_heuristic(&p(256, 4096), 132).unwrap().block, [64, 128]);
+        // 256 rows whose table tiles leave SMs idle: 96 128x128 tiles, 8 warps
+        let mid = ws_heuristic(&p(256, 6144), 132).unwrap();
+        assert_eq!(
+            (mid.block.as_slice(), mid.warps, mid.pingpong),
+            (&[128, 128][..], 8, false)
+        );
         // M of 64 or less keeps 64-row tiles however wide the output
         assert_eq!(ws_heuristic(&p(16, 50304), 132).unwrap().block, [64, 128]);
         assert!(ws_heuristic(&p(16, 4096), 132).is_none());

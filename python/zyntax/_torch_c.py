@@ -75,7 +75,8 @@ def _torch_c_check(torch: Any, load: Callable[[str, str], str | None]) -> dict[A
         return None
     made = [(empty([2, 3], [3, 1], codes[torch.float32], 0, -1), torch.float32, "cpu")]
     if torch.cuda.is_initialized():
-        made.append((empty([5, 2], [1, 5], codes[torch.bfloat16], 1, 0), torch.bfloat16, "cuda"))
+        dev = torch.cuda.current_device()  # no context on another device
+        made.append((empty([5, 2], [1, 5], codes[torch.bfloat16], 1, dev), torch.bfloat16, "cuda"))
     for (t, p), dtype, kind in made:
         shape, strides = ((2, 3), (3, 1)) if kind == "cpu" else ((5, 2), (1, 5))
         ok = type(t) is torch.Tensor and t.dtype is dtype and t.device.type == kind

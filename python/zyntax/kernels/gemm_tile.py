@@ -225,8 +225,10 @@ WARP_SPECIALIZE = True
 #: (B1 on an H200: that route ran 0.49-0.90x cuBLAS at M = 1 and 16).
 WS_SPLIT = True
 #: The largest M whose K-split products take that route (the cp.async
-#: pipeline above it).
-WS_SPLIT_MAX_M = 64
+#: pipeline above it): the tile crate splits 129 to 256 rows with a long K
+#: on 128x128 tiles (``MID_SPLIT_MIN_K``; session 12 B1 on an H200,
+#: 256x4096x14336 in 2 splits on this route: 55.4 us against 67.3 unsplit).
+WS_SPLIT_MAX_M = 256
 #: ((bm, bn, bk, warps, stages), K splits) that replaces the tile crate's
 #: choice for every call (benches/gemm.py --tile-ladder compares them).
 FORCE: tuple[tuple[int, int, int, int, int], int] | None = None

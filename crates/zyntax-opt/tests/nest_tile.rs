@@ -712,11 +712,11 @@ fn ffma_register_prefetch_with_a_prologue_and_ragged_k() {
         };
         check(&spec, &options, 1e-5);
     }
-    // The default FFMA schedule of an f32 nest prefetches (2 stages).
+    // The default FFMA schedule of an f32 nest does not (measured slower, B1).
     let nk = lower(
         &matmul(64, 64, 64, Type::F32, false),
         &NestTileOptions::default(),
     )
     .unwrap();
-    assert_eq!(nk.schedule.stages, 2);
+    assert_eq!(nk.schedule.stages, 1);
 }

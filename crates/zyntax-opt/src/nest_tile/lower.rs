@@ -340,10 +340,10 @@ fn gemm_schedules(
     let fallback = if c.elem != Type::F32 && options.arch >= Arch::Sm80 {
         let k = s.k.max(16);
         s.k(k).warps(4).dot_path(DotPath::MmaSync)
-    } else if c.elem == Type::F32 {
-        // 2 stages: the K loop prefetches the next tiles into registers.
-        s.dot_path(DotPath::Ffma).stages(2)
     } else {
+        // One stage: the register prefetch of 2 stages measured slower at
+        // f32 4096^3 on an H200 (29.5 against 33.6 TFLOP/s, session 12 B1:
+        // 149 registers against 127 cost a block per SM).
         s.dot_path(DotPath::Ffma)
     };
     // wgmma is sm_90a PTX (arch-specific): plain sm_90 stays on mma.sync.
@@ -740,7 +740,8 @@ impl Ctx<'_> {
 
 /// Whether the contraction's K loop prefetches the next step's tiles into
 /// registers: an FFMA dot (f32 operands, or any on an FFMA schedule) with 2
-/// stages or more asks for it; the tensor-core paths pipeline themselves.
+/// stages or more asks for it (a given schedule; the default has 1); the
+/// tensor-core paths pipeline themselves.
 fn ffma_prefetch(s: &Schedule, elem: &Type) -> bool {
     let ffma = s.dot_path == DotPath::Ffma || (*elem == Type::F32 && s.dot_path == DotPath::Auto);
     ffma && s.stages >= 2

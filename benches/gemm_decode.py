@@ -166,6 +166,8 @@ def sweep(torch: Any, zk: Any, m: int, n: int, k: int, iters: int) -> list[dict[
     timed("cublas", lambda i: torch.matmul(As[i], Bs[i], out=c))
     timed("zyntax", lambda i: zk.matmul(As[i], Bs[i], c), variant=zk.choose_variant(As[0], Bs[0]))
     entries: list[Entry] = [("tensorcore", (), 0), *LADDER["small" if m <= 64 else "mid"]]
+    if DEFAULTS.get("defaults_only"):  # the library's choice and the tensor-core route only
+        entries = entries[:1]
     if not gv.applies(m, (1, 1, 1), None):  # rows the crate keeps off the gemv program
         entries = [e for e in entries if e[0] != "gemv"]
     for entry in entries:
@@ -187,13 +189,16 @@ def main() -> int:
     p.add_argument("--quick", action="store_true")
     p.add_argument("--shapes", default="", help="comma-separated MxNxK (default: SHAPES)")
     p.add_argument("--no-host", action="store_true", help="skip the host time per call")
+    p.add_argument(
+        "--defaults-only", action="store_true", help="no ladder: cuBLAS, zyntax, tile_tensorcore"
+    )
     args = p.parse_args()
     import torch
 
     import zyntax.kernels.gemm as zk
     from zyntax.kernels import gemm_tile as gt
 
-    DEFAULTS.update(max_m=gt.WS_SPLIT_MAX_M)
+    DEFAULTS.update(max_m=gt.WS_SPLIT_MAX_M, defaults_only=args.defaults_only)
 
     shapes = SHAPES
     if args.shapes:

@@ -60,8 +60,6 @@ HEAD_DIMS = (64, 96, 128)
 #: Registers per thread of the producer and of each consumer warpgroup.
 REGS = (24, 240)
 ROW_BYTES = BM * 4  # one step's LSE (or D) values
-
-
 SUB_BYTES = BM * 64 * 4  # a 64 x 64 f32 piece of a dQ tile (one TMA reduction)
 
 
@@ -98,10 +96,10 @@ def build(
     """The kernel for `dtype`, head dim `head_dim` (64, 96 or 128; 96 runs
     on tiles of 128 as the forward's: the TMA unit fills the columns past
     96 with zeros, Sᵀ and dPᵀ skip them, the stores and the dQ reductions
-    leave them out). `upper`: keys after
-    i + shift + right are hidden from query i (causal, a window's right
-    side); `lower`: keys before i + shift - left are (a window's left side);
-    shift = Sk - Sq (bottom-right alignment). `split_keys` (head dim 128):
+    leave them out). `upper`: keys after i + shift + right are hidden from
+    query i (causal, a window's right side); `lower`: keys before
+    i + shift - left are (a window's left side); shift = Sk - Sq
+    (bottom-right alignment). `stages`: the Q/dO ring's depth. `split_keys` (head dim 128):
     each consumer computes dQ over its own 64 keys for all columns (no
     barrier between the consumers, twice the reductions) instead of half the
     columns over all 128 keys. `late_dk`: dK += dSᵀ Q is issued after dQ's

@@ -258,6 +258,14 @@ def bench_case(
             "cublas",
             lambda i: torch._scaled_mm(As[i], Bz[i], scale_a=one, scale_b=one, out_dtype=out_dt),
         )
+        # zyntax's fp8 kernels accumulate in the tensor cores only (no
+        # periodic promotion to f32): cuBLAS with the same shortcut beside them.
+        report(
+            "cublas_fast_accum",
+            lambda i: torch._scaled_mm(
+                As[i], Bz[i], scale_a=one, scale_b=one, out_dtype=out_dt, use_fast_accum=True
+            ),
+        )
     else:
         report("cublas", lambda i: torch.matmul(As[i], Bz[i], out=C))
     if trun is not None or ctx.get("ttut") is not None:

@@ -26,6 +26,15 @@ def tf32_read(torch: Any, x: Any) -> Any:
     return (x.view(torch.int32) & ~0x1FFF).view(torch.float32)
 
 
+def fp8_tol(k: int) -> float:
+    """Relative error of an fp8 product with an f32 output: Hopper's fp8
+    wgmma keeps fewer accumulator bits than f32 (DeepSeek-V3 reports ~14 on
+    H800; session 12 B1 on an H200: 6.5e-5 at K = 48, 5.3e-4 at K = 1000,
+    1.3e-3 at K = 4096, the hand-written sm90 kernel alike), so the bound
+    grows with K; about 3x what was measured."""
+    return 1e-4 + 1e-6 * k
+
+
 def rel_err(torch: Any, out: Any, ref: Any) -> float:
     got = out.double()
     assert not got.isnan().any(), "an output element was never written"
@@ -58,7 +67,7 @@ def test_e4m3_scaled(torch: Any, m: int, n: int, k: int, out_dtype: str) -> None
     torch.cuda.synchronize()
     ref = (a.double() @ b.double()) * (sa * sb)
     err = rel_err(torch, out, ref)
-    assert err < (1e-2 if out_dtype == "bf16" else 1e-5), err
+    assert err < (1e-2 if out_dtype == "bf16" else fp8_tol(k)), err
 
 
 def test_e4m3_bias_relu(torch: Any) -> None:
@@ -73,7 +82,7 @@ def test_e4m3_bias_relu(torch: Any) -> None:
     )
     torch.cuda.synchronize()
     ref = ((a.double() @ b.double()) * 0.5 + bias.double()).clamp_min(0.0)
-    assert rel_err(torch, out, ref) < 1e-5
+    assert rel_err(torch, out, ref) < fp8_tol(k)
 
 
 @pytest.mark.parametrize("m,n,k", SHAPES)

@@ -52,6 +52,8 @@ def shape(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> st
         monkeypatch.setattr(rows_tile, "WIDE_TILE", 64)
         monkeypatch.setattr(rows_tile, "WIDE_WARPS", 2)
         monkeypatch.setattr(rows_tile, "HELD", frozenset({"norm_fwd"}))
+        monkeypatch.setattr(rows_tile, "HELD_TILE", 64)
+        monkeypatch.setattr(rows_tile, "HELD_WARPS", 2)
     if request.param.startswith("chunks"):
         state = "row" if request.param == "chunks_row_state" else "lanes"
         monkeypatch.setattr(rows_tile, "STATE", state)
@@ -657,7 +659,8 @@ def test_wide_and_held_rows(n: int, dtype: str, monkeypatch: pytest.MonkeyPatch)
     cross-entropy forward, cross-entropy backward, the norms' forward) or,
     for the norms' forward, with their first tiles held and the rest read
     twice (``HELD``), shrunk to 64-column tiles on 2 warps so that 1000 is
-    wide and 4097 held (bf16: 3 tiles a step, written backwards); aligned
+    wide and 4097 held (bf16: 3 tiles a step, written backwards; f32:
+    nothing held, 2 tiles a step); aligned
     (peeled) and unaligned rows, outputs
     poisoned, against float64; each launch's plan asserted."""
     ml = pytest.importorskip("ml_dtypes") if dtype == "bf16" else None
@@ -673,7 +676,9 @@ def test_wide_and_held_rows(n: int, dtype: str, monkeypatch: pytest.MonkeyPatch)
         "WIDE_WARPS": 2,
         "WIDE_PER_THREAD": 40,
         "HELD": frozenset({"norm_fwd"}),
-        "HELD_TILES": 2,
+        "HELD_TILES": 2 if ml else 0,  # f32: the unrolled loop alone
+        "HELD_TILE": 64,
+        "HELD_WARPS": 2,
         # bf16: 3 tiles a loop step, the write loop from the row's end
         "HELD_UNROLL": 3 if ml else 2,
         "HELD_REVERSE": bool(ml),
@@ -718,7 +723,8 @@ def test_wide_and_held_rows(n: int, dtype: str, monkeypatch: pytest.MonkeyPatch)
             if n == 1000:
                 assert plan.shape == "row" and plan.reps > 1 and plan.width == 64, (name, plan)
             else:
-                assert plan.shape == "chunks" and plan.held == 2, (name, plan)
+                held = (2, 3) if ml else (0, 2)
+                assert plan.shape == "chunks" and (plan.held, plan.unroll) == held, (name, plan)
         assert len(plans) == (5 if n == 1000 else 2)
 
 

@@ -144,6 +144,9 @@ ROW_WARPS: dict[str, int] = {"norm_fwd": 32}
 #: 1024-thread instance per SM keeps too few loads in flight in the loop.
 HELD: frozenset[str] = frozenset()
 HELD_TILES, HELD_UNROLL = 5, 2
+#: The held plan's tile width and warps (HELD_TILES 0: the chunked loop
+#: with HELD_UNROLL tiles a step and per-lane state, nothing held).
+HELD_TILE, HELD_WARPS = 8192, 32
 #: Whether the held rows' write loop runs from the row's end (read last).
 HELD_REVERSE = False
 #: The norm backward of whole rows, by plan shape: "fused" (one program
@@ -280,19 +283,19 @@ def wide(name: str, p: Plan, n: int, dtype: str) -> Plan:
 
 def held(name: str, p: Plan, n: int) -> Plan:
     """`p`, a chunked one-row plan, with its first HELD_TILES tiles of
-    ``[1, WIDE_TILE]`` kept in registers on WIDE_WARPS warps (one instance
+    ``[1, HELD_TILE]`` kept in registers on HELD_WARPS warps (one instance
     of 1024 threads per SM), the rest of the row a loop of HELD_UNROLL tiles
     a step, when program `name` is in HELD and the row is wider than the
     held tiles and one more: only the rest is read twice (a 128256-wide
     bf16 row: 49152 columns held, 79104 read twice)."""
     if name not in HELD or p.shape != "chunks" or p.rows != 1 or p.persist:
         return p
-    if n < (HELD_TILES + 1) * WIDE_TILE:
+    if n < (HELD_TILES + 1) * HELD_TILE:
         return p
     return dataclasses.replace(
         p,
-        width=WIDE_TILE,
-        warps=WIDE_WARPS,
+        width=HELD_TILE,
+        warps=HELD_WARPS,
         state="lanes",
         held=HELD_TILES,
         unroll=HELD_UNROLL,

@@ -281,17 +281,18 @@ def fused_nest_spec(m: int, n: int, k: int) -> dict[str, Any]:
 
 
 #: Other schedules of the fused nest: (block M, block N, warps, stages, warp-
-#: specialised options: (wgmma groups in flight, ping-pong) or None), K steps
-#: of 64. The default is the WS pipeline at 128x128 over 8 consumer warps
-#: (the epilogue in the consumers' registers, tile layer 82c3ae1; a nest with
-#: an epilogue keeps 64 accumulators a thread, lower.rs); before it, the cp.async
-#: pipeline converted the f32 tile through static shared memory and fell to
-#: 128x64 with 2 stages (161 TFLOP/s in session 10's B2, timed here again).
-FUSED_SCHEDULES: list[tuple[int, int, int, int, tuple[int, bool] | None]] = [
-    (128, 128, 8, 4, (0, False)),  # 64 accumulators a thread: ptxas spills nothing
-    (128, 128, 4, 6, (1, True)),
-    (128, 256, 8, 4, (0, False)),
-    (128, 64, 4, 2, None),
+#: specialised options: (wgmma groups in flight, ping-pong, TMA store) or
+#: None), K steps of 64. The default is the WS pipeline at 128x128 over 8
+#: consumer warps (the epilogue in the consumers' registers, tile layer
+#: 82c3ae1; a nest with an epilogue keeps 64 accumulators a thread, lower.rs).
+#: Session 12 B1 (H200): default 490 TFLOP/s, 128x256 451, 128x128 ping-pong
+#: 419 (ptxas spills 32 bytes), the cp.async 128x64 pipeline 244.
+FUSED_SCHEDULES: list[tuple[int, int, int, int, tuple[int, bool, bool] | None]] = [
+    (128, 128, 8, 4, (0, False, False)),  # 64 accumulators a thread: no spill
+    (128, 128, 8, 4, (0, False, True)),  # the epilogue stored through TMA
+    (128, 128, 8, 4, (1, False, False)),
+    (64, 128, 4, 6, (1, True, False)),  # ping-pong sets of 64 accumulators a thread
+    (128, 256, 8, 4, (0, False, False)),
 ]
 
 
@@ -337,9 +338,10 @@ def nest_fused_case(torch: Any, res: Results, args: Any) -> None:
         name = f"{bm}x{bn}x64_w{w}_s{st}"
         extra: dict[str, Any] = {}
         if ws is not None:
-            name += f"_ws{ws[0]}" + ("_pp" if ws[1] else "")
+            name += f"_ws{ws[0]}" + ("_pp" if ws[1] else "") + ("_tma" if ws[2] else "")
             extra = {"warp_specialize": True, "persistent": True, "wgmma_in_flight": ws[0]}
             extra.update({"pingpong": True} if ws[1] else {})
+            extra.update({"tma_store": True} if ws[2] else {})
         try:
             sched = tile.Schedule((bm, bn), k=64, warps=w, stages=st, arch=arch, **extra)
             other = nest_to_tile(fused_nest_spec(m, n, k), arch=arch, schedule=sched)

@@ -371,6 +371,22 @@ def tc_tile_case(
             print(f"  {case:<22} {name} failed: {type(ex).__name__}: {str(ex)[:160]}")
     gemm_tile.WS_FORCE = None
     gemm_tile.ws_schedule.cache_clear()
+    # The crate's schedule with the epilogue stored through shared memory and TMA.
+    gemm_tile.TMA_STORE, was = True, gemm_tile.TMA_STORE
+    try:
+        C.fill_(float("nan"))
+        zk.matmul(As[0], Bz[0], C, variant="tile", **kw)
+        e = ((C.double() - ref).norm() / ref.norm()).item()
+        if e < 2e-2:
+            report(
+                "zyntax_tile_tma_store", lambda i: zk.matmul(As[i], Bz[i], C, variant="tile", **kw)
+            )
+        else:
+            print(f"  {case:<22} zyntax_tile_tma_store rel. error {e:.2e}")
+    except Exception as ex:
+        print(f"  {case:<22} zyntax_tile_tma_store failed: {type(ex).__name__}: {str(ex)[:160]}")
+    finally:
+        gemm_tile.TMA_STORE = was
 
 
 #: --tc-ladder: warp-specialised schedules (gemm_tile.WS_FORCE: (bm, bn, warps,

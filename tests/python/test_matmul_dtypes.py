@@ -95,3 +95,17 @@ def test_layouts_wgmma_cannot_read_are_typed_errors() -> None:
         )
     with pytest.raises(ArgumentError, match="pairs"):
         kernels.matmul(a.astype(E4M3), b.T.astype(E4M3).T, variant="tile", scale_a=1.0)
+
+
+def test_e4m3_scaled_split_k(monkeypatch: pytest.MonkeyPatch) -> None:
+    """K split in 3 (the f32 partials are scaled, then summed by the second pass)."""
+    from zyntax.kernels import gemm_tile
+
+    monkeypatch.setattr(gemm_tile, "FORCE", ((16, 16, 16, 2, 1), 3))
+    rng = np.random.default_rng()
+    m, n, k = 5, 20, 90
+    a, b = fp8_operands(rng, m, n, k, False)
+    out = np.full((m, n), np.nan, np.float32)
+    kernels.matmul(a, b, out, variant="tile", scale_a=0.25, scale_b=2.0)
+    ref = (a.astype(np.float64) @ b.astype(np.float64)) * 0.5
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-4)

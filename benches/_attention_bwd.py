@@ -212,7 +212,8 @@ def triton_backward() -> Callable[..., Any] | None:
 #: Forms of the sm_90a kernel (attention_bwd_sm90's knobs) the bench can time
 #: against its default (``ZYNTAX_BENCH_BWD_FORMS=s3,latedk``): dQ split by keys
 #: between the consumers, a Q/dO ring of three (two) stages, dK issued after
-#: dQ (LATE_DK), the consumers taking turns issuing wgmmas (PINGPONG).
+#: dQ (LATE_DK), the consumers taking turns issuing wgmmas (PINGPONG), the
+#: longest (causal) blocks launched first (LONGEST_FIRST).
 FORMS = {
     "keys": {"SPLIT_KEYS": True},
     "s3": {"STAGES": 3},
@@ -220,6 +221,8 @@ FORMS = {
     "latedk": {"LATE_DK": True},
     "latedk_s3": {"LATE_DK": True, "STAGES": 3},
     "s4": {"STAGES": 4},
+    "lpt": {"LONGEST_FIRST": True},
+    "lpt_s3": {"LONGEST_FIRST": True, "STAGES": 3},
     "pp": {"PINGPONG": True},
     "pp_latedk": {"PINGPONG": True, "LATE_DK": True},
 }

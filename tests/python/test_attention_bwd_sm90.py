@@ -123,7 +123,14 @@ def test_windows(window: Any, causal: bool) -> None:
 
 
 @pytest.mark.parametrize(
-    ("form", "d"), [("SPLIT_KEYS", 128), ("LATE_DK", 128), ("PINGPONG", 64), ("PINGPONG", 128)]
+    ("form", "d"),
+    [
+        ("SPLIT_KEYS", 128),
+        ("LATE_DK", 128),
+        ("PINGPONG", 64),
+        ("PINGPONG", 128),
+        ("LONGEST_FIRST", 64),
+    ],
 )
 def test_forms(monkeypatch: pytest.MonkeyPatch, form: str, d: int) -> None:
     """The kernel's forms (the bench's zyntax[<form>] rows) compute the same

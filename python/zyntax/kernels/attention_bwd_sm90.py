@@ -92,6 +92,7 @@ def build(
     split_keys: bool = False,
     late_dk: bool = False,
     pingpong: bool = False,
+    longest_first: bool = False,
 ) -> hir.Module:
     """The kernel for `dtype`, head dim `head_dim` (64, 96 or 128; 96 runs
     on tiles of 128 as the forward's: the TMA unit fills the columns past
@@ -107,7 +108,11 @@ def build(
     before the barrier and everything is waited for before dQ is written).
     `pingpong` (implies `split_keys`): the consumers take turns issuing
     their wgmmas (Sᵀ and dPᵀ; then dV, dK, dQ), FlashAttention-3's forward
-    ping-pong, so that one's softmax runs under the other's products."""
+    ping-pong, so that one's softmax runs under the other's products.
+    `longest_first`: the grid is (batch x KV heads, key blocks), so the
+    blocks of the first key blocks (the longest under a causal mask) start
+    first, not those of the first (batch, head) only (grid (key blocks,
+    batch x KV heads))."""
     assert head_dim in HEAD_DIMS
     d = tile_dim(head_dim)  # the tiles' head dim
     split_keys = split_keys or d == 64 or pingpong
@@ -122,6 +127,7 @@ def build(
     name += f"{'_lower' if lower else ''}_s{stages}{'_keys' if split_keys else ''}"
     name += "_latedk" if late_dk else ""
     name += "_pp" if pingpong else ""
+    name += "_lpt" if longest_first else ""
     m = hir.Module(name, targets=["sm_90a"])
     params = [hir.tensormap] * 5
     params += [hir.ptr("global", hir.f32)] * 2 + [hir.ptr("global", elem)] * 2
@@ -149,8 +155,12 @@ def build(
         dq_empty = b.ptr_add(dq_full, 2)  # per consumer: its dQ tile read by TMA
 
         # The block's keys and the query blocks that see one of them.
-        n0 = b.block_idx() * BN
-        bhk = b.block_idx("y")
+        if longest_first:
+            n0 = b.block_idx("y") * BN
+            bhk = b.block_idx()
+        else:
+            n0 = b.block_idx() * BN
+            bhk = b.block_idx("y")
         bi, hk = b.div(bhk, kv_heads), b.rem(bhk, kv_heads)
         n0i, sqi, ski = b.cast(n0, hir.i32), b.cast(sq, hir.i32), b.cast(sk, hir.i32)
         zero_i = b.const(0, hir.i32)
@@ -549,12 +559,13 @@ def _module(
     split_keys: bool,
     late_dk: bool,
     pingpong: bool,
+    longest_first: bool,
 ) -> hir.Module:
-    return build(dtype, d, upper, lower, stages, split_keys, late_dk, pingpong)
+    return build(dtype, d, upper, lower, stages, split_keys, late_dk, pingpong, longest_first)
 
 
 @functools.cache
-def _loaded(key: tuple[str, int, bool, bool, int, bool, bool, bool], device: int) -> Any:
+def _loaded(key: tuple[str, int, bool, bool, int, bool, bool, bool, bool], device: int) -> Any:
     return cuda.load_hir(_module(*key), device, arch="sm_90a")
 
 
@@ -566,6 +577,8 @@ SPLIT_KEYS = False
 LATE_DK = False
 #: The consumers take turns issuing wgmmas (build's pingpong).
 PINGPONG = False
+#: Key blocks as the grid's second dimension (build's longest_first).
+LONGEST_FIRST = False
 
 
 __all__ = ["MAX_SEQ", "build", "launch", "supports"]
@@ -623,8 +636,11 @@ def launch(
     args: list[Any] = [*maps, lse2, delta, dk, dv, sq, sk, sq_pad, heads, hk, heads // hk]
     args += [*dk.strides[:3], float(scale) * LOG2E, float(scale), sk - sq, left, right]
     grid = (-(-sk // BN), bsz * hk)
+    longest = LONGEST_FIRST and grid[0] < 1 << 16  # the grid's y extent
+    if longest:
+        grid = (grid[1], grid[0])
     split = SPLIT_KEYS or d == 64 or PINGPONG
-    key = (tq.dtype, d, upper, lower, STAGES, split, LATE_DK, PINGPONG)
+    key = (tq.dtype, d, upper, lower, STAGES, split, LATE_DK, PINGPONG, longest)
     d = tile_dim(d)
     smem = shared_bytes(d, STAGES, key[5])
     if smem > 227 * 1024:  # a form set by hand (STAGES, SPLIT_KEYS, PINGPONG) too large

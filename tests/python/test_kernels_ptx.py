@@ -26,10 +26,20 @@ def _rows(name: str, n: int, dtype: str, *extra: Any) -> tuple[Callable[..., Any
     return rows_tile._module, (name, rows_tile.plan(n), dtype, 16, *extra)
 
 
+_N = 50257
+_WIDE = rows_tile.wide(
+    "softmax_fwd",
+    rows_tile.peeled("softmax", rows_tile.plan(_N, 2), "bf16", 16, _N, _N),
+    _N,
+    "bf16",
+)
 MEMORY_BOUND: dict[str, tuple[Callable[..., Any], tuple[Any, ...]]] = {
     "softmax_f32_8192": _rows("softmax_fwd", 8192, "f32"),
     "softmax_bf16_1000": _rows("softmax_fwd", 1000, "bf16"),
     "softmax_chunks_bf16": _rows("softmax_fwd", 50257, "bf16"),
+    # the wide plan the softmax forward runs at 50257 (rows_tile.wide, the
+    # peel of a contiguous bf16 tensor): 64 registers, 1024 threads, no spills
+    "softmax_wide_bf16": (rows_tile._module, ("softmax_fwd", _WIDE, "bf16", 16)),
     "softmax_bwd_bf16_4097": _rows("softmax_bwd", 4097, "bf16"),
     "layer_norm_bf16_8192": _rows("norm_fwd", 8192, "bf16", "layer"),
     "layer_norm_bwd_bf16_1000": _rows("norm_bwd", 1000, "bf16", "layer"),

@@ -213,7 +213,8 @@ def triton_backward() -> Callable[..., Any] | None:
 #: against its default (``ZYNTAX_BENCH_BWD_FORMS=s3,latedk``): dQ split by keys
 #: between the consumers, a Q/dO ring of three (two) stages, dK issued after
 #: dQ (LATE_DK), the consumers taking turns issuing wgmmas (PINGPONG), the
-#: longest (causal) blocks launched first (LONGEST_FIRST).
+#: longest (causal) blocks launched first (LONGEST_FIRST), K and V as register
+#: A operands at head dim 64 (KV_REGS).
 FORMS = {
     "keys": {"SPLIT_KEYS": True},
     "s3": {"STAGES": 3},
@@ -222,6 +223,7 @@ FORMS = {
     "latedk_s3": {"LATE_DK": True, "STAGES": 3},
     "s4": {"STAGES": 4},
     "lpt": {"LONGEST_FIRST": True},
+    "kvregs": {"KV_REGS": True},
     "lpt_s3": {"LONGEST_FIRST": True, "STAGES": 3},
     "pp": {"PINGPONG": True},
     "pp_latedk": {"PINGPONG": True, "LATE_DK": True},

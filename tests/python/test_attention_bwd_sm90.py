@@ -130,6 +130,7 @@ def test_windows(window: Any, causal: bool) -> None:
         ("PINGPONG", 64),
         ("PINGPONG", 128),
         ("LONGEST_FIRST", 64),
+        ("KV_REGS", 64),
     ],
 )
 def test_forms(monkeypatch: pytest.MonkeyPatch, form: str, d: int) -> None:

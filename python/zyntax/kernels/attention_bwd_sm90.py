@@ -93,6 +93,7 @@ def build(
     late_dk: bool = False,
     pingpong: bool = False,
     longest_first: bool = False,
+    kv_regs: bool = False,
 ) -> hir.Module:
     """The kernel for `dtype`, head dim `head_dim` (64, 96 or 128; 96 runs
     on tiles of 128 as the forward's: the TMA unit fills the columns past
@@ -112,8 +113,12 @@ def build(
     `longest_first`: the grid is (batch x KV heads, key blocks), so the
     blocks of the first key blocks (the longest under a causal mask) start
     first, not those of the first (batch, head) only (grid (key blocks,
-    batch x KV heads))."""
+    batch x KV heads)). `kv_regs` (head dim 64): the consumer's K and V rows
+    are loaded into registers once (ldmatrix, 32 registers) and Sᵀ, dPᵀ
+    take them as wgmma's register A operand, which halves those products'
+    shared-memory reads."""
     assert head_dim in HEAD_DIMS
+    assert not kv_regs or head_dim == 64, "kv_regs: head dim 64 (registers)"
     d = tile_dim(head_dim)  # the tiles' head dim
     split_keys = split_keys or d == 64 or pingpong
     dq_cols = dq_columns(d, split_keys)
@@ -128,6 +133,7 @@ def build(
     name += "_latedk" if late_dk else ""
     name += "_pp" if pingpong else ""
     name += "_lpt" if longest_first else ""
+    name += "_kvregs" if kv_regs else ""
     m = hir.Module(name, targets=["sm_90a"])
     params = [hir.tensormap] * 5
     params += [hir.ptr("global", hir.f32)] * 2 + [hir.ptr("global", elem)] * 2
@@ -280,21 +286,35 @@ def build(
                 for kk in range(BM // 16)
             ]
 
-        def ss_chain(a: hir.Value, bd: hir.Value, a_box: int) -> hir.Value:
-            """A Bᵀ for a 64-row A (K-major) and 64 rows of B (K-major) over
-            the head dim: k-step kk is box kk // 4, 32 bytes per step."""
+        def ss_chain(a: Any, bd: hir.Value, a_box: int) -> hir.Value:
+            """A Bᵀ for a 64-row A (K-major; or its register fragments per
+            k-step, a list) and 64 rows of B (K-major) over the head dim:
+            k-step kk is box kk // 4, 32 bytes per step."""
             acc = b.wgmma_zero(BM)
             for kk in range(head_dim // 16):  # 96: the zero columns skipped
                 off = (kk % 4) * 32
+                a_kk = a[kk] if isinstance(a, list) else moved(a, (kk // 4) * a_box + off)
                 acc = b.wgmma(
                     acc,
-                    moved(a, (kk // 4) * a_box + off),
+                    a_kk,
                     moved(bd, (kk // 4) * q_box + off),
                     n=BM,
                     a_type=dtype,
                     scale_d=0 if kk == 0 else 1,
                 )
             return acc
+
+        def a_fragments(tile: hir.Value) -> list[hir.Value]:
+            """This consumer's 64 rows of a K/V tile (one 128-byte box,
+            head dim 64) as wgmma A fragments per k-step, by ldmatrix.x4:
+            lane l gives row 16w + (l & 7) + 8 ((l >> 3) & 1), 16-byte chunk
+            2kk + (l >> 4) of the swizzled row (chunk ^ row & 7)."""
+            row = c * 64 + w * 16 + (lane & 7) + ((lane >> 3) & 1) * 8
+            out = []
+            for kk in range(head_dim // 16):
+                chunk = (kk * 2 + (lane >> 4)) ^ (row & 7)
+                out.append(b.ldmatrix(b.ptr_add(tile, row * 128 + (chunk << 4)), 4))
+            return out
 
         def per_half(acc: hir.Value) -> list[list[hir.Value]]:
             """A 64 x 64 accumulator as [row half][x], x = 2 n-tile + e:
@@ -359,6 +379,8 @@ def build(
             wait(full_kv, 0)
             k_desc = moved(desc(s_k, 16), c * 64 * 128)  # this warpgroup's 64 keys
             v_desc = moved(desc(s_v, 16), c * 64 * 128)
+            k_a: Any = a_fragments(s_k) if kv_regs else k_desc
+            v_a: Any = a_fragments(s_v) if kv_regs else v_desc
             kmn_desc = desc(s_k, kv_box)  # K as dQ's MN-major B
             q_desc0, do_desc0 = desc(s_q, 16), desc(s_do, 16)
             qmn0, domn0 = desc(s_q, q_box), desc(s_do, q_box)
@@ -376,9 +398,9 @@ def build(
                 q_off = st * q_bytes
                 my_turn()
                 b.wgmma_fence()
-                s_acc = ss_chain(k_desc, moved(q_desc0, q_off), kv_box)
+                s_acc = ss_chain(k_a, moved(q_desc0, q_off), kv_box)
                 b.wgmma_commit_group()
-                dp_acc = ss_chain(v_desc, moved(do_desc0, q_off), kv_box)
+                dp_acc = ss_chain(v_a, moved(do_desc0, q_off), kv_box)
                 b.wgmma_commit_group()
                 end_turn()
                 # The rows' LSE and D (column x's query: 8 (x >> 1) + 2t + (x & 1)).
@@ -560,12 +582,15 @@ def _module(
     late_dk: bool,
     pingpong: bool,
     longest_first: bool,
+    kv_regs: bool,
 ) -> hir.Module:
-    return build(dtype, d, upper, lower, stages, split_keys, late_dk, pingpong, longest_first)
+    return build(
+        dtype, d, upper, lower, stages, split_keys, late_dk, pingpong, longest_first, kv_regs
+    )
 
 
 @functools.cache
-def _loaded(key: tuple[str, int, bool, bool, int, bool, bool, bool, bool], device: int) -> Any:
+def _loaded(key: tuple[Any, ...], device: int) -> Any:
     return cuda.load_hir(_module(*key), device, arch="sm_90a")
 
 
@@ -579,6 +604,8 @@ LATE_DK = False
 PINGPONG = False
 #: Key blocks as the grid's second dimension (build's longest_first).
 LONGEST_FIRST = False
+#: Head dim 64: K and V as wgmma's register A operand (build's kv_regs).
+KV_REGS = False
 
 
 __all__ = ["MAX_SEQ", "build", "launch", "supports"]
@@ -640,7 +667,18 @@ def launch(
     if longest:
         grid = (grid[1], grid[0])
     split = SPLIT_KEYS or d == 64 or PINGPONG
-    key = (tq.dtype, d, upper, lower, STAGES, split, LATE_DK, PINGPONG, longest)
+    key = (
+        tq.dtype,
+        d,
+        upper,
+        lower,
+        STAGES,
+        split,
+        LATE_DK,
+        PINGPONG,
+        longest,
+        KV_REGS and d == 64,
+    )
     d = tile_dim(d)
     smem = shared_bytes(d, STAGES, key[5])
     if smem > 227 * 1024:  # a form set by hand (STAGES, SPLIT_KEYS, PINGPONG) too large

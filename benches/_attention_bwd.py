@@ -230,6 +230,10 @@ FORMS = {
 }
 
 
+#: Head dims a form applies to (others: 64 and 128).
+FORM_DIMS = {"kvregs": (64,), "s4": (64,)}
+
+
 def sm90_form(form: str, *args: Any) -> Callable[[], Any]:
     """attention_backward(*args) with the sm_90a kernel's knobs set to `form`."""
     from zyntax.kernels import attention_bwd_sm90
@@ -302,7 +306,7 @@ def run_case(
         ("zyntax", lambda: kernels.attention_backward(q, k, v, o, lse, do, causal=causal)),
     ]
     for form in filter(None, os.environ.get("ZYNTAX_BENCH_BWD_FORMS", "").split(",")):
-        if d in (64, 128):  # the sm_90a kernel's forms (FORMS): rows zyntax[<form>]
+        if d in FORM_DIMS.get(form, (64, 128)):  # the sm_90a kernel's forms: zyntax[<form>]
             calls.append((f"zyntax[{form}]", sm90_form(form, q, k, v, o, lse, do, causal)))
     if os.environ.get("ZYNTAX_BENCH_BWD_TILE", "1") != "0":  # 0: the default row alone
         calls.append(("zyntax_tile", tile_programs))

@@ -343,6 +343,9 @@ class Builder:
 
     # -- tile ops
     def unary(self, op: str, a: Tile) -> Tile:
+        """`op` of each element: a HIR unary op's name (``"exp"``, ``"rsqrt"``,
+        ...) or a fast f32 approximation (``"tanh_approx"``, ``"ex2_approx"``,
+        ``"rcp_approx"``, ``"ex2_ftz_approx"``: one MUFU op on the GPU)."""
         return self._tile(self._b.unary(op, self._own(a, Tile, "a")))
 
     def binary(self, op: str, a: Tile, b: Tile) -> Tile:

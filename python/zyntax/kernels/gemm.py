@@ -587,7 +587,10 @@ def tile_preferred(p: Problem, arch: str) -> bool:
     TFLOP/s, docs/kernels.md "The tile program"): bf16/f16 on sm_90 with M up
     to 256 (1x4096x4096: 1.10 against 0.37; 256x4096x4096: 238 against 189)
     or a transposed `a` (4096^3: 672 against 553, the sm90 variant copies
-    it). Row-major large products stay on the sm90 variant (726 against 678)."""
+    it). Larger row-major products with a bias or an activation run it where
+    its warp-specialised pipeline takes them (BIAS_ON_TILE,
+    ACTIVATION_ON_TILE); without an epilogue they stay on the sm90 variant
+    (PLAIN_ON_TILE)."""
     hopper = targets.has_feature(arch, "wgmma")
     if hopper and _tensor_core_inputs(p):
         on = FP8_ON_TILE if p.a.dtype == "e4m3" else TF32_ON_TILE
@@ -602,8 +605,7 @@ def tile_preferred(p: Problem, arch: str) -> bool:
         if p.activation is not None:
             on = ACTIVATION_ON_TILE
         elif p.bias is not None:
-            # measured faster on the ping-pong schedules only (BIAS_ON_TILE)
-            on = BIAS_ON_TILE and _tile_ws_pingpong(p)
+            on = BIAS_ON_TILE
         else:
             on = PLAIN_ON_TILE
         return on and _tile_ws_fits(p)
@@ -620,25 +622,21 @@ FP8_ON_TILE = True
 #: f32 read as tf32 stays on sm90: B1 4096^3 tile 388 / sm90 393 / cuBLAS 407.
 TF32_ON_TILE = False
 #: Larger products with a bias (no activation) run the tile program where its
-#: warp-specialised pipeline takes them with its ping-pong schedule (the
-#: crate's WS table: K up to ~1024; :func:`_tile_ws_fits`, the epilogue in the
-#: consumers' registers). Session 11 B2 on an H200, TFLOP/s, tile / sm90 /
-#: cuBLAS: QKV 8192x3072x1024 502 / 461 / 690, o 8192x1024x1024 445 / 420 /
-#: 615; on 128x256 tiles (no ping-pong) down 8192x1024x4096 660 / 687 / 780.
+#: warp-specialised pipeline takes them (:func:`_tile_ws_fits`), the output
+#: tile stored through shared memory and TMA (``gemm_tile.TMA_STORE``).
+#: Session 12 B1 on an H200, TFLOP/s, tile / sm90 / cuBLAS: QKV
+#: 8192x3072x1024 556 / 462 / 688 (128x128 ping-pong, 5 stages; the crate's
+#: table takes 6: 551), down 8192x1024x4096 725 / 686 / 779 (128x256). With
+#: register stores (session 11 B2) down lost, 660 / 687.
 BIAS_ON_TILE = True
-#: The same with an activation: off. B2 (GELU without a division): 4096^3
-#: with bias + GELU 619 against sm90's 608, but MLP up 8192x4096x1024 285
-#: against 346 (B1, GELU through tanh: 218).
-ACTIVATION_ON_TILE = False
+#: The same with an activation: B1, MLP up 8192x4096x1024 + bias + GELU 523
+#: (TMA store, GELU on tanh.approx: ``gemm_tile.GELU_APPROX``) against sm90's
+#: 343 (cuBLAS addmm + GELU 504, cuBLASLt fused 645).
+ACTIVATION_ON_TILE = True
 #: Without an epilogue the hand-written sm90 variant stays first: 785
-#: against the tile's 771 at 8192^3 (B1), 731 against 718 at 4096^3 (B2).
+#: against the tile's 771 at 8192^3 (session 11 B1), 731 against 718 at
+#: 4096^3 (B2), both with register stores.
 PLAIN_ON_TILE = False
-
-
-def _tile_ws_pingpong(p: Problem) -> bool:
-    """Whether the crate's WS table gives `p` two consumer sets in turn."""
-    got = gemm_tile.ws_schedule(p.m, p.n, p.k, _sm_count(p))
-    return got is not None and bool(got[1][1])
 
 
 def _tile_ws_fits(p: Problem) -> bool:

@@ -234,11 +234,19 @@ WS_SPLIT_MAX_M = 256
 FORCE: tuple[tuple[int, int, int, int, int], int] | None = None
 #: Products on the warp-specialised route store their output tile through
 #: shared memory and TMA (``Spec.tma_store``) where the output allows it
-#: (16-byte aligned base and row stride, unit column stride).
-TMA_STORE = False
+#: (16-byte aligned base and row stride, unit column stride). Session 12 B1,
+#: H200, TFLOP/s, register stores / TMA store (same run; cuBLAS): QKV
+#: 8192x3072x1024 + bias 503 / 551 on 128x128 ping-pong, 6 stages (556 with
+#: 5: two box buffers a set; 688), MLP up 8192x4096x1024 + bias + GELU 285 /
+#: 429 (504 addmm + GELU), down 8192x1024x4096 + bias on 128x256: 656 / 725
+#: (779). Nsight Compute (QKV, locked ~1.3 GHz): 183.7 k cycles / 162.1 k,
+#: tensor pipe 52.6 / 59.7 % (cuBLAS 123.8 k, 77.6 %).
+TMA_STORE = True
 #: GELU on the warp-specialised route with a bf16/f16 output runs
-#: ``tanh.approx.f32`` (``Spec.gelu_approx``) instead of exp + rsqrt.
-GELU_APPROX = False
+#: ``tanh.approx.f32`` (``Spec.gelu_approx``) instead of exp + rsqrt: B1, MLP
+#: up with the TMA store on 128x128 ping-pong (5 stages), 436 / 523 TFLOP/s
+#: (cuBLASLt's fused bias + GELU 645).
+GELU_APPROX = True
 #: ((bm, bn, warps, stages), wgmma_in_flight, pingpong[, cluster,
 #: cluster_n]) that replaces the warp-specialised choice (benches; call
 #: ``ws_schedule.cache_clear()`` and clear ``matmul.plans`` after setting it).

@@ -1,8 +1,8 @@
-"""The small-M matmul program (``zyntax.kernels.gemv_tile``: FFMA over
+"""The one-row matmul program (``zyntax.kernels.gemv_tile``: FFMA over
 [BK, BN] slabs of b, K split, f32 partials summed by gemm_tile's finishing
-pass) on numpy inputs: rows 1 to GEMV_MAX_M, odd N and K, strided and
-transposed operands, epilogues, through ``gemm_tile.matmul`` and
-``zyntax.kernels.matmul``. Results against float64 on fresh random inputs,
+pass) on numpy inputs: odd N and K, strided and transposed operands,
+epilogues, through ``gemm_tile.matmul`` and ``zyntax.kernels.matmul``, and
+the program itself at several rows (grid axis 0). Results against float64 on fresh random inputs,
 outputs poisoned with NaN first. The GPU versions: tests/python/gpu/test_gemm_smallm_gpu.py."""
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def launches(monkeypatch: Any) -> list[int]:
 
 
 @pytest.mark.parametrize("dt", [np.float32, np.float16])
-@pytest.mark.parametrize("m,n,k", [(1, 1, 1), (1, 300, 77), (3, 17, 1000), (4, 513, 300)])
+@pytest.mark.parametrize("m,n,k", [(1, 1, 1), (1, 300, 77), (1, 17, 1000), (1, 513, 300)])
 def test_shapes(launches: list[int], dt: Any, m: int, n: int, k: int) -> None:
     a, b = rand(m, k, dt=dt), rand(k, n, dt=dt)
     out = np.full((m, n), np.nan, dt)
@@ -72,20 +72,20 @@ def test_layouts(launches: list[int]) -> None:
     """b as the transpose of an (N, K) weight (K contiguous), a as a column
     slice of a wider row, a as a column of a (K, M) array."""
     w = rand(70, 300)
-    a = rand(2, 600)[:, 100:400]
+    a = rand(2, 600)[1:, 100:400]
     check(gemm_tile.matmul(a, w.T), ref_mm(a, w.T), np.float32)
-    at = rand(300, 3).T
+    at = rand(300, 1).T
     b = rand(300, 41)[:, ::2]
     check(gemm_tile.matmul(at, b), ref_mm(at, b), np.float32)
-    assert launches == [2, 3]
+    assert launches == [1, 1]
 
 
 @pytest.mark.parametrize("act", [None, "relu", "gelu"])
 def test_epilogue(launches: list[int], act: str | None) -> None:
-    a, b, bias = rand(3, 200, dt=np.float16), rand(200, 65, dt=np.float16), rand(65)
+    a, b, bias = rand(1, 200, dt=np.float16), rand(200, 65, dt=np.float16), rand(65)
     out = gemm_tile.matmul(a, b, bias=bias.astype(np.float16), activation=act, out_dtype="f32")
     check(out, ref_mm(a, b, bias.astype(np.float16), act), np.float16)
-    assert launches == [3]
+    assert launches == [1]
 
 
 def test_library_route(launches: list[int]) -> None:
@@ -98,7 +98,7 @@ def test_library_route(launches: list[int]) -> None:
 
 
 def test_larger_m_and_batches_stay_off(launches: list[int]) -> None:
-    m = 5  # above the tile crate's GEMV_MAX_M
+    m = 2  # above the tile crate's GEMV_MAX_M (one row)
     assert gemv_tile.schedule(m, 24, 40, "sm_90a", 132) is None
     a, b = rand(m, 40), rand(40, 24)
     check(gemm_tile.matmul(a, b), ref_mm(a, b), np.float32)
@@ -107,7 +107,7 @@ def test_larger_m_and_batches_stay_off(launches: list[int]) -> None:
     assert launches == []
 
 
-@pytest.mark.parametrize("m,n,k,sms", [(1, 4096, 4096, 132), (1, 4096, 14336, 132), (4, 300, 7, 4)])
+@pytest.mark.parametrize("m,n,k,sms", [(1, 4096, 4096, 132), (1, 4096, 14336, 132), (1, 300, 7, 4)])
 def test_schedule_splits_cover_k(m: int, n: int, k: int, sms: int) -> None:
     """The crate's gemv schedule: about its instances per SM, whole K steps,
     no empty split (``launch`` derives K per split from the count)."""
@@ -129,3 +129,18 @@ def test_forced_schedule(launches: list[int], monkeypatch: Any) -> None:
     a, b = rand(1, 1000), rand(1000, 100)
     check(gemm_tile.matmul(a, b), ref_mm(a, b), np.float32)
     assert launches == [1]
+
+
+@pytest.mark.parametrize("b_unit", [1, 0])
+def test_program_rows(b_unit: int) -> None:
+    """The program itself over 3 rows (grid axis 0) and 4 K splits, b
+    row-major or a transposed weight: the partials sum to a @ b."""
+    m, n, k, kps = 3, 150, 200, 64
+    spec = gemv_tile.Spec("f32", 0, b_unit, (True, True), (16, 128, 4, "sm_80"))
+    kern = gemv_tile.program(spec)
+    a = rand(m, k)
+    b = rand(k, n) if b_unit == 1 else rand(n, k).T
+    splits = -(-k // kps)
+    ws = np.full((splits, m, n), np.nan, np.float32)
+    kern.run_interp(a.T, b, ws, k, kps, grid=(m, -(-n // 128), splits))
+    check(ws.sum(0), ref_mm(a, b), np.float32)

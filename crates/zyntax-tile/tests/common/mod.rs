@@ -125,6 +125,7 @@ pub fn rounded16<T: Copy>(
 /// `v [S, D]`, `o [S, D]` f32 poisoned with NaN, scalar `scale`; `bm` query
 /// rows per program instance) on the interpreter, and returns `o` with its
 /// float64 reference.
+#[allow(clippy::type_complexity)] // q, k and v as (bytes, exact values)
 pub fn run_causal_attention(
     kernel: &TileKernel,
     bm: u32,

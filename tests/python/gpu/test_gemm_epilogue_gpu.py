@@ -125,17 +125,22 @@ def test_tma_store(
 ) -> None:
     # The output through shared memory and TMA (gemm_tile.TMA_STORE): tails
     # in M and N (TMA clips the boxes), bf16 and f32 outputs.
-    from zyntax.kernels import gemm_tile
+    from zyntax.kernels import gemm, gemm_tile
 
     monkeypatch.setattr(gemm_tile, "TMA_STORE", True)
     monkeypatch.setattr(gemm_tile, "WS_FORCE", TMA_SCHEDULES[sched])
-    gemm_tile.ws_schedule.cache_clear()
-    gemm_tile.matmul.plans.clear()
+
+    def clear() -> None:
+        # matmul's call plans replay the last case's kernel for the same shape
+        gemm_tile.ws_schedule.cache_clear()
+        gemm_tile.matmul.plans.clear()
+        gemm._plans.clear()
+
+    clear()
     try:
         specs = run(torch, monkeypatch, m, n, k, "bf16", out_dt, True, act)
     finally:
-        gemm_tile.ws_schedule.cache_clear()
-        gemm_tile.matmul.plans.clear()
+        clear()
     assert [(s.ws, s.tma_store) for s in specs] == [(True, True)], specs
 
 
@@ -148,6 +153,7 @@ def test_tma_store_refused_rows_fall_back(torch: Any, monkeypatch: Any) -> None:
 
     monkeypatch.setattr(gemm_tile, "TMA_STORE", True)
     gemm_tile.matmul.plans.clear()
+    zk.gemm._plans.clear()
     specs: list[Any] = []
     program = gemm_tile.program
     monkeypatch.setattr(gemm_tile, "program", lambda s: specs.append(s) or program(s))

@@ -99,6 +99,32 @@ def pack_pair(b: B, elem: object, x: Value, y: Value) -> Value:
     return b.prmt(lo, hi, 0x5410)  # low halves of lo and hi
 
 
+def cvt_pair(b: B, dtype: str, x: Value, y: Value) -> Value:
+    """Two f32 as the `dtype` ("bf16", "f16") pair of one u32 register (x in the
+    low half): one `cvt.rn.{bf16x2,f16x2}.f32` instead of two and a `prmt`."""
+    return b.bitcast(b.cvt_pack(f"{dtype}x2", x, y), hir.u32)
+
+
+def wgmma_a_fragments(b: B, dtype: str, p: Sequence[Sequence[Value]], steps: int) -> list[Value]:
+    """The A fragments (u32x4, K steps of 16) of a wgmma accumulator's 64 rows
+    given as this thread's values of rows g (`p[0]`) and g + 8 (`p[1]`): P's
+    registers as the next wgmma's A operand (the RS form), packed with
+    :func:`cvt_pair`."""
+    return [
+        vector(
+            b,
+            hir.vec(hir.u32, 4),
+            [
+                cvt_pair(b, dtype, p[0][4 * kk], p[0][4 * kk + 1]),
+                cvt_pair(b, dtype, p[1][4 * kk], p[1][4 * kk + 1]),
+                cvt_pair(b, dtype, p[0][4 * kk + 2], p[0][4 * kk + 3]),
+                cvt_pair(b, dtype, p[1][4 * kk + 2], p[1][4 * kk + 3]),
+            ],
+        )
+        for kk in range(steps)
+    ]
+
+
 def quad(b: B, x: Value, op: Any) -> Value:
     """op over the four lanes of a quad (the threads sharing an mma.sync row)."""
     x = op(x, b.shfl_xor(x, 1))

@@ -48,7 +48,7 @@ from zyntax import cuda, hir, interp
 from zyntax.errors import ArgumentError
 
 from . import _tensors as T
-from ._rows import LOG2E, assign, read, variables, vector
+from ._rows import LOG2E, assign, cvt_pair, read, variables, vector, wgmma_a_fragments
 from ._sync import wait_parity
 from .attention_sm90 import BOX, MAX_SEQ, _tensor_map, tile_dim
 
@@ -265,26 +265,10 @@ def build(
                 return dsc + (offset >> 4) if offset else dsc
             return dsc + b.cast(offset >> 4, hir.u64)
 
-        def pack(x: hir.Value, y: hir.Value) -> hir.Value:
-            return b.bitcast(b.cvt_pack(f"{dtype}x2", x, y), hir.u32)
-
         def fragments(p: list[list[hir.Value]]) -> list[hir.Value]:
             """The A fragments (K = 16 queries each) of a 64 x 64 accumulator
             given per row half: the forward's P fragments."""
-            u32x4 = hir.vec(hir.u32, 4)
-            return [
-                vector(
-                    b,
-                    u32x4,
-                    [
-                        pack(p[0][4 * kk], p[0][4 * kk + 1]),
-                        pack(p[1][4 * kk], p[1][4 * kk + 1]),
-                        pack(p[0][4 * kk + 2], p[0][4 * kk + 3]),
-                        pack(p[1][4 * kk + 2], p[1][4 * kk + 3]),
-                    ],
-                )
-                for kk in range(BM // 16)
-            ]
+            return wgmma_a_fragments(b, dtype, p, BM // 16)
 
         def ss_chain(a: Any, bd: hir.Value, a_box: int) -> hir.Value:
             """A Bᵀ for a 64-row A (K-major; or its register fragments per
@@ -552,9 +536,13 @@ def build(
                         out2 = hir.ptr("global", hir.u32)
                         kx = b.extract(dk_acc, i) * scale
                         ky = b.extract(dk_acc, i + 1) * scale
-                        b.store(b.ptr_cast(b.ptr_add(dk, at + col), out2), pack(kx, ky))
+                        b.store(
+                            b.ptr_cast(b.ptr_add(dk, at + col), out2), cvt_pair(b, dtype, kx, ky)
+                        )
                         vx, vy = b.extract(dv_acc, i), b.extract(dv_acc, i + 1)
-                        b.store(b.ptr_cast(b.ptr_add(dv, at + col), out2), pack(vx, vy))
+                        b.store(
+                            b.ptr_cast(b.ptr_add(dv, at + col), out2), cvt_pair(b, dtype, vx, vy)
+                        )
 
         cond = b.if_else(b.eq(wg, 0))
         with cond as (producer, consumer):

@@ -58,7 +58,17 @@ from zyntax import cuda, hir, interp
 from zyntax.errors import ArgumentError
 
 from . import _tensors as T
-from ._rows import LN2, NEG_INF, assign, read, safe_max, tree, variables, vector
+from ._rows import (
+    LN2,
+    NEG_INF,
+    assign,
+    cvt_pair,
+    read,
+    safe_max,
+    tree,
+    variables,
+    wgmma_a_fragments,
+)
 from ._sync import wait_parity
 from .gemm import _workspace
 
@@ -202,7 +212,6 @@ def build(
     params += [hir.u32] + [hir.i32] * 3  # group, shift, left, right
     if persistent:  # the tile counter and the count of blocks that stopped
         params.append(hir.ptr("global", hir.u32))
-    u32x4 = hir.vec(hir.u32, 4)
     su64 = hir.ptr("shared", hir.u64)
     with m.kernel("attention", params, max_threads=THREADS, min_blocks=1) as b:
         tq, tk, tv, o, lse, sq, sk, heads, tiles, ob, oh, os_, scale_log2 = b.params[:13]
@@ -314,9 +323,7 @@ def build(
                 b.tma_load(b.ptr_add(dst, x * box), tmap, at, bar)
 
         def pack(x: hir.Value, y: hir.Value) -> hir.Value:
-            """Two f32 as the element pair of one u32 register (x in the low
-            half): one `cvt.rn.{bf16x2,f16x2}.f32` instead of two and a `prmt`."""
-            return b.bitcast(b.cvt_pack(f"{dtype}x2", x, y), hir.u32)
+            return cvt_pair(b, dtype, x, y)
 
         def quad(x: hir.Value, op: Any) -> hir.Value:
             """op over the four lanes of a quad (the threads sharing a row)."""
@@ -507,23 +514,11 @@ def build(
             return out[0:2], out[2:4], out[4:6], [ps[:per], ps[per:]]
 
         def fragments(p: list[list[hir.Value]]) -> list[hir.Value]:
-            """P's A fragment for keys 16kk..: rows (g, g + 8), as mma.sync's A.
+            """P's A fragments for keys 16kk..: rows (g, g + 8), as mma.sync's A.
             Packed only while no P V wgmma is in flight: writing registers a
             later wgmma reads while one is pending makes ptxas serialise
             every wgmma of the kernel (C7513)."""
-            return [
-                vector(
-                    b,
-                    u32x4,
-                    [
-                        pack(p[0][4 * kk], p[0][4 * kk + 1]),
-                        pack(p[1][4 * kk], p[1][4 * kk + 1]),
-                        pack(p[0][4 * kk + 2], p[0][4 * kk + 3]),
-                        pack(p[1][4 * kk + 2], p[1][4 * kk + 3]),
-                    ],
-                )
-                for kk in range(BN // 16)
-            ]
+            return wgmma_a_fragments(b, dtype, p, BN // 16)
 
         def release(ring: hir.Value, r: hir.Value) -> None:
             """This thread is done with ring position r of a K or V slot."""

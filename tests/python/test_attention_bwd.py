@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from test_attention_tile import scores
 from zyntax import ArgumentError, kernels
 from zyntax.kernels import _tensors as T
 from zyntax.kernels import attention_bwd, attention_tile
@@ -31,19 +32,8 @@ def reference(
     group = q.shape[1] // k.shape[1]
     q64, k64, v64, do64 = (x.astype(np.float64) for x in (q, k, v, do))
     kr, vr = np.repeat(k64, group, 1), np.repeat(v64, group, 1)
-    s = np.einsum("bhqd,bhkd->bhqk", q64, kr) * scale
-    sq, sk = s.shape[-2:]
-    i = np.arange(sq)[:, None] + sk - sq
-    j = np.arange(sk)[None, :]
-    left, right = attention_tile.window_arg(window) or (None, None)
-    visible = np.ones((sq, sk), bool)
-    if left is not None:
-        visible &= j >= i - left
-    if right is not None:
-        visible &= j <= i + right
-    if causal:
-        visible &= j <= i
-    s = np.where(visible, s, -np.inf)
+    s = scores(q, k, scale, causal, window)
+    sk = s.shape[-1]
     m = s.max(-1, keepdims=True)
     e = np.exp(s - np.where(np.isinf(m), 0.0, m))
     den = e.sum(-1, keepdims=True)

@@ -18,8 +18,9 @@ import pytest
 
 import zyntax
 from test_attention_bwd import reference
+from test_attention_tile import reference as attention_reference
 from zyntax import hir, kernels, ptxinfo
-from zyntax.kernels import attention_bwd, attention_bwd_sm90, attention_tile
+from zyntax.kernels import attention_bwd, attention_bwd_sm90
 
 rng = np.random.default_rng()
 
@@ -41,28 +42,7 @@ def sm90_everywhere(monkeypatch: pytest.MonkeyPatch) -> None:
 def forward(q: Any, k: Any, v: Any, scale: float, causal: bool, window: Any) -> tuple[Any, Any]:
     """o (q's dtype) and the LSE (f32) in float64, masks aligned bottom-right:
     the backward's inputs, independent of any forward kernel."""
-    group = q.shape[1] // k.shape[1]
-    q64, k64, v64 = (x.astype(np.float64) for x in (q, k, v))
-    kr, vr = np.repeat(k64, group, 1), np.repeat(v64, group, 1)
-    s = np.einsum("bhqd,bhkd->bhqk", q64, kr) * scale
-    sq, sk = s.shape[-2:]
-    i = np.arange(sq)[:, None] + sk - sq
-    j = np.arange(sk)[None, :]
-    left, right = attention_tile.window_arg(window) or (None, None)
-    visible = np.ones((sq, sk), bool)
-    if left is not None:
-        visible &= j >= i - left
-    if right is not None:
-        visible &= j <= i + right
-    if causal:
-        visible &= j <= i
-    s = np.where(visible, s, -np.inf)
-    m = s.max(-1, keepdims=True)
-    m = np.where(np.isinf(m), 0.0, m)
-    e = np.exp(s - m)
-    den = e.sum(-1, keepdims=True)
-    lse = np.where(den == 0, -np.inf, m + np.log(np.where(den == 0, 1.0, den)))[..., 0]
-    o = (e / np.where(den == 0, 1.0, den)) @ vr
+    o, lse = attention_reference(q, k, v, scale, causal, window)
     return o.astype(q.dtype), lse.astype(np.float32)
 
 

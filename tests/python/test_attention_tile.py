@@ -22,12 +22,11 @@ from zyntax.kernels import attention_tile
 rng = np.random.default_rng()
 
 
-def reference(q: Any, k: Any, v: Any, scale: float, causal: bool, window: Any) -> tuple[Any, Any]:
-    """float64 attention with bottom-right aligned masks; rows that see no key
-    give 0 and an LSE of -inf."""
+def scores(q: Any, k: Any, scale: float, causal: bool, window: Any) -> Any:
+    """float64 scores ``q k^T * scale`` (KV heads repeated over their query
+    heads), -inf where the masks (aligned bottom-right) hide a key."""
     group = q.shape[1] // k.shape[1]
     k64 = np.repeat(k.astype(np.float64), group, 1)
-    v64 = np.repeat(v.astype(np.float64), group, 1)
     s = np.einsum("bhqd,bhkd->bhqk", q.astype(np.float64), k64) * scale
     sq, sk = s.shape[-2:]
     i = np.arange(sq)[:, None] + sk - sq
@@ -40,7 +39,14 @@ def reference(q: Any, k: Any, v: Any, scale: float, causal: bool, window: Any) -
         visible &= j <= i + right
     if causal:
         visible &= j <= i
-    s = np.where(visible, s, -np.inf)
+    return np.where(visible, s, -np.inf)
+
+
+def reference(q: Any, k: Any, v: Any, scale: float, causal: bool, window: Any) -> tuple[Any, Any]:
+    """float64 attention with bottom-right aligned masks; rows that see no key
+    give 0 and an LSE of -inf."""
+    v64 = np.repeat(v.astype(np.float64), q.shape[1] // k.shape[1], 1)
+    s = scores(q, k, scale, causal, window)
     m = s.max(-1, keepdims=True)
     m = np.where(np.isinf(m), 0.0, m)
     e = np.exp(s - m)

@@ -36,7 +36,7 @@ BASE = {
 }
 #: The runtime: the CUDA runtime, the builder, the interpreter and the CPU JIT,
 #: thin layers over the native core. They import only the runtime and the base.
-RUNTIME = {"zyntax.cuda", "zyntax.hir", "zyntax.interp", "zyntax.cpu"}
+RUNTIME = {"zyntax.cuda", "zyntax.hir", "zyntax.interp", "zyntax.cpu", "zyntax._torch_c"}
 #: What the runtime must never import (the brief of issue 28, item 3).
 ABOVE_RUNTIME = (
     "zyntax.frontend",

@@ -8,6 +8,8 @@ the reference interpreter: small checks only).
 
 from __future__ import annotations
 
+from . import gemv_tile  # noqa: F401 (sets gemm_tile.GEMV, the few-rows route)
+
 # gemm.py: matrix products (registry, variants, epilogues); the rest: attention
 # and the memory-bound kernels.
 from .attention import attention

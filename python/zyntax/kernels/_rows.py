@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from zyntax import hir
+from zyntax import hir, tile
+
+if TYPE_CHECKING:
+    from .rows_tile import _P
 
 WARP = 32
 LOG2E = 1.4426950408889634
@@ -319,3 +322,36 @@ def row_params(elem: object, extra: Sequence[object] = ()) -> list[object]:
         hir.i64,
         *extra,
     ]
+
+
+# ------------------------------------------ online softmax state (rows_tile, _rows_ce)
+
+
+def _online(P: _P, m: tile.Tile, s: tile.Tile, v: tile.Tile) -> tuple[tile.Tile, tile.Tile]:
+    """One step of an online softmax state (max, sum of exp(x - max)), per
+    lane, or for the row when the state is [1, 1]. The chunk's terms come
+    first in every operation (here and in the loops' sums): an element-wise
+    op takes its first operand's layout, so the carried state takes the
+    layout of the chunk's statistics (the rows' own) and nothing is
+    converted per chunk."""
+    if m.shape != v.shape:
+        mn = P.t.maximum(v.max(1), m)
+        safe = P.safe(mn)
+        return mn, (v - P.bc(safe, v.shape)).exp().sum(1) + s * (m - safe).exp()
+    mn = P.t.maximum(v, m)
+    safe = P.safe(mn)
+    return mn, (v - safe).exp() + s * (m - safe).exp()
+
+
+def _merge(P: _P, m: tile.Tile, s: tile.Tile) -> tuple[tile.Tile, tile.Tile]:
+    """The row's (max, sum of exp(x - max)) from per-lane states: [1, 1]
+    tiles (the identity for a per-row state)."""
+    mx = m.max(1)
+    safe = P.safe(mx)
+    return safe, (s * (m - P.bc(safe, m.shape)).exp()).sum(1)
+
+
+def _split_merged(P: _P, mp: tile.View, sp: tile.View, row: Any, parts: int) -> tuple[Any, Any]:
+    """The row's (safe max, sum) from its S partial states ([1, parts] tiles, masked)."""
+    m = P.t.load(mp, (row, 0), (1, parts), other=NEG_INF)
+    return _merge(P, m, P.t.load(sp, (row, 0), (1, parts)))

@@ -2,16 +2,19 @@
 backward, and few wide rows split over several instances): the loss
 ``logsumexp(x[r]) - x[r, t[r]]`` and ``(softmax(x[r]) - onehot(t[r])) *
 dloss[r]``, NaN rows for a target outside ``[0, n)``; the program pieces
-(``_P``, the online softmax state) are rows_tile's."""
+(``_P``) are rows_tile's, the online softmax state _rows'."""
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zyntax import tile
 
-from . import rows_tile as rt
+from ._rows import NEG_INF, _merge, _online, _split_merged
+
+if TYPE_CHECKING:
+    from . import rows_tile as rt
 
 
 def _ce_target(P: rt._P, tg: tile.View, r0: Any, n: tile.Scalar, R: int) -> tuple[Any, Any]:
@@ -30,7 +33,7 @@ def _ce_fwd(P: rt._P, tdtype: str) -> None:
     if P.p.shape != "chunks":
         r0, n = P.t.program_id(0) * R, x.dim(1)
         segs = P.pieces(P.head(r0))
-        vs = [P.load(x, (r0, c), sh, rt.NEG_INF) for c, sh in segs]
+        vs = [P.load(x, (r0, c), sh, NEG_INF) for c, sh in segs]
         m = P.rowmax(vs)
         lse = m + P.unary("log", P.rowsum([(v - P.bc(m, v.shape)).exp() for v in vs]))
         t, ok = _ce_target(P, tg, r0, n, R)
@@ -45,14 +48,14 @@ def _ce_fwd(P: rt._P, tdtype: str) -> None:
     tb = P.bc(t, sh)
 
     def step(c0: tile.Scalar, c: list[Any]) -> list[Any]:
-        v = P.load(x, (row, c0), sh, rt.NEG_INF)
+        v = P.load(x, (row, c0), sh, NEG_INF)
         hit = P.t.cmp("eq", P.cols(c0, sh), tb)
-        return [*rt._online(P, c[0], c[1], v), P.fold(P.t.where(hit, v, P.t.zeros(sh))) + c[2]]
+        return [*_online(P, c[0], c[1], v), P.fold(P.t.where(hit, v, P.t.zeros(sh))) + c[2]]
 
     st = P.state
-    inits = [P.t.full(st, "f32", rt.NEG_INF), P.t.zeros(st), P.t.zeros(st)]
+    inits = [P.t.full(st, "f32", NEG_INF), P.t.zeros(st), P.t.zeros(st)]
     m, s, xt = P.chunks(n, inits, step, P.head(row))
-    base, total = rt._merge(P, m, s)
+    base, total = _merge(P, m, s)
     lse = base + P.unary("log", total)
     P.t.store(loss, (row, 0), P.t.where(ok, lse - xt.sum(1), nan))
 
@@ -68,7 +71,7 @@ def _ce_bwd(P: rt._P, tdtype: str) -> None:
     if P.p.shape != "chunks":
         r0, n = P.t.program_id(0) * R, x.dim(1)
         segs = P.pieces(P.head(r0))
-        vs = [P.load(x, (r0, c), sh, rt.NEG_INF) for c, sh in segs]
+        vs = [P.load(x, (r0, c), sh, NEG_INF) for c, sh in segs]
         m = P.rowmax(vs)
         es = [(v - P.bc(m, v.shape)).exp() for v in vs]
         r = 1.0 / P.rowsum(es)
@@ -84,17 +87,17 @@ def _ce_bwd(P: rt._P, tdtype: str) -> None:
     h = P.head(row)
 
     def stats(c0: tile.Scalar, c: list[Any]) -> list[Any]:
-        return list(rt._online(P, c[0], c[1], P.load(x, (row, c0), sh, rt.NEG_INF)))
+        return list(_online(P, c[0], c[1], P.load(x, (row, c0), sh, NEG_INF)))
 
-    m, s = P.chunks(n, [P.t.full(P.state, "f32", rt.NEG_INF), P.t.zeros(P.state)], stats, h)
-    base, total = rt._merge(P, m, s)
+    m, s = P.chunks(n, [P.t.full(P.state, "f32", NEG_INF), P.t.zeros(P.state)], stats, h)
+    base, total = _merge(P, m, s)
     t, ok = _ce_target(P, tg, row, n, 1)
     g = P.t.load(dl, (row, 0), one) * P.splat(scale, one)
     g = P.t.where(ok, g, P.t.full(one, "f32", math.nan))
     base, r, tb, gb = P.bc(base, sh), P.bc(1.0 / total, sh), P.bc(t, sh), P.bc(g, sh)
 
     def write(c0: tile.Scalar, c: list[Any]) -> list[Any]:
-        p = (P.load(x, (row, c0), sh, rt.NEG_INF) - base).exp() * r
+        p = (P.load(x, (row, c0), sh, NEG_INF) - base).exp() * r
         hit = P.t.cmp("eq", P.cols(c0, sh), tb)
         onehot = P.t.where(hit, P.t.full(sh, "f32", 1.0), P.t.zeros(sh))
         P.store(dx, (row, c0), (p - onehot) * gb)
@@ -114,14 +117,14 @@ def _ce_split_stats(P: rt._P, tdtype: str) -> None:
     tb = P.bc(t, sh)
 
     def step(c0: tile.Scalar, c: list[Any]) -> list[Any]:
-        v = P.load(x, (row, c0), sh, rt.NEG_INF)
+        v = P.load(x, (row, c0), sh, NEG_INF)
         hit = P.t.cmp("eq", P.cols(c0, sh), tb)
-        return [*rt._online(P, c[0], c[1], v), P.fold(P.t.where(hit, v, P.t.zeros(sh))) + c[2]]
+        return [*_online(P, c[0], c[1], v), P.fold(P.t.where(hit, v, P.t.zeros(sh))) + c[2]]
 
     st = P.state
-    inits = [P.t.full(st, "f32", rt.NEG_INF), P.t.zeros(st), P.t.zeros(st)]
+    inits = [P.t.full(st, "f32", NEG_INF), P.t.zeros(st), P.t.zeros(st)]
     m, s, xt = P.strided(j * w, x.dim(1), mp.dim(1) * w, inits, step, P.head(row))
-    base, total = rt._merge(P, m, s)
+    base, total = _merge(P, m, s)
     for v, val in ((mp, base), (sp, total), (xp, xt.sum(1))):
         P.t.store(v, (row, j), val)
 
@@ -132,7 +135,7 @@ def _ce_split_loss(P: rt._P, tdtype: str, parts: int) -> None:
     mp, sp = P.view("m_part", "f32", False), P.view("s_part", "f32", False)
     xp, loss = P.view("xt_part", "f32", False), P.view("loss", "f32", False)
     row = P.t.program_id(0)
-    base, total = rt._split_merged(P, mp, sp, row, parts)
+    base, total = _split_merged(P, mp, sp, row, parts)
     xt = P.t.load(xp, (row, 0), (1, parts)).sum(1)
     _, ok = _ce_target(P, tg, row, x.dim(1), 1)
     nan = P.t.full((1, 1), "f32", math.nan)
@@ -147,14 +150,14 @@ def _ce_split_write(P: rt._P, tdtype: str, parts: int) -> None:
     mp, sp = P.view("m_part", "f32", False), P.view("s_part", "f32", False)
     scale = P.t.scalar_param("scale", "f32")
     row, j, sh, w, one = P.t.program_id(0), P.t.program_id(1), P.shape, P.p.width, (1, 1)
-    base, total = rt._split_merged(P, mp, sp, row, parts)
+    base, total = _split_merged(P, mp, sp, row, parts)
     t, ok = _ce_target(P, tg, row, x.dim(1), 1)
     g = P.t.load(dl, (row, 0), one) * P.splat(scale, one)
     g = P.t.where(ok, g, P.t.full(one, "f32", math.nan))
     base, r, tb, gb = P.bc(base, sh), P.bc(1.0 / total, sh), P.bc(t, sh), P.bc(g, sh)
 
     def write(c0: tile.Scalar, c: list[Any]) -> list[Any]:
-        p = (P.load(x, (row, c0), sh, rt.NEG_INF) - base).exp() * r
+        p = (P.load(x, (row, c0), sh, NEG_INF) - base).exp() * r
         hit = P.t.cmp("eq", P.cols(c0, sh), tb)
         onehot = P.t.where(hit, P.t.full(sh, "f32", 1.0), P.t.zeros(sh))
         P.store(dx, (row, c0), (p - onehot) * gb)

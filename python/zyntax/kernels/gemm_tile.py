@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import types
 from dataclasses import dataclass
 from typing import Any
 
@@ -303,6 +304,13 @@ ITEMSIZE = {n: DTYPES[n].itemsize for n in ("f32", "f16", "bf16", "e4m3")}
 # ---------------------------------------------------------------- launching
 
 
+#: The gemv route for products of a few rows: the module :mod:`gemv_tile`
+#: (its ``applies`` and ``launch``), which sets it when imported (the package's ``__init__``
+#: imports it, so it is set before any product runs; gemv_tile builds on this
+#: module, which therefore does not import it).
+GEMV: types.ModuleType | None = None
+
+
 @functools.cache
 def _kernel(s: Spec) -> tile.Kernel:
     return program(s)
@@ -369,12 +377,10 @@ def launch(
     ng = len(groups) if groups else 0
     host = not tc.on_gpu
     arch = HOST_ARCH if host else arch
-    from . import gemv_tile  # (imports this module)
-
-    if inputs == "native" and gemv_tile.applies(m, (ash[0], bsh[0], nb), groups):
+    if GEMV is not None and inputs == "native" and GEMV.applies(m, (ash[0], bsh[0], nb), groups):
         # A few rows (decode): the FFMA gemv program, where the crate gives it a schedule.
         sms = 4 if host else sms
-        gemv_tile.launch(a, b, c, bias, activation, arch=arch, sms=sms, stream=stream)
+        GEMV.launch(a, b, c, bias, activation, arch=arch, sms=sms, stream=stream)
         return
     rows = max(groups) if groups else m
     batch, sms = max(nb, ng), 4 if host else sms

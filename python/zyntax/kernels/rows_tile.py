@@ -46,6 +46,7 @@ from zyntax import hir, tile
 from zyntax.errors import ArgumentError
 
 from . import _tensors as T
+from ._rows import _merge, _online, _split_merged
 from ._rows_ce import _ce_bwd, _ce_fwd, _ce_split_loss, _ce_split_stats, _ce_split_write
 
 NEG_INF = -math.inf
@@ -510,30 +511,6 @@ class _P:
         return self.t.for_range(lo, hi, step, list(inits), lambda _t, c0, c: body(c0 + start, c))
 
 
-def _online(P: _P, m: tile.Tile, s: tile.Tile, v: tile.Tile) -> tuple[tile.Tile, tile.Tile]:
-    """One step of an online softmax state (max, sum of exp(x - max)), per
-    lane, or for the row when the state is [1, 1]. The chunk's terms come
-    first in every operation (here and in the loops' sums): an element-wise
-    op takes its first operand's layout, so the carried state takes the
-    layout of the chunk's statistics (the rows' own) and nothing is
-    converted per chunk."""
-    if m.shape != v.shape:
-        mn = P.t.maximum(v.max(1), m)
-        safe = P.safe(mn)
-        return mn, (v - P.bc(safe, v.shape)).exp().sum(1) + s * (m - safe).exp()
-    mn = P.t.maximum(v, m)
-    safe = P.safe(mn)
-    return mn, (v - safe).exp() + s * (m - safe).exp()
-
-
-def _merge(P: _P, m: tile.Tile, s: tile.Tile) -> tuple[tile.Tile, tile.Tile]:
-    """The row's (max, sum of exp(x - max)) from per-lane states: [1, 1]
-    tiles (the identity for a per-row state)."""
-    mx = m.max(1)
-    safe = P.safe(mx)
-    return safe, (s * (m - P.bc(safe, m.shape)).exp()).sum(1)
-
-
 # ---------------------------------------------------------------- softmax
 
 
@@ -587,12 +564,6 @@ def _split_stats(P: _P) -> None:
     base, total = _merge(P, m, s)
     P.t.store(mp, (row, j), base)
     P.t.store(sp, (row, j), total)
-
-
-def _split_merged(P: _P, mp: tile.View, sp: tile.View, row: Any, parts: int) -> tuple[Any, Any]:
-    """The row's (safe max, sum) from its S partial states ([1, parts] tiles, masked)."""
-    m = P.t.load(mp, (row, 0), (1, parts), other=NEG_INF)
-    return _merge(P, m, P.t.load(sp, (row, 0), (1, parts)))
 
 
 def _softmax_split_write(P: _P, parts: int) -> None:

@@ -27,7 +27,9 @@ pub struct Schedule {
     /// persistent pipeline (`lower/pipeline_ws.rs`): the cluster's CTAs take
     /// adjacent program instances that share an operand tile, and each
     /// loads its share of that tile with TMA multicast into every CTA of
-    /// the cluster. Other paths record it and run without clusters.
+    /// the cluster. Without `warp_specialize` the kernel declares clusters
+    /// of this many CTAs and every `reduce` combines the cluster's CTAs
+    /// (`lower/reduce.rs`, step 4: each CTA holds a slice of the axis).
     pub cluster: u32,
     /// With `cluster` > 1: the cluster's CTAs are adjacent along N and share
     /// the `a` tile (cuBLAS's "2x1"); otherwise along M, sharing `b`.

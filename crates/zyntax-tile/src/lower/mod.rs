@@ -192,7 +192,12 @@ pub fn lower(mut program: TileProgram, schedule: &Schedule) -> TileResult<TileKe
             ),
         });
     }
-    let cluster = ws.as_ref().and_then(|p| p.share).map_or(1, |s| s.ctas);
+    // Outside the WS pipeline a cluster > 1 is "cluster rows": the CTAs of
+    // a cluster share every reduction (lower/reduce.rs, step 4).
+    let cluster = match &ws {
+        Some(p) => p.share.map_or(1, |s| s.ctas),
+        None => schedule.cluster,
+    };
     if persistent {
         types.extend([Type::U32, Type::U32]);
     }

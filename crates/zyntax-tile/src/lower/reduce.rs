@@ -14,11 +14,23 @@
 //! layouts alike: on an `Mma` accumulator a row reduction is the thread's
 //! registers, then two `shfl.xor` over the quad (as FlashAttention-2 does),
 //! then shared memory only when several warps split the columns.
+//!
+//! 4. across the CTAs of a cluster, with a schedule of `cluster` > 1 outside
+//!    the warp-specialised pipeline ("cluster rows": the cluster's CTAs each
+//!    hold a slice of the reduced axis, as a row too wide for one SM's
+//!    registers split over four): one thread per result writes the CTA's
+//!    value to shared memory, a cluster barrier, and every thread combines
+//!    the cluster's values read through `mapa` / `ld.shared::cluster` in
+//!    rank order (every CTA gets the same bits), then a second cluster
+//!    barrier so that no CTA overwrites its slot, or exits, while another
+//!    still reads it.
 
 use super::Lowerer;
+use crate::error::TileError;
 use crate::error::TileResult;
 use crate::ir::{ReduceOp, TileId};
-use zyntax_hir::{BinOp, ScalarType, ShflMode, Type, ValueId};
+use crate::layout::Layout;
+use zyntax_hir::{BinOp, ClusterBarrierOp, ScalarType, ShflMode, Type, ValueId};
 
 impl Lowerer<'_> {
     fn identity(&mut self, op: ReduceOp, elem: &Type) -> TileResult<ValueId> {
@@ -156,7 +168,92 @@ impl Lowerer<'_> {
             }
             self.b.barrier()?;
         }
+
+        // 4. Across the CTAs of a cluster.
+        let cluster = self.schedule.cluster;
+        if cluster > 1 && !self.schedule.warp_specialize {
+            self.reduce_cluster(op, &layout, axis, &out_shape, &elem, &mut partials)?;
+        }
         self.set_tile(out, partials);
+        Ok(())
+    }
+
+    /// Step 4 of [`Self::reduce`]: `partials` (this CTA's results, every
+    /// thread along `axis` holding its registers') combined over the
+    /// cluster's CTAs. The slot is the scratch of step 3, free again after
+    /// its closing barrier (step 3 sizes the scratch, hence the warps).
+    fn reduce_cluster(
+        &mut self,
+        op: ReduceOp,
+        layout: &Layout,
+        axis: usize,
+        out_shape: &[u32],
+        elem: &Type,
+        partials: &mut [ValueId],
+    ) -> TileResult<()> {
+        let td = layout.dim_map(axis);
+        if td.warps < 2 {
+            return Err(TileError::BadSchedule {
+                field: "cluster",
+                message: format!(
+                    "a reduction over a cluster stages through the shared memory of the reduction across warps: the reduced axis needs two warps or more, it has {}",
+                    td.warps
+                ),
+            });
+        }
+        let ptr = self.scratch_ptr(elem, 0)?;
+        let out_table = self.coords(layout, out_shape)?;
+        let (ws, wn, ls, ln) = (
+            self.u32(td.warp_stride)?,
+            self.u32(td.warps)?,
+            self.u32(td.lane_stride)?,
+            self.u32(td.lanes)?,
+        );
+        let w = self.b.div(self.warp, ws)?;
+        let warp_pos = self.b.rem(w, wn)?;
+        let l = self.b.div(self.lane, ls)?;
+        let lane_pos = self.b.rem(l, ln)?;
+        let zero = self.u32(0)?;
+        let first_lane = self.b.eq(lane_pos, zero)?;
+        let first_warp = self.b.eq(warp_pos, zero)?;
+        let first = self.b.and(first_lane, first_warp)?;
+        let mut slots = Vec::new();
+        for (ro, &p) in partials.iter().enumerate() {
+            let mut coords = Self::reg_coords(layout, out_shape, &out_table, ro as u32);
+            coords[axis].owned = None;
+            let values: Vec<ValueId> = coords.iter().map(|c| c.value).collect();
+            let offset = self.staged_offset(out_shape, &values)?;
+            let slot = self.b.ptr_add(ptr, offset)?;
+            slots.push(slot);
+            let owned = self.owned(&coords)?;
+            let writer = self.and(Some(first), owned)?.unwrap_or(first);
+            let frame = self.b.begin_if(writer, &[])?;
+            self.b.store(slot, p)?;
+            self.b.end_if(frame, &[])?;
+        }
+        // arrive has release and wait acquire semantics at cluster scope:
+        // the slots written above are visible to every CTA after the wait.
+        self.b.cluster_barrier(ClusterBarrierOp::Arrive)?;
+        self.b.cluster_barrier(ClusterBarrierOp::Wait)?;
+        for (p, &slot) in partials.iter_mut().zip(&slots) {
+            let mut acc = None;
+            for r in 0..self.schedule.cluster {
+                let rank = self.u32(r)?;
+                let remote = self.b.mapa(slot, rank)?;
+                let mut v = self.b.load(remote)?;
+                if *elem == Type::BOOL {
+                    let zero = self.u32(0)?;
+                    v = self.b.ne(v, zero)?;
+                }
+                acc = Some(match acc {
+                    Some(a) => self.combine(op, a, v)?,
+                    None => v,
+                });
+            }
+            *p = acc.unwrap_or(*p);
+        }
+        self.b.cluster_barrier(ClusterBarrierOp::Arrive)?;
+        self.b.cluster_barrier(ClusterBarrierOp::Wait)?;
         Ok(())
     }
 }

@@ -133,6 +133,14 @@ def _forced(entry: Entry | None) -> None:
 DEFAULTS: dict[str, Any] = {}
 
 
+def _entry(text: str) -> Entry:
+    """``route:AxBxC:n`` (or ``tensorcore``) as a ladder entry."""
+    route, *rest = text.split(":")
+    if not rest:
+        return (route, (), 0)
+    return (route, tuple(int(x) for x in rest[0].split("x")), int(rest[1]))
+
+
 def sweep(torch: Any, zk: Any, m: int, n: int, k: int, iters: int) -> list[dict[str, Any]]:
     from zyntax.kernels import gemm_tile as gt
     from zyntax.kernels import gemv_tile as gv
@@ -168,6 +176,8 @@ def sweep(torch: Any, zk: Any, m: int, n: int, k: int, iters: int) -> list[dict[
     entries: list[Entry] = [("tensorcore", (), 0), *LADDER["small" if m <= 64 else "mid"]]
     if DEFAULTS.get("defaults_only"):  # the library's choice and the tensor-core route only
         entries = entries[:1]
+    if DEFAULTS.get("entries") is not None:  # --entries replaces the ladder
+        entries = [e for e in DEFAULTS["entries"] if e[0] != "tensorcore" or m <= 64]
     if not gv.applies(m, (1, 1, 1), None):  # rows the crate keeps off the gemv program
         entries = [e for e in entries if e[0] != "gemv"]
     for entry in entries:
@@ -192,6 +202,12 @@ def main() -> int:
     p.add_argument(
         "--defaults-only", action="store_true", help="no ladder: cuBLAS, zyntax, tile_tensorcore"
     )
+    p.add_argument(
+        "--entries",
+        default=None,
+        help="comma-separated ladder entries route:schedule:n instead of LADDER "
+        "(gemv:32x128x4:4, split:64x128x64x4x4:2, ws:64x128x64x4x6:1, tensorcore)",
+    )
     args = p.parse_args()
     import torch
 
@@ -199,6 +215,8 @@ def main() -> int:
     from zyntax.kernels import gemm_tile as gt
 
     DEFAULTS.update(max_m=gt.WS_SPLIT_MAX_M, defaults_only=args.defaults_only)
+    if args.entries is not None:
+        DEFAULTS["entries"] = [_entry(e) for e in args.entries.split(",") if e]
 
     shapes = SHAPES
     if args.shapes:

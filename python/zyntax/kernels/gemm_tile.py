@@ -184,21 +184,46 @@ def program(s: Spec) -> tile.Kernel:
 
 
 def finish(s: Spec) -> tile.Kernel:
-    """The second pass of a split product: ``c[z] = act(sum_s ws[z * splits + s] + bias)``."""
-    bm, bn, _, warps, _, arch = s.schedule
-    t = tile.Builder("matmul_finish", tile.Schedule((bm, bn), k=16, warps=warps, arch=arch))
+    """The second pass of a split product: ``c[z, m, n] = act(sum_s ws[z, s, m * N + n] + bias)``.
+
+    One instance sums a ``[S, bn]`` slab of the partials (``S``, the
+    schedule's first block dim: the splits rounded up to a power of two;
+    rows past the splits read 0) in one load, so every split's read is in
+    flight at once, and reduces it in registers. The partials are a
+    ``[batch, splits, M * N]`` view: a slab may run past row m's N columns
+    into row m + 1, whose sums the store into ``c`` masks."""
+    sp, bn, _, warps, _, arch = s.schedule
+    t = tile.Builder("matmul_finish", tile.Schedule((sp, bn), k=16, warps=warps, arch=arch))
     ws = t.view("ws", "f32", 3, unit_stride_dim=2, align_bytes=16)
     c = t.view("c", s.out_dtype, 3, unit_stride_dim=2)
     bias = _bias_view(t, s)
-    splits = t.scalar_param("splits", "u32")
-    m0, n0, z = t.program_id(0) * bm, t.program_id(1) * bn, t.program_id(2)
-
-    def step(t: tile.Builder, i: tile.Scalar, acc: list[Any]) -> list[Any]:
-        return [acc[0] + t.load(ws, (z * splits + i, m0, n0), (bm, bn))]
-
-    (acc,) = t.for_range(0, splits, 1, [t.zeros((bm, bn))], step)
-    t.store(c, (z, m0, n0), _epilogue(t, s, acc, bias, n0))  # type: ignore[arg-type]
+    m, n0, z = t.program_id(0), t.program_id(1) * bn, t.program_id(2)
+    part = t.load(ws, (z, 0, m * t.dim(c, 2) + n0), (sp, bn))
+    t.store(c, (z, m, n0), _epilogue(t, s, t.sum(part, 0), bias, n0))  # type: ignore[arg-type]
     return t.finish()
+
+
+#: f32 partials per instance of the finishing pass (32 a thread over 4 warps).
+#: A loop over the splits, one ``[bm, bn]`` tile a step, waited an L2 round
+#: trip per split (session 12's finish).
+FINISH_ELEMS = 4096
+FINISH_WARPS = 4
+
+
+def finish_launch(
+    s: Spec, ws: T.Tensor, splits: int, c: Operand, bias: T.Tensor | None, stream: Any = None
+) -> None:
+    """Launches :func:`finish` for a split product's `splits` partials in
+    `ws` (``[batch * splits, M, N]`` f32, contiguous) into `c` (`s`: the
+    product's spec; its schedule is replaced by the finishing pass's)."""
+    tc, (nb, m, n), cst = c
+    sp = 1 << (splits - 1).bit_length()
+    bn = min(512, max(32, FINISH_ELEMS // sp))
+    fs = dataclasses.replace(s, schedule=(sp, bn, 16, FINISH_WARPS, 1, s.schedule[5]))
+    bias_args = [] if bias is None else [bias, 1, n, 0, bias.strides[0]]
+    args = [ws, nb, splits, m * n, splits * m * n, m * n, 1, tc, nb, m, n, *cst, *bias_args]
+    grid = (m, -(-n // bn), nb)
+    T.launch(_finish_module, (fs,), "matmul_finish", grid, FINISH_WARPS * 32, args, tc, stream)
 
 
 def _sum(t: tile.Builder, xs: list[Any]) -> Any:
@@ -486,7 +511,7 @@ def launch(
         args.append(float(scale))
     if groups:
         args += tiles[1:ng] + [starts[i] - starts[i - 1] for i in range(1, ng)]
-    threads = fin_threads = sched[3] * 32
+    threads = sched[3] * 32
     if ws:
         kern = _kernel(spec)
         threads = kern.block[0]
@@ -501,9 +526,7 @@ def launch(
             grid = (run[0], 1, 1)
     T.launch(_module, (spec,), "matmul", grid, threads, args, tc, stream)
     if splits > 1:
-        fin = [wt, nb * splits, m, n, m * n, n, 1, tc, *csh, *cst, *bias_args, splits]
-        grid = (-(-m // bm), -(-n // bn), nb)
-        T.launch(_finish_module, (spec,), "matmul_finish", grid, fin_threads, fin, tc, stream)
+        finish_launch(spec, wt, splits, c, bias, stream)
 
 
 def _problem_operand(o: Any, obj: Any = None) -> Operand:

@@ -84,10 +84,6 @@ def _module(s: Spec) -> hir.Module:
     return _kernel(s).module
 
 
-def _finish_module(s: gemm_tile.Spec) -> hir.Module:
-    return gemm_tile.finish(s).module
-
-
 #: A gemv schedule: ((bk, bn, warps), K splits).
 GemvSchedule = tuple[tuple[int, int, int], int]
 
@@ -128,7 +124,7 @@ def launch(
 ) -> bool:
     """``c = act(a @ b + bias)`` for 2-D operands (batch 1) where the tile
     crate gives the product a gemv schedule; False (nothing launched) where not."""
-    (ta, ash, ast), (tb, _, bst), (tc, csh, cst) = a, b, c
+    (ta, ash, ast), (tb, _, bst), (tc, csh, _) = a, b, c
     _, m, n = csh
     kk = ash[2]
     got = schedule(m, n, kk, arch, sms) if GEMV_ON else None
@@ -156,7 +152,7 @@ def launch(
     args = [ta, *a_view, tb, *b_view, wt, *ws_view, kk, kps]
     grid = (m, -(-n // bn), nsplit)
     T.launch(_module, (spec,), "gemv", grid, warps * 32, args, tc, stream)
-    # The second pass: gemm_tile's finish over [1, 512] tiles of the partials.
+    # The second pass: gemm_tile's finish sums the partials (bias, activation, cast).
     fin_spec = gemm_tile.Spec(
         ta.dtype,
         tc.dtype,
@@ -169,18 +165,11 @@ def launch(
         (ta.ptr % 16 == 0, tb.ptr % 16 == 0, tc.ptr % 16 == 0),
         0,
         True,
-        (1, FINISH_BN, 16, 4, 1, arch),
+        (1, 1, 16, 4, 1, arch),
         bias_vec=bias is not None and bias.strides[0] == 1 and bias.ptr % 8 == 0,
     )
-    bias_args = [] if bias is None else [bias, 1, n, 0, bias.strides[0]]
-    fin = [wt, *ws_view, tc, *csh, *cst, *bias_args, nsplit]
-    grid = (m, -(-n // FINISH_BN), 1)
-    T.launch(_finish_module, (fin_spec,), "matmul_finish", grid, 128, fin, tc, stream)
+    gemm_tile.finish_launch(fin_spec, wt, nsplit, c, bias, stream)
     return True
-
-
-#: Output columns per instance of the finishing pass.
-FINISH_BN = 512
 
 
 gemm_tile.GEMV = sys.modules[__name__]

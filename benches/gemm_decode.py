@@ -48,7 +48,7 @@ SHAPES = [
 #: here), "ws" the persistent warp-specialised schedule (``WS_FORCE``, n 1),
 #: "gemv" the FFMA program of ``kernels/gemv_tile.py`` (``GEMV_FORCE``:
 #: schedule (bk, bn, warps), n instances per SM; for the rows the crate
-#: gives that program).
+#: gives that program), "gemvp" the same with ``GEMV_PREFETCH``.
 Entry = tuple[str, tuple[int, ...], int]
 GEMV: list[Entry] = [
     ("gemv", (16, 128, 4), 4),
@@ -113,12 +113,13 @@ def _forced(entry: Entry | None) -> None:
     from zyntax.kernels import gemv_tile as gv
 
     gt.FORCE, gt.WS_FORCE, gt.WS_SPLIT_MAX_M = None, None, DEFAULTS["max_m"]
-    gv.GEMV_ON, gv.GEMV_FORCE = True, None
+    gv.GEMV_ON, gv.GEMV_FORCE, gv.GEMV_PREFETCH = True, None, DEFAULTS["prefetch"]
     if entry is not None:
         route, sched, n = entry
-        gv.GEMV_ON = route == "gemv"
-        if route == "gemv":
+        gv.GEMV_ON = route in ("gemv", "gemvp")
+        if gv.GEMV_ON:
             gv.GEMV_FORCE = (sched, n)  # type: ignore[assignment]
+            gv.GEMV_PREFETCH = route == "gemvp"
         elif route == "ws":
             bm, bn, _, warps, stages = sched
             gt.WS_FORCE = ((bm, bn, warps, stages), 0, False)
@@ -179,7 +180,7 @@ def sweep(torch: Any, zk: Any, m: int, n: int, k: int, iters: int) -> list[dict[
     if DEFAULTS.get("entries") is not None:  # --entries replaces the ladder
         entries = [e for e in DEFAULTS["entries"] if e[0] != "tensorcore" or m <= 64]
     if not gv.applies(m, (1, 1, 1), None):  # rows the crate keeps off the gemv program
-        entries = [e for e in entries if e[0] != "gemv"]
+        entries = [e for e in entries if not e[0].startswith("gemv")]
     for entry in entries:
         route, cfg, n_ = entry
         _forced(entry)
@@ -213,8 +214,11 @@ def main() -> int:
 
     import zyntax.kernels.gemm as zk
     from zyntax.kernels import gemm_tile as gt
+    from zyntax.kernels import gemv_tile as gv
 
-    DEFAULTS.update(max_m=gt.WS_SPLIT_MAX_M, defaults_only=args.defaults_only)
+    DEFAULTS.update(
+        max_m=gt.WS_SPLIT_MAX_M, defaults_only=args.defaults_only, prefetch=gv.GEMV_PREFETCH
+    )
     if args.entries is not None:
         DEFAULTS["entries"] = [_entry(e) for e in args.entries.split(",") if e]
 

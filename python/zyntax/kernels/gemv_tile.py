@@ -30,6 +30,9 @@ GEMV_ON = True
 #: (``zyntax_tile::schedule::gemv_schedule``) for every call (benches; clear
 #: ``gemm_tile.matmul.plans`` after setting it).
 GEMV_FORCE: tuple[tuple[int, int, int], int] | None = None
+#: The program's loop loads the next K step's slab before this step's FMAs
+#: (``Spec.prefetch``).
+GEMV_PREFETCH = False
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,8 @@ class Spec:
     b_unit: int | None
     aligned: tuple[bool, bool]
     schedule: tuple[int, int, int, str]  # bk, bn, warps, arch
+    #: the loop carries the next K step's slab, loaded before this step's FMAs
+    prefetch: bool = False
 
 
 def program(s: Spec) -> tile.Kernel:
@@ -65,12 +70,21 @@ def program(s: Spec) -> tile.Kernel:
     def f32(x: tile.Tile) -> tile.Tile:
         return x if s.dtype == "f32" else x.cast("f32")
 
-    def step(t: tile.Builder, k0: tile.Scalar, acc: list[Any]) -> list[Any]:
-        x = f32(t.load(a, (k0, m), (bk, 1))).broadcast((bk, bn))
-        y = f32(t.load(b, (k0, n0), (bk, bn)))
-        return [t.fma(x, y, acc[0])]
+    def slab(k0: tile.Scalar) -> list[Any]:
+        return [t.load(a, (k0, m), (bk, 1)), t.load(b, (k0, n0), (bk, bn))]
 
-    (acc,) = t.for_range(k_lo, k_hi, bk, [t.zeros((bk, bn))], step)
+    def fma(x: tile.Tile, y: tile.Tile, acc: tile.Tile) -> tile.Tile:
+        return t.fma(f32(x).broadcast((bk, bn)), f32(y), acc)
+
+    def step(t: tile.Builder, k0: tile.Scalar, st: list[Any]) -> list[Any]:
+        if not s.prefetch:
+            return [fma(*slab(k0), st[0])]
+        # The next step's slab is in flight while this one's FMAs run (the
+        # last step's read past the split is in bounds or masked, and unused).
+        return [*slab(k0 + bk), fma(st[0], st[1], st[2])]
+
+    init = [*slab(k_lo), t.zeros((bk, bn))] if s.prefetch else [t.zeros((bk, bn))]
+    acc = t.for_range(k_lo, k_hi, bk, init, step)[-1]
     t.store(ws, (z, m, n0), t.sum(acc, 0))  # type: ignore[arg-type]
     return t.finish()
 
@@ -146,6 +160,7 @@ def launch(
         1 if bst[2] == 1 or n == 1 else 0 if bst[1] == 1 or kk == 1 else None,
         (ta.ptr % 16 == 0, tb.ptr % 16 == 0),
         (bk, bn, warps, arch),
+        GEMV_PREFETCH,
     )
     wt = T.tensor(T.empty_like(tc, (nsplit, m, n), "f32"), "workspace")
     ws_view = [nsplit, m, n, m * n, n, 1]

@@ -16,7 +16,7 @@ float64 result of copy 0 (relative Frobenius error in the notes). JSON:
 bench ``gemm_epilogue``, metric ``TFLOP_per_s``.
 
     python benches/gemm_epilogue.py [--quick] [--cases qkv_bias,...] [--plain]
-        [--ws pp128_s6,coop256_s4]
+        [--ws pp128_s6,coop256_s4] [--profile]
 """
 
 from __future__ import annotations
@@ -53,6 +53,12 @@ PP6, PP5, PP4 = (
     ((128, 128, 4, 4), 1, True),
 )
 CO4, CO3 = ((128, 256, 8, 4), 1, False), ((128, 256, 8, 3), 1, False)
+#: 256x128 over two consumer warpgroups of 128x128 (two m64 wgmmas each),
+#: cuBLAS's tile on the layer GEMMs; ``_cn`` / ``_cm``: clusters of two
+#: along N (sharing the 256-row ``a`` tile) / along M (sharing ``b``).
+T4 = ((256, 128, 8, 4), 1, False)
+T4CN, T4CM = (*T4, 2, 1), (*T4, 2, 0)
+CO4CN, CO4CM = (*CO4, 2, 1), (*CO4, 2, 0)
 WS_VARIANTS: dict[str, dict[str, Any]] = {
     "pp128_s6": {"WS_FORCE": PP6},
     "pp128_s5": {"WS_FORCE": PP5},
@@ -66,6 +72,16 @@ WS_VARIANTS: dict[str, dict[str, Any]] = {
     "pp128_s6_tanh": {"WS_FORCE": PP6, "GELU_APPROX": True},
     "pp128_s5_tma_tanh": {"WS_FORCE": PP5, "TMA_STORE": True, "GELU_APPROX": True},
     "coop256_s4_tma_tanh": {"WS_FORCE": CO4, "TMA_STORE": True, "GELU_APPROX": True},
+    "coop256_s4_tma_cn": {"WS_FORCE": CO4CN, "TMA_STORE": True},
+    "coop256_s4_tma_cm": {"WS_FORCE": CO4CM, "TMA_STORE": True},
+    "t256x128_s4_tma": {"WS_FORCE": T4, "TMA_STORE": True},
+    "t256x128_s4_tma_cn": {"WS_FORCE": T4CN, "TMA_STORE": True},
+    "t256x128_s4_tma_cm": {"WS_FORCE": T4CM, "TMA_STORE": True},
+    "t256x128_s4_tma_tanh": {"WS_FORCE": T4, "TMA_STORE": True, "GELU_APPROX": True},
+    "t256x128_s4_tma_cn_tanh": {"WS_FORCE": T4CN, "TMA_STORE": True, "GELU_APPROX": True},
+    "t256x128_s4_tma_cm_tanh": {"WS_FORCE": T4CM, "TMA_STORE": True, "GELU_APPROX": True},
+    "coop256_s4_tma_cn_tanh": {"WS_FORCE": CO4CN, "TMA_STORE": True, "GELU_APPROX": True},
+    "coop256_s4_tma_cm_tanh": {"WS_FORCE": CO4CM, "TMA_STORE": True, "GELU_APPROX": True},
 }
 
 
@@ -90,6 +106,13 @@ def bench_case(
     extra = {"m": m, "n": n, "k": k, "bias": bias, "activation": act}
 
     def report(impl: str, f: Any, **more: Any) -> None:
+        if ctx["profile"]:
+            # one launch of each kernel for Nsight Compute: the zyntax rows
+            # launched theirs when their result was checked
+            if impl.startswith("cublas"):
+                f(0)
+                torch.cuda.synchronize()
+            return
         try:
             ms = best_of(3, lambda: event_median_ms(f, copies, iters, warmup))
         except Exception as e:  # a failing impl is reported, not fatal
@@ -114,7 +137,8 @@ def bench_case(
     if act == "gelu":
         ref = fn.gelu(ref, approximate="tanh")
     Z = torch.empty_like(C)
-    for impl, variant in (("zyntax_tile", "tile"), ("zyntax_sm90", "sm90"), ("zyntax", None)):
+    impls = (("zyntax_tile", "tile"), ("zyntax_sm90", "sm90"), ("zyntax", None))
+    for impl, variant in impls[:1] if ctx["profile"] else impls:
         try:
             chosen = zk.choose_variant(As[0], Bs[0], bias=bs, activation=act, variant=variant)
         except Exception as e:
@@ -138,7 +162,9 @@ def bench_case(
         report(impl, call, variant=chosen)
         print(f"  {case:<34} {impl:<16} rel. error {err:.2e}")
     for name in ctx["ws"]:
-        if act == "gelu" or "GELU_APPROX" not in WS_VARIANTS[name]:
+        # a GELU case runs a variant's ``_tanh`` twin instead of it when both are asked
+        twin = act == "gelu" and f"{name}_tanh" in ctx["ws"]
+        if (act == "gelu" or "GELU_APPROX" not in WS_VARIANTS[name]) and not twin:
             forced_row(ctx, case, name, As, Bs, bs, act, ref, Z, report)
 
 
@@ -187,6 +213,12 @@ def main() -> int:
     p.add_argument("--plain", action="store_true", help="add the products without epilogue")
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--ws", default="", help="forced WS schedules to add (WS_VARIANTS)")
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="one launch per kernel, untimed, no JSON (run under Nsight Compute: "
+        "cuBLAS, the tile program's default and the --ws rows; sm90 is left out)",
+    )
     args = p.parse_args()
     torch = optional("torch")
     if torch is None or not torch.cuda.is_available():
@@ -201,7 +233,7 @@ def main() -> int:
     bad = [w for w in ws if w not in WS_VARIANTS]
     if bad:
         p.error(f"--ws: unknown {bad}; known: {list(WS_VARIANTS)}")
-    ctx = {"torch": torch, "zk": zk, "res": res, "dev": dev, "ws": ws}
+    ctx = {"torch": torch, "zk": zk, "res": res, "dev": dev, "ws": ws, "profile": args.profile}
     ctx.update(warmup=2 if args.quick else 5, iters=5 if args.quick else args.iters)
     todo = {c: CASES[c] for c in args.cases.split(",") if c in CASES}
     todo.update({c: PLAIN[c] for c in args.cases.split(",") if c in PLAIN})
@@ -217,7 +249,8 @@ def main() -> int:
         partial.write_text(
             json.dumps({"device": res.device, "results": res.rows, "notes": res.notes}, indent=1)
         )
-    res.write(args.out_dir)
+    if not args.profile:
+        res.write(args.out_dir)
     partial.unlink(missing_ok=True)
     return 0
 

@@ -2,9 +2,15 @@
 zyntax against PyTorch eager (``torch.profiler``, CUDA activity): which
 kernel of the zyntax block loses, and to which of PyTorch's.
 
-``python benches/blocks_profile.py [small|medium] [--reps N]`` prints, per
-implementation, every kernel's device time per block (microseconds, summed
-over its launches in one block) and the block's total. ``--graph`` instead
+``python benches/blocks_profile.py [small|medium|train] [--reps N]`` prints,
+per implementation, every kernel's device time per block (microseconds,
+summed over its launches in one block) and the block's total. ``train``
+profiles ``benches/blocks.py``'s training step (forward and backward,
+4 x 512 tokens, d = 768) instead: per implementation the step's wall time
+with and without a synchronize (how long the host takes to enqueue it), its
+kernels, the host-side ops that copy (``aten::copy_``, ``contiguous``,
+``to``, ...) and the autograd Functions per step, and the Python functions
+that take the host's time (``cProfile``, zyntax only). ``--graph`` instead
 times each op of the block alone, zyntax's against PyTorch's (and each
 matmul route of zyntax's), as the best per-call time of a CUDA graph of
 `reps` calls: no profiler (whose start-up did not fit the device slots of
@@ -16,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import time
 from typing import Any
 
 import blocks
@@ -41,6 +48,84 @@ def kernel_times(torch: Any, fn: Any, reps: int) -> list[tuple[str, float, int]]
         if us > 0 and e.count:
             rows.append((e.key, us / reps, e.count // reps))
     return sorted(rows, key=lambda r: -r[1])
+
+
+#: Host-side ops that copy or convert a tensor (counted per training step).
+COPIES = ("aten::copy_", "aten::contiguous", "aten::clone", "aten::to", "aten::_to_copy")
+
+
+def train_profile(torch: Any, reps: int) -> None:
+    """The training step of ``benches/blocks.py``, zyntax's and PyTorch's:
+    wall time, kernels, copies and autograd nodes per step (see the module
+    documentation)."""
+    import cProfile
+    import pstats
+
+    from torch.profiler import ProfilerActivity, profile
+
+    b, s, d, heads = blocks.TRAIN
+    dev = torch.device("cuda", 0)
+    w = blocks.Weights(torch, d, dev, grad=True)
+    x = torch.randn(b, s, d, device=dev).to(torch.bfloat16)
+    up = torch.randn(b, s, d, device=dev)
+    impls = {
+        "zyntax": lambda: blocks.zyntax_train_block(torch, w, x, heads),
+        "torch": lambda: blocks.torch_block(torch, w, x, heads),
+    }
+    print(f"training step: b={b} s={s} d={d} heads={heads}, {reps} steps profiled")
+    for name, block in impls.items():
+
+        def step(block: Any = block) -> None:
+            for p in w.params():
+                p.grad = None
+            (block(x).float() * up).sum().backward()
+
+        for _ in range(3):  # compile, load, plan
+            step()
+        torch.cuda.synchronize()
+        enqueue, wall = [], []
+        for _ in range(10):
+            t0 = time.perf_counter()
+            step()
+            t1 = time.perf_counter()
+            torch.cuda.synchronize()
+            enqueue.append(t1 - t0)
+            wall.append(time.perf_counter() - t0)
+        print(
+            f"\n{name}: step {min(wall) * 1e6:.0f} us wall (synchronized), "
+            f"host enqueues it in {min(enqueue) * 1e6:.0f} us",
+            flush=True,
+        )
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for _ in range(reps):
+                step()
+            torch.cuda.synchronize()
+        kernels, host = [], []
+        for e in prof.key_averages():
+            us = getattr(e, "device_time_total", None)
+            if us is None:  # older torch spelling
+                us = e.cuda_time_total
+            kind = str(getattr(e, "device_type", ""))
+            if "CUDA" in kind and us > 0 and e.count:
+                kernels.append((e.key, us / reps, e.count / reps))
+            elif e.key in COPIES or "Backward" in e.key or "Function" in e.key:
+                host.append((e.key, e.count / reps, e.cpu_time_total / reps))
+        total = sum(r[1] for r in kernels)
+        print(f"  {total:.1f} us of kernels per step, {sum(r[2] for r in kernels):.0f} launches")
+        for key, us, n in sorted(kernels, key=lambda r: -r[1]):
+            print(f"  {us:9.1f} us  x{n:<5.1f} {key[:110]}")
+        print("  host ops per step (count, CPU us incl. children):")
+        for key, n, us in sorted(host, key=lambda r: -r[2])[:30]:
+            print(f"    x{n:<5.1f} {us:9.1f} us  {key[:100]}")
+        if name == "zyntax":
+            prof_py = cProfile.Profile()
+            prof_py.enable()
+            for _ in range(reps):
+                step()
+            prof_py.disable()
+            torch.cuda.synchronize()
+            print(f"  Python functions, {reps} steps (cProfile, by own time):")
+            pstats.Stats(prof_py).sort_stats("tottime").print_stats(25)
 
 
 def graph_us(torch: Any, fn: Any, reps: int) -> float:
@@ -124,13 +209,16 @@ def op_times(torch: Any, size: str, reps: int) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("size", nargs="?", default="medium", choices=sorted(blocks.SIZES))
+    p.add_argument("size", nargs="?", default="medium", choices=[*sorted(blocks.SIZES), "train"])
     p.add_argument("--reps", type=int, default=10)
     p.add_argument("--graph", action="store_true", help="each op alone in a CUDA graph")
     args = p.parse_args()
     torch = optional("torch")
     if torch is None or not torch.cuda.is_available():
         raise SystemExit("blocks_profile: needs PyTorch with CUDA")
+    if args.size == "train":
+        train_profile(torch, args.reps)
+        return
     if args.graph:
         print(f"block {args.size}: each op alone, us per call (CUDA graph of {args.reps})")
         op_times(torch, args.size, args.reps)

@@ -76,6 +76,61 @@ def test_activation_backward_refuses_bad_input() -> None:
         zt.activation_backward(pre, d[:, :4], "gelu")
 
 
+@pytest.mark.parametrize("activation", [None, "relu", "gelu"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("shape", [(5, 37), (70, 300), (1, 1), (0, 3)])
+def test_bias_backward_on_the_interpreter(
+    shape: tuple[int, int], dtype: Any, activation: Any
+) -> None:
+    """matmul's bias gradient (column sums, several row slabs and a partial
+    column block) and, with an activation, dpre = g * act'(pre) of the same
+    pass, against float64 on fresh random inputs."""
+    from zyntax.kernels import torch_ops as zt
+
+    rng = np.random.default_rng()
+    g = rng.standard_normal(shape).astype(dtype)
+    pre = (rng.standard_normal(shape) * 3).astype(np.float32)
+    gd = g.astype(np.float64)
+    if activation is None:
+        dbias = zt.bias_backward(g)
+    else:
+        dpre, dbias = zt.bias_backward(g, pre, activation, "f32")
+        p = pre.astype(np.float64)
+        if activation == "relu":
+            gd = gd * (p > 0)
+        else:  # d/dp of the tanh GELU
+            c, k = 0.7978845608028654, 0.044715
+            t = np.tanh(c * (p + k * p**3))
+            gd = gd * (0.5 * (1 + t) + 0.5 * p * (1 - t * t) * c * (1 + 3 * k * p * p))
+        assert dpre.dtype == dtype and dpre.shape == shape
+        rounding = 1e-5 if dtype == np.float32 else 2e-3
+        assert np.abs(dpre.astype(np.float64) - gd).max(initial=0) <= rounding * max(
+            1.0, np.abs(gd).max(initial=0)
+        )
+    want_bias = gd.sum(0)
+    assert dbias.shape == (shape[1],)
+    assert dbias.dtype == (dtype if activation is None else np.float32)
+    tol = 1e-5 if dbias.dtype == np.float32 else 2e-3
+    err = np.abs(dbias.astype(np.float64) - want_bias).max()
+    assert err <= tol * max(1.0, np.abs(want_bias).max()), err
+
+
+def test_bias_backward_refuses_bad_input() -> None:
+    from zyntax.kernels import torch_ops as zt
+
+    g, pre = np.ones((4, 8), np.float32), np.ones((4, 8), np.float32)
+    with pytest.raises(zyntax.ArgumentError, match="argument 'activation'"):
+        zt.bias_backward(g, pre, "tanh")
+    with pytest.raises(zyntax.ArgumentError, match="argument 'g'"):
+        zt.bias_backward(np.ones(8, np.float32))
+    with pytest.raises(zyntax.ArgumentError, match="argument 'pre'"):
+        zt.bias_backward(g, pre[:, :4], "gelu")
+    with pytest.raises(zyntax.ArgumentError, match="argument 'pre'"):
+        zt.bias_backward(g, pre)  # a pre-activation without an activation
+    with pytest.raises(zyntax.ArgumentError, match="argument 'out_dtype'"):
+        zt.bias_backward(g, None, None, "f64")
+
+
 def test_importing_the_module_does_not_import_torch() -> None:
     r = _python("import sys\nfrom zyntax.kernels import torch_ops\nprint('torch' in sys.modules)")
     assert r.returncode == 0, r.stderr[-2000:]

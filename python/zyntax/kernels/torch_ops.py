@@ -39,6 +39,7 @@ from typing import Any
 
 from zyntax import kernels as zk
 from zyntax.errors import ArgumentError
+from zyntax.kernels._plans import planned
 
 NAMESPACE = "zyntax"
 
@@ -137,6 +138,11 @@ def _direct(*tensors: Any) -> bool:
 #: The derivative of matmul's epilogue activation: ``dpre = dout * act'(pre)``
 #: (an elementwise kernel of this module, :func:`activation_backward`).
 ACTIVATION_BACKWARD_SCHEMA = "(Tensor pre, Tensor dout, str activation) -> Tensor"
+#: The bias gradient of matmul (:func:`bias_backward`) as an op: (dpre,
+#: dbias), dpre empty without an activation (an op returns tensors only).
+BIAS_BACKWARD_SCHEMA = (
+    "(Tensor g, Tensor? pre=None, str? activation=None, str? out_dtype=None) -> (Tensor, Tensor)"
+)
 
 #: The backward ops, registered for each kernel that has a backward
 #: function in ``zyntax.kernels`` (``<name>_backward``). layer_norm's third
@@ -369,6 +375,14 @@ def _define(torch: Any) -> None:
     op.register_fake(
         lambda pre, dout, act: torch.empty_like(dout, memory_format=torch.contiguous_format)
     )
+    full = _full_args(torch, "bias_backward", BIAS_BACKWARD_SCHEMA)
+    op = torch.library.custom_op(
+        f"{NAMESPACE}::bias_backward",
+        full(_bias_backward_op),
+        mutates_args=(),
+        schema=BIAS_BACKWARD_SCHEMA,
+    )
+    op.register_fake(full(_bias_backward_fake(torch)))
     for name, schema in SCHEMAS.items():
         full = _full_args(torch, name, schema)
         mutates = ("y",) if name == "saxpy" else ()
@@ -632,6 +646,180 @@ def activation_backward(pre: Any, dout: Any, activation: str) -> Any:
     return obj
 
 
+# ------------------------------------------------------------------ bias gradient
+
+_COL_THREADS = 256
+#: Row slabs of the bias gradient: about this many blocks per SM in all (the
+#: column sums of a few hundred columns need the rows split to fill the GPU).
+_COL_BLOCKS_PER_SM = 4
+#: At least this many rows per slab (each thread's partial sum).
+_COL_MIN_ROWS = 8
+
+
+def _build_bias_backward(g_dtype: str, pre_dtype: str | None, activation: str | None) -> Any:
+    """Kernel ``partials``: thread j of block (x, y) walks the rows of slab y
+    of column ``x * 256 + j`` of `g` (M x N, C order: the threads of a warp
+    read consecutive columns, coalesced), with an activation first
+    ``g *= act'(pre)`` (stored as dpre, g's dtype), and writes the f32 sum
+    to ``partial[y, col]``. Kernel ``finish``: ``out[col]`` = the sum of the
+    column's partials (a fixed order: the same bits on every run), in the
+    output's dtype."""
+    from zyntax import hir
+
+    from . import _tensors as T
+    from ._rows import archs_for
+    from .gemm_mma_sync import GELU_C, GELU_K
+
+    elem = T.HIR_TYPE[g_dtype]
+    name = f"bias_backward_{g_dtype}_{pre_dtype}_{activation}"
+    m = hir.Module(name, targets=archs_for(g_dtype))
+    f32 = hir.f32
+    params = [hir.ptr("constant", elem)]
+    if activation is not None:
+        params += [hir.ptr("constant", T.HIR_TYPE[pre_dtype]), hir.ptr("global", elem)]
+    params += [hir.ptr("global", f32), hir.u32, hir.u32, hir.u32]
+    with m.kernel("partials", params, max_threads=_COL_THREADS) as b:
+        if activation is not None:
+            g, pre, dpre, partial, rows, n, per = b.params
+        else:
+            g, partial, rows, n, per = b.params
+        col = b.block_idx(0) * _COL_THREADS + b.thread_idx()
+        slab = b.block_idx(1)
+        with b.if_(b.lt(col, n)):
+            r0 = slab * per
+            acc = b.declare_var(f32, "acc")
+            b.def_var(acc, b.const(0.0, f32))
+            with b.for_range(r0, b.min(r0 + per, rows), type=hir.u32) as r:
+                i = r * n + col
+                v = b.load(b.ptr_add(g, i))
+                v = v if elem == f32 else b.cast(v, f32)
+                if activation is not None:
+                    x = b.load(b.ptr_add(pre, i))
+                    x = x if pre_dtype == "f32" else b.cast(x, f32)
+                    if activation == "relu":
+                        v = b.select(x > 0.0, v, b.const(0.0, f32))
+                    else:  # d/dx of x * (1 + tanh(c * (x + k x^3))) / 2
+                        t = b.tanh(x * (x * x * GELU_K + 1.0) * GELU_C)
+                        dinner = (x * x * (3.0 * GELU_K) + 1.0) * GELU_C
+                        v = v * ((t + 1.0) * 0.5 + x * (1.0 - t * t) * dinner * 0.5)
+                    b.store(b.ptr_add(dpre, i), v if elem == f32 else b.cast(v, elem))
+                b.def_var(acc, b.use_var(acc) + v)
+            b.store(b.ptr_add(partial, slab * n + col), b.use_var(acc))
+    return m
+
+
+def _build_bias_finish(out_dtype: str) -> Any:
+    """``out[col]`` = the sum over the slabs of ``partial[slab, col]`` (see
+    :func:`_build_bias_backward`)."""
+    from zyntax import hir
+
+    from . import _tensors as T
+    from ._rows import archs_for
+
+    elem = T.HIR_TYPE[out_dtype]
+    f32 = hir.f32
+    m = hir.Module(f"bias_finish_{out_dtype}", targets=archs_for(out_dtype))
+    params = [hir.ptr("constant", f32), hir.ptr("global", elem), hir.u32, hir.u32]
+    with m.kernel("finish", params, max_threads=_COL_THREADS) as b:
+        partial, out, n, slabs = b.params
+        col = b.block_idx() * _COL_THREADS + b.thread_idx()
+        with b.if_(b.lt(col, n)):
+            acc = b.declare_var(f32, "acc")
+            b.def_var(acc, b.const(0.0, f32))
+            with b.for_range(0, slabs, type=hir.u32) as s:
+                b.def_var(acc, b.use_var(acc) + b.load(b.ptr_add(partial, s * n + col)))
+            v = b.use_var(acc)
+            b.store(b.ptr_add(out, col), v if elem == f32 else b.cast(v, elem))
+    return m
+
+
+def _slabs(rows: int, n: int, on_gpu: bool, device: int) -> tuple[int, int]:
+    """(rows per slab, slabs) of a bias gradient over `rows` x `n`."""
+    from . import _tensors as T
+
+    sms = T.sm_count(device) if on_gpu else 4
+    col_blocks = -(-n // _COL_THREADS)
+    want = max(1, -(-sms * _COL_BLOCKS_PER_SM // col_blocks))
+    per = max(_COL_MIN_ROWS, -(-rows // want))
+    return per, max(1, -(-rows // per))  # no rows: one slab of zeros
+
+
+def _bias_backward(
+    g: Any, pre: Any = None, activation: str | None = None, out_dtype: str | None = None
+) -> Any:
+    """The column sums of `g` (M x N, contiguous; f32, bf16 or f16) in
+    `out_dtype` (default g's), f32 accumulation: a linear layer's bias
+    gradient, one pass over `g` whose threads read along its rows (a
+    reduction of ``g.t()``'s rows strides each thread down a column).
+    With an `activation` ("relu" or "gelu", matmul's epilogue), `g` is the
+    gradient of the activation's output and `pre` (M x N, f32/bf16/f16) its
+    input: the same pass also computes ``dpre = g * act'(pre)`` (g's dtype)
+    and sums that. Returns dbias, or (dpre, dbias) with an activation."""
+    from . import _tensors as T
+
+    T.choice(activation, "activation", (None, "relu", "gelu"), "activation")
+    tg = T.tensor(g, "g")
+    T.want_dtype(tg, ("f32", "bf16", "f16"))
+    if len(tg.shape) != 2 or not T.contiguous(tg):
+        raise ArgumentError(f"argument 'g': shape {tg.shape}; expected a contiguous matrix")
+    rows, n = tg.shape
+    if rows * n >= 1 << 31:
+        raise ArgumentError(f"argument 'g': {rows * n} elements; at most 2**31 - 1 are supported")
+    odt = T.choice(out_dtype, "out_dtype", (None, "f32", "bf16", "f16"), "dtype") or tg.dtype
+    args: list[Any] = [tg]
+    dpre_obj = None
+    if activation is not None:
+        tp = T.tensor(pre, "pre")
+        T.same_place(tg, tp)
+        T.want_dtype(tp, ("f32", "bf16", "f16"))
+        T.want_shape(tp, tg.shape, "g's shape")
+        if not T.contiguous(tp):
+            raise ArgumentError("argument 'pre': must be contiguous")
+        dpre_obj, dpre = T.output(None, tg, tg.shape, tg.dtype)
+        args += [tp, dpre]
+    elif pre is not None:
+        raise ArgumentError("argument 'pre': given without an activation")
+    obj, o = T.output(None, tg, (n,), odt)
+    if n:
+        per, slabs = _slabs(rows, n, tg.on_gpu, tg.device or 0)
+        partial = T.tensor(T.empty_like(tg, (slabs, n), "f32"), "partial")
+        key = (tg.dtype, None if activation is None else args[1].dtype, activation)
+        grid = (-(-n // _COL_THREADS), slabs)
+        part_args = [*args, partial, rows, n, per]
+        T.launch(_build_bias_backward, key, "partials", grid, _COL_THREADS, part_args, tg)
+        fin_args = [partial, o, n, slabs]
+        T.launch(_build_bias_finish, (odt,), "finish", grid[0], _COL_THREADS, fin_args, tg)
+    return obj if activation is None else (dpre_obj, obj)
+
+
+def bias_backward(
+    g: Any, pre: Any = None, activation: str | None = None, out_dtype: str | None = None
+) -> Any:
+    """See :func:`_bias_backward` (this is its planned form: a repeated call
+    replays its launches in one native call)."""
+    return _bias_backward_planned(g, pre, activation, out_dtype)
+
+
+_bias_backward_planned = planned(_bias_backward)
+
+
+def _bias_backward_op(g: Any, pre: Any, activation: str | None, out_dtype: str | None) -> Any:
+    """``zyntax::bias_backward``: (dpre, dbias), dpre empty without an activation."""
+    if activation is None:
+        return g.new_empty(0), bias_backward(g, None, None, out_dtype)
+    dpre, dbias = bias_backward(g, pre, activation, out_dtype)
+    return dpre, dbias
+
+
+def _bias_backward_fake(torch: Any) -> Callable[..., Any]:
+    def fake(g: Any, pre: Any, activation: str | None, out_dtype: str | None) -> Any:
+        _want_rank(g, "g", (2,), "a matrix (M x N)")
+        dpre = g.new_empty(0) if activation is None else torch.empty_like(g)
+        return dpre, g.new_empty(g.shape[1], dtype=_torch_dtype(torch, out_dtype, g))
+
+    return fake
+
+
 # ------------------------------------------------------------------ fake implementations
 
 
@@ -787,10 +975,13 @@ def _zyntax_dtype(torch: Any, dtype: Any) -> str:
 def _matmul_autograd(torch: Any) -> tuple[Callable[..., Any], Callable[..., Any]]:
     """out = act(a @ b + bias): with an activation, the pre-activation is
     recomputed in f32 by a zyntax matmul and ``dpre = dout * act'(pre)`` by
-    :func:`activation_backward`; then da = dpre @ bᵀ, db = aᵀ @ dpre (zyntax
-    matmuls of transposed views, f32 accumulation, in the operand's dtype)
-    and dbias = the column sums of dpre (zyntax reduce_sum, f32, cast to the
-    bias dtype)."""
+    :func:`bias_backward` (with the bias gradient, the column sums of dpre,
+    in the same pass; :func:`activation_backward` without a bias); then
+    da = dpre @ bᵀ, db = aᵀ @ dpre (zyntax matmuls of transposed views, f32
+    accumulation, in the operand's dtype). In plain eager mode (what
+    :func:`_route` calls direct) the backward calls ``zyntax.kernels``
+    itself, not the ops through the dispatcher (~5-10 us a call of host
+    time saved, four to six calls a layer)."""
 
     def setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         a, b, bias, act, _odt, sa, sb, tf32 = inputs
@@ -808,20 +999,42 @@ def _matmul_autograd(torch: Any) -> tuple[Callable[..., Any], Callable[..., Any]
             raise _no_backward("matmul", needs, "has no backward for fp8 inputs")
         ops = register()
         dt = _zyntax_dtype(torch, a.dtype)
-        if ctx.activation is not None:
-            pre = ops.matmul(a, b, bias, None, "f32", None, None, ctx.tf32)
-            g = ops.activation_backward(pre, grad.to(a.dtype).contiguous(), ctx.activation)
-        else:
-            # The gradient in the operands' dtype, as a dense matrix (a sum's
-            # gradient arrives as a broadcast view with zero strides).
-            g = grad.to(a.dtype).contiguous()
-        ga = gb = gbias = None
-        if need_a:
-            ga = ops.matmul(g, b.t(), None, None, dt, None, None, ctx.tf32)
-        if need_b:
-            gb = ops.matmul(a.t(), g, None, None, dt, None, None, ctx.tf32)
-        if need_bias:
-            gbias = ops.reduce_sum(g.t(), -1).to(ctx.bias_dtype)
+        tf32, act = ctx.tf32, ctx.activation
+        # The gradient in the operands' dtype, as a dense matrix (a sum's
+        # gradient arrives as a broadcast view with zero strides).
+        g = grad.to(a.dtype).contiguous()
+        direct = _direct(a, b, bias, g)
+
+        def mm(x: Any, y: Any, bias: Any, out_dtype: str) -> Any:
+            if not direct:
+                return ops.matmul(x, y, bias, None, out_dtype, None, None, tf32)
+            if tf32:
+                return zk.matmul(x, y, bias=bias, out_dtype=out_dtype, allow_tf32=True)
+            if bias is None:
+                return zk.matmul(x, y, out_dtype=out_dtype)
+            return zk.matmul(x, y, bias=bias, out_dtype=out_dtype)
+
+        bdt = None if ctx.bias_dtype is None else _zyntax_dtype(torch, ctx.bias_dtype)
+        gbias = None
+        if act is not None:
+            pre = mm(a, b, bias, "f32")
+            if need_bias:
+                if direct:
+                    g, gbias = bias_backward(g, pre, act, bdt)
+                else:
+                    g, gbias = ops.bias_backward(g, pre, act, bdt)
+            elif direct:
+                g = activation_backward(pre, g, act)
+            else:
+                g = ops.activation_backward(pre, g, act)
+        elif need_bias:
+            gbias = (
+                bias_backward(g, None, None, bdt)
+                if direct
+                else ops.bias_backward(g, None, None, bdt)[1]
+            )
+        ga = mm(g, b.t(), None, dt) if need_a else None
+        gb = mm(a.t(), g, None, dt) if need_b else None
         return _grads(ctx, ga, gb, gbias)
 
     return setup, backward

@@ -413,6 +413,43 @@ def test_matmul_gradients_against_float64(dtype: Any, with_bias: bool, activatio
         _close(bias.grad, biasd.grad, tol, "dbias")
 
 
+@pytest.mark.parametrize("activation", [None, "gelu"])
+@pytest.mark.parametrize("shape", [(2048, 768), (1000, 77), (3, 3072)])
+def test_bias_backward_against_float64(shape: tuple[int, int], activation: Any) -> None:
+    """matmul's bias gradient on the GPU (the training step's shapes and odd
+    ones), outputs poisoned first through the caching allocator."""
+    g = _rand(*shape, dtype=torch.bfloat16)
+    pre = _rand(*shape, scale=3.0)
+    torch.full((4 * shape[0] * shape[1],), float("nan"), device=DEV)  # poison the pool
+    if activation is None:
+        dbias = zt.bias_backward(g, None, None, "f32")
+        want = g.double()
+    else:
+        dpre, dbias = zt.bias_backward(g, pre, activation, "f32")
+        want = zt.activation_backward(pre, g, activation).double()
+        _close(dpre, want, 1e-2, "dpre")
+    _close(dbias, want.sum(0), 1e-4 * math.sqrt(shape[0]), "dbias")
+
+
+def test_matmul_backward_compiles() -> None:
+    """The matmul backward's ops (bias_backward included) trace under
+    torch.compile and give eager's gradients."""
+    torch._dynamo.reset()
+
+    def f(a: Any, b: Any, bias: Any) -> Any:
+        return zt.matmul(zt.matmul(a, b, bias, "gelu"), b.t(), bias[:200])
+
+    a, b, bias = _rand(96, 200), _rand(200, 256, scale=0.1), _rand(256)
+    up = _rand(96, 200)
+    grads = []
+    for fn in (f, torch.compile(f, fullgraph=True)):
+        leaves = [t.detach().clone().requires_grad_() for t in (a, b, bias)]
+        (fn(*leaves) * up).sum().backward()
+        grads.append([t.grad for t in leaves])
+    for got, want in zip(grads[1], grads[0], strict=True):
+        _close(got, want, 1e-4, "compiled backward")
+
+
 def test_reduce_sum_gradient() -> None:
     x = _rand(17, 300).requires_grad_()
     up = _rand(17)

@@ -42,6 +42,8 @@ CASES: dict[str, tuple[int, int, int, bool, str | None]] = {
 PLAIN: dict[str, tuple[int, int, int, bool, str | None]] = {
     "plain_8192": (8192, 8192, 8192, False, None),
     "plain_4096": (4096, 4096, 4096, False, None),
+    # the QKV shape without its bias: what the epilogue's bias costs
+    "plain_qkv_8192x3072x1024": (8192, 3072, 1024, False, None),
 }
 L2_FLUSH_BYTES = 256 << 20
 #: name -> the ``gemm_tile`` knobs its rows set: ``WS_FORCE`` ((bm, bn, warps,

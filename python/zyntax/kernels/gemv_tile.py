@@ -28,7 +28,7 @@ from . import gemm_tile
 GEMV_ON = True
 #: ((bk, bn, warps), instances per SM) that replaces the tile crate's choice
 #: (``zyntax_tile::schedule::gemv_schedule``) for every call (benches; clear
-#: ``gemm_tile.matmul.plans`` after setting it).
+#: ``gemm_tile.matmul.plans`` after setting it); 0 instances: K not split.
 GEMV_FORCE: tuple[tuple[int, int, int], int] | None = None
 #: The program's loop loads the next K step's slab before this step's FMAs
 #: (``Spec.prefetch``).
@@ -48,10 +48,15 @@ class Spec:
     schedule: tuple[int, int, int, str]  # bk, bn, warps, arch
     #: the loop carries the next K step's slab, loaded before this step's FMAs
     prefetch: bool = False
+    #: K is not split: the program applies this spec's epilogue (bias,
+    #: activation, the output's dtype) and stores the output itself, with
+    #: no finishing pass
+    fused: gemm_tile.Spec | None = None
 
 
 def program(s: Spec) -> tile.Kernel:
-    """``ws[z, m, n0:n0+BN] = sum over the z-th K split of a[m, k] * b[k, n0:n0+BN]``."""
+    """``ws[z, m, n0:n0+BN] = sum over the z-th K split of a[m, k] * b[k, n0:n0+BN]``
+    (with `s.fused`: ``c[m, n0:n0+BN] = act(sum over K ... + bias)``)."""
     bk, bn, warps, arch = s.schedule
     t = tile.Builder("gemv", tile.Schedule((1, bn), k=bk, warps=warps, arch=arch))
 
@@ -61,11 +66,16 @@ def program(s: Spec) -> tile.Kernel:
 
     a = view("a", s.a_unit, s.aligned[0])  # [K, M]: a's K runs down the rows
     b = view("b", s.b_unit, s.aligned[1])  # [K, N]
-    ws = t.view("ws", "f32", 3, unit_stride_dim=2, align_bytes=16)  # [splits, M, N]
-    kk, kps = t.scalar_param("k", "u32"), t.scalar_param("kps", "u32")
     m, n0, z = t.program_id(0), t.program_id(1) * bn, t.program_id(2)
-    k_lo = z * kps
-    k_hi = t.scalar_binary("min", k_lo + kps, kk)
+    if s.fused is not None:
+        c = t.view("c", s.fused.out_dtype, 3, unit_stride_dim=2)  # [1, M, N]
+        bias = gemm_tile._bias_view(t, s.fused)
+        k_lo, k_hi = t.constant("u32", 0), t.scalar_param("k", "u32")
+    else:
+        ws = t.view("ws", "f32", 3, unit_stride_dim=2, align_bytes=16)  # [splits, M, N]
+        kk, kps = t.scalar_param("k", "u32"), t.scalar_param("kps", "u32")
+        k_lo = z * kps
+        k_hi = t.scalar_binary("min", k_lo + kps, kk)
 
     def f32(x: tile.Tile) -> tile.Tile:
         return x if s.dtype == "f32" else x.cast("f32")
@@ -85,7 +95,11 @@ def program(s: Spec) -> tile.Kernel:
 
     init = [*slab(k_lo), t.zeros((bk, bn))] if s.prefetch else [t.zeros((bk, bn))]
     acc = t.for_range(k_lo, k_hi, bk, init, step)[-1]
-    t.store(ws, (z, m, n0), t.sum(acc, 0))  # type: ignore[arg-type]
+    if s.fused is not None:
+        out = gemm_tile._epilogue(t, s.fused, t.sum(acc, 0), bias, n0)  # type: ignore[arg-type]
+        t.store(c, (0, m, n0), out)
+    else:
+        t.store(ws, (z, m, n0), t.sum(acc, 0))  # type: ignore[arg-type]
     return t.finish()
 
 
@@ -108,11 +122,13 @@ def schedule(m: int, n: int, k: int, arch: str, sms: int) -> GemvSchedule | None
     program (more than ``GEMV_MAX_M`` rows there)."""
     kw: dict[str, Any] = {}
     if GEMV_FORCE is not None:
-        kw = {"tile": list(GEMV_FORCE[0]), "ctas_per_sm": GEMV_FORCE[1]}
+        kw = {"tile": list(GEMV_FORCE[0]), "ctas_per_sm": max(1, GEMV_FORCE[1])}
     got = _native.tile_gemv_schedule(m, n, k, arch=arch, sms=sms, **kw)
     if got is None:
         return None
     s, splits = got
+    if GEMV_FORCE is not None and GEMV_FORCE[1] == 0:
+        splits = 1  # K not split
     return (s.k, s.block[1], s.warps), splits
 
 
@@ -154,20 +170,8 @@ def launch(
     # a's [K, M] view: its (M, K) strides swapped.
     a_view = [kk, m, ast[2], ast[1]]
     b_view = [kk, n, bst[1], bst[2]]
-    spec = Spec(
-        ta.dtype,
-        unit((ast[2], ast[1]), (kk, m)),
-        1 if bst[2] == 1 or n == 1 else 0 if bst[1] == 1 or kk == 1 else None,
-        (ta.ptr % 16 == 0, tb.ptr % 16 == 0),
-        (bk, bn, warps, arch),
-        GEMV_PREFETCH,
-    )
-    wt = T.tensor(T.empty_like(tc, (nsplit, m, n), "f32"), "workspace")
-    ws_view = [nsplit, m, n, m * n, n, 1]
-    args = [ta, *a_view, tb, *b_view, wt, *ws_view, kk, kps]
-    grid = (m, -(-n // bn), nsplit)
-    T.launch(_module, (spec,), "gemv", grid, warps * 32, args, tc, stream)
-    # The second pass: gemm_tile's finish sums the partials (bias, activation, cast).
+    # The epilogue (bias, activation, cast): gemm_tile's finishing pass, or
+    # this program's own when K is not split.
     fin_spec = gemm_tile.Spec(
         ta.dtype,
         tc.dtype,
@@ -175,14 +179,33 @@ def launch(
         activation,
         2,
         2,
-        spec.a_unit,
-        spec.b_unit,
-        (ta.ptr % 16 == 0, tb.ptr % 16 == 0, tc.ptr % 16 == 0),
+        None,
+        None,
+        (False, False, tc.ptr % 16 == 0),
         0,
         True,
         (1, 1, 16, 4, 1, arch),
         bias_vec=bias is not None and bias.strides[0] == 1 and bias.ptr % 8 == 0,
     )
+    spec = Spec(
+        ta.dtype,
+        unit((ast[2], ast[1]), (kk, m)),
+        1 if bst[2] == 1 or n == 1 else 0 if bst[1] == 1 or kk == 1 else None,
+        (ta.ptr % 16 == 0, tb.ptr % 16 == 0),
+        (bk, bn, warps, arch),
+        GEMV_PREFETCH,
+        fin_spec if nsplit == 1 else None,
+    )
+    grid = (m, -(-n // bn), nsplit)
+    if nsplit == 1:
+        bias_args = [] if bias is None else [bias, 1, n, 0, bias.strides[0]]
+        args = [ta, *a_view, tb, *b_view, tc, *csh, *c[2], *bias_args, kk]
+        T.launch(_module, (spec,), "gemv", grid, warps * 32, args, tc, stream)
+        return True
+    wt = T.tensor(T.empty_like(tc, (nsplit, m, n), "f32"), "workspace")
+    ws_view = [nsplit, m, n, m * n, n, 1]
+    args = [ta, *a_view, tb, *b_view, wt, *ws_view, kk, kps]
+    T.launch(_module, (spec,), "gemv", grid, warps * 32, args, tc, stream)
     gemm_tile.finish_launch(fin_spec, wt, nsplit, c, bias, stream)
     return True
 

@@ -144,3 +144,40 @@ def test_program_rows(b_unit: int) -> None:
     ws = np.full((splits, m, n), np.nan, np.float32)
     kern.run_interp(a.T, b, ws, k, kps, grid=(m, -(-n // 128), splits))
     check(ws.sum(0), ref_mm(a, b), np.float32)
+
+
+@pytest.mark.parametrize("prefetch", [False, True])
+@pytest.mark.parametrize("force", [((16, 64, 2), 0), ((32, 32, 4), 0), ((16, 64, 2), 3)])
+def test_gemv_unsplit_and_prefetch(monkeypatch: Any, prefetch: bool, force: Any) -> None:
+    """Unsplit (0 instances per SM: the program's own epilogue, no finishing
+    pass) and split schedules, with and without the next slab loaded ahead
+    of the FMAs: odd N and K (tails inside and past the last slab), a bias
+    and GELU, the output poisoned."""
+    monkeypatch.setattr(gemv_tile, "GEMV_FORCE", force)
+    monkeypatch.setattr(gemv_tile, "GEMV_PREFETCH", prefetch)
+    gemm_tile.matmul.plans.clear()  # type: ignore[attr-defined]
+    a, b, bias = rand(1, 203), rand(203, 97), rand(97)
+    out = np.full((1, 97), np.nan, np.float32)
+    try:
+        gemm_tile.matmul(a, b, out, bias=bias, activation="gelu")
+    finally:
+        gemm_tile.matmul.plans.clear()  # type: ignore[attr-defined]
+    check(out, ref_mm(a, b, bias, "gelu"), np.float32)
+    got = gemv_tile.schedule(1, 97, 203, "sm_80", 4)
+    assert got is not None and (got[1] == 1) == (force[1] == 0)
+
+
+@pytest.mark.parametrize("splits", [2, 3, 5, 9])
+def test_split_finish_one_load(monkeypatch: Any, splits: int) -> None:
+    """The tensor-core route's finishing pass sums a power of two >= the
+    splits in one load (rows past them read 0) over slabs of the [splits,
+    M * N] partials that cross row ends (odd N), per batch (3-D operands)."""
+    monkeypatch.setattr(gemm_tile, "FORCE", ((16, 16, 16, 2, 1), splits))
+    gemm_tile.matmul.plans.clear()  # type: ignore[attr-defined]
+    a, b, bias = rand(3, 5, 16 * splits), rand(3, 16 * splits, 37), rand(37)
+    out = np.full((3, 5, 37), np.nan, np.float32)
+    try:
+        gemm_tile.matmul(a, b, out, bias=bias, activation="relu")
+    finally:
+        gemm_tile.matmul.plans.clear()  # type: ignore[attr-defined]
+    check(out, ref_mm(a, b, bias, "relu"), np.float32)

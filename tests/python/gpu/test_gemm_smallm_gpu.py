@@ -91,3 +91,59 @@ def test_mid_rows(torch: Any, m: int, n: int, k: int) -> None:
     out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
     zk.matmul(a, b, out)
     check(out, a.double() @ b.double(), "bf16")
+
+
+def gelu(torch: Any, r: Any) -> Any:
+    return 0.5 * r * (1.0 + torch.tanh(GELU_C * (r + 0.044715 * r**3)))
+
+
+@pytest.mark.parametrize("m", [1, 3, 16, 17, 64, 128, 200, 256])
+@pytest.mark.parametrize("act", [None, "gelu"])
+def test_library_route_epilogues(torch: Any, m: int, act: str | None) -> None:
+    """Bias (and GELU) through every small-M route: the gemv program's own
+    epilogue or the finishing pass of a split (odd N and K)."""
+    import zyntax.kernels as zk
+
+    n, k = 1031, 3000
+    a, b, bias = rand(torch, m, k), rand(torch, k, n), rand(torch, n)
+    out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    zk.matmul(a, b, out, bias=bias, activation=act)
+    r = a.double() @ b.double() + bias.double()
+    check(out, gelu(torch, r) if act else r, "bf16")
+
+
+@pytest.mark.parametrize("prefetch", [False, True])
+@pytest.mark.parametrize("force", [((256, 32, 8), 0), ((16, 128, 4), 8), ((32, 128, 4), 4)])
+def test_gemv_schedules(torch: Any, monkeypatch: Any, prefetch: bool, force: Any) -> None:
+    """The gemv program unsplit (its own epilogue) and split, with and
+    without the next slab loaded ahead, at an odd N and K, with a bias."""
+    from zyntax.kernels import gemm_tile, gemv_tile
+
+    monkeypatch.setattr(gemv_tile, "GEMV_FORCE", force)
+    monkeypatch.setattr(gemv_tile, "GEMV_PREFETCH", prefetch)
+    gemm_tile.matmul.plans.clear()  # type: ignore[attr-defined]
+    a, b, bias = rand(torch, 1, 4100), rand(torch, 4100, 4099), rand(torch, 4099)
+    out = torch.full((1, 4099), float("nan"), device="cuda", dtype=torch.bfloat16)
+    try:
+        gemm_tile.matmul(a, b, out, bias=bias, activation="relu")
+    finally:
+        gemm_tile.matmul.plans.clear()  # type: ignore[attr-defined]
+    check(out, (a.double() @ b.double() + bias.double()).clamp_min(0), "bf16")
+
+
+@pytest.mark.parametrize("splits", [2, 3, 17, 40])
+def test_split_finish(torch: Any, monkeypatch: Any, splits: int) -> None:
+    """The finishing pass sums a power of two of splits in one load (rows past
+    the splits masked) over rows of M * N that cross row ends (odd N)."""
+    from zyntax.kernels import gemm_tile
+
+    monkeypatch.setattr(gemm_tile, "FORCE", ((64, 128, 64, 4, 4), splits))
+    gemm_tile.matmul.plans.clear()  # type: ignore[attr-defined]
+    m, n, k = 17, 1001, 64 * 4 * 40
+    a, b, bias = rand(torch, m, k), rand(torch, k, n), rand(torch, n)
+    out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    try:
+        gemm_tile.matmul(a, b, out, bias=bias)
+    finally:
+        gemm_tile.matmul.plans.clear()  # type: ignore[attr-defined]
+    check(out, a.double() @ b.double() + bias.double(), "bf16")

@@ -111,6 +111,9 @@ def test_windows(window: Any, causal: bool) -> None:
         ("PINGPONG", 128),
         ("LONGEST_FIRST", 64),
         ("KV_REGS", 64),
+        ("UNIFORM", 128),
+        ("DQ_SWIZZLE", 64),
+        ("DQ_SWIZZLE", 128),
     ],
 )
 def test_forms(monkeypatch: pytest.MonkeyPatch, form: str, d: int) -> None:

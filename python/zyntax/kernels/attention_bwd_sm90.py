@@ -60,7 +60,6 @@ HEAD_DIMS = (64, 96, 128)
 #: Registers per thread of the producer and of each consumer warpgroup.
 REGS = (24, 240)
 ROW_BYTES = BM * 4  # one step's LSE (or D) values
-SUB_BYTES = BM * 64 * 4  # a 64 x 64 f32 piece of a dQ tile (one TMA reduction)
 
 
 def dq_columns(d: int, split_keys: bool) -> int:
@@ -94,6 +93,8 @@ def build(
     pingpong: bool = False,
     longest_first: bool = False,
     kv_regs: bool = False,
+    dq_swizzle: bool = False,
+    uniform: bool = False,
 ) -> hir.Module:
     """The kernel for `dtype`, head dim `head_dim` (64, 96 or 128; 96 runs
     on tiles of 128 as the forward's: the TMA unit fills the columns past
@@ -116,13 +117,20 @@ def build(
     batch x KV heads)). `kv_regs` (head dim 64): the consumer's K and V rows
     are loaded into registers once (ldmatrix, 32 registers) and Sᵀ, dPᵀ
     take them as wgmma's register A operand, which halves those products'
-    shared-memory reads."""
+    shared-memory reads. `dq_swizzle`: the dQ tiles in shared memory are
+    boxes of 32 f32 columns with the 128B swizzle (stores free of bank
+    conflicts), else of 64 columns unswizzled. `uniform`: the K, V and
+    dQ-B descriptors are re-derived every step from the warpgroup index
+    broadcast by a shuffle (warp-uniform to ptxas, as CUTLASS's canonical
+    warp-group index; not hoisted by LLVM), not held as ~24 loop-invariant
+    register pairs: no spills at head dim 128 (60 bytes without)."""
     assert head_dim in HEAD_DIMS
     assert not kv_regs or head_dim == 64, "kv_regs: head dim 64 (registers)"
     d = tile_dim(head_dim)  # the tiles' head dim
     split_keys = split_keys or d == 64 or pingpong
     dq_cols = dq_columns(d, split_keys)
-    dq_bytes = BM * dq_cols * 4  # one consumer's dQ tile: 64-column pieces
+    dq_bytes = BM * dq_cols * 4  # one consumer's dQ tile
+    dq_box = 32 if dq_swizzle else 64  # columns of one TMA reduction's box
     elem = T.HIR_TYPE[dtype]
     boxes = d // BOX
     kv_bytes, q_bytes = BN * d * 2, BM * d * 2
@@ -134,6 +142,8 @@ def build(
     name += "_pp" if pingpong else ""
     name += "_lpt" if longest_first else ""
     name += "_kvregs" if kv_regs else ""
+    name += "_dqsw" if dq_swizzle else ""
+    name += "_uni" if uniform else ""
     m = hir.Module(name, targets=["sm_90a"])
     params = [hir.tensormap] * 5
     params += [hir.ptr("global", hir.f32)] * 2 + [hir.ptr("global", elem)] * 2
@@ -235,11 +245,11 @@ def build(
                 h, m0 = step_coords(it)
                 for x in range(2):
                     wait(b.ptr_add(dq_full, x), it & 1)
-                    for piece in range(dq_cols // 64):
-                        col = piece * 64 if split_keys else x * 64
+                    for piece in range(dq_cols // dq_box):
+                        col = piece * dq_box + (0 if split_keys else x * 64)
                         at = [b.const(col, hir.i32), b.cast(m0, hir.i32)]
                         at += [b.cast(h, hir.i32), b.cast(bi, hir.i32)]
-                        src = b.ptr_add(s_dq, x * dq_bytes + piece * SUB_BYTES)
+                        src = b.ptr_add(s_dq, x * dq_bytes + piece * BM * dq_box * 4)
                         b.tma_reduce("add", tdq, at, src)
                     b.bulk_commit_group()
                     b.bulk_wait_group(0, read=True)
@@ -361,10 +371,17 @@ def build(
 
         def consume() -> None:
             wait(full_kv, 0)
-            k_desc = moved(desc(s_k, 16), c * 64 * 128)  # this warpgroup's 64 keys
-            v_desc = moved(desc(s_v, 16), c * 64 * 128)
-            k_a: Any = a_fragments(s_k) if kv_regs else k_desc
-            v_a: Any = a_fragments(s_v) if kv_regs else v_desc
+
+            kv_frags = (a_fragments(s_k), a_fragments(s_v)) if kv_regs else None
+
+            def key_descs(cw: Any) -> tuple[Any, Any]:
+                """This warpgroup's 64 keys of K and of V as Sᵀ's and dPᵀ's A."""
+                if kv_frags is not None:
+                    return kv_frags
+                at = cw * 64 * 128
+                return moved(desc(s_k, 16), at), moved(desc(s_v, 16), at)
+
+            k_a, v_a = key_descs(c)
             kmn_desc = desc(s_k, kv_box)  # K as dQ's MN-major B
             q_desc0, do_desc0 = desc(s_q, 16), desc(s_do, 16)
             qmn0, domn0 = desc(s_q, q_box), desc(s_do, q_box)
@@ -380,6 +397,14 @@ def build(
                 _h, m0 = step_coords(it)
                 wait(b.ptr_add(full, st), ph)
                 q_off = st * q_bytes
+                cw = c
+                if uniform:
+                    # Re-derived every step from a shuffled (warp-uniform to
+                    # ptxas, opaque to LLVM's hoisting) warpgroup index: the
+                    # key descriptors of the k-steps are not 24 loop-invariant
+                    # register pairs then.
+                    cw = b.shfl_idx(wg, 0) - 1
+                    k_a, v_a = key_descs(cw)
                 my_turn()
                 b.wgmma_fence()
                 s_acc = ss_chain(k_a, moved(q_desc0, q_off), kv_box)
@@ -469,12 +494,17 @@ def build(
                 wait(b.ptr_add(dq_empty, c), (it & 1) ^ 1)
                 if not split_keys:  # columns 64c.., all 128 keys
                     steps = BN // 16
-                    kb = moved(kmn_desc, c * kv_box)
+                    kb = moved(kmn_desc, cw * kv_box)
                 else:  # all columns, this warpgroup's 64 keys
                     steps = 4
-                    kb = moved(kmn_desc, c * 64 * 128)
+                    kb = moved(kmn_desc, cw * 64 * 128)
                     ds_desc = moved(ds_desc, c * (BM * 128))
-                tile_dq = b.ptr_cast(b.ptr_add(s_dq, c * dq_bytes), f32p)
+                tile_dq = b.ptr_add(s_dq, c * dq_bytes)
+                if dq_swizzle:
+                    # The lane's byte in a box row, 128B swizzle (16-byte chunk
+                    # ^= row & 7 = g): column 8 j + 2t of row r sits at chunk
+                    # (2 j + (t >> 1)) ^ g, i.e. at (32 j) ^ lane_at.
+                    lane_at = (w * 16 + g) * 128 + (((t >> 1) ^ g) << 4) + ((t & 1) << 3)
                 # dQ in 64-column pieces (two with split_keys at head dim 128:
                 # 32 accumulator registers, not 64, which made ptxas serialise
                 # the wgmmas), each written to its piece of the tile.
@@ -504,19 +534,23 @@ def build(
                         b.wgmma_wait_group(0)
                         if pc == 0:  # dV and dK done: the stage is free
                             b.mbarrier_arrive(b.ptr_add(empty, st))
-                    # dQ (unscaled) to this consumer's tile: 64 x 64 f32
-                    # pieces, rows of 256 bytes.
+                    # dQ (unscaled) to this consumer's tile: boxes of 64 rows x
+                    # `dq_box` f32 columns; unswizzled rows of 256 bytes put the
+                    # 8 rows of a store on the same banks (8-way conflicts).
                     f32x2 = hir.vec(hir.f32, 2)
                     for h_ in range(2):
-                        row = b.ptr_add(tile_dq, pc * (SUB_BYTES // 4))
-                        row = b.ptr_add(row, (w * 16 + g + 8 * h_) * 64 + 2 * t)
                         for nt in range(8):
                             i = 4 * nt + 2 * h_
                             vals = [b.extract(dq_acc, i), b.extract(dq_acc, i + 1)]
-                            dst = b.ptr_add(row, nt * 8)
-                            b.store(
-                                b.ptr_cast(dst, hir.ptr("shared", f32x2)), vector(b, f32x2, vals)
-                            )
+                            if dq_swizzle:
+                                box = pc * 2 + nt // 4
+                                at = lane_at ^ (32 * (nt % 4))
+                                dst = b.ptr_add(tile_dq, at + (box * BM * 32 + h_ * 8 * 32) * 4)
+                            else:
+                                at = (w * 16 + g + 8 * h_) * 64 + 2 * t + nt * 8
+                                dst = b.ptr_add(tile_dq, (at + pc * BM * 64) * 4)
+                            dst = b.ptr_cast(dst, hir.ptr("shared", f32x2))
+                            b.store(dst, vector(b, f32x2, vals))
                 b.fence_proxy_async()
                 b.mbarrier_arrive(b.ptr_add(dq_full, c))
                 if late_dk:
@@ -571,9 +605,22 @@ def _module(
     pingpong: bool,
     longest_first: bool,
     kv_regs: bool,
+    dq_swizzle: bool,
+    uniform: bool,
 ) -> hir.Module:
     return build(
-        dtype, d, upper, lower, stages, split_keys, late_dk, pingpong, longest_first, kv_regs
+        dtype,
+        d,
+        upper,
+        lower,
+        stages,
+        split_keys,
+        late_dk,
+        pingpong,
+        longest_first,
+        kv_regs,
+        dq_swizzle,
+        uniform,
     )
 
 
@@ -584,6 +631,10 @@ def _loaded(key: tuple[Any, ...], device: int) -> Any:
 
 #: Q/dO ring depth.
 STAGES = 2
+#: The consumer's warpgroup index broadcast by a shuffle (build's uniform).
+UNIFORM = False
+#: dQ tiles in 128B-swizzled boxes of 32 columns (build's dq_swizzle).
+DQ_SWIZZLE = False
 #: Head dim 128: dQ split by keys between the consumers (build's split_keys).
 SPLIT_KEYS = False
 #: dK issued after dQ, dQ written while it runs (build's late_dk).
@@ -604,13 +655,15 @@ def supports(d: int) -> bool:
     return d in HEAD_DIMS
 
 
-def _dq_map(t: T.Tensor) -> Any:
-    """A map of the f32 dQ buffer (B, H, Sq, D) whose box is 64 x 64 of one
-    (b, h), unswizzled: a consumer's dQ tile."""
-    box = [64, BM, 1, 1]
+def _dq_map(t: T.Tensor, swizzled: bool) -> Any:
+    """A map of the f32 dQ buffer (B, H, Sq, D) whose box is a piece of a
+    consumer's dQ tile of one (b, h): 64 rows x 32 columns with the 128B
+    swizzle (`swizzled`), else 64 x 64 unswizzled."""
+    box = [32 if swizzled else 64, BM, 1, 1]
+    swizzle = "128B" if swizzled else "none"
     if t.on_gpu:
-        return T.tensor_map(t, box, swizzle="none", dtype=hir.f32)
-    return interp.TensorMap(t.arr, box, swizzle="none", dtype="f32")
+        return T.tensor_map(t, box, swizzle=swizzle, dtype=hir.f32)
+    return interp.TensorMap(t.arr, box, swizzle=swizzle, dtype="f32")
 
 
 def launch(
@@ -647,7 +700,7 @@ def launch(
     right = min(0 if causal else sq, sq if w_right is None else w_right, sq)
     left = min(sk if w_left is None else w_left, sk)
     maps = [_tensor_map(tk, BN), _tensor_map(tv, BN), _tensor_map(tq, BM), _tensor_map(tdo, BM)]
-    maps.append(_dq_map(dq32))
+    maps.append(_dq_map(dq32, DQ_SWIZZLE))
     args: list[Any] = [*maps, lse2, delta, dk, dv, sq, sk, sq_pad, heads, hk, heads // hk]
     args += [*dk.strides[:3], float(scale) * LOG2E, float(scale), sk - sq, left, right]
     grid = (-(-sk // BN), bsz * hk)
@@ -666,6 +719,8 @@ def launch(
         PINGPONG,
         longest,
         KV_REGS and d == 64,
+        DQ_SWIZZLE,
+        UNIFORM,
     )
     d = tile_dim(d)
     smem = shared_bytes(d, STAGES, key[5])

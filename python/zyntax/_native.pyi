@@ -958,6 +958,7 @@ def compile_ptx(
     ptx_version: str | None = None,
     opt_level: str | None = None,
     line_info: bool = False,
+    passes: str | None = None,
 ) -> dict[str, Any]: ...
 def emit_llvm(
     module: Module,
@@ -966,6 +967,7 @@ def emit_llvm(
     ptx_version: str | None = None,
     opt_level: str | None = None,
     line_info: bool = False,
+    passes: str | None = None,
 ) -> str: ...
 def ptxas_assemble(ptx: str, arch: str, ptxas: str | None = None) -> dict[str, Any]: ...
 def ptxas_info(ptxas: str | None = None) -> dict[str, Any]: ...

@@ -80,6 +80,19 @@ def test_bad_requests() -> None:
         zyntax.compile(m, arch="sm_90", ptx_version="6.0")
 
 
+def test_a_given_pass_pipeline() -> None:
+    """The extension's `passes=` (LLVM's `opt -passes=` text) replaces the
+    level's pipeline; text LLVM does not parse is a CompileError naming it."""
+    import saxpy
+    from zyntax import _native
+
+    m = saxpy.build()
+    out = _native.compile_ptx(m, "sm_80", passes="function(instcombine)")
+    assert zyntax.validate_ptx(out["ptx"], "sm_80").cubin[:4] == b"\x7fELF"
+    with pytest.raises(zyntax.CompileError, match="no-such-pass"):
+        _native.compile_ptx(m, "sm_80", passes="no-such-pass")
+
+
 def test_ptxas_rejects_bad_ptx() -> None:
     with pytest.raises(zyntax.CompileError, match="ptxas rejected"):
         zyntax.validate_ptx(".version 7.8\n.target sm_90\n.address_size 64\nbogus;\n", "sm_90")

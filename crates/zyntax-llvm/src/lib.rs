@@ -72,6 +72,11 @@ pub struct Options {
     /// (`nvcc -lineinfo`'s line tables, no other debug information); off by
     /// default, so that PTX does not depend on where the source lives.
     pub line_info: bool,
+    /// An LLVM new-pass-manager pipeline (the text of `opt -passes=`) run
+    /// instead of the level's `default<On>`; the code generator keeps the
+    /// level. For comparing pipelines on the same module (benches/tiling.py);
+    /// a pipeline LLVM does not parse is a [`CompileError::Internal`].
+    pub passes: Option<String>,
 }
 
 #[cfg(feature = "compute")]
@@ -82,7 +87,12 @@ impl Options {
             ptx_version: None,
             opt_level: None,
             line_info: false,
+            passes: None,
         }
+    }
+    pub fn with_passes(mut self, passes: impl Into<String>) -> Options {
+        self.passes = Some(passes.into());
+        self
     }
     pub fn with_line_info(mut self, on: bool) -> Options {
         self.line_info = on;
@@ -267,14 +277,23 @@ fn compile_inner(m: &Module, opts: &Options, emit_ptx: bool) -> CompileResult<Co
     let t = Instant::now();
     // LLVM's SLP vectorizer (in `default<O2>`, `<O3>` and `<Os>`) is
     // quadratic in the length of a basic block; `default<O1>` has none.
-    let passes = if passes != "default<O0>" && largest_block(&module) > SLP_MAX_BLOCK_INSTS {
+    let passes = if let Some(p) = &opts.passes {
+        p.as_str()
+    } else if passes != "default<O0>" && largest_block(&module) > SLP_MAX_BLOCK_INSTS {
         "default<O1>"
     } else {
         passes
     };
     module
         .run_passes(passes, &tm, PassBuilderOptions::create())
-        .map_err(|e| CompileError::internal("optimizer", e.to_string_lossy().into_owned()))?;
+        .map_err(|e| {
+            let e = e.to_string_lossy().into_owned();
+            match &opts.passes {
+                // the caller's text: a bad request, not a zyntax bug
+                Some(p) => CompileError::Unsupported(format!("LLVM pass pipeline {p:?}: {e}")),
+                None => CompileError::internal("optimizer", e),
+            }
+        })?;
     verify_llvm(&module, &m.name, "after optimization: ")?;
     timings.optimize = t.elapsed();
 

@@ -17,6 +17,7 @@ fn options(
     arch: &Text,
     ptx_version: Option<&Text>,
     opt_level: Option<&Text>,
+    passes: Option<&Text>,
     line_info: Flag,
 ) -> PyResult<zl::Options> {
     let mut o = zl::Options::new(parse_arch(&arch.0)?).with_line_info(line_info.0);
@@ -33,6 +34,9 @@ fn options(
         )?;
         o = o.with_opt_level(l);
     }
+    if let Some(p) = passes {
+        o = o.with_passes(p.0.clone());
+    }
     Ok(o)
 }
 
@@ -47,10 +51,11 @@ fn compile_error(py: Python<'_>, e: zl::CompileError) -> PyErr {
 /// Compiles a module to PTX for `arch`; returns a dict with `ptx`, `llvm_ir`,
 /// `arch`, `ptx_version`, `kernels` and per-stage `timings` (seconds).
 /// `line_info=True` writes `.file`/`.loc` lines from the instructions'
-/// source locations (nvcc's `-lineinfo`).
+/// source locations (nvcc's `-lineinfo`). `passes` (the text of LLVM's
+/// `opt -passes=`) replaces the level's optimization pipeline.
 #[pyfunction]
-#[pyo3(signature = (module, arch, *, ptx_version=None, opt_level=None, line_info=Flag(false)),
-    text_signature = "(module, arch, *, ptx_version=None, opt_level=None, line_info=False)")]
+#[pyo3(signature = (module, arch, *, ptx_version=None, opt_level=None, line_info=Flag(false), passes=None),
+    text_signature = "(module, arch, *, ptx_version=None, opt_level=None, line_info=False, passes=None)")]
 pub fn compile_ptx<'py>(
     py: Python<'py>,
     module: &Bound<'py, PyAny>,
@@ -58,8 +63,15 @@ pub fn compile_ptx<'py>(
     ptx_version: Option<Text>,
     opt_level: Option<Text>,
     line_info: Flag,
+    passes: Option<Text>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let opts = options(&arch, ptx_version.as_ref(), opt_level.as_ref(), line_info)?;
+    let opts = options(
+        &arch,
+        ptx_version.as_ref(),
+        opt_level.as_ref(),
+        passes.as_ref(),
+        line_info,
+    )?;
     let m = module_arg(module)?;
     let out = guard(|| Ok(py.detach(|| zl::compile_ptx(&m, &opts))))?
         .map_err(|e| compile_error(py, e))?;
@@ -79,8 +91,8 @@ pub fn compile_ptx<'py>(
 
 /// The module's LLVM IR for `arch`, after the optimization pipeline.
 #[pyfunction]
-#[pyo3(signature = (module, arch, *, ptx_version=None, opt_level=None, line_info=Flag(false)),
-    text_signature = "(module, arch, *, ptx_version=None, opt_level=None, line_info=False)")]
+#[pyo3(signature = (module, arch, *, ptx_version=None, opt_level=None, line_info=Flag(false), passes=None),
+    text_signature = "(module, arch, *, ptx_version=None, opt_level=None, line_info=False, passes=None)")]
 pub fn emit_llvm(
     py: Python<'_>,
     module: &Bound<'_, PyAny>,
@@ -88,8 +100,15 @@ pub fn emit_llvm(
     ptx_version: Option<Text>,
     opt_level: Option<Text>,
     line_info: Flag,
+    passes: Option<Text>,
 ) -> PyResult<String> {
-    let opts = options(&arch, ptx_version.as_ref(), opt_level.as_ref(), line_info)?;
+    let opts = options(
+        &arch,
+        ptx_version.as_ref(),
+        opt_level.as_ref(),
+        passes.as_ref(),
+        line_info,
+    )?;
     let m = module_arg(module)?;
     guard(|| Ok(py.detach(|| zl::emit_llvm(&m, &opts))))?.map_err(|e| compile_error(py, e))
 }

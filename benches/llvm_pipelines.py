@@ -1,0 +1,155 @@
+"""LLVM optimization pipelines on the issue-26 nest kernels: compile time and speed.
+
+The same nest kernels (``benches/tiling.py``'s bf16 and f32 4096^3 matmuls and
+the odd 3001x2999x1001 f32 one, ``benches/fusion.py``'s fused
+``matmul + bias + gelu + residual``) compiled with each pipeline of
+``PIPELINES`` (the extension's ``compile_ptx(..., passes=)``, the text of
+LLVM's ``opt -passes=``; ``None`` is the default for the kernels' level),
+timed on the GPU against cuBLAS in the same run, with the compile time of
+each stage and ptxas' registers per kernel. Without a GPU only the compile
+side runs (a CPU-only check of a pipeline's PTX and compile time).
+
+    python benches/llvm_pipelines.py [--quick] [--device N] [--out-dir DIR]
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from typing import Any
+
+from _common import Results, best_of, event_median_ms, optional, parse_args
+from fusion import fused_nest_spec
+from tiling import matmul_spec
+
+from zyntax import _native, compiler, cuda
+from zyntax.tiling import nest_to_tile
+
+#: name -> pass pipeline (None: the level's default, LLVM's ``default<O3>``).
+PIPELINES: dict[str, str | None] = {
+    "default_O3": None,
+    "O1": "default<O1>",
+    "kernel": "function(sroa,early-cse,instcombine<no-verify-fixpoint>,simplifycfg)",
+}
+
+#: case -> (spec, operand dtype, M, N, K)
+CASES: dict[str, tuple[dict[str, Any], str, int, int, int]] = {
+    "nest_matmul_bf16_4096": (matmul_spec("bf16", 4096, 4096, 4096), "bf16", 4096, 4096, 4096),
+    "nest_matmul_f32_4096": (matmul_spec("f32", 4096, 4096, 4096), "f32", 4096, 4096, 4096),
+    "nest_matmul_odd_3001x2999x1001": (
+        matmul_spec("f32", 3001, 2999, 1001),
+        "f32",
+        3001,
+        2999,
+        1001,
+    ),
+    "nest_matmul_bias_gelu_residual_bf16_4096": (
+        fused_nest_spec(4096, 4096, 4096),
+        "bf16",
+        4096,
+        4096,
+        4096,
+    ),
+}
+
+
+def compile_with(res: Results, case: str, nt: Any, arch: str, name: str, passes: str | None) -> str:
+    """Compiles the nest's module cold with `passes`; records the stages' ms
+    and ptxas' registers; returns the PTX."""
+    t0 = time.perf_counter()
+    out = _native.compile_ptx(nt.kernel.module, arch, passes=passes)
+    llvm_ms = (time.perf_counter() - t0) * 1e3
+    t = out["timings"]
+    res.add(f"{case}_compile", name, "ms", llvm_ms, True)
+    res.notes[f"{case}_{name}_timings_ms"] = {k: round(v * 1e3, 2) for k, v in t.items()}
+    try:
+        log = compiler.validate_ptx(out["ptx"], arch).log
+        regs = re.findall(r"Used (\d+) registers", log)
+        spills = re.findall(r"(\d+) bytes spill stores", log)
+        res.notes[f"{case}_{name}_ptxas"] = {"registers": regs, "spill_stores": spills}
+    except Exception as e:  # no ptxas here: the compile side still counts
+        res.notes[f"{case}_{name}_ptxas"] = f"{type(e).__name__}: {str(e)[:200]}"
+    ptx: str = out["ptx"]
+    return ptx
+
+
+def run_case(args: Any, res: Results, torch: Any, case: str, arch: str) -> None:
+    spec, dt, m, n, k = CASES[case]
+    nt = nest_to_tile(spec, arch=arch)
+    res.notes[f"{case}_schedule"] = repr(nt.kernel.schedule)
+    ptxs = {name: compile_with(res, case, nt, arch, name, p) for name, p in PIPELINES.items()}
+    if torch is None:
+        return
+    dev = torch.device("cuda", args.device)
+    tdt = {"bf16": torch.bfloat16, "f32": torch.float32}[dt]
+    gen = torch.Generator(device=dev).manual_seed(m ^ n ^ k)
+    copies = 2
+    fused = "bias" in case
+    scale = k**-0.25
+
+    def rand(*shape: int, s: float = 1.0) -> Any:
+        return (torch.randn(*shape, device=dev, generator=gen) * s).to(tdt)
+
+    As = [rand(m, k, s=scale) for _ in range(copies)]
+    Bs = [rand(k, n, s=scale) for _ in range(copies)]
+    C = torch.empty(m, n, device=dev, dtype=tdt)
+    extra = [rand(n), rand(m, n)] if fused else []
+    acc = As[0].double() @ Bs[0].double()
+    if fused:
+        acc = acc + extra[0].double()
+        g = 0.5 * acc * (1.0 + torch.tanh(0.7978845608028654 * (acc + 0.044715 * acc**3)))
+        ref = g + extra[1].double()
+    else:
+        ref = acc
+    iters = 5 if args.quick else 20
+    flop = 2.0 * m * n * k
+
+    def report(impl: str, fn: Any) -> None:
+        C.fill_(float("nan"))
+        out = fn(0)
+        torch.cuda.synchronize()
+        got = out if out is not None and impl == "cublas" and fused else C
+        err = ((got.double() - ref).norm() / ref.norm()).item()
+        res.notes[f"{case}_{impl}_rel_err"] = err
+        if not err < (2e-2 if dt == "bf16" else 1e-4):
+            print(f"  {case} {impl} WRONG: relative error {err:.3e}")
+            return
+        ms = best_of(3, lambda: event_median_ms(fn, copies, iters))
+        res.add(case, impl, "TFLOP_per_s", flop / ms / 1e9, False)
+
+    for name, ptx in ptxs.items():
+        nt.kernel._loaded[args.device] = cuda.load_module(
+            ptx, args.device, hir=nt.kernel.module
+        ).kernel(nt.kernel.name)
+        calls = [nt.prepare(As[i], Bs[i], C, *extra, device=args.device) for i in range(copies)]
+        report(f"zyntax_nest_{name}", lambda i, c=calls: c[i]())
+    if fused:
+        b, r = extra
+        report(
+            "cublas",
+            lambda i: torch.nn.functional.gelu(As[i] @ Bs[i] + b, approximate="tanh") + r,
+        )
+    else:
+        report("cublas", lambda i: torch.matmul(As[i], Bs[i], out=C))
+
+
+def main() -> None:
+    args = parse_args(__doc__.splitlines()[0])
+    torch = optional("torch")
+    gpu = torch is not None and torch.cuda.is_available()
+    if gpu:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        arch = cuda.device_arch(args.device)
+        device = torch.cuda.get_device_name(args.device)
+    else:
+        torch, arch, device = None, "sm_90a", "cpu-only"
+    res = Results("llvm_pipelines", device)
+    only = os.environ.get("PIPELINE_CASES")
+    for case in only.split(",") if only else CASES:
+        run_case(args, res, torch, case, arch)
+        res.write(args.out_dir)
+
+
+if __name__ == "__main__":
+    main()

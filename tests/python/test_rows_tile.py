@@ -747,3 +747,62 @@ def test_norm_forward_row_warps(monkeypatch: pytest.MonkeyPatch) -> None:
     ref = ref_norm(x, w.astype(np.float64), b.astype(np.float64), 1e-5, False)[0]
     assert rel_err(y, ref) < 1e-5
     assert [(p.width, p.warps, p.tail) for p in plans] == [(8192, 32, 0)]
+
+
+@pytest.mark.parametrize("n", [300, 1000])
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+def test_cluster_rows(n: int, dtype: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunked rows split over a cluster of CTAs (``CLUSTER``: the norms'
+    and softmax forward; the tile layer's reductions combine the cluster
+    through distributed shared memory), shrunk to 64-column tiles on 2
+    warps: 4 CTAs a row for the norms, 2 for softmax, aligned (peeled) and
+    unaligned rows, outputs poisoned, against float64; each launch's plan
+    asserted."""
+    ml = pytest.importorskip("ml_dtypes") if dtype == "bf16" else None
+    nd = np.float32 if ml is None else ml.bfloat16
+    tol = 1e-5 if ml is None else 2e-2
+    for k, v in {
+        "ROWS_MAX": 0,
+        "ROW_MAX": 0,
+        "ROW_MAX_16": 0,
+        "CHUNK": 64,
+        "WIDE": frozenset(),
+        "CLUSTER": {"norm_fwd": 4, "softmax_fwd": 2},
+        "CLUSTER_MIN": 0,
+        "CLUSTER_TILE": 64,
+        "CLUSTER_WARPS": 2,
+    }.items():
+        monkeypatch.setattr(rows_tile, k, v)
+    plans: list[Any] = []
+    real = rows_tile.launch
+
+    def spy(name: str, key: Any, *rest: Any) -> None:
+        plans.append((name, key[0], rest[0]))
+        real(name, key, *rest)
+
+    monkeypatch.setattr(rows_tile, "launch", spy)
+    rows = 5
+    base = (rng.standard_normal((rows, n + 1)) * 4 + 2).astype(nd)
+    w, b = (rng.standard_normal(n).astype(nd) for _ in range(2))
+    w64, b64 = w.astype(np.float64), b.astype(np.float64)
+    for x in (np.ascontiguousarray(base[:, :n]), base[:, 1:]):
+        plans.clear()
+        x64 = x.astype(np.float64)
+        for kind in ("layer", "rms"):
+            y = np.full((rows, n), np.nan, nd)
+            if kind == "layer":
+                kernels.layer_norm(x, w, b, 1e-5, out=y)
+            else:
+                kernels.rms_norm(x, w, 1e-5, out=y)
+            ref = ref_norm(x64, w64, b64 if kind == "layer" else None, 1e-5, kind == "rms")[0]
+            assert rel_err(y, ref) < tol, kind
+        y = np.full((rows, n), np.nan, nd)
+        kernels.softmax(x, out=y)
+        assert rel_err(y, ref_softmax(x64)) < tol
+        for name, plan, grid in plans:
+            c = 2 if name == "softmax_fwd" else 4
+            assert (plan.shape, plan.cluster, plan.width) == ("row", c, 64), (name, plan)
+            # The slices cover the row and its peel's head.
+            assert c * plan.reps * 64 >= n + (7 if plan.peel else 0)
+            assert grid == (rows * c,)
+        assert len(plans) == 3

@@ -150,6 +150,14 @@ HELD_TILES, HELD_UNROLL = 5, 2
 HELD_TILE, HELD_WARPS = 8192, 32
 #: Whether the held rows' write loop runs from the row's end (read last).
 HELD_REVERSE = False
+#: Programs whose chunked rows of CLUSTER_MIN columns or more are split over
+#: a cluster of CTAs instead (:func:`clustered`), by program: the CTAs per
+#: row. Each CTA holds its slice in registers on CLUSTER_WARPS warps in
+#: [1, CLUSTER_TILE] tiles, the reductions combine the cluster's CTAs
+#: through distributed shared memory (the tile layer's cluster reduction),
+#: and the row is read from memory once, not twice as in the chunk loops.
+CLUSTER: dict[str, int] = {}
+CLUSTER_MIN, CLUSTER_TILE, CLUSTER_WARPS = 65536, 8192, 32
 #: The norm backward of whole rows, by plan shape: "fused" (one program
 #: writes dx and accumulates dweight/dbias partial sums over its rows; x and
 #: dy read once) or "split" (dx, then a column-block program reading x and
@@ -187,6 +195,10 @@ class Plan:
     #: Chunked rows: program instances per SM, each looping over rows pid,
     #: pid + G, .. (0: one row per instance; see PERSIST).
     persist: int = 0
+    #: Whole rows split over a cluster of this many CTAs (0: none; see
+    #: :func:`clustered`): CTA k of a row's cluster holds columns
+    #: ``k * reps * width ..`` in registers.
+    cluster: int = 0
 
 
 def _pow2(n: int) -> int:
@@ -282,6 +294,30 @@ def wide(name: str, p: Plan, n: int, dtype: str) -> Plan:
     )
 
 
+def clustered(name: str, p: Plan, n: int, dtype: str) -> Plan:
+    """`p`, a chunked one-row plan, as a whole row split over a cluster of
+    C = CLUSTER[name] CTAs when the row has CLUSTER_MIN columns or more: CTA
+    k holds the row's columns k·S .. (k + 1)·S (S = ``reps`` tiles of
+    ``[1, CLUSTER_TILE]``, the row with its peel's head in C slices) in
+    registers, so that the row is read once. A 128256-wide bf16 row over 4
+    CTAs of 1024 threads: four [1, 8192] tiles each, 32 elements a thread."""
+    c = CLUSTER.get(name, 0)
+    if c < 2 or p.shape != "chunks" or p.rows != 1 or p.persist or n < CLUSTER_MIN:
+        return p
+    need = n + (16 // T.ITEMSIZE[dtype] - 1 if p.peel else 0)
+    reps = -(-need // (c * CLUSTER_TILE))
+    return dataclasses.replace(
+        p,
+        shape="row",
+        width=CLUSTER_TILE,
+        warps=CLUSTER_WARPS,
+        state="lanes",
+        reps=reps,
+        tail=0,
+        cluster=c,
+    )
+
+
 def held(name: str, p: Plan, n: int) -> Plan:
     """`p`, a chunked one-row plan, with its first HELD_TILES tiles of
     ``[1, HELD_TILE]`` kept in registers on HELD_WARPS warps (one instance
@@ -315,7 +351,9 @@ class _P:
         # The schedule's block is only the grid's divisor (capped at 4096 per
         # dim); the programs compute their grids themselves.
         block = (p.rows, min(p.width, 4096))
-        self.t = tile.Builder(name, tile.Schedule(block, warps=p.warps))
+        # A cluster (sm_90) makes every reduction cluster-wide (clustered()).
+        cl = {"cluster": p.cluster, "arch": "sm_90"} if p.cluster else {}
+        self.t = tile.Builder(name, tile.Schedule(block, warps=p.warps, **cl))
         self.p, self.dtype, self.access = p, dtype, access
         self.shape = (p.rows, p.width)
         #: the shape of a chunk loop's carried statistics (see STATE).
@@ -364,6 +402,21 @@ class _P:
                 c = c0 + w if isinstance(c0, int) else self.t.scalar_binary("add", c0, w)
             out.append((c, sh))
         return out
+
+    def whole_rows(self) -> tuple[Any, list[tuple[Any, tuple[int, int]]]]:
+        """The first row of this instance's whole-row tiles and their
+        pieces (:meth:`pieces` from the row's :meth:`head`); with a cluster
+        (``Plan.cluster`` C, instances row·C + k) the row and CTA k's slice."""
+        pid = self.t.program_id(0)
+        c = self.p.cluster
+        if not c:
+            r0 = pid * self.p.rows
+            return r0, self.pieces(self.head(r0))
+        t, k = self.t, c.bit_length() - 1
+        row = t.scalar_binary("shr", pid, k)
+        rank = t.scalar_binary("and", pid, c - 1)
+        c0 = t.scalar_binary("add", self.head(row), rank * (self.p.reps * self.p.width))
+        return row, self.pieces(c0)
 
     def _fold_pieces(
         self, xs: Sequence[tile.Tile], op: Callable[..., tile.Tile]
@@ -516,10 +569,9 @@ class _P:
 
 def _softmax_fwd(P: _P) -> None:
     x, y = P.view("x"), P.view("y")
-    R, W = P.shape
+    W = P.shape[1]
     if P.p.shape != "chunks":
-        r0 = P.t.program_id(0) * R
-        segs = P.pieces(P.head(r0))
+        r0, segs = P.whole_rows()
         vs = [P.load(x, (r0, c), sh, NEG_INF) for c, sh in segs]
         m = P.rowmax(vs)
         es = [(v - P.bc(m, v.shape)).exp() for v in vs]
@@ -657,8 +709,7 @@ def _norm_fwd(P: _P, kind: str) -> None:
     centre = kind != "rms"
     R, W = P.shape
     if P.p.shape != "chunks":
-        r0 = P.t.program_id(0) * R
-        col, segs = (R, 1), P.pieces(P.head(r0))
+        (r0, segs), col = P.whole_rows(), (R, 1)
         vs = [P.load(x, (r0, c), sh) for c, sh in segs]
         if centre:
             mean = P.rowsum(vs) * P.splat(inv_n, col)
@@ -1116,7 +1167,8 @@ def _row_grid(p: Plan, rows: int, where: T.Tensor) -> tuple[tuple[int], list[Any
     argument when the instances loop over rows (``Plan.persist``: that many
     per SM on the GPU, 2 on the interpreter, so that the loop runs)."""
     if not p.persist:
-        return _grid(p, rows), []
+        grid = (rows * p.cluster,) if p.cluster else _grid(p, rows)
+        return grid, []
     cap = p.persist * T.sm_count(where.device) if where.on_gpu else 2
     g = max(1, min(rows, cap))
     return (g,), [g]
@@ -1133,6 +1185,7 @@ def run_softmax(x: T.Tensor, y: T.Tensor, stream: Any) -> None:
     s = split(x, rows, n, p)
     if s == 1:
         q = wide("softmax_fwd", persisted("softmax_fwd", p), n, x.dtype)
+        q = clustered("softmax_fwd", q, n, x.dtype)
         grid, extra = _row_grid(q, rows, x)
         launch("softmax_fwd", (q, *key[1:]), grid, [*xa, *ya, *extra], x, stream)
         return
@@ -1187,8 +1240,8 @@ def run_norm(
     p = chunked("norm_fwd", plan(n, T.ITEMSIZE[x.dtype]))
     p = peeled("norm", p, x.dtype, acc, n, xs[0], ys[0])
     p = persisted("norm_fwd", tailed("norm", p, n, x.dtype))
-    p = held("norm_fwd", wide("norm_fwd", p, n, x.dtype), n)
-    if p.shape == "row" and p.reps == 1 and not p.tail and p.width >= 8192:
+    p = held("norm_fwd", clustered("norm_fwd", wide("norm_fwd", p, n, x.dtype), n, x.dtype), n)
+    if p.shape == "row" and p.reps == 1 and not p.tail and not p.cluster and p.width >= 8192:
         p = dataclasses.replace(p, warps=ROW_WARPS.get("norm_fwd", p.warps))
     key = (p, x.dtype, acc, kind)
     grid, extra = _row_grid(p, rows, x)

@@ -113,7 +113,7 @@ def test_schedule_splits_cover_k(m: int, n: int, k: int, sms: int) -> None:
     no empty split (``launch`` derives K per split from the count)."""
     got = gemv_tile.schedule(m, n, k, "sm_90a", sms)
     assert got is not None
-    (bk, bn, _), splits = got
+    (bk, bn, _), splits, _ = got
     steps = -(-k // bk)
     per = -(-steps // splits)
     assert (splits - 1) * per < steps <= splits * per

@@ -386,8 +386,14 @@ pub const MID_SPLIT_MIN_K: u64 = 8192;
 /// slab); at M = 1 it ran 21.3 against 23.0 (4096x4096) and 45.4 against
 /// 43.4 (K = 14336) for 64x128 split in 4 (cuBLAS 14.9 and 32.6).
 pub const GEMV_MAX_M: u64 = 1;
-/// The gemv program's slab per K step, `[bk, bn, warps]`.
-pub const GEMV_TILE: [u32; 3] = [16, 128, 4];
+/// The gemv program's slab per K step, `[bk, bn, warps, stages]` (stages 2:
+/// the loop loads the next K step's slab before this step's FMAs).
+pub const GEMV_TILE: [u32; 4] = [16, 128, 4, 1];
+/// A narrow slab, `[bk, bn, warps, stages]`, that runs the whole of K with
+/// no split (no partials, no finishing pass: the program applies the
+/// epilogue) wherever its N tiles alone give about every SM an instance;
+/// `None`: always the split schedule above.
+pub const GEMV_UNSPLIT_TILE: Option<[u32; 4]> = None;
 /// Program instances per SM the gemv program's K split aims at (the loop is
 /// not software-pipelined: many resident slabs keep loads in flight), each
 /// split at least `GEMV_MIN_STEPS` K steps long. B1 at 1x4096x4096: 4 per
@@ -395,15 +401,27 @@ pub const GEMV_TILE: [u32; 3] = [16, 128, 4];
 pub const GEMV_CTAS_PER_SM: u64 = 4;
 pub const GEMV_MIN_STEPS: u64 = 2;
 
-/// The gemv program's schedule (block `[1, bn]`, K step `bk`) for `problem`
-/// on `arch` with `sms` SMs and its K splits, or `None` above
-/// [`GEMV_MAX_M`] rows.
+/// The gemv program's schedule (block `[1, bn]`, K step `bk`, `stages` 2
+/// where the next slab is loaded ahead) for `problem` on `arch` with `sms`
+/// SMs and its K splits (1: none), or `None` above [`GEMV_MAX_M`] rows.
 pub fn gemv_schedule(problem: &GemmProblem, arch: Arch, sms: u64) -> Option<(Schedule, u32)> {
     if problem.m == 0 || problem.m > GEMV_MAX_M {
         return None;
     }
-    let [bk, bn, warps] = GEMV_TILE;
-    let schedule = Schedule::block(&[1, bn]).k(bk).warps(warps).arch(arch);
+    let slab = |[bk, bn, warps, stages]: [u32; 4]| {
+        Schedule::block(&[1, bn])
+            .k(bk)
+            .warps(warps)
+            .stages(stages)
+            .arch(arch)
+    };
+    if let Some(t) = GEMV_UNSPLIT_TILE {
+        // Within 10 % of the SMs counts as filling them (as gemm_schedule).
+        if problem.m * problem.n.div_ceil(u64::from(t[1])) * 10 >= sms * 9 {
+            return Some((slab(t), 1));
+        }
+    }
+    let schedule = slab(GEMV_TILE);
     let splits = gemv_splits(problem, &schedule, GEMV_CTAS_PER_SM, sms);
     Some((schedule, splits))
 }
@@ -641,14 +659,15 @@ mod tests {
     #[test]
     fn gemv_schedules_split_k_to_fill_the_sms() {
         let h200 = 132;
-        let (s, splits) = gemv_schedule(&p(1, 4096, 4096, 2), Arch::Sm90a, h200).unwrap();
+        // (N = 1024: too few N tiles for the unsplit slab)
+        let (s, splits) = gemv_schedule(&p(1, 1024, 4096, 2), Arch::Sm90a, h200).unwrap();
         let (bk, bn) = (u64::from(s.k), u64::from(s.block[1]));
         assert_eq!(s.block[0], 1);
         s.validate().unwrap();
         // enough instances, none empty, each split GEMV_MIN_STEPS steps or more
         let steps = 4096u64.div_ceil(bk);
         let per = steps.div_ceil(u64::from(splits));
-        assert!(4096u64.div_ceil(bn) * u64::from(splits) >= GEMV_CTAS_PER_SM * h200);
+        assert!(1024u64.div_ceil(bn) * u64::from(splits) >= GEMV_CTAS_PER_SM * h200);
         assert!(per >= GEMV_MIN_STEPS && (u64::from(splits) - 1) * per < steps);
         // a short K is not split below GEMV_MIN_STEPS steps
         let (_, short) = gemv_schedule(&p(1, 64, 16, 2), Arch::Sm90a, h200).unwrap();
@@ -656,6 +675,19 @@ mod tests {
         // rows past GEMV_MAX_M go to the tensor-core tiles
         assert!(gemv_schedule(&p(GEMV_MAX_M + 1, 4096, 4096, 2), Arch::Sm90a, h200).is_none());
         assert!(gemv_schedule(&p(0, 4096, 4096, 2), Arch::Sm90a, h200).is_none());
+        // the unsplit slab where its N tiles fill the SMs, the split one where not
+        if let Some(t) = GEMV_UNSPLIT_TILE {
+            let wide = 4096u64.div_ceil(u64::from(t[1])) * 10 >= h200 * 9;
+            let (s, splits) = gemv_schedule(&p(1, 4096, 4096, 2), Arch::Sm90a, h200).unwrap();
+            assert_eq!((splits == 1, s.k == t[0]), (wide, wide));
+            s.validate().unwrap();
+            let (_, narrow) = gemv_schedule(&p(1, 256, 4096, 2), Arch::Sm90a, h200).unwrap();
+            assert!(narrow > 1);
+        }
+        for t in GEMV_UNSPLIT_TILE.iter().chain([&GEMV_TILE]) {
+            let s = Schedule::block(&[1, t[1]]).k(t[0]).warps(t[2]).stages(t[3]);
+            s.validate().unwrap();
+        }
     }
 
     #[test]

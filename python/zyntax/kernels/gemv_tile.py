@@ -112,13 +112,14 @@ def _module(s: Spec) -> hir.Module:
     return _kernel(s).module
 
 
-#: A gemv schedule: ((bk, bn, warps), K splits).
-GemvSchedule = tuple[tuple[int, int, int], int]
+#: A gemv schedule: ((bk, bn, warps), K splits, the next slab loaded ahead).
+GemvSchedule = tuple[tuple[int, int, int], int, bool]
 
 
 def schedule(m: int, n: int, k: int, arch: str, sms: int) -> GemvSchedule | None:
-    """((bk, bn, warps), K splits) of an M x N x K product for `sms` SMs (the
-    tile crate's ``gemv_schedule``), or None where the crate keeps it off this
+    """((bk, bn, warps), K splits, prefetch) of an M x N x K product for `sms`
+    SMs (the tile crate's ``gemv_schedule``; prefetch: its stages > 1, or
+    ``GEMV_PREFETCH``), or None where the crate keeps it off this
     program (more than ``GEMV_MAX_M`` rows there)."""
     kw: dict[str, Any] = {}
     if GEMV_FORCE is not None:
@@ -129,7 +130,7 @@ def schedule(m: int, n: int, k: int, arch: str, sms: int) -> GemvSchedule | None
     s, splits = got
     if GEMV_FORCE is not None and GEMV_FORCE[1] == 0:
         splits = 1  # K not split
-    return (s.k, s.block[1], s.warps), splits
+    return (s.k, s.block[1], s.warps), splits, s.stages > 1 or GEMV_PREFETCH
 
 
 def applies(m: int, batches: tuple[int, int, int], groups: Any) -> bool:
@@ -160,7 +161,7 @@ def launch(
     got = schedule(m, n, kk, arch, sms) if GEMV_ON else None
     if got is None:
         return False
-    (bk, bn, warps), nsplit = got
+    (bk, bn, warps), nsplit, prefetch = got
     kps = -(-kk // nsplit // bk) * bk if kk else bk  # whole K steps; no split is empty
     nsplit = max(1, -(-kk // kps))
 
@@ -193,7 +194,7 @@ def launch(
         1 if bst[2] == 1 or n == 1 else 0 if bst[1] == 1 or kk == 1 else None,
         (ta.ptr % 16 == 0, tb.ptr % 16 == 0),
         (bk, bn, warps, arch),
-        GEMV_PREFETCH,
+        prefetch,
         fin_spec if nsplit == 1 else None,
     )
     grid = (m, -(-n // bn), nsplit)

@@ -164,7 +164,10 @@ fn scratch_in(
             }
             Op::For { body, .. } => {
                 let hoisted = super::dot_mma::hoisted(program, layouts, body);
-                let staged_a = hoisted.iter().map(|&(_, a)| {
+                // (a wgmma `dot` stages its `a` in dynamic shared memory)
+                let on_mma =
+                    |&&(d, _): &&(TileId, TileId)| !super::pipeline::is_wgmma(layouts.get(d));
+                let staged_a = hoisted.iter().filter(on_mma).map(|&(_, a)| {
                     let t = program.tile(a);
                     u64::from(t.shape[0] * (t.shape[1] + MMA_PAD)) * staged_bytes(&t.elem)
                 });

@@ -60,8 +60,8 @@ pub(super) fn a_in_registers(layouts: &Layouts, a: TileId, out: TileId) -> bool 
 }
 
 /// The `dot`s of a loop `body` (not of loops inside it) whose `a` is defined
-/// before the loop and whose `A` fragments are loaded once before it:
-/// `(result, a)`.
+/// before the loop and whose `A` fragments are loaded once before it (on
+/// wgmma: `a` is staged once, `dot_wgmma.rs`): `(result, a)`.
 pub(super) fn hoisted(
     program: &TileProgram,
     layouts: &Layouts,

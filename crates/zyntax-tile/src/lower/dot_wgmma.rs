@@ -137,12 +137,20 @@ impl Lowerer<'_> {
 // when N is a multiple of 64 (attention's `V`). `a` comes from registers
 // (wgmma's RS form: a warp's `A` fragment is `mma.sync`'s, rows `16 w ..+
 // 16` of its warpgroup's 64): `P`, in this `dot`'s own accumulator layout
-// (`dot_mma::a_in_registers`), or a loop-invariant `a` whose fragments were
-// loaded before the loop (`dot_mma::hoisted`, attention's `Q`); otherwise it
-// is staged K-major beside `b` (SS form). Then `fence.proxy.async` (the
+// (`dot_mma::a_in_registers`); a loop-invariant `a` is staged once before
+// the loop (below); otherwise `a` is staged K-major beside `b` (SS form). Then `fence.proxy.async` (the
 // generic-proxy stores become visible to wgmma's async proxy), a CTA
 // barrier, one `wgmma.m64n<N>k16` per K step and repetition along M,
 // commit, `wait_group 0`.
+//
+// A loop-invariant `a` (`dot_mma::hoisted`, attention's `Q`) is staged once,
+// before the loop, K-major into a region of its own, and read by descriptor
+// (SS form) in every iteration: not as register fragments (RS form). ptxas
+// (12.9) miscompiles the RS form there: it takes the fragment registers,
+// defined before the loop and read only by the loop's `wgmma`s, for dead
+// after their last read in the body and reuses them within it (at head dim
+// 64 for P's fragments of the next `dot`), so from the second iteration on
+// the `wgmma` read P instead of Q (docs/tile.md).
 //
 // In a loop, each region has two buffers, used by even and odd iterations
 // (`Lowerer::wgmma_parity`): a buffer is written again two iterations
@@ -173,6 +181,9 @@ pub(super) struct DotRegion {
     pub double: bool,
     /// The leader that stages this `dot`'s operands, if another `dot`.
     pub staged_by: Option<TileId>,
+    /// Where a loop-invariant `a` is staged once before the loop (K-major,
+    /// one buffer), if it is.
+    pub once_a: Option<u64>,
 }
 
 fn align1024(bytes: u64) -> u64 {
@@ -240,8 +251,13 @@ fn walk(
     }
     for (n, &(_, d, a, b)) in here.iter().enumerate() {
         let (ta, tb) = (program.tile(a), program.tile(b));
-        let stage_a =
-            !dot_mma::a_in_registers(layouts, a, d) && !hoisted.iter().any(|&(h, _)| h == d);
+        let once = hoisted.iter().any(|&(h, _)| h == d);
+        let stage_a = !dot_mma::a_in_registers(layouts, a, d) && !once;
+        let once_a = once.then(|| {
+            let at = *end;
+            *end += align1024(boxed_bytes(ta.shape[0], ta.shape[1]));
+            at
+        });
         let a_bytes = if stage_a {
             align1024(boxed_bytes(ta.shape[0], ta.shape[1]))
         } else {
@@ -269,6 +285,7 @@ fn walk(
             buffer,
             double: in_loop,
             staged_by,
+            once_a,
         });
         *end += buffer * if in_loop { 2 } else { 1 };
     }
@@ -376,7 +393,6 @@ impl Lowerer<'_> {
             .ok_or_else(|| TileError::Internal("a wgmma dot without a region".into()))?;
         let smem = self.b.dyn_shared_aligned(Type::U8, 1024)?;
         let b_kmajor = b_kmajor(self.layouts.get(b), k, n);
-        let hoisted = self.hoisted_a.get(&out).cloned();
         if region.staged_by.is_none() {
             self.stage_region(&region, smem)?;
             // The later dots of the body whose operands are ready.
@@ -414,15 +430,21 @@ impl Lowerer<'_> {
         let (sixteen, atom) = (self.u32(16)?, self.u32(ATOM)?);
         // N-major `b`: from one box of 64 columns to the next.
         let b_box = self.u32(k * ROW)?;
-        let a_wg = if region.stage_a {
-            // This warpgroup's first row (64 rows of 128 bytes a box row).
-            let (c4, wg_bytes) = (self.u32(4)?, self.u32(64 * ROW)?);
-            let wg = self.b.div(self.warp, c4)?;
-            let off = self.b.mul(wg, wg_bytes)?;
-            let off = self.b.add(off, a_base)?;
-            Some(self.b.ptr_add(smem, off)?)
-        } else {
-            None
+        let a_at = match region.once_a {
+            Some(at) => Some(self.u32(at as u32)?),
+            None if region.stage_a => Some(a_base),
+            None => None,
+        };
+        let a_wg = match a_at {
+            Some(at) => {
+                // This warpgroup's first row (64 rows of 128 bytes a box row).
+                let (c4, wg_bytes) = (self.u32(4)?, self.u32(64 * ROW)?);
+                let wg = self.b.div(self.warp, c4)?;
+                let off = self.b.mul(wg, wg_bytes)?;
+                let off = self.b.add(off, at)?;
+                Some(self.b.ptr_add(smem, off)?)
+            }
+            None => None,
         };
         let b_ptr = self.b.ptr_add(smem, b_base)?;
         let yes = self.b.bconst(true)?;
@@ -431,9 +453,7 @@ impl Lowerer<'_> {
         let mut a_ops = vec![Vec::new(); reps as usize];
         for (rep, ops) in a_ops.iter_mut().enumerate() {
             for ks in 0..k / 16 {
-                let op = if let Some(h) = &hoisted {
-                    h[rep][ks as usize]
-                } else if let Some(a_wg) = a_wg {
+                let op = if let Some(a_wg) = a_wg {
                     // Box ks / 4 of 64 K, the repetition's rows, 32 bytes a K step.
                     let rows = 16 * warps * rep as u32;
                     let at = (u64::from(ks / 4) * boxed_bytes(m, 64)) as u32
@@ -471,6 +491,31 @@ impl Lowerer<'_> {
         self.b.wgmma_commit_group()?;
         self.b.wgmma_wait_group(0)?;
         self.unpack_accs(out, &accs, m, n, out)
+    }
+
+    /// Stages the loop-invariant `a` of the wgmma `dot` `out` once, before
+    /// its loop, into the region's `once_a` (see above), then
+    /// `fence.proxy.async` and a barrier.
+    pub(super) fn stage_once_a(&mut self, out: TileId, a: TileId) -> TileResult<()> {
+        let ring = super::pipeline::dynamic_bytes(
+            self.program,
+            self.layouts,
+            &self.program.body,
+            self.schedule.stages,
+        );
+        let (regions, _) = dot_regions(self.program, self.layouts, ring);
+        let at = regions
+            .iter()
+            .find(|r| r.out == out)
+            .and_then(|r| r.once_a)
+            .ok_or_else(|| TileError::Internal("a hoisted wgmma dot without a region".into()))?;
+        let smem = self.b.dyn_shared_aligned(Type::U8, 1024)?;
+        let base = self.u32(at as u32)?;
+        // K-major: rows are M (dim 0), boxes of 64 K.
+        self.stage_swizzled(a, smem, base, 0)?;
+        self.b.fence_proxy_async()?;
+        self.b.barrier()?;
+        Ok(())
     }
 
     /// Stores the owned elements of 2-D `tile` at byte `base` of `smem` in

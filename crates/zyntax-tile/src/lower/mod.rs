@@ -666,7 +666,11 @@ impl Lowerer<'_> {
     ) -> TileResult<()> {
         let (lo, hi, step) = (self.scalar(lo)?, self.scalar(hi)?, self.scalar(step)?);
         for (out, a) in dot_mma::hoisted(self.program, self.layouts, body) {
-            self.hoist_a(out, a)?;
+            if pipeline::is_wgmma(self.layouts.get(out)) {
+                self.stage_once_a(out, a)?; // SS form (dot_wgmma.rs says why)
+            } else {
+                self.hoist_a(out, a)?;
+            }
         }
         let init = self.flatten(inits)?;
         let frame = self.b.begin_for(lo, hi, step, &init)?;

@@ -236,3 +236,49 @@ def test_wide_and_held_rows(rows: int, n: int, dt: str, monkeypatch: pytest.Monk
         dx = poisoned(x.shape, dtype)
         kernels.cross_entropy_backward(dl, x, t, out=dx)
         assert rel_err(dx, g64) < TOL[dt]
+
+
+@pytest.mark.parametrize("dt", ["f32", "bf16"])
+@pytest.mark.parametrize(("ctas", "warps"), [(2, 32), (4, 32), (8, 16)])
+@pytest.mark.parametrize(("rows", "n"), [(300, 50257), (280, 128256)])
+def test_cluster_rows(
+    rows: int, n: int, ctas: int, warps: int, dt: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Chunked rows split over a cluster of CTAs (rows_tile.CLUSTER: the
+    norms' and softmax forward, the statistics combined through distributed
+    shared memory), aligned and unaligned (peeled) rows, against float64
+    with outputs poisoned; enough rows that softmax is not split."""
+    from zyntax.kernels import rows_tile
+
+    if ctas == 2 and n > 65536:
+        pytest.skip("a 128256-wide row over 2 CTAs holds 63 elements a thread")
+    monkeypatch.setattr(rows_tile, "WIDE", frozenset())
+    monkeypatch.setattr(rows_tile, "CLUSTER", {"softmax_fwd": ctas, "norm_fwd": ctas})
+    monkeypatch.setattr(rows_tile, "CLUSTER_MIN", 0)
+    monkeypatch.setattr(rows_tile, "CLUSTER_WARPS", warps)
+    plans: list[Any] = []
+    real = rows_tile.launch
+
+    def spy(name: str, key: Any, *rest: Any) -> None:
+        plans.append((name, key[0]))
+        real(name, key, *rest)
+
+    monkeypatch.setattr(rows_tile, "launch", spy)
+    for f in (kernels.softmax, kernels.layer_norm, kernels.rms_norm):
+        f.plans.clear()
+    dtype = DTYPES[dt]
+    base = torch.randn(rows, n + 1, device=DEV, dtype=dtype) * 3 + 1
+    w, b = torch.randn(n, device=DEV, dtype=dtype), torch.randn(n, device=DEV, dtype=dtype)
+    for x in (base[:, :n].contiguous(), base[:, 1:]):
+        x64 = x.double()
+        y = poisoned(x.shape, dtype)
+        kernels.softmax(x, out=y)
+        assert rel_err(y, torch.softmax(x64, -1)) < TOL[dt]
+        y = poisoned(x.shape, dtype)
+        kernels.layer_norm(x, w, b, 1e-5, out=y)
+        assert rel_err(y, F.layer_norm(x64, (n,), w.double(), b.double(), 1e-5)) < TOL[dt]
+        y = poisoned(x.shape, dtype)
+        kernels.rms_norm(x, w, 1e-5, out=y)
+        ref = x64 * torch.rsqrt((x64 * x64).mean(-1, keepdim=True) + 1e-5) * w.double()
+        assert rel_err(y, ref) < TOL[dt]
+    assert [p.cluster for _, p in plans] == [ctas] * 6, plans

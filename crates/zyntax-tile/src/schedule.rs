@@ -361,6 +361,9 @@ pub const FFMA_TILES: [[u32; 5]; 3] = [[64, 64, 16, 4, 1], [32, 32, 16, 4, 1], [
 /// 64x64 split in 5 and 0.45 unsplit (cuBLAS 0.87 in that run); at
 /// 16x14336x4096 37 against 28 for 64x64 (which filled the SMs unsplit).
 pub const WGMMA_SMALL_M_TILE: [u32; 5] = [64, 128, 64, 4, 4];
+/// Rows up to which products take [`WGMMA_SMALL_M_TILE`] (and split K to
+/// fill the SMs) instead of the table's first tile that fills them.
+pub const WGMMA_SMALL_M_MAX: u64 = 64;
 /// When the output has fewer tiles than the GPU has SMs, K is split until
 /// the grid has `SPLIT_WAVES` CTAs per SM, each split at least
 /// `SPLIT_MIN_STEPS` K steps long. One wave: on an H200 (session 12 B1,
@@ -477,7 +480,7 @@ pub fn gemm_schedule(problem: &GemmProblem, batch: u64, arch: Arch, sms: u64) ->
             return (s, u32::try_from(splits).unwrap_or(u32::MAX));
         }
     }
-    let pick = if hopper16 && problem.m <= 64 {
+    let pick = if hopper16 && problem.m <= WGMMA_SMALL_M_MAX {
         &WGMMA_SMALL_M_TILE
     } else {
         // A tile count within 10 % of the SMs counts as filling them: at

@@ -4,6 +4,10 @@ schedules x K splits against cuBLAS, device time, and the host time per call.
 Usage on a GPU machine (see docs/gpu-runs.md):
 
     python benches/gemm_decode.py [--out-dir DIR] [--quick] [--shapes 1x4096x4096,...]
+        [--entries gemv:32x128x4:4,...] [--no-host] [--defaults-only]
+
+A shape ``MxNxK+bias`` (``+gelu``: bias and GELU) times the fused epilogue
+against cuBLAS's ``addmm`` (and its GELU after it).
 
 Ladder: for each shape (M x N x K, bf16, row-major), cuBLAS
 (``torch.matmul``), ``zyntax.kernels.matmul`` with its own choice, and the
@@ -142,7 +146,12 @@ def _entry(text: str) -> Entry:
     return (route, tuple(int(x) for x in rest[0].split("x")), int(rest[1]))
 
 
-def sweep(torch: Any, zk: Any, m: int, n: int, k: int, iters: int) -> list[dict[str, Any]]:
+def sweep(
+    torch: Any, zk: Any, m: int, n: int, k: int, iters: int, epi: str = ""
+) -> list[dict[str, Any]]:
+    """The rows of one shape; `epi` "bias" or "gelu" (bias and GELU, tanh
+    form) adds an epilogue: cuBLAS runs ``addmm`` (and
+    ``gelu(approximate="tanh")`` after it), zyntax the fused epilogue."""
     from zyntax.kernels import gemm_tile as gt
     from zyntax.kernels import gemv_tile as gv
 
@@ -150,13 +159,32 @@ def sweep(torch: Any, zk: Any, m: int, n: int, k: int, iters: int) -> list[dict[
     As = [torch.randn(m, k, device="cuda").bfloat16() / k**0.25 for _ in range(copies)]
     Bs = [torch.randn(k, n, device="cuda").bfloat16() / k**0.25 for _ in range(copies)]
     c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    bias = torch.randn(n, device="cuda").bfloat16() if epi else None
+    act = "gelu" if epi == "gelu" else None
     ref = As[0].double() @ Bs[0].double()
+    if bias is not None:
+        ref = ref + bias.double()
+    if act:
+        ref = torch.nn.functional.gelu(ref, approximate="tanh")
     rows: list[dict[str, Any]] = []
+
+    def cublas(i: int) -> None:
+        if bias is None:
+            torch.matmul(As[i], Bs[i], out=c)
+            return
+        torch.addmm(bias, As[i], Bs[i], out=c)
+        if act:
+            torch.nn.functional.gelu(c, approximate="tanh")  # a new tensor, as a model's
+
+    def ours(mm: Any) -> Any:
+        return lambda i: mm(As[i], Bs[i], c, bias=bias, activation=act)
 
     def timed(impl: str, fn: Any, **more: Any) -> None:
         try:
             c.fill_(float("nan"))
             fn(0)
+            if act and impl == "cublas":  # its GELU's output is not c
+                c.copy_(torch.nn.functional.gelu(c, approximate="tanh"))
             err = ((c.double() - ref).norm() / ref.norm()).item()
             # and element by element: one wrong column hides in a norm
             worst = ((c.double() - ref).abs().max() / ref.abs().max()).item()
@@ -172,8 +200,9 @@ def sweep(torch: Any, zk: Any, m: int, n: int, k: int, iters: int) -> list[dict[
         rows.append({"impl": impl, "us": ms * 1e3, "rel_err": err, "GB_per_s": gbs, **more})
         print(f"  {m}x{n}x{k} {impl:<34} {ms * 1e3:8.2f} us {gbs:7.0f} GB/s  err {err:.1e}")
 
-    timed("cublas", lambda i: torch.matmul(As[i], Bs[i], out=c))
-    timed("zyntax", lambda i: zk.matmul(As[i], Bs[i], c), variant=zk.choose_variant(As[0], Bs[0]))
+    timed("cublas", cublas)
+    variant = zk.choose_variant(As[0], Bs[0], bias=bias, activation=act)
+    timed("zyntax", ours(zk.matmul), variant=variant)
     entries: list[Entry] = [("tensorcore", (), 0), *LADDER["small" if m <= 64 else "mid"]]
     if DEFAULTS.get("defaults_only"):  # the library's choice and the tensor-core route only
         entries = entries[:1]
@@ -186,7 +215,7 @@ def sweep(torch: Any, zk: Any, m: int, n: int, k: int, iters: int) -> list[dict[
         _forced(entry)
         try:
             name = f"tile_{route}_{'x'.join(map(str, cfg))}_{n_}" if cfg else f"tile_{route}"
-            timed(name, lambda i: gt.matmul(As[i], Bs[i], c))
+            timed(name, ours(gt.matmul))
         finally:
             _forced(None)
     return rows
@@ -198,7 +227,12 @@ def main() -> int:
         "--out-dir", type=Path, default=Path("."), help="gemm_decode-<device>-<date>.json goes here"
     )
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--shapes", default="", help="comma-separated MxNxK (default: SHAPES)")
+    p.add_argument(
+        "--shapes",
+        default="",
+        help="comma-separated MxNxK, each optionally +bias or +gelu (bias and GELU) "
+        "(default: SHAPES)",
+    )
     p.add_argument("--no-host", action="store_true", help="skip the host time per call")
     p.add_argument(
         "--defaults-only", action="store_true", help="no ladder: cuBLAS, zyntax, tile_tensorcore"
@@ -222,22 +256,27 @@ def main() -> int:
     if args.entries is not None:
         DEFAULTS["entries"] = [_entry(e) for e in args.entries.split(",") if e]
 
-    shapes = SHAPES
+    shapes: list[tuple[int, int, int, str]] = [(*s, "") for s in SHAPES]
     if args.shapes:
-        shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",")]  # type: ignore[misc]
+        shapes = []
+        for text in args.shapes.split(","):  # MxNxK[+bias|+gelu]
+            dims, _, epi = text.partition("+")
+            m_, n_, k_ = (int(x) for x in dims.split("x"))
+            shapes.append((m_, n_, k_, epi))
     res = Results("gemm_decode", torch.cuda.get_device_name(0))
     res.notes["timing"] = "device"
     res.notes["host"] = {}
     iters = 10 if args.quick else 30
-    for m, n, k in shapes:
+    for m, n, k, epi in shapes:
+        case = f"{m}x{n}x{k}" + (f"+{epi}" if epi else "")
         if not args.no_host:
             h = host_us(torch, zk, m, n, k)
             res.notes["host"][f"{m}x{n}x{k}"] = h
             print(f"  host {m}x{n}x{k}: first {h['first_call_us']:.0f} us, repeat "
                   f"{h['repeat_call_us']:.2f} us")  # fmt: skip
-        for row in sweep(torch, zk, m, n, k, iters):
+        for row in sweep(torch, zk, m, n, k, iters, epi):
             more = {key: v for key, v in row.items() if key not in ("impl", "us")}
-            res.add(f"{m}x{n}x{k}", row["impl"], "us", row["us"], True, m=m, n=n, k=k, **more)
+            res.add(case, row["impl"], "us", row["us"], True, m=m, n=n, k=k, **more)
         torch.cuda.empty_cache()
         res.write(args.out_dir)  # kept if a time limit stops the run
     res.notes["device_time_starved"] = len(STARVED)

@@ -18,16 +18,19 @@ adds pipelines.
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
+import struct
+import sys
 import time
 from typing import Any
 
-from _common import Results, best_of, event_median_ms, optional, parse_args
+from _common import ROOT, Results, best_of, event_median_ms, optional, parse_args
 from fusion import fused_nest_spec
 from tiling import matmul_spec
 
-from zyntax import _native, compiler, cuda
+from zyntax import _native, compiler, cuda, ptxinfo
 from zyntax.tiling import nest_to_tile
 
 #: name -> pass pipeline (None: the level's default, LLVM's ``default<O3>``).
@@ -37,9 +40,10 @@ PIPELINES: dict[str, str | None] = {
     # what a tile program needs after the tile layer: scalar replacement,
     # CSE, one instcombine, CFG cleanup, loop-invariant code hoisted (without
     # licm the f32 FFMA nest's PTX made ptxas spill; without instcombine the
-    # bf16 one's)
+    # bf16 one's) and alignment inferred (without it the code generator's
+    # load/store vectorizer left a third of the 16-byte accesses scalar)
     "kernel": "function(sroa,early-cse,instcombine<no-verify-fixpoint>,simplifycfg,"
-    "loop-mssa(licm))",
+    "loop-mssa(licm),infer-alignment)",
 }
 
 #: case -> (spec, operand dtype, M, N, K)
@@ -145,8 +149,96 @@ def run_case(args: Any, res: Results, torch: Any, case: str, arch: str) -> None:
         report("cublas", lambda i: torch.matmul(As[i], Bs[i], out=C))
 
 
+def sass_bytes(cubin: bytes) -> dict[str, int]:
+    """Bytes of machine code per kernel: the ``.text.<kernel>`` sections of
+    the ELF cubin (16 bytes an instruction on sm_70+)."""
+    shoff, shentsize, shnum, shstrndx = struct.unpack_from("<Q10xHHH", cubin, 0x28)
+
+    def section(i: int) -> tuple[int, int, int]:
+        name, _, _, _, off, size = struct.unpack_from("<IIQQQQ", cubin, shoff + i * shentsize)
+        return name, off, size
+
+    strtab = section(shstrndx)[1]
+    out = {}
+    for i in range(shnum):
+        name_at, _, size = section(i)
+        end = cubin.index(b"\0", strtab + name_at)
+        name = cubin[strtab + name_at : end].decode()
+        if name.startswith(".text."):
+            out[name[6:]] = size
+    return out
+
+
+def library_corpus() -> dict[str, tuple[Any, str]]:
+    """name -> (HIR module, arch): the nest kernels and the library modules
+    tests/python/test_kernels_ptx.py assembles (row kernels, reductions,
+    saxpy, attention on mma.sync), plus the library's bf16 WS matmul."""
+    sys.path.insert(0, str(ROOT / "tests" / "python"))
+    kp = importlib.import_module("test_kernels_ptx")
+    g = importlib.import_module("zyntax.kernels.gemm_tile")
+    out = {
+        case: (nest_to_tile(CASES[case][0], arch="sm_90a").kernel.module, "sm_90a")
+        for case in CASES
+    }
+    for name, (build, key) in kp.MEMORY_BOUND.items():
+        out[name] = (build(*key), "sm_90")
+    for d, causal in sorted(kp.attention.SHAPES)[:2]:
+        atoms, bn = kp.attention.SHAPES[d, causal]
+        out[f"attention_d{d}_causal{int(causal)}"] = (
+            kp.attention._build("bf16", d, causal, atoms, bn),
+            "sm_90",
+        )
+    sched, ws = g.ws_schedule(4096, 4096, 4096, 132)
+    spec = g.Spec(
+        "bf16",
+        "bf16",
+        None,
+        None,
+        2,
+        2,
+        1,
+        1,
+        (True,) * 3,
+        0,
+        False,
+        sched,
+        ws=True,
+        ws_opts=(ws[0], bool(ws[1]), ws[2], bool(ws[3])),
+    )
+    out["library_matmul_bf16_ws_4096"] = (g._module(spec), "sm_90a")
+    return out
+
+
+def static_compare(res: Results) -> None:
+    """Each corpus module with each pipeline: CPU ms of the compile, and per
+    kernel ptxas' registers, spilled bytes and SASS bytes (no GPU needed)."""
+    for name, (module, arch) in library_corpus().items():
+        for pname, passes in PIPELINES.items():
+            c0 = time.process_time()
+            out = _native.compile_ptx(module, arch, passes=passes)
+            res.add(f"static_{name}", pname, "cpu_ms", (time.process_time() - c0) * 1e3, True)
+            asm = compiler.validate_ptx(out["ptx"], arch)
+            code = sass_bytes(asm.cubin)
+            for kernel, r in ptxinfo.ptxas_resources(asm.log).items():
+                res.notes[f"static_{name}_{pname}_{kernel}"] = row = {
+                    "registers": r.get("registers"),
+                    "spill_store_bytes": r.get("spill_store_bytes"),
+                    "stack_bytes": r.get("stack_bytes"),
+                    "sass_bytes": code.get(kernel),
+                    "ptx_v4": out["ptx"].count(".v4."),
+                }
+                print(f"    {name} {pname} {kernel}: {row}")
+
+
 def main() -> None:
-    args = parse_args(__doc__.splitlines()[0])
+    args = parse_args(
+        __doc__.splitlines()[0],
+        lambda p: p.add_argument(
+            "--static",
+            action="store_true",
+            help="only compile the library corpus with each pipeline (registers, SASS bytes)",
+        ),
+    )
     torch = optional("torch")
     gpu = torch is not None and torch.cuda.is_available()
     if gpu:
@@ -163,6 +255,10 @@ def main() -> None:
         for item in extra.split(";"):
             name, _, passes = item.partition("=")
             PIPELINES[name.strip()] = passes.strip() or None
+    if args.static:
+        static_compare(res)
+        res.write(args.out_dir)
+        return
     only = os.environ.get("PIPELINE_CASES")
     for case in only.split(",") if only else CASES:
         run_case(args, res, torch, case, arch)

@@ -127,6 +127,7 @@ def _forced(entry: Entry | None) -> None:
         elif route == "ws":
             bm, bn, _, warps, stages = sched
             gt.WS_FORCE = ((bm, bn, warps, stages), 0, False)
+            gt.FORCE = (sched, 1)  # type: ignore[assignment]  # unsplit: the persistent kernel
         elif route == "split":
             gt.FORCE = (sched, n)  # type: ignore[assignment]
             gt.WS_SPLIT_MAX_M = 256

@@ -751,13 +751,15 @@ def test_norm_forward_row_warps(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize("n", [300, 1000])
 @pytest.mark.parametrize("dtype", ["f32", "bf16"])
-def test_cluster_rows(n: int, dtype: str, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("persist", [0, 1])
+def test_cluster_rows(n: int, dtype: str, persist: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """Chunked rows split over a cluster of CTAs (``CLUSTER``: the norms'
     and softmax forward; the tile layer's reductions combine the cluster
     through distributed shared memory), shrunk to 64-column tiles on 2
     warps: 4 CTAs a row for the norms, 2 for softmax, aligned (peeled) and
-    unaligned rows, outputs poisoned, against float64; each launch's plan
-    asserted."""
+    unaligned rows, outputs poisoned, against float64; with `persist`
+    (``CLUSTER_PERSIST``) two clusters loop over the rows, loading the next
+    row before this one's reductions; each launch's plan asserted."""
     ml = pytest.importorskip("ml_dtypes") if dtype == "bf16" else None
     nd = np.float32 if ml is None else ml.bfloat16
     tol = 1e-5 if ml is None else 2e-2
@@ -771,6 +773,7 @@ def test_cluster_rows(n: int, dtype: str, monkeypatch: pytest.MonkeyPatch) -> No
         "CLUSTER_MIN": 0,
         "CLUSTER_TILE": 64,
         "CLUSTER_WARPS": 2,
+        "CLUSTER_PERSIST": {"norm_fwd": persist, "softmax_fwd": persist},
     }.items():
         monkeypatch.setattr(rows_tile, k, v)
     plans: list[Any] = []
@@ -802,7 +805,8 @@ def test_cluster_rows(n: int, dtype: str, monkeypatch: pytest.MonkeyPatch) -> No
         for name, plan, grid in plans:
             c = 2 if name == "softmax_fwd" else 4
             assert (plan.shape, plan.cluster, plan.width) == ("row", c, 64), (name, plan)
+            assert plan.persist == persist
             # The slices cover the row and its peel's head.
             assert c * plan.reps * 64 >= n + (7 if plan.peel else 0)
-            assert grid == (rows * c,)
+            assert grid == ((2 if persist else rows) * c,)
         assert len(plans) == 3

@@ -158,6 +158,10 @@ HELD_REVERSE = False
 #: and the row is read from memory once, not twice as in the chunk loops.
 CLUSTER: dict[str, int] = {}
 CLUSTER_MIN, CLUSTER_TILE, CLUSTER_WARPS = 65536, 8192, 32
+#: Programs whose cluster rows loop over rows (``Plan.persist``: that many
+#: CTAs per SM, a cluster taking every G-th row) loading the next row's
+#: slice before this row's reductions (softmax and the norms' forward).
+CLUSTER_PERSIST: dict[str, int] = {}
 #: The norm backward of whole rows, by plan shape: "fused" (one program
 #: writes dx and accumulates dweight/dbias partial sums over its rows; x and
 #: dy read once) or "split" (dx, then a column-block program reading x and
@@ -315,6 +319,7 @@ def clustered(name: str, p: Plan, n: int, dtype: str) -> Plan:
         reps=reps,
         tail=0,
         cluster=c,
+        persist=CLUSTER_PERSIST.get(name, 0),
     )
 
 
@@ -417,6 +422,39 @@ class _P:
         rank = t.scalar_binary("and", pid, c - 1)
         c0 = t.scalar_binary("add", self.head(row), rank * (self.p.reps * self.p.width))
         return row, self.pieces(c0)
+
+    def prefetched_rows(
+        self,
+        x: tile.View,
+        body: Callable[[Any, list[Any], list[tile.Tile]], None],
+        other: float = 0.0,
+    ) -> None:
+        """Whole rows (one a program instance or cluster, ``Plan.persist``):
+        instance (cluster) g of G, the u32 parameter "instances", takes rows
+        g, g + G, .., and loads each row's tiles before the previous row's
+        reductions (carried through the loop as loaded): body(row, pieces,
+        f32 tiles) per row."""
+        t, c = self.t, self.p.cluster
+        pid = t.program_id(0)
+        g = t.scalar_param("instances", "u32")
+        first, off = pid, 0
+        if c:
+            first = t.scalar_binary("shr", pid, c.bit_length() - 1)
+            off = t.scalar_binary("and", pid, c - 1) * (self.p.reps * self.p.width)
+
+        def segs(row: Any) -> list[tuple[Any, tuple[int, int]]]:
+            h = self.head(row)
+            return self.pieces(h if isinstance(off, int) else t.scalar_binary("add", h, off))
+
+        def raw(row: Any) -> list[tile.Tile]:
+            return [t.load(x, (row, c0), sh, other=other) for c0, sh in segs(row)]
+
+        def step(_t: tile.Builder, row: tile.Scalar, cur: list[Any]) -> list[Any]:
+            nxt = raw(row + g)
+            body(row, segs(row), [v if v.dtype == "f32" else v.cast("f32") for v in cur])
+            return nxt
+
+        t.for_range(first, x.dim(0), g, raw(first), step)
 
     def _fold_pieces(
         self, xs: Sequence[tile.Tile], op: Callable[..., tile.Tile]
@@ -571,13 +609,19 @@ def _softmax_fwd(P: _P) -> None:
     x, y = P.view("x"), P.view("y")
     W = P.shape[1]
     if P.p.shape != "chunks":
+
+        def whole(r0: Any, segs: list[tuple[Any, tuple[int, int]]], vs: list[tile.Tile]) -> None:
+            m = P.rowmax(vs)
+            es = [(v - P.bc(m, v.shape)).exp() for v in vs]
+            r = 1.0 / P.rowsum(es)
+            for (c, sh), e in zip(segs, es, strict=True):
+                P.store(y, (r0, c), e * P.bc(r, sh))
+
+        if P.p.persist:
+            P.prefetched_rows(x, whole, NEG_INF)
+            return
         r0, segs = P.whole_rows()
-        vs = [P.load(x, (r0, c), sh, NEG_INF) for c, sh in segs]
-        m = P.rowmax(vs)
-        es = [(v - P.bc(m, v.shape)).exp() for v in vs]
-        r = 1.0 / P.rowsum(es)
-        for (c, sh), e in zip(segs, es, strict=True):
-            P.store(y, (r0, c), e * P.bc(r, sh))
+        whole(r0, segs, [P.load(x, (r0, c), sh, NEG_INF) for c, sh in segs])
         return
     n, sh = x.dim(1), (1, W)
 
@@ -703,27 +747,48 @@ def _norm_views(P: _P, kind: str) -> tuple[Any, ...]:
     return x, y, w, b, eps, inv_n
 
 
+def _norm_fwd_whole(
+    P: _P,
+    r0: Any,
+    segs: list[tuple[Any, tuple[int, int]]],
+    vs: list[tile.Tile],
+    views: tuple[Any, ...],
+    col: tuple[int, int],
+    centre: bool,
+) -> None:
+    """y of whole rows r0.. from their f32 tiles `vs` (at `segs`)."""
+    x, y, w, b, eps, inv_n = views
+    if centre:
+        mean = P.rowsum(vs) * P.splat(inv_n, col)
+        vs = [
+            P.zero_where_not(P.lt(P.cols(c, sh), x.dim(1)), v - P.bc(mean, sh))
+            for (c, sh), v in zip(segs, vs, strict=True)
+        ]
+    var = P.rowsum([v * v for v in vs]) * P.splat(inv_n, col)
+    rstd = P.unary("rsqrt", var + P.splat(eps, col))
+    for (c, sh), v in zip(segs, vs, strict=True):
+        out = v * P.bc(rstd, sh) * P.bc(P.load(w, (0, c), (1, sh[1])), sh)
+        if b is not None:
+            out = out + P.bc(P.load(b, (0, c), (1, sh[1])), sh)
+        P.store(y, (r0, c), out)
+
+
 def _norm_fwd(P: _P, kind: str) -> None:
     """kind: "layer" (weight and bias), "layer_nobias", "rms"."""
     x, y, w, b, eps, inv_n = _norm_views(P, kind)
     centre = kind != "rms"
     R, W = P.shape
     if P.p.shape != "chunks":
-        (r0, segs), col = P.whole_rows(), (R, 1)
-        vs = [P.load(x, (r0, c), sh) for c, sh in segs]
-        if centre:
-            mean = P.rowsum(vs) * P.splat(inv_n, col)
-            vs = [
-                P.zero_where_not(P.lt(P.cols(c, sh), x.dim(1)), v - P.bc(mean, sh))
-                for (c, sh), v in zip(segs, vs, strict=True)
-            ]
-        var = P.rowsum([v * v for v in vs]) * P.splat(inv_n, col)
-        rstd = P.unary("rsqrt", var + P.splat(eps, col))
-        for (c, sh), v in zip(segs, vs, strict=True):
-            out = v * P.bc(rstd, sh) * P.bc(P.load(w, (0, c), (1, sh[1])), sh)
-            if b is not None:
-                out = out + P.bc(P.load(b, (0, c), (1, sh[1])), sh)
-            P.store(y, (r0, c), out)
+        col = (R, 1)
+
+        def whole(r0: Any, segs: list[tuple[Any, tuple[int, int]]], vs: list[tile.Tile]) -> None:
+            _norm_fwd_whole(P, r0, segs, vs, (x, y, w, b, eps, inv_n), col, centre)
+
+        if P.p.persist:
+            P.prefetched_rows(x, whole)
+            return
+        r0, segs = P.whole_rows()
+        whole(r0, segs, [P.load(x, (r0, c), sh) for c, sh in segs])
         return
     # Shifted sums in one pass (shift = the row's first element, so large
     # means cancel before squaring), then the write pass.
@@ -1169,9 +1234,11 @@ def _row_grid(p: Plan, rows: int, where: T.Tensor) -> tuple[tuple[int], list[Any
     if not p.persist:
         grid = (rows * p.cluster,) if p.cluster else _grid(p, rows)
         return grid, []
-    cap = p.persist * T.sm_count(where.device) if where.on_gpu else 2
+    # With a cluster of c CTAs: g clusters, c·g CTAs.
+    c = max(1, p.cluster)
+    cap = p.persist * T.sm_count(where.device) // c if where.on_gpu else 2
     g = max(1, min(rows, cap))
-    return (g,), [g]
+    return (g * c,), [g]
 
 
 def run_softmax(x: T.Tensor, y: T.Tensor, stream: Any) -> None:

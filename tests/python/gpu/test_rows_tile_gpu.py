@@ -239,15 +239,25 @@ def test_wide_and_held_rows(rows: int, n: int, dt: str, monkeypatch: pytest.Monk
 
 
 @pytest.mark.parametrize("dt", ["f32", "bf16"])
-@pytest.mark.parametrize(("ctas", "warps"), [(2, 32), (4, 32), (8, 16)])
+@pytest.mark.parametrize(
+    ("ctas", "warps", "persist"), [(2, 32, 0), (4, 32, 0), (8, 16, 0), (8, 32, 1)]
+)
 @pytest.mark.parametrize(("rows", "n"), [(300, 50257), (280, 128256)])
 def test_cluster_rows(
-    rows: int, n: int, ctas: int, warps: int, dt: str, monkeypatch: pytest.MonkeyPatch
+    rows: int,
+    n: int,
+    ctas: int,
+    warps: int,
+    persist: int,
+    dt: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Chunked rows split over a cluster of CTAs (rows_tile.CLUSTER: the
     norms' and softmax forward, the statistics combined through distributed
     shared memory), aligned and unaligned (peeled) rows, against float64
-    with outputs poisoned; enough rows that softmax is not split."""
+    with outputs poisoned; enough rows that softmax is not split; with
+    `persist` (CLUSTER_PERSIST) the clusters loop over rows, loading the
+    next row's slices before this row's reductions."""
     from zyntax.kernels import rows_tile
 
     if ctas == 2 and n > 65536:
@@ -256,6 +266,7 @@ def test_cluster_rows(
     monkeypatch.setattr(rows_tile, "CLUSTER", {"softmax_fwd": ctas, "norm_fwd": ctas})
     monkeypatch.setattr(rows_tile, "CLUSTER_MIN", 0)
     monkeypatch.setattr(rows_tile, "CLUSTER_WARPS", warps)
+    monkeypatch.setattr(rows_tile, "CLUSTER_PERSIST", {"softmax_fwd": persist, "norm_fwd": persist})
     plans: list[Any] = []
     real = rows_tile.launch
 
@@ -281,4 +292,4 @@ def test_cluster_rows(
         kernels.rms_norm(x, w, 1e-5, out=y)
         ref = x64 * torch.rsqrt((x64 * x64).mean(-1, keepdim=True) + 1e-5) * w.double()
         assert rel_err(y, ref) < TOL[dt]
-    assert [p.cluster for _, p in plans] == [ctas] * 6, plans
+    assert [(p.cluster, p.persist) for _, p in plans] == [(ctas, persist)] * 6, plans

@@ -114,6 +114,8 @@ def test_windows(window: Any, causal: bool) -> None:
         ("UNIFORM", 128),
         ("DQ_SWIZZLE", 64),
         ("DQ_SWIZZLE", 128),
+        ("DEFER_DQ", 64),
+        ("DEFER_DQ", 128),
     ],
 )
 def test_forms(monkeypatch: pytest.MonkeyPatch, form: str, d: int) -> None:

@@ -449,7 +449,8 @@ def launch(
 
     if dq32 is not None:
         key_cast = (tq.dtype, td, pre_bm, 4)
-        args = [*_args(dq32), *_args(dq), heads, float(scale)]
+        # The sm_90a kernel adds dQ scaled, the dkdv program unscaled.
+        args = [*_args(dq32), *_args(dq), heads, 1.0 if sm90 else float(scale)]
         grid = (-(-sq // pre_bm), bsz * heads, 1)
         if sq:
             name = build_dq_cast(*key_cast).name

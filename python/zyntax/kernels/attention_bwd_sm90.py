@@ -95,6 +95,7 @@ def build(
     kv_regs: bool = False,
     dq_swizzle: bool = False,
     uniform: bool = False,
+    defer_dq: bool = False,
 ) -> hir.Module:
     """The kernel for `dtype`, head dim `head_dim` (64, 96 or 128; 96 runs
     on tiles of 128 as the forward's: the TMA unit fills the columns past
@@ -123,7 +124,12 @@ def build(
     dQ-B descriptors are re-derived every step from the warpgroup index
     broadcast by a shuffle (warp-uniform to ptxas, as CUTLASS's canonical
     warp-group index; not hoisted by LLVM), not held as ~24 loop-invariant
-    register pairs: no spills at head dim 128 (60 bytes without)."""
+    register pairs: no spills at head dim 128 (60 bytes without).
+    `defer_dq`: step i's dQ tile is written to shared memory in step i + 1,
+    after its Sᵀ and dPᵀ are issued, so that those products run on the
+    tensor cores while the tile is stored (else the tensor cores idle from
+    the end of dQ's product to the next step's Sᵀ)."""
+    assert not (defer_dq and (late_dk or pingpong)), "defer_dq: not with late_dk, pingpong"
     assert head_dim in HEAD_DIMS
     assert not kv_regs or head_dim == 64, "kv_regs: head dim 64 (registers)"
     d = tile_dim(head_dim)  # the tiles' head dim
@@ -144,6 +150,7 @@ def build(
     name += "_kvregs" if kv_regs else ""
     name += "_dqsw" if dq_swizzle else ""
     name += "_uni" if uniform else ""
+    name += "_defer" if defer_dq else ""
     m = hir.Module(name, targets=["sm_90a"])
     params = [hir.tensormap] * 5
     params += [hir.ptr("global", hir.f32)] * 2 + [hir.ptr("global", elem)] * 2
@@ -369,6 +376,45 @@ def build(
             if pingpong:
                 per_wg(lambda: b.named_barrier_arrive(4, 256), second)
 
+        def store_dq(accs: list[list[hir.Value]], parity: Any = None, real: Any = None) -> None:
+            """Writes a step's dQ pieces (64 columns each, scaled) into
+            this consumer's tile and hands it to the writer; first waits for
+            the writer to have read the last one (mbarrier phase `parity`,
+            unless None: waited for already). `real` false: no step to hand
+            (the store only fills the free tile, the writer is not told).
+            Boxes of 64 rows x `dq_box` f32 columns: unswizzled rows of 256
+            bytes put the 8 rows of a store on the same banks (8-way
+            conflicts), hence `dq_swizzle`."""
+            if parity is not None:
+                wait(b.ptr_add(dq_empty, c), parity)
+            tile_dq = b.ptr_add(s_dq, c * dq_bytes)
+            if dq_swizzle:
+                # The lane's byte in a box row, 128B swizzle (16-byte chunk
+                # ^= row & 7 = g): column 8 j + 2t of row r sits at chunk
+                # (2 j + (t >> 1)) ^ g, i.e. at (32 j) ^ lane_at.
+                lane_at = (w * 16 + g) * 128 + (((t >> 1) ^ g) << 4) + ((t & 1) << 3)
+            f32x2 = hir.vec(hir.f32, 2)
+            for pc, dq_acc in enumerate(accs):
+                for h_ in range(2):
+                    for nt in range(8):
+                        i = 4 * nt + 2 * h_
+                        vals = [dq_acc[i], dq_acc[i + 1]]
+                        if dq_swizzle:
+                            box = pc * 2 + nt // 4
+                            at = lane_at ^ (32 * (nt % 4))
+                            dst = b.ptr_add(tile_dq, at + (box * BM * 32 + h_ * 8 * 32) * 4)
+                        else:
+                            at = (w * 16 + g + 8 * h_) * 64 + 2 * t + nt * 8
+                            dst = b.ptr_add(tile_dq, (at + pc * BM * 64) * 4)
+                        dst = b.ptr_cast(dst, hir.ptr("shared", f32x2))
+                        b.store(dst, vector(b, f32x2, vals))
+            b.fence_proxy_async()
+            if real is None:
+                b.mbarrier_arrive(b.ptr_add(dq_full, c))
+            else:
+                with b.if_(real):
+                    b.mbarrier_arrive(b.ptr_add(dq_full, c))
+
         def consume() -> None:
             wait(full_kv, 0)
 
@@ -388,6 +434,15 @@ def build(
             ds_desc0 = desc(s_ds, 16)
             key0 = n0 + c * 64 + w * 16 + g  # the lane's first key row
             st_vars = variables(b, [b.wgmma_zero(d), b.wgmma_zero(d)], "acc")
+
+            def carried() -> list[list[hir.Value]]:
+                """The dQ pieces carried from the last step (defer_dq)."""
+                vals = read(b, dq_vars)
+                return [vals[32 * pc : 32 * pc + 32] for pc in range(pieces)]
+
+            pieces = dq_cols // 64
+            zero = b.const(0.0, hir.f32)
+            dq_vars = variables(b, [zero] * 32 * pieces, "dq") if defer_dq else []
             if pingpong:  # the first consumer takes the first turn
                 with b.if_(b.and_(b.eq(c, 1), total > 0)):
                     b.named_barrier_arrive(3, 256)
@@ -396,6 +451,15 @@ def build(
                 st, ph = b.rem(it, stages), b.div(it, stages) & 1
                 _h, m0 = step_coords(it)
                 wait(b.ptr_add(full, st), ph)
+                if defer_dq:
+                    # The last step's dQ tile is stored below, while Sᵀ and
+                    # dPᵀ run; the wait for the writer to have read the one
+                    # before (told a step ago) stays out of there: a wait loop
+                    # under a running wgmma makes ptxas serialise them all
+                    # (C7518). In step 0 it passes (parity 1 of a fresh
+                    # barrier) and the writer is not told of a tile.
+                    first = b.eq(it, 0)
+                    wait(b.ptr_add(dq_empty, c), b.select(first, b.const(1, hir.u32), it & 1))
                 q_off = st * q_bytes
                 cw = c
                 if uniform:
@@ -412,6 +476,8 @@ def build(
                 dp_acc = ss_chain(v_a, moved(do_desc0, q_off), kv_box)
                 b.wgmma_commit_group()
                 end_turn()
+                if defer_dq:
+                    store_dq(carried(), None, b.vote_any(b.not_(first)))
                 # The rows' LSE and D (column x's query: 8 (x >> 1) + 2t + (x & 1)).
                 rows = b.ptr_cast(b.ptr_add(s_rows, st * 2 * ROW_BYTES), f32p)
                 b.wgmma_wait_group(1)  # S is ready; P is computed while dP runs
@@ -490,8 +556,8 @@ def build(
                             b.named_barrier_sync(1, 128)
                         with two:
                             b.named_barrier_sync(2, 128)
-                # This consumer's dQ tile is free once the writer read the last one.
-                wait(b.ptr_add(dq_empty, c), (it & 1) ^ 1)
+                if not defer_dq:  # the tile is free once the writer read the last one
+                    wait(b.ptr_add(dq_empty, c), (it & 1) ^ 1)
                 if not split_keys:  # columns 64c.., all 128 keys
                     steps = BN // 16
                     kb = moved(kmn_desc, cw * kv_box)
@@ -499,16 +565,11 @@ def build(
                     steps = 4
                     kb = moved(kmn_desc, cw * 64 * 128)
                     ds_desc = moved(ds_desc, c * (BM * 128))
-                tile_dq = b.ptr_add(s_dq, c * dq_bytes)
-                if dq_swizzle:
-                    # The lane's byte in a box row, 128B swizzle (16-byte chunk
-                    # ^= row & 7 = g): column 8 j + 2t of row r sits at chunk
-                    # (2 j + (t >> 1)) ^ g, i.e. at (32 j) ^ lane_at.
-                    lane_at = (w * 16 + g) * 128 + (((t >> 1) ^ g) << 4) + ((t & 1) << 3)
                 # dQ in 64-column pieces (two with split_keys at head dim 128:
                 # 32 accumulator registers, not 64, which made ptxas serialise
-                # the wgmmas), each written to its piece of the tile.
-                for pc in range(dq_cols // 64):
+                # the wgmmas).
+                dq_accs = []
+                for pc in range(pieces):
                     b.wgmma_fence()
                     dq_acc = b.wgmma_zero(64)
                     for s in range(steps):
@@ -534,29 +595,21 @@ def build(
                         b.wgmma_wait_group(0)
                         if pc == 0:  # dV and dK done: the stage is free
                             b.mbarrier_arrive(b.ptr_add(empty, st))
-                    # dQ (unscaled) to this consumer's tile: boxes of 64 rows x
-                    # `dq_box` f32 columns; unswizzled rows of 256 bytes put the
-                    # 8 rows of a store on the same banks (8-way conflicts).
-                    f32x2 = hir.vec(hir.f32, 2)
-                    for h_ in range(2):
-                        for nt in range(8):
-                            i = 4 * nt + 2 * h_
-                            vals = [b.extract(dq_acc, i), b.extract(dq_acc, i + 1)]
-                            if dq_swizzle:
-                                box = pc * 2 + nt // 4
-                                at = lane_at ^ (32 * (nt % 4))
-                                dst = b.ptr_add(tile_dq, at + (box * BM * 32 + h_ * 8 * 32) * 4)
-                            else:
-                                at = (w * 16 + g + 8 * h_) * 64 + 2 * t + nt * 8
-                                dst = b.ptr_add(tile_dq, (at + pc * BM * 64) * 4)
-                            dst = b.ptr_cast(dst, hir.ptr("shared", f32x2))
-                            b.store(dst, vector(b, f32x2, vals))
-                b.fence_proxy_async()
-                b.mbarrier_arrive(b.ptr_add(dq_full, c))
+                    # Scaled here: new registers, not the wgmma's (ptxas waits
+                    # for every wgmma before a read of registers a wgmma
+                    # defined once they cross the loop, C7517: defer_dq).
+                    dq_accs.append([b.extract(dq_acc, i) * scale for i in range(32)])
+                if defer_dq:
+                    assign(b, dq_vars, [x for piece in dq_accs for x in piece])
+                else:
+                    store_dq(dq_accs)  # (waited for above)
                 if late_dk:
                     b.wgmma_wait_group(0)
                     b.mbarrier_arrive(b.ptr_add(empty, st))
                 assign(b, st_vars, [dk_acc, dv_acc])
+            if defer_dq:  # the last step's dQ tile
+                with b.if_(total > 0):
+                    store_dq(carried(), ((total - 1) & 1) ^ 1)
             dk_acc, dv_acc = read(b, st_vars)
             # dK (scaled) and dV, keys before Sk.
             for h_ in range(2):
@@ -607,6 +660,7 @@ def _module(
     kv_regs: bool,
     dq_swizzle: bool,
     uniform: bool,
+    defer_dq: bool,
 ) -> hir.Module:
     return build(
         dtype,
@@ -621,6 +675,7 @@ def _module(
         kv_regs,
         dq_swizzle,
         uniform,
+        defer_dq,
     )
 
 
@@ -635,6 +690,8 @@ STAGES = 2
 UNIFORM = False
 #: dQ tiles in 128B-swizzled boxes of 32 columns (build's dq_swizzle).
 DQ_SWIZZLE = False
+#: Step i's dQ tile stored during step i + 1's first products (build's defer_dq).
+DEFER_DQ = False
 #: Head dim 128: dQ split by keys between the consumers (build's split_keys).
 SPLIT_KEYS = False
 #: dK issued after dQ, dQ written while it runs (build's late_dk).
@@ -686,7 +743,7 @@ def launch(
     them): q, do (B, H, Sq, D); k, v, dk, dv (B, Hk, Sk, D) with dk and dv
     alike; lse2, delta (B, H, Sq padded to a multiple of BM) f32 from the
     pre program; dq32 (B, H, Sq, D) f32, contiguous and zeroed, where dQ
-    (unscaled) is added."""
+    (scaled) is added."""
     bsz, heads, sq, d = tq.shape
     hk, sk = tk.shape[1], tk.shape[2]
     sq_pad = lse2.shape[2]
@@ -721,6 +778,7 @@ def launch(
         KV_REGS and d == 64,
         DQ_SWIZZLE,
         UNIFORM,
+        DEFER_DQ,
     )
     d = tile_dim(d)
     smem = shared_bytes(d, STAGES, key[5])

@@ -810,3 +810,47 @@ def test_cluster_rows(n: int, dtype: str, persist: int, monkeypatch: pytest.Monk
             assert c * plan.reps * 64 >= n + (7 if plan.peel else 0)
             assert grid == ((2 if persist else rows) * c,)
         assert len(plans) == 3
+
+
+@pytest.mark.parametrize("n", [1025, 3000])
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+def test_prefetched_rows(n: int, dtype: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whole rows (one an instance) with ``PREFETCH``: two instances loop
+    over the rows, loading the next row before this one's reductions
+    (softmax and the norms' forward; 1025 is a tailed row), aligned
+    (peeled) and unaligned rows, outputs poisoned, against float64; each
+    launch's plan and grid asserted."""
+    ml = pytest.importorskip("ml_dtypes") if dtype == "bf16" else None
+    nd = np.float32 if ml is None else ml.bfloat16
+    tol = 1e-5 if ml is None else 2e-2
+    monkeypatch.setattr(rows_tile, "PREFETCH", {"norm_fwd": 1, "softmax_fwd": 1})
+    plans: list[Any] = []
+    real = rows_tile.launch
+
+    def spy(name: str, key: Any, *rest: Any) -> None:
+        plans.append((name, key[0], rest[0]))
+        real(name, key, *rest)
+
+    monkeypatch.setattr(rows_tile, "launch", spy)
+    rows = 5
+    base = (rng.standard_normal((rows, n + 1)) * 4 + 2).astype(nd)
+    w, b = (rng.standard_normal(n).astype(nd) for _ in range(2))
+    w64, b64 = w.astype(np.float64), b.astype(np.float64)
+    for x in (np.ascontiguousarray(base[:, :n]), base[:, 1:]):
+        plans.clear()
+        x64 = x.astype(np.float64)
+        for kind in ("layer", "rms"):
+            y = np.full((rows, n), np.nan, nd)
+            if kind == "layer":
+                kernels.layer_norm(x, w, b, 1e-5, out=y)
+            else:
+                kernels.rms_norm(x, w, 1e-5, out=y)
+            ref = ref_norm(x64, w64, b64 if kind == "layer" else None, 1e-5, kind == "rms")[0]
+            assert rel_err(y, ref) < tol, kind
+        y = np.full((rows, n), np.nan, nd)
+        kernels.softmax(x, out=y)
+        assert rel_err(y, ref_softmax(x64)) < tol
+        for name, plan, grid in plans:
+            assert (plan.shape, plan.rows, plan.persist) == ("row", 1, 1), (name, plan)
+            assert grid == (2,)
+        assert len(plans) == 3

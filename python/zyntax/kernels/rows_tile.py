@@ -162,6 +162,10 @@ CLUSTER_MIN, CLUSTER_TILE, CLUSTER_WARPS = 65536, 8192, 32
 #: CTAs per SM, a cluster taking every G-th row) loading the next row's
 #: slice before this row's reductions (softmax and the norms' forward).
 CLUSTER_PERSIST: dict[str, int] = {}
+#: Programs whose one-row plans (a whole row per instance, no cluster) loop
+#: over rows the same way (``Plan.persist``: instances per SM), loading the
+#: next row before this row's reductions (softmax and the norms' forward).
+PREFETCH: dict[str, int] = {}
 #: The norm backward of whole rows, by plan shape: "fused" (one program
 #: writes dx and accumulates dweight/dbias partial sums over its rows; x and
 #: dy read once) or "split" (dx, then a column-block program reading x and
@@ -321,6 +325,14 @@ def clustered(name: str, p: Plan, n: int, dtype: str) -> Plan:
         cluster=c,
         persist=CLUSTER_PERSIST.get(name, 0),
     )
+
+
+def prefetching(name: str, p: Plan) -> Plan:
+    """`p`, a one-row whole-row plan, looping over rows (PREFETCH)."""
+    k = PREFETCH.get(name, 0)
+    if not k or p.shape != "row" or p.rows != 1 or p.cluster or p.persist:
+        return p
+    return dataclasses.replace(p, persist=k)
 
 
 def held(name: str, p: Plan, n: int) -> Plan:
@@ -1252,7 +1264,7 @@ def run_softmax(x: T.Tensor, y: T.Tensor, stream: Any) -> None:
     s = split(x, rows, n, p)
     if s == 1:
         q = wide("softmax_fwd", persisted("softmax_fwd", p), n, x.dtype)
-        q = clustered("softmax_fwd", q, n, x.dtype)
+        q = prefetching("softmax_fwd", clustered("softmax_fwd", q, n, x.dtype))
         grid, extra = _row_grid(q, rows, x)
         launch("softmax_fwd", (q, *key[1:]), grid, [*xa, *ya, *extra], x, stream)
         return
@@ -1310,6 +1322,7 @@ def run_norm(
     p = held("norm_fwd", clustered("norm_fwd", wide("norm_fwd", p, n, x.dtype), n, x.dtype), n)
     if p.shape == "row" and p.reps == 1 and not p.tail and not p.cluster and p.width >= 8192:
         p = dataclasses.replace(p, warps=ROW_WARPS.get("norm_fwd", p.warps))
+    p = prefetching("norm_fwd", p)
     key = (p, x.dtype, acc, kind)
     grid, extra = _row_grid(p, rows, x)
     args = [*view_args(x, (rows, n), xs), *view_args(y, (rows, n), ys), *wa, *ba, eps, 1.0 / n]

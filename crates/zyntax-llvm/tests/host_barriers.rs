@@ -1062,3 +1062,130 @@ fn loops_with_atomics_or_uniform_addresses_are_not_interchanged() {
     let m = module(b.finish().unwrap());
     assert!(!interchanged(&m, &opts));
 }
+
+/// Values computed from the thread's context, the parameters and constants
+/// only (`fission::hoisted`): every op kind the lowering recomputes before
+/// the region dispatch rather than saving — 2-D thread and block indices,
+/// `grid_dim`, `add`/`sub`/`mul`, `shl` and signed `shr` by a parameter
+/// (amounts past the width), `min`/`max`, `xor`, signed and unsigned casts
+/// (widening, narrowing), `and`, `cmp` and `select` — mixed into a word
+/// that each thread stores after two barriers, in a loop with a barrier
+/// (`rounds` iterations), next to a shared value saved across them.
+/// Returns the kernel and the values that must not be saved.
+fn context_mix() -> (Function, Vec<ValueId>) {
+    let mut b = FunctionBuilder::kernel("ctxmix", &[gptr(Type::U32), Type::U32, Type::U32]);
+    let (io, sh_amt, rounds) = (b.param(0), b.param(1), b.param(2));
+    let sh = b.shared_alloc(Type::U32, 1024).unwrap();
+    let tx = b.thread_idx(Dim::X).unwrap();
+    let ty = b.thread_idx(Dim::Y).unwrap();
+    let nx = b.block_dim(Dim::X).unwrap();
+    let ny = b.block_dim(Dim::Y).unwrap();
+    let bid = b.block_idx(Dim::X).unwrap();
+    let gx = b.grid_dim(Dim::X).unwrap();
+    let row = b.mul(ty, nx).unwrap();
+    let tid = b.add(row, tx).unwrap();
+    let nt = b.mul(nx, ny).unwrap();
+    let base = b.mul(bid, nt).unwrap();
+    let gi = b.add(base, tid).unwrap();
+    let s1 = b.shl(gi, sh_amt).unwrap();
+    let ti = b.cast(tid, Type::I32).unwrap();
+    let c5 = b.iconst(Type::I32, 5).unwrap();
+    let neg = b.sub(c5, ti).unwrap();
+    let amt = b.cast(sh_amt, Type::I32).unwrap();
+    let s2 = b.shr(neg, amt).unwrap();
+    let mn = b.min(ti, c5).unwrap();
+    let mx = b.binary(BinOp::Max, neg, mn).unwrap();
+    let wide = b.cast(mx, Type::I64).unwrap();
+    let g64 = b.cast(gx, Type::U64).unwrap();
+    let w2 = b.mul(wide, wide).unwrap();
+    let w3 = b.cast(w2, Type::U64).unwrap();
+    let w4 = b.add(w3, g64).unwrap();
+    let narrow = b.cast(w4, Type::U8).unwrap();
+    let nb = b.cast(narrow, Type::U32).unwrap();
+    let (zero0, one0) = (
+        b.iconst(Type::U32, 0).unwrap(),
+        b.iconst(Type::U32, 1).unwrap(),
+    );
+    let low = b.binary(BinOp::And, tx, one0).unwrap();
+    let odd = b.cmp(CmpOp::Ne, low, zero0).unwrap();
+    let lt = b.cmp(CmpOp::Lt, neg, mn).unwrap();
+    let s2u = b.cast(s2, Type::U32).unwrap();
+    let pick = b.select(lt, s1, s2u).unwrap();
+    let pick2 = b.select(odd, pick, nb).unwrap();
+    let mix = b.binary(BinOp::Xor, pick2, nb).unwrap();
+    // Not hoisted: a value read from memory, saved across the barriers.
+    let p = b.ptr_add(io, gi).unwrap();
+    let v = b.load(p).unwrap();
+    let ps = b.ptr_add(sh, tid).unwrap();
+    b.store(ps, v).unwrap();
+    b.barrier().unwrap();
+    let (z, one) = (
+        b.iconst(Type::U32, 0).unwrap(),
+        b.iconst(Type::U32, 1).unwrap(),
+    );
+    let fr = b.begin_for(z, rounds, one, &[v]).unwrap();
+    let t1 = b.add(tid, fr.iv).unwrap();
+    let j = b.binary(BinOp::Rem, t1, nt).unwrap();
+    let pj = b.ptr_add(sh, j).unwrap();
+    let w = b.load(pj).unwrap();
+    let acc = b.add(fr.carried[0], w).unwrap();
+    let acc = b.binary(BinOp::Xor, acc, mix).unwrap();
+    b.barrier().unwrap();
+    b.store(ps, acc).unwrap();
+    b.barrier().unwrap();
+    let res = b.end_for(fr, &[acc]).unwrap();
+    let out = b.add(res[0], mix).unwrap();
+    b.store(p, out).unwrap();
+    b.ret(&[]).unwrap();
+    let f = b.finish().unwrap();
+    (
+        f,
+        vec![tx, ty, tid, gi, s1, s2, mx, w4, nb, odd, lt, pick2, mix],
+    )
+}
+
+/// Context-only values are recomputed in every region rather than saved at
+/// the barriers (no per-thread slot in the lowered kernel), and the results
+/// equal the interpreter's bit for bit: random 2-D blocks, grids and shift
+/// amounts (past the width included), threads one after another and as
+/// SIMD lanes.
+#[test]
+fn context_values_are_recomputed_not_saved() {
+    let mut rng = Rng::new();
+    let (f, hoisted) = context_mix();
+    let m = module(f);
+    let p = host::prepare(&m, &HostOptions::default()).unwrap();
+    assert!(p.ir.contains("zx.resume") && !p.ir.contains("presplitcoroutine"));
+    for v in &hoisted {
+        assert!(
+            !p.ir.contains(&format!("%v{}.a = alloca", v.0)),
+            "v{} is saved across barriers\n{}",
+            v.0,
+            p.ir
+        );
+    }
+    for it in 0..6 {
+        let (bx, by) = (1 + rng.below(40) as u32, 1 + rng.below(8) as u32);
+        let blocks = 1 + rng.below(4) as u32;
+        let n = bx * by * blocks;
+        let words: Vec<u32> = (0..n).map(|_| rng.next() as u32).collect();
+        let amt = rng.below(40) as u32;
+        let rounds = rng.below(5) as u32;
+        let opts = HostOptions {
+            vector_threads: Some(it % 2 == 1),
+            ..HostOptions::default()
+        };
+        let (want, got) = both_with(
+            &m,
+            "ctxmix",
+            [blocks, 1, 1],
+            [bx, by, 1],
+            &[A::Words(words), A::U32(amt), A::U32(rounds)],
+            &opts,
+        );
+        assert_eq!(
+            got, want,
+            "{bx}x{by} threads, {blocks} blocks, shift {amt}, {rounds} rounds"
+        );
+    }
+}

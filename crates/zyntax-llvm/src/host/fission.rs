@@ -114,6 +114,63 @@ pub fn applies(f: &Function) -> bool {
         })
 }
 
+/// Whether hoisting is off (`ZYNTAX_CPU_HOIST=0` at compile time, for comparisons).
+fn hoist_off() -> bool {
+    std::env::var("ZYNTAX_CPU_HOIST").is_ok_and(|v| v == "0")
+}
+
+/// The instructions of `f`'s entry block that a split kernel computes before
+/// its region dispatch, so that every region has them and no barrier saves
+/// them: integer and bool values that depend only on the thread's context
+/// (`thread_idx`, `block_idx`, `block_dim`, `grid_dim`), the kernel's
+/// parameters and constants, through arithmetic without traps (no division)
+/// — the thread index, a row's base offset, a grid-stride step. Saved, each
+/// cost a store at every barrier and a load in every region after it (and,
+/// in an interchanged row, a load and a compare in each pass's row check);
+/// recomputed, a load from the context and an instruction or two, which the
+/// fast variant's vectorizer turns into a broadcast or a lane index.
+pub fn hoisted(f: &Function) -> BTreeSet<InstId> {
+    let mut out = BTreeSet::new();
+    let Some(entry) = f.entry() else {
+        return out;
+    };
+    if hoist_off() {
+        return out;
+    }
+    let plain = |t: &Type| matches!(t, Type::Scalar(s) if s.is_int() || s.is_bool());
+    let mut avail: BTreeSet<ValueId> = f.block(entry).params.iter().copied().collect();
+    // Integer and bool constants are literals wherever they are defined.
+    for (_, i) in f.insts_in_order() {
+        if let Some(d) = f.insts.get(i.index()) {
+            if matches!(d.op, Op::Const(_)) && d.results.iter().all(|r| plain(f.value_type(*r))) {
+                avail.extend(d.results.iter().copied());
+            }
+        }
+    }
+    for &i in &f.block(entry).insts {
+        let Some(d) = f.insts.get(i.index()) else {
+            continue;
+        };
+        let pure = match &d.op {
+            Op::ThreadIdx(_) | Op::BlockIdx(_) | Op::BlockDim(_) | Op::GridDim(_) => true,
+            Op::Binary(op) => !matches!(op, zyntax_hir::BinOp::Div | zyntax_hir::BinOp::Rem),
+            Op::Cmp(_) | Op::Select | Op::Cast => true,
+            _ => false,
+        };
+        let [r] = d.results.as_slice() else { continue };
+        if pure
+            && plain(f.value_type(*r))
+            && d.args
+                .iter()
+                .all(|a| avail.contains(a) && plain(f.value_type(*a)))
+        {
+            avail.insert(*r);
+            out.insert(i);
+        }
+    }
+    out
+}
+
 /// A program point: block and index of the instruction in it (-1: the
 /// block's parameters, before its first instruction).
 type Point = (BlockId, i64);
@@ -131,6 +188,8 @@ pub fn plan(f: &Function, literal: &dyn Fn(ValueId) -> bool, affine: bool) -> Op
     let mut uses: BTreeMap<ValueId, Vec<Point>> = BTreeMap::new();
     let mut succ: BTreeMap<BlockId, Vec<BlockId>> = BTreeMap::new();
     let entry = f.entry()?;
+    // Computed before the region dispatch: available in every region.
+    let hoist = hoisted(f);
     // Loops interchanged with the thread loop: a virtual barrier at the
     // start of each header, after its parameters (`host/interchange.rs`).
     let headers = super::interchange::headers(f);
@@ -158,8 +217,8 @@ pub fn plan(f: &Function, literal: &dyn Fn(ValueId) -> bool, affine: bool) -> Op
                 _ => {}
             }
             // A shared array's address is computed in the entry block
-            // (available in every region): never saved.
-            if !matches!(d.op, Op::SharedAlloc { .. }) {
+            // (available in every region): never saved; nor is a hoisted value.
+            if !matches!(d.op, Op::SharedAlloc { .. }) && !hoist.contains(&i) {
                 for r in &d.results {
                     def.insert(*r, at);
                 }

@@ -614,6 +614,13 @@ impl FnLower<'_> {
             let literal = |v: ValueId| ops.get(v.index()).is_some_and(|o| !o.starts_with('%'));
             self.fission = fission::plan(f, &literal, self.mi.affine);
         }
+        // A split kernel computes its context-only values before the region
+        // dispatch (`fission::hoisted`): no barrier saves them.
+        let hoist = if self.fission.is_some() {
+            fission::hoisted(f)
+        } else {
+            BTreeSet::new()
+        };
         for (k, b) in f.layout.iter().enumerate() {
             self.pos.insert(*b, k);
         }
@@ -688,6 +695,13 @@ impl FnLower<'_> {
             }
             let insts = f.block(b).insts.clone();
             for i in insts {
+                if hoist.contains(&i) {
+                    let here = std::mem::take(&mut self.cur);
+                    self.lower_inst(b, i, &sig)?;
+                    let text = std::mem::replace(&mut self.cur, here);
+                    self.entry_text.push_str(&text);
+                    continue;
+                }
                 self.split_uses(i);
                 self.lower_inst(b, i, &sig)?;
                 if let Some(d) = f.insts.get(i.index()) {

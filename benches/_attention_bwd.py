@@ -214,8 +214,17 @@ def triton_backward() -> Callable[..., Any] | None:
 #: between the consumers, a Q/dO ring of three (two) stages, dK issued after
 #: dQ (LATE_DK), the consumers taking turns issuing wgmmas (PINGPONG), the
 #: longest (causal) blocks launched first (LONGEST_FIRST), K and V as register
-#: A operands at head dim 64 (KV_REGS).
+#: A operands at head dim 64 (KV_REGS); session 13: the key descriptors
+#: re-derived each step (UNIFORM: no spills), swizzled dQ tiles (DQ_SWIZZLE: no
+#: bank conflicts), the dQ tile stored under the next step's products
+#: (DEFER_DQ); ``s12``: all three off (session 12's kernel).
 FORMS = {
+    "uni": {"UNIFORM": True},
+    "dqsw": {"DQ_SWIZZLE": True},
+    "defer": {"DEFER_DQ": True},
+    "new": {"UNIFORM": True, "DQ_SWIZZLE": True},
+    "new_defer": {"UNIFORM": True, "DQ_SWIZZLE": True, "DEFER_DQ": True},
+    "s12": {"UNIFORM": False, "DQ_SWIZZLE": False, "DEFER_DQ": False},
     "keys": {"SPLIT_KEYS": True},
     "s3": {"STAGES": 3},
     "s2": {"STAGES": 2},
@@ -234,6 +243,26 @@ FORMS = {
 FORM_DIMS = {"kvregs": (64,), "s4": (64,)}
 
 
+#: The knob setting whose launches attention_backward's plans hold.
+_planned_as: list[str | None] = [None]
+
+
+def as_row(row: str, call: Callable[[], Any]) -> Callable[[], Any]:
+    """`call` (which sets row `row`'s knobs around attention_backward) with
+    the plans forgotten first when the last call was another row's:
+    attention_backward replays the launches it recorded for the same
+    argument key (``T.planned``) whatever a knob says now (until session 13
+    the form rows replayed the default's kernel)."""
+
+    def run() -> Any:
+        if _planned_as[0] != row:
+            kernels.attention_backward.plans.clear()  # type: ignore[attr-defined]
+            _planned_as[0] = row
+        return call()
+
+    return run
+
+
 def sm90_form(form: str, *args: Any) -> Callable[[], Any]:
     """attention_backward(*args) with the sm_90a kernel's knobs set to `form`."""
     from zyntax.kernels import attention_bwd_sm90
@@ -250,7 +279,7 @@ def sm90_form(form: str, *args: Any) -> Callable[[], Any]:
             for n, val in saved.items():
                 setattr(attention_bwd_sm90, n, val)
 
-    return run
+    return as_row(form, run)
 
 
 def run_backward(
@@ -303,13 +332,16 @@ def run_case(
             attention_bwd.SM90 = None
 
     calls: list[tuple[str, Callable[[], Any]]] = [
-        ("zyntax", lambda: kernels.attention_backward(q, k, v, o, lse, do, causal=causal)),
+        (
+            "zyntax",
+            as_row("", lambda: kernels.attention_backward(q, k, v, o, lse, do, causal=causal)),
+        ),
     ]
     for form in filter(None, os.environ.get("ZYNTAX_BENCH_BWD_FORMS", "").split(",")):
         if d in FORM_DIMS.get(form, (64, 128)):  # the sm_90a kernel's forms: zyntax[<form>]
             calls.append((f"zyntax[{form}]", sm90_form(form, q, k, v, o, lse, do, causal)))
     if os.environ.get("ZYNTAX_BENCH_BWD_TILE", "1") != "0":  # 0: the default row alone
-        calls.append(("zyntax_tile", tile_programs))
+        calls.append(("zyntax_tile", as_row("tile", tile_programs)))
         calls.append(
             (
                 "zyntax_deterministic",

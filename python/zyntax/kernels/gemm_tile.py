@@ -199,7 +199,7 @@ def finish(s: Spec) -> tile.Kernel:
     bias = _bias_view(t, s)
     m, n0, z = t.program_id(0), t.program_id(1) * bn, t.program_id(2)
     part = t.load(ws, (z, 0, m * t.dim(c, 2) + n0), (sp, bn))
-    t.store(c, (z, m, n0), _epilogue(t, s, t.sum(part, 0), bias, n0))  # type: ignore[arg-type]
+    t.store(c, (z, m, n0), _epilogue(t, s, t.sum(part, 0), bias, n0))
     return t.finish()
 
 

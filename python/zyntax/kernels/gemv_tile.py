@@ -88,7 +88,8 @@ def program(s: Spec) -> tile.Kernel:
 
     def step(t: tile.Builder, k0: tile.Scalar, st: list[Any]) -> list[Any]:
         if not s.prefetch:
-            return [fma(*slab(k0), st[0])]
+            x, y = slab(k0)
+            return [fma(x, y, st[0])]
         # The next step's slab is in flight while this one's FMAs run (the
         # last step's read past the split is in bounds or masked, and unused).
         return [*slab(k0 + bk), fma(st[0], st[1], st[2])]

@@ -234,3 +234,58 @@ def test_sm90_kernel(
         assert not torch.isnan(g).any(), f"NaN in d{name}"
         err = float((g.double() - r.grad).norm() / r.grad.norm())
         assert err < 2e-2, (f"d{name}", err)
+
+
+@pytest.mark.parametrize(
+    "knobs",
+    [
+        {"UNIFORM": False, "DQ_SWIZZLE": False, "DEFER_DQ": False},  # session 12's kernel
+        {"UNIFORM": True, "DQ_SWIZZLE": True, "DEFER_DQ": True},
+        {"UNIFORM": True, "DQ_SWIZZLE": True, "DEFER_DQ": True, "SPLIT_KEYS": True},
+    ],
+    ids=["s12", "new_defer", "new_defer_keys"],
+)
+@pytest.mark.parametrize(
+    ("h", "hk", "sq", "sk", "d", "causal"),
+    [(4, 2, 1001, 1001, 96, True), (4, 4, 1000, 1000, 128, False), (4, 1, 1001, 777, 64, True)],
+)
+def test_sm90_forms(
+    monkeypatch: pytest.MonkeyPatch,
+    knobs: dict[str, bool],
+    h: int,
+    hk: int,
+    sq: int,
+    sk: int,
+    d: int,
+    causal: bool,
+) -> None:
+    """The sm_90a kernel's forms (attention_bwd_sm90's knobs: descriptors
+    re-derived per step, swizzled dQ tiles, the dQ tile stored a step late,
+    dQ split by keys) against float64 autograd, tails, GQA/MQA, Sq != Sk,
+    NaN-poisoned outputs. The call plans are forgotten around the call: they
+    replay the launches recorded for the same arguments whatever a knob says."""
+    from zyntax.kernels import attention_bwd_sm90
+
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("the sm_90a backward needs an sm_90 device")
+    ran = _sm90_kernel_runs(monkeypatch)
+    for name, value in knobs.items():
+        monkeypatch.setattr(attention_bwd_sm90, name, value)
+    q = torch.randn(2, h, sq, d, device=DEV, dtype=BF16)
+    k, v = (torch.randn(2, hk, sk, d, device=DEV, dtype=BF16) for _ in range(2))
+    do = torch.randn_like(q)
+    scale = 0.9 / math.sqrt(d)
+    ref = [t.double().requires_grad_() for t in (q, k, v)]
+    o64, lse64 = reference(*ref, scale, causal)
+    o64.backward(do.double())
+    out, lse = o64.detach().to(BF16), lse64.detach().float()
+    kernels.attention_backward.plans.clear()  # type: ignore[attr-defined]
+    try:
+        got = kernels.attention_backward(q, k, v, out, lse, do, causal=causal, scale=scale)
+    finally:
+        kernels.attention_backward.plans.clear()  # type: ignore[attr-defined]
+    assert ran, "the sm_90a kernel did not run"
+    for name, g, r in zip("qkv", got, ref, strict=True):
+        assert not torch.isnan(g).any(), f"NaN in d{name}"
+        err = float((g.double() - r.grad).norm() / r.grad.norm())
+        assert err < 2e-2, (f"d{name}", err)

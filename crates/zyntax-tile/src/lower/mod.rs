@@ -144,7 +144,11 @@ pub(crate) struct Lowerer<'p> {
 pub fn lower(mut program: TileProgram, schedule: &Schedule) -> TileResult<TileKernel> {
     let layouts = infer_for(&mut program, schedule)?;
     check_registers(&program, &layouts, schedule)?;
-    let scratch_bytes = convert::scratch_bytes(&program, &layouts, &program.body);
+    let mut scratch_bytes = convert::scratch_bytes(&program, &layouts, &program.body);
+    if schedule.cluster > 1 && !schedule.warp_specialize {
+        // The slots of reductions over the cluster (reduce.rs, step 4).
+        scratch_bytes = scratch_bytes.max(reduce::cluster_slot_bytes(&program, &program.body));
+    }
     if scratch_bytes > MAX_SCRATCH_BYTES {
         return Err(TileError::DoesNotFit {
             field: "block",

@@ -25,10 +25,10 @@
 //!    barrier so that no CTA overwrites its slot, or exits, while another
 //!    still reads it.
 
+use super::convert::staged_bytes;
 use super::Lowerer;
-use crate::error::TileError;
 use crate::error::TileResult;
-use crate::ir::{ReduceOp, TileId};
+use crate::ir::{Op, ReduceOp, TileId, TileProgram};
 use crate::layout::Layout;
 use zyntax_hir::{BinOp, ClusterBarrierOp, ScalarType, ShflMode, Type, ValueId};
 
@@ -180,8 +180,9 @@ impl Lowerer<'_> {
 
     /// Step 4 of [`Self::reduce`]: `partials` (this CTA's results, every
     /// thread along `axis` holding its registers') combined over the
-    /// cluster's CTAs. The slot is the scratch of step 3, free again after
-    /// its closing barrier (step 3 sizes the scratch, hence the warps).
+    /// cluster's CTAs. The slots are the start of the scratch (at least
+    /// [`cluster_slot_bytes`] with a cluster), free after step 3's closing
+    /// barrier, or after one here when one warp holds the axis.
     fn reduce_cluster(
         &mut self,
         op: ReduceOp,
@@ -192,14 +193,9 @@ impl Lowerer<'_> {
         partials: &mut [ValueId],
     ) -> TileResult<()> {
         let td = layout.dim_map(axis);
-        if td.warps < 2 {
-            return Err(TileError::BadSchedule {
-                field: "cluster",
-                message: format!(
-                    "a reduction over a cluster stages through the shared memory of the reduction across warps: the reduced axis needs two warps or more, it has {}",
-                    td.warps
-                ),
-            });
+        if td.warps == 1 {
+            // No step 3: earlier staging may still be read.
+            self.b.barrier()?;
         }
         let ptr = self.scratch_ptr(elem, 0)?;
         let out_table = self.coords(layout, out_shape)?;
@@ -256,4 +252,19 @@ impl Lowerer<'_> {
         self.b.cluster_barrier(ClusterBarrierOp::Wait)?;
         Ok(())
     }
+}
+
+/// Shared memory the slots of step 4 need: the largest reduction result.
+pub(super) fn cluster_slot_bytes(program: &TileProgram, ops: &[Op]) -> u64 {
+    ops.iter()
+        .map(|op| match op {
+            Op::Reduce { out, .. } => {
+                let t = program.tile(*out);
+                t.numel() * staged_bytes(&t.elem)
+            }
+            Op::For { body, .. } => cluster_slot_bytes(program, body),
+            _ => 0,
+        })
+        .max()
+        .unwrap_or(0)
 }

@@ -17,6 +17,10 @@ from zyntax import _native
 #: allocate torch tensors through libtorch's C functions (empty: the methods).
 torch_c_codes: dict[Any, int] = {}
 _torch_c_tried: list[bool] = []
+#: Whether libtorch's stream function was checked (needs CUDA initialized).
+_stream_tried: list[bool] = []
+#: [whether launches read PyTorch's current stream through it] once checked.
+torch_c_stream: list[bool] = []
 
 
 def torch_c_enable(on: bool = True) -> bool:
@@ -47,14 +51,46 @@ def torch_c_enable(on: bool = True) -> bool:
         _native.cuda_torch_c_enable(False)
         return False
     torch_c_codes.update(codes)
-    return bool(_native.cuda_torch_c_enable(True))
+    on = bool(_native.cuda_torch_c_enable(True))
+    _stream_tried.clear()
+    torch_c_stream.clear()
+    if on and torch.cuda.is_initialized():
+        _stream_enable(torch)
+    return on
+
+
+def _stream_enable(torch: Any) -> bool:
+    """Turns the launches' read of PyTorch's current stream through
+    libtorch's C function (``aoti_torch_get_current_cuda_stream``) on where
+    it gives what ``torch._C._cuda_getCurrentRawStream`` gives, on the
+    current device's default stream and on a side stream (CUDA initialized:
+    :func:`ensure` tries again later otherwise); returns whether it is on."""
+    stream_on = getattr(_native, "cuda_torch_c_stream_enable", None)
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if stream_on is None or raw is None or torch.cuda.is_current_stream_capturing():
+        return False  # (capturing: not now, the next plan tries again)
+    _stream_tried.append(True)
+    try:
+        dev = torch.cuda.current_device()
+        side = torch.cuda.Stream(dev)
+        ok = _native.cuda_torch_c_stream(dev) == raw(dev)
+        with torch.cuda.stream(side):
+            ok = ok and _native.cuda_torch_c_stream(dev) == raw(dev) == side.cuda_stream
+        ok = ok and _native.cuda_torch_c_stream(dev) == raw(dev)
+    except Exception:  # any surprise means the Python function
+        ok = False
+    torch_c_stream[:] = [bool(stream_on(ok))]
+    return torch_c_stream[0]
 
 
 def _torch_c_check(torch: Any, load: Callable[[str, str], str | None]) -> dict[Any, int] | None:
     """The dtype codes when libtorch's C functions read and make tensors as
     the methods say (see :func:`torch_c_enable`), else None."""
     lib = os.path.join(os.path.dirname(torch.__file__), "lib")
-    if load(os.path.join(lib, "libtorch_cpu.so"), os.path.join(lib, "libtorch_python.so")):
+    paths = [os.path.join(lib, f"libtorch_{n}.so") for n in ("cpu", "python", "cuda")]
+    if not os.path.exists(paths[2]) or not hasattr(_native, "cuda_torch_c_stream"):
+        paths.pop()  # a CPU build of torch, or an extension without the stream function
+    if load(*paths):
         return None  # a library or function is missing
     read, empty = _native.cuda_torch_c_read, _native.cuda_torch_c_empty
     dtypes = [torch.float32, torch.bfloat16, torch.float16, torch.float64, torch.int64]
@@ -88,7 +124,13 @@ def _torch_c_check(torch: Any, load: Callable[[str, str], str | None]) -> dict[A
 
 def ensure() -> None:
     """:func:`torch_c_enable` the first time torch tensors are met once torch
-    is imported (tests' stand-in tensors before that leave it untried)."""
-    if not _torch_c_tried and "torch" in sys.modules:
+    is imported (tests' stand-in tensors before that leave it untried), and
+    the stream function's check once CUDA is initialized."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
+    if not _torch_c_tried:
         _torch_c_tried.append(True)
         torch_c_enable()
+    elif not _stream_tried and torch_c_codes and torch.cuda.is_initialized():
+        _stream_enable(torch)

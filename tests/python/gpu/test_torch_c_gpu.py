@@ -197,3 +197,54 @@ def test_decorated_kernel_launch_reads(c_path: bool) -> None:
         torch.testing.assert_close(out, view[:, 5])
     with pytest.raises(errors.KernelArgumentError, match="argument 'a'"):
         axpy[8, 128](torch.randn(n), b, out, 1.0, n)
+
+
+def test_current_stream_read_in_c(c_path: bool) -> None:
+    """With the C path on, launches read PyTorch's current stream through
+    libtorch's C function (checked against torch._C._cuda_getCurrentRawStream
+    on a side stream); either way a decorated launch and a plan replay go to
+    the current stream: inside ``torch.cuda.graph`` capture (its side
+    stream; a launch elsewhere would break the capture) and replayed on
+    fresh inputs."""
+    torch = _torch()
+    import zyntax
+    from zyntax import _native, _torch_c, lang
+    from zyntax import kernels as zk
+
+    if c_path and hasattr(_native, "cuda_torch_c_stream"):
+        assert _torch_c.torch_c_stream == [True]
+        dev = torch.cuda.current_device()
+        side = torch.cuda.Stream()
+        assert _native.cuda_torch_c_stream(dev) == torch._C._cuda_getCurrentRawStream(dev)
+        with torch.cuda.stream(side):
+            assert _native.cuda_torch_c_stream(dev) == side.cuda_stream
+
+    @zyntax.kernel
+    def twice(x, out):  # type: ignore[no-untyped-def]
+        i = lang.grid(1)
+        if i < len(x):
+            out[i] = x[i] * 2.0
+
+    n = 1000
+    x, y = torch.randn(n, device="cuda"), torch.randn(8, 300, device="cuda")
+    out, sm = torch.empty_like(x), torch.empty_like(y)
+    zk.softmax.plans.clear()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up: compile, guards, plans
+        for _ in range(2):
+            twice[(n + 127) // 128, 128](x, out)
+            zk.softmax(y, out=sm)
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        twice[(n + 127) // 128, 128](x, out)
+        zk.softmax(y, out=sm)
+    x.copy_(torch.randn(n, device="cuda"))
+    y.copy_(torch.randn(8, 300, device="cuda"))
+    out.fill_(float("nan"))
+    sm.fill_(float("nan"))
+    g.replay()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out, x * 2.0)
+    torch.testing.assert_close(sm.double(), torch.softmax(y.double(), -1), rtol=1e-5, atol=1e-6)

@@ -42,6 +42,10 @@ enum Slot {
     Tensor {
         ty: Py<PyType>,
         dtype: Py<PyAny>,
+        /// `dtype`'s ScalarType code as libtorch's C functions read it
+        /// (-1 until a tensor of `dtype` was read that way): one
+        /// comparison instead of fetching the `dtype` attribute.
+        code: std::sync::atomic::AtomicI32,
         ndim: usize,
         contiguous: bool,
         device: i64,
@@ -148,6 +152,7 @@ fn slot_of(e: &Bound<'_, PyAny>) -> PyResult<Slot> {
             Slot::Tensor {
                 ty: ty(1)?,
                 dtype: field(2, "dtype")?.unbind(),
+                code: std::sync::atomic::AtomicI32::new(-1),
                 ndim: ndim(3)?,
                 contiguous: flag(4)?,
                 device: field(5, "device")?
@@ -225,24 +230,33 @@ impl ArgPlan {
                 Slot::Tensor {
                     ty,
                     dtype,
+                    code,
                     ndim,
                     contiguous,
                     device,
                     elem,
                 } => {
-                    if !a.is_instance(ty.bind(py))? {
-                        return Ok(false);
-                    }
-                    if !a.getattr(intern!(py, "dtype"))?.is(dtype.bind(py)) {
-                        return Ok(false);
-                    }
+                    use std::sync::atomic::Ordering::Relaxed;
                     let exact = a.get_type().is(ty.bind(py));
+                    if !exact && !a.is_instance(ty.bind(py))? {
+                        return Ok(false);
+                    }
                     if let Some(tc) = super::torch_c::enabled().filter(|_| exact) {
-                        // Device, shape, strides and address in C (torch_c.rs:
-                        // ~0.1 µs against ~0.45 through four method calls).
+                        // Dtype, device, shape, strides and address in C
+                        // (torch_c.rs: ~0.1 µs against ~0.45 through four
+                        // method calls).
                         let Some(m) = tc.read(&a) else {
                             return Ok(false);
                         };
+                        // A code not seen with this dtype yet: the dtype
+                        // object decides (PyTorch's dtypes and codes are
+                        // one to one, so a code once matched stays valid).
+                        if m.dtype != code.load(Relaxed) {
+                            if !a.getattr(intern!(py, "dtype"))?.is(dtype.bind(py)) {
+                                return Ok(false);
+                            }
+                            code.store(m.dtype, Relaxed);
+                        }
                         if m.device_type != super::torch_c::CUDA
                             || i64::from(m.device) != *device
                             || m.shape.len() != *ndim
@@ -260,6 +274,9 @@ impl ArgPlan {
                         out.extend(m.shape.iter().map(|&x| Flat::Int(x)));
                         out.extend(m.strides.iter().map(|&x| Flat::Int(x)));
                         continue;
+                    }
+                    if !a.getattr(intern!(py, "dtype"))?.is(dtype.bind(py)) {
+                        return Ok(false);
                     }
                     let dev: i64 = a.call_method0(intern!(py, "get_device"))?.extract()?;
                     if dev != *device || dev < 0 {
@@ -460,7 +477,12 @@ impl ArgLauncher {
             let mut stream = l.stream_raw as zc::CUstream;
             if own.is_none() && plan.tensors {
                 if let Some(f) = &self.stream_fn {
-                    let h: usize = f.bind(py).call1((k.device().ordinal(),))?.extract()?;
+                    let dev = k.device().ordinal();
+                    // libtorch's C function where it is on (torch_c.rs), else `f`.
+                    let h = match super::torch_c::current_stream(dev as i64) {
+                        Some(h) => h as usize,
+                        None => f.bind(py).call1((dev,))?.extract()?,
+                    };
                     stream = h as zc::CUstream;
                 }
             }

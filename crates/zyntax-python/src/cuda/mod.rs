@@ -157,6 +157,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(torch_c::cuda_torch_c_read, m)?)?;
     m.add_function(wrap_pyfunction!(torch_c::cuda_torch_c_empty, m)?)?;
     m.add_function(wrap_pyfunction!(torch_c::cuda_torch_c_enable, m)?)?;
+    m.add_function(wrap_pyfunction!(torch_c::cuda_torch_c_stream, m)?)?;
+    m.add_function(wrap_pyfunction!(torch_c::cuda_torch_c_stream_enable, m)?)?;
     crate::program::register(m)?;
     Ok(())
 }

@@ -436,8 +436,15 @@ impl CallPlans {
             }
         }
         if torch_device >= 0 {
-            let (_, f) = self.torch_types(py)?.expect("torch types are known");
-            let h: u64 = f.bind(py).call1((torch_device,))?.extract()?;
+            // libtorch's C function where it is on (torch_c.rs), else the
+            // raw-stream function of `torch_types`.
+            let h = match super::torch_c::current_stream(torch_device) {
+                Some(h) => h,
+                None => {
+                    let (_, f) = self.torch_types(py)?.expect("torch types are known");
+                    f.bind(py).call1((torch_device,))?.extract()?
+                }
+            };
             r.key.items.push(Item::TorchStream(h));
         }
         Ok(Some(r))

@@ -57,6 +57,34 @@ unsafe impl Sync for TorchC {}
 static LOADED: OnceLock<TorchC> = OnceLock::new();
 static ENABLED: AtomicBool = AtomicBool::new(false);
 
+/// `aoti_torch_get_current_cuda_stream(device_index, &stream)`.
+type StreamFn = unsafe extern "C" fn(i32, *mut *mut c_void) -> i32;
+
+/// libtorch_cuda's stream function (loaded with the others when the
+/// library is given) and whether `_torch_c` checked and turned it on.
+static STREAM: OnceLock<(libloading::Library, StreamFn)> = OnceLock::new();
+static STREAM_ENABLED: AtomicBool = AtomicBool::new(false);
+
+fn stream_of(device: i32) -> Option<u64> {
+    let (_, f) = STREAM.get()?;
+    let mut h: *mut c_void = std::ptr::null_mut();
+    // SAFETY: the shim writes one handle and reports a C++ exception (a bad
+    // device index) as a non-zero code.
+    (unsafe { f(device, &mut h) } == 0).then_some(h as u64)
+}
+
+/// PyTorch's current stream on `device` as a raw handle (0: the legacy
+/// default stream) through libtorch's C function, once checked and turned
+/// on with the other C functions; None otherwise (callers then ask
+/// `torch._C._cuda_getCurrentRawStream`).
+pub(crate) fn current_stream(device: i64) -> Option<u64> {
+    if STREAM_ENABLED.load(Ordering::Relaxed) && ENABLED.load(Ordering::Relaxed) {
+        stream_of(i32::try_from(device).ok()?)
+    } else {
+        None
+    }
+}
+
 /// The loaded functions once `_plans` enabled them (checked), else None.
 pub(crate) fn enabled() -> Option<&'static TorchC> {
     if ENABLED.load(Ordering::Relaxed) {
@@ -232,10 +260,28 @@ fn load(cpu: &str, python: &str) -> Result<TorchC, String> {
     }
 }
 
-/// Loads libtorch's C functions from the two library paths (not enabled
-/// yet); None when loaded, else why not.
+/// Loads libtorch's C functions from the library paths (not enabled yet);
+/// None when loaded, else why not. `cuda` (libtorch_cuda, optional): the
+/// stream function's, loaded where it has it (else the plans keep asking
+/// Python for the stream).
 #[pyfunction]
-pub(crate) fn cuda_torch_c_load(cpu: &str, python: &str) -> Option<String> {
+#[pyo3(signature = (cpu, python, cuda=None))]
+pub(crate) fn cuda_torch_c_load(cpu: &str, python: &str, cuda: Option<&str>) -> Option<String> {
+    if let Some(path) = cuda.filter(|_| STREAM.get().is_none()) {
+        // SAFETY: the torch the program imported (dlopen returns the loaded
+        // library); the symbol has the shim header's signature.
+        let got = unsafe {
+            libloading::Library::new(path).ok().and_then(|lib| {
+                let f = *lib
+                    .get::<StreamFn>(b"aoti_torch_get_current_cuda_stream")
+                    .ok()?;
+                Some((lib, f))
+            })
+        };
+        if let Some(got) = got {
+            let _ = STREAM.set(got);
+        }
+    }
     if LOADED.get().is_some() {
         return None;
     }
@@ -293,10 +339,30 @@ pub(crate) fn cuda_torch_c_empty<'py>(
 }
 
 /// Turns the plans' use of the C functions on or off (on needs them loaded);
-/// returns whether they are used now.
+/// returns whether they are used now. Off also turns the stream function off.
 #[pyfunction]
 pub(crate) fn cuda_torch_c_enable(on: bool) -> bool {
     let on = on && LOADED.get().is_some();
     ENABLED.store(on, Ordering::Relaxed);
+    if !on {
+        STREAM_ENABLED.store(false, Ordering::Relaxed);
+    }
+    on
+}
+
+/// PyTorch's current stream on `device` through libtorch's C function,
+/// enabled or not (for `_torch_c`'s check), or None where it is not loaded
+/// or fails.
+#[pyfunction]
+pub(crate) fn cuda_torch_c_stream(device: i32) -> Option<u64> {
+    stream_of(device)
+}
+
+/// Turns the launches' use of the stream function on or off (on needs it
+/// loaded and the other C functions on); returns whether it is used now.
+#[pyfunction]
+pub(crate) fn cuda_torch_c_stream_enable(on: bool) -> bool {
+    let on = on && STREAM.get().is_some() && ENABLED.load(Ordering::Relaxed);
+    STREAM_ENABLED.store(on, Ordering::Relaxed);
     on
 }

@@ -364,6 +364,7 @@ def _define(torch: Any) -> None:
             )
             op.register_fake(full(fakes[f"{name}_backward"]))
             impl = full(_backward_impl(name, kernel))
+            _backward_direct[name] = (impl, _leading_tensors(schema))
             n = _leading_tensors(schema)
             fast.append((f"{name}_backward", op, impl, full(_args), n, False))
     op = torch.library.custom_op(
@@ -676,6 +677,7 @@ def _build_bias_backward(g_dtype: str, pre_dtype: str | None, activation: str | 
     f32 = hir.f32
     params = [hir.ptr("constant", elem)]
     if activation is not None:
+        assert pre_dtype is not None  # given with every activation (_bias_backward)
         params += [hir.ptr("constant", T.HIR_TYPE[pre_dtype]), hir.ptr("global", elem)]
     params += [hir.ptr("global", f32), hir.u32, hir.u32, hir.u32]
     with m.kernel("partials", params, max_threads=_COL_THREADS) as b:
@@ -1040,6 +1042,21 @@ def _matmul_autograd(torch: Any) -> tuple[Callable[..., Any], Callable[..., Any]
     return setup, backward
 
 
+#: Per op with a backward kernel: (the ``zyntax::<name>_backward`` op's
+#: implementation, its leading tensor arguments), made at registration.
+_backward_direct: dict[str, tuple[Callable[..., Any], int]] = {}
+
+
+def _call_backward(name: str, *args: Any) -> Any:
+    """``zyntax::<name>_backward(*args)``; in plain eager mode (:func:`_route`
+    says direct) its implementation without the dispatcher (a boxed call
+    into Python, ~3-5 us of host time)."""
+    impl, n = _backward_direct[name]
+    if _direct(*args[:n]):
+        return impl(*args)
+    return getattr(register(), f"{name}_backward")(*args)
+
+
 def _row_autograd(name: str) -> tuple[Callable[..., Any], Callable[..., Any]]:
     """The row kernels' backward through their backward ops: softmax from its
     output, the norms from x (their statistics recomputed), cross-entropy
@@ -1055,26 +1072,25 @@ def _row_autograd(name: str) -> tuple[Callable[..., Any], Callable[..., Any]]:
             ctx.save_for_backward(*inputs[: len(_TENSOR_INPUTS[name])])
 
     def backward(ctx: Any, grad: Any) -> Any:
-        ops = register()
         saved = ctx.saved_tensors
         if name == "softmax":
             (y,) = saved
-            return _grads(ctx, ops.softmax_backward(y, grad.to(y.dtype).contiguous()))
+            return _grads(ctx, _call_backward(name, y, grad.to(y.dtype).contiguous()))
         if name == "cross_entropy":
             logits, targets = saved
             (reduction,) = ctx.args
             dloss = grad.float().contiguous()
-            return _grads(ctx, ops.cross_entropy_backward(dloss, logits, targets, reduction))
+            return _grads(ctx, _call_backward(name, dloss, logits, targets, reduction))
         x = saved[0]
         dy = grad.to(x.dtype).contiguous()
         if name == "layer_norm":
             _, w, bias = saved
             (eps,) = ctx.args
-            dx, dw, db = ops.layer_norm_backward(dy, x, w, bias, eps)
+            dx, dw, db = _call_backward(name, dy, x, w, bias, eps)
             return _grads(ctx, dx, dw, db if bias is not None else None)
         _, w = saved
         (eps,) = ctx.args
-        dx, dw = ops.rms_norm_backward(dy, x, w, eps)
+        dx, dw = _call_backward(name, dy, x, w, eps)
         return _grads(ctx, dx, dw)
 
     return setup, backward
@@ -1121,13 +1137,13 @@ def _attention_autograd(torch: Any) -> tuple[Callable[..., Any], Callable[..., A
                 "backward (bottom-right, as the default forward) cannot follow it where Sq != Sk; "
                 "use variant=None or 'tile'"
             )
-        ops = register()
         # With materialized gradients off, an unused output's gradient is None.
         do = out.new_zeros(out.shape) if grad is None else grad.to(q.dtype).contiguous()
         dlse = None if grad_lse is None else grad_lse.float().contiguous()
         # dQ by atomics unless torch is asked for deterministic algorithms.
         det = torch.are_deterministic_algorithms_enabled()
-        dq, dk, dv = ops.attention_backward(q, k, v, out, lse, do, dlse, ctx.causal, ctx.scale, det)
+        args = (q, k, v, out, lse, do, dlse, ctx.causal, ctx.scale, det)
+        dq, dk, dv = _call_backward("attention", *args)
         need = _needs(ctx, 3)
         return _grads(ctx, *(g if n else None for g, n in zip((dq, dk, dv), need, strict=True)))
 

@@ -22,6 +22,9 @@ use crate::ir::{Const, MapOp, Op, ScalarId, TileId, ViewId};
 use std::collections::HashMap;
 use zyntax_hir::ValueId;
 
+/// Registers of loads [`Lowerer::prefetch_loads`] issues together at most.
+const PREFETCH_MAX: usize = 16;
+
 /// The recorded ops and the registers computed so far.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Fused {
@@ -160,16 +163,7 @@ impl Lowerer<'_> {
                 self.b.cast(x, elem)?
             }
             Op::Broadcast { tile, .. } => {
-                // As `elementwise.rs`: the source register along size-1 dims.
-                let layout = self.layout(t)?;
-                let src_shape = self.program.tile(tile).shape.clone();
-                let mut dims = layout.reg_dims(&self.program.tile(t).shape, r);
-                for (d, &s) in src_shape.iter().enumerate() {
-                    if s == 1 {
-                        dims[d] = 0;
-                    }
-                }
-                let from = layout.reg_index(&src_shape, &dims);
+                let from = self.broadcast_source(t, tile, r)?;
                 self.fused_reg(tile, from)?
             }
             Op::Load {
@@ -182,6 +176,68 @@ impl Lowerer<'_> {
         };
         self.remember(t, r, v);
         Ok(v)
+    }
+
+    /// The register of `src` that register `r` of its broadcast `t` copies:
+    /// as `elementwise.rs`, the source register along size-1 dims.
+    fn broadcast_source(&self, t: TileId, src: TileId, r: u32) -> TileResult<u32> {
+        let layout = self.layout(t)?;
+        let src_shape = &self.program.tile(src).shape;
+        let mut dims = layout.reg_dims(&self.program.tile(t).shape, r);
+        for (d, &s) in src_shape.iter().enumerate() {
+            if s == 1 {
+                dims[d] = 0;
+            }
+        }
+        Ok(layout.reg_index(src_shape, &dims))
+    }
+
+    /// Loads now the registers of recorded loads that registers `regs` of
+    /// `t` read (through maps, casts and broadcasts), if they are at most
+    /// [`PREFETCH_MAX`]: evaluated group by group, each load sits just
+    /// before its group's arithmetic and its latency is paid once per
+    /// group; issued together it is paid about once. A TMA store's column
+    /// box (`store_tma.rs`) reads 8 bias pairs a thread this way; a larger
+    /// set (a residual tile's box) stays lazy, it would hold too many
+    /// registers beside the accumulator.
+    pub(super) fn prefetch_loads(&mut self, t: TileId, regs: &[u32]) -> TileResult<()> {
+        let mut leaves = Vec::new();
+        for &r in regs {
+            self.load_leaves(t, r, &mut leaves)?;
+        }
+        if leaves.len() <= PREFETCH_MAX {
+            for (l, r) in leaves {
+                self.fused_reg(l, r)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The (tile, register) pairs of recorded, not yet loaded loads that
+    /// register `r` of `t` reads, each once.
+    fn load_leaves(&self, t: TileId, r: u32, out: &mut Vec<(TileId, u32)>) -> TileResult<()> {
+        let Some(fused) = &self.fused else {
+            return Ok(());
+        };
+        if self.tiles[t.0 as usize].is_some() || fused.memo.regs.contains_key(&(t, r)) {
+            return Ok(());
+        }
+        match fused.defs.get(&t) {
+            Some(Op::Load { .. }) if !out.contains(&(t, r)) => out.push((t, r)),
+            Some(Op::Map { args, .. }) => {
+                for a in args.clone() {
+                    self.load_leaves(a, r, out)?;
+                }
+            }
+            Some(Op::Cast { tile, .. }) => self.load_leaves(*tile, r, out)?,
+            Some(Op::Broadcast { tile, .. }) => {
+                let src = *tile;
+                let from = self.broadcast_source(t, src, r)?;
+                self.load_leaves(src, from, out)?;
+            }
+            _ => {}
+        }
+        Ok(())
     }
 
     fn remember(&mut self, t: TileId, r: u32, v: ValueId) {

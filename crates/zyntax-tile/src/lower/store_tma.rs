@@ -244,6 +244,9 @@ impl Lowerer<'_> {
                 self.b.named_barrier(false, id, count)?;
             }
             let box_col = self.u32(i * plan.box_cols)?;
+            // The box's loads (a bias row) issue together, before its arithmetic.
+            let regs: Vec<u32> = groups.iter().flatten().copied().collect();
+            self.prefetch_loads(tile, &regs)?;
             for g in groups {
                 let coords = Self::reg_coords(&layout, &shape, &table, g[0]);
                 let parts = self.tile_regs(tile, g)?;

@@ -51,7 +51,7 @@ def shape(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> st
         monkeypatch.setattr(rows_tile, "WIDE", frozenset(WIDE_PROGRAMS))
         monkeypatch.setattr(rows_tile, "WIDE_TILE", 64)
         monkeypatch.setattr(rows_tile, "WIDE_WARPS", 2)
-        monkeypatch.setattr(rows_tile, "HELD", frozenset({"norm_fwd"}))
+        monkeypatch.setattr(rows_tile, "HELD", frozenset({"norm_fwd", "rms_fwd"}))
         monkeypatch.setattr(rows_tile, "HELD_TILE", 64)
         monkeypatch.setattr(rows_tile, "HELD_WARPS", 2)
     if request.param.startswith("chunks"):
@@ -675,7 +675,7 @@ def test_wide_and_held_rows(n: int, dtype: str, monkeypatch: pytest.MonkeyPatch)
         "WIDE_TILE": 64,
         "WIDE_WARPS": 2,
         "WIDE_PER_THREAD": 40,
-        "HELD": frozenset({"norm_fwd"}),
+        "HELD": frozenset({"norm_fwd", "rms_fwd"}),
         "HELD_TILES": 2 if ml else 0,  # f32: the unrolled loop alone
         "HELD_TILE": 64,
         "HELD_WARPS": 2,
@@ -769,11 +769,11 @@ def test_cluster_rows(n: int, dtype: str, persist: int, monkeypatch: pytest.Monk
         "ROW_MAX_16": 0,
         "CHUNK": 64,
         "WIDE": frozenset(),
-        "CLUSTER": {"norm_fwd": 4, "softmax_fwd": 2},
+        "CLUSTER": {"norm_fwd": 4, "rms_fwd": 4, "softmax_fwd": 2},
         "CLUSTER_MIN": 0,
         "CLUSTER_TILE": 64,
         "CLUSTER_WARPS": 2,
-        "CLUSTER_PERSIST": {"norm_fwd": persist, "softmax_fwd": persist},
+        "CLUSTER_PERSIST": {k: persist for k in ("norm_fwd", "rms_fwd", "softmax_fwd")},
     }.items():
         monkeypatch.setattr(rows_tile, k, v)
     plans: list[Any] = []
@@ -823,7 +823,7 @@ def test_prefetched_rows(n: int, dtype: str, monkeypatch: pytest.MonkeyPatch) ->
     ml = pytest.importorskip("ml_dtypes") if dtype == "bf16" else None
     nd = np.float32 if ml is None else ml.bfloat16
     tol = 1e-5 if ml is None else 2e-2
-    monkeypatch.setattr(rows_tile, "PREFETCH", {"norm_fwd": 1, "softmax_fwd": 1})
+    monkeypatch.setattr(rows_tile, "PREFETCH", {"norm_fwd": 1, "rms_fwd": 1, "softmax_fwd": 1})
     plans: list[Any] = []
     real = rows_tile.launch
 

@@ -139,7 +139,8 @@ WIDE_TILE, WIDE_WARPS, WIDE_PER_THREAD = 8192, 32, 56
 ROW_WARPS: dict[str, int] = {"norm_fwd": 32}
 #: Programs whose chunked rows too wide for :func:`wide` keep their first
 #: HELD_TILES tiles in registers and loop over the rest HELD_UNROLL tiles a
-#: step (:func:`held`; the norm forward only). Off: H200, session 12 B1,
+#: step (:func:`held`; the norm forward only: "norm_fwd" LayerNorm,
+#: "rms_fwd" RMSNorm, as in CLUSTER and PREFETCH). Off: H200, session 12 B1,
 #: RMSNorm forward at 4096x128256 1146 us held (5 tiles, 2 a step), 1010 (4,
 #: 3 a step, written backwards), against 928 chunked (PyTorch 803): one
 #: 1024-thread instance per SM keeps too few loads in flight in the loop.
@@ -156,6 +157,7 @@ HELD_REVERSE = False
 #: [1, CLUSTER_TILE] tiles, the reductions combine the cluster's CTAs
 #: through distributed shared memory (the tile layer's cluster reduction),
 #: and the row is read from memory once, not twice as in the chunk loops.
+#: Keys: "softmax_fwd", "norm_fwd" (LayerNorm), "rms_fwd" (RMSNorm).
 CLUSTER: dict[str, int] = {}
 CLUSTER_MIN, CLUSTER_TILE, CLUSTER_WARPS = 65536, 8192, 32
 #: Programs whose cluster rows loop over rows (``Plan.persist``: that many
@@ -1319,10 +1321,14 @@ def run_norm(
     p = chunked("norm_fwd", plan(n, T.ITEMSIZE[x.dtype]))
     p = peeled("norm", p, x.dtype, acc, n, xs[0], ys[0])
     p = persisted("norm_fwd", tailed("norm", p, n, x.dtype))
-    p = held("norm_fwd", clustered("norm_fwd", wide("norm_fwd", p, n, x.dtype), n, x.dtype), n)
+    # The newer switches (HELD, CLUSTER, CLUSTER_PERSIST, PREFETCH) name
+    # the RMSNorm forward "rms_fwd" apart from LayerNorm's "norm_fwd": one
+    # form can win for one and lose for the other.
+    sw = "rms_fwd" if kind == "rms" else "norm_fwd"
+    p = held(sw, clustered(sw, wide("norm_fwd", p, n, x.dtype), n, x.dtype), n)
     if p.shape == "row" and p.reps == 1 and not p.tail and not p.cluster and p.width >= 8192:
         p = dataclasses.replace(p, warps=ROW_WARPS.get("norm_fwd", p.warps))
-    p = prefetching("norm_fwd", p)
+    p = prefetching(sw, p)
     key = (p, x.dtype, acc, kind)
     grid, extra = _row_grid(p, rows, x)
     args = [*view_args(x, (rows, n), xs), *view_args(y, (rows, n), ys), *wa, *ba, eps, 1.0 / n]

@@ -206,7 +206,7 @@ def test_wide_and_held_rows(rows: int, n: int, dt: str, monkeypatch: pytest.Monk
     monkeypatch.setattr(
         rows_tile, "WIDE", frozenset({"softmax_fwd", "norm_fwd", "ce_fwd", "ce_bwd"})
     )
-    monkeypatch.setattr(rows_tile, "HELD", frozenset({"norm_fwd"}))
+    monkeypatch.setattr(rows_tile, "HELD", frozenset({"norm_fwd", "rms_fwd"}))
     for f in (kernels.softmax, kernels.layer_norm, kernels.rms_norm, kernels.cross_entropy):
         f.plans.clear()
     kernels.cross_entropy_backward.plans.clear()
@@ -263,10 +263,11 @@ def test_cluster_rows(
     if ctas == 2 and n > 65536:
         pytest.skip("a 128256-wide row over 2 CTAs holds 63 elements a thread")
     monkeypatch.setattr(rows_tile, "WIDE", frozenset())
-    monkeypatch.setattr(rows_tile, "CLUSTER", {"softmax_fwd": ctas, "norm_fwd": ctas})
+    progs = ("softmax_fwd", "norm_fwd", "rms_fwd")
+    monkeypatch.setattr(rows_tile, "CLUSTER", dict.fromkeys(progs, ctas))
     monkeypatch.setattr(rows_tile, "CLUSTER_MIN", 0)
     monkeypatch.setattr(rows_tile, "CLUSTER_WARPS", warps)
-    monkeypatch.setattr(rows_tile, "CLUSTER_PERSIST", {"softmax_fwd": persist, "norm_fwd": persist})
+    monkeypatch.setattr(rows_tile, "CLUSTER_PERSIST", dict.fromkeys(progs, persist))
     plans: list[Any] = []
     real = rows_tile.launch
 

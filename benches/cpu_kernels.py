@@ -688,7 +688,9 @@ def cases(scale: int) -> list[Case]:
 #: every loop it may), ZYNTAX_CPU_AFFINE=0
 #: runs interchanged rows thread by thread (no index rebuilt, no SIMD lanes) and
 #: ZYNTAX_CPU_VECTOR=1 runs the threads of a block as SIMD lanes (off by
-#: default), for comparisons in one session
+#: default), ZYNTAX_CPU_HOIST=0 saves context-only values at barriers rather
+#: than recomputing them, ZYNTAX_CPU_VF=N forces the vectorization factor of
+#: the region and row loops, for comparisons in one session
 ZYNTAX = (
     "zyntax"
     + ("_coro" if os.environ.get("ZYNTAX_CPU_BARRIERS") == "coro" else "")
@@ -696,6 +698,8 @@ ZYNTAX = (
     + ("_interchangeall" if os.environ.get("ZYNTAX_CPU_INTERCHANGE") == "all" else "")
     + ("_noaffine" if os.environ.get("ZYNTAX_CPU_AFFINE") == "0" else "")
     + ("_vec" if os.environ.get("ZYNTAX_CPU_VECTOR") == "1" else "")
+    + ("_nohoist" if os.environ.get("ZYNTAX_CPU_HOIST") == "0" else "")
+    + (f"_vf{os.environ['ZYNTAX_CPU_VF']}" if os.environ.get("ZYNTAX_CPU_VF") else "")
 )
 
 MODE = "native"  # zyntax's mode: "native" (refuses a silent fallback) or "interp"

@@ -142,10 +142,19 @@ pub fn lower_module(
                     )
                 };
                 // One vectorize hint per region loop and per affine row loop.
+                // `ZYNTAX_CPU_VF=N` (compile time, for measurements): the
+                // region and row loops' vectorization factor, where LLVM's
+                // cost model picks one (4 lanes on AVX-512 with an i64 index).
+                let vf = std::env::var("ZYNTAX_CPU_VF")
+                    .ok()
+                    .and_then(|v| v.parse::<u32>().ok())
+                    .filter(|v| v.is_power_of_two() && *v <= 64)
+                    .map(|v| format!(", !{{!\"llvm.loop.vectorize.width\", i32 {v}}}"))
+                    .unwrap_or_default();
                 let mut hints = |count: usize| {
                     let id = meta.len() + 10;
                     for k in 0..count {
-                        meta.push(format!("!{} = distinct !{{!{}, !1}}", id + k, id + k));
+                        meta.push(format!("!{} = distinct !{{!{}, !1{vf}}}", id + k, id + k));
                     }
                     id
                 };

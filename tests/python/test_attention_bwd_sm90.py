@@ -116,13 +116,14 @@ def test_windows(window: Any, causal: bool) -> None:
         ("DQ_SWIZZLE", 128),
         ("DEFER_DQ", 64),
         ("DEFER_DQ", 128),
+        ("BM_HD64", 64),
     ],
 )
 def test_forms(monkeypatch: pytest.MonkeyPatch, form: str, d: int) -> None:
     """The kernel's forms (the bench's zyntax[<form>] rows) compute the same
     gradients; the window leaves the first key blocks with no query (no
     steps: the ping-pong's turns must still balance)."""
-    monkeypatch.setattr(attention_bwd_sm90, form, True)
+    monkeypatch.setattr(attention_bwd_sm90, form, 128 if form == "BM_HD64" else True)
     run(2, 1, 150, 130, d, causal=True)
     run(2, 2, 20, 300, d, causal=False, window=(5, 0))
 

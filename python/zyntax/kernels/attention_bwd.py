@@ -320,7 +320,7 @@ def build_dq(dtype: str, d: int, bm: int, bn: int, warps: int, arch: str = "sm_8
 #: atomic dQ: None on sm_90 GPUs (the default), True also on the interpreter
 #: (tests), False nowhere (the tile programs; benches compare both).
 SM90: bool | None = None
-SM90_BM = attention_bwd_sm90.BM
+SM90_ROWS = attention_bwd_sm90.PAD_ROWS
 
 
 def _sm90(tq: T.Tensor, d: int, seq: int) -> bool:
@@ -422,7 +422,9 @@ def launch(
     args = [*_args(to), *_args(tdo), *_rows(tlse, True), *_rows(delta, True)]
     args += [*_rows(lse2, True), *(_rows(tdlse, True) if tdlse is not None else [])]
     args += [*(_args(dq32) if dq32 is not None else []), heads]
-    grid = (-(-sq // pre_bm), bsz * heads, 1)
+    # Every row of delta and lse2 (padded for the sm_90a kernel: rows past Sq
+    # get D = 0 and LSE 0, which make their products 0).
+    grid = (-(-delta.shape[2] // pre_bm), bsz * heads, 1)
     if sq:
         T.launch(module_pre, key_pre, build_pre(*key_pre).name, grid, 128, args, tq, stream)
 
@@ -542,7 +544,7 @@ def attention_backward(
     sm90 = not deterministic and _sm90(tq, d, max(sq, sk))
     # Per query row: rowsum(do * o), and the LSE with -inf made +inf (for
     # the sm_90a kernel padded to whole blocks of its query rows).
-    rows_len = -(-sq // SM90_BM) * SM90_BM if sm90 else sq
+    rows_len = -(-sq // SM90_ROWS) * SM90_ROWS if sm90 else sq
     _, delta = T.output(None, tq, (bsz, heads, rows_len), "f32")
     _, lse2 = T.output(None, tq, (bsz, heads, rows_len), "f32")
     dq32 = None if deterministic else T.output(None, tq, tq.shape, "f32")[1]

@@ -53,13 +53,14 @@ from ._sync import wait_parity
 from .attention_sm90 import BOX, MAX_SEQ, _tensor_map, tile_dim
 
 BN = 128  # keys per block (64 per consumer warpgroup)
-BM = 64  # query rows per step
+BM = 64  # query rows per step (128 at head dim 64 with BM_HD64)
+#: The LSE and D rows are padded to whole blocks of this many query rows.
+PAD_ROWS = 128
 THREADS = 384  # a producer and two consumer warpgroups
 #: Head dims the kernel takes.
 HEAD_DIMS = (64, 96, 128)
 #: Registers per thread of the producer and of each consumer warpgroup.
 REGS = (24, 240)
-ROW_BYTES = BM * 4  # one step's LSE (or D) values
 
 
 def dq_columns(d: int, split_keys: bool) -> int:
@@ -69,15 +70,15 @@ def dq_columns(d: int, split_keys: bool) -> int:
     return d if split_keys or d == 64 else d // 2
 
 
-def shared_bytes(d: int, stages: int, split_keys: bool = False) -> int:
+def shared_bytes(d: int, stages: int, split_keys: bool = False, bm: int = BM) -> int:
     """K, V, `stages` Q and dO tiles, two dS buffers, two dQ tiles, the rows,
-    the barriers."""
+    the barriers (`bm` query rows per step)."""
     return (
         2 * BN * d * 2
-        + 2 * stages * BM * d * 2
-        + 2 * BM * BN * 2
-        + 2 * BM * dq_columns(d, split_keys) * 4
-        + 2 * stages * ROW_BYTES
+        + 2 * stages * bm * d * 2
+        + 2 * bm * BN * 2
+        + 2 * bm * dq_columns(d, split_keys) * 4
+        + 2 * stages * bm * 4
         + 8 * (1 + 2 * stages + 4)
     )
 
@@ -96,6 +97,7 @@ def build(
     dq_swizzle: bool = False,
     uniform: bool = False,
     defer_dq: bool = False,
+    bm: int = BM,
 ) -> hir.Module:
     """The kernel for `dtype`, head dim `head_dim` (64, 96 or 128; 96 runs
     on tiles of 128 as the forward's: the TMA unit fills the columns past
@@ -130,18 +132,22 @@ def build(
     tensor cores while the tile is stored (else the tensor cores idle from
     the end of dQ's product to the next step's Sᵀ)."""
     assert not (defer_dq and (late_dk or pingpong)), "defer_dq: not with late_dk, pingpong"
+    assert bm == BM or (bm == 2 * BM and head_dim == 64), "bm: 64, or 128 at head dim 64"
     assert head_dim in HEAD_DIMS
     assert not kv_regs or head_dim == 64, "kv_regs: head dim 64 (registers)"
     d = tile_dim(head_dim)  # the tiles' head dim
     split_keys = split_keys or d == 64 or pingpong
     dq_cols = dq_columns(d, split_keys)
-    dq_bytes = BM * dq_cols * 4  # one consumer's dQ tile
+    dq_bytes = bm * dq_cols * 4  # one consumer's dQ tile
+    row_bytes = bm * 4  # one step's LSE (or D) values
+    # dQ's pieces: (64-row half, 64-column piece) of a consumer's tile.
+    pieces = [(rh, pc) for rh in range(bm // 64) for pc in range(dq_cols // 64)]
     dq_box = 32 if dq_swizzle else 64  # columns of one TMA reduction's box
     elem = T.HIR_TYPE[dtype]
     boxes = d // BOX
-    kv_bytes, q_bytes = BN * d * 2, BM * d * 2
-    kv_box, q_box = BN * 128, BM * 128  # one 64-column box of a K/V, Q/dO tile
-    ds_bytes = BM * BN * 2
+    kv_bytes, q_bytes = BN * d * 2, bm * d * 2
+    kv_box, q_box = BN * 128, bm * 128  # one 64-column box of a K/V, Q/dO tile
+    ds_bytes = bm * BN * 2
     name = f"attention_bwd_sm90_{dtype}_d{head_dim}{'_upper' if upper else ''}"
     name += f"{'_lower' if lower else ''}_s{stages}{'_keys' if split_keys else ''}"
     name += "_latedk" if late_dk else ""
@@ -151,6 +157,7 @@ def build(
     name += "_dqsw" if dq_swizzle else ""
     name += "_uni" if uniform else ""
     name += "_defer" if defer_dq else ""
+    name += f"_m{bm}" if bm != BM else ""
     m = hir.Module(name, targets=["sm_90a"])
     params = [hir.tensormap] * 5
     params += [hir.ptr("global", hir.f32)] * 2 + [hir.ptr("global", elem)] * 2
@@ -170,7 +177,7 @@ def build(
         s_ds = b.ptr_add(s_do, stages * q_bytes)  # two buffers
         s_dq = b.ptr_add(s_ds, 2 * ds_bytes)  # a dQ tile per consumer
         s_rows = b.ptr_add(s_dq, 2 * dq_bytes)  # per stage: LSE, then D
-        bars = b.ptr_cast(b.ptr_add(s_rows, 2 * stages * ROW_BYTES), hir.ptr("shared", hir.u64))
+        bars = b.ptr_cast(b.ptr_add(s_rows, 2 * stages * row_bytes), hir.ptr("shared", hir.u64))
         full_kv = bars
         full = b.ptr_add(bars, 1)
         empty = b.ptr_add(full, stages)
@@ -193,17 +200,17 @@ def build(
             first = b.max(n0i - shift - w_right, zero_i)
         if lower:  # ... and j >= i + shift - left
             last = b.min(n0i + (BN - 1) - shift + w_left, sqi - 1)
-        qlo = b.div(b.cast(first, hir.u32), BM)
+        qlo = b.div(b.cast(first, hir.u32), bm)
         some = b.ge(last, first)
         safe_last = b.cast(b.max(last, zero_i), hir.u32)
-        nq = b.select(some, b.div(safe_last, BM) + 1 - qlo, b.const(0, hir.u32))
+        nq = b.select(some, b.div(safe_last, bm) + 1 - qlo, b.const(0, hir.u32))
         total = group * nq
 
         def step_coords(it: Any) -> tuple[Any, Any]:
             """(query head, first query row) of step `it`: heads of the group
             in turn, the query blocks of each in order."""
             nq1 = b.max(nq, b.const(1, hir.u32))
-            return hk * group + b.div(it, nq1), (qlo + b.rem(it, nq1)) * BM
+            return hk * group + b.div(it, nq1), (qlo + b.rem(it, nq1)) * bm
 
         with b.if_(b.eq(tid, 0)):
             b.mbarrier_init(full_kv, 1)
@@ -236,13 +243,13 @@ def build(
                 wait(b.ptr_add(empty, st), ph ^ 1)  # a fresh barrier passes parity 1
                 h, m0 = step_coords(it)
                 bar = b.ptr_add(full, st)
-                b.mbarrier_arrive_expect_tx(bar, 2 * q_bytes + 2 * ROW_BYTES)
+                b.mbarrier_arrive_expect_tx(bar, 2 * q_bytes + 2 * row_bytes)
                 tma(b.ptr_add(s_q, st * q_bytes), tq, m0, bar, q_box, h)
                 tma(b.ptr_add(s_do, st * q_bytes), tdo, m0, bar, q_box, h)
                 row = b.cast((bi * heads + h) * sq_pad + m0, hir.i64)
-                rows = b.ptr_cast(b.ptr_add(s_rows, st * 2 * ROW_BYTES), f32p)
-                b.bulk_copy_g2s(rows, b.ptr_add(lse2, row), ROW_BYTES, bar)
-                b.bulk_copy_g2s(b.ptr_add(rows, BM), b.ptr_add(delta, row), ROW_BYTES, bar)
+                rows = b.ptr_cast(b.ptr_add(s_rows, st * 2 * row_bytes), f32p)
+                b.bulk_copy_g2s(rows, b.ptr_add(lse2, row), row_bytes, bar)
+                b.bulk_copy_g2s(b.ptr_add(rows, bm), b.ptr_add(delta, row), row_bytes, bar)
 
         def write_dq() -> None:
             """The dQ writer (a thread of the producer warpgroup): adds each
@@ -256,7 +263,7 @@ def build(
                         col = piece * dq_box + (0 if split_keys else x * 64)
                         at = [b.const(col, hir.i32), b.cast(m0, hir.i32)]
                         at += [b.cast(h, hir.i32), b.cast(bi, hir.i32)]
-                        src = b.ptr_add(s_dq, x * dq_bytes + piece * BM * dq_box * 4)
+                        src = b.ptr_add(s_dq, x * dq_bytes + piece * bm * dq_box * 4)
                         b.tma_reduce("add", tdq, at, src)
                     b.bulk_commit_group()
                     b.bulk_wait_group(0, read=True)
@@ -285,13 +292,13 @@ def build(
         def fragments(p: list[list[hir.Value]]) -> list[hir.Value]:
             """The A fragments (K = 16 queries each) of a 64 x 64 accumulator
             given per row half: the forward's P fragments."""
-            return wgmma_a_fragments(b, dtype, p, BM // 16)
+            return wgmma_a_fragments(b, dtype, p, bm // 16)
 
         def ss_chain(a: Any, bd: hir.Value, a_box: int) -> hir.Value:
             """A Bᵀ for a 64-row A (K-major; or its register fragments per
             k-step, a list) and 64 rows of B (K-major) over the head dim:
             k-step kk is box kk // 4, 32 bytes per step."""
-            acc = b.wgmma_zero(BM)
+            acc = b.wgmma_zero(bm)
             for kk in range(head_dim // 16):  # 96: the zero columns skipped
                 off = (kk % 4) * 32
                 a_kk = a[kk] if isinstance(a, list) else moved(a, (kk // 4) * a_box + off)
@@ -299,7 +306,7 @@ def build(
                     acc,
                     a_kk,
                     moved(bd, (kk // 4) * q_box + off),
-                    n=BM,
+                    n=bm,
                     a_type=dtype,
                     scale_d=0 if kk == 0 else 1,
                 )
@@ -321,14 +328,14 @@ def build(
             """A 64 x 64 accumulator as [row half][x], x = 2 n-tile + e:
             column 8 n-tile + 2t + e."""
             return [
-                [b.extract(acc, 4 * (x >> 1) + 2 * h + (x & 1)) for x in range(16)]
+                [b.extract(acc, 4 * (x >> 1) + 2 * h + (x & 1)) for x in range(bm // 4)]
                 for h in range(2)
             ]
 
         def rs_chain(acc: hir.Value, frags: list[hir.Value], bd: hir.Value) -> hir.Value:
             """acc += A B with A from registers (K = 64 queries) and B a
             [queries, d] tile, MN-major: 16 rows of 128 bytes per k-step."""
-            for kk in range(BM // 16):
+            for kk in range(bm // 16):
                 acc = b.wgmma(
                     acc, frags[kk], moved(bd, kk * 16 * 128), n=d, a_type=dtype, trans_b=True
                 )
@@ -339,7 +346,7 @@ def build(
             column x is query 8 (x >> 1) + 2t + (x & 1), two at a time."""
             f32x2 = hir.vec(hir.f32, 2)
             out = []
-            for nt in range(8):
+            for nt in range(bm // 8):
                 at = b.ptr_add(rows, first + nt * 8 + 2 * t)
                 pair = b.load(b.ptr_cast(at, hir.ptr("shared", f32x2)))
                 out += [b.extract(pair, 0), b.extract(pair, 1)]
@@ -377,12 +384,13 @@ def build(
                 per_wg(lambda: b.named_barrier_arrive(4, 256), second)
 
         def store_dq(accs: list[list[hir.Value]], parity: Any = None, real: Any = None) -> None:
-            """Writes a step's dQ pieces (64 columns each, scaled) into
+            """Writes a step's dQ pieces (64 rows x 64 columns each, in the
+            order of `pieces`; scaled) into
             this consumer's tile and hands it to the writer; first waits for
             the writer to have read the last one (mbarrier phase `parity`,
             unless None: waited for already). `real` false: no step to hand
             (the store only fills the free tile, the writer is not told).
-            Boxes of 64 rows x `dq_box` f32 columns: unswizzled rows of 256
+            Boxes of `bm` rows x `dq_box` f32 columns: unswizzled rows of 256
             bytes put the 8 rows of a store on the same banks (8-way
             conflicts), hence `dq_swizzle`."""
             if parity is not None:
@@ -394,18 +402,19 @@ def build(
                 # (2 j + (t >> 1)) ^ g, i.e. at (32 j) ^ lane_at.
                 lane_at = (w * 16 + g) * 128 + (((t >> 1) ^ g) << 4) + ((t & 1) << 3)
             f32x2 = hir.vec(hir.f32, 2)
-            for pc, dq_acc in enumerate(accs):
+            for (rh, pc), dq_acc in zip(pieces, accs, strict=True):
                 for h_ in range(2):
+                    row = rh * 64 + 8 * h_  # + w * 16 + g
                     for nt in range(8):
                         i = 4 * nt + 2 * h_
                         vals = [dq_acc[i], dq_acc[i + 1]]
                         if dq_swizzle:
                             box = pc * 2 + nt // 4
                             at = lane_at ^ (32 * (nt % 4))
-                            dst = b.ptr_add(tile_dq, at + (box * BM * 32 + h_ * 8 * 32) * 4)
+                            dst = b.ptr_add(tile_dq, at + (box * bm * 32 + row * 32) * 4)
                         else:
-                            at = (w * 16 + g + 8 * h_) * 64 + 2 * t + nt * 8
-                            dst = b.ptr_add(tile_dq, (at + pc * BM * 64) * 4)
+                            at = (w * 16 + g + row) * 64 + 2 * t + nt * 8
+                            dst = b.ptr_add(tile_dq, (at + pc * bm * 64) * 4)
                         dst = b.ptr_cast(dst, hir.ptr("shared", f32x2))
                         b.store(dst, vector(b, f32x2, vals))
             b.fence_proxy_async()
@@ -438,11 +447,10 @@ def build(
             def carried() -> list[list[hir.Value]]:
                 """The dQ pieces carried from the last step (defer_dq)."""
                 vals = read(b, dq_vars)
-                return [vals[32 * pc : 32 * pc + 32] for pc in range(pieces)]
+                return [vals[32 * i : 32 * i + 32] for i in range(len(pieces))]
 
-            pieces = dq_cols // 64
             zero = b.const(0.0, hir.f32)
-            dq_vars = variables(b, [zero] * 32 * pieces, "dq") if defer_dq else []
+            dq_vars = variables(b, [zero] * 32 * len(pieces), "dq") if defer_dq else []
             if pingpong:  # the first consumer takes the first turn
                 with b.if_(b.and_(b.eq(c, 1), total > 0)):
                     b.named_barrier_arrive(3, 256)
@@ -479,14 +487,17 @@ def build(
                 if defer_dq:
                     store_dq(carried(), None, b.vote_any(b.not_(first)))
                 # The rows' LSE and D (column x's query: 8 (x >> 1) + 2t + (x & 1)).
-                rows = b.ptr_cast(b.ptr_add(s_rows, st * 2 * ROW_BYTES), f32p)
+                rows = b.ptr_cast(b.ptr_add(s_rows, st * 2 * row_bytes), f32p)
                 b.wgmma_wait_group(1)  # S is ready; P is computed while dP runs
                 # Loaded as they are needed (D after P): S, dP, dK and dV
                 # already hold 192 of the 240 registers.
                 lse_l2 = [x * LOG2E for x in row_values(rows, 0)]
                 s_h = per_half(s_acc)
                 p = [
-                    [b.ex2_ftz_approx(b.fma(s_h[h_][x], scale_log2, -lse_l2[x])) for x in range(16)]
+                    [
+                        b.ex2_ftz_approx(b.fma(s_h[h_][x], scale_log2, -lse_l2[x]))
+                        for x in range(bm // 4)
+                    ]
                     for h_ in range(2)
                 ]
                 # Masks: only where the warpgroup's 64 keys cross the key end
@@ -497,7 +508,7 @@ def build(
                 if upper:
                     partial = b.or_(partial, kc0 + 63 - m0i > shift + w_right)
                 if lower:
-                    partial = b.or_(partial, kc0 - (m0i + 63) < shift - w_left)
+                    partial = b.or_(partial, kc0 - (m0i + bm - 1) < shift - w_left)
 
                 def masked(vals: list[list[hir.Value]]) -> list[hir.Value]:
                     out = []
@@ -505,7 +516,7 @@ def build(
                         j = b.cast(key0 + 8 * h_, hir.i32)
                         rel = j - m0i - b.cast(2 * t, hir.i32) - shift  # key - query at offset 0
                         keep = b.lt(j, ski)
-                        for x in range(16):
+                        for x in range(bm // 4):
                             off = (x >> 1) * 8 + (x & 1)
                             ok = keep
                             if upper:  # key - query <= shift + right
@@ -515,18 +526,18 @@ def build(
                             out.append(b.select(ok, vals[h_][x], 0.0))
                     return out
 
-                sel = b.if_else(partial, results=[hir.f32] * 32)
+                sel = b.if_else(partial, results=[hir.f32] * (bm // 2))
                 with sel as (yes, no):
                     with yes:
                         yes.yield_(*masked(p))
                     with no:
                         no.yield_(*p[0], *p[1])
                 pf = list(sel.results)
-                p = [pf[:16], pf[16:]]
+                p = [pf[: bm // 4], pf[bm // 4 :]]
                 b.wgmma_wait_group(0)  # dP
                 dp_h = per_half(dp_acc)
-                dl = row_values(rows, BM)
-                ds = [[p[h_][x] * (dp_h[h_][x] - dl[x]) for x in range(16)] for h_ in range(2)]
+                dl = row_values(rows, bm)
+                ds = [[p[h_][x] * (dp_h[h_][x] - dl[x]) for x in range(bm // 4)] for h_ in range(2)]
                 p_frags, ds_frags = fragments(p), fragments(ds)
                 my_turn()
                 b.wgmma_fence()
@@ -539,11 +550,11 @@ def build(
                 # (keys 16w + 8 (i & 1).., queries 16kk + 8 (i >> 1)..) gives
                 # the address of query row 16kk + 8 (i >> 1) + r, whose 8 keys
                 # are 16-byte chunk 2w + (i & 1) of the swizzled row.
-                buf = b.ptr_add(s_ds, (it & 1) * ds_bytes + c * (BM * 128))
+                buf = b.ptr_add(s_ds, (it & 1) * ds_bytes + c * (bm * 128))
                 mi, r8 = lane >> 3, lane & 7
                 chunk = ((w * 2 + (mi & 1)) ^ r8) << 4
                 row_at = ((mi >> 1) * 8 + r8) * 128 + chunk
-                for kk in range(BM // 16):
+                for kk in range(bm // 16):
                     b.stmatrix(b.ptr_add(buf, row_at + kk * 16 * 128), ds_frags[kk], trans=True)
                 b.fence_proxy_async()
                 ds_desc = moved(ds_desc0, (it & 1) * ds_bytes)
@@ -564,16 +575,16 @@ def build(
                 else:  # all columns, this warpgroup's 64 keys
                     steps = 4
                     kb = moved(kmn_desc, cw * 64 * 128)
-                    ds_desc = moved(ds_desc, c * (BM * 128))
-                # dQ in 64-column pieces (two with split_keys at head dim 128:
+                    ds_desc = moved(ds_desc, c * (bm * 128))
+                # dQ in 64 x 64 pieces (two with split_keys at head dim 128:
                 # 32 accumulator registers, not 64, which made ptxas serialise
-                # the wgmmas).
+                # the wgmmas; two row halves with bm = 128).
                 dq_accs = []
-                for pc in range(pieces):
+                for piece, (rh, pc) in enumerate(pieces):
                     b.wgmma_fence()
                     dq_acc = b.wgmma_zero(64)
                     for s in range(steps):
-                        a_off = (s // 4) * (BM * 128) + (s % 4) * 32
+                        a_off = (s // 4) * (bm * 128) + (s % 4) * 32 + rh * 64 * 128
                         dq_acc = b.wgmma(
                             dq_acc,
                             moved(ds_desc, a_off),
@@ -584,16 +595,16 @@ def build(
                             scale_d=0 if s == 0 else 1,
                         )
                     b.wgmma_commit_group()
-                    if late_dk and pc == 0:
+                    if late_dk and piece == 0:
                         dk_acc = rs_chain(dk_acc, ds_frags, moved(qmn0, q_off))
                         b.wgmma_commit_group()
-                    if pc == 0:  # the other consumer's turn (not after the last)
+                    if piece == 0:  # the other consumer's turn (not after the last)
                         end_turn(it + 1 < total)
-                    if late_dk and pc == 0:
+                    if late_dk and piece == 0:
                         b.wgmma_wait_group(1)  # dV and dQ done; dK runs while dQ is written
                     else:
                         b.wgmma_wait_group(0)
-                        if pc == 0:  # dV and dK done: the stage is free
+                        if piece == 0:  # dV and dK done: the stage is free
                             b.mbarrier_arrive(b.ptr_add(empty, st))
                     # Scaled here: new registers, not the wgmma's (ptxas waits
                     # for every wgmma before a read of registers a wgmma
@@ -661,6 +672,7 @@ def _module(
     dq_swizzle: bool,
     uniform: bool,
     defer_dq: bool,
+    bm: int,
 ) -> hir.Module:
     return build(
         dtype,
@@ -676,6 +688,7 @@ def _module(
         dq_swizzle,
         uniform,
         defer_dq,
+        bm,
     )
 
 
@@ -702,6 +715,8 @@ PINGPONG = False
 LONGEST_FIRST = False
 #: Head dim 64: K and V as wgmma's register A operand (build's kv_regs).
 KV_REGS = False
+#: Head dim 64: query rows per step (build's bm: 64 or 128).
+BM_HD64 = 64
 
 
 __all__ = ["MAX_SEQ", "build", "launch", "supports"]
@@ -712,11 +727,11 @@ def supports(d: int) -> bool:
     return d in HEAD_DIMS
 
 
-def _dq_map(t: T.Tensor, swizzled: bool) -> Any:
+def _dq_map(t: T.Tensor, swizzled: bool, bm: int) -> Any:
     """A map of the f32 dQ buffer (B, H, Sq, D) whose box is a piece of a
-    consumer's dQ tile of one (b, h): 64 rows x 32 columns with the 128B
-    swizzle (`swizzled`), else 64 x 64 unswizzled."""
-    box = [32 if swizzled else 64, BM, 1, 1]
+    consumer's dQ tile of one (b, h): `bm` rows x 32 columns with the 128B
+    swizzle (`swizzled`), else `bm` x 64 unswizzled."""
+    box = [32 if swizzled else 64, bm, 1, 1]
     swizzle = "128B" if swizzled else "none"
     if t.on_gpu:
         return T.tensor_map(t, box, swizzle=swizzle, dtype=hir.f32)
@@ -741,13 +756,14 @@ def launch(
 ) -> None:
     """Runs the kernel on checked tensors (attention_backward validated
     them): q, do (B, H, Sq, D); k, v, dk, dv (B, Hk, Sk, D) with dk and dv
-    alike; lse2, delta (B, H, Sq padded to a multiple of BM) f32 from the
+    alike; lse2, delta (B, H, Sq padded to a multiple of PAD_ROWS) f32 from the
     pre program; dq32 (B, H, Sq, D) f32, contiguous and zeroed, where dQ
     (scaled) is added."""
     bsz, heads, sq, d = tq.shape
     hk, sk = tk.shape[1], tk.shape[2]
     sq_pad = lse2.shape[2]
-    assert sq_pad % BM == 0 and delta.shape == lse2.shape and T.contiguous(lse2)
+    bm = BM_HD64 if d == 64 else BM
+    assert sq_pad % bm == 0 and delta.shape == lse2.shape and T.contiguous(lse2)
     assert T.contiguous(dq32) and T.contiguous(delta) and dk.strides == dv.strides
     w_left, w_right = window if window is not None else (None, None)
     upper = causal or w_right is not None
@@ -756,8 +772,8 @@ def launch(
     # kernel's i32 arithmetic (positions plus bounds) below 2^31.
     right = min(0 if causal else sq, sq if w_right is None else w_right, sq)
     left = min(sk if w_left is None else w_left, sk)
-    maps = [_tensor_map(tk, BN), _tensor_map(tv, BN), _tensor_map(tq, BM), _tensor_map(tdo, BM)]
-    maps.append(_dq_map(dq32, DQ_SWIZZLE))
+    maps = [_tensor_map(tk, BN), _tensor_map(tv, BN), _tensor_map(tq, bm), _tensor_map(tdo, bm)]
+    maps.append(_dq_map(dq32, DQ_SWIZZLE, bm))
     args: list[Any] = [*maps, lse2, delta, dk, dv, sq, sk, sq_pad, heads, hk, heads // hk]
     args += [*dk.strides[:3], float(scale) * LOG2E, float(scale), sk - sq, left, right]
     grid = (-(-sk // BN), bsz * hk)
@@ -779,9 +795,10 @@ def launch(
         DQ_SWIZZLE,
         UNIFORM,
         DEFER_DQ,
+        bm,
     )
     d = tile_dim(d)
-    smem = shared_bytes(d, STAGES, key[5])
+    smem = shared_bytes(d, STAGES, key[5], bm)
     if smem > 227 * 1024:  # a form set by hand (STAGES, SPLIT_KEYS, PINGPONG) too large
         raise ArgumentError(
             f"argument 'q': the sm_90a backward's form needs {smem} bytes of shared memory "

@@ -289,6 +289,11 @@ fn walk(
         });
         *end += buffer * if in_loop { 2 } else { 1 };
     }
+    // Sibling loops share their regions: a loop with wgmma `dot`s ends
+    // with a barrier that every warp passes once its wgmmas are done, so
+    // the next loop (the split attention program's three) may stage over
+    // them.
+    let start = *end;
     for op in ops {
         if let Op::For {
             args, body, yields, ..
@@ -299,7 +304,9 @@ fn walk(
                 Some(g) if is_wgmma(layouts.get(g.dot)) => {}
                 _ => {
                     let h = dot_mma::hoisted(program, layouts, body);
-                    walk(program, layouts, body, &h, true, out, end);
+                    let mut e = start;
+                    walk(program, layouts, body, &h, true, out, &mut e);
+                    *end = (*end).max(e);
                 }
             }
         }

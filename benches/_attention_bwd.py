@@ -217,7 +217,8 @@ def triton_backward() -> Callable[..., Any] | None:
 #: A operands at head dim 64 (KV_REGS); session 13: the key descriptors
 #: re-derived each step (UNIFORM: no spills), swizzled dQ tiles (DQ_SWIZZLE: no
 #: bank conflicts), the dQ tile stored under the next step's products
-#: (DEFER_DQ); ``s12``: all three off (session 12's kernel).
+#: (DEFER_DQ); ``s12``: all three off (session 12's kernel); ``m128``: 128
+#: query rows per step at head dim 64 (BM_HD64).
 FORMS = {
     "uni": {"UNIFORM": True},
     "dqsw": {"DQ_SWIZZLE": True},
@@ -225,6 +226,7 @@ FORMS = {
     "new": {"UNIFORM": True, "DQ_SWIZZLE": True},
     "new_defer": {"UNIFORM": True, "DQ_SWIZZLE": True, "DEFER_DQ": True},
     "s12": {"UNIFORM": False, "DQ_SWIZZLE": False, "DEFER_DQ": False},
+    "m128": {"UNIFORM": True, "DQ_SWIZZLE": True, "BM_HD64": 128},
     "keys": {"SPLIT_KEYS": True},
     "s3": {"STAGES": 3},
     "s2": {"STAGES": 2},
@@ -240,7 +242,7 @@ FORMS = {
 
 
 #: Head dims a form applies to (others: 64 and 128).
-FORM_DIMS = {"kvregs": (64,), "s4": (64,)}
+FORM_DIMS = {"kvregs": (64,), "s4": (64,), "m128": (64,)}
 
 
 #: The knob setting whose launches attention_backward's plans hold.

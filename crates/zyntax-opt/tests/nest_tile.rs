@@ -276,6 +276,36 @@ fn half_precision_matmul_on_tensor_cores() {
 }
 
 #[test]
+fn a_fused_epilogue_at_4096_stores_through_tma() {
+    // matmul + bias + gelu + residual at 4096^3 on 132 SMs: the epilogue's
+    // 128x128 tile over 8 consumer warps, its output stored through shared
+    // memory and TMA (a third tensor map, the output's). Lowered only: the
+    // interpreter runs the same pipeline at 130x136 above; the device runs
+    // this one (benches/fusion.py, benches/llvm_pipelines.py).
+    let n = 4096;
+    let mut spec = matmul(n, n, n, Type::BF16, false);
+    spec.buffers[2] = Buffer::new("C", Type::BF16, &[n, n]);
+    spec.buffers.push(Buffer::new("bias", Type::BF16, &[n]));
+    spec.buffers.push(Buffer::new("res", Type::BF16, &[n, n]));
+    let biased = Expr::binary(BinOp::Add, Expr::Reduced, Expr::load(3, &[1]));
+    spec.epilogue = Some(Expr::binary(
+        BinOp::Add,
+        gelu(biased),
+        Expr::load(4, &[0, 1]),
+    ));
+    let options = NestTileOptions {
+        arch: zyntax_hir::Arch::Sm90a,
+        ..NestTileOptions::default()
+    };
+    let nk = lower(&spec, &options).unwrap();
+    assert!(nk.schedule.tma_store && nk.schedule.warp_specialize);
+    assert_eq!(nk.schedule.block, [128, 128]);
+    assert_eq!(nk.kernel.launch.tensor_maps.len(), 3, "{}", nk.pipeline);
+    let hir = zyntax_hir::print_module(&nk.kernel.module);
+    assert!(hir.contains("tma.store"), "no TMA store in the HIR");
+}
+
+#[test]
 fn bf16_matmul_on_sm90a_takes_the_warp_specialised_pipeline() {
     // The library matmul's choice (ws_heuristic): with 4 SMs and a short
     // K, 128x128 tiles over two ping-pong sets of 4 consumer warps, 6

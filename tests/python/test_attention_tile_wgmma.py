@@ -21,6 +21,7 @@ from zyntax.kernels import attention_tile
     [
         ((64, 64, 4, True, False, "sm_90a"), 64),
         ((64, 64, 4, False, True, "sm_90a"), 64),
+        ((128, 64, 8, True, False, "sm_90a"), 64),
         ((128, 64, 8, True, False, "sm_90a"), 128),
         ((128, 64, 8, True, True, "sm_90a"), 96),
     ],

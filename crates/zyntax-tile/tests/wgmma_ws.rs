@@ -300,6 +300,7 @@ fn ws_gemm_passes_ptxas() {
     for (block, warps, stages, persistent, trans) in [
         ([128, 128], 4, 6, true, Trans::None),
         ([128, 256], 8, 4, true, Trans::None),
+        ([256, 128], 8, 4, true, Trans::None),
         ([128, 256], 8, 3, false, Trans::None),
         ([128, 128], 8, 4, true, Trans::A),
         ([128, 128], 4, 4, true, Trans::B),
@@ -398,6 +399,10 @@ fn ws_cluster_passes_ptxas() {
     for (block, warps, stages, pingpong, along_n) in [
         ([128, 256], 8, 4, false, false),
         ([128, 256], 8, 4, false, true),
+        // cuBLAS's layer tile: two warpgroups of 128x128 (two m64 wgmmas
+        // each); along N the CTAs split the one 256-row box of `a`
+        ([256, 128], 8, 4, false, true),
+        ([256, 128], 8, 4, false, false),
         ([128, 128], 4, 6, true, true),
     ] {
         let s = ws(block, warps, stages, true)

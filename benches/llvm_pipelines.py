@@ -38,13 +38,16 @@ PIPELINES: dict[str, str | None] = {
     "default_O3": None,
     "O1": "default<O1>",
     "level_O1": "level:O1",
-    # what a tile program needs after the tile layer: scalar replacement,
-    # CSE, one instcombine, CFG cleanup, loop-invariant code hoisted (without
-    # licm the f32 FFMA nest's PTX made ptxas spill; without instcombine the
-    # bf16 one's) and alignment inferred (without it the code generator's
-    # load/store vectorizer left a third of the 16-byte accesses scalar)
-    "kernel": "function(sroa,early-cse,instcombine<no-verify-fixpoint>,simplifycfg,"
-    "loop-mssa(licm),infer-alignment)",
+    # what a tile program needs after the tile layer: the thread and block
+    # index ranges (nvvm-intr-range, which the default pipelines get from the
+    # NVPTX target; without it the wide bf16 softmax spilled 108 bytes),
+    # scalar replacement, CSE, one instcombine, CFG cleanup, loop invariants
+    # hoisted (without licm ptxas spilled on the f32 FFMA nest; without
+    # instcombine on the bf16 one) and alignment inferred (without it the
+    # code generator's load/store vectorizer left two thirds of the 16-byte
+    # accesses scalar)
+    "kernel": "function(nvvm-intr-range,sroa,early-cse,instcombine<no-verify-fixpoint>,"
+    "simplifycfg,loop-mssa(licm),infer-alignment)",
 }
 
 #: case -> (spec, operand dtype, M, N, K)

@@ -194,7 +194,9 @@ def softmax(x, out):
     lang.syncthreads()
     total = zyntax.f32(0)
     for j in range(tid, n, BLOCK):
-        total += math.exp(x[row, j] - m)
+        e = math.exp(x[row, j] - m)
+        out[row, j] = e  # exp once, as the C peer does: rescaled below
+        total += e
     buf[tid] = total
     lang.syncthreads()
     h = BLOCK // 2
@@ -205,7 +207,7 @@ def softmax(x, out):
         h //= 2
     inv = 1.0 / buf[0]
     for j in range(tid, n, BLOCK):
-        out[row, j] = math.exp(x[row, j] - m) * inv
+        out[row, j] = out[row, j] * inv
 
 
 @zyntax.kernel
@@ -689,7 +691,8 @@ def cases(scale: int) -> list[Case]:
 #: runs interchanged rows thread by thread (no index rebuilt, no SIMD lanes) and
 #: ZYNTAX_CPU_VECTOR=1 runs the threads of a block as SIMD lanes (off by
 #: default), ZYNTAX_CPU_HOIST=0 saves context-only values at barriers rather
-#: than recomputing them, ZYNTAX_CPU_VF=N forces the vectorization factor of
+#: than recomputing them, ZYNTAX_CPU_LOOPEXIT=0 runs a barrier loop's exit in
+#: the region of the loop's last step, ZYNTAX_CPU_VF=N forces the vectorization factor of
 #: the region and row loops, for comparisons in one session
 ZYNTAX = (
     "zyntax"
@@ -699,6 +702,7 @@ ZYNTAX = (
     + ("_noaffine" if os.environ.get("ZYNTAX_CPU_AFFINE") == "0" else "")
     + ("_vec" if os.environ.get("ZYNTAX_CPU_VECTOR") == "1" else "")
     + ("_nohoist" if os.environ.get("ZYNTAX_CPU_HOIST") == "0" else "")
+    + ("_noloopexit" if os.environ.get("ZYNTAX_CPU_LOOPEXIT") == "0" else "")
     + (f"_vf{os.environ['ZYNTAX_CPU_VF']}" if os.environ.get("ZYNTAX_CPU_VF") else "")
 )
 

@@ -171,6 +171,54 @@ pub fn hoisted(f: &Function) -> BTreeSet<InstId> {
     out
 }
 
+/// The exits of loops that hold a `barrier` (a tree reduction's `while s >
+/// 0: ...; barrier`): virtual barriers of region fission, so that the
+/// region after the loop's barrier holds one step of the loop and not also
+/// the code after the loop. A tree step is then a region without a loop of
+/// its own, which LLVM vectorizes over the threads (the step before, with
+/// the row walk after the loop in the same region, ran thread by thread,
+/// every thread computing the loop's exit test and the post-loop values);
+/// the code after the loop runs as its own region. Order between two
+/// barriers is free, and a thread that leaves the loop early stops at the
+/// exit instead of running on to the next barrier: the same results and
+/// the same divergent-barrier errors. `ZYNTAX_CPU_LOOPEXIT=0` (compile
+/// time) keeps one region, for comparisons.
+pub fn barrier_loop_exits(f: &Function) -> BTreeSet<BlockId> {
+    let mut out = BTreeSet::new();
+    if std::env::var("ZYNTAX_CPU_LOOPEXIT").is_ok_and(|v| v == "0") {
+        return out;
+    }
+    for l in zyntax_opt::analysis::loops(f) {
+        let has_barrier = l.blocks.iter().any(|b| {
+            f.block(*b).insts.iter().any(|i| {
+                f.insts
+                    .get(i.index())
+                    .is_some_and(|d| matches!(d.op, Op::Barrier))
+            })
+        });
+        if !has_barrier {
+            continue;
+        }
+        for b in &l.blocks {
+            let Some(d) = f
+                .block(*b)
+                .insts
+                .last()
+                .and_then(|i| f.insts.get(i.index()))
+            else {
+                continue;
+            };
+            out.extend(
+                d.targets
+                    .iter()
+                    .map(|t| t.block)
+                    .filter(|t| !l.blocks.contains(t)),
+            );
+        }
+    }
+    out
+}
+
 /// A program point: block and index of the instruction in it (-1: the
 /// block's parameters, before its first instruction).
 type Point = (BlockId, i64);
@@ -198,6 +246,9 @@ pub fn plan(f: &Function, literal: &dyn Fn(ValueId) -> bool, affine: bool) -> Op
     if affine {
         virtuals.extend(super::interchange::exits(f, &headers));
     }
+    // Rows as SIMD lanes only at the interchanged loops' points.
+    let interchanged = virtuals.clone();
+    virtuals.extend(barrier_loop_exits(f));
     for &b in &f.layout {
         if virtuals.contains(&b) {
             barriers.push((super::interchange::point(b), (b, -1)));
@@ -299,7 +350,10 @@ pub fn plan(f: &Function, literal: &dyn Fn(ValueId) -> bool, affine: bool) -> Op
     // `affine`: `HostOptions::affine_rows` (else every value is restored).
     let stride = super::interchange::x_stride(f);
     for (i, live) in &p.live {
-        if !affine || !super::interchange::is_virtual(*i) {
+        if !affine
+            || !super::interchange::is_virtual(*i)
+            || !interchanged.contains(&BlockId(i.0 & !super::interchange::VIRTUAL))
+        {
             continue;
         }
         let aff: Vec<(ValueId, i64)> = live
@@ -659,17 +713,33 @@ pub fn block_runner(
         );
         "scan.g"
     };
-    // Which barrier the running threads stopped at (0: all returned); all the same.
+    // Which barrier the running threads stopped at (0: all returned); all
+    // the same. Two reductions without an exit (a vector loop: after every
+    // region, a thread-by-thread loop with an exit at the first divergent
+    // thread cost a fifth of a layernorm row's time): the largest state and
+    // the smallest running one (0 counted as the largest); they differ only
+    // when running threads wait at different barriers, and only then a
+    // second, scalar pass finds the first such thread for the error.
     let _ = writeln!(
         out,
-        "scan.l:\n  %u = phi i32 [ 0, %{from} ], [ %u1, %scan.next ]\n  \
-         %cur = phi i32 [ 0, %{from} ], [ %cur1, %scan.next ]\n  %u64 = zext i32 %u to i64\n  \
+        "scan.l:\n  %u = phi i32 [ 0, %{from} ], [ %u1, %scan.l ]\n  \
+         %smax = phi i32 [ 0, %{from} ], [ %smax1, %scan.l ]\n  \
+         %smin = phi i32 [ -1, %{from} ], [ %smin1, %scan.l ]\n  %u64 = zext i32 %u to i64\n  \
          %su.p = getelementptr i32, ptr %sts, i64 %u64\n  %su = load i32, ptr %su.p\n  \
-         %su.run = icmp ne i32 %su, 0\n  %cur.set = icmp ne i32 %cur, 0\n  %su.other = icmp ne i32 %su, %cur\n  \
+         %smax1 = call i32 @llvm.umax.i32(i32 %smax, i32 %su)\n  %su.dec = add i32 %su, -1\n  \
+         %su.key = call i32 @llvm.umin.i32(i32 %smin, i32 %su.dec)\n  %smin1 = add i32 %su.key, 0\n  \
+         %u1 = add i32 %u, 1\n  %u.more = icmp ult i32 %u1, %n\n  br i1 %u.more, label %scan.l, label %scan.d\n\
+         scan.d:\n  %smin.st = add i32 %smin1, 1\n  %s.running = icmp ne i32 %smax1, 0\n  \
+         %s.other = icmp ne i32 %smin.st, %smax1\n  %s.bad = and i1 %s.running, %s.other\n  \
+         br i1 %s.bad, label %ds.l, label %scanned\n\
+         ds.l:\n  %du = phi i32 [ 0, %scan.d ], [ %du1, %ds.next ]\n  \
+         %cur = phi i32 [ 0, %scan.d ], [ %cur1, %ds.next ]\n  %u64d = zext i32 %du to i64\n  \
+         %dsu.p = getelementptr i32, ptr %sts, i64 %u64d\n  %su.d = load i32, ptr %dsu.p\n  \
+         %su.run = icmp ne i32 %su.d, 0\n  %cur.set = icmp ne i32 %cur, 0\n  %su.other = icmp ne i32 %su.d, %cur\n  \
          %su.b0 = and i1 %su.run, %cur.set\n  %su.bad = and i1 %su.b0, %su.other\n  \
-         br i1 %su.bad, label %diverge, label %scan.next\n\
-         scan.next:\n  %cur1 = select i1 %su.run, i32 %su, i32 %cur\n  %u1 = add i32 %u, 1\n  \
-         %u.more = icmp ult i32 %u1, %n\n  br i1 %u.more, label %scan.l, label %scanned"
+         br i1 %su.bad, label %diverge, label %ds.next\n\
+         ds.next:\n  %cur1 = select i1 %su.run, i32 %su.d, i32 %cur\n  %du1 = add i32 %du, 1\n  \
+         %du.more = icmp ult i32 %du1, %n\n  br i1 %du.more, label %ds.l, label %scanned"
     );
     let cases: Vec<String> = regions
         .iter()
@@ -678,18 +748,18 @@ pub fn block_runner(
         .collect();
     let _ = writeln!(
         out,
-        "scanned:\n  switch i32 %cur1, label %finish [ {} ]",
+        "scanned:\n  switch i32 %smax1, label %finish [ {} ]",
         cases.join("\n    ")
     );
     let _ = writeln!(
         out,
         "diverge:\n  %dinst = sub i32 %cur, 1\n  %dinst64 = zext i32 %dinst to i64\n  \
-         %dother = sub i32 %su, 1\n  %dother64 = zext i32 %dother to i64"
+         %dother = sub i32 %su.d, 1\n  %dother64 = zext i32 %dother to i64"
     );
     for (k, v) in [
         super::regions::ERR_BARRIER.to_string(),
         "-1".into(),
-        "%u64".into(),
+        "%u64d".into(),
         "%dother64".into(),
         "%dinst64".into(),
         fid.to_string(),
@@ -817,8 +887,10 @@ fn affine_row(
 }
 
 /// Declarations the region runner needs.
-pub const RUNNER_DECLS: [&str; 4] = [
+pub const RUNNER_DECLS: [&str; 6] = [
     "declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)",
+    "declare i32 @llvm.umax.i32(i32, i32)",
+    "declare i32 @llvm.umin.i32(i32, i32)",
     "declare ptr @malloc(i64)",
     "declare ptr @calloc(i64, i64)",
     "declare void @free(ptr)",

@@ -13,7 +13,7 @@ side runs (a CPU-only check of a pipeline's PTX and compile time).
     python benches/llvm_pipelines.py [--quick] [--device N] [--out-dir DIR]
 
 ``PIPELINE_CASES=a,b`` runs only those cases; ``LLVM_PIPELINES="name=passes;..."``
-adds pipelines.
+adds pipelines (``name=-`` drops one).
 """
 
 from __future__ import annotations
@@ -33,9 +33,11 @@ from tiling import matmul_spec
 from zyntax import _native, compiler, cuda, ptxinfo
 from zyntax.tiling import nest_to_tile
 
-#: name -> pass pipeline (None: the level's default, LLVM's ``default<O3>``).
+#: name -> pass pipeline (None: the module's own level; "level:O3": the
+#: module compiled at O3, whatever its functions ask).
 PIPELINES: dict[str, str | None] = {
-    "default_O3": None,
+    "default_O3": "level:O3",
+    "own_level": None,
     "O1": "default<O1>",
     "level_O1": "level:O1",
     # what a tile program needs after the tile layer: the thread and block
@@ -268,7 +270,10 @@ def main() -> None:
     if extra:
         for item in extra.split(";"):
             name, _, passes = item.partition("=")
-            PIPELINES[name.strip()] = passes.strip() or None
+            if passes.strip() == "-":  # "name=-": not this one
+                PIPELINES.pop(name.strip(), None)
+            else:
+                PIPELINES[name.strip()] = passes.strip() or None
     if args.static:
         static_compare(res)
         res.write(args.out_dir)

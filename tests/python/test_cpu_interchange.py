@@ -114,8 +114,8 @@ def rounds(x, out):
 
 def test_simd_rows_against_the_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ZYNTAX_CPU_INTERCHANGE", raising=False)
-    # SIMD-lane rows on every CPU (by default only where the target has
-    # AVX-512); read when these kernels compile, which is here.
+    # SIMD-lane rows (off by default: threads run 8 iterations per stop);
+    # read when these kernels compile, which is here.
     monkeypatch.setenv("ZYNTAX_CPU_AFFINE", "1")
     bx, by = int(rng.integers(1, 40)), int(rng.integers(1, 6))
     blocks = int(rng.integers(1, 5))
@@ -160,14 +160,19 @@ def byte_hist(data, hist):
 
 
 @pytest.mark.parametrize("affine", ["0", "1"])
-def test_histogram_loop_is_interchanged(monkeypatch: pytest.MonkeyPatch, affine: str) -> None:
+@pytest.mark.parametrize("iters", ["1", "8"])
+def test_histogram_loop_is_interchanged(
+    monkeypatch: pytest.MonkeyPatch, affine: str, iters: str
+) -> None:
     monkeypatch.delenv("ZYNTAX_CPU_INTERCHANGE", raising=False)
     monkeypatch.setenv("ZYNTAX_CPU_AFFINE", affine)
+    # Iterations a thread runs before it stops at the loop's header (1: every one).
+    monkeypatch.setenv("ZYNTAX_CPU_ITERS", iters)
     data = rng.integers(0, 256, int(rng.integers(1, 200_000))).astype(np.uint8)
     m = hir.parse_zir(byte_hist.hir([data, np.zeros(256, np.uint32)]))
     grid = int(rng.integers(1, 9))
     hists = [np.zeros(256, np.uint32) for _ in range(2)]
-    # A module of its own, compiled here with this ZYNTAX_CPU_AFFINE (the
+    # A module of its own, compiled here with these settings (the
     # kernel's cached module would keep the first test's); each array
     # parameter comes with its length and stride.
     args = (data, len(data), 1, hists[0], 256, 1)

@@ -937,19 +937,28 @@ fn interchanged_rows_are_simd_lanes() {
 /// Interchanged loops give the interpreter's results bit for bit (each
 /// thread's accumulator keeps its own order), with and without SIMD lanes:
 /// trip counts that differ between threads, threads returning from inside
-/// the loop, a barrier after the loop, random grids and block sizes.
+/// the loop, a barrier after the loop, random grids and block sizes; a
+/// thread stopping at the loop's header every iteration, and every K-th
+/// (`HostOptions::iterations`, K random up to 64: trip counts below, at
+/// and above K).
 #[test]
 fn interchanged_loops_match_the_interpreter() {
     let mut rng = Rng::new();
-    for (vector, affine) in [(false, false), (false, true), (true, false), (true, true)] {
+    let modes = [(false, false), (false, true), (true, false), (true, true)];
+    let ks = [1, 1u32 << (1 + rng.below(6))];
+    for ((vector, affine), iters) in modes.iter().flat_map(|m| ks.iter().map(move |k| (*m, *k))) {
         let opts = HostOptions {
             vector_threads: Some(vector),
             affine_rows: Some(affine),
+            iterations: Some(iters),
             ..HostOptions::default()
         };
         for (float, early) in [(false, false), (true, false), (false, true), (true, true)] {
             let m = module(grid_stride(float, early));
             assert!(interchanged(&m, &opts), "grid-stride loop not interchanged");
+            // The header's stop counter is there only when K > 1.
+            let ir = host::prepare(&m, &opts).unwrap().ir;
+            assert_eq!(ir.contains("zx.go"), iters > 1, "iterations {iters}");
             let blocks = 1 + rng.below(6) as u32;
             let threads = 1 + rng.below(200) as u32;
             let total = (blocks * threads) as usize;
@@ -983,7 +992,10 @@ fn interchanged_loops_match_the_interpreter() {
                 ],
                 &opts,
             );
-            assert_eq!(got, want, "float {float} early {early} vector {vector}");
+            assert_eq!(
+                got, want,
+                "float {float} early {early} vector {vector} affine {affine} iterations {iters}"
+            );
         }
         let m = module(block_sums());
         assert!(interchanged(&m, &opts), "grid-stride loop not interchanged");
@@ -1005,7 +1017,7 @@ fn interchanged_loops_match_the_interpreter() {
             ],
             &opts,
         );
-        assert_eq!(got, want, "block sums, vector {vector}");
+        assert_eq!(got, want, "block sums, vector {vector} iterations {iters}");
     }
 }
 

@@ -88,6 +88,29 @@ pub struct Plan {
     /// thread-contiguous and LLVM's vectorizer makes the row SIMD lanes
     /// (a restored index would be a gather).
     pub affine: BTreeMap<InstId, Vec<(ValueId, i64)>>,
+    /// Iterations a thread runs of an interchanged loop before it stops at
+    /// the loop's header (see [`iterations`]); 1: every iteration.
+    pub iters: u32,
+}
+
+/// How many iterations of an interchanged loop a thread runs before it
+/// stops at the loop's header (a virtual barrier): `ZYNTAX_CPU_ITERS=K` (a
+/// power of two up to 64, compile time), else 1 where rows of threads run as
+/// SIMD lanes (`affine`: a row's pass must be one iteration, a loop-free
+/// body, to be vectorized) and 8 elsewhere. Stopping every iteration paid
+/// the save, the restore, the state and the runner's pass over the block's
+/// states per element; every K-th iteration, the thread keeps its values in
+/// registers for K iterations. Cache lines still serve consecutive threads:
+/// a thread's K iterations touch K lines (one per iteration, a grid's
+/// stride apart, often the same cache set) that the next thread reads again
+/// while they are in L1. Legal for the reason the interchange is: between
+/// barriers the threads of a block may interleave in any way.
+pub fn iterations(affine: bool) -> u32 {
+    std::env::var("ZYNTAX_CPU_ITERS")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .filter(|k| k.is_power_of_two() && *k <= 64)
+        .unwrap_or(if affine { 1 } else { 8 })
 }
 
 /// Whether region fission is off for every kernel (`ZYNTAX_CPU_BARRIERS=coro`).
@@ -227,7 +250,12 @@ type Point = (BlockId, i64);
 /// lowering (no barrier, a warp collective, an `alloca`, or a value live
 /// across a barrier whose type has no per-thread storage). `literal` says
 /// which values the lowering writes as literals (constants: never stored).
-pub fn plan(f: &Function, literal: &dyn Fn(ValueId) -> bool, affine: bool) -> Option<Plan> {
+pub fn plan(
+    f: &Function,
+    literal: &dyn Fn(ValueId) -> bool,
+    affine: bool,
+    iters: u32,
+) -> Option<Plan> {
     if !f.is_kernel() || forced_off() || super::warp::has_collective(f) {
         return None;
     }
@@ -299,7 +327,10 @@ pub fn plan(f: &Function, literal: &dyn Fn(ValueId) -> bool, affine: bool) -> Op
         }
         seen
     };
-    let mut p = Plan::default();
+    let mut p = Plan {
+        iters,
+        ..Plan::default()
+    };
     for (i, (bb, kb)) in &barriers {
         // A value is saved at the barrier when a path from the barrier reaches
         // one of its uses without passing its definition (liveness in SSA).
@@ -384,7 +415,8 @@ impl Plan {
              %zx.tp = getelementptr i8, ptr %ctx, i64 {CTX_T}\n  %zx.t = load i32, ptr %zx.tp, align 4\n  \
              %zx.t64 = zext i32 %zx.t to i64\n  %zx.np = getelementptr i8, ptr %ctx, i64 {CTX_N}\n  \
              %zx.n = load i32, ptr %zx.np, align 4\n  %zx.n64 = zext i32 %zx.n to i64\n  \
-             %zx.livep = getelementptr i8, ptr %ctx, i64 {CTX_LIVE}\n  %zx.live = load ptr, ptr %zx.livep, align 8"
+             %zx.livep = getelementptr i8, ptr %ctx, i64 {CTX_LIVE}\n  %zx.live = load ptr, ptr %zx.livep, align 8\n  \
+             %zx.vk = alloca i32, align 4\n  store i32 0, ptr %zx.vk, align 4"
         );
         let slot = |out: &mut String, name: &str, off: u64, size: u64| {
             let _ = writeln!(

@@ -209,6 +209,8 @@ pub struct ModuleInfo<'m> {
     pub vector: bool,
     /// Interchanged loops run rows as SIMD lanes (`HostOptions::affine_rows`).
     pub affine: bool,
+    /// Iterations per stop at an interchanged loop's header (`fission::iterations`).
+    pub iters: u32,
 }
 
 impl<'m> ModuleInfo<'m> {
@@ -293,6 +295,7 @@ impl<'m> ModuleInfo<'m> {
             features: features.to_string(),
             vector: false,
             affine: false,
+            iters: 1,
         }
     }
 }
@@ -612,7 +615,7 @@ impl FnLower<'_> {
         if f.is_kernel() && !self.mi.recursive.contains(&f.name) {
             let ops = &self.ops;
             let literal = |v: ValueId| ops.get(v.index()).is_some_and(|o| !o.starts_with('%'));
-            self.fission = fission::plan(f, &literal, self.mi.affine);
+            self.fission = fission::plan(f, &literal, self.mi.affine, self.mi.iters);
         }
         // A split kernel computes its context-only values before the region
         // dispatch (`fission::hoisted`): no barrier saves them.

@@ -342,10 +342,14 @@ pub struct HostOptions {
     pub vector_threads: Option<bool>,
     /// Run the rows of threads of an interchanged loop as SIMD lanes
     /// (`fission::Plan::affine`); `None`: `ZYNTAX_CPU_AFFINE=0|1` in the
-    /// environment, else on where the target has AVX-512 (masked vector
-    /// stores through mask registers; AVX2's `vmaskmov` stores are
-    /// microcoded on AMD's cores and made the rows slower, docs/cpu.md).
+    /// environment, else off: a row's pass is one iteration, and threads
+    /// running 8 iterations per stop (`iterations`) were faster (session
+    /// 13; the rows were on by default with AVX-512 before, docs/cpu.md).
     pub affine_rows: Option<bool>,
+    /// Iterations of an interchanged loop a thread runs before it stops at
+    /// the loop's header (`fission::iterations`); `None`:
+    /// `ZYNTAX_CPU_ITERS=K`, else 1 with `affine_rows` and 8 without.
+    pub iterations: Option<u32>,
 }
 
 impl HostOptions {
@@ -498,10 +502,13 @@ pub fn prepare(m: &Module, opts: &HostOptions) -> HostResult<Prepared> {
     mi.affine =
         opts.affine_rows
             .unwrap_or_else(|| match std::env::var("ZYNTAX_CPU_AFFINE").as_deref() {
-                Ok("0") => false,
                 Ok("1") => true,
-                _ => target.features.split(',').any(|f| f == "+avx512f"),
+                _ => false,
             });
+    mi.iters = opts
+        .iterations
+        .filter(|k| k.is_power_of_two() && *k <= 64)
+        .unwrap_or_else(|| fission::iterations(mi.affine));
     initialize()?;
     let tm = machine(&target, RelocMode::PIC)?;
     let dl = tm

@@ -73,6 +73,26 @@ impl FnLower<'_> {
             .contains_key(&i)
             .then(|| plan.rebuild(i, &mut next));
         self.tmp = tmp;
+        // An interchanged loop's header stops the thread every `iters`-th
+        // arrival only (`fission::iterations`); the counter starts at 0 in
+        // every call of the kernel (one region's run of the thread).
+        let counted = plan.iters > 1
+            && super::super::interchange::is_virtual(i)
+            && super::super::interchange::headers(self.f)
+                .iter()
+                .any(|b| super::super::interchange::point(*b) == i);
+        if counted {
+            let (k, k1, more) = (self.t(), self.t(), self.t());
+            self.emit(format!("{k} = load i32, ptr %zx.vk, align 4"));
+            self.emit(format!("{k1} = add i32 {k}, 1"));
+            self.emit(format!("store i32 {k1}, ptr %zx.vk, align 4"));
+            self.emit(format!("{more} = icmp ult i32 {k1}, {}", plan.iters));
+            self.emit(format!(
+                "br i1 {more}, label %zx.go{}, label %zx.stop{}",
+                i.0, i.0
+            ));
+            self.open(format!("zx.stop{}", i.0));
+        }
         // The fast variant saves every value at its one exit (`Plan::save_all`).
         if !self.fast {
             save.into_iter().for_each(|l| self.emit(l));
@@ -87,6 +107,10 @@ impl FnLower<'_> {
             rebuild.into_iter().for_each(|l| self.emit(l));
             self.emit(format!("br label %zx.rb{}", i.0));
             self.open(format!("zx.rb{}", i.0));
+        }
+        if counted {
+            self.emit(format!("br label %zx.go{}", i.0));
+            self.open(format!("zx.go{}", i.0));
         }
         self.fission = Some(plan);
     }

@@ -687,8 +687,9 @@ def cases(scale: int) -> list[Case]:
 #: loops and per-thread strided loops interchanged with the thread loop; the
 #: compiler's ZYNTAX_CPU_BARRIERS=coro keeps the coroutine lowering,
 #: ZYNTAX_CPU_INTERCHANGE=0 keeps every loop per thread (=all interchanges
-#: every loop it may), ZYNTAX_CPU_AFFINE=0
-#: runs interchanged rows thread by thread (no index rebuilt, no SIMD lanes) and
+#: every loop it may), ZYNTAX_CPU_AFFINE=1 runs interchanged rows as SIMD
+#: lanes one iteration per pass (off by default since session 13: threads run
+#: ZYNTAX_CPU_ITERS=K iterations per stop, 8 by default) and
 #: ZYNTAX_CPU_VECTOR=1 runs the threads of a block as SIMD lanes (off by
 #: default), ZYNTAX_CPU_HOIST=0 saves context-only values at barriers rather
 #: than recomputing them, ZYNTAX_CPU_LOOPEXIT=0 runs a barrier loop's exit in
@@ -700,6 +701,8 @@ ZYNTAX = (
     + ("_nointerchange" if os.environ.get("ZYNTAX_CPU_INTERCHANGE") == "0" else "")
     + ("_interchangeall" if os.environ.get("ZYNTAX_CPU_INTERCHANGE") == "all" else "")
     + ("_noaffine" if os.environ.get("ZYNTAX_CPU_AFFINE") == "0" else "")
+    + ("_affine" if os.environ.get("ZYNTAX_CPU_AFFINE") == "1" else "")
+    + (f"_iters{os.environ['ZYNTAX_CPU_ITERS']}" if os.environ.get("ZYNTAX_CPU_ITERS") else "")
     + ("_vec" if os.environ.get("ZYNTAX_CPU_VECTOR") == "1" else "")
     + ("_nohoist" if os.environ.get("ZYNTAX_CPU_HOIST") == "0" else "")
     + ("_noloopexit" if os.environ.get("ZYNTAX_CPU_LOOPEXIT") == "0" else "")
@@ -820,9 +823,10 @@ def main() -> None:
                     else ", threads of a block one after another"
                 )
                 + (
-                    ", interchanged rows thread by thread (ZYNTAX_CPU_AFFINE=0)"
-                    if "_noaffine" in ZYNTAX
-                    else ", interchanged rows as SIMD lanes where the CPU has AVX-512"
+                    ", interchanged rows as SIMD lanes (ZYNTAX_CPU_AFFINE=1)"
+                    if "_affine" in ZYNTAX
+                    else ", threads run interchanged loops K iterations per stop"
+                    + f" (K = {os.environ.get('ZYNTAX_CPU_ITERS', '8')})"
                 ),
                 "interp": f"reference interpreter on 1/{opts.interp_scale} of the work, scaled",
                 "quick": opts.quick,

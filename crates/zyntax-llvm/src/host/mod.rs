@@ -499,12 +499,9 @@ pub fn prepare(m: &Module, opts: &HostOptions) -> HostResult<Prepared> {
     mi.vector = opts
         .vector_threads
         .unwrap_or_else(|| std::env::var("ZYNTAX_CPU_VECTOR").is_ok_and(|v| v == "1"));
-    mi.affine =
-        opts.affine_rows
-            .unwrap_or_else(|| match std::env::var("ZYNTAX_CPU_AFFINE").as_deref() {
-                Ok("1") => true,
-                _ => false,
-            });
+    mi.affine = opts
+        .affine_rows
+        .unwrap_or_else(|| std::env::var("ZYNTAX_CPU_AFFINE").is_ok_and(|v| v == "1"));
     mi.iters = opts
         .iterations
         .filter(|k| k.is_power_of_two() && *k <= 64)

@@ -187,11 +187,28 @@ fn resolve(m: &Module, opts: &Options) -> CompileResult<(PtxTarget, OptLevel)> {
     Ok((target, level))
 }
 
+/// The GPU pipeline of O1, for kernels that arrive blocked, unrolled and
+/// scheduled (tile programs, the nests lowered to them): the thread and
+/// block index ranges (`nvvm-intr-range`, which LLVM's default pipelines get
+/// from the NVPTX target; without it a wide softmax row kernel spilled 108
+/// bytes), scalar replacement, CSE, one InstCombine, CFG cleanup, loop
+/// invariants hoisted (without `licm` ptxas spilled on the f32 FFMA nest)
+/// and alignment inferred (without it the code generator's load/store
+/// vectorizer left two thirds of the 16-byte accesses scalar). Over the
+/// library corpus of `benches/llvm_pipelines.py --static` it costs half of
+/// `default<O3>`'s CPU time with no spill and as many 16-byte accesses
+/// (docs/lowering.md). The code generator keeps O3's level. The CPU
+/// backend's O1 stays `default<O1>`.
+#[cfg(feature = "compute")]
+pub const KERNEL_PIPELINE: &str = "function(nvvm-intr-range,sroa,early-cse,\
+     instcombine<no-verify-fixpoint>,simplifycfg,loop-mssa(licm),infer-alignment)";
+
 #[cfg(feature = "compute")]
 fn pipeline(level: OptLevel) -> (&'static str, OptimizationLevel) {
     match level {
         OptLevel::O0 => ("default<O0>", OptimizationLevel::None),
-        OptLevel::O1 => ("default<O1>", OptimizationLevel::Less),
+        // the code generator at its full level (its cost barely depends on it)
+        OptLevel::O1 => (KERNEL_PIPELINE, OptimizationLevel::Aggressive),
         OptLevel::O2 => ("default<O2>", OptimizationLevel::Default),
         OptLevel::Os => ("default<Os>", OptimizationLevel::Aggressive),
         OptLevel::O3 | OptLevel::Olatency => ("default<O3>", OptimizationLevel::Aggressive),
@@ -279,7 +296,9 @@ fn compile_inner(m: &Module, opts: &Options, emit_ptx: bool) -> CompileResult<Co
     // quadratic in the length of a basic block; `default<O1>` has none.
     let passes = if let Some(p) = &opts.passes {
         p.as_str()
-    } else if passes != "default<O0>" && largest_block(&module) > SLP_MAX_BLOCK_INSTS {
+    } else if !matches!(level, OptLevel::O0 | OptLevel::O1)
+        && largest_block(&module) > SLP_MAX_BLOCK_INSTS
+    {
         "default<O1>"
     } else {
         passes
@@ -385,5 +404,6 @@ mod tests {
         assert_eq!(pipeline(OptLevel::O0).0, "default<O0>");
         assert_eq!(pipeline(OptLevel::Olatency).0, "default<O3>");
         assert_eq!(pipeline(OptLevel::Os).0, "default<Os>");
+        assert_eq!(pipeline(OptLevel::O1).0, KERNEL_PIPELINE);
     }
 }

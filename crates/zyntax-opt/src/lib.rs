@@ -225,7 +225,7 @@ impl Optimized {
 pub fn level_summary(level: OptLevel) -> &'static str {
     match level {
         OptLevel::O0 => "no HIR rewriting except required inlining; backend marks the function optnone (no LLVM optimization)",
-        OptLevel::O1 => "HIR dead-code elimination; LLVM default<O1>",
+        OptLevel::O1 => "HIR dead-code elimination; LLVM default<O1> (on the GPU the short kernel pipeline, zyntax_llvm::KERNEL_PIPELINE)",
         OptLevel::O2 => "HIR dead-code elimination; LLVM default<O2> (vectorizers on)",
         OptLevel::O3 => "HIR dead-code elimination; LLVM default<O3> (aggressive inlining, unrolling, vectorization)",
         OptLevel::Os => "HIR dead-code elimination; LLVM default<Os>, optsize attribute, no unrolling, no prefetch",

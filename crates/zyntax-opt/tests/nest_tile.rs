@@ -303,6 +303,15 @@ fn a_fused_epilogue_at_4096_stores_through_tma() {
     assert_eq!(nk.kernel.launch.tensor_maps.len(), 3, "{}", nk.pipeline);
     let hir = zyntax_hir::print_module(&nk.kernel.module);
     assert!(hir.contains("tma.store"), "no TMA store in the HIR");
+    // The tile layer has unrolled and scheduled it: LLVM's light pipeline.
+    for f in &nk.kernel.module.functions {
+        assert_eq!(
+            f.constraints.opt_level,
+            zyntax_hir::OptLevel::O1,
+            "{}",
+            f.name
+        );
+    }
 }
 
 #[test]

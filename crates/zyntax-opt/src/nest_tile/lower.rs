@@ -158,12 +158,26 @@ pub fn lower(spec: &NestSpec, options: &NestTileOptions) -> Result<NestKernel, N
             }
             Ok(mut nk) => {
                 nk.pipeline = describe_pipeline(&nk, &why_not_ws);
+                light_llvm_pipeline(&mut nk.kernel.module);
                 return Ok(nk);
             }
             r => return r,
         }
     }
     unreachable!("at least one schedule")
+}
+
+/// The kernel reaches LLVM blocked, unrolled and scheduled by the tile
+/// layer, so its functions ask for O1 (LLVM's default is O3): on the GPU
+/// that is `zyntax_llvm::KERNEL_PIPELINE`, half of `default<O3>`'s compile
+/// time for the same registers and 16-byte accesses (docs/lowering.md, "The
+/// pass pipeline and its cost"). Only the default level (O3) changes.
+fn light_llvm_pipeline(m: &mut zyntax_hir::Module) {
+    for f in &mut m.functions {
+        if f.constraints.opt_level == zyntax_hir::OptLevel::O3 {
+            f.constraints.opt_level = zyntax_hir::OptLevel::O1;
+        }
+    }
 }
 
 /// What [`NestKernel::pipeline`] says.

@@ -96,7 +96,9 @@ def compile_with(res: Results, case: str, nt: Any, arch: str, name: str, passes:
     res.add(f"{case}_compile_cpu", name, "ms", (time.process_time() - c0) * 1e3, True)
     res.notes[f"{case}_{name}_timings_ms"] = {k: round(v * 1e3, 2) for k, v in t.items()}
     try:
+        t0 = time.perf_counter()
         log = compiler.validate_ptx(out["ptx"], arch).log
+        res.add(f"{case}_ptxas", name, "ms", (time.perf_counter() - t0) * 1e3, True)
         regs = re.findall(r"Used (\d+) registers", log)
         spills = re.findall(r"(\d+) bytes spill stores", log)
         res.notes[f"{case}_{name}_ptxas"] = {"registers": regs, "spill_stores": spills}

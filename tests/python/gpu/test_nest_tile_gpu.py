@@ -136,6 +136,28 @@ def test_fused_bf16_epilogue_warp_specialised_gpu(cuda) -> None:  # type: ignore
     np.testing.assert_allclose(c.double().cpu().numpy(), want, rtol=2e-2, atol=3e-2)
 
 
+def test_fused_bf16_epilogue_tma_store_gpu(cuda) -> None:  # type: ignore[no-untyped-def]
+    """The same at a K long enough for the 128x256 WS tile, which a fused
+    epilogue trades for 128x128 over 8 warps with the output stored through
+    shared memory and TMA (Schedule.tma_store; sm_90a), tails in M and N."""
+    torch = pytest.importorskip("torch")
+    m, n, k = 1000, 1016, 2048
+    arch = cuda.device_arch()
+    nt = nest_to_tile(_as_dtype(fused_spec(m, n, k), "bf16"), arch=arch, sms=8)
+    if arch == "sm_90a":
+        assert nt.kernel.schedule.tma_store and len(nt.kernel.tensor_maps) == 3, nt.pipeline
+    a, b, bias, r = (
+        torch.from_numpy(x).to("cuda", torch.bfloat16)
+        for x in (rand(m, k), rand(k, n), rand(n), rand(m, n))
+    )
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    nt.prepare(a, b, c, bias, r)()
+    torch.cuda.synchronize()
+    acc = (a.double() @ b.double() + bias.double()).cpu().numpy()
+    want = gelu64(acc) + r.double().cpu().numpy()
+    np.testing.assert_allclose(c.double().cpu().numpy(), want, rtol=2e-2, atol=3e-2)
+
+
 def test_fused_bf16_epilogue_gpu(cuda) -> None:  # type: ignore[no-untyped-def]
     """gelu(A·B + bias) + R, bf16 everywhere, the epilogue in f32 registers."""
     torch = pytest.importorskip("torch")

@@ -58,12 +58,13 @@ def _device_arch(device: int) -> str:
     return str(cuda.device_arch(device))
 
 
-#: Tile head dims built for sm_90a on sm_90a devices. hd 64 (64x64 over 4
-#: warps) gave wrong results on an H200 in session 11's B1 (max error 1.3
-#: at 333 tokens, causal; in B2 every element, over 4 or 8 warps, with or
-#: without prefetch) while the interpreter agrees with float64: not
-#: understood yet, so it stays on mma.sync. hd 256 does not fit wgmma.
-WGMMA_DIMS = (128,)
+#: Tile head dims built for sm_90a on sm_90a devices. hd 64 gave wrong
+#: results on an H200 in session 11 (Q's register fragments, reused by
+#: ptxas inside the key loop, docs/tile.md); since the tile layer stages Q
+#: once (SS form) it is right there and on wgmma 80.4 TFLOP/s against 74.7
+#: on mma.sync at batch 16 x 16 heads x 512 causal (session 13 B1,
+#: docs/attention.md). hd 256 does not fit wgmma.
+WGMMA_DIMS = (64, 128)
 
 
 def arch_for(t: T.Tensor, d: int = 128) -> str:

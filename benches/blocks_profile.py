@@ -69,8 +69,8 @@ def train_profile(torch: Any, reps: int) -> None:
     x = torch.randn(b, s, d, device=dev).to(torch.bfloat16)
     up = torch.randn(b, s, d, device=dev)
     impls = {
-        "zyntax": lambda: blocks.zyntax_train_block(torch, w, x, heads),
-        "torch": lambda: blocks.torch_block(torch, w, x, heads),
+        "zyntax": lambda x: blocks.zyntax_train_block(torch, w, x, heads),
+        "torch": lambda x: blocks.torch_block(torch, w, x, heads),
     }
     print(f"training step: b={b} s={s} d={d} heads={heads}, {reps} steps profiled")
     for name, block in impls.items():

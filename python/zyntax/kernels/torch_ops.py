@@ -970,8 +970,13 @@ def _grads(ctx: Any, *grads: Any) -> tuple[Any, ...]:
     return (*grads[:n], *([None] * (n - len(grads))))
 
 
+_ZYNTAX_DTYPES: dict[Any, str] = {}  # torch dtype -> zyntax name, once asked
+
+
 def _zyntax_dtype(torch: Any, dtype: Any) -> str:
-    return {torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16"}[dtype]
+    if not _ZYNTAX_DTYPES:
+        _ZYNTAX_DTYPES.update({torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16"})
+    return _ZYNTAX_DTYPES[dtype]
 
 
 def _matmul_autograd(torch: Any) -> tuple[Callable[..., Any], Callable[..., Any]]:
@@ -994,17 +999,17 @@ def _matmul_autograd(torch: Any) -> tuple[Callable[..., Any], Callable[..., Any]
     def backward(ctx: Any, grad: Any) -> Any:
         a, b, bias = ctx.saved_tensors
         need_a, need_b, need_bias = _needs(ctx, 3)
-        needs = [
-            n for n, f in zip(("a", "b", "bias"), (need_a, need_b, need_bias), strict=True) if f
-        ]
         if ctx.fp8:
+            flags = (need_a, need_b, need_bias)
+            needs = [n for n, f in zip(("a", "b", "bias"), flags, strict=True) if f]
             raise _no_backward("matmul", needs, "has no backward for fp8 inputs")
         ops = register()
         dt = _zyntax_dtype(torch, a.dtype)
         tf32, act = ctx.tf32, ctx.activation
         # The gradient in the operands' dtype, as a dense matrix (a sum's
         # gradient arrives as a broadcast view with zero strides).
-        g = grad.to(a.dtype).contiguous()
+        g = grad if grad.dtype == a.dtype else grad.to(a.dtype)
+        g = g if g.is_contiguous() else g.contiguous()
         direct = _direct(a, b, bias, g)
 
         def mm(x: Any, y: Any, bias: Any, out_dtype: str) -> Any:
@@ -1116,8 +1121,9 @@ def _reduce_sum_autograd(torch: Any) -> tuple[Callable[..., Any], Callable[..., 
 def _attention_autograd(torch: Any) -> tuple[Callable[..., Any], Callable[..., Any]]:
     """dq, dk, dv through ``zyntax::attention_backward`` from the saved inputs,
     output and LSE (FlashAttention-2's backward; dk and dv summed over the
-    query heads of a KV head). The output's gradient is made dense; the
-    LSE's gradient, where autograd passes one, is included. dQ is added
+    query heads of a KV head). The output's gradient is passed as it is
+    where the kernels take its strides, else made dense (:func:`_attention_grad`);
+    the LSE's gradient, where autograd passes one, is included. dQ is added
     atomically unless ``torch.use_deterministic_algorithms(True)`` is in
     force (then the deterministic dQ pass runs). A forced
     hand-written variant aligns a causal mask top-left, which the backward
@@ -1138,7 +1144,7 @@ def _attention_autograd(torch: Any) -> tuple[Callable[..., Any], Callable[..., A
                 "use variant=None or 'tile'"
             )
         # With materialized gradients off, an unused output's gradient is None.
-        do = out.new_zeros(out.shape) if grad is None else grad.to(q.dtype).contiguous()
+        do = out.new_zeros(out.shape) if grad is None else _attention_grad(grad.to(q.dtype))
         dlse = None if grad_lse is None else grad_lse.float().contiguous()
         # dQ by atomics unless torch is asked for deterministic algorithms.
         det = torch.are_deterministic_algorithms_enabled()
@@ -1148,6 +1154,19 @@ def _attention_autograd(torch: Any) -> tuple[Callable[..., Any], Callable[..., A
         return _grads(ctx, *(g if n else None for g, n in zip((dq, dk, dv), need, strict=True)))
 
     return setup, backward
+
+
+def _attention_grad(g: Any) -> Any:
+    """The output's gradient as ``attention_backward`` reads it: as it is
+    where its layout is one the kernels take (head dim contiguous, the
+    other strides positive multiples of 8 elements, 16-byte aligned: the
+    gradient of the block's ``att.transpose(1, 2).reshape(...)`` is such a
+    view of (b, s, h, d) memory), else a dense copy."""
+    st = g.stride()
+    if len(st) == 4 and st[3] == 1 and all(x > 0 and x % 8 == 0 for x in st[:3]):
+        if g.data_ptr() % 16 == 0:
+            return g
+    return g.contiguous()
 
 
 def _register_at_import() -> None:

@@ -450,6 +450,29 @@ def test_matmul_backward_compiles() -> None:
         _close(got, want, 1e-4, "compiled backward")
 
 
+def test_attention_gradient_arrives_strided() -> None:
+    """The block's head transpose: q, k, v are views of one (b, s, 3, h, d)
+    projection and the output's gradient arrives as a (b, h, s, d) view of
+    (b, s, h, d) memory, which the backward reads in place
+    (torch_ops._attention_grad); gradients against float64 SDPA."""
+    if zt.backward_kernel("attention") is None:
+        pytest.skip("no attention backward in this tree")
+    b, s, h, d = 2, 200, 4, 64
+    qkv = _rand(b, s, 3, h, d, dtype=torch.bfloat16).requires_grad_()
+    up = _rand(b * s, h * d)
+    q, k, v = qkv.permute(2, 0, 3, 1, 4)
+    out = zt.attention(q, k, v, causal=True).transpose(1, 2).reshape(b * s, h * d)
+    (out.float() * up).sum().backward()
+    ref = qkv.detach().double().requires_grad_()
+    rq, rk, rv = ref.permute(2, 0, 3, 1, 4)
+    f = torch.nn.functional
+    rout = f.scaled_dot_product_attention(rq, rk, rv, is_causal=True)
+    (rout.transpose(1, 2).reshape(b * s, h * d) * up.double()).sum().backward()
+    assert qkv.grad is not None
+    err = float((qkv.grad.double() - ref.grad).norm() / ref.grad.norm())
+    assert err < 2e-2, err
+
+
 def test_reduce_sum_gradient() -> None:
     x = _rand(17, 300).requires_grad_()
     up = _rand(17)

@@ -17,9 +17,9 @@ Sizes: ``small`` 1 x 128 tokens, d = 768 (12 heads of 64), and ``medium``
 A training step (case ``train_gpt2small_...``, 4 x 512 tokens, d = 768):
 forward and backward of the block (``(out * up).sum().backward()``, the
 gradients of every weight and bias), ``zyntax`` through the autograd of
-``zyntax.kernels.torch_ops`` (layer norms, matmuls with bias and GELU;
-attention is PyTorch's SDPA in both rows until zyntax's attention has a
-backward: the row says which) against PyTorch eager. Each call is timed
+``zyntax.kernels.torch_ops`` (layer norms, matmuls with bias and GELU,
+attention with its backward kernel; PyTorch's SDPA in a tree without one:
+the row's ``attention`` says which) against PyTorch eager. Each call is timed
 alone between CUDA events (median), over 4 rotated input sets (one graph per
 set for the graph rows). The zyntax block is checked against PyTorch's
 before timing. ``python benches/blocks.py [--quick] [--size small] [--no-train]``.

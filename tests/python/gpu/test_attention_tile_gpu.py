@@ -103,3 +103,26 @@ def test_block_shapes(tiles: tuple[int, ...], sq: int, sk: int, d: int) -> None:
     scale = 1 / math.sqrt(d)
     attention_tile.launch(*args, causal=True, scale=scale, window=None, stream=None, tiles=tiles)
     check(o, lse, *reference(q, k, v, scale, True))
+
+
+@pytest.mark.parametrize(
+    "tiles",
+    [(64, 64, 4, True, False, "sm_90a"), (128, 64, 8, False, False, "sm_90a")],
+)
+@pytest.mark.parametrize(("s", "causal"), [(200, False), (333, True)])
+def test_wgmma_hd64_after_the_first_key_block(tiles: tuple[Any, ...], s: int, causal: bool) -> None:
+    """hd 64 on wgmma over several key blocks: the fault of session 11
+    (every key block after the first computed S = P K^T: ptxas reused the
+    registers of Q's fragments for P's; the tile layer now stages Q once,
+    docs/tile.md), with and without the prefetch."""
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the program is built for sm_90a")
+    from zyntax.kernels import _tensors as T
+    from zyntax.kernels import attention_tile
+
+    q, k, v = (torch.randn(1, 2, s, 64, device=DEV, dtype=BF16) for _ in range(3))
+    o = torch.full_like(q, float("nan"))
+    lse = torch.full((1, 2, s), float("nan"), device=DEV)
+    args = [T.tensor(x, n) for x, n in ((q, "q"), (k, "k"), (v, "v"), (o, "o"), (lse, "lse"))]
+    attention_tile.launch(*args, causal=causal, scale=0.125, window=None, stream=None, tiles=tiles)
+    check(o, lse, *reference(q, k, v, 0.125, causal))

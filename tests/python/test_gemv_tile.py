@@ -107,7 +107,9 @@ def test_larger_m_and_batches_stay_off(launches: list[int]) -> None:
     assert launches == []
 
 
-@pytest.mark.parametrize("m,n,k,sms", [(1, 4096, 4096, 132), (1, 4096, 14336, 132), (1, 300, 7, 4)])
+@pytest.mark.parametrize(
+    "m,n,k,sms", [(1, 4096, 4096, 132), (1, 4096, 14336, 132), (1, 1024, 8192, 132), (1, 300, 7, 4)]
+)
 def test_schedule_splits_cover_k(m: int, n: int, k: int, sms: int) -> None:
     """The crate's gemv schedule: about its instances per SM, whole K steps,
     no empty split (``launch`` derives K per split from the count)."""
@@ -117,7 +119,9 @@ def test_schedule_splits_cover_k(m: int, n: int, k: int, sms: int) -> None:
     steps = -(-k // bk)
     per = -(-steps // splits)
     assert (splits - 1) * per < steps <= splits * per
-    if k >= 4096:  # a long K is split until the instances cover the SMs several times
+    if splits == 1 and k >= 4096:  # unsplit: the N tiles alone fill the SMs
+        assert m * -(-n // bn) * 10 >= sms * 9
+    elif k >= 4096:  # a long K is split until the instances cover the SMs several times
         assert m * -(-n // bn) * splits >= 2 * sms
         assert per >= 2
 

@@ -362,8 +362,11 @@ pub const FFMA_TILES: [[u32; 5]; 3] = [[64, 64, 16, 4, 1], [32, 32, 16, 4, 1], [
 /// 16x14336x4096 37 against 28 for 64x64 (which filled the SMs unsplit).
 pub const WGMMA_SMALL_M_TILE: [u32; 5] = [64, 128, 64, 4, 4];
 /// Rows up to which products take [`WGMMA_SMALL_M_TILE`] (and split K to
-/// fill the SMs) instead of the table's first tile that fills them.
-pub const WGMMA_SMALL_M_MAX: u64 = 64;
+/// fill the SMs) instead of the table's first tile that fills them: 128 since
+/// session 13, where 128x4096x4096 took 64x64 tiles unsplit on the `cp.async`
+/// pipeline (128 tiles fill the SMs) and ran 32.5 us against cuBLAS's 15.8
+/// (H200, B1); on 64x128 tiles it splits in 2 as 64 rows split in 4.
+pub const WGMMA_SMALL_M_MAX: u64 = 128;
 /// When the output has fewer tiles than the GPU has SMs, K is split until
 /// the grid has `SPLIT_WAVES` CTAs per SM, each split at least
 /// `SPLIT_MIN_STEPS` K steps long. One wave: on an H200 (session 12 B1,
@@ -396,7 +399,13 @@ pub const GEMV_TILE: [u32; 4] = [16, 128, 4, 1];
 /// no split (no partials, no finishing pass: the program applies the
 /// epilogue) wherever its N tiles alone give about every SM an instance;
 /// `None`: always the split schedule above.
-pub const GEMV_UNSPLIT_TILE: Option<[u32; 4]> = None;
+/// On an H200 (session 13 B1, device time, us; the split 16x128 slab over 4
+/// warps, 4 instances per SM, with the one-load finishing pass beside it):
+/// 512x16 over 8 warps 16.5 against 17.4 at 1x4096x4096 and 41.9 against
+/// 41.7 at 1x4096x14336 (cuBLAS 14.7 and 32.9); 256x32 over 8 warps 17.4
+/// and 49.5. The next slab loaded ahead (stages 2) lost everywhere: 16x128
+/// split 18.4 / 44.7, 256x32 19.2 / 54.9.
+pub const GEMV_UNSPLIT_TILE: Option<[u32; 4]> = Some([512, 16, 8, 1]);
 /// Program instances per SM the gemv program's K split aims at (the loop is
 /// not software-pipelined: many resident slabs keep loads in flight), each
 /// split at least `GEMV_MIN_STEPS` K steps long. B1 at 1x4096x4096: 4 per
@@ -500,7 +509,18 @@ pub fn gemm_schedule(problem: &GemmProblem, batch: u64, arch: Arch, sms: u64) ->
     let (n_tiles, steps) = (tiles(pick), problem.k.div_ceil(u64::from(bk)));
     let mut splits = 1;
     if n_tiles * 10 < sms * 9 {
-        let want = (SPLIT_WAVES * sms).div_ceil(n_tiles.max(1));
+        // At most one CTA per SM where the tiles fill half of them or fewer
+        // (rounded down: the SMs that would take a second CTA finish last);
+        // session 13 B1 on an H200, with the one-load finishing pass, us:
+        // 32 tiles (N = 4096) split in 4 / 5 / 8: 16x4096x4096 17.3 / 18.3 /
+        // 17.5, 64x4096x4096 16.4 / 17.8 / 18.4. Above half, one wave
+        // rounded up: 16x14336x4096 (112 tiles) in 2 / 4 40.6 / 44.3.
+        let n = n_tiles.max(1);
+        let want = if 2 * n <= sms {
+            sms / n
+        } else {
+            (SPLIT_WAVES * sms).div_ceil(n)
+        };
         splits = want.min(steps / SPLIT_MIN_STEPS).max(1);
     }
     (schedule, u32::try_from(splits).unwrap_or(u32::MAX))
@@ -627,9 +647,12 @@ mod tests {
             (s.block.as_slice(), s.stages, splits),
             (&[64, 128][..], 6, 1)
         );
-        // decode: 32 tiles of 64x128 on 132 SMs, K split in 5 (one wave)
+        // decode: 32 tiles of 64x128 on 132 SMs, K split in 4 (one CTA per SM)
         let (s, splits) = gemm_schedule(&p(1, 4096, 4096, 2), 1, Arch::Sm90a, h200);
-        assert_eq!((s.block.as_slice(), splits), (&[64, 128][..], 5));
+        assert_eq!((s.block.as_slice(), splits), (&[64, 128][..], 4));
+        // 128 rows: 64 tiles of 64x128, split in 2
+        let (s, splits) = gemm_schedule(&p(128, 4096, 4096, 2), 1, Arch::Sm90a, h200);
+        assert_eq!((s.block.as_slice(), splits), (&[64, 128][..], 2));
         let (s, splits) = gemm_schedule(&p(16, 14336, 4096, 2), 1, Arch::Sm90a, h200);
         assert_eq!((s.block.as_slice(), splits), (&[64, 128][..], 2));
         // 256 rows, a long K: 64 128x128 tiles split in 2 (one wave)

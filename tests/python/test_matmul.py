@@ -401,6 +401,7 @@ def test_sm90_variant_is_called_with_the_normalised_problem(
     monkeypatch.setattr(zk, "TILE_MAX_M", 0)  # and the tile program is not preferred
     # (an epilogue goes to the tile program where its WS pipeline fits: not here)
     monkeypatch.setattr(zk, "ACTIVATION_ON_TILE", False)
+    monkeypatch.setattr(zk, "PLAIN_ON_TILE", False)  # nor a plain product (both ask the SMs)
     a = FakeGpu((64, 32), "<V2")  # bf16, row-major
     b = FakeGpu((16, 32), "<V2", strides=None)  # stored 16 x 32: b is its transpose
     b_iface = b.__cuda_array_interface__

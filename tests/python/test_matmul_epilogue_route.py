@@ -48,3 +48,15 @@ def test_too_few_tiles_or_short_k_stay_on_sm90(hopper: None) -> None:
 def test_misaligned_rows_stay_on_sm90(hopper: None) -> None:
     # K = 1001: a's rows are not 16-byte multiples, TMA cannot read them
     assert zk.choose_variant(mat(4096, 1001), mat(1001, 4096), bias=mat(4096)) == "sm90"
+
+
+@pytest.mark.parametrize("m,k,n", [(8192, 8192, 8192), (4096, 4096, 4096), (8192, 1024, 3072)])
+def test_plain_products_on_large_tiles_run_the_tile_program(
+    hopper: None, m: int, k: int, n: int
+) -> None:
+    # Session 13 B1 (TMA store): 8192^3 810 against sm90's 777, 4096^3 792 / 728,
+    # 8192x3072x1024 593 / 530; products on 64x128 WS tiles (about 1024 rows)
+    # stay on sm90 until measured (PLAIN_MIN_TILE_ROWS).
+    assert zk.PLAIN_ON_TILE
+    assert zk.choose_variant(mat(m, k), mat(k, n)) == "tile"
+    assert zk.choose_variant(mat(1024, 768), mat(768, 768)) == "sm90"

@@ -15,6 +15,8 @@ from test_matmul import FakeGpu
 @pytest.fixture
 def hopper(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(zk, "_arch_of", lambda p: "sm_90a")  # what an H200 reports
+    # plain products above 256 rows ask the WS table, which wants the SM count
+    monkeypatch.setattr(zk, "_sm_count", lambda p: 132)
 
 
 def mat(rows: int, cols: int, typestr: str = "<V2") -> FakeGpu:  # bf16, row-major

@@ -560,8 +560,24 @@ pub const WS_CLUSTERS: [[u32; 2]; 3] = [[1, 0], [1, 0], [1, 0]];
 pub const WS_CLUSTER_MIN_TILES: u64 = 1024;
 /// Below this K (in elements) a tile's epilogue is a large share of its
 /// time (12 K steps at K = 768): the ping-pong 128x128 schedule, whose
-/// epilogue runs under the other set's wgmmas, replaces 128x256.
+/// epilogue runs under the other set's wgmmas, replaces 128x256, or from
+/// [`WS_LAYER_MIN_K`] on the layer tile.
 pub const WS_SHORT_K: u64 = 2048;
+/// cuBLAS's tile of the transformer layers (K = 1024): 256x128 over two
+/// consumer warpgroups of 128x128 (two m64 wgmmas each), 4 stages, one
+/// group in flight, as a [`WS_TILES`] row. Taken for K in [`WS_LAYER_MIN_K`,
+/// [`WS_SHORT_K`]) when its tiles give every SM one. On an H200 (session 13
+/// B1, TFLOP/s, the output stored through TMA; ping-pong 128x128 / this /
+/// cuBLAS, same run): 8192x3072x1024 593 / 673 / 607, with a bias 568 / 626
+/// / 690, 8192x4096x1024 with bias and GELU 523 / 588 / 507 (cuBLASLt's
+/// fused epilogue 642). Not above: 794 against 128x256's 810 at 8192^3
+/// (cuBLAS 809), 778 against 792 at 4096^3. Clusters of two (along N, the
+/// CTAs sharing the 256-row `a` tile, as cuBLAS runs it; or along M) ran
+/// 1-4 % below one CTA at every one of these shapes.
+pub const WS_LAYER_TILE: [u32; 6] = [256, 128, 8, 4, 1, 0];
+/// The shortest K the layer tile was measured faster at (K = 768, the GPT-2
+/// LM head, keeps ping-pong 128x128 until measured).
+pub const WS_LAYER_MIN_K: u64 = 1024;
 
 /// A warp-specialised, persistent schedule for `problem` on sm_90a with
 /// `sms` SMs: the largest of [`WS_TILES`] whose grid still gives every SM an
@@ -594,15 +610,20 @@ pub fn ws_heuristic(problem: &GemmProblem, sms: u64) -> Option<Schedule> {
     // 129 to 256 rows whose 128-row table tiles do not fill the SMs: the mid
     // tile where it fills half of them, before 64-row tiles.
     let mid = 128 < problem.m && problem.m <= 256 && problem.k >= WS_SHORT_K;
+    let layer = (WS_LAYER_MIN_K..WS_SHORT_K).contains(&problem.k)
+        && problem.m > 128
+        && tiles(&WS_LAYER_TILE) >= sms;
     let t = if mid && t[0] < 128 && 2 * tiles(&WS_MID_M_TILE) >= sms {
         &WS_MID_M_TILE
+    } else if layer {
+        &WS_LAYER_TILE
     } else {
         t
     };
     let &[bm, bn, warps, stages, in_flight, pingpong] = t;
-    let at = WS_TILES.iter().position(|x| x == t).unwrap_or(0);
-    let [ctas, along_n] = match WS_CLUSTERS[at] {
-        c if tiles(t) >= WS_CLUSTER_MIN_TILES => c,
+    // Clusters by table row (none for the mid and layer tiles).
+    let [ctas, along_n] = match WS_TILES.iter().position(|x| x == t) {
+        Some(at) if tiles(t) >= WS_CLUSTER_MIN_TILES => WS_CLUSTERS[at],
         _ => [1, 0],
     };
     Some(
@@ -744,6 +765,22 @@ mod tests {
         );
         assert!(s.warp_specialize && s.persistent && s.arch == Arch::Sm90a);
         assert!(ws_heuristic(&p(1024, 4096), 132).unwrap().pingpong);
+        // K = 1024 (the layers' QKV, MLP up): 256x128 over two warpgroups
+        let k1024 = |m, n| GemmProblem {
+            m,
+            n,
+            k: 1024,
+            operand_bytes: 2,
+        };
+        let qkv = ws_heuristic(&k1024(8192, 3072), 132).unwrap();
+        assert_eq!(
+            (qkv.block.as_slice(), qkv.warps, qkv.stages, qkv.pingpong),
+            (&[256, 128][..], 8, 4, false)
+        );
+        assert_eq!((qkv.wgmma_in_flight, qkv.cluster), (1, 1));
+        // ... where its tiles fill the SMs and M is above 128; else ping-pong
+        assert!(ws_heuristic(&k1024(1024, 2304), 132).unwrap().pingpong);
+        assert!(ws_heuristic(&k1024(128, 65536), 132).unwrap().block[0] < 256);
         assert_eq!(ws_heuristic(&p(256, 4096), 132).unwrap().block, [64, 128]);
         // 256 rows whose table tiles leave SMs idle: 96 128x128 tiles, 8 warps
         let mid = ws_heuristic(&p(256, 6144), 132).unwrap();
@@ -781,6 +818,17 @@ mod tests {
                 .persistent(true)
                 .wgmma_in_flight(t[4])
                 .pingpong(t[5] == 1);
+            s.validate_gemm(2).unwrap();
+        }
+        for t in [WS_LAYER_TILE, WS_MID_M_TILE] {
+            let s = Schedule::block(&t[..2])
+                .k(64)
+                .warps(t[2])
+                .stages(t[3])
+                .arch(Arch::Sm90a)
+                .warp_specialize(true)
+                .persistent(true)
+                .wgmma_in_flight(t[4]);
             s.validate_gemm(2).unwrap();
         }
         for (t, c) in WS_TILES.iter().zip(WS_CLUSTERS) {

@@ -589,8 +589,8 @@ def tile_preferred(p: Problem, arch: str) -> bool:
     or a transposed `a` (4096^3: 672 against 553, the sm90 variant copies
     it). Larger row-major products with a bias or an activation run it where
     its warp-specialised pipeline takes them (BIAS_ON_TILE,
-    ACTIVATION_ON_TILE); without an epilogue they stay on the sm90 variant
-    (PLAIN_ON_TILE)."""
+    ACTIVATION_ON_TILE), and without an epilogue on tiles of 128 rows or
+    more (PLAIN_ON_TILE, PLAIN_MIN_TILE_ROWS)."""
     hopper = targets.has_feature(arch, "wgmma")
     if hopper and _tensor_core_inputs(p):
         on = FP8_ON_TILE if p.a.dtype == "e4m3" else TF32_ON_TILE
@@ -607,7 +607,7 @@ def tile_preferred(p: Problem, arch: str) -> bool:
         elif p.bias is not None:
             on = BIAS_ON_TILE
         else:
-            on = PLAIN_ON_TILE
+            return PLAIN_ON_TILE and _tile_ws_fits(p, PLAIN_MIN_TILE_ROWS)
         return on and _tile_ws_fits(p)
     return True
 
@@ -633,21 +633,28 @@ BIAS_ON_TILE = True
 #: (TMA store, GELU on tanh.approx: ``gemm_tile.GELU_APPROX``) against sm90's
 #: 343 (cuBLAS addmm + GELU 504, cuBLASLt fused 645).
 ACTIVATION_ON_TILE = True
-#: Without an epilogue the hand-written sm90 variant stays first: 785
-#: against the tile's 771 at 8192^3 (session 11 B1), 731 against 718 at
-#: 4096^3 (B2), both with register stores.
-PLAIN_ON_TILE = False
+#: Without an epilogue too, where the crate's WS table gives tiles of
+#: PLAIN_MIN_TILE_ROWS rows or more. Session 13 B1 on an H200 (TFLOP/s, tile
+#: / sm90 / cuBLAS, same run, the output stored through TMA): 8192^3 810 /
+#: 777 / 809 (128x256), 4096^3 792 / 728 / 801, 8192x3072x1024 593 / 530 /
+#: 607 on ping-pong 128x128 (673 on the 256x128 layer tile the crate takes
+#: since). Before the TMA store sm90 led: 785 against 771 at 8192^3 (session
+#: 11 B1).
+PLAIN_ON_TILE = True
+#: Plain products whose WS tile has fewer rows (64x128: outputs of about
+#: 1024 rows) stay on sm90 until measured.
+PLAIN_MIN_TILE_ROWS = 128
 
 
-def _tile_ws_fits(p: Problem) -> bool:
+def _tile_ws_fits(p: Problem, min_rows: int = 0) -> bool:
     """Whether ``gemm_tile.launch`` runs the 2-D product `p` (M above
     TILE_MAX_M: never split) on its warp-specialised pipeline: 16-byte aligned
     operands and row strides (TMA), enough output tiles and K steps for the
-    crate's WS table."""
+    crate's WS table, on a tile of `min_rows` rows or more."""
     if any(op.ptr % 16 or (op.ld * op.itemsize) % 16 for op in (p.a, p.b)):
         return False
     got = gemm_tile.ws_schedule(p.m, p.n, p.k, _sm_count(p))
-    return got is not None and p.k >= got[0][2] * got[0][4]
+    return got is not None and p.k >= got[0][2] * got[0][4] and got[0][0] >= min_rows
 
 
 #: Row-major products with M in (lo, hi] and K up to MMA_SYNC_MAX_K run

@@ -217,15 +217,15 @@ def triton_backward() -> Callable[..., Any] | None:
 #: A operands at head dim 64 (KV_REGS); session 13: the key descriptors
 #: re-derived each step (UNIFORM: no spills), swizzled dQ tiles (DQ_SWIZZLE: no
 #: bank conflicts), the dQ tile stored under the next step's products
-#: (DEFER_DQ); ``s12``: all three off (session 12's kernel); ``m128``: 128
-#: query rows per step at head dim 64 (BM_HD64).
+#: (DEFER_DQ); ``s12``: session 12's kernel (those off, 64 query rows per step
+#: at head dim 64); ``m128``: 128 query rows per step at head dim 64 (BM_HD64).
 FORMS = {
     "uni": {"UNIFORM": True},
     "dqsw": {"DQ_SWIZZLE": True},
     "defer": {"DEFER_DQ": True},
     "new": {"UNIFORM": True, "DQ_SWIZZLE": True},
     "new_defer": {"UNIFORM": True, "DQ_SWIZZLE": True, "DEFER_DQ": True},
-    "s12": {"UNIFORM": False, "DQ_SWIZZLE": False, "DEFER_DQ": False},
+    "s12": {"UNIFORM": False, "DQ_SWIZZLE": False, "DEFER_DQ": False, "BM_HD64": 64},
     "m128": {"UNIFORM": True, "DQ_SWIZZLE": True, "BM_HD64": 128},
     "keys": {"SPLIT_KEYS": True},
     "s3": {"STAGES": 3},

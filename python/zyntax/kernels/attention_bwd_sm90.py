@@ -254,7 +254,10 @@ def build(
         def write_dq() -> None:
             """The dQ writer (a thread of the producer warpgroup): adds each
             consumer's dQ tile into the f32 buffer by a TMA reduction (rows
-            past Sq clipped by the unit) and hands the tile back once read."""
+            past Sq clipped by the unit) and hands the tile back once read.
+            Both consumers' reductions are issued before the first wait for a
+            read (a consumer waited for the other's tile to be read too:
+            5 % of the warps' stall samples on that wait in B1)."""
             with b.for_range(0, total, type=hir.u32) as it:
                 h, m0 = step_coords(it)
                 for x in range(2):
@@ -266,7 +269,8 @@ def build(
                         src = b.ptr_add(s_dq, x * dq_bytes + piece * bm * dq_box * 4)
                         b.tma_reduce("add", tdq, at, src)
                     b.bulk_commit_group()
-                    b.bulk_wait_group(0, read=True)
+                for x in range(2):
+                    b.bulk_wait_group(1 - x, read=True)  # consumer x's group read
                     b.mbarrier_arrive(b.ptr_add(dq_empty, x))
             b.bulk_wait_group(0)  # the reductions' writes done before the block ends
 
@@ -488,10 +492,14 @@ def build(
                     store_dq(carried(), None, b.vote_any(b.not_(first)))
                 # The rows' LSE and D (column x's query: 8 (x >> 1) + 2t + (x & 1)).
                 rows = b.ptr_cast(b.ptr_add(s_rows, st * 2 * row_bytes), f32p)
+                # Loaded while Sᵀ runs (their shared-memory latency was 7 % of
+                # the stall samples after the wait in B1), D while dPᵀ runs;
+                # with 128 query rows after the waits (32 more live registers
+                # each spilled).
+                early = bm == BM
+                lse_l2 = [x * LOG2E for x in row_values(rows, 0)] if early else []
                 b.wgmma_wait_group(1)  # S is ready; P is computed while dP runs
-                # Loaded as they are needed (D after P): S, dP, dK and dV
-                # already hold 192 of the 240 registers.
-                lse_l2 = [x * LOG2E for x in row_values(rows, 0)]
+                lse_l2 = lse_l2 or [x * LOG2E for x in row_values(rows, 0)]
                 s_h = per_half(s_acc)
                 p = [
                     [
@@ -534,9 +542,10 @@ def build(
                         no.yield_(*p[0], *p[1])
                 pf = list(sel.results)
                 p = [pf[: bm // 4], pf[bm // 4 :]]
+                dl = row_values(rows, bm) if early else []
                 b.wgmma_wait_group(0)  # dP
                 dp_h = per_half(dp_acc)
-                dl = row_values(rows, bm)
+                dl = dl or row_values(rows, bm)
                 ds = [[p[h_][x] * (dp_h[h_][x] - dl[x]) for x in range(bm // 4)] for h_ in range(2)]
                 p_frags, ds_frags = fragments(p), fragments(ds)
                 my_turn()
@@ -699,11 +708,14 @@ def _loaded(key: tuple[Any, ...], device: int) -> Any:
 
 #: Q/dO ring depth.
 STAGES = 2
-#: The consumer's warpgroup index broadcast by a shuffle (build's uniform).
-UNIFORM = False
-#: dQ tiles in 128B-swizzled boxes of 32 columns (build's dq_swizzle).
-DQ_SWIZZLE = False
-#: Step i's dQ tile stored during step i + 1's first products (build's defer_dq).
+#: Key descriptors re-derived each step (build's uniform; B1 of session 13:
+#: no spills, 2.0 % faster alone at b4 h32 s2048 hd128 causal).
+UNIFORM = True
+#: dQ tiles in 128B-swizzled boxes of 32 columns (build's dq_swizzle; B1: 5.3 %
+#: faster alone, 11.8 % with UNIFORM, the whole call).
+DQ_SWIZZLE = True
+#: Step i's dQ tile stored during step i + 1's first products (build's
+#: defer_dq; B1: 6 % slower with the two above, 15 % without).
 DEFER_DQ = False
 #: Head dim 128: dQ split by keys between the consumers (build's split_keys).
 SPLIT_KEYS = False
@@ -715,8 +727,9 @@ PINGPONG = False
 LONGEST_FIRST = False
 #: Head dim 64: K and V as wgmma's register A operand (build's kv_regs).
 KV_REGS = False
-#: Head dim 64: query rows per step (build's bm: 64 or 128).
-BM_HD64 = 64
+#: Head dim 64: query rows per step (build's bm: 64 or 128; B1: 128 is 6 %
+#: faster at b16 h12 s1024 causal).
+BM_HD64 = 128
 
 
 __all__ = ["MAX_SEQ", "build", "launch", "supports"]

@@ -690,10 +690,11 @@ def cases(scale: int) -> list[Case]:
 #: every loop it may), ZYNTAX_CPU_AFFINE=1 runs interchanged rows as SIMD
 #: lanes one iteration per pass (off by default since session 13: threads run
 #: ZYNTAX_CPU_ITERS=K iterations per stop, 8 by default) and
-#: ZYNTAX_CPU_VECTOR=1 runs the threads of a block as SIMD lanes (off by
-#: default), ZYNTAX_CPU_HOIST=0 saves context-only values at barriers rather
-#: than recomputing them, ZYNTAX_CPU_LOOPEXIT=0 runs a barrier loop's exit in
-#: the region of the loop's last step, ZYNTAX_CPU_VF=N forces the vectorization factor of
+#: ZYNTAX_CPU_VECTOR=1|0 runs the threads of a block as SIMD lanes or not (by
+#: default only where the CPU has AVX-512), ZYNTAX_CPU_HOIST=0 saves
+#: context-only values at barriers rather than recomputing them,
+#: ZYNTAX_CPU_LOOPEXIT=1 makes a barrier loop's exit a region of its own,
+#: ZYNTAX_CPU_VF=N forces the vectorization factor of
 #: the region and row loops, for comparisons in one session
 ZYNTAX = (
     "zyntax"
@@ -705,7 +706,8 @@ ZYNTAX = (
     + (f"_iters{os.environ['ZYNTAX_CPU_ITERS']}" if os.environ.get("ZYNTAX_CPU_ITERS") else "")
     + ("_vec" if os.environ.get("ZYNTAX_CPU_VECTOR") == "1" else "")
     + ("_nohoist" if os.environ.get("ZYNTAX_CPU_HOIST") == "0" else "")
-    + ("_noloopexit" if os.environ.get("ZYNTAX_CPU_LOOPEXIT") == "0" else "")
+    + ("_loopexit" if os.environ.get("ZYNTAX_CPU_LOOPEXIT") == "1" else "")
+    + ("_novec" if os.environ.get("ZYNTAX_CPU_VECTOR") == "0" else "")
     + (f"_vf{os.environ['ZYNTAX_CPU_VF']}" if os.environ.get("ZYNTAX_CPU_VF") else "")
 )
 
@@ -820,7 +822,9 @@ def main() -> None:
                 + (
                     ", threads of a block as SIMD lanes (ZYNTAX_CPU_VECTOR=1)"
                     if "_vec" in ZYNTAX
-                    else ", threads of a block one after another"
+                    else ", threads of a block one after another (ZYNTAX_CPU_VECTOR=0)"
+                    if "_novec" in ZYNTAX
+                    else ", threads of a block as SIMD lanes where the CPU has AVX-512"
                 )
                 + (
                     ", interchanged rows as SIMD lanes (ZYNTAX_CPU_AFFINE=1)"

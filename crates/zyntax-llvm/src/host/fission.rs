@@ -204,11 +204,14 @@ pub fn hoisted(f: &Function) -> BTreeSet<InstId> {
 /// the code after the loop runs as its own region. Order between two
 /// barriers is free, and a thread that leaves the loop early stops at the
 /// exit instead of running on to the next barrier: the same results and
-/// the same divergent-barrier errors. `ZYNTAX_CPU_LOOPEXIT=0` (compile
-/// time) keeps one region, for comparisons.
+/// the same divergent-barrier errors. Off by default: on the device's
+/// Xeon (session 13 B1) layernorm and softmax were 15-35% slower with it
+/// (every tree step a vector pass over all the block's threads, most of
+/// them masked off, and one more region per tree); `ZYNTAX_CPU_LOOPEXIT=1`
+/// (compile time) turns it on, for comparisons.
 pub fn barrier_loop_exits(f: &Function) -> BTreeSet<BlockId> {
     let mut out = BTreeSet::new();
-    if std::env::var("ZYNTAX_CPU_LOOPEXIT").is_ok_and(|v| v == "0") {
+    if !std::env::var("ZYNTAX_CPU_LOOPEXIT").is_ok_and(|v| v == "1") {
         return out;
     }
     for l in zyntax_opt::analysis::loops(f) {

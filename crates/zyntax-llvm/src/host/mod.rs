@@ -336,8 +336,10 @@ pub struct HostOptions {
     /// Kernels to run on the interpreter even if the CPU could run them.
     pub force_interp: Vec<String>,
     /// Run the threads of a block as SIMD lanes (`regions::fast_runner`);
-    /// `None`: `ZYNTAX_CPU_VECTOR=1` in the environment turns it on (off by
-    /// default: on the AMD EPYC this was measured on it was slower, see
+    /// `None`: `ZYNTAX_CPU_VECTOR=0|1` in the environment, else on where the
+    /// target has AVX-512 (session 13 on the device's Xeon: saxpy, the
+    /// stencil and softmax 1.2-1.4x faster at one core) and off elsewhere
+    /// (on the AMD EPYC with AVX2 it was slower: `vmaskmov` stores, see
     /// docs/cpu.md).
     pub vector_threads: Option<bool>,
     /// Run the rows of threads of an interchanged loop as SIMD lanes
@@ -496,9 +498,13 @@ pub fn prepare(m: &Module, opts: &HostOptions) -> HostResult<Prepared> {
         kinds.push(kind);
     }
     let mut mi = lower::ModuleInfo::new(&module, &plans, &target.cpu, &target.features);
-    mi.vector = opts
-        .vector_threads
-        .unwrap_or_else(|| std::env::var("ZYNTAX_CPU_VECTOR").is_ok_and(|v| v == "1"));
+    mi.vector = opts.vector_threads.unwrap_or_else(|| {
+        match std::env::var("ZYNTAX_CPU_VECTOR").as_deref() {
+            Ok("1") => true,
+            Ok("0") => false,
+            _ => target.features.split(',').any(|f| f == "+avx512f"),
+        }
+    });
     mi.affine = opts
         .affine_rows
         .unwrap_or_else(|| std::env::var("ZYNTAX_CPU_AFFINE").is_ok_and(|v| v == "1"));

@@ -218,14 +218,23 @@ def triton_backward() -> Callable[..., Any] | None:
 #: re-derived each step (UNIFORM: no spills), swizzled dQ tiles (DQ_SWIZZLE: no
 #: bank conflicts), the dQ tile stored under the next step's products
 #: (DEFER_DQ); ``s12``: session 12's kernel (those off, 64 query rows per step
-#: at head dim 64); ``m128``: 128 query rows per step at head dim 64 (BM_HD64).
+#: at head dim 64, dK and dV stored from the accumulators); ``m128``: 128
+#: query rows per step at head dim 64 (BM_HD64); ``direct``: dK and dV stored
+#: from the accumulators, not through shared memory (SMEM_EPILOGUE).
 FORMS = {
     "uni": {"UNIFORM": True},
     "dqsw": {"DQ_SWIZZLE": True},
     "defer": {"DEFER_DQ": True},
     "new": {"UNIFORM": True, "DQ_SWIZZLE": True},
     "new_defer": {"UNIFORM": True, "DQ_SWIZZLE": True, "DEFER_DQ": True},
-    "s12": {"UNIFORM": False, "DQ_SWIZZLE": False, "DEFER_DQ": False, "BM_HD64": 64},
+    "s12": {
+        "UNIFORM": False,
+        "DQ_SWIZZLE": False,
+        "DEFER_DQ": False,
+        "BM_HD64": 64,
+        "SMEM_EPILOGUE": False,
+    },
+    "direct": {"SMEM_EPILOGUE": False},
     "m128": {"UNIFORM": True, "DQ_SWIZZLE": True, "BM_HD64": 128},
     "keys": {"SPLIT_KEYS": True},
     "s3": {"STAGES": 3},

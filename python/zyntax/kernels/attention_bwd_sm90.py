@@ -98,6 +98,7 @@ def build(
     uniform: bool = False,
     defer_dq: bool = False,
     bm: int = BM,
+    smem_epilogue: bool = False,
 ) -> hir.Module:
     """The kernel for `dtype`, head dim `head_dim` (64, 96 or 128; 96 runs
     on tiles of 128 as the forward's: the TMA unit fills the columns past
@@ -122,7 +123,9 @@ def build(
     take them as wgmma's register A operand, which halves those products'
     shared-memory reads. `dq_swizzle`: the dQ tiles in shared memory are
     boxes of 32 f32 columns with the 128B swizzle (stores free of bank
-    conflicts), else of 64 columns unswizzled. `uniform`: the K, V and
+    conflicts), else of 64 columns unswizzled. `smem_epilogue`: dK and dV
+    go to global memory in whole rows through shared memory (store_dkdv),
+    else straight from the accumulators. `uniform`: the K, V and
     dQ-B descriptors are re-derived every step from the warpgroup index
     broadcast by a shuffle (warp-uniform to ptxas, as CUTLASS's canonical
     warp-group index; not hoisted by LLVM), not held as ~24 loop-invariant
@@ -158,6 +161,7 @@ def build(
     name += "_uni" if uniform else ""
     name += "_defer" if defer_dq else ""
     name += f"_m{bm}" if bm != BM else ""
+    name += "_epi" if smem_epilogue else ""
     m = hir.Module(name, targets=["sm_90a"])
     params = [hir.tensormap] * 5
     params += [hir.ptr("global", hir.f32)] * 2 + [hir.ptr("global", elem)] * 2
@@ -428,6 +432,47 @@ def build(
                 with b.if_(real):
                     b.mbarrier_arrive(b.ptr_add(dq_full, c))
 
+        def store_dkdv(dk_acc: hir.Value, dv_acc: hir.Value) -> None:
+            """dK (scaled) and dV through shared memory: each consumer puts
+            its 64 rows of each (bf16/f16) where K and V were, then stores
+            whole rows of 16-byte chunks (keys before Sk). The accumulator's
+            4-byte pairs put 8 rows per store on the same banks and half of
+            each 32-byte sector: its direct global stores were 8 % of the
+            warps' stall samples in B1 of session 13. Rows of `d` columns,
+            chunk k of row r at chunk k ^ (r & 7) (r & 7 = g: no conflicts)."""
+            pitch = d * 2
+            # Both consumers' last products (dQ reads all of K) are done.
+            b.named_barrier_sync(5, 256)
+            u32p = hir.ptr("shared", hir.u32)
+            for acc, tile, mul in ((dk_acc, s_k, scale), (dv_acc, s_v, None)):
+                for h_ in range(2):
+                    row = b.ptr_add(tile, (c * 64 + w * 16 + g + 8 * h_) * pitch + t * 4)
+                    for nt in range(head_dim // 8):
+                        i = 4 * nt + 2 * h_
+                        x, y = b.extract(acc, i), b.extract(acc, i + 1)
+                        if mul is not None:
+                            x, y = x * mul, y * mul
+                        dst = b.ptr_cast(b.ptr_add(row, (g ^ nt) << 4), u32p)
+                        b.store(dst, cvt_pair(b, dtype, x, y))
+            # This consumer's rows written (named barriers 6 and 7: 128 threads).
+            per_wg(lambda: b.named_barrier_sync(6, 128), lambda: b.named_barrier_sync(7, 128))
+            chunks = head_dim // 8  # 16-byte chunks per row
+            me = w * 32 + lane  # the thread in its warpgroup
+            v4 = hir.vec(hir.u32, 4)
+            base = b.cast(bi, hir.i64) * sb + b.cast(hk, hir.i64) * sh
+            for rep_ in range(64 * chunks // 128):
+                idx = me + rep_ * 128
+                r = c * 64 + b.div(idx, chunks)
+                k = b.rem(idx, chunks)
+                key = n0 + r
+                with b.if_(key < sk):
+                    at = base + b.cast(key, hir.i64) * ss + b.cast(k * 8, hir.i64)
+                    off = r * pitch + ((k ^ (r & 7)) << 4)
+                    for tile, out in ((s_k, dk), (s_v, dv)):
+                        val = b.load(b.ptr_cast(b.ptr_add(tile, off), hir.ptr("shared", v4)))
+                        dst = b.ptr_cast(b.ptr_add(out, at), hir.ptr("global", v4))
+                        b.store(dst, val)
+
         def consume() -> None:
             wait(full_kv, 0)
 
@@ -631,6 +676,9 @@ def build(
                 with b.if_(total > 0):
                     store_dq(carried(), ((total - 1) & 1) ^ 1)
             dk_acc, dv_acc = read(b, st_vars)
+            if smem_epilogue:
+                store_dkdv(dk_acc, dv_acc)
+                return
             # dK (scaled) and dV, keys before Sk.
             for h_ in range(2):
                 key = key0 + 8 * h_
@@ -682,6 +730,7 @@ def _module(
     uniform: bool,
     defer_dq: bool,
     bm: int,
+    smem_epilogue: bool,
 ) -> hir.Module:
     return build(
         dtype,
@@ -698,6 +747,7 @@ def _module(
         uniform,
         defer_dq,
         bm,
+        smem_epilogue,
     )
 
 
@@ -727,6 +777,8 @@ PINGPONG = False
 LONGEST_FIRST = False
 #: Head dim 64: K and V as wgmma's register A operand (build's kv_regs).
 KV_REGS = False
+#: dK and dV stored through shared memory in whole rows (build's smem_epilogue).
+SMEM_EPILOGUE = True
 #: Head dim 64: query rows per step (build's bm: 64 or 128; B1: 128 is 6 %
 #: faster at b16 h12 s1024 causal).
 BM_HD64 = 128
@@ -809,6 +861,7 @@ def launch(
         UNIFORM,
         DEFER_DQ,
         bm,
+        SMEM_EPILOGUE,
     )
     d = tile_dim(d)
     smem = shared_bytes(d, STAGES, key[5], bm)

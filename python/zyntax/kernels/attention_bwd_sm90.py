@@ -407,8 +407,13 @@ def build(
             if dq_swizzle:
                 # The lane's byte in a box row, 128B swizzle (16-byte chunk
                 # ^= row & 7 = g): column 8 j + 2t of row r sits at chunk
-                # (2 j + (t >> 1)) ^ g, i.e. at (32 j) ^ lane_at.
+                # (2 j + (t >> 1)) ^ g, i.e. at (32 j) ^ lane_at. Rows g and
+                # g ^ 1 would put their 32 bytes in the same two chunks (a
+                # 2-way conflict, 4 wavefronts per store in B1): odd rows
+                # store column group j ^ 2 when the even ones store j.
+                odd = b.eq(g & 1, 1)
                 lane_at = (w * 16 + g) * 128 + (((t >> 1) ^ g) << 4) + ((t & 1) << 3)
+                lane_at = lane_at ^ ((g & 1) << 6)
             f32x2 = hir.vec(hir.f32, 2)
             for (rh, pc), dq_acc in zip(pieces, accs, strict=True):
                 for h_ in range(2):
@@ -417,6 +422,8 @@ def build(
                         i = 4 * nt + 2 * h_
                         vals = [dq_acc[i], dq_acc[i + 1]]
                         if dq_swizzle:
+                            i2 = 4 * (nt ^ 2) + 2 * h_  # the same box
+                            vals = [b.select(odd, dq_acc[i2 + e], vals[e]) for e in range(2)]
                             box = pc * 2 + nt // 4
                             at = lane_at ^ (32 * (nt % 4))
                             dst = b.ptr_add(tile_dq, at + (box * bm * 32 + row * 32) * 4)

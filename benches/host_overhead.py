@@ -26,8 +26,8 @@ Cases and peers (same run):
 
 Each callable rotates over 4 input sets (fresh random values), so that a plan
 cache keyed by address is exercised as a model would. ``python
-benches/host_overhead.py [--quick] [--no-numba]``; peers that do not import
-are skipped.
+benches/host_overhead.py [--quick] [--no-numba] [--only CASE ...]``; peers
+that do not import are skipped.
 """
 
 from __future__ import annotations
@@ -273,11 +273,14 @@ class Bench:
         self.cupy = cupy_peer()
         self.numba = numba_peer() if numba else None
         self.out_dir = out_dir
+        self.only: list[str] = []  # --only: these cases alone
 
     def sync(self) -> None:
         self.torch.cuda.synchronize()
 
     def time(self, case: str, impl: str, fns: list[Callable[[], Any]], **extra: Any) -> None:
+        if self.only and case not in self.only:
+            return
         call = rotate(fns)
         try:
             for _ in range(3):  # compile, load, plan
@@ -462,12 +465,14 @@ class Bench:
 def main() -> None:
     def options(p: Any) -> None:
         p.add_argument("--no-numba", action="store_true", help="skip the Numba-CUDA peer")
+        p.add_argument("--only", action="append", default=[], help="time only this case")
 
     args = parse_args(__doc__ or "host overhead bench", options)
     torch = optional("torch")
     if torch is None or not torch.cuda.is_available():
         raise SystemExit("host_overhead bench: needs PyTorch with CUDA")
     bench = Bench(torch, args.device, args.quick, args.out_dir, not args.no_numba)
+    bench.only = args.only
     bench.check()
     bench.res.notes["timing"] = (
         f"best of 3 loops of {bench.iters} back-to-back calls (4 input sets rotated), "

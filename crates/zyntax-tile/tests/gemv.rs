@@ -135,17 +135,21 @@ fn gemv_splits_k_over_row_major_and_transposed_b() {
 
 #[test]
 fn gemv_schedule_builds_and_validates() {
-    let p = GemmProblem {
-        m: 1,
-        n: 4096,
-        k: 4096,
-        operand_bytes: 2,
-    };
-    let (s, splits) = gemv_schedule(&p, Arch::Sm90a, 132).unwrap();
-    s.validate().unwrap();
-    assert!(splits > 1);
-    let kernel = gemv(s.clone(), 1);
-    assert_eq!(kernel.launch.block[0], s.warps * 32);
+    // N = 1024: split K; N = 4096: the unsplit slab where the crate has one
+    for n in [1024, 4096] {
+        let p = GemmProblem {
+            m: 1,
+            n,
+            k: 4096,
+            operand_bytes: 2,
+        };
+        let (s, splits) = gemv_schedule(&p, Arch::Sm90a, 132).unwrap();
+        s.validate().unwrap();
+        let unsplit = n == 4096 && zyntax_tile::schedule::GEMV_UNSPLIT_TILE.is_some();
+        assert_eq!(splits == 1, unsplit, "N = {n}: {splits} splits");
+        let kernel = gemv(s.clone(), 1);
+        assert_eq!(kernel.launch.block[0], s.warps * 32);
+    }
 }
 
 #[cfg(feature = "compute")]

@@ -33,6 +33,21 @@ _WIDE = rows_tile.wide(
     _N,
     "bf16",
 )
+# The softmax forward of a peeled, tailed 4097-wide bf16 row looping over rows
+# with the next row loaded ahead (rows_tile.prefetching); the RMSNorm
+# forward's chunk loop at 128256 (rows_tile.held with HELD_FORM).
+_PREFETCHED = rows_tile.prefetching(
+    "softmax_fwd",
+    rows_tile.tailed(
+        "softmax",
+        rows_tile.peeled("softmax", rows_tile.plan(4097, 2), "bf16", 16, 4097),
+        4097,
+        "bf16",
+    ),
+)
+_RMS_LOOP = rows_tile.held(
+    "rms_fwd", rows_tile.chunked("norm_fwd", rows_tile.plan(128256, 2)), 128256
+)
 MEMORY_BOUND: dict[str, tuple[Callable[..., Any], tuple[Any, ...]]] = {
     "softmax_f32_8192": _rows("softmax_fwd", 8192, "f32"),
     "softmax_bf16_1000": _rows("softmax_fwd", 1000, "bf16"),
@@ -40,6 +55,11 @@ MEMORY_BOUND: dict[str, tuple[Callable[..., Any], tuple[Any, ...]]] = {
     # the wide plan the softmax forward runs at 50257 (rows_tile.wide, the
     # peel of a contiguous bf16 tensor): 64 registers, 1024 threads, no spills
     "softmax_wide_bf16": (rows_tile._module, ("softmax_fwd", _WIDE, "bf16", 16)),
+    "softmax_prefetched_bf16_4097": (
+        rows_tile._module,
+        ("softmax_fwd", _PREFETCHED, "bf16", 16),
+    ),
+    "rms_norm_loop_bf16_128256": (rows_tile._module, ("norm_fwd", _RMS_LOOP, "bf16", 16, "rms")),
     "softmax_bwd_bf16_4097": _rows("softmax_bwd", 4097, "bf16"),
     "layer_norm_bf16_8192": _rows("norm_fwd", 8192, "bf16", "layer"),
     "layer_norm_bwd_bf16_1000": _rows("norm_bwd", 1000, "bf16", "layer"),

@@ -52,6 +52,7 @@ def shape(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> st
         monkeypatch.setattr(rows_tile, "WIDE_TILE", 64)
         monkeypatch.setattr(rows_tile, "WIDE_WARPS", 2)
         monkeypatch.setattr(rows_tile, "HELD", frozenset({"norm_fwd", "rms_fwd"}))
+        monkeypatch.setattr(rows_tile, "HELD_FORM", {})
         monkeypatch.setattr(rows_tile, "HELD_TILE", 64)
         monkeypatch.setattr(rows_tile, "HELD_WARPS", 2)
     if request.param.startswith("chunks"):
@@ -651,6 +652,19 @@ def test_wide_and_held_plans(monkeypatch: pytest.MonkeyPatch) -> None:
     assert (h.shape, h.width, h.held, h.unroll) == ("chunks", 8192, rows_tile.HELD_TILES, 2)
     assert rows_tile.held("norm_fwd", c, 40000) == c  # not wider than the held tiles and one
 
+    # The defaults: the RMSNorm forward's loop (HELD_FORM: nothing held,
+    # [1, 4096] tiles two a step on 8 warps), LayerNorm's chunks; the
+    # softmax forward's one-tile rows prefetched, 4 instances per SM, not
+    # its wide rows.
+    monkeypatch.undo()
+    r = rows_tile.held("rms_fwd", c, 128256)
+    assert (r.shape, r.width, r.warps, r.held, r.unroll) == ("chunks", 4096, 8, 0, 2)
+    assert rows_tile.held("norm_fwd", c, 128256) == c
+    t = rows_tile.tailed("softmax", rows_tile.plan(4097, 2), 4097, "bf16")
+    assert rows_tile.prefetching("softmax_fwd", t).persist == 4
+    assert rows_tile.prefetching("norm_fwd", t) == t
+    assert rows_tile.prefetching("softmax_fwd", q) == q
+
 
 @pytest.mark.parametrize("n", [1000, 4097])
 @pytest.mark.parametrize("dtype", ["f32", "bf16"])
@@ -676,6 +690,7 @@ def test_wide_and_held_rows(n: int, dtype: str, monkeypatch: pytest.MonkeyPatch)
         "WIDE_WARPS": 2,
         "WIDE_PER_THREAD": 40,
         "HELD": frozenset({"norm_fwd", "rms_fwd"}),
+        "HELD_FORM": {},
         "HELD_TILES": 2 if ml else 0,  # f32: the unrolled loop alone
         "HELD_TILE": 64,
         "HELD_WARPS": 2,

@@ -27,7 +27,10 @@ that width plus a narrow tail tile (:func:`tailed`). The norm backward
 accumulates ``dweight``/``dbias`` per program instance into an f32
 ``[G, width]`` buffer of partial sums that a second program sums over its
 rows (deterministic: no atomics); for whole rows in the same pass as dx,
-or in a second pass (``NORM_BWD``). The upper-case module constants are
+or in a second pass (``NORM_BWD``). The softmax forward's one-tile rows
+loop over rows with the next row loaded ahead (:func:`prefetching`); a
+chunked row can be split over a cluster of CTAs (:func:`clustered`, off:
+measured slower). The upper-case module constants are
 the tuning knobs (measured in docs/kernels.md); those that a Plan does not
 carry are read when a program is built.
 """
@@ -140,17 +143,25 @@ ROW_WARPS: dict[str, int] = {"norm_fwd": 32}
 #: Programs whose chunked rows too wide for :func:`wide` keep their first
 #: HELD_TILES tiles in registers and loop over the rest HELD_UNROLL tiles a
 #: step (:func:`held`; the norm forward only: "norm_fwd" LayerNorm,
-#: "rms_fwd" RMSNorm, as in CLUSTER and PREFETCH). Off: H200, session 12 B1,
-#: RMSNorm forward at 4096x128256 1146 us held (5 tiles, 2 a step), 1010 (4,
-#: 3 a step, written backwards), against 928 chunked (PyTorch 803): one
-#: 1024-thread instance per SM keeps too few loads in flight in the loop.
-HELD: frozenset[str] = frozenset()
+#: "rms_fwd" RMSNorm, as in CLUSTER and PREFETCH). Holding tiles lost:
+#: H200, session 12 B1, RMSNorm forward at 4096x128256 1146 us held (5
+#: tiles, 2 a step), 1010 (4, 3 a step, written backwards), against 928
+#: chunked (PyTorch 803): one 1024-thread instance per SM keeps too few
+#: loads in flight in the loop. The RMSNorm forward is in HELD for the loop
+#: alone (HELD_FORM: nothing held).
+HELD: frozenset[str] = frozenset({"rms_fwd"})
 HELD_TILES, HELD_UNROLL = 5, 2
 #: The held plan's tile width and warps (HELD_TILES 0: the chunked loop
 #: with HELD_UNROLL tiles a step and per-lane state, nothing held).
 HELD_TILE, HELD_WARPS = 8192, 32
 #: Whether the held rows' write loop runs from the row's end (read last).
 HELD_REVERSE = False
+#: Per program, (HELD_TILES, HELD_UNROLL, HELD_TILE, HELD_WARPS) instead of
+#: those. The RMSNorm forward holds nothing and loops over [1, 4096] tiles
+#: two a step on 8 warps with per-lane state: H200, 4096x128256 bf16, 867
+#: us (session 12 B2) and 870 (session 13 B1) against 929-932 chunked,
+#: PyTorch 803-806; LayerNorm lost with the same loop (1313 against 1015).
+HELD_FORM: dict[str, tuple[int, int, int, int]] = {"rms_fwd": (0, 2, 4096, 8)}
 #: Programs whose chunked rows of CLUSTER_MIN columns or more are split over
 #: a cluster of CTAs instead (:func:`clustered`), by program: the CTAs per
 #: row. Each CTA holds its slice in registers on CLUSTER_WARPS warps in
@@ -167,7 +178,14 @@ CLUSTER_PERSIST: dict[str, int] = {}
 #: Programs whose one-row plans (a whole row per instance, no cluster) loop
 #: over rows the same way (``Plan.persist``: instances per SM), loading the
 #: next row before this row's reductions (softmax and the norms' forward).
-PREFETCH: dict[str, int] = {}
+#: H200, session 13 B1, bf16 4096x4097: the softmax forward 25.1 us with 4
+#: per SM, 30.7 with 2, 29.4 without (PyTorch 60.8); LayerNorm 43.6 with
+#: either, 40.6 without (hence softmax only).
+PREFETCH: dict[str, int] = {"softmax_fwd": 4}
+#: The widest tile PREFETCH takes: a [1, 8192] f32 row and the next row
+#: take 124 registers on 16 warps (one instance per SM), [1, 16384] spills
+#: at 1024 threads (ptxas, sm_90); not measured.
+PREFETCH_MAX_WIDTH = 4096
 #: The norm backward of whole rows, by plan shape: "fused" (one program
 #: writes dx and accumulates dweight/dbias partial sums over its rows; x and
 #: dy read once) or "split" (dx, then a column-block program reading x and
@@ -330,9 +348,13 @@ def clustered(name: str, p: Plan, n: int, dtype: str) -> Plan:
 
 
 def prefetching(name: str, p: Plan) -> Plan:
-    """`p`, a one-row whole-row plan, looping over rows (PREFETCH)."""
+    """`p`, a one-row whole-row plan of one tile (and a tail), looping over
+    rows (PREFETCH); not a wide row (:func:`wide`), whose registers a
+    second row would not fit."""
     k = PREFETCH.get(name, 0)
-    if not k or p.shape != "row" or p.rows != 1 or p.cluster or p.persist:
+    if not k or p.shape != "row" or p.rows != 1 or p.reps != 1 or p.cluster or p.persist:
+        return p
+    if p.width > PREFETCH_MAX_WIDTH:
         return p
     return dataclasses.replace(p, persist=k)
 
@@ -346,15 +368,13 @@ def held(name: str, p: Plan, n: int) -> Plan:
     bf16 row: 49152 columns held, 79104 read twice)."""
     if name not in HELD or p.shape != "chunks" or p.rows != 1 or p.persist:
         return p
-    if n < (HELD_TILES + 1) * HELD_TILE:
+    tiles, unroll, tile_w, warps = HELD_FORM.get(
+        name, (HELD_TILES, HELD_UNROLL, HELD_TILE, HELD_WARPS)
+    )
+    if n < (tiles + 1) * tile_w:
         return p
     return dataclasses.replace(
-        p,
-        width=HELD_TILE,
-        warps=HELD_WARPS,
-        state="lanes",
-        held=HELD_TILES,
-        unroll=HELD_UNROLL,
+        p, width=tile_w, warps=warps, state="lanes", held=tiles, unroll=unroll
     )
 
 

@@ -391,8 +391,11 @@ class _P:
         # dim); the programs compute their grids themselves.
         block = (p.rows, min(p.width, 4096))
         # A cluster (sm_90) makes every reduction cluster-wide (clustered()).
-        cl = {"cluster": p.cluster, "arch": "sm_90"} if p.cluster else {}
-        self.t = tile.Builder(name, tile.Schedule(block, warps=p.warps, **cl))
+        if p.cluster:
+            sched = tile.Schedule(block, warps=p.warps, cluster=p.cluster, arch="sm_90")
+        else:
+            sched = tile.Schedule(block, warps=p.warps)
+        self.t = tile.Builder(name, sched)
         self.p, self.dtype, self.access = p, dtype, access
         self.shape = (p.rows, p.width)
         #: the shape of a chunk loop's carried statistics (see STATE).
@@ -471,7 +474,8 @@ class _P:
         t, c = self.t, self.p.cluster
         pid = t.program_id(0)
         g = t.scalar_param("instances", "u32")
-        first, off = pid, 0
+        first: Any = pid
+        off: Any = 0
         if c:
             first = t.scalar_binary("shr", pid, c.bit_length() - 1)
             off = t.scalar_binary("and", pid, c - 1) * (self.p.reps * self.p.width)

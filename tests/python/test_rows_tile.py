@@ -839,6 +839,7 @@ def test_prefetched_rows(n: int, dtype: str, monkeypatch: pytest.MonkeyPatch) ->
     nd = np.float32 if ml is None else ml.bfloat16
     tol = 1e-5 if ml is None else 2e-2
     monkeypatch.setattr(rows_tile, "PREFETCH", {"norm_fwd": 1, "rms_fwd": 1, "softmax_fwd": 1})
+    monkeypatch.setattr(rows_tile, "PREFETCH_MIN_WIDTH", 0)
     plans: list[Any] = []
     real = rows_tile.launch
 

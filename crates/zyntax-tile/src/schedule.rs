@@ -404,8 +404,11 @@ pub const GEMV_TILE: [u32; 4] = [16, 128, 4, 1];
 /// 512x16 over 8 warps 16.5 against 17.4 at 1x4096x4096 and 41.9 against
 /// 41.7 at 1x4096x14336 (cuBLAS 14.7 and 32.9); 256x32 over 8 warps 17.4
 /// and 49.5. The next slab loaded ahead (stages 2) lost everywhere: 16x128
-/// split 18.4 / 44.7, 256x32 19.2 / 54.9.
-pub const GEMV_UNSPLIT_TILE: Option<[u32; 4]> = Some([512, 16, 8, 1]);
+/// split 18.4 / 44.7, 256x32 19.2 / 54.9. Off since B2, where the sweep's
+/// other one-row shapes lost on 512x16: 1x14336x4096 48.1 (split, session
+/// 12: 40.1), the LM head 1x50304x768 45.4 (27.6), 1x6144x4096 24.5 (25.4);
+/// `Some([512, 16, 8, 1])` takes it back.
+pub const GEMV_UNSPLIT_TILE: Option<[u32; 4]> = None;
 /// Program instances per SM the gemv program's K split aims at (the loop is
 /// not software-pipelined: many resident slabs keep loads in flight), each
 /// split at least `GEMV_MIN_STEPS` K steps long. B1 at 1x4096x4096: 4 per

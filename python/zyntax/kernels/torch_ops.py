@@ -1161,10 +1161,16 @@ def _attention_grad(g: Any) -> Any:
     where its layout is one the kernels take (head dim contiguous, the
     other strides positive multiples of 8 elements, 16-byte aligned: the
     gradient of the block's ``att.transpose(1, 2).reshape(...)`` is such a
-    view of (b, s, h, d) memory), else a dense copy."""
+    view of (b, s, h, d) memory), else a dense copy. While torch.compile
+    traces the backward the gradient is a fake tensor without an address:
+    the traced graph takes the dense copy (its alignment is unknown)."""
     st = g.stride()
     if len(st) == 4 and st[3] == 1 and all(x > 0 and x % 8 == 0 for x in st[:3]):
-        if g.data_ptr() % 16 == 0:
+        try:
+            aligned = g.data_ptr() % 16 == 0
+        except RuntimeError:  # FakeTensor / FunctionalTensor: no data pointer
+            aligned = False
+        if aligned:
             return g
     return g.contiguous()
 

@@ -409,3 +409,78 @@ def test_an_output_of_another_shape_is_made_by_empty_strided(
     o = entry(x)
     assert runs[0] == 1 and made == [(o, (rows,), (1,), F32, 0)]
     assert log[-1][-1] == [x.ptr, o.ptr, rows]
+
+
+def _knob_entry(monkeypatch: pytest.MonkeyPatch, module: Any, knob: str) -> tuple[Any, list[Any]]:
+    """A planned entry function whose launch depends on `module.knob`, read
+    at call time as kernel modules read their switches (the value goes into
+    the launch as a constant, standing for the kernel it selects)."""
+    monkeypatch.setattr(_plans, "_torch_info", lambda: (FakeTensor, lambda d: 0))
+    log: list[Any] = []
+
+    @_plans.planned
+    def entry(x: Any) -> Any:
+        rec = _plans.recording() or _plans._Recording(())
+        tx = _view(x, "x")
+        rec.tensor(tx)
+        chosen = getattr(module, knob)
+        k = FakeKernel(log)
+        k.prepare((1,), 32, None, None)(tx.ptr, chosen)
+        rec.launch(k, (1,), 32, 0, None, [tx, chosen])
+        return x
+
+    return entry, log
+
+
+def test_a_knob_set_from_outside_forgets_the_plans(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The plan-key bug of session 13: a plan replayed the kernel its knob
+    # selected when it was recorded, whatever the knob said now.
+    from zyntax.kernels import attention_bwd_sm90, rows_tile
+
+    for module, knob in ((rows_tile, "PER_THREAD"), (attention_bwd_sm90, "SPLIT_KEYS")):
+        entry, log = _knob_entry(monkeypatch, module, knob)
+        before = getattr(module, knob)
+        after = int(rng.integers(2, 1000)) if type(before) is int else not before
+        x = FakeTensor((int(rng.integers(1, 100)),))
+        entry(x)
+        entry(x)
+        assert len(entry.plans) == 1 and len(log) == 2  # type: ignore[attr-defined]
+        with monkeypatch.context() as m:
+            m.setattr(module, knob, after)
+            assert len(entry.plans) == 0  # type: ignore[attr-defined]
+            entry(x)
+            entry(x)  # the plan recorded under the new value
+            assert [a[1] for *_, a in log[2:]] == [after, after]
+        entry(x)  # the undo is an assignment too: the old kernel again
+        assert log[-1][-1] == [x.ptr, before]
+        setattr(module, knob, after)  # a plain assignment (restored below)
+        try:
+            entry(x)
+            assert log[-1][-1] == [x.ptr, after]
+        finally:
+            setattr(module, knob, before)
+
+
+def test_knobs_clear_the_caches_that_read_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    # gemm_tile.ws_schedule reads WS_FORCE; gemm's own plans hold a variant's
+    # kernel. A module imported after the package (attention_decode is
+    # imported on its first call) is watched from its import on.
+    import importlib
+
+    from zyntax import kernels
+    from zyntax.kernels import gemm, gemm_tile
+
+    gemm_tile.ws_schedule.cache_clear()
+    gemm_tile.ws_schedule(128, 128, 128, 132)
+    gemm._plans[("stale",)] = None
+    monkeypatch.setattr(gemm_tile, "WS_FORCE", ((128, 128, 8, 3), 1, 0))
+    assert gemm_tile.ws_schedule.cache_info().currsize == 0 and not gemm._plans
+    assert gemm_tile.ws_schedule(128, 128, 128, 132)[0][:2] == (128, 128)
+    decode = importlib.import_module("zyntax.kernels.attention_decode")
+    assert type(decode) is type(kernels) is _plans._KnobModule
+    entry, _ = _knob_entry(monkeypatch, decode, "DECODE_MAX_Q")
+    entry(FakeTensor((4,)))
+    monkeypatch.setattr(decode, "DECODE_MAX_Q", 1)
+    assert len(entry.plans) == 0  # type: ignore[attr-defined]
+    # The private modules hold no knobs (tests patch them): not watched.
+    assert type(_plans) is not _plans._KnobModule

@@ -17,6 +17,18 @@ new addresses and launches the prepared kernels with the new addresses: the
 same launches the function would make, since nothing else it looked at
 differs.
 
+Knobs: the kernel modules' switches (``attention_bwd_sm90.SPLIT_KEYS``,
+``rows_tile.WIDE``, ``gemm_tile.WS_FORCE``, ...) change which kernel a call
+launches without changing its arguments, so a plan recorded under one
+setting would replay the old kernel under another. Every ``zyntax.kernels``
+module is watched (:func:`watch`): assigning any attribute of one from
+outside (``module.KNOB = v``, ``monkeypatch.setattr``, and the undo) clears
+every plan table and the caches registered with :func:`on_knob_change`
+(``gemm``'s own plans, ``gemm_tile.ws_schedule``), so the next call takes
+the full path under the new setting. This costs nothing on a hit. A knob
+mutated in place (``rows_tile.WARPS_OF[name] = 8``) is not seen: assign a
+new value instead.
+
 Safety (the issue's "bad input"): a tensor that changes dtype, shape,
 strides, device or alignment, or a CPU tensor, has another key (or none) and
 takes the full path, which explains any error. Addresses are read on every
@@ -39,6 +51,7 @@ from __future__ import annotations
 import functools
 import sys
 import threading
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -71,6 +84,67 @@ _local = _Local()
 def recording() -> _Recording | None:
     """The recording of the call this thread is running, if any."""
     return _local.rec
+
+
+# ---------------------------------------------------------------- knobs
+
+#: Every plan table made by :func:`planned` (native tables or dicts; kept
+#: for the program's life, as the entry functions that own them are).
+_tables: list[Any] = []
+#: What else :func:`knob_changed` clears (caches that read knobs).
+_hooks: list[Callable[[], Any]] = []
+
+
+def on_knob_change(*clear: Callable[[], Any]) -> None:
+    """Registers functions that forget what depends on a knob's value."""
+    _hooks.extend(clear)
+
+
+def knob_changed() -> None:
+    """Forgets every plan and registered cache: a knob of some kernel module
+    was set (the next call of every entry function takes the full path)."""
+    for table in list(_tables):
+        table.clear()
+    for clear in _hooks:
+        clear()
+
+
+class _KnobModule(types.ModuleType):
+    """A kernel module whose attribute assignments from outside clear the
+    plans (:func:`knob_changed`). The module's own code assigns its globals
+    through its dict and is not affected; reads are not either. On the
+    package, a submodule imported later (its parent's attribute is set then)
+    is watched too."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+        if isinstance(value, types.ModuleType) and value.__name__.startswith(self.__name__ + "."):
+            watch(value)
+        knob_changed()
+
+    def __delattr__(self, name: str) -> None:
+        super().__delattr__(name)
+        knob_changed()
+
+
+def watch(module: types.ModuleType) -> None:
+    """Makes assignments to `module`'s attributes clear every plan: the
+    package ``zyntax.kernels`` and its public modules (the private ones,
+    ``_plans``, ``_tensors``, ..., hold no knobs; tests patch them)."""
+    name = module.__name__
+    public = name == "zyntax.kernels" or (
+        name.startswith("zyntax.kernels.") and not name.rpartition(".")[2].startswith("_")
+    )
+    if public and type(module) is types.ModuleType:
+        module.__class__ = _KnobModule
+
+
+def watch_module_of(fn: Any) -> None:
+    """Watches the module defining `fn` where it is a kernel module (the
+    package's ``__init__`` watches the modules without entry functions)."""
+    module = sys.modules.get(getattr(fn, "__module__", "") or "")
+    if module is not None:
+        watch(module)
 
 
 # ---------------------------------------------------------------- PyTorch's stream
@@ -469,8 +543,10 @@ def planned(fn: Callable[..., Any]) -> Callable[..., Any]:
     """`fn` with a plan per call key (see the module documentation)."""
     if _CallPlans is None:
         return _planned_py(fn)
+    watch_module_of(fn)
     miss = object()
     native = _CallPlans(miss, lambda: _torch_info())  # looked up late: tests patch it
+    _tables.append(native)
     lookup = native.lookup
     local = _local
 
@@ -540,6 +616,8 @@ def _record(
 def _planned_py(fn: Callable[..., Any]) -> Callable[..., Any]:
     """:func:`planned` replaying in Python (an extension without ``CudaCallPlans``)."""
     plans: dict[Any, _Plan] = {}
+    _tables.append(plans)
+    watch_module_of(fn)
 
     def keep(key: Any) -> Callable[[_Plan], None]:
         def put(plan: _Plan) -> None:

@@ -385,3 +385,32 @@ def test_attention_output_in_qs_memory_order() -> None:
     q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     for _ in range(2):
         assert kernels.attention(q, k, v).is_contiguous()
+
+
+def test_a_knob_flip_runs_the_other_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A knob set between calls (rows_tile.PER_THREAD: a [1, 2048] softmax
+    row over 4 warps at 16 elements a thread, 8 warps at 8) is not answered
+    by the plan recorded under the old value: the next call runs the other
+    kernel (the plan-key bug of session 13), and its result is right."""
+    torch = _torch()
+    from zyntax import kernels
+    from zyntax.kernels import rows_tile
+
+    seen: list[Any] = []
+    real = rows_tile.launch
+
+    def spy(name: str, key: Any, *rest: Any) -> Any:
+        seen.append(key[0].warps)
+        return real(name, key, *rest)
+
+    monkeypatch.setattr(rows_tile, "launch", spy)
+    monkeypatch.setattr(rows_tile, "PER_THREAD", 16)
+    x = torch.randn(96, 2048, device="cuda")
+    want = torch.softmax(x.double(), -1)
+    for i, (per_thread, warps) in enumerate(((16, 4), (8, 8), (16, 4))):
+        monkeypatch.setattr(rows_tile, "PER_THREAD", per_thread)
+        for _ in range(2):  # the second call: the plan recorded by the first
+            out = torch.full_like(x, float("nan"))
+            assert kernels.softmax(x, out=out) is out
+            torch.testing.assert_close(out.double(), want, rtol=1e-5, atol=1e-6)
+        assert len(seen) == i + 1 and seen[-1] == warps, seen

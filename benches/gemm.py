@@ -6,8 +6,10 @@ Usage on a GPU machine (see docs/gpu-runs.md):
 
 Bench ``gemm``, metric ``TFLOP_per_s`` (2·M·N·K per call), impls ``zyntax``,
 ``cublas`` (``torch.matmul``; ``torch._scaled_mm`` for fp8) and ``triton``
-(a persistent tile-scheduled matmul written here the way Triton's matmul
-tutorial writes it: the installed Triton compiles it). Each value is the
+(Triton at its best: the fastest of Triton's tutorial matmuls, the grouped
+one and the persistent TMA one, each autotuned per shape over its published
+Hopper configs, and a persistent pointer kernel over a few configs; the row's
+``config`` names the winner: ``benches/_gemm_programs.py``). Each value is the
 best of three medians of per-call CUDA-event timings after a warm-up (every
 impl alike), the inputs rotated
 over enough copies that L2 holds none of them between calls. The events
@@ -268,7 +270,7 @@ def bench_case(
         )
     else:
         report("cublas", lambda i: torch.matmul(As[i], Bz[i], out=C))
-    if trun is not None or ctx.get("ttut") is not None:
+    if trun is not None or ctx.get("ttut") is not None or ctx.get("ttma") is not None:
         prec = "ieee" if dt == "f32" else "tf32"
         key = "decode" if m <= 128 else dt
         best: tuple[float, Any] | None = None
@@ -292,12 +294,39 @@ def bench_case(
                     best = (ms, "tutorial")
             except Exception as e:
                 print(f"  triton tutorial failed: {type(e).__name__}: {str(e)[:160]}")
+        tma = ctx.get("ttma")
+        # The persistent TMA tutorial kernel reads B as the other peers do
+        # (K-major for fp8 and tf32, as wgmma needs; row-major otherwise).
+        Bt = Bz if dt in ("e4m3", "tf32") else Bs
+        for ws in ctx.get("triton_ws", (False,)) if tma is not None and dt != "f32" else ():
+            try:
+                ms = median_ms(lambda i, w=ws: tma(As[i], Bt[i], C, w), copies, 2, 5)
+                if best is None or ms < best[0]:
+                    best = (ms, ("tma", ws))
+            except Exception as e:
+                print(f"  triton tma ws={ws} failed: {type(e).__name__}: {str(e)[:160]}")
+        tfn: Callable[[int], Any] | None = None
         if best is not None and best[1] == "tutorial":
             cfg_s = str(getattr(tut.kernel, "best_config", "autotuned"))  # type: ignore[union-attr]
-            report("triton", lambda i: tut(As[i], Bs[i], C), config=f"tutorial {cfg_s}")
+            tfn, tcfg = (lambda i: tut(As[i], Bs[i], C)), f"tutorial {cfg_s}"  # type: ignore[misc]
+        elif best is not None and isinstance(best[1], tuple):
+            ws = best[1][1]
+            cfg_s = str(getattr(tma.kernel, "best_config", "autotuned"))  # type: ignore[union-attr]
+            tfn = lambda i, w=ws: tma(As[i], Bt[i], C, w)  # type: ignore[misc]  # noqa: E731
+            tcfg = f"tma_persistent ws={ws} {cfg_s}"
         elif best is not None:
             cfg = best[1]
-            report("triton", lambda i, c=cfg: trun(As[i], Bs[i], C, sms, prec, c), config=list(cfg))
+            tfn = lambda i, c=cfg: trun(As[i], Bs[i], C, sms, prec, c)  # noqa: E731
+            tcfg = str(list(cfg))
+        if tfn is not None:
+            report("triton", tfn, config=tcfg)
+            # The peer's result too, against float64 (a wrong kernel would flatter it).
+            C.fill_(float("nan"))
+            tfn(0)
+            ref64 = As[0].double() @ Bs[0].double()
+            err = ((C.double() - ref64).norm() / ref64.norm()).item()
+            res.notes[f"{case}_triton_rel_err"] = err
+            print(f"  {case:<22} triton rel. error {err:.2e} ({tcfg[:60]})")
     if ctx.get("tile_search") and dt in ("bf16", "f16"):
         tile_case(ctx, case, dt, As, Bs, C, copies, report)
     elif ctx.get("tile") is not None and dt in ("bf16", "f16", "f32"):
@@ -824,6 +853,17 @@ def main() -> int:
         "persistent kernel's decode configs stay)",
     )
     p.add_argument(
+        "--no-triton-tma",
+        action="store_true",
+        help="no rows of Triton's persistent TMA tutorial kernel (autotuned over its Hopper "
+        "configs that fit shared memory)",
+    )
+    p.add_argument(
+        "--triton-ws",
+        action="store_true",
+        help="also autotune the persistent TMA kernel with Triton's warp specialisation",
+    )
+    p.add_argument(
         "--host-bound",
         action="store_true",
         help="time each call with an idle GPU (host time counts) instead of device time",
@@ -889,6 +929,9 @@ def main() -> int:
     ctx["ttut"] = gemm_programs.triton_tutorial_matmul(triton, tl) if triton and tl else None
     if args.no_triton or args.no_triton_tutorial:
         ctx["ttut"] = None
+    ttma = gemm_programs.triton_tma_persistent_matmul
+    ctx["ttma"] = ttma(triton, tl) if triton and tl and not args.no_triton_tma else None
+    ctx["triton_ws"] = (False, True) if args.triton_ws else (False,)
     global DEVICE_TIME
     DEVICE_TIME = not args.host_bound
     res.notes["timing"] = "device" if DEVICE_TIME else "host_bound"

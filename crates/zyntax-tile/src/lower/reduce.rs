@@ -29,7 +29,7 @@ use super::convert::staged_bytes;
 use super::Lowerer;
 use crate::error::TileResult;
 use crate::ir::{Op, ReduceOp, TileId, TileProgram};
-use crate::layout::Layout;
+use crate::layout::{DimMap, Layout};
 use zyntax_hir::{BinOp, ClusterBarrierOp, ScalarType, ShflMode, Type, ValueId};
 
 impl Lowerer<'_> {
@@ -65,6 +65,25 @@ impl Lowerer<'_> {
             ReduceOp::Min => BinOp::Min,
         };
         Ok(self.b.binary(bin, a, b)?)
+    }
+
+    /// This thread's warp position along a reduced axis (which of the
+    /// `td.warps` warps tiling it) and whether it is the first of the lanes
+    /// tiling it: the writers of steps 3 and 4.
+    fn axis_position(&mut self, td: &DimMap) -> TileResult<(ValueId, ValueId)> {
+        let (ws, wn, ls, ln) = (
+            self.u32(td.warp_stride)?,
+            self.u32(td.warps)?,
+            self.u32(td.lane_stride)?,
+            self.u32(td.lanes)?,
+        );
+        let w = self.b.div(self.warp, ws)?;
+        let warp_pos = self.b.rem(w, wn)?;
+        let l = self.b.div(self.lane, ls)?;
+        let lane_pos = self.b.rem(l, ln)?;
+        let zero = self.u32(0)?;
+        let first_lane = self.b.eq(lane_pos, zero)?;
+        Ok((warp_pos, first_lane))
     }
 
     pub(super) fn reduce(
@@ -122,18 +141,7 @@ impl Lowerer<'_> {
             let ptr = self.scratch_ptr(&elem, 0)?;
             let numel: u32 = out_shape.iter().product();
             let out_table = self.coords(&layout, &out_shape)?;
-            let (ws, wn, ls, ln) = (
-                self.u32(td.warp_stride)?,
-                self.u32(td.warps)?,
-                self.u32(td.lane_stride)?,
-                self.u32(td.lanes)?,
-            );
-            let w = self.b.div(self.warp, ws)?;
-            let warp_pos = self.b.rem(w, wn)?;
-            let l = self.b.div(self.lane, ls)?;
-            let lane_pos = self.b.rem(l, ln)?;
-            let zero = self.u32(0)?;
-            let first_lane = self.b.eq(lane_pos, zero)?;
+            let (warp_pos, first_lane) = self.axis_position(&td)?;
             let numel_v = self.u32(numel)?;
             let warp_base = self.b.mul(warp_pos, numel_v)?;
             let mut offsets = Vec::new();
@@ -199,18 +207,8 @@ impl Lowerer<'_> {
         }
         let ptr = self.scratch_ptr(elem, 0)?;
         let out_table = self.coords(layout, out_shape)?;
-        let (ws, wn, ls, ln) = (
-            self.u32(td.warp_stride)?,
-            self.u32(td.warps)?,
-            self.u32(td.lane_stride)?,
-            self.u32(td.lanes)?,
-        );
-        let w = self.b.div(self.warp, ws)?;
-        let warp_pos = self.b.rem(w, wn)?;
-        let l = self.b.div(self.lane, ls)?;
-        let lane_pos = self.b.rem(l, ln)?;
+        let (warp_pos, first_lane) = self.axis_position(&td)?;
         let zero = self.u32(0)?;
-        let first_lane = self.b.eq(lane_pos, zero)?;
         let first_warp = self.b.eq(warp_pos, zero)?;
         let first = self.b.and(first_lane, first_warp)?;
         let mut slots = Vec::new();

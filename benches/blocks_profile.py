@@ -14,7 +14,11 @@ that take the host's time (``cProfile``, zyntax only). ``--graph`` instead
 times each op of the block alone, zyntax's against PyTorch's (and each
 matmul route of zyntax's), as the best per-call time of a CUDA graph of
 `reps` calls: no profiler (whose start-up did not fit the device slots of
-session 11). A diagnostic: it writes no results JSON (``benches/blocks.py``
+session 11). ``train --timing`` times the training step as blocks.py does
+(the spread of event and host times, with and without the garbage
+collector, call-plan misses and tensor maps made per step) and each of its
+matrix products alone (the route's variant, zyntax against cuBLAS on the
+same transposed views). A diagnostic: it writes no results JSON (``benches/blocks.py``
 is the bench).
 """
 
@@ -128,6 +132,131 @@ def train_profile(torch: Any, reps: int) -> None:
             pstats.Stats(prof_py).sort_stats("tottime").print_stats(25)
 
 
+def train_timing(torch: Any, steps: int) -> None:
+    """The training step timed as ``benches/blocks.py`` times it (an event
+    pair around each step, no synchronize between steps, 4 input sets):
+    the spread of the event times and of the host's enqueue time per step,
+    with and without Python's garbage collector, and zyntax's recordings
+    (call-plan misses) and tensor maps made per step."""
+    import gc
+    import statistics
+
+    from zyntax.kernels import _plans
+
+    b, s, d, heads = blocks.TRAIN
+    dev = torch.device("cuda", 0)
+    w = blocks.Weights(torch, d, dev, grad=True)
+    xs = [torch.randn(b, s, d, device=dev).to(torch.bfloat16) for _ in range(blocks.SETS)]
+    ups = [torch.randn(b, s, d, device=dev) for _ in range(blocks.SETS)]
+    impls = {
+        "zyntax": lambda x: blocks.zyntax_train_block(torch, w, x, heads),
+        "torch": lambda x: blocks.torch_block(torch, w, x, heads),
+    }
+    misses = [0]
+    record = _plans._record
+
+    def counted(*a: Any, **k: Any) -> Any:
+        misses[0] += 1
+        return record(*a, **k)
+
+    _plans._record = counted  # type: ignore[assignment]
+
+    def q(v: list[float]) -> str:
+        v = sorted(v)
+        return (
+            f"min {v[0]:7.0f} med {statistics.median(v):7.0f} "
+            f"p90 {v[int(0.9 * (len(v) - 1))]:7.0f} max {v[-1]:7.0f}"
+        )
+
+    print(f"\ntraining step timing ({steps} steps as blocks.py times them)")
+    for name, block in impls.items():
+        for collect in (True, False):
+
+            def step(i: int, block: Any = block) -> None:
+                for p in w.params():
+                    p.grad = None
+                (block(xs[i]).float() * ups[i]).sum().backward()
+
+            for i in range(blocks.SETS):
+                step(i)
+            torch.cuda.synchronize()
+            if not collect:
+                gc.disable()
+            misses[0], maps0 = 0, _plans.tensor_map_at.cache_info().misses
+            pairs, host = [], []
+            for i in range(steps):
+                e0, e1 = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+                t0 = time.perf_counter()
+                e0.record()
+                step(i % blocks.SETS)
+                e1.record()
+                host.append((time.perf_counter() - t0) * 1e6)
+                pairs.append((e0, e1))
+            torch.cuda.synchronize()
+            gc.enable()
+            ev = [a.elapsed_time(z) * 1e3 for a, z in pairs]
+            maps = _plans.tensor_map_at.cache_info().misses - maps0
+            print(
+                f"  {name:6s} gc {'on ' if collect else 'off'} events {q(ev)} | host {q(host)}"
+                f" | plan misses {misses[0] / steps:.2f}/step, maps made {maps / steps:.2f}/step",
+                flush=True,
+            )
+    _plans._record = record  # type: ignore[assignment]
+
+
+def train_gemms(torch: Any, reps: int) -> None:
+    """Each matrix product of the training step (forward, the GELU's
+    pre-activation recomputed in f32, and the backward's dX = dY Wᵀ and
+    dW = Xᵀ dY on transposed views, as torch_ops runs them), alone: the
+    variant zyntax's route picks, its device time against PyTorch's
+    (cuBLAS) for the same views, as graph replays."""
+    from zyntax import kernels as zk
+
+    bf = torch.bfloat16
+    b, s, d, _ = blocks.TRAIN
+    m = b * s
+
+    def rnd(*shape: int) -> Any:
+        return (torch.randn(*shape, device="cuda") * shape[0] ** -0.5).to(bf)
+
+    print(f"\ntraining step's products (M = {m} tokens), us per call (CUDA graph of {reps})")
+    total = {"zyntax": 0.0, "torch": 0.0}
+    for layer, kk, n, act in (
+        ("qkv", d, 3 * d, None),
+        ("o", d, d, None),
+        ("up", d, 4 * d, "gelu"),
+        ("down", 4 * d, d, None),
+    ):
+        x, wm, bias, g = rnd(m, kk), rnd(kk, n), rnd(n), rnd(m, n)
+        cases: list[tuple[str, Any, Any, dict[str, Any]]] = [
+            (f"{layer} fwd {m}x{kk}x{n}", x, wm, {"bias": bias, "activation": act}),
+            (f"{layer} dX {m}x{n}x{kk} (W.t())", g, wm.t(), {}),
+            (f"{layer} dW {kk}x{m}x{n} (X.t())", x.t(), g, {}),
+        ]
+        if act:
+            pre = {"bias": bias, "out_dtype": "f32"}
+            cases.insert(1, (f"{layer} pre f32 {m}x{kk}x{n}", x, wm, pre))
+        for name, a, bb, kw in cases:
+            variant = zk.choose_variant(a, bb, **kw)
+
+            def ours(a: Any = a, bb: Any = bb, kw: Any = kw) -> Any:
+                return zk.matmul(a, bb, **kw)
+
+            def theirs(a: Any = a, bb: Any = bb, kw: Any = kw) -> Any:
+                y = a @ bb if kw.get("bias") is None else torch.addmm(kw["bias"], a, bb)
+                if kw.get("out_dtype") == "f32":
+                    y = y.float()
+                if kw.get("activation"):
+                    y = torch.nn.functional.gelu(y, approximate="tanh")
+                return y
+
+            zt, tt = graph_us(torch, ours, reps), graph_us(torch, theirs, reps)
+            total["zyntax"] += zt
+            total["torch"] += tt
+            print(f"  {name:34s} {variant:9s} zyntax {zt:7.2f} torch {tt:7.2f}", flush=True)
+    print(f"  total: zyntax {total['zyntax']:.1f} us, torch {total['torch']:.1f} us")
+
+
 def graph_us(torch: Any, fn: Any, reps: int) -> float:
     """Best device time per call of `fn` over 5 replays of a CUDA graph of `reps` calls."""
     side = torch.cuda.Stream()
@@ -212,12 +341,21 @@ def main() -> None:
     p.add_argument("size", nargs="?", default="medium", choices=[*sorted(blocks.SIZES), "train"])
     p.add_argument("--reps", type=int, default=10)
     p.add_argument("--graph", action="store_true", help="each op alone in a CUDA graph")
+    p.add_argument(
+        "--timing",
+        action="store_true",
+        help="train: the step's time spread and each product's route instead of the profile",
+    )
     args = p.parse_args()
     torch = optional("torch")
     if torch is None or not torch.cuda.is_available():
         raise SystemExit("blocks_profile: needs PyTorch with CUDA")
     if args.size == "train":
-        train_profile(torch, args.reps)
+        if args.timing:
+            train_timing(torch, 40)
+            train_gemms(torch, args.reps)
+        else:
+            train_profile(torch, args.reps)
         return
     if args.graph:
         print(f"block {args.size}: each op alone, us per call (CUDA graph of {args.reps})")

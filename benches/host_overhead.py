@@ -27,7 +27,9 @@ Cases and peers (same run):
 Each callable rotates over 4 input sets (fresh random values), so that a plan
 cache keyed by address is exercised as a model would. ``python
 benches/host_overhead.py [--quick] [--no-numba] [--only CASE ...]``; peers
-that do not import are skipped.
+that do not import are skipped. ``--probe`` instead prints each small call's
+host time (enqueue rate) against its device time (a CUDA graph's replay):
+which side bounds it.
 """
 
 from __future__ import annotations
@@ -461,11 +463,88 @@ class Bench:
             if not err < 0.1:
                 raise SystemExit(f"host_overhead: {name} differs from PyTorch by {err}")
 
+    # -------------------------------------------------------------- where a call's time goes
+
+    def host_us(self, fn: Callable[[], Any], calls: int = 200) -> float:
+        """Host microseconds per call: `calls` calls enqueued without a
+        synchronize (fewer than the launch queue holds), best of 5."""
+        import time
+
+        best = math.inf
+        for _ in range(5):
+            self.sync()
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            best = min(best, time.perf_counter() - t0)
+        self.sync()
+        return best / calls * 1e6
+
+    def device_us(self, fn: Callable[[], Any], calls: int = 20) -> float:
+        """Device microseconds per call: a CUDA graph of `calls` calls, best of 5 replays."""
+        torch = self.torch
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            fn()
+        torch.cuda.current_stream().wait_stream(side)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for _ in range(calls):
+                fn()
+        best = math.inf
+        for _ in range(5):
+            start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+            start.record()
+            g.replay()
+            end.record()
+            self.sync()
+            best = min(best, start.elapsed_time(end) * 1e3 / calls)
+        return best
+
+    def probe(self) -> None:
+        """Prints, per call, host time (enqueue rate) and device time (graph
+        replay) of the small cases and their parts: a case is host-bound
+        where the host time is the larger. A diagnostic: no JSON rows."""
+        torch = self.torch
+        F = torch.nn.functional
+        bf = torch.bfloat16
+        q, k, v = (self.randn(1, 4, 128, 64, dtype=bf) for _ in range(3))
+        x = self.randn(64, 1024, dtype=bf)
+        w, b = self.randn(1024, dtype=bf), self.randn(1024, dtype=bf)
+        a, m = self.randn(128, 128, dtype=bf), self.randn(128, 128, dtype=bf)
+        calls: dict[str, Callable[[], Any]] = {
+            "attention": lambda: zk.attention(q, k, v),
+            "attention return_lse": lambda: zk.attention(q, k, v, return_lse=True),
+            "attention variant=sm80": lambda: zk.attention(q, k, v, variant="sm80"),
+            "attention variant=tile": lambda: zk.attention(q, k, v, variant="tile"),
+            "SDPA": lambda: F.scaled_dot_product_attention(q, k, v),
+            "layer_norm": lambda: zk.layer_norm(x, w, b),
+            "softmax": lambda: zk.softmax(x),
+            "matmul": lambda: zk.matmul(a, m),
+            "torch.empty_like(q)": lambda: torch.empty_like(q),
+            "q.new_empty((1, 4, 128))": lambda: q.new_empty((1, 4, 128), dtype=torch.float32),
+            "x.add_(1)": lambda: x.add_(1),
+        }
+        if self.tk:
+            calls["triton attention"] = lambda: self.tk["attention"](q, k, v)
+        print("probe: us per call, host (enqueue) / device (graph replay)")
+        for name, fn in calls.items():
+            try:
+                for _ in range(3):
+                    fn()
+                host = self.host_us(fn)
+                dev = self.device_us(fn) if "empty" not in name else 0.0
+                print(f"  {name:28s} host {host:7.2f}  device {dev:7.2f}", flush=True)
+            except Exception as e:  # a variant that refuses the shape is reported
+                print(f"  {name:28s} failed: {type(e).__name__}: {str(e)[:200]}", flush=True)
+
 
 def main() -> None:
     def options(p: Any) -> None:
         p.add_argument("--no-numba", action="store_true", help="skip the Numba-CUDA peer")
         p.add_argument("--only", action="append", default=[], help="time only this case")
+        p.add_argument("--probe", action="store_true", help="host vs device time per call only")
 
     args = parse_args(__doc__ or "host overhead bench", options)
     torch = optional("torch")
@@ -473,6 +552,9 @@ def main() -> None:
         raise SystemExit("host_overhead bench: needs PyTorch with CUDA")
     bench = Bench(torch, args.device, args.quick, args.out_dir, not args.no_numba)
     bench.only = args.only
+    if args.probe:
+        bench.probe()
+        return
     bench.check()
     bench.res.notes["timing"] = (
         f"best of 3 loops of {bench.iters} back-to-back calls (4 input sets rotated), "

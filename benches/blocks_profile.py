@@ -172,10 +172,14 @@ def train_timing(torch: Any, steps: int) -> None:
     for name, block in impls.items():
         for collect in (True, False):
 
-            def step(i: int, block: Any = block) -> None:
+            def step(i: int, block: Any = block) -> float:
+                """The step; returns when its forward was enqueued."""
                 for p in w.params():
                     p.grad = None
-                (block(xs[i]).float() * ups[i]).sum().backward()
+                loss = (block(xs[i]).float() * ups[i]).sum()
+                t = time.perf_counter()
+                loss.backward()
+                return t
 
             for i in range(blocks.SETS):
                 step(i)
@@ -183,14 +187,15 @@ def train_timing(torch: Any, steps: int) -> None:
             if not collect:
                 gc.disable()
             misses[0], maps0 = 0, _plans.tensor_map_at.cache_info().misses
-            pairs, host = [], []
+            pairs, host, fwd = [], [], []
             for i in range(steps):
                 e0, e1 = (torch.cuda.Event(enable_timing=True) for _ in range(2))
                 t0 = time.perf_counter()
                 e0.record()
-                step(i % blocks.SETS)
+                t1 = step(i % blocks.SETS)
                 e1.record()
                 host.append((time.perf_counter() - t0) * 1e6)
+                fwd.append((t1 - t0) * 1e6)
                 pairs.append((e0, e1))
             torch.cuda.synchronize()
             gc.enable()
@@ -198,7 +203,8 @@ def train_timing(torch: Any, steps: int) -> None:
             maps = _plans.tensor_map_at.cache_info().misses - maps0
             print(
                 f"  {name:6s} gc {'on ' if collect else 'off'} events {q(ev)} | host {q(host)}"
-                f" | plan misses {misses[0] / steps:.2f}/step, maps made {maps / steps:.2f}/step",
+                f" | plan misses {misses[0] / steps:.2f}/step, maps made {maps / steps:.2f}/step"
+                f"\n         host forward {q(fwd)}",
                 flush=True,
             )
     _plans._record = record  # type: ignore[assignment]

@@ -124,6 +124,7 @@ __all__ = [
     "tile_gemm_schedule",
     "tile_gemv_schedule",
     "tile_heuristic",
+    "tile_swapped_schedule",
     "tiling_begin",
     "tiling_limits",
     "tiling_plan",
@@ -1523,6 +1524,14 @@ def tile_gemm_schedule(
     arch: str | None = None,
     sms: int = 132,
 ) -> tuple[TileSchedule, int]: ...
+def tile_swapped_schedule(
+    m: int,
+    n: int,
+    k: int,
+    *,
+    operand_bytes: int = 2,
+    sms: int = 132,
+) -> tuple[TileSchedule, int] | None: ...
 def tile_gemv_schedule(
     m: int,
     n: int,

@@ -73,7 +73,8 @@ mod _native {
 
     #[pymodule_export]
     use crate::tile::{
-        tile_gemm_schedule, tile_gemv_schedule, tile_heuristic, TileBuilder, TileSchedule,
+        tile_gemm_schedule, tile_gemv_schedule, tile_heuristic, tile_swapped_schedule, TileBuilder,
+        TileSchedule,
     };
 
     #[pymodule_export]

@@ -28,4 +28,4 @@ pub use error::{TileError, TileResult};
 pub use ir::{Const, DotInputs, MapOp, ReduceOp, ScalarId, TileId, TileProgram, Value, ViewId};
 pub use layout::{Blocked, DotOperand, Layout, Mma, SharedLayout};
 pub use lower::{KernelParam, LaunchInfo, TensorMapParam, TileKernel, MAX_SCRATCH_BYTES};
-pub use schedule::{heuristic, ws_heuristic, DotPath, GemmProblem, Schedule};
+pub use schedule::{heuristic, swapped_schedule, ws_heuristic, DotPath, GemmProblem, Schedule};

@@ -8,6 +8,8 @@ use zyntax_hir::Arch;
 
 /// Registers a thread may use (the PTX limit).
 pub const MAX_REGISTERS: u32 = 255;
+/// Pipeline stages a schedule may ask for.
+pub const MAX_STAGES: u32 = 16;
 
 /// A schedule: block tile, K step, warps, pipeline stages, cluster size and
 /// the arch it is for. Built with chained setters:
@@ -223,8 +225,13 @@ impl Schedule {
         if !self.k.is_power_of_two() || self.k > 1024 {
             return bad("k", format!("{} is not a power of two up to 1024", self.k));
         }
-        if !(1..=8).contains(&self.stages) {
-            return bad("stages", format!("{} is not in 1..=8", self.stages));
+        // Up to 16: the narrow swapped tiles hold 12-14 stages of TMA ring
+        // (cuBLAS runs 11-12 at small M); shared memory bounds the rest.
+        if !(1..=MAX_STAGES).contains(&self.stages) {
+            return bad(
+                "stages",
+                format!("{} is not in 1..={MAX_STAGES}", self.stages),
+            );
         }
         if ![1, 2, 4, 8].contains(&self.cluster) {
             return bad("cluster", format!("{} is not 1, 2, 4 or 8", self.cluster));
@@ -529,6 +536,78 @@ pub fn gemm_schedule(problem: &GemmProblem, batch: u64, arch: Arch, sms: u64) ->
     (schedule, u32::try_from(splits).unwrap_or(u32::MAX))
 }
 
+/// Rows (tokens) up to which a 16-bit product on sm_90a may run swapped
+/// ([`swapped_schedule`]): the tile program computes `C^T = B^T A^T`, the
+/// weight rows (N) on wgmma's 64-row M side and the tokens as a narrow N
+/// tile, as cuBLAS runs these shapes (Nsight Compute, docs/kernels.md
+/// "Small M, session 13": 128 weight rows x 8 / 16 tokens, 11-12 TMA stages).
+pub const SWAP_MAX_M: u64 = 128;
+/// Token tiles of the swapped form: the smallest power of two holding M,
+/// from 8 (wgmma's narrowest N) to this, or half that where the wider one
+/// leaves SMs idle.
+pub const SWAP_MAX_TOKENS: u32 = 32;
+/// Weight rows of a swapped tile: 128 (two m64 wgmmas a K step) where its
+/// tiles give about every SM one, else 64.
+pub const SWAP_WEIGHT_ROWS: [u32; 2] = [128, 64];
+/// CTAs per SM the swapped form sizes its rings for: every CTA of a grid of
+/// up to this many waves is resident at once; larger grids run in waves.
+pub const SWAP_RESIDENT_MAX: u64 = 2;
+/// Shared memory a CTA of the swapped form keeps back from its stages (the
+/// mbarriers, the 1024-byte alignment of the ring, the CTA's reserved KiB).
+const SWAP_SMEM_SLACK: u64 = 2048;
+
+/// The swapped-operand schedule of `problem` (M tokens, N weight rows, K)
+/// on sm_90a with `sms` SMs, in the swapped product's terms (block `[weight
+/// rows, tokens]`, warp-specialised, not persistent), and its K splits; or
+/// `None` where the form does not apply (not 16-bit, more than
+/// [`SWAP_MAX_M`] rows). The ring is as deep as shared memory holds when
+/// every CTA of the grid (up to [`SWAP_RESIDENT_MAX`] an SM) is resident at
+/// once, at most the K steps of a split and [`MAX_STAGES`]. K is split only where the tiles fill
+/// half of the SMs or fewer (a short K keeps one launch: the split's
+/// partials need a second, summing one).
+pub fn swapped_schedule(problem: &GemmProblem, sms: u64) -> Option<(Schedule, u32)> {
+    if problem.operand_bytes != 2 || problem.m == 0 || problem.m > SWAP_MAX_M {
+        return None;
+    }
+    let sms = sms.max(1);
+    let bt0 = u32::try_from(problem.m.next_power_of_two())
+        .unwrap_or(u32::MAX)
+        .clamp(8, SWAP_MAX_TOKENS);
+    let tiles =
+        |bw: u32, bt: u32| problem.n.div_ceil(u64::from(bw)) * problem.m.div_ceil(u64::from(bt));
+    // The widest tiles whose count is within 10 % of the SMs (as
+    // gemm_schedule), token tiles down to half of M's; else the narrowest.
+    let narrowest = (bt0 / 2).max(8);
+    let mut shapes = [bt0, narrowest]
+        .into_iter()
+        .flat_map(|bt| SWAP_WEIGHT_ROWS.into_iter().map(move |bw| (bw, bt)));
+    let (bw, bt) = shapes
+        .find(|&(bw, bt)| tiles(bw, bt) * 10 >= sms * 9)
+        .unwrap_or((SWAP_WEIGHT_ROWS[SWAP_WEIGHT_ROWS.len() - 1], narrowest));
+    let tiles = |bw: u32| tiles(bw, bt);
+    let n_tiles = tiles(bw).max(1);
+    let steps = problem.k.div_ceil(64).max(1);
+    let splits = if 2 * n_tiles <= sms {
+        (sms / n_tiles).min(steps / SPLIT_MIN_STEPS).max(1)
+    } else {
+        1
+    };
+    let per_split = steps.div_ceil(splits);
+    let per_sm = (n_tiles * splits).div_ceil(sms).min(SWAP_RESIDENT_MAX);
+    // A stage: each operand tile as rows of 128 bytes (64 K elements).
+    let stage_bytes = u64::from(bw + bt) * 128;
+    let fit =
+        (max_shared_bytes(Arch::Sm90a) / per_sm).saturating_sub(SWAP_SMEM_SLACK) / stage_bytes;
+    let stages = fit.min(per_split).min(u64::from(MAX_STAGES)).max(2);
+    let schedule = Schedule::block(&[bw, bt])
+        .k(64)
+        .warps(4)
+        .stages(u32::try_from(stages).unwrap_or(2))
+        .arch(Arch::Sm90a)
+        .warp_specialize(true);
+    Some((schedule, u32::try_from(splits).unwrap_or(u32::MAX)))
+}
+
 /// The warp-specialised tile (as a [`WS_TILES`] entry) of 129 to 256 rows
 /// when no table tile gives every SM one and it fills half of them: 128x128
 /// over 8 cooperative warps. On an H200 (session 12 B1, device time)
@@ -704,6 +783,49 @@ mod tests {
                 .arch(Arch::Sm90a);
             s.validate_gemm(2).unwrap();
         }
+    }
+
+    #[test]
+    fn swapped_schedules_for_small_m() {
+        let h200 = 132;
+        let sw = |m, n, k| swapped_schedule(&p(m, n, k, 2), h200).unwrap();
+        // the block's projections at M = 128: 16-token tiles, no split
+        // (a second launch would cost more than the idle SMs), the ring as
+        // deep as the K loop where every CTA is resident at once
+        let (s, splits) = sw(128, 768, 768);
+        assert_eq!(
+            (s.block.as_slice(), splits, s.stages),
+            (&[64, 16][..], 1, 12)
+        );
+        assert!(s.warp_specialize && !s.persistent && s.arch == Arch::Sm90a);
+        let (s, splits) = sw(128, 3072, 768);
+        assert_eq!((s.block.as_slice(), splits), (&[64, 32][..], 1));
+        // two CTAs an SM: each ring half of shared memory
+        assert!(s.stages < 12);
+        // decode: 8 tokens, K split to fill the SMs, a deep ring
+        let (s, splits) = sw(1, 4096, 4096);
+        assert_eq!((s.block.as_slice(), splits), (&[64, 8][..], 2));
+        assert_eq!(s.stages, MAX_STAGES);
+        for (m, n, k) in [
+            (1, 4096, 4096),
+            (16, 14336, 4096),
+            (128, 768, 3072),
+            (64, 50304, 768),
+        ] {
+            let (s, splits) = sw(m, n, k);
+            s.validate_gemm(2).unwrap();
+            let resident = (n.div_ceil(u64::from(s.block[0]))
+                * m.div_ceil(u64::from(s.block[1]))
+                * u64::from(splits))
+            .div_ceil(h200)
+            .min(SWAP_RESIDENT_MAX);
+            let ring = u64::from(s.stages) * u64::from(s.block[0] + s.block[1]) * 128;
+            assert!(resident * (ring + SWAP_SMEM_SLACK) <= max_shared_bytes(Arch::Sm90a));
+        }
+        // not for 8- or 32-bit operands, nor above SWAP_MAX_M rows
+        assert!(swapped_schedule(&p(16, 4096, 4096, 1), h200).is_none());
+        assert!(swapped_schedule(&p(SWAP_MAX_M + 1, 4096, 4096, 2), h200).is_none());
+        assert!(swapped_schedule(&p(0, 4096, 4096, 2), h200).is_none());
     }
 
     #[test]

@@ -25,13 +25,24 @@ enum Trans {
     None,
     A,
     B,
+    /// Both (the swapped small-M form of a `[K, N]` weight: `a` is `B^T`).
+    Ab,
+}
+
+impl Trans {
+    fn a(self) -> bool {
+        matches!(self, Trans::A | Trans::Ab)
+    }
+    fn b(self) -> bool {
+        matches!(self, Trans::B | Trans::Ab)
+    }
 }
 
 fn gemm(schedule: Schedule, trans: Trans) -> TileResult<TileKernel> {
     let (bm, bn, bk) = (schedule.block[0], schedule.block[1], schedule.k);
     let mut t = TileBuilder::new("gemm", schedule);
-    let a_unit = if trans == Trans::A { 0 } else { 1 };
-    let b_unit = if trans == Trans::B { 0 } else { 1 };
+    let a_unit = if trans.a() { 0 } else { 1 };
+    let b_unit = if trans.b() { 0 } else { 1 };
     let a = t.view_param_aligned("a", Type::BF16, 2, a_unit, 16);
     let b = t.view_param_aligned("b", Type::BF16, 2, b_unit, 16);
     let c = t.view_param_aligned("c", Type::F32, 2, 1, 16);
@@ -124,22 +135,19 @@ fn check(schedule: Schedule, trans: Trans, (m, n, k): (u32, u32, u32), ctas: u32
     // Rows are padded to 8 elements: TMA needs 16-byte row strides (the
     // launch refuses others); the extents keep their tails.
     let pad = |x: u32| x.div_ceil(8) * 8;
-    let (lda, ldb) = match trans {
-        Trans::A => (pad(m), pad(n)),
-        Trans::B => (pad(k), pad(k)),
-        Trans::None => (pad(k), pad(n)),
-    };
-    let a_rows = if trans == Trans::A { k } else { m };
-    let b_rows = if trans == Trans::B { n } else { k };
+    let lda = if trans.a() { pad(m) } else { pad(k) };
+    let ldb = if trans.b() { pad(k) } else { pad(n) };
+    let a_rows = if trans.a() { k } else { m };
+    let b_rows = if trans.b() { n } else { k };
     let (ab, a64) = rounded(&mut rng, a_rows * lda);
     let (bb, b64) = rounded(&mut rng, b_rows * ldb);
     let mut bufs = vec![ab, bb, bytes(&vec![f32::NAN; (m * n) as usize])];
-    let a_str = if trans == Trans::A {
+    let a_str = if trans.a() {
         vec![1, lda]
     } else {
         vec![lda, 1]
     };
-    let b_str = if trans == Trans::B {
+    let b_str = if trans.b() {
         vec![1, ldb]
     } else {
         vec![ldb, 1]
@@ -188,13 +196,19 @@ fn check(schedule: Schedule, trans: Trans, (m, n, k): (u32, u32, u32), ctas: u32
     }
     let (nu, ku) = (n as usize, k as usize);
     let (la, lb) = (lda as usize, ldb as usize);
-    let a_at = |i: usize, kk: usize| match trans {
-        Trans::A => a64[kk * la + i],
-        _ => a64[i * la + kk],
+    let a_at = |i: usize, kk: usize| {
+        if trans.a() {
+            a64[kk * la + i]
+        } else {
+            a64[i * la + kk]
+        }
     };
-    let b_at = |kk: usize, j: usize| match trans {
-        Trans::B => b64[j * lb + kk],
-        _ => b64[kk * lb + j],
+    let b_at = |kk: usize, j: usize| {
+        if trans.b() {
+            b64[j * lb + kk]
+        } else {
+            b64[kk * lb + j]
+        }
     };
     let want: Vec<f64> = (0..m as usize * nu)
         .map(|e| {
@@ -265,6 +279,31 @@ fn ws_gemm_transposed_operands() {
 }
 
 #[test]
+fn ws_gemm_narrow_kmajor_b_deep_ring() {
+    // The swapped small-M form (`schedule::swapped_schedule`): weight rows
+    // on the M side, a few tokens as a narrow N tile of a K-major `b`
+    // (wgmma n8 / n16 / n32), rings deeper than the K loop and wrapping;
+    // tails in every dim.
+    check(ws([64, 8], 4, 12, false), Trans::B, (130, 3, 200), 0);
+    check(ws([128, 16], 4, 5, false), Trans::B, (200, 17, 640), 0);
+    check(ws([64, 32], 4, 16, false), Trans::B, (64, 32, 64), 0);
+    // `a` stored k x m too (`B^T` of a row-major `[K, N]` weight).
+    check(ws([128, 8], 4, 6, false), Trans::Ab, (130, 5, 448), 0);
+}
+
+#[test]
+fn ws_narrow_n_needs_kmajor_b() {
+    // An N-major `b` stages boxes of 64 columns: a 16-wide tile is refused.
+    let e = gemm(
+        ws([64, 16], 4, 4, false).dot_path(zyntax_tile::DotPath::Wgmma),
+        Trans::None,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("multiple of 64"), "{e}");
+}
+
+#[test]
 fn ws_falls_back_without_alignment_promises() {
     // Views that promise nothing keep the cp.async pipeline (no tensor maps).
     let s = ws([64, 64], 4, 2, false);
@@ -305,6 +344,10 @@ fn ws_gemm_passes_ptxas() {
         ([128, 128], 8, 4, true, Trans::A),
         ([128, 128], 4, 4, true, Trans::B),
         ([64, 64], 4, 2, false, Trans::None),
+        // the swapped small-M form: 8 / 16 tokens, deep rings
+        ([128, 16], 4, 12, false, Trans::B),
+        ([64, 8], 4, 16, false, Trans::B),
+        ([128, 16], 4, 12, false, Trans::Ab),
     ] {
         // The first: ping-pong (two sets of 4 consumer warps, setmaxnreg).
         let s = ws(block, warps, stages, persistent).pingpong(stages == 6);

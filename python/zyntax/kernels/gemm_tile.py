@@ -77,6 +77,11 @@ class Spec:
     #: GELU through ``tanh.approx.f32`` (one MUFU op; its ~5e-4 relative error
     #: is below a bf16/f16 output's rounding), on the GPU only
     gelu_approx: bool = False
+    #: the swapped small-M form (:func:`launch_swapped`): the program computes
+    #: ``c^T = b^T a^T`` (weight rows as its M, tokens as a narrow N), so `c`
+    #: is unit-stride along its rows, the bias a per-row broadcast, and the
+    #: warp-specialised grid is not persistent
+    swap: bool = False
 
 
 def _ge(p: tile.Scalar, s: tile.Scalar) -> tile.Scalar:
@@ -88,15 +93,21 @@ def _bias_view(t: tile.Builder, s: Spec) -> tile.View | None:
     """The bias as a [1, N] view (row stride 0), if there is one."""
     if not s.bias:
         return None
+    if s.swap:  # [N, 1]: one bias element per row of c^T
+        return t.view("bias", s.bias, 2)
     if s.bias_vec:
         return t.view("bias", s.bias, 2, unit_stride_dim=1, align_bytes=8)
     return t.view("bias", s.bias, 2)
 
 
-def _epilogue(t: tile.Builder, s: Spec, acc: tile.Tile, bias: Any, n0: Any) -> tile.Tile:
+def _epilogue(
+    t: tile.Builder, s: Spec, acc: tile.Tile, bias: Any, n0: Any, m0: Any = 0
+) -> tile.Tile:
     """bias, activation and the cast of the output, in registers."""
     bm, bn = acc.shape
-    if bias is not None:
+    if bias is not None and s.swap:
+        acc = acc + t.load(bias, (m0, 0), (bm, 1)).cast("f32").broadcast((bm, bn))
+    elif bias is not None:
         acc = acc + t.load(bias, (0, n0), (1, bn)).cast("f32").broadcast((bm, bn))
     if s.activation == "relu":
         acc = t.maximum(acc, t.zeros((bm, bn)))
@@ -122,7 +133,7 @@ def program(s: Spec) -> tile.Kernel:
     in_flight, pingpong, cluster, cluster_n = s.ws_opts
     sched = tile.Schedule(
         (bm, bn), k=bk, warps=warps, stages=stages, arch=arch, warp_specialize=s.ws,
-        persistent=s.ws and not s.split, wgmma_in_flight=in_flight,
+        persistent=s.ws and not s.split and not s.swap, wgmma_in_flight=in_flight,
         cluster=cluster, cluster_n=cluster_n, **({"pingpong": True} if pingpong else {}),
         **({"tma_store": True} if s.tma_store else {}),
     )  # fmt: skip
@@ -140,7 +151,8 @@ def program(s: Spec) -> tile.Kernel:
     out_dt = "f32" if s.split else s.out_dtype
     # A TMA store writes a 2-D view (one batch: the WS route's products).
     c_rank = 2 if s.tma_store else 3
-    cs = [view(f"c{i}", out_dt, c_rank, 1, s.aligned[2]) for i in range(max(1, s.groups))]
+    c_unit = 0 if s.swap else 1
+    cs = [view(f"c{i}", out_dt, c_rank, c_unit, s.aligned[2]) for i in range(max(1, s.groups))]
     bias = _bias_view(t, s) if not s.split else None
     # Per batch, the folded views move by (a_r, a_c) and (b_r, b_c) elements of (rows, cols).
     kk, kps, splits, a_r, a_c, b_r, b_c = (
@@ -177,7 +189,7 @@ def program(s: Spec) -> tile.Kernel:
     (acc,) = t.for_range(k_lo, k_hi, bk, [t.zeros((bm, bn))], step)
     if scale is not None:  # before a split's partials too: the sum is linear
         acc = acc * t.splat((bm, bn), scale)  # type: ignore[operator]
-    res = acc if s.split else _epilogue(t, s, acc, bias, n0)  # type: ignore[arg-type]
+    res = acc if s.split else _epilogue(t, s, acc, bias, n0, m0)  # type: ignore[arg-type]
     for c, lz in zip(cs, lead, strict=True):
         t.store(c, (m0, n0) if s.tma_store else (lz, m0, n0), res)  # type: ignore[arg-type]
     return t.finish()
@@ -402,6 +414,13 @@ def launch(
     ng = len(groups) if groups else 0
     host = not tc.on_gpu
     arch = HOST_ARCH if host else arch
+    one = not groups and nb == 1 and ash[0] == 1 and bsh[0] == 1
+    if one and inputs == "native" and scale is None and m <= SWAP_MAX_M:
+        # A few rows: weight rows on wgmma's M side (the crate's swapped schedule).
+        if launch_swapped(
+            a, b, c, bias, activation, arch=arch, sms=4 if host else sms, stream=stream
+        ):
+            return
     if GEMV is not None and inputs == "native" and GEMV.applies(m, (ash[0], bsh[0], nb), groups):
         # A few rows (decode): the FFMA gemv program, where the crate gives it a schedule.
         sms = 4 if host else sms
@@ -527,6 +546,117 @@ def launch(
     T.launch(_module, (spec,), "matmul", grid, threads, args, tc, stream)
     if splits > 1:
         finish_launch(spec, wt, splits, c, bias, stream)
+
+
+#: Rows up to which :func:`launch` tries the swapped form (the crate's own
+#: bound, ``zyntax_tile::schedule::SWAP_MAX_M``, applies within it).
+SWAP_MAX_M = 256
+#: Small-M products on sm_90a may run swapped (:func:`launch_swapped`) where
+#: the tile crate gives them a schedule (``zyntax_tile::swapped_schedule``).
+SWAP = True
+#: ((bw, bt, bk, warps, stages), K splits) that forces the swapped form on
+#: every 2-D product it can take, on the host too (benches, tests).
+SWAP_FORCE: tuple[tuple[int, int, int, int, int], int] | None = None
+
+
+def swap_schedule(
+    dtype: str, m: int, n: int, k: int, arch: str, sms: int, host: bool = False
+) -> tuple[tuple[int, int, int, int, int, str], int] | None:
+    """(schedule of the swapped product ``c^T = b^T a^T``: block (weight
+    rows, tokens), K splits) of an M x N x K product, or None where the
+    swapped form does not apply (on the host: unless forced)."""
+    if SWAP_FORCE is not None:
+        return (*SWAP_FORCE[0], arch), SWAP_FORCE[1]
+    if host or not SWAP or arch != "sm_90a" or dtype not in ("bf16", "f16"):
+        return None
+    got = _native.tile_swapped_schedule(m, n, k, sms=sms)
+    if got is None:
+        return None
+    s, splits = got
+    return (s.block[0], s.block[1], s.k, s.warps, s.stages, arch), splits
+
+
+def launch_swapped(
+    a: Operand,
+    b: Operand,
+    c: Operand,
+    bias: T.Tensor | None,
+    activation: str | None,
+    *,
+    arch: str,
+    sms: int,
+    stream: Any = None,
+) -> bool:
+    """Runs the 2-D product ``c = act(a @ b + bias)`` (one batch) swapped, as
+    ``c^T = act(b^T a^T + bias)``: the N weight rows fill wgmma's M side
+    (64 or 128 a tile) and the M tokens are a narrow N tile (8 to 32), on
+    the warp-specialised TMA pipeline with a deep ring; a split K writes
+    each split's partials of ``c^T`` transposed into the ``[splits, M, N]``
+    workspace, so the plain finishing pass sums them. Returns False (and
+    launches nothing) where the form does not apply: the caller's routes run."""
+    (ta, ash, ast), (tb, _, bst), (tc, csh, cst) = a, b, c
+    _, m, n = csh
+    kk = ash[2]
+    host = not tc.on_gpu
+    got = swap_schedule(ta.dtype, m, n, kk, arch, sms, host)
+    if got is None or kk == 0:
+        return False
+    sched, splits = got
+    bw, bt, bk, warps, stages = sched[:5]
+    kps = -(-kk // splits // bk) * bk
+    splits = -(-kk // kps)
+    av, bv = [n, kk, bst[2], bst[1]], [kk, m, ast[2], ast[1]]  # b^T, a^T
+    units = (_unit((bst[2], bst[1]), (n, kk)), _unit((ast[2], ast[1]), (kk, m)))
+    ws = (
+        not host
+        and arch == "sm_90a"
+        and kk >= bk
+        and None not in units
+        and ta.ptr % 16 == 0
+        and tb.ptr % 16 == 0
+        and all(_rows_16(v, ITEMSIZE[ta.dtype]) for v in (av, bv))
+    )
+    if not ws and not host:
+        return False  # the device's swapped form is the TMA pipeline (the only one measured)
+    if ws:  # a ring no deeper than a split's K steps
+        sched = (bw, bt, bk, warps, max(1, min(stages, kps // bk)), arch)
+    spec = Spec(
+        ta.dtype,
+        tc.dtype,
+        None if bias is None else bias.dtype,
+        activation,
+        2,
+        2,
+        units[0],
+        units[1],
+        (tb.ptr % 16 == 0, ta.ptr % 16 == 0, tc.ptr % 16 == 0),
+        0,
+        splits > 1,
+        sched,
+        ws,
+        gelu_approx=GELU_APPROX and ws and activation == "gelu" and tc.dtype != "f32",
+        swap=True,
+    )
+    args: list[Any] = [tb, *av, ta, *bv]
+    if splits > 1:  # each split's c^T, stored transposed: [splits, M, N] partials
+        wt = T.tensor(T.empty_like(tc, (splits, m, n), "f32"), "workspace")
+        args += [wt, splits, n, m, m * n, 1, n]
+    else:
+        args += [tc, 1, n, m, 0, cst[2], cst[1]]
+        if bias is not None:  # [N, 1]: a bias element per row of c^T
+            args += [bias, n, 1, bias.strides[0], 0]
+    args += [kk, kps, splits, 0, 0, 0, 0]
+    grid = (-(-n // bw), -(-m // bt), splits)
+    threads = warps * 32
+    if ws:
+        kern = _kernel(spec)
+        threads = kern.block[0]
+        views = {0: (tb, av), 1: (ta, bv)}
+        args += [_tensor_map(*views[tm.param], tm) for tm in kern.tensor_maps]
+    T.launch(_module, (spec,), "matmul", grid, threads, args, tc, stream)
+    if splits > 1:
+        finish_launch(dataclasses.replace(spec, swap=False), wt, splits, c, bias, stream)
+    return True
 
 
 def _problem_operand(o: Any, obj: Any = None) -> Operand:

@@ -209,7 +209,11 @@ pub(crate) fn wgmma_unfit(
             "the wgmma accumulator puts 16 rows per warp: M of the tile ({bm}) must be a multiple of {}",
             16 * warps
         )
-    } else if !bn.is_multiple_of(64) || bn > 256 {
+    } else if b_kmajor && (!bn.is_multiple_of(8) || bn > 256) {
+        // A K-major `b` stage is `bn` rows of 128 bytes: any multiple of the
+        // 8-row swizzle atom (the swapped small-M products' 8 to 64 tokens).
+        format!("wgmma tiles with a K-major b need N a multiple of 8 up to 256, not {bn}")
+    } else if !b_kmajor && (!bn.is_multiple_of(64) || bn > 256) {
         format!("wgmma tiles need N a multiple of 64 up to 256, not {bn}")
     } else if pipeline_bytes(bm, bn, stages) > zyntax_hir::arch::max_shared_bytes(arch) {
         format!(

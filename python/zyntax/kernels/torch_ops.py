@@ -792,30 +792,32 @@ def _bias_backward(
     obj, o = T.output(None, tg, (n,), odt)
     if n:
         per, slabs = _slabs(rows, n, tg.on_gpu, tg.device or 0)
-        partial = T.tensor(T.empty_like(tg, (slabs, n), "f32"), "partial")
         key = (tg.dtype, None if activation is None else args[1].dtype, activation, odt)
         grid = (-(-n // _COL_THREADS), slabs)
-        part_args = [*args, partial, o, _bias_counters(tg, grid[0]), rows, n, per, slabs]
+        partial, counters = _bias_workspace(tg, slabs * n, grid[0])
+        part_args = [*args, partial, o, counters, rows, n, per, slabs]
         T.launch(_build_bias_backward, key, "partials", grid, _COL_THREADS, part_args, tg)
     return obj if activation is None else (dpre_obj, obj)
 
 
-def _bias_counters(tg: Any, blocks: int) -> Any:
-    """`blocks` zeroed u32 counters for :func:`_build_bias_backward`: on a
-    GPU the split-K GEMM's per-(device, stream) counters (each launch on a
-    stream leaves them zero for the next; an address constant to the call
-    plans), on the interpreter fresh zeros."""
-    if not tg.on_gpu:
-        import numpy as np
+def _bias_workspace(tg: Any, partials: int, blocks: int) -> tuple[Any, Any]:
+    """(`partials` f32, `blocks` zeroed u32 counters) for
+    :func:`_build_bias_backward`: on a GPU the split-K GEMM's workspaces of
+    the launch's (device, stream) (launches on a stream run in order, and
+    each leaves the counters zero for the next: no allocation per call;
+    addresses constant to the call plans), on the interpreter fresh arrays."""
+    import numpy as np
 
-        return np.zeros(blocks, np.uint32)
+    if not tg.on_gpu:
+        return np.empty(partials, np.float32), np.zeros(blocks, np.uint32)
     from . import _tensors as T
     from .gemm import _workspace
 
     # The stream the launch goes to (T.launch_loaded's): torch's current one
     # for torch tensors, else the legacy default.
     stream = T._torch_stream(tg) if isinstance(tg.arr, int) else None
-    return _workspace(tg.device, stream, blocks, "counters").ptr
+    ws = _workspace(tg.device, stream, partials, "partials")
+    return ws.ptr, _workspace(tg.device, stream, blocks, "counters").ptr
 
 
 def bias_backward(

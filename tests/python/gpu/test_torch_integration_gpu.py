@@ -149,12 +149,19 @@ def test_block_torch_cuda_graph_replays_eager() -> None:
 
 @pytest.mark.parametrize(
     "case",
-    ["matmul_split_k", "attention_hd128_persistent", "reduce_sum_all", "cross_entropy_mean"],
+    [
+        "matmul_split_k",
+        "attention_hd128_persistent",
+        "reduce_sum_all",
+        "cross_entropy_mean",
+        "bias_backward_gelu",
+    ],
 )
 def test_workspace_kernels_capture_on_a_fresh_stream(case: str, monkeypatch: Any) -> None:
     """Kernels with a per-stream workspace (split-K partials and counters,
-    the persistent attention's tile counter) captured on a stream they never
-    ran on: the workspace comes from the graph's pool, not cuMemAlloc."""
+    the persistent attention's tile counter, the bias gradient's partials and
+    counters) captured on a stream they never ran on: the workspace comes
+    from the graph's pool, not cuMemAlloc."""
     monkeypatch.setattr(gemm, "SPLIT_K_ON_GPU", True)
     fns: dict[str, tuple[Callable[..., Any], list[Any], Callable[..., Any]]] = {
         "matmul_split_k": (
@@ -178,6 +185,11 @@ def test_workspace_kernels_capture_on_a_fresh_stream(case: str, monkeypatch: Any
             lambda lg, t: zk.cross_entropy(lg, t, reduction="mean"),
             [_rand(64, 5000), torch.randint(0, 5000, (64,), device=DEV)],
             lambda lg, t: torch.nn.functional.cross_entropy(lg.double(), t),
+        ),
+        "bias_backward_gelu": (
+            lambda g, pre: zt.bias_backward(g, pre, "gelu", "f32")[1],
+            [_rand(2048, 768, dtype=torch.bfloat16), _rand(2048, 768, scale=3.0)],
+            lambda g, pre: (g.double() * _dgelu(pre.double())).sum(0),
         ),
     }
     fn, args, ref = fns[case]
@@ -426,14 +438,16 @@ def test_bias_backward_against_float64(shape: tuple[int, int], activation: Any) 
         want = g.double()
     else:
         dpre, dbias = zt.bias_backward(g, pre, activation, "f32")
-        p = pre.double()  # the tanh GELU's derivative in float64 (dbias sums unrounded dpre)
-        t = torch.tanh(0.7978845608028654 * (p + 0.044715 * p**3))
-        dgelu = 0.5 * (1 + t) + 0.5 * p * (1 - t * t) * 0.7978845608028654 * (
-            1 + 3 * 0.044715 * p * p
-        )
-        want = g.double() * dgelu
+        # The GELU's derivative in float64 (dbias sums unrounded dpre).
+        want = g.double() * _dgelu(pre.double())
         _close(dpre, want, 1e-2, "dpre")
     _close(dbias, want.sum(0), 1e-4 * math.sqrt(shape[0]), "dbias")
+
+
+def _dgelu(p: Any) -> Any:
+    """The derivative of the tanh GELU at `p`."""
+    t = torch.tanh(0.7978845608028654 * (p + 0.044715 * p**3))
+    return 0.5 * (1 + t) + 0.5 * p * (1 - t * t) * 0.7978845608028654 * (1 + 3 * 0.044715 * p * p)
 
 
 def test_matmul_backward_compiles() -> None:

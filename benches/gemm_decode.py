@@ -52,7 +52,10 @@ SHAPES = [
 #: here), "ws" the persistent warp-specialised schedule (``WS_FORCE``, n 1),
 #: "gemv" the FFMA program of ``kernels/gemv_tile.py`` (``GEMV_FORCE``:
 #: schedule (bk, bn, warps), n instances per SM; for the rows the crate
-#: gives that program), "gemvp" the same with ``GEMV_PREFETCH``.
+#: gives that program), "gemvp" the same with ``GEMV_PREFETCH``, "swap" the
+#: swapped form (``gemm_tile.SWAP_FORCE``: schedule (weight rows, tokens,
+#: bk, warps, stages) of ``c^T = b^T a^T``, n K splits) and "swapauto" the
+#: swapped form on the crate's schedule (``gemm_tile.SWAP``).
 Entry = tuple[str, tuple[int, ...], int]
 GEMV: list[Entry] = [
     ("gemv", (16, 128, 4), 4),
@@ -117,6 +120,7 @@ def _forced(entry: Entry | None) -> None:
     from zyntax.kernels import gemv_tile as gv
 
     gt.FORCE, gt.WS_FORCE, gt.WS_SPLIT_MAX_M = None, None, DEFAULTS["max_m"]
+    gt.SWAP, gt.SWAP_FORCE = DEFAULTS["swap"], None
     gv.GEMV_ON, gv.GEMV_FORCE, gv.GEMV_PREFETCH = True, None, DEFAULTS["prefetch"]
     if entry is not None:
         route, sched, n = entry
@@ -131,6 +135,10 @@ def _forced(entry: Entry | None) -> None:
         elif route == "split":
             gt.FORCE = (sched, n)  # type: ignore[assignment]
             gt.WS_SPLIT_MAX_M = 256
+        elif route == "swap":
+            gt.SWAP_FORCE = (sched, n)  # type: ignore[assignment]
+        elif route == "swapauto":
+            gt.SWAP = True
         # "tensorcore": the library's own tensor-core choice (no gemv)
     gt.ws_schedule.cache_clear()
     gt.matmul.plans.clear()  # type: ignore[attr-defined]
@@ -242,7 +250,8 @@ def main() -> int:
         "--entries",
         default=None,
         help="comma-separated ladder entries route:schedule:n instead of LADDER "
-        "(gemv:32x128x4:4, split:64x128x64x4x4:2, ws:64x128x64x4x6:1, tensorcore)",
+        "(gemv:32x128x4:4, split:64x128x64x4x4:2, ws:64x128x64x4x6:1, swap:64x16x64x4x12:1, "
+        "swapauto, tensorcore)",
     )
     args = p.parse_args()
     import torch
@@ -252,7 +261,10 @@ def main() -> int:
     from zyntax.kernels import gemv_tile as gv
 
     DEFAULTS.update(
-        max_m=gt.WS_SPLIT_MAX_M, defaults_only=args.defaults_only, prefetch=gv.GEMV_PREFETCH
+        max_m=gt.WS_SPLIT_MAX_M,
+        defaults_only=args.defaults_only,
+        prefetch=gv.GEMV_PREFETCH,
+        swap=gt.SWAP,
     )
     if args.entries is not None:
         DEFAULTS["entries"] = [_entry(e) for e in args.entries.split(",") if e]

@@ -553,7 +553,8 @@ def launch(
 SWAP_MAX_M = 256
 #: Small-M products on sm_90a may run swapped (:func:`launch_swapped`) where
 #: the tile crate gives them a schedule (``zyntax_tile::swapped_schedule``).
-SWAP = True
+#: Off until measured (benches/gemm_decode.py's ``swap`` routes turn it on).
+SWAP = False
 #: ((bw, bt, bk, warps, stages), K splits) that forces the swapped form on
 #: every 2-D product it can take, on the host too (benches, tests).
 SWAP_FORCE: tuple[tuple[int, int, int, int, int], int] | None = None

@@ -205,12 +205,8 @@ pub struct ModuleInfo<'m> {
     pub shared_bytes: u64,
     pub cpu: String,
     pub features: String,
-    /// Kernels get the vectorizable runner (`HostOptions::vector_threads`).
-    pub vector: bool,
-    /// Interchanged loops run rows as SIMD lanes (`HostOptions::affine_rows`).
-    pub affine: bool,
-    /// Iterations per stop at an interchanged loop's header (`fission::iterations`).
-    pub iters: u32,
+    /// Forced runner settings; per kernel the rest is `mode::choose`'s.
+    pub forced: super::mode::Forced,
 }
 
 impl<'m> ModuleInfo<'m> {
@@ -293,9 +289,7 @@ impl<'m> ModuleInfo<'m> {
             shared_bytes: off,
             cpu: cpu.to_string(),
             features: features.to_string(),
-            vector: false,
-            affine: false,
-            iters: 1,
+            forced: super::mode::Forced::default(),
         }
     }
 }
@@ -615,7 +609,8 @@ impl FnLower<'_> {
         if f.is_kernel() && !self.mi.recursive.contains(&f.name) {
             let ops = &self.ops;
             let literal = |v: ValueId| ops.get(v.index()).is_some_and(|o| !o.starts_with('%'));
-            self.fission = fission::plan(f, &literal, self.mi.affine, self.mi.iters);
+            let mode = super::mode::choose(f, &self.mi.forced);
+            self.fission = fission::plan(f, &literal, mode.affine, mode.iters);
         }
         // A split kernel computes its context-only values before the region
         // dispatch (`fission::hoisted`): no barrier saves them.

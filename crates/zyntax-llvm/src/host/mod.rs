@@ -32,6 +32,7 @@
 pub mod fission;
 pub mod interchange;
 pub mod lower;
+pub mod mode;
 mod pool;
 pub mod regions;
 pub mod target;
@@ -335,22 +336,21 @@ pub struct HostOptions {
     pub opt_level: Option<OptLevel>,
     /// Kernels to run on the interpreter even if the CPU could run them.
     pub force_interp: Vec<String>,
-    /// Run the threads of a block as SIMD lanes (`regions::fast_runner`);
-    /// `None`: `ZYNTAX_CPU_VECTOR=0|1` in the environment, else on where the
-    /// target has AVX-512 (session 13 on the device's Xeon: saxpy, the
-    /// stencil and softmax 1.2-1.4x faster at one core) and off elsewhere
-    /// (on the AMD EPYC with AVX2 it was slower: `vmaskmov` stores, see
-    /// docs/cpu.md).
+    /// Run the threads of a block as SIMD lanes (`regions::fast_runner`) in
+    /// every kernel; `None`: `ZYNTAX_CPU_VECTOR=0|1` in the environment, else
+    /// chosen per kernel (`mode::choose`: with AVX-512, where no region of the
+    /// kernel holds a loop; on the AMD EPYC with AVX2 it was slower:
+    /// `vmaskmov` stores, see docs/cpu.md).
     pub vector_threads: Option<bool>,
     /// Run the rows of threads of an interchanged loop as SIMD lanes
-    /// (`fission::Plan::affine`); `None`: `ZYNTAX_CPU_AFFINE=0|1` in the
-    /// environment, else off: a row's pass is one iteration, and threads
-    /// running 8 iterations per stop (`iterations`) were faster (session
-    /// 13; the rows were on by default with AVX-512 before, docs/cpu.md).
+    /// (`fission::Plan::affine`) in every kernel; `None`:
+    /// `ZYNTAX_CPU_AFFINE=0|1` in the environment, else chosen per kernel
+    /// (`mode::choose`: with AVX-512, for an interchanged loop without
+    /// atomics).
     pub affine_rows: Option<bool>,
     /// Iterations of an interchanged loop a thread runs before it stops at
     /// the loop's header (`fission::iterations`); `None`:
-    /// `ZYNTAX_CPU_ITERS=K`, else 1 with `affine_rows` and 8 without.
+    /// `ZYNTAX_CPU_ITERS=K`, else 1 for a kernel with rows and 8 without.
     pub iterations: Option<u32>,
 }
 
@@ -498,20 +498,35 @@ pub fn prepare(m: &Module, opts: &HostOptions) -> HostResult<Prepared> {
         kinds.push(kind);
     }
     let mut mi = lower::ModuleInfo::new(&module, &plans, &target.cpu, &target.features);
-    mi.vector = opts.vector_threads.unwrap_or_else(|| {
-        match std::env::var("ZYNTAX_CPU_VECTOR").as_deref() {
-            Ok("1") => true,
-            Ok("0") => false,
-            _ => target.features.split(',').any(|f| f == "+avx512f"),
-        }
-    });
-    mi.affine = opts
-        .affine_rows
-        .unwrap_or_else(|| std::env::var("ZYNTAX_CPU_AFFINE").is_ok_and(|v| v == "1"));
-    mi.iters = opts
-        .iterations
-        .filter(|k| k.is_power_of_two() && *k <= 64)
-        .unwrap_or_else(|| fission::iterations(mi.affine));
+    // Forced settings (options, then the environment); the rest is chosen
+    // per kernel (`mode::choose`).
+    let env01 = |k: &str| match std::env::var(k).as_deref() {
+        Ok("1") => Some(true),
+        Ok("0") => Some(false),
+        _ => None,
+    };
+    mi.forced = mode::Forced {
+        vector: opts.vector_threads.or_else(|| env01("ZYNTAX_CPU_VECTOR")),
+        affine: opts.affine_rows.or_else(|| env01("ZYNTAX_CPU_AFFINE")),
+        iters: opts.iterations.filter(|k| k.is_power_of_two() && *k <= 64),
+        avx512: target.features.split(',').any(|f| f == "+avx512f"),
+    };
+    // (Coroutine kernels have one form: no mode to report.)
+    let runs = |f: &&Function| !regions::has_suspend(f) || fission::applies(f);
+    for f in module
+        .functions
+        .iter()
+        .filter(|f| cpu_kernels.contains(&f.name))
+        .filter(runs)
+    {
+        let m = mode::choose(f, &mi.forced);
+        report.add(
+            &f.name,
+            "mode",
+            m.to_string(),
+            "chosen per kernel from its loops, atomics and the target's AVX-512 unless forced (see host/mode.rs)",
+        );
+    }
     initialize()?;
     let tm = machine(&target, RelocMode::PIC)?;
     let dl = tm

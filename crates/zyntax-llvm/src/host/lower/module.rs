@@ -92,7 +92,7 @@ pub fn lower_module(
         let fast = f.is_kernel()
             && cpu_kernels.contains(&f.name)
             && (!regions::has_suspend(f) || split.is_some())
-            && mi.vector;
+            && super::super::mode::choose(f, &mi.forced).vector;
         // Interchanged loops with affine values run rows of threads through
         // the fast variant too (`fission::affine_row`).
         let affine = split.as_ref().is_some_and(|p| !p.affine.is_empty());

@@ -1,0 +1,178 @@
+//! How a kernel's threads run on the CPU, chosen per kernel (issue 27).
+//!
+//! Three switches shape a CPU kernel's block runner: threads as SIMD lanes
+//! (`vector`: each region's thread loop calls the vectorizable variant,
+//! [`super::regions::fast_runner`]), rows of an interchanged loop as SIMD
+//! lanes (`affine`: [`super::fission::Plan::affine`]) and the iterations a
+//! thread runs of an interchanged loop per stop (`iters`:
+//! [`super::fission::iterations`]). Until session 13 each was one setting
+//! for every kernel of a module, and no setting was best for all: on the
+//! device's Xeon (AVX-512, session 13 B2, ms at 1 / 16 cores) SIMD-lane
+//! threads made saxpy 36.5 against 57.6 and the stencil 59.0 against 131.9,
+//! but reduce_sum 50.6 against 37.0, layernorm 57.1 against 39.4 and
+//! softmax 108.1 against 85.1; reduce_sum's rows (K = 1) 31.9 / 2.26
+//! against K = 8's 50.6 / 3.03, while histogram's K = 8 beat its rows
+//! (3.11 against 4.08 ms at 16 cores).
+//!
+//! What the measurements say, as a rule over the kernel's HIR ([`choose`]):
+//!
+//! - **rows** (`affine`, one iteration per pass) where an interchanged loop
+//!   holds no atomic: its body is an accumulation LLVM vectorizes over the
+//!   row (each thread a lane, its own order kept); with an atomic (a
+//!   histogram's scatter) the row loop stays scalar and K = 8 iterations per
+//!   stop keep a thread's values in registers instead;
+//! - **SIMD-lane threads** only where no region of the kernel holds a loop
+//!   once split: LLVM vectorizes innermost loops only, so a thread loop
+//!   around a per-thread loop (layernorm's row walk, n-body's walk over the
+//!   bodies, a loop of K iterations) stays scalar and pays the fast
+//!   variant's flag bookkeeping for nothing. A loop is no loop of a region
+//!   when it holds a barrier (its body is split), when it is interchanged
+//!   (a thread stops at its header every K-th iteration, K at most
+//!   [`UNROLLED_TRIP`]: LLVM unrolls the K iterations), or when its trip
+//!   count is a constant of at most [`UNROLLED_TRIP`] (LLVM unrolls it
+//!   fully: the transpose's `for k in range(0, 32, 8)`);
+//! - both only where the target has AVX-512 (on an AVX2 EPYC every form of
+//!   SIMD lanes was slower: masked stores, docs/cpu.md).
+//!
+//! `HostOptions` and `ZYNTAX_CPU_VECTOR` / `ZYNTAX_CPU_AFFINE` /
+//! `ZYNTAX_CPU_ITERS` still force one setting for every kernel (tests, and
+//! before/after runs of the bench).
+
+use std::collections::BTreeSet;
+use zyntax_hir::{BlockId, Function, Op};
+use zyntax_opt::analysis::{const_int, loops, Loop};
+
+/// Loops with a constant trip count, or a constant bound on it, up to this
+/// are unrolled fully by LLVM before its vectorizer runs (its full unroller
+/// takes small constant trip counts, and bounds up to 8), so they leave
+/// their region loop-free.
+pub const UNROLLED_TRIP: i64 = 8;
+
+/// The module-wide settings: `Some` where options or the environment force
+/// one, and whether the target has AVX-512.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Forced {
+    pub vector: Option<bool>,
+    pub affine: Option<bool>,
+    pub iters: Option<u32>,
+    pub avx512: bool,
+}
+
+/// One kernel's block-runner settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mode {
+    /// Threads as SIMD lanes.
+    pub vector: bool,
+    /// Rows of interchanged loops as SIMD lanes.
+    pub affine: bool,
+    /// Iterations per stop at an interchanged loop's header.
+    pub iters: u32,
+    /// Interchanged loops (`interchange::headers`).
+    pub interchanged: usize,
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let threads = if self.vector {
+            "threads as SIMD lanes"
+        } else {
+            "threads one after another"
+        };
+        match (self.interchanged, self.affine) {
+            (0, _) => write!(f, "{threads}"),
+            (_, true) => write!(f, "{threads}; interchanged loops as rows of SIMD lanes"),
+            (_, false) => write!(
+                f,
+                "{threads}; interchanged loops {} iterations per stop",
+                self.iters
+            ),
+        }
+    }
+}
+
+/// The settings for kernel `f` (see the module docs).
+pub fn choose(f: &Function, o: &Forced) -> Mode {
+    let headers = super::interchange::headers(f);
+    let all = loops(f);
+    let loop_at = |h: &BlockId| all.iter().find(|l| l.header == *h);
+    let affine = o.affine.unwrap_or_else(|| {
+        o.avx512
+            && headers
+                .iter()
+                .filter_map(loop_at)
+                .any(|l| !holds(f, l, |op| matches!(op, Op::Atomic { .. } | Op::Red { .. })))
+    });
+    let iters = o
+        .iters
+        .unwrap_or_else(|| super::fission::iterations(affine));
+    let interchanged: BTreeSet<BlockId> = headers.iter().copied().collect();
+    let vector = o.vector.unwrap_or_else(|| {
+        o.avx512
+            && all.iter().all(|l| {
+                holds(f, l, |op| matches!(op, Op::Barrier))
+                    || interchanged.contains(&l.header) && i64::from(iters) <= UNROLLED_TRIP
+                    || trip_count(f, l).is_some_and(|t| t <= UNROLLED_TRIP)
+            })
+    });
+    Mode {
+        vector,
+        affine,
+        iters,
+        interchanged: headers.len(),
+    }
+}
+
+/// Whether a block of loop `l` holds an instruction whose op `p` accepts.
+fn holds(f: &Function, l: &Loop, p: impl Fn(&Op) -> bool) -> bool {
+    l.blocks.iter().any(|b| {
+        f.block(*b)
+            .insts
+            .iter()
+            .filter_map(|i| f.insts.get(i.index()))
+            .any(|d| p(&d.op))
+    })
+}
+
+/// The trip count of loop `l` when it is a constant: its induction (a
+/// header parameter stepped by a constant on the back edge) enters the loop
+/// as a constant and is compared in the header with a constant bound.
+fn trip_count(f: &Function, l: &Loop) -> Option<i64> {
+    let (k, step) = l.iv?;
+    if step <= 0 {
+        return None;
+    }
+    let p = *f.blocks.get(l.header.index())?.params.get(k as usize)?;
+    // The value the induction enters with: every jump into the header from
+    // outside the loop passes the same constant.
+    let mut start = None;
+    for b in &f.layout {
+        if l.blocks.contains(b) {
+            continue;
+        }
+        let Some(d) = f
+            .block(*b)
+            .insts
+            .last()
+            .and_then(|i| f.insts.get(i.index()))
+        else {
+            continue;
+        };
+        for t in d.targets.iter().filter(|t| t.block == l.header) {
+            let c = const_int(f, *t.args.get(k as usize)?)?;
+            if start.is_some_and(|s| s != c) {
+                return None;
+            }
+            start = Some(c);
+        }
+    }
+    let start = start?;
+    // The bound: a compare of the induction with a constant in the header.
+    let bound = f
+        .block(l.header)
+        .insts
+        .iter()
+        .filter_map(|i| f.insts.get(i.index()))
+        .filter(|d| matches!(d.op, Op::Cmp(_)) && d.args.first() == Some(&p))
+        .find_map(|d| const_int(f, *d.args.get(1)?))?;
+    Some(((bound - start).max(0) + step - 1) / step)
+}

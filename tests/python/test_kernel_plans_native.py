@@ -484,3 +484,31 @@ def test_knobs_clear_the_caches_that_read_them(monkeypatch: pytest.MonkeyPatch) 
     assert len(entry.plans) == 0  # type: ignore[attr-defined]
     # The private modules hold no knobs (tests patch them): not watched.
     assert type(_plans) is not _plans._KnobModule
+
+
+def test_a_fixed_tensor_is_a_constant_of_the_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A workspace the call writes and nobody reads (attention's LSE when it
+    # is not returned): neither an argument nor an output, yet a plan.
+    from zyntax.kernels import _tensors as T
+
+    monkeypatch.setattr(_plans, "_torch_info", lambda: (FakeTensor, lambda d: 0))
+    log: list[Any] = []
+    ws, runs = fresh_ptr(), [0]
+
+    @_plans.planned
+    def entry(x: Any) -> Any:
+        runs[0] += 1
+        rec = _plans.recording() or _plans._Recording(())
+        tx = _view(x, "x")
+        rec.tensor(tx)
+        scratch = T.fixed(None, ws, "lse", "f32", (x.shape[0], 3), 0)
+        assert scratch.ptr == ws and scratch.strides == (3, 1)
+        k = FakeKernel(log)
+        k.prepare((1,), 32, None, None)(tx.ptr, scratch.ptr)
+        rec.launch(k, (1,), 32, 0, None, [tx, scratch])
+        return x
+
+    entry(FakeTensor((5,)))
+    x = FakeTensor((5,))
+    entry(x)
+    assert runs[0] == 1 and log[-1][-1] == [x.ptr, ws]  # the second call: the plan

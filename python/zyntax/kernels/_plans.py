@@ -280,6 +280,11 @@ class _Recording:
         self.map_objs: list[Any] = []
         self.overlaps: list[tuple[Any, ...]] = []
         self.launches: list[tuple[Any, ...]] = []
+        #: id(Tensor) -> its address, for tensors the call did not receive or
+        #: allocate but that live as long as the program (a workspace nobody
+        #: reads, :meth:`fixed_tensor`): constants of the plan. Kept alive.
+        self.fixed: dict[int, int] = {}
+        self.fixed_objs: list[Any] = []
         #: Per allocation: (shape, strides, dtype code, device) of a CUDA torch
         #: output while libtorch's C functions are on (``torch_c_codes``), else None.
         self.alloc_meta: list[tuple[Any, ...] | None] = []
@@ -319,6 +324,12 @@ class _Recording:
         self.allocs.append((obj, again, src))
         self.alloc_meta.append(_torch_meta(obj))
 
+    def fixed_tensor(self, t: Any) -> None:
+        """`t` lives at a fixed address for the program's life (the caller
+        keeps it): a plan passes that address as a constant."""
+        self.fixed[id(t)] = t.ptr
+        self.fixed_objs.append(t)
+
     def tensor_map(self, m: Any, t: Any, params: tuple[Any, ...]) -> None:
         src = self.sources.get(id(t))
         if src is None:
@@ -346,6 +357,8 @@ class _Recording:
                 descs.append(("ptr", self.sources[id(a)]))
             elif id(a) in self.maps:
                 descs.append(("map", *self.maps[id(a)]))
+            elif id(a) in self.fixed:
+                descs.append(("const", self.fixed[id(a)]))
             elif type(a) in (int, float, bool) or a is None:
                 descs.append(("const", a))
             else:  # a DeviceArray or another object: provenance unknown

@@ -274,6 +274,21 @@ def _np_dtype(dtype: str) -> Any:
     return np.dtype({"f32": np.float32, "f16": np.float16, "i32": np.int32, "i64": np.int64}[dtype])
 
 
+def fixed(obj: Any, ptr: int, name: str, dtype: str, shape: tuple[int, ...], device: int) -> Tensor:
+    """A C-order GPU Tensor of `shape` at `ptr` in memory the caller keeps
+    for the program's life (`obj`: a workspace), which a call's recording
+    passes to its plan as a constant address."""
+    strides, acc = [], 1
+    for n in reversed(shape):
+        strides.insert(0, acc)
+        acc *= n
+    t = Tensor(name, obj, ptr, True, dtype, shape, tuple(strides), device)
+    rec = _plans.recording()
+    if rec is not None:
+        rec.fixed_tensor(t)
+    return t
+
+
 def empty_like(like: Tensor, shape: tuple[int, ...], dtype: str, keep_order: bool = False) -> Any:
     """A new output allocated like `like` (same library and device); a
     call's recording (``_plans``) notes how to allocate another. With

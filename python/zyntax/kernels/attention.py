@@ -334,6 +334,20 @@ def _repeat_heads(t: T.Tensor, group: int) -> T.Tensor:
 SM90_DEFAULT = True
 
 
+def _lse_workspace(tq: T.Tensor, shape: tuple[int, int, int], stream: Any) -> T.Tensor:
+    """Where the kernels write the log-sum-exp a call does not return: the
+    f32 workspace of the launch's (device, stream) (``gemm._workspace``,
+    also the split-K partials': launches on a stream run in order, and what
+    lands here is never read), a constant address to the call plans. Saves
+    an output allocation per call (issue 25's attention_small)."""
+    from .gemm import _workspace
+
+    if stream is None and isinstance(tq.arr, int):
+        stream = T._torch_stream(tq)  # launch_loaded's stream for torch tensors
+    ws = _workspace(tq.device, stream, shape[0] * shape[1] * shape[2], "partials")
+    return T.fixed(ws, int(ws.ptr), "lse", "f32", shape, tq.device)
+
+
 @functools.cache
 def _major(device: int) -> int:
     return int(cuda.Device(device).compute_capability[0])
@@ -499,7 +513,10 @@ def attention(
     # In q's memory order (SDPA's): q, k, v split from one (b, s, 3, h, d) projection
     # give a (b, s, h, d) output, whose (b*s, h*d) view needs no copy.
     out_obj, o = T.output(None, tq, (bsz, heads, sq, d), tq.dtype, keep_order=True)
-    lse_obj, lse = T.output(None, tq, (bsz, heads, sq), "f32")
+    if return_lse or not tq.on_gpu:
+        lse_obj, lse = T.output(None, tq, (bsz, heads, sq), "f32")
+    else:  # nobody reads it: a workspace, no allocation per call
+        lse_obj, lse = None, _lse_workspace(tq, (bsz, heads, sq), stream)
     if bsz * heads and sq:
         strides = [*tq.strides[:3], *tk.strides[:3], *tv.strides[:3], *o.strides[:3]]
         if kind == "tile":

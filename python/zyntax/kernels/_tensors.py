@@ -278,7 +278,8 @@ def fixed(obj: Any, ptr: int, name: str, dtype: str, shape: tuple[int, ...], dev
     """A C-order GPU Tensor of `shape` at `ptr` in memory the caller keeps
     for the program's life (`obj`: a workspace), which a call's recording
     passes to its plan as a constant address."""
-    strides, acc = [], 1
+    strides: list[int] = []
+    acc = 1
     for n in reversed(shape):
         strides.insert(0, acc)
         acc *= n

@@ -291,6 +291,78 @@ fn ws_gemm_narrow_kmajor_b_deep_ring() {
     check(ws([128, 8], 4, 6, false), Trans::Ab, (130, 5, 448), 0);
 }
 
+/// The swapped small-M program of `kernels/gemm_tile.py` (`Spec.swap`):
+/// `c^T = w x^T + bias` with the weight `w` (`[n, k]`) as `a`, the tokens
+/// `x^T` (`[k, m]`, K-major) as a narrow `b`, `c^T` stored into a view
+/// unit-stride along its rows (`c` row-major `[m, n]`) and the bias a
+/// per-row (`[n, 1]`) broadcast, on the warp-specialised pipeline (not
+/// persistent); tails in every dim, the ring deeper than the K loop.
+#[test]
+fn ws_swapped_epilogue_stores_c_transposed() {
+    use zyntax_hir::BinOp;
+    let cases: [([u32; 2], u32, (u32, u32, u32)); 2] =
+        [([64, 8], 12, (3, 130, 200)), ([128, 16], 4, (17, 200, 328))];
+    for (block, stages, (m, n, k)) in cases {
+        let s = ws(block, 4, stages, false);
+        let (bw, bt) = (block[0], block[1]);
+        let mut t = TileBuilder::new("swapped", s.clone());
+        let w = t.view_param_aligned("w", Type::BF16, 2, 1, 16);
+        let x = t.view_param_aligned("x", Type::BF16, 2, 0, 16);
+        let c = t.view_param_aligned("c", Type::F32, 2, 0, 16);
+        let bias = t.view_param("bias", Type::F32, 2);
+        let (pm, pn) = (t.program_id(0), t.program_id(1));
+        let (cbw, cbt, c64, zero) = (t.index(bw), t.index(bt), t.index(64), t.index(0));
+        let (w0, t0) = (t.scalar_mul(pm, cbw), t.scalar_mul(pn, cbt));
+        let kk = t.dim(w, 1);
+        let acc0 = t.full(&[bw, bt], Type::F32, 0.0);
+        let acc = t.for_range(zero, kk, c64, &[acc0.into()], |t, k0, carried| {
+            let a = t.load(w, &[w0, k0], &[bw, 64]);
+            let b = t.load(x, &[k0, t0], &[64, bt]);
+            vec![t.dot(a, b, carried[0].tile()).into()]
+        });
+        let col = t.load(bias, &[w0, zero], &[bw, 1]);
+        let col = t.broadcast(col, &[bw, bt]);
+        let out = t.binary(BinOp::Add, acc[0].tile(), col);
+        t.store(c, &[w0, t0], out);
+        let kernel = t.finish().unwrap();
+        assert_eq!(kernel.launch.tensor_maps.len(), 2);
+        assert!(!kernel.launch.persistent);
+        let mut rng = Rng::new();
+        let ldk: u32 = k.div_ceil(8) * 8;
+        let (wb, w64) = rounded(&mut rng, n * ldk);
+        let (xb, x64) = rounded(&mut rng, m * ldk);
+        let b32 = rng.vec(n as usize);
+        let mut bufs = vec![
+            wb,
+            xb,
+            bytes(&vec![f32::NAN; (m * n) as usize]),
+            bytes(&b32),
+        ];
+        let args = [
+            TArg::View(0, vec![n, k], vec![ldk, 1]),
+            TArg::View(1, vec![k, m], vec![1, ldk]),
+            TArg::View(2, vec![n, m], vec![1, n]),
+            TArg::View(3, vec![n, 1], vec![1, 0]),
+        ];
+        let grid = s.grid(&[n.into(), m.into()]).unwrap();
+        run(&kernel, grid, &args, &mut bufs);
+        let (ku, lk) = (k as usize, ldk as usize);
+        let want: Vec<f64> = (0..(m * n) as usize)
+            .map(|e| {
+                let (i, j) = (e / n as usize, e % n as usize); // c[i, j]: token i, weight row j
+                let dot: f64 = (0..ku).map(|kk| x64[i * lk + kk] * w64[j * lk + kk]).sum();
+                dot + f64::from(b32[j])
+            })
+            .collect();
+        assert_close(
+            &floats(&bufs[2]),
+            &want,
+            1e-5,
+            &format!("{m}x{n}x{k} {s:?}"),
+        );
+    }
+}
+
 #[test]
 fn ws_narrow_n_needs_kmajor_b() {
     // An N-major `b` stages boxes of 64 columns: a 16-wide tile is refused.

@@ -597,7 +597,7 @@ def tile_preferred(p: Problem, arch: str) -> bool:
         return on and _tile_tc_unfit(p, arch) is None
     if not hopper or p.a.dtype not in ("bf16", "f16") or p.tf32:
         return False
-    if p.a.layout == "col":
+    if p.a.layout == "col" or _tile_swaps(p):
         return True
     if MMA_SYNC_M[0] < p.m <= MMA_SYNC_M[1] and p.k <= MMA_SYNC_MAX_K:
         return False  # mma_sync's small tiles (see MMA_SYNC_M)
@@ -644,6 +644,15 @@ PLAIN_ON_TILE = True
 #: Plain products whose WS tile has fewer rows (64x128: outputs of about
 #: 1024 rows) stay on sm90 until measured.
 PLAIN_MIN_TILE_ROWS = 128
+
+
+def _tile_swaps(p: Problem) -> bool:
+    """Whether ``gemm_tile.launch`` runs the 2-D product `p` swapped
+    (``gemm_tile.launch_swapped``, where ``gemm_tile.SWAP`` is on): the
+    crate's swapped schedule applies and TMA takes both operands."""
+    if not gemm_tile.SWAP or any(op.ptr % 16 or (op.ld * op.itemsize) % 16 for op in (p.a, p.b)):
+        return False
+    return gemm_tile.swap_schedule(p.a.dtype, p.m, p.n, p.k, "sm_90a", _sm_count(p)) is not None
 
 
 def _tile_ws_fits(p: Problem, min_rows: int = 0) -> bool:

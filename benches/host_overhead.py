@@ -482,25 +482,9 @@ class Bench:
 
     def device_us(self, fn: Callable[[], Any], calls: int = 20) -> float:
         """Device microseconds per call: a CUDA graph of `calls` calls, best of 5 replays."""
-        torch = self.torch
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            fn()
-        torch.cuda.current_stream().wait_stream(side)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            for _ in range(calls):
-                fn()
-        best = math.inf
-        for _ in range(5):
-            start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
-            start.record()
-            g.replay()
-            end.record()
-            self.sync()
-            best = min(best, start.elapsed_time(end) * 1e3 / calls)
-        return best
+        from blocks_profile import graph_us
+
+        return float(graph_us(self.torch, fn, calls))
 
     def probe(self) -> None:
         """Prints, per call, host time (enqueue rate) and device time (graph

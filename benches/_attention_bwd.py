@@ -38,6 +38,23 @@ CASES = [
 ]
 
 
+#: Issue 24's model sweep, causal prefill of 16384 tokens in all (batch =
+#: 16384 / S): LLaMA-3-8B's heads (32 query, 8 KV, hd 128), GPT-2's (12,
+#: hd 64) and a hd-256 model's (16, as Gemma-7B) at 512 to 8192 tokens. Run
+#: with ``ZYNTAX_BENCH_BWD_SWEEP=1`` or by name in ``ZYNTAX_BENCH_ONLY``.
+def _sweep_case(h: int, hk: int, s: int, d: int) -> tuple[str, int, int, int, int, int, bool]:
+    kv = f"kv{hk}" if hk != h else ""
+    return (f"bwd_bf16_b{16384 // s}_h{h}{kv}_s{s}_hd{d}_causal", 16384 // s, h, hk, s, d, True)
+
+
+SWEEP = [
+    _sweep_case(h, hk, s, d)
+    for h, hk, d in ((32, 8, 128), (12, 12, 64), (16, 16, 256))
+    for s in (512, 1024, 2048, 4096, 8192)
+    if _sweep_case(h, hk, s, d) not in CASES  # GPT-2 at 1024 tokens is a case already
+]
+
+
 def triton_backward() -> Callable[..., Any] | None:
     """The tutorial's backward as ``run(q, k, v, o, do, lse, causal, scale)``
     -> (dq, dk, dv), `lse` natural-log (zyntax's); None without Triton."""
@@ -220,7 +237,10 @@ def triton_backward() -> Callable[..., Any] | None:
 #: (DEFER_DQ); ``s12``: session 12's kernel (those off, 64 query rows per step
 #: at head dim 64, dK and dV stored from the accumulators); ``m128``: 128
 #: query rows per step at head dim 64 (BM_HD64); ``direct``: dK and dV stored
-#: from the accumulators, not through shared memory (SMEM_EPILOGUE).
+#: from the accumulators, not through shared memory (SMEM_EPILOGUE); session
+#: 14: ``grp<n>``: blocks launched in groups of n (batch, KV head) pairs
+#: (GROUP_BH), ``rows``: the LSE and D rows made in the kernel (FUSE_ROWS),
+#: ``ungrouped``: GROUP_BH 0.
 FORMS = {
     "uni": {"UNIFORM": True},
     "dqsw": {"DQ_SWIZZLE": True},
@@ -247,6 +267,13 @@ FORMS = {
     "lpt_s3": {"LONGEST_FIRST": True, "STAGES": 3},
     "pp": {"PINGPONG": True},
     "pp_latedk": {"PINGPONG": True, "LATE_DK": True},
+    "grp4": {"GROUP_BH": 4},
+    "grp8": {"GROUP_BH": 8},
+    "grp16": {"GROUP_BH": 16},
+    "ungrouped": {"GROUP_BH": 0},
+    "rows": {"FUSE_ROWS": True},
+    "norows": {"FUSE_ROWS": False},
+    "rows_grp8": {"FUSE_ROWS": True, "GROUP_BH": 8},
 }
 
 
@@ -304,8 +331,9 @@ def run_backward(
 ) -> None:
     """Every case of CASES (or those named in `only`)."""
     tri = triton_backward()
-    for case in CASES:
-        if not only or case[0] in only:
+    sweep = os.environ.get("ZYNTAX_BENCH_BWD_SWEEP") == "1"
+    for case in CASES + SWEEP:
+        if (case[0] in only) if only else (case in CASES or sweep):
             run_case(res, torch, tri, backends, sdpa_kernel, case, iters, rounds)
             torch.cuda.empty_cache()
 

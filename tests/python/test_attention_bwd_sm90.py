@@ -119,6 +119,9 @@ def test_windows(window: Any, causal: bool) -> None:
         ("BM_HD64", 64),
         ("SMEM_EPILOGUE", 128),
         ("SMEM_EPILOGUE", 64),
+        ("FUSE_ROWS", 128),
+        ("FUSE_ROWS", 96),
+        ("FUSE_ROWS", 64),
     ],
 )
 def test_forms(monkeypatch: pytest.MonkeyPatch, form: str, d: int) -> None:
@@ -130,6 +133,15 @@ def test_forms(monkeypatch: pytest.MonkeyPatch, form: str, d: int) -> None:
     monkeypatch.setattr(attention_bwd_sm90, form, value.get(form, True))
     run(2, 1, 150, 130, d, causal=True)
     run(2, 2, 20, 300, d, causal=False, window=(5, 0))
+
+
+@pytest.mark.parametrize(("group_bh", "causal"), [(1, True), (3, True), (3, False), (8, True)])
+def test_grouped_blocks(monkeypatch: pytest.MonkeyPatch, group_bh: int, causal: bool) -> None:
+    """GROUP_BH: a 1-d grid of key blocks grouped by (batch, KV head) pairs
+    (four pairs here: groups of 3 leave a last group of one, 8 one group of
+    four) computes the same gradients: every (pair, key block) exactly once."""
+    monkeypatch.setattr(attention_bwd_sm90, "GROUP_BH", group_bh)
+    run(4, 2, 70, 300, 64, causal=causal, b=2)
 
 
 def test_lse_gradient() -> None:

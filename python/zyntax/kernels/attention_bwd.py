@@ -122,6 +122,20 @@ def build_pre(
 
 
 @functools.cache
+def build_zero(d: int, bm: int, warps: int, arch: str = "sm_80") -> tile.Kernel:
+    """``dq32 = 0``: the atomic dQ accumulator zeroed, where the sm_90a kernel
+    makes the LSE and D rows itself (attention_bwd_sm90.fuses_rows). View
+    ``dq32`` [B, H, Sq, D] f32; scalar ``heads``."""
+    t = tile.Builder(f"attention_bwd_zero_d{d}_{bm}w{warps}", _schedule(bm, 16, warps, arch))
+    dq32 = t.view("dq32", "f32", 4, unit_stride_dim=3, align_bytes=16)
+    heads = t.scalar_param("heads", "u32")
+    bh = t.program_id(1)
+    b, h = t.scalar_binary("div", bh, heads), t.scalar_binary("rem", bh, heads)
+    t.store(dq32, (b, h, t.program_id(0) * bm, 0), t.zeros((bm, d)))
+    return t.finish()
+
+
+@functools.cache
 def build_dq_cast(dtype: str, d: int, bm: int, warps: int, arch: str = "sm_80") -> tile.Kernel:
     """``dq = dq32 * scale`` in `dtype`: the atomic dQ accumulator's result.
     Views ``dq32`` [B, H, Sq, D] f32, ``dq`` [B, H, Sq, D]; scalars
@@ -344,6 +358,10 @@ def module_pre(dtype: str, d: int, bm: int, warps: int, dlse: bool, zero: bool) 
     return build_pre(dtype, d, bm, warps, dlse, zero).module
 
 
+def module_zero(d: int, bm: int, warps: int) -> hir.Module:
+    return build_zero(d, bm, warps).module
+
+
 def module_dq_cast(dtype: str, d: int, bm: int, warps: int) -> hir.Module:
     return build_dq_cast(dtype, d, bm, warps).module
 
@@ -425,7 +443,14 @@ def launch(
     # Every row of delta and lse2 (padded for the sm_90a kernel: rows past Sq
     # get D = 0 and LSE 0, which make their products 0).
     grid = (-(-delta.shape[2] // pre_bm), bsz * heads, 1)
-    if sq:
+    fused = sm90 and dq32 is not None and attention_bwd_sm90.fuses_rows(d, tdlse is not None)
+    if fused and sq:  # the sm_90a kernel makes the rows: dQ's buffer zeroed only
+        assert dq32 is not None
+        key_zero = (td, pre_bm, 4)
+        grid = (-(-sq // pre_bm), bsz * heads, 1)
+        args = [*_args(dq32), heads]
+        T.launch(module_zero, key_zero, build_zero(*key_zero).name, grid, 128, args, tq, stream)
+    elif sq:
         T.launch(module_pre, key_pre, build_pre(*key_pre).name, grid, 128, args, tq, stream)
 
     if sm90 and dq32 is not None:
@@ -436,6 +461,7 @@ def launch(
                 scale=scale,
                 window=window,
                 stream=stream,
+                rows_from=(to, tlse) if fused else None,
             )
     key = (tq.dtype, td, *kv_tiles, dq32 is not None)
     bm, bn, warps = kv_tiles

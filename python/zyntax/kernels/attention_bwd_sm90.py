@@ -70,16 +70,18 @@ def dq_columns(d: int, split_keys: bool) -> int:
     return d if split_keys or d == 64 else d // 2
 
 
-def shared_bytes(d: int, stages: int, split_keys: bool = False, bm: int = BM) -> int:
+def shared_bytes(
+    d: int, stages: int, split_keys: bool = False, bm: int = BM, fuse_rows: bool = False
+) -> int:
     """K, V, `stages` Q and dO tiles, two dS buffers, two dQ tiles, the rows,
-    the barriers (`bm` query rows per step)."""
+    `stages` O tiles with `fuse_rows`, the barriers (`bm` query rows per step)."""
     return (
         2 * BN * d * 2
-        + 2 * stages * bm * d * 2
+        + (3 if fuse_rows else 2) * stages * bm * d * 2
         + 2 * bm * BN * 2
         + 2 * bm * dq_columns(d, split_keys) * 4
         + 2 * stages * bm * 4
-        + 8 * (1 + 2 * stages + 4)
+        + 8 * (1 + (3 if fuse_rows else 2) * stages + 4)
     )
 
 
@@ -99,6 +101,8 @@ def build(
     defer_dq: bool = False,
     bm: int = BM,
     smem_epilogue: bool = False,
+    fuse_rows: bool = False,
+    grouped: bool = False,
 ) -> hir.Module:
     """The kernel for `dtype`, head dim `head_dim` (64, 96 or 128; 96 runs
     on tiles of 128 as the forward's: the TMA unit fills the columns past
@@ -133,11 +137,20 @@ def build(
     `defer_dq`: step i's dQ tile is written to shared memory in step i + 1,
     after its Sᵀ and dPᵀ are issued, so that those products run on the
     tensor cores while the tile is stored (else the tensor cores idle from
-    the end of dQ's product to the next step's Sᵀ)."""
+    the end of dQ's product to the next step's Sᵀ). `fuse_rows` (64 query
+    rows per step): the step's D = rowsum(dO ∘ O) and LSE (-inf made +inf)
+    are made here, by the producer's warps 2 and 3 (a query row each) from
+    an O tile loaded with Q and dO and the caller's LSE, instead of read from
+    the pre program's rows (pre then only zeroes dQ's buffer: it read O and
+    dO for D, 77.6 µs of the ~840 at b4 h32 s2048 hd128). `grouped`: the
+    grid is 1-d, blocks mapped to key blocks in groups of the `bh_group`
+    parameter's (batch, KV head) pairs (launch's GROUP_BH)."""
+    assert not (grouped and longest_first), "grouped: not with longest_first"
     assert not (defer_dq and (late_dk or pingpong)), "defer_dq: not with late_dk, pingpong"
     assert bm == BM or (bm == 2 * BM and head_dim == 64), "bm: 64, or 128 at head dim 64"
     assert head_dim in HEAD_DIMS
     assert not kv_regs or head_dim == 64, "kv_regs: head dim 64 (registers)"
+    assert not fuse_rows or bm == BM, "fuse_rows: 64 query rows per step"
     d = tile_dim(head_dim)  # the tiles' head dim
     split_keys = split_keys or d == 64 or pingpong
     dq_cols = dq_columns(d, split_keys)
@@ -162,15 +175,21 @@ def build(
     name += "_defer" if defer_dq else ""
     name += f"_m{bm}" if bm != BM else ""
     name += "_epi" if smem_epilogue else ""
+    name += "_rows" if fuse_rows else ""
+    name += "_grp" if grouped else ""
     m = hir.Module(name, targets=["sm_90a"])
     params = [hir.tensormap] * 5
     params += [hir.ptr("global", hir.f32)] * 2 + [hir.ptr("global", elem)] * 2
-    params += [hir.u32] * 6 + [hir.i64] * 3 + [hir.f32] * 2 + [hir.i32] * 3
+    params += [hir.u32] * 6 + [hir.i64] * 3 + [hir.f32] * 2 + [hir.i32] * 3 + [hir.u32]
+    if fuse_rows:  # O's map; the LSE (B, H, Sq) f32 and its batch and head strides
+        params += [hir.tensormap, hir.ptr("global", hir.f32), hir.i64, hir.i64]
     f32p = hir.ptr("shared", hir.f32)
     with m.kernel("attention_bwd", params, max_threads=THREADS, min_blocks=1) as b:
         tk, tv, tq, tdo, tdq, lse2, delta, dk, dv = b.params[:9]
         sq, sk, sq_pad, heads, kv_heads, group = b.params[9:15]
-        sb, sh, ss, scale_log2, scale, shift, w_left, w_right = b.params[15:23]
+        sb, sh, ss, scale_log2, scale, shift, w_left, w_right, bh_group = b.params[15:24]
+        # fuse_rows: O's map, the caller's LSE and its strides (else unused).
+        to, lse_in, lse_sb, lse_sh = b.params[24:28] if fuse_rows else b.params[:4]
         tid = b.thread_idx()
         wg = tid >> 7
         base = b.dyn_shared(hir.u8)
@@ -181,11 +200,16 @@ def build(
         s_ds = b.ptr_add(s_do, stages * q_bytes)  # two buffers
         s_dq = b.ptr_add(s_ds, 2 * ds_bytes)  # a dQ tile per consumer
         s_rows = b.ptr_add(s_dq, 2 * dq_bytes)  # per stage: LSE, then D
-        bars = b.ptr_cast(b.ptr_add(s_rows, 2 * stages * row_bytes), hir.ptr("shared", hir.u64))
+        s_o = b.ptr_add(s_rows, 2 * stages * row_bytes)  # fuse_rows: O per stage
+        s_end = b.ptr_add(s_o, stages * q_bytes) if fuse_rows else s_o
+        bars = b.ptr_cast(s_end, hir.ptr("shared", hir.u64))
         full_kv = bars
         full = b.ptr_add(bars, 1)
         empty = b.ptr_add(full, stages)
-        dq_full = b.ptr_add(empty, stages)  # per consumer: its dQ tile written
+        # fuse_rows: per stage, Q, dO and O landed (the row warps wait, then
+        # complete `full`: the rows written).
+        loaded = b.ptr_add(empty, stages)
+        dq_full = b.ptr_add(loaded, stages if fuse_rows else 0)  # per consumer: tile written
         dq_empty = b.ptr_add(dq_full, 2)  # per consumer: its dQ tile read by TMA
 
         # The block's keys and the query blocks that see one of them.
@@ -195,6 +219,18 @@ def build(
         else:
             n0 = b.block_idx() * BN
             bhk = b.block_idx("y")
+        if grouped:
+            # A 1-d grid: blocks in groups of `bh_group` (batch, KV head)
+            # pairs, key block by key block within a group (GROUP_BH), so the
+            # longest (causal) blocks of every group start before the short
+            # ones of any; the last group may be smaller.
+            nkb = b.div(sk + (BN - 1), BN)
+            lin = b.block_idx()
+            grp = b.div(lin, bh_group * nkb)
+            within = lin - grp * bh_group * nkb
+            gc = b.min(bh_group, b.div(b.grid_dim(), nkb) - grp * bh_group)
+            n0 = b.div(within, gc) * BN
+            bhk = grp * bh_group + b.rem(within, gc)
         bi, hk = b.div(bhk, kv_heads), b.rem(bhk, kv_heads)
         n0i, sqi, ski = b.cast(n0, hir.i32), b.cast(sq, hir.i32), b.cast(sk, hir.i32)
         zero_i = b.const(0, hir.i32)
@@ -219,8 +255,10 @@ def build(
         with b.if_(b.eq(tid, 0)):
             b.mbarrier_init(full_kv, 1)
             for x in range(stages):
-                b.mbarrier_init(b.ptr_add(full, x), 1)
+                b.mbarrier_init(b.ptr_add(full, x), 64 if fuse_rows else 1)  # row warps
                 b.mbarrier_init(b.ptr_add(empty, x), 256)  # every consumer thread
+                if fuse_rows:
+                    b.mbarrier_init(b.ptr_add(loaded, x), 1)
             for x in range(2):
                 b.mbarrier_init(b.ptr_add(dq_full, x), 128)  # the consumer's threads
                 b.mbarrier_init(b.ptr_add(dq_empty, x), 1)  # the dQ writer
@@ -246,14 +284,53 @@ def build(
                 st, ph = b.rem(it, stages), b.div(it, stages) & 1
                 wait(b.ptr_add(empty, st), ph ^ 1)  # a fresh barrier passes parity 1
                 h, m0 = step_coords(it)
-                bar = b.ptr_add(full, st)
-                b.mbarrier_arrive_expect_tx(bar, 2 * q_bytes + 2 * row_bytes)
+                if fuse_rows:  # Q, dO, O; the row warps make the rows (make_rows)
+                    bar = b.ptr_add(loaded, st)
+                    b.mbarrier_arrive_expect_tx(bar, 3 * q_bytes)
+                    tma(b.ptr_add(s_o, st * q_bytes), to, m0, bar, q_box, h)
+                else:
+                    bar = b.ptr_add(full, st)
+                    b.mbarrier_arrive_expect_tx(bar, 2 * q_bytes + 2 * row_bytes)
+                    row = b.cast((bi * heads + h) * sq_pad + m0, hir.i64)
+                    rows = b.ptr_cast(b.ptr_add(s_rows, st * 2 * row_bytes), f32p)
+                    b.bulk_copy_g2s(rows, b.ptr_add(lse2, row), row_bytes, bar)
+                    b.bulk_copy_g2s(b.ptr_add(rows, bm), b.ptr_add(delta, row), row_bytes, bar)
                 tma(b.ptr_add(s_q, st * q_bytes), tq, m0, bar, q_box, h)
                 tma(b.ptr_add(s_do, st * q_bytes), tdo, m0, bar, q_box, h)
-                row = b.cast((bi * heads + h) * sq_pad + m0, hir.i64)
+
+        def make_rows() -> None:
+            """fuse_rows, the producer's warps 2 and 3: thread r makes query
+            row r's LSE (the caller's; -inf, a row that sees no key, made
+            +inf so that its p is 0; rows past Sq 0) and D = rowsum(dO ∘ O)
+            (rows past Sq arrive as zeros: D 0) from the step's O and dO tiles
+            (64-column boxes of 128-byte rows, 16-byte chunk k of row r at
+            k ^ (r & 7)), and completes the stage's `full` barrier."""
+            r = tid - 64
+            vec8p = hir.ptr("shared", hir.vec(elem, 8))
+            with b.for_range(0, total, type=hir.u32) as it:
+                st, ph = b.rem(it, stages), b.div(it, stages) & 1
+                h, m0 = step_coords(it)
+                qrow = m0 + r
+                at = b.cast(bi, hir.i64) * lse_sb + b.cast(h, hir.i64) * lse_sh
+                at = at + b.cast(b.min(qrow, sq - 1), hir.i64)
+                lse_v = b.load(b.ptr_add(lse_in, at))  # issued before the wait
+                wait(b.ptr_add(loaded, st), ph)
+                acc = b.const(0.0, hir.f32)
+                for x in range(boxes):
+                    for k in range(8):
+                        off = x * q_box + r * 128 + ((k ^ (r & 7)) << 4)
+                        off = off + st * q_bytes
+                        ov = b.load(b.ptr_cast(b.ptr_add(s_o, off), vec8p))
+                        dv_ = b.load(b.ptr_cast(b.ptr_add(s_do, off), vec8p))
+                        for e in range(8):
+                            oe = b.cast(b.extract(ov, e), hir.f32)
+                            acc = b.fma(oe, b.cast(b.extract(dv_, e), hir.f32), acc)
+                lse_v = b.select(b.eq(lse_v, float("-inf")), float("inf"), lse_v)
+                lse_v = b.select(qrow < sq, lse_v, 0.0)
                 rows = b.ptr_cast(b.ptr_add(s_rows, st * 2 * row_bytes), f32p)
-                b.bulk_copy_g2s(rows, b.ptr_add(lse2, row), row_bytes, bar)
-                b.bulk_copy_g2s(b.ptr_add(rows, bm), b.ptr_add(delta, row), row_bytes, bar)
+                b.store(b.ptr_add(rows, r), lse_v)
+                b.store(b.ptr_add(rows, bm + r), acc)
+                b.mbarrier_arrive(b.ptr_add(full, st))
 
         def write_dq() -> None:
             """The dQ writer (a thread of the producer warpgroup): adds each
@@ -714,6 +791,9 @@ def build(
                     produce()
                 with b.if_(b.eq(tid, 32)):
                     write_dq()
+                if fuse_rows:
+                    with b.if_(tid >= 64):
+                        make_rows()
             with consumer:
                 b.setmaxnreg(REGS[1], increase=True)
                 consume()
@@ -738,6 +818,8 @@ def _module(
     defer_dq: bool,
     bm: int,
     smem_epilogue: bool,
+    fuse_rows: bool,
+    grouped: bool,
 ) -> hir.Module:
     return build(
         dtype,
@@ -755,6 +837,8 @@ def _module(
         defer_dq,
         bm,
         smem_epilogue,
+        fuse_rows,
+        grouped,
     )
 
 
@@ -789,14 +873,36 @@ SMEM_EPILOGUE = True
 #: Head dim 64: query rows per step (build's bm: 64 or 128; B1: 128 is 6 %
 #: faster at b16 h12 s1024 causal).
 BM_HD64 = 128
+#: Blocks launched in groups of this many (batch, KV head) pairs, the key
+#: blocks of a group in turn (0: all key blocks of one pair, then the next).
+#: With a causal mask the first key blocks walk the most query blocks; in
+#: grid order the longest blocks of the last pairs start last and run
+#: alone (a list-scheduling model of 132 SMs, equal steps: GQA 32/8 at 4096
+#: tokens ends 28 % after an even split, 0 % with groups of 4 or 8; 7 % and
+#: 2 % at b4 h32 s2048). Unlike LONGEST_FIRST (every pair's first block
+#: first: 28 % slower in session 13), a group's blocks share its Q and dO
+#: in L2 as the grid order's do.
+GROUP_BH = 0
 
 
-__all__ = ["MAX_SEQ", "build", "launch", "supports"]
+#: The LSE and D rows made in the kernel from O, dO and the caller's LSE
+#: (build's fuse_rows; head dims 96 and 128, no LSE gradient): the pre
+#: program only zeroes dQ's buffer then.
+FUSE_ROWS = False
+
+
+__all__ = ["MAX_SEQ", "build", "fuses_rows", "launch", "supports"]
 
 
 def supports(d: int) -> bool:
     """Whether the kernel takes head dim `d`."""
     return d in HEAD_DIMS
+
+
+def fuses_rows(d: int, dlse: bool) -> bool:
+    """Whether the kernel makes the LSE and D rows itself (FUSE_ROWS) at head
+    dim `d`, `dlse` whether the LSE has a gradient (then pre makes them)."""
+    return FUSE_ROWS and tile_dim(d) == 128 and not dlse
 
 
 def _dq_map(t: T.Tensor, swizzled: bool, bm: int) -> Any:
@@ -825,12 +931,14 @@ def launch(
     scale: float,
     window: tuple[int | None, int | None] | None,
     stream: Any,
+    rows_from: tuple[T.Tensor, T.Tensor] | None = None,
 ) -> None:
     """Runs the kernel on checked tensors (attention_backward validated
     them): q, do (B, H, Sq, D); k, v, dk, dv (B, Hk, Sk, D) with dk and dv
     alike; lse2, delta (B, H, Sq padded to a multiple of PAD_ROWS) f32 from the
     pre program; dq32 (B, H, Sq, D) f32, contiguous and zeroed, where dQ
-    (scaled) is added."""
+    (scaled) is added. `rows_from` (o, lse) when :func:`fuses_rows`: the
+    kernel makes the rows from them (lse2 and delta unread)."""
     bsz, heads, sq, d = tq.shape
     hk, sk = tk.shape[1], tk.shape[2]
     sq_pad = lse2.shape[2]
@@ -850,8 +958,15 @@ def launch(
     args += [*dk.strides[:3], float(scale) * LOG2E, float(scale), sk - sq, left, right]
     grid = (-(-sk // BN), bsz * hk)
     longest = LONGEST_FIRST and grid[0] < 1 << 16  # the grid's y extent
+    group_bh = 0 if longest else min(GROUP_BH, grid[1])
+    args.append(group_bh)
+    if rows_from is not None:
+        to, tlse = rows_from
+        args += [_tensor_map(to, bm), tlse, *tlse.strides[:2]]
     if longest:
         grid = (grid[1], grid[0])
+    elif group_bh:  # one dimension: the kernel maps blocks to groups (build)
+        grid = (grid[0] * grid[1], 1)
     split = SPLIT_KEYS or d == 64 or PINGPONG
     key = (
         tq.dtype,
@@ -869,9 +984,11 @@ def launch(
         DEFER_DQ,
         bm,
         SMEM_EPILOGUE,
+        rows_from is not None,
+        group_bh > 0,
     )
     d = tile_dim(d)
-    smem = shared_bytes(d, STAGES, key[5], bm)
+    smem = shared_bytes(d, STAGES, key[5], bm, rows_from is not None)
     if smem > 227 * 1024:  # a form set by hand (STAGES, SPLIT_KEYS, PINGPONG) too large
         raise ArgumentError(
             f"argument 'q': the sm_90a backward's form needs {smem} bytes of shared memory "

@@ -243,8 +243,10 @@ def test_sm90_kernel(
         {"UNIFORM": False, "DQ_SWIZZLE": False, "BM_HD64": 64, "SMEM_EPILOGUE": False},
         {"UNIFORM": True, "DQ_SWIZZLE": True, "DEFER_DQ": True},
         {"UNIFORM": True, "DQ_SWIZZLE": True, "DEFER_DQ": True, "SPLIT_KEYS": True},
+        {"GROUP_BH": 3, "FUSE_ROWS": True},
+        {"GROUP_BH": 0, "FUSE_ROWS": False},
     ],
-    ids=["s12", "new_defer", "new_defer_keys"],
+    ids=["s12", "new_defer", "new_defer_keys", "grp3_rows", "plain"],
 )
 @pytest.mark.parametrize(
     ("h", "hk", "sq", "sk", "d", "causal"),
@@ -261,7 +263,9 @@ def test_sm90_forms(
     causal: bool,
 ) -> None:
     """The sm_90a kernel's forms (attention_bwd_sm90's knobs: session 12's
-    kernel, the dQ tile stored a step late, dQ split by keys; the defaults:
+    kernel, the dQ tile stored a step late, dQ split by keys, blocks grouped
+    by (batch, KV head) pairs with the rows made in the kernel, neither of
+    those two; the defaults:
     test_sm90_kernel) against float64 autograd, tails, GQA/MQA, Sq != Sk,
     NaN-poisoned outputs. The call plans are forgotten around the call: they
     replay the launches recorded for the same arguments whatever a knob says."""

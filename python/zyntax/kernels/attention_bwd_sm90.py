@@ -958,7 +958,8 @@ def launch(
     args += [*dk.strides[:3], float(scale) * LOG2E, float(scale), sk - sq, left, right]
     grid = (-(-sk // BN), bsz * hk)
     longest = LONGEST_FIRST and grid[0] < 1 << 16  # the grid's y extent
-    group_bh = 0 if longest else min(GROUP_BH, grid[1])
+    # (a 1-d grid: x extents below 2^31)
+    group_bh = 0 if longest or grid[0] * grid[1] >= 1 << 31 else min(GROUP_BH, grid[1])
     args.append(group_bh)
     if rows_from is not None:
         to, tlse = rows_from

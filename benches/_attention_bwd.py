@@ -240,7 +240,8 @@ def triton_backward() -> Callable[..., Any] | None:
 #: from the accumulators, not through shared memory (SMEM_EPILOGUE); session
 #: 14: ``grp<n>``: blocks launched in groups of n (batch, KV head) pairs
 #: (GROUP_BH), ``rows``: the LSE and D rows made in the kernel (FUSE_ROWS),
-#: ``ungrouped``: GROUP_BH 0.
+#: ``ungrouped``: GROUP_BH 0, ``nohint``: mbarrier waits without a suspend-time
+#: hint (WAIT_HINT).
 FORMS = {
     "uni": {"UNIFORM": True},
     "dqsw": {"DQ_SWIZZLE": True},
@@ -274,6 +275,7 @@ FORMS = {
     "rows": {"FUSE_ROWS": True},
     "norows": {"FUSE_ROWS": False},
     "rows_grp8": {"FUSE_ROWS": True, "GROUP_BH": 8},
+    "nohint": {"WAIT_HINT": None},
 }
 
 

@@ -122,6 +122,7 @@ def test_windows(window: Any, causal: bool) -> None:
         ("FUSE_ROWS", 128),
         ("FUSE_ROWS", 96),
         ("FUSE_ROWS", 64),
+        ("WAIT_HINT", 128),
     ],
 )
 def test_forms(monkeypatch: pytest.MonkeyPatch, form: str, d: int) -> None:
@@ -130,6 +131,7 @@ def test_forms(monkeypatch: pytest.MonkeyPatch, form: str, d: int) -> None:
     steps: the ping-pong's turns must still balance)."""
     # The knob's other value: the default forms' alternatives are off.
     value = {"BM_HD64": 64, "UNIFORM": False, "DQ_SWIZZLE": False, "SMEM_EPILOGUE": False}
+    value["WAIT_HINT"] = None
     monkeypatch.setattr(attention_bwd_sm90, form, value.get(form, True))
     run(2, 1, 150, 130, d, causal=True)
     run(2, 2, 20, 300, d, causal=False, window=(5, 0))

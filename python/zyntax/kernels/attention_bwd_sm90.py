@@ -103,6 +103,7 @@ def build(
     smem_epilogue: bool = False,
     fuse_rows: bool = False,
     grouped: bool = False,
+    wait_hint: int | None = 1000,
 ) -> hir.Module:
     """The kernel for `dtype`, head dim `head_dim` (64, 96 or 128; 96 runs
     on tiles of 128 as the forward's: the TMA unit fills the columns past
@@ -144,7 +145,9 @@ def build(
     the pre program's rows (pre then only zeroes dQ's buffer: it read O and
     dO for D, 77.6 µs of the ~840 at b4 h32 s2048 hd128). `grouped`: the
     grid is 1-d, blocks mapped to key blocks in groups of the `bh_group`
-    parameter's (batch, KV head) pairs (launch's GROUP_BH)."""
+    parameter's (batch, KV head) pairs (launch's GROUP_BH). `wait_hint`: the
+    mbarrier waits' suspend-time hint in ns (None: the hardware's default;
+    ptxas makes a 1000 a `NANOSLEEP.SYNCS 0x3e8` in each wait loop)."""
     assert not (grouped and longest_first), "grouped: not with longest_first"
     assert not (defer_dq and (late_dk or pingpong)), "defer_dq: not with late_dk, pingpong"
     assert bm == BM or (bm == 2 * BM and head_dim == 64), "bm: 64, or 128 at head dim 64"
@@ -177,6 +180,7 @@ def build(
     name += "_epi" if smem_epilogue else ""
     name += "_rows" if fuse_rows else ""
     name += "_grp" if grouped else ""
+    name += f"_hint{wait_hint}" if wait_hint != 1000 else ""
     m = hir.Module(name, targets=["sm_90a"])
     params = [hir.tensormap] * 5
     params += [hir.ptr("global", hir.f32)] * 2 + [hir.ptr("global", elem)] * 2
@@ -266,7 +270,7 @@ def build(
         b.barrier()
 
         def wait(bar: hir.Value, parity: Any) -> None:
-            wait_parity(b, bar, parity, 1000)
+            wait_parity(b, bar, parity, wait_hint)
 
         def tma(
             dst: hir.Value, tmap: hir.Value, row: Any, bar: hir.Value, box: int, hi: Any
@@ -820,6 +824,7 @@ def _module(
     smem_epilogue: bool,
     fuse_rows: bool,
     grouped: bool,
+    wait_hint: int | None,
 ) -> hir.Module:
     return build(
         dtype,
@@ -839,6 +844,7 @@ def _module(
         smem_epilogue,
         fuse_rows,
         grouped,
+        wait_hint,
     )
 
 
@@ -885,6 +891,9 @@ BM_HD64 = 128
 GROUP_BH = 0
 
 
+#: The mbarrier waits' suspend-time hint in ns (build's wait_hint; None: the
+#: hardware's default).
+WAIT_HINT: int | None = 1000
 #: The LSE and D rows made in the kernel from O, dO and the caller's LSE
 #: (build's fuse_rows; head dims 96 and 128, no LSE gradient): the pre
 #: program only zeroes dQ's buffer then.
@@ -987,6 +996,7 @@ def launch(
         SMEM_EPILOGUE,
         rows_from is not None,
         group_bh > 0,
+        WAIT_HINT,
     )
     d = tile_dim(d)
     smem = shared_bytes(d, STAGES, key[5], bm, rows_from is not None)

@@ -18,7 +18,16 @@ use zyntax_tile::{Layout, Schedule, TileBuilder, TileKernel};
 /// first dot (as attention_tile.py's prefetching program does), so the
 /// first dot's barrier also covers V's staging.
 fn flash(bm: u32, bn: u32, d: u32, warps: u32, arch: Arch, v_first: bool) -> TileKernel {
-    let s = Schedule::block(&[bm, bn]).warps(warps).arch(arch);
+    flash_with(
+        Schedule::block(&[bm, bn]).warps(warps).arch(arch),
+        d,
+        v_first,
+    )
+}
+
+/// [`flash`] under schedule `s` (its block is `[bm, bn]`).
+fn flash_with(s: Schedule, d: u32, v_first: bool) -> TileKernel {
+    let (bm, bn) = (s.block[0], s.block[1]);
     let mut t = TileBuilder::new("flash_wgmma", s);
     let q = t.view_param_aligned("q", Type::BF16, 2, 1, 16);
     let kt = t.view_param_aligned("kt", Type::BF16, 2, 0, 16);
@@ -195,6 +204,64 @@ fn loop_invariant_wgmma_a_is_not_held_in_registers_across_the_loop() {
     }
 }
 
+/// The key loop on a TMA ring (`lower/pipeline_ring.rs`, a schedule with
+/// `warp_specialize`): K and V by TMA into `stages` stages filled by a
+/// producer warp, the consumers waiting on `full` and handing stages back
+/// on `empty`; no CTA barrier after the mbarriers' initialisation (staging
+/// Q meets the consumers at a named barrier). Against f64, with key tails,
+/// one and two warpgroups, V loaded before and after the first dot.
+fn ring(bm: u32, bn: u32, d: u32, warps: u32, stages: u32, v_first: bool) -> TileKernel {
+    let s = Schedule::block(&[bm, bn])
+        .warps(warps)
+        .arch(Arch::Sm90a)
+        .warp_specialize(true)
+        .stages(stages);
+    flash_with(s, d, v_first)
+}
+
+#[test]
+fn flash_attention_on_a_tma_ring_against_f64() {
+    let mut rng = Rng::new();
+    for (bm, bn, d, warps, s_len, stages, v_first) in [
+        (64, 64, 64, 4, 150u32, 2, false),
+        (128, 64, 128, 8, 200, 3, true),
+        (64, 128, 64, 4, 77, 3, false),
+        (128, 64, 64, 8, 300, 4, true),
+    ] {
+        let k = ring(bm, bn, d, warps, stages, v_first);
+        let what = format!("{bm}x{bn} d{d} w{warps} {stages} stages");
+        let text = zyntax_hir::print_module(&k.module);
+        assert_eq!(
+            k.launch.block[0],
+            32 * warps + 32,
+            "{what}: a producer warp"
+        );
+        assert_eq!(k.launch.tensor_maps.len(), 2, "{what}: K's and V's maps");
+        let (tma, bars) = (
+            text.matches("tma.load").count(),
+            text.lines().filter(|l| l.trim() == "barrier").count(),
+        );
+        // One TMA load per 64 elements of the head dim, K's and V's.
+        assert_eq!(tma, (2 * d / 64) as usize, "{what}: TMA loads\n{text}");
+        assert_eq!(
+            bars, 1,
+            "{what}: CTA barriers (the mbarriers' initialisation)"
+        );
+        assert!(
+            text.contains("bar.sync 1") || text.contains("named_barrier"),
+            "{what}: Q's named barrier"
+        );
+        let n = (s_len * d) as usize;
+        let inputs = (
+            rounded(&mut rng, n),
+            rounded(&mut rng, n),
+            rounded(&mut rng, n),
+        );
+        let (got, want) = run_causal_attention(&k, bm, (s_len, d), inputs, 0.3);
+        assert_close(&got, &want, 2e-2, &what);
+    }
+}
+
 #[test]
 fn flash_attention_stays_on_mma_sync_where_wgmma_does_not_fit() {
     // sm_80 and plain sm_90 (wgmma is sm_90a PTX), 2 warps, 32-key blocks.
@@ -237,5 +304,32 @@ fn flash_attention_on_wgmma_passes_ptxas() {
         if let Err(e) = ptxas.assemble(&ptx, Arch::Sm90a) {
             panic!("{bm}x{bn} d{d} flash on wgmma: {e}");
         }
+    }
+}
+
+#[cfg(feature = "compute")]
+#[test]
+fn flash_attention_on_a_tma_ring_passes_ptxas() {
+    use zyntax_llvm::{compile_ptx, Options, Ptxas};
+    let ptxas = Ptxas::locate().unwrap_or_else(|e| panic!("{e}"));
+    for (bm, bn, d, warps) in [(64, 64, 64, 4), (128, 64, 128, 8)] {
+        let k = ring(bm, bn, d, warps, 3, false);
+        let ptx = compile_ptx(&k.module, &Options::new(Arch::Sm90a))
+            .unwrap_or_else(|e| panic!("{bm}x{bn} d{d}: {e}"))
+            .ptx;
+        for needle in [
+            "cp.async.bulk.tensor.2d",
+            "mbarrier.try_wait.parity",
+            "bar.sync 1",
+        ] {
+            assert!(ptx.contains(needle), "{bm}x{bn} d{d}: missing `{needle}`");
+        }
+        if let Ok(dir) = std::env::var("WGMMA_PTX_DUMP") {
+            std::fs::write(format!("{dir}/flash_ring_{bm}x{bn}_d{d}.ptx"), &ptx).unwrap();
+        }
+        let out = ptxas
+            .assemble(&ptx, Arch::Sm90a)
+            .unwrap_or_else(|e| panic!("{bm}x{bn} d{d} flash on a ring: {e}"));
+        let _ = out;
     }
 }

@@ -186,12 +186,12 @@ pub(super) struct DotRegion {
     pub once_a: Option<u64>,
 }
 
-fn align1024(bytes: u64) -> u64 {
+pub(super) fn align1024(bytes: u64) -> u64 {
     bytes.div_ceil(1024) * 1024
 }
 
 /// Staged bytes of a `[rows, cols]` operand in boxes of 64 `cols`.
-fn boxed_bytes(rows: u32, cols: u32) -> u64 {
+pub(super) fn boxed_bytes(rows: u32, cols: u32) -> u64 {
     u64::from(cols.div_ceil(64)) * u64::from(rows) * u64::from(ROW)
 }
 
@@ -386,32 +386,12 @@ impl Lowerer<'_> {
     ) -> TileResult<()> {
         let (ta, tb) = (self.program.tile(a).clone(), self.program.tile(b).clone());
         let (m, k, n) = (ta.shape[0], ta.shape[1], tb.shape[1]);
-        let ring = super::pipeline::dynamic_bytes(
-            self.program,
-            self.layouts,
-            &self.program.body,
-            self.schedule.stages,
-        );
-        let (regions, _) = dot_regions(self.program, self.layouts, ring);
-        let region = regions
-            .iter()
-            .find(|r| r.out == out)
-            .cloned()
-            .ok_or_else(|| TileError::Internal("a wgmma dot without a region".into()))?;
         let smem = self.b.dyn_shared_aligned(Type::U8, 1024)?;
-        let b_kmajor = b_kmajor(self.layouts.get(b), k, n);
-        if region.staged_by.is_none() {
-            self.stage_region(&region, smem)?;
-            // The later dots of the body whose operands are ready.
-            for r in regions.iter().filter(|r| r.staged_by == Some(out)) {
-                self.stage_region(r, smem)?;
-            }
-            self.b.fence_proxy_async()?;
-            self.b.barrier()?;
-        }
-        let a_base = self.buffer_base(&region)?;
-        let a_bytes = self.u32(region.a_bytes as u32)?;
-        let b_base = self.b.add(a_base, a_bytes)?;
+        // On a TMA ring (`pipeline_ring.rs`) `b` is in the iteration's stage.
+        let (a_at, b_base, b_kmajor) = match self.ring_place(out)? {
+            Some(place) => place,
+            None => self.region_place(out, b, smem, k, n)?,
+        };
 
         let warps = self.schedule.warps;
         let reps = m / (16 * warps);
@@ -437,11 +417,6 @@ impl Lowerer<'_> {
         let (sixteen, atom) = (self.u32(16)?, self.u32(ATOM)?);
         // N-major `b`: from one box of 64 columns to the next.
         let b_box = self.u32(k * ROW)?;
-        let a_at = match region.once_a {
-            Some(at) => Some(self.u32(at as u32)?),
-            None if region.stage_a => Some(a_base),
-            None => None,
-        };
         let a_wg = match a_at {
             Some(at) => {
                 // This warpgroup's first row (64 rows of 128 bytes a box row).
@@ -500,10 +475,18 @@ impl Lowerer<'_> {
         self.unpack_accs(out, &accs, m, n, out)
     }
 
-    /// Stages the loop-invariant `a` of the wgmma `dot` `out` once, before
-    /// its loop, into the region's `once_a` (see above), then
-    /// `fence.proxy.async` and a barrier.
-    pub(super) fn stage_once_a(&mut self, out: TileId, a: TileId) -> TileResult<()> {
+    /// Stages the operands of the wgmma `dot` `out` into its region (see
+    /// above), or leaves them to the `dot` that stages them; returns (the
+    /// staged `a`'s byte offset, or `None` for `a` in registers, `b`'s byte
+    /// offset, whether `b` is K-major).
+    fn region_place(
+        &mut self,
+        out: TileId,
+        b: TileId,
+        smem: ValueId,
+        k: u32,
+        n: u32,
+    ) -> TileResult<(Option<ValueId>, ValueId, bool)> {
         let ring = super::pipeline::dynamic_bytes(
             self.program,
             self.layouts,
@@ -511,18 +494,58 @@ impl Lowerer<'_> {
             self.schedule.stages,
         );
         let (regions, _) = dot_regions(self.program, self.layouts, ring);
-        let at = regions
+        let region = regions
             .iter()
             .find(|r| r.out == out)
-            .and_then(|r| r.once_a)
-            .ok_or_else(|| TileError::Internal("a hoisted wgmma dot without a region".into()))?;
+            .cloned()
+            .ok_or_else(|| TileError::Internal("a wgmma dot without a region".into()))?;
+        let b_kmajor = b_kmajor(self.layouts.get(b), k, n);
+        if region.staged_by.is_none() {
+            self.stage_region(&region, smem)?;
+            // The later dots of the body whose operands are ready.
+            for r in regions.iter().filter(|r| r.staged_by == Some(out)) {
+                self.stage_region(r, smem)?;
+            }
+            self.b.fence_proxy_async()?;
+            self.b.barrier()?;
+        }
+        let a_base = self.buffer_base(&region)?;
+        let a_bytes = self.u32(region.a_bytes as u32)?;
+        let b_base = self.b.add(a_base, a_bytes)?;
+        let a_at = match region.once_a {
+            Some(at) => Some(self.u32(at as u32)?),
+            None if region.stage_a => Some(a_base),
+            None => None,
+        };
+        Ok((a_at, b_base, b_kmajor))
+    }
+
+    /// Stages the loop-invariant `a` of the wgmma `dot` `out` once, before
+    /// its loop, into the region's `once_a` (see above), then
+    /// `fence.proxy.async` and a barrier.
+    pub(super) fn stage_once_a(&mut self, out: TileId, a: TileId) -> TileResult<()> {
+        let at = match self.ring_once(out) {
+            Some(at) => Some(u64::from(at)), // on a TMA ring (`pipeline_ring.rs`)
+            None => {
+                let ring = super::pipeline::dynamic_bytes(
+                    self.program,
+                    self.layouts,
+                    &self.program.body,
+                    self.schedule.stages,
+                );
+                let (regions, _) = dot_regions(self.program, self.layouts, ring);
+                regions.iter().find(|r| r.out == out).and_then(|r| r.once_a)
+            }
+        };
+        let at =
+            at.ok_or_else(|| TileError::Internal("a hoisted wgmma dot without a region".into()))?;
         let smem = self.b.dyn_shared_aligned(Type::U8, 1024)?;
         let base = self.u32(at as u32)?;
         // K-major: rows are M (dim 0), boxes of 64 K.
         self.stage_swizzled(a, smem, base, 0)?;
         self.b.fence_proxy_async()?;
-        self.b.barrier()?;
-        Ok(())
+        // On the ring only the consumer warps meet.
+        self.consumers_sync()
     }
 
     /// Stores the owned elements of 2-D `tile` at byte `base` of `smem` in

@@ -20,6 +20,7 @@ mod elementwise;
 mod fuse;
 mod memory;
 pub(crate) mod pipeline;
+pub(crate) mod pipeline_ring;
 pub(crate) mod pipeline_ws;
 mod reduce;
 mod store_tma;
@@ -138,6 +139,9 @@ pub(crate) struct Lowerer<'p> {
     /// Element-wise ops recorded to be computed register by register where
     /// stored (`fuse.rs`: the warp-specialised epilogue), while on.
     pub fused: Option<fuse::Fused>,
+    /// The consumers' TMA ring while they lower a program on it
+    /// (`pipeline_ring.rs`).
+    pub ring: Option<pipeline_ring::RingState>,
 }
 
 /// Infers layouts and lowers `program` for `schedule`.
@@ -186,6 +190,15 @@ pub fn lower(mut program: TileProgram, schedule: &Schedule) -> TileResult<TileKe
         // (pipeline_ws.rs).
         types.extend(vec![Type::TensorMap; plan.maps.len()]);
     }
+    // Otherwise an online softmax's key loop may take a TMA ring
+    // (pipeline_ring.rs), with its operands' tensor maps.
+    let ring = match ws {
+        Some(_) => None,
+        None => pipeline_ring::ring_plan(&program, &layouts, schedule, scratch_bytes),
+    };
+    if let Some(plan) = &ring {
+        types.extend(vec![Type::TensorMap; plan.maps.len()]);
+    }
     let persistent = ws.is_some() && schedule.persistent;
     if schedule.cluster > 1 && schedule.warp_specialize && ws.is_none() {
         return Err(TileError::BadSchedule {
@@ -206,13 +219,16 @@ pub fn lower(mut program: TileProgram, schedule: &Schedule) -> TileResult<TileKe
         types.extend([Type::U32, Type::U32]);
     }
     // The producer warpgroup beside the consumer set(s) (pipeline_ws.rs).
-    let threads = match ws {
-        Some(_) => schedule.threads() * schedule.consumer_sets() + 128,
-        None => schedule.threads(),
+    // The ring's producer warp after the consumers.
+    let threads = match (&ws, &ring) {
+        (Some(_), _) => schedule.threads() * schedule.consumer_sets() + 128,
+        (None, Some(_)) => schedule.threads() + 32,
+        (None, None) => schedule.threads(),
     };
-    let dynamic_bytes = match &ws {
-        Some(plan) => pipeline_ws::ws_bytes(&program, plan, schedule.stages),
-        None => dot_wgmma::dynamic_bytes(&program, &layouts, schedule.stages),
+    let dynamic_bytes = match (&ws, &ring) {
+        (Some(plan), _) => pipeline_ws::ws_bytes(&program, plan, schedule.stages),
+        (None, Some(plan)) => plan.bytes(),
+        (None, None) => dot_wgmma::dynamic_bytes(&program, &layouts, schedule.stages),
     };
     let shared_limit = zyntax_hir::arch::max_shared_bytes(schedule.arch);
     if dynamic_bytes > 0 && scratch_bytes + dynamic_bytes > shared_limit {
@@ -277,6 +293,7 @@ pub fn lower(mut program: TileProgram, schedule: &Schedule) -> TileResult<TileKe
         program_ids: None,
         instance_valid: None,
         fused: None,
+        ring: None,
     };
     let next = lw.bind_params()?;
     match &ws {
@@ -292,7 +309,15 @@ pub fn lower(mut program: TileProgram, schedule: &Schedule) -> TileResult<TileKe
             };
             lw.ws_kernel(plan, &tmaps, grid)?
         }
-        None => lw.region(&program.body)?,
+        None => match &ring {
+            Some(plan) => {
+                let tmaps = (next..next + plan.maps.len())
+                    .map(|i| lw.b.try_param(i))
+                    .collect::<Result<Vec<_>, _>>()?;
+                lw.ring_kernel(plan, &tmaps)?
+            }
+            None => lw.region(&program.body)?,
+        },
     }
     lw.b.ret(&[])?;
     let function = lw.b.finish()?;
@@ -310,7 +335,11 @@ pub fn lower(mut program: TileProgram, schedule: &Schedule) -> TileResult<TileKe
             shared_bytes: scratch_bytes,
             dynamic_shared_bytes: dynamic_bytes,
             params,
-            tensor_maps: ws.map(|p| p.maps).unwrap_or_default(),
+            tensor_maps: match (ws, ring) {
+                (Some(p), _) => p.maps,
+                (None, Some(p)) => p.maps,
+                (None, None) => Vec::new(),
+            },
             persistent,
             cluster,
         },
@@ -522,7 +551,7 @@ impl Lowerer<'_> {
     }
 
     fn op(&mut self, op: &Op) -> TileResult<()> {
-        if self.fuse(op)? {
+        if self.fuse(op)? || self.ring_skips(op) {
             return Ok(());
         }
         match op {
@@ -606,6 +635,9 @@ impl Lowerer<'_> {
                 yields,
                 results,
             } => match pipeline::gemm_loop(self.program, args, body, yields) {
+                _ if self.ring.is_some() => {
+                    self.ring_loop(*lo, *hi, *step, *iv, inits, args, body, yields, results)?
+                }
                 Some(g) if pipeline::is_wgmma(self.layouts.get(g.dot)) => {
                     let (Value::Tile(init), Value::Tile(result)) = (inits[0], results[0]) else {
                         return Err(pipeline::not_a_gemm_loop());

@@ -231,21 +231,23 @@ fn store_bytes(plan: &WsPlan) -> u64 {
     })
 }
 
-/// The HIR values the roles share.
-struct Ring {
-    smem: ValueId,
-    bars: ValueId,
-    stages: u32,
-    stage_bytes: u32,
-    a_bytes: u32,
-    cluster: Option<Cluster>,
+/// The HIR values the roles share (also the attention key loop's ring,
+/// `pipeline_ring.rs`).
+#[derive(Copy, Clone)]
+pub(super) struct Ring {
+    pub smem: ValueId,
+    pub bars: ValueId,
+    pub stages: u32,
+    pub stage_bytes: u32,
+    pub a_bytes: u32,
+    pub cluster: Option<Cluster>,
     /// A TMA store's first box buffer and the output's tensor map.
-    store: Option<(ValueId, ValueId)>,
+    pub store: Option<(ValueId, ValueId)>,
 }
 
 /// The cluster of a CTA (`Schedule::cluster` > 1).
 #[derive(Copy, Clone)]
-struct Cluster {
+pub(super) struct Cluster {
     share: Share,
     /// `%cluster_ctarank`.
     rank: ValueId,
@@ -308,21 +310,10 @@ impl Lowerer<'_> {
         let tid = self.b.thread_idx(Dim::X)?;
         // Every consumer warp, of one set or (ping-pong) of two.
         let all = warps * self.schedule.consumer_sets();
-        let (zero, one, set_warps) = (self.u32(0)?, self.u32(1)?, self.u32(warps)?);
-        let releases = self.u32(warps * ctas)?;
-        let first = self.b.eq(tid, zero)?;
-        let f = self.b.begin_if(first, &[])?;
-        for s in 0..stages {
-            let full = self.bar(&ring, s, false)?;
-            self.b.mbarrier(MbarrierOp::Init, &[full, one])?;
-            // One arrival per warp of the set that consumed it (in every
-            // CTA of the cluster) hands a stage back.
-            let empty = self.bar(&ring, s, true)?;
-            self.b.mbarrier(MbarrierOp::Init, &[empty, releases])?;
-        }
-        self.b.fence_mbarrier_init()?;
-        self.b.end_if(f, &[])?;
-        self.cta_or_cluster_sync(&ring)?;
+        let set_warps = self.u32(warps)?;
+        // One arrival per warp of the set that consumed it (in every CTA of
+        // the cluster) hands a stage back.
+        self.init_ring(&ring, warps * ctas)?;
 
         let consumers = self.u32(all)?;
         let producer = self.b.ge(self.warp, consumers)?;
@@ -370,6 +361,26 @@ impl Lowerer<'_> {
             self.cta_or_cluster_sync(&ring)?;
         }
         Ok(())
+    }
+
+    /// Thread 0 initialises a `full` (one arrival) and an `empty`
+    /// (`releases` arrivals) mbarrier per stage of `ring`, then every thread
+    /// of the CTA (or cluster) meets.
+    pub(super) fn init_ring(&mut self, ring: &Ring, releases: u32) -> TileResult<()> {
+        let tid = self.b.thread_idx(Dim::X)?;
+        let (zero, one) = (self.u32(0)?, self.u32(1)?);
+        let releases = self.u32(releases)?;
+        let first = self.b.eq(tid, zero)?;
+        let f = self.b.begin_if(first, &[])?;
+        for s in 0..ring.stages {
+            let full = self.bar(ring, s, false)?;
+            self.b.mbarrier(MbarrierOp::Init, &[full, one])?;
+            let empty = self.bar(ring, s, true)?;
+            self.b.mbarrier(MbarrierOp::Init, &[empty, releases])?;
+        }
+        self.b.fence_mbarrier_init()?;
+        self.b.end_if(f, &[])?;
+        self.cta_or_cluster_sync(ring)
     }
 
     /// Every thread of the CTA, or with a cluster of the cluster, meets.
@@ -557,7 +568,12 @@ impl Lowerer<'_> {
     }
 
     /// `full[stage]` or `empty[stage]` (`stage` a value).
-    fn bar_at(&mut self, ring: &Ring, stage: ValueId, empty: bool) -> TileResult<ValueId> {
+    pub(super) fn bar_at(
+        &mut self,
+        ring: &Ring,
+        stage: ValueId,
+        empty: bool,
+    ) -> TileResult<ValueId> {
         let at = if empty {
             let n = self.u32(ring.stages)?;
             self.b.add(stage, n)?
@@ -568,7 +584,7 @@ impl Lowerer<'_> {
     }
 
     /// (stage, parity of its lap) of ring use `it`.
-    fn slot(&mut self, ring: &Ring, it: ValueId) -> TileResult<(ValueId, ValueId)> {
+    pub(super) fn slot(&mut self, ring: &Ring, it: ValueId) -> TileResult<(ValueId, ValueId)> {
         let n = self.u32(ring.stages)?;
         let stage = self.b.rem(it, n)?;
         let lap = self.b.div(it, n)?;
@@ -577,7 +593,7 @@ impl Lowerer<'_> {
     }
 
     /// Spins until the phase of `parity` of `bar` has completed.
-    fn wait_parity(&mut self, bar: ValueId, parity: ValueId) -> TileResult<()> {
+    pub(super) fn wait_parity(&mut self, bar: ValueId, parity: ValueId) -> TileResult<()> {
         let hint = self.u32(0)?;
         Ok(self.b.mbarrier_wait_parity(bar, parity, hint)?)
     }
@@ -621,14 +637,7 @@ impl Lowerer<'_> {
         let frame = self.b.begin_for(zero, trips, one, &[])?;
         let j = frame.iv;
         let it = self.b.add(counter, j)?;
-        let (stage, parity) = self.slot(ring, it)?;
-        let empty = self.bar_at(ring, stage, true)?;
-        let lap_before = self.b.xor(parity, one)?;
-        self.wait_parity(empty, lap_before)?;
-        let full = self.bar_at(ring, stage, false)?;
-        let bytes = self.u32(ring.stage_bytes)?;
-        self.b
-            .mbarrier(MbarrierOp::ArriveExpectTx, &[full, bytes])?;
+        let (stage, full) = self.acquire(ring, it)?;
         // The body's scalars for iteration j: iv = lo + j * step.
         let at = self.b.mul(j, step)?;
         let iv_j = self.b.add(lo, at)?;
@@ -646,6 +655,22 @@ impl Lowerer<'_> {
         self.tma_stage(&b_st, ring, b_base, tmaps[1], full, 1)?;
         self.b.end_for(frame, &[])?;
         Ok(self.b.add(counter, trips)?)
+    }
+
+    /// The producer's turn at ring use `it`: waits until its stage is free
+    /// (`empty`, the previous lap's parity) and announces the stage's bytes on
+    /// `full`; returns (stage, `full[stage]`) for the TMA loads.
+    pub(super) fn acquire(&mut self, ring: &Ring, it: ValueId) -> TileResult<(ValueId, ValueId)> {
+        let one = self.u32(1)?;
+        let (stage, parity) = self.slot(ring, it)?;
+        let empty = self.bar_at(ring, stage, true)?;
+        let lap_before = self.b.xor(parity, one)?;
+        self.wait_parity(empty, lap_before)?;
+        let full = self.bar_at(ring, stage, false)?;
+        let bytes = self.u32(ring.stage_bytes)?;
+        self.b
+            .mbarrier(MbarrierOp::ArriveExpectTx, &[full, bytes])?;
+        Ok((stage, full))
     }
 
     /// The TMA loads of one operand box into the stage at byte `base`: one
@@ -735,7 +760,7 @@ impl Lowerer<'_> {
     /// One warp's hand-back of stage `stage`: an arrival on its `empty`
     /// barrier, in every CTA of the cluster (remote arrivals through `mapa`,
     /// relaxed: the warp only read the stage).
-    fn release(&mut self, ring: &Ring, stage: ValueId) -> TileResult<()> {
+    pub(super) fn release(&mut self, ring: &Ring, stage: ValueId) -> TileResult<()> {
         let empty = self.bar_at(ring, stage, true)?;
         let Some(c) = ring.cluster else {
             self.b.mbarrier(MbarrierOp::Arrive, &[empty])?;
@@ -913,7 +938,7 @@ struct Handoff {
 }
 
 /// Ops the producer replays: scalar arithmetic, view extents, program ids.
-fn is_scalar_op(op: &Op) -> bool {
+pub(super) fn is_scalar_op(op: &Op) -> bool {
     matches!(
         op,
         Op::ScalarConst { .. }

@@ -3,6 +3,8 @@
 //! spelled out as the kernel's HIR parameters.
 #![allow(dead_code)]
 
+use zyntax_hir::tensormap::{Interleave, L2Promotion, OobFill, Swizzle, TensorMapDesc};
+use zyntax_interp::tma::InterpTensorMap;
 use zyntax_interp::{Arg, Interpreter};
 use zyntax_tile::TileKernel;
 
@@ -71,7 +73,15 @@ pub fn run(kernel: &TileKernel, grid: [u32; 3], args: &[TArg], buffers: &mut [Ve
             TArg::Float(f) => hir_args.push(Arg::Float(*f)),
         }
     }
-    let it = Interpreter::new(&kernel.module).unwrap_or_else(|e| panic!("{e}"));
+    let mut it = Interpreter::new(&kernel.module).unwrap_or_else(|e| panic!("{e}"));
+    // The kernel's tensor maps (a TMA ring), built from their views.
+    for (i, m) in kernel.launch.tensor_maps.iter().enumerate() {
+        let TArg::View(buf, ext, str) = &args[m.param] else {
+            panic!("tensor map {i}: parameter {} is no view", m.param);
+        };
+        it.tensor_maps.push(interp_map(kernel, m, *buf, ext, str));
+        hir_args.push(Arg::TensorMap(i));
+    }
     if let Err(e) = it.launch(
         &kernel.name,
         grid,
@@ -89,6 +99,51 @@ pub fn run(kernel: &TileKernel, grid: [u32; 3], args: &[TArg], buffers: &mut [Ve
                 .collect::<Vec<_>>()
                 .join("\n")
         );
+    }
+}
+
+/// The interpreter's tensor map of `m` over a view of buffer `buffer`
+/// (extents and strides in elements): dims innermost first, the map's
+/// inner and outer dim, then the view's other dims from the last, box 1
+/// along those (`zyntax_tile::TensorMapParam`).
+pub fn interp_map(
+    kernel: &TileKernel,
+    m: &zyntax_tile::TensorMapParam,
+    buffer: usize,
+    ext: &[u32],
+    str: &[u32],
+) -> InterpTensorMap {
+    assert_eq!(
+        str[m.inner_dim], 1,
+        "the inner dim of a map has unit stride"
+    );
+    let dtype = match &kernel.launch.params[m.param] {
+        zyntax_tile::KernelParam::View { elem, .. } => elem.as_scalar().expect("a scalar view"),
+        _ => panic!("a tensor map of a scalar parameter"),
+    };
+    let bytes = u64::from(zyntax_hir::Type::Scalar(dtype).size_bytes().unwrap_or(2) as u32);
+    let (inner, outer) = (m.inner_dim, m.outer_dim);
+    let mut order = vec![inner, outer];
+    order.extend((0..ext.len()).rev().filter(|&d| d != inner && d != outer));
+    let mut box_dims = m.box_dims.to_vec();
+    box_dims.resize(order.len(), 1);
+    InterpTensorMap {
+        buffer,
+        offset: 0,
+        desc: TensorMapDesc {
+            dtype,
+            dims: order.iter().map(|&d| ext[d].into()).collect(),
+            strides: order[1..]
+                .iter()
+                .map(|&d| u64::from(str[d]) * bytes)
+                .collect(),
+            box_dims,
+            elem_strides: vec![1; order.len()],
+            swizzle: Swizzle::B128,
+            interleave: Interleave::None,
+            oob_fill: OobFill::Zero,
+            l2_promotion: L2Promotion::None,
+        },
     }
 }
 

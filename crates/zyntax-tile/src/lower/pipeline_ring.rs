@@ -1,0 +1,512 @@
+//! A loop of row-statistics wgmma `dot`s fed by a TMA ring (sm_90a,
+//! `Schedule::warp_specialize`): attention's key loop, `S = Q K^T` and
+//! `O += P V` per key block, with K and V loaded by TMA into an mbarrier
+//! ring by a producer warp instead of through registers and a CTA barrier.
+//!
+//! - The program: one loop at the top level whose body has wgmma `dot`s
+//!   (`dot_wgmma.rs`, the online softmax's), each with a `b` loaded in the
+//!   body from a view with a unit-stride dim among its last two, 16-byte
+//!   alignment and 2-byte elements, 64-element multiples along that dim, and
+//!   read by nothing else; each `a` either loop-invariant (Q, staged once
+//!   before the loop) or the previous `dot`'s accumulator (P, from
+//!   registers); no shared-memory scratch (no CTA barrier after the roles
+//!   split). [`ring_plan`] says whether a program is one.
+//! - Roles: the schedule's `warps` consumer warps run the program (every op
+//!   but those loads) and one producer warp after them, whose first lane
+//!   replays the program's scalar ops and, per iteration, waits for the
+//!   stage to be free (`empty`), announces its bytes on `full` and issues the
+//!   TMA loads of every ring operand (`pipeline_ws.rs`'s `acquire`). TMA
+//!   zero-fills outside the view (key tails, hd 96 on tiles of 128).
+//! - Shared memory: the loop-invariant `a`s (K-major, 128-byte swizzle),
+//!   then `stages` stages holding each `b` in the layout the wgmma
+//!   descriptors read (K-major: rows are N; N-major: rows are K; boxes of 64
+//!   elements, TMA's `SWIZZLE_128B`), then a `full` and an `empty` mbarrier
+//!   per stage.
+//! - Consumers: iteration `j` waits for `full[j % stages]`, the `dot`s read
+//!   their `b` from the stage by descriptor (no staging, no barrier) and
+//!   each warp hands the stage back (`empty`, one arrival per warp) after the
+//!   last `dot`'s wgmmas are done. Staging Q once meets the consumers at a
+//!   named barrier (the producer never reaches it).
+//! - Tensor maps: one per ring operand, after the program's parameters: over
+//!   the view's unit-stride dim (inner), its other trailing dim (outer), then
+//!   its leading dims from the last to the first, boxes of 64 x rows x 1 ...
+//!   ([`TensorMapParam`]; the leading dims are indexed by the load's origin).
+//!
+//! Every wgmma still waits for its group at once (`dot_wgmma.rs`); what the
+//! ring removes is the register round trip of K and V and the CTA barrier
+//! that kept the two consumer warpgroups in lockstep.
+
+use super::dot_mma;
+use super::dot_wgmma::{align1024, boxed_bytes, stages_in};
+use super::pipeline::{is_wgmma, ROW};
+use super::pipeline_ws::{is_scalar_op, Ring, TensorMapParam};
+use super::Lowerer;
+use crate::error::{TileError, TileResult};
+use crate::infer::Layouts;
+use crate::ir::{Const, Op, Param, ScalarId, TileId, TileProgram, Value, ViewId};
+use crate::schedule::Schedule;
+use std::collections::HashMap;
+use zyntax_hir::{AddrSpace, Arch, Type, ValueId};
+
+/// Elements of one TMA box along the unit-stride dim (128 bytes of 2-byte
+/// elements: one swizzled row).
+const BOX: u32 = 64;
+
+/// A `dot`'s `b` loaded by TMA into the ring.
+#[derive(Clone, Debug)]
+pub(crate) struct RingOperand {
+    /// The `dot`'s result.
+    pub dot: TileId,
+    /// The tiles the consumers skip: the load's result and, if layout
+    /// inference put one between, the conversion that gives the `b`.
+    pub skip: Vec<TileId>,
+    pub view: ViewId,
+    pub origin: Vec<ScalarId>,
+    /// K-major (the view's unit-stride dim is the tile's dim 0, K): rows are
+    /// N; else rows are K.
+    pub kmajor: bool,
+    /// Rows of a box and elements along the unit-stride dim (a multiple of
+    /// [`BOX`]).
+    pub rows: u32,
+    pub cols: u32,
+    /// Byte offset within a stage.
+    pub offset: u32,
+    /// The view's unit-stride dim and its other trailing dim.
+    pub inner: usize,
+    pub outer: usize,
+}
+
+/// The ring lowering of a program (see the module doc).
+#[derive(Clone, Debug)]
+pub(crate) struct RingPlan {
+    /// Index of the loop in the program's body.
+    pub at: usize,
+    pub operands: Vec<RingOperand>,
+    pub maps: Vec<TensorMapParam>,
+    /// Where each loop-invariant `a` is staged, by its `dot`'s result.
+    pub once: HashMap<TileId, u32>,
+    /// Byte offset of stage 0, bytes of a stage, stages.
+    pub ring: u32,
+    pub stage_bytes: u32,
+    pub stages: u32,
+}
+
+impl RingPlan {
+    /// Dynamic shared memory: the staged `a`s, the stages, the mbarriers.
+    pub fn bytes(&self) -> u64 {
+        u64::from(self.ring + self.stages * self.stage_bytes) + 16 * u64::from(self.stages)
+    }
+}
+
+/// Whether `program` lowers on the ring under `schedule` (see the module
+/// doc), and how.
+pub(crate) fn ring_plan(
+    program: &TileProgram,
+    layouts: &Layouts,
+    schedule: &Schedule,
+    scratch_bytes: u64,
+) -> Option<RingPlan> {
+    if !schedule.warp_specialize || schedule.arch != Arch::Sm90a || scratch_bytes > 0 {
+        return None;
+    }
+    let loops: Vec<usize> = (0..program.body.len())
+        .filter(|&i| matches!(program.body[i], Op::For { .. }))
+        .collect();
+    let [at] = loops[..] else { return None };
+    let Op::For { body, .. } = &program.body[at] else {
+        return None;
+    };
+    if !stages_in(layouts, body) || body.iter().any(|op| matches!(op, Op::For { .. })) {
+        return None;
+    }
+    // Wgmma dots outside the loop would stage behind a CTA barrier.
+    let outside = program.body.iter().any(|op| match op {
+        Op::Dot { out, .. } => is_wgmma(layouts.get(*out)),
+        _ => false,
+    });
+    if outside {
+        return None;
+    }
+    let hoisted = dot_mma::hoisted(program, layouts, body);
+    let mut once = HashMap::new();
+    let mut end = 0u64;
+    for &(dot, a) in &hoisted {
+        let ta = program.tile(a);
+        once.insert(dot, end as u32);
+        end += align1024(boxed_bytes(ta.shape[0], ta.shape[1]));
+    }
+    let mut operands = Vec::new();
+    let mut stage = 0u32;
+    for op in body {
+        let Op::Dot { out, a, b, .. } = op else {
+            continue;
+        };
+        if !is_wgmma(layouts.get(*out)) {
+            continue;
+        }
+        let a_ok = once.contains_key(out) || dot_mma::a_in_registers(layouts, *a, *out);
+        let mut operand = ring_operand(program, body, *out, *b)?;
+        if !a_ok {
+            return None;
+        }
+        operand.offset = stage;
+        stage += align1024(u64::from(operand.rows * operand.cols * 2)) as u32;
+        operands.push(operand);
+    }
+    let mut maps = Vec::new();
+    for o in &operands {
+        let view = program.view(o.view);
+        let param = program
+            .params
+            .iter()
+            .position(|p| matches!(p, Param::View(v) if *v == o.view))?;
+        maps.push(TensorMapParam {
+            view: view.name.clone(),
+            param,
+            inner_dim: o.inner,
+            outer_dim: o.outer,
+            box_dims: [BOX, o.rows],
+        });
+    }
+    Some(RingPlan {
+        at,
+        operands,
+        maps,
+        once,
+        ring: end as u32,
+        stage_bytes: stage,
+        stages: schedule.stages.max(2),
+    })
+}
+
+/// The ring operand that `b` of `dot` would be: a zero-filled load in `body`
+/// (possibly through a layout conversion) that nothing else reads.
+fn ring_operand(program: &TileProgram, body: &[Op], dot: TileId, b: TileId) -> Option<RingOperand> {
+    let mut skip = vec![b];
+    let mut src = b;
+    for op in body {
+        if let Op::ConvertLayout { out, tile } = op {
+            if *out == b {
+                src = *tile;
+                skip.push(src);
+            }
+        }
+    }
+    let (view, origin) = body.iter().find_map(|op| match op {
+        Op::Load {
+            out,
+            view,
+            origin,
+            other,
+        } if *out == src && is_zero(other) => Some((*view, origin.clone())),
+        _ => None,
+    })?;
+    let v = program.view(view);
+    let (tile, rank) = (program.tile(src), v.rank);
+    if rank < 2 || tile.shape.len() != 2 || v.align_bytes.unwrap_or(0) < 16 {
+        return None;
+    }
+    if v.elem.size_bytes() != Some(2) {
+        return None;
+    }
+    let unit = v.unit_stride_dim?;
+    // The tile's dims are the view's last two.
+    let kmajor = match unit.checked_sub(rank - 2)? {
+        0 => true,
+        1 => false,
+        _ => return None,
+    };
+    let (k, n) = (tile.shape[0], tile.shape[1]);
+    let (rows, cols) = if kmajor { (n, k) } else { (k, n) };
+    if !cols.is_multiple_of(BOX) || rows > 256 {
+        return None;
+    }
+    // Nothing but the `dot` (and the conversion) reads the loaded tile.
+    if uses(&program.body, &skip) != 1 {
+        return None;
+    }
+    let outer = if kmajor { rank - 1 } else { rank - 2 };
+    Some(RingOperand {
+        dot,
+        skip,
+        view,
+        origin,
+        kmajor,
+        rows,
+        cols,
+        offset: 0,
+        inner: unit,
+        outer,
+    })
+}
+
+/// Whether a load's `other` is zero (what TMA fills outside the view).
+fn is_zero(c: &Const) -> bool {
+    match *c {
+        Const::Int(i) => i == 0,
+        Const::Float(f) => f == 0.0,
+    }
+}
+
+/// How many ops of `ops` (loops included) read any of `tiles`, not counting
+/// the conversions between them.
+fn uses(ops: &[Op], tiles: &[TileId]) -> usize {
+    let reads = |t: &TileId| tiles.contains(t);
+    ops.iter()
+        .map(|op| match op {
+            Op::ConvertLayout { out, tile } if tiles.contains(out) && reads(tile) => 0,
+            Op::Store { tile, .. } | Op::AtomicAdd { tile, .. } => usize::from(reads(tile)),
+            Op::Map { args, .. } => usize::from(args.iter().any(reads)),
+            Op::Broadcast { tile, .. }
+            | Op::Cast { tile, .. }
+            | Op::Reduce { tile, .. }
+            | Op::ConvertLayout { tile, .. } => usize::from(reads(tile)),
+            Op::Dot { a, b, acc, .. } => usize::from(reads(a) || reads(b) || reads(acc)),
+            Op::For {
+                inits,
+                yields,
+                body,
+                ..
+            } => {
+                let carried = inits
+                    .iter()
+                    .chain(yields)
+                    .any(|v| matches!(v, Value::Tile(t) if reads(t)));
+                usize::from(carried) + uses(body, tiles)
+            }
+            _ => 0,
+        })
+        .sum()
+}
+
+/// The consumers' view of the ring while they lower the program.
+#[derive(Clone)]
+pub(crate) struct RingState {
+    plan: RingPlan,
+    ring: Ring,
+    /// The stage of the current iteration (inside the loop).
+    stage: Option<ValueId>,
+}
+
+impl Lowerer<'_> {
+    /// Lowers the whole program body on the ring (see the module doc);
+    /// `tmaps` are the ring operands' tensor maps.
+    pub(super) fn ring_kernel(&mut self, plan: &RingPlan, tmaps: &[ValueId]) -> TileResult<()> {
+        let warps = self.schedule.warps;
+        let smem = self.b.dyn_shared_aligned(Type::U8, 1024)?;
+        let bars_at = self.u32(plan.ring + plan.stages * plan.stage_bytes)?;
+        let bars = self.b.ptr_add(smem, bars_at)?;
+        let bars = self
+            .b
+            .ptr_cast(bars, Type::ptr(AddrSpace::Shared, Type::U64))?;
+        let ring = Ring {
+            smem,
+            bars,
+            stages: plan.stages,
+            stage_bytes: plan.stage_bytes,
+            a_bytes: 0,
+            cluster: None,
+            store: None,
+        };
+        // One arrival per consumer warp hands a stage back.
+        self.init_ring(&ring, warps)?;
+        let consumers = self.u32(warps)?;
+        let producer = self.b.ge(self.warp, consumers)?;
+        let mut roles = self.b.begin_if(producer, &[])?;
+        let zero = self.u32(0)?;
+        let leader = self.b.eq(self.lane, zero)?;
+        let f = self.b.begin_if(leader, &[])?;
+        self.ring_producer(plan, &ring, tmaps)?;
+        self.b.end_if(f, &[])?;
+        self.b.begin_else(&mut roles, &[])?;
+        self.ring = Some(RingState {
+            plan: plan.clone(),
+            ring,
+            stage: None,
+        });
+        for op in &self.program.body {
+            self.op(op)?;
+        }
+        self.ring = None;
+        self.b.end_if(roles, &[])?;
+        Ok(())
+    }
+
+    /// The producer: the program's scalar ops, then per iteration of the
+    /// loop its scalar ops (the origins) and the TMA loads of every ring
+    /// operand into the iteration's stage.
+    fn ring_producer(&mut self, plan: &RingPlan, ring: &Ring, tmaps: &[ValueId]) -> TileResult<()> {
+        for op in &self.program.body[..plan.at] {
+            if is_scalar_op(op) {
+                self.op(op)?;
+            }
+        }
+        let Op::For {
+            lo,
+            hi,
+            step,
+            iv,
+            body,
+            ..
+        } = &self.program.body[plan.at]
+        else {
+            return Err(TileError::Internal("the ring's loop moved".into()));
+        };
+        let (lo, hi, step) = (self.scalar(*lo)?, self.scalar(*hi)?, self.scalar(*step)?);
+        let trips = self.trip_count(lo, hi, step)?;
+        let (zero, one) = (self.u32(0)?, self.u32(1)?);
+        let frame = self.b.begin_for(zero, trips, one, &[])?;
+        let j = frame.iv;
+        let (stage, full) = self.acquire(ring, j)?;
+        let at = self.b.mul(j, step)?;
+        let iv_j = self.b.add(lo, at)?;
+        self.set_scalar(*iv, iv_j);
+        for op in body {
+            if is_scalar_op(op) {
+                self.op(op)?;
+            }
+        }
+        let sb = self.u32(plan.stage_bytes)?;
+        let base = self.b.mul(stage, sb)?;
+        let ring_at = self.u32(plan.ring)?;
+        let base = self.b.add(base, ring_at)?;
+        for (o, &tmap) in plan.operands.iter().zip(tmaps) {
+            let origin = o
+                .origin
+                .iter()
+                .map(|s| self.scalar(*s))
+                .collect::<TileResult<Vec<_>>>()?;
+            for i in 0..o.cols / BOX {
+                let off = self.u32(o.offset + i * o.rows * ROW)?;
+                let off = self.b.add(base, off)?;
+                let dst = self.b.ptr_add(ring.smem, off)?;
+                let d = self.u32(i * BOX)?;
+                let inner = self.b.add(origin[o.inner], d)?;
+                // Innermost first: the unit-stride dim, the other trailing
+                // dim, the leading dims from the last.
+                let mut coords = vec![inner, origin[o.outer]];
+                coords.extend(origin[..origin.len() - 2].iter().rev());
+                self.b.tma_load(dst, tmap, full, &coords, None)?;
+            }
+        }
+        self.b.end_for(frame, &[])?;
+        Ok(())
+    }
+
+    /// Whether the consumers skip `op` (a ring operand's load or conversion).
+    pub(super) fn ring_skips(&self, op: &Op) -> bool {
+        let Some(r) = &self.ring else { return false };
+        let out = match op {
+            Op::Load { out, .. } | Op::ConvertLayout { out, .. } => *out,
+            _ => return false,
+        };
+        r.plan.operands.iter().any(|o| o.skip.contains(&out))
+    }
+
+    /// Where the wgmma `dot` `out` reads its operands on the ring: (the
+    /// staged `a`'s byte offset, or `None` for `a` in registers, `b`'s byte
+    /// offset, whether `b` is K-major); `None` off the ring.
+    pub(super) fn ring_place(
+        &mut self,
+        out: TileId,
+    ) -> TileResult<Option<(Option<ValueId>, ValueId, bool)>> {
+        let Some(r) = self.ring.clone() else {
+            return Ok(None);
+        };
+        let (Some(o), Some(stage)) = (r.plan.operands.iter().find(|o| o.dot == out), r.stage)
+        else {
+            return Err(TileError::Internal(
+                "a wgmma dot off the ring's loop".into(),
+            ));
+        };
+        let a_at = match r.plan.once.get(&out) {
+            Some(&at) => Some(self.u32(at)?),
+            None => None,
+        };
+        let sb = self.u32(r.plan.stage_bytes)?;
+        let b_at = self.b.mul(stage, sb)?;
+        let off = self.u32(r.plan.ring + o.offset)?;
+        let b_at = self.b.add(b_at, off)?;
+        Ok(Some((a_at, b_at, o.kmajor)))
+    }
+
+    /// On the ring, where the loop-invariant `a` of `dot` is staged once.
+    pub(super) fn ring_once(&self, dot: TileId) -> Option<u32> {
+        self.ring
+            .as_ref()
+            .and_then(|r| r.plan.once.get(&dot).copied())
+    }
+
+    /// The consumers meet (after staging Q): a named barrier of the
+    /// consumer warps on the ring, else a CTA barrier.
+    pub(super) fn consumers_sync(&mut self) -> TileResult<()> {
+        match &self.ring {
+            Some(_) => {
+                let threads = 32 * self.schedule.warps;
+                Ok(self.b.named_barrier(false, 1, threads)?)
+            }
+            None => Ok(self.b.barrier()?),
+        }
+    }
+
+    /// The ring's loop in the consumers: each iteration waits for its stage,
+    /// lowers the body (the `dot`s read the stage) and hands the stage back
+    /// after the last `dot`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn ring_loop(
+        &mut self,
+        lo: ScalarId,
+        hi: ScalarId,
+        step: ScalarId,
+        iv: ScalarId,
+        inits: &[Value],
+        args: &[Value],
+        body: &[Op],
+        yields: &[Value],
+        results: &[Value],
+    ) -> TileResult<()> {
+        let (lo, hi, step) = (self.scalar(lo)?, self.scalar(hi)?, self.scalar(step)?);
+        for (out, a) in dot_mma::hoisted(self.program, self.layouts, body) {
+            self.stage_once_a(out, a)?;
+        }
+        let ring = self
+            .ring
+            .as_ref()
+            .map(|r| r.ring)
+            .ok_or_else(|| TileError::Internal("a ring loop off the ring".into()))?;
+        let last = body
+            .iter()
+            .rposition(|op| matches!(op, Op::Dot { out, .. } if is_wgmma(self.layouts.get(*out))))
+            .ok_or_else(|| TileError::Internal("a ring loop without dots".into()))?;
+        let init = self.flatten(inits)?;
+        let frame = self.b.begin_for(lo, hi, step, &init)?;
+        self.set_scalar(iv, frame.iv);
+        let carried = frame.carried.clone();
+        self.unflatten(args, &carried)?;
+        let span = self.b.sub(frame.iv, lo)?;
+        let j = self.b.div(span, step)?;
+        let (stage, parity) = self.slot(&ring, j)?;
+        let full = self.bar_at(&ring, stage, false)?;
+        self.wait_parity(full, parity)?;
+        if let Some(r) = self.ring.as_mut() {
+            r.stage = Some(stage);
+        }
+        for (i, op) in body.iter().enumerate() {
+            self.op(op)?;
+            if i == last {
+                // Every wgmma of the iteration is done (`wait_group 0`).
+                let zero = self.u32(0)?;
+                let lane0 = self.b.eq(self.lane, zero)?;
+                let f = self.b.begin_if(lane0, &[])?;
+                self.release(&ring, stage)?;
+                self.b.end_if(f, &[])?;
+            }
+        }
+        if let Some(r) = self.ring.as_mut() {
+            r.stage = None;
+        }
+        let next = self.flatten(yields)?;
+        let out = self.b.end_for(frame, &next)?;
+        self.unflatten(results, &out)
+    }
+}

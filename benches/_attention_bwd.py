@@ -4,7 +4,9 @@ saved output and LSE; row ``zyntax`` the default: on sm_90 the wgmma kernel
 of attention_bwd_sm90.py where it applies, dQ added atomically; row
 ``zyntax_tile`` the tile programs of attention_bwd.py with atomic dQ; row
 ``zyntax_deterministic`` the tile programs with a dQ pass of their own;
-``ZYNTAX_BENCH_BWD_TILE=0`` leaves both tile rows out; rows
+``ZYNTAX_BENCH_BWD_TILE=0`` leaves both tile rows out
+(``ZYNTAX_BENCH_PARTIAL_DIR``: the results so far written there after each
+case); rows
 ``zyntax[<form>]`` at head dim 128 time the sm_90a kernel's forms named in
 ``ZYNTAX_BENCH_BWD_FORMS``, FORMS) against
 PyTorch SDPA's backward (each backend that runs, the fastest kept as
@@ -21,6 +23,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from _attention_rows import Row, time_rows
@@ -241,7 +244,7 @@ def triton_backward() -> Callable[..., Any] | None:
 #: 14: ``grp<n>``: blocks launched in groups of n (batch, KV head) pairs
 #: (GROUP_BH), ``rows``: the LSE and D rows made in the kernel (FUSE_ROWS),
 #: ``ungrouped``: GROUP_BH 0, ``nohint``: mbarrier waits without a suspend-time
-#: hint (WAIT_HINT).
+#: hint (WAIT_HINT); ``s13``: session 13's default (those four as they were).
 FORMS = {
     "uni": {"UNIFORM": True},
     "dqsw": {"DQ_SWIZZLE": True},
@@ -276,6 +279,7 @@ FORMS = {
     "norows": {"FUSE_ROWS": False},
     "rows_grp8": {"FUSE_ROWS": True, "GROUP_BH": 8},
     "nohint": {"WAIT_HINT": None},
+    "s13": {"GROUP_BH": 0, "FUSE_ROWS": False, "LATE_DK": False, "WAIT_HINT": 1000},
 }
 
 
@@ -334,10 +338,13 @@ def run_backward(
     """Every case of CASES (or those named in `only`)."""
     tri = triton_backward()
     sweep = os.environ.get("ZYNTAX_BENCH_BWD_SWEEP") == "1"
+    partial = os.environ.get("ZYNTAX_BENCH_PARTIAL_DIR")  # results so far, after each case
     for case in CASES + SWEEP:
         if (case[0] in only) if only else (case in CASES or sweep):
             run_case(res, torch, tri, backends, sdpa_kernel, case, iters, rounds)
             torch.cuda.empty_cache()
+            if partial:  # a time limit that stops the bench keeps the cases done
+                res.write(Path(partial))
 
 
 def run_case(

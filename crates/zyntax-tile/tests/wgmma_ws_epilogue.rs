@@ -402,6 +402,39 @@ fn ws_tma_store_two_warpgroups_bf16() {
 }
 
 #[test]
+fn ws_tma_store_parts_per_warpgroup() {
+    // cuBLAS's layer tile, 256x128 over two consumer warpgroups, bias into
+    // bf16: each warpgroup stores its own 64-row blocks (rows 64 wg + 128 r)
+    // as [64, 64] boxes at its own barrier; 4 stages leave one 256-row box
+    // buffer, so the group's parts cycle through 2 part buffers (the store
+    // of the part before waited for, before each barrier). Tails in M, N, K.
+    let e = Epi {
+        out: Type::BF16,
+        ..epi(Act::None)
+    };
+    let s = ws([256, 128], 8, 4, true).tma_store(true);
+    let kernel = gemm(s.clone(), &e).unwrap();
+    assert_eq!(kernel.launch.tensor_maps[2].box_dims, [64, 64]);
+    let text = zyntax_hir::print_module(&kernel.module);
+    for id in [3, 4] {
+        assert!(
+            text.contains(&format!("bar.sync {id}, 128")),
+            "barrier {id}"
+        );
+    }
+    check(s, &e, (300, 200, 136), 2);
+    // One consumer warpgroup (ping-pong sets): its two 64-row blocks of
+    // 128x128, f32 out (4 boxes of 32 columns), 2 box buffers: 4 part buffers.
+    let s = ws([128, 128], 4, 6, true)
+        .pingpong(true)
+        .stages(5)
+        .tma_store(true);
+    let kernel = gemm(s.clone(), &epi(Act::Relu)).unwrap();
+    assert_eq!(kernel.launch.tensor_maps[2].box_dims, [32, 64]);
+    check(s, &epi(Act::Relu), (150, 250, 128), 2);
+}
+
+#[test]
 fn ws_tma_store_needs_warp_specialize() {
     let s = Schedule::block(&[64, 64])
         .k(64)
@@ -489,11 +522,22 @@ fn ws_tma_store_passes_ptxas() {
         act: Act::GeluApprox,
         ..gelu_bf16.clone()
     };
+    // cuBLAS's layer tile (the QKV projection's), stored in 64-row parts
+    // per warpgroup.
+    let layer = ws([256, 128], 8, 4, true)
+        .wgmma_in_flight(1)
+        .tma_store(true);
+    let bias_bf16 = Epi {
+        out: Type::BF16,
+        ..epi(Act::None)
+    };
     for (s, e) in [
         (coop.clone(), &gelu_bf16),
         (coop, &plain),
         (pp(5), &gelu_bf16),
         (pp(6), &approx),
+        (layer.clone(), &bias_bf16),
+        (layer, &approx),
     ] {
         let kernel = gemm(s.clone(), e).unwrap();
         assert_eq!(kernel.launch.tensor_maps.len(), 3, "{s:?}");

@@ -7,21 +7,35 @@
 //! epilogue is a large share of a tile's time. Here each consumer set writes
 //! the tile into shared memory, column box by column box (`128 / elem bytes`
 //! columns by the tile's rows: TMA's `SWIZZLE_128B` box, the layout the
-//! operand stages use), and one thread of the set issues a
-//! `cp.async.bulk.tensor` store per box; the set goes back to its next
-//! tile while the copies run. TMA clips the box at the tensor's edges, so
-//! tails need no masks and the writes no tests.
+//! operand stages use), and TMA copies the boxes out while the set goes back
+//! to its next tile. TMA clips a box at the tensor's edges, so tails need no
+//! masks and the writes no tests.
+//!
+//! A box is stored in parts that one warpgroup alone writes and issues:
+//! the wgmma accumulator gives each warpgroup whole 64-row blocks of the
+//! tile (rows `64 wg + 64 W r` with `W` warpgroups), so a part is a
+//! `[64, box columns]` box, each warpgroup meets only its own 128 threads
+//! at a named barrier, and its first thread issues its parts' stores. (A
+//! layout whose warpgroups share 64-row blocks falls back to one part per
+//! box, the whole set meeting.) Session 13's Nsight Compute profile of the
+//! QKV layer (8192x3072x1024 + bias, 256x128 tiles) found the set-wide
+//! barriers of whole-box stores as its largest stall.
 //!
 //! A set owns `slots` box buffers after the operand ring (as many as fit
 //! beside it, at most a tile's boxes). Box `i` of a tile goes to slot `i %
-//! slots`; before the set writes a slot again, its leader waits until the
-//! bulk store that read it is done (`cp.async.bulk.wait_group.read`: at box
-//! 0 for every earlier store, whose reads had a whole GEMM loop to finish;
-//! at box `i >= slots` for all but the `slots - 1` latest) and the set meets
-//! at a named barrier. After writing a box each thread fences its writes for
-//! the async proxy (`fence.proxy.async.shared::cta`), the set meets again,
-//! and the leader issues the store and commits it as a bulk group. The
-//! consumers wait for every group before the kernel ends.
+//! slots`, its parts at their rows in it, and a group's parts, in order,
+//! cycle through its `S = slots x parts a box` part buffers. Before a group
+//! writes a part buffer again, its leader waits until the bulk store that
+//! read it is done (`cp.async.bulk.wait_group.read`); the group meets at
+//! its barrier once a part: after writing it (each thread first fences its
+//! writes for the async proxy), the leader having waited for the buffer of
+//! the group's next part (all but the `S - 2` latest stores, so the store
+//! of the part before has the whole write of this one to finish), then the
+//! leader issues the part's store and commits it as a bulk group. A tile's
+//! first part waits for every earlier store (whose reads had a whole GEMM
+//! loop to finish) and meets before the writes; with one part buffer
+//! (`S = 1`) every part does. The consumers wait for every group before the
+//! kernel ends.
 
 use super::pipeline::ROW;
 use super::pipeline_ws::TensorMapParam;
@@ -33,8 +47,9 @@ use crate::layout::Layout;
 use crate::schedule::Schedule;
 use zyntax_hir::{AddrSpace, Type, ValueId};
 
-/// Named barriers of the consumer sets' stores: `STORE_BARRIER + set` (0 is
-/// the CTA barrier, 1 and 2 the ping-pong hand-over).
+/// Named barriers of the consumer sets' store groups: `STORE_BARRIER + set
+/// x groups + group` (0 is the CTA barrier, 1 and 2 the ping-pong
+/// hand-over; at most 2 sets of 4 warpgroups: ids up to 10 of 15).
 const STORE_BARRIER: u32 = 3;
 
 /// How the warp-specialised kernel stores its output tile through TMA.
@@ -51,9 +66,18 @@ pub(crate) struct StorePlan {
     pub slots: u32,
     /// Consumer sets (2 with ping-pong), each with its buffers.
     pub sets: u32,
-    /// Register groups (the first register of each, and its registers) per
-    /// column box, in box order.
-    pub boxes: Vec<Vec<Vec<u32>>>,
+    /// Rows of a part (the output tensor map's box): 64, or the tile's rows
+    /// when warpgroups share 64-row blocks.
+    pub part_rows: u32,
+    /// Warps of a store group (a warpgroup, or the whole set).
+    pub group_warps: u32,
+    /// Per group of the set, the row blocks (of `part_rows`) its threads
+    /// hold, in the order of its parts within a box.
+    pub blocks: Vec<Vec<u32>>,
+    /// Register groups (runs of 2 along the columns) per column box and per
+    /// part of a group: `parts[box][k]` holds the registers whose row lies
+    /// in the `k`-th of the thread's group's blocks.
+    pub parts: Vec<Vec<Vec<Vec<u32>>>>,
     pub elem_bytes: u32,
 }
 
@@ -119,10 +143,22 @@ pub(crate) fn store_plan(
     }
     let layout = layouts.get(*tile)?;
     let boxes = box_groups(layout, &t.shape, box_cols)?;
+    let (part_rows, group_warps, blocks, k_of) = row_parts(layout, bm, schedule.warps)?;
+    let parts = boxes
+        .iter()
+        .map(|groups| {
+            let mut by_k = vec![Vec::new(); blocks[0].len()];
+            for g in groups {
+                let row_reg = layout.reg_dims(&t.shape, g[0])[0];
+                by_k[k_of[row_reg as usize] as usize].push(g.clone());
+            }
+            by_k
+        })
+        .collect::<Vec<_>>();
     let slot = u64::from(bm * ROW);
     let limit = zyntax_hir::arch::max_shared_bytes(schedule.arch);
     let per_set = limit.checked_sub(ring_bytes)? / slot / u64::from(schedule.consumer_sets());
-    let slots = per_set.min(boxes.len() as u64) as u32;
+    let slots = per_set.min(parts.len() as u64) as u32;
     if slots == 0 {
         return None;
     }
@@ -135,7 +171,7 @@ pub(crate) fn store_plan(
         param,
         inner_dim: 1,
         outer_dim: 0,
-        box_dims: [box_cols, bm],
+        box_dims: [box_cols, part_rows],
     };
     let plan = StorePlan {
         at: i,
@@ -144,7 +180,10 @@ pub(crate) fn store_plan(
         box_cols,
         slots,
         sets: schedule.consumer_sets(),
-        boxes,
+        part_rows,
+        group_warps,
+        blocks,
+        parts,
         elem_bytes: bytes,
     };
     Some((plan, map))
@@ -192,6 +231,59 @@ fn box_groups(layout: &Layout, shape: &[u32], box_cols: u32) -> Option<Vec<Vec<V
     Some(boxes)
 }
 
+/// How the tile's `bm` rows split into parts that store groups of a set of
+/// `warps` write alone: `(part rows, warps of a group, the row blocks of
+/// each group in part order, the part index of each row register)`. Tries
+/// 64-row blocks per warpgroup (each warpgroup's blocks its own, every
+/// row register in the same part for all the group's threads), else one
+/// part of all rows for the whole set.
+fn row_parts(layout: &Layout, bm: u32, warps: u32) -> Option<(u32, u32, Vec<Vec<u32>>, Vec<u32>)> {
+    let rows = layout.dim_map(0);
+    let regs = rows.regs(bm);
+    let row = |warp: u32, lane: u32, j: u32| rows.base(lane, warp) + rows.offset(bm, j);
+    let split = |p: u32, gw: u32| -> Option<(Vec<Vec<u32>>, Vec<u32>)> {
+        let mut blocks = Vec::new();
+        for g in 0..warps / gw {
+            let mut b: Vec<u32> = (g * gw..(g + 1) * gw)
+                .flat_map(|w| (0..32).flat_map(move |l| (0..regs).map(move |j| (w, l, j))))
+                .map(|(w, l, j)| row(w, l, j) / p)
+                .collect();
+            b.sort_unstable();
+            b.dedup();
+            blocks.push(b);
+        }
+        let all: Vec<u32> = blocks.iter().flatten().copied().collect();
+        let mut unique = all.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        if unique.len() != all.len() || blocks.iter().any(|b| b.len() != blocks[0].len()) {
+            return None; // groups share a block, or hold different numbers
+        }
+        let mut k_of = Vec::with_capacity(regs as usize);
+        for j in 0..regs {
+            let mut k = None;
+            for w in 0..warps {
+                for l in 0..32 {
+                    let b = row(w, l, j) / p;
+                    let at = blocks[(w / gw) as usize].iter().position(|&x| x == b)? as u32;
+                    if *k.get_or_insert(at) != at {
+                        return None;
+                    }
+                }
+            }
+            k_of.push(k?);
+        }
+        Some((blocks, k_of))
+    };
+    if bm.is_multiple_of(64) && warps.is_multiple_of(4) {
+        if let Some((blocks, k_of)) = split(64, 4) {
+            return Some((64, 4, blocks, k_of));
+        }
+    }
+    let (blocks, k_of) = split(bm, warps)?;
+    Some((bm, warps, blocks, k_of))
+}
+
 /// What a consumer set needs to store through TMA.
 #[derive(Copy, Clone, Debug)]
 pub(crate) struct StoreRing {
@@ -205,7 +297,7 @@ pub(crate) struct StoreRing {
 
 impl Lowerer<'_> {
     /// The store of `plan` (op `Store { view, origin, tile }`) through the
-    /// set's box buffers and TMA (see the module doc).
+    /// set's box buffers and TMA, part by part (see the module doc).
     pub(super) fn tma_store_tile(
         &mut self,
         plan: &StorePlan,
@@ -223,65 +315,117 @@ impl Lowerer<'_> {
             .ok_or_else(|| TileError::Internal(format!("a TMA store of {elem}")))?;
         let pair = Type::Vector(scalar, 2);
         let pair_ptr = Type::ptr(AddrSpace::Shared, pair.clone());
-        let count = self.schedule.warps * 32;
-        let id = STORE_BARRIER + ring.set;
+        let groups = plan.blocks.len() as u32;
+        let gw = self.u32(plan.group_warps)?;
+        // The group's barriers: one per group of each set.
+        let first_id = STORE_BARRIER + ring.set * groups;
         let zero = self.u32(0)?;
-        let first_warp = self.b.eq(self.warp, zero)?;
+        let group = self.b.div(self.warp, gw)?;
+        let in_group = self.b.rem(self.warp, gw)?;
+        let first_warp = self.b.eq(in_group, zero)?;
         let first_lane = self.b.eq(self.lane, zero)?;
         let leader = self.b.and(first_warp, first_lane)?;
         let (seven, row, esize) = (self.u32(7)?, self.u32(ROW)?, self.u32(plan.elem_bytes)?);
         let (four, fifteen) = (self.u32(4)?, self.u32(15)?);
-        for (i, groups) in plan.boxes.iter().enumerate() {
+        let per_box = plan.blocks[0].len() as u32;
+        let buffers = plan.slots * per_box;
+        let total = plan.parts.len() as u32 * per_box;
+        for (i, by_k) in plan.parts.iter().enumerate() {
             let i = i as u32;
             let slot_off = self.u32((i % plan.slots) * plan.slot_bytes())?;
             let slot = self.b.ptr_add(ring.slots, slot_off)?;
-            if i == 0 || i >= plan.slots {
-                // The slot's last bulk store has read it.
-                let f = self.b.begin_if(leader, &[])?;
-                let pending = if i == 0 { 0 } else { plan.slots - 1 };
-                self.b.bulk_wait_group(pending, true)?;
-                self.b.end_if(f, &[])?;
-                self.b.named_barrier(false, id, count)?;
-            }
             let box_col = self.u32(i * plan.box_cols)?;
-            // The box's loads (a bias row) issue together, before its arithmetic.
-            let regs: Vec<u32> = groups.iter().flatten().copied().collect();
-            self.prefetch_loads(tile, &regs)?;
-            for g in groups {
-                let coords = Self::reg_coords(&layout, &shape, &table, g[0]);
-                let parts = self.tile_regs(tile, g)?;
-                // Byte (r, c) of the box: row r at r * 128, its 16-byte chunks
-                // in the order `chunk ^ (r % 8)` (TMA's 128-byte swizzle).
-                let (r, c) = (coords[0].value, coords[1].value);
-                let c = self.b.sub(c, box_col)?;
-                let byte = self.b.mul(c, esize)?;
-                let chunk = self.b.shr(byte, four)?;
-                let within = self.b.and(byte, fifteen)?;
-                let phase = self.b.and(r, seven)?;
-                let chunk = self.b.xor(chunk, phase)?;
-                let chunk = self.b.shl(chunk, four)?;
-                let at = self.b.mul(r, row)?;
-                let at = self.b.add(at, chunk)?;
-                let at = self.b.add(at, within)?;
-                let p = self.b.ptr_add(slot, at)?;
-                let p = self.b.ptr_cast(p, pair_ptr.clone())?;
-                let mut vector = self.vector_zero_of(&pair)?;
-                for (k, &part) in parts.iter().enumerate() {
-                    vector = self.b.insert(vector, part, k as u32)?;
+            for (k, part) in by_k.iter().enumerate() {
+                let q = i * per_box + k as u32;
+                if q == 0 || buffers == 1 {
+                    // Every earlier store has read its buffer.
+                    let f = self.b.begin_if(leader, &[])?;
+                    self.b.bulk_wait_group(0, true)?;
+                    self.b.end_if(f, &[])?;
+                    self.group_barrier(plan, group, first_id)?;
                 }
-                self.b.store(p, vector)?;
+                // The part's loads (a bias row) issue together, before its arithmetic.
+                let regs: Vec<u32> = part.iter().flatten().copied().collect();
+                self.prefetch_loads(tile, &regs)?;
+                for g in part {
+                    let coords = Self::reg_coords(&layout, &shape, &table, g[0]);
+                    let parts = self.tile_regs(tile, g)?;
+                    // Byte (r, c) of the box: row r at r * 128, its 16-byte chunks
+                    // in the order `chunk ^ (r % 8)` (TMA's 128-byte swizzle).
+                    let (r, c) = (coords[0].value, coords[1].value);
+                    let c = self.b.sub(c, box_col)?;
+                    let byte = self.b.mul(c, esize)?;
+                    let chunk = self.b.shr(byte, four)?;
+                    let within = self.b.and(byte, fifteen)?;
+                    let phase = self.b.and(r, seven)?;
+                    let chunk = self.b.xor(chunk, phase)?;
+                    let chunk = self.b.shl(chunk, four)?;
+                    let at = self.b.mul(r, row)?;
+                    let at = self.b.add(at, chunk)?;
+                    let at = self.b.add(at, within)?;
+                    let p = self.b.ptr_add(slot, at)?;
+                    let p = self.b.ptr_cast(p, pair_ptr.clone())?;
+                    let mut vector = self.vector_zero_of(&pair)?;
+                    for (k, &part) in parts.iter().enumerate() {
+                        vector = self.b.insert(vector, part, k as u32)?;
+                    }
+                    self.b.store(p, vector)?;
+                }
+                // The writes, visible to the copy (async proxy), before the
+                // leader issues it; the buffer of the group's next part free.
+                self.b.fence_proxy_async()?;
+                if buffers > 1 && q + 1 < total && q + 1 >= buffers {
+                    let f = self.b.begin_if(leader, &[])?;
+                    self.b.bulk_wait_group(buffers - 2, true)?;
+                    self.b.end_if(f, &[])?;
+                }
+                self.group_barrier(plan, group, first_id)?;
+                let f = self.b.begin_if(leader, &[])?;
+                let block = self.group_block(plan, group, k)?;
+                let rows = self.u32(plan.part_rows)?;
+                let first_row = self.b.mul(block, rows)?;
+                let at = self.b.mul(first_row, row)?;
+                let part_slot = self.b.ptr_add(slot, at)?;
+                let col = self.b.add(o_c, box_col)?;
+                let r0 = self.b.add(o_r, first_row)?;
+                self.b.tma_store(ring.map, part_slot, &[col, r0])?;
+                self.b.bulk_commit_group()?;
+                self.b.end_if(f, &[])?;
             }
-            // The writes, visible to the copy (async proxy), before the
-            // leader issues it.
-            self.b.fence_proxy_async()?;
-            self.b.named_barrier(false, id, count)?;
-            let f = self.b.begin_if(leader, &[])?;
-            let col = self.b.add(o_c, box_col)?;
-            self.b.tma_store(ring.map, slot, &[col, o_r])?;
-            self.b.bulk_commit_group()?;
+        }
+        Ok(())
+    }
+
+    /// The named barrier of this thread's store group (`group`, a value),
+    /// `first_id + group` for its `group_warps` warps (a barrier id is an
+    /// immediate: one branch per group).
+    fn group_barrier(&mut self, plan: &StorePlan, group: ValueId, first_id: u32) -> TileResult<()> {
+        let count = plan.group_warps * 32;
+        let groups = plan.blocks.len() as u32;
+        if groups == 1 {
+            self.b.named_barrier(false, first_id, count)?;
+            return Ok(());
+        }
+        for g in 0..groups {
+            let gv = self.u32(g)?;
+            let mine = self.b.eq(group, gv)?;
+            let f = self.b.begin_if(mine, &[])?;
+            self.b.named_barrier(false, first_id + g, count)?;
             self.b.end_if(f, &[])?;
         }
         Ok(())
+    }
+
+    /// The `k`-th row block of this thread's store group (`group`, a value).
+    fn group_block(&mut self, plan: &StorePlan, group: ValueId, k: usize) -> TileResult<ValueId> {
+        let mut block = self.u32(plan.blocks[0][k])?;
+        for (g, blocks) in plan.blocks.iter().enumerate().skip(1) {
+            let gv = self.u32(g as u32)?;
+            let mine = self.b.eq(group, gv)?;
+            let b = self.u32(blocks[k])?;
+            block = self.b.select(mine, b, block)?;
+        }
+        Ok(block)
     }
 
     /// The zero vector of type `ty` made in the entry block.

@@ -22,20 +22,26 @@ Inputs are random (never zeros), several sets rotated so that no timing
 reads the L2 cache warm from the previous call; each zyntax output is checked
 against PyTorch first. ``python benches/memory_bound.py [--quick]``;
 ``ZYNTAX_BENCH_ONLY=case,case`` runs only those cases, ``ZYNTAX_BENCH_ITERS=n``
-times n calls per case.
+times n calls per case, ``ZYNTAX_BENCH_BUDGET_S=s`` starts no case after s
+seconds (the JSON's notes name the cases left out), and
+``ZYNTAX_BENCH_ROW_VARIANTS=label,label@part`` adds rows ``zyntax_<label>`` to
+the row-sweep cases (``@part``: only to those whose name contains it): zyntax
+with the knobs of ``ROW_VARIANTS[label]`` set in ``zyntax.kernels.rows_tile``
+(each checked against float64 first).
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import time
 from collections.abc import Callable
 from typing import Any
 
 from _common import Results, event_median_ms, optional, parse_args
 
 from zyntax import kernels
-from zyntax.kernels import elementwise
+from zyntax.kernels import elementwise, rows_tile
 
 
 def triton_kernels() -> dict[str, Any]:
@@ -301,6 +307,7 @@ class Bench:
             ref = torch_fwd(0, xs[0][:k].double())
             self.check(name, zy_fwd(0)[:k], ref, 1e-2)
             impls = {"zyntax": zy_fwd, "torch": lambda i: torch_fwd(i, xs[i])}
+            impls.update(self.variants(name, zy_fwd, lambda out: out[:k], ref, 1e-2))
             self.case(name, nbytes, impls, sets, copy=True)
             return
         ys = [kernels.softmax(x) for x in xs] if op == "softmax" else []
@@ -335,7 +342,37 @@ class Bench:
                 outs[i], [leaves[i], *params], grads[i], retain_graph=True
             ),
         }
+        impls.update(self.variants(name, zy_bwd, lambda out: out[:k], ref, 2e-2))
         self.case(name, nbytes, impls, sets, copy=True)
+
+    def variants(
+        self,
+        name: str,
+        fn: Callable[[int], Any],
+        first: Callable[[Any], Any],
+        ref: Any,
+        tol: float,
+    ) -> dict[str, Callable[[int], Any]]:
+        """Rows ``zyntax_<label>`` of the variants asked for (env
+        ``ZYNTAX_BENCH_ROW_VARIANTS``): `fn` with ROW_VARIANTS[label]'s knobs
+        of rows_tile set for each call, checked against `ref` first (the
+        rows `first` keeps); a wrong or failing variant is reported, not
+        timed."""
+        out: dict[str, Callable[[int], Any]] = {}
+        for spec in filter(None, os.environ.get("ZYNTAX_BENCH_ROW_VARIANTS", "").split(",")):
+            label, _, part = spec.partition("@")
+            if part not in name:
+                continue
+            knobs = ROW_VARIANTS[label]
+            run = functools.partial(with_knobs, rows_tile, knobs, fn)
+            try:
+                with self.torch.no_grad():
+                    self.check(f"{name} {label}", first(run(0)), ref, tol)
+            except (SystemExit, Exception) as e:  # a wrong variant: reported, never fatal
+                print(f"  ({name} {label} not timed: {type(e).__name__}: {e})")
+                continue
+            out[f"zyntax_{label}"] = run
+        return out
 
     def saxpy(self) -> None:
         n = (1 << 28) // self.scale
@@ -388,16 +425,63 @@ SAXPY_VARIANTS: dict[str, dict[str, Any]] = {
 }
 
 
-def saxpy_with(knobs: dict[str, Any], a: float, x: Any, y: Any) -> Any:
-    """kernels.saxpy with elementwise.py's module knobs set for this call."""
-    saved = {k: getattr(elementwise, k) for k in knobs}
+#: Row-kernel variants (ZYNTAX_BENCH_ROW_VARIANTS): label -> knobs of
+#: zyntax.kernels.rows_tile. Only knobs a Plan carries (read when the plan is
+#: made, so the variant's kernel is another cached kernel): PREFETCH*,
+#: WIDE, HELD*, PERSIST, CLUSTER*, CHUNK_OF, ROW_WARPS.
+_EVERY = ("softmax_fwd", "softmax_bwd", "norm_fwd", "rms_fwd", "ce_fwd", "ce_bwd")
+ROW_VARIANTS: dict[str, dict[str, Any]] = {
+    # Narrow rows ([2, 1024] tiles of 4 warps): row blocks looped over with
+    # the next block's loads issued before this one's reductions.
+    "pfrows8": {"PREFETCH_ROWS": dict.fromkeys(_EVERY, 8)},
+    "pfrows4": {"PREFETCH_ROWS": dict.fromkeys(_EVERY, 4)},
+    # One-row tiles of 1024 to 8192 columns, every program, 2 or 4 per SM.
+    "pf4": {
+        "PREFETCH": dict.fromkeys(_EVERY, 4),
+        "PREFETCH_MIN_WIDTH": 1024,
+        "PREFETCH_MAX_WIDTH": 8192,
+    },
+    "pf2": {
+        "PREFETCH": dict.fromkeys(_EVERY, 2),
+        "PREFETCH_MIN_WIDTH": 1024,
+        "PREFETCH_MAX_WIDTH": 8192,
+    },
+    # Chunked rows: one or two instances per SM looping over rows (a row's
+    # second read then finds it in L2).
+    "persist1": {"PERSIST": {"softmax_fwd": 1, "norm_fwd": 1}},
+    "persist2": {"PERSIST": {"softmax_fwd": 2, "norm_fwd": 2}},
+    # Wide rows whole in registers for the cross-entropy backward too.
+    "wide_ce": {"WIDE": frozenset({"softmax_fwd", "ce_bwd"})},
+    # Chunk loops: the next chunk loaded ahead, per-lane state (no block
+    # reductions in the loop), or both.
+    "ahead": {"CHUNK_AHEAD": frozenset({*_EVERY, "norm_bwd_stats"})},
+    "lanes": {"STATE": "lanes"},
+    "ahead_lanes": {"CHUNK_AHEAD": frozenset({*_EVERY, "norm_bwd_stats"}), "STATE": "lanes"},
+    # The one-pass norm backward of a tailed row on 16 warps (8 elements a
+    # thread), then prefetching at one instance per SM.
+    "nbwd_w16": {"NORM_BWD_TAIL_WARPS": 16},
+    # The RMSNorm forward's loop at 128256 two [1, 4096] tiles a step.
+    "rms_u2": {"HELD_FORM": {"rms_fwd": (0, 2, 4096, 8)}},
+    # Narrow rows: twice the rows of a [R, W] tile (32 elements a thread).
+    "pt32": {"PER_THREAD": 32},
+}
+
+
+def with_knobs(module: Any, knobs: dict[str, Any], fn: Callable[..., Any], *args: Any) -> Any:
+    """fn(*args) with `module`'s knobs set for this call."""
+    saved = {k: getattr(module, k) for k in knobs}
     for k, v in knobs.items():
-        setattr(elementwise, k, v)
+        setattr(module, k, v)
     try:
-        return kernels.saxpy(a, x, y)
+        return fn(*args)
     finally:
         for k, v in saved.items():
-            setattr(elementwise, k, v)
+            setattr(module, k, v)
+
+
+def saxpy_with(knobs: dict[str, Any], a: float, x: Any, y: Any) -> Any:
+    """kernels.saxpy with elementwise.py's module knobs set for this call."""
+    return with_knobs(elementwise, knobs, kernels.saxpy, a, x, y)
 
 
 def gbps(nbytes: int, ms: float) -> float:
@@ -425,10 +509,19 @@ def main() -> None:
             for direction in ("fwd", "bwd"):
                 case = f"{direction}_{op}_bf16_{rows}x{n}"
                 cases[case] = functools.partial(bench.rows, op, direction, rows, n)
+    budget = float(os.environ.get("ZYNTAX_BENCH_BUDGET_S", "inf"))
+    start, left_out = time.monotonic(), []
     for name, run in cases.items():
         if only is None or name in only.split(","):
+            if time.monotonic() - start > budget:
+                left_out.append(name)
+                continue
             run()
             torch.cuda.empty_cache()
+    if left_out:
+        bench.res.notes["left_out"] = f"past ZYNTAX_BENCH_BUDGET_S={budget:g}: " + ", ".join(
+            left_out
+        )
     bench.res.notes["timing"] = (
         f"median of {bench.iters} CUDA-event timings after warm-up, input sets rotated"
     )

@@ -22,6 +22,9 @@ rng = np.random.default_rng()
 
 #: widths around every boundary of the plan table (1024, 16384) and tails.
 WIDTHS = [1, 63, 64, 65, 1000, 1025, 4097]
+#: The programs whose chunk loops can load ahead (rows_tile.CHUNK_AHEAD).
+CHUNK_PROGRAMS = ("softmax_fwd", "softmax_bwd", "norm_fwd", "rms_fwd", "ce_fwd", "ce_bwd")
+CHUNK_PROGRAMS += ("norm_bwd_stats",)
 #: The programs that hold wide rows whole over several tiles (rows_tile.wide).
 WIDE_PROGRAMS = ("softmax_fwd", "norm_fwd", "ce_fwd", "ce_bwd")
 
@@ -41,7 +44,8 @@ def rows_for(n: int) -> int:
 def shape(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Runs a test as the plan table says, and again with every width on the
     chunked program with 64-column chunks (so the loops run several times),
-    carrying per-lane or per-row statistics, and with the chunked rows that
+    carrying per-lane statistics with the next chunk loaded ahead or
+    per-row statistics without, and with the chunked rows that
     fit held whole over several 64-column tiles and a tail (``WIDE``), the
     norms' wider ones with their first tiles held (``HELD``: 4097)."""
     if request.param == "wide":
@@ -58,6 +62,11 @@ def shape(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> st
     if request.param.startswith("chunks"):
         state = "row" if request.param == "chunks_row_state" else "lanes"
         monkeypatch.setattr(rows_tile, "STATE", state)
+        # Per-lane state with the next chunk loaded ahead (CHUNK_AHEAD), the
+        # per-row state without.
+        monkeypatch.setattr(
+            rows_tile, "CHUNK_AHEAD", frozenset(CHUNK_PROGRAMS if state == "lanes" else ())
+        )
         monkeypatch.setattr(rows_tile, "ROWS_MAX", 0)
         monkeypatch.setattr(rows_tile, "ROW_MAX", 0)
         monkeypatch.setattr(rows_tile, "CHUNK", 64)
@@ -653,12 +662,12 @@ def test_wide_and_held_plans(monkeypatch: pytest.MonkeyPatch) -> None:
     assert rows_tile.held("norm_fwd", c, 40000) == c  # not wider than the held tiles and one
 
     # The defaults: the RMSNorm forward's loop (HELD_FORM: nothing held,
-    # [1, 4096] tiles two a step on 8 warps), LayerNorm's chunks; the
+    # [1, 4096] tiles one a step on 8 warps), LayerNorm's chunks; the
     # softmax forward's one-tile rows prefetched, 4 instances per SM, not
     # its wide rows.
     monkeypatch.undo()
     r = rows_tile.held("rms_fwd", c, 128256)
-    assert (r.shape, r.width, r.warps, r.held, r.unroll) == ("chunks", 4096, 8, 0, 2)
+    assert (r.shape, r.width, r.warps, r.held, r.unroll) == ("chunks", 4096, 8, 0, 1)
     assert rows_tile.held("norm_fwd", c, 128256) == c
     t = rows_tile.tailed("softmax", rows_tile.plan(4097, 2), 4097, "bf16")
     assert rows_tile.prefetching("softmax_fwd", t).persist == 4
@@ -827,18 +836,25 @@ def test_cluster_rows(n: int, dtype: str, persist: int, monkeypatch: pytest.Monk
         assert len(plans) == 3
 
 
-@pytest.mark.parametrize("n", [1025, 3000])
+#: Every program that prefetches whole rows (PREFETCH, PREFETCH_ROWS).
+PREFETCHED = ("softmax_fwd", "softmax_bwd", "norm_fwd", "rms_fwd", "ce_fwd", "ce_bwd")
+
+
+@pytest.mark.parametrize("n", [60, 1000, 1025, 3000])
 @pytest.mark.parametrize("dtype", ["f32", "bf16"])
 def test_prefetched_rows(n: int, dtype: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Whole rows (one an instance) with ``PREFETCH``: two instances loop
-    over the rows, loading the next row before this one's reductions
-    (softmax and the norms' forward; 1025 is a tailed row), aligned
-    (peeled) and unaligned rows, outputs poisoned, against float64; each
-    launch's plan and grid asserted."""
+    """Whole rows with ``PREFETCH`` (one row an instance: 1025 a tailed row,
+    3000) and ``PREFETCH_ROWS`` (several rows an instance: 60, 1000): two
+    instances loop over the row blocks, loading the next block before this
+    one's reductions, for every program that takes it (softmax forward and
+    backward, the norms' forward, cross-entropy forward and backward),
+    aligned (peeled) and unaligned rows, outputs poisoned, against float64;
+    each launch's plan and grid asserted."""
     ml = pytest.importorskip("ml_dtypes") if dtype == "bf16" else None
     nd = np.float32 if ml is None else ml.bfloat16
     tol = 1e-5 if ml is None else 2e-2
-    monkeypatch.setattr(rows_tile, "PREFETCH", {"norm_fwd": 1, "rms_fwd": 1, "softmax_fwd": 1})
+    monkeypatch.setattr(rows_tile, "PREFETCH", dict.fromkeys(PREFETCHED, 1))
+    monkeypatch.setattr(rows_tile, "PREFETCH_ROWS", dict.fromkeys(PREFETCHED, 1))
     monkeypatch.setattr(rows_tile, "PREFETCH_MIN_WIDTH", 0)
     plans: list[Any] = []
     real = rows_tile.launch
@@ -848,10 +864,14 @@ def test_prefetched_rows(n: int, dtype: str, monkeypatch: pytest.MonkeyPatch) ->
         real(name, key, *rest)
 
     monkeypatch.setattr(rows_tile, "launch", spy)
-    rows = 5
+    # Two instances and a partial row block each (five rows of one-row plans).
+    per = rows_tile.plan(n).rows
+    rows = 4 * per + 1 if per > 1 else 5
     base = (rng.standard_normal((rows, n + 1)) * 4 + 2).astype(nd)
     w, b = (rng.standard_normal(n).astype(nd) for _ in range(2))
     w64, b64 = w.astype(np.float64), b.astype(np.float64)
+    t = rng.integers(0, n, rows)
+    dl = rng.standard_normal(rows).astype(np.float32)
     for x in (np.ascontiguousarray(base[:, :n]), base[:, 1:]):
         plans.clear()
         x64 = x.astype(np.float64)
@@ -866,7 +886,23 @@ def test_prefetched_rows(n: int, dtype: str, monkeypatch: pytest.MonkeyPatch) ->
         y = np.full((rows, n), np.nan, nd)
         kernels.softmax(x, out=y)
         assert rel_err(y, ref_softmax(x64)) < tol
+        dy = rng.standard_normal((rows, n)).astype(nd)
+        dx = np.full((rows, n), np.nan, nd)
+        kernels.softmax_backward(x, dy, out=dx)  # any y: the backward is its formula
+        dy64 = dy.astype(np.float64)
+        assert rel_err(dx, x64 * (dy64 - (dy64 * x64).sum(-1, keepdims=True))) < tol
+        loss = np.full(rows, np.nan, np.float32)
+        kernels.cross_entropy(x, t, out=loss)
+        lref, p = ref_ce(x64, t)
+        assert rel_err(loss, lref) < 1e-5
+        dx = np.full((rows, n), np.nan, nd)
+        kernels.cross_entropy_backward(dl, x, t, out=dx)
+        onehot = np.zeros_like(p)
+        onehot[np.arange(rows), t] = 1
+        assert rel_err(dx, (p - onehot) * dl[:, None]) < tol
         for name, plan, grid in plans:
-            assert (plan.shape, plan.rows, plan.persist) == ("row", 1, 1), (name, plan)
+            assert (plan.shape, plan.rows, plan.persist) == (
+                ("row", 1, 1) if per == 1 else ("rows", per, 1)
+            ), (name, plan)
             assert grid == (2,)
-        assert len(plans) == 3
+        assert len(plans) == 6

@@ -7,6 +7,7 @@ dloss[r]``, NaN rows for a target outside ``[0, n)``; the program pieces
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from zyntax import tile
@@ -25,36 +26,51 @@ def _ce_target(P: rt._P, tg: tile.View, r0: Any, n: tile.Scalar, R: int) -> tupl
     return t64.cast("u32"), ok
 
 
+def _whole_rows(
+    P: rt._P, x: tile.View, body: Callable[[Any, list[Any], list[tile.Tile]], None]
+) -> None:
+    """body(first row, pieces, f32 tiles of x) for this instance's whole
+    rows: its own, or with ``Plan.persist`` each row block's loads issued
+    before the previous block's reductions (``_P.prefetched_rows``)."""
+    if P.p.persist:
+        P.prefetched_rows([(x, NEG_INF)], body)
+        return
+    r0 = P.t.program_id(0) * P.p.rows
+    segs = P.pieces(P.head(r0))
+    body(r0, segs, [P.load(x, (r0, c), sh, NEG_INF) for c, sh in segs])
+
+
 def _ce_fwd(P: rt._P, tdtype: str) -> None:
     """loss[r] = logsumexp(x[r]) - x[r, t[r]]; NaN for a target outside [0, n)."""
     x, tg, loss = P.view("logits"), P.view("targets", tdtype, False), P.view("loss", "f32", False)
     R, W = P.shape
     nan = P.t.full((R, 1), "f32", math.nan)
     if P.p.shape != "chunks":
-        r0, n = P.t.program_id(0) * R, x.dim(1)
-        segs = P.pieces(P.head(r0))
-        vs = [P.load(x, (r0, c), sh, NEG_INF) for c, sh in segs]
-        m = P.rowmax(vs)
-        lse = m + P.unary("log", P.rowsum([(v - P.bc(m, v.shape)).exp() for v in vs]))
-        t, ok = _ce_target(P, tg, r0, n, R)
-        xts = [
-            P.t.where(P.t.cmp("eq", P.cols(c, sh), P.bc(t, sh)), v, P.t.zeros(sh))
-            for (c, sh), v in zip(segs, vs, strict=True)
-        ]
-        P.t.store(loss, (r0, 0), P.t.where(ok, lse - P.rowsum(xts), nan))
+
+        def whole(r0: Any, segs: list[tuple[Any, tuple[int, int]]], vs: list[tile.Tile]) -> None:
+            m = P.rowmax(vs)
+            lse = m + P.unary("log", P.rowsum([(v - P.bc(m, v.shape)).exp() for v in vs]))
+            t, ok = _ce_target(P, tg, r0, x.dim(1), R)
+            xts = [
+                P.t.where(P.t.cmp("eq", P.cols(c, sh), P.bc(t, sh)), v, P.t.zeros(sh))
+                for (c, sh), v in zip(segs, vs, strict=True)
+            ]
+            P.t.store(loss, (r0, 0), P.t.where(ok, lse - P.rowsum(xts), nan))
+
+        _whole_rows(P, x, whole)
         return
     row, n, sh = P.t.program_id(0), x.dim(1), (1, W)
     t, ok = _ce_target(P, tg, row, n, 1)
     tb = P.bc(t, sh)
 
-    def step(c0: tile.Scalar, c: list[Any]) -> list[Any]:
-        v = P.load(x, (row, c0), sh, NEG_INF)
+    def step(c0: Any, vs: list[tile.Tile], c: list[Any]) -> list[Any]:
+        v = vs[0]
         hit = P.t.cmp("eq", P.cols(c0, sh), tb)
         return [*_online(P, c[0], c[1], v), P.fold(P.t.where(hit, v, P.t.zeros(sh))) + c[2]]
 
     st = P.state
     inits = [P.t.full(st, "f32", NEG_INF), P.t.zeros(st), P.t.zeros(st)]
-    m, s, xt = P.chunks(n, inits, step, P.head(row))
+    m, s, xt = P.streamed(n, [(x, NEG_INF, row)], inits, step, P.head(row))
     base, total = _merge(P, m, s)
     lse = base + P.unary("log", total)
     P.t.store(loss, (row, 0), P.t.where(ok, lse - xt.sum(1), nan))
@@ -69,41 +85,44 @@ def _ce_bwd(P: rt._P, tdtype: str) -> None:
     R, W = P.shape
     col = (R, 1)
     if P.p.shape != "chunks":
-        r0, n = P.t.program_id(0) * R, x.dim(1)
-        segs = P.pieces(P.head(r0))
-        vs = [P.load(x, (r0, c), sh, NEG_INF) for c, sh in segs]
-        m = P.rowmax(vs)
-        es = [(v - P.bc(m, v.shape)).exp() for v in vs]
-        r = 1.0 / P.rowsum(es)
-        t, ok = _ce_target(P, tg, r0, n, R)
-        g = P.t.load(dl, (r0, 0), col) * P.splat(scale, col)
-        g = P.t.where(ok, g, P.t.full(col, "f32", math.nan))
-        for (c, sh), e in zip(segs, es, strict=True):
-            hit = P.t.cmp("eq", P.cols(c, sh), P.bc(t, sh))
-            onehot = P.t.where(hit, P.t.full(sh, "f32", 1.0), P.t.zeros(sh))
-            P.store(dx, (r0, c), (e * P.bc(r, sh) - onehot) * P.bc(g, sh))
+
+        def whole(r0: Any, segs: list[tuple[Any, tuple[int, int]]], vs: list[tile.Tile]) -> None:
+            m = P.rowmax(vs)
+            es = [(v - P.bc(m, v.shape)).exp() for v in vs]
+            r = 1.0 / P.rowsum(es)
+            t, ok = _ce_target(P, tg, r0, x.dim(1), R)
+            g = P.t.load(dl, (r0, 0), col) * P.splat(scale, col)
+            g = P.t.where(ok, g, P.t.full(col, "f32", math.nan))
+            for (c, sh), e in zip(segs, es, strict=True):
+                hit = P.t.cmp("eq", P.cols(c, sh), P.bc(t, sh))
+                onehot = P.t.where(hit, P.t.full(sh, "f32", 1.0), P.t.zeros(sh))
+                P.store(dx, (r0, c), (e * P.bc(r, sh) - onehot) * P.bc(g, sh))
+
+        _whole_rows(P, x, whole)
         return
     row, n, sh, one = P.t.program_id(0), x.dim(1), (1, W), (1, 1)
     h = P.head(row)
 
-    def stats(c0: tile.Scalar, c: list[Any]) -> list[Any]:
-        return list(_online(P, c[0], c[1], P.load(x, (row, c0), sh, NEG_INF)))
+    xs = [(x, NEG_INF, row)]
 
-    m, s = P.chunks(n, [P.t.full(P.state, "f32", NEG_INF), P.t.zeros(P.state)], stats, h)
+    def stats(c0: Any, vs: list[tile.Tile], c: list[Any]) -> list[Any]:
+        return list(_online(P, c[0], c[1], vs[0]))
+
+    m, s = P.streamed(n, xs, [P.t.full(P.state, "f32", NEG_INF), P.t.zeros(P.state)], stats, h)
     base, total = _merge(P, m, s)
     t, ok = _ce_target(P, tg, row, n, 1)
     g = P.t.load(dl, (row, 0), one) * P.splat(scale, one)
     g = P.t.where(ok, g, P.t.full(one, "f32", math.nan))
     base, r, tb, gb = P.bc(base, sh), P.bc(1.0 / total, sh), P.bc(t, sh), P.bc(g, sh)
 
-    def write(c0: tile.Scalar, c: list[Any]) -> list[Any]:
-        p = (P.load(x, (row, c0), sh, NEG_INF) - base).exp() * r
+    def write(c0: Any, vs: list[tile.Tile], c: list[Any]) -> list[Any]:
+        p = (vs[0] - base).exp() * r
         hit = P.t.cmp("eq", P.cols(c0, sh), tb)
         onehot = P.t.where(hit, P.t.full(sh, "f32", 1.0), P.t.zeros(sh))
         P.store(dx, (row, c0), (p - onehot) * gb)
         return []
 
-    P.chunks(n, [], write, h)
+    P.streamed(n, xs, [], write, h)
 
 
 def _ce_split_stats(P: rt._P, tdtype: str) -> None:

@@ -49,8 +49,15 @@ from zyntax import hir, tile
 from zyntax.errors import ArgumentError
 
 from . import _tensors as T
-from ._rows import _merge, _online, _split_merged
 from ._rows_ce import _ce_bwd, _ce_fwd, _ce_split_loss, _ce_split_stats, _ce_split_write
+from ._rows_softmax import (
+    _softmax_bwd,
+    _softmax_bwd_split_dot,
+    _softmax_bwd_split_write,
+    _softmax_fwd,
+    _softmax_split_write,
+    _split_stats,
+)
 
 NEG_INF = -math.inf
 #: Elements of one tile each thread holds in the whole-row shapes.
@@ -158,10 +165,12 @@ HELD_TILE, HELD_WARPS = 8192, 32
 HELD_REVERSE = False
 #: Per program, (HELD_TILES, HELD_UNROLL, HELD_TILE, HELD_WARPS) instead of
 #: those. The RMSNorm forward holds nothing and loops over [1, 4096] tiles
-#: two a step on 8 warps with per-lane state: H200, 4096x128256 bf16, 867
-#: us (session 12 B2) and 870 (session 13 B1) against 929-932 chunked,
-#: PyTorch 803-806; LayerNorm lost with the same loop (1313 against 1015).
-HELD_FORM: dict[str, tuple[int, int, int, int]] = {"rms_fwd": (0, 2, 4096, 8)}
+#: on 8 warps with per-lane state: H200, 4096x128256 bf16, 867 us (session
+#: 12 B2) and 870 (session 13 B1) against 929-932 chunked, PyTorch 803-806;
+#: LayerNorm lost with the same loop (1313 against 1015). Those ran one
+#: tile a step: until session 14 a plan holding nothing took the plain
+#: chunk loop, whatever its unroll (the form said two a step).
+HELD_FORM: dict[str, tuple[int, int, int, int]] = {"rms_fwd": (0, 1, 4096, 8)}
 #: Programs whose chunked rows of CLUSTER_MIN columns or more are split over
 #: a cluster of CTAs instead (:func:`clustered`), by program: the CTAs per
 #: row. Each CTA holds its slice in registers on CLUSTER_WARPS warps in
@@ -189,6 +198,17 @@ PREFETCH: dict[str, int] = {"softmax_fwd": 4}
 #: and a tail) prefetching lost, 11.4 against 8.6 us.
 PREFETCH_MAX_WIDTH = 4096
 PREFETCH_MIN_WIDTH = 4096
+#: Programs whose chunk loops (chunked rows, one an instance) load the next
+#: chunk's tiles before this chunk's reductions and writes, carried through
+#: the loop as loaded (:meth:`_P.streamed`): two chunks' loads in flight per
+#: warp, not one (softmax_fwd, softmax_bwd, norm_fwd, rms_fwd, ce_fwd,
+#: ce_bwd, norm_bwd_stats).
+CHUNK_AHEAD: frozenset[str] = frozenset()
+#: Per program, the (narrowest, widest) tile PREFETCH takes instead of those.
+PREFETCH_WIDTHS: dict[str, tuple[int, int]] = {}
+#: PREFETCH for the ``rows`` plans (several narrow rows an instance, a
+#: [R, W] tile): program name -> instances per SM looping over row blocks.
+PREFETCH_ROWS: dict[str, int] = {}
 #: The norm backward of whole rows, by plan shape: "fused" (one program
 #: writes dx and accumulates dweight/dbias partial sums over its rows; x and
 #: dy read once) or "split" (dx, then a column-block program reading x and
@@ -230,6 +250,9 @@ class Plan:
     #: :func:`clustered`): CTA k of a row's cluster holds columns
     #: ``k * reps * width ..`` in registers.
     cluster: int = 0
+    #: Chunked rows: whether each chunk loop loads the next chunk before
+    #: this chunk's work (see CHUNK_AHEAD and :meth:`_P.streamed`).
+    ahead: int = 0
 
 
 def _pow2(n: int) -> int:
@@ -351,15 +374,25 @@ def clustered(name: str, p: Plan, n: int, dtype: str) -> Plan:
 
 
 def prefetching(name: str, p: Plan) -> Plan:
-    """`p`, a one-row whole-row plan of one tile (and a tail), looping over
-    rows (PREFETCH); not a wide row (:func:`wide`), whose registers a
-    second row would not fit."""
+    """`p`, a whole-row plan of one tile (and a tail), looping over rows:
+    one-row plans with PREFETCH (widths within PREFETCH_WIDTHS), several
+    rows an instance with PREFETCH_ROWS; not a wide row (:func:`wide`),
+    whose registers a second row would not fit."""
+    if p.reps != 1 or p.cluster or p.persist:
+        return p
+    if p.shape == "rows":
+        k = PREFETCH_ROWS.get(name, 0)
+        return dataclasses.replace(p, persist=k) if k else p
     k = PREFETCH.get(name, 0)
-    if not k or p.shape != "row" or p.rows != 1 or p.reps != 1 or p.cluster or p.persist:
+    if not k or p.shape != "row" or p.rows != 1:
         return p
-    if not PREFETCH_MIN_WIDTH <= p.width <= PREFETCH_MAX_WIDTH:
-        return p
-    return dataclasses.replace(p, persist=k)
+    lo, hi = PREFETCH_WIDTHS.get(name, (PREFETCH_MIN_WIDTH, PREFETCH_MAX_WIDTH))
+    return dataclasses.replace(p, persist=k) if lo <= p.width <= hi else p
+
+
+def ahead(name: str, p: Plan) -> Plan:
+    """`p` with ``Plan.ahead`` when it is chunked and `name` in CHUNK_AHEAD."""
+    return dataclasses.replace(p, ahead=1) if p.shape == "chunks" and name in CHUNK_AHEAD else p
 
 
 def held(name: str, p: Plan, n: int) -> Plan:
@@ -465,19 +498,20 @@ class _P:
 
     def prefetched_rows(
         self,
-        x: tile.View,
+        xs: Sequence[tuple[tile.View, float]],
         body: Callable[[Any, list[Any], list[tile.Tile]], None],
-        other: float = 0.0,
     ) -> None:
-        """Whole rows (one a program instance or cluster, ``Plan.persist``):
-        instance (cluster) g of G, the u32 parameter "instances", takes rows
-        g, g + G, .., and loads each row's tiles before the previous row's
-        reductions (carried through the loop as loaded): body(row, pieces,
-        f32 tiles) per row."""
-        t, c = self.t, self.p.cluster
+        """Whole rows (``Plan.persist``): instance (cluster) g of G, the u32
+        parameter "instances", takes the row blocks of R rows g, g + G, ..,
+        and loads each block's tiles of every (view, value outside) in `xs`
+        before the previous block's reductions (carried through the loop as
+        loaded): body(first row, pieces, f32 tiles: the first view's pieces,
+        then the next view's, ..) per block."""
+        t, c, R = self.t, self.p.cluster, self.p.rows
         pid = t.program_id(0)
         g = t.scalar_param("instances", "u32")
-        first: Any = pid
+        first: Any = pid * R if R > 1 else pid
+        step_rows: Any = g * R if R > 1 else g
         off: Any = 0
         if c:
             first = t.scalar_binary("shr", pid, c.bit_length() - 1)
@@ -488,14 +522,15 @@ class _P:
             return self.pieces(h if isinstance(off, int) else t.scalar_binary("add", h, off))
 
         def raw(row: Any) -> list[tile.Tile]:
-            return [t.load(x, (row, c0), sh, other=other) for c0, sh in segs(row)]
+            ss = segs(row)
+            return [t.load(v, (row, c0), sh, other=o) for v, o in xs for c0, sh in ss]
 
         def step(_t: tile.Builder, row: tile.Scalar, cur: list[Any]) -> list[Any]:
-            nxt = raw(row + g)
+            nxt = raw(row + step_rows)
             body(row, segs(row), [v if v.dtype == "f32" else v.cast("f32") for v in cur])
             return nxt
 
-        t.for_range(first, x.dim(0), g, raw(first), step)
+        t.for_range(first, xs[0][0].dim(0), step_rows, raw(first), step)
 
     def _fold_pieces(
         self, xs: Sequence[tile.Tile], op: Callable[..., tile.Tile]
@@ -594,6 +629,37 @@ class _P:
         mis = t.scalar_binary("and", t._scalar(row, "row") * self.p.peel, lanes - 1)
         return t.scalar_binary("sub", 0, mis)
 
+    def streamed(
+        self,
+        n: tile.Scalar,
+        xs: Sequence[tuple[tile.View, float, Any]],
+        inits: Sequence[Any],
+        body: Callable[[Any, list[tile.Tile], list[Any]], list[Any]],
+        start: Any = 0,
+    ) -> list[Any]:
+        """:meth:`chunks` whose body gets the chunk's f32 tiles of each
+        (view, value outside, row) of `xs` at (row, c0): body(c0, tiles,
+        carried). With ``Plan.ahead`` the next chunk's tiles are loaded
+        before this chunk's body and carried through the loop as loaded, so
+        that their loads are in flight while this chunk reduces (a chunk past
+        the row loads nothing: its columns are masked)."""
+        sh, k = (1, self.p.width), len(xs)
+
+        def raw(c0: Any) -> list[tile.Tile]:
+            return [self.t.load(v, (r, c0), sh, other=o) for v, o, r in xs]
+
+        def f32(ts: Sequence[tile.Tile]) -> list[tile.Tile]:
+            return [v if v.dtype == "f32" else v.cast("f32") for v in ts]
+
+        if not self.p.ahead:
+            return self.chunks(n, inits, lambda c0, c: body(c0, f32(raw(c0)), c), start)
+
+        def step(c0: tile.Scalar, c: list[Any]) -> list[Any]:
+            nxt = raw(c0 + self.p.width)
+            return nxt + body(c0, f32(c[:k]), c[k:])
+
+        return self.chunks(n, [*raw(start), *inits], step, start)[k:]
+
     def chunks(
         self,
         n: tile.Scalar,
@@ -606,14 +672,24 @@ class _P:
         return self.strided(0, n, self.p.width, inits, body, start)
 
     def write_chunks(
-        self, n: tile.Scalar, body: Callable[[tile.Scalar, list[Any]], list[Any]], start: Any = 0
+        self,
+        n: tile.Scalar,
+        xs: Sequence[tuple[tile.View, float, Any]],
+        write: Callable[[Any, list[tile.Tile]], None],
+        start: Any = 0,
     ) -> None:
-        """The write pass of a chunked row: :meth:`chunks` without carried
-        values, last chunk first with REVERSE_WRITE (the chunks the
-        statistics pass read last are the likeliest still in L2)."""
+        """The write pass of a chunked row: :meth:`streamed` without carried
+        values (write(c0, tiles)), last chunk first with REVERSE_WRITE (the
+        chunks the statistics pass read last are the likeliest still in L2)."""
+
+        def body(c0: Any, vs: list[tile.Tile], c: list[Any]) -> list[Any]:
+            write(c0, vs)
+            return []
+
         if not REVERSE_WRITE:
-            self.chunks(n, [], body, start)
+            self.streamed(n, xs, [], body, start)
             return
+        sh = (1, self.p.width)
         t, w = self.t, self.p.width
         span = n if isinstance(start, int) and start == 0 else t.scalar_binary("sub", n, start)
         count = t.scalar_binary("shr", t.scalar_binary("add", span, w - 1), w.bit_length() - 1)
@@ -621,7 +697,9 @@ class _P:
         def step(_t: tile.Builder, k: tile.Scalar, c: list[Any]) -> list[Any]:
             j = t.scalar_binary("sub", t.scalar_binary("sub", count, 1), k)
             c0 = t.scalar_binary("mul", j, w)
-            return body(c0 if isinstance(start, int) and start == 0 else c0 + start, c)
+            c0 = c0 if isinstance(start, int) and start == 0 else c0 + start
+            write(c0, [self.load(v, (r, c0), sh, o) for v, o, r in xs])
+            return []
 
         t.for_range(0, count, 1, [], step)
 
@@ -641,140 +719,6 @@ class _P:
             return self.t.for_range(lo, n, step, list(inits), lambda _t, c0, c: body(c0, c))
         hi = self.t.scalar_binary("sub", n, start)
         return self.t.for_range(lo, hi, step, list(inits), lambda _t, c0, c: body(c0 + start, c))
-
-
-# ---------------------------------------------------------------- softmax
-
-
-def _softmax_fwd(P: _P) -> None:
-    x, y = P.view("x"), P.view("y")
-    W = P.shape[1]
-    if P.p.shape != "chunks":
-
-        def whole(r0: Any, segs: list[tuple[Any, tuple[int, int]]], vs: list[tile.Tile]) -> None:
-            m = P.rowmax(vs)
-            es = [(v - P.bc(m, v.shape)).exp() for v in vs]
-            r = 1.0 / P.rowsum(es)
-            for (c, sh), e in zip(segs, es, strict=True):
-                P.store(y, (r0, c), e * P.bc(r, sh))
-
-        if P.p.persist:
-            P.prefetched_rows(x, whole, NEG_INF)
-            return
-        r0, segs = P.whole_rows()
-        whole(r0, segs, [P.load(x, (r0, c), sh, NEG_INF) for c, sh in segs])
-        return
-    n, sh = x.dim(1), (1, W)
-
-    def one_row(row: Any) -> None:
-        h = P.head(row)
-
-        def stats(c0: tile.Scalar, c: list[Any]) -> list[Any]:
-            return list(_online(P, c[0], c[1], P.load(x, (row, c0), sh, NEG_INF)))
-
-        m, s = P.chunks(n, [P.t.full(P.state, "f32", NEG_INF), P.t.zeros(P.state)], stats, h)
-        base, total = _merge(P, m, s)
-        base, r = P.bc(base, sh), P.bc(1.0 / total, sh)
-
-        def write(c0: tile.Scalar, c: list[Any]) -> list[Any]:
-            P.store(y, (row, c0), (P.load(x, (row, c0), sh, NEG_INF) - base).exp() * r)
-            return []
-
-        P.write_chunks(n, write, h)
-
-    P.each_row(x.dim(0), one_row)
-
-
-def _split_stats(P: _P) -> None:
-    """Split rows, first program: instance (row, j) of S reduces chunks j,
-    j + S, ... of its row to (safe max, sum of exp(x - safe max)), stored at
-    [row, j] of the two f32 part views."""
-    x = P.view("x")
-    mp, sp = P.view("m_part", "f32", False), P.view("s_part", "f32", False)
-    row, j, sh, w = P.t.program_id(0), P.t.program_id(1), P.shape, P.p.width
-
-    def stats(c0: tile.Scalar, c: list[Any]) -> list[Any]:
-        return list(_online(P, c[0], c[1], P.load(x, (row, c0), sh, NEG_INF)))
-
-    inits = [P.t.full(P.state, "f32", NEG_INF), P.t.zeros(P.state)]
-    m, s = P.strided(j * w, x.dim(1), mp.dim(1) * w, inits, stats, P.head(row))
-    base, total = _merge(P, m, s)
-    P.t.store(mp, (row, j), base)
-    P.t.store(sp, (row, j), total)
-
-
-def _softmax_split_write(P: _P, parts: int) -> None:
-    """Split rows, second program: instance (row, j) writes chunks j, j + S, ..."""
-    x, y = P.view("x"), P.view("y")
-    mp, sp = P.view("m_part", "f32", False), P.view("s_part", "f32", False)
-    row, j, sh, w = P.t.program_id(0), P.t.program_id(1), P.shape, P.p.width
-    base, total = _split_merged(P, mp, sp, row, parts)
-    base, r = P.bc(base, sh), P.bc(1.0 / total, sh)
-
-    def write(c0: tile.Scalar, c: list[Any]) -> list[Any]:
-        P.store(y, (row, c0), (P.load(x, (row, c0), sh, NEG_INF) - base).exp() * r)
-        return []
-
-    P.strided(j * w, x.dim(1), mp.dim(1) * w, [], write, P.head(row))
-
-
-def _softmax_bwd(P: _P) -> None:
-    """dx = y * (dy - sum(dy * y)) per row."""
-    y, dy, dx = P.view("y"), P.view("dy"), P.view("dx")
-    R, W = P.shape
-    if P.p.shape != "chunks":
-        r0 = P.t.program_id(0) * R
-        segs = P.pieces(P.head(r0))
-        ys = [P.load(y, (r0, c), sh) for c, sh in segs]
-        gs = [P.load(dy, (r0, c), sh) for c, sh in segs]
-        d = P.rowsum([a * b for a, b in zip(ys, gs, strict=True)])
-        for (c, sh), yv, gv in zip(segs, ys, gs, strict=True):
-            P.store(dx, (r0, c), yv * (gv - P.bc(d, sh)))
-        return
-    row, n, sh = P.t.program_id(0), y.dim(1), (1, W)
-    h = P.head(row)
-
-    def dot(c0: tile.Scalar, c: list[Any]) -> list[Any]:
-        return [P.fold(P.load(y, (row, c0), sh) * P.load(dy, (row, c0), sh)) + c[0]]
-
-    (acc,) = P.chunks(n, [P.t.zeros(P.state)], dot, h)
-    d = P.bc(acc.sum(1), sh)
-
-    def write(c0: tile.Scalar, c: list[Any]) -> list[Any]:
-        yv = P.load(y, (row, c0), sh)
-        P.store(dx, (row, c0), yv * (P.load(dy, (row, c0), sh) - d))
-        return []
-
-    P.chunks(n, [], write, h)
-
-
-def _softmax_bwd_split_dot(P: _P) -> None:
-    """Split rows, the backward's first program: instance (row, j) sums
-    y·dy over chunks j, j + S, ... into [row, j] of the f32 part view."""
-    y, dy, dp = P.view("y"), P.view("dy"), P.view("d_part", "f32", False)
-    row, j, sh, w = P.t.program_id(0), P.t.program_id(1), P.shape, P.p.width
-
-    def dot(c0: tile.Scalar, c: list[Any]) -> list[Any]:
-        return [P.fold(P.load(y, (row, c0), sh) * P.load(dy, (row, c0), sh)) + c[0]]
-
-    (acc,) = P.strided(j * w, y.dim(1), dp.dim(1) * w, [P.t.zeros(P.state)], dot, P.head(row))
-    P.t.store(dp, (row, j), acc.sum(1))
-
-
-def _softmax_bwd_split_write(P: _P, parts: int) -> None:
-    """Split rows, the backward's second program: instance (row, j) writes
-    dx = y·(dy - Σ y·dy) for chunks j, j + S, ... (the sum of the S parts)."""
-    y, dy, dx = P.view("y"), P.view("dy"), P.view("dx")
-    dp = P.view("d_part", "f32", False)
-    row, j, sh, w = P.t.program_id(0), P.t.program_id(1), P.shape, P.p.width
-    d = P.bc(P.t.load(dp, (row, 0), (1, parts)).sum(1), sh)
-
-    def write(c0: tile.Scalar, c: list[Any]) -> list[Any]:
-        yv = P.load(y, (row, c0), sh)
-        P.store(dx, (row, c0), yv * (P.load(dy, (row, c0), sh) - d))
-        return []
-
-    P.strided(j * w, y.dim(1), dp.dim(1) * w, [], write, P.head(row))
 
 
 # ---------------------------------------------------------------- layer_norm, rms_norm
@@ -826,7 +770,7 @@ def _norm_fwd(P: _P, kind: str) -> None:
             _norm_fwd_whole(P, r0, segs, vs, (x, y, w, b, eps, inv_n), col, centre)
 
         if P.p.persist:
-            P.prefetched_rows(x, whole)
+            P.prefetched_rows([(x, 0.0)], whole)
             return
         r0, segs = P.whole_rows()
         whole(r0, segs, [P.load(x, (r0, c), sh) for c, sh in segs])
@@ -838,28 +782,27 @@ def _norm_fwd(P: _P, kind: str) -> None:
     def one_row(row: Any) -> None:
         h = P.head(row)
         k = P.bc(P.load(x, (row, 0), one), sh) if centre else P.t.zeros(sh)
-        if P.p.held:
+        if P.p.held or P.p.unroll > 1:
             _norm_fwd_held(P, row, h, k, (x, y, w, b, eps, inv_n), centre)
             return
 
-        def sums(c0: tile.Scalar, c: list[Any]) -> list[Any]:
-            d = P.zero_where_not(P.lt(P.cols(c0, sh), n), P.load(x, (row, c0), sh) - k)
+        def sums(c0: Any, vs: list[tile.Tile], c: list[Any]) -> list[Any]:
+            d = P.zero_where_not(P.lt(P.cols(c0, sh), n), vs[0] - k)
             return [P.fold(d) + c[0], P.fold(d * d) + c[1]]
 
-        s1, s2 = P.chunks(n, [P.t.zeros(P.state), P.t.zeros(P.state)], sums, h)
+        z = P.t.zeros(P.state)
+        s1, s2 = P.streamed(n, [(x, 0.0, row)], [z, z], sums, h)
         ms = s1.sum(1) * P.splat(inv_n, one) if centre else P.t.zeros(one)
         var = P.t.maximum(s2.sum(1) * P.splat(inv_n, one) - ms * ms, P.t.zeros(one))
         rstd = P.bc(P.unary("rsqrt", var + P.splat(eps, one)), sh)
         mean = k + P.bc(ms, sh) if centre else k
 
-        def write(c0: tile.Scalar, c: list[Any]) -> list[Any]:
-            out = (P.load(x, (row, c0), sh) - mean) * rstd * P.load(w, (0, c0), sh)
-            if b is not None:
-                out = out + P.load(b, (0, c0), sh)
-            P.store(y, (row, c0), out)
-            return []
+        def write(c0: Any, vs: list[tile.Tile]) -> None:
+            out = (vs[0] - mean) * rstd * vs[1]
+            P.store(y, (row, c0), out + vs[2] if b is not None else out)
 
-        P.write_chunks(n, write, h)
+        wb = [(w, 0.0, 0)] + ([(b, 0.0, 0)] if b is not None else [])
+        P.write_chunks(n, [(x, 0.0, row), *wb], write, h)
 
     P.each_row(x.dim(0), one_row)
 
@@ -1062,13 +1005,14 @@ def _norm_bwd_stats(P: _P, kind: str) -> None:
     row, n, sh, one = P.t.program_id(0), x.dim(1), P.shape, (1, 1)
     k = P.bc(P.load(x, (row, 0), one), sh) if centre else P.t.zeros(sh)
 
-    def sums(c0: tile.Scalar, c: list[Any]) -> list[Any]:
-        d = P.zero_where_not(P.lt(P.cols(c0, sh), n), P.load(x, (row, c0), sh) - k)
-        g = P.load(dy, (row, c0), sh) * P.load(w, (0, c0), sh)
+    def sums(c0: Any, vs: list[tile.Tile], c: list[Any]) -> list[Any]:
+        d = P.zero_where_not(P.lt(P.cols(c0, sh), n), vs[0] - k)
+        g = vs[1] * vs[2]
         return [P.fold(d) + c[0], P.fold(d * d) + c[1], P.fold(g) + c[2], P.fold(g * d) + c[3]]
 
     z = P.t.zeros(P.state)
-    sums4 = P.chunks(n, [z, z, z, z], sums, P.head(row))
+    xs = [(x, 0.0, row), (dy, 0.0, row), (w, 0.0, 0)]
+    sums4 = P.streamed(n, xs, [z, z, z, z], sums, P.head(row))
     s1, s2, sg, sgd = (s.sum(1) * P.splat(inv_n, one) for s in sums4)
     if not centre:  # rms: the mean square, not the variance
         s1 = P.t.zeros(one)
@@ -1278,7 +1222,7 @@ def _row_grid(p: Plan, rows: int, where: T.Tensor) -> tuple[tuple[int], list[Any
     # With a cluster of c CTAs: g clusters, c·g CTAs.
     c = max(1, p.cluster)
     cap = p.persist * T.sm_count(where.device) // c if where.on_gpu else 2
-    g = max(1, min(rows, cap))
+    g = max(1, min(-(-rows // p.rows), cap))
     return (g * c,), [g]
 
 
@@ -1294,6 +1238,7 @@ def run_softmax(x: T.Tensor, y: T.Tensor, stream: Any) -> None:
     if s == 1:
         q = wide("softmax_fwd", persisted("softmax_fwd", p), n, x.dtype)
         q = prefetching("softmax_fwd", clustered("softmax_fwd", q, n, x.dtype))
+        q = ahead("softmax_fwd", q)
         grid, extra = _row_grid(q, rows, x)
         launch("softmax_fwd", (q, *key[1:]), grid, [*xa, *ya, *extra], x, stream)
         return
@@ -1317,7 +1262,9 @@ def run_softmax_backward(y: T.Tensor, dy: T.Tensor, dx: T.Tensor, stream: Any) -
     ]
     s = split(y, rows, n, p)
     if s == 1:
-        launch("softmax_bwd", key, _grid(p, rows), args, y, stream)
+        q = ahead("softmax_bwd", prefetching("softmax_bwd", p))
+        grid, extra = _row_grid(q, rows, y)
+        launch("softmax_bwd", (q, *key[1:]), grid, [*args, *extra], y, stream)
         return
     # Few wide rows: each split over s instances (partial sums of y·dy, then the write).
     pa = _parts(y, rows, s, 1)
@@ -1355,7 +1302,7 @@ def run_norm(
     p = held(sw, clustered(sw, wide("norm_fwd", p, n, x.dtype), n, x.dtype), n)
     if p.shape == "row" and p.reps == 1 and not p.tail and not p.cluster and p.width >= 8192:
         p = dataclasses.replace(p, warps=ROW_WARPS.get("norm_fwd", p.warps))
-    p = prefetching(sw, p)
+    p = ahead(sw, prefetching(sw, p))
     key = (p, x.dtype, acc, kind)
     grid, extra = _row_grid(p, rows, x)
     args = [*view_args(x, (rows, n), xs), *view_args(y, (rows, n), ys), *wa, *ba, eps, 1.0 / n]
@@ -1435,7 +1382,10 @@ def run_norm_backward(
         launch(
             "norm_bwd_stats",
             (
-                peeled("norm", chunked("norm_bwd_stats", p), x.dtype, acc, n, xs[0], gs[0]),
+                ahead(
+                    "norm_bwd_stats",
+                    peeled("norm", chunked("norm_bwd_stats", p), x.dtype, acc, n, xs[0], gs[0]),
+                ),
                 x.dtype,
                 acc,
                 kind,
@@ -1468,8 +1418,9 @@ def run_cross_entropy(x: T.Tensor, g: T.Tensor, gs: int, loss: T.Tensor, stream:
     )
     s = split(x, rows, n, p)
     if s == 1:
-        q = wide("ce_fwd", p, n, x.dtype)
-        launch("ce_fwd", (q, *key[1:]), _grid(q, rows), [*xa, *ga, *la], x, stream)
+        q = ahead("ce_fwd", prefetching("ce_fwd", wide("ce_fwd", p, n, x.dtype)))
+        grid, extra = _row_grid(q, rows, x)
+        launch("ce_fwd", (q, *key[1:]), grid, [*xa, *ga, *la, *extra], x, stream)
         return
     parts = _parts(x, rows, s, 3)
     launch("ce_split_stats", key, (rows, s), [*xa, *ga, *parts], x, stream)
@@ -1497,8 +1448,10 @@ def run_cross_entropy_backward(
     da, oa = view_args(dl, (rows, 1), (dls, 1)), view_args(dx, (rows, n), os_)
     s = split(x, rows, n, p)
     if s == 1:
-        q = wide("ce_bwd", p, n, x.dtype)
-        launch("ce_bwd", (q, *key[1:]), _grid(q, rows), [*xa, *ga, *da, *oa, scale], x, stream)
+        q = ahead("ce_bwd", prefetching("ce_bwd", wide("ce_bwd", p, n, x.dtype)))
+        grid, extra = _row_grid(q, rows, x)
+        args = [*xa, *ga, *da, *oa, scale, *extra]
+        launch("ce_bwd", (q, *key[1:]), grid, args, x, stream)
         return
     parts = _parts(x, rows, s, 2)
     launch("split_stats", key[:3], (rows, s), [*xa, *parts], x, stream)

@@ -294,3 +294,40 @@ def test_cluster_rows(
         ref = x64 * torch.rsqrt((x64 * x64).mean(-1, keepdim=True) + 1e-5) * w.double()
         assert rel_err(y, ref) < TOL[dt]
     assert [(p.cluster, p.persist) for _, p in plans] == [(ctas, persist)] * 6, plans
+
+
+#: The programs of the rows_tile schedule switches below.
+_PROGRAMS = ("softmax_fwd", "softmax_bwd", "norm_fwd", "rms_fwd", "ce_fwd", "ce_bwd")
+#: Schedule switches of rows_tile with every program that takes them on:
+#: whole rows looped over with the next row (block) loaded ahead (PREFETCH
+#: for one-row tiles of 1024 to 8192 columns, PREFETCH_ROWS for several
+#: narrow rows an instance) and chunk loops loading the next chunk ahead
+#: with per-lane state (CHUNK_AHEAD, STATE).
+SWITCHES: dict[str, dict[str, Any]] = {
+    "prefetch": {
+        "PREFETCH": dict.fromkeys(_PROGRAMS, 4),
+        "PREFETCH_MIN_WIDTH": 1024,
+        "PREFETCH_MAX_WIDTH": 8192,
+        "PREFETCH_ROWS": dict.fromkeys(_PROGRAMS, 8),
+    },
+    "ahead": {"CHUNK_AHEAD": frozenset({*_PROGRAMS, "norm_bwd_stats"}), "STATE": "lanes"},
+}
+
+
+@pytest.mark.parametrize("switch", SWITCHES)
+@pytest.mark.parametrize(
+    ("rows", "n"), [(4099, 64), (2053, 1000), (1031, 4097), (67, 50257), (33, 128256)]
+)
+def test_schedule_switches(rows: int, n: int, switch: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every program (softmax, the norms, cross-entropy, forward and
+    backward) under each switch at the issue's widths, bf16, rows enough
+    that the looping instances take several rows (blocks) and a partial
+    one, against float64 as the tests above."""
+    from zyntax.kernels import rows_tile
+
+    for k, v in SWITCHES[switch].items():
+        monkeypatch.setattr(rows_tile, k, v)
+    test_softmax(rows, n, "bf16")
+    test_norms(rows, n, "bf16", "layer")
+    test_norms(rows, n, "bf16", "rms")
+    test_cross_entropy(rows, n, "bf16")

@@ -40,7 +40,7 @@ class CompileResult:
     arch: str
     ptx_version: str
     kernels: list[str]
-    #: Seconds per pipeline stage: verify, lower, llvm_verify, optimize, codegen.
+    #: Seconds per pipeline stage: verify, lower, llvm_verify, optimize, print_ir, codegen.
     timings: dict[str, float]
 
 

@@ -28,7 +28,14 @@ def test_examples_compile_and_pass_ptxas(name: str, arch: str) -> None:
     assert res.kernels == m.kernels
     for k in m.kernels:
         assert f".entry {k}(" in res.ptx
-    assert set(res.timings) == {"verify", "lower", "llvm_verify", "optimize", "codegen"}
+    assert set(res.timings) == {
+        "verify",
+        "lower",
+        "llvm_verify",
+        "optimize",
+        "print_ir",
+        "codegen",
+    }
     out = zyntax.validate_ptx(res.ptx, arch)
     assert out.cubin[:4] == b"\x7fELF"
     assert out.ptxas

@@ -101,12 +101,21 @@ fn main() {
     let ptxas = Ptxas::locate().ok();
     let mut results = Vec::new();
     println!(
-        "{:<28} {:>9} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9}",
-        "case", "total ms", "verify", "lower", "llvm_ver", "optimize", "codegen", "ptxas"
+        "{:<28} {:>9} {:>8} {:>8} {:>8} {:>9} {:>8} {:>9} {:>9}",
+        "case",
+        "total ms",
+        "verify",
+        "lower",
+        "llvm_ver",
+        "optimize",
+        "print_ir",
+        "codegen",
+        "ptxas"
     );
     for (name, m, arch) in &cases {
         let opts = Options::new(*arch);
-        let mut stages: Vec<Vec<Duration>> = vec![Vec::new(); 5];
+        let mut stages: Vec<Vec<Duration>> =
+            vec![Vec::new(); zyntax_llvm::Timings::default().stages().len()];
         let mut totals = Vec::new();
         let mut ptx = String::new();
         for i in 0..iters + 2 {
@@ -141,19 +150,18 @@ fn main() {
         let total = median(totals);
         let st: Vec<f64> = stages.into_iter().map(median).collect();
         println!(
-            "{name:<28} {total:>9.3} {:>8.3} {:>8.3} {:>8.3} {:>9.3} {:>9.3} {:>9}",
+            "{name:<28} {total:>9.3} {:>8.3} {:>8.3} {:>8.3} {:>9.3} {:>8.3} {:>9.3} {:>9}",
             st[0],
             st[1],
             st[2],
             st[3],
             st[4],
+            st[5],
             ptxas_ms.map_or("-".into(), |v| format!("{v:.3}"))
         );
         results.push(serde_json::json!({"case": name, "impl": "zyntax", "metric": "ms_compile_ptx", "value": total, "lower_is_better": true}));
-        for (stage, v) in ["verify", "lower", "llvm_verify", "optimize", "codegen"]
-            .iter()
-            .zip(&st)
-        {
+        let names = zyntax_llvm::Timings::default().stages().map(|(n, _)| n);
+        for (stage, v) in names.iter().zip(&st) {
             results.push(serde_json::json!({"case": name, "impl": "zyntax", "metric": format!("ms_stage_{stage}"), "value": v, "lower_is_better": true}));
         }
         if let Some(v) = ptxas_ms {

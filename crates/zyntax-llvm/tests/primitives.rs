@@ -654,7 +654,7 @@ fn options_ptx_version_and_timings() {
     assert!(out.ptx.contains(".version 8.3"));
     ptxas().assemble(&out.ptx, Arch::Sm80).unwrap();
     assert!(out.timings.total() > std::time::Duration::ZERO);
-    assert_eq!(out.timings.stages().len(), 5);
+    assert_eq!(out.timings.stages().len(), 6);
     let err = compile_ptx(
         &m,
         &Options::new(Arch::Sm90).with_ptx_version(PtxVersion::new(7, 0)),

@@ -130,15 +130,17 @@ def test_half_matmul_on_sm90a_takes_the_warp_specialised_pipeline() -> None:
     """f16 operands on sm_90a with TMA-loadable views: the warp-specialised
     persistent pipeline (the tile ws_heuristic picks for 1 SM: 64x128, 6
     stages), run on the interpreter's TMA: a tail in N, K of 7 steps wraps
-    the ring, the interpreter's CTAs walk the 1x2 instances."""
+    the ring, the interpreter's CTAs walk the 1x2 instances; the f32 output
+    (rows of 544 bytes) is stored through TMA too, which clips the tail."""
     m, n, k = 64, 136, 448
     spec = matmul_spec(m, n, k)
     for b in spec["buffers"][:2]:
         b["dtype"] = "f16"
     nt = nest_to_tile(spec, arch="sm_90a", sms=1)
     assert nt.kernel is not None, nt.report
-    assert len(nt.kernel.tensor_maps) == 2 and nt.kernel.persistent, nt.pipeline
+    assert len(nt.kernel.tensor_maps) == 3 and nt.kernel.persistent, nt.pipeline
     assert nt.pipeline.startswith("warp-specialised TMA pipeline (64x128"), nt.pipeline
+    assert nt.pipeline.endswith("output stored through TMA)"), nt.pipeline
     a, b, c = rand(m, k).astype(np.float16), rand(k, n).astype(np.float16), nan(m, n)
     nt.run_interp(a, b, c)
     want = a.astype(np.float64) @ b.astype(np.float64)

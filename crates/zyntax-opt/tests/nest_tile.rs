@@ -278,8 +278,9 @@ fn half_precision_matmul_on_tensor_cores() {
 #[test]
 fn a_fused_epilogue_at_4096_takes_128x128_and_llvm_o1() {
     // matmul + bias + gelu + residual at 4096^3 on 132 SMs: the epilogue's
-    // 128x128 tile over 8 consumer warps (not 128x256), plain stores (two
-    // tensor maps), and its functions at O1 (LLVM's kernel pipeline).
+    // 128x128 tile over 8 consumer warps (not 128x256), the output stored
+    // through TMA (a third tensor map), and its functions at O1 (LLVM's
+    // kernel pipeline).
     // Lowered only: the interpreter runs the same pipeline at 130x136 below.
     let n = 4096;
     let mut spec = matmul(n, n, n, Type::BF16, false);
@@ -297,9 +298,14 @@ fn a_fused_epilogue_at_4096_takes_128x128_and_llvm_o1() {
         ..NestTileOptions::default()
     };
     let nk = lower(&spec, &options).unwrap();
-    assert!(!nk.schedule.tma_store && nk.schedule.warp_specialize);
+    assert!(nk.schedule.tma_store && nk.schedule.warp_specialize);
     assert_eq!(nk.schedule.block, [128, 128]);
-    assert_eq!(nk.kernel.launch.tensor_maps.len(), 2, "{}", nk.pipeline);
+    assert_eq!(nk.kernel.launch.tensor_maps.len(), 3, "{}", nk.pipeline);
+    assert!(
+        nk.pipeline.ends_with("output stored through TMA)"),
+        "{}",
+        nk.pipeline
+    );
     for f in &nk.kernel.module.functions {
         assert_eq!(
             f.constraints.opt_level,
@@ -316,7 +322,8 @@ fn bf16_matmul_on_sm90a_takes_the_warp_specialised_pipeline() {
     // K, 128x128 tiles over two ping-pong sets of 4 consumer warps, 6
     // stages, persistent. 130x136 has tails in M and N (TMA zero-fills), K
     // of 7 steps wraps the 6-stage ring; the interpreter runs 3 CTAs over
-    // the 2x2 instances.
+    // the 2x2 instances. The f32 output (rows of 544 bytes) is stored
+    // through TMA, which clips the tails.
     let sm90a = |sms| NestTileOptions {
         arch: zyntax_hir::Arch::Sm90a,
         sms,
@@ -327,7 +334,7 @@ fn bf16_matmul_on_sm90a_takes_the_warp_specialised_pipeline() {
         let nk = check(&spec, &sm90a(4), 1e-4);
         assert_eq!(
             nk.kernel.launch.tensor_maps.len(),
-            2,
+            3,
             "{elem}: {}",
             nk.pipeline
         );
@@ -339,10 +346,26 @@ fn bf16_matmul_on_sm90a_takes_the_warp_specialised_pipeline() {
             "{}",
             nk.pipeline
         );
-        assert_eq!(nk.tensor_map_views(), [0, 1]);
+        assert_eq!(nk.tensor_map_views(), [0, 1, 2]);
         let hir = zyntax_hir::print_module(&nk.kernel.module);
-        assert!(hir.contains("tma.load") && !hir.contains("cp.async"));
+        assert!(hir.contains("tma.load") && hir.contains("tma.store") && !hir.contains("cp.async"));
     }
+    // The output written into columns 1.. of a 130x137 f32 buffer: its rows
+    // (548 bytes) and first element are not 16-byte aligned, so TMA cannot
+    // store it; plain (masked) stores, still warp-specialised.
+    let mut spec = matmul(130, 136, 448, Type::BF16, false);
+    spec.buffers[2] = Buffer::new("C", Type::F32, &[130, 137]);
+    spec.output.index[1] = Index::Affine(Affine {
+        terms: vec![(1, 1)],
+        constant: 1,
+    });
+    let nk = lower(&spec, &sm90a(4)).unwrap();
+    assert_eq!(nk.kernel.launch.tensor_maps.len(), 2, "{}", nk.pipeline);
+    assert!(
+        nk.pipeline.starts_with("warp-specialised") && !nk.pipeline.contains("output stored"),
+        "{}",
+        nk.pipeline
+    );
     // The fused matmul + bias + gelu + residual: the epilogue runs in the
     // consumers' registers (its loads re-read in the accumulator's layout),
     // so it stays on the WS pipeline.

@@ -189,12 +189,18 @@ fn describe_pipeline(nk: &NestKernel, why_not_ws: &str) -> String {
     let tile = format!("{}x{}, K step {}", s.block[0], s.block[1], s.k);
     if !nk.kernel.launch.tensor_maps.is_empty() {
         return format!(
-            "warp-specialised TMA pipeline ({tile}, {} consumer warps{}, {} stages{})",
+            "warp-specialised TMA pipeline ({tile}, {} consumer warps{}, {} stages{}{})",
             s.warps,
             if s.pingpong { " x 2 sets" } else { "" },
             s.stages,
             if nk.kernel.launch.persistent {
                 ", persistent"
+            } else {
+                ""
+            },
+            // the operands' two maps, and the output's when TMA stores it
+            if nk.kernel.launch.tensor_maps.len() > 2 {
+                ", output stored through TMA"
             } else {
                 ""
             }
@@ -437,10 +443,6 @@ fn ws_schedule(
     // 128x128 ping-pong set of 4) leave it too few, and ptxas spills (776
     // bytes for bias + gelu + residual at 128x256); 128x128 over 8
     // cooperative warps holds 64 a thread and spills nothing.
-    // Not stored through TMA (`Schedule::tma_store`, 512 TFLOP/s against
-    // 488 for bias + gelu + residual at 4096^3 in session 12's B2): with it
-    // the interpreter's 130x136x448 fused nest on 4 SMs came out wrong
-    // (session 13), so it stays a given schedule's until that is understood.
     let per_thread = s.block[0] * s.block[1] / s.threads();
     if spec.epilogue.is_some() && per_thread > 64 {
         s = Schedule::block(&[128, 128])
@@ -458,7 +460,27 @@ fn ws_schedule(
             s.stages, s.k
         ));
     }
-    Ok(s)
+    Ok(s.tma_store(tma_storable(spec, c)))
+}
+
+/// Whether the output can be stored through TMA (`Schedule::tma_store`):
+/// unit stride along `n`, a 16-byte aligned first element and rows, 2- or
+/// 4-byte elements. The consumers then write each tile to shared memory and
+/// TMA copies it out, clipping the tails: no masked stores, a third of the
+/// LLVM code generation of the bf16 4096^3 nest (its per-element masked
+/// stores were most of it), and the fused epilogue at 512 TFLOP/s against
+/// 488 with plain stores (session 12 B2). (Session 13 held it back because
+/// the interpreter's fused nest came out wrong: the tests' launcher built
+/// the f32 output's tensor map as bf16.)
+fn tma_storable(spec: &NestSpec, c: &ContractionPlan) -> bool {
+    let Ok(out) = flatten(spec, &spec.output) else {
+        return false;
+    };
+    let size = spec.buffers[out.buffer].elem.size_bytes().unwrap_or(0);
+    matches!(size, 2 | 4)
+        && out.coef[c.n] == 1
+        && (out.offset * size).is_multiple_of(16)
+        && (out.coef[c.m] * size).is_multiple_of(16)
 }
 
 /// `e` (one load, constants, element-wise ops) applied to the loaded tile

@@ -31,8 +31,11 @@ pub fn interp_launch(
     let maps = &nk.kernel.launch.tensor_maps;
     for (i, (m, v)) in maps.iter().zip(nk.tensor_map_views()).enumerate() {
         let a = &nk.args[v];
+        // The buffer's own element type: an f32 output stored through TMA
+        // (the operands are 16-bit) is an f32 map, as the GPU launcher makes.
         let dtype = match spec.buffers[a.buffer].elem {
             Type::F16 => zyntax_hir::ScalarType::F16,
+            Type::F32 => zyntax_hir::ScalarType::F32,
             _ => zyntax_hir::ScalarType::BF16,
         };
         it.tensor_maps.push(InterpTensorMap {

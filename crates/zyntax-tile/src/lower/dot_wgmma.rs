@@ -384,6 +384,31 @@ impl Lowerer<'_> {
         b: TileId,
         acc: TileId,
     ) -> TileResult<()> {
+        let accs = self.wgmma_issue(out, a, b, acc)?;
+        self.b.wgmma_wait_group(0)?;
+        self.wgmma_unpack(out, &accs)
+    }
+
+    /// The registers of the wgmma `dot` `out` from its accumulator vectors
+    /// (once its group is done).
+    pub(super) fn wgmma_unpack(&mut self, out: TileId, accs: &[ValueId]) -> TileResult<()> {
+        let [m, n] = self.program.tile(out).shape[..] else {
+            return Err(TileError::Internal(
+                "a wgmma dot of rank other than 2".into(),
+            ));
+        };
+        self.unpack_accs(out, accs, m, n, out)
+    }
+
+    /// Issues and commits the wgmmas of `out = a @ b + acc` (staging first,
+    /// off a TMA ring), without waiting: the accumulator vectors.
+    pub(super) fn wgmma_issue(
+        &mut self,
+        out: TileId,
+        a: TileId,
+        b: TileId,
+        acc: TileId,
+    ) -> TileResult<Vec<ValueId>> {
         let (ta, tb) = (self.program.tile(a).clone(), self.program.tile(b).clone());
         let (m, k, n) = (ta.shape[0], ta.shape[1], tb.shape[1]);
         let smem = self.b.dyn_shared_aligned(Type::U8, 1024)?;
@@ -471,8 +496,7 @@ impl Lowerer<'_> {
             }
         }
         self.b.wgmma_commit_group()?;
-        self.b.wgmma_wait_group(0)?;
-        self.unpack_accs(out, &accs, m, n, out)
+        Ok(accs)
     }
 
     /// Stages the operands of the wgmma `dot` `out` into its region (see

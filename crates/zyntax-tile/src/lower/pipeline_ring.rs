@@ -89,6 +89,27 @@ pub(crate) struct RingPlan {
     pub ring: u32,
     pub stage_bytes: u32,
     pub stages: u32,
+    /// The loop's second `dot` kept in flight across the next iteration's
+    /// softmax (see [`Rotation`]), where the body allows it.
+    pub rotate: Option<Rotation>,
+}
+
+/// A body `[before] d1 [between] d2` (two ring `dot`s, nothing after `d2`)
+/// whose `d2` accumulates into carried value `acc` (`d2`'s result is
+/// `acc`'s yield) and whose `before` and `d1` read no carried tile runs
+/// rotated: iteration `j` issues `d1` of key block `j + 1`, then `d2` of
+/// block `j`, waits for `d1` only (`wgmma.wait_group 1`) and runs
+/// `between` of block `j + 1` (the softmax) while `d2`'s wgmmas run; it waits
+/// for them before the first op of `between` that reads `acc` or makes
+/// `d2`'s `a` (P's registers, which the wgmmas in flight still read).
+/// FlashAttention-3's intra-warpgroup overlap.
+#[derive(Clone, Debug)]
+pub(crate) struct Rotation {
+    /// Indices of `d1` and `d2` in the body.
+    pub d1: usize,
+    pub d2: usize,
+    /// Index of the carried `acc` among the loop's values.
+    pub acc: usize,
 }
 
 impl RingPlan {
@@ -168,6 +189,11 @@ pub(crate) fn ring_plan(
             box_dims: [BOX, o.rows],
         });
     }
+    // One wgmma group in flight (`Schedule::wgmma_in_flight`): rotated.
+    let rotate = match schedule.wgmma_in_flight {
+        0 => None,
+        _ => rotation(&program.body[at], layouts),
+    };
     Some(RingPlan {
         at,
         operands,
@@ -176,7 +202,56 @@ pub(crate) fn ring_plan(
         ring: end as u32,
         stage_bytes: stage,
         stages: schedule.stages.max(2),
+        rotate,
     })
+}
+
+/// The [`Rotation`] of `the_loop`, if its body is one.
+fn rotation(the_loop: &Op, layouts: &Layouts) -> Option<Rotation> {
+    let Op::For {
+        args, body, yields, ..
+    } = the_loop
+    else {
+        return None;
+    };
+    let dots: Vec<usize> = (0..body.len())
+        .filter(|&i| matches!(&body[i], Op::Dot { out, .. } if is_wgmma(layouts.get(*out))))
+        .collect();
+    let [d1, d2] = dots[..] else { return None };
+    let (
+        Op::Dot {
+            out: o1, acc: c1, ..
+        },
+        Op::Dot {
+            out, a, acc: c2, ..
+        },
+    ) = (&body[d1], &body[d2])
+    else {
+        return None;
+    };
+    if d2 + 1 != body.len() {
+        return None;
+    }
+    let acc = yields.iter().position(|y| *y == Value::Tile(*out))?;
+    if !matches!(args[acc], Value::Tile(_)) {
+        return None;
+    }
+    // `d2`'s operands come from `between`; `d1` and what precedes it read
+    // no carried tile (they run a key block ahead).
+    let mut between = std::collections::HashSet::new();
+    dot_mma::defined(&body[d1 + 1..d2], &mut between);
+    let carried: Vec<TileId> = args
+        .iter()
+        .filter_map(|v| match v {
+            Value::Tile(t) => Some(*t),
+            _ => None,
+        })
+        .collect();
+    let early = uses(&body[..=d1], &carried) > 0;
+    if !between.contains(a) || !between.contains(c2) || early || *c1 == *o1 {
+        return None;
+    }
+    Some(Rotation { d1, d2, acc })
 }
 
 /// The ring operand that `b` of `dot` would be: a zero-filled load in `body`
@@ -469,6 +544,11 @@ impl Lowerer<'_> {
         for (out, a) in dot_mma::hoisted(self.program, self.layouts, body) {
             self.stage_once_a(out, a)?;
         }
+        let rotate = self.ring.as_ref().and_then(|r| r.plan.rotate.clone());
+        if let Some(rot) = rotate {
+            let values = (inits, args, yields, results);
+            return self.ring_loop_rotated(&rot, (lo, hi, step), iv, values, body);
+        }
         let ring = self
             .ring
             .as_ref()
@@ -509,4 +589,181 @@ impl Lowerer<'_> {
         let out = self.b.end_for(frame, &next)?;
         self.unflatten(results, &out)
     }
+}
+
+impl Lowerer<'_> {
+    /// Sets the ring stage the next wgmma `dot` reads.
+    fn set_ring_stage(&mut self, stage: ValueId) {
+        if let Some(r) = self.ring.as_mut() {
+            r.stage = Some(stage);
+        }
+    }
+
+    /// Issues ring `dot` `body[at]` reading stage `stage`, without waiting.
+    fn issue_at(&mut self, body: &[Op], at: usize, stage: ValueId) -> TileResult<Vec<ValueId>> {
+        let Op::Dot { out, a, b, acc, .. } = &body[at] else {
+            return Err(TileError::Internal(
+                "a rotated ring loop without its dot".into(),
+            ));
+        };
+        self.set_ring_stage(stage);
+        self.wgmma_issue(*out, *a, *b, *acc)
+    }
+
+    /// Lane 0 of each warp hands stage `stage` back.
+    fn release_stage(&mut self, ring: &Ring, stage: ValueId) -> TileResult<()> {
+        let zero = self.u32(0)?;
+        let lane0 = self.b.eq(self.lane, zero)?;
+        let f = self.b.begin_if(lane0, &[])?;
+        self.release(ring, stage)?;
+        self.b.end_if(f, &[])?;
+        Ok(())
+    }
+
+    /// The ring's loop rotated (see [`Rotation`]), inside `if trips > 0`:
+    /// block 0's `before`, `d1` and `between` first; iteration `j` of `0 ..
+    /// trips - 1` then overlaps `d2` of block `j` with `between` of block
+    /// `j + 1`; the last block's `d2` after the loop.
+    fn ring_loop_rotated(
+        &mut self,
+        rot: &Rotation,
+        (lo, hi, step): (ValueId, ValueId, ValueId),
+        iv: ScalarId,
+        (inits, args, yields, results): (&[Value], &[Value], &[Value], &[Value]),
+        body: &[Op],
+    ) -> TileResult<()> {
+        let ring = self
+            .ring
+            .as_ref()
+            .map(|r| r.ring)
+            .ok_or_else(|| TileError::Internal("a ring loop off the ring".into()))?;
+        let Op::Dot {
+            out: d2_out,
+            a: d2_a,
+            acc: d2_acc,
+            ..
+        } = body[rot.d2]
+        else {
+            return Err(TileError::Internal(
+                "a rotated ring loop without its dot".into(),
+            ));
+        };
+        let Value::Tile(acc_arg) = args[rot.acc] else {
+            return Err(TileError::Internal("a rotated ring loop's acc".into()));
+        };
+        let trips = self.trip_count(lo, hi, step)?;
+        let (zero, one) = (self.u32(0)?, self.u32(1)?);
+        let init = self.flatten(inits)?;
+        let types = init
+            .iter()
+            .map(|&v| Ok(self.b.value_type(v)?.clone()))
+            .collect::<TileResult<Vec<_>>>()?;
+        let any = self.b.gt(trips, zero)?;
+        let mut guard = self.b.begin_if(any, &types)?;
+        // Block 0 up to its `d2`.
+        self.unflatten(args, &init)?;
+        self.set_scalar(iv, lo);
+        let (stage, parity) = self.slot(&ring, zero)?;
+        let full = self.bar_at(&ring, stage, false)?;
+        self.wait_parity(full, parity)?;
+        self.set_ring_stage(stage);
+        for op in &body[..rot.d2] {
+            self.op(op)?;
+        }
+        // Carried: `d2`'s operands and the other loop values of the block.
+        let mut keep = vec![Value::Tile(d2_a), Value::Tile(d2_acc)];
+        keep.extend(
+            (0..yields.len())
+                .filter(|&i| i != rot.acc)
+                .map(|i| yields[i]),
+        );
+        let c0 = self.flatten(&keep)?;
+        let last = self.b.sub(trips, one)?;
+        let frame = self.b.begin_for(zero, last, one, &c0)?;
+        let j = frame.iv;
+        let carried = frame.carried.clone();
+        self.unflatten(&keep, &carried)?;
+        // Block j + 1 sees the other values as block j yielded them.
+        for i in (0..args.len()).filter(|&i| i != rot.acc) {
+            match (args[i], yields[i]) {
+                (Value::Tile(a), Value::Tile(y)) => {
+                    let regs = self.regs(y)?;
+                    self.set_tile(a, regs);
+                }
+                (Value::Scalar(a), Value::Scalar(y)) => {
+                    let v = self.scalar(y)?;
+                    self.set_scalar(a, v);
+                }
+                _ => return Err(TileError::Internal("a loop value changed kind".into())),
+            }
+        }
+        let next = self.b.add(j, one)?;
+        let at = self.b.mul(next, step)?;
+        let iv_next = self.b.add(lo, at)?;
+        self.set_scalar(iv, iv_next);
+        let (stage_next, parity) = self.slot(&ring, next)?;
+        let (stage, _) = self.slot(&ring, j)?;
+        let full = self.bar_at(&ring, stage_next, false)?;
+        self.wait_parity(full, parity)?;
+        for op in &body[..rot.d1] {
+            self.op(op)?;
+        }
+        let s_accs = self.issue_at(body, rot.d1, stage_next)?;
+        let mut pending = Some(self.issue_at(body, rot.d2, stage)?);
+        // `d1` was committed first: waiting for all but one group waits for it.
+        self.b.wgmma_wait_group(1)?;
+        let Op::Dot { out: d1_out, .. } = body[rot.d1] else {
+            return Err(TileError::Internal(
+                "a rotated ring loop without its dot".into(),
+            ));
+        };
+        self.wgmma_unpack(d1_out, &s_accs)?;
+        for op in &body[rot.d1 + 1..rot.d2] {
+            if pending.is_some() && (reads(op, acc_arg) || defines(op, d2_a)) {
+                self.b.wgmma_wait_group(0)?;
+                let accs = pending.take().unwrap_or_default();
+                let [m, n] = self.program.tile(d2_out).shape[..] else {
+                    return Err(TileError::Internal(
+                        "a wgmma dot of rank other than 2".into(),
+                    ));
+                };
+                self.unpack_accs(d2_out, &accs, m, n, acc_arg)?;
+                self.release_stage(&ring, stage)?;
+            }
+            self.op(op)?;
+        }
+        if pending.is_some() {
+            return Err(TileError::Internal(
+                "a rotated loop that never reads its acc".into(),
+            ));
+        }
+        let next_vals = self.flatten(&keep)?;
+        let out = self.b.end_for(frame, &next_vals)?;
+        self.unflatten(&keep, &out)?;
+        // The last block's `d2`.
+        let (stage, _) = self.slot(&ring, last)?;
+        let accs = self.issue_at(body, rot.d2, stage)?;
+        self.b.wgmma_wait_group(0)?;
+        self.wgmma_unpack(d2_out, &accs)?;
+        self.release_stage(&ring, stage)?;
+        if let Some(r) = self.ring.as_mut() {
+            r.stage = None;
+        }
+        let res = self.flatten(yields)?;
+        self.b.begin_else(&mut guard, &res)?;
+        let vals = self.b.end_if(guard, &init)?;
+        self.unflatten(results, &vals)
+    }
+}
+
+/// Whether `op` reads tile `t`.
+fn reads(op: &Op, t: TileId) -> bool {
+    uses(std::slice::from_ref(op), &[t]) > 0
+}
+
+/// Whether `op` defines tile `t`.
+fn defines(op: &Op, t: TileId) -> bool {
+    let mut out = std::collections::HashSet::new();
+    dot_mma::defined(std::slice::from_ref(op), &mut out);
+    out.contains(&t)
 }

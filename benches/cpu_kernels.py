@@ -687,15 +687,16 @@ def cases(scale: int) -> list[Case]:
 #: loops and per-thread strided loops interchanged with the thread loop; the
 #: compiler's ZYNTAX_CPU_BARRIERS=coro keeps the coroutine lowering,
 #: ZYNTAX_CPU_INTERCHANGE=0 keeps every loop per thread (=all interchanges
-#: every loop it may), ZYNTAX_CPU_AFFINE=1 runs interchanged rows as SIMD
-#: lanes one iteration per pass (off by default since session 13: threads run
-#: ZYNTAX_CPU_ITERS=K iterations per stop, 8 by default) and
-#: ZYNTAX_CPU_VECTOR=1|0 runs the threads of a block as SIMD lanes or not (by
-#: default only where the CPU has AVX-512), ZYNTAX_CPU_HOIST=0 saves
+#: every loop it may), ZYNTAX_CPU_AFFINE=1|0 runs interchanged rows as SIMD
+#: lanes one iteration per pass or threads ZYNTAX_CPU_ITERS=K iterations per
+#: stop, and ZYNTAX_CPU_VECTOR=1|0 runs the threads of a block as SIMD lanes
+#: or not, in every kernel (by default the compiler chooses per kernel, with
+#: AVX-512 only: crates/zyntax-llvm/src/host/mode.rs), ZYNTAX_CPU_HOIST=0 saves
 #: context-only values at barriers rather than recomputing them,
 #: ZYNTAX_CPU_LOOPEXIT=1 makes a barrier loop's exit a region of its own,
 #: ZYNTAX_CPU_VF=N forces the vectorization factor of
-#: the region and row loops, for comparisons in one session
+#: the region and row loops, ZYNTAX_CPU_WALKS=1|0 interchanges row walks (a
+#: constant step of 32 or more) as rows or not, for comparisons in one session
 ZYNTAX = (
     "zyntax"
     + ("_coro" if os.environ.get("ZYNTAX_CPU_BARRIERS") == "coro" else "")
@@ -709,6 +710,8 @@ ZYNTAX = (
     + ("_loopexit" if os.environ.get("ZYNTAX_CPU_LOOPEXIT") == "1" else "")
     + ("_novec" if os.environ.get("ZYNTAX_CPU_VECTOR") == "0" else "")
     + (f"_vf{os.environ['ZYNTAX_CPU_VF']}" if os.environ.get("ZYNTAX_CPU_VF") else "")
+    + ("_walks" if os.environ.get("ZYNTAX_CPU_WALKS") == "1" else "")
+    + ("_nowalks" if os.environ.get("ZYNTAX_CPU_WALKS") == "0" else "")
 )
 
 MODE = "native"  # zyntax's mode: "native" (refuses a silent fallback) or "interp"
@@ -824,13 +827,15 @@ def main() -> None:
                     if "_vec" in ZYNTAX
                     else ", threads of a block one after another (ZYNTAX_CPU_VECTOR=0)"
                     if "_novec" in ZYNTAX
-                    else ", threads of a block as SIMD lanes where the CPU has AVX-512"
+                    else ", threads of a block as SIMD lanes or not per kernel (host/mode.rs)"
                 )
                 + (
                     ", interchanged rows as SIMD lanes (ZYNTAX_CPU_AFFINE=1)"
                     if "_affine" in ZYNTAX
                     else ", threads run interchanged loops K iterations per stop"
                     + f" (K = {os.environ.get('ZYNTAX_CPU_ITERS', '8')})"
+                    if "_noaffine" in ZYNTAX
+                    else ", interchanged rows as SIMD lanes or K iterations per stop per kernel"
                 ),
                 "interp": f"reference interpreter on 1/{opts.interp_scale} of the work, scaled",
                 "quick": opts.quick,

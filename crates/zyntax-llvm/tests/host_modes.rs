@@ -59,7 +59,10 @@ fn modes_are_chosen_per_kernel_with_avx512() {
         // loop holds barriers).
         (
             "reduce_sum",
-            format!("{lanes}; interchanged loops as rows of SIMD lanes"),
+            format!(
+                "{lanes}; interchanged loops as rows of SIMD lanes, {} iteration(s) per pass",
+                host::mode::ROW_ITERS
+            ),
         ),
         // A scatter (shared atomics): K = 8 per stop (unrolled by LLVM).
         (

@@ -91,6 +91,8 @@ pub struct Plan {
     /// Iterations a thread runs of an interchanged loop before it stops at
     /// the loop's header (see [`iterations`]); 1: every iteration.
     pub iters: u32,
+    /// Headers of the interchanged loops (`mode::Mode::headers`).
+    pub headers: Vec<BlockId>,
 }
 
 /// How many iterations of an interchanged loop a thread runs before it
@@ -121,7 +123,8 @@ fn forced_off() -> bool {
 /// Whether kernel `f` is split at its barriers rather than lowered as a
 /// coroutine (what [`plan`] decides, short of the types of its live values;
 /// for the report).
-pub fn applies(f: &Function) -> bool {
+/// `headers`: its interchanged loops (`mode::Mode::headers`).
+pub fn applies(f: &Function, headers: &[BlockId]) -> bool {
     f.is_kernel()
         && !forced_off()
         && !super::warp::has_collective(f)
@@ -129,7 +132,7 @@ pub fn applies(f: &Function) -> bool {
             f.insts
                 .get(i.index())
                 .is_some_and(|d| matches!(d.op, Op::Barrier))
-        }) || !super::interchange::headers(f).is_empty())
+        }) || !headers.is_empty())
         && !f.insts_in_order().any(|(_, i)| {
             f.insts
                 .get(i.index())
@@ -215,31 +218,8 @@ pub fn barrier_loop_exits(f: &Function) -> BTreeSet<BlockId> {
         return out;
     }
     for l in zyntax_opt::analysis::loops(f) {
-        let has_barrier = l.blocks.iter().any(|b| {
-            f.block(*b).insts.iter().any(|i| {
-                f.insts
-                    .get(i.index())
-                    .is_some_and(|d| matches!(d.op, Op::Barrier))
-            })
-        });
-        if !has_barrier {
-            continue;
-        }
-        for b in &l.blocks {
-            let Some(d) = f
-                .block(*b)
-                .insts
-                .last()
-                .and_then(|i| f.insts.get(i.index()))
-            else {
-                continue;
-            };
-            out.extend(
-                d.targets
-                    .iter()
-                    .map(|t| t.block)
-                    .filter(|t| !l.blocks.contains(t)),
-            );
+        if super::interchange::holds(f, &l, |op| matches!(op, Op::Barrier)) {
+            out.extend(super::interchange::exit_blocks(f, &l));
         }
     }
     out
@@ -256,9 +236,9 @@ type Point = (BlockId, i64);
 pub fn plan(
     f: &Function,
     literal: &dyn Fn(ValueId) -> bool,
-    affine: bool,
-    iters: u32,
+    mode: &super::mode::Mode,
 ) -> Option<Plan> {
+    let (affine, iters) = (mode.affine, mode.iters);
     if !f.is_kernel() || forced_off() || super::warp::has_collective(f) {
         return None;
     }
@@ -271,7 +251,7 @@ pub fn plan(
     let hoist = hoisted(f);
     // Loops interchanged with the thread loop: a virtual barrier at the
     // start of each header, after its parameters (`host/interchange.rs`).
-    let headers = super::interchange::headers(f);
+    let headers = mode.headers.clone();
     let mut virtuals: BTreeSet<BlockId> = headers.iter().copied().collect();
     // With SIMD-lane rows, the loops' exits too (`interchange::exits`).
     if affine {
@@ -332,6 +312,7 @@ pub fn plan(
     };
     let mut p = Plan {
         iters,
+        headers: headers.clone(),
         ..Plan::default()
     };
     for (i, (bb, kb)) in &barriers {

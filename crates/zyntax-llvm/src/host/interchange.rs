@@ -47,6 +47,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use zyntax_hir::{AtomicOp, BinOp, BlockId, Dim, Function, InstData, InstId, Op, ValueId};
+use zyntax_opt::analysis::Loop;
 
 /// Virtual barriers are numbered `VIRTUAL | header block`, above every
 /// instruction id: the block runner runs the largest waiting state first.
@@ -283,7 +284,7 @@ fn meet(a: Option<Option<i64>>, b: Option<i64>) -> Option<Option<i64>> {
 /// the interchange's per-iteration saves and restores cost more than they
 /// save (measured: layernorm, softmax, the tiled transpose and the matmul
 /// nest were slower interchanged, reduce_sum faster; docs/cpu.md).
-fn grid_stride(f: &Function, l: &zyntax_opt::analysis::Loop) -> bool {
+fn grid_stride(f: &Function, l: &Loop) -> bool {
     let Some(hp) = f.blocks.get(l.header.index()).map(|b| b.params.clone()) else {
         return false;
     };
@@ -327,6 +328,19 @@ fn uses_grid_dim(f: &Function, v: ValueId, depth: usize) -> bool {
 /// The headers of the loops of kernel `f` to interchange with its thread
 /// loop (see the module docs), in layout order; empty when off.
 pub fn headers(f: &Function) -> Vec<BlockId> {
+    headers_with(f, false)
+}
+
+/// Steps of at least this many elements make a loop a row walk (threads of
+/// a block side by side, e.g. `for j in range(tid, n, 256)`).
+pub const WALK_MIN_STEP: i64 = 32;
+
+/// [`headers`], with `walks` row walks too: loops whose induction steps by a
+/// constant of at least [`WALK_MIN_STEP`] (layernorm's and softmax's walks
+/// over a row). Thread after thread, a row stays in cache and the
+/// interchange did not pay (docs/cpu.md, session 11); as rows of SIMD lanes
+/// that run several iterations per pass (`host/mode.rs`) it may.
+pub fn headers_with(f: &Function, walks: bool) -> Vec<BlockId> {
     let Some(all) = mode() else {
         return Vec::new();
     };
@@ -374,7 +388,8 @@ pub fn headers(f: &Function) -> Vec<BlockId> {
                 pays |= addr.is_some_and(contiguous);
             }
         }
-        if ok && (all || pays && grid_stride(f, l)) {
+        let walk = walks && l.iv.is_some_and(|(_, step)| step >= WALK_MIN_STEP);
+        if ok && (all || pays && (grid_stride(f, l) || walk)) {
             out.insert(l.header);
         }
     }
@@ -393,23 +408,35 @@ pub fn headers(f: &Function) -> Vec<BlockId> {
 pub fn exits(f: &Function, headers: &[BlockId]) -> Vec<BlockId> {
     let mut out = BTreeSet::new();
     for l in zyntax_opt::analysis::loops(f) {
-        if !headers.contains(&l.header) {
-            continue;
-        }
-        for b in &l.blocks {
-            let Some(last) = f.block(*b).insts.last() else {
-                continue;
-            };
-            let Some(d) = f.insts.get(last.index()) else {
-                continue;
-            };
-            out.extend(
-                d.targets
-                    .iter()
-                    .map(|t| t.block)
-                    .filter(|t| !l.blocks.contains(t)),
-            );
+        if headers.contains(&l.header) {
+            out.extend(exit_blocks(f, &l));
         }
     }
     out.into_iter().collect()
+}
+
+/// The blocks outside loop `l` that its blocks branch to.
+pub fn exit_blocks(f: &Function, l: &Loop) -> Vec<BlockId> {
+    l.blocks
+        .iter()
+        .filter_map(|b| {
+            f.block(*b)
+                .insts
+                .last()
+                .and_then(|i| f.insts.get(i.index()))
+        })
+        .flat_map(|d| d.targets.iter().map(|t| t.block))
+        .filter(|t| !l.blocks.contains(t))
+        .collect()
+}
+
+/// Whether a block of loop `l` holds an instruction whose op `p` accepts.
+pub fn holds(f: &Function, l: &Loop, p: impl Fn(&Op) -> bool) -> bool {
+    l.blocks.iter().any(|b| {
+        f.block(*b)
+            .insts
+            .iter()
+            .filter_map(|i| f.insts.get(i.index()))
+            .any(|d| p(&d.op))
+    })
 }

@@ -610,7 +610,7 @@ impl FnLower<'_> {
             let ops = &self.ops;
             let literal = |v: ValueId| ops.get(v.index()).is_some_and(|o| !o.starts_with('%'));
             let mode = super::mode::choose(f, &self.mi.forced);
-            self.fission = fission::plan(f, &literal, mode.affine, mode.iters);
+            self.fission = fission::plan(f, &literal, &mode);
         }
         // A split kernel computes its context-only values before the region
         // dispatch (`fission::hoisted`): no barrier saves them.

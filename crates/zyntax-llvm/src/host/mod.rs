@@ -352,6 +352,10 @@ pub struct HostOptions {
     /// the loop's header (`fission::iterations`); `None`:
     /// `ZYNTAX_CPU_ITERS=K`, else 1 for a kernel with rows and 8 without.
     pub iterations: Option<u32>,
+    /// Interchange row walks too (`interchange::headers_with`), as rows of
+    /// SIMD lanes; `None`: `ZYNTAX_CPU_WALKS=0|1`, else `mode::ROW_WALKS`
+    /// with AVX-512.
+    pub row_walks: Option<bool>,
 }
 
 impl HostOptions {
@@ -455,6 +459,9 @@ pub fn prepare(m: &Module, opts: &HostOptions) -> HostResult<Prepared> {
     let plans = opt.plans;
     let target = opts.target();
     target::validate(&target)?;
+    // Forced runner settings (options, then the environment); the rest is
+    // chosen per kernel (`mode::choose`).
+    let forced = mode::Forced::new(opts, &target.features);
     let mut cpu_kernels = BTreeSet::new();
     let mut kinds = Vec::new();
     for f in &module.functions {
@@ -468,12 +475,18 @@ pub fn prepare(m: &Module, opts: &HostOptions) -> HostResult<Prepared> {
                 }
                 if blockers.is_empty() {
                     cpu_kernels.insert(f.name.clone());
-                    let hs = interchange::headers(f);
-                    if !hs.is_empty() && fission::applies(f) {
+                    let mode = mode::choose(f, &forced);
+                    let hs = &mode.headers;
+                    let split = fission::applies(f, hs);
+                    if !hs.is_empty() && split {
                         let names: Vec<String> = hs.iter().map(|b| b.to_string()).collect();
                         report.add(&f.name, "interchange", format!("loop(s) at {} interchanged with the thread loop: each iteration runs for every thread of the block in turn (a virtual barrier at the loop's header), so consecutive threads touch consecutive addresses and the thread loop is the innermost loop", names.join(", ")), "the loop's address steps by one element from thread x to x + 1, and it has no atomics, calls, barriers or inner loops (see host/interchange.rs)");
                     }
-                    if fission::applies(f) {
+                    if split || !regions::has_suspend(f) {
+                        // (Coroutine kernels have one form: no mode to report.)
+                        report.add(&f.name, "mode", mode.to_string(), "chosen per kernel from its loops, atomics and the target's AVX-512 unless forced (see host/mode.rs)");
+                    }
+                    if split {
                         report.add(&f.name, "kernel", "compiled for the CPU: blocks run in parallel on worker threads; each barrier splits the block's threads into regions (region fission: each region is a loop over the block's threads, values live across a barrier kept in per-thread arrays)", "barriers only, in the kernel itself; no warp collectives or allocas (those keep the coroutine lowering)");
                     } else if regions::has_suspend(f) {
                         report.add(&f.name, "kernel", "compiled for the CPU: blocks run in parallel on worker threads; each barrier splits the block's threads into regions run one after another, each shuffle or vote those of a warp (threads are LLVM coroutines, values live across a suspend in per-thread frames)", "barriers, shuffles and votes only in the kernel itself; no other warp collectives, MMA or async copies");
@@ -498,35 +511,7 @@ pub fn prepare(m: &Module, opts: &HostOptions) -> HostResult<Prepared> {
         kinds.push(kind);
     }
     let mut mi = lower::ModuleInfo::new(&module, &plans, &target.cpu, &target.features);
-    // Forced settings (options, then the environment); the rest is chosen
-    // per kernel (`mode::choose`).
-    let env01 = |k: &str| match std::env::var(k).as_deref() {
-        Ok("1") => Some(true),
-        Ok("0") => Some(false),
-        _ => None,
-    };
-    mi.forced = mode::Forced {
-        vector: opts.vector_threads.or_else(|| env01("ZYNTAX_CPU_VECTOR")),
-        affine: opts.affine_rows.or_else(|| env01("ZYNTAX_CPU_AFFINE")),
-        iters: opts.iterations.filter(|k| k.is_power_of_two() && *k <= 64),
-        avx512: target.features.split(',').any(|f| f == "+avx512f"),
-    };
-    // (Coroutine kernels have one form: no mode to report.)
-    let runs = |f: &&Function| !regions::has_suspend(f) || fission::applies(f);
-    for f in module
-        .functions
-        .iter()
-        .filter(|f| cpu_kernels.contains(&f.name))
-        .filter(runs)
-    {
-        let m = mode::choose(f, &mi.forced);
-        report.add(
-            &f.name,
-            "mode",
-            m.to_string(),
-            "chosen per kernel from its loops, atomics and the target's AVX-512 unless forced (see host/mode.rs)",
-        );
-    }
+    mi.forced = forced;
     initialize()?;
     let tm = machine(&target, RelocMode::PIC)?;
     let dl = tm

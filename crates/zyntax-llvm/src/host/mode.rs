@@ -38,6 +38,7 @@
 //! `ZYNTAX_CPU_ITERS` still force one setting for every kernel (tests, and
 //! before/after runs of the bench).
 
+use super::interchange::holds;
 use std::collections::BTreeSet;
 use zyntax_hir::{BlockId, Function, Op};
 use zyntax_opt::analysis::{const_int, loops, Loop};
@@ -48,6 +49,14 @@ use zyntax_opt::analysis::{const_int, loops, Loop};
 /// their region loop-free.
 pub const UNROLLED_TRIP: i64 = 8;
 
+/// Row walks (`interchange::headers_with`) are interchanged as rows of SIMD
+/// lanes by default with AVX-512 (see [`choose`]).
+pub const ROW_WALKS: bool = false;
+
+/// Iterations per pass of a row of SIMD lanes by default (`fission::iterations`
+/// with `affine`; LLVM unrolls them in the row loop).
+pub const ROW_ITERS: u32 = 1;
+
 /// The module-wide settings: `Some` where options or the environment force
 /// one, and whether the target has AVX-512.
 #[derive(Clone, Copy, Debug, Default)]
@@ -55,11 +64,33 @@ pub struct Forced {
     pub vector: Option<bool>,
     pub affine: Option<bool>,
     pub iters: Option<u32>,
+    /// Row walks interchanged too (`ZYNTAX_CPU_WALKS=0|1`).
+    pub walks: Option<bool>,
     pub avx512: bool,
 }
 
+impl Forced {
+    /// From `HostOptions` where set, else from `ZYNTAX_CPU_VECTOR`,
+    /// `ZYNTAX_CPU_AFFINE`, `ZYNTAX_CPU_WALKS` (`0|1`) and `ZYNTAX_CPU_ITERS`
+    /// (read by `fission::iterations`).
+    pub fn new(opts: &super::HostOptions, features: &str) -> Self {
+        let env01 = |k: &str| match std::env::var(k).as_deref() {
+            Ok("1") => Some(true),
+            Ok("0") => Some(false),
+            _ => None,
+        };
+        Forced {
+            vector: opts.vector_threads.or_else(|| env01("ZYNTAX_CPU_VECTOR")),
+            affine: opts.affine_rows.or_else(|| env01("ZYNTAX_CPU_AFFINE")),
+            iters: opts.iterations.filter(|k| k.is_power_of_two() && *k <= 64),
+            walks: opts.row_walks.or_else(|| env01("ZYNTAX_CPU_WALKS")),
+            avx512: features.split(',').any(|f| f == "+avx512f"),
+        }
+    }
+}
+
 /// One kernel's block-runner settings.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Mode {
     /// Threads as SIMD lanes.
     pub vector: bool,
@@ -67,8 +98,8 @@ pub struct Mode {
     pub affine: bool,
     /// Iterations per stop at an interchanged loop's header.
     pub iters: u32,
-    /// Interchanged loops (`interchange::headers`).
-    pub interchanged: usize,
+    /// Headers of the interchanged loops (`interchange::headers_with`).
+    pub headers: Vec<BlockId>,
 }
 
 impl std::fmt::Display for Mode {
@@ -78,9 +109,13 @@ impl std::fmt::Display for Mode {
         } else {
             "threads one after another"
         };
-        match (self.interchanged, self.affine) {
+        match (self.headers.len(), self.affine) {
             (0, _) => write!(f, "{threads}"),
-            (_, true) => write!(f, "{threads}; interchanged loops as rows of SIMD lanes"),
+            (_, true) => write!(
+                f,
+                "{threads}; interchanged loops as rows of SIMD lanes, {} iteration(s) per pass",
+                self.iters
+            ),
             (_, false) => write!(
                 f,
                 "{threads}; interchanged loops {} iterations per stop",
@@ -92,7 +127,8 @@ impl std::fmt::Display for Mode {
 
 /// The settings for kernel `f` (see the module docs).
 pub fn choose(f: &Function, o: &Forced) -> Mode {
-    let headers = super::interchange::headers(f);
+    let walks = o.walks.unwrap_or(o.avx512 && ROW_WALKS);
+    let mut headers = super::interchange::headers_with(f, walks);
     let all = loops(f);
     let loop_at = |h: &BlockId| all.iter().find(|l| l.header == *h);
     let affine = o.affine.unwrap_or_else(|| {
@@ -102,9 +138,17 @@ pub fn choose(f: &Function, o: &Forced) -> Mode {
                 .filter_map(loop_at)
                 .any(|l| !holds(f, l, |op| matches!(op, Op::Atomic { .. } | Op::Red { .. })))
     });
-    let iters = o
-        .iters
-        .unwrap_or_else(|| super::fission::iterations(affine));
+    // Row walks pay only as rows (thread after thread, measured slower).
+    if !affine && o.walks.is_none() {
+        headers = super::interchange::headers(f);
+    }
+    let iters = o.iters.unwrap_or_else(|| {
+        if affine && std::env::var("ZYNTAX_CPU_ITERS").is_err() {
+            ROW_ITERS
+        } else {
+            super::fission::iterations(affine)
+        }
+    });
     let interchanged: BTreeSet<BlockId> = headers.iter().copied().collect();
     let vector = o.vector.unwrap_or_else(|| {
         o.avx512
@@ -118,19 +162,8 @@ pub fn choose(f: &Function, o: &Forced) -> Mode {
         vector,
         affine,
         iters,
-        interchanged: headers.len(),
+        headers,
     }
-}
-
-/// Whether a block of loop `l` holds an instruction whose op `p` accepts.
-fn holds(f: &Function, l: &Loop, p: impl Fn(&Op) -> bool) -> bool {
-    l.blocks.iter().any(|b| {
-        f.block(*b)
-            .insts
-            .iter()
-            .filter_map(|i| f.insts.get(i.index()))
-            .any(|d| p(&d.op))
-    })
 }
 
 /// The trip count of loop `l` when it is a constant: its induction (a

@@ -78,7 +78,8 @@ impl FnLower<'_> {
         // every call of the kernel (one region's run of the thread).
         let counted = plan.iters > 1
             && super::super::interchange::is_virtual(i)
-            && super::super::interchange::headers(self.f)
+            && plan
+                .headers
                 .iter()
                 .any(|b| super::super::interchange::point(*b) == i);
         if counted {

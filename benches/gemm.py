@@ -68,6 +68,18 @@ LAYOUT_CASES: dict[str, tuple[str, int, int, int, str]] = {
     "bf16_at_b_4096": ("bf16", 4096, 4096, 4096, "at"),
     "bf16_slice_4096": ("bf16", 4096, 4096, 4096, "slice"),
 }
+#: The GPT-2-small training step's backward GEMMs (2048 tokens, d = 768, MLP
+#: 3072; ``y = x @ w`` with ``w`` d_in x d_out): weight gradients ``x.T @ dy``
+#: (``at``: K = the tokens) and input gradients ``dy @ w.T`` (``bt``: B the
+#: transpose of a stored N x K weight). ``--train-shapes`` runs them.
+TRAIN_CASES: dict[str, tuple[str, int, int, int, str]] = {
+    "bf16_dw_768x2304_k2048": ("bf16", 768, 2304, 2048, "at"),  # QKV
+    "bf16_dw_768x3072_k2048": ("bf16", 768, 3072, 2048, "at"),  # MLP up
+    "bf16_dw_3072x768_k2048": ("bf16", 3072, 768, 2048, "at"),  # MLP down
+    "bf16_dx_2048x768_k2304": ("bf16", 2048, 768, 2304, "bt"),  # QKV
+    "bf16_dx_2048x768_k3072": ("bf16", 2048, 768, 3072, "bt"),  # MLP up
+    "bf16_dx_2048x3072_k768": ("bf16", 2048, 3072, 768, "bt"),  # MLP down
+}
 L2_FLUSH_BYTES = 256 << 20  # rotate over copies until they exceed this (H100 L2: 50 MB)
 
 
@@ -214,7 +226,8 @@ def bench_case(
 ) -> None:
     """Times cuBLAS, Triton and zyntax on one case and checks zyntax's result.
     `layout`: ``row`` (row-major A), ``at`` (A is the transpose of a K x M
-    tensor) or ``slice`` (A is a column slice of an M x 2K tensor)."""
+    tensor), ``slice`` (A is a column slice of an M x 2K tensor) or ``bt``
+    (row-major A, B the transpose of an N x K tensor)."""
     torch, zk, res, trun = ctx["torch"], ctx["zk"], ctx["res"], ctx["trun"]
     dev, sms, tdt, warmup, iters = ctx["dev"], ctx["sms"], ctx["tdt"], ctx["warmup"], ctx["iters"]
     from zyntax.errors import ZyntaxError
@@ -234,8 +247,8 @@ def bench_case(
         As = [rand(m, 2 * k)[:, :k] for _ in range(copies)]
     else:
         As = [rand(m, k) for _ in range(copies)]
-    # B row-major K x N for zyntax and Triton; cuBLAS takes any layout.
-    Bs = [rand(k, n) for _ in range(copies)]
+    # B row-major K x N for zyntax and Triton (``bt``: K-major); cuBLAS takes any layout.
+    Bs = [rand(n, k).t() if layout == "bt" else rand(k, n) for _ in range(copies)]
     out_dt = torch.bfloat16 if dt == "e4m3" else tdt[dt]
     C = torch.empty(m, n, device=dev, dtype=out_dt)
     extra: dict[str, Any] = {"m": m, "n": n, "k": k, "layout": layout}
@@ -831,6 +844,11 @@ def main() -> int:
     )
     p.add_argument("--no-tile", action="store_true", help="skip the zyntax tile-program rows")
     p.add_argument(
+        "--train-shapes",
+        action="store_true",
+        help="add the GPT-2-small training step's backward GEMMs (TRAIN_CASES)",
+    )
+    p.add_argument(
         "--tile-search",
         action="store_true",
         help="time benches/_gemm_programs.py's tile GEMM over its schedules (the best as "
@@ -912,7 +930,10 @@ def main() -> int:
     if args.sweep:
         for s in SWEEP:
             cases[f"sweep_bf16_{s}"] = ("bf16", s, s, s, None)
-    layouts = {c: LAYOUT_CASES[c] for c in args.cases.split(",") if c in LAYOUT_CASES}
+    named = {**LAYOUT_CASES, **TRAIN_CASES}
+    layouts = {c: named[c] for c in args.cases.split(",") if c in named}
+    if args.train_shapes:
+        layouts.update(TRAIN_CASES)
     if args.model_sweep:
         for mm in MODEL_M:
             for nn, kk in MODEL_NK:

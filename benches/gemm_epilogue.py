@@ -59,6 +59,9 @@ CO4, CO3 = ((128, 256, 8, 4), 1, False), ((128, 256, 8, 3), 1, False)
 #: cuBLAS's tile on the layer GEMMs; ``_cn`` / ``_cm``: clusters of two
 #: along N (sharing the 256-row ``a`` tile) / along M (sharing ``b``).
 T4 = ((256, 128, 8, 4), 1, False)
+#: 3 stages leave shared memory for two 256-row box buffers: no store waits
+#: within a tile (4 stages: one buffer for the tile's two boxes)
+T3 = ((256, 128, 8, 3), 1, False)
 T4CN, T4CM = (*T4, 2, 1), (*T4, 2, 0)
 CO4CN, CO4CM = (*CO4, 2, 1), (*CO4, 2, 0)
 WS_VARIANTS: dict[str, dict[str, Any]] = {
@@ -77,6 +80,7 @@ WS_VARIANTS: dict[str, dict[str, Any]] = {
     "coop256_s4_tma_cn": {"WS_FORCE": CO4CN, "TMA_STORE": True},
     "coop256_s4_tma_cm": {"WS_FORCE": CO4CM, "TMA_STORE": True},
     "t256x128_s4_tma": {"WS_FORCE": T4, "TMA_STORE": True},
+    "t256x128_s3_tma": {"WS_FORCE": T3, "TMA_STORE": True},
     "t256x128_s4_tma_cn": {"WS_FORCE": T4CN, "TMA_STORE": True},
     "t256x128_s4_tma_cm": {"WS_FORCE": T4CM, "TMA_STORE": True},
     "t256x128_s4_tma_tanh": {"WS_FORCE": T4, "TMA_STORE": True, "GELU_APPROX": True},

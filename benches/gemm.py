@@ -951,7 +951,8 @@ def main() -> int:
     if args.no_triton or args.no_triton_tutorial:
         ctx["ttut"] = None
     ttma = gemm_programs.triton_tma_persistent_matmul
-    ctx["ttma"] = ttma(triton, tl) if triton and tl and not args.no_triton_tma else None
+    use_tma = triton and tl and not (args.no_triton or args.no_triton_tma)
+    ctx["ttma"] = ttma(triton, tl) if use_tma else None
     ctx["triton_ws"] = (False, True) if args.triton_ws else (False,)
     global DEVICE_TIME
     DEVICE_TIME = not args.host_bound

@@ -97,6 +97,31 @@ fn both_with(
     (want, words)
 }
 
+/// `base[i]`: a load through `ptr_add`.
+fn load_at(b: &mut FunctionBuilder, base: ValueId, i: ValueId) -> ValueId {
+    let p = b.ptr_add(base, i).unwrap();
+    b.load(p).unwrap()
+}
+
+/// `base[i] = v`: a store through `ptr_add`.
+fn store_at(b: &mut FunctionBuilder, base: ValueId, i: ValueId, v: ValueId) {
+    let p = b.ptr_add(base, i).unwrap();
+    b.store(p, v).unwrap();
+}
+
+/// `x * k + y`.
+fn mul_add(b: &mut FunctionBuilder, x: ValueId, k: ValueId, y: ValueId) -> ValueId {
+    let p = b.mul(x, k).unwrap();
+    b.add(p, y).unwrap()
+}
+
+/// `a.0 < a.1 && c.0 < c.1`.
+fn both_lt(b: &mut FunctionBuilder, a: (ValueId, ValueId), c: (ValueId, ValueId)) -> ValueId {
+    let x = b.cmp(CmpOp::Lt, a.0, a.1).unwrap();
+    let y = b.cmp(CmpOp::Lt, c.0, c.1).unwrap();
+    b.and(x, y).unwrap()
+}
+
 fn module(f: Function) -> Module {
     let mut m = Module::new("barriers");
     m.targets = vec![Arch::Sm80];
@@ -115,12 +140,9 @@ fn tree_reduce(float: bool) -> Function {
     let tid = b.thread_idx(Dim::X).unwrap();
     let bid = b.block_idx(Dim::X).unwrap();
     let c256 = b.iconst(Type::U32, 256).unwrap();
-    let base = b.mul(bid, c256).unwrap();
-    let gi = b.add(base, tid).unwrap();
-    let px = b.ptr_add(x, gi).unwrap();
-    let v = b.load(px).unwrap();
-    let ps = b.ptr_add(sh, tid).unwrap();
-    b.store(ps, v).unwrap();
+    let gi = mul_add(&mut b, bid, c256, tid);
+    let v = load_at(&mut b, x, gi);
+    store_at(&mut b, sh, tid, v);
     b.barrier().unwrap();
     let (z, eight, one) = (
         b.iconst(Type::U32, 0).unwrap(),
@@ -144,8 +166,7 @@ fn tree_reduce(float: bool) -> Function {
     let first = b.cmp(CmpOp::Eq, tid, z).unwrap();
     let iff = b.begin_if(first, &[]).unwrap();
     let r = b.load(sh).unwrap();
-    let po = b.ptr_add(out, bid).unwrap();
-    b.store(po, r).unwrap();
+    store_at(&mut b, out, bid, r);
     b.end_if(iff, &[]).unwrap();
     b.ret(&[]).unwrap();
     b.finish().unwrap()
@@ -216,38 +237,22 @@ fn transpose() -> Function {
     let by16 = b.mul(by, c16).unwrap();
     // Load: row by16+ty, column bx16+tx.
     let (r, c) = (b.add(by16, ty).unwrap(), b.add(bx16, tx).unwrap());
-    let (rin, cin) = (
-        b.cmp(CmpOp::Lt, r, h).unwrap(),
-        b.cmp(CmpOp::Lt, c, w).unwrap(),
-    );
-    let ok = b.and(rin, cin).unwrap();
+    let ok = both_lt(&mut b, (r, h), (c, w));
     let iff = b.begin_if(ok, &[]).unwrap();
-    let rw = b.mul(r, w).unwrap();
-    let i = b.add(rw, c).unwrap();
-    let pi = b.ptr_add(inp, i).unwrap();
-    let v = b.load(pi).unwrap();
-    let ty17 = b.mul(ty, c17).unwrap();
-    let si = b.add(ty17, tx).unwrap();
-    let ps = b.ptr_add(tile, si).unwrap();
-    b.store(ps, v).unwrap();
+    let i = mul_add(&mut b, r, w, c);
+    let v = load_at(&mut b, inp, i);
+    let si = mul_add(&mut b, ty, c17, tx);
+    store_at(&mut b, tile, si, v);
     b.end_if(iff, &[]).unwrap();
     b.barrier().unwrap();
     // Store: output row bx16+ty (an input column), column by16+tx (an input row).
     let (orow, ocol) = (b.add(bx16, ty).unwrap(), b.add(by16, tx).unwrap());
-    let (a1, a2) = (
-        b.cmp(CmpOp::Lt, orow, w).unwrap(),
-        b.cmp(CmpOp::Lt, ocol, h).unwrap(),
-    );
-    let ok = b.and(a1, a2).unwrap();
+    let ok = both_lt(&mut b, (orow, w), (ocol, h));
     let iff = b.begin_if(ok, &[]).unwrap();
-    let tx17 = b.mul(tx, c17).unwrap();
-    let si = b.add(tx17, ty).unwrap();
-    let ps = b.ptr_add(tile, si).unwrap();
-    let v = b.load(ps).unwrap();
-    let oh = b.mul(orow, h).unwrap();
-    let o = b.add(oh, ocol).unwrap();
-    let po = b.ptr_add(out, o).unwrap();
-    b.store(po, v).unwrap();
+    let si = mul_add(&mut b, tx, c17, ty);
+    let v = load_at(&mut b, tile, si);
+    let o = mul_add(&mut b, orow, h, ocol);
+    store_at(&mut b, out, o, v);
     b.end_if(iff, &[]).unwrap();
     b.ret(&[]).unwrap();
     b.finish().unwrap()
@@ -297,24 +302,20 @@ fn histogram() -> Function {
         b.iconst(Type::U32, 1).unwrap(),
     );
     let fr = b.begin_for(tid, c64, bd, &[]).unwrap();
-    let p = b.ptr_add(bins, fr.iv).unwrap();
-    b.store(p, z).unwrap();
+    store_at(&mut b, bins, fr.iv, z);
     b.end_for(fr, &[]).unwrap();
     b.barrier().unwrap();
-    let bb = b.mul(bid, bd).unwrap();
-    let start = b.add(bb, tid).unwrap();
+    let start = mul_add(&mut b, bid, bd, tid);
     let stride = b.mul(gd, bd).unwrap();
     let fr = b.begin_for(start, n, stride, &[]).unwrap();
-    let px = b.ptr_add(x, fr.iv).unwrap();
-    let v = b.load(px).unwrap();
+    let v = load_at(&mut b, x, fr.iv);
     let k = b.rem(v, c64).unwrap();
     let pb = b.ptr_add(bins, k).unwrap();
     b.atomic(AtomicOp::Add, Scope::Block, pb, one).unwrap();
     b.end_for(fr, &[]).unwrap();
     b.barrier().unwrap();
     let fr = b.begin_for(tid, c64, bd, &[]).unwrap();
-    let p = b.ptr_add(bins, fr.iv).unwrap();
-    let c = b.load(p).unwrap();
+    let c = load_at(&mut b, bins, fr.iv);
     let ph = b.ptr_add(hist, fr.iv).unwrap();
     b.atomic(AtomicOp::Add, Scope::Device, ph, c).unwrap();
     b.end_for(fr, &[]).unwrap();
@@ -369,8 +370,7 @@ fn shared_rmw() -> Function {
     let tid = b.thread_idx(Dim::X).unwrap();
     let bd = b.block_dim(Dim::X).unwrap();
     let bid = b.block_idx(Dim::X).unwrap();
-    let bb = b.mul(bid, bd).unwrap();
-    let gid = b.add(bb, tid).unwrap();
+    let gid = mul_add(&mut b, bid, bd, tid);
     let z = b.iconst(Type::U32, 0).unwrap();
     let first = b.eq(tid, z).unwrap();
     let iff = b.begin_if(first, &[]).unwrap();
@@ -387,8 +387,7 @@ fn shared_rmw() -> Function {
     b.store(shf, f0).unwrap();
     b.end_if(iff, &[]).unwrap();
     b.barrier().unwrap();
-    let px = b.ptr_add(x, gid).unwrap();
-    let v = b.load(px).unwrap();
+    let v = load_at(&mut b, x, gid);
     let at = |b: &mut FunctionBuilder, k: i64| {
         let kk = b.iconst(Type::U32, k).unwrap();
         b.ptr_add(sh, kk).unwrap()
@@ -396,8 +395,7 @@ fn shared_rmw() -> Function {
     let one = b.iconst(Type::U32, 1).unwrap();
     let p0 = at(&mut b, 0);
     let t = b.atomic(AtomicOp::Add, Scope::Block, p0, one).unwrap();
-    let pt = b.ptr_add(tick, gid).unwrap();
-    b.store(pt, t).unwrap();
+    store_at(&mut b, tick, gid, t);
     let c255 = b.iconst(Type::U32, 255).unwrap();
     let small = b.and(v, c255).unwrap();
     let p1 = at(&mut b, 1);
@@ -414,8 +412,7 @@ fn shared_rmw() -> Function {
     b.atomic(AtomicOp::Xor, Scope::Block, p4, v).unwrap();
     let p5 = at(&mut b, 5);
     let o = b.atomic(AtomicOp::Exch, Scope::Block, p5, tid).unwrap();
-    let po = b.ptr_add(xold, gid).unwrap();
-    b.store(po, o).unwrap();
+    store_at(&mut b, xold, gid, o);
     let fv = b.cast(small, Type::F32).unwrap();
     b.atomic(AtomicOp::Add, Scope::Block, shf, fv).unwrap();
     b.barrier().unwrap();
@@ -427,15 +424,13 @@ fn shared_rmw() -> Function {
         let w = b.load(p).unwrap();
         let kk = b.iconst(Type::U32, k).unwrap();
         let ri = b.add(rb, kk).unwrap();
-        let pr = b.ptr_add(res, ri).unwrap();
-        b.store(pr, w).unwrap();
+        store_at(&mut b, res, ri, w);
     }
     let fw = b.load(shf).unwrap();
     let fb = b.bitcast(fw, Type::U32).unwrap();
     let c7 = b.iconst(Type::U32, 7).unwrap();
     let ri = b.add(rb, c7).unwrap();
-    let pr = b.ptr_add(res, ri).unwrap();
-    b.store(pr, fb).unwrap();
+    store_at(&mut b, res, ri, fb);
     b.end_if(iff, &[]).unwrap();
     b.ret(&[]).unwrap();
     b.finish().unwrap()
@@ -515,8 +510,7 @@ fn partial(split: bool) -> Function {
     let left = b.cmp(CmpOp::Gt, tid, z).unwrap();
     let t1 = b.sub(tid, one).unwrap();
     let j = b.select(left, t1, tid).unwrap();
-    let pj = b.ptr_add(sh, j).unwrap();
-    let lv = b.load(pj).unwrap();
+    let lv = load_at(&mut b, sh, j);
     let acc = b.add(fr.carried[0], lv).unwrap();
     b.barrier().unwrap();
     b.store(ps, acc).unwrap();
@@ -598,35 +592,17 @@ fn barrier_kernels_report_and_bounds_errors() {
         .report
         .to_string()
         .contains("each barrier splits the block's threads into regions"));
+    let reduce = |grid: [u32; 3], block: [u32; 3], x: &mut [u32], out: &mut [u32]| {
+        let mut args = [Arg::Buffer(Buffer::new(x)), Arg::Buffer(Buffer::new(out))];
+        jit.launch("reduce", grid, block, &mut args, 0).unwrap_err()
+    };
     // Too small an output: a bounds error from inside a region, frames freed.
     let mut x = vec![1u32; 4 * 256];
     let mut out = vec![0u32; 2];
-    let e = jit
-        .launch(
-            "reduce",
-            [4, 1, 1],
-            [256, 1, 1],
-            &mut [
-                Arg::Buffer(Buffer::new(&mut x)),
-                Arg::Buffer(Buffer::new(&mut out)),
-            ],
-            0,
-        )
-        .unwrap_err();
+    let e = reduce([4, 1, 1], [256, 1, 1], &mut x, &mut out);
     assert!(e.to_string().contains("out of bounds"), "{e}");
     // More threads than a GPU block may have: an argument error.
-    let e = jit
-        .launch(
-            "reduce",
-            [1, 1, 1],
-            [256, 8, 1],
-            &mut [
-                Arg::Buffer(Buffer::new(&mut x)),
-                Arg::Buffer(Buffer::new(&mut out)),
-            ],
-            0,
-        )
-        .unwrap_err();
+    let e = reduce([1, 1, 1], [256, 8, 1], &mut x, &mut out);
     assert!(matches!(e, HostError::Argument(_)), "{e}");
 }
 
@@ -727,8 +703,7 @@ fn relay() -> Function {
     let tid = b.thread_idx(Dim::X).unwrap();
     let bid = b.block_idx(Dim::X).unwrap();
     let n = b.block_dim(Dim::X).unwrap();
-    let base = b.mul(bid, n).unwrap();
-    let gi = b.add(base, tid).unwrap();
+    let gi = mul_add(&mut b, bid, n, tid);
     let p = b.ptr_add(io, gi).unwrap();
     let v = b.load(p).unwrap();
     let flag = b.cmp(CmpOp::Lt, tid, k).unwrap();
@@ -741,16 +716,14 @@ fn relay() -> Function {
     );
     let t1 = b.add(tid, one).unwrap();
     let j = b.binary(BinOp::Rem, t1, n).unwrap();
-    let pj = b.ptr_add(sh, j).unwrap();
-    let w = b.load(pj).unwrap();
+    let w = load_at(&mut b, sh, j);
     b.barrier().unwrap();
     let fr = b.begin_for(z, rounds, one, &[w]).unwrap();
     b.store(ps, fr.carried[0]).unwrap();
     b.barrier().unwrap();
     let tr = b.add(tid, fr.iv).unwrap();
     let jr = b.binary(BinOp::Rem, tr, n).unwrap();
-    let pr = b.ptr_add(sh, jr).unwrap();
-    let nb = b.load(pr).unwrap();
+    let nb = load_at(&mut b, sh, jr);
     let mixed = b.binary(BinOp::Xor, fr.carried[0], nb).unwrap();
     let acc = b.add(mixed, fr.iv).unwrap();
     b.barrier().unwrap();
@@ -816,8 +789,7 @@ fn grid_stride(float: bool, early: bool) -> Function {
     let bd = b.block_dim(Dim::X).unwrap();
     let bid = b.block_idx(Dim::X).unwrap();
     let gd = b.grid_dim(Dim::X).unwrap();
-    let bb = b.mul(bid, bd).unwrap();
-    let gid = b.add(bb, tid).unwrap();
+    let gid = mul_add(&mut b, bid, bd, tid);
     let stride = b.mul(gd, bd).unwrap();
     let zero = if float {
         b.fconst(Type::F32, 0.0).unwrap()
@@ -825,8 +797,7 @@ fn grid_stride(float: bool, early: bool) -> Function {
         b.iconst(Type::U32, 0).unwrap()
     };
     let fr = b.begin_for(gid, n, stride, &[zero]).unwrap();
-    let px = b.ptr_add(x, fr.iv).unwrap();
-    let v = b.load(px).unwrap();
+    let v = load_at(&mut b, x, fr.iv);
     if early {
         let bits = if float {
             b.bitcast(v, Type::U32).unwrap()
@@ -835,8 +806,7 @@ fn grid_stride(float: bool, early: bool) -> Function {
         };
         let big = b.cmp(CmpOp::Gt, bits, limit).unwrap();
         let iff = b.begin_if(big, &[]).unwrap();
-        let ph = b.ptr_add(hit, gid).unwrap();
-        b.store(ph, fr.iv).unwrap();
+        store_at(&mut b, hit, gid, fr.iv);
         b.ret(&[]).unwrap();
         b.end_if(iff, &[]).unwrap();
     }
@@ -847,8 +817,7 @@ fn grid_stride(float: bool, early: bool) -> Function {
     };
     let acc = b.add(fr.carried[0], term).unwrap();
     let res = b.end_for(fr, &[acc]).unwrap();
-    let po = b.ptr_add(out, gid).unwrap();
-    b.store(po, res[0]).unwrap();
+    store_at(&mut b, out, gid, res[0]);
     b.ret(&[]).unwrap();
     b.finish().unwrap()
 }
@@ -864,29 +833,24 @@ fn block_sums() -> Function {
     let bd = b.block_dim(Dim::X).unwrap();
     let bid = b.block_idx(Dim::X).unwrap();
     let gd = b.grid_dim(Dim::X).unwrap();
-    let bb = b.mul(bid, bd).unwrap();
-    let gid = b.add(bb, tid).unwrap();
+    let gid = mul_add(&mut b, bid, bd, tid);
     let stride = b.mul(gd, bd).unwrap();
     let zero = b.fconst(Type::F32, 0.0).unwrap();
     let fr = b.begin_for(gid, n, stride, &[zero]).unwrap();
-    let px = b.ptr_add(x, fr.iv).unwrap();
-    let v = b.load(px).unwrap();
+    let v = load_at(&mut b, x, fr.iv);
     let acc = b.add(fr.carried[0], v).unwrap();
     let s = b.end_for(fr, &[acc]).unwrap();
-    let ps = b.ptr_add(sh, tid).unwrap();
-    b.store(ps, s[0]).unwrap();
+    store_at(&mut b, sh, tid, s[0]);
     b.barrier().unwrap();
     let z = b.iconst(Type::U32, 0).unwrap();
     let first = b.cmp(CmpOp::Eq, tid, z).unwrap();
     let iff = b.begin_if(first, &[]).unwrap();
     let one = b.iconst(Type::U32, 1).unwrap();
     let fr = b.begin_for(z, bd, one, &[zero]).unwrap();
-    let pk = b.ptr_add(sh, fr.iv).unwrap();
-    let v = b.load(pk).unwrap();
+    let v = load_at(&mut b, sh, fr.iv);
     let acc = b.add(fr.carried[0], v).unwrap();
     let tot = b.end_for(fr, &[acc]).unwrap();
-    let po = b.ptr_add(out, bid).unwrap();
-    b.store(po, tot[0]).unwrap();
+    store_at(&mut b, out, bid, tot[0]);
     b.end_if(iff, &[]).unwrap();
     b.ret(&[]).unwrap();
     b.finish().unwrap()
@@ -1045,12 +1009,10 @@ fn loops_with_atomics_or_uniform_addresses_are_not_interchanged() {
         let gd = b.grid_dim(Dim::X).unwrap();
         let stride = b.mul(gd, bd).unwrap();
         let fr = b.begin_for(tid, n, stride, &[]).unwrap();
-        let px = b.ptr_add(x, fr.iv).unwrap();
-        let v = b.load(px).unwrap();
+        let v = load_at(&mut b, x, fr.iv);
         let old = b.atomic(AtomicOp::Add, Scope::Block, sh, v).unwrap();
         if read {
-            let po = b.ptr_add(out, fr.iv).unwrap();
-            b.store(po, old).unwrap();
+            store_at(&mut b, out, fr.iv, old);
         }
         b.end_for(fr, &[]).unwrap();
         b.ret(&[]).unwrap();
@@ -1065,13 +1027,11 @@ fn loops_with_atomics_or_uniform_addresses_are_not_interchanged() {
         b.iconst(Type::U32, 1).unwrap(),
     );
     let fr = b.begin_for(z, n, one, &[z]).unwrap();
-    let px = b.ptr_add(x, fr.iv).unwrap();
-    let v = b.load(px).unwrap();
+    let v = load_at(&mut b, x, fr.iv);
     let w = b.mul(v, tid).unwrap();
     let acc = b.add(fr.carried[0], w).unwrap();
     let r = b.end_for(fr, &[acc]).unwrap();
-    let po = b.ptr_add(out, tid).unwrap();
-    b.store(po, r[0]).unwrap();
+    store_at(&mut b, out, tid, r[0]);
     b.ret(&[]).unwrap();
     let m = module(b.finish().unwrap());
     assert!(!interchanged(&m, &opts));
@@ -1096,11 +1056,9 @@ fn context_mix() -> (Function, Vec<ValueId>) {
     let ny = b.block_dim(Dim::Y).unwrap();
     let bid = b.block_idx(Dim::X).unwrap();
     let gx = b.grid_dim(Dim::X).unwrap();
-    let row = b.mul(ty, nx).unwrap();
-    let tid = b.add(row, tx).unwrap();
+    let tid = mul_add(&mut b, ty, nx, tx);
     let nt = b.mul(nx, ny).unwrap();
-    let base = b.mul(bid, nt).unwrap();
-    let gi = b.add(base, tid).unwrap();
+    let gi = mul_add(&mut b, bid, nt, tid);
     let s1 = b.shl(gi, sh_amt).unwrap();
     let ti = b.cast(tid, Type::I32).unwrap();
     let c5 = b.iconst(Type::I32, 5).unwrap();
@@ -1140,8 +1098,7 @@ fn context_mix() -> (Function, Vec<ValueId>) {
     let fr = b.begin_for(z, rounds, one, &[v]).unwrap();
     let t1 = b.add(tid, fr.iv).unwrap();
     let j = b.binary(BinOp::Rem, t1, nt).unwrap();
-    let pj = b.ptr_add(sh, j).unwrap();
-    let w = b.load(pj).unwrap();
+    let w = load_at(&mut b, sh, j);
     let acc = b.add(fr.carried[0], w).unwrap();
     let acc = b.binary(BinOp::Xor, acc, mix).unwrap();
     b.barrier().unwrap();

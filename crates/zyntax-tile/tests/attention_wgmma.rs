@@ -94,6 +94,16 @@ fn rounded(rng: &mut Rng, n: usize) -> (Vec<u8>, Vec<f64>) {
     rounded16(rng, n, bf16::from_f32, bf16::to_le_bytes, bf16::to_f64)
 }
 
+/// Runs `k` over `s_len` tokens of head dim `d` on fresh bf16 inputs and
+/// checks it against f64.
+fn check_f64(k: &TileKernel, bm: u32, (s_len, d): (u32, u32), rng: &mut Rng, what: &str) {
+    let n = (s_len * d) as usize;
+    let qkv = (rounded(rng, n), rounded(rng, n), rounded(rng, n));
+    let (got, want) = run_causal_attention(k, bm, (s_len, d), qkv, 0.3);
+    // p is rounded to bf16 before the second dot: ~2^-8 relative per term.
+    assert_close(&got, &want, 2e-2, what);
+}
+
 /// The `wgmma` instructions of the kernel and how many take `A` from
 /// registers (a `vec<u32, 4>` operand).
 fn wgmmas(k: &TileKernel) -> (usize, usize) {
@@ -155,15 +165,7 @@ fn flash_attention_on_wgmma_against_f64() {
         let bars = text.lines().filter(|l| l.trim() == "barrier").count();
         let want = if v_first { 3 } else { 4 };
         assert_eq!(bars, want, "{bm}x{bn} d{d}: barriers");
-        let n = (s_len * d) as usize;
-        let inputs = (
-            rounded(&mut rng, n),
-            rounded(&mut rng, n),
-            rounded(&mut rng, n),
-        );
-        let (got, want) = run_causal_attention(&k, bm, (s_len, d), inputs, 0.3);
-        // p is rounded to bf16 before the second dot: ~2^-8 relative per term.
-        assert_close(&got, &want, 2e-2, &format!("{bm}x{bn} d{d}"));
+        check_f64(&k, bm, (s_len, d), &mut rng, &format!("{bm}x{bn} d{d}"));
     }
 }
 
@@ -269,14 +271,7 @@ fn flash_attention_on_a_tma_ring_against_f64() {
             text.contains("bar.sync 1") || text.contains("named_barrier"),
             "{what}: Q's named barrier"
         );
-        let n = (s_len * d) as usize;
-        let inputs = (
-            rounded(&mut rng, n),
-            rounded(&mut rng, n),
-            rounded(&mut rng, n),
-        );
-        let (got, want) = run_causal_attention(&k, bm, (s_len, d), inputs, 0.3);
-        assert_close(&got, &want, 2e-2, &what);
+        check_f64(&k, bm, (s_len, d), &mut rng, &what);
     }
 }
 
@@ -298,63 +293,50 @@ fn flash_attention_stays_on_mma_sync_where_wgmma_does_not_fit() {
     }
 }
 
+/// Both builds through ptxas: staged (two buffers) and on a TMA ring with
+/// P V in flight across the softmax; no spills and no "wgmma serialized"
+/// (C7514: the softmax's code must not touch registers of wgmmas in flight).
 #[cfg(feature = "compute")]
 #[test]
 fn flash_attention_on_wgmma_passes_ptxas() {
     use zyntax_llvm::{compile_ptx, Options, Ptxas};
     let ptxas = Ptxas::locate().unwrap_or_else(|e| panic!("{e}"));
     for (bm, bn, d, warps) in [(64, 64, 64, 4), (128, 64, 128, 8)] {
-        let k = flash(bm, bn, d, warps, Arch::Sm90a, true);
-        let ptx = compile_ptx(&k.module, &Options::new(Arch::Sm90a))
-            .unwrap_or_else(|e| panic!("{bm}x{bn} d{d}: {e}"))
-            .ptx;
-        for needle in [
-            format!("wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.bf16.bf16"),
-            format!("wgmma.mma_async.sync.aligned.m64n{d}k16.f32.bf16.bf16"),
-            "fence.proxy.async".to_string(),
-            "wgmma.wait_group.sync.aligned 0".to_string(),
+        let wgmma = |n: u32| format!("wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16");
+        let staged = flash(bm, bn, d, warps, Arch::Sm90a, true);
+        let on_ring = ring(bm, bn, d, warps, (3, 1), false);
+        for (name, k, needles) in [
+            (
+                "flash",
+                staged,
+                ["fence.proxy.async", "wgmma.wait_group.sync.aligned 0"],
+            ),
+            (
+                "flash_ring",
+                on_ring,
+                ["cp.async.bulk.tensor.2d", "bar.sync 1"],
+            ),
         ] {
-            assert!(ptx.contains(&needle), "{bm}x{bn} d{d}: missing `{needle}`");
+            let what = format!("{name} {bm}x{bn} d{d}");
+            let ptx = compile_ptx(&k.module, &Options::new(Arch::Sm90a))
+                .unwrap_or_else(|e| panic!("{what}: {e}"))
+                .ptx;
+            for needle in [wgmma(bn), wgmma(d)]
+                .iter()
+                .map(String::as_str)
+                .chain(needles)
+            {
+                assert!(ptx.contains(needle), "{what}: missing `{needle}`");
+            }
+            if let Ok(dir) = std::env::var("WGMMA_PTX_DUMP") {
+                std::fs::write(format!("{dir}/{name}_{bm}x{bn}_d{d}.ptx"), &ptx).unwrap();
+            }
+            let out = ptxas
+                .assemble(&ptx, Arch::Sm90a)
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            let spills = !out.log.contains(" 0 bytes spill stores");
+            let bad = spills && out.log.contains("spill") || out.log.contains("C7514");
+            assert!(!bad, "{what}: spills or serialised wgmmas\n{}", out.log);
         }
-        if let Ok(dir) = std::env::var("WGMMA_PTX_DUMP") {
-            std::fs::write(format!("{dir}/flash_{bm}x{bn}_d{d}.ptx"), &ptx).unwrap();
-        }
-        if let Err(e) = ptxas.assemble(&ptx, Arch::Sm90a) {
-            panic!("{bm}x{bn} d{d} flash on wgmma: {e}");
-        }
-    }
-}
-
-#[cfg(feature = "compute")]
-#[test]
-fn flash_attention_on_a_tma_ring_passes_ptxas() {
-    use zyntax_llvm::{compile_ptx, Options, Ptxas};
-    let ptxas = Ptxas::locate().unwrap_or_else(|e| panic!("{e}"));
-    for (bm, bn, d, warps) in [(64, 64, 64, 4), (128, 64, 128, 8)] {
-        let k = ring(bm, bn, d, warps, (3, 1), false);
-        let ptx = compile_ptx(&k.module, &Options::new(Arch::Sm90a))
-            .unwrap_or_else(|e| panic!("{bm}x{bn} d{d}: {e}"))
-            .ptx;
-        for needle in [
-            "cp.async.bulk.tensor.2d",
-            "mbarrier.try_wait.parity",
-            "bar.sync 1",
-        ] {
-            assert!(ptx.contains(needle), "{bm}x{bn} d{d}: missing `{needle}`");
-        }
-        if let Ok(dir) = std::env::var("WGMMA_PTX_DUMP") {
-            std::fs::write(format!("{dir}/flash_ring_{bm}x{bn}_d{d}.ptx"), &ptx).unwrap();
-        }
-        let out = ptxas
-            .assemble(&ptx, Arch::Sm90a)
-            .unwrap_or_else(|e| panic!("{bm}x{bn} d{d} flash on a ring: {e}"));
-        // No spills, and no "wgmma serialized" (C7514): P V stays in flight
-        // across the softmax, whose code must not touch its registers.
-        assert!(
-            !out.log.contains("bytes spill stores") || out.log.contains(" 0 bytes spill stores"),
-            "{bm}x{bn} d{d}: spills\n{}",
-            out.log
-        );
-        assert!(!out.log.contains("C7514"), "{bm}x{bn} d{d}: {}", out.log);
     }
 }

@@ -346,6 +346,17 @@ impl Lowerer<'_> {
         Ok(self.b.rem(j, two)?)
     }
 
+    /// The regions of the program's wgmma `dot`s (after any GEMM ring).
+    fn regions(&self) -> Vec<DotRegion> {
+        let ring = super::pipeline::dynamic_bytes(
+            self.program,
+            self.layouts,
+            &self.program.body,
+            self.schedule.stages,
+        );
+        dot_regions(self.program, self.layouts, ring).0
+    }
+
     /// The byte offset of `r`'s buffer for this iteration.
     fn buffer_base(&mut self, r: &DotRegion) -> TileResult<ValueId> {
         let base = self.u32(r.offset as u32)?;
@@ -511,13 +522,7 @@ impl Lowerer<'_> {
         k: u32,
         n: u32,
     ) -> TileResult<(Option<ValueId>, ValueId, bool)> {
-        let ring = super::pipeline::dynamic_bytes(
-            self.program,
-            self.layouts,
-            &self.program.body,
-            self.schedule.stages,
-        );
-        let (regions, _) = dot_regions(self.program, self.layouts, ring);
+        let regions = self.regions();
         let region = regions
             .iter()
             .find(|r| r.out == out)
@@ -550,16 +555,11 @@ impl Lowerer<'_> {
     pub(super) fn stage_once_a(&mut self, out: TileId, a: TileId) -> TileResult<()> {
         let at = match self.ring_once(out) {
             Some(at) => Some(u64::from(at)), // on a TMA ring (`pipeline_ring.rs`)
-            None => {
-                let ring = super::pipeline::dynamic_bytes(
-                    self.program,
-                    self.layouts,
-                    &self.program.body,
-                    self.schedule.stages,
-                );
-                let (regions, _) = dot_regions(self.program, self.layouts, ring);
-                regions.iter().find(|r| r.out == out).and_then(|r| r.once_a)
-            }
+            None => self
+                .regions()
+                .iter()
+                .find(|r| r.out == out)
+                .and_then(|r| r.once_a),
         };
         let at =
             at.ok_or_else(|| TileError::Internal("a hoisted wgmma dot without a region".into()))?;

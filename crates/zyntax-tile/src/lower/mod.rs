@@ -636,7 +636,7 @@ impl Lowerer<'_> {
                 results,
             } => match pipeline::gemm_loop(self.program, args, body, yields) {
                 _ if self.ring.is_some() => {
-                    self.ring_loop(*lo, *hi, *step, *iv, inits, args, body, yields, results)?
+                    self.for_loop(*lo, *hi, *step, *iv, inits, args, body, yields, results)?
                 }
                 Some(g) if pipeline::is_wgmma(self.layouts.get(g.dot)) => {
                     let (Value::Tile(init), Value::Tile(result)) = (inits[0], results[0]) else {
@@ -708,17 +708,31 @@ impl Lowerer<'_> {
                 self.hoist_a(out, a)?;
             }
         }
+        if let Some(rot) = self.ring_rotation() {
+            // One wgmma group in flight across the softmax (pipeline_ring.rs).
+            let values = (inits, args, yields, results);
+            return self.ring_loop_rotated(&rot, (lo, hi, step), iv, values, body);
+        }
         let init = self.flatten(inits)?;
         let frame = self.b.begin_for(lo, hi, step, &init)?;
         self.set_scalar(iv, frame.iv);
         let carried = frame.carried.clone();
         self.unflatten(args, &carried)?;
         let outer = self.wgmma_parity;
-        let staged = dot_wgmma::stages_in(self.layouts, body);
+        // On a TMA ring the dots read the iteration's stage, handed back
+        // after the last one (pipeline_ring.rs); otherwise they stage into
+        // two buffers alternating between iterations.
+        let ring_last = self.ring_iteration(lo, step, frame.iv, body)?;
+        let staged = ring_last.is_none() && dot_wgmma::stages_in(self.layouts, body);
         if staged {
             self.wgmma_parity = Some(self.iteration_parity(lo, step, frame.iv)?);
         }
-        self.region(body)?;
+        for (i, op) in body.iter().enumerate() {
+            self.op(op)?;
+            if ring_last == Some(i) {
+                self.ring_release()?;
+            }
+        }
         let next = self.flatten(yields)?;
         let out = self.b.end_for(frame, &next)?;
         if staged {

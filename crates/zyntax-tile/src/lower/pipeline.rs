@@ -260,6 +260,7 @@ pub(super) fn dynamic_bytes(
 
 /// How one operand is staged: `rows` rows of 128 bytes per box, boxes of 64
 /// elements along `col_dim` (the contiguous one in shared memory).
+#[derive(Clone, Debug)]
 pub(super) struct Staging {
     pub view: ViewId,
     pub origin: Vec<ScalarId>,

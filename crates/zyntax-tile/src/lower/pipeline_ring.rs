@@ -38,12 +38,12 @@
 
 use super::dot_mma;
 use super::dot_wgmma::{align1024, boxed_bytes, stages_in};
-use super::pipeline::{is_wgmma, ROW};
+use super::pipeline::{is_wgmma, Staging};
 use super::pipeline_ws::{is_scalar_op, Ring, TensorMapParam};
 use super::Lowerer;
 use crate::error::{TileError, TileResult};
 use crate::infer::Layouts;
-use crate::ir::{Const, Op, Param, ScalarId, TileId, TileProgram, Value, ViewId};
+use crate::ir::{Const, Op, Param, ScalarId, TileId, TileProgram, Value};
 use crate::schedule::Schedule;
 use std::collections::HashMap;
 use zyntax_hir::{AddrSpace, Arch, Type, ValueId};
@@ -60,20 +60,15 @@ pub(crate) struct RingOperand {
     /// The tiles the consumers skip: the load's result and, if layout
     /// inference put one between, the conversion that gives the `b`.
     pub skip: Vec<TileId>,
-    pub view: ViewId,
-    pub origin: Vec<ScalarId>,
+    /// The TMA boxes (`pipeline_ws.rs`'s `tma_stage`): rows of a box along
+    /// the view's other trailing dim (`row_dim`), elements along its
+    /// unit-stride dim (`col_dim`, a multiple of [`BOX`]).
+    st: Staging,
     /// K-major (the view's unit-stride dim is the tile's dim 0, K): rows are
     /// N; else rows are K.
     pub kmajor: bool,
-    /// Rows of a box and elements along the unit-stride dim (a multiple of
-    /// [`BOX`]).
-    pub rows: u32,
-    pub cols: u32,
     /// Byte offset within a stage.
     pub offset: u32,
-    /// The view's unit-stride dim and its other trailing dim.
-    pub inner: usize,
-    pub outer: usize,
 }
 
 /// The ring lowering of a program (see the module doc).
@@ -171,22 +166,22 @@ pub(crate) fn ring_plan(
             return None;
         }
         operand.offset = stage;
-        stage += align1024(u64::from(operand.rows * operand.cols * 2)) as u32;
+        stage += align1024(u64::from(operand.st.rows * operand.st.cols * 2)) as u32;
         operands.push(operand);
     }
     let mut maps = Vec::new();
     for o in &operands {
-        let view = program.view(o.view);
+        let view = program.view(o.st.view);
         let param = program
             .params
             .iter()
-            .position(|p| matches!(p, Param::View(v) if *v == o.view))?;
+            .position(|p| matches!(p, Param::View(v) if *v == o.st.view))?;
         maps.push(TensorMapParam {
             view: view.name.clone(),
             param,
-            inner_dim: o.inner,
-            outer_dim: o.outer,
-            box_dims: [BOX, o.rows],
+            inner_dim: o.st.col_dim,
+            outer_dim: o.st.row_dim,
+            box_dims: [BOX, o.st.rows],
         });
     }
     // One wgmma group in flight (`Schedule::wgmma_in_flight`): rotated.
@@ -301,17 +296,21 @@ fn ring_operand(program: &TileProgram, body: &[Op], dot: TileId, b: TileId) -> O
         return None;
     }
     let outer = if kmajor { rank - 1 } else { rank - 2 };
+    let st = Staging {
+        view,
+        origin,
+        row_dim: outer,
+        col_dim: unit,
+        rows,
+        cols,
+        elem: v.elem.clone(),
+    };
     Some(RingOperand {
         dot,
         skip,
-        view,
-        origin,
+        st,
         kmajor,
-        rows,
-        cols,
         offset: 0,
-        inner: unit,
-        outer,
     })
 }
 
@@ -443,26 +442,10 @@ impl Lowerer<'_> {
         }
         let sb = self.u32(plan.stage_bytes)?;
         let base = self.b.mul(stage, sb)?;
-        let ring_at = self.u32(plan.ring)?;
-        let base = self.b.add(base, ring_at)?;
         for (o, &tmap) in plan.operands.iter().zip(tmaps) {
-            let origin = o
-                .origin
-                .iter()
-                .map(|s| self.scalar(*s))
-                .collect::<TileResult<Vec<_>>>()?;
-            for i in 0..o.cols / BOX {
-                let off = self.u32(o.offset + i * o.rows * ROW)?;
-                let off = self.b.add(base, off)?;
-                let dst = self.b.ptr_add(ring.smem, off)?;
-                let d = self.u32(i * BOX)?;
-                let inner = self.b.add(origin[o.inner], d)?;
-                // Innermost first: the unit-stride dim, the other trailing
-                // dim, the leading dims from the last.
-                let mut coords = vec![inner, origin[o.outer]];
-                coords.extend(origin[..origin.len() - 2].iter().rev());
-                self.b.tma_load(dst, tmap, full, &coords, None)?;
-            }
+            let at = self.u32(plan.ring + o.offset)?;
+            let at = self.b.add(base, at)?;
+            self.tma_stage(&o.st, ring, at, tmap, full, 0)?;
         }
         self.b.end_for(frame, &[])?;
         Ok(())
@@ -524,74 +507,51 @@ impl Lowerer<'_> {
         }
     }
 
-    /// The ring's loop in the consumers: each iteration waits for its stage,
-    /// lowers the body (the `dot`s read the stage) and hands the stage back
-    /// after the last `dot`.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn ring_loop(
+    /// On the ring, the loop's rotation, if it runs rotated.
+    pub(super) fn ring_rotation(&self) -> Option<Rotation> {
+        self.ring.as_ref().and_then(|r| r.plan.rotate.clone())
+    }
+
+    /// On the ring, the start of an iteration of its loop (iteration
+    /// variable `iv` of a loop from `lo` by `step`): waits for the stage
+    /// and returns the index of the body's last wgmma `dot`, after which
+    /// [`Self::ring_release`] hands the stage back; `None` off the ring.
+    pub(super) fn ring_iteration(
         &mut self,
-        lo: ScalarId,
-        hi: ScalarId,
-        step: ScalarId,
-        iv: ScalarId,
-        inits: &[Value],
-        args: &[Value],
+        lo: ValueId,
+        step: ValueId,
+        iv: ValueId,
         body: &[Op],
-        yields: &[Value],
-        results: &[Value],
-    ) -> TileResult<()> {
-        let (lo, hi, step) = (self.scalar(lo)?, self.scalar(hi)?, self.scalar(step)?);
-        for (out, a) in dot_mma::hoisted(self.program, self.layouts, body) {
-            self.stage_once_a(out, a)?;
-        }
-        let rotate = self.ring.as_ref().and_then(|r| r.plan.rotate.clone());
-        if let Some(rot) = rotate {
-            let values = (inits, args, yields, results);
-            return self.ring_loop_rotated(&rot, (lo, hi, step), iv, values, body);
-        }
-        let ring = self
-            .ring
-            .as_ref()
-            .map(|r| r.ring)
-            .ok_or_else(|| TileError::Internal("a ring loop off the ring".into()))?;
+    ) -> TileResult<Option<usize>> {
+        let Some(ring) = self.ring.as_ref().map(|r| r.ring) else {
+            return Ok(None);
+        };
         let last = body
             .iter()
             .rposition(|op| matches!(op, Op::Dot { out, .. } if is_wgmma(self.layouts.get(*out))))
             .ok_or_else(|| TileError::Internal("a ring loop without dots".into()))?;
-        let init = self.flatten(inits)?;
-        let frame = self.b.begin_for(lo, hi, step, &init)?;
-        self.set_scalar(iv, frame.iv);
-        let carried = frame.carried.clone();
-        self.unflatten(args, &carried)?;
-        let span = self.b.sub(frame.iv, lo)?;
+        let span = self.b.sub(iv, lo)?;
         let j = self.b.div(span, step)?;
         let (stage, parity) = self.slot(&ring, j)?;
         let full = self.bar_at(&ring, stage, false)?;
         self.wait_parity(full, parity)?;
-        if let Some(r) = self.ring.as_mut() {
-            r.stage = Some(stage);
-        }
-        for (i, op) in body.iter().enumerate() {
-            self.op(op)?;
-            if i == last {
-                // Every wgmma of the iteration is done (`wait_group 0`).
-                let zero = self.u32(0)?;
-                let lane0 = self.b.eq(self.lane, zero)?;
-                let f = self.b.begin_if(lane0, &[])?;
-                self.release(&ring, stage)?;
-                self.b.end_if(f, &[])?;
-            }
-        }
-        if let Some(r) = self.ring.as_mut() {
-            r.stage = None;
-        }
-        let next = self.flatten(yields)?;
-        let out = self.b.end_for(frame, &next)?;
-        self.unflatten(results, &out)
+        self.set_ring_stage(stage);
+        Ok(Some(last))
     }
-}
 
-impl Lowerer<'_> {
+    /// Hands the iteration's stage back (its wgmmas are done: `wait_group 0`).
+    pub(super) fn ring_release(&mut self) -> TileResult<()> {
+        let (Some(ring), Some(stage)) = (
+            self.ring.as_ref().map(|r| r.ring),
+            self.ring.as_ref().and_then(|r| r.stage),
+        ) else {
+            return Err(TileError::Internal(
+                "a ring release outside its loop".into(),
+            ));
+        };
+        self.release_stage(&ring, stage)
+    }
+
     /// Sets the ring stage the next wgmma `dot` reads.
     fn set_ring_stage(&mut self, stage: ValueId) {
         if let Some(r) = self.ring.as_mut() {
@@ -624,7 +584,7 @@ impl Lowerer<'_> {
     /// block 0's `before`, `d1` and `between` first; iteration `j` of `0 ..
     /// trips - 1` then overlaps `d2` of block `j` with `between` of block
     /// `j + 1`; the last block's `d2` after the loop.
-    fn ring_loop_rotated(
+    pub(super) fn ring_loop_rotated(
         &mut self,
         rot: &Rotation,
         (lo, hi, step): (ValueId, ValueId, ValueId),

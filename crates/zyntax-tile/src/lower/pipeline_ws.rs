@@ -677,7 +677,7 @@ impl Lowerer<'_> {
     /// per 64 elements along the staged rows, box `i` at `i * rows * 128`.
     /// The operand a cluster shares (`operand` 0: `a`, 1: `b`) is loaded in
     /// this CTA's share only, multicast into every CTA of the cluster.
-    fn tma_stage(
+    pub(super) fn tma_stage(
         &mut self,
         st: &Staging,
         ring: &Ring,
@@ -693,6 +693,14 @@ impl Lowerer<'_> {
         if let Some(c) = ring.cluster.filter(|c| c.share.operand == operand) {
             return self.tma_share(st, ring, base, tmap, full, c, [o_r, o_c]);
         }
+        // A view of rank > 2 (attention's K and V, `pipeline_ring.rs`): its
+        // other dims follow, from the last (the map's, `TensorMapParam`).
+        let mut leading = Vec::new();
+        for d in (0..st.origin.len()).rev() {
+            if d != st.row_dim && d != st.col_dim {
+                leading.push(self.scalar(st.origin[d])?);
+            }
+        }
         let bk = stage_k(&st.elem);
         for i in 0..st.cols / bk {
             let off = self.u32(i * st.rows * ROW)?;
@@ -704,7 +712,9 @@ impl Lowerer<'_> {
                 let d = self.u32(i * bk)?;
                 self.b.add(o_c, d)?
             };
-            self.b.tma_load(dst, tmap, full, &[c, o_r], None)?;
+            let mut coords = vec![c, o_r];
+            coords.extend(&leading);
+            self.b.tma_load(dst, tmap, full, &coords, None)?;
         }
         Ok(())
     }

@@ -143,7 +143,12 @@ pub(crate) fn store_plan(
     }
     let layout = layouts.get(*tile)?;
     let boxes = box_groups(layout, &t.shape, box_cols)?;
-    let (part_rows, group_warps, blocks, k_of) = row_parts(layout, bm, schedule.warps)?;
+    let RowParts {
+        part_rows,
+        group_warps,
+        blocks,
+        k_of,
+    } = row_parts(layout, bm, schedule.warps)?;
     let parts = boxes
         .iter()
         .map(|groups| {
@@ -231,13 +236,22 @@ fn box_groups(layout: &Layout, shape: &[u32], box_cols: u32) -> Option<Vec<Vec<V
     Some(boxes)
 }
 
+/// How a tile's rows split into parts that store groups write alone.
+struct RowParts {
+    part_rows: u32,
+    group_warps: u32,
+    /// Per group, its row blocks in part order.
+    blocks: Vec<Vec<u32>>,
+    /// Per row register, the index of its part among its group's.
+    k_of: Vec<u32>,
+}
+
 /// How the tile's `bm` rows split into parts that store groups of a set of
-/// `warps` write alone: `(part rows, warps of a group, the row blocks of
-/// each group in part order, the part index of each row register)`. Tries
+/// `warps` write alone. Tries
 /// 64-row blocks per warpgroup (each warpgroup's blocks its own, every
 /// row register in the same part for all the group's threads), else one
 /// part of all rows for the whole set.
-fn row_parts(layout: &Layout, bm: u32, warps: u32) -> Option<(u32, u32, Vec<Vec<u32>>, Vec<u32>)> {
+fn row_parts(layout: &Layout, bm: u32, warps: u32) -> Option<RowParts> {
     let rows = layout.dim_map(0);
     let regs = rows.regs(bm);
     let row = |warp: u32, lane: u32, j: u32| rows.base(lane, warp) + rows.offset(bm, j);
@@ -275,13 +289,20 @@ fn row_parts(layout: &Layout, bm: u32, warps: u32) -> Option<(u32, u32, Vec<Vec<
         }
         Some((blocks, k_of))
     };
+    let parts = |part_rows, group_warps| {
+        split(part_rows, group_warps).map(|(blocks, k_of)| RowParts {
+            part_rows,
+            group_warps,
+            blocks,
+            k_of,
+        })
+    };
     if bm.is_multiple_of(64) && warps.is_multiple_of(4) {
-        if let Some((blocks, k_of)) = split(64, 4) {
-            return Some((64, 4, blocks, k_of));
+        if let Some(p) = parts(64, 4) {
+            return Some(p);
         }
     }
-    let (blocks, k_of) = split(bm, warps)?;
-    Some((bm, warps, blocks, k_of))
+    parts(bm, warps)
 }
 
 /// What a consumer set needs to store through TMA.

@@ -291,6 +291,13 @@ def run_case(
         except Exception as e:
             print(f"  ({impl} failed: {type(e).__name__}: {e})")
     if not variants:
+        for cfg in tile_configs(d):
+            call = tile_call(torch, q, k, v, causal, cfg[:-1])
+            try:
+                if check(f"zyntax_tile[{cfg[-1]}]", call()):
+                    rows.append((f"zyntax_tile[{cfg[-1]}]", call, {"path": "tile"}))
+            except Exception as e:
+                print(f"  (zyntax_tile[{cfg[-1]}] failed: {type(e).__name__}: {e})")
         rows += sdpa_rows(torch, F, backends, sdpa_kernel, q, k, v, causal)
         if tri is not None:
             o = torch.empty_like(q)
@@ -369,11 +376,14 @@ SHAPE_CASES: list[tuple[Any, ...]] = [
 ]
 
 
-def tile_configs(d: int) -> list[tuple[int, int, int, bool, bool, str, str]]:
+def tile_configs(d: int) -> list[tuple[int, int, int, bool, bool, str, int, bool, str]]:
     """``ZYNTAX_BENCH_TILES``: comma-separated tile-program shapes to time
     beside the default, each ``<rows>x<keys>w<warps>`` with a ``pf`` suffix
     for the prefetching program and then an ``s`` for the one whose whole
-    key blocks skip the mask (attention_tile.build), e.g. ``128x64w8pfs``,
+    key blocks skip the mask, or ``r<stages>`` for the key loop on a TMA
+    ring of that many stages, ``r<stages>o`` with P V in flight across the
+    next block's softmax (attention_tile.build), e.g. ``128x64w8pfs``,
+    ``128x64w8r3o``,
     optionally for one head dim only (``128:128x32w8pf``) and for one arch
     (``128x64w8pf@sm_80``: the mma.sync program on Hopper; default: the
     device's, attention_tile.arch_for)."""
@@ -383,12 +393,15 @@ def tile_configs(d: int) -> list[tuple[int, int, int, bool, bool, str, str]]:
         if dim and int(dim) != d:
             continue
         name, _, arch = full.partition("@")
+        name, _, ring = name.partition("r")
         split = name.endswith("s")
         shape = name.removesuffix("s") if split else name
         pf = shape.endswith("pf")
         rows, rest = shape.removesuffix("pf").split("x")
         keys, warps = rest.split("w")
-        out.append((int(rows), int(keys), int(warps), pf, split, arch, full))
+        overlap = ring.endswith("o")
+        stages = int(ring.removesuffix("o") or 0)
+        out.append((int(rows), int(keys), int(warps), pf, split, arch, stages, overlap, full))
     return out
 
 

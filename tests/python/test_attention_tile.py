@@ -65,7 +65,7 @@ def run(
     d: int,
     causal: bool,
     window: Any = None,
-    tiles: tuple[int, int, int, bool] | tuple[int, int, int, bool, bool] | None = None,
+    tiles: tuple[Any, ...] | None = None,
 ) -> None:
     """The tile program on fresh f16 inputs, outputs poisoned with NaN."""
     q = rng.standard_normal((b, h, sq, d)).astype(np.float16)

@@ -43,3 +43,47 @@ def test_wgmma_program_is_on_wgmma() -> None:
     assert "wgmma" in str(k.module) and "sm_90a" in str(k.module.targets)
     k = attention_tile.build("f16", 128, 128, 64, 8, "sm_80")
     assert "wgmma" not in str(k.module) and "mma.sync" in str(k.module)
+
+
+@pytest.mark.parametrize(
+    ("tiles", "d"),
+    [
+        ((64, 64, 4, False, False, "sm_90a", 2), 64),
+        ((128, 64, 8, False, False, "sm_90a", 3, True), 128),
+        ((128, 64, 8, True, False, "sm_90a", 2, True), 96),
+    ],
+)
+@pytest.mark.parametrize(
+    ("b", "h", "hk", "sq", "sk", "causal", "window"),
+    [(2, 2, 1, 150, 200, True, None), (1, 2, 2, 130, 70, False, (40, 10))],
+)
+def test_tma_ring_program_against_float64(
+    tiles: tuple[Any, ...],
+    d: int,
+    b: int,
+    h: int,
+    hk: int,
+    sq: int,
+    sk: int,
+    causal: bool,
+    window: Any,
+) -> None:
+    """The key loop on a TMA ring (the seventh of `tiles`: its stages; the
+    prefetch is dropped), rotated with the eighth (P V in flight across the
+    next block's softmax): K and V by 4-d tensor maps over batch and KV
+    head, key and head-dim tails zero-filled."""
+    run(b, h, hk, sq, sk, d, causal, window, tiles)
+
+
+def test_tma_ring_program_has_a_producer_warp() -> None:
+    """With stages on sm_90a: a producer warp beside the 8 consumer warps,
+    one tensor map each for K (k^T's view) and V; no ring on sm_80 or with
+    the split loops."""
+    k = attention_tile.build("f16", 128, 128, 64, 8, "sm_90a", stages=3)
+    assert k.block[0] == 8 * 32 + 32
+    assert [(m.view, m.box) for m in k.tensor_maps] == [("kt", (64, 64)), ("v", (64, 64))]
+    for other in (
+        attention_tile.build("f16", 128, 128, 64, 8, "sm_80", stages=3),
+        attention_tile.build("f16", 128, 128, 64, 8, "sm_90a", split=True, stages=3),
+    ):
+        assert other.block[0] == 8 * 32 and not other.tensor_maps

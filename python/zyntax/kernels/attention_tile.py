@@ -58,6 +58,14 @@ def _device_arch(device: int) -> str:
     return str(cuda.device_arch(device))
 
 
+#: Stages of the TMA ring the sm_90a program's key loop takes by default
+#: (build's `stages`; 0: K and V through registers, the program's prefetch).
+RING_STAGES = 0
+
+#: Whether the ring's key loop keeps block j's P V in flight across block
+#: j + 1's softmax by default (build's `overlap`).
+RING_OVERLAP = False
+
 #: Tile head dims built for sm_90a on sm_90a devices. hd 64 gave wrong
 #: results on an H200 in session 11 (Q's register fragments, reused by
 #: ptxas inside the key loop, docs/tile.md); since the tile layer stages Q
@@ -123,6 +131,8 @@ def build(
     arch: str = "sm_80",
     prefetch: bool = True,
     split: bool = False,
+    stages: int = 0,
+    overlap: bool = False,
 ) -> tile.Kernel:
     """The forward kernel for tiles of `d` (a power of two) over `dtype`
     (``bf16`` or ``f16``). Parameters: views ``q [B, H, Sq, D]``, ``kt [B, Hk,
@@ -143,11 +153,32 @@ def build(
     (left of a causal diagonal, inside a window, before the key tail) run in
     a loop of their own without the mask (FlashAttention's split of the
     masked blocks): three loops, masked / whole / masked, carrying the same
-    values."""
+    values.
+
+    With `stages` (sm_90a, one loop: not with `split`), the key loop runs on
+    a TMA ring of that many stages (the tile layer's warp-specialised key
+    loop, docs/tile.md): a producer warp loads each key block's K and V
+    into shared memory by TMA and the dots read them there, so the program
+    loads them in the loop body (no prefetch through registers). With
+    `overlap` the loop is rotated: each iteration issues S of the next key
+    block and P V of this one and runs the next block's softmax while P V
+    runs (one wgmma group in flight, FlashAttention-3's intra-warpgroup
+    overlap)."""
+    ring = stages > 0 and arch == "sm_90a" and not split
+    prefetch = prefetch and not ring
     t = tile.Builder(
         f"attention_tile_{dtype}_d{d}_{bm}x{bn}w{warps}{'_pf' if prefetch else ''}"
-        f"{'_split' if split else ''}",
-        tile.Schedule((bm, bn), k=16, warps=warps, arch=arch),
+        f"{'_split' if split else ''}{f'_ring{stages}' if ring else ''}"
+        f"{'o' if ring and overlap else ''}",
+        tile.Schedule(
+            (bm, bn),
+            k=16,
+            warps=warps,
+            arch=arch,
+            warp_specialize=ring,
+            stages=stages if ring else 1,
+            wgmma_in_flight=int(ring and overlap),
+        ),
     )
     # 16-byte aligned bases (attention() checks them): 8-element vector
     # accesses along the head dim wherever a run of them is in bounds.
@@ -275,8 +306,11 @@ def module(
     prefetch: bool = True,
     split: bool = False,
     arch: str = "sm_80",
+    stages: int = 0,
+    overlap: bool = False,
 ) -> hir.Module:
-    return build(dtype, d, bm, bn, warps, arch, prefetch=prefetch, split=split).module
+    k = build(dtype, d, bm, bn, warps, arch, prefetch, split, stages, overlap)
+    return k.module
 
 
 def qkv_shapes(tq: Any, tk: Any, tv: Any, *like_q: Any) -> tuple[int, int, int, int, int, int]:
@@ -359,9 +393,10 @@ def launch(
 ) -> None:
     """Runs the forward program over checked tensors: q, o (B, H, Sq, D), k, v
     (B, Hk, Sk, D), lse (B, H, Sq) f32; H a multiple of Hk. `tiles` (query
-    rows, keys per block, warps, prefetch[, split[, arch]]) replaces
-    ``shapes(d)`` and the defaults (for benches sweeping them; `arch`, e.g.
-    ``"sm_80"``, replaces ``arch_for(q)``)."""
+    rows, keys per block, warps, prefetch[, split[, arch[, stages[,
+    overlap]]]]) replaces ``shapes(d)`` and the defaults (for benches
+    sweeping them; `arch`, e.g. ``"sm_80"``, replaces ``arch_for(q)``;
+    `stages` > 0 the TMA ring's and `overlap`, see build)."""
     bsz, heads, sq, d = tq.shape
     hk, sk = tk.shape[1], tk.shape[2]
     # Views address elements with u32 offsets, and the mask arithmetic adds
@@ -378,8 +413,10 @@ def launch(
     bm, bn, warps, pf, *rest = tiles or (*shapes(d), prefetches(d), SPLIT)
     split = bool(rest and rest[0])
     arch = str(rest[1]) if len(rest) > 1 and rest[1] else arch_for(tq, d)
-    key = (tq.dtype, tile_dim(d), bm, bn, warps, pf, split, arch)
-    kernel = build(*key[:5], arch, prefetch=pf, split=split)
+    stages = int(rest[2]) if len(rest) > 2 else RING_STAGES
+    overlap = bool(rest[3]) if len(rest) > 3 else RING_OVERLAP
+    key = (tq.dtype, tile_dim(d), bm, bn, warps, pf, split, arch, stages, overlap)
+    kernel = build(*key[:5], arch, pf, split, stages, overlap)
     left, right = window_bounds(causal, window)
 
     def view(t: T.Tensor, shape: tuple[int, ...], strides: tuple[int, ...]) -> list[Any]:
@@ -398,7 +435,24 @@ def launch(
         left,
         right,
     ]
+    # The TMA ring's maps (build's `stages`): K and V as stored, (B, Hk, Sk,
+    # D) innermost last, boxes of 64 head-dim elements x the key block.
+    views = {"kt": tk, "v": tv}
+    args += [_tensor_map(views[m.view], m.box) for m in kernel.tensor_maps]
     grid = (bsz * heads, -(-sq // bm), 1)
     if grid[1] >= 1 << 16:  # the grid's y extent
         raise ArgumentError(f"argument 'q': {sq} queries make more than 65535 blocks of {bm}")
-    T.launch(module, key, kernel.name, grid, warps * 32, args, tq, stream)
+    T.launch(module, key, kernel.name, grid, kernel.block[0], args, tq, stream)
+
+
+def _tensor_map(t: T.Tensor, box: tuple[int, int]) -> Any:
+    """The TMA map of K or V (``(B, Hk, Sk, D)``, D contiguous: the map's
+    dims innermost first are D, Sk, Hk, B) with boxes of `box` (D, Sk)
+    elements: on the GPU through ``_tensors.tensor_map``, on the interpreter
+    over a C-contiguous copy."""
+    full = (*box, 1, 1)
+    if t.on_gpu:
+        return T.tensor_map(t, full, swizzle="128B", dtype=t.dtype)
+    from zyntax import interp
+
+    return interp.TensorMap(np.ascontiguousarray(t.arr), full, swizzle="128B", dtype=t.dtype)

@@ -92,17 +92,24 @@ def test_block_shapes(tiles: tuple[int, ...], sq: int, sk: int, d: int) -> None:
     """Each tile shape the bench sweeps (a fifth True: whole key blocks in
     a loop without the mask), over several query and key blocks with tails,
     causal with Sq != Sk, grouped-query heads."""
+    q = torch.randn(2, 4, sq, d, device=DEV, dtype=BF16)
+    k, v = (torch.randn(2, 2, sk, d, device=DEV, dtype=BF16) for _ in range(2))
+    launch_checked(q, k, v, True, None, tiles)
+
+
+def launch_checked(q: Any, k: Any, v: Any, causal: bool, window: Any, tiles: Any) -> None:
+    """attention_tile.launch at `tiles` into NaN-poisoned outputs, checked
+    against the float64 reference."""
     from zyntax.kernels import _tensors as T
     from zyntax.kernels import attention_tile
 
-    q = torch.randn(2, 4, sq, d, device=DEV, dtype=BF16)
-    k, v = (torch.randn(2, 2, sk, d, device=DEV, dtype=BF16) for _ in range(2))
     o = torch.full_like(q, float("nan"))
-    lse = torch.full((2, 4, sq), float("nan"), device=DEV)
+    lse = torch.full(q.shape[:3], float("nan"), device=DEV)
     args = [T.tensor(x, n) for x, n in ((q, "q"), (k, "k"), (v, "v"), (o, "o"), (lse, "lse"))]
-    scale = 1 / math.sqrt(d)
-    attention_tile.launch(*args, causal=True, scale=scale, window=None, stream=None, tiles=tiles)
-    check(o, lse, *reference(q, k, v, scale, True))
+    scale = 1 / math.sqrt(q.shape[-1])
+    w = attention_tile.window_arg(window)
+    attention_tile.launch(*args, causal=causal, scale=scale, window=w, stream=None, tiles=tiles)
+    check(o, lse, *reference(q, k, v, scale, causal, window))
 
 
 @pytest.mark.parametrize(
@@ -117,12 +124,41 @@ def test_wgmma_hd64_after_the_first_key_block(tiles: tuple[Any, ...], s: int, ca
     docs/tile.md), with and without the prefetch."""
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the program is built for sm_90a")
-    from zyntax.kernels import _tensors as T
-    from zyntax.kernels import attention_tile
-
     q, k, v = (torch.randn(1, 2, s, 64, device=DEV, dtype=BF16) for _ in range(3))
-    o = torch.full_like(q, float("nan"))
-    lse = torch.full((1, 2, s), float("nan"), device=DEV)
-    args = [T.tensor(x, n) for x, n in ((q, "q"), (k, "k"), (v, "v"), (o, "o"), (lse, "lse"))]
-    attention_tile.launch(*args, causal=causal, scale=0.125, window=None, stream=None, tiles=tiles)
-    check(o, lse, *reference(q, k, v, 0.125, causal))
+    launch_checked(q, k, v, causal, None, tiles)
+
+
+@pytest.mark.parametrize(
+    "tiles",
+    [
+        (128, 64, 8, False, False, "sm_90a", 2),
+        (128, 64, 8, False, False, "sm_90a", 3, True),
+        (64, 64, 4, False, False, "sm_90a", 2, True),
+    ],
+)
+@pytest.mark.parametrize(
+    ("sq", "sk", "d", "causal", "window", "strided"),
+    [
+        (700, 650, 128, True, None, False),
+        (333, 517, 64, True, None, True),
+        (300, 300, 96, False, (100, 50), False),
+    ],
+)
+def test_tma_ring(
+    tiles: tuple[Any, ...], sq: int, sk: int, d: int, causal: bool, window: Any, strided: bool
+) -> None:
+    """The key loop on a TMA ring (build's `stages`, the seventh of `tiles`;
+    the eighth: P V in flight across the next block's softmax): K and V
+    loaded by a producer warp through 4-d tensor maps (batch and
+    KV head by coordinates), key and head-dim tails zero-filled by TMA,
+    grouped-query heads, (B, S, H, D) storage viewed as (B, H, S, D)."""
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the program is built for sm_90a")
+
+    def make(h: int, s: int) -> Any:
+        if strided:
+            return torch.randn(2, s, h, d, device=DEV, dtype=BF16).transpose(1, 2)
+        return torch.randn(2, h, s, d, device=DEV, dtype=BF16)
+
+    q, k, v = make(4, sq), make(2, sk), make(2, sk)
+    launch_checked(q, k, v, causal, window, tiles)

@@ -62,6 +62,9 @@ T4 = ((256, 128, 8, 4), 1, False)
 #: 3 stages leave shared memory for two 256-row box buffers: no store waits
 #: within a tile (4 stages: one buffer for the tile's two boxes)
 T3 = ((256, 128, 8, 3), 1, False)
+#: the same tile over four consumer warpgroups (64 accumulators a thread):
+#: half the epilogue per thread, 4 warps per scheduler to hide its latency
+T4W16 = ((256, 128, 16, 4), 1, False)
 T4CN, T4CM = (*T4, 2, 1), (*T4, 2, 0)
 CO4CN, CO4CM = (*CO4, 2, 1), (*CO4, 2, 0)
 WS_VARIANTS: dict[str, dict[str, Any]] = {
@@ -81,6 +84,7 @@ WS_VARIANTS: dict[str, dict[str, Any]] = {
     "coop256_s4_tma_cm": {"WS_FORCE": CO4CM, "TMA_STORE": True},
     "t256x128_s4_tma": {"WS_FORCE": T4, "TMA_STORE": True},
     "t256x128_s3_tma": {"WS_FORCE": T3, "TMA_STORE": True},
+    "t256x128w16_s4_tma": {"WS_FORCE": T4W16, "TMA_STORE": True},
     "t256x128_s4_tma_cn": {"WS_FORCE": T4CN, "TMA_STORE": True},
     "t256x128_s4_tma_cm": {"WS_FORCE": T4CM, "TMA_STORE": True},
     "t256x128_s4_tma_tanh": {"WS_FORCE": T4, "TMA_STORE": True, "GELU_APPROX": True},

@@ -75,12 +75,14 @@ def test_tma_ring_program_against_float64(
     run(b, h, hk, sq, sk, d, causal, window, tiles)
 
 
-def test_tma_ring_program_has_a_producer_warp() -> None:
-    """With stages on sm_90a: a producer warp beside the 8 consumer warps,
-    one tensor map each for K (k^T's view) and V; no ring on sm_80 or with
-    the split loops."""
+def test_tma_ring_program_has_a_producer() -> None:
+    """With stages on sm_90a: a producer beside the 8 consumer warps (a
+    warpgroup, whose registers setmaxnreg gives to the consumers; a warp
+    beside 4), one tensor map each for K (k^T's view) and V; no ring on
+    sm_80 or with the split loops."""
     k = attention_tile.build("f16", 128, 128, 64, 8, "sm_90a", stages=3)
-    assert k.block[0] == 8 * 32 + 32
+    assert k.block[0] == 8 * 32 + 128
+    assert attention_tile.build("f16", 64, 64, 64, 4, "sm_90a", stages=3).block[0] == 4 * 32 + 32
     assert [(m.view, m.box) for m in k.tensor_maps] == [("kt", (64, 64)), ("v", (64, 64))]
     for other in (
         attention_tile.build("f16", 128, 128, 64, 8, "sm_80", stages=3),

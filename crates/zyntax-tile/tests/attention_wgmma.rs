@@ -251,11 +251,9 @@ fn flash_attention_on_a_tma_ring_against_f64() {
             "{what}: one wait for S only when rotated"
         );
         let text = zyntax_hir::print_module(&k.module);
-        assert_eq!(
-            k.launch.block[0],
-            32 * warps + 32,
-            "{what}: a producer warp"
-        );
+        // A producer warp, or a warpgroup giving registers to two consumer ones.
+        let producer = if warps >= 8 { 128 } else { 32 };
+        assert_eq!(k.launch.block[0], 32 * warps + producer, "{what}: producer");
         assert_eq!(k.launch.tensor_maps.len(), 2, "{what}: K's and V's maps");
         let (tma, bars) = (
             text.matches("tma.load").count(),

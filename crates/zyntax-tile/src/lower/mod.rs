@@ -222,7 +222,7 @@ pub fn lower(mut program: TileProgram, schedule: &Schedule) -> TileResult<TileKe
     // The ring's producer warp after the consumers.
     let threads = match (&ws, &ring) {
         (Some(_), _) => schedule.threads() * schedule.consumer_sets() + 128,
-        (None, Some(_)) => schedule.threads() + 32,
+        (None, Some(_)) => schedule.threads() + pipeline_ring::producer_threads(schedule.warps),
         (None, None) => schedule.threads(),
     };
     let dynamic_bytes = match (&ws, &ring) {
@@ -244,7 +244,7 @@ pub fn lower(mut program: TileProgram, schedule: &Schedule) -> TileResult<TileKe
     if let Some(info) = b.kernel_info_mut() {
         info.max_threads = Some([threads, 1, 1]);
         info.shared_bytes = dynamic_bytes as u32;
-        if ws.is_some() {
+        if ws.is_some() || ring.is_some() {
             // setmaxnreg moves registers between the roles of one CTA.
             info.min_blocks = Some(1);
         }

@@ -39,7 +39,7 @@
 use super::dot_mma;
 use super::dot_wgmma::{align1024, boxed_bytes, stages_in};
 use super::pipeline::{is_wgmma, Staging};
-use super::pipeline_ws::{is_scalar_op, Ring, TensorMapParam};
+use super::pipeline_ws::{is_scalar_op, setmaxnreg_counts, Ring, TensorMapParam};
 use super::Lowerer;
 use crate::error::{TileError, TileResult};
 use crate::infer::Layouts;
@@ -105,6 +105,19 @@ pub(crate) struct Rotation {
     pub d2: usize,
     /// Index of the carried `acc` among the loop's values.
     pub acc: usize,
+}
+
+/// Threads of the producer beside `warps` consumer warps: one warp, or with
+/// two consumer warpgroups or more a warpgroup whose registers go to the
+/// consumers (`setmaxnreg`, as `pipeline_ws.rs` does). ptxas allots
+/// registers as if a CTA had a whole number of warpgroups: at 8 consumer
+/// warps and a producer warp (288 threads) it capped the consumers at 168
+/// registers, and the rotated 128x128 hd-128 loop spilled 520 bytes.
+pub(crate) fn producer_threads(warps: u32) -> u32 {
+    match setmaxnreg_counts(warps) {
+        Some(_) => 128,
+        None => 32,
+    }
 }
 
 impl RingPlan {
@@ -387,12 +400,22 @@ impl Lowerer<'_> {
         let consumers = self.u32(warps)?;
         let producer = self.b.ge(self.warp, consumers)?;
         let mut roles = self.b.begin_if(producer, &[])?;
-        let zero = self.u32(0)?;
-        let leader = self.b.eq(self.lane, zero)?;
+        // With two consumer warpgroups the producer is a warpgroup that gives
+        // its registers to them (see `producer_threads`).
+        let regs = setmaxnreg_counts(warps);
+        if let Some((p, _)) = regs {
+            self.b.setmaxnreg(p, false)?;
+        }
+        let tid = self.b.thread_idx(zyntax_hir::Dim::X)?;
+        let first = self.u32(32 * warps)?;
+        let leader = self.b.eq(tid, first)?;
         let f = self.b.begin_if(leader, &[])?;
         self.ring_producer(plan, &ring, tmaps)?;
         self.b.end_if(f, &[])?;
         self.b.begin_else(&mut roles, &[])?;
+        if let Some((_, c)) = regs {
+            self.b.setmaxnreg(c, true)?;
+        }
         self.ring = Some(RingState {
             plan: plan.clone(),
             ring,

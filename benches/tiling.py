@@ -217,7 +217,8 @@ def compile_stages(res: Results, case: str, spec: dict[str, Any], arch: str) -> 
     t1 = time.perf_counter()
     nt = nest_to_tile(spec, arch=arch)
     t2 = time.perf_counter()
-    out = compiler.compile_ptx(nt.kernel.module, arch)
+    # what the kernel cache pays: the PTX, without the LLVM IR printed
+    out = compiler.compile_ptx(nt.kernel.module, arch, llvm_ir=False)
     t3 = time.perf_counter()
     ptxas = compiler.validate_ptx(out.ptx, arch)
     t4 = time.perf_counter()

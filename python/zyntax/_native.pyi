@@ -962,6 +962,7 @@ def compile_ptx(
     opt_level: str | None = None,
     line_info: bool = False,
     passes: str | None = None,
+    llvm_ir: bool = True,
 ) -> dict[str, Any]: ...
 def emit_llvm(
     module: Module,

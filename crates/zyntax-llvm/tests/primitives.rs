@@ -641,6 +641,20 @@ fn kernel_arch_pin_selects_kernels() {
     );
 }
 
+/// `Options::llvm_ir` off: no IR printed, the same PTX.
+#[test]
+fn options_without_llvm_ir_give_the_same_ptx() {
+    use zyntax_llvm::{compile_ptx, emit_llvm, Options};
+    let m = saxpy();
+    let with = compile_ptx(&m, &Options::new(Arch::Sm80)).unwrap();
+    let without = compile_ptx(&m, &Options::new(Arch::Sm80).with_llvm_ir(false)).unwrap();
+    assert!(with.llvm_ir.contains("define") && without.llvm_ir.is_empty());
+    assert_eq!(with.ptx, without.ptx);
+    // emit_llvm always prints it
+    let ir = emit_llvm(&m, &Options::new(Arch::Sm80).with_llvm_ir(false)).unwrap();
+    assert_eq!(ir, with.llvm_ir);
+}
+
 /// Options: PTX version override and its checks; timings are filled in.
 #[test]
 fn options_ptx_version_and_timings() {

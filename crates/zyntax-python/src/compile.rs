@@ -53,9 +53,11 @@ fn compile_error(py: Python<'_>, e: zl::CompileError) -> PyErr {
 /// `line_info=True` writes `.file`/`.loc` lines from the instructions'
 /// source locations (nvcc's `-lineinfo`). `passes` (the text of LLVM's
 /// `opt -passes=`) replaces the level's optimization pipeline.
+/// `llvm_ir=False` skips printing the optimized IR (`llvm_ir` is then "").
 #[pyfunction]
-#[pyo3(signature = (module, arch, *, ptx_version=None, opt_level=None, line_info=Flag(false), passes=None),
-    text_signature = "(module, arch, *, ptx_version=None, opt_level=None, line_info=False, passes=None)")]
+#[pyo3(signature = (module, arch, *, ptx_version=None, opt_level=None, line_info=Flag(false), passes=None, llvm_ir=Flag(true)),
+    text_signature = "(module, arch, *, ptx_version=None, opt_level=None, line_info=False, passes=None, llvm_ir=True)")]
+#[allow(clippy::too_many_arguments)]
 pub fn compile_ptx<'py>(
     py: Python<'py>,
     module: &Bound<'py, PyAny>,
@@ -64,6 +66,7 @@ pub fn compile_ptx<'py>(
     opt_level: Option<Text>,
     line_info: Flag,
     passes: Option<Text>,
+    llvm_ir: Flag,
 ) -> PyResult<Bound<'py, PyDict>> {
     let opts = options(
         &arch,
@@ -71,7 +74,8 @@ pub fn compile_ptx<'py>(
         opt_level.as_ref(),
         passes.as_ref(),
         line_info,
-    )?;
+    )?
+    .with_llvm_ir(llvm_ir.0);
     let m = module_arg(module)?;
     let out = guard(|| Ok(py.detach(|| zl::compile_ptx(&m, &opts))))?
         .map_err(|e| compile_error(py, e))?;

@@ -306,6 +306,14 @@ fn epi(act: Act) -> Epi {
     }
 }
 
+/// [`epi`] into bf16.
+fn bf16_epi(act: Act) -> Epi {
+    Epi {
+        out: Type::BF16,
+        ..epi(act)
+    }
+}
+
 #[test]
 fn ws_epilogue_bias_row_each_activation() {
     for act in [Act::None, Act::Relu, Act::Gelu] {
@@ -393,12 +401,8 @@ fn ws_tma_store_reuses_buffers() {
 fn ws_tma_store_two_warpgroups_bf16() {
     // 128x256 over 8 consumer warps, bias + GELU (on tanh.approx) into
     // bf16: 4 boxes of 64 columns, 4 stages leave 2 box buffers of 16 KiB.
-    let e = Epi {
-        out: Type::BF16,
-        ..epi(Act::GeluApprox)
-    };
     let s = ws([128, 256], 8, 4, true).tma_store(true);
-    check(s, &e, (130, 300, 128), 2);
+    check(s, &bf16_epi(Act::GeluApprox), (130, 300, 128), 2);
 }
 
 #[test]
@@ -408,10 +412,7 @@ fn ws_tma_store_parts_per_warpgroup() {
     // as [64, 64] boxes at its own barrier; 4 stages leave one 256-row box
     // buffer, so the group's parts cycle through 2 part buffers (the store
     // of the part before waited for, before each barrier). Tails in M, N, K.
-    let e = Epi {
-        out: Type::BF16,
-        ..epi(Act::None)
-    };
+    let e = bf16_epi(Act::None);
     let s = ws([256, 128], 8, 4, true).tma_store(true);
     let kernel = gemm(s.clone(), &e).unwrap();
     assert_eq!(kernel.launch.tensor_maps[2].box_dims, [64, 64]);
@@ -527,10 +528,7 @@ fn ws_tma_store_passes_ptxas() {
     let layer = ws([256, 128], 8, 4, true)
         .wgmma_in_flight(1)
         .tma_store(true);
-    let bias_bf16 = Epi {
-        out: Type::BF16,
-        ..epi(Act::None)
-    };
+    let bias_bf16 = bf16_epi(Act::None);
     for (s, e) in [
         (coop.clone(), &gelu_bf16),
         (coop, &plain),

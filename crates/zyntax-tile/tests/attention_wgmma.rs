@@ -25,8 +25,14 @@ fn flash(bm: u32, bn: u32, d: u32, warps: u32, arch: Arch, v_first: bool) -> Til
     )
 }
 
-/// [`flash`] under schedule `s` (its block is `[bm, bn]`).
+/// [`flash`] under schedule `s` (its block is `[bm, bn]`); with `split`,
+/// the key blocks in two loops (the first two blocks, then the rest), as
+/// attention_tile.py's split program walks them in three.
 fn flash_with(s: Schedule, d: u32, v_first: bool) -> TileKernel {
+    flash_loops(s, d, v_first, false)
+}
+
+fn flash_loops(s: Schedule, d: u32, v_first: bool, split: bool) -> TileKernel {
     let (bm, bn) = (s.block[0], s.block[1]);
     let mut t = TileBuilder::new("flash_wgmma", s);
     let q = t.view_param_aligned("q", Type::BF16, 2, 1, 16);
@@ -46,7 +52,7 @@ fn flash_with(s: Schedule, d: u32, v_first: bool) -> TileKernel {
     let acc0 = t.full(&[bm, d], Type::F32, 0.0);
     let cbn = t.index(bn);
     let inits = [acc0.into(), neg_inf.into(), l0.into()];
-    let out = t.for_range(zero, hi, cbn, &inits, |t, n0, c| {
+    let body = move |t: &mut TileBuilder, n0, c: &[zyntax_tile::Value]| {
         let (acc, m, l) = (c[0].tile(), c[1].tile(), c[2].tile());
         let v_early = v_first.then(|| t.load(v, &[n0, zero], &[bn, d]));
         let kb = t.load(kt, &[zero, n0], &[d, bn]);
@@ -82,7 +88,15 @@ fn flash_with(s: Schedule, d: u32, v_first: bool) -> TileKernel {
         let p16 = t.cast(p, Type::BF16);
         let acc = t.dot(p16, vb, scaled);
         vec![acc.into(), m_new.into(), l_new.into()]
-    });
+    };
+    let out = if split {
+        let two = t.index(2 * bn);
+        let mid = t.scalar_binary(BinOp::Min, two, hi);
+        let first = t.for_range(zero, mid, cbn, &inits, body);
+        t.for_range(mid, hi, cbn, &first, body)
+    } else {
+        t.for_range(zero, hi, cbn, &inits, body)
+    };
     let (acc, l) = (out[0].tile(), out[2].tile());
     let lb = t.broadcast(l, &[bm, d]);
     let y = t.div(acc, lb);
@@ -222,33 +236,50 @@ fn ring(
     (stages, in_flight): (u32, u32),
     v_first: bool,
 ) -> TileKernel {
+    ring_loops(bm, bn, d, warps, (stages, in_flight), v_first, false)
+}
+
+/// [`ring`] with the key blocks in two loops (`split`, see [`flash_loops`]):
+/// the ring's counter runs on from one loop to the next, Q is staged once.
+fn ring_loops(
+    bm: u32,
+    bn: u32,
+    d: u32,
+    warps: u32,
+    (stages, in_flight): (u32, u32),
+    v_first: bool,
+    split: bool,
+) -> TileKernel {
     let s = Schedule::block(&[bm, bn])
         .warps(warps)
         .arch(Arch::Sm90a)
         .warp_specialize(true)
         .stages(stages)
         .wgmma_in_flight(in_flight);
-    flash_with(s, d, v_first)
+    flash_loops(s, d, v_first, split)
 }
 
 #[test]
 fn flash_attention_on_a_tma_ring_against_f64() {
     let mut rng = Rng::new();
-    for (bm, bn, d, warps, s_len, stages, v_first) in [
-        (64, 64, 64, 4, 150u32, (2, 0), false),
-        (128, 64, 128, 8, 200, (3, 1), true),
-        (64, 128, 64, 4, 77, (3, 0), false),
-        (128, 64, 64, 8, 300, (2, 1), true),
-        (64, 64, 64, 4, 40, (2, 1), false),
+    for (bm, bn, d, warps, s_len, stages, v_first, split) in [
+        (64, 64, 64, 4, 150u32, (2, 0), false, false),
+        (128, 64, 128, 8, 200, (3, 1), true, false),
+        (64, 128, 64, 4, 77, (3, 0), false, false),
+        (128, 64, 64, 8, 300, (2, 1), true, true),
+        (64, 64, 64, 4, 40, (2, 1), false, false),
+        (64, 64, 64, 4, 333, (3, 0), false, true),
     ] {
-        let k = ring(bm, bn, d, warps, stages, v_first);
-        let what = format!("{bm}x{bn} d{d} w{warps} {stages:?} stages, in flight");
+        let k = ring_loops(bm, bn, d, warps, stages, v_first, split);
+        let what = format!("{bm}x{bn} d{d} w{warps} {stages:?} stages, in flight, split {split}");
+        let loops = 1 + usize::from(split);
         let waits = zyntax_hir::print_module(&k.module)
             .matches("wgmma.wait_group.1")
             .count();
         assert_eq!(
-            waits, stages.1 as usize,
-            "{what}: one wait for S only when rotated"
+            waits,
+            loops * stages.1 as usize,
+            "{what}: one wait for S only per rotated loop"
         );
         let text = zyntax_hir::print_module(&k.module);
         // A producer warp, or a warpgroup giving registers to two consumer ones.
@@ -260,7 +291,11 @@ fn flash_attention_on_a_tma_ring_against_f64() {
             text.lines().filter(|l| l.trim() == "barrier").count(),
         );
         // One TMA load per 64 elements of the head dim, K's and V's.
-        assert_eq!(tma, (2 * d / 64) as usize, "{what}: TMA loads\n{text}");
+        assert_eq!(
+            tma,
+            loops * (2 * d / 64) as usize,
+            "{what}: TMA loads\n{text}"
+        );
         assert_eq!(
             bars, 1,
             "{what}: CTA barriers (the mbarriers' initialisation)"

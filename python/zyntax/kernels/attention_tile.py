@@ -155,8 +155,8 @@ def build(
     masked blocks): three loops, masked / whole / masked, carrying the same
     values.
 
-    With `stages` (sm_90a, one loop: not with `split`), the key loop runs on
-    a TMA ring of that many stages (the tile layer's warp-specialised key
+    With `stages` (sm_90a), the key loop (or the split program's three)
+    runs on a TMA ring of that many stages (the tile layer's warp-specialised key
     loop, docs/tile.md): a producer warp loads each key block's K and V
     into shared memory by TMA and the dots read them there, so the program
     loads them in the loop body (no prefetch through registers). With
@@ -164,7 +164,7 @@ def build(
     block and P V of this one and runs the next block's softmax while P V
     runs (one wgmma group in flight, FlashAttention-3's intra-warpgroup
     overlap)."""
-    ring = stages > 0 and arch == "sm_90a" and not split
+    ring = stages > 0 and arch == "sm_90a"
     prefetch = prefetch and not ring
     t = tile.Builder(
         f"attention_tile_{dtype}_d{d}_{bm}x{bn}w{warps}{'_pf' if prefetch else ''}"

@@ -553,6 +553,9 @@ impl Lowerer<'_> {
     /// its loop, into the region's `once_a` (see above), then
     /// `fence.proxy.async` and a barrier.
     pub(super) fn stage_once_a(&mut self, out: TileId, a: TileId) -> TileResult<()> {
+        if !self.ring_stage_a(a) {
+            return Ok(()); // on a TMA ring: staged for an earlier loop
+        }
         let at = match self.ring_once(out) {
             Some(at) => Some(u64::from(at)), // on a TMA ring (`pipeline_ring.rs`)
             None => self

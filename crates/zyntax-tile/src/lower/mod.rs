@@ -739,6 +739,7 @@ impl Lowerer<'_> {
             // The loop may run again (inside another loop) from buffer 0.
             self.b.barrier()?;
         }
+        self.ring_loop_done(lo, hi, step)?;
         self.wgmma_parity = outer;
         self.unflatten(results, &out)
     }

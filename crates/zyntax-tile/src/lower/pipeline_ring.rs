@@ -74,8 +74,10 @@ pub(crate) struct RingOperand {
 /// The ring lowering of a program (see the module doc).
 #[derive(Clone, Debug)]
 pub(crate) struct RingPlan {
-    /// Index of the loop in the program's body.
-    pub at: usize,
+    /// The loops (indices in the program's body) in program order, each
+    /// with its [`Rotation`] if it runs rotated; the ring runs on across
+    /// them (attention's split program: masked, whole and masked blocks).
+    pub loops: Vec<(usize, Option<Rotation>)>,
     pub operands: Vec<RingOperand>,
     pub maps: Vec<TensorMapParam>,
     /// Where each loop-invariant `a` is staged, by its `dot`'s result.
@@ -84,9 +86,6 @@ pub(crate) struct RingPlan {
     pub ring: u32,
     pub stage_bytes: u32,
     pub stages: u32,
-    /// The loop's second `dot` kept in flight across the next iteration's
-    /// softmax (see [`Rotation`]), where the body allows it.
-    pub rotate: Option<Rotation>,
 }
 
 /// A body `[before] d1 [between] d2` (two ring `dot`s, nothing after `d2`)
@@ -138,17 +137,7 @@ pub(crate) fn ring_plan(
     if !schedule.warp_specialize || schedule.arch != Arch::Sm90a || scratch_bytes > 0 {
         return None;
     }
-    let loops: Vec<usize> = (0..program.body.len())
-        .filter(|&i| matches!(program.body[i], Op::For { .. }))
-        .collect();
-    let [at] = loops[..] else { return None };
-    let Op::For { body, .. } = &program.body[at] else {
-        return None;
-    };
-    if !stages_in(layouts, body) || body.iter().any(|op| matches!(op, Op::For { .. })) {
-        return None;
-    }
-    // Wgmma dots outside the loop would stage behind a CTA barrier.
+    // Wgmma dots outside the loops would stage behind a CTA barrier.
     let outside = program.body.iter().any(|op| match op {
         Op::Dot { out, .. } => is_wgmma(layouts.get(*out)),
         _ => false,
@@ -156,35 +145,62 @@ pub(crate) fn ring_plan(
     if outside {
         return None;
     }
-    let hoisted = dot_mma::hoisted(program, layouts, body);
+    let mut loops = Vec::new();
     let mut once = HashMap::new();
-    let mut end = 0u64;
-    for &(dot, a) in &hoisted {
-        let ta = program.tile(a);
-        once.insert(dot, end as u32);
-        end += align1024(boxed_bytes(ta.shape[0], ta.shape[1]));
-    }
-    let mut operands = Vec::new();
-    let mut stage = 0u32;
-    for op in body {
-        let Op::Dot { out, a, b, .. } = op else {
+    let mut staged_a: HashMap<TileId, u32> = HashMap::new();
+    let (mut end, mut operands, mut stage_bytes) = (0u64, Vec::new(), None);
+    for (at, op) in program.body.iter().enumerate() {
+        let Op::For { body, .. } = op else {
             continue;
         };
-        if !is_wgmma(layouts.get(*out)) {
-            continue;
-        }
-        let a_ok = once.contains_key(out) || dot_mma::a_in_registers(layouts, *a, *out);
-        let mut operand = ring_operand(program, body, *out, *b)?;
-        if !a_ok {
+        if !stages_in(layouts, body) || body.iter().any(|op| matches!(op, Op::For { .. })) {
             return None;
         }
-        operand.offset = stage;
-        stage += align1024(u64::from(operand.st.rows * operand.st.cols * 2)) as u32;
-        operands.push(operand);
+        // A loop-invariant `a` is staged once for every loop that reads it.
+        for (dot, a) in dot_mma::hoisted(program, layouts, body) {
+            let at = *staged_a.entry(a).or_insert_with(|| {
+                let ta = program.tile(a);
+                let at = end as u32;
+                end += align1024(boxed_bytes(ta.shape[0], ta.shape[1]));
+                at
+            });
+            once.insert(dot, at);
+        }
+        let mut stage = 0u32;
+        for op in body {
+            let Op::Dot { out, a, b, .. } = op else {
+                continue;
+            };
+            if !is_wgmma(layouts.get(*out)) {
+                continue;
+            }
+            let a_ok = once.contains_key(out) || dot_mma::a_in_registers(layouts, *a, *out);
+            let mut operand = ring_operand(program, body, *out, *b)?;
+            if !a_ok {
+                return None;
+            }
+            operand.offset = stage;
+            stage += align1024(u64::from(operand.st.rows * operand.st.cols * 2)) as u32;
+            operands.push(operand);
+        }
+        // Every loop fills the same stages with the same operands.
+        if *stage_bytes.get_or_insert(stage) != stage {
+            return None;
+        }
+        // One wgmma group in flight (`Schedule::wgmma_in_flight`): rotated.
+        let rotate = match schedule.wgmma_in_flight {
+            0 => None,
+            _ => rotation(op, layouts),
+        };
+        loops.push((at, rotate));
     }
-    let mut maps = Vec::new();
+    // One map per view: the loops' operands of a view share it.
+    let mut maps: Vec<TensorMapParam> = Vec::new();
     for o in &operands {
         let view = program.view(o.st.view);
+        if maps.iter().any(|m| m.view == view.name) {
+            continue;
+        }
         let param = program
             .params
             .iter()
@@ -197,20 +213,26 @@ pub(crate) fn ring_plan(
             box_dims: [BOX, o.st.rows],
         });
     }
-    // One wgmma group in flight (`Schedule::wgmma_in_flight`): rotated.
-    let rotate = match schedule.wgmma_in_flight {
-        0 => None,
-        _ => rotation(&program.body[at], layouts),
-    };
+    if loops.is_empty() {
+        return None;
+    }
+    let per_loop = operands.len() / loops.len();
+    if maps.len() != per_loop
+        || (0..operands.len()).any(|i| {
+            let (o, o0) = (&operands[i], &operands[i % per_loop]);
+            o.st.view != o0.st.view || o.st.rows != o0.st.rows || o.st.cols != o0.st.cols
+        })
+    {
+        return None;
+    }
     Some(RingPlan {
-        at,
+        loops,
         operands,
         maps,
         once,
         ring: end as u32,
-        stage_bytes: stage,
+        stage_bytes: stage_bytes?,
         stages: schedule.stages.max(2),
-        rotate,
     })
 }
 
@@ -373,6 +395,11 @@ pub(crate) struct RingState {
     ring: Ring,
     /// The stage of the current iteration (inside the loop).
     stage: Option<ValueId>,
+    /// Ring uses of the loops before the current one, and how many.
+    base: ValueId,
+    loops_done: usize,
+    /// The loop-invariant `a`s staged so far (once for all loops).
+    staged: Vec<TileId>,
 }
 
 impl Lowerer<'_> {
@@ -416,10 +443,14 @@ impl Lowerer<'_> {
         if let Some((_, c)) = regs {
             self.b.setmaxnreg(c, true)?;
         }
+        let base = self.u32(0)?;
         self.ring = Some(RingState {
             plan: plan.clone(),
             ring,
             stage: None,
+            base,
+            loops_done: 0,
+            staged: Vec::new(),
         });
         for op in &self.program.body {
             self.op(op)?;
@@ -429,48 +460,56 @@ impl Lowerer<'_> {
         Ok(())
     }
 
-    /// The producer: the program's scalar ops, then per iteration of the
-    /// loop its scalar ops (the origins) and the TMA loads of every ring
-    /// operand into the iteration's stage.
+    /// The producer: the program's scalar ops and, for each loop, per
+    /// iteration its scalar ops (the origins) and the TMA loads of the
+    /// loop's ring operands into the iteration's stage, the ring counting on
+    /// across the loops.
     fn ring_producer(&mut self, plan: &RingPlan, ring: &Ring, tmaps: &[ValueId]) -> TileResult<()> {
-        for op in &self.program.body[..plan.at] {
-            if is_scalar_op(op) {
-                self.op(op)?;
+        let per_loop = plan.operands.len() / plan.loops.len();
+        let mut counter = self.u32(0)?;
+        let mut loop_no = 0;
+        for op in &self.program.body {
+            let Op::For {
+                lo,
+                hi,
+                step,
+                iv,
+                body,
+                ..
+            } = op
+            else {
+                if is_scalar_op(op) {
+                    self.op(op)?;
+                }
+                continue;
+            };
+            let (lo, hi, step) = (self.scalar(*lo)?, self.scalar(*hi)?, self.scalar(*step)?);
+            let trips = self.trip_count(lo, hi, step)?;
+            let (zero, one) = (self.u32(0)?, self.u32(1)?);
+            let frame = self.b.begin_for(zero, trips, one, &[])?;
+            let j = frame.iv;
+            let it = self.b.add(counter, j)?;
+            let (stage, full) = self.acquire(ring, it)?;
+            let at = self.b.mul(j, step)?;
+            let iv_j = self.b.add(lo, at)?;
+            self.set_scalar(*iv, iv_j);
+            for op in body {
+                if is_scalar_op(op) {
+                    self.op(op)?;
+                }
             }
-        }
-        let Op::For {
-            lo,
-            hi,
-            step,
-            iv,
-            body,
-            ..
-        } = &self.program.body[plan.at]
-        else {
-            return Err(TileError::Internal("the ring's loop moved".into()));
-        };
-        let (lo, hi, step) = (self.scalar(*lo)?, self.scalar(*hi)?, self.scalar(*step)?);
-        let trips = self.trip_count(lo, hi, step)?;
-        let (zero, one) = (self.u32(0)?, self.u32(1)?);
-        let frame = self.b.begin_for(zero, trips, one, &[])?;
-        let j = frame.iv;
-        let (stage, full) = self.acquire(ring, j)?;
-        let at = self.b.mul(j, step)?;
-        let iv_j = self.b.add(lo, at)?;
-        self.set_scalar(*iv, iv_j);
-        for op in body {
-            if is_scalar_op(op) {
-                self.op(op)?;
+            let sb = self.u32(plan.stage_bytes)?;
+            let base = self.b.mul(stage, sb)?;
+            let mine = &plan.operands[loop_no * per_loop..(loop_no + 1) * per_loop];
+            for (o, &tmap) in mine.iter().zip(tmaps) {
+                let at = self.u32(plan.ring + o.offset)?;
+                let at = self.b.add(base, at)?;
+                self.tma_stage(&o.st, ring, at, tmap, full, 0)?;
             }
+            self.b.end_for(frame, &[])?;
+            counter = self.b.add(counter, trips)?;
+            loop_no += 1;
         }
-        let sb = self.u32(plan.stage_bytes)?;
-        let base = self.b.mul(stage, sb)?;
-        for (o, &tmap) in plan.operands.iter().zip(tmaps) {
-            let at = self.u32(plan.ring + o.offset)?;
-            let at = self.b.add(base, at)?;
-            self.tma_stage(&o.st, ring, at, tmap, full, 0)?;
-        }
-        self.b.end_for(frame, &[])?;
         Ok(())
     }
 
@@ -530,9 +569,54 @@ impl Lowerer<'_> {
         }
     }
 
-    /// On the ring, the loop's rotation, if it runs rotated.
+    /// On the ring, the rotation of the loop about to be lowered, if it runs
+    /// rotated.
     pub(super) fn ring_rotation(&self) -> Option<Rotation> {
-        self.ring.as_ref().and_then(|r| r.plan.rotate.clone())
+        let r = self.ring.as_ref()?;
+        r.plan
+            .loops
+            .get(r.loops_done)
+            .and_then(|(_, rot)| rot.clone())
+    }
+
+    /// On the ring, after a loop from `lo` to `hi` by `step`: the next
+    /// loop's ring uses start after its trips.
+    pub(super) fn ring_loop_done(
+        &mut self,
+        lo: ValueId,
+        hi: ValueId,
+        step: ValueId,
+    ) -> TileResult<()> {
+        let Some(base) = self.ring.as_ref().map(|r| r.base) else {
+            return Ok(());
+        };
+        let trips = self.trip_count(lo, hi, step)?;
+        let base = self.b.add(base, trips)?;
+        if let Some(r) = self.ring.as_mut() {
+            (r.base, r.loops_done, r.stage) = (base, r.loops_done + 1, None);
+        }
+        Ok(())
+    }
+
+    /// The ring use of iteration `j` of the current loop.
+    fn ring_use(&mut self, j: ValueId) -> TileResult<ValueId> {
+        match self.ring.as_ref().map(|r| r.base) {
+            Some(base) => Ok(self.b.add(base, j)?),
+            None => Err(TileError::Internal("a ring use off the ring".into())),
+        }
+    }
+
+    /// On the ring, whether the loop-invariant `a` still needs its staging
+    /// (once for all the loops that read it), noting it staged.
+    pub(super) fn ring_stage_a(&mut self, a: TileId) -> bool {
+        match self.ring.as_mut() {
+            Some(r) if r.staged.contains(&a) => false,
+            Some(r) => {
+                r.staged.push(a);
+                true
+            }
+            None => true,
+        }
     }
 
     /// On the ring, the start of an iteration of its loop (iteration
@@ -555,7 +639,8 @@ impl Lowerer<'_> {
             .ok_or_else(|| TileError::Internal("a ring loop without dots".into()))?;
         let span = self.b.sub(iv, lo)?;
         let j = self.b.div(span, step)?;
-        let (stage, parity) = self.slot(&ring, j)?;
+        let it = self.ring_use(j)?;
+        let (stage, parity) = self.slot(&ring, it)?;
         let full = self.bar_at(&ring, stage, false)?;
         self.wait_parity(full, parity)?;
         self.set_ring_stage(stage);
@@ -646,7 +731,8 @@ impl Lowerer<'_> {
         // Block 0 up to its `d2`.
         self.unflatten(args, &init)?;
         self.set_scalar(iv, lo);
-        let (stage, parity) = self.slot(&ring, zero)?;
+        let first = self.ring_use(zero)?;
+        let (stage, parity) = self.slot(&ring, first)?;
         let full = self.bar_at(&ring, stage, false)?;
         self.wait_parity(full, parity)?;
         self.set_ring_stage(stage);
@@ -684,8 +770,9 @@ impl Lowerer<'_> {
         let at = self.b.mul(next, step)?;
         let iv_next = self.b.add(lo, at)?;
         self.set_scalar(iv, iv_next);
-        let (stage_next, parity) = self.slot(&ring, next)?;
-        let (stage, _) = self.slot(&ring, j)?;
+        let (it_next, it) = (self.ring_use(next)?, self.ring_use(j)?);
+        let (stage_next, parity) = self.slot(&ring, it_next)?;
+        let (stage, _) = self.slot(&ring, it)?;
         let full = self.bar_at(&ring, stage_next, false)?;
         self.wait_parity(full, parity)?;
         for op in &body[..rot.d1] {
@@ -724,17 +811,16 @@ impl Lowerer<'_> {
         let out = self.b.end_for(frame, &next_vals)?;
         self.unflatten(&keep, &out)?;
         // The last block's `d2`.
-        let (stage, _) = self.slot(&ring, last)?;
+        let it = self.ring_use(last)?;
+        let (stage, _) = self.slot(&ring, it)?;
         let accs = self.issue_at(body, rot.d2, stage)?;
         self.b.wgmma_wait_group(0)?;
         self.wgmma_unpack(d2_out, &accs)?;
         self.release_stage(&ring, stage)?;
-        if let Some(r) = self.ring.as_mut() {
-            r.stage = None;
-        }
         let res = self.flatten(yields)?;
         self.b.begin_else(&mut guard, &res)?;
         let vals = self.b.end_if(guard, &init)?;
+        self.ring_loop_done(lo, hi, step)?;
         self.unflatten(results, &vals)
     }
 }

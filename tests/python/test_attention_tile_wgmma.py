@@ -51,6 +51,7 @@ def test_wgmma_program_is_on_wgmma() -> None:
         ((64, 64, 4, False, False, "sm_90a", 2), 64),
         ((128, 64, 8, False, False, "sm_90a", 3, True), 128),
         ((128, 64, 8, True, False, "sm_90a", 2, True), 96),
+        ((64, 64, 4, False, True, "sm_90a", 2, True), 64),
     ],
 )
 @pytest.mark.parametrize(
@@ -70,8 +71,9 @@ def test_tma_ring_program_against_float64(
 ) -> None:
     """The key loop on a TMA ring (the seventh of `tiles`: its stages; the
     prefetch is dropped), rotated with the eighth (P V in flight across the
-    next block's softmax): K and V by 4-d tensor maps over batch and KV
-    head, key and head-dim tails zero-filled."""
+    next block's softmax), and the split program's three loops on one ring
+    (the fifth): K and V by 4-d tensor maps over batch and KV head, key and
+    head-dim tails zero-filled."""
     run(b, h, hk, sq, sk, d, causal, window, tiles)
 
 
@@ -79,13 +81,12 @@ def test_tma_ring_program_has_a_producer() -> None:
     """With stages on sm_90a: a producer beside the 8 consumer warps (a
     warpgroup, whose registers setmaxnreg gives to the consumers; a warp
     beside 4), one tensor map each for K (k^T's view) and V; no ring on
-    sm_80 or with the split loops."""
+    sm_80."""
     k = attention_tile.build("f16", 128, 128, 64, 8, "sm_90a", stages=3)
     assert k.block[0] == 8 * 32 + 128
     assert attention_tile.build("f16", 64, 64, 64, 4, "sm_90a", stages=3).block[0] == 4 * 32 + 32
     assert [(m.view, m.box) for m in k.tensor_maps] == [("kt", (64, 64)), ("v", (64, 64))]
-    for other in (
-        attention_tile.build("f16", 128, 128, 64, 8, "sm_80", stages=3),
-        attention_tile.build("f16", 128, 128, 64, 8, "sm_90a", split=True, stages=3),
-    ):
-        assert other.block[0] == 8 * 32 and not other.tensor_maps
+    split = attention_tile.build("f16", 128, 128, 64, 8, "sm_90a", split=True, stages=3)
+    assert len(split.tensor_maps) == 2  # one per view for the three loops
+    other = attention_tile.build("f16", 128, 128, 64, 8, "sm_80", stages=3)
+    assert other.block[0] == 8 * 32 and not other.tensor_maps

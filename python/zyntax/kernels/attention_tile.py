@@ -36,6 +36,9 @@ from zyntax.errors import ArgumentError
 
 from . import _tensors as T
 
+#: log2(e): the program's exponentials are base 2 (build).
+LOG2E = 1.4426950408889634
+
 #: An unbounded window side (any value >= Sq + Sk would do; the kernel's
 #: arithmetic stays below 2^32 for sequences under 2^30).
 UNBOUNDED = 1 << 30
@@ -213,8 +216,19 @@ def build(
 
     qt = t.load(q, (b, h, m0, 0), (bm, d))
     rows = t.iota((bm, bn), 0) + t.splat((bm, bn), m0 + sk)  # i + Sk
-    scale_t = t.splat((bm, bn), scale)
+    # exp(scale * (s - m)) as 2^(s * scale2 - m * scale2), one FFMA and one
+    # MUFU op per score (FlashAttention-3's form): s and m stay unscaled.
+    scale2 = t.scalar_binary("mul", scale, t.constant("f32", LOG2E))
+    neg_scale2 = t.scalar_binary("mul", scale, t.constant("f32", -LOG2E))
+    scale2_t, neg_scale2_r = t.splat((bm, bn), scale2), t.splat((bm, 1), neg_scale2)
     neg_inf = t.full((bm, bn), "f32", float("-inf"))
+
+    def softmax_terms(s: tile.Tile, m: tile.Tile, m_use: tile.Tile) -> tuple[tile.Tile, tile.Tile]:
+        """p = exp(scale (s - m_use)) and alpha = exp(scale (m - m_use))."""
+        neg = (m_use * neg_scale2_r).broadcast((bm, bn))
+        p = t.unary("ex2_approx", t.fma(s, scale2_t, neg))
+        alpha = t.unary("ex2_approx", (m_use - m) * neg_scale2_r)
+        return p, alpha
 
     # On wgmma V is carried a block ahead too (see the docstring); on
     # mma.sync that would hold two V blocks in registers at once.
@@ -233,7 +247,7 @@ def build(
         else:
             kb = t.load(kt, (b, hk, 0, n0), (d, bn))
             nexts = []
-        s = t.dot(qt, kb, t.zeros((bm, bn))) * scale_t
+        s = t.dot(qt, kb, t.zeros((bm, bn)))
         if v_ahead:  # the next key block's K and V, in flight through this one
             nexts = [
                 t.load(kt, (b, hk, 0, n0 + bn), (d, bn)),
@@ -241,8 +255,7 @@ def build(
             ]
         if not masked:  # every row sees every key of the block: m_new is finite
             m_new = t.maximum(m, s.max(1))
-            p = (s - m_new.broadcast((bm, bn))).exp()
-            alpha = (m - m_new).exp()
+            p, alpha = softmax_terms(s, m, m_new)
             l_new = l_ * alpha + p.sum(1)
             if not prefetch:
                 vb = t.load(v, (b, hk, n0, 0), (bn, d))
@@ -261,8 +274,7 @@ def build(
             t.zeros((bm, 1)),
             m_new,
         )
-        p = (s - m_use.broadcast((bm, bn))).exp()
-        alpha = (m - m_use).exp()
+        p, alpha = softmax_terms(s, m, m_use)
         l_new = l_ * alpha + p.sum(1)
         if not prefetch:
             vb = t.load(v, (b, hk, n0, 0), (bn, d))
@@ -293,7 +305,8 @@ def build(
     acc, m, l_, *_ = (_tile(x) for x in carried)
     inv = 1.0 / t.maximum(l_, t.full((bm, 1), "f32", 1.0))
     t.store(o, (b, h, m0, 0), (acc * inv.broadcast((bm, d))).cast(dtype))
-    t.store(lse, (b, h, m0, 0), m + t.unary("log", l_))
+    # m is the unscaled row maximum.
+    t.store(lse, (b, h, m0, 0), m * t.splat((bm, 1), scale) + t.unary("log", l_))
     return t.finish()
 
 

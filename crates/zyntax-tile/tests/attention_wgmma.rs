@@ -222,25 +222,14 @@ fn loop_invariant_wgmma_a_is_not_held_in_registers_across_the_loop() {
 
 /// The key loop on a TMA ring (`lower/pipeline_ring.rs`, a schedule with
 /// `warp_specialize`): K and V by TMA into `stages` stages filled by a
-/// producer warp, the consumers waiting on `full` and handing stages back
+/// producer (a warp, or a warpgroup beside two consumer ones), the consumers waiting on `full` and handing stages back
 /// on `empty`; no CTA barrier after the mbarriers' initialisation (staging
 /// Q meets the consumers at a named barrier). Against f64, with key tails,
 /// one and two warpgroups, V loaded before and after the first dot.
 /// With `in_flight` 1 the loop is rotated: block j's P V stays in flight
-/// while block j + 1's softmax runs (`pipeline_ring::Rotation`).
-fn ring(
-    bm: u32,
-    bn: u32,
-    d: u32,
-    warps: u32,
-    (stages, in_flight): (u32, u32),
-    v_first: bool,
-) -> TileKernel {
-    ring_loops(bm, bn, d, warps, (stages, in_flight), v_first, false)
-}
-
-/// [`ring`] with the key blocks in two loops (`split`, see [`flash_loops`]):
-/// the ring's counter runs on from one loop to the next, Q is staged once.
+/// while block j + 1's softmax runs (`pipeline_ring::Rotation`). With
+/// `split` the key blocks run in two loops (see [`flash_loops`]): the ring's
+/// counter runs on from one loop to the next, Q is staged once.
 fn ring_loops(
     bm: u32,
     bn: u32,
@@ -337,7 +326,7 @@ fn flash_attention_on_wgmma_passes_ptxas() {
     for (bm, bn, d, warps) in [(64, 64, 64, 4), (128, 64, 128, 8)] {
         let wgmma = |n: u32| format!("wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16");
         let staged = flash(bm, bn, d, warps, Arch::Sm90a, true);
-        let on_ring = ring(bm, bn, d, warps, (3, 1), false);
+        let on_ring = ring_loops(bm, bn, d, warps, (3, 1), false, false);
         for (name, k, needles) in [
             (
                 "flash",

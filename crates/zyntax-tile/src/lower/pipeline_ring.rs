@@ -487,17 +487,8 @@ impl Lowerer<'_> {
             let trips = self.trip_count(lo, hi, step)?;
             let (zero, one) = (self.u32(0)?, self.u32(1)?);
             let frame = self.b.begin_for(zero, trips, one, &[])?;
-            let j = frame.iv;
-            let it = self.b.add(counter, j)?;
-            let (stage, full) = self.acquire(ring, it)?;
-            let at = self.b.mul(j, step)?;
-            let iv_j = self.b.add(lo, at)?;
-            self.set_scalar(*iv, iv_j);
-            for op in body {
-                if is_scalar_op(op) {
-                    self.op(op)?;
-                }
-            }
+            let (stage, full) =
+                self.producer_step(ring, counter, frame.iv, (lo, step, *iv), body)?;
             let sb = self.u32(plan.stage_bytes)?;
             let base = self.b.mul(stage, sb)?;
             let mine = &plan.operands[loop_no * per_loop..(loop_no + 1) * per_loop];

@@ -635,18 +635,7 @@ impl Lowerer<'_> {
         let (a_st, b_st) = stagings(self.program, &plan.g);
         let (zero, one) = (self.u32(0)?, self.u32(1)?);
         let frame = self.b.begin_for(zero, trips, one, &[])?;
-        let j = frame.iv;
-        let it = self.b.add(counter, j)?;
-        let (stage, full) = self.acquire(ring, it)?;
-        // The body's scalars for iteration j: iv = lo + j * step.
-        let at = self.b.mul(j, step)?;
-        let iv_j = self.b.add(lo, at)?;
-        self.set_scalar(*iv, iv_j);
-        for op in body {
-            if is_scalar_op(op) {
-                self.op(op)?;
-            }
-        }
+        let (stage, full) = self.producer_step(ring, counter, frame.iv, (lo, step, *iv), body)?;
         let sb = self.u32(ring.stage_bytes)?;
         let base = self.b.mul(stage, sb)?;
         let ab = self.u32(ring.a_bytes)?;
@@ -655,6 +644,31 @@ impl Lowerer<'_> {
         self.tma_stage(&b_st, ring, b_base, tmaps[1], full, 1)?;
         self.b.end_for(frame, &[])?;
         Ok(self.b.add(counter, trips)?)
+    }
+
+    /// Iteration `j` of a producer's loop (from `lo` by `step`, iteration
+    /// variable `iv`, ring uses from `counter` on): takes the stage
+    /// ([`Self::acquire`]) and replays the body's scalar ops (the origins)
+    /// with `iv = lo + j * step`; returns (stage, `full[stage]`).
+    pub(super) fn producer_step(
+        &mut self,
+        ring: &Ring,
+        counter: ValueId,
+        j: ValueId,
+        (lo, step, iv): (ValueId, ValueId, crate::ir::ScalarId),
+        body: &[Op],
+    ) -> TileResult<(ValueId, ValueId)> {
+        let it = self.b.add(counter, j)?;
+        let (stage, full) = self.acquire(ring, it)?;
+        let at = self.b.mul(j, step)?;
+        let iv_j = self.b.add(lo, at)?;
+        self.set_scalar(iv, iv_j);
+        for op in body {
+            if is_scalar_op(op) {
+                self.op(op)?;
+            }
+        }
+        Ok((stage, full))
     }
 
     /// The producer's turn at ring use `it`: waits until its stage is free

@@ -244,6 +244,35 @@ fn matmul(m: u64, n: u64, k: u64, elem: Type, transposed_a: bool) -> NestSpec {
     }
 }
 
+#[test]
+fn f32_matmul_on_register_blocked_ffma_tiles() {
+    // The FFMA tile's register-blocked accumulator (4x4 runs a thread, `a`
+    // staged K-major, 16-byte shared loads): 64x64 over 4 warps (8x4 a
+    // thread) and 128x128 over 8 (8x8), tails in M, N and K.
+    for (block, warps, bk, (m, n, k)) in [
+        ([64, 64], 4, 16, (70, 100, 37)),
+        ([128, 128], 8, 8, (130, 136, 20)),
+    ] {
+        let spec = matmul(m, n, k, Type::F32, false);
+        let options = NestTileOptions {
+            schedule: Some(
+                zyntax_tile::Schedule::block(&block)
+                    .k(bk)
+                    .warps(warps)
+                    .arch(zyntax_hir::Arch::Sm90a),
+            ),
+            arch: zyntax_hir::Arch::Sm90a,
+            ..NestTileOptions::default()
+        };
+        let nk = check(&spec, &options, 1e-5);
+        let hir = zyntax_hir::print_module(&nk.kernel.module);
+        assert!(
+            hir.contains("ptr<shared, vec<f32, 4>>"),
+            "{block:?}: no 16-byte shared loads"
+        );
+    }
+}
+
 fn on_tensor_cores(nk: &NestKernel) -> bool {
     zyntax_hir::print_module(&nk.kernel.module).contains("mma.sync")
 }

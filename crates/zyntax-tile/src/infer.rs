@@ -185,7 +185,7 @@ impl Inference<'_> {
     /// each gets 16 rows or a multiple.
     fn dot_layout(&mut self, out: TileId, a: TileId, b: TileId) -> Option<Layout> {
         if self.dot_path == DotPath::Ffma {
-            return None;
+            return self.ffma_layout(out, a, b);
         }
         if self.wgmma.contains(&a) {
             return Some(Layout::Mma(Mma::wgmma(self.warps)));
@@ -218,9 +218,54 @@ impl Inference<'_> {
                         message: why,
                     });
                 }
-                None
+                self.ffma_layout(out, a, b)
             }
         }
+    }
+
+    /// The register-blocked accumulator of an f32 FFMA `dot` (None: the
+    /// coalesced layout): each thread holds 4x4 blocks (lanes 4 along M by
+    /// 8 along N, warps split to make a thread's rows and columns about as
+    /// many), so `lower/dot.rs` reads a thread's 4 rows of `a` (staged
+    /// K-major) and 4 columns of `b` per k as one 16-byte shared load each,
+    /// a warp's loads over 64 and 128 contiguous bytes (no bank conflict):
+    /// at 128x128 over 8 warps, 8x8 a thread, 4 loads for 64 FMAs (the
+    /// coalesced layout: rows 8 apart, 12 loads for 128 FMAs, and 128
+    /// registers at 64x64 for 32 accumulators).
+    fn ffma_layout(&self, out: TileId, a: TileId, b: TileId) -> Option<Layout> {
+        let f32_in = |t: TileId| self.program.tile(t).elem == Type::F32;
+        let shape = &self.program.tile(out).shape;
+        // (a row statistics dot keeps the layout its rows are broadcast in)
+        if !(f32_in(a) && f32_in(b) && f32_in(out))
+            || shape.len() != 2
+            || self.row_dots.contains(&out)
+        {
+            return None;
+        }
+        let (bm, bn) = (shape[0], shape[1]);
+        let mut best: Option<(u32, u32)> = None;
+        let mut wn = 1;
+        while wn <= self.warps {
+            let wm = self.warps / wn;
+            if wm * wn == self.warps && bm % (16 * wm) == 0 && bn % (32 * wn) == 0 {
+                let (rows, cols) = (bm / (4 * wm), bn / (8 * wn));
+                let skew = rows.abs_diff(cols);
+                if best.is_none_or(|(bwm, bwn)| skew < (bm / (4 * bwm)).abs_diff(bn / (8 * bwn))) {
+                    best = Some((wm, wn));
+                }
+            }
+            wn *= 2;
+        }
+        let (wm, wn) = best?;
+        Some(
+            Blocked {
+                size_per_thread: vec![4, 4],
+                threads_per_warp: vec![4, 8],
+                warps_per_cta: vec![wm, wn],
+                order: vec![1, 0],
+            }
+            .into(),
+        )
     }
 
     /// Marks the `dot` of a GEMM loop for the wgmma pipeline when the

@@ -75,13 +75,15 @@ fn lowered_tile_programs_pass_ptxas() {
     }
     // The GEMM's inner loop is FFMA on registers, with the operands staged
     // through shared memory behind barriers (each thread's run of 4 f32 of
-    // a row one vector store).
+    // a row of `b` one vector store) and read back 4 rows of `a` (staged
+    // K-major) or 4 columns of `b` per 16-byte load (the register-blocked
+    // accumulator).
     let ptx = compile_ptx(&kernels[0].module, &Options::new(Arch::Sm80))
         .unwrap()
         .ptx;
     for needle in [
         "fma.rn.f32",
-        "ld.shared.f32",
+        "ld.shared.v4.f32",
         "st.shared.v4.f32",
         "bar.sync",
         ".maxntid 128, 1, 1",

@@ -12,6 +12,7 @@ use super::convert::{align16, staged_bytes};
 use super::Lowerer;
 use crate::error::TileResult;
 use crate::ir::{DotInputs, TileId};
+use crate::layout::Layout;
 use zyntax_hir::{Type, ValueId};
 
 impl Lowerer<'_> {
@@ -28,11 +29,16 @@ impl Lowerer<'_> {
         let pa = self.scratch_ptr(&ta.elem, 0)?;
         let b_offset = align16(u64::from(m) * u64::from(k) * staged_bytes(&ta.elem));
         let pb = self.scratch_ptr(&tb.elem, b_offset)?;
+        let layout = self.layout(out)?;
+        let f32_native =
+            ta.elem == Type::F32 && tb.elem == Type::F32 && inputs == DotInputs::Native;
+        if register_blocked(&layout) && f32_native {
+            return self.dot_blocked(out, (a, pa), (b, pb), acc, [m, k, n], &layout);
+        }
         self.stage(a, pa)?;
         self.stage(b, pb)?;
         self.b.barrier()?;
 
-        let layout = self.layout(out)?;
         let shape = [m, n];
         let table = self.coords(&layout, &shape)?;
         let mut regs = self.regs(acc)?;
@@ -72,7 +78,73 @@ impl Lowerer<'_> {
     }
 }
 
+/// Whether an FFMA accumulator is register-blocked (`infer.rs`,
+/// `ffma_layout`): runs of 4 along both dims, so a thread's rows and
+/// columns come in aligned fours.
+fn register_blocked(layout: &Layout) -> bool {
+    matches!(layout, Layout::Blocked(b) if b.size_per_thread == [4, 4])
+}
+
 impl Lowerer<'_> {
+    /// The FFMA `dot` of f32 tiles into a register-blocked accumulator: `a`
+    /// staged K-major (`As[k][m]`) and `b` row-major (`Bs[k][n]`), then per
+    /// k one 16-byte shared load per run of 4 of the thread's rows of `a`
+    /// and of its columns of `b` (aligned: runs start at multiples of 4 and
+    /// staged rows hold a multiple of 4 elements), and the outer product of
+    /// the two into the accumulators.
+    fn dot_blocked(
+        &mut self,
+        out: TileId,
+        (a, pa): (TileId, ValueId),
+        (b, pb): (TileId, ValueId),
+        acc: TileId,
+        [m, k, n]: [u32; 3],
+        layout: &Layout,
+    ) -> TileResult<()> {
+        self.stage_as(a, pa, true, 0)?;
+        self.stage(b, pb)?;
+        self.b.barrier()?;
+        let shape = [m, n];
+        let table = self.coords(layout, &shape)?;
+        let mut regs = self.regs(acc)?;
+        let v4 = Type::Vector(zyntax_hir::ScalarType::F32, 4);
+        let vptr = |this: &mut Self, p: ValueId| {
+            this.b
+                .ptr_cast(p, Type::ptr(zyntax_hir::AddrSpace::Shared, v4.clone()))
+        };
+        // Fours of a thread's rows (columns): their first coordinate.
+        let firsts =
+            |d: usize| -> Vec<ValueId> { table[d].iter().step_by(4).map(|c| c.value).collect() };
+        let (rows, cols) = (firsts(0), firsts(1));
+        for kk in 0..k {
+            let fours = |this: &mut Self, base: ValueId, firsts: &[ValueId], row: u32| {
+                let row = this.u32(kk * row)?;
+                let mut vals = Vec::with_capacity(firsts.len() * 4);
+                for &first in firsts {
+                    let at = this.b.add(row, first)?;
+                    let p = this.b.ptr_add(base, at)?;
+                    let p = vptr(this, p)?;
+                    let v = this.b.load(p)?;
+                    for i in 0..4 {
+                        vals.push(this.b.extract(v, i)?);
+                    }
+                }
+                TileResult::Ok(vals)
+            };
+            let a_vals = fours(self, pa, &rows, m)?;
+            let b_vals = fours(self, pb, &cols, n)?;
+            for (r, acc_reg) in regs.iter_mut().enumerate() {
+                let dims = layout.reg_dims(&shape, r as u32);
+                *acc_reg =
+                    self.b
+                        .fma(a_vals[dims[0] as usize], b_vals[dims[1] as usize], *acc_reg)?;
+            }
+        }
+        self.b.barrier()?;
+        self.set_tile(out, regs);
+        Ok(())
+    }
+
     /// Operand element `v` (of type `elem`) as the f32 the dot multiplies.
     fn dot_input(&mut self, v: ValueId, elem: &Type, inputs: DotInputs) -> TileResult<ValueId> {
         match inputs {

@@ -22,7 +22,8 @@ attention with its backward kernel; PyTorch's SDPA in a tree without one:
 the row's ``attention`` says which) against PyTorch eager. Each call is timed
 alone between CUDA events (median), over 4 rotated input sets (one graph per
 set for the graph rows). The zyntax block is checked against PyTorch's
-before timing. ``python benches/blocks.py [--quick] [--size small] [--no-train]``.
+before timing. ``python benches/blocks.py [--quick] [--size small] [--no-train]
+[--train-only]``.
 """
 
 from __future__ import annotations
@@ -183,6 +184,7 @@ def main() -> None:
     def sizes(p: Any) -> None:
         p.add_argument("--size", choices=sorted(SIZES), action="append", help="only these sizes")
         p.add_argument("--no-train", action="store_true", help="skip the training step")
+        p.add_argument("--train-only", action="store_true", help="the training step alone")
 
     args = parse_args(__doc__ or "transformer block bench", sizes)
     torch = optional("torch")
@@ -196,7 +198,7 @@ def main() -> None:
         f"median of {iters} CUDA-event timings of one block each ({iters // 2} for the "
         f"training step), {SETS} input sets rotated"
     )
-    for size in args.size or SIZES:
+    for size in [] if args.train_only else args.size or SIZES:
         bench_forward(torch, res, iters, size, dev)
         res.write(args.out_dir)  # written after each part: a cut-short run keeps its rows
         torch.cuda.synchronize()

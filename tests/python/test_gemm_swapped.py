@@ -45,6 +45,7 @@ def launched(monkeypatch: Any) -> list[Any]:
         (((32, 8, 16, 4, 1), 1), 3, 37, 50),  # tails in every dim
         (((16, 16, 32, 4, 1), 1), 17, 40, 64),  # two token tiles, the second one row
         (((32, 8, 16, 4, 1), 3), 5, 33, 100),  # K split in 3: partials stored transposed
+        (((16, 8, 16, 4, 1), 2), 1, 21, 70),  # one row: a^T still K-major
     ],
 )
 @pytest.mark.parametrize("layouts", [("row", "row"), ("row", "col"), ("col", "row")])
@@ -78,6 +79,29 @@ def test_swapped_narrow_wgmma_on_interpreter(monkeypatch: Any) -> None:
     out = nan(3, 70, dt=np.float16)
     gemm_tile.matmul(a, b, out, bias=bias)
     check(out, ref_mm(a, b, bias), np.float16)
+
+
+def test_swapped_views_are_k_major(monkeypatch: Any) -> None:
+    """a^T is read K-major wherever its strides allow: a row-major a of one
+    row too (its a^T would count as unit-stride along M, which
+    keeps wgmma's narrow N off the TMA pipeline); the token tiles are the
+    grid's fastest axis."""
+    monkeypatch.setattr(gemm_tile, "SWAP_FORCE", ((16, 8, 16, 4, 1), 1))
+    specs: list[Any] = []
+    real = gemm_tile.T.launch
+
+    def spy(build: Any, key: Any, name: str, grid: Any, *args: Any) -> None:
+        specs.append((key[0], grid))
+        real(build, key, name, grid, *args)
+
+    monkeypatch.setattr(gemm_tile.T, "launch", spy)
+    a, w = rand(1, 40, dt=np.float16), rand(20, 40, dt=np.float16)
+    out = nan(1, 20, dt=np.float16)
+    gemm_tile.matmul(a, w.T, out)
+    check(out, ref_mm(a, w.T), np.float16)
+    (spec, grid), *_ = specs
+    assert spec.swap and spec.b_unit == 0
+    assert grid == (1, 2, 1)  # (token tiles, weight tiles, splits)
 
 
 def test_host_never_swaps_unforced(monkeypatch: Any) -> None:

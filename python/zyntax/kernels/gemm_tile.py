@@ -159,10 +159,13 @@ def program(s: Spec) -> tile.Kernel:
         t.scalar_param(n, "u32") for n in ("k", "kps", "splits", "a_r", "a_c", "b_r", "b_c")
     )
     scale = t.scalar_param("scale", "f32") if s.scaled else None
-    n0, z = t.program_id(1) * bn, t.program_id(2)
+    # Swapped: the token tiles (N) are the grid's fastest axis, so the CTAs
+    # that share a weight tile run together and read it from L2 once.
+    pm, pn = (1, 0) if s.swap else (0, 1)
+    n0, z = t.program_id(pn) * bn, t.program_id(2)
     batch = t.scalar_binary("div", z, splits)
     k_lo = t.scalar_binary("rem", z, splits) * kps
-    m0, lead = t.program_id(0) * bm, [z]
+    m0, lead = t.program_id(pm) * bm, [z]
     if s.groups:  # the group of this row tile, from the groups' first tiles and rows
         p = t.program_id(0)
         firsts = [t.scalar_param(f"tile{i}", "u32") for i in range(1, s.groups)]
@@ -607,7 +610,12 @@ def launch_swapped(
     kps = -(-kk // splits // bk) * bk
     splits = -(-kk // kps)
     av, bv = [n, kk, bst[2], bst[1]], [kk, m, ast[2], ast[1]]  # b^T, a^T
-    units = (_unit((bst[2], bst[1]), (n, kk)), _unit((ast[2], ast[1]), (kk, m)))
+    # K-major where the stride allows (a^T of a single row counts as K-major,
+    # not as N-major: wgmma's narrow N needs a K-major b).
+    units = (
+        1 if bst[1] == 1 or kk == 1 else _unit((bst[2], bst[1]), (n, kk)),
+        0 if ast[2] == 1 or kk == 1 else _unit((ast[2], ast[1]), (kk, m)),
+    )
     ws = (
         not host
         and arch == "sm_90a"
@@ -647,7 +655,7 @@ def launch_swapped(
         if bias is not None:  # [N, 1]: a bias element per row of c^T
             args += [bias, n, 1, bias.strides[0], 0]
     args += [kk, kps, splits, 0, 0, 0, 0]
-    grid = (-(-n // bw), -(-m // bt), splits)
+    grid = (-(-m // bt), -(-n // bw), splits)  # token tiles fastest (see program)
     threads = warps * 32
     if ws:
         kern = _kernel(spec)

@@ -512,3 +512,15 @@ def test_a_fixed_tensor_is_a_constant_of_the_plan(monkeypatch: pytest.MonkeyPatc
     x = FakeTensor((5,))
     entry(x)
     assert runs[0] == 1 and log[-1][-1] == [x.ptr, ws]  # the second call: the plan
+
+
+def test_importing_a_kernel_module_forgets_no_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A submodule imported on a first call (attention_decode, torch_ops)
+    # sets the package's attribute: no knob, so the plans stay.
+    import zyntax.kernels as package
+    from zyntax.kernels import rows_tile
+
+    entry, _ = _knob_entry(monkeypatch, rows_tile, "PER_THREAD")
+    entry(FakeTensor((4,)))
+    setattr(package, "rows_tile", rows_tile)  # noqa: B010 - as the import system does
+    assert len(entry.plans) == 1  # type: ignore[attr-defined]

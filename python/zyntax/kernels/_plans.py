@@ -114,12 +114,13 @@ class _KnobModule(types.ModuleType):
     plans (:func:`knob_changed`). The module's own code assigns its globals
     through its dict and is not affected; reads are not either. On the
     package, a submodule imported later (its parent's attribute is set then)
-    is watched too."""
+    is watched too, and forgets nothing (it changes no knob)."""
 
     def __setattr__(self, name: str, value: Any) -> None:
         super().__setattr__(name, value)
-        if isinstance(value, types.ModuleType) and value.__name__.startswith(self.__name__ + "."):
-            watch(value)
+        if isinstance(value, types.ModuleType) and value.__name__ == f"{self.__name__}.{name}":
+            watch(value)  # a submodule imported: no knob changed
+            return
         knob_changed()
 
     def __delattr__(self, name: str) -> None:

@@ -36,6 +36,7 @@ import functools
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from _common import Results, event_median_ms, optional, parse_args
@@ -173,8 +174,17 @@ class Bench:
             impls = {**impls, "copy": lambda i: dsts[i % 2].copy_(srcs[i % 2])}
         times: dict[str, float] = {}
         for impl, fn in impls.items():
+            n_sets = sets if impl != "copy" else 2
             try:
-                times[impl] = event_median_ms(fn, sets if impl != "copy" else 2, self.iters)
+                if isinstance(fn, Variant):
+                    # Knobs set once around the timing: setting one clears
+                    # every call plan (kernels._plans), and a cleared plan
+                    # costs each call the full host path.
+                    times[impl] = with_knobs(
+                        rows_tile, fn.knobs, event_median_ms, fn.fn, n_sets, self.iters
+                    )
+                else:
+                    times[impl] = event_median_ms(fn, n_sets, self.iters)
             except Exception as e:  # a peer that fails is reported, never fatal
                 print(f"  ({name} {impl} failed: {type(e).__name__}: {e})")
         ref = times.get("copy")
@@ -289,7 +299,7 @@ class Bench:
                 return F.layer_norm(x, (n,), wx, bx, 1e-5)
             if op == "rmsnorm":
                 return F.rms_norm(x, (n,), wx, 1e-5)
-            return F.cross_entropy(x, ts[i], reduction="none")
+            return F.cross_entropy(x, ts[i][: x.shape[0]], reduction="none")
 
         def zy_fwd(i: int) -> Any:
             if op == "softmax":
@@ -355,9 +365,9 @@ class Bench:
     ) -> dict[str, Callable[[int], Any]]:
         """Rows ``zyntax_<label>`` of the variants asked for (env
         ``ZYNTAX_BENCH_ROW_VARIANTS``): `fn` with ROW_VARIANTS[label]'s knobs
-        of rows_tile set for each call, checked against `ref` first (the
-        rows `first` keeps); a wrong or failing variant is reported, not
-        timed."""
+        of rows_tile set (:class:`Variant`, timed with the knobs set around
+        its timing), checked against `ref` first (the rows `first` keeps); a
+        wrong or failing variant is reported, not timed."""
         out: dict[str, Callable[[int], Any]] = {}
         for spec in filter(None, os.environ.get("ZYNTAX_BENCH_ROW_VARIANTS", "").split(",")):
             label, _, part = spec.partition("@")
@@ -371,7 +381,7 @@ class Bench:
             except (SystemExit, Exception) as e:  # a wrong variant: reported, never fatal
                 print(f"  ({name} {label} not timed: {type(e).__name__}: {e})")
                 continue
-            out[f"zyntax_{label}"] = run
+            out[f"zyntax_{label}"] = Variant(fn, knobs)
         return out
 
     def saxpy(self) -> None:
@@ -460,11 +470,39 @@ ROW_VARIANTS: dict[str, dict[str, Any]] = {
     # The one-pass norm backward of a tailed row on 16 warps (8 elements a
     # thread), then prefetching at one instance per SM.
     "nbwd_w16": {"NORM_BWD_TAIL_WARPS": 16},
+    # The norm backward of narrow rows in one pass (x and dy read once), one
+    # row of 1024 an instance (the split form reads them twice).
+    "nbwd_fused_thin": {"NORM_BWD": {"rows": "fused", "row": "fused"}, "NORM_BWD_THIN": True},
     # The RMSNorm forward's loop at 128256 two [1, 4096] tiles a step.
     "rms_u2": {"HELD_FORM": {"rms_fwd": (0, 2, 4096, 8)}},
+    # Chunked rows on one 1024-thread instance per SM ([1, 8192] chunks, 32
+    # warps: 132 rows in flight, 33 MB, so a row's second read finds L2),
+    # with or without the next chunk loaded ahead.
+    "c8k32w": {
+        "CHUNK_OF": {**rows_tile.CHUNK_OF, "norm_fwd": 2.0},
+        "WARPS_OF": {"norm_fwd": 32, "softmax_fwd": 32, "softmax_bwd": 32, "ce_fwd": 32},
+        "HELD_FORM": {"rms_fwd": (0, 1, 8192, 32)},
+    },
+    "c8k32w_ahead": {
+        "CHUNK_OF": {**rows_tile.CHUNK_OF, "norm_fwd": 2.0},
+        "WARPS_OF": {"norm_fwd": 32, "softmax_fwd": 32, "softmax_bwd": 32, "ce_fwd": 32},
+        "HELD_FORM": {"rms_fwd": (0, 1, 8192, 32)},
+        "CHUNK_AHEAD": frozenset({*_EVERY, "norm_bwd_stats"}),
+    },
     # Narrow rows: twice the rows of a [R, W] tile (32 elements a thread).
     "pt32": {"PER_THREAD": 32},
 }
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A zyntax row case run with rows_tile knobs set (ROW_VARIANTS)."""
+
+    fn: Callable[[int], Any]
+    knobs: dict[str, Any]
+
+    def __call__(self, i: int) -> Any:
+        return with_knobs(rows_tile, self.knobs, self.fn, i)
 
 
 def with_knobs(module: Any, knobs: dict[str, Any], fn: Callable[..., Any], *args: Any) -> Any:

@@ -301,8 +301,10 @@ _PROGRAMS = ("softmax_fwd", "softmax_bwd", "norm_fwd", "rms_fwd", "ce_fwd", "ce_
 #: Schedule switches of rows_tile with every program that takes them on:
 #: whole rows looped over with the next row (block) loaded ahead (PREFETCH
 #: for one-row tiles of 1024 to 8192 columns, PREFETCH_ROWS for several
-#: narrow rows an instance) and chunk loops loading the next chunk ahead
-#: with per-lane state (CHUNK_AHEAD, STATE).
+#: narrow rows an instance), chunk loops loading the next chunk ahead with
+#: per-lane state (CHUNK_AHEAD, STATE), chunked rows on one 1024-thread
+#: instance ([1, 8192] chunks on 32 warps), the one-pass norm backward of a
+#: tailed row on 16 warps (prefetching at one instance per SM).
 SWITCHES: dict[str, dict[str, Any]] = {
     "prefetch": {
         "PREFETCH": dict.fromkeys(_PROGRAMS, 4),
@@ -311,18 +313,39 @@ SWITCHES: dict[str, dict[str, Any]] = {
         "PREFETCH_ROWS": dict.fromkeys(_PROGRAMS, 8),
     },
     "ahead": {"CHUNK_AHEAD": frozenset({*_PROGRAMS, "norm_bwd_stats"}), "STATE": "lanes"},
+    "chunks_32_warps": {
+        "CHUNK_OF": {
+            "softmax_fwd": 2.0,
+            "norm_bwd_stats": 2.0,
+            "norm_bwd_chunks": 0.5,
+            "norm_fwd": 2.0,
+        },
+        "WARPS_OF": {"norm_fwd": 32, "softmax_fwd": 32},
+        "HELD_FORM": {"rms_fwd": (0, 1, 8192, 32)},
+        "CHUNK_AHEAD": frozenset({*_PROGRAMS, "norm_bwd_stats"}),
+    },
+    "norm_bwd_16_warps": {"NORM_BWD_TAIL_WARPS": 16},
 }
 
 
-@pytest.mark.parametrize("switch", SWITCHES)
 @pytest.mark.parametrize(
-    ("rows", "n"), [(4099, 64), (2053, 1000), (1031, 4097), (67, 50257), (33, 128256)]
+    ("switch", "rows", "n"),
+    [
+        ("prefetch", 4099, 64),
+        ("prefetch", 2053, 1000),
+        ("prefetch", 1031, 4097),
+        ("ahead", 67, 50257),
+        ("ahead", 33, 128256),
+        ("chunks_32_warps", 67, 50257),
+        ("chunks_32_warps", 33, 128256),
+        ("norm_bwd_16_warps", 1031, 4097),
+    ],
 )
 def test_schedule_switches(rows: int, n: int, switch: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every program (softmax, the norms, cross-entropy, forward and
-    backward) under each switch at the issue's widths, bf16, rows enough
-    that the looping instances take several rows (blocks) and a partial
-    one, against float64 as the tests above."""
+    backward) under each switch at the issue's widths where it applies,
+    bf16, rows enough that the looping instances take several rows (blocks)
+    and a partial one, against float64 as the tests above."""
     from zyntax.kernels import rows_tile
 
     for k, v in SWITCHES[switch].items():

@@ -489,6 +489,12 @@ ROW_VARIANTS: dict[str, dict[str, Any]] = {
         "HELD_FORM": {"rms_fwd": (0, 1, 8192, 32)},
         "CHUNK_AHEAD": frozenset({*_EVERY, "norm_bwd_stats"}),
     },
+    "c8k32w_lanes": {
+        "CHUNK_OF": {**rows_tile.CHUNK_OF, "norm_fwd": 2.0},
+        "WARPS_OF": {"norm_fwd": 32, "softmax_fwd": 32},
+        "HELD_FORM": {"rms_fwd": (0, 1, 8192, 32)},
+        "STATE": "lanes",
+    },
     # Narrow rows: twice the rows of a [R, W] tile (32 elements a thread).
     "pt32": {"PER_THREAD": 32},
 }

@@ -244,7 +244,9 @@ def triton_backward() -> Callable[..., Any] | None:
 #: 14: ``grp<n>``: blocks launched in groups of n (batch, KV head) pairs
 #: (GROUP_BH), ``rows``: the LSE and D rows made in the kernel (FUSE_ROWS),
 #: ``ungrouped``: GROUP_BH 0, ``nohint``: mbarrier waits without a suspend-time
-#: hint (WAIT_HINT); ``s13``: session 13's default (those four as they were).
+#: hint (WAIT_HINT); ``s13``: session 13's default (those four as they were);
+#: ``rf``: the LSE read before Sᵀ is issued
+#: (ROWS_FIRST).
 FORMS = {
     "uni": {"UNIFORM": True},
     "dqsw": {"DQ_SWIZZLE": True},
@@ -280,6 +282,8 @@ FORMS = {
     "rows_grp8": {"FUSE_ROWS": True, "GROUP_BH": 8},
     "nohint": {"WAIT_HINT": None},
     "s13": {"GROUP_BH": 0, "FUSE_ROWS": False, "LATE_DK": False, "WAIT_HINT": 1000},
+    "rf": {"ROWS_FIRST": True},
+    "latedk_rf": {"ROWS_FIRST": True, "LATE_DK": True},
 }
 
 

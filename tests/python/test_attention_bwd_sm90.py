@@ -123,6 +123,9 @@ def test_windows(window: Any, causal: bool) -> None:
         ("FUSE_ROWS", 96),
         ("FUSE_ROWS", 64),
         ("WAIT_HINT", 128),
+        ("ROWS_FIRST", 128),
+        ("GROUP_BH", 64),
+        ("GROUP_BH", 128),
     ],
 )
 def test_forms(monkeypatch: pytest.MonkeyPatch, form: str, d: int) -> None:
@@ -131,7 +134,7 @@ def test_forms(monkeypatch: pytest.MonkeyPatch, form: str, d: int) -> None:
     steps: the ping-pong's turns must still balance)."""
     # The knob's other value: the default forms' alternatives are off.
     value = {"BM_HD64": 64, "UNIFORM": False, "DQ_SWIZZLE": False, "SMEM_EPILOGUE": False}
-    value["WAIT_HINT"] = None
+    value |= {"WAIT_HINT": None, "GROUP_BH": 0}
     monkeypatch.setattr(attention_bwd_sm90, form, value.get(form, True))
     run(2, 1, 150, 130, d, causal=True)
     run(2, 2, 20, 300, d, causal=False, window=(5, 0))
@@ -179,7 +182,7 @@ def test_module_verifies(d: int) -> None:
 def test_assembles(d: int, causal: bool, pingpong: bool) -> None:
     """ptxas -Werror for sm_90a accepts the default forms (setmaxnreg
     honoured) with no serialised wgmma (C7512, C7513, C7518) and no spills
-    but 8 bytes at head dim 64 with a causal mask (session 12's form reloaded 32-60
+    but 12 bytes at head dim 64 with a causal mask (session 12's form reloaded 32-60
     bytes of loop invariants at head dim 128 every step)."""
     m = attention_bwd_sm90
     bm = m.BM_HD64 if d == 64 else m.BM
@@ -194,12 +197,18 @@ def test_assembles(d: int, causal: bool, pingpong: bool) -> None:
         defer_dq=m.DEFER_DQ and not pingpong,
         bm=bm,
         smem_epilogue=m.SMEM_EPILOGUE,
+        late_dk=m.LATE_DK and d != 64,
+        grouped=m.GROUP_BH != 0,
+        wait_hint=m.WAIT_HINT,
+        rows_first=m.ROWS_FIRST and bm == m.BM,
     )
     ptx = zyntax.compile(module, backend="nvptx", arch="sm_90a")
     log = zyntax.validate_ptx(ptx, "sm_90a").log
     assert "C751" not in log and "serialized" not in log, log
     spills = ptxinfo.ptxas_resources(log)["attention_bwd"]["spill_store_bytes"]
-    assert spills <= (8 if d == 64 else 0), spills  # hd 64 causal: 8 bytes
+    # hd 64 causal: 8 bytes, 12 in blocks grouped by GROUP_BH (B1 of session
+    # 14: 3 % faster all the same)
+    assert spills <= (12 if d == 64 else 0), spills
     # Sᵀ and dPᵀ (head_dim / 16 k-steps each), dV and dK (bm / 16 each), dQ:
     # all 128 keys, or its own 64 in two 64-column pieces, per 64 query rows.
     dq_steps = 4 * (bm // 64) if d == 64 else 8

@@ -104,6 +104,7 @@ def build(
     fuse_rows: bool = False,
     grouped: bool = False,
     wait_hint: int | None = 1000,
+    rows_first: bool = False,
 ) -> hir.Module:
     """The kernel for `dtype`, head dim `head_dim` (64, 96 or 128; 96 runs
     on tiles of 128 as the forward's: the TMA unit fills the columns past
@@ -147,7 +148,13 @@ def build(
     grid is 1-d, blocks mapped to key blocks in groups of the `bh_group`
     parameter's (batch, KV head) pairs (launch's GROUP_BH). `wait_hint`: the
     mbarrier waits' suspend-time hint in ns (None: the hardware's default;
-    ptxas makes a 1000 a `NANOSLEEP.SYNCS 0x3e8` in each wait loop)."""
+    ptxas makes a 1000 a `NANOSLEEP.SYNCS 0x3e8` in each wait loop).
+    `rows_first` (64 query rows per step): the step's LSE values are read
+    from shared memory before Sᵀ and dPᵀ are issued, not after (ptxas put
+    those loads between the dPᵀ chain's wgmmas, where they wait behind the
+    wgmmas' operand reads: 12 % of the stall samples on the multiplications
+    by log2 e waiting for them, session 14 B1)."""
+    assert not rows_first or bm == BM, "rows_first: 64 query rows per step"
     assert not (grouped and longest_first), "grouped: not with longest_first"
     assert not (defer_dq and (late_dk or pingpong)), "defer_dq: not with late_dk, pingpong"
     assert bm == BM or (bm == 2 * BM and head_dim == 64), "bm: 64, or 128 at head dim 64"
@@ -181,6 +188,7 @@ def build(
     name += "_rows" if fuse_rows else ""
     name += "_grp" if grouped else ""
     name += f"_hint{wait_hint}" if wait_hint != 1000 else ""
+    name += "_rf" if rows_first else ""
     m = hir.Module(name, targets=["sm_90a"])
     params = [hir.tensormap] * 5
     params += [hir.ptr("global", hir.f32)] * 2 + [hir.ptr("global", elem)] * 2
@@ -614,6 +622,10 @@ def build(
                     # register pairs then.
                     cw = b.shfl_idx(wg, 0) - 1
                     k_a, v_a = key_descs(cw)
+                # The rows' LSE and D (column x's query: 8 (x >> 1) + 2t + (x & 1)).
+                rows = b.ptr_cast(b.ptr_add(s_rows, st * 2 * row_bytes), f32p)
+                # rows_first: the LSE loaded before Sᵀ and dPᵀ are issued.
+                first_lse = [x * LOG2E for x in row_values(rows, 0)] if rows_first else []
                 my_turn()
                 b.wgmma_fence()
                 s_acc = ss_chain(k_a, moved(q_desc0, q_off), kv_box)
@@ -623,14 +635,14 @@ def build(
                 end_turn()
                 if defer_dq:
                     store_dq(carried(), None, b.vote_any(b.not_(first)))
-                # The rows' LSE and D (column x's query: 8 (x >> 1) + 2t + (x & 1)).
-                rows = b.ptr_cast(b.ptr_add(s_rows, st * 2 * row_bytes), f32p)
                 # Loaded while Sᵀ runs (their shared-memory latency was 7 % of
                 # the stall samples after the wait in B1), D while dPᵀ runs;
                 # with 128 query rows after the waits (32 more live registers
                 # each spilled).
                 early = bm == BM
-                lse_l2 = [x * LOG2E for x in row_values(rows, 0)] if early else []
+                lse_l2 = first_lse
+                if not lse_l2 and early:
+                    lse_l2 = [x * LOG2E for x in row_values(rows, 0)]
                 b.wgmma_wait_group(1)  # S is ready; P is computed while dP runs
                 lse_l2 = lse_l2 or [x * LOG2E for x in row_values(rows, 0)]
                 s_h = per_half(s_acc)
@@ -825,6 +837,7 @@ def _module(
     fuse_rows: bool,
     grouped: bool,
     wait_hint: int | None,
+    rows_first: bool,
 ) -> hir.Module:
     return build(
         dtype,
@@ -845,6 +858,7 @@ def _module(
         fuse_rows,
         grouped,
         wait_hint,
+        rows_first,
     )
 
 
@@ -866,7 +880,12 @@ DQ_SWIZZLE = True
 DEFER_DQ = False
 #: Head dim 128: dQ split by keys between the consumers (build's split_keys).
 SPLIT_KEYS = False
-#: dK issued after dQ, dQ written while it runs (build's late_dk).
+#: dK issued after dQ, dQ written while it runs (build's late_dk; head dims
+#: 96 and 128). Session 14 B1 (H200, whole call, grid order): 6 % faster at
+#: b4 h32 s2048 hd128 causal (414.5 against 390.1 TFLOP/s) and at GQA 32/8
+#: s4096 (442.3 against 417.1). (Session 12's "within 0.5 %" timed the
+#: default's kernel: the plans bug.) Off: with GROUP_BH's grouped blocks
+#: ptxas serialises its wgmmas (C7512) unless ROWS_FIRST is on too.
 LATE_DK = False
 #: The consumers take turns issuing wgmmas (build's pingpong).
 PINGPONG = False
@@ -880,17 +899,27 @@ SMEM_EPILOGUE = True
 #: faster at b16 h12 s1024 causal).
 BM_HD64 = 128
 #: Blocks launched in groups of this many (batch, KV head) pairs, the key
-#: blocks of a group in turn (0: all key blocks of one pair, then the next).
+#: blocks of a group in turn (0: all key blocks of one pair, then the next;
+#: None: as many pairs as fill the SMs once, SMs // key blocks, at least 1).
 #: With a causal mask the first key blocks walk the most query blocks; in
 #: grid order the longest blocks of the last pairs start last and run
 #: alone (a list-scheduling model of 132 SMs, equal steps: GQA 32/8 at 4096
 #: tokens ends 28 % after an even split, 0 % with groups of 4 or 8; 7 % and
 #: 2 % at b4 h32 s2048). Unlike LONGEST_FIRST (every pair's first block
 #: first: 28 % slower in session 13), a group's blocks share its Q and dO
-#: in L2 as the grid order's do.
-GROUP_BH = 0
+#: in L2 as the grid order's do. Session 14 B1 (H200, whole call, causal):
+#: GQA 32/8 s4096 hd128 417.1 TFLOP/s in grid order, 515.5 / 502.4 / 460.5
+#: in groups of 4 / 8 / 16; b4 h32 s2048 hd128 390.1, 406.1 / 413.3 / 403.6;
+#: b16 h12 s1024 hd64 244.5, 247.5 / 248.5 / 251.6: the best group is the
+#: one whose blocks (group x key blocks: 128 each time) fill the 132 SMs once.
+GROUP_BH: int | None = None
+#: The SM count GROUP_BH = None assumes on the interpreter (an H100/H200's).
+INTERP_SMS = 132
 
 
+#: The LSE read before Sᵀ and dPᵀ are issued (build's rows_first; 64 query
+#: rows per step).
+ROWS_FIRST = False
 #: The mbarrier waits' suspend-time hint in ns (build's wait_hint; None: the
 #: hardware's default).
 WAIT_HINT: int | None = 1000
@@ -967,8 +996,12 @@ def launch(
     args += [*dk.strides[:3], float(scale) * LOG2E, float(scale), sk - sq, left, right]
     grid = (-(-sk // BN), bsz * hk)
     longest = LONGEST_FIRST and grid[0] < 1 << 16  # the grid's y extent
+    group_bh = GROUP_BH
+    if group_bh is None:
+        sms = T.sm_count(tq.device) if tq.on_gpu else INTERP_SMS
+        group_bh = max(1, sms // grid[0])
     # (a 1-d grid: x extents below 2^31)
-    group_bh = 0 if longest or grid[0] * grid[1] >= 1 << 31 else min(GROUP_BH, grid[1])
+    group_bh = 0 if longest or grid[0] * grid[1] >= 1 << 31 else min(group_bh, grid[1])
     args.append(group_bh)
     if rows_from is not None:
         to, tlse = rows_from
@@ -985,7 +1018,7 @@ def launch(
         lower,
         STAGES,
         split,
-        LATE_DK,
+        LATE_DK and tile_dim(d) == 128 and not DEFER_DQ,
         PINGPONG,
         longest,
         KV_REGS and d == 64,
@@ -997,6 +1030,7 @@ def launch(
         rows_from is not None,
         group_bh > 0,
         WAIT_HINT,
+        ROWS_FIRST and bm == BM,
     )
     d = tile_dim(d)
     smem = shared_bytes(d, STAGES, key[5], bm, rows_from is not None)

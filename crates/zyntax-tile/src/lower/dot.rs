@@ -65,12 +65,7 @@ impl Lowerer<'_> {
                 let v = self.read_staged(pb, &tb.elem, at)?;
                 b_vals.push(self.dot_input(v, &tb.elem, inputs)?);
             }
-            for (r, acc_reg) in regs.iter_mut().enumerate() {
-                let dims = layout.reg_dims(&shape, r as u32);
-                *acc_reg =
-                    self.b
-                        .fma(a_vals[dims[0] as usize], b_vals[dims[1] as usize], *acc_reg)?;
-            }
+            self.outer_product(&mut regs, &layout, shape, &a_vals, &b_vals)?;
         }
         self.b.barrier()?;
         self.set_tile(out, regs);
@@ -133,15 +128,29 @@ impl Lowerer<'_> {
             };
             let a_vals = fours(self, pa, &rows, m)?;
             let b_vals = fours(self, pb, &cols, n)?;
-            for (r, acc_reg) in regs.iter_mut().enumerate() {
-                let dims = layout.reg_dims(&shape, r as u32);
-                *acc_reg =
-                    self.b
-                        .fma(a_vals[dims[0] as usize], b_vals[dims[1] as usize], *acc_reg)?;
-            }
+            self.outer_product(&mut regs, layout, shape, &a_vals, &b_vals)?;
         }
         self.b.barrier()?;
         self.set_tile(out, regs);
+        Ok(())
+    }
+
+    /// `acc += a · b` for each accumulator register: the values of `a` and
+    /// `b` for this k, indexed by the register's row and column.
+    fn outer_product(
+        &mut self,
+        regs: &mut [ValueId],
+        layout: &Layout,
+        shape: [u32; 2],
+        a_vals: &[ValueId],
+        b_vals: &[ValueId],
+    ) -> TileResult<()> {
+        for (r, acc_reg) in regs.iter_mut().enumerate() {
+            let dims = layout.reg_dims(&shape, r as u32);
+            *acc_reg = self
+                .b
+                .fma(a_vals[dims[0] as usize], b_vals[dims[1] as usize], *acc_reg)?;
+        }
         Ok(())
     }
 

@@ -376,13 +376,14 @@ SHAPE_CASES: list[tuple[Any, ...]] = [
 ]
 
 
-def tile_configs(d: int) -> list[tuple[int, int, int, bool, bool, str, int, bool, str]]:
+def tile_configs(d: int) -> list[tuple[int, int, int, bool, bool, str, int, bool, bool, str]]:
     """``ZYNTAX_BENCH_TILES``: comma-separated tile-program shapes to time
     beside the default, each ``<rows>x<keys>w<warps>`` with a ``pf`` suffix
     for the prefetching program and then an ``s`` for the one whose whole
     key blocks skip the mask, or ``r<stages>`` for the key loop on a TMA
     ring of that many stages, ``r<stages>o`` with P V in flight across the
-    next block's softmax (attention_tile.build), e.g. ``128x64w8pfs``,
+    next block's softmax, ``r<stages>ot`` with the warpgroups taking turns
+    (attention_tile.build), e.g. ``128x64w8pfs``,
     ``128x64w8r3o``,
     optionally for one head dim only (``128:128x32w8pf``) and for one arch
     (``128x64w8pf@sm_80``: the mma.sync program on Hopper; default: the
@@ -399,9 +400,11 @@ def tile_configs(d: int) -> list[tuple[int, int, int, bool, bool, str, int, bool
         pf = shape.endswith("pf")
         rows, rest = shape.removesuffix("pf").split("x")
         keys, warps = rest.split("w")
-        overlap = ring.endswith("o")
-        stages = int(ring.removesuffix("o") or 0)
-        out.append((int(rows), int(keys), int(warps), pf, split, arch, stages, overlap, full))
+        turns = ring.endswith("ot")
+        overlap = ring.removesuffix("t").endswith("o")
+        stages = int(ring.removesuffix("t").removesuffix("o") or 0)
+        cfg = (int(rows), int(keys), int(warps), pf, split, arch, stages, overlap, turns)
+        out.append((*cfg, full))
     return out
 
 

@@ -49,7 +49,7 @@ def test_wgmma_program_is_on_wgmma() -> None:
     ("tiles", "d"),
     [
         ((64, 64, 4, False, False, "sm_90a", 2), 64),
-        ((128, 64, 8, False, False, "sm_90a", 3, True), 128),
+        ((128, 64, 8, False, False, "sm_90a", 3, True, True), 128),
         ((128, 64, 8, True, False, "sm_90a", 2, True), 96),
         ((64, 64, 4, False, True, "sm_90a", 2, True), 64),
     ],
@@ -71,9 +71,9 @@ def test_tma_ring_program_against_float64(
 ) -> None:
     """The key loop on a TMA ring (the seventh of `tiles`: its stages; the
     prefetch is dropped), rotated with the eighth (P V in flight across the
-    next block's softmax), and the split program's three loops on one ring
-    (the fifth): K and V by 4-d tensor maps over batch and KV head, key and
-    head-dim tails zero-filled."""
+    next block's softmax) and the ninth (the warpgroups taking turns), and
+    the split program's three loops on one ring (the fifth): K and V by 4-d
+    tensor maps over batch and KV head, key and head-dim tails zero-filled."""
     run(b, h, hk, sq, sk, d, causal, window, tiles)
 
 

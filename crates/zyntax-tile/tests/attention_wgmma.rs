@@ -295,6 +295,27 @@ fn flash_attention_on_a_tma_ring_against_f64() {
         );
         check_f64(&k, bm, (s_len, d), &mut rng, &what);
     }
+    // The two consumer warpgroups taking turns at their wgmmas (the
+    // schedule's pingpong on the ring): named barriers 2 and 3, two loops.
+    let s = Schedule::block(&[128, 64])
+        .warps(8)
+        .arch(Arch::Sm90a)
+        .warp_specialize(true)
+        .stages(2)
+        .wgmma_in_flight(1)
+        .persistent(true)
+        .pingpong(true);
+    let k = flash_loops(s, 64, false, true);
+    let text = zyntax_hir::print_module(&k.module);
+    for turn in [
+        "bar.sync 2, 256",
+        "bar.sync 3, 256",
+        "bar.arrive 2, 256",
+        "bar.arrive 3, 256",
+    ] {
+        assert!(text.contains(turn), "turns: no `{turn}`");
+    }
+    check_f64(&k, 128, (300, 64), &mut rng, "128x64 d64 taking turns");
 }
 
 #[test]
@@ -327,6 +348,16 @@ fn flash_attention_on_wgmma_passes_ptxas() {
         let wgmma = |n: u32| format!("wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16");
         let staged = flash(bm, bn, d, warps, Arch::Sm90a, true);
         let on_ring = ring_loops(bm, bn, d, warps, (3, 1), false, false);
+        // The warpgroups taking turns where there are two (the ring's pingpong).
+        let turns = Schedule::block(&[bm, bn])
+            .warps(warps)
+            .arch(Arch::Sm90a)
+            .warp_specialize(true)
+            .stages(3)
+            .wgmma_in_flight(1)
+            .persistent(true)
+            .pingpong(warps == 8);
+        let turns = flash_loops(turns, d, false, false);
         for (name, k, needles) in [
             (
                 "flash",
@@ -336,6 +367,11 @@ fn flash_attention_on_wgmma_passes_ptxas() {
             (
                 "flash_ring",
                 on_ring,
+                ["cp.async.bulk.tensor.2d", "bar.sync 1"],
+            ),
+            (
+                "flash_turns",
+                turns,
                 ["cp.async.bulk.tensor.2d", "bar.sync 1"],
             ),
         ] {

@@ -69,6 +69,10 @@ RING_STAGES = 0
 #: j + 1's softmax by default (build's `overlap`).
 RING_OVERLAP = False
 
+#: Whether the rotated ring loop's two warpgroups take turns at their wgmmas
+#: by default (build's `turns`).
+RING_TURNS = False
+
 #: Tile head dims built for sm_90a on sm_90a devices. hd 64 gave wrong
 #: results on an H200 in session 11 (Q's register fragments, reused by
 #: ptxas inside the key loop, docs/tile.md); since the tile layer stages Q
@@ -136,6 +140,7 @@ def build(
     split: bool = False,
     stages: int = 0,
     overlap: bool = False,
+    turns: bool = False,
 ) -> tile.Kernel:
     """The forward kernel for tiles of `d` (a power of two) over `dtype`
     (``bf16`` or ``f16``). Parameters: views ``q [B, H, Sq, D]``, ``kt [B, Hk,
@@ -166,13 +171,16 @@ def build(
     `overlap` the loop is rotated: each iteration issues S of the next key
     block and P V of this one and runs the next block's softmax while P V
     runs (one wgmma group in flight, FlashAttention-3's intra-warpgroup
-    overlap)."""
+    overlap); with `turns` too (two consumer warpgroups: 8 warps) they take
+    turns at issuing their wgmmas, one's softmax under the other's
+    (FlashAttention-3's ping-pong; the schedule's ``pingpong``, which asks
+    for ``persistent``: the ring's grid stays the program's)."""
     ring = stages > 0 and arch == "sm_90a"
     prefetch = prefetch and not ring
     t = tile.Builder(
         f"attention_tile_{dtype}_d{d}_{bm}x{bn}w{warps}{'_pf' if prefetch else ''}"
         f"{'_split' if split else ''}{f'_ring{stages}' if ring else ''}"
-        f"{'o' if ring and overlap else ''}",
+        f"{'o' if ring and overlap else ''}{'t' if ring and overlap and turns else ''}",
         tile.Schedule(
             (bm, bn),
             k=16,
@@ -181,6 +189,8 @@ def build(
             warp_specialize=ring,
             stages=stages if ring else 1,
             wgmma_in_flight=int(ring and overlap),
+            persistent=ring and overlap and turns,
+            pingpong=ring and overlap and turns,
         ),
     )
     # 16-byte aligned bases (attention() checks them): 8-element vector
@@ -321,8 +331,9 @@ def module(
     arch: str = "sm_80",
     stages: int = 0,
     overlap: bool = False,
+    turns: bool = False,
 ) -> hir.Module:
-    k = build(dtype, d, bm, bn, warps, arch, prefetch, split, stages, overlap)
+    k = build(dtype, d, bm, bn, warps, arch, prefetch, split, stages, overlap, turns)
     return k.module
 
 
@@ -407,9 +418,10 @@ def launch(
     """Runs the forward program over checked tensors: q, o (B, H, Sq, D), k, v
     (B, Hk, Sk, D), lse (B, H, Sq) f32; H a multiple of Hk. `tiles` (query
     rows, keys per block, warps, prefetch[, split[, arch[, stages[,
-    overlap]]]]) replaces ``shapes(d)`` and the defaults (for benches
-    sweeping them; `arch`, e.g. ``"sm_80"``, replaces ``arch_for(q)``;
-    `stages` > 0 the TMA ring's and `overlap`, see build)."""
+    overlap[, turns]]]]]) replaces ``shapes(d)`` and the defaults (for
+    benches sweeping them; `arch`, e.g. ``"sm_80"``, replaces
+    ``arch_for(q)``; `stages` > 0 the TMA ring's, `overlap` and `turns`,
+    see build)."""
     bsz, heads, sq, d = tq.shape
     hk, sk = tk.shape[1], tk.shape[2]
     # Views address elements with u32 offsets, and the mask arithmetic adds
@@ -428,8 +440,9 @@ def launch(
     arch = str(rest[1]) if len(rest) > 1 and rest[1] else arch_for(tq, d)
     stages = int(rest[2]) if len(rest) > 2 else RING_STAGES
     overlap = bool(rest[3]) if len(rest) > 3 else RING_OVERLAP
-    key = (tq.dtype, tile_dim(d), bm, bn, warps, pf, split, arch, stages, overlap)
-    kernel = build(*key[:5], arch, pf, split, stages, overlap)
+    turns = bool(rest[4]) if len(rest) > 4 else RING_TURNS
+    key = (tq.dtype, tile_dim(d), bm, bn, warps, pf, split, arch, stages, overlap, turns)
+    kernel = build(*key[:5], arch, pf, split, stages, overlap, turns)
     left, right = window_bounds(causal, window)
 
     def view(t: T.Tensor, shape: tuple[int, ...], strides: tuple[int, ...]) -> list[Any]:

@@ -132,7 +132,7 @@ def test_wgmma_hd64_after_the_first_key_block(tiles: tuple[Any, ...], s: int, ca
     "tiles",
     [
         (128, 64, 8, False, False, "sm_90a", 2),
-        (128, 64, 8, False, False, "sm_90a", 3, True),
+        (128, 64, 8, False, False, "sm_90a", 3, True, True),
         (64, 64, 4, False, False, "sm_90a", 2, True),
         (128, 64, 8, False, True, "sm_90a", 2, True),
     ],
@@ -149,7 +149,8 @@ def test_tma_ring(
     tiles: tuple[Any, ...], sq: int, sk: int, d: int, causal: bool, window: Any, strided: bool
 ) -> None:
     """The key loop on a TMA ring (build's `stages`, the seventh of `tiles`;
-    the eighth: P V in flight across the next block's softmax; the fifth:
+    the eighth: P V in flight across the next block's softmax; the ninth:
+    the warpgroups taking turns; the fifth:
     the split program's three loops on one ring): K and V
     loaded by a producer warp through 4-d tensor maps (batch and
     KV head by coordinates), key and head-dim tails zero-filled by TMA,

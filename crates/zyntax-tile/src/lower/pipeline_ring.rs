@@ -52,6 +52,10 @@ use zyntax_hir::{AddrSpace, Arch, Type, ValueId};
 /// elements: one swizzled row).
 const BOX: u32 = 64;
 
+/// The named barriers of the warpgroups' turns (`Lowerer::turns_begin`):
+/// this one and the next (1 is the consumers' meeting after staging Q).
+const TURN_BARRIER: u32 = 2;
+
 /// A `dot`'s `b` loaded by TMA into the ring.
 #[derive(Clone, Debug)]
 pub(crate) struct RingOperand {
@@ -669,6 +673,61 @@ impl Lowerer<'_> {
         self.wgmma_issue(*out, *a, *b, *acc)
     }
 
+    /// With `Schedule::pingpong` and two consumer warpgroups, the rotated
+    /// loop's warpgroups take turns issuing their wgmmas (FlashAttention-3's
+    /// warpgroup ping-pong: one's softmax runs under the other's wgmmas):
+    /// warpgroup `w` waits at named barrier `2 + w` before it issues and
+    /// arrives at the other's after (256 threads: one set arrives, the
+    /// other waits). Warpgroup 1 arrives once before the loop, so 0 goes
+    /// first, and skips its last arrival, so that every barrier phase it
+    /// starts is completed. Returns this thread's warpgroup, or `None`
+    /// without turns.
+    fn turns_begin(&mut self, iterations: ValueId) -> TileResult<Option<ValueId>> {
+        if !(self.schedule.pingpong && self.schedule.warps == 8) {
+            return Ok(None);
+        }
+        let (zero, four) = (self.u32(0)?, self.u32(4)?);
+        let wg = self.b.div(self.warp, four)?;
+        let second = self.b.ne(wg, zero)?;
+        let any = self.b.gt(iterations, zero)?;
+        let go = self.b.and(second, any)?;
+        let f = self.b.begin_if(go, &[])?;
+        self.b.named_barrier(true, TURN_BARRIER, 256)?;
+        self.b.end_if(f, &[])?;
+        Ok(Some(wg))
+    }
+
+    /// Waits for this warpgroup's turn (see [`Self::turns_begin`]).
+    fn turn_wait(&mut self, wg: Option<ValueId>) -> TileResult<()> {
+        let Some(wg) = wg else { return Ok(()) };
+        let zero = self.u32(0)?;
+        let first = self.b.eq(wg, zero)?;
+        let mut f = self.b.begin_if(first, &[])?;
+        self.b.named_barrier(false, TURN_BARRIER, 256)?;
+        self.b.begin_else(&mut f, &[])?;
+        self.b.named_barrier(false, TURN_BARRIER + 1, 256)?;
+        self.b.end_if(f, &[])?;
+        Ok(())
+    }
+
+    /// Passes the turn to the other warpgroup after iteration `j` of `n`
+    /// (warpgroup 1 not after its last).
+    fn turn_pass(&mut self, wg: Option<ValueId>, j: ValueId, n: ValueId) -> TileResult<()> {
+        let Some(wg) = wg else { return Ok(()) };
+        let (zero, one) = (self.u32(0)?, self.u32(1)?);
+        let first = self.b.eq(wg, zero)?;
+        let mut f = self.b.begin_if(first, &[])?;
+        self.b.named_barrier(true, TURN_BARRIER + 1, 256)?;
+        self.b.begin_else(&mut f, &[])?;
+        let next = self.b.add(j, one)?;
+        let more = self.b.lt(next, n)?;
+        let g = self.b.begin_if(more, &[])?;
+        self.b.named_barrier(true, TURN_BARRIER, 256)?;
+        self.b.end_if(g, &[])?;
+        self.b.end_if(f, &[])?;
+        Ok(())
+    }
+
     /// Lane 0 of each warp hands stage `stage` back.
     fn release_stage(&mut self, ring: &Ring, stage: ValueId) -> TileResult<()> {
         let zero = self.u32(0)?;
@@ -739,6 +798,7 @@ impl Lowerer<'_> {
         );
         let c0 = self.flatten(&keep)?;
         let last = self.b.sub(trips, one)?;
+        let turns = self.turns_begin(last)?;
         let frame = self.b.begin_for(zero, last, one, &c0)?;
         let j = frame.iv;
         let carried = frame.carried.clone();
@@ -769,8 +829,10 @@ impl Lowerer<'_> {
         for op in &body[..rot.d1] {
             self.op(op)?;
         }
+        self.turn_wait(turns)?;
         let s_accs = self.issue_at(body, rot.d1, stage_next)?;
         let mut pending = Some(self.issue_at(body, rot.d2, stage)?);
+        self.turn_pass(turns, j, last)?;
         // `d1` was committed first: waiting for all but one group waits for it.
         self.b.wgmma_wait_group(1)?;
         let Op::Dot { out: d1_out, .. } = body[rot.d1] else {

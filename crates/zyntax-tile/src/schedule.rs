@@ -549,6 +549,11 @@ pub const SWAP_MAX_TOKENS: u32 = 32;
 /// Weight rows of a swapped tile: 128 (two m64 wgmmas a K step) where its
 /// tiles give about every SM one, else 64.
 pub const SWAP_WEIGHT_ROWS: [u32; 2] = [128, 64];
+/// Waves of swapped tiles above which the form declines: with that many
+/// tiles the unswapped 64-row tiles fill the SMs as well (64x50304x768, 786
+/// swapped tiles of 128x32 with 2-stage rings, against the plain route's
+/// 1.04x cuBLAS in session 13 B2), and the rings get shallow.
+pub const SWAP_MAX_WAVES: u64 = 4;
 /// CTAs per SM the swapped form sizes its rings for: every CTA of a grid of
 /// up to this many waves is resident at once; larger grids run in waves.
 pub const SWAP_RESIDENT_MAX: u64 = 2;
@@ -586,6 +591,9 @@ pub fn swapped_schedule(problem: &GemmProblem, sms: u64) -> Option<(Schedule, u3
         .unwrap_or((SWAP_WEIGHT_ROWS[SWAP_WEIGHT_ROWS.len() - 1], narrowest));
     let tiles = |bw: u32| tiles(bw, bt);
     let n_tiles = tiles(bw).max(1);
+    if n_tiles > SWAP_MAX_WAVES * sms {
+        return None; // the plain tiles fill the SMs many times over too
+    }
     let steps = problem.k.div_ceil(64).max(1);
     let splits = if 2 * n_tiles <= sms {
         (sms / n_tiles).min(steps / SPLIT_MIN_STEPS).max(1)
@@ -810,7 +818,7 @@ mod tests {
             (1, 4096, 4096),
             (16, 14336, 4096),
             (128, 768, 3072),
-            (64, 50304, 768),
+            (16, 50304, 768),
         ] {
             let (s, splits) = sw(m, n, k);
             s.validate_gemm(2).unwrap();
@@ -826,6 +834,7 @@ mod tests {
         assert!(swapped_schedule(&p(16, 4096, 4096, 1), h200).is_none());
         assert!(swapped_schedule(&p(SWAP_MAX_M + 1, 4096, 4096, 2), h200).is_none());
         assert!(swapped_schedule(&p(0, 4096, 4096, 2), h200).is_none());
+        assert!(swapped_schedule(&p(64, 50304, 768, 2), h200).is_none());
     }
 
     #[test]

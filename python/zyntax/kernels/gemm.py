@@ -597,10 +597,10 @@ def tile_preferred(p: Problem, arch: str) -> bool:
         return on and _tile_tc_unfit(p, arch) is None
     if not hopper or p.a.dtype not in ("bf16", "f16") or p.tf32:
         return False
-    if p.a.layout == "col" or _tile_swaps(p):
+    if p.a.layout == "col":
         return True
-    if MMA_SYNC_M[0] < p.m <= MMA_SYNC_M[1] and p.k <= MMA_SYNC_MAX_K:
-        return False  # mma_sync's small tiles (see MMA_SYNC_M)
+    if MMA_SYNC_M[0] < p.m <= MMA_SYNC_M[1] and p.k <= MMA_SYNC_MAX_K and not _tile_swaps(p):
+        return False  # mma_sync's small tiles (see MMA_SYNC_M), where not swapped
     if p.m > TILE_MAX_M:
         if p.activation is not None:
             on = ACTIVATION_ON_TILE

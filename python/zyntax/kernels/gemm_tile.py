@@ -554,10 +554,15 @@ def launch(
 #: Rows up to which :func:`launch` tries the swapped form (the crate's own
 #: bound, ``zyntax_tile::schedule::SWAP_MAX_M``, applies within it).
 SWAP_MAX_M = 256
-#: Small-M products on sm_90a may run swapped (:func:`launch_swapped`) where
-#: the tile crate gives them a schedule (``zyntax_tile::swapped_schedule``).
-#: Off until measured (benches/gemm_decode.py's ``swap`` routes turn it on).
-SWAP = False
+#: Small-M products on sm_90a run swapped (:func:`launch_swapped`) where the
+#: tile crate gives them a schedule (``zyntax_tile::swapped_schedule``).
+#: Session 14 B1 on an H200 (device time, us, swapped on the crate's
+#: schedule / the route before / cuBLAS, same run): 128x768x768 + bias 7.0 /
+#: 8.4 (mma_sync) / 6.7, 128x2304x768 + bias 8.1 / 8.8 / 7.4, 128x3072x768 +
+#: bias + GELU 8.9 / 10.8 / 10.0, 16x14336x4096 32.4 / 40.6 / 32.0; it lost
+#: 128x768x3072 + bias (12.3 / 11.0 / 10.1) and 64x4096x4096 (17.4 / 16.5 /
+#: 13.7, before the token tiles ran fastest in the grid).
+SWAP = True
 #: ((bw, bt, bk, warps, stages), K splits) that forces the swapped form on
 #: every 2-D product it can take, on the host too (benches, tests).
 SWAP_FORCE: tuple[tuple[int, int, int, int, int], int] | None = None

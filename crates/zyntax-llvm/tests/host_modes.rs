@@ -49,34 +49,33 @@ fn modes_are_chosen_per_kernel_with_avx512() {
     let got = modes(&avx512());
     let lanes = "threads as SIMD lanes";
     let serial = "threads one after another";
+    let rows = format!(
+        "interchanged loops as rows of SIMD lanes, {} iteration(s) per pass",
+        host::mode::ROW_ITERS
+    );
     let want: &[(&str, String)] = &[
-        // Loop-free threads: SIMD lanes.
+        // No barrier, no interchanged loop: SIMD lanes, with per-thread
+        // loops too (the scan's chunks, n-body's walk).
         ("saxpy", lanes.into()),
         ("stencil", lanes.into()),
-        // `for k in range(0, 32, 8)`: 4 iterations, unrolled by LLVM.
+        ("scan_chunks", lanes.into()),
+        ("scan_offsets", lanes.into()),
+        ("scan_apply", lanes.into()),
+        ("nbody", lanes.into()),
+        // Split, `for k in range(0, 32, 8)`: 4 iterations, unrolled by LLVM.
         ("transpose", lanes.into()),
-        // The grid-stride sum as rows (no loop left in a region; the tree's
-        // loop holds barriers).
-        (
-            "reduce_sum",
-            format!(
-                "{lanes}; interchanged loops as rows of SIMD lanes, {} iteration(s) per pass",
-                host::mode::ROW_ITERS
-            ),
-        ),
+        // The grid-stride sum as rows; its tree's loop holds barriers.
+        ("reduce_sum", format!("{lanes}; {rows}")),
         // A scatter (shared atomics): K = 8 per stop (unrolled by LLVM).
         (
             "histogram",
             format!("{lanes}; interchanged loops 8 iterations per stop"),
         ),
-        // Per-thread loops inside a region.
-        ("scan_chunks", serial.into()),
-        ("scan_offsets", serial.into()),
-        ("scan_apply", serial.into()),
-        ("layernorm", serial.into()),
-        ("softmax", serial.into()),
+        // Row walks as rows; threads one after another (the trees).
+        ("layernorm", format!("{serial}; {rows}")),
+        ("softmax", format!("{serial}; {rows}")),
+        // The k-loop and its tail: loops inside a region.
         ("mm", serial.into()),
-        ("nbody", serial.into()),
     ];
     for (name, mode) in want {
         let m = got

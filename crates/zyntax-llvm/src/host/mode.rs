@@ -14,25 +14,37 @@
 //! against K = 8's 50.6 / 3.03, while histogram's K = 8 beat its rows
 //! (3.11 against 4.08 ms at 16 cores).
 //!
-//! What the measurements say, as a rule over the kernel's HIR ([`choose`]):
+//! What the measurements say (session 14 B1 on the same Xeon, ms at 1 / 16
+//! cores), as a rule over the kernel's HIR ([`choose`]):
 //!
-//! - **rows** (`affine`, one iteration per pass) where an interchanged loop
-//!   holds no atomic: its body is an accumulation LLVM vectorizes over the
-//!   row (each thread a lane, its own order kept); with an atomic (a
-//!   histogram's scatter) the row loop stays scalar and K = 8 iterations per
-//!   stop keep a thread's values in registers instead;
-//! - **SIMD-lane threads** only where no region of the kernel holds a loop
-//!   once split: LLVM vectorizes innermost loops only, so a thread loop
-//!   around a per-thread loop (layernorm's row walk, n-body's walk over the
-//!   bodies, a loop of K iterations) stays scalar and pays the fast
-//!   variant's flag bookkeeping for nothing. A loop is no loop of a region
-//!   when it holds a barrier (its body is split), when it is interchanged
-//!   (a thread stops at its header every K-th iteration, K at most
-//!   [`UNROLLED_TRIP`]: LLVM unrolls the K iterations), or when its trip
-//!   count is a constant of at most [`UNROLLED_TRIP`] (LLVM unrolls it
-//!   fully: the transpose's `for k in range(0, 32, 8)`);
-//! - both only where the target has AVX-512 (on an AVX2 EPYC every form of
-//!   SIMD lanes was slower: masked stores, docs/cpu.md).
+//! - **rows** (`affine`) where an interchanged loop holds no atomic: its
+//!   body is an accumulation LLVM vectorizes over the row (each thread a
+//!   lane, its own order kept), [`ROW_ITERS`] = 8 iterations per pass
+//!   (unrolled in the row loop: reduce_sum 30.5 / 2.49 against 39.4 / 2.50
+//!   with one); with an atomic (a histogram's scatter) the row loop stays
+//!   scalar and K = 8 iterations per stop keep a thread's values in
+//!   registers instead;
+//! - **row walks as rows** ([`ROW_WALKS`], `interchange::headers_with`):
+//!   loops stepping by a constant of at least 32 (layernorm's and softmax's
+//!   walks over a row) are interchanged too where they become rows
+//!   (layernorm 38.3 / 3.27 against 54.6 / 3.72, softmax 66.1 / 6.72
+//!   against 69.8 / 8.04);
+//! - **SIMD-lane threads** for kernels without barriers or interchanged
+//!   loops (saxpy, the stencil; with per-thread loops too: the scan 56.4 /
+//!   6.28 against 70.2 / 6.88 thread by thread), and for split kernels only
+//!   where no region holds a loop: LLVM vectorizes innermost loops only, and
+//!   the split kernel's fast variant saves every value at each exit (the
+//!   nest's matmul 1101 / 121 against 1010 / 90.4). A loop is no loop of a
+//!   region when it holds a barrier (its body is split), when it is an
+//!   interchanged grid-stride loop (a thread stops at its header every K-th
+//!   iteration, K at most [`UNROLLED_TRIP`]: LLVM unrolls them), or when its
+//!   trip count is a constant of at most [`UNROLLED_TRIP`] (LLVM unrolls it
+//!   fully: the transpose's `for k in range(0, 32, 8)`). Row walks count as
+//!   loops: a block per row, where the tree reduction's steps dominate and
+//!   ran slower as vector passes over mostly masked lanes (softmax 143.6 /
+//!   9.14 against 66.1 / 6.72);
+//! - all of it only where the target has AVX-512 (on an AVX2 EPYC every
+//!   form of SIMD lanes was slower: masked stores, docs/cpu.md).
 //!
 //! `HostOptions` and `ZYNTAX_CPU_VECTOR` / `ZYNTAX_CPU_AFFINE` /
 //! `ZYNTAX_CPU_ITERS` still force one setting for every kernel (tests, and
@@ -50,12 +62,12 @@ use zyntax_opt::analysis::{const_int, loops, Loop};
 pub const UNROLLED_TRIP: i64 = 8;
 
 /// Row walks (`interchange::headers_with`) are interchanged as rows of SIMD
-/// lanes by default with AVX-512 (see [`choose`]).
-pub const ROW_WALKS: bool = false;
+/// lanes by default with AVX-512 (see [`choose`]; session 14 B1).
+pub const ROW_WALKS: bool = true;
 
-/// Iterations per pass of a row of SIMD lanes by default (`fission::iterations`
-/// with `affine`; LLVM unrolls them in the row loop).
-pub const ROW_ITERS: u32 = 1;
+/// Iterations per pass of a row of SIMD lanes by default (LLVM unrolls them
+/// in the row loop; session 14 B1: reduce_sum 30.5 against 39.4 ms with 1).
+pub const ROW_ITERS: u32 = 8;
 
 /// The module-wide settings: `Some` where options or the environment force
 /// one, and whether the target has AVX-512.
@@ -149,14 +161,19 @@ pub fn choose(f: &Function, o: &Forced) -> Mode {
             super::fission::iterations(affine)
         }
     });
-    let interchanged: BTreeSet<BlockId> = headers.iter().copied().collect();
+    // Grid-stride loops (not row walks: a block per row, where the tree
+    // steps dominate and ran slower as vector passes over mostly masked
+    // lanes) leave their regions loop-free with K <= UNROLLED_TRIP.
+    let grid: BTreeSet<BlockId> = super::interchange::headers(f).into_iter().collect();
+    let split = !headers.is_empty() || f.insts_in_order().any(|(_, i)| is_barrier(f, i));
     let vector = o.vector.unwrap_or_else(|| {
         o.avx512
-            && all.iter().all(|l| {
-                holds(f, l, |op| matches!(op, Op::Barrier))
-                    || interchanged.contains(&l.header) && i64::from(iters) <= UNROLLED_TRIP
-                    || trip_count(f, l).is_some_and(|t| t <= UNROLLED_TRIP)
-            })
+            && (!split
+                || all.iter().all(|l| {
+                    holds(f, l, |op| matches!(op, Op::Barrier))
+                        || grid.contains(&l.header) && i64::from(iters) <= UNROLLED_TRIP
+                        || trip_count(f, l).is_some_and(|t| t <= UNROLLED_TRIP)
+                }))
     });
     Mode {
         vector,
@@ -164,6 +181,12 @@ pub fn choose(f: &Function, o: &Forced) -> Mode {
         iters,
         headers,
     }
+}
+
+fn is_barrier(f: &Function, i: zyntax_hir::InstId) -> bool {
+    f.insts
+        .get(i.index())
+        .is_some_and(|d| matches!(d.op, Op::Barrier))
 }
 
 /// The trip count of loop `l` when it is a constant: its induction (a

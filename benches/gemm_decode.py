@@ -54,8 +54,9 @@ SHAPES = [
 #: schedule (bk, bn, warps), n instances per SM; for the rows the crate
 #: gives that program), "gemvp" the same with ``GEMV_PREFETCH``, "swap" the
 #: swapped form (``gemm_tile.SWAP_FORCE``: schedule (weight rows, tokens,
-#: bk, warps, stages) of ``c^T = b^T a^T``, n K splits) and "swapauto" the
-#: swapped form on the crate's schedule (``gemm_tile.SWAP``).
+#: bk, warps, stages) of ``c^T = b^T a^T``, n K splits), "swapauto" the
+#: swapped form on the crate's schedule (``gemm_tile.SWAP``) and "noswap" the
+#: tile program's routes without it (the gemv program at one row).
 Entry = tuple[str, tuple[int, ...], int]
 GEMV: list[Entry] = [
     ("gemv", (16, 128, 4), 4),
@@ -139,6 +140,9 @@ def _forced(entry: Entry | None) -> None:
             gt.SWAP_FORCE = (sched, n)  # type: ignore[assignment]
         elif route == "swapauto":
             gt.SWAP = True
+        elif route == "noswap":  # the routes before the swapped form
+            gt.SWAP = False
+            gv.GEMV_ON = True
         # "tensorcore": the library's own tensor-core choice (no gemv)
     gt.ws_schedule.cache_clear()
     gt.matmul.plans.clear()  # type: ignore[attr-defined]
@@ -251,7 +255,7 @@ def main() -> int:
         default=None,
         help="comma-separated ladder entries route:schedule:n instead of LADDER "
         "(gemv:32x128x4:4, split:64x128x64x4x4:2, ws:64x128x64x4x6:1, swap:64x16x64x4x12:1, "
-        "swapauto, tensorcore)",
+        "swapauto, noswap, tensorcore)",
     )
     args = p.parse_args()
     import torch

@@ -470,6 +470,10 @@ ROW_VARIANTS: dict[str, dict[str, Any]] = {
     # The one-pass norm backward of a tailed row on 16 warps (8 elements a
     # thread), then prefetching at one instance per SM.
     "nbwd_w16": {"NORM_BWD_TAIL_WARPS": 16},
+    # ... with the weight reloaded per row block (from L1/L2), not held in
+    # registers (16 a thread at 4097 columns), on 16 or the default 8 warps.
+    "nbwd_w16_reload": {"NORM_BWD_TAIL_WARPS": 16, "NORM_BWD_W_RELOAD": True},
+    "nbwd_reload": {"NORM_BWD_W_RELOAD": True},
     # The norm backward of narrow rows in one pass (x and dy read once), one
     # row of 1024 an instance (the split form reads them twice).
     "nbwd_fused_thin": {"NORM_BWD": {"rows": "fused", "row": "fused"}, "NORM_BWD_THIN": True},

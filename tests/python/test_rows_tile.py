@@ -626,11 +626,14 @@ def test_min_blocks_caps_registers_not_below_128() -> None:
     assert min_blocks(Plan("row", 1, 8192, 16)) is None  # 2 x 512 would leave 64
 
 
-def test_norm_backward_prefetch(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("reload", [False, True])
+def test_norm_backward_prefetch(reload: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """The one-pass norm backward that loads the next row block ahead (the
-    default from NORM_BWD_PREFETCH_WARPS warps; here every plan) against
+    default from NORM_BWD_PREFETCH_WARPS warps; here every plan), with the
+    weight held or reloaded per row block (NORM_BWD_W_RELOAD), against
     float64, dx poisoned."""
     monkeypatch.setattr(rows_tile, "NORM_BWD_PREFETCH_WARPS", 4)
+    monkeypatch.setattr(rows_tile, "NORM_BWD_W_RELOAD", reload)
     rows, n = 9, 1025
     x = (rng.standard_normal((rows, n)) * 3 + 20).astype(np.float32)
     w, b = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)

@@ -116,7 +116,8 @@ PEEL = frozenset({"softmax", "ce", "norm"})
 PERSIST: dict[str, int] = {}
 #: Whether the write pass of the chunked softmax and norm forward runs from
 #: the row's last chunk to its first (see :meth:`_P.write_chunks`). Read
-#: when a program is built, as NORM_BWD_PREFETCH and NORM_BWD_W_RELOAD.
+#: when a program is built (NORM_BWD_PREFETCH and NORM_BWD_W_RELOAD are
+#: read at each call, part of the program's key).
 REVERSE_WRITE = False
 #: Whether the chunked norm backward's dx pass peels odd rows' heads.
 PEEL_CHUNKS_BWD = True
@@ -899,7 +900,7 @@ def _norm_bwd(P: _P, kind: str) -> None:
     P.t.store(stats, (r0, 1), rstd)
 
 
-def _norm_bwd_rows(P: _P, kind: str) -> None:
+def _norm_bwd_rows(P: _P, kind: str, reload: bool = False, prefetch: bool = False) -> None:
     """Whole rows, one pass: instance i writes dx of the row blocks i, i +
     G, .. (as :func:`_norm_bwd`) and carries their dweight and dbias terms
     (``dy·x̂``, ``dy``) as [R, W] tiles, stored summed over R as row i of the
@@ -927,8 +928,7 @@ def _norm_bwd_rows(P: _P, kind: str) -> None:
     def f32(t: tile.Tile) -> tile.Tile:
         return t if t.dtype == "f32" else t.cast("f32")
 
-    wvs = None if NORM_BWD_W_RELOAD else weights()
-    prefetch = NORM_BWD_PREFETCH or P.p.warps >= NORM_BWD_PREFETCH_WARPS
+    wvs = None if reload else weights()
     n_acc = 2 * len(segs)
 
     def block(_t: tile.Builder, r0: tile.Scalar, c: list[Any]) -> list[Any]:
@@ -1349,7 +1349,11 @@ def run_norm_backward(
         dwp, dbp = (T.tensor(T.empty_like(x, (g, n), "f32"), "partial sums") for _ in range(2))
         parts = [*view_args(dwp, (g, n), (n, 1)), *view_args(dbp, (g, n), (n, 1))]
         args = [*data, *parts, eps, 1.0 / n]
-        launch("norm_bwd_rows", (p, x.dtype, acc, kind), (g,), args, x, stream)
+        # The weight reloaded per row block, the next block prefetched: in
+        # the key (read here, not when the program is built).
+        pf = NORM_BWD_PREFETCH or p.warps >= NORM_BWD_PREFETCH_WARPS
+        key = (p, x.dtype, acc, kind, NORM_BWD_W_RELOAD, pf)
+        launch("norm_bwd_rows", key, (g,), args, x, stream)
     elif p.shape != "chunks":
         # dx and the rows' statistics, then dweight/dbias by column blocks
         # over S row splits (every instance busy), then the sum of the splits.

@@ -97,9 +97,9 @@ pub struct Plan {
 
 /// How many iterations of an interchanged loop a thread runs before it
 /// stops at the loop's header (a virtual barrier): `ZYNTAX_CPU_ITERS=K` (a
-/// power of two up to 64, compile time), else 1 where rows of threads run as
-/// SIMD lanes (`affine`: a row's pass must be one iteration, a loop-free
-/// body, to be vectorized) and 8 elsewhere. Stopping every iteration paid
+/// power of two up to 64, compile time), else `default` (8: threads one
+/// after another, and rows of SIMD lanes by default, `mode::ROW_ITERS`).
+/// Stopping every iteration paid
 /// the save, the restore, the state and the runner's pass over the block's
 /// states per element; every K-th iteration, the thread keeps its values in
 /// registers for K iterations. Cache lines still serve consecutive threads:
@@ -107,12 +107,12 @@ pub struct Plan {
 /// stride apart, often the same cache set) that the next thread reads again
 /// while they are in L1. Legal for the reason the interchange is: between
 /// barriers the threads of a block may interleave in any way.
-pub fn iterations(affine: bool) -> u32 {
+pub fn iterations(default: u32) -> u32 {
     std::env::var("ZYNTAX_CPU_ITERS")
         .ok()
         .and_then(|v| v.parse::<u32>().ok())
         .filter(|k| k.is_power_of_two() && *k <= 64)
-        .unwrap_or(if affine { 1 } else { 8 })
+        .unwrap_or(default)
 }
 
 /// Whether region fission is off for every kernel (`ZYNTAX_CPU_BARRIERS=coro`).

@@ -350,7 +350,7 @@ pub struct HostOptions {
     pub affine_rows: Option<bool>,
     /// Iterations of an interchanged loop a thread runs before it stops at
     /// the loop's header (`fission::iterations`); `None`:
-    /// `ZYNTAX_CPU_ITERS=K`, else 1 for a kernel with rows and 8 without.
+    /// `ZYNTAX_CPU_ITERS=K`, else 8 (`mode::ROW_ITERS` for rows).
     pub iterations: Option<u32>,
     /// Interchange row walks too (`interchange::headers_with`), as rows of
     /// SIMD lanes; `None`: `ZYNTAX_CPU_WALKS=0|1`, else `mode::ROW_WALKS`

@@ -154,13 +154,9 @@ pub fn choose(f: &Function, o: &Forced) -> Mode {
     if !affine && o.walks.is_none() {
         headers = super::interchange::headers(f);
     }
-    let iters = o.iters.unwrap_or_else(|| {
-        if affine && std::env::var("ZYNTAX_CPU_ITERS").is_err() {
-            ROW_ITERS
-        } else {
-            super::fission::iterations(affine)
-        }
-    });
+    let iters = o
+        .iters
+        .unwrap_or_else(|| super::fission::iterations(if affine { ROW_ITERS } else { 8 }));
     // Grid-stride loops (not row walks: a block per row, where the tree
     // steps dominate and ran slower as vector passes over mostly masked
     // lanes) leave their regions loop-free with K <= UNROLLED_TRIP.

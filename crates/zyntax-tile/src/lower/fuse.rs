@@ -56,8 +56,12 @@ impl Lowerer<'_> {
             | Op::Iota { out, .. }
             | Op::Map { out, .. }
             | Op::Cast { out, .. }
-            | Op::Broadcast { out, .. } => Some(*out),
-            Op::Load { out, view, .. } if !writes(&self.program.body, *view) => Some(*out),
+            | Op::Broadcast { out, .. }
+            | Op::Load { out, .. }
+                if records(&self.program.body, op) =>
+            {
+                Some(*out)
+            }
             _ => None,
         };
         if let Some(out) = out {
@@ -287,6 +291,17 @@ impl Lowerer<'_> {
 }
 
 /// Whether `ops` (or loops in them) store or add into `view`.
+/// Whether [`Lowerer::fuse`] records `op` (it can wait until stored) in a
+/// program whose body is `body`.
+pub(super) fn records(body: &[Op], op: &Op) -> bool {
+    match op {
+        Op::Full { .. } | Op::Iota { .. } | Op::Map { .. } | Op::Cast { .. } => true,
+        Op::Broadcast { .. } => true,
+        Op::Load { view, .. } => !writes(body, *view),
+        _ => false,
+    }
+}
+
 fn writes(ops: &[Op], view: ViewId) -> bool {
     ops.iter().any(|op| match op {
         Op::Store { view: v, .. } | Op::AtomicAdd { view: v, .. } => *v == view,

@@ -812,11 +812,15 @@ impl Lowerer<'_> {
         let mut after = counter;
         // A cluster's CTA past the grid skips the ops after the GEMM loop.
         let mut skip = None;
+        let early = self.early_epilogue(plan);
         for (i, op) in self.program.body.iter().enumerate() {
             if i == plan.at + 1 {
                 if let Some(valid) = self.instance_valid {
                     skip = Some(self.b.begin_if(valid, &[])?);
                 }
+            }
+            if early.is_some_and(|to| (plan.at + 1..to).contains(&i)) {
+                continue; // recorded before the GEMM loop
             }
             if let (Some(sp), Some((slots, map))) = (&plan.store, ring.store) {
                 if let (true, Op::Store { origin, tile, .. }) = (i == sp.at, op) {
@@ -847,6 +851,21 @@ impl Lowerer<'_> {
                 return Err(super::pipeline::not_a_gemm_loop());
             };
             let (lo, hi, step) = (self.scalar(*lo)?, self.scalar(*hi)?, self.scalar(*step)?);
+            if let (Some(to), Some(sp)) = (early, &plan.store) {
+                // The epilogue, recorded now (`fuse.rs`), and the loads of
+                // the store's first column box (a bias row) issued before
+                // the GEMM loop: their latency runs under the wgmmas instead
+                // of after the last one (session 13's QKV layer: the bias
+                // cost 7 % of its time).
+                self.set_fused(true);
+                for op in &self.program.body[plan.at + 1..to] {
+                    self.op(op)?;
+                }
+                if let Op::Store { tile, .. } = &self.program.body[sp.at] {
+                    let regs: Vec<u32> = sp.parts[0].iter().flatten().flatten().copied().collect();
+                    self.prefetch_loads(*tile, &regs)?;
+                }
+            }
             after = self.consumer_loop(plan, ring, counter, (lo, hi, step), init, result)?;
             if let Some(h) = &handoff {
                 let f = self.b.begin_if(h.more, &[])?;
@@ -854,7 +873,9 @@ impl Lowerer<'_> {
                 self.b.end_if(f, &[])?;
             }
             // The epilogue, register by register where stored (`fuse.rs`).
-            self.set_fused(true);
+            if early.is_none() {
+                self.set_fused(true);
+            }
         }
         self.set_fused(false);
         if let Some(f) = skip {
@@ -962,6 +983,25 @@ struct Handoff {
 }
 
 /// Ops the producer replays: scalar arithmetic, view extents, program ids.
+impl Lowerer<'_> {
+    /// With a TMA-stored epilogue whose ops between the GEMM loop (its one
+    /// result) and the store are all scalar or recorded by `fuse.rs`, and no
+    /// cluster (whose CTAs past the grid skip them), the store's index: those
+    /// ops may be recorded before the loop, so that the store's first loads
+    /// issue before it (`consumer`).
+    fn early_epilogue(&self, plan: &WsPlan) -> Option<usize> {
+        let sp = plan.store.as_ref()?;
+        let body = &self.program.body;
+        let one_result = matches!(&body[plan.at], Op::For { results, .. } if results.len() == 1);
+        let between = &body[plan.at + 1..sp.at];
+        let recorded = between
+            .iter()
+            .all(|op| is_scalar_op(op) || super::fuse::records(body, op));
+        let skips = plan.share.is_some() || self.instance_valid.is_some();
+        (one_result && recorded && !skips).then_some(sp.at)
+    }
+}
+
 pub(super) fn is_scalar_op(op: &Op) -> bool {
     matches!(
         op,

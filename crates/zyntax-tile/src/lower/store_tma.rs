@@ -365,9 +365,22 @@ impl Lowerer<'_> {
                     self.b.end_if(f, &[])?;
                     self.group_barrier(plan, group, first_id)?;
                 }
-                // The part's loads (a bias row) issue together, before its arithmetic.
-                let regs: Vec<u32> = part.iter().flatten().copied().collect();
-                self.prefetch_loads(tile, &regs)?;
+                // The box's loads (a bias row) issue together, before its
+                // arithmetic (the first box's may have issued before the
+                // GEMM loop: `pipeline_ws.rs`), and the next box's with the
+                // box's last part, when its other parts' registers are free:
+                // their latency runs under that part's writes.
+                let box_regs = |b: &Vec<Vec<Vec<u32>>>| -> Vec<u32> {
+                    b.iter().flatten().flatten().copied().collect()
+                };
+                if k == 0 {
+                    self.prefetch_loads(tile, &box_regs(by_k))?;
+                }
+                if k + 1 == by_k.len() && k > 0 {
+                    if let Some(next) = plan.parts.get(i as usize + 1) {
+                        self.prefetch_loads(tile, &box_regs(next))?;
+                    }
+                }
                 for g in part {
                     let coords = Self::reg_coords(&layout, &shape, &table, g[0]);
                     let parts = self.tile_regs(tile, g)?;

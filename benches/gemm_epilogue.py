@@ -148,7 +148,9 @@ def bench_case(
         ref = fn.gelu(ref, approximate="tanh")
     Z = torch.empty_like(C)
     impls = (("zyntax_tile", "tile"), ("zyntax_sm90", "sm90"), ("zyntax", None))
-    for impl, variant in impls[:1] if ctx["profile"] else impls:
+    if ctx["profile"] or ctx["tile_only"]:
+        impls = impls[:1]
+    for impl, variant in impls:
         try:
             chosen = zk.choose_variant(As[0], Bs[0], bias=bs, activation=act, variant=variant)
         except Exception as e:
@@ -224,6 +226,11 @@ def main() -> int:
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--ws", default="", help="forced WS schedules to add (WS_VARIANTS)")
     p.add_argument(
+        "--tile-only",
+        action="store_true",
+        help="of zyntax's rows only the tile program's (no sm90, no registry row)",
+    )
+    p.add_argument(
         "--profile",
         action="store_true",
         help="one launch per kernel, untimed, no JSON (run under Nsight Compute: "
@@ -244,6 +251,7 @@ def main() -> int:
     if bad:
         p.error(f"--ws: unknown {bad}; known: {list(WS_VARIANTS)}")
     ctx = {"torch": torch, "zk": zk, "res": res, "dev": dev, "ws": ws, "profile": args.profile}
+    ctx["tile_only"] = args.tile_only
     ctx.update(warmup=2 if args.quick else 5, iters=5 if args.quick else args.iters)
     todo = {c: CASES[c] for c in args.cases.split(",") if c in CASES}
     todo.update({c: PLAIN[c] for c in args.cases.split(",") if c in PLAIN})

@@ -61,17 +61,14 @@ def _device_arch(device: int) -> str:
     return str(cuda.device_arch(device))
 
 
-#: Stages of the TMA ring the sm_90a program's key loop takes by default
-#: (build's `stages`; 0: K and V through registers, the program's prefetch).
-RING_STAGES = 0
-
-#: Whether the ring's key loop keeps block j's P V in flight across block
-#: j + 1's softmax by default (build's `overlap`).
-RING_OVERLAP = False
-
-#: Whether the rotated ring loop's two warpgroups take turns at their wgmmas
-#: by default (build's `turns`).
-RING_TURNS = False
+#: The key loop's TMA ring on sm_90a by tile head dim (build's `stages`,
+#: `overlap`, `turns`); other dims keep K and V through registers (the
+#: program's prefetch). Session 14 B1 on an H200 (docs/attention.md, same
+#: run): at hd 128 the ring of 2 stages with P V in flight (128x64 over 8
+#: warps) ran 363.6 TFLOP/s against 212.9 at 16k tokens and 179.1 against
+#: 169.7 at 32 heads x 2048 causal; at hd 64 (64x64 over 4 warps, 16 x 16
+#: heads x 512 causal) 54.5 against 82.2, so hd 64 stays off it.
+RING = {128: (2, True, False)}
 
 #: Tile head dims built for sm_90a on sm_90a devices. hd 64 gave wrong
 #: results on an H200 in session 11 (Q's register fragments, reused by
@@ -421,7 +418,7 @@ def launch(
     overlap[, turns]]]]]) replaces ``shapes(d)`` and the defaults (for
     benches sweeping them; `arch`, e.g. ``"sm_80"``, replaces
     ``arch_for(q)``; `stages` > 0 the TMA ring's, `overlap` and `turns`,
-    see build)."""
+    see build; without them no ring, by default RING's)."""
     bsz, heads, sq, d = tq.shape
     hk, sk = tk.shape[1], tk.shape[2]
     # Views address elements with u32 offsets, and the mask arithmetic adds
@@ -438,9 +435,12 @@ def launch(
     bm, bn, warps, pf, *rest = tiles or (*shapes(d), prefetches(d), SPLIT)
     split = bool(rest and rest[0])
     arch = str(rest[1]) if len(rest) > 1 and rest[1] else arch_for(tq, d)
-    stages = int(rest[2]) if len(rest) > 2 else RING_STAGES
-    overlap = bool(rest[3]) if len(rest) > 3 else RING_OVERLAP
-    turns = bool(rest[4]) if len(rest) > 4 else RING_TURNS
+    # The ring: the caller's `tiles`, or by default RING's for the tile dim.
+    given = [*rest[2:5], 0, False, False][:3]  # stages, overlap, turns
+    ring = (int(given[0]), bool(given[1]), bool(given[2]))
+    if tiles is None and arch == "sm_90a":
+        ring = RING.get(tile_dim(d), ring)
+    stages, overlap, turns = ring
     key = (tq.dtype, tile_dim(d), bm, bn, warps, pf, split, arch, stages, overlap, turns)
     kernel = build(*key[:5], arch, pf, split, stages, overlap, turns)
     left, right = window_bounds(causal, window)

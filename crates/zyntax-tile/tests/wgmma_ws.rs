@@ -300,8 +300,11 @@ fn ws_gemm_narrow_kmajor_b_deep_ring() {
 #[test]
 fn ws_swapped_epilogue_stores_c_transposed() {
     use zyntax_hir::BinOp;
-    let cases: [([u32; 2], u32, (u32, u32, u32)); 2] =
-        [([64, 8], 12, (3, 130, 200)), ([128, 16], 4, (17, 200, 328))];
+    // (u32 extents, as the views take them)
+    let cases = [
+        ([64, 8], 12, (3u32, 130u32, 200u32)),
+        ([128, 16], 4, (17, 200, 328)),
+    ];
     for (block, stages, (m, n, k)) in cases {
         let s = ws(block, 4, stages, false);
         let (bw, bt) = (block[0], block[1]);

@@ -1526,12 +1526,7 @@ def tile_gemm_schedule(
     sms: int = 132,
 ) -> tuple[TileSchedule, int]: ...
 def tile_swapped_schedule(
-    m: int,
-    n: int,
-    k: int,
-    *,
-    operand_bytes: int = 2,
-    sms: int = 132,
+    m: int, n: int, k: int, *, sms: int = 132
 ) -> tuple[TileSchedule, int] | None: ...
 def tile_gemv_schedule(
     m: int,

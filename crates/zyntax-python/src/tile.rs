@@ -390,21 +390,19 @@ pub fn tile_gemm_schedule(
     Ok((TileSchedule { inner }, splits))
 }
 
-/// The swapped-operand schedule of an `m x n x k` 16-bit product on sm_90a
+/// The swapped-operand schedule of an `m x n x k` bf16/f16 product on sm_90a
 /// with `sms` SMs (`zyntax_tile::swapped_schedule`: block `[weight rows,
 /// tokens]` of `C^T = B^T A^T`) and its K splits, or `None` where the
 /// swapped form does not apply.
 #[pyfunction]
-#[pyo3(signature = (m, n, k, *, operand_bytes=Checked(2), sms=Checked(132)),
-    text_signature = "(m, n, k, *, operand_bytes=2, sms=132)")]
+#[pyo3(signature = (m, n, k, *, sms=Checked(132)), text_signature = "(m, n, k, *, sms=132)")]
 pub fn tile_swapped_schedule(
     m: Checked<u64>,
     n: Checked<u64>,
     k: Checked<u64>,
-    operand_bytes: Checked<u32>,
     sms: Checked<u64>,
 ) -> PyResult<Option<(TileSchedule, u32)>> {
-    let p = gemm_problem(m, n, k, operand_bytes);
+    let p = gemm_problem(m, n, k, Checked(2));
     Ok(zt::swapped_schedule(&p, sms.0).map(|(inner, splits)| (TileSchedule { inner }, splits)))
 }
 

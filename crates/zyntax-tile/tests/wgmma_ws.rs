@@ -30,19 +30,20 @@ enum Trans {
 }
 
 impl Trans {
-    fn a(self) -> bool {
-        matches!(self, Trans::A | Trans::Ab)
-    }
-    fn b(self) -> bool {
-        matches!(self, Trans::B | Trans::Ab)
+    /// Whether `a` and whether `b` is stored transposed.
+    fn operands(self) -> [bool; 2] {
+        [
+            matches!(self, Trans::A | Trans::Ab),
+            matches!(self, Trans::B | Trans::Ab),
+        ]
     }
 }
 
 fn gemm(schedule: Schedule, trans: Trans) -> TileResult<TileKernel> {
     let (bm, bn, bk) = (schedule.block[0], schedule.block[1], schedule.k);
     let mut t = TileBuilder::new("gemm", schedule);
-    let a_unit = if trans.a() { 0 } else { 1 };
-    let b_unit = if trans.b() { 0 } else { 1 };
+    let a_unit = if trans.operands()[0] { 0 } else { 1 };
+    let b_unit = if trans.operands()[1] { 0 } else { 1 };
     let a = t.view_param_aligned("a", Type::BF16, 2, a_unit, 16);
     let b = t.view_param_aligned("b", Type::BF16, 2, b_unit, 16);
     let c = t.view_param_aligned("c", Type::F32, 2, 1, 16);
@@ -135,19 +136,19 @@ fn check(schedule: Schedule, trans: Trans, (m, n, k): (u32, u32, u32), ctas: u32
     // Rows are padded to 8 elements: TMA needs 16-byte row strides (the
     // launch refuses others); the extents keep their tails.
     let pad = |x: u32| x.div_ceil(8) * 8;
-    let lda = if trans.a() { pad(m) } else { pad(k) };
-    let ldb = if trans.b() { pad(k) } else { pad(n) };
-    let a_rows = if trans.a() { k } else { m };
-    let b_rows = if trans.b() { n } else { k };
+    let lda = if trans.operands()[0] { pad(m) } else { pad(k) };
+    let ldb = if trans.operands()[1] { pad(k) } else { pad(n) };
+    let a_rows = if trans.operands()[0] { k } else { m };
+    let b_rows = if trans.operands()[1] { n } else { k };
     let (ab, a64) = rounded(&mut rng, a_rows * lda);
     let (bb, b64) = rounded(&mut rng, b_rows * ldb);
     let mut bufs = vec![ab, bb, bytes(&vec![f32::NAN; (m * n) as usize])];
-    let a_str = if trans.a() {
+    let a_str = if trans.operands()[0] {
         vec![1, lda]
     } else {
         vec![lda, 1]
     };
-    let b_str = if trans.b() {
+    let b_str = if trans.operands()[1] {
         vec![1, ldb]
     } else {
         vec![ldb, 1]
@@ -197,14 +198,14 @@ fn check(schedule: Schedule, trans: Trans, (m, n, k): (u32, u32, u32), ctas: u32
     let (nu, ku) = (n as usize, k as usize);
     let (la, lb) = (lda as usize, ldb as usize);
     let a_at = |i: usize, kk: usize| {
-        if trans.a() {
+        if trans.operands()[0] {
             a64[kk * la + i]
         } else {
             a64[i * la + kk]
         }
     };
     let b_at = |kk: usize, j: usize| {
-        if trans.b() {
+        if trans.operands()[1] {
             b64[j * lb + kk]
         } else {
             b64[kk * lb + j]

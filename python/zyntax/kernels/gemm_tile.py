@@ -420,9 +420,7 @@ def launch(
     one = not groups and nb == 1 and ash[0] == 1 and bsh[0] == 1
     if one and inputs == "native" and scale is None and m <= SWAP_MAX_M:
         # A few rows: weight rows on wgmma's M side (the crate's swapped schedule).
-        if launch_swapped(
-            a, b, c, bias, activation, arch=arch, sms=4 if host else sms, stream=stream
-        ):
+        if launch_swapped((a, b, c), bias, activation, arch=arch, sms=sms, stream=stream):
             return
     if GEMV is not None and inputs == "native" and GEMV.applies(m, (ash[0], bsh[0], nb), groups):
         # A few rows (decode): the FFMA gemv program, where the crate gives it a schedule.
@@ -586,15 +584,7 @@ def swap_schedule(
 
 
 def launch_swapped(
-    a: Operand,
-    b: Operand,
-    c: Operand,
-    bias: T.Tensor | None,
-    activation: str | None,
-    *,
-    arch: str,
-    sms: int,
-    stream: Any = None,
+    abc: tuple[Operand, Operand, Operand], bias: T.Tensor | None, act: str | None, **on: Any
 ) -> bool:
     """Runs the 2-D product ``c = act(a @ b + bias)`` (one batch) swapped, as
     ``c^T = act(b^T a^T + bias)``: the N weight rows fill wgmma's M side
@@ -603,7 +593,8 @@ def launch_swapped(
     each split's partials of ``c^T`` transposed into the ``[splits, M, N]``
     workspace, so the plain finishing pass sums them. Returns False (and
     launches nothing) where the form does not apply: the caller's routes run."""
-    (ta, ash, ast), (tb, _, bst), (tc, csh, cst) = a, b, c
+    (ta, ash, ast), (tb, _, bst), (tc, csh, cst) = abc
+    arch, sms, stream = on["arch"], on["sms"], on.get("stream")
     _, m, n = csh
     kk = ash[2]
     host = not tc.on_gpu
@@ -638,7 +629,7 @@ def launch_swapped(
         ta.dtype,
         tc.dtype,
         None if bias is None else bias.dtype,
-        activation,
+        act,
         2,
         2,
         units[0],
@@ -648,7 +639,7 @@ def launch_swapped(
         splits > 1,
         sched,
         ws,
-        gelu_approx=GELU_APPROX and ws and activation == "gelu" and tc.dtype != "f32",
+        gelu_approx=GELU_APPROX and ws and act == "gelu" and tc.dtype != "f32",
         swap=True,
     )
     args: list[Any] = [tb, *av, ta, *bv]
@@ -669,7 +660,7 @@ def launch_swapped(
         args += [_tensor_map(*views[tm.param], tm) for tm in kern.tensor_maps]
     T.launch(_module, (spec,), "matmul", grid, threads, args, tc, stream)
     if splits > 1:
-        finish_launch(dataclasses.replace(spec, swap=False), wt, splits, c, bias, stream)
+        finish_launch(dataclasses.replace(spec, swap=False), wt, splits, abc[2], bias, stream)
     return True
 
 

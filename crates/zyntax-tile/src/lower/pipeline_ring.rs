@@ -428,25 +428,13 @@ impl Lowerer<'_> {
         };
         // One arrival per consumer warp hands a stage back.
         self.init_ring(&ring, warps)?;
-        let consumers = self.u32(warps)?;
-        let producer = self.b.ge(self.warp, consumers)?;
-        let mut roles = self.b.begin_if(producer, &[])?;
         // With two consumer warpgroups the producer is a warpgroup that gives
         // its registers to them (see `producer_threads`).
-        let regs = setmaxnreg_counts(warps);
-        if let Some((p, _)) = regs {
-            self.b.setmaxnreg(p, false)?;
-        }
-        let tid = self.b.thread_idx(zyntax_hir::Dim::X)?;
-        let first = self.u32(32 * warps)?;
-        let leader = self.b.eq(tid, first)?;
+        let (mut roles, leader) = self.producer_side(warps)?;
         let f = self.b.begin_if(leader, &[])?;
         self.ring_producer(plan, &ring, tmaps)?;
         self.b.end_if(f, &[])?;
-        self.b.begin_else(&mut roles, &[])?;
-        if let Some((_, c)) = regs {
-            self.b.setmaxnreg(c, true)?;
-        }
+        self.consumer_side(&mut roles, warps)?;
         let base = self.u32(0)?;
         self.ring = Some(RingState {
             plan: plan.clone(),

@@ -72,7 +72,7 @@ use crate::error::TileResult;
 use crate::infer::Layouts;
 use crate::ir::{Op, TileProgram, Value};
 use crate::schedule::Schedule;
-use zyntax_hir::{AddrSpace, Arch, ClusterBarrierOp, Dim, MbarrierOp, Type, ValueId};
+use zyntax_hir::{AddrSpace, Arch, ClusterBarrierOp, Dim, IfFrame, MbarrierOp, Type, ValueId};
 
 /// Rows of program instances walked together by a persistent CTA.
 pub const GROUP_M: u32 = 8;
@@ -307,7 +307,6 @@ impl Lowerer<'_> {
             store: store_slots.zip(store_map),
         };
         let ctas = plan.share.map_or(1, |s| s.ctas);
-        let tid = self.b.thread_idx(Dim::X)?;
         // Every consumer warp, of one set or (ping-pong) of two.
         let all = warps * self.schedule.consumer_sets();
         let set_warps = self.u32(warps)?;
@@ -315,24 +314,13 @@ impl Lowerer<'_> {
         // the cluster) hands a stage back.
         self.init_ring(&ring, warps * ctas)?;
 
-        let consumers = self.u32(all)?;
-        let producer = self.b.ge(self.warp, consumers)?;
-        let mut roles = self.b.begin_if(producer, &[])?;
-        let regs = setmaxnreg_counts(all);
-        if let Some((p, _)) = regs {
-            self.b.setmaxnreg(p, false)?;
-        }
-        let leader = self.u32(all * 32)?;
-        let leader = self.b.eq(tid, leader)?;
+        let (mut roles, leader) = self.producer_side(all)?;
         let f = self.b.begin_if(leader, &[])?;
         self.instances(grid, &ring, |lw, counter| {
             lw.producer(plan, &ring, tmaps, counter)
         })?;
         self.b.end_if(f, &[])?;
-        self.b.begin_else(&mut roles, &[])?;
-        if let Some((_, c)) = regs {
-            self.b.setmaxnreg(c, true)?;
-        }
+        self.consumer_side(&mut roles, all)?;
         match grid {
             Some(grid) if self.schedule.pingpong => {
                 // Each set lowers the program with its own warp index
@@ -359,6 +347,33 @@ impl Lowerer<'_> {
         self.b.end_if(roles, &[])?;
         if ring.cluster.is_some() {
             self.cta_or_cluster_sync(&ring)?;
+        }
+        Ok(())
+    }
+
+    /// The CTA's roles after `consumers` consumer warps: opens the
+    /// producer's side, whose warps give registers back with two consumer
+    /// warpgroups or more (`setmaxnreg`), and returns its `if` frame and
+    /// whether this thread is the producer's issuing one (its first);
+    /// [`Self::consumer_side`] continues with the consumers.
+    pub(super) fn producer_side(&mut self, consumers: u32) -> TileResult<(IfFrame, ValueId)> {
+        let tid = self.b.thread_idx(Dim::X)?;
+        let n = self.u32(consumers)?;
+        let producer = self.b.ge(self.warp, n)?;
+        let roles = self.b.begin_if(producer, &[])?;
+        if let Some((p, _)) = setmaxnreg_counts(consumers) {
+            self.b.setmaxnreg(p, false)?;
+        }
+        let first = self.u32(32 * consumers)?;
+        Ok((roles, self.b.eq(tid, first)?))
+    }
+
+    /// The consumers' side of `roles` (see [`Self::producer_side`]): they
+    /// take the registers the producer gave back.
+    pub(super) fn consumer_side(&mut self, roles: &mut IfFrame, consumers: u32) -> TileResult<()> {
+        self.b.begin_else(roles, &[])?;
+        if let Some((_, c)) = setmaxnreg_counts(consumers) {
+            self.b.setmaxnreg(c, true)?;
         }
         Ok(())
     }

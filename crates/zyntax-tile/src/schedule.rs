@@ -549,6 +549,12 @@ pub const SWAP_MAX_TOKENS: u32 = 32;
 /// Weight rows of a swapped tile: 128 (two m64 wgmmas a K step) where its
 /// tiles give about every SM one, else 64.
 pub const SWAP_WEIGHT_ROWS: [u32; 2] = [128, 64];
+/// K steps from which the swapped form splits K where its tiles fill more
+/// than half of the SMs but not all (one wave rounded up, as
+/// `gemm_schedule`); `None`: never. Session 14 B1 on an H200:
+/// 128x768x3072 + bias (96 tiles of 64x16, 48 steps) ran 12.3 us unsplit
+/// against 11.0 on the split route before (cuBLAS 10.1, split in 2).
+pub const SWAP_LONG_K_STEPS: Option<u64> = None;
 /// Waves of swapped tiles above which the form declines: with that many
 /// tiles the unswapped 64-row tiles fill the SMs as well (64x50304x768, 786
 /// swapped tiles of 128x32 with 2-stage rings, against the plain route's
@@ -597,6 +603,8 @@ pub fn swapped_schedule(problem: &GemmProblem, sms: u64) -> Option<(Schedule, u3
     let steps = problem.k.div_ceil(64).max(1);
     let splits = if 2 * n_tiles <= sms {
         (sms / n_tiles).min(steps / SPLIT_MIN_STEPS).max(1)
+    } else if n_tiles < sms && SWAP_LONG_K_STEPS.is_some_and(|at| steps >= at) {
+        sms.div_ceil(n_tiles).min(steps / SPLIT_MIN_STEPS).max(1)
     } else {
         1
     };

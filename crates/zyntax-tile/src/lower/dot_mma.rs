@@ -405,17 +405,36 @@ impl Lowerer<'_> {
         let regs = self.regs(a)?;
         let reg =
             |row: u32, col: u32| regs[layout.reg_index(&shape, &[2 * pm + row, col]) as usize];
+        // Each pair is a two-lane vector of the 16-bit registers seen as a
+        // `u32` (`mov.b32 %r, {%h0, %h1}`; LLVM may fuse it with the casts
+        // that made them into one `cvt.rn.bf16x2.f32`), not two widenings, a
+        // shift and an or.
+        let elem = self.program.tile(a).elem.clone();
+        let pair_zero = match elem.as_scalar() {
+            Some(e) => self.vector_zeros.get(&Type::Vector(e, 2)).copied(),
+            None => None,
+        };
         let c16 = self.u32(16)?;
         let mut frag = zero;
         for (i, (row, col)) in [(0, 0), (1, 0), (0, 2), (1, 2)].into_iter().enumerate() {
             let col = kk / 4 + col;
-            let mut halves = Vec::new();
-            for x in [reg(row, col), reg(row, col + 1)] {
-                let bits = self.b.bitcast(x, Type::U16)?;
-                halves.push(self.b.cast(bits, Type::U32)?);
-            }
-            let hi = self.b.shl(halves[1], c16)?;
-            let pair = self.b.or(halves[0], hi)?;
+            let (lo, hi) = (reg(row, col), reg(row, col + 1));
+            let pair = match pair_zero {
+                Some(z) => {
+                    let two = self.b.insert(z, lo, 0)?;
+                    let two = self.b.insert(two, hi, 1)?;
+                    self.b.bitcast(two, Type::U32)?
+                }
+                None => {
+                    let mut halves = Vec::new();
+                    for x in [lo, hi] {
+                        let bits = self.b.bitcast(x, Type::U16)?;
+                        halves.push(self.b.cast(bits, Type::U32)?);
+                    }
+                    let hi = self.b.shl(halves[1], c16)?;
+                    self.b.or(halves[0], hi)?
+                }
+            };
             frag = self.b.insert(frag, pair, i as u32)?;
         }
         Ok(frag)

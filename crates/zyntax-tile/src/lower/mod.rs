@@ -268,6 +268,9 @@ pub fn lower(mut program: TileProgram, schedule: &Schedule) -> TileResult<TileKe
         vector_types.push(Type::Vector(ScalarType::F32, 4));
         vector_types.push(Type::Vector(ScalarType::U32, 4));
         vector_types.push(Type::Vector(ScalarType::U32, 2));
+        // A fragments packed from 16-bit registers (dot_mma::a_fragment_from_regs).
+        vector_types.push(Type::Vector(ScalarType::BF16, 2));
+        vector_types.push(Type::Vector(ScalarType::F16, 2));
     }
     memory::vector_types(&program, &layouts, &program.body, &mut vector_types);
     convert::stage_vector_types(&program, &layouts, &program.body, &mut vector_types);

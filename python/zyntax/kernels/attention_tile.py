@@ -272,7 +272,8 @@ def build(
         visible = t.cmp("lt", cols, t.splat((bm, bn), sk + sq))  # j < Sk
         after = t.cmp("ge", cols + t.splat((bm, bn), left), rows)  # j >= i' - left
         before = t.cmp("le", cols, rows + t.splat((bm, bn), right))  # j <= i' + right
-        s = t.where(visible, t.where(after, t.where(before, s, neg_inf), neg_inf), neg_inf)
+        # One select per score: the three conditions and-ed as predicates.
+        s = t.where(t.binary("and", visible, t.binary("and", after, before)), s, neg_inf)
         m_new = t.maximum(m, s.max(1))
         # A row with no visible key yet keeps m = -inf: subtract 0 instead,
         # so its p and alpha are exp(-inf) = 0 rather than NaN.

@@ -39,14 +39,14 @@
 use super::dot_mma;
 use super::dot_wgmma::{align1024, boxed_bytes, stages_in};
 use super::pipeline::{is_wgmma, Staging};
-use super::pipeline_ws::{is_scalar_op, setmaxnreg_counts, Ring, TensorMapParam};
+use super::pipeline_ws::{is_scalar_op, roles_apply, setmaxnreg_counts, Ring, TensorMapParam};
 use super::Lowerer;
 use crate::error::{TileError, TileResult};
 use crate::infer::Layouts;
 use crate::ir::{Const, Op, Param, ScalarId, TileId, TileProgram, Value};
 use crate::schedule::Schedule;
 use std::collections::HashMap;
-use zyntax_hir::{AddrSpace, Arch, Type, ValueId};
+use zyntax_hir::{AddrSpace, Type, ValueId};
 
 /// Elements of one TMA box along the unit-stride dim (128 bytes of 2-byte
 /// elements: one swizzled row).
@@ -138,15 +138,12 @@ pub(crate) fn ring_plan(
     schedule: &Schedule,
     scratch_bytes: u64,
 ) -> Option<RingPlan> {
-    if !schedule.warp_specialize || schedule.arch != Arch::Sm90a || scratch_bytes > 0 {
-        return None;
-    }
     // Wgmma dots outside the loops would stage behind a CTA barrier.
     let outside = program.body.iter().any(|op| match op {
         Op::Dot { out, .. } => is_wgmma(layouts.get(*out)),
         _ => false,
     });
-    if outside {
+    if outside || !roles_apply(schedule, scratch_bytes) {
         return None;
     }
     let mut loops = Vec::new();

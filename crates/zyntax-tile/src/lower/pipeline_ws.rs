@@ -120,6 +120,13 @@ pub(crate) struct Share {
     pub rows_split: bool,
 }
 
+/// Whether a schedule splits the CTA into producer and consumers: sm_90a,
+/// `warp_specialize`, and no shared-memory scratch (no CTA barrier may follow
+/// the split); also the ring's condition (`pipeline_ring.rs`).
+pub(super) fn roles_apply(schedule: &Schedule, scratch_bytes: u64) -> bool {
+    schedule.warp_specialize && schedule.arch == Arch::Sm90a && scratch_bytes == 0
+}
+
 /// Whether `program` lowers warp-specialised under `schedule` (see the
 /// module doc), and how.
 pub(crate) fn ws_plan(
@@ -128,7 +135,7 @@ pub(crate) fn ws_plan(
     schedule: &Schedule,
     scratch_bytes: u64,
 ) -> Option<WsPlan> {
-    if !schedule.warp_specialize || schedule.arch != Arch::Sm90a || scratch_bytes > 0 {
+    if !roles_apply(schedule, scratch_bytes) {
         return None;
     }
     let mut found = None;

@@ -457,39 +457,47 @@ impl Lowerer<'_> {
         let per_loop = plan.operands.len() / plan.loops.len();
         let mut counter = self.u32(0)?;
         let mut loop_no = 0;
-        for op in &self.program.body {
-            let Op::For {
-                lo,
-                hi,
-                step,
-                iv,
-                body,
-                ..
-            } = op
-            else {
+        let program = self.program;
+        for op in &program.body {
+            let Some((bounds, trips, body)) = self.loop_trips(op)? else {
                 if is_scalar_op(op) {
                     self.op(op)?;
                 }
                 continue;
             };
-            let (lo, hi, step) = (self.scalar(*lo)?, self.scalar(*hi)?, self.scalar(*step)?);
-            let trips = self.trip_count(lo, hi, step)?;
-            let (zero, one) = (self.u32(0)?, self.u32(1)?);
-            let frame = self.b.begin_for(zero, trips, one, &[])?;
-            let (stage, full) =
-                self.producer_step(ring, counter, frame.iv, (lo, step, *iv), body)?;
-            let sb = self.u32(plan.stage_bytes)?;
-            let base = self.b.mul(stage, sb)?;
             let mine = &plan.operands[loop_no * per_loop..(loop_no + 1) * per_loop];
-            for (o, &tmap) in mine.iter().zip(tmaps) {
-                let at = self.u32(plan.ring + o.offset)?;
-                let at = self.b.add(base, at)?;
-                self.tma_stage(&o.st, ring, at, tmap, full, 0)?;
-            }
-            self.b.end_for(frame, &[])?;
+            let uses = (counter, trips);
+            self.ring_produce_loop(plan, ring, tmaps, mine, uses, bounds, body)?;
             counter = self.b.add(counter, trips)?;
             loop_no += 1;
         }
+        Ok(())
+    }
+
+    /// The producer's loop of `trips` iterations from ring use `counter` on
+    /// (see [`Self::ring_producer`]): `operands` are the loop's.
+    #[allow(clippy::too_many_arguments)]
+    fn ring_produce_loop(
+        &mut self,
+        plan: &RingPlan,
+        ring: &Ring,
+        tmaps: &[ValueId],
+        operands: &[RingOperand],
+        (counter, trips): (ValueId, ValueId),
+        (lo, step, iv): (ValueId, ValueId, ScalarId),
+        body: &[Op],
+    ) -> TileResult<()> {
+        let (zero, one) = (self.u32(0)?, self.u32(1)?);
+        let frame = self.b.begin_for(zero, trips, one, &[])?;
+        let (stage, full) = self.producer_step(ring, counter, frame.iv, (lo, step, iv), body)?;
+        let sb = self.u32(plan.stage_bytes)?;
+        let base = self.b.mul(stage, sb)?;
+        for (o, &tmap) in operands.iter().zip(tmaps) {
+            let at = self.u32(plan.ring + o.offset)?;
+            let at = self.b.add(base, at)?;
+            self.tma_stage(&o.st, ring, at, tmap, full, 0)?;
+        }
+        self.b.end_for(frame, &[])?;
         Ok(())
     }
 

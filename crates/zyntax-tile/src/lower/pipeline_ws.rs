@@ -641,23 +641,14 @@ impl Lowerer<'_> {
         counter: ValueId,
     ) -> TileResult<ValueId> {
         self.scalar_prefix(plan)?;
-        let Op::For {
-            lo,
-            hi,
-            step,
-            iv,
-            body,
-            ..
-        } = &self.program.body[plan.at]
-        else {
+        let program = self.program;
+        let Some(((lo, step, iv), trips, body)) = self.loop_trips(&program.body[plan.at])? else {
             return Err(super::pipeline::not_a_gemm_loop());
         };
-        let (lo, hi, step) = (self.scalar(*lo)?, self.scalar(*hi)?, self.scalar(*step)?);
-        let trips = self.trip_count(lo, hi, step)?;
         let (a_st, b_st) = stagings(self.program, &plan.g);
         let (zero, one) = (self.u32(0)?, self.u32(1)?);
         let frame = self.b.begin_for(zero, trips, one, &[])?;
-        let (stage, full) = self.producer_step(ring, counter, frame.iv, (lo, step, *iv), body)?;
+        let (stage, full) = self.producer_step(ring, counter, frame.iv, (lo, step, iv), body)?;
         let sb = self.u32(ring.stage_bytes)?;
         let base = self.b.mul(stage, sb)?;
         let ab = self.u32(ring.a_bytes)?;
@@ -666,6 +657,29 @@ impl Lowerer<'_> {
         self.tma_stage(&b_st, ring, b_base, tmaps[1], full, 1)?;
         self.b.end_for(frame, &[])?;
         Ok(self.b.add(counter, trips)?)
+    }
+
+    /// A `for` op's (lo, step, iteration variable), trip count and body;
+    /// `None` for another op.
+    #[allow(clippy::type_complexity)]
+    pub(super) fn loop_trips<'o>(
+        &mut self,
+        op: &'o Op,
+    ) -> TileResult<Option<((ValueId, ValueId, crate::ir::ScalarId), ValueId, &'o [Op])>> {
+        let Op::For {
+            lo,
+            hi,
+            step,
+            iv,
+            body,
+            ..
+        } = op
+        else {
+            return Ok(None);
+        };
+        let (lo, hi, step) = (self.scalar(*lo)?, self.scalar(*hi)?, self.scalar(*step)?);
+        let trips = self.trip_count(lo, hi, step)?;
+        Ok(Some(((lo, step, *iv), trips, body)))
     }
 
     /// Iteration `j` of a producer's loop (from `lo` by `step`, iteration

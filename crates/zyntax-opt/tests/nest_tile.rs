@@ -807,3 +807,27 @@ fn ffma_register_prefetch_with_a_prologue_and_ragged_k() {
     .unwrap();
     assert_eq!(nk.schedule.stages, 1);
 }
+
+#[test]
+fn a_large_f32_matmul_takes_the_f32_tile_and_its_launch_bound() {
+    // At 4096^3 (enough 128x128 tiles for 132 SMs) the f32 nest takes
+    // 128x128 tiles, K steps of 8 over 8 warps (8x8 accumulators a thread,
+    // register-blocked) with a launch bound of 2 blocks per SM (ptxas: 128
+    // registers, no spill); a small one keeps the heuristic's tile.
+    // Lowered only: the interpreter runs the same tile in
+    // f32_matmul_on_register_blocked_ffma_tiles.
+    let options = NestTileOptions {
+        arch: zyntax_hir::Arch::Sm90a,
+        ..NestTileOptions::default()
+    };
+    let nk = lower(&matmul(4096, 4096, 4096, Type::F32, false), &options).unwrap();
+    assert_eq!(
+        (nk.schedule.block.clone(), nk.schedule.k, nk.schedule.warps),
+        (vec![128, 128], 8, 8)
+    );
+    let hir = zyntax_hir::print_module(&nk.kernel.module);
+    assert!(hir.contains("min_blocks(2)"), "{}", &hir[..200]);
+    let small = lower(&matmul(300, 300, 64, Type::F32, false), &options).unwrap();
+    assert_ne!(small.schedule.block, [128, 128]);
+    assert!(!zyntax_hir::print_module(&small.kernel.module).contains("min_blocks"));
+}

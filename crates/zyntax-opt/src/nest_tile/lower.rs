@@ -159,6 +159,10 @@ pub fn lower(spec: &NestSpec, options: &NestTileOptions) -> Result<NestKernel, N
             Ok(mut nk) => {
                 nk.pipeline = describe_pipeline(&nk, &why_not_ws);
                 light_llvm_pipeline(&mut nk.kernel.module);
+                if let Some(t) = F32_LARGE_TILE.filter(|t| t.schedule(options.arch) == nk.schedule)
+                {
+                    launch_bound(&mut nk.kernel.module, t.min_blocks);
+                }
                 return Ok(nk);
             }
             r => return r,
@@ -176,6 +180,46 @@ fn light_llvm_pipeline(m: &mut zyntax_hir::Module) {
     for f in &mut m.functions {
         if f.constraints.opt_level == zyntax_hir::OptLevel::O3 {
             f.constraints.opt_level = zyntax_hir::OptLevel::O1;
+        }
+    }
+}
+
+/// An FFMA tile for large f32 contractions, in place of the tile layer's
+/// heuristic (64x64, K step 16, 4 warps), and the launch bound its kernel
+/// gets (HIR `min_blocks`: ptxas keeps registers under 65536 / (threads x
+/// blocks)). `None`: the heuristic's.
+struct F32Tile {
+    block: u32,
+    k: u32,
+    warps: u32,
+    min_blocks: Option<u32>,
+}
+
+impl F32Tile {
+    fn schedule(&self, arch: Arch) -> Schedule {
+        Schedule::block(&[self.block, self.block])
+            .k(self.k)
+            .warps(self.warps)
+            .arch(arch)
+            .dot_path(DotPath::Ffma)
+    }
+}
+
+// Session 14 B2 (H200, f32 4096^3): 36.0 TFLOP/s against 33.0 for the
+// heuristic's 64x64 (both register-blocked), 24.6 without the bound (155
+// registers: one block per SM); cuBLAS 51.4, the library's SIMT kernel 42.9.
+const F32_LARGE_TILE: Option<F32Tile> = Some(F32Tile {
+    block: 128,
+    k: 8,
+    warps: 8,
+    min_blocks: Some(2),
+});
+
+/// Sets the kernels' launch bound (`.minnctapersm`) to `min_blocks`.
+fn launch_bound(m: &mut zyntax_hir::Module, min_blocks: Option<u32>) {
+    for f in &mut m.functions {
+        if let zyntax_hir::FunctionKind::Kernel(k) = &mut f.kind {
+            k.min_blocks = min_blocks;
         }
     }
 }
@@ -357,7 +401,12 @@ fn gemm_schedules(
         operand_bytes: c.elem.size_bytes().map_or(4, |b| b as u32),
     };
     let s = heuristic(&problem, options.arch);
-    let fallback = if c.elem != Type::F32 && options.arch >= Arch::Sm80 {
+    // (about one block per SM of an H100/H200 or more)
+    let large = |b: u32| m.div_ceil(u64::from(b)) * n.div_ceil(u64::from(b)) >= DEFAULT_SMS;
+    let f32_tile = F32_LARGE_TILE.filter(|t| c.elem == Type::F32 && large(t.block));
+    let fallback = if let Some(t) = f32_tile {
+        t.schedule(options.arch)
+    } else if c.elem != Type::F32 && options.arch >= Arch::Sm80 {
         let k = s.k.max(16);
         s.k(k).warps(4).dot_path(DotPath::MmaSync)
     } else {

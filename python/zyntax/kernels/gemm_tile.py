@@ -475,10 +475,16 @@ def launch(
             bm, bn, bk = sched[:3]
             kps = -(-kk // bk) * bk
     out_2d = [m, n, cst[1], cst[2]]
+    # Ping-pong sets store through registers: the session-14 GPU suite hung
+    # (H200, wheel 35241ad) in test_ws_bias_activation at 4097x512x512 on
+    # 128x128 ping-pong with the per-warpgroup TMA store, which the
+    # interpreter runs correctly at 257x256x512; until that is understood
+    # the combination stays off (docs/tile.md, "Known problems").
     tma_store = (
         ws
         and splits == 1
         and TMA_STORE
+        and not ws_opts[1]
         and tc.ptr % 16 == 0
         and cst[2] == 1
         and _rows_16(out_2d, T.ITEMSIZE[tc.dtype])

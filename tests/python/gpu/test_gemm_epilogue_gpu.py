@@ -143,7 +143,10 @@ def test_tma_store(
         specs = run(torch, monkeypatch, m, n, k, "bf16", out_dt, True, act)
     finally:
         clear()
-    assert [(s.ws, s.tma_store) for s in specs] == [(True, True)], specs
+    # Ping-pong sets keep the register stores (gemm_tile: the per-warpgroup
+    # TMA store hung on 128x128 ping-pong in the session-14 GPU suite).
+    pingpong = TMA_SCHEDULES[sched][2]
+    assert [(s.ws, s.tma_store) for s in specs] == [(True, not pingpong)], specs
 
 
 def test_tma_store_refused_rows_fall_back(torch: Any, monkeypatch: Any) -> None:

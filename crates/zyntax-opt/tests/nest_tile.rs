@@ -351,8 +351,8 @@ fn bf16_matmul_on_sm90a_takes_the_warp_specialised_pipeline() {
     // K, 128x128 tiles over two ping-pong sets of 4 consumer warps, 6
     // stages, persistent. 130x136 has tails in M and N (TMA zero-fills), K
     // of 7 steps wraps the 6-stage ring; the interpreter runs 3 CTAs over
-    // the 2x2 instances. The f32 output (rows of 544 bytes) is stored
-    // through TMA, which clips the tails.
+    // the 2x2 instances. The f32 output keeps register stores: ping-pong
+    // sets do not store through TMA (docs/tile.md, "Known problems").
     let sm90a = |sms| NestTileOptions {
         arch: zyntax_hir::Arch::Sm90a,
         sms,
@@ -363,7 +363,7 @@ fn bf16_matmul_on_sm90a_takes_the_warp_specialised_pipeline() {
         let nk = check(&spec, &sm90a(4), 1e-4);
         assert_eq!(
             nk.kernel.launch.tensor_maps.len(),
-            3,
+            2,
             "{elem}: {}",
             nk.pipeline
         );
@@ -375,9 +375,11 @@ fn bf16_matmul_on_sm90a_takes_the_warp_specialised_pipeline() {
             "{}",
             nk.pipeline
         );
-        assert_eq!(nk.tensor_map_views(), [0, 1, 2]);
+        assert_eq!(nk.tensor_map_views(), [0, 1]);
         let hir = zyntax_hir::print_module(&nk.kernel.module);
-        assert!(hir.contains("tma.load") && hir.contains("tma.store") && !hir.contains("cp.async"));
+        assert!(
+            hir.contains("tma.load") && !hir.contains("tma.store") && !hir.contains("cp.async")
+        );
     }
     // The output written into columns 1.. of a 130x137 f32 buffer: its rows
     // (548 bytes) and first element are not 16-byte aligned, so TMA cannot

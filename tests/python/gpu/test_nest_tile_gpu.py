@@ -100,7 +100,10 @@ def test_bf16_matmul_warp_specialised_gpu(cuda, m: int, n: int, k: int) -> None:
     nt = nest_to_tile(_as_dtype(matmul_spec(m, n, k), "bf16"), arch=arch)
     assert nt.kind == "contraction", nt.report
     if arch == "sm_90a":
-        assert len(nt.kernel.tensor_maps) == 3 and nt.kernel.persistent, nt.pipeline
+        # ping-pong sets ("x 2 sets") keep register stores (docs/tile.md,
+        # "Known problems"); the others store through TMA
+        maps = 2 if "x 2 sets" in nt.pipeline else 3
+        assert len(nt.kernel.tensor_maps) == maps and nt.kernel.persistent, nt.pipeline
     a = torch.from_numpy(rand(m, k)).to("cuda", torch.bfloat16)
     b = torch.from_numpy(rand(k, n)).to("cuda", torch.bfloat16)
     c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)

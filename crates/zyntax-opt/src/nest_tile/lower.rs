@@ -509,7 +509,10 @@ fn ws_schedule(
             s.stages, s.k
         ));
     }
-    Ok(s.tma_store(tma_storable(spec, c)))
+    // Not on ping-pong sets: the per-warpgroup TMA store hung there on the
+    // device in session 14 (docs/tile.md, "Known problems").
+    let tma = !s.pingpong && tma_storable(spec, c);
+    Ok(s.tma_store(tma))
 }
 
 /// Whether the output can be stored through TMA (`Schedule::tma_store`):
